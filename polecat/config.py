@@ -1,0 +1,342 @@
+"""The one configuration object.
+
+The CLI, TOML files and the library API all build a :class:`Config` through :func:`config_from_mapping`,
+which validates every field once, at start-up, and names the field in its error. Each component receives
+only its own section. Sections are frozen, keyword-only dataclasses.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import tomllib
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from polecat.errors import ConfigError
+
+DEFAULT_USER_AGENT = "polecat/0.1 (+https://github.com/polecat-crawler/polecat)"
+
+DEFAULT_TRACKING_PARAMS: tuple[str, ...] = (
+    "utm_*",
+    "gclid",
+    "gclsrc",
+    "dclid",
+    "fbclid",
+    "msclkid",
+    "mc_cid",
+    "mc_eid",
+    "yclid",
+    "_ga",
+    "_gl",
+    "igshid",
+    "ref_src",
+)
+
+Scope = Literal["host", "domain", "any"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ScopeConfig:
+    """What the crawl may enter."""
+
+    seeds: tuple[str, ...] = ()
+    mode: Scope = "host"
+    allow: tuple[str, ...] = ()
+    """Regexes; when any are given a URL must match one of them."""
+    deny: tuple[str, ...] = ()
+    """Regexes; a URL matching any is skipped."""
+    block: tuple[str, ...] = ()
+    """Host patterns (``example.com`` exact, ``*.example.com`` the domain and its subdomains)."""
+    max_pages: int = 0
+    """Stop after this many fetches in this run (0: no limit)."""
+    max_depth: int = 50
+    max_url_length: int = 2048
+    max_pages_per_host: int = 100_000
+    max_queue_per_host: int = 1_000_000
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PolitenessConfig:
+    """When a host may be fetched (see polecat/frontier/politeness.py for the rules)."""
+
+    rate: float = 1.0
+    """Requests per second per politeness key."""
+    throttle: tuple[tuple[str, float], ...] = ()
+    """Per-host-pattern rate overrides, ``(pattern, req_per_s)``."""
+    key_by_ip: bool = False
+    """Also limit by resolved IP: several hosts on one server share one budget."""
+    max_crawl_delay: float = 60.0
+    """Ceiling applied to robots.txt Crawl-delay."""
+    backoff_factor: float = 0.5
+    """Multiplicative rate cut on 429/503."""
+    min_rate_factor: float = 1 / 64
+    """The AIMD cut never takes a host below this fraction of its configured rate."""
+    recover_step: float = 0.05
+    """Additive recovery of the rate factor per successful fetch."""
+    max_retry_after: float = 86_400.0
+    quarantine_base: float = 30.0
+    quarantine_cap: float = 3_600.0
+    park_after_failures: int = 8
+    """Consecutive failures that park a host (reported, no more fetches this run)."""
+    max_url_attempts: int = 3
+    """A URL failing this many times with a retryable error is recorded done with its reason."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FetchConfig:
+    user_agent: str = DEFAULT_USER_AGENT
+    concurrency: int = 256
+    connections_per_host: int = 2
+    connect_timeout: float = 10.0
+    first_byte_timeout: float = 20.0
+    read_gap_timeout: float = 10.0
+    total_timeout: float = 60.0
+    max_body_bytes: int = 10 * 1024 * 1024
+    max_redirects: int = 5
+    store_types: tuple[str, ...] = ("text/html", "application/xhtml+xml", "text/plain")
+    """Content types stored; others are recorded as skipped."""
+    verify_tls: bool = True
+    ca_bundle: Path | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DnsConfig:
+    nameservers: tuple[str, ...] = ()
+    """``ip`` or ``ip:port``; empty uses the system's."""
+    min_ttl: float = 60.0
+    max_ttl: float = 600.0
+    negative_ttl: float = 30.0
+    timeout: float = 5.0
+    allow_private: bool = False
+    """Allow private, loopback and link-local addresses (tests, intranet crawls)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RobotsConfig:
+    max_bytes: int = 512 * 1024
+    cache_ttl: float = 86_400.0
+    retry_base: float = 60.0
+    retry_cap: float = 6 * 3600.0
+    max_unreachable_age: float = 30 * 86_400.0
+    """After robots has been unreachable this long, a cached copy applies again."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DedupConfig:
+    expected_urls: int = 10_000_000
+    bloom_fp_rate: float = 0.01
+    tracking_params: tuple[str, ...] = DEFAULT_TRACKING_PARAMS
+    simhash_distance: int = 3
+    store_near_duplicates: bool = False
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StoreConfig:
+    url: str = ""
+    """Where sealed segments go: empty or ``file://...`` for local disk, ``s3://bucket/prefix`` etc."""
+    segment_bytes: int = 256 * 1024 * 1024
+    options: tuple[tuple[str, str], ...] = ()
+    """Backend options passed to the object-store client (endpoint, region, credentials...)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FrontierConfig:
+    commit_ops: int = 2_000
+    """Checkpoint after this many frontier operations..."""
+    commit_ms: float = 250.0
+    """...or after this many milliseconds, whichever comes first."""
+    map_size: int = 64 * 1024**3
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Config:
+    """Everything a node needs. Build it with :func:`config_from_mapping` or directly."""
+
+    data_dir: Path = Path("polecat-data")
+    scope: ScopeConfig = field(default_factory=ScopeConfig)
+    politeness: PolitenessConfig = field(default_factory=PolitenessConfig)
+    fetch: FetchConfig = field(default_factory=FetchConfig)
+    dns: DnsConfig = field(default_factory=DnsConfig)
+    robots: RobotsConfig = field(default_factory=RobotsConfig)
+    dedup: DedupConfig = field(default_factory=DedupConfig)
+    store: StoreConfig = field(default_factory=StoreConfig)
+    frontier: FrontierConfig = field(default_factory=FrontierConfig)
+    progress: bool = False
+    """Show live progress on the terminal."""
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+
+_SECTIONS: dict[str, type[Any]] = {
+    "scope": ScopeConfig,
+    "politeness": PolitenessConfig,
+    "fetch": FetchConfig,
+    "dns": DnsConfig,
+    "robots": RobotsConfig,
+    "dedup": DedupConfig,
+    "store": StoreConfig,
+    "frontier": FrontierConfig,
+}
+
+
+def _coerce(name: str, hint: Any, value: Any) -> Any:
+    """Convert a TOML/CLI value to the annotated type, or raise ConfigError naming the field."""
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin in (types.UnionType, typing.Union):
+        if value is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        return _coerce(name, inner[0], value)
+    if origin is Literal:
+        if value not in args:
+            raise ConfigError(f"{name}: must be one of {', '.join(map(str, args))}, got {value!r}")
+        return value
+    if origin is tuple:
+        if isinstance(value, Mapping) and len(args) == 2 and args[1] is Ellipsis:
+            value = list(value.items())
+        if isinstance(value, str | bytes) or not isinstance(value, list | tuple):
+            raise ConfigError(f"{name}: expected a list, got {value!r}")
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_coerce(f"{name}[{i}]", args[0], v) for i, v in enumerate(value))
+        if len(value) != len(args):
+            raise ConfigError(f"{name}: expected {len(args)} items, got {value!r}")
+        return tuple(_coerce(f"{name}[{i}]", a, v) for i, (a, v) in enumerate(zip(args, value, strict=True)))
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{name}: expected true or false, got {value!r}")
+        return value
+    if hint is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{name}: expected an integer, got {value!r}")
+        return value
+    if hint is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(f"{name}: expected a number, got {value!r}")
+        return float(value)
+    if hint is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{name}: expected a string, got {value!r}")
+        return value
+    if hint is Path:
+        if not isinstance(value, str | Path):
+            raise ConfigError(f"{name}: expected a path, got {value!r}")
+        return Path(value)
+    raise ConfigError(f"{name}: unsupported type {hint!r}")  # pragma: no cover - schema bug
+
+
+def _build(cls: type[Any], prefix: str, data: Mapping[str, Any]) -> Any:
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise ConfigError(f"{prefix}{unknown[0]}: unknown setting (known: {', '.join(sorted(names))})")
+    kwargs = {k: _coerce(f"{prefix}{k}", hints[k], v) for k, v in data.items()}
+    return cls(**kwargs)
+
+
+def config_from_mapping(data: Mapping[str, Any]) -> Config:
+    """Build and validate a Config from nested plain data (a parsed TOML document, CLI overrides)."""
+    top: dict[str, Any] = {}
+    for key, value in data.items():
+        if key in _SECTIONS:
+            if not isinstance(value, Mapping):
+                raise ConfigError(f"[{key}]: expected a table")
+            top[key] = _build(_SECTIONS[key], f"{key}.", value)
+        elif key in ("data_dir", "progress"):
+            top[key] = _coerce(key, typing.get_type_hints(Config)[key], value)
+        else:
+            known = ", ".join(sorted([*_SECTIONS, "data_dir", "progress"]))
+            raise ConfigError(f"{key}: unknown setting (known: {known})")
+    return Config(**top)
+
+
+def load_toml(path: Path) -> dict[str, Any]:
+    """Read a TOML config file into plain data, with a clear error on a bad file."""
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except OSError as exc:
+        raise ConfigError(f"config file {path}: {exc.strerror or exc}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path}: {exc}") from exc
+
+
+def merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """Deep-merge two config mappings; ``over`` wins (CLI flags over the TOML file)."""
+    out = dict(base)
+    for k, v in over.items():
+        if isinstance(v, Mapping) and isinstance(out.get(k), Mapping):
+            out[k] = merge(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+_HOST_PATTERN = re.compile(r"^(\*\.)?[a-z0-9_.:\[\]-]+$")
+
+
+def _check(cond: bool, name: str, msg: str) -> None:
+    if not cond:
+        raise ConfigError(f"{name}: {msg}")
+
+
+def validate(cfg: Config) -> None:
+    """Check cross-field rules; raise ConfigError naming the first bad field."""
+    s, p, f, d, r, dd, st, fr = (
+        cfg.scope, cfg.politeness, cfg.fetch, cfg.dns, cfg.robots, cfg.dedup, cfg.store, cfg.frontier,
+    )
+    for i, rx in enumerate((*s.allow, *s.deny)):
+        try:
+            re.compile(rx)
+        except re.error as exc:
+            raise ConfigError(f"scope.allow/deny[{i}]: bad regex {rx!r}: {exc}") from exc
+    for pat in s.block:
+        _check(bool(_HOST_PATTERN.match(pat.lower())), "scope.block", f"bad host pattern {pat!r}")
+    for pat, rate in p.throttle:
+        _check(bool(_HOST_PATTERN.match(pat.lower())), "politeness.throttle", f"bad host pattern {pat!r}")
+        _check(rate > 0, "politeness.throttle", f"rate for {pat!r} must be > 0, got {rate}")
+    _check(s.max_pages >= 0, "scope.max_pages", "must be >= 0")
+    _check(s.max_depth >= 0, "scope.max_depth", "must be >= 0")
+    _check(s.max_url_length >= 32, "scope.max_url_length", "must be >= 32")
+    _check(s.max_pages_per_host > 0, "scope.max_pages_per_host", "must be > 0")
+    _check(s.max_queue_per_host > 0, "scope.max_queue_per_host", "must be > 0")
+    _check(0 < p.rate <= 1000, "politeness.rate", f"must be in (0, 1000] req/s, got {p.rate}")
+    _check(p.max_crawl_delay >= 0, "politeness.max_crawl_delay", "must be >= 0")
+    _check(0 < p.backoff_factor < 1, "politeness.backoff_factor", "must be in (0, 1)")
+    _check(0 < p.min_rate_factor <= 1, "politeness.min_rate_factor", "must be in (0, 1]")
+    _check(p.recover_step > 0, "politeness.recover_step", "must be > 0")
+    _check(0 < p.quarantine_base <= p.quarantine_cap, "politeness.quarantine_base",
+           "must be > 0 and <= quarantine_cap")
+    _check(p.park_after_failures >= 1, "politeness.park_after_failures", "must be >= 1")
+    _check(p.max_url_attempts >= 1, "politeness.max_url_attempts", "must be >= 1")
+    _check(bool(f.user_agent.strip()) and "\n" not in f.user_agent, "fetch.user_agent",
+           "must be a non-empty single line")
+    _check(1 <= f.concurrency <= 100_000, "fetch.concurrency", "must be in [1, 100000]")
+    _check(f.connections_per_host >= 1, "fetch.connections_per_host", "must be >= 1")
+    for name in ("connect_timeout", "first_byte_timeout", "read_gap_timeout", "total_timeout"):
+        _check(getattr(f, name) > 0, f"fetch.{name}", "must be > 0")
+    _check(f.max_body_bytes >= 1024, "fetch.max_body_bytes", "must be >= 1024")
+    _check(0 <= f.max_redirects <= 20, "fetch.max_redirects", "must be in [0, 20]")
+    _check(f.ca_bundle is None or f.ca_bundle.is_file(), "fetch.ca_bundle", f"no such file: {f.ca_bundle}")
+    _check(0 < d.min_ttl <= d.max_ttl, "dns.min_ttl", "must be > 0 and <= dns.max_ttl")
+    _check(d.negative_ttl >= 0, "dns.negative_ttl", "must be >= 0")
+    _check(d.timeout > 0, "dns.timeout", "must be > 0")
+    _check(r.max_bytes >= 500 * 1024, "robots.max_bytes", "RFC 9309 requires parsing at least 500 KiB")
+    _check(0 < r.cache_ttl <= 86_400, "robots.cache_ttl", "must be in (0, 86400] seconds (RFC 9309: 24 h)")
+    _check(0 < r.retry_base <= r.retry_cap, "robots.retry_base", "must be > 0 and <= robots.retry_cap")
+    _check(0 < dd.bloom_fp_rate < 0.5, "dedup.bloom_fp_rate", "must be in (0, 0.5)")
+    _check(dd.expected_urls >= 1000, "dedup.expected_urls", "must be >= 1000")
+    _check(0 <= dd.simhash_distance <= 3, "dedup.simhash_distance",
+           "must be in [0, 3] (the 4x16-bit banded index finds distances up to 3)")
+    _check(st.segment_bytes >= 1024 * 1024, "store.segment_bytes", "must be >= 1 MiB")
+    _check(st.url == "" or "://" in st.url, "store.url", f"must be a URL such as s3://bucket/prefix, got {st.url!r}")
+    _check(fr.commit_ops >= 1, "frontier.commit_ops", "must be >= 1")
+    _check(fr.commit_ms > 0, "frontier.commit_ms", "must be > 0")
+    _check(fr.map_size >= 16 * 1024 * 1024, "frontier.map_size", "must be >= 16 MiB")
