@@ -1,0 +1,348 @@
+"""robots.txt rules for one crawler (RFC 9309), parsed by protego behind a small wrapper.
+
+:class:`RobotsRules` answers "may this crawler fetch this URL" for one robots.txt and one user agent.
+The wrapper normalizes the text before protego sees it, so that group selection follows RFC 9309 and
+not protego's more generous habits:
+
+- Lines that are not a known directive are dropped. RFC 9309 2.2 lets crawlers ignore unknown records;
+  protego instead lets an unknown line end the current group, which splits ``User-agent: a`` /
+  ``Foo: x`` / ``User-agent: b`` into two groups.
+- Every ``User-agent`` value is reduced to its product token (the leading ``[A-Za-z_-]`` run, as
+  Google does: ``User-agent: Foo Bar`` names ``foo``) and then rewritten to one of three values: our
+  own token, ``*``, or a sentinel that never matches. Group selection is then an exact, case-insensitive
+  product-token match (RFC 9309 2.2.1); protego's substring matching (``User-agent: pole`` would match
+  ``polecat``) cannot fire.
+
+Where the result differs from Google's conformance cases (tests/test_robots_conformance.py lists them):
+percent-encoding is normalized on both sides before comparison, as RFC 9309 2.2.2 asks (Google compares
+bytes as written and leaves encoding to the caller); the caller's own user agent is reduced to its
+product token (``Foo Bar`` -> ``foo``) where Google refuses to match an agent with a space; protego allows
+``/`` when ``/index.html`` is allowed; lines are not truncated at Google's 16 KiB line limit.
+
+Then :class:`RobotsPolicy` holds, per host, which rules apply now (see its rules below).
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+import re
+from dataclasses import dataclass
+
+from protego import Protego
+
+from polecat.config import RobotsConfig
+
+__all__ = [
+    "Closed",
+    "Fetch",
+    "Ready",
+    "RobotsDecision",
+    "RobotsPolicy",
+    "RobotsRules",
+    "RobotsStats",
+    "product_token",
+]
+
+# The directive names protego understands (including its tolerated misspellings). Any other line is
+# dropped before parsing so it cannot end a group.
+_USER_AGENT = frozenset({"user-agent", "useragent", "user agent"})
+_DIRECTIVES = _USER_AGENT | frozenset({
+    "allow", "disallow", "dissallow", "dissalow", "disalow", "diasllow", "disallaw",
+    "sitemap", "sitemaps", "site-map", "crawl-delay", "crawl delay",
+    "request-rate", "request rate", "visit-time", "visit time", "host",
+})
+_TOKEN = re.compile(r"[A-Za-z_-]+")
+# Texts up to this size are interned: many hosts serve byte-identical small robots.txt files.
+_INTERN_MAX_CHARS = 8192
+
+
+def product_token(user_agent: str) -> str:
+    """The lowercase product token of a user agent: ``polecat/0.1 (+https://x)`` -> ``polecat``."""
+    m = _TOKEN.match(user_agent.strip())
+    return m.group(0).lower() if m else user_agent.strip().lower()
+
+
+def _split_directive(line: str) -> tuple[str, str] | None:
+    """``(field, value)`` of a known directive line, or None. Accepts ``field: value`` and, as protego
+    does, ``field value`` without a colon."""
+    field, sep, value = line.partition(":")
+    if sep:
+        name = field.strip().lower()
+        if name in _DIRECTIVES:
+            return name, value.strip()
+    words = line.split()
+    for n in (1, 2):
+        name = " ".join(words[:n]).lower()
+        if name in _DIRECTIVES:
+            return name, " ".join(words[n:])
+    return None
+
+
+def _normalize(text: str, token: str) -> tuple[str, bool]:
+    """Rewrite robots.txt text for protego (see the module docstring). Also says whether any group
+    can apply to ``token`` at all, so texts that cannot restrict us skip protego."""
+    other = f"{token}~other"  # longer than token, so never a substring of it
+    out: list[str] = []
+    applies = False
+    for raw in text.splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        parsed = _split_directive(line)
+        if parsed is None:
+            continue
+        field, value = parsed
+        if field in _USER_AGENT:
+            m = _TOKEN.match(value)
+            agent = m.group(0).lower() if m else ""
+            if agent == token or (not agent and value.startswith("*")):
+                value = token if agent else "*"
+                applies = True
+            else:
+                value = other
+            field = "user-agent"
+        out.append(f"{field}: {value}")
+    return "\n".join(out), applies
+
+
+class RobotsRules:
+    """The rules of one robots.txt for one user agent. Immutable once built; ``allowed`` is cheap."""
+
+    __slots__ = ("_parser", "_token", "_verdict", "crawl_delay", "sitemaps")
+
+    crawl_delay: float | None
+    """The Crawl-delay of our group, in seconds (no ceiling applied here), or None."""
+    sitemaps: tuple[str, ...]
+    """Sitemap URLs listed anywhere in the file, in order."""
+
+    def __init__(self, text: str, user_agent: str) -> None:
+        """Parse robots.txt ``text`` for ``user_agent`` (a full User-Agent string or a bare token)."""
+        token = product_token(user_agent)
+        normalized, applies = _normalize(text, token)
+        parser = Protego.parse(normalized)
+        self._token = token
+        self.sitemaps = tuple(parser.sitemaps)
+        # No group names us or "*": nothing can be disallowed, so skip protego on every query.
+        self._parser: Protego | None = parser if applies else None
+        self._verdict = True
+        self.crawl_delay = parser.crawl_delay(token) if applies else None
+
+    @classmethod
+    def parse(cls, text: str, user_agent: str) -> RobotsRules:
+        """Like the constructor, but small texts are interned: identical files share one object."""
+        if len(text) <= _INTERN_MAX_CHARS:
+            return _interned(text, product_token(user_agent))
+        return cls(text, user_agent)
+
+    @classmethod
+    def allow_all(cls) -> RobotsRules:
+        """Rules that allow everything (robots.txt unavailable: 4xx)."""
+        return _ALLOW_ALL
+
+    @classmethod
+    def disallow_all(cls) -> RobotsRules:
+        """Rules that allow nothing (robots.txt unreachable: 5xx, network failure)."""
+        return _DISALLOW_ALL
+
+    @classmethod
+    def _fixed(cls, verdict: bool) -> RobotsRules:
+        rules = cls.__new__(cls)
+        rules._parser = None
+        rules._token = ""
+        rules._verdict = verdict
+        rules.crawl_delay = None
+        rules.sitemaps = ()
+        return rules
+
+    def allowed(self, url: str) -> bool:
+        """May ``url`` (absolute, canonical) be fetched? For parsed rules ``/robots.txt`` itself is
+        always allowed."""
+        parser = self._parser
+        if parser is None:
+            return self._verdict
+        return bool(parser.can_fetch(url, self._token))
+
+    def __repr__(self) -> str:
+        kind = "parsed" if self._parser is not None else ("allow-all" if self._verdict else "disallow-all")
+        return f"<RobotsRules {kind} crawl_delay={self.crawl_delay} sitemaps={len(self.sitemaps)}>"
+
+
+_ALLOW_ALL = RobotsRules._fixed(True)
+_DISALLOW_ALL = RobotsRules._fixed(False)
+
+
+@functools.lru_cache(maxsize=4096)
+def _interned(text: str, token: str) -> RobotsRules:
+    return RobotsRules(text, token)
+
+
+# --- per-host policy ---------------------------------------------------------------------------------
+#
+# Rules of RobotsPolicy (RFC 9309 2.3.1 and 2.4; one place, read top to bottom):
+#
+# 1. A host never seen has no rules: lookup says Fetch() and no page may be fetched before robots.txt.
+# 2. 2xx: the first cfg.max_bytes of the body (at least 500 KiB, config-checked) are parsed; a line cut
+#    by the cap is dropped. State "ok".
+# 3. 3xx reaching the policy means the HTTP layer gave up after 5 redirects (Fetcher.fetch_robots
+#    follows them itself, also cross-host): RFC 9309 2.3.1.2 lets us treat that as unavailable -> rule 4.
+# 4. 4xx other than 429 (404, 410, 401, 403...): allow all. State "unavailable".
+# 5. 429, 5xx, other statuses, and every network failure (DNS, connect, timeout, TLS): complete disallow
+#    (Closed(until)) and a retry at `until`, backing off from cfg.retry_base doubling to cfg.retry_cap,
+#    with jitter (x0.75..1.0) so hosts that failed together do not retry together; a Retry-After longer
+#    than the backoff wins (capped at cfg.retry_cap). At `until` lookup says Fetch(). State "unreachable".
+# 6. Rules from 2xx/4xx serve for cfg.cache_ttl (<= 24 h). After that lookup says Ready(refresh_due=True):
+#    the cached copy keeps applying while the refresh is pending, and only then. A refresh that ends in
+#    rule 5 closes the host like a first failure, cached copy or not.
+# 7. After cfg.max_unreachable_age of uninterrupted unreachability, a cached copy (if the host ever had
+#    one) applies again (RFC 9309 2.3.1.4), with refresh_due at each retry time. Without one the host
+#    stays closed.
+
+
+@dataclass(frozen=True, slots=True)
+class Ready:
+    """Use ``rules``. ``refresh_due``: schedule a robots.txt refresh as this host's next request."""
+
+    rules: RobotsRules
+    refresh_due: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Fetch:
+    """No usable rules: fetch robots.txt before any page of this host."""
+
+
+@dataclass(frozen=True, slots=True)
+class Closed:
+    """robots.txt is unreachable: fetch nothing from this host before ``until``, then retry robots.txt."""
+
+    until: float
+
+
+RobotsDecision = Ready | Fetch | Closed
+
+_FETCH = Fetch()
+
+
+@dataclass(frozen=True, slots=True)
+class RobotsStats:
+    fetches: int
+    """robots.txt outcomes recorded (responses and failures)."""
+    ok: int
+    unavailable: int
+    """4xx (and redirect chains that did not end)."""
+    unreachable: int
+    """429, 5xx and network failures."""
+    failure_rate: float
+    """unreachable / fetches (0.0 before any fetch)."""
+    errors: tuple[tuple[str, int], ...]
+    """Network failures by FetchError kind, e.g. ``(("dns", 3), ("timeout", 1))``."""
+
+
+@dataclass(slots=True)
+class _Host:
+    state: str
+    rules: RobotsRules | None = None
+    """The last rules obtained from a 2xx/4xx; kept through failures for rule 7."""
+    fresh: Ready | None = None
+    stale: Ready | None = None
+    fetched_at: float = 0.0
+    failures: int = 0
+    unreachable_since: float = 0.0
+    retry_at: float = 0.0
+
+
+class RobotsPolicy:
+    """Per-host robots.txt state machine (sans-IO; see the rules above). Feed it outcomes, ask it what
+    applies now."""
+
+    def __init__(self, cfg: RobotsConfig, user_agent: str, *, rng: random.Random | None = None) -> None:
+        self._cfg = cfg
+        self._agent = product_token(user_agent)
+        self._rng = rng or random.Random()
+        self._hosts: dict[str, _Host] = {}
+        self._ok = self._unavailable = self._unreachable = 0
+        self._errors: dict[str, int] = {}
+
+    def lookup(self, host: str, now: float) -> RobotsDecision:
+        """What applies to ``host`` at ``now``."""
+        h = self._hosts.get(host)
+        if h is None:
+            return _FETCH
+        if h.failures == 0:
+            assert h.fresh is not None and h.stale is not None
+            return h.fresh if now - h.fetched_at < self._cfg.cache_ttl else h.stale
+        if h.rules is not None and now - h.unreachable_since >= self._cfg.max_unreachable_age:
+            assert h.fresh is not None and h.stale is not None
+            return h.stale if now >= h.retry_at else h.fresh
+        return Closed(h.retry_at) if now < h.retry_at else _FETCH
+
+    def record_response(
+        self, host: str, status: int, body: bytes, now: float, *, retry_after: float | None = None
+    ) -> None:
+        """Record the final response to a robots.txt fetch (after redirects)."""
+        if 200 <= status < 300:
+            self._ok += 1
+            self._usable(host, "ok", self._parse(body), now)
+        elif 300 <= status < 500 and status != 429:
+            self._unavailable += 1
+            self._usable(host, "unavailable", RobotsRules.allow_all(), now)
+        else:
+            self._fail(host, now, retry_after)
+
+    def record_failure(self, host: str, now: float, exc: BaseException) -> None:
+        """Record a robots.txt fetch that produced no response (DNS, connect, timeout, TLS...)."""
+        kind = str(getattr(exc, "kind", type(exc).__name__))
+        self._errors[kind] = self._errors.get(kind, 0) + 1
+        self._fail(host, now, None)
+
+    def host_state(self, host: str) -> str:
+        """``"ok"``, ``"unavailable"``, ``"unreachable"`` or ``"unknown"`` (never fetched)."""
+        h = self._hosts.get(host)
+        return h.state if h is not None else "unknown"
+
+    def stats(self) -> RobotsStats:
+        fetches = self._ok + self._unavailable + self._unreachable
+        return RobotsStats(
+            fetches=fetches,
+            ok=self._ok,
+            unavailable=self._unavailable,
+            unreachable=self._unreachable,
+            failure_rate=self._unreachable / fetches if fetches else 0.0,
+            errors=tuple(sorted(self._errors.items())),
+        )
+
+    def _parse(self, body: bytes) -> RobotsRules:
+        cap = self._cfg.max_bytes
+        if len(body) > cap:
+            body = body[:cap]
+            cut = body.rfind(b"\n")
+            body = body[: cut + 1] if cut >= 0 else b""
+        return RobotsRules.parse(body.decode("utf-8", errors="replace"), self._agent)
+
+    def _usable(self, host: str, state: str, rules: RobotsRules, now: float) -> None:
+        h = self._hosts.get(host)
+        if h is None:
+            h = self._hosts[host] = _Host(state)
+        h.state = state
+        h.rules = rules
+        h.fresh = Ready(rules, False)
+        h.stale = Ready(rules, True)
+        h.fetched_at = now
+        h.failures = 0
+
+    def _fail(self, host: str, now: float, retry_after: float | None) -> None:
+        self._unreachable += 1
+        h = self._hosts.get(host)
+        if h is None:
+            h = self._hosts[host] = _Host("unreachable")
+        if h.failures == 0:
+            h.unreachable_since = now
+        h.state = "unreachable"
+        h.failures += 1
+        cfg = self._cfg
+        delay = min(cfg.retry_cap, cfg.retry_base * 2.0 ** min(h.failures - 1, 60))
+        delay *= 1.0 - 0.25 * self._rng.random()
+        if retry_after is not None:
+            delay = max(delay, min(retry_after, cfg.retry_cap))
+        h.retry_at = now + delay
