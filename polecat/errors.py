@@ -90,3 +90,10 @@ class NotFound(StoreError, KeyError):
 
 class FrontierError(PolecatError):
     """The frontier database is unusable (schema mismatch, corruption)."""
+
+
+# --- dedup -------------------------------------------------------------------------------------------
+
+
+class CorruptBloom(PolecatError):
+    """A saved Bloom filter file is truncated, of another format, or fails its checksum (rebuild it)."""
