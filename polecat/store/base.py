@@ -1,0 +1,136 @@
+"""The page store's contract: records, the ``PageStore`` protocol, and how to open one.
+
+A page body is addressed by its BLAKE2b-256 content hash. Every fetch appends one :class:`FetchRecord`
+to the store's log (the URL's fetch history); a body is written at most once per hash, so storing is
+idempotent and a crawler that fetches at least once stores exactly once.
+
+Durability contract (what the node relies on): ``put`` may buffer; after ``flush`` returns, everything
+put so far is durable on disk *and* indexed. The node flushes the store before it commits the frontier,
+so a crash never leaves the frontier claiming a page that the store lost.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal, Protocol
+
+if TYPE_CHECKING:
+    from polecat.config import StoreConfig
+
+HASH_NAME = "blake2b-256"
+"""The content-hash function, recorded in the index's meta table and checked at open."""
+
+RecordKind = Literal["response", "revisit"]
+
+
+def content_hash(body: bytes) -> bytes:
+    """The page's address: BLAKE2b with a 256-bit digest of the (decoded) body."""
+    return hashlib.blake2b(body, digest_size=32).digest()
+
+
+@dataclass(frozen=True, slots=True)
+class FetchRecord:
+    """One fetch of one URL, as the store keeps it in the URL's history."""
+
+    url: str
+    fetched_at: float
+    """Unix seconds."""
+    status: int
+    headers: tuple[tuple[str, str], ...]
+    """Response headers as received (before the body was decoded)."""
+    content_hash: bytes
+    """Hash of the decoded body; for a revisit, the hash of the original it points to."""
+    size: int
+    """Body length in bytes."""
+    truncated: bool = False
+    """The body was cut at the size cap."""
+    duplicate_of: str | None = None
+    """For a near-duplicate or an unchanged refetch: the URL of the original."""
+    kind: RecordKind = "response"
+    """``response`` (body stored or already present) or ``revisit`` (no body: points at the original)."""
+
+    @classmethod
+    def for_body(cls, url: str, body: bytes, *, fetched_at: float, status: int = 200,
+                 headers: tuple[tuple[str, str], ...] = (), truncated: bool = False) -> FetchRecord:
+        """The record of a fetch that returned ``body`` (hash and size computed here)."""
+        return cls(url=url, fetched_at=fetched_at, status=status, headers=headers,
+                   content_hash=content_hash(body), size=len(body), truncated=truncated)
+
+
+@dataclass(frozen=True, slots=True)
+class StoreStats:
+    """Counters of a store (committed and pending together)."""
+
+    records: int
+    """Fetch records in the log."""
+    bodies: int
+    """Distinct bodies stored."""
+    revisits: int
+    """Records written without a body (revisits, identical bodies put again)."""
+    raw_bytes: int
+    """Uncompressed body bytes stored."""
+    stored_bytes: int
+    """Bytes appended to segments (compressed WARC records, bodies and revisits)."""
+    segments: int
+    sealed_segments: int
+    remote_segments: int
+    """Sealed segments shipped to object storage."""
+    pending_records: int
+    """Records put since the last flush."""
+
+
+class PageStore(Protocol):
+    """Content-addressed, append-only page storage. One writer per store; readers may be many."""
+
+    def put(self, record: FetchRecord, body: bytes | None) -> bool:
+        """Append a fetch record and, when its hash is new, its body.
+
+        ``body`` None writes a revisit record pointing at ``record.content_hash``. A body whose hash
+        is already stored writes no body bytes again; a small revisit record is still appended so the
+        URL's history is complete. Returns True when new body bytes were written. The caller computes
+        ``record.content_hash`` with :func:`content_hash` (reads verify it).
+        """
+        ...
+
+    def has(self, digest: bytes) -> bool:
+        """Whether a body with this hash is stored (flushed or pending)."""
+        ...
+
+    def get(self, digest: bytes) -> bytes:
+        """The body with this hash, verified; raises NotFound or CorruptRecord."""
+        ...
+
+    def history(self, url: str) -> list[FetchRecord]:
+        """Every fetch record of ``url``, oldest first (empty when never fetched)."""
+        ...
+
+    def records(self) -> Iterator[FetchRecord]:
+        """Every fetch record, in append order."""
+        ...
+
+    def flush(self) -> None:
+        """Make everything put so far durable and indexed before returning."""
+        ...
+
+    def stats(self) -> StoreStats:
+        """Current counters."""
+        ...
+
+    def close(self) -> None:
+        """Flush, finish shipping sealed segments, release the store. Idempotent."""
+        ...
+
+
+def open_store(root: Path, cfg: StoreConfig, *, read_only: bool = False) -> PageStore:
+    """Open (creating when absent, unless ``read_only``) the segment store at ``root``.
+
+    A writer takes an exclusive lock on the directory, truncates torn segment tails left by a crash and
+    resumes shipping sealed segments. A read-only store may be opened while a writer runs; it sees what
+    the writer has flushed.
+    """
+    from polecat.store.segstore import SegmentStore  # the implementation imports this module
+
+    return SegmentStore.open(root, cfg, read_only=read_only)

@@ -1,0 +1,126 @@
+"""Segment files on local disk: append, sync, read by range, cut torn tails.
+
+A segment is a sequence of zstd frames, one WARC record each, named ``<store id>-<number>.warc.zst``.
+Only the writer appends, and only at the end; the index records how many bytes of each segment were
+durable when it last committed, so anything past that after a crash (a torn or unindexed tail) is cut.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+from polecat.errors import CorruptRecord, StoreError
+from polecat.store.index import Locator
+
+_NAME = re.compile(r"^([0-9a-f]+)-(\d{8})\.warc\.zst$")
+
+
+def segment_name(store_id: str, seg: int) -> str:
+    return f"{store_id}-{seg:08d}.warc.zst"
+
+
+def list_segment_files(directory: Path, store_id: str) -> Iterator[tuple[int, Path]]:
+    """(number, path) of this store's segment files in ``directory``."""
+    if not directory.is_dir():
+        return
+    for entry in directory.iterdir():
+        m = _NAME.match(entry.name)
+        if m and m.group(1) == store_id:
+            yield int(m.group(2)), entry
+
+
+def fsync_dir(directory: Path) -> None:
+    """Persist directory entries (a new segment file's name) across a power loss."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def cut_tail(path: Path, committed: int) -> int:
+    """Truncate ``path`` to its committed length; return the bytes cut.
+
+    Raises CorruptRecord when the file is shorter than what the index says was durable.
+    """
+    size = path.stat().st_size
+    if size < committed:
+        raise CorruptRecord(f"segment {path.name} has {size} bytes, index committed {committed}")
+    if size > committed:
+        with path.open("r+b") as fh:
+            fh.truncate(committed)
+            os.fsync(fh.fileno())
+    return size - committed
+
+
+class SegmentWriter:
+    """Appends frames to one segment file. Not thread-safe: the store's writer thread owns it."""
+
+    def __init__(self, path: Path, seg: int, length: int) -> None:
+        self.path = path
+        self.seg = seg
+        self.length = length
+        try:
+            self._fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+            os.lseek(self._fd, length, os.SEEK_SET)
+        except OSError as exc:
+            raise StoreError(f"cannot open segment {path}: {exc}") from exc
+
+    def append(self, frame: bytes) -> Locator:
+        offset = self.length
+        view = memoryview(frame)
+        try:
+            while view:
+                n = os.write(self._fd, view)
+                view = view[n:]
+        except OSError as exc:
+            # Leave the file at its last good length so later frames do not follow a torn one.
+            os.ftruncate(self._fd, offset)
+            os.lseek(self._fd, offset, os.SEEK_SET)
+            raise StoreError(f"cannot append to segment {self.path}: {exc}") from exc
+        self.length += len(frame)
+        return Locator(self.seg, offset, len(frame))
+
+    def sync(self) -> None:
+        try:
+            os.fdatasync(self._fd)
+        except OSError as exc:
+            raise StoreError(f"cannot sync segment {self.path}: {exc}") from exc
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+class SegmentReaders:
+    """Cached read descriptors, one per local segment; reads by ``pread``."""
+
+    def __init__(self, directory: Path, store_id: str) -> None:
+        self._dir = directory
+        self._store_id = store_id
+        self._fds: dict[int, int] = {}
+
+    def read(self, loc: Locator) -> bytes:
+        """The frame at ``loc``; FileNotFoundError when the segment is not on local disk."""
+        fd = self._fds.get(loc.segment)
+        if fd is None:
+            fd = os.open(self._dir / segment_name(self._store_id, loc.segment), os.O_RDONLY)
+            self._fds[loc.segment] = fd
+        data = os.pread(fd, loc.length, loc.offset)
+        if len(data) != loc.length:
+            raise CorruptRecord(f"segment {loc.segment} is short at offset {loc.offset}")
+        return data
+
+    def forget(self, seg: int) -> None:
+        """Close the descriptor of a segment that moved to object storage (frees its disk space)."""
+        fd = self._fds.pop(seg, None)
+        if fd is not None:
+            os.close(fd)
+
+    def close(self) -> None:
+        for seg in list(self._fds):
+            self.forget(seg)

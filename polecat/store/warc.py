@@ -1,0 +1,165 @@
+"""WARC/1.1 record encoding and decoding for the segment files.
+
+Each stored record is one WARC/1.1 record (``response`` with the body, or ``revisit`` without), so
+``zstd -dc segment.warc.zst`` is a WARC file that standard tools read.
+
+Digests. ``WARC-Payload-Digest`` is ``sha256:`` + base32 (RFC 3548), which tools such as
+``warcio check`` verify with hashlib; polecat's own address, BLAKE2b-256, goes in
+``WARC-Polecat-Content-Hash: blake2b-256:<hex>``. (``blake2b:`` would not do as the payload digest:
+tools read that label as the 512-bit variant.)
+
+Bodies are stored decoded. The HTTP header block therefore carries a ``Content-Length`` of the stored
+body, and the received ``Content-Encoding``, ``Transfer-Encoding`` and ``Content-Length`` are kept
+renamed as ``X-Archive-Orig-*`` so that replay tools do not try to decode the body again.
+
+Revisit profiles: an unchanged refetch (``duplicate_of`` absent or the same URL) uses the standard
+``identical-payload-digest`` profile; a near-duplicate of another URL uses :data:`NEAR_DUP_PROFILE`.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import http
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from polecat.errors import CorruptRecord
+from polecat.store.base import HASH_NAME, FetchRecord
+
+IDENTICAL_PROFILE = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
+NEAR_DUP_PROFILE = "urn:polecat:revisit/near-duplicate"
+_HTTP_TYPE = b"application/http;msgtype=response"
+_RENAMED = frozenset({"content-encoding", "transfer-encoding", "content-length"})
+
+
+def payload_digest(body: bytes) -> str:
+    """The WARC-Payload-Digest value of a body."""
+    return payload_digest_from(hashlib.sha256(body).digest())
+
+
+def payload_digest_from(sha256: bytes) -> str:
+    """The WARC-Payload-Digest value for a body whose SHA-256 is ``sha256``."""
+    return "sha256:" + base64.b32encode(sha256).decode("ascii")
+
+
+def warc_date(ts: float) -> str:
+    """WARC 1.1 date with microseconds (the standard allows fractional seconds)."""
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_warc_date(value: str) -> float:
+    """Inverse of :func:`warc_date`; also accepts whole seconds."""
+    fmt = "%Y-%m-%dT%H:%M:%S.%fZ" if "." in value else "%Y-%m-%dT%H:%M:%SZ"
+    return datetime.strptime(value, fmt).replace(tzinfo=UTC).timestamp()
+
+
+def _clean(value: str) -> bytes:
+    # A CR or LF inside a field would end the header early; bytes that are not text stay visible.
+    return value.replace("\r", " ").replace("\n", " ").encode("utf-8", "backslashreplace")
+
+
+def _http_block(record: FetchRecord, body_len: int | None) -> bytes:
+    try:
+        reason = http.HTTPStatus(record.status).phrase
+    except ValueError:
+        reason = "Unknown"
+    lines = [b"HTTP/1.1 %d %s" % (record.status, reason.encode("ascii"))]
+    for name, value in record.headers:
+        if name.lower() in _RENAMED:
+            name = "X-Archive-Orig-" + name
+        lines.append(_clean(name) + b": " + _clean(value))
+    if body_len is not None:
+        lines.append(b"Content-Length: %d" % body_len)
+    return b"\r\n".join(lines) + b"\r\n\r\n"
+
+
+def _record(fields: list[tuple[str, str]], block: bytes) -> bytes:
+    head = [b"WARC/1.1"]
+    head.extend(name.encode("ascii") + b": " + _clean(value) for name, value in fields)
+    head.append(b"Content-Type: " + _HTTP_TYPE)
+    head.append(b"Content-Length: %d" % len(block))
+    return b"\r\n".join(head) + b"\r\n\r\n" + block + b"\r\n\r\n"
+
+
+def _common(record: FetchRecord, kind: str) -> list[tuple[str, str]]:
+    return [
+        ("WARC-Type", kind),
+        ("WARC-Record-ID", f"<urn:uuid:{uuid.uuid4()}>"),
+        ("WARC-Date", warc_date(record.fetched_at)),
+        ("WARC-Target-URI", record.url),
+        ("WARC-Polecat-Content-Hash", f"{HASH_NAME}:{record.content_hash.hex()}"),
+    ]
+
+
+def encode_response(record: FetchRecord, body: bytes, sha256: bytes) -> bytes:
+    """A WARC ``response`` record holding the status line, headers and decoded body.
+
+    ``sha256`` is the body's SHA-256 (the caller keeps it for revisits of this body).
+    """
+    fields = _common(record, "response")
+    fields.append(("WARC-Payload-Digest", payload_digest_from(sha256)))
+    if record.truncated:
+        fields.append(("WARC-Truncated", "length"))
+    return _record(fields, _http_block(record, len(body)) + body)
+
+
+def encode_revisit(record: FetchRecord, refers_to: tuple[str, float] | None, digest: str | None) -> bytes:
+    """A WARC ``revisit`` record: status line and headers, no body.
+
+    ``refers_to`` is the original's (URL, fetch time) when known; ``digest`` its payload digest.
+    """
+    near = record.duplicate_of is not None and record.duplicate_of != record.url
+    fields = _common(record, "revisit")
+    fields.append(("WARC-Profile", NEAR_DUP_PROFILE if near else IDENTICAL_PROFILE))
+    target = refers_to[0] if refers_to else record.duplicate_of
+    if target is not None:
+        fields.append(("WARC-Refers-To-Target-URI", target))
+    if refers_to is not None:
+        fields.append(("WARC-Refers-To-Date", warc_date(refers_to[1])))
+    if digest is not None:
+        fields.append(("WARC-Payload-Digest", digest))
+    return _record(fields, _http_block(record, None))
+
+
+@dataclass(frozen=True, slots=True)
+class DecodedRecord:
+    """What the store needs back from a WARC record."""
+
+    fields: dict[str, str]
+    """WARC header fields, names lower-cased."""
+    status: int
+    payload: bytes | None
+    """The HTTP body of a response record; None for a revisit."""
+
+    @property
+    def kind(self) -> str:
+        return self.fields.get("warc-type", "")
+
+
+def decode(data: bytes) -> DecodedRecord:
+    """Parse one WARC record as written by this module; raise CorruptRecord when it is not one."""
+    end = data.find(b"\r\n\r\n")
+    if not data.startswith(b"WARC/1.1\r\n") or end < 0:
+        raise CorruptRecord("not a WARC/1.1 record")
+    fields: dict[str, str] = {}
+    for line in data[10:end].split(b"\r\n"):
+        name, sep, value = line.partition(b":")
+        if not sep:
+            raise CorruptRecord(f"bad WARC header line {line[:80]!r}")
+        fields[name.strip().lower().decode("ascii", "replace")] = value.strip().decode("utf-8", "replace")
+    try:
+        length = int(fields["content-length"])
+    except (KeyError, ValueError) as exc:
+        raise CorruptRecord("WARC record without a valid Content-Length") from exc
+    block = data[end + 4 : end + 4 + length]
+    if len(block) != length or data[end + 4 + length :] != b"\r\n\r\n":
+        raise CorruptRecord("WARC record block is short or not terminated")
+    head_end = block.find(b"\r\n\r\n")
+    status_line = block[: block.find(b"\r\n")] if head_end >= 0 else b""
+    parts = status_line.split(b" ", 2)
+    if head_end < 0 or len(parts) < 2 or not parts[1].isdigit():
+        raise CorruptRecord("WARC record without an HTTP status line")
+    payload = block[head_end + 4 :] if fields.get("warc-type") == "response" else None
+    return DecodedRecord(fields=fields, status=int(parts[1]), payload=payload)
