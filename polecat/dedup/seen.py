@@ -1,0 +1,112 @@
+"""The seen-URL set: a Bloom filter in front of an LMDB ground-truth table of URL fingerprints.
+
+Invariant: the Bloom filter contains every fingerprint committed to the LMDB table (it may contain more:
+keys of aborted transactions). So a Bloom "new" answer is final and the fingerprint is written without a
+lookup; only a Bloom "seen" answer costs a B-tree lookup, and a miss there is a Bloom false positive.
+
+The caller owns the LMDB environment and the write transaction (the frontier commits in batches), so
+every method takes the caller's ``txn``. Persistence keeps the invariant across crashes: the filter is
+saved with the caller's commit counter as its tag right after a commit; on restart, a file whose tag is
+not the current counter (work was committed after the save, or the save never finished) is discarded and
+the filter rebuilt from the table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from polecat.dedup.bloom import ScalableBloom
+from polecat.errors import CorruptBloom
+
+_REBUILD_BATCH = 65_536
+
+
+@dataclass(frozen=True, slots=True)
+class SeenStats:
+    urls: int
+    """Fingerprints in the table (counted at restore, plus those added since)."""
+    bloom_false_positives: int
+    """Bloom said "seen", the table said no."""
+    lookups_saved: int
+    """Bloom said "new": the table was written without a lookup."""
+    observed_fp_rate: float
+    """``bloom_false_positives`` over all new fingerprints since restore."""
+    memory_bytes: int
+    """Bloom filter bit arrays."""
+
+
+class SeenSet:
+    """Answers "was this URL fingerprint seen before?" and records it (see the module docstring)."""
+
+    __slots__ = ("_bloom", "_db", "_false_positives", "_saved", "_urls")
+
+    def __init__(self, db: Any, bloom: ScalableBloom, urls: int = 0) -> None:
+        """``db``: an LMDB named database (keys: 16-byte fingerprints, values empty); ``bloom`` must already
+        contain every key of ``db`` and ``urls`` is their count. Use :meth:`restore` to get both right."""
+        self._db, self._bloom, self._urls = db, bloom, urls
+        self._false_positives = self._saved = 0
+
+    def add_if_new(self, txn: Any, fp: bytes) -> bool:
+        """Record ``fp`` in ``txn``; True if it was not seen before."""
+        return self._record(txn, fp, self._bloom.add(fp))
+
+    def add_many_if_new(self, txn: Any, fps: Sequence[bytes]) -> list[bool]:
+        """``[add_if_new(txn, fp) for fp in fps]`` with one vectorized Bloom pass."""
+        record = self._record
+        return [
+            record(txn, fp, maybe_seen) for fp, maybe_seen in zip(fps, self._bloom.add_many(fps), strict=True)
+        ]
+
+    def _record(self, txn: Any, fp: bytes, maybe_seen: bool) -> bool:
+        if not maybe_seen:
+            txn.put(fp, b"", db=self._db)
+            self._saved += 1
+            self._urls += 1
+            return True
+        if txn.put(fp, b"", db=self._db, overwrite=False):  # one B-tree descent: lookup and insert
+            self._false_positives += 1
+            self._urls += 1
+            return True
+        return False
+
+    def save(self, bloom_path: Path, tag: int) -> None:
+        """Persist the filter atomically; ``tag`` is the caller's commit counter of the state it covers."""
+        self._bloom.save(bloom_path, tag)
+
+    @classmethod
+    def restore(cls, env: Any, db: Any, bloom_path: Path, tag: int, capacity: int, fp_rate: float) -> SeenSet:
+        """The seen-set over ``db``: the saved filter if its tag is ``tag``, else one rebuilt from ``db``.
+
+        A rebuilt filter is sized for ``max(capacity, entries in db)`` at ``fp_rate``; a loaded one keeps
+        the sizing it was saved with (changing the configuration takes effect on the next rebuild).
+        """
+        with env.begin(db=db) as txn:
+            entries: int = txn.stat(db)["entries"]
+            try:
+                bloom, saved_tag = ScalableBloom.load(bloom_path)
+            except (OSError, CorruptBloom):
+                saved_tag = None
+            if saved_tag != tag:
+                bloom = ScalableBloom(max(capacity, entries), fp_rate)
+                with txn.cursor(db=db) as cursor:
+                    batch: list[bytes] = []
+                    for key in cursor.iternext(keys=True, values=False):
+                        batch.append(key)
+                        if len(batch) == _REBUILD_BATCH:
+                            bloom.add_many(batch)
+                            batch.clear()
+                    bloom.add_many(batch)
+        return cls(db, bloom, urls=entries)
+
+    def stats(self) -> SeenStats:
+        new = self._false_positives + self._saved
+        return SeenStats(
+            urls=self._urls,
+            bloom_false_positives=self._false_positives,
+            lookups_saved=self._saved,
+            observed_fp_rate=self._false_positives / new if new else 0.0,
+            memory_bytes=self._bloom.memory_bytes,
+        )

@@ -1,0 +1,202 @@
+"""URL canonicalization: rules, equivalent spellings, properties, and the WHATWG resolution data."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import ada_url
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from polecat.dedup.canon import Canonicalizer, CanonStats, host_key, url_fingerprint
+from polecat.errors import ConfigError
+
+URLTESTDATA = Path("/work/shared/conformance/urltestdata.json")
+if not URLTESTDATA.exists():
+    URLTESTDATA = Path(__file__).resolve().parents[2] / "shared" / "conformance" / "urltestdata.json"
+
+canon = Canonicalizer()
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("HTTP://Example.COM/", "http://example.com/"),
+        ("http://example.com:80/a", "http://example.com/a"),
+        ("https://example.com:443/a", "https://example.com/a"),
+        ("http://example.com:8080/a", "http://example.com:8080/a"),
+        ("http://example.com", "http://example.com/"),
+        ("http://example.com/a/./b/../c", "http://example.com/a/c"),
+        ("http://example.com/a/%2e%2E/c", "http://example.com/c"),
+        ("http://example.com/a#frag", "http://example.com/a"),
+        ("http://example.com/%7euser/%41", "http://example.com/~user/A"),
+        ("http://example.com/a%2fb%3a", "http://example.com/a%2Fb%3A"),
+        ("http://example.com/?q=%7e%2f", "http://example.com/?q=~%2F"),
+        ("http://example.com/%zz%4", "http://example.com/%zz%4"),
+        ("http://example.com/?b=2&a=1", "http://example.com/?a=1&b=2"),
+        ("http://example.com/?a=2&b=0&a=1", "http://example.com/?a=2&a=1&b=0"),
+        ("http://example.com/?", "http://example.com/"),
+        ("http://example.com/?&&", "http://example.com/"),
+        ("http://example.com/?a=1&&b=2&", "http://example.com/?a=1&b=2"),
+        ("http://example.com/?utm_source=x&UTM_Medium=y&gclid=1&fbclid=2", "http://example.com/"),
+        ("http://example.com/?id=3&utm_campaign=z", "http://example.com/?id=3"),
+        ("http://example.com/?utm%5Fsource=x&id=3", "http://example.com/?id=3"),
+        ("http://example.com/?gclidx=1", "http://example.com/?gclidx=1"),
+        ("http://Ex\u00c4mple.com/", "http://xn--exmple-cua.com/"),
+        ("http://[::1]:80/", "http://[::1]/"),
+        ("http://u:p@Example.com:8080/x", "http://u:p@example.com:8080/x"),
+    ],
+)
+def test_rules(url: str, expected: str) -> None:
+    assert canon.canonicalize(url) == expected
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["mailto:a@example.com", "javascript:void(0)", "ftp://example.com/", "http://", "not a url", "\ud800"],
+)
+def test_rejects_non_http_and_unparsable(url: str) -> None:
+    assert canon.canonicalize(url) is None
+
+
+def test_resolves_against_base() -> None:
+    base = "https://example.com/dir/page.html?x=1"
+    assert canon.canonicalize("../other?utm_source=a#top", base) == "https://example.com/other"
+    assert canon.canonicalize("?b=1&a=2", base) == "https://example.com/dir/page.html?a=2&b=1"
+    assert canon.canonicalize("//cdn.example.org/x", base) == "https://cdn.example.org/x"
+    assert canon.canonicalize("x", "not a base") is None
+
+
+def test_configurable_tracking_params() -> None:
+    custom = Canonicalizer(("sid", "ref_*"))
+    assert (
+        custom.canonicalize("http://a.test/?SID=1&ref_a=2&utm_source=3&id=4")
+        == "http://a.test/?id=4&utm_source=3"
+    )
+    assert Canonicalizer(()).canonicalize("http://a.test/?utm_source=3") == "http://a.test/?utm_source=3"
+
+
+@pytest.mark.parametrize("pattern", ["*", "a*b", "*id", ""])
+def test_rejects_unsupported_patterns(pattern: str) -> None:
+    with pytest.raises(ConfigError, match="tracking_params"):
+        Canonicalizer((pattern,))
+
+
+def test_stats_count_collapsed_and_rejected() -> None:
+    c = Canonicalizer()
+    c.canonicalize("http://a.test/x")  # already canonical
+    c.canonicalize("http://a.test/x#frag")  # fragment: collapsed
+    c.canonicalize("http://a.test/x?utm_source=1")  # tracking: collapsed
+    c.canonicalize("HTTP://A.TEST/x")  # the WHATWG parser lowercases: not counted as collapsed
+    c.canonicalize("mailto:x@a.test")
+    assert c.stats() == CanonStats(total=5, collapsed=2, rejected=1)
+
+
+@pytest.mark.parametrize(
+    ("url", "key"),
+    [
+        ("http://example.com/a", "example.com"),
+        ("http://example.com:8080/a?b", "example.com:8080"),
+        ("https://u:p@example.com/", "example.com"),
+        ("http://[::1]:8443/", "[::1]:8443"),
+    ],
+)
+def test_host_key(url: str, key: str) -> None:
+    assert host_key(url) == key
+
+
+def test_url_fingerprint_is_16_bytes_and_distinguishes() -> None:
+    a, b = url_fingerprint("http://a.test/1"), url_fingerprint("http://a.test/2")
+    assert len(a) == len(b) == 16
+    assert a != b
+    assert a == url_fingerprint("http://a.test/1")
+
+
+# --- properties ---------------------------------------------------------------------------------------
+
+_label = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789", min_size=1, max_size=8)
+_hosts = st.lists(_label, min_size=1, max_size=3).map(lambda labels: ".".join([*labels, "test"]))
+_seg_chars = "abcXYZ019-._~!$&'()*+,;=:@%/?#[]\\ \u00e9\u4e2d"
+_segments = st.text(alphabet=_seg_chars, max_size=8)
+_keys = st.text(alphabet="abcdeUTM_%2F5f", min_size=1, max_size=8)
+_values = st.text(alphabet="ab1%2f=~ +é", max_size=6)
+
+
+@st.composite
+def urls(draw: st.DrawFn) -> str:
+    scheme = draw(st.sampled_from(["http", "https", "HTTP", "hTTps"]))
+    host = draw(_hosts)
+    port = draw(st.sampled_from(["", ":80", ":443", ":8080"]))
+    path = "/".join(draw(st.lists(_segments, max_size=4)))
+    params = draw(st.lists(st.tuples(_keys, _values), max_size=4))
+    query = "&".join(f"{k}={v}" for k, v in params)
+    frag = draw(st.sampled_from(["", "#", "#x"]))
+    return f"{scheme}://{host}{port}/{path}" + (f"?{query}" if params or draw(st.booleans()) else "") + frag
+
+
+@settings(max_examples=400, deadline=None)
+@given(urls() | st.text(max_size=40).map(lambda s: "http://h.test/" + s))
+def test_idempotent_and_host_preserved(url: str) -> None:
+    once = canon.canonicalize(url)
+    if once is None:
+        return
+    assert canon.canonicalize(once) == once
+    assert ada_url.URL(once).host == ada_url.URL(url).host
+    assert host_key(once) == ada_url.URL(url).host
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.sampled_from(["http", "https"]),
+    _hosts,
+    st.lists(st.text(alphabet="abc~-._", min_size=1, max_size=4), min_size=1, max_size=4),
+    st.dictionaries(st.text(alphabet="abcd", min_size=1, max_size=3), st.text(alphabet="xy~", max_size=3)),
+    st.randoms(use_true_random=False),
+)
+def test_equivalent_spellings_meet(
+    scheme: str, host: str, segments: list[str], params: dict[str, str], rnd: Any
+) -> None:
+    """Case of scheme and host, default port, escapes of unreserved characters and their hex case,
+    dot segments, fragment, tracking parameters and the order of distinct keys do not matter."""
+    plain = (
+        f"{scheme}://{host}/"
+        + "/".join(segments)
+        + "".join(("?" if i == 0 else "&") + f"{k}={v}" for i, (k, v) in enumerate(sorted(params.items())))
+    )
+
+    def escape(text: str) -> str:
+        hexcase = str.upper if rnd.random() < 0.5 else str.lower
+        return "".join(hexcase(f"%{ord(c):02x}") if rnd.random() < 0.5 else c for c in text)
+
+    items = [f"{escape(k)}={escape(v)}" for k, v in params.items()]
+    rnd.shuffle(items)
+    items.insert(rnd.randrange(len(items) + 1), "utm_source=feed")
+    port = {"http": ":80", "https": ":443"}[scheme] if rnd.random() < 0.5 else ""
+    path = "/".join(escape(s) for s in segments)
+    variant = (
+        f"{scheme.upper()}://{host.upper()}{port}/x/../{path}/./?" + "&".join(items) + "#frag"
+    ).replace("/./?", "?")
+    assert canon.canonicalize(variant) == canon.canonicalize(plain)
+
+
+def _whatwg_cases() -> list[dict[str, Any]]:
+    data = json.loads(URLTESTDATA.read_text(encoding="utf-8"))
+    return [
+        case
+        for case in data
+        if isinstance(case, dict) and not case.get("failure") and case.get("protocol") in ("http:", "https:")
+    ]
+
+
+def test_whatwg_resolution_keeps_the_expected_host() -> None:
+    cases = _whatwg_cases()
+    assert len(cases) > 200
+    wrong = []
+    for case in cases:
+        got = canon.canonicalize(case["input"], case["base"])
+        if got is None or host_key(got) != case["host"] or not got.startswith(case["protocol"]):
+            wrong.append((case["input"], case["base"], got, case["href"]))
+    assert wrong == []
