@@ -1,1 +1,1 @@
-"""polecat.parse."""
+"""polecat.parse: turn fetched bytes into links and text."""

@@ -1,0 +1,90 @@
+"""The frontier's LMDB environment: named tables, schema check, and the one batched write transaction.
+
+All frontier state lives in one environment so that one commit moves it atomically: a page's completion,
+the outlinks it discovered, their seen-set entries and the host's next-allowed time land together or not
+at all. The frontier keeps a single write transaction open and commits it when the node checkpoints
+(every N operations or T milliseconds); a kill -9 loses at most that window, which is then replayed.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import lmdb
+
+from polecat.errors import FrontierError
+
+SCHEMA_VERSION = 1
+
+TABLES = ("meta", "queue", "hosts", "seen", "urls", "near", "ops")
+
+
+class FrontierDB:
+    """Owns the environment and the open write transaction. Not thread-safe: one event-loop thread."""
+
+    def __init__(self, path: Path, *, map_size: int, params: dict[str, Any]) -> None:
+        path.mkdir(parents=True, exist_ok=True)
+        try:
+            self.env = lmdb.open(
+                str(path), map_size=map_size, max_dbs=len(TABLES) + 2, subdir=True, sync=True,
+                metasync=True, readahead=False, max_readers=256,
+            )
+        except lmdb.Error as exc:
+            raise FrontierError(f"cannot open frontier database in {path}: {exc}") from exc
+        self.meta = self.env.open_db(b"meta")
+        self.queue = self.env.open_db(b"queue")
+        self.hosts = self.env.open_db(b"hosts")
+        self.seen = self.env.open_db(b"seen")
+        self.urls = self.env.open_db(b"urls")
+        self.near = self.env.open_db(b"near", dupsort=True)
+        self.ops = self.env.open_db(b"ops")
+        self.txn: lmdb.Transaction = self.env.begin(write=True)
+        self.seq = 0
+        self.pending = 0
+        self.seq = self._check_schema(params)
+
+    def _check_schema(self, params: dict[str, Any]) -> int:
+        """Refuse to open data written with incompatible parameters; return the commit counter."""
+        stored = self.txn.get(b"schema", db=self.meta)
+        if stored is None:
+            self.txn.put(b"schema", json.dumps({"version": SCHEMA_VERSION, **params}).encode(), db=self.meta)
+            self.commit()
+            return self.seq
+        info = json.loads(stored)
+        if info.get("version") != SCHEMA_VERSION:
+            raise FrontierError(
+                f"frontier schema version {info.get('version')} found, this polecat reads {SCHEMA_VERSION}"
+            )
+        for key, value in params.items():
+            if info.get(key) != value:
+                raise FrontierError(
+                    f"frontier was created with {key}={info.get(key)!r}, config now says {value!r}; "
+                    "use a new data dir or the original setting"
+                )
+        return int(self.txn.get(b"seq", db=self.meta) or b"0")
+
+    def commit(self) -> int:
+        """Make every write since the last commit durable; returns the new commit counter."""
+        self.seq += 1
+        self.txn.put(b"seq", str(self.seq).encode(), db=self.meta)
+        try:
+            self.txn.commit()
+        except lmdb.MapFullError as exc:
+            raise FrontierError("frontier database is full: raise frontier.map_size") from exc
+        self.txn = self.env.begin(write=True)
+        self.pending = 0
+        return self.seq
+
+    @property
+    def next_seq(self) -> int:
+        """The counter the next commit will write (Bloom snapshots are tagged with it)."""
+        return self.seq + 1
+
+    def close(self) -> None:
+        """Commit what is pending and close the environment."""
+        if self.txn is not None:
+            self.commit()
+            self.txn.abort()
+        self.env.close()

@@ -1,0 +1,403 @@
+"""The frontier: what is fetched next, when, and what became of every accepted URL.
+
+It is a synchronous object driven by the node on the event-loop thread: ``add`` URLs, ``lease`` the next
+request (or learn how long to wait), ``complete`` the lease with what happened. Time comes in as ``now``
+(wall-clock seconds, so next-allowed times survive restarts). State lives in LMDB (per-host queues,
+host records with next-allowed times, the seen-set, finished-URL records, operator controls) through one
+batched write transaction; only the ready heap and in-flight leases are rebuilt in memory on open.
+
+Invariant: an accepted URL is queued (its key is in ``queue``), in flight (leased, key still in ``queue``),
+or done (key deleted and a record in ``urls``, in the same transaction). A crash therefore replays the
+in-flight and uncommitted work and drops nothing.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from polecat.config import Config
+from polecat.dedup.canon import host_key, url_fingerprint
+from polecat.dedup.seen import SeenSet
+from polecat.fetch.robots import Closed, Fetch, Ready, RobotsPolicy
+from polecat.frontier.db import FrontierDB
+from polecat.frontier.patterns import HostPatternMap
+from polecat.frontier.politeness import HostState, IpState, after_attempt, after_ip_attempt, interval
+from polecat.frontier.records import (
+    Completion,
+    Idle,
+    Lease,
+    QueuedUrl,
+    UrlRecord,
+    Wait,
+    decode_host,
+    encode_host,
+    host_prefix,
+    queue_key,
+)
+from polecat.frontier.scope import ScopeFilter
+
+ROBOTS_SKIPS_PER_LEASE = 256
+"""Robots-disallowed URLs retired per lease call for one host before yielding to other hosts."""
+
+ACCEPTED = "accepted"
+SEEN = "seen"
+
+
+@dataclass(frozen=True, slots=True)
+class FrontierStats:
+    hosts: int
+    hosts_ready: int
+    hosts_waiting: int
+    hosts_parked: int
+    queued: int
+    in_flight: int
+    accepted: int
+    seen: int
+    rejected: tuple[tuple[str, int], ...]
+    done: tuple[tuple[str, int], ...]
+    dropped_blocked: int
+
+
+def origin_of(url: str) -> str:
+    """``scheme://host[:port]`` of a canonical URL (robots.txt is per origin)."""
+    return url[: url.index("/", url.index("//") + 2)] if url.count("/") >= 3 else url
+
+
+class Frontier:
+    """Per-host queues, the ready heap and the done records; see the module docstring."""
+
+    def __init__(self, db: FrontierDB, cfg: Config, robots: RobotsPolicy, seen: SeenSet,
+                 *, rng: random.Random | None = None) -> None:
+        self._db = db
+        self._cfg = cfg
+        self._pol = cfg.politeness
+        self._robots = robots
+        self._seen = seen
+        self._rng = rng or random.Random()
+        self._hosts: dict[str, HostState] = {}
+        self._ips: dict[str, IpState] = {}
+        self._ip_waiters: dict[str, set[str]] = {}
+        self._heap: list[tuple[float, str]] = []
+        self._scheduled: dict[str, float] = {}
+        self._leases: dict[str, Lease] = {}
+        self._queued = 0
+        self._accepted = self._seen_count = self._dropped_blocked = 0
+        self._rejected: Counter[str] = Counter()
+        self._done: Counter[str] = Counter()
+        self._throttle: HostPatternMap[float] = HostPatternMap()
+        self._blocked: HostPatternMap[bool] = HostPatternMap()
+        self._scope = ScopeFilter(cfg.scope, ())
+        self._load()
+        for pattern, rate in self._pol.throttle:
+            self.set_throttle(pattern, rate)
+        for pattern in cfg.scope.block:
+            self.block(pattern)
+
+    # --- persistence -----------------------------------------------------------------------------
+
+    def _load(self) -> None:
+        txn = self._db.txn
+        self._qseq = int(txn.get(b"qseq", db=self._db.meta) or b"0")
+        for raw_key, raw in txn.cursor(db=self._db.hosts):
+            host = bytes(raw_key).decode()
+            st = decode_host(raw)
+            self._hosts[host] = st
+            self._queued += st.queued
+            if st.queued > 0:
+                self._schedule(host, st.next_allowed)
+        for raw_key, raw in txn.cursor(db=self._db.ops):
+            kind, _, arg = bytes(raw_key).decode().partition(":")
+            if kind == "block":
+                self._blocked.set(arg, True)
+            elif kind == "throttle":
+                self._throttle.set(arg, float(bytes(raw)))
+            elif kind == "seedhost":
+                self._scope.add_seed_host(arg)
+
+    def _save_host(self, host: str, st: HostState) -> None:
+        self._db.txn.put(host.encode(), encode_host(st), db=self._db.hosts)
+        self._db.pending += 1
+
+    def commit(self) -> int:
+        """Checkpoint: make every change so far durable. The node calls it after flushing the store."""
+        self._db.txn.put(b"qseq", str(self._qseq).encode(), db=self._db.meta)
+        return self._db.commit()
+
+    @property
+    def pending_ops(self) -> int:
+        return self._db.pending
+
+    # --- adding URLs -----------------------------------------------------------------------------
+
+    def add_seed(self, url: str, now: float, importance: float = 1.0) -> str:
+        """Queue a canonical seed URL; its host joins the crawl scope (persisted). Returns the decision."""
+        host = host_key(url)
+        self._scope.add_seed_host(host)
+        self._db.txn.put(f"seedhost:{host}".encode(), b"", db=self._db.ops)
+        return self._add(url, host, 0, importance, now, seed=True)
+
+    def add(self, url: str, depth: int, importance: float, now: float) -> str:
+        """Queue a canonical discovered URL if it is in scope and new; returns ``"accepted"``,
+        ``"seen"`` or the reason it was refused."""
+        return self._add(url, host_key(url), depth, importance, now, seed=False)
+
+    def add_many(self, urls: Iterable[str], depth: int, importance: float, now: float) -> int:
+        """Add outlinks of one page; returns how many were accepted."""
+        return sum(self._add(u, host_key(u), depth, importance, now, seed=False) == ACCEPTED for u in urls)
+
+    def _add(self, url: str, host: str, depth: int, importance: float, now: float, *, seed: bool) -> str:
+        reason = self._refuse(url, host, depth, seed)
+        if reason is not None:
+            self._rejected[reason] += 1
+            return reason
+        if not self._seen.add_if_new(self._db.txn, url_fingerprint(url)):
+            self._seen_count += 1
+            return SEEN
+        st = self._hosts.get(host)
+        if st is None:
+            st = self._hosts[host] = HostState()
+        self._qseq += 1
+        self._db.txn.put(queue_key(host.encode(), importance, depth, self._qseq),
+                         QueuedUrl(url, depth, importance).encode(), db=self._db.queue)
+        st.queued += 1
+        self._queued += 1
+        self._accepted += 1
+        self._save_host(host, st)
+        if not st.in_flight and not st.parked and host not in self._scheduled:
+            self._schedule(host, max(st.next_allowed, now))
+        return ACCEPTED
+
+    def _refuse(self, url: str, host: str, depth: int, seed: bool) -> str | None:
+        if host in self._blocked:
+            return "blocked"
+        scope_cfg = self._cfg.scope
+        if seed:
+            if len(url) > scope_cfg.max_url_length:
+                return "url_too_long"
+        else:
+            reason = self._scope.reject_reason(url, host, depth)
+            if reason is not None:
+                return reason
+        st = self._hosts.get(host)
+        if st is not None:
+            if st.queued >= scope_cfg.max_queue_per_host:
+                return "host_queue_full"
+            if st.queued + st.fetched >= scope_cfg.max_pages_per_host:
+                return "host_budget"
+        return None
+
+    # --- leasing ---------------------------------------------------------------------------------
+
+    def _schedule(self, host: str, at: float) -> None:
+        self._scheduled[host] = at
+        heapq.heappush(self._heap, (at, host))
+
+    def lease(self, now: float) -> Lease | Wait | Idle:
+        """The next request to make, or how long nothing is ready. Never returns two leases for one host
+        (or, with key_by_ip, one IP) at once, nor one before the host's next-allowed time."""
+        heap = self._heap
+        while heap:
+            at, host = heap[0]
+            if self._scheduled.get(host) != at:
+                heapq.heappop(heap)
+                continue
+            if at > now:
+                return Wait(at)
+            heapq.heappop(heap)
+            del self._scheduled[host]
+            st = self._hosts[host]
+            if st.parked or st.in_flight or st.queued <= 0:
+                continue
+            if self._pol.key_by_ip and st.ip and not self._ip_free(host, st.ip, now):
+                continue
+            got = self._lease_from(host, st, now)
+            if got is not None:
+                self._leases[host] = got
+                st.in_flight = True
+                if self._pol.key_by_ip and st.ip:
+                    self._ips.setdefault(st.ip, IpState()).in_flight = True
+                return got
+        return Wait(None) if self._leases else Idle()
+
+    def _ip_free(self, host: str, ip: str, now: float) -> bool:
+        ips = self._ips.get(ip)
+        if ips is None:
+            return True
+        if ips.in_flight:
+            self._ip_waiters.setdefault(ip, set()).add(host)
+            return False
+        if ips.next_allowed > now:
+            self._schedule(host, ips.next_allowed)
+            return False
+        return True
+
+    def _lease_from(self, host: str, st: HostState, now: float) -> Lease | None:
+        """First allowed URL of ``host`` as a lease (or a robots.txt lease); None to skip the host now."""
+        prefix = host_prefix(host.encode())
+        txn = self._db.txn
+        with txn.cursor(db=self._db.queue) as cur:
+            for _ in range(ROBOTS_SKIPS_PER_LEASE):
+                if not cur.set_range(prefix) or not cur.key().startswith(prefix):
+                    self._queued -= st.queued  # repair a count that disagrees with the table
+                    st.queued = 0
+                    self._save_host(host, st)
+                    return None
+                key = bytes(cur.key())
+                q = QueuedUrl.decode(cur.value())
+                origin = origin_of(q.url)
+                decision = self._robots.lookup(origin, now)
+                if isinstance(decision, Fetch) or (isinstance(decision, Ready) and decision.refresh_due):
+                    return Lease(host, origin + "/robots.txt", "robots", not_before=st.next_allowed)
+                if isinstance(decision, Closed):
+                    st.next_allowed = max(st.next_allowed, decision.until)
+                    self._save_host(host, st)
+                    self._schedule(host, st.next_allowed)
+                    return None
+                if decision.rules.allowed(q.url):
+                    prev = self.url_record(q.url)
+                    return Lease(host, q.url, "page", q.depth, q.importance, q.attempts, key,
+                                 prev.etag if prev else None, prev.last_modified if prev else None,
+                                 not_before=st.next_allowed)
+                self._finish(host, st, key, UrlRecord(q.url, "skipped", "robots"))
+        self._schedule(host, now)
+        return None
+
+    def _rate(self, host: str) -> float:
+        return self._throttle.get(host) or self._pol.rate
+
+    # --- completing ------------------------------------------------------------------------------
+
+    def complete(self, lease: Lease, result: Completion, now: float) -> None:
+        """Record how a leased request ended; schedules the host's next request per the politeness rules."""
+        host = lease.host
+        st = self._hosts[host]
+        self._leases.pop(host, None)
+        st.in_flight = False
+        if result.ip:
+            st.ip = result.ip
+        if lease.kind == "robots":
+            # The node records the robots outcome first, so a new Crawl-delay spaces the very next request.
+            decision = self._robots.lookup(origin_of(lease.url), now)
+            if isinstance(decision, Ready):
+                st.crawl_delay = decision.rules.crawl_delay or 0.0
+        rate = self._rate(host)
+        after_attempt(self._pol, rate, st, result.attempt, self._rng)
+        if self._pol.key_by_ip and st.ip:
+            ips = self._ips.setdefault(st.ip, IpState())
+            ips.in_flight = False
+            after_ip_attempt(ips, interval(self._pol, rate, st), result.attempt)
+            for waiter in self._ip_waiters.pop(st.ip, ()):
+                ws = self._hosts[waiter]
+                if not ws.in_flight and ws.queued > 0 and waiter not in self._scheduled:
+                    self._schedule(waiter, max(ws.next_allowed, ips.next_allowed))
+        if lease.kind == "page":
+            self._complete_page(lease, st, result, now)
+        else:
+            self._save_host(host, st)
+        if st.queued > 0 and not st.parked and host not in self._scheduled:
+            self._schedule(host, st.next_allowed)
+
+    def _complete_page(self, lease: Lease, st: HostState, result: Completion, now: float) -> None:
+        if result.outcome == "retry" and lease.attempts + 1 < self._pol.max_url_attempts:
+            # Re-queue behind the host's other URLs (halved importance) so one bad URL cannot pin a host.
+            self._db.txn.delete(lease.key, db=self._db.queue)
+            self._qseq += 1
+            retry = QueuedUrl(lease.url, lease.depth, lease.importance / 2, lease.attempts + 1)
+            self._db.txn.put(queue_key(lease.host.encode(), retry.importance, retry.depth, self._qseq),
+                             retry.encode(), db=self._db.queue)
+            self._save_host(lease.host, st)
+            self._done["retried"] += 1
+            return
+        outcome = "failed" if result.outcome == "retry" else result.outcome
+        prev_raw = self._db.txn.get(url_fingerprint(lease.url), db=self._db.urls)
+        rec = UrlRecord.decode(prev_raw) if prev_raw is not None else UrlRecord(lease.url, outcome)
+        rec.outcome, rec.reason, rec.fetched_at = outcome, result.reason, result.attempt.started
+        if result.content_hash is not None:
+            if rec.content_hash and result.changed and rec.content_hash != result.content_hash.hex():
+                rec.changes += 1
+            rec.content_hash = result.content_hash.hex()
+        rec.etag = result.etag or rec.etag
+        rec.last_modified = result.last_modified or rec.last_modified
+        rec.fetches += 1
+        st.fetched += 1
+        self._finish(lease.host, st, lease.key, rec)
+
+    def _finish(self, host: str, st: HostState, key: bytes, rec: UrlRecord) -> None:
+        """Move a queued URL to done, atomically in the open transaction."""
+        txn = self._db.txn
+        if txn.delete(key, db=self._db.queue):
+            st.queued -= 1
+            self._queued -= 1
+        txn.put(url_fingerprint(rec.url), rec.encode(), db=self._db.urls)
+        self._save_host(host, st)
+        self._done[rec.outcome if rec.outcome != "skipped" else f"skipped:{rec.reason}"] += 1
+
+    # --- operator controls -----------------------------------------------------------------------
+
+    def set_throttle(self, pattern: str, rate: float) -> None:
+        """Override the request rate of hosts matching ``pattern`` (persisted)."""
+        self._throttle.set(pattern, rate)
+        self._db.txn.put(f"throttle:{pattern.lower()}".encode(), repr(rate).encode(), db=self._db.ops)
+
+    def block(self, pattern: str) -> int:
+        """Block hosts matching ``pattern``: drop their queues (recorded done, reason ``blocked``) and
+        refuse their URLs from now on (persisted). Returns the number of URLs dropped."""
+        self._blocked.set(pattern, True)
+        self._db.txn.put(f"block:{pattern.lower()}".encode(), b"", db=self._db.ops)
+        dropped = 0
+        for host, st in self._hosts.items():
+            if st.queued and host in self._blocked:
+                dropped += self._drop_queue(host, st)
+        self._dropped_blocked += dropped
+        return dropped
+
+    def _drop_queue(self, host: str, st: HostState) -> int:
+        prefix = host_prefix(host.encode())
+        txn = self._db.txn
+        keys: list[tuple[bytes, str]] = []
+        with txn.cursor(db=self._db.queue) as cur:
+            if cur.set_range(prefix):
+                for k, v in cur:
+                    if not bytes(k).startswith(prefix):
+                        break
+                    keys.append((bytes(k), QueuedUrl.decode(v).url))
+        lease = self._leases.get(host)
+        in_flight_key = lease.key if lease is not None else None
+        dropped = 0
+        for key, url in keys:
+            if key != in_flight_key:  # the in-flight URL is finished by its completion
+                self._finish(host, st, key, UrlRecord(url, "skipped", "blocked"))
+                dropped += 1
+        self._scheduled.pop(host, None)
+        return dropped
+
+    # --- observation -----------------------------------------------------------------------------
+
+    def url_record(self, url: str) -> UrlRecord | None:
+        raw = self._db.txn.get(url_fingerprint(url), db=self._db.urls)
+        return UrlRecord.decode(raw) if raw is not None else None
+
+    def host_state(self, host: str) -> HostState | None:
+        return self._hosts.get(host)
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._leases)
+
+    @property
+    def queued(self) -> int:
+        return self._queued
+
+    def stats(self, now: float) -> FrontierStats:
+        ready = sum(1 for h, at in self._scheduled.items() if at <= now and not self._hosts[h].parked)
+        parked = sum(1 for st in self._hosts.values() if st.parked)
+        return FrontierStats(
+            hosts=len(self._hosts), hosts_ready=ready, hosts_waiting=len(self._scheduled) - ready,
+            hosts_parked=parked, queued=self._queued, in_flight=len(self._leases),
+            accepted=self._accepted, seen=self._seen_count, rejected=tuple(sorted(self._rejected.items())),
+            done=tuple(sorted(self._done.items())), dropped_blocked=self._dropped_blocked,
+        )

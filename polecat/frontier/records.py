@@ -1,0 +1,154 @@
+"""Records the frontier hands out and takes back, and their compact LMDB encodings."""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+from dataclasses import dataclass
+from typing import Literal
+
+from polecat.frontier.politeness import Attempt, HostState
+
+# --- priority ------------------------------------------------------------------------------------
+
+SEED_IMPORTANCE = 1.0
+CASH_SHARE = 0.85
+"""Fraction of a page's importance passed on to its outlinks (OPIC-style cash, split among them)."""
+MIN_IMPORTANCE = 2.0**-60
+
+
+def child_importance(parent: float, outlinks: int) -> float:
+    """Importance a discovered URL inherits: the parent's cash split over its new outlinks."""
+    return max(MIN_IMPORTANCE, parent * CASH_SHARE / max(1, outlinks))
+
+
+def rank(importance: float) -> int:
+    """Sortable 32-bit rank: lower rank pops first. Log scale keeps 60 halvings distinguishable."""
+    r = int(-math.log2(max(importance, MIN_IMPORTANCE)) * 65536) + 2**31
+    return min(max(r, 0), 2**32 - 1)
+
+
+# --- queue entries -------------------------------------------------------------------------------
+
+_Q = struct.Struct(">dHB")
+_KEY_TAIL = struct.Struct(">IHQ")
+
+
+def queue_key(host: bytes, importance: float, depth: int, seq: int) -> bytes:
+    """Key of a queued URL: host, then priority (rank, then depth: shallower first), then FIFO seq."""
+    return host + b"\x00" + _KEY_TAIL.pack(rank(importance), min(depth, 0xFFFF), seq)
+
+
+def host_prefix(host: bytes) -> bytes:
+    return host + b"\x00"
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedUrl:
+    url: str
+    depth: int
+    importance: float
+    attempts: int = 0
+
+    def encode(self) -> bytes:
+        return _Q.pack(self.importance, min(self.depth, 0xFFFF), min(self.attempts, 255)) + self.url.encode()
+
+    @classmethod
+    def decode(cls, raw: bytes) -> QueuedUrl:
+        importance, depth, attempts = _Q.unpack_from(raw)
+        return cls(bytes(raw[_Q.size :]).decode(), depth, importance, attempts)
+
+
+# --- hosts ---------------------------------------------------------------------------------------
+
+_H = struct.Struct(">dddIQQ")
+
+
+def encode_host(s: HostState) -> bytes:
+    packed = _H.pack(s.next_allowed, s.rate_factor, s.crawl_delay, s.failures, s.queued, s.fetched)
+    return packed + s.ip.encode()
+
+
+def decode_host(raw: bytes) -> HostState:
+    na, rf, cd, fails, queued, fetched = _H.unpack_from(raw)
+    return HostState(next_allowed=na, rate_factor=rf, crawl_delay=cd, failures=fails, queued=queued,
+                     fetched=fetched, ip=bytes(raw[_H.size :]).decode())
+
+
+# --- leases and results --------------------------------------------------------------------------
+
+LeaseKind = Literal["page", "robots"]
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """Permission to make one request to ``host`` now. Hand it back with :meth:`Frontier.complete`."""
+
+    host: str
+    url: str
+    kind: LeaseKind
+    depth: int = 0
+    importance: float = SEED_IMPORTANCE
+    attempts: int = 0
+    key: bytes = b""
+    etag: str | None = None
+    last_modified: str | None = None
+    not_before: float = 0.0
+    """The host's next-allowed time when leased (for the self-check of rule 2)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """Nothing is ready; ask again at ``until`` (or when a lease completes). None: only on completion."""
+
+    until: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Idle:
+    """Nothing queued and nothing in flight: the crawl is complete."""
+
+
+Outcome = Literal["fetched", "not_modified", "redirect", "skipped", "failed", "retry"]
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """How a leased request ended, as the node reports it."""
+
+    attempt: Attempt
+    outcome: Outcome
+    reason: str = ""
+    """Short label: HTTP status, error kind, skip reason."""
+    content_hash: bytes | None = None
+    etag: str | None = None
+    last_modified: str | None = None
+    ip: str | None = None
+    changed: bool = True
+
+
+@dataclass(slots=True)
+class UrlRecord:
+    """What the frontier remembers of a finished URL: the outcome and what refresh needs."""
+
+    url: str
+    outcome: str
+    reason: str = ""
+    fetched_at: float = 0.0
+    content_hash: str = ""
+    etag: str | None = None
+    last_modified: str | None = None
+    fetches: int = 0
+    changes: int = 0
+
+    def encode(self) -> bytes:
+        return json.dumps(
+            [self.url, self.outcome, self.reason, self.fetched_at, self.content_hash, self.etag,
+             self.last_modified, self.fetches, self.changes], separators=(",", ":"),
+        ).encode()
+
+    @classmethod
+    def decode(cls, raw: bytes) -> UrlRecord:
+        u, o, r, t, h, e, m, n, c = json.loads(bytes(raw))
+        return cls(u, o, r, t, h, e, m, n, c)

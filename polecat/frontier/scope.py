@@ -1,0 +1,56 @@
+"""Which discovered URLs the crawl may enter: scope mode, allow/deny regexes, spider-trap bounds.
+
+The blocklist is not here: it is operator state that persists in the frontier (see Frontier.block).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from polecat.config import ScopeConfig
+from polecat.frontier.patterns import hostname
+
+
+def _base_domain(name: str) -> str:
+    return name[4:] if name.startswith("www.") else name
+
+
+class ScopeFilter:
+    """Decides whether a canonical URL is in scope. Seeds define the hosts/domains for host/domain mode."""
+
+    def __init__(self, cfg: ScopeConfig, seed_hosts: Iterable[str]) -> None:
+        self._cfg = cfg
+        self._hosts: set[str] = set()
+        self._domains: set[str] = set()
+        self._allow = re.compile("|".join(f"(?:{rx})" for rx in cfg.allow)) if cfg.allow else None
+        self._deny = re.compile("|".join(f"(?:{rx})" for rx in cfg.deny)) if cfg.deny else None
+        for h in seed_hosts:
+            self.add_seed_host(h)
+
+    def add_seed_host(self, host_key: str) -> None:
+        self._hosts.add(host_key)
+        self._domains.add(_base_domain(hostname(host_key)))
+
+    def reject_reason(self, url: str, host_key: str, depth: int) -> str | None:
+        """None when the URL may be queued; otherwise a short reason label (counted by the frontier)."""
+        cfg = self._cfg
+        if len(url) > cfg.max_url_length:
+            return "url_too_long"
+        if depth > cfg.max_depth:
+            return "too_deep"
+        if cfg.mode == "host":
+            if host_key not in self._hosts:
+                return "out_of_scope"
+        elif cfg.mode == "domain":
+            name = hostname(host_key)
+            while name not in self._domains:
+                dot = name.find(".")
+                if dot < 0:
+                    return "out_of_scope"
+                name = name[dot + 1 :]
+        if self._allow is not None and not self._allow.search(url):
+            return "not_allowed"
+        if self._deny is not None and self._deny.search(url):
+            return "denied"
+        return None

@@ -1,0 +1,71 @@
+"""The node's metrics as one frozen record, assembled from each component's own statistics."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from polecat.dedup.canon import CanonStats
+    from polecat.dedup.seen import SeenStats
+    from polecat.fetch.dns import DnsStats
+    from polecat.fetch.robots import RobotsStats
+    from polecat.frontier.frontier import FrontierStats
+    from polecat.store.base import StoreStats
+
+
+@dataclass(frozen=True, slots=True)
+class CrawlStats:
+    """What a node reports (the CLI's progress line and summary, the status API)."""
+
+    elapsed_s: float
+    fetches: int
+    """Page requests started in this run (robots.txt requests not included)."""
+    fetches_per_s: float
+    politeness_violations: int
+    """Requests the node started before the host's next-allowed time (a self-check; must be 0)."""
+    errors: tuple[tuple[str, int], ...]
+    queued: int
+    in_flight: int
+    hosts: int
+    hosts_ready: int
+    hosts_waiting: int
+    hosts_parked: int
+    urls_accepted: int
+    urls_seen_again: int
+    urls_rejected: tuple[tuple[str, int], ...]
+    urls_done: tuple[tuple[str, int], ...]
+    canon_collapsed: int
+    bloom_fp_rate: float
+    bloom_memory_bytes: int
+    near_duplicates: int
+    simhash_collapse_ratio: float
+    """Near-duplicate pages / pages stored or collapsed."""
+    robots_failure_rate: float
+    robots_unreachable: int
+    dns_hit_ratio: float
+    pages_stored: int
+    bytes_stored: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def collect_stats(*, now: float, started_at: float, fetches: int, violations: int,
+                  errors: Mapping[str, int], near_dups: int, frontier: FrontierStats, seen: SeenStats,
+                  canon: CanonStats, robots: RobotsStats, dns: DnsStats, store: StoreStats) -> CrawlStats:
+    elapsed = max(1e-9, now - started_at) if started_at else 0.0
+    kept = store.bodies + near_dups
+    return CrawlStats(
+        elapsed_s=elapsed, fetches=fetches, fetches_per_s=fetches / elapsed if elapsed else 0.0,
+        politeness_violations=violations, errors=tuple(sorted(errors.items())),
+        queued=frontier.queued, in_flight=frontier.in_flight, hosts=frontier.hosts,
+        hosts_ready=frontier.hosts_ready, hosts_waiting=frontier.hosts_waiting,
+        hosts_parked=frontier.hosts_parked, urls_accepted=frontier.accepted, urls_seen_again=frontier.seen,
+        urls_rejected=frontier.rejected, urls_done=frontier.done, canon_collapsed=canon.collapsed,
+        bloom_fp_rate=seen.observed_fp_rate, bloom_memory_bytes=seen.memory_bytes, near_duplicates=near_dups,
+        simhash_collapse_ratio=near_dups / kept if kept else 0.0,
+        robots_failure_rate=robots.failure_rate, robots_unreachable=robots.unreachable,
+        dns_hit_ratio=dns.hit_ratio, pages_stored=store.bodies, bytes_stored=store.stored_bytes,
+    )

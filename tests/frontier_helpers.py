@@ -1,0 +1,74 @@
+"""Building a frontier on a temp dir with a fake clock, for the sans-IO frontier tests."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from polecat.config import Config, PolitenessConfig
+from polecat.dedup.canon import Canonicalizer
+from polecat.dedup.seen import SeenSet
+from polecat.fetch.robots import RobotsPolicy
+from polecat.frontier.db import FrontierDB
+from polecat.frontier.frontier import Frontier, origin_of
+from polecat.frontier.politeness import Attempt
+from polecat.frontier.records import Completion, Lease, Outcome
+
+CANON = Canonicalizer()
+
+
+def canon(url: str) -> str:
+    c = CANON.canonicalize(url)
+    assert c is not None
+    return c
+
+
+@dataclass
+class Rig:
+    """A frontier over a real LMDB in ``path``, its robots policy, and helpers to drive it."""
+
+    path: Path
+    cfg: Config = field(default_factory=lambda: Config(scope=replace(Config().scope, mode="any")))
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        self.open()
+
+    def open(self) -> None:
+        self.db = FrontierDB(self.path / "frontier", map_size=1 << 28, params={"t": 1})
+        self.seen = SeenSet.restore(self.db.env, self.db.seen, self.path / "seen.bloom", self.db.seq,
+                                    10_000, 0.01)
+        self.robots = RobotsPolicy(self.cfg.robots, self.cfg.fetch.user_agent)
+        self.frontier = Frontier(self.db, self.cfg, self.robots, self.seen, rng=random.Random(self.seed))
+
+    def crash(self) -> None:
+        """Drop everything since the last commit, as kill -9 would."""
+        self.db.txn.abort()
+        self.db.env.close()
+
+    def reopen(self) -> None:
+        self.open()
+
+    def complete_robots(self, lease: Lease, now: float, *, status: int = 200, body: bytes = b"",
+                        duration: float = 0.01) -> None:
+        assert lease.kind == "robots"
+        self.robots.record_response(origin_of(lease.url), status, body, now + duration)
+        self.frontier.complete(lease, done(now, duration=duration, status=status), now + duration)
+
+    def complete(self, lease: Lease, now: float, outcome: Outcome = "fetched", *, status: int = 200,
+                 duration: float = 0.01, retry_after: float | None = None, failed: bool = False) -> None:
+        self.frontier.complete(
+            lease, done(now, duration=duration, status=status, retry_after=retry_after, failed=failed,
+                        outcome=outcome), now + duration)
+
+
+def done(now: float, *, duration: float = 0.01, status: int | None = 200, retry_after: float | None = None,
+         failed: bool = False, outcome: Outcome = "fetched") -> Completion:
+    headers_at = None if failed else now + duration / 2
+    return Completion(Attempt(now, now + duration, headers_at, None if failed else status, retry_after,
+                              failed), outcome, str(status))
+
+
+def politeness(**kw: object) -> PolitenessConfig:
+    return replace(PolitenessConfig(), **kw)  # type: ignore[arg-type]

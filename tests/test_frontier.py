@@ -1,0 +1,287 @@
+"""Sans-IO frontier tests: real LMDB on a temp dir, a fake clock, no sockets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from polecat.config import Config, ScopeConfig
+from polecat.frontier.records import Idle, Lease, Wait
+from tests.frontier_helpers import Rig, canon, politeness
+
+
+def lease_or_fail(rig: Rig, now: float) -> Lease:
+    got = rig.frontier.lease(now)
+    assert isinstance(got, Lease), got
+    return got
+
+
+def open_host(rig: Rig, url: str, now: float, robots: bytes = b"") -> float:
+    """Seed ``url`` and answer its host's robots.txt; returns the time after that request."""
+    rig.frontier.add_seed(canon(url), now)
+    lease = lease_or_fail(rig, now)
+    assert lease.kind == "robots" and lease.url.endswith("/robots.txt")
+    rig.complete_robots(lease, now, body=robots)
+    return now + 0.01
+
+
+def test_robots_first_then_pages_spaced_by_interval(tmp_path: Path) -> None:
+    rig = Rig(tmp_path)
+    t = open_host(rig, "http://a.test/", 1000.0)
+    rig.frontier.add(canon("http://a.test/x"), 1, 0.5, t)
+    # The robots request counts: the first page waits one interval after it.
+    got = rig.frontier.lease(t)
+    assert isinstance(got, Wait) and got.until is not None and got.until >= 1000.005 + 1.0
+    first = lease_or_fail(rig, got.until)
+    assert first.url == "http://a.test/"
+    # One in flight per host: nothing else while it runs.
+    assert isinstance(rig.frontier.lease(got.until + 5), Wait)
+    rig.complete(first, got.until, duration=0.2)
+    second_at = rig.frontier.lease(got.until + 0.2)
+    assert isinstance(second_at, Wait) and second_at.until is not None
+    # Anchor is when headers arrived (start + duration/2).
+    assert abs(second_at.until - (got.until + 0.1 + 1.0)) < 1e-9
+
+
+def test_priority_within_host_and_depth_tie_break(tmp_path: Path) -> None:
+    rig = Rig(tmp_path, cfg=Config(scope=ScopeConfig(mode="any"), politeness=politeness(rate=1000.0)))
+    t = open_host(rig, "http://a.test/", 0.0)
+    lease = lease_or_fail(rig, t + 1)
+    rig.complete(lease, t + 1)
+    rig.frontier.add(canon("http://a.test/low"), 1, 0.01, t)
+    rig.frontier.add(canon("http://a.test/high"), 3, 0.5, t)
+    rig.frontier.add(canon("http://a.test/high-shallow"), 1, 0.5, t)
+    order = []
+    now = t + 2
+    for _ in range(3):
+        lease = lease_or_fail(rig, now)
+        order.append(lease.url.rsplit("/", 1)[1])
+        rig.complete(lease, now)
+        now += 1
+    assert order == ["high-shallow", "high", "low"]
+
+
+def test_earliest_ready_host_first_and_idle_at_end(tmp_path: Path) -> None:
+    rig = Rig(tmp_path)
+    for h in ("a", "b"):
+        rig.frontier.add_seed(canon(f"http://{h}.test/"), 0.0)
+    leases = [lease_or_fail(rig, 0.0), lease_or_fail(rig, 0.0)]
+    assert {lease.host for lease in leases} == {"a.test", "b.test"}
+    rig.complete_robots(leases[1], 0.0)
+    rig.complete_robots(leases[0], 0.5)
+    nxt = lease_or_fail(rig, 5.0)
+    assert nxt.host == leases[1].host  # its next-allowed time came first
+    rig.complete(nxt, 5.0)
+    last = lease_or_fail(rig, 5.0)
+    rig.complete(last, 5.0)
+    assert isinstance(rig.frontier.lease(100.0), Idle)
+
+
+def test_robots_disallowed_urls_are_recorded_skipped(tmp_path: Path) -> None:
+    rig = Rig(tmp_path)
+    t = open_host(rig, "http://a.test/", 0.0, robots=b"User-agent: *\nDisallow: /private/\n")
+    rig.frontier.add(canon("http://a.test/private/x"), 1, 2.0, t)  # higher priority, but disallowed
+    lease = lease_or_fail(rig, 10.0)
+    assert lease.url == "http://a.test/"
+    rec = rig.frontier.url_record("http://a.test/private/x")
+    assert rec is not None and rec.outcome == "skipped" and rec.reason == "robots"
+
+
+def test_crawl_delay_spaces_requests(tmp_path: Path) -> None:
+    rig = Rig(tmp_path)
+    t = open_host(rig, "http://a.test/", 0.0, robots=b"User-agent: *\nCrawl-delay: 7\n")
+    got = rig.frontier.lease(t)
+    assert isinstance(got, Wait) and got.until is not None and got.until >= 0.005 + 7
+
+
+def test_robots_unreachable_closes_host(tmp_path: Path) -> None:
+    rig = Rig(tmp_path)
+    rig.frontier.add_seed(canon("http://a.test/"), 0.0)
+    lease = lease_or_fail(rig, 0.0)
+    rig.complete_robots(lease, 0.0, status=500)
+    got = rig.frontier.lease(5.0)
+    assert isinstance(got, Wait) and got.until is not None and got.until >= 0.75 * rig.cfg.robots.retry_base
+    again = lease_or_fail(rig, got.until)
+    assert again.kind == "robots"  # after the backoff, robots is retried before any page
+
+
+def test_retry_after_and_aimd(tmp_path: Path) -> None:
+    rig = Rig(tmp_path)
+    t = open_host(rig, "http://a.test/", 0.0)
+    rig.frontier.add(canon("http://a.test/b"), 1, 0.5, t)
+    lease = lease_or_fail(rig, 2.0)
+    rig.complete(lease, 2.0, "retry", status=429, retry_after=120.0)
+    st = rig.frontier.host_state("a.test")
+    assert st is not None and st.rate_factor == 0.5
+    got = rig.frontier.lease(3.0)
+    assert isinstance(got, Wait) and got.until is not None and got.until >= 2.01 + 120.0
+    lease = lease_or_fail(rig, got.until)
+    rig.complete(lease, got.until)
+    assert st.rate_factor > 0.5  # additive recovery after a success
+
+
+def test_quarantine_backoff_then_park_and_url_failure(tmp_path: Path) -> None:
+    cfg = Config(scope=ScopeConfig(mode="any"),
+                 politeness=politeness(park_after_failures=3, max_url_attempts=5))
+    rig = Rig(tmp_path, cfg=cfg)
+    now = open_host(rig, "http://a.test/", 0.0)
+    waits = []
+    for _ in range(3):
+        got = rig.frontier.lease(now)
+        if isinstance(got, Wait):
+            assert got.until is not None
+            now = got.until
+            got = rig.frontier.lease(now)
+        assert isinstance(got, Lease)
+        rig.complete(got, now, "retry", failed=True, duration=1.0)
+        st = rig.frontier.host_state("a.test")
+        assert st is not None
+        waits.append(st.next_allowed - (now + 1.0))
+        now += 1.0
+    assert 30 <= waits[0] < 45 and 60 <= waits[1] < 90  # 30 s doubling, jitter in [1, 1.5)
+    assert isinstance(rig.frontier.lease(now + 10_000), Idle)  # parked: nothing more this run
+    st = rig.frontier.stats(now)
+    assert st.hosts_parked == 1
+
+
+def test_url_failing_n_times_is_recorded_done(tmp_path: Path) -> None:
+    cfg = Config(scope=ScopeConfig(mode="any"), politeness=politeness(max_url_attempts=2))
+    rig = Rig(tmp_path, cfg=cfg)
+    now = open_host(rig, "http://a.test/", 0.0)
+    for _ in range(2):
+        got = rig.frontier.lease(now + 100)
+        assert isinstance(got, Lease)
+        rig.complete(got, now + 100, "retry", status=500)
+        now += 200
+    rec = rig.frontier.url_record("http://a.test/")
+    assert rec is not None and rec.outcome == "failed" and rec.reason == "500"
+    assert rig.frontier.queued == 0
+
+
+def test_block_drops_queue_and_refuses(tmp_path: Path) -> None:
+    rig = Rig(tmp_path)
+    now = open_host(rig, "http://a.b.test/", 0.0)
+    for i in range(5):
+        rig.frontier.add(canon(f"http://a.b.test/{i}"), 1, 0.1, now)
+    assert rig.frontier.block("*.b.test") == 6
+    assert rig.frontier.add(canon("http://c.b.test/"), 1, 0.1, now) == "blocked"
+    assert isinstance(rig.frontier.lease(now + 100), Idle)
+    rec = rig.frontier.url_record("http://a.b.test/3")
+    assert rec is not None and rec.reason == "blocked"
+
+
+def test_throttle_override_sets_interval(tmp_path: Path) -> None:
+    cfg = Config(scope=ScopeConfig(mode="any"), politeness=politeness(throttle=(("*.slow.test", 0.1),)))
+    rig = Rig(tmp_path, cfg=cfg)
+    t = open_host(rig, "http://x.slow.test/", 0.0)
+    got = rig.frontier.lease(t)
+    assert isinstance(got, Wait) and got.until is not None and got.until >= 10.0
+
+
+def test_scope_and_budgets(tmp_path: Path) -> None:
+    cfg = Config(scope=ScopeConfig(mode="host", max_depth=2, max_url_length=40, max_queue_per_host=3,
+                                   deny=(r"/nope",)))
+    rig = Rig(tmp_path, cfg=cfg)
+    f = rig.frontier
+    f.add_seed(canon("http://a.test/"), 0.0)
+    assert f.add(canon("http://other.test/"), 1, 0.1, 0.0) == "out_of_scope"
+    assert f.add(canon("http://a.test/deep"), 3, 0.1, 0.0) == "too_deep"
+    assert f.add(canon("http://a.test/" + "x" * 40), 1, 0.1, 0.0) == "url_too_long"
+    assert f.add(canon("http://a.test/nope"), 1, 0.1, 0.0) == "denied"
+    assert f.add(canon("http://a.test/1"), 1, 0.1, 0.0) == "accepted"
+    assert f.add(canon("http://a.test/1"), 1, 0.1, 0.0) == "seen"
+    assert f.add(canon("http://a.test/2"), 1, 0.1, 0.0) == "accepted"
+    assert f.add(canon("http://a.test/3"), 1, 0.1, 0.0) == "host_queue_full"
+
+
+def test_restart_keeps_queue_next_allowed_and_replays_in_flight(tmp_path: Path) -> None:
+    rig = Rig(tmp_path)
+    now = open_host(rig, "http://a.test/", 0.0)
+    rig.frontier.add(canon("http://a.test/next"), 1, 0.1, now)
+    rig.frontier.commit()
+    lease = lease_or_fail(rig, 5.0)
+    rig.complete(lease, 5.0)  # completed but never committed
+    rig.frontier.add(canon("http://a.test/uncommitted"), 1, 0.1, 5.0)
+    rig.crash()
+    rig.reopen()
+    assert rig.frontier.queued == 2  # the in-flight one is replayed; the uncommitted add is gone
+    first = rig.frontier.lease(1.0)
+    # next-allowed survived the restart: the robots request at t=0 still spaces the first page
+    assert isinstance(first, Wait) and first.until is not None and first.until >= 1.005
+    rig.frontier.commit()
+    st = rig.frontier.host_state("a.test")
+    assert st is not None
+    persisted = st.next_allowed
+    rig.db.close()
+    rig.reopen()
+    st2 = rig.frontier.host_state("a.test")
+    assert st2 is not None and st2.next_allowed == persisted
+
+
+def test_mega_host_does_not_starve_others(tmp_path: Path) -> None:
+    rig = Rig(tmp_path, cfg=Config(scope=ScopeConfig(mode="any"), politeness=politeness(rate=1000.0)))
+    now = open_host(rig, "http://big.test/", 0.0)
+    for i in range(20_000):
+        rig.frontier.add(canon(f"http://big.test/p{i}"), 1, 0.5, now)
+    rig.frontier.add_seed(canon("http://small.test/"), now)
+    small = []
+    for _ in range(6):
+        now += 0.01
+        lease = lease_or_fail(rig, now)
+        if lease.host == "small.test":
+            small.append(lease.kind)
+        if lease.kind == "robots":
+            rig.complete_robots(lease, now, duration=0.0001)
+        else:
+            rig.complete(lease, now, duration=0.0001)
+    assert small == ["robots", "page"]  # small.test interleaves with the 20,000-URL host
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    events=st.lists(
+        st.tuples(st.sampled_from(["lease", "complete", "add", "tick"]), st.integers(0, 3),
+                  st.floats(0.0, 3.0), st.sampled_from([200, 200, 200, 429, 503, 0])),
+        min_size=5, max_size=120,
+    )
+)
+def test_property_no_two_starts_closer_than_interval(tmp_path_factory: object, events: list) -> None:  # type: ignore[type-arg]
+    """For any sequence of events: at most one lease per host at once, and starts never closer than the
+    host's interval after the previous response's headers (rule 2)."""
+    path = tmp_path_factory.mktemp("prop")  # type: ignore[attr-defined]
+    rig = Rig(path, cfg=Config(scope=ScopeConfig(mode="any"), politeness=politeness(rate=2.0)))
+    now = 0.0
+    open_leases: dict[str, tuple[Lease, float]] = {}
+    last_anchor: dict[str, tuple[float, float]] = {}  # host -> (headers_at + interval lower bound)
+    counter = 0
+    for kind, h, dt, status in events:
+        host = f"h{h}.test"
+        if kind == "add":
+            counter += 1
+            rig.frontier.add_seed(canon(f"http://{host}/p{counter}"), now)
+        elif kind == "tick":
+            now += dt
+        elif kind == "lease":
+            got = rig.frontier.lease(now)
+            if isinstance(got, Lease):
+                assert got.host not in open_leases
+                if got.host in last_anchor:
+                    assert now >= last_anchor[got.host][0] - 1e-9
+                open_leases[got.host] = (got, now)
+        elif kind == "complete" and open_leases:
+            lease, started = open_leases.pop(sorted(open_leases)[0])
+            end = max(now, started) + 0.05
+            failed = status == 0
+            if lease.kind == "robots":
+                rig.complete_robots(lease, started, duration=end - started)
+            else:
+                rig.complete(lease, started, "retry" if status != 200 else "fetched", status=status or 200,
+                             duration=end - started, failed=failed)
+            st_ = rig.frontier.host_state(lease.host)
+            assert st_ is not None
+            # the minimum spacing implied by the rules: headers_at + 1/rate (rate may only be lower)
+            last_anchor[lease.host] = (started + (end - started) / 2 + 0.5 if not failed else end, end)
+            now = end
+    rig.db.close()
