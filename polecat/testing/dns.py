@@ -1,0 +1,183 @@
+"""A local authoritative DNS server for tests: answers only the names it was given, forwards nothing.
+
+It serves UDP and TCP on one ephemeral port of 127.0.0.1 from background threads, so it answers a resolver
+in the test's event loop and a crawler running in another process alike::
+
+    with LocalDnsServer() as dns:
+        dns.add("h01.test", ["127.0.0.1"])
+        dns.fail("broken.test")                 # SERVFAIL
+        crawl(nameserver=dns.address)           # "127.0.0.1:PORT"
+        assert dns.queries["h01.test"] >= 1
+
+Names that were not added answer NXDOMAIN. Names are matched case-insensitively, without the trailing dot.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+import threading
+from collections import Counter
+from types import TracebackType
+from typing import Any
+
+from dnslib import AAAA, QTYPE, RCODE, RR, A, DNSRecord
+from dnslib.server import DNSLogger, DNSServer, TCPServer, UDPServer
+
+__all__ = ["LocalDnsServer", "query"]
+
+_BIND_ATTEMPTS = 20
+
+
+def _norm(name: str) -> str:
+    return name.rstrip(".").lower()
+
+
+class _Resolver:
+    """The zone: name -> (addresses, ttl) or a failure rcode; counts queries. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._records: dict[str, tuple[list[ipaddress.IPv4Address | ipaddress.IPv6Address], int]] = {}
+        self._failures: dict[str, int] = {}
+        self.queries: Counter[str] = Counter()
+
+    def add(self, name: str, addrs: list[str], ttl: int) -> None:
+        parsed = [ipaddress.ip_address(a) for a in addrs]
+        with self._lock:
+            self._failures.pop(_norm(name), None)
+            self._records[_norm(name)] = (parsed, ttl)
+
+    def fail(self, name: str, rcode: int) -> None:
+        with self._lock:
+            self._records.pop(_norm(name), None)
+            self._failures[_norm(name)] = rcode
+
+    def remove(self, name: str) -> None:
+        with self._lock:
+            self._records.pop(_norm(name), None)
+            self._failures.pop(_norm(name), None)
+
+    def resolve(self, request: Any, handler: Any) -> Any:
+        """dnslib's resolver hook: build the reply for one query."""
+        reply = request.reply()
+        reply.header.aa = 1
+        qname = str(request.q.qname)
+        qtype = request.q.qtype
+        name = _norm(qname)
+        with self._lock:
+            self.queries[name] += 1
+            failure = self._failures.get(name)
+            record = self._records.get(name)
+        if failure is not None:
+            reply.header.rcode = failure
+        elif record is None:
+            reply.header.rcode = RCODE.NXDOMAIN
+        else:
+            addrs, ttl = record
+            for addr in addrs:
+                if addr.version == 4 and qtype in (QTYPE.A, QTYPE.ANY):
+                    reply.add_answer(RR(qname, QTYPE.A, rdata=A(str(addr)), ttl=ttl))
+                elif addr.version == 6 and qtype in (QTYPE.AAAA, QTYPE.ANY):
+                    reply.add_answer(RR(qname, QTYPE.AAAA, rdata=AAAA(str(addr)), ttl=ttl))
+            # A name that exists but has no record of the asked type answers NOERROR with no data.
+        return reply
+
+
+class LocalDnsServer:
+    """UDP+TCP DNS on ``127.0.0.1:<ephemeral>``; see the module docstring."""
+
+    def __init__(self) -> None:
+        self._resolver = _Resolver()
+        self._servers: list[DNSServer] = []
+        self._port = 0
+
+    @property
+    def queries(self) -> Counter[str]:
+        """Queries received per (lowercased) name, every type counted."""
+        return self._resolver.queries
+
+    @property
+    def port(self) -> int:
+        if not self._port:
+            raise RuntimeError("LocalDnsServer is not started")
+        return self._port
+
+    @property
+    def address(self) -> str:
+        """``"127.0.0.1:PORT"``, the form ``DnsConfig.nameservers`` takes."""
+        return f"127.0.0.1:{self.port}"
+
+    def add(self, name: str, addrs: list[str], ttl: int = 300) -> None:
+        """Answer ``name`` with these addresses (A for IPv4, AAAA for IPv6); replaces earlier records."""
+        self._resolver.add(name, addrs, ttl)
+
+    def fail(self, name: str, rcode: str = "SERVFAIL") -> None:
+        """Answer ``name`` with an error rcode (``"SERVFAIL"``, ``"REFUSED"``, ``"NXDOMAIN"``...)."""
+        self._resolver.fail(name, getattr(RCODE, rcode.upper()))
+
+    def remove(self, name: str) -> None:
+        """Forget ``name``: it answers NXDOMAIN again."""
+        self._resolver.remove(name)
+
+    def start(self) -> LocalDnsServer:
+        if self._servers:
+            return self
+        logger = DNSLogger(log="-recv,-send,-request,-reply,-truncated,-error,-data", logf=lambda _s: None)
+        for _ in range(_BIND_ATTEMPTS):
+            udp = DNSServer(self._resolver, address="127.0.0.1", port=0, logger=logger, server=UDPServer)
+            port = udp.server.server_address[1]
+            try:
+                tcp = DNSServer(
+                    self._resolver, address="127.0.0.1", port=port, logger=logger, server=TCPServer
+                )
+            except OSError:
+                # The UDP port's TCP twin is taken by someone else: try another port.
+                udp.server.server_close()
+                continue
+            break
+        else:
+            raise OSError("could not bind a UDP and TCP port pair on 127.0.0.1")
+        self._servers = [udp, tcp]
+        self._port = port
+        for server in self._servers:
+            # A short poll interval keeps stop() quick (socketserver checks for shutdown between polls).
+            thread = threading.Thread(
+                target=server.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+            )
+            thread.start()
+        return self
+
+    def stop(self) -> None:
+        for server in self._servers:
+            server.server.shutdown()
+            server.server.server_close()
+        self._servers = []
+
+    def __enter__(self) -> LocalDnsServer:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+def query(address: str, name: str, qtype: str = "A", tcp: bool = False, timeout: float = 2.0) -> DNSRecord:
+    """Send one query to ``address`` ("ip:port") and return the parsed reply (a test helper)."""
+    host, port = address.rsplit(":", 1)
+    packet = DNSRecord.question(name, qtype).pack()
+    if tcp:
+        with socket.create_connection((host, int(port)), timeout=timeout) as sock:
+            sock.sendall(len(packet).to_bytes(2, "big") + packet)
+            data = b""
+            while len(data) < 2 or len(data) - 2 < int.from_bytes(data[:2], "big"):
+                chunk = sock.recv(65535)
+                if not chunk:
+                    break
+                data += chunk
+            return DNSRecord.parse(data[2:])
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.settimeout(timeout)
+        sock.sendto(packet, (host, int(port)))
+        return DNSRecord.parse(sock.recv(65535))

@@ -1,0 +1,366 @@
+"""The loopback test web: a generated multi-host site served by one aiohttp server, with its own DNS.
+
+Mode of operation (one, on purpose): the server and its :class:`~polecat.testing.dns.LocalDnsServer` run
+in a background thread with their own event loop. A crawler in the test's event loop, in another thread
+or in a subprocess can use it alike, and a test may block (e.g. ``subprocess.run``) without starving the
+server. ``with TestWeb(spec) as web`` and ``async with TestWeb(spec) as web`` both start that thread.
+
+The server listens on ONE port bound on several loopback addresses (127.0.0.1 .. 127.0.0.K) and serves by
+the ``Host`` header; the DNS server maps each site host to one of those addresses (``h01.test`` ->
+127.0.0.1, ``h02.test`` -> 127.0.0.2, ...). Every request is logged (:class:`RequestRecord`) with its
+server-side arrival and end times, so politeness is measured at the server.
+
+Knobs, settable at any time from any thread: :meth:`TestWeb.respond` (a fixed status, headers, body,
+delay, optionally for the first N requests only), :meth:`TestWeb.redirect`, :meth:`TestWeb.delay`,
+:meth:`TestWeb.set_robots` (status, body, Crawl-delay, delay; a long delay is a timeout).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import hashlib
+import socket
+import threading
+import time
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from types import TracebackType
+
+from aiohttp import web
+
+from polecat.testing.dns import LocalDnsServer
+from polecat.testing.serverlog import (
+    PolitenessViolation,
+    RequestRecord,
+    fetch_counts,
+    politeness_violations,
+    robots_violations,
+)
+from polecat.testing.sitegen import Scope, Site, SiteSpec, ground_truth
+
+__all__ = [
+    "PolitenessViolation",
+    "RequestRecord",
+    "TestWeb",
+    "bind_loopback",
+    "http_date",
+    "normalize_path",
+    "politeness_violations",
+]
+
+_BIND_ATTEMPTS = 50
+
+
+def http_date(seconds_from_now: float) -> str:
+    """An HTTP-date (for Retry-After) this many seconds from now."""
+    return email.utils.formatdate(time.time() + seconds_from_now, usegmt=True)
+
+
+def normalize_path(path: str) -> str:
+    """Resolve ``.`` and ``..`` segments of a decoded path (what a correct client would have sent)."""
+    out: list[str] = []
+    segments = path.split("/")[1:]
+    for i, seg in enumerate(segments):
+        last = i == len(segments) - 1
+        if seg == "..":
+            if out:
+                out.pop()
+            if last:
+                out.append("")
+        elif seg == ".":
+            if last:
+                out.append("")
+        else:
+            out.append(seg)
+    return "/" + "/".join(out)
+
+
+def bind_loopback(addresses: list[str], port: int = 0, reuse_port: bool = False) -> list[socket.socket]:
+    """Listening TCP sockets on one common port across ``addresses`` (an ephemeral one when 0)."""
+    for _ in range(_BIND_ATTEMPTS):
+        socks: list[socket.socket] = []
+        try:
+            for addr in addresses:
+                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                socks.append(sock)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if reuse_port:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+                sock.bind((addr, port or (socks[0].getsockname()[1] if len(socks) > 1 else 0)))
+                sock.listen(1024)
+                sock.setblocking(False)
+            return socks
+        except OSError:
+            for sock in socks:
+                sock.close()
+            if port:
+                raise
+    raise OSError(f"could not bind one port on all of {addresses}")
+
+
+@dataclass(frozen=True, slots=True)
+class _Rule:
+    status: int | None = None
+    """None: serve the normal content (after ``delay``)."""
+    headers: tuple[tuple[str, str], ...] = ()
+    body: bytes = b""
+    delay: float = 0.0
+    times: int | None = None
+    """Apply to this many more requests only (None: forever)."""
+
+
+class TestWeb:
+    """A generated site on loopback with its DNS server; see the module docstring."""
+
+    __test__ = False  # not a pytest test class despite the name
+
+    def __init__(self, spec: SiteSpec | None = None, addresses: int = 4) -> None:
+        self.site = Site(spec or SiteSpec())
+        self.addresses = [f"127.0.0.{i + 1}" for i in range(addresses)]
+        self.dns = LocalDnsServer()
+        self._lock = threading.Lock()
+        self._log: list[RequestRecord] = []
+        self._rules: dict[tuple[str, str], _Rule] = {}
+        self._bodies: dict[int, tuple[bytes, str]] = {}
+        self._port = 0
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._error: BaseException | None = None
+
+    # --- addresses -------------------------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        if not self._port:
+            raise RuntimeError("TestWeb is not started")
+        return self._port
+
+    @property
+    def dns_address(self) -> str:
+        return self.dns.address
+
+    @property
+    def seeds(self) -> list[str]:
+        """``http://h01.test:PORT/`` for every host."""
+        return self.site.seeds(self.port)
+
+    def base_url(self, host: str) -> str:
+        return f"http://{host}:{self.port}"
+
+    def address_of(self, host: str) -> str:
+        """The loopback address the DNS server gives ``host`` (site hosts only)."""
+        return self.addresses[self.site.hosts.index(host) % len(self.addresses)]
+
+    def add_host(self, name: str, address: str = "127.0.0.1") -> None:
+        """Make an extra name resolve to this server (it serves 404 there except for knobs)."""
+        self.dns.add(name, [address])
+
+    def ground_truth(self, scope: Scope = "any") -> set[str]:
+        return ground_truth(self.site, self.port, scope)
+
+    def min_intervals(self, rate: float) -> dict[str, float]:
+        """Per-host minimum gap a crawler at ``rate`` req/s must keep: ``max(1/rate, Crawl-delay)``."""
+        return {h: max(1.0 / rate, self.site.crawl_delay(h)) for h in self.site.hosts}
+
+    # --- log ---------------------------------------------------------------------------------
+
+    @property
+    def log(self) -> list[RequestRecord]:
+        """A snapshot of every request so far, in arrival order."""
+        with self._lock:
+            return list(self._log)
+
+    def clear_log(self) -> None:
+        with self._lock:
+            self._log.clear()
+
+    def fetch_counts(self) -> Counter[str]:
+        """Requests per canonical URL (robots.txt included)."""
+        return fetch_counts(self.log)
+
+    def robots_violations(self, user_agent: str = "polecat") -> list[RequestRecord]:
+        return robots_violations(self.log, self.site, user_agent)
+
+    # --- knobs ---------------------------------------------------------------------------------
+
+    def respond(
+        self,
+        host: str,
+        path: str,
+        status: int | None,
+        *,
+        headers: Mapping[str, str] | None = None,
+        body: bytes = b"",
+        delay: float = 0.0,
+        times: int | None = None,
+    ) -> None:
+        """Answer ``host`` + ``path`` (canonical path and query; ``"*"`` for every path of the host) with
+        ``status``, ``headers`` and ``body`` after ``delay`` seconds, for the next ``times`` requests
+        (forever when None). ``status=None`` serves the normal content after the delay."""
+        rule = _Rule(status, tuple((headers or {}).items()), body, delay, times)
+        with self._lock:
+            self._rules[(host.lower(), path)] = rule
+
+    def redirect(self, host: str, path: str, location: str, status: int = 301) -> None:
+        """Redirect ``host`` + ``path`` to ``location`` (chains and loops are built from several)."""
+        self.respond(host, path, status, headers={"Location": location})
+
+    def delay(self, host: str, path: str, seconds: float) -> None:
+        """Serve the normal content after ``seconds``."""
+        self.respond(host, path, None, delay=seconds)
+
+    def set_robots(
+        self,
+        host: str,
+        status: int = 200,
+        *,
+        body: str | None = None,
+        crawl_delay: float | None = None,
+        delay: float = 0.0,
+    ) -> None:
+        """Override ``host``'s robots.txt. With status 200 and no ``body`` the generated rules are kept
+        (or ``Disallow:`` nothing when the host had none) and ``crawl_delay`` sets a Crawl-delay line.
+        A ``delay`` longer than the crawler's timeout makes the fetch time out."""
+        if body is None:
+            gen_status, gen_body = self.site.robots(host.lower())
+            lines = gen_body.splitlines() if gen_status == 200 else ["User-agent: *", "Disallow:"]
+            lines = [line for line in lines if not line.startswith("Crawl-delay:")]
+            if crawl_delay is not None:
+                lines.append(f"Crawl-delay: {crawl_delay:g}")
+            body = "\n".join(lines) + "\n" if status == 200 else ""
+        headers = {"Content-Type": "text/plain"}
+        self.respond(host, "/robots.txt", status, headers=headers, body=body.encode(), delay=delay)
+
+    def clear(self, host: str | None = None) -> None:
+        """Drop the knobs of ``host`` (of every host when None)."""
+        with self._lock:
+            for key in [k for k in self._rules if host is None or k[0] == host.lower()]:
+                del self._rules[key]
+
+    def _take_rule(self, host: str, key: str) -> _Rule | None:
+        with self._lock:
+            for rk in ((host, key), (host, "*")):
+                rule = self._rules.get(rk)
+                if rule is None:
+                    continue
+                if rule.times is not None:
+                    if rule.times <= 1:
+                        del self._rules[rk]
+                    else:
+                        self._rules[rk] = replace(rule, times=rule.times - 1)
+                return rule
+        return None
+
+    # --- serving ---------------------------------------------------------------------------------
+
+    def _page_body(self, page: int) -> tuple[bytes, str]:
+        cached = self._bodies.get(page)
+        if cached is None:
+            body = self.site.render(page, self._port)
+            cached = self._bodies[page] = (body, '"' + hashlib.blake2b(body, digest_size=8).hexdigest() + '"')
+        return cached
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        start = time.monotonic()
+        host = (request.url.host or "").lower()
+        path = normalize_path(request.path)
+        page = self.site.lookup(host, path, request.query.items())
+        key = self.site.pages[page].path if page is not None else path
+        rule = self._take_rule(host, key)
+        if rule is not None and rule.delay > 0:
+            await asyncio.sleep(rule.delay)
+        if rule is not None and rule.status is not None:
+            response = web.Response(status=rule.status, body=rule.body, headers=dict(rule.headers))
+        elif path == "/robots.txt" and host in self.site.hosts:
+            status, text = self.site.robots(host)
+            response = web.Response(status=status, text=text, content_type="text/plain")
+        elif page is not None:
+            body, etag = self._page_body(page)
+            if request.headers.get("If-None-Match") == etag:
+                response = web.Response(status=304, headers={"ETag": etag})
+            else:
+                response = web.Response(body=body, content_type="text/html", charset="utf-8")
+                response.headers["ETag"] = etag
+        else:
+            response = web.Response(status=404, text="not found\n")
+        url = (
+            self.site.url(page, self._port)
+            if page is not None
+            else f"http://{host}:{self._port}{request.raw_path}"
+        )
+        record = RequestRecord(
+            host, request.raw_path, url, request.method, start, time.monotonic(), response.status
+        )
+        with self._lock:
+            self._log.append(record)
+        return response
+
+    async def _setup(self) -> web.AppRunner:
+        socks = bind_loopback(self.addresses)
+        self._port = socks[0].getsockname()[1]
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=0.2)
+        await runner.setup()
+        for sock in socks:
+            await web.SockSite(runner, sock).start()
+        return runner
+
+    def _run(self, ready: threading.Event) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        try:
+            runner = loop.run_until_complete(self._setup())
+        except BaseException as exc:
+            self._error = exc
+            ready.set()
+            loop.close()
+            return
+        ready.set()
+        try:
+            loop.run_forever()
+        finally:
+            loop.run_until_complete(runner.cleanup())
+            loop.close()
+
+    def start(self) -> TestWeb:
+        """Start the DNS server and the web server thread; returns once both accept requests."""
+        if self._thread is not None:
+            return self
+        self.dns.start()
+        ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(ready,), name="TestWeb", daemon=True)
+        self._thread.start()
+        ready.wait()
+        if self._error is not None:
+            self.stop()
+            raise self._error
+        for host in self.site.hosts:
+            self.dns.add(host, [self.address_of(host)])
+        return self
+
+    def stop(self) -> None:
+        if self._thread is not None:
+            if self._loop is not None and self._error is None:
+                self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join()
+            self._thread = None
+        self.dns.stop()
+
+    def __enter__(self) -> TestWeb:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    async def __aenter__(self) -> TestWeb:
+        return await asyncio.to_thread(self.start)
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await asyncio.to_thread(self.stop)

@@ -1,0 +1,37 @@
+"""Shared fixtures: the loopback test web and a local DNS server (polecat/testing)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from polecat.testing.dns import LocalDnsServer
+from polecat.testing.sitegen import SiteSpec
+from polecat.testing.web import TestWeb
+
+TestWebFactory = Callable[..., TestWeb]
+
+
+@pytest.fixture
+def test_web() -> Iterator[TestWebFactory]:
+    """Factory: ``web = test_web(SiteSpec(hosts=20, pages_per_host=50), addresses=4)`` starts a TestWeb
+    (server thread + DNS) that is stopped at the end of the test."""
+    started: list[TestWeb] = []
+
+    def factory(spec: SiteSpec | None = None, **kwargs: Any) -> TestWeb:
+        web = TestWeb(spec, **kwargs).start()
+        started.append(web)
+        return web
+
+    yield factory
+    for web in started:
+        web.stop()
+
+
+@pytest.fixture
+def dns_server() -> Iterator[LocalDnsServer]:
+    """A started LocalDnsServer with no names (everything answers NXDOMAIN until ``add``)."""
+    with LocalDnsServer() as server:
+        yield server
