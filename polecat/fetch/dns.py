@@ -1,0 +1,245 @@
+"""A caching DNS resolver for aiohttp, built on aiodns (c-ares), with the SSRF guard applied.
+
+- A and AAAA are queried together with ``query_dns``, which reports record TTLs. A positive answer is
+  cached for the smallest TTL in it, clamped to ``[cfg.min_ttl, cfg.max_ttl]``.
+- NXDOMAIN, SERVFAIL, REFUSED and "no address records" are cached for ``cfg.negative_ttl``; timeouts and
+  unreachable nameservers are not cached (the host's backoff in the frontier handles those).
+- Concurrent lookups of one name share one query. :meth:`CachingResolver.prefetch` starts a lookup
+  without waiting, so a host that is about to become ready finds its name in the cache.
+- Every address passes :func:`polecat.fetch.guard.blocked_reason`; blocked ones are dropped, and a name
+  with no address left raises :class:`BlockedAddressError` (cached like any answer). IP literals skip
+  DNS but not the guard (:meth:`CachingResolver.check_host`; aiohttp never asks a resolver about them).
+- aiodns errors become :class:`DnsError` here, once. Nothing else escapes ``resolve``.
+
+c-ares (1.34) keeps its own query cache behind this one, honouring TTLs up to one hour; pycares does not
+expose the option that turns it off. So a name whose TTL exceeds ``cfg.max_ttl`` is re-asked after
+``max_ttl`` but may get c-ares' cached answer until its TTL (at most 1 h) runs out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import aiodns
+import pycares
+from aiohttp.abc import AbstractResolver, ResolveResult
+
+from polecat.config import DnsConfig
+from polecat.errors import BlockedAddressError, DnsError, FetchError
+from polecat.fetch.guard import blocked_reason, is_ip_literal
+
+__all__ = ["CachingResolver", "DnsStats"]
+
+_NEGATIVE = frozenset({
+    aiodns.error.ARES_ENOTFOUND,
+    aiodns.error.ARES_ENODATA,
+    aiodns.error.ARES_ESERVFAIL,
+    aiodns.error.ARES_EREFUSED,
+    aiodns.error.ARES_EBADNAME,
+})
+_FLAGS = socket.AI_NUMERICHOST | socket.AI_NUMERICSERV
+_SWEEP_EVERY = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class DnsStats:
+    hits: int
+    """Lookups answered from the cache (positive or negative)."""
+    misses: int
+    """Lookups that sent queries."""
+    coalesced: int
+    """Lookups that joined a query already in flight for the same name."""
+    failures: int
+    """Queries that ended in an error (cached negative answers are hits, not failures)."""
+    entries: int
+    hit_ratio: float
+    """hits / all lookups (0.0 before any)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    addrs: tuple[tuple[str, int], ...]
+    """(address, family), IPv4 first; empty when ``error`` is set."""
+    error: FetchError | None
+    expires: float
+
+
+class CachingResolver(AbstractResolver):
+    """aiohttp resolver with a TTL-honouring shared cache; see the module docstring."""
+
+    def __init__(self, cfg: DnsConfig, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self._cfg = cfg
+        self._clock = clock
+        self._cache: dict[str, _Entry] = {}
+        self._inflight: dict[str, asyncio.Future[_Entry]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._aiodns: aiodns.DNSResolver | None = None
+        self._hits = self._misses = self._coalesced = self._failures = 0
+        self._since_sweep = 0
+
+    # --- aiohttp's interface -----------------------------------------------------------------------
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        """Addresses of ``host`` that the guard allows; raises DnsError or BlockedAddressError."""
+        if is_ip_literal(host):
+            self.check_host(host)
+            fam = socket.AF_INET6 if ":" in host else socket.AF_INET
+            return [_result(host, host, port, fam)]
+        addrs = await self.lookup(host)
+        if family != socket.AF_UNSPEC:
+            addrs = tuple(a for a in addrs if a[1] == family)
+            if not addrs:
+                raise DnsError(f"{host}: no address of family {family.name}")
+        return [_result(host, addr, port, fam) for addr, fam in addrs]
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._aiodns is not None:
+            await self._aiodns.close()
+            self._aiodns = None
+
+    # --- polecat's interface -----------------------------------------------------------------------
+
+    def check_host(self, host: str) -> None:
+        """Raise BlockedAddressError if ``host`` is an IP literal the guard refuses (names pass)."""
+        if is_ip_literal(host):
+            reason = blocked_reason(host, self._cfg.allow_private)
+            if reason is not None:
+                raise BlockedAddressError(f"{host}: refused: {reason}")
+
+    async def lookup(self, host: str) -> tuple[tuple[str, int], ...]:
+        """Allowed ``(address, family)`` pairs of a name, IPv4 first, from the cache or a fresh query;
+        raises DnsError or BlockedAddressError (also when that answer is cached)."""
+        key = host.rstrip(".").lower()
+        entry = self._cache.get(key)
+        if entry is not None and entry.expires > self._clock():
+            self._hits += 1
+        else:
+            fut = self._inflight.get(key)
+            if fut is None:
+                self._misses += 1
+                fut = self._start(key)
+            else:
+                self._coalesced += 1
+            entry = await asyncio.shield(fut)
+        if entry.error is not None:
+            raise entry.error
+        return entry.addrs
+
+    def prefetch(self, host: str) -> None:
+        """Warm the cache for ``host`` without waiting (no-op when cached, in flight, or a literal)."""
+        key = host.rstrip(".").lower()
+        if is_ip_literal(key) or key in self._inflight:
+            return
+        entry = self._cache.get(key)
+        if entry is not None and entry.expires > self._clock():
+            return
+        self._misses += 1
+        self._start(key)
+
+    def stats(self) -> DnsStats:
+        total = self._hits + self._misses + self._coalesced
+        return DnsStats(
+            hits=self._hits,
+            misses=self._misses,
+            coalesced=self._coalesced,
+            failures=self._failures,
+            entries=len(self._cache),
+            hit_ratio=self._hits / total if total else 0.0,
+        )
+
+    # --- internals ---------------------------------------------------------------------------------
+
+    def _start(self, key: str) -> asyncio.Future[_Entry]:
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[_Entry] = loop.create_future()
+        self._inflight[key] = fut
+        task = loop.create_task(self._query(key, fut))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return fut
+
+    async def _query(self, key: str, fut: asyncio.Future[_Entry]) -> None:
+        try:
+            async with asyncio.timeout(self._cfg.timeout * 3):  # c-ares' own timeout x tries, plus slack
+                entry = await self._ask(key)
+        except asyncio.CancelledError:  # close(): waiters must not hang
+            fut.set_exception(DnsError(f"{key}: lookup abandoned (resolver closed)"))
+            fut.exception()  # mark retrieved: a prefetch has nobody waiting
+            raise
+        except TimeoutError:
+            self._failures += 1
+            entry = _Entry((), DnsError(f"{key}: lookup timed out"), 0.0)
+        except Exception as exc:  # e.g. a nameserver string c-ares rejects: still answer every waiter
+            self._failures += 1
+            entry = _Entry((), DnsError(f"{key}: resolver error: {exc!r}"), 0.0)
+        finally:
+            self._inflight.pop(key, None)
+        if entry.expires > 0:
+            self._store(key, entry)
+        fut.set_result(entry)
+
+    async def _ask(self, key: str) -> _Entry:
+        """Query A and AAAA; build the entry (expires 0 means: do not cache)."""
+        if self._aiodns is None:
+            self._aiodns = aiodns.DNSResolver(
+                nameservers=list(self._cfg.nameservers) or None, timeout=self._cfg.timeout, tries=2
+            )
+        resolver = self._aiodns
+        results = await asyncio.gather(
+            resolver.query_dns(key, "A"), resolver.query_dns(key, "AAAA"), return_exceptions=True
+        )
+        now = self._clock()
+        addrs: list[tuple[str, int]] = []
+        ttl: float | None = None
+        errors: list[BaseException] = []
+        for res in results:
+            if isinstance(res, BaseException):
+                errors.append(res)
+                continue
+            for rr in res.answer:
+                if isinstance(rr.data, pycares.ARecordData | pycares.AAAARecordData):
+                    fam = socket.AF_INET if isinstance(rr.data, pycares.ARecordData) else socket.AF_INET6
+                    addrs.append((rr.data.addr, fam))
+                    ttl = rr.ttl if ttl is None else min(ttl, rr.ttl)
+        if not addrs:
+            self._failures += 1
+            return self._negative(key, errors, now)
+        allowed = tuple(a for a in addrs if blocked_reason(a[0], self._cfg.allow_private) is None)
+        expires = now + min(max(float(ttl or 0), self._cfg.min_ttl), self._cfg.max_ttl)
+        if not allowed:
+            reason = blocked_reason(addrs[0][0], self._cfg.allow_private)
+            return _Entry((), BlockedAddressError(f"{key}: refused: {reason}"), expires)
+        return _Entry(allowed, None, expires)
+
+    def _negative(self, key: str, errors: list[BaseException], now: float) -> _Entry:
+        codes = [e.args[0] for e in errors if isinstance(e, aiodns.error.DNSError) and e.args]
+        if not errors:
+            return _Entry((), DnsError(f"{key}: no address records"), now + self._cfg.negative_ttl)
+        exc = errors[0]
+        message = exc.args[1] if isinstance(exc, aiodns.error.DNSError) and len(exc.args) > 1 else exc
+        error = DnsError(f"{key}: {message}")
+        cacheable = bool(codes) and len(codes) == len(errors) and all(c in _NEGATIVE for c in codes)
+        return _Entry((), error, now + self._cfg.negative_ttl if cacheable and self._cfg.negative_ttl else 0)
+
+    def _store(self, key: str, entry: _Entry) -> None:
+        self._cache[key] = entry
+        self._since_sweep += 1
+        if self._since_sweep >= _SWEEP_EVERY:
+            self._since_sweep = 0
+            now = self._clock()
+            for k in [k for k, e in self._cache.items() if e.expires <= now]:
+                del self._cache[k]
+
+
+def _result(hostname: str, addr: str, port: int, family: int) -> ResolveResult:
+    return {"hostname": hostname, "host": addr, "port": port, "family": family, "proto": 0, "flags": _FLAGS}

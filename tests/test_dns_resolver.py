@@ -1,0 +1,200 @@
+"""CachingResolver against a real DNS server on loopback (dnslib, polecat.testing.dns)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+
+from polecat.config import DnsConfig
+from polecat.errors import BlockedAddressError, DnsError
+from polecat.fetch.dns import CachingResolver
+from polecat.testing.dns import LocalDnsServer
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture(scope="module")
+def dns() -> Iterator[LocalDnsServer]:
+    """One server for the module (stopping one takes a second); every test uses its own names."""
+    with LocalDnsServer() as server:
+        yield server
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+def config(dns: LocalDnsServer, **kw: object) -> DnsConfig:
+    base: dict[str, object] = {
+        "nameservers": (dns.address,), "min_ttl": 60.0, "max_ttl": 600.0, "negative_ttl": 30.0,
+        "timeout": 1.0, "allow_private": True,
+    }
+    base.update(kw)
+    return DnsConfig(**base)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+async def resolver(dns: LocalDnsServer, clock: Clock) -> AsyncIterator[CachingResolver]:
+    r = CachingResolver(config(dns), clock=clock)
+    yield r
+    await r.close()
+
+
+async def test_resolves_a_and_aaaa_ipv4_first(dns: LocalDnsServer, resolver: CachingResolver) -> None:
+    dns.add("h01.test", ["::1", "127.0.0.1"])
+    res = await resolver.resolve("h01.test", 8080, socket.AF_UNSPEC)
+    assert [(r["host"], r["family"], r["port"]) for r in res] == [
+        ("127.0.0.1", socket.AF_INET, 8080), ("::1", socket.AF_INET6, 8080),
+    ]
+    only6 = await resolver.resolve("H01.test.", 1, socket.AF_INET6)
+    assert [r["host"] for r in only6] == ["::1"]
+
+
+@pytest.mark.parametrize(("ttl", "kept"), [(120, 120.0), (5, 60.0), (100_000, 600.0)])
+async def test_ttl_honoured_within_clamp(
+    dns: LocalDnsServer, resolver: CachingResolver, clock: Clock, ttl: int, kept: float
+) -> None:
+    """Our cache keeps an answer for its TTL clamped to [min_ttl, max_ttl] (c-ares' own query cache,
+    which runs on the real clock, may still answer the re-query: we count our misses)."""
+    name = f"t{ttl}.test"
+    dns.add(name, ["127.0.0.1"], ttl=ttl)
+    await resolver.lookup(name)
+    assert dns.queries[name] == 2  # A + AAAA
+    clock.now += kept - 0.5
+    await resolver.lookup(name)
+    assert resolver.stats().misses == 1
+    clock.now += 1.0
+    await resolver.lookup(name)
+    assert resolver.stats().misses == 2
+
+
+async def test_expired_answer_is_asked_again(dns: LocalDnsServer) -> None:
+    """End to end on the real clock: a 1 s TTL under a 1 s floor is re-queried at the server."""
+    dns.add("short.test", ["127.0.0.5"], ttl=1)
+    r = CachingResolver(config(dns, min_ttl=1.0))
+    try:
+        await r.lookup("short.test")
+        await r.lookup("short.test")
+        assert dns.queries["short.test"] == 2
+        dns.add("short.test", ["127.0.0.6"], ttl=1)
+        await asyncio.sleep(1.1)
+        assert await r.lookup("short.test") == (("127.0.0.6", socket.AF_INET),)
+    finally:
+        await r.close()
+
+
+@pytest.mark.parametrize("fail", ["NXDOMAIN", "SERVFAIL"])
+async def test_negative_caching(
+    dns: LocalDnsServer, resolver: CachingResolver, clock: Clock, fail: str
+) -> None:
+    name = f"gone-{fail.lower()}.test"
+    dns.fail(name, fail)
+    with pytest.raises(DnsError):
+        await resolver.lookup(name)
+    asked = dns.queries[name]
+    assert asked >= 2  # c-ares retries a SERVFAIL once
+    for _ in range(2):
+        with pytest.raises(DnsError):
+            await resolver.lookup(name)
+    assert dns.queries[name] == asked
+    dns.add(name, ["127.0.0.1"])
+    clock.now += 29.0
+    with pytest.raises(DnsError):
+        await resolver.lookup(name)
+    clock.now += 2.0
+    assert await resolver.lookup(name) == (("127.0.0.1", socket.AF_INET),)
+    s = resolver.stats()
+    assert (s.hits, s.misses) == (3, 2)
+
+
+async def test_name_without_addresses_is_negative(dns: LocalDnsServer, resolver: CachingResolver) -> None:
+    dns.add("empty.test", [])
+    with pytest.raises(DnsError):
+        await resolver.lookup("empty.test")
+    with pytest.raises(DnsError):
+        await resolver.lookup("empty.test")
+    assert dns.queries["empty.test"] == 2
+
+
+async def test_concurrent_lookups_coalesce(dns: LocalDnsServer, resolver: CachingResolver) -> None:
+    dns.add("busy.test", ["127.0.0.3"])
+    results = await asyncio.gather(*(resolver.lookup("busy.test") for _ in range(50)))
+    assert {r for r in results} == {(("127.0.0.3", socket.AF_INET),)}
+    assert dns.queries["busy.test"] == 2
+    s = resolver.stats()
+    assert (s.misses, s.coalesced, s.hits) == (1, 49, 0)
+
+
+async def test_prefetch_warms_cache(dns: LocalDnsServer, resolver: CachingResolver) -> None:
+    dns.add("soon.test", ["127.0.0.4"])
+    resolver.prefetch("soon.test")
+    resolver.prefetch("soon.test")  # already in flight: no second query
+    resolver.prefetch("127.0.0.1")  # literal: nothing to do
+    for _ in range(200):
+        if resolver.stats().entries:
+            break
+        await asyncio.sleep(0.005)
+    assert await resolver.lookup("soon.test") == (("127.0.0.4", socket.AF_INET),)
+    s = resolver.stats()
+    assert (s.misses, s.hits) == (1, 1)
+    assert dns.queries["soon.test"] == 2
+    assert s.hit_ratio == 0.5
+
+
+async def test_prefetch_failure_is_quiet(dns: LocalDnsServer, resolver: CachingResolver) -> None:
+    resolver.prefetch("nope.test")
+    await asyncio.sleep(0.05)
+    with pytest.raises(DnsError):
+        await resolver.lookup("nope.test")
+
+
+async def test_guard_refuses_private_answers(dns: LocalDnsServer, clock: Clock) -> None:
+    dns.add("inside.test", ["127.0.0.1", "10.0.0.1"])
+    dns.add("mixed.test", ["10.0.0.1", "93.184.216.34"])  # resolution only: nothing connects to it
+    r = CachingResolver(config(dns, allow_private=False), clock=clock)
+    try:
+        with pytest.raises(BlockedAddressError, match="loopback"):
+            await r.resolve("inside.test", 80, socket.AF_UNSPEC)
+        with pytest.raises(BlockedAddressError):  # cached like any answer
+            await r.resolve("inside.test", 80, socket.AF_UNSPEC)
+        assert dns.queries["inside.test"] == 2
+        mixed = await r.resolve("mixed.test", 80, socket.AF_UNSPEC)
+        assert [x["host"] for x in mixed] == ["93.184.216.34"]
+        with pytest.raises(BlockedAddressError):
+            await r.resolve("127.0.0.1", 80, socket.AF_UNSPEC)
+        with pytest.raises(BlockedAddressError):
+            r.check_host("::1")
+        r.check_host("inside.test")  # names are judged at resolution, not here
+    finally:
+        await r.close()
+
+
+async def test_metadata_literal_refused_even_when_private_allowed(resolver: CachingResolver) -> None:
+    with pytest.raises(BlockedAddressError, match="metadata"):
+        await resolver.resolve("169.254.169.254", 80)
+    assert (await resolver.resolve("127.0.0.1", 80))[0]["host"] == "127.0.0.1"
+
+
+async def test_unreachable_nameserver_is_dns_error_not_cached(clock: Clock) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # bound but never answers
+        r = CachingResolver(DnsConfig(nameservers=(f"127.0.0.1:{port}",), timeout=0.2), clock=clock)
+        try:
+            with pytest.raises(DnsError):
+                await r.lookup("slow.test")
+            with pytest.raises(DnsError):
+                await r.lookup("slow.test")
+            assert r.stats().misses == 2 and r.stats().failures == 2
+        finally:
+            await r.close()
