@@ -102,7 +102,7 @@ class Crawler:
         self._canon = Canonicalizer(cfg.dedup.tracking_params)
         self._near = NearDupIndex(self._db.near)
         self._store: PageStore = open_store(data / "store", cfg.store)
-        self._frontier = Frontier(self._db, cfg, self._robots, self._seen)
+        self._frontier = Frontier(self._db, cfg, self._robots, self._seen, time.time())
         self._fetcher = Fetcher(cfg.fetch, cfg.dns)
         await self._fetcher.__aenter__()
         self._opened = True

@@ -31,6 +31,8 @@ class Rig:
     path: Path
     cfg: Config = field(default_factory=lambda: Config(scope=replace(Config().scope, mode="any")))
     seed: int = 0
+    now: float = 0.0
+    """The wall-clock time the frontier is (re)opened at."""
 
     def __post_init__(self) -> None:
         self.open()
@@ -40,14 +42,16 @@ class Rig:
         self.seen = SeenSet.restore(self.db.env, self.db.seen, self.path / "seen.bloom", self.db.seq,
                                     10_000, 0.01)
         self.robots = RobotsPolicy(self.cfg.robots, self.cfg.fetch.user_agent)
-        self.frontier = Frontier(self.db, self.cfg, self.robots, self.seen, rng=random.Random(self.seed))
+        self.frontier = Frontier(self.db, self.cfg, self.robots, self.seen, self.now,
+                                 rng=random.Random(self.seed))
 
     def crash(self) -> None:
         """Drop everything since the last commit, as kill -9 would."""
         self.db.txn.abort()
         self.db.env.close()
 
-    def reopen(self) -> None:
+    def reopen(self, now: float = 0.0) -> None:
+        self.now = now
         self.open()
 
     def complete_robots(self, lease: Lease, now: float, *, status: int = 200, body: bytes = b"",

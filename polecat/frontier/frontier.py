@@ -70,7 +70,7 @@ def origin_of(url: str) -> str:
 class Frontier:
     """Per-host queues, the ready heap and the done records; see the module docstring."""
 
-    def __init__(self, db: FrontierDB, cfg: Config, robots: RobotsPolicy, seen: SeenSet,
+    def __init__(self, db: FrontierDB, cfg: Config, robots: RobotsPolicy, seen: SeenSet, now: float,
                  *, rng: random.Random | None = None) -> None:
         self._db = db
         self._cfg = cfg
@@ -91,25 +91,18 @@ class Frontier:
         self._throttle: HostPatternMap[float] = HostPatternMap()
         self._blocked: HostPatternMap[bool] = HostPatternMap()
         self._scope = ScopeFilter(cfg.scope, ())
-        self._load()
+        self._qseq = int(self._db.txn.get(b"qseq", db=self._db.meta) or b"0")
+        self._load_ops()
         for pattern, rate in self._pol.throttle:
             self.set_throttle(pattern, rate)
+        self._load_hosts(now)
         for pattern in cfg.scope.block:
             self.block(pattern)
 
     # --- persistence -----------------------------------------------------------------------------
 
-    def _load(self) -> None:
-        txn = self._db.txn
-        self._qseq = int(txn.get(b"qseq", db=self._db.meta) or b"0")
-        for raw_key, raw in txn.cursor(db=self._db.hosts):
-            host = bytes(raw_key).decode()
-            st = decode_host(raw)
-            self._hosts[host] = st
-            self._queued += st.queued
-            if st.queued > 0:
-                self._schedule(host, st.next_allowed)
-        for raw_key, raw in txn.cursor(db=self._db.ops):
+    def _load_ops(self) -> None:
+        for raw_key, raw in self._db.txn.cursor(db=self._db.ops):
             kind, _, arg = bytes(raw_key).decode().partition(":")
             if kind == "block":
                 self._blocked.set(arg, True)
@@ -117,6 +110,19 @@ class Frontier:
                 self._throttle.set(arg, float(bytes(raw)))
             elif kind == "seedhost":
                 self._scope.add_seed_host(arg)
+
+    def _load_hosts(self, now: float) -> None:
+        """Rebuild the in-memory heap from the host table. A request may have been in flight when the
+        previous process died, uncommitted: every host therefore waits one interval from ``now``, so a
+        restart never sends a burst (the dead process's requests all started before ``now``)."""
+        for raw_key, raw in self._db.txn.cursor(db=self._db.hosts):
+            host = bytes(raw_key).decode()
+            st = decode_host(raw)
+            st.next_allowed = max(st.next_allowed, now + interval(self._pol, self._rate(host), st))
+            self._hosts[host] = st
+            self._queued += st.queued
+            if st.queued > 0:
+                self._schedule(host, st.next_allowed)
 
     def _save_host(self, host: str, st: HostState) -> None:
         self._db.txn.put(host.encode(), encode_host(st), db=self._db.hosts)

@@ -1,0 +1,38 @@
+"""End to end: one node crawls the multi-host loopback test web (real DNS server, real HTTP, LMDB)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from pathlib import Path
+
+from polecat.node import Crawler, Page
+from polecat.testing.serverlog import politeness_violations
+from polecat.testing.sitegen import SiteSpec
+from tests.conftest import TestWebFactory
+from tests.crawl_helpers import assert_store_reads_back, crawl_config, page_requests
+
+
+def test_crawl_multi_host_site_end_to_end(test_web: TestWebFactory, tmp_path: Path) -> None:
+    web = test_web(SiteSpec(hosts=20, pages_per_host=50, seed=7, crawl_delays=(("h03.test", 0.5),)))
+    cfg = crawl_config(web, tmp_path / "data")
+    pages: list[Page] = []
+
+    async def main() -> None:
+        async with Crawler(cfg, on_page=pages.append) as crawler:
+            stats = await crawler.run()
+        assert stats.politeness_violations == 0
+        assert stats.queued == 0
+
+    asyncio.run(main())
+    requested = page_requests(web)
+    truth = web.ground_truth("host")
+    counts = Counter(requested)
+    assert set(counts) == truth, (len(set(counts) - truth), len(truth - set(counts)))
+    assert max(counts.values()) == 1  # no URL fetched twice
+    assert web.robots_violations() == []
+    assert politeness_violations(web.log, web.min_intervals(cfg.politeness.rate)) == []
+    robots = Counter(r.host for r in web.log if r.target == "/robots.txt")
+    assert set(robots) == {f"h{i:02d}.test" for i in range(1, 21)} and max(robots.values()) == 1
+    assert {p.url for p in pages} <= truth and len(pages) > 0.8 * len(truth)
+    assert assert_store_reads_back(tmp_path / "data", cfg) > 0.8 * len(truth)

@@ -1,0 +1,112 @@
+"""Crash and resume with real crawler processes: SIGINT then resume, and repeated kill -9."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import lmdb
+import pytest
+
+from polecat.testing.serverlog import politeness_violations
+from polecat.testing.sitegen import SiteSpec
+from polecat.testing.web import TestWeb
+from tests.conftest import TestWebFactory
+from tests.crawl_helpers import page_requests
+
+COMMIT_MS = 200
+
+
+def crawl_cmd(web: TestWeb, data: Path, rate: float, *extra: str) -> list[str]:
+    return [
+        sys.executable, "-m", "polecat.cli", "crawl", *web.seeds, "--data", str(data), "--rate", str(rate),
+        "--scope", "host", "--dns-server", web.dns_address, "--allow-private", "--quiet",
+        "--concurrency", "64", *extra,
+    ]
+
+
+def start(cmd: list[str], data: Path) -> subprocess.Popen[bytes]:
+    cfg = data.parent / "commit.toml"
+    cfg.write_text(f"[frontier]\ncommit_ms = {COMMIT_MS}\n")
+    return subprocess.Popen([*cmd, "--config", str(cfg)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def wait_for_requests(web: TestWeb, n: int, proc: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while len(web.log) < n:
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, f"only {len(web.log)} requests after {timeout}s"
+        time.sleep(0.02)
+
+
+def finish(proc: subprocess.Popen[bytes], timeout: float = 120.0) -> tuple[int, str]:
+    out, err = proc.communicate(timeout=timeout)
+    return proc.returncode, out.decode() + err.decode()
+
+
+def test_sigint_then_resume_fetches_nothing_twice(test_web: TestWebFactory, tmp_path: Path) -> None:
+    web = test_web(SiteSpec(hosts=8, pages_per_host=40, seed=3))
+    data = tmp_path / "data"
+    cmd = crawl_cmd(web, data, 10.0)
+    proc = start(cmd, data)
+    wait_for_requests(web, 80, proc)
+    proc.send_signal(signal.SIGINT)
+    code, output = finish(proc)
+    assert code == 130, output
+    first_run = len(page_requests(web))
+    truth = web.ground_truth("host")
+    assert 0 < first_run < len(truth)
+    code, output = finish(start(cmd, data))
+    assert code == 0, output
+    counts = Counter(page_requests(web))
+    assert set(counts) == truth
+    assert max(counts.values()) == 1, [u for u, n in counts.items() if n > 1]
+    assert politeness_violations(web.log, web.min_intervals(10.0)) == []
+
+
+@pytest.mark.slow
+def test_kill_9_repeatedly_loses_nothing(test_web: TestWebFactory, tmp_path: Path) -> None:
+    hosts, rate = 20, 10.0
+    web = test_web(SiteSpec(hosts=hosts, pages_per_host=100, seed=11))
+    data = tmp_path / "data"
+    cmd = crawl_cmd(web, data, rate)
+    rng = random.Random(1234)
+    truth = web.ground_truth("host")
+    kills = 0
+    while kills < 10:
+        before = len(web.log)
+        proc = start(cmd, data)
+        target = before + rng.randint(20, 150)
+        try:
+            wait_for_requests(web, target, proc, timeout=60)
+        except AssertionError:
+            if proc.poll() is not None:
+                break  # finished before the kill point: the crawl is complete
+            raise
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        kills += 1
+    code, output = finish(start(cmd, data), timeout=240)
+    assert code == 0, output
+    assert kills >= 10
+    counts = Counter(page_requests(web))
+    assert set(counts) == truth
+    repeats = sum(n - 1 for n in counts.values())
+    # Work since the last checkpoint may be replayed: at most what all hosts can fetch in one commit
+    # window (plus the requests in flight) per kill.
+    per_kill = hosts + hosts * rate * (COMMIT_MS / 1000 + 0.3)
+    assert repeats <= kills * per_kill, (repeats, kills)
+    # Politeness holds across restarts, measured at the server.
+    assert politeness_violations(web.log, web.min_intervals(rate)) == []
+    # LMDB opens cleanly and the store verifies.
+    env = lmdb.open(str(data / "frontier"), max_dbs=16, readonly=True, lock=False)
+    env.close()
+    verify = subprocess.run([sys.executable, "-m", "polecat.cli", "store", "verify", str(data)],
+                            capture_output=True, text=True, timeout=120)
+    assert verify.returncode == 0, verify.stdout + verify.stderr
