@@ -198,6 +198,15 @@ class Index:
                 raise StoreError(f"page store hashes with {hash_name!r}, this polecat with {HASH_NAME}")
             return _must(txn.get(b"store_id", db=self._meta), "its store id").decode()
 
+    def remote_url(self) -> str:
+        """The object-store URL sealed segments were shipped to ("" when none), for readers."""
+        with self.env.begin() as txn:
+            return bytes(txn.get(b"remote_url", b"", db=self._meta) or b"").decode()
+
+    def set_remote_url(self, url: str) -> None:
+        with self.env.begin(write=True) as txn:
+            txn.put(b"remote_url", url.encode(), db=self._meta)
+
     def counters(self) -> Counters:
         with self.env.begin() as txn:
             return Counters.unpack(_must(txn.get(b"counters", db=self._meta), "its counters"))

@@ -74,7 +74,11 @@ class SegmentStore:
             self._lock()
         self.index = Index(root / "index", read_only=read_only)
         self.store_id = self.index.store_id
-        self._remote: Any = objstore.make_object_store(cfg.url, cfg.options) if cfg.url else None
+        # A reader given no URL (the CLI) follows the writer's: credentials come from the environment.
+        url = cfg.url or (self.index.remote_url() if read_only else "")
+        self._remote: Any = objstore.make_object_store(url, cfg.options) if url else None
+        if cfg.url and not read_only and self.index.remote_url() != cfg.url:
+            self.index.set_remote_url(cfg.url)
         self._readers = SegmentReaders(self._seg_dir, self.store_id)
         self._states = {seg: info.state for seg, info in self.index.segments().items()}
         self._counters = self.index.counters()
@@ -244,14 +248,16 @@ class SegmentStore:
             raise StoreError(f"segment {loc.segment} is in object storage but no store.url is configured")
         return objstore.read_range(self._remote, segment_name(self.store_id, loc.segment), loc)
 
+    def decompress(self, frame: bytes) -> bytes:
+        """The WARC record in one zstd frame; CorruptRecord when the frame is damaged."""
+        try:
+            return self._dctx.decompress(frame, max_output_size=MAX_RECORD_BYTES)
+        except zstandard.ZstdError as exc:
+            raise CorruptRecord(f"bad zstd frame: {exc}") from exc
+
     def read_record(self, loc: Locator) -> warc.DecodedRecord:
         """Decompress and parse the WARC record at ``loc``."""
-        frame = self.read_frame(loc)
-        try:
-            data = self._dctx.decompress(frame, max_output_size=MAX_RECORD_BYTES)
-        except zstandard.ZstdError as exc:
-            raise CorruptRecord(f"segment {loc.segment} offset {loc.offset}: bad zstd frame: {exc}") from exc
-        return warc.decode(data)
+        return warc.decode(self.decompress(self.read_frame(loc)))
 
     def get(self, digest: bytes) -> bytes:
         entry = self._body(digest)

@@ -55,9 +55,14 @@ def parse_warc_date(value: str) -> float:
     return datetime.strptime(value, fmt).replace(tzinfo=UTC).timestamp()
 
 
+def clean_text(value: str) -> str:
+    """A header value as written: a CR or LF inside a field would end the header early."""
+    return value.replace("\r", " ").replace("\n", " ")
+
+
 def _clean(value: str) -> bytes:
-    # A CR or LF inside a field would end the header early; bytes that are not text stay visible.
-    return value.replace("\r", " ").replace("\n", " ").encode("utf-8", "backslashreplace")
+    # Characters that are not text (lone surrogates) stay visible as escapes.
+    return clean_text(value).encode("utf-8", "backslashreplace")
 
 
 def _http_block(record: FetchRecord, body_len: int | None) -> bytes:

@@ -1,0 +1,157 @@
+"""Commands that read a crawl's page store: ``pages``, ``cat`` and the ``store`` group.
+
+Each takes the crawler's data dir; the store lives in ``DIR/store``. They open it read-only, so they run
+beside a crawl as well as after one (they see what the crawler last flushed). ``--config FILE.toml``
+supplies the ``[store]`` section (object-store URL and options) when sealed segments live remotely;
+without it the URL the writer recorded is used, with credentials from the environment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+from polecat.config import StoreConfig, config_from_mapping, load_toml
+from polecat.errors import NotFound
+from polecat.store import export, fsck
+from polecat.store.index import STATE_NAMES, LogEntry
+from polecat.store.segments import segment_name
+from polecat.store.segstore import SegmentStore
+
+_HEX_HASH = re.compile(r"^[0-9a-fA-F]{64}$")
+
+
+def _open(args: argparse.Namespace) -> SegmentStore:
+    cfg = StoreConfig()
+    if args.config is not None:
+        cfg = config_from_mapping(load_toml(args.config)).store
+    return SegmentStore.open(Path(args.dir) / "store", cfg, read_only=True)
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _latest(store: SegmentStore, url: str, *, with_body: bool) -> LogEntry:
+    """The URL's newest log entry (``with_body``: newest whose body is stored)."""
+    for entry in reversed(store.index.history(url)):
+        if not with_body or store.has(entry.record.content_hash):
+            return entry
+    raise NotFound(f"no stored page for {url}")
+
+
+def cmd_pages(args: argparse.Namespace) -> int:
+    with _open(args) as store:
+        out = sys.stdout
+        for r in store.records():
+            dup = f"\t{r.duplicate_of}" if r.duplicate_of else ("\t(revisit)" if r.kind == "revisit" else "")
+            out.write(f"{r.url}\t{r.status}\t{_iso(r.fetched_at)}\t{r.content_hash.hex()}\t{r.size}{dup}\n")
+    return 0
+
+
+def cmd_cat(args: argparse.Namespace) -> int:
+    with _open(args) as store:
+        key: str = args.key
+        digest = bytes.fromhex(key) if _HEX_HASH.match(key) else None
+        if digest is None:
+            digest = _latest(store, key, with_body=True).record.content_hash
+        sys.stdout.buffer.write(store.get(digest))
+        sys.stdout.buffer.flush()
+    return 0
+
+
+def cmd_get(args: argparse.Namespace) -> int:
+    """The whole WARC record: of the body (by hash) or of the URL's latest fetch."""
+    with _open(args) as store:
+        key: str = args.key
+        if _HEX_HASH.match(key):
+            body = store.index.body(bytes.fromhex(key))
+            if body is None:
+                raise NotFound(f"no body with hash {key}")
+            store.get(bytes.fromhex(key))  # verifies the hash
+            loc = body.loc
+        else:
+            loc = _latest(store, key, with_body=False).loc
+        frame = store.read_frame(loc)
+        sys.stdout.buffer.write(store.decompress(frame))
+        sys.stdout.buffer.flush()
+    return 0
+
+
+def cmd_ls(args: argparse.Namespace) -> int:
+    with _open(args) as store:
+        for seg, info in sorted(store.segment_states().items()):
+            print(f"{segment_name(store.store_id, seg)}\t{STATE_NAMES[info.state]}\t{info.length}")
+        s = store.stats()
+        ratio = s.raw_bytes / s.stored_bytes if s.stored_bytes else 0.0
+        print(f"# {s.records} records, {s.bodies} bodies, {s.revisits} revisits, {s.segments} segments "
+              f"({s.remote_segments} remote), {s.raw_bytes} body bytes in {s.stored_bytes} "
+              f"stored bytes (x{ratio:.2f})")
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    with _open(args) as store:
+        report = fsck.verify(store)
+    for note in report.notes:
+        print(f"note: {note}")
+    for fault in report.faults:
+        print(f"FAULT: {fault}")
+    verdict = "OK" if report.ok else f"{len(report.faults)} FAULTS"
+    print(f"{verdict}: {report.records} records, {report.bodies} bodies checked")
+    return 0 if report.ok else 1
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    if args.warc is None and args.cdxj is None:
+        print("polecat store export: give --warc FILE and/or --cdxj FILE", file=sys.stderr)
+        return 2
+    with _open(args) as store:
+        if args.warc is not None:
+            with open(args.warc, "wb") as fh:
+                n = export.export_warc(store, fh, compressed=str(args.warc).endswith(".zst"))
+            print(f"{n} records written to {args.warc}", file=sys.stderr)
+        if args.cdxj is not None:
+            lines = export.cdxj_lines(store)
+            with open(args.cdxj, "w", encoding="utf-8") as out:
+                out.writelines(line + "\n" for line in lines)
+            print(f"{len(lines)} index lines written to {args.cdxj}", file=sys.stderr)
+    return 0
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("dir", metavar="DIR", help="the crawler's data dir (the store is DIR/store)")
+    p.add_argument("--config", type=Path, default=None, metavar="FILE.toml",
+                   help="config file whose [store] section names the object store")
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``pages``, ``cat`` and ``store ...`` to the ``polecat`` command."""
+    p = subparsers.add_parser("pages", help="list every fetch: URL, status, time, hash, size, duplicate-of")
+    _common(p)
+    p.set_defaults(func=cmd_pages)
+    p = subparsers.add_parser("cat", help="write a stored page body to stdout")
+    _common(p)
+    p.add_argument("key", metavar="URL-or-HASH")
+    p.set_defaults(func=cmd_cat)
+
+    store = subparsers.add_parser("store", help="inspect, check and export the page store")
+    sub = store.add_subparsers(dest="store_command", required=True)
+    p = sub.add_parser("ls", help="list segments with state and size")
+    _common(p)
+    p.set_defaults(func=cmd_ls)
+    p = sub.add_parser("get", help="write the WARC record of a hash or of a URL's latest fetch")
+    _common(p)
+    p.add_argument("key", metavar="HASH|URL")
+    p.set_defaults(func=cmd_get)
+    p = sub.add_parser("verify", help="check every index entry and hash; exit 1 on any fault")
+    _common(p)
+    p.set_defaults(func=cmd_verify)
+    p = sub.add_parser("export", help="export a WARC file (.warc or .warc.zst) and/or a CDXJ index")
+    _common(p)
+    p.add_argument("--warc", type=Path, default=None, metavar="FILE")
+    p.add_argument("--cdxj", type=Path, default=None, metavar="FILE")
+    p.set_defaults(func=cmd_export)
