@@ -61,7 +61,8 @@ def test_pages_lists_every_fetch(data_dir: Path, capsys: pytest.CaptureFixture[s
     assert copy[0] == "http://h9.test/copy" and copy[5] == "http://h0.test/p0"
 
 
-def test_cat_by_url_gives_latest_body_and_by_hash(data_dir: Path, capfdbinary: pytest.CaptureFixture[bytes]) -> None:
+def test_cat_by_url_gives_latest_body_and_by_hash(data_dir: Path,
+                                                  capfdbinary: pytest.CaptureFixture[bytes]) -> None:
     assert run(["cat", str(data_dir), "http://h1.test/p1"]) == 0
     assert capfdbinary.readouterr().out == body_of(100)
     digest = FetchRecord.for_body("", body_of(3), fetched_at=0).content_hash.hex()
