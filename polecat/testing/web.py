@@ -18,9 +18,6 @@ delay, optionally for the first N requests only), :meth:`TestWeb.redirect`, :met
 from __future__ import annotations
 
 import asyncio
-import email.utils
-import hashlib
-import socket
 import threading
 import time
 from collections import Counter
@@ -39,6 +36,7 @@ from polecat.testing.serverlog import (
     robots_violations,
 )
 from polecat.testing.sitegen import Scope, Site, SiteSpec, ground_truth
+from polecat.testing.siteserve import SiteHandler, bind_loopback, etag_of, http_date, normalize_path
 
 __all__ = [
     "PolitenessViolation",
@@ -49,55 +47,6 @@ __all__ = [
     "normalize_path",
     "politeness_violations",
 ]
-
-_BIND_ATTEMPTS = 50
-
-
-def http_date(seconds_from_now: float) -> str:
-    """An HTTP-date (for Retry-After) this many seconds from now."""
-    return email.utils.formatdate(time.time() + seconds_from_now, usegmt=True)
-
-
-def normalize_path(path: str) -> str:
-    """Resolve ``.`` and ``..`` segments of a decoded path (what a correct client would have sent)."""
-    out: list[str] = []
-    segments = path.split("/")[1:]
-    for i, seg in enumerate(segments):
-        last = i == len(segments) - 1
-        if seg == "..":
-            if out:
-                out.pop()
-            if last:
-                out.append("")
-        elif seg == ".":
-            if last:
-                out.append("")
-        else:
-            out.append(seg)
-    return "/" + "/".join(out)
-
-
-def bind_loopback(addresses: list[str], port: int = 0, reuse_port: bool = False) -> list[socket.socket]:
-    """Listening TCP sockets on one common port across ``addresses`` (an ephemeral one when 0)."""
-    for _ in range(_BIND_ATTEMPTS):
-        socks: list[socket.socket] = []
-        try:
-            for addr in addresses:
-                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-                socks.append(sock)
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                if reuse_port:
-                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-                sock.bind((addr, port or (socks[0].getsockname()[1] if len(socks) > 1 else 0)))
-                sock.listen(1024)
-                sock.setblocking(False)
-            return socks
-        except OSError:
-            for sock in socks:
-                sock.close()
-            if port:
-                raise
-    raise OSError(f"could not bind one port on all of {addresses}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +72,8 @@ class TestWeb:
         self._lock = threading.Lock()
         self._log: list[RequestRecord] = []
         self._rules: dict[tuple[str, str], _Rule] = {}
-        self._bodies: dict[int, tuple[bytes, str]] = {}
+        self._bodies: dict[int, tuple[bytes | memoryview, str]] = {}
+        self._handler: SiteHandler | None = None
         self._port = 0
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -255,44 +205,25 @@ class TestWeb:
 
     # --- serving ---------------------------------------------------------------------------------
 
-    def _page_body(self, page: int) -> tuple[bytes, str]:
+    def _page_body(self, page: int) -> tuple[bytes | memoryview, str]:
         cached = self._bodies.get(page)
         if cached is None:
             body = self.site.render(page, self._port)
-            cached = self._bodies[page] = (body, '"' + hashlib.blake2b(body, digest_size=8).hexdigest() + '"')
+            cached = self._bodies[page] = (body, etag_of(body))
         return cached
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         start = time.monotonic()
-        host = (request.url.host or "").lower()
-        path = normalize_path(request.path)
-        page = self.site.lookup(host, path, request.query.items())
-        key = self.site.pages[page].path if page is not None else path
-        rule = self._take_rule(host, key)
+        assert self._handler is not None
+        host, path, page = self._handler.locate(request)
+        rule = self._take_rule(host, self.site.pages[page].path if page is not None else path)
         if rule is not None and rule.delay > 0:
             await asyncio.sleep(rule.delay)
         if rule is not None and rule.status is not None:
             response = web.Response(status=rule.status, body=rule.body, headers=dict(rule.headers))
-        elif path == "/robots.txt" and host in self.site.hosts:
-            status, text = self.site.robots(host)
-            response = web.Response(status=status, text=text, content_type="text/plain")
-        elif page is not None:
-            body, etag = self._page_body(page)
-            if request.headers.get("If-None-Match") == etag:
-                response = web.Response(status=304, headers={"ETag": etag})
-            else:
-                response = web.Response(body=body, content_type="text/html", charset="utf-8")
-                response.headers["ETag"] = etag
         else:
-            response = web.Response(status=404, text="not found\n")
-        url = (
-            self.site.url(page, self._port)
-            if page is not None
-            else f"http://{host}:{self._port}{request.raw_path}"
-        )
-        record = RequestRecord(
-            host, request.raw_path, url, request.method, start, time.monotonic(), response.status
-        )
+            response = self._handler.respond(request, host, path, page)
+        record = self._handler.record(request, host, page, start, response.status)
         with self._lock:
             self._log.append(record)
         return response
@@ -300,6 +231,7 @@ class TestWeb:
     async def _setup(self) -> web.AppRunner:
         socks = bind_loopback(self.addresses)
         self._port = socks[0].getsockname()[1]
+        self._handler = SiteHandler(self.site, self._port, self._page_body)
         app = web.Application()
         app.router.add_route("*", "/{tail:.*}", self._handle)
         runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=0.2)
