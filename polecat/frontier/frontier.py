@@ -84,6 +84,7 @@ class Frontier:
         self._heap: list[tuple[float, str]] = []
         self._scheduled: dict[str, float] = {}
         self._leases: dict[str, Lease] = {}
+        self._dirty: set[str] = set()
         self._queued = 0
         self._accepted = self._seen_count = self._dropped_blocked = 0
         self._rejected: Counter[str] = Counter()
@@ -125,12 +126,17 @@ class Frontier:
                 self._schedule(host, st.next_allowed)
 
     def _save_host(self, host: str, st: HostState) -> None:
-        self._db.txn.put(host.encode(), encode_host(st), db=self._db.hosts)
+        # Host records are written once per commit, however often they changed in between.
+        self._dirty.add(host)
         self._db.pending += 1
 
     def commit(self) -> int:
         """Checkpoint: make every change so far durable. The node calls it after flushing the store."""
-        self._db.txn.put(b"qseq", str(self._qseq).encode(), db=self._db.meta)
+        txn, hosts = self._db.txn, self._db.hosts
+        for host in self._dirty:
+            txn.put(host.encode(), encode_host(self._hosts[host]), db=hosts)
+        self._dirty.clear()
+        txn.put(b"qseq", str(self._qseq).encode(), db=self._db.meta)
         return self._db.commit()
 
     @property
