@@ -93,6 +93,8 @@ class SegmentStore:
         self._dctx = zstandard.ZstdDecompressor()
         self._shipper: objstore.Shipper | None = None
         self._closed = False
+        self.cut_bytes = 0
+        """Bytes of torn or unindexed segment tails cut when this writer opened."""
         if not read_only:
             self._recover()
 
@@ -118,7 +120,7 @@ class SegmentStore:
             if known is None or known.state == REMOTE:
                 path.unlink()  # never indexed (crash before its first flush), or already shipped
             else:
-                cut_tail(path, known.length)
+                self.cut_bytes += cut_tail(path, known.length)
         for seg, info in segs.items():
             if info.state == OPEN:
                 path = self._seg_dir / segment_name(self.store_id, seg)
