@@ -1,0 +1,196 @@
+"""polecat against Scrapy and against the raw limit, side by side, on one generated web.
+
+    python -m benchmarks.compare --size small [--runs 3] [--runners polecat,scrapy,limit]
+
+Renders the site once, then for every runner and run: starts the static server (fresh log) on one core,
+runs the crawler pinned to the other core with taskset, stops the server and computes the figures from
+its request log and the crawler's rusage. Prints per-run lines and the median table with ratios, and
+writes everything to ``OUT/results.json``. Needs no network beyond loopback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from benchmarks.metrics import RunFigures, figures, median_figures, politeness_ceiling, table
+from benchmarks.runners import RUNNERS, RunContext, command
+from benchmarks.server import StaticServer, render_site
+from benchmarks.sizes import SIZES, Size
+from polecat.testing.dns import LocalDnsServer
+from polecat.testing.sitegen import Site, ground_truth
+from polecat.testing.siteserve import bind_loopback
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _cpus() -> tuple[str | None, str | None]:
+    """(crawler core, server core): the first two cores this process may use, or no pinning on one."""
+    allowed = sorted(os.sched_getaffinity(0))
+    if len(allowed) < 2:
+        return None, None
+    return str(allowed[0]), str(allowed[1])
+
+
+def _free_port(addresses: list[str]) -> int:
+    socks = bind_loopback(addresses)
+    port: int = socks[0].getsockname()[1]
+    for sock in socks:
+        sock.close()
+    return port
+
+
+def run_child(
+    argv: list[str], cpu: str | None, log_file: Path, timeout: float
+) -> tuple[int, float, float, int]:
+    """Run ``argv`` pinned to ``cpu``; returns (exit code, wall s, CPU s, peak RSS KB) from wait4.
+    Past ``timeout`` it gets SIGINT, then SIGKILL 10 s later."""
+    if cpu is not None:
+        argv = ["taskset", "-c", cpu, *argv]
+    start = time.monotonic()
+    with log_file.open("wb") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
+    interrupted = False
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            break
+        elapsed = time.monotonic() - start
+        if elapsed > timeout and not interrupted:
+            proc.send_signal(signal.SIGINT)
+            interrupted = True
+        elif elapsed > timeout + 10:
+            proc.kill()
+        time.sleep(0.05)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode, time.monotonic() - start, usage.ru_utime + usage.ru_stime, usage.ru_maxrss
+
+
+def compare(
+    size: Size,
+    runners: list[str],
+    runs: int,
+    out: Path,
+    *,
+    workers: int = 1,
+    slack: float = 0.0,
+    cpus: tuple[str | None, str | None] = (None, None),
+) -> dict[str, RunFigures]:
+    """Run every runner ``runs`` times over ``size``'s web; ``cpus`` = (crawler core, server core)."""
+    crawler_cpu, server_cpu = cpus
+    addresses = [f"127.0.0.{i + 1}" for i in range(8)]
+    port = _free_port(addresses)
+    site = Site(size.spec)
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    total = render_site(site, port, out / "site")
+    truth = ground_truth(site, port)
+    print(
+        f"site: {len(site.pages)} pages, {total / len(site.pages) / 1024:.1f} KB average, "
+        f"ground truth {len(truth)} URLs, rendered in {time.monotonic() - t0:.1f} s",
+        flush=True,
+    )
+    hosts = {h: addresses[i % len(addresses)] for i, h in enumerate(site.hosts)}
+    intervals = {h: max(1 / size.rate, site.crawl_delay(h)) for h in site.hosts}
+    print(f"politeness ceiling: {politeness_ceiling(site, truth, intervals):.0f} pages/s", flush=True)
+    (out / "seeds.txt").write_text("\n".join(site.seeds(port)) + "\n")
+    (out / "urls.txt").write_text("\n".join(sorted(truth)) + "\n")
+    (out / "hosts.json").write_text(json.dumps(hosts))
+    results: dict[str, RunFigures] = {}
+    per_run: dict[str, list[dict[str, float | int]]] = {}
+    with LocalDnsServer() as dns:
+        for host, address in hosts.items():
+            dns.add(host, [address])
+        for runner in runners:
+            runs_figures = []
+            for i in range(runs):
+                run_dir = out / "runs" / f"{runner}-{i}"
+                subprocess.run(["rm", "-rf", str(run_dir)], check=True)
+                run_dir.mkdir(parents=True)
+                ctx = RunContext(
+                    out / "seeds.txt",
+                    out / "urls.txt",
+                    out / "hosts.json",
+                    dns.address,
+                    run_dir,
+                    size.rate,
+                    size.concurrency,
+                )
+                argv = command(runner, ctx)
+                server = StaticServer(
+                    out / "site", port, len(addresses), workers, run_dir / "server", server_cpu
+                )
+                server.start()
+                try:
+                    code, wall, cpu_s, rss = run_child(
+                        argv, crawler_cpu, run_dir / "output.txt", size.timeout
+                    )
+                finally:
+                    log = server.stop()
+                fig = figures(
+                    log,
+                    site,
+                    truth,
+                    intervals,
+                    wall=wall,
+                    cpu_s=cpu_s,
+                    maxrss_kb=rss,
+                    exit_code=code,
+                    slack=slack,
+                )
+                runs_figures.append(fig)
+                print(
+                    f"{runner} run {i + 1}: " + ", ".join(f"{k}={v:.4g}" for k, v in asdict(fig).items()),
+                    flush=True,
+                )
+            results[runner] = median_figures(runs_figures)
+            per_run[runner] = [asdict(f) for f in runs_figures]
+    (out / "results.json").write_text(
+        json.dumps({"median": {k: asdict(v) for k, v in results.items()}, "runs": per_run}, indent=1)
+    )
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.compare", description=__doc__.split("\n")[0])
+    parser.add_argument("--size", choices=sorted(SIZES), default="small")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument(
+        "--runners", default=",".join(RUNNERS), help="comma-separated subset of " + ",".join(RUNNERS)
+    )
+    parser.add_argument("--out", type=Path, default=ROOT / "bench-out" / "compare")
+    parser.add_argument(
+        "--server-workers", type=int, default=1, help="server processes (all pinned to the server core)"
+    )
+    parser.add_argument(
+        "--slack",
+        type=float,
+        default=0.0,
+        help="seconds of tolerance when counting per-host interval violations",
+    )
+    args = parser.parse_args(argv)
+    runners = [r for r in args.runners.split(",") if r]
+    unknown = set(runners) - set(RUNNERS)
+    if unknown:
+        parser.error(f"unknown runners: {', '.join(sorted(unknown))}")
+    cpus = _cpus()
+    if cpus[1] is not None:
+        os.sched_setaffinity(0, {int(cpus[1])})  # the harness and its DNS thread share the server's core
+    out = args.out / args.size
+    results = compare(
+        SIZES[args.size], runners, args.runs, out, workers=args.server_workers, slack=args.slack, cpus=cpus
+    )
+    print()
+    print(table(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,52 @@
+"""Smoke test of the benchmark plumbing (benchmarks/): the generator at benchmark settings, the
+multi-process static server and its logs, the bare runner, the figures and the table. Figures themselves
+are not asserted beyond what must hold for any correct run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from benchmarks.compare import compare
+from benchmarks.metrics import RunFigures, median_figures, table
+from benchmarks.runners import RunContext, command
+from benchmarks.sizes import SIZES
+
+
+def test_bare_runner_fetches_the_whole_ground_truth_through_the_static_server(tmp_path: Path) -> None:
+    results = compare(SIZES["tiny"], ["limit"], 1, tmp_path, workers=2)
+    limit = results["limit"]
+    truth = (tmp_path / "urls.txt").read_text().split()
+    assert limit.exit_code == 0
+    assert limit.pages == len(truth) > 0
+    assert limit.coverage == 1.0
+    assert limit.robots_violations == 0 and limit.other_requests == 0 and limit.dup_fetches == 0
+    assert limit.pages_per_s > 0 and limit.peak_rss_mb > 0
+    # Both server processes wrote a log, and the bare runner reported what the server saw.
+    server_logs = list((tmp_path / "runs" / "limit-0" / "server").glob("log-*.jsonl"))
+    assert len(server_logs) == 2
+    assert json.loads((tmp_path / "runs" / "limit-0" / "output.txt").read_text())["ok"] == len(truth)
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert saved["median"]["limit"]["pages"] == len(truth)
+
+
+def test_runner_commands_carry_the_crawl_settings(tmp_path: Path) -> None:
+    ctx = RunContext(tmp_path / "s", tmp_path / "u", tmp_path / "h", "127.0.0.1:5353", tmp_path, 5.0, 64)
+    polecat = command("polecat", ctx)
+    for flag, value in (("--rate", "5"), ("--concurrency", "64"), ("--dns-server", "127.0.0.1:5353")):
+        assert polecat[polecat.index(flag) + 1] == value
+    assert "--allow-private" in polecat and polecat[polecat.index("--scope") + 1] == "any"
+    assert command("limit", ctx)[-3:] == [str(tmp_path / "u"), str(tmp_path / "h"), "64"]
+
+
+def _fig(pages_per_s: float, cpu: float, code: int = 0) -> RunFigures:
+    return RunFigures(10, 1.0, 2.0, pages_per_s, cpu, 100.0, 1.0, 0, 0, 0, 0, code)
+
+
+def test_medians_and_ratio_table() -> None:
+    median = median_figures([_fig(100, 1.0), _fig(300, 3.0, code=-9), _fig(200, 2.0)])
+    assert (median.pages_per_s, median.cpu_ms_per_page, median.exit_code) == (200, 2.0, -9)
+    text = table({"polecat": _fig(800, 1.0), "scrapy": _fig(80, 12.0), "limit": _fig(4000, 0.2)})
+    rows = {line.split("|")[1].strip(): line for line in text.splitlines()}
+    assert "| 10.00x | 0.08x | 1.00x |" in rows["polecat/scrapy"]
+    assert "| 0.20x | 5.00x |" in rows["polecat/limit"]
