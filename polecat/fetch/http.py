@@ -1,0 +1,332 @@
+"""The HTTP client: one aiohttp session, bounded in size and time, that hostile servers cannot hang.
+
+:meth:`Fetcher.fetch` sends one GET and returns a :class:`Response` or raises a
+:class:`polecat.errors.FetchError` subclass; every aiohttp, OS and SSL error is translated in
+:func:`_translate`, and nowhere else.
+
+Bounds, per request:
+
+- connect: ``cfg.connect_timeout`` for the TCP (and TLS) connect;
+- first byte: response headers must be complete ``cfg.first_byte_timeout`` after the connect budget,
+  so a server that accepts and never answers, or drips its headers, is cut;
+- read gap: ``cfg.read_gap_timeout`` between two reads of the body;
+- total: ``cfg.total_timeout`` from start to the last body byte, so a slow drip that keeps every gap
+  short is cut too. All three are one timer (``asyncio.timeout_at``) moved forward before each read,
+  so a request costs one timer, not a ``wait_for`` per read;
+- size: the decoded body stops at ``cfg.max_body_bytes`` (the decoders are bounded while decoding, see
+  :mod:`polecat.fetch.decode`); a body cut there is returned with ``truncated=True`` and its connection
+  is closed, not reused. The raw bytes read are bounded too (a compressed stream followed by endless
+  garbage cannot keep the request alive past the cap).
+
+Redirects are not followed: a 3xx comes back as a Response with ``location`` so that the frontier
+queues the target under politeness. Only :meth:`Fetcher.fetch_robots` follows them (RFC 9309: up to 5,
+also across hosts). The SSRF guard applies to every request: IP literals here, resolved names in
+:class:`polecat.fetch.dns.CachingResolver`; so it also covers redirect targets and robots.txt fetches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import ssl
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import TracebackType
+
+import aiohttp
+from yarl import URL
+
+from polecat.config import DnsConfig, FetchConfig
+from polecat.errors import (
+    ConnectError,
+    DnsError,
+    FetchError,
+    FetchTimeout,
+    ProtocolError,
+    TlsError,
+    UnsupportedUrl,
+)
+from polecat.fetch.decode import make_decoder
+from polecat.fetch.dns import CachingResolver
+
+__all__ = ["ROBOTS_MAX_REDIRECTS", "Fetcher", "Response"]
+
+ROBOTS_MAX_REDIRECTS = 5
+"""RFC 9309 2.3.1.2: follow at least five consecutive redirects for robots.txt."""
+ACCEPT_ENCODING = "gzip, deflate, br, zstd"
+_READ_SIZE = 65536
+# Raw bytes may exceed the decoded cap by this factor (plus one read) before the body is cut: gzip of
+# incompressible data grows by well under 1 %.
+_WIRE_SLACK = 1.125
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    """One HTTP response, body decoded and capped. Times are from the Fetcher's clock (monotonic)."""
+
+    url: str
+    status: int
+    headers: tuple[tuple[str, str], ...]
+    body: bytes
+    """Content-decoded, at most ``max_body_bytes``."""
+    truncated: bool
+    """The body was cut at the cap: it is not the whole resource."""
+    content_type: str
+    """Lowercased media type without parameters; ``""`` when absent."""
+    charset: str | None
+    """The Content-Type ``charset`` parameter, if any (see polecat.fetch.charset for the rest)."""
+    location: str | None
+    """The raw Location header of a 3xx, unresolved."""
+    retry_after: float | None
+    """Seconds from now that Retry-After asks to wait (delta-seconds or HTTP-date form), if present."""
+    remote_ip: str | None
+    started: float
+    first_byte: float
+    """When the response headers were complete."""
+    ended: float
+    wire_bytes: int
+    """Body bytes as received (before content decoding)."""
+
+    def header(self, name: str) -> str | None:
+        """The first value of header ``name`` (case-insensitive), or None."""
+        name = name.lower()
+        for k, v in self.headers:
+            if k.lower() == name:
+                return v
+        return None
+
+
+def parse_retry_after(value: str | None, now_wall: float) -> float | None:
+    """Retry-After as seconds from now: ``"120"`` or an HTTP-date; None if absent or unparseable."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(0.0, when.timestamp() - now_wall)
+
+
+def _content_type(value: str | None) -> tuple[str, str | None]:
+    if not value:
+        return "", None
+    mime, _, params = value.partition(";")
+    charset = None
+    if params:
+        for param in params.split(";"):
+            key, _, val = param.partition("=")
+            if key.strip().lower() == "charset":
+                charset = val.strip().strip("\"'") or None
+                break
+    return mime.strip().lower(), charset
+
+
+def _translate(exc: BaseException, url: str, phase: str) -> FetchError:
+    """The one place where aiohttp, SSL, OS and timeout errors become polecat errors."""
+    if isinstance(exc, FetchError):  # from the resolver (DnsError, BlockedAddressError) or the decoders
+        return exc
+    where = f"{url}: {phase}"
+    if isinstance(exc, aiohttp.ClientConnectorCertificateError | ssl.SSLCertVerificationError):
+        return TlsError(f"{where}: certificate verification failed: {exc}")
+    if isinstance(exc, aiohttp.ClientSSLError | ssl.SSLError):
+        return TlsError(f"{where}: TLS failed: {exc}")
+    if isinstance(exc, TimeoutError):  # also aiohttp's ServerTimeoutError / ConnectionTimeoutError
+        return FetchTimeout(f"{where}: timed out")
+    if isinstance(exc, aiohttp.ClientConnectorDNSError):
+        return DnsError(f"{where}: {exc}")
+    if isinstance(exc, aiohttp.InvalidURL | aiohttp.NonHttpUrlClientError | ValueError):
+        return UnsupportedUrl(f"{url}: {exc}")
+    if isinstance(exc, aiohttp.ClientResponseError):  # bad status line, oversized headers, ...
+        return ProtocolError(f"{where}: malformed response: {exc.message}")
+    if isinstance(exc, aiohttp.ClientPayloadError):
+        return ConnectError(f"{where}: connection closed mid-body: {exc}")
+    if isinstance(exc, aiohttp.ClientError | OSError):
+        return ConnectError(f"{where}: {exc or type(exc).__name__}")
+    return ProtocolError(f"{where}: {type(exc).__name__}: {exc}")
+
+
+def _peer(resp: aiohttp.ClientResponse) -> tuple[str, int] | None:
+    """The server's (ip, port). aiohttp releases the connection as soon as a small body is complete,
+    so ``resp.connection`` is often None by now; the protocol object outlives that release."""
+    protocol = getattr(resp, "_protocol", None)  # not `or`: the protocol is a queue, falsy when empty
+    transport = getattr(protocol, "transport", None)
+    peer = transport.get_extra_info("peername") if transport is not None else None
+    return (peer[0], peer[1]) if peer else None
+
+
+class Fetcher:
+    """Async context manager owning one aiohttp session and the node's caching resolver."""
+
+    def __init__(
+        self,
+        cfg: FetchConfig,
+        dns: DnsConfig,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        resolver: CachingResolver | None = None,
+    ) -> None:
+        self._cfg = cfg
+        self._clock = clock
+        self._resolver = resolver or CachingResolver(dns, clock=clock)
+        self._owns_resolver = resolver is None
+        self._session: aiohttp.ClientSession | None = None
+        self._wire_cap = int(cfg.max_body_bytes * _WIRE_SLACK) + _READ_SIZE
+        # One budget for "connect, send, and get complete headers back".
+        self._header_budget = cfg.connect_timeout + cfg.first_byte_timeout
+
+    @property
+    def resolver(self) -> CachingResolver:
+        """The shared DNS cache (prefetch, stats)."""
+        return self._resolver
+
+    def _ssl(self) -> ssl.SSLContext | bool:
+        if not self._cfg.verify_tls:
+            return False
+        cafile = str(self._cfg.ca_bundle) if self._cfg.ca_bundle is not None else None
+        return ssl.create_default_context(cafile=cafile)
+
+    async def __aenter__(self) -> Fetcher:
+        cfg = self._cfg
+        connector = aiohttp.TCPConnector(
+            limit=cfg.concurrency,
+            limit_per_host=cfg.connections_per_host,
+            resolver=self._resolver,
+            use_dns_cache=False,  # the resolver caches, honouring TTLs
+            ssl=self._ssl(),
+            keepalive_timeout=30.0,
+        )
+        self._session = aiohttp.ClientSession(
+            connector=connector,
+            headers={"User-Agent": cfg.user_agent, "Accept-Encoding": ACCEPT_ENCODING, "Accept": "*/*"},
+            skip_auto_headers=("Accept-Encoding",),
+            auto_decompress=False,
+            cookie_jar=aiohttp.DummyCookieJar(),
+            # aiohttp times the socket connect; our one timer per request does the rest.
+            timeout=aiohttp.ClientTimeout(total=None, connect=None, sock_connect=cfg.connect_timeout),
+            trust_env=False,
+            raise_for_status=False,
+        )
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+        if self._owns_resolver:
+            await self._resolver.close()
+
+    async def fetch(self, url: str, *, etag: str | None = None, last_modified: str | None = None) -> Response:
+        """GET ``url``; with a validator, a conditional GET (a 304 comes back as a Response)."""
+        headers: dict[str, str] | None = None
+        if etag is not None or last_modified is not None:
+            headers = {}
+            if etag is not None:
+                headers["If-None-Match"] = etag
+            if last_modified is not None:
+                headers["If-Modified-Since"] = last_modified
+        return await self._get(url, headers)
+
+    async def fetch_robots(self, url: str) -> Response:
+        """GET a robots.txt, following up to 5 redirects (also to other hosts). Returns the last
+        response: a 3xx here means the chain did not end (or looped, or had no Location)."""
+        seen = {url}
+        resp = await self._get(url, None)
+        for _ in range(ROBOTS_MAX_REDIRECTS):
+            if not (300 <= resp.status < 400 and resp.location):
+                break
+            try:
+                target = str(URL(resp.url, encoded=True).join(URL(resp.location)))
+            except ValueError:
+                break
+            if target in seen:
+                break
+            seen.add(target)
+            resp = await self._get(target, None)
+        return resp
+
+    async def _get(self, url: str, headers: dict[str, str] | None) -> Response:
+        session = self._session
+        if session is None:
+            raise RuntimeError("Fetcher used outside 'async with'")
+        phase = "connect"
+        started = self._clock()
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        total_deadline = t0 + self._cfg.total_timeout
+        gap = self._cfg.read_gap_timeout
+        try:
+            target = URL(url, encoded=True)
+            if target.scheme not in ("http", "https") or not target.host:
+                raise UnsupportedUrl(f"{url}: only absolute http and https URLs are fetched")
+            self._resolver.check_host(target.host)
+            # One timer per request, moved forward as the request progresses (see the module docstring).
+            async with asyncio.timeout_at(min(t0 + self._header_budget, total_deadline)) as timer:
+                resp = await session.get(target, headers=headers, allow_redirects=False)
+                reusable = False
+                try:
+                    phase = "body"
+                    first_byte = self._clock()
+                    peer = _peer(resp)
+                    decoder = make_decoder(resp.headers.get("Content-Encoding"))
+                    cap = self._cfg.max_body_bytes
+                    wire_cap = self._wire_cap
+                    parts: list[bytes] = []
+                    size = wire = 0
+                    truncated = False
+                    read = resp.content.read
+                    while True:
+                        timer.reschedule(min(loop.time() + gap, total_deadline))
+                        chunk = await read(_READ_SIZE)
+                        if not chunk:
+                            break
+                        wire += len(chunk)
+                        out = decoder.decode(chunk, cap - size + 1)
+                        if size + len(out) > cap or wire > wire_cap:
+                            parts.append(out[: cap - size])
+                            truncated = True
+                            break
+                        parts.append(out)
+                        size += len(out)
+                    reusable = not truncated
+                finally:
+                    # A connection with unread body (truncation, errors) is closed, never reused.
+                    if reusable:
+                        resp.release()
+                    else:
+                        resp.close()
+        except BaseException as exc:
+            if isinstance(exc, asyncio.CancelledError | KeyboardInterrupt | SystemExit):
+                raise
+            if isinstance(exc, TimeoutError) and phase == "body":
+                phase = "body (total deadline)" if loop.time() >= total_deadline else "body (read gap)"
+            raise _translate(exc, url, phase) from exc
+        hdrs = resp.headers
+        content_type, charset = _content_type(hdrs.get("Content-Type"))
+        retry = hdrs.get("Retry-After")
+        return Response(
+            url=url,
+            status=resp.status,
+            headers=tuple(hdrs.items()),
+            body=parts[0] if len(parts) == 1 else b"".join(parts),
+            truncated=truncated,
+            content_type=content_type,
+            charset=charset,
+            location=hdrs.get("Location") if 300 <= resp.status < 400 else None,
+            retry_after=parse_retry_after(retry, time.time()) if retry else None,
+            remote_ip=peer[0] if peer else None,
+            started=started,
+            first_byte=first_byte,
+            ended=self._clock(),
+            wire_bytes=wire,
+        )

@@ -1,0 +1,225 @@
+"""Fetcher against a hostile loopback server: every case ends in its documented outcome, quickly."""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import socket
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+import pytest_asyncio
+
+from polecat.config import DnsConfig, FetchConfig
+from polecat.errors import (
+    BlockedAddressError,
+    ConnectError,
+    FetchError,
+    FetchTimeout,
+    ProtocolError,
+    UnsupportedUrl,
+)
+from polecat.fetch.http import Fetcher
+from polecat.testing.hostile import (
+    HostileServer,
+    Request,
+    brotli_bomb,
+    drip,
+    gzip_bomb,
+    raw,
+    reset_mid_body,
+    respond,
+    silent,
+    zstd_bomb,
+)
+
+CAP = 1024 * 1024
+CFG = FetchConfig(
+    connect_timeout=1.0, first_byte_timeout=0.5, read_gap_timeout=0.5, total_timeout=2.0, max_body_bytes=CAP,
+)
+DNS = DnsConfig(allow_private=True)
+
+
+async def retry_after_date(req: Request, w: asyncio.StreamWriter) -> bool:
+    """429 with an HTTP-date Retry-After two minutes after the request arrived."""
+    when = email.utils.formatdate(time.time() + 120, usegmt=True)
+    return await respond(429, b"", [("Retry-After", when)])(req, w)
+
+
+ROUTES = {
+    "/ok": respond(200, b"<html>hi</html>", [("Content-Type", "text/html; charset=UTF-8")]),
+    "/empty": respond(200, b"", [("Content-Type", "text/html")]),
+    "/big": respond(200, b"a" * (3 * CAP), [("Content-Type", "text/plain")]),
+    "/gzip-bomb": gzip_bomb(10 * 2**30),
+    "/zstd-bomb": zstd_bomb(10 * 2**30),
+    "/br-bomb": brotli_bomb(256 * 2**20),
+    "/silent": silent(),
+    "/drip-gap": drip(b"abcdef", interval=1.0),  # gap longer than read_gap_timeout
+    "/drip-total": drip(b"x" * 100, interval=0.1),  # every gap short, total far beyond total_timeout
+    "/reset": reset_mid_body(),
+    "/bad-status": raw(b"HTTP/1.1 abc Nope\r\n\r\n"),
+    "/garbage": raw(b"\x16\x03\x01 this is not http at all\r\n\r\n"),
+    "/huge-header": raw(b"HTTP/1.1 200 OK\r\nX-Big: " + b"a" * 100_000 + b"\r\n\r\n"),
+    "/many-headers": raw(b"HTTP/1.1 200 OK\r\n" + b"X-A: b\r\n" * 20_000 + b"\r\n"),
+    "/close-early": raw(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nshort"),
+    "/bad-gzip": respond(200, b"not gzip at all", [("Content-Encoding", "gzip")]),
+    "/unknown-encoding": respond(200, b"x", [("Content-Encoding", "compress")]),
+    "/429-seconds": respond(429, b"", [("Retry-After", "120")]),
+    "/429-date": retry_after_date,
+    "/503-junk": respond(503, b"", [("Retry-After", "soon")]),
+    "/loop-a": respond(302, b"", [("Location", "/loop-b")]),
+    "/loop-b": respond(302, b"", [("Location", "/loop-a")]),
+    **{f"/chain{i}": respond(301, b"", [("Location", f"/chain{i + 1}")]) for i in range(9)},
+    "/chain9": respond(200, b"end of chain"),
+    "/to-metadata": respond(302, b"", [("Location", "http://169.254.169.254/latest/meta-data/")]),
+}
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def server() -> AsyncIterator[HostileServer]:
+    async with HostileServer(ROUTES) as srv:
+        yield srv
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def fetcher() -> AsyncIterator[Fetcher]:
+    async with Fetcher(CFG, DNS) as f:
+        yield f
+
+
+pytestmark = [pytest.mark.timeout(30), pytest.mark.asyncio(loop_scope="module")]
+
+
+async def test_plain_response(server: HostileServer, fetcher: Fetcher) -> None:
+    r = await fetcher.fetch(server.url("/ok"))
+    assert (r.status, r.body, r.truncated) == (200, b"<html>hi</html>", False)
+    assert (r.content_type, r.charset, r.remote_ip) == ("text/html", "UTF-8", "127.0.0.1")
+    assert r.started <= r.first_byte <= r.ended and r.wire_bytes == len(r.body)
+    req = server.requests[-1]
+    assert req.headers["user-agent"] == CFG.user_agent
+    assert req.headers["accept-encoding"] == "gzip, deflate, br, zstd"
+
+
+async def test_empty_body(server: HostileServer, fetcher: Fetcher) -> None:
+    r = await fetcher.fetch(server.url("/empty"))
+    assert (r.status, r.body, r.truncated) == (200, b"", False)
+
+
+async def test_body_over_cap_truncated_and_marked(server: HostileServer, fetcher: Fetcher) -> None:
+    r = await fetcher.fetch(server.url("/big"))
+    assert r.truncated and len(r.body) == CAP and r.body == b"a" * CAP
+    assert r.wire_bytes < 2 * CAP
+
+
+@pytest.mark.parametrize("path", ["/gzip-bomb", "/zstd-bomb", "/br-bomb"])
+async def test_decompression_bombs_stop_at_cap(server: HostileServer, fetcher: Fetcher, path: str) -> None:
+    t = time.monotonic()
+    r = await fetcher.fetch(server.url(path))
+    assert time.monotonic() - t < 1.5
+    assert r.truncated and len(r.body) == CAP and r.body.count(0) == CAP
+    assert r.wire_bytes < CAP  # stopped reading long before the ~10 MB wire size of the gzip bomb
+
+
+async def test_silent_server_cut_by_first_byte_deadline(server: HostileServer, fetcher: Fetcher) -> None:
+    t = time.monotonic()
+    with pytest.raises(FetchTimeout, match="connect"):
+        await fetcher.fetch(server.url("/silent"))
+    # connect + first byte budgets, well under the total deadline
+    assert 1.4 < time.monotonic() - t < 1.9
+
+
+async def test_drip_cut_by_read_gap(server: HostileServer, fetcher: Fetcher) -> None:
+    t = time.monotonic()
+    with pytest.raises(FetchTimeout, match="read gap"):
+        await fetcher.fetch(server.url("/drip-gap"))
+    assert 0.4 < time.monotonic() - t < 1.0
+
+
+async def test_fast_drip_cut_by_total_deadline(server: HostileServer, fetcher: Fetcher) -> None:
+    t = time.monotonic()
+    with pytest.raises(FetchTimeout, match="total"):
+        await fetcher.fetch(server.url("/drip-total"))
+    assert 1.8 < time.monotonic() - t < 3.0
+
+
+@pytest.mark.parametrize("path", ["/reset", "/close-early"])
+async def test_connection_lost_mid_body(server: HostileServer, fetcher: Fetcher, path: str) -> None:
+    with pytest.raises(ConnectError) as info:
+        await fetcher.fetch(server.url(path))
+    assert info.value.retryable
+
+
+@pytest.mark.parametrize("path", ["/bad-status", "/garbage", "/huge-header", "/many-headers"])
+async def test_broken_http(server: HostileServer, fetcher: Fetcher, path: str) -> None:
+    with pytest.raises(ProtocolError):
+        await fetcher.fetch(server.url(path))
+
+
+@pytest.mark.parametrize("path", ["/bad-gzip", "/unknown-encoding"])
+async def test_bad_encodings(server: HostileServer, fetcher: Fetcher, path: str) -> None:
+    with pytest.raises(ProtocolError, match=r"content-encoding|gzip"):
+        await fetcher.fetch(server.url(path))
+
+
+async def test_retry_after_both_forms(server: HostileServer, fetcher: Fetcher) -> None:
+    r = await fetcher.fetch(server.url("/429-seconds"))
+    assert (r.status, r.retry_after) == (429, 120.0)
+    r = await fetcher.fetch(server.url("/429-date"))
+    assert r.status == 429 and r.retry_after is not None and 118.0 <= r.retry_after <= 120.0
+    r = await fetcher.fetch(server.url("/503-junk"))
+    assert (r.status, r.retry_after) == (503, None)
+
+
+async def test_429_storm_never_breaks_the_client(server: HostileServer, fetcher: Fetcher) -> None:
+    results = await asyncio.gather(*(fetcher.fetch(server.url("/429-seconds")) for _ in range(200)))
+    assert {(r.status, r.retry_after) for r in results} == {(429, 120.0)}
+
+
+async def test_redirects_returned_not_followed(server: HostileServer, fetcher: Fetcher) -> None:
+    before = len(server.requests)
+    r = await fetcher.fetch(server.url("/loop-a"))
+    assert (r.status, r.location) == (302, "/loop-b")
+    assert len(server.requests) == before + 1
+
+
+async def test_robots_follows_five_redirects_then_gives_up(server: HostileServer, fetcher: Fetcher) -> None:
+    r = await fetcher.fetch_robots(server.url("/chain4"))
+    assert (r.status, r.body, r.url) == (200, b"end of chain", server.url("/chain9"))
+    r = await fetcher.fetch_robots(server.url("/chain0"))
+    assert (r.status, r.url) == (301, server.url("/chain5"))  # 5 hops followed, the 6th is not
+
+
+async def test_robots_redirect_loop_ends(server: HostileServer, fetcher: Fetcher) -> None:
+    before = len(server.requests)
+    r = await fetcher.fetch_robots(server.url("/loop-a"))
+    assert r.status == 302
+    assert len(server.requests) - before == 2
+
+
+async def test_robots_redirect_to_metadata_refused(server: HostileServer, fetcher: Fetcher) -> None:
+    with pytest.raises(BlockedAddressError):
+        await fetcher.fetch_robots(server.url("/to-metadata"))
+
+
+async def test_unsupported_urls(fetcher: Fetcher) -> None:
+    for url in ("ftp://a.test/x", "file:///etc/passwd", "/relative", "mailto:x@y.z"):
+        with pytest.raises(UnsupportedUrl):
+            await fetcher.fetch(url)
+
+
+async def test_nothing_listening_is_connect_error(fetcher: Fetcher) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # bound, not listening: connection refused
+        with pytest.raises(ConnectError):
+            await fetcher.fetch(f"http://127.0.0.1:{port}/")
+
+
+async def test_client_survives_all_cases_concurrently(server: HostileServer, fetcher: Fetcher) -> None:
+    """The whole zoo at once: every fetch ends (response or FetchError) within the total deadline."""
+    paths = [p for p in ROUTES if not p.startswith("/chain")]
+    t = time.monotonic()
+    results = await asyncio.gather(*(fetcher.fetch(server.url(p)) for p in paths), return_exceptions=True)
+    assert time.monotonic() - t < CFG.total_timeout + 1.5
+    assert all(not isinstance(r, BaseException) or isinstance(r, FetchError) for r in results), results

@@ -1,0 +1,116 @@
+"""Sans-IO pieces of the fetch layer: bounded decoders, charset sniffing, Retry-After parsing."""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+
+import brotli
+import pytest
+import zstandard
+from hypothesis import given
+from hypothesis import strategies as st
+
+from polecat.errors import ProtocolError
+from polecat.fetch.charset import decode_html, sniff_charset
+from polecat.fetch.decode import make_decoder
+from polecat.fetch.http import parse_retry_after
+
+DATA = bytes(range(256)) * 400 + b"tail"
+COMPRESS = {
+    "gzip": gzip.compress,
+    "x-gzip": gzip.compress,
+    "deflate": zlib.compress,
+    "br": brotli.compress,
+    "zstd": lambda b: zstandard.ZstdCompressor().compress(b),
+    "identity": lambda b: b,
+}
+
+
+def feed(encoding: str | None, wire: bytes, limit: int, step: int = 1000) -> bytes:
+    """Feed ``wire`` in ``step``-byte chunks the way the client does, stopping at the limit."""
+    d = make_decoder(encoding)
+    out = b""
+    for i in range(0, len(wire), step):
+        out += d.decode(wire[i : i + step], limit - len(out) + 1)
+        if len(out) > limit:
+            break
+    return out
+
+
+@pytest.mark.parametrize("enc", sorted(COMPRESS))
+@pytest.mark.parametrize("step", [1, 7, 4096, 10**6])
+def test_round_trip_any_chunking(enc: str, step: int) -> None:
+    assert feed(enc, COMPRESS[enc](DATA), 10**7, step) == DATA
+
+
+@pytest.mark.parametrize("enc", ["gzip", "deflate", "br", "zstd"])
+def test_output_bounded_by_limit(enc: str) -> None:
+    wire = COMPRESS[enc](b"\0" * (64 * 2**20))
+    out = feed(enc, wire, 100_000, step=len(wire))
+    assert 100_000 < len(out) <= 100_000 + 2 * 2**20  # at most one internal buffer of slack
+
+
+def test_raw_deflate_and_multi_member_gzip() -> None:
+    assert feed("deflate", zlib.compress(DATA, wbits=-15), 10**7) == DATA
+    assert feed("gzip", gzip.compress(b"one ") + gzip.compress(b"two"), 100) == b"one two"
+    assert feed("gzip", gzip.compress(b"x") + b"\0\0trailing junk", 100) == b"x"
+
+
+@pytest.mark.parametrize("enc", ["gzip", "deflate", "br", "zstd"])
+def test_corrupt_input_is_protocol_error(enc: str) -> None:
+    with pytest.raises(ProtocolError):
+        feed(enc, b"\x1f\x8b\x08this is not compressed data at all" * 10, 10**6)
+
+
+@pytest.mark.parametrize("value", ["compress", "gzip, br", "snappy"])
+def test_unsupported_encodings(value: str) -> None:
+    with pytest.raises(ProtocolError):
+        make_decoder(value)
+
+
+def test_identity_variants() -> None:
+    for value in (None, "", "identity", " Identity "):
+        assert make_decoder(value).decode(b"abc", 1) == b"abc"
+    assert feed("GZIP", gzip.compress(b"case"), 100) == b"case"
+
+
+@pytest.mark.parametrize(("body", "header", "codec"), [
+    (b"\xef\xbb\xbf<p>x", "iso-8859-1", "utf-8"),  # BOM beats header
+    (b"\xff\xfe<\x00p\x00", None, "utf-16-le"),
+    (b"<p>x", "ISO-8859-1", "cp1252"),  # latin-1 label means windows-1252
+    (b"<p>x", "utf8", "utf-8"),
+    (b'<head><meta charset="shift_jis">', None, "shift_jis"),
+    (b"<meta http-equiv='Content-Type' content='text/html; charset=koi8-r'>", None, "koi8-r"),
+    (b'<meta charset="utf-16">', None, "utf-8"),  # a meta that says utf-16 cannot be true
+    (b'<meta charset="no-such-charset">', None, "utf-8"),
+    (b"<p>x", "base64", "utf-8"),  # not a text encoding
+    (b"<p>x", "bogus", "utf-8"),
+    (b" " * 3000 + b'<meta charset="koi8-r">', None, "utf-8"),  # beyond the first 2 KiB
+])
+def test_sniff_charset(body: bytes, header: str | None, codec: str) -> None:
+    assert sniff_charset(body, header) == codec
+
+
+def test_decode_html() -> None:
+    assert decode_html("héllo".encode("cp1252"), "latin1") == "héllo"
+    assert decode_html("\ufeffhi".encode(), None) == "hi"
+    sjis = "日本".encode("shift_jis") + b'<meta charset="sjis">'
+    assert decode_html(sjis, None) == '日本<meta charset="sjis">'
+    assert decode_html(b"\x80\xfe broken", "utf-8") == "\ufffd\ufffd broken"
+
+
+@given(st.binary(max_size=300), st.one_of(st.none(), st.text(max_size=20)))
+def test_decode_html_never_raises(body: bytes, header: str | None) -> None:
+    assert isinstance(decode_html(body, header), str)
+
+
+def test_parse_retry_after() -> None:
+    now = 1_445_412_480.0  # Wed, 21 Oct 2015 07:28:00 GMT
+    assert parse_retry_after("120", now) == 120.0
+    assert parse_retry_after(" 0 ", now) == 0.0
+    assert parse_retry_after("Wed, 21 Oct 2015 07:30:00 GMT", now) == 120.0
+    assert parse_retry_after("Wed, 21 Oct 2015 07:00:00 GMT", now) == 0.0  # in the past
+    assert parse_retry_after("-5", now) is None
+    assert parse_retry_after("soon", now) is None
+    assert parse_retry_after("", now) is None
