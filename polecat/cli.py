@@ -146,7 +146,7 @@ def cmd_crawl(args: argparse.Namespace) -> int:
         import uvloop
     except ImportError:  # pragma: no cover - uvloop is a dependency where it builds
         return asyncio.run(_crawl(cfg))
-    return uvloop.run(_crawl(cfg))  # type: ignore[no-any-return]
+    return uvloop.run(_crawl(cfg))
 
 
 def make_parser() -> argparse.ArgumentParser:

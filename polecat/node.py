@@ -373,7 +373,7 @@ class Crawler:
             now=time.time(), started_at=self._started_at, fetches=self._fetches,
             violations=self._violations, errors=self._errors, near_dups=self._near_dups,
             frontier=self._frontier.stats(time.time()), seen=self._seen.stats(), canon=self._canon.stats(),
-            robots=self._robots.stats(), dns=self._fetcher.dns_stats(), store=self._store.stats(),
+            robots=self._robots.stats(), dns=self._fetcher.resolver.stats(), store=self._store.stats(),
         )
 
 

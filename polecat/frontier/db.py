@@ -52,7 +52,7 @@ class FrontierDB:
             self.txn.put(b"schema", json.dumps({"version": SCHEMA_VERSION, **params}).encode(), db=self.meta)
             self.commit()
             return self.seq
-        info = json.loads(stored)
+        info = json.loads(bytes(stored))
         if info.get("version") != SCHEMA_VERSION:
             raise FrontierError(
                 f"frontier schema version {info.get('version')} found, this polecat reads {SCHEMA_VERSION}"

@@ -253,7 +253,7 @@ class Frontier:
         txn = self._db.txn
         with txn.cursor(db=self._db.queue) as cur:
             for _ in range(ROBOTS_SKIPS_PER_LEASE):
-                if not cur.set_range(prefix) or not cur.key().startswith(prefix):
+                if not cur.set_range(prefix) or not bytes(cur.key()).startswith(prefix):
                     self._queued -= st.queued  # repair a count that disagrees with the table
                     st.queued = 0
                     self._save_host(host, st)

@@ -55,7 +55,7 @@ class QueuedUrl:
         return _Q.pack(self.importance, min(self.depth, 0xFFFF), min(self.attempts, 255)) + self.url.encode()
 
     @classmethod
-    def decode(cls, raw: bytes) -> QueuedUrl:
+    def decode(cls, raw: bytes | memoryview) -> QueuedUrl:
         importance, depth, attempts = _Q.unpack_from(raw)
         return cls(bytes(raw[_Q.size :]).decode(), depth, importance, attempts)
 
@@ -70,7 +70,7 @@ def encode_host(s: HostState) -> bytes:
     return packed + s.ip.encode()
 
 
-def decode_host(raw: bytes) -> HostState:
+def decode_host(raw: bytes | memoryview) -> HostState:
     na, rf, cd, fails, queued, fetched = _H.unpack_from(raw)
     return HostState(next_allowed=na, rate_factor=rf, crawl_delay=cd, failures=fails, queued=queued,
                      fetched=fetched, ip=bytes(raw[_H.size :]).decode())
@@ -149,6 +149,6 @@ class UrlRecord:
         ).encode()
 
     @classmethod
-    def decode(cls, raw: bytes) -> UrlRecord:
+    def decode(cls, raw: bytes | memoryview) -> UrlRecord:
         u, o, r, t, h, e, m, n, c = json.loads(bytes(raw))
         return cls(u, o, r, t, h, e, m, n, c)

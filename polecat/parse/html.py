@@ -65,10 +65,10 @@ def parse_html(html: str, url: str, *, agent_token: str = "polecat") -> ParsedPa
     base = url
     base_node = tree.css_first("base[href]")
     if base_node is not None:
-        href = (base_node.attributes.get("href") or "").strip()
-        if href and not _skip(href):
+        base_href = (base_node.attributes.get("href") or "").strip()
+        if base_href and not _skip(base_href):
             try:
-                base = join_url(url, href)
+                base = join_url(url, base_href)
             except ValueError:  # an unparsable <base> is ignored, as browsers do
                 base = url
     nofollow, noindex = _robots_meta(tree, agent_token)
