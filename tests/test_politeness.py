@@ -1,0 +1,64 @@
+"""Politeness arithmetic (polecat/frontier/politeness.py), without the frontier around it."""
+
+from __future__ import annotations
+
+import random
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from polecat.config import PolitenessConfig
+from polecat.frontier.politeness import Attempt, HostState, after_attempt, interval, quarantine_delay
+
+CFG = PolitenessConfig()
+
+
+def test_interval_is_max_of_crawl_delay_and_rate() -> None:
+    assert interval(CFG, 1.0, HostState()) == 1.0
+    assert interval(CFG, 1.0, HostState(crawl_delay=5.0)) == 5.0
+    assert interval(CFG, 4.0, HostState()) == 0.25
+    assert interval(CFG, 4.0, HostState(rate_factor=0.5)) == 0.5
+    assert interval(CFG, 1.0, HostState(crawl_delay=10_000.0)) == CFG.max_crawl_delay
+
+
+def test_next_start_after_slow_response_is_its_end() -> None:
+    st_ = HostState()
+    after_attempt(CFG, 1.0, st_, Attempt(10.0, 14.0, 10.2, 200), random.Random(0))
+    assert st_.next_allowed == 14.0
+
+
+def test_retry_after_and_aimd_floor_and_recovery() -> None:
+    st_ = HostState()
+    for _ in range(20):
+        after_attempt(CFG, 1.0, st_, Attempt(0.0, 1.0, 0.5, 429, retry_after=30.0), random.Random(0))
+    assert st_.rate_factor == CFG.min_rate_factor
+    assert st_.next_allowed >= 31.0
+    before = st_.rate_factor
+    after_attempt(CFG, 1.0, st_, Attempt(100.0, 100.1, 100.05, 200), random.Random(0))
+    assert st_.rate_factor == before + CFG.recover_step
+
+
+def test_quarantine_doubles_to_cap() -> None:
+    rng = random.Random(0)
+    delays = [quarantine_delay(CFG, n, rng) for n in range(1, 12)]
+    for n, d in enumerate(delays, start=1):
+        base = min(CFG.quarantine_cap, CFG.quarantine_base * 2 ** (n - 1))
+        assert base <= d < 1.5 * base
+
+
+@given(
+    rate=st.floats(0.01, 100), delay=st.floats(0, 100), start=st.floats(0, 1e6),
+    header_lag=st.floats(0, 10), tail=st.floats(0, 10), status=st.sampled_from([200, 404, 429, 503, 500]),
+    retry_after=st.none() | st.floats(0, 1000), factor=st.floats(1 / 64, 1.0),
+)
+def test_property_next_allowed_respects_rule_2(rate: float, delay: float, start: float, header_lag: float,
+                                               tail: float, status: int, retry_after: float | None,
+                                               factor: float) -> None:
+    st_ = HostState(crawl_delay=delay, rate_factor=factor)
+    headers_at = start + header_lag
+    a = Attempt(start, headers_at + tail, headers_at, status, retry_after)
+    after_attempt(CFG, rate, st_, a, random.Random(0))
+    assert st_.next_allowed >= a.ended
+    assert st_.next_allowed >= headers_at + interval(CFG, rate, st_) - 1e-6
+    if status in (429, 503) and retry_after is not None:
+        assert st_.next_allowed >= a.ended + min(retry_after, CFG.max_retry_after) - 1e-6
