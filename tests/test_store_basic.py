@@ -6,6 +6,7 @@ import dataclasses
 import io
 import random
 import tempfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,8 @@ from warcio.archiveiterator import ArchiveIterator
 from polecat.config import StoreConfig
 from polecat.errors import CorruptRecord, NotFound, StoreError
 from polecat.store.base import FetchRecord, PageStore, content_hash, open_store
+from polecat.store.fsck import verify
+from polecat.store.segstore import SegmentStore
 
 T0 = 1_790_000_000.25
 HEADERS = (("Content-Type", "text/html; charset=utf-8"), ("Content-Encoding", "gzip"), ("ETag", '"abc"'))
@@ -215,3 +218,39 @@ def test_any_record_roundtrips(tmp_path: Path, url: str, body: bytes, headers: l
         assert s.get(r.content_hash) == body
     finally:
         s.close()
+
+
+def test_flush_in_a_worker_thread_while_puts_continue(tmp_path: Path) -> None:
+    """The node may run flush via asyncio.to_thread; puts and reads made meanwhile stay consistent."""
+    root = tmp_path / "store"
+    s = open_store(root, StoreConfig(segment_bytes=30_000))
+    bodies = [page(i, 4000) for i in range(300)]
+    stop = threading.Event()
+    flushes = 0
+
+    def flusher() -> None:
+        nonlocal flushes
+        while not stop.is_set():
+            s.flush()
+            flushes += 1
+
+    t = threading.Thread(target=flusher)
+    t.start()
+    try:
+        for i, b in enumerate(bodies):
+            s.put(rec(f"http://a.test/{i}", b), b)
+            j = random.Random(i).randrange(i + 1)  # read back any earlier page, wherever it is now
+            assert s.get(content_hash(bodies[j])) == bodies[j]
+            assert len(s.history(f"http://a.test/{j}")) == 1
+    finally:
+        stop.set()
+        t.join()
+    s.close()
+    assert flushes > 1
+    s = open_store(root, StoreConfig())
+    assert [r.url for r in s.records()] == [f"http://a.test/{i}" for i in range(300)]
+    assert s.stats().segments > 5
+    assert isinstance(s, SegmentStore)
+    report = verify(s)
+    assert report.ok, report.faults
+    s.close()

@@ -20,7 +20,9 @@ import dataclasses
 import fcntl
 import hashlib
 import os
+import threading
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +58,23 @@ ZSTD_LEVEL = 3
 MAX_RECORD_BYTES = 1 << 31
 
 
+@dataclass(slots=True)
+class _Batch:
+    """What puts appended since the last flush: index entries and the segments they touched."""
+
+    bodies: dict[bytes, BodyEntry] = field(default_factory=dict)
+    log: list[LogEntry] = field(default_factory=list)
+    segs: dict[int, SegmentInfo] = field(default_factory=dict)
+    sealed: list[SegmentWriter] = field(default_factory=list)
+    """Writers of segments sealed in this batch: synced, then closed and shipped, by its flush."""
+    new_file: bool = False
+
+    def merge(self, later: _Batch) -> _Batch:
+        """This batch followed by ``later`` (a failed flush puts its batch back)."""
+        return _Batch({**self.bodies, **later.bodies}, [*self.log, *later.log], {**self.segs, **later.segs},
+                      [*self.sealed, *later.sealed], self.new_file or later.new_file)
+
+
 class SegmentStore:
     """The PageStore implementation (see polecat.store.base for the contract)."""
 
@@ -82,12 +101,12 @@ class SegmentStore:
         self._readers = SegmentReaders(self._seg_dir, self.store_id)
         self._states = {seg: info.state for seg, info in self.index.segments().items()}
         self._counters = self.index.counters()
-        self._pending_bodies: dict[bytes, BodyEntry] = {}
-        self._pending_log: list[LogEntry] = []
-        self._pending_segs: dict[int, SegmentInfo] = {}
-        self._unsynced: list[SegmentWriter] = []
-        self._sealed_unshipped: list[int] = []
-        self._new_file = False
+        self._pending = _Batch()
+        self._inflight: _Batch | None = None
+        """The batch a flush is syncing and committing (readers still find its records)."""
+        self._mu = threading.Lock()
+        """Guards the batches, the writer and the segment states: put and flush may run in two threads."""
+        self._flush_mu = threading.Lock()
         self._writer: SegmentWriter | None = None
         self._cctx = zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_checksum=True)
         self._dctx = zstandard.ZstdDecompressor()
@@ -136,12 +155,16 @@ class SegmentStore:
     def put(self, record: FetchRecord, body: bytes | None) -> bool:
         if self._closed or self.read_only:
             raise StoreError("page store is closed" if self._closed else "page store is read-only")
+        with self._mu:
+            return self._put(record, body)
+
+    def _put(self, record: FetchRecord, body: bytes | None) -> bool:
         seq = self._counters.next_seq
         existing = self._body(record.content_hash)
         if body is not None and existing is None:
             sha = hashlib.sha256(body).digest()
             loc = self._append(warc.encode_response(record, body, sha))
-            self._pending_bodies[record.content_hash] = BodyEntry(loc, seq, sha)
+            self._pending.bodies[record.content_hash] = BodyEntry(loc, seq, sha)
             self._counters.bodies += 1
             self._counters.raw_bytes += len(body)
             written = True
@@ -158,7 +181,7 @@ class SegmentStore:
             loc = self._append(warc.encode_revisit(record, refers, digest))
             self._counters.revisits += 1
             written = False
-        self._pending_log.append(LogEntry(seq, record, loc))
+        self._pending.log.append(LogEntry(seq, record, loc))
         self._counters.next_seq = seq + 1
         return written
 
@@ -169,42 +192,60 @@ class SegmentStore:
         if w is None or w.length >= self._cfg.segment_bytes:
             w = self._roll()
         loc = w.append(self._cctx.compress(data))
-        self._pending_segs[w.seg] = SegmentInfo(OPEN, w.length)
+        self._pending.segs[w.seg] = SegmentInfo(OPEN, w.length)
         self._counters.stored_bytes += loc.length
         return loc
 
     def _roll(self) -> SegmentWriter:
         old = self._writer
-        seg = max([*self._states, *self._pending_segs], default=-1) + 1
+        inflight = self._inflight.segs if self._inflight else {}
+        seg = max([*self._states, *inflight, *self._pending.segs], default=-1) + 1
         if old is not None:
-            self._pending_segs[old.seg] = SegmentInfo(SEALED, old.length)
-            self._unsynced.append(old)
-            self._sealed_unshipped.append(old.seg)
+            self._pending.segs[old.seg] = SegmentInfo(SEALED, old.length)
+            self._pending.sealed.append(old)
         self._writer = SegmentWriter(self._seg_dir / segment_name(self.store_id, seg), seg, 0)
-        self._pending_segs[seg] = SegmentInfo(OPEN, 0)
-        self._new_file = True
+        self._pending.segs[seg] = SegmentInfo(OPEN, 0)
+        self._pending.new_file = True
         return self._writer
 
     def flush(self) -> None:
-        if not self._pending_segs:
-            return
-        for w in self._unsynced:
-            w.sync()
-        if self._writer is not None:
-            self._writer.sync()
-        if self._new_file:
-            fsync_dir(self._seg_dir)
-        self.index.commit(self._pending_bodies, self._pending_log, self._pending_segs, self._counters)
-        for seg, info in self._pending_segs.items():
-            self._states[seg] = info.state
-        for w in self._unsynced:
-            w.close()
-        sealed = self._sealed_unshipped
-        self._unsynced, self._sealed_unshipped, self._new_file = [], [], False
-        self._pending_bodies, self._pending_log, self._pending_segs = {}, [], {}
-        if self._shipper is not None:
-            for seg in sealed:
-                self._ship(seg)
+        """Make every put so far durable and indexed.
+
+        May run in a worker thread (``await asyncio.to_thread(store.flush)``) while the event loop keeps
+        calling ``put``: the pending batch is swapped out under a lock, then synced and committed
+        without it; puts made meanwhile belong to the next flush.
+        """
+        with self._flush_mu:
+            with self._mu:
+                batch = self._pending
+                if not batch.segs:
+                    return
+                # inflight before pending: a lock-free reader (get) then always finds the batch somewhere
+                self._inflight = batch
+                self._pending = _Batch()
+                writer = self._writer
+                counters = dataclasses.replace(self._counters)
+            try:
+                for w in batch.sealed:
+                    w.sync()
+                if writer is not None:
+                    writer.sync()  # also syncs bytes appended since the swap: harmless
+                if batch.new_file:
+                    fsync_dir(self._seg_dir)
+                self.index.commit(batch.bodies, batch.log, batch.segs, counters)
+            except BaseException:
+                with self._mu:  # nothing was committed: the batch goes back in front of newer puts
+                    self._pending = batch.merge(self._pending)
+                    self._inflight = None
+                raise
+            with self._mu:
+                for seg, info in batch.segs.items():
+                    self._states[seg] = info.state
+                self._inflight = None
+            for w in batch.sealed:
+                w.close()
+                if self._shipper is not None:
+                    self._ship(w.seg)
 
     def _ship(self, seg: int) -> None:
         assert self._shipper is not None
@@ -213,24 +254,32 @@ class SegmentStore:
 
     def _shipped(self, seg: int) -> None:
         """Shipper thread: the upload is confirmed; commit that, then free the local copy."""
-        info = SegmentInfo(REMOTE, (self._seg_dir / segment_name(self.store_id, seg)).stat().st_size)
-        self.index.set_segment(seg, info)
-        self._states[seg] = REMOTE
-        (self._seg_dir / segment_name(self.store_id, seg)).unlink()
+        path = self._seg_dir / segment_name(self.store_id, seg)
+        self.index.set_segment(seg, SegmentInfo(REMOTE, path.stat().st_size))
+        with self._mu:
+            self._states[seg] = REMOTE
+        path.unlink()
 
     # --- reading -------------------------------------------------------------------------------------
 
     def _body(self, digest: bytes) -> BodyEntry | None:
-        pending = self._pending_bodies.get(digest)
-        return pending if pending is not None else self.index.body(digest)
+        for batch in (self._pending, self._inflight):
+            if batch is not None and (entry := batch.bodies.get(digest)) is not None:
+                return entry
+        return self.index.body(digest)
 
     def _log_entry(self, seq: int) -> LogEntry:
-        if self._pending_log and seq >= self._pending_log[0].seq:
-            return self._pending_log[seq - self._pending_log[0].seq]
+        for batch in (self._pending, self._inflight):
+            if batch is not None and batch.log and seq >= batch.log[0].seq:
+                return batch.log[seq - batch.log[0].seq]
         entry = self.index.log_entry(seq)
         if entry is None:
             raise CorruptRecord(f"index names log record {seq}, which is missing")
         return entry
+
+    def _unflushed(self) -> list[LogEntry]:
+        with self._mu:
+            return [*(self._inflight.log if self._inflight else ()), *self._pending.log]
 
     def has(self, digest: bytes) -> bool:
         return self._body(digest) is not None
@@ -272,30 +321,37 @@ class SegmentStore:
         return payload
 
     def history(self, url: str) -> list[FetchRecord]:
-        out = [e.record for e in self.index.history(url)]
-        out.extend(e.record for e in self._pending_log if e.record.url == url)
-        return out
+        unflushed = self._unflushed()  # first: a flush committing meanwhile moves entries to the index
+        committed = self.index.history(url)
+        seqs = {e.seq for e in committed}
+        committed.extend(e for e in unflushed if e.record.url == url and e.seq not in seqs)
+        return [e.record for e in committed]
 
     def records(self) -> Iterator[FetchRecord]:
         return (e.record for e in self.log_entries())
 
     def log_entries(self) -> Iterator[LogEntry]:
         """Every log entry (record and the locator of its frame), in append order."""
-        pending = list(self._pending_log)
-        yield from self.index.iter_log()
-        yield from pending
+        unflushed = self._unflushed()
+        last = -1
+        for entry in self.index.iter_log():
+            last = entry.seq
+            yield entry
+        yield from (e for e in unflushed if e.seq > last)
 
     def segment_states(self) -> dict[int, SegmentInfo]:
         """Every indexed segment with its state and committed length, pending changes included."""
-        return {**self.index.segments(), **self._pending_segs}
+        with self._mu:
+            unflushed = {**(self._inflight.segs if self._inflight else {}), **self._pending.segs}
+        return {**self.index.segments(), **unflushed}
 
     def stats(self) -> StoreStats:
         c: Counters = self._counters
-        states = list({**self._states, **{s: i.state for s, i in self._pending_segs.items()}}.values())
+        states = [info.state for info in self.segment_states().values()]
         return StoreStats(
             records=c.next_seq, bodies=c.bodies, revisits=c.revisits, raw_bytes=c.raw_bytes,
             stored_bytes=c.stored_bytes, segments=len(states), sealed_segments=states.count(SEALED),
-            remote_segments=states.count(REMOTE), pending_records=len(self._pending_log),
+            remote_segments=states.count(REMOTE), pending_records=len(self._unflushed()),
         )
 
     def close(self) -> None:
