@@ -11,8 +11,8 @@ Bounds, per request:
   so a server that accepts and never answers, or drips its headers, is cut;
 - read gap: ``cfg.read_gap_timeout`` between two reads of the body;
 - total: ``cfg.total_timeout`` from start to the last body byte, so a slow drip that keeps every gap
-  short is cut too. All three are one timer (``asyncio.timeout_at``) moved forward before each read,
-  so a request costs one timer, not a ``wait_for`` per read;
+  short is cut too. All three share one lazy timer (:mod:`polecat.fetch.deadline`): a request costs
+  one timer handle, not a ``wait_for`` or a reschedule per read;
 - size: the decoded body stops at ``cfg.max_body_bytes`` (the decoders are bounded while decoding, see
   :mod:`polecat.fetch.decode`); a body cut there is returned with ``truncated=True`` and its connection
   is closed, not reused. The raw bytes read are bounded too (a compressed stream followed by endless
@@ -47,6 +47,7 @@ from polecat.errors import (
     TlsError,
     UnsupportedUrl,
 )
+from polecat.fetch.deadline import Deadline
 from polecat.fetch.decode import make_decoder
 from polecat.fetch.dns import CachingResolver
 
@@ -261,56 +262,56 @@ class Fetcher:
             raise RuntimeError("Fetcher used outside 'async with'")
         phase = "connect"
         started = self._clock()
-        loop = asyncio.get_running_loop()
-        t0 = loop.time()
-        total_deadline = t0 + self._cfg.total_timeout
-        gap = self._cfg.read_gap_timeout
+        cfg = self._cfg
+        t0 = asyncio.get_running_loop().time()
+        deadline = Deadline(t0 + self._header_budget, t0 + cfg.total_timeout, cfg.read_gap_timeout)
         try:
             target = URL(url, encoded=True)
             if target.scheme not in ("http", "https") or not target.host:
                 raise UnsupportedUrl(f"{url}: only absolute http and https URLs are fetched")
             self._resolver.check_host(target.host)
-            # One timer per request, moved forward as the request progresses (see the module docstring).
-            async with asyncio.timeout_at(min(t0 + self._header_budget, total_deadline)) as timer:
-                resp = await session.get(target, headers=headers, allow_redirects=False)
-                reusable = False
-                try:
-                    phase = "body"
-                    first_byte = self._clock()
-                    peer = _peer(resp)
-                    decoder = make_decoder(resp.headers.get("Content-Encoding"))
-                    cap = self._cfg.max_body_bytes
-                    wire_cap = self._wire_cap
-                    parts: list[bytes] = []
-                    size = wire = 0
-                    truncated = False
-                    read = resp.content.read
-                    while True:
-                        timer.reschedule(min(loop.time() + gap, total_deadline))
-                        chunk = await read(_READ_SIZE)
-                        if not chunk:
-                            break
-                        wire += len(chunk)
-                        out = decoder.decode(chunk, cap - size + 1)
-                        if size + len(out) > cap or wire > wire_cap:
-                            parts.append(out[: cap - size])
-                            truncated = True
-                            break
-                        parts.append(out)
-                        size += len(out)
-                    reusable = not truncated
-                finally:
-                    # A connection with unread body (truncation, errors) is closed, never reused.
-                    if reusable:
-                        resp.release()
-                    else:
-                        resp.close()
-        except BaseException as exc:
-            if isinstance(exc, asyncio.CancelledError | KeyboardInterrupt | SystemExit):
-                raise
-            if isinstance(exc, TimeoutError) and phase == "body":
-                phase = "body (total deadline)" if loop.time() >= total_deadline else "body (read gap)"
+            resp = await session.get(target, headers=headers, allow_redirects=False)
+            reusable = False
+            try:
+                phase = "body"
+                deadline.body()
+                first_byte = self._clock()
+                peer = _peer(resp)
+                decoder = make_decoder(resp.headers.get("Content-Encoding"))
+                cap = cfg.max_body_bytes
+                wire_cap = self._wire_cap
+                parts: list[bytes] = []
+                size = wire = 0
+                truncated = False
+                content = resp.content
+                while not content.at_eof():
+                    chunk = await content.read(_READ_SIZE)
+                    if not chunk:
+                        break
+                    deadline.progress()
+                    wire += len(chunk)
+                    out = decoder.decode(chunk, cap - size + 1)
+                    if size + len(out) > cap or wire > wire_cap:
+                        parts.append(out[: cap - size])
+                        truncated = True
+                        break
+                    parts.append(out)
+                    size += len(out)
+                reusable = not truncated
+            finally:
+                # A connection with unread body (truncation, errors) is closed, never reused.
+                if reusable:
+                    resp.release()
+                else:
+                    resp.close()
+        except asyncio.CancelledError:
+            if deadline.expired_here():
+                raise FetchTimeout(f"{url}: {phase}: timed out ({deadline.reason})") from None
+            raise
+        except Exception as exc:
             raise _translate(exc, url, phase) from exc
+        finally:
+            deadline.cancel()
         hdrs = resp.headers
         content_type, charset = _content_type(hdrs.get("Content-Type"))
         retry = hdrs.get("Retry-After")

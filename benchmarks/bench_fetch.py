@@ -1,0 +1,144 @@
+"""Per-request cost of Fetcher.fetch against a bare aiohttp loop, on one client core.
+
+    python -m benchmarks.bench_fetch [--requests 6000] [--concurrency 64] [--rounds 3]
+
+A loopback server in a child process (aiohttp under uvloop, keep-alive) serves a 35 KB HTML page, plain
+and gzip-encoded. The client runs under uvloop in this process and fetches the page ``--requests``
+times with ``--concurrency`` tasks, first with a bare ``aiohttp.ClientSession`` loop (``async with
+s.get(url) as r: await r.read()``, aiohttp's defaults, so it decodes gzip itself), then with
+``polecat.fetch.Fetcher``. Figures: client CPU time per request (``time.process_time``, which is what
+limits a one-core crawler) and wall-clock requests/s; the best of ``--rounds`` rounds each. Only
+127.0.0.1 is contacted; every loop is bounded in count.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gzip
+import multiprocessing
+import random
+import socket
+import time
+from collections.abc import Awaitable, Callable
+from multiprocessing.synchronize import Event
+
+import aiohttp
+import uvloop
+from aiohttp import web
+
+from polecat.config import DnsConfig, FetchConfig
+from polecat.fetch.http import Fetcher
+
+PAGE_BYTES = 35_000
+
+
+def _page() -> bytes:
+    rng = random.Random(7)
+    words = ["".join(rng.choices("abcdefghijklmnopqrstuvwxyz", k=rng.randint(2, 9))) for _ in range(3000)]
+    parts = ["<html><head><title>bench</title></head><body>"]
+    while sum(map(len, parts)) < PAGE_BYTES:
+        parts.append(f'<p>{" ".join(rng.choices(words, k=40))} <a href="/p{rng.randint(0, 999)}">x</a></p>\n')
+    return "".join(parts).encode()[:PAGE_BYTES]
+
+
+def _serve(port: int, ready: Event) -> None:
+    body = _page()
+    gz = gzip.compress(body, 6)
+
+    async def plain(_req: web.Request) -> web.Response:
+        return web.Response(body=body, content_type="text/html")
+
+    async def encoded(_req: web.Request) -> web.Response:
+        return web.Response(body=gz, content_type="text/html", headers={"Content-Encoding": "gzip"})
+
+    async def main() -> None:
+        app = web.Application()
+        app.router.add_get("/page", plain)
+        app.router.add_get("/gz", encoded)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", port, backlog=1024).start()
+        ready.set()
+        await asyncio.Event().wait()
+
+    uvloop.run(main())
+
+
+async def _drive(one: Callable[[], Awaitable[int]], requests: int, concurrency: int) -> tuple[float, float]:
+    """Run ``requests`` calls of ``one`` on ``concurrency`` tasks; (cpu seconds, wall seconds)."""
+    left = requests
+
+    async def worker() -> None:
+        nonlocal left
+        while left > 0:
+            left -= 1
+            await one()
+
+    cpu, wall = time.process_time(), time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return time.process_time() - cpu, time.perf_counter() - wall
+
+
+async def _bare(url: str, requests: int, concurrency: int) -> tuple[float, float]:
+    connector = aiohttp.TCPConnector(limit=concurrency)
+    async with aiohttp.ClientSession(connector=connector) as session:
+
+        async def one() -> int:
+            async with session.get(url) as resp:
+                return len(await resp.read())
+
+        await _drive(one, concurrency * 2, concurrency)  # warm the pool
+        return await _drive(one, requests, concurrency)
+
+
+async def _polecat(url: str, requests: int, concurrency: int) -> tuple[float, float]:
+    cfg = FetchConfig(concurrency=concurrency, connections_per_host=concurrency)
+    async with Fetcher(cfg, DnsConfig(allow_private=True)) as fetcher:
+
+        async def one() -> int:
+            return len((await fetcher.fetch(url)).body)
+
+        await _drive(one, concurrency * 2, concurrency)
+        return await _drive(one, requests, concurrency)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--requests", type=int, default=6000)
+    ap.add_argument("--concurrency", type=int, default=64)
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    requests = max(100, min(args.requests, 200_000))
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ready = multiprocessing.Event()
+    server = multiprocessing.Process(target=_serve, args=(port, ready), daemon=True)
+    server.start()
+    try:
+        if not ready.wait(30):
+            raise SystemExit("benchmark server did not start")
+        print(f"{requests} requests, concurrency {args.concurrency}, {PAGE_BYTES} B page, best of {args.rounds}")
+        print(f"{'body':<6} {'client':<8} {'CPU us/req':>11} {'req/s':>8}")
+        for path in ("/page", "/gz"):
+            url = f"http://127.0.0.1:{port}{path}"
+            best: dict[str, tuple[float, float]] = {}
+            for _ in range(args.rounds):
+                for name, run in (("aiohttp", _bare), ("polecat", _polecat)):
+                    cpu, wall = uvloop.run(run(url, requests, args.concurrency))
+                    prev = best.get(name)
+                    if prev is None or cpu < prev[0]:
+                        best[name] = (cpu, wall)
+            for name, (cpu, wall) in best.items():
+                print(f"{path[1:]:<6} {name:<8} {cpu / requests * 1e6:>11.1f} {requests / wall:>8.0f}")
+            overhead = (best["polecat"][0] - best["aiohttp"][0]) / requests * 1e6
+            print(f"{path[1:]:<6} overhead {overhead:>+11.1f} us/req")
+    finally:
+        server.terminate()
+        server.join(5)
+
+
+if __name__ == "__main__":
+    main()
