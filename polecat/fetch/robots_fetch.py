@@ -1,0 +1,41 @@
+"""The I/O step that feeds RobotsPolicy: fetch one robots.txt and record what happened.
+
+Kept apart from :mod:`polecat.fetch.robots` so the policy stays sans-IO. The worker calls this when the
+policy says ``Fetch()`` or ``Ready(refresh_due=True)`` (the request counts against the host's politeness
+interval like any other) and then asks the policy again.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from polecat.errors import FetchError
+from polecat.fetch.http import Fetcher, Response
+from polecat.fetch.robots import RobotsDecision, RobotsPolicy
+
+__all__ = ["refresh_robots"]
+
+
+async def refresh_robots(
+    fetcher: Fetcher,
+    policy: RobotsPolicy,
+    key: str,
+    origin: str,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+) -> tuple[Response | FetchError, RobotsDecision]:
+    """GET ``origin + "/robots.txt"`` (following up to 5 redirects), record the outcome under the
+    policy key ``key``, and return the outcome with the decision that applies now. Never raises a
+    FetchError: a failure is an outcome (RFC 9309: unreachable, fail closed)."""
+    outcome: Response | FetchError
+    try:
+        outcome = await fetcher.fetch_robots(origin.rstrip("/") + "/robots.txt")
+    except FetchError as exc:
+        outcome = exc
+        now = clock()
+        policy.record_failure(key, now, exc)
+    else:
+        now = clock()
+        policy.record_response(key, outcome.status, outcome.body, now, retry_after=outcome.retry_after)
+    return outcome, policy.lookup(key, now)
