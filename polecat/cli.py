@@ -103,6 +103,10 @@ def print_summary(s: CrawlStats, out: TextIO) -> None:
         f"  stored {s.pages_stored} pages, {s.bytes_stored} bytes",
         file=out,
     )
+    for host, reason in s.parked[:20]:
+        print(f"  parked {host}: {reason}", file=out)
+    if len(s.parked) > 20:
+        print(f"  ... and {len(s.parked) - 20} more parked hosts", file=out)
 
 
 async def _crawl(cfg: Config) -> int:

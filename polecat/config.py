@@ -81,7 +81,7 @@ class PolitenessConfig:
     max_retry_after: float = 86_400.0
     quarantine_base: float = 30.0
     quarantine_cap: float = 3_600.0
-    park_after_failures: int = 8
+    park_after_failures: int = 5
     """Consecutive failures that park a host (reported, no more fetches this run)."""
     max_url_attempts: int = 3
     """A URL failing this many times with a retryable error is recorded done with its reason."""
@@ -336,7 +336,8 @@ def validate(cfg: Config) -> None:
     _check(0 <= dd.simhash_distance <= 3, "dedup.simhash_distance",
            "must be in [0, 3] (the 4x16-bit banded index finds distances up to 3)")
     _check(st.segment_bytes >= 1024 * 1024, "store.segment_bytes", "must be >= 1 MiB")
-    _check(st.url == "" or "://" in st.url, "store.url", f"must be a URL such as s3://bucket/prefix, got {st.url!r}")
+    _check(st.url == "" or "://" in st.url, "store.url",
+           f"must be a URL such as s3://bucket/prefix, got {st.url!r}")
     _check(fr.commit_ops >= 1, "frontier.commit_ops", "must be >= 1")
     _check(fr.commit_ms > 0, "frontier.commit_ms", "must be > 0")
     _check(fr.map_size >= 16 * 1024 * 1024, "frontier.map_size", "must be >= 16 MiB")

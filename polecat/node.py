@@ -23,7 +23,7 @@ from polecat.dedup.canon import Canonicalizer
 from polecat.dedup.nearindex import NearDupIndex
 from polecat.dedup.seen import SeenSet
 from polecat.dedup.simhash import simhash
-from polecat.errors import FetchError, PolecatError
+from polecat.errors import BlockedAddressError, FetchError, PolecatError
 from polecat.fetch.charset import decode_html
 from polecat.fetch.http import Fetcher, Response
 from polecat.fetch.robots import RobotsPolicy, product_token
@@ -249,7 +249,7 @@ class Crawler:
         except FetchError as exc:
             self._errors[f"robots:{exc.kind}"] += 1
             self._robots.record_failure(origin, time.time(), exc)
-            return Completion(Attempt(started, time.time(), None, failed=exc.retryable), "failed", exc.kind)
+            return _failure(started, exc)
         self._robots.record_response(origin, resp.status, resp.body, time.time(),
                                      retry_after=resp.retry_after)
         return Completion(_attempt(started, resp), "fetched", str(resp.status), ip=resp.remote_ip)
@@ -260,8 +260,7 @@ class Crawler:
             resp = await self._fetcher.fetch(lease.url, etag=lease.etag, last_modified=lease.last_modified)
         except FetchError as exc:
             self._errors[exc.kind] += 1
-            outcome: Outcome = "retry" if exc.retryable else "failed"
-            return Completion(Attempt(started, time.time(), None, failed=exc.retryable), outcome, exc.kind)
+            return _failure(started, exc)
         attempt = _attempt(started, resp)
         status = resp.status
         if status in RETRY_STATUSES:
@@ -372,9 +371,21 @@ class Crawler:
         return collect_stats(
             now=time.time(), started_at=self._started_at, fetches=self._fetches,
             violations=self._violations, errors=self._errors, near_dups=self._near_dups,
-            frontier=self._frontier.stats(time.time()), seen=self._seen.stats(), canon=self._canon.stats(),
+            frontier=self._frontier.stats(time.time()), parked=self._frontier.parked_hosts(),
+            seen=self._seen.stats(), canon=self._canon.stats(),
             robots=self._robots.stats(), dns=self._fetcher.resolver.stats(), store=self._store.stats(),
         )
+
+
+HOST_FATAL = (BlockedAddressError,)
+"""Errors that every request to the host would repeat in this run: the host is parked at once."""
+
+
+def _failure(started: float, exc: FetchError) -> Completion:
+    attempt = Attempt(started, time.time(), None, failed=exc.retryable)
+    outcome: Outcome = "retry" if exc.retryable else "failed"
+    park = f"{exc.kind}: {exc}" if isinstance(exc, HOST_FATAL) else ""
+    return Completion(attempt, outcome, exc.kind, park=park)
 
 
 def _attempt(started: float, resp: Response) -> Attempt:

@@ -32,6 +32,8 @@ class CrawlStats:
     hosts_ready: int
     hosts_waiting: int
     hosts_parked: int
+    parked: tuple[tuple[str, str], ...]
+    """``(host, reason)`` of hosts parked in this run."""
     urls_accepted: int
     urls_seen_again: int
     urls_rejected: tuple[tuple[str, int], ...]
@@ -53,7 +55,8 @@ class CrawlStats:
 
 
 def collect_stats(*, now: float, started_at: float, fetches: int, violations: int,
-                  errors: Mapping[str, int], near_dups: int, frontier: FrontierStats, seen: SeenStats,
+                  errors: Mapping[str, int], near_dups: int, frontier: FrontierStats,
+                  parked: Mapping[str, str], seen: SeenStats,
                   canon: CanonStats, robots: RobotsStats, dns: DnsStats, store: StoreStats) -> CrawlStats:
     elapsed = max(1e-9, now - started_at) if started_at else 0.0
     kept = store.bodies + near_dups
@@ -62,7 +65,8 @@ def collect_stats(*, now: float, started_at: float, fetches: int, violations: in
         politeness_violations=violations, errors=tuple(sorted(errors.items())),
         queued=frontier.queued, in_flight=frontier.in_flight, hosts=frontier.hosts,
         hosts_ready=frontier.hosts_ready, hosts_waiting=frontier.hosts_waiting,
-        hosts_parked=frontier.hosts_parked, urls_accepted=frontier.accepted, urls_seen_again=frontier.seen,
+        hosts_parked=frontier.hosts_parked, parked=tuple(sorted(parked.items())),
+        urls_accepted=frontier.accepted, urls_seen_again=frontier.seen,
         urls_rejected=frontier.rejected, urls_done=frontier.done, canon_collapsed=canon.collapsed,
         bloom_fp_rate=seen.observed_fp_rate, bloom_memory_bytes=seen.memory_bytes, near_duplicates=near_dups,
         simhash_collapse_ratio=near_dups / kept if kept else 0.0,

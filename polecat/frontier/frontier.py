@@ -85,6 +85,7 @@ class Frontier:
         self._scheduled: dict[str, float] = {}
         self._leases: dict[str, Lease] = {}
         self._dirty: set[str] = set()
+        self._parked: dict[str, str] = {}
         self._queued = 0
         self._accepted = self._seen_count = self._dropped_blocked = 0
         self._rejected: Counter[str] = Counter()
@@ -298,6 +299,10 @@ class Frontier:
                 st.crawl_delay = decision.rules.crawl_delay or 0.0
         rate = self._rate(host)
         after_attempt(self._pol, rate, st, result.attempt, self._rng)
+        if result.park:
+            st.parked = True
+        if st.parked and host not in self._parked:
+            self._parked[host] = result.park or f"{st.failures} consecutive failures"
         if self._pol.key_by_ip and st.ip:
             ips = self._ips.setdefault(st.ip, IpState())
             ips.in_flight = False
@@ -396,6 +401,10 @@ class Frontier:
     def host_state(self, host: str) -> HostState | None:
         return self._hosts.get(host)
 
+    def parked_hosts(self) -> dict[str, str]:
+        """Hosts parked in this run, with the reason (reported by the node)."""
+        return dict(self._parked)
+
     @property
     def in_flight(self) -> int:
         return len(self._leases)
@@ -406,7 +415,7 @@ class Frontier:
 
     def stats(self, now: float) -> FrontierStats:
         ready = sum(1 for h, at in self._scheduled.items() if at <= now and not self._hosts[h].parked)
-        parked = sum(1 for st in self._hosts.values() if st.parked)
+        parked = len(self._parked)
         return FrontierStats(
             hosts=len(self._hosts), hosts_ready=ready, hosts_waiting=len(self._scheduled) - ready,
             hosts_parked=parked, queued=self._queued, in_flight=len(self._leases),

@@ -126,6 +126,9 @@ class Completion:
     last_modified: str | None = None
     ip: str | None = None
     changed: bool = True
+    park: str = ""
+    """Non-empty: no request to this host can succeed in this run (e.g. its address is refused by the
+    SSRF guard); the host is parked with this reason and its queue kept for a later run."""
 
 
 @dataclass(slots=True)

@@ -1,0 +1,63 @@
+"""The ``polecat`` command as a user runs it: crawl, pages, cat, config errors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from polecat.store.base import content_hash
+from polecat.testing.sitegen import SiteSpec
+from tests.conftest import TestWebFactory
+
+
+def polecat(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "polecat.cli", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_crawl_then_pages_and_cat(test_web: TestWebFactory, tmp_path: Path) -> None:
+    web = test_web(SiteSpec(hosts=2, pages_per_host=10, seed=5))
+    data = tmp_path / "d"
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("# seeds\n" + "\n".join(web.seeds) + "\n")
+    run = polecat("crawl", "--seeds-file", str(seeds), "--data", str(data), "--rate", "20",
+                  "--dns-server", web.dns_address, "--allow-private", "--throttle", "h02.test=10")
+    assert run.returncode == 0, run.stderr
+    assert "crawl finished" in run.stdout and "politeness violations 0" in run.stdout
+    listing = polecat("pages", str(data))
+    assert listing.returncode == 0, listing.stderr
+    lines = [line.split() for line in listing.stdout.splitlines() if line.strip()]
+    truth = web.ground_truth("host")
+    listed = {f[0] for f in lines}
+    assert truth <= listed
+    url = sorted(truth)[0]
+    body = subprocess.run([sys.executable, "-m", "polecat.cli", "cat", str(data), url], capture_output=True,
+                          timeout=60)
+    assert body.returncode == 0
+    assert b"<html" in body.stdout.lower()
+    digest = content_hash(body.stdout).hex()
+    assert any(f[0] == url and digest in f for f in lines)
+
+
+def test_config_errors_are_clear(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[politeness]\nrate = -1\n")
+    run = polecat("crawl", "http://a.test/", "--config", str(bad), "--data", str(tmp_path / "d"))
+    assert run.returncode == 2
+    assert "politeness.rate" in run.stderr
+    bad.write_text("[fetch]\nconcurency = 3\n")
+    run = polecat("crawl", "http://a.test/", "--config", str(bad))
+    assert run.returncode == 2 and "fetch.concurency: unknown setting" in run.stderr
+    run = polecat("crawl", "--data", str(tmp_path / "empty"))
+    assert run.returncode == 2 and "nothing to crawl" in run.stderr
+    run = polecat("crawl", "ftp://a.test/", "--data", str(tmp_path / "ftp"))
+    assert run.returncode == 2 and "not an http(s) URL" in run.stderr
+
+
+def test_private_addresses_refused_by_default(test_web: TestWebFactory, tmp_path: Path) -> None:
+    web = test_web(SiteSpec(hosts=1, pages_per_host=2, seed=1))
+    run = polecat("crawl", *web.seeds, "--data", str(tmp_path / "d"), "--dns-server", web.dns_address)
+    assert run.returncode == 0, run.stderr
+    assert web.log == []  # nothing reached the loopback server
+    assert "blocked_address" in run.stdout
