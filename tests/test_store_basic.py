@@ -132,6 +132,11 @@ def test_reopen_keeps_everything_and_continues(tmp_path: Path) -> None:
     s.close()
 
 
+def test_reading_a_missing_store_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="no page store"):
+        open_store(tmp_path / "nothing" / "store", StoreConfig(), read_only=True)
+
+
 def test_second_writer_is_refused(tmp_path: Path) -> None:
     s = open_store(tmp_path / "store", StoreConfig())
     with pytest.raises(StoreError, match="another process"):

@@ -7,6 +7,10 @@ idempotent and a crawler that fetches at least once stores exactly once.
 Durability contract (what the node relies on): ``put`` may buffer; after ``flush`` returns, everything
 put so far is durable on disk *and* indexed. The node flushes the store before it commits the frontier,
 so a crash never leaves the frontier claiming a page that the store lost.
+
+Threads: one thread calls ``put``, ``get``, ``has``, ``history`` and ``records`` (the event loop);
+``flush`` may run in another (``await asyncio.to_thread(store.flush)``) so its fsyncs do not stall the
+loop; puts made while it runs go to the next flush.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import lmdb
 
-from polecat.errors import CorruptRecord, NotFound, StoreError
+from polecat.errors import CorruptRecord, StoreError
 from polecat.store.base import HASH_NAME, FetchRecord
 
 SCHEMA_VERSION = b"1"
@@ -166,7 +166,7 @@ class Index:
 
     def __init__(self, path: Path, *, read_only: bool) -> None:
         if read_only and not (path / "data.mdb").exists():
-            raise NotFound(f"no page store index at {path}")
+            raise StoreError(f"no page store at {path.parent}")
         try:
             if not read_only:
                 os.makedirs(path, exist_ok=True)
