@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import io
 import random
+import shutil
+import subprocess
 import tempfile
 import threading
 from pathlib import Path
@@ -259,3 +261,21 @@ def test_flush_in_a_worker_thread_while_puts_continue(tmp_path: Path) -> None:
     report = verify(s)
     assert report.ok, report.faults
     s.close()
+
+
+def test_zstd_tool_decompresses_a_segment_into_a_warc_file(tmp_path: Path) -> None:
+    if shutil.which("zstd") is None:
+        pytest.skip("no zstd command")
+    root = tmp_path / "store"
+    s = open_store(root, StoreConfig())
+    body = page(11)
+    orig = rec("http://a.test/orig", body)
+    s.put(orig, body)
+    s.put(dataclasses.replace(orig, url="http://a.test/near", duplicate_of="http://a.test/orig",
+                              kind="revisit"), None)
+    s.close()
+    seg = next((root / "segments").iterdir())
+    out = subprocess.run(["zstd", "-dc", str(seg)], check=True, capture_output=True).stdout
+    recs = list(ArchiveIterator(io.BytesIO(out), check_digests="raise"))
+    assert [r.rec_type for r in recs] == ["response", "revisit"]
+    assert recs[1].rec_headers.get_header("WARC-Profile") == "urn:polecat:revisit/near-duplicate"
