@@ -7,8 +7,9 @@ and gzip-encoded. The client runs under uvloop in this process and fetches the p
 times with ``--concurrency`` tasks, first with a bare ``aiohttp.ClientSession`` loop (``async with
 s.get(url) as r: await r.read()``, aiohttp's defaults, so it decodes gzip itself), then with
 ``polecat.fetch.Fetcher``. Figures: client CPU time per request (``time.process_time``, which is what
-limits a one-core crawler) and wall-clock requests/s; the best of ``--rounds`` rounds each. Only
-127.0.0.1 is contacted; every loop is bounded in count.
+limits a one-core crawler) and wall-clock requests/s; the best of ``--rounds`` rounds each. Then the
+same page across 50 host names answered by a loopback DNS server (resolver hit ratio), and the cost of
+one ``RobotsRules.allowed`` call. Only 127.0.0.1 is contacted; every loop is bounded in count.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from aiohttp import web
 
 from polecat.config import DnsConfig, FetchConfig
 from polecat.fetch.http import Fetcher
+from polecat.fetch.robots import RobotsRules
+from polecat.testing.dns import LocalDnsServer
 
 PAGE_BYTES = 35_000
 
@@ -103,6 +106,42 @@ async def _polecat(url: str, requests: int, concurrency: int) -> tuple[float, fl
         return await _drive(one, requests, concurrency)
 
 
+async def _dns_names(port: int, dns: LocalDnsServer, hosts: int, requests: int, concurrency: int) -> str:
+    """Fetch across ``hosts`` names served by a loopback DNS server; the resolver's figures."""
+    names = [f"h{i:03d}.test" for i in range(hosts)]
+    for name in names:
+        dns.add(name, ["127.0.0.1"], ttl=300)
+    cfg = FetchConfig(concurrency=concurrency, connections_per_host=2)
+    rng = random.Random(3)
+    async with Fetcher(cfg, DnsConfig(nameservers=(dns.address,), allow_private=True)) as fetcher:
+
+        async def one() -> int:
+            return len((await fetcher.fetch(f"http://{rng.choice(names)}:{port}/page")).body)
+
+        cpu, wall = await _drive(one, requests, concurrency)
+        s = fetcher.resolver.stats()
+    return (
+        f"{requests} fetches over {hosts} names: {cpu / requests * 1e6:.1f} us CPU/req, "
+        f"{requests / wall:.0f} req/s; resolver lookups {s.hits + s.misses + s.coalesced} "
+        f"(hits {s.hits}, misses {s.misses}, coalesced {s.coalesced}), hit ratio {s.hit_ratio:.3f}, "
+        f"DNS queries sent {sum(dns.queries.values())}"
+    )
+
+
+def _robots_allowed() -> str:
+    text = "User-agent: *\n" + "".join(f"Disallow: /d{i}/\nAllow: /d{i}/open\n" for i in range(40))
+    text += "Disallow: /*.pdf$\nDisallow: /search?\n"
+    rules = RobotsRules(text, "polecat/0.1")
+    urls = [f"http://h.test/d{i % 60}/page{i}.html?q={i}" for i in range(1000)]
+    n = 200
+    t = time.perf_counter()
+    for _ in range(n):
+        for url in urls:
+            rules.allowed(url)
+    per = (time.perf_counter() - t) / (n * len(urls)) * 1e6
+    return f"RobotsRules.allowed, 82-rule file: {per:.2f} us/call"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--requests", type=int, default=6000)
@@ -120,7 +159,8 @@ def main() -> None:
     try:
         if not ready.wait(30):
             raise SystemExit("benchmark server did not start")
-        print(f"{requests} requests, concurrency {args.concurrency}, {PAGE_BYTES} B page, best of {args.rounds}")
+        print(f"{requests} requests, concurrency {args.concurrency}, {PAGE_BYTES} B page, "
+              f"best of {args.rounds}")
         print(f"{'body':<6} {'client':<8} {'CPU us/req':>11} {'req/s':>8}")
         for path in ("/page", "/gz"):
             url = f"http://127.0.0.1:{port}{path}"
@@ -135,6 +175,9 @@ def main() -> None:
                 print(f"{path[1:]:<6} {name:<8} {cpu / requests * 1e6:>11.1f} {requests / wall:>8.0f}")
             overhead = (best["polecat"][0] - best["aiohttp"][0]) / requests * 1e6
             print(f"{path[1:]:<6} overhead {overhead:>+11.1f} us/req")
+        with LocalDnsServer() as dns:
+            print(uvloop.run(_dns_names(port, dns, 50, requests, args.concurrency)))
+        print(_robots_allowed())
     finally:
         server.terminate()
         server.join(5)

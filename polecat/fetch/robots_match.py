@@ -1,0 +1,148 @@
+"""The hot path of robots.txt: does one group's Allow/Disallow list permit a URL?
+
+``RobotsRules.allowed`` runs for every discovered URL, so the rules of the one group that applies to us
+are compiled once into a :class:`RuleMatcher`:
+
+- Rules without ``*`` go into hash tables, one per pattern length: the longest literal prefix that
+  matches is found with one slice and one dict lookup per distinct length (longest first), instead of
+  testing every rule. ``$``-anchored literals are one exact lookup.
+- Rules with ``*`` are matched by a left-to-right ``str.find`` scan, linear in the URL length (a hostile
+  ``/*a*a*a*a*b`` cannot blow up the way it would as a backtracking regex). Only those that could still
+  beat the best literal match are tried.
+
+Precedence is RFC 9309's: the longest pattern (its length as written, ``$`` and ``*`` included) wins,
+Allow on a tie.
+
+Paths are compared after RFC 9309 2.2.2 normalization on both sides: ``%XX`` of an unreserved character
+is decoded, other escapes are upper-cased, non-ASCII characters are UTF-8 percent-encoded. As Google and
+protego do, ``Allow: /dir/index.html`` also allows ``/dir/``.
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import quote
+
+__all__ = ["RuleMatcher", "normalize_path"]
+
+_ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
+_UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+# Everything printable in ASCII stays as written (reserved characters keep their meaning); the rest is
+# percent-encoded.
+_SAFE = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) != "%")
+
+
+def _unescape(m: re.Match[str]) -> str:
+    char = chr(int(m.group(1), 16))
+    return char if char in _UNRESERVED else "%" + m.group(1).upper()
+
+
+def normalize_path(path: str) -> str:
+    """RFC 9309 2.2.2 form of a path (or pattern): see the module docstring. Cheap when already clean."""
+    if "%" in path:
+        path = _ESCAPE.sub(_unescape, path)
+    if not path.isascii() or " " in path:
+        path = quote(path, safe=_SAFE + "%")
+    return path
+
+
+def url_path(url: str) -> str:
+    """Path and query of an absolute URL (``/`` if empty), fragment dropped, normalized."""
+    start = url.find("//")
+    start = url.find("/", start + 2) if start >= 0 else url.find("/")
+    if start < 0:
+        path = "/"
+        query = url.find("?")
+        if query >= 0:
+            path += url[query:]
+    else:
+        path = url[start:]
+    hash_at = path.find("#")
+    if hash_at >= 0:
+        path = path[:hash_at]
+    return normalize_path(path)
+
+
+class _Wildcard:
+    """A pattern with ``*``: its literal parts, matched greedily left to right."""
+
+    __slots__ = ("anchored", "parts")
+
+    def __init__(self, pattern: str) -> None:
+        self.anchored = pattern.endswith("$")
+        body = pattern[:-1] if self.anchored else pattern
+        self.parts = body.split("*")
+
+    def match(self, path: str) -> bool:
+        parts = self.parts
+        if not path.startswith(parts[0]):
+            return False
+        pos = len(parts[0])
+        for part in parts[1:-1]:
+            found = path.find(part, pos)
+            if found < 0:
+                return False
+            pos = found + len(part)
+        last = parts[-1]
+        if self.anchored:
+            return len(path) - len(last) >= pos and path.endswith(last)
+        return path.find(last, pos) >= 0
+
+
+class RuleMatcher:
+    """Compiled Allow/Disallow rules of one group. ``rules``: ``(is_allow, pattern)`` as written."""
+
+    __slots__ = ("_exact", "_prefixes", "_wildcards")
+
+    def __init__(self, rules: list[tuple[bool, str]]) -> None:
+        entries: list[tuple[int, bool, str]] = []
+        for allow, raw in rules:
+            pattern = normalize_path(raw)
+            if not pattern:
+                continue  # "Disallow:" with no value restricts nothing
+            entries.append((len(pattern), allow, pattern))
+            if allow and pattern.endswith("/index.html") and "*" not in pattern:
+                directory = pattern[: -len("index.html")] + "$"
+                entries.append((len(directory), True, directory))
+        # Literal prefixes, by length: (length, {prefix: allow}), longest first. Equal patterns with
+        # both verdicts resolve to Allow (RFC 9309 2.2.2: the least restrictive rule).
+        by_len: dict[int, dict[str, bool]] = {}
+        # Literal "$"-anchored patterns: {path: (priority, allow)}.
+        self._exact: dict[str, tuple[int, bool]] = {}
+        wildcards: list[tuple[int, bool, _Wildcard]] = []
+        for priority, allow, pattern in entries:
+            if "*" in pattern:
+                wildcards.append((priority, allow, _Wildcard(pattern)))
+            elif pattern.endswith("$"):
+                prev = self._exact.get(pattern[:-1])
+                self._exact[pattern[:-1]] = (priority, allow or (prev is not None and prev[1]))
+            else:
+                table = by_len.setdefault(priority, {})
+                table[pattern] = allow or table.get(pattern, False)
+        self._prefixes = sorted(by_len.items(), reverse=True)
+        wildcards.sort(key=lambda w: (-w[0], not w[1]))
+        self._wildcards = wildcards
+
+    def allowed_path(self, path: str) -> bool:
+        """Verdict for a normalized path (see :func:`url_path`): the longest matching pattern wins,
+        Allow on a tie; no match allows."""
+        best, verdict = -1, True
+        n = len(path)
+        for length, table in self._prefixes:
+            if length <= n:
+                hit = table.get(path[:length])
+                if hit is not None:
+                    best, verdict = length, hit
+                    break
+        exact = self._exact.get(path)
+        if exact is not None and (exact[0] > best or (exact[0] == best and exact[1])):
+            best, verdict = exact
+        for priority, allow, wildcard in self._wildcards:
+            if priority < best or (priority == best and not allow):
+                break  # sorted: nothing further can win
+            if wildcard.match(path):
+                return allow
+        return verdict
+
+    def allowed(self, url: str) -> bool:
+        return self.allowed_path(url_path(url))
