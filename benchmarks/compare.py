@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
 
@@ -76,14 +77,15 @@ def run_child(
 def compare(
     size: Size,
     runners: list[str],
-    runs: int,
+    runs: int | Mapping[str, int],
     out: Path,
     *,
     workers: int = 1,
     slack: float = 0.0,
     cpus: tuple[str | None, str | None] = (None, None),
 ) -> dict[str, RunFigures]:
-    """Run every runner ``runs`` times over ``size``'s web; ``cpus`` = (crawler core, server core)."""
+    """Run every runner ``runs`` times (or ``runs[runner]``) over ``size``'s web; ``cpus`` = (crawler
+    core, server core)."""
     crawler_cpu, server_cpu = cpus
     addresses = [f"127.0.0.{i + 1}" for i in range(8)]
     port = _free_port(addresses)
@@ -110,7 +112,7 @@ def compare(
             dns.add(host, [address])
         for runner in runners:
             runs_figures = []
-            for i in range(runs):
+            for i in range(runs if isinstance(runs, int) else runs[runner]):
                 run_dir = out / "runs" / f"{runner}-{i}"
                 subprocess.run(["rm", "-rf", str(run_dir)], check=True)
                 run_dir.mkdir(parents=True)
@@ -162,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.compare", description=__doc__.split("\n")[0])
     parser.add_argument("--size", choices=sorted(SIZES), default="small")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--scrapy-runs", type=int, help="runs for Scrapy (default --runs; it is slow)")
     parser.add_argument(
         "--runners", default=",".join(RUNNERS), help="comma-separated subset of " + ",".join(RUNNERS)
     )
@@ -184,8 +187,11 @@ def main(argv: list[str] | None = None) -> int:
     if cpus[1] is not None:
         os.sched_setaffinity(0, {int(cpus[1])})  # the harness and its DNS thread share the server's core
     out = args.out / args.size
+    runs = {r: args.runs for r in runners}
+    if args.scrapy_runs is not None:
+        runs["scrapy"] = args.scrapy_runs
     results = compare(
-        SIZES[args.size], runners, args.runs, out, workers=args.server_workers, slack=args.slack, cpus=cpus
+        SIZES[args.size], runners, runs, out, workers=args.server_workers, slack=args.slack, cpus=cpus
     )
     print()
     print(table(results))

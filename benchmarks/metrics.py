@@ -23,6 +23,9 @@ class RunFigures:
     wall: float
     """Runner process lifetime (start-up and shutdown included)."""
     pages_per_s: float
+    """Distinct ground-truth pages per second of crawl span."""
+    fetches_per_s: float
+    """Every 200 response per second of crawl span, duplicates included."""
     cpu_ms_per_page: float
     peak_rss_mb: float
     coverage: float
@@ -56,6 +59,7 @@ def figures(
         seconds=seconds,
         wall=wall,
         pages_per_s=pages / seconds if seconds else 0.0,
+        fetches_per_s=sum(1 for r in log if r.status == 200) / seconds if seconds else 0.0,
         cpu_ms_per_page=1000 * cpu_s / pages if pages else 0.0,
         peak_rss_mb=maxrss_kb / 1024,
         coverage=pages / len(truth) if truth else 0.0,
@@ -86,6 +90,7 @@ def politeness_ceiling(site: Site, truth: set[str], intervals: dict[str, float])
 
 _COLUMNS = (
     ("pages/s", "pages_per_s", "{:.0f}"),
+    ("fetches/s", "fetches_per_s", "{:.0f}"),
     ("CPU ms/page", "cpu_ms_per_page", "{:.2f}"),
     ("peak RSS MB", "peak_rss_mb", "{:.0f}"),
     ("coverage", "coverage", "{:.1%}"),

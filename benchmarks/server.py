@@ -1,5 +1,6 @@
-"""The benchmark's static server: pre-rendered pages served from memory by several aiohttp+uvloop
-processes sharing one port through SO_REUSEPORT, on 127.0.0.1..K, each logging every request.
+"""The benchmark's static server: pre-rendered pages served from memory by one or more worker processes
+(benchmarks/httpserve.py, uvloop) sharing one port through SO_REUSEPORT, on 127.0.0.1..K, each logging
+every request.
 
 ``render_site`` writes the site once (``pages.bin`` + ``offsets.bin`` + ``spec.json``); ``StaticServer``
 starts the worker processes (``python -m benchmarks.server DIR PORT K LOGDIR``), waits until each has
@@ -11,10 +12,7 @@ mmapped, so the workers share one copy in the page cache.
 from __future__ import annotations
 
 import array
-import asyncio
 import json
-import mmap
-import os
 import signal
 import subprocess
 import sys
@@ -22,11 +20,9 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from aiohttp import web
-
+from benchmarks.httpserve import serve
 from polecat.testing.serverlog import RequestRecord, read_log
 from polecat.testing.sitegen import Site, SiteSpec
-from polecat.testing.siteserve import SiteHandler, bind_loopback, etag_of
 
 __all__ = ["StaticServer", "load_spec", "render_site"]
 
@@ -94,52 +90,12 @@ class StaticServer:
         return read_log(sorted(self.log_dir.glob("log-*.jsonl")))
 
 
-async def _serve(site_dir: Path, port: int, addresses: int, log_dir: Path) -> None:
-    site = Site(load_spec(site_dir / "spec.json"))
-    offsets = array.array("q")
-    offsets.frombytes((site_dir / "offsets.bin").read_bytes())
-    with (site_dir / "pages.bin").open("rb") as f:
-        pages = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    view = memoryview(pages)
-    etags: dict[int, str] = {}
-
-    def body_of(page: int) -> tuple[memoryview, str]:
-        body = view[offsets[page] : offsets[page + 1]]
-        etag = etags.get(page)
-        if etag is None:
-            etag = etags[page] = etag_of(body)
-        return body, etag
-
-    handler = SiteHandler(site, port, body_of)
-    log: list[RequestRecord] = []
-
-    async def handle(request: web.Request) -> web.StreamResponse:
-        start = time.monotonic()
-        host, path, page = handler.locate(request)
-        response = handler.respond(request, host, path, page)
-        log.append(handler.record(request, host, page, start, response.status))
-        return response
-
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", handle)
-    runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
-    await runner.setup()
-    for sock in bind_loopback([f"127.0.0.{i + 1}" for i in range(addresses)], port, reuse_port=True):
-        await web.SockSite(runner, sock, backlog=4096).start()
-    stop = asyncio.Event()
-    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
-    (log_dir / f"ready-{os.getpid()}").touch()
-    await stop.wait()
-    await runner.cleanup()
-    with (log_dir / f"log-{os.getpid()}.jsonl").open("w") as f:
-        f.writelines(record.to_json() + "\n" for record in log)
-
-
 def main() -> None:
     site_dir, port, addresses, log_dir = sys.argv[1:5]
     import uvloop
 
-    uvloop.run(_serve(Path(site_dir), int(port), int(addresses), Path(log_dir)))
+    spec = load_spec(Path(site_dir) / "spec.json")
+    uvloop.run(serve(spec, Path(site_dir), int(port), int(addresses), Path(log_dir)))
 
 
 if __name__ == "__main__":

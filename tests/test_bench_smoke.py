@@ -40,7 +40,7 @@ def test_runner_commands_carry_the_crawl_settings(tmp_path: Path) -> None:
 
 
 def _fig(pages_per_s: float, cpu: float, code: int = 0) -> RunFigures:
-    return RunFigures(10, 1.0, 2.0, pages_per_s, cpu, 100.0, 1.0, 0, 0, 0, 0, code)
+    return RunFigures(10, 1.0, 2.0, pages_per_s, pages_per_s, cpu, 100.0, 1.0, 0, 0, 0, 0, code)
 
 
 def test_medians_and_ratio_table() -> None:
@@ -48,5 +48,5 @@ def test_medians_and_ratio_table() -> None:
     assert (median.pages_per_s, median.cpu_ms_per_page, median.exit_code) == (200, 2.0, -9)
     text = table({"polecat": _fig(800, 1.0), "scrapy": _fig(80, 12.0), "limit": _fig(4000, 0.2)})
     rows = {line.split("|")[1].strip(): line for line in text.splitlines()}
-    assert "| 10.00x | 0.08x | 1.00x |" in rows["polecat/scrapy"]
-    assert "| 0.20x | 5.00x |" in rows["polecat/limit"]
+    assert "| 10.00x |  | 0.08x | 1.00x |" in rows["polecat/scrapy"]
+    assert "| 0.20x |  | 5.00x |" in rows["polecat/limit"]

@@ -69,6 +69,7 @@ def command(runner: str, ctx: RunContext) -> list[str]:
             "--allow-private",
             "--scope", "any",
             "--dns-server", ctx.dns_address,
+            "--quiet",
         ]  # fmt: skip
     if runner == "scrapy":
         return [
