@@ -6,6 +6,7 @@ import asyncio
 import email.utils
 import socket
 import time
+import tracemalloc
 from collections.abc import AsyncIterator
 
 import pytest
@@ -119,6 +120,18 @@ async def test_decompression_bombs_stop_at_cap(server: HostileServer, fetcher: F
     assert time.monotonic() - t < 1.5
     assert r.truncated and len(r.body) == CAP and r.body.count(0) == CAP
     assert r.wire_bytes < CAP  # stopped reading long before the ~10 MB wire size of the gzip bomb
+
+
+async def test_bomb_memory_stays_bounded(server: HostileServer, fetcher: Fetcher) -> None:
+    """Peak Python allocation while a 10 GB gzip bomb is fetched stays within a few caps."""
+    tracemalloc.start()
+    try:
+        r = await fetcher.fetch(server.url("/gzip-bomb"))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert r.truncated
+    assert peak < 4 * CAP
 
 
 async def test_silent_server_cut_by_first_byte_deadline(server: HostileServer, fetcher: Fetcher) -> None:

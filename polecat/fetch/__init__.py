@@ -13,6 +13,7 @@ from polecat.fetch.robots import (
     RobotsRules,
     RobotsStats,
 )
+from polecat.fetch.robots_fetch import refresh_robots
 
 __all__ = [
     "CachingResolver",
@@ -27,4 +28,5 @@ __all__ = [
     "RobotsRules",
     "RobotsStats",
     "decode_html",
+    "refresh_robots",
 ]
