@@ -20,7 +20,7 @@ from types import TracebackType
 
 from polecat.config import Config
 from polecat.dedup.canon import Canonicalizer
-from polecat.dedup.nearindex import NearDupIndex
+from polecat.dedup.nearindex import MAX_PAYLOAD, NearDupIndex
 from polecat.dedup.seen import SeenSet
 from polecat.dedup.simhash import simhash
 from polecat.errors import BlockedAddressError, FetchError, PolecatError
@@ -29,6 +29,7 @@ from polecat.fetch.http import Fetcher, Response
 from polecat.fetch.robots import RobotsPolicy, product_token
 from polecat.frontier.db import FrontierDB
 from polecat.frontier.frontier import Frontier, origin_of
+from polecat.frontier.patterns import hostname
 from polecat.frontier.politeness import Attempt
 from polecat.frontier.records import Completion, Idle, Lease, Outcome, Wait, child_importance
 from polecat.parse.html import parse_html
@@ -224,6 +225,11 @@ class Crawler:
     # --- one lease -------------------------------------------------------------------------------
 
     async def _run_lease(self, lease: Lease) -> None:
+        if self.config.politeness.key_by_ip and not await self._bind_ip(lease):
+            if lease.kind == "page":
+                self._fetches -= 1  # withdrawn before anything was sent
+            self._wake.set()
+            return
         try:
             if lease.kind == "robots":
                 completion = await self._robots_fetch(lease)
@@ -237,9 +243,22 @@ class Crawler:
             now = time.time()
             completion = Completion(Attempt(now, now, None), "failed", f"internal:{type(exc).__name__}")
         self._frontier.complete(lease, completion, time.time())
+        st = self._frontier.host_state(lease.host)
+        if st is not None and st.queued and not st.parked:
+            # Warm DNS for the host's next request (a no-op while its answer is cached).
+            self._fetcher.resolver.prefetch(hostname(lease.host).strip("[]"))
         if self._frontier.pending_ops >= self.config.frontier.commit_ops:
             self._checkpoint()
         self._wake.set()
+
+    async def _bind_ip(self, lease: Lease) -> bool:
+        """Per-IP politeness: resolve first, then let the frontier hold the IP (or withdraw the lease).
+        A resolution failure is left to the fetch, which reports it like any DNS error."""
+        try:
+            addrs = await self._fetcher.resolver.lookup(hostname(lease.host).strip("[]"))
+        except FetchError:
+            return True
+        return not addrs or self._frontier.bind_ip(lease, addrs[0][0], time.time())
 
     async def _robots_fetch(self, lease: Lease) -> Completion:
         origin = origin_of(lease.url)
@@ -327,7 +346,9 @@ class Crawler:
             payload = match[1]
             self._near_dups += 1
             return payload[:32], payload[32:].decode()
-        self._near.add(txn, h, digest + url.encode())
+        payload = digest + url.encode()
+        if len(payload) <= MAX_PAYLOAD:  # an LMDB dupsort value limit; such long URLs are rare
+            self._near.add(txn, h, payload)
         return None
 
     def _store_record(self, url: str, resp: Response, started: float, body: bytes | None, *,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 from polecat.node import Crawler, Page
@@ -36,3 +37,18 @@ def test_crawl_multi_host_site_end_to_end(test_web: TestWebFactory, tmp_path: Pa
     assert set(robots) == {f"h{i:02d}.test" for i in range(1, 21)} and max(robots.values()) == 1
     assert {p.url for p in pages} <= truth and len(pages) > 0.8 * len(truth)
     assert assert_store_reads_back(tmp_path / "data", cfg) > 0.8 * len(truth)
+
+
+def test_key_by_ip_limits_hosts_sharing_a_server(test_web: TestWebFactory, tmp_path: Path) -> None:
+    web = test_web(SiteSpec(hosts=4, pages_per_host=6, seed=2), addresses=1)  # every host on 127.0.0.1
+    rate = 20.0
+    cfg = crawl_config(web, tmp_path / "data", politeness={"rate": rate, "key_by_ip": True})
+
+    async def main() -> None:
+        async with Crawler(cfg) as crawler:
+            await crawler.run()
+
+    asyncio.run(main())
+    assert set(page_requests(web)) == web.ground_truth("host")
+    one_server = [replace(r, host="127.0.0.1") for r in web.log]
+    assert politeness_violations(one_server, 1 / rate) == []

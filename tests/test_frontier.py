@@ -298,3 +298,25 @@ def test_restart_waits_one_interval_from_restart_time(tmp_path: Path) -> None:
     rig.reopen(now=50.2)
     got = rig.frontier.lease(50.2)
     assert isinstance(got, Wait) and got.until is not None and got.until >= 51.2
+
+
+def test_key_by_ip_shares_one_budget_across_hosts(tmp_path: Path) -> None:
+    cfg = Config(scope=ScopeConfig(mode="any"), politeness=politeness(key_by_ip=True, rate=1.0))
+    rig = Rig(tmp_path, cfg=cfg)
+    f = rig.frontier
+    for h in ("a", "b"):
+        f.add_seed(canon(f"http://{h}.test/"), 0.0)
+    first, second = lease_or_fail(rig, 0.0), lease_or_fail(rig, 0.0)
+    assert f.bind_ip(first, "10.0.0.1", 0.0)
+    assert not f.bind_ip(second, "10.0.0.1", 0.0)  # same server: withdrawn while the IP is busy
+    assert isinstance(f.lease(0.5), Wait)
+    rig.complete_robots(first, 0.0, duration=0.2)
+    # The waiting host may go only one interval after the IP's previous response headers.
+    got = f.lease(0.5)
+    assert isinstance(got, Wait) and got.until is not None and got.until >= 0.1 + 1.0
+    again = lease_or_fail(rig, got.until)
+    assert f.bind_ip(again, "10.0.0.1", got.until)
+    # Whichever host went, the other is held back while the shared IP is busy.
+    other = f.lease(got.until + 5)
+    assert isinstance(other, Wait) or not f.bind_ip(other, "10.0.0.1", got.until + 5)
+    assert isinstance(f.lease(got.until + 5), Wait)

@@ -81,6 +81,7 @@ class Frontier:
         self._hosts: dict[str, HostState] = {}
         self._ips: dict[str, IpState] = {}
         self._ip_waiters: dict[str, set[str]] = {}
+        self._lease_ip: dict[str, str] = {}
         self._heap: list[tuple[float, str]] = []
         self._scheduled: dict[str, float] = {}
         self._leases: dict[str, Lease] = {}
@@ -232,9 +233,42 @@ class Frontier:
                 self._leases[host] = got
                 st.in_flight = True
                 if self._pol.key_by_ip and st.ip:
-                    self._ips.setdefault(st.ip, IpState()).in_flight = True
+                    self._take_ip(host, st.ip)
                 return got
         return Wait(None) if self._leases else Idle()
+
+    def bind_ip(self, lease: Lease, ip: str, now: float) -> bool:
+        """With ``key_by_ip``: the node resolved ``lease.host`` to ``ip`` just before sending. True: go
+        ahead (the IP is now held by this lease). False: the lease is withdrawn, the IP is busy or not
+        yet allowed, and the host waits for it; send nothing."""
+        host = lease.host
+        if self._lease_ip.get(host) == ip:
+            return True
+        self._release_ip(host)
+        self._hosts[host].ip = ip  # lease() checks it from now on, before handing out the host
+        if self._ip_free(host, ip, now):
+            self._take_ip(host, ip)
+            return True
+        self._leases.pop(host, None)
+        self._hosts[host].in_flight = False
+        return False
+
+    def _take_ip(self, host: str, ip: str) -> None:
+        self._ips.setdefault(ip, IpState()).in_flight = True
+        self._lease_ip[host] = ip
+
+    def _release_ip(self, host: str) -> IpState | None:
+        """Free the IP held by ``host``'s lease and reschedule the hosts that waited for it."""
+        ip = self._lease_ip.pop(host, None)
+        if ip is None:
+            return None
+        ips = self._ips[ip]
+        ips.in_flight = False
+        for waiter in self._ip_waiters.pop(ip, ()):
+            ws = self._hosts[waiter]
+            if not ws.in_flight and ws.queued > 0 and waiter not in self._scheduled:
+                self._schedule(waiter, max(ws.next_allowed, ips.next_allowed))
+        return ips
 
     def _ip_free(self, host: str, ip: str, now: float) -> bool:
         ips = self._ips.get(ip)
@@ -303,14 +337,10 @@ class Frontier:
             st.parked = True
         if st.parked and host not in self._parked:
             self._parked[host] = result.park or f"{st.failures} consecutive failures"
-        if self._pol.key_by_ip and st.ip:
-            ips = self._ips.setdefault(st.ip, IpState())
-            ips.in_flight = False
-            after_ip_attempt(ips, interval(self._pol, rate, st), result.attempt)
-            for waiter in self._ip_waiters.pop(st.ip, ()):
-                ws = self._hosts[waiter]
-                if not ws.in_flight and ws.queued > 0 and waiter not in self._scheduled:
-                    self._schedule(waiter, max(ws.next_allowed, ips.next_allowed))
+        ip = self._lease_ip.get(host)
+        if ip is not None:
+            after_ip_attempt(self._ips[ip], interval(self._pol, rate, st), result.attempt)
+            self._release_ip(host)
         if lease.kind == "page":
             self._complete_page(lease, st, result, now)
         else:
