@@ -290,7 +290,7 @@ def test_property_no_two_starts_closer_than_interval(tmp_path_factory: object, e
 def test_restart_waits_one_interval_from_restart_time(tmp_path: Path) -> None:
     """A request may have been in flight, uncommitted, when the process died: no burst after restart."""
     rig = Rig(tmp_path)
-    now = open_host(rig, "http://a.test/", 0.0)
+    open_host(rig, "http://a.test/", 0.0)
     rig.frontier.commit()
     lease = lease_or_fail(rig, 50.0)  # in flight when the process dies
     assert lease.kind == "page"
