@@ -48,8 +48,11 @@ def main() -> None:
     ap.add_argument("--dir", type=Path, default=None)
     args = ap.parse_args()
     workdir = args.dir or Path(tempfile.mkdtemp(prefix="polecat-bench-frontier-"))
-    cfg = Config(scope=ScopeConfig(mode="any", max_queue_per_host=10**9, max_pages_per_host=10**9),
-                 politeness=PolitenessConfig(rate=1000.0), frontier=FrontierConfig(map_size=256 * 1024**3))
+    cfg = Config(
+        scope=ScopeConfig(mode="any", max_queue_per_host=10**9, max_pages_per_host=10**9),
+        politeness=PolitenessConfig(rate=1000.0),
+        frontier=FrontierConfig(map_size=256 * 1024**3),
+    )
     db = FrontierDB(workdir / "frontier", map_size=cfg.frontier.map_size, params={})
     seen = SeenSet.restore(db.env, db.seen, workdir / "seen.bloom", db.seq, args.urls, 0.01)
     robots = RobotsPolicy(cfg.robots, cfg.fetch.user_agent)
@@ -65,8 +68,10 @@ def main() -> None:
             frontier.commit()
     frontier.commit()
     push_s = time.perf_counter() - t0
-    print(f"push: {args.urls:,} URLs over {args.hosts:,} hosts in {push_s:.1f}s = "
-          f"{args.urls / push_s:,.0f} URLs/s; {memory()}; queued {frontier.queued:,}")
+    print(
+        f"push: {args.urls:,} URLs over {args.hosts:,} hosts in {push_s:.1f}s = "
+        f"{args.urls / push_s:,.0f} URLs/s; {memory()}; queued {frontier.queued:,}"
+    )
 
     # Robots answered for every host up front (allow-all), as after a warm-up.
     for h in range(args.hosts):
@@ -85,8 +90,10 @@ def main() -> None:
             frontier.commit()
     frontier.commit()
     pop_s = time.perf_counter() - t0
-    print(f"pop+complete: {args.pops:,} leases in {pop_s:.1f}s = {args.pops / pop_s:,.0f}/s; "
-          f"{memory()}; queued {frontier.queued:,}")
+    print(
+        f"pop+complete: {args.pops:,} leases in {pop_s:.1f}s = {args.pops / pop_s:,.0f}/s; "
+        f"{memory()}; queued {frontier.queued:,}"
+    )
     size = sum(p.stat().st_size for p in (workdir / "frontier").iterdir())
     print(f"LMDB on disk: {size / 1024**2:,.0f} MB ({size / max(1, args.urls):.0f} B/URL)")
     db.close()

@@ -38,7 +38,8 @@ def test_text_excludes_scripts_and_collapses_whitespace() -> None:
 
 
 def test_meta_robots_nofollow_and_noindex() -> None:
-    html = '<html><head><meta name="ROBOTS" content="NoIndex, nofollow"></head><body><a href="/x">x</a></body>'
+    html = ('<html><head><meta name="ROBOTS" content="NoIndex, nofollow"></head>'
+            '<body><a href="/x">x</a></body>')
     p = parse_html(html, "http://a.test/")
     assert p.nofollow and p.noindex and p.links == ()
     none = parse_html('<meta name="polecat" content="none"><a href="/x">x</a>', "http://a.test/")
