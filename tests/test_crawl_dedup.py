@@ -335,3 +335,31 @@ def test_second_run_dedups_against_the_first(test_web: TestWebFactory, tmp_path:
     originals = assert_one_body_per_group(first + late, records, bodies)
     assert originals["late-new"].url == f"http://{LATE_HOST}:{web.port}/new.html"
     assert stats.near_duplicates == 1
+
+
+def test_generated_site_with_duplicates_within_hosts(test_web: TestWebFactory, tmp_path: Path) -> None:
+    """The site generator's duplicates (exact copies and one-token near copies of another page of the
+    same host, links included) at a larger scale: one body per group of pages sharing an original."""
+    web = test_web(SiteSpec(hosts=3, pages_per_host=24, seed=11, dup_ratio=0.2, near_dup_ratio=0.2))
+    site = web.site
+    data = tmp_path / "data"
+    cfg = crawl_config(web, data, politeness={"rate": RATE})
+    stats, _ = asyncio.run(crawl(cfg))
+
+    truth = web.ground_truth("host")
+    pages = [Served(p.host, p.path, str(p.original), "exact" if p.kind == "dup" else
+                    "near" if p.kind == "near_dup" else "single", site.render(g, web.port), 0, web.port)
+             for g, p in enumerate(site.pages) if site.url(g, web.port) in truth]
+    assert {p.role for p in pages} == {"exact", "near", "single"}
+    prints = {p.url: fingerprint(p) for p in pages}
+    for a, b in itertools.combinations(pages, 2):  # precondition, as in the hand-made web
+        d = hamming(prints[a.url], prints[b.url])
+        assert d <= NEAR if a.group == b.group else d > NEAR, (a.url, b.url, d)
+
+    records, n_bodies, bodies = stored_records(data, cfg)
+    assert set(records) == truth
+    originals = assert_one_body_per_group(pages, records, bodies)
+    assert n_bodies == len(originals) == stats.pages_stored
+    # A fetch is a near-duplicate when its bytes differ from the stored member's (exact copies of the
+    # stored body are caught by the content hash first).
+    assert stats.near_duplicates == sum(p.body != originals[p.group].body for p in pages) > 0
