@@ -3,6 +3,7 @@ and links written in the noisy forms a crawler's canonicalizer must undo."""
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -13,14 +14,25 @@ if TYPE_CHECKING:
 __all__ = ["href", "render_page"]
 
 _SYLLABLES = ("ka", "lo", "mi", "ne", "ru", "ta", "vo", "zen", "dor", "pel", "sun", "gra", "fi", "bo", "xal")
+_VOCAB_SIZE = 20_000
 _VOCAB_RNG = random.Random("polecat-vocab")
-VOCAB: tuple[str, ...] = tuple(
-    "".join(_VOCAB_RNG.choices(_SYLLABLES, k=_VOCAB_RNG.randint(1, 4))) for _ in range(3000)
-)
+_DISTINCT: dict[str, None] = {}
+while len(_DISTINCT) < _VOCAB_SIZE:
+    _DISTINCT["".join(_VOCAB_RNG.choices(_SYLLABLES, k=_VOCAB_RNG.randint(1, 4)))] = None
+VOCAB: tuple[str, ...] = tuple(sorted(_DISTINCT, key=len))
+"""Distinct words, shortest first: rank r is drawn with weight 1/r (Zipf, exponent 1), like real text,
+where a few short words are everywhere and most words are rare. A uniform draw from a small vocabulary
+made unrelated pages share most of their word sets, which no real site does."""
+CUM: tuple[float, ...] = tuple(itertools.accumulate(1 / rank for rank in range(1, _VOCAB_SIZE + 1)))
+
+
+def _draw(rng: random.Random, count: int) -> list[str]:
+    # One random() per word, like an unweighted choices(): the rest of the page's draws are unchanged.
+    return rng.choices(VOCAB, cum_weights=CUM, k=count)
 
 
 def _words(rng: random.Random, count: int) -> str:
-    return " ".join(rng.choices(VOCAB, k=count))
+    return " ".join(_draw(rng, count))
 
 
 def href(site: Site, target: int, form: str, port: int, salt: int) -> str:
@@ -59,7 +71,7 @@ def render_page(site: Site, page: int, links: Sequence[tuple[int, str]], port: i
     spec = site.spec
     rng = random.Random(f"polecat-text/{spec.seed}/{page}")
     target_size = int(spec.page_bytes * rng.uniform(0.6, 1.4))
-    title = " ".join(rng.choices(VOCAB, k=4)).title()
+    title = _words(rng, 4).title()
     anchors = [
         f'<a href="{href(site, t, form, port, page + k)}">{_words(rng, rng.randint(1, 3))}</a>'
         for k, (t, form) in enumerate(links)
@@ -76,12 +88,12 @@ def render_page(site: Site, page: int, links: Sequence[tuple[int, str]], port: i
     size = sum(map(len, parts))
     section = 0
     while rest or size < target_size:
-        words = rng.choices(VOCAB, k=rng.randint(40, 110))
+        words = _draw(rng, rng.randint(40, 110))
         for _ in range(min(len(rest), rng.randint(1, 4))):
             words.insert(rng.randrange(len(words) + 1), rest.pop())
         if rng.random() < 0.2:
             section += 1
-            words.insert(0, f'</p>\n<h2 id="sec-{section}">{" ".join(rng.choices(VOCAB, k=3))}</h2>\n<p>')
+            words.insert(0, f'</p>\n<h2 id="sec-{section}">{_words(rng, 3)}</h2>\n<p>')
         paragraph = "<p>" + " ".join(words) + ".</p>\n"
         parts.append(paragraph)
         size += len(paragraph)
