@@ -364,7 +364,7 @@ class Crawler:
 
     def _add_links(self, raw: list[str], base: str, lease: Lease, now: float) -> tuple[str, ...]:
         canon = self._canon.canonicalize
-        urls = tuple(c for href in raw if (c := canon(href, base)) is not None)
+        urls = tuple(dict.fromkeys(c for href in raw if (c := canon(href, base)) is not None))
         if urls:
             self._frontier.add_many(urls, lease.depth + 1, child_importance(lease.importance, len(urls)), now)
             self._wake.set()

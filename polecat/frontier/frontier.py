@@ -160,8 +160,28 @@ class Frontier:
         return self._add(url, host_key(url), depth, importance, now, seed=False)
 
     def add_many(self, urls: Iterable[str], depth: int, importance: float, now: float) -> int:
-        """Add outlinks of one page; returns how many were accepted."""
-        return sum(self._add(u, host_key(u), depth, importance, now, seed=False) == ACCEPTED for u in urls)
+        """Add the outlinks of one page in one batch (one vectorised Bloom pass); returns how many were
+        accepted. Per-host budgets are checked before the batch, so one page may overshoot them by its
+        own links at most."""
+        candidates: list[tuple[str, str]] = []
+        # A page often links one URL twice: the Bloom batch must see each URL once.
+        for url in dict.fromkeys(urls):
+            host = host_key(url)
+            reason = self._refuse(url, host, depth, False)
+            if reason is None:
+                candidates.append((url, host))
+            else:
+                self._rejected[reason] += 1
+        if not candidates:
+            return 0
+        fresh = self._seen.add_many_if_new(self._db.txn, [url_fingerprint(u) for u, _ in candidates])
+        accepted = 0
+        for (url, host), new in zip(candidates, fresh, strict=True):
+            if new:
+                self._enqueue(url, host, depth, importance, now)
+                accepted += 1
+        self._seen_count += len(candidates) - accepted
+        return accepted
 
     def _add(self, url: str, host: str, depth: int, importance: float, now: float, *, seed: bool) -> str:
         reason = self._refuse(url, host, depth, seed)
@@ -171,6 +191,10 @@ class Frontier:
         if not self._seen.add_if_new(self._db.txn, url_fingerprint(url)):
             self._seen_count += 1
             return SEEN
+        self._enqueue(url, host, depth, importance, now)
+        return ACCEPTED
+
+    def _enqueue(self, url: str, host: str, depth: int, importance: float, now: float) -> None:
         st = self._hosts.get(host)
         if st is None:
             st = self._hosts[host] = HostState()
@@ -183,7 +207,6 @@ class Frontier:
         self._save_host(host, st)
         if not st.in_flight and not st.parked and host not in self._scheduled:
             self._schedule(host, max(st.next_allowed, now))
-        return ACCEPTED
 
     def _refuse(self, url: str, host: str, depth: int, seed: bool) -> str | None:
         if host in self._blocked:
