@@ -1,4 +1,4 @@
-"""NearDupIndex over a real dupsort LMDB database."""
+"""NearDupIndex over a real dupsort LMDB database: banded candidates, verification, layout limits."""
 
 from __future__ import annotations
 
@@ -10,11 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import lmdb
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from benchmarks.bench_dedup_corpus import Corpus
 from polecat.dedup.nearindex import MAX_PAYLOAD, NearDupIndex, NearStats
+from polecat.dedup.simhash import VERIFY_BYTES, VERIFY_MAX_DISTANCE, Fingerprint, fingerprint, verify_distance
 
 
 @pytest.fixture
@@ -30,52 +33,123 @@ def _flip(h: int, bits: list[int]) -> int:
     return h
 
 
+def _bins(verify: bytes, bins: list[int]) -> bytes:
+    """``verify`` with the 2-bit values of ``bins`` changed."""
+    x = int.from_bytes(verify, "little")
+    for b in bins:
+        x ^= 1 << (2 * b)
+    return x.to_bytes(VERIFY_BYTES, "little")
+
+
+def _fp(rnd: random.Random) -> Fingerprint:
+    return Fingerprint(rnd.getrandbits(64), rnd.randbytes(VERIFY_BYTES))
+
+
 def test_finds_within_three_bits_in_any_bands(db_env: tuple[Any, Any]) -> None:
     env, db = db_env
     index = NearDupIndex(db)
     rnd = random.Random(1)
-    stored = [rnd.getrandbits(64) for _ in range(300)]
+    stored = [_fp(rnd) for _ in range(300)]
     with env.begin(write=True) as txn:
-        for i, h in enumerate(stored):
-            index.add(txn, h, b"page%d" % i)
-        for i, h in enumerate(stored):
-            assert index.find(txn, h) == (h, b"page%d" % i)
+        for i, fp in enumerate(stored):
+            index.add(txn, fp, b"page%d" % i)
+        for i, fp in enumerate(stored):
+            h, v = fp.index, fp.verify
+            assert index.find(txn, fp) == b"page%d" % i
             near = _flip(h, [0, 17, 34])  # three different bands: only band 3 matches
-            assert index.find(txn, near) == (h, b"page%d" % i)
-            assert index.find(txn, _flip(h, [60, 61, 62])) == (h, b"page%d" % i)
-            assert index.find(txn, near, max_distance=2) is None
-            assert index.find(txn, _flip(h, [0, 17, 34, 51])) is None  # every band differs
-    assert index.stats() == NearStats(lookups=1_500, matches=900)
+            assert index.find(txn, Fingerprint(near, v)) == b"page%d" % i
+            assert index.find(txn, Fingerprint(_flip(h, [60, 61, 62]), v)) == b"page%d" % i
+            assert index.find(txn, Fingerprint(near, v), max_distance=2) is None
+            assert index.find(txn, Fingerprint(_flip(h, [0, 17, 34, 51]), v)) is None  # every band differs
+    assert index.stats() == NearStats(lookups=1_500, matches=900, rejected=0)
+
+
+def test_candidate_needs_a_close_verification_sketch(db_env: tuple[Any, Any]) -> None:
+    env, db = db_env
+    index = NearDupIndex(db)
+    rnd = random.Random(2)
+    fp = _fp(rnd)
+    at_limit = _bins(fp.verify, list(range(0, 2 * VERIFY_MAX_DISTANCE, 2)))
+    assert verify_distance(fp.verify, at_limit) == VERIFY_MAX_DISTANCE
+    beyond = _bins(at_limit, [511])
+    with env.begin(write=True) as txn:
+        index.add(txn, fp, b"stored")
+        assert index.find(txn, Fingerprint(fp.index, at_limit)) == b"stored"
+        assert index.find(txn, Fingerprint(_flip(fp.index, [3]), beyond)) is None
+        assert index.find(txn, Fingerprint(fp.index, rnd.randbytes(VERIFY_BYTES))) is None
+    assert index.stats() == NearStats(lookups=3, matches=1, rejected=2)
 
 
 def test_returns_the_closest_candidate(db_env: tuple[Any, Any]) -> None:
     env, db = db_env
     index = NearDupIndex(db)
-    h = 0x0123_4567_89AB_CDEF
+    rnd = random.Random(3)
+    h, v = 0x0123_4567_89AB_CDEF, rnd.randbytes(VERIFY_BYTES)
     with env.begin(write=True) as txn:
-        index.add(txn, _flip(h, [1, 2, 3]), b"three")
-        index.add(txn, _flip(h, [5]), b"one")
-        index.add(txn, _flip(h, [20, 21]), b"two")
-        assert index.find(txn, h) == (_flip(h, [5]), b"one")
-        assert index.find(txn, _flip(h, [20, 21])) == (_flip(h, [20, 21]), b"two")
+        index.add(txn, Fingerprint(_flip(h, [1, 2, 3]), _bins(v, [1])), b"verify 1, index 3")
+        index.add(txn, Fingerprint(_flip(h, [5]), _bins(v, [1, 2, 3])), b"verify 3, index 1")
+        index.add(txn, Fingerprint(h, _bins(v, [4, 5])), b"verify 2, index 0")
+        index.add(txn, Fingerprint(_flip(h, [20, 21]), _bins(v, [6])), b"verify 1, index 2")
+        # Fewest differing verification bins first, then fewest index bits.
+        assert index.find(txn, Fingerprint(h, v)) == b"verify 1, index 2"
+        # Pages with the same index part are told apart by their sketches.
+        assert index.find(txn, Fingerprint(h, _bins(v, [4, 5, 9]))) == b"verify 2, index 0"
+
+
+def test_pages_with_equal_index_parts(db_env: tuple[Any, Any]) -> None:
+    env, db = db_env
+    index = NearDupIndex(db)
+    rnd = random.Random(4)
+    first, second = _fp(rnd), rnd.randbytes(VERIFY_BYTES)
+    with env.begin(write=True) as txn:
+        index.add(txn, first, b"a")
+        index.add(txn, Fingerprint(first.index, second), b"b")
+        assert index.find(txn, first) == b"a"
+        assert index.find(txn, Fingerprint(first.index, second)) == b"b"
+
+
+def test_real_fingerprints(db_env: tuple[Any, Any]) -> None:
+    """Edited copies are found; pages drawn uniformly from a small vocabulary (word sets ~70 % alike, so
+    their index parts often collide) are not."""
+    env, db = db_env
+    index = NearDupIndex(db)
+    rng = np.random.default_rng(5)
+    corpus = Corpus(seed=2)
+    docs = [corpus.words(rng, 2_000) for _ in range(40)]
+    small = Corpus(seed=3, vocab_size=3_000, zipf=0.0)
+    uniform = [fingerprint(small.text(small.words(rng, 5_000))) for _ in range(60)]
+    with env.begin(write=True) as txn:
+        for i, d in enumerate(docs):
+            index.add(txn, fingerprint(corpus.text(d)), b"doc%d" % i)
+        for i, fp in enumerate(uniform):
+            assert index.find(txn, fp) is None
+            index.add(txn, fp, b"uniform%d" % i)
+        found = [index.find(txn, fingerprint(corpus.text(corpus.edit(rng, d, 0.02)))) for d in docs]
+    assert sum(f == b"doc%d" % i for i, f in enumerate(found)) >= 36
+    assert all(f is None or f == b"doc%d" % i for i, f in enumerate(found))
+    assert index.stats().rejected > 0  # the index part alone would have collapsed some uniform pages
 
 
 def test_persists_across_transactions(db_env: tuple[Any, Any]) -> None:
     env, db = db_env
+    fp = Fingerprint(42, bytes(VERIFY_BYTES))
     with env.begin(write=True) as txn:
-        NearDupIndex(db).add(txn, 42, b"x" * MAX_PAYLOAD)
+        NearDupIndex(db).add(txn, fp, b"x" * MAX_PAYLOAD)
     with env.begin() as txn:
-        assert NearDupIndex(db).find(txn, 43) == (42, b"x" * MAX_PAYLOAD)
+        assert NearDupIndex(db).find(txn, Fingerprint(43, fp.verify)) == b"x" * MAX_PAYLOAD
 
 
 def test_rejects_bad_arguments(db_env: tuple[Any, Any]) -> None:
     env, db = db_env
     index = NearDupIndex(db)
+    fp = Fingerprint(1, bytes(VERIFY_BYTES))
     with env.begin(write=True) as txn:
         with pytest.raises(ValueError, match="payload"):
-            index.add(txn, 1, b"x" * (MAX_PAYLOAD + 1))
+            index.add(txn, fp, b"x" * (MAX_PAYLOAD + 1))
+        with pytest.raises(ValueError, match="sketch"):
+            index.add(txn, Fingerprint(1, b"short"), b"x")
         with pytest.raises(ValueError, match="max_distance"):
-            index.find(txn, 1, max_distance=4)
+            index.find(txn, fp, max_distance=4)
 
 
 @settings(max_examples=100, deadline=None)
@@ -83,15 +157,15 @@ def test_rejects_bad_arguments(db_env: tuple[Any, Any]) -> None:
 def test_property_three_bit_flips_are_always_found(h: int, bits: list[int]) -> None:
     env_dir = Path(tempfile.mkdtemp())
     env = lmdb.open(str(env_dir), map_size=1 << 22, max_dbs=2)
+    verify = random.Random(h).randbytes(VERIFY_BYTES)
     try:
         index = NearDupIndex(env.open_db(b"near", dupsort=True))
         with env.begin(write=True) as txn:
-            index.add(txn, h, b"p")
-            index.add(txn, h ^ (1 << 63) ^ (1 << 47) ^ (1 << 31) ^ (1 << 15), b"decoy")
-            query = _flip(h, bits)
-            found = index.find(txn, query)
-        assert found is not None
-        assert (found[0] ^ query).bit_count() <= len(bits)  # the stored page, or a decoy at least as close
+            index.add(txn, Fingerprint(h, verify), b"p")
+            decoy = h ^ (1 << 63) ^ (1 << 47) ^ (1 << 31) ^ (1 << 15)
+            index.add(txn, Fingerprint(decoy, _bins(verify, [7])), b"decoy")
+            found = index.find(txn, Fingerprint(_flip(h, bits), verify))
+        assert found == b"p"  # the decoy is 4 bits from h and its sketch is farther
     finally:
         env.close()
         shutil.rmtree(env_dir)

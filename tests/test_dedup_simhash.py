@@ -1,5 +1,5 @@
-"""Page fingerprints: determinism, normalization, near-duplicate recall and false matches (small sizes;
-the full bar is measured by benchmarks/bench_dedup.py)."""
+"""Page fingerprints (index bits and verification sketch): determinism, normalization, near-duplicate
+recall and false matches (small sizes; the full bar is measured by benchmarks/bench_dedup.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,16 @@ import numpy as np
 import pytest
 
 from benchmarks.bench_dedup_corpus import Corpus
-from polecat.dedup.simhash import hamming, simhash
+from polecat.dedup.simhash import (
+    VERIFY_BINS,
+    VERIFY_BYTES,
+    VERIFY_MAX_DISTANCE,
+    Fingerprint,
+    fingerprint,
+    hamming,
+    simhash,
+    verify_distance,
+)
 
 corpus = Corpus(seed=1)
 
@@ -71,3 +80,63 @@ def test_unrelated_and_template_pages_are_far() -> None:
         distances = [hamming(a, b) for a, b in itertools.combinations(group, 2)]
         assert min(distances) > 3
         assert np.mean(distances) > 12
+
+
+def test_fingerprint_parts() -> None:
+    text = corpus.text(corpus.words(np.random.default_rng(4), 800))
+    fp = fingerprint(text)
+    assert fp == fingerprint(text)
+    assert fp.index == simhash(text)
+    assert len(fp.verify) == VERIFY_BYTES
+    assert fingerprint("") == Fingerprint(0, bytes(VERIFY_BYTES))
+    assert fingerprint("one").verify != fingerprint("two").verify
+    assert fingerprint("Hello, World!") == fingerprint("hello world")
+
+
+def test_verify_sketch_sees_word_order() -> None:
+    # The index part is the word set; the verification sketch is over adjacent word pairs.
+    a, b = fingerprint("alpha beta gamma delta"), fingerprint("delta gamma beta alpha")
+    assert a.index == b.index
+    assert verify_distance(a.verify, b.verify) > VERIFY_MAX_DISTANCE
+
+
+def test_verify_distance() -> None:
+    zero = bytes(VERIFY_BYTES)
+    assert verify_distance(zero, zero) == 0
+    assert verify_distance(zero, b"\xff" * VERIFY_BYTES) == VERIFY_BINS
+    assert verify_distance(zero, b"\x01\x02\x03" + bytes(VERIFY_BYTES - 3)) == 3  # one bin per pair
+    assert verify_distance(zero, b"\x30" + bytes(VERIFY_BYTES - 1)) == 1
+
+
+def _accepted(a: Fingerprint, b: Fingerprint) -> bool:
+    return hamming(a.index, b.index) <= 3 and verify_distance(a.verify, b.verify) <= VERIFY_MAX_DISTANCE
+
+
+def test_near_duplicates_pass_verification() -> None:
+    rng = np.random.default_rng(5)
+    docs = [corpus.words(rng, 2_000) for _ in range(60)]
+    pairs = [(fingerprint(corpus.text(d)), fingerprint(corpus.text(corpus.edit(rng, d, 0.03)))) for d in docs]
+    distances = np.array([verify_distance(a.verify, b.verify) for a, b in pairs])
+    # Verification must cost (almost) no recall: a 3 % edit sits far below the threshold.
+    assert distances.max() <= VERIFY_MAX_DISTANCE * 0.7
+    assert np.mean([_accepted(a, b) for a, b in pairs]) >= 0.9
+
+
+def test_uniform_vocabulary_pages_are_not_near_duplicates() -> None:
+    """Unrelated pages drawn uniformly from 3,000 words share ~70 % of their word sets, so their index
+    parts are often within 3 bits; the bigram sketch still tells them apart."""
+    small = Corpus(seed=6, vocab_size=3_000, zipf=0.0)
+    rng = np.random.default_rng(6)
+    fps = [fingerprint(small.text(small.words(rng, 5_000))) for _ in range(80)]
+    pairs = list(itertools.combinations(fps, 2))
+    assert sum(hamming(a.index, b.index) <= 3 for a, b in pairs) > 0  # the index alone would collapse pages
+    assert min(verify_distance(a.verify, b.verify) for a, b in pairs) > 2 * VERIFY_MAX_DISTANCE
+    assert not any(_accepted(a, b) for a, b in pairs)
+
+
+def test_template_pages_fail_verification() -> None:
+    rng = np.random.default_rng(7)
+    template = corpus.words(rng, 1_000)  # half of each page
+    fps = [fingerprint(corpus.text(corpus.templated(rng, template, 2_000))) for _ in range(50)]
+    distances = [verify_distance(a.verify, b.verify) for a, b in itertools.combinations(fps, 2)]
+    assert min(distances) > 1.5 * VERIFY_MAX_DISTANCE

@@ -1,14 +1,26 @@
-"""Banded index of 64-bit page fingerprints: find a stored one within a small Hamming distance.
+"""Banded index of page fingerprints: find a stored near-duplicate without a pairwise scan.
 
-Split a fingerprint into 4 bands of 16 bits. Two fingerprints at distance <= 3 differ in at most 3
+A :class:`~polecat.dedup.simhash.Fingerprint` has a 64-bit ``index`` part and a 128-byte ``verify``
+sketch. Split ``index`` into 4 bands of 16 bits: two fingerprints at distance <= 3 differ in at most 3
 bands, so at least one band is identical (pigeonhole): looking up the 4 exact band keys finds every
-candidate, and each candidate is verified by popcount. No pairwise scan; a lookup reads 4 duplicate
-lists of about ``pages / 65536`` entries each.
+candidate, and each is checked by popcount. A lookup reads 4 duplicate lists of about ``pages / 65536``
+entries each.
 
-Layout, in an LMDB database the caller opens with ``dupsort=True``: key = band index (1 byte) + band
-value (2 bytes, big-endian); value = full fingerprint (8 bytes, big-endian) + caller payload. LMDB limits
-the values of a dupsort database to its maximum key size (511 bytes by default), so payloads are capped
-at :data:`MAX_PAYLOAD` bytes.
+64 bits alone are not evidence enough: at crawl scale each new page meets millions of stored ones, and
+the per-pair chance that unrelated pages land within distance 3 (1e-5 for pages sharing half their
+words as boilerplate) would lose pages. So a candidate within the distance counts only when its
+verification sketch is within :data:`~polecat.dedup.simhash.VERIFY_MAX_DISTANCE` too; that takes the
+per-pair false match rate below 1e-20 for such pages (benchmarks/README.md, "Dedup").
+
+Layout, in one LMDB database the caller opens with ``dupsort=True``:
+
+- band entries, 4 a page: key = band index (1 byte) + band value (2 bytes, big-endian); value = ``index``
+  (8 bytes, big-endian). Short values keep the scanned duplicate lists small.
+- one record a page: key = ``0xFF`` + ``index`` (8 bytes, big-endian); value = ``verify`` + caller
+  payload. Pages with equal ``index`` share the key as duplicates.
+
+LMDB limits the values of a dupsort database to its maximum key size (511 bytes by default), so payloads
+are capped at :data:`MAX_PAYLOAD` bytes.
 """
 
 from __future__ import annotations
@@ -16,17 +28,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from polecat.dedup.simhash import VERIFY_BYTES, VERIFY_MAX_DISTANCE, Fingerprint, verify_distance
+
 BANDS = 4
 MAX_DISTANCE = BANDS - 1
 """Beyond this distance two fingerprints may share no band, so ``find`` could miss them."""
-MAX_PAYLOAD = 511 - 8
+MAX_PAYLOAD = 511 - VERIFY_BYTES
+_RECORD = b"\xff"
 
 
 @dataclass(frozen=True, slots=True)
 class NearStats:
     lookups: int
     matches: int
-    """Lookups that found a stored fingerprint within the distance (the near-duplicate collapse count)."""
+    """Lookups that found a verified stored fingerprint (the near-duplicate collapse count)."""
+    rejected: int
+    """Stored pages within the index distance whose verification sketch was too far (false candidates)."""
 
 
 def _band_keys(h: int) -> list[bytes]:
@@ -36,45 +53,55 @@ def _band_keys(h: int) -> list[bytes]:
 class NearDupIndex:
     """Fingerprint -> payload index over a dupsort LMDB database (layout in the module docstring)."""
 
-    __slots__ = ("_db", "_lookups", "_matches")
+    __slots__ = ("_db", "_lookups", "_matches", "_rejected")
 
     def __init__(self, db: Any) -> None:
         self._db = db
-        self._lookups = self._matches = 0
+        self._lookups = self._matches = self._rejected = 0
 
-    def find(self, txn: Any, h: int, max_distance: int = 3) -> tuple[int, bytes] | None:
-        """The closest stored ``(fingerprint, payload)`` within ``max_distance`` of ``h``, or None.
+    def find(self, txn: Any, fp: Fingerprint, max_distance: int = 3) -> bytes | None:
+        """Payload of the closest stored page whose ``index`` is within ``max_distance`` bits of
+        ``fp.index`` and whose ``verify`` is within ``VERIFY_MAX_DISTANCE`` bins, or None.
 
-        Ties go to the first found. ``max_distance`` above :data:`MAX_DISTANCE` raises ValueError.
+        Closest means fewest differing verification bins (the finer estimate), then fewest index bits;
+        ties go to the first stored. ``max_distance`` above :data:`MAX_DISTANCE` raises ValueError.
         """
         if not 0 <= max_distance <= MAX_DISTANCE:
             raise ValueError(f"max_distance must be 0..{MAX_DISTANCE} with {BANDS} bands, got {max_distance}")
         self._lookups += 1
-        best: tuple[int, bytes] | None = None
-        best_distance = max_distance + 1
+        h = fp.index
+        best: bytes | None = None
+        best_rank = (VERIFY_MAX_DISTANCE + 1, 0)
         with txn.cursor(db=self._db) as cursor:
+            candidates: dict[int, int] = {}
             for key in _band_keys(h):
-                if not cursor.set_key(key):
-                    continue
-                for value in cursor.iternext_dup():
-                    other = int.from_bytes(value[:8], "big")
-                    distance = (h ^ other).bit_count()
-                    if distance < best_distance:
-                        best, best_distance = (other, bytes(value[8:])), distance
-                        if distance == 0:
-                            self._matches += 1
-                            return best
+                if cursor.set_key(key):
+                    for value in cursor.iternext_dup():
+                        other = int.from_bytes(value, "big")
+                        if (distance := (h ^ other).bit_count()) <= max_distance:
+                            candidates[other] = distance
+            for other, distance in sorted(candidates.items(), key=lambda item: item[1]):
+                cursor.set_key(_RECORD + other.to_bytes(8, "big"))
+                for record in cursor.iternext_dup():
+                    rank = (verify_distance(fp.verify, record[:VERIFY_BYTES]), distance)
+                    if rank < best_rank:
+                        best, best_rank = bytes(record[VERIFY_BYTES:]), rank
+                    elif rank[0] > VERIFY_MAX_DISTANCE:
+                        self._rejected += 1
         if best is not None:
             self._matches += 1
         return best
 
-    def add(self, txn: Any, h: int, payload: bytes) -> None:
-        """Index ``payload`` under fingerprint ``h`` (ValueError if longer than :data:`MAX_PAYLOAD`)."""
+    def add(self, txn: Any, fp: Fingerprint, payload: bytes) -> None:
+        """Index ``payload`` under ``fp`` (ValueError if longer than :data:`MAX_PAYLOAD`)."""
         if len(payload) > MAX_PAYLOAD:
             raise ValueError(f"near-duplicate payload of {len(payload)} bytes exceeds {MAX_PAYLOAD}")
-        value = h.to_bytes(8, "big") + payload
-        for key in _band_keys(h):
-            txn.put(key, value, db=self._db, dupdata=True)
+        if len(fp.verify) != VERIFY_BYTES:
+            raise ValueError(f"verification sketch must be {VERIFY_BYTES} bytes, got {len(fp.verify)}")
+        index = fp.index.to_bytes(8, "big")
+        for key in _band_keys(fp.index):
+            txn.put(key, index, db=self._db, dupdata=True)
+        txn.put(_RECORD + index, fp.verify + payload, db=self._db, dupdata=True)
 
     def stats(self) -> NearStats:
-        return NearStats(lookups=self._lookups, matches=self._matches)
+        return NearStats(lookups=self._lookups, matches=self._matches, rejected=self._rejected)

@@ -21,10 +21,22 @@ Algorithm (numpy, no Python loop over words):
    An empty bin (short texts) borrows the minimum of the next non-empty bin, mixed with its own index
    ("rotation densification"), so a 5-word page still gets 64 independent bits.
 4. Bit ``i`` is 1 when a mix of bin ``i``'s value falls below ``_ONE_RATE`` of the 64-bit range.
+
+Those 64 bits only *find* candidates: a per-pair false match rate of ``P(distance <= 3)`` is about 1e-5 for
+pages sharing half their words (boilerplate), 1 % for the word sets of unrelated pages drawn from a small
+vocabulary, and every new page is compared with every stored one. So a :class:`Fingerprint` also carries
+a *verification sketch*, computed from the same word hashes: a one-permutation MinHash of 512 bins over
+the set of word *bigrams* (adjacent word pairs), 2 bits a bin (128 bytes). Bigrams tell apart pages that
+use the same words in other orders, and 2-bit values in 4x the bins of 8-bit ones separate high
+similarities best per stored byte (b-bit MinHash). A bin's values differ with probability
+``3/4 (1 - J2)`` (``J2``: bigram Jaccard similarity): about 40 of 512 bins for 3 % of words changed,
+250+ for pages sharing half a template, 370 for unrelated pages. A candidate is a near-duplicate only when
+at most :data:`VERIFY_MAX_DISTANCE` bins differ (benchmarks/README.md, "Dedup").
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import cast
 
 import numpy as np
@@ -53,6 +65,29 @@ _R = np.uint64(0x9E3779B97F4A7C15)
 _R_INVERSE = np.uint64(pow(0x9E3779B97F4A7C15, -1, 1 << 64))
 _BIN_IDS = np.arange(_BINS, dtype=np.uint64)
 
+VERIFY_BINS = 512
+VERIFY_BYTES = VERIFY_BINS // 4
+"""Length of :attr:`Fingerprint.verify`: 512 bins of 2 bits."""
+VERIFY_MAX_DISTANCE = 96
+"""Differing verification bins (of 512) still counted a near-duplicate: bigram similarity ``J2 >= 0.75``.
+3 % of words changed gives ``J2 ~ 0.89`` (40 bins, sd 6: misses below 1e-9); half a page of shared
+template ``J2 ~ 0.35`` (250 bins, sd 10)."""
+_VERIFY_SHIFT = np.uint64(64 - 9)
+_VERIFY_IDS = np.arange(VERIFY_BINS, dtype=np.uint64)
+_VERIFY_STARTS = _VERIFY_IDS << _VERIFY_SHIFT
+_VERIFY_SEED = np.uint64(0x243F6A8885A308D3)
+_LOW_BIT_PAIRS = int.from_bytes(b"\x55" * VERIFY_BYTES, "little")
+
+
+@dataclass(frozen=True, slots=True)
+class Fingerprint:
+    """A page's near-duplicate fingerprint: ``index`` finds candidates, ``verify`` confirms them."""
+
+    index: int
+    """64-bit one-permutation MinHash bits of the word set (:func:`simhash`), compared by Hamming distance."""
+    verify: bytes
+    """:data:`VERIFY_BYTES`-byte 2-bit MinHash of the word-bigram set, compared by :func:`verify_distance`."""
+
 
 def _mix(x: U64Array) -> U64Array:
     """splitmix64's finalizer: a bijection of uint64 whose output bits all depend on every input bit."""
@@ -63,6 +98,24 @@ def _mix(x: U64Array) -> U64Array:
     return x ^ (x >> np.uint64(31))
 
 
+class _Powers:
+    """``R**(i+1)`` and ``R**-(i+1)`` mod 2**64 for ``i < n``, grown by doubling: two cumprods per page
+    were a third of the hashing time."""
+
+    def __init__(self) -> None:
+        self.forward = self.inverse = np.zeros(0, dtype=np.uint64)
+
+    def upto(self, n: int) -> tuple[U64Array, U64Array]:
+        if n > len(self.forward):
+            size = max(4096, 1 << (n - 1).bit_length())
+            self.forward = cast(U64Array, np.cumprod(np.full(size, _R, dtype=np.uint64)))
+            self.inverse = cast(U64Array, np.cumprod(np.full(size, _R_INVERSE, dtype=np.uint64)))
+        return self.forward[:n], self.inverse[:n]
+
+
+_POWERS = _Powers()
+
+
 def _word_hashes(text: str) -> U64Array:
     """One 64-bit hash per word: a polynomial hash mod 2**64 of its bytes, then mixed.
 
@@ -70,30 +123,72 @@ def _word_hashes(text: str) -> U64Array:
     ``b[s:e]`` hashes to ``(P[e] - P[s]) * R**-(s+1)`` (``R`` odd, so invertible mod 2**64).
     """
     data = np.frombuffer(text.lower().encode("utf-8", "surrogatepass"), dtype=np.uint8)
-    edges = np.diff(_WORD_BYTE[data], prepend=np.int8(0), append=np.int8(0))
+    edges = np.diff(_WORD_BYTE.take(data), prepend=np.int8(0), append=np.int8(0))
     starts = np.flatnonzero(edges == 1)
     ends = np.flatnonzero(edges == -1)
-    powers = np.cumprod(np.full(len(data), _R, dtype=np.uint64))
+    powers, inverse = _POWERS.upto(len(data))
     prefix = np.zeros(len(data) + 1, dtype=np.uint64)
     np.cumsum((data + np.uint64(1)) * powers, out=prefix[1:])
-    inverse = np.cumprod(np.full(len(data), _R_INVERSE, dtype=np.uint64))[starts]
-    polynomial = cast(U64Array, (prefix[ends] - prefix[starts]) * inverse)
+    polynomial = cast(U64Array, (prefix[ends] - prefix[starts]) * inverse[starts])
     return _mix(polynomial ^ (ends - starts).astype(np.uint64))
 
 
-def simhash(text: str) -> int:
-    """The unsigned 64-bit fingerprint of ``text`` (algorithm in the module docstring)."""
-    h = _mix(_word_hashes(text) ^ _SEED)
+def _densify(mins: U64Array, filled: npt.NDArray[np.intp], ids: U64Array) -> U64Array:
+    """Fill each empty bin from the next non-empty one, mixed with its own index ("rotation")."""
+    donor = filled[np.searchsorted(filled, np.arange(len(mins))) % len(filled)]
+    return np.where(mins == _EMPTY, _mix(mins[donor] ^ ids * _GOLDEN), mins)
+
+
+def _index_bits(words: U64Array) -> int:
+    h = _mix(words ^ _SEED)
     mins = np.full(_BINS, _EMPTY, dtype=np.uint64)
     np.minimum.at(mins, (h >> _BIN_SHIFT).astype(np.intp), h & _LOW_MASK)
     filled = np.flatnonzero(mins != _EMPTY)
+    if not len(filled):
+        return 0
     if len(filled) < _BINS:
-        if not len(filled):
-            return 0
-        donor = filled[np.searchsorted(filled, np.arange(_BINS)) % len(filled)]
-        mins = np.where(mins == _EMPTY, _mix(mins[donor] ^ _BIN_IDS * _GOLDEN), mins)
+        mins = _densify(mins, filled, _BIN_IDS)
     bits = (_mix(mins ^ _BIN_IDS) < _ONE_THRESHOLD).astype(np.uint8)
     return int(np.packbits(bits, bitorder="little").view("<u8")[0])
+
+
+def _verify_sketch(words: U64Array) -> bytes:
+    """2-bit MinHash of the word-bigram set (a lone word stands for itself), packed 4 bins a byte."""
+    if not len(words):
+        return bytes(VERIFY_BYTES)
+    pairs = words[:-1] * _M1 + words[1:] if len(words) > 1 else words
+    # Sorted, the features group by bin (their top 9 bits) and each group starts with its minimum;
+    # repeats need no removal (np.unique would cost 10x the sort).
+    features = np.sort(_mix(pairs ^ _VERIFY_SEED))
+    first = np.searchsorted(features, _VERIFY_STARTS)
+    end = np.append(first[1:], len(features))
+    mins = np.where(first < end, features[np.minimum(first, len(features) - 1)] & _LOW_MASK, _EMPTY)
+    filled = np.flatnonzero(first < end)
+    if len(filled) < VERIFY_BINS:
+        mins = _densify(mins, filled, _VERIFY_IDS)
+    values = (_mix(mins ^ _VERIFY_IDS) >> np.uint64(62)).astype(np.uint8).reshape(-1, 4)
+    packed = values[:, 0] | values[:, 1] << 2 | values[:, 2] << 4 | values[:, 3] << 6
+    return packed.tobytes()
+
+
+def fingerprint(text: str) -> Fingerprint:
+    """Both sketches of ``text`` from one pass of word hashing (algorithm in the module docstring).
+
+    Text without words gets index 0 and an all-zero ``verify``: two such texts match each other.
+    """
+    words = _word_hashes(text)
+    return Fingerprint(_index_bits(words), _verify_sketch(words))
+
+
+def simhash(text: str) -> int:
+    """The unsigned 64-bit index part of ``fingerprint(text)``."""
+    return _index_bits(_word_hashes(text))
+
+
+def verify_distance(a: bytes, b: bytes) -> int:
+    """Number of the :data:`VERIFY_BINS` bins whose 2-bit values differ between two ``verify`` sketches."""
+    x = int.from_bytes(a, "little") ^ int.from_bytes(b, "little")
+    return ((x | x >> 1) & _LOW_BIT_PAIRS).bit_count()
 
 
 def hamming(a: int, b: int) -> int:
