@@ -22,7 +22,7 @@ from polecat.config import Config
 from polecat.dedup.canon import Canonicalizer
 from polecat.dedup.nearindex import MAX_PAYLOAD, NearDupIndex
 from polecat.dedup.seen import SeenSet
-from polecat.dedup.simhash import simhash
+from polecat.dedup.simhash import fingerprint
 from polecat.errors import BlockedAddressError, FetchError, PolecatError
 from polecat.fetch.charset import decode_html
 from polecat.fetch.http import Fetcher, Response
@@ -338,17 +338,16 @@ class Crawler:
         return digest, None
 
     def _near_duplicate(self, url: str, digest: bytes, text: str) -> tuple[bytes, str] | None:
-        """(hash, URL) of a stored page within the SimHash distance, or None after indexing this one."""
-        h = simhash(text)
+        """(hash, URL) of a stored page within the fingerprint distance, or None after indexing this one."""
+        fp = fingerprint(text)
         txn = self._db.txn
-        match = self._near.find(txn, h, self.config.dedup.simhash_distance)
+        match = self._near.find(txn, fp, self.config.dedup.simhash_distance)
         if match is not None:
-            payload = match[1]
             self._near_dups += 1
-            return payload[:32], payload[32:].decode()
+            return match[:32], match[32:].decode()
         payload = digest + url.encode()
         if len(payload) <= MAX_PAYLOAD:  # an LMDB dupsort value limit; such long URLs are rare
-            self._near.add(txn, h, payload)
+            self._near.add(txn, fp, payload)
         return None
 
     def _store_record(self, url: str, resp: Response, started: float, body: bytes | None, *,
@@ -363,8 +362,7 @@ class Crawler:
                                     digest or content_hash(body), len(body), resp.truncated), body)
 
     def _add_links(self, raw: list[str], base: str, lease: Lease, now: float) -> tuple[str, ...]:
-        canon = self._canon.canonicalize
-        urls = tuple(dict.fromkeys(c for href in raw if (c := canon(href, base)) is not None))
+        urls = tuple(dict.fromkeys(self._canon.canonicalize_links(raw, base)))
         if urls:
             self._frontier.add_many(urls, lease.depth + 1, child_importance(lease.importance, len(urls)), now)
             self._wake.set()

@@ -200,3 +200,14 @@ def test_whatwg_resolution_keeps_the_expected_host() -> None:
         if got is None or host_key(got) != case["host"] or not got.startswith(case["protocol"]):
             wrong.append((case["input"], case["base"], got, case["href"]))
     assert wrong == []
+
+
+def test_canonicalize_links_memo_matches_plain_and_counts() -> None:
+    plain, memo = Canonicalizer(), Canonicalizer()
+    bases = ["http://a.test/dir/page1.html?q=1", "http://a.test/dir/page2.html", "http://a.test/other/x"]
+    hrefs = ["x.html", "../up?utm_source=z&b=2&a=1#f", "/abs", "?only=query", "#frag", "",
+             "HTTP://A.TEST:80/./y", "https://b.test/z#t", "javascript:void(0)", "http://[bad"]
+    for base in bases * 2:
+        expected = [c for h in hrefs if (c := plain.canonicalize(h, base)) is not None]
+        assert memo.canonicalize_links(hrefs, base) == expected
+    assert memo.stats() == plain.stats()

@@ -21,7 +21,7 @@ components read, then string work only where a ``%`` or a ``?`` is present.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import xxhash
@@ -32,6 +32,9 @@ from polecat.errors import ConfigError
 
 _OMITTED = 0xFFFFFFFF  # ada's url_components marker for an absent part
 _HTTP, _HTTPS = 0, 2  # ada SchemeType values
+
+MEMO_ENTRIES = 65_536
+"""Bound of the link memo of :meth:`Canonicalizer.canonicalize_links` (a few MB)."""
 
 _UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 
@@ -75,7 +78,7 @@ class CanonStats:
 class Canonicalizer:
     """Turns discovered URLs into their canonical spelling (rules in the module docstring)."""
 
-    __slots__ = ("_collapsed", "_exact", "_prefixes", "_rejected", "_total")
+    __slots__ = ("_collapsed", "_exact", "_memo", "_prefixes", "_rejected", "_total")
 
     def __init__(self, tracking_params: Sequence[str] = DEFAULT_TRACKING_PARAMS) -> None:
         """``tracking_params``: query keys to remove; ``name*`` removes every key starting with ``name``.
@@ -95,6 +98,40 @@ class Canonicalizer:
         self._exact = frozenset(exact)
         self._prefixes = tuple(prefixes)
         self._total = self._collapsed = self._rejected = 0
+        self._memo: dict[tuple[str, str], tuple[str | None, bool]] = {}
+
+    def canonicalize_links(self, hrefs: Iterable[str], base: str) -> list[str]:
+        """Canonical forms of a page's hrefs resolved against ``base`` (unparsable ones dropped).
+
+        Pages of one site repeat the same links (navigation, footers), so results are memoized. A
+        path-relative or absolute reference resolves the same against every base in one directory, so
+        the memo key is ``(base directory, href)`` (``("", href)`` for absolute http(s) hrefs); query-
+        and fragment-only references depend on the whole base and are not memoized. The memo is
+        bounded (:data:`MEMO_ENTRIES`); counters count every href, memoized or not.
+        """
+        memo = self._memo
+        base_dir = base[: base.rfind("/") + 1]
+        out: list[str] = []
+        for href in hrefs:
+            if not href or href[0] in "?#":
+                canonical = self.canonicalize(href, base)
+            else:
+                key = ("", href) if href.startswith(("http://", "https://")) else (base_dir, href)
+                hit = memo.get(key)
+                if hit is None:
+                    collapsed_before = self._collapsed
+                    canonical = self.canonicalize(href, base)
+                    if len(memo) >= MEMO_ENTRIES:
+                        memo.clear()
+                    memo[key] = (canonical, self._collapsed != collapsed_before)
+                else:
+                    canonical, collapsed = hit
+                    self._total += 1
+                    self._collapsed += collapsed
+                    self._rejected += canonical is None
+            if canonical is not None:
+                out.append(canonical)
+        return out
 
     def canonicalize(self, url: str, base: str | None = None) -> str | None:
         """The canonical form of ``url`` resolved against ``base``; ``None`` if unparsable or not http(s)."""
