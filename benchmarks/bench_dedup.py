@@ -1,6 +1,7 @@
 """Dedup benchmark: canonicalizer speed, Bloom memory / false positives / throughput, fingerprint quality.
 
-Run: ``python -m benchmarks.bench_dedup [--bloom-sizes 10000000,100000000] [--docs 500]``.
+Run: ``python -m benchmarks.bench_dedup [--bloom-sizes 10000000,100000000] [--docs 500] [--web-hosts 40]``
+(near-duplicate figures come from :mod:`benchmarks.bench_dedup_near`).
 Each section prints one line of figures; benchmarks/README.md ("Dedup") keeps the results.
 """
 
@@ -8,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import itertools
 import os
 import subprocess
 import sys
@@ -16,10 +16,9 @@ import time
 
 import numpy as np
 
-from benchmarks.bench_dedup_corpus import Corpus
+from benchmarks import bench_dedup_near
 from polecat.dedup.bloom import ScalableBloom
 from polecat.dedup.canon import Canonicalizer, url_fingerprint
-from polecat.dedup.simhash import hamming, simhash
 
 BATCH = 16_384
 PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -96,45 +95,11 @@ def bench_bloom(n: int, capacity: int, probes: int = 1_000_000) -> None:
     )
 
 
-def bench_fingerprint(docs: int) -> None:
-    corpus = Corpus(seed=11)
-    rng = np.random.default_rng(12)
-    pages = [corpus.text(corpus.words(rng, 6_300)) for _ in range(50)]
-    size = sum(len(p.encode()) for p in pages) / len(pages)
-    start = time.perf_counter()
-    for page in pages * 4:
-        simhash(page)
-    per_page = (time.perf_counter() - start) / (4 * len(pages))
-
-    originals = [corpus.words(rng, 2_000) for _ in range(docs)]
-    hashes = [simhash(corpus.text(d)) for d in originals]
-    recall = {}
-    for fraction in (0.01, 0.02, 0.03):
-        near = [simhash(corpus.text(corpus.edit(rng, d, fraction))) for d in originals]
-        recall[fraction] = np.mean([hamming(a, b) <= 3 for a, b in zip(hashes, near, strict=True)])
-    groups = {"unrelated": hashes}
-    for share in (0.25, 0.5):
-        template = corpus.words(rng, int(2_000 * share))
-        groups[f"template {share:.0%}"] = [
-            simhash(corpus.text(corpus.templated(rng, template, 2_000))) for _ in range(docs)
-        ]
-    false = {}
-    for name, group in groups.items():
-        distances = np.array([hamming(a, b) for a, b in itertools.combinations(group, 2)])
-        false[name] = (np.mean(distances <= 3), len(distances), distances.mean())
-    print(
-        f"fingerprint: {1 / per_page:,.0f} pages/s ({size / 1024:.1f} KB pages, one core); "
-        "recall at <=3 bits "
-        + ", ".join(f"{f:.0%} changed {r:.1%}" for f, r in recall.items())
-        + f" (mean {np.mean(list(recall.values())):.1%}); false near-dups "
-        + ", ".join(f"{k} {v[0]:.4%} of {v[1]:,} pairs (mean {v[2]:.1f} bits)" for k, v in false.items())
-    )
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--bloom-sizes", default="10000000", help="comma-separated URL counts")
     parser.add_argument("--docs", type=int, default=500, help="documents per fingerprint quality set")
+    parser.add_argument("--web-hosts", type=int, default=40, help="test-web hosts of 50 pages (35 KB)")
     parser.add_argument("--bloom-case", help="N:CAPACITY, one Bloom case (run in a fresh process)")
     args = parser.parse_args()
     if args.bloom_case:
@@ -142,7 +107,8 @@ def main() -> None:
         bench_bloom(n, capacity)
         return
     bench_canon()
-    bench_fingerprint(args.docs)
+    for line in bench_dedup_near.run(args.docs, args.web_hosts):
+        print(line, flush=True)
     for n in (int(s) for s in args.bloom_sizes.split(",")):
         for capacity in (n, n // 10):
             # A fresh process per case: freed memory of an earlier case would hide this one's growth.
