@@ -22,7 +22,7 @@ from polecat.config import Config
 from polecat.dedup.canon import Canonicalizer
 from polecat.dedup.nearindex import MAX_PAYLOAD, NearDupIndex
 from polecat.dedup.seen import SeenSet
-from polecat.dedup.simhash import fingerprint
+from polecat.dedup.simhash import Fingerprint, fingerprint
 from polecat.errors import BlockedAddressError, FetchError, PolecatError
 from polecat.fetch.charset import decode_html
 from polecat.fetch.http import Fetcher, Response
@@ -103,6 +103,7 @@ class Crawler:
         self._canon = Canonicalizer(cfg.dedup.tracking_params)
         self._near = NearDupIndex(self._db.near)
         self._store: PageStore = open_store(data / "store", cfg.store)
+        self._bodies_at_start = self._store.stats().bodies
         self._frontier = Frontier(self._db, cfg, self._robots, self._seen, time.time())
         self._fetcher = Fetcher(cfg.fetch, cfg.dns)
         await self._fetcher.__aenter__()
@@ -326,6 +327,12 @@ class Crawler:
         duplicate_of = None
         if text and not self._store.has(digest):
             duplicate_of = self._near_duplicate(lease.url, digest, text)
+        elif text:
+            # The body may have outlived its fingerprint (a crash after the store flush, before the
+            # frontier commit that holds the index): keep every stored page findable.
+            fp = fingerprint(text)
+            if self._near.find(self._db.txn, fp, 0) is None:
+                self._index(lease.url, digest, fp)
         if duplicate_of is not None and not self.config.dedup.store_near_duplicates:
             orig_hash, orig_url = duplicate_of
             self._store.put(FetchRecord(lease.url, started, resp.status, resp.headers, orig_hash, len(body),
@@ -345,10 +352,13 @@ class Crawler:
         if match is not None:
             self._near_dups += 1
             return match[:32], match[32:].decode()
+        self._index(url, digest, fp)
+        return None
+
+    def _index(self, url: str, digest: bytes, fp: Fingerprint) -> None:
         payload = digest + url.encode()
         if len(payload) <= MAX_PAYLOAD:  # an LMDB dupsort value limit; such long URLs are rare
-            self._near.add(txn, fp, payload)
-        return None
+            self._near.add(self._db.txn, fp, payload)
 
     def _store_record(self, url: str, resp: Response, started: float, body: bytes | None, *,
                       digest: bytes | None = None, skipped: str = "") -> None:
@@ -390,6 +400,7 @@ class Crawler:
         return collect_stats(
             now=time.time(), started_at=self._started_at, fetches=self._fetches,
             violations=self._violations, errors=self._errors, near_dups=self._near_dups,
+            bodies_at_start=self._bodies_at_start,
             frontier=self._frontier.stats(time.time()), parked=self._frontier.parked_hosts(),
             seen=self._seen.stats(), canon=self._canon.stats(),
             robots=self._robots.stats(), dns=self._fetcher.resolver.stats(), store=self._store.stats(),

@@ -43,7 +43,7 @@ class CrawlStats:
     bloom_memory_bytes: int
     near_duplicates: int
     simhash_collapse_ratio: float
-    """Near-duplicate pages / pages stored or collapsed."""
+    """Near-duplicate pages / (pages stored + near-duplicates), both counted in this run."""
     robots_failure_rate: float
     robots_unreachable: int
     dns_hit_ratio: float
@@ -56,10 +56,10 @@ class CrawlStats:
 
 def collect_stats(*, now: float, started_at: float, fetches: int, violations: int,
                   errors: Mapping[str, int], near_dups: int, frontier: FrontierStats,
-                  parked: Mapping[str, str], seen: SeenStats,
+                  parked: Mapping[str, str], bodies_at_start: int, seen: SeenStats,
                   canon: CanonStats, robots: RobotsStats, dns: DnsStats, store: StoreStats) -> CrawlStats:
     elapsed = max(1e-9, now - started_at) if started_at else 0.0
-    kept = store.bodies + near_dups
+    kept = store.bodies - bodies_at_start + near_dups
     return CrawlStats(
         elapsed_s=elapsed, fetches=fetches, fetches_per_s=fetches / elapsed if elapsed else 0.0,
         politeness_violations=violations, errors=tuple(sorted(errors.items())),

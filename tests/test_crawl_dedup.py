@@ -30,8 +30,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-import pytest
-
 from polecat.config import Config, DedupConfig
 from polecat.dedup.simhash import hamming, simhash
 from polecat.fetch.charset import decode_html
@@ -395,8 +393,6 @@ def test_generated_site_with_duplicates_within_hosts(test_web: TestWebFactory, t
     assert stats.near_duplicates == sum(p.body != originals[p.group].body for p in pages) > 0
 
 
-@pytest.mark.xfail(strict=True, reason="the store points every fetch recorded without a body (noindex, "
-                   "type not stored) at the first such fetch: they all share the empty body's hash")
 def test_pages_stored_without_body_are_not_duplicates(test_web: TestWebFactory, tmp_path: Path) -> None:
     """A noindex page and an image on other hosts are fetched but not stored; the page list must not
     call one a duplicate of the other (they share nothing but the empty placeholder body)."""
@@ -419,9 +415,6 @@ def test_pages_stored_without_body_are_not_duplicates(test_web: TestWebFactory, 
     assert noindex.url not in listing[image.url] and image.url not in listing[noindex.url], listing
 
 
-@pytest.mark.xfail(strict=True, reason="a crash between the store flush and the frontier commit keeps "
-                   "a body but loses its SimHash entry; the replayed fetch takes the exact-hash path, which "
-                   "never indexes, so later near-duplicates of that page are stored again")
 def test_near_duplicate_found_after_crash_between_flush_and_commit(test_web: TestWebFactory,
                                                                     tmp_path: Path) -> None:
     web = test_web(SiteSpec(hosts=1, pages_per_host=1))

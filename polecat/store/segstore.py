@@ -175,7 +175,7 @@ class SegmentStore:
                 original = self._log_entry(existing.seq).record
                 refers = (original.url, original.fetched_at)
                 digest = warc.payload_digest_from(existing.sha256)
-                if record.duplicate_of is None and original.url != record.url:
+                if record.duplicate_of is None and original.url != record.url and body:
                     record = dataclasses.replace(record, duplicate_of=original.url)
             record = dataclasses.replace(record, kind="revisit")
             loc = self._append(warc.encode_revisit(record, refers, digest))
