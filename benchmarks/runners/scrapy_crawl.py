@@ -48,7 +48,7 @@ class MapResolver:
         return defer.succeed(address)
 
 
-class BenchSpider(CrawlSpider):
+class BenchSpider(CrawlSpider):  # type: ignore[misc]
     name = "bench"
     rules = (Rule(LinkExtractor(), callback="save", follow=True),)
 
