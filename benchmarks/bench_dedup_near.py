@@ -41,6 +41,7 @@ from polecat.testing import sitehtml
 from polecat.testing.sitegen import Site
 
 _PAIRS = np.uint64(0x5555_5555_5555_5555)
+Ints = npt.NDArray[np.int64]
 
 
 def _speed(corpus: Corpus, rng: np.random.Generator) -> str:
@@ -61,14 +62,15 @@ def _recall(corpus: Corpus, rng: np.random.Generator, docs: int) -> str:
     parts = []
     for fraction in (0.01, 0.02, 0.03):
         near = [fingerprint(corpus.text(corpus.edit(rng, d, fraction))) for d in originals]
-        index = np.array([hamming(a.index, b.index) <= 3 for a, b in zip(fps, near, strict=True)])
+        ham = np.array([hamming(a.index, b.index) for a, b in zip(fps, near, strict=True)])
         band = np.array([_shares_band(a.index, b.index) for a, b in zip(fps, near, strict=True)])
         verify = np.array([verify_distance(a.verify, b.verify) for a, b in zip(fps, near, strict=True)])
         ok = verify <= VERIFY_MAX_DISTANCE
         parts.append(
-            f"{fraction:.0%} changed: index {index.mean():.1%}, index+verify {(index & ok).mean():.1%} "
-            f"(verify mean {verify.mean():.1f}, max {verify.max()} bins; any shared band+verify "
-            f"{(band & ok).mean():.1%})"
+            f"{fraction:.0%} changed: index <=3 {(ham <= 3).mean():.1%}, "
+            f"+verify {(ok & (ham <= 3)).mean():.1%}; "
+            f"band & <=6 +verify {(ok & band & (ham <= 6)).mean():.1%} (verify mean {verify.mean():.1f}, "
+            f"max {verify.max()} bins)"
         )
     return "recall: " + "; ".join(parts)
 
@@ -92,22 +94,25 @@ def _binomial_cdf(k: int, n: int, p: float) -> float:
     return min(1.0, math.exp(top) * sum(math.exp(x - top) for x in logs))
 
 
-def _pair_distances(fps: list[Fingerprint]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """Index Hamming and verification distances of every pair (vectorised per row)."""
+def _pair_distances(fps: list[Fingerprint]) -> tuple[Ints, Ints, Ints]:
+    """Index Hamming distance, shared-band flag and verification distance of every pair (vectorised)."""
     index = np.array([fp.index for fp in fps], dtype=np.uint64)
     verify = np.frombuffer(b"".join(fp.verify for fp in fps), dtype=np.uint64).reshape(len(fps), -1)
-    ham, ver = [], []
+    ham, band, ver = [], [], []
     for i in range(len(fps) - 1):
-        ham.append(np.bitwise_count(index[i + 1 :] ^ index[i]))
-        x = verify[i + 1 :] ^ verify[i]
-        ver.append(np.bitwise_count((x | x >> np.uint64(1)) & _PAIRS).sum(axis=1))
-    return np.concatenate(ham).astype(np.int64), np.concatenate(ver).astype(np.int64)
+        x = index[i + 1 :] ^ index[i]
+        ham.append(np.bitwise_count(x))
+        band.append(np.any([(x >> np.uint64(16 * b)) & np.uint64(0xFFFF) == 0 for b in range(4)], axis=0))
+        y = verify[i + 1 :] ^ verify[i]
+        ver.append(np.bitwise_count((y | y >> np.uint64(1)) & _PAIRS).sum(axis=1))
+    return tuple(np.concatenate(a).astype(np.int64) for a in (ham, band, ver))  # type: ignore[return-value]
 
 
 def false_matches(name: str, fps: list[Fingerprint]) -> str:
-    ham, ver = _pair_distances(fps)
+    ham, band, ver = _pair_distances(fps)
     index_rate = float(np.mean(ham <= 3))
-    both = int(np.sum((ham <= 3) & (ver <= VERIFY_MAX_DISTANCE)))
+    wide = (band == 1) & (ham <= 6)
+    both = int(np.sum(wide & (ver <= VERIFY_MAX_DISTANCE)))
     models = []
     for what, h, v in (("mean", ham.mean(), ver.mean()),
                        ("0.1st pct", np.percentile(ham, 0.1), np.percentile(ver, 0.1))):
@@ -115,8 +120,9 @@ def false_matches(name: str, fps: list[Fingerprint]) -> str:
         verify_model = _binomial_cdf(VERIFY_MAX_DISTANCE, VERIFY_BINS, v / VERIFY_BINS)
         models.append(f"{index_model:.1e} x {verify_model:.1e} = {index_model * verify_model:.1e} at {what}")
     return (
-        f"{name}: {len(ham):,} pairs; index <=3 bits {index_rate:.4%} (mean {ham.mean():.1f} bits); "
-        f"verify mean {ver.mean():.0f}, min {ver.min()} bins; both {both}. Model per pair: "
+        f"{name}: {len(ham):,} pairs; index <=3 bits {index_rate:.4%} (mean {ham.mean():.1f} bits), "
+        f"band & <=6 {wide.mean():.4%}; verify mean {ver.mean():.0f}, min {ver.min()} bins; "
+        f"verified (band & <=6 & verify) {both}. Model per pair, index <=3: "
         + "; ".join(models)
     )
 
@@ -142,20 +148,23 @@ def uniform_test_web(words: int = 3_000) -> Iterator[None]:
         sitehtml.VOCAB, sitehtml.CUM = saved
 
 
-def _web_texts(site: Site) -> list[tuple[int, bytes, str]]:
-    """``(original page, body hash, text)`` of every page, in page order (a crawl's order, roughly)."""
+WebPage = tuple[int, bytes, Fingerprint]
+"""Original page id (itself unless a duplicate), body hash, fingerprint of the extracted text."""
+
+
+def _web_pages(site: Site) -> list[WebPage]:
     out = []
     for page, info in enumerate(site.pages):
         body = site.render(page, 8080)
         text = parse_html(body.decode(), f"http://{info.host}:8080{info.path}").text
-        out.append((info.original, content_hash(body), text))
+        out.append((info.original, content_hash(body), fingerprint(text)))
     return out
 
 
-def replay(name: str, pages: list[tuple[int, bytes, str]]) -> list[str]:
-    """Feed pages through an exact-hash check and a NearDupIndex as the node does; count collapses, and
-    the pages that the 64-bit index alone (Hamming <= 3 to any stored page) would have collapsed wrongly."""
-    fps = [fingerprint(text) for _, _, text in pages]
+def replay(name: str, pages: list[WebPage], distance: int) -> str:
+    """Feed pages, in page order, through an exact-hash check and a NearDupIndex as the node does; count
+    collapses, and the pages that the 64-bit index alone (<= 3 bits from any stored page) would have
+    collapsed wrongly."""
     seen: set[bytes] = set()
     stored: list[int] = []
     collapsed = wrong = index_only_wrong = 0
@@ -163,13 +172,14 @@ def replay(name: str, pages: list[tuple[int, bytes, str]]) -> list[str]:
         env = lmdb.open(tmp, map_size=1 << 30, max_dbs=1)
         index = NearDupIndex(env.open_db(b"near", dupsort=True))
         with env.begin(write=True) as txn:
-            for k, ((original, digest, _), fp) in enumerate(zip(pages, fps, strict=True)):
+            for k, (original, digest, fp) in enumerate(pages):
                 if digest in seen:
                     continue  # exact duplicate: the content hash catches it first
                 seen.add(digest)
-                close = np.bitwise_count(np.array([fps[j].index for j in stored], dtype=np.uint64) ^ fp.index)
+                others = np.array([pages[j][2].index for j in stored], dtype=np.uint64)
+                close = np.bitwise_count(others ^ fp.index)
                 index_only_wrong += any(pages[stored[j]][0] != original for j in np.flatnonzero(close <= 3))
-                match = index.find(txn, fp)
+                match = index.find(txn, fp, distance)
                 if match is None:
                     index.add(txn, fp, k.to_bytes(4, "big"))
                     stored.append(k)
@@ -178,13 +188,11 @@ def replay(name: str, pages: list[tuple[int, bytes, str]]) -> list[str]:
                 wrong += pages[int.from_bytes(match, "big")][0] != original
         env.close()
     expected = len(seen) - len({original for original, _, _ in pages})
-    distinct = [fp for k, ((original, _, _), fp) in enumerate(zip(pages, fps, strict=True)) if original == k]
-    return [
-        f"{name} replay: {len(pages):,} pages, {len(seen):,} distinct bodies, {expected} near-duplicates; "
-        f"collapsed {collapsed} ({collapsed - wrong} right, {wrong} wrong; the index alone would have "
-        f"collapsed {index_only_wrong} pages wrongly); {index.stats()}",
-        false_matches(f"{name} distinct pages", distinct),
-    ]
+    return (
+        f"{name} replay, max_distance {distance}: {len(pages):,} pages, {len(seen):,} distinct bodies, "
+        f"{expected} near-duplicates; collapsed {collapsed} ({collapsed - wrong} right, {wrong} wrong; the "
+        f"index alone would have collapsed {index_only_wrong} pages wrongly); {index.stats()}"
+    )
 
 
 def run(docs: int, web_hosts: int) -> list[str]:
@@ -192,9 +200,13 @@ def run(docs: int, web_hosts: int) -> list[str]:
     rng = np.random.default_rng(12)
     lines = [_speed(corpus, rng), _recall(corpus, rng, docs), *_corpus_groups(corpus, rng, docs)]
     site = Site(bench_spec(web_hosts, 50, page_bytes=35_000, links=60, crawl_delay=0.25, every=25))
-    lines += replay("test web (Zipf 20,000 words)", _web_texts(site))
+    webs = {"test web (Zipf 20,000 words)": _web_pages(site)}
     with uniform_test_web():
-        lines += replay("test web (uniform 3,000 words)", _web_texts(site))
+        webs["test web (uniform 3,000 words)"] = _web_pages(site)
+    for name, pages in webs.items():
+        distinct = [fp for k, (original, _, fp) in enumerate(pages) if original == k]
+        lines.append(false_matches(f"{name}, distinct pages", distinct))
+        lines += [replay(name, pages, distance) for distance in (3, 6)]
     return lines
 
 

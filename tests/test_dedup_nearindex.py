@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from benchmarks.bench_dedup_corpus import Corpus
-from polecat.dedup.nearindex import MAX_PAYLOAD, NearDupIndex, NearStats
+from polecat.dedup.nearindex import MAX_CANDIDATE_DISTANCE, MAX_PAYLOAD, NearDupIndex, NearStats
 from polecat.dedup.simhash import VERIFY_BYTES, VERIFY_MAX_DISTANCE, Fingerprint, fingerprint, verify_distance
 
 
@@ -149,7 +149,23 @@ def test_rejects_bad_arguments(db_env: tuple[Any, Any]) -> None:
         with pytest.raises(ValueError, match="sketch"):
             index.add(txn, Fingerprint(1, b"short"), b"x")
         with pytest.raises(ValueError, match="max_distance"):
-            index.find(txn, fp, max_distance=4)
+            index.find(txn, fp, max_distance=MAX_CANDIDATE_DISTANCE + 1)
+        with pytest.raises(ValueError, match="max_distance"):
+            index.find(txn, fp, max_distance=-1)
+
+
+def test_larger_distances_need_a_shared_band(db_env: tuple[Any, Any]) -> None:
+    env, db = db_env
+    index = NearDupIndex(db)
+    fp = _fp(random.Random(6))
+    with env.begin(write=True) as txn:
+        index.add(txn, fp, b"stored")
+        six_in_three_bands = Fingerprint(_flip(fp.index, [0, 1, 16, 17, 32, 33]), fp.verify)
+        six_in_four_bands = Fingerprint(_flip(fp.index, [0, 1, 16, 17, 32, 48]), fp.verify)
+        assert index.find(txn, six_in_three_bands) is None
+        assert index.find(txn, six_in_three_bands, max_distance=5) is None
+        assert index.find(txn, six_in_three_bands, max_distance=6) == b"stored"
+        assert index.find(txn, six_in_four_bands, max_distance=MAX_CANDIDATE_DISTANCE) is None
 
 
 @settings(max_examples=100, deadline=None)

@@ -118,7 +118,8 @@ def test_near_duplicates_pass_verification() -> None:
     pairs = [(fingerprint(corpus.text(d)), fingerprint(corpus.text(corpus.edit(rng, d, 0.03)))) for d in docs]
     distances = np.array([verify_distance(a.verify, b.verify) for a, b in pairs])
     # Verification must cost (almost) no recall: a 3 % edit sits far below the threshold.
-    assert distances.max() <= VERIFY_MAX_DISTANCE * 0.7
+    assert distances.max() < VERIFY_MAX_DISTANCE
+    assert distances.mean() < VERIFY_MAX_DISTANCE * 0.6
     assert np.mean([_accepted(a, b) for a, b in pairs]) >= 0.9
 
 

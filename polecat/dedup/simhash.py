@@ -68,10 +68,11 @@ _BIN_IDS = np.arange(_BINS, dtype=np.uint64)
 VERIFY_BINS = 512
 VERIFY_BYTES = VERIFY_BINS // 4
 """Length of :attr:`Fingerprint.verify`: 512 bins of 2 bits."""
-VERIFY_MAX_DISTANCE = 96
-"""Differing verification bins (of 512) still counted a near-duplicate: bigram similarity ``J2 >= 0.75``.
-3 % of words changed gives ``J2 ~ 0.89`` (40 bins, sd 6: misses below 1e-9); half a page of shared
-template ``J2 ~ 0.35`` (250 bins, sd 10)."""
+VERIFY_MAX_DISTANCE = 80
+"""Differing verification bins (of 512) still counted a near-duplicate: bigram similarity ``J2 >= 0.79``.
+3 % of words changed in a 2,000-word page gives ``J2 ~ 0.89``, 40 bins (sd 6): misses below 1e-8. Pages
+sharing a 75 % template sit at ~150 bins (sd 10), half a template at ~240; 90 % shared is a near-duplicate
+by any measure of words (~65 bins)."""
 _VERIFY_SHIFT = np.uint64(64 - 9)
 _VERIFY_IDS = np.arange(VERIFY_BINS, dtype=np.uint64)
 _VERIFY_STARTS = _VERIFY_IDS << _VERIFY_SHIFT
