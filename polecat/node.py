@@ -288,7 +288,7 @@ class Crawler:
             return Completion(attempt, "retry", str(status), ip=resp.remote_ip)
         if 300 <= status < 400 and status != 304:
             if resp.location:
-                self._add_links([resp.location], lease.url, lease, started)
+                self._follow_redirect(lease, resp.location, started)
             self._store_record(lease.url, resp, started, resp.body)
             return Completion(attempt, "redirect", str(status), ip=resp.remote_ip)
         if status == 304:
@@ -370,6 +370,16 @@ class Crawler:
             return
         self._store.put(FetchRecord(url, started, resp.status, resp.headers,
                                     digest or content_hash(body), len(body), resp.truncated), body)
+
+    def _follow_redirect(self, lease: Lease, location: str, now: float) -> None:
+        """Queue a redirect target like a discovered URL, politely, with the hop count carried."""
+        if lease.hops >= self.config.fetch.max_redirects:
+            self._errors["too_many_redirects"] += 1
+            return
+        target = self._canon.canonicalize(location, lease.url)
+        if target is not None:
+            self._frontier.add(target, lease.depth, lease.importance, now, hops=lease.hops + 1)
+            self._wake.set()
 
     def _add_links(self, raw: list[str], base: str, lease: Lease, now: float) -> tuple[str, ...]:
         urls = tuple(dict.fromkeys(self._canon.canonicalize_links(raw, base)))

@@ -52,3 +52,30 @@ def test_key_by_ip_limits_hosts_sharing_a_server(test_web: TestWebFactory, tmp_p
     assert set(page_requests(web)) == web.ground_truth("host")
     one_server = [replace(r, host="127.0.0.1") for r in web.log]
     assert politeness_violations(one_server, 1 / rate) == []
+
+
+def test_redirects_go_through_the_frontier_bounded_and_loops_end(test_web: TestWebFactory,
+                                                                 tmp_path: Path) -> None:
+    web = test_web(SiteSpec(hosts=1, pages_per_host=2, seed=4))
+    host = "h01.test"
+    root = web.base_url(host)
+    # A chain longer than max_redirects, a two-URL loop, and a cross-host redirect linked from the root.
+    for i in range(6):
+        web.redirect(host, f"/chain{i}", f"{root}/chain{i + 1}")
+    web.redirect(host, "/loop-a", f"{root}/loop-b")
+    web.redirect(host, "/loop-b", f"{root}/loop-a")
+    body = f'<html><body><a href="/chain0">c</a><a href="/loop-a">l</a><a href="{root}/p">p</a></body></html>'
+    web.respond(host, "/", 200, headers={"Content-Type": "text/html"}, body=body.encode())
+    cfg = crawl_config(web, tmp_path / "data", scope={"seeds": [f"{root}/"], "mode": "host"},
+                       fetch={"max_redirects": 3}, politeness={"rate": 20.0})
+
+    async def main() -> None:
+        async with Crawler(cfg) as crawler:
+            stats = await crawler.run()
+        assert dict(stats.errors).get("too_many_redirects") == 1
+
+    asyncio.run(main())
+    counts = Counter(r.target for r in web.log)
+    assert [counts[f"/chain{i}"] for i in range(6)] == [1, 1, 1, 1, 0, 0]  # 3 hops followed, then stop
+    assert counts["/loop-a"] == 1 and counts["/loop-b"] == 1  # the seen-set ends the loop
+    assert politeness_violations(web.log, 1 / 20.0) == []

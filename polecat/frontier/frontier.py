@@ -154,10 +154,10 @@ class Frontier:
         self._db.txn.put(f"seedhost:{host}".encode(), b"", db=self._db.ops)
         return self._add(url, host, 0, importance, now, seed=True)
 
-    def add(self, url: str, depth: int, importance: float, now: float) -> str:
+    def add(self, url: str, depth: int, importance: float, now: float, *, hops: int = 0) -> str:
         """Queue a canonical discovered URL if it is in scope and new; returns ``"accepted"``,
-        ``"seen"`` or the reason it was refused."""
-        return self._add(url, host_key(url), depth, importance, now, seed=False)
+        ``"seen"`` or the reason it was refused. ``hops``: redirects followed to reach it."""
+        return self._add(url, host_key(url), depth, importance, now, seed=False, hops=hops)
 
     def add_many(self, urls: Iterable[str], depth: int, importance: float, now: float) -> int:
         """Add the outlinks of one page in one batch (one vectorised Bloom pass); returns how many were
@@ -183,7 +183,8 @@ class Frontier:
         self._seen_count += len(candidates) - accepted
         return accepted
 
-    def _add(self, url: str, host: str, depth: int, importance: float, now: float, *, seed: bool) -> str:
+    def _add(self, url: str, host: str, depth: int, importance: float, now: float, *, seed: bool,
+             hops: int = 0) -> str:
         reason = self._refuse(url, host, depth, seed)
         if reason is not None:
             self._rejected[reason] += 1
@@ -191,16 +192,16 @@ class Frontier:
         if not self._seen.add_if_new(self._db.txn, url_fingerprint(url)):
             self._seen_count += 1
             return SEEN
-        self._enqueue(url, host, depth, importance, now)
+        self._enqueue(url, host, depth, importance, now, hops)
         return ACCEPTED
 
-    def _enqueue(self, url: str, host: str, depth: int, importance: float, now: float) -> None:
+    def _enqueue(self, url: str, host: str, depth: int, importance: float, now: float, hops: int = 0) -> None:
         st = self._hosts.get(host)
         if st is None:
             st = self._hosts[host] = HostState()
         self._qseq += 1
         self._db.txn.put(queue_key(host.encode(), importance, depth, self._qseq),
-                         QueuedUrl(url, depth, importance).encode(), db=self._db.queue)
+                         QueuedUrl(url, depth, importance, 0, hops).encode(), db=self._db.queue)
         st.queued += 1
         self._queued += 1
         self._accepted += 1
@@ -331,7 +332,7 @@ class Frontier:
                     prev = self.url_record(q.url)
                     return Lease(host, q.url, "page", q.depth, q.importance, q.attempts, key,
                                  prev.etag if prev else None, prev.last_modified if prev else None,
-                                 not_before=st.next_allowed)
+                                 not_before=st.next_allowed, hops=q.hops)
                 self._finish(host, st, key, UrlRecord(q.url, "skipped", "robots"))
         self._schedule(host, now)
         return None
@@ -376,7 +377,7 @@ class Frontier:
             # Re-queue behind the host's other URLs (halved importance) so one bad URL cannot pin a host.
             self._db.txn.delete(lease.key, db=self._db.queue)
             self._qseq += 1
-            retry = QueuedUrl(lease.url, lease.depth, lease.importance / 2, lease.attempts + 1)
+            retry = QueuedUrl(lease.url, lease.depth, lease.importance / 2, lease.attempts + 1, lease.hops)
             self._db.txn.put(queue_key(lease.host.encode(), retry.importance, retry.depth, self._qseq),
                              retry.encode(), db=self._db.queue)
             self._save_host(lease.host, st)

@@ -31,7 +31,7 @@ def rank(importance: float) -> int:
 
 # --- queue entries -------------------------------------------------------------------------------
 
-_Q = struct.Struct(">dHB")
+_Q = struct.Struct(">dHBB")
 _KEY_TAIL = struct.Struct(">IHQ")
 
 
@@ -50,14 +50,17 @@ class QueuedUrl:
     depth: int
     importance: float
     attempts: int = 0
+    hops: int = 0
+    """Redirects followed to reach this URL (bounded by fetch.max_redirects)."""
 
     def encode(self) -> bytes:
-        return _Q.pack(self.importance, min(self.depth, 0xFFFF), min(self.attempts, 255)) + self.url.encode()
+        counts = (min(self.depth, 0xFFFF), min(self.attempts, 255), min(self.hops, 255))
+        return _Q.pack(self.importance, *counts) + self.url.encode()
 
     @classmethod
     def decode(cls, raw: bytes | memoryview) -> QueuedUrl:
-        importance, depth, attempts = _Q.unpack_from(raw)
-        return cls(bytes(raw[_Q.size :]).decode(), depth, importance, attempts)
+        importance, depth, attempts, hops = _Q.unpack_from(raw)
+        return cls(bytes(raw[_Q.size :]).decode(), depth, importance, attempts, hops)
 
 
 # --- hosts ---------------------------------------------------------------------------------------
@@ -96,6 +99,7 @@ class Lease:
     last_modified: str | None = None
     not_before: float = 0.0
     """The host's next-allowed time when leased (for the self-check of rule 2)."""
+    hops: int = 0
 
 
 @dataclass(frozen=True, slots=True)
