@@ -153,6 +153,22 @@ def cmd_crawl(args: argparse.Namespace) -> int:
     return uvloop.run(_crawl(cfg))
 
 
+def cmd_status(args: argparse.Namespace) -> int:
+    from polecat.frontier.status import read_status
+
+    s = read_status(args.data / "frontier")
+    print(f"hosts {s.hosts} ({s.hosts_with_queue} with queued URLs), queued {s.queued}, "
+          f"fetched {s.fetched}, URLs seen {s.seen_urls}, commits {s.commits}")
+    print("done: " + (", ".join(f"{k} {v}" for k, v in s.done) or "none"))
+    for host, n in s.busiest:
+        print(f"  queue {n:>9}  {host}")
+    for pattern in s.blocked:
+        print(f"  blocked {pattern}")
+    for pattern, rate in s.throttled:
+        print(f"  throttle {pattern} = {rate:g} req/s")
+    return 0
+
+
 def make_parser() -> argparse.ArgumentParser:
     from polecat.store.cli import register
 
@@ -160,6 +176,9 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug detail")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_crawl(sub)
+    status = sub.add_parser("status", help="summarize the frontier of a data dir (safe during a crawl)")
+    status.add_argument("data", type=Path, metavar="DIR")
+    status.set_defaults(func=cmd_status)
     register(sub)
     return parser
 

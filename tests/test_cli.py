@@ -25,6 +25,11 @@ def test_crawl_then_pages_and_cat(test_web: TestWebFactory, tmp_path: Path) -> N
                   "--dns-server", web.dns_address, "--allow-private", "--throttle", "h02.test=10")
     assert run.returncode == 0, run.stderr
     assert "crawl finished" in run.stdout and "politeness violations 0" in run.stdout
+    status = polecat("status", str(data))
+    assert status.returncode == 0, status.stderr
+    fetched = len(web.ground_truth("host"))
+    assert "queued 0," in status.stdout and f"fetched {fetched}," in status.stdout, status.stdout
+    assert "throttle h02.test = 10 req/s" in status.stdout
     listing = polecat("pages", str(data))
     assert listing.returncode == 0, listing.stderr
     lines = [line.split() for line in listing.stdout.splitlines() if line.strip()]

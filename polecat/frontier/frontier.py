@@ -14,6 +14,7 @@ in-flight and uncommitted work and drops nothing.
 from __future__ import annotations
 
 import heapq
+import json
 import random
 from collections import Counter
 from collections.abc import Iterable
@@ -91,6 +92,8 @@ class Frontier:
         self._accepted = self._seen_count = self._dropped_blocked = 0
         self._rejected: Counter[str] = Counter()
         self._done: Counter[str] = Counter()
+        """Outcomes in this run; ``_done_total`` (persisted in meta) counts them over all runs."""
+        self._done_total: Counter[str] = Counter(json.loads(bytes(db.txn.get(b"done", b"{}", db=db.meta))))
         self._throttle: HostPatternMap[float] = HostPatternMap()
         self._blocked: HostPatternMap[bool] = HostPatternMap()
         self._scope = ScopeFilter(cfg.scope, ())
@@ -139,6 +142,7 @@ class Frontier:
             txn.put(host.encode(), encode_host(self._hosts[host]), db=hosts)
         self._dirty.clear()
         txn.put(b"qseq", str(self._qseq).encode(), db=self._db.meta)
+        txn.put(b"done", json.dumps(self._done_total).encode(), db=self._db.meta)
         return self._db.commit()
 
     @property
@@ -381,7 +385,7 @@ class Frontier:
             self._db.txn.put(queue_key(lease.host.encode(), retry.importance, retry.depth, self._qseq),
                              retry.encode(), db=self._db.queue)
             self._save_host(lease.host, st)
-            self._done["retried"] += 1
+            self._count_done("retried")
             return
         outcome = "failed" if result.outcome == "retry" else result.outcome
         prev_raw = self._db.txn.get(url_fingerprint(lease.url), db=self._db.urls)
@@ -405,7 +409,11 @@ class Frontier:
             self._queued -= 1
         txn.put(url_fingerprint(rec.url), rec.encode(), db=self._db.urls)
         self._save_host(host, st)
-        self._done[rec.outcome if rec.outcome != "skipped" else f"skipped:{rec.reason}"] += 1
+        self._count_done(rec.outcome if rec.outcome != "skipped" else f"skipped:{rec.reason}")
+
+    def _count_done(self, label: str) -> None:
+        self._done[label] += 1
+        self._done_total[label] += 1
 
     # --- operator controls -----------------------------------------------------------------------
 

@@ -1,0 +1,64 @@
+"""A read-only view of a frontier on disk, for ``polecat status`` (safe while a crawler runs)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import lmdb
+
+from polecat.errors import FrontierError
+from polecat.frontier.db import TABLES
+from polecat.frontier.records import decode_host
+
+
+@dataclass(frozen=True, slots=True)
+class FrontierStatus:
+    hosts: int
+    hosts_with_queue: int
+    queued: int
+    fetched: int
+    seen_urls: int
+    done: tuple[tuple[str, int], ...]
+    """Finished URLs by outcome, over all runs."""
+    busiest: tuple[tuple[str, int], ...]
+    """Hosts with the longest queues."""
+    blocked: tuple[str, ...]
+    throttled: tuple[tuple[str, float], ...]
+    commits: int
+
+
+def read_status(frontier_dir: Path, top: int = 10) -> FrontierStatus:
+    """Summarize the frontier in ``frontier_dir`` from one consistent read snapshot."""
+    if not (frontier_dir / "data.mdb").exists():
+        raise FrontierError(f"no frontier in {frontier_dir}")
+    env = lmdb.open(str(frontier_dir), readonly=True, max_dbs=len(TABLES) + 2, subdir=True)
+    try:
+        dbs = {name: env.open_db(name.encode(), create=False) for name in ("meta", "hosts", "seen", "ops")}
+        with env.begin() as txn:
+            queues: Counter[str] = Counter()
+            hosts = fetched = 0
+            for key, raw in txn.cursor(db=dbs["hosts"]):
+                st = decode_host(raw)
+                hosts += 1
+                fetched += st.fetched
+                if st.queued:
+                    queues[bytes(key).decode()] = st.queued
+            blocked, throttled = [], []
+            for key, raw in txn.cursor(db=dbs["ops"]):
+                kind, _, arg = bytes(key).decode().partition(":")
+                if kind == "block":
+                    blocked.append(arg)
+                elif kind == "throttle":
+                    throttled.append((arg, float(bytes(raw))))
+            done = json.loads(bytes(txn.get(b"done", b"{}", db=dbs["meta"])))
+            return FrontierStatus(
+                hosts=hosts, hosts_with_queue=len(queues), queued=sum(queues.values()), fetched=fetched,
+                seen_urls=txn.stat(dbs["seen"])["entries"], done=tuple(sorted(done.items())),
+                busiest=tuple(queues.most_common(top)), blocked=tuple(blocked), throttled=tuple(throttled),
+                commits=int(txn.get(b"seq", b"0", db=dbs["meta"])),
+            )
+    finally:
+        env.close()
