@@ -44,6 +44,10 @@ from polecat.frontier.scope import ScopeFilter
 ROBOTS_SKIPS_PER_LEASE = 256
 """Robots-disallowed URLs retired per lease call for one host before yielding to other hosts."""
 
+RECENT_URLS = 131_072
+"""Bound of the memo of URLs already in the seen-set: sites link the same URLs (navigation, footers)
+from every page, and a memo hit skips fingerprinting, the Bloom filter and LMDB (~10 MB at most)."""
+
 ACCEPTED = "accepted"
 SEEN = "seen"
 
@@ -87,6 +91,7 @@ class Frontier:
         self._scheduled: dict[str, float] = {}
         self._leases: dict[str, Lease] = {}
         self._dirty: set[str] = set()
+        self._recent: dict[str, None] = {}
         self._parked: dict[str, str] = {}
         self._queued = 0
         self._accepted = self._seen_count = self._dropped_blocked = 0
@@ -168,19 +173,28 @@ class Frontier:
         accepted. Per-host budgets are checked before the batch, so one page may overshoot them by its
         own links at most."""
         candidates: list[tuple[str, str]] = []
+        recent = self._recent
+        repeats = 0
         # A page often links one URL twice: the Bloom batch must see each URL once.
         for url in dict.fromkeys(urls):
+            if url in recent:
+                repeats += 1
+                continue
             host = host_key(url)
             reason = self._refuse(url, host, depth, False)
             if reason is None:
                 candidates.append((url, host))
             else:
                 self._rejected[reason] += 1
+        self._seen_count += repeats
         if not candidates:
             return 0
         fresh = self._seen.add_many_if_new(self._db.txn, [url_fingerprint(u) for u, _ in candidates])
         accepted = 0
+        if len(recent) + len(candidates) > RECENT_URLS:
+            recent.clear()
         for (url, host), new in zip(candidates, fresh, strict=True):
+            recent[url] = None
             if new:
                 self._enqueue(url, host, depth, importance, now)
                 accepted += 1
