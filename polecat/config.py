@@ -131,7 +131,9 @@ class DedupConfig:
     expected_urls: int = 10_000_000
     bloom_fp_rate: float = 0.01
     tracking_params: tuple[str, ...] = DEFAULT_TRACKING_PARAMS
-    simhash_distance: int = 3
+    simhash_distance: int = 4
+    """Index distance (bits of 64) for near-duplicate candidates; each candidate is then verified by a
+    512-bin sketch (polecat/dedup/simhash.py), so precision does not depend on it."""
     store_near_duplicates: bool = False
 
 
@@ -333,8 +335,8 @@ def validate(cfg: Config) -> None:
     _check(0 < r.retry_base <= r.retry_cap, "robots.retry_base", "must be > 0 and <= robots.retry_cap")
     _check(0 < dd.bloom_fp_rate < 0.5, "dedup.bloom_fp_rate", "must be in (0, 0.5)")
     _check(dd.expected_urls >= 1000, "dedup.expected_urls", "must be >= 1000")
-    _check(0 <= dd.simhash_distance <= 3, "dedup.simhash_distance",
-           "must be in [0, 3] (the 4x16-bit banded index finds distances up to 3)")
+    _check(0 <= dd.simhash_distance <= 8, "dedup.simhash_distance",
+           "must be in [0, 8] (beyond 3 bits the 4x16-bit bands find most, not all, candidates)")
     _check(st.segment_bytes >= 1024 * 1024, "store.segment_bytes", "must be >= 1 MiB")
     _check(st.url == "" or "://" in st.url, "store.url",
            f"must be a URL such as s3://bucket/prefix, got {st.url!r}")

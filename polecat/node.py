@@ -94,7 +94,7 @@ class Crawler:
         data = cfg.data_dir
         data.mkdir(parents=True, exist_ok=True)
         self._db = FrontierDB(data / "frontier", map_size=cfg.frontier.map_size,
-                              params={"url_fingerprint": "xxh3_128", "canon": 1})
+                              params={"url_fingerprint": "xxh3_128", "canon": 1, "near_index": 2})
         self._bloom_path = data / "seen.bloom"
         self._seen = SeenSet.restore(self._db.env, self._db.seen, self._bloom_path, self._db.seq,
                                      cfg.dedup.expected_urls, cfg.dedup.bloom_fp_rate)
