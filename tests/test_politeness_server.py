@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 import lmdb
-import pytest
 
 from polecat.config import Config
 from polecat.frontier.records import QueuedUrl, UrlRecord
@@ -379,8 +378,6 @@ def test_429_storm_ends_fetched_or_failed_after_max_attempts(test_web: TestWebFa
 # --- a failed request still counts against the host's interval --------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="politeness.after_attempt: a failed attempt's next_allowed comes from "
-                   "the quarantine only, ignoring started + interval (patch in the helper's report)")
 def test_timeout_retry_waits_at_least_the_crawl_delay(test_web: TestWebFactory, tmp_path: Path) -> None:
     """A request that timed out did reach the server: the retry must keep the host's interval (here a
     Crawl-delay longer than the quarantine), measured from the first request's arrival."""

@@ -16,7 +16,8 @@ Rules (DESIGN.md section 2):
    nothing is sent before that time (capped at max_retry_after); without it the key still waits at least
    one (already cut) interval.
 5. Timeouts, connection and DNS failures quarantine the key: wait ``base * 2**(n-1)`` (capped) times a
-   jitter in [1, 1.5) after the n-th consecutive failure; after ``park_after_failures`` consecutive
+   jitter in [1, 1.5) after the n-th consecutive failure, and never less than the interval (the failed
+   request may have reached the server); after ``park_after_failures`` consecutive
    failures the host is parked for the rest of the run and reported. Any answered request resets n.
 
 All functions take ``now`` (wall-clock seconds, persisted across restarts) and mutate only the
@@ -89,7 +90,8 @@ def after_attempt(
         state.failures += 1
         if state.failures >= cfg.park_after_failures:
             state.parked = True
-        wait = quarantine_delay(cfg, state.failures, rng)
+        # The failed request may still have reached the server: the interval holds too, from its end.
+        wait = max(quarantine_delay(cfg, state.failures, rng), interval(cfg, rate, state))
         state.next_allowed = max(state.next_allowed, attempt.ended + wait)
         return
     state.failures = 0
