@@ -62,3 +62,16 @@ def test_property_next_allowed_respects_rule_2(rate: float, delay: float, start:
     assert st_.next_allowed >= headers_at + interval(CFG, rate, st_) - 1e-6
     if status in (429, 503) and retry_after is not None:
         assert st_.next_allowed >= a.ended + min(retry_after, CFG.max_retry_after) - 1e-6
+
+
+@given(rate=st.floats(0.01, 100), delay=st.floats(0, 100), start=st.floats(0, 1e6), took=st.floats(0, 60),
+       failures=st.integers(0, 10))
+def test_property_failed_attempt_waits_quarantine_and_interval(rate: float, delay: float, start: float,
+                                                               took: float, failures: int) -> None:
+    st_ = HostState(crawl_delay=delay, failures=failures)
+    a = Attempt(start, start + took, None, failed=True)
+    after_attempt(CFG, rate, st_, a, random.Random(0))
+    assert st_.failures == failures + 1
+    assert st_.next_allowed >= a.ended + interval(CFG, rate, st_) - 1e-6
+    assert st_.next_allowed >= a.ended + min(CFG.quarantine_cap, CFG.quarantine_base * 2 ** failures) - 1e-6
+    assert st_.parked == (st_.failures >= CFG.park_after_failures)
