@@ -449,8 +449,8 @@ def test_start_of_a_many_host_crawl_loses_no_host_to_dns(test_web: TestWebFactor
     conf.write_text("[robots]\nretry_base = 0.5\n[politeness]\nquarantine_base = 0.5\n")
     done = subprocess.run(
         [sys.executable, "-m", "polecat.cli", "crawl", "--seeds-file", str(seeds),
-         "--data", str(tmp_path / "d"), "--rate", "10", "--concurrency", str(hosts), "--dns-server", web.dns_address, "--allow-private",
-         "--quiet", "--config", str(conf)],
+         "--data", str(tmp_path / "d"), "--rate", "10", "--concurrency", str(hosts),
+         "--dns-server", web.dns_address, "--allow-private", "--quiet", "--config", str(conf)],
         capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     summary = done.stdout
