@@ -429,9 +429,11 @@ def _failure(started: float, exc: FetchError) -> Completion:
 
 
 def _attempt(started: float, resp: Response) -> Attempt:
-    """Convert the response's monotonic timings to wall-clock seconds anchored at ``started``."""
-    return Attempt(started, started + (resp.ended - resp.started), started + (resp.first_byte - resp.started),
-                   resp.status, resp.retry_after)
+    """The response's monotonic timings (the fetcher's clock) as wall-clock seconds. They are converted
+    with an offset read now, not from ``started``: the fetcher may have started its clock later (a
+    connection-pool wait), and an anchor computed from ``started`` would come out early."""
+    offset = time.time() - time.monotonic()
+    return Attempt(started, resp.ended + offset, resp.first_byte + offset, resp.status, resp.retry_after)
 
 
 def _header(resp: Response, name: str) -> str | None:

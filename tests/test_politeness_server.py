@@ -406,9 +406,6 @@ def test_timeout_retry_waits_at_least_the_crawl_delay(test_web: TestWebFactory, 
 # --- the politeness anchor must not depend on when the fetcher's own clock started -------------------
 
 
-@pytest.mark.xfail(strict=True, reason="node._attempt converts the fetcher's monotonic timings to wall clock "
-                   "from the node's earlier time.time() sample, so headers_at comes out early "
-                   "(patch in the helper's report)")
 def test_anchor_survives_a_pause_before_the_fetch_starts(test_web: TestWebFactory, tmp_path: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """Between the node noting a request's start and the fetcher starting its own clock, the event loop
