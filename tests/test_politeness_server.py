@@ -431,8 +431,6 @@ def test_anchor_survives_a_pause_before_the_fetch_starts(test_web: TestWebFactor
 # --- efficiency: a crawl of many hosts must not lose hosts to its own DNS burst ---------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="CachingResolver starts every host's lookup at once; c-ares times out "
-                   "the queued ones and each failed robots.txt fetch closes its host (patch in the report)")
 def test_start_of_a_many_host_crawl_loses_no_host_to_dns(test_web: TestWebFactory, tmp_path: Path) -> None:
     """Every host's robots.txt is due at once when a crawl starts: hundreds of lookups in the same
     millisecond. A failed lookup closes the host (robots.txt unreachable) and quarantines it, which at

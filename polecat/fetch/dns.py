@@ -68,6 +68,10 @@ class _Entry:
     expires: float
 
 
+MAX_CONCURRENT_LOOKUPS = 32
+"""Names queried at once; the rest wait their turn (with their own timeout starting when they run)."""
+
+
 class CachingResolver(AbstractResolver):
     """aiohttp resolver with a TTL-honouring shared cache; see the module docstring."""
 
@@ -77,6 +81,7 @@ class CachingResolver(AbstractResolver):
         self._cache: dict[str, _Entry] = {}
         self._inflight: dict[str, asyncio.Future[_Entry]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._slots = asyncio.Semaphore(MAX_CONCURRENT_LOOKUPS)
         self._aiodns: aiodns.DNSResolver | None = None
         self._hits = self._misses = self._coalesced = self._failures = 0
         self._since_sweep = 0
@@ -170,7 +175,9 @@ class CachingResolver(AbstractResolver):
 
     async def _query(self, key: str, fut: asyncio.Future[_Entry]) -> None:
         try:
-            async with asyncio.timeout(self._cfg.timeout * 3):  # c-ares' own timeout x tries, plus slack
+            # A crawl start makes every host's lookup due at once; queueing them here rather than in
+            # c-ares keeps each one's timeout for its own query.
+            async with self._slots, asyncio.timeout(self._cfg.timeout * 3):  # c-ares timeout x tries + slack
                 entry = await self._ask(key)
         except asyncio.CancelledError:  # close(): waiters must not hang
             fut.set_exception(DnsError(f"{key}: lookup abandoned (resolver closed)"))
