@@ -136,6 +136,17 @@ class Crawler:
         self._wake.set()
         return decision
 
+    def block(self, pattern: str) -> int:
+        """Block hosts matching ``pattern`` (``example.com`` or ``*.example.com``) from now on, persisted:
+        their queued URLs are recorded done (reason ``blocked``). Returns how many were dropped."""
+        return self._frontier.block(pattern)
+
+    def throttle(self, pattern: str, rate: float) -> None:
+        """Set the request rate (req/s) of hosts matching ``pattern``, persisted across restarts."""
+        if not rate > 0:
+            raise PolecatError(f"throttle rate for {pattern!r} must be > 0, got {rate}")
+        self._frontier.set_throttle(pattern, rate)
+
     def stop(self) -> None:
         """Ask :meth:`run` to stop leasing and return once in-flight requests end."""
         self._stop.set()

@@ -79,3 +79,27 @@ def test_redirects_go_through_the_frontier_bounded_and_loops_end(test_web: TestW
     assert [counts[f"/chain{i}"] for i in range(6)] == [1, 1, 1, 1, 0, 0]  # 3 hops followed, then stop
     assert counts["/loop-a"] == 1 and counts["/loop-b"] == 1  # the seen-set ends the loop
     assert politeness_violations(web.log, 1 / 20.0) == []
+
+
+def test_library_block_and_throttle_persist(test_web: TestWebFactory, tmp_path: Path) -> None:
+    web = test_web(SiteSpec(hosts=3, pages_per_host=5, seed=9))
+    cfg = crawl_config(web, tmp_path / "data", politeness={"rate": 20.0}, scope={"max_pages": 1})
+
+    async def first() -> None:
+        async with Crawler(cfg) as crawler:
+            crawler.throttle("h02.test", 4.0)
+            assert crawler.block("h03.test") == 1  # its seed was queued: recorded done, reason blocked
+            await crawler.run()
+
+    asyncio.run(first())
+    web.clear_log()
+    resumed = crawl_config(web, tmp_path / "data", politeness={"rate": 20.0})
+
+    async def second() -> None:
+        async with Crawler(resumed) as crawler:
+            await crawler.run()
+
+    asyncio.run(second())
+    hosts = Counter(r.host for r in web.log)
+    assert "h03.test" not in hosts and hosts["h02.test"] > 1
+    assert politeness_violations([r for r in web.log if r.host == "h02.test"], 1 / 4.0) == []
