@@ -18,6 +18,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from types import TracebackType
 
+import lmdb
+
 from polecat.config import Config
 from polecat.dedup.canon import Canonicalizer
 from polecat.dedup.nearindex import MAX_PAYLOAD, NearDupIndex
@@ -86,6 +88,7 @@ class Crawler:
         self._started_at = 0.0
         self._last_bloom_save = 0.0
         self._opened = False
+        self._fatal: BaseException | None = None
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -123,9 +126,14 @@ class Crawler:
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
         await self._fetcher.__aexit__(et, e, tb)
-        self._checkpoint(save_bloom=True)
-        self._store.close()
-        self._db.close()
+        if self._fatal is None:
+            self._checkpoint(save_bloom=True)
+            self._store.close()
+            self._db.close()
+        else:  # keep only what was committed before the failure; the next start replays the rest
+            with contextlib.suppress(Exception):
+                self._store.close()
+            self._db.abort()
 
     def add_seed(self, url: str, *, importance: float = 1.0, now: float | None = None) -> str:
         """Queue a seed URL (its host joins the scope). Returns the frontier's decision."""
@@ -199,11 +207,22 @@ class Crawler:
             checkpointer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await checkpointer
-            self._checkpoint(save_bloom=True)
+            if self._fatal is None:
+                self._checkpoint(save_bloom=True)
             for q in self._page_queues:
                 with contextlib.suppress(asyncio.QueueFull):
                     q.put_nowait(None)
+        if self._fatal is not None:
+            # What was committed is consistent; the rest replays on the next start.
+            raise PolecatError(f"crawl stopped: {self._fatal}") from self._fatal
         return self.stats()
+
+    def _fail(self, exc: BaseException) -> None:
+        """State can no longer be saved (disk full, map full, I/O error): stop, keep what was committed."""
+        if self._fatal is None:
+            log.error("stopping: %s", exc)
+            self._fatal = exc
+        self.stop()
 
     async def _sleep(self, loop: asyncio.AbstractEventLoop, until: float | None) -> None:
         """Wait for a completion, a new URL, stop, or the wall-clock time ``until``."""
@@ -232,7 +251,11 @@ class Crawler:
         while True:
             await asyncio.sleep(period)
             if self._frontier.pending_ops:
-                self._checkpoint()
+                try:
+                    self._checkpoint()
+                except (PolecatError, OSError, lmdb.Error) as exc:
+                    self._fail(exc)
+                    return
 
     # --- one lease -------------------------------------------------------------------------------
 
@@ -254,13 +277,17 @@ class Crawler:
             self._errors["internal"] += 1
             now = time.time()
             completion = Completion(Attempt(now, now, None), "failed", f"internal:{type(exc).__name__}")
-        self._frontier.complete(lease, completion, time.time())
+        try:
+            self._frontier.complete(lease, completion, time.time())
+            if self._frontier.pending_ops >= self.config.frontier.commit_ops:
+                self._checkpoint()
+        except (PolecatError, OSError, lmdb.Error) as exc:
+            self._fail(exc)
+            return
         st = self._frontier.host_state(lease.host)
         if st is not None and st.queued and not st.parked:
             # Warm DNS for the host's next request (a no-op while its answer is cached).
             self._fetcher.resolver.prefetch(hostname(lease.host).strip("[]"))
-        if self._frontier.pending_ops >= self.config.frontier.commit_ops:
-            self._checkpoint()
         self._wake.set()
 
     async def _bind_ip(self, lease: Lease) -> bool:

@@ -7,6 +7,9 @@ from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
+from polecat.errors import PolecatError
 from polecat.node import Crawler, Page
 from polecat.testing.serverlog import politeness_violations
 from polecat.testing.sitegen import SiteSpec
@@ -103,3 +106,37 @@ def test_library_block_and_throttle_persist(test_web: TestWebFactory, tmp_path: 
     hosts = Counter(r.host for r in web.log)
     assert "h03.test" not in hosts and hosts["h02.test"] > 1
     assert politeness_violations([r for r in web.log if r.host == "h02.test"], 1 / 4.0) == []
+
+
+def test_failing_checkpoint_stops_the_crawl_cleanly(test_web: TestWebFactory, tmp_path: Path) -> None:
+    """A disk that fills up mid-crawl: the node stops with a clear error (no hang, no silent loss of
+    durability), keeps what was committed, and a later run completes the crawl."""
+    web = test_web(SiteSpec(hosts=2, pages_per_host=20, seed=6))
+    cfg = crawl_config(web, tmp_path / "data", politeness={"rate": 20.0}, frontier={"commit_ms": 50.0})
+
+    async def failing() -> None:
+        async with Crawler(cfg) as crawler:
+            flush = crawler._store.flush
+            calls = 0
+
+            def flaky_flush() -> None:
+                nonlocal calls
+                calls += 1
+                if calls > 3:
+                    raise OSError(28, "No space left on device")
+                flush()
+
+            crawler._store.flush = flaky_flush  # type: ignore[method-assign]
+            with pytest.raises(PolecatError, match="No space left"):
+                await asyncio.wait_for(crawler.run(), 60)
+
+    asyncio.run(failing())
+    first = len(page_requests(web))
+
+    async def resume() -> None:
+        async with Crawler(cfg) as crawler:
+            await crawler.run()
+
+    asyncio.run(resume())
+    assert set(page_requests(web)) == web.ground_truth("host")
+    assert 0 < first < len(web.ground_truth("host"))

@@ -85,6 +85,11 @@ class FrontierDB:
         """The counter the next commit will write (Bloom snapshots are tagged with it)."""
         return self.seq + 1
 
+    def abort(self) -> None:
+        """Drop what is uncommitted and close the environment (after a failed checkpoint)."""
+        self.txn.abort()
+        self.env.close()
+
     def close(self) -> None:
         """Commit what is pending and close the environment."""
         if self.txn is not None:

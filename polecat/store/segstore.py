@@ -357,17 +357,21 @@ class SegmentStore:
     def close(self) -> None:
         if self._closed:
             return
-        if not self.read_only:
-            self.flush()
-        if self._shipper is not None:
-            self._shipper.close()
-        if self._writer is not None:
-            self._writer.close()
-        self._readers.close()
-        self.index.close()
-        if self._lock_fd >= 0:
-            os.close(self._lock_fd)
         self._closed = True
+        try:
+            if not self.read_only:
+                self.flush()
+        finally:
+            # Even when the final flush fails (disk full), release everything: what was flushed before
+            # stays valid, and the next writer truncates the unflushed tail on open.
+            if self._shipper is not None:
+                self._shipper.close()
+            if self._writer is not None:
+                self._writer.close()
+            self._readers.close()
+            self.index.close()
+            if self._lock_fd >= 0:
+                os.close(self._lock_fd)
 
     def __enter__(self) -> SegmentStore:
         return self
