@@ -7,7 +7,8 @@ validated configuration), :class:`Page` (what callbacks receive), :class:`CrawlS
 
 from polecat.config import Config, config_from_mapping
 from polecat.errors import PolecatError
-from polecat.node import Crawler, Page
+from polecat.node import Crawler
+from polecat.pipeline import Page
 from polecat.stats import CrawlStats
 
 __all__ = ["Config", "CrawlStats", "Crawler", "Page", "PolecatError", "config_from_mapping"]

@@ -15,53 +15,28 @@ import logging
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
 from types import TracebackType
 
 import lmdb
 
 from polecat.config import Config
 from polecat.dedup.canon import Canonicalizer
-from polecat.dedup.nearindex import MAX_PAYLOAD, NearDupIndex
 from polecat.dedup.seen import SeenSet
-from polecat.dedup.simhash import Fingerprint, fingerprint
 from polecat.errors import BlockedAddressError, FetchError, PolecatError
-from polecat.fetch.charset import decode_html
-from polecat.fetch.http import Fetcher, Response
+from polecat.fetch.http import Fetcher
 from polecat.fetch.robots import RobotsPolicy, product_token
 from polecat.frontier.db import FrontierDB
 from polecat.frontier.frontier import Frontier, origin_of
 from polecat.frontier.patterns import hostname
 from polecat.frontier.politeness import Attempt
-from polecat.frontier.records import Completion, Idle, Lease, Outcome, Wait, child_importance
-from polecat.parse.html import parse_html
+from polecat.frontier.records import Completion, Idle, Lease, Outcome, Wait
+from polecat.pipeline import Page, PagePipeline, attempt_of
 from polecat.stats import CrawlStats, collect_stats
-from polecat.store.base import FetchRecord, PageStore, content_hash, open_store
+from polecat.store.base import PageStore, open_store
 
 log = logging.getLogger("polecat")
 
-HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
-RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 BLOOM_SAVE_INTERVAL = 60.0
-
-
-@dataclass(frozen=True, slots=True)
-class Page:
-    """A fetched page as the library API hands it to callbacks."""
-
-    url: str
-    status: int
-    fetched_at: float
-    content_type: str
-    content_hash: bytes
-    body: bytes
-    text: str
-    links: tuple[str, ...]
-    """Canonical outlinks (before scope and seen filtering)."""
-    depth: int
-    truncated: bool
-    duplicate_of: str | None
-    """URL of the page this one near-duplicates (or of its own previous fetch when unchanged)."""
 
 
 PageCallback = Callable[[Page], Awaitable[None] | None]
@@ -84,7 +59,6 @@ class Crawler:
         self._errors: Counter[str] = Counter()
         self._fetches = 0
         self._violations = 0
-        self._near_dups = 0
         self._started_at = 0.0
         self._last_bloom_save = 0.0
         self._opened = False
@@ -102,12 +76,13 @@ class Crawler:
         self._seen = SeenSet.restore(self._db.env, self._db.seen, self._bloom_path, self._db.seq,
                                      cfg.dedup.expected_urls, cfg.dedup.bloom_fp_rate)
         self._robots = RobotsPolicy(cfg.robots, cfg.fetch.user_agent)
-        self._agent_token = product_token(cfg.fetch.user_agent)
         self._canon = Canonicalizer(cfg.dedup.tracking_params)
-        self._near = NearDupIndex(self._db.near)
         self._store: PageStore = open_store(data / "store", cfg.store)
         self._bodies_at_start = self._store.stats().bodies
         self._frontier = Frontier(self._db, cfg, self._robots, self._seen, time.time())
+        self._pipeline = PagePipeline(cfg, frontier=self._frontier, db=self._db, store=self._store,
+                                      canon=self._canon, agent_token=product_token(cfg.fetch.user_agent),
+                                      errors=self._errors, emit=self._emit, wake=self._wake.set)
         self._fetcher = Fetcher(cfg.fetch, cfg.dns)
         await self._fetcher.__aenter__()
         self._opened = True
@@ -310,7 +285,7 @@ class Crawler:
             return _failure(started, exc)
         self._robots.record_response(origin, resp.status, resp.body, time.time(),
                                      retry_after=resp.retry_after)
-        return Completion(_attempt(started, resp), "fetched", str(resp.status), ip=resp.remote_ip)
+        return Completion(attempt_of(started, resp), "fetched", str(resp.status), ip=resp.remote_ip)
 
     async def _page_fetch(self, lease: Lease) -> Completion:
         started = time.time()
@@ -319,119 +294,9 @@ class Crawler:
         except FetchError as exc:
             self._errors[exc.kind] += 1
             return _failure(started, exc)
-        attempt = _attempt(started, resp)
-        status = resp.status
-        if status in RETRY_STATUSES:
-            self._errors[f"http_{status}"] += 1
-            return Completion(attempt, "retry", str(status), ip=resp.remote_ip)
-        if 300 <= status < 400 and status != 304:
-            if resp.location:
-                self._follow_redirect(lease, resp.location, started)
-            self._store_record(lease.url, resp, started, resp.body)
-            return Completion(attempt, "redirect", str(status), ip=resp.remote_ip)
-        if status == 304:
-            prev = self._store.history(lease.url)
-            if prev:
-                self._store.put(FetchRecord(lease.url, started, 304, resp.headers, prev[-1].content_hash, 0,
-                                            duplicate_of=lease.url, kind="revisit"), None)
-            return Completion(attempt, "not_modified", "304", prev[-1].content_hash if prev else None,
-                              ip=resp.remote_ip, changed=False)
-        digest, duplicate_of = self._process_body(lease, resp, started)
-        return Completion(attempt, "fetched", str(status), digest, etag=_header(resp, "etag"),
-                          last_modified=_header(resp, "last-modified"), ip=resp.remote_ip,
-                          changed=duplicate_of != lease.url)
+        return self._pipeline.handle(lease, resp, started)
 
-    def _process_body(self, lease: Lease, resp: Response, started: float) -> tuple[bytes, str | None]:
-        """Parse, queue outlinks, dedup and store a 2xx/4xx body; returns its hash and what it duplicates."""
-        body = resp.body
-        digest = content_hash(body)
-        is_html = resp.content_type in HTML_TYPES
-        text = ""
-        links: tuple[str, ...] = ()
-        if is_html and 200 <= resp.status < 300:
-            html = decode_html(body, resp.charset)
-            parsed = parse_html(html, lease.url, agent_token=self._agent_token)
-            text = parsed.text
-            raw = list(parsed.links)
-            if parsed.canonical:
-                raw.append(parsed.canonical)
-            links = self._add_links(raw, parsed.base, lease, started)
-            if parsed.noindex:
-                self._store_record(lease.url, resp, started, None, skipped="noindex")
-                return digest, None
-        if resp.content_type not in self.config.fetch.store_types and 200 <= resp.status < 300:
-            self._store_record(lease.url, resp, started, None, skipped="type")
-            return digest, None
-        duplicate_of = None
-        if text and not self._store.has(digest):
-            duplicate_of = self._near_duplicate(lease.url, digest, text)
-        elif text:
-            # The body may have outlived its fingerprint (a crash after the store flush, before the
-            # frontier commit that holds the index): keep every stored page findable.
-            fp = fingerprint(text)
-            if self._near.find(self._db.txn, fp, 0) is None:
-                self._index(lease.url, digest, fp)
-        if duplicate_of is not None and not self.config.dedup.store_near_duplicates:
-            orig_hash, orig_url = duplicate_of
-            self._store.put(FetchRecord(lease.url, started, resp.status, resp.headers, orig_hash, len(body),
-                                        resp.truncated, duplicate_of=orig_url, kind="revisit"), None)
-            self._emit(lease, resp, started, orig_hash, body, text, links, orig_url)
-            return orig_hash, orig_url
-        self._store_record(lease.url, resp, started, body, digest=digest)
-        if 200 <= resp.status < 300:
-            self._emit(lease, resp, started, digest, body, text, links, None)
-        return digest, None
-
-    def _near_duplicate(self, url: str, digest: bytes, text: str) -> tuple[bytes, str] | None:
-        """(hash, URL) of a stored page within the fingerprint distance, or None after indexing this one."""
-        fp = fingerprint(text)
-        txn = self._db.txn
-        match = self._near.find(txn, fp, self.config.dedup.simhash_distance)
-        if match is not None:
-            self._near_dups += 1
-            return match[:32], match[32:].decode()
-        self._index(url, digest, fp)
-        return None
-
-    def _index(self, url: str, digest: bytes, fp: Fingerprint) -> None:
-        payload = digest + url.encode()
-        if len(payload) <= MAX_PAYLOAD:  # an LMDB dupsort value limit; such long URLs are rare
-            self._near.add(self._db.txn, fp, payload)
-
-    def _store_record(self, url: str, resp: Response, started: float, body: bytes | None, *,
-                      digest: bytes | None = None, skipped: str = "") -> None:
-        if body is None:
-            # Fetched but not stored (type, noindex): the history still records the fetch.
-            headers = (*resp.headers, ("X-Polecat-Skipped", skipped))
-            self._store.put(FetchRecord(url, started, resp.status, headers, content_hash(b""), 0,
-                                        resp.truncated), b"")
-            return
-        self._store.put(FetchRecord(url, started, resp.status, resp.headers,
-                                    digest or content_hash(body), len(body), resp.truncated), body)
-
-    def _follow_redirect(self, lease: Lease, location: str, now: float) -> None:
-        """Queue a redirect target like a discovered URL, politely, with the hop count carried."""
-        if lease.hops >= self.config.fetch.max_redirects:
-            self._errors["too_many_redirects"] += 1
-            return
-        target = self._canon.canonicalize(location, lease.url)
-        if target is not None:
-            self._frontier.add(target, lease.depth, lease.importance, now, hops=lease.hops + 1)
-            self._wake.set()
-
-    def _add_links(self, raw: list[str], base: str, lease: Lease, now: float) -> tuple[str, ...]:
-        urls = tuple(dict.fromkeys(self._canon.canonicalize_links(raw, base)))
-        if urls:
-            self._frontier.add_many(urls, lease.depth + 1, child_importance(lease.importance, len(urls)), now)
-            self._wake.set()
-        return urls
-
-    def _emit(self, lease: Lease, resp: Response, started: float, digest: bytes, body: bytes, text: str,
-              links: tuple[str, ...], duplicate_of: str | None) -> None:
-        if self._on_page is None and not self._page_queues:
-            return
-        page = Page(lease.url, resp.status, started, resp.content_type, digest, body, text, links,
-                    lease.depth, resp.truncated, duplicate_of)
+    def _emit(self, page: Page) -> None:
         if self._on_page is not None:
             result = self._on_page(page)
             if inspect.isawaitable(result):
@@ -447,7 +312,7 @@ class Crawler:
         """A snapshot of every metric the node reports."""
         return collect_stats(
             now=time.time(), started_at=self._started_at, fetches=self._fetches,
-            violations=self._violations, errors=self._errors, near_dups=self._near_dups,
+            violations=self._violations, errors=self._errors, near_dups=self._pipeline.near_dups,
             bodies_at_start=self._bodies_at_start,
             frontier=self._frontier.stats(time.time()), parked=self._frontier.parked_hosts(),
             seen=self._seen.stats(), canon=self._canon.stats(),
@@ -464,21 +329,6 @@ def _failure(started: float, exc: FetchError) -> Completion:
     outcome: Outcome = "retry" if exc.retryable else "failed"
     park = f"{exc.kind}: {exc}" if isinstance(exc, HOST_FATAL) else ""
     return Completion(attempt, outcome, exc.kind, park=park)
-
-
-def _attempt(started: float, resp: Response) -> Attempt:
-    """The response's monotonic timings (the fetcher's clock) as wall-clock seconds. They are converted
-    with an offset read now, not from ``started``: the fetcher may have started its clock later (a
-    connection-pool wait), and an anchor computed from ``started`` would come out early."""
-    offset = time.time() - time.monotonic()
-    return Attempt(started, resp.ended + offset, resp.first_byte + offset, resp.status, resp.retry_after)
-
-
-def _header(resp: Response, name: str) -> str | None:
-    for k, v in resp.headers:
-        if k.lower() == name:
-            return v
-    return None
 
 
 def _log_callback_error(task: asyncio.Future[None]) -> None:

@@ -30,10 +30,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from polecat import Crawler, Page
 from polecat.config import Config, DedupConfig
 from polecat.dedup.simhash import hamming, simhash
 from polecat.fetch.charset import decode_html
-from polecat.node import Crawler, Page
 from polecat.parse.html import parse_html
 from polecat.stats import CrawlStats
 from polecat.store.base import FetchRecord, content_hash, open_store
@@ -64,7 +64,7 @@ CRASH_AFTER_FLUSH = """
 import asyncio, json, os, sys
 from polecat.config import config_from_mapping
 from polecat.frontier.frontier import Frontier
-from polecat.node import Crawler
+from polecat import Crawler
 
 fetched = []
 commit = Frontier.commit

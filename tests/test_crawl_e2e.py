@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from polecat import Crawler, Page
 from polecat.errors import PolecatError
-from polecat.node import Crawler, Page
 from polecat.testing.serverlog import politeness_violations
 from polecat.testing.sitegen import SiteSpec
 from tests.conftest import TestWebFactory

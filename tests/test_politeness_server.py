@@ -27,10 +27,10 @@ from typing import Any
 import lmdb
 import pytest
 
+from polecat import Crawler
 from polecat.config import Config
 from polecat.fetch.http import Fetcher, Response
 from polecat.frontier.records import QueuedUrl, UrlRecord
-from polecat.node import Crawler
 from polecat.stats import CrawlStats
 from polecat.testing.dns import LocalDnsServer
 from polecat.testing.serverlog import RequestRecord, politeness_violations

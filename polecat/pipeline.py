@@ -1,0 +1,193 @@
+"""What happens to one page response after the wire: the per-page pipeline of the node.
+
+In order: retryable statuses go back to the frontier; redirects are queued like discovered URLs (hop count
+carried); a 304 records a revisit; a body is parsed (links, text, meta robots), its outlinks
+canonicalized and added to the frontier, checked for exact duplicates (content hash) and then for near
+duplicates (fingerprint index, verified), and stored (or recorded as a revisit). The result is the
+:class:`Completion` the node hands back to the frontier. Everything here runs on the event-loop thread
+between awaits, inside the frontier's open write transaction.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from polecat.config import Config
+from polecat.dedup.canon import Canonicalizer
+from polecat.dedup.nearindex import MAX_PAYLOAD, NearDupIndex
+from polecat.dedup.simhash import Fingerprint, fingerprint
+from polecat.fetch.charset import decode_html
+from polecat.fetch.http import Response
+from polecat.frontier.db import FrontierDB
+from polecat.frontier.frontier import Frontier
+from polecat.frontier.politeness import Attempt
+from polecat.frontier.records import Completion, Lease, child_importance
+from polecat.parse.html import parse_html
+from polecat.store.base import FetchRecord, PageStore, content_hash
+
+HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """A fetched page as the library API hands it to callbacks."""
+
+    url: str
+    status: int
+    fetched_at: float
+    content_type: str
+    content_hash: bytes
+    body: bytes
+    text: str
+    links: tuple[str, ...]
+    """Canonical outlinks (before scope and seen filtering)."""
+    depth: int
+    truncated: bool
+    duplicate_of: str | None
+    """URL of the page this one near-duplicates (or of its own previous fetch when unchanged)."""
+
+
+class PagePipeline:
+    """Turns a page lease's response into stored records, queued outlinks and a :class:`Completion`."""
+
+    def __init__(self, cfg: Config, *, frontier: Frontier, db: FrontierDB, store: PageStore,
+                 canon: Canonicalizer, agent_token: str, errors: Counter[str],
+                 emit: Callable[[Page], None], wake: Callable[[], None]) -> None:
+        self.config = cfg
+        self._frontier = frontier
+        self._db = db
+        self._store = store
+        self._canon = canon
+        self._near = NearDupIndex(db.near)
+        self._agent_token = agent_token
+        self._errors = errors
+        self._emit = emit
+        self._wake = wake
+        self.near_dups = 0
+        """Pages recorded as near-duplicates of another stored page in this run."""
+
+    def handle(self, lease: Lease, resp: Response, started: float) -> Completion:
+        """Process the response to ``lease`` (a request started at wall time ``started``)."""
+        attempt = attempt_of(started, resp)
+        status = resp.status
+        if status in RETRY_STATUSES:
+            self._errors[f"http_{status}"] += 1
+            return Completion(attempt, "retry", str(status), ip=resp.remote_ip)
+        if 300 <= status < 400 and status != 304:
+            if resp.location:
+                self._follow_redirect(lease, resp.location, started)
+            self._store_record(lease.url, resp, started, resp.body)
+            return Completion(attempt, "redirect", str(status), ip=resp.remote_ip)
+        if status == 304:
+            prev = self._store.history(lease.url)
+            if prev:
+                self._store.put(FetchRecord(lease.url, started, 304, resp.headers, prev[-1].content_hash, 0,
+                                            duplicate_of=lease.url, kind="revisit"), None)
+            return Completion(attempt, "not_modified", "304", prev[-1].content_hash if prev else None,
+                              ip=resp.remote_ip, changed=False)
+        digest, duplicate_of = self._process_body(lease, resp, started)
+        return Completion(attempt, "fetched", str(status), digest, etag=resp.header("etag"),
+                          last_modified=resp.header("last-modified"), ip=resp.remote_ip,
+                          changed=duplicate_of != lease.url)
+
+    def _process_body(self, lease: Lease, resp: Response, started: float) -> tuple[bytes, str | None]:
+        """Parse, queue outlinks, dedup and store a 2xx/4xx body; returns its hash and what it duplicates."""
+        body = resp.body
+        digest = content_hash(body)
+        is_html = resp.content_type in HTML_TYPES
+        text = ""
+        links: tuple[str, ...] = ()
+        if is_html and 200 <= resp.status < 300:
+            html = decode_html(body, resp.charset)
+            parsed = parse_html(html, lease.url, agent_token=self._agent_token)
+            text = parsed.text
+            raw = list(parsed.links)
+            if parsed.canonical:
+                raw.append(parsed.canonical)
+            links = self._add_links(raw, parsed.base, lease, started)
+            if parsed.noindex:
+                self._store_record(lease.url, resp, started, None, skipped="noindex")
+                return digest, None
+        if resp.content_type not in self.config.fetch.store_types and 200 <= resp.status < 300:
+            self._store_record(lease.url, resp, started, None, skipped="type")
+            return digest, None
+        duplicate_of = None
+        if text and not self._store.has(digest):
+            duplicate_of = self._near_duplicate(lease.url, digest, text)
+        elif text:
+            # The body may have outlived its fingerprint (a crash after the store flush, before the
+            # frontier commit that holds the index): keep every stored page findable.
+            fp = fingerprint(text)
+            if self._near.find(self._db.txn, fp, 0) is None:
+                self._index(lease.url, digest, fp)
+        if duplicate_of is not None and not self.config.dedup.store_near_duplicates:
+            orig_hash, orig_url = duplicate_of
+            self._store.put(FetchRecord(lease.url, started, resp.status, resp.headers, orig_hash, len(body),
+                                        resp.truncated, duplicate_of=orig_url, kind="revisit"), None)
+            self._emit_page(lease, resp, started, orig_hash, body, text, links, orig_url)
+            return orig_hash, orig_url
+        self._store_record(lease.url, resp, started, body, digest=digest)
+        if 200 <= resp.status < 300:
+            self._emit_page(lease, resp, started, digest, body, text, links, None)
+        return digest, None
+
+    def _near_duplicate(self, url: str, digest: bytes, text: str) -> tuple[bytes, str] | None:
+        """(hash, URL) of a stored page within the fingerprint distance, or None after indexing this one."""
+        fp = fingerprint(text)
+        txn = self._db.txn
+        match = self._near.find(txn, fp, self.config.dedup.simhash_distance)
+        if match is not None:
+            self.near_dups += 1
+            return match[:32], match[32:].decode()
+        self._index(url, digest, fp)
+        return None
+
+    def _index(self, url: str, digest: bytes, fp: Fingerprint) -> None:
+        payload = digest + url.encode()
+        if len(payload) <= MAX_PAYLOAD:  # an LMDB dupsort value limit; such long URLs are rare
+            self._near.add(self._db.txn, fp, payload)
+
+    def _store_record(self, url: str, resp: Response, started: float, body: bytes | None, *,
+                      digest: bytes | None = None, skipped: str = "") -> None:
+        if body is None:
+            # Fetched but not stored (type, noindex): the history still records the fetch.
+            headers = (*resp.headers, ("X-Polecat-Skipped", skipped))
+            self._store.put(FetchRecord(url, started, resp.status, headers, content_hash(b""), 0,
+                                        resp.truncated), b"")
+            return
+        self._store.put(FetchRecord(url, started, resp.status, resp.headers,
+                                    digest or content_hash(body), len(body), resp.truncated), body)
+
+    def _follow_redirect(self, lease: Lease, location: str, now: float) -> None:
+        """Queue a redirect target like a discovered URL, politely, with the hop count carried."""
+        if lease.hops >= self.config.fetch.max_redirects:
+            self._errors["too_many_redirects"] += 1
+            return
+        target = self._canon.canonicalize(location, lease.url)
+        if target is not None:
+            self._frontier.add(target, lease.depth, lease.importance, now, hops=lease.hops + 1)
+            self._wake()
+
+    def _add_links(self, raw: list[str], base: str, lease: Lease, now: float) -> tuple[str, ...]:
+        urls = tuple(dict.fromkeys(self._canon.canonicalize_links(raw, base)))
+        if urls:
+            self._frontier.add_many(urls, lease.depth + 1, child_importance(lease.importance, len(urls)), now)
+            self._wake()
+        return urls
+
+    def _emit_page(self, lease: Lease, resp: Response, started: float, digest: bytes, body: bytes, text: str,
+                   links: tuple[str, ...], duplicate_of: str | None) -> None:
+        self._emit(Page(lease.url, resp.status, started, resp.content_type, digest, body, text, links,
+                        lease.depth, resp.truncated, duplicate_of))
+
+
+def attempt_of(started: float, resp: Response) -> Attempt:
+    """The response's monotonic timings (the fetcher's clock) as wall-clock seconds. They are converted
+    with an offset read now, not from ``started``: the fetcher may have started its clock later (a
+    connection-pool wait), and an anchor computed from ``started`` would come out early."""
+    offset = time.time() - time.monotonic()
+    return Attempt(started, resp.ended + offset, resp.first_byte + offset, resp.status, resp.retry_after)
