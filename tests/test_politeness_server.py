@@ -11,6 +11,7 @@ the crawler does not wait far longer than the rules ask.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import math
 import statistics
@@ -451,3 +452,54 @@ def test_start_of_a_many_host_crawl_loses_no_host_to_dns(test_web: TestWebFactor
     summary = done.stdout
     assert f"{hosts} fetches" in summary and "0 still queued" in summary, summary
     assert "errors: none" in summary, summary  # e.g. "errors: robots:dns 166" without the fix
+
+
+# --- one request in flight per key -------------------------------------------------------------------
+
+
+def test_slow_host_never_has_two_requests_in_flight(test_web: TestWebFactory, tmp_path: Path) -> None:
+    """Responses slower than the interval: the next request waits for the previous one to end."""
+    slow = 0.3
+    web = test_web(simple_site(1, 8))
+    (host,) = web.site.hosts
+    web.respond(host, "*", None, delay=slow)  # robots.txt and pages, all served after 0.3 s
+    stats = crawl(crawl_config(web, tmp_path / "data", politeness={"rate": 20.0}))
+    assert stats.queued == 0
+    log = requests_to(web, host)
+    assert len(log) == 1 + 8
+    assert politeness_violations(log, 1 / 20.0) == []  # includes the overlap check
+    assert all(b.start >= a.end for a, b in itertools.pairwise(log))
+
+
+def test_hosts_sharing_an_address_share_its_budget_with_key_by_ip(test_web: TestWebFactory,
+                                                                  tmp_path: Path) -> None:
+    """With ``key_by_ip`` several hosts on one server are one politeness key as well: measured at that
+    server, requests of all its hosts together keep the interval and never overlap."""
+    rate = 10.0
+    web = test_web(simple_site(4, 5), addresses=1)  # every host resolves to 127.0.0.1
+    stats = crawl(crawl_config(web, tmp_path / "data", politeness={"rate": rate, "key_by_ip": True}))
+    assert stats.queued == 0 and stats.politeness_violations == 0
+    one_server = [dataclasses.replace(r, host="127.0.0.1") for r in web.log]
+    assert len(one_server) == 4 * (1 + 5)
+    assert politeness_violations(one_server, 1.0 / rate) == []
+
+
+# --- robots.txt answered 503 with Retry-After ----------------------------------------------------------
+
+
+def test_robots_503_retry_after_keeps_the_host_closed_until_then(test_web: TestWebFactory,
+                                                                 tmp_path: Path) -> None:
+    """robots.txt 503 + Retry-After: nothing (no page, no robots retry) reaches the host before the
+    Retry-After time; then robots.txt is fetched again and the host is crawled."""
+    web = test_web(simple_site(1, 4))
+    (host,) = web.site.hosts
+    web.respond(host, "/robots.txt", 503, headers={"Retry-After": "2"}, times=1)
+    cfg = crawl_config(web, tmp_path / "data", robots={"retry_base": 0.2},
+                       politeness={"rate": 10.0, "quarantine_base": 0.2})
+    stats = crawl(cfg)
+    assert stats.queued == 0
+    log = requests_to(web, host)
+    assert [(r.target, r.status) for r in log[:2]] == [("/robots.txt", 503), ("/robots.txt", 200)]
+    assert log[1].start - log[0].end >= 2.0 - CLOCK_SLACK, log[1].start - log[0].end
+    assert log[1].start - log[0].end < 2.0 + LATE
+    assert {r.url for r in log[2:] if r.status == 200} == set(host_urls(web, host))
