@@ -503,3 +503,26 @@ def test_robots_503_retry_after_keeps_the_host_closed_until_then(test_web: TestW
     assert log[1].start - log[0].end >= 2.0 - CLOCK_SLACK, log[1].start - log[0].end
     assert log[1].start - log[0].end < 2.0 + LATE
     assert {r.url for r in log[2:] if r.status == 200} == set(host_urls(web, host))
+
+
+# --- robots.txt redirected to another host -------------------------------------------------------------
+
+
+@pytest.mark.xfail(strict=True, reason="Fetcher.fetch_robots follows redirects inline, outside the frontier: "
+                   "each hop skips the target host's interval (proposal in the helper's report)")
+def test_robots_redirect_hops_respect_each_hosts_interval(test_web: TestWebFactory, tmp_path: Path) -> None:
+    """robots.txt fetches count as requests to the host that serves them, redirect hops included: many
+    hosts whose robots.txt redirects to one central host (www -> apex, a CDN) must not burst it, and a
+    redirect to another path of the same host must wait that host's interval."""
+    rate = 10.0
+    web = test_web(simple_site(6, 3))
+    central, same, *others = web.site.hosts
+    web.redirect(same, "/robots.txt", f"{web.base_url(same)}/moved/robots.txt")  # a 404 there: allow all
+    for host in others:
+        web.redirect(host, "/robots.txt", f"{web.base_url(central)}/robots.txt")
+    stats = crawl(crawl_config(web, tmp_path / "data", politeness={"rate": rate}))
+    assert stats.queued == 0
+    robots_at_central = [r for r in requests_to(web, central) if r.target == "/robots.txt"]
+    assert len(robots_at_central) == 1 + len(others)
+    assert [r.target for r in requests_to(web, same)][:2] == ["/robots.txt", "/moved/robots.txt"]
+    assert politeness_violations(web.log, 1.0 / rate) == []
