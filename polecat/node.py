@@ -20,10 +20,10 @@ from types import TracebackType
 import lmdb
 
 from polecat.config import Config
-from polecat.dedup.canon import Canonicalizer
+from polecat.dedup.canon import Canonicalizer, host_key
 from polecat.dedup.seen import SeenSet
-from polecat.errors import BlockedAddressError, FetchError, PolecatError
-from polecat.fetch.http import Fetcher
+from polecat.errors import BlockedAddressError, FetchError, FetchTimeout, PolecatError
+from polecat.fetch.http import Fetcher, Response
 from polecat.fetch.robots import RobotsPolicy, product_token
 from polecat.frontier.db import FrontierDB
 from polecat.frontier.frontier import Frontier, origin_of
@@ -277,15 +277,19 @@ class Crawler:
     async def _robots_fetch(self, lease: Lease) -> Completion:
         origin = origin_of(lease.url)
         started = time.time()
+        pacer = _RobotsPacer(self._frontier, self._canon, lease.host)
         try:
-            resp = await self._fetcher.fetch_robots(lease.url)
+            resp = await self._fetcher.fetch_robots(lease.url, pacer=pacer)
         except FetchError as exc:
             self._errors[f"robots:{exc.kind}"] += 1
             self._robots.record_failure(origin, time.time(), exc)
+            if not pacer.on_lease_host and pacer.lease_attempt is not None:  # a hop to another host failed
+                return Completion(pacer.lease_attempt, "fetched", f"robots:{exc.kind}")
             return _failure(started, exc)
         self._robots.record_response(origin, resp.status, resp.body, time.time(),
                                      retry_after=resp.retry_after)
-        return Completion(attempt_of(started, resp), "fetched", str(resp.status), ip=resp.remote_ip)
+        attempt = pacer.finish(resp)
+        return Completion(attempt, "fetched", str(resp.status), ip=resp.remote_ip)
 
     async def _page_fetch(self, lease: Lease) -> Completion:
         started = time.time()
@@ -318,6 +322,72 @@ class Crawler:
             seen=self._seen.stats(), canon=self._canon.stats(),
             robots=self._robots.stats(), dns=self._fetcher.resolver.stats(), store=self._store.stats(),
         )
+
+
+ROBOTS_HOP_MAX_WAIT = 30.0
+"""Longest a robots.txt redirect hop waits for its target host's turn before the fetch counts as failed
+(two hosts redirecting to each other's robots.txt would otherwise wait on each other)."""
+
+
+class _RobotsPacer:
+    """Politeness for robots.txt redirect hops: each hop is a request to the host it lands on. A hop to
+    the leased host waits out its interval (the lease keeps it busy); a hop to another host borrows it
+    from the frontier (:meth:`Frontier.hold`) and gives it back when the hop ends."""
+
+    def __init__(self, frontier: Frontier, canon: Canonicalizer, lease_host: str) -> None:
+        self._frontier = frontier
+        self._canon = canon
+        self._lease_host = lease_host
+        self._host = lease_host
+        self.lease_attempt: Attempt | None = None
+        """The last request on the leased host, once a hop has left it."""
+
+    def _host_of(self, url: str) -> str:
+        canonical = self._canon.canonicalize(url)
+        return host_key(canonical) if canonical is not None else self._lease_host
+
+    async def before(self, url: str, previous: Response) -> None:
+        attempt = attempt_of(previous)
+        if self.on_lease_host:
+            self.lease_attempt = attempt
+        # The leased host: spaces its next request. A borrowed host: gives it back.
+        self._frontier.release(self._host, attempt)
+        host = self._host_of(url)
+        deadline = time.time() + ROBOTS_HOP_MAX_WAIT
+        while True:
+            now = time.time()
+            if host == self._lease_host:
+                wait_until: float | None = self._frontier.next_allowed(host)
+                if wait_until is not None and wait_until <= now:
+                    wait_until = None
+            else:
+                wait_until = self._frontier.hold(host, now)
+            if wait_until is None:
+                break
+            if wait_until > deadline and host != self._lease_host:
+                self._host = host  # nothing was sent: the failure is not the leased host's
+                raise FetchTimeout(f"robots.txt redirect to {url}: {host} stays busy")
+            await asyncio.sleep(wait_until - now)
+        self._host = host
+
+    @property
+    def on_lease_host(self) -> bool:
+        """Whether the last request went to the leased host."""
+        return self._host == self._lease_host
+
+    def after(self, url: str, response: Response | None) -> None:
+        if response is None and not self.on_lease_host:
+            now = time.time()
+            self._frontier.release(self._host, Attempt(now, now, None, failed=True))
+
+    def finish(self, final: Response) -> Attempt:
+        """The attempt to complete the lease with, after giving back a borrowed host."""
+        attempt = attempt_of(final)
+        if self.on_lease_host:
+            return attempt
+        self._frontier.release(self._host, attempt)
+        assert self.lease_attempt is not None
+        return self.lease_attempt
 
 
 HOST_FATAL = (BlockedAddressError,)

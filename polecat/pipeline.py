@@ -72,7 +72,7 @@ class PagePipeline:
 
     def handle(self, lease: Lease, resp: Response, started: float) -> Completion:
         """Process the response to ``lease`` (a request started at wall time ``started``)."""
-        attempt = attempt_of(started, resp)
+        attempt = attempt_of(resp)
         status = resp.status
         if status in RETRY_STATUSES:
             self._errors[f"http_{status}"] += 1
@@ -185,9 +185,10 @@ class PagePipeline:
                         lease.depth, resp.truncated, duplicate_of))
 
 
-def attempt_of(started: float, resp: Response) -> Attempt:
-    """The response's monotonic timings (the fetcher's clock) as wall-clock seconds. They are converted
-    with an offset read now, not from ``started``: the fetcher may have started its clock later (a
-    connection-pool wait), and an anchor computed from ``started`` would come out early."""
+def attempt_of(resp: Response) -> Attempt:
+    """The response's monotonic timings (the fetcher's clock) as wall-clock seconds, converted with an
+    offset read now: the fetcher may have started its clock after the node's own start sample (a
+    connection-pool wait), and an anchor computed from that sample would come out early."""
     offset = time.time() - time.monotonic()
-    return Attempt(started, resp.ended + offset, resp.first_byte + offset, resp.status, resp.retry_after)
+    return Attempt(resp.started + offset, resp.ended + offset, resp.first_byte + offset, resp.status,
+                   resp.retry_after)

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from polecat.config import Config, ScopeConfig
 from polecat.frontier.records import Idle, Lease, Wait
-from tests.frontier_helpers import Rig, canon, politeness
+from tests.frontier_helpers import Rig, canon, done, politeness
 
 
 def lease_or_fail(rig: Rig, now: float) -> Lease:
@@ -320,3 +320,22 @@ def test_key_by_ip_shares_one_budget_across_hosts(tmp_path: Path) -> None:
     other = f.lease(got.until + 5)
     assert isinstance(other, Wait) or not f.bind_ip(other, "10.0.0.1", got.until + 5)
     assert isinstance(f.lease(got.until + 5), Wait)
+
+
+def test_hold_and_release_an_extra_request(tmp_path: Path) -> None:
+    """A robots.txt redirect hop borrows its target host under the same rules as a lease."""
+    rig = Rig(tmp_path)
+    f = rig.frontier
+    now = open_host(rig, "http://a.test/", 0.0)
+    page = lease_or_fail(rig, now + 1)  # a.test is busy with a page
+    assert f.hold("a.test", now + 1) == now + 1 + 0.05
+    rig.complete(page, now + 1, duration=0.1)
+    retry_at = f.hold("a.test", now + 1.2)
+    assert retry_at is not None and retry_at >= now + 1 + 0.05 + 1.0  # the interval after the page
+    assert f.hold("a.test", retry_at) is None  # held: nothing else may go
+    assert not isinstance(f.lease(retry_at + 10), Lease)
+    f.release("a.test", done(retry_at, duration=0.2).attempt)
+    assert f.next_allowed("a.test") >= retry_at + 0.1 + 1.0
+    assert f.hold("b.test", 0.0) is None  # a host with nothing queued can be borrowed too
+    f.release("b.test", done(0.0).attempt)
+    assert f.hold("b.test", 0.5) == f.next_allowed("b.test")

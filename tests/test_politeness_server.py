@@ -508,8 +508,6 @@ def test_robots_503_retry_after_keeps_the_host_closed_until_then(test_web: TestW
 # --- robots.txt redirected to another host -------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="Fetcher.fetch_robots follows redirects inline, outside the frontier: "
-                   "each hop skips the target host's interval (proposal in the helper's report)")
 def test_robots_redirect_hops_respect_each_hosts_interval(test_web: TestWebFactory, tmp_path: Path) -> None:
     """robots.txt fetches count as requests to the host that serves them, redirect hops included: many
     hosts whose robots.txt redirects to one central host (www -> apex, a CDN) must not burst it, and a

@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
+from typing import Protocol
 
 import aiohttp
 from yarl import URL
@@ -51,9 +52,19 @@ from polecat.fetch.deadline import Deadline
 from polecat.fetch.decode import make_decoder
 from polecat.fetch.dns import CachingResolver
 
-__all__ = ["ROBOTS_MAX_REDIRECTS", "Fetcher", "Response"]
+__all__ = ["ROBOTS_MAX_REDIRECTS", "Fetcher", "RedirectPacer", "Response"]
 
 ROBOTS_MAX_REDIRECTS = 5
+
+
+class RedirectPacer(Protocol):
+    """Politeness for the redirect hops of a robots.txt fetch (the node implements it)."""
+
+    async def before(self, url: str, previous: Response) -> None:
+        """Wait until ``url``'s host may be requested; ``previous`` is the response that redirected."""
+
+    def after(self, url: str, response: Response | None) -> None:
+        """The hop to ``url`` ended (``None``: with an error)."""
 """RFC 9309 2.3.1.2: follow at least five consecutive redirects for robots.txt."""
 ACCEPT_ENCODING = "gzip, deflate, br, zstd"
 _READ_SIZE = 65536
@@ -238,9 +249,12 @@ class Fetcher:
                 headers["If-Modified-Since"] = last_modified
         return await self._get(url, headers)
 
-    async def fetch_robots(self, url: str) -> Response:
+    async def fetch_robots(self, url: str, *, pacer: RedirectPacer | None = None) -> Response:
         """GET a robots.txt, following up to 5 redirects (also to other hosts). Returns the last
-        response: a 3xx here means the chain did not end (or looped, or had no Location)."""
+        response: a 3xx here means the chain did not end (or looped, or had no Location).
+
+        Each hop is a request to the host it lands on: with a ``pacer``, every hop first waits for that
+        host's turn (``pacer.before``), and the pacer hears how it ended (``pacer.after``)."""
         seen = {url}
         resp = await self._get(url, None)
         for _ in range(ROBOTS_MAX_REDIRECTS):
@@ -253,7 +267,16 @@ class Fetcher:
             if target in seen:
                 break
             seen.add(target)
-            resp = await self._get(target, None)
+            if pacer is not None:
+                await pacer.before(target, resp)
+            try:
+                resp = await self._get(target, None)
+            except FetchError:
+                if pacer is not None:
+                    pacer.after(target, None)
+                raise
+            if pacer is not None:
+                pacer.after(target, resp)
         return resp
 
     async def _get(self, url: str, headers: dict[str, str] | None) -> Response:

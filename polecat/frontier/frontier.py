@@ -26,7 +26,14 @@ from polecat.dedup.seen import SeenSet
 from polecat.fetch.robots import Closed, Fetch, Ready, RobotsPolicy
 from polecat.frontier.db import FrontierDB
 from polecat.frontier.patterns import HostPatternMap
-from polecat.frontier.politeness import HostState, IpState, after_attempt, after_ip_attempt, interval
+from polecat.frontier.politeness import (
+    Attempt,
+    HostState,
+    IpState,
+    after_attempt,
+    after_ip_attempt,
+    interval,
+)
 from polecat.frontier.records import (
     Completion,
     Idle,
@@ -43,6 +50,9 @@ from polecat.frontier.scope import ScopeFilter
 
 ROBOTS_SKIPS_PER_LEASE = 256
 """Robots-disallowed URLs retired per lease call for one host before yielding to other hosts."""
+
+HOLD_RETRY = 0.05
+"""Seconds before asking again for a host that is busy with another request."""
 
 RECENT_URLS = 131_072
 """Bound of the memo of URLs already in the seen-set: sites link the same URLs (navigation, footers)
@@ -357,6 +367,37 @@ class Frontier:
 
     def _rate(self, host: str) -> float:
         return self._throttle.get(host) or self._pol.rate
+
+    # --- requests outside the queue: robots.txt redirect hops ---------------------------------------
+
+    def hold(self, host: str, now: float) -> float | None:
+        """Borrow ``host`` for one request that is not in its queue (a robots.txt redirect hop landing
+        there). None: it is held now, under the same rules as a lease; call :meth:`release` when the
+        request ends. Otherwise the time to ask again (while it is busy, its end time is unknown)."""
+        st = self._hosts.get(host)
+        if st is None:
+            st = self._hosts[host] = HostState()
+        if st.in_flight:
+            return now + HOLD_RETRY
+        if st.next_allowed > now:
+            return st.next_allowed
+        st.in_flight = True
+        return None
+
+    def release(self, host: str, attempt: Attempt) -> None:
+        """Apply the politeness rules to an extra request to ``host``: frees a host borrowed with
+        :meth:`hold`; for a leased host (a same-host redirect hop) only spaces its next request."""
+        st = self._hosts[host]
+        after_attempt(self._pol, self._rate(host), st, attempt, self._rng)
+        self._save_host(host, st)
+        if host not in self._leases:
+            st.in_flight = False
+            if st.queued > 0 and not st.parked and host not in self._scheduled:
+                self._schedule(host, st.next_allowed)
+
+    def next_allowed(self, host: str) -> float:
+        st = self._hosts.get(host)
+        return st.next_allowed if st is not None else 0.0
 
     # --- completing ------------------------------------------------------------------------------
 
