@@ -25,6 +25,7 @@ from polecat.dedup.seen import SeenSet
 from polecat.errors import BlockedAddressError, FetchError, FetchTimeout, PolecatError
 from polecat.fetch.http import Fetcher, Response
 from polecat.fetch.robots import RobotsPolicy, product_token
+from polecat.fetch.robots_fetch import refresh_robots
 from polecat.frontier.db import FrontierDB
 from polecat.frontier.frontier import Frontier, origin_of
 from polecat.frontier.patterns import hostname
@@ -275,21 +276,17 @@ class Crawler:
         return not addrs or self._frontier.bind_ip(lease, addrs[0][0], time.time())
 
     async def _robots_fetch(self, lease: Lease) -> Completion:
-        origin = origin_of(lease.url)
         started = time.time()
         pacer = _RobotsPacer(self._frontier, self._canon, lease.host)
-        try:
-            resp = await self._fetcher.fetch_robots(lease.url, pacer=pacer)
-        except FetchError as exc:
-            self._errors[f"robots:{exc.kind}"] += 1
-            self._robots.record_failure(origin, time.time(), exc)
+        origin = origin_of(lease.url)
+        outcome, _ = await refresh_robots(self._fetcher, self._robots, origin, origin, clock=time.time,
+                                          pacer=pacer)
+        if isinstance(outcome, FetchError):
+            self._errors[f"robots:{outcome.kind}"] += 1
             if not pacer.on_lease_host and pacer.lease_attempt is not None:  # a hop to another host failed
-                return Completion(pacer.lease_attempt, "fetched", f"robots:{exc.kind}")
-            return _failure(started, exc)
-        self._robots.record_response(origin, resp.status, resp.body, time.time(),
-                                     retry_after=resp.retry_after)
-        attempt = pacer.finish(resp)
-        return Completion(attempt, "fetched", str(resp.status), ip=resp.remote_ip)
+                return Completion(pacer.lease_attempt, "fetched", f"robots:{outcome.kind}")
+            return _failure(started, outcome)
+        return Completion(pacer.finish(outcome), "fetched", str(outcome.status), ip=outcome.remote_ip)
 
     async def _page_fetch(self, lease: Lease) -> Completion:
         started = time.time()

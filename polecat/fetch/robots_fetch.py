@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 
 from polecat.errors import FetchError
-from polecat.fetch.http import Fetcher, Response
+from polecat.fetch.http import Fetcher, RedirectPacer, Response
 from polecat.fetch.robots import RobotsDecision, RobotsPolicy
 
 __all__ = ["refresh_robots"]
@@ -24,13 +24,14 @@ async def refresh_robots(
     origin: str,
     *,
     clock: Callable[[], float] = time.monotonic,
+    pacer: RedirectPacer | None = None,
 ) -> tuple[Response | FetchError, RobotsDecision]:
-    """GET ``origin + "/robots.txt"`` (following up to 5 redirects), record the outcome under the
-    policy key ``key``, and return the outcome with the decision that applies now. Never raises a
-    FetchError: a failure is an outcome (RFC 9309: unreachable, fail closed)."""
+    """GET ``origin + "/robots.txt"`` (following up to 5 redirects, each paced by ``pacer``), record the
+    outcome under the policy key ``key``, and return the outcome with the decision that applies now.
+    Never raises a FetchError: a failure is an outcome (RFC 9309: unreachable, fail closed)."""
     outcome: Response | FetchError
     try:
-        outcome = await fetcher.fetch_robots(origin.rstrip("/") + "/robots.txt")
+        outcome = await fetcher.fetch_robots(origin.rstrip("/") + "/robots.txt", pacer=pacer)
     except FetchError as exc:
         outcome = exc
         now = clock()
