@@ -27,10 +27,10 @@ from polecat.fetch.http import Fetcher, Response
 from polecat.fetch.robots import RobotsPolicy, product_token
 from polecat.fetch.robots_fetch import refresh_robots
 from polecat.frontier.db import FrontierDB
-from polecat.frontier.frontier import Frontier, origin_of
+from polecat.frontier.frontier import Frontier
 from polecat.frontier.patterns import hostname
 from polecat.frontier.politeness import Attempt
-from polecat.frontier.records import Completion, Idle, Lease, Outcome, Wait
+from polecat.frontier.records import Completion, Idle, Lease, Outcome, Wait, origin_of
 from polecat.pipeline import Page, PagePipeline, attempt_of
 from polecat.stats import CrawlStats, collect_stats
 from polecat.store.base import PageStore, open_store

@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from polecat.dedup.seen import SeenStats
     from polecat.fetch.dns import DnsStats
     from polecat.fetch.robots import RobotsStats
-    from polecat.frontier.frontier import FrontierStats
+    from polecat.frontier.records import FrontierStats
     from polecat.store.base import StoreStats
 
 

@@ -11,9 +11,9 @@ from polecat.dedup.canon import Canonicalizer
 from polecat.dedup.seen import SeenSet
 from polecat.fetch.robots import RobotsPolicy
 from polecat.frontier.db import FrontierDB
-from polecat.frontier.frontier import Frontier, origin_of
+from polecat.frontier.frontier import Frontier
 from polecat.frontier.politeness import Attempt
-from polecat.frontier.records import Completion, Lease, Outcome
+from polecat.frontier.records import Completion, Lease, Outcome, origin_of
 
 CANON = Canonicalizer()
 

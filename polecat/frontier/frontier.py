@@ -15,27 +15,22 @@ from __future__ import annotations
 
 import heapq
 import json
+import math
 import random
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from polecat.config import Config
 from polecat.dedup.canon import host_key, url_fingerprint
 from polecat.dedup.seen import SeenSet
 from polecat.fetch.robots import Closed, Fetch, Ready, RobotsPolicy
 from polecat.frontier.db import FrontierDB
+from polecat.frontier.ipkeys import IpKeys
 from polecat.frontier.patterns import HostPatternMap
-from polecat.frontier.politeness import (
-    Attempt,
-    HostState,
-    IpState,
-    after_attempt,
-    after_ip_attempt,
-    interval,
-)
+from polecat.frontier.politeness import Attempt, HostState, after_attempt, interval
 from polecat.frontier.records import (
     Completion,
+    FrontierStats,
     Idle,
     Lease,
     QueuedUrl,
@@ -44,6 +39,7 @@ from polecat.frontier.records import (
     decode_host,
     encode_host,
     host_prefix,
+    origin_of,
     queue_key,
 )
 from polecat.frontier.scope import ScopeFilter
@@ -62,26 +58,6 @@ ACCEPTED = "accepted"
 SEEN = "seen"
 
 
-@dataclass(frozen=True, slots=True)
-class FrontierStats:
-    hosts: int
-    hosts_ready: int
-    hosts_waiting: int
-    hosts_parked: int
-    queued: int
-    in_flight: int
-    accepted: int
-    seen: int
-    rejected: tuple[tuple[str, int], ...]
-    done: tuple[tuple[str, int], ...]
-    dropped_blocked: int
-
-
-def origin_of(url: str) -> str:
-    """``scheme://host[:port]`` of a canonical URL (robots.txt is per origin)."""
-    return url[: url.index("/", url.index("//") + 2)] if url.count("/") >= 3 else url
-
-
 class Frontier:
     """Per-host queues, the ready heap and the done records; see the module docstring."""
 
@@ -94,9 +70,7 @@ class Frontier:
         self._seen = seen
         self._rng = rng or random.Random()
         self._hosts: dict[str, HostState] = {}
-        self._ips: dict[str, IpState] = {}
-        self._ip_waiters: dict[str, set[str]] = {}
-        self._lease_ip: dict[str, str] = {}
+        self._ipkeys = IpKeys()
         self._heap: list[tuple[float, str]] = []
         self._scheduled: dict[str, float] = {}
         self._leases: dict[str, Lease] = {}
@@ -278,14 +252,14 @@ class Frontier:
             st = self._hosts[host]
             if st.parked or st.in_flight or st.queued <= 0:
                 continue
-            if self._pol.key_by_ip and st.ip and not self._ip_free(host, st.ip, now):
+            if self._pol.key_by_ip and st.ip and not self._ip_ready(host, st.ip, now):
                 continue
             got = self._lease_from(host, st, now)
             if got is not None:
                 self._leases[host] = got
                 st.in_flight = True
                 if self._pol.key_by_ip and st.ip:
-                    self._take_ip(host, st.ip)
+                    self._ipkeys.take(host, st.ip)
                 return got
         return Wait(None) if self._leases else Idle()
 
@@ -294,45 +268,32 @@ class Frontier:
         ahead (the IP is now held by this lease). False: the lease is withdrawn, the IP is busy or not
         yet allowed, and the host waits for it; send nothing."""
         host = lease.host
-        if self._lease_ip.get(host) == ip:
+        if self._ipkeys.held_by(host) == ip:
             return True
-        self._release_ip(host)
+        self._wake_ip_waiters(*self._ipkeys.release(host))
         self._hosts[host].ip = ip  # lease() checks it from now on, before handing out the host
-        if self._ip_free(host, ip, now):
-            self._take_ip(host, ip)
+        if self._ip_ready(host, ip, now):
+            self._ipkeys.take(host, ip)
             return True
         self._leases.pop(host, None)
         self._hosts[host].in_flight = False
         return False
 
-    def _take_ip(self, host: str, ip: str) -> None:
-        self._ips.setdefault(ip, IpState()).in_flight = True
-        self._lease_ip[host] = ip
+    def _ip_ready(self, host: str, ip: str, now: float) -> bool:
+        """Whether ``host`` may use ``ip`` now; if not, it is scheduled for when it may, or waits for the
+        IP's current request to end."""
+        at = self._ipkeys.wait_time(host, ip, now)
+        if at is None:
+            return True
+        if at != math.inf:
+            self._schedule(host, at)
+        return False
 
-    def _release_ip(self, host: str) -> IpState | None:
-        """Free the IP held by ``host``'s lease and reschedule the hosts that waited for it."""
-        ip = self._lease_ip.pop(host, None)
-        if ip is None:
-            return None
-        ips = self._ips[ip]
-        ips.in_flight = False
-        for waiter in self._ip_waiters.pop(ip, ()):
+    def _wake_ip_waiters(self, waiters: set[str], ip_next_allowed: float) -> None:
+        for waiter in waiters:
             ws = self._hosts[waiter]
             if not ws.in_flight and ws.queued > 0 and waiter not in self._scheduled:
-                self._schedule(waiter, max(ws.next_allowed, ips.next_allowed))
-        return ips
-
-    def _ip_free(self, host: str, ip: str, now: float) -> bool:
-        ips = self._ips.get(ip)
-        if ips is None:
-            return True
-        if ips.in_flight:
-            self._ip_waiters.setdefault(ip, set()).add(host)
-            return False
-        if ips.next_allowed > now:
-            self._schedule(host, ips.next_allowed)
-            return False
-        return True
+                self._schedule(waiter, max(ws.next_allowed, ip_next_allowed))
 
     def _lease_from(self, host: str, st: HostState, now: float) -> Lease | None:
         """First allowed URL of ``host`` as a lease (or a robots.txt lease); None to skip the host now."""
@@ -420,10 +381,8 @@ class Frontier:
             st.parked = True
         if st.parked and host not in self._parked:
             self._parked[host] = result.park or f"{st.failures} consecutive failures"
-        ip = self._lease_ip.get(host)
-        if ip is not None:
-            after_ip_attempt(self._ips[ip], interval(self._pol, rate, st), result.attempt)
-            self._release_ip(host)
+        if self._ipkeys.held_by(host) is not None:
+            self._wake_ip_waiters(*self._ipkeys.release(host, result.attempt, interval(self._pol, rate, st)))
         if lease.kind == "page":
             self._complete_page(lease, st, result, now)
         else:

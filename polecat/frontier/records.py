@@ -159,3 +159,23 @@ class UrlRecord:
     def decode(cls, raw: bytes | memoryview) -> UrlRecord:
         u, o, r, t, h, e, m, n, c = json.loads(bytes(raw))
         return cls(u, o, r, t, h, e, m, n, c)
+
+
+@dataclass(frozen=True, slots=True)
+class FrontierStats:
+    hosts: int
+    hosts_ready: int
+    hosts_waiting: int
+    hosts_parked: int
+    queued: int
+    in_flight: int
+    accepted: int
+    seen: int
+    rejected: tuple[tuple[str, int], ...]
+    done: tuple[tuple[str, int], ...]
+    dropped_blocked: int
+
+
+def origin_of(url: str) -> str:
+    """``scheme://host[:port]`` of a canonical URL (robots.txt is per origin)."""
+    return url[: url.index("/", url.index("//") + 2)] if url.count("/") >= 3 else url
