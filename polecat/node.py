@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import inspect
 import logging
+import struct
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -77,6 +78,10 @@ class Crawler:
         self._seen = SeenSet.restore(self._db.env, self._db.seen, self._bloom_path, self._db.seq,
                                      cfg.dedup.expected_urls, cfg.dedup.bloom_fp_rate)
         self._robots = RobotsPolicy(cfg.robots, cfg.fetch.user_agent)
+        with self._db.txn.cursor(db=self._db.robots) as cur:
+            for key, raw in cur:
+                status, fetched_at = _ROBOTS_REC.unpack_from(raw)
+                self._robots.restore(bytes(key).decode(), status, bytes(raw[_ROBOTS_REC.size :]), fetched_at)
         self._canon = Canonicalizer(cfg.dedup.tracking_params)
         self._store: PageStore = open_store(data / "store", cfg.store)
         self._bodies_at_start = self._store.stats().bodies
@@ -286,6 +291,11 @@ class Crawler:
             if not pacer.on_lease_host and pacer.lease_attempt is not None:  # a hop to another host failed
                 return Completion(pacer.lease_attempt, "fetched", f"robots:{outcome.kind}")
             return _failure(started, outcome)
+        if 200 <= outcome.status < 500 and outcome.status != 429:
+            # Kept with the frontier, so a restart applies it instead of asking every host again.
+            body = outcome.body[: self.config.robots.max_bytes] if outcome.status < 300 else b""
+            self._db.txn.put(origin.encode(), _ROBOTS_REC.pack(outcome.status, time.time()) + body,
+                             db=self._db.robots)
         return Completion(pacer.finish(outcome), "fetched", str(outcome.status), ip=outcome.remote_ip)
 
     async def _page_fetch(self, lease: Lease) -> Completion:
@@ -320,6 +330,9 @@ class Crawler:
             robots=self._robots.stats(), dns=self._fetcher.resolver.stats(), store=self._store.stats(),
         )
 
+
+_ROBOTS_REC = struct.Struct(">Hd")
+"""A stored robots.txt answer: status, wall-clock fetch time, then the body."""
 
 ROBOTS_HOP_MAX_WAIT = 30.0
 """Longest a robots.txt redirect hop waits for its target host's turn before the fetch counts as failed

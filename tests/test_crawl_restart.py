@@ -68,6 +68,9 @@ def test_sigint_then_resume_fetches_nothing_twice(test_web: TestWebFactory, tmp_
     assert set(counts) == truth
     assert max(counts.values()) == 1, [u for u, n in counts.items() if n > 1]
     assert politeness_violations(web.log, web.min_intervals(10.0)) == []
+    # robots.txt answers are kept with the frontier: the resumed run asks no host again.
+    robots = Counter(r.host for r in web.log if r.target == "/robots.txt")
+    assert set(robots.values()) == {1}, robots
 
 
 @pytest.mark.slow

@@ -164,3 +164,19 @@ def test_fixed_rules_are_shared() -> None:
     p.record_response("a.test", 404, b"", 0.0)
     p.record_response("b.test", 410, b"", 0.0)
     assert ready(p, 0.0).rules is RobotsRules.allow_all()
+
+
+def test_restore_applies_an_earlier_answer_without_counting_a_fetch() -> None:
+    p = policy()
+    p.restore("h", 200, b"User-agent: *\nDisallow: /private/\n", 1000.0)
+    p.restore("g", 404, b"", 1000.0)
+    p.restore("f", 503, b"", 1000.0)  # not a usable answer: ignored
+    d = p.lookup("h", 1000.0 + CFG.cache_ttl - 1)
+    assert isinstance(d, Ready) and not d.refresh_due
+    assert not d.rules.allowed("http://h/private/x") and d.rules.allowed("http://h/public")
+    g = p.lookup("g", 1001.0)
+    assert isinstance(g, Ready) and g.rules.allowed("http://g/anything")
+    assert isinstance(p.lookup("f", 1001.0), Fetch)
+    stale = p.lookup("h", 1000.0 + CFG.cache_ttl + 1)
+    assert isinstance(stale, Ready) and stale.refresh_due
+    assert p.stats().fetches == 0

@@ -321,6 +321,14 @@ class RobotsPolicy:
         else:
             self._fail(host, now, retry_after)
 
+    def restore(self, host: str, status: int, body: bytes, fetched_at: float) -> None:
+        """Reinstate a robots.txt answer an earlier run recorded (2xx or 4xx; not counted as a fetch):
+        it applies until ``fetched_at`` + the cache lifetime, like a fresh one."""
+        if 200 <= status < 300:
+            self._usable(host, "ok", self._parse(body), fetched_at)
+        elif 300 <= status < 500 and status != 429:
+            self._usable(host, "unavailable", RobotsRules.allow_all(), fetched_at)
+
     def record_failure(self, host: str, now: float, exc: BaseException) -> None:
         """Record a robots.txt fetch that produced no response (DNS, connect, timeout, TLS...)."""
         kind = str(getattr(exc, "kind", type(exc).__name__))

@@ -18,7 +18,7 @@ from polecat.errors import FrontierError
 
 SCHEMA_VERSION = 1
 
-TABLES = ("meta", "queue", "hosts", "seen", "urls", "near", "ops")
+TABLES = ("meta", "queue", "hosts", "seen", "urls", "near", "ops", "robots")
 
 
 class FrontierDB:
@@ -43,6 +43,7 @@ class FrontierDB:
         self.urls = self.env.open_db(b"urls")
         self.near = self.env.open_db(b"near", dupsort=True)
         self.ops = self.env.open_db(b"ops")
+        self.robots = self.env.open_db(b"robots")
         self.txn: lmdb.Transaction = self.env.begin(write=True)
         self.seq = 0
         self.pending = 0
