@@ -25,7 +25,7 @@ from polecat.dedup.canon import Canonicalizer, host_key
 from polecat.dedup.seen import SeenSet
 from polecat.errors import BlockedAddressError, FetchError, FetchTimeout, PolecatError
 from polecat.fetch.http import Fetcher, Response
-from polecat.fetch.robots import RobotsPolicy, product_token
+from polecat.fetch.robots import RobotsPolicy, is_answer, product_token
 from polecat.fetch.robots_fetch import refresh_robots
 from polecat.frontier.db import FrontierDB
 from polecat.frontier.frontier import Frontier
@@ -114,7 +114,7 @@ class Crawler:
         else:  # keep only what was committed before the failure; the next start replays the rest
             with contextlib.suppress(Exception):
                 self._store.close()
-            self._db.abort()
+            self._db.close()
 
     def add_seed(self, url: str, *, importance: float = 1.0, now: float | None = None) -> str:
         """Queue a seed URL (its host joins the scope). Returns the frontier's decision."""
@@ -268,14 +268,14 @@ class Crawler:
         st = self._frontier.host_state(lease.host)
         if st is not None and st.queued and not st.parked:
             # Warm DNS for the host's next request (a no-op while its answer is cached).
-            self._fetcher.resolver.prefetch(hostname(lease.host).strip("[]"))
+            self._fetcher.resolver.prefetch(_dns_name(lease.host))
         self._wake.set()
 
     async def _bind_ip(self, lease: Lease) -> bool:
         """Per-IP politeness: resolve first, then let the frontier hold the IP (or withdraw the lease).
         A resolution failure is left to the fetch, which reports it like any DNS error."""
         try:
-            addrs = await self._fetcher.resolver.lookup(hostname(lease.host).strip("[]"))
+            addrs = await self._fetcher.resolver.lookup(_dns_name(lease.host))
         except FetchError:
             return True
         return not addrs or self._frontier.bind_ip(lease, addrs[0][0], time.time())
@@ -291,7 +291,7 @@ class Crawler:
             if not pacer.on_lease_host and pacer.lease_attempt is not None:  # a hop to another host failed
                 return Completion(pacer.lease_attempt, "fetched", f"robots:{outcome.kind}")
             return _failure(started, outcome)
-        if 200 <= outcome.status < 500 and outcome.status != 429:
+        if is_answer(outcome.status):
             # Kept with the frontier, so a restart applies it instead of asking every host again.
             body = outcome.body[: self.config.robots.max_bytes] if outcome.status < 300 else b""
             self._db.txn.put(origin.encode(), _ROBOTS_REC.pack(outcome.status, time.time()) + body,
@@ -366,10 +366,10 @@ class _RobotsPacer:
         deadline = time.time() + ROBOTS_HOP_MAX_WAIT
         while True:
             now = time.time()
+            wait_until: float | None
             if host == self._lease_host:
-                wait_until: float | None = self._frontier.next_allowed(host)
-                if wait_until is not None and wait_until <= now:
-                    wait_until = None
+                allowed = self._frontier.next_allowed(host)
+                wait_until = allowed if allowed > now else None
             else:
                 wait_until = self._frontier.hold(host, now)
             if wait_until is None:
@@ -409,6 +409,11 @@ def _failure(started: float, exc: FetchError) -> Completion:
     outcome: Outcome = "retry" if exc.retryable else "failed"
     park = f"{exc.kind}: {exc}" if isinstance(exc, HOST_FATAL) else ""
     return Completion(attempt, outcome, exc.kind, park=park)
+
+
+def _dns_name(host: str) -> str:
+    """The name (or IP literal) the resolver takes for a ``host[:port]`` politeness key."""
+    return hostname(host).strip("[]")
 
 
 def _log_callback_error(task: asyncio.Future[None]) -> None:

@@ -47,8 +47,7 @@ class Rig:
 
     def crash(self) -> None:
         """Drop everything since the last commit, as kill -9 would."""
-        self.db.txn.abort()
-        self.db.env.close()
+        self.db.close()
 
     def reopen(self, now: float = 0.0) -> None:
         self.now = now

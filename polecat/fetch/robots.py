@@ -47,6 +47,7 @@ __all__ = [
     "RobotsPolicy",
     "RobotsRules",
     "RobotsStats",
+    "is_answer",
     "product_token",
 ]
 
@@ -230,6 +231,12 @@ def _interned(text: str, token: str) -> RobotsRules:
 #    stays closed.
 
 
+def is_answer(status: int) -> bool:
+    """Whether a robots.txt status is an answer the crawl may act on (2xx rules, 3xx/4xx "no
+    restrictions"), as opposed to unreachable (429, 5xx: fail closed and retry)."""
+    return 200 <= status < 500 and status != 429
+
+
 @dataclass(frozen=True, slots=True)
 class Ready:
     """Use ``rules``. ``refresh_due``: schedule a robots.txt refresh as this host's next request."""
@@ -315,7 +322,7 @@ class RobotsPolicy:
         if 200 <= status < 300:
             self._ok += 1
             self._usable(host, "ok", self._parse(body), now)
-        elif 300 <= status < 500 and status != 429:
+        elif is_answer(status):
             self._unavailable += 1
             self._usable(host, "unavailable", RobotsRules.allow_all(), now)
         else:
@@ -326,7 +333,7 @@ class RobotsPolicy:
         it applies until ``fetched_at`` + the cache lifetime, like a fresh one."""
         if 200 <= status < 300:
             self._usable(host, "ok", self._parse(body), fetched_at)
-        elif 300 <= status < 500 and status != 429:
+        elif is_answer(status):
             self._usable(host, "unavailable", RobotsRules.allow_all(), fetched_at)
 
     def record_failure(self, host: str, now: float, exc: BaseException) -> None:

@@ -86,14 +86,9 @@ class FrontierDB:
         """The counter the next commit will write (Bloom snapshots are tagged with it)."""
         return self.seq + 1
 
-    def abort(self) -> None:
-        """Drop what is uncommitted and close the environment (after a failed checkpoint)."""
-        self.txn.abort()
-        self.env.close()
-
     def close(self) -> None:
-        """Commit what is pending and close the environment."""
-        if self.txn is not None:
-            self.commit()
-            self.txn.abort()
+        """Close the environment, dropping what is uncommitted. Commits belong to the frontier (which
+        writes its host records first) and the node's checkpoint; a commit here would store a queue
+        without the host counts that go with it."""
+        self.txn.abort()
         self.env.close()

@@ -482,10 +482,6 @@ class Frontier:
         return dict(self._parked)
 
     @property
-    def in_flight(self) -> int:
-        return len(self._leases)
-
-    @property
     def queued(self) -> int:
         return self._queued
 
