@@ -15,6 +15,7 @@ from typing import Any
 import lmdb
 
 from polecat.errors import FrontierError
+from polecat.frontier.slices import SLICES
 
 SCHEMA_VERSION = 1
 
@@ -54,8 +55,12 @@ class FrontierDB:
         stored = self.txn.get(b"schema", db=self.meta)
         if stored is None:
             self.txn.put(b"schema", json.dumps({"version": SCHEMA_VERSION, **params}).encode(), db=self.meta)
+            self.txn.put(b"slices", str(SLICES).encode(), db=self.meta)
             self.commit()
             return self.seq
+        slices = int(self.txn.get(b"slices", db=self.meta) or SLICES)
+        if slices != SLICES:
+            raise FrontierError(f"frontier was created with {slices} slices, this polecat uses {SLICES}")
         info = json.loads(bytes(stored))
         if info.get("version") != SCHEMA_VERSION:
             raise FrontierError(

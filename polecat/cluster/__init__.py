@@ -1,0 +1,1 @@
+"""polecat.cluster: slice ownership and hand-over between members."""
