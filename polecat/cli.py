@@ -14,6 +14,7 @@ from typing import Any, TextIO
 
 from polecat.config import Config, config_from_mapping, load_toml, merge
 from polecat.errors import PolecatError
+from polecat.logs import LEVELS, configure, level_from_flags
 from polecat.stats import CrawlStats
 
 
@@ -46,7 +47,6 @@ def _add_crawl(sub: Any) -> None:
     p.add_argument("--allow-private", action="store_true", default=None,
                    help="allow private/loopback addresses (local crawls and tests)")
     p.add_argument("--dns-server", action="append", metavar="IP[:PORT]", help="DNS server (repeatable)")
-    p.add_argument("--quiet", action="store_true", help="no live progress line")
     p.set_defaults(func=cmd_crawl)
 
 
@@ -77,7 +77,7 @@ def build_config(args: argparse.Namespace) -> Config:
     if args.throttle:
         over["politeness"]["throttle"] = [*base.get("politeness", {}).get("throttle", []),
                                           *[list(t) for t in args.throttle]]
-    over["progress"] = not args.quiet and sys.stderr.isatty()
+    over["progress"] = not getattr(args, "quiet", 0) and sys.stderr.isatty()
     return config_from_mapping(merge(base, {k: v for k, v in over.items() if v != {}}))
 
 
@@ -169,26 +169,65 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_logging_flags(p: argparse.ArgumentParser) -> None:
+    """-v/-q and the --log-* flags, accepted before and after the subcommand (SUPPRESS keeps a value
+    given before the subcommand from being reset by the subcommand's defaults)."""
+    g = p.add_argument_group("logging")
+    g.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS,
+                   help="more log detail: -v info (one line per error), -vv debug (one line per fetch)")
+    g.add_argument("-q", "--quiet", action="count", default=argparse.SUPPRESS,
+                   help="less output: no progress line, only errors logged")
+    g.add_argument("--log-level", choices=LEVELS, default=argparse.SUPPRESS, help="overrides -v/-q")
+    g.add_argument("--log-file", type=Path, default=argparse.SUPPRESS, metavar="FILE",
+                   help="append log lines to FILE instead of stderr")
+    g.add_argument("--log-format", choices=["text", "json"], default=argparse.SUPPRESS,
+                   help="text (default) or json, one object per line")
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    found: list[argparse.ArgumentParser] = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in dict.fromkeys(action.choices.values()):
+                found += [child, *_subparsers(child)]
+    return found
+
+
 def make_parser() -> argparse.ArgumentParser:
+    from polecat import __version__
     from polecat.store.cli import register
 
-    parser = argparse.ArgumentParser(prog="polecat", description="A polite, fast, crash-safe web crawler.")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log debug detail")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(prog="polecat", description="A polite, fast, crash-safe web crawler.",
+                                     allow_abbrev=False)
+    parser.add_argument("--version", action="version", version=f"polecat {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_crawl(sub)
     status = sub.add_parser("status", help="summarize the frontier of a data dir (safe during a crawl)")
     status.add_argument("data", type=Path, metavar="DIR")
     status.set_defaults(func=cmd_status)
     register(sub)
+    for p in [parser, *_subparsers(parser)]:
+        p.allow_abbrev = False  # --allow-priv must not silently mean --allow-private
+        _add_logging_flags(p)
     return parser
+
+
+def setup_logging(args: argparse.Namespace) -> None:
+    """Configure polecat/logs.py from the parsed flags."""
+    level = level_from_flags(verbose=getattr(args, "verbose", 0), quiet=getattr(args, "quiet", 0),
+                             level=getattr(args, "log_level", None))
+    configure(level, file=getattr(args, "log_file", None), fmt=getattr(args, "log_format", "text"))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``polecat`` command."""
     parser = make_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        setup_logging(args)
+    except OSError as exc:
+        print(f"polecat: error: --log-file {args.log_file}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
     started = time.monotonic()
     try:
         code: int = args.func(args)

@@ -32,6 +32,7 @@ from polecat.frontier.frontier import Frontier
 from polecat.frontier.patterns import hostname
 from polecat.frontier.politeness import Attempt
 from polecat.frontier.records import Completion, Idle, Lease, Outcome, Wait, origin_of
+from polecat.logs import fields
 from polecat.pipeline import Page, PagePipeline, attempt_of
 from polecat.stats import CrawlStats, collect_stats
 from polecat.store.base import PageStore, open_store
@@ -288,9 +289,11 @@ class Crawler:
                                           pacer=pacer)
         if isinstance(outcome, FetchError):
             self._errors[f"robots:{outcome.kind}"] += 1
+            _log_failure(lease, outcome)
             if not pacer.on_lease_host and pacer.lease_attempt is not None:  # a hop to another host failed
                 return Completion(pacer.lease_attempt, "fetched", f"robots:{outcome.kind}")
             return _failure(started, outcome)
+        _log_response(lease, outcome)
         if is_answer(outcome.status):
             # Kept with the frontier, so a restart applies it instead of asking every host again.
             body = outcome.body[: self.config.robots.max_bytes] if outcome.status < 300 else b""
@@ -304,7 +307,9 @@ class Crawler:
             resp = await self._fetcher.fetch(lease.url, etag=lease.etag, last_modified=lease.last_modified)
         except FetchError as exc:
             self._errors[exc.kind] += 1
+            _log_failure(lease, exc)
             return _failure(started, exc)
+        _log_response(lease, resp)
         return self._pipeline.handle(lease, resp, started)
 
     def _emit(self, page: Page) -> None:
@@ -409,6 +414,24 @@ def _failure(started: float, exc: FetchError) -> Completion:
     outcome: Outcome = "retry" if exc.retryable else "failed"
     park = f"{exc.kind}: {exc}" if isinstance(exc, HOST_FATAL) else ""
     return Completion(attempt, outcome, exc.kind, park=park)
+
+
+def _log_failure(lease: Lease, exc: FetchError) -> None:
+    """Logging rule 3 (polecat/logs.py): one info line per failed request."""
+    log.info("%s failed: %s: %s", lease.url, exc.kind, exc,
+             extra=fields(host=lease.host, url=lease.url, kind=lease.kind, reason=f"{exc.kind}: {exc}"))
+
+
+def _log_response(lease: Lease, resp: Response) -> None:
+    """One debug line per request that got a response; an error status is also an info line."""
+    ms = round((resp.ended - resp.started) * 1000)
+    level = logging.INFO if resp.status >= 400 else logging.DEBUG
+    if log.isEnabledFor(level):
+        extra = fields(host=lease.host, url=lease.url, kind=lease.kind, status=resp.status,
+                       bytes=len(resp.body), ms=ms)
+        if resp.status >= 400:
+            extra["fields"]["reason"] = f"HTTP {resp.status}"
+        log.log(level, "%s %d %d bytes %d ms", lease.url, resp.status, len(resp.body), ms, extra=extra)
 
 
 def _dns_name(host: str) -> str:

@@ -1,0 +1,61 @@
+"""Logging (polecat/logs.py): formats, levels from flags, and what a crawl logs at info and debug."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from pathlib import Path
+
+from polecat.logs import configure, fields, level_from_flags
+from polecat.testing.sitegen import SiteSpec
+from tests.conftest import TestWebFactory
+from tests.test_cli import polecat
+
+
+def test_levels_from_flags() -> None:
+    assert level_from_flags() == logging.WARNING
+    assert level_from_flags(verbose=1) == logging.INFO
+    assert level_from_flags(verbose=3) == logging.DEBUG
+    assert level_from_flags(quiet=1) == logging.ERROR
+    assert level_from_flags(verbose=2, level="error") == logging.ERROR
+
+
+def test_text_and_json_lines_carry_fields() -> None:
+    out = io.StringIO()
+    log = configure(logging.INFO, stream=out)
+    logging.getLogger("polecat.x").info("fetch failed", extra=fields(host="a.test", reason="dns: no such"))
+    logging.getLogger("polecat.x").debug("not shown")
+    line = out.getvalue().strip()
+    assert line.endswith('INFO polecat.x: fetch failed host=a.test reason="dns: no such"'), line
+    out = io.StringIO()
+    configure(logging.DEBUG, stream=out, fmt="json")
+    logging.getLogger("polecat.y").debug("got %d", 200, extra=fields(status=200, ms=12))
+    rec = json.loads(out.getvalue())
+    assert rec["level"] == "debug" and rec["msg"] == "got 200" and rec["status"] == 200 and rec["ms"] == 12
+    assert len(log.handlers) == 1  # a second configure replaced the first handler
+
+
+def test_crawl_logs_errors_at_info_and_fetches_at_debug(test_web: TestWebFactory, tmp_path: Path) -> None:
+    web = test_web(SiteSpec(hosts=1, pages_per_host=3, seed=2))
+    web.respond("h01.test", "/", 404)
+    logfile = tmp_path / "log.jsonl"
+    base = ("crawl", *web.seeds, "--rate", "20", "--dns-server", web.dns_address, "--allow-private")
+    run = polecat(*base, "--data", str(tmp_path / "d1"), "-v", "--log-format", "json",
+                  "--log-file", str(logfile))
+    assert run.returncode in (0, 3), run.stderr
+    records = [json.loads(line) for line in logfile.read_text().splitlines()]
+    errors = [r for r in records if r.get("reason")]
+    assert errors and errors[0]["host"].startswith("h01.test") and errors[0]["reason"] == "HTTP 404"
+    assert errors[0]["url"] == web.seeds[0]
+    assert not [r for r in records if r["level"] == "debug"]
+    run = polecat(*base, "--data", str(tmp_path / "d2"), "-vv")  # -v after the subcommand, text to stderr
+    fetch_lines = [line for line in run.stderr.splitlines() if "robots.txt 200" in line]
+    assert fetch_lines and "bytes=" in fetch_lines[0] and "ms=" in fetch_lines[0], run.stderr
+
+
+def test_version_and_no_abbreviations() -> None:
+    run = polecat("--version")
+    assert run.returncode == 0 and run.stdout.startswith("polecat ")
+    run = polecat("crawl", "http://a.test/", "--allow-priv")
+    assert run.returncode == 2 and "unrecognized arguments: --allow-priv" in run.stderr
