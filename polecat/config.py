@@ -156,6 +156,32 @@ class FrontierConfig:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class RefreshConfig:
+    """When a fetched URL is due again (see polecat/frontier/refresh.py for the model and rules)."""
+
+    min_interval: float = 3_600.0
+    """Floor of a URL's refresh interval, seconds (``--refresh-min``)."""
+    max_interval: float = 30 * 86_400.0
+    """Ceiling of a URL's refresh interval, seconds (``--refresh-max``)."""
+    k: float = 1.0
+    """Interval = k / estimated change rate: the expected number of changes between two visits."""
+    default_interval: float = 86_400.0
+    """Interval before a URL has history and no sitemap prior."""
+    min_visits: int = 3
+    """Observed intervals before the estimate replaces the prior."""
+    refresh_share: float = 0.5
+    """Share of each host's fetches kept for refresh when new URLs are waiting too."""
+    overrides: tuple[tuple[str, float], ...] = ()
+    """Per-host-pattern fixed intervals, ``(pattern, seconds)``, e.g. a news site every 600 s."""
+    never: tuple[str, ...] = ()
+    """Host patterns whose URLs are never refreshed."""
+    important: tuple[str, ...] = ()
+    """URL regexes of pages counted in the freshness SLO (besides seeds and high-importance pages)."""
+    important_min: float = 1.0
+    """Pages with at least this importance (seeds have 1.0) count in the freshness SLO."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Config:
     """Everything a node needs. Build it with :func:`config_from_mapping` or directly."""
 
@@ -168,6 +194,7 @@ class Config:
     dedup: DedupConfig = field(default_factory=DedupConfig)
     store: StoreConfig = field(default_factory=StoreConfig)
     frontier: FrontierConfig = field(default_factory=FrontierConfig)
+    refresh: RefreshConfig = field(default_factory=RefreshConfig)
     progress: bool = False
     """Show live progress on the terminal."""
 
@@ -184,6 +211,7 @@ _SECTIONS: dict[str, type[Any]] = {
     "dedup": DedupConfig,
     "store": StoreConfig,
     "frontier": FrontierConfig,
+    "refresh": RefreshConfig,
 }
 
 
@@ -343,3 +371,24 @@ def validate(cfg: Config) -> None:
     _check(fr.commit_ops >= 1, "frontier.commit_ops", "must be >= 1")
     _check(fr.commit_ms > 0, "frontier.commit_ms", "must be > 0")
     _check(fr.map_size >= 16 * 1024 * 1024, "frontier.map_size", "must be >= 16 MiB")
+    _validate_refresh(cfg.refresh)
+
+
+def _validate_refresh(rf: RefreshConfig) -> None:
+    _check(0 < rf.min_interval <= rf.max_interval, "refresh.min_interval",
+           "must be > 0 and <= refresh.max_interval (--refresh-min, --refresh-max)")
+    _check(rf.k > 0, "refresh.k", "must be > 0")
+    _check(rf.default_interval > 0, "refresh.default_interval", "must be > 0")
+    _check(rf.min_visits >= 1, "refresh.min_visits", "must be >= 1")
+    _check(0 <= rf.refresh_share <= 1, "refresh.refresh_share", "must be in [0, 1]")
+    for pat, every in rf.overrides:
+        _check(bool(_HOST_PATTERN.match(pat.lower())), "refresh.overrides", f"bad host pattern {pat!r}")
+        _check(every > 0, "refresh.overrides", f"interval for {pat!r} must be > 0 seconds, got {every}")
+    for pat in rf.never:
+        _check(bool(_HOST_PATTERN.match(pat.lower())), "refresh.never", f"bad host pattern {pat!r}")
+    for i, rx in enumerate(rf.important):
+        try:
+            re.compile(rx)
+        except re.error as exc:
+            raise ConfigError(f"refresh.important[{i}]: bad regex {rx!r}: {exc}") from exc
+    _check(rf.important_min > 0, "refresh.important_min", "must be > 0")

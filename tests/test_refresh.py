@@ -1,0 +1,193 @@
+"""Refresh policy (polecat/frontier/refresh.py): estimator, clamping, priors, overrides, shares."""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from polecat.config import RefreshConfig
+from polecat.frontier.refresh import (
+    History,
+    Prior,
+    RefreshPolicy,
+    estimate_rate,
+    irregular_rate,
+    next_kind,
+    observe,
+    prior_interval,
+    regular_rate,
+)
+
+CFG = RefreshConfig()
+HOUR = 3600.0
+DAY = 86_400.0
+
+
+def visits(pattern: list[tuple[float, bool]], start: float = 1000.0) -> History:
+    """History after a first visit at ``start`` and then one visit per (interval, changed)."""
+    h = observe(History(), start, True)
+    t = start
+    for gap, changed in pattern:
+        t += gap
+        h = observe(h, t, changed)
+    return h
+
+
+def test_first_visit_records_time_only() -> None:
+    h = observe(History(), 50.0, True)
+    assert (h.n, h.x, h.last_visit, h.observed) == (0, 0, 50.0, 0.0)
+    assert estimate_rate(h) == 0.0
+
+
+def test_regular_form_closed_cases() -> None:
+    # n = 10 equal intervals of an hour, 5 changes: -ln(5.5/10.5)/3600.
+    h = visits([(HOUR, i % 2 == 0) for i in range(10)])
+    assert (h.n, h.x) == (10, 5)
+    assert estimate_rate(h) == pytest.approx(-math.log(5.5 / 10.5) / HOUR)
+    # No change seen: rate 0. Every interval changed: ln(2n + 1)/I, finite.
+    assert estimate_rate(visits([(HOUR, False)] * 8)) == 0.0
+    assert estimate_rate(visits([(HOUR, True)] * 8)) == pytest.approx(math.log(17) / HOUR)
+
+
+def test_irregular_form_solves_the_likelihood_equation() -> None:
+    # Changed after 1 h and 4 h, unchanged for 2 h and 8 h: root of 1/(e^l - 1) + 4/(e^4l - 1) = 10 (hours).
+    h = visits([(HOUR, True), (2 * HOUR, False), (4 * HOUR, True), (8 * HOUR, False)])
+    lam = estimate_rate(h) * HOUR
+    assert 1 / math.expm1(lam) + 4 / math.expm1(4 * lam) == pytest.approx(10.0, rel=1e-6)
+    assert lam == pytest.approx(irregular_rate(h.bins, h.unchanged) * HOUR)
+
+
+def test_irregular_equals_mle_of_regular_when_intervals_equal() -> None:
+    # With equal intervals the likelihood's root is -ln((n - x)/n)/I (no 0.5 correction).
+    h = visits([(HOUR, True)] * 3 + [(HOUR, False)] * 7)
+    assert irregular_rate(h.bins, h.unchanged) == pytest.approx(-math.log(7 / 10) / HOUR, rel=1e-6)
+    assert regular_rate(10, 3, HOUR) == pytest.approx(-math.log(7.5 / 10.5) / HOUR)
+
+
+def simulate(rate: float, visits_n: int, rng: random.Random, policy: RefreshPolicy | None) -> float:
+    """Visit a Poisson page ``visits_n`` times (at the policy's intervals, else every 1/rate); estimate."""
+    h = observe(History(), 0.0, True)
+    t, next_change = 0.0, rng.expovariate(rate)
+    for _ in range(visits_n):
+        every = policy.interval("h", h, None, t) if policy else 1.0 / rate
+        assert every is not None
+        t += every * rng.uniform(0.8, 1.2) if policy else every
+        changed = next_change <= t
+        while next_change <= t:
+            next_change += rng.expovariate(rate)
+        h = observe(h, t, changed)
+    return estimate_rate(h)
+
+
+@pytest.mark.parametrize("scheduled", [False, True], ids=["regular", "irregular"])
+def test_simulated_poisson_page_within_20_percent_after_30_visits(scheduled: bool) -> None:
+    # One page's estimate after 30 one-bit observations has a relative sd of about 23 % at best (the
+    # Cramer-Rao bound at the optimal interval), so the claim is checked over many simulated pages:
+    # the typical (median) error is within 20 % and the estimator is nearly unbiased.
+    rng = random.Random(16)
+    rate = 1 / (3 * HOUR)
+    policy = RefreshPolicy(RefreshConfig(min_interval=60.0, min_visits=3)) if scheduled else None
+    ests = [simulate(rate, 30, rng, policy) for _ in range(400)]
+    errors = [abs(e / rate - 1) for e in ests]
+    assert statistics.median(errors) < 0.20
+    assert statistics.fmean(ests) == pytest.approx(rate, rel=0.10)
+
+
+def test_next_interval_is_k_over_rate_clamped() -> None:
+    policy = RefreshPolicy(RefreshConfig(k=2.0, min_visits=1))
+    h = visits([(DAY, i % 2 == 0) for i in range(10)])
+    assert policy.interval("h", h, None, 0.0) == pytest.approx(2.0 / estimate_rate(h))
+    fast = visits([(60.0, True)] * 10)
+    assert policy.interval("h", fast, None, 0.0) == CFG.min_interval
+    static = visits([(DAY, False)] * 10)
+    assert policy.interval("h", static, None, 0.0) == CFG.max_interval
+
+
+def test_priors_before_enough_history() -> None:
+    now = 100 * DAY
+    assert prior_interval(CFG, Prior(changefreq="daily"), now) == DAY
+    assert prior_interval(CFG, Prior(changefreq="always"), now) == CFG.min_interval
+    assert prior_interval(CFG, Prior(changefreq="never"), now) == CFG.max_interval
+    assert prior_interval(CFG, Prior(lastmod=now - 2 * DAY), now) == 2 * DAY
+    assert prior_interval(CFG, Prior(lastmod=now + DAY), now) == CFG.default_interval
+    assert prior_interval(CFG, None, now) == CFG.default_interval
+    # changefreq wins over lastmod; the estimate replaces the prior after min_visits intervals.
+    assert prior_interval(CFG, Prior(lastmod=now - 2 * DAY, changefreq="hourly"), now) == HOUR
+    policy = RefreshPolicy(CFG)
+    h = visits([(DAY, False)] * (CFG.min_visits - 1))
+    assert policy.interval("h", h, Prior(changefreq="hourly"), now) == HOUR
+    h = observe(h, h.last_visit + DAY, False)
+    assert policy.interval("h", h, Prior(changefreq="hourly"), now) == CFG.max_interval
+
+
+def test_overrides_and_never() -> None:
+    policy = RefreshPolicy(RefreshConfig(overrides=(("*.news.test", 600.0),), never=("docs.test",)))
+    h = visits([(DAY, False)] * 5)
+    assert policy.interval("www.news.test", h, None, 0.0) == 600.0
+    assert policy.interval("docs.test:8080", h, None, 0.0) is None
+    assert policy.due_at("docs.test", h, None, 0.0) is None
+    assert policy.interval("other.test", h, None, 0.0) == CFG.max_interval
+
+
+@given(last=st.floats(1.0, 1e9), host_ready=st.floats(0.0, 2e9), changes=st.lists(st.booleans(), max_size=12),
+       gap=st.floats(1.0, 1e6))
+def test_property_never_due_before_politeness_or_floor(last: float, host_ready: float, changes: list[bool],
+                                                       gap: float) -> None:
+    policy = RefreshPolicy(CFG)
+    h = visits([(gap, c) for c in changes], start=last)
+    due = policy.due_at("h", h, None, host_ready)
+    assert due is not None
+    assert due >= host_ready
+    assert due >= h.last_visit + CFG.min_interval
+    assert due <= max(host_ready, h.last_visit + CFG.max_interval)
+
+
+@given(pattern=st.lists(st.tuples(st.floats(1.0, 1e7), st.booleans()), min_size=1, max_size=40))
+def test_property_estimate_finite_nonnegative_and_encoding_round_trips(
+        pattern: list[tuple[float, bool]]) -> None:
+    h = visits(pattern)
+    lam = estimate_rate(h)
+    assert math.isfinite(lam) and lam >= 0.0
+    assert (lam == 0.0) == (h.x == 0)
+    assert History.decode(h.encode()) == h
+
+
+def test_more_changes_never_lower_the_estimate() -> None:
+    base = [(HOUR * (1 + i % 3), False) for i in range(12)]
+    previous = 0.0
+    for flips in range(13):
+        pattern = [(g, i < flips) for i, (g, _) in enumerate(base)]
+        lam = estimate_rate(visits(pattern))
+        assert lam >= previous
+        previous = lam
+
+
+def test_priority_is_importance_times_staleness_and_slo_window() -> None:
+    h = visits([(HOUR, True)])
+    now = h.last_visit + 2 * HOUR
+    assert RefreshPolicy.priority(0.5, h, HOUR, now) == pytest.approx(1.0)
+    assert RefreshPolicy.within_window(h, 2 * HOUR, now)
+    assert not RefreshPolicy.within_window(h, HOUR, now)
+    assert not RefreshPolicy.within_window(History(), HOUR, now)
+
+
+@given(share=st.floats(0.0, 1.0), steps=st.integers(1, 400))
+def test_property_budget_share_is_kept_when_both_kinds_wait(share: float, steps: int) -> None:
+    refreshed = discovered = 0
+    for _ in range(steps):
+        if next_kind(share, refreshed, discovered, True, True) == "refresh":
+            refreshed += 1
+        else:
+            discovered += 1
+    assert abs(refreshed - share * steps) <= 1.0
+
+
+def test_budget_share_without_competition() -> None:
+    assert next_kind(0.0, 0, 10, True, False) == "refresh"
+    assert next_kind(1.0, 10, 0, False, True) == "discovery"
+    assert next_kind(0.5, 0, 0, False, False) is None
