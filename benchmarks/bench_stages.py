@@ -1,22 +1,25 @@
-"""Where polecat's CPU time per page goes, stage by stage, on the benchmark's generated pages.
+"""Where polecat's CPU time per page goes, stage by stage, against the floor, on each corpus.
 
-    python -m benchmarks.bench_stages [--pages 400]
+    python -m benchmarks.bench_stages [--pages 400] [--corpus small,real]
 
-Runs each pipeline stage the node runs for a fetched page over the same pages as the ``small`` comparison
-(35 KB, ~60 links), in-process and without network, and prints microseconds per page per stage. The
-HTTP stage is not here: ``python -m benchmarks.bench_fetch`` measures it against a bare aiohttp loop.
+Runs each pipeline stage the node runs for a fetched page over a corpus (``benchmarks/corpora.py``:
+pages of the ``small`` comparison web, and real documentation pages), in-process and without network,
+then the floor's in-process stages (lexbor parse, BLAKE2b, zstd) over the same pages, and prints CPU
+microseconds per page per stage and the ratio of the two totals. The HTTP stage is not here:
+``python -m benchmarks.compare`` adds the bare GET loop's CPU to the floor, and
+``python -m benchmarks.bench_fetch`` measures polecat's fetcher against that loop.
 """
 
 from __future__ import annotations
 
 import argparse
-import random
+import shutil
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from benchmarks.sizes import SIZES
+from benchmarks.corpora import CORPORA, Corpus, floor_stages
 from polecat.config import Config, ScopeConfig, StoreConfig
 from polecat.dedup.canon import Canonicalizer
 from polecat.dedup.nearindex import NearDupIndex
@@ -28,9 +31,7 @@ from polecat.frontier.db import FrontierDB
 from polecat.frontier.frontier import Frontier
 from polecat.parse.html import parse_html
 from polecat.store.base import FetchRecord, content_hash, open_store
-from polecat.testing.sitegen import Site
-
-PORT = 8080
+from polecat.store.segstore import ZSTD_LEVEL
 
 
 def timed(name: str, n: int, fn: Callable[[int], object], rows: list[tuple[str, float]]) -> None:
@@ -40,14 +41,9 @@ def timed(name: str, n: int, fn: Callable[[int], object], rows: list[tuple[str, 
     rows.append((name, (time.process_time() - start) / n * 1e6))
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--pages", type=int, default=400)
-    args = ap.parse_args()
-    site = Site(SIZES["small"].spec)
-    ids = random.Random(1).sample(range(len(site.pages)), args.pages)
-    bodies = [site.render(i, PORT) for i in ids]
-    urls = [site.url(i, PORT) for i in ids]
+def stages(corpus: Corpus) -> list[tuple[str, float]]:
+    """CPU µs a page of each of the node's per-page stages over ``corpus``, in a fresh frontier and store."""
+    bodies, urls = corpus.bodies, corpus.urls
     n = len(bodies)
     work = Path(tempfile.mkdtemp(prefix="polecat-stages-"))
     cfg = Config(scope=ScopeConfig(mode="any"))
@@ -83,15 +79,36 @@ def main() -> None:
     store.flush()
     frontier.commit()
     rows.append(("checkpoint (amortized)", (time.process_time() - start) / n * 1e6))
-    total = sum(us for _, us in rows)
-    print(f"{n} pages, {sum(map(len, bodies)) / n / 1000:.1f} KB and "
-          f"{sum(len(p.links) for p in parsed) / n:.0f} links on average\n")
-    print("| stage | CPU µs/page | share |\n|---|---|---|")
-    for name, us in rows:
-        print(f"| {name} | {us:.0f} | {us / total:.0%} |")
-    print(f"| **total (without HTTP)** | **{total:.0f}** | |")
     store.close()
     db.close()
+    shutil.rmtree(work)
+    print(f"{corpus.name}: {n} pages, {sum(map(len, bodies)) / n / 1000:.1f} KB of HTML, "
+          f"{sum(len(p.text.encode()) for p in parsed) / n / 1000:.1f} KB of text and "
+          f"{sum(len(p.links) for p in parsed) / n:.0f} links on average")
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--pages", type=int, default=400, help="pages of the synthetic corpus")
+    ap.add_argument("--corpus", default=",".join(CORPORA), help="comma-separated: " + ",".join(CORPORA))
+    args = ap.parse_args()
+    for name in args.corpus.split(","):
+        corpus = CORPORA[name](args.pages)
+        if corpus is None:
+            print(f"{name}: skipped, its pages are not installed (see benchmarks/corpora.py)\n")
+            continue
+        rows = stages(corpus)
+        floor = floor_stages(corpus.bodies, ZSTD_LEVEL)
+        total, floor_total = sum(us for _, us in rows), sum(us for _, us in floor)
+        print("\n| stage | CPU µs/page | share |\n|---|---|---|")
+        for stage, us in rows:
+            print(f"| {stage} | {us:.0f} | {us / total:.0%} |")
+        print(f"| **total (without HTTP)** | **{total:.0f}** | |")
+        for stage, us in floor:
+            print(f"| floor: {stage} | {us:.0f} | |")
+        print(f"| **floor (without HTTP)** | **{floor_total:.0f}** | |")
+        print(f"| **ratio** | **{total / floor_total:.2f}x** | |\n")
 
 
 if __name__ == "__main__":

@@ -21,10 +21,12 @@ from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
 
+from benchmarks.corpora import floor_stages
 from benchmarks.metrics import RunFigures, figures, median_figures, politeness_ceiling, table
 from benchmarks.runners import RUNNERS, RunContext, command
 from benchmarks.server import StaticServer, render_site
 from benchmarks.sizes import SIZES, Size
+from polecat.store.segstore import ZSTD_LEVEL
 from polecat.testing.dns import LocalDnsServer
 from polecat.testing.sitegen import Site, ground_truth
 from polecat.testing.siteserve import bind_loopback
@@ -172,10 +174,31 @@ def compare(
                 )
             results[runner] = median_figures(runs_figures)
             per_run[runner] = [asdict(f) for f in runs_figures]
-    (out / "results.json").write_text(
-        json.dumps({"median": {k: asdict(v) for k, v in results.items()}, "runs": per_run}, indent=1)
-    )
+    report: dict[str, object] = {"median": {k: asdict(v) for k, v in results.items()}, "runs": per_run}
+    if "limit" in results:
+        report["floor"] = floor(site, port, results, (out / "floor.txt"))
+    (out / "results.json").write_text(json.dumps(report, indent=1))
     return results
+
+
+def floor(
+    site: Site, port: int, results: Mapping[str, RunFigures], out: Path, pages: int = 400
+) -> dict[str, float]:
+    """The floor per page (the bare loop's CPU, plus lexbor parse, BLAKE2b and zstd of ``pages`` of the
+    site's pages measured here) and polecat's ratio to it; printed, written to ``out``, returned (ms)."""
+    step = max(1, len(site.pages) // pages)
+    stages = floor_stages([site.render(i, port) for i in range(0, len(site.pages), step)], ZSTD_LEVEL)
+    parts = {"fetch (bare GET loop)": results["limit"].cpu_ms_per_page}
+    parts.update((name, us / 1000) for name, us in stages)
+    total = sum(parts.values())
+    lines = [f"floor, CPU ms/page: {' + '.join(f'{k} {v:.3f}' for k, v in parts.items())} = {total:.3f}"]
+    parts["floor"] = total
+    if "polecat" in results:
+        parts["polecat/floor"] = results["polecat"].cpu_ms_per_page / total
+        lines.append(f"polecat/floor: {parts['polecat/floor']:.2f}x")
+    print("\n".join(lines), flush=True)
+    out.write_text("\n".join(lines) + "\n")
+    return parts
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from benchmarks.compare import compare
+from benchmarks.corpora import Corpus, floor_stages, real_corpus, small_corpus
 from benchmarks.metrics import RunFigures, median_figures, table
 from benchmarks.runners import RunContext, command
 from benchmarks.sizes import SIZES
@@ -28,6 +29,11 @@ def test_bare_runner_fetches_the_whole_ground_truth_through_the_static_server(tm
     assert json.loads((tmp_path / "runs" / "limit-0" / "output.txt").read_text())["ok"] == len(truth)
     saved = json.loads((tmp_path / "results.json").read_text())
     assert saved["median"]["limit"]["pages"] == len(truth)
+    # The floor adds the bare loop's CPU to the parse, hash and compression of the same pages.
+    floor = saved["floor"]
+    parts = [v for k, v in floor.items() if k != "floor"]
+    assert floor["fetch (bare GET loop)"] == limit.cpu_ms_per_page
+    assert len(parts) == 4 and all(v > 0 for v in parts) and floor["floor"] == sum(parts)
 
 
 def test_runner_commands_carry_the_crawl_settings(tmp_path: Path) -> None:
@@ -50,3 +56,15 @@ def test_medians_and_ratio_table() -> None:
     rows = {line.split("|")[1].strip(): line for line in text.splitlines()}
     assert "| 10.00x |  | 0.08x | 1.00x |" in rows["polecat/scrapy"]
     assert "| 0.20x |  | 5.00x |" in rows["polecat/limit"]
+
+
+def test_floor_stages_and_a_missing_real_corpus(tmp_path: Path) -> None:
+    corpus = small_corpus(3)
+    assert len(corpus.urls) == len(corpus.bodies) == 3
+    stages = floor_stages(corpus.bodies, 3)
+    assert [name for name, _ in stages] == ["lexbor parse (tree only)", "BLAKE2b", "zstd -3"]
+    assert all(us > 0 for _, us in stages)
+    assert real_corpus(tmp_path) is None  # no documentation package there: the benchmarks skip it
+    (tmp_path / "a.html").write_bytes(b"<p>a</p>")
+    (tmp_path / "all.html").write_bytes(b"<p>all</p>")
+    assert real_corpus(tmp_path) == Corpus("real", ["http://docs.test:8080/api/a.html"], [b"<p>a</p>"])
