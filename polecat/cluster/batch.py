@@ -1,0 +1,104 @@
+"""The hand-off batch: URLs one member sends to the owner of their slices, as bytes on the wire.
+
+Format (version 1), all integers big-endian::
+
+    magic "PCHB" | version u8 | sig_len u8 | payload_len u32 | xxh3_64(payload) u64 | signature | payload
+
+``payload`` is msgpack: ``[sender, seq, [[url, depth, importance, hops], ...]]``. The checksum catches a
+torn or corrupted frame; the signature slot is empty here (one machine, trusted processes) and carries the
+HMAC of header-without-signature + payload in the multi-machine cluster, through the ``sign``/``verify``
+callables. Anything that does not decode raises :class:`HandoffError` and changes nothing.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import msgpack
+import xxhash
+
+from polecat.errors import PolecatError
+
+MAGIC = b"PCHB"
+VERSION = 1
+_HEADER = struct.Struct(">4sBBIQ")
+MAX_BATCH_BYTES = 16 * 1024 * 1024
+"""Frames above this are refused before decoding (a hostile or broken peer cannot make us allocate)."""
+
+Signer = Callable[[bytes], bytes]
+Verifier = Callable[[bytes, bytes], bool]
+
+
+class HandoffError(PolecatError):
+    """A hand-off batch is malformed, of an unknown version, fails its checksum or its signature."""
+
+
+@dataclass(frozen=True, slots=True)
+class HandoffUrl:
+    """A discovered URL on its way to its owner, with what the owner needs to queue it."""
+
+    url: str
+    depth: int
+    importance: float
+    hops: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    sender: str
+    seq: int
+    """The sender's sequence number for this batch (per receiver); acks name it."""
+    urls: tuple[HandoffUrl, ...]
+
+
+def encode_urls(urls: tuple[HandoffUrl, ...] | list[HandoffUrl]) -> bytes:
+    """msgpack of the URL list alone (what the outbox stores per batch)."""
+    packed: bytes = msgpack.packb([[u.url, u.depth, u.importance, u.hops] for u in urls], use_bin_type=True)
+    return packed
+
+
+def encode_batch(sender: str, seq: int, urls_msgpack: bytes, sign: Signer | None = None) -> bytes:
+    """Frame a batch from the outbox's stored URL list (:func:`encode_urls`), without re-encoding it."""
+    # A 3-element msgpack array (fixarray 0x93): sender, seq (a 2-array's items), then the URL list.
+    head: bytes = msgpack.packb([sender, seq])
+    payload = b"\x93" + head[1:] + urls_msgpack
+    checksum = xxhash.xxh3_64_intdigest(payload)
+    sig = sign(_HEADER.pack(MAGIC, VERSION, 0, len(payload), checksum) + payload) if sign else b""
+    if len(sig) > 255:
+        raise HandoffError("signature longer than 255 bytes")
+    return _HEADER.pack(MAGIC, VERSION, len(sig), len(payload), checksum) + sig + payload
+
+
+def decode_batch(data: bytes, verify: Verifier | None = None) -> Batch:
+    """Parse and check a frame; raises :class:`HandoffError` on anything but a valid batch."""
+    if len(data) < _HEADER.size:
+        raise HandoffError(f"batch of {len(data)} bytes is shorter than its header")
+    if len(data) > MAX_BATCH_BYTES:
+        raise HandoffError(f"batch of {len(data)} bytes exceeds {MAX_BATCH_BYTES}")
+    magic, version, sig_len, length, checksum = _HEADER.unpack_from(data)
+    if magic != MAGIC:
+        raise HandoffError("not a hand-off batch (bad magic)")
+    if version != VERSION:
+        raise HandoffError(f"hand-off batch version {version}, this polecat reads {VERSION}")
+    sig = data[_HEADER.size : _HEADER.size + sig_len]
+    payload = data[_HEADER.size + sig_len :]
+    if len(payload) != length:
+        raise HandoffError(f"batch payload is {len(payload)} bytes, header says {length}")
+    if xxhash.xxh3_64_intdigest(payload) != checksum:
+        raise HandoffError("batch checksum mismatch")
+    if verify is not None:
+        unsigned = _HEADER.pack(MAGIC, VERSION, 0, length, checksum)
+        if not verify(unsigned + payload, sig):
+            raise HandoffError("batch signature does not verify")
+    try:
+        sender, seq, items = msgpack.unpackb(payload, use_list=True)
+        urls = tuple(HandoffUrl(u, d, float(i), h) for u, d, i, h in items)
+    except (ValueError, TypeError, msgpack.UnpackException) as exc:
+        raise HandoffError(f"batch payload does not decode: {exc}") from exc
+    if not isinstance(sender, str) or not isinstance(seq, int) or not all(
+        isinstance(u.url, str) and isinstance(u.depth, int) and isinstance(u.hops, int) for u in urls
+    ):
+        raise HandoffError("batch payload has fields of the wrong type")
+    return Batch(sender, seq, urls)

@@ -1,0 +1,113 @@
+"""The hand-off driver: runs the sender's decisions (:mod:`.sender`) over the outbox and a transport.
+
+The node stages URLs for other owners here (:meth:`Handoff.stage`) and commits the outbox in its
+checkpoint (:meth:`Handoff.commit`, outbox rule 2); this task sends sealed batches, and deletes each one
+from the outbox when its receiver acknowledges it. ``backlog()`` is what the node uses to slow its own
+fetching while a peer is slow to accept (back-pressure reaches the pages that discover the URLs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Mapping
+
+from polecat.cluster.batch import HandoffUrl, Signer, encode_batch
+from polecat.cluster.outbox import Outbox
+from polecat.cluster.sender import HandoffSender, Send
+from polecat.cluster.transport import Transport
+
+log = logging.getLogger("polecat.handoff")
+
+
+class Handoff:
+    """Sends one member's outbox to its peers; see the module docstring."""
+
+    def __init__(self, self_id: str, outbox: Outbox, transport: Transport, addresses: Mapping[str, str], *,
+                 sender: HandoffSender | None = None, sign: Signer | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._self_id = self_id
+        self._outbox = outbox
+        self._transport = transport
+        self._addresses = dict(addresses)
+        self._sign = sign
+        self._clock = clock
+        self.sender = sender or HandoffSender()
+        for peer, seqs in outbox.pending().items():
+            for seq in seqs:
+                self.sender.queued(peer, seq)
+        self._wake = asyncio.Event()
+        self._acked = asyncio.Event()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.urls_acked = 0
+        self.bytes_sent = 0
+
+    def stage(self, peer: str, urls: list[HandoffUrl]) -> None:
+        """Queue ``urls`` for their owner ``peer`` (durable at the next :meth:`commit`)."""
+        for seq in self._outbox.put(peer, urls):
+            self.sender.queued(peer, seq)
+        self._wake.set()
+
+    def commit(self) -> None:
+        """Seal and persist the outbox; the node calls it after the store flush, before the frontier
+        commit."""
+        for peer, seq in self._outbox.commit():
+            self.sender.queued(peer, seq)
+        self._wake.set()
+
+    def backlog(self) -> int:
+        """URLs staged or sent but not yet acknowledged."""
+        return self._outbox.backlog()
+
+    async def run(self) -> None:
+        """Send until cancelled."""
+        try:
+            while True:
+                plan = self.sender.next(self._clock())
+                for send in plan.sends:
+                    task = asyncio.create_task(self._send(send))
+                    self._tasks.add(task)
+                    task.add_done_callback(self._tasks.discard)
+                self._wake.clear()
+                timeout = None if plan.wake_at is None else max(0.0, plan.wake_at - self._clock())
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), timeout)
+        finally:
+            for task in list(self._tasks):
+                task.cancel()
+            if self._tasks:
+                await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def drain(self) -> None:
+        """Commit, then wait until every batch is acknowledged (a clean stop; bound it with
+        ``asyncio.timeout``: what is left stays in the outbox for the next run)."""
+        self.commit()
+        try:
+            while self.sender.backlog():
+                self._acked.clear()
+                await self._acked.wait()
+        finally:
+            self.commit()  # persist the acks
+
+    async def _send(self, send: Send) -> None:
+        address = self._addresses.get(send.peer)
+        if address is None:
+            log.warning("hand-off: no address for member %s; keeping its batches", send.peer)
+            self.sender.failed(send.peer, send.seq, self._clock())
+            return
+        data = encode_batch(self._self_id, send.seq, self._outbox.read(send.peer, send.seq), self._sign)
+        self.bytes_sent += len(data)
+        reply = await self._transport.post(address, data)
+        now = self._clock()
+        if reply.status == "ok":
+            self.sender.acked(send.peer, send.seq)
+            self.urls_acked += self._outbox.ack(send.peer, send.seq)
+            self._acked.set()
+        elif reply.status == "busy":
+            self.sender.busy(send.peer, send.seq, now, reply.retry_after)
+        else:
+            log.warning("hand-off to %s failed (%s): %s", send.peer, reply.status, reply.detail)
+            self.sender.failed(send.peer, send.seq, now)
+        self._wake.set()

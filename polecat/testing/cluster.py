@@ -1,0 +1,55 @@
+"""In-repo fakes for the cluster seams: a membership whose view a test changes by hand."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterable
+from functools import partial
+
+from polecat.cluster.membership import Member, view
+
+
+class FakeMembership:
+    """A :class:`~polecat.cluster.membership.Membership` driven by the test: :meth:`set` publishes a new
+    view to every ``changes()`` iterator."""
+
+    def __init__(self, self_id: str, members: Iterable[Member]) -> None:
+        self._self_id = self_id
+        self._members = view(members)
+        self._version = 0
+        self._changed = asyncio.Condition()
+        self._closed = False
+
+    @property
+    def self_id(self) -> str:
+        return self._self_id
+
+    def members(self) -> tuple[Member, ...]:
+        return self._members
+
+    async def set(self, members: Iterable[Member]) -> None:
+        """Replace the view (a join, a leave or a death, as the etcd backend would report it)."""
+        async with self._changed:
+            self._members = view(members)
+            self._version += 1
+            self._changed.notify_all()
+
+    async def changes(self) -> AsyncIterator[tuple[Member, ...]]:
+        seen = self._version
+        yield self._members
+        while True:
+            async with self._changed:
+                await self._changed.wait_for(partial(self._moved_on, seen))
+                if self._closed:
+                    return
+                seen = self._version
+                current = self._members
+            yield current
+
+    def _moved_on(self, version: int) -> bool:
+        return self._closed or self._version != version
+
+    async def close(self) -> None:
+        async with self._changed:
+            self._closed = True
+            self._changed.notify_all()

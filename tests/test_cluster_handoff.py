@@ -1,0 +1,133 @@
+"""Hand-off units: the batch codec, the LMDB outbox and the sender's state machine (no sockets)."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from polecat.cluster.batch import HandoffError, HandoffUrl, decode_batch, encode_batch, encode_urls
+from polecat.cluster.outbox import Outbox
+from polecat.cluster.receiver import Inbox
+from polecat.cluster.sender import HandoffSender, Send
+
+urls_st = st.lists(st.builds(HandoffUrl, st.text(min_size=1, max_size=80), st.integers(0, 60),
+                             st.floats(0, 1e6, allow_nan=False), st.integers(0, 20)), max_size=50)
+
+
+@given(st.text(min_size=1, max_size=20), st.integers(0, 2**63), urls_st)
+def test_batch_round_trips(sender: str, seq: int, urls: list[HandoffUrl]) -> None:
+    batch = decode_batch(encode_batch(sender, seq, encode_urls(urls)))
+    assert (batch.sender, batch.seq, list(batch.urls)) == (sender, seq, urls)
+
+
+def test_batch_refuses_corruption_truncation_version_and_bad_signature() -> None:
+    data = encode_batch("w0", 7, encode_urls([HandoffUrl("http://a.test/", 1, 0.5)]))
+    flipped = bytearray(data)
+    flipped[-3] ^= 0x40
+    with pytest.raises(HandoffError, match="checksum"):
+        decode_batch(bytes(flipped))
+    with pytest.raises(HandoffError, match="header says"):
+        decode_batch(data[:-1])
+    with pytest.raises(HandoffError, match="shorter"):
+        decode_batch(data[:5])
+    with pytest.raises(HandoffError, match="magic"):
+        decode_batch(b"XXXX" + data[4:])
+    with pytest.raises(HandoffError, match="version 9"):
+        decode_batch(data[:4] + b"\x09" + data[5:])
+    # The signature slot: a signed batch verifies, a tampered or unsigned one does not.
+    key = b"secret"
+
+    def sign(b: bytes) -> bytes:
+        return key + struct.pack(">I", len(b))
+
+    def verify(b: bytes, sig: bytes) -> bool:
+        return sig == sign(b)
+
+    signed = encode_batch("w0", 7, encode_urls([HandoffUrl("http://a.test/", 1, 0.5)]), sign)
+    assert decode_batch(signed, verify).seq == 7
+    with pytest.raises(HandoffError, match="signature"):
+        decode_batch(data, verify)
+
+
+def test_batch_refuses_a_well_framed_payload_of_the_wrong_shape() -> None:
+    import msgpack
+    import xxhash
+
+    payload = msgpack.packb(["w0", "not-a-seq", [["u", 1, 1.0, 0]]])
+    header = struct.pack(">4sBBIQ", b"PCHB", 1, 0, len(payload), xxhash.xxh3_64_intdigest(payload))
+    with pytest.raises(HandoffError, match="wrong type"):
+        decode_batch(header + payload)
+    payload = msgpack.packb(["w0", 1, [["u", 1]]])
+    header = struct.pack(">4sBBIQ", b"PCHB", 1, 0, len(payload), xxhash.xxh3_64_intdigest(payload))
+    with pytest.raises(HandoffError, match="does not decode"):
+        decode_batch(header + payload)
+
+
+def _urls(n: int, tag: str = "") -> list[HandoffUrl]:
+    return [HandoffUrl(f"http://h.test/{tag}{i}", 1, 1.0) for i in range(n)]
+
+
+def test_outbox_seals_batches_keeps_them_until_acked_and_survives_reopen(tmp_path: Path) -> None:
+    box = Outbox(tmp_path / "ob", batch_urls=10)
+    assert box.put("w1", _urls(25)) == [1, 2]  # 25 staged: two full batches and 5 left over
+    assert box.backlog() == 25
+    assert box.commit() == [("w1", 3)]  # commit seals the rest
+    assert box.pending() == {"w1": [1, 2, 3]}
+    assert len(decode_batch(encode_batch("w0", 3, box.read("w1", 3))).urls) == 5
+    assert box.ack("w1", 1) == 10
+    box.put("w2", _urls(3))
+    box.close()  # the ack and the staged w2 URLs were not committed: both are replayed
+    box = Outbox(tmp_path / "ob", batch_urls=10)
+    assert box.pending() == {"w1": [1, 2, 3]}
+    assert box.ack("w1", 1) == 10
+    box.commit()
+    box.close()
+    box = Outbox(tmp_path / "ob", batch_urls=10)
+    assert box.pending() == {"w1": [2, 3]}
+    assert box.put("w1", _urls(10, "x")) == [4]  # numbering continues after what is pending
+    box.close()
+
+
+def test_sender_orders_windows_and_never_forgets_an_unacked_batch() -> None:
+    s = HandoffSender(window=2, base_backoff=1.0, max_backoff=4.0)
+    for seq in (1, 2, 3):
+        s.queued("a", seq)
+    s.queued("b", 1)
+    plan = s.next(0.0)
+    assert set(plan.sends) == {Send("a", 1), Send("a", 2), Send("b", 1)}
+    assert s.next(0.0).sends == ()  # window full for a, b's only batch in flight
+    s.acked("a", 1)
+    assert s.next(0.0).sends == (Send("a", 3),)
+    # Failures back off exponentially and keep the batch; busy waits the receiver's delay.
+    s.failed("a", 2, 0.0)
+    s.failed("a", 3, 0.0)
+    assert s.next(0.5).sends == () and s.next(0.5).wake_at == 2.0
+    assert s.next(2.0).sends == (Send("a", 2), Send("a", 3))
+    s.failed("a", 2, 2.0)
+    s.failed("a", 3, 2.0)
+    s.failed("b", 1, 0.0)  # b waits 1 s, a (4 failures) the 4 s cap
+    plan = s.next(2.0)
+    assert plan.sends == (Send("b", 1),) and plan.wake_at == 6.0
+    s.busy("b", 1, 2.0, retry_after=0.3)
+    assert s.next(2.1).sends == ()
+    assert Send("b", 1) in s.next(2.3).sends
+    assert s.backlog() == 3
+    s.acked("a", 2)
+    s.acked("a", 3)
+    s.acked("b", 1)
+    assert s.backlog() == 0 and s.next(100.0) == type(s.next(0.0))((), None)
+
+
+def test_inbox_refuses_what_does_not_fit_but_never_starves_a_big_batch() -> None:
+    box = Inbox(capacity=100)
+    assert box.offer(60)
+    assert not box.offer(50)
+    assert box.offer(40)
+    box.release(100)
+    assert box.offer(500)  # larger than the capacity, let in because the inbox is empty
+    assert not box.offer(1)
+    assert box.refused == 2
