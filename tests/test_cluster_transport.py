@@ -51,7 +51,8 @@ class SlowFrontier:
 
 
 async def _deliver(address: str, tmp: Path, n_urls: int, *, capacity: int, commit_s: float,
-                   senders: int = 1, hold: float = 1.0) -> tuple[SlowFrontier, HandoffReceiver, list[Handoff]]:
+                   senders: int = 1, hold: float = 1.0
+                   ) -> tuple[SlowFrontier, HandoffReceiver, list[Handoff]]:
     frontier = SlowFrontier(commit_s)
     receiver = HandoffReceiver(frontier.sink, capacity=capacity, hold=hold,
                                retry_after=0.02)
