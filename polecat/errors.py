@@ -97,3 +97,18 @@ class FrontierError(PolecatError):
 
 class CorruptBloom(PolecatError):
     """A saved Bloom filter file is truncated, of another format, or fails its checksum (rebuild it)."""
+
+
+# --- the machine -------------------------------------------------------------------------------------
+
+
+class StorageFault(PolecatError):
+    """Local state could not be written for a reason of the machine (disk full, I/O error, LMDB map
+    full). The node stops rather than record as done a page that was not stored; a resume after the
+    fault is fixed replays what was not committed. ``path`` names the file or directory that failed,
+    ``cause`` the reason in words (see polecat/faults.py)."""
+
+    def __init__(self, message: str, *, path: str, cause: str) -> None:
+        super().__init__(message)
+        self.path = path
+        self.cause = cause

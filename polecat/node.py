@@ -23,7 +23,8 @@ import lmdb
 from polecat.config import Config
 from polecat.dedup.canon import Canonicalizer, host_key
 from polecat.dedup.seen import SeenSet
-from polecat.errors import BlockedAddressError, FetchError, FetchTimeout, PolecatError
+from polecat.errors import BlockedAddressError, FetchError, FetchTimeout, PolecatError, StorageFault
+from polecat.faults import storage_fault
 from polecat.fetch.http import Fetcher, Response
 from polecat.fetch.robots import RobotsPolicy, is_answer, product_token
 from polecat.fetch.robots_fetch import refresh_robots
@@ -66,6 +67,7 @@ class Crawler:
         self._last_bloom_save = 0.0
         self._opened = False
         self._fatal: BaseException | None = None
+        self._fatal_raised = False
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -108,14 +110,15 @@ class Crawler:
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
         await self._fetcher.__aexit__(et, e, tb)
-        if self._fatal is None:
-            self._checkpoint(save_bloom=True)
+        if self._fatal is None and self._try_checkpoint(save_bloom=True):
             self._store.close()
             self._db.close()
         else:  # keep only what was committed before the failure; the next start replays the rest
             with contextlib.suppress(Exception):
                 self._store.close()
             self._db.close()
+            if et is None and not self._fatal_raised:  # the final checkpoint failed
+                raise PolecatError(f"crawl stopped: {self._fatal}") from self._fatal
 
     def add_seed(self, url: str, *, importance: float = 1.0, now: float | None = None) -> str:
         """Queue a seed URL (its host joins the scope). Returns the frontier's decision."""
@@ -190,20 +193,32 @@ class Crawler:
             with contextlib.suppress(asyncio.CancelledError):
                 await checkpointer
             if self._fatal is None:
-                self._checkpoint(save_bloom=True)
+                self._try_checkpoint(save_bloom=True)
             for q in self._page_queues:
                 with contextlib.suppress(asyncio.QueueFull):
                     q.put_nowait(None)
         if self._fatal is not None:
             # What was committed is consistent; the rest replays on the next start.
+            self._fatal_raised = True
             raise PolecatError(f"crawl stopped: {self._fatal}") from self._fatal
         return self.stats()
 
     def _fail(self, exc: BaseException) -> None:
-        """State can no longer be saved (disk full, map full, I/O error): stop, keep what was committed."""
+        """State can no longer be saved (disk full, map full, I/O error): stop, keep what was committed.
+
+        Requests in flight are cancelled: nothing more is recorded, so their URLs stay queued in the
+        committed state and a resume after the fault is fixed fetches them."""
+        if isinstance(exc, lmdb.Error):
+            exc = storage_fault(exc, "frontier", self._db.path)
+        elif isinstance(exc, OSError):
+            exc = storage_fault(exc, "crawl state in", self.config.data_dir)
         if self._fatal is None:
             log.error("stopping: %s", exc)
             self._fatal = exc
+        current = asyncio.current_task()
+        for task in self._tasks:
+            if task is not current:
+                task.cancel()
         self.stop()
 
     async def _sleep(self, loop: asyncio.AbstractEventLoop, until: float | None) -> None:
@@ -228,16 +243,21 @@ class Crawler:
             self._last_bloom_save = now
         self._frontier.commit()
 
+    def _try_checkpoint(self, *, save_bloom: bool = False) -> bool:
+        """:meth:`_checkpoint`, stopping the node when state cannot be saved; whether it succeeded."""
+        try:
+            self._checkpoint(save_bloom=save_bloom)
+        except (PolecatError, OSError, lmdb.Error) as exc:
+            self._fail(exc)
+            return False
+        return True
+
     async def _checkpoint_loop(self) -> None:
         period = self.config.frontier.commit_ms / 1000
         while True:
             await asyncio.sleep(period)
-            if self._frontier.pending_ops:
-                try:
-                    self._checkpoint()
-                except (PolecatError, OSError, lmdb.Error) as exc:
-                    self._fail(exc)
-                    return
+            if self._frontier.pending_ops and not self._try_checkpoint():
+                return
 
     # --- one lease -------------------------------------------------------------------------------
 
@@ -254,17 +274,22 @@ class Crawler:
                 completion = await self._page_fetch(lease)
         except asyncio.CancelledError:
             raise  # left in flight: its queue entry is replayed after restart
+        except (StorageFault, OSError, lmdb.Error) as exc:  # the machine, not the page: record nothing, stop
+            self._fail(exc)
+            return
         except Exception as exc:  # a bug must cost one URL, never the node
             log.exception("internal error on %s", lease.url)
             self._errors["internal"] += 1
             now = time.time()
             completion = Completion(Attempt(now, now, None), "failed", f"internal:{type(exc).__name__}")
+        if self._fatal is not None:
+            return  # stopping after a fault: nothing more is recorded
         try:
             self._frontier.complete(lease, completion, time.time())
-            if self._frontier.pending_ops >= self.config.frontier.commit_ops:
-                self._checkpoint()
-        except (PolecatError, OSError, lmdb.Error) as exc:
+        except (PolecatError, lmdb.Error) as exc:
             self._fail(exc)
+            return
+        if self._frontier.pending_ops >= self.config.frontier.commit_ops and not self._try_checkpoint():
             return
         st = self._frontier.host_state(lease.host)
         if st is not None and st.queued and not st.parked:

@@ -34,6 +34,7 @@ import xxhash
 from bitarray import bitarray
 
 from polecat.errors import CorruptBloom
+from polecat.faults import storage_fault
 
 _MASK64 = (1 << 64) - 1
 _MAGIC = b"PCBLOOM1"
@@ -170,8 +171,23 @@ class ScalableBloom:
         return len(self._layers)
 
     def save(self, path: Path, tag: int) -> None:
-        """Write atomically to ``path`` with ``tag`` (the caller's commit counter) in the header."""
+        """Write atomically to ``path`` with ``tag`` (the caller's commit counter) in the header.
+
+        A write that fails (disk full) removes its partial temporary file and raises StorageFault."""
         tmp = path.with_name(path.name + ".tmp")
+        try:
+            self._write(tmp, tag)
+            os.replace(tmp, path)
+            dir_fd = os.open(path.parent, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            raise storage_fault(exc, "seen-set snapshot", path) from exc
+
+    def _write(self, tmp: Path, tag: int) -> None:
         digest = xxhash.xxh3_64()
         with open(tmp, "wb") as f:
 
@@ -187,12 +203,6 @@ class ScalableBloom:
             f.write(_CHECKSUM.pack(digest.intdigest()))
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
 
     @classmethod
     def load(cls, path: Path) -> tuple[Self, int]:

@@ -15,6 +15,7 @@ from typing import Any
 import lmdb
 
 from polecat.errors import FrontierError
+from polecat.faults import storage_fault
 from polecat.frontier.slices import SLICES
 
 SCHEMA_VERSION = 1
@@ -27,6 +28,7 @@ class FrontierDB:
 
     def __init__(self, path: Path, *, map_size: int, params: dict[str, Any]) -> None:
         path.mkdir(parents=True, exist_ok=True)
+        self.path = path
         try:
             self.env = lmdb.open(
                 str(path), map_size=map_size, max_dbs=len(TABLES) + 2, subdir=True, sync=True,
@@ -80,8 +82,8 @@ class FrontierDB:
         self.txn.put(b"seq", str(self.seq).encode(), db=self.meta)
         try:
             self.txn.commit()
-        except lmdb.MapFullError as exc:
-            raise FrontierError("frontier database is full: raise frontier.map_size") from exc
+        except lmdb.Error as exc:
+            raise storage_fault(exc, "frontier", self.path) from exc
         self.txn = self.env.begin(write=True)
         self.pending = 0
         return self.seq

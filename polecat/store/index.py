@@ -27,6 +27,7 @@ from pathlib import Path
 import lmdb
 
 from polecat.errors import CorruptRecord, StoreError
+from polecat.faults import storage_fault
 from polecat.store.base import HASH_NAME, FetchRecord
 
 SCHEMA_VERSION = b"1"
@@ -165,6 +166,7 @@ class Index:
     """The LMDB environment and its tables. Reads take their own short transactions."""
 
     def __init__(self, path: Path, *, read_only: bool) -> None:
+        self.path = path
         if read_only and not (path / "data.mdb").exists():
             raise StoreError(f"no page store at {path.parent}")
         try:
@@ -275,14 +277,14 @@ class Index:
                     txn.put(seg.to_bytes(4, "big"), _SEG.pack(info.state, info.length), db=self._segments)
                 txn.put(b"counters", counters.pack(), db=self._meta)
         except lmdb.Error as exc:
-            raise StoreError(f"page store index commit failed: {exc}") from exc
+            raise storage_fault(exc, "page store index", self.path) from exc
 
     def set_segment(self, seg: int, info: SegmentInfo) -> None:
         try:
             with self.env.begin(write=True) as txn:
                 txn.put(seg.to_bytes(4, "big"), _SEG.pack(info.state, info.length), db=self._segments)
         except lmdb.Error as exc:
-            raise StoreError(f"page store index commit failed: {exc}") from exc
+            raise storage_fault(exc, "page store index", self.path) from exc
 
     def close(self) -> None:
         self.env.close()

@@ -22,7 +22,7 @@ from typing import Any
 import obstore
 import obstore.store
 
-from polecat.errors import NotFound, StoreError
+from polecat.errors import NotFound, StorageFault, StoreError
 from polecat.store.index import Locator
 
 log = logging.getLogger(__name__)
@@ -100,7 +100,7 @@ class Shipper:
                 if size != path.stat().st_size:
                     raise StoreError(f"uploaded {name} has {size} bytes, local {path.stat().st_size}")
                 self._on_shipped(seg)
-            except (OSError, StoreError, obstore.exceptions.BaseError) as exc:
+            except (OSError, StoreError, StorageFault, obstore.exceptions.BaseError) as exc:
                 # The segment stays local and sealed; the next open of the store retries it.
                 self.failures += 1
                 log.warning("shipping segment %s failed: %s", name, exc)

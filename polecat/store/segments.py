@@ -12,7 +12,8 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from polecat.errors import CorruptRecord, StoreError
+from polecat.errors import CorruptRecord
+from polecat.faults import storage_fault
 from polecat.store.index import Locator
 
 _NAME = re.compile(r"^([0-9a-f]+)-(\d{8})\.warc\.zst$")
@@ -34,11 +35,14 @@ def list_segment_files(directory: Path, store_id: str) -> Iterator[tuple[int, Pa
 
 def fsync_dir(directory: Path) -> None:
     """Persist directory entries (a new segment file's name) across a power loss."""
-    fd = os.open(directory, os.O_RDONLY)
     try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise storage_fault(exc, "page store directory", directory) from exc
 
 
 def cut_tail(path: Path, committed: int) -> int:
@@ -67,7 +71,7 @@ class SegmentWriter:
             self._fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
             os.lseek(self._fd, length, os.SEEK_SET)
         except OSError as exc:
-            raise StoreError(f"cannot open segment {path}: {exc}") from exc
+            raise storage_fault(exc, "page store segment", path) from exc
 
     def append(self, frame: bytes) -> Locator:
         offset = self.length
@@ -80,7 +84,7 @@ class SegmentWriter:
             # Leave the file at its last good length so later frames do not follow a torn one.
             os.ftruncate(self._fd, offset)
             os.lseek(self._fd, offset, os.SEEK_SET)
-            raise StoreError(f"cannot append to segment {self.path}: {exc}") from exc
+            raise storage_fault(exc, "page store segment", self.path) from exc
         self.length += len(frame)
         return Locator(self.seg, offset, len(frame))
 
@@ -88,7 +92,7 @@ class SegmentWriter:
         try:
             os.fdatasync(self._fd)
         except OSError as exc:
-            raise StoreError(f"cannot sync segment {self.path}: {exc}") from exc
+            raise storage_fault(exc, "page store segment", self.path) from exc
 
     def close(self) -> None:
         if self._fd >= 0:
