@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from polecat.errors import ConfigError
 
@@ -83,6 +84,12 @@ class PolitenessConfig:
     quarantine_cap: float = 3_600.0
     park_after_failures: int = 5
     """Consecutive failures that park a host (reported, no more fetches this run)."""
+    give_up_after: int = 0
+    """Attempts in a row without a usable answer (network failure, robots.txt 429/5xx or hanging) after
+    which a host is given up for the rest of the run and reported (politeness rule 6). 0: never (long-
+    running nodes: failing hosts back off for hours instead). ``polecat crawl`` sets 3."""
+    give_up_backoff: float = 5.0
+    """Under give_up_after: the first retry of a failing host, doubling."""
     max_url_attempts: int = 3
     """A URL failing this many times with a retryable error is recorded done with its reason."""
 
@@ -317,16 +324,34 @@ def _check(cond: bool, name: str, msg: str) -> None:
         raise ConfigError(f"{name}: {msg}")
 
 
+def _seed_problem(url: str) -> str | None:
+    """Why ``url`` cannot be a seed (with the likely fix), or None."""
+    text = url.strip()
+    parts = urlsplit(text)
+    if parts.scheme.lower() in ("http", "https") and parts.hostname:
+        return None
+    if "://" not in text and text and " " not in text:
+        guess = "http://" + text + ("" if "/" in text else "/")
+        return f"{text!r} is not an http(s) URL: did you mean {guess}?"
+    return f"{text!r} is not an http(s) URL"
+
+
 def validate(cfg: Config) -> None:
     """Check cross-field rules; raise ConfigError naming the first bad field."""
     s, p, f, d, r, dd, st, fr = (
         cfg.scope, cfg.politeness, cfg.fetch, cfg.dns, cfg.robots, cfg.dedup, cfg.store, cfg.frontier,
     )
-    for i, rx in enumerate((*s.allow, *s.deny)):
-        try:
-            re.compile(rx)
-        except re.error as exc:
-            raise ConfigError(f"scope.allow/deny[{i}]: bad regex {rx!r}: {exc}") from exc
+    _check(not cfg.data_dir.exists() or cfg.data_dir.is_dir(), "data_dir",
+           f"{cfg.data_dir} exists and is not a directory")
+    for i, seed in enumerate(s.seeds):
+        problem = _seed_problem(seed)
+        _check(problem is None, f"scope.seeds[{i}]", problem or "")
+    for name, patterns in (("allow", s.allow), ("deny", s.deny)):
+        for i, rx in enumerate(patterns):
+            try:
+                re.compile(rx)
+            except re.error as exc:
+                raise ConfigError(f"scope.{name}[{i}]: bad regex {rx!r}: {exc}") from exc
     for pat in s.block:
         _check(bool(_HOST_PATTERN.match(pat.lower())), "scope.block", f"bad host pattern {pat!r}")
     for pat, rate in p.throttle:
@@ -345,6 +370,8 @@ def validate(cfg: Config) -> None:
     _check(0 < p.quarantine_base <= p.quarantine_cap, "politeness.quarantine_base",
            "must be > 0 and <= quarantine_cap")
     _check(p.park_after_failures >= 1, "politeness.park_after_failures", "must be >= 1")
+    _check(p.give_up_after >= 0, "politeness.give_up_after", "must be >= 0 (0: never give up)")
+    _check(p.give_up_backoff > 0, "politeness.give_up_backoff", "must be > 0")
     _check(p.max_url_attempts >= 1, "politeness.max_url_attempts", "must be >= 1")
     _check(bool(f.user_agent.strip()) and "\n" not in f.user_agent, "fetch.user_agent",
            "must be a non-empty single line")

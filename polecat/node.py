@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import inspect
 import logging
 import struct
@@ -20,6 +21,7 @@ from types import TracebackType
 
 import lmdb
 
+from polecat import verdict
 from polecat.config import Config
 from polecat.dedup.canon import Canonicalizer, host_key
 from polecat.dedup.seen import SeenSet
@@ -29,9 +31,9 @@ from polecat.fetch.http import Fetcher, Response
 from polecat.fetch.robots import RobotsPolicy, is_answer, product_token
 from polecat.fetch.robots_fetch import refresh_robots
 from polecat.frontier.db import FrontierDB
-from polecat.frontier.frontier import Frontier
+from polecat.frontier.frontier import ACCEPTED, SEEN, Frontier
 from polecat.frontier.patterns import hostname
-from polecat.frontier.politeness import Attempt
+from polecat.frontier.politeness import Attempt, robots_retry
 from polecat.frontier.records import Completion, Idle, Lease, Outcome, Wait, origin_of
 from polecat.logs import fields
 from polecat.pipeline import Page, PagePipeline, attempt_of
@@ -62,6 +64,9 @@ class Crawler:
         self._tasks: set[asyncio.Task[None]] = set()
         self._errors: Counter[str] = Counter()
         self._fetches = 0
+        self._answered = 0
+        self._ended = ""
+        self._seeds_refused: list[tuple[str, str]] = []
         self._violations = 0
         self._started_at = 0.0
         self._last_bloom_save = 0.0
@@ -80,7 +85,7 @@ class Crawler:
         self._bloom_path = data / "seen.bloom"
         self._seen = SeenSet.restore(self._db.env, self._db.seen, self._bloom_path, self._db.seq,
                                      cfg.dedup.expected_urls, cfg.dedup.bloom_fp_rate)
-        self._robots = RobotsPolicy(cfg.robots, cfg.fetch.user_agent)
+        self._robots = RobotsPolicy(robots_retry(cfg.politeness, cfg.robots), cfg.fetch.user_agent)
         with self._db.txn.cursor(db=self._db.robots) as cur:
             for key, raw in cur:
                 status, fetched_at = _ROBOTS_REC.unpack_from(raw)
@@ -96,8 +101,12 @@ class Crawler:
         await self._fetcher.__aenter__()
         self._opened = True
         now = time.time()
-        for seed in cfg.scope.seeds:
-            self.add_seed(seed, now=now)
+        try:
+            for seed in cfg.scope.seeds:
+                self.add_seed(seed, now=now)
+        except BaseException as exc:  # close what was opened: no unclosed session, no held lock
+            await self.__aexit__(type(exc), exc, exc.__traceback__)
+            raise
         return self
 
     async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None,
@@ -126,6 +135,8 @@ class Crawler:
         if canonical is None:
             raise PolecatError(f"seed {url!r} is not an http(s) URL")
         decision = self._frontier.add_seed(canonical, time.time() if now is None else now, importance)
+        if decision not in (ACCEPTED, SEEN):
+            self._seeds_refused.append((url, decision))
         self._wake.set()
         return decision
 
@@ -165,9 +176,11 @@ class Crawler:
         checkpointer = asyncio.create_task(self._checkpoint_loop())
         limit = self.config.scope.max_pages
         concurrency = self.config.fetch.concurrency
+        self._ended = ""
         try:
             while not self._stop.is_set():
                 if limit and self._fetches >= limit:
+                    self._ended = verdict.MAX_PAGES
                     break
                 if len(self._tasks) >= concurrency:
                     await self._sleep(loop, None)
@@ -185,9 +198,11 @@ class Crawler:
                 elif isinstance(decision, Wait):
                     await self._sleep(loop, decision.until)
                 elif isinstance(decision, Idle):
+                    self._ended = verdict.GAVE_UP if self._frontier.queued else verdict.QUEUE_EMPTY
                     break
             while self._tasks:
                 await asyncio.wait(list(self._tasks))
+            self._ended = self._ended or verdict.STOPPED
         finally:
             checkpointer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -198,6 +213,7 @@ class Crawler:
                 with contextlib.suppress(asyncio.QueueFull):
                     q.put_nowait(None)
         if self._fatal is not None:
+            self._ended = verdict.FAILED
             # What was committed is consistent; the rest replays on the next start.
             self._fatal_raised = True
             raise PolecatError(f"crawl stopped: {self._fatal}") from self._fatal
@@ -316,7 +332,8 @@ class Crawler:
             self._errors[f"robots:{outcome.kind}"] += 1
             _log_failure(lease, outcome)
             if not pacer.on_lease_host and pacer.lease_attempt is not None:  # a hop to another host failed
-                return Completion(pacer.lease_attempt, "fetched", f"robots:{outcome.kind}")
+                return Completion(dataclasses.replace(pacer.lease_attempt, unusable=True), "fetched",
+                                  f"robots:{outcome.kind}", detail=f"robots.txt: {outcome.kind}: {outcome}")
             return _failure(started, outcome)
         _log_response(lease, outcome)
         if is_answer(outcome.status):
@@ -324,7 +341,9 @@ class Crawler:
             body = outcome.body[: self.config.robots.max_bytes] if outcome.status < 300 else b""
             self._db.txn.put(origin.encode(), _ROBOTS_REC.pack(outcome.status, time.time()) + body,
                              db=self._db.robots)
-        return Completion(pacer.finish(outcome), "fetched", str(outcome.status), ip=outcome.remote_ip)
+        attempt = dataclasses.replace(pacer.finish(outcome), unusable=not is_answer(outcome.status))
+        return Completion(attempt, "fetched", str(outcome.status), ip=outcome.remote_ip,
+                          detail=f"robots.txt answered {outcome.status}")
 
     async def _page_fetch(self, lease: Lease) -> Completion:
         started = time.time()
@@ -334,6 +353,7 @@ class Crawler:
             self._errors[exc.kind] += 1
             _log_failure(lease, exc)
             return _failure(started, exc)
+        self._answered += 1
         _log_response(lease, resp)
         return self._pipeline.handle(lease, resp, started)
 
@@ -358,6 +378,7 @@ class Crawler:
             frontier=self._frontier.stats(time.time()), parked=self._frontier.parked_hosts(),
             seen=self._seen.stats(), canon=self._canon.stats(),
             robots=self._robots.stats(), dns=self._fetcher.resolver.stats(), store=self._store.stats(),
+            answered=self._answered, ended=self._ended, seeds_refused=self._seeds_refused,
         )
 
 
@@ -437,8 +458,9 @@ HOST_FATAL = (BlockedAddressError,)
 def _failure(started: float, exc: FetchError) -> Completion:
     attempt = Attempt(started, time.time(), None, failed=exc.retryable)
     outcome: Outcome = "retry" if exc.retryable else "failed"
-    park = f"{exc.kind}: {exc}" if isinstance(exc, HOST_FATAL) else ""
-    return Completion(attempt, outcome, exc.kind, park=park)
+    detail = f"{exc.kind}: {exc}"
+    return Completion(attempt, outcome, exc.kind, detail=detail,
+                      park=detail if isinstance(exc, HOST_FATAL) else "")
 
 
 def _log_failure(lease: Lease, exc: FetchError) -> None:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
+
+from polecat.verdict import nothing_fetched_cause
 
 if TYPE_CHECKING:
     from polecat.dedup.canon import CanonStats
@@ -49,6 +51,24 @@ class CrawlStats:
     dns_hit_ratio: float
     pages_stored: int
     bytes_stored: int
+    answered: int = 0
+    """Page requests in this run that got an HTTP response (any status)."""
+    ended: str = ""
+    """Why the run ended (polecat/verdict.py: ``queue empty``, ``max pages reached``, ``stopped``,
+    ``every host left was given up``, ``error``); empty while it runs."""
+    hosts_backoff: int = 0
+    """Waiting hosts that are backing off after a failure (not just paced by their interval)."""
+    next_ready_in: float = 0.0
+    """Seconds until the next waiting host may go (0.0: none waits)."""
+    urls_done_total: tuple[tuple[str, int], ...] = ()
+    """Outcomes over the whole crawl (every run on this data dir); ``urls_done`` counts this run's."""
+    cause: str = ""
+    """When the run fetched nothing though it tried: why, and the fix, in one line (else empty)."""
+
+    @property
+    def fetched_nothing(self) -> bool:
+        """The verdict a script acts on: True means exit code 3 from ``polecat crawl``."""
+        return bool(self.cause)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -57,7 +77,9 @@ class CrawlStats:
 def collect_stats(*, now: float, started_at: float, fetches: int, violations: int,
                   errors: Mapping[str, int], near_dups: int, frontier: FrontierStats,
                   parked: Mapping[str, str], bodies_at_start: int, seen: SeenStats,
-                  canon: CanonStats, robots: RobotsStats, dns: DnsStats, store: StoreStats) -> CrawlStats:
+                  canon: CanonStats, robots: RobotsStats, dns: DnsStats, store: StoreStats,
+                  answered: int = 0, ended: str = "",
+                  seeds_refused: Sequence[tuple[str, str]] = ()) -> CrawlStats:
     elapsed = max(1e-9, now - started_at) if started_at else 0.0
     kept = store.bodies - bodies_at_start + near_dups
     return CrawlStats(
@@ -72,4 +94,9 @@ def collect_stats(*, now: float, started_at: float, fetches: int, violations: in
         simhash_collapse_ratio=near_dups / kept if kept else 0.0,
         robots_failure_rate=robots.failure_rate, robots_unreachable=robots.unreachable,
         dns_hit_ratio=dns.hit_ratio, pages_stored=store.bodies, bytes_stored=store.stored_bytes,
+        answered=answered, ended=ended, urls_done_total=frontier.done_total,
+        hosts_backoff=frontier.hosts_backoff,
+        next_ready_in=max(0.0, frontier.next_ready_at - now) if frontier.next_ready_at else 0.0,
+        cause=nothing_fetched_cause(answered=answered, attempted=fetches, parked=sorted(parked.items()),
+                                    seeds_refused=seeds_refused, done=frontier.done) if ended else "",
     )

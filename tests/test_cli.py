@@ -24,7 +24,7 @@ def test_crawl_then_pages_and_cat(test_web: TestWebFactory, tmp_path: Path) -> N
     run = polecat("crawl", "--seeds-file", str(seeds), "--data", str(data), "--rate", "20",
                   "--dns-server", web.dns_address, "--allow-private", "--throttle", "h02.test=10")
     assert run.returncode == 0, run.stderr
-    assert "crawl finished" in run.stdout and "politeness violations 0" in run.stdout
+    assert "ended: queue empty" in run.stdout and "politeness violations 0" in run.stdout
     status = polecat("status", str(data))
     assert status.returncode == 0, status.stderr
     fetched = len(web.ground_truth("host"))
@@ -63,6 +63,6 @@ def test_config_errors_are_clear(tmp_path: Path) -> None:
 def test_private_addresses_refused_by_default(test_web: TestWebFactory, tmp_path: Path) -> None:
     web = test_web(SiteSpec(hosts=1, pages_per_host=2, seed=1))
     run = polecat("crawl", *web.seeds, "--data", str(tmp_path / "d"), "--dns-server", web.dns_address)
-    assert run.returncode == 0, run.stderr
+    assert run.returncode == 3, run.stderr
     assert web.log == []  # nothing reached the loopback server
     assert "blocked_address" in run.stdout

@@ -7,8 +7,16 @@ import random
 from hypothesis import given
 from hypothesis import strategies as st
 
-from polecat.config import PolitenessConfig
-from polecat.frontier.politeness import Attempt, HostState, after_attempt, interval, quarantine_delay
+from polecat.config import PolitenessConfig, RobotsConfig
+from polecat.frontier.politeness import (
+    Attempt,
+    HostState,
+    after_attempt,
+    gave_up,
+    interval,
+    quarantine_delay,
+    robots_retry,
+)
 
 CFG = PolitenessConfig()
 
@@ -75,3 +83,44 @@ def test_property_failed_attempt_waits_quarantine_and_interval(rate: float, dela
     assert st_.next_allowed >= a.ended + interval(CFG, rate, st_) - 1e-6
     assert st_.next_allowed >= a.ended + min(CFG.quarantine_cap, CFG.quarantine_base * 2 ** failures) - 1e-6
     assert st_.parked == (st_.failures >= CFG.park_after_failures)
+
+
+# --- rule 6: a bounded run gives up a host --------------------------------------------------------------
+
+RUN = PolitenessConfig(give_up_after=3, give_up_backoff=5.0)
+
+
+def test_run_gives_up_after_strikes_within_a_minute_node_keeps_trying() -> None:
+    rng = random.Random(0)
+    run, node = HostState(), HostState()
+    t = 0.0
+    for _ in range(3):
+        after_attempt(RUN, 1.0, run, Attempt(t, t + 0.01, None, failed=True), rng)
+        after_attempt(CFG, 1.0, node, Attempt(t, t + 0.01, None, failed=True), rng)
+        t = run.next_allowed
+    assert run.parked and run.strikes == 3 and gave_up(RUN, run)
+    assert t < 60.0  # the third attempt and its give-up come within the minute
+    assert not node.parked and node.next_allowed > 120.0  # quarantine: 30 s doubling
+
+
+def test_robots_closing_answers_are_strikes_usable_answers_clear_them() -> None:
+    rng = random.Random(0)
+    st_ = HostState()
+    after_attempt(RUN, 1.0, st_, Attempt(0.0, 0.1, 0.05, 503, unusable=True), rng)
+    after_attempt(RUN, 1.0, st_, Attempt(5.0, 5.1, None, failed=True), rng)
+    assert st_.strikes == 2 and not st_.parked
+    after_attempt(RUN, 1.0, st_, Attempt(30.0, 30.1, 30.05, 200), rng)
+    assert st_.strikes == 0
+    for t in (40.0, 50.0, 60.0):
+        after_attempt(RUN, 1.0, st_, Attempt(t, t + 0.1, t + 0.05, 503, unusable=True), rng)
+    assert st_.parked
+    node = HostState()
+    for t in (0.0, 10.0, 20.0, 30.0, 40.0, 50.0):
+        after_attempt(CFG, 1.0, node, Attempt(t, t + 0.1, t + 0.05, 503, unusable=True), rng)
+    assert not node.parked
+
+
+def test_robots_retry_follows_the_give_up_backoff_only_in_runs() -> None:
+    robots = RobotsConfig()
+    assert robots_retry(CFG, robots) is robots
+    assert robots_retry(RUN, robots).retry_base == RUN.give_up_backoff

@@ -20,14 +20,14 @@ import random
 from collections import Counter
 from collections.abc import Iterable
 
-from polecat.config import Config
+from polecat.config import Config, PolitenessConfig
 from polecat.dedup.canon import host_key, url_fingerprint
 from polecat.dedup.seen import SeenSet
 from polecat.fetch.robots import Closed, Fetch, Ready, RobotsPolicy
 from polecat.frontier.db import FrontierDB
 from polecat.frontier.ipkeys import IpKeys
 from polecat.frontier.patterns import HostPatternMap
-from polecat.frontier.politeness import Attempt, HostState, after_attempt, interval
+from polecat.frontier.politeness import Attempt, HostState, after_attempt, gave_up, interval
 from polecat.frontier.records import (
     Completion,
     FrontierStats,
@@ -380,7 +380,7 @@ class Frontier:
         if result.park:
             st.parked = True
         if st.parked and host not in self._parked:
-            self._parked[host] = result.park or f"{st.failures} consecutive failures"
+            self._parked[host] = result.park or _park_reason(self._pol, st, result)
         if self._ipkeys.held_by(host) is not None:
             self._wake_ip_waiters(*self._ipkeys.release(host, result.attempt, interval(self._pol, rate, st)))
         if lease.kind == "page":
@@ -486,11 +486,30 @@ class Frontier:
         return self._queued
 
     def stats(self, now: float) -> FrontierStats:
-        ready = sum(1 for h, at in self._scheduled.items() if at <= now and not self._hosts[h].parked)
+        ready = backoff = 0
+        next_at = math.inf
+        for h, at in self._scheduled.items():
+            st = self._hosts[h]
+            if st.parked:
+                continue
+            if at <= now:
+                ready += 1
+            else:
+                next_at = min(next_at, at)
+                backoff += bool(st.failures or st.strikes)
         parked = len(self._parked)
         return FrontierStats(
             hosts=len(self._hosts), hosts_ready=ready, hosts_waiting=len(self._scheduled) - ready,
             hosts_parked=parked, queued=self._queued, in_flight=len(self._leases),
             accepted=self._accepted, seen=self._seen_count, rejected=tuple(sorted(self._rejected.items())),
             done=tuple(sorted(self._done.items())), dropped_blocked=self._dropped_blocked,
+            done_total=tuple(sorted(self._done_total.items())), hosts_backoff=backoff,
+            next_ready_at=next_at if next_at != math.inf else 0.0,
         )
+
+
+def _park_reason(pol: PolitenessConfig, st: HostState, result: Completion) -> str:
+    detail = result.detail or result.reason
+    if gave_up(pol, st):
+        return f"gave up after {st.strikes} attempts ({detail})"
+    return f"{st.failures} consecutive failures ({detail})"

@@ -130,6 +130,9 @@ class Completion:
     last_modified: str | None = None
     ip: str | None = None
     changed: bool = True
+    detail: str = ""
+    """What went wrong, for people (``dns: h.test: NXDOMAIN``); the reason a host is reported with
+    when it is parked or given up."""
     park: str = ""
     """Non-empty: no request to this host can succeed in this run (e.g. its address is refused by the
     SSRF guard); the host is parked with this reason and its queue kept for a later run."""
@@ -174,6 +177,12 @@ class FrontierStats:
     rejected: tuple[tuple[str, int], ...]
     done: tuple[tuple[str, int], ...]
     dropped_blocked: int
+    hosts_backoff: int = 0
+    """Waiting hosts whose last attempt failed (quarantine, robots.txt closed) rather than paced."""
+    next_ready_at: float = 0.0
+    """When the next waiting host may go (0.0: none waits)."""
+    done_total: tuple[tuple[str, int], ...] = ()
+    """Outcomes over the whole crawl (all runs on this data dir)."""
 
 
 def origin_of(url: str) -> str:

@@ -1,0 +1,164 @@
+"""``polecat crawl``: its flags, the config they build, and the run with its progress line and verdict.
+
+Flags and the TOML file build one :class:`~polecat.config.Config` (flags win); a config error names the
+flag that set the field (``--rate (politeness.rate): ...``). A run gives up failing hosts
+(``politeness.give_up_after``, politeness rule 6) so that it ends, and exits with a code from
+polecat/verdict.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import re
+import shutil
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from polecat import verdict
+from polecat.config import Config, config_from_mapping, load_toml, merge
+from polecat.errors import ConfigError
+from polecat.report import print_summary, progress_line
+
+RUN_GIVE_UP_AFTER = 3
+"""``politeness.give_up_after`` of a ``polecat crawl`` run unless the config or flag says otherwise."""
+
+
+def _rate_pair(text: str) -> tuple[str, float]:
+    pattern, sep, rate = text.rpartition("=")
+    if not sep or not pattern:
+        raise argparse.ArgumentTypeError(f"expected HOSTPATTERN=REQ_PER_S, got {text!r}")
+    try:
+        return pattern, float(rate)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"bad rate in {text!r}") from None
+
+
+def add_crawl(sub: Any) -> None:
+    p = sub.add_parser("crawl", help="crawl from seed URLs (resumes when --data already holds a crawl)")
+    p.add_argument("urls", nargs="*", metavar="URL", help="seed URLs")
+    p.add_argument("--seeds-file", type=Path, help="file with one seed URL per line (# comments)")
+    p.add_argument("--data", type=Path, help="state directory (default ./polecat-data)")
+    p.add_argument("--config", type=Path, help="TOML config file; flags override it")
+    p.add_argument("--max-pages", type=int, help="stop after this many page fetches in this run")
+    p.add_argument("--scope", choices=["host", "domain", "any"], help="which hosts links may lead to")
+    p.add_argument("--allow", action="append", metavar="REGEX", help="only URLs matching (repeatable)")
+    p.add_argument("--deny", action="append", metavar="REGEX", help="skip URLs matching (repeatable)")
+    p.add_argument("--rate", type=float, metavar="REQ_PER_S", help="requests per second per host (1)")
+    p.add_argument("--throttle", action="append", type=_rate_pair, metavar="HOSTPATTERN=REQ_PER_S",
+                   help="per-host-pattern rate override, e.g. '*.example.com=0.2' (repeatable)")
+    p.add_argument("--block", action="append", metavar="HOSTPATTERN", help="never fetch these hosts")
+    p.add_argument("--concurrency", type=int, help="requests in flight at most (256)")
+    p.add_argument("--user-agent", help="User-Agent; include a contact URL")
+    p.add_argument("--allow-private", action="store_true", default=None,
+                   help="allow private/loopback addresses (local crawls and tests)")
+    p.add_argument("--dns-server", action="append", metavar="IP[:PORT]", help="DNS server (repeatable)")
+    p.add_argument("--give-up-after", type=int, metavar="N",
+                   help=f"give up a host after N attempts without an answer ({RUN_GIVE_UP_AFTER}; 0: never)")
+    p.set_defaults(func=cmd_crawl)
+
+
+def build_config(args: argparse.Namespace) -> Config:
+    """Merge the TOML file (if any) and the flags into one validated Config."""
+    base: dict[str, Any] = load_toml(args.config) if args.config else {}
+    seeds = list(args.urls)
+    if args.seeds_file:
+        try:
+            lines = args.seeds_file.read_text().splitlines()
+        except OSError as exc:
+            raise ConfigError(f"--seeds-file {args.seeds_file}: {exc.strerror or exc}") from exc
+        seeds += [s.strip() for s in lines if s.strip() and not s.lstrip().startswith("#")]
+    over: dict[str, Any] = {"scope": {}, "politeness": {}, "fetch": {}, "dns": {}}
+    if seeds:
+        over["scope"]["seeds"] = [*base.get("scope", {}).get("seeds", []), *seeds]
+    if args.data is not None:
+        over["data_dir"] = str(args.data)
+    for flag, section, key in _FLAG_FIELDS:
+        value = getattr(args, flag)
+        if value is not None:
+            over[section][key] = value
+    if args.throttle:
+        over["politeness"]["throttle"] = [*base.get("politeness", {}).get("throttle", []),
+                                          *[list(t) for t in args.throttle]]
+    if "give_up_after" not in over["politeness"] and "give_up_after" not in base.get("politeness", {}):
+        over["politeness"]["give_up_after"] = RUN_GIVE_UP_AFTER  # a run ends; a node would keep trying
+    over["progress"] = not getattr(args, "quiet", 0) and sys.stderr.isatty()
+    try:
+        return config_from_mapping(merge(base, {k: v for k, v in over.items() if v != {}}))
+    except ConfigError as exc:
+        raise ConfigError(name_flag(str(exc))) from exc
+
+
+_FLAG_FIELDS = (
+    ("max_pages", "scope", "max_pages"), ("scope", "scope", "mode"), ("allow", "scope", "allow"),
+    ("deny", "scope", "deny"), ("block", "scope", "block"), ("rate", "politeness", "rate"),
+    ("throttle", "politeness", "throttle"), ("concurrency", "fetch", "concurrency"),
+    ("user_agent", "fetch", "user_agent"), ("allow_private", "dns", "allow_private"),
+    ("dns_server", "dns", "nameservers"), ("give_up_after", "politeness", "give_up_after"),
+)
+"""``(argparse dest, config section, config key)`` of the crawl flags that set one config field."""
+
+_FLAG_OF = {f"{section}.{key}": "--" + dest.replace("_", "-") for dest, section, key in _FLAG_FIELDS}
+_FLAG_OF |= {"data_dir": "--data", "scope.seeds": "URL"}
+_FIELD_PREFIX = re.compile(r"^([a-z_]+(?:\.[a-z_]+)?)((?:\[\d+\])*): ")
+
+
+def name_flag(message: str) -> str:
+    """A config error as a command-line user reads it: ``--rate (politeness.rate): must be ...``."""
+    m = _FIELD_PREFIX.match(message)
+    flag = _FLAG_OF.get(m.group(1)) if m else None
+    return f"{flag} ({message[: m.end() - 2]}){message[m.end() - 2 :]}" if m and flag else message
+
+
+async def _crawl(cfg: Config) -> int:
+    from polecat.node import Crawler
+
+    interrupted = 0
+    loop = asyncio.get_running_loop()
+    async with Crawler(cfg) as crawler:
+        run = asyncio.ensure_future(crawler.run())
+
+        def on_signal() -> None:
+            nonlocal interrupted
+            interrupted += 1
+            if interrupted == 1:
+                print("\npolecat: stopping after in-flight requests (Ctrl-C again to abort)", file=sys.stderr)
+                crawler.stop()
+            else:
+                run.cancel()
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, on_signal)
+        while not run.done():
+            await asyncio.wait([run], timeout=0.5)
+            if cfg.progress and not run.done():
+                width = shutil.get_terminal_size().columns
+                print(progress_line(crawler.stats(), width), end="", file=sys.stderr, flush=True)
+        if cfg.progress:
+            print("\r" + "\x1b[K", end="", file=sys.stderr, flush=True)
+        try:
+            stats = run.result()
+        except asyncio.CancelledError:
+            stats = crawler.stats()
+    print_summary(stats, sys.stdout, data_dir=str(cfg.data_dir), interrupted=bool(interrupted))
+    if interrupted:
+        return verdict.EXIT_INTERRUPTED
+    if stats.fetched_nothing:
+        print(f"polecat: {stats.cause}", file=sys.stderr)
+        return verdict.EXIT_NOTHING_FETCHED
+    return verdict.EXIT_OK
+
+
+def cmd_crawl(args: argparse.Namespace) -> int:
+    cfg = build_config(args)
+    if not cfg.scope.seeds and not (cfg.data_dir / "frontier").exists():
+        raise ConfigError("nothing to crawl: give seed URLs or --seeds-file, or --data of a crawl to resume")
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency where it builds
+        return asyncio.run(_crawl(cfg))
+    return uvloop.run(_crawl(cfg))
+
+

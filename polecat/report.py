@@ -1,0 +1,83 @@
+"""What ``polecat crawl`` shows a person: the live progress line and the final summary.
+
+Pure formatting of :class:`~polecat.stats.CrawlStats`, so both are tested without a terminal.
+
+- The progress line is redrawn in place: it starts with a carriage return, ends by clearing to the end of
+  the line (a shorter line leaves no stale digits behind) and is cut to the terminal's width (a line
+  that wraps scrolls a new line per redraw). When nothing is in flight it says what the run waits on.
+- The summary keeps this run and the whole crawl (every run on the data dir) apart, says why the run
+  ended, and names every host given up with its reason and, where there is one, the fix. Internal
+  figures (Bloom false positives, canonical collapses, commits) are left to ``polecat status`` and
+  :class:`CrawlStats`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TextIO
+
+from polecat.stats import CrawlStats
+from polecat.verdict import fix_for
+
+CLEAR_TO_EOL = "\x1b[K"
+MAX_GIVEN_UP_LISTED = 20
+
+
+def _counts(pairs: Iterable[tuple[str, int]]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in pairs) or "none"
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "kB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000  # type: ignore[assignment]
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def waiting_on(s: CrawlStats) -> str:
+    """What an idle run waits for, or ``""`` while requests are in flight or hosts are ready."""
+    if s.in_flight or s.hosts_ready or not s.hosts_waiting:
+        return ""
+    retry = f", next retry in {s.next_ready_in:.0f} s" if s.next_ready_in else ""
+    if s.hosts_backoff:
+        return f"waiting: {s.hosts_backoff} hosts in backoff{retry}"
+    return f"waiting: {s.hosts_waiting} hosts paced by politeness{retry}"
+
+
+def progress_line(s: CrawlStats, width: int) -> str:
+    """One redraw of the progress line for a terminal ``width`` columns wide (see the module rules)."""
+    errors = sum(n for _, n in s.errors)
+    parts = [f"{s.fetches_per_s:.1f} pages/s", f"fetched {s.fetches}", f"queued {s.queued}",
+             f"in flight {s.in_flight}", f"errors {errors}"]
+    if s.parked:
+        parts.append(f"gave up {len(s.parked)} hosts ({s.parked[-1][0]})")
+    wait = waiting_on(s)
+    if wait:
+        parts.append(wait)
+    text = "  ".join(parts)[: max(1, width - 1)]  # the last column would wrap on some terminals
+    return "\r" + text + CLEAR_TO_EOL
+
+
+def print_summary(s: CrawlStats, out: TextIO, *, data_dir: str = "", interrupted: bool = False) -> None:
+    """The end-of-run summary (see the module rules)."""
+    ended = "Ctrl-C" if interrupted else (s.ended or "running")
+    errors = sum(n for _, n in s.errors)
+    print(f"this run: {s.fetches} fetches, {s.answered} answered, {errors} errors, in {s.elapsed_s:.1f}s "
+          f"({s.fetches_per_s:.1f}/s); ended: {ended}", file=out)
+    print(f"  outcomes: {_counts(s.urls_done)}", file=out)
+    print(f"  errors: {_counts(s.errors)}", file=out)
+    print(f"  links: {s.urls_accepted} new URLs queued, {s.urls_seen_again} already known, "
+          f"refused: {_counts(s.urls_rejected)}", file=out)
+    if s.near_duplicates:
+        print(f"  near-duplicates: {s.near_duplicates} pages recorded as duplicates of another", file=out)
+    for host, reason in s.parked[:MAX_GIVEN_UP_LISTED]:
+        fix = fix_for(reason)
+        print(f"  gave up {host}: {reason}" + (f"; {fix}" if fix else ""), file=out)
+    if len(s.parked) > MAX_GIVEN_UP_LISTED:
+        print(f"  ... and {len(s.parked) - MAX_GIVEN_UP_LISTED} more hosts given up", file=out)
+    where = f" ({data_dir})" if data_dir else ""
+    total = sum(n for _, n in s.urls_done_total)
+    print(f"whole crawl{where}: {s.queued} still queued, {total} URLs done, {s.hosts} hosts; "
+          f"store {s.pages_stored} pages, {_size(s.bytes_stored)}", file=out)
+    print(f"  politeness violations {s.politeness_violations} (requests sent early; always 0)", file=out)

@@ -1,0 +1,84 @@
+"""How a run ended and what a script should make of it: the exit codes and the one-line cause.
+
+Rules:
+
+1. A run *fetched something* when at least one page request got an HTTP response (any status). A run
+   that had nothing to do (a finished crawl resumed, seeds already seen) fetched nothing but failed at
+   nothing: that is success too.
+2. Otherwise, when it tried (hosts given up or parked, seeds refused, pages attempted or skipped by
+   robots.txt), it *fetched nothing*: :func:`nothing_fetched_cause` says why in one line, naming the
+   first host or seed and the fix where there is one (``--allow-private`` for loopback, ``--dns-server``
+   for names that do not resolve).
+3. Exit codes of ``polecat crawl`` (README "Exit codes"): :data:`EXIT_OK` when it fetched something or
+   had nothing to do; :data:`EXIT_NOTHING_FETCHED` under rule 2; :data:`EXIT_USAGE` for a bad command
+   line or configuration (nothing was started); :data:`EXIT_FAILED` when the crawl stopped on an error
+   (disk full...); :data:`EXIT_INTERRUPTED` after Ctrl-C or SIGTERM, whatever was fetched.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_NOTHING_FETCHED = 3
+EXIT_INTERRUPTED = 130
+
+QUEUE_EMPTY = "queue empty"
+MAX_PAGES = "max pages reached"
+STOPPED = "stopped"
+GAVE_UP = "every host left was given up"
+FAILED = "error"
+
+_REFUSED_ADDRESS = re.compile(r"(\S+) is an? (loopback|private|link-local|reserved) address")
+
+_FIXES: tuple[tuple[str, str], ...] = (
+    ("dns:", "the name does not resolve: check the URL, or name a resolver with --dns-server"),
+    ("connect:", "the connection failed: check the host and port, and that the server is up"),
+    ("timeout:", "the server did not answer in time: check that it is up, or raise fetch timeouts"),
+    ("tls:", "the TLS certificate was refused: fix the certificate or set fetch.ca_bundle"),
+    ("robots.txt answered", "its robots.txt refuses crawlers for now (RFC 9309 fail closed): try later"),
+    ("robots.txt:", "its robots.txt could not be fetched: try later"),
+)
+
+
+def fix_for(reason: str) -> str:
+    """The fix for a host's give-up or park reason, or ``""`` when there is none to suggest."""
+    m = _REFUSED_ADDRESS.search(reason)
+    if m:
+        return (f"{m.group(1)} is a {m.group(2)} address: add --allow-private (dns.allow_private) "
+                "to crawl local or intranet hosts")
+    for marker, fix in _FIXES:
+        if marker in reason:
+            return fix
+    return ""
+
+
+def nothing_fetched_cause(*, answered: int, attempted: int, parked: Sequence[tuple[str, str]],
+                          seeds_refused: Sequence[tuple[str, str]],
+                          done: Sequence[tuple[str, int]]) -> str:
+    """One line saying why a run fetched nothing (rule 2), or ``""`` when it fetched something or had
+    nothing to do (rule 1)."""
+    if answered:
+        return ""
+    more = ""
+    if parked:
+        host, reason = parked[0]
+        if len(parked) > 1:
+            more = f" (and {len(parked) - 1} more hosts)"
+        fix = fix_for(reason)
+        return f"nothing could be fetched: {host}: {reason}{more}" + (f"; {fix}" if fix else "")
+    if seeds_refused:
+        url, why = seeds_refused[0]
+        if len(seeds_refused) > 1:
+            more = f" (and {len(seeds_refused) - 1} more seeds)"
+        fix = "; remove the --block pattern" if why == "blocked" else ""
+        return f"nothing could be fetched: seed {url} was refused ({why}){more}{fix}"
+    robots = dict(done).get("skipped:robots", 0)
+    if robots:
+        return f"nothing could be fetched: robots.txt disallows all {robots} queued URLs"
+    if attempted:
+        return f"nothing could be fetched: none of {attempted} requests got an answer"
+    return ""

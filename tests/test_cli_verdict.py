@@ -1,0 +1,63 @@
+"""Fail fast and say why: a run against dead hosts ends, names them, and exits with a code a script uses."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+from polecat.node import Crawler
+from polecat.testing.dns import LocalDnsServer
+from polecat.testing.sitegen import SiteSpec
+from polecat.verdict import EXIT_NOTHING_FETCHED, GAVE_UP, QUEUE_EMPTY
+from tests.conftest import TestWebFactory
+from tests.crawl_helpers import crawl_config
+from tests.test_cli import polecat
+
+
+def test_unresolvable_seed_ends_in_a_minute_with_cause(dns_server: LocalDnsServer, tmp_path: Path) -> None:
+    started = time.monotonic()
+    run = polecat("crawl", "http://nowhere.test/", "--data", str(tmp_path / "d"),
+                  "--dns-server", dns_server.address, timeout=90)
+    took = time.monotonic() - started
+    assert run.returncode == EXIT_NOTHING_FETCHED, run.stderr
+    assert took < 60, took
+    assert "gave up nowhere.test" in run.stdout and "ended: every host left was given up" in run.stdout
+    last = run.stderr.strip().splitlines()[-1]
+    assert last.startswith("polecat: nothing could be fetched: nowhere.test: gave up after 3 attempts (dns:")
+    assert "--dns-server" in last
+
+
+def test_robots_503_is_given_up_and_reported(test_web: TestWebFactory, tmp_path: Path) -> None:
+    web = test_web(SiteSpec(hosts=2, pages_per_host=3, seed=4))
+    web.set_robots("h01.test", 503)
+    fast = tmp_path / "fast.toml"
+    fast.write_text("[politeness]\ngive_up_backoff = 0.2\n")
+    run = polecat("crawl", *web.seeds, "--data", str(tmp_path / "d"), "--rate", "20", "--config", str(fast),
+                  "--dns-server", web.dns_address, "--allow-private", timeout=60)
+    assert run.returncode == 0, run.stderr  # h02 was crawled: something was fetched
+    assert "gave up h01.test" in run.stdout and "robots.txt answered 503" in run.stdout, run.stdout
+    robots_requests = [r for r in web.log if r.host.startswith("h01.test") and r.target == "/robots.txt"]
+    assert len(robots_requests) == 3
+
+
+def test_loopback_without_allow_private_says_the_fix(test_web: TestWebFactory, tmp_path: Path) -> None:
+    web = test_web(SiteSpec(hosts=1, pages_per_host=2, seed=1))
+    run = polecat("crawl", *web.seeds, "--data", str(tmp_path / "d"), "--dns-server", web.dns_address)
+    assert run.returncode == EXIT_NOTHING_FETCHED
+    assert web.log == []
+    assert "127.0.0.1 is a loopback address: add --allow-private" in run.stderr.splitlines()[-1]
+
+
+def test_library_run_carries_the_verdict(test_web: TestWebFactory, tmp_path: Path) -> None:
+    web = test_web(SiteSpec(hosts=1, pages_per_host=2, seed=1))
+
+    async def go(**over: object) -> tuple[str, str, bool]:
+        async with Crawler(crawl_config(web, tmp_path / "d", **over)) as crawler:
+            stats = await crawler.run()
+        return stats.ended, stats.cause, stats.fetched_nothing
+
+    ended, cause, nothing = asyncio.run(go(dns={"allow_private": False}, politeness={"give_up_after": 3}))
+    assert (ended, nothing) == (GAVE_UP, True) and "--allow-private" in cause
+    ended, cause, nothing = asyncio.run(go())
+    assert (ended, cause, nothing) == (QUEUE_EMPTY, "", False)

@@ -1,0 +1,41 @@
+"""The progress line and the summary (polecat/report.py), from made-up stats."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+
+from polecat.report import CLEAR_TO_EOL, print_summary, progress_line
+from polecat.stats import CrawlStats
+
+BASE = CrawlStats(
+    elapsed_s=10.0, fetches=11, fetches_per_s=1.1, politeness_violations=0, errors=(("dns", 1),),
+    queued=5, in_flight=0, hosts=3, hosts_ready=0, hosts_waiting=2, hosts_parked=1,
+    parked=(("dead.test", "gave up after 3 attempts (dns: dead.test: NXDOMAIN)"),), urls_accepted=20,
+    urls_seen_again=4, urls_rejected=(), urls_done=(("fetched", 10),), canon_collapsed=0, bloom_fp_rate=0.0,
+    bloom_memory_bytes=0, near_duplicates=0, simhash_collapse_ratio=0.0, robots_failure_rate=0.0,
+    robots_unreachable=0, dns_hit_ratio=0.0, pages_stored=10, bytes_stored=12345, answered=10,
+    ended="queue empty", hosts_backoff=2, next_ready_in=41.6, urls_done_total=(("fetched", 30),),
+)
+
+
+def test_progress_line_clears_fits_and_says_what_it_waits_on() -> None:
+    line = progress_line(BASE, 200)
+    assert line.startswith("\r") and line.endswith(CLEAR_TO_EOL)
+    assert "errors 1 " in line and "waiting: 2 hosts in backoff, next retry in 42 s" in line
+    assert "gave up 1 hosts (dead.test)" in line
+    narrow = progress_line(BASE, 80)
+    assert len(narrow) - len("\r") - len(CLEAR_TO_EOL) == 79
+    busy = progress_line(dataclasses.replace(BASE, in_flight=3), 200)
+    assert "waiting" not in busy
+
+
+def test_summary_separates_run_and_crawl_and_says_why() -> None:
+    out = io.StringIO()
+    print_summary(BASE, out, data_dir="d", interrupted=True)
+    text = out.getvalue()
+    assert text.startswith("this run: 11 fetches, 10 answered, 1 errors")
+    assert "ended: Ctrl-C" in text
+    assert "gave up dead.test: gave up after 3 attempts" in text and "--dns-server" in text
+    assert "whole crawl (d): 5 still queued, 30 URLs done, 3 hosts; store 10 pages, 12.3 kB" in text
+    assert "canonical collapses" not in text and "bloom" not in text
