@@ -26,8 +26,7 @@ import numpy.typing as npt
 
 from benchmarks.bench_dedup_corpus import Corpus
 from benchmarks.sizes import bench_spec
-from polecat.dedup.nearindex import NearDupIndex
-from polecat.dedup.simhash import (
+from polecat.dedup.minhash import (
     VERIFY_BINS,
     VERIFY_MAX_DISTANCE,
     Fingerprint,
@@ -35,6 +34,7 @@ from polecat.dedup.simhash import (
     hamming,
     verify_distance,
 )
+from polecat.dedup.nearindex import NearDupIndex
 from polecat.parse.html import parse_html
 from polecat.store.base import content_hash
 from polecat.testing import sitehtml

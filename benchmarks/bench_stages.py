@@ -22,9 +22,9 @@ from pathlib import Path
 from benchmarks.corpora import CORPORA, Corpus, floor_stages
 from polecat.config import Config, ScopeConfig, StoreConfig
 from polecat.dedup.canon import Canonicalizer
+from polecat.dedup.minhash import fingerprint
 from polecat.dedup.nearindex import NearDupIndex
 from polecat.dedup.seen import SeenSet
-from polecat.dedup.simhash import fingerprint
 from polecat.fetch.charset import decode_html
 from polecat.fetch.robots import RobotsPolicy
 from polecat.frontier.db import FrontierDB

@@ -8,6 +8,7 @@ only its own section. Sections are frozen, keyword-only dataclasses.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import re
 import tomllib
 import types
@@ -138,9 +139,9 @@ class DedupConfig:
     expected_urls: int = 10_000_000
     bloom_fp_rate: float = 0.01
     tracking_params: tuple[str, ...] = DEFAULT_TRACKING_PARAMS
-    simhash_distance: int = 4
+    minhash_distance: int = 4
     """Index distance (bits of 64) for near-duplicate candidates; each candidate is then verified by a
-    512-bin sketch (polecat/dedup/simhash.py), so precision does not depend on it."""
+    512-bin sketch (polecat/dedup/minhash.py), so precision does not depend on it."""
     store_near_duplicates: bool = False
 
 
@@ -268,7 +269,28 @@ def _coerce(name: str, hint: Any, value: Any) -> Any:
     raise ConfigError(f"{name}: unsupported type {hint!r}")  # pragma: no cover - schema bug
 
 
+_RENAMED: dict[str, str] = {"dedup.simhash_distance": "dedup.minhash_distance"}
+"""Old setting name -> new one. An old name still works, with a deprecation warning in the log; giving
+both is an error. (``simhash_distance``: the page fingerprint has been a MinHash since before 0.1.)"""
+
+
+def _renamed(prefix: str, data: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``data`` with deprecated names of section ``prefix`` replaced by their new names."""
+    out = dict(data)
+    for key in data:
+        new = _RENAMED.get(prefix + key)
+        if new is None:
+            continue
+        new_key = new.removeprefix(prefix)
+        if new_key in data:
+            raise ConfigError(f"{prefix}{key}: deprecated name of {new}, which is also set; keep only {new}")
+        logging.getLogger(__name__).warning("%s%s is deprecated: use %s (same meaning)", prefix, key, new)
+        out[new_key] = out.pop(key)
+    return out
+
+
 def _build(cls: type[Any], prefix: str, data: Mapping[str, Any]) -> Any:
+    data = _renamed(prefix, data)
     hints = typing.get_type_hints(cls)
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - names)
@@ -390,7 +412,7 @@ def validate(cfg: Config) -> None:
     _check(0 < r.retry_base <= r.retry_cap, "robots.retry_base", "must be > 0 and <= robots.retry_cap")
     _check(0 < dd.bloom_fp_rate < 0.5, "dedup.bloom_fp_rate", "must be in (0, 0.5)")
     _check(dd.expected_urls >= 1000, "dedup.expected_urls", "must be >= 1000")
-    _check(0 <= dd.simhash_distance <= 8, "dedup.simhash_distance",
+    _check(0 <= dd.minhash_distance <= 8, "dedup.minhash_distance",
            "must be in [0, 8] (beyond 3 bits the 4x16-bit bands find most, not all, candidates)")
     _check(st.segment_bytes >= 1024 * 1024, "store.segment_bytes", "must be >= 1 MiB")
     _check(st.url == "" or "://" in st.url, "store.url",

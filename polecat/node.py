@@ -23,6 +23,7 @@ import lmdb
 
 from polecat import verdict
 from polecat.config import Config
+from polecat.dedup import minhash
 from polecat.dedup.canon import Canonicalizer, host_key
 from polecat.dedup.seen import SeenSet
 from polecat.errors import BlockedAddressError, FetchError, FetchTimeout, PolecatError, StorageFault
@@ -80,8 +81,8 @@ class Crawler:
         cfg = self.config
         data = cfg.data_dir
         data.mkdir(parents=True, exist_ok=True)
-        self._db = FrontierDB(data / "frontier", map_size=cfg.frontier.map_size,
-                              params={"url_fingerprint": "xxh3_128", "canon": 1, "near_index": 2})
+        params = {"url_fingerprint": "xxh3_128", "canon": 1, "near_index": minhash.FORMAT}
+        self._db = FrontierDB(data / "frontier", map_size=cfg.frontier.map_size, params=params)
         self._bloom_path = data / "seen.bloom"
         self._seen = SeenSet.restore(self._db.env, self._db.seen, self._bloom_path, self._db.seq,
                                      cfg.dedup.expected_urls, cfg.dedup.bloom_fp_rate)

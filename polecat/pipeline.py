@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 from polecat.config import Config
 from polecat.dedup.canon import Canonicalizer
+from polecat.dedup.minhash import Fingerprint, fingerprint
 from polecat.dedup.nearindex import MAX_PAYLOAD, NearDupIndex
-from polecat.dedup.simhash import Fingerprint, fingerprint
 from polecat.fetch.charset import decode_html
 from polecat.fetch.http import Response
 from polecat.frontier.db import FrontierDB
@@ -139,7 +139,7 @@ class PagePipeline:
         """(hash, URL) of a stored page within the fingerprint distance, or None after indexing this one."""
         fp = fingerprint(text)
         txn = self._db.txn
-        match = self._near.find(txn, fp, self.config.dedup.simhash_distance)
+        match = self._near.find(txn, fp, self.config.dedup.minhash_distance)
         if match is not None:
             self.near_dups += 1
             return match[:32], match[32:].decode()

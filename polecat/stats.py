@@ -44,7 +44,7 @@ class CrawlStats:
     bloom_fp_rate: float
     bloom_memory_bytes: int
     near_duplicates: int
-    simhash_collapse_ratio: float
+    near_dup_collapse_ratio: float
     """Near-duplicate pages / (pages stored + near-duplicates), both counted in this run."""
     robots_failure_rate: float
     robots_unreachable: int
@@ -91,7 +91,7 @@ def collect_stats(*, now: float, started_at: float, fetches: int, violations: in
         urls_accepted=frontier.accepted, urls_seen_again=frontier.seen,
         urls_rejected=frontier.rejected, urls_done=frontier.done, canon_collapsed=canon.collapsed,
         bloom_fp_rate=seen.observed_fp_rate, bloom_memory_bytes=seen.memory_bytes, near_duplicates=near_dups,
-        simhash_collapse_ratio=near_dups / kept if kept else 0.0,
+        near_dup_collapse_ratio=near_dups / kept if kept else 0.0,
         robots_failure_rate=robots.failure_rate, robots_unreachable=robots.unreachable,
         dns_hit_ratio=dns.hit_ratio, pages_stored=store.bodies, bytes_stored=store.stored_bytes,
         answered=answered, ended=ended, urls_done_total=frontier.done_total,

@@ -32,7 +32,7 @@ from typing import Literal
 
 from polecat import Crawler, Page
 from polecat.config import Config, DedupConfig
-from polecat.dedup.simhash import hamming, simhash
+from polecat.dedup.minhash import hamming, minhash
 from polecat.fetch.charset import decode_html
 from polecat.parse.html import parse_html
 from polecat.stats import CrawlStats
@@ -46,7 +46,7 @@ HOSTS = ("alpha.test", "beta.test", "gamma.test", "delta.test")
 LATE_HOST = "epsilon.test"
 """Joins in a second run over the same data dir (bodies and fingerprints must persist)."""
 RATE = 20.0
-NEAR = DedupConfig().simhash_distance
+NEAR = DedupConfig().minhash_distance
 FAR = 8
 """Pages of different groups must be at least this far apart (unrelated pages sit near 18-25)."""
 
@@ -218,7 +218,7 @@ def late_pages(port: int, first: list[Served]) -> list[Served]:
 
 def fingerprint(page: Served) -> int:
     """SimHash of the text the crawler extracts from the page (its dedup input)."""
-    return simhash(parse_html(decode_html(page.body, "utf-8"), page.url).text)
+    return minhash(parse_html(decode_html(page.body, "utf-8"), page.url).text)
 
 
 def serve(web: TestWeb, pages: list[Served]) -> None:
@@ -318,7 +318,7 @@ def test_crawl_stores_one_copy_per_duplicate_group(test_web: TestWebFactory, tmp
     expected_near = len(near_members) - len({p.group for p in near_members})
     assert stats.near_duplicates == expected_near
     assert stats.pages_stored == len(groups)
-    assert stats.simhash_collapse_ratio == expected_near / (len(groups) + expected_near)
+    assert stats.near_dup_collapse_ratio == expected_near / (len(groups) + expected_near)
     assert stats.canon_collapsed == sum(p.noisy_links for p in served)
 
     # The library API reports the near-duplicate pointer too (exact copies carry their shared hash).

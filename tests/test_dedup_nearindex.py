@@ -16,8 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from benchmarks.bench_dedup_corpus import Corpus
+from polecat.dedup.minhash import VERIFY_BYTES, VERIFY_MAX_DISTANCE, Fingerprint, fingerprint, verify_distance
 from polecat.dedup.nearindex import MAX_CANDIDATE_DISTANCE, MAX_PAYLOAD, NearDupIndex, NearStats
-from polecat.dedup.simhash import VERIFY_BYTES, VERIFY_MAX_DISTANCE, Fingerprint, fingerprint, verify_distance
 
 
 @pytest.fixture

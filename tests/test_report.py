@@ -13,7 +13,7 @@ BASE = CrawlStats(
     queued=5, in_flight=0, hosts=3, hosts_ready=0, hosts_waiting=2, hosts_parked=1,
     parked=(("dead.test", "gave up after 3 attempts (dns: dead.test: NXDOMAIN)"),), urls_accepted=20,
     urls_seen_again=4, urls_rejected=(), urls_done=(("fetched", 10),), canon_collapsed=0, bloom_fp_rate=0.0,
-    bloom_memory_bytes=0, near_duplicates=0, simhash_collapse_ratio=0.0, robots_failure_rate=0.0,
+    bloom_memory_bytes=0, near_duplicates=0, near_dup_collapse_ratio=0.0, robots_failure_rate=0.0,
     robots_unreachable=0, dns_hit_ratio=0.0, pages_stored=10, bytes_stored=12345, answered=10,
     ended="queue empty", hosts_backoff=2, next_ready_in=41.6, urls_done_total=(("fetched", 30),),
 )

@@ -1,6 +1,6 @@
 """Banded index of page fingerprints: find a stored near-duplicate without a pairwise scan.
 
-A :class:`~polecat.dedup.simhash.Fingerprint` has a 64-bit ``index`` part and a 128-byte ``verify``
+A :class:`~polecat.dedup.minhash.Fingerprint` has a 64-bit ``index`` part and a 128-byte ``verify``
 sketch. Split ``index`` into 4 bands of 16 bits: two fingerprints at distance <= 3 differ in at most 3
 bands, so at least one band is identical (pigeonhole): looking up the 4 exact band keys finds every
 candidate, and each is checked by popcount. A lookup reads 4 duplicate lists of about ``pages / 65536``
@@ -9,7 +9,7 @@ entries each. A larger distance finds the pages within it that share a band (mos
 64 bits alone are not evidence enough: at crawl scale each new page meets millions of stored ones, and
 the per-pair chance that unrelated pages land within distance 3 (1e-5 for pages sharing half their
 words as boilerplate) would lose pages. So a candidate within the distance counts only when its
-verification sketch is within :data:`~polecat.dedup.simhash.VERIFY_MAX_DISTANCE` too; that takes the
+verification sketch is within :data:`~polecat.dedup.minhash.VERIFY_MAX_DISTANCE` too; that takes the
 per-pair false match rate below 1e-20 for such pages (benchmarks/README.md, "Dedup").
 
 Layout, in one LMDB database the caller opens with ``dupsort=True``:
@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from polecat.dedup.simhash import VERIFY_BYTES, VERIFY_MAX_DISTANCE, Fingerprint, verify_distance
+from polecat.dedup.minhash import VERIFY_BYTES, VERIFY_MAX_DISTANCE, Fingerprint, verify_distance
 
 BANDS = 4
 MAX_DISTANCE = BANDS - 1
