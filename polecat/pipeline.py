@@ -10,6 +10,7 @@ between awaits, inside the frontier's open write transaction.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -25,8 +26,11 @@ from polecat.frontier.db import FrontierDB
 from polecat.frontier.frontier import Frontier
 from polecat.frontier.politeness import Attempt
 from polecat.frontier.records import Completion, Lease, child_importance
-from polecat.parse.html import parse_html
+from polecat.parse.guard import MAX_TEXT_CHARS, bound_body, bound_html, bound_links
+from polecat.parse.html import ParsedPage, parse_html
 from polecat.store.base import FetchRecord, PageStore, content_hash
+
+log = logging.getLogger("polecat")
 
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
@@ -102,12 +106,7 @@ class PagePipeline:
         text = ""
         links: tuple[str, ...] = ()
         if is_html and 200 <= resp.status < 300:
-            html = decode_html(body, resp.charset)
-            parsed = parse_html(html, lease.url, agent_token=self._agent_token)
-            text = parsed.text
-            raw = list(parsed.links)
-            if parsed.canonical:
-                raw.append(parsed.canonical)
+            parsed, text, raw = self._parse(lease.url, body, resp.charset)
             links = self._add_links(raw, parsed.base, lease, started)
             if parsed.noindex:
                 self._store_record(lease.url, resp, started, None, skipped="noindex")
@@ -134,6 +133,20 @@ class PagePipeline:
         if 200 <= resp.status < 300:
             self._emit_page(lease, resp, started, digest, body, text, links, None)
         return digest, None
+
+    def _parse(self, url: str, body: bytes, charset: str | None) -> tuple[ParsedPage, str, list[str]]:
+        """Parse a page within the bounds of :mod:`polecat.parse.guard`: returns the parse, the text to
+        fingerprint and the hrefs to queue (outlinks, then the canonical link). A cut page is counted and
+        logged (``parse_budget``) and keeps what was read before the cut."""
+        head, size_cut = bound_body(body)
+        bounded = bound_html(decode_html(head, charset), cut=size_cut)
+        parsed = parse_html(bounded.html, url, agent_token=self._agent_token)
+        raw, dropped = bound_links((*parsed.links, parsed.canonical) if parsed.canonical else parsed.links)
+        cut = bounded.cut or ("links" if dropped else None)
+        if cut is not None:
+            self._errors["parse_budget"] += 1
+            log.warning("parse budget (%s) cut %s: %d links kept, %d dropped", cut, url, len(raw), dropped)
+        return parsed, parsed.text[:MAX_TEXT_CHARS], raw
 
     def _near_duplicate(self, url: str, digest: bytes, text: str) -> tuple[bytes, str] | None:
         """(hash, URL) of a stored page within the fingerprint distance, or None after indexing this one."""

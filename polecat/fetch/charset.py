@@ -4,8 +4,9 @@ Order, after the WHATWG encoding sniffing algorithm (simplified): a byte-order m
 Content-Type charset; then ``<meta charset>`` / ``<meta http-equiv content="...charset=...">`` within the
 first 2 KiB; then UTF-8. Labels map as browsers map them (``latin1``, ``iso-8859-1`` and ``ascii`` mean
 windows-1252; a UTF-16 label found in a meta tag means UTF-8, since a document that can be read as ASCII
-to find its meta tag is not UTF-16). Unknown labels and non-text codecs are skipped. Decoding always uses
-``errors="replace"``.
+to find its meta tag is not UTF-16). Unknown labels, non-text codecs and Python's codecs that are no web
+encoding (``punycode`` decodes in O(n^2): 10 MiB would take hours) are skipped. Decoding always uses
+``errors="replace"``, so it is linear in the body.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ _ALIASES = {
     "x-sjis": "shift_jis", "gb2312": "gbk", "x-gbk": "gbk", "tis-620": "cp874", "iso-8859-11": "cp874",
 }
 _SNIFF_BYTES = 2048
+_NOT_WEB = frozenset({"punycode", "idna", "unicode-escape", "raw-unicode-escape", "utf-7", "undefined"})
 
 
 @functools.lru_cache(maxsize=256)
@@ -40,7 +42,7 @@ def _codec(label: str | None) -> str | None:
         info = codecs.lookup(label)
     except (LookupError, ValueError):
         return None
-    if not getattr(info, "_is_text_encoding", True):  # base64, rot13...
+    if not getattr(info, "_is_text_encoding", True) or info.name in _NOT_WEB:  # base64, rot13...
         return None
     return info.name
 

@@ -1,0 +1,150 @@
+"""Bounds on what the per-page stages see: no page, however written, makes a node slow or big.
+
+The HTML parser (lexbor) is linear in ordinary pages but not in three shapes an attacker can write, and
+the stages after it are linear in what it returns. Measured on one core (benchmarks/README.md, "Worst
+case per stage"):
+
+- Nesting: every start or stray end tag walks the stack of open elements, so ``<div>`` x n costs O(n^2)
+  (24 s at n = 80,000; 18 minutes for a 5 MB page).
+- Attributes: each attribute is checked against the element's earlier ones, so one element with n
+  attributes costs O(n^2) (0.8 s at n = 20,000, from a 170 KB tag).
+- Size: parse, text and fingerprint are linear, but a 10 MiB body costs ~100 ms and 20-40x its size in
+  memory on the way.
+
+Rules, applied in order to a decoded page before it is parsed:
+
+1. Only the first :data:`MAX_PARSE_BYTES` of the body are decoded and parsed (the stored body is whole).
+2. The document is cut before the first tag that would open more than :data:`MAX_DEPTH` elements (a
+   count of start tags minus matched end tags, which over-counts a browser's tree, never under-counts,
+   except for elements with optional end tags, which a parser closes itself and this count skips).
+   Pages with at most :data:`SHALLOW_TAGS` tags skip the count: they cannot nest deeper than that.
+3. The document is cut before the first tag with more than :data:`MAX_ATTRS` attributes.
+4. The page's text, the fingerprint's input, is its first :data:`MAX_TEXT_CHARS` characters.
+5. At most :data:`MAX_LINKS` links of a page are kept, in document order, and none longer than
+   :data:`MAX_HREF_CHARS` (4x the longest URL the scope admits by default; canonicalization and its memo
+   never see more).
+
+A page cut by rule 1, 2, 3 or 5 is reported (``parse_budget``): its links up to the cut are kept and the
+crawl goes on. Worst case with these bounds: see benchmarks/README.md.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+__all__ = ["MAX_ATTRS", "MAX_DEPTH", "MAX_HREF_CHARS", "MAX_LINKS", "MAX_PARSE_BYTES", "MAX_TEXT_CHARS",
+           "Bounded", "bound_body", "bound_html", "bound_links"]
+
+MAX_PARSE_BYTES = 512 * 1024
+MAX_DEPTH = 256
+SHALLOW_TAGS = 8192
+MAX_ATTRS = 256
+MAX_TEXT_CHARS = 256 * 1024
+MAX_LINKS = 10_000
+MAX_HREF_CHARS = 8192
+
+# Elements that never nest (void) or that the parser closes itself when the next one opens (optional end
+# tags): counting them would make an ordinary list of unclosed <p> or <li> look deep.
+_FLAT = frozenset((
+    "area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr",
+    "param", "keygen", "frame", "p", "li", "dt", "dd", "option", "optgroup", "tr", "td", "th", "tbody",
+    "thead", "tfoot", "colgroup", "caption", "rb", "rt", "rp", "rtc", "html", "head", "body",
+))
+# Elements whose content is text up to their own end tag: a "<div>" in a script is not a tag.
+_RAW = frozenset(("script", "style", "textarea", "title", "xmp", "iframe", "noembed", "noframes",
+                  "plaintext"))
+_RAW_END = {name: re.compile("</" + name, re.IGNORECASE) for name in _RAW}
+_TAG = re.compile(r"<(?:(!--)|(/?)([A-Za-z][^\s/>]*))")
+# A tag at least long enough to hold more than MAX_ATTRS attributes (quoted values count as one character).
+_LONG_TAG = re.compile(r"""<[A-Za-z](?:[^>"']|"[^"]*+"|'[^']*+'){""" + str(2 * MAX_ATTRS) + "}")
+_NAME = re.compile(r"<[^\s/>]*+")
+# One attribute as the tokenizer reads it (a quoted value may hold spaces and ">").
+_ATTR = re.compile(r"""[\s/]*+[^\s/>=]++(?:\s*+=\s*+(?:"[^"]*+"|'[^']*+'|[^\s>]*+))?+""")
+
+
+@dataclass(frozen=True, slots=True)
+class Bounded:
+    """What the parser is given, and whether a bound cut it."""
+
+    html: str
+    cut: str | None
+    """Which bound cut the page (``size``, ``depth``, ``attributes``), or None if it is whole."""
+
+
+def bound_body(body: bytes) -> tuple[bytes, bool]:
+    """Rule 1: the part of a body that is decoded and parsed, and whether it was cut."""
+    if len(body) <= MAX_PARSE_BYTES:
+        return body, False
+    return body[:MAX_PARSE_BYTES], True
+
+
+def _too_deep(html: str) -> int | None:
+    """Offset of the first tag past :data:`MAX_DEPTH` open elements (rule 2), or None."""
+    depth = 0
+    open_: dict[str, int] = {}
+    search = _TAG.search
+    m = search(html)
+    while m is not None:
+        pos = m.end()
+        if m.group(1):  # a comment: nothing inside is a tag
+            end = html.find("-->", pos)
+            if end < 0:
+                return None
+            m = search(html, end + 3)
+            continue
+        name = m.group(3).lower()
+        if name in _FLAT:
+            pass
+        elif m.group(2):
+            if open_.get(name):
+                open_[name] -= 1
+                depth -= 1
+        else:
+            depth += 1
+            if depth > MAX_DEPTH:
+                return m.start()
+            open_[name] = open_.get(name, 0) + 1
+            if name in _RAW:
+                raw_end = _RAW_END[name].search(html, pos) if name != "plaintext" else None
+                if raw_end is None:
+                    return None
+                pos = raw_end.start()
+        m = search(html, pos)
+    return None
+
+
+def _too_many_attrs(html: str) -> int | None:
+    """Offset of the first tag with more than :data:`MAX_ATTRS` attributes (rule 3), or None. Only tags
+    long enough to hold that many are looked at, and in each at most MAX_ATTRS + 1 attributes."""
+    m = _LONG_TAG.search(html)
+    while m is not None:
+        pos = _NAME.match(html, m.start()).end()  # type: ignore[union-attr]  # "<" and a letter match
+        count = 0
+        while count <= MAX_ATTRS and (attr := _ATTR.match(html, pos)) is not None:
+            count += 1
+            pos = attr.end()
+        if count > MAX_ATTRS:
+            return m.start()
+        m = _LONG_TAG.search(html, pos)
+    return None
+
+
+def bound_html(html: str, *, cut: bool = False) -> Bounded:
+    """Rules 2 and 3 for a decoded page (``cut``: rule 1 already cut its body)."""
+    reason = "size" if cut else None
+    at = _too_many_attrs(html)
+    if at is not None:
+        html, reason = html[:at], "attributes"
+    if html.count("<") > SHALLOW_TAGS:
+        at = _too_deep(html)
+        if at is not None:
+            html, reason = html[:at], "depth"
+    return Bounded(html, reason)
+
+
+def bound_links(links: Sequence[str]) -> tuple[list[str], int]:
+    """Rule 5: the links kept, and how many were dropped."""
+    kept = [href for href in links[:MAX_LINKS] if len(href) <= MAX_HREF_CHARS]
+    return kept, len(links) - len(kept)
