@@ -110,6 +110,9 @@ class FetchConfig:
     """Content types stored; others are recorded as skipped."""
     verify_tls: bool = True
     ca_bundle: Path | None = None
+    stop_grace: float = 2.0
+    """Seconds a stopping node waits for requests in flight; then they are cancelled (their URLs stay
+    queued and are fetched on the next start), so SIGTERM ends a node within about this long."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -399,7 +402,7 @@ def validate(cfg: Config) -> None:
            "must be a non-empty single line")
     _check(1 <= f.concurrency <= 100_000, "fetch.concurrency", "must be in [1, 100000]")
     _check(f.connections_per_host >= 1, "fetch.connections_per_host", "must be >= 1")
-    for name in ("connect_timeout", "first_byte_timeout", "read_gap_timeout", "total_timeout"):
+    for name in ("connect_timeout", "first_byte_timeout", "read_gap_timeout", "total_timeout", "stop_grace"):
         _check(getattr(f, name) > 0, f"fetch.{name}", "must be > 0")
     _check(f.max_body_bytes >= 1024, "fetch.max_body_bytes", "must be >= 1024")
     _check(0 <= f.max_redirects <= 20, "fetch.max_redirects", "must be in [0, 20]")

@@ -124,7 +124,8 @@ async def _crawl(cfg: Config) -> int:
             nonlocal interrupted
             interrupted += 1
             if interrupted == 1:
-                print("\npolecat: stopping after in-flight requests (Ctrl-C again to abort)", file=sys.stderr)
+                print(f"\npolecat: stopping; requests in flight get {cfg.fetch.stop_grace:g}s "
+                      "(Ctrl-C again to abort)", file=sys.stderr)
                 crawler.stop()
             else:
                 run.cancel()

@@ -153,7 +153,9 @@ class Crawler:
         self._frontier.set_throttle(pattern, rate)
 
     def stop(self) -> None:
-        """Ask :meth:`run` to stop leasing and return once in-flight requests end."""
+        """Ask :meth:`run` to stop leasing and return once in-flight requests end, or after
+        ``fetch.stop_grace`` seconds: requests still in flight then are cancelled and their URLs stay
+        queued for the next start."""
         self._stop.set()
         self._wake.set()
 
@@ -201,8 +203,7 @@ class Crawler:
                 elif isinstance(decision, Idle):
                     self._ended = verdict.GAVE_UP if self._frontier.queued else verdict.QUEUE_EMPTY
                     break
-            while self._tasks:
-                await asyncio.wait(list(self._tasks))
+            await self._drain()
             self._ended = self._ended or verdict.STOPPED
         finally:
             checkpointer.cancel()
@@ -219,6 +220,27 @@ class Crawler:
             self._fatal_raised = True
             raise PolecatError(f"crawl stopped: {self._fatal}") from self._fatal
         return self.stats()
+
+    async def _drain(self) -> None:
+        """Let requests in flight finish; once stopped, cancel those still running ``fetch.stop_grace``
+        seconds later (their URLs stay queued: nothing about them is recorded)."""
+        stopped = asyncio.ensure_future(self._stop.wait())
+        deadline: float | None = None
+        try:
+            while self._tasks:
+                if deadline is None and self._stop.is_set():
+                    deadline = time.monotonic() + self.config.fetch.stop_grace
+                timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+                waiting = [*self._tasks] if stopped.done() else [*self._tasks, stopped]
+                await asyncio.wait(waiting, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+                if deadline is not None and time.monotonic() >= deadline and self._tasks:
+                    log.warning("stop: cancelling %d requests still in flight after %.1fs; their URLs stay "
+                                "queued", len(self._tasks), self.config.fetch.stop_grace)
+                    for task in list(self._tasks):
+                        task.cancel()
+                    await asyncio.gather(*self._tasks, return_exceptions=True)
+        finally:
+            stopped.cancel()
 
     def _fail(self, exc: BaseException) -> None:
         """State can no longer be saved (disk full, map full, I/O error): stop, keep what was committed.

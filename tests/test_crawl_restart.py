@@ -113,3 +113,29 @@ def test_kill_9_repeatedly_loses_nothing(test_web: TestWebFactory, tmp_path: Pat
     verify = subprocess.run([sys.executable, "-m", "polecat.cli", "store", "verify", str(data)],
                             capture_output=True, text=True, timeout=120)
     assert verify.returncode == 0, verify.stdout + verify.stderr
+
+
+def test_sigterm_stops_within_the_grace_while_a_request_hangs(test_web: TestWebFactory,
+                                                              tmp_path: Path) -> None:
+    """A hung request does not hold a stopping node: SIGTERM ends it within ``fetch.stop_grace`` (2 s)
+    plus shutdown, and the hung URL stays queued and is fetched by the next run."""
+    web = test_web(SiteSpec(hosts=1, pages_per_host=10, seed=5))
+    host = web.site.hosts[0]
+    web.set_robots(host)  # its own rule, so only the pages hang
+    web.delay(host, "*", 60.0)
+    data = tmp_path / "data"
+    cmd = crawl_cmd(web, data, 10.0)
+    proc = start(cmd, data)
+    wait_for_requests(web, 1, proc)  # robots.txt answered; the root page request now hangs
+    time.sleep(1.0)
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    code, output = finish(proc, timeout=30)
+    elapsed = time.monotonic() - sent
+    assert code == 130, output
+    assert elapsed < 6.0, (elapsed, output)
+    assert page_requests(web) == []
+    web.clear(host)
+    code, output = finish(start(cmd, data))
+    assert code == 0, output
+    assert set(page_requests(web)) == web.ground_truth("host")
