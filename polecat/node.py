@@ -33,6 +33,7 @@ from polecat.fetch.robots import RobotsPolicy, is_answer, product_token
 from polecat.fetch.robots_fetch import refresh_robots
 from polecat.frontier.db import FrontierDB
 from polecat.frontier.frontier import ACCEPTED, SEEN, Frontier
+from polecat.frontier.keys import origin_of_robots_key, robots_key
 from polecat.frontier.patterns import hostname
 from polecat.frontier.politeness import Attempt, robots_retry
 from polecat.frontier.records import Completion, Idle, Lease, Outcome, Wait, origin_of
@@ -90,7 +91,8 @@ class Crawler:
         with self._db.txn.cursor(db=self._db.robots) as cur:
             for key, raw in cur:
                 status, fetched_at = _ROBOTS_REC.unpack_from(raw)
-                self._robots.restore(bytes(key).decode(), status, bytes(raw[_ROBOTS_REC.size :]), fetched_at)
+                self._robots.restore(origin_of_robots_key(bytes(key)), status, bytes(raw[_ROBOTS_REC.size :]),
+                                     fetched_at)
         self._canon = Canonicalizer(cfg.dedup.tracking_params)
         self._store: PageStore = open_store(data / "store", cfg.store)
         self._bodies_at_start = self._store.stats().bodies
@@ -362,7 +364,7 @@ class Crawler:
         if is_answer(outcome.status):
             # Kept with the frontier, so a restart applies it instead of asking every host again.
             body = outcome.body[: self.config.robots.max_bytes] if outcome.status < 300 else b""
-            self._db.txn.put(origin.encode(), _ROBOTS_REC.pack(outcome.status, time.time()) + body,
+            self._db.txn.put(robots_key(origin), _ROBOTS_REC.pack(outcome.status, time.time()) + body,
                              db=self._db.robots)
         attempt = dataclasses.replace(pacer.finish(outcome), unusable=not is_answer(outcome.status))
         return Completion(attempt, "fetched", str(outcome.status), ip=outcome.remote_ip,

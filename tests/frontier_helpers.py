@@ -33,12 +33,13 @@ class Rig:
     seed: int = 0
     now: float = 0.0
     """The wall-clock time the frontier is (re)opened at."""
+    params: dict[str, object] = field(default_factory=lambda: {"t": 1})
 
     def __post_init__(self) -> None:
         self.open()
 
     def open(self) -> None:
-        self.db = FrontierDB(self.path / "frontier", map_size=1 << 28, params={"t": 1})
+        self.db = FrontierDB(self.path / "frontier", map_size=1 << 28, params=self.params)
         self.seen = SeenSet.restore(self.db.env, self.db.seen, self.path / "seen.bloom", self.db.seq,
                                     10_000, 0.01)
         self.robots = RobotsPolicy(self.cfg.robots, self.cfg.fetch.user_agent)

@@ -9,6 +9,7 @@ at all. The frontier keeps a single write transaction open and commits it when t
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -16,11 +17,15 @@ import lmdb
 
 from polecat.errors import FrontierError
 from polecat.faults import storage_fault
+from polecat.frontier.migrate import MigrationReport, migrate_v1
 from polecat.frontier.slices import SLICES
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""2: tables keyed slice-first (polecat/frontier/keys.py); 1 is upgraded on open (frontier/migrate.py)."""
 
 TABLES = ("meta", "queue", "hosts", "seen", "urls", "near", "ops", "robots")
+
+log = logging.getLogger("polecat")
 
 
 class FrontierDB:
@@ -50,6 +55,8 @@ class FrontierDB:
         self.txn: lmdb.Transaction = self.env.begin(write=True)
         self.seq = 0
         self.pending = 0
+        self.upgraded: MigrationReport | None = None
+        """What the open upgraded from schema 1, if it did."""
         self.seq = self._check_schema(params)
 
     def _check_schema(self, params: dict[str, Any]) -> int:
@@ -64,6 +71,8 @@ class FrontierDB:
         if slices != SLICES:
             raise FrontierError(f"frontier was created with {slices} slices, this polecat uses {SLICES}")
         info = json.loads(bytes(stored))
+        if info.get("version") == 1:
+            info = self._upgrade_v1(info)
         if info.get("version") != SCHEMA_VERSION:
             raise FrontierError(
                 f"frontier schema version {info.get('version')} found, this polecat reads {SCHEMA_VERSION}"
@@ -75,6 +84,21 @@ class FrontierDB:
                     "use a new data dir or the original setting"
                 )
         return int(self.txn.get(b"seq", db=self.meta) or b"0")
+
+    def _upgrade_v1(self, info: dict[str, Any]) -> dict[str, Any]:
+        scratch = self.env.open_db(b"migrate", txn=self.txn)
+        tables = {"hosts": self.hosts, "queue": self.queue, "urls": self.urls, "seen": self.seen,
+                  "ops": self.ops, "robots": self.robots}
+        report = migrate_v1(self.txn, tables, scratch)
+        self.txn.drop(scratch, delete=True)
+        info = {**info, "version": SCHEMA_VERSION}
+        self.txn.put(b"schema", json.dumps(info).encode(), db=self.meta)
+        self.txn.put(b"slices", str(SLICES).encode(), db=self.meta)
+        self.seq = int(self.txn.get(b"seq", db=self.meta) or b"0")
+        self.commit()
+        log.info("frontier upgraded from schema 1 to %d: %s", SCHEMA_VERSION, report)
+        self.upgraded = report
+        return info
 
     def commit(self) -> int:
         """Make every write since the last commit durable; returns the new commit counter."""

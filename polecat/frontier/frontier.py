@@ -3,7 +3,8 @@
 It is a synchronous object driven by the node on the event-loop thread: ``add`` URLs, ``lease`` the next
 request (or learn how long to wait), ``complete`` the lease with what happened. Time comes in as ``now``
 (wall-clock seconds, so next-allowed times survive restarts). State lives in LMDB (per-host queues,
-host records with next-allowed times, the seen-set, finished-URL records, operator controls) through one
+host records with next-allowed times, the seen-set, finished-URL records, operator controls; all keyed
+slice-first, see polecat/frontier/keys.py) through one
 batched write transaction; only the ready heap and in-flight leases are rebuilt in memory on open.
 
 Invariant: an accepted URL is queued (its key is in ``queue``), in flight (leased, key still in ``queue``),
@@ -21,11 +22,20 @@ from collections import Counter
 from collections.abc import Iterable
 
 from polecat.config import Config, PolitenessConfig
-from polecat.dedup.canon import host_key, url_fingerprint
+from polecat.dedup.canon import host_key
 from polecat.dedup.seen import SeenSet
 from polecat.fetch.robots import Closed, Fetch, Ready, RobotsPolicy
 from polecat.frontier.db import FrontierDB
 from polecat.frontier.ipkeys import IpKeys
+from polecat.frontier.keys import (
+    host_of_row,
+    host_row,
+    op_key,
+    parse_op_key,
+    queue_key,
+    queue_prefix,
+    url_key,
+)
 from polecat.frontier.patterns import HostPatternMap
 from polecat.frontier.politeness import Attempt, HostState, after_attempt, gave_up, interval
 from polecat.frontier.records import (
@@ -38,9 +48,7 @@ from polecat.frontier.records import (
     Wait,
     decode_host,
     encode_host,
-    host_prefix,
     origin_of,
-    queue_key,
 )
 from polecat.frontier.scope import ScopeFilter
 
@@ -98,7 +106,7 @@ class Frontier:
 
     def _load_ops(self) -> None:
         for raw_key, raw in self._db.txn.cursor(db=self._db.ops):
-            kind, _, arg = bytes(raw_key).decode().partition(":")
+            kind, arg = parse_op_key(bytes(raw_key))
             if kind == "block":
                 self._blocked.set(arg, True)
             elif kind == "throttle":
@@ -111,7 +119,7 @@ class Frontier:
         previous process died, uncommitted: every host therefore waits one interval from ``now``, so a
         restart never sends a burst (the dead process's requests all started before ``now``)."""
         for raw_key, raw in self._db.txn.cursor(db=self._db.hosts):
-            host = bytes(raw_key).decode()
+            host = host_of_row(bytes(raw_key))
             st = decode_host(raw)
             st.next_allowed = max(st.next_allowed, now + interval(self._pol, self._rate(host), st))
             self._hosts[host] = st
@@ -128,7 +136,7 @@ class Frontier:
         """Checkpoint: make every change so far durable. The node calls it after flushing the store."""
         txn, hosts = self._db.txn, self._db.hosts
         for host in self._dirty:
-            txn.put(host.encode(), encode_host(self._hosts[host]), db=hosts)
+            txn.put(host_row(host), encode_host(self._hosts[host]), db=hosts)
         self._dirty.clear()
         txn.put(b"qseq", str(self._qseq).encode(), db=self._db.meta)
         txn.put(b"done", json.dumps(self._done_total).encode(), db=self._db.meta)
@@ -144,7 +152,7 @@ class Frontier:
         """Queue a canonical seed URL; its host joins the crawl scope (persisted). Returns the decision."""
         host = host_key(url)
         self._scope.add_seed_host(host)
-        self._db.txn.put(f"seedhost:{host}".encode(), b"", db=self._db.ops)
+        self._db.txn.put(op_key("seedhost", host), b"", db=self._db.ops)
         return self._add(url, host, 0, importance, now, seed=True)
 
     def add(self, url: str, depth: int, importance: float, now: float, *, hops: int = 0) -> str:
@@ -173,7 +181,7 @@ class Frontier:
         self._seen_count += repeats
         if not candidates:
             return 0
-        fresh = self._seen.add_many_if_new(self._db.txn, [url_fingerprint(u) for u, _ in candidates])
+        fresh = self._seen.add_many_if_new(self._db.txn, [url_key(u, h) for u, h in candidates])
         accepted = 0
         if len(recent) + len(candidates) > RECENT_URLS:
             recent.clear()
@@ -191,7 +199,7 @@ class Frontier:
         if reason is not None:
             self._rejected[reason] += 1
             return reason
-        if not self._seen.add_if_new(self._db.txn, url_fingerprint(url)):
+        if not self._seen.add_if_new(self._db.txn, url_key(url, host)):
             self._seen_count += 1
             return SEEN
         self._enqueue(url, host, depth, importance, now, hops)
@@ -202,7 +210,7 @@ class Frontier:
         if st is None:
             st = self._hosts[host] = HostState()
         self._qseq += 1
-        self._db.txn.put(queue_key(host.encode(), importance, depth, self._qseq),
+        self._db.txn.put(queue_key(host, importance, depth, self._qseq),
                          QueuedUrl(url, depth, importance, 0, hops).encode(), db=self._db.queue)
         st.queued += 1
         self._queued += 1
@@ -297,7 +305,7 @@ class Frontier:
 
     def _lease_from(self, host: str, st: HostState, now: float) -> Lease | None:
         """First allowed URL of ``host`` as a lease (or a robots.txt lease); None to skip the host now."""
-        prefix = host_prefix(host.encode())
+        prefix = queue_prefix(host)
         txn = self._db.txn
         with txn.cursor(db=self._db.queue) as cur:
             for _ in range(ROBOTS_SKIPS_PER_LEASE):
@@ -396,13 +404,13 @@ class Frontier:
             self._db.txn.delete(lease.key, db=self._db.queue)
             self._qseq += 1
             retry = QueuedUrl(lease.url, lease.depth, lease.importance / 2, lease.attempts + 1, lease.hops)
-            self._db.txn.put(queue_key(lease.host.encode(), retry.importance, retry.depth, self._qseq),
+            self._db.txn.put(queue_key(lease.host, retry.importance, retry.depth, self._qseq),
                              retry.encode(), db=self._db.queue)
             self._save_host(lease.host, st)
             self._count_done("retried")
             return
         outcome = "failed" if result.outcome == "retry" else result.outcome
-        prev_raw = self._db.txn.get(url_fingerprint(lease.url), db=self._db.urls)
+        prev_raw = self._db.txn.get(url_key(lease.url, lease.host), db=self._db.urls)
         rec = UrlRecord.decode(prev_raw) if prev_raw is not None else UrlRecord(lease.url, outcome)
         rec.outcome, rec.reason, rec.fetched_at = outcome, result.reason, result.attempt.started
         if result.content_hash is not None:
@@ -421,7 +429,7 @@ class Frontier:
         if txn.delete(key, db=self._db.queue):
             st.queued -= 1
             self._queued -= 1
-        txn.put(url_fingerprint(rec.url), rec.encode(), db=self._db.urls)
+        txn.put(url_key(rec.url, host), rec.encode(), db=self._db.urls)
         self._save_host(host, st)
         self._count_done(rec.outcome if rec.outcome != "skipped" else f"skipped:{rec.reason}")
 
@@ -434,13 +442,13 @@ class Frontier:
     def set_throttle(self, pattern: str, rate: float) -> None:
         """Override the request rate of hosts matching ``pattern`` (persisted)."""
         self._throttle.set(pattern, rate)
-        self._db.txn.put(f"throttle:{pattern.lower()}".encode(), repr(rate).encode(), db=self._db.ops)
+        self._db.txn.put(op_key("throttle", pattern.lower()), repr(rate).encode(), db=self._db.ops)
 
     def block(self, pattern: str) -> int:
         """Block hosts matching ``pattern``: drop their queues (recorded done, reason ``blocked``) and
         refuse their URLs from now on (persisted). Returns the number of URLs dropped."""
         self._blocked.set(pattern, True)
-        self._db.txn.put(f"block:{pattern.lower()}".encode(), b"", db=self._db.ops)
+        self._db.txn.put(op_key("block", pattern.lower()), b"", db=self._db.ops)
         dropped = 0
         for host, st in self._hosts.items():
             if st.queued and host in self._blocked:
@@ -449,7 +457,7 @@ class Frontier:
         return dropped
 
     def _drop_queue(self, host: str, st: HostState) -> int:
-        prefix = host_prefix(host.encode())
+        prefix = queue_prefix(host)
         txn = self._db.txn
         keys: list[tuple[bytes, str]] = []
         with txn.cursor(db=self._db.queue) as cur:
@@ -471,7 +479,7 @@ class Frontier:
     # --- observation -----------------------------------------------------------------------------
 
     def url_record(self, url: str) -> UrlRecord | None:
-        raw = self._db.txn.get(url_fingerprint(url), db=self._db.urls)
+        raw = self._db.txn.get(url_key(url), db=self._db.urls)
         return UrlRecord.decode(raw) if raw is not None else None
 
     def host_state(self, host: str) -> HostState | None:

@@ -32,16 +32,6 @@ def rank(importance: float) -> int:
 # --- queue entries -------------------------------------------------------------------------------
 
 _Q = struct.Struct(">dHBB")
-_KEY_TAIL = struct.Struct(">IHQ")
-
-
-def queue_key(host: bytes, importance: float, depth: int, seq: int) -> bytes:
-    """Key of a queued URL: host, then priority (rank, then depth: shallower first), then FIFO seq."""
-    return host + b"\x00" + _KEY_TAIL.pack(rank(importance), min(depth, 0xFFFF), seq)
-
-
-def host_prefix(host: bytes) -> bytes:
-    return host + b"\x00"
 
 
 @dataclass(frozen=True, slots=True)

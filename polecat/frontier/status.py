@@ -10,7 +10,8 @@ from pathlib import Path
 import lmdb
 
 from polecat.errors import FrontierError
-from polecat.frontier.db import TABLES
+from polecat.frontier.db import SCHEMA_VERSION, TABLES
+from polecat.frontier.keys import host_of_row, parse_op_key
 from polecat.frontier.records import decode_host
 
 
@@ -38,6 +39,12 @@ def read_status(frontier_dir: Path, top: int = 10) -> FrontierStatus:
     try:
         dbs = {name: env.open_db(name.encode(), create=False) for name in ("meta", "hosts", "seen", "ops")}
         with env.begin() as txn:
+            version = json.loads(bytes(txn.get(b"schema", b"{}", db=dbs["meta"]))).get("version")
+            if version != SCHEMA_VERSION:
+                raise FrontierError(
+                    f"frontier in {frontier_dir} has schema {version}, this polecat reads {SCHEMA_VERSION}; "
+                    f"`polecat crawl --data {frontier_dir.parent}` (a resume) upgrades it as it starts"
+                )
             queues: Counter[str] = Counter()
             hosts = fetched = 0
             for key, raw in txn.cursor(db=dbs["hosts"]):
@@ -45,10 +52,10 @@ def read_status(frontier_dir: Path, top: int = 10) -> FrontierStatus:
                 hosts += 1
                 fetched += st.fetched
                 if st.queued:
-                    queues[bytes(key).decode()] = st.queued
+                    queues[host_of_row(bytes(key))] = st.queued
             blocked, throttled = [], []
             for key, raw in txn.cursor(db=dbs["ops"]):
-                kind, _, arg = bytes(key).decode().partition(":")
+                kind, arg = parse_op_key(bytes(key))
                 if kind == "block":
                     blocked.append(arg)
                 elif kind == "throttle":

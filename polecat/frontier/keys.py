@@ -1,0 +1,75 @@
+"""Key layout of the frontier's LMDB tables: every per-host and per-URL key starts with its slice.
+
+Rules (DESIGN.md section 5; slices in polecat/frontier/slices.py):
+
+1. ``hosts``: slice, host key. ``queue``: slice, host key, NUL, priority tail (rank, depth, FIFO seq),
+   so a host's queue is one key range, ordered by priority, inside its slice's range.
+2. ``seen`` and ``urls``: slice of the URL's host, then the URL's 16-byte fingerprint. The seen-set's
+   Bloom filter holds these same 18-byte keys.
+3. ``robots``: slice of the origin's host key, then the origin (``scheme://host[:port]``).
+4. ``ops``: operator controls. One that names a single host key (``seedhost``) is keyed by that host's
+   slice and moves with it. Host patterns (``block``, ``throttle``) can match hosts of many slices: they
+   are keyed under :data:`GLOBAL`, a prefix past every slice, and every slice bundle carries them.
+5. ``meta`` and ``near`` (content fingerprints, not about a host) are not slice-keyed.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from polecat.dedup.canon import host_key, url_fingerprint
+from polecat.frontier.records import rank
+from polecat.frontier.slices import PREFIX_LEN, SLICES, host_slice_prefix
+
+GLOBAL = struct.pack(">H", 0xFFFF)
+"""Prefix of the ops that belong to no single slice (rule 4)."""
+assert SLICES < 0xFFFF
+
+_KEY_TAIL = struct.Struct(">IHQ")
+HOST_OPS = frozenset({"seedhost"})
+"""Op kinds whose argument is one host key (rule 4)."""
+
+
+def host_row(host: str) -> bytes:
+    """Key of ``host`` in the ``hosts`` table."""
+    return host_slice_prefix(host) + host.encode()
+
+
+def host_of_row(key: bytes) -> str:
+    return key[PREFIX_LEN:].decode()
+
+
+def queue_prefix(host: str) -> bytes:
+    """The start of every ``queue`` key of ``host``."""
+    return host_row(host) + b"\x00"
+
+
+def queue_key(host: str, importance: float, depth: int, seq: int) -> bytes:
+    """Key of a queued URL: host, then priority (rank, then depth: shallower first), then FIFO seq."""
+    return queue_prefix(host) + _KEY_TAIL.pack(rank(importance), min(depth, 0xFFFF), seq)
+
+
+def url_key(url: str, host: str | None = None) -> bytes:
+    """Key of a canonical URL in ``seen`` and ``urls`` (``host``: its host key, when already known)."""
+    return host_slice_prefix(host if host is not None else host_key(url)) + url_fingerprint(url)
+
+
+def robots_key(origin: str) -> bytes:
+    """Key of an origin's robots.txt answer."""
+    return host_slice_prefix(host_key(origin)) + origin.encode()
+
+
+def origin_of_robots_key(key: bytes) -> str:
+    return key[PREFIX_LEN:].decode()
+
+
+def op_key(kind: str, arg: str) -> bytes:
+    """Key of an operator control (rule 4)."""
+    prefix = host_slice_prefix(arg) if kind in HOST_OPS else GLOBAL
+    return prefix + f"{kind}:{arg}".encode()
+
+
+def parse_op_key(key: bytes) -> tuple[str, str]:
+    """``(kind, arg)`` of an ``ops`` key."""
+    kind, _, arg = key[PREFIX_LEN:].decode().partition(":")
+    return kind, arg

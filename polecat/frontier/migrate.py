@@ -1,0 +1,124 @@
+"""Upgrade a frontier written by an older schema, in place, in one transaction.
+
+Schema 1 (polecat before slices) keyed tables by host, origin or bare URL fingerprint; schema 2 keys them
+slice-first (polecat/frontier/keys.py). The upgrade rewrites every key and keeps every value. It runs in
+the frontier's open write transaction and commits once at the end, so a crash part-way leaves the data
+dir exactly as it was, and the next open starts over.
+
+The seen-set of schema 1 holds only fingerprints, which do not tell their host. Its ground truth is
+rebuilt from the URLs the frontier knows: every accepted URL is queued or has a ``urls`` record (the
+frontier's invariant). A fingerprint found in neither (none should exist) cannot be placed in a slice;
+it is counted in the report and logged, never dropped silently.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from polecat.frontier.keys import host_row, op_key, queue_prefix, robots_key, url_key
+from polecat.frontier.records import QueuedUrl, UrlRecord
+from polecat.frontier.slices import PREFIX_LEN
+
+log = logging.getLogger("polecat")
+
+_BATCH = 65_536
+
+
+@dataclass(frozen=True, slots=True)
+class MigrationReport:
+    hosts: int
+    queued: int
+    urls: int
+    seen: int
+    ops: int
+    robots: int
+    unplaced_seen: int
+    """Schema-1 seen fingerprints with no queued URL or URL record (not carried over)."""
+
+
+def _drain(txn: Any, db: Any) -> Iterator[list[tuple[bytes, bytes]]]:
+    """Yield the table's items in batches, deleting them as they go (keys are rewritten, not kept)."""
+    while True:
+        with txn.cursor(db=db) as cur:
+            batch = [(bytes(k), bytes(v)) for k, v in _take(cur)]
+        if not batch:
+            return
+        for k, _ in batch:
+            txn.delete(k, db=db)
+        yield batch
+
+
+def _take(cur: Any) -> Iterator[tuple[bytes, bytes]]:
+    if not cur.first():
+        return
+    for i, item in enumerate(cur):
+        if i == _BATCH:
+            return
+        yield item
+
+
+def _rewrite(txn: Any, db: Any, scratch: Any, new_key: Callable[[bytes, bytes], bytes]) -> int:
+    """Move every item of ``db`` to ``scratch`` under its new key, then back; returns the count."""
+    n = 0
+    for batch in _drain(txn, db):
+        for k, v in batch:
+            txn.put(new_key(k, v), v, db=scratch)
+            n += 1
+    for batch in _drain(txn, scratch):
+        for k, v in batch:
+            txn.put(k, v, db=db)
+    return n
+
+
+def _queue_key(key: bytes, _: bytes) -> bytes:
+    host, _, tail = key.partition(b"\x00")
+    return queue_prefix(host.decode()) + tail
+
+
+def _queued_url(raw: bytes) -> str:
+    return QueuedUrl.decode(raw).url
+
+
+def _recorded_url(raw: bytes) -> str:
+    return UrlRecord.decode(raw).url
+
+
+def _op_key(key: bytes, _value: bytes) -> bytes:
+    kind, _, arg = key.decode().partition(":")
+    return op_key(kind, arg)
+
+
+def migrate_v1(txn: Any, tables: dict[str, Any], scratch: Any) -> MigrationReport:
+    """Rewrite schema-1 keys to schema 2 in ``txn`` (``tables`` by name; ``scratch`` an empty table)."""
+    hosts = _rewrite(txn, tables["hosts"], scratch, lambda k, _: host_row(k.decode()))
+    queued = _rewrite(txn, tables["queue"], scratch, _queue_key)
+    urls = _rewrite(txn, tables["urls"], scratch, lambda _, v: url_key(UrlRecord.decode(v).url))
+    ops = _rewrite(txn, tables["ops"], scratch, _op_key)
+    robots = _rewrite(txn, tables["robots"], scratch, lambda k, _: robots_key(k.decode()))
+    seen_db = tables["seen"]
+    old_seen = txn.stat(seen_db)["entries"]
+    # Every accepted URL is queued or recorded: their keys are the new seen-set.
+    sources: tuple[tuple[Any, Callable[[bytes], str]], ...] = (
+        (tables["queue"], _queued_url), (tables["urls"], _recorded_url))
+    for source, url_of in sources:
+        with txn.cursor(db=source) as cur:
+            for _, v in cur:
+                txn.put(url_key(url_of(v)), b"", db=scratch)
+    placed = 0
+    with txn.cursor(db=scratch) as cur:
+        for k in cur.iternext(keys=True, values=False):
+            placed += txn.get(bytes(k)[PREFIX_LEN:], db=seen_db) is not None
+    unplaced = old_seen - placed
+    txn.drop(seen_db, delete=False)
+    seen = 0
+    for batch in _drain(txn, scratch):
+        for k, v in batch:
+            txn.put(k, v, db=seen_db)
+            seen += 1
+    if unplaced:
+        log.warning("frontier upgrade: %d seen-set fingerprints had no queued URL or URL record and were "
+                    "not carried over (their URLs may be accepted again)", unplaced)
+    return MigrationReport(hosts, queued, urls, seen, ops, robots, unplaced)

@@ -1,0 +1,103 @@
+"""Opening a data dir written before slice keys (frontier schema 1) upgrades it in place, losing nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import lmdb
+import pytest
+import zstandard
+
+from polecat.errors import FrontierError
+from polecat.frontier.db import SCHEMA_VERSION
+from polecat.frontier.migrate import MigrationReport
+from polecat.frontier.records import Lease, QueuedUrl, UrlRecord
+from polecat.frontier.slices import PREFIX_LEN, prefix_slice, slice_of
+from polecat.frontier.status import read_status
+from tests.frontier_helpers import Rig
+
+FIXTURE = Path(__file__).parent / "fixtures" / "frontier_v1.mdb.zst"
+NODE_PARAMS = {"url_fingerprint": "xxh3_128", "canon": 1, "near_index": 2}
+LATER = 2e9
+"""A wall-clock time after every next-allowed time in the fixture (written in 2026)."""
+HOSTS = [f"h0{i}.test:35803" for i in range(1, 7)]
+
+
+def unpack_v1(path: Path) -> None:
+    (path / "frontier").mkdir(parents=True)
+    (path / "frontier" / "data.mdb").write_bytes(
+        zstandard.ZstdDecompressor().decompress(FIXTURE.read_bytes(), max_output_size=1 << 24))
+
+
+def v1_contents(path: Path) -> tuple[list[str], list[str]]:
+    """(queued URLs, recorded URLs) of the unpacked schema-1 fixture, read with the old layout."""
+    env = lmdb.open(str(path / "frontier"), max_dbs=16, readonly=True, lock=False)
+    try:
+        with env.begin() as txn:
+            queued = [QueuedUrl.decode(v).url for _, v in txn.cursor(db=env.open_db(b"queue", txn=txn))]
+            done = [UrlRecord.decode(v).url for _, v in txn.cursor(db=env.open_db(b"urls", txn=txn))]
+    finally:
+        env.close()
+    return queued, done
+
+
+def test_schema_1_dir_is_upgraded_with_nothing_lost(tmp_path: Path) -> None:
+    unpack_v1(tmp_path)
+    queued, done = v1_contents(tmp_path)
+    with pytest.raises(FrontierError, match=r"schema 1.*polecat crawl --data"):
+        read_status(tmp_path / "frontier")
+    rig = Rig(tmp_path, params=NODE_PARAMS, now=LATER)
+    assert rig.db.upgraded == MigrationReport(hosts=6, queued=91, urls=41, seen=132, ops=8, robots=5,
+                                              unplaced_seen=0)
+    f = rig.frontier
+    assert f.queued == len(queued) == 91
+    for url in done:
+        rec = f.url_record(url)
+        assert rec is not None and rec.outcome in ("fetched", "skipped")
+    # The seen-set still knows every queued and finished URL: none is accepted again.
+    assert all(f.add(u, 1, 1.0, LATER) != "accepted" for u in [*queued, *done])
+    assert f.queued == 91
+    assert f.add("http://h06.test:35803/new", 1, 1.0, LATER) == "blocked"
+    assert f.add("http://h01.test:35803/brand-new", 1, 1.0, LATER) == "accepted"
+    # Keys are slice-first in every per-host table.
+    txn = rig.db.txn
+    for db in (rig.db.queue, rig.db.hosts, rig.db.urls, rig.db.seen, rig.db.robots):
+        for key in txn.cursor(db=db).iternext(values=False):
+            assert prefix_slice(bytes(key)) < 4096
+    for key in txn.cursor(db=rig.db.hosts).iternext(values=False):
+        assert prefix_slice(bytes(key)) == slice_of(bytes(key)[PREFIX_LEN:].decode())
+    robots = {bytes(k)[PREFIX_LEN:].decode(): prefix_slice(bytes(k))
+              for k in txn.cursor(db=rig.db.robots).iternext(values=False)}
+    assert len(robots) == 5
+    for origin, slice_id in robots.items():
+        assert origin.removeprefix("http://") in HOSTS and slice_id == slice_of(origin.removeprefix("http://"))
+    lease = f.lease(LATER + 60)
+    assert isinstance(lease, Lease) and lease.host in HOSTS
+    rig.frontier.commit()
+    rig.crash()
+    status = read_status(tmp_path / "frontier")
+    assert (status.hosts, status.queued, status.blocked) == (6, 92, ("h06.test",))
+    assert status.throttled == (("*.test", 40.0),)
+    assert status.seen_urls == 133
+    assert {h for h, _ in status.busiest} <= set(HOSTS)
+    # Reopening does not upgrade twice.
+    rig.reopen(LATER + 10)
+    assert rig.db.upgraded is None and rig.frontier.queued == 92
+
+
+def test_crash_during_upgrade_leaves_the_dir_as_it_was(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    unpack_v1(tmp_path)
+    before = v1_contents(tmp_path)
+
+    def broken(*args: object) -> MigrationReport:
+        raise OSError("disk gone")
+
+    monkeypatch.setattr("polecat.frontier.db.migrate_v1", broken)
+    with pytest.raises(OSError):
+        Rig(tmp_path, params=NODE_PARAMS)
+    assert v1_contents(tmp_path) == before
+    monkeypatch.undo()
+    rig = Rig(tmp_path, params=NODE_PARAMS)
+    assert rig.db.upgraded is not None and rig.frontier.queued == 91
+    assert SCHEMA_VERSION == 2
