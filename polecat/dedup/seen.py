@@ -44,7 +44,8 @@ class SeenSet:
     __slots__ = ("_bloom", "_db", "_false_positives", "_saved", "_urls")
 
     def __init__(self, db: Any, bloom: ScalableBloom, urls: int = 0) -> None:
-        """``db``: an LMDB named database (keys: URL fingerprints, slice-prefixed by the frontier; values empty); ``bloom`` must already
+        """``db``: an LMDB named database (keys: URL fingerprints,
+        slice-prefixed by the frontier; values empty); ``bloom`` must already
         contain every key of ``db`` and ``urls`` is their count. Use :meth:`restore` to get both right."""
         self._db, self._bloom, self._urls = db, bloom, urls
         self._false_positives = self._saved = 0
