@@ -62,6 +62,8 @@ class CrawlStats:
     """Seconds until the next waiting host may go (0.0: none waits)."""
     urls_done_total: tuple[tuple[str, int], ...] = ()
     """Outcomes over the whole crawl (every run on this data dir); ``urls_done`` counts this run's."""
+    robots_too_complex: int = 0
+    """robots.txt files whose rules are past the per-URL matching bound: those hosts are disallowed."""
     cause: str = ""
     """When the run fetched nothing though it tried: why, and the fix, in one line (else empty)."""
 
@@ -93,6 +95,7 @@ def collect_stats(*, now: float, started_at: float, fetches: int, violations: in
         bloom_fp_rate=seen.observed_fp_rate, bloom_memory_bytes=seen.memory_bytes, near_duplicates=near_dups,
         near_dup_collapse_ratio=near_dups / kept if kept else 0.0,
         robots_failure_rate=robots.failure_rate, robots_unreachable=robots.unreachable,
+        robots_too_complex=robots.too_complex,
         dns_hit_ratio=dns.hit_ratio, pages_stored=store.bodies, bytes_stored=store.stored_bytes,
         answered=answered, ended=ended, urls_done_total=frontier.done_total,
         hosts_backoff=frontier.hosts_backoff,

@@ -195,6 +195,11 @@ class RobotsRules:
         path = url_path(url)
         return path == "/robots.txt" or matcher.allowed_path(path)
 
+    @property
+    def too_complex(self) -> bool:
+        """The rules are past the matching bound (see robots_match): every URL is disallowed."""
+        return self._matcher is not None and self._matcher.too_complex
+
     def __repr__(self) -> str:
         kind = "parsed" if self._matcher is not None else ("allow-all" if self._verdict else "disallow-all")
         return f"<RobotsRules {kind} crawl_delay={self.crawl_delay} sitemaps={len(self.sitemaps)}>"
@@ -275,6 +280,9 @@ class RobotsStats:
     """unreachable / fetches (0.0 before any fetch)."""
     errors: tuple[tuple[str, int], ...]
     """Network failures by FetchError kind, e.g. ``(("dns", 3), ("timeout", 1))``."""
+    too_complex: int = 0
+    """2xx answers whose rules cannot be matched within the per-URL bound (robots_match): everything
+    on those hosts is disallowed."""
 
 
 @dataclass(slots=True)
@@ -299,7 +307,7 @@ class RobotsPolicy:
         self._agent = product_token(user_agent)
         self._rng = rng or random.Random()
         self._hosts: dict[str, _Host] = {}
-        self._ok = self._unavailable = self._unreachable = 0
+        self._ok = self._unavailable = self._unreachable = self._too_complex = 0
         self._errors: dict[str, int] = {}
 
     def lookup(self, host: str, now: float) -> RobotsDecision:
@@ -321,7 +329,9 @@ class RobotsPolicy:
         """Record the final response to a robots.txt fetch (after redirects)."""
         if 200 <= status < 300:
             self._ok += 1
-            self._usable(host, "ok", self._parse(body), now)
+            rules = self._parse(body)
+            self._too_complex += rules.too_complex
+            self._usable(host, "ok", rules, now)
         elif is_answer(status):
             self._unavailable += 1
             self._usable(host, "unavailable", RobotsRules.allow_all(), now)
@@ -356,6 +366,7 @@ class RobotsPolicy:
             unreachable=self._unreachable,
             failure_rate=self._unreachable / fetches if fetches else 0.0,
             errors=tuple(sorted(self._errors.items())),
+            too_complex=self._too_complex,
         )
 
     def _parse(self, body: bytes) -> RobotsRules:

@@ -9,6 +9,14 @@ are compiled once into a :class:`RuleMatcher`:
 - Rules with ``*`` are matched by a left-to-right ``str.find`` scan, linear in the URL length (a hostile
   ``/*a*a*a*a*b`` cannot blow up the way it would as a backtracking regex). Only those that could still
   beat the best literal match are tried.
+- Bound per URL, whatever the file: a group of :data:`INDEX_FROM` or more wildcard rules is indexed by
+  one 3-character piece of each rule's literal parts (the piece shared by the fewest rules), so a path
+  only tries the rules whose piece it contains (and the rules too short to have one). At most
+  :data:`MAX_TRIES` wildcard rules are tried for one path: past that the path is disallowed (fail
+  closed) and counted in ``exhausted``. A group whose rules alone exceed that for every path (too many
+  rules without a 3-character piece, or one piece shared by too many) is ``too_complex``: it disallows
+  everything, and the robots policy reports the host. 25,000 rules ``Disallow: /*q<n>*z`` (512 KiB)
+  cost 7 ms per URL unbounded; see benchmarks/README.md for the bounded figure.
 
 Precedence is RFC 9309's: the longest pattern (its length as written, ``$`` and ``*`` included) wins,
 Allow on a tie.
@@ -23,7 +31,11 @@ from __future__ import annotations
 import re
 from urllib.parse import quote
 
-__all__ = ["RuleMatcher", "normalize_path"]
+__all__ = ["INDEX_FROM", "MAX_TRIES", "RuleMatcher", "normalize_path"]
+
+INDEX_FROM = 32
+MAX_TRIES = 256
+_GRAM = 3
 
 _ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
 _UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
@@ -92,7 +104,7 @@ class _Wildcard:
 class RuleMatcher:
     """Compiled Allow/Disallow rules of one group. ``rules``: ``(is_allow, pattern)`` as written."""
 
-    __slots__ = ("_exact", "_prefixes", "_wildcards")
+    __slots__ = ("_always", "_exact", "_index", "_prefixes", "_wildcards", "exhausted", "too_complex")
 
     def __init__(self, rules: list[tuple[bool, str]]) -> None:
         entries: list[tuple[int, bool, str]] = []
@@ -122,6 +134,43 @@ class RuleMatcher:
         self._prefixes = sorted(by_len.items(), reverse=True)
         wildcards.sort(key=lambda w: (-w[0], not w[1]))
         self._wildcards = wildcards
+        self._index: dict[str, list[int]] | None = None
+        self._always: list[int] = []
+        self.exhausted = 0
+        """Paths disallowed because they would have tried more than MAX_TRIES wildcard rules."""
+        self.too_complex = False
+        """The rules cannot be matched within MAX_TRIES for any path: everything is disallowed."""
+        if len(wildcards) >= INDEX_FROM:
+            self._build_index()
+
+    def _build_index(self) -> None:
+        index: dict[str, list[int]] = {}
+        for i, (_, _, wildcard) in enumerate(self._wildcards):
+            grams = {part[j: j + _GRAM] for part in wildcard.parts for j in range(len(part) - _GRAM + 1)}
+            if not grams:
+                self._always.append(i)
+                continue
+            key = min(sorted(grams), key=lambda g: len(index.get(g, ())))
+            index.setdefault(key, []).append(i)
+        self._index = index
+        self.too_complex = len(self._always) > MAX_TRIES
+
+    def _candidates(self, path: str) -> list[tuple[int, bool, _Wildcard]] | None:
+        """The wildcard rules ``path`` may match, in priority order; None past MAX_TRIES."""
+        index = self._index
+        if index is None:
+            return self._wildcards
+        tried = set(self._always)
+        for j in range(len(path) - _GRAM + 1):
+            bucket = index.get(path[j: j + _GRAM])
+            if bucket is not None:
+                tried.update(bucket)
+                if len(tried) > MAX_TRIES:
+                    return None
+        if len(tried) > MAX_TRIES:
+            return None
+        wildcards = self._wildcards
+        return [wildcards[i] for i in sorted(tried)]
 
     def allowed_path(self, path: str) -> bool:
         """Verdict for a normalized path (see :func:`url_path`): the longest matching pattern wins,
@@ -137,7 +186,13 @@ class RuleMatcher:
         exact = self._exact.get(path)
         if exact is not None and (exact[0] > best or (exact[0] == best and exact[1])):
             best, verdict = exact
-        for priority, allow, wildcard in self._wildcards:
+        if self.too_complex:
+            return False
+        candidates = self._candidates(path) if self._wildcards else self._wildcards
+        if candidates is None:
+            self.exhausted += 1
+            return False
+        for priority, allow, wildcard in candidates:
             if priority < best or (priority == best and not allow):
                 break  # sorted: nothing further can win
             if wildcard.match(path):
