@@ -19,6 +19,12 @@ from polecat.logs import LEVELS, configure, level_from_flags
 def cmd_status(args: argparse.Namespace) -> int:
     from polecat.frontier.status import read_status
 
+    if args.node is not None or args.data is None:
+        from polecat.service.cli import node_status
+
+        if args.data is not None:
+            raise PolecatError("status: give DIR or --node URL, not both")
+        return node_status(args.node, args.host)
     s = read_status(args.data / "frontier")
     print(f"hosts {s.hosts} ({s.hosts_with_queue} with queued URLs), queued {s.queued}, "
           f"fetched {s.fetched}, URLs seen {s.seen_urls}, commits {s.commits}")
@@ -58,6 +64,7 @@ def _subparsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser
 
 def make_parser() -> argparse.ArgumentParser:
     from polecat import __version__
+    from polecat.service.cli import register as register_service
     from polecat.store.cli import register
 
     parser = argparse.ArgumentParser(prog="polecat", description="A polite, fast, crash-safe web crawler.",
@@ -65,10 +72,14 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"polecat {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_crawl(sub)
-    status = sub.add_parser("status", help="summarize the frontier of a data dir (safe during a crawl)")
-    status.add_argument("data", type=Path, metavar="DIR")
+    status = sub.add_parser("status", help="summarize the frontier of a data dir (safe during a crawl), "
+                                           "or ask a running node (--node)")
+    status.add_argument("data", type=Path, nargs="?", metavar="DIR")
+    status.add_argument("--node", metavar="URL", help="a running node's API (token from $POLECAT_TOKEN)")
+    status.add_argument("--host", help="with --node: one host's state")
     status.set_defaults(func=cmd_status)
     register(sub)
+    register_service(sub)
     for p in [parser, *_subparsers(parser)]:
         p.allow_abbrev = False  # --allow-priv must not silently mean --allow-private
         _add_logging_flags(p)

@@ -193,6 +193,20 @@ class RefreshConfig:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class NodeConfig:
+    """The long-lived node (``polecat node``): its HTTP API and how it stops."""
+
+    listen: str = "127.0.0.1:8470"
+    """``host:port`` of the operator API, metrics and status page (``[::1]:8470`` for IPv6)."""
+    token: str = ""
+    """Bearer token the API requires; mandatory unless ``listen`` is a loopback address. The
+    ``POLECAT_TOKEN`` environment variable sets it without writing it in a file."""
+    drain_timeout: float = 30.0
+    """On SIGTERM, seconds in-flight requests get to finish before they are abandoned (replayed at the
+    next start)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Config:
     """Everything a node needs. Build it with :func:`config_from_mapping` or directly."""
 
@@ -206,6 +220,7 @@ class Config:
     store: StoreConfig = field(default_factory=StoreConfig)
     frontier: FrontierConfig = field(default_factory=FrontierConfig)
     refresh: RefreshConfig = field(default_factory=RefreshConfig)
+    node: NodeConfig = field(default_factory=NodeConfig)
     progress: bool = False
     """Show live progress on the terminal."""
 
@@ -223,6 +238,7 @@ _SECTIONS: dict[str, type[Any]] = {
     "store": StoreConfig,
     "frontier": FrontierConfig,
     "refresh": RefreshConfig,
+    "node": NodeConfig,
 }
 
 
@@ -344,6 +360,11 @@ def merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
 _HOST_PATTERN = re.compile(r"^(\*\.)?[a-z0-9_.:\[\]-]+$")
 
 
+def is_host_pattern(pattern: str) -> bool:
+    """Whether ``pattern`` is a host pattern (``example.com``, ``host:port`` or ``*.example.com``)."""
+    return bool(_HOST_PATTERN.match(pattern.lower()))
+
+
 def _check(cond: bool, name: str, msg: str) -> None:
     if not cond:
         raise ConfigError(f"{name}: {msg}")
@@ -378,9 +399,9 @@ def validate(cfg: Config) -> None:
             except re.error as exc:
                 raise ConfigError(f"scope.{name}[{i}]: bad regex {rx!r}: {exc}") from exc
     for pat in s.block:
-        _check(bool(_HOST_PATTERN.match(pat.lower())), "scope.block", f"bad host pattern {pat!r}")
+        _check(is_host_pattern(pat), "scope.block", f"bad host pattern {pat!r}")
     for pat, rate in p.throttle:
-        _check(bool(_HOST_PATTERN.match(pat.lower())), "politeness.throttle", f"bad host pattern {pat!r}")
+        _check(is_host_pattern(pat), "politeness.throttle", f"bad host pattern {pat!r}")
         _check(rate > 0, "politeness.throttle", f"rate for {pat!r} must be > 0, got {rate}")
     _check(s.max_pages >= 0, "scope.max_pages", "must be >= 0")
     _check(s.max_depth >= 0, "scope.max_depth", "must be >= 0")
@@ -424,6 +445,7 @@ def validate(cfg: Config) -> None:
     _check(fr.commit_ms > 0, "frontier.commit_ms", "must be > 0")
     _check(fr.map_size >= 16 * 1024 * 1024, "frontier.map_size", "must be >= 16 MiB")
     _validate_refresh(cfg.refresh)
+    _validate_node(cfg.node)
 
 
 def _validate_refresh(rf: RefreshConfig) -> None:
@@ -444,3 +466,23 @@ def _validate_refresh(rf: RefreshConfig) -> None:
         except re.error as exc:
             raise ConfigError(f"refresh.important[{i}]: bad regex {rx!r}: {exc}") from exc
     _check(rf.important_min > 0, "refresh.important_min", "must be > 0")
+
+
+def _validate_node(nd: NodeConfig) -> None:
+    try:
+        split_listen(nd.listen)
+    except ValueError as exc:
+        raise ConfigError(f"node.listen (--listen): {exc}") from exc
+    _check(nd.drain_timeout >= 0, "node.drain_timeout", "must be >= 0")
+    _check("\n" not in nd.token and nd.token == nd.token.strip(), "node.token",
+           "must be one line without surrounding spaces")
+
+
+def split_listen(listen: str) -> tuple[str, int]:
+    """``host:port`` (or ``[v6]:port``) as ``(host, port)``; ValueError saying what is wrong."""
+    host, sep, port = listen.rpartition(":")
+    if not sep or not host:
+        raise ValueError(f"expected HOST:PORT, got {listen!r}")
+    if not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"bad port in {listen!r}")
+    return host.removeprefix("[").removesuffix("]"), int(port)

@@ -48,6 +48,8 @@ BLOOM_SAVE_INTERVAL = 60.0
 
 
 PageCallback = Callable[[Page], Awaitable[None] | None]
+LeaseObserver = Callable[[Lease, Completion], None]
+"""Called with every lease's outcome (the service's metrics and status page)."""
 
 
 class Crawler:
@@ -57,9 +59,15 @@ class Crawler:
     :meth:`run` executes in another task. Seeds come from ``cfg.scope.seeds`` and :meth:`add_seed`.
     """
 
-    def __init__(self, config: Config, *, on_page: PageCallback | None = None) -> None:
+    def __init__(self, config: Config, *, on_page: PageCallback | None = None,
+                 on_lease: LeaseObserver | None = None) -> None:
         self.config = config
         self._on_page = on_page
+        self._on_lease = on_lease
+        self.bytes_fetched = 0
+        """Page body bytes received in this run, as sent on the wire."""
+        self.last_checkpoint = (0.0, 0.0)
+        """Wall-clock time and duration (seconds) of the last checkpoint."""
         self._page_queues: list[asyncio.Queue[Page | None]] = []
         self._stop = asyncio.Event()
         self._wake = asyncio.Event()
@@ -154,6 +162,45 @@ class Crawler:
             raise PolecatError(f"throttle rate for {pattern!r} must be > 0, got {rate}")
         self._frontier.set_throttle(pattern, rate)
 
+    def pause(self, paused: bool = True) -> None:
+        """Stop (or, with False, resume) leasing new requests, persisted; in-flight requests finish."""
+        self._frontier.set_paused(paused)
+        self._checkpoint()
+        self._wake.set()
+
+    @property
+    def paused(self) -> bool:
+        return self._frontier.paused
+
+    @property
+    def store(self) -> PageStore:
+        return self._store
+
+    @property
+    def frontier(self) -> Frontier:
+        """The frontier, for the operator API's reads (use on the event-loop thread only)."""
+        return self._frontier
+
+    @property
+    def robots(self) -> RobotsPolicy:
+        return self._robots
+
+    @property
+    def fetcher(self) -> Fetcher:
+        return self._fetcher
+
+    def checkpoint(self) -> None:
+        """Make every change so far durable now (the operator API answers after it)."""
+        self._checkpoint()
+
+    def robots_file(self, origin: str) -> tuple[int, float, bytes] | None:
+        """The stored robots.txt answer of ``origin``: status, fetch time, body; None if none."""
+        raw = self._db.txn.get(robots_key(origin), db=self._db.robots)
+        if raw is None:
+            return None
+        status, fetched_at = _ROBOTS_REC.unpack_from(raw)
+        return status, fetched_at, bytes(raw[_ROBOTS_REC.size :])
+
     def stop(self) -> None:
         """Ask :meth:`run` to stop leasing and return once in-flight requests end, or after
         ``fetch.stop_grace`` seconds: requests still in flight then are cancelled and their URLs stay
@@ -173,8 +220,9 @@ class Crawler:
 
     # --- the loop --------------------------------------------------------------------------------
 
-    async def run(self) -> CrawlStats:
-        """Crawl until the frontier is exhausted, ``scope.max_pages`` fetches were made, or :meth:`stop`."""
+    async def run(self, *, serve: bool = False) -> CrawlStats:
+        """Crawl until the frontier is exhausted, ``scope.max_pages`` fetches were made, or :meth:`stop`.
+        With ``serve`` an empty frontier is not the end: the node waits for new URLs until :meth:`stop`."""
         loop = asyncio.get_running_loop()
         self._started_at = time.time()
         self._last_bloom_save = self._started_at
@@ -187,7 +235,7 @@ class Crawler:
                 if limit and self._fetches >= limit:
                     self._ended = verdict.MAX_PAGES
                     break
-                if len(self._tasks) >= concurrency:
+                if len(self._tasks) >= concurrency or self._frontier.paused:
                     await self._sleep(loop, None)
                     continue
                 now = time.time()
@@ -203,6 +251,9 @@ class Crawler:
                 elif isinstance(decision, Wait):
                     await self._sleep(loop, decision.until)
                 elif isinstance(decision, Idle):
+                    if serve:  # a node waits for new URLs
+                        await self._sleep(loop, None)
+                        continue
                     self._ended = verdict.GAVE_UP if self._frontier.queued else verdict.QUEUE_EMPTY
                     break
             await self._drain()
@@ -276,6 +327,7 @@ class Crawler:
 
     def _checkpoint(self, *, save_bloom: bool = False) -> None:
         """Store flush, then (optionally) the Bloom snapshot, then the frontier commit."""
+        started = time.time()
         self._store.flush()
         now = time.time()
         if save_bloom or now - self._last_bloom_save >= BLOOM_SAVE_INTERVAL:
@@ -283,6 +335,8 @@ class Crawler:
             self._seen.save(self._bloom_path, self._db.next_seq)
             self._last_bloom_save = now
         self._frontier.commit()
+        ended = time.time()
+        self.last_checkpoint = (ended, ended - started)
 
     def _try_checkpoint(self, *, save_bloom: bool = False) -> bool:
         """:meth:`_checkpoint`, stopping the node when state cannot be saved; whether it succeeded."""
@@ -325,6 +379,8 @@ class Crawler:
             completion = Completion(Attempt(now, now, None), "failed", f"internal:{type(exc).__name__}")
         if self._fatal is not None:
             return  # stopping after a fault: nothing more is recorded
+        if self._on_lease is not None:
+            self._on_lease(lease, completion)
         try:
             self._frontier.complete(lease, completion, time.time())
         except (PolecatError, lmdb.Error) as exc:
@@ -380,6 +436,7 @@ class Crawler:
             return _failure(started, exc)
         self._answered += 1
         _log_response(lease, resp)
+        self.bytes_fetched += resp.wire_bytes
         return self._pipeline.handle(lease, resp, started)
 
     def _emit(self, page: Page) -> None:

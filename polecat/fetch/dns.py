@@ -151,6 +151,12 @@ class CachingResolver(AbstractResolver):
         self._misses += 1
         self._start(key)
 
+    def ttl_left(self, host: str) -> float | None:
+        """Seconds the cached answer for ``host`` stays valid; None when nothing valid is cached."""
+        entry = self._cache.get(host.rstrip(".").lower())
+        left = entry.expires - self._clock() if entry is not None else 0.0
+        return left if left > 0 else None
+
     def stats(self) -> DnsStats:
         total = self._hits + self._misses + self._coalesced
         return DnsStats(

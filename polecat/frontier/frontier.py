@@ -28,10 +28,12 @@ from polecat.fetch.robots import Closed, Fetch, Ready, RobotsPolicy
 from polecat.frontier.db import FrontierDB
 from polecat.frontier.ipkeys import IpKeys
 from polecat.frontier.keys import (
+    PRIORITY_BANDS,
     host_of_row,
     host_row,
     op_key,
     parse_op_key,
+    priority_band,
     queue_key,
     queue_prefix,
     url_key,
@@ -94,6 +96,10 @@ class Frontier:
         self._throttle: HostPatternMap[float] = HostPatternMap()
         self._blocked: HostPatternMap[bool] = HostPatternMap()
         self._scope = ScopeFilter(cfg.scope, ())
+        self._bands: Counter[str] | None = None
+        """Queued URLs by priority band, counted once asked for (:meth:`queue_bands`), then kept."""
+        self.paused = False
+        """Set by the operator: the node leases nothing while it is (persisted)."""
         self._qseq = int(self._db.txn.get(b"qseq", db=self._db.meta) or b"0")
         self._load_ops()
         for pattern, rate in self._pol.throttle:
@@ -113,6 +119,8 @@ class Frontier:
                 self._throttle.set(arg, float(bytes(raw)))
             elif kind == "seedhost":
                 self._scope.add_seed_host(arg)
+            elif kind == "paused":
+                self.paused = True
 
     def _load_hosts(self, now: float) -> None:
         """Rebuild the in-memory heap from the host table. A request may have been in flight when the
@@ -210,8 +218,9 @@ class Frontier:
         if st is None:
             st = self._hosts[host] = HostState()
         self._qseq += 1
-        self._db.txn.put(queue_key(host, importance, depth, self._qseq),
-                         QueuedUrl(url, depth, importance, 0, hops).encode(), db=self._db.queue)
+        key = queue_key(host, importance, depth, self._qseq)
+        self._db.txn.put(key, QueuedUrl(url, depth, importance, 0, hops).encode(), db=self._db.queue)
+        self._count_band(key, 1)
         st.queued += 1
         self._queued += 1
         self._accepted += 1
@@ -402,10 +411,12 @@ class Frontier:
         if result.outcome == "retry" and lease.attempts + 1 < self._pol.max_url_attempts:
             # Re-queue behind the host's other URLs (halved importance) so one bad URL cannot pin a host.
             self._db.txn.delete(lease.key, db=self._db.queue)
+            self._count_band(lease.key, -1)
             self._qseq += 1
             retry = QueuedUrl(lease.url, lease.depth, lease.importance / 2, lease.attempts + 1, lease.hops)
-            self._db.txn.put(queue_key(lease.host, retry.importance, retry.depth, self._qseq),
-                             retry.encode(), db=self._db.queue)
+            key = queue_key(lease.host, retry.importance, retry.depth, self._qseq)
+            self._db.txn.put(key, retry.encode(), db=self._db.queue)
+            self._count_band(key, 1)
             self._save_host(lease.host, st)
             self._count_done("retried")
             return
@@ -429,6 +440,7 @@ class Frontier:
         if txn.delete(key, db=self._db.queue):
             st.queued -= 1
             self._queued -= 1
+            self._count_band(key, -1)
         txn.put(url_key(rec.url, host), rec.encode(), db=self._db.urls)
         self._save_host(host, st)
         self._count_done(rec.outcome if rec.outcome != "skipped" else f"skipped:{rec.reason}")
@@ -455,6 +467,60 @@ class Frontier:
                 dropped += self._drop_queue(host, st)
         self._dropped_blocked += dropped
         return dropped
+
+    def throttle_now(self, pattern: str, rate: float, now: float) -> None:
+        """:meth:`set_throttle` for a running crawl: hosts it matches that wait for their next request
+        wait at least one new interval from ``now``, so a slower rate applies from the next request."""
+        self.set_throttle(pattern, rate)
+        matcher: HostPatternMap[bool] = HostPatternMap([(pattern, True)])
+        for host, st in self._hosts.items():
+            if host in matcher and not st.in_flight:
+                st.next_allowed = max(st.next_allowed, now + interval(self._pol, self._rate(host), st))
+                self._save_host(host, st)
+                if host in self._scheduled:
+                    self._schedule(host, st.next_allowed)
+
+    def set_paused(self, paused: bool) -> None:
+        """Pause or resume leasing (persisted); see :attr:`paused`."""
+        self.paused = paused
+        if paused:
+            self._db.txn.put(op_key("paused", ""), b"", db=self._db.ops)
+        else:
+            self._db.txn.delete(op_key("paused", ""), db=self._db.ops)
+
+    def unthrottle(self, pattern: str) -> bool:
+        """Remove a rate override (persisted); hosts it matched return to the default rate from their
+        next request. False when no such override existed."""
+        key = op_key("throttle", pattern.lower())
+        self._throttle.remove(pattern)
+        return bool(self._db.txn.delete(key, db=self._db.ops))
+
+    def unblock(self, pattern: str) -> bool:
+        """Lift a block (persisted): the hosts' URLs are accepted again. URLs dropped by the block stay
+        done (``skipped:blocked``); add them again as seeds to fetch them. False when not blocked."""
+        key = op_key("block", pattern.lower())
+        self._blocked.remove(pattern)
+        return bool(self._db.txn.delete(key, db=self._db.ops))
+
+    def throttles(self) -> list[tuple[str, float]]:
+        """Rate overrides in force, ``(pattern, req_per_s)``."""
+        return sorted(self._throttle.items())
+
+    def blocks(self) -> list[str]:
+        """Block patterns in force."""
+        return sorted(p for p, _ in self._blocked.items())
+
+    def is_blocked(self, host: str) -> bool:
+        return host in self._blocked
+
+    def busiest(self, n: int) -> list[tuple[str, int]]:
+        """The ``n`` hosts with the longest queues, longest first."""
+        queued = ((h, st.queued) for h, st in self._hosts.items() if st.queued > 0)
+        return heapq.nlargest(n, queued, key=lambda hq: (hq[1], hq[0]))
+
+    def host_rate(self, host: str) -> float:
+        """The configured request rate of ``host`` (its throttle, else the default), before AIMD."""
+        return self._rate(host)
 
     def _drop_queue(self, host: str, st: HostState) -> int:
         prefix = queue_prefix(host)
@@ -488,6 +554,24 @@ class Frontier:
     def parked_hosts(self) -> dict[str, str]:
         """Hosts parked in this run, with the reason (reported by the node)."""
         return dict(self._parked)
+
+    def queue_bands(self) -> dict[str, int]:
+        """Queued URLs by priority band (:data:`PRIORITY_BANDS`). The first call counts the queue table."""
+        if self._bands is None:
+            bands: Counter[str] = Counter()
+            with self._db.txn.cursor(db=self._db.queue) as cur:
+                for key in cur.iternext(keys=True, values=False):
+                    bands[priority_band(bytes(key))] += 1
+            self._bands = bands
+        return {name: self._bands[name] for name in (*(n for n, _ in PRIORITY_BANDS), "low")}
+
+    def _count_band(self, key: bytes, delta: int) -> None:
+        if self._bands is not None:
+            self._bands[priority_band(key)] += delta
+
+    def quarantined_hosts(self) -> int:
+        """Hosts backing off after failures (not parked)."""
+        return sum(1 for st in self._hosts.values() if st.failures > 0 and not st.parked)
 
     @property
     def queued(self) -> int:

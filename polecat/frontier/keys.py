@@ -49,6 +49,19 @@ def queue_key(host: str, importance: float, depth: int, seq: int) -> bytes:
     return queue_prefix(host) + _KEY_TAIL.pack(rank(importance), min(depth, 0xFFFF), seq)
 
 
+PRIORITY_BANDS = (("seed", 0), ("high", 4), ("medium", 10))
+"""Priority bands for reporting: ``(name, halvings of importance below 1)``; beyond the last: ``low``."""
+
+
+def priority_band(key: bytes) -> str:
+    """The priority band of a queued URL, from its ``queue`` key."""
+    halvings = (_KEY_TAIL.unpack(key[-_KEY_TAIL.size :])[0] - 2**31) / 65536
+    for name, limit in PRIORITY_BANDS:
+        if halvings <= limit:
+            return name
+    return "low"
+
+
 def url_key(url: str, host: str | None = None) -> bytes:
     """Key of a canonical URL in ``seen`` and ``urls`` (``host``: its host key, when already known)."""
     return host_slice_prefix(host if host is not None else host_key(url)) + url_fingerprint(url)

@@ -1,0 +1,1 @@
+"""Service mode: the long-lived node, its HTTP API, metrics, systemd integration and status page."""

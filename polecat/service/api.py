@@ -1,0 +1,230 @@
+"""The node's HTTP API: operator routes (``/admin/...``), internal routes, ``/metrics``, ``/openapi.json``
+and the status page at ``/``.
+
+Rules:
+- Every operator change goes to the frontier and is checkpointed before the answer: a 2xx means it is
+  durable and in force for the next lease.
+- Bad input is a 400 whose JSON ``{"error", "field"}`` names the field; an unknown host or pattern a 404.
+- Auth: with a token configured, every route but the status page's HTML shell (which holds no data and
+  asks the browser for the token) needs ``Authorization: Bearer <token>``, compared in constant time;
+  otherwise 401. Without a token the node only listens on loopback (see :func:`check_listen`).
+- The shapes of requests and answers are declared in polecat/service/openapi.py; a test checks every
+  route's real answers against it.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+import time
+from collections.abc import Awaitable, Callable
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from polecat.config import Config, is_host_pattern, split_listen
+from polecat.errors import ConfigError, PolecatError
+from polecat.service.activity import Activity
+from polecat.service.openapi import OPENAPI
+from polecat.service.report import host_detail, internal_host, totals
+from polecat.store.http import page_routes
+
+if TYPE_CHECKING:
+    from polecat.node import Crawler
+
+MAX_SEEDS_PER_CALL = 10_000
+MAX_RATE = 1000.0
+OPEN_PATHS = frozenset({"/"})
+"""Served without a token: the status page's shell (its script sends the token with every call)."""
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def check_listen(cfg: Config) -> None:
+    """Refuse to serve off loopback without a token (ConfigError naming the setting)."""
+    host, _ = split_listen(cfg.node.listen)
+    if cfg.node.token or host == "localhost":
+        return
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        raise ConfigError(f"node.token (POLECAT_TOKEN): required when node.listen ({cfg.node.listen}) is "
+                          "not a loopback address")
+
+
+class BadRequest(web.HTTPBadRequest):
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(text=json.dumps({"error": f"{field}: {message}", "field": field}),
+                         content_type="application/json")
+
+
+def _json_error(exc: web.HTTPException, message: str) -> web.HTTPException:
+    exc.text = json.dumps({"error": message})
+    exc.content_type = "application/json"
+    return exc
+
+
+def auth_middleware(token: str) -> Any:
+    expected = f"Bearer {token}".encode()
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if token and request.path not in OPEN_PATHS:
+            given = request.headers.get("Authorization", "").encode()
+            if not hmac.compare_digest(given, expected):
+                raise _json_error(web.HTTPUnauthorized(headers={"WWW-Authenticate": "Bearer"}),
+                                  "missing or wrong bearer token")
+        return await handler(request)
+
+    return middleware
+
+
+async def _body(request: web.Request) -> dict[str, Any]:
+    try:
+        data = await request.json()
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise BadRequest("body", f"not JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise BadRequest("body", "expected a JSON object")
+    return data
+
+
+def _pattern(value: Any, field: str = "host_pattern") -> str:
+    if not isinstance(value, str) or not is_host_pattern(value.strip()):
+        raise BadRequest(field, f"expected a host pattern such as example.com or *.example.com, got "
+                                f"{value!r}")
+    return value.strip().lower()
+
+
+def _number(data: dict[str, Any], field: str, low: float, high: float, default: float | None) -> float:
+    value = data.get(field, default)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise BadRequest(field, f"expected a number, got {value!r}")
+    if not low < value <= high:
+        raise BadRequest(field, f"must be in ({low:g}, {high:g}], got {value!r}")
+    return float(value)
+
+
+class Api:
+    """The routes over one running :class:`~polecat.node.Crawler`."""
+
+    def __init__(self, crawler: Crawler, activity: Activity, registry: CollectorRegistry) -> None:
+        self._crawler = crawler
+        self._activity = activity
+        self._registry = registry
+
+    def app(self, token: str) -> web.Application:
+        app = web.Application(middlewares=[auth_middleware(token)], client_max_size=4 * 1024 * 1024)
+        c = self
+        app.add_routes([
+            web.get("/", c.page), web.get("/openapi.json", c.openapi), web.get("/metrics", c.metrics),
+            web.post("/admin/seeds", c.add_seeds),
+            web.get("/admin/throttles", c.list_throttles), web.post("/admin/throttles", c.set_throttle),
+            web.delete("/admin/throttles/{pattern}", c.remove_throttle),
+            web.get("/admin/blocks", c.list_blocks), web.post("/admin/blocks", c.add_block),
+            web.delete("/admin/blocks/{pattern}", c.remove_block),
+            web.get("/admin/crawl/status", c.status),
+            web.post("/admin/pause", c.pause), web.post("/admin/resume", c.resume),
+            web.get("/internal/hosts/{host}", c.internal_host),
+            *page_routes(self._crawler.store),
+        ])
+        return app
+
+    async def page(self, request: web.Request) -> web.Response:
+        html = resources.files("polecat.service").joinpath("status.html").read_text()
+        return web.Response(text=html, content_type="text/html")
+
+    async def openapi(self, request: web.Request) -> web.Response:
+        return web.json_response(OPENAPI)
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        return web.Response(body=generate_latest(self._registry),
+                            headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def add_seeds(self, request: web.Request) -> web.Response:
+        data = await _body(request)
+        urls = data.get("urls")
+        if not isinstance(urls, list) or not urls or not all(isinstance(u, str) for u in urls):
+            raise BadRequest("urls", "expected a non-empty list of URL strings")
+        if len(urls) > MAX_SEEDS_PER_CALL:
+            raise BadRequest("urls", f"at most {MAX_SEEDS_PER_CALL} per call, got {len(urls)}")
+        priority = _number(data, "priority", 0.0, 1.0, 1.0)
+        results = []
+        for url in urls:
+            try:
+                decision = self._crawler.add_seed(url, importance=priority)
+            except PolecatError as exc:
+                results.append({"url": url, "result": "refused", "reason": str(exc)})
+                continue
+            if decision == "accepted":
+                results.append({"url": url, "result": "queued"})
+            elif decision == "seen":
+                results.append({"url": url, "result": "seen"})
+            else:
+                results.append({"url": url, "result": "refused", "reason": decision})
+        self._crawler.checkpoint()
+        return web.json_response({"results": results})
+
+    async def list_throttles(self, request: web.Request) -> web.Response:
+        return web.json_response({"throttles": [{"host_pattern": p, "req_per_s": r}
+                                                for p, r in self._crawler.frontier.throttles()]})
+
+    async def set_throttle(self, request: web.Request) -> web.Response:
+        data = await _body(request)
+        pattern = _pattern(data.get("host_pattern"))
+        rate = _number(data, "req_per_s", 0.0, MAX_RATE, None)
+        self._crawler.frontier.throttle_now(pattern, rate, time.time())
+        self._crawler.checkpoint()
+        return web.json_response({"host_pattern": pattern, "req_per_s": rate})
+
+    async def remove_throttle(self, request: web.Request) -> web.Response:
+        return self._remove(request, self._crawler.frontier.unthrottle, "throttle")
+
+    def _remove(self, request: web.Request, remove: Callable[[str], bool], what: str) -> web.Response:
+        pattern = _pattern(request.match_info["pattern"], "pattern")
+        if not remove(pattern):
+            raise _json_error(web.HTTPNotFound(), f"no {what} for {pattern}")
+        self._crawler.checkpoint()
+        return web.json_response({"removed": pattern})
+
+    async def list_blocks(self, request: web.Request) -> web.Response:
+        return web.json_response({"blocks": self._crawler.frontier.blocks()})
+
+    async def add_block(self, request: web.Request) -> web.Response:
+        pattern = _pattern((await _body(request)).get("host_pattern"))
+        dropped = self._crawler.block(pattern)
+        self._crawler.checkpoint()
+        return web.json_response({"host_pattern": pattern, "dropped": dropped})
+
+    async def remove_block(self, request: web.Request) -> web.Response:
+        return self._remove(request, self._crawler.frontier.unblock, "block")
+
+    async def status(self, request: web.Request) -> web.Response:
+        now = time.time()
+        host = request.query.get("host")
+        if host is None:
+            return web.json_response(totals(self._crawler, self._activity, now))
+        detail = host_detail(self._crawler, self._activity, host.strip().lower(), now)
+        if detail is None:
+            raise _json_error(web.HTTPNotFound(), f"host: {host!r} is not known to this node")
+        return web.json_response(detail)
+
+    async def pause(self, request: web.Request) -> web.Response:
+        self._crawler.pause(True)
+        return web.json_response({"paused": True})
+
+    async def resume(self, request: web.Request) -> web.Response:
+        self._crawler.pause(False)
+        return web.json_response({"paused": False})
+
+    async def internal_host(self, request: web.Request) -> web.Response:
+        host = request.match_info["host"].lower()
+        detail = internal_host(self._crawler, host, time.time())
+        if detail is None:
+            raise _json_error(web.HTTPNotFound(), f"host: {host!r} is not known to this node")
+        return web.json_response(detail)

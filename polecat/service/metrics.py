@@ -1,0 +1,119 @@
+"""Prometheus metrics of a node, in the text format at ``/metrics``.
+
+Rules:
+- Figures the components already count are read at scrape time from :meth:`Crawler.stats` (one
+  snapshot per scrape, the same one ``/admin/crawl/status`` reports), so the two never disagree.
+- Only the fetch-latency histogram is observed as requests end (:meth:`NodeMetrics.observe`).
+- Names follow Prometheus conventions: ``polecat_`` prefix, ``_total`` counters, base units
+  (``_seconds``, ``_bytes``), ratios in [0, 1].
+- Counters count this process's run (they restart at 0 with the node, which Prometheus handles).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from polecat.frontier.records import Completion, Lease
+
+if TYPE_CHECKING:
+    from polecat.node import Crawler
+
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+
+class LoopLag:
+    """How late the event loop ran a timer lately (set by the service's ticker)."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+
+
+class NodeMetrics(Collector):
+    """The registry of one node; see the module rules."""
+
+    def __init__(self, crawler: Crawler, lag: LoopLag) -> None:
+        self._crawler = crawler
+        self._lag = lag
+        self.registry = CollectorRegistry(auto_describe=False)
+        self._latency = Histogram("polecat_fetch_duration_seconds",
+                                  "Page request time, from sending to the end of the body",
+                                  ["kind"], buckets=LATENCY_BUCKETS, registry=self.registry)
+        self.registry.register(self)
+
+    def observe(self, lease: Lease, completion: Completion) -> None:
+        attempt = completion.attempt
+        self._latency.labels(lease.kind).observe(max(0.0, attempt.ended - attempt.started))
+
+    def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+        c = self._crawler
+        s = c.stats()
+        now = time.time()
+        yield _counter("polecat_fetches", "Page requests started", s.fetches)
+        yield _counter("polecat_politeness_violations",
+                       "Requests started before their host's next-allowed time (must stay 0)",
+                       s.politeness_violations)
+        bands = GaugeMetricFamily("polecat_queue_urls", "Queued URLs by priority band", labels=["band"])
+        for band, n in c.frontier.queue_bands().items():
+            bands.add_metric([band], n)
+        yield bands
+        hosts = GaugeMetricFamily("polecat_hosts", "Hosts by scheduling state", labels=["state"])
+        quarantined = c.frontier.quarantined_hosts()
+        for state, n in (("ready", s.hosts_ready), ("waiting", s.hosts_waiting),
+                         ("quarantined", quarantined), ("parked", s.hosts_parked)):
+            hosts.add_metric([state], n)
+        yield hosts
+        yield _gauge("polecat_in_flight_requests", "Requests in flight", s.in_flight)
+        yield _gauge("polecat_paused", "1 while the operator has paused leasing", int(c.paused))
+        yield _gauge("polecat_bloom_false_positive_ratio", "Observed Bloom filter false-positive rate",
+                     s.bloom_fp_rate)
+        yield _gauge("polecat_near_duplicate_ratio",
+                     "Near-duplicate pages / (pages stored + near-duplicates) in this run",
+                     s.near_dup_collapse_ratio)
+        robots = c.robots.stats()
+        rf = CounterMetricFamily("polecat_robots_fetches", "robots.txt outcomes by class", labels=["class"])
+        for klass, n in (("ok", robots.ok), ("unavailable", robots.unavailable),
+                         ("unreachable", robots.unreachable)):
+            rf.add_metric([klass], n)
+        yield rf
+        yield _labelled_counter("polecat_robots_failures", "robots.txt network failures by kind", "kind",
+                                robots.errors)
+        dns = c.fetcher.resolver.stats()
+        dl = CounterMetricFamily("polecat_dns_lookups", "DNS lookups by result", labels=["result"])
+        for result, n in (("hit", dns.hits), ("miss", dns.misses), ("coalesced", dns.coalesced)):
+            dl.add_metric([result], n)
+        yield dl
+        yield _gauge("polecat_dns_hit_ratio", "DNS cache hits / lookups", s.dns_hit_ratio)
+        yield _counter("polecat_fetched_bytes", "Page body bytes received (as on the wire)", c.bytes_fetched)
+        yield _counter("polecat_stored_bytes", "Bytes appended to store segments", s.bytes_stored)
+        yield _gauge("polecat_stored_pages", "Distinct bodies in the store", s.pages_stored)
+        yield _labelled_counter("polecat_fetch_errors", "Failed requests by kind", "kind", s.errors)
+        yield _labelled_counter("polecat_urls_done", "URLs finished in this run by outcome", "outcome",
+                                s.urls_done)
+        at, duration = c.last_checkpoint
+        yield _gauge("polecat_checkpoint_age_seconds", "Seconds since the last checkpoint",
+                     now - at if at else 0.0)
+        yield _gauge("polecat_checkpoint_duration_seconds", "Duration of the last checkpoint", duration)
+        yield _gauge("polecat_event_loop_lag_seconds", "How late the event loop last ran a timer",
+                     self._lag.seconds)
+
+
+def _counter(name: str, doc: str, value: float) -> CounterMetricFamily:
+    return CounterMetricFamily(name, doc, value=value)
+
+
+def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, doc, value=value)
+
+
+def _labelled_counter(name: str, doc: str, label: str,
+                      items: tuple[tuple[str, int], ...]) -> CounterMetricFamily:
+    family = CounterMetricFamily(name, doc, labels=[label])
+    for key, n in items:
+        family.add_metric([key], n)
+    return family

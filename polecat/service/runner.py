@@ -1,0 +1,153 @@
+"""``polecat node``: a crawler that runs as a service until SIGTERM.
+
+Rules:
+- The crawl never ends on its own: an empty frontier waits for seeds (from the API or the config).
+- READY=1 goes to systemd once the API listens and the node can lease; a STATUS= line follows every
+  :data:`STATUS_EVERY` seconds; WATCHDOG=1 is sent from the event loop every ``WatchdogSec``/2, so a
+  stalled loop misses it and systemd restarts the node.
+- SIGTERM or SIGINT: STOPPING=1, stop leasing, give in-flight requests ``node.drain_timeout`` seconds,
+  abandon the rest (replayed at the next start), checkpoint, exit 0. A second signal abandons at once.
+- Exit 1 when the crawl stopped on a fatal storage error (what was committed is kept).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+import time
+
+from aiohttp import web
+
+from polecat.config import Config, split_listen
+from polecat.frontier.records import Completion, Lease
+from polecat.node import Crawler
+from polecat.service.activity import Activity
+from polecat.service.api import Api, check_listen
+from polecat.service.metrics import LoopLag, NodeMetrics
+from polecat.service.systemd import Notifier, watchdog_interval
+
+log = logging.getLogger("polecat.node")
+
+TICK = 1.0
+"""Seconds between loop-lag measurements (and watchdog pings when systemd asks for less often)."""
+STATUS_EVERY = 10.0
+
+
+def status_line(crawler: Crawler) -> str:
+    s = crawler.stats()
+    state = "paused" if crawler.paused else "crawling" if s.queued or s.in_flight else "idle"
+    return (f"{state}: {s.fetches} fetched ({s.fetches_per_s:.1f}/s), {s.queued} queued, "
+            f"{s.in_flight} in flight, {s.hosts} hosts ({s.hosts_parked} parked)")
+
+
+class NodeService:
+    """One node's lifetime: ``await NodeService(cfg).run()`` returns the exit status after a stop
+    signal or :meth:`stop`. ``ready`` is set once the API listens (``url``, ``crawler`` usable)."""
+
+    def __init__(self, cfg: Config, *, notifier: Notifier | None = None) -> None:
+        check_listen(cfg)
+        self.config = cfg
+        self.notifier = notifier or Notifier.from_env()
+        self.activity = Activity()
+        self.lag = LoopLag()
+        self.url = ""
+        self.ready = asyncio.Event()
+        self._metrics: NodeMetrics | None = None
+        self._stop = asyncio.Event()
+        self._crawler: Crawler | None = None
+
+    @property
+    def crawler(self) -> Crawler:
+        assert self._crawler is not None, "the node is not running"
+        return self._crawler
+
+    def stop(self) -> None:
+        """Begin the graceful drain (a second call abandons in-flight requests at once)."""
+        self._stop.set()
+
+    def _on_lease(self, lease: Lease, completion: Completion) -> None:
+        if lease.kind == "page":
+            self.activity.record(lease, completion, time.time())
+        if self._metrics is not None:
+            self._metrics.observe(lease, completion)
+
+    async def run(self, *, handle_signals: bool = True) -> int:
+        cfg = self.config
+        loop = asyncio.get_running_loop()
+        async with Crawler(cfg, on_lease=self._on_lease) as crawler:
+            self._crawler = crawler
+            self._metrics = NodeMetrics(crawler, self.lag)
+            runner = web.AppRunner(Api(crawler, self.activity, self._metrics.registry).app(cfg.node.token),
+                                   access_log=None, handle_signals=False)
+            await runner.setup()
+            signals = (signal.SIGINT, signal.SIGTERM) if handle_signals else ()
+            try:
+                host, port = split_listen(cfg.node.listen)
+                await web.TCPSite(runner, host, port).start()
+                self.url = _url(runner.addresses[0])
+                print(f"polecat node: listening on {self.url}", file=sys.stderr, flush=True)
+                for sig in signals:
+                    loop.add_signal_handler(sig, self.stop)
+                code = await self._crawl(crawler)
+            finally:
+                for sig in signals:
+                    loop.remove_signal_handler(sig)
+                await runner.cleanup()
+        self.notifier.close()
+        return code
+
+    async def _crawl(self, crawler: Crawler) -> int:
+        run = asyncio.ensure_future(crawler.run(serve=True))
+        self.notifier.notify("READY=1", f"STATUS={status_line(crawler)}")
+        self.ready.set()
+        ticker = asyncio.ensure_future(_tick(crawler, self.notifier, self.lag, watchdog_interval()))
+        stopping = asyncio.ensure_future(self._stop.wait())
+        await asyncio.wait([run, stopping], return_when=asyncio.FIRST_COMPLETED)
+        self.notifier.notify("STOPPING=1", "STATUS=draining")
+        crawler.stop()
+        self._stop.clear()
+        stopping = asyncio.ensure_future(self._stop.wait())
+        await asyncio.wait([run, stopping], timeout=self.config.node.drain_timeout,
+                           return_when=asyncio.FIRST_COMPLETED)
+        if not run.done():
+            log.warning("drain: abandoning %d in-flight requests (replayed at the next start)",
+                        crawler.stats().in_flight)
+            run.cancel()
+        ticker.cancel()
+        stopping.cancel()
+        await asyncio.wait([run, ticker, stopping])
+        if not run.cancelled() and run.exception() is not None:
+            log.error("node stopped: %s", run.exception())
+            return 1
+        return 0
+
+
+async def serve(cfg: Config) -> int:
+    """Run a node until a stop signal; returns the exit status."""
+    return await NodeService(cfg).run()
+
+
+async def _tick(crawler: Crawler, notifier: Notifier, lag: LoopLag, watchdog: float | None) -> None:
+    """Measure loop lag, ping the watchdog and refresh the status line, all from the event loop."""
+    period = min(TICK, watchdog) if watchdog else TICK
+    last_status = time.monotonic()
+    while True:
+        expected = time.monotonic() + period
+        await asyncio.sleep(period)
+        now = time.monotonic()
+        lag.seconds = max(0.0, now - expected)
+        fields = ["WATCHDOG=1"] if watchdog else []
+        if now - last_status >= STATUS_EVERY:
+            fields.append(f"STATUS={status_line(crawler)}")
+            last_status = now
+        if fields:
+            notifier.notify(*fields)
+
+
+def _url(addr: object) -> str:
+    if isinstance(addr, tuple):
+        host, port = addr[0], addr[1]
+        return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+    return str(addr)

@@ -1,0 +1,54 @@
+"""Helpers for tests of the service mode: a node running in the test's event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from polecat.service.runner import NodeService
+from polecat.testing.web import TestWeb
+from tests.crawl_helpers import crawl_config
+
+
+@asynccontextmanager
+async def running_node(web: TestWeb, data: Path, *, seeds: bool = True,
+                       **over: Any) -> AsyncIterator[tuple[NodeService, aiohttp.ClientSession]]:
+    """A NodeService over ``web`` on an ephemeral loopback port, and a client session for its API
+    (base URL set). Stopped (drained) on exit."""
+    over = {**over, "node": {"listen": "127.0.0.1:0", **over.get("node", {})}}
+    if not seeds:
+        over["scope"] = {**over.get("scope", {}), "seeds": []}
+    cfg = crawl_config(web, data, **over)
+    svc = NodeService(cfg)
+    task = asyncio.ensure_future(svc.run(handle_signals=False))
+    ready = asyncio.ensure_future(svc.ready.wait())
+    await asyncio.wait([task, ready], return_when=asyncio.FIRST_COMPLETED)
+    if task.done():
+        task.result()
+    headers = {"Authorization": f"Bearer {cfg.node.token}"} if cfg.node.token else {}
+    try:
+        async with aiohttp.ClientSession(svc.url, headers=headers) as session:
+            yield svc, session
+    finally:
+        svc.stop()
+        assert await asyncio.wait_for(task, 30) == 0
+
+
+async def wait_for(cond: Callable[[], bool], within: float = 20.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + within
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+async def get_json(session: aiohttp.ClientSession, method: str, path: str,
+                   body: Any = None) -> tuple[int, Any]:
+    async with session.request(method, path, json=body) as resp:
+        return resp.status, await resp.json()
