@@ -8,6 +8,7 @@ only its own section. Sections are frozen, keyword-only dataclasses.
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import logging
 import re
 import tomllib
@@ -382,6 +383,25 @@ def _seed_problem(url: str) -> str | None:
     return f"{text!r} is not an http(s) URL"
 
 
+def _nameserver_problem(entry: str) -> str | None:
+    """Why ``entry`` is not ``ip``, ``ip:port``, ``[ipv6]`` or ``[ipv6]:port`` (port 1-65535), or None."""
+    host, port = entry, None
+    if entry.startswith("["):
+        host, sep, rest = entry[1:].partition("]")
+        if not sep or (rest and not rest.startswith(":")):
+            return f"{entry!r} is not ip, ip:port or [ipv6]:port"
+        port = rest[1:] if rest else None
+    elif entry.count(":") == 1:
+        host, port = entry.split(":")
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return f"{entry!r}: {host!r} is not an IP address (a nameserver is given by address, not by name)"
+    if port is not None and not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
+        return f"{entry!r}: port {port!r} is not in 1-65535"
+    return None
+
+
 def validate(cfg: Config) -> None:
     """Check cross-field rules; raise ConfigError naming the first bad field."""
     s, p, f, d, r, dd, st, fr = (
@@ -431,6 +451,9 @@ def validate(cfg: Config) -> None:
     _check(0 < d.min_ttl <= d.max_ttl, "dns.min_ttl", "must be > 0 and <= dns.max_ttl")
     _check(d.negative_ttl >= 0, "dns.negative_ttl", "must be >= 0")
     _check(d.timeout > 0, "dns.timeout", "must be > 0")
+    for i, server in enumerate(d.nameservers):
+        problem = _nameserver_problem(server)
+        _check(problem is None, f"dns.nameservers[{i}]", problem or "")
     _check(r.max_bytes >= 500 * 1024, "robots.max_bytes", "RFC 9309 requires parsing at least 500 KiB")
     _check(0 < r.cache_ttl <= 86_400, "robots.cache_ttl", "must be in (0, 86400] seconds (RFC 9309: 24 h)")
     _check(0 < r.retry_base <= r.retry_cap, "robots.retry_base", "must be > 0 and <= robots.retry_cap")

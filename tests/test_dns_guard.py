@@ -1,9 +1,15 @@
-"""The SSRF guard: which addresses are refused, with and without allow_private."""
+"""The SSRF guard: which addresses are refused, with and without allow_private; nameserver validation."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
+from polecat.config import config_from_mapping
+from polecat.errors import ConfigError
 from polecat.fetch.guard import blocked_reason, is_ip_literal
 
 PUBLIC = ["93.184.216.34", "2606:2800:220:1:248:1893:25c8:1946", "8.8.4.4"]
@@ -48,3 +54,54 @@ def test_non_address_refused() -> None:
 ])
 def test_is_ip_literal(host: str, literal: bool) -> None:
     assert is_ip_literal(host) is literal
+
+
+# Every IPv6 form that carries an IPv4 address, each wrapping the metadata address and loopback.
+EMBEDDED = {
+    "nat64": ("64:ff9b::a9fe:a9fe", "64:ff9b::7f00:1"),
+    "nat64-local/48": ("64:ff9b:1:a9fe:a9:fe00::", "64:ff9b:1:7f00:0:100::"),
+    "nat64-local/64": ("64:ff9b:1:0:a9:fea9:fe00:0", "64:ff9b:1:0:7f:0:100:0"),
+    "nat64-local/96": ("64:ff9b:1::a9fe:a9fe", "64:ff9b:1::7f00:1"),
+    "ipv4-compatible": ("::a9fe:a9fe", "::7f00:1"),
+    "ipv4-translated": ("::ffff:0:a9fe:a9fe", "::ffff:0:7f00:1"),
+    "ipv4-mapped": ("::ffff:a9fe:a9fe", "::ffff:7f00:1"),
+    "6to4": ("2002:a9fe:a9fe::1", "2002:7f00:1::1"),
+    "teredo": ("2001:0:4136:e378:8000:63bf:5601:5601", "2001:0:4136:e378:8000:63bf:80ff:fffe"),
+}
+
+
+@pytest.mark.parametrize("form", sorted(EMBEDDED))
+def test_every_ipv6_form_is_judged_by_the_ipv4_inside(form: str) -> None:
+    metadata, loopback = EMBEDDED[form]
+    assert "169.254.169.254 is a cloud metadata" in (blocked_reason(metadata, True) or "")
+    assert "127.0.0.1 is a loopback" in (blocked_reason(loopback, False) or "")
+    assert blocked_reason(loopback, True) is None
+
+
+def test_embedded_public_ipv4_is_allowed_and_site_local_refused() -> None:
+    for addr in ("64:ff9b::808:808", "::ffff:0:808:808", "::808:808", "2002:808:808::1"):
+        assert blocked_reason(addr, False) is None
+    assert "private" in (blocked_reason("fec0::1", False) or "")
+    assert blocked_reason("fec0::1", True) is None
+
+
+@pytest.mark.parametrize(("entry", "problem"), [
+    ("not-an-ip", "not an IP address"), ("127.0.0.1:99999", "not in 1-65535"),
+    ("127.0.0.1:0", "not in 1-65535"),
+    ("[::1]x", "not ip, ip:port"), ("1.2.3.4:", "not in 1-65535"), ("dns.test:53", "not an IP address"),
+])
+def test_bad_nameservers_are_config_errors_naming_the_entry(entry: str, problem: str) -> None:
+    with pytest.raises(ConfigError, match=rf"dns\.nameservers\[1\]: .*{problem}"):
+        config_from_mapping({"dns": {"nameservers": ["127.0.0.1", entry]}})
+
+
+def test_good_nameservers_pass() -> None:
+    servers = ["127.0.0.1", "127.0.0.1:5353", "::1", "[::1]", "[::1]:53"]
+    assert config_from_mapping({"dns": {"nameservers": servers}}).dns.nameservers == tuple(servers)
+
+
+def test_cli_names_the_flag_of_a_bad_nameserver(tmp_path: Path) -> None:
+    run = subprocess.run([sys.executable, "-m", "polecat.cli", "crawl", "http://a.test/", "--data",
+                          str(tmp_path / "d"), "--dns-server", "127.0.0.1:99999"],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2 and "--dns-server (dns.nameservers[0]): " in run.stderr, run.stderr

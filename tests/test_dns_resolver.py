@@ -198,3 +198,25 @@ async def test_unreachable_nameserver_is_dns_error_not_cached(clock: Clock) -> N
             assert r.stats().misses == 2 and r.stats().failures == 2
         finally:
             await r.close()
+
+
+@pytest.mark.parametrize("form", ["nat64", "nat64-local/96", "ipv4-compatible", "ipv4-translated", "6to4",
+                                  "teredo"])
+async def test_a_hostile_dns_answer_in_every_embedded_form_is_refused(dns: LocalDnsServer, clock: Clock,
+                                                                       form: str) -> None:
+    from tests.test_dns_guard import EMBEDDED
+
+    metadata, loopback = EMBEDDED[form]
+    name = f"{form.replace('/', '-')}.hostile.test"
+    dns.add("meta-" + name, [metadata])
+    dns.add("lo-" + name, [loopback])
+    for allow_private in (False, True):
+        r = CachingResolver(config(dns, allow_private=allow_private), clock=clock)
+        try:
+            with pytest.raises(BlockedAddressError, match="metadata"):
+                await r.resolve("meta-" + name, 80, socket.AF_UNSPEC)
+            if not allow_private:
+                with pytest.raises(BlockedAddressError, match="loopback"):
+                    await r.resolve("lo-" + name, 80, socket.AF_UNSPEC)
+        finally:
+            await r.close()
