@@ -102,7 +102,11 @@ class Crawler:
                 self._robots.restore(origin_of_robots_key(bytes(key)), status, bytes(raw[_ROBOTS_REC.size :]),
                                      fetched_at)
         self._canon = Canonicalizer(cfg.dedup.tracking_params)
-        self._store: PageStore = open_store(data / "store", cfg.store)
+        try:
+            self._store: PageStore = open_store(data / "store", cfg.store)
+        except BaseException:  # e.g. a torn segment that needs `store repair`: hold no frontier open
+            self._db.close()
+            raise
         self._bodies_at_start = self._store.stats().bodies
         self._frontier = Frontier(self._db, cfg, self._robots, self._seen, time.time())
         self._pipeline = PagePipeline(cfg, frontier=self._frontier, db=self._db, store=self._store,

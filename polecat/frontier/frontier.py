@@ -25,6 +25,7 @@ from polecat.config import Config, PolitenessConfig
 from polecat.dedup.canon import host_key
 from polecat.dedup.seen import SeenSet
 from polecat.fetch.robots import Closed, Fetch, Ready, RobotsPolicy
+from polecat.frontier import refetch
 from polecat.frontier.db import FrontierDB
 from polecat.frontier.ipkeys import IpKeys
 from polecat.frontier.keys import (
@@ -101,10 +102,12 @@ class Frontier:
         self.paused = False
         """Set by the operator: the node leases nothing while it is (persisted)."""
         self._qseq = int(self._db.txn.get(b"qseq", db=self._db.meta) or b"0")
+        self._refetch: list[tuple[bytes, str]] = []
         self._load_ops()
         for pattern, rate in self._pol.throttle:
             self.set_throttle(pattern, rate)
         self._load_hosts(now)
+        self._apply_refetches(now)
         for pattern in cfg.scope.block:
             self.block(pattern)
 
@@ -121,6 +124,17 @@ class Frontier:
                 self._scope.add_seed_host(arg)
             elif kind == "paused":
                 self.paused = True
+            elif kind == refetch.PREFIX:
+                self._refetch.append((bytes(raw_key), bytes(raw).decode()))
+
+    def _apply_refetches(self, now: float) -> None:
+        """Queue again the URLs whose stored copy was lost (polecat/frontier/refetch.py, rule 2)."""
+        txn = self._db.txn
+        for key, url in self._refetch:
+            txn.delete(url_fingerprint(url), db=self._db.urls)
+            self._enqueue(url, host_key(url), 0, 1.0, now)
+            txn.delete(key, db=self._db.ops)
+        self._refetch.clear()
 
     def _load_hosts(self, now: float) -> None:
         """Rebuild the in-memory heap from the host table. A request may have been in flight when the

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from polecat.config import StoreConfig, config_from_mapping, load_toml
 from polecat.errors import NotFound
-from polecat.store import export, fsck
+from polecat.store import export, fsck, repair
 from polecat.store.index import STATE_NAMES, LogEntry
 from polecat.store.segments import segment_name
 from polecat.store.segstore import SegmentStore
@@ -110,15 +110,46 @@ def cmd_export(args: argparse.Namespace) -> int:
         print("polecat store export: give --warc FILE and/or --cdxj FILE", file=sys.stderr)
         return 2
     with _open(args) as store:
+        skipped = 0
         if args.warc is not None:
             with open(args.warc, "wb") as fh:
-                n = export.export_warc(store, fh, compressed=str(args.warc).endswith(".zst"))
-            print(f"{n} records written to {args.warc}", file=sys.stderr)
+                result = export.export_warc(store, fh, compressed=str(args.warc).endswith(".zst"))
+            for entry, why in result.skipped:
+                print(f"skipped record {entry.seq} ({entry.record.url}): {why}", file=sys.stderr)
+            skipped = len(result.skipped)
+            print(f"{result.written} records written to {args.warc}"
+                  + (f", {skipped} corrupt records skipped (run `polecat store repair`)" if skipped else ""),
+                  file=sys.stderr)
         if args.cdxj is not None:
             lines = export.cdxj_lines(store)
             with open(args.cdxj, "w", encoding="utf-8") as out:
                 out.writelines(line + "\n" for line in lines)
             print(f"{len(lines)} index lines written to {args.cdxj}", file=sys.stderr)
+    return 1 if skipped else 0
+
+
+def cmd_repair(args: argparse.Namespace) -> int:
+    cfg = StoreConfig()
+    if args.config is not None:
+        cfg = config_from_mapping(load_toml(args.config)).store
+    report = repair.repair(Path(args.dir), cfg, dry_run=args.dry_run)
+    for entry, why in report.dropped:
+        print(f"dropped record {entry.seq} ({entry.record.url}): {why}")
+    for seg, before, after in report.cut:
+        print(f"segment {seg}: committed length {before} -> {after}")
+    for url in report.refetch:
+        print(f"refetch {url}")
+    if report.clean:
+        print(f"OK: {report.records} records intact, nothing to repair")
+    elif args.dry_run:
+        print(f"would drop {len(report.dropped)} of {report.records} records "
+              f"({report.bodies_dropped} bodies) and queue {len(report.refetch)} URLs again "
+              "(dry run: nothing changed)")
+    else:
+        queued = (f"{report.requested} URLs queued again for the next crawl" if report.requested
+                  else f"{len(report.refetch)} URLs to fetch again (no frontier in {args.dir})")
+        print(f"repaired: kept {report.records - len(report.dropped)} of {report.records} records, "
+              f"dropped {len(report.dropped)} ({report.bodies_dropped} bodies); {queued}")
     return 0
 
 
@@ -155,3 +186,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--warc", type=Path, default=None, metavar="FILE")
     p.add_argument("--cdxj", type=Path, default=None, metavar="FILE")
     p.set_defaults(func=cmd_export)
+    p = sub.add_parser("repair", help="drop damaged records, cut torn segments, queue lost URLs again")
+    _common(p)
+    p.add_argument("--dry-run", action="store_true", help="only report what would be repaired")
+    p.set_defaults(func=cmd_repair)

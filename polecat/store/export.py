@@ -9,23 +9,39 @@ zstd WARCs can seek straight to it.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import BinaryIO
 from urllib.parse import urlsplit
 
-from polecat.store import warc
+from polecat.errors import StoreError
+from polecat.store import fsck, warc
+from polecat.store.index import LogEntry
 from polecat.store.segments import segment_name
 from polecat.store.segstore import SegmentStore
 
 
-def export_warc(store: SegmentStore, out: BinaryIO, *, compressed: bool) -> int:
-    """Write every record in append order; ``compressed`` keeps the zstd frames (a ``.warc.zst``)."""
-    count = 0
+@dataclass(slots=True)
+class ExportResult:
+    written: int = 0
+    skipped: list[tuple[LogEntry, str]] = field(default_factory=list)
+    """Records left out because they are damaged, with why (the export goes on past them)."""
+
+
+def export_warc(store: SegmentStore, out: BinaryIO, *, compressed: bool) -> ExportResult:
+    """Write every intact record in append order; ``compressed`` keeps the zstd frames (a ``.warc.zst``).
+    A record that cannot be read, decompressed or parsed, or whose body does not hash to its key, is
+    skipped and reported; the export finishes."""
+    result = ExportResult()
     for entry in store.log_entries():
-        frame = store.read_frame(entry.loc)
-        out.write(frame if compressed else store.decompress(frame))
-        count += 1
-    return count
+        try:
+            frame, record = fsck.read_checked(store, entry)
+        except StoreError as exc:
+            result.skipped.append((entry, str(exc)))
+            continue
+        out.write(frame if compressed else record)
+        result.written += 1
+    return result
 
 
 def surt(url: str) -> str:

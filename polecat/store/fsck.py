@@ -6,7 +6,8 @@ type); a committed segment shorter than the index says; bytes inside a segment's
 no index entry covers (orphans); a body without the log record that stored it.
 
 Reported, not faults: bytes past a segment's committed length (a writer is appending, or a crash left a
-tail that the next writer open cuts) and segment files the index does not know.
+tail that the next writer open cuts), segment files the index does not know, and the holes that
+``store repair`` left where it dropped damaged records.
 """
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from polecat.errors import StoreError
+from polecat.errors import CorruptRecord, StoreError
 from polecat.store import warc
 from polecat.store.base import content_hash
-from polecat.store.index import REMOTE, Locator
+from polecat.store.index import REMOTE, Locator, LogEntry
 from polecat.store.segments import list_segment_files, segment_name
 from polecat.store.segstore import SegmentStore
 from polecat.store.warc import DecodedRecord
@@ -44,6 +45,22 @@ def _read(store: SegmentStore, loc: Locator, report: Report, what: str) -> Decod
         return None
 
 
+def read_checked(store: SegmentStore, entry: LogEntry) -> tuple[bytes, bytes]:
+    """The zstd frame and the WARC record of ``entry``, checked: it decompresses, parses as the record
+    the index says (type and URL) and, for a body, hashes to its key. Else CorruptRecord (or StoreError
+    when it cannot be read at all) saying why."""
+    frame = store.read_frame(entry.loc)
+    raw = store.decompress(frame)
+    rec = warc.decode(raw)
+    target = rec.fields.get("warc-target-uri")
+    if rec.kind != entry.record.kind or target != warc.clean_text(entry.record.url):
+        raise CorruptRecord(f"the frame holds a {rec.kind} of {target}")
+    digest = entry.record.content_hash
+    if rec.kind == "response" and (rec.payload is None or content_hash(rec.payload) != digest):
+        raise CorruptRecord("the body does not hash to its key")
+    return frame, raw
+
+
 def verify(store: SegmentStore) -> Report:
     """Check the whole store (its flushed state). Reads every record once per index entry."""
     report = Report()
@@ -67,6 +84,10 @@ def verify(store: SegmentStore) -> Report:
         rec = _read(store, body.loc, report, what)
         if rec is not None and (rec.payload is None or content_hash(rec.payload) != digest):
             report.faults.append(f"{what}: stored bytes do not hash to it")
+    for hole in store.index.holes():
+        covered[hole.segment].append(hole)
+        report.notes.append(f"segment {hole.segment}: {hole.length} damaged bytes at offset {hole.offset} "
+                            "(dropped by store repair)")
     segments = store.segment_states()
     for seg, info in sorted(segments.items()):
         pos = 0

@@ -10,6 +10,8 @@ Tables (one LMDB environment under ``<store>/index``):
 - ``urls``: BLAKE2b-128 of the URL + sequence number -> empty. A URL's history is one prefix scan; the
   log entry carries the URL itself, so a hash collision is detected, not believed.
 - ``segments``: segment number -> state and committed length.
+- ``meta`` also keeps ``holes``: damaged byte ranges that ``polecat store repair`` left inside kept
+  segments (no record lives there any more).
 
 The index is only ever written by :meth:`Index.commit` (the flush) and :meth:`Index.set_segment` (the
 shipper), each one LMDB transaction; segment bytes are fsynced before either runs.
@@ -90,6 +92,7 @@ _BODY = struct.Struct("<IQIQ32s")
 _SEG = struct.Struct("<BQ")
 _LOG = struct.Struct("<dHBIQIQ32s")
 _LEN = struct.Struct("<I")
+_HOLE = struct.Struct("<IQI")
 _TRUNCATED, _REVISIT, _HAS_DUP = 1, 2, 4
 
 
@@ -283,6 +286,31 @@ class Index:
         try:
             with self.env.begin(write=True) as txn:
                 txn.put(seg.to_bytes(4, "big"), _SEG.pack(info.state, info.length), db=self._segments)
+        except lmdb.Error as exc:
+            raise storage_fault(exc, "page store index", self.path) from exc
+
+    def holes(self) -> list[Locator]:
+        """Byte ranges inside kept segments that ``store repair`` found damaged (no record lives there)."""
+        with self.env.begin() as txn:
+            raw = bytes(txn.get(b"holes", b"", db=self._meta) or b"")
+        return [Locator(*_HOLE.unpack_from(raw, i)) for i in range(0, len(raw), _HOLE.size)]
+
+    def drop(self, log: Sequence[LogEntry], bodies: Sequence[bytes], segments: Mapping[int, SegmentInfo],
+             holes: Sequence[Locator], counters: Counters) -> None:
+        """Repair, in one transaction: forget damaged records and bodies, set segment lengths, add holes."""
+        try:
+            with self.env.begin(write=True) as txn:
+                for e in log:
+                    txn.delete(_seq(e.seq), db=self._log)
+                    txn.delete(url_key(e.record.url) + _seq(e.seq), db=self._urls)
+                for digest in bodies:
+                    txn.delete(digest, db=self._bodies)
+                for seg, info in segments.items():
+                    txn.put(seg.to_bytes(4, "big"), _SEG.pack(info.state, info.length), db=self._segments)
+                known = bytes(txn.get(b"holes", b"", db=self._meta) or b"")
+                txn.put(b"holes", known + b"".join(_HOLE.pack(h.segment, h.offset, h.length) for h in holes),
+                        db=self._meta)
+                txn.put(b"counters", counters.pack(), db=self._meta)
         except lmdb.Error as exc:
             raise storage_fault(exc, "page store index", self.path) from exc
 

@@ -7,12 +7,13 @@ durable when it last committed, so anything past that after a crash (a torn or u
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from polecat.errors import CorruptRecord
+from polecat.errors import CorruptRecord, StoreError
 from polecat.faults import storage_fault
 from polecat.store.index import Locator
 
@@ -31,6 +32,18 @@ def list_segment_files(directory: Path, store_id: str) -> Iterator[tuple[int, Pa
         m = _NAME.match(entry.name)
         if m and m.group(1) == store_id:
             yield int(m.group(2)), entry
+
+
+def lock_writer(root: Path) -> int:
+    """Take the store's writer lock (one writer per store: a crawl, or ``store repair``); returns the
+    descriptor that holds it."""
+    fd = os.open(root / "LOCK", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError as exc:
+        os.close(fd)
+        raise StoreError(f"page store {root} is open for writing by another process") from exc
+    return fd
 
 
 def fsync_dir(directory: Path) -> None:
@@ -52,7 +65,8 @@ def cut_tail(path: Path, committed: int) -> int:
     """
     size = path.stat().st_size
     if size < committed:
-        raise CorruptRecord(f"segment {path.name} has {size} bytes, index committed {committed}")
+        raise CorruptRecord(f"segment {path.name} has {size} bytes, index committed {committed}: run "
+                            "`polecat store repair DIR` (keeps every intact record, queues lost URLs again)")
     if size > committed:
         with path.open("r+b") as fh:
             fh.truncate(committed)

@@ -17,7 +17,6 @@ Rules (this module owns them):
 from __future__ import annotations
 
 import dataclasses
-import fcntl
 import hashlib
 import os
 import threading
@@ -50,6 +49,7 @@ from polecat.store.segments import (
     cut_tail,
     fsync_dir,
     list_segment_files,
+    lock_writer,
     segment_name,
 )
 
@@ -115,17 +115,17 @@ class SegmentStore:
         self.cut_bytes = 0
         """Bytes of torn or unindexed segment tails cut when this writer opened."""
         if not read_only:
-            self._recover()
+            try:
+                self._recover()
+            except BaseException:  # a store that fails to open holds no lock (store repair needs it)
+                self.index.close()
+                os.close(self._lock_fd)
+                raise
 
     # --- opening -------------------------------------------------------------------------------------
 
     def _lock(self) -> None:
-        self._lock_fd = os.open(self.root / "LOCK", os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError as exc:
-            os.close(self._lock_fd)
-            raise StoreError(f"page store {self.root} is open for writing by another process") from exc
+        self._lock_fd = lock_writer(self.root)
 
     def _recover(self) -> None:
         segs = self.index.segments()
@@ -133,7 +133,8 @@ class SegmentStore:
         for seg, info in segs.items():
             if info.state != REMOTE and seg not in files:
                 name = segment_name(self.store_id, seg)
-                raise CorruptRecord(f"segment {name} is missing from {self._seg_dir}")
+                raise CorruptRecord(f"segment {name} is missing from {self._seg_dir}: run "
+                                    "`polecat store repair DIR`")
         for seg, path in files.items():
             known = segs.get(seg)
             if known is None or known.state == REMOTE:
