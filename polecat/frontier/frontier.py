@@ -124,15 +124,16 @@ class Frontier:
                 self._scope.add_seed_host(arg)
             elif kind == "paused":
                 self.paused = True
-            elif kind == refetch.PREFIX:
+            elif kind == refetch.KIND:
                 self._refetch.append((bytes(raw_key), bytes(raw).decode()))
 
     def _apply_refetches(self, now: float) -> None:
         """Queue again the URLs whose stored copy was lost (polecat/frontier/refetch.py, rule 2)."""
         txn = self._db.txn
         for key, url in self._refetch:
-            txn.delete(url_fingerprint(url), db=self._db.urls)
-            self._enqueue(url, host_key(url), 0, 1.0, now)
+            host = host_key(url)
+            if txn.delete(url_key(url, host), db=self._db.urls):  # else still queued: fetched anyway
+                self._enqueue(url, host, 0, 1.0, now)
             txn.delete(key, db=self._db.ops)
         self._refetch.clear()
 

@@ -10,6 +10,8 @@ Rules (DESIGN.md section 5; slices in polecat/frontier/slices.py):
 4. ``ops``: operator controls. One that names a single host key (``seedhost``) is keyed by that host's
    slice and moves with it. Host patterns (``block``, ``throttle``) can match hosts of many slices: they
    are keyed under :data:`GLOBAL`, a prefix past every slice, and every slice bundle carries them.
+   A refetch request (``refetch``: a URL whose stored copy was lost, polecat/frontier/refetch.py) is
+   keyed by its URL's host slice and the URL's fingerprint.
 5. ``meta`` and ``near`` (content fingerprints, not about a host) are not slice-keyed.
 """
 
@@ -80,6 +82,11 @@ def op_key(kind: str, arg: str) -> bytes:
     """Key of an operator control (rule 4)."""
     prefix = host_slice_prefix(arg) if kind in HOST_OPS else GLOBAL
     return prefix + f"{kind}:{arg}".encode()
+
+
+def refetch_key(url: str) -> bytes:
+    """Key of a request to fetch ``url`` again (rule 4)."""
+    return host_slice_prefix(host_key(url)) + f"refetch:{url_fingerprint(url).hex()}".encode()
 
 
 def parse_op_key(key: bytes) -> tuple[str, str]:

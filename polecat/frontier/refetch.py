@@ -2,11 +2,13 @@
 
 Rules (this module owns them):
 
-1. A tool outside the crawl asks for a refetch by writing ``refetch:<url fingerprint hex>`` -> URL into
-   the frontier's ``ops`` table. It holds the page store's writer lock meanwhile, so no crawl runs.
-2. The frontier, when it opens, queues each such URL again at depth 0 with seed importance: its done
-   record is dropped and the seen-set is not asked (the URL was accepted once already). The entry is
-   deleted in the same transaction, so a crash before the commit replays it and nothing is lost.
+1. A tool outside the crawl asks for a refetch by writing a ``refetch`` op (key: polecat/frontier/keys.py)
+   -> URL into the frontier's ``ops`` table. It holds the page store's writer lock meanwhile, so no
+   crawl runs.
+2. The frontier, when it opens, queues each such URL that it records as done again, at depth 0 with
+   seed importance: its done record is dropped and the seen-set is not asked (the URL was accepted once
+   already). A URL not recorded done is still queued and needs nothing. The entry is deleted in the
+   same transaction, so a crash before the commit replays it and nothing is lost.
 """
 
 from __future__ import annotations
@@ -16,16 +18,12 @@ from pathlib import Path
 
 import lmdb
 
-from polecat.dedup.canon import url_fingerprint
 from polecat.faults import storage_fault
 from polecat.frontier.db import TABLES
+from polecat.frontier.keys import refetch_key
 
-PREFIX = "refetch"
-
-
-def refetch_key(url: str) -> bytes:
-    """The ``ops`` key of a refetch request for ``url`` (rule 1)."""
-    return f"{PREFIX}:{url_fingerprint(url).hex()}".encode()
+KIND = "refetch"
+"""The op kind of a refetch request."""
 
 
 def request_refetch(frontier_dir: Path, urls: Iterable[str]) -> int:
