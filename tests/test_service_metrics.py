@@ -1,0 +1,87 @@
+"""/metrics during a crawl: every family of the monitoring list, counters monotonic, values that agree
+with the status API and with ``polecat status DIR``."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import re
+import sys
+from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
+
+from polecat.testing.sitegen import SiteSpec
+from tests.conftest import TestWebFactory
+from tests.service_helpers import get_json, running_node, wait_for
+
+FAMILIES = {
+    "polecat_fetches": "counter", "polecat_politeness_violations": "counter",
+    "polecat_queue_urls": "gauge", "polecat_hosts": "gauge", "polecat_in_flight_requests": "gauge",
+    "polecat_paused": "gauge", "polecat_bloom_false_positive_ratio": "gauge",
+    "polecat_near_duplicate_ratio": "gauge", "polecat_robots_fetches": "counter",
+    "polecat_robots_failures": "counter", "polecat_dns_lookups": "counter", "polecat_dns_hit_ratio": "gauge",
+    "polecat_fetch_duration_seconds": "histogram", "polecat_fetched_bytes": "counter",
+    "polecat_stored_bytes": "counter", "polecat_stored_pages": "gauge", "polecat_fetch_errors": "counter",
+    "polecat_urls_done": "counter", "polecat_checkpoint_age_seconds": "gauge",
+    "polecat_checkpoint_duration_seconds": "gauge", "polecat_event_loop_lag_seconds": "gauge",
+}
+
+
+def parse(text: str) -> tuple[dict[str, str], dict[tuple[str, tuple[tuple[str, str], ...]], float]]:
+    types, values = {}, {}
+    for family in text_string_to_metric_families(text):
+        types[family.name] = family.type
+        sample: Sample
+        for sample in family.samples:
+            values[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return types, values
+
+
+async def test_metrics_during_a_crawl(test_web: TestWebFactory, tmp_path: Path) -> None:
+    web = test_web(SiteSpec(hosts=3, pages_per_host=25))
+    async with running_node(web, tmp_path, politeness={"rate": 20.0}) as (svc, api):
+        scrapes = []
+        while True:
+            async with api.get("/metrics") as resp:
+                assert resp.status == 200 and resp.content_type == "text/plain"
+                scrapes.append(parse(await resp.text()))
+            s = svc.crawler.stats()
+            if s.queued == 0 and s.in_flight == 0 and s.fetches > 0:
+                break
+            await asyncio.sleep(0.3)
+        assert len(scrapes) >= 3
+        types, _ = scrapes[0]
+        for name, kind in FAMILIES.items():
+            assert types.get(name) == kind, (name, types.get(name))
+        for (before_types, before), (_, after) in itertools.pairwise(scrapes):
+            for key, value in before.items():
+                name = key[0]
+                family = name.removesuffix("_total").removesuffix("_bucket").removesuffix("_count") \
+                    .removesuffix("_sum")
+                if before_types.get(family) in ("counter", "histogram") and not name.endswith("_created"):
+                    assert after.get(key, 0.0) >= value, (key, value, after.get(key))
+        _, last = scrapes[-1]
+        assert last[("polecat_fetches_total", ())] > 0
+        assert last[("polecat_fetch_duration_seconds_count", (("kind", "page"),))] > 0
+        assert last[("polecat_queue_urls", (("band", "seed"),))] == 0
+        await wait_for(lambda: svc.crawler.last_checkpoint[0] > 0, what="a checkpoint")
+        async with api.get("/metrics") as resp:
+            _, final = parse(await resp.text())
+        _, status = await get_json(api, "GET", "/admin/crawl/status")
+        assert final[("polecat_fetches_total", ())] == status["fetches"]
+        assert final[("polecat_fetched_bytes_total", ())] == status["bytes_fetched"] > 0
+        assert final[("polecat_politeness_violations_total", ())] == status["politeness_violations"] == 0
+        assert final[("polecat_stored_pages", ())] == status["pages_stored"]
+        assert final[("polecat_hosts", (("state", "parked"),))] == status["hosts_parked"]
+        for outcome, n in status["urls_done"].items():
+            assert final[("polecat_urls_done_total", (("outcome", outcome),))] == n
+        proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "polecat.cli", "status",
+                                                    str(tmp_path), stdout=asyncio.subprocess.PIPE)
+        out = (await asyncio.wait_for(proc.communicate(), 60))[0].decode()
+        assert proc.returncode == 0, out
+        fetched, queued = (int(m.group(1)) for word in ("fetched", "queued")
+                           if (m := re.search(rf"{word} (\d+)", out)))
+        assert fetched == final[("polecat_fetches_total", ())]
+        assert queued == sum(v for (n, _), v in final.items() if n == "polecat_queue_urls") == 0
