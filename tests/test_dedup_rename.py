@@ -43,3 +43,14 @@ def test_data_dir_with_older_fingerprints_is_refused(tmp_path: Path) -> None:
 
     with pytest.raises(FrontierError, match=f"near_index={minhash.FORMAT - 1}"):
         asyncio.run(open_node())
+
+
+def test_a_refused_frontier_closes_its_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    FrontierDB(tmp_path, map_size=1 << 24, params={"near_index": 2}).close()
+    closed: list[FrontierDB] = []
+    close = FrontierDB.close
+    monkeypatch.setattr(FrontierDB, "close", lambda self: (closed.append(self), close(self))[-1])
+    with pytest.raises(FrontierError, match="near_index=2"):
+        FrontierDB(tmp_path, map_size=1 << 24, params={"near_index": 3})
+    assert len(closed) == 1  # no environment and write transaction left for the garbage collector
+    FrontierDB(tmp_path, map_size=1 << 24, params={"near_index": 2}).close()

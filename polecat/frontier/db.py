@@ -57,7 +57,11 @@ class FrontierDB:
         self.pending = 0
         self.upgraded: MigrationReport | None = None
         """What the open upgraded from schema 1, if it did."""
-        self.seq = self._check_schema(params)
+        try:
+            self.seq = self._check_schema(params)
+        except FrontierError:
+            self.close()  # a refused data dir leaves no environment or write transaction behind
+            raise
 
     def _check_schema(self, params: dict[str, Any]) -> int:
         """Refuse to open data written with incompatible parameters; return the commit counter."""
