@@ -17,7 +17,8 @@ from polecat.logs import LEVELS, configure, level_from_flags
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from polecat.frontier.status import read_status
+    from polecat.cluster.layout import node_dirs
+    from polecat.frontier.status import merge_status, read_status
 
     if args.node is not None or args.data is None:
         from polecat.service.cli import node_status
@@ -25,7 +26,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         if args.data is not None:
             raise PolecatError("status: give DIR or --node URL, not both")
         return node_status(args.node, args.host)
-    s = read_status(args.data / "frontier")
+    # A --workers crawl keeps one frontier per worker; each host is in one of them.
+    s = merge_status([read_status(d / "frontier") for d in node_dirs(args.data)])
     print(f"hosts {s.hosts} ({s.hosts_with_queue} with queued URLs), queued {s.queued}, "
           f"fetched {s.fetched}, URLs seen {s.seen_urls}, commits {s.commits}")
     print("done: " + (", ".join(f"{k} {v}" for k, v in s.done) or "none"))

@@ -224,6 +224,8 @@ class Config:
     node: NodeConfig = field(default_factory=NodeConfig)
     progress: bool = False
     """Show live progress on the terminal."""
+    workers: int = 1
+    """Worker processes sharing the crawl (``--workers``); 0 or "auto": one per core."""
 
     def __post_init__(self) -> None:
         validate(self)
@@ -328,10 +330,11 @@ def config_from_mapping(data: Mapping[str, Any]) -> Config:
             if not isinstance(value, Mapping):
                 raise ConfigError(f"[{key}]: expected a table")
             top[key] = _build(_SECTIONS[key], f"{key}.", value)
-        elif key in ("data_dir", "progress"):
+        elif key in ("data_dir", "progress", "workers"):
+            value = 0 if key == "workers" and value == "auto" else value
             top[key] = _coerce(key, typing.get_type_hints(Config)[key], value)
         else:
-            known = ", ".join(sorted([*_SECTIONS, "data_dir", "progress"]))
+            known = ", ".join(sorted([*_SECTIONS, "data_dir", "progress", "workers"]))
             raise ConfigError(f"{key}: unknown setting (known: {known})")
     return Config(**top)
 
@@ -464,6 +467,7 @@ def validate(cfg: Config) -> None:
     _check(st.segment_bytes >= 1024 * 1024, "store.segment_bytes", "must be >= 1 MiB")
     _check(st.url == "" or "://" in st.url, "store.url",
            f"must be a URL such as s3://bucket/prefix, got {st.url!r}")
+    _check(0 <= cfg.workers <= 1024, "workers", f'must be "auto" or in [1, 1024], got {cfg.workers}')
     _check(fr.commit_ops >= 1, "frontier.commit_ops", "must be >= 1")
     _check(fr.commit_ms > 0, "frontier.commit_ms", "must be > 0")
     _check(fr.map_size >= 16 * 1024 * 1024, "frontier.map_size", "must be >= 16 MiB")

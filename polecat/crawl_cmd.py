@@ -21,6 +21,7 @@ from polecat import verdict
 from polecat.config import Config, config_from_mapping, load_toml, merge
 from polecat.errors import ConfigError
 from polecat.report import print_summary, progress_line
+from polecat.stats import CrawlStats
 
 RUN_GIVE_UP_AFTER = 3
 """``politeness.give_up_after`` of a ``polecat crawl`` run unless the config or flag says otherwise."""
@@ -57,7 +58,18 @@ def add_crawl(sub: Any) -> None:
     p.add_argument("--dns-server", action="append", metavar="IP[:PORT]", help="DNS server (repeatable)")
     p.add_argument("--give-up-after", type=int, metavar="N",
                    help=f"give up a host after N attempts without an answer ({RUN_GIVE_UP_AFTER}; 0: never)")
+    p.add_argument("--workers", type=_workers, metavar="N|auto",
+                   help="worker processes sharing the crawl (1; auto: one per core); data in DIR/workers/")
     p.set_defaults(func=cmd_crawl)
+
+
+def _workers(text: str) -> int | str:
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number or auto, got {text!r}") from None
 
 
 def build_config(args: argparse.Namespace) -> Config:
@@ -75,6 +87,8 @@ def build_config(args: argparse.Namespace) -> Config:
         over["scope"]["seeds"] = [*base.get("scope", {}).get("seeds", []), *seeds]
     if args.data is not None:
         over["data_dir"] = str(args.data)
+    if getattr(args, "workers", None) is not None:
+        over["workers"] = args.workers
     for flag, section, key in _FLAG_FIELDS:
         value = getattr(args, flag)
         if value is not None:
@@ -101,7 +115,7 @@ _FLAG_FIELDS = (
 """``(argparse dest, config section, config key)`` of the crawl flags that set one config field."""
 
 _FLAG_OF = {f"{section}.{key}": "--" + dest.replace("_", "-") for dest, section, key in _FLAG_FIELDS}
-_FLAG_OF |= {"data_dir": "--data", "scope.seeds": "URL"}
+_FLAG_OF |= {"data_dir": "--data", "scope.seeds": "URL", "workers": "--workers"}
 _FIELD_PREFIX = re.compile(r"^([a-z_]+(?:\.[a-z_]+)?)((?:\[\d+\])*): ")
 
 
@@ -143,7 +157,26 @@ async def _crawl(cfg: Config) -> int:
             stats = run.result()
         except asyncio.CancelledError:
             stats = crawler.stats()
-    print_summary(stats, sys.stdout, data_dir=str(cfg.data_dir), interrupted=bool(interrupted))
+    return _verdict(cfg, stats, bool(interrupted))
+
+
+async def _crawl_workers(cfg: Config, workers: int) -> int:
+    """The same run over ``workers`` processes (polecat/cluster/supervisor.py)."""
+    from polecat.cluster.supervisor import Supervisor
+
+    def on_progress(stats: CrawlStats) -> None:
+        if cfg.progress:
+            print(progress_line(stats, shutil.get_terminal_size().columns), end="", file=sys.stderr,
+                  flush=True)
+
+    result = await Supervisor(cfg, workers, on_progress=on_progress).run()
+    if cfg.progress:
+        print("\r" + "\x1b[K", end="", file=sys.stderr, flush=True)
+    return _verdict(cfg, result.stats, result.interrupted)
+
+
+def _verdict(cfg: Config, stats: CrawlStats, interrupted: bool) -> int:
+    print_summary(stats, sys.stdout, data_dir=str(cfg.data_dir), interrupted=interrupted)
     if interrupted:
         return verdict.EXIT_INTERRUPTED
     if stats.fetched_nothing:
@@ -153,13 +186,19 @@ async def _crawl(cfg: Config) -> int:
 
 
 def cmd_crawl(args: argparse.Namespace) -> int:
+    from polecat.cluster.layout import LAYOUT_FILE, check_layout, resolve_workers
+
     cfg = build_config(args)
-    if not cfg.scope.seeds and not (cfg.data_dir / "frontier").exists():
+    data = cfg.data_dir
+    if not cfg.scope.seeds and not (data / "frontier").exists() and not (data / LAYOUT_FILE).exists():
         raise ConfigError("nothing to crawl: give seed URLs or --seeds-file, or --data of a crawl to resume")
+    workers = resolve_workers(cfg)
+    check_layout(data, workers)
+    main = _crawl(cfg) if workers == 1 else _crawl_workers(cfg, workers)
     try:
         import uvloop
     except ImportError:  # pragma: no cover - uvloop is a dependency where it builds
-        return asyncio.run(_crawl(cfg))
-    return uvloop.run(_crawl(cfg))
+        return asyncio.run(main)
+    return uvloop.run(main)
 
 

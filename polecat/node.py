@@ -18,6 +18,7 @@ import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 import lmdb
 
@@ -42,9 +43,15 @@ from polecat.pipeline import Page, PagePipeline, attempt_of
 from polecat.stats import CrawlStats, collect_stats
 from polecat.store.base import PageStore, open_store
 
+if TYPE_CHECKING:
+    from polecat.cluster.batch import Batch
+    from polecat.cluster.link import ClusterLink
+
 log = logging.getLogger("polecat")
 
 BLOOM_SAVE_INTERVAL = 60.0
+BACKLOG_RECHECK = 0.1
+"""Seconds between looks at the hand-off backlog while it is over its bound."""
 
 
 PageCallback = Callable[[Page], Awaitable[None] | None]
@@ -57,13 +64,22 @@ class Crawler:
 
     ``on_page`` is called for every successfully fetched page (2xx); or iterate :meth:`pages` while
     :meth:`run` executes in another task. Seeds come from ``cfg.scope.seeds`` and :meth:`add_seed`.
+    ``link`` makes the node one member of a multi-process crawl (``polecat crawl --workers N``, see
+    :mod:`polecat.cluster.link`): it fetches only for its own slices and runs until :meth:`stop`.
     """
 
     def __init__(self, config: Config, *, on_page: PageCallback | None = None,
-                 on_lease: LeaseObserver | None = None) -> None:
+                 on_lease: LeaseObserver | None = None, link: ClusterLink | None = None) -> None:
+        if config.workers != 1 and link is None:
+            raise PolecatError("workers: a Crawler is one process; run a crawl over several with "
+                               "polecat.cluster.supervisor.crawl_with_workers(cfg)")
         self.config = config
         self._on_page = on_page
         self._on_lease = on_lease
+        self._link = link
+        self._durable: list[asyncio.Future[None]] = []
+        self._quiet = False
+        self._receiving = True
         self.bytes_fetched = 0
         """Page body bytes received in this run, as sent on the wire."""
         self.last_checkpoint = (0.0, 0.0)
@@ -111,7 +127,8 @@ class Crawler:
         self._frontier = Frontier(self._db, cfg, self._robots, self._seen, time.time())
         self._pipeline = PagePipeline(cfg, frontier=self._frontier, db=self._db, store=self._store,
                                       canon=self._canon, agent_token=product_token(cfg.fetch.user_agent),
-                                      errors=self._errors, emit=self._emit, wake=self._wake.set)
+                                      errors=self._errors, emit=self._emit, wake=self._wake.set,
+                                      route=link.route if (link := self._link) is not None else None)
         self._fetcher = Fetcher(cfg.fetch, cfg.dns)
         await self._fetcher.__aenter__()
         self._opened = True
@@ -123,6 +140,9 @@ class Crawler:
             await self.__aexit__(type(exc), exc, exc.__traceback__)
             raise
         return self
+
+    def _owns(self, canonical: str) -> bool:
+        return self._link is None or self._link.owns(canonical)
 
     async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None,
                         tb: TracebackType | None) -> None:
@@ -149,6 +169,9 @@ class Crawler:
         canonical = self._canon.canonicalize(url.strip())
         if canonical is None:
             raise PolecatError(f"seed {url!r} is not an http(s) URL")
+        if not self._owns(canonical):  # its owner queues it; the host still joins the scope here
+            self._frontier.add_scope_host(host_key(canonical))
+            return "other_owner"
         decision = self._frontier.add_seed(canonical, time.time() if now is None else now, importance)
         if decision not in (ACCEPTED, SEEN):
             self._seeds_refused.append((url, decision))
@@ -234,16 +257,25 @@ class Crawler:
         limit = self.config.scope.max_pages
         concurrency = self.config.fetch.concurrency
         self._ended = ""
+        link = self._link
         try:
             while not self._stop.is_set():
                 if limit and self._fetches >= limit:
                     self._ended = verdict.MAX_PAGES
-                    break
+                    if link is None:
+                        break
+                    self._quiet = True  # a member's budget is spent: it keeps receiving until stopped
+                    await self._sleep(loop, None)
+                    continue
                 if len(self._tasks) >= concurrency or self._frontier.paused:
                     await self._sleep(loop, None)
                     continue
                 now = time.time()
+                if link is not None and link.backlogged():
+                    await self._sleep(loop, now + BACKLOG_RECHECK)  # owners are slow to accept: wait
+                    continue
                 decision = self._frontier.lease(now)
+                self._quiet = isinstance(decision, Idle)
                 if isinstance(decision, Lease):
                     if decision.kind == "page":
                         self._fetches += 1
@@ -255,7 +287,7 @@ class Crawler:
                 elif isinstance(decision, Wait):
                     await self._sleep(loop, decision.until)
                 elif isinstance(decision, Idle):
-                    if serve:  # a node waits for new URLs
+                    if serve or link is not None:  # a node, or a member of a --workers crawl, waits for URLs
                         await self._sleep(loop, None)
                         continue
                     self._ended = verdict.GAVE_UP if self._frontier.queued else verdict.QUEUE_EMPTY
@@ -263,6 +295,7 @@ class Crawler:
             await self._drain()
             self._ended = self._ended or verdict.STOPPED
         finally:
+            self._receiving = False
             checkpointer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await checkpointer
@@ -333,6 +366,8 @@ class Crawler:
         """Store flush, then (optionally) the Bloom snapshot, then the frontier commit."""
         started = time.time()
         self._store.flush()
+        if self._link is not None:  # the outbox before the frontier: see polecat/cluster/outbox.py
+            self._link.handoff.commit()
         now = time.time()
         if save_bloom or now - self._last_bloom_save >= BLOOM_SAVE_INTERVAL:
             # Tagged with the counter the commit below writes: a crash in between forces a rebuild.
@@ -341,6 +376,10 @@ class Crawler:
         self._frontier.commit()
         ended = time.time()
         self.last_checkpoint = (ended, ended - started)
+        waiters, self._durable = self._durable, []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
 
     def _try_checkpoint(self, *, save_bloom: bool = False) -> bool:
         """:meth:`_checkpoint`, stopping the node when state cannot be saved; whether it succeeded."""
@@ -355,8 +394,28 @@ class Crawler:
         period = self.config.frontier.commit_ms / 1000
         while True:
             await asyncio.sleep(period)
-            if self._frontier.pending_ops and not self._try_checkpoint():
+            if (self._frontier.pending_ops or self._durable) and not self._try_checkpoint():
                 return
+
+    # --- the cluster's side ----------------------------------------------------------------------
+
+    async def receive(self, batch: Batch) -> None:
+        """Queue URLs another member handed over (they are this member's by the Ring) and return once a
+        frontier commit holds them, so the sender may forget them (the hand-off receiver's sink)."""
+        if not self._receiving:
+            raise PolecatError("this member is stopping; send the batch again later")
+        now = time.time()
+        for u in batch.urls:
+            self._frontier.add(u.url, u.depth, u.importance, now, hops=u.hops)
+        self._wake.set()
+        fut = asyncio.get_running_loop().create_future()
+        self._durable.append(fut)
+        await fut
+
+    @property
+    def quiet(self) -> bool:
+        """Nothing to fetch, nothing to hand off, nothing being received (see polecat/cluster/link.py)."""
+        return self._link is not None and self._link.quiet(self._quiet and not self._tasks)
 
     # --- one lease -------------------------------------------------------------------------------
 

@@ -32,6 +32,9 @@ from polecat.store.base import FetchRecord, PageStore, content_hash
 
 log = logging.getLogger("polecat")
 
+Router = Callable[[tuple[str, ...] | list[str], int, float, int], list[str]]
+"""``(urls, depth, importance, hops) -> the URLs this node owns``; the others go to their owners."""
+
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 
@@ -60,7 +63,7 @@ class PagePipeline:
 
     def __init__(self, cfg: Config, *, frontier: Frontier, db: FrontierDB, store: PageStore,
                  canon: Canonicalizer, agent_token: str, errors: Counter[str],
-                 emit: Callable[[Page], None], wake: Callable[[], None]) -> None:
+                 emit: Callable[[Page], None], wake: Callable[[], None], route: Router | None = None) -> None:
         self.config = cfg
         self._frontier = frontier
         self._db = db
@@ -71,6 +74,7 @@ class PagePipeline:
         self._errors = errors
         self._emit = emit
         self._wake = wake
+        self._route = route
         self.near_dups = 0
         """Pages recorded as near-duplicates of another stored page in this run."""
 
@@ -181,14 +185,17 @@ class PagePipeline:
             self._errors["too_many_redirects"] += 1
             return
         target = self._canon.canonicalize(location, lease.url)
-        if target is not None:
+        if target is not None and (self._route is None or self._route([target], lease.depth, lease.importance,
+                                                                       lease.hops + 1)):
             self._frontier.add(target, lease.depth, lease.importance, now, hops=lease.hops + 1)
             self._wake()
 
     def _add_links(self, raw: list[str], base: str, lease: Lease, now: float) -> tuple[str, ...]:
         urls = tuple(dict.fromkeys(self._canon.canonicalize_links(raw, base)))
         if urls:
-            self._frontier.add_many(urls, lease.depth + 1, child_importance(lease.importance, len(urls)), now)
+            importance = child_importance(lease.importance, len(urls))
+            mine = urls if self._route is None else self._route(urls, lease.depth + 1, importance, 0)
+            self._frontier.add_many(mine, lease.depth + 1, importance, now)
             self._wake()
         return urls
 

@@ -108,6 +108,9 @@ class Handoff:
         elif reply.status == "busy":
             self.sender.busy(send.peer, send.seq, now, reply.retry_after)
         else:
-            log.warning("hand-off to %s failed (%s): %s", send.peer, reply.status, reply.detail)
+            # The first failure of a streak is worth a warning; the retries that follow are not.
+            level = logging.WARNING if not self.sender.failing(send.peer) else logging.DEBUG
+            log.log(level, "hand-off to %s failed (%s): %s; keeping the batch, retrying", send.peer,
+                    reply.status, reply.detail)
             self.sender.failed(send.peer, send.seq, now)
         self._wake.set()

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from polecat.cluster.batch import Batch, HandoffError, Verifier, decode_batch
+from polecat.errors import PolecatError
 
 BUSY_RETRY_AFTER = 0.25
 """Seconds a refused sender waits before offering again (about one frontier commit interval)."""
@@ -81,6 +82,8 @@ class HandoffReceiver:
             return Reply("busy", self._retry_after)
         try:
             await self._sink(batch)
+        except PolecatError as exc:  # the member is stopping or cannot commit: the sender keeps the batch
+            return Reply("error", detail=str(exc))
         finally:
             self.inbox.release(n)
             self._room.set()

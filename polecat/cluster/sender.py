@@ -99,6 +99,10 @@ class HandoffSender:
         p.not_before = max(p.not_before, now + min(self._cap, self._base * 2 ** (p.failures - 1)))
         self.failures += 1
 
+    def failing(self, peer: str) -> bool:
+        """Whether the last attempt to ``peer`` failed (rule 4's back-off is running)."""
+        return self._peers[peer].failures > 0
+
     def backlog(self) -> int:
         """Unacknowledged batches over all peers."""
         return sum(len(p.queue) for p in self._peers.values())

@@ -174,9 +174,14 @@ class Frontier:
     def add_seed(self, url: str, now: float, importance: float = 1.0) -> str:
         """Queue a canonical seed URL; its host joins the crawl scope (persisted). Returns the decision."""
         host = host_key(url)
+        self.add_scope_host(host)
+        return self._add(url, host, 0, importance, now, seed=True)
+
+    def add_scope_host(self, host: str) -> None:
+        """Let ``host`` into the crawl scope like a seed's host (persisted) without queueing anything:
+        a member of a multi-process crawl learns every seed host, whichever member queues the seed."""
         self._scope.add_seed_host(host)
         self._db.txn.put(op_key("seedhost", host), b"", db=self._db.ops)
-        return self._add(url, host, 0, importance, now, seed=True)
 
     def add(self, url: str, depth: int, importance: float, now: float, *, hops: int = 0) -> str:
         """Queue a canonical discovered URL if it is in scope and new; returns ``"accepted"``,

@@ -69,3 +69,22 @@ def read_status(frontier_dir: Path, top: int = 10) -> FrontierStatus:
             )
     finally:
         env.close()
+
+
+def merge_status(parts: list[FrontierStatus], top: int = 10) -> FrontierStatus:
+    """One status for a crawl whose frontier is split over several node dirs (``--workers``): each host
+    lives in exactly one of them, so counts add up."""
+    done: Counter[str] = Counter()
+    busiest: list[tuple[str, int]] = []
+    for p in parts:
+        done.update(dict(p.done))
+        busiest += p.busiest
+    return FrontierStatus(
+        hosts=sum(p.hosts for p in parts), hosts_with_queue=sum(p.hosts_with_queue for p in parts),
+        queued=sum(p.queued for p in parts), fetched=sum(p.fetched for p in parts),
+        seen_urls=sum(p.seen_urls for p in parts), done=tuple(sorted(done.items())),
+        busiest=tuple(sorted(busiest, key=lambda b: (-b[1], b[0]))[:top]),
+        blocked=tuple(sorted({b for p in parts for b in p.blocked})),
+        throttled=tuple(sorted({t for p in parts for t in p.throttled})),
+        commits=sum(p.commits for p in parts),
+    )

@@ -1,7 +1,9 @@
 """Commands that read a crawl's page store: ``pages``, ``cat`` and the ``store`` group.
 
-Each takes the crawler's data dir; the store lives in ``DIR/store``. They open it read-only, so they run
-beside a crawl as well as after one (they see what the crawler last flushed). ``--config FILE.toml``
+Each takes the crawler's data dir; the store lives in ``DIR/store``, or in ``DIR/workers/<k>/store`` for
+each worker of a ``--workers`` crawl (polecat/cluster/layout.py), and every command reads all of them.
+They open stores read-only, so they run beside a crawl as well as after one (they see what the crawler
+last flushed). ``--config FILE.toml``
 supplies the ``[store]`` section (object-store URL and options) when sealed segments live remotely;
 without it the URL the writer recorded is used, with credentials from the environment.
 """
@@ -11,9 +13,12 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
+from polecat.cluster.layout import node_dirs
 from polecat.config import StoreConfig, config_from_mapping, load_toml
 from polecat.errors import NotFound
 from polecat.store import export, fsck, repair
@@ -24,40 +29,59 @@ from polecat.store.segstore import SegmentStore
 _HEX_HASH = re.compile(r"^[0-9a-fA-F]{64}$")
 
 
-def _open(args: argparse.Namespace) -> SegmentStore:
+@contextmanager
+def _open(args: argparse.Namespace) -> Iterator[list[SegmentStore]]:
+    """Every store of the crawl in ``args.dir``, read-only."""
     cfg = StoreConfig()
     if args.config is not None:
         cfg = config_from_mapping(load_toml(args.config)).store
-    return SegmentStore.open(Path(args.dir) / "store", cfg, read_only=True)
+    dirs = node_dirs(Path(args.dir))
+    found = [d / "store" for d in dirs if (d / "store").exists()] or [dirs[0] / "store"]
+    with ExitStack() as stack:
+        yield [stack.enter_context(SegmentStore.open(path, cfg, read_only=True)) for path in found]
+
+
+def _body_store(stores: list[SegmentStore], digest: bytes) -> SegmentStore:
+    for store in stores:
+        if store.has(digest):
+            return store
+    raise NotFound(f"no body with hash {digest.hex()}")
 
 
 def _iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-def _latest(store: SegmentStore, url: str, *, with_body: bool) -> LogEntry:
-    """The URL's newest log entry (``with_body``: newest whose body is stored)."""
-    for entry in reversed(store.index.history(url)):
-        if not with_body or store.has(entry.record.content_hash):
-            return entry
-    raise NotFound(f"no stored page for {url}")
+def _latest(stores: list[SegmentStore], url: str, *, with_body: bool) -> tuple[SegmentStore, LogEntry]:
+    """The URL's newest log entry over every store (``with_body``: newest whose body is stored), with the
+    store that holds it."""
+    entries = [(entry.record.fetched_at, i, entry) for i, store in enumerate(stores)
+               for entry in store.index.history(url)
+               if not with_body or store.has(entry.record.content_hash)]
+    if not entries:
+        raise NotFound(f"no stored page for {url}")
+    _, i, entry = max(entries, key=lambda e: (e[0], e[1]))
+    return stores[i], entry
 
 
 def cmd_pages(args: argparse.Namespace) -> int:
-    with _open(args) as store:
+    with _open(args) as stores:
         out = sys.stdout
-        for r in store.records():
+        for r in (r for store in stores for r in store.records()):
             dup = f"\t{r.duplicate_of}" if r.duplicate_of else ("\t(revisit)" if r.kind == "revisit" else "")
             out.write(f"{r.url}\t{r.status}\t{_iso(r.fetched_at)}\t{r.content_hash.hex()}\t{r.size}{dup}\n")
     return 0
 
 
 def cmd_cat(args: argparse.Namespace) -> int:
-    with _open(args) as store:
+    with _open(args) as stores:
         key: str = args.key
-        digest = bytes.fromhex(key) if _HEX_HASH.match(key) else None
-        if digest is None:
-            digest = _latest(store, key, with_body=True).record.content_hash
+        if _HEX_HASH.match(key):
+            digest = bytes.fromhex(key)
+            store = _body_store(stores, digest)
+        else:
+            store, entry = _latest(stores, key, with_body=True)
+            digest = entry.record.content_hash
         sys.stdout.buffer.write(store.get(digest))
         sys.stdout.buffer.flush()
     return 0
@@ -65,16 +89,18 @@ def cmd_cat(args: argparse.Namespace) -> int:
 
 def cmd_get(args: argparse.Namespace) -> int:
     """The whole WARC record: of the body (by hash) or of the URL's latest fetch."""
-    with _open(args) as store:
+    with _open(args) as stores:
         key: str = args.key
         if _HEX_HASH.match(key):
+            store = _body_store(stores, bytes.fromhex(key))
             body = store.index.body(bytes.fromhex(key))
             if body is None:
                 raise NotFound(f"no body with hash {key}")
             store.get(bytes.fromhex(key))  # verifies the hash
             loc = body.loc
         else:
-            loc = _latest(store, key, with_body=False).loc
+            store, entry = _latest(stores, key, with_body=False)
+            loc = entry.loc
         frame = store.read_frame(loc)
         sys.stdout.buffer.write(store.decompress(frame))
         sys.stdout.buffer.flush()
@@ -82,46 +108,56 @@ def cmd_get(args: argparse.Namespace) -> int:
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
-    with _open(args) as store:
-        for seg, info in sorted(store.segment_states().items()):
-            print(f"{segment_name(store.store_id, seg)}\t{STATE_NAMES[info.state]}\t{info.length}")
-        s = store.stats()
-        ratio = s.raw_bytes / s.stored_bytes if s.stored_bytes else 0.0
-        print(f"# {s.records} records, {s.bodies} bodies, {s.revisits} revisits, {s.segments} segments "
-              f"({s.remote_segments} remote), {s.raw_bytes} body bytes in {s.stored_bytes} "
-              f"stored bytes (x{ratio:.2f})")
+    with _open(args) as stores:
+        for store in stores:
+            for seg, info in sorted(store.segment_states().items()):
+                print(f"{segment_name(store.store_id, seg)}\t{STATE_NAMES[info.state]}\t{info.length}")
+            s = store.stats()
+            ratio = s.raw_bytes / s.stored_bytes if s.stored_bytes else 0.0
+            where = f" in {store.root}" if len(stores) > 1 else ""
+            print(f"# {s.records} records, {s.bodies} bodies, {s.revisits} revisits, {s.segments} segments "
+                  f"({s.remote_segments} remote), {s.raw_bytes} body bytes in {s.stored_bytes} "
+                  f"stored bytes (x{ratio:.2f}){where}")
     return 0
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    with _open(args) as store:
-        report = fsck.verify(store)
-    for note in report.notes:
-        print(f"note: {note}")
-    for fault in report.faults:
-        print(f"FAULT: {fault}")
-    verdict = "OK" if report.ok else f"{len(report.faults)} FAULTS"
-    print(f"{verdict}: {report.records} records, {report.bodies} bodies checked")
-    return 0 if report.ok else 1
+    with _open(args) as stores:
+        reports = [fsck.verify(store) for store in stores]
+    faults = records = bodies = 0
+    for report in reports:
+        for note in report.notes:
+            print(f"note: {note}")
+        for fault in report.faults:
+            print(f"FAULT: {fault}")
+        faults += len(report.faults)
+        records += report.records
+        bodies += report.bodies
+    verdict = "OK" if not faults else f"{faults} FAULTS"
+    print(f"{verdict}: {records} records, {bodies} bodies checked")
+    return 0 if not faults else 1
 
 
 def cmd_export(args: argparse.Namespace) -> int:
     if args.warc is None and args.cdxj is None:
         print("polecat store export: give --warc FILE and/or --cdxj FILE", file=sys.stderr)
         return 2
-    with _open(args) as store:
+    with _open(args) as stores:
         skipped = 0
         if args.warc is not None:
-            with open(args.warc, "wb") as fh:
-                result = export.export_warc(store, fh, compressed=str(args.warc).endswith(".zst"))
-            for entry, why in result.skipped:
-                print(f"skipped record {entry.seq} ({entry.record.url}): {why}", file=sys.stderr)
-            skipped = len(result.skipped)
-            print(f"{result.written} records written to {args.warc}"
+            written = 0
+            with open(args.warc, "wb") as fh:  # WARC files (and zstd frames) concatenate
+                for store in stores:
+                    result = export.export_warc(store, fh, compressed=str(args.warc).endswith(".zst"))
+                    for entry, why in result.skipped:
+                        print(f"skipped record {entry.seq} ({entry.record.url}): {why}", file=sys.stderr)
+                    skipped += len(result.skipped)
+                    written += result.written
+            print(f"{written} records written to {args.warc}"
                   + (f", {skipped} corrupt records skipped (run `polecat store repair`)" if skipped else ""),
                   file=sys.stderr)
         if args.cdxj is not None:
-            lines = export.cdxj_lines(store)
+            lines = sorted(line for store in stores for line in export.cdxj_lines(store))
             with open(args.cdxj, "w", encoding="utf-8") as out:
                 out.writelines(line + "\n" for line in lines)
             print(f"{len(lines)} index lines written to {args.cdxj}", file=sys.stderr)
@@ -132,7 +168,13 @@ def cmd_repair(args: argparse.Namespace) -> int:
     cfg = StoreConfig()
     if args.config is not None:
         cfg = config_from_mapping(load_toml(args.config)).store
-    report = repair.repair(Path(args.dir), cfg, dry_run=args.dry_run)
+    for node in node_dirs(Path(args.dir)):  # each worker of a --workers crawl repairs its own store
+        _repair(node, cfg, dry_run=args.dry_run)
+    return 0
+
+
+def _repair(node: Path, cfg: StoreConfig, *, dry_run: bool) -> None:
+    report = repair.repair(node, cfg, dry_run=dry_run)
     for entry, why in report.dropped:
         print(f"dropped record {entry.seq} ({entry.record.url}): {why}")
     for seg, before, after in report.cut:
@@ -141,16 +183,15 @@ def cmd_repair(args: argparse.Namespace) -> int:
         print(f"refetch {url}")
     if report.clean:
         print(f"OK: {report.records} records intact, nothing to repair")
-    elif args.dry_run:
+    elif dry_run:
         print(f"would drop {len(report.dropped)} of {report.records} records "
               f"({report.bodies_dropped} bodies) and queue {len(report.refetch)} URLs again "
               "(dry run: nothing changed)")
     else:
         queued = (f"{report.requested} URLs queued again for the next crawl" if report.requested
-                  else f"{len(report.refetch)} URLs to fetch again (no frontier in {args.dir})")
+                  else f"{len(report.refetch)} URLs to fetch again (no frontier in {node})")
         print(f"repaired: kept {report.records - len(report.dropped)} of {report.records} records, "
               f"dropped {len(report.dropped)} ({report.bodies_dropped} bodies); {queued}")
-    return 0
 
 
 def _common(p: argparse.ArgumentParser) -> None:

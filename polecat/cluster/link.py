@@ -1,0 +1,89 @@
+"""What one worker node needs from the cluster: routing by slice owner, the hand-off, idle reporting.
+
+Rules:
+1. A discovered URL is routed before dedup: the owner of its host's slice (the Ring over the member list)
+   decides whether it is new. URLs this member owns go to its frontier; the others are staged for their
+   owner's outbox and never marked seen here.
+2. Seeds are queued by their owner only; every member learns every seed host, so scope decisions
+   (host and domain modes) are the same whichever member judges a URL.
+3. The node stops leasing pages while more than ``max_backlog`` URLs wait for acknowledgement: a slow
+   receiver slows the members that discover its URLs, and nothing is dropped.
+4. A member is *quiet* when its frontier is idle, its outbox is empty and no batch is being received:
+   the parent ends the crawl when every member stayed quiet with unchanged counters across two reports.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from polecat.cluster.batch import HandoffUrl
+from polecat.cluster.handoff import Handoff
+from polecat.cluster.membership import Membership
+from polecat.cluster.receiver import HandoffReceiver
+from polecat.cluster.ring import Ring
+from polecat.dedup.canon import host_key
+from polecat.frontier.slices import slice_of
+
+MAX_BACKLOG = 100_000
+
+
+@dataclass(frozen=True, slots=True)
+class LinkStats:
+    """The hand-off side of a worker's report."""
+
+    urls_routed_out: int
+    urls_acked: int
+    """URLs this member sent that their owners acknowledged."""
+    urls_received: int
+    """URLs received from other members and committed here."""
+    backlog: int
+    busy_replies: int
+    send_failures: int
+    bytes_sent: int
+
+
+class ClusterLink:
+    """Routing (rule 1) and back-pressure (rule 3) for one member; the node drives it."""
+
+    def __init__(self, membership: Membership, handoff: Handoff, receiver: HandoffReceiver, *,
+                 max_backlog: int = MAX_BACKLOG) -> None:
+        self.self_id = membership.self_id
+        self.ring = Ring(m.id for m in membership.members())
+        self.handoff = handoff
+        self.receiver = receiver
+        self._max_backlog = max_backlog
+        self.routed_out = 0
+
+    def owns(self, url: str) -> bool:
+        return self.ring.owner(slice_of(host_key(url))) == self.self_id
+
+    def route(self, urls: tuple[str, ...] | list[str], depth: int, importance: float,
+              hops: int = 0) -> list[str]:
+        """The URLs this member owns; the rest are staged for their owners (rule 1)."""
+        mine: list[str] = []
+        out: dict[str, list[HandoffUrl]] = defaultdict(list)
+        owner_of = self.ring.owner
+        for url in urls:
+            owner = owner_of(slice_of(host_key(url)))
+            if owner == self.self_id:
+                mine.append(url)
+            else:
+                out[owner].append(HandoffUrl(url, depth, importance, hops))
+        for peer, batch in out.items():
+            self.handoff.stage(peer, batch)
+            self.routed_out += len(batch)
+        return mine
+
+    def backlogged(self) -> bool:
+        """Rule 3."""
+        return self.handoff.backlog() > self._max_backlog
+
+    def quiet(self, frontier_idle: bool) -> bool:
+        """Rule 4."""
+        return frontier_idle and self.handoff.backlog() == 0 and self.receiver.inbox.in_use == 0
+
+    def stats(self) -> LinkStats:
+        s = self.handoff.sender
+        return LinkStats(self.routed_out, self.handoff.urls_acked, self.receiver.urls, self.handoff.backlog(),
+                         s.busy_replies, s.failures, self.handoff.bytes_sent)

@@ -1,0 +1,235 @@
+"""The parent process of ``polecat crawl --workers N``: one crawl over N worker processes on one machine.
+
+Rules:
+1. Layout: polecat/cluster/layout.py. The parent is the coordinator: it fixes the member list, so the
+   Ring gives every worker the same slice owners.
+2. Hand-off addresses are unix sockets in a private temporary directory, made fresh for each run.
+3. A worker that dies without being asked to stop (kill -9, crash) is started again on its own data; a
+   worker that dies within ``FAST_DEATH`` seconds of starting ``MAX_FAST_DEATHS`` times in a row is a
+   fault: the crawl stops and the command reports it.
+4. The crawl ends when every worker stays quiet (polecat/cluster/termination.py), when the workers'
+   fetches reach ``scope.max_pages`` (each worker also has its share as a hard cap), or on
+   SIGINT/SIGTERM, which the parent forwards as "stop" (a second one as "abort").
+5. Progress and the summary are the workers' reports merged (polecat/cluster/aggregate.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from polecat import verdict
+from polecat.cluster.aggregate import merge_stats, stats_from_dict
+from polecat.cluster.layout import check_layout, record_layout, resolve_workers, worker_dir
+from polecat.cluster.membership import Member
+from polecat.cluster.termination import Report, Termination
+from polecat.cluster.worker import WorkerSpec, config_mapping
+from polecat.config import Config
+from polecat.errors import PolecatError
+from polecat.stats import CrawlStats
+
+log = logging.getLogger("polecat.supervisor")
+
+POLL = 0.1
+FAST_DEATH = 3.0
+MAX_FAST_DEATHS = 3
+
+
+@dataclass(slots=True)
+class _Worker:
+    index: int
+    spec_path: Path
+    proc: asyncio.subprocess.Process | None = None
+    reader: asyncio.Task[None] | None = None
+    last: dict[str, Any] | None = None
+    started: float = 0.0
+    fast_deaths: int = 0
+    retired: list[CrawlStats] = field(default_factory=list)
+    done: bool = False
+
+    @property
+    def id(self) -> str:
+        return f"w{self.index}"
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    stats: CrawlStats
+    interrupted: bool
+    restarts: int
+
+
+class Supervisor:
+    """Runs one crawl over ``workers`` processes (see the rules above)."""
+
+    def __init__(self, cfg: Config, workers: int, *,
+                 on_progress: Callable[[CrawlStats], None] | None = None) -> None:
+        self.config = cfg
+        self.n = workers
+        self._on_progress = on_progress
+        self._workers: list[_Worker] = []
+        self._termination = Termination()
+        self._stopping = False
+        self.interrupted = 0
+        self.restarts = 0
+        self._started = 0.0
+        self._fault: str | None = None
+        self._ended = ""
+
+    def _specs(self, sock_dir: Path) -> list[_Worker]:
+        cfg, data = self.config, self.config.data_dir
+        members = tuple(Member(f"w{k}", f"unix:{sock_dir}/w{k}.sock") for k in range(self.n))
+        limit = cfg.scope.max_pages
+        out = []
+        for k in range(self.n):
+            share = limit // self.n + (1 if k < limit % self.n else 0) if limit else 0
+            if limit and not share:
+                share = 1  # max_pages < N: a worker with no share would have no cap at all
+            wcfg = replace(cfg, data_dir=worker_dir(data, k), workers=1, progress=False,
+                           scope=replace(cfg.scope, max_pages=share))
+            spec_path = sock_dir / f"w{k}.json"
+            WorkerSpec(f"w{k}", members, config_mapping(wcfg),
+                       logging.getLogger("polecat").getEffectiveLevel()).dump(spec_path)
+            out.append(_Worker(k, spec_path))
+        return out
+
+    async def run(self) -> RunResult:
+        data = self.config.data_dir
+        check_layout(data, self.n)
+        record_layout(data, self.n)
+        sock_dir = Path(tempfile.mkdtemp(prefix="polecat-"))
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, self._on_signal)
+        self._started = time.monotonic()
+        try:
+            self._workers = self._specs(sock_dir)
+            for w in self._workers:
+                await self._spawn(w)
+            await self._monitor()
+        finally:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(sig)
+            for w in self._workers:
+                if w.proc is not None and w.proc.returncode is None:
+                    w.proc.kill()
+                    await w.proc.wait()
+            shutil.rmtree(sock_dir, ignore_errors=True)
+        if self._fault is not None:
+            raise PolecatError(self._fault)
+        return RunResult(self.stats(), bool(self.interrupted), self.restarts)
+
+    def stats(self) -> CrawlStats:
+        live = [stats_from_dict(w.last["stats"]) for w in self._workers if w.last is not None]
+        retired = [s for w in self._workers for s in w.retired]
+        return merge_stats(live, retired, time.monotonic() - self._started, ended=self._ended)
+
+    async def _spawn(self, w: _Worker) -> None:
+        w.last = None
+        w.started = time.monotonic()
+        w.proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "polecat.cluster.worker", str(w.spec_path),
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, start_new_session=True)
+        w.reader = asyncio.create_task(self._read(w, w.proc))
+        if self._stopping:
+            self._send(w, "stop")
+
+    async def _read(self, w: _Worker, proc: asyncio.subprocess.Process) -> None:
+        assert proc.stdout is not None
+        async for line in proc.stdout:
+            with contextlib.suppress(ValueError, KeyError):
+                report = json.loads(line)
+                if report["stats"] is not None:
+                    w.last = report
+
+    def _send(self, w: _Worker, command: str) -> None:
+        if w.proc is not None and w.proc.stdin is not None and w.proc.returncode is None:
+            with contextlib.suppress(ConnectionError, RuntimeError):
+                w.proc.stdin.write(command.encode() + b"\n")
+
+    def stop(self, *, abort: bool = False) -> None:
+        """Ask every worker to stop (``abort``: abandon in-flight requests)."""
+        self._stopping = True
+        for w in self._workers:
+            self._send(w, "abort" if abort else "stop")
+
+    def _on_signal(self) -> None:
+        self._ended = verdict.STOPPED
+        self.interrupted += 1
+        if self.interrupted == 1:
+            print("\npolecat: stopping all workers after in-flight requests (Ctrl-C again to abort)",
+                  file=sys.stderr)
+        self.stop(abort=self.interrupted > 1)
+
+    async def _monitor(self) -> None:
+        limit = self.config.scope.max_pages
+        while True:
+            await asyncio.sleep(POLL)
+            for w in self._workers:
+                if w.proc is not None and w.proc.returncode is not None and not w.done:
+                    await self._exited(w)
+            if all(w.done for w in self._workers):
+                return
+            if self._stopping:
+                continue
+            stats = self.stats()
+            if self._on_progress is not None:
+                self._on_progress(stats)
+            if limit and stats.fetches >= limit:
+                self._ended = verdict.MAX_PAGES
+                self.stop()
+            elif self._termination.observe({w.id: _report(w.last) for w in self._workers}):
+                self._ended = verdict.GAVE_UP if stats.queued else verdict.QUEUE_EMPTY
+                self.stop()
+
+    async def _exited(self, w: _Worker) -> None:
+        assert w.proc is not None
+        if w.reader is not None:
+            await w.reader  # its last report is in
+        code = w.proc.returncode
+        if self._stopping or (w.last is not None and w.last.get("final")):
+            w.done = True
+            if code not in (0, None):
+                log.warning("worker %s exited with %s while stopping", w.id, code)
+            return
+        fast = time.monotonic() - w.started < FAST_DEATH
+        w.fast_deaths = w.fast_deaths + 1 if fast else 0
+        if w.fast_deaths >= MAX_FAST_DEATHS:
+            w.done = True
+            self._ended = verdict.FAILED
+            self._fault = (f"worker {w.id} died {MAX_FAST_DEATHS} times right after starting "
+                           f"(exit status {code}); see its messages above")
+            self.stop()
+            return
+        log.warning("worker %s died (exit status %s); restarting it on its own data", w.id, code)
+        if w.last is not None:
+            w.retired.append(stats_from_dict(w.last["stats"]))
+        self.restarts += 1
+        self._termination.reset()
+        await self._spawn(w)
+
+
+def _report(last: dict[str, Any] | None) -> Report | None:
+    if last is None:
+        return None
+    s, link = last["stats"], last["link"]
+    return Report(last["seq"], bool(last["quiet"]),
+                  (s["fetches"], link["urls_routed_out"], link["urls_acked"], link["urls_received"]))
+
+
+async def crawl_with_workers(cfg: Config, *, workers: int | None = None,
+                             on_progress: Callable[[CrawlStats], None] | None = None) -> RunResult:
+    """Library entry point: run the crawl ``cfg`` describes over ``workers`` processes (default
+    ``cfg.workers``; "auto" = cores) and return the merged stats. Stop it with SIGINT/SIGTERM."""
+    return await Supervisor(cfg, workers or resolve_workers(cfg), on_progress=on_progress).run()

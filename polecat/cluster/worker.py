@@ -1,0 +1,152 @@
+"""One worker process of ``polecat crawl --workers N``: a node with a cluster link, driven by the parent.
+
+The parent (:mod:`.supervisor`) starts ``python -m polecat.cluster.worker SPEC.json``. The spec names this
+member, the member list (ids and hand-off addresses) and the configuration (its ``data_dir`` is this
+worker's own directory). The protocol with the parent is line-based and local:
+
+- stdout: one JSON report per line, every ``REPORT_PERIOD`` seconds and once at the end (``final``):
+  ``{"seq", "quiet", "final", "stats": CrawlStats, "link": LinkStats}``.
+- stdin: ``stop`` (finish in-flight requests, checkpoint, exit 0), ``abort`` (abandon in-flight requests;
+  their URLs are replayed next run). End of input (the parent died) counts as ``stop``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import signal
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from polecat.cluster.handoff import Handoff
+from polecat.cluster.link import ClusterLink
+from polecat.cluster.membership import LocalMembership, Member
+from polecat.cluster.outbox import Outbox
+from polecat.cluster.receiver import HandoffReceiver
+from polecat.cluster.sender import HandoffSender
+from polecat.cluster.transport import HttpTransport, serve
+from polecat.config import Config, config_from_mapping
+from polecat.errors import PolecatError
+from polecat.logs import configure
+
+REPORT_PERIOD = 0.2
+LOCAL_MAX_BACKOFF = 1.0
+"""A restarted sibling is back within a second or two: retry it at least that often."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSpec:
+    """What the parent hands a worker."""
+
+    self_id: str
+    members: tuple[Member, ...]
+    config: dict[str, Any]
+    log_level: int = logging.WARNING
+    """The parent's log level: a worker logs to the same stderr at the same level."""
+
+    def dump(self, path: Path) -> None:
+        path.write_text(json.dumps({"self_id": self.self_id, "config": self.config,
+                                    "members": [[m.id, m.address] for m in self.members],
+                                    "log_level": self.log_level}))
+
+    @classmethod
+    def load(cls, path: Path) -> WorkerSpec:
+        raw = json.loads(path.read_text())
+        return cls(raw["self_id"], tuple(Member(i, a) for i, a in raw["members"]), raw["config"],
+                   int(raw["log_level"]))
+
+
+def config_mapping(cfg: Config) -> dict[str, Any]:
+    """``cfg`` as plain data that :func:`~polecat.config.config_from_mapping` turns back into ``cfg``."""
+    data: dict[str, Any] = json.loads(json.dumps(asdict(cfg), default=str))
+    if data["fetch"].get("ca_bundle") is None:
+        data["fetch"].pop("ca_bundle", None)
+    return data
+
+
+async def run_worker(spec: WorkerSpec) -> int:
+    from polecat.node import Crawler
+
+    cfg = config_from_mapping(spec.config)
+    membership = LocalMembership(spec.self_id, spec.members)
+    address = {m.id: m.address for m in spec.members}
+    outbox = Outbox(cfg.data_dir / "handoff")
+    transport = HttpTransport()
+    handoff = Handoff(spec.self_id, outbox, transport,
+                      {k: v for k, v in address.items() if k != spec.self_id},
+                      sender=HandoffSender(max_backoff=LOCAL_MAX_BACKOFF))
+    sink: list[Crawler] = []
+    receiver = HandoffReceiver(lambda batch: sink[0].receive(batch))
+    link = ClusterLink(membership, handoff, receiver)
+    try:
+        async with Crawler(cfg, link=link) as crawler:
+            sink.append(crawler)
+            runner = await serve(receiver, address[spec.self_id])
+            sending = asyncio.create_task(handoff.run())
+            run = asyncio.ensure_future(crawler.run())
+            control = asyncio.create_task(_control(crawler, run))
+            loop = asyncio.get_running_loop()
+            loop.add_signal_handler(signal.SIGTERM, crawler.stop)
+            seq = 0
+            try:
+                while not run.done():
+                    await asyncio.wait([run], timeout=REPORT_PERIOD)
+                    seq += 1
+                    _report(seq, crawler.quiet, False, crawler, link)
+                with contextlib.suppress(asyncio.CancelledError):
+                    await run
+            finally:
+                control.cancel()
+                await runner.cleanup()
+                sending.cancel()
+                await asyncio.gather(sending, control, return_exceptions=True)
+                await transport.close()
+            _report(seq + 1, crawler.quiet, True, crawler, link)
+    finally:
+        outbox.close()
+    return 0
+
+
+def _report(seq: int, quiet: bool, final: bool, crawler: Any, link: ClusterLink) -> None:
+    line = json.dumps({"seq": seq, "quiet": quiet, "final": final, "stats": crawler.stats().as_dict(),
+                       "link": asdict(link.stats())})
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+async def _control(crawler: Any, run: asyncio.Future[Any]) -> None:
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    while True:
+        line = (await reader.readline()).strip()
+        if line == b"abort":
+            run.cancel()
+            return
+        crawler.stop()  # "stop", or the parent is gone (end of input)
+        if not line:
+            return
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    spec = WorkerSpec.load(Path(args[0]))
+    configure(spec.log_level)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; it forwards Ctrl-C as "stop"
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency where it builds
+        return asyncio.run(run_worker(spec))
+    try:
+        return uvloop.run(run_worker(spec))
+    except PolecatError as exc:
+        print(f"polecat worker {spec.self_id}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

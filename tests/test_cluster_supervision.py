@@ -1,0 +1,94 @@
+"""Sans-IO parts of --workers: termination detection, merged stats, routing, layout and the flag."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from polecat.cluster.aggregate import merge_stats, stats_from_dict
+from polecat.cluster.layout import check_layout, node_dirs, record_layout, resolve_workers
+from polecat.cluster.termination import Report, Termination
+from polecat.config import config_from_mapping
+from polecat.errors import ConfigError
+from polecat.stats import CrawlStats
+
+
+def test_termination_needs_two_fresh_quiet_rounds_with_unchanged_counters() -> None:
+    t = Termination()
+    quiet = {"w0": Report(1, True, (5, 0, 0, 3)), "w1": Report(1, True, (7, 3, 3, 0))}
+    assert not t.observe(quiet)
+    assert not t.observe(quiet)  # nobody reported since: a stale view proves nothing
+    fresh = {k: dataclasses.replace(r, seq=2) for k, r in quiet.items()}
+    assert t.observe(fresh)
+    # A member that received URLs since (its counters moved) restarts the count, even if quiet again.
+    t = Termination()
+    assert not t.observe(quiet)
+    moved = {"w0": Report(2, True, (5, 0, 0, 9)), "w1": Report(2, True, (7, 9, 9, 0))}
+    assert not t.observe(moved)
+    assert t.observe({k: dataclasses.replace(r, seq=3) for k, r in moved.items()})
+    # Anyone busy or silent: not finished.
+    t = Termination()
+    assert not t.observe({"w0": Report(1, True, ()), "w1": None})
+    assert not t.observe({"w0": Report(2, True, ()), "w1": Report(1, False, ())})
+    assert not t.observe({"w0": Report(3, True, ()), "w1": Report(2, True, ())})
+    t.reset()
+    assert not t.observe({"w0": Report(4, True, ()), "w1": Report(3, True, ())})
+    assert t.observe({"w0": Report(5, True, ()), "w1": Report(4, True, ())})
+
+
+def _stats(**over: Any) -> CrawlStats:
+    base: dict[str, Any] = {}
+    for f in dataclasses.fields(CrawlStats):
+        if f.default is not dataclasses.MISSING:
+            continue
+        base[f.name] = 0.0 if f.type == "float" else (() if f.type.startswith("tuple") else 0)
+    return CrawlStats(**(base | over))
+
+
+def test_merged_stats_add_counters_over_lives_and_gauges_over_live_workers() -> None:
+    w0 = _stats(fetches=10, queued=4, errors=(("dns", 1),), urls_done=(("fetched", 10),), answered=10,
+                parked=(("a.test", "dns"),), dns_hit_ratio=0.5, next_ready_in=2.0)
+    w1 = _stats(fetches=20, queued=6, errors=(("dns", 2), ("timeout", 1)), urls_done=(("fetched", 20),),
+                dns_hit_ratio=1.0, next_ready_in=0.5)
+    dead = _stats(fetches=5, queued=100, errors=(("timeout", 1),))
+    m = merge_stats([w0, w1], [dead], 10.0, ended="queue empty")
+    assert m.fetches == 35 and m.fetches_per_s == 3.5
+    assert m.queued == 10  # the dead life's queue is the restarted worker's queue now
+    assert m.errors == (("dns", 3), ("timeout", 2))
+    assert m.urls_done == (("fetched", 30),)
+    assert m.parked == (("a.test", "dns"),)
+    assert m.dns_hit_ratio == 0.75 and m.next_ready_in == 0.5
+    assert m.ended == "queue empty" and m.cause == ""
+    assert stats_from_dict(m.as_dict()) == m
+
+
+def test_layout_is_fixed_per_data_dir(tmp_path: Path) -> None:
+    data = tmp_path / "d"
+    assert node_dirs(data) == [data]
+    check_layout(data, 2)
+    record_layout(data, 2)
+    assert node_dirs(data) == [data / "workers" / "0", data / "workers" / "1"]
+    check_layout(data, 2)
+    with pytest.raises(ConfigError, match="--workers 2"):
+        check_layout(data, 3)
+    with pytest.raises(ConfigError, match="--workers 2"):
+        check_layout(data, 1)
+    single = tmp_path / "s"
+    (single / "frontier").mkdir(parents=True)
+    check_layout(single, 1)
+    with pytest.raises(ConfigError, match="one-process crawl"):
+        check_layout(single, 2)
+
+
+def test_workers_setting_auto_and_bounds() -> None:
+    assert config_from_mapping({}).workers == 1
+    auto = config_from_mapping({"workers": "auto"})
+    assert auto.workers == 0 and resolve_workers(auto) >= 1
+    assert resolve_workers(config_from_mapping({"workers": 3})) == 3
+    with pytest.raises(ConfigError, match="workers"):
+        config_from_mapping({"workers": -1})
+    with pytest.raises(ConfigError, match="workers"):
+        config_from_mapping({"workers": "many"})
