@@ -38,6 +38,7 @@ from polecat.frontier.keys import origin_of_robots_key, robots_key
 from polecat.frontier.patterns import hostname
 from polecat.frontier.politeness import Attempt, robots_retry
 from polecat.frontier.records import Completion, Idle, Lease, Outcome, Wait, origin_of
+from polecat.heap import fix_mmap_threshold
 from polecat.logs import fields
 from polecat.pipeline import Page, PagePipeline, attempt_of
 from polecat.stats import CrawlStats, collect_stats
@@ -74,6 +75,7 @@ class Crawler:
             raise PolecatError("workers: a Crawler is one process; run a crawl over several with "
                                "polecat.cluster.supervisor.crawl_with_workers(cfg)")
         self.config = config
+        fix_mmap_threshold()  # pages at the body cap must not grow the heap for good
         self._on_page = on_page
         self._on_lease = on_lease
         self._link = link

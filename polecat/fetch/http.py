@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import io
 import ssl
 import time
 from collections.abc import Callable
@@ -303,7 +304,9 @@ class Fetcher:
                 decoder = make_decoder(resp.headers.get("Content-Encoding"))
                 cap = cfg.max_body_bytes
                 wire_cap = self._wire_cap
-                parts: list[bytes] = []
+                # A BytesIO grows in place and hands its buffer over uncopied: a list of parts joined at
+                # the end would hold the body twice (20 MiB for a page at the 10 MiB cap).
+                body = io.BytesIO()
                 size = wire = 0
                 truncated = False
                 content = resp.content
@@ -315,10 +318,10 @@ class Fetcher:
                     wire += len(chunk)
                     out = decoder.decode(chunk, cap - size + 1)
                     if size + len(out) > cap or wire > wire_cap:
-                        parts.append(out[: cap - size])
+                        body.write(memoryview(out)[: cap - size])
                         truncated = True
                         break
-                    parts.append(out)
+                    body.write(out)
                     size += len(out)
                 reusable = not truncated
             finally:
@@ -342,7 +345,7 @@ class Fetcher:
             url=url,
             status=resp.status,
             headers=tuple(hdrs.items()),
-            body=parts[0] if len(parts) == 1 else b"".join(parts),
+            body=body.getvalue(),
             truncated=truncated,
             content_type=content_type,
             charset=charset,

@@ -164,7 +164,7 @@ class SegmentStore:
         existing = self._body(record.content_hash)
         if body is not None and existing is None:
             sha = hashlib.sha256(body).digest()
-            loc = self._append(warc.encode_response(record, body, sha))
+            loc = self._append(*warc.encode_response_parts(record, body, sha))
             self._pending.bodies[record.content_hash] = BodyEntry(loc, seq, sha)
             self._counters.bodies += 1
             self._counters.raw_bytes += len(body)
@@ -186,13 +186,17 @@ class SegmentStore:
         self._counters.next_seq = seq + 1
         return written
 
-    def _append(self, data: bytes) -> Locator:
-        if len(data) >= MAX_RECORD_BYTES:
-            raise StoreError(f"record of {len(data)} bytes is too large for a segment")
+    def _append(self, *parts: bytes) -> Locator:
+        """Compress the record made of ``parts`` into one frame (streamed: the parts are not joined) and
+        append it to the open segment."""
+        size = sum(map(len, parts))
+        if size >= MAX_RECORD_BYTES:
+            raise StoreError(f"record of {size} bytes is too large for a segment")
         w = self._writer
         if w is None or w.length >= self._cfg.segment_bytes:
             w = self._roll()
-        loc = w.append(self._cctx.compress(data))
+        stream = self._cctx.compressobj(size=size)
+        loc = w.append(b"".join([*map(stream.compress, parts), stream.flush()]))
         self._pending.segs[w.seg] = SegmentInfo(OPEN, w.length)
         self._counters.stored_bytes += loc.length
         return loc

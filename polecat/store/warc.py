@@ -81,11 +81,16 @@ def _http_block(record: FetchRecord, body_len: int | None) -> bytes:
 
 
 def _record(fields: list[tuple[str, str]], block: bytes) -> bytes:
+    return b"".join(_record_parts(fields, block))
+
+
+def _record_parts(fields: list[tuple[str, str]], *block: bytes) -> list[bytes]:
+    """A WARC record whose block is the concatenation of ``block``, as pieces."""
     head = [b"WARC/1.1"]
     head.extend(name.encode("ascii") + b": " + _clean(value) for name, value in fields)
     head.append(b"Content-Type: " + _HTTP_TYPE)
-    head.append(b"Content-Length: %d" % len(block))
-    return b"\r\n".join(head) + b"\r\n\r\n" + block + b"\r\n\r\n"
+    head.append(b"Content-Length: %d" % sum(map(len, block)))
+    return [b"\r\n".join(head) + b"\r\n\r\n", *block, b"\r\n\r\n"]
 
 
 def _common(record: FetchRecord, kind: str) -> list[tuple[str, str]]:
@@ -103,11 +108,17 @@ def encode_response(record: FetchRecord, body: bytes, sha256: bytes) -> bytes:
 
     ``sha256`` is the body's SHA-256 (the caller keeps it for revisits of this body).
     """
+    return b"".join(encode_response_parts(record, body, sha256))
+
+
+def encode_response_parts(record: FetchRecord, body: bytes, sha256: bytes) -> list[bytes]:
+    """:func:`encode_response` as the pieces to write one after the other: the body is not copied (a
+    page at the 10 MiB body cap would otherwise cost two more copies of itself)."""
     fields = _common(record, "response")
     fields.append(("WARC-Payload-Digest", payload_digest_from(sha256)))
     if record.truncated:
         fields.append(("WARC-Truncated", "length"))
-    return _record(fields, _http_block(record, len(body)) + body)
+    return _record_parts(fields, _http_block(record, len(body)), body)
 
 
 def encode_revisit(record: FetchRecord, refers_to: tuple[str, float] | None, digest: str | None) -> bytes:
