@@ -202,9 +202,6 @@ class NodeConfig:
     token: str = ""
     """Bearer token the API requires; mandatory unless ``listen`` is a loopback address. The
     ``POLECAT_TOKEN`` environment variable sets it without writing it in a file."""
-    drain_timeout: float = 30.0
-    """On SIGTERM, seconds in-flight requests get to finish before they are abandoned (replayed at the
-    next start)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -500,7 +497,6 @@ def _validate_node(nd: NodeConfig) -> None:
         split_listen(nd.listen)
     except ValueError as exc:
         raise ConfigError(f"node.listen (--listen): {exc}") from exc
-    _check(nd.drain_timeout >= 0, "node.drain_timeout", "must be >= 0")
     _check("\n" not in nd.token and nd.token == nd.token.strip(), "node.token",
            "must be one line without surrounding spaces")
 

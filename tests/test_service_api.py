@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from polecat.config import config_from_mapping
+from polecat.config import config_from_mapping, load_toml
 from polecat.errors import ConfigError
 from polecat.service.runner import NodeService
 from polecat.testing.sitegen import SiteSpec
@@ -187,3 +187,13 @@ async def test_token_is_required_when_set(test_web: TestWebFactory, tmp_path: Pa
             assert resp.status == 401
         async with api.get("/", headers={"Authorization": ""}) as resp:  # the page's shell holds no data
             assert resp.status == 200 and "<canvas" in await resp.text()
+
+
+def test_contrib_node_toml_is_a_valid_config() -> None:
+    root = Path(__file__).resolve().parent.parent
+    cfg = config_from_mapping(load_toml(root / "contrib" / "node.toml"))
+    assert cfg.node.listen == "127.0.0.1:8470" and cfg.scope.seeds
+    unit = (root / "contrib" / "polecat.service").read_text()
+    for line in ("Type=notify", "WatchdogSec=", "DynamicUser=yes", "StateDirectory=polecat",
+                 "ProtectSystem=strict", "NoNewPrivileges=yes"):
+        assert line in unit

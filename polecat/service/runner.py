@@ -5,8 +5,8 @@ Rules:
 - READY=1 goes to systemd once the API listens and the node can lease; a STATUS= line follows every
   :data:`STATUS_EVERY` seconds; WATCHDOG=1 is sent from the event loop every ``WatchdogSec``/2, so a
   stalled loop misses it and systemd restarts the node.
-- SIGTERM or SIGINT: STOPPING=1, stop leasing, give in-flight requests ``node.drain_timeout`` seconds,
-  abandon the rest (replayed at the next start), checkpoint, exit 0. A second signal abandons at once.
+- SIGTERM or SIGINT: STOPPING=1, stop leasing, give in-flight requests ``fetch.stop_grace`` seconds,
+  cancel the rest (their URLs stay queued), checkpoint, exit 0. A second signal abandons at once.
 - Exit 1 when the crawl stopped on a fatal storage error (what was committed is kept).
 """
 
@@ -106,14 +106,12 @@ class NodeService:
         stopping = asyncio.ensure_future(self._stop.wait())
         await asyncio.wait([run, stopping], return_when=asyncio.FIRST_COMPLETED)
         self.notifier.notify("STOPPING=1", "STATUS=draining")
-        crawler.stop()
+        crawler.stop()  # in-flight requests get fetch.stop_grace, then are cancelled (URLs stay queued)
         self._stop.clear()
         stopping = asyncio.ensure_future(self._stop.wait())
-        await asyncio.wait([run, stopping], timeout=self.config.node.drain_timeout,
-                           return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait([run, stopping], return_when=asyncio.FIRST_COMPLETED)
         if not run.done():
-            log.warning("drain: abandoning %d in-flight requests (replayed at the next start)",
-                        crawler.stats().in_flight)
+            log.warning("second stop signal: abandoning requests in flight (replayed at the next start)")
             run.cancel()
         ticker.cancel()
         stopping.cancel()
