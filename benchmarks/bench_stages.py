@@ -29,6 +29,7 @@ from polecat.fetch.charset import decode_html
 from polecat.fetch.robots import RobotsPolicy
 from polecat.frontier.db import FrontierDB
 from polecat.frontier.frontier import Frontier
+from polecat.parse.guard import bound_body, bound_html
 from polecat.parse.html import parse_html
 from polecat.store.base import FetchRecord, content_hash, open_store
 from polecat.store.segstore import ZSTD_LEVEL
@@ -56,7 +57,8 @@ def stages(corpus: Corpus) -> list[tuple[str, float]]:
     rows: list[tuple[str, float]] = []
 
     htmls: list[str] = []
-    timed("charset decode", n, lambda i: htmls.append(decode_html(bodies[i], "utf-8")), rows)
+    timed("charset decode", n, lambda i: htmls.append(decode_html(bound_body(bodies[i])[0], "utf-8")), rows)
+    timed("parse bounds (depth, attributes)", n, lambda i: bound_html(htmls[i]), rows)
     parsed = [parse_html(h, u) for h, u in zip(htmls, urls, strict=True)]
     timed("parse (links, text)", n, lambda i: parse_html(htmls[i], urls[i]), rows)
     links: list[list[str]] = []

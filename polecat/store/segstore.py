@@ -53,8 +53,10 @@ from polecat.store.segments import (
     segment_name,
 )
 
-ZSTD_LEVEL = 3
-"""Measured in benchmarks/bench_store.py: level 3 costs about what level 1 does on HTML, and is smaller."""
+ZSTD_LEVEL = 2
+"""Measured on real documentation pages and the benchmark web (benchmarks/README.md, "Per-page CPU against
+the floor"): level 2 compresses 12-20 % faster than level 3 (-33 to -36 us a page), its output 0-4 % larger;
+level 1 is no faster than 2 and 4-7 % larger still."""
 MAX_RECORD_BYTES = 1 << 31
 
 
