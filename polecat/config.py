@@ -343,7 +343,7 @@ def load_toml(path: Path) -> dict[str, Any]:
             return tomllib.load(fh)
     except OSError as exc:
         raise ConfigError(f"config file {path}: {exc.strerror or exc}") from exc
-    except tomllib.TOMLDecodeError as exc:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:  # TOML must be UTF-8
         raise ConfigError(f"config file {path}: {exc}") from exc
 
 

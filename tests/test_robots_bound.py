@@ -73,3 +73,14 @@ def test_indexed_matching_agrees_with_a_scan_of_every_rule(rules: list[tuple[boo
             assert verdict == scan.allowed_path(path), path
         else:
             assert verdict is False
+
+
+@pytest.mark.parametrize("name", sorted(ROBOTS))
+def test_a_10_mib_robots_txt_of_100k_rules_is_cut_at_the_cap_in_bounded_time(name: str) -> None:
+    body = ROBOTS[name](10 * 2**20)
+    assert body.count(b"\n") > 100_000
+    policy = RobotsPolicy(RobotsConfig(), "polecat")
+    start = time.process_time()
+    policy.record_response("h.test", 200, body, 0.0)
+    assert time.process_time() - start < 2.0
+    assert policy.host_state("h.test") == "ok" and policy.stats().too_complex == 0

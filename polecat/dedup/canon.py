@@ -13,6 +13,15 @@ Rules, in order (the WHATWG parser does the first group, this module the second)
    pattern, others are exact) are removed, the rest sorted by key, stably (equal keys keep their order,
    so ``a=1&a=2`` and ``a=2&a=1`` stay different), and an empty query is dropped together with its ``?``.
 
+Bad input (tests/test_fuzz_hostile.py fuzzes it): nothing raises; an href that does not parse (NUL or
+invalid characters in the host, a port outside 0-65535 or negative, an invalid IPv4 such as
+``1.2.3.4.5``, lone surrogates) gives ``None`` and is counted in ``CanonStats.rejected``. IDN hosts,
+homoglyphs included, become their punycode (``apple.com`` with a Cyrillic ``a`` is
+``xn--pple-43d.com``): a different host, crawled and judged as such. Time is linear in the href; pages
+hand over at most ``parse.guard.MAX_LINKS`` hrefs of at most ``parse.guard.MAX_HREF_CHARS`` characters,
+so the memo holds at most ``MEMO_ENTRIES`` x that. URLs longer than ``scope.max_url_length`` are refused
+by the frontier, counted.
+
 The host (scheme://userinfo@host:port prefix of the WHATWG serialization) is never touched after step 1,
 so canonicalization never changes which server a URL points to, and the output re-parses to itself
 (idempotent). The hot path calls ada's C API through cffi directly: one parse, one serialization, one
