@@ -14,10 +14,11 @@ import re
 import shutil
 import signal
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from polecat import verdict
+from polecat import settings, verdict
 from polecat.config import Config, config_from_mapping, load_toml, merge
 from polecat.errors import ConfigError
 from polecat.report import print_summary, progress_line
@@ -53,7 +54,7 @@ def add_crawl(sub: Any) -> None:
     p.add_argument("--block", action="append", metavar="HOSTPATTERN", help="never fetch these hosts")
     p.add_argument("--concurrency", type=int, help="requests in flight at most (256)")
     p.add_argument("--user-agent", help="User-Agent; include a contact URL")
-    p.add_argument("--allow-private", action="store_true", default=None,
+    p.add_argument("--allow-private", action=argparse.BooleanOptionalAction, default=None,
                    help="allow private/loopback addresses (local crawls and tests)")
     p.add_argument("--dns-server", action="append", metavar="IP[:PORT]", help="DNS server (repeatable)")
     p.add_argument("--give-up-after", type=int, metavar="N",
@@ -72,9 +73,18 @@ def _workers(text: str) -> int | str:
         raise argparse.ArgumentTypeError(f"expected a number or auto, got {text!r}") from None
 
 
-def build_config(args: argparse.Namespace) -> Config:
-    """Merge the TOML file (if any) and the flags into one validated Config."""
-    base: dict[str, Any] = load_toml(args.config) if args.config else {}
+@dataclass(frozen=True, slots=True)
+class RunSettings:
+    """What a ``polecat crawl`` command line amounts to."""
+
+    config: Config
+    saved: dict[str, Any]
+    """The settings the data dir held before this run (polecat/settings.py)."""
+    to_save: dict[str, Any]
+    """The settings this run saves."""
+
+
+def _seeds(args: argparse.Namespace) -> list[str]:
     seeds = list(args.urls)
     if args.seeds_file:
         try:
@@ -82,27 +92,41 @@ def build_config(args: argparse.Namespace) -> Config:
         except OSError as exc:
             raise ConfigError(f"--seeds-file {args.seeds_file}: {exc.strerror or exc}") from exc
         seeds += [s.strip() for s in lines if s.strip() and not s.lstrip().startswith("#")]
+    return seeds
+
+
+def build_settings(args: argparse.Namespace) -> RunSettings:
+    """Saved settings of the data dir, then the TOML file, then the flags: one validated Config."""
+    toml: dict[str, Any] = load_toml(args.config) if args.config else {}
+    data_dir = args.data if args.data is not None else Path(toml.get("data_dir", Config().data_dir))
+    try:
+        saved = settings.load(data_dir) if data_dir.is_dir() else {}
+    except ConfigError as exc:
+        raise ConfigError(name_flag(f"data_dir: {exc}")) from exc
+    base = merge(saved, toml)
     over: dict[str, Any] = {"scope": {}, "politeness": {}, "fetch": {}, "dns": {}}
+    seeds = _seeds(args)
     if seeds:
-        over["scope"]["seeds"] = [*base.get("scope", {}).get("seeds", []), *seeds]
-    if args.data is not None:
-        over["data_dir"] = str(args.data)
+        over["scope"]["seeds"] = [*toml.get("scope", {}).get("seeds", []), *seeds]
+    over["data_dir"] = str(data_dir)
     if getattr(args, "workers", None) is not None:
         over["workers"] = args.workers
     for flag, section, key in _FLAG_FIELDS:
         value = getattr(args, flag)
         if value is not None:
             over[section][key] = value
-    if args.throttle:
-        over["politeness"]["throttle"] = [*base.get("politeness", {}).get("throttle", []),
-                                          *[list(t) for t in args.throttle]]
+    if args.throttle:  # a pattern given again replaces its earlier rate
+        rates = dict(base.get("politeness", {}).get("throttle", []))
+        over["politeness"]["throttle"] = [list(t) for t in {**rates, **dict(args.throttle)}.items()]
     if "give_up_after" not in over["politeness"] and "give_up_after" not in base.get("politeness", {}):
         over["politeness"]["give_up_after"] = RUN_GIVE_UP_AFTER  # a run ends; a node would keep trying
     over["progress"] = not getattr(args, "quiet", 0) and sys.stderr.isatty()
+    mapping = merge(base, {k: v for k, v in over.items() if v != {}})
     try:
-        return config_from_mapping(merge(base, {k: v for k, v in over.items() if v != {}}))
+        cfg = config_from_mapping(mapping)
     except ConfigError as exc:
         raise ConfigError(name_flag(str(exc))) from exc
+    return RunSettings(cfg, saved, settings.savable(mapping))
 
 
 _FLAG_FIELDS = (
@@ -185,15 +209,31 @@ def _verdict(cfg: Config, stats: CrawlStats, interrupted: bool) -> int:
     return verdict.EXIT_OK
 
 
+def _report_changes(run: RunSettings) -> None:
+    """Settings rule 3: say what this run changes in a crawl that already has saved settings."""
+    if not run.saved:
+        return
+    path = run.config.data_dir / settings.FILENAME
+    for field, old, new in settings.changes(run.saved, run.to_save):
+        flag = _FLAG_OF.get(field)
+        name = f"{flag} ({field})" if flag else field
+        consequence = settings.CONSEQUENCES.get(field)
+        print(f"polecat: {name} changes from {old!r} to {new!r} (saved in {path})"
+              + (f": {consequence}" if consequence else ""), file=sys.stderr)
+
+
 def cmd_crawl(args: argparse.Namespace) -> int:
     from polecat.cluster.layout import LAYOUT_FILE, check_layout, resolve_workers
 
-    cfg = build_config(args)
+    run = build_settings(args)
+    cfg = run.config
     data = cfg.data_dir
     if not cfg.scope.seeds and not (data / "frontier").exists() and not (data / LAYOUT_FILE).exists():
         raise ConfigError("nothing to crawl: give seed URLs or --seeds-file, or --data of a crawl to resume")
     workers = resolve_workers(cfg)
     check_layout(data, workers)
+    _report_changes(run)
+    settings.save(data, run.to_save)
     main = _crawl(cfg) if workers == 1 else _crawl_workers(cfg, workers)
     try:
         import uvloop

@@ -66,3 +66,19 @@ def test_private_addresses_refused_by_default(test_web: TestWebFactory, tmp_path
     assert run.returncode == 3, run.stderr
     assert web.log == []  # nothing reached the loopback server
     assert "blocked_address" in run.stdout
+
+
+def test_newcomer_mistakes_get_a_fix_and_leave_nothing_behind(tmp_path: Path) -> None:
+    data = tmp_path / "d"
+    run = polecat("crawl", "example.com", "--data", str(data))
+    assert run.returncode == 2 and "did you mean http://example.com/?" in run.stderr
+    assert not data.exists() and "Unclosed" not in run.stderr and "Traceback" not in run.stderr
+    afile = tmp_path / "file"
+    afile.write_text("x")
+    run = polecat("crawl", "http://a.test/", "--data", str(afile))
+    assert run.returncode == 2 and "--data (data_dir): " in run.stderr and "not a directory" in run.stderr
+    run = polecat("crawl", "http://a.test/", "--data", str(data), "--dns-server", "localhost")
+    assert run.returncode == 2 and "--dns-server (dns.nameservers[0]): 'localhost'" in run.stderr
+    run = polecat("crawl", "http://a.test/", "--data", str(data), "--rate", "0")
+    assert run.returncode == 2 and "--rate (politeness.rate): must be in (0, 1000]" in run.stderr
+    assert not data.exists()

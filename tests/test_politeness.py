@@ -124,3 +124,10 @@ def test_robots_retry_follows_the_give_up_backoff_only_in_runs() -> None:
     robots = RobotsConfig()
     assert robots_retry(CFG, robots) is robots
     assert robots_retry(RUN, robots).retry_base == RUN.give_up_backoff
+
+
+def test_a_resumed_run_backs_off_from_its_own_strikes() -> None:
+    """A host that failed in earlier runs (failures persist) is retried on this run's short backoff."""
+    st_ = HostState(failures=9)
+    after_attempt(RUN, 1.0, st_, Attempt(0.0, 0.1, None, failed=True), random.Random(0))
+    assert st_.next_allowed <= 0.1 + RUN.give_up_backoff * 1.5

@@ -111,7 +111,9 @@ def after_attempt(
         if state.failures >= cfg.park_after_failures:
             state.parked = True
         # The failed request may still have reached the server: the interval holds too, from its end.
-        wait = max(quarantine_delay(cfg, state.failures, rng), interval(cfg, rate, state))
+        # Rule 6 counts this run's strikes: failures persist across runs and would stretch a resumed run.
+        n = state.strikes if cfg.give_up_after else state.failures
+        wait = max(quarantine_delay(cfg, n, rng), interval(cfg, rate, state))
         state.next_allowed = max(state.next_allowed, attempt.ended + wait)
         return
     state.failures = 0
