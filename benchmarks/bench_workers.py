@@ -1,0 +1,137 @@
+"""``polecat crawl --workers N``: throughput and CPU per page for several worker counts, and the cost of
+the hand-off per URL.
+
+    python -m benchmarks.bench_workers --hosts 400 --pages-per-host 40 --rate 20 --workers 1,2
+    python -m benchmarks.bench_workers --handoff 200000
+
+Crawl part: one generated web (``--hosts`` x ``--pages-per-host``, served by benchmarks/server.py in its
+own processes) is crawled to the end once per worker count, each time from an empty data dir, in the same
+run so that the counts see the same machine load. The politeness ceiling (hosts x rate) is set well above
+what the crawler can do, so the crawler's CPU is the limit. Figures: pages from the server's request log,
+pages/s over the span from the first to the last request, CPU seconds of the whole process tree (parent
+and workers, from wait4), CPU ms per page, and politeness violations (must be 0).
+
+Hand-off part: one process sends ``--handoff`` URLs of the generated web through the real path (outbox in
+LMDB, msgpack batches, HTTP over a unix socket, receiver, acknowledgements); CPU per URL is the process's
+CPU time (sender and receiver together) over the URLs, bytes per URL the request bodies over the URLs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks.bench_politeness import ADDRESSES, free_port
+from benchmarks.compare import run_child
+from benchmarks.server import StaticServer, render_site
+from polecat.cluster.batch import Batch, HandoffUrl
+from polecat.cluster.handoff import Handoff
+from polecat.cluster.outbox import Outbox
+from polecat.cluster.receiver import HandoffReceiver
+from polecat.cluster.transport import HttpTransport, serve
+from polecat.testing.dns import LocalDnsServer
+from polecat.testing.serverlog import politeness_violations
+from polecat.testing.sitegen import Site, SiteSpec
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def crawl(args: argparse.Namespace) -> None:
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    site = Site(SiteSpec(hosts=args.hosts, pages_per_host=args.pages_per_host, seed=9))
+    size = render_site(site, port, out / "site")
+    (out / "seeds.txt").write_text("\n".join(site.seeds(port)) + "\n")
+    print(f"site: {args.hosts} hosts x {args.pages_per_host} pages, {size / 1024**2:.0f} MB; "
+          f"{os.cpu_count()} cores; politeness ceiling {args.hosts * args.rate:.0f} req/s")
+    print("| workers | pages | wall s | pages/s (first..last request) | CPU s | CPU ms/page | violations |")
+    print("|---|---|---|---|---|---|---|")
+    with LocalDnsServer() as dns:
+        for i, host in enumerate(site.hosts):
+            dns.add(host, [ADDRESSES[i % len(ADDRESSES)]])
+        for n in args.workers:
+            data = out / f"data-{n}"
+            shutil.rmtree(data, ignore_errors=True)
+            argv = [sys.executable, "-m", "polecat.cli", "crawl", "--seeds-file", str(out / "seeds.txt"),
+                    "--data", str(data), "--rate", str(args.rate), "--concurrency", str(args.concurrency),
+                    "--scope", "host", "--allow-private", "--quiet", "--dns-server", dns.address,
+                    "--workers", str(n)]
+            server = StaticServer(out / "site", port, len(ADDRESSES), args.server_workers, out / "server",
+                                  None)
+            server.start()
+            try:
+                code, wall, cpu_s, _ = run_child(argv, None, out / f"crawler-{n}.txt", args.timeout)
+            finally:
+                log = server.stop()
+            pages = [r for r in log if r.target != "/robots.txt"]
+            starts = [r.start for r in log]
+            span = max(starts) - min(starts) if starts else 0.0
+            violations = politeness_violations(log, 1.0 / args.rate)
+            print(f"| {n} | {len(pages):,} | {wall:.1f} | {len(pages) / span:,.0f} | {cpu_s:.1f} | "
+                  f"{cpu_s * 1000 / max(1, len(pages)):.2f} | {len(violations)} |"
+                  + ("" if code == 0 else f" exit {code}"), flush=True)
+
+
+async def handoff(n_urls: int, batch_urls: int) -> None:
+    site = Site(SiteSpec(hosts=400, pages_per_host=max(1, n_urls // 400 + 1), seed=9))
+    urls = [HandoffUrl(site.url(i, 8080), 3, 0.01) for i in range(n_urls)]
+    received = 0
+
+    async def sink(batch: Batch) -> None:
+        nonlocal received
+        received += len(batch.urls)
+
+    with tempfile.TemporaryDirectory(prefix="pc-bench-") as tmp:
+        address = f"unix:{tmp}/r.sock"
+        runner = await serve(HandoffReceiver(sink), address)
+        transport = HttpTransport()
+        box = Outbox(Path(tmp) / "outbox", batch_urls=batch_urls)
+        h = Handoff("w0", box, transport, {"w1": address})
+        task = asyncio.create_task(h.run())
+        cpu0, t0 = time.process_time(), time.monotonic()
+        for start in range(0, n_urls, 50):  # a page's worth of outlinks at a time, as the node stages them
+            h.stage("w1", urls[start : start + 50])
+        await h.drain()
+        cpu, wall = time.process_time() - cpu0, time.monotonic() - t0
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await transport.close()
+        await runner.cleanup()
+        box.close()
+    mean_len = sum(len(u.url) for u in urls) / len(urls)
+    print(f"hand-off: {received:,} of {n_urls:,} URLs acknowledged in {wall:.2f} s wall; "
+          f"CPU {cpu * 1e6 / n_urls:.1f} us/URL (sender + receiver, one process); "
+          f"{h.bytes_sent / n_urls:.1f} bytes/URL on the wire (mean URL {mean_len:.0f} chars); "
+          f"batches of {batch_urls}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.bench_workers",
+                                 description=__doc__.split("\n")[0])
+    ap.add_argument("--hosts", type=int, default=400)
+    ap.add_argument("--pages-per-host", type=int, default=40)
+    ap.add_argument("--rate", type=float, default=20.0)
+    ap.add_argument("--concurrency", type=int, default=256)
+    ap.add_argument("--workers", type=lambda s: [int(x) for x in s.split(",")], default=[1, 2])
+    ap.add_argument("--server-workers", type=int, default=1)
+    ap.add_argument("--timeout", type=float, default=600.0)
+    ap.add_argument("--handoff", type=int, default=0, help="URLs for the hand-off cost (0: crawl part)")
+    ap.add_argument("--batch-urls", type=int, default=1024)
+    ap.add_argument("--out", type=Path, default=ROOT / "bench-out" / "workers")
+    args = ap.parse_args(argv)
+    if args.handoff:
+        asyncio.run(handoff(args.handoff, args.batch_urls))
+    else:
+        crawl(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
