@@ -1,0 +1,24 @@
+"""Smoke test of benchmarks/bench_workers.py: both parts run end to end on a tiny web."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from benchmarks.bench_workers import main
+
+
+def test_bench_workers_crawls_with_each_count_and_measures_the_hand_off(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]
+                                                                       ) -> None:
+    assert main(["--hosts", "6", "--pages-per-host", "8", "--rate", "20", "--workers", "1,2",
+                 "--out", str(tmp_path), "--timeout", "120"]) == 0
+    rows = [line.split("|") for line in capsys.readouterr().out.splitlines() if line.startswith("| 1 ")
+            or line.startswith("| 2 ")]
+    assert len(rows) == 2
+    pages = {r[2].strip() for r in rows}
+    assert len(pages) == 1 and int(pages.pop().replace(",", "")) > 0  # the same pages with 1 and 2 workers
+    assert all(r[7].strip() == "0" for r in rows)  # no politeness violation
+    assert main(["--handoff", "2000", "--batch-urls", "100"]) == 0
+    assert "2,000 of 2,000 URLs acknowledged" in capsys.readouterr().out
