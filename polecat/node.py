@@ -13,7 +13,6 @@ import contextlib
 import dataclasses
 import inspect
 import logging
-import struct
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -24,20 +23,16 @@ import lmdb
 
 from polecat import verdict
 from polecat.config import Config
-from polecat.dedup import minhash
 from polecat.dedup.canon import Canonicalizer, host_key
-from polecat.dedup.seen import SeenSet
 from polecat.errors import BlockedAddressError, FetchError, FetchTimeout, PolecatError, StorageFault
 from polecat.faults import storage_fault
 from polecat.fetch.http import Fetcher, Response
 from polecat.fetch.robots import RobotsPolicy, is_answer, product_token
-from polecat.fetch.robots_fetch import refresh_robots
-from polecat.frontier.db import FrontierDB
 from polecat.frontier.frontier import ACCEPTED, SEEN, Frontier
-from polecat.frontier.keys import origin_of_robots_key, robots_key
+from polecat.frontier.local import open_local
 from polecat.frontier.patterns import hostname
-from polecat.frontier.politeness import Attempt, robots_retry
-from polecat.frontier.records import Completion, Idle, Lease, Outcome, Wait, origin_of
+from polecat.frontier.politeness import Attempt
+from polecat.frontier.records import Completion, Idle, Lease, Outcome, RobotsOutcome, Wait, origin_of
 from polecat.heap import fix_mmap_threshold
 from polecat.logs import fields
 from polecat.pipeline import Page, PagePipeline, attempt_of
@@ -107,18 +102,9 @@ class Crawler:
     async def __aenter__(self) -> Crawler:
         cfg = self.config
         data = cfg.data_dir
-        data.mkdir(parents=True, exist_ok=True)
-        params = {"url_fingerprint": "xxh3_128", "canon": 1, "near_index": minhash.FORMAT}
-        self._db = FrontierDB(data / "frontier", map_size=cfg.frontier.map_size, params=params)
-        self._bloom_path = data / "seen.bloom"
-        self._seen = SeenSet.restore(self._db.env, self._db.seen, self._bloom_path, self._db.seq,
-                                     cfg.dedup.expected_urls, cfg.dedup.bloom_fp_rate)
-        self._robots = RobotsPolicy(robots_retry(cfg.politeness, cfg.robots), cfg.fetch.user_agent)
-        with self._db.txn.cursor(db=self._db.robots) as cur:
-            for key, raw in cur:
-                status, fetched_at = _ROBOTS_REC.unpack_from(raw)
-                self._robots.restore(origin_of_robots_key(bytes(key)), status, bytes(raw[_ROBOTS_REC.size :]),
-                                     fetched_at)
+        local = open_local(cfg, time.time())
+        self._db, self._seen, self._robots = local.db, local.seen, local.robots
+        self._bloom_path = local.bloom_path
         self._canon = Canonicalizer(cfg.dedup.tracking_params)
         try:
             self._store: PageStore = open_store(data / "store", cfg.store)
@@ -126,7 +112,7 @@ class Crawler:
             self._db.close()
             raise
         self._bodies_at_start = self._store.stats().bodies
-        self._frontier = Frontier(self._db, cfg, self._robots, self._seen, time.time())
+        self._frontier = local.frontier
         self._pipeline = PagePipeline(cfg, frontier=self._frontier, db=self._db, store=self._store,
                                       canon=self._canon, agent_token=product_token(cfg.fetch.user_agent),
                                       errors=self._errors, emit=self._emit, wake=self._wake.set,
@@ -224,11 +210,7 @@ class Crawler:
 
     def robots_file(self, origin: str) -> tuple[int, float, bytes] | None:
         """The stored robots.txt answer of ``origin``: status, fetch time, body; None if none."""
-        raw = self._db.txn.get(robots_key(origin), db=self._db.robots)
-        if raw is None:
-            return None
-        status, fetched_at = _ROBOTS_REC.unpack_from(raw)
-        return status, fetched_at, bytes(raw[_ROBOTS_REC.size :])
+        return self._frontier.robots_answer(origin)
 
     def stop(self) -> None:
         """Ask :meth:`run` to stop leasing and return once in-flight requests end, or after
@@ -472,24 +454,22 @@ class Crawler:
         started = time.time()
         pacer = _RobotsPacer(self._frontier, self._canon, lease.host)
         origin = origin_of(lease.url)
-        outcome, _ = await refresh_robots(self._fetcher, self._robots, origin, origin, clock=time.time,
-                                          pacer=pacer)
-        if isinstance(outcome, FetchError):
-            self._errors[f"robots:{outcome.kind}"] += 1
-            _log_failure(lease, outcome)
+        try:
+            outcome = await self._fetcher.fetch_robots(origin + "/robots.txt", pacer=pacer)
+        except FetchError as exc:
+            self._errors[f"robots:{exc.kind}"] += 1
+            _log_failure(lease, exc)
+            failed = RobotsOutcome(error=exc)
             if not pacer.on_lease_host and pacer.lease_attempt is not None:  # a hop to another host failed
                 return Completion(dataclasses.replace(pacer.lease_attempt, unusable=True), "fetched",
-                                  f"robots:{outcome.kind}", detail=f"robots.txt: {outcome.kind}: {outcome}")
-            return _failure(started, outcome)
+                                  f"robots:{exc.kind}", detail=f"robots.txt: {exc.kind}: {exc}",
+                                  robots=failed)
+            return dataclasses.replace(_failure(started, exc), robots=failed)
         _log_response(lease, outcome)
-        if is_answer(outcome.status):
-            # Kept with the frontier, so a restart applies it instead of asking every host again.
-            body = outcome.body[: self.config.robots.max_bytes] if outcome.status < 300 else b""
-            self._db.txn.put(robots_key(origin), _ROBOTS_REC.pack(outcome.status, time.time()) + body,
-                             db=self._db.robots)
         attempt = dataclasses.replace(pacer.finish(outcome), unusable=not is_answer(outcome.status))
         return Completion(attempt, "fetched", str(outcome.status), ip=outcome.remote_ip,
-                          detail=f"robots.txt answered {outcome.status}")
+                          detail=f"robots.txt answered {outcome.status}",
+                          robots=RobotsOutcome(outcome.status, outcome.body, outcome.retry_after))
 
     async def _page_fetch(self, lease: Lease) -> Completion:
         started = time.time()
@@ -528,9 +508,6 @@ class Crawler:
             answered=self._answered, ended=self._ended, seeds_refused=self._seeds_refused,
         )
 
-
-_ROBOTS_REC = struct.Struct(">Hd")
-"""A stored robots.txt answer: status, wall-clock fetch time, then the body."""
 
 ROBOTS_HOP_MAX_WAIT = 30.0
 """Longest a robots.txt redirect hop waits for its target host's turn before the fetch counts as failed

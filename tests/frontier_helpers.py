@@ -13,7 +13,7 @@ from polecat.fetch.robots import RobotsPolicy
 from polecat.frontier.db import FrontierDB
 from polecat.frontier.frontier import Frontier
 from polecat.frontier.politeness import Attempt
-from polecat.frontier.records import Completion, Lease, Outcome, origin_of
+from polecat.frontier.records import Completion, Lease, Outcome, RobotsOutcome
 
 CANON = Canonicalizer()
 
@@ -57,8 +57,8 @@ class Rig:
     def complete_robots(self, lease: Lease, now: float, *, status: int = 200, body: bytes = b"",
                         duration: float = 0.01) -> None:
         assert lease.kind == "robots"
-        self.robots.record_response(origin_of(lease.url), status, body, now + duration)
-        self.frontier.complete(lease, done(now, duration=duration, status=status), now + duration)
+        self.frontier.complete(lease, replace(done(now, duration=duration, status=status),
+                                              robots=RobotsOutcome(status, body)), now + duration)
 
     def complete(self, lease: Lease, now: float, outcome: Outcome = "fetched", *, status: int = 200,
                  duration: float = 0.01, retry_after: float | None = None, failed: bool = False) -> None:

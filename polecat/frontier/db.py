@@ -52,6 +52,9 @@ class FrontierDB:
         self.near = self.env.open_db(b"near", dupsort=True)
         self.ops = self.env.open_db(b"ops")
         self.robots = self.env.open_db(b"robots")
+        self.sliced: dict[str, Any] = {"ops": self.ops, "robots": self.robots, "hosts": self.hosts,
+                                       "urls": self.urls, "queue": self.queue, "seen": self.seen}
+        """The slice-keyed tables by name (polecat/frontier/keys.py)."""
         self.txn: lmdb.Transaction = self.env.begin(write=True)
         self.seq = 0
         self.pending = 0
@@ -91,9 +94,7 @@ class FrontierDB:
 
     def _upgrade_v1(self, info: dict[str, Any]) -> dict[str, Any]:
         scratch = self.env.open_db(b"migrate", txn=self.txn)
-        tables = {"hosts": self.hosts, "queue": self.queue, "urls": self.urls, "seen": self.seen,
-                  "ops": self.ops, "robots": self.robots}
-        report = migrate_v1(self.txn, tables, scratch)
+        report = migrate_v1(self.txn, self.sliced, scratch)
         self.txn.drop(scratch, delete=True)
         info = {**info, "version": SCHEMA_VERSION}
         self.txn.put(b"schema", json.dumps(info).encode(), db=self.meta)

@@ -24,12 +24,16 @@ from collections.abc import Iterable
 from polecat.config import Config, PolitenessConfig
 from polecat.dedup.canon import host_key
 from polecat.dedup.seen import SeenSet
+from polecat.errors import FrontierError
 from polecat.fetch.robots import Closed, Fetch, Ready, RobotsPolicy
 from polecat.frontier import refetch
+from polecat.frontier.bundle import BundleError, SliceBundle
 from polecat.frontier.db import FrontierDB
+from polecat.frontier.handover import delete_ranges, export_ranges
 from polecat.frontier.ipkeys import IpKeys
 from polecat.frontier.keys import (
     PRIORITY_BANDS,
+    host_of_queue_key,
     host_of_row,
     host_row,
     op_key,
@@ -37,23 +41,29 @@ from polecat.frontier.keys import (
     priority_band,
     queue_key,
     queue_prefix,
+    requeue_key,
+    robots_key,
     url_key,
 )
 from polecat.frontier.patterns import HostPatternMap
 from polecat.frontier.politeness import Attempt, HostState, after_attempt, gave_up, interval
 from polecat.frontier.records import (
+    AdoptReport,
     Completion,
     FrontierStats,
     Idle,
     Lease,
     QueuedUrl,
+    RobotsOutcome,
     UrlRecord,
     Wait,
     decode_host,
     encode_host,
     origin_of,
 )
+from polecat.frontier.robots_state import decode_robots, encode_robots, restore_robots
 from polecat.frontier.scope import ScopeFilter
+from polecat.frontier.slices import SLICES, check_slices, slice_of
 
 ROBOTS_SKIPS_PER_LEASE = 256
 """Robots-disallowed URLs retired per lease call for one host before yielding to other hosts."""
@@ -103,9 +113,15 @@ class Frontier:
         """Set by the operator: the node leases nothing while it is (persisted)."""
         self._qseq = int(self._db.txn.get(b"qseq", db=self._db.meta) or b"0")
         self._refetch: list[tuple[bytes, str]] = []
-        self._load_ops()
+        self._fenced: frozenset[int] = frozenset()
+        """Slices whose hosts are not leased (another member owns them; :meth:`set_owned`)."""
+        for raw_key, raw in self._db.txn.cursor(db=self._db.ops):
+            self._load_op(bytes(raw_key), bytes(raw))
         for pattern, rate in self._pol.throttle:
             self.set_throttle(pattern, rate)
+        with db.txn.cursor(db=db.robots) as cur:
+            for raw_key, raw in cur:
+                restore_robots(robots, bytes(raw_key), raw)
         self._load_hosts(now)
         self._apply_refetches(now)
         for pattern in cfg.scope.block:
@@ -113,19 +129,19 @@ class Frontier:
 
     # --- persistence -----------------------------------------------------------------------------
 
-    def _load_ops(self) -> None:
-        for raw_key, raw in self._db.txn.cursor(db=self._db.ops):
-            kind, arg = parse_op_key(bytes(raw_key))
-            if kind == "block":
-                self._blocked.set(arg, True)
-            elif kind == "throttle":
-                self._throttle.set(arg, float(bytes(raw)))
-            elif kind == "seedhost":
-                self._scope.add_seed_host(arg)
-            elif kind == "paused":
-                self.paused = True
-            elif kind == refetch.KIND:
-                self._refetch.append((bytes(raw_key), bytes(raw).decode()))
+    def _load_op(self, key: bytes, raw: bytes) -> None:
+        """Apply one stored operator control (on open, or adopted with a slice)."""
+        kind, arg = parse_op_key(key)
+        if kind == "block":
+            self._blocked.set(arg, True)
+        elif kind == "throttle":
+            self._throttle.set(arg, float(raw))
+        elif kind == "seedhost":
+            self._scope.add_seed_host(arg)
+        elif kind == "paused":
+            self.paused = True
+        elif kind == refetch.KIND:
+            self._refetch.append((key, raw.decode()))
 
     def _apply_refetches(self, now: float) -> None:
         """Queue again the URLs whose stored copy was lost (polecat/frontier/refetch.py, rule 2)."""
@@ -155,12 +171,16 @@ class Frontier:
         self._dirty.add(host)
         self._db.pending += 1
 
-    def commit(self) -> int:
-        """Checkpoint: make every change so far durable. The node calls it after flushing the store."""
+    def _flush_hosts(self) -> None:
         txn, hosts = self._db.txn, self._db.hosts
         for host in self._dirty:
             txn.put(host_row(host), encode_host(self._hosts[host]), db=hosts)
         self._dirty.clear()
+
+    def commit(self) -> int:
+        """Checkpoint: make every change so far durable. The node calls it after flushing the store."""
+        self._flush_hosts()
+        txn = self._db.txn
         txn.put(b"qseq", str(self._qseq).encode(), db=self._db.meta)
         txn.put(b"done", json.dumps(self._done_total).encode(), db=self._db.meta)
         return self._db.commit()
@@ -270,6 +290,8 @@ class Frontier:
     # --- leasing ---------------------------------------------------------------------------------
 
     def _schedule(self, host: str, at: float) -> None:
+        if self._fenced and slice_of(host) in self._fenced:
+            return
         self._scheduled[host] = at
         heapq.heappush(self._heap, (at, host))
 
@@ -393,6 +415,24 @@ class Frontier:
             if st.queued > 0 and not st.parked and host not in self._scheduled:
                 self._schedule(host, st.next_allowed)
 
+    def _record_robots(self, origin: str, got: RobotsOutcome | None, now: float) -> None:
+        """Feed a robots.txt outcome to the policy and keep a usable answer with the frontier
+        (polecat/frontier/robots_state.py): a restart or an adopting frontier applies it."""
+        if got is None:
+            return
+        if got.error is not None:
+            self._robots.record_failure(origin, now, got.error)
+            return
+        self._robots.record_response(origin, got.status, got.body, now, retry_after=got.retry_after)
+        rec = encode_robots(got.status, now, got.body, self._cfg.robots.max_bytes)
+        if rec is not None:
+            self._db.txn.put(robots_key(origin), rec, db=self._db.robots)
+
+    def robots_answer(self, origin: str) -> tuple[int, float, bytes] | None:
+        """The stored robots.txt answer of ``origin``: status, fetch time, body; None if none."""
+        raw = self._db.txn.get(robots_key(origin), db=self._db.robots)
+        return decode_robots(raw) if raw is not None else None
+
     def next_allowed(self, host: str) -> float:
         st = self._hosts.get(host)
         return st.next_allowed if st is not None else 0.0
@@ -408,7 +448,7 @@ class Frontier:
         if result.ip:
             st.ip = result.ip
         if lease.kind == "robots":
-            # The node records the robots outcome first, so a new Crawl-delay spaces the very next request.
+            self._record_robots(origin_of(lease.url), result.robots, now)
             decision = self._robots.lookup(origin_of(lease.url), now)
             if isinstance(decision, Ready):
                 st.crawl_delay = decision.rules.crawl_delay or 0.0
@@ -468,6 +508,108 @@ class Frontier:
     def _count_done(self, label: str) -> None:
         self._done[label] += 1
         self._done_total[label] += 1
+
+    # --- slices: ownership and hand-over (polecat/frontier/handover.py) ------------------------------
+
+    def set_owned(self, slices: Iterable[int], now: float) -> None:
+        """Lease only hosts of ``slices`` (the ones the ring gives this member); the others keep their
+        state here until :meth:`release_slices`. Every slice is owned until this is called."""
+        self._fenced = frozenset(range(SLICES)) - check_slices(slices)
+        for host, st in self._hosts.items():
+            if slice_of(host) in self._fenced:
+                self._scheduled.pop(host, None)
+            elif st.queued > 0 and not st.in_flight and not st.parked and host not in self._scheduled:
+                self._schedule(host, max(st.next_allowed, now))
+
+    def export_slices(self, slices: Iterable[int]) -> SliceBundle:
+        """Everything this frontier holds about ``slices`` (queues, host records, robots answers, URL
+        records, seen entries, operator controls) as a :class:`SliceBundle`: a snapshot of the open
+        transaction. URLs leased there stay queued, so a slice that moves for good is exported after
+        its leases complete (:meth:`in_flight_in`)."""
+        self._flush_hosts()
+        return export_ranges(self._db.txn, self._db.sliced, check_slices(slices))
+
+    def in_flight_in(self, slices: Iterable[int]) -> int:
+        """Leases in flight on hosts of ``slices``."""
+        ids = check_slices(slices)
+        return sum(1 for host in self._leases if slice_of(host) in ids)
+
+    def adopt(self, bundle: SliceBundle, now: float) -> AdoptReport:
+        """Take over the slices of ``bundle``, merged with what is here. Each adopted host waits one full
+        interval from ``now`` (the exporter's last request may have just started); a queued URL this
+        frontier has already seen is not queued twice. Applies in the open transaction (durable at
+        the next commit)."""
+        txn, db = self._db.txn, self._db
+        adopted: dict[str, HostState] = {}
+        counts: Counter[str] = Counter()
+        duplicates = seen_new = 0
+        for table, key, value in bundle.records():
+            if table == "ops":
+                txn.put(key, value, db=db.ops)
+                self._load_op(key, value)
+            elif table == "robots":
+                txn.put(key, value, db=db.robots)
+                restore_robots(self._robots, key, value)
+            elif table == "hosts":
+                adopted[host_of_row(key)] = decode_host(value)
+            elif table == "urls":
+                txn.put(key, value, db=db.urls)
+            elif table == "queue":
+                host = host_of_queue_key(key)
+                if self._seen.add_if_new(txn, url_key(QueuedUrl.decode(value).url, host)):
+                    self._qseq += 1
+                    new_key = requeue_key(key, self._qseq)
+                    txn.put(new_key, value, db=db.queue)
+                    self._count_band(new_key, 1)
+                    counts[host] += 1
+                else:
+                    duplicates += 1
+            elif table == "seen":
+                seen_new += self._seen.add_if_new(txn, key)
+            else:
+                raise BundleError(f"slice bundle table {table!r} is unknown to this polecat")
+        for host in adopted.keys() | counts.keys():
+            self._adopt_host(host, adopted.get(host), counts[host], now)
+        self._apply_refetches(now)
+        self._db.pending += 1
+        return AdoptReport(len(bundle.ids), len(adopted), sum(counts.values()), duplicates, seen_new)
+
+    def _adopt_host(self, host: str, got: HostState | None, queued: int, now: float) -> None:
+        st = self._hosts.get(host)
+        if st is None:
+            st = self._hosts[host] = HostState()
+        if got is not None:
+            st.next_allowed = max(st.next_allowed, got.next_allowed)
+            st.rate_factor = min(st.rate_factor, got.rate_factor)
+            st.crawl_delay = max(st.crawl_delay, got.crawl_delay)
+            st.failures = max(st.failures, got.failures)
+            st.fetched += got.fetched
+            st.ip = st.ip or got.ip
+        # The restart-spacing rule (politeness.py rule 2 across a hand-over).
+        st.next_allowed = max(st.next_allowed, now + interval(self._pol, self._rate(host), st))
+        st.queued += queued
+        self._queued += queued
+        self._save_host(host, st)
+        if st.queued > 0 and not st.in_flight and not st.parked and host not in self._scheduled:
+            self._schedule(host, st.next_allowed)
+
+    def release_slices(self, slices: Iterable[int]) -> int:
+        """Drop everything about ``slices`` from this frontier (after their new owner adopted them).
+        FrontierError while a lease is in flight there. Returns the records deleted."""
+        ids = check_slices(slices)
+        busy = self.in_flight_in(ids)
+        if busy:
+            raise FrontierError(f"cannot release slices with {busy} leases in flight")
+        for host in [h for h in self._hosts if slice_of(h) in ids]:
+            st = self._hosts.pop(host)
+            self._queued -= st.queued
+            self._scheduled.pop(host, None)
+            self._dirty.discard(host)
+            self._parked.pop(host, None)
+        self._recent.clear()
+        self._bands = None
+        self._db.pending += 1
+        return delete_ranges(self._db.txn, self._db.sliced, ids)
 
     # --- operator controls -----------------------------------------------------------------------
 

@@ -64,6 +64,15 @@ def priority_band(key: bytes) -> str:
     return "low"
 
 
+def host_of_queue_key(key: bytes) -> str:
+    return key[PREFIX_LEN : -_KEY_TAIL.size - 1].decode()
+
+
+def requeue_key(key: bytes, seq: int) -> bytes:
+    """``key`` with its FIFO sequence number replaced (an adopted URL joins this frontier's order)."""
+    return key[: -8] + seq.to_bytes(8, "big")
+
+
 def url_key(url: str, host: str | None = None) -> bytes:
     """Key of a canonical URL in ``seen`` and ``urls`` (``host``: its host key, when already known)."""
     return host_slice_prefix(host if host is not None else host_key(url)) + url_fingerprint(url)

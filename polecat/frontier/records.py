@@ -108,6 +108,17 @@ Outcome = Literal["fetched", "not_modified", "redirect", "skipped", "failed", "r
 
 
 @dataclass(frozen=True, slots=True)
+class RobotsOutcome:
+    """How a robots.txt fetch ended (after its redirects): the final response, or the failure."""
+
+    status: int = 0
+    body: bytes = b""
+    retry_after: float | None = None
+    error: BaseException | None = None
+    """The network failure (DNS, connect, timeout, TLS) when there was no response."""
+
+
+@dataclass(frozen=True, slots=True)
 class Completion:
     """How a leased request ended, as the node reports it."""
 
@@ -126,6 +137,9 @@ class Completion:
     park: str = ""
     """Non-empty: no request to this host can succeed in this run (e.g. its address is refused by the
     SSRF guard); the host is parked with this reason and its queue kept for a later run."""
+    robots: RobotsOutcome | None = None
+    """For a robots lease: what robots.txt answered. The frontier records it (policy and persistence)
+    before it spaces the host's next request, so a new Crawl-delay applies at once."""
 
 
 @dataclass(slots=True)
@@ -173,6 +187,20 @@ class FrontierStats:
     """When the next waiting host may go (0.0: none waits)."""
     done_total: tuple[tuple[str, int], ...] = ()
     """Outcomes over the whole crawl (all runs on this data dir)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AdoptReport:
+    """What :meth:`Frontier.adopt` took over."""
+
+    slices: int
+    hosts: int
+    queued: int
+    """URLs queued here from the bundle."""
+    duplicates: int
+    """Queued URLs of the bundle this frontier had already seen (not queued twice)."""
+    seen: int
+    """Seen entries new to this frontier (the queued ones included)."""
 
 
 def origin_of(url: str) -> str:

@@ -1,0 +1,54 @@
+"""Opening a data dir's frontier outside a running node: the same parts, in the same order, as a node.
+
+A node (polecat/node.py) and a tool that moves slices between data dirs (export, adopt) both need the
+frontier database, the seen-set restored over it, the robots policy and the :class:`Frontier` itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from polecat.config import Config
+from polecat.dedup import minhash
+from polecat.dedup.seen import SeenSet
+from polecat.fetch.robots import RobotsPolicy
+from polecat.frontier.db import FrontierDB
+from polecat.frontier.frontier import Frontier
+from polecat.frontier.politeness import robots_retry
+
+FRONTIER_PARAMS = {"url_fingerprint": "xxh3_128", "canon": 1, "near_index": minhash.FORMAT}
+"""What must not change under existing data (checked at open; see FrontierDB)."""
+
+
+@dataclass(slots=True)
+class LocalFrontier:
+    """A data dir's frontier and what it is built on. :meth:`checkpoint` then :meth:`close`."""
+
+    db: FrontierDB
+    seen: SeenSet
+    robots: RobotsPolicy
+    frontier: Frontier
+    bloom_path: Path
+
+    def checkpoint(self) -> int:
+        """Commit, with the seen-set's Bloom snapshot tagged by that commit (a crash between the two
+        forces a rebuild on the next open, never a stale filter)."""
+        self.seen.save(self.bloom_path, self.db.next_seq)
+        return self.frontier.commit()
+
+    def close(self) -> None:
+        """Drop what is uncommitted and close the database."""
+        self.db.close()
+
+
+def open_local(cfg: Config, now: float) -> LocalFrontier:
+    """Open (or create) the frontier of ``cfg.data_dir`` at wall time ``now``."""
+    data = cfg.data_dir
+    data.mkdir(parents=True, exist_ok=True)
+    db = FrontierDB(data / "frontier", map_size=cfg.frontier.map_size, params=FRONTIER_PARAMS)
+    bloom_path = data / "seen.bloom"
+    seen = SeenSet.restore(db.env, db.seen, bloom_path, db.seq, cfg.dedup.expected_urls,
+                           cfg.dedup.bloom_fp_rate)
+    robots = RobotsPolicy(robots_retry(cfg.politeness, cfg.robots), cfg.fetch.user_agent)
+    return LocalFrontier(db, seen, robots, Frontier(db, cfg, robots, seen, now), bloom_path)

@@ -1,0 +1,159 @@
+"""Slices move between frontiers whole: export, adopt, release, and routing before dedup (sans-IO)."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+
+from polecat.cluster.ring import Ring
+from polecat.config import Config, ScopeConfig
+from polecat.errors import FrontierError
+from polecat.frontier.bundle import BundleError, SliceBundle
+from polecat.frontier.records import Lease, Wait
+from polecat.frontier.slices import SLICES, slice_of
+from tests.frontier_helpers import Rig, canon, politeness
+
+CFG = Config(scope=ScopeConfig(mode="any"), politeness=politeness(rate=2.0))
+HOSTS = [f"h{i}.test" for i in range(24)]
+
+
+def crawl_some(rig: Rig, now: float, pages: int) -> float:
+    """Seed every host with 5 URLs, then serve leases until ``pages`` pages were fetched."""
+    for h in HOSTS:
+        rig.frontier.add_seed(canon(f"http://{h}/"), now)
+        rig.frontier.add_many([canon(f"http://{h}/p{i}") for i in range(4)], 1, 0.5, now)
+    fetched = 0
+    while fetched < pages:
+        got = rig.frontier.lease(now)
+        if isinstance(got, Wait):
+            assert got.until is not None
+            now = got.until
+            continue
+        assert isinstance(got, Lease)
+        if got.kind == "robots":
+            rig.complete_robots(got, now, body=b"User-agent: *\nCrawl-delay: 0.75\n")
+        else:
+            rig.complete(got, now)
+            fetched += 1
+        now += 0.01
+    return now
+
+
+def drain(rig: Rig, now: float) -> tuple[list[str], float]:
+    """Serve every lease until the frontier is idle; returns the page URLs fetched (and the time)."""
+    urls: list[str] = []
+    last: dict[str, float] = {}
+    while True:
+        got = rig.frontier.lease(now)
+        if isinstance(got, Wait):
+            if got.until is None:
+                break
+            now = got.until
+            continue
+        if not isinstance(got, Lease):
+            break
+        assert got.kind == "page", "adopted hosts keep their robots.txt answer"
+        assert now >= got.not_before
+        if got.host in last:
+            assert now - last[got.host] >= 0.75 - 1e-9
+        last[got.host] = now
+        urls.append(got.url)
+        rig.complete(got, now)
+        now += 0.01
+    return urls, now
+
+
+def queued_urls(rig: Rig) -> set[str]:
+    from polecat.frontier.records import QueuedUrl
+    return {QueuedUrl.decode(v).url for _, v in rig.db.txn.cursor(db=rig.db.queue)}
+
+
+def test_round_trip_loses_nothing_fetches_nothing_twice(tmp_path: Path) -> None:
+    a = Rig(tmp_path / "a", cfg=CFG)
+    now = crawl_some(a, 1000.0, 30)
+    before = queued_urls(a)
+    assert len(before) == a.frontier.queued == 24 * 5 - 30
+    ring = Ring(["a", "b"])
+    moving = ring.slices_of("b")
+    a.frontier.set_owned(ring.slices_of("a"), now)
+    assert a.frontier.in_flight_in(moving) == 0
+    bundle = SliceBundle.read(io.BytesIO(a.frontier.export_slices(moving).to_bytes()))
+    b = Rig(tmp_path / "b", cfg=CFG)
+    b.frontier.set_owned(moving, now)
+    adopt_at = now + 0.5
+    report = b.frontier.adopt(bundle, adopt_at)
+    moved = {u for u in before if slice_of(canon(u).split("/")[2]) in moving}
+    assert report.queued == len(moved) > 0 and report.duplicates == 0
+    deleted = a.frontier.release_slices(moving)
+    assert deleted > 0
+    assert queued_urls(a) == before - moved and queued_urls(b) == moved
+    assert a.frontier.queued + b.frontier.queued == len(before)
+    # The restart-spacing rule: no adopted host is asked before one interval after adoption.
+    first = b.frontier.lease(adopt_at)
+    assert isinstance(first, Wait) and first.until is not None and first.until >= adopt_at + 0.75
+    fetched_b, _ = drain(b, adopt_at)
+    fetched_a, _ = drain(a, now)
+    assert sorted(fetched_a + fetched_b) == sorted(before)
+    # B knows what A had finished in its slices: those URLs are not accepted again.
+    done_on_a = [f"http://{h}/" for h in HOSTS if slice_of(h) in moving]
+    for url in done_on_a:
+        rec = b.frontier.url_record(canon(url))
+        if rec is not None:
+            assert b.frontier.add(canon(url), 1, 1.0, adopt_at) == "seen"
+    b.frontier.commit()
+    b.crash()
+    b.reopen(adopt_at + 100)
+    assert b.frontier.queued == 0
+
+
+def test_adopt_skips_urls_already_queued_here(tmp_path: Path) -> None:
+    a = Rig(tmp_path / "a", cfg=CFG)
+    a.frontier.add_seed(canon("http://x.test/"), 0.0)
+    a.frontier.add(canon("http://x.test/1"), 1, 1.0, 0.0)
+    b = Rig(tmp_path / "b", cfg=CFG)
+    b.frontier.add(canon("http://x.test/1"), 1, 1.0, 0.0)
+    report = b.frontier.adopt(a.frontier.export_slices([slice_of("x.test")]), 10.0)
+    assert (report.queued, report.duplicates) == (1, 1)
+    assert b.frontier.queued == 2
+
+
+def test_release_refuses_while_a_lease_is_in_flight(tmp_path: Path) -> None:
+    a = Rig(tmp_path, cfg=CFG)
+    a.frontier.add_seed(canon("http://x.test/"), 0.0)
+    lease = a.frontier.lease(0.0)
+    assert isinstance(lease, Lease)
+    with pytest.raises(FrontierError, match="in flight"):
+        a.frontier.release_slices([slice_of("x.test")])
+    a.complete_robots(lease, 0.0)
+    assert a.frontier.release_slices([slice_of("x.test")]) > 0
+    assert a.frontier.queued == 0 and a.frontier.host_state("x.test") is None
+
+
+def test_bundle_refuses_corruption_and_truncation(tmp_path: Path) -> None:
+    a = Rig(tmp_path, cfg=CFG)
+    for i in range(50):
+        a.frontier.add_seed(canon(f"http://h{i}.test/"), 0.0)
+    raw = a.frontier.export_slices(range(SLICES)).to_bytes()
+    assert SliceBundle.read(io.BytesIO(raw)).records_count >= 150  # seed ops, hosts, queue, seen
+    for bad in (raw[:-1], raw[: len(raw) // 2], raw[:40] + bytes([raw[40] ^ 0xFF]) + raw[41:],
+                raw[:-3] + bytes([raw[-3] ^ 1]) + raw[-2:], b"XXXX" + raw[4:]):
+        with pytest.raises(BundleError):
+            SliceBundle.read(io.BytesIO(bad))
+
+
+def test_fenced_slices_are_not_leased(tmp_path: Path) -> None:
+    rig = Rig(tmp_path, cfg=CFG)
+    for h in HOSTS:
+        rig.frontier.add_seed(canon(f"http://{h}/"), 0.0)
+    ring = Ring(["a", "b"])
+    rig.frontier.set_owned(ring.slices_of("a"), 0.0)
+    leased = set()
+    while isinstance(got := rig.frontier.lease(0.0), Lease):
+        leased.add(got.host)
+    assert leased == {h for h in HOSTS if ring.owner(slice_of(h)) == "a"}
+    rig.frontier.set_owned(range(SLICES), 0.0)
+    while isinstance(got := rig.frontier.lease(0.0), Lease):
+        leased.add(got.host)
+    assert leased == set(HOSTS)
