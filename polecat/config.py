@@ -61,6 +61,12 @@ class ScopeConfig:
     max_url_length: int = 2048
     max_pages_per_host: int = 100_000
     max_queue_per_host: int = 1_000_000
+    max_hosts: int = 1_000_000
+    """Hosts the frontier knows at most; links to further new hosts are refused (frontier/budgets.py)."""
+    max_new_hosts_per_page: int = 1_000
+    """New hosts one page's links may add; its other links to new hosts are refused."""
+    max_queued: int = 50_000_000
+    """URLs queued at most in all; discovered URLs past it are refused."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -428,6 +434,8 @@ def validate(cfg: Config) -> None:
     _check(s.max_url_length >= 32, "scope.max_url_length", "must be >= 32")
     _check(s.max_pages_per_host > 0, "scope.max_pages_per_host", "must be > 0")
     _check(s.max_queue_per_host > 0, "scope.max_queue_per_host", "must be > 0")
+    for name in ("max_hosts", "max_new_hosts_per_page", "max_queued"):
+        _check(getattr(s, name) > 0, f"scope.{name}", "must be > 0")
     _check(0 < p.rate <= 1000, "politeness.rate", f"must be in (0, 1000] req/s, got {p.rate}")
     _check(p.max_crawl_delay >= 0, "politeness.max_crawl_delay", "must be >= 0")
     _check(0 < p.backoff_factor < 1, "politeness.backoff_factor", "must be in (0, 1)")

@@ -274,7 +274,10 @@ class Crawler:
                     if serve or link is not None:  # a node, or a member of a --workers crawl, waits for URLs
                         await self._sleep(loop, None)
                         continue
-                    self._ended = verdict.GAVE_UP if self._frontier.queued else verdict.QUEUE_EMPTY
+                    if self._frontier.budget.full:
+                        self._ended = verdict.MAX_PAGES  # what is left waits for a later run
+                    else:
+                        self._ended = verdict.GAVE_UP if self._frontier.queued else verdict.QUEUE_EMPTY
                     break
             await self._drain()
             self._ended = self._ended or verdict.STOPPED

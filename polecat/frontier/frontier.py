@@ -27,6 +27,7 @@ from polecat.dedup.seen import SeenSet
 from polecat.errors import FrontierError
 from polecat.fetch.robots import Closed, Fetch, Ready, RobotsPolicy
 from polecat.frontier import refetch
+from polecat.frontier.budgets import PageBudget, admit_reason
 from polecat.frontier.bundle import BundleError, SliceBundle
 from polecat.frontier.db import FrontierDB
 from polecat.frontier.handover import delete_ranges, export_ranges
@@ -113,6 +114,8 @@ class Frontier:
         """Set by the operator: the node leases nothing while it is (persisted)."""
         self._qseq = int(self._db.txn.get(b"qseq", db=self._db.meta) or b"0")
         self._refetch: list[tuple[bytes, str]] = []
+        self.budget = PageBudget(cfg.scope.max_pages)
+        """This run's page budget, robots.txt reservations included (polecat/frontier/budgets.py)."""
         self._fenced: frozenset[int] = frozenset()
         """Slices whose hosts are not leased (another member owns them; :meth:`set_owned`)."""
         for raw_key, raw in self._db.txn.cursor(db=self._db.ops):
@@ -215,15 +218,18 @@ class Frontier:
         candidates: list[tuple[str, str]] = []
         recent = self._recent
         repeats = 0
+        new_hosts: set[str] = set()
         # A page often links one URL twice: the Bloom batch must see each URL once.
         for url in dict.fromkeys(urls):
             if url in recent:
                 repeats += 1
                 continue
             host = host_key(url)
-            reason = self._refuse(url, host, depth, False)
+            reason = self._refuse(url, host, depth, False, new_hosts)
             if reason is None:
                 candidates.append((url, host))
+                if host not in self._hosts:
+                    new_hosts.add(host)
             else:
                 self._rejected[reason] += 1
         self._seen_count += repeats
@@ -268,7 +274,10 @@ class Frontier:
         if not st.in_flight and not st.parked and host not in self._scheduled:
             self._schedule(host, max(st.next_allowed, now))
 
-    def _refuse(self, url: str, host: str, depth: int, seed: bool) -> str | None:
+    def _refuse(self, url: str, host: str, depth: int, seed: bool,
+                page_new_hosts: set[str] | None = None) -> str | None:
+        """Why ``url`` may not be queued (None: it may). ``page_new_hosts``: the new hosts its page's
+        links brought so far (budgets rules 3-5)."""
         if host in self._blocked:
             return "blocked"
         scope_cfg = self._cfg.scope
@@ -277,6 +286,11 @@ class Frontier:
                 return "url_too_long"
         else:
             reason = self._scope.reject_reason(url, host, depth)
+            if reason is None:
+                new_hosts = page_new_hosts or set()
+                reason = admit_reason(scope_cfg, new_host=host not in self._hosts and host not in new_hosts,
+                                      hosts=len(self._hosts) + len(new_hosts), queued=self._queued,
+                                      page_new_hosts=len(new_hosts))
             if reason is not None:
                 return reason
         st = self._hosts.get(host)
@@ -315,6 +329,7 @@ class Frontier:
                 continue
             got = self._lease_from(host, st, now)
             if got is not None:
+                self.budget.charge(got.kind, host)
                 self._leases[host] = got
                 st.in_flight = True
                 if self._pol.key_by_ip and st.ip:
@@ -336,6 +351,7 @@ class Frontier:
             return True
         self._leases.pop(host, None)
         self._hosts[host].in_flight = False
+        self.budget.refund(lease.kind, host)
         return False
 
     def _ip_ready(self, host: str, ip: str, now: float) -> bool:
@@ -370,6 +386,8 @@ class Frontier:
                 origin = origin_of(q.url)
                 decision = self._robots.lookup(origin, now)
                 if isinstance(decision, Fetch) or (isinstance(decision, Ready) and decision.refresh_due):
+                    if not self.budget.allows("robots", host):
+                        return None  # out of the run's budget: left queued for a later run
                     return Lease(host, origin + "/robots.txt", "robots", not_before=st.next_allowed)
                 if isinstance(decision, Closed):
                     st.next_allowed = max(st.next_allowed, decision.until)
@@ -377,6 +395,8 @@ class Frontier:
                     self._schedule(host, st.next_allowed)
                     return None
                 if decision.rules.allowed(q.url):
+                    if not self.budget.allows("page", host):
+                        return None
                     prev = self.url_record(q.url)
                     return Lease(host, q.url, "page", q.depth, q.importance, q.attempts, key,
                                  prev.etag if prev else None, prev.last_modified if prev else None,
