@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import shutil
 import signal
 import sys
 from dataclasses import asdict, dataclass
@@ -96,7 +97,8 @@ async def run_worker(spec: WorkerSpec) -> int:
                 while not run.done():
                     await asyncio.wait([run], timeout=REPORT_PERIOD)
                     seq += 1
-                    _report(seq, crawler.quiet, False, crawler, link)
+                    if not _report(seq, crawler.quiet, False, crawler, link):
+                        crawler.stop()  # the parent is gone (killed): stop cleanly, keep what is done
                 with contextlib.suppress(asyncio.CancelledError):
                     await run
             finally:
@@ -108,14 +110,32 @@ async def run_worker(spec: WorkerSpec) -> int:
             _report(seq + 1, crawler.quiet, True, crawler, link)
     finally:
         outbox.close()
+        _remove_socket(address[spec.self_id])
     return 0
 
 
-def _report(seq: int, quiet: bool, final: bool, crawler: Any, link: ClusterLink) -> None:
+def _remove_socket(address: str) -> None:
+    """A worker whose parent was killed leaves no socket (nor, if it is the last, the directory)."""
+    if address.startswith("unix:"):
+        path = Path(address[len("unix:") :])
+        with contextlib.suppress(OSError):
+            path.unlink(missing_ok=True)
+            if not any(p.suffix == ".sock" for p in path.parent.iterdir()):
+                shutil.rmtree(path.parent)
+
+
+def _report(seq: int, quiet: bool, final: bool, crawler: Any, link: ClusterLink) -> bool:
+    """Write one report line; False when the parent no longer reads them."""
     line = json.dumps({"seq": seq, "quiet": quiet, "final": final, "stats": crawler.stats().as_dict(),
                        "link": asdict(link.stats())})
-    sys.stdout.write(line + "\n")
-    sys.stdout.flush()
+    try:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+    except (BrokenPipeError, ValueError):  # ValueError: stdout was closed after an earlier failure
+        with contextlib.suppress(OSError, ValueError):
+            sys.stdout.close()
+        return False
+    return True
 
 
 async def _control(crawler: Any, run: asyncio.Future[Any]) -> None:
