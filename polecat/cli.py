@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -113,6 +114,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PolecatError as exc:
         print(f"polecat: error: {exc}", file=sys.stderr)
         return verdict.EXIT_FAILED
+    except BrokenPipeError:  # the reader went away (`polecat pages DIR | head`): stop quietly, as cat does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error when Python flushes
+        return verdict.EXIT_BROKEN_PIPE
     logging.getLogger("polecat").debug("%s took %.2fs", args.command, time.monotonic() - started)
     return code
 

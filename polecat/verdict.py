@@ -25,6 +25,8 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_NOTHING_FETCHED = 3
 EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141
+"""Any command whose output reader went away (128 + SIGPIPE, as C tools report it)."""
 
 QUEUE_EMPTY = "queue empty"
 MAX_PAGES = "max pages reached"

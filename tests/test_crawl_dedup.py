@@ -254,8 +254,9 @@ def pages_listing(data: Path) -> dict[str, list[str]]:
     """``polecat pages DIR`` as a user runs it: URL -> the other tab-separated fields of its line."""
     out = subprocess.run([sys.executable, "-m", "polecat.cli", "pages", str(data)], capture_output=True,
                          text=True, timeout=60, check=True).stdout
-    lines = [line.split("\t") for line in out.splitlines()]
-    return {fields[0]: fields[1:] for fields in lines}
+    lines = [line.split("\t") for line in out.splitlines()[1:]]  # after the header
+    # url, then status, time, hash, size, and the duplicated URL when there is one
+    return {fields[0]: fields[1:5] + [f for f in fields[5:6] if f] for fields in lines}
 
 
 def assert_one_body_per_group(served: list[Served], records: dict[str, FetchRecord],

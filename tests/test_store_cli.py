@@ -50,8 +50,8 @@ def data_dir(tmp_path: Path) -> Path:
 
 def test_pages_lists_every_fetch(data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert run(["pages", str(data_dir)]) == 0
-    lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == 8
+    header, *lines = capsys.readouterr().out.splitlines()
+    assert header.startswith("url\tstatus\t") and len(lines) == 8
     first = lines[0].split("\t")
     assert first[0] == "http://h0.test/p0" and first[1] == "200"
     assert first[2] == datetime.fromtimestamp(T0, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

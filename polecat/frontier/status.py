@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import lmdb
 
 from polecat.errors import FrontierError
 from polecat.frontier.db import SCHEMA_VERSION, TABLES
 from polecat.frontier.keys import host_of_row, parse_op_key
-from polecat.frontier.records import decode_host
+from polecat.frontier.records import UrlRecord, decode_host
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,13 +34,15 @@ class FrontierStatus:
     commits: int
 
 
-def read_status(frontier_dir: Path, top: int = 10) -> FrontierStatus:
-    """Summarize the frontier in ``frontier_dir`` from one consistent read snapshot."""
+@contextmanager
+def _read_txn(frontier_dir: Path,
+              tables: tuple[str, ...]) -> Iterator[tuple[lmdb.Transaction, dict[str, Any]]]:
+    """One read snapshot of the frontier in ``frontier_dir`` and the named tables, schema checked."""
     if not (frontier_dir / "data.mdb").exists():
         raise FrontierError(f"no frontier in {frontier_dir}")
     env = lmdb.open(str(frontier_dir), readonly=True, max_dbs=len(TABLES) + 2, subdir=True)
     try:
-        dbs = {name: env.open_db(name.encode(), create=False) for name in ("meta", "hosts", "seen", "ops")}
+        dbs = {name: env.open_db(name.encode(), create=False) for name in ("meta", *tables)}
         with env.begin() as txn:
             version = json.loads(bytes(txn.get(b"schema", b"{}", db=dbs["meta"]))).get("version")
             if version != SCHEMA_VERSION:
@@ -45,30 +50,43 @@ def read_status(frontier_dir: Path, top: int = 10) -> FrontierStatus:
                     f"frontier in {frontier_dir} has schema {version}, this polecat reads {SCHEMA_VERSION}; "
                     f"`polecat crawl --data {frontier_dir.parent}` (a resume) upgrades it as it starts"
                 )
-            queues: Counter[str] = Counter()
-            hosts = fetched = 0
-            for key, raw in txn.cursor(db=dbs["hosts"]):
-                st = decode_host(raw)
-                hosts += 1
-                fetched += st.fetched
-                if st.queued:
-                    queues[host_of_row(bytes(key))] = st.queued
-            blocked, throttled = [], []
-            for key, raw in txn.cursor(db=dbs["ops"]):
-                kind, arg = parse_op_key(bytes(key))
-                if kind == "block":
-                    blocked.append(arg)
-                elif kind == "throttle":
-                    throttled.append((arg, float(bytes(raw))))
-            done = json.loads(bytes(txn.get(b"done", b"{}", db=dbs["meta"])))
-            return FrontierStatus(
-                hosts=hosts, hosts_with_queue=len(queues), queued=sum(queues.values()), fetched=fetched,
-                seen_urls=txn.stat(dbs["seen"])["entries"], done=tuple(sorted(done.items())),
-                busiest=tuple(queues.most_common(top)), blocked=tuple(blocked), throttled=tuple(throttled),
-                commits=int(txn.get(b"seq", b"0", db=dbs["meta"])),
-            )
+            yield txn, dbs
     finally:
         env.close()
+
+
+def read_outcomes(frontier_dir: Path) -> Iterator[UrlRecord]:
+    """Every finished URL's record (outcome, reason, time), from one read snapshot."""
+    with _read_txn(frontier_dir, ("urls",)) as (txn, dbs):
+        for _, raw in txn.cursor(db=dbs["urls"]):
+            yield UrlRecord.decode(raw)
+
+
+def read_status(frontier_dir: Path, top: int = 10) -> FrontierStatus:
+    """Summarize the frontier in ``frontier_dir`` from one consistent read snapshot."""
+    with _read_txn(frontier_dir, ("hosts", "seen", "ops")) as (txn, dbs):
+        queues: Counter[str] = Counter()
+        hosts = fetched = 0
+        for key, raw in txn.cursor(db=dbs["hosts"]):
+            st = decode_host(raw)
+            hosts += 1
+            fetched += st.fetched
+            if st.queued:
+                queues[host_of_row(bytes(key))] = st.queued
+        blocked, throttled = [], []
+        for key, raw in txn.cursor(db=dbs["ops"]):
+            kind, arg = parse_op_key(bytes(key))
+            if kind == "block":
+                blocked.append(arg)
+            elif kind == "throttle":
+                throttled.append((arg, float(bytes(raw))))
+        done = json.loads(bytes(txn.get(b"done", b"{}", db=dbs["meta"])))
+        return FrontierStatus(
+            hosts=hosts, hosts_with_queue=len(queues), queued=sum(queues.values()), fetched=fetched,
+            seen_urls=txn.stat(dbs["seen"])["entries"], done=tuple(sorted(done.items())),
+            busiest=tuple(queues.most_common(top)), blocked=tuple(blocked), throttled=tuple(throttled),
+            commits=int(txn.get(b"seq", b"0", db=dbs["meta"])),
+        )
 
 
 def merge_status(parts: list[FrontierStatus], top: int = 10) -> FrontierStatus:

@@ -15,18 +15,22 @@ import re
 import sys
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 
 from polecat.cluster.layout import node_dirs
 from polecat.config import StoreConfig, config_from_mapping, load_toml
+from polecat.dedup.canon import Canonicalizer
 from polecat.errors import NotFound
-from polecat.store import export, fsck, repair
+from polecat.frontier.status import read_outcomes
+from polecat.store import export, fsck, listing, repair
+from polecat.store.base import FetchRecord
+from polecat.store.feed import Feed
 from polecat.store.index import STATE_NAMES, LogEntry
 from polecat.store.segments import segment_name
 from polecat.store.segstore import SegmentStore
 
 _HEX_HASH = re.compile(r"^[0-9a-fA-F]{64}$")
+_HEX_PREFIX = re.compile(r"^[0-9a-fA-F]{6,64}$")
 
 
 @contextmanager
@@ -48,10 +52,6 @@ def _body_store(stores: list[SegmentStore], digest: bytes) -> SegmentStore:
     raise NotFound(f"no body with hash {digest.hex()}")
 
 
-def _iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
 def _latest(stores: list[SegmentStore], url: str, *, with_body: bool) -> tuple[SegmentStore, LogEntry]:
     """The URL's newest log entry over every store (``with_body``: newest whose body is stored), with the
     store that holds it."""
@@ -65,25 +65,69 @@ def _latest(stores: list[SegmentStore], url: str, *, with_body: bool) -> tuple[S
 
 
 def cmd_pages(args: argparse.Namespace) -> int:
+    statuses = listing.status_filter(args.status) if args.status else None
     with _open(args) as stores:
-        out = sys.stdout
-        for r in (r for store in stores for r in store.records()):
-            dup = f"\t{r.duplicate_of}" if r.duplicate_of else ("\t(revisit)" if r.kind == "revisit" else "")
-            out.write(f"{r.url}\t{r.status}\t{_iso(r.fetched_at)}\t{r.content_hash.hex()}\t{r.size}{dup}\n")
+        rows: Iterator[listing.Row] = (listing.row_of_fetch(r) for store in stores for r in store.records())
+        if args.failed:  # URLs without a stored page: failed, blocked, refused by robots.txt...
+            rows = (row for node in node_dirs(Path(args.dir)) if (node / "frontier" / "data.mdb").exists()
+                    for row in listing.not_stored(read_outcomes(node / "frontier")))
+        listing.write(listing.select(rows, statuses=statuses, host=args.host), sys.stdout, args.format)
     return 0
+
+
+def _digest_for(stores: list[SegmentStore], key: str) -> tuple[SegmentStore, bytes] | None:
+    """The body a hex hash or a unique hash prefix (at least 6 digits) names, or None if not a hash."""
+    if not _HEX_PREFIX.match(key):
+        return None
+    prefix = key.lower()
+    found = [(store, d) for store in stores for d in store.index.digests_with_prefix(prefix)]
+    if not found:
+        raise NotFound(f"no body with a hash starting {prefix}")
+    if len(found) > 1:
+        raise NotFound(f"hash prefix {prefix} is ambiguous: give more digits")
+    return found[0]
+
+
+def _canonical(url: str) -> str:
+    """A URL as the crawler keys it (scheme and host case, default port, dot segments, query order...)."""
+    return Canonicalizer().canonicalize(url.strip()) or url
 
 
 def cmd_cat(args: argparse.Namespace) -> int:
     with _open(args) as stores:
         key: str = args.key
-        if _HEX_HASH.match(key):
-            digest = bytes.fromhex(key)
-            store = _body_store(stores, digest)
+        found = _digest_for(stores, key)
+        if found is not None:
+            store, digest = found
         else:
-            store, entry = _latest(stores, key, with_body=True)
+            store, entry = _latest(stores, _canonical(key), with_body=True)
             digest = entry.record.content_hash
         sys.stdout.buffer.write(store.get(digest))
         sys.stdout.buffer.flush()
+    return 0
+
+
+def cmd_export_feed(args: argparse.Namespace) -> int:
+    """``polecat export DIR --jsonl FILE|-``: polecat/store/feed.py."""
+    with _open(args) as stores:
+        def latest(url: str) -> FetchRecord | None:
+            try:
+                return _latest(stores, url, with_body=False)[1].record
+            except NotFound:
+                return None
+
+        def body(record: FetchRecord) -> bytes:
+            return _body_store(stores, record.content_hash).get(record.content_hash)
+
+        records = (r for store in stores for r in store.records())
+        feed = Feed(latest, body)
+        if str(args.jsonl) == "-":
+            n = feed.write(records, sys.stdout)
+            sys.stdout.flush()
+        else:
+            with open(args.jsonl, "w", encoding="utf-8") as out:
+                n = feed.write(records, out)
+        print(f"{n} pages written to {args.jsonl}", file=sys.stderr)
     return 0
 
 
@@ -204,11 +248,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     """Add ``pages``, ``cat`` and ``store ...`` to the ``polecat`` command."""
     p = subparsers.add_parser("pages", help="list every fetch: URL, status, time, hash, size, duplicate-of")
     _common(p)
+    p.add_argument("--format", choices=listing.FORMATS, default="tsv", help="tsv (default), csv or jsonl")
+    p.add_argument("--status", metavar="2xx,404", help="only these status classes or codes")
+    p.add_argument("--host", metavar="HOST|*.SUFFIX", help="only URLs of this host (pattern)")
+    p.add_argument("--failed", action="store_true",
+                   help="list the URLs without a stored page instead (failed, blocked, robots), with why")
     p.set_defaults(func=cmd_pages)
     p = subparsers.add_parser("cat", help="write a stored page body to stdout")
     _common(p)
-    p.add_argument("key", metavar="URL-or-HASH")
+    p.add_argument("key", metavar="URL-or-HASH", help="a URL as typed, or a content hash or unique prefix")
     p.set_defaults(func=cmd_cat)
+    p = subparsers.add_parser("export", help="one JSON line per fetched page (url, status, title, text...)")
+    _common(p)
+    p.add_argument("--jsonl", type=Path, required=True, metavar="FILE|-", help="output file, - for stdout")
+    p.set_defaults(func=cmd_export_feed)
 
     store = subparsers.add_parser("store", help="inspect, check and export the page store")
     sub = store.add_subparsers(dest="store_command", required=True)

@@ -254,6 +254,20 @@ class Index:
                 record, loc = decode_log(raw)
                 yield LogEntry(int.from_bytes(key, "big"), record, loc)
 
+    def digests_with_prefix(self, hex_prefix: str, limit: int = 2) -> list[bytes]:
+        """Up to ``limit`` body hashes whose hex form starts with ``hex_prefix`` (lower-case hex)."""
+        start = bytes.fromhex(hex_prefix[: len(hex_prefix) // 2 * 2])
+        found: list[bytes] = []
+        with self.env.begin() as txn:
+            cur = txn.cursor(db=self._bodies)
+            if not cur.set_range(start):
+                return found
+            for key in cur.iternext(values=False):
+                if not bytes(key).hex().startswith(hex_prefix) or len(found) >= limit:
+                    break
+                found.append(bytes(key))
+        return found
+
     def iter_bodies(self) -> Iterator[tuple[bytes, BodyEntry]]:
         with self.env.begin() as txn:
             for key, raw in txn.cursor(db=self._bodies):

@@ -1,0 +1,92 @@
+"""``polecat export DIR --jsonl FILE``: one JSON object per fetched page, as a feed export gives.
+
+Each record of the store becomes one line, in append order, streamed (one body in memory at a time):
+
+- ``url``, ``status``, ``fetched_at`` (ISO 8601 UTC), ``content_type``, ``hash`` (BLAKE2b-256 hex of the
+  stored body, or of the original for a revisit), ``duplicate_of`` (the URL this page duplicates, or
+  null), ``truncated``.
+- ``final_url``: where the page ended up. For a redirect (3xx) the ``Location`` chain is followed through
+  the crawl's own records (at most :data:`MAX_HOPS`); otherwise the URL itself.
+- ``title``, ``text`` (visible text) and ``outlinks`` (canonical URLs) of an HTML body, parsed again from
+  the stored bytes with the crawler's own parser and canonicalizer; empty for other types, redirects and
+  revisits (their body is the original's: follow ``duplicate_of``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any, TextIO
+
+from polecat.dedup.canon import Canonicalizer
+from polecat.fetch.charset import decode_html
+from polecat.parse.html import parse_html
+from polecat.store.base import FetchRecord
+from polecat.store.listing import iso
+
+MAX_HOPS = 10
+HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+
+
+def _header(record: FetchRecord, name: str) -> str | None:
+    return next((v for k, v in record.headers if k.lower() == name), None)
+
+
+def _media_type(record: FetchRecord) -> tuple[str, str | None]:
+    value = _header(record, "content-type") or ""
+    media, _, params = value.partition(";")
+    charset = None
+    for param in params.split(";"):
+        key, _, val = param.strip().partition("=")
+        if key.lower() == "charset":
+            charset = val.strip('"\' ') or None
+    return media.strip().lower(), charset
+
+
+class Feed:
+    """Turns store records into feed objects. ``latest(url)`` gives the URL's newest record (any store),
+    ``body(record)`` its stored bytes."""
+
+    def __init__(self, latest: Callable[[str], FetchRecord | None],
+                 body: Callable[[FetchRecord], bytes]) -> None:
+        self._latest = latest
+        self._body = body
+        self._canon = Canonicalizer()
+
+    def final_url(self, record: FetchRecord) -> str:
+        url, current = record.url, record
+        for _ in range(MAX_HOPS):
+            location = _header(current, "location")
+            if not (300 <= current.status < 400) or location is None:
+                return url
+            target = self._canon.canonicalize(location, url)
+            if target is None:
+                return url
+            url = target
+            found = self._latest(url)
+            if found is None:
+                return url
+            current = found
+        return url
+
+    def item(self, record: FetchRecord) -> dict[str, Any]:
+        media, charset = _media_type(record)
+        title, text, links = "", "", []
+        if record.kind == "response" and media in HTML_TYPES and record.size and 200 <= record.status < 300:
+            parsed = parse_html(decode_html(self._body(record), charset), record.url)
+            title, text = parsed.title, parsed.text
+            links = list(dict.fromkeys(self._canon.canonicalize_links(parsed.links, parsed.base)))
+        return {
+            "url": record.url, "final_url": self.final_url(record), "status": record.status,
+            "fetched_at": iso(record.fetched_at), "content_type": media, "title": title, "text": text,
+            "outlinks": links, "hash": record.content_hash.hex(), "duplicate_of": record.duplicate_of,
+            "truncated": record.truncated,
+        }
+
+    def write(self, records: Iterator[FetchRecord], out: TextIO) -> int:
+        """Write one line per record; returns how many."""
+        n = 0
+        for record in records:
+            out.write(json.dumps(self.item(record), ensure_ascii=False) + "\n")
+            n += 1
+        return n

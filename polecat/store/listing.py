@@ -1,0 +1,117 @@
+"""``polecat pages``: rows of a crawl, filtered and written as TSV, CSV or JSON lines.
+
+Rows come from two places. Every fetch the store recorded (responses, revisits, redirects) is a row
+with its status, time, content hash, size and, for a duplicate, the URL it duplicates. With ``failed``,
+the URLs the frontier finished without a stored page (failed after retries, blocked, refused by
+robots.txt, out of budget) are rows too, with the outcome and the reason.
+
+Formats: ``tsv`` (default) and ``csv`` start with a header line naming :data:`COLUMNS`; ``jsonl`` writes
+one object a line with the same keys. Filters: ``--status`` takes ``2xx``-style classes or exact codes
+(comma-separated), ``--host`` a host name or ``*.suffix`` pattern.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from typing import TextIO
+from urllib.parse import urlsplit
+
+from polecat.errors import ConfigError
+from polecat.frontier.records import UrlRecord
+from polecat.store.base import FetchRecord
+
+COLUMNS = ("url", "status", "fetched_at", "hash", "size", "duplicate_of", "outcome", "reason")
+FORMATS = ("tsv", "csv", "jsonl")
+STORED_OUTCOMES = frozenset({"fetched", "not_modified", "redirect"})
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    url: str
+    status: int | None
+    fetched_at: str
+    hash: str
+    size: int | None
+    duplicate_of: str
+    outcome: str
+    """``fetched``, ``revisit``, ``redirect``, or for a URL without a stored page ``failed`` or
+    ``skipped``."""
+    reason: str
+    """Why a URL was not fetched or stored (error kind, ``robots``, ``blocked``), else empty."""
+
+
+def iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _skip_reason(record: FetchRecord) -> str:
+    return next((v for k, v in record.headers if k == "X-Polecat-Skipped"), "")
+
+
+def row_of_fetch(r: FetchRecord) -> Row:
+    outcome = "revisit" if r.kind == "revisit" else ("redirect" if 300 <= r.status < 400 else "fetched")
+    return Row(r.url, r.status, iso(r.fetched_at), r.content_hash.hex(), r.size, r.duplicate_of or "",
+               outcome, _skip_reason(r))
+
+
+def row_of_outcome(r: UrlRecord) -> Row:
+    status = int(r.reason) if r.reason.isdigit() else None
+    return Row(r.url, status, iso(r.fetched_at) if r.fetched_at else "", r.content_hash, None, "",
+               r.outcome, r.reason)
+
+
+def not_stored(records: Iterable[UrlRecord]) -> Iterator[Row]:
+    """Rows of URLs the frontier finished without a stored page."""
+    for r in records:
+        if r.outcome not in STORED_OUTCOMES:
+            yield row_of_outcome(r)
+
+
+def status_filter(spec: str) -> frozenset[int]:
+    """``2xx,404`` -> the set of statuses it names; raises ConfigError naming ``--status``."""
+    codes: set[int] = set()
+    for part in (p.strip().lower() for p in spec.split(",") if p.strip()):
+        if len(part) == 3 and part[0] in "12345" and part[1:] == "xx":
+            base = int(part[0]) * 100
+            codes.update(range(base, base + 100))
+        elif part.isdigit() and 100 <= int(part) <= 599:
+            codes.add(int(part))
+        else:
+            raise ConfigError(f"--status: expected classes like 2xx or codes like 404, got {part!r}")
+    return frozenset(codes)
+
+
+def host_matches(url: str, pattern: str) -> bool:
+    host = (urlsplit(url).hostname or "").lower()
+    pattern = pattern.lower()
+    if pattern.startswith("*."):
+        return host == pattern[2:] or host.endswith(pattern[1:])
+    return host == pattern
+
+
+def select(rows: Iterable[Row], *, statuses: frozenset[int] | None, host: str | None) -> Iterator[Row]:
+    for row in rows:
+        if statuses is not None and row.status not in statuses:
+            continue
+        if host is not None and not host_matches(row.url, host):
+            continue
+        yield row
+
+
+def write(rows: Iterable[Row], out: TextIO, fmt: str) -> int:
+    """Write ``rows`` in ``fmt`` (see the module docstring); returns how many."""
+    n = 0
+    if fmt == "jsonl":
+        for n, row in enumerate(rows, 1):  # noqa: B007 - n is the count
+            out.write(json.dumps(asdict(row), ensure_ascii=False) + "\n")
+        return n
+    writer = csv.writer(out, delimiter="\t" if fmt == "tsv" else ",", lineterminator="\n",
+                        quoting=csv.QUOTE_MINIMAL)
+    writer.writerow(COLUMNS)
+    for n, row in enumerate(rows, 1):  # noqa: B007
+        writer.writerow(["" if v is None else v for v in (getattr(row, c) for c in COLUMNS)])
+    return n
