@@ -34,6 +34,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     print("done: " + (", ".join(f"{k} {v}" for k, v in s.done) or "none"))
     for host, n in s.busiest:
         print(f"  queue {n:>9}  {host}")
+    if s.paused:
+        print("  paused by an operator: `polecat resume --node URL` lets the node lease again")
     for pattern in s.blocked:
         print(f"  blocked {pattern}")
     for pattern, rate in s.throttled:

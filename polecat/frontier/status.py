@@ -32,6 +32,8 @@ class FrontierStatus:
     blocked: tuple[str, ...]
     throttled: tuple[tuple[str, float], ...]
     commits: int
+    paused: bool = False
+    """An operator paused the node (``polecat pause``); it leases nothing until resumed."""
 
 
 @contextmanager
@@ -74,18 +76,21 @@ def read_status(frontier_dir: Path, top: int = 10) -> FrontierStatus:
             if st.queued:
                 queues[host_of_row(bytes(key))] = st.queued
         blocked, throttled = [], []
+        paused = False
         for key, raw in txn.cursor(db=dbs["ops"]):
             kind, arg = parse_op_key(bytes(key))
             if kind == "block":
                 blocked.append(arg)
             elif kind == "throttle":
                 throttled.append((arg, float(bytes(raw))))
+            elif kind == "paused":
+                paused = True
         done = json.loads(bytes(txn.get(b"done", b"{}", db=dbs["meta"])))
         return FrontierStatus(
             hosts=hosts, hosts_with_queue=len(queues), queued=sum(queues.values()), fetched=fetched,
             seen_urls=txn.stat(dbs["seen"])["entries"], done=tuple(sorted(done.items())),
             busiest=tuple(queues.most_common(top)), blocked=tuple(blocked), throttled=tuple(throttled),
-            commits=int(txn.get(b"seq", b"0", db=dbs["meta"])),
+            commits=int(txn.get(b"seq", b"0", db=dbs["meta"])), paused=paused,
         )
 
 
@@ -104,5 +109,5 @@ def merge_status(parts: list[FrontierStatus], top: int = 10) -> FrontierStatus:
         busiest=tuple(sorted(busiest, key=lambda b: (-b[1], b[0]))[:top]),
         blocked=tuple(sorted({b for p in parts for b in p.blocked})),
         throttled=tuple(sorted({t for p in parts for t in p.throttled})),
-        commits=sum(p.commits for p in parts),
+        commits=sum(p.commits for p in parts), paused=any(p.paused for p in parts),
     )
