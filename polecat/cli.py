@@ -20,6 +20,7 @@ from polecat.logs import LEVELS, configure, level_from_flags
 def cmd_status(args: argparse.Namespace) -> int:
     from polecat.cluster.layout import node_dirs
     from polecat.frontier.status import merge_status, read_status
+    from polecat.report import freshness_line
 
     if args.node is not None or args.data is None:
         from polecat.service.cli import node_status
@@ -32,10 +33,11 @@ def cmd_status(args: argparse.Namespace) -> int:
     print(f"hosts {s.hosts} ({s.hosts_with_queue} with queued URLs), queued {s.queued}, "
           f"fetched {s.fetched}, URLs seen {s.seen_urls}, commits {s.commits}")
     print("done: " + (", ".join(f"{k} {v}" for k, v in s.done) or "none"))
+    f = s.freshness
+    if f.tracked:
+        print(f"refresh: {freshness_line(f.tracked, f.due, f.important, f.within)}")
     for host, n in s.busiest:
         print(f"  queue {n:>9}  {host}")
-    if s.paused:
-        print("  paused by an operator: `polecat resume --node URL` lets the node lease again")
     for pattern in s.blocked:
         print(f"  blocked {pattern}")
     for pattern, rate in s.throttled:

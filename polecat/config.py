@@ -177,6 +177,10 @@ class FrontierConfig:
 class RefreshConfig:
     """When a fetched URL is due again (see polecat/frontier/refresh.py for the model and rules)."""
 
+    enabled: bool = False
+    """Re-queue fetched URLs whose refresh is due (``--refresh``): at the start of a run, and every
+    ``scan_interval`` seconds while a node serves."""
+    scan_interval: float = 60.0
     min_interval: float = 3_600.0
     """Floor of a URL's refresh interval, seconds (``--refresh-min``)."""
     max_interval: float = 30 * 86_400.0
@@ -197,6 +201,14 @@ class RefreshConfig:
     """URL regexes of pages counted in the freshness SLO (besides seeds and high-importance pages)."""
     important_min: float = 1.0
     """Pages with at least this importance (seeds have 1.0) count in the freshness SLO."""
+    sitemaps: bool = True
+    """Fetch the sitemaps robots.txt names (``Sitemap:`` lines) and queue the URLs they list."""
+    guess_sitemap: bool = False
+    """Also try ``/sitemap.xml`` of every origin whose robots.txt was fetched."""
+    sitemap_depth: int = 3
+    """Levels of nested sitemap indexes followed below a root sitemap."""
+    sitemap_files: int = 1000
+    """Sitemap files fetched at most per root sitemap and run."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -484,6 +496,7 @@ def _validate_refresh(rf: RefreshConfig) -> None:
     _check(0 < rf.min_interval <= rf.max_interval, "refresh.min_interval",
            "must be > 0 and <= refresh.max_interval (--refresh-min, --refresh-max)")
     _check(rf.k > 0, "refresh.k", "must be > 0")
+    _check(rf.scan_interval > 0, "refresh.scan_interval", "must be > 0")
     _check(rf.default_interval > 0, "refresh.default_interval", "must be > 0")
     _check(rf.min_visits >= 1, "refresh.min_visits", "must be >= 1")
     _check(0 <= rf.refresh_share <= 1, "refresh.refresh_share", "must be in [0, 1]")
@@ -498,6 +511,8 @@ def _validate_refresh(rf: RefreshConfig) -> None:
         except re.error as exc:
             raise ConfigError(f"refresh.important[{i}]: bad regex {rx!r}: {exc}") from exc
     _check(rf.important_min > 0, "refresh.important_min", "must be > 0")
+    _check(0 <= rf.sitemap_depth <= 10, "refresh.sitemap_depth", "must be in [0, 10]")
+    _check(rf.sitemap_files >= 1, "refresh.sitemap_files", "must be >= 1")
 
 
 def _validate_node(nd: NodeConfig) -> None:

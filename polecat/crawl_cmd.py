@@ -38,6 +38,21 @@ def _rate_pair(text: str) -> tuple[str, float]:
         raise argparse.ArgumentTypeError(f"bad rate in {text!r}") from None
 
 
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86_400.0}
+
+
+def _duration(text: str) -> float:
+    """Seconds from ``90``, ``90s``, ``10m``, ``2h`` or ``14d``."""
+    unit = _UNITS.get(text[-1:].lower())
+    try:
+        value = float(text[:-1] if unit else text) * (unit or 1.0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a duration (90s, 10m, 2h, 14d), got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"duration must be > 0, got {text!r}")
+    return value
+
+
 def add_crawl(sub: Any) -> None:
     p = sub.add_parser("crawl", help="crawl from seed URLs (resumes when --data already holds a crawl)")
     p.add_argument("urls", nargs="*", metavar="URL", help="seed URLs")
@@ -61,6 +76,13 @@ def add_crawl(sub: Any) -> None:
                    help=f"give up a host after N attempts without an answer ({RUN_GIVE_UP_AFTER}; 0: never)")
     p.add_argument("--workers", type=_workers, metavar="N|auto",
                    help="worker processes sharing the crawl (1; auto: one per core); data in DIR/workers/")
+    g = p.add_argument_group("refresh")
+    g.add_argument("--refresh", action="store_true", default=None,
+                   help="re-crawl the fetched URLs whose refresh is due (and what they link to), then exit")
+    g.add_argument("--refresh-min", type=_duration, metavar="DURATION",
+                   help="shortest interval between two fetches of a URL (1h)")
+    g.add_argument("--refresh-max", type=_duration, metavar="DURATION",
+                   help="longest interval between two fetches of a URL (30d)")
     p.set_defaults(func=cmd_crawl)
 
 
@@ -104,7 +126,7 @@ def build_settings(args: argparse.Namespace) -> RunSettings:
     except ConfigError as exc:
         raise ConfigError(name_flag(f"data_dir: {exc}")) from exc
     base = merge(saved, toml)
-    over: dict[str, Any] = {"scope": {}, "politeness": {}, "fetch": {}, "dns": {}}
+    over: dict[str, Any] = {"scope": {}, "politeness": {}, "fetch": {}, "dns": {}, "refresh": {}}
     seeds = _seeds(args)
     if seeds:
         over["scope"]["seeds"] = [*toml.get("scope", {}).get("seeds", []), *seeds]
@@ -135,6 +157,8 @@ _FLAG_FIELDS = (
     ("throttle", "politeness", "throttle"), ("concurrency", "fetch", "concurrency"),
     ("user_agent", "fetch", "user_agent"), ("allow_private", "dns", "allow_private"),
     ("dns_server", "dns", "nameservers"), ("give_up_after", "politeness", "give_up_after"),
+    ("refresh", "refresh", "enabled"), ("refresh_min", "refresh", "min_interval"),
+    ("refresh_max", "refresh", "max_interval"),
 )
 """``(argparse dest, config section, config key)`` of the crawl flags that set one config field."""
 

@@ -11,11 +11,11 @@ between awaits, inside the frontier's open write transaction.
 from __future__ import annotations
 
 import logging
+import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from polecat.clock import SYSTEM_CLOCK, Clock
 from polecat.config import Config
 from polecat.dedup.canon import Canonicalizer
 from polecat.dedup.minhash import Fingerprint, fingerprint
@@ -25,9 +25,10 @@ from polecat.fetch.http import Response
 from polecat.frontier.db import FrontierDB
 from polecat.frontier.frontier import Frontier
 from polecat.frontier.politeness import Attempt
-from polecat.frontier.records import Completion, Lease, child_importance
+from polecat.frontier.records import SEED_IMPORTANCE, Completion, Lease, child_importance
 from polecat.parse.guard import MAX_TEXT_CHARS, bound_body, bound_html, bound_links
 from polecat.parse.html import ParsedPage, parse_html
+from polecat.parse.sitemap import SitemapParser, SitemapWalk
 from polecat.store.base import FetchRecord, PageStore, content_hash
 
 log = logging.getLogger("polecat")
@@ -36,7 +37,12 @@ Router = Callable[[tuple[str, ...] | list[str], int, float, int], list[str]]
 """``(urls, depth, importance, hops) -> the URLs this node owns``; the others go to their owners."""
 
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+SITEMAP_TYPES = frozenset({"application/xml", "text/xml", "application/gzip", "application/x-gzip"})
+"""Content types of a response that may be a sitemap nobody named (e.g. a sitemap URL due for refresh
+after a restart); a named sitemap is read whatever its type."""
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+SITEMAP_IMPORTANCE = SEED_IMPORTANCE / 2
+"""A root sitemap's importance: below the seeds, above what a page passes on to its links."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,10 +69,8 @@ class PagePipeline:
 
     def __init__(self, cfg: Config, *, frontier: Frontier, db: FrontierDB, store: PageStore,
                  canon: Canonicalizer, agent_token: str, errors: Counter[str],
-                 emit: Callable[[Page], None], wake: Callable[[], None], route: Router | None = None,
-                 clock: Clock = SYSTEM_CLOCK) -> None:
+                 emit: Callable[[Page], None], wake: Callable[[], None], route: Router | None = None) -> None:
         self.config = cfg
-        self._clock = clock
         self._frontier = frontier
         self._db = db
         self._store = store
@@ -79,10 +83,12 @@ class PagePipeline:
         self._route = route
         self.near_dups = 0
         """Pages recorded as near-duplicates of another stored page in this run."""
+        self._sitemaps: dict[str, SitemapWalk] = {}
+        """Sitemap URLs of this run, each with the walk of its root (nesting and file limits)."""
 
     def handle(self, lease: Lease, resp: Response, started: float) -> Completion:
         """Process the response to ``lease`` (a request started at wall time ``started``)."""
-        attempt = attempt_of(resp, self._clock)
+        attempt = attempt_of(resp)
         status = resp.status
         if status in RETRY_STATUSES:
             self._errors[f"http_{status}"] += 1
@@ -108,6 +114,8 @@ class PagePipeline:
         """Parse, queue outlinks, dedup and store a 2xx/4xx body; returns its hash and what it duplicates."""
         body = resp.body
         digest = content_hash(body)
+        if 200 <= resp.status < 300 and self._read_sitemap(lease, resp, started):
+            return digest, None
         is_html = resp.content_type in HTML_TYPES
         text = ""
         links: tuple[str, ...] = ()
@@ -139,6 +147,51 @@ class PagePipeline:
         if 200 <= resp.status < 300:
             self._emit_page(lease, resp, started, digest, body, text, links, None)
         return digest, None
+
+    def add_sitemaps(self, origin: str, named: tuple[str, ...], now: float) -> None:
+        """Queue the sitemaps the robots.txt of ``origin`` names (``refresh.sitemaps``), and
+        ``/sitemap.xml`` with ``refresh.guess_sitemap``: fetched like pages of their host, politely."""
+        rc = self.config.refresh
+        roots = [*(named if rc.sitemaps else ()), *((origin + "/sitemap.xml",) if rc.guess_sitemap else ())]
+        for raw in roots:
+            url = self._canon.canonicalize(raw, origin + "/")
+            if url is None or url in self._sitemaps:
+                continue
+            self._sitemaps[url] = self._walk(url)
+            self._frontier.add(url, 0, SITEMAP_IMPORTANCE, now)
+            self._wake()
+
+    def _walk(self, root: str) -> SitemapWalk:
+        rc = self.config.refresh
+        walk = SitemapWalk(rc.sitemap_depth, rc.sitemap_files, errors=self._errors, prefix="sitemap:")
+        walk.add_root(root)
+        return walk
+
+    def _read_sitemap(self, lease: Lease, resp: Response, now: float) -> bool:
+        """Read a sitemap (one named by robots.txt or an index, or an XML body that is one): queue its
+        URLs and its child sitemaps. False: not a sitemap, handle it as a page."""
+        walk = self._sitemaps.get(lease.url)
+        if walk is None and resp.content_type not in SITEMAP_TYPES:
+            return False
+        parser = SitemapParser()
+        parser.feed(resp.body)
+        result = parser.close()
+        if walk is None:
+            if result.kind is None:
+                return False
+            walk = self._sitemaps[lease.url] = self._walk(lease.url)
+        result.sitemaps = self._canon.canonicalize_links(result.sitemaps, lease.url)
+        for child in walk.children(lease.url, result):
+            self._sitemaps[child] = walk
+            self._frontier.add(child, lease.depth, lease.importance, now)
+        urls = tuple(dict.fromkeys(self._canon.canonicalize_links([u.loc for u in result.urls], lease.url)))
+        if urls:
+            self._frontier.add_many(urls, lease.depth + 1, child_importance(lease.importance, len(urls)), now)
+        self._wake()
+        if result.error is not None:
+            log.warning("sitemap %s refused: %s (%d URLs kept)", lease.url, result.error, len(urls))
+        self._store_record(lease.url, resp, now, None, skipped="sitemap")
+        return True
 
     def _parse(self, url: str, body: bytes, charset: str | None) -> tuple[ParsedPage, str, list[str]]:
         """Parse a page within the bounds of :mod:`polecat.parse.guard`: returns the parse, the text to
@@ -207,10 +260,10 @@ class PagePipeline:
                         lease.depth, resp.truncated, duplicate_of))
 
 
-def attempt_of(resp: Response, clock: Clock) -> Attempt:
+def attempt_of(resp: Response) -> Attempt:
     """The response's monotonic timings (the fetcher's clock) as wall-clock seconds, converted with an
     offset read now: the fetcher may have started its clock after the node's own start sample (a
     connection-pool wait), and an anchor computed from that sample would come out early."""
-    offset = clock.wall() - clock.monotonic()
+    offset = time.time() - time.monotonic()
     return Attempt(resp.started + offset, resp.ended + offset, resp.first_byte + offset, resp.status,
                    resp.retry_after)

@@ -81,3 +81,12 @@ def print_summary(s: CrawlStats, out: TextIO, *, data_dir: str = "", interrupted
     print(f"whole crawl{where}: {s.queued} still queued, {total} URLs done, {s.hosts} hosts; "
           f"store {s.pages_stored} pages, {_size(s.bytes_stored)}", file=out)
     print(f"  politeness violations {s.politeness_violations} (requests sent early; always 0)", file=out)
+    if s.freshness is not None and s.freshness[0]:
+        print(f"  refresh: {freshness_line(*s.freshness)}; {s.refresh_queued} queued again in this run",
+              file=out)
+
+
+def freshness_line(tracked: int, due: int, important: int, within: int) -> str:
+    """The freshness SLO in words (summary and ``polecat status``)."""
+    slo = f"{within / important:.1%} of {important} important pages" if important else "no important pages"
+    return f"{tracked} URLs scheduled, {due} due now; freshness SLO {slo} within their change window"

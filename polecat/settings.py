@@ -24,8 +24,9 @@ from polecat.errors import ConfigError
 
 FILENAME = "settings.json"
 UNSAVED_TOP = frozenset({"data_dir", "progress"})
-UNSAVED_FIELDS = frozenset({"scope.seeds", "scope.max_pages"})
-"""Seeds live in the frontier; ``max_pages`` bounds one run."""
+UNSAVED_FIELDS = frozenset({"scope.seeds", "scope.max_pages", "refresh.enabled"})
+"""Seeds live in the frontier; ``max_pages`` bounds one run, and so does ``--refresh`` (a later plain
+resume must not re-crawl what is due)."""
 
 CONSEQUENCES = {
     "dns.allow_private": "queued URLs on private or loopback addresses will be given up",

@@ -66,6 +66,11 @@ class CrawlStats:
     """robots.txt files whose rules are past the per-URL matching bound: those hosts are disallowed."""
     cause: str = ""
     """When the run fetched nothing though it tried: why, and the fix, in one line (else empty)."""
+    refresh_queued: int = 0
+    """Fetched URLs queued again in this run because their refresh was due."""
+    freshness: tuple[int, int, int, int] | None = None
+    """``(tracked, due, important, within)`` of the freshness SLO (refresh rule 9), taken at the end
+    of a run (a scan of every finished URL); None while running."""
 
     @property
     def fetched_nothing(self) -> bool:
@@ -81,7 +86,8 @@ def collect_stats(*, now: float, started_at: float, fetches: int, violations: in
                   parked: Mapping[str, str], bodies_at_start: int, seen: SeenStats,
                   canon: CanonStats, robots: RobotsStats, dns: DnsStats, store: StoreStats,
                   answered: int = 0, ended: str = "",
-                  seeds_refused: Sequence[tuple[str, str]] = ()) -> CrawlStats:
+                  seeds_refused: Sequence[tuple[str, str]] = (), refresh_queued: int = 0,
+                  freshness: tuple[int, int, int, int] | None = None) -> CrawlStats:
     elapsed = max(1e-9, now - started_at) if started_at else 0.0
     kept = store.bodies - bodies_at_start + near_dups
     return CrawlStats(
@@ -102,4 +108,5 @@ def collect_stats(*, now: float, started_at: float, fetches: int, violations: in
         next_ready_in=max(0.0, frontier.next_ready_at - now) if frontier.next_ready_at else 0.0,
         cause=nothing_fetched_cause(answered=answered, attempted=fetches, parked=sorted(parked.items()),
                                     seeds_refused=seeds_refused, done=frontier.done) if ended else "",
+        refresh_queued=refresh_queued, freshness=freshness,
     )

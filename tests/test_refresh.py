@@ -6,6 +6,7 @@ import math
 import random
 import statistics
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -15,6 +16,7 @@ from polecat.frontier.refresh import (
     History,
     Prior,
     RefreshPolicy,
+    budget_intervals,
     estimate_rate,
     irregular_rate,
     next_kind,
@@ -104,7 +106,7 @@ def test_next_interval_is_k_over_rate_clamped() -> None:
     assert policy.interval("h", h, None, 0.0) == pytest.approx(2.0 / estimate_rate(h))
     fast = visits([(60.0, True)] * 10)
     assert policy.interval("h", fast, None, 0.0) == CFG.min_interval
-    static = visits([(DAY, False)] * 10)
+    static = visits([(DAY, False)] * 20)
     assert policy.interval("h", static, None, 0.0) == CFG.max_interval
 
 
@@ -122,7 +124,16 @@ def test_priors_before_enough_history() -> None:
     h = visits([(DAY, False)] * (CFG.min_visits - 1))
     assert policy.interval("h", h, Prior(changefreq="hourly"), now) == HOUR
     h = observe(h, h.last_visit + DAY, False)
-    assert policy.interval("h", h, Prior(changefreq="hourly"), now) == CFG.max_interval
+    assert policy.interval("h", h, Prior(changefreq="hourly"), now) == pytest.approx(2 * h.observed)
+
+
+def test_quiet_page_interval_grows_with_watched_time() -> None:
+    # No change in T is evidence of a rate below ~1/T: the interval is 2T/k, up to the ceiling.
+    policy = RefreshPolicy(CFG)
+    for days in (3, 5, 10, 20):
+        h = visits([(DAY, False)] * days)
+        assert estimate_rate(h) == 0.0
+        assert policy.interval("h", h, None, 0.0) == pytest.approx(min(2 * days * DAY, CFG.max_interval))
 
 
 def test_overrides_and_never() -> None:
@@ -131,7 +142,7 @@ def test_overrides_and_never() -> None:
     assert policy.interval("www.news.test", h, None, 0.0) == 600.0
     assert policy.interval("docs.test:8080", h, None, 0.0) is None
     assert policy.due_at("docs.test", h, None, 0.0) is None
-    assert policy.interval("other.test", h, None, 0.0) == CFG.max_interval
+    assert policy.interval("other.test", h, None, 0.0) == pytest.approx(2 * h.observed)
 
 
 @given(last=st.floats(1.0, 1e9), host_ready=st.floats(0.0, 2e9), changes=st.lists(st.booleans(), max_size=12),
@@ -191,3 +202,41 @@ def test_budget_share_without_competition() -> None:
     assert next_kind(0.0, 0, 10, True, False) == "refresh"
     assert next_kind(1.0, 10, 0, False, True) == "discovery"
     assert next_kind(0.5, 0, 0, False, False) is None
+
+
+def freshness(rates: np.ndarray, intervals: np.ndarray) -> float:
+    """Time-averaged freshness of pages visited every ``intervals`` (closed form, Poisson changes)."""
+    x = rates * intervals
+    with np.errstate(divide="ignore", invalid="ignore"):
+        f = np.where(x > 0, -np.expm1(-x) / x, 1.0)
+    return float(f.mean())
+
+
+def test_budget_intervals_keep_k_over_rate_when_the_budget_allows() -> None:
+    rates = np.array([[1 / HOUR, 1 / DAY, 0.0]])
+    got = budget_intervals(rates, np.ones_like(rates), np.array([1.0]), CFG)
+    assert got.tolist() == [[HOUR, DAY, CFG.max_interval]]
+
+
+def test_budget_intervals_spend_the_budget_and_beat_uniform_and_proportional() -> None:
+    rng = np.random.default_rng(0)
+    rates = (1 / (30 * DAY)) * rng.random((3, 200)) ** (-1 / 0.4)
+    budget = np.array([20 / DAY, 50 / DAY, 1000 / DAY])
+    got = budget_intervals(rates, np.ones_like(rates), budget, CFG)
+    assert np.all((got >= CFG.min_interval) & (got <= CFG.max_interval))
+    spent = (1 / got).sum(axis=1)
+    assert spent[:2] == pytest.approx(budget[:2], rel=0.01)
+    for row in range(2):
+        uniform = np.full(200, 200 / budget[row])
+        proportional = 1 / (budget[row] * rates[row] / rates[row].sum())
+        best = freshness(rates[row], got[row])
+        assert best > freshness(rates[row], uniform) > freshness(rates[row], proportional)
+    # The page that changes fastest is given up (visited at the ceiling) under the tightest budget.
+    assert got[0, np.argmax(rates[0])] == CFG.max_interval
+
+
+def test_budget_intervals_favour_important_pages() -> None:
+    rates = np.full((1, 10), 1 / DAY)
+    weights = np.array([[4.0] + [1.0] * 9])
+    got = budget_intervals(rates, weights, np.array([5 / DAY]), CFG)
+    assert got[0, 0] < got[0, 1] and np.all(got[0, 1:] == got[0, 1])

@@ -62,6 +62,7 @@ from polecat.frontier.records import (
     encode_host,
     origin_of,
 )
+from polecat.frontier.refresh import Freshness, RefreshPolicy
 from polecat.frontier.robots_state import decode_robots, encode_robots, restore_robots
 from polecat.frontier.scope import ScopeFilter
 from polecat.frontier.slices import SLICES, check_slices, slice_of
@@ -108,6 +109,7 @@ class Frontier:
         self._throttle: HostPatternMap[float] = HostPatternMap()
         self._blocked: HostPatternMap[bool] = HostPatternMap()
         self._scope = ScopeFilter(cfg.scope, ())
+        self._refresh = RefreshPolicy(cfg.refresh)
         self._bands: Counter[str] | None = None
         """Queued URLs by priority band, counted once asked for (:meth:`queue_bands`), then kept."""
         self.paused = False
@@ -259,7 +261,8 @@ class Frontier:
         self._enqueue(url, host, depth, importance, now, hops)
         return ACCEPTED
 
-    def _enqueue(self, url: str, host: str, depth: int, importance: float, now: float, hops: int = 0) -> None:
+    def _enqueue(self, url: str, host: str, depth: int, importance: float, now: float, hops: int = 0,
+                 *, new: bool = True) -> None:
         st = self._hosts.get(host)
         if st is None:
             st = self._hosts[host] = HostState()
@@ -269,7 +272,7 @@ class Frontier:
         self._count_band(key, 1)
         st.queued += 1
         self._queued += 1
-        self._accepted += 1
+        self._accepted += new
         self._save_host(host, st)
         if not st.in_flight and not st.parked and host not in self._scheduled:
             self._schedule(host, max(st.next_allowed, now))
@@ -502,12 +505,18 @@ class Frontier:
             return
         outcome = "failed" if result.outcome == "retry" else result.outcome
         prev_raw = self._db.txn.get(url_key(lease.url, lease.host), db=self._db.urls)
-        rec = UrlRecord.decode(prev_raw) if prev_raw is not None else UrlRecord(lease.url, outcome)
+        rec = UrlRecord.decode(prev_raw) if prev_raw is not None else UrlRecord(
+            lease.url, outcome, depth=lease.depth, importance=lease.importance)
         rec.outcome, rec.reason, rec.fetched_at = outcome, result.reason, result.attempt.started
+        changed = result.changed and outcome == "fetched"
         if result.content_hash is not None:
-            if rec.content_hash and result.changed and rec.content_hash != result.content_hash.hex():
+            changed = changed and rec.content_hash != result.content_hash.hex()
+            if rec.content_hash and changed:
                 rec.changes += 1
             rec.content_hash = result.content_hash.hex()
+        if outcome == "not_modified" or (outcome == "fetched" and result.reason.startswith("2")):
+            rec.history, rec.due = self._refresh.after_visit(lease.host, rec.history, result.attempt.started,
+                                                             changed, st.next_allowed)
         rec.etag = result.etag or rec.etag
         rec.last_modified = result.last_modified or rec.last_modified
         rec.fetches += 1
@@ -723,6 +732,40 @@ class Frontier:
                 dropped += 1
         self._scheduled.pop(host, None)
         return dropped
+
+    # --- refresh ---------------------------------------------------------------------------------
+
+    def requeue_due(self, now: float, limit: int = 100_000) -> int:
+        """Queue again (at most ``limit``) fetched URLs whose refresh is due at ``now``, with priority
+        importance x staleness (polecat/frontier/refresh.py); returns how many. One pass over the
+        finished URLs: a node calls it every ``refresh.scan_interval`` seconds, not per lease."""
+        txn, urls = self._db.txn, self._db.urls
+        due: list[tuple[bytes, UrlRecord]] = []
+        with txn.cursor(db=urls) as cur:
+            for key, raw in cur:
+                rec = UrlRecord.decode(raw)
+                if rec.due is not None and rec.due <= now:
+                    due.append((bytes(key), rec))
+                    if len(due) >= limit:
+                        break
+        queued = 0
+        for key, rec in due:
+            host = host_key(rec.url)
+            priority = self._refresh.due_priority(host, rec.history, rec.importance, now)
+            rec.due = None  # queued: the completion schedules the next visit
+            txn.put(key, rec.encode(), db=urls)
+            if priority is not None and host not in self._blocked:
+                self._enqueue(rec.url, host, rec.depth, priority, now, new=False)
+                queued += 1
+        return queued
+
+    def freshness(self, now: float) -> Freshness:
+        """The freshness SLO over the finished URLs (refresh rule 9)."""
+        count = Freshness()
+        for _, raw in self._db.txn.cursor(db=self._db.urls):
+            rec = UrlRecord.decode(raw)
+            self._refresh.tally(count, host_key(rec.url), rec.url, rec.history, rec.importance, now)
+        return count
 
     # --- observation -----------------------------------------------------------------------------
 

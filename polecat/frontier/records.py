@@ -155,17 +155,26 @@ class UrlRecord:
     last_modified: str | None = None
     fetches: int = 0
     changes: int = 0
+    depth: int = 0
+    importance: float = SEED_IMPORTANCE
+    history: str = ""
+    """The URL's change history (polecat/frontier/refresh.py ``History.encode()``, hex); "" before a visit."""
+    due: float | None = None
+    """When a refresh is due (refresh rules 5 and 6); None: not scheduled (never refreshed, not fetched,
+    or queued for its refresh right now)."""
 
     def encode(self) -> bytes:
         return json.dumps(
             [self.url, self.outcome, self.reason, self.fetched_at, self.content_hash, self.etag,
-             self.last_modified, self.fetches, self.changes], separators=(",", ":"),
+             self.last_modified, self.fetches, self.changes, self.depth, self.importance, self.history,
+             self.due], separators=(",", ":"),
         ).encode()
 
     @classmethod
     def decode(cls, raw: bytes | memoryview) -> UrlRecord:
-        u, o, r, t, h, e, m, n, c = json.loads(bytes(raw))
-        return cls(u, o, r, t, h, e, m, n, c)
+        # Records written before refresh state existed have the first nine fields only.
+        u, o, r, t, h, e, m, n, c, *refresh = json.loads(bytes(raw))
+        return cls(u, o, r, t, h, e, m, n, c, *refresh)
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,10 +16,21 @@ Rules:
      likelihood has no finite positive maximum): the bias-reduced form
      ``λ = -ln((n - x + 0.5) / (n + 0.5)) / I`` with ``I`` the mean interval;
    - irregular intervals: the maximum-likelihood ``λ``, the root of
-     ``Σ_changed t / (exp(λ t) - 1) = Σ_unchanged t``, found by bisection; each bin stands in for its
+     ``Σ_changed t / (exp(λ t) - 1) = Σ_unchanged t``, found by Newton's method; each bin stands in for its
      intervals by their mean (within a factor 2 of each of them; the convexity of the left side makes
      this err slightly low).
+   The scheduler uses ``max(λ, 0.5 / observed time)``: seeing no change over a time ``T`` says the rate
+   is below about ``1 / T``, not that it is 0, so a quiet page's interval grows with the time it has been
+   watched instead of jumping to ``max_interval`` after ``min_visits`` quiet visits.
 3. Next interval = ``clamp(k / λ, min_interval, max_interval)``; ``λ = 0`` gives ``max_interval``.
+   When a host's refresh budget cannot visit all its URLs that often (``Σ 1 / interval > budget``), its
+   intervals come from the freshness optimum instead (:func:`budget_intervals`, Cho and Garcia-Molina,
+   "Effective page refresh policies", ICDE 2003): visit frequencies ``f`` maximise the importance-weighted
+   time-averaged freshness ``Σ w F(λ, f)``, ``F = (1 - exp(-λ/f)) f / λ``, under ``Σ f = budget``. The
+   Lagrange condition ``1 - (1 + r) exp(-r) = μ λ / w`` (``r = λ / f``) gives ``f = λ / r``, and ``f = 0``
+   (visit only at ``max_interval``, to keep the estimate) for a page that changes too fast to be kept
+   fresh with its share (``μ λ >= w``); ``μ`` is set by bisection so the budget is spent. Visiting in
+   proportion to λ, which ``k / λ`` alone does under a binding budget, is worse than uniform.
 4. Before ``min_visits`` observed intervals the interval comes from a prior: the sitemap ``changefreq``
    (:data:`CHANGEFREQ_SECONDS`), else the sitemap ``lastmod`` (a page last changed ``a`` seconds ago is
    taken to change about once per ``a``), else ``default_interval``; clamped like rule 3.
@@ -42,9 +53,13 @@ at ``ln(2n + 1) / I``; a cosmetic change that escapes near-duplicate detection c
 from __future__ import annotations
 
 import math
+import re
 import struct
 from dataclasses import dataclass, replace
 from typing import Literal
+
+import numpy as np
+from numpy.typing import NDArray
 
 from polecat.config import RefreshConfig
 from polecat.frontier.patterns import HostPatternMap
@@ -125,21 +140,22 @@ def regular_rate(n: int, x: int, mean_interval: float) -> float:
 def irregular_rate(bins: tuple[tuple[int, int, float], ...], unchanged: float) -> float:
     """Maximum-likelihood rate for irregular intervals (rule 2); needs changes and unchanged time."""
     means = [(c, s / c) for _, c, s in bins]
-
-    def excess(lam: float) -> float:
-        # Decreasing in lam: +inf at 0, -unchanged at infinity; its root is the MLE.
-        return sum(c * t / math.expm1(min(lam * t, 700.0)) for c, t in means) - unchanged
-
-    lo, hi = 1e-15, 1.0
-    while excess(hi) > 0 and hi < 1e9:
-        hi *= 16
-    for _ in range(80):
-        mid = math.sqrt(lo * hi)
-        if excess(mid) > 0:
-            lo = mid
-        else:
-            hi = mid
-    return math.sqrt(lo * hi)
+    changes = sum(c for c, _ in means)
+    # The excess sum(c t / (e^(lam t) - 1)) - unchanged is convex and decreasing in lam, so Newton's
+    # method from a point left of the root climbs to it monotonically; a step past zero is halved back.
+    lam = changes / (unchanged + sum(c * t for c, t in means))
+    for _ in range(100):
+        excess, slope = -unchanged, 0.0
+        for c, t in means:
+            e = math.expm1(min(lam * t, 700.0))
+            excess += c * t / e
+            slope -= c * t * t * (e + 1.0) / (e * e)
+        step = excess / slope
+        nxt = lam - step if lam - step > 0.0 else lam / 2.0
+        if abs(nxt - lam) <= 1e-12 * lam:
+            return nxt
+        lam = nxt
+    return lam
 
 
 def estimate_rate(h: History) -> float:
@@ -153,6 +169,47 @@ def estimate_rate(h: History) -> float:
 
 def clamp_interval(cfg: RefreshConfig, seconds: float) -> float:
     return min(cfg.max_interval, max(cfg.min_interval, seconds))
+
+
+_R = np.logspace(-8, 3, 4096)
+_G = -np.expm1(-_R) - _R * np.exp(-_R)
+"""``g(r) = 1 - (1 + r) e^-r`` on a grid, increasing: :func:`budget_intervals` inverts it by interpolation."""
+
+
+def budget_intervals(rates: NDArray[np.float64], weights: NDArray[np.float64], budget: NDArray[np.float64],
+                     cfg: RefreshConfig) -> NDArray[np.float64]:
+    """Intervals for each host's URLs under its refresh budget (rule 3).
+
+    ``rates`` and ``weights`` (importance) have one row per host and one column per URL; ``budget`` is
+    each host's refresh visits per second. Rows whose clamped ``k / rate`` intervals fit their budget keep
+    them; the others get the weighted freshness optimum, clamped.
+    """
+    with np.errstate(divide="ignore"):
+        wanted = np.where(rates > 0, cfg.k / rates, np.inf)
+    wanted = np.clip(wanted, cfg.min_interval, cfg.max_interval)
+    over = (1.0 / wanted).sum(axis=1) > budget
+    if not over.any():
+        return wanted
+    lam, w, b = rates[over], np.maximum(weights[over], 1e-12), budget[over][:, None]
+    lo = np.full((lam.shape[0], 1), 1e-12)
+    hi = np.full((lam.shape[0], 1), 1e12)
+
+    def intervals(mu: NDArray[np.float64]) -> NDArray[np.float64]:
+        y = mu * lam / w
+        r = np.interp(y, _G, _R)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            every = np.where((y < 1.0) & (lam > 0), r / lam, np.inf)
+        return np.clip(every, cfg.min_interval, cfg.max_interval)
+
+    for _ in range(60):
+        # mu is the price of a visit: a higher price, fewer visits. Bisect in log space.
+        mid = np.sqrt(lo * hi)
+        spent = (1.0 / intervals(mid)).sum(axis=1, keepdims=True)
+        lo = np.where(spent > b, mid, lo)
+        hi = np.where(spent > b, hi, mid)
+    out = wanted.copy()
+    out[over] = intervals(hi)
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,15 +230,34 @@ def prior_interval(cfg: RefreshConfig, prior: Prior | None, now: float) -> float
     return clamp_interval(cfg, cfg.default_interval)
 
 
+@dataclass(slots=True)
+class Freshness:
+    """The freshness SLO (rule 9) over a set of URLs."""
+
+    tracked: int = 0
+    """URLs with a refresh schedule."""
+    due: int = 0
+    """Of those, due now."""
+    important: int = 0
+    within: int = 0
+    """Important URLs within their change window."""
+
+    @property
+    def slo(self) -> float | None:
+        """Share of important URLs within their window (None: no important URL fetched yet)."""
+        return self.within / self.important if self.important else None
+
+
 class RefreshPolicy:
     """Rules 3-9 for one crawl's :class:`RefreshConfig`."""
 
-    __slots__ = ("_cfg", "_never", "_overrides")
+    __slots__ = ("_cfg", "_important", "_never", "_overrides")
 
     def __init__(self, cfg: RefreshConfig) -> None:
         self._cfg = cfg
         self._never: HostPatternMap[bool] = HostPatternMap((p, True) for p in cfg.never)
         self._overrides: HostPatternMap[float] = HostPatternMap(cfg.overrides)
+        self._important = [re.compile(rx) for rx in cfg.important]
 
     @property
     def config(self) -> RefreshConfig:
@@ -194,10 +270,15 @@ class RefreshPolicy:
         fixed = self._overrides.get(host)
         if fixed is not None:
             return fixed
-        if h.n < self._cfg.min_visits:
-            return prior_interval(self._cfg, prior, now)
-        lam = estimate_rate(h)
+        lam = self.rate(h, prior, now)
         return self._cfg.max_interval if lam <= 0.0 else clamp_interval(self._cfg, self._cfg.k / lam)
+
+    def rate(self, h: History, prior: Prior | None, now: float) -> float:
+        """Changes per second believed for a URL: the estimate (rule 2), or the prior's (rule 4) before
+        ``min_visits`` intervals."""
+        if h.n < self._cfg.min_visits:
+            return self._cfg.k / prior_interval(self._cfg, prior, now)
+        return max(estimate_rate(h), 0.5 / h.observed)
 
     def due_at(self, host: str, h: History, prior: Prior | None, host_ready: float) -> float | None:
         """When the URL may be fetched again (rules 5 and 6); None: never."""
@@ -205,6 +286,34 @@ class RefreshPolicy:
         if every is None:
             return None
         return max(h.last_visit + every, host_ready)
+
+    def after_visit(self, host: str, history: str, at: float, changed: bool, host_ready: float,
+                    ) -> tuple[str, float | None]:
+        """A stored history (hex, "" for none) after a visit at ``at``, and the next due time."""
+        h = observe(History.decode(bytes.fromhex(history)) if history else History(), at, changed)
+        return h.encode().hex(), self.due_at(host, h, None, host_ready)
+
+    def due_priority(self, host: str, history: str, importance: float, now: float) -> float | None:
+        """Queue priority of a due URL (rule 7); None when it is no longer refreshed (rule 5)."""
+        h = History.decode(bytes.fromhex(history)) if history else History()
+        every = self.interval(host, h, None, h.last_visit)
+        return None if every is None else self.priority(importance, h, every, now)
+
+    def tally(self, into: Freshness, host: str, url: str, history: str, importance: float,
+              now: float) -> None:
+        """Count one finished URL into the freshness SLO (rule 9). Important: at least
+        ``important_min`` importance (seeds), or a URL matching a ``refresh.important`` regex."""
+        if not history:
+            return
+        h = History.decode(bytes.fromhex(history))
+        every = self.interval(host, h, None, h.last_visit)
+        if every is None:
+            return
+        into.tracked += 1
+        into.due += now >= h.last_visit + every
+        if importance >= self._cfg.important_min or any(rx.search(url) for rx in self._important):
+            into.important += 1
+            into.within += self.within_window(h, every, now)
 
     @staticmethod
     def priority(importance: float, h: History, interval: float, now: float) -> float:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -12,10 +13,13 @@ from typing import Any
 
 import lmdb
 
+from polecat.config import RefreshConfig
+from polecat.dedup.canon import host_key
 from polecat.errors import FrontierError
 from polecat.frontier.db import SCHEMA_VERSION, TABLES
 from polecat.frontier.keys import host_of_row, parse_op_key
 from polecat.frontier.records import UrlRecord, decode_host
+from polecat.frontier.refresh import Freshness, RefreshPolicy
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,8 +36,8 @@ class FrontierStatus:
     blocked: tuple[str, ...]
     throttled: tuple[tuple[str, float], ...]
     commits: int
-    paused: bool = False
-    """An operator paused the node (``polecat pause``); it leases nothing until resumed."""
+    freshness: Freshness
+    """The freshness SLO over the finished URLs (polecat/frontier/refresh.py rule 9)."""
 
 
 @contextmanager
@@ -64,9 +68,11 @@ def read_outcomes(frontier_dir: Path) -> Iterator[UrlRecord]:
             yield UrlRecord.decode(raw)
 
 
-def read_status(frontier_dir: Path, top: int = 10) -> FrontierStatus:
-    """Summarize the frontier in ``frontier_dir`` from one consistent read snapshot."""
-    with _read_txn(frontier_dir, ("hosts", "seen", "ops")) as (txn, dbs):
+def read_status(frontier_dir: Path, top: int = 10, refresh: RefreshConfig | None = None,
+                now: float | None = None) -> FrontierStatus:
+    """Summarize the frontier in ``frontier_dir`` from one consistent read snapshot (the freshness SLO
+    under ``refresh``, the default refresh settings when None, at ``now``)."""
+    with _read_txn(frontier_dir, ("hosts", "seen", "ops", "urls")) as (txn, dbs):
         queues: Counter[str] = Counter()
         hosts = fetched = 0
         for key, raw in txn.cursor(db=dbs["hosts"]):
@@ -76,21 +82,22 @@ def read_status(frontier_dir: Path, top: int = 10) -> FrontierStatus:
             if st.queued:
                 queues[host_of_row(bytes(key))] = st.queued
         blocked, throttled = [], []
-        paused = False
         for key, raw in txn.cursor(db=dbs["ops"]):
             kind, arg = parse_op_key(bytes(key))
             if kind == "block":
                 blocked.append(arg)
             elif kind == "throttle":
                 throttled.append((arg, float(bytes(raw))))
-            elif kind == "paused":
-                paused = True
         done = json.loads(bytes(txn.get(b"done", b"{}", db=dbs["meta"])))
+        fresh, policy, at = Freshness(), RefreshPolicy(refresh or RefreshConfig()), now or time.time()
+        for _, raw in txn.cursor(db=dbs["urls"]):
+            rec = UrlRecord.decode(raw)
+            policy.tally(fresh, host_key(rec.url), rec.url, rec.history, rec.importance, at)
         return FrontierStatus(
             hosts=hosts, hosts_with_queue=len(queues), queued=sum(queues.values()), fetched=fetched,
             seen_urls=txn.stat(dbs["seen"])["entries"], done=tuple(sorted(done.items())),
             busiest=tuple(queues.most_common(top)), blocked=tuple(blocked), throttled=tuple(throttled),
-            commits=int(txn.get(b"seq", b"0", db=dbs["meta"])), paused=paused,
+            commits=int(txn.get(b"seq", b"0", db=dbs["meta"])), freshness=fresh,
         )
 
 
@@ -109,5 +116,7 @@ def merge_status(parts: list[FrontierStatus], top: int = 10) -> FrontierStatus:
         busiest=tuple(sorted(busiest, key=lambda b: (-b[1], b[0]))[:top]),
         blocked=tuple(sorted({b for p in parts for b in p.blocked})),
         throttled=tuple(sorted({t for p in parts for t in p.throttled})),
-        commits=sum(p.commits for p in parts), paused=any(p.paused for p in parts),
+        commits=sum(p.commits for p in parts),
+        freshness=Freshness(*(sum(getattr(p.freshness, f) for p in parts)
+                              for f in ("tracked", "due", "important", "within"))),
     )

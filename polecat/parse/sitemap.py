@@ -24,6 +24,7 @@ they are already bounded by the caps):
 from __future__ import annotations
 
 import zlib
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal
@@ -240,13 +241,17 @@ def parse_sitemap(body: bytes, *, max_entries: int = MAX_ENTRIES, max_bytes: int
 
 @dataclass(slots=True)
 class SitemapWalk:
-    """Which sitemap files to fetch, over nested indexes (rule 5). One walk per host and crawl."""
+    """Which sitemap files to fetch, over nested indexes (rule 5). One walk per root's host and run."""
 
     max_depth: int = 3
     max_files: int = 1000
     _depth: dict[str, int] = field(default_factory=dict)
-    errors: dict[str, int] = field(default_factory=dict)
-    """Refusals by reason, including the files' own errors (rules 1-3)."""
+    errors: Counter[str] = field(default_factory=Counter)
+    """Refusals by reason, including the files' own errors (rules 1-3), each under ``prefix``."""
+    prefix: str = ""
+
+    def __contains__(self, url: str) -> bool:
+        return url in self._depth
 
     def add_root(self, url: str) -> bool:
         """A sitemap named by robots.txt or guessed (``/sitemap.xml``): True if it should be fetched."""
@@ -273,4 +278,4 @@ class SitemapWalk:
         return True
 
     def _count(self, reason: str) -> None:
-        self.errors[reason] = self.errors.get(reason, 0) + 1
+        self.errors[self.prefix + reason] += 1

@@ -12,12 +12,16 @@ server-side arrival and end times, so politeness is measured at the server.
 
 Knobs, settable at any time from any thread: :meth:`TestWeb.respond` (a fixed status, headers, body,
 delay, optionally for the first N requests only), :meth:`TestWeb.redirect`, :meth:`TestWeb.delay`,
-:meth:`TestWeb.set_robots` (status, body, Crawl-delay, delay; a long delay is a timeout).
+:meth:`TestWeb.set_robots` (status, body, Crawl-delay, delay; a long delay is a timeout),
+:meth:`TestWeb.change_every` (a page whose content changes on a schedule).
 """
 
 from __future__ import annotations
 
 import asyncio
+import random
+import re
+import string
 import threading
 import time
 from collections import Counter
@@ -73,6 +77,7 @@ class TestWeb:
         self._log: list[RequestRecord] = []
         self._rules: dict[tuple[str, str], _Rule] = {}
         self._bodies: dict[int, tuple[bytes | memoryview, str]] = {}
+        self._changing: dict[int, tuple[float, bool]] = {}
         self._handler: SiteHandler | None = None
         self._port = 0
         self._thread: threading.Thread | None = None
@@ -183,6 +188,17 @@ class TestWeb:
         headers = {"Content-Type": "text/plain"}
         self.respond(host, "/robots.txt", status, headers=headers, body=body.encode(), delay=delay)
 
+    def change_every(self, host: str, path: str, seconds: float, *, cosmetic: bool = False) -> str:
+        """Give the page at ``host`` + ``path`` new content (new ETag) every ``seconds`` of the server's
+        clock: new text, different enough not to be a near-duplicate of the last version, or with
+        ``cosmetic`` only its footer's revision number (a near-duplicate). Returns its URL."""
+        page = self.site.lookup(host.lower(), normalize_path(path), ())
+        if page is None:
+            raise ValueError(f"no page {path} on {host}")
+        with self._lock:
+            self._changing[page] = (seconds, cosmetic)
+        return self.site.url(page, self.port)
+
     def clear(self, host: str | None = None) -> None:
         """Drop the knobs of ``host`` (of every host when None)."""
         with self._lock:
@@ -206,11 +222,27 @@ class TestWeb:
     # --- serving ---------------------------------------------------------------------------------
 
     def _page_body(self, page: int) -> tuple[bytes | memoryview, str]:
+        changing = self._changing.get(page)
+        if changing is not None:
+            period, cosmetic = changing
+            return self._version_body(page, int(time.monotonic() / period), cosmetic)
         cached = self._bodies.get(page)
         if cached is None:
             body = self.site.render(page, self._port)
             cached = self._bodies[page] = (body, etag_of(body))
         return cached
+
+    def _version_body(self, page: int, version: int, cosmetic: bool) -> tuple[bytes, str]:
+        if cosmetic:
+            page_html = bytes(self.site.render(page, self._port))
+            body = re.sub(rb"Revision \d+\.", f"Revision {version}.".encode(), page_html, count=1)
+            return body, etag_of(body)
+        rng = random.Random(page * 1_000_003 + version)
+        letters = string.ascii_lowercase
+        words = " ".join("".join(rng.choices(letters, k=rng.randint(3, 9))) for _ in range(600))
+        page_html = bytes(self.site.render(page, self._port))
+        body = page_html.replace(b"</body>", f"<p>{words}</p></body>".encode())
+        return body, etag_of(body)
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         start = time.monotonic()

@@ -1,0 +1,110 @@
+"""Refresh state in the frontier: due times, re-queueing, 304 and near-duplicates as "unchanged"."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from polecat.config import Config, RefreshConfig
+from polecat.frontier.records import Lease
+from polecat.frontier.refresh import History
+from tests.frontier_helpers import Rig, canon, done
+from tests.test_frontier import lease_or_fail, open_host
+
+REFRESH = RefreshConfig(min_interval=10.0, max_interval=1000.0, default_interval=50.0, min_visits=1,
+                        never=("b.test",))
+
+
+def rig_with_refresh(path: Path) -> Rig:
+    return Rig(path, cfg=Config(scope=replace(Config().scope, mode="any"), refresh=REFRESH))
+
+
+def history(rig: Rig, url: str) -> History:
+    rec = rig.frontier.url_record(url)
+    assert rec is not None and rec.history
+    return History.decode(bytes.fromhex(rec.history))
+
+
+def finish(rig: Rig, lease: Lease, now: float, outcome: str, digest: bytes, *, changed: bool = True) -> None:
+    result = replace(done(now, outcome="not_modified" if outcome == "304" else "fetched",
+                          status=304 if outcome == "304" else 200),
+                     content_hash=digest, etag='"v"', changed=changed)
+    rig.frontier.complete(lease, result, now + 0.01)
+
+
+def due_lease(rig: Rig, url: str) -> tuple[Lease, float]:
+    """Requeue ``url`` at its due time and lease it; checks nothing was due a moment earlier."""
+    rec = rig.frontier.url_record(url)
+    assert rec is not None and rec.due is not None
+    assert rig.frontier.requeue_due(rec.due - 0.001) == 0
+    assert rig.frontier.requeue_due(rec.due) == 1
+    after = rig.frontier.url_record(url)
+    assert after is not None and after.due is None  # queued: not queued twice
+    assert rig.frontier.requeue_due(rec.due + 1) == 0
+    return lease_or_fail(rig, rec.due), rec.due
+
+
+def test_due_times_requeue_and_what_counts_as_a_change(tmp_path: Path) -> None:
+    rig = rig_with_refresh(tmp_path)
+    t = open_host(rig, "http://a.test/", 1000.0)
+    url = canon("http://a.test/")
+    lease = lease_or_fail(rig, t + 1.0)
+    finish(rig, lease, t + 1.0, "200", b"A" * 32)
+    rec = rig.frontier.url_record(url)
+    assert rec is not None and rec.due is not None
+    # First visit: the prior (default 50 s), never before the host's next allowed time.
+    assert rec.due >= t + 1.0 + 50.0 and rec.due >= rig.frontier.next_allowed("a.test")
+    accepted = rig.frontier.stats(t).accepted
+    lease, now = due_lease(rig, url)
+    assert lease.etag == '"v"'  # the re-fetch is a conditional GET
+    assert rig.frontier.stats(now).accepted == accepted  # a refresh is not a new URL
+    finish(rig, lease, now, "304", b"A" * 32)
+    assert (history(rig, url).n, history(rig, url).x) == (1, 0)
+    # The same body again (200, same hash) and a near-duplicate of the previous version: unchanged.
+    lease, now = due_lease(rig, url)
+    finish(rig, lease, now, "200", b"A" * 32, changed=True)
+    lease, now = due_lease(rig, url)
+    finish(rig, lease, now, "200", b"B" * 32, changed=False)
+    assert (history(rig, url).n, history(rig, url).x) == (3, 0)
+    # A new body is a change; the URL's interval shrinks after it.
+    quiet = rig.frontier.url_record(url)
+    assert quiet is not None and quiet.due is not None
+    lease, now = due_lease(rig, url)
+    finish(rig, lease, now, "200", b"C" * 32)
+    h = history(rig, url)
+    assert (h.n, h.x) == (4, 1)
+    changed = rig.frontier.url_record(url)
+    assert changed is not None and changed.due is not None
+    assert changed.due - h.last_visit < quiet.due - history_before(quiet.history).last_visit
+
+
+def history_before(hexed: str) -> History:
+    return History.decode(bytes.fromhex(hexed))
+
+
+def test_never_refreshed_hosts_and_failures_get_no_due_time(tmp_path: Path) -> None:
+    rig = rig_with_refresh(tmp_path)
+    t = open_host(rig, "http://b.test/", 1000.0)
+    lease = lease_or_fail(rig, t + 1.0)
+    finish(rig, lease, t + 1.0, "200", b"A" * 32)
+    rec = rig.frontier.url_record(canon("http://b.test/"))
+    assert rec is not None and rec.due is None
+    t = open_host(rig, "http://c.test/", 2000.0)
+    lease = lease_or_fail(rig, t + 1.0)
+    rig.complete(lease, t + 1.0, "fetched", status=404)
+    rec = rig.frontier.url_record(canon("http://c.test/"))
+    assert rec is not None and rec.due is None
+    assert rig.frontier.requeue_due(1e12) == 0
+
+
+def test_refresh_state_survives_a_restart(tmp_path: Path) -> None:
+    rig = rig_with_refresh(tmp_path)
+    t = open_host(rig, "http://a.test/", 1000.0)
+    lease = lease_or_fail(rig, t + 1.0)
+    finish(rig, lease, t + 1.0, "200", b"A" * 32)
+    rig.frontier.commit()
+    rig.crash()
+    rig.reopen(now=t + 100.0)
+    assert rig.frontier.requeue_due(t + 100.0) == 1
+    again = lease_or_fail(rig, t + 102.0)
+    assert again.url == canon("http://a.test/") and again.etag == '"v"'
