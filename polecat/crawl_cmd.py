@@ -247,7 +247,7 @@ def _report_changes(run: RunSettings) -> None:
 
 
 def cmd_crawl(args: argparse.Namespace) -> int:
-    from polecat.cluster.layout import LAYOUT_FILE, check_layout, resolve_workers
+    from polecat.cluster.layout import LAYOUT_FILE, resolve_workers, uses_workers
 
     run = build_settings(args)
     cfg = run.config
@@ -255,10 +255,9 @@ def cmd_crawl(args: argparse.Namespace) -> int:
     if not cfg.scope.seeds and not (data / "frontier").exists() and not (data / LAYOUT_FILE).exists():
         raise ConfigError("nothing to crawl: give seed URLs or --seeds-file, or --data of a crawl to resume")
     workers = resolve_workers(cfg)
-    check_layout(data, workers)
     _report_changes(run)
     settings.save(data, run.to_save)
-    main = _crawl(cfg) if workers == 1 else _crawl_workers(cfg, workers)
+    main = _crawl_workers(cfg, workers) if uses_workers(data, workers) else _crawl(cfg)
     try:
         import uvloop
     except ImportError:  # pragma: no cover - uvloop is a dependency where it builds

@@ -125,6 +125,8 @@ class Crawler:
         await self._fetcher.__aenter__()
         self._opened = True
         now = time.time()
+        if self._link is not None:  # lease only this member's slices, whatever else the frontier holds
+            self._frontier.set_owned(self._link.ring.slices_of(self._link.self_id), now)
         try:
             for seed in cfg.scope.seeds:
                 self.add_seed(seed, now=now)

@@ -33,6 +33,7 @@ CONSEQUENCES = {
     "scope.block": "queued URLs of newly blocked hosts are dropped (recorded as blocked)",
     "scope.max_depth": "queued URLs beyond the new depth stay queued and are still fetched",
     "fetch.user_agent": "robots.txt rules for the new user agent apply from the next robots.txt fetch",
+    "workers": "slices move to their new owners (export/adopt) before anything is fetched",
 }
 
 

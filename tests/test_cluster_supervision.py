@@ -9,7 +9,14 @@ from typing import Any
 import pytest
 
 from polecat.cluster.aggregate import merge_stats, stats_from_dict
-from polecat.cluster.layout import check_layout, node_dirs, record_layout, resolve_workers
+from polecat.cluster.layout import (
+    needs_resize,
+    node_dirs,
+    record_layout,
+    resolve_workers,
+    uses_workers,
+    worker_dir,
+)
 from polecat.cluster.termination import Report, Termination
 from polecat.config import config_from_mapping
 from polecat.errors import ConfigError
@@ -65,22 +72,20 @@ def test_merged_stats_add_counters_over_lives_and_gauges_over_live_workers() -> 
     assert stats_from_dict(m.as_dict()) == m
 
 
-def test_layout_is_fixed_per_data_dir(tmp_path: Path) -> None:
+def test_layout_and_when_slices_must_move(tmp_path: Path) -> None:
     data = tmp_path / "d"
     assert node_dirs(data) == [data]
-    check_layout(data, 2)
+    assert not uses_workers(data, 1) and uses_workers(data, 2)
+    assert not needs_resize(data, 2)  # a new crawl: nothing to move
     record_layout(data, 2)
+    for k in (0, 1):
+        worker_dir(data, k).mkdir(parents=True)
     assert node_dirs(data) == [data / "workers" / "0", data / "workers" / "1"]
-    check_layout(data, 2)
-    with pytest.raises(ConfigError, match="--workers 2"):
-        check_layout(data, 3)
-    with pytest.raises(ConfigError, match="--workers 2"):
-        check_layout(data, 1)
+    assert uses_workers(data, 1)  # the layout stays, also with one worker
+    assert not needs_resize(data, 2) and needs_resize(data, 3) and needs_resize(data, 1)
     single = tmp_path / "s"
     (single / "frontier").mkdir(parents=True)
-    check_layout(single, 1)
-    with pytest.raises(ConfigError, match="one-process crawl"):
-        check_layout(single, 2)
+    assert not uses_workers(single, 1) and needs_resize(single, 2)
 
 
 def test_workers_setting_auto_and_bounds() -> None:

@@ -66,9 +66,6 @@ def test_two_workers_fetch_what_one_worker_fetches_once_each_politely(test_web: 
         assert polecat("cat", str(data), url).returncode == 0
     verify = polecat("store", "verify", str(data))
     assert verify.returncode == 0 and verify.stdout.startswith("OK"), verify.stdout
-    # The worker count is fixed for a data dir until slices can be re-assigned: refused, nothing changed.
-    refused = polecat("crawl", "--data", str(data), "--workers", "3", "--quiet")
-    assert refused.returncode == 2 and "--workers 2" in refused.stderr, refused.stderr
 
 
 @pytest.mark.slow

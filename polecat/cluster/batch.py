@@ -59,6 +59,11 @@ def encode_urls(urls: tuple[HandoffUrl, ...] | list[HandoffUrl]) -> bytes:
     return packed
 
 
+def decode_urls(raw: bytes) -> tuple[HandoffUrl, ...]:
+    """The URL list of :func:`encode_urls` (an outbox's own bytes, already checked when written)."""
+    return tuple(HandoffUrl(u, d, float(i), h) for u, d, i, h in msgpack.unpackb(raw, use_list=True))
+
+
 def encode_batch(sender: str, seq: int, urls_msgpack: bytes, sign: Signer | None = None) -> bytes:
     """Frame a batch from the outbox's stored URL list (:func:`encode_urls`), without re-encoding it."""
     # A 3-element msgpack array (fixarray 0x93): sender, seq (a 2-array's items), then the URL list.

@@ -7,12 +7,14 @@ Rules:
    ``DATA/workers/<k>/handoff``. A page is stored by the worker that fetched it.
 3. Readers (``status``, ``pages``, ``cat``, ``store ...``) take ``DATA`` either way and read every node
    dir (:func:`node_dirs`), so they see the whole crawl whichever worker fetched a page.
-4. The worker count is fixed for a data dir until re-assignment by export/adopt exists: a run with
-   another count, or a ``--workers`` run on a one-process crawl, is refused with the command that works.
+4. A run with another count (or a ``--workers`` run on a one-process crawl) first moves slices to
+   their new owners (polecat/cluster/resize.py); once a crawl has the workers layout it keeps it, also
+   with one worker.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -38,9 +40,18 @@ def recorded_workers(data: Path) -> int | None:
 
 
 def node_dirs(data: Path) -> list[Path]:
-    """Every node data dir of the crawl in ``data`` (rule 3)."""
-    n = recorded_workers(data)
-    return [data] if n is None else [worker_dir(data, k) for k in range(n)]
+    """Every node data dir of the crawl in ``data`` (rule 3), including those of workers a smaller
+    count left behind (their stores still hold pages)."""
+    if recorded_workers(data) is None:
+        return [data]
+    found = [p for p in (data / "workers").iterdir() if p.is_dir() and p.name.isdigit()]
+    return sorted(found, key=lambda p: int(p.name))
+
+
+def worker_config(cfg: Config, index: int) -> Config:
+    """The configuration of worker ``index`` of the crawl ``cfg`` describes: its own data dir, one
+    process, no terminal progress of its own."""
+    return dataclasses.replace(cfg, data_dir=worker_dir(cfg.data_dir, index), workers=1, progress=False)
 
 
 def resolve_workers(cfg: Config) -> int:
@@ -48,15 +59,18 @@ def resolve_workers(cfg: Config) -> int:
     return cfg.workers or os.cpu_count() or 1
 
 
-def check_layout(data: Path, workers: int) -> None:
-    """Rule 4, before anything is created."""
+def uses_workers(data: Path, workers: int) -> bool:
+    """Whether the crawl in ``data`` runs under the parent supervisor (rule 4)."""
+    return workers > 1 or recorded_workers(data) is not None
+
+
+def needs_resize(data: Path, workers: int) -> bool:
+    """Whether slices must move before ``workers`` workers may start (rule 4; an interrupted resize
+    left its journal)."""
     had = recorded_workers(data)
-    if had is not None and had != workers:
-        raise ConfigError(f"--workers: {data} holds a crawl run with --workers {had}; run it again with "
-                          f"--workers {had} (changing the count between runs is not supported yet)")
-    if had is None and workers > 1 and (data / "frontier").exists():
-        raise ConfigError(f"--workers: {data} holds a one-process crawl; resume it without --workers, or "
-                          "give a new --data for a --workers crawl")
+    if (data / "resize.json").exists():
+        return True
+    return had != workers if had is not None else (data / "frontier").exists()
 
 
 def record_layout(data: Path, workers: int) -> None:

@@ -2,7 +2,8 @@
 
 Rules:
 1. Layout: polecat/cluster/layout.py. The parent is the coordinator: it fixes the member list, so the
-   Ring gives every worker the same slice owners.
+   Ring gives every worker the same slice owners; a changed count moves slices first
+   (polecat/cluster/resize.py), before any worker starts.
 2. Hand-off addresses are unix sockets in a private temporary directory, made fresh for each run.
 3. A worker that dies without being asked to stop (kill -9, crash) is started again on its own data; a
    worker that dies within ``FAST_DEATH`` seconds of starting ``MAX_FAST_DEATHS`` times in a row is a
@@ -31,8 +32,9 @@ from typing import Any
 
 from polecat import verdict
 from polecat.cluster.aggregate import merge_stats, stats_from_dict
-from polecat.cluster.layout import check_layout, record_layout, resolve_workers, worker_dir
+from polecat.cluster.layout import needs_resize, record_layout, resolve_workers, worker_config
 from polecat.cluster.membership import Member
+from polecat.cluster.resize import resize
 from polecat.cluster.termination import Report, Termination
 from polecat.cluster.worker import WorkerSpec, config_mapping
 from polecat.config import Config
@@ -88,7 +90,7 @@ class Supervisor:
         self._ended = ""
 
     def _specs(self, sock_dir: Path) -> list[_Worker]:
-        cfg, data = self.config, self.config.data_dir
+        cfg = self.config
         members = tuple(Member(f"w{k}", f"unix:{sock_dir}/w{k}.sock") for k in range(self.n))
         limit = cfg.scope.max_pages
         out = []
@@ -96,8 +98,7 @@ class Supervisor:
             share = limit // self.n + (1 if k < limit % self.n else 0) if limit else 0
             if limit and not share:
                 share = 1  # max_pages < N: a worker with no share would have no cap at all
-            wcfg = replace(cfg, data_dir=worker_dir(data, k), workers=1, progress=False,
-                           scope=replace(cfg.scope, max_pages=share))
+            wcfg = replace(worker_config(cfg, k), scope=replace(cfg.scope, max_pages=share))
             spec_path = sock_dir / f"w{k}.json"
             WorkerSpec(f"w{k}", members, config_mapping(wcfg),
                        logging.getLogger("polecat").getEffectiveLevel()).dump(spec_path)
@@ -106,8 +107,13 @@ class Supervisor:
 
     async def run(self) -> RunResult:
         data = self.config.data_dir
-        check_layout(data, self.n)
-        record_layout(data, self.n)
+        if needs_resize(data, self.n):
+            moved = resize(self.config, self.n)
+            print(f"polecat: {moved.old} -> {moved.new} workers: {moved.slices_moved} slices moved "
+                  f"({moved.hosts} hosts, {moved.queued} queued URLs, {moved.outbox_urls} URLs from "
+                  f"hand-off outboxes) in {moved.seconds:.1f}s", file=sys.stderr)
+        else:
+            record_layout(data, self.n)
         sock_dir = Path(tempfile.mkdtemp(prefix="polecat-"))
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
