@@ -29,7 +29,7 @@ from tests.test_crawl_restart import crawl_cmd, finish, start
 def _pages(data: Path) -> set[str]:
     out = subprocess.run([sys.executable, "-m", "polecat.cli", "pages", str(data)], capture_output=True,
                          text=True, timeout=60)
-    return {line.split("\t")[0] for line in out.stdout.splitlines()}
+    return {line.split("\t")[0] for line in out.stdout.splitlines()[1:]}  # after the header line
 
 
 def test_two_then_three_then_one_workers_cover_everything_once(test_web: TestWebFactory,
