@@ -3,7 +3,9 @@
 Rules:
 - Figures the components already count are read at scrape time from :meth:`Crawler.stats` (one
   snapshot per scrape, the same one ``/admin/crawl/status`` reports), so the two never disagree.
-- Only the fetch-latency histogram is observed as requests end (:meth:`NodeMetrics.observe`).
+- Observed as requests end (:meth:`NodeMetrics.observe`): the fetch-latency histogram and the fetch
+  counter (counted when a page request ends, so it only grows; the stats' ``fetches`` also counts those
+  in flight and drops a lease withdrawn before sending: both agree whenever nothing is in flight).
 - Names follow Prometheus conventions: ``polecat_`` prefix, ``_total`` counters, base units
   (``_seconds``, ``_bytes``), ratios in [0, 1].
 - Counters count this process's run (they restart at 0 with the node, which Prometheus handles).
@@ -12,10 +14,11 @@ Rules:
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -24,14 +27,25 @@ from polecat.frontier.records import Completion, Lease
 if TYPE_CHECKING:
     from polecat.node import Crawler
 
+LAG_WINDOW = 60.0
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
 
 class LoopLag:
-    """How late the event loop ran a timer lately (set by the service's ticker)."""
+    """How late the event loop ran the service's timer: the worst over the last :data:`LAG_WINDOW`
+    seconds, so a stall between two scrapes still shows at the next one."""
 
     def __init__(self) -> None:
-        self.seconds = 0.0
+        self._samples: deque[tuple[float, float]] = deque()
+
+    def record(self, now: float, lag: float) -> None:
+        self._samples.append((now, lag))
+        while self._samples[0][0] < now - LAG_WINDOW:
+            self._samples.popleft()
+
+    @property
+    def seconds(self) -> float:
+        return max((lag for _, lag in self._samples), default=0.0)
 
 
 class NodeMetrics(Collector):
@@ -41,6 +55,8 @@ class NodeMetrics(Collector):
         self._crawler = crawler
         self._lag = lag
         self.registry = CollectorRegistry(auto_describe=False)
+        self._fetches = Counter("polecat_fetches", "Page requests made (counted as they end)",
+                                registry=self.registry)
         self._latency = Histogram("polecat_fetch_duration_seconds",
                                   "Page request time, from sending to the end of the body",
                                   ["kind"], buckets=LATENCY_BUCKETS, registry=self.registry)
@@ -48,13 +64,14 @@ class NodeMetrics(Collector):
 
     def observe(self, lease: Lease, completion: Completion) -> None:
         attempt = completion.attempt
+        if lease.kind == "page":
+            self._fetches.inc()
         self._latency.labels(lease.kind).observe(max(0.0, attempt.ended - attempt.started))
 
     def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
         c = self._crawler
         s = c.stats()
         now = time.time()
-        yield _counter("polecat_fetches", "Page requests started", s.fetches)
         yield _counter("polecat_politeness_violations",
                        "Requests started before their host's next-allowed time (must stay 0)",
                        s.politeness_violations)
@@ -99,7 +116,7 @@ class NodeMetrics(Collector):
         yield _gauge("polecat_checkpoint_age_seconds", "Seconds since the last checkpoint",
                      now - at if at else 0.0)
         yield _gauge("polecat_checkpoint_duration_seconds", "Duration of the last checkpoint", duration)
-        yield _gauge("polecat_event_loop_lag_seconds", "How late the event loop last ran a timer",
+        yield _gauge("polecat_event_loop_lag_seconds", "Worst event-loop lag over the last minute",
                      self._lag.seconds)
 
 

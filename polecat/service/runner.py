@@ -135,7 +135,7 @@ async def _tick(crawler: Crawler, notifier: Notifier, lag: LoopLag, watchdog: fl
         expected = time.monotonic() + period
         await asyncio.sleep(period)
         now = time.monotonic()
-        lag.seconds = max(0.0, now - expected)
+        lag.record(now, max(0.0, now - expected))
         fields = ["WATCHDOG=1"] if watchdog else []
         if now - last_status >= STATUS_EVERY:
             fields.append(f"STATUS={status_line(crawler)}")
