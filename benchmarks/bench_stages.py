@@ -1,6 +1,7 @@
 """Where polecat's CPU time per page goes, stage by stage, against the floor, on each corpus.
 
     python -m benchmarks.bench_stages [--pages 400] [--corpus small,real]
+    python -m benchmarks.bench_stages --worst-case [--size BYTES] [--timeout S] [--unguarded]
 
 Runs each pipeline stage the node runs for a fetched page over a corpus (``benchmarks/corpora.py``:
 pages of the ``small`` comparison web, and real documentation pages), in-process and without network,
@@ -8,6 +9,8 @@ then the floor's in-process stages (lexbor parse, BLAKE2b, zstd) over the same p
 microseconds per page per stage and the ratio of the two totals. The HTTP stage is not here:
 ``python -m benchmarks.compare`` adds the bare GET loop's CPU to the floor, and
 ``python -m benchmarks.bench_fetch`` measures polecat's fetcher against that loop.
+
+``--worst-case`` prints the worst case per stage on adversarial pages instead (benchmarks/worst_case.py).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from benchmarks import worst_case
 from benchmarks.corpora import CORPORA, Corpus, floor_stages
 from polecat.config import Config, ScopeConfig, StoreConfig
 from polecat.dedup.canon import Canonicalizer
@@ -94,7 +98,14 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--pages", type=int, default=400, help="pages of the synthetic corpus")
     ap.add_argument("--corpus", default=",".join(CORPORA), help="comma-separated: " + ",".join(CORPORA))
+    ap.add_argument("--worst-case", action="store_true", help="worst case per stage on hostile pages")
+    ap.add_argument("--size", type=int, default=10 * 2**20, help="--worst-case: hostile page size")
+    ap.add_argument("--timeout", type=float, default=60.0, help="--worst-case: kill a class after")
+    ap.add_argument("--unguarded", action="store_true", help="--worst-case: without polecat.parse.guard")
     args = ap.parse_args()
+    if args.worst_case:
+        worst_case.report(args.size, args.timeout, not args.unguarded)
+        return
     for name in args.corpus.split(","):
         corpus = CORPORA[name](args.pages)
         if corpus is None:

@@ -38,6 +38,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"refresh: {freshness_line(f.tracked, f.due, f.important, f.within)}")
     for host, n in s.busiest:
         print(f"  queue {n:>9}  {host}")
+    if s.paused:
+        print("  paused by an operator: `polecat resume --node URL` lets the node lease again")
     for pattern in s.blocked:
         print(f"  blocked {pattern}")
     for pattern, rate in s.throttled:

@@ -14,7 +14,6 @@ import dataclasses
 import inspect
 import logging
 import math
-import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from types import TracebackType
@@ -23,12 +22,14 @@ from typing import TYPE_CHECKING
 import lmdb
 
 from polecat import verdict
+from polecat.clock import SYSTEM_CLOCK, Clock
 from polecat.config import Config
 from polecat.dedup.canon import Canonicalizer, host_key
 from polecat.errors import BlockedAddressError, FetchError, FetchTimeout, PolecatError, StorageFault
 from polecat.faults import storage_fault
 from polecat.fetch.http import Fetcher, Response
 from polecat.fetch.robots import Ready, RobotsPolicy, is_answer, product_token
+from polecat.fetch.seams import PageFetcher
 from polecat.frontier.frontier import ACCEPTED, SEEN, Frontier
 from polecat.frontier.local import open_local
 from polecat.frontier.patterns import hostname
@@ -66,11 +67,17 @@ class Crawler:
     """
 
     def __init__(self, config: Config, *, on_page: PageCallback | None = None,
-                 on_lease: LeaseObserver | None = None, link: ClusterLink | None = None) -> None:
+                 on_lease: LeaseObserver | None = None, link: ClusterLink | None = None,
+                 clock: Clock = SYSTEM_CLOCK, fetcher: PageFetcher | None = None,
+                 store: PageStore | None = None) -> None:
         if config.workers != 1 and link is None:
             raise PolecatError("workers: a Crawler is one process; run a crawl over several with "
                                "polecat.cluster.supervisor.crawl_with_workers(cfg)")
         self.config = config
+        self._clock = clock
+        self._given_fetcher = fetcher
+        self._given_store = store
+        """Seams for tests (polecat/testing/fakes.py); None: the real fetcher and segment store."""
         fix_mmap_threshold()  # pages at the body cap must not grow the heap for good
         self._on_page = on_page
         self._on_lease = on_lease
@@ -106,12 +113,12 @@ class Crawler:
     async def __aenter__(self) -> Crawler:
         cfg = self.config
         data = cfg.data_dir
-        local = open_local(cfg, time.time())
+        local = open_local(cfg, self._clock.wall())
         self._db, self._seen, self._robots = local.db, local.seen, local.robots
         self._bloom_path = local.bloom_path
         self._canon = Canonicalizer(cfg.dedup.tracking_params)
         try:
-            self._store: PageStore = open_store(data / "store", cfg.store)
+            self._store: PageStore = self._given_store or open_store(data / "store", cfg.store)
         except BaseException:  # e.g. a torn segment that needs `store repair`: hold no frontier open
             self._db.close()
             raise
@@ -120,11 +127,12 @@ class Crawler:
         self._pipeline = PagePipeline(cfg, frontier=self._frontier, db=self._db, store=self._store,
                                       canon=self._canon, agent_token=product_token(cfg.fetch.user_agent),
                                       errors=self._errors, emit=self._emit, wake=self._wake.set,
-                                      route=link.route if (link := self._link) is not None else None)
-        self._fetcher = Fetcher(cfg.fetch, cfg.dns)
+                                      route=link.route if (link := self._link) is not None else None,
+                                      clock=self._clock)
+        self._fetcher: PageFetcher = self._given_fetcher or Fetcher(cfg.fetch, cfg.dns)
         await self._fetcher.__aenter__()
         self._opened = True
-        now = time.time()
+        now = self._clock.wall()
         if self._link is not None:  # lease only this member's slices, whatever else the frontier holds
             self._frontier.set_owned(self._link.ring.slices_of(self._link.self_id), now)
         try:
@@ -166,7 +174,7 @@ class Crawler:
         if not self._owns(canonical):  # its owner queues it; the host still joins the scope here
             self._frontier.add_scope_host(host_key(canonical))
             return "other_owner"
-        decision = self._frontier.add_seed(canonical, time.time() if now is None else now, importance)
+        decision = self._frontier.add_seed(canonical, self._clock.wall() if now is None else now, importance)
         if decision not in (ACCEPTED, SEEN):
             self._seeds_refused.append((url, decision))
         self._wake.set()
@@ -207,7 +215,7 @@ class Crawler:
         return self._robots
 
     @property
-    def fetcher(self) -> Fetcher:
+    def fetcher(self) -> PageFetcher:
         return self._fetcher
 
     def checkpoint(self) -> None:
@@ -241,7 +249,7 @@ class Crawler:
         """Crawl until the frontier is exhausted, ``scope.max_pages`` fetches were made, or :meth:`stop`.
         With ``serve`` an empty frontier is not the end: the node waits for new URLs until :meth:`stop`."""
         loop = asyncio.get_running_loop()
-        self._started_at = time.time()
+        self._started_at = self._clock.wall()
         self._last_bloom_save = self._started_at
         checkpointer = asyncio.create_task(self._checkpoint_loop())
         limit = self.config.scope.max_pages
@@ -260,7 +268,7 @@ class Crawler:
                 if len(self._tasks) >= concurrency or self._frontier.paused:
                     await self._sleep(loop, None)
                     continue
-                now = time.time()
+                now = self._clock.wall()
                 if self.config.refresh.enabled and now >= self._next_scan:
                     self._scan_due(now, serve)
                 if link is not None and link.backlogged():
@@ -290,7 +298,7 @@ class Crawler:
             await self._drain()
             self._ended = self._ended or verdict.STOPPED
             if self._fatal is None:
-                f = self._frontier.freshness(time.time())
+                f = self._frontier.freshness(self._clock.wall())
                 self._freshness = (f.tracked, f.due, f.important, f.within)
         finally:
             self._receiving = False
@@ -325,11 +333,11 @@ class Crawler:
         try:
             while self._tasks:
                 if deadline is None and self._stop.is_set():
-                    deadline = time.monotonic() + self.config.fetch.stop_grace
-                timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+                    deadline = self._clock.monotonic() + self.config.fetch.stop_grace
+                timeout = None if deadline is None else max(0.0, deadline - self._clock.monotonic())
                 waiting = [*self._tasks] if stopped.done() else [*self._tasks, stopped]
                 await asyncio.wait(waiting, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-                if deadline is not None and time.monotonic() >= deadline and self._tasks:
+                if deadline is not None and self._clock.monotonic() >= deadline and self._tasks:
                     log.warning("stop: cancelling %d requests still in flight after %.1fs; their URLs stay "
                                 "queued", len(self._tasks), self.config.fetch.stop_grace)
                     for task in list(self._tasks):
@@ -361,7 +369,7 @@ class Crawler:
         self._wake.clear()
         handle = None
         if until is not None:
-            handle = loop.call_later(max(0.0, until - time.time()), self._wake.set)
+            handle = loop.call_later(max(0.0, until - self._clock.wall()), self._wake.set)
         try:
             await self._wake.wait()
         finally:
@@ -370,17 +378,17 @@ class Crawler:
 
     def _checkpoint(self, *, save_bloom: bool = False) -> None:
         """Store flush, then (optionally) the Bloom snapshot, then the frontier commit."""
-        started = time.time()
+        started = self._clock.wall()
         self._store.flush()
         if self._link is not None:  # the outbox before the frontier: see polecat/cluster/outbox.py
             self._link.handoff.commit()
-        now = time.time()
+        now = self._clock.wall()
         if save_bloom or now - self._last_bloom_save >= BLOOM_SAVE_INTERVAL:
             # Tagged with the counter the commit below writes: a crash in between forces a rebuild.
             self._seen.save(self._bloom_path, self._db.next_seq)
             self._last_bloom_save = now
         self._frontier.commit()
-        ended = time.time()
+        ended = self._clock.wall()
         self.last_checkpoint = (ended, ended - started)
         waiters, self._durable = self._durable, []
         for fut in waiters:
@@ -410,7 +418,7 @@ class Crawler:
         frontier commit holds them, so the sender may forget them (the hand-off receiver's sink)."""
         if not self._receiving:
             raise PolecatError("this member is stopping; send the batch again later")
-        now = time.time()
+        now = self._clock.wall()
         for u in batch.urls:
             self._frontier.add(u.url, u.depth, u.importance, now, hops=u.hops)
         self._wake.set()
@@ -444,22 +452,23 @@ class Crawler:
         except Exception as exc:  # a bug must cost one URL, never the node
             log.exception("internal error on %s", lease.url)
             self._errors["internal"] += 1
-            now = time.time()
+            now = self._clock.wall()
             completion = Completion(Attempt(now, now, None), "failed", f"internal:{type(exc).__name__}")
         if self._fatal is not None:
             return  # stopping after a fault: nothing more is recorded
         if self._on_lease is not None:
             self._on_lease(lease, completion)
         try:
-            self._frontier.complete(lease, completion, time.time())
+            self._frontier.complete(lease, completion, self._clock.wall())
         except (PolecatError, lmdb.Error) as exc:
             self._fail(exc)
             return
         if lease.kind == "robots" and completion.robots is not None and completion.robots.status // 100 == 2:
             origin = origin_of(lease.url)
-            decision = self._robots.lookup(origin, time.time())
+            now = self._clock.wall()
+            decision = self._robots.lookup(origin, now)
             if isinstance(decision, Ready):
-                self._pipeline.add_sitemaps(origin, decision.rules.sitemaps, time.time())
+                self._pipeline.add_sitemaps(origin, decision.rules.sitemaps, now)
         if self._frontier.pending_ops >= self.config.frontier.commit_ops and not self._try_checkpoint():
             return
         st = self._frontier.host_state(lease.host)
@@ -475,11 +484,11 @@ class Crawler:
             addrs = await self._fetcher.resolver.lookup(_dns_name(lease.host))
         except FetchError:
             return True
-        return not addrs or self._frontier.bind_ip(lease, addrs[0][0], time.time())
+        return not addrs or self._frontier.bind_ip(lease, addrs[0][0], self._clock.wall())
 
     async def _robots_fetch(self, lease: Lease) -> Completion:
-        started = time.time()
-        pacer = _RobotsPacer(self._frontier, self._canon, lease.host)
+        started = self._clock.wall()
+        pacer = _RobotsPacer(self._frontier, self._canon, lease.host, self._clock)
         origin = origin_of(lease.url)
         try:
             outcome = await self._fetcher.fetch_robots(origin + "/robots.txt", pacer=pacer)
@@ -491,7 +500,7 @@ class Crawler:
                 return Completion(dataclasses.replace(pacer.lease_attempt, unusable=True), "fetched",
                                   f"robots:{exc.kind}", detail=f"robots.txt: {exc.kind}: {exc}",
                                   robots=failed)
-            return dataclasses.replace(_failure(started, exc), robots=failed)
+            return dataclasses.replace(_failure(started, self._clock.wall(), exc), robots=failed)
         _log_response(lease, outcome)
         attempt = dataclasses.replace(pacer.finish(outcome), unusable=not is_answer(outcome.status))
         return Completion(attempt, "fetched", str(outcome.status), ip=outcome.remote_ip,
@@ -499,13 +508,13 @@ class Crawler:
                           robots=RobotsOutcome(outcome.status, outcome.body, outcome.retry_after))
 
     async def _page_fetch(self, lease: Lease) -> Completion:
-        started = time.time()
+        started = self._clock.wall()
         try:
             resp = await self._fetcher.fetch(lease.url, etag=lease.etag, last_modified=lease.last_modified)
         except FetchError as exc:
             self._errors[exc.kind] += 1
             _log_failure(lease, exc)
-            return _failure(started, exc)
+            return _failure(started, self._clock.wall(), exc)
         self._answered += 1
         _log_response(lease, resp)
         self.bytes_fetched += resp.wire_bytes
@@ -526,10 +535,10 @@ class Crawler:
     def stats(self) -> CrawlStats:
         """A snapshot of every metric the node reports."""
         return collect_stats(
-            now=time.time(), started_at=self._started_at, fetches=self._fetches,
+            now=self._clock.wall(), started_at=self._started_at, fetches=self._fetches,
             violations=self._violations, errors=self._errors, near_dups=self._pipeline.near_dups,
             bodies_at_start=self._bodies_at_start,
-            frontier=self._frontier.stats(time.time()), parked=self._frontier.parked_hosts(),
+            frontier=self._frontier.stats(self._clock.wall()), parked=self._frontier.parked_hosts(),
             seen=self._seen.stats(), canon=self._canon.stats(),
             robots=self._robots.stats(), dns=self._fetcher.resolver.stats(), store=self._store.stats(),
             answered=self._answered, ended=self._ended, seeds_refused=self._seeds_refused,
@@ -547,8 +556,9 @@ class _RobotsPacer:
     the leased host waits out its interval (the lease keeps it busy); a hop to another host borrows it
     from the frontier (:meth:`Frontier.hold`) and gives it back when the hop ends."""
 
-    def __init__(self, frontier: Frontier, canon: Canonicalizer, lease_host: str) -> None:
+    def __init__(self, frontier: Frontier, canon: Canonicalizer, lease_host: str, clock: Clock) -> None:
         self._frontier = frontier
+        self._clock = clock
         self._canon = canon
         self._lease_host = lease_host
         self._host = lease_host
@@ -560,15 +570,15 @@ class _RobotsPacer:
         return host_key(canonical) if canonical is not None else self._lease_host
 
     async def before(self, url: str, previous: Response) -> None:
-        attempt = attempt_of(previous)
+        attempt = attempt_of(previous, self._clock)
         if self.on_lease_host:
             self.lease_attempt = attempt
         # The leased host: spaces its next request. A borrowed host: gives it back.
         self._frontier.release(self._host, attempt)
         host = self._host_of(url)
-        deadline = time.time() + ROBOTS_HOP_MAX_WAIT
+        deadline = self._clock.wall() + ROBOTS_HOP_MAX_WAIT
         while True:
-            now = time.time()
+            now = self._clock.wall()
             wait_until: float | None
             if host == self._lease_host:
                 allowed = self._frontier.next_allowed(host)
@@ -590,12 +600,12 @@ class _RobotsPacer:
 
     def after(self, url: str, response: Response | None) -> None:
         if response is None and not self.on_lease_host:
-            now = time.time()
+            now = self._clock.wall()
             self._frontier.release(self._host, Attempt(now, now, None, failed=True))
 
     def finish(self, final: Response) -> Attempt:
         """The attempt to complete the lease with, after giving back a borrowed host."""
-        attempt = attempt_of(final)
+        attempt = attempt_of(final, self._clock)
         if self.on_lease_host:
             return attempt
         self._frontier.release(self._host, attempt)
@@ -607,8 +617,8 @@ HOST_FATAL = (BlockedAddressError,)
 """Errors that every request to the host would repeat in this run: the host is parked at once."""
 
 
-def _failure(started: float, exc: FetchError) -> Completion:
-    attempt = Attempt(started, time.time(), None, failed=exc.retryable)
+def _failure(started: float, ended: float, exc: FetchError) -> Completion:
+    attempt = Attempt(started, ended, None, failed=exc.retryable)
     outcome: Outcome = "retry" if exc.retryable else "failed"
     detail = f"{exc.kind}: {exc}"
     return Completion(attempt, outcome, exc.kind, detail=detail,

@@ -11,11 +11,11 @@ between awaits, inside the frontier's open write transaction.
 from __future__ import annotations
 
 import logging
-import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from polecat.clock import SYSTEM_CLOCK, Clock
 from polecat.config import Config
 from polecat.dedup.canon import Canonicalizer
 from polecat.dedup.minhash import Fingerprint, fingerprint
@@ -69,8 +69,10 @@ class PagePipeline:
 
     def __init__(self, cfg: Config, *, frontier: Frontier, db: FrontierDB, store: PageStore,
                  canon: Canonicalizer, agent_token: str, errors: Counter[str],
-                 emit: Callable[[Page], None], wake: Callable[[], None], route: Router | None = None) -> None:
+                 emit: Callable[[Page], None], wake: Callable[[], None], route: Router | None = None,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self.config = cfg
+        self._clock = clock
         self._frontier = frontier
         self._db = db
         self._store = store
@@ -88,7 +90,7 @@ class PagePipeline:
 
     def handle(self, lease: Lease, resp: Response, started: float) -> Completion:
         """Process the response to ``lease`` (a request started at wall time ``started``)."""
-        attempt = attempt_of(resp)
+        attempt = attempt_of(resp, self._clock)
         status = resp.status
         if status in RETRY_STATUSES:
             self._errors[f"http_{status}"] += 1
@@ -260,10 +262,10 @@ class PagePipeline:
                         lease.depth, resp.truncated, duplicate_of))
 
 
-def attempt_of(resp: Response) -> Attempt:
+def attempt_of(resp: Response, clock: Clock) -> Attempt:
     """The response's monotonic timings (the fetcher's clock) as wall-clock seconds, converted with an
     offset read now: the fetcher may have started its clock after the node's own start sample (a
     connection-pool wait), and an anchor computed from that sample would come out early."""
-    offset = time.time() - time.monotonic()
+    offset = clock.wall() - clock.monotonic()
     return Attempt(resp.started + offset, resp.ended + offset, resp.first_byte + offset, resp.status,
                    resp.retry_after)

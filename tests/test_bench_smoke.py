@@ -68,3 +68,13 @@ def test_floor_stages_and_a_missing_real_corpus(tmp_path: Path) -> None:
     (tmp_path / "a.html").write_bytes(b"<p>a</p>")
     (tmp_path / "all.html").write_bytes(b"<p>all</p>")
     assert real_corpus(tmp_path) == Corpus("real", ["http://docs.test:8080/api/a.html"], [b"<p>a</p>"])
+
+
+def test_worst_case_stages_on_small_hostile_inputs() -> None:
+    from benchmarks.worst_case import STAGES, page_stages, robots_stages
+    from polecat.testing.hostile_pages import PAGES, ROBOTS
+
+    row = page_stages(PAGES["nested"](100_000), guarded=True)
+    assert set(STAGES) <= set(row) and row["parse"] < 1000
+    assert "bounds" not in page_stages(PAGES["ordinary"](10_000), guarded=False)
+    assert set(robots_stages(ROBOTS["wildcards"](20_000).decode(), guarded=True)) == {"parse", "check_us"}

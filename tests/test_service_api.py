@@ -11,6 +11,7 @@ import pytest
 
 from polecat.config import config_from_mapping, load_toml
 from polecat.errors import ConfigError
+from polecat.frontier.status import read_status
 from polecat.service.runner import NodeService
 from polecat.testing.sitegen import SiteSpec
 from tests.conftest import TestWebFactory
@@ -136,6 +137,7 @@ async def test_changes_persist_across_restart(test_web: TestWebFactory, tmp_path
         await get_json(api, "POST", "/admin/pause")
         _, body = await get_json(api, "POST", "/admin/seeds", {"urls": [web.seeds[0]]})
         assert body["results"][0]["result"] == "queued"
+    assert read_status(tmp_path / "frontier").paused
     async with running_node(web, tmp_path, seeds=False) as (svc, api):
         assert (await get_json(api, "GET", "/admin/throttles"))[1]["throttles"] == [
             {"host_pattern": "*.slow.test", "req_per_s": 0.5}]
@@ -197,3 +199,18 @@ def test_contrib_node_toml_is_a_valid_config() -> None:
     for line in ("Type=notify", "WatchdogSec=", "DynamicUser=yes", "StateDirectory=polecat",
                  "ProtectSystem=strict", "NoNewPrivileges=yes"):
         assert line in unit
+
+
+async def test_stop_drains_the_request_in_flight(test_web: TestWebFactory, tmp_path: Path) -> None:
+    web = test_web(SiteSpec(hosts=1, pages_per_host=1))
+    host = web.seeds[0].split("//")[1].split(":")[0]
+    web.delay(host, "/", 1.0)
+    async with running_node(web, tmp_path, fetch={"stop_grace": 10.0}) as (svc, _):
+        await wait_for(lambda: any(r.target == "/robots.txt" for r in web.log), what="robots.txt")
+        await wait_for(lambda: svc.crawler.stats().in_flight == 1, what="the slow page in flight")
+        stopped_at = time.monotonic()
+        svc.stop()  # running_node's exit then awaits the drain and checks exit status 0
+    assert time.monotonic() - stopped_at >= 0.5  # it waited for the page...
+    assert page_requests(web) == [web.seeds[0]]
+    status = read_status(tmp_path / "frontier")
+    assert (status.fetched, status.queued) == (1, 0)  # ...and committed it

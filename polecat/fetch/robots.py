@@ -131,8 +131,15 @@ def _normalize(text: str, token: str) -> tuple[str, list[tuple[bool, str]] | Non
             field = "user-agent"
         elif field not in _SITE_WIDE:  # Sitemap and Host belong to no group
             agents_open = False
-            if field in _RULES and groups and value:
-                groups[-1].append((_RULES[field], value))
+            if field in _RULES:
+                if groups and value:
+                    groups[-1].append((_RULES[field], value))
+                # protego reads only Crawl-delay and Sitemap here: one empty rule per run of rules keeps
+                # the group boundaries it needs, without the cost of parsing each rule (128 ms for
+                # 25,000 wildcard rules).
+                if out and out[-1] == "disallow: ":
+                    continue
+                field, value = "disallow", ""
         out.append(f"{field}: {value}")
     chosen = ours or star
     rules = [rule for i in sorted(chosen) for rule in groups[i]] if chosen else None

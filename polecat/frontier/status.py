@@ -7,7 +7,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +36,9 @@ class FrontierStatus:
     blocked: tuple[str, ...]
     throttled: tuple[tuple[str, float], ...]
     commits: int
-    freshness: Freshness
+    paused: bool = False
+    """An operator paused the node (``polecat pause``); it leases nothing until resumed."""
+    freshness: Freshness = field(default_factory=Freshness)
     """The freshness SLO over the finished URLs (polecat/frontier/refresh.py rule 9)."""
 
 
@@ -82,12 +84,15 @@ def read_status(frontier_dir: Path, top: int = 10, refresh: RefreshConfig | None
             if st.queued:
                 queues[host_of_row(bytes(key))] = st.queued
         blocked, throttled = [], []
+        paused = False
         for key, raw in txn.cursor(db=dbs["ops"]):
             kind, arg = parse_op_key(bytes(key))
             if kind == "block":
                 blocked.append(arg)
             elif kind == "throttle":
                 throttled.append((arg, float(bytes(raw))))
+            elif kind == "paused":
+                paused = True
         done = json.loads(bytes(txn.get(b"done", b"{}", db=dbs["meta"])))
         fresh, policy, at = Freshness(), RefreshPolicy(refresh or RefreshConfig()), now or time.time()
         for _, raw in txn.cursor(db=dbs["urls"]):
@@ -97,7 +102,7 @@ def read_status(frontier_dir: Path, top: int = 10, refresh: RefreshConfig | None
             hosts=hosts, hosts_with_queue=len(queues), queued=sum(queues.values()), fetched=fetched,
             seen_urls=txn.stat(dbs["seen"])["entries"], done=tuple(sorted(done.items())),
             busiest=tuple(queues.most_common(top)), blocked=tuple(blocked), throttled=tuple(throttled),
-            commits=int(txn.get(b"seq", b"0", db=dbs["meta"])), freshness=fresh,
+            commits=int(txn.get(b"seq", b"0", db=dbs["meta"])), paused=paused, freshness=fresh,
         )
 
 
@@ -116,7 +121,7 @@ def merge_status(parts: list[FrontierStatus], top: int = 10) -> FrontierStatus:
         busiest=tuple(sorted(busiest, key=lambda b: (-b[1], b[0]))[:top]),
         blocked=tuple(sorted({b for p in parts for b in p.blocked})),
         throttled=tuple(sorted({t for p in parts for t in p.throttled})),
-        commits=sum(p.commits for p in parts),
+        commits=sum(p.commits for p in parts), paused=any(p.paused for p in parts),
         freshness=Freshness(*(sum(getattr(p.freshness, f) for p in parts)
                               for f in ("tracked", "due", "important", "within"))),
     )

@@ -1,0 +1,156 @@
+"""In-memory doubles of the node's I/O seams, for unit tests without sockets or disks.
+
+- :class:`FakeClock`: a :class:`polecat.clock.Clock` that moves only when told (or by a fixed tick per
+  reading, so code that reads the time in a loop still sees it advance).
+- :class:`MemoryPageStore`: a :class:`polecat.store.base.PageStore` in dicts.
+- :class:`FakeFetcher`: answers ``fetch``/``fetch_robots`` from canned responses and records the calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from types import TracebackType
+
+from polecat.errors import FetchError, NotFound
+from polecat.fetch.dns import DnsStats
+from polecat.fetch.http import RedirectPacer, Response
+from polecat.store.base import FetchRecord, StoreStats
+
+
+class FakeClock:
+    """A clock under the test's control. ``tick``: seconds each reading moves it forward."""
+
+    def __init__(self, wall: float = 1_000_000.0, monotonic: float = 100.0, *, tick: float = 0.0) -> None:
+        self._offset = wall - monotonic
+        self._mono = monotonic
+        self._tick = tick
+
+    def monotonic(self) -> float:
+        self._mono += self._tick
+        return self._mono
+
+    def wall(self) -> float:
+        return self.monotonic() + self._offset
+
+    def advance(self, seconds: float) -> None:
+        self._mono += seconds
+
+
+class MemoryPageStore:
+    """A PageStore in memory: bodies by hash, histories by URL, the log in order."""
+
+    def __init__(self) -> None:
+        self.bodies: dict[bytes, bytes] = {}
+        self.log: list[FetchRecord] = []
+        self.flushes = 0
+        self._pending = 0
+
+    def put(self, record: FetchRecord, body: bytes | None) -> bool:
+        self.log.append(record)
+        self._pending += 1
+        if body is None or record.content_hash in self.bodies:
+            return False
+        self.bodies[record.content_hash] = body
+        return True
+
+    def has(self, digest: bytes) -> bool:
+        return digest in self.bodies
+
+    def get(self, digest: bytes) -> bytes:
+        try:
+            return self.bodies[digest]
+        except KeyError:
+            raise NotFound(digest.hex()) from None
+
+    def history(self, url: str) -> list[FetchRecord]:
+        return [r for r in self.log if r.url == url]
+
+    def records(self) -> Iterator[FetchRecord]:
+        return iter(list(self.log))
+
+    def flush(self) -> None:
+        self.flushes += 1
+        self._pending = 0
+
+    def stats(self) -> StoreStats:
+        raw = sum(len(b) for b in self.bodies.values())
+        return StoreStats(records=len(self.log), bodies=len(self.bodies),
+                          revisits=len(self.log) - len(self.bodies), raw_bytes=raw, stored_bytes=raw,
+                          segments=1, sealed_segments=0, remote_segments=0, pending_records=self._pending)
+
+    def close(self) -> None:
+        self.flush()
+
+
+@dataclass
+class Canned:
+    """One canned answer: a status, headers and body, or an error to raise."""
+
+    status: int = 200
+    body: bytes = b""
+    headers: tuple[tuple[str, str], ...] = (("Content-Type", "text/html"),)
+    error: FetchError | None = None
+    duration: float = 0.01
+
+
+class FakeResolver:
+    """Every name resolves to 127.0.0.1 at once; counts lookups."""
+
+    def __init__(self) -> None:
+        self.lookups = 0
+
+    async def lookup(self, host: str) -> tuple[tuple[str, int], ...]:
+        self.lookups += 1
+        return (("127.0.0.1", 0),)
+
+    def prefetch(self, host: str) -> None:
+        return None
+
+    def stats(self) -> DnsStats:
+        return DnsStats(hits=self.lookups, misses=0, coalesced=0, failures=0, entries=0,
+                        hit_ratio=1.0 if self.lookups else 0.0)
+
+    def ttl_left(self, host: str) -> float | None:
+        return None
+
+
+@dataclass
+class FakeFetcher:
+    """Answers from ``pages`` (URL -> :class:`Canned`; unknown URLs get 404), timed by ``clock``;
+    ``calls`` lists the URLs asked for, in order."""
+
+    clock: FakeClock
+    pages: dict[str, Canned] = field(default_factory=dict)
+    calls: list[str] = field(default_factory=list)
+    resolver: FakeResolver = field(default_factory=FakeResolver)
+
+    async def __aenter__(self) -> FakeFetcher:
+        return self
+
+    async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        return None
+
+    def respond(self, url: str) -> Response:
+        self.calls.append(url)
+        canned = self.pages.get(url, Canned(404, b"not found", (("Content-Type", "text/plain"),)))
+        if canned.error is not None:
+            self.clock.advance(canned.duration)
+            raise canned.error
+        started = self.clock.monotonic()
+        self.clock.advance(canned.duration / 2)
+        first_byte = self.clock.monotonic()
+        self.clock.advance(canned.duration / 2)
+        headers = canned.headers
+        ctype = next((v for k, v in headers if k.lower() == "content-type"), "")
+        location = next((v for k, v in headers if k.lower() == "location"), None)
+        return Response(url, canned.status, headers, canned.body, False, ctype.split(";")[0].strip().lower(),
+                        None, location, None, "127.0.0.1", started, first_byte, self.clock.monotonic(),
+                        len(canned.body))
+
+    async def fetch(self, url: str, *, etag: str | None = None, last_modified: str | None = None) -> Response:
+        return self.respond(url)
+
+    async def fetch_robots(self, url: str, *, pacer: RedirectPacer | None = None) -> Response:
+        return self.respond(url)

@@ -1,0 +1,50 @@
+"""The node's loop runs the frontier's decisions: fake clock, fake fetcher, in-memory store, no sockets."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+from polecat import Crawler
+from polecat.config import config_from_mapping
+from polecat.testing.fakes import Canned, FakeClock, FakeFetcher, MemoryPageStore
+
+
+def page(*links: str) -> Canned:
+    anchors = "".join(f'<a href="{u}">link</a>' for u in links)
+    return Canned(200, f"<html><body><p>text of a page</p>{anchors}</body></html>".encode())
+
+
+async def test_loop_fetches_every_page_once_robots_first(tmp_path: Path) -> None:
+    clock = FakeClock(tick=0.0005)
+    fetcher = FakeFetcher(clock, {
+        "http://a.test/": page("/1", "/2", "http://b.test/x"),
+        "http://a.test/1": page("/2", "/"),
+        "http://a.test/2": page(),
+        "http://b.test/": page("/x"),
+        "http://b.test/x": Canned(200, b"plain", (("Content-Type", "text/plain"),)),
+        "http://b.test/robots.txt": Canned(200, b"User-agent: *\nDisallow: /private\n",
+                                           (("Content-Type", "text/plain"),)),
+    })
+    store = MemoryPageStore()
+    cfg = config_from_mapping({
+        "data_dir": str(tmp_path), "scope": {"seeds": ["http://a.test/", "http://b.test/"], "mode": "host"},
+        "politeness": {"rate": 200.0}, "frontier": {"commit_ms": 20.0},
+    })
+    async with Crawler(cfg, clock=clock, fetcher=fetcher, store=store) as crawler:
+        stats = await crawler.run()
+    calls = Counter(fetcher.calls)
+    assert max(calls.values()) == 1
+    assert set(calls) == {"http://a.test/robots.txt", "http://b.test/robots.txt", "http://a.test/",
+                          "http://a.test/1", "http://a.test/2", "http://b.test/", "http://b.test/x"}
+    for host in ("a.test", "b.test"):
+        mine = [u for u in fetcher.calls if f"//{host}/" in u]
+        assert mine[0] == f"http://{host}/robots.txt"
+    assert stats.politeness_violations == 0 and stats.queued == 0
+    assert all(store.history(u) for u in calls if not u.endswith("/robots.txt")) and store.flushes >= 1
+    # The robots answers were recorded by the frontier: a second run asks for none again.
+    fetcher.calls.clear()
+    async with Crawler(cfg, clock=clock, fetcher=fetcher, store=store) as crawler:
+        crawler.add_seed("http://a.test/fresh")
+        await crawler.run()
+    assert fetcher.calls == ["http://a.test/fresh"]
