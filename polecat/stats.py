@@ -69,8 +69,8 @@ class CrawlStats:
     refresh_queued: int = 0
     """Fetched URLs queued again in this run because their refresh was due."""
     freshness: tuple[int, int, int, int] | None = None
-    """``(tracked, due, important, within)`` of the freshness SLO (refresh rule 9), taken at the end
-    of a run (a scan of every finished URL); None while running."""
+    """``(tracked, due, important, within)`` of the freshness SLO (refresh rule 9), as of the last scan
+    of every finished URL: each refresh scan, and the end of a run; None before the first."""
 
     @property
     def fetched_nothing(self) -> bool:

@@ -10,8 +10,11 @@ import zlib
 from collections import Counter
 from pathlib import Path
 
+from prometheus_client import generate_latest
+
 from polecat import Crawler
 from polecat.frontier.status import read_status
+from polecat.service.metrics import LoopLag, NodeMetrics
 from polecat.store.base import open_store
 from polecat.testing.serverlog import politeness_violations
 from polecat.testing.sitegen import SiteSpec
@@ -37,6 +40,8 @@ def test_changing_page_is_refetched_far_more_often_than_static_ones(test_web: Te
             await asyncio.sleep(14.0)
             crawler.stop()
             stats = await run
+            scrape = generate_latest(NodeMetrics(crawler, LoopLag()).registry).decode()
+        assert "polecat_freshness_slo_ratio " in scrape and "polecat_refresh_due_urls " in scrape
         assert stats.politeness_violations == 0
         assert stats.refresh_queued > 0
         assert stats.freshness is not None and stats.freshness[0] == 6

@@ -36,11 +36,13 @@ def due_lease(rig: Rig, url: str) -> tuple[Lease, float]:
     """Requeue ``url`` at its due time and lease it; checks nothing was due a moment earlier."""
     rec = rig.frontier.url_record(url)
     assert rec is not None and rec.due is not None
-    assert rig.frontier.requeue_due(rec.due - 0.001) == 0
-    assert rig.frontier.requeue_due(rec.due) == 1
+    assert rig.frontier.requeue_due(rec.due - 0.001)[0] == 0
+    queued, fresh = rig.frontier.requeue_due(rec.due)
+    assert queued == 1 and (fresh.tracked, fresh.due) == (1, 1)
+    assert fresh.important == 1  # a seed
     after = rig.frontier.url_record(url)
     assert after is not None and after.due is None  # queued: not queued twice
-    assert rig.frontier.requeue_due(rec.due + 1) == 0
+    assert rig.frontier.requeue_due(rec.due + 1)[0] == 0
     return lease_or_fail(rig, rec.due), rec.due
 
 
@@ -94,7 +96,7 @@ def test_never_refreshed_hosts_and_failures_get_no_due_time(tmp_path: Path) -> N
     rig.complete(lease, t + 1.0, "fetched", status=404)
     rec = rig.frontier.url_record(canon("http://c.test/"))
     assert rec is not None and rec.due is None
-    assert rig.frontier.requeue_due(1e12) == 0
+    assert rig.frontier.requeue_due(1e12)[0] == 0
 
 
 def test_refresh_state_survives_a_restart(tmp_path: Path) -> None:
@@ -105,6 +107,6 @@ def test_refresh_state_survives_a_restart(tmp_path: Path) -> None:
     rig.frontier.commit()
     rig.crash()
     rig.reopen(now=t + 100.0)
-    assert rig.frontier.requeue_due(t + 100.0) == 1
+    assert rig.frontier.requeue_due(t + 100.0)[0] == 1
     again = lease_or_fail(rig, t + 102.0)
     assert again.url == canon("http://a.test/") and again.etag == '"v"'

@@ -735,29 +735,32 @@ class Frontier:
 
     # --- refresh ---------------------------------------------------------------------------------
 
-    def requeue_due(self, now: float, limit: int = 100_000) -> int:
+    def requeue_due(self, now: float, limit: int = 100_000) -> tuple[int, Freshness]:
         """Queue again (at most ``limit``) fetched URLs whose refresh is due at ``now``, with priority
-        importance x staleness (polecat/frontier/refresh.py); returns how many. One pass over the
-        finished URLs: a node calls it every ``refresh.scan_interval`` seconds, not per lease."""
+        importance x staleness (polecat/frontier/refresh.py); returns how many, and the freshness SLO
+        as the same pass saw it. One pass over the finished URLs (O(URLs done): a node calls it every
+        ``refresh.scan_interval`` seconds, not per lease)."""
         txn, urls = self._db.txn, self._db.urls
-        due: list[tuple[bytes, UrlRecord]] = []
+        due: list[tuple[bytes, str, UrlRecord]] = []
+        fresh = Freshness()
         with txn.cursor(db=urls) as cur:
             for key, raw in cur:
                 rec = UrlRecord.decode(raw)
-                if rec.due is not None and rec.due <= now:
-                    due.append((bytes(key), rec))
-                    if len(due) >= limit:
-                        break
+                if not rec.history:
+                    continue
+                host = host_key(rec.url)
+                self._refresh.tally(fresh, host, rec.url, rec.history, rec.importance, now)
+                if rec.due is not None and rec.due <= now and len(due) < limit:
+                    due.append((bytes(key), host, rec))
         queued = 0
-        for key, rec in due:
-            host = host_key(rec.url)
+        for key, host, rec in due:
             priority = self._refresh.due_priority(host, rec.history, rec.importance, now)
             rec.due = None  # queued: the completion schedules the next visit
             txn.put(key, rec.encode(), db=urls)
             if priority is not None and host not in self._blocked:
                 self._enqueue(rec.url, host, rec.depth, priority, now, new=False)
                 queued += 1
-        return queued
+        return queued, fresh
 
     def freshness(self, now: float) -> Freshness:
         """The freshness SLO over the finished URLs (refresh rule 9)."""

@@ -112,6 +112,16 @@ class NodeMetrics(Collector):
         yield _labelled_counter("polecat_fetch_errors", "Failed requests by kind", "kind", s.errors)
         yield _labelled_counter("polecat_urls_done", "URLs finished in this run by outcome", "outcome",
                                 s.urls_done)
+        yield _counter("polecat_refresh_queued_urls",
+                       "Fetched URLs queued again because their refresh was due", s.refresh_queued)
+        if s.freshness is not None:
+            tracked, due, important, within = s.freshness
+            yield _gauge("polecat_refresh_scheduled_urls", "URLs with a refresh schedule (last scan)",
+                         tracked)
+            yield _gauge("polecat_refresh_due_urls", "Of those, due at the last scan", due)
+            yield _gauge("polecat_freshness_slo_ratio",
+                         "Important pages within their estimated change window (last scan)",
+                         within / important if important else 1.0)
         at, duration = c.last_checkpoint
         yield _gauge("polecat_checkpoint_age_seconds", "Seconds since the last checkpoint",
                      now - at if at else 0.0)
