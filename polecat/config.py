@@ -212,6 +212,18 @@ class RefreshConfig:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class ClusterConfig:
+    """The hand-off between the members of one crawl (``--workers``; see polecat/cluster/)."""
+
+    batch_urls: int = 1024
+    """URLs per hand-off batch (a batch also goes at every checkpoint, however few it holds)."""
+    inbox_urls: int = 50_000
+    """URLs a member accepts from others before they are committed; past it senders wait (back-pressure)."""
+    max_backlog: int = 100_000
+    """Unacknowledged URLs a member may have for others before it stops leasing pages until they drain."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class NodeConfig:
     """The long-lived node (``polecat node``): its HTTP API and how it stops."""
 
@@ -237,6 +249,7 @@ class Config:
     frontier: FrontierConfig = field(default_factory=FrontierConfig)
     refresh: RefreshConfig = field(default_factory=RefreshConfig)
     node: NodeConfig = field(default_factory=NodeConfig)
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
     progress: bool = False
     """Show live progress on the terminal."""
     workers: int = 1
@@ -257,6 +270,7 @@ _SECTIONS: dict[str, type[Any]] = {
     "frontier": FrontierConfig,
     "refresh": RefreshConfig,
     "node": NodeConfig,
+    "cluster": ClusterConfig,
 }
 
 
@@ -484,6 +498,8 @@ def validate(cfg: Config) -> None:
     _check(st.segment_bytes >= 1024 * 1024, "store.segment_bytes", "must be >= 1 MiB")
     _check(st.url == "" or "://" in st.url, "store.url",
            f"must be a URL such as s3://bucket/prefix, got {st.url!r}")
+    for name in ("batch_urls", "inbox_urls", "max_backlog"):
+        _check(getattr(cfg.cluster, name) >= 1, f"cluster.{name}", "must be >= 1")
     _check(0 <= cfg.workers <= 1024, "workers", f'must be "auto" or in [1, 1024], got {cfg.workers}')
     _check(fr.commit_ops >= 1, "frontier.commit_ops", "must be >= 1")
     _check(fr.commit_ms > 0, "frontier.commit_ms", "must be > 0")

@@ -220,7 +220,13 @@ async def _crawl_workers(cfg: Config, workers: int) -> int:
     result = await Supervisor(cfg, workers, on_progress=on_progress).run()
     if cfg.progress:
         print("\r" + "\x1b[K", end="", file=sys.stderr, flush=True)
-    return _verdict(cfg, result.stats, result.interrupted)
+    code = _verdict(cfg, result.stats, result.interrupted)
+    h = result.handoff
+    print(f"  {workers} workers: {h.urls_routed_out} URLs handed to other workers, {h.urls_acked} "
+          f"acknowledged, {h.urls_received} received, {h.bytes_sent} bytes; back-pressure: "
+          f"{h.inbox_waits} inbox waits, {h.busy_replies} busy replies, {h.lease_pauses} lease pauses; "
+          f"{h.send_failures} failed sends; {result.restarts} worker restarts")
+    return code
 
 
 def _verdict(cfg: Config, stats: CrawlStats, interrupted: bool) -> int:

@@ -57,7 +57,7 @@ def _stats(**over: Any) -> CrawlStats:
 
 def test_merged_stats_add_counters_over_lives_and_gauges_over_live_workers() -> None:
     w0 = _stats(fetches=10, queued=4, errors=(("dns", 1),), urls_done=(("fetched", 10),), answered=10,
-                parked=(("a.test", "dns"),), dns_hit_ratio=0.5, next_ready_in=2.0)
+                parked=(("a.test", "dns"),), dns_hit_ratio=0.5, next_ready_in=2.0, freshness=(4, 1, 2, 3))
     w1 = _stats(fetches=20, queued=6, errors=(("dns", 2), ("timeout", 1)), urls_done=(("fetched", 20),),
                 dns_hit_ratio=1.0, next_ready_in=0.5)
     dead = _stats(fetches=5, queued=100, errors=(("timeout", 1),))
@@ -69,6 +69,8 @@ def test_merged_stats_add_counters_over_lives_and_gauges_over_live_workers() -> 
     assert m.parked == (("a.test", "dns"),)
     assert m.dns_hit_ratio == 0.75 and m.next_ready_in == 0.5
     assert m.ended == "queue empty" and m.cause == ""
+    assert m.freshness == (4, 1, 2, 3)  # a vector of counts from the one worker that has it
+    assert merge_stats([w0, w0], [], 1.0).freshness == (8, 2, 4, 6)
     assert stats_from_dict(m.as_dict()) == m
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -114,3 +115,28 @@ def test_sigint_stops_every_worker_and_the_rerun_resumes(test_web: TestWebFactor
     assert set(counts) == web.ground_truth("host")
     assert max(counts.values()) == 1, [u for u, n in counts.items() if n > 1]
     assert politeness_violations(web.log, web.min_intervals(10.0)) == []
+
+
+def test_hand_off_under_pressure_slows_senders_and_loses_nothing(test_web: TestWebFactory,
+                                                                 tmp_path: Path) -> None:
+    web = test_web(SiteSpec(hosts=12, pages_per_host=40, seed=21, cross_host_ratio=0.6))
+    rate, data = 20.0, tmp_path / "data"
+    config = tmp_path / "pressure.toml"
+    # Tiny batches, an inbox that holds two of them, and a small backlog bound: every path of the
+    # back-pressure is taken many times.
+    config.write_text("[frontier]\ncommit_ms = 300\n[cluster]\nbatch_urls = 4\ninbox_urls = 8\n"
+                      "max_backlog = 24\n")
+    cmd = [*crawl_cmd(web, data, rate, "--workers", "3", "--scope", "any"), "--config", str(config)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, output
+    counts = Counter(page_requests(web))
+    assert set(counts) == web.ground_truth("any")
+    assert max(counts.values()) == 1, [u for u, n in counts.items() if n > 1]
+    assert politeness_violations(web.log, web.min_intervals(rate)) == []
+    line = next(x for x in output.splitlines() if "URLs handed to other workers" in x)
+    n = {k: int(v) for v, k in re.findall(r"(\d+) (URLs handed|acknowledged|received|inbox waits|"
+                                          r"lease pauses)", line)}
+    # Every URL handed to another worker was acknowledged, i.e. committed by its owner: none lost.
+    assert n["URLs handed"] == n["acknowledged"] == n["received"] > 0, line
+    assert n["inbox waits"] > 0 and n["lease pauses"] > 0, line  # senders were slowed, not dropped

@@ -25,8 +25,6 @@ from polecat.cluster.ring import Ring
 from polecat.dedup.canon import host_key
 from polecat.frontier.slices import slice_of
 
-MAX_BACKLOG = 100_000
-
 
 @dataclass(frozen=True, slots=True)
 class LinkStats:
@@ -38,6 +36,10 @@ class LinkStats:
     urls_received: int
     """URLs received from other members and committed here."""
     backlog: int
+    inbox_waits: int
+    """Batches from other members that had to wait for room in this member's inbox."""
+    lease_pauses: int
+    """Times this member stopped leasing because its own URLs for others were not acknowledged."""
     busy_replies: int
     send_failures: int
     bytes_sent: int
@@ -47,13 +49,14 @@ class ClusterLink:
     """Routing (rule 1) and back-pressure (rule 3) for one member; the node drives it."""
 
     def __init__(self, membership: Membership, handoff: Handoff, receiver: HandoffReceiver, *,
-                 max_backlog: int = MAX_BACKLOG) -> None:
+                 max_backlog: int) -> None:
         self.self_id = membership.self_id
         self.ring = Ring(m.id for m in membership.members())
         self.handoff = handoff
         self.receiver = receiver
         self._max_backlog = max_backlog
         self.routed_out = 0
+        self.pauses = 0
 
     def owns(self, url: str) -> bool:
         return self.ring.owner(slice_of(host_key(url))) == self.self_id
@@ -77,7 +80,9 @@ class ClusterLink:
 
     def backlogged(self) -> bool:
         """Rule 3."""
-        return self.handoff.backlog() > self._max_backlog
+        over = self.handoff.backlog() > self._max_backlog
+        self.pauses += over
+        return over
 
     def quiet(self, frontier_idle: bool) -> bool:
         """Rule 4."""
@@ -86,4 +91,5 @@ class ClusterLink:
     def stats(self) -> LinkStats:
         s = self.handoff.sender
         return LinkStats(self.routed_out, self.handoff.urls_acked, self.receiver.urls, self.handoff.backlog(),
-                         s.busy_replies, s.failures, self.handoff.bytes_sent)
+                         self.receiver.inbox.refused, self.pauses, s.busy_replies, s.failures,
+                         self.handoff.bytes_sent)

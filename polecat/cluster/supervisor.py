@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import shutil
@@ -33,6 +34,7 @@ from typing import Any
 from polecat import verdict
 from polecat.cluster.aggregate import merge_stats, stats_from_dict
 from polecat.cluster.layout import needs_resize, record_layout, resolve_workers, worker_config
+from polecat.cluster.link import LinkStats
 from polecat.cluster.membership import Member
 from polecat.cluster.resize import resize
 from polecat.cluster.termination import Report, Termination
@@ -57,7 +59,8 @@ class _Worker:
     last: dict[str, Any] | None = None
     started: float = 0.0
     fast_deaths: int = 0
-    retired: list[CrawlStats] = field(default_factory=list)
+    retired: list[dict[str, Any]] = field(default_factory=list)
+    """The last report of each earlier life of this worker (it died and was restarted)."""
     done: bool = False
 
     @property
@@ -70,6 +73,7 @@ class RunResult:
     stats: CrawlStats
     interrupted: bool
     restarts: int
+    handoff: LinkStats
 
 
 class Supervisor:
@@ -134,12 +138,17 @@ class Supervisor:
             shutil.rmtree(sock_dir, ignore_errors=True)
         if self._fault is not None:
             raise PolecatError(self._fault)
-        return RunResult(self.stats(), bool(self.interrupted), self.restarts)
+        return RunResult(self.stats(), bool(self.interrupted), self.restarts, self.handoff())
 
     def stats(self) -> CrawlStats:
         live = [stats_from_dict(w.last["stats"]) for w in self._workers if w.last is not None]
-        retired = [s for w in self._workers for s in w.retired]
+        retired = [stats_from_dict(r["stats"]) for w in self._workers for r in w.retired]
         return merge_stats(live, retired, time.monotonic() - self._started, ended=self._ended)
+
+    def handoff(self) -> LinkStats:
+        """The hand-off counters summed over every worker and every life of it."""
+        reports = [r for w in self._workers for r in (*w.retired, *([w.last] if w.last else []))]
+        return LinkStats(*(sum(r["link"][f.name] for r in reports) for f in dataclasses.fields(LinkStats)))
 
     async def _spawn(self, w: _Worker) -> None:
         w.last = None
@@ -220,7 +229,7 @@ class Supervisor:
             return
         log.warning("worker %s died (exit status %s); restarting it on its own data", w.id, code)
         if w.last is not None:
-            w.retired.append(stats_from_dict(w.last["stats"]))
+            w.retired.append(w.last)
         self.restarts += 1
         self._termination.reset()
         await self._spawn(w)

@@ -75,14 +75,14 @@ async def run_worker(spec: WorkerSpec) -> int:
     cfg = config_from_mapping(spec.config)
     membership = LocalMembership(spec.self_id, spec.members)
     address = {m.id: m.address for m in spec.members}
-    outbox = Outbox(cfg.data_dir / "handoff")
+    outbox = Outbox(cfg.data_dir / "handoff", batch_urls=cfg.cluster.batch_urls)
     transport = HttpTransport()
     handoff = Handoff(spec.self_id, outbox, transport,
                       {k: v for k, v in address.items() if k != spec.self_id},
                       sender=HandoffSender(max_backoff=LOCAL_MAX_BACKOFF))
     sink: list[Crawler] = []
-    receiver = HandoffReceiver(lambda batch: sink[0].receive(batch))
-    link = ClusterLink(membership, handoff, receiver)
+    receiver = HandoffReceiver(lambda batch: sink[0].receive(batch), capacity=cfg.cluster.inbox_urls)
+    link = ClusterLink(membership, handoff, receiver, max_backlog=cfg.cluster.max_backlog)
     try:
         async with Crawler(cfg, link=link) as crawler:
             sink.append(crawler)
