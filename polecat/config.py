@@ -162,6 +162,11 @@ class StoreConfig:
     segment_bytes: int = 256 * 1024 * 1024
     options: tuple[tuple[str, str], ...] = ()
     """Backend options passed to the object-store client (endpoint, region, credentials...)."""
+    request_records: bool = True
+    """Write a WARC ``request`` record beside every response and revisit (linked by
+    ``WARC-Concurrent-To``), as archive tools expect."""
+    archive_robots: bool = True
+    """Store robots.txt responses too (they are not listed by ``pages`` or ``export --jsonl``)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

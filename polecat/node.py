@@ -27,7 +27,7 @@ from polecat.config import Config
 from polecat.dedup.canon import Canonicalizer, host_key
 from polecat.errors import BlockedAddressError, FetchError, FetchTimeout, PolecatError, StorageFault
 from polecat.faults import storage_fault
-from polecat.fetch.http import Fetcher, Response
+from polecat.fetch.http import Fetcher, Response, request_headers
 from polecat.fetch.robots import Ready, RobotsPolicy, is_answer, product_token
 from polecat.fetch.seams import PageFetcher
 from polecat.frontier.frontier import ACCEPTED, SEEN, Frontier
@@ -39,7 +39,8 @@ from polecat.heap import fix_mmap_threshold
 from polecat.logs import fields
 from polecat.pipeline import Page, PagePipeline, attempt_of
 from polecat.stats import CrawlStats, collect_stats
-from polecat.store.base import PageStore, open_store
+from polecat.store.archive import archive_info
+from polecat.store.base import FetchRecord, PageStore, content_hash, open_store
 
 if TYPE_CHECKING:
     from polecat.cluster.batch import Batch
@@ -117,8 +118,11 @@ class Crawler:
         self._db, self._seen, self._robots = local.db, local.seen, local.robots
         self._bloom_path = local.bloom_path
         self._canon = Canonicalizer(cfg.dedup.tracking_params)
+        archive = archive_info(user_agent=cfg.fetch.user_agent, request_headers=request_headers(cfg.fetch),
+                               requests=cfg.store.request_records)
         try:
-            self._store: PageStore = self._given_store or open_store(data / "store", cfg.store)
+            self._store: PageStore = self._given_store or open_store(data / "store", cfg.store,
+                                                                     archive=archive)
         except BaseException:  # e.g. a torn segment that needs `store repair`: hold no frontier open
             self._db.close()
             raise
@@ -503,6 +507,10 @@ class Crawler:
                                   robots=failed)
             return dataclasses.replace(_failure(started, self._clock.wall(), exc), robots=failed)
         _log_response(lease, outcome)
+        if self.config.store.archive_robots:  # archive-grade: the robots.txt the crawl obeyed is kept
+            self._store.put(FetchRecord(outcome.url, started, outcome.status, outcome.headers,
+                                        content_hash(outcome.body), len(outcome.body), outcome.truncated),
+                            outcome.body)
         attempt = dataclasses.replace(pacer.finish(outcome), unusable=not is_answer(outcome.status))
         return Completion(attempt, "fetched", str(outcome.status), ip=outcome.remote_ip,
                           detail=f"robots.txt answered {outcome.status}",

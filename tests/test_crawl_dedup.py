@@ -28,7 +28,7 @@ import sys
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from polecat import Crawler, Page
 from polecat.config import Config, DedupConfig
@@ -40,7 +40,8 @@ from polecat.store.base import FetchRecord, content_hash, open_store
 from polecat.testing.sitegen import SiteSpec
 from polecat.testing.web import TestWeb
 from tests.conftest import TestWebFactory
-from tests.crawl_helpers import crawl_config, page_requests
+from tests.crawl_helpers import crawl_config as _crawl_config
+from tests.crawl_helpers import page_requests
 
 HOSTS = ("alpha.test", "beta.test", "gamma.test", "delta.test")
 LATE_HOST = "epsilon.test"
@@ -248,6 +249,12 @@ def stored_records(data: Path, cfg: Config, *, once: bool = True
         return by_url, store.stats().bodies, bodies
     finally:
         store.close()
+
+
+def crawl_config(web: TestWeb, data: Path, **over: Any) -> Config:
+    """The shared crawl config without robots.txt archiving: these tests count the page bodies stored."""
+    store = {"archive_robots": False, **over.pop("store", {})}
+    return _crawl_config(web, data, store=store, **over)
 
 
 def pages_listing(data: Path) -> dict[str, list[str]]:

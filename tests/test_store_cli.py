@@ -102,23 +102,33 @@ def test_verify_passes_then_catches_corruption_and_orphans(data_dir: Path,
 
 
 def test_export_warc_and_cdxj(data_dir: Path, tmp_path: Path) -> None:
-    plain, packed, cdxj = tmp_path / "all.warc", tmp_path / "all.warc.zst", tmp_path / "index.cdxj"
-    assert run(["store", "export", str(data_dir), "--warc", str(plain), "--cdxj", str(cdxj)]) == 0
+    plain, packed = tmp_path / "all.warc", tmp_path / "all.warc.zst"
+    cdxj, live = tmp_path / "index.cdxj", tmp_path / "segments.cdxj"
+    assert run(["store", "export", str(data_dir), "--warc", str(plain), "--cdxj", str(cdxj),
+                "--cdxj-segments", str(live)]) == 0
     assert run(["store", "export", str(data_dir), "--warc", str(packed)]) == 0
     with plain.open("rb") as fh:
         recs = [(r.rec_type, r.rec_headers.get_header("WARC-Target-URI"))
                 for r in ArchiveIterator(fh, check_digests="raise")]
-    assert len(recs) == 8 and recs[6] == ("revisit", "http://h9.test/copy")
+    assert recs[0] == ("warcinfo", None)  # every export starts with one
+    assert len(recs) == 9 and recs[7] == ("revisit", "http://h9.test/copy")
     unpacked = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(packed.read_bytes()),
                                                           read_across_frames=True).read()
-    assert unpacked == plain.read_bytes()
+    with io.BytesIO(unpacked) as fh:
+        got = [(r.rec_type, r.rec_headers.get_header("WARC-Target-URI")) for r in ArchiveIterator(fh)]
+    assert got == recs
+    # the export's index points into the exported file
     lines = cdxj.read_text().splitlines()
     assert lines == sorted(lines) and len(lines) == 8
     key, stamp, doc = lines[0].split(" ", 2)
     assert key == "test,h0)/p0" and stamp == datetime.fromtimestamp(T0, UTC).strftime("%Y%m%d%H%M%S")
     fields = json.loads(doc)
-    assert fields["mime"] == "text/html" and fields["status"] == "200"
-    # offset/length address one zstd frame holding exactly that record
+    assert fields["mime"] == "text/html" and fields["status"] == "200" and fields["filename"] == plain.name
+    raw = plain.read_bytes()[int(fields["offset"]): int(fields["offset"]) + int(fields["length"])]
+    (rec,) = list(ArchiveIterator(io.BytesIO(raw)))
+    assert rec.rec_headers.get_header("WARC-Target-URI") == "http://h0.test/p0"
+    # the live segments' index: offset/length address one zstd frame holding exactly that record
+    fields = json.loads(live.read_text().splitlines()[0].split(" ", 2)[2])
     seg = data_dir / "store" / "segments" / fields["filename"]
     frame = seg.read_bytes()[int(fields["offset"]): int(fields["offset"]) + int(fields["length"])]
     (rec,) = list(ArchiveIterator(io.BytesIO(zstandard.ZstdDecompressor().decompress(frame))))

@@ -173,6 +173,12 @@ def _peer(resp: aiohttp.ClientResponse) -> tuple[str, int] | None:
     return (peer[0], peer[1]) if peer else None
 
 
+def request_headers(cfg: FetchConfig) -> tuple[tuple[str, str], ...]:
+    """The headers sent with every request (conditional ones are added per request); the store's WARC
+    ``request`` records list them."""
+    return (("User-Agent", cfg.user_agent), ("Accept-Encoding", ACCEPT_ENCODING), ("Accept", "*/*"))
+
+
 class Fetcher:
     """Async context manager owning one aiohttp session and the node's caching resolver."""
 
@@ -216,7 +222,7 @@ class Fetcher:
         )
         self._session = aiohttp.ClientSession(
             connector=connector,
-            headers={"User-Agent": cfg.user_agent, "Accept-Encoding": ACCEPT_ENCODING, "Accept": "*/*"},
+            headers=dict(request_headers(cfg)),
             skip_auto_headers=("Accept-Encoding",),
             auto_decompress=False,
             cookie_jar=aiohttp.DummyCookieJar(),

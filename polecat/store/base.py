@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 if TYPE_CHECKING:
     from polecat.config import StoreConfig
+    from polecat.store.archive import ArchiveInfo
 
 HASH_NAME = "blake2b-256"
 """The content-hash function, recorded in the index's meta table and checked at open."""
@@ -128,13 +129,15 @@ class PageStore(Protocol):
         ...
 
 
-def open_store(root: Path, cfg: StoreConfig, *, read_only: bool = False) -> PageStore:
+def open_store(root: Path, cfg: StoreConfig, *, read_only: bool = False,
+               archive: ArchiveInfo | None = None) -> PageStore:
     """Open (creating when absent, unless ``read_only``) the segment store at ``root``.
 
     A writer takes an exclusive lock on the directory, truncates torn segment tails left by a crash and
     resumes shipping sealed segments. A read-only store may be opened while a writer runs; it sees what
-    the writer has flushed.
+    the writer has flushed. ``archive``: the warcinfo and request records a writer adds
+    (polecat/store/archive.py).
     """
     from polecat.store.segstore import SegmentStore  # the implementation imports this module
 
-    return SegmentStore.open(root, cfg, read_only=read_only)
+    return SegmentStore.open(root, cfg, read_only=read_only, archive=archive)

@@ -20,9 +20,10 @@ from pathlib import Path
 from polecat.cluster.layout import node_dirs
 from polecat.config import StoreConfig, config_from_mapping, load_toml
 from polecat.dedup.canon import Canonicalizer
-from polecat.errors import NotFound
+from polecat.errors import ConfigError, NotFound
 from polecat.frontier.status import read_outcomes
 from polecat.store import export, fsck, listing, repair
+from polecat.store.archive import archive_info
 from polecat.store.base import FetchRecord
 from polecat.store.feed import Feed
 from polecat.store.index import STATE_NAMES, LogEntry
@@ -67,7 +68,8 @@ def _latest(stores: list[SegmentStore], url: str, *, with_body: bool) -> tuple[S
 def cmd_pages(args: argparse.Namespace) -> int:
     statuses = listing.status_filter(args.status) if args.status else None
     with _open(args) as stores:
-        rows: Iterator[listing.Row] = (listing.row_of_fetch(r) for store in stores for r in store.records())
+        rows: Iterator[listing.Row] = (listing.row_of_fetch(r) for store in stores for r in store.records()
+                                       if not listing.is_robots(r.url))
         if args.failed:  # URLs without a stored page: failed, blocked, refused by robots.txt...
             rows = (row for node in node_dirs(Path(args.dir)) if (node / "frontier" / "data.mdb").exists()
                     for row in listing.not_stored(read_outcomes(node / "frontier")))
@@ -119,7 +121,7 @@ def cmd_export_feed(args: argparse.Namespace) -> int:
         def body(record: FetchRecord) -> bytes:
             return _body_store(stores, record.content_hash).get(record.content_hash)
 
-        records = (r for store in stores for r in store.records())
+        records = (r for store in stores for r in store.records() if not listing.is_robots(r.url))
         feed = Feed(latest, body)
         if str(args.jsonl) == "-":
             n = feed.write(records, sys.stdout)
@@ -183,29 +185,51 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    if args.warc is None and args.cdxj is None:
-        print("polecat store export: give --warc FILE and/or --cdxj FILE", file=sys.stderr)
-        return 2
+    if args.warc is None and args.cdxj_segments is None:
+        raise ConfigError("polecat store export: give --warc FILE (with --cdxj FILE for its index) "
+                          "and/or --cdxj-segments FILE")
+    if args.cdxj is not None and args.warc is None:
+        raise ConfigError("--cdxj indexes the exported WARC file: give --warc FILE too "
+                          "(--cdxj-segments FILE indexes the live segments)")
     with _open(args) as stores:
         skipped = 0
         if args.warc is not None:
-            written = 0
-            with open(args.warc, "wb") as fh:  # WARC files (and zstd frames) concatenate
+            compression = args.compress or export.compression_for(args.warc)
+            with open(args.warc, "wb") as fh:  # WARC records (gzip members, zstd frames) concatenate
+                out = export.WarcExport(fh, args.warc.name, compression)
+                out.start(archive_info(user_agent=_user_agent(args), request_headers=()))
                 for store in stores:
-                    result = export.export_warc(store, fh, compressed=str(args.warc).endswith(".zst"))
-                    for entry, why in result.skipped:
-                        print(f"skipped record {entry.seq} ({entry.record.url}): {why}", file=sys.stderr)
-                    skipped += len(result.skipped)
-                    written += result.written
-            print(f"{written} records written to {args.warc}"
+                    out.add(store)
+            for entry, why in out.result.skipped:
+                print(f"skipped record {entry.seq} ({entry.record.url}): {why}", file=sys.stderr)
+            skipped = len(out.result.skipped)
+            print(f"{out.result.written} records written to {args.warc} ({compression})"
                   + (f", {skipped} corrupt records skipped (run `polecat store repair`)" if skipped else ""),
                   file=sys.stderr)
-        if args.cdxj is not None:
-            lines = sorted(line for store in stores for line in export.cdxj_lines(store))
-            with open(args.cdxj, "w", encoding="utf-8") as out:
-                out.writelines(line + "\n" for line in lines)
-            print(f"{len(lines)} index lines written to {args.cdxj}", file=sys.stderr)
+            if args.cdxj is not None:
+                _write_lines(args.cdxj, sorted(out.result.index))
+        if args.cdxj_segments is not None:
+            _write_lines(args.cdxj_segments, sorted(line for s in stores for line in export.cdxj_lines(s)))
     return 1 if skipped else 0
+
+
+def _write_lines(path: Path, lines: list[str]) -> None:
+    with open(path, "w", encoding="utf-8") as out:
+        out.writelines(line + "\n" for line in lines)
+    print(f"{len(lines)} index lines written to {path}", file=sys.stderr)
+
+
+def _user_agent(args: argparse.Namespace) -> str:
+    """The crawl's user agent for the export's warcinfo: from its saved settings, else the default."""
+    from polecat import settings
+    from polecat.config import DEFAULT_USER_AGENT
+
+    try:
+        saved = settings.load(Path(args.dir))
+    except ConfigError:
+        saved = {}
+    agent = saved.get("fetch", {}).get("user_agent", DEFAULT_USER_AGENT)
+    return agent if isinstance(agent, str) else DEFAULT_USER_AGENT
 
 
 def cmd_repair(args: argparse.Namespace) -> int:
@@ -275,10 +299,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p = sub.add_parser("verify", help="check every index entry and hash; exit 1 on any fault")
     _common(p)
     p.set_defaults(func=cmd_verify)
-    p = sub.add_parser("export", help="export a WARC file (.warc or .warc.zst) and/or a CDXJ index")
+    p = sub.add_parser("export", help="export a WARC file (.warc.gz, .warc.zst, .warc) and CDXJ indexes")
     _common(p)
-    p.add_argument("--warc", type=Path, default=None, metavar="FILE")
-    p.add_argument("--cdxj", type=Path, default=None, metavar="FILE")
+    p.add_argument("--warc", type=Path, default=None, metavar="FILE",
+                   help="WARC file to write; its name picks the compression unless --compress")
+    p.add_argument("--compress", choices=export.COMPRESSIONS, default=None,
+                   help="gzip: one member per record (.warc.gz); zstd: the stored frames; none")
+    p.add_argument("--cdxj", type=Path, default=None, metavar="FILE",
+                   help="CDXJ index of the exported WARC file (offsets into it)")
+    p.add_argument("--cdxj-segments", type=Path, default=None, metavar="FILE",
+                   help="CDXJ index of the live segments (offsets into DIR/store/segments)")
     p.set_defaults(func=cmd_export)
     p = sub.add_parser("repair", help="drop damaged records, cut torn segments, queue lost URLs again")
     _common(p)

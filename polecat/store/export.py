@@ -1,24 +1,49 @@
-"""Exports for other tools: one WARC file, and a CDXJ index of the segments for replay (pywb).
+"""Exports for other tools: one WARC file with its CDXJ index, and a CDXJ index of the live segments.
 
-CDXJ lines are ``<SURT> <14-digit timestamp> <JSON>``, sorted, with ``url``, ``mime``, ``status``,
-``digest`` (the WARC-Payload-Digest), ``length`` and ``offset`` of the zstd frame, and ``filename``: the
-segment (``*.warc.zst``) holding it. Each frame is a whole WARC record, so a replay tool that reads
-zstd WARCs can seek straight to it.
+Rules:
+
+1. ``export_warc`` writes every intact record in append order, after one ``warcinfo`` record naming the
+   export file (polecat/store/archive.py). The segments' own warcinfo records are left out; request
+   records stay beside their responses. Damaged records are skipped and reported; the export finishes.
+2. Compression (:data:`COMPRESSIONS`): ``gzip`` writes each WARC record as its own gzip member (what
+   ``.warc.gz`` means to warcio, pywb and Heritrix); ``zstd`` keeps the stored frames as they are (a
+   ``.warc.zst``, one frame per fetch); ``none`` writes plain records. :func:`compression_for` picks it
+   from the file name unless told.
+3. The export's CDXJ (``ExportResult.index``) points into the exported file: ``filename`` is its name,
+   ``offset``/``length`` those of the gzip member (or zstd frame, or plain record) of each response and
+   revisit. :func:`cdxj_lines` is the separate index of the live segments (``filename`` a segment).
+4. A CDXJ line is ``<SURT> <14-digit timestamp> <JSON>`` with ``url``, ``mime``, ``status``, ``digest``
+   (the WARC-Payload-Digest), ``length``, ``offset`` and ``filename``; lines are sorted. ``pywb``'s
+   ``cdxj-indexer`` gives the same lines for the same file (tests/test_warc_export.py).
 """
 
 from __future__ import annotations
 
+import gzip
 import json
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import BinaryIO
+from pathlib import Path
+from typing import BinaryIO, Literal
 from urllib.parse import urlsplit
 
 from polecat.errors import StoreError
 from polecat.store import fsck, warc
+from polecat.store.archive import ArchiveInfo
+from polecat.store.base import FetchRecord
 from polecat.store.index import LogEntry
 from polecat.store.segments import segment_name
 from polecat.store.segstore import SegmentStore
+
+Compression = Literal["gzip", "zstd", "none"]
+COMPRESSIONS: tuple[Compression, ...] = ("gzip", "zstd", "none")
+
+
+def compression_for(path: Path) -> Compression:
+    """Rule 2: ``.gz`` -> gzip, ``.zst`` -> zstd, anything else plain."""
+    name = path.name.lower()
+    return "gzip" if name.endswith(".gz") else "zstd" if name.endswith(".zst") else "none"
 
 
 @dataclass(slots=True)
@@ -26,22 +51,55 @@ class ExportResult:
     written: int = 0
     skipped: list[tuple[LogEntry, str]] = field(default_factory=list)
     """Records left out because they are damaged, with why (the export goes on past them)."""
+    index: list[str] = field(default_factory=list)
+    """CDXJ lines pointing into the exported file (rule 3), unsorted."""
 
 
-def export_warc(store: SegmentStore, out: BinaryIO, *, compressed: bool) -> ExportResult:
-    """Write every intact record in append order; ``compressed`` keeps the zstd frames (a ``.warc.zst``).
-    A record that cannot be read, decompressed or parsed, or whose body does not hash to its key, is
-    skipped and reported; the export finishes."""
-    result = ExportResult()
-    for entry in store.log_entries():
-        try:
-            frame, record = fsck.read_checked(store, entry)
-        except StoreError as exc:
-            result.skipped.append((entry, str(exc)))
-            continue
-        out.write(frame if compressed else record)
-        result.written += 1
-    return result
+class WarcExport:
+    """One export file being written: :meth:`start` once, then :meth:`add` each store (rules 1-3)."""
+
+    def __init__(self, out: BinaryIO, filename: str, compression: Compression) -> None:
+        self._out = out
+        self._filename = filename
+        self._compression = compression
+        self.result = ExportResult()
+
+    def _write(self, data: bytes) -> tuple[int, int]:
+        """Write one unit (a record, or a whole frame for zstd); returns its offset and length."""
+        offset = self._out.tell()
+        if self._compression == "gzip":
+            data = gzip.compress(data, mtime=0)
+        elif self._compression == "zstd" and not data.startswith(b"\x28\xb5\x2f\xfd"):
+            import zstandard
+
+            data = zstandard.ZstdCompressor(write_checksum=True).compress(data)
+        self._out.write(data)
+        return offset, len(data)
+
+    def start(self, info: ArchiveInfo) -> None:
+        self._write(warc.encode_warcinfo(info.warcinfo, self._filename, time.time()))
+
+    def add(self, store: SegmentStore) -> None:
+        for entry in store.log_entries():
+            try:
+                frame, raw = fsck.read_checked(store, entry)
+            except StoreError as exc:
+                self.result.skipped.append((entry, str(exc)))
+                continue
+            records = [r for r in warc.split_records(raw) if not _is_warcinfo(r)]
+            if self._compression == "zstd":
+                offset, length = self._write(frame)
+            else:
+                for rec in records[:-1]:  # the request record, if kept
+                    self._write(rec)
+                offset, length = self._write(records[-1])
+            self.result.index.append(cdxj_line(store, entry.record, offset, length, self._filename))
+            self.result.written += 1
+
+
+def _is_warcinfo(record: bytes) -> bool:
+    head = record[: record.find(b"\r\n\r\n")]
+    return b"\r\nWARC-Type: warcinfo\r\n" in head + b"\r\n"
 
 
 def surt(url: str) -> str:
@@ -65,22 +123,25 @@ def _mime(headers: tuple[tuple[str, str], ...]) -> str:
     return "unk"
 
 
+def cdxj_line(store: SegmentStore, r: FetchRecord, offset: int, length: int, filename: str) -> str:
+    """The CDXJ line of record ``r`` stored at ``offset``/``length`` of ``filename`` (rule 4)."""
+    body = store.index.body(r.content_hash)
+    fields = {
+        "url": r.url,
+        "mime": "warc/revisit" if r.kind == "revisit" else _mime(r.headers),
+        "status": str(r.status),
+        "digest": warc.payload_digest_from(body.sha256) if body else "-",
+        "length": str(length),
+        "offset": str(offset),
+        "filename": filename,
+    }
+    stamp = datetime.fromtimestamp(r.fetched_at, UTC).strftime("%Y%m%d%H%M%S")
+    return f"{surt(r.url)} {stamp} {json.dumps(fields, separators=(', ', ': '))}"
+
+
 def cdxj_lines(store: SegmentStore) -> list[str]:
-    """The CDXJ index of every record, sorted."""
-    lines = []
-    for entry in store.log_entries():
-        r = entry.record
-        body = store.index.body(r.content_hash)
-        fields = {
-            "url": r.url,
-            "mime": "warc/revisit" if r.kind == "revisit" else _mime(r.headers),
-            "status": str(r.status),
-            "digest": warc.payload_digest_from(body.sha256) if body else "-",
-            "length": str(entry.loc.length),
-            "offset": str(entry.loc.offset),
-            "filename": segment_name(store.store_id, entry.loc.segment),
-        }
-        stamp = datetime.fromtimestamp(r.fetched_at, UTC).strftime("%Y%m%d%H%M%S")
-        lines.append(f"{surt(r.url)} {stamp} {json.dumps(fields, separators=(', ', ': '))}")
+    """The CDXJ index of every record in the live segments (rule 3's separate index), sorted."""
+    lines = [cdxj_line(store, e.record, e.loc.offset, e.loc.length,
+                       segment_name(store.store_id, e.loc.segment)) for e in store.log_entries()]
     lines.sort()
     return lines

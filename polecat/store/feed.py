@@ -1,6 +1,7 @@
 """``polecat export DIR --jsonl FILE``: one JSON object per fetched page, as a feed export gives.
 
-Each record of the store becomes one line, in append order, streamed (one body in memory at a time):
+Each page record of the store (archived robots.txt responses left out) becomes one line, in append
+order, streamed (one body in memory at a time):
 
 - ``url``, ``status``, ``fetched_at`` (ISO 8601 UTC), ``content_type``, ``hash`` (BLAKE2b-256 hex of the
   stored body, or of the original for a revisit), ``duplicate_of`` (the URL this page duplicates, or

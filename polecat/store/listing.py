@@ -1,6 +1,7 @@
 """``polecat pages``: rows of a crawl, filtered and written as TSV, CSV or JSON lines.
 
-Rows come from two places. Every fetch the store recorded (responses, revisits, redirects) is a row
+Rows come from two places. Every page fetch the store recorded (responses, revisits, redirects; not the
+archived robots.txt responses) is a row
 with its status, time, content hash, size and, for a duplicate, the URL it duplicates. With ``failed``,
 the URLs the frontier finished without a stored page (failed after retries, blocked, refused by
 robots.txt, out of budget) are rows too, with the outcome and the reason.
@@ -46,6 +47,11 @@ class Row:
 
 def iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def is_robots(url: str) -> bool:
+    """robots.txt responses are archived with the pages but are not pages: listings leave them out."""
+    return urlsplit(url).path == "/robots.txt"
 
 
 def _skip_reason(record: FetchRecord) -> str:

@@ -31,6 +31,7 @@ from polecat.config import StoreConfig
 from polecat.errors import CorruptRecord, NotFound, StoreError
 from polecat.store import object as objstore
 from polecat.store import warc
+from polecat.store.archive import ArchiveInfo
 from polecat.store.base import FetchRecord, StoreStats, content_hash
 from polecat.store.index import (
     OPEN,
@@ -81,11 +82,15 @@ class SegmentStore:
     """The PageStore implementation (see polecat.store.base for the contract)."""
 
     @classmethod
-    def open(cls, root: Path, cfg: StoreConfig, *, read_only: bool = False) -> SegmentStore:
-        return cls(root, cfg, read_only=read_only)
+    def open(cls, root: Path, cfg: StoreConfig, *, read_only: bool = False,
+             archive: ArchiveInfo | None = None) -> SegmentStore:
+        return cls(root, cfg, read_only=read_only, archive=archive)
 
-    def __init__(self, root: Path, cfg: StoreConfig, *, read_only: bool) -> None:
+    def __init__(self, root: Path, cfg: StoreConfig, *, read_only: bool,
+                 archive: ArchiveInfo | None = None) -> None:
         self.root = root
+        self._archive = archive
+        """warcinfo and request records to write (polecat/store/archive.py); None writes neither."""
         self.read_only = read_only
         self._cfg = cfg
         self._seg_dir = root / "segments"
@@ -164,9 +169,10 @@ class SegmentStore:
     def _put(self, record: FetchRecord, body: bytes | None) -> bool:
         seq = self._counters.next_seq
         existing = self._body(record.content_hash)
+        record_id = warc.new_record_id()
         if body is not None and existing is None:
             sha = hashlib.sha256(body).digest()
-            loc = self._append(*warc.encode_response_parts(record, body, sha))
+            loc = self._append(record, record_id, *warc.encode_response_parts(record, body, sha, record_id))
             self._pending.bodies[record.content_hash] = BodyEntry(loc, seq, sha)
             self._counters.bodies += 1
             self._counters.raw_bytes += len(body)
@@ -181,22 +187,30 @@ class SegmentStore:
                 if record.duplicate_of is None and original.url != record.url and body:
                     record = dataclasses.replace(record, duplicate_of=original.url)
             record = dataclasses.replace(record, kind="revisit")
-            loc = self._append(warc.encode_revisit(record, refers, digest))
+            loc = self._append(record, record_id, warc.encode_revisit(record, refers, digest, record_id))
             self._counters.revisits += 1
             written = False
         self._pending.log.append(LogEntry(seq, record, loc))
         self._counters.next_seq = seq + 1
         return written
 
-    def _append(self, *parts: bytes) -> Locator:
+    def _append(self, record: FetchRecord, record_id: str, *parts: bytes) -> Locator:
         """Compress the record made of ``parts`` into one frame (streamed: the parts are not joined) and
-        append it to the open segment."""
-        size = sum(map(len, parts))
-        if size >= MAX_RECORD_BYTES:
-            raise StoreError(f"record of {size} bytes is too large for a segment")
+        append it to the open segment, after the segment's warcinfo and the request record
+        (polecat/store/archive.py)."""
         w = self._writer
         if w is None or w.length >= self._cfg.segment_bytes:
             w = self._roll()
+        if self._archive is not None:
+            extra = [warc.encode_request(record, self._archive.request_headers, record_id)
+                     ] if self._archive.requests else []
+            if w.length == 0:
+                name = segment_name(self.store_id, w.seg)
+                extra.insert(0, warc.encode_warcinfo(self._archive.warcinfo, name, record.fetched_at))
+            parts = (*extra, *parts)
+        size = sum(map(len, parts))
+        if size >= MAX_RECORD_BYTES:
+            raise StoreError(f"record of {size} bytes is too large for a segment")
         stream = self._cctx.compressobj(size=size)
         loc = w.append(b"".join([*map(stream.compress, parts), stream.flush()]))
         self._pending.segs[w.seg] = SegmentInfo(OPEN, w.length)

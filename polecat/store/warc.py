@@ -24,6 +24,7 @@ import http
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from urllib.parse import urlsplit
 
 from polecat.errors import CorruptRecord
 from polecat.store.base import HASH_NAME, FetchRecord
@@ -31,6 +32,7 @@ from polecat.store.base import HASH_NAME, FetchRecord
 IDENTICAL_PROFILE = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
 NEAR_DUP_PROFILE = "urn:polecat:revisit/near-duplicate"
 _HTTP_TYPE = b"application/http;msgtype=response"
+_REQUEST_TYPE = b"application/http;msgtype=request"
 _RENAMED = frozenset({"content-encoding", "transfer-encoding", "content-length"})
 
 
@@ -80,23 +82,29 @@ def _http_block(record: FetchRecord, body_len: int | None) -> bytes:
     return b"\r\n".join(lines) + b"\r\n\r\n"
 
 
-def _record(fields: list[tuple[str, str]], block: bytes) -> bytes:
-    return b"".join(_record_parts(fields, block))
+def _record(fields: list[tuple[str, str]], block: bytes, content_type: bytes = _HTTP_TYPE) -> bytes:
+    return b"".join(_record_parts(fields, block, content_type=content_type))
 
 
-def _record_parts(fields: list[tuple[str, str]], *block: bytes) -> list[bytes]:
+def _record_parts(fields: list[tuple[str, str]], *block: bytes,
+                  content_type: bytes = _HTTP_TYPE) -> list[bytes]:
     """A WARC record whose block is the concatenation of ``block``, as pieces."""
     head = [b"WARC/1.1"]
     head.extend(name.encode("ascii") + b": " + _clean(value) for name, value in fields)
-    head.append(b"Content-Type: " + _HTTP_TYPE)
+    head.append(b"Content-Type: " + content_type)
     head.append(b"Content-Length: %d" % sum(map(len, block)))
     return [b"\r\n".join(head) + b"\r\n\r\n", *block, b"\r\n\r\n"]
 
 
-def _common(record: FetchRecord, kind: str) -> list[tuple[str, str]]:
+def new_record_id() -> str:
+    """A fresh ``WARC-Record-ID`` value."""
+    return f"<urn:uuid:{uuid.uuid4()}>"
+
+
+def _common(record: FetchRecord, kind: str, record_id: str | None = None) -> list[tuple[str, str]]:
     return [
         ("WARC-Type", kind),
-        ("WARC-Record-ID", f"<urn:uuid:{uuid.uuid4()}>"),
+        ("WARC-Record-ID", record_id or new_record_id()),
         ("WARC-Date", warc_date(record.fetched_at)),
         ("WARC-Target-URI", record.url),
         ("WARC-Polecat-Content-Hash", f"{HASH_NAME}:{record.content_hash.hex()}"),
@@ -111,23 +119,25 @@ def encode_response(record: FetchRecord, body: bytes, sha256: bytes) -> bytes:
     return b"".join(encode_response_parts(record, body, sha256))
 
 
-def encode_response_parts(record: FetchRecord, body: bytes, sha256: bytes) -> list[bytes]:
+def encode_response_parts(record: FetchRecord, body: bytes, sha256: bytes,
+                          record_id: str | None = None) -> list[bytes]:
     """:func:`encode_response` as the pieces to write one after the other: the body is not copied (a
     page at the 10 MiB body cap would otherwise cost two more copies of itself)."""
-    fields = _common(record, "response")
+    fields = _common(record, "response", record_id)
     fields.append(("WARC-Payload-Digest", payload_digest_from(sha256)))
     if record.truncated:
         fields.append(("WARC-Truncated", "length"))
     return _record_parts(fields, _http_block(record, len(body)), body)
 
 
-def encode_revisit(record: FetchRecord, refers_to: tuple[str, float] | None, digest: str | None) -> bytes:
+def encode_revisit(record: FetchRecord, refers_to: tuple[str, float] | None, digest: str | None,
+                   record_id: str | None = None) -> bytes:
     """A WARC ``revisit`` record: status line and headers, no body.
 
     ``refers_to`` is the original's (URL, fetch time) when known; ``digest`` its payload digest.
     """
     near = record.duplicate_of is not None and record.duplicate_of != record.url
-    fields = _common(record, "revisit")
+    fields = _common(record, "revisit", record_id)
     fields.append(("WARC-Profile", NEAR_DUP_PROFILE if near else IDENTICAL_PROFILE))
     target = refers_to[0] if refers_to else record.duplicate_of
     if target is not None:
@@ -137,6 +147,46 @@ def encode_revisit(record: FetchRecord, refers_to: tuple[str, float] | None, dig
     if digest is not None:
         fields.append(("WARC-Payload-Digest", digest))
     return _record(fields, _http_block(record, None))
+
+
+def encode_request(record: FetchRecord, headers: tuple[tuple[str, str], ...], concurrent_to: str) -> bytes:
+    """The WARC ``request`` record of the GET that fetched ``record``: the request line, ``Host`` and
+    ``headers`` (those the fetcher sends on every request), linked to the response or revisit record
+    ``concurrent_to`` by ``WARC-Concurrent-To``."""
+    parts = urlsplit(record.url)
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    lines = [b"GET " + _clean(target) + b" HTTP/1.1", b"Host: " + _clean(parts.netloc)]
+    lines.extend(_clean(name) + b": " + _clean(value) for name, value in headers)
+    fields = [("WARC-Type", "request"), ("WARC-Record-ID", new_record_id()),
+              ("WARC-Date", warc_date(record.fetched_at)), ("WARC-Target-URI", record.url),
+              ("WARC-Concurrent-To", concurrent_to)]
+    return _record(fields, b"\r\n".join(lines) + b"\r\n\r\n", _REQUEST_TYPE)
+
+
+def encode_warcinfo(info: tuple[tuple[str, str], ...], filename: str, ts: float) -> bytes:
+    """A ``warcinfo`` record describing the file ``filename`` (``application/warc-fields`` lines)."""
+    block = b"".join(_clean(name) + b": " + _clean(value) + b"\r\n" for name, value in info)
+    fields = [("WARC-Type", "warcinfo"), ("WARC-Record-ID", new_record_id()), ("WARC-Date", warc_date(ts)),
+              ("WARC-Filename", filename)]
+    return _record(fields, block, b"application/warc-fields")
+
+
+def split_records(data: bytes) -> list[bytes]:
+    """The WARC records concatenated in ``data`` (a stored frame holds the response or revisit, after
+    the segment's ``warcinfo`` when it is the first, and the ``request`` record when kept)."""
+    out: list[bytes] = []
+    pos = 0
+    while pos < len(data):
+        end = data.find(b"\r\n\r\n", pos)
+        head = data[pos:end] if end >= 0 else b""
+        length = next((line[15:].strip() for line in head.split(b"\r\n")
+                       if line.lower().startswith(b"content-length:")), b"")
+        if end < 0 or not length.isdigit():
+            raise CorruptRecord("WARC record without a valid Content-Length")
+        stop = end + 4 + int(length) + 4
+        out.append(data[pos:stop])
+        pos = stop
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,7 +205,15 @@ class DecodedRecord:
 
 
 def decode(data: bytes) -> DecodedRecord:
-    """Parse one WARC record as written by this module; raise CorruptRecord when it is not one."""
+    """Parse the last WARC record of a stored frame (the response or revisit; see :func:`split_records`)
+    as written by this module; raise CorruptRecord when it is not one."""
+    if not data.startswith(b"WARC/1.1\r\n"):
+        raise CorruptRecord("not a WARC/1.1 record")
+    records = split_records(data)
+    return _decode_one(records[-1] if records else data)
+
+
+def _decode_one(data: bytes) -> DecodedRecord:
     end = data.find(b"\r\n\r\n")
     if not data.startswith(b"WARC/1.1\r\n") or end < 0:
         raise CorruptRecord("not a WARC/1.1 record")
