@@ -47,6 +47,12 @@ def waiting_on(s: CrawlStats) -> str:
 
 def progress_line(s: CrawlStats, width: int) -> str:
     """One redraw of the progress line for a terminal ``width`` columns wide (see the module rules)."""
+    text = progress_text(s)[: max(1, width - 1)]  # the last column would wrap on some terminals
+    return "\r" + text + CLEAR_TO_EOL
+
+
+def progress_text(s: CrawlStats) -> str:
+    """The progress line's words, plain (also a service's status line)."""
     errors = sum(n for _, n in s.errors)
     parts = [f"{s.fetches_per_s:.1f} pages/s", f"fetched {s.fetches}", f"queued {s.queued}",
              f"in flight {s.in_flight}", f"errors {errors}"]
@@ -55,8 +61,7 @@ def progress_line(s: CrawlStats, width: int) -> str:
     wait = waiting_on(s)
     if wait:
         parts.append(wait)
-    text = "  ".join(parts)[: max(1, width - 1)]  # the last column would wrap on some terminals
-    return "\r" + text + CLEAR_TO_EOL
+    return "  ".join(parts)
 
 
 def print_summary(s: CrawlStats, out: TextIO, *, data_dir: str = "", interrupted: bool = False) -> None:

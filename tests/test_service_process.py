@@ -94,9 +94,10 @@ allow_private = true
         beats = [t for t, line in pings if line == "WATCHDOG=1"]
         assert len(beats) >= 4, pings
         gaps = [b - a for a, b in itertools.pairwise(beats)]
-        assert all(0.3 <= g <= 0.9 for g in gaps), gaps  # WatchdogSec/2 = 0.5 s
+        # Every WatchdogSec/2 = 0.5 s; systemd restarts a node whose pings are WatchdogSec (1 s) apart.
+        assert all(0.2 <= g < 1.0 for g in gaps) and 0.4 <= sum(gaps) / len(gaps) <= 0.7, gaps
 
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             status = json.loads(polecat("status", "--node", node_url).stdout)
             if status["fetches"] and not status["queued"] and not status["in_flight"]:

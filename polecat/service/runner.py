@@ -23,6 +23,7 @@ from aiohttp import web
 from polecat.config import Config, split_listen
 from polecat.frontier.records import Completion, Lease
 from polecat.node import Crawler
+from polecat.report import progress_text
 from polecat.service.activity import Activity
 from polecat.service.api import Api, check_listen
 from polecat.service.metrics import LoopLag, NodeMetrics
@@ -36,10 +37,10 @@ STATUS_EVERY = 10.0
 
 
 def status_line(crawler: Crawler) -> str:
+    """The STATUS= line: the progress line's words, after the node's state."""
     s = crawler.stats()
     state = "paused" if crawler.paused else "crawling" if s.queued or s.in_flight else "idle"
-    return (f"{state}: {s.fetches} fetched ({s.fetches_per_s:.1f}/s), {s.queued} queued, "
-            f"{s.in_flight} in flight, {s.hosts} hosts ({s.hosts_parked} parked)")
+    return f"{state}: {progress_text(s)}"
 
 
 class NodeService:
