@@ -140,3 +140,18 @@ def test_hand_off_under_pressure_slows_senders_and_loses_nothing(test_web: TestW
     # Every URL handed to another worker was acknowledged, i.e. committed by its owner: none lost.
     assert n["URLs handed"] == n["acknowledged"] == n["received"] > 0, line
     assert n["inbox waits"] > 0 and n["lease pauses"] > 0, line  # senders were slowed, not dropped
+
+
+def test_a_worker_that_fails_on_its_own_data_stops_the_crawl_with_the_reason(test_web: TestWebFactory,
+                                                                              tmp_path: Path) -> None:
+    web = test_web(SiteSpec(hosts=4, pages_per_host=10, seed=2))
+    data = tmp_path / "data"
+    code, output = finish(start(crawl_cmd(web, data, 20.0, "--workers", "2", "--max-pages", "5"), data))
+    assert code == 0, output
+    (data / "workers" / "1" / "frontier" / "data.mdb").write_bytes(b"not an lmdb file" * 512)
+    started = time.monotonic()
+    code, output = finish(start(crawl_cmd(web, data, 20.0, "--workers", "2"), data))
+    assert code == 1, output  # the failed-crawl exit code, not a restart loop
+    assert "polecat worker w1: error:" in output and "worker w1 stopped on an error" in output, output
+    assert output.count("polecat worker w1: error:") == 1  # not restarted
+    assert time.monotonic() - started < 60

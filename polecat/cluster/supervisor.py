@@ -6,8 +6,9 @@ Rules:
    (polecat/cluster/resize.py), before any worker starts.
 2. Hand-off addresses are unix sockets in a private temporary directory, made fresh for each run.
 3. A worker that dies without being asked to stop (kill -9, crash) is started again on its own data; a
-   worker that dies within ``FAST_DEATH`` seconds of starting ``MAX_FAST_DEATHS`` times in a row is a
-   fault: the crawl stops and the command reports it.
+   worker that dies within ``FAST_DEATH`` seconds of starting ``MAX_FAST_DEATHS`` times in a row, or
+   that stops on an error of its own (exit status ``WORKER_FAILED``: disk full, unusable data), is a
+   fault: every worker is stopped and the command fails with the reason.
 4. The crawl ends when every worker stays quiet (polecat/cluster/termination.py), when the workers'
    fetches reach ``scope.max_pages`` (each worker also has its share as a hard cap), or on
    SIGINT/SIGTERM, which the parent forwards as "stop" (a second one as "abort").
@@ -38,7 +39,7 @@ from polecat.cluster.link import LinkStats
 from polecat.cluster.membership import Member
 from polecat.cluster.resize import resize
 from polecat.cluster.termination import Report, Termination
-from polecat.cluster.worker import WorkerSpec, config_mapping
+from polecat.cluster.worker import WORKER_FAILED, WorkerSpec, config_mapping
 from polecat.config import Config
 from polecat.errors import PolecatError
 from polecat.stats import CrawlStats
@@ -220,11 +221,13 @@ class Supervisor:
             return
         fast = time.monotonic() - w.started < FAST_DEATH
         w.fast_deaths = w.fast_deaths + 1 if fast else 0
-        if w.fast_deaths >= MAX_FAST_DEATHS:
+        if code == WORKER_FAILED or w.fast_deaths >= MAX_FAST_DEATHS:
             w.done = True
             self._ended = verdict.FAILED
-            self._fault = (f"worker {w.id} died {MAX_FAST_DEATHS} times right after starting "
-                           f"(exit status {code}); see its messages above")
+            self._fault = (
+                f"worker {w.id} stopped on an error; see its message above" if code == WORKER_FAILED
+                else f"worker {w.id} died {MAX_FAST_DEATHS} times right after starting (exit status "
+                     f"{code}); see its messages above")
             self.stop()
             return
         log.warning("worker %s died (exit status %s); restarting it on its own data", w.id, code)

@@ -35,6 +35,9 @@ from polecat.errors import PolecatError
 from polecat.logs import configure
 
 REPORT_PERIOD = 0.2
+WORKER_FAILED = 2
+"""Exit status of a worker that stopped on an error of its own (a storage fault, unusable data): unlike
+a crash (a signal, an uncaught exception: status 1), restarting it would only fail again."""
 LOCAL_MAX_BACKOFF = 1.0
 """A restarted sibling is back within a second or two: retry it at least that often."""
 
@@ -165,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         return uvloop.run(run_worker(spec))
     except PolecatError as exc:
         print(f"polecat worker {spec.self_id}: error: {exc}", file=sys.stderr)
-        return 2
+        return WORKER_FAILED
 
 
 if __name__ == "__main__":
