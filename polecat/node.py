@@ -84,6 +84,12 @@ class Crawler:
         self._on_lease = on_lease
         self._link = link
         self._durable: list[asyncio.Future[None]] = []
+        self._flushing = False
+        """A periodic checkpoint's store flush is running in a worker thread."""
+        self._deferred: list[tuple[Lease, Completion]] = []
+        """Page completions that wait for the commit after the flush in progress."""
+        self._checkpoint_due = asyncio.Event()
+        self._checkpoints_end = False
         self._quiet = False
         self._receiving = True
         self.bytes_fetched = 0
@@ -255,6 +261,7 @@ class Crawler:
         loop = asyncio.get_running_loop()
         self._started_at = self._clock.wall()
         self._last_bloom_save = self._started_at
+        self._checkpoints_end = False
         checkpointer = asyncio.create_task(self._checkpoint_loop())
         limit = self.config.scope.max_pages
         concurrency = self.config.fetch.concurrency
@@ -306,9 +313,9 @@ class Crawler:
                 self._freshness = (f.tracked, f.due, f.important, f.within)
         finally:
             self._receiving = False
-            checkpointer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await checkpointer
+            self._checkpoints_end = True
+            self._checkpoint_due.set()
+            await checkpointer
             if self._fatal is None:
                 self._try_checkpoint(save_bloom=True)
             for q in self._page_queues:
@@ -382,9 +389,34 @@ class Crawler:
                 handle.cancel()
 
     def _checkpoint(self, *, save_bloom: bool = False) -> None:
-        """Store flush, then (optionally) the Bloom snapshot, then the frontier commit."""
+        """Store flush, then (optionally) the Bloom snapshot, then the frontier commit, all on the loop
+        (at start, stop, and for operator actions; :meth:`_checkpoint_async` runs the periodic ones)."""
+        self._complete_deferred()
         started = self._clock.wall()
         self._store.flush()
+        self._commit(started, save_bloom)
+
+    async def _checkpoint_async(self) -> None:
+        """The periodic checkpoint, with the store flush (fsync) in a worker thread while leases go on.
+        Completions of pages that arrive meanwhile wait (:attr:`_deferred`), so the frontier commit that
+        follows covers exactly the pages whose records that flush made durable."""
+        started = self._clock.wall()
+        self._flushing = True
+        try:
+            await asyncio.to_thread(self._store.flush)
+            self._commit(started, False)
+        finally:
+            self._flushing = False
+        self._complete_deferred()
+
+    def _complete_deferred(self) -> None:
+        deferred, self._deferred = self._deferred, []
+        for lease, completion in deferred:
+            self._frontier.complete(lease, completion, self._clock.wall())
+        if deferred:
+            self._wake.set()
+
+    def _commit(self, started: float, save_bloom: bool) -> None:
         if self._link is not None:  # the outbox before the frontier: see polecat/cluster/outbox.py
             self._link.handoff.commit()
         now = self._clock.wall()
@@ -400,6 +432,14 @@ class Crawler:
             if not fut.done():
                 fut.set_result(None)
 
+    async def _try_checkpoint_async(self) -> bool:
+        try:
+            await self._checkpoint_async()
+        except (PolecatError, OSError, lmdb.Error) as exc:
+            self._fail(exc)
+            return False
+        return True
+
     def _try_checkpoint(self, *, save_bloom: bool = False) -> bool:
         """:meth:`_checkpoint`, stopping the node when state cannot be saved; whether it succeeded."""
         try:
@@ -410,10 +450,16 @@ class Crawler:
         return True
 
     async def _checkpoint_loop(self) -> None:
+        """Checkpoint every ``commit_ms``, or sooner when ``commit_ops`` changes are pending, until
+        :attr:`_checkpoints_end` is set (a checkpoint in progress is finished, never cut)."""
         period = self.config.frontier.commit_ms / 1000
-        while True:
-            await asyncio.sleep(period)
-            if (self._frontier.pending_ops or self._durable) and not self._try_checkpoint():
+        while not self._checkpoints_end:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._checkpoint_due.wait(), period)
+            self._checkpoint_due.clear()
+            if self._checkpoints_end:
+                return
+            if (self._frontier.pending_ops or self._durable) and not await self._try_checkpoint_async():
                 return
 
     # --- the cluster's side ----------------------------------------------------------------------
@@ -463,6 +509,11 @@ class Crawler:
             return  # stopping after a fault: nothing more is recorded
         if self._on_lease is not None:
             self._on_lease(lease, completion)
+        if self._flushing and lease.kind == "page":
+            # Its store record may be in the batch after the one being flushed: recording the page done
+            # in this commit could outlive the record. It completes right after the commit.
+            self._deferred.append((lease, completion))
+            return
         try:
             self._frontier.complete(lease, completion, self._clock.wall())
         except (PolecatError, lmdb.Error) as exc:
@@ -474,8 +525,8 @@ class Crawler:
             decision = self._robots.lookup(origin, now)
             if isinstance(decision, Ready):
                 self._pipeline.add_sitemaps(origin, decision.rules.sitemaps, now)
-        if self._frontier.pending_ops >= self.config.frontier.commit_ops and not self._try_checkpoint():
-            return
+        if self._frontier.pending_ops >= self.config.frontier.commit_ops:
+            self._checkpoint_due.set()
         st = self._frontier.host_state(lease.host)
         if st is not None and st.queued and not st.parked:
             # Warm DNS for the host's next request (a no-op while its answer is cached).

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from pathlib import Path
 
 from polecat import Crawler
 from polecat.config import config_from_mapping
+from polecat.frontier.records import Completion, Lease
 from polecat.testing.fakes import Canned, FakeClock, FakeFetcher, MemoryPageStore
 
 
@@ -48,3 +50,53 @@ async def test_loop_fetches_every_page_once_robots_first(tmp_path: Path) -> None
         crawler.add_seed("http://a.test/fresh")
         await crawler.run()
     assert fetcher.calls == ["http://a.test/fresh"]
+
+
+class SlowFlushStore(MemoryPageStore):
+    """A store whose flush takes a while (in the checkpoint's worker thread) and says what it covered."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.durable = 0
+        """Records made durable by the last finished flush (a prefix of the log)."""
+
+    def flush(self) -> None:
+        covered = len(self.log)  # the batch is taken at the start; later puts wait for the next flush
+        time.sleep(0.005)
+        self.durable = covered
+        super().flush()
+
+
+async def test_commit_covers_only_pages_the_flush_made_durable(tmp_path: Path) -> None:
+    clock = FakeClock(tick=0.0002)
+    hosts = [f"h{i}.test" for i in range(12)]
+    pages = {f"http://{h}/": page(*(f"/p{j}" for j in range(8))) for h in hosts}
+    pages |= {f"http://{h}/p{j}": page() for h in hosts for j in range(8)}
+    fetcher = FakeFetcher(clock, pages)
+    store = SlowFlushStore()
+    cfg = config_from_mapping({
+        "data_dir": str(tmp_path), "scope": {"seeds": [f"http://{h}/" for h in hosts], "mode": "host"},
+        "politeness": {"rate": 1000.0}, "frontier": {"commit_ms": 1.0, "commit_ops": 8},
+    })
+    completed: list[str] = []
+    commits = 0
+    async with Crawler(cfg, clock=clock, fetcher=fetcher, store=store) as crawler:
+        frontier = crawler.frontier
+        complete, commit = frontier.complete, frontier.commit
+
+        def recording_complete(lease: Lease, result: Completion, now: float) -> None:
+            if lease.kind == "page":
+                completed.append(lease.url)
+            complete(lease, result, now)
+
+        def checked_commit() -> int:
+            nonlocal commits
+            commits += 1
+            durable = {r.url for r in store.log[: store.durable]}
+            assert set(completed) <= durable, set(completed) - durable
+            return commit()
+
+        frontier.complete = recording_complete  # type: ignore[method-assign]
+        frontier.commit = checked_commit  # type: ignore[method-assign]
+        stats = await crawler.run()
+    assert stats.queued == 0 and len(completed) == len(pages) and commits > 5
