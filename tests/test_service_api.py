@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from polecat.config import config_from_mapping, load_toml
-from polecat.errors import ConfigError
+from polecat.errors import ConfigError, PolecatError
 from polecat.frontier.status import read_status
 from polecat.service.runner import NodeService
 from polecat.testing.sitegen import SiteSpec
 from tests.conftest import TestWebFactory
-from tests.crawl_helpers import page_requests
+from tests.crawl_helpers import crawl_config, page_requests
 from tests.service_helpers import get_json, running_node, wait_for
 
 
@@ -214,3 +214,11 @@ async def test_stop_drains_the_request_in_flight(test_web: TestWebFactory, tmp_p
     assert page_requests(web) == [web.seeds[0]]
     status = read_status(tmp_path / "frontier")
     assert (status.fetched, status.queued) == (1, 0)  # ...and committed it
+
+
+async def test_a_busy_listen_address_is_a_clear_error(test_web: TestWebFactory, tmp_path: Path) -> None:
+    web = test_web(SiteSpec(hosts=1, pages_per_host=1))
+    async with running_node(web, tmp_path / "a", seeds=False) as (svc, _):
+        cfg = crawl_config(web, tmp_path / "b", node={"listen": svc.url.removeprefix("http://")})
+        with pytest.raises(PolecatError, match=r"node\.listen \(--listen\) 127\.0\.0\.1:\d+: .*in use"):
+            await NodeService(cfg).run(handle_signals=False)

@@ -62,7 +62,7 @@ async def test_a_stalled_loop_misses_the_watchdog(test_web: TestWebFactory, tmp_
     assert notifier.sent[0][1][0] == "READY=1"
     assert "STOPPING=1" in notifier.sent[-1][1]
     samples = {s.name: s.value for f in text_string_to_metric_families(body) for s in f.samples}
-    assert 1.0 <= samples["polecat_event_loop_lag_seconds"] < 2.0  # still visible after the stall
+    assert 1.0 <= samples["polecat_event_loop_lag_seconds"] < 5.0  # still visible after the stall
 
 
 def _scrape(url: str) -> str:

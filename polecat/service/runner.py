@@ -21,6 +21,7 @@ import time
 from aiohttp import web
 
 from polecat.config import Config, split_listen
+from polecat.errors import PolecatError
 from polecat.frontier.records import Completion, Lease
 from polecat.node import Crawler
 from polecat.report import progress_text
@@ -86,7 +87,11 @@ class NodeService:
             signals = (signal.SIGINT, signal.SIGTERM) if handle_signals else ()
             try:
                 host, port = split_listen(cfg.node.listen)
-                await web.TCPSite(runner, host, port).start()
+                try:
+                    await web.TCPSite(runner, host, port).start()
+                except OSError as exc:
+                    raise PolecatError(f"node.listen (--listen) {cfg.node.listen}: "
+                                       f"{exc.strerror or exc}") from exc
                 self.url = _url(runner.addresses[0])
                 print(f"polecat node: listening on {self.url}", file=sys.stderr, flush=True)
                 for sig in signals:
