@@ -8,6 +8,7 @@ only its own section. Sections are frozen, keyword-only dataclasses.
 from __future__ import annotations
 
 import dataclasses
+import importlib.metadata
 import ipaddress
 import logging
 import re
@@ -22,7 +23,21 @@ from urllib.parse import urlsplit
 
 from polecat.errors import ConfigError
 
-DEFAULT_USER_AGENT = "polecat/0.1 (+https://github.com/polecat-crawler/polecat)"
+
+def _default_user_agent() -> str:
+    """``polecat/VERSION (+HOMEPAGE)`` with the homepage the installed package declares
+    (``[project.urls] Homepage`` in pyproject.toml); without one, no URL: a crawler's user agent must
+    not point at a contact that does not exist. Operators set their own (README, "Using it")."""
+    try:
+        meta = importlib.metadata.metadata("polecat")
+    except importlib.metadata.PackageNotFoundError:
+        return "polecat"
+    urls = [u.partition(",") for u in meta.get_all("Project-URL") or []]
+    home = next((url.strip() for label, _, url in urls if label.strip().lower() == "homepage"), "")
+    return f"polecat/{meta['Version']}" + (f" (+{home})" if home else "")
+
+
+DEFAULT_USER_AGENT = _default_user_agent()
 
 DEFAULT_TRACKING_PARAMS: tuple[str, ...] = (
     "utm_*",
@@ -153,6 +168,8 @@ class DedupConfig:
     """Index distance (bits of 64) for near-duplicate candidates; each candidate is then verified by a
     512-bin sketch (polecat/dedup/minhash.py), so precision does not depend on it."""
     store_near_duplicates: bool = False
+    keep_query_order: tuple[str, ...] = ()
+    """Host patterns whose query keys are not sorted (sites where ``?b=1&a=2`` is not ``?a=2&b=1``)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -457,6 +474,8 @@ def validate(cfg: Config) -> None:
                 raise ConfigError(f"scope.{name}[{i}]: bad regex {rx!r}: {exc}") from exc
     for pat in s.block:
         _check(is_host_pattern(pat), "scope.block", f"bad host pattern {pat!r}")
+    for pat in cfg.dedup.keep_query_order:
+        _check(is_host_pattern(pat), "dedup.keep_query_order", f"bad host pattern {pat!r}")
     for pat, rate in p.throttle:
         _check(is_host_pattern(pat), "politeness.throttle", f"bad host pattern {pat!r}")
         _check(rate > 0, "politeness.throttle", f"rate for {pat!r} must be > 0, got {rate}")

@@ -164,6 +164,8 @@ _FLAG_FIELDS = (
 
 _FLAG_OF = {f"{section}.{key}": "--" + dest.replace("_", "-") for dest, section, key in _FLAG_FIELDS}
 _FLAG_OF |= {"data_dir": "--data", "scope.seeds": "URL", "workers": "--workers"}
+_CONTACT = re.compile(r"https?://|@")
+"""A user agent names a contact when it carries a URL or an e-mail address."""
 _FIELD_PREFIX = re.compile(r"^([a-z_]+(?:\.[a-z_]+)?)((?:\[\d+\])*): ")
 
 
@@ -263,6 +265,9 @@ def cmd_crawl(args: argparse.Namespace) -> int:
     workers = resolve_workers(cfg)
     _report_changes(run)
     settings.save(data, run.to_save)
+    if not _CONTACT.search(cfg.fetch.user_agent):
+        print(f"polecat: warning: the user agent {cfg.fetch.user_agent!r} names no contact; site operators "
+              "need one: --user-agent 'yourbot/1.0 (+https://your.site/bot)'", file=sys.stderr)
     main = _crawl_workers(cfg, workers) if uses_workers(data, workers) else _crawl(cfg)
     try:
         import uvloop

@@ -123,7 +123,7 @@ class Crawler:
         local = open_local(cfg, self._clock.wall())
         self._db, self._seen, self._robots = local.db, local.seen, local.robots
         self._bloom_path = local.bloom_path
-        self._canon = Canonicalizer(cfg.dedup.tracking_params)
+        self._canon = Canonicalizer(cfg.dedup.tracking_params, cfg.dedup.keep_query_order)
         archive = archive_info(user_agent=cfg.fetch.user_agent, request_headers=request_headers(cfg.fetch),
                                requests=cfg.store.request_records)
         try:

@@ -32,6 +32,7 @@ CONSEQUENCES = {
     "dns.allow_private": "queued URLs on private or loopback addresses will be given up",
     "scope.block": "queued URLs of newly blocked hosts are dropped (recorded as blocked)",
     "scope.max_depth": "queued URLs beyond the new depth stay queued and are still fetched",
+    "dedup.keep_query_order": "URLs of these hosts are keyed anew: some may be fetched a second time",
     "fetch.user_agent": "robots.txt rules for the new user agent apply from the next robots.txt fetch",
     "workers": "slices move to their new owners (export/adopt) before anything is fetched",
 }

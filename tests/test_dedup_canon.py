@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from polecat.config import config_from_mapping
 from polecat.dedup.canon import Canonicalizer, CanonStats, host_key, url_fingerprint
 from polecat.errors import ConfigError
 
@@ -211,3 +212,22 @@ def test_canonicalize_links_memo_matches_plain_and_counts() -> None:
         expected = [c for h in hrefs if (c := plain.canonicalize(h, base)) is not None]
         assert memo.canonicalize_links(hrefs, base) == expected
     assert memo.stats() == plain.stats()
+
+
+def test_query_keys_sorted_by_default_counted_and_kept_in_order_where_asked() -> None:
+    canon = Canonicalizer()
+    a = canon.canonicalize("http://shop.example/list?sort=new&lang=en")
+    b = canon.canonicalize("http://shop.example/list?lang=en&sort=new")
+    assert a == b == "http://shop.example/list?lang=en&sort=new"
+    assert canon.stats().collapsed == 1  # the reordered spelling was rewritten
+    keep = Canonicalizer(keep_query_order=("*.example",))
+    assert keep.canonicalize("http://shop.example/list?sort=new&lang=en") == \
+        "http://shop.example/list?sort=new&lang=en"
+    assert keep.canonicalize("http://other.test/list?sort=new&lang=en") == \
+        "http://other.test/list?lang=en&sort=new"
+    assert keep.stats().collapsed == 1
+
+
+def test_keep_query_order_patterns_are_validated() -> None:
+    with pytest.raises(ConfigError, match=r"dedup\.keep_query_order"):
+        config_from_mapping({"dedup": {"keep_query_order": ["not a host"]}})

@@ -12,6 +12,9 @@ Rules, in order (the WHATWG parser does the first group, this module the second)
 5. Query: empty ``&&`` pieces and tracking parameters (case-insensitive key match; ``utm_*`` is a prefix
    pattern, others are exact) are removed, the rest sorted by key, stably (equal keys keep their order,
    so ``a=1&a=2`` and ``a=2&a=1`` stay different), and an empty query is dropped together with its ``?``.
+   Hosts matching a ``dedup.keep_query_order`` pattern (sites where the order of keys matters) keep
+   their keys in the order written. A URL changed by sorting counts in ``CanonStats.collapsed`` like
+   any other rewrite.
 
 Bad input (tests/test_fuzz_hostile.py fuzzes it): nothing raises; an href that does not parse (NUL or
 invalid characters in the host, a port outside 0-65535 or negative, an invalid IPv4 such as
@@ -38,6 +41,7 @@ from ada_url._ada_wrapper import ffi, lib
 
 from polecat.config import DEFAULT_TRACKING_PARAMS
 from polecat.errors import ConfigError
+from polecat.frontier.patterns import HostPatternMap
 
 _OMITTED = 0xFFFFFFFF  # ada's url_components marker for an absent part
 _HTTP, _HTTPS = 0, 2  # ada SchemeType values
@@ -87,10 +91,12 @@ class CanonStats:
 class Canonicalizer:
     """Turns discovered URLs into their canonical spelling (rules in the module docstring)."""
 
-    __slots__ = ("_collapsed", "_exact", "_memo", "_prefixes", "_rejected", "_total")
+    __slots__ = ("_collapsed", "_exact", "_keep_order", "_memo", "_prefixes", "_rejected", "_total")
 
-    def __init__(self, tracking_params: Sequence[str] = DEFAULT_TRACKING_PARAMS) -> None:
+    def __init__(self, tracking_params: Sequence[str] = DEFAULT_TRACKING_PARAMS,
+                 keep_query_order: Sequence[str] = ()) -> None:
         """``tracking_params``: query keys to remove; ``name*`` removes every key starting with ``name``.
+        ``keep_query_order``: host patterns (``example.com``, ``*.example.com``) whose keys stay unsorted.
 
         Raises :class:`ConfigError` for a pattern with a ``*`` anywhere but at its end.
         """
@@ -106,6 +112,7 @@ class Canonicalizer:
                 exact.add(stem)
         self._exact = frozenset(exact)
         self._prefixes = tuple(prefixes)
+        self._keep_order: HostPatternMap[bool] = HostPatternMap((p, True) for p in keep_query_order)
         self._total = self._collapsed = self._rejected = 0
         self._memo: dict[tuple[str, str], tuple[str | None, bool]] = {}
 
@@ -172,7 +179,8 @@ class Canonicalizer:
             query = ""
         else:
             path = href[path_start:search_start]
-            query = self._canonical_query(href[search_start + 1 : end])
+            sort = not self._keep_order or host_key(href) not in self._keep_order
+            query = self._canonical_query(href[search_start + 1 : end], sort)
         if "%" in path:
             path = _normalize_pct(path)
         canonical = href[:path_start] + path + ("?" + query if query else "")
@@ -180,11 +188,11 @@ class Canonicalizer:
             self._collapsed += 1
         return canonical
 
-    def _canonical_query(self, query: str) -> str:
+    def _canonical_query(self, query: str, sort: bool) -> str:
         if "%" in query:
             query = _normalize_pct(query)
         kept = [param for param in query.split("&") if param and not self._is_tracking(param)]
-        if len(kept) > 1:
+        if sort and len(kept) > 1:
             kept.sort(key=_param_key)
         return "&".join(kept)
 
