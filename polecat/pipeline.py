@@ -29,7 +29,7 @@ from polecat.frontier.records import SEED_IMPORTANCE, Completion, Lease, child_i
 from polecat.parse.guard import MAX_TEXT_CHARS, bound_body, bound_html, bound_links
 from polecat.parse.html import ParsedPage, parse_html
 from polecat.parse.sitemap import SitemapParser, SitemapWalk
-from polecat.store.base import FetchRecord, PageStore, content_hash
+from polecat.store.base import OWN_HASH_HEADER, SKIPPED_HEADER, FetchRecord, PageStore, content_hash
 
 log = logging.getLogger("polecat")
 
@@ -141,7 +141,8 @@ class PagePipeline:
                 self._index(lease.url, digest, fp)
         if duplicate_of is not None and not self.config.dedup.store_near_duplicates:
             orig_hash, orig_url = duplicate_of
-            self._store.put(FetchRecord(lease.url, started, resp.status, resp.headers, orig_hash, len(body),
+            headers = (*resp.headers, (OWN_HASH_HEADER, digest.hex()))  # listings show both hashes
+            self._store.put(FetchRecord(lease.url, started, resp.status, headers, orig_hash, len(body),
                                         resp.truncated, duplicate_of=orig_url, kind="revisit"), None)
             self._emit_page(lease, resp, started, orig_hash, body, text, links, orig_url)
             return orig_hash, orig_url
@@ -229,7 +230,7 @@ class PagePipeline:
                       digest: bytes | None = None, skipped: str = "") -> None:
         if body is None:
             # Fetched but not stored (type, noindex): the history still records the fetch.
-            headers = (*resp.headers, ("X-Polecat-Skipped", skipped))
+            headers = (*resp.headers, (SKIPPED_HEADER, skipped))
             self._store.put(FetchRecord(url, started, resp.status, headers, content_hash(b""), 0,
                                         resp.truncated), b"")
             return

@@ -343,7 +343,8 @@ def test_crawl_stores_one_copy_per_duplicate_group(test_web: TestWebFactory, tmp
     for p in served:
         status, _when, digest, size, *pointer = listing[p.url]
         original = originals[p.group]
-        assert (status, digest, size) == ("200", content_hash(original.body).hex(), str(len(p.body))), p.url
+        # each row shows the hash of the body it received, and the page it duplicates
+        assert (status, digest, size) == ("200", content_hash(p.body).hex(), str(len(p.body))), p.url
         assert pointer == ([] if p is original else [original.url]), p.url
 
 

@@ -30,6 +30,11 @@ HASH_NAME = "blake2b-256"
 
 RecordKind = Literal["response", "revisit"]
 
+SKIPPED_HEADER = "X-Polecat-Skipped"
+"""Added to the headers of a fetch recorded without its body: why (``type``, ``noindex``)."""
+OWN_HASH_HEADER = "X-Polecat-Own-Hash"
+"""Added to the headers of a near-duplicate revisit: the hex hash of the body it received."""
+
 
 def content_hash(body: bytes) -> bytes:
     """The page's address: BLAKE2b with a 256-bit digest of the (decoded) body."""
@@ -56,6 +61,14 @@ class FetchRecord:
     """For a near-duplicate or an unchanged refetch: the URL of the original."""
     kind: RecordKind = "response"
     """``response`` (body stored or already present) or ``revisit`` (no body: points at the original)."""
+
+    @property
+    def own_hash(self) -> bytes:
+        """The hash of the body this fetch received: for a near-duplicate revisit the
+        :data:`OWN_HASH_HEADER` the pipeline records (``content_hash`` is the original's), else
+        ``content_hash``."""
+        own = next((v for k, v in self.headers if k == OWN_HASH_HEADER), None)
+        return bytes.fromhex(own) if own else self.content_hash
 
     @classmethod
     def for_body(cls, url: str, body: bytes, *, fetched_at: float, status: int = 200,

@@ -4,8 +4,8 @@ Each page record of the store (archived robots.txt responses left out) becomes o
 order, streamed (one body in memory at a time):
 
 - ``url``, ``status``, ``fetched_at`` (ISO 8601 UTC), ``content_type``, ``hash`` (BLAKE2b-256 hex of the
-  stored body, or of the original for a revisit), ``duplicate_of`` (the URL this page duplicates, or
-  null), ``truncated``.
+  body the fetch received, also for a near-duplicate whose body is not stored), ``duplicate_of`` (the
+  URL this page duplicates, or null), ``truncated``.
 - ``final_url``: where the page ended up. For a redirect (3xx) the ``Location`` chain is followed through
   the crawl's own records (at most :data:`MAX_HOPS`); otherwise the URL itself.
 - ``title``, ``text`` (visible text) and ``outlinks`` (canonical URLs) of an HTML body, parsed again from
@@ -80,7 +80,7 @@ class Feed:
         return {
             "url": record.url, "final_url": self.final_url(record), "status": record.status,
             "fetched_at": iso(record.fetched_at), "content_type": media, "title": title, "text": text,
-            "outlinks": links, "hash": record.content_hash.hex(), "duplicate_of": record.duplicate_of,
+            "outlinks": links, "hash": record.own_hash.hex(), "duplicate_of": record.duplicate_of,
             "truncated": record.truncated,
         }
 

@@ -1,8 +1,8 @@
 """``polecat pages``: rows of a crawl, filtered and written as TSV, CSV or JSON lines.
 
 Rows come from two places. Every page fetch the store recorded (responses, revisits, redirects; not the
-archived robots.txt responses) is a row
-with its status, time, content hash, size and, for a duplicate, the URL it duplicates. With ``failed``,
+archived robots.txt responses) is a row with its status, time, the hash of the body it received, size
+and, for a duplicate, the URL it duplicates. With ``failed``,
 the URLs the frontier finished without a stored page (failed after retries, blocked, refused by
 robots.txt, out of budget) are rows too, with the outcome and the reason.
 
@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 from polecat.errors import ConfigError
 from polecat.frontier.records import UrlRecord
-from polecat.store.base import FetchRecord
+from polecat.store.base import SKIPPED_HEADER, FetchRecord
 
 COLUMNS = ("url", "status", "fetched_at", "hash", "size", "duplicate_of", "outcome", "reason")
 FORMATS = ("tsv", "csv", "jsonl")
@@ -55,12 +55,12 @@ def is_robots(url: str) -> bool:
 
 
 def _skip_reason(record: FetchRecord) -> str:
-    return next((v for k, v in record.headers if k == "X-Polecat-Skipped"), "")
+    return next((v for k, v in record.headers if k == SKIPPED_HEADER), "")
 
 
 def row_of_fetch(r: FetchRecord) -> Row:
     outcome = "revisit" if r.kind == "revisit" else ("redirect" if 300 <= r.status < 400 else "fetched")
-    return Row(r.url, r.status, iso(r.fetched_at), r.content_hash.hex(), r.size, r.duplicate_of or "",
+    return Row(r.url, r.status, iso(r.fetched_at), r.own_hash.hex(), r.size, r.duplicate_of or "",
                outcome, _skip_reason(r))
 
 
