@@ -76,7 +76,8 @@ def main(argv: list[str] | None = None) -> Outcome:
         first = asyncio.run(crawl(config(web, data, False)))
         store = open_store(data / "store", Config().store, read_only=True)
         try:
-            sizes = {r.url: r.size for r in store.records() if r.kind == "response" and r.size}
+            sizes = {r.url: r.size for r in store.records()  # pages only: robots.txt is archived too
+                     if r.kind == "response" and r.status == 200 and not r.url.endswith("/robots.txt")}
         finally:
             store.close()
         pages = sorted(sizes)

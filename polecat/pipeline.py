@@ -26,9 +26,10 @@ from polecat.frontier.db import FrontierDB
 from polecat.frontier.frontier import Frontier
 from polecat.frontier.politeness import Attempt
 from polecat.frontier.records import SEED_IMPORTANCE, Completion, Lease, child_importance
+from polecat.frontier.refresh import Prior
 from polecat.parse.guard import MAX_TEXT_CHARS, bound_body, bound_html, bound_links
 from polecat.parse.html import ParsedPage, parse_html
-from polecat.parse.sitemap import SitemapParser, SitemapWalk
+from polecat.parse.sitemap import SitemapParser, SitemapResult, SitemapWalk
 from polecat.store.base import OWN_HASH_HEADER, SKIPPED_HEADER, FetchRecord, PageStore, content_hash
 
 log = logging.getLogger("polecat")
@@ -187,14 +188,29 @@ class PagePipeline:
         for child in walk.children(lease.url, result):
             self._sitemaps[child] = walk
             self._frontier.add(child, lease.depth, lease.importance, now)
-        urls = tuple(dict.fromkeys(self._canon.canonicalize_links([u.loc for u in result.urls], lease.url)))
-        if urls:
-            self._frontier.add_many(urls, lease.depth + 1, child_importance(lease.importance, len(urls)), now)
+        urls = self._sitemap_urls(result, lease, now)
         self._wake()
         if result.error is not None:
             log.warning("sitemap %s refused: %s (%d URLs kept)", lease.url, result.error, len(urls))
         self._store_record(lease.url, resp, now, None, skipped="sitemap")
         return True
+
+    def _sitemap_urls(self, result: SitemapResult, lease: Lease, now: float) -> list[str]:
+        """Queue a urlset's URLs (importance scaled by their ``priority``, 0.5 being the protocol's
+        default) and keep their ``lastmod``/``changefreq`` as refresh priors. Returns the URLs."""
+        share = child_importance(lease.importance, max(1, len(result.urls)))
+        by_priority: dict[float, list[str]] = {}
+        for entry in result.urls:
+            url = self._canon.canonicalize(entry.loc, lease.url)
+            if url is None:
+                continue
+            weight = 0.5 if entry.priority is None else entry.priority
+            by_priority.setdefault(weight, []).append(url)
+            if entry.lastmod is not None or entry.changefreq is not None:
+                self._frontier.set_prior(url, Prior(entry.lastmod, entry.changefreq, entry.priority))
+        for weight, urls in by_priority.items():
+            self._frontier.add_many(urls, lease.depth + 1, share * max(weight, 0.01) / 0.5, now)
+        return [u for urls in by_priority.values() for u in urls]
 
     def _parse(self, url: str, body: bytes, charset: str | None) -> tuple[ParsedPage, str, list[str]]:
         """Parse a page within the bounds of :mod:`polecat.parse.guard`: returns the parse, the text to

@@ -5,9 +5,13 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
 from polecat.config import Config, RefreshConfig
 from polecat.frontier.records import Lease
-from polecat.frontier.refresh import History
+from polecat.frontier.refresh import CHANGEFREQ_SECONDS, History, Prior
 from tests.frontier_helpers import Rig, canon, done
 from tests.test_frontier import lease_or_fail, open_host
 
@@ -110,3 +114,27 @@ def test_refresh_state_survives_a_restart(tmp_path: Path) -> None:
     assert rig.frontier.requeue_due(t + 100.0)[0] == 1
     again = lease_or_fail(rig, t + 102.0)
     assert again.url == canon("http://a.test/") and again.etag == '"v"'
+
+
+def test_sitemap_prior_sets_the_first_intervals(tmp_path: Path) -> None:
+    rig = rig_with_refresh(tmp_path)
+    t = open_host(rig, "http://a.test/", 1000.0)
+    hinted = canon("http://a.test/hinted")
+    rig.frontier.add(hinted, 1, 0.5, t)
+    rig.frontier.set_prior(hinted, Prior(changefreq="always", priority=0.9))
+    for _ in range(2):
+        lease = lease_or_fail(rig, rig.frontier.next_allowed("a.test") + 0.01)
+        finish(rig, lease, rig.frontier.next_allowed("a.test") + 0.01, "200", lease.url.encode().ljust(32))
+    plain = rig.frontier.url_record(canon("http://a.test/"))
+    rec = rig.frontier.url_record(hinted)
+    assert plain is not None and rec is not None and plain.due is not None and rec.due is not None
+    # "always" is the floor (10 s); the seed without a hint gets the default (50 s).
+    assert rec.due - history(rig, hinted).last_visit == pytest.approx(REFRESH.min_interval)
+    assert plain.due - history(rig, plain.url).last_visit == pytest.approx(REFRESH.default_interval)
+
+
+@given(lastmod=st.none() | st.floats(0, 4e9), freq=st.none() | st.sampled_from(sorted(CHANGEFREQ_SECONDS)),
+       priority=st.none() | st.floats(0, 1))
+def test_property_prior_round_trips(lastmod: float | None, freq: str | None, priority: float | None) -> None:
+    prior = Prior(lastmod, freq, priority)
+    assert Prior.decode(prior.encode()) == prior

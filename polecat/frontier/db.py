@@ -23,7 +23,7 @@ from polecat.frontier.slices import SLICES
 SCHEMA_VERSION = 2
 """2: tables keyed slice-first (polecat/frontier/keys.py); 1 is upgraded on open (frontier/migrate.py)."""
 
-TABLES = ("meta", "queue", "hosts", "seen", "urls", "near", "ops", "robots")
+TABLES = ("meta", "queue", "hosts", "seen", "urls", "near", "ops", "robots", "priors")
 
 log = logging.getLogger("polecat")
 
@@ -52,8 +52,11 @@ class FrontierDB:
         self.near = self.env.open_db(b"near", dupsort=True)
         self.ops = self.env.open_db(b"ops")
         self.robots = self.env.open_db(b"robots")
+        self.priors = self.env.open_db(b"priors")
+        """Sitemap hints per URL (refresh priors), keyed like ``urls``."""
         self.sliced: dict[str, Any] = {"ops": self.ops, "robots": self.robots, "hosts": self.hosts,
-                                       "urls": self.urls, "queue": self.queue, "seen": self.seen}
+                                       "urls": self.urls, "queue": self.queue, "seen": self.seen,
+                                       "priors": self.priors}
         """The slice-keyed tables by name (polecat/frontier/keys.py)."""
         self.txn: lmdb.Transaction = self.env.begin(write=True)
         self.seq = 0

@@ -62,7 +62,7 @@ from polecat.frontier.records import (
     encode_host,
     origin_of,
 )
-from polecat.frontier.refresh import Freshness, RefreshPolicy
+from polecat.frontier.refresh import Freshness, Prior, RefreshPolicy
 from polecat.frontier.robots_state import decode_robots, encode_robots, restore_robots
 from polecat.frontier.scope import ScopeFilter
 from polecat.frontier.slices import SLICES, check_slices, slice_of
@@ -515,8 +515,10 @@ class Frontier:
                 rec.changes += 1
             rec.content_hash = result.content_hash.hex()
         if outcome == "not_modified" or (outcome == "fetched" and result.reason.startswith("2")):
+            raw_prior = self._db.txn.get(url_key(lease.url, lease.host), db=self._db.priors)
+            prior = Prior.decode(raw_prior) if raw_prior is not None else None
             rec.history, rec.due = self._refresh.after_visit(lease.host, rec.history, result.attempt.started,
-                                                             changed, st.next_allowed)
+                                                             changed, st.next_allowed, prior)
         rec.etag = result.etag or rec.etag
         rec.last_modified = result.last_modified or rec.last_modified
         rec.fetches += 1
@@ -595,6 +597,8 @@ class Frontier:
                     duplicates += 1
             elif table == "seen":
                 seen_new += self._seen.add_if_new(txn, key)
+            elif table == "priors":
+                txn.put(key, value, db=db.priors)
             else:
                 raise BundleError(f"slice bundle table {table!r} is unknown to this polecat")
         for host in adopted.keys() | counts.keys():
@@ -761,6 +765,11 @@ class Frontier:
                 self._enqueue(rec.url, host, rec.depth, priority, now, new=False)
                 queued += 1
         return queued, fresh
+
+    def set_prior(self, url: str, prior: Prior) -> None:
+        """Keep what a sitemap said of ``url`` (lastmod, changefreq, priority) as its refresh prior
+        (refresh rule 4), whether or not the URL is new."""
+        self._db.txn.put(url_key(url), prior.encode(), db=self._db.priors)
 
     def freshness(self, now: float) -> Freshness:
         """The freshness SLO over the finished URLs (refresh rule 9)."""

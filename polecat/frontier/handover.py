@@ -19,7 +19,7 @@ from polecat.frontier.bundle import BundleWriter, SliceBundle
 from polecat.frontier.keys import GLOBAL
 from polecat.frontier.slices import slice_prefix
 
-SLICED_TABLES = ("ops", "robots", "hosts", "urls", "queue", "seen")
+SLICED_TABLES = ("ops", "robots", "hosts", "urls", "queue", "seen", "priors")
 
 
 def key_range(txn: Any, db: Any, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:

@@ -220,6 +220,21 @@ class Prior:
     changefreq: str | None = None
     priority: float | None = None
 
+    def encode(self) -> bytes:
+        freq = _FREQS.index(self.changefreq) + 1 if self.changefreq in _FREQS else 0
+        return _PRIOR.pack(math.nan if self.lastmod is None else self.lastmod, freq,
+                           math.nan if self.priority is None else self.priority)
+
+    @classmethod
+    def decode(cls, raw: bytes | memoryview) -> Prior:
+        lastmod, freq, priority = _PRIOR.unpack_from(raw)
+        return cls(None if math.isnan(lastmod) else lastmod, _FREQS[freq - 1] if freq else None,
+                   None if math.isnan(priority) else priority)
+
+
+_PRIOR = struct.Struct(">dBd")
+_FREQS = tuple(CHANGEFREQ_SECONDS)
+
 
 def prior_interval(cfg: RefreshConfig, prior: Prior | None, now: float) -> float:
     """The interval before enough history (rule 4)."""
@@ -288,10 +303,10 @@ class RefreshPolicy:
         return max(h.last_visit + every, host_ready)
 
     def after_visit(self, host: str, history: str, at: float, changed: bool, host_ready: float,
-                    ) -> tuple[str, float | None]:
+                    prior: Prior | None = None) -> tuple[str, float | None]:
         """A stored history (hex, "" for none) after a visit at ``at``, and the next due time."""
         h = observe(History.decode(bytes.fromhex(history)) if history else History(), at, changed)
-        return h.encode().hex(), self.due_at(host, h, None, host_ready)
+        return h.encode().hex(), self.due_at(host, h, prior, host_ready)
 
     def due_priority(self, host: str, history: str, importance: float, now: float) -> float | None:
         """Queue priority of a due URL (rule 7); None when it is no longer refreshed (rule 5)."""
