@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 
 from polecat import Crawler
 from polecat.config import Config, config_from_mapping
-from polecat.store.base import open_store
+from polecat.store.segstore import open_store
 from polecat.testing.sitegen import SiteSpec
 from polecat.testing.web import TestWeb
 

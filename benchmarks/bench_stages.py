@@ -35,8 +35,8 @@ from polecat.frontier.db import FrontierDB
 from polecat.frontier.frontier import Frontier
 from polecat.parse.guard import bound_body, bound_html
 from polecat.parse.html import parse_html
-from polecat.store.base import FetchRecord, content_hash, open_store
-from polecat.store.segstore import ZSTD_LEVEL
+from polecat.store.base import FetchRecord, content_hash
+from polecat.store.segstore import ZSTD_LEVEL, open_store
 
 
 def timed(name: str, n: int, fn: Callable[[int], object], rows: list[tuple[str, float]]) -> None:

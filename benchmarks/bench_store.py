@@ -25,7 +25,8 @@ import zstandard
 
 from polecat.config import StoreConfig
 from polecat.store import warc
-from polecat.store.base import FetchRecord, open_store
+from polecat.store.base import FetchRecord
+from polecat.store.segstore import open_store
 
 PAGE_BYTES = 40_000
 DEFAULT_CORPUS = Path("/usr/share/doc/nodejs/api")

@@ -32,7 +32,8 @@ from polecat.fetch.robots import RobotsRules
 from polecat.heap import fix_mmap_threshold
 from polecat.parse.guard import MAX_TEXT_CHARS, bound_body, bound_html, bound_links
 from polecat.parse.html import ParsedPage, parse_html
-from polecat.store.base import FetchRecord, content_hash, open_store
+from polecat.store.base import FetchRecord, content_hash
+from polecat.store.segstore import open_store
 from polecat.testing.hostile_pages import PAGES, ROBOTS
 
 STAGES = ("decode", "bounds", "parse", "fingerprint", "canonicalize", "hash", "store")

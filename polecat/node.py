@@ -17,7 +17,7 @@ import math
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import lmdb
 
@@ -40,7 +40,8 @@ from polecat.logs import fields
 from polecat.pipeline import Page, PagePipeline, attempt_of
 from polecat.stats import CrawlStats, collect_stats
 from polecat.store.archive import archive_info
-from polecat.store.base import FetchRecord, PageStore, content_hash, open_store
+from polecat.store.base import FetchRecord, PageStore, content_hash
+from polecat.store.segstore import open_store
 
 if TYPE_CHECKING:
     from polecat.cluster.batch import Batch
@@ -114,6 +115,15 @@ class Crawler:
         self._next_scan = 0.0
         self._refresh_queued = 0
         self._freshness: tuple[int, int, int, int] | None = None
+
+    if not TYPE_CHECKING:  # at run time only: mypy keeps checking every attribute name
+
+        def __getattr__(self, name: str) -> Any:
+            # Called only for attributes that do not exist: the parts __aenter__ opens.
+            if name in _OPENED_PARTS:
+                raise PolecatError("the crawler is not open: use `async with Crawler(config) as crawler:` "
+                                   "(or `await crawler.__aenter__()`) before calling its methods")
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -602,7 +612,7 @@ class Crawler:
             seen=self._seen.stats(), canon=self._canon.stats(),
             robots=self._robots.stats(), dns=self._fetcher.resolver.stats(), store=self._store.stats(),
             answered=self._answered, ended=self._ended, seeds_refused=self._seeds_refused,
-            refresh_queued=self._refresh_queued, freshness=self._freshness,
+            refresh_queued=self._refresh_queued, freshness=self._freshness, near=self._pipeline.near_stats(),
         )
 
 
@@ -672,6 +682,10 @@ class _RobotsPacer:
         assert self.lease_attempt is not None
         return self.lease_attempt
 
+
+_OPENED_PARTS = frozenset({"_db", "_seen", "_robots", "_bloom_path", "_canon", "_store", "_bodies_at_start",
+                           "_frontier", "_pipeline", "_fetcher"})
+"""What :meth:`Crawler.__aenter__` creates: reading one before means the crawler is not open."""
 
 HOST_FATAL = (BlockedAddressError,)
 """Errors that every request to the host would repeat in this run: the host is parked at once."""

@@ -19,7 +19,7 @@ from polecat.clock import SYSTEM_CLOCK, Clock
 from polecat.config import Config
 from polecat.dedup.canon import Canonicalizer
 from polecat.dedup.minhash import Fingerprint, fingerprint
-from polecat.dedup.nearindex import MAX_PAYLOAD, NearDupIndex
+from polecat.dedup.nearindex import MAX_PAYLOAD, NearDupIndex, NearStats
 from polecat.fetch.charset import decode_html
 from polecat.fetch.http import Response
 from polecat.frontier.db import FrontierDB
@@ -88,6 +88,10 @@ class PagePipeline:
         """Pages recorded as near-duplicates of another stored page in this run."""
         self._sitemaps: dict[str, SitemapWalk] = {}
         """Sitemap URLs of this run, each with the walk of its root (nesting and file limits)."""
+
+    def near_stats(self) -> NearStats:
+        """The near-duplicate index's counters in this run."""
+        return self._near.stats()
 
     def handle(self, lease: Lease, resp: Response, started: float) -> Completion:
         """Process the response to ``lease`` (a request started at wall time ``started``)."""

@@ -10,6 +10,7 @@ from polecat.verdict import nothing_fetched_cause
 
 if TYPE_CHECKING:
     from polecat.dedup.canon import CanonStats
+    from polecat.dedup.nearindex import NearStats
     from polecat.dedup.seen import SeenStats
     from polecat.fetch.dns import DnsStats
     from polecat.fetch.robots import RobotsStats
@@ -68,6 +69,12 @@ class CrawlStats:
     """When the run fetched nothing though it tried: why, and the fix, in one line (else empty)."""
     refresh_queued: int = 0
     """Fetched URLs queued again in this run because their refresh was due."""
+    urls_dropped_blocked: int = 0
+    """Queued URLs dropped (recorded done, ``skipped:blocked``) by block patterns in this run."""
+    near_lookups: int = 0
+    """Near-duplicate index lookups in this run."""
+    near_rejected: int = 0
+    """Index candidates within the distance whose verification sketch was too far (false candidates)."""
     freshness: tuple[int, int, int, int] | None = None
     """``(tracked, due, important, within)`` of the freshness SLO (refresh rule 9), as of the last scan
     of every finished URL: each refresh scan, and the end of a run; None before the first."""
@@ -87,7 +94,8 @@ def collect_stats(*, now: float, started_at: float, fetches: int, violations: in
                   canon: CanonStats, robots: RobotsStats, dns: DnsStats, store: StoreStats,
                   answered: int = 0, ended: str = "",
                   seeds_refused: Sequence[tuple[str, str]] = (), refresh_queued: int = 0,
-                  freshness: tuple[int, int, int, int] | None = None) -> CrawlStats:
+                  freshness: tuple[int, int, int, int] | None = None,
+                  near: NearStats | None = None) -> CrawlStats:
     elapsed = max(1e-9, now - started_at) if started_at else 0.0
     kept = store.bodies - bodies_at_start + near_dups
     return CrawlStats(
@@ -104,7 +112,8 @@ def collect_stats(*, now: float, started_at: float, fetches: int, violations: in
         robots_too_complex=robots.too_complex,
         dns_hit_ratio=dns.hit_ratio, pages_stored=store.bodies, bytes_stored=store.stored_bytes,
         answered=answered, ended=ended, urls_done_total=frontier.done_total,
-        hosts_backoff=frontier.hosts_backoff,
+        hosts_backoff=frontier.hosts_backoff, urls_dropped_blocked=frontier.dropped_blocked,
+        near_lookups=near.lookups if near else 0, near_rejected=near.rejected if near else 0,
         next_ready_in=max(0.0, frontier.next_ready_at - now) if frontier.next_ready_at else 0.0,
         cause=nothing_fetched_cause(answered=answered, attempted=fetches, parked=sorted(parked.items()),
                                     seeds_refused=seeds_refused, done=frontier.done) if ended else "",

@@ -6,7 +6,8 @@ from pathlib import Path
 from typing import Any
 
 from polecat.config import Config, config_from_mapping, merge
-from polecat.store.base import content_hash, open_store
+from polecat.store.base import content_hash
+from polecat.store.segstore import open_store
 from polecat.testing.web import TestWeb
 
 

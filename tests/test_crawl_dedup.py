@@ -36,7 +36,8 @@ from polecat.dedup.minhash import hamming, minhash
 from polecat.fetch.charset import decode_html
 from polecat.parse.html import parse_html
 from polecat.stats import CrawlStats
-from polecat.store.base import FetchRecord, content_hash, open_store
+from polecat.store.base import FetchRecord, content_hash
+from polecat.store.segstore import open_store
 from polecat.testing.sitegen import SiteSpec
 from polecat.testing.web import TestWeb
 from tests.conftest import TestWebFactory

@@ -20,7 +20,7 @@ from polecat.config import Config
 from polecat.errors import PolecatError
 from polecat.frontier.db import TABLES
 from polecat.frontier.records import UrlRecord
-from polecat.store.base import open_store
+from polecat.store.segstore import open_store
 from polecat.testing.sitegen import SiteSpec
 from tests.conftest import TestWebFactory
 from tests.crawl_helpers import crawl_config, page_requests

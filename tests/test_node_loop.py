@@ -6,8 +6,11 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from polecat import Crawler
 from polecat.config import config_from_mapping
+from polecat.errors import PolecatError
 from polecat.frontier.records import Completion, Lease
 from polecat.testing.fakes import Canned, FakeClock, FakeFetcher, MemoryPageStore
 
@@ -100,3 +103,13 @@ async def test_commit_covers_only_pages_the_flush_made_durable(tmp_path: Path) -
         frontier.commit = checked_commit  # type: ignore[method-assign]
         stats = await crawler.run()
     assert stats.queued == 0 and len(completed) == len(pages) and commits > 5
+
+
+def test_crawler_methods_before_open_raise_a_clear_error(tmp_path: Path) -> None:
+    crawler = Crawler(config_from_mapping({"data_dir": str(tmp_path)}))
+    for call in (lambda: crawler.add_seed("http://a.test/"), lambda: crawler.block("a.test"),
+                 crawler.stats, lambda: crawler.frontier):
+        with pytest.raises(PolecatError, match="crawler is not open"):
+            call()
+    with pytest.raises(AttributeError, match="no_such"):
+        crawler.no_such  # type: ignore[attr-defined]  # noqa: B018

@@ -16,7 +16,7 @@ from prometheus_client import generate_latest
 from polecat import Crawler
 from polecat.frontier.status import read_status
 from polecat.service.metrics import LoopLag, NodeMetrics
-from polecat.store.base import open_store
+from polecat.store.segstore import open_store
 from polecat.testing.serverlog import politeness_violations
 from polecat.testing.sitegen import SiteSpec
 from tests.conftest import TestWebFactory

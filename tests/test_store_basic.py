@@ -19,9 +19,9 @@ from warcio.archiveiterator import ArchiveIterator
 
 from polecat.config import StoreConfig
 from polecat.errors import CorruptRecord, NotFound, StoreError
-from polecat.store.base import FetchRecord, PageStore, content_hash, open_store
+from polecat.store.base import FetchRecord, PageStore, content_hash
 from polecat.store.fsck import verify
-from polecat.store.segstore import SegmentStore
+from polecat.store.segstore import SegmentStore, open_store
 
 T0 = 1_790_000_000.25
 HEADERS = (("Content-Type", "text/html; charset=utf-8"), ("Content-Encoding", "gzip"), ("ETag", '"abc"'))

@@ -14,8 +14,9 @@ import zstandard
 from warcio.archiveiterator import ArchiveIterator
 
 from polecat.config import StoreConfig
-from polecat.store.base import FetchRecord, open_store
+from polecat.store.base import FetchRecord
 from polecat.store.cli import register
+from polecat.store.segstore import open_store
 
 T0 = 1_790_000_000.0
 

@@ -15,15 +15,15 @@ import time
 from pathlib import Path
 
 from polecat.config import StoreConfig
-from polecat.store.base import open_store
 from polecat.store.fsck import verify
-from polecat.store.segstore import SegmentStore
+from polecat.store.segstore import SegmentStore, open_store
 
 CHILD = r"""
 import random, sys
 from pathlib import Path
 from polecat.config import StoreConfig
-from polecat.store.base import FetchRecord, open_store
+from polecat.store.base import FetchRecord
+from polecat.store.segstore import open_store
 
 def body(i):
     # every 5th page repeats an earlier body, so revisits are written too

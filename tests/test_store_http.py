@@ -11,8 +11,9 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from polecat.config import StoreConfig
-from polecat.store.base import FetchRecord, PageStore, content_hash, open_store
+from polecat.store.base import FetchRecord, PageStore, content_hash
 from polecat.store.http import CONTENT_TYPE, decode_page, encode_page, page_routes
+from polecat.store.segstore import open_store
 
 BODY = b"<html>" + bytes(range(256)) * 40 + b"</html>"
 REC = FetchRecord.for_body("http://p.test/a", BODY, fetched_at=1.7e9,

@@ -16,9 +16,9 @@ import pytest
 
 from polecat.config import StoreConfig
 from polecat.errors import StoreError
-from polecat.store.base import FetchRecord, open_store
+from polecat.store.base import FetchRecord
 from polecat.store.fsck import verify
-from polecat.store.segstore import SegmentStore
+from polecat.store.segstore import SegmentStore, open_store
 
 
 def bodies(n: int) -> list[bytes]:

@@ -12,9 +12,10 @@ from warcio.archiveiterator import ArchiveIterator
 from polecat import Crawler
 from polecat.config import StoreConfig
 from polecat.errors import CorruptRecord
-from polecat.store.base import FetchRecord, open_store
+from polecat.store.base import FetchRecord
 from polecat.store.index import Index
 from polecat.store.segments import list_segment_files
+from polecat.store.segstore import open_store
 from polecat.testing.sitegen import SiteSpec
 from tests.conftest import TestWebFactory
 from tests.crawl_helpers import crawl_config, page_requests

@@ -56,6 +56,7 @@ from polecat.fetch.dns import CachingResolver
 __all__ = ["ROBOTS_MAX_REDIRECTS", "Fetcher", "RedirectPacer", "Response"]
 
 ROBOTS_MAX_REDIRECTS = 5
+"""RFC 9309 2.3.1.2: follow at least five consecutive redirects for robots.txt."""
 
 
 class RedirectPacer(Protocol):
@@ -66,7 +67,8 @@ class RedirectPacer(Protocol):
 
     def after(self, url: str, response: Response | None) -> None:
         """The hop to ``url`` ended (``None``: with an error)."""
-"""RFC 9309 2.3.1.2: follow at least five consecutive redirects for robots.txt."""
+
+
 ACCEPT_ENCODING = "gzip, deflate, br, zstd"
 _READ_SIZE = 65536
 # Raw bytes may exceed the decoded cap by this factor (plus one read) before the body is cut: gzip of

@@ -91,11 +91,6 @@ def _split_directive(line: str) -> tuple[str, str] | None:
     return None
 
 
-_RULES = {"allow": True, "disallow": False, "dissallow": False, "dissalow": False, "disalow": False,
-          "diasllow": False, "disallaw": False}
-_SITE_WIDE = frozenset({"sitemap", "sitemaps", "site-map", "host"})
-
-
 def _normalize(text: str, token: str) -> tuple[str, list[tuple[bool, str]] | None]:
     """Rewrite robots.txt text for protego (see the module docstring), and collect the Allow/Disallow
     rules of the groups that apply to ``token`` (RFC 9309 2.2.1: all groups naming it, combined; else

@@ -18,12 +18,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Protocol
-
-if TYPE_CHECKING:
-    from polecat.config import StoreConfig
-    from polecat.store.archive import ArchiveInfo
+from typing import Literal, Protocol
 
 HASH_NAME = "blake2b-256"
 """The content-hash function, recorded in the index's meta table and checked at open."""
@@ -140,17 +135,3 @@ class PageStore(Protocol):
     def close(self) -> None:
         """Flush, finish shipping sealed segments, release the store. Idempotent."""
         ...
-
-
-def open_store(root: Path, cfg: StoreConfig, *, read_only: bool = False,
-               archive: ArchiveInfo | None = None) -> PageStore:
-    """Open (creating when absent, unless ``read_only``) the segment store at ``root``.
-
-    A writer takes an exclusive lock on the directory, truncates torn segment tails left by a crash and
-    resumes shipping sealed segments. A read-only store may be opened while a writer runs; it sees what
-    the writer has flushed. ``archive``: the warcinfo and request records a writer adds
-    (polecat/store/archive.py).
-    """
-    from polecat.store.segstore import SegmentStore  # the implementation imports this module
-
-    return SegmentStore.open(root, cfg, read_only=read_only, archive=archive)

@@ -32,7 +32,7 @@ from polecat.errors import CorruptRecord, NotFound, StoreError
 from polecat.store import object as objstore
 from polecat.store import warc
 from polecat.store.archive import ArchiveInfo
-from polecat.store.base import FetchRecord, StoreStats, content_hash
+from polecat.store.base import FetchRecord, PageStore, StoreStats, content_hash
 from polecat.store.index import (
     OPEN,
     REMOTE,
@@ -399,3 +399,15 @@ class SegmentStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def open_store(root: Path, cfg: StoreConfig, *, read_only: bool = False,
+               archive: ArchiveInfo | None = None) -> PageStore:
+    """Open (creating when absent, unless ``read_only``) the segment store at ``root``.
+
+    A writer takes an exclusive lock on the directory, truncates torn segment tails left by a crash and
+    resumes shipping sealed segments. A read-only store may be opened while a writer runs; it sees what
+    the writer has flushed. ``archive``: the warcinfo and request records a writer adds
+    (polecat/store/archive.py).
+    """
+    return SegmentStore.open(root, cfg, read_only=read_only, archive=archive)

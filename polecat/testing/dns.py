@@ -21,8 +21,12 @@ from collections import Counter
 from types import TracebackType
 from typing import Any
 
-from dnslib import AAAA, QTYPE, RCODE, RR, A, DNSRecord
-from dnslib.server import DNSLogger, DNSServer, TCPServer, UDPServer
+try:  # dnslib comes with the test extra, not with the crawler
+    from dnslib import AAAA, QTYPE, RCODE, RR, A, DNSRecord
+    from dnslib.server import DNSLogger, DNSServer, TCPServer, UDPServer
+except ImportError as exc:  # pragma: no cover - depends on the installation
+    raise ImportError("polecat.testing.dns needs dnslib, part of the test extra: "
+                      "pip install 'polecat[test]'") from exc
 
 __all__ = ["LocalDnsServer", "query"]
 
