@@ -35,14 +35,19 @@ def _size(n: int) -> str:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
+def _hosts(n: int) -> str:
+    return f"{n} host" + ("" if n == 1 else "s")
+
+
 def waiting_on(s: CrawlStats) -> str:
-    """What an idle run waits for, or ``""`` while requests are in flight or hosts are ready."""
+    """What an idle run waits for, or ``""`` while requests are in flight, hosts are ready, or the next
+    one is due within a second (ordinary pacing is not worth a word)."""
     if s.in_flight or s.hosts_ready or not s.hosts_waiting:
         return ""
-    retry = f", next retry in {s.next_ready_in:.0f} s" if s.next_ready_in else ""
-    if s.hosts_backoff:
-        return f"waiting: {s.hosts_backoff} hosts in backoff{retry}"
-    return f"waiting: {s.hosts_waiting} hosts paced by politeness{retry}"
+    if not s.hosts_backoff and s.next_ready_in < 1.0:
+        return ""
+    why = f"{_hosts(s.hosts_backoff)} in backoff" if s.hosts_backoff else f"{_hosts(s.hosts_waiting)} paced"
+    return f"waiting {s.next_ready_in:.0f} s: {why}" if s.next_ready_in else f"waiting: {why}"
 
 
 def progress_line(s: CrawlStats, width: int) -> str:
@@ -52,15 +57,18 @@ def progress_line(s: CrawlStats, width: int) -> str:
 
 
 def progress_text(s: CrawlStats) -> str:
-    """The progress line's words, plain (also a service's status line)."""
+    """The progress line's words, plain (also a service's status line). The most useful facts come
+    first, so a narrow terminal cuts the least useful."""
     errors = sum(n for _, n in s.errors)
-    parts = [f"{s.fetches_per_s:.1f} pages/s", f"fetched {s.fetches}", f"queued {s.queued}",
-             f"in flight {s.in_flight}", f"errors {errors}"]
-    if s.parked:
-        parts.append(f"gave up {len(s.parked)} hosts ({s.parked[-1][0]})")
     wait = waiting_on(s)
+    parts = [f"{s.fetches} fetched", f"{s.queued} queued"]
+    if not wait:
+        parts.append(f"{s.in_flight} in flight")
+    parts += [f"{errors} errors", f"{s.fetches_per_s:.1f} pages/s"]
     if wait:
         parts.append(wait)
+    if s.parked:
+        parts.append(f"gave up {_hosts(len(s.parked))} ({s.parked[-1][0]})")
     return "  ".join(parts)
 
 
