@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import re
 import subprocess
@@ -15,6 +16,7 @@ from prometheus_client import generate_latest
 
 from polecat import Crawler
 from polecat.frontier.status import read_status
+from polecat.service.cli import node_config
 from polecat.service.metrics import LoopLag, NodeMetrics
 from polecat.store.segstore import open_store
 from polecat.testing.serverlog import politeness_violations
@@ -164,3 +166,12 @@ def test_sitemaps_from_robots_discover_pages_and_hostile_ones_are_refused(test_w
     assert [requested[f"/index-{n}.xml"] for n in range(6)] == [1, 1, 1, 1, 0, 0]
     # Sitemap fetches are requests of their host: spaced like every other request, measured at the server.
     assert politeness_violations(web.log, web.min_intervals(cfg.politeness.rate)) == []
+
+
+def test_a_node_refreshes_unless_its_config_says_not(tmp_path: Path) -> None:
+    args = argparse.Namespace(config=None, listen=None, data=tmp_path / "d")
+    assert node_config(args).refresh.enabled
+    off = tmp_path / "node.toml"
+    off.write_text("[refresh]\nenabled = false\nmin_interval = 600.0\n")
+    cfg = node_config(argparse.Namespace(config=off, listen=None, data=None))
+    assert not cfg.refresh.enabled and cfg.refresh.min_interval == 600.0

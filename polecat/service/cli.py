@@ -26,9 +26,12 @@ CLIENT_TIMEOUT = 30.0
 
 
 def node_config(args: argparse.Namespace) -> Config:
-    """The node's Config: the TOML file, then flags, then ``$POLECAT_TOKEN``."""
+    """The node's Config: the TOML file, then flags, then ``$POLECAT_TOKEN``. A node keeps its pages
+    fresh: ``refresh.enabled`` is on unless the file turns it off."""
     base: dict[str, Any] = load_toml(args.config) if args.config else {}
     over: dict[str, Any] = {"node": {}}
+    if "enabled" not in base.get("refresh", {}):
+        over["refresh"] = {"enabled": True}
     if args.listen is not None:
         over["node"]["listen"] = args.listen
     if os.environ.get("POLECAT_TOKEN"):
