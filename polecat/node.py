@@ -90,7 +90,8 @@ class Crawler:
         self._deferred: list[tuple[Lease, Completion]] = []
         """Page completions that wait for the commit after the flush in progress."""
         self._checkpoint_due = asyncio.Event()
-        self._checkpoints_end = False
+        self._checkpoints_end = True
+        """No periodic checkpointer runs (before and after :meth:`run`)."""
         self._quiet = False
         self._receiving = True
         self.bytes_fetched = 0
@@ -212,9 +213,9 @@ class Crawler:
         self._frontier.set_throttle(pattern, rate)
 
     def pause(self, paused: bool = True) -> None:
-        """Stop (or, with False, resume) leasing new requests, persisted; in-flight requests finish."""
+        """Stop (or, with False, resume) leasing new requests (persisted at the next checkpoint);
+        in-flight requests finish."""
         self._frontier.set_paused(paused)
-        self._checkpoint()
         self._wake.set()
 
     @property
@@ -238,9 +239,17 @@ class Crawler:
     def fetcher(self) -> PageFetcher:
         return self._fetcher
 
-    def checkpoint(self) -> None:
-        """Make every change so far durable now (the operator API answers after it)."""
-        self._checkpoint()
+    async def checkpoint(self) -> None:
+        """Return once a frontier commit holds every change made so far (the operator API answers after
+        it). While :meth:`run` runs, its checkpointer makes that commit, so two store flushes never
+        overlap; otherwise it is made here."""
+        if self._checkpoints_end:
+            self._checkpoint()
+            return
+        fut = asyncio.get_running_loop().create_future()
+        self._durable.append(fut)
+        self._checkpoint_due.set()
+        await fut
 
     def robots_file(self, origin: str) -> tuple[int, float, bytes] | None:
         """The stored robots.txt answer of ``origin``: status, fetch time, body; None if none."""

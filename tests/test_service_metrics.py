@@ -26,6 +26,8 @@ FAMILIES = {
     "polecat_stored_bytes": "counter", "polecat_stored_pages": "gauge", "polecat_fetch_errors": "counter",
     "polecat_urls_done": "counter", "polecat_checkpoint_age_seconds": "gauge",
     "polecat_checkpoint_duration_seconds": "gauge", "polecat_event_loop_lag_seconds": "gauge",
+    "polecat_refresh_queued": "counter", "polecat_freshness_urls": "gauge",
+    "polecat_freshness_slo_ratio": "gauge",
 }
 
 
@@ -41,7 +43,8 @@ def parse(text: str) -> tuple[dict[str, str], dict[tuple[str, tuple[tuple[str, s
 
 async def test_metrics_during_a_crawl(test_web: TestWebFactory, tmp_path: Path) -> None:
     web = test_web(SiteSpec(hosts=3, pages_per_host=25))
-    async with running_node(web, tmp_path, politeness={"rate": 20.0}) as (svc, api):
+    refresh = {"enabled": True}
+    async with running_node(web, tmp_path, politeness={"rate": 20.0}, refresh=refresh) as (svc, api):
         scrapes = []
         while True:
             async with api.get("/metrics") as resp:
@@ -75,6 +78,10 @@ async def test_metrics_during_a_crawl(test_web: TestWebFactory, tmp_path: Path) 
         assert final[("polecat_politeness_violations_total", ())] == status["politeness_violations"] == 0
         assert final[("polecat_stored_pages", ())] == status["pages_stored"]
         assert final[("polecat_hosts", (("state", "parked"),))] == status["hosts_parked"]
+        fresh = svc.crawler.stats().freshness
+        assert fresh is not None  # a node with refresh on scans for due URLs as it starts
+        assert final[("polecat_freshness_urls", (("state", "tracked"),))] == fresh[0]
+        assert status["freshness"]["tracked"] == fresh[0]
         for outcome, n in status["urls_done"].items():
             assert final[("polecat_urls_done_total", (("outcome", outcome),))] == n
         proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "polecat.cli", "status",

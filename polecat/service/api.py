@@ -167,7 +167,7 @@ class Api:
                 results.append({"url": url, "result": "seen"})
             else:
                 results.append({"url": url, "result": "refused", "reason": decision})
-        self._crawler.checkpoint()
+        await self._crawler.checkpoint()
         return web.json_response({"results": results})
 
     async def list_throttles(self, request: web.Request) -> web.Response:
@@ -179,17 +179,17 @@ class Api:
         pattern = _pattern(data.get("host_pattern"))
         rate = _number(data, "req_per_s", 0.0, MAX_RATE, None)
         self._crawler.frontier.throttle_now(pattern, rate, time.time())
-        self._crawler.checkpoint()
+        await self._crawler.checkpoint()
         return web.json_response({"host_pattern": pattern, "req_per_s": rate})
 
     async def remove_throttle(self, request: web.Request) -> web.Response:
-        return self._remove(request, self._crawler.frontier.unthrottle, "throttle")
+        return await self._remove(request, self._crawler.frontier.unthrottle, "throttle")
 
-    def _remove(self, request: web.Request, remove: Callable[[str], bool], what: str) -> web.Response:
+    async def _remove(self, request: web.Request, remove: Callable[[str], bool], what: str) -> web.Response:
         pattern = _pattern(request.match_info["pattern"], "pattern")
         if not remove(pattern):
             raise _json_error(web.HTTPNotFound(), f"no {what} for {pattern}")
-        self._crawler.checkpoint()
+        await self._crawler.checkpoint()
         return web.json_response({"removed": pattern})
 
     async def list_blocks(self, request: web.Request) -> web.Response:
@@ -198,11 +198,11 @@ class Api:
     async def add_block(self, request: web.Request) -> web.Response:
         pattern = _pattern((await _body(request)).get("host_pattern"))
         dropped = self._crawler.block(pattern)
-        self._crawler.checkpoint()
+        await self._crawler.checkpoint()
         return web.json_response({"host_pattern": pattern, "dropped": dropped})
 
     async def remove_block(self, request: web.Request) -> web.Response:
-        return self._remove(request, self._crawler.frontier.unblock, "block")
+        return await self._remove(request, self._crawler.frontier.unblock, "block")
 
     async def status(self, request: web.Request) -> web.Response:
         now = time.time()
@@ -216,10 +216,12 @@ class Api:
 
     async def pause(self, request: web.Request) -> web.Response:
         self._crawler.pause(True)
+        await self._crawler.checkpoint()
         return web.json_response({"paused": True})
 
     async def resume(self, request: web.Request) -> web.Response:
         self._crawler.pause(False)
+        await self._crawler.checkpoint()
         return web.json_response({"paused": False})
 
     async def internal_host(self, request: web.Request) -> web.Response:

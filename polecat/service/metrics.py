@@ -122,12 +122,32 @@ class NodeMetrics(Collector):
             yield _gauge("polecat_freshness_slo_ratio",
                          "Important pages within their estimated change window (last scan)",
                          within / important if important else 1.0)
+        yield _counter("polecat_refresh_queued", "Fetched URLs queued again because their refresh was due",
+                       s.refresh_queued)
+        yield from _freshness(s.freshness)
         at, duration = c.last_checkpoint
         yield _gauge("polecat_checkpoint_age_seconds", "Seconds since the last checkpoint",
                      now - at if at else 0.0)
         yield _gauge("polecat_checkpoint_duration_seconds", "Duration of the last checkpoint", duration)
         yield _gauge("polecat_event_loop_lag_seconds", "Worst event-loop lag over the last minute",
                      self._lag.seconds)
+
+
+def _freshness(fresh: tuple[int, int, int, int] | None) -> Iterator[GaugeMetricFamily]:
+    """The freshness SLO as of the node's last refresh scan (no samples before the first)."""
+    urls = GaugeMetricFamily("polecat_freshness_urls", "URLs under refresh at the last scan",
+                             labels=["state"])
+    slo = GaugeMetricFamily("polecat_freshness_slo_ratio",
+                            "Important URLs whose copy is within their change window / important URLs")
+    if fresh is not None:
+        tracked, due, important, within = fresh
+        for state, n in (("tracked", tracked), ("due", due), ("important", important),
+                         ("important_within_window", within)):
+            urls.add_metric([state], n)
+        if important:
+            slo.add_metric([], within / important)
+    yield urls
+    yield slo
 
 
 def _counter(name: str, doc: str, value: float) -> CounterMetricFamily:

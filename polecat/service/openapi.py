@@ -68,6 +68,10 @@ TOTALS = _obj({
     "parked": _list_of(_obj({"host": _STR, "reason": _STR})),
     "blocks": _list_of(_STR),
     "throttles": _list_of(THROTTLE),
+    "freshness": {"oneOf": [{"type": "null"}, _obj({"tracked": _INT, "due": _INT, "important": _INT,
+                                                    "within_window": _INT})],
+                  "description": "the freshness SLO at the last refresh scan (null: refresh off)"},
+    "refresh_queued": _INT,
 })
 
 HOST = _obj({

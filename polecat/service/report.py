@@ -50,6 +50,9 @@ def totals(crawler: Crawler, activity: Activity, now: float) -> dict[str, Any]:
         "parked": [{"host": h, "reason": r} for h, r in s.parked],
         "blocks": frontier.blocks(),
         "throttles": [{"host_pattern": p, "req_per_s": r} for p, r in frontier.throttles()],
+        "freshness": None if s.freshness is None else dict(zip(
+            ("tracked", "due", "important", "within_window"), s.freshness, strict=True)),
+        "refresh_queued": s.refresh_queued,
     }
 
 
