@@ -214,7 +214,8 @@ class RefreshConfig:
     min_visits: int = 3
     """Observed intervals before the estimate replaces the prior."""
     refresh_share: float = 0.5
-    """Share of each host's fetches kept for refresh when new URLs are waiting too."""
+    """Share of each host's fetches a serving node gives to refreshes while other URLs wait on the host
+    (the rest stays with discovery)."""
     overrides: tuple[tuple[str, float], ...] = ()
     """Per-host-pattern fixed intervals, ``(pattern, seconds)``, e.g. a news site every 600 s."""
     never: tuple[str, ...] = ()

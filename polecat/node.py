@@ -349,7 +349,8 @@ class Crawler:
 
     def _scan_due(self, now: float, serve: bool) -> None:
         """Queue the URLs whose refresh is due: once per run, or every scan interval for a node."""
-        queued, fresh = self._frontier.requeue_due(now)
+        window = self.config.refresh.scan_interval if serve else None
+        queued, fresh = self._frontier.requeue_due(now, window=window)
         self._refresh_queued += queued
         self._freshness = (fresh.tracked, fresh.due, fresh.important, fresh.within)
         self._next_scan = now + self.config.refresh.scan_interval if serve else math.inf

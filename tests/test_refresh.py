@@ -19,9 +19,9 @@ from polecat.frontier.refresh import (
     budget_intervals,
     estimate_rate,
     irregular_rate,
-    next_kind,
     observe,
     prior_interval,
+    refresh_slots,
     regular_rate,
 )
 
@@ -187,21 +187,19 @@ def test_priority_is_importance_times_staleness_and_slo_window() -> None:
     assert not RefreshPolicy.within_window(History(), HOUR, now)
 
 
-@given(share=st.floats(0.0, 1.0), steps=st.integers(1, 400))
-def test_property_budget_share_is_kept_when_both_kinds_wait(share: float, steps: int) -> None:
-    refreshed = discovered = 0
-    for _ in range(steps):
-        if next_kind(share, refreshed, discovered, True, True) == "refresh":
-            refreshed += 1
-        else:
-            discovered += 1
-    assert abs(refreshed - share * steps) <= 1.0
+@given(share=st.floats(0.0, 1.0), window=st.floats(1.0, 3600.0), gap=st.floats(0.01, 100.0))
+def test_property_refresh_slots_keep_the_discovery_share(share: float, window: float, gap: float) -> None:
+    slots = refresh_slots(share, window, gap, True)
+    assert slots is not None
+    # At most the refresh share of the fetches the window allows, rounded up (one when the share is > 0).
+    assert slots == math.ceil(share * window / gap)
+    assert slots <= share * window / gap + 1
 
 
-def test_budget_share_without_competition() -> None:
-    assert next_kind(0.0, 0, 10, True, False) == "refresh"
-    assert next_kind(1.0, 10, 0, False, True) == "discovery"
-    assert next_kind(0.5, 0, 0, False, False) is None
+def test_refresh_slots_without_competition_or_window() -> None:
+    assert refresh_slots(0.1, 60.0, 1.0, discovery_waiting=False) is None
+    assert refresh_slots(0.1, None, 1.0, discovery_waiting=True) is None
+    assert refresh_slots(0.0, 60.0, 1.0, discovery_waiting=True) == 0
 
 
 def freshness(rates: np.ndarray, intervals: np.ndarray) -> float:

@@ -138,3 +138,25 @@ def test_sitemap_prior_sets_the_first_intervals(tmp_path: Path) -> None:
 def test_property_prior_round_trips(lastmod: float | None, freq: str | None, priority: float | None) -> None:
     prior = Prior(lastmod, freq, priority)
     assert Prior.decode(prior.encode()) == prior
+
+
+def test_a_host_with_new_urls_keeps_its_discovery_share(tmp_path: Path) -> None:
+    rig = rig_with_refresh(tmp_path)
+    t = open_host(rig, "http://a.test/", 1000.0)
+    pages = [canon(f"http://a.test/p{i}") for i in range(12)]
+    for url in pages:
+        rig.frontier.add(url, 1, 0.5, t)
+    now = t
+    for _ in range(13):  # the seed and the 12 pages, one fetch a second (rate 1)
+        now = max(now, rig.frontier.next_allowed("a.test")) + 0.01
+        lease = lease_or_fail(rig, now)
+        finish(rig, lease, now, "200", lease.url.encode().ljust(32))
+    for i in range(6):  # new URLs wait on the host
+        rig.frontier.add(canon(f"http://a.test/new{i}"), 1, 0.5, now)
+    later = now + 10_000.0
+    # A 10 s window at 1 request/s and refresh_share 0.5: 5 refreshes; the other 8 due URLs stay due.
+    queued, fresh = rig.frontier.requeue_due(later, window=10.0)
+    assert queued == 5 and fresh.due == 13
+    assert rig.frontier.requeue_due(later, window=10.0)[0] == 5
+    # A one-off --refresh run (no window) queues all that is left.
+    assert rig.frontier.requeue_due(later)[0] == 3

@@ -62,7 +62,7 @@ from polecat.frontier.records import (
     encode_host,
     origin_of,
 )
-from polecat.frontier.refresh import Freshness, Prior, RefreshPolicy
+from polecat.frontier.refresh import Freshness, Prior, RefreshPolicy, refresh_slots
 from polecat.frontier.robots_state import decode_robots, encode_robots, restore_robots
 from polecat.frontier.scope import ScopeFilter
 from polecat.frontier.slices import SLICES, check_slices, slice_of
@@ -739,14 +739,16 @@ class Frontier:
 
     # --- refresh ---------------------------------------------------------------------------------
 
-    def requeue_due(self, now: float, limit: int = 100_000) -> tuple[int, Freshness]:
+    def requeue_due(self, now: float, limit: int = 100_000,
+                    window: float | None = None) -> tuple[int, Freshness]:
         """Queue again (at most ``limit``) fetched URLs whose refresh is due at ``now``, with priority
-        importance x staleness (polecat/frontier/refresh.py); returns how many, and the freshness SLO
-        as the same pass saw it. One pass over the finished URLs (O(URLs done): a node calls it every
+        importance x staleness, each host's share kept for its new URLs over ``window`` seconds
+        (polecat/frontier/refresh.py rules 7 and 8); returns how many, and the freshness SLO as the
+        same pass saw it. One pass over the finished URLs (O(URLs done): a node calls it every
         ``refresh.scan_interval`` seconds, not per lease)."""
         txn, urls = self._db.txn, self._db.urls
-        due: list[tuple[bytes, str, UrlRecord]] = []
-        fresh = Freshness()
+        due: dict[str, list[tuple[float, bytes, UrlRecord]]] = {}
+        fresh, found = Freshness(), 0
         with txn.cursor(db=urls) as cur:
             for key, raw in cur:
                 rec = UrlRecord.decode(raw)
@@ -754,16 +756,25 @@ class Frontier:
                     continue
                 host = host_key(rec.url)
                 self._refresh.tally(fresh, host, rec.url, rec.history, rec.importance, now)
-                if rec.due is not None and rec.due <= now and len(due) < limit:
-                    due.append((bytes(key), host, rec))
+                if rec.due is not None and rec.due <= now and found < limit:
+                    found += 1
+                    priority = self._refresh.due_priority(host, rec.history, rec.importance, now)
+                    due.setdefault(host, []).append((-1.0 if priority is None else priority, bytes(key), rec))
         queued = 0
-        for key, host, rec in due:
-            priority = self._refresh.due_priority(host, rec.history, rec.importance, now)
-            rec.due = None  # queued: the completion schedules the next visit
-            txn.put(key, rec.encode(), db=urls)
-            if priority is not None and host not in self._blocked:
-                self._enqueue(rec.url, host, rec.depth, priority, now, new=False)
-                queued += 1
+        for host, items in due.items():
+            st = self._hosts.get(host)
+            gap = interval(self._pol, self._rate(host), st or HostState())
+            slots = refresh_slots(self._cfg.refresh.refresh_share, window, gap, bool(st and st.queued))
+            items.sort(key=lambda item: -item[0])
+            for n, (priority, key, rec) in enumerate(items):
+                refresh = priority >= 0 and host not in self._blocked
+                if refresh and slots is not None and n >= slots:
+                    break  # stays due: the next scan queues it
+                rec.due = None  # queued (or no longer refreshed): the completion schedules the next visit
+                txn.put(key, rec.encode(), db=urls)
+                if refresh:
+                    self._enqueue(rec.url, host, rec.depth, priority, now, new=False)
+                    queued += 1
         return queued, fresh
 
     def set_prior(self, url: str, prior: Prior) -> None:

@@ -39,8 +39,11 @@ Rules:
 6. A URL is due at ``max(last_visit + interval, host_ready)``: never earlier than its host's politeness
    allows (``host_ready`` is the host's ``next_allowed``).
 7. Priority among due URLs = importance x staleness, staleness = (now - last_visit) / interval.
-8. Each host's fetches are shared between refresh and discovery: when both kinds wait, the kind that is
-   furthest below its share (``refresh_share`` for refresh) goes next.
+8. Each host's fetches are shared between refresh and discovery: while URLs wait in a host's queue
+   (new ones, or refreshes queued before), a serving node queues at most
+   ``ceil(refresh_share x window / interval)`` of its due URLs per scan window (:func:`refresh_slots`;
+   the highest priority first, the rest stay due), so discovery keeps the rest of the host's politeness
+   budget; with nothing waiting on the host, or in a one-off ``--refresh`` run, all go.
 9. Freshness SLO: an important page is within its window while ``now - last_visit <= interval``.
 
 Limits of the model: real pages are not Poisson (news sites change on a daily rhythm, many pages change in
@@ -56,7 +59,6 @@ import math
 import re
 import struct
 from dataclasses import dataclass, replace
-from typing import Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -341,15 +343,10 @@ class RefreshPolicy:
         return h.last_visit > 0.0 and now - h.last_visit <= interval
 
 
-Kind = Literal["refresh", "discovery"]
-
-
-def next_kind(share: float, refreshed: int, discovered: int, refresh_waiting: bool,
-              discovery_waiting: bool) -> Kind | None:
-    """Which kind of URL a host fetches next (rule 8), from what it fetched of each so far."""
-    if not refresh_waiting:
-        return "discovery" if discovery_waiting else None
-    if not discovery_waiting:
-        return "refresh"
-    total = refreshed + discovered + 1
-    return "refresh" if refreshed < share * total else "discovery"
+def refresh_slots(share: float, window: float | None, host_interval: float,
+                  discovery_waiting: bool) -> int | None:
+    """How many of a host's due URLs to queue now (rule 8); None: all of them. ``window``: seconds
+    until the next scan (None for a one-off run); ``host_interval``: seconds between its requests."""
+    if window is None or not discovery_waiting:
+        return None
+    return math.ceil(share * window / max(host_interval, 1e-9))
