@@ -9,6 +9,12 @@ milliseconds per stage and the growth of peak RSS over the process holding the b
 runs the same stages without :mod:`polecat.parse.guard` (what the node did before issue 10); a class
 that exceeds ``--timeout`` seconds of wall time is killed and shown as such. robots.txt classes (512 KiB,
 the cap RFC 9309 requires) give the parse time and the time of one URL check.
+
+    python -m benchmarks.worst_case --pool [--pages 300]
+
+measures the alternative the guard was weighed against: the per-page parse in a worker process (a
+process pool with a deadline could abandon a hostile page), as the parent's CPU per page for the round
+trip, beside the inline parse and the guard's scans, on pages of the ``small`` web.
 """
 
 from __future__ import annotations
@@ -139,14 +145,48 @@ def report(size: int, timeout: float, guarded: bool) -> None:
             print(f"| {name} | {row['parse']:.0f} | {row['check_us']:.1f} |")
 
 
+def _parse_for_pool(body: bytes, url: str) -> tuple[tuple[str, ...], str, str]:
+    parsed = parse_html(decode_html(body, "utf-8"), url)
+    return parsed.links, parsed.text, parsed.base
+
+
+def pool_overhead(pages: int) -> None:
+    """Print CPU µs a page: inline parse, guard scans, and the parent's side of a process-pool parse."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    from benchmarks.corpora import CORPORA
+
+    corpus = CORPORA["small"](pages)
+    assert corpus is not None
+    work = list(zip(corpus.bodies, corpus.urls, strict=True))
+
+    def cpu_us(fn: Callable[[bytes, str], object]) -> float:
+        start = time.process_time()
+        for body, url in work:
+            fn(body, url)
+        return (time.process_time() - start) / len(work) * 1e6
+
+    inline = cpu_us(_parse_for_pool)
+    guard = cpu_us(lambda body, _: bound_html(decode_html(body, "utf-8")))
+    with ProcessPoolExecutor(1) as pool:
+        pool.submit(_parse_for_pool, *work[0]).result()
+        parent = cpu_us(lambda body, url: pool.submit(_parse_for_pool, body, url).result())
+    print(f"| inline parse | {inline:.0f} |\n| decode + guard scans | {guard:.0f} |\n"
+          f"| process pool, parent side only | {parent:.0f} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--child", nargs=3, metavar=("KIND", "NAME", "SIZE"), help=argparse.SUPPRESS)
     ap.add_argument("--size", type=int, default=10 * 2**20)
     ap.add_argument("--timeout", type=float, default=60.0)
     ap.add_argument("--unguarded", action="store_true")
+    ap.add_argument("--pool", action="store_true", help="process-pool round trip against inline parsing")
+    ap.add_argument("--pages", type=int, default=300)
     args = ap.parse_args()
-    if args.child:
+    if args.pool:
+        pool_overhead(args.pages)
+    elif args.child:
         kind, name, size = args.child
         _child(kind, name, int(size), not args.unguarded)
     else:
