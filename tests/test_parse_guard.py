@@ -142,3 +142,25 @@ def test_sigterm_stops_a_node_within_seconds_while_it_meets_a_hostile_page(test_
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_bad_links_get_clear_counted_outcomes() -> None:
+    from polecat.dedup.canon import Canonicalizer
+
+    hrefs = {
+        "nul in path": "/a\x00b",  # kept: the HTML parser reads NUL as U+FFFD
+        "nul in host": "http://a\x00b.test/",
+        "port too big": "http://h.test:99999/",
+        "negative port": "http://h.test:-1/",
+        "bad ipv4": "http://1.2.3.4.5/",
+        "homoglyph": "http://\u0430pple.test/",  # Cyrillic a: its own punycode host
+        "huge": "/" + "x" * 100_000,
+    }
+    body = "".join(f'<a href="{h}">x</a>' for h in hrefs.values()).encode("utf-8", "surrogatepass")
+    body += b'<a href="/\xff\xfe">invalid utf-8</a>'
+    cut, links, _ = guarded_parse(body)
+    canon = Canonicalizer()
+    urls = canon.canonicalize_links(links, "http://h.test/")
+    assert "/" + "x" * 100_000 not in links  # longer than MAX_HREF_CHARS: dropped before canonicalization
+    assert urls == ["http://h.test/a%EF%BF%BDb", "http://xn--pple-43d.test/", "http://h.test/%EF%BF%BD%EF%BF%BD"]
+    assert canon.stats().rejected == 4 and cut is None
