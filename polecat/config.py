@@ -127,6 +127,9 @@ class FetchConfig:
     read_gap_timeout: float = 10.0
     total_timeout: float = 60.0
     max_body_bytes: int = 10 * 1024 * 1024
+    max_parse_bytes: int = 512 * 1024
+    """Bytes of an HTML body parsed for links and text (the stored body is whole): the per-page CPU
+    budget of the parse (polecat/parse/guard.py; ~50 ms of parse at the default in the worst case)."""
     max_redirects: int = 5
     store_types: tuple[str, ...] = ("text/html", "application/xhtml+xml", "text/plain")
     """Content types stored; others are recorded as skipped."""
@@ -505,6 +508,7 @@ def validate(cfg: Config) -> None:
     for name in ("connect_timeout", "first_byte_timeout", "read_gap_timeout", "total_timeout", "stop_grace"):
         _check(getattr(f, name) > 0, f"fetch.{name}", "must be > 0")
     _check(f.max_body_bytes >= 1024, "fetch.max_body_bytes", "must be >= 1024")
+    _check(4096 <= f.max_parse_bytes <= 64 * 2**20, "fetch.max_parse_bytes", "must be in [4096, 64 MiB]")
     _check(0 <= f.max_redirects <= 20, "fetch.max_redirects", "must be in [0, 20]")
     _check(f.ca_bundle is None or f.ca_bundle.is_file(), "fetch.ca_bundle", f"no such file: {f.ca_bundle}")
     _check(0 < d.min_ttl <= d.max_ttl, "dns.min_ttl", "must be > 0 and <= dns.max_ttl")

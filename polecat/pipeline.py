@@ -220,7 +220,7 @@ class PagePipeline:
         """Parse a page within the bounds of :mod:`polecat.parse.guard`: returns the parse, the text to
         fingerprint and the hrefs to queue (outlinks, then the canonical link). A cut page is counted and
         logged (``parse_budget``) and keeps what was read before the cut."""
-        head, size_cut = bound_body(body)
+        head, size_cut = bound_body(body, self.config.fetch.max_parse_bytes)
         bounded = bound_html(decode_html(head, charset), cut=size_cut)
         parsed = parse_html(bounded.html, url, agent_token=self._agent_token)
         raw, dropped = bound_links((*parsed.links, parsed.canonical) if parsed.canonical else parsed.links)

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from polecat import Crawler
+from polecat.config import config_from_mapping
+from polecat.errors import ConfigError
 from polecat.fetch.charset import decode_html
 from polecat.parse.guard import (
     MAX_ATTRS,
@@ -164,3 +166,22 @@ def test_bad_links_get_clear_counted_outcomes() -> None:
     assert "/" + "x" * 100_000 not in links  # longer than MAX_HREF_CHARS: dropped before canonicalization
     assert urls == ["http://h.test/a%EF%BF%BDb", "http://xn--pple-43d.test/", "http://h.test/%EF%BF%BD%EF%BF%BD"]
     assert canon.stats().rejected == 4 and cut is None
+
+
+def test_max_parse_bytes_is_a_validated_setting_the_node_applies(test_web: TestWebFactory,
+                                                                 tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"fetch\.max_parse_bytes"):
+        config_from_mapping({"fetch": {"max_parse_bytes": 100}})
+    web = test_web(SiteSpec(hosts=1, pages_per_host=3, seed=1))
+    web.respond("h01.test", "/", 200, headers={"Content-Type": "text/html"},
+                body=b'<a href="/early">e</a><p>' + b"pad " * 4096 + b'</p><a href="/late">l</a>')
+    cfg = crawl_config(web, tmp_path / "data", fetch={"max_parse_bytes": 8192})
+
+    async def main() -> dict[str, int]:
+        async with Crawler(cfg) as crawler:
+            stats = await asyncio.wait_for(crawler.run(), 60)
+        return dict(stats.errors)
+
+    assert asyncio.run(main()).get("parse_budget") == 1
+    targets = {r.target for r in web.log}
+    assert "/early" in targets and "/late" not in targets

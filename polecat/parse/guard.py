@@ -13,7 +13,8 @@ case per stage"):
 
 Rules, applied in order to a decoded page before it is parsed:
 
-1. Only the first :data:`MAX_PARSE_BYTES` of the body are decoded and parsed (the stored body is whole).
+1. Only the first :data:`MAX_PARSE_BYTES` of the body are decoded and parsed (the stored body is whole;
+   ``fetch.max_parse_bytes`` sets it for a node).
 2. The document is cut before the first tag that would open more than :data:`MAX_DEPTH` elements (a
    count of start tags minus matched end tags, which over-counts a browser's tree, never under-counts,
    except for elements with optional end tags, which a parser closes itself and this count skips).
@@ -34,12 +35,13 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from polecat.config import FetchConfig
 from polecat.parse.depth_bound import DepthBound
 
 __all__ = ["MAX_ATTRS", "MAX_DEPTH", "MAX_HREF_CHARS", "MAX_LINKS", "MAX_PARSE_BYTES", "MAX_TEXT_CHARS",
            "Bounded", "bound_body", "bound_html", "bound_links"]
 
-MAX_PARSE_BYTES = 512 * 1024
+MAX_PARSE_BYTES = FetchConfig().max_parse_bytes
 MAX_DEPTH = 256
 SHALLOW_TAGS = 8192
 MAX_ATTRS = 256
@@ -78,11 +80,12 @@ class Bounded:
     """Which bound cut the page (``size``, ``depth``, ``attributes``), or None if it is whole."""
 
 
-def bound_body(body: bytes) -> tuple[bytes, bool]:
-    """Rule 1: the part of a body that is decoded and parsed, and whether it was cut."""
-    if len(body) <= MAX_PARSE_BYTES:
+def bound_body(body: bytes, limit: int = MAX_PARSE_BYTES) -> tuple[bytes, bool]:
+    """Rule 1: the part of a body that is decoded and parsed (its first ``limit`` bytes), and whether it
+    was cut."""
+    if len(body) <= limit:
         return body, False
-    return body[:MAX_PARSE_BYTES], True
+    return body[:limit], True
 
 
 def _too_deep(html: str) -> int | None:
