@@ -119,7 +119,7 @@ def test_sigint_stops_every_worker_and_the_rerun_resumes(test_web: TestWebFactor
 
 def test_hand_off_under_pressure_slows_senders_and_loses_nothing(test_web: TestWebFactory,
                                                                  tmp_path: Path) -> None:
-    web = test_web(SiteSpec(hosts=12, pages_per_host=40, seed=21, cross_host_ratio=0.6))
+    web = test_web(SiteSpec(hosts=9, pages_per_host=25, seed=21, cross_host_ratio=0.6))
     rate, data = 20.0, tmp_path / "data"
     config = tmp_path / "pressure.toml"
     # Tiny batches, an inbox that holds two of them, and a small backlog bound: every path of the
