@@ -10,8 +10,9 @@ Rules:
    that stops on an error of its own (exit status ``WORKER_FAILED``: disk full, unusable data), is a
    fault: every worker is stopped and the command fails with the reason.
 4. The crawl ends when every worker stays quiet (polecat/cluster/termination.py), when the workers'
-   fetches reach ``scope.max_pages`` (each worker also has its share as a hard cap), or on
-   SIGINT/SIGTERM, which the parent forwards as "stop" (a second one as "abort").
+   fetches reach ``scope.max_pages``, or on SIGINT/SIGTERM, which the parent forwards as "stop" (a
+   second one as "abort"). ``max_pages`` is split evenly into per-worker caps, so the run never fetches
+   more than it says; a worker whose hosts run dry leaves its share unused.
 5. Progress and the summary are the workers' reports merged (polecat/cluster/aggregate.py).
 """
 
@@ -206,7 +207,10 @@ class Supervisor:
                 self._ended = verdict.MAX_PAGES
                 self.stop()
             elif self._termination.observe({w.id: _report(w.last) for w in self._workers}):
-                self._ended = verdict.GAVE_UP if stats.queued else verdict.QUEUE_EMPTY
+                capped = any(w.last is not None and w.last["stats"]["ended"] == verdict.MAX_PAGES
+                             for w in self._workers)  # a worker spent its share of --max-pages
+                self._ended = (verdict.MAX_PAGES if capped else verdict.GAVE_UP if stats.queued
+                               else verdict.QUEUE_EMPTY)
                 self.stop()
 
     async def _exited(self, w: _Worker) -> None:
