@@ -65,6 +65,8 @@ class CrawlStats:
     """Outcomes over the whole crawl (every run on this data dir); ``urls_done`` counts this run's."""
     robots_too_complex: int = 0
     """robots.txt files whose rules are past the per-URL matching bound: those hosts are disallowed."""
+    robots_over_bound: int = 0
+    """URLs disallowed because matching them against their robots.txt would have passed the bound."""
     cause: str = ""
     """When the run fetched nothing though it tried: why, and the fix, in one line (else empty)."""
     refresh_queued: int = 0
@@ -109,7 +111,7 @@ def collect_stats(*, now: float, started_at: float, fetches: int, violations: in
         bloom_fp_rate=seen.observed_fp_rate, bloom_memory_bytes=seen.memory_bytes, near_duplicates=near_dups,
         near_dup_collapse_ratio=near_dups / kept if kept else 0.0,
         robots_failure_rate=robots.failure_rate, robots_unreachable=robots.unreachable,
-        robots_too_complex=robots.too_complex,
+        robots_too_complex=robots.too_complex, robots_over_bound=robots.over_bound,
         dns_hit_ratio=dns.hit_ratio, pages_stored=store.bodies, bytes_stored=store.stored_bytes,
         answered=answered, ended=ended, urls_done_total=frontier.done_total,
         hosts_backoff=frontier.hosts_backoff, urls_dropped_blocked=frontier.dropped_blocked,

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from polecat.config import RobotsConfig
 from polecat.fetch import robots_match
-from polecat.fetch.robots import RobotsPolicy, RobotsRules
+from polecat.fetch.robots import Ready, RobotsPolicy, RobotsRules
 from polecat.fetch.robots_match import INDEX_FROM, MAX_TRIES, RuleMatcher
 from polecat.testing.hostile_pages import ROBOTS
 
@@ -37,6 +37,18 @@ def test_a_path_past_the_bound_is_disallowed_and_counted() -> None:
     assert matcher.allowed_path("/zzz") and matcher.exhausted == 0
     assert not matcher.allowed_path("/abc/other")
     assert matcher.exhausted == 1 and not matcher.too_complex
+
+
+def test_urls_past_the_bound_are_reported_by_the_policy() -> None:
+    text = "User-agent: *\n" + "".join(f"Disallow: /*abc*{chr(97 + i % 26)}{chr(97 + i // 26)}\n"
+                                       for i in range(2 * MAX_TRIES))
+    policy = RobotsPolicy(RobotsConfig(), "polecat")
+    for host in ("a.test", "b.test"):  # only a.test is asked below
+        policy.record_response(host, 200, text.encode(), 0.0)
+    decision = policy.lookup("a.test", 0.0)
+    assert isinstance(decision, Ready)
+    assert decision.rules.allowed("http://a.test/zzz") and not decision.rules.allowed("http://a.test/abc")
+    assert policy.stats().over_bound == 1 and policy.stats().too_complex == 0
 
 
 def test_rules_too_short_to_index_make_the_host_too_complex_and_reported() -> None:

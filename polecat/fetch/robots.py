@@ -202,6 +202,16 @@ class RobotsRules:
         """The rules are past the matching bound (see robots_match): every URL is disallowed."""
         return self._matcher is not None and self._matcher.too_complex
 
+    @property
+    def indexed(self) -> bool:
+        """Enough wildcard rules to be indexed: URL checks past the bound can happen (``exhausted``)."""
+        return self._matcher is not None and self._matcher.indexed
+
+    @property
+    def exhausted(self) -> int:
+        """URLs these rules disallowed because matching them would have passed the bound."""
+        return self._matcher.exhausted if self._matcher is not None else 0
+
     def __repr__(self) -> str:
         kind = "parsed" if self._matcher is not None else ("allow-all" if self._verdict else "disallow-all")
         return f"<RobotsRules {kind} crawl_delay={self.crawl_delay} sitemaps={len(self.sitemaps)}>"
@@ -285,6 +295,8 @@ class RobotsStats:
     too_complex: int = 0
     """2xx answers whose rules cannot be matched within the per-URL bound (robots_match): everything
     on those hosts is disallowed."""
+    over_bound: int = 0
+    """URLs disallowed because matching them against their host's rules would have passed the bound."""
 
 
 @dataclass(slots=True)
@@ -310,6 +322,8 @@ class RobotsPolicy:
         self._rng = rng or random.Random()
         self._hosts: dict[str, _Host] = {}
         self._ok = self._unavailable = self._unreachable = self._too_complex = 0
+        self._indexed: dict[str, RobotsRules] = {}
+        """Hosts whose rules in use are indexed: the only ones whose URL checks can pass the bound."""
         self._errors: dict[str, int] = {}
 
     def lookup(self, host: str, now: float) -> RobotsDecision:
@@ -369,6 +383,7 @@ class RobotsPolicy:
             failure_rate=self._unreachable / fetches if fetches else 0.0,
             errors=tuple(sorted(self._errors.items())),
             too_complex=self._too_complex,
+            over_bound=sum(r.exhausted for r in {id(r): r for r in self._indexed.values()}.values()),
         )
 
     def _parse(self, body: bytes) -> RobotsRules:
@@ -385,6 +400,10 @@ class RobotsPolicy:
             h = self._hosts[host] = _Host(state)
         h.state = state
         h.rules = rules
+        if rules.indexed:
+            self._indexed[host] = rules
+        else:
+            self._indexed.pop(host, None)
         h.fresh = Ready(rules, False)
         h.stale = Ready(rules, True)
         h.fetched_at = now

@@ -143,6 +143,11 @@ class RuleMatcher:
         if len(wildcards) >= INDEX_FROM:
             self._build_index()
 
+    @property
+    def indexed(self) -> bool:
+        """The wildcard rules are indexed (the only case in which ``exhausted`` can count)."""
+        return self._index is not None
+
     def _build_index(self) -> None:
         index: dict[str, list[int]] = {}
         for i, (_, _, wildcard) in enumerate(self._wildcards):
