@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from pathlib import Path
 from typing import Any
@@ -17,10 +18,15 @@ from polecat.cluster.layout import (
     uses_workers,
     worker_dir,
 )
+from polecat.cluster.supervisor import crawl_with_workers
 from polecat.cluster.termination import Report, Termination
 from polecat.config import config_from_mapping
-from polecat.errors import ConfigError
+from polecat.errors import ConfigError, PolecatError
+from polecat.node import Crawler
 from polecat.stats import CrawlStats
+from polecat.testing.sitegen import SiteSpec
+from tests.conftest import TestWebFactory
+from tests.crawl_helpers import crawl_config, page_requests
 
 
 def test_termination_needs_two_fresh_quiet_rounds_with_unchanged_counters() -> None:
@@ -99,3 +105,15 @@ def test_workers_setting_auto_and_bounds() -> None:
         config_from_mapping({"workers": -1})
     with pytest.raises(ConfigError, match="workers"):
         config_from_mapping({"workers": "many"})
+
+
+def test_library_entry_point_runs_the_crawl_over_workers(test_web: TestWebFactory, tmp_path: Path) -> None:
+    web = test_web(SiteSpec(hosts=6, pages_per_host=10, seed=8))
+    cfg = crawl_config(web, tmp_path / "data", politeness={"rate": 20.0}, workers=2)
+    with pytest.raises(PolecatError, match="crawl_with_workers"):
+        Crawler(cfg)  # a Crawler is one process: it refuses to pretend otherwise
+    result = asyncio.run(crawl_with_workers(cfg))
+    truth = web.ground_truth("host")
+    assert result.stats.ended == "queue empty" and not result.interrupted and result.restarts == 0
+    assert result.stats.fetches == len(truth) == len(set(page_requests(web)))
+    assert result.handoff.urls_routed_out == result.handoff.urls_acked
