@@ -57,6 +57,8 @@ class Page:
     content_hash: bytes
     body: bytes
     text: str
+    """Visible text of the parsed part of the page (``fetch.max_parse_bytes``), at most
+    ``parse.guard.MAX_TEXT_CHARS`` characters: the near-duplicate fingerprint's input."""
     links: tuple[str, ...]
     """Canonical outlinks (before scope and seen filtering)."""
     depth: int

@@ -3,17 +3,24 @@ capped (fail closed, counted), and the indexed matcher agrees with a plain scan 
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import time
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from polecat import Crawler
 from polecat.config import RobotsConfig
 from polecat.fetch import robots_match
 from polecat.fetch.robots import Ready, RobotsPolicy, RobotsRules
 from polecat.fetch.robots_match import INDEX_FROM, MAX_TRIES, RuleMatcher
 from polecat.testing.hostile_pages import ROBOTS
+from polecat.testing.sitegen import SiteSpec
+from tests.conftest import TestWebFactory
+from tests.crawl_helpers import crawl_config
 
 
 @pytest.mark.parametrize("name", sorted(ROBOTS))
@@ -96,3 +103,25 @@ def test_a_10_mib_robots_txt_of_100k_rules_is_cut_at_the_cap_in_bounded_time(nam
     policy.record_response("h.test", 200, body, 0.0)
     assert time.process_time() - start < 2.0
     assert policy.host_state("h.test") == "ok" and policy.stats().too_complex == 0
+
+
+def test_a_crawl_meeting_hostile_robots_rules_keeps_serving_other_hosts(test_web: TestWebFactory,
+                                                                       tmp_path: Path) -> None:
+    """The issue's case: 25,000 wildcard rules and a page of 5,000 links they disallow. Unbounded, each
+    lease of that host checked up to 256 URLs at ~7 ms each, holding the loop ~1 s a lease: the other
+    host got one request a second or so."""
+    web = test_web(SiteSpec(hosts=2, pages_per_host=40, seed=4))
+    web.set_robots("h01.test", body=ROBOTS["wildcards"](512 * 1024).decode())
+    web.respond("h01.test", "/", 200, headers={"Content-Type": "text/html"},
+                body="".join(f'<a href="/q{i}z">x</a>' for i in range(5000)).encode())
+    cfg = crawl_config(web, tmp_path / "data", politeness={"rate": 20.0})
+
+    async def main() -> None:
+        async with Crawler(cfg) as crawler:
+            await asyncio.wait_for(crawler.run(), 120)
+
+    asyncio.run(main())
+    assert not [r for r in web.log if r.host == "h01.test" and r.target.startswith("/q")]
+    served = sorted(r.start for r in web.log if r.host == "h02.test")
+    gaps = [b - a for a, b in itertools.pairwise(served)]
+    assert len(served) > 30 and max(gaps) < 0.8, max(gaps)
