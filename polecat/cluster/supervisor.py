@@ -48,6 +48,8 @@ from polecat.stats import CrawlStats
 log = logging.getLogger("polecat.supervisor")
 
 POLL = 0.1
+PROGRESS_PERIOD = 0.5
+"""The progress callback's period (the one-process crawl redraws its line as often)."""
 FAST_DEATH = 3.0
 MAX_FAST_DEATHS = 3
 
@@ -86,6 +88,7 @@ class Supervisor:
         self.config = cfg
         self.n = workers
         self._on_progress = on_progress
+        self._last_progress = 0.0
         self._workers: list[_Worker] = []
         self._termination = Termination()
         self._stopping = False
@@ -201,7 +204,9 @@ class Supervisor:
             if self._stopping:
                 continue
             stats = self.stats()
-            if self._on_progress is not None:
+            now = time.monotonic()
+            if self._on_progress is not None and now - self._last_progress >= PROGRESS_PERIOD:
+                self._last_progress = now
                 self._on_progress(stats)
             if limit and stats.fetches >= limit:
                 self._ended = verdict.MAX_PAGES
