@@ -9,10 +9,25 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from polecat.cluster.batch import HandoffError, HandoffUrl, decode_batch, encode_batch, encode_urls
+from polecat.cluster.batch import (
+    Batch,
+    HandoffError,
+    HandoffUrl,
+    decode_batch,
+    decode_urls,
+    encode_batch,
+    encode_urls,
+)
+from polecat.cluster.handoff import Handoff
+from polecat.cluster.link import ClusterLink
+from polecat.cluster.membership import Member
 from polecat.cluster.outbox import Outbox
-from polecat.cluster.receiver import Inbox
+from polecat.cluster.receiver import HandoffReceiver, Inbox, Reply
+from polecat.cluster.ring import Ring
 from polecat.cluster.sender import HandoffSender, Send
+from polecat.dedup.canon import host_key
+from polecat.frontier.slices import slice_of
+from polecat.testing.cluster import FakeMembership
 
 urls_st = st.lists(st.builds(HandoffUrl, st.text(min_size=1, max_size=80), st.integers(0, 60),
                              st.floats(0, 1e6, allow_nan=False), st.integers(0, 20)), max_size=50)
@@ -131,3 +146,39 @@ def test_inbox_refuses_what_does_not_fit_but_never_starves_a_big_batch() -> None
     assert box.offer(500)  # larger than the capacity, let in because the inbox is empty
     assert not box.offer(1)
     assert box.refused == 2
+
+
+class _NoTransport:
+    async def post(self, address: str, data: bytes) -> Reply:
+        raise AssertionError("nothing is sent in this test")
+
+    async def close(self) -> None:
+        pass
+
+
+def test_link_routes_each_url_to_its_slice_owner_and_bounds_the_backlog(tmp_path: Path) -> None:
+    members = [Member(f"w{k}", f"unix:/tmp/w{k}.sock") for k in range(3)]
+    box = Outbox(tmp_path / "ob", batch_urls=1000)
+    receiver = HandoffReceiver(_never_called)
+    link = ClusterLink(FakeMembership("w1", members), Handoff("w1", box, _NoTransport(), {}), receiver,
+                       max_backlog=10)
+    ring = Ring(["w0", "w1", "w2"])
+    urls = [f"http://h{i}.test/p" for i in range(40)]
+    mine = link.route(urls, 2, 0.5, 1)
+    assert mine == [u for u in urls if ring.owner(slice_of(host_key(u))) == "w1"]
+    assert all(link.owns(u) for u in mine)
+    others = len(urls) - len(mine)
+    assert 0 < len(mine) < len(urls) and link.routed_out == others
+    sealed = dict(box.seal_all())
+    assert set(sealed) == {"w0", "w2"}  # staged per owner, never for itself
+    for peer, seq in sealed.items():
+        got = decode_urls(box.read(peer, seq))
+        assert {u.url for u in got} == {u for u in urls if ring.owner(slice_of(host_key(u))) == peer}
+        assert all((u.depth, u.importance, u.hops) == (2, 0.5, 1) for u in got)
+    assert link.backlogged() and link.stats().lease_pauses == 1  # more than 10 URLs unacknowledged
+    assert not link.quiet(frontier_idle=True)  # URLs still owed to others: not quiet
+    box.close()
+
+
+async def _never_called(batch: Batch) -> None:
+    raise AssertionError(batch)
