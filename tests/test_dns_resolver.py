@@ -201,7 +201,7 @@ async def test_unreachable_nameserver_is_dns_error_not_cached(clock: Clock) -> N
 
 
 @pytest.mark.parametrize("form", ["nat64", "nat64-local/96", "ipv4-compatible", "ipv4-translated", "6to4",
-                                  "teredo"])
+                                  "teredo", "isatap"])
 async def test_a_hostile_dns_answer_in_every_embedded_form_is_refused(dns: LocalDnsServer, clock: Clock,
                                                                        form: str) -> None:
     from tests.test_dns_guard import EMBEDDED

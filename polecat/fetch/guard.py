@@ -12,7 +12,8 @@ An IPv6 address that carries an IPv4 address is judged by the IPv4 address insid
 be, refused if any is): IPv4-mapped ``::ffff:a.b.c.d``, IPv4-translated ``::ffff:0:a.b.c.d``,
 IPv4-compatible ``::a.b.c.d`` (``::`` and ``::1`` excepted), NAT64 ``64:ff9b::/96`` and the local-use
 ``64:ff9b:1::/48`` (RFC 8215: each RFC 6052 position its prefix length may put it at, /48 to /96), 6to4
-``2002::/16`` and Teredo's client. Without this, ``64:ff9b::a9fe:a9fe`` reaches the metadata address
+``2002::/16``, Teredo's client and ISATAP interface identifiers (``::0:5efe:a.b.c.d`` and
+``::200:5efe:a.b.c.d`` under any prefix). Without this, ``64:ff9b::a9fe:a9fe`` reaches the metadata address
 through a NAT64 gateway.
 
 Refused always, even with ``allow_private``: cloud metadata endpoints. No crawl needs them and an
@@ -70,6 +71,8 @@ def _embedded_v4(ip: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
         return [_v4(value)]
     if ip in _NAT64_LOCAL:
         return [_rfc6052(value, prefix) for prefix in (48, 56, 64, 96)]
+    if (value >> 32) & 0xFDFFFFFF == 0x00005EFE:  # ISATAP: the u/l bit may be set (0200:5efe)
+        return [_v4(value)]
     return []
 
 
