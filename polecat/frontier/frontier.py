@@ -7,6 +7,10 @@ host records with next-allowed times, the seen-set, finished-URL records, operat
 slice-first, see polecat/frontier/keys.py) through one
 batched write transaction; only the ready heap and in-flight leases are rebuilt in memory on open.
 
+The class is split by job: this module adds, leases and completes; polecat/frontier/state.py holds the
+fields and shared bookkeeping, controls.py the operator controls, handover.py the slice hand-over and
+observe.py the read-only views.
+
 Invariant: an accepted URL is queued (its key is in ``queue``), in flight (leased, key still in ``queue``),
 or done (key deleted and a record in ``urls``, in the same transaction). A crash therefore replays the
 in-flight and uncommitted work and drops nothing.
@@ -15,57 +19,39 @@ in-flight and uncommitted work and drops nothing.
 from __future__ import annotations
 
 import heapq
-import json
 import math
 import random
-from collections import Counter
 from collections.abc import Iterable
 
 from polecat.config import Config, PolitenessConfig
 from polecat.dedup.canon import host_key
 from polecat.dedup.seen import SeenSet
-from polecat.errors import FrontierError
 from polecat.fetch.robots import Closed, Fetch, Ready, RobotsPolicy
-from polecat.frontier import refetch
-from polecat.frontier.budgets import PageBudget, admit_reason
-from polecat.frontier.bundle import BundleError, SliceBundle
+from polecat.frontier.budgets import admit_reason
+from polecat.frontier.controls import OperatorControls
 from polecat.frontier.db import FrontierDB
-from polecat.frontier.handover import delete_ranges, export_ranges
-from polecat.frontier.ipkeys import IpKeys
+from polecat.frontier.handover import SliceHandover
 from polecat.frontier.keys import (
-    PRIORITY_BANDS,
-    host_of_queue_key,
-    host_of_row,
-    host_row,
     op_key,
-    parse_op_key,
-    priority_band,
     queue_key,
     queue_prefix,
-    requeue_key,
     robots_key,
     url_key,
 )
-from polecat.frontier.patterns import HostPatternMap
+from polecat.frontier.observe import FrontierObservation
 from polecat.frontier.politeness import Attempt, HostState, after_attempt, gave_up, interval
 from polecat.frontier.records import (
-    AdoptReport,
     Completion,
-    FrontierStats,
     Idle,
     Lease,
     QueuedUrl,
     RobotsOutcome,
     UrlRecord,
     Wait,
-    decode_host,
-    encode_host,
     origin_of,
 )
-from polecat.frontier.refresh import Freshness, Prior, RefreshPolicy, refresh_slots
+from polecat.frontier.refresh import Freshness, Prior, refresh_slots
 from polecat.frontier.robots_state import decode_robots, encode_robots, restore_robots
-from polecat.frontier.scope import ScopeFilter
-from polecat.frontier.slices import SLICES, check_slices, slice_of
 
 ROBOTS_SKIPS_PER_LEASE = 256
 """Robots-disallowed URLs retired per lease call for one host before yielding to other hosts."""
@@ -81,45 +67,12 @@ ACCEPTED = "accepted"
 SEEN = "seen"
 
 
-class Frontier:
+class Frontier(SliceHandover, OperatorControls, FrontierObservation):
     """Per-host queues, the ready heap and the done records; see the module docstring."""
 
     def __init__(self, db: FrontierDB, cfg: Config, robots: RobotsPolicy, seen: SeenSet, now: float,
                  *, rng: random.Random | None = None) -> None:
-        self._db = db
-        self._cfg = cfg
-        self._pol = cfg.politeness
-        self._robots = robots
-        self._seen = seen
-        self._rng = rng or random.Random()
-        self._hosts: dict[str, HostState] = {}
-        self._ipkeys = IpKeys()
-        self._heap: list[tuple[float, str]] = []
-        self._scheduled: dict[str, float] = {}
-        self._leases: dict[str, Lease] = {}
-        self._dirty: set[str] = set()
-        self._recent: dict[str, None] = {}
-        self._parked: dict[str, str] = {}
-        self._queued = 0
-        self._accepted = self._seen_count = self._dropped_blocked = 0
-        self._rejected: Counter[str] = Counter()
-        self._done: Counter[str] = Counter()
-        """Outcomes in this run; ``_done_total`` (persisted in meta) counts them over all runs."""
-        self._done_total: Counter[str] = Counter(json.loads(bytes(db.txn.get(b"done", b"{}", db=db.meta))))
-        self._throttle: HostPatternMap[float] = HostPatternMap()
-        self._blocked: HostPatternMap[bool] = HostPatternMap()
-        self._scope = ScopeFilter(cfg.scope, ())
-        self._refresh = RefreshPolicy(cfg.refresh)
-        self._bands: Counter[str] | None = None
-        """Queued URLs by priority band, counted once asked for (:meth:`queue_bands`), then kept."""
-        self.paused = False
-        """Set by the operator: the node leases nothing while it is (persisted)."""
-        self._qseq = int(self._db.txn.get(b"qseq", db=self._db.meta) or b"0")
-        self._refetch: list[tuple[bytes, str]] = []
-        self.budget = PageBudget(cfg.scope.max_pages)
-        """This run's page budget, robots.txt reservations included (polecat/frontier/budgets.py)."""
-        self._fenced: frozenset[int] = frozenset()
-        """Slices whose hosts are not leased (another member owns them; :meth:`set_owned`)."""
+        super().__init__(db, cfg, robots, seen, rng)
         for raw_key, raw in self._db.txn.cursor(db=self._db.ops):
             self._load_op(bytes(raw_key), bytes(raw))
         for pattern, rate in self._pol.throttle:
@@ -131,68 +84,6 @@ class Frontier:
         self._apply_refetches(now)
         for pattern in cfg.scope.block:
             self.block(pattern)
-
-    # --- persistence -----------------------------------------------------------------------------
-
-    def _load_op(self, key: bytes, raw: bytes) -> None:
-        """Apply one stored operator control (on open, or adopted with a slice)."""
-        kind, arg = parse_op_key(key)
-        if kind == "block":
-            self._blocked.set(arg, True)
-        elif kind == "throttle":
-            self._throttle.set(arg, float(raw))
-        elif kind == "seedhost":
-            self._scope.add_seed_host(arg)
-        elif kind == "paused":
-            self.paused = True
-        elif kind == refetch.KIND:
-            self._refetch.append((key, raw.decode()))
-
-    def _apply_refetches(self, now: float) -> None:
-        """Queue again the URLs whose stored copy was lost (polecat/frontier/refetch.py, rule 2)."""
-        txn = self._db.txn
-        for key, url in self._refetch:
-            host = host_key(url)
-            if txn.delete(url_key(url, host), db=self._db.urls):  # else still queued: fetched anyway
-                self._enqueue(url, host, 0, 1.0, now)
-            txn.delete(key, db=self._db.ops)
-        self._refetch.clear()
-
-    def _load_hosts(self, now: float) -> None:
-        """Rebuild the in-memory heap from the host table. A request may have been in flight when the
-        previous process died, uncommitted: every host therefore waits one interval from ``now``, so a
-        restart never sends a burst (the dead process's requests all started before ``now``)."""
-        for raw_key, raw in self._db.txn.cursor(db=self._db.hosts):
-            host = host_of_row(bytes(raw_key))
-            st = decode_host(raw)
-            st.next_allowed = max(st.next_allowed, now + interval(self._pol, self._rate(host), st))
-            self._hosts[host] = st
-            self._queued += st.queued
-            if st.queued > 0:
-                self._schedule(host, st.next_allowed)
-
-    def _save_host(self, host: str, st: HostState) -> None:
-        # Host records are written once per commit, however often they changed in between.
-        self._dirty.add(host)
-        self._db.pending += 1
-
-    def _flush_hosts(self) -> None:
-        txn, hosts = self._db.txn, self._db.hosts
-        for host in self._dirty:
-            txn.put(host_row(host), encode_host(self._hosts[host]), db=hosts)
-        self._dirty.clear()
-
-    def commit(self) -> int:
-        """Checkpoint: make every change so far durable. The node calls it after flushing the store."""
-        self._flush_hosts()
-        txn = self._db.txn
-        txn.put(b"qseq", str(self._qseq).encode(), db=self._db.meta)
-        txn.put(b"done", json.dumps(self._done_total).encode(), db=self._db.meta)
-        return self._db.commit()
-
-    @property
-    def pending_ops(self) -> int:
-        return self._db.pending
 
     # --- adding URLs -----------------------------------------------------------------------------
 
@@ -261,22 +152,6 @@ class Frontier:
         self._enqueue(url, host, depth, importance, now, hops)
         return ACCEPTED
 
-    def _enqueue(self, url: str, host: str, depth: int, importance: float, now: float, hops: int = 0,
-                 *, new: bool = True) -> None:
-        st = self._hosts.get(host)
-        if st is None:
-            st = self._hosts[host] = HostState()
-        self._qseq += 1
-        key = queue_key(host, importance, depth, self._qseq)
-        self._db.txn.put(key, QueuedUrl(url, depth, importance, 0, hops).encode(), db=self._db.queue)
-        self._count_band(key, 1)
-        st.queued += 1
-        self._queued += 1
-        self._accepted += new
-        self._save_host(host, st)
-        if not st.in_flight and not st.parked and host not in self._scheduled:
-            self._schedule(host, max(st.next_allowed, now))
-
     def _refuse(self, url: str, host: str, depth: int, seed: bool,
                 page_new_hosts: set[str] | None = None) -> str | None:
         """Why ``url`` may not be queued (None: it may). ``page_new_hosts``: the new hosts its page's
@@ -305,12 +180,6 @@ class Frontier:
         return None
 
     # --- leasing ---------------------------------------------------------------------------------
-
-    def _schedule(self, host: str, at: float) -> None:
-        if self._fenced and slice_of(host) in self._fenced:
-            return
-        self._scheduled[host] = at
-        heapq.heappush(self._heap, (at, host))
 
     def lease(self, now: float) -> Lease | Wait | Idle:
         """The next request to make, or how long nothing is ready. Never returns two leases for one host
@@ -407,9 +276,6 @@ class Frontier:
                 self._finish(host, st, key, UrlRecord(q.url, "skipped", "robots"))
         self._schedule(host, now)
         return None
-
-    def _rate(self, host: str) -> float:
-        return self._throttle.get(host) or self._pol.rate
 
     # --- requests outside the queue: robots.txt redirect hops ---------------------------------------
 
@@ -525,218 +391,6 @@ class Frontier:
         st.fetched += 1
         self._finish(lease.host, st, lease.key, rec)
 
-    def _finish(self, host: str, st: HostState, key: bytes, rec: UrlRecord) -> None:
-        """Move a queued URL to done, atomically in the open transaction."""
-        txn = self._db.txn
-        if txn.delete(key, db=self._db.queue):
-            st.queued -= 1
-            self._queued -= 1
-            self._count_band(key, -1)
-        txn.put(url_key(rec.url, host), rec.encode(), db=self._db.urls)
-        self._save_host(host, st)
-        self._count_done(rec.outcome if rec.outcome != "skipped" else f"skipped:{rec.reason}")
-
-    def _count_done(self, label: str) -> None:
-        self._done[label] += 1
-        self._done_total[label] += 1
-
-    # --- slices: ownership and hand-over (polecat/frontier/handover.py) ------------------------------
-
-    def set_owned(self, slices: Iterable[int], now: float) -> None:
-        """Lease only hosts of ``slices`` (the ones the ring gives this member); the others keep their
-        state here until :meth:`release_slices`. Every slice is owned until this is called."""
-        self._fenced = frozenset(range(SLICES)) - check_slices(slices)
-        for host, st in self._hosts.items():
-            if slice_of(host) in self._fenced:
-                self._scheduled.pop(host, None)
-            elif st.queued > 0 and not st.in_flight and not st.parked and host not in self._scheduled:
-                self._schedule(host, max(st.next_allowed, now))
-
-    def export_slices(self, slices: Iterable[int]) -> SliceBundle:
-        """Everything this frontier holds about ``slices`` (queues, host records, robots answers, URL
-        records, seen entries, operator controls) as a :class:`SliceBundle`: a snapshot of the open
-        transaction. URLs leased there stay queued, so a slice that moves for good is exported after
-        its leases complete (:meth:`in_flight_in`)."""
-        self._flush_hosts()
-        return export_ranges(self._db.txn, self._db.sliced, check_slices(slices))
-
-    def in_flight_in(self, slices: Iterable[int]) -> int:
-        """Leases in flight on hosts of ``slices``."""
-        ids = check_slices(slices)
-        return sum(1 for host in self._leases if slice_of(host) in ids)
-
-    def adopt(self, bundle: SliceBundle, now: float) -> AdoptReport:
-        """Take over the slices of ``bundle``, merged with what is here. Each adopted host waits one full
-        interval from ``now`` (the exporter's last request may have just started); a queued URL this
-        frontier has already seen is not queued twice. Applies in the open transaction (durable at
-        the next commit)."""
-        txn, db = self._db.txn, self._db
-        adopted: dict[str, HostState] = {}
-        counts: Counter[str] = Counter()
-        duplicates = seen_new = 0
-        for table, key, value in bundle.records():
-            if table == "ops":
-                txn.put(key, value, db=db.ops)
-                self._load_op(key, value)
-            elif table == "robots":
-                txn.put(key, value, db=db.robots)
-                restore_robots(self._robots, key, value)
-            elif table == "hosts":
-                adopted[host_of_row(key)] = decode_host(value)
-            elif table == "urls":
-                txn.put(key, value, db=db.urls)
-            elif table == "queue":
-                host = host_of_queue_key(key)
-                if self._seen.add_if_new(txn, url_key(QueuedUrl.decode(value).url, host)):
-                    self._qseq += 1
-                    new_key = requeue_key(key, self._qseq)
-                    txn.put(new_key, value, db=db.queue)
-                    self._count_band(new_key, 1)
-                    counts[host] += 1
-                else:
-                    duplicates += 1
-            elif table == "seen":
-                seen_new += self._seen.add_if_new(txn, key)
-            elif table == "priors":
-                txn.put(key, value, db=db.priors)
-            else:
-                raise BundleError(f"slice bundle table {table!r} is unknown to this polecat")
-        for host in adopted.keys() | counts.keys():
-            self._adopt_host(host, adopted.get(host), counts[host], now)
-        self._apply_refetches(now)
-        self._db.pending += 1
-        return AdoptReport(len(bundle.ids), len(adopted), sum(counts.values()), duplicates, seen_new)
-
-    def _adopt_host(self, host: str, got: HostState | None, queued: int, now: float) -> None:
-        st = self._hosts.get(host)
-        if st is None:
-            st = self._hosts[host] = HostState()
-        if got is not None:
-            st.next_allowed = max(st.next_allowed, got.next_allowed)
-            st.rate_factor = min(st.rate_factor, got.rate_factor)
-            st.crawl_delay = max(st.crawl_delay, got.crawl_delay)
-            st.failures = max(st.failures, got.failures)
-            st.fetched += got.fetched
-            st.ip = st.ip or got.ip
-        # The restart-spacing rule (politeness.py rule 2 across a hand-over).
-        st.next_allowed = max(st.next_allowed, now + interval(self._pol, self._rate(host), st))
-        st.queued += queued
-        self._queued += queued
-        self._save_host(host, st)
-        if st.queued > 0 and not st.in_flight and not st.parked and host not in self._scheduled:
-            self._schedule(host, st.next_allowed)
-
-    def release_slices(self, slices: Iterable[int]) -> int:
-        """Drop everything about ``slices`` from this frontier (after their new owner adopted them).
-        FrontierError while a lease is in flight there. Returns the records deleted."""
-        ids = check_slices(slices)
-        busy = self.in_flight_in(ids)
-        if busy:
-            raise FrontierError(f"cannot release slices with {busy} leases in flight")
-        for host in [h for h in self._hosts if slice_of(h) in ids]:
-            st = self._hosts.pop(host)
-            self._queued -= st.queued
-            self._scheduled.pop(host, None)
-            self._dirty.discard(host)
-            self._parked.pop(host, None)
-        self._recent.clear()
-        self._bands = None
-        self._db.pending += 1
-        return delete_ranges(self._db.txn, self._db.sliced, ids)
-
-    # --- operator controls -----------------------------------------------------------------------
-
-    def set_throttle(self, pattern: str, rate: float) -> None:
-        """Override the request rate of hosts matching ``pattern`` (persisted)."""
-        self._throttle.set(pattern, rate)
-        self._db.txn.put(op_key("throttle", pattern.lower()), repr(rate).encode(), db=self._db.ops)
-
-    def block(self, pattern: str) -> int:
-        """Block hosts matching ``pattern``: drop their queues (recorded done, reason ``blocked``) and
-        refuse their URLs from now on (persisted). Returns the number of URLs dropped."""
-        self._blocked.set(pattern, True)
-        self._db.txn.put(op_key("block", pattern.lower()), b"", db=self._db.ops)
-        dropped = 0
-        for host, st in self._hosts.items():
-            if st.queued and host in self._blocked:
-                dropped += self._drop_queue(host, st)
-        self._dropped_blocked += dropped
-        return dropped
-
-    def throttle_now(self, pattern: str, rate: float, now: float) -> None:
-        """:meth:`set_throttle` for a running crawl: hosts it matches that wait for their next request
-        wait at least one new interval from ``now``, so a slower rate applies from the next request."""
-        self.set_throttle(pattern, rate)
-        matcher: HostPatternMap[bool] = HostPatternMap([(pattern, True)])
-        for host, st in self._hosts.items():
-            if host in matcher and not st.in_flight:
-                st.next_allowed = max(st.next_allowed, now + interval(self._pol, self._rate(host), st))
-                self._save_host(host, st)
-                if host in self._scheduled:
-                    self._schedule(host, st.next_allowed)
-
-    def set_paused(self, paused: bool) -> None:
-        """Pause or resume leasing (persisted); see :attr:`paused`."""
-        self.paused = paused
-        if paused:
-            self._db.txn.put(op_key("paused", ""), b"", db=self._db.ops)
-        else:
-            self._db.txn.delete(op_key("paused", ""), db=self._db.ops)
-
-    def unthrottle(self, pattern: str) -> bool:
-        """Remove a rate override (persisted); hosts it matched return to the default rate from their
-        next request. False when no such override existed."""
-        key = op_key("throttle", pattern.lower())
-        self._throttle.remove(pattern)
-        return bool(self._db.txn.delete(key, db=self._db.ops))
-
-    def unblock(self, pattern: str) -> bool:
-        """Lift a block (persisted): the hosts' URLs are accepted again. URLs dropped by the block stay
-        done (``skipped:blocked``); add them again as seeds to fetch them. False when not blocked."""
-        key = op_key("block", pattern.lower())
-        self._blocked.remove(pattern)
-        return bool(self._db.txn.delete(key, db=self._db.ops))
-
-    def throttles(self) -> list[tuple[str, float]]:
-        """Rate overrides in force, ``(pattern, req_per_s)``."""
-        return sorted(self._throttle.items())
-
-    def blocks(self) -> list[str]:
-        """Block patterns in force."""
-        return sorted(p for p, _ in self._blocked.items())
-
-    def is_blocked(self, host: str) -> bool:
-        return host in self._blocked
-
-    def busiest(self, n: int) -> list[tuple[str, int]]:
-        """The ``n`` hosts with the longest queues, longest first."""
-        queued = ((h, st.queued) for h, st in self._hosts.items() if st.queued > 0)
-        return heapq.nlargest(n, queued, key=lambda hq: (hq[1], hq[0]))
-
-    def host_rate(self, host: str) -> float:
-        """The configured request rate of ``host`` (its throttle, else the default), before AIMD."""
-        return self._rate(host)
-
-    def _drop_queue(self, host: str, st: HostState) -> int:
-        prefix = queue_prefix(host)
-        txn = self._db.txn
-        keys: list[tuple[bytes, str]] = []
-        with txn.cursor(db=self._db.queue) as cur:
-            if cur.set_range(prefix):
-                for k, v in cur:
-                    if not bytes(k).startswith(prefix):
-                        break
-                    keys.append((bytes(k), QueuedUrl.decode(v).url))
-        lease = self._leases.get(host)
-        in_flight_key = lease.key if lease is not None else None
-        dropped = 0
-        for key, url in keys:
-            if key != in_flight_key:  # the in-flight URL is finished by its completion
-                self._finish(host, st, key, UrlRecord(url, "skipped", "blocked"))
-                dropped += 1
-        self._scheduled.pop(host, None)
-        return dropped
-
     # --- refresh ---------------------------------------------------------------------------------
 
     def requeue_due(self, now: float, limit: int = 100_000,
@@ -789,63 +443,6 @@ class Frontier:
             rec = UrlRecord.decode(raw)
             self._refresh.tally(count, host_key(rec.url), rec.url, rec.history, rec.importance, now)
         return count
-
-    # --- observation -----------------------------------------------------------------------------
-
-    def url_record(self, url: str) -> UrlRecord | None:
-        raw = self._db.txn.get(url_key(url), db=self._db.urls)
-        return UrlRecord.decode(raw) if raw is not None else None
-
-    def host_state(self, host: str) -> HostState | None:
-        return self._hosts.get(host)
-
-    def parked_hosts(self) -> dict[str, str]:
-        """Hosts parked in this run, with the reason (reported by the node)."""
-        return dict(self._parked)
-
-    def queue_bands(self) -> dict[str, int]:
-        """Queued URLs by priority band (:data:`PRIORITY_BANDS`). The first call counts the queue table."""
-        if self._bands is None:
-            bands: Counter[str] = Counter()
-            with self._db.txn.cursor(db=self._db.queue) as cur:
-                for key in cur.iternext(keys=True, values=False):
-                    bands[priority_band(bytes(key))] += 1
-            self._bands = bands
-        return {name: self._bands[name] for name in (*(n for n, _ in PRIORITY_BANDS), "low")}
-
-    def _count_band(self, key: bytes, delta: int) -> None:
-        if self._bands is not None:
-            self._bands[priority_band(key)] += delta
-
-    def quarantined_hosts(self) -> int:
-        """Hosts backing off after failures (not parked)."""
-        return sum(1 for st in self._hosts.values() if st.failures > 0 and not st.parked)
-
-    @property
-    def queued(self) -> int:
-        return self._queued
-
-    def stats(self, now: float) -> FrontierStats:
-        ready = backoff = 0
-        next_at = math.inf
-        for h, at in self._scheduled.items():
-            st = self._hosts[h]
-            if st.parked:
-                continue
-            if at <= now:
-                ready += 1
-            else:
-                next_at = min(next_at, at)
-                backoff += bool(st.failures or st.strikes)
-        parked = len(self._parked)
-        return FrontierStats(
-            hosts=len(self._hosts), hosts_ready=ready, hosts_waiting=len(self._scheduled) - ready,
-            hosts_parked=parked, queued=self._queued, in_flight=len(self._leases),
-            accepted=self._accepted, seen=self._seen_count, rejected=tuple(sorted(self._rejected.items())),
-            done=tuple(sorted(self._done.items())), dropped_blocked=self._dropped_blocked,
-            done_total=tuple(sorted(self._done_total.items())), hosts_backoff=backoff,
-            next_ready_at=next_at if next_at != math.inf else 0.0,
-        )
 
 
 def _park_reason(pol: PolitenessConfig, st: HostState, result: Completion) -> str:

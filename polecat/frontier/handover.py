@@ -1,67 +1,139 @@
-"""Moving whole slices between frontiers: the LMDB side of export and release.
+"""Slices moving between frontiers: which slices are leased here, export, adopt, release.
 
-A slice is one contiguous key range in every slice-keyed table (polecat/frontier/keys.py), so export
-reads ranges and release deletes them; neither scans another slice. The frontier's in-memory state
-(host records, the ready heap, leases) is its own business: :class:`~polecat.frontier.frontier.Frontier`
-flushes it before export and drops it on release.
-
-Bundles list tables in :data:`SLICED_TABLES` order, which is the order adoption needs: operator controls
-and robots answers first, host records before their queues, queues before the seen entries (a queued
-URL the adopter has already seen is not queued twice).
+Rules: a frontier leases hosts of the slices it owns only (:meth:`SliceHandover.set_owned`); an export is
+a snapshot of every slice-keyed record of the slices (polecat/frontier/handover_ranges.py) as a
+:class:`~polecat.frontier.bundle.SliceBundle`; adoption merges a bundle in (a URL already seen here is
+not queued twice) and makes every adopted host wait one full interval from the adoption (the exporter's
+last request may have just started); release drops the slices, and is refused while a lease there is in
+flight.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections import Counter
+from collections.abc import Iterable
 
-from polecat.frontier.bundle import BundleWriter, SliceBundle
-from polecat.frontier.keys import GLOBAL
-from polecat.frontier.slices import slice_prefix
-
-SLICED_TABLES = ("ops", "robots", "hosts", "urls", "queue", "seen", "priors")
-
-
-def key_range(txn: Any, db: Any, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
-    """Items of ``db`` whose key starts with ``prefix``, in key order."""
-    with txn.cursor(db=db) as cur:
-        if not cur.set_range(prefix):
-            return
-        for k, v in cur:
-            key = bytes(k)
-            if not key.startswith(prefix):
-                return
-            yield key, bytes(v)
-
-
-def export_ranges(txn: Any, tables: Mapping[str, Any], ids: frozenset[int], *, created: float | None = None
-                  ) -> SliceBundle:
-    """A bundle of every record of the slices ``ids`` (plus the cross-slice ops, rule 4 of keys.py)."""
-    out = BundleWriter(ids, SLICED_TABLES, created=created)
-    order = sorted(ids)
-    for table in SLICED_TABLES:
-        db = tables[table]
-        prefixes = [slice_prefix(s) for s in order]
-        if table == "ops":
-            prefixes.append(GLOBAL)
-        for prefix in prefixes:
-            for key, value in key_range(txn, db, prefix):
-                out.add(table, key, value)
-    return out.finish()
+from polecat.errors import FrontierError
+from polecat.frontier.bundle import BundleError, SliceBundle
+from polecat.frontier.handover_ranges import delete_ranges, export_ranges
+from polecat.frontier.keys import (
+    host_of_queue_key,
+    host_of_row,
+    requeue_key,
+    url_key,
+)
+from polecat.frontier.politeness import HostState, interval
+from polecat.frontier.records import (
+    AdoptReport,
+    QueuedUrl,
+    decode_host,
+)
+from polecat.frontier.robots_state import restore_robots
+from polecat.frontier.slices import SLICES, check_slices, slice_of
+from polecat.frontier.state import FrontierState
 
 
-def delete_ranges(txn: Any, tables: Mapping[str, Any], ids: frozenset[int]) -> int:
-    """Delete every record of the slices ``ids`` from the slice-keyed tables; returns how many."""
-    n = 0
-    for table in SLICED_TABLES:
-        db = tables[table]
-        for s in sorted(ids):
-            prefix = slice_prefix(s)
-            with txn.cursor(db=db) as cur:
-                if not cur.set_range(prefix):
-                    continue
-                while bytes(cur.key()).startswith(prefix):
-                    n += 1
-                    if not cur.delete():
-                        break
-    return n
+class SliceHandover(FrontierState):
+    """Ownership of slices and their export, adoption and release."""
+
+    def set_owned(self, slices: Iterable[int], now: float) -> None:
+        """Lease only hosts of ``slices`` (the ones the ring gives this member); the others keep their
+        state here until :meth:`release_slices`. Every slice is owned until this is called."""
+        self._fenced = frozenset(range(SLICES)) - check_slices(slices)
+        for host, st in self._hosts.items():
+            if slice_of(host) in self._fenced:
+                self._scheduled.pop(host, None)
+            elif st.queued > 0 and not st.in_flight and not st.parked and host not in self._scheduled:
+                self._schedule(host, max(st.next_allowed, now))
+
+    def export_slices(self, slices: Iterable[int]) -> SliceBundle:
+        """Everything this frontier holds about ``slices`` (queues, host records, robots answers, URL
+        records, seen entries, operator controls) as a :class:`SliceBundle`: a snapshot of the open
+        transaction. URLs leased there stay queued, so a slice that moves for good is exported after
+        its leases complete (:meth:`in_flight_in`)."""
+        self._flush_hosts()
+        return export_ranges(self._db.txn, self._db.sliced, check_slices(slices))
+
+    def in_flight_in(self, slices: Iterable[int]) -> int:
+        """Leases in flight on hosts of ``slices``."""
+        ids = check_slices(slices)
+        return sum(1 for host in self._leases if slice_of(host) in ids)
+
+    def adopt(self, bundle: SliceBundle, now: float) -> AdoptReport:
+        """Take over the slices of ``bundle``, merged with what is here. Each adopted host waits one full
+        interval from ``now`` (the exporter's last request may have just started); a queued URL this
+        frontier has already seen is not queued twice. Applies in the open transaction (durable at
+        the next commit)."""
+        txn, db = self._db.txn, self._db
+        adopted: dict[str, HostState] = {}
+        counts: Counter[str] = Counter()
+        duplicates = seen_new = 0
+        for table, key, value in bundle.records():
+            if table == "ops":
+                txn.put(key, value, db=db.ops)
+                self._load_op(key, value)
+            elif table == "robots":
+                txn.put(key, value, db=db.robots)
+                restore_robots(self._robots, key, value)
+            elif table == "hosts":
+                adopted[host_of_row(key)] = decode_host(value)
+            elif table == "urls":
+                txn.put(key, value, db=db.urls)
+            elif table == "queue":
+                host = host_of_queue_key(key)
+                if self._seen.add_if_new(txn, url_key(QueuedUrl.decode(value).url, host)):
+                    self._qseq += 1
+                    new_key = requeue_key(key, self._qseq)
+                    txn.put(new_key, value, db=db.queue)
+                    self._count_band(new_key, 1)
+                    counts[host] += 1
+                else:
+                    duplicates += 1
+            elif table == "seen":
+                seen_new += self._seen.add_if_new(txn, key)
+            elif table == "priors":
+                txn.put(key, value, db=db.priors)
+            else:
+                raise BundleError(f"slice bundle table {table!r} is unknown to this polecat")
+        for host in adopted.keys() | counts.keys():
+            self._adopt_host(host, adopted.get(host), counts[host], now)
+        self._apply_refetches(now)
+        self._db.pending += 1
+        return AdoptReport(len(bundle.ids), len(adopted), sum(counts.values()), duplicates, seen_new)
+
+    def _adopt_host(self, host: str, got: HostState | None, queued: int, now: float) -> None:
+        st = self._hosts.get(host)
+        if st is None:
+            st = self._hosts[host] = HostState()
+        if got is not None:
+            st.next_allowed = max(st.next_allowed, got.next_allowed)
+            st.rate_factor = min(st.rate_factor, got.rate_factor)
+            st.crawl_delay = max(st.crawl_delay, got.crawl_delay)
+            st.failures = max(st.failures, got.failures)
+            st.fetched += got.fetched
+            st.ip = st.ip or got.ip
+        # The restart-spacing rule (politeness.py rule 2 across a hand-over).
+        st.next_allowed = max(st.next_allowed, now + interval(self._pol, self._rate(host), st))
+        st.queued += queued
+        self._queued += queued
+        self._save_host(host, st)
+        if st.queued > 0 and not st.in_flight and not st.parked and host not in self._scheduled:
+            self._schedule(host, st.next_allowed)
+
+    def release_slices(self, slices: Iterable[int]) -> int:
+        """Drop everything about ``slices`` from this frontier (after their new owner adopted them).
+        FrontierError while a lease is in flight there. Returns the records deleted."""
+        ids = check_slices(slices)
+        busy = self.in_flight_in(ids)
+        if busy:
+            raise FrontierError(f"cannot release slices with {busy} leases in flight")
+        for host in [h for h in self._hosts if slice_of(h) in ids]:
+            st = self._hosts.pop(host)
+            self._queued -= st.queued
+            self._scheduled.pop(host, None)
+            self._dirty.discard(host)
+            self._parked.pop(host, None)
+        self._recent.clear()
+        self._bands = None
+        self._db.pending += 1
+        return delete_ranges(self._db.txn, self._db.sliced, ids)

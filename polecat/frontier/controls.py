@@ -1,0 +1,118 @@
+"""Operator controls of a frontier: throttle overrides, blocks, pause.
+
+Rules: every control is persisted in the ``ops`` table in the open transaction and reloaded on open (host
+patterns are cross-slice and travel in every slice bundle, keys.py rule 4); a block drops the queues it
+matches (recorded done, ``skipped:blocked``) and refuses their URLs; removing a control applies from each
+host's next request; controls from the configuration are applied again at every start.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+from polecat.frontier.keys import (
+    op_key,
+    queue_prefix,
+)
+from polecat.frontier.patterns import HostPatternMap
+from polecat.frontier.politeness import HostState, interval
+from polecat.frontier.records import (
+    QueuedUrl,
+    UrlRecord,
+)
+from polecat.frontier.state import FrontierState
+
+
+class OperatorControls(FrontierState):
+    """Throttle, block, pause: persisted in ``ops`` (keys.py rule 4), applied at once."""
+
+    def set_throttle(self, pattern: str, rate: float) -> None:
+        """Override the request rate of hosts matching ``pattern`` (persisted)."""
+        self._throttle.set(pattern, rate)
+        self._db.txn.put(op_key("throttle", pattern.lower()), repr(rate).encode(), db=self._db.ops)
+
+    def block(self, pattern: str) -> int:
+        """Block hosts matching ``pattern``: drop their queues (recorded done, reason ``blocked``) and
+        refuse their URLs from now on (persisted). Returns the number of URLs dropped."""
+        self._blocked.set(pattern, True)
+        self._db.txn.put(op_key("block", pattern.lower()), b"", db=self._db.ops)
+        dropped = 0
+        for host, st in self._hosts.items():
+            if st.queued and host in self._blocked:
+                dropped += self._drop_queue(host, st)
+        self._dropped_blocked += dropped
+        return dropped
+
+    def throttle_now(self, pattern: str, rate: float, now: float) -> None:
+        """:meth:`set_throttle` for a running crawl: hosts it matches that wait for their next request
+        wait at least one new interval from ``now``, so a slower rate applies from the next request."""
+        self.set_throttle(pattern, rate)
+        matcher: HostPatternMap[bool] = HostPatternMap([(pattern, True)])
+        for host, st in self._hosts.items():
+            if host in matcher and not st.in_flight:
+                st.next_allowed = max(st.next_allowed, now + interval(self._pol, self._rate(host), st))
+                self._save_host(host, st)
+                if host in self._scheduled:
+                    self._schedule(host, st.next_allowed)
+
+    def set_paused(self, paused: bool) -> None:
+        """Pause or resume leasing (persisted); see :attr:`paused`."""
+        self.paused = paused
+        if paused:
+            self._db.txn.put(op_key("paused", ""), b"", db=self._db.ops)
+        else:
+            self._db.txn.delete(op_key("paused", ""), db=self._db.ops)
+
+    def unthrottle(self, pattern: str) -> bool:
+        """Remove a rate override (persisted); hosts it matched return to the default rate from their
+        next request. False when no such override existed."""
+        key = op_key("throttle", pattern.lower())
+        self._throttle.remove(pattern)
+        return bool(self._db.txn.delete(key, db=self._db.ops))
+
+    def unblock(self, pattern: str) -> bool:
+        """Lift a block (persisted): the hosts' URLs are accepted again. URLs dropped by the block stay
+        done (``skipped:blocked``); add them again as seeds to fetch them. False when not blocked."""
+        key = op_key("block", pattern.lower())
+        self._blocked.remove(pattern)
+        return bool(self._db.txn.delete(key, db=self._db.ops))
+
+    def throttles(self) -> list[tuple[str, float]]:
+        """Rate overrides in force, ``(pattern, req_per_s)``."""
+        return sorted(self._throttle.items())
+
+    def blocks(self) -> list[str]:
+        """Block patterns in force."""
+        return sorted(p for p, _ in self._blocked.items())
+
+    def is_blocked(self, host: str) -> bool:
+        return host in self._blocked
+
+    def busiest(self, n: int) -> list[tuple[str, int]]:
+        """The ``n`` hosts with the longest queues, longest first."""
+        queued = ((h, st.queued) for h, st in self._hosts.items() if st.queued > 0)
+        return heapq.nlargest(n, queued, key=lambda hq: (hq[1], hq[0]))
+
+    def host_rate(self, host: str) -> float:
+        """The configured request rate of ``host`` (its throttle, else the default), before AIMD."""
+        return self._rate(host)
+
+    def _drop_queue(self, host: str, st: HostState) -> int:
+        prefix = queue_prefix(host)
+        txn = self._db.txn
+        keys: list[tuple[bytes, str]] = []
+        with txn.cursor(db=self._db.queue) as cur:
+            if cur.set_range(prefix):
+                for k, v in cur:
+                    if not bytes(k).startswith(prefix):
+                        break
+                    keys.append((bytes(k), QueuedUrl.decode(v).url))
+        lease = self._leases.get(host)
+        in_flight_key = lease.key if lease is not None else None
+        dropped = 0
+        for key, url in keys:
+            if key != in_flight_key:  # the in-flight URL is finished by its completion
+                self._finish(host, st, key, UrlRecord(url, "skipped", "blocked"))
+                dropped += 1
+        self._scheduled.pop(host, None)
+        return dropped

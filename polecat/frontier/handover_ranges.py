@@ -1,0 +1,67 @@
+"""Moving whole slices between frontiers: the LMDB side of export and release.
+
+A slice is one contiguous key range in every slice-keyed table (polecat/frontier/keys.py), so export
+reads ranges and release deletes them; neither scans another slice. The frontier's in-memory state
+(host records, the ready heap, leases) is its own business: :class:`~polecat.frontier.handover.SliceHandover`
+flushes it before export and drops it on release.
+
+Bundles list tables in :data:`SLICED_TABLES` order, which is the order adoption needs: operator controls
+and robots answers first, host records before their queues, queues before the seen entries (a queued
+URL the adopter has already seen is not queued twice).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from polecat.frontier.bundle import BundleWriter, SliceBundle
+from polecat.frontier.keys import GLOBAL
+from polecat.frontier.slices import slice_prefix
+
+SLICED_TABLES = ("ops", "robots", "hosts", "urls", "queue", "seen", "priors")
+
+
+def key_range(txn: Any, db: Any, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+    """Items of ``db`` whose key starts with ``prefix``, in key order."""
+    with txn.cursor(db=db) as cur:
+        if not cur.set_range(prefix):
+            return
+        for k, v in cur:
+            key = bytes(k)
+            if not key.startswith(prefix):
+                return
+            yield key, bytes(v)
+
+
+def export_ranges(txn: Any, tables: Mapping[str, Any], ids: frozenset[int], *, created: float | None = None
+                  ) -> SliceBundle:
+    """A bundle of every record of the slices ``ids`` (plus the cross-slice ops, rule 4 of keys.py)."""
+    out = BundleWriter(ids, SLICED_TABLES, created=created)
+    order = sorted(ids)
+    for table in SLICED_TABLES:
+        db = tables[table]
+        prefixes = [slice_prefix(s) for s in order]
+        if table == "ops":
+            prefixes.append(GLOBAL)
+        for prefix in prefixes:
+            for key, value in key_range(txn, db, prefix):
+                out.add(table, key, value)
+    return out.finish()
+
+
+def delete_ranges(txn: Any, tables: Mapping[str, Any], ids: frozenset[int]) -> int:
+    """Delete every record of the slices ``ids`` from the slice-keyed tables; returns how many."""
+    n = 0
+    for table in SLICED_TABLES:
+        db = tables[table]
+        for s in sorted(ids):
+            prefix = slice_prefix(s)
+            with txn.cursor(db=db) as cur:
+                if not cur.set_range(prefix):
+                    continue
+                while bytes(cur.key()).startswith(prefix):
+                    n += 1
+                    if not cur.delete():
+                        break
+    return n

@@ -1,0 +1,190 @@
+"""The frontier's state and the bookkeeping every part of it shares (polecat/frontier/frontier.py).
+
+:class:`FrontierState` holds the in-memory index of the frontier (host records, the ready heap, leases,
+counters) over its LMDB tables, and the few operations every part uses: scheduling a host, saving a
+host record, queueing and finishing a URL, committing. The public behaviour is split by job:
+:mod:`polecat.frontier.frontier` (adding, leasing, completing), :mod:`polecat.frontier.controls`
+(operator controls), :mod:`polecat.frontier.handover` (slices moving between frontiers) and
+:mod:`polecat.frontier.observe` (reading it); :class:`~polecat.frontier.frontier.Frontier` is all four.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import random
+from collections import Counter
+
+from polecat.config import Config
+from polecat.dedup.canon import host_key
+from polecat.dedup.seen import SeenSet
+from polecat.fetch.robots import RobotsPolicy
+from polecat.frontier import refetch
+from polecat.frontier.budgets import PageBudget
+from polecat.frontier.db import FrontierDB
+from polecat.frontier.ipkeys import IpKeys
+from polecat.frontier.keys import (
+    host_of_row,
+    host_row,
+    parse_op_key,
+    priority_band,
+    queue_key,
+    url_key,
+)
+from polecat.frontier.patterns import HostPatternMap
+from polecat.frontier.politeness import HostState, interval
+from polecat.frontier.records import (
+    Lease,
+    QueuedUrl,
+    UrlRecord,
+    decode_host,
+    encode_host,
+)
+from polecat.frontier.refresh import RefreshPolicy
+from polecat.frontier.scope import ScopeFilter
+from polecat.frontier.slices import slice_of
+
+
+class FrontierState:
+    """Fields and shared bookkeeping of a frontier (see the module docstring)."""
+
+    def __init__(self, db: FrontierDB, cfg: Config, robots: RobotsPolicy, seen: SeenSet,
+                 rng: random.Random | None) -> None:
+        self._db = db
+        self._cfg = cfg
+        self._pol = cfg.politeness
+        self._robots = robots
+        self._seen = seen
+        self._rng = rng or random.Random()
+        self._hosts: dict[str, HostState] = {}
+        self._ipkeys = IpKeys()
+        self._heap: list[tuple[float, str]] = []
+        self._scheduled: dict[str, float] = {}
+        self._leases: dict[str, Lease] = {}
+        self._dirty: set[str] = set()
+        self._recent: dict[str, None] = {}
+        self._parked: dict[str, str] = {}
+        self._queued = 0
+        self._accepted = self._seen_count = self._dropped_blocked = 0
+        self._rejected: Counter[str] = Counter()
+        self._done: Counter[str] = Counter()
+        """Outcomes in this run; ``_done_total`` (persisted in meta) counts them over all runs."""
+        self._done_total: Counter[str] = Counter(json.loads(bytes(db.txn.get(b"done", b"{}", db=db.meta))))
+        self._throttle: HostPatternMap[float] = HostPatternMap()
+        self._blocked: HostPatternMap[bool] = HostPatternMap()
+        self._scope = ScopeFilter(cfg.scope, ())
+        self._refresh = RefreshPolicy(cfg.refresh)
+        self._bands: Counter[str] | None = None
+        """Queued URLs by priority band, counted once asked for (:meth:`queue_bands`), then kept."""
+        self.paused = False
+        """Set by the operator: the node leases nothing while it is (persisted)."""
+        self._qseq = int(self._db.txn.get(b"qseq", db=self._db.meta) or b"0")
+        self._refetch: list[tuple[bytes, str]] = []
+        self.budget = PageBudget(cfg.scope.max_pages)
+        """This run's page budget, robots.txt reservations included (polecat/frontier/budgets.py)."""
+        self._fenced: frozenset[int] = frozenset()
+        """Slices whose hosts are not leased (another member owns them; :meth:`set_owned`)."""
+
+    def _load_op(self, key: bytes, raw: bytes) -> None:
+        """Apply one stored operator control (on open, or adopted with a slice)."""
+        kind, arg = parse_op_key(key)
+        if kind == "block":
+            self._blocked.set(arg, True)
+        elif kind == "throttle":
+            self._throttle.set(arg, float(raw))
+        elif kind == "seedhost":
+            self._scope.add_seed_host(arg)
+        elif kind == "paused":
+            self.paused = True
+        elif kind == refetch.KIND:
+            self._refetch.append((key, raw.decode()))
+
+    def _apply_refetches(self, now: float) -> None:
+        """Queue again the URLs whose stored copy was lost (polecat/frontier/refetch.py, rule 2)."""
+        txn = self._db.txn
+        for key, url in self._refetch:
+            host = host_key(url)
+            if txn.delete(url_key(url, host), db=self._db.urls):  # else still queued: fetched anyway
+                self._enqueue(url, host, 0, 1.0, now)
+            txn.delete(key, db=self._db.ops)
+        self._refetch.clear()
+
+    def _load_hosts(self, now: float) -> None:
+        """Rebuild the in-memory heap from the host table. A request may have been in flight when the
+        previous process died, uncommitted: every host therefore waits one interval from ``now``, so a
+        restart never sends a burst (the dead process's requests all started before ``now``)."""
+        for raw_key, raw in self._db.txn.cursor(db=self._db.hosts):
+            host = host_of_row(bytes(raw_key))
+            st = decode_host(raw)
+            st.next_allowed = max(st.next_allowed, now + interval(self._pol, self._rate(host), st))
+            self._hosts[host] = st
+            self._queued += st.queued
+            if st.queued > 0:
+                self._schedule(host, st.next_allowed)
+
+    def _save_host(self, host: str, st: HostState) -> None:
+        # Host records are written once per commit, however often they changed in between.
+        self._dirty.add(host)
+        self._db.pending += 1
+
+    def _flush_hosts(self) -> None:
+        txn, hosts = self._db.txn, self._db.hosts
+        for host in self._dirty:
+            txn.put(host_row(host), encode_host(self._hosts[host]), db=hosts)
+        self._dirty.clear()
+
+    def commit(self) -> int:
+        """Checkpoint: make every change so far durable. The node calls it after flushing the store."""
+        self._flush_hosts()
+        txn = self._db.txn
+        txn.put(b"qseq", str(self._qseq).encode(), db=self._db.meta)
+        txn.put(b"done", json.dumps(self._done_total).encode(), db=self._db.meta)
+        return self._db.commit()
+
+    @property
+    def pending_ops(self) -> int:
+        return self._db.pending
+
+    def _enqueue(self, url: str, host: str, depth: int, importance: float, now: float, hops: int = 0,
+                 *, new: bool = True) -> None:
+        st = self._hosts.get(host)
+        if st is None:
+            st = self._hosts[host] = HostState()
+        self._qseq += 1
+        key = queue_key(host, importance, depth, self._qseq)
+        self._db.txn.put(key, QueuedUrl(url, depth, importance, 0, hops).encode(), db=self._db.queue)
+        self._count_band(key, 1)
+        st.queued += 1
+        self._queued += 1
+        self._accepted += new
+        self._save_host(host, st)
+        if not st.in_flight and not st.parked and host not in self._scheduled:
+            self._schedule(host, max(st.next_allowed, now))
+
+    def _schedule(self, host: str, at: float) -> None:
+        if self._fenced and slice_of(host) in self._fenced:
+            return
+        self._scheduled[host] = at
+        heapq.heappush(self._heap, (at, host))
+
+    def _rate(self, host: str) -> float:
+        return self._throttle.get(host) or self._pol.rate
+
+    def _finish(self, host: str, st: HostState, key: bytes, rec: UrlRecord) -> None:
+        """Move a queued URL to done, atomically in the open transaction."""
+        txn = self._db.txn
+        if txn.delete(key, db=self._db.queue):
+            st.queued -= 1
+            self._queued -= 1
+            self._count_band(key, -1)
+        txn.put(url_key(rec.url, host), rec.encode(), db=self._db.urls)
+        self._save_host(host, st)
+        self._count_done(rec.outcome if rec.outcome != "skipped" else f"skipped:{rec.reason}")
+
+    def _count_done(self, label: str) -> None:
+        self._done[label] += 1
+        self._done_total[label] += 1
+
+    def _count_band(self, key: bytes, delta: int) -> None:
+        if self._bands is not None:
+            self._bands[priority_band(key)] += delta
