@@ -1,12 +1,14 @@
 """Event-loop lag of a node during a crawl: how late the loop runs a 1 ms timer, sampled all along.
 
-    python -m benchmarks.bench_loop_lag --size small --max-pages 4000
+    python -m benchmarks.bench_loop_lag --size small --max-pages 1500 --rate 0.5
 
 Serves ``--size``'s benchmark web (benchmarks/server.py, a separate process), crawls it with an
 in-process :class:`polecat.Crawler` (the settings ``benchmarks.compare`` gives polecat) and, in the same
 loop, a probe that sleeps 1 ms and records how much later than asked it woke up. Prints the lag's
 percentiles and maximum, the share of samples over 5 ms, and the crawl's pages/s. Any stall of the loop
-(a checkpoint's fsync on the loop, a long parse) shows up as lag.
+(a checkpoint's fsync on the loop, a long parse) shows up as lag; a lower ``--rate`` keeps the loop from
+being saturated by page work, so that stalls stand out. Every checkpoint's store flush and frontier
+commit are timed too, split by the thread they ran on (on the loop's thread they stall it).
 """
 
 from __future__ import annotations
@@ -14,8 +16,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import tempfile
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import uvloop
 
@@ -37,10 +42,29 @@ async def probe(samples: list[float], stop: asyncio.Event) -> None:
         samples.append(time.perf_counter() - asked - PROBE)
 
 
-async def crawl(cfg_map: dict[str, object]) -> tuple[list[float], int, float]:
+def timed(fn: Callable[[], Any], on_loop: list[float], off_loop: list[float]) -> Callable[[], Any]:
+    """``fn`` that records its duration, split by whether it ran on the loop's thread."""
+    loop_thread = threading.get_ident()
+
+    def run() -> Any:
+        t0 = time.perf_counter()
+        try:
+            return fn()
+        finally:
+            (on_loop if threading.get_ident() == loop_thread else off_loop).append(time.perf_counter() - t0)
+
+    return run
+
+
+async def crawl(cfg_map: dict[str, object], stalls: dict[str, list[float]]) -> tuple[list[float], int, float]:
     samples: list[float] = []
     stop = asyncio.Event()
     async with Crawler(config_from_mapping(cfg_map)) as crawler:
+        # Instance attributes shadow the methods: every checkpoint's flush and commit are timed.
+        store: Any = crawler.store
+        frontier: Any = crawler.frontier
+        store.flush = timed(store.flush, stalls["flush on loop"], stalls["flush in thread"])
+        frontier.commit = timed(frontier.commit, stalls["commit on loop"], stalls["commit in thread"])
         task = asyncio.create_task(probe(samples, stop))
         t0 = time.monotonic()
         stats = await crawler.run()
@@ -57,7 +81,9 @@ def pct(xs: list[float], q: float) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--size", default="small", choices=sorted(SIZES))
-    ap.add_argument("--max-pages", type=int, default=4000)
+    ap.add_argument("--max-pages", type=int, default=1500)
+    ap.add_argument("--rate", type=float, default=None, help="per-host rate (default: the size's)")
+    ap.add_argument("--concurrency", type=int, default=None, help="default: the size's")
     ap.add_argument("--dir", type=Path, default=None)
     args = ap.parse_args()
     size = SIZES[args.size]
@@ -75,11 +101,13 @@ def main() -> None:
             cfg: dict[str, object] = {
                 "data_dir": str(out / "data"),
                 "scope": {"seeds": site.seeds(port), "mode": "any", "max_pages": args.max_pages},
-                "politeness": {"rate": size.rate},
-                "fetch": {"concurrency": size.concurrency},
+                "politeness": {"rate": args.rate or size.rate},
+                "fetch": {"concurrency": args.concurrency or size.concurrency},
                 "dns": {"nameservers": [dns.address], "allow_private": True},
             }
-            samples, pages, wall = uvloop.run(crawl(cfg))
+            stalls: dict[str, list[float]] = {k: [] for k in ("flush on loop", "flush in thread",
+                                                               "commit on loop", "commit in thread")}
+            samples, pages, wall = uvloop.run(crawl(cfg, stalls))
         finally:
             server.stop()
     samples.sort()
@@ -87,6 +115,11 @@ def main() -> None:
     ms = {q: pct(samples, q) * 1e3 for q in (0.5, 0.9, 0.99, 0.999)}
     print(f"loop lag ms: p50 {ms[0.5]:.2f}, p90 {ms[0.9]:.2f}, p99 {ms[0.99]:.2f}, p99.9 {ms[0.999]:.2f}, "
           f"max {samples[-1] * 1e3:.1f}; over 5 ms: {sum(s > 0.005 for s in samples) / len(samples):.2%}")
+    for name, xs in stalls.items():
+        if xs:
+            xs.sort()
+            print(f"{name}: {len(xs)} calls, ms p50 {pct(xs, 0.5) * 1e3:.2f}, p99 {pct(xs, 0.99) * 1e3:.2f}, "
+                  f"max {xs[-1] * 1e3:.1f}, total {sum(xs):.2f}s")
 
 
 if __name__ == "__main__":

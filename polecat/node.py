@@ -212,6 +212,16 @@ class Crawler:
             raise PolecatError(f"throttle rate for {pattern!r} must be > 0, got {rate}")
         self._frontier.set_throttle(pattern, rate)
 
+    def unblock(self, pattern: str) -> bool:
+        """Lift the block of exactly ``pattern`` (persisted); False if it was not blocked. URLs dropped
+        while it held stay done (``skipped:blocked``); URLs found from now on are accepted."""
+        return self._frontier.unblock(pattern)
+
+    def unthrottle(self, pattern: str) -> bool:
+        """Drop the rate override of exactly ``pattern`` (persisted); False if there was none. Its hosts
+        go back to the default rate from their next request."""
+        return self._frontier.unthrottle(pattern)
+
     def pause(self, paused: bool = True) -> None:
         """Stop (or, with False, resume) leasing new requests (persisted at the next checkpoint);
         in-flight requests finish."""

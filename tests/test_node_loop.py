@@ -113,3 +113,23 @@ def test_crawler_methods_before_open_raise_a_clear_error(tmp_path: Path) -> None
             call()
     with pytest.raises(AttributeError, match="no_such"):
         crawler.no_such  # type: ignore[attr-defined]  # noqa: B018
+
+
+async def test_unblock_and_unthrottle_through_the_crawler(tmp_path: Path) -> None:
+    clock = FakeClock(tick=0.0005)
+    fetcher = FakeFetcher(clock, {"http://a.test/": page("/1"), "http://a.test/1": page()})
+    cfg = config_from_mapping({"data_dir": str(tmp_path), "scope": {"mode": "any"},
+                               "politeness": {"rate": 200.0}})
+    async with Crawler(cfg, clock=clock, fetcher=fetcher, store=MemoryPageStore()) as crawler:
+        crawler.block("*.test")
+        crawler.throttle("a.test", 50.0)
+        assert crawler.add_seed("http://a.test/") == "blocked"
+        assert crawler.unblock("*.test") and not crawler.unblock("*.test")
+        assert crawler.frontier.host_rate("a.test") == 50.0
+        assert crawler.unthrottle("a.test") and not crawler.unthrottle("a.test")
+        assert crawler.frontier.host_rate("a.test") == 200.0
+        assert crawler.add_seed("http://a.test/") == "accepted"
+        await crawler.run()
+    assert fetcher.calls == ["http://a.test/robots.txt", "http://a.test/", "http://a.test/1"]
+    async with Crawler(cfg, clock=clock, fetcher=fetcher, store=MemoryPageStore()) as crawler:
+        assert crawler.frontier.blocks() == [] and crawler.frontier.throttles() == []  # persisted
