@@ -185,3 +185,18 @@ def test_max_parse_bytes_is_a_validated_setting_the_node_applies(test_web: TestW
     assert asyncio.run(main()).get("parse_budget") == 1
     targets = {r.target for r in web.log}
     assert "/early" in targets and "/late" not in targets
+
+
+# Every spelling of an attribute list lexbor reads as that many attributes (an unquoted value runs on
+# through "/", and names with nothing between them are one name).
+_SPELLINGS = [(form, sep) for form in ("a{}", 'a{}=""', "a{}=''", "a{}=x", 'a{}=">"')
+              for sep in (" ", "\t", "/", "") if not (sep in ("/", "") and form.endswith("x"))
+              and not (sep == "" and form == "a{}")]
+
+
+@pytest.mark.parametrize(("form", "sep"), _SPELLINGS)
+def test_every_attribute_spelling_past_the_bound_is_cut(form: str, sep: str) -> None:
+    attrs = [form.format(i) for i in range(MAX_ATTRS + 1)]
+    hidden = "<div x='\"' y=\">\" "  # quoted ">" and a quote of the other kind before the attributes
+    assert bound_html(hidden + sep.join(attrs) + ">").cut == "attributes"
+    assert bound_html("<div " + sep.join(attrs[: MAX_ATTRS - 2]) + ">").cut is None
