@@ -31,7 +31,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     # A --workers crawl keeps one frontier per worker; each host is in one of them.
     s = merge_status([read_status(d / "frontier") for d in node_dirs(args.data)])
     print(f"hosts {s.hosts} ({s.hosts_with_queue} with queued URLs), queued {s.queued}, "
-          f"fetched {s.fetched}, URLs seen {s.seen_urls}, commits {s.commits}")
+          f"fetched {s.fetched}, URLs seen {s.seen_urls}, checkpoints {s.commits} (state saved to disk)")
     print("done: " + (", ".join(f"{k} {v}" for k, v in s.done) or "none"))
     f = s.freshness
     if f.tracked:
@@ -104,6 +104,14 @@ def setup_logging(args: argparse.Namespace) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``polecat`` command."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # Ctrl-C outside a crawl's own handler (start-up, a reader command)
+        print("\npolecat: interrupted", file=sys.stderr)
+        return verdict.EXIT_INTERRUPTED
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = make_parser()
     args = parser.parse_args(argv)
     try:
@@ -117,8 +125,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"polecat: error: {exc}", file=sys.stderr)
         return verdict.EXIT_USAGE
-    except PolecatError as exc:
-        print(f"polecat: error: {exc}", file=sys.stderr)
+    except PolecatError as exc:  # (NotFound is a KeyError too: print its text, not its repr)
+        print(f"polecat: error: {exc.args[0] if exc.args else exc}", file=sys.stderr)
         return verdict.EXIT_FAILED
     except BrokenPipeError:  # the reader went away (`polecat pages DIR | head`): stop quietly, as cat does
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error when Python flushes

@@ -91,8 +91,8 @@ def print_summary(s: CrawlStats, out: TextIO, *, data_dir: str = "", interrupted
         print(f"  ... and {len(s.parked) - MAX_GIVEN_UP_LISTED} more hosts given up", file=out)
     where = f" ({data_dir})" if data_dir else ""
     total = sum(n for _, n in s.urls_done_total)
-    print(f"whole crawl{where}: {s.queued} still queued, {total} URLs done, {s.hosts} hosts; "
-          f"store {s.pages_stored} pages, {_size(s.bytes_stored)}", file=out)
+    print(f"whole crawl{where}: {s.queued} still queued, {total} URLs done, {_hosts(s.hosts)}; "
+          f"store {s.pages_stored} bodies, {_size(s.bytes_stored)}", file=out)
     print(f"  politeness violations {s.politeness_violations} (requests sent early; always 0)", file=out)
     if s.freshness is not None and s.freshness[0]:
         print(f"  refresh: {freshness_line(*s.freshness)}; {s.refresh_queued} queued again in this run",

@@ -4,8 +4,8 @@ Rules:
 
 1. ``polecat crawl`` saves the settings a run starts with in ``DIR/settings.json`` (plain data in the
    shape of :func:`polecat.config.config_from_mapping`), written atomically before the crawl starts.
-   Seeds are not saved (the frontier keeps them), nor ``max_pages`` (it bounds one run), the data dir
-   or the progress switch.
+   Seeds are not saved (the frontier keeps them), nor what shapes one run only (``max_pages``,
+   ``--refresh``), the data dir or the progress switch.
 2. A later run on the same dir starts from the saved settings; the ``--config`` file goes over them and
    flags over that. ``polecat crawl --data DIR`` with no URL therefore resumes the crawl as it was.
 3. What a run changes is saved and listed (:func:`changes`) so the user sees it. A change that can fail

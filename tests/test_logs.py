@@ -7,6 +7,8 @@ import json
 import logging
 from pathlib import Path
 
+import pytest
+
 from polecat.logs import configure, fields, level_from_flags
 from polecat.testing.sitegen import SiteSpec
 from tests.conftest import TestWebFactory
@@ -59,3 +61,15 @@ def test_version_and_no_abbreviations() -> None:
     assert run.returncode == 0 and run.stdout.startswith("polecat ")
     run = polecat("crawl", "http://a.test/", "--allow-priv")
     assert run.returncode == 2 and "unrecognized arguments: --allow-priv" in run.stderr
+
+
+def test_ctrl_c_outside_a_crawl_exits_130_without_traceback(monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    from polecat import cli
+
+    def interrupted() -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "make_parser", interrupted)
+    assert cli.main(["--version"]) == 130
+    assert "interrupted" in capsys.readouterr().err

@@ -86,6 +86,10 @@ def test_export_jsonl_and_cat_by_prefix_and_typed_url(crawled: tuple[TestWeb, Pa
     by_prefix = subprocess.run([sys.executable, "-m", "polecat.cli", "cat", str(data), root["hash"][:10]],
                                capture_output=True, timeout=60)
     assert by_prefix.returncode == 0 and by_prefix.stdout == body.stdout and b"<html" in body.stdout.lower()
+    short = polecat("cat", str(data), root["hash"][:4])
+    assert short.returncode == 1 and "at least 6 hex digits" in short.stderr
+    missing = polecat("cat", str(data), web.base_url("h01.test") + "/nope")
+    assert missing.returncode == 1 and missing.stderr.startswith("polecat: error: no stored page for http")
     target = data.parent / "feed.jsonl"
     assert polecat("export", str(data), "--jsonl", str(target)).returncode == 0
     assert len(target.read_text().splitlines()) == len(items)

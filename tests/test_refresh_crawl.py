@@ -72,7 +72,7 @@ def test_changing_page_is_refetched_far_more_often_than_static_ones(test_web: Te
 
 
 def stored_pages(summary: str) -> int:
-    found = re.search(r"store (\d+) pages", summary)
+    found = re.search(r"store (\d+) bodies", summary)
     assert found is not None, summary
     return int(found.group(1))
 

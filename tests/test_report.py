@@ -39,5 +39,5 @@ def test_summary_separates_run_and_crawl_and_says_why() -> None:
     assert text.startswith("this run: 11 fetches, 10 answered, 1 errors")
     assert "ended: Ctrl-C" in text
     assert "gave up dead.test: gave up after 3 attempts" in text and "--dns-server" in text
-    assert "whole crawl (d): 5 still queued, 30 URLs done, 3 hosts; store 10 pages, 12.3 kB" in text
+    assert "whole crawl (d): 5 still queued, 30 URLs done, 3 hosts; store 10 bodies, 12.3 kB" in text
     assert "canonical collapses" not in text and "bloom" not in text

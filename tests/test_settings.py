@@ -13,7 +13,8 @@ from tests.test_cli import polecat
 
 def test_savable_and_changes() -> None:
     scope = {"seeds": ["http://a/"], "max_pages": 3, "mode": "domain"}
-    mapping = {"data_dir": "d", "progress": True, "scope": scope, "dns": {"allow_private": True}}
+    mapping = {"data_dir": "d", "progress": True, "scope": scope, "dns": {"allow_private": True},
+               "refresh": {"enabled": True}}
     saved = savable(mapping)
     assert saved == {"scope": {"mode": "domain"}, "dns": {"allow_private": True}}
     assert changes(saved, saved) == []

@@ -14,6 +14,7 @@ import zstandard
 from warcio.archiveiterator import ArchiveIterator
 
 from polecat.config import StoreConfig
+from polecat.errors import ConfigError
 from polecat.store.base import FetchRecord
 from polecat.store.cli import register
 from polecat.store.segstore import open_store
@@ -108,6 +109,8 @@ def test_export_warc_and_cdxj(data_dir: Path, tmp_path: Path) -> None:
     assert run(["store", "export", str(data_dir), "--warc", str(plain), "--cdxj", str(cdxj),
                 "--cdxj-segments", str(live)]) == 0
     assert run(["store", "export", str(data_dir), "--warc", str(packed)]) == 0
+    with pytest.raises(ConfigError, match="give --warc FILE too"):  # an index of which file?
+        run(["store", "export", str(data_dir), "--cdxj", str(cdxj)])
     with plain.open("rb") as fh:
         recs = [(r.rec_type, r.rec_headers.get_header("WARC-Target-URI"))
                 for r in ArchiveIterator(fh, check_digests="raise")]

@@ -18,7 +18,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from polecat.cluster.layout import node_dirs
-from polecat.config import StoreConfig, config_from_mapping, load_toml
+from polecat.config import Config, StoreConfig, config_from_mapping, load_toml
 from polecat.dedup.canon import Canonicalizer
 from polecat.errors import ConfigError, NotFound
 from polecat.frontier.status import read_outcomes
@@ -90,9 +90,10 @@ def _digest_for(stores: list[SegmentStore], key: str) -> tuple[SegmentStore, byt
     return found[0]
 
 
-def _canonical(url: str) -> str:
-    """A URL as the crawler keys it (scheme and host case, default port, dot segments, query order...)."""
-    return Canonicalizer().canonicalize(url.strip()) or url
+def _canonicalizer(args: argparse.Namespace) -> Canonicalizer:
+    """The crawl's canonicalizer: URLs typed by a person are keyed as the crawler keyed them."""
+    dedup = _crawl_config(args).dedup
+    return Canonicalizer(dedup.tracking_params, dedup.keep_query_order)
 
 
 def cmd_cat(args: argparse.Namespace) -> int:
@@ -102,7 +103,11 @@ def cmd_cat(args: argparse.Namespace) -> int:
         if found is not None:
             store, digest = found
         else:
-            store, entry = _latest(stores, _canonical(key), with_body=True)
+            url = _canonicalizer(args).canonicalize(key.strip())
+            if url is None:
+                raise NotFound(f"{key!r} is neither an http(s) URL nor a content hash (or a prefix of "
+                               "at least 6 hex digits)")
+            store, entry = _latest(stores, url, with_body=True)
             digest = entry.record.content_hash
         sys.stdout.buffer.write(store.get(digest))
         sys.stdout.buffer.flush()
@@ -122,7 +127,7 @@ def cmd_export_feed(args: argparse.Namespace) -> int:
             return _body_store(stores, record.content_hash).get(record.content_hash)
 
         records = (r for store in stores for r in store.records() if not listing.is_robots(r.url))
-        feed = Feed(latest, body)
+        feed = Feed(latest, body, _canonicalizer(args))
         if str(args.jsonl) == "-":
             n = feed.write(records, sys.stdout)
             sys.stdout.flush()
@@ -185,19 +190,19 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    if args.warc is None and args.cdxj_segments is None:
-        raise ConfigError("polecat store export: give --warc FILE (with --cdxj FILE for its index) "
-                          "and/or --cdxj-segments FILE")
     if args.cdxj is not None and args.warc is None:
         raise ConfigError("--cdxj indexes the exported WARC file: give --warc FILE too "
                           "(--cdxj-segments FILE indexes the live segments)")
+    if args.warc is None and args.cdxj_segments is None:
+        raise ConfigError("store export: give --warc FILE (with --cdxj FILE for its index) "
+                          "and/or --cdxj-segments FILE")
     with _open(args) as stores:
         skipped = 0
         if args.warc is not None:
             compression = args.compress or export.compression_for(args.warc)
             with open(args.warc, "wb") as fh:  # WARC records (gzip members, zstd frames) concatenate
                 out = export.WarcExport(fh, args.warc.name, compression)
-                out.start(archive_info(user_agent=_user_agent(args), request_headers=()))
+                out.start(archive_info(user_agent=_crawl_config(args).fetch.user_agent, request_headers=()))
                 for store in stores:
                     out.add(store)
             for entry, why in out.result.skipped:
@@ -219,17 +224,15 @@ def _write_lines(path: Path, lines: list[str]) -> None:
     print(f"{len(lines)} index lines written to {path}", file=sys.stderr)
 
 
-def _user_agent(args: argparse.Namespace) -> str:
-    """The crawl's user agent for the export's warcinfo: from its saved settings, else the default."""
+def _crawl_config(args: argparse.Namespace) -> Config:
+    """The crawl's own settings (polecat/settings.py) where it saved them, else the defaults: the user
+    agent for an export's warcinfo, the canonicalization rules for URLs typed to ``cat``."""
     from polecat import settings
-    from polecat.config import DEFAULT_USER_AGENT
 
     try:
-        saved = settings.load(Path(args.dir))
+        return config_from_mapping(settings.load(Path(args.dir)))
     except ConfigError:
-        saved = {}
-    agent = saved.get("fetch", {}).get("user_agent", DEFAULT_USER_AGENT)
-    return agent if isinstance(agent, str) else DEFAULT_USER_AGENT
+        return Config()
 
 
 def cmd_repair(args: argparse.Namespace) -> int:

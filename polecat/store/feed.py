@@ -46,13 +46,13 @@ def _media_type(record: FetchRecord) -> tuple[str, str | None]:
 
 class Feed:
     """Turns store records into feed objects. ``latest(url)`` gives the URL's newest record (any store),
-    ``body(record)`` its stored bytes."""
+    ``body(record)`` its stored bytes; ``canon`` is the crawl's canonicalizer (for outlinks)."""
 
-    def __init__(self, latest: Callable[[str], FetchRecord | None],
-                 body: Callable[[FetchRecord], bytes]) -> None:
+    def __init__(self, latest: Callable[[str], FetchRecord | None], body: Callable[[FetchRecord], bytes],
+                 canon: Canonicalizer) -> None:
         self._latest = latest
         self._body = body
-        self._canon = Canonicalizer()
+        self._canon = canon
 
     def final_url(self, record: FetchRecord) -> str:
         url, current = record.url, record
