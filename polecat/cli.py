@@ -44,6 +44,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"  blocked {pattern}")
     for pattern, rate in s.throttled:
         print(f"  throttle {pattern} = {rate:g} req/s")
+    for host, counts in s.traps:
+        print(f"  traps {host}: " + ", ".join(f"{rule} {n}" for rule, n in counts))
     return 0
 
 

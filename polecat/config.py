@@ -82,6 +82,12 @@ class ScopeConfig:
     """New hosts one page's links may add; its other links to new hosts are refused."""
     max_queued: int = 50_000_000
     """URLs queued at most in all; discovered URLs past it are refused."""
+    max_urls_per_shape: int = 1_000
+    """Discovered URLs of one shape (digits and id-like tokens folded) queued per host and run: the
+    budget that ends calendars, ``?page=N+1`` and session-id traps (frontier/traps.py)."""
+    soft_404_probe: bool = True
+    """Probe hosts whose pages keep coming back as duplicates with a URL that cannot exist, and treat
+    pages like its answer as soft-404s (links not followed, body not stored)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -488,7 +494,7 @@ def validate(cfg: Config) -> None:
     _check(s.max_url_length >= 32, "scope.max_url_length", "must be >= 32")
     _check(s.max_pages_per_host > 0, "scope.max_pages_per_host", "must be > 0")
     _check(s.max_queue_per_host > 0, "scope.max_queue_per_host", "must be > 0")
-    for name in ("max_hosts", "max_new_hosts_per_page", "max_queued"):
+    for name in ("max_hosts", "max_new_hosts_per_page", "max_queued", "max_urls_per_shape"):
         _check(getattr(s, name) > 0, f"scope.{name}", "must be > 0")
     _check(0 < p.rate <= 1000, "politeness.rate", f"must be in (0, 1000] req/s, got {p.rate}")
     _check(p.max_crawl_delay >= 0, "politeness.max_crawl_delay", "must be >= 0")

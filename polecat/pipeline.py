@@ -27,6 +27,7 @@ from polecat.frontier.frontier import Frontier
 from polecat.frontier.politeness import Attempt
 from polecat.frontier.records import SEED_IMPORTANCE, Completion, Lease, child_importance
 from polecat.frontier.refresh import Prior
+from polecat.frontier.traps import Soft404, is_probe, probe_url
 from polecat.parse.guard import MAX_TEXT_CHARS, bound_body, bound_html, bound_links
 from polecat.parse.html import ParsedPage, parse_html
 from polecat.parse.sitemap import SitemapParser, SitemapResult, SitemapWalk
@@ -44,6 +45,8 @@ after a restart); a named sitemap is read whatever its type."""
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 SITEMAP_IMPORTANCE = SEED_IMPORTANCE / 2
 """A root sitemap's importance: below the seeds, above what a page passes on to its links."""
+PROBE_IMPORTANCE = 1e6
+"""A soft-404 probe is its host's next request: before the pages it would judge."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +93,7 @@ class PagePipeline:
         """Pages recorded as near-duplicates of another stored page in this run."""
         self._sitemaps: dict[str, SitemapWalk] = {}
         """Sitemap URLs of this run, each with the walk of its root (nesting and file limits)."""
+        self._soft404 = Soft404()
 
     def near_stats(self) -> NearStats:
         """The near-duplicate index's counters in this run."""
@@ -99,6 +103,8 @@ class PagePipeline:
         """Process the response to ``lease`` (a request started at wall time ``started``)."""
         attempt = attempt_of(resp, self._clock)
         status = resp.status
+        if is_probe(lease.url):
+            return self._probe_answered(lease, resp, attempt)
         if status in RETRY_STATUSES:
             self._errors[f"http_{status}"] += 1
             return Completion(attempt, "retry", str(status), ip=resp.remote_ip)
@@ -130,6 +136,10 @@ class PagePipeline:
         links: tuple[str, ...] = ()
         if is_html and 200 <= resp.status < 300:
             parsed, text, raw = self._parse(lease.url, body, resp.charset)
+            soft = self._soft_404(lease, text)
+            if soft:
+                self._store_record(lease.url, resp, started, None, skipped=soft)
+                return digest, None
             links = self._add_links(raw, parsed.base, lease, started)
             if parsed.noindex:
                 self._store_record(lease.url, resp, started, None, skipped="noindex")
@@ -144,8 +154,13 @@ class PagePipeline:
             # The body may have outlived its fingerprint (a crash after the store flush, before the
             # frontier commit that holds the index): keep every stored page findable.
             fp = fingerprint(text)
-            if self._near.find(self._db.txn, fp, 0) is None:
+            match = self._near.find(self._db.txn, fp, 0)
+            if match is None:
                 self._index(lease.url, digest, fp)
+            elif match[32:].decode() != lease.url:
+                self._duplicate_seen(lease, started)
+        if duplicate_of is not None and duplicate_of[1] != lease.url:
+            self._duplicate_seen(lease, started)
         if duplicate_of is not None and not self.config.dedup.store_near_duplicates:
             orig_hash, orig_url = duplicate_of
             headers = (*resp.headers, (OWN_HASH_HEADER, digest.hex()))  # listings show both hashes
@@ -231,6 +246,30 @@ class PagePipeline:
             self._errors["parse_budget"] += 1
             log.warning("parse budget (%s) cut %s: %d links kept, %d dropped", cut, url, len(raw), dropped)
         return parsed, parsed.text[:MAX_TEXT_CHARS], raw
+
+    def _probe_answered(self, lease: Lease, resp: Response, attempt: Attempt) -> Completion:
+        """A soft-404 probe's answer (frontier/traps.py rule 3): a 2xx page becomes the host's "not found"
+        signature. Nothing is stored and no link followed: the URL is not the site's."""
+        if 200 <= resp.status < 300 and resp.content_type in HTML_TYPES:
+            _, text, _ = self._parse(lease.url, resp.body, resp.charset)
+            self._soft404.signatures[lease.host] = fingerprint(text)
+            self._frontier.count_trap(lease.host, "soft_404_probe")
+        return Completion(attempt, "skipped", f"soft_404_probe:{resp.status}", ip=resp.remote_ip)
+
+    def _soft_404(self, lease: Lease, text: str) -> str:
+        """``"soft_404"`` for a page like its host's probe answer (frontier/traps.py rule 3), else ``""``."""
+        if lease.host in self._soft404.signatures and self._soft404.matches(
+                lease.host, fingerprint(text), self.config.dedup.minhash_distance):
+            self._frontier.count_trap(lease.host, "trap:soft_404")
+            self._errors["soft_404"] += 1
+            return "soft_404"
+        return ""
+
+    def _duplicate_seen(self, lease: Lease, now: float) -> None:
+        """A page duplicated another URL's: after a few on one host, probe it for a soft-404 page."""
+        if self.config.scope.soft_404_probe and self._soft404.duplicate_seen(lease.host):
+            self._frontier.add(probe_url(lease.url), 0, PROBE_IMPORTANCE, now)
+            self._wake()
 
     def _near_duplicate(self, url: str, digest: bytes, text: str) -> tuple[bytes, str] | None:
         """(hash, URL) of a stored page within the fingerprint distance, or None after indexing this one."""

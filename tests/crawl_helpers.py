@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from polecat.config import Config, config_from_mapping, merge
+from polecat.frontier.traps import is_probe
 from polecat.store.base import content_hash
 from polecat.store.segstore import open_store
 from polecat.testing.web import TestWeb
@@ -25,8 +26,9 @@ def crawl_config(web: TestWeb, data: Path, **over: Any) -> Config:
 
 
 def page_requests(web: TestWeb) -> list[str]:
-    """Canonical URLs the server saw requested, robots.txt excluded, in arrival order."""
-    return [r.url for r in web.log if r.target != "/robots.txt"]
+    """Canonical URLs the server saw requested, robots.txt and soft-404 probes (frontier/traps.py)
+    excluded, in arrival order."""
+    return [r.url for r in web.log if r.target != "/robots.txt" and not is_probe(r.url)]
 
 
 def assert_store_reads_back(data: Path, cfg: Config) -> int:

@@ -52,6 +52,7 @@ from polecat.frontier.records import (
 )
 from polecat.frontier.refresh import Freshness, Prior, refresh_slots
 from polecat.frontier.robots_state import decode_robots, encode_robots, restore_robots
+from polecat.frontier.traps import url_trap
 
 ROBOTS_SKIPS_PER_LEASE = 256
 """Robots-disallowed URLs retired per lease call for one host before yielding to other hosts."""
@@ -164,6 +165,10 @@ class Frontier(SliceHandover, OperatorControls, FrontierObservation):
                 return "url_too_long"
         else:
             reason = self._scope.reject_reason(url, host, depth)
+            if reason is None:
+                reason = url_trap(url) or ("trap:shape" if self._shapes.refuses(host, url) else None)
+                if reason is not None:
+                    self.count_trap(host, reason)
             if reason is None:
                 new_hosts = page_new_hosts or set()
                 reason = admit_reason(scope_cfg, new_host=host not in self._hosts and host not in new_hosts,

@@ -7,7 +7,8 @@ Rules (DESIGN.md section 5; slices in polecat/frontier/slices.py):
 2. ``seen`` and ``urls``: slice of the URL's host, then the URL's 16-byte fingerprint. The seen-set's
    Bloom filter holds these same 18-byte keys.
 3. ``robots``: slice of the origin's host key, then the origin (``scheme://host[:port]``).
-4. ``ops``: operator controls. One that names a single host key (``seedhost``) is keyed by that host's
+4. ``ops``: operator controls. One that names a single host key (``seedhost``, and ``traps``: the host's
+   trap counts, polecat/frontier/traps.py) is keyed by that host's
    slice and moves with it. Host patterns (``block``, ``throttle``) can match hosts of many slices: they
    are keyed under :data:`GLOBAL`, a prefix past every slice, and every slice bundle carries them.
    A refetch request (``refetch``: a URL whose stored copy was lost, polecat/frontier/refetch.py) is
@@ -28,7 +29,7 @@ GLOBAL = struct.pack(">H", 0xFFFF)
 assert SLICES < 0xFFFF
 
 _KEY_TAIL = struct.Struct(">IHQ")
-HOST_OPS = frozenset({"seedhost"})
+HOST_OPS = frozenset({"seedhost", "traps"})
 """Op kinds whose argument is one host key (rule 4)."""
 
 

@@ -26,6 +26,7 @@ from polecat.frontier.ipkeys import IpKeys
 from polecat.frontier.keys import (
     host_of_row,
     host_row,
+    op_key,
     parse_op_key,
     priority_band,
     queue_key,
@@ -43,6 +44,7 @@ from polecat.frontier.records import (
 from polecat.frontier.refresh import RefreshPolicy
 from polecat.frontier.scope import ScopeFilter
 from polecat.frontier.slices import slice_of
+from polecat.frontier.traps import ShapeBudget, TrapCounts
 
 
 class FrontierState:
@@ -82,6 +84,10 @@ class FrontierState:
         self._refetch: list[tuple[bytes, str]] = []
         self.budget = PageBudget(cfg.scope.max_pages)
         """This run's page budget, robots.txt reservations included (polecat/frontier/budgets.py)."""
+        self._shapes = ShapeBudget(cfg.scope.max_urls_per_shape)
+        self.traps = TrapCounts()
+        """Per-host counts of trap rules that acted (polecat/frontier/traps.py), persisted in ``ops``."""
+        self._traps_dirty: set[str] = set()
         self._fenced: frozenset[int] = frozenset()
         """Slices whose hosts are not leased (another member owns them; :meth:`set_owned`)."""
 
@@ -96,6 +102,8 @@ class FrontierState:
             self._scope.add_seed_host(arg)
         elif kind == "paused":
             self.paused = True
+        elif kind == "traps":
+            self.traps.load(arg, raw)
         elif kind == refetch.KIND:
             self._refetch.append((key, raw.decode()))
 
@@ -137,6 +145,9 @@ class FrontierState:
         """Checkpoint: make every change so far durable. The node calls it after flushing the store."""
         self._flush_hosts()
         txn = self._db.txn
+        for host in self._traps_dirty:
+            txn.put(op_key("traps", host), self.traps.encode(host), db=self._db.ops)
+        self._traps_dirty.clear()
         txn.put(b"qseq", str(self._qseq).encode(), db=self._db.meta)
         txn.put(b"done", json.dumps(self._done_total).encode(), db=self._db.meta)
         return self._db.commit()
@@ -151,6 +162,7 @@ class FrontierState:
         if st is None:
             st = self._hosts[host] = HostState()
         self._qseq += 1
+        self._shapes.count(host, url)
         key = queue_key(host, importance, depth, self._qseq)
         self._db.txn.put(key, QueuedUrl(url, depth, importance, 0, hops).encode(), db=self._db.queue)
         self._count_band(key, 1)
@@ -160,6 +172,11 @@ class FrontierState:
         self._save_host(host, st)
         if not st.in_flight and not st.parked and host not in self._scheduled:
             self._schedule(host, max(st.next_allowed, now))
+
+    def count_trap(self, host: str, reason: str) -> None:
+        """A trap rule acted on ``host`` (kept with the frontier at the next commit)."""
+        self.traps.add(host, reason)
+        self._traps_dirty.add(host)
 
     def _schedule(self, host: str, at: float) -> None:
         if self._fenced and slice_of(host) in self._fenced:

@@ -40,6 +40,8 @@ class FrontierStatus:
     """An operator paused the node (``polecat pause``); it leases nothing until resumed."""
     freshness: Freshness = field(default_factory=Freshness)
     """The freshness SLO over the finished URLs (polecat/frontier/refresh.py rule 9)."""
+    traps: tuple[tuple[str, tuple[tuple[str, int], ...]], ...] = ()
+    """Hosts where spider-trap rules acted most (frontier/traps.py), with counts by rule."""
 
 
 @contextmanager
@@ -85,6 +87,7 @@ def read_status(frontier_dir: Path, top: int = 10, refresh: RefreshConfig | None
                 queues[host_of_row(bytes(key))] = st.queued
         blocked, throttled = [], []
         paused = False
+        traps: list[tuple[str, tuple[tuple[str, int], ...]]] = []
         for key, raw in txn.cursor(db=dbs["ops"]):
             kind, arg = parse_op_key(bytes(key))
             if kind == "block":
@@ -93,6 +96,8 @@ def read_status(frontier_dir: Path, top: int = 10, refresh: RefreshConfig | None
                 throttled.append((arg, float(bytes(raw))))
             elif kind == "paused":
                 paused = True
+            elif kind == "traps":
+                traps.append((arg, tuple(sorted(json.loads(bytes(raw)).items()))))
         done = json.loads(bytes(txn.get(b"done", b"{}", db=dbs["meta"])))
         fresh, policy, at = Freshness(), RefreshPolicy(refresh or RefreshConfig()), now or time.time()
         for _, raw in txn.cursor(db=dbs["urls"]):
@@ -103,7 +108,13 @@ def read_status(frontier_dir: Path, top: int = 10, refresh: RefreshConfig | None
             seen_urls=txn.stat(dbs["seen"])["entries"], done=tuple(sorted(done.items())),
             busiest=tuple(queues.most_common(top)), blocked=tuple(blocked), throttled=tuple(throttled),
             commits=int(txn.get(b"seq", b"0", db=dbs["meta"])), paused=paused, freshness=fresh,
+            traps=_top_traps(traps, top),
         )
+
+
+def _top_traps(traps: list[tuple[str, tuple[tuple[str, int], ...]]],
+               top: int) -> tuple[tuple[str, tuple[tuple[str, int], ...]], ...]:
+    return tuple(sorted(traps, key=lambda t: (-sum(n for _, n in t[1]), t[0]))[:top])
 
 
 def merge_status(parts: list[FrontierStatus], top: int = 10) -> FrontierStatus:
@@ -124,4 +135,5 @@ def merge_status(parts: list[FrontierStatus], top: int = 10) -> FrontierStatus:
         commits=sum(p.commits for p in parts), paused=any(p.paused for p in parts),
         freshness=Freshness(*(sum(getattr(p.freshness, f) for p in parts)
                               for f in ("tracked", "due", "important", "within"))),
+        traps=_top_traps([t for p in parts for t in p.traps], top),
     )

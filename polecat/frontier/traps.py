@@ -1,0 +1,145 @@
+"""Spider traps: URLs and pages that would let one host cost unbounded fetches, and their budgets.
+
+Rules (this module owns them; the frontier asks before it queues a discovered URL, the pipeline reports
+soft-404 pages):
+
+1. Repeated segments: a path in which one segment occurs more than :data:`MAX_SEGMENT_REPEATS` times
+   (``/a/b/a/b/a/b/``) is refused (``trap:repeated_path``), and so is a path of more than
+   :data:`MAX_SEGMENTS` segments (``trap:deep_path``). A host's loop of relative links thus ends after
+   at most ``2 x`` its distinct segments.
+2. Shapes: a URL's shape is its path and query with every run of digits written ``0`` and every token
+   of :data:`TOKEN_CHARS` or more letters and digits that holds a digit (a session id, a hash) written
+   ``~``. Per host, at most ``traps.max_urls_per_shape`` discovered URLs of one shape are queued in a
+   run; past it they are refused (``trap:shape``). An infinite calendar (``/2026/12/`` -> ``/2027/01/``),
+   ``?page=N+1`` and session ids in paths or queries (every new id is the same shape) each end within
+   that many fetches per shape. A page's own links may overshoot by the links of that page.
+3. Soft-404: a host that answers 200 for URLs that cannot exist is detected the way archival crawlers
+   do: once :data:`SOFT404_SUSPECT_AFTER` of its pages came back as duplicates, the host is probed once
+   per run with a URL that cannot exist (:func:`probe_url`). If the probe answers 2xx, its fingerprint
+   is the host's "not found" page; pages of the host within the near-duplicate distance of it are
+   recorded as ``soft_404``, their links are not followed and their bodies not stored.
+4. Every refusal and soft-404 is counted per host (:class:`TrapCounts`), kept with the frontier and
+   shown by ``polecat status``.
+
+Memory: shape counters are kept for at most :data:`MAX_TRACKED_SHAPES` (host, shape) pairs; past it the
+pairs seen once are forgotten (a trap's counter is never below its budget's first step for long).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+from collections import Counter
+from dataclasses import dataclass, field
+
+from polecat.dedup.minhash import VERIFY_MAX_DISTANCE, Fingerprint, hamming, verify_distance
+from polecat.frontier.records import origin_of
+
+MAX_SEGMENT_REPEATS = 2
+MAX_SEGMENTS = 32
+TOKEN_CHARS = 16
+MAX_TRACKED_SHAPES = 200_000
+SOFT404_SUSPECT_AFTER = 3
+PROBE_MARK = "/polecat-probe-"
+"""Path prefix of soft-404 probe URLs (a path no site serves)."""
+
+_TOKEN = re.compile(rf"[0-9A-Za-z]{{{TOKEN_CHARS},}}")
+_DIGITS = re.compile(r"[0-9]+")
+
+
+def url_trap(url: str) -> str | None:
+    """Rule 1 for a canonical URL: the refusal reason, or None."""
+    start = url.find("/", url.find("//") + 2)
+    if start < 0:
+        return None
+    path = url[start:].split("?", 1)[0].split("#", 1)[0]
+    segments = [s for s in path.split("/") if s]
+    if len(segments) > MAX_SEGMENTS:
+        return "trap:deep_path"
+    if segments and Counter(segments).most_common(1)[0][1] > MAX_SEGMENT_REPEATS:
+        return "trap:repeated_path"
+    return None
+
+
+def shape(url: str) -> str:
+    """Rule 2: the URL's path and query with numbers and id-like tokens folded."""
+    start = url.find("/", url.find("//") + 2)
+    rest = url[start:] if start >= 0 else "/"
+
+    def fold(m: re.Match[str]) -> str:
+        token = m.group(0)
+        return "~" if any(c.isdigit() for c in token) else token
+
+    return _DIGITS.sub("0", _TOKEN.sub(fold, rest))
+
+
+class ShapeBudget:
+    """Rule 2: per-host counts of queued URLs by shape."""
+
+    def __init__(self, max_per_shape: int) -> None:
+        self.max_per_shape = max_per_shape
+        self._counts: dict[tuple[str, str], int] = {}
+
+    def refuses(self, host: str, url: str) -> bool:
+        """Whether ``host`` has queued its budget of URLs shaped like ``url`` in this run."""
+        return self._counts.get((host, shape(url)), 0) >= self.max_per_shape
+
+    def count(self, host: str, url: str) -> None:
+        """``url`` of ``host`` was queued."""
+        key = (host, shape(url))
+        self._counts[key] = self._counts.get(key, 0) + 1
+        if len(self._counts) > MAX_TRACKED_SHAPES:
+            self._counts = {k: n for k, n in self._counts.items() if n > 1}
+
+
+def probe_url(url: str) -> str:
+    """Rule 3: a URL of ``url``'s origin that cannot exist (fresh each call, so each run probes anew)."""
+    return f"{origin_of(url)}{PROBE_MARK}{secrets.token_hex(8)}.html"
+
+
+def is_probe(url: str) -> bool:
+    return PROBE_MARK in url
+
+
+@dataclass(slots=True)
+class TrapCounts:
+    """Rule 4: per host, how often each trap rule acted (persisted as one JSON object per host)."""
+
+    by_host: dict[str, Counter[str]] = field(default_factory=dict)
+
+    def add(self, host: str, reason: str) -> None:
+        self.by_host.setdefault(host, Counter())[reason] += 1
+
+    def encode(self, host: str) -> bytes:
+        return json.dumps(dict(self.by_host.get(host, {})), separators=(",", ":")).encode()
+
+    def load(self, host: str, raw: bytes) -> None:
+        self.by_host[host] = Counter(json.loads(raw))
+
+
+@dataclass(slots=True)
+class Soft404:
+    """Rule 3 for one run: which hosts are suspected, probed, and their "not found" fingerprints."""
+
+    suspects: Counter[str] = field(default_factory=Counter)
+    probed: set[str] = field(default_factory=set)
+    signatures: dict[str, Fingerprint] = field(default_factory=dict)
+    """Host -> the fingerprint of the page its probe was answered with (2xx)."""
+
+    def matches(self, host: str, fp: Fingerprint, distance: int) -> bool:
+        """Whether a page of ``host`` with fingerprint ``fp`` is the host's "not found" page."""
+        sig = self.signatures.get(host)
+        return (sig is not None and hamming(sig.index, fp.index) <= distance
+                and verify_distance(sig.verify, fp.verify) <= VERIFY_MAX_DISTANCE)
+
+    def duplicate_seen(self, host: str) -> bool:
+        """A page of ``host`` was a duplicate; True when the host should be probed now."""
+        if host in self.probed:
+            return False
+        self.suspects[host] += 1
+        if self.suspects[host] < SOFT404_SUSPECT_AFTER:
+            return False
+        self.probed.add(host)
+        del self.suspects[host]
+        return True
