@@ -25,6 +25,8 @@ rules 3-5 bound the frontier's per-host state (about 400 bytes a host) and its o
 
 from __future__ import annotations
 
+from collections import Counter
+
 from polecat.config import ScopeConfig
 from polecat.frontier.records import LeaseKind
 
@@ -38,8 +40,8 @@ class PageBudget:
         """Page leases made in this run."""
         self._reserved: set[str] = set()
         """Hosts holding a page of the budget for their robots.txt (spent when they never get a page)."""
-        self._paged: set[str] = set()
-        """Hosts that leased a page in this run (their robots.txt refreshes are paid already)."""
+        self._paged: Counter[str] = Counter()
+        """Page leases per host in this run (a host with one has its robots.txt refreshes paid)."""
         self._used_reservation: set[str] = set()
         """Hosts whose first page used their reservation (a withdrawn page gives it back)."""
 
@@ -57,7 +59,7 @@ class PageBudget:
         """Whether a ``kind`` lease of ``host`` fits the budget now."""
         if self.max_pages <= 0 or host in self._reserved:
             return True
-        if kind == "robots" and host in self._paged:
+        if kind == "robots" and self._paged[host] > 0:
             return True
         return self.used < self.max_pages
 
@@ -66,13 +68,13 @@ class PageBudget:
         if self.max_pages <= 0:
             return
         if kind == "robots":
-            if host not in self._paged:
+            if self._paged[host] == 0:
                 self._reserved.add(host)
             return
         if host in self._reserved:
             self._reserved.discard(host)
             self._used_reservation.add(host)
-        self._paged.add(host)
+        self._paged[host] += 1
         self.pages += 1
 
     def refund(self, kind: LeaseKind, host: str) -> None:
@@ -82,6 +84,7 @@ class PageBudget:
         if self.max_pages <= 0 or kind == "robots":
             return
         self.pages -= 1
+        self._paged[host] -= 1
         if host in self._used_reservation:
             self._used_reservation.discard(host)
             self._reserved.add(host)
