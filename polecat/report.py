@@ -68,8 +68,17 @@ def progress_text(s: CrawlStats) -> str:
     if wait:
         parts.append(wait)
     if s.parked:
-        parts.append(f"gave up {_hosts(len(s.parked))} ({s.parked[-1][0]})")
+        host, reason = s.parked[-1]
+        parts.append(f"gave up {_hosts(len(s.parked))}, last {host} ({short_reason(reason)})")
     return "  ".join(parts)
+
+
+def short_reason(reason: str) -> str:
+    """The gist of a give-up reason for the progress line: ``gave up after 3 attempts (dns: h: NXDOMAIN)``
+    -> ``dns``; ``... (robots.txt answered 503)`` -> ``robots.txt answered 503``."""
+    inner = reason[reason.find("(") + 1 : reason.rfind(")")] if "(" in reason else reason
+    head, sep, _ = inner.partition(": ")
+    return head if sep else inner
 
 
 def print_summary(s: CrawlStats, out: TextIO, *, data_dir: str = "", interrupted: bool = False) -> None:

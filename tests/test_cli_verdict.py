@@ -61,3 +61,17 @@ def test_library_run_carries_the_verdict(test_web: TestWebFactory, tmp_path: Pat
     assert (ended, nothing) == (GAVE_UP, True) and "--allow-private" in cause
     ended, cause, nothing = asyncio.run(go())
     assert (ended, cause, nothing) == (QUEUE_EMPTY, "", False)
+
+
+def test_hanging_robots_is_given_up(test_web: TestWebFactory, tmp_path: Path) -> None:
+    web = test_web(SiteSpec(hosts=1, pages_per_host=2, seed=3))
+    web.set_robots("h01.test", 200, delay=30)  # never answers within the timeouts below
+    fast = tmp_path / "fast.toml"
+    fast.write_text("[politeness]\ngive_up_backoff = 0.2\n[fetch]\nfirst_byte_timeout = 0.5\n"
+                    "total_timeout = 1.0\n")
+    started = time.monotonic()
+    run = polecat("crawl", *web.seeds, "--data", str(tmp_path / "d"), "--config", str(fast),
+                  "--dns-server", web.dns_address, "--allow-private", timeout=60)
+    assert run.returncode == EXIT_NOTHING_FETCHED, run.stderr
+    assert time.monotonic() - started < 30
+    assert "gave up after 3 attempts (timeout:" in run.stderr.splitlines()[-1]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import io
 
-from polecat.report import CLEAR_TO_EOL, print_summary, progress_line
+from polecat.report import CLEAR_TO_EOL, print_summary, progress_line, short_reason
 from polecat.stats import CrawlStats
 
 BASE = CrawlStats(
@@ -23,13 +23,18 @@ def test_progress_line_clears_fits_and_says_what_it_waits_on() -> None:
     line = progress_line(BASE, 200)
     assert line.startswith("\r") and line.endswith(CLEAR_TO_EOL)
     assert "1 errors " in line and "waiting 42 s: 2 hosts in backoff" in line
-    assert "gave up 1 host (dead.test)" in line and "in flight" not in line
+    assert "gave up 1 host, last dead.test (dns)" in line and "in flight" not in line
     narrow = progress_line(BASE, 80)
     assert len(narrow) - len("\r") - len(CLEAR_TO_EOL) == 79 and "waiting 42 s: 2 hosts in backoff" in narrow
     busy = progress_line(dataclasses.replace(BASE, in_flight=3), 200)
     assert "waiting" not in busy and "3 in flight" in busy
     paced = dataclasses.replace(BASE, hosts_backoff=0, next_ready_in=0.3)  # ordinary pacing: no word
     assert "waiting" not in progress_line(paced, 200)
+
+
+def test_short_reason() -> None:
+    assert short_reason("gave up after 3 attempts (robots.txt answered 503)") == "robots.txt answered 503"
+    assert short_reason("blocked_address: h: refused: 127.0.0.1 is a loopback address") == "blocked_address"
 
 
 def test_summary_separates_run_and_crawl_and_says_why() -> None:
