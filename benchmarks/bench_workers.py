@@ -3,6 +3,7 @@ the hand-off per URL.
 
     python -m benchmarks.bench_workers --hosts 400 --pages-per-host 40 --rate 20 --workers 1,2
     python -m benchmarks.bench_workers --handoff 200000
+    python -m benchmarks.bench_workers --resize 2,3 --queued 200000 --hosts 2000
 
 Crawl part: one generated web (``--hosts`` x ``--pages-per-host``, served by benchmarks/server.py in its
 own processes) is crawled to the end once per worker count, each time from an empty data dir, in the same
@@ -14,6 +15,10 @@ and workers, from wait4), CPU ms per page, and politeness violations (must be 0)
 Hand-off part: one process sends ``--handoff`` URLs of the generated web through the real path (outbox in
 LMDB, msgpack batches, HTTP over a unix socket, receiver, acknowledgements); CPU per URL is the process's
 CPU time (sender and receiver together) over the URLs, bytes per URL the request bodies over the URLs.
+
+Resize part: ``--queued`` URLs over ``--hosts`` hosts are queued in the frontiers of an N-worker layout
+(each at its owner), then the layout is resized to M workers as ``polecat crawl --workers M`` would do
+(export, adopt, release, offline); figures are the slices and URLs moved and the time it took.
 """
 
 from __future__ import annotations
@@ -32,9 +37,16 @@ from benchmarks.compare import run_child
 from benchmarks.server import StaticServer, render_site
 from polecat.cluster.batch import Batch, HandoffUrl
 from polecat.cluster.handoff import Handoff
+from polecat.cluster.layout import record_layout, worker_config
 from polecat.cluster.outbox import Outbox
 from polecat.cluster.receiver import HandoffReceiver
+from polecat.cluster.resize import member_ids, resize
+from polecat.cluster.ring import Ring
 from polecat.cluster.transport import HttpTransport, serve
+from polecat.config import config_from_mapping
+from polecat.dedup.canon import host_key
+from polecat.frontier.local import open_local
+from polecat.frontier.slices import SLICES, slice_of
 from polecat.testing.dns import LocalDnsServer
 from polecat.testing.serverlog import politeness_violations
 from polecat.testing.sitegen import Site, SiteSpec
@@ -112,6 +124,30 @@ async def handoff(n_urls: int, batch_urls: int) -> None:
           f"batches of {batch_urls}")
 
 
+def resize_bench(out: Path, old: int, new: int, queued: int, hosts: int) -> None:
+    data = out / "resize"
+    shutil.rmtree(data, ignore_errors=True)
+    cfg = config_from_mapping({"data_dir": str(data), "scope": {"mode": "any"}})
+    ring = Ring(member_ids(old))
+    record_layout(data, old)
+    now = time.time()
+    t0 = time.monotonic()
+    for k in range(old):
+        lf = open_local(worker_config(cfg, k), now)
+        for i in range(queued):
+            url = f"http://h{i % hosts}.test/p/{i}"
+            if ring.owner(slice_of(host_key(url))) == f"w{k}":
+                lf.frontier.add(url, 1, 1.0, now)
+        lf.checkpoint()
+        lf.close()
+    print(f"built {old} worker frontiers with {queued:,} queued URLs over {hosts:,} hosts in "
+          f"{time.monotonic() - t0:.1f} s")
+    report = resize(cfg, new, now)
+    print(f"resize {old} -> {new}: {report.slices_moved:,} of {SLICES} slices moved, {report.hosts:,} hosts, "
+          f"{report.queued:,} queued URLs in {report.seconds:.2f} s = {report.queued / report.seconds:,.0f} "
+          f"URLs/s, {report.slices_moved / report.seconds:,.0f} slices/s")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.bench_workers",
                                  description=__doc__.split("\n")[0])
@@ -124,9 +160,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=600.0)
     ap.add_argument("--handoff", type=int, default=0, help="URLs for the hand-off cost (0: crawl part)")
     ap.add_argument("--batch-urls", type=int, default=1024)
+    ap.add_argument("--resize", type=lambda s: [int(x) for x in s.split(",")], metavar="N,M",
+                    help="resize part: worker counts before and after")
+    ap.add_argument("--queued", type=int, default=200_000, help="resize part: queued URLs")
     ap.add_argument("--out", type=Path, default=ROOT / "bench-out" / "workers")
     args = ap.parse_args(argv)
-    if args.handoff:
+    if args.resize:
+        resize_bench(args.out, args.resize[0], args.resize[1], args.queued, args.hosts)
+    elif args.handoff:
         asyncio.run(handoff(args.handoff, args.batch_urls))
     else:
         crawl(args)

@@ -22,3 +22,6 @@ def test_bench_workers_crawls_with_each_count_and_measures_the_hand_off(tmp_path
     assert all(r[7].strip() == "0" for r in rows)  # no politeness violation
     assert main(["--handoff", "2000", "--batch-urls", "100"]) == 0
     assert "2,000 of 2,000 URLs acknowledged" in capsys.readouterr().out
+    assert main(["--resize", "2,3", "--queued", "600", "--hosts", "30", "--out", str(tmp_path)]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("resize 2 -> 3"))
+    assert "slices moved" in line and " 0 queued URLs" not in line
