@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from polecat.testing.dns import LocalDnsServer
 from polecat.testing.sitegen import SiteSpec
 from tests.conftest import TestWebFactory
 
@@ -37,3 +38,16 @@ def test_library_example_runs_as_written(test_web: TestWebFactory, tmp_path: Pat
     assert f"{root} text/html 2 links" in lines and f"{root}next text/html 0 links" in lines
     assert lines[-1].startswith("3 pages answered") and lines[-1].endswith("ended: queue empty")
     assert (tmp_path / "crawl-data" / "store").is_dir()
+
+
+def test_library_example_ends_on_a_dead_seed_with_the_verdict(dns_server: LocalDnsServer,
+                                                             tmp_path: Path) -> None:
+    script = tmp_path / "example.py"
+    # The example as written, with the test's resolver (never the machine's): the seed's name does not
+    # exist there.
+    resolver = f'"dns": {{"nameservers": ["{dns_server.address}"], '
+    script.write_text(library_example().replace('"dns": {', resolver, 1))
+    run = subprocess.run([sys.executable, str(script), "http://nowhere.test/"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 3, run.stdout + run.stderr
+    assert run.stdout.splitlines()[-1].startswith("nothing could be fetched: nowhere.test: gave up after 3")

@@ -2,9 +2,10 @@
 
 Rules:
 
-1. ``export_warc`` writes every intact record in append order, after one ``warcinfo`` record naming the
-   export file (polecat/store/archive.py). The segments' own warcinfo records are left out; request
-   records stay beside their responses. Damaged records are skipped and reported; the export finishes.
+1. :class:`WarcExport` writes every intact record in append order, after one ``warcinfo`` record naming
+   the export file (polecat/store/archive.py). The segments' own warcinfo records are left out (except
+   with zstd, which copies each stored frame whole); request records stay beside their responses.
+   Damaged records are skipped and reported; the export finishes.
 2. Compression (:data:`COMPRESSIONS`): ``gzip`` writes each WARC record as its own gzip member (what
    ``.warc.gz`` means to warcio, pywb and Heritrix); ``zstd`` keeps the stored frames as they are (a
    ``.warc.zst``, one frame per fetch); ``none`` writes plain records. :func:`compression_for` picks it
