@@ -33,7 +33,7 @@ from polecat.fetch.seams import PageFetcher
 from polecat.frontier.frontier import ACCEPTED, SEEN, Frontier
 from polecat.frontier.local import open_local
 from polecat.frontier.patterns import hostname
-from polecat.frontier.politeness import Attempt
+from polecat.frontier.politeness import ROBOTS_HOP_MAX_WAIT, Attempt
 from polecat.frontier.records import Completion, Idle, Lease, Outcome, RobotsOutcome, Wait, origin_of
 from polecat.heap import fix_mmap_threshold
 from polecat.logs import fields
@@ -636,15 +636,11 @@ class Crawler:
         )
 
 
-ROBOTS_HOP_MAX_WAIT = 30.0
-"""Longest a robots.txt redirect hop waits for its target host's turn before the fetch counts as failed
-(two hosts redirecting to each other's robots.txt would otherwise wait on each other)."""
 
 
 class _RobotsPacer:
-    """Politeness for robots.txt redirect hops: each hop is a request to the host it lands on. A hop to
-    the leased host waits out its interval (the lease keeps it busy); a hop to another host borrows it
-    from the frontier (:meth:`Frontier.hold`) and gives it back when the hop ends."""
+    """Runs the frontier's decisions for robots.txt redirect hops (politeness rule 8): waits as
+    :meth:`Frontier.hop_wait` says, and gives each hop's outcome back (:meth:`Frontier.release`)."""
 
     def __init__(self, frontier: Frontier, canon: Canonicalizer, lease_host: str, clock: Clock) -> None:
         self._frontier = frontier
@@ -669,12 +665,7 @@ class _RobotsPacer:
         deadline = self._clock.wall() + ROBOTS_HOP_MAX_WAIT
         while True:
             now = self._clock.wall()
-            wait_until: float | None
-            if host == self._lease_host:
-                allowed = self._frontier.next_allowed(host)
-                wait_until = allowed if allowed > now else None
-            else:
-                wait_until = self._frontier.hold(host, now)
+            wait_until = self._frontier.hop_wait(self._lease_host, host, now)
             if wait_until is None:
                 break
             if wait_until > deadline and host != self._lease_host:

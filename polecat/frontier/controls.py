@@ -15,7 +15,7 @@ from polecat.frontier.keys import (
     queue_prefix,
 )
 from polecat.frontier.patterns import HostPatternMap
-from polecat.frontier.politeness import HostState, interval
+from polecat.frontier.politeness import HostState, wait_one_interval
 from polecat.frontier.records import (
     QueuedUrl,
     UrlRecord,
@@ -50,7 +50,7 @@ class OperatorControls(FrontierState):
         matcher: HostPatternMap[bool] = HostPatternMap([(pattern, True)])
         for host, st in self._hosts.items():
             if host in matcher and not st.in_flight:
-                st.next_allowed = max(st.next_allowed, now + interval(self._pol, self._rate(host), st))
+                wait_one_interval(self._pol, self._rate(host), st, now)
                 self._save_host(host, st)
                 if host in self._scheduled:
                     self._schedule(host, st.next_allowed)

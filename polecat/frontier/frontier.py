@@ -39,7 +39,7 @@ from polecat.frontier.keys import (
     url_key,
 )
 from polecat.frontier.observe import FrontierObservation
-from polecat.frontier.politeness import Attempt, HostState, after_attempt, gave_up, interval
+from polecat.frontier.politeness import HOLD_RETRY, Attempt, HostState, after_attempt, gave_up, interval
 from polecat.frontier.records import (
     Completion,
     Idle,
@@ -56,9 +56,6 @@ from polecat.frontier.traps import url_trap
 
 ROBOTS_SKIPS_PER_LEASE = 256
 """Robots-disallowed URLs retired per lease call for one host before yielding to other hosts."""
-
-HOLD_RETRY = 0.05
-"""Seconds before asking again for a host that is busy with another request."""
 
 RECENT_URLS = 131_072
 """Bound of the memo of URLs already in the seen-set: sites link the same URLs (navigation, footers)
@@ -326,6 +323,15 @@ class Frontier(SliceHandover, OperatorControls, FrontierObservation):
         """The stored robots.txt answer of ``origin``: status, fetch time, body; None if none."""
         raw = self._db.txn.get(robots_key(origin), db=self._db.robots)
         return decode_robots(raw) if raw is not None else None
+
+    def hop_wait(self, lease_host: str, host: str, now: float) -> float | None:
+        """A robots.txt redirect hop of the lease on ``lease_host`` wants to request ``host`` (politeness
+        rule 8). None: go now (another host is then held: give it back with :meth:`release`); else the
+        time to ask again."""
+        if host != lease_host:
+            return self.hold(host, now)
+        allowed = self.next_allowed(host)
+        return allowed if allowed > now else None
 
     def next_allowed(self, host: str) -> float:
         st = self._hosts.get(host)

@@ -22,7 +22,7 @@ from polecat.frontier.keys import (
     requeue_key,
     url_key,
 )
-from polecat.frontier.politeness import HostState, interval
+from polecat.frontier.politeness import HostState, wait_one_interval
 from polecat.frontier.records import (
     AdoptReport,
     QueuedUrl,
@@ -112,8 +112,7 @@ class SliceHandover(FrontierState):
             st.failures = max(st.failures, got.failures)
             st.fetched += got.fetched
             st.ip = st.ip or got.ip
-        # The restart-spacing rule (politeness.py rule 2 across a hand-over).
-        st.next_allowed = max(st.next_allowed, now + interval(self._pol, self._rate(host), st))
+        wait_one_interval(self._pol, self._rate(host), st, now)
         st.queued += queued
         self._queued += queued
         self._save_host(host, st)

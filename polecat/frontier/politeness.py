@@ -26,6 +26,19 @@ Rules (DESIGN.md section 2):
    interval), robots.txt too (:func:`robots_retry`), and after ``give_up_after`` strikes the host is
    given up: parked for the rest of the run and reported with the last reason. With the defaults a dead
    host ends a run within about a minute (3 attempts, 5 + 10 s apart, plus the attempts' timeouts).
+7. A frontier that opens (a restart) or adopts a host (a slice hand-over) makes it wait one full
+   interval from that moment (:func:`wait_one_interval`): a request may have been in flight elsewhere,
+   uncommitted, and started just before.
+8. A robots.txt redirect hop is a request to the host it lands on, under rules 1 and 2: a hop back to the
+   leased host waits for that host's next-allowed time (the lease keeps it busy); a hop to another host
+   borrows it (``Frontier.hold``) once it is free and allowed, and gives it back when the hop ends. While
+   that host is busy the hop asks again every :data:`HOLD_RETRY` seconds, and it gives up (a failed
+   fetch) when the host stays unavailable past :data:`ROBOTS_HOP_MAX_WAIT`.
+
+Rules kept elsewhere, each in the module named: per-IP keys (rules 1 and 2 applied to an address) in
+polecat/frontier/ipkeys.py; a host whose robots.txt is unreachable is closed until its retry time
+(``RobotsPolicy`` rule 5, polecat/fetch/robots.py); a refresh is due no earlier than the host's
+next-allowed time (polecat/frontier/refresh.py rule 6).
 
 All functions take ``now`` (wall-clock seconds, persisted across restarts) and mutate only the
 :class:`HostState` they are given.
@@ -40,6 +53,13 @@ from dataclasses import dataclass
 from polecat.config import PolitenessConfig, RobotsConfig
 
 BACKOFF_STATUSES = frozenset({429, 503})
+
+HOLD_RETRY = 0.05
+"""Seconds before a robots.txt redirect hop asks again for a host busy with another request (rule 8)."""
+
+ROBOTS_HOP_MAX_WAIT = 30.0
+"""Longest a robots.txt redirect hop waits for its target host's turn before the fetch counts as failed
+(rule 8: two hosts redirecting to each other's robots.txt would otherwise wait on each other)."""
 
 
 @dataclass(slots=True)
@@ -146,3 +166,9 @@ def after_ip_attempt(state: IpState, host_interval: float, attempt: Attempt) -> 
     """Per-IP key: the same spacing rule, with the interval of the host that used it."""
     anchor = attempt.headers_at if attempt.headers_at is not None else attempt.ended
     state.next_allowed = max(state.next_allowed, anchor + host_interval, attempt.ended)
+
+
+def wait_one_interval(cfg: PolitenessConfig, rate: float, state: HostState, now: float) -> None:
+    """The host's next request waits at least one full interval from ``now`` (rule 7; also a throttle
+    changed while the crawl runs)."""
+    state.next_allowed = max(state.next_allowed, now + interval(cfg, rate, state))

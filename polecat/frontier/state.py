@@ -33,7 +33,7 @@ from polecat.frontier.keys import (
     url_key,
 )
 from polecat.frontier.patterns import HostPatternMap
-from polecat.frontier.politeness import HostState, interval
+from polecat.frontier.politeness import HostState, wait_one_interval
 from polecat.frontier.records import (
     Lease,
     QueuedUrl,
@@ -124,7 +124,7 @@ class FrontierState:
         for raw_key, raw in self._db.txn.cursor(db=self._db.hosts):
             host = host_of_row(bytes(raw_key))
             st = decode_host(raw)
-            st.next_allowed = max(st.next_allowed, now + interval(self._pol, self._rate(host), st))
+            wait_one_interval(self._pol, self._rate(host), st, now)
             self._hosts[host] = st
             self._queued += st.queued
             if st.queued > 0:
