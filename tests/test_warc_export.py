@@ -81,3 +81,10 @@ def test_segments_start_with_warcinfo_and_requests_are_switchable(test_web: Test
     out = tmp_path / "x.warc"
     assert polecat("store", "export", str(data), "--warc", str(out), "--compress", "none").returncode == 0
     assert [r[0] for r in records(out)].count("warcinfo") == 1  # the export's own; the segment's left out
+
+
+def test_archive_bench_runs() -> None:
+    from benchmarks.bench_archive import main
+
+    got = main(["--hosts", "1", "--pages", "5"])
+    assert got[False][0] == got[True][0] == 5 and got[True][1] > got[False][1]  # request records cost bytes
