@@ -28,11 +28,14 @@ def _counts(pairs: Iterable[tuple[str, int]]) -> str:
 
 
 def _size(n: int) -> str:
-    for unit in ("B", "kB", "MB", "GB"):
-        if n < 1000 or unit == "GB":
-            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000  # type: ignore[assignment]
-    raise AssertionError("unreachable")  # pragma: no cover
+    if n < 1000:
+        return f"{n} B"
+    value = float(n)
+    for unit in ("kB", "MB", "GB"):
+        value /= 1000
+        if value < 1000 or unit == "GB":
+            break
+    return f"{value:.1f} {unit}"
 
 
 def _hosts(n: int) -> str:

@@ -29,6 +29,8 @@ from pathlib import Path
 from typing import BinaryIO, Literal
 from urllib.parse import urlsplit
 
+import zstandard
+
 from polecat.errors import StoreError
 from polecat.store import fsck, warc
 from polecat.store.archive import ArchiveInfo
@@ -36,6 +38,8 @@ from polecat.store.base import FetchRecord
 from polecat.store.index import LogEntry
 from polecat.store.segments import segment_name
 from polecat.store.segstore import SegmentStore
+
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 Compression = Literal["gzip", "zstd", "none"]
 COMPRESSIONS: tuple[Compression, ...] = ("gzip", "zstd", "none")
@@ -70,9 +74,7 @@ class WarcExport:
         offset = self._out.tell()
         if self._compression == "gzip":
             data = gzip.compress(data, mtime=0)
-        elif self._compression == "zstd" and not data.startswith(b"\x28\xb5\x2f\xfd"):
-            import zstandard
-
+        elif self._compression == "zstd" and not data.startswith(_ZSTD_MAGIC):  # a stored frame goes as is
             data = zstandard.ZstdCompressor(write_checksum=True).compress(data)
         self._out.write(data)
         return offset, len(data)

@@ -110,14 +110,16 @@ def select(rows: Iterable[Row], *, statuses: frozenset[int] | None, host: str | 
 
 def write(rows: Iterable[Row], out: TextIO, fmt: str) -> int:
     """Write ``rows`` in ``fmt`` (see the module docstring); returns how many."""
-    n = 0
+    count = 0
     if fmt == "jsonl":
-        for n, row in enumerate(rows, 1):  # noqa: B007 - n is the count
+        for row in rows:
             out.write(json.dumps(asdict(row), ensure_ascii=False) + "\n")
-        return n
+            count += 1
+        return count
     writer = csv.writer(out, delimiter="\t" if fmt == "tsv" else ",", lineterminator="\n",
                         quoting=csv.QUOTE_MINIMAL)
     writer.writerow(COLUMNS)
-    for n, row in enumerate(rows, 1):  # noqa: B007
+    for row in rows:
         writer.writerow(["" if v is None else v for v in (getattr(row, c) for c in COLUMNS)])
-    return n
+        count += 1
+    return count
