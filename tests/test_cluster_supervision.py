@@ -18,7 +18,7 @@ from polecat.cluster.layout import (
     uses_workers,
     worker_dir,
 )
-from polecat.cluster.supervisor import crawl_with_workers
+from polecat.cluster.supervisor import crawl_with_workers, share
 from polecat.cluster.termination import Report, Termination
 from polecat.config import config_from_mapping
 from polecat.errors import ConfigError, PolecatError
@@ -117,3 +117,9 @@ def test_library_entry_point_runs_the_crawl_over_workers(test_web: TestWebFactor
     assert result.stats.ended == "queue empty" and not result.interrupted and result.restarts == 0
     assert result.stats.fetches == len(truth) == len(set(page_requests(web)))
     assert result.handoff.urls_routed_out == result.handoff.urls_acked
+
+
+def test_crawl_wide_bounds_are_split_over_the_workers() -> None:
+    assert [share(10, 3, k) for k in range(3)] == [4, 3, 3]
+    assert sum(share(1_000_003, 4, k) for k in range(4)) == 1_000_003
+    assert [share(2, 3, k) for k in range(3)] == [1, 1, 1]  # never 0: that would mean no limit

@@ -11,8 +11,9 @@ Rules:
    fault: every worker is stopped and the command fails with the reason.
 4. The crawl ends when every worker stays quiet (polecat/cluster/termination.py), when the workers'
    fetches reach ``scope.max_pages``, or on SIGINT/SIGTERM, which the parent forwards as "stop" (a
-   second one as "abort"). ``max_pages`` is split evenly into per-worker caps, so the run never fetches
-   more than it says; a worker whose hosts run dry leaves its share unused.
+   second one as "abort"). ``max_pages`` (like the ``max_hosts`` and ``max_queued`` budgets) is split
+   evenly into per-worker caps, so the run never goes past it; a worker whose hosts run dry leaves its
+   share unused.
 5. Progress and the summary are the workers' reports merged (polecat/cluster/aggregate.py).
 """
 
@@ -101,13 +102,15 @@ class Supervisor:
     def _specs(self, sock_dir: Path) -> list[_Worker]:
         cfg = self.config
         members = tuple(Member(f"w{k}", f"unix:{sock_dir}/w{k}.sock") for k in range(self.n))
-        limit = cfg.scope.max_pages
+        s = cfg.scope
         out = []
         for k in range(self.n):
-            share = limit // self.n + (1 if k < limit % self.n else 0) if limit else 0
-            if limit and not share:
-                share = 1  # max_pages < N: a worker with no share would have no cap at all
-            wcfg = replace(worker_config(cfg, k), scope=replace(cfg.scope, max_pages=share))
+            # Crawl-wide bounds are split over the workers (each owns about 1/N of the hosts), so
+            # together they never exceed them; 0 (no limit) stays 0.
+            scope = replace(s, max_pages=share(s.max_pages, self.n, k) if s.max_pages else 0,
+                            max_hosts=share(s.max_hosts, self.n, k),
+                            max_queued=share(s.max_queued, self.n, k))
+            wcfg = replace(worker_config(cfg, k), scope=scope)
             spec_path = sock_dir / f"w{k}.json"
             WorkerSpec(f"w{k}", members, config_mapping(wcfg),
                        logging.getLogger("polecat").getEffectiveLevel()).dump(spec_path)
@@ -245,6 +248,12 @@ class Supervisor:
         self.restarts += 1
         self._termination.reset()
         await self._spawn(w)
+
+
+def share(total: int, n: int, k: int) -> int:
+    """Worker ``k``'s part of ``total`` split over ``n`` (the parts add up to ``total``); at least 1,
+    as a worker with nothing would have no limit at all."""
+    return max(1, total // n + (1 if k < total % n else 0))
 
 
 def _report(last: dict[str, Any] | None) -> Report | None:
