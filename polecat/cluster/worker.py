@@ -112,6 +112,7 @@ async def run_worker(spec: WorkerSpec) -> int:
                 await transport.close()
             _report(seq + 1, crawler.quiet, True, crawler, link)
     finally:
+        await membership.close()
         outbox.close()
         _remove_socket(address[spec.self_id])
     return 0
