@@ -53,11 +53,14 @@ def url_trap(url: str) -> str | None:
     start = url.find("/", url.find("//") + 2)
     if start < 0:
         return None
-    path = url[start:].split("?", 1)[0].split("#", 1)[0]
+    end = url.find("?", start)
+    path = url[start:] if end < 0 else url[start:end]
+    if path.count("/") <= MAX_SEGMENT_REPEATS:  # the common case: too few segments to repeat
+        return None
     segments = [s for s in path.split("/") if s]
     if len(segments) > MAX_SEGMENTS:
         return "trap:deep_path"
-    if segments and Counter(segments).most_common(1)[0][1] > MAX_SEGMENT_REPEATS:
+    if len(set(segments)) < len(segments) and Counter(segments).most_common(1)[0][1] > MAX_SEGMENT_REPEATS:
         return "trap:repeated_path"
     return None
 
@@ -80,14 +83,20 @@ class ShapeBudget:
     def __init__(self, max_per_shape: int) -> None:
         self.max_per_shape = max_per_shape
         self._counts: dict[tuple[str, str], int] = {}
+        self._asked: dict[str, str] = {}
+        """Shapes of the URLs :meth:`refuses` judged, for :meth:`count` (a page's batch: a few hundred)."""
 
     def refuses(self, host: str, url: str) -> bool:
         """Whether ``host`` has queued its budget of URLs shaped like ``url`` in this run."""
-        return self._counts.get((host, shape(url)), 0) >= self.max_per_shape
+        if len(self._asked) > 16_384:
+            self._asked.clear()
+        s = self._asked[url] = shape(url)
+        return self._counts.get((host, s), 0) >= self.max_per_shape
 
     def count(self, host: str, url: str) -> None:
         """``url`` of ``host`` was queued."""
-        key = (host, shape(url))
+        s = self._asked.pop(url, None)
+        key = (host, shape(url) if s is None else s)
         self._counts[key] = self._counts.get(key, 0) + 1
         if len(self._counts) > MAX_TRACKED_SHAPES:
             self._counts = {k: n for k, n in self._counts.items() if n > 1}
