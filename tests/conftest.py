@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from polecat.testing.dns import LocalDnsServer
+from polecat.testing.etcd import EtcdServer, etcd_binary
 from polecat.testing.sitegen import SiteSpec
 from polecat.testing.web import TestWeb
 
@@ -34,4 +36,16 @@ def test_web() -> Iterator[TestWebFactory]:
 def dns_server() -> Iterator[LocalDnsServer]:
     """A started LocalDnsServer with no names (everything answers NXDOMAIN until ``add``)."""
     with LocalDnsServer() as server:
+        yield server
+
+
+@pytest.fixture
+def etcd_server() -> Iterator[EtcdServer]:
+    """A private etcd on a loopback port (skipped where etcd is not installed, unless
+    POLECAT_REQUIRE_ETCD is set, as in CI: then its absence fails the test)."""
+    if etcd_binary() is None:
+        if os.environ.get("POLECAT_REQUIRE_ETCD"):
+            pytest.fail("POLECAT_REQUIRE_ETCD is set but etcd is not installed")
+        pytest.skip("etcd is not installed (apt-get install etcd-server)")
+    with EtcdServer() as server:
         yield server

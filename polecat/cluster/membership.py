@@ -6,8 +6,8 @@ Rules:
 2. A membership view is a tuple of members sorted by id, so every member that sees the same list
    computes the same slice owners (the Ring is deterministic from this list).
 3. ``changes()`` yields the current view first, then every later view; the ``local`` backend's list is
-   fixed by the parent process for the whole run, so it yields once. The etcd backend (next issue)
-   yields on every join, leave and lease expiry.
+   fixed by the parent process for the whole run, so it yields once. The etcd backend
+   (:mod:`polecat.cluster.etcd`) yields on every join, leave and lease expiry.
 """
 
 from __future__ import annotations

@@ -1,0 +1,281 @@
+"""The etcd ``Membership`` backend: the thin I/O around :class:`~polecat.cluster.ownership.Ownership`.
+
+Rules:
+1. Keys: ``/<cluster>/members/<id>`` -> JSON ``{"address": ...}`` and ``/<cluster>/owner/<slice>`` ->
+   the owner's id, both under the node's lease (TTL ``ttl``, renewed every ``ttl / 3``). A node joins by
+   registering, leaves by revoking its lease, and is gone for everyone when the lease expires.
+2. The member list is read once, then followed with a watch on the prefix; every renewal also re-reads
+   it, so a watch that broke silently (etcd restarted) costs at most ``ttl / 3`` of staleness.
+3. Every decision (what to claim, what to release, when to fence) is the state machine's; this module
+   only turns its actions into etcd calls and etcd's answers into its events. An etcd call that fails or
+   hangs past ``ttl / 3`` is an event too (no renewal), never a crash of the node.
+4. Owner keys are claimed with create-if-absent transactions, up to 64 keys per transaction (under
+   etcd's default limit of 128 operations), after one read that leaves out the keys already taken; a
+   chunk that races another claim fails whole and is retried later. Keys are deleted only if they still
+   name this node, in chunks of 64 the same way (key by key when a chunk meets a key not ours).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from polecat.clock import SYSTEM_CLOCK, Clock
+from polecat.cluster.membership import Member, view
+from polecat.cluster.ownership import Action, Claim, Ownership, Release
+
+log = logging.getLogger(__name__)
+
+_CHUNK = 64
+
+
+@dataclass(frozen=True, slots=True)
+class KeyEvent:
+    """A change under a watched prefix (``value`` is None for a delete)."""
+
+    key: str
+    value: bytes | None
+
+
+class EtcdClient(Protocol):
+    """The etcd calls the cluster needs (v3 API). :class:`AetcdClient` is the real one."""
+
+    async def grant(self, ttl: int) -> int:
+        """A new lease id."""
+        ...
+
+    async def keepalive(self, lease: int) -> bool:
+        """Renew ``lease``; False if it no longer exists."""
+        ...
+
+    async def revoke(self, lease: int) -> None: ...
+
+    async def put(self, key: str, value: bytes, lease: int) -> None: ...
+
+    async def get_prefix(self, prefix: str) -> tuple[dict[str, bytes], int]:
+        """Keys under ``prefix`` and the store revision they were read at."""
+        ...
+
+    def watch_prefix(self, prefix: str, start_revision: int) -> AsyncIterator[KeyEvent]: ...
+
+    async def create_all(self, values: dict[str, bytes], lease: int) -> bool:
+        """Create every key in ``values`` under ``lease`` if none exists; False (nothing written) else."""
+        ...
+
+    async def delete_all_if(self, values: dict[str, bytes]) -> bool:
+        """Delete every key in ``values`` if each still has its value there; False (nothing deleted) else."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+def members_prefix(cluster: str) -> str:
+    return f"/{cluster}/members/"
+
+
+def owner_key(cluster: str, slice_id: int) -> str:
+    return f"/{cluster}/owner/{slice_id:04d}"
+
+
+def parse_members(cluster: str, kvs: dict[str, bytes]) -> tuple[Member, ...]:
+    """The member list from the keys under the members prefix (a malformed value is logged, skipped)."""
+    prefix = members_prefix(cluster)
+    out = []
+    for key, raw in kvs.items():
+        try:
+            address = json.loads(raw)["address"]
+        except (ValueError, KeyError, TypeError):
+            log.warning("skipping malformed member record %s", key)
+            continue
+        out.append(Member(key[len(prefix) :], str(address)))
+    return view(out)
+
+
+class EtcdMembership:
+    """One node in an etcd-coordinated cluster: membership (the ``Membership`` protocol) and ownership.
+
+    ``on_release`` is awaited with the slices that move away, after this node stopped leasing them and
+    before their owner keys are deleted (the export to the new owners goes there)."""
+
+    def __init__(self, client: EtcdClient, cluster: str, me: Member, *, ttl: int = 10,
+                 clock: Clock = SYSTEM_CLOCK,
+                 on_release: Callable[[frozenset[int]], Awaitable[None]] | None = None) -> None:
+        self._client = client
+        self._cluster = cluster
+        self._me = me
+        self._ttl = ttl
+        self._clock = clock
+        self._on_release = on_release
+        self.ownership = Ownership(me.id, ttl=ttl)
+        self._lease: int | None = None
+        self._members: tuple[Member, ...] = ()
+        self._views: list[asyncio.Queue[tuple[Member, ...] | None]] = []
+        self._tasks: list[asyncio.Task[None]] = []
+        self._work: asyncio.Queue[Action] = asyncio.Queue()
+
+    @property
+    def self_id(self) -> str:
+        return self._me.id
+
+    def members(self) -> tuple[Member, ...]:
+        return self._members
+
+    async def changes(self) -> AsyncIterator[tuple[Member, ...]]:
+        queue: asyncio.Queue[tuple[Member, ...] | None] = asyncio.Queue()
+        self._views.append(queue)
+        try:
+            yield self._members
+            while (got := await queue.get()) is not None:
+                yield got
+        finally:
+            self._views.remove(queue)
+
+    def leasable(self) -> frozenset[int]:
+        """The slices this node may lease URLs from now (fenced: none)."""
+        return self.ownership.leasable(self._clock.monotonic())
+
+    async def start(self) -> None:
+        """Register (a lease and the member key), read the member list, start renewing and watching."""
+        await self._register()
+        for coro in (self._renew_loop(), self._watch_loop(), self._act_loop()):
+            self._tasks.append(asyncio.create_task(coro))
+
+    async def close(self) -> None:
+        """Leave: release every held slice (``on_release`` first), revoke the lease, end ``changes()``."""
+        held = self.ownership.held
+        self.ownership.view_changed([m.id for m in self._members if m.id != self._me.id],
+                                    self._clock.monotonic())
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks.clear()
+        with contextlib.suppress(Exception):
+            if held:
+                await self._release(held)
+            if self._lease is not None:
+                await asyncio.wait_for(self._client.revoke(self._lease), self._ttl / 3)
+        self._lease = None
+        for queue in self._views:
+            queue.put_nowait(None)
+
+    # -- the loops ----------------------------------------------------------------------------------
+
+    async def _register(self) -> None:
+        self._lease = await self._client.grant(self._ttl)
+        self._queue(self.ownership.lease_granted(self._clock.monotonic()))
+        body = json.dumps({"address": self._me.address}).encode()
+        await self._client.put(members_prefix(self._cluster) + self._me.id, body, self._lease)
+
+    async def _renew_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self._ttl / 3)
+            started = self._clock.monotonic()
+            try:
+                assert self._lease is not None
+                alive = await asyncio.wait_for(self._client.keepalive(self._lease), self._ttl / 3)
+                if not alive:
+                    log.warning("etcd lease expired: re-registering")
+                    self.ownership.lease_lost()
+                    await asyncio.wait_for(self._register(), self._ttl / 3)
+                    continue
+                # The lease runs from when the renewal was sent, not from when etcd answered.
+                self._queue(self.ownership.renewed(started))
+                await asyncio.wait_for(self._resync(), self._ttl / 3)
+            except Exception as exc:  # any etcd failure or hang is "not renewed" (rule 3)
+                log.warning("etcd lease renewal failed: %s", exc)
+
+    async def _resync(self) -> int:
+        kvs, revision = await self._client.get_prefix(members_prefix(self._cluster))
+        self._set_members(parse_members(self._cluster, kvs))
+        return revision
+
+    async def _watch_loop(self) -> None:
+        prefix = members_prefix(self._cluster)
+        while True:
+            try:
+                revision = await self._resync()
+                known = {m.id: m for m in self._members}
+                async for event in self._client.watch_prefix(prefix, revision + 1):
+                    node = event.key[len(prefix) :]
+                    if event.value is None:
+                        known.pop(node, None)
+                    else:
+                        for m in parse_members(self._cluster, {event.key: event.value}):
+                            known[m.id] = m
+                    self._set_members(view(known.values()))
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # a broken watch is re-established, never fatal
+                log.warning("etcd watch failed: %s", exc)
+            await asyncio.sleep(min(1.0, self._ttl / 3))
+
+    async def _act_loop(self) -> None:
+        while True:
+            try:
+                action = await asyncio.wait_for(self._work.get(), self.ownership.retry)
+            except TimeoutError:
+                self._queue(self.ownership.tick(self._clock.monotonic()))
+                continue
+            try:
+                if isinstance(action, Claim):
+                    await self._claim(action.slices)
+                else:
+                    await self._release(action.slices)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # a failed claim is retried by the state machine
+                log.warning("etcd %s failed: %s", type(action).__name__, exc)
+                if isinstance(action, Claim):
+                    self._queue(self.ownership.claimed((), action.slices))
+
+    # -- actions ------------------------------------------------------------------------------------
+
+    async def _claim(self, slices: frozenset[int]) -> None:
+        lease = self._lease
+        if lease is None:
+            self._queue(self.ownership.claimed((), slices))
+            return
+        me = self._me.id.encode()
+        taken, _ = await self._client.get_prefix(f"/{self._cluster}/owner/")
+        won: list[int] = []
+        lost = [s for s in slices if taken.get(owner_key(self._cluster, s), me) != me]
+        ordered = sorted(slices - set(lost))
+        for i in range(0, len(ordered), _CHUNK):
+            chunk = ordered[i : i + _CHUNK]
+            ok = await self._client.create_all({owner_key(self._cluster, s): me for s in chunk}, lease)
+            (won if ok else lost).extend(chunk)  # a chunk that raced another claim is retried later
+        self._queue(self.ownership.claimed(won, lost))
+
+    async def _release(self, slices: frozenset[int]) -> None:
+        if self._on_release is not None:
+            await self._on_release(slices)
+        me = self._me.id.encode()
+        ordered = sorted(slices)
+        for i in range(0, len(ordered), _CHUNK):
+            chunk = ordered[i : i + _CHUNK]
+            if not await self._client.delete_all_if({owner_key(self._cluster, s): me for s in chunk}):
+                for s in chunk:  # some key is not ours (any more): delete the others one by one
+                    await self._client.delete_all_if({owner_key(self._cluster, s): me})
+        self.ownership.released(slices)
+
+    def _queue(self, actions: list[Action]) -> None:
+        for action in actions:
+            self._work.put_nowait(action)
+
+    def _set_members(self, members: tuple[Member, ...]) -> None:
+        if members == self._members:
+            return
+        self._members = members
+        self._queue(self.ownership.view_changed([m.id for m in members], self._clock.monotonic()))
+        for queue in self._views:
+            queue.put_nowait(members)
+
+
+__all__ = ["Claim", "EtcdClient", "EtcdMembership", "KeyEvent", "Release"]

@@ -1,0 +1,161 @@
+"""Which slices this node may fetch for, in a cluster coordinated by etcd: the sans-IO state machine.
+
+The etcd client (:mod:`polecat.cluster.etcd`) feeds it events (lease granted, renewed, lost; a new member
+list; the outcome of claims and releases) with ``now`` and carries out the actions it returns. It owns
+these rules:
+
+1. **Wanted slices** are the Ring's slices of this node for the current member list (rule 1 of
+   :mod:`polecat.cluster.ring`). A node that is not in the list (not registered yet, or its key expired)
+   wants nothing.
+2. **Held slices** are the slices whose ``/<cluster>/owner/<slice>`` key this node created under its
+   current lease. A key is claimed with a create-if-absent transaction, so at most one node holds it;
+   keys die with the lease, so losing the lease empties ``held`` at once.
+3. **Claims:** wanted slices not held and not being claimed are claimed; a claim that loses (the old
+   owner has not released yet) is retried at most every ``retry`` seconds.
+4. **Releases:** held slices that are no longer wanted stop being leasable at once, then are released
+   (the node exports them before deleting the key, so the new owner's claim follows the export).
+5. **Fencing:** the node may lease URLs only for slices that are held AND wanted, and only while its
+   last successful lease renewal is less than ``ttl / 2`` old. The lease outlives that by at least
+   ``ttl / 2``, so a cut-off node stops fetching well before etcd lets another node claim its slices:
+   no host is ever served by two owners.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from polecat.cluster.ring import Ring
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """Create ``/<cluster>/owner/<slice>`` under this node's lease for each slice, if absent."""
+
+    slices: frozenset[int]
+
+
+@dataclass(frozen=True, slots=True)
+class Release:
+    """Export these slices to their new owners, then delete their owner keys (this node no longer
+    leases URLs from them)."""
+
+    slices: frozenset[int]
+
+
+Action = Claim | Release
+
+
+class Ownership:
+    """Slice ownership and self-fencing of one node (rules at the top of the module)."""
+
+    def __init__(self, self_id: str, *, ttl: float, retry: float = 1.0) -> None:
+        if ttl <= 0:
+            raise ValueError("ttl must be positive")
+        self.self_id = self_id
+        self.ttl = ttl
+        self.retry = retry
+        self._renewed_at: float | None = None
+        self._ring: Ring | None = None
+        self._wanted: frozenset[int] = frozenset()
+        self._held: set[int] = set()
+        self._claiming: set[int] = set()
+        self._releasing: set[int] = set()
+        self._last_claim = float("-inf")
+
+    # -- events -------------------------------------------------------------------------------------
+
+    def lease_granted(self, now: float) -> list[Action]:
+        """A new lease: keys of any older lease are gone with it (rule 2)."""
+        self._held.clear()
+        self._claiming.clear()
+        self._releasing.clear()
+        self._renewed_at = now
+        return self._claims(now, force=True)
+
+    def renewed(self, now: float) -> list[Action]:
+        """A keepalive succeeded (the lease is good for another ``ttl`` from ``now``)."""
+        if self._renewed_at is not None:
+            self._renewed_at = max(self._renewed_at, now)
+        return self.tick(now)
+
+    def lease_lost(self) -> None:
+        """etcd says the lease is gone (expired or revoked): nothing is held any more (rule 2)."""
+        self._renewed_at = None
+        self._held.clear()
+        self._claiming.clear()
+        self._releasing.clear()
+
+    def view_changed(self, member_ids: Iterable[str], now: float) -> list[Action]:
+        """A new member list (rules 1, 3, 4)."""
+        ids = sorted(set(member_ids))
+        self._ring = Ring(ids) if ids else None
+        self._wanted = self._ring.slices_of(self.self_id) if self._ring is not None else frozenset()
+        actions: list[Action] = []
+        unwanted = frozenset(self._held - self._wanted - self._releasing)
+        if unwanted:
+            self._releasing |= unwanted
+            actions.append(Release(unwanted))
+        actions += self._claims(now, force=True)
+        return actions
+
+    def claimed(self, won: Iterable[int], lost: Iterable[int]) -> list[Action]:
+        """The outcome of a :class:`Claim`: ``won`` keys are ours, ``lost`` ones belong to someone else."""
+        won_set, lost_set = set(won), set(lost)
+        self._claiming -= won_set | lost_set
+        if self._renewed_at is None:
+            return []  # the lease died while the claim was in flight: its keys died with it
+        self._held |= won_set
+        # A slice won after it stopped being wanted goes straight back (rule 4).
+        late = frozenset(won_set - self._wanted - self._releasing)
+        if late:
+            self._releasing |= late
+            return [Release(late)]
+        return []
+
+    def released(self, slices: Iterable[int]) -> None:
+        """The owner keys of ``slices`` are deleted."""
+        done = set(slices)
+        self._held -= done
+        self._releasing -= done
+
+    def tick(self, now: float) -> list[Action]:
+        """Time passes: retry lost claims (rule 3)."""
+        return self._claims(now, force=False)
+
+    # -- queries ------------------------------------------------------------------------------------
+
+    def fenced(self, now: float) -> bool:
+        """True when this node must not lease any URL (rule 5)."""
+        return self._renewed_at is None or now - self._renewed_at >= self.ttl / 2
+
+    def leasable(self, now: float) -> frozenset[int]:
+        """The slices this node may lease URLs from at ``now`` (rule 5)."""
+        if self.fenced(now):
+            return frozenset()
+        return frozenset(self._held & self._wanted) - self._releasing
+
+    @property
+    def wanted(self) -> frozenset[int]:
+        """The slices the Ring gives this node (rule 1)."""
+        return self._wanted
+
+    @property
+    def held(self) -> frozenset[int]:
+        """The slices whose owner key this node holds (rule 2)."""
+        return frozenset(self._held)
+
+    @property
+    def ring(self) -> Ring | None:
+        """The Ring of the current member list (None while the list is empty)."""
+        return self._ring
+
+    def _claims(self, now: float, *, force: bool) -> list[Action]:
+        if self._renewed_at is None or self.fenced(now):
+            return []
+        todo = frozenset(self._wanted - self._held - self._claiming)
+        if not todo or (not force and now - self._last_claim < self.retry):
+            return []
+        self._claiming |= todo
+        self._last_claim = now
+        return [Claim(todo)]

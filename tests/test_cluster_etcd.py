@@ -1,0 +1,142 @@
+"""The etcd membership backend against a real etcd (a private one on loopback, see conftest)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+
+from polecat.cluster.aetcd_client import AetcdClient
+from polecat.cluster.etcd import EtcdMembership, KeyEvent, owner_key
+from polecat.cluster.membership import Member
+from polecat.cluster.ring import Ring
+from polecat.frontier.slices import SLICES
+from polecat.testing.etcd import EtcdServer
+
+TTL = 2
+
+
+class Cuttable(AetcdClient):
+    """A real client that can be cut off from etcd: every call then fails, as across a partition."""
+
+    cut = False
+
+    def _check(self) -> None:
+        if self.cut:
+            raise ConnectionError("cut off from etcd")
+
+    async def keepalive(self, lease: int) -> bool:
+        self._check()
+        return await super().keepalive(lease)
+
+    async def get_prefix(self, prefix: str) -> tuple[dict[str, bytes], int]:
+        self._check()
+        return await super().get_prefix(prefix)
+
+    async def watch_prefix(self, prefix: str, start_revision: int) -> AsyncIterator[KeyEvent]:
+        self._check()
+        async for event in super().watch_prefix(prefix, start_revision):
+            self._check()
+            yield event
+
+
+async def _until(cond: Callable[[], bool], limit: float, what: str) -> float:
+    start = time.monotonic()
+    while not cond():
+        assert time.monotonic() - start < limit, f"timed out waiting for {what}"
+        await asyncio.sleep(0.02)
+    return time.monotonic() - start
+
+
+async def _node(etcd: EtcdServer, name: str, released: list[frozenset[int]] | None = None) -> EtcdMembership:
+    async def on_release(slices: frozenset[int]) -> None:
+        if released is not None:
+            released.append(slices)
+
+    node = EtcdMembership(Cuttable(etcd.endpoint), "t", Member(name, f"http://127.0.0.{len(name)}:1"),
+                          ttl=TTL, on_release=on_release)
+    await node.start()
+    return node
+
+
+def _settled(nodes: list[EtcdMembership], ids: list[str]) -> Callable[[], bool]:
+    ring = Ring(ids)
+    return lambda: all(n.leasable() == ring.slices_of(n.self_id) for n in nodes)
+
+
+def _disjoint(nodes: list[EtcdMembership]) -> bool:
+    leased = [n.leasable() for n in nodes]
+    return sum(map(len, leased)) == len(frozenset().union(*leased))
+
+
+async def test_join_and_graceful_leave_move_slices_by_the_ring(etcd_server: EtcdServer) -> None:
+    released: list[frozenset[int]] = []
+    a = await _node(etcd_server, "a")
+    b = await _node(etcd_server, "b", released)
+    try:
+        await _until(_settled([a, b], ["a", "b"]), 15, "a and b to split the slices")
+        assert [m.id for m in a.members()] == ["a", "b"] == [m.id for m in b.members()]
+        probe = AetcdClient(etcd_server.endpoint)
+        kvs, _ = await probe.get_prefix("/t/owner/")
+        ring = Ring(["a", "b"])
+        assert len(kvs) == SLICES
+        assert all(kvs[owner_key("t", s)].decode() == ring.owner(s) for s in range(SLICES))
+
+        views = a.changes()
+        assert [m.id for m in await anext(views)] == ["a", "b"]
+        c = await _node(etcd_server, "c")
+        assert [m.id for m in await asyncio.wait_for(anext(views), 5)] == ["a", "b", "c"]
+        while not _settled([a, b, c], ["a", "b", "c"])():
+            assert _disjoint([a, b, c])
+            await asyncio.sleep(0.01)
+
+        await b.close()  # graceful: exports (on_release) its slices, deletes its keys, revokes its lease
+        # b handed over everything it held: to c on the join, the rest on leaving.
+        assert frozenset().union(*released) == Ring(["a", "b"]).slices_of("b")
+        took = await _until(_settled([a, c], ["a", "c"]), 10, "a and c to take over b's slices")
+        assert took < TTL  # a graceful leave does not wait for the lease to expire
+        kvs, _ = await probe.get_prefix("/t/")
+        assert "/t/members/b" not in kvs
+        await probe.close()
+        await c.close()
+    finally:
+        await a.close()
+
+
+async def test_a_node_cut_off_fences_itself_and_its_slices_move_after_the_lease_expires(
+        etcd_server: EtcdServer) -> None:
+    a = await _node(etcd_server, "a")
+    b = await _node(etcd_server, "b")
+    try:
+        await _until(_settled([a, b], ["a", "b"]), 15, "a and b to split the slices")
+        assert isinstance(b._client, Cuttable)
+        b._client.cut = True
+        cut_at = time.monotonic()
+        fenced_after = None
+        while not _settled([a], ["a"])():
+            assert _disjoint([a, b])
+            if fenced_after is None and not b.leasable():
+                fenced_after = time.monotonic() - cut_at
+            assert time.monotonic() - cut_at < 4 * TTL, "a never took over b's slices"
+            await asyncio.sleep(0.01)
+        assert fenced_after is not None and fenced_after <= TTL / 2 + 0.1
+        assert time.monotonic() - cut_at >= fenced_after
+        b._client.cut = False  # back: b re-registers under a new lease and gets its share again
+        await _until(_settled([a, b], ["a", "b"]), 15, "b to come back")
+    finally:
+        await b.close()
+        await a.close()
+
+
+async def test_etcd_frozen_every_node_stops_leasing_within_half_the_ttl(etcd_server: EtcdServer) -> None:
+    a = await _node(etcd_server, "a")
+    try:
+        await _until(_settled([a], ["a"]), 15, "a to own every slice")
+        etcd_server.pause()
+        took = await _until(lambda: not a.leasable(), TTL, "a to fence itself")
+        assert took <= TTL / 2 + 0.1
+        etcd_server.resume()
+        await _until(_settled([a], ["a"]), 15, "a to lease again once etcd is back")
+    finally:
+        etcd_server.resume()
+        await a.close()

@@ -1,0 +1,137 @@
+"""The cluster ownership state machine (sans-IO): claims, releases, lease loss and self-fencing."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from polecat.cluster.ownership import Claim, Ownership, Release
+from polecat.cluster.ring import Ring
+from polecat.frontier.slices import SLICES
+
+
+def _owning(me: str, members: list[str], now: float = 0.0, ttl: float = 10.0) -> Ownership:
+    o = Ownership(me, ttl=ttl)
+    o.lease_granted(now)
+    (claim,) = o.view_changed(members, now)
+    assert isinstance(claim, Claim)
+    assert o.claimed(claim.slices, ()) == []
+    return o
+
+
+def test_a_node_claims_its_ring_share_and_leases_only_what_it_holds() -> None:
+    o = Ownership("a", ttl=10)
+    assert o.view_changed(["a", "b"], 0.0) == []  # no lease yet: nothing claimed
+    (claim,) = o.lease_granted(0.0)
+    assert isinstance(claim, Claim)
+    assert claim.slices == Ring(["a", "b"]).slices_of("a")
+    assert o.leasable(1.0) == frozenset()  # wanted, not yet held
+    some = sorted(claim.slices)[:10]
+    o.claimed(claim.slices - set(some), some)
+    assert o.leasable(1.0) == claim.slices - set(some)
+
+
+def test_lost_claims_are_retried_no_more_often_than_retry() -> None:
+    o = Ownership("a", ttl=10, retry=1.0)
+    o.lease_granted(0.0)
+    (claim,) = o.view_changed(["a"], 0.0)
+    assert isinstance(claim, Claim)
+    o.claimed((), claim.slices)  # the old owners still hold every key
+    assert o.tick(0.5) == []
+    assert o.tick(1.0) == [Claim(claim.slices)]
+    assert o.tick(1.5) == []  # in flight
+    o.claimed(claim.slices, ())
+    assert o.tick(4.0) == []
+    assert o.leasable(4.0) == frozenset(range(SLICES))
+
+
+def test_a_join_releases_exactly_the_slices_the_newcomer_wins_and_stops_leasing_them_at_once() -> None:
+    o = _owning("a", ["a", "b"])
+    before = o.leasable(1.0)
+    actions = o.view_changed(["a", "b", "c"], 1.0)
+    moving = frozenset(s for s, (old, new) in Ring(["a", "b"]).moves(Ring(["a", "b", "c"])).items()
+                       if old == "a")
+    assert actions == [Release(moving)]
+    assert o.leasable(1.0) == before - moving  # before the keys are even deleted
+    o.released(moving)
+    assert o.held == before - moving
+    assert o.view_changed(["a", "b", "c"], 2.0) == []  # same list: nothing to do
+
+
+def test_a_leave_claims_the_slices_of_the_member_that_left() -> None:
+    o = _owning("a", ["a", "b"])
+    (claim,) = o.view_changed(["a"], 1.0)
+    assert claim == Claim(Ring(["a", "b"]).slices_of("b"))
+
+
+def test_fencing_at_half_the_ttl_without_renewal() -> None:
+    o = _owning("a", ["a"], now=0.0, ttl=10)
+    assert len(o.leasable(4.9)) == SLICES
+    assert o.leasable(5.0) == frozenset()  # TTL/2 after the last renewal
+    assert o.fenced(5.0)
+    assert o.tick(6.0) == []  # a fenced node claims nothing either
+    o.renewed(6.0)
+    assert len(o.leasable(6.1)) == SLICES
+    assert o.leasable(11.0) == frozenset()
+
+
+def test_lease_loss_drops_every_key_and_a_new_lease_reclaims() -> None:
+    o = _owning("a", ["a"])
+    o.lease_lost()
+    assert o.held == frozenset() and o.leasable(0.1) == frozenset()
+    assert o.claimed(range(5), ()) == []  # a claim answered after the loss does not count
+    assert o.held == frozenset()
+    (claim,) = o.lease_granted(1.0)
+    assert claim == Claim(frozenset(range(SLICES)))
+
+
+def test_a_slice_won_after_it_stopped_being_wanted_goes_straight_back() -> None:
+    o = Ownership("a", ttl=10)
+    o.lease_granted(0.0)
+    (claim,) = o.view_changed(["a"], 0.0)
+    assert isinstance(claim, Claim)
+    o.view_changed(["a", "b"], 0.5)  # b joins while the claim is in flight
+    back = o.claimed(claim.slices, ())
+    lost_to_b = Ring(["a", "b"]).slices_of("b")
+    assert back == [Release(lost_to_b)]
+    assert o.leasable(1.0) == Ring(["a", "b"]).slices_of("a")
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.lists(st.sets(st.sampled_from("abcd"), min_size=1), min_size=1, max_size=4))
+def test_two_nodes_fed_the_same_views_never_lease_the_same_slice(views: list[set[str]]) -> None:
+    """Through any sequence of member lists, with claims resolved by one key store (create-if-absent)
+    and releases applied, no slice is ever leasable by two nodes."""
+    nodes = {m: Ownership(m, ttl=10) for m in "abcd"}
+    keys: dict[int, str] = {}
+    now = 0.0
+    for o in nodes.values():
+        o.lease_granted(now)
+    for members in views:
+        now += 1.0
+        for o in nodes.values():
+            o.renewed(now)
+        pending = [(m, a) for m, o in nodes.items() for a in o.view_changed(members, now)]
+        while pending:
+            m, action = pending.pop(0)
+            o = nodes[m]
+            if isinstance(action, Release):
+                for s in action.slices:
+                    if keys.get(s) == m:
+                        del keys[s]
+                o.released(action.slices)
+            else:
+                won = [s for s in action.slices if keys.setdefault(s, m) == m]
+                pending += [(m, a) for a in o.claimed(won, action.slices - set(won))]
+            leased = [o.leasable(now) for o in nodes.values()]
+            assert sum(len(x) for x in leased) == len(frozenset().union(*leased))
+        for m, o in nodes.items():
+            pending += [(m, a) for a in o.tick(now + 1)]
+        while pending:
+            m, action = pending.pop(0)
+            if isinstance(action, Claim):
+                won = [s for s in action.slices if keys.setdefault(s, m) == m]
+                nodes[m].claimed(won, action.slices - set(won))
+        # Once settled, the live members lease every slice between them.
+        leased = [nodes[m].leasable(now + 1) for m in members]
+        assert len(frozenset().union(*leased)) == SLICES
