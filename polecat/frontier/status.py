@@ -19,7 +19,7 @@ from polecat.errors import FrontierError
 from polecat.frontier.db import SCHEMA_VERSION, TABLES
 from polecat.frontier.keys import host_of_row, parse_op_key
 from polecat.frontier.records import UrlRecord, decode_host
-from polecat.frontier.refresh import Freshness, RefreshPolicy
+from polecat.frontier.refresh import Freshness, History, RefreshPolicy
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +102,8 @@ def read_status(frontier_dir: Path, top: int = 10, refresh: RefreshConfig | None
         fresh, policy, at = Freshness(), RefreshPolicy(refresh or RefreshConfig()), now or time.time()
         for _, raw in txn.cursor(db=dbs["urls"]):
             rec = UrlRecord.decode(raw)
-            policy.tally(fresh, host_key(rec.url), rec.url, rec.history, rec.importance, at)
+            policy.tally(fresh, host_key(rec.url), rec.url, History.from_hex(rec.history), rec.importance,
+                             at)
         return FrontierStatus(
             hosts=hosts, hosts_with_queue=len(queues), queued=sum(queues.values()), fetched=fetched,
             seen_urls=txn.stat(dbs["seen"])["entries"], done=tuple(sorted(done.items())),
