@@ -7,7 +7,8 @@ Format (version 1), all integers big-endian::
 ``payload`` is msgpack: ``[sender, seq, [[url, depth, importance, hops], ...]]``. The checksum catches a
 torn or corrupted frame; the signature slot is empty here (one machine, trusted processes) and carries the
 HMAC of header-without-signature + payload in the multi-machine cluster, through the ``sign``/``verify``
-callables. Anything that does not decode raises :class:`HandoffError` and changes nothing.
+callables (:mod:`polecat.cluster.auth`). Anything that does not decode raises :class:`HandoffError`
+(:class:`SignatureError` when the signature is missing or wrong) and changes nothing.
 """
 
 from __future__ import annotations
@@ -33,6 +34,10 @@ Verifier = Callable[[bytes, bytes], bool]
 
 class HandoffError(PolecatError):
     """A hand-off batch is malformed, of an unknown version, fails its checksum or its signature."""
+
+
+class SignatureError(HandoffError):
+    """A receiver that verifies signatures got a frame whose signature is missing or wrong."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,12 +96,13 @@ def decode_batch(data: bytes, verify: Verifier | None = None) -> Batch:
     payload = data[_HEADER.size + sig_len :]
     if len(payload) != length:
         raise HandoffError(f"batch payload is {len(payload)} bytes, header says {length}")
+    # The signature before the checksum: a frame from someone without the secret is refused as such
+    # (SignatureError), whatever else is wrong with it.
+    if verify is not None and not (sig and verify(_HEADER.pack(MAGIC, VERSION, 0, length, checksum) + payload,
+                                                  sig)):
+        raise SignatureError("batch signature is missing" if not sig else "batch signature does not verify")
     if xxhash.xxh3_64_intdigest(payload) != checksum:
         raise HandoffError("batch checksum mismatch")
-    if verify is not None:
-        unsigned = _HEADER.pack(MAGIC, VERSION, 0, length, checksum)
-        if not verify(unsigned + payload, sig):
-            raise HandoffError("batch signature does not verify")
     try:
         sender, seq, items = msgpack.unpackb(payload, use_list=True)
         urls = tuple(HandoffUrl(u, d, float(i), h) for u, d, i, h in items)

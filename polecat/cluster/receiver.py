@@ -1,7 +1,8 @@
 """The receiving end of the hand-off: a batch is answered "ok" only once its URLs are committed.
 
 Rules:
-1. A frame that does not decode (or verify) is refused with "bad" and changes nothing.
+1. A frame that does not decode is refused with "bad", one whose signature is missing or wrong (when
+   the receiver verifies) with "unauthorized"; either changes nothing.
 2. The inbox holds at most ``capacity`` URLs that are accepted but not yet committed. A batch that does
    not fit waits up to ``hold`` seconds for room (the sender's request simply takes longer), then is
    answered "busy" with a retry delay; it is never dropped: the sender keeps it and slows down
@@ -19,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from polecat.cluster.batch import Batch, HandoffError, Verifier, decode_batch
+from polecat.cluster.batch import Batch, HandoffError, SignatureError, Verifier, decode_batch
 from polecat.errors import PolecatError
 
 BUSY_RETRY_AFTER = 0.25
@@ -30,7 +31,7 @@ BUSY_RETRY_AFTER = 0.25
 class Reply:
     """How a receiver answered one batch."""
 
-    status: Literal["ok", "busy", "bad", "error"]
+    status: Literal["ok", "busy", "bad", "unauthorized", "error"]
     retry_after: float = 0.0
     detail: str = ""
 
@@ -69,11 +70,14 @@ class HandoffReceiver:
         self._retry_after = retry_after
         self._room = asyncio.Event()
         self.inbox = Inbox(capacity)
-        self.batches = self.urls = self.bad = 0
+        self.batches = self.urls = self.bad = self.unauthorized = 0
 
     async def receive(self, data: bytes) -> Reply:
         try:
             batch = decode_batch(data, self._verify)
+        except SignatureError as exc:
+            self.unauthorized += 1
+            return Reply("unauthorized", detail=str(exc))
         except HandoffError as exc:
             self.bad += 1
             return Reply("bad", detail=str(exc))

@@ -13,7 +13,7 @@ from polecat.cluster.batch import MAX_BATCH_BYTES
 from polecat.cluster.receiver import HandoffReceiver, Reply
 
 PATH = "/handoff"
-_STATUS = {"ok": 200, "bad": 400, "busy": 503, "error": 500}
+_STATUS = {"ok": 200, "bad": 400, "unauthorized": 401, "busy": 503, "error": 500}
 
 
 class Transport(Protocol):
@@ -54,6 +54,8 @@ class HttpTransport:
                     return Reply("ok")
                 if resp.status == 503:
                     return Reply("busy", _retry_after(resp.headers.get("Retry-After")), detail)
+                if resp.status == 401:  # the peer does not share our secret: retrying will not help soon
+                    return Reply("unauthorized", detail=f"HTTP 401 {detail}")
                 return Reply("bad" if resp.status == 400 else "error", detail=f"HTTP {resp.status} {detail}")
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             return Reply("error", detail=f"{type(exc).__name__}: {exc}")
