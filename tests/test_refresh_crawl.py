@@ -176,3 +176,24 @@ def test_a_node_refreshes_unless_its_config_says_not(tmp_path: Path) -> None:
     off.write_text("[refresh]\nenabled = false\nmin_interval = 600.0\n")
     cfg = node_config(argparse.Namespace(config=off, listen=None, data=None))
     assert not cfg.refresh.enabled and cfg.refresh.min_interval == 600.0
+
+
+def test_guess_sitemap_finds_sitemap_xml_without_a_robots_line(test_web: TestWebFactory,
+                                                               tmp_path: Path) -> None:
+    web = test_web(SiteSpec(hosts=1, pages_per_host=3, seed=6, robots=("allow",)))
+    base = web.base_url("h01.test")
+    web.respond("h01.test", "/only-in-sitemap.html", 200, headers={"Content-Type": "text/html"},
+                body=b"<html><body><p>listed in /sitemap.xml only</p></body></html>")
+    web.respond("h01.test", "/sitemap.xml", 200, headers={"Content-Type": "application/xml"},
+                body=_urlset(f"{base}/only-in-sitemap.html"))
+
+    async def crawl(guess: bool, data: Path) -> None:
+        cfg = crawl_config(web, data, politeness={"rate": 10.0}, refresh={"guess_sitemap": guess})
+        async with Crawler(cfg) as crawler:
+            await crawler.run()
+
+    asyncio.run(crawl(False, tmp_path / "off"))
+    assert Counter(r.target for r in web.log)["/sitemap.xml"] == 0  # an option, off by default
+    asyncio.run(crawl(True, tmp_path / "on"))
+    requested = Counter(r.target for r in web.log)
+    assert requested["/sitemap.xml"] == requested["/only-in-sitemap.html"] == 1
