@@ -489,7 +489,16 @@ class Crawler:
             self._checkpoint_due.clear()
             if self._checkpoints_end:
                 return
-            if (self._frontier.pending_ops or self._durable) and not await self._try_checkpoint_async():
+            if not (self._frontier.pending_ops or self._durable):
+                continue
+            try:
+                if not await self._try_checkpoint_async():
+                    return
+            except Exception as exc:
+                # A bug rather than the machine: stopping loudly beats crawling on with no checkpoints
+                # (completions deferred behind a dead checkpointer would wait forever).
+                log.exception("checkpoint failed")
+                self._fail(exc)
                 return
 
     # --- the cluster's side ----------------------------------------------------------------------

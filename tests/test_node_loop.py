@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import Counter
 from pathlib import Path
@@ -15,9 +16,9 @@ from polecat.frontier.records import Completion, Lease
 from polecat.testing.fakes import Canned, FakeClock, FakeFetcher, MemoryPageStore
 
 
-def page(*links: str) -> Canned:
+def page(*links: str, text: str = "text of a page") -> Canned:
     anchors = "".join(f'<a href="{u}">link</a>' for u in links)
-    return Canned(200, f"<html><body><p>text of a page</p>{anchors}</body></html>".encode())
+    return Canned(200, f"<html><body><p>{text}</p>{anchors}</body></html>".encode())
 
 
 async def test_loop_fetches_every_page_once_robots_first(tmp_path: Path) -> None:
@@ -74,7 +75,8 @@ async def test_commit_covers_only_pages_the_flush_made_durable(tmp_path: Path) -
     clock = FakeClock(tick=0.0002)
     hosts = [f"h{i}.test" for i in range(12)]
     pages = {f"http://{h}/": page(*(f"/p{j}" for j in range(8))) for h in hosts}
-    pages |= {f"http://{h}/p{j}": page() for h in hosts for j in range(8)}
+    # Distinct pages: identical ones would make each host a soft-404 suspect and add probe fetches.
+    pages |= {f"http://{h}/p{j}": page(text=f"page {j} of {h}") for h in hosts for j in range(8)}
     fetcher = FakeFetcher(clock, pages)
     store = SlowFlushStore()
     cfg = config_from_mapping({
@@ -133,3 +135,27 @@ async def test_unblock_and_unthrottle_through_the_crawler(tmp_path: Path) -> Non
     assert fetcher.calls == ["http://a.test/robots.txt", "http://a.test/", "http://a.test/1"]
     async with Crawler(cfg, clock=clock, fetcher=fetcher, store=MemoryPageStore()) as crawler:
         assert crawler.frontier.blocks() == [] and crawler.frontier.throttles() == []  # persisted
+
+
+class BrokenFlushStore(MemoryPageStore):
+    """A store whose periodic flush (in the checkpoint's worker thread) hits a bug after the first one."""
+
+    def flush(self) -> None:
+        if self.flushes >= 1:
+            raise RuntimeError("flush bug")
+        super().flush()
+
+
+async def test_an_unexpected_checkpoint_error_stops_the_crawl_instead_of_hanging(tmp_path: Path) -> None:
+    clock = FakeClock(tick=0.0002)
+    hosts = [f"h{i}.test" for i in range(4)]
+    pages = {f"http://{h}/": page(*(f"/p{j}" for j in range(8))) for h in hosts}
+    pages |= {f"http://{h}/p{j}": page(text=f"page {j} of {h}") for h in hosts for j in range(8)}
+    cfg = config_from_mapping({
+        "data_dir": str(tmp_path), "scope": {"seeds": [f"http://{h}/" for h in hosts], "mode": "host"},
+        "politeness": {"rate": 1000.0}, "frontier": {"commit_ms": 1.0, "commit_ops": 4},
+    })
+    async with Crawler(cfg, clock=clock, fetcher=FakeFetcher(clock, pages),
+                       store=BrokenFlushStore()) as crawler:
+        with pytest.raises(PolecatError, match="flush bug"):
+            await asyncio.wait_for(crawler.run(), 30)

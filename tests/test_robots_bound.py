@@ -124,4 +124,8 @@ def test_a_crawl_meeting_hostile_robots_rules_keeps_serving_other_hosts(test_web
     assert not [r for r in web.log if r.host == "h01.test" and r.target.startswith("/q")]
     served = sorted(r.start for r in web.log if r.host == "h02.test")
     gaps = [b - a for a, b in itertools.pairwise(served)]
-    assert len(served) > 30 and max(gaps) < 0.8, max(gaps)
+    # A one-off stall remains while h01's robots.txt is parsed and its 5,000 links are checked once
+    # against the rules (~0.2 s + ~0.4 s at 82 us a URL; more on a loaded machine); apart from it h02 is
+    # served at its own pace (unbounded: ~1 s of stall at every lease of h01, 80 s as the largest gap).
+    assert len(served) > 30 and max(gaps) < 1.5, max(gaps)
+    assert sum(g for g in gaps if g > 0.3) < 1.5, gaps
