@@ -27,7 +27,7 @@ from polecat.frontier.frontier import Frontier
 from polecat.frontier.politeness import Attempt
 from polecat.frontier.records import SEED_IMPORTANCE, Completion, Lease, child_importance
 from polecat.frontier.refresh import Prior
-from polecat.frontier.traps import Soft404, is_probe, probe_url
+from polecat.frontier.traps import Soft404
 from polecat.parse.guard import MAX_TEXT_CHARS, bound_body, bound_html, bound_links
 from polecat.parse.html import ParsedPage, parse_html
 from polecat.parse.sitemap import SitemapParser, SitemapResult, SitemapWalk
@@ -103,7 +103,7 @@ class PagePipeline:
         """Process the response to ``lease`` (a request started at wall time ``started``)."""
         attempt = attempt_of(resp, self._clock)
         status = resp.status
-        if is_probe(lease.url):
+        if lease.url in self._soft404.issued:
             return self._probe_answered(lease, resp, attempt)
         if status in RETRY_STATUSES:
             self._errors[f"http_{status}"] += 1
@@ -267,8 +267,11 @@ class PagePipeline:
 
     def _duplicate_seen(self, lease: Lease, now: float) -> None:
         """A page duplicated another URL's: after a few on one host, probe it for a soft-404 page."""
-        if self.config.scope.soft_404_probe and self._soft404.duplicate_seen(lease.host):
-            self._frontier.add(probe_url(lease.url), 0, PROBE_IMPORTANCE, now)
+        if not self.config.scope.soft_404_probe:
+            return
+        probe = self._soft404.duplicate_seen(lease.host, lease.url)
+        if probe is not None:
+            self._frontier.add(probe, 0, PROBE_IMPORTANCE, now)
             self._wake()
 
     def _near_duplicate(self, url: str, digest: bytes, text: str) -> tuple[bytes, str] | None:

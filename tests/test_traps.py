@@ -55,7 +55,9 @@ def test_shape_budget_refuses_past_its_limit_per_host() -> None:
 
 def test_a_host_is_probed_once_after_a_few_duplicates_and_matched_by_fingerprint() -> None:
     soft = Soft404()
-    assert [soft.duplicate_seen("a") for _ in range(SOFT404_SUSPECT_AFTER + 3)].count(True) == 1
+    probes = [soft.duplicate_seen("a", "http://a.test/x") for _ in range(SOFT404_SUSPECT_AFTER + 3)]
+    assert [p for p in probes if p is not None] == sorted(soft.issued)
+    assert len(soft.issued) == 1 and not {"http://a.test/polecat-probe-00.html"} & soft.issued
     template = " ".join(f"word{i}" for i in range(200))
     soft.signatures["a"] = fingerprint("Not found " + template)
     assert soft.matches("a", fingerprint("Not found here " + template), 4)

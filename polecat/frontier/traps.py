@@ -108,6 +108,8 @@ def probe_url(url: str) -> str:
 
 
 def is_probe(url: str) -> bool:
+    """Whether ``url`` has the form of a probe (for reading logs: the pipeline trusts only the probes
+    it issued, :attr:`Soft404.issued`, so a page cannot pass a link of this form off as one)."""
     return PROBE_MARK in url
 
 
@@ -133,6 +135,8 @@ class Soft404:
 
     suspects: Counter[str] = field(default_factory=Counter)
     probed: set[str] = field(default_factory=set)
+    issued: set[str] = field(default_factory=set)
+    """Probe URLs issued in this run (at most one per probed host)."""
     signatures: dict[str, Fingerprint] = field(default_factory=dict)
     """Host -> the fingerprint of the page its probe was answered with (2xx)."""
 
@@ -142,13 +146,16 @@ class Soft404:
         return (sig is not None and hamming(sig.index, fp.index) <= distance
                 and verify_distance(sig.verify, fp.verify) <= VERIFY_MAX_DISTANCE)
 
-    def duplicate_seen(self, host: str) -> bool:
-        """A page of ``host`` was a duplicate; True when the host should be probed now."""
+    def duplicate_seen(self, host: str, url: str) -> str | None:
+        """A page ``url`` of ``host`` was a duplicate; the probe URL to queue when the host should be
+        probed now, else None."""
         if host in self.probed:
-            return False
+            return None
         self.suspects[host] += 1
         if self.suspects[host] < SOFT404_SUSPECT_AFTER:
-            return False
+            return None
         self.probed.add(host)
         del self.suspects[host]
-        return True
+        probe = probe_url(url)
+        self.issued.add(probe)
+        return probe
