@@ -468,6 +468,10 @@ class Crawler:
         except (PolecatError, OSError, lmdb.Error) as exc:
             self._fail(exc)
             return False
+        except Exception as exc:  # a bug: stop with what was committed, never hang on deferred completions
+            log.exception("checkpoint failed")
+            self._fail(exc)
+            return False
         return True
 
     def _try_checkpoint(self, *, save_bloom: bool = False) -> bool:

@@ -98,14 +98,16 @@ async def test_commit_covers_only_pages_the_flush_made_durable(tmp_path: Path) -
         def checked_commit() -> int:
             nonlocal commits
             commits += 1
+            # Pages that write a store record (not, e.g., a soft-404 probe) must have it durable.
+            stored = {r.url for r in store.log}
             durable = {r.url for r in store.log[: store.durable]}
-            assert set(completed) <= durable, set(completed) - durable
+            assert set(completed) & stored <= durable, (set(completed) & stored) - durable
             return commit()
 
         frontier.complete = recording_complete  # type: ignore[method-assign]
         frontier.commit = checked_commit  # type: ignore[method-assign]
         stats = await crawler.run()
-    assert stats.queued == 0 and len(completed) == len(pages) and commits > 5
+    assert stats.queued == 0 and set(pages) <= set(completed) and commits > 5
 
 
 def test_crawler_methods_before_open_raise_a_clear_error(tmp_path: Path) -> None:
