@@ -13,9 +13,9 @@ from polecat.config import DnsConfig, FetchConfig, RobotsConfig
 from polecat.errors import BlockedAddressError, DnsError, FetchTimeout
 from polecat.fetch.http import Fetcher
 from polecat.fetch.robots import Closed, Fetch, Ready, RobotsPolicy
-from polecat.fetch.robots_fetch import refresh_robots
 from polecat.testing.dns import LocalDnsServer
 from polecat.testing.hostile import HostileServer, Request, respond, silent
+from tests.robots_helpers import refresh_robots
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(30)]
 

@@ -13,7 +13,6 @@ from polecat.fetch.robots import (
     RobotsRules,
     RobotsStats,
 )
-from polecat.fetch.robots_fetch import refresh_robots
 
 __all__ = [
     "CachingResolver",
@@ -28,5 +27,4 @@ __all__ = [
     "RobotsRules",
     "RobotsStats",
     "decode_html",
-    "refresh_robots",
 ]

@@ -1,9 +1,6 @@
-"""The I/O step that feeds RobotsPolicy: fetch one robots.txt and record what happened.
-
-Kept apart from :mod:`polecat.fetch.robots` so the policy stays sans-IO. The worker calls this when the
-policy says ``Fetch()`` or ``Ready(refresh_due=True)`` (the request counts against the host's politeness
-interval like any other) and then asks the policy again.
-"""
+"""Fetch one robots.txt and feed the outcome to a RobotsPolicy: the policy and the fetcher together,
+for tests. (The node does not use this: a robots lease's outcome travels in its Completion, and the
+frontier records it.)"""
 
 from __future__ import annotations
 
@@ -13,8 +10,6 @@ from collections.abc import Callable
 from polecat.errors import FetchError
 from polecat.fetch.http import Fetcher, RedirectPacer, Response
 from polecat.fetch.robots import RobotsDecision, RobotsPolicy
-
-__all__ = ["refresh_robots"]
 
 
 async def refresh_robots(
