@@ -495,14 +495,7 @@ class Crawler:
                 return
             if not (self._frontier.pending_ops or self._durable):
                 continue
-            try:
-                if not await self._try_checkpoint_async():
-                    return
-            except Exception as exc:
-                # A bug rather than the machine: stopping loudly beats crawling on with no checkpoints
-                # (completions deferred behind a dead checkpointer would wait forever).
-                log.exception("checkpoint failed")
-                self._fail(exc)
+            if not await self._try_checkpoint_async():
                 return
 
     # --- the cluster's side ----------------------------------------------------------------------
