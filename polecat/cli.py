@@ -75,6 +75,7 @@ def _subparsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser
 
 def make_parser() -> argparse.ArgumentParser:
     from polecat import __version__
+    from polecat.cluster.status_cmd import register as register_cluster
     from polecat.service.cli import register as register_service
     from polecat.store.cli import register
 
@@ -91,6 +92,7 @@ def make_parser() -> argparse.ArgumentParser:
     status.set_defaults(func=cmd_status)
     register(sub)
     register_service(sub)
+    register_cluster(sub)
     for p in [parser, *_subparsers(parser)]:
         p.allow_abbrev = False  # --allow-priv must not silently mean --allow-private
         _add_logging_flags(p)

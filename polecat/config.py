@@ -245,7 +245,8 @@ class RefreshConfig:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ClusterConfig:
-    """The hand-off between the members of one crawl (``--workers``; see polecat/cluster/)."""
+    """The hand-off between the members of one crawl (``--workers``; see polecat/cluster/), and the
+    multi-machine cluster that ``polecat node`` joins when ``etcd`` is set."""
 
     batch_urls: int = 1024
     """URLs per hand-off batch (a batch also goes at every checkpoint, however few it holds)."""
@@ -253,6 +254,20 @@ class ClusterConfig:
     """URLs a member accepts from others before they are committed; past it senders wait (back-pressure)."""
     max_backlog: int = 100_000
     """Unacknowledged URLs a member may have for others before it stops leasing pages until they drain."""
+    etcd: str = ""
+    """etcd v3 endpoint (``http://host:2379``). Set: ``polecat node`` joins the cluster coordinated there."""
+    name: str = "polecat"
+    """The cluster's name: its keys live under ``/<name>/`` in etcd, so clusters can share an etcd."""
+    node_id: str = ""
+    """This node's id in the cluster (stable across restarts); required with ``etcd``."""
+    advertise: str = ""
+    """``http://host:port`` where the other nodes reach this node's API; required with ``etcd``."""
+    secret: str = ""
+    """Shared secret signing hand-offs between nodes (HMAC-SHA256), at least 16 characters; required
+    with ``etcd``. ``POLECAT_CLUSTER_SECRET`` sets it without writing it in a file."""
+    lease_ttl: int = 10
+    """Seconds of the node's etcd lease: a dead node's slices move after this; a node cut off from etcd
+    stops fetching after half of it."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -541,6 +556,7 @@ def validate(cfg: Config) -> None:
     _check(fr.map_size >= 16 * 1024 * 1024, "frontier.map_size", "must be >= 16 MiB")
     _validate_refresh(cfg.refresh)
     _validate_node(cfg.node)
+    _validate_cluster(cfg.cluster)
 
 
 def _validate_refresh(rf: RefreshConfig) -> None:
@@ -573,6 +589,33 @@ def _validate_node(nd: NodeConfig) -> None:
         raise ConfigError(f"node.listen (--listen): {exc}") from exc
     _check("\n" not in nd.token and nd.token == nd.token.strip(), "node.token",
            "must be one line without surrounding spaces")
+
+
+_CLUSTER_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
+
+
+def _http_address(value: str) -> bool:
+    parts = urlsplit(value)
+    try:
+        port = parts.port
+    except ValueError:  # a port out of range
+        return False
+    return parts.scheme == "http" and bool(parts.hostname) and port is not None and not parts.path.strip("/")
+
+
+def _validate_cluster(cl: ClusterConfig) -> None:
+    if not cl.etcd:
+        return
+    _check(_http_address(cl.etcd), "cluster.etcd", f"must be http://host:port, got {cl.etcd!r}")
+    _check(bool(_CLUSTER_ID.fullmatch(cl.name)), "cluster.name", "must be 1-63 of A-Z a-z 0-9 . _ -")
+    _check(bool(_CLUSTER_ID.fullmatch(cl.node_id)), "cluster.node_id",
+           "required with cluster.etcd: 1-63 of A-Z a-z 0-9 . _ -")
+    _check(_http_address(cl.advertise), "cluster.advertise",
+           f"required with cluster.etcd: http://host:port peers reach this node at, got {cl.advertise!r}")
+    one_line = cl.secret == cl.secret.strip() and "\n" not in cl.secret
+    _check(len(cl.secret) >= 16 and one_line, "cluster.secret",
+           "required with cluster.etcd: one line of at least 16 characters (or POLECAT_CLUSTER_SECRET)")
+    _check(2 <= cl.lease_ttl <= 300, "cluster.lease_ttl", "must be in [2, 300] seconds")
 
 
 def split_listen(listen: str) -> tuple[str, int]:

@@ -84,6 +84,7 @@ class Crawler:
         self._on_page = on_page
         self._on_lease = on_lease
         self._link = link
+        self._owned: frozenset[int] | None = None
         self._durable: list[asyncio.Future[None]] = []
         self._flushing = False
         """A periodic checkpoint's store flush is running in a worker thread."""
@@ -260,6 +261,13 @@ class Crawler:
         self._durable.append(fut)
         self._checkpoint_due.set()
         await fut
+
+    def set_owned(self, slices: frozenset[int]) -> None:
+        """Lease only hosts of ``slices`` from now on (the cluster's ownership and fencing drive it)."""
+        if slices != self._owned:
+            self._owned = slices
+            self._frontier.set_owned(slices, self._clock.wall())
+            self._wake.set()
 
     def robots_file(self, origin: str) -> tuple[int, float, bytes] | None:
         """The stored robots.txt answer of ``origin``: status, fetch time, body; None if none."""

@@ -11,9 +11,21 @@ from typing import Any
 
 import aiohttp
 
+from polecat.config import Config
 from polecat.service.runner import NodeService
 from polecat.testing.web import TestWeb
 from tests.crawl_helpers import crawl_config
+
+
+async def start_node(cfg: Config) -> tuple[NodeService, asyncio.Future[int]]:
+    """A NodeService started in this loop, once its API listens (or its start-up error raised)."""
+    svc = NodeService(cfg)
+    task = asyncio.ensure_future(svc.run(handle_signals=False))
+    ready = asyncio.ensure_future(svc.ready.wait())
+    await asyncio.wait([task, ready], return_when=asyncio.FIRST_COMPLETED)
+    if task.done():
+        task.result()
+    return svc, task
 
 
 @asynccontextmanager
@@ -25,12 +37,7 @@ async def running_node(web: TestWeb, data: Path, *, seeds: bool = True,
     if not seeds:
         over["scope"] = {**over.get("scope", {}), "seeds": []}
     cfg = crawl_config(web, data, **over)
-    svc = NodeService(cfg)
-    task = asyncio.ensure_future(svc.run(handle_signals=False))
-    ready = asyncio.ensure_future(svc.ready.wait())
-    await asyncio.wait([task, ready], return_when=asyncio.FIRST_COMPLETED)
-    if task.done():
-        task.result()
+    svc, task = await start_node(cfg)
     headers = {"Authorization": f"Bearer {cfg.node.token}"} if cfg.node.token else {}
     try:
         async with aiohttp.ClientSession(svc.url, headers=headers) as session:

@@ -70,6 +70,11 @@ def _disjoint(nodes: list[EtcdMembership]) -> bool:
 
 
 async def test_join_and_graceful_leave_move_slices_by_the_ring(etcd_server: EtcdServer) -> None:
+    async with asyncio.timeout(30):
+        await _join_leave(etcd_server)
+
+
+async def _join_leave(etcd_server: EtcdServer) -> None:
     released: list[frozenset[int]] = []
     a = await _node(etcd_server, "a")
     b = await _node(etcd_server, "b", released)

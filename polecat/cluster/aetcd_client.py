@@ -5,6 +5,8 @@ seconds, never a hang; the caller turns errors into state-machine events."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from urllib.parse import urlsplit
 
@@ -54,7 +56,10 @@ class AetcdClient:
                 value = None if event.kind == "DELETE" else bytes(event.kv.value)
                 yield KeyEvent(event.kv.key.decode(), value)
         finally:
-            await watch.cancel()
+            # aetcd's cancel can wait for ever on a dead stream (a full request queue): bounded, so a
+            # cancelled watch always ends.
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(watch.cancel(), 1.0)
 
     async def create_all(self, values: dict[str, bytes], lease: int) -> bool:
         txn = self._client.transactions

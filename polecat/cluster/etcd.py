@@ -152,9 +152,8 @@ class EtcdMembership:
                                     self._clock.monotonic())
         for task in self._tasks:
             task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        if self._tasks:  # bounded: a task stuck in the client must not hold the node's stop
+            await asyncio.wait(self._tasks, timeout=self._ttl / 3)
         self._tasks.clear()
         with contextlib.suppress(Exception):
             if held:
@@ -187,11 +186,12 @@ class EtcdMembership:
                     continue
                 # The lease runs from when the renewal was sent, not from when etcd answered.
                 self._queue(self.ownership.renewed(started))
-                await asyncio.wait_for(self._resync(), self._ttl / 3)
+                await asyncio.wait_for(self.resync(), self._ttl / 3)
             except Exception as exc:  # any etcd failure or hang is "not renewed" (rule 3)
                 log.warning("etcd lease renewal failed: %s", exc)
 
-    async def _resync(self) -> int:
+    async def resync(self) -> int:
+        """Read the member list now (returns the etcd revision it was read at)."""
         kvs, revision = await self._client.get_prefix(members_prefix(self._cluster))
         self._set_members(parse_members(self._cluster, kvs))
         return revision
@@ -200,7 +200,7 @@ class EtcdMembership:
         prefix = members_prefix(self._cluster)
         while True:
             try:
-                revision = await self._resync()
+                revision = await self.resync()
                 known = {m.id: m for m in self._members}
                 async for event in self._client.watch_prefix(prefix, revision + 1):
                     node = event.key[len(prefix) :]
@@ -234,6 +234,8 @@ class EtcdMembership:
                 log.warning("etcd %s failed: %s", type(action).__name__, exc)
                 if isinstance(action, Claim):
                     self._queue(self.ownership.claimed((), action.slices))
+                else:  # the slices stay unleased and their keys held until the hand-over succeeds
+                    asyncio.get_running_loop().call_later(self.ownership.retry, self._work.put_nowait, action)
 
     # -- actions ------------------------------------------------------------------------------------
 

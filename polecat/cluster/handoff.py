@@ -14,7 +14,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 
-from polecat.cluster.batch import HandoffUrl, Signer, encode_batch
+from polecat.cluster.batch import HandoffUrl, Signer, decode_urls, encode_batch
 from polecat.cluster.outbox import Outbox
 from polecat.cluster.sender import HandoffSender, Send
 from polecat.cluster.transport import Transport
@@ -43,6 +43,24 @@ class Handoff:
         self._tasks: set[asyncio.Task[None]] = set()
         self.urls_acked = 0
         self.bytes_sent = 0
+
+    def set_addresses(self, addresses: Mapping[str, str]) -> None:
+        """Peers' addresses from a new member list (batches for a peer not in it wait in the outbox)."""
+        self._addresses = dict(addresses)
+        self._wake.set()
+
+    def reroute(self, peer: str, route: Callable[[list[HandoffUrl]], None]) -> int:
+        """``peer`` left the cluster: its URLs (staged, and sealed batches not in flight) go to
+        ``route``, which stages them for their new owners, and its batches are dropped, in the same
+        outbox transaction (durable at the next :meth:`commit`). Returns the URLs moved."""
+        urls = self._outbox.take_staged(peer)
+        for seq in self._outbox.pending().get(peer, []):
+            if self.sender.forget(peer, seq):
+                urls += decode_urls(self._outbox.read(peer, seq))
+                self._outbox.ack(peer, seq)
+        if urls:
+            route(urls)
+        return len(urls)
 
     def stage(self, peer: str, urls: list[HandoffUrl]) -> None:
         """Queue ``urls`` for their owner ``peer`` (durable at the next :meth:`commit`)."""

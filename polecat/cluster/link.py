@@ -15,11 +15,12 @@ Rules:
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from polecat.cluster.batch import HandoffUrl
 from polecat.cluster.handoff import Handoff
-from polecat.cluster.membership import Membership
+from polecat.cluster.membership import Member, Membership
 from polecat.cluster.receiver import HandoffReceiver
 from polecat.cluster.ring import Ring
 from polecat.dedup.canon import host_key
@@ -57,6 +58,12 @@ class ClusterLink:
         self._max_backlog = max_backlog
         self.routed_out = 0
         self.pauses = 0
+
+    def set_members(self, members: Iterable[Member]) -> None:
+        """Route by the Ring of a new member list (the etcd cluster's membership changes)."""
+        ids = [m.id for m in members]
+        if ids:
+            self.ring = Ring(ids)
 
     def owns(self, url: str) -> bool:
         return self.ring.owner(slice_of(host_key(url))) == self.self_id

@@ -75,6 +75,14 @@ class Outbox:
             seqs.append(seq)
         return seqs
 
+    def peers(self) -> set[str]:
+        """Peers with URLs staged or batches unacknowledged."""
+        return {p for p, urls in self._staged.items() if urls} | {p for p, b in self._pending.items() if b}
+
+    def take_staged(self, peer: str) -> list[HandoffUrl]:
+        """Remove and return the URLs staged (not yet sealed) for ``peer``."""
+        return self._staged.pop(peer, [])
+
     def seal_all(self) -> list[tuple[str, int]]:
         """Seal every staged URL into batches; returns the new ``(peer, seq)`` pairs."""
         return [(peer, seq) for peer in list(self._staged) for seq in self._seal(peer, full_only=False)]

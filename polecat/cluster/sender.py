@@ -84,6 +84,15 @@ class HandoffSender:
         p.failures = 0
         self.acked_batches += 1
 
+    def forget(self, peer: str, seq: int) -> bool:
+        """Drop a queued batch whose peer left the cluster; False while it is in flight."""
+        p = self._peers[peer]
+        if seq in p.in_flight:
+            return False
+        if seq in p.queue:
+            p.queue.remove(seq)
+        return True
+
     def busy(self, peer: str, seq: int, now: float, retry_after: float) -> None:
         """The receiver's inbox is full (rule 3)."""
         p = self._peers[peer]

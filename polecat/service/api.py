@@ -69,12 +69,15 @@ def _json_error(exc: web.HTTPException, message: str) -> web.HTTPException:
     return exc
 
 
-def auth_middleware(token: str) -> Any:
+def auth_middleware(token: str, signed: frozenset[str] = frozenset()) -> Any:
+    """Bearer-token auth for every path but :data:`OPEN_PATHS` and ``signed`` (routes that check the
+    cluster's signature themselves)."""
     expected = f"Bearer {token}".encode()
+    unchecked = OPEN_PATHS | signed
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if token and request.path not in OPEN_PATHS:
+        if token and request.path not in unchecked:
             given = request.headers.get("Authorization", "").encode()
             if not hmac.compare_digest(given, expected):
                 raise _json_error(web.HTTPUnauthorized(headers={"WWW-Authenticate": "Bearer"}),
@@ -118,8 +121,11 @@ class Api:
         self._activity = activity
         self._registry = registry
 
-    def app(self, token: str) -> web.Application:
-        app = web.Application(middlewares=[auth_middleware(token)], client_max_size=4 * 1024 * 1024)
+    def app(self, token: str, *, signed: frozenset[str] = frozenset(), max_body: int = 4 * 1024 * 1024
+            ) -> web.Application:
+        """The API; ``signed``: paths the caller mounts afterwards that authenticate by signature (the
+        cluster's internal routes), ``max_body``: the largest request body accepted."""
+        app = web.Application(middlewares=[auth_middleware(token, signed)], client_max_size=max_body)
         c = self
         app.add_routes([
             web.get("/", c.page), web.get("/openapi.json", c.openapi), web.get("/metrics", c.metrics),

@@ -26,7 +26,8 @@ CLIENT_TIMEOUT = 30.0
 
 
 def node_config(args: argparse.Namespace) -> Config:
-    """The node's Config: the TOML file, then flags, then ``$POLECAT_TOKEN``. A node keeps its pages
+    """The node's Config: the TOML file, then flags, then ``$POLECAT_TOKEN`` and
+    ``$POLECAT_CLUSTER_SECRET``. A node keeps its pages
     fresh: ``refresh.enabled`` is on unless the file turns it off."""
     base: dict[str, Any] = load_toml(args.config) if args.config else {}
     over: dict[str, Any] = {"node": {}}
@@ -36,6 +37,8 @@ def node_config(args: argparse.Namespace) -> Config:
         over["node"]["listen"] = args.listen
     if os.environ.get("POLECAT_TOKEN"):
         over["node"]["token"] = os.environ["POLECAT_TOKEN"]
+    if os.environ.get("POLECAT_CLUSTER_SECRET"):
+        over["cluster"] = {"secret": os.environ["POLECAT_CLUSTER_SECRET"]}
     if args.data is not None:
         over["data_dir"] = str(args.data)
     return config_from_mapping(merge(base, over))

@@ -8,6 +8,9 @@ Rules:
 - SIGTERM or SIGINT: STOPPING=1, stop leasing, give in-flight requests ``fetch.stop_grace`` seconds,
   cancel the rest (their URLs stay queued), checkpoint, exit 0. A second signal abandons at once.
 - Exit 1 when the crawl stopped on a fatal storage error (what was committed is kept).
+- With ``cluster.etcd`` set the node is one member of a multi-machine cluster
+  (:mod:`polecat.cluster.machine`): it joins before its crawler opens, serves the signed internal
+  routes on the same listener, and a stop signal first hands every slice over, then drains.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ import time
 
 from aiohttp import web
 
+from polecat.cluster.link import ClusterLink
+from polecat.cluster.machine import INTERNAL_PATHS, MAX_BUNDLE_BYTES, ClusterNode
 from polecat.config import Config, split_listen
 from polecat.errors import PolecatError
 from polecat.frontier.records import Completion, Lease
@@ -59,6 +64,7 @@ class NodeService:
         self._metrics: NodeMetrics | None = None
         self._stop = asyncio.Event()
         self._crawler: Crawler | None = None
+        self.cluster: ClusterNode | None = None
 
     @property
     def crawler(self) -> Crawler:
@@ -77,12 +83,28 @@ class NodeService:
 
     async def run(self, *, handle_signals: bool = True) -> int:
         cfg = self.config
+        self.cluster = ClusterNode(cfg) if cfg.cluster.etcd else None
+        link = await self.cluster.join() if self.cluster is not None else None
+        try:
+            return await self._run(handle_signals, link)
+        finally:
+            if self.cluster is not None:
+                await self.cluster.close()
+
+    async def _run(self, handle_signals: bool, link: ClusterLink | None) -> int:
+        cfg = self.config
         loop = asyncio.get_running_loop()
-        async with Crawler(cfg, on_lease=self._on_lease) as crawler:
+        async with Crawler(cfg, on_lease=self._on_lease, link=link) as crawler:
             self._crawler = crawler
             self._metrics = NodeMetrics(crawler, self.lag)
-            runner = web.AppRunner(Api(crawler, self.activity, self._metrics.registry).app(cfg.node.token),
-                                   access_log=None, handle_signals=False)
+            api = Api(crawler, self.activity, self._metrics.registry)
+            if self.cluster is None:
+                app = api.app(cfg.node.token)
+            else:
+                app = api.app(cfg.node.token, signed=INTERNAL_PATHS, max_body=MAX_BUNDLE_BYTES)
+                self.cluster.routes(app)
+                self.cluster.start(crawler)
+            runner = web.AppRunner(app, access_log=None, handle_signals=False)
             await runner.setup()
             signals = (signal.SIGINT, signal.SIGTERM) if handle_signals else ()
             try:
@@ -112,6 +134,8 @@ class NodeService:
         stopping = asyncio.ensure_future(self._stop.wait())
         await asyncio.wait([run, stopping], return_when=asyncio.FIRST_COMPLETED)
         self.notifier.notify("STOPPING=1", "STATUS=draining")
+        if self.cluster is not None and not run.done():
+            await self.cluster.leave()  # every slice to its new owner while the crawler still commits
         crawler.stop()  # in-flight requests get fetch.stop_grace, then are cancelled (URLs stay queued)
         self._stop.clear()
         stopping = asyncio.ensure_future(self._stop.wait())

@@ -1,0 +1,241 @@
+"""One ``polecat node`` in a multi-machine cluster: etcd membership, signed hand-off, slices that move.
+
+Rules:
+1. The node joins (etcd lease, member key, the member list read) before its crawler opens, so its
+   seeds are queued by their owners under the real Ring. Until a slice's owner key is held, the frontier
+   leases nothing of it; :meth:`ClusterNode.sync_owned` applies the state machine's ``leasable()`` to
+   the frontier (at once on every change, and every :data:`SYNC_EVERY` seconds), which is also how
+   self-fencing stops fetching.
+2. Routing follows the Ring of the latest member list (:class:`~polecat.cluster.link.ClusterLink`). A
+   batch received for slices this node does not own under that Ring (a sender with an older list) is
+   forwarded through the outbox, committed before the batch is acknowledged; nothing is stranded.
+3. A slice that moves away (a join, or this node leaving) is handed over: this node stops leasing it,
+   waits for its leases in flight, exports it, ``POST``s the bundle to the new owner's
+   ``/internal/adopt`` (signed like batches; the new owner adopts and commits before answering, and
+   its hosts wait one full interval), then releases it and commits; only then is the owner key deleted
+   and may the new owner claim it.
+4. Every internal request is signed with the cluster secret (HMAC-SHA256): a missing or wrong signature
+   is answered 401 and changes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import defaultdict
+from io import BytesIO
+from typing import TYPE_CHECKING
+
+import aiohttp
+from aiohttp import web
+
+from polecat.cluster.aetcd_client import AetcdClient
+from polecat.cluster.auth import hmac_signer, hmac_verifier
+from polecat.cluster.batch import Batch, HandoffUrl
+from polecat.cluster.etcd import EtcdMembership
+from polecat.cluster.handoff import Handoff
+from polecat.cluster.link import ClusterLink
+from polecat.cluster.membership import Member
+from polecat.cluster.outbox import Outbox
+from polecat.cluster.receiver import HandoffReceiver
+from polecat.cluster.transport import _STATUS, PATH, HttpTransport
+from polecat.config import Config
+from polecat.errors import PolecatError
+from polecat.frontier.bundle import BundleError, SliceBundle
+
+if TYPE_CHECKING:
+    from polecat.node import Crawler
+
+log = logging.getLogger(__name__)
+
+ADOPT_PATH = "/internal/adopt"
+SIGNATURE_HEADER = "X-Polecat-Signature"
+SYNC_EVERY = 0.1
+"""Seconds between applications of ``leasable()`` to the frontier (fencing acts within this)."""
+HANDOVER_TIMEOUT = 60.0
+"""Seconds a hand-over may take (in-flight leases, then the new owner's answer) before it is retried."""
+MAX_BUNDLE_BYTES = 256 * 1024 * 1024
+"""The largest slice bundle a node accepts in one request."""
+INTERNAL_PATHS = frozenset({PATH, ADOPT_PATH})
+"""Routes authenticated by the cluster signature instead of the operator's bearer token."""
+
+
+class ClusterNode:
+    """The cluster side of one node (rules above). ``join()``, then open the crawler with ``link``,
+    ``start(crawler)``, mount :meth:`routes`; ``leave()`` hands every slice over."""
+
+    def __init__(self, cfg: Config) -> None:
+        cc = cfg.cluster
+        self.me = Member(cc.node_id, cc.advertise)
+        self._sign = hmac_signer(cc.secret)
+        self._verify = hmac_verifier(cc.secret)
+        self.membership = EtcdMembership(AetcdClient(cc.etcd), cc.name, self.me, ttl=cc.lease_ttl,
+                                         on_release=self._hand_over)
+        self.outbox = Outbox(cfg.data_dir / "handoff", batch_urls=cc.batch_urls)
+        self.transport = HttpTransport()
+        self.handoff = Handoff(self.me.id, self.outbox, self.transport, {}, sign=self._sign)
+        self.receiver = HandoffReceiver(self._sink, capacity=cc.inbox_urls, verify=self._verify)
+        self.link: ClusterLink | None = None
+        self._max_backlog = cc.max_backlog
+        self._crawler: Crawler | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._session: aiohttp.ClientSession | None = None
+        self.slices_handed_over = self.slices_adopted = 0
+
+    async def join(self) -> ClusterLink:
+        """Register in etcd and read the member list; returns the link to open the crawler with."""
+        await self.membership.start()
+        await self.membership.resync()
+        self.link = ClusterLink(self.membership, self.handoff, self.receiver, max_backlog=self._max_backlog)
+        self._follow(self.membership.members())
+        return self.link
+
+    def start(self, crawler: Crawler) -> None:
+        """Drive ``crawler``'s owned slices and the hand-off from now on."""
+        self._crawler = crawler
+        self.sync_owned()
+        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=HANDOVER_TIMEOUT))
+        self._tasks += [asyncio.create_task(self.handoff.run()), asyncio.create_task(self._views()),
+                        asyncio.create_task(self._sync_loop())]
+
+    def routes(self, app: web.Application) -> None:
+        """Mount ``POST /handoff`` (batches) and ``POST /internal/adopt`` (slice bundles)."""
+        app.router.add_post(PATH, self._handle_batch)
+        app.router.add_post(ADOPT_PATH, self._handle_adopt)
+
+    def sync_owned(self) -> None:
+        if self._crawler is not None:
+            self._crawler.set_owned(self.membership.leasable())
+
+    async def leave(self) -> None:
+        """Hand every slice over and revoke the lease (graceful stop; the crawler still runs)."""
+        await self.membership.close()
+
+    async def close(self) -> None:
+        """Leave if not done yet, stop the hand-off (what is unsent stays in the outbox for the next
+        start), close the connections."""
+        await self.membership.close()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        if self._session is not None:
+            await self._session.close()
+        await self.transport.close()
+        self.outbox.close()
+
+    # -- loops --------------------------------------------------------------------------------------
+
+    async def _views(self) -> None:
+        async for members in self.membership.changes():
+            self._follow(members)
+
+    def _follow(self, members: tuple[Member, ...]) -> None:
+        assert self.link is not None
+        self.link.set_members(members)
+        self.handoff.set_addresses({m.id: m.address for m in members if m.id != self.me.id})
+        self.sync_owned()
+        self._reroute()
+
+    def _reroute(self) -> None:
+        """URLs waiting in the outbox for members that left go to their new owners (rule 2)."""
+        present = {m.id for m in self.membership.members()}
+        moved = 0
+        for peer in self.outbox.peers() - present:
+            moved += self.handoff.reroute(peer, self._route_again)
+        if moved:
+            self.handoff.commit()
+            log.info("re-routed %d URLs queued for members that left", moved)
+
+    def _route_again(self, urls: list[HandoffUrl]) -> None:
+        assert self.link is not None
+        for u in urls:
+            self.link.route([u.url], u.depth, u.importance, u.hops)
+
+    async def _sync_loop(self) -> None:
+        beat = 0
+        while True:
+            await asyncio.sleep(SYNC_EVERY)
+            self.sync_owned()
+            beat += 1
+            if beat % 10 == 0:  # batches that were in flight at the change come back here
+                self._reroute()
+
+    # -- receiving ----------------------------------------------------------------------------------
+
+    async def _sink(self, batch: Batch) -> None:
+        """Queue what this node owns; forward the rest to its owner (rule 2)."""
+        assert self.link is not None and self._crawler is not None
+        mine: list[HandoffUrl] = []
+        for u in batch.urls:
+            if self.link.owns(u.url):
+                mine.append(u)
+            else:
+                self.link.route([u.url], u.depth, u.importance, u.hops)
+        if len(mine) < len(batch.urls):
+            self.handoff.commit()  # durable in the outbox before the sender may forget them
+        if mine:
+            await self._crawler.receive(Batch(batch.sender, batch.seq, tuple(mine)))
+
+    async def _handle_batch(self, request: web.Request) -> web.Response:
+        reply = await self.receiver.receive(await request.read())
+        headers = {"Retry-After": f"{reply.retry_after:.3f}"} if reply.status == "busy" else None
+        return web.Response(status=_STATUS[reply.status], text=reply.detail, headers=headers)
+
+    async def _handle_adopt(self, request: web.Request) -> web.Response:
+        body = await request.read()
+        sig = bytes.fromhex(request.headers.get(SIGNATURE_HEADER, "").strip() or "00")
+        if not self._verify(body, sig):
+            return web.Response(status=401, text="bundle signature is missing or does not verify")
+        if self._crawler is None:
+            return web.Response(status=503, text="not started")
+        try:
+            bundle = SliceBundle.read(BytesIO(body))
+        except (BundleError, ValueError) as exc:
+            return web.Response(status=400, text=str(exc))
+        report = self._crawler.frontier.adopt(bundle, time.time())
+        await self._crawler.checkpoint()
+        self.slices_adopted += len(bundle.ids)
+        log.info("adopted %d slices from %s: %s", len(bundle.ids), request.remote, report)
+        return web.Response(text="adopted")
+
+    # -- handing over (rule 3) ----------------------------------------------------------------------
+
+    async def _hand_over(self, slices: frozenset[int]) -> None:
+        crawler = self._crawler
+        ring = self.membership.ownership.ring
+        if crawler is None or ring is None:
+            return  # nothing opened yet, or nobody to hand to: the slices stay here
+        self.sync_owned()
+        frontier = crawler.frontier
+        async with asyncio.timeout(HANDOVER_TIMEOUT):
+            while frontier.in_flight_in(slices):  # noqa: ASYNC110 - the frontier has no event for this
+                await asyncio.sleep(0.05)
+            by_owner: dict[str, set[int]] = defaultdict(set)
+            for s in slices:
+                by_owner[ring.owner(s)].add(s)
+            addresses = {m.id: m.address for m in self.membership.members()}
+            for owner, group in sorted(by_owner.items()):
+                if owner == self.me.id or owner not in addresses:
+                    continue  # still ours after all, or its owner is gone: kept for the next change
+                await self._send_bundle(addresses[owner], frontier.export_slices(group).to_bytes())
+                frontier.release_slices(group)
+                self.slices_handed_over += len(group)
+            await crawler.checkpoint()
+
+    async def _send_bundle(self, address: str, body: bytes) -> None:
+        assert self._session is not None
+        delay = 0.1
+        while True:
+            with contextlib.suppress(aiohttp.ClientError, TimeoutError, OSError):
+                async with self._session.post(address.rstrip("/") + ADOPT_PATH, data=body,
+                                              headers={SIGNATURE_HEADER: self._sign(body).hex()}) as resp:
+                    if resp.status == 200:
+                        return
+                    if resp.status in (400, 401):
+                        raise PolecatError(f"{address} refused a slice bundle: HTTP {resp.status}")
+            await asyncio.sleep(delay)
+            delay = min(2.0, delay * 2)
+

@@ -1,0 +1,59 @@
+"""``polecat cluster status --etcd URL``: the members of a cluster, the slices each holds, and each
+node's queue depth and fetch rate (read from its API; ``$POLECAT_TOKEN`` as for the other clients).
+
+etcd is the source of truth for membership and ownership; a node whose API does not answer is listed
+with ``-`` for its figures (it may be starting, stopping or cut off)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from collections import Counter
+from typing import Any
+
+from polecat.cluster.aetcd_client import AetcdClient
+from polecat.cluster.etcd import members_prefix, parse_members
+from polecat.errors import PolecatError
+from polecat.frontier.slices import SLICES
+
+
+async def cluster_status(endpoint: str, cluster: str) -> tuple[list[dict[str, Any]], int]:
+    """One row per member (id, address, slices) and the count of unowned slices."""
+    client = AetcdClient(endpoint)
+    try:
+        kvs, _ = await client.get_prefix(members_prefix(cluster))
+        owners, _ = await client.get_prefix(f"/{cluster}/owner/")
+    except Exception as exc:  # the client raises its own error types for an unreachable etcd
+        raise PolecatError(f"--etcd {endpoint}: {exc}") from exc
+    finally:
+        await client.close()
+    held = Counter(v.decode() for v in owners.values())
+    rows = [{"id": m.id, "address": m.address, "slices": held.get(m.id, 0)}
+            for m in parse_members(cluster, kvs)]
+    return rows, SLICES - sum(held.values())
+
+
+def cmd_cluster_status(args: argparse.Namespace) -> int:
+    from polecat.service.cli import call
+
+    rows, unowned = asyncio.run(cluster_status(args.etcd, args.name))
+    print(f"{'node':<16} {'address':<28} {'slices':>6} {'queued':>9} {'fetches/s':>9}")
+    for row in rows:
+        try:
+            t = call(row["address"], "GET", "/admin/crawl/status")
+            queued, rate = str(t["queued"]), f"{t['fetches_per_s']:.1f}"
+        except PolecatError:
+            queued = rate = "-"
+        print(f"{row['id']:<16} {row['address']:<28} {row['slices']:>6} {queued:>9} {rate:>9}")
+    print(f"{len(rows)} members, {SLICES - unowned}/{SLICES} slices owned")
+    return 0
+
+
+def register(sub: Any) -> None:
+    """Add ``polecat cluster status`` to the ``polecat`` parser."""
+    p = sub.add_parser("cluster", help="a multi-machine cluster coordinated by etcd")
+    actions = p.add_subparsers(dest="action", required=True)
+    st = actions.add_parser("status", help="members, the slices each owns, queue depths, fetch rates")
+    st.add_argument("--etcd", required=True, metavar="URL", help="an etcd endpoint, http://host:2379")
+    st.add_argument("--name", default="polecat", help="the cluster's name (cluster.name, default polecat)")
+    st.set_defaults(func=cmd_cluster_status)

@@ -1,0 +1,105 @@
+"""``polecat node`` in a cluster over a private etcd: nodes on 127.0.0.x share one crawl; a node joins
+mid-crawl and another leaves gracefully; every page is fetched, politely, and none twice."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import socket
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from polecat.config import config_from_mapping
+from polecat.errors import ConfigError
+from polecat.service.runner import NodeService
+from polecat.testing.etcd import EtcdServer
+from polecat.testing.serverlog import politeness_violations
+from polecat.testing.sitegen import SiteSpec
+from tests.conftest import TestWebFactory
+from tests.crawl_helpers import crawl_config, page_requests
+from tests.service_helpers import start_node, wait_for
+
+SECRET = "a shared secret of the test cluster"
+
+
+def _port(host: str) -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+async def _start(web: Any, etcd: EtcdServer, tmp: Path, k: int, rate: float
+                 ) -> tuple[NodeService, asyncio.Future[int]]:
+    host = f"127.0.0.{10 + k}"
+    listen = f"{host}:{_port(host)}"
+    cfg = crawl_config(web, tmp / f"n{k}", politeness={"rate": rate}, refresh={"enabled": False},
+                       node={"listen": listen, "token": "operator-token"},
+                       cluster={"etcd": etcd.endpoint, "name": "t", "node_id": f"n{k}",
+                                "advertise": f"http://{listen}", "secret": SECRET, "lease_ttl": 3})
+    return await start_node(cfg)
+
+
+async def test_nodes_join_and_leave_mid_crawl_fetching_everything_once_and_politely(
+        test_web: TestWebFactory, etcd_server: EtcdServer, tmp_path: Path) -> None:
+    rate = 10.0
+    web = test_web(SiteSpec(hosts=16, pages_per_host=40, seed=3))
+    truth = web.ground_truth("host")
+    nodes = [await _start(web, etcd_server, tmp_path, k, rate) for k in range(3)]
+    try:
+        await wait_for(lambda: len(set(page_requests(web))) >= len(truth) // 4, 60, "a quarter fetched")
+        nodes.append(await _start(web, etcd_server, tmp_path, 3, rate))  # a 4th node joins mid-crawl
+        await wait_for(lambda: len(set(page_requests(web))) >= len(truth) // 2, 60, "half fetched")
+        leaving, task = nodes.pop(1)
+        leaving.stop()  # graceful: its slices go to the others before it exits
+        assert await asyncio.wait_for(task, 60) == 0
+        assert leaving.cluster is not None and leaving.cluster.slices_handed_over > 0
+        await wait_for(lambda: set(page_requests(web)) >= truth, 120, "every page fetched")
+        out = await _cluster_status(etcd_server)
+        assert "3 members, 4096/4096 slices owned" in out, out
+        lines = {line.split()[0]: line.split() for line in out.splitlines()[1:-1]}
+        assert set(lines) == {"n0", "n2", "n3"}
+        assert all(cols[3].isdigit() for cols in lines.values()), out  # every node answered with its queue
+    finally:
+        for svc, _ in nodes:
+            svc.stop()
+        for _, task in nodes:
+            assert await asyncio.wait_for(task, 60) == 0
+    fetched = Counter(page_requests(web))
+    assert set(fetched) == truth
+    twice = [u for u, n in fetched.items() if n > 1]
+    assert len(twice) <= 0.02 * len(truth), twice[:10]
+    assert politeness_violations(web.log, web.min_intervals(rate)) == []
+    assert sum(svc.cluster.slices_adopted for svc, _ in nodes if svc.cluster is not None) > 0
+
+
+async def _cluster_status(etcd: EtcdServer) -> str:
+    """``polecat cluster status`` until every slice is owned again (claims follow releases)."""
+    for _ in range(50):
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "polecat.cli", "cluster", "status", "--etcd", etcd.endpoint, "--name", "t",
+            stdout=asyncio.subprocess.PIPE, env={**os.environ, "POLECAT_TOKEN": "operator-token"})
+        out = (await proc.communicate())[0].decode()
+        assert proc.returncode == 0, out
+        if "4096/4096" in out:
+            break
+        await asyncio.sleep(0.2)
+    return out
+
+
+def test_cluster_settings_are_validated_naming_the_field(tmp_path: Path) -> None:
+    good = {"etcd": "http://127.0.0.1:2379", "node_id": "n1", "advertise": "http://127.0.0.1:8470",
+            "secret": SECRET}
+    assert config_from_mapping({"cluster": good}).cluster.node_id == "n1"
+    for field, value, words in [("etcd", "127.0.0.1:2379", "http://host:port"),
+                                ("node_id", "", "required"), ("node_id", "a/b", "A-Z"),
+                                ("advertise", "http://h", "http://host:port"),
+                                ("secret", "short", "16 characters"), ("lease_ttl", 1, "[2, 300]"),
+                                ("name", "a b", "A-Z")]:
+        with pytest.raises(ConfigError, match=re.escape(f"cluster.{field}") + ".*" + re.escape(words)):
+            config_from_mapping({"cluster": {**good, field: value}})
+    assert config_from_mapping({"cluster": {"node_id": ""}}).cluster.etcd == ""  # no etcd: no cluster
