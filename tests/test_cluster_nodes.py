@@ -8,6 +8,7 @@ import os
 import re
 import socket
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -33,14 +34,14 @@ def _port(host: str) -> int:
         return int(s.getsockname()[1])
 
 
-async def _start(web: Any, etcd: EtcdServer, tmp: Path, k: int, rate: float
+async def _start(web: Any, etcd: EtcdServer, tmp: Path, k: int, rate: float, ttl: int = 3
                  ) -> tuple[NodeService, asyncio.Future[int]]:
     host = f"127.0.0.{10 + k}"
     listen = f"{host}:{_port(host)}"
     cfg = crawl_config(web, tmp / f"n{k}", politeness={"rate": rate}, refresh={"enabled": False},
                        node={"listen": listen, "token": "operator-token"},
                        cluster={"etcd": etcd.endpoint, "name": "t", "node_id": f"n{k}",
-                                "advertise": f"http://{listen}", "secret": SECRET, "lease_ttl": 3})
+                                "advertise": f"http://{listen}", "secret": SECRET, "lease_ttl": ttl})
     return await start_node(cfg)
 
 
@@ -55,9 +56,12 @@ async def test_nodes_join_and_leave_mid_crawl_fetching_everything_once_and_polit
         nodes.append(await _start(web, etcd_server, tmp_path, 3, rate))  # a 4th node joins mid-crawl
         await wait_for(lambda: len(set(page_requests(web))) >= len(truth) // 2, 60, "half fetched")
         leaving, task = nodes.pop(1)
+        t0 = time.monotonic()
         leaving.stop()  # graceful: its slices go to the others before it exits
         assert await asyncio.wait_for(task, 60) == 0
         assert leaving.cluster is not None and leaving.cluster.slices_handed_over > 0
+        print(f"graceful leave: {leaving.cluster.slices_handed_over} slices handed over (join + leave), "
+              f"stopped in {time.monotonic() - t0:.2f} s")
         await wait_for(lambda: set(page_requests(web)) >= truth, 120, "every page fetched")
         out = await _cluster_status(etcd_server)
         assert "3 members, 4096/4096 slices owned" in out, out
@@ -75,6 +79,28 @@ async def test_nodes_join_and_leave_mid_crawl_fetching_everything_once_and_polit
     assert len(twice) <= 0.02 * len(truth), twice[:10]
     assert politeness_violations(web.log, web.min_intervals(rate)) == []
     assert sum(svc.cluster.slices_adopted for svc, _ in nodes if svc.cluster is not None) > 0
+
+
+async def test_a_node_cut_off_from_etcd_stops_fetching_within_half_its_lease(
+        test_web: TestWebFactory, etcd_server: EtcdServer, tmp_path: Path) -> None:
+    ttl = 4
+    web = test_web(SiteSpec(hosts=12, pages_per_host=200, seed=4))
+    svc, task = await _start(web, etcd_server, tmp_path, 0, 4.0, ttl)
+    try:
+        await wait_for(lambda: len(web.log) >= 40, 60, "the crawl to be under way")
+        etcd_server.pause()  # etcd stops answering: the node cannot renew its lease
+        cut = time.monotonic()
+        await asyncio.sleep(ttl)  # the lease itself would run out here
+        last = max(r.start for r in web.log)
+        # Renewed at most ttl/3 before the cut, fenced ttl/2 after that renewal; plus one sync period
+        # and the request that was already being sent.
+        assert last - cut <= ttl / 2 + 0.5, last - cut
+        print(f"last request {last - cut:.2f} s after etcd stopped (lease {ttl} s)")
+        assert set(page_requests(web)) < web.ground_truth("host")  # it did stop short of the end
+    finally:
+        etcd_server.resume()
+        svc.stop()
+        assert await asyncio.wait_for(task, 60) == 0
 
 
 async def _cluster_status(etcd: EtcdServer) -> str:
