@@ -182,3 +182,30 @@ def test_link_routes_each_url_to_its_slice_owner_and_bounds_the_backlog(tmp_path
 
 async def _never_called(batch: Batch) -> None:
     raise AssertionError(batch)
+
+
+def test_urls_owed_to_a_member_that_left_go_to_the_new_owners_durably(tmp_path: Path) -> None:
+    members = [Member(f"w{k}", f"unix:/tmp/w{k}.sock") for k in range(3)]
+    box = Outbox(tmp_path / "ob", batch_urls=8)
+    handoff = Handoff("w1", box, _NoTransport(), {})
+    link = ClusterLink(FakeMembership("w1", members), handoff, HandoffReceiver(_never_called),
+                       max_backlog=10**6)
+    urls = [f"http://h{i}.test/p" for i in range(60)]
+    link.route(urls, 1, 1.0)
+    handoff.commit()  # sealed batches for w0 and w2
+    link.route([f"http://h{i}.test/q" for i in range(60)], 1, 1.0)  # and some only staged
+    both = urls + [u.replace("/p", "/q") for u in urls]
+    owed_w2 = sum(link.ring.owner(slice_of(host_key(u))) == "w2" for u in both)
+    assert owed_w2 > 0 and "w2" in box.peers()
+
+    link.set_members([m for m in members if m.id != "w2"])  # w2 leaves: its URLs go to w0 or stay here
+    kept: list[str] = []
+    moved = handoff.reroute("w2", lambda got: kept.extend(
+        url for u in got for url in link.route([u.url], u.depth, u.importance, u.hops)))
+    handoff.commit()
+    assert moved == owed_w2 and 0 < len(kept) < moved  # some of w2's URLs are w1's own now
+    assert "w2" not in box.peers() and "w2" not in box.pending()
+    box.close()
+    reopened = Outbox(tmp_path / "ob", batch_urls=8)  # durable: w2 owes nothing after a restart either
+    assert "w2" not in reopened.pending() and set(reopened.pending()) == {"w0"}
+    reopened.close()

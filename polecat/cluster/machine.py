@@ -140,19 +140,24 @@ class ClusterNode:
         self._reroute()
 
     def _reroute(self) -> None:
-        """URLs waiting in the outbox for members that left go to their new owners (rule 2)."""
+        """URLs waiting in the outbox for members that left go to their new owners (rule 2). Known gap:
+        a crash between the outbox and the frontier commit of one checkpoint loses the re-routed URLs
+        that became this node's own."""
         present = {m.id for m in self.membership.members()}
         moved = 0
         for peer in self.outbox.peers() - present:
             moved += self.handoff.reroute(peer, self._route_again)
-        if moved:
-            self.handoff.commit()
+        if moved:  # durable at the crawler's next checkpoint (outbox, then frontier: rule 2 of outbox.py)
             log.info("re-routed %d URLs queued for members that left", moved)
 
     def _route_again(self, urls: list[HandoffUrl]) -> None:
-        assert self.link is not None
+        """Stage each URL for its owner under the current Ring; the ones that are now this node's go to
+        its frontier (committed by the crawler's next checkpoint, with the outbox)."""
+        assert self.link is not None and self._crawler is not None
+        now = time.time()
         for u in urls:
-            self.link.route([u.url], u.depth, u.importance, u.hops)
+            for url in self.link.route([u.url], u.depth, u.importance, u.hops):
+                self._crawler.frontier.add(url, u.depth, u.importance, now, hops=u.hops)
 
     async def _sync_loop(self) -> None:
         beat = 0
