@@ -155,3 +155,21 @@ def test_a_worker_that_fails_on_its_own_data_stops_the_crawl_with_the_reason(tes
     assert "polecat worker w1: error:" in output and "worker w1 stopped on an error" in output, output
     assert output.count("polecat worker w1: error:") == 1  # not restarted
     assert time.monotonic() - started < 60
+
+
+def test_a_worker_that_never_stops_cannot_keep_the_crawl_from_ending(test_web: TestWebFactory,
+                                                                    tmp_path: Path) -> None:
+    """A stuck worker (here: SIGSTOPped, so it reads no "stop" and no "abort") is killed a bounded time
+    after Ctrl-C; without the bound the parent waits for it forever."""
+    web = test_web(SiteSpec(hosts=8, pages_per_host=40, seed=5))
+    data = tmp_path / "data"
+    proc = start(crawl_cmd(web, data, 10.0, "--workers", "2"), data)
+    wait_for_requests(web, 40, proc)
+    stuck, *_ = worker_pids(proc.pid)
+    os.kill(stuck, signal.SIGSTOP)
+    stopped_at = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    code, output = finish(proc)
+    assert code == 130, output
+    assert time.monotonic() - stopped_at < 2.0 + 2.0 + 5.0 + 5.0  # stop_grace + ABORT_AFTER + KILL_AFTER
+    assert not Path(f"/proc/{stuck}").exists() or "Z" in Path(f"/proc/{stuck}/stat").read_text().split()[2]

@@ -11,9 +11,12 @@ Rules:
    fault: every worker is stopped and the command fails with the reason.
 4. The crawl ends when every worker stays quiet (polecat/cluster/termination.py), when the workers'
    fetches reach ``scope.max_pages``, or on SIGINT/SIGTERM, which the parent forwards as "stop" (a
-   second one as "abort"). ``max_pages`` (like the ``max_hosts`` and ``max_queued`` budgets) is split
-   evenly into per-worker caps, so the run never goes past it; a worker whose hosts run dry leaves its
-   share unused.
+   second one as "abort"). A stop is bounded: workers still running ``ABORT_AFTER`` seconds past the
+   requests' own grace (``fetch.stop_grace``) are sent "abort", and ``KILL_AFTER`` seconds later they
+   are killed (crash-safe by design: at most their commit window is fetched again), so a stuck worker
+   can never keep the command from ending. ``max_pages`` (like the ``max_hosts`` and ``max_queued``
+   budgets) is split evenly into per-worker caps, so the run never goes past it; a worker whose hosts
+   run dry leaves its share unused.
 5. Progress and the summary are the workers' reports merged (polecat/cluster/aggregate.py).
 """
 
@@ -53,6 +56,8 @@ PROGRESS_PERIOD = 0.5
 """The progress callback's period (the one-process crawl redraws its line as often)."""
 FAST_DEATH = 3.0
 MAX_FAST_DEATHS = 3
+ABORT_AFTER = 2.0
+KILL_AFTER = 5.0
 
 
 @dataclass(slots=True)
@@ -93,6 +98,8 @@ class Supervisor:
         self._workers: list[_Worker] = []
         self._termination = Termination()
         self._stopping = False
+        self._stop_at: float | None = None
+        self._aborted = False
         self.interrupted = 0
         self.restarts = 0
         self._started = 0.0
@@ -184,6 +191,8 @@ class Supervisor:
     def stop(self, *, abort: bool = False) -> None:
         """Ask every worker to stop (``abort``: abandon in-flight requests)."""
         self._stopping = True
+        if self._stop_at is None:
+            self._stop_at = time.monotonic()
         for w in self._workers:
             self._send(w, "abort" if abort else "stop")
 
@@ -205,6 +214,7 @@ class Supervisor:
             if all(w.done for w in self._workers):
                 return
             if self._stopping:
+                self._escalate()
                 continue
             stats = self.stats()
             now = time.monotonic()
@@ -220,6 +230,21 @@ class Supervisor:
                 self._ended = (verdict.MAX_PAGES if capped else verdict.GAVE_UP if stats.queued
                                else verdict.QUEUE_EMPTY)
                 self.stop()
+
+    def _escalate(self) -> None:
+        """Rule 4's bound on a stop: "abort" once, then kill what is still running."""
+        assert self._stop_at is not None
+        late = time.monotonic() - self._stop_at - self.config.fetch.stop_grace
+        running = [(w, w.proc) for w in self._workers if w.proc is not None and w.proc.returncode is None]
+        if late >= ABORT_AFTER + KILL_AFTER:
+            for w, proc in running:
+                log.warning("worker %s did not stop; killing it", w.id)
+                proc.kill()
+        elif late >= ABORT_AFTER and not self._aborted:
+            self._aborted = True
+            for w, _ in running:
+                log.warning("worker %s is slow to stop; aborting its requests", w.id)
+                self._send(w, "abort")
 
     async def _exited(self, w: _Worker) -> None:
         assert w.proc is not None
