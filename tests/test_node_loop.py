@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from polecat import Crawler
-from polecat.config import config_from_mapping
+from polecat.config import Config, config_from_mapping
 from polecat.errors import PolecatError
 from polecat.frontier.records import Completion, Lease
 from polecat.frontier.traps import is_probe
@@ -72,18 +72,24 @@ class SlowFlushStore(MemoryPageStore):
         super().flush()
 
 
-async def test_commit_covers_only_pages_the_flush_made_durable(tmp_path: Path) -> None:
-    clock = FakeClock(tick=0.0002)
-    hosts = [f"h{i}.test" for i in range(12)]
+def hosts_of_pages(data_dir: Path, n_hosts: int, commit_ops: int) -> tuple[dict[str, Canned], Config]:
+    """``n_hosts`` hosts of a root page linking 8 pages, and a config that checkpoints every few ops."""
+    hosts = [f"h{i}.test" for i in range(n_hosts)]
     pages = {f"http://{h}/": page(*(f"/p{j}" for j in range(8))) for h in hosts}
     # Distinct pages: identical ones would make each host a soft-404 suspect and add probe fetches.
     pages |= {f"http://{h}/p{j}": page(text=f"page {j} of {h}") for h in hosts for j in range(8)}
+    cfg = config_from_mapping({
+        "data_dir": str(data_dir), "scope": {"seeds": [f"http://{h}/" for h in hosts], "mode": "host"},
+        "politeness": {"rate": 1000.0}, "frontier": {"commit_ms": 1.0, "commit_ops": commit_ops},
+    })
+    return pages, cfg
+
+
+async def test_commit_covers_only_pages_the_flush_made_durable(tmp_path: Path) -> None:
+    clock = FakeClock(tick=0.0002)
+    pages, cfg = hosts_of_pages(tmp_path, 12, commit_ops=8)
     fetcher = FakeFetcher(clock, pages)
     store = SlowFlushStore()
-    cfg = config_from_mapping({
-        "data_dir": str(tmp_path), "scope": {"seeds": [f"http://{h}/" for h in hosts], "mode": "host"},
-        "politeness": {"rate": 1000.0}, "frontier": {"commit_ms": 1.0, "commit_ops": 8},
-    })
     completed: list[str] = []
     commits = 0
     async with Crawler(cfg, clock=clock, fetcher=fetcher, store=store) as crawler:
@@ -151,13 +157,7 @@ class BrokenFlushStore(MemoryPageStore):
 
 async def test_an_unexpected_checkpoint_error_stops_the_crawl_instead_of_hanging(tmp_path: Path) -> None:
     clock = FakeClock(tick=0.0002)
-    hosts = [f"h{i}.test" for i in range(4)]
-    pages = {f"http://{h}/": page(*(f"/p{j}" for j in range(8))) for h in hosts}
-    pages |= {f"http://{h}/p{j}": page(text=f"page {j} of {h}") for h in hosts for j in range(8)}
-    cfg = config_from_mapping({
-        "data_dir": str(tmp_path), "scope": {"seeds": [f"http://{h}/" for h in hosts], "mode": "host"},
-        "politeness": {"rate": 1000.0}, "frontier": {"commit_ms": 1.0, "commit_ops": 4},
-    })
+    pages, cfg = hosts_of_pages(tmp_path, 4, commit_ops=4)
     async with Crawler(cfg, clock=clock, fetcher=FakeFetcher(clock, pages),
                        store=BrokenFlushStore()) as crawler:
         with pytest.raises(PolecatError, match="flush bug"):

@@ -76,16 +76,21 @@ def test_a_segment_cut_by_a_few_bytes_keeps_every_intact_record(tmp_path: Path,
     assert "nothing to repair" in capsys.readouterr().out
 
 
-def test_a_damaged_record_inside_a_segment_is_dropped_and_its_bytes_noted(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    data = _store(tmp_path)
+def _damage(data: Path, url: str) -> None:
+    """Flip a byte in the middle of ``url``'s stored record."""
     s = open_store(data / "store", StoreConfig(), read_only=True)
-    loc = next(e.loc for e in s.log_entries() if e.record.url == "http://h.test/p2")  # type: ignore[attr-defined]
+    loc = next(e.loc for e in s.log_entries() if e.record.url == url)  # type: ignore[attr-defined]
     s.close()
     seg = _segment(data)
     raw = bytearray(seg.read_bytes())
     raw[loc.offset + loc.length // 2] ^= 0xFF
     seg.write_bytes(bytes(raw))
+
+
+def test_a_damaged_record_inside_a_segment_is_dropped_and_its_bytes_noted(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = _store(tmp_path)
+    _damage(data, "http://h.test/p2")
     assert run(["store", "verify", str(data)]) == 1
     capsys.readouterr()
     assert run(["store", "repair", str(data)]) == 0
@@ -98,13 +103,7 @@ def test_a_damaged_record_inside_a_segment_is_dropped_and_its_bytes_noted(
 def test_export_skips_a_corrupt_record_finishes_and_exits_non_zero(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     data = _store(tmp_path / "d")
-    s = open_store(data / "store", StoreConfig(), read_only=True)
-    loc = next(e.loc for e in s.log_entries() if e.record.url == "http://h.test/p1")  # type: ignore[attr-defined]
-    s.close()
-    seg = _segment(data)
-    raw = bytearray(seg.read_bytes())
-    raw[loc.offset + loc.length // 2] ^= 0xFF
-    seg.write_bytes(bytes(raw))
+    _damage(data, "http://h.test/p1")
     out = tmp_path / "all.warc"
     assert run(["store", "export", str(data), "--warc", str(out)]) == 1
     err = capsys.readouterr().err
