@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from typing import TextIO
 
 from polecat.stats import CrawlStats
-from polecat.verdict import fix_for
+from polecat.verdict import explained
 
 CLEAR_TO_EOL = "\x1b[K"
 MAX_GIVEN_UP_LISTED = 20
@@ -97,8 +97,7 @@ def print_summary(s: CrawlStats, out: TextIO, *, data_dir: str = "", interrupted
     if s.near_duplicates:
         print(f"  near-duplicates: {s.near_duplicates} pages recorded as duplicates of another", file=out)
     for host, reason in s.parked[:MAX_GIVEN_UP_LISTED]:
-        fix = fix_for(reason)
-        print(f"  gave up {host}: {reason}" + (f"; {fix}" if fix else ""), file=out)
+        print(f"  gave up {host}: {explained(reason)}", file=out)
     if len(s.parked) > MAX_GIVEN_UP_LISTED:
         print(f"  ... and {len(s.parked) - MAX_GIVEN_UP_LISTED} more hosts given up", file=out)
     where = f" ({data_dir})" if data_dir else ""

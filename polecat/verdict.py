@@ -48,14 +48,18 @@ _FIXES: tuple[tuple[str, str], ...] = (
 
 def fix_for(reason: str) -> str:
     """The fix for a host's give-up or park reason, or ``""`` when there is none to suggest."""
-    m = _REFUSED_ADDRESS.search(reason)
-    if m:
-        return (f"{m.group(1)} is a {m.group(2)} address: add --allow-private (dns.allow_private) "
-                "to crawl local or intranet hosts")
+    if _REFUSED_ADDRESS.search(reason):  # the reason already names the address and its kind
+        return "add --allow-private (dns.allow_private) to crawl local or intranet hosts"
     for marker, fix in _FIXES:
         if marker in reason:
             return fix
     return ""
+
+
+def explained(reason: str) -> str:
+    """A give-up or park reason followed by its fix, where there is one."""
+    fix = fix_for(reason)
+    return f"{reason}; {fix}" if fix else reason
 
 
 def nothing_fetched_cause(*, answered: int, attempted: int, parked: Sequence[tuple[str, str]],
@@ -70,8 +74,7 @@ def nothing_fetched_cause(*, answered: int, attempted: int, parked: Sequence[tup
         host, reason = parked[0]
         if len(parked) > 1:
             more = f" (and {len(parked) - 1} more hosts)"
-        fix = fix_for(reason)
-        return f"nothing could be fetched: {host}: {reason}{more}" + (f"; {fix}" if fix else "")
+        return f"nothing could be fetched: {host}{more}: {explained(reason)}"
     if seeds_refused:
         url, why = seeds_refused[0]
         if len(seeds_refused) > 1:

@@ -46,7 +46,9 @@ def test_loopback_without_allow_private_says_the_fix(test_web: TestWebFactory, t
     run = polecat("crawl", *web.seeds, "--data", str(tmp_path / "d"), "--dns-server", web.dns_address)
     assert run.returncode == EXIT_NOTHING_FETCHED
     assert web.log == []
-    assert "127.0.0.1 is a loopback address: add --allow-private" in run.stderr.splitlines()[-1]
+    last = run.stderr.splitlines()[-1]
+    assert "127.0.0.1 is a loopback address; add --allow-private" in last
+    assert last.count("is a loopback address") == 1, last  # the cause is said once
 
 
 def test_library_run_carries_the_verdict(test_web: TestWebFactory, tmp_path: Path) -> None:
