@@ -4,6 +4,8 @@ Times are ``time.monotonic()`` taken by the server (CLOCK_MONOTONIC on Linux, so
 server processes compare directly). ``start`` is when the request's headers arrived at the handler,
 ``end`` is just before the response was handed to the transport: the client cannot have received the
 response earlier, so ``end`` is a lower bound of the client's view and an overlap found here is real.
+``wall`` is the server's ``time.time()`` at arrival, for judging wall-clock instants (an HTTP-date
+Retry-After) without converting between the two clocks.
 """
 
 from __future__ import annotations
@@ -40,6 +42,10 @@ class RequestRecord:
     start: float
     end: float
     status: int
+    wall: float = 0.0
+    """``time.time()`` when the request reached the handler, read before ``start``: a wall-clock instant
+    is judged on the wall clock, so a step or slew of it between test start and arrival cannot move the
+    verdict (0.0 in logs written before this field existed)."""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))

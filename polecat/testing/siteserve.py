@@ -102,11 +102,12 @@ class SiteHandler:
         return response
 
     def record(
-        self, request: web.Request, host: str, page: int | None, start: float, status: int
+        self, request: web.Request, host: str, page: int | None, start: float, status: int, wall: float
     ) -> RequestRecord:
         """The log record, its end time taken now (call it just before handing the response over)."""
         if page is not None:
             url = self.site.url(page, self.port)
         else:
             url = f"http://{host}:{self.port}{request.raw_path}"
-        return RequestRecord(host, request.raw_path, url, request.method, start, time.monotonic(), status)
+        end = time.monotonic()
+        return RequestRecord(host, request.raw_path, url, request.method, start, end, status, wall)

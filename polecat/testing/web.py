@@ -245,6 +245,7 @@ class TestWeb:
         return body, etag_of(body)
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
+        wall = time.time()
         start = time.monotonic()
         assert self._handler is not None
         host, path, page = self._handler.locate(request)
@@ -255,7 +256,7 @@ class TestWeb:
             response = web.Response(status=rule.status, body=rule.body, headers=dict(rule.headers))
         else:
             response = self._handler.respond(request, host, path, page)
-        record = self._handler.record(request, host, page, start, response.status)
+        record = self._handler.record(request, host, page, start, response.status, wall)
         with self._lock:
             self._log.append(record)
         return response
