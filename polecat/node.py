@@ -352,12 +352,15 @@ class Crawler:
             self._receiving = False
             self._checkpoints_end = True
             self._checkpoint_due.set()
-            await checkpointer
-            if self._fatal is None:
-                self._try_checkpoint(save_bloom=True)
-            for q in self._page_queues:
-                with contextlib.suppress(asyncio.QueueFull):
-                    q.put_nowait(None)
+            try:
+                await checkpointer
+                if self._fatal is None:
+                    self._try_checkpoint(save_bloom=True)
+            finally:  # after a fault or a cancel ("abort") too: nobody may wait for a commit never made
+                self._abandon_waiters()
+                for q in self._page_queues:
+                    with contextlib.suppress(asyncio.QueueFull):
+                        q.put_nowait(None)
         if self._fatal is not None:
             self._ended = verdict.FAILED
             # What was committed is consistent; the rest replays on the next start.
@@ -470,6 +473,14 @@ class Crawler:
             if not fut.done():
                 fut.set_result(None)
 
+    def _abandon_waiters(self) -> None:
+        """Fail what still waits for a commit once no more are made: a hand-off receive then answers
+        "error" and its sender keeps the batch."""
+        waiters, self._durable = self._durable, []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_exception(PolecatError("the crawl stopped before a commit held this change"))
+
     async def _try_checkpoint_async(self) -> bool:
         try:
             await self._checkpoint_async()
@@ -497,7 +508,8 @@ class Crawler:
         period = self.config.frontier.commit_ms / 1000
         while not self._checkpoints_end:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._checkpoint_due.wait(), period)
+                async with asyncio.timeout(period):  # not wait_for: on 3.11 it can swallow a cancel
+                    await self._checkpoint_due.wait()
             self._checkpoint_due.clear()
             if self._checkpoints_end:
                 return

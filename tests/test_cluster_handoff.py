@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import struct
 from pathlib import Path
 
@@ -27,7 +28,7 @@ from polecat.cluster.ring import Ring
 from polecat.cluster.sender import HandoffSender, Send
 from polecat.dedup.canon import host_key
 from polecat.frontier.slices import slice_of
-from polecat.testing.cluster import FakeMembership
+from polecat.testing.cluster import FakeMembership, FakeTransport
 
 urls_st = st.lists(st.builds(HandoffUrl, st.text(min_size=1, max_size=80), st.integers(0, 60),
                              st.floats(0, 1e6, allow_nan=False), st.integers(0, 20)), max_size=50)
@@ -209,3 +210,29 @@ def test_urls_owed_to_a_member_that_left_go_to_the_new_owners_durably(tmp_path: 
     reopened = Outbox(tmp_path / "ob", batch_urls=8)  # durable: w2 owes nothing after a restart either
     assert "w2" not in reopened.pending() and set(reopened.pending()) == {"w0"}
     reopened.close()
+
+
+async def test_a_cancelled_handoff_loop_ends_even_when_woken_in_the_same_instant(tmp_path: Path) -> None:
+    """The worker stops its sending loop by cancelling it. A wake-up (the node's final checkpoint commits
+    the outbox) that lands a few loop iterations before the cancel must not swallow it: on Python 3.11
+    ``asyncio.wait_for`` did, while a peer's back-off timer was pending, and the loop then waited for
+    ever (the rare worker shutdown hang)."""
+    for k in range(6):  # how many loop iterations the cancel comes after the wake-up
+        box = Outbox(tmp_path / f"ob{k}", batch_urls=1)
+        h = Handoff("w0", box, FakeTransport(Reply("error", detail="refused")), {"w1": "unix:/nowhere"})
+        h.stage("w1", [HandoffUrl("http://a.test/", 0, 1.0)])
+        h.commit()
+        task = asyncio.create_task(h.run())
+        try:
+            for _ in range(20):  # the send fails and the loop parks again, waiting with a back-off timer
+                await asyncio.sleep(0)
+            assert h.sender.failing("w1")
+            h.commit()
+            for _ in range(k):
+                await asyncio.sleep(0)
+            task.cancel()
+            done, _ = await asyncio.wait([task], timeout=2.0)
+            assert done, f"the hand-off loop ran on after its cancel ({k} iterations after a wake-up)"
+        finally:
+            task.cancel()
+            box.close()

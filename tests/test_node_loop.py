@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from polecat import Crawler
+from polecat.cluster.batch import Batch, HandoffUrl
 from polecat.config import Config, config_from_mapping
 from polecat.errors import PolecatError
 from polecat.frontier.records import Completion, Lease
@@ -162,3 +163,28 @@ async def test_an_unexpected_checkpoint_error_stops_the_crawl_instead_of_hanging
                        store=BrokenFlushStore()) as crawler:
         with pytest.raises(PolecatError, match="flush bug"):
             await asyncio.wait_for(crawler.run(), 30)
+
+
+class FailingFlushStore(MemoryPageStore):
+    """A store that cannot make anything durable."""
+
+    def flush(self) -> None:
+        raise OSError(5, "Input/output error")
+
+
+async def test_a_receive_waiting_for_a_commit_that_never_comes_ends_with_the_crawl(tmp_path: Path) -> None:
+    """URLs handed over by another worker are acknowledged after a commit holds them; when the crawl
+    stops without that commit (a storage fault here, an abort in a worker), the receive must fail (the
+    sender keeps the batch) instead of waiting for ever and holding its worker's shutdown."""
+    clock = FakeClock(tick=0.0002)
+    pages, cfg = hosts_of_pages(tmp_path, 2, commit_ops=4)
+    async with Crawler(cfg, clock=clock, fetcher=FakeFetcher(clock, pages),
+                       store=FailingFlushStore()) as crawler:
+        batch = Batch("w1", 1, (HandoffUrl("http://h0.test/x", 1, 1.0),))
+        receiving = asyncio.create_task(crawler.receive(batch))
+        await asyncio.sleep(0)  # it waits for a commit
+        with pytest.raises(PolecatError, match="Input/output error"):
+            await asyncio.wait_for(crawler.run(), 30)
+        done, _ = await asyncio.wait([receiving], timeout=2.0)
+        assert done, "the receive still waits after the crawl ended"
+        assert isinstance(receiving.exception(), PolecatError)

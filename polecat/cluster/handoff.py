@@ -90,8 +90,12 @@ class Handoff:
                     task.add_done_callback(self._tasks.discard)
                 self._wake.clear()
                 timeout = None if plan.wake_at is None else max(0.0, plan.wake_at - self._clock())
+                # Not asyncio.wait_for: on Python 3.11 it swallows a cancel that arrives while the event
+                # it waits on is being set (CPython gh-86296), and this loop then ran on after its
+                # worker's stop, waiting for a wake-up that never came (the rare worker shutdown hang).
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), timeout)
+                    async with asyncio.timeout(timeout):
+                        await self._wake.wait()
         finally:
             for task in list(self._tasks):
                 task.cancel()

@@ -14,6 +14,9 @@ from polecat.cluster.receiver import HandoffReceiver, Reply
 
 PATH = "/handoff"
 _STATUS = {"ok": 200, "bad": 400, "unauthorized": 401, "busy": 503, "error": 500}
+SHUTDOWN_TIMEOUT = 5.0
+"""How long ``runner.cleanup()`` lets a request in progress finish (aiohttp's default is 60 s); a receive
+ends within a commit interval of its node's stop, so this only bounds a bug."""
 
 
 class Transport(Protocol):
@@ -83,7 +86,7 @@ async def serve(receiver: HandoffReceiver, address: str) -> web.AppRunner:
 
     app = web.Application(client_max_size=MAX_BATCH_BYTES)
     app.router.add_post(PATH, handle)
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=SHUTDOWN_TIMEOUT)
     await runner.setup()
     site: web.BaseSite
     if address.startswith("unix:"):

@@ -1,4 +1,5 @@
-"""In-repo fakes for the cluster seams: a membership whose view a test changes by hand."""
+"""In-repo fakes for the cluster seams: a membership whose view a test changes by hand, a transport whose
+answers a test scripts."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import AsyncIterator, Iterable
 from functools import partial
 
 from polecat.cluster.membership import Member, view
+from polecat.cluster.receiver import Reply
 
 
 class FakeMembership:
@@ -53,3 +55,19 @@ class FakeMembership:
         async with self._changed:
             self._closed = True
             self._changed.notify_all()
+
+
+class FakeTransport:
+    """A :class:`~polecat.cluster.transport.Transport` that answers every post with ``reply`` (change it
+    between posts) and counts the posts per address."""
+
+    def __init__(self, reply: Reply) -> None:
+        self.reply = reply
+        self.posts: dict[str, int] = {}
+
+    async def post(self, address: str, data: bytes) -> Reply:
+        self.posts[address] = self.posts.get(address, 0) + 1
+        return self.reply
+
+    async def close(self) -> None:
+        pass
