@@ -149,13 +149,14 @@ class Crawler:
         self._pipeline = PagePipeline(cfg, frontier=self._frontier, db=self._db, store=self._store,
                                       canon=self._canon, agent_token=product_token(cfg.fetch.user_agent),
                                       errors=self._errors, emit=self._emit, wake=self._wake.set,
-                                      route=link.route if (link := self._link) is not None else None,
+                                      stage=link.stage if (link := self._link) is not None else None,
                                       clock=self._clock)
         self._fetcher: PageFetcher = self._given_fetcher or Fetcher(cfg.fetch, cfg.dns)
         await self._fetcher.__aenter__()
         self._opened = True
         now = self._clock.wall()
         if self._link is not None:  # lease only this member's slices, whatever else the frontier holds
+            self._link.bind(self._frontier)
             self._frontier.set_owned(self._link.ring.slices_of(self._link.self_id), now)
         try:
             for seed in cfg.scope.seeds:
@@ -164,9 +165,6 @@ class Crawler:
             await self.__aexit__(type(exc), exc, exc.__traceback__)
             raise
         return self
-
-    def _owns(self, canonical: str) -> bool:
-        return self._link is None or self._link.owns(canonical)
 
     async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None,
                         tb: TracebackType | None) -> None:
@@ -193,7 +191,7 @@ class Crawler:
         canonical = self._canon.canonicalize(url.strip())
         if canonical is None:
             raise PolecatError(f"seed {url!r} is not an http(s) URL")
-        if not self._owns(canonical):  # its owner queues it; the host still joins the scope here
+        if not self._frontier.owns(canonical):  # its owner queues it; the host still joins the scope here
             self._frontier.add_scope_host(host_key(canonical))
             return "other_owner"
         decision = self._frontier.add_seed(canonical, self._clock.wall() if now is None else now, importance)

@@ -27,6 +27,7 @@ from polecat.frontier.frontier import Frontier
 from polecat.frontier.politeness import Attempt
 from polecat.frontier.records import SEED_IMPORTANCE, Completion, Lease, child_importance
 from polecat.frontier.refresh import Prior
+from polecat.frontier.routing import Admission
 from polecat.frontier.traps import Soft404
 from polecat.parse.guard import MAX_TEXT_CHARS, bound_body, bound_html, bound_links
 from polecat.parse.html import ParsedPage, parse_html
@@ -35,8 +36,9 @@ from polecat.store.base import OWN_HASH_HEADER, SKIPPED_HEADER, FetchRecord, Pag
 
 log = logging.getLogger("polecat")
 
-Router = Callable[[tuple[str, ...] | list[str], int, float, int], list[str]]
-"""``(urls, depth, importance, hops) -> the URLs this node owns``; the others go to their owners."""
+Stager = Callable[[Admission, int, float, int], None]
+"""``(admission, depth, importance, hops)``: stages an admission's URLs for other owners (the cluster
+link's :meth:`~polecat.cluster.link.ClusterLink.stage`)."""
 
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 SITEMAP_TYPES = frozenset({"application/xml", "text/xml", "application/gzip", "application/x-gzip"})
@@ -75,7 +77,7 @@ class PagePipeline:
 
     def __init__(self, cfg: Config, *, frontier: Frontier, db: FrontierDB, store: PageStore,
                  canon: Canonicalizer, agent_token: str, errors: Counter[str],
-                 emit: Callable[[Page], None], wake: Callable[[], None], route: Router | None = None,
+                 emit: Callable[[Page], None], wake: Callable[[], None], stage: Stager | None = None,
                  clock: Clock = SYSTEM_CLOCK) -> None:
         self.config = cfg
         self._clock = clock
@@ -88,7 +90,7 @@ class PagePipeline:
         self._errors = errors
         self._emit = emit
         self._wake = wake
-        self._route = route
+        self._stage = stage
         self.near_dups = 0
         """Pages recorded as near-duplicates of another stored page in this run."""
         self._sitemaps: dict[str, SitemapWalk] = {}
@@ -307,19 +309,24 @@ class PagePipeline:
             self._errors["too_many_redirects"] += 1
             return
         target = self._canon.canonicalize(location, lease.url)
-        if target is not None and (self._route is None or self._route([target], lease.depth, lease.importance,
-                                                                       lease.hops + 1)):
-            self._frontier.add(target, lease.depth, lease.importance, now, hops=lease.hops + 1)
-            self._wake()
+        if target is not None:
+            self._admit([target], lease.depth, lease.importance, now, lease.hops + 1)
 
     def _add_links(self, raw: list[str], base: str, lease: Lease, now: float) -> tuple[str, ...]:
         urls = tuple(dict.fromkeys(self._canon.canonicalize_links(raw, base)))
         if urls:
             importance = child_importance(lease.importance, len(urls))
-            mine = urls if self._route is None else self._route(urls, lease.depth + 1, importance, 0)
-            self._frontier.add_many(mine, lease.depth + 1, importance, now)
-            self._wake()
+            self._admit(urls, lease.depth + 1, importance, now, 0)
         return urls
+
+    def _admit(self, urls: tuple[str, ...] | list[str], depth: int, importance: float, now: float,
+               hops: int) -> None:
+        """Routing before dedup (polecat/frontier/routing.py): the frontier decides, the link stages."""
+        admission = self._frontier.admit(urls, depth, importance, now, hops=hops)
+        if admission.outbox and self._stage is not None:
+            self._stage(admission, depth, importance, hops)
+        if admission.accepted:
+            self._wake()
 
     def _emit_page(self, lease: Lease, resp: Response, started: float, digest: bytes, body: bytes, text: str,
                    links: tuple[str, ...], duplicate_of: str | None) -> None:

@@ -29,6 +29,7 @@ from polecat.cluster.sender import HandoffSender, Send
 from polecat.dedup.canon import host_key
 from polecat.frontier.slices import slice_of
 from polecat.testing.cluster import FakeMembership, FakeTransport
+from tests.frontier_helpers import Rig
 
 urls_st = st.lists(st.builds(HandoffUrl, st.text(min_size=1, max_size=80), st.integers(0, 60),
                              st.floats(0, 1e6, allow_nan=False), st.integers(0, 20)), max_size=50)
@@ -178,6 +179,23 @@ def test_link_routes_each_url_to_its_slice_owner_and_bounds_the_backlog(tmp_path
         assert all((u.depth, u.importance, u.hops) == (2, 0.5, 1) for u in got)
     assert link.backlogged() and link.stats().lease_pauses == 1  # more than 10 URLs unacknowledged
     assert not link.quiet(frontier_idle=True)  # URLs still owed to others: not quiet
+    box.close()
+
+
+def test_a_bound_frontier_admits_by_the_links_latest_ring(tmp_path: Path) -> None:
+    members = [Member(f"w{k}", f"unix:/tmp/w{k}.sock") for k in range(3)]
+    box = Outbox(tmp_path / "ob", batch_urls=1000)
+    link = ClusterLink(FakeMembership("w1", members), Handoff("w1", box, _NoTransport(), {}),
+                       HandoffReceiver(_never_called), max_backlog=10**6)
+    rig = Rig(tmp_path)
+    link.bind(rig.frontier)
+    urls = [f"http://h{i}.test/p" for i in range(40)]
+    admission = rig.frontier.admit(urls, 1, 1.0, 0.0)
+    link.stage(admission, 1, 1.0)
+    assert admission.accepted == sum(link.owns(u) for u in urls) == rig.frontier.queued
+    assert link.routed_out == len(urls) - admission.accepted and set(box.seal_all()) == {("w0", 1), ("w2", 1)}
+    link.set_members([members[1]])  # alone: every slice is w1's, and the frontier follows
+    assert rig.frontier.admit(urls, 1, 1.0, 0.0).accepted == len(urls) - admission.accepted
     box.close()
 
 

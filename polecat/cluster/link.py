@@ -1,9 +1,9 @@
 """What one worker node needs from the cluster: routing by slice owner, the hand-off, idle reporting.
 
 Rules:
-1. A discovered URL is routed before dedup: the owner of its host's slice (the Ring over the member list)
-   decides whether it is new. URLs this member owns go to its frontier; the others are staged for their
-   owner's outbox and never marked seen here.
+1. A discovered URL is routed before dedup by the frontier's rule (polecat/frontier/routing.py, under the
+   Ring over the member list): the frontier admits the URLs this member owns; the link stages the others
+   in their owner's outbox (they are never marked seen here).
 2. Seeds are queued by their owner only; every member learns every seed host, so scope decisions
    (host and domain modes) are the same whichever member judges a URL.
 3. The node stops leasing pages while more than ``max_backlog`` URLs wait for acknowledgement: a slow
@@ -14,17 +14,19 @@ Rules:
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from polecat.cluster.batch import HandoffUrl
 from polecat.cluster.handoff import Handoff
 from polecat.cluster.membership import Member, Membership
 from polecat.cluster.receiver import HandoffReceiver
 from polecat.cluster.ring import Ring
-from polecat.dedup.canon import host_key
-from polecat.frontier.slices import slice_of
+from polecat.frontier.routing import Admission, Routing
+
+if TYPE_CHECKING:
+    from polecat.frontier.frontier import Frontier
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +55,8 @@ class ClusterLink:
                  max_backlog: int) -> None:
         self.self_id = membership.self_id
         self.ring = Ring(m.id for m in membership.members())
+        self.routing = Routing(self.ring, self.self_id)
+        self._frontier: Frontier | None = None
         self.handoff = handoff
         self.receiver = receiver
         self._max_backlog = max_backlog
@@ -64,26 +68,29 @@ class ClusterLink:
         ids = [m.id for m in members]
         if ids:
             self.ring = Ring(ids)
+            self.routing = Routing(self.ring, self.self_id)
+            if self._frontier is not None:
+                self._frontier.set_routing(self.routing)
+
+    def bind(self, frontier: Frontier) -> None:
+        """Route ``frontier``'s admissions by this link's Ring from now on, through member changes."""
+        self._frontier = frontier
+        frontier.set_routing(self.routing)
 
     def owns(self, url: str) -> bool:
-        return self.ring.owner(slice_of(host_key(url))) == self.self_id
+        return self.routing.owns(url)
 
-    def route(self, urls: tuple[str, ...] | list[str], depth: int, importance: float,
-              hops: int = 0) -> list[str]:
+    def route(self, urls: Iterable[str], depth: int, importance: float, hops: int = 0) -> list[str]:
         """The URLs this member owns; the rest are staged for their owners (rule 1)."""
-        mine: list[str] = []
-        out: dict[str, list[HandoffUrl]] = defaultdict(list)
-        owner_of = self.ring.owner
-        for url in urls:
-            owner = owner_of(slice_of(host_key(url)))
-            if owner == self.self_id:
-                mine.append(url)
-            else:
-                out[owner].append(HandoffUrl(url, depth, importance, hops))
-        for peer, batch in out.items():
-            self.handoff.stage(peer, batch)
-            self.routed_out += len(batch)
+        mine, outbox = self.routing.split(urls)
+        self.stage(Admission(0, outbox), depth, importance, hops)
         return mine
+
+    def stage(self, admission: Admission, depth: int, importance: float, hops: int = 0) -> None:
+        """Run an admission's outbox decision: stage each owner's URLs for it (rule 1)."""
+        for peer, urls in admission.outbox.items():
+            self.handoff.stage(peer, [HandoffUrl(url, depth, importance, hops) for url in urls])
+            self.routed_out += len(urls)
 
     def backlogged(self) -> bool:
         """Rule 3."""

@@ -156,8 +156,8 @@ class ClusterNode:
         assert self.link is not None and self._crawler is not None
         now = time.time()
         for u in urls:
-            for url in self.link.route([u.url], u.depth, u.importance, u.hops):
-                self._crawler.frontier.add(url, u.depth, u.importance, now, hops=u.hops)
+            admission = self._crawler.frontier.admit([u.url], u.depth, u.importance, now, hops=u.hops)
+            self.link.stage(admission, u.depth, u.importance, u.hops)
 
     async def _sync_loop(self) -> None:
         beat = 0

@@ -54,6 +54,7 @@ from polecat.frontier.records import (
 )
 from polecat.frontier.refresh import Freshness, History, Prior, refresh_slots
 from polecat.frontier.robots_state import decode_robots, encode_robots, restore_robots
+from polecat.frontier.routing import Admission, Routing
 from polecat.frontier.traps import url_trap
 
 ROBOTS_SKIPS_PER_LEASE = 256
@@ -103,6 +104,30 @@ class Frontier(SliceHandover, OperatorControls, FrontierObservation):
         """Queue a canonical discovered URL if it is in scope and new; returns ``"accepted"``,
         ``"seen"`` or the reason it was refused. ``hops``: redirects followed to reach it."""
         return self._add(url, host_key(url), depth, importance, now, seed=False, hops=hops)
+
+    def set_routing(self, routing: Routing | None) -> None:
+        """Judge only the URLs ``routing`` says this frontier owns (frontier/routing.py); None: all."""
+        self._routing = routing
+
+    def owns(self, url: str) -> bool:
+        """Whether this frontier judges the canonical ``url`` (routing rule 1)."""
+        return self._routing is None or self._routing.owns(url)
+
+    def admit(self, urls: Iterable[str], depth: int, importance: float, now: float, *,
+              hops: int = 0) -> Admission:
+        """Route discovered canonical URLs before dedup (polecat/frontier/routing.py): the owned ones are
+        added (seen-set test, queue), the others come back per owner, unmarked. ``hops``: redirects
+        followed to reach them (a redirect target)."""
+        routing = self._routing
+        mine: Iterable[str] = urls
+        outbox: dict[str, list[str]] = {}
+        if routing is not None and not routing.single:
+            mine, outbox = routing.split(urls)
+        if hops:
+            accepted = sum(self.add(u, depth, importance, now, hops=hops) == ACCEPTED for u in mine)
+        else:
+            accepted = self.add_many(mine, depth, importance, now)
+        return Admission(accepted, outbox)
 
     def add_many(self, urls: Iterable[str], depth: int, importance: float, now: float) -> int:
         """Add the outlinks of one page in one batch (one vectorised Bloom pass); returns how many were

@@ -42,6 +42,7 @@ from polecat.frontier.records import (
     encode_host,
 )
 from polecat.frontier.refresh import RefreshPolicy
+from polecat.frontier.routing import Routing
 from polecat.frontier.scope import ScopeFilter
 from polecat.frontier.slices import slice_of
 from polecat.frontier.traps import ShapeBudget, TrapCounts
@@ -88,6 +89,8 @@ class FrontierState:
         self.traps = TrapCounts()
         """Per-host counts of trap rules that acted (polecat/frontier/traps.py), persisted in ``ops``."""
         self._traps_dirty: set[str] = set()
+        self._routing: Routing | None = None
+        """Who judges which discovered URL (:meth:`Frontier.admit`); None: this frontier judges all."""
         self._fenced: frozenset[int] = frozenset()
         """Slices whose hosts are not leased (another member owns them; :meth:`set_owned`)."""
 
