@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -173,3 +174,64 @@ def test_a_worker_that_never_stops_cannot_keep_the_crawl_from_ending(test_web: T
     assert code == 130, output
     assert time.monotonic() - stopped_at < 2.0 + 2.0 + 5.0 + 5.0  # stop_grace + ABORT_AFTER + KILL_AFTER
     assert not Path(f"/proc/{stuck}").exists() or "Z" in Path(f"/proc/{stuck}/stat").read_text().split()[2]
+
+
+# An embedding application: it runs the crawl in-process and, once the workers run, forks a child (as
+# multiprocessing's fork start method does) that inherits every pipe to the workers, so their stdin
+# stays open after this process dies. The child's pid goes to the file named by HOLDER_PID.
+_EMBEDDER = """
+import os, subprocess, sys, threading, time
+from polecat.cli import main
+
+def hold():
+    while len(subprocess.run(["pgrep", "-P", str(os.getpid()), "-f", "polecat.cluster.worker"],
+                             capture_output=True, text=True).stdout.split()) < 2:
+        time.sleep(0.05)
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(120)
+        os._exit(0)
+    with open(os.environ["HOLDER_PID"], "w") as f:
+        f.write(str(pid))
+
+threading.Thread(target=hold, daemon=True).start()
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.slow
+def test_workers_stop_soon_after_their_parent_is_killed_and_the_rerun_resumes(test_web: TestWebFactory,
+                                                                             tmp_path: Path) -> None:
+    web = test_web(SiteSpec(hosts=8, pages_per_host=40, seed=13))
+    data, holder_file = tmp_path / "data", tmp_path / "holder.pid"
+    cmd = crawl_cmd(web, data, 10.0, "--workers", "2")
+    config = tmp_path / "commit.toml"
+    config.write_text(f"[frontier]\ncommit_ms = {COMMIT_MS}\n")
+    parent = subprocess.Popen([sys.executable, "-c", _EMBEDDER, *cmd[3:], "--config", str(config)],
+                              env={**os.environ, "HOLDER_PID": str(holder_file)}, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    holder, workers = 0, []
+    try:
+        wait_for_requests(web, 80, parent)
+        while not holder_file.exists() or not holder_file.read_text():
+            assert parent.poll() is None
+            time.sleep(0.05)
+        holder = int(holder_file.read_text())
+        workers = [pid for pid in worker_pids(parent.pid) if pid != holder]  # its script names the module
+        assert len(workers) == 2, workers
+        parent.kill()
+        parent.wait()
+        killed_at = time.monotonic()
+        while any(Path(f"/proc/{pid}").exists() for pid in workers):
+            assert time.monotonic() - killed_at < 10.0, "a worker outlived its killed parent"
+            time.sleep(0.05)
+    finally:
+        for pid in (holder, *workers):
+            if pid:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+    assert 0 < len(page_requests(web)) < len(web.ground_truth("host"))
+    code, output = finish(start(cmd, data))
+    assert code == 0, output
+    assert set(page_requests(web)) == web.ground_truth("host")
+    assert politeness_violations(web.log, web.min_intervals(10.0)) == []

@@ -27,6 +27,7 @@ import contextlib
 import dataclasses
 import json
 import logging
+import os
 import shutil
 import signal
 import sys
@@ -120,7 +121,7 @@ class Supervisor:
             wcfg = replace(worker_config(cfg, k), scope=scope)
             spec_path = sock_dir / f"w{k}.json"
             WorkerSpec(f"w{k}", members, config_mapping(wcfg),
-                       logging.getLogger("polecat").getEffectiveLevel()).dump(spec_path)
+                       logging.getLogger("polecat").getEffectiveLevel(), os.getpid()).dump(spec_path)
             out.append(_Worker(k, spec_path))
         return out
 

@@ -8,17 +8,26 @@ worker's own directory). The protocol with the parent is line-based and local:
   ``{"seq", "quiet", "final", "stats": CrawlStats, "link": LinkStats}``.
 - stdin: ``stop`` (finish in-flight requests, checkpoint, exit 0), ``abort`` (abandon in-flight requests;
   their URLs are replayed next run). End of input (the parent died) counts as ``stop``.
+
+A worker outlives no parent (:mod:`.orphan`): it also stops when its parent dies though its stdin stays
+open (held by another process that inherited the pipe), on Linux by a parent-death signal (SIGTERM, which
+stops it like ``stop``), elsewhere by noticing its parent id change within a report period. A worker told
+to stop in any way that is still running ``STOP_BOUND`` seconds past the requests' grace exits on its
+own after dumping every thread's stack to stderr (crash-safe: at most its commit window is fetched
+again), so even a worker whose parent is gone cannot linger.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import faulthandler
 import json
 import logging
 import shutil
 import signal
 import sys
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +35,7 @@ from typing import Any
 from polecat.cluster.handoff import Handoff
 from polecat.cluster.link import ClusterLink
 from polecat.cluster.membership import LocalMembership, Member
+from polecat.cluster.orphan import StopBound, die_with_parent, parent_gone
 from polecat.cluster.outbox import Outbox
 from polecat.cluster.receiver import HandoffReceiver
 from polecat.cluster.sender import HandoffSender
@@ -40,6 +50,11 @@ WORKER_FAILED = 2
 a crash (a signal, an uncaught exception: status 1), restarting it would only fail again."""
 LOCAL_MAX_BACKOFF = 1.0
 """A restarted sibling is back within a second or two: retry it at least that often."""
+STOP_BOUND = 10.0
+"""Seconds past ``fetch.stop_grace`` a stopping worker may take before it exits on its own (orphan.py
+rule 3); longer than the parent's abort-then-kill bound, which comes first while the parent lives."""
+
+log = logging.getLogger("polecat.worker")
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,17 +66,19 @@ class WorkerSpec:
     config: dict[str, Any]
     log_level: int = logging.WARNING
     """The parent's log level: a worker logs to the same stderr at the same level."""
+    parent_pid: int = 0
+    """The parent's process id, watched for its death (polecat/cluster/orphan.py); 0: not watched."""
 
     def dump(self, path: Path) -> None:
         path.write_text(json.dumps({"self_id": self.self_id, "config": self.config,
                                     "members": [[m.id, m.address] for m in self.members],
-                                    "log_level": self.log_level}))
+                                    "log_level": self.log_level, "parent_pid": self.parent_pid}))
 
     @classmethod
     def load(cls, path: Path) -> WorkerSpec:
         raw = json.loads(path.read_text())
         return cls(raw["self_id"], tuple(Member(i, a) for i, a in raw["members"]), raw["config"],
-                   int(raw["log_level"]))
+                   int(raw["log_level"]), int(raw.get("parent_pid", 0)))
 
 
 def config_mapping(cfg: Config) -> dict[str, Any]:
@@ -86,22 +103,35 @@ async def run_worker(spec: WorkerSpec) -> int:
     sink: list[Crawler] = []
     receiver = HandoffReceiver(lambda batch: sink[0].receive(batch), capacity=cfg.cluster.inbox_urls)
     link = ClusterLink(membership, handoff, receiver, max_backlog=cfg.cluster.max_backlog)
+    bound = StopBound(cfg.fetch.stop_grace + STOP_BOUND)
     try:
         async with Crawler(cfg, link=link) as crawler:
             sink.append(crawler)
             runner = await serve(receiver, address[spec.self_id])
             sending = asyncio.create_task(handoff.run())
             run = asyncio.ensure_future(crawler.run())
-            control = asyncio.create_task(_control(crawler, run))
+
+            def stop(why: str, *, abort: bool = False) -> None:
+                if not bound.armed:
+                    log.info("worker %s: stopping (%s)", spec.self_id, why)
+                bound.arm()
+                if abort:
+                    run.cancel()
+                else:
+                    crawler.stop()
+
+            control = asyncio.create_task(_control(stop))
             loop = asyncio.get_running_loop()
-            loop.add_signal_handler(signal.SIGTERM, crawler.stop)
+            loop.add_signal_handler(signal.SIGTERM, stop, "SIGTERM")
             seq = 0
             try:
                 while not run.done():
                     await asyncio.wait([run], timeout=REPORT_PERIOD)
                     seq += 1
+                    if parent_gone(spec.parent_pid):
+                        stop("the parent process died")
                     if not _report(seq, crawler.quiet, False, crawler, link):
-                        crawler.stop()  # the parent is gone (killed): stop cleanly, keep what is done
+                        stop("the parent no longer reads reports")  # killed: stop cleanly, keep what is done
                 with contextlib.suppress(asyncio.CancelledError):
                     await run
             finally:
@@ -142,23 +172,26 @@ def _report(seq: int, quiet: bool, final: bool, crawler: Any, link: ClusterLink)
     return True
 
 
-async def _control(crawler: Any, run: asyncio.Future[Any]) -> None:
+async def _control(stop: Callable[..., None]) -> None:
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader()
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
     while True:
         line = (await reader.readline()).strip()
         if line == b"abort":
-            run.cancel()
+            stop("abort", abort=True)
             return
-        crawler.stop()  # "stop", or the parent is gone (end of input)
         if not line:
+            stop("end of input: the parent process died")
             return
+        stop(line.decode(errors="replace"))
 
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     spec = WorkerSpec.load(Path(args[0]))
+    die_with_parent()
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # `kill -USR1` dumps the stacks to stderr
     configure(spec.log_level)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; it forwards Ctrl-C as "stop"
     try:
