@@ -17,8 +17,8 @@ def test_parent_gone_compares_the_parent_id_with_the_one_given() -> None:
 
 
 def test_a_stop_that_does_not_end_exits_after_the_bound_with_every_stack_dumped() -> None:
-    stuck = ("import time\nfrom polecat.cluster.orphan import StopBound\nb = StopBound(0.5)\nb.arm()\nb.arm()\n"
-             "time.sleep(30)\n")
+    stuck = ("import time\nfrom polecat.cluster.orphan import StopBound\n"
+             "b = StopBound(0.5)\nb.arm()\nb.arm()\ntime.sleep(30)\n")
     started = time.monotonic()
     proc = subprocess.run([sys.executable, "-c", stuck], capture_output=True, text=True, timeout=20)
     assert proc.returncode == 1
