@@ -133,7 +133,7 @@ def main() -> None:
         if not isinstance(got, Lease):
             now += 0.001
             continue
-        frontier.complete(got, Completion(Attempt(now, now, now, 200), "fetched", "200"), now)
+        db.apply(frontier.complete(got, Completion(Attempt(now, now, now, 200), "fetched", "200"), now))
         done += got.kind == "page"
         if frontier.pending_ops >= CFG.frontier.commit_ops:
             frontier.commit()

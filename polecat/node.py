@@ -451,7 +451,7 @@ class Crawler:
     def _complete_deferred(self) -> None:
         deferred, self._deferred = self._deferred, []
         for lease, completion in deferred:
-            self._frontier.complete(lease, completion, self._clock.wall())
+            self._db.apply(self._frontier.complete(lease, completion, self._clock.wall()))
         if deferred:
             self._wake.set()
 
@@ -569,7 +569,7 @@ class Crawler:
             self._deferred.append((lease, completion))
             return
         try:
-            self._frontier.complete(lease, completion, self._clock.wall())
+            self._db.apply(self._frontier.complete(lease, completion, self._clock.wall()))
         except (PolecatError, lmdb.Error) as exc:
             self._fail(exc)
             return

@@ -57,14 +57,14 @@ class Rig:
     def complete_robots(self, lease: Lease, now: float, *, status: int = 200, body: bytes = b"",
                         duration: float = 0.01) -> None:
         assert lease.kind == "robots"
-        self.frontier.complete(lease, replace(done(now, duration=duration, status=status),
-                                              robots=RobotsOutcome(status, body)), now + duration)
+        result = replace(done(now, duration=duration, status=status), robots=RobotsOutcome(status, body))
+        self.db.apply(self.frontier.complete(lease, result, now + duration))
 
     def complete(self, lease: Lease, now: float, outcome: Outcome = "fetched", *, status: int = 200,
                  duration: float = 0.01, retry_after: float | None = None, failed: bool = False) -> None:
-        self.frontier.complete(
+        self.db.apply(self.frontier.complete(
             lease, done(now, duration=duration, status=status, retry_after=retry_after, failed=failed,
-                        outcome=outcome), now + duration)
+                        outcome=outcome), now + duration))
 
 
 def done(now: float, *, duration: float = 0.01, status: int | None = 200, retry_after: float | None = None,

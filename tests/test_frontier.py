@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from polecat.config import Config, ScopeConfig
-from polecat.frontier.records import Idle, Lease, Wait
+from polecat.frontier.keys import robots_key
+from polecat.frontier.records import Idle, Lease, RobotsOutcome, Wait
+from polecat.frontier.writes import Put
 from tests.frontier_helpers import Rig, canon, done, politeness
 
 
@@ -339,3 +342,26 @@ def test_hold_and_release_an_extra_request(tmp_path: Path) -> None:
     assert f.hold("b.test", 0.0) is None  # a host with nothing queued can be borrowed too
     f.release("b.test", done(0.0).attempt)
     assert f.hold("b.test", 0.5) == f.next_allowed("b.test")
+
+
+def test_complete_returns_its_writes_and_writes_nothing_itself(tmp_path: Path) -> None:
+    rig = Rig(tmp_path)
+    rig.frontier.add_seed(canon("http://a.test/"), 0.0)
+    robots = lease_or_fail(rig, 0.0)
+    answered = replace(done(0.0), robots=RobotsOutcome(200, b"User-agent: *\n"))
+    got = rig.frontier.complete(robots, answered, 0.01)
+    assert len(got) == 1 and isinstance(got[0], Put) and got[0].key == robots_key("http://a.test")
+    assert rig.frontier.robots_answer("http://a.test") is None  # not written until applied
+    rig.db.apply(got)
+    assert rig.frontier.robots_answer("http://a.test") is not None
+    page = lease_or_fail(rig, 5.0)
+    writes = rig.frontier.complete(page, done(5.0), 5.01)
+    assert [type(w).__name__ + ":" + w.table for w in writes] == ["Delete:queue", "Put:urls"]
+    assert rig.frontier.url_record(page.url) is None and rig.db.txn.get(page.key, db=rig.db.queue) is not None
+    rig.db.apply(writes)
+    rec = rig.frontier.url_record(page.url)
+    assert rec is not None and rec.outcome == "fetched" and rig.db.txn.get(page.key, db=rig.db.queue) is None
+    rig.frontier.commit()
+    rig.crash()
+    rig.reopen(10.0)
+    assert rig.frontier.queued == 0 and rig.frontier.url_record(page.url) is not None

@@ -15,6 +15,7 @@ from polecat.config import Config, config_from_mapping
 from polecat.errors import PolecatError
 from polecat.frontier.records import Completion, Lease
 from polecat.frontier.traps import is_probe
+from polecat.frontier.writes import Write
 from polecat.testing.fakes import Canned, FakeClock, FakeFetcher, MemoryPageStore
 
 
@@ -97,10 +98,10 @@ async def test_commit_covers_only_pages_the_flush_made_durable(tmp_path: Path) -
         frontier = crawler.frontier
         complete, commit = frontier.complete, frontier.commit
 
-        def recording_complete(lease: Lease, result: Completion, now: float) -> None:
+        def recording_complete(lease: Lease, result: Completion, now: float) -> list[Write]:
             if lease.kind == "page" and not is_probe(lease.url):  # a soft-404 probe stores nothing
                 completed.append(lease.url)
-            complete(lease, result, now)
+            return complete(lease, result, now)
 
         def checked_commit() -> int:
             nonlocal commits

@@ -19,6 +19,7 @@ from polecat.errors import FrontierError
 from polecat.faults import storage_fault
 from polecat.frontier.migrate import MigrationReport, migrate_v1
 from polecat.frontier.slices import SLICES
+from polecat.frontier.writes import Delete, Write
 
 SCHEMA_VERSION = 2
 """2: tables keyed slice-first (polecat/frontier/keys.py); 1 is upgraded on open (frontier/migrate.py)."""
@@ -107,6 +108,15 @@ class FrontierDB:
         log.info("frontier upgraded from schema 1 to %d: %s", SCHEMA_VERSION, report)
         self.upgraded = report
         return info
+
+    def apply(self, writes: list[Write]) -> None:
+        """Do a decision's writes in the open transaction (polecat/frontier/writes.py rule 2)."""
+        txn = self.txn
+        for w in writes:
+            if isinstance(w, Delete):
+                txn.delete(w.key, db=self.sliced[w.table])
+            else:
+                txn.put(w.key, w.value, db=self.sliced[w.table])
 
     def commit(self) -> int:
         """Make every write since the last commit durable; returns the new commit counter."""

@@ -1,8 +1,9 @@
 """The frontier: what is fetched next, when, and what became of every accepted URL.
 
 It is a synchronous object driven by the node on the event-loop thread: ``add`` URLs, ``lease`` the next
-request (or learn how long to wait), ``complete`` the lease with what happened. Time comes in as ``now``
-(wall-clock seconds, so next-allowed times survive restarts). State lives in LMDB (per-host queues,
+request (or learn how long to wait), ``complete`` the lease with what happened (a decision: it returns
+the LMDB writes that record it and the node applies them, polecat/frontier/writes.py). Time comes in as
+``now`` (wall-clock seconds, so next-allowed times survive restarts). State lives in LMDB (per-host queues,
 host records with next-allowed times, the seen-set, finished-URL records, operator controls; all keyed
 slice-first, see polecat/frontier/keys.py) through one
 batched write transaction; only the ready heap and in-flight leases are rebuilt in memory on open.
@@ -56,6 +57,7 @@ from polecat.frontier.refresh import Freshness, History, Prior, refresh_slots
 from polecat.frontier.robots_state import decode_robots, encode_robots, restore_robots
 from polecat.frontier.routing import Admission, Routing
 from polecat.frontier.traps import url_trap
+from polecat.frontier.writes import Delete, Put, Write
 
 ROBOTS_SKIPS_PER_LEASE = 256
 """Robots-disallowed URLs retired per lease call for one host before yielding to other hosts."""
@@ -333,18 +335,17 @@ class Frontier(SliceHandover, OperatorControls, FrontierObservation):
             if st.queued > 0 and not st.parked and host not in self._scheduled:
                 self._schedule(host, st.next_allowed)
 
-    def _record_robots(self, origin: str, got: RobotsOutcome | None, now: float) -> None:
+    def _record_robots(self, origin: str, got: RobotsOutcome | None, now: float) -> list[Write]:
         """Feed a robots.txt outcome to the policy and keep a usable answer with the frontier
         (polecat/frontier/robots_state.py): a restart or an adopting frontier applies it."""
         if got is None:
-            return
+            return []
         if got.error is not None:
             self._robots.record_failure(origin, now, got.error)
-            return
+            return []
         self._robots.record_response(origin, got.status, got.body, now, retry_after=got.retry_after)
         rec = encode_robots(got.status, now, got.body, self._cfg.robots.max_bytes)
-        if rec is not None:
-            self._db.txn.put(robots_key(origin), rec, db=self._db.robots)
+        return [] if rec is None else [Put("robots", robots_key(origin), rec)]
 
     def robots_answer(self, origin: str) -> tuple[int, float, bytes] | None:
         """The stored robots.txt answer of ``origin``: status, fetch time, body; None if none."""
@@ -366,16 +367,19 @@ class Frontier(SliceHandover, OperatorControls, FrontierObservation):
 
     # --- completing ------------------------------------------------------------------------------
 
-    def complete(self, lease: Lease, result: Completion, now: float) -> None:
-        """Record how a leased request ended; schedules the host's next request per the politeness rules."""
+    def complete(self, lease: Lease, result: Completion, now: float) -> list[Write]:
+        """Decide how a leased request ended: schedules the host's next request per the politeness rules
+        and returns the writes that record it (polecat/frontier/writes.py; the caller applies them
+        with :meth:`FrontierDB.apply` before the frontier's next call)."""
         host = lease.host
         st = self._hosts[host]
         self._leases.pop(host, None)
         st.in_flight = False
         if result.ip:
             st.ip = result.ip
+        writes: list[Write] = []
         if lease.kind == "robots":
-            self._record_robots(origin_of(lease.url), result.robots, now)
+            writes = self._record_robots(origin_of(lease.url), result.robots, now)
             decision = self._robots.lookup(origin_of(lease.url), now)
             if isinstance(decision, Ready):
                 st.crawl_delay = decision.rules.crawl_delay or 0.0
@@ -388,25 +392,24 @@ class Frontier(SliceHandover, OperatorControls, FrontierObservation):
         if self._ipkeys.held_by(host) is not None:
             self._wake_ip_waiters(*self._ipkeys.release(host, result.attempt, interval(self._pol, rate, st)))
         if lease.kind == "page":
-            self._complete_page(lease, st, result, now)
+            writes = self._complete_page(lease, st, result)
         else:
             self._save_host(host, st)
         if st.queued > 0 and not st.parked and host not in self._scheduled:
             self._schedule(host, st.next_allowed)
+        return writes
 
-    def _complete_page(self, lease: Lease, st: HostState, result: Completion, now: float) -> None:
+    def _complete_page(self, lease: Lease, st: HostState, result: Completion) -> list[Write]:
         if result.outcome == "retry" and lease.attempts + 1 < self._pol.max_url_attempts:
             # Re-queue behind the host's other URLs (halved importance) so one bad URL cannot pin a host.
-            self._db.txn.delete(lease.key, db=self._db.queue)
             self._count_band(lease.key, -1)
             self._qseq += 1
             retry = QueuedUrl(lease.url, lease.depth, lease.importance / 2, lease.attempts + 1, lease.hops)
             key = queue_key(lease.host, retry.importance, retry.depth, self._qseq)
-            self._db.txn.put(key, retry.encode(), db=self._db.queue)
             self._count_band(key, 1)
             self._save_host(lease.host, st)
             self._count_done("retried")
-            return
+            return [Delete("queue", lease.key), Put("queue", key, retry.encode())]
         outcome = "failed" if result.outcome == "retry" else result.outcome
         prev_raw = self._db.txn.get(url_key(lease.url, lease.host), db=self._db.urls)
         rec = UrlRecord.decode(prev_raw) if prev_raw is not None else UrlRecord(
@@ -427,7 +430,7 @@ class Frontier(SliceHandover, OperatorControls, FrontierObservation):
         rec.last_modified = result.last_modified or rec.last_modified
         rec.fetches += 1
         st.fetched += 1
-        self._finish(lease.host, st, lease.key, rec)
+        return self._finish_writes(lease.host, st, lease.key, rec)
 
     # --- refresh ---------------------------------------------------------------------------------
 

@@ -46,6 +46,7 @@ from polecat.frontier.routing import Routing
 from polecat.frontier.scope import ScopeFilter
 from polecat.frontier.slices import slice_of
 from polecat.frontier.traps import ShapeBudget, TrapCounts
+from polecat.frontier.writes import Delete, Put, Write
 
 
 class FrontierState:
@@ -192,14 +193,17 @@ class FrontierState:
 
     def _finish(self, host: str, st: HostState, key: bytes, rec: UrlRecord) -> None:
         """Move a queued URL to done, atomically in the open transaction."""
-        txn = self._db.txn
-        if txn.delete(key, db=self._db.queue):
+        self._db.apply(self._finish_writes(host, st, key, rec))
+
+    def _finish_writes(self, host: str, st: HostState, key: bytes, rec: UrlRecord) -> list[Write]:
+        """The writes that move a queued URL to done (one transaction: the invariant of frontier.py)."""
+        if self._db.txn.get(key, db=self._db.queue) is not None:
             st.queued -= 1
             self._queued -= 1
             self._count_band(key, -1)
-        txn.put(url_key(rec.url, host), rec.encode(), db=self._db.urls)
         self._save_host(host, st)
         self._count_done(rec.outcome if rec.outcome != "skipped" else f"skipped:{rec.reason}")
+        return [Delete("queue", key), Put("urls", url_key(rec.url, host), rec.encode())]
 
     def _count_done(self, label: str) -> None:
         self._done[label] += 1
