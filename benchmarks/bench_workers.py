@@ -133,7 +133,7 @@ def resize_bench(out: Path, old: int, new: int, queued: int, hosts: int) -> None
     now = time.time()
     t0 = time.monotonic()
     for k in range(old):
-        lf = open_local(worker_config(cfg, k), now)
+        lf = open_local(worker_config(cfg, k, old), now)
         for i in range(queued):
             url = f"http://h{i % hosts}.test/p/{i}"
             if ring.owner(slice_of(host_key(url))) == f"w{k}":

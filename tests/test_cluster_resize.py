@@ -75,7 +75,7 @@ def test_a_one_process_crawl_continues_with_two_workers(test_web: TestWebFactory
 def _queued_by_worker(cfg: Config, n: int) -> dict[int, set[str]]:
     out: dict[int, set[str]] = {}
     for k in range(n):
-        lf = open_local(worker_config(cfg, k), time.time())
+        lf = open_local(worker_config(cfg, k, n), time.time())
         try:
             urls = set()
             for _, raw in lf.db.txn.cursor(db=lf.db.queue):
@@ -93,7 +93,7 @@ def test_resize_moves_queues_and_outboxes_to_the_new_owners_and_survives_a_repea
     record_layout(cfg.data_dir, 2)
     now = time.time()
     for k in range(2):
-        lf = open_local(worker_config(cfg, k), now)
+        lf = open_local(worker_config(cfg, k, 2), now)
         for u in urls:
             if two.owner(slice_of(host_key(u))) == f"w{k}":
                 lf.frontier.add(u, 1, 1.0, now)

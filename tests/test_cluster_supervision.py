@@ -15,12 +15,15 @@ from polecat.cluster.layout import (
     node_dirs,
     record_layout,
     resolve_workers,
+    share,
     uses_workers,
+    worker_config,
     worker_dir,
 )
-from polecat.cluster.supervisor import crawl_with_workers, share
+from polecat.cluster.supervisor import crawl_with_workers
 from polecat.cluster.termination import Report, Termination
 from polecat.config import config_from_mapping
+from polecat.dedup.bloom import ScalableBloom
 from polecat.errors import ConfigError, PolecatError
 from polecat.node import Crawler
 from polecat.stats import CrawlStats
@@ -109,7 +112,8 @@ def test_workers_setting_auto_and_bounds() -> None:
 
 def test_library_entry_point_runs_the_crawl_over_workers(test_web: TestWebFactory, tmp_path: Path) -> None:
     web = test_web(SiteSpec(hosts=6, pages_per_host=10, seed=8))
-    cfg = crawl_config(web, tmp_path / "data", politeness={"rate": 20.0}, workers=2)
+    cfg = crawl_config(web, tmp_path / "data", politeness={"rate": 20.0}, workers=2,
+                       dedup={"expected_urls": 100_000})
     with pytest.raises(PolecatError, match="crawl_with_workers"):
         Crawler(cfg)  # a Crawler is one process: it refuses to pretend otherwise
     result = asyncio.run(crawl_with_workers(cfg))
@@ -117,9 +121,18 @@ def test_library_entry_point_runs_the_crawl_over_workers(test_web: TestWebFactor
     assert result.stats.ended == "queue empty" and not result.interrupted and result.restarts == 0
     assert result.stats.fetches == len(truth) == len(set(page_requests(web)))
     assert result.handoff.urls_routed_out == result.handoff.urls_acked
+    # Each worker's seen-set filter is sized for its half of the crawl, not for all of it.
+    for k in range(2):
+        bloom, _ = ScalableBloom.load(worker_dir(cfg.data_dir, k) / "seen.bloom")
+        assert bloom.memory_bytes == ScalableBloom(50_000, cfg.dedup.bloom_fp_rate).memory_bytes
 
 
 def test_crawl_wide_bounds_are_split_over_the_workers() -> None:
     assert [share(10, 3, k) for k in range(3)] == [4, 3, 3]
     assert sum(share(1_000_003, 4, k) for k in range(4)) == 1_000_003
     assert [share(2, 3, k) for k in range(3)] == [1, 1, 1]  # never 0: that would mean no limit
+    cfg = config_from_mapping({"dedup": {"expected_urls": 10_000_000}})
+    assert [worker_config(cfg, k, 3).dedup.expected_urls for k in range(3)] == [3_333_334, 3_333_333,
+                                                                                3_333_333]
+    assert worker_config(config_from_mapping({"dedup": {"expected_urls": 1000}}), 1, 4).dedup.expected_urls \
+        == 1000  # the least the configuration accepts

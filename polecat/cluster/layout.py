@@ -10,6 +10,14 @@ Rules:
 4. A run with another count (or a ``--workers`` run on a one-process crawl) first moves slices to
    their new owners (polecat/cluster/resize.py); once a crawl has the workers layout it keeps it, also
    with one worker.
+5. Sizing: worker ``k`` of ``N`` sizes a new seen-set Bloom filter for its share of
+   ``dedup.expected_urls`` (:func:`share`, at least ``MIN_EXPECTED_URLS``), not for the whole crawl.
+   A saved filter keeps the sizing it was made with (polecat/dedup/seen.py), so after a resize a
+   worker that adopted more than its old share grows it by layers (polecat/dedup/bloom.py: each twice
+   the last, the false-positive rate stays under 6.7x the configured one), and one that gave slices
+   away keeps their bits (a few more false positives, each costing one LMDB lookup, never a wrong
+   answer); a worker new in the layout, or one whose filter is rebuilt, gets its share of the new count
+   (or its entry count, if larger).
 """
 
 from __future__ import annotations
@@ -23,6 +31,8 @@ from polecat.config import Config
 from polecat.errors import ConfigError
 
 LAYOUT_FILE = "workers.json"
+MIN_EXPECTED_URLS = 1000
+"""The least ``dedup.expected_urls`` the configuration accepts (polecat/config.py)."""
 
 
 def worker_dir(data: Path, index: int) -> Path:
@@ -48,10 +58,19 @@ def node_dirs(data: Path) -> list[Path]:
     return sorted(found, key=lambda p: int(p.name))
 
 
-def worker_config(cfg: Config, index: int) -> Config:
-    """The configuration of worker ``index`` of the crawl ``cfg`` describes: its own data dir, one
-    process, no terminal progress of its own."""
-    return dataclasses.replace(cfg, data_dir=worker_dir(cfg.data_dir, index), workers=1, progress=False)
+def worker_config(cfg: Config, index: int, workers: int) -> Config:
+    """The configuration of worker ``index`` of ``workers`` for the crawl ``cfg`` describes: its own data
+    dir, one process, no terminal progress of its own, its share of the seen-set sizing (rule 5)."""
+    dedup = dataclasses.replace(cfg.dedup, expected_urls=max(MIN_EXPECTED_URLS, share(
+        cfg.dedup.expected_urls, workers, index)))
+    return dataclasses.replace(cfg, data_dir=worker_dir(cfg.data_dir, index), workers=1, progress=False,
+                               dedup=dedup)
+
+
+def share(total: int, n: int, k: int) -> int:
+    """Worker ``k``'s part of ``total`` split over ``n`` (the parts add up to ``total``); at least 1,
+    as a worker with nothing would have no limit at all."""
+    return max(1, total // n + (1 if k < total % n else 0))
 
 
 def resolve_workers(cfg: Config) -> int:

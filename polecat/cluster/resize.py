@@ -91,7 +91,7 @@ def resize(cfg: Config, new: int, now: float | None = None) -> ResizeReport:
 
     def frontier(k: int) -> LocalFrontier:
         if k not in frontiers:
-            frontiers[k] = open_local(worker_config(cfg, k), now)
+            frontiers[k] = open_local(worker_config(cfg, k, new if k < new else old), now)
         return frontiers[k]
 
     hosts = queued = replayed = 0

@@ -40,7 +40,7 @@ from typing import Any
 
 from polecat import verdict
 from polecat.cluster.aggregate import merge_stats, stats_from_dict
-from polecat.cluster.layout import needs_resize, record_layout, resolve_workers, worker_config
+from polecat.cluster.layout import needs_resize, record_layout, resolve_workers, share, worker_config
 from polecat.cluster.link import LinkStats
 from polecat.cluster.membership import Member
 from polecat.cluster.resize import resize
@@ -118,7 +118,7 @@ class Supervisor:
             scope = replace(s, max_pages=share(s.max_pages, self.n, k) if s.max_pages else 0,
                             max_hosts=share(s.max_hosts, self.n, k),
                             max_queued=share(s.max_queued, self.n, k))
-            wcfg = replace(worker_config(cfg, k), scope=scope)
+            wcfg = replace(worker_config(cfg, k, self.n), scope=scope)
             spec_path = sock_dir / f"w{k}.json"
             WorkerSpec(f"w{k}", members, config_mapping(wcfg),
                        logging.getLogger("polecat").getEffectiveLevel(), os.getpid()).dump(spec_path)
@@ -274,12 +274,6 @@ class Supervisor:
         self.restarts += 1
         self._termination.reset()
         await self._spawn(w)
-
-
-def share(total: int, n: int, k: int) -> int:
-    """Worker ``k``'s part of ``total`` split over ``n`` (the parts add up to ``total``); at least 1,
-    as a worker with nothing would have no limit at all."""
-    return max(1, total // n + (1 if k < total % n else 0))
 
 
 def _report(last: dict[str, Any] | None) -> Report | None:
