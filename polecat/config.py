@@ -268,6 +268,15 @@ class ClusterConfig:
     lease_ttl: int = 10
     """Seconds of the node's etcd lease: a dead node's slices move after this; a node cut off from etcd
     stops fetching after half of it."""
+    checkpoints: str = ""
+    """Object store every node ships its slices' state to (``file:///dir``, ``s3://bucket/prefix``,
+    ``gs://``, ``az://``), shared by the cluster: a dead node's slices are adopted from there. Empty: no
+    failover (a dead node's queued URLs are lost with its disk)."""
+    checkpoint_options: tuple[tuple[str, str], ...] = ()
+    """Backend options of ``checkpoints`` (endpoint, region, credentials...), as ``store.options``."""
+    checkpoint_interval: float = 60.0
+    """Seconds between two checkpoints of a node's slices (and at most this long, plus the upload, a
+    sender keeps URLs it handed over before their owner's checkpoint holds them)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -604,6 +613,10 @@ def _http_address(value: str) -> bool:
 
 
 def _validate_cluster(cl: ClusterConfig) -> None:
+    _check(cl.checkpoints == "" or "://" in cl.checkpoints, "cluster.checkpoints",
+           f"must be a URL such as s3://bucket/prefix or file:///dir, got {cl.checkpoints!r}")
+    _check(0.1 <= cl.checkpoint_interval <= 86_400, "cluster.checkpoint_interval",
+           "must be in [0.1, 86400] seconds")
     if not cl.etcd:
         return
     _check(_http_address(cl.etcd), "cluster.etcd", f"must be http://host:port, got {cl.etcd!r}")

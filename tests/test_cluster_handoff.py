@@ -254,3 +254,50 @@ async def test_a_cancelled_handoff_loop_ends_even_when_woken_in_the_same_instant
         finally:
             task.cancel()
             box.close()
+
+
+async def test_a_batch_acknowledged_with_a_round_is_held_until_that_checkpoint_then_dropped(
+        tmp_path: Path) -> None:
+    box = Outbox(tmp_path / "ob", batch_urls=10)
+    transport = FakeTransport(Reply("ok", round=3))  # committed; checkpoint round 3 will hold it
+    handoff = Handoff("a", box, transport, {"b": "http://b", "c": "http://c"})
+    handoff.stage("b", _urls(15))
+    handoff.stage("c", _urls(5, "c"))
+    handoff.commit()
+    sender = asyncio.create_task(handoff.run())
+    try:
+        assert await handoff.settled(5.0)  # every sealed batch acknowledged: held, not pending
+    finally:
+        sender.cancel()
+        await asyncio.gather(sender, return_exceptions=True)
+    assert transport.posts == {"http://b": 2, "http://c": 1}
+    assert box.pending() == {} and box.held_peers() == {"b", "c"}
+    assert handoff.backlog() == 0  # held batches do not slow the node (rule 3 of link.py)
+    handoff.commit()
+    box.close()
+    box = Outbox(tmp_path / "ob", batch_urls=10)  # held survives a restart, and is not sent again
+    handoff = Handoff("a", box, _NoTransport(), {})
+    assert box.pending() == {} and box.held_peers() == {"b", "c"}
+    assert box.put("b", _urls(10)) == [3]  # numbering goes on after the held batches
+    box.commit()
+    box.ack("b", 3)
+    assert handoff.release("b", 2) == 0  # b's checkpoint has not reached round 3 yet
+    assert handoff.release("b", 3) == 2 and box.held_peers() == {"c"}
+    got: list[HandoffUrl] = []
+    assert handoff.reroute_held("c", got.extend) == 5  # c died before its checkpoint held them
+    assert got == _urls(5, "c") and box.peers() == set()
+    handoff.commit()
+    box.close()
+    box = Outbox(tmp_path / "ob", batch_urls=10)
+    assert box.peers() == set() and box.pending() == {}
+    box.close()
+
+
+async def test_settled_is_false_while_a_receiver_does_not_answer(tmp_path: Path) -> None:
+    box = Outbox(tmp_path / "ob", batch_urls=10)
+    handoff = Handoff("a", box, _NoTransport(), {})  # never run: nothing is acknowledged
+    assert await handoff.settled(0.05)  # nothing sealed: settled at once
+    handoff.stage("b", _urls(3))
+    handoff.commit()
+    assert not await handoff.settled(0.05)
+    box.close()

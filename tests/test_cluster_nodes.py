@@ -125,7 +125,12 @@ def test_cluster_settings_are_validated_naming_the_field(tmp_path: Path) -> None
                                 ("node_id", "", "required"), ("node_id", "a/b", "A-Z"),
                                 ("advertise", "http://h", "http://host:port"),
                                 ("secret", "short", "16 characters"), ("lease_ttl", 1, "[2, 300]"),
-                                ("name", "a b", "A-Z")]:
+                                ("name", "a b", "A-Z"), ("checkpoints", "/tmp/x", "s3://bucket"),
+                                ("checkpoint_interval", 0, "[0.1, 86400]")]:
         with pytest.raises(ConfigError, match=re.escape(f"cluster.{field}") + ".*" + re.escape(words)):
             config_from_mapping({"cluster": {**good, field: value}})
     assert config_from_mapping({"cluster": {"node_id": ""}}).cluster.etcd == ""  # no etcd: no cluster
+    got = config_from_mapping({"cluster": {**good, "checkpoints": "s3://b/p", "checkpoint_options": {
+        "endpoint": "http://127.0.0.1:9000"}}}).cluster
+    assert got.checkpoint_options == (("endpoint", "http://127.0.0.1:9000"),)
+    assert got.checkpoint_interval == 60

@@ -21,7 +21,8 @@ from tests.crawl_helpers import page_requests
 from tests.test_cluster_nodes import _port
 
 
-def _toml(web_seeds: list[str], dns: str, data: Path, listen: str, etcd: str, node_id: str) -> str:
+def _toml(web_seeds: list[str], dns: str, data: Path, listen: str, etcd: str, node_id: str, *,
+          ttl: int = 3) -> str:
     q = json.dumps
     return "\n".join([
         f"data_dir = {q(str(data))}",
@@ -32,7 +33,7 @@ def _toml(web_seeds: list[str], dns: str, data: Path, listen: str, etcd: str, no
         "[refresh]", "enabled = false",
         "[node]", f"listen = {q(listen)}",
         "[cluster]", f"etcd = {q(etcd)}", 'name = "p"', f"node_id = {q(node_id)}",
-        f"advertise = {q('http://' + listen)}", "lease_ttl = 3", ""])
+        f"advertise = {q('http://' + listen)}", f"lease_ttl = {ttl}", ""])
 
 
 def _wait(cond: Callable[[], bool], within: float, what: str) -> None:

@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -100,17 +100,21 @@ class EtcdMembership:
     """One node in an etcd-coordinated cluster: membership (the ``Membership`` protocol) and ownership.
 
     ``on_release`` is awaited with the slices that move away, after this node stopped leasing them and
-    before their owner keys are deleted (the export to the new owners goes there)."""
+    before their owner keys are deleted (the export to the new owners goes there). ``on_restore`` is
+    awaited with a claim's inherited slices (member that left -> slices) before that claim is made
+    (ownership rule 6); if it raises, the claim fails and is retried."""
 
     def __init__(self, client: EtcdClient, cluster: str, me: Member, *, ttl: int = 10,
                  clock: Clock = SYSTEM_CLOCK,
-                 on_release: Callable[[frozenset[int]], Awaitable[None]] | None = None) -> None:
+                 on_release: Callable[[frozenset[int]], Awaitable[None]] | None = None,
+                 on_restore: Callable[[Mapping[str, frozenset[int]]], Awaitable[None]] | None = None) -> None:
         self._client = client
         self._cluster = cluster
         self._me = me
         self._ttl = ttl
         self._clock = clock
         self._on_release = on_release
+        self._on_restore = on_restore
         self.ownership = Ownership(me.id, ttl=ttl)
         self._lease: int | None = None
         self._members: tuple[Member, ...] = ()
@@ -225,6 +229,8 @@ class EtcdMembership:
                 continue
             try:
                 if isinstance(action, Claim):
+                    if action.restore and self._on_restore is not None:
+                        await self._on_restore(dict(action.restore))
                     await self._claim(action.slices)
                 else:
                     await self._release(action.slices)

@@ -60,7 +60,37 @@ class Handoff:
                 self._outbox.ack(peer, seq)
         if urls:
             route(urls)
+        self._acked.set()  # their batches are gone: a wait in settled() looks again
         return len(urls)
+
+    def release(self, peer: str, round_: int) -> int:
+        """``peer``'s checkpoint reached ``round_``: the held batches it holds are dropped (durable at
+        the next :meth:`commit`); returns how many."""
+        return self._outbox.release(peer, round_)
+
+    def reroute_held(self, peer: str, route: Callable[[list[HandoffUrl]], None]) -> int:
+        """``peer`` died: the batches held for it (its checkpoint never held them) go to ``route``
+        (durable at the next :meth:`commit`). Returns the URLs moved."""
+        urls = self._outbox.take_held(peer)
+        if urls:
+            route(urls)
+        return len(urls)
+
+    async def settled(self, within: float) -> bool:
+        """Wait until every batch sealed by the last :meth:`commit` is acknowledged (held or dropped);
+        False if some are not after ``within`` seconds."""
+        waiting = {(peer, seq) for peer, seqs in self._outbox.pending().items() for seq in seqs}
+        try:
+            async with asyncio.timeout(within):
+                while waiting:
+                    self._acked.clear()
+                    pending = self._outbox.pending()
+                    waiting = {(p, s) for p, s in waiting if s in pending.get(p, ())}
+                    if waiting:
+                        await self._acked.wait()
+        except TimeoutError:
+            return False
+        return True
 
     def stage(self, peer: str, urls: list[HandoffUrl]) -> None:
         """Queue ``urls`` for their owner ``peer`` (durable at the next :meth:`commit`)."""
@@ -125,7 +155,10 @@ class Handoff:
         now = self._clock()
         if reply.status == "ok":
             self.sender.acked(send.peer, send.seq)
-            self.urls_acked += self._outbox.ack(send.peer, send.seq)
+            if reply.round:  # kept until the receiver's checkpoint holds it (outbox rule 3)
+                self.urls_acked += self._outbox.hold(send.peer, send.seq, reply.round)
+            else:
+                self.urls_acked += self._outbox.ack(send.peer, send.seq)
             self._acked.set()
         elif reply.status == "busy":
             self.sender.busy(send.peer, send.seq, now, reply.retry_after)

@@ -16,6 +16,14 @@ Rules:
    and may the new owner claim it.
 4. Every internal request is signed with the cluster secret (HMAC-SHA256): a missing or wrong signature
    is answered 401 and changes nothing.
+5. With ``cluster.checkpoints`` set, the node ships its slices to object storage (:mod:`.failover`):
+   every ``checkpoint_interval`` seconds, before a graceful leave, and for slices adopted by hand-over
+   before the adoption is answered; slices handed over leave its checkpoint before their owner keys are
+   deleted. The slices of a member that died are restored from its checkpoint before they are claimed.
+6. With checkpoints, a batch received is answered with the checkpoint round that will hold it; the
+   sender keeps it (outbox rule 3) until that member's manifest reaches the round, read from the object
+   store every :data:`RELEASE_EVERY` seconds at most, and re-routes it to the heirs if the member is
+   gone before.
 """
 
 from __future__ import annotations
@@ -34,13 +42,15 @@ from aiohttp import web
 from polecat.cluster.aetcd_client import AetcdClient
 from polecat.cluster.auth import hmac_signer, hmac_verifier
 from polecat.cluster.batch import Batch, HandoffUrl
+from polecat.cluster.checkpoints import CheckpointStore
 from polecat.cluster.etcd import EtcdMembership
+from polecat.cluster.failover import Failover
 from polecat.cluster.handoff import Handoff
 from polecat.cluster.link import ClusterLink
 from polecat.cluster.membership import Member
 from polecat.cluster.outbox import Outbox
 from polecat.cluster.receiver import HandoffReceiver
-from polecat.cluster.transport import _STATUS, PATH, HttpTransport
+from polecat.cluster.transport import _STATUS, PATH, ROUND_HEADER, HttpTransport
 from polecat.config import Config
 from polecat.errors import PolecatError
 from polecat.frontier.bundle import BundleError, SliceBundle
@@ -58,6 +68,8 @@ HANDOVER_TIMEOUT = 60.0
 """Seconds a hand-over may take (in-flight leases, then the new owner's answer) before it is retried."""
 MAX_BUNDLE_BYTES = 256 * 1024 * 1024
 """The largest slice bundle a node accepts in one request."""
+RELEASE_EVERY = 2.0
+"""Most seconds between two reads of a peer's checkpoint round while batches are held for it."""
 INTERNAL_PATHS = frozenset({PATH, ADOPT_PATH})
 """Routes authenticated by the cluster signature instead of the operator's bearer token."""
 
@@ -71,11 +83,15 @@ class ClusterNode:
         self.me = Member(cc.node_id, cc.advertise)
         self._sign = hmac_signer(cc.secret)
         self._verify = hmac_verifier(cc.secret)
-        self.membership = EtcdMembership(AetcdClient(cc.etcd), cc.name, self.me, ttl=cc.lease_ttl,
-                                         on_release=self._hand_over)
         self.outbox = Outbox(cfg.data_dir / "handoff", batch_urls=cc.batch_urls)
         self.transport = HttpTransport()
         self.handoff = Handoff(self.me.id, self.outbox, self.transport, {}, sign=self._sign)
+        self.failover = Failover(CheckpointStore.open(cc.checkpoints, cc.checkpoint_options, cc.name),
+                                 self.me.id, cc.checkpoint_interval,
+                                 settled=self.handoff.settled) if cc.checkpoints else None
+        self.membership = EtcdMembership(AetcdClient(cc.etcd), cc.name, self.me, ttl=cc.lease_ttl,
+                                         on_release=self._hand_over,
+                                         on_restore=self.failover.restore if self.failover else None)
         self.receiver = HandoffReceiver(self._sink, capacity=cc.inbox_urls, verify=self._verify)
         self.link: ClusterLink | None = None
         self._max_backlog = cc.max_backlog
@@ -86,6 +102,8 @@ class ClusterNode:
 
     async def join(self) -> ClusterLink:
         """Register in etcd and read the member list; returns the link to open the crawler with."""
+        if self.failover is not None:
+            await self.failover.open()
         await self.membership.start()
         await self.membership.resync()
         self.link = ClusterLink(self.membership, self.handoff, self.receiver, max_backlog=self._max_backlog)
@@ -99,6 +117,10 @@ class ClusterNode:
         self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=HANDOVER_TIMEOUT))
         self._tasks += [asyncio.create_task(self.handoff.run()), asyncio.create_task(self._views()),
                         asyncio.create_task(self._sync_loop())]
+        if self.failover is not None:
+            self.failover.attach(crawler)
+            self._tasks += [asyncio.create_task(self.failover.run(self._shipped)),
+                            asyncio.create_task(self._release_loop(self.failover))]
 
     def routes(self, app: web.Application) -> None:
         """Mount ``POST /handoff`` (batches) and ``POST /internal/adopt`` (slice bundles)."""
@@ -110,7 +132,10 @@ class ClusterNode:
             self._crawler.set_owned(self.membership.leasable())
 
     async def leave(self) -> None:
-        """Hand every slice over and revoke the lease (graceful stop; the crawler still runs)."""
+        """Checkpoint, hand every slice over and revoke the lease (graceful stop; the crawler still
+        runs)."""
+        if self.failover is not None and self._crawler is not None:
+            await self.failover.ship(self._shipped())
         await self.membership.close()
 
     async def close(self) -> None:
@@ -125,6 +150,11 @@ class ClusterNode:
             await self._session.close()
         await self.transport.close()
         self.outbox.close()
+
+    def _shipped(self) -> frozenset[int]:
+        """The slices a checkpoint round ships (failover rule 3)."""
+        own = self.membership.ownership
+        return frozenset() if own.fenced(time.monotonic()) else own.held
 
     # -- loops --------------------------------------------------------------------------------------
 
@@ -159,6 +189,26 @@ class ClusterNode:
             admission = self._crawler.frontier.admit([u.url], u.depth, u.importance, now, hops=u.hops)
             self.link.stage(admission, u.depth, u.importance, u.hops)
 
+    async def _release_loop(self, failover: Failover) -> None:
+        """Held batches leave the outbox once their receiver's checkpoint holds them, or go to the
+        receiver's heirs if it left before (rule 6)."""
+        every = min(RELEASE_EVERY, failover.clock.interval)
+        while True:
+            await asyncio.sleep(every)
+            present = {m.id for m in self.membership.members()}
+            for peer in sorted(self.outbox.held_peers()):
+                try:
+                    checkpointed = await failover.round_of(peer)
+                except PolecatError as exc:
+                    log.warning("cannot read %s's checkpoint round: %s", peer, exc)
+                    continue
+                self.handoff.release(peer, checkpointed)
+                if peer not in present:
+                    moved = self.handoff.reroute_held(peer, self._route_again)
+                    if moved:
+                        log.info("re-routed %d URLs %s had accepted but not checkpointed before it left",
+                                 moved, peer)
+
     async def _sync_loop(self) -> None:
         beat = 0
         while True:
@@ -187,6 +237,8 @@ class ClusterNode:
     async def _handle_batch(self, request: web.Request) -> web.Response:
         reply = await self.receiver.receive(await request.read())
         headers = {"Retry-After": f"{reply.retry_after:.3f}"} if reply.status == "busy" else None
+        if reply.status == "ok" and self.failover is not None:  # committed now: that round will hold it
+            headers = {ROUND_HEADER: str(self.failover.covering_round())}
         return web.Response(status=_STATUS[reply.status], text=reply.detail, headers=headers)
 
     async def _handle_adopt(self, request: web.Request) -> web.Response:
@@ -202,6 +254,8 @@ class ClusterNode:
             return web.Response(status=400, text=str(exc))
         report = self._crawler.frontier.adopt(bundle, time.time())
         await self._crawler.checkpoint()
+        if self.failover is not None:
+            await self.failover.handed_in(body, bundle.ids)
         self.slices_adopted += len(bundle.ids)
         log.info("adopted %d slices from %s: %s", len(bundle.ids), request.remote, report)
         return web.Response(text="adopted")
@@ -228,6 +282,8 @@ class ClusterNode:
                 await self._send_bundle(addresses[owner], frontier.export_slices(group).to_bytes())
                 frontier.release_slices(group)
                 self.slices_handed_over += len(group)
+                if self.failover is not None:
+                    await self.failover.handed_out(frozenset(group))
             await crawler.checkpoint()
 
     async def _send_bundle(self, address: str, body: bytes) -> None:

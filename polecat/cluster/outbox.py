@@ -7,7 +7,11 @@ Rules:
    so a page is never recorded done while the URLs it discovered for other owners could be lost: a crash
    in between re-fetches the page and stages its URLs again (the owner's seen-set absorbs the repeat).
 3. A batch leaves the outbox only through :meth:`ack`, called when its receiver answered that the URLs
-   are committed in its own frontier (at-least-once delivery).
+   are committed in its own frontier (at-least-once delivery), or, when the receiver named a checkpoint
+   round in its answer (a cluster with slice checkpoints), through :meth:`hold` then :meth:`release`
+   once the receiver's checkpoint reached that round: until then the batch is *held* (delivered, not
+   sent again, kept in case the receiver dies with its disk) and :meth:`take_held` gives its URLs back
+   to be routed to the receiver's heirs.
 4. Not thread-safe: one event-loop thread, like the frontier.
 """
 
@@ -19,15 +23,20 @@ from pathlib import Path
 
 import lmdb
 
-from polecat.cluster.batch import HandoffUrl, encode_urls
+from polecat.cluster.batch import HandoffUrl, decode_urls, encode_urls
 from polecat.errors import FrontierError
 
 _KEY = struct.Struct(">Q")
 _COUNT = struct.Struct(">I")
+_ROUND = struct.Struct(">Q")
 
 
 def _key(peer: str, seq: int) -> bytes:
     return peer.encode() + b"\0" + _KEY.pack(seq)
+
+
+def _split(key: bytes) -> tuple[str, int]:
+    return key[: -_KEY.size - 1].decode(), _KEY.unpack(key[-_KEY.size :])[0]
 
 
 class Outbox:
@@ -36,21 +45,28 @@ class Outbox:
     def __init__(self, path: Path, *, batch_urls: int = 1024, map_size: int = 4 * 1024**3) -> None:
         path.mkdir(parents=True, exist_ok=True)
         try:
-            self._env = lmdb.open(str(path), map_size=map_size, max_dbs=2, subdir=True, sync=True,
+            self._env = lmdb.open(str(path), map_size=map_size, max_dbs=3, subdir=True, sync=True,
                                   metasync=False, readahead=False)
         except lmdb.Error as exc:
             raise FrontierError(f"cannot open hand-off outbox in {path}: {exc}") from exc
         self._batches = self._env.open_db(b"batches")
+        self._held_db = self._env.open_db(b"held")
+        """Batch key -> the receiver's checkpoint round that must hold it before it is dropped (rule 3)."""
         self._txn: lmdb.Transaction = self._env.begin(write=True)
         self._batch_urls = batch_urls
         self._staged: dict[str, list[HandoffUrl]] = defaultdict(list)
         self._next_seq: dict[str, int] = {}
         self._pending: dict[str, dict[int, int]] = defaultdict(dict)
         """peer -> seq -> URL count of each sealed, unacknowledged batch."""
+        self._held: dict[str, dict[int, int]] = defaultdict(dict)
+        """peer -> seq -> the checkpoint round each held batch waits for (rule 3)."""
+        for raw_key, raw in self._txn.cursor(db=self._held_db):
+            peer, seq = _split(bytes(raw_key))
+            self._held[peer][seq] = _ROUND.unpack(raw)[0]
         for raw_key, raw in self._txn.cursor(db=self._batches):
-            key = bytes(raw_key)
-            peer, seq = key[: -_KEY.size - 1].decode(), _KEY.unpack(key[-_KEY.size :])[0]
-            self._pending[peer][seq] = _COUNT.unpack_from(raw)[0]
+            peer, seq = _split(bytes(raw_key))
+            if seq not in self._held[peer]:
+                self._pending[peer][seq] = _COUNT.unpack_from(raw)[0]
             self._next_seq[peer] = seq + 1
 
     def put(self, peer: str, urls: list[HandoffUrl]) -> list[int]:
@@ -76,8 +92,13 @@ class Outbox:
         return seqs
 
     def peers(self) -> set[str]:
-        """Peers with URLs staged or batches unacknowledged."""
-        return {p for p, urls in self._staged.items() if urls} | {p for p, b in self._pending.items() if b}
+        """Peers with URLs staged, batches unacknowledged or batches held."""
+        return ({p for p, urls in self._staged.items() if urls} | {p for p, b in self._pending.items() if b}
+                | self.held_peers())
+
+    def held_peers(self) -> set[str]:
+        """Peers with batches held until their checkpoint (rule 3)."""
+        return {p for p, b in self._held.items() if b}
 
     def take_staged(self, peer: str) -> list[HandoffUrl]:
         """Remove and return the URLs staged (not yet sealed) for ``peer``."""
@@ -108,6 +129,37 @@ class Outbox:
         """Drop an acknowledged batch (rule 3); returns its URL count (0 if it was already gone)."""
         self._txn.delete(_key(peer, seq), db=self._batches)
         return self._pending[peer].pop(seq, 0)
+
+    def hold(self, peer: str, seq: int, round_: int) -> int:
+        """The receiver committed the batch and will checkpoint it in ``round_``: keep it until then
+        (rule 3). Returns its URL count (0 if it was not pending)."""
+        count = self._pending[peer].pop(seq, 0)
+        if count:
+            self._txn.put(_key(peer, seq), _ROUND.pack(round_), db=self._held_db)
+            self._held[peer][seq] = round_
+        return count
+
+    def release(self, peer: str, round_: int) -> int:
+        """``peer``'s checkpoint reached ``round_``: drop the held batches it holds (rule 3); returns
+        how many."""
+        done = [seq for seq, r in self._held[peer].items() if r <= round_]
+        for seq in done:
+            self._drop_held(peer, seq)
+        return len(done)
+
+    def take_held(self, peer: str) -> list[HandoffUrl]:
+        """Remove every batch held for ``peer`` and return its URLs (``peer`` died before its
+        checkpoint held them: they go to its heirs)."""
+        urls: list[HandoffUrl] = []
+        for seq in sorted(self._held[peer]):
+            urls += decode_urls(self.read(peer, seq))
+            self._drop_held(peer, seq)
+        return urls
+
+    def _drop_held(self, peer: str, seq: int) -> None:
+        del self._held[peer][seq]
+        self._txn.delete(_key(peer, seq), db=self._held_db)
+        self._txn.delete(_key(peer, seq), db=self._batches)
 
     def pending(self) -> dict[str, list[int]]:
         """Sealed, unacknowledged batch seqs per peer, oldest first."""

@@ -18,6 +18,11 @@ these rules:
    last successful lease renewal is less than ``ttl / 2`` old. The lease outlives that by at least
    ``ttl / 2``, so a cut-off node stops fetching well before etcd lets another node claim its slices:
    no host is ever served by two owners.
+6. **Inheritance:** a wanted slice whose owner under the previous member list has left the list (its
+   lease expired, or it left gracefully) is claimed naming that member (:attr:`Claim.restore`): the
+   node restores the slice from that member's last checkpoint before claiming it. A member that left
+   gracefully handed every slice over and its checkpoint names none, so the restore finds nothing.
+   A slice stays inherited until a claim of it is won (a failed restore fails the claim; it is retried).
 """
 
 from __future__ import annotations
@@ -30,9 +35,11 @@ from polecat.cluster.ring import Ring
 
 @dataclass(frozen=True, slots=True)
 class Claim:
-    """Create ``/<cluster>/owner/<slice>`` under this node's lease for each slice, if absent."""
+    """Create ``/<cluster>/owner/<slice>`` under this node's lease for each slice, if absent; first
+    restore the slices in ``restore`` from the checkpoints of the members named there (rule 6)."""
 
     slices: frozenset[int]
+    restore: tuple[tuple[str, frozenset[int]], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +68,8 @@ class Ownership:
         self._held: set[int] = set()
         self._claiming: set[int] = set()
         self._releasing: set[int] = set()
+        self._inherited: dict[int, str] = {}
+        """Wanted slice -> the member that left owning it, until a claim of it is won (rule 6)."""
         self._last_claim = float("-inf")
 
     # -- events -------------------------------------------------------------------------------------
@@ -89,8 +98,15 @@ class Ownership:
     def view_changed(self, member_ids: Iterable[str], now: float) -> list[Action]:
         """A new member list (rules 1, 3, 4)."""
         ids = sorted(set(member_ids))
+        old = self._ring
         self._ring = Ring(ids) if ids else None
         self._wanted = self._ring.slices_of(self.self_id) if self._ring is not None else frozenset()
+        gone = set(old.members) - set(ids) if old is not None else set()
+        if gone and old is not None:
+            for s in self._wanted - self._held:
+                if (previous := old.owner(s)) in gone:
+                    self._inherited[s] = previous
+        self._inherited = {s: m for s, m in self._inherited.items() if s in self._wanted}
         actions: list[Action] = []
         unwanted = frozenset(self._held - self._wanted - self._releasing)
         if unwanted:
@@ -103,6 +119,8 @@ class Ownership:
         """The outcome of a :class:`Claim`: ``won`` keys are ours, ``lost`` ones belong to someone else."""
         won_set, lost_set = set(won), set(lost)
         self._claiming -= won_set | lost_set
+        for s in won_set:
+            self._inherited.pop(s, None)
         if self._renewed_at is None:
             return []  # the lease died while the claim was in flight: its keys died with it
         self._held |= won_set
@@ -146,6 +164,11 @@ class Ownership:
         return frozenset(self._held)
 
     @property
+    def inherited(self) -> dict[int, str]:
+        """Wanted slices still to be restored from a member that left, with that member (rule 6)."""
+        return dict(self._inherited)
+
+    @property
     def ring(self) -> Ring | None:
         """The Ring of the current member list (None while the list is empty)."""
         return self._ring
@@ -158,4 +181,7 @@ class Ownership:
             return []
         self._claiming |= todo
         self._last_claim = now
-        return [Claim(todo)]
+        restore: dict[str, set[int]] = {}
+        for s in todo & self._inherited.keys():
+            restore.setdefault(self._inherited[s], set()).add(s)
+        return [Claim(todo, tuple((m, frozenset(ss)) for m, ss in sorted(restore.items())))]

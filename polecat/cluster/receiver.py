@@ -34,6 +34,9 @@ class Reply:
     status: Literal["ok", "busy", "bad", "unauthorized", "error"]
     retry_after: float = 0.0
     detail: str = ""
+    round: int = 0
+    """With "ok" from a node with slice checkpoints: the checkpoint round that will hold the batch (the
+    sender keeps it until then, outbox rule 3); 0: the batch may be dropped at once."""
 
 
 class Inbox:

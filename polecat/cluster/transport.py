@@ -13,6 +13,8 @@ from polecat.cluster.batch import MAX_BATCH_BYTES
 from polecat.cluster.receiver import HandoffReceiver, Reply
 
 PATH = "/handoff"
+ROUND_HEADER = "X-Polecat-Round"
+"""On a 200: the receiver's checkpoint round that will hold the batch (Reply.round)."""
 _STATUS = {"ok": 200, "bad": 400, "unauthorized": 401, "busy": 503, "error": 500}
 SHUTDOWN_TIMEOUT = 5.0
 """How long ``runner.cleanup()`` lets a request in progress finish (aiohttp's default is 60 s); a receive
@@ -54,7 +56,7 @@ class HttpTransport:
                                     headers={"Content-Type": "application/x-polecat-batch"}) as resp:
                 detail = (await resp.read())[:500].decode("utf-8", "replace")
                 if resp.status == 200:
-                    return Reply("ok")
+                    return Reply("ok", round=_round(resp.headers.get(ROUND_HEADER)))
                 if resp.status == 503:
                     return Reply("busy", _retry_after(resp.headers.get("Retry-After")), detail)
                 if resp.status == 401:  # the peer does not share our secret: retrying will not help soon
@@ -67,6 +69,13 @@ class HttpTransport:
         for session, _ in self._sessions.values():
             await session.close()
         self._sessions.clear()
+
+
+def _round(value: str | None) -> int:
+    try:
+        return max(0, int(value)) if value else 0
+    except ValueError:
+        return 0
 
 
 def _retry_after(value: str | None) -> float:

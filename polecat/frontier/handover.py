@@ -15,7 +15,7 @@ from collections.abc import Iterable
 
 from polecat.errors import FrontierError
 from polecat.frontier.bundle import BundleError, SliceBundle
-from polecat.frontier.handover_ranges import delete_ranges, export_ranges
+from polecat.frontier.handover_ranges import CommittedSnapshot, delete_ranges, export_ranges
 from polecat.frontier.keys import (
     host_of_queue_key,
     host_of_row,
@@ -53,6 +53,11 @@ class SliceHandover(FrontierState):
         its leases complete (:meth:`in_flight_in`)."""
         self._flush_hosts()
         return export_ranges(self._db.txn, self._db.sliced, check_slices(slices))
+
+    def snapshot(self) -> CommittedSnapshot:
+        """The last commit, held in a read transaction of its own until closed: its exports may run in
+        a worker thread while the loop goes on (slice checkpoints are made so)."""
+        return CommittedSnapshot(self._db.env.begin(), self._db.sliced)
 
     def in_flight_in(self, slices: Iterable[int]) -> int:
         """Leases in flight on hosts of ``slices``."""

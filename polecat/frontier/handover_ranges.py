@@ -17,7 +17,7 @@ from typing import Any
 
 from polecat.frontier.bundle import BundleWriter, SliceBundle
 from polecat.frontier.keys import GLOBAL
-from polecat.frontier.slices import slice_prefix
+from polecat.frontier.slices import check_slices, slice_prefix
 
 SLICED_TABLES = ("ops", "robots", "hosts", "urls", "queue", "seen", "priors")
 
@@ -65,3 +65,20 @@ def delete_ranges(txn: Any, tables: Mapping[str, Any], ids: frozenset[int]) -> i
                     if not cur.delete():
                         break
     return n
+
+
+class CommittedSnapshot:
+    """A read transaction on the frontier's last commit: exports from it may run in any one thread at a
+    time (LMDB read transactions are not tied to a thread in py-lmdb). Close it once done: an open
+    snapshot keeps LMDB from reusing the pages it reads."""
+
+    def __init__(self, txn: Any, tables: Mapping[str, Any]) -> None:
+        self._txn = txn
+        self._tables = tables
+
+    def export(self, ids: frozenset[int]) -> SliceBundle:
+        """A bundle of the slices ``ids`` as of the snapshot."""
+        return export_ranges(self._txn, self._tables, check_slices(ids))
+
+    def close(self) -> None:
+        self._txn.abort()

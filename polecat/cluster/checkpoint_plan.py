@@ -1,0 +1,207 @@
+"""Slice checkpoints in object storage: what a node's manifest says and when a round is due (sans-IO).
+
+Layout under the ``cluster.checkpoints`` store, per cluster and node (:func:`object_name`,
+:func:`manifest_name`):
+
+- ``<cluster>/<node>/<version>-<tag>.pcsb``: immutable :class:`~polecat.frontier.bundle.SliceBundle`
+  objects, each holding some of the node's slices;
+- ``<cluster>/<node>/MANIFEST``: JSON, the node's latest complete checkpoint (every slice it holds, and
+  the object holding each), replaced whole by one PUT (atomic in every obstore backend).
+
+Rules:
+1. A manifest names, for each slice in it, the one object holding that slice's latest shipped state (a
+   slice is in at most one entry). Objects are written and confirmed before the manifest that names
+   them, so a reader of a manifest always finds its objects.
+2. A *round* ships every slice the node holds, one object per group of :data:`GROUP` consecutive
+   slices; a group whose slices and bundle digest are those of its entry in the current manifest is not
+   uploaded again (incremental). A round is due every ``interval`` seconds, and at once after an
+   adoption (:meth:`CheckpointClock.urge`), so adopted slices are not only in a dead member's manifest.
+3. Rounds are numbered when their snapshot is taken (after a frontier commit); every URL committed to
+   the frontier before round R began is in each manifest whose ``round`` is >= R. A receiver acknowledges
+   a hand-off batch with :meth:`CheckpointClock.covering_round`; the sender keeps the batch until the
+   receiver's manifest reaches that round (or re-routes it if the receiver died before).
+4. A slice adopted by hand-over gets its own entry at once (the bundle received is written as an
+   object): the adopter's manifest holds it before the old owner releases the owner key. A slice handed
+   over leaves the manifest before its owner key is deleted (:meth:`Manifest.without`), so a node that
+   left gracefully leaves a manifest naming no slice: only a dead node's manifest holds slices.
+5. Objects named by the previous manifest and not by the new one are deleted once the new one is
+   written (:func:`garbage`); a dead node's objects stay for its heirs.
+6. The heir of a dead member's slices reads that member's manifest and takes from each object only the
+   slices it inherits (:meth:`Manifest.locate`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from polecat.errors import PolecatError
+from polecat.frontier.slices import SLICES
+
+FORMAT = 1
+GROUP = 64
+"""Slices per object in a round (4096 / 64 = 64 objects at most per node and round)."""
+MANIFEST = "MANIFEST"
+
+
+class CheckpointError(PolecatError):
+    """A checkpoint manifest or object is unreadable, or the store refused a read or write."""
+
+    retryable = True
+
+
+def manifest_name(cluster: str, node: str) -> str:
+    return f"{cluster}/{node}/{MANIFEST}"
+
+
+def object_name(cluster: str, node: str, version: int, tag: str) -> str:
+    return f"{cluster}/{node}/{version:012d}-{tag}.pcsb"
+
+
+def groups(slices: Iterable[int]) -> dict[int, frozenset[int]]:
+    """``slices`` by group of rule 2."""
+    out: dict[int, set[int]] = {}
+    for s in slices:
+        out.setdefault(s // GROUP, set()).add(s)
+    return {g: frozenset(ss) for g, ss in sorted(out.items())}
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One object and the slices of the manifest it holds. ``digest`` identifies a round's group
+    bundle (empty for a hand-over entry, which the next round replaces)."""
+
+    object: str
+    slices: frozenset[int]
+    group: int = -1
+    digest: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Manifest:
+    """A node's latest complete checkpoint (rules 1, 3)."""
+
+    node: str
+    version: int = 0
+    """Counts every manifest this node wrote."""
+    round: int = 0
+    """The last complete round (rule 3)."""
+    written: float = 0.0
+    entries: tuple[Entry, ...] = ()
+
+    @property
+    def slices(self) -> frozenset[int]:
+        return frozenset().union(*(e.slices for e in self.entries))
+
+    @property
+    def objects(self) -> frozenset[str]:
+        return frozenset(e.object for e in self.entries)
+
+    def locate(self, slices: Iterable[int]) -> dict[str, frozenset[int]]:
+        """Object -> the slices of ``slices`` it holds (slices not in the manifest are left out)."""
+        want = frozenset(slices)
+        return {e.object: e.slices & want for e in self.entries if e.slices & want}
+
+    def reusable(self, group: int, slices: frozenset[int], digest: str) -> Entry | None:
+        """The entry a round may keep for ``group`` without uploading it again (rule 2)."""
+        for e in self.entries:
+            if e.group == group and e.slices == slices and e.digest == digest:
+                return e
+        return None
+
+    def after_round(self, round_: int, entries: Iterable[Entry], written: float) -> Manifest:
+        """The manifest a complete round writes: exactly its entries."""
+        return Manifest(self.node, self.version + 1, round_, written, tuple(entries))
+
+    def with_entry(self, entry: Entry, written: float) -> Manifest:
+        """``entry`` added; its slices leave every other entry (rule 4)."""
+        kept = self._minus(entry.slices)
+        return Manifest(self.node, self.version + 1, self.round, written, (*kept, entry))
+
+    def without(self, slices: Iterable[int], written: float) -> Manifest:
+        """``slices`` removed (handed over: rule 4)."""
+        return Manifest(self.node, self.version + 1, self.round, written, self._minus(frozenset(slices)))
+
+    def _minus(self, gone: frozenset[int]) -> tuple[Entry, ...]:
+        out = []
+        for e in self.entries:
+            left = e.slices - gone
+            if left == e.slices:
+                out.append(e)
+            elif left:  # narrowed: the next round uploads this group again (digest no longer matches)
+                out.append(Entry(e.object, left, e.group, ""))
+        return tuple(out)
+
+    def to_bytes(self) -> bytes:
+        return json.dumps({
+            "format": FORMAT, "node": self.node, "version": self.version, "round": self.round,
+            "written": self.written,
+            "entries": [{"object": e.object, "slices": sorted(e.slices), "group": e.group, "digest": e.digest}
+                        for e in self.entries],
+        }, separators=(",", ":")).encode()
+
+    @classmethod
+    def from_bytes(cls, raw: bytes) -> Manifest:
+        """Parse and check a manifest; CheckpointError naming what is wrong."""
+        try:
+            info = json.loads(raw)
+            if info["format"] != FORMAT:
+                raise CheckpointError(f"checkpoint manifest format {info['format']}, this polecat reads "
+                                      f"{FORMAT}")
+            entries = tuple(Entry(str(e["object"]), frozenset(int(s) for s in e["slices"]), int(e["group"]),
+                                  str(e["digest"])) for e in info["entries"])
+            manifest = cls(str(info["node"]), int(info["version"]), int(info["round"]),
+                           float(info["written"]), entries)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CheckpointError(f"checkpoint manifest unreadable: {exc!r}") from exc
+        seen: set[int] = set()
+        for e in entries:
+            if not all(0 <= s < SLICES for s in e.slices) or seen & e.slices:
+                raise CheckpointError("checkpoint manifest names a slice out of range or twice")
+            seen |= e.slices
+        return manifest
+
+
+def garbage(old: Manifest, new: Manifest) -> frozenset[str]:
+    """Objects ``old`` named and ``new`` does not (rule 5)."""
+    return old.objects - new.objects
+
+
+class CheckpointClock:
+    """When the next round is due, and the round numbers of rule 3."""
+
+    def __init__(self, interval: float, *, round_: int = 0) -> None:
+        self.interval = interval
+        self.begun = round_
+        """Rounds begun (the last one may still be running)."""
+        self._last = float("-inf")
+        self._urged = False
+
+    def due(self, now: float) -> bool:
+        return self._urged or now - self._last >= self.interval
+
+    def wait(self, now: float) -> float:
+        """Seconds until a round is due (0: now)."""
+        return 0.0 if self._urged else max(0.0, self._last + self.interval - now)
+
+    def urge(self) -> None:
+        """A round as soon as possible (rule 2: after an adoption)."""
+        self._urged = True
+
+    def begin(self, now: float) -> int:
+        """A round starts at ``now`` (before its frontier commit and snapshot): its number."""
+        self._last = now
+        self._urged = False
+        self.begun += 1
+        return self.begun
+
+    def covering_round(self) -> int:
+        """The first round whose snapshot holds everything committed so far (rule 3)."""
+        return self.begun + 1
+
+
+def covered(batches: Mapping[int, int], manifest_round: int) -> frozenset[int]:
+    """Of ``batches`` (seq -> the round a receiver named when acknowledging it), those its manifest
+    at ``manifest_round`` holds (rule 3)."""
+    return frozenset(seq for seq, r in batches.items() if r <= manifest_round)

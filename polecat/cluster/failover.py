@@ -1,0 +1,204 @@
+"""Failover for one cluster node: its slices shipped to object storage, a dead member's slices restored.
+
+The policy is :mod:`.checkpoint_plan`'s; the blocking I/O is :mod:`.checkpoints`'. This module runs them
+from the node's event loop. Rules:
+
+1. A round commits the frontier and takes a snapshot of that commit (so it holds everything accepted
+   until then), then exports, uploads and writes the manifest in a worker thread: the loop neither
+   exports nor uploads.
+2. Before it ships, a round waits until the hand-off batches committed with its snapshot are
+   acknowledged (``settled``): a snapshot records pages done whose links for other owners are then in
+   those owners' frontiers, not only in this node's outbox, which dies with its disk. A round that
+   cannot settle within the interval is skipped (the next one tries again).
+3. Manifest writes (rounds, hand-over entries, releases) take one lock and are made on the manifest
+   the last write left, so none undoes another.
+4. A round ships the slices whose owner key this node holds, unless it is fenced, less those it has
+   handed over and not yet released (their manifest entries are gone already: checkpoint_plan rule 4).
+5. A failed round or write is logged and counted, never fatal: the previous manifest stays valid and
+   the next round (after the interval) tries again.
+6. Restoring a dead member's slices reads its manifest, adopts the inherited slices from its objects
+   (each adopted host waits one full interval from the adoption), commits, then asks for a round; a
+   failure raises, so the claim of those slices fails and is retried with the restore.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from polecat.clock import SYSTEM_CLOCK, Clock
+from polecat.cluster.checkpoint_plan import CheckpointClock, CheckpointError, Manifest
+from polecat.cluster.checkpoints import CheckpointStore, RoundReport
+
+if TYPE_CHECKING:
+    from polecat.node import Crawler
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Restored:
+    """One restore from a dead member's checkpoint (for logs and figures)."""
+
+    member: str
+    slices: int
+    queued: int
+    round: int
+    seconds: float
+    at: float
+    """Wall-clock time the restored slices were committed here."""
+
+
+class Failover:
+    """Slice checkpoints and restores of one node (rules above). ``open()``, ``attach(crawler)``, then
+    run :meth:`run` as a task."""
+
+    def __init__(self, store: CheckpointStore, node_id: str, interval: float, *,
+                 settled: Callable[[float], Awaitable[bool]] | None = None,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
+        self._store = store
+        self._settled = settled
+        """Waits (at most the given seconds) until the hand-off batches committed so far are
+        acknowledged; False if they were not (rule 2)."""
+        self._time = clock
+        self.clock = CheckpointClock(interval)
+        self.manifest = Manifest(node_id)
+        self._lock = asyncio.Lock()
+        self._wake = asyncio.Event()
+        self._crawler: Crawler | None = None
+        self._handed: set[int] = set()
+        self.rounds = self.failures = self.uploaded = self.bytes_shipped = 0
+        self.restores: list[Restored] = []
+
+    async def open(self) -> None:
+        """Continue from this node's last manifest (its round numbers must only grow: senders wait for
+        them)."""
+        got = await asyncio.to_thread(self._store.read_manifest, self.manifest.node)
+        if got is not None:
+            self.manifest = got
+            self.clock.begun = got.round
+
+    def attach(self, crawler: Crawler) -> None:
+        self._crawler = crawler
+
+    def covering_round(self) -> int:
+        """The round whose manifest will hold everything committed so far (checkpoint_plan rule 3)."""
+        return self.clock.covering_round()
+
+    async def round_of(self, member: str) -> int:
+        """``member``'s last complete checkpoint round (0: none yet)."""
+        got = await asyncio.to_thread(self._store.read_manifest, member)
+        return got.round if got is not None else 0
+
+    async def run(self, held: Callable[[], frozenset[int]]) -> None:
+        """Ship a round whenever one is due, until cancelled."""
+        while True:
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):  # not wait_for: it can swallow a cancel (see handoff.py)
+                async with asyncio.timeout(self.clock.wait(self._time.monotonic())):
+                    await self._wake.wait()
+            if self.clock.due(self._time.monotonic()):
+                await self.ship(held())
+
+    async def ship(self, held: frozenset[int]) -> bool:
+        """One round now (rules 1 to 5); whether it was shipped."""
+        crawler = self._crawler
+        assert crawler is not None, "attach() the crawler first"
+        async with self._lock:
+            round_ = self.clock.begin(self._time.monotonic())
+            await crawler.checkpoint()
+            snapshot = crawler.frontier.snapshot()
+            self._handed &= held
+            shipped = frozenset(held - self._handed)
+            try:
+                settled = self._settled is None or await self._settled(self.clock.interval)
+            except BaseException:
+                snapshot.close()
+                raise
+            if not settled:
+                snapshot.close()
+                self.failures += 1
+                log.warning("slice checkpoint round %d skipped: URLs handed to other nodes are not "
+                            "acknowledged yet", round_)
+                return False
+
+            def ship_and_close() -> RoundReport:  # the thread owns the snapshot, even if we are cancelled
+                try:
+                    return self._store.ship_round(snapshot.export, shipped, self.manifest, round_,
+                                                  self._time.wall())
+                finally:
+                    snapshot.close()
+
+            try:
+                report = await asyncio.to_thread(ship_and_close)
+            except CheckpointError as exc:
+                self.failures += 1
+                log.warning("slice checkpoint round %d failed: %s", round_, exc)
+                return False
+            self.manifest = report.manifest
+            self.rounds += 1
+            self.uploaded += report.uploaded
+            self.bytes_shipped += report.bytes
+        log.debug("slice checkpoint round %d: %d slices, %d objects uploaded (%d bytes)", round_,
+                  len(report.manifest.slices), report.uploaded, report.bytes)
+        return True
+
+    async def handed_in(self, body: bytes, slices: frozenset[int]) -> None:
+        """Slices adopted by hand-over (``body`` is their bundle): in the manifest at once."""
+        async with self._lock:
+            self._handed -= slices
+            try:
+                self.manifest = await asyncio.to_thread(self._store.add_handover, body, slices, self.manifest,
+                                                        self._time.wall())
+            except CheckpointError as exc:
+                self.failures += 1
+                log.warning("checkpoint of %d adopted slices failed (next round): %s", len(slices), exc)
+                self.urge()
+
+    async def handed_out(self, slices: frozenset[int]) -> None:
+        """Slices handed over to their new owner: out of the manifest before their keys go."""
+        async with self._lock:
+            self._handed |= slices
+            new = self.manifest.without(slices, self._time.wall())
+            try:
+                await asyncio.to_thread(self._store.write_manifest, new, self.manifest)
+            except CheckpointError as exc:
+                self.failures += 1
+                log.warning("dropping %d handed-over slices from the checkpoint failed: %s", len(slices), exc)
+                return
+            self.manifest = new
+
+    async def restore(self, sources: Mapping[str, frozenset[int]]) -> None:
+        """Adopt the slices in ``sources`` (member -> slices) from each member's checkpoint (rule 5)."""
+        crawler = self._crawler
+        if crawler is None:
+            raise CheckpointError("the crawler is not open yet: restore later")
+        for member, slices in sorted(sources.items()):
+            started = self._time.monotonic()
+            manifest = await asyncio.to_thread(self._store.read_manifest, member)
+            if manifest is None or not manifest.slices & slices:
+                log.info("failover: %s left no checkpoint of its %d slices moving here", member, len(slices))
+                continue
+            bundles = await asyncio.to_thread(self._store.fetch, manifest, slices)
+            now = self._time.wall()
+            queued = found = 0
+            for bundle in bundles:
+                report = crawler.frontier.adopt(bundle, now)
+                queued += report.queued
+                found += len(bundle.ids)
+            await crawler.checkpoint()
+            done = Restored(member, found, queued, manifest.round, self._time.monotonic() - started,
+                            self._time.wall())
+            self.restores.append(done)
+            log.info("failover: restored %d slices of %s from its checkpoint round %d (%d URLs queued) "
+                     "in %.3f s", found, member, manifest.round, queued, done.seconds)
+        self.urge()
+
+    def urge(self) -> None:
+        """A round as soon as possible."""
+        self.clock.urge()
+        self._wake.set()

@@ -1,0 +1,149 @@
+"""Slice checkpoints in object storage: the manifest rules (sans-IO) and rounds against obstore's memory
+and file backends (polecat/cluster/checkpoint_plan.py, checkpoints.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import obstore
+import obstore.store
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from polecat.cluster.checkpoint_plan import (
+    GROUP,
+    CheckpointClock,
+    CheckpointError,
+    Entry,
+    Manifest,
+    covered,
+    garbage,
+    groups,
+    manifest_name,
+)
+from polecat.cluster.checkpoints import CheckpointStore
+from polecat.cluster.ring import Ring
+from polecat.frontier.bundle import SliceBundle
+from polecat.frontier.records import Lease
+from polecat.frontier.slices import SLICES, slice_of
+from tests.frontier_helpers import Rig, canon
+from tests.test_frontier_handover import CFG, HOSTS, crawl_some, drain, queued_urls
+
+
+def test_a_manifest_round_trips_and_refuses_what_it_cannot_trust() -> None:
+    m = Manifest("n1", 3, 2, 10.5, (Entry("t/n1/a", frozenset({1, 2}), 0, "d"),
+                                    Entry("t/n1/b", frozenset({70}))))
+    assert Manifest.from_bytes(m.to_bytes()) == m
+    assert m.locate({2, 70, 99}) == {"t/n1/a": frozenset({2}), "t/n1/b": frozenset({70})}
+    twice = Manifest("n1", entries=(Entry("a", frozenset({1})), Entry("b", frozenset({1}))))
+    for raw in (b"{", b'{"format": 9}', twice.to_bytes(),
+                Manifest("n", entries=(Entry("a", frozenset({SLICES})),)).to_bytes()):
+        with pytest.raises(CheckpointError):
+            Manifest.from_bytes(raw)
+
+
+def test_a_handover_entry_takes_its_slices_from_older_entries_and_release_drops_them() -> None:
+    m = Manifest("n", 1, 1, 0.0, (Entry("g0", frozenset(range(GROUP)), 0, "x"),))
+    m2 = m.with_entry(Entry("h", frozenset({3, 4})), 1.0)
+    assert m2.locate({3, 5}) == {"h": frozenset({3}), "g0": frozenset({5})}
+    assert m2.round == 1 and m2.version == 2
+    assert m2.reusable(0, frozenset(range(GROUP)) - {3, 4}, "x") is None  # narrowed: uploaded again
+    m3 = m2.without({3, 4, 5}, 2.0)
+    assert m3.objects == {"g0"} and garbage(m2, m3) == {"h"}
+    assert m3.without(range(SLICES), 3.0).slices == frozenset()  # a graceful leave: nothing left
+
+
+@given(st.sets(st.integers(0, SLICES - 1), max_size=300))
+def test_groups_partition_the_slices(slices: set[int]) -> None:
+    got = groups(slices)
+    assert frozenset().union(*got.values()) == slices
+    assert all(s // GROUP == g for g, ss in got.items() for s in ss)
+
+
+def test_the_clock_spaces_rounds_and_counts_them_for_acknowledgements() -> None:
+    c = CheckpointClock(60.0)
+    assert c.due(0.0) and c.covering_round() == 1
+    assert c.begin(0.0) == 1
+    assert not c.due(59.0) and c.wait(59.0) == pytest.approx(1.0)
+    assert c.covering_round() == 2  # committed after round 1 began: round 2 at the earliest
+    c.urge()
+    assert c.due(1.0) and c.wait(1.0) == 0.0
+    assert c.begin(1.0) == 2 and not c.due(2.0)
+    assert covered({1: 1, 2: 2, 3: 3}, 2) == {1, 2}
+
+
+def _export(rig: Rig) -> Callable[[frozenset[int]], SliceBundle]:
+    """Exports of the rig's last commit (the snapshot is closed with the rig)."""
+    return rig.frontier.snapshot().export
+
+
+def _rig_with_crawl(path: Path) -> tuple[Rig, float]:
+    rig = Rig(path, cfg=CFG)
+    now = crawl_some(rig, 1000.0, 30)
+    rig.frontier.commit()
+    return rig, now
+
+
+def test_a_round_ships_every_held_slice_and_the_next_uploads_only_what_changed(tmp_path: Path) -> None:
+    rig, now = _rig_with_crawl(tmp_path / "a")
+    store = CheckpointStore(obstore.store.MemoryStore(), "t")
+    held = frozenset(range(SLICES))
+    first = store.ship_round(_export(rig), held, Manifest("a"), 1, now)
+    assert first.manifest.slices == held and first.uploaded == len(groups(held)) and first.bytes > 0
+    assert store.read_manifest("a") == first.manifest
+    again = store.ship_round(_export(rig), held, first.manifest, 2, now + 1)
+    assert again.uploaded == 0 and again.manifest.round == 2  # nothing changed
+    rig.frontier.add(canon(f"http://{HOSTS[0]}/new"), 1, 0.5, now)
+    rig.frontier.commit()
+    third = store.ship_round(_export(rig), held, again.manifest, 3, now + 2)
+    assert third.uploaded == 1  # the one group where a URL was added
+    assert store.read_manifest("b") is None
+
+
+def test_an_heir_restores_the_dead_nodes_slices_from_its_last_round(tmp_path: Path) -> None:
+    """Dead node a's slices split over b and c by the Ring: each adopts its share from a's manifest, and
+    together they fetch exactly what a had queued at its last round, politely."""
+    a, now = _rig_with_crawl(tmp_path / "a")
+    store = CheckpointStore(obstore.store.from_url(f"file://{tmp_path}/ckpt", mkdir=True), "t")
+    store.ship_round(_export(a), frozenset(range(SLICES)), Manifest("a"), 1, now)
+    queued = queued_urls(a)
+    lease = a.frontier.lease(now + 5)  # after the round: lost with a's disk
+    assert isinstance(lease, Lease)
+    a.crash()
+    ring = Ring(["b", "c"])
+    manifest = store.read_manifest("a")
+    assert manifest is not None
+    fetched: list[str] = []
+    for name in ("b", "c"):
+        heir = Rig(tmp_path / name, cfg=CFG)
+        mine = ring.slices_of(name)
+        heir.frontier.set_owned(mine, now)
+        for bundle in store.fetch(manifest, mine):
+            assert bundle.ids <= mine
+            heir.frontier.adopt(bundle, now + 10)
+        assert queued_urls(heir) == {u for u in queued if slice_of(canon(u).split("/")[2]) in mine}
+        first = heir.frontier.lease(now + 10)
+        assert not isinstance(first, Lease) or first.not_before >= now + 10 + 0.75  # restart spacing
+        got, _ = drain(heir, now + 10)
+        fetched += got
+    assert sorted(fetched) == sorted(queued)
+
+
+def test_a_missing_object_or_a_corrupt_one_is_a_checkpoint_error(tmp_path: Path) -> None:
+    rig, now = _rig_with_crawl(tmp_path)
+    raw = obstore.store.MemoryStore()
+    store = CheckpointStore(raw, "t")
+    every = frozenset(range(SLICES))
+    m = store.ship_round(_export(rig), every, Manifest("a"), 1, now).manifest
+    name = sorted(m.objects)[0]
+    obstore.put(raw, name, b"PCSB garbage")
+    with pytest.raises(CheckpointError, match=name):
+        store.fetch(m, m.slices)
+    obstore.delete(raw, name)
+    with pytest.raises(CheckpointError, match="missing"):
+        store.fetch(m, m.slices)
+    obstore.put(raw, manifest_name("t", "a"), b"not json")
+    with pytest.raises(CheckpointError, match="manifest"):
+        store.read_manifest("a")
