@@ -13,19 +13,25 @@ Rules:
    what an operator must act on.
 4. A live progress line on the same terminal is cleared before a log line is written (the line is
    redrawn on its next tick), so the two never run into each other.
+5. Processes a command starts (``--workers`` workers) log as it does: :func:`current` is the set-up the
+   last :func:`configure` made, and a worker configures the same level, file and format with ``tag``
+   fields on every record (``worker=w1``). Several processes share one file: it is opened for append
+   and each record goes out in one ``write``, so their lines never cut into each other.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
-__all__ = ["LEVELS", "LogFormat", "configure", "fields", "level_from_flags"]
+__all__ = ["LEVELS", "LogFormat", "LogSettings", "configure", "current", "fields", "level_from_flags"]
 
 LogFormat = Literal["text", "json"]
 LEVELS = ("debug", "info", "warning", "error", "critical")
@@ -48,11 +54,34 @@ def _utc(ts: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts)) + f".{int(ts * 1000) % 1000:03d}Z"
 
 
+@dataclass(frozen=True, slots=True)
+class LogSettings:
+    """What :func:`configure` was given (rule 5)."""
+
+    level: int = logging.WARNING
+    file: Path | None = None
+    fmt: LogFormat = "text"
+    tag: Mapping[str, str] = field(default_factory=dict)
+
+
+_current = LogSettings()
+
+
+def current() -> LogSettings:
+    """The set-up of the last :func:`configure` call in this process (the defaults before any)."""
+    return _current
+
+
 class TextFormatter(logging.Formatter):
-    """``time LEVEL logger: message key=value ...``."""
+    """``time LEVEL logger: message key=value ...``, then the ``tag`` fields."""
+
+    def __init__(self, tag: Mapping[str, str] | None = None) -> None:
+        super().__init__()
+        self._tag = dict(tag or {})
 
     def format(self, record: logging.LogRecord) -> str:
-        extra = " ".join(f"{k}={_text_value(v)}" for k, v in _record_fields(record).items())
+        pairs = {**_record_fields(record), **self._tag}
+        extra = " ".join(f"{k}={_text_value(v)}" for k, v in pairs.items())
         line = f"{_utc(record.created)} {record.levelname} {record.name}: {record.getMessage()}"
         if extra:
             line += " " + extra
@@ -67,11 +96,16 @@ def _text_value(value: Any) -> str:
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object a line: ``ts``, ``level``, ``logger``, ``msg``, the fields, ``exc`` if any."""
+    """One JSON object a line: ``ts``, ``level``, ``logger``, ``msg``, the fields and ``tag``, ``exc`` if
+    any."""
+
+    def __init__(self, tag: Mapping[str, str] | None = None) -> None:
+        super().__init__()
+        self._tag = dict(tag or {})
 
     def format(self, record: logging.LogRecord) -> str:
         out: dict[str, Any] = {"ts": _utc(record.created), "level": record.levelname.lower(),
-                               "logger": record.name, "msg": record.getMessage()}
+                               "logger": record.name, "msg": record.getMessage(), **self._tag}
         for key, value in _record_fields(record).items():
             out.setdefault(key, value)
         if record.exc_info:
@@ -92,6 +126,26 @@ class _TerminalHandler(logging.StreamHandler):  # type: ignore[type-arg]
         super().emit(record)
 
 
+class _AppendHandler(logging.Handler):
+    """Appends each record to a file in one ``write`` (rule 5: lines of several processes never mix)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            os.write(self._fd, (self.format(record) + "\n").encode("utf-8", "replace"))
+        except Exception:
+            self.handleError(record)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        super().close()
+
+
 def level_from_flags(*, verbose: int = 0, quiet: int = 0, level: str | None = None) -> int:
     """The logging level for ``-v``/``-q`` counts or an explicit ``--log-level`` (which wins).
     Default warning; ``-v`` info, ``-vv`` debug; ``-q`` error, ``-qq`` critical."""
@@ -103,21 +157,24 @@ def level_from_flags(*, verbose: int = 0, quiet: int = 0, level: str | None = No
 
 
 def configure(level: int = logging.WARNING, *, file: Path | None = None, fmt: LogFormat = "text",
-              stream: TextIO | None = None) -> logging.Logger:
+              stream: TextIO | None = None, tag: Mapping[str, str] | None = None) -> logging.Logger:
     """Send the ``polecat`` loggers at ``level`` and above to ``file`` (appended) or to ``stream``
-    (default stderr), in ``fmt``. Replaces handlers an earlier call installed; returns the logger."""
+    (default stderr), in ``fmt``, with the ``tag`` fields on every record. Replaces handlers an earlier
+    call installed; returns the logger."""
+    global _current
     logger = logging.getLogger("polecat")
+    handler: logging.Handler
+    if file is not None:
+        handler = _AppendHandler(file)  # before the old handlers go: an unusable file changes nothing
+    else:
+        handler = _TerminalHandler(stream if stream is not None else sys.stderr)
     for old in [h for h in logger.handlers if getattr(h, _HANDLER_TAG, False)]:
         logger.removeHandler(old)
         old.close()
-    handler: logging.Handler
-    if file is not None:
-        handler = logging.FileHandler(file, encoding="utf-8")
-    else:
-        handler = _TerminalHandler(stream if stream is not None else sys.stderr)
-    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+    handler.setFormatter(JsonFormatter(tag) if fmt == "json" else TextFormatter(tag))
     setattr(handler, _HANDLER_TAG, True)
     logger.addHandler(handler)
     logger.setLevel(level)
     logger.propagate = False
+    _current = LogSettings(level, file if file is None else file.absolute(), fmt, dict(tag or {}))
     return logger

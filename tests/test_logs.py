@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from polecat.logs import configure, fields, level_from_flags
+from polecat.logs import LogSettings, configure, current, fields, level_from_flags
 from polecat.testing.sitegen import SiteSpec
 from tests.conftest import TestWebFactory
 from tests.test_cli import polecat
@@ -36,6 +36,11 @@ def test_text_and_json_lines_carry_fields() -> None:
     rec = json.loads(out.getvalue())
     assert rec["level"] == "debug" and rec["msg"] == "got 200" and rec["status"] == 200 and rec["ms"] == 12
     assert len(log.handlers) == 1  # a second configure replaced the first handler
+    out = io.StringIO()
+    configure(logging.INFO, stream=out, tag={"worker": "w1"})  # as a --workers worker logs to stderr
+    logging.getLogger("polecat.z").info("fetch failed", extra=fields(host="b.test"))
+    assert out.getvalue().strip().endswith("INFO polecat.z: fetch failed host=b.test worker=w1")
+    assert current() == LogSettings(logging.INFO, None, "text", {"worker": "w1"})
 
 
 def test_crawl_logs_errors_at_info_and_fetches_at_debug(test_web: TestWebFactory, tmp_path: Path) -> None:
@@ -73,3 +78,22 @@ def test_ctrl_c_outside_a_crawl_exits_130_without_traceback(monkeypatch: pytest.
     monkeypatch.setattr(cli, "make_parser", interrupted)
     assert cli.main(["--version"]) == 130
     assert "interrupted" in capsys.readouterr().err
+
+
+def test_workers_log_as_the_parent_does_into_its_file_tagged_with_their_id(test_web: TestWebFactory,
+                                                                          tmp_path: Path) -> None:
+    web = test_web(SiteSpec(hosts=4, pages_per_host=4, seed=9))
+    web.respond("h02.test", "/", 404)
+    logfile = tmp_path / "log.jsonl"
+    run = polecat("crawl", *web.seeds, "--rate", "20", "--dns-server", web.dns_address, "--allow-private",
+                  "--data", str(tmp_path / "d"), "--workers", "2", "--log-level", "debug", "--log-format",
+                  "json", "--log-file", str(logfile))
+    assert run.returncode in (0, 3), run.stderr
+    records = [json.loads(line) for line in logfile.read_text().splitlines()]  # every line is one record
+    by_worker = {w: [r for r in records if r.get("worker") == w] for w in ("w0", "w1")}
+    for mine in by_worker.values():  # the parent's level (debug: one line per request) and format
+        assert any(r["level"] == "debug" and "ms" in r for r in mine), mine
+    failed = [r for r in records if r.get("reason") == "HTTP 404"]
+    assert next(s for s in web.seeds if "h02.test" in s) in [r["url"] for r in failed]
+    assert {r["worker"] for r in failed} <= set(by_worker)
+    assert "polecat.fetch" not in run.stderr and '"level"' not in run.stderr  # nothing went to stderr

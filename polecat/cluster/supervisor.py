@@ -38,7 +38,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from polecat import verdict
+from polecat import logs, verdict
 from polecat.cluster.aggregate import merge_stats, stats_from_dict
 from polecat.cluster.layout import needs_resize, record_layout, resolve_workers, share, worker_config
 from polecat.cluster.link import LinkStats
@@ -111,6 +111,8 @@ class Supervisor:
         cfg = self.config
         members = tuple(Member(f"w{k}", f"unix:{sock_dir}/w{k}.sock") for k in range(self.n))
         s = cfg.scope
+        # Workers log as this process does (level, file, format: polecat/logs.py rule 5).
+        log = replace(logs.current(), level=logging.getLogger("polecat").getEffectiveLevel())
         out = []
         for k in range(self.n):
             # Crawl-wide bounds are split over the workers (each owns about 1/N of the hosts), so
@@ -120,8 +122,7 @@ class Supervisor:
                             max_queued=share(s.max_queued, self.n, k))
             wcfg = replace(worker_config(cfg, k, self.n), scope=scope)
             spec_path = sock_dir / f"w{k}.json"
-            WorkerSpec(f"w{k}", members, config_mapping(wcfg),
-                       logging.getLogger("polecat").getEffectiveLevel(), os.getpid()).dump(spec_path)
+            WorkerSpec(f"w{k}", members, config_mapping(wcfg), log, os.getpid()).dump(spec_path)
             out.append(_Worker(k, spec_path))
         return out
 

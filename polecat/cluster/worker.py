@@ -42,7 +42,7 @@ from polecat.cluster.sender import HandoffSender
 from polecat.cluster.transport import HttpTransport, serve
 from polecat.config import Config, config_from_mapping
 from polecat.errors import PolecatError
-from polecat.logs import configure
+from polecat.logs import LogSettings, configure
 
 REPORT_PERIOD = 0.2
 WORKER_FAILED = 2
@@ -64,21 +64,27 @@ class WorkerSpec:
     self_id: str
     members: tuple[Member, ...]
     config: dict[str, Any]
-    log_level: int = logging.WARNING
-    """The parent's log level: a worker logs to the same stderr at the same level."""
+    log: LogSettings
+    """The parent's logging (polecat/logs.py rule 5): a worker logs at the same level, to the same file
+    (or the stderr it inherits) in the same format, each record tagged ``worker=<self_id>``."""
     parent_pid: int = 0
     """The parent's process id, watched for its death (polecat/cluster/orphan.py); 0: not watched."""
 
     def dump(self, path: Path) -> None:
+        log = {"level": self.log.level, "file": None if self.log.file is None else str(self.log.file),
+               "format": self.log.fmt}
         path.write_text(json.dumps({"self_id": self.self_id, "config": self.config,
                                     "members": [[m.id, m.address] for m in self.members],
-                                    "log_level": self.log_level, "parent_pid": self.parent_pid}))
+                                    "log": log, "parent_pid": self.parent_pid}))
 
     @classmethod
     def load(cls, path: Path) -> WorkerSpec:
         raw = json.loads(path.read_text())
+        log = raw["log"]
         return cls(raw["self_id"], tuple(Member(i, a) for i, a in raw["members"]), raw["config"],
-                   int(raw["log_level"]), int(raw.get("parent_pid", 0)))
+                   LogSettings(int(log["level"]), None if log["file"] is None else Path(log["file"]),
+                               "json" if log["format"] == "json" else "text"),
+                   int(raw["parent_pid"]))
 
 
 def config_mapping(cfg: Config) -> dict[str, Any]:
@@ -192,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     spec = WorkerSpec.load(Path(args[0]))
     die_with_parent()
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # `kill -USR1` dumps the stacks to stderr
-    configure(spec.log_level)
+    configure(spec.log.level, file=spec.log.file, fmt=spec.log.fmt, tag={"worker": spec.self_id})
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; it forwards Ctrl-C as "stop"
     try:
         import uvloop
