@@ -231,3 +231,33 @@ def test_query_keys_sorted_by_default_counted_and_kept_in_order_where_asked() ->
 def test_keep_query_order_patterns_are_validated() -> None:
     with pytest.raises(ConfigError, match=r"dedup\.keep_query_order"):
         config_from_mapping({"dedup": {"keep_query_order": ["not a host"]}})
+
+
+_BASES = ["http://a.test/dir/page1.html?q=1", "http://a.test/dir/page2.html", "http://a.test/other/x",
+          "https://u:p@a.test:8443/dir/", "http://a.test", "http://b.test/dir/p#frag/x", "ftp://a.test/dir/",
+          "foo:opaque", "http://[::1]:8080/?q/r#f", ""]
+_PIECES = ["x", "/", "//", "\\", ".", "..", "#", "?", "%2e", "%41", "&", "=", "a", "b.test", "http:",
+           "https:", "HTTP://", "http://", "https://", "\t", "\n", " ", "\ud800", "\u00e9", ":", "@",
+           "utm_source=1"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(_PIECES), max_size=8).map("".join), max_size=12),
+       st.lists(st.sampled_from(_BASES), min_size=1, max_size=4))
+def test_canonicalize_links_memo_is_canonicalize_href_by_href(hrefs: list[str], bases: list[str]) -> None:
+    """The memo's keys (fragment dropped, base cut to its authority or directory) never change a result
+    nor a counter: pages of one site, in any order, give what canonicalize gives href by href."""
+    plain, memo = Canonicalizer(), Canonicalizer()
+    for base in bases:
+        expected = [c for h in hrefs if (c := plain.canonicalize(h, base)) is not None]
+        assert memo.canonicalize_links(hrefs, base) == expected
+    assert memo.stats() == plain.stats()
+
+
+def test_canonicalize_links_shares_root_relative_and_fragment_spellings_across_pages() -> None:
+    canon = Canonicalizer()
+    for page in range(5):
+        canon.canonicalize_links(["/a.html", "/a.html#top", "http://b.test/x#y", "#z"],
+                                 f"http://a.test/d{page}/p.html")
+    # /a.html and its #top spelling: one entry for the site; b.test/x: one; #z: one per page
+    assert len(canon._memo) == 2 + 5

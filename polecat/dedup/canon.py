@@ -43,6 +43,10 @@ from polecat.config import DEFAULT_TRACKING_PARAMS
 from polecat.errors import ConfigError
 from polecat.frontier.patterns import HostPatternMap
 
+# ada's C API, bound once: an attribute read on the cffi lib costs as much as a short call.
+_parse, _parse_with_base, _free = lib.ada_parse, lib.ada_parse_with_base, lib.ada_free
+_is_valid, _scheme_type, _get_href = lib.ada_is_valid, lib.ada_get_scheme_type, lib.ada_get_href
+_get_components, _can_parse, _unpack = lib.ada_get_components, lib.ada_can_parse, ffi.unpack
 _OMITTED = 0xFFFFFFFF  # ada's url_components marker for an absent part
 _HTTP, _HTTPS = 0, 2  # ada SchemeType values
 
@@ -115,63 +119,97 @@ class Canonicalizer:
         self._keep_order: HostPatternMap[bool] = HostPatternMap((p, True) for p in keep_query_order)
         self._total = self._collapsed = self._rejected = 0
         self._memo: dict[tuple[str, str], tuple[str | None, bool]] = {}
+        """(key part of the base, href) -> (canonical or None, rewritten): see canonicalize_links."""
 
     def canonicalize_links(self, hrefs: Iterable[str], base: str) -> list[str]:
         """Canonical forms of a page's hrefs resolved against ``base`` (unparsable ones dropped).
 
-        Pages of one site repeat the same links (navigation, footers), so results are memoized. A
-        path-relative or absolute reference resolves the same against every base in one directory, so
-        the memo key is ``(base directory, href)`` (``("", href)`` for absolute http(s) hrefs); query-
-        and fragment-only references depend on the whole base and are not memoized. The memo is
-        bounded (:data:`MEMO_ENTRIES`); counters count every href, memoized or not.
+        Pages of one site repeat the same links (navigation, footers), so results are memoized, keyed
+        by what the result depends on:
+
+        - the fragment never matters (rule 3): the key is the href without it (ASCII hrefs only: the
+          fragment of another may hold a lone surrogate, which rejects the whole href; and not after a
+          space or control character, which the cut would leave trailing, to be stripped);
+        - an absolute http(s) href depends on nothing else: ``("", href)``;
+        - a ``/``-rooted one (``/path``, ``//host``) on the base's scheme and authority only:
+          ``(scheme://authority, href)`` for an http(s) base, so every page of a site shares it;
+        - a path-relative one on the base's directory: ``(base directory, href)``, unless it holds a
+          ``:`` (``http:?x`` is relative to the whole of an http base);
+        - a fragment-only one (``#top``) is the base itself: ``(base, "")``.
+
+        Query-only references (``?x``) depend on the base's path and are not memoized, nor are hrefs
+        that start with a control character or space (the parser strips it: ``"\\t?x"`` is query-only),
+        nor is anything resolved against a base that does not parse. The memo is
+        bounded (:data:`MEMO_ENTRIES`); counters count every href as :meth:`canonicalize` would.
         """
+        try:
+            raw_base = base.encode()
+        except UnicodeEncodeError:
+            raw_base = b""
+        if not _can_parse(raw_base, len(raw_base)):  # nothing resolves against it, absolute hrefs included
+            return [c for href in hrefs if (c := self.canonicalize(href, base)) is not None]
         memo = self._memo
         base_dir = base[: base.rfind("/") + 1]
+        origin = _authority_prefix(base)
         out: list[str] = []
         for href in hrefs:
-            if not href or href[0] in "?#":
+            cut = href.find("#") if href.isascii() else -1
+            if cut > 0 and href[cut - 1] <= " ":
+                cut = -1  # the parser would strip what precedes the fragment once it is cut
+            key_href = href if cut < 0 else href[:cut]
+            key = _memo_key(key_href, cut == 0, base, base_dir, origin)
+            if key is None:
                 canonical = self.canonicalize(href, base)
-            else:
-                key = ("", href) if href.startswith(("http://", "https://")) else (base_dir, href)
-                hit = memo.get(key)
-                if hit is None:
-                    collapsed_before = self._collapsed
-                    canonical = self.canonicalize(href, base)
-                    if len(memo) >= MEMO_ENTRIES:
-                        memo.clear()
-                    memo[key] = (canonical, self._collapsed != collapsed_before)
-                else:
-                    canonical, collapsed = hit
-                    self._total += 1
-                    self._collapsed += collapsed
-                    self._rejected += canonical is None
-            if canonical is not None:
-                out.append(canonical)
+                if canonical is not None:
+                    out.append(canonical)
+                continue
+            hit = memo.get(key)
+            if hit is None:
+                hit = self._resolve(key_href, raw_base if key[0] else None)
+                if len(memo) >= MEMO_ENTRIES:
+                    memo.clear()
+                memo[key] = hit
+            canonical, collapsed = hit
+            self._total += 1
+            if canonical is None:
+                self._rejected += 1
+                continue
+            # A fragment is always dropped, so an href that had one was always rewritten.
+            self._collapsed += collapsed or cut >= 0
+            out.append(canonical)
         return out
 
     def canonicalize(self, url: str, base: str | None = None) -> str | None:
         """The canonical form of ``url`` resolved against ``base``; ``None`` if unparsable or not http(s)."""
+        try:
+            raw_base = None if base is None else base.encode()
+        except UnicodeEncodeError:
+            raw_base = b"\xff"  # a base that does not parse: nothing resolves against it
+        canonical, collapsed = self._resolve(url, raw_base)
         self._total += 1
+        self._rejected += canonical is None
+        self._collapsed += collapsed
+        return canonical
+
+    def _resolve(self, url: str, base: bytes | None) -> tuple[str | None, bool]:
+        """(canonical form or None, whether it differs from the plain WHATWG serialization) of ``url``
+        resolved against the UTF-8 ``base``; counts nothing."""
         try:
             raw = url.encode()
-            if base is None:
-                obj = lib.ada_parse(raw, len(raw))
-            else:
-                raw_base = base.encode()
-                obj = lib.ada_parse_with_base(raw, len(raw), raw_base, len(raw_base))
         except UnicodeEncodeError:  # lone surrogates: the text was mis-decoded upstream
-            self._rejected += 1
-            return None
+            return None, False
+        obj = _parse(raw, len(raw)) if base is None else _parse_with_base(raw, len(raw), base, len(base))
         try:
-            if not lib.ada_is_valid(obj) or lib.ada_get_scheme_type(obj) not in (_HTTP, _HTTPS):
-                self._rejected += 1
-                return None
-            ada_href = lib.ada_get_href(obj)
-            href: str = ffi.unpack(ada_href.data, ada_href.length).decode("ascii")
-            parts = lib.ada_get_components(obj)
+            if not _is_valid(obj) or _scheme_type(obj) not in (_HTTP, _HTTPS):
+                return None, False
+            ada_href = _get_href(obj)
+            href: str = _unpack(ada_href.data, ada_href.length).decode("ascii")
+            if "?" not in href and "#" not in href and "%" not in href:
+                return href, False  # nothing below would change it: skip the components read
+            parts = _get_components(obj)
             path_start, search_start, hash_start = parts.pathname_start, parts.search_start, parts.hash_start
         finally:
-            lib.ada_free(obj)
+            _free(obj)
 
         end = len(href) if hash_start == _OMITTED else hash_start
         if search_start == _OMITTED:
@@ -184,9 +222,7 @@ class Canonicalizer:
         if "%" in path:
             path = _normalize_pct(path)
         canonical = href[:path_start] + path + ("?" + query if query else "")
-        if canonical != href:
-            self._collapsed += 1
-        return canonical
+        return canonical, canonical != href
 
     def _canonical_query(self, query: str, sort: bool) -> str:
         if "%" in query:
@@ -203,6 +239,33 @@ class Canonicalizer:
     def stats(self) -> CanonStats:
         """A snapshot of the counters."""
         return CanonStats(total=self._total, collapsed=self._collapsed, rejected=self._rejected)
+
+
+def _memo_key(href: str, fragment_only: bool, base: str, base_dir: str,
+              origin: str) -> tuple[str, str] | None:
+    """The memo key of ``href`` (its fragment cut) on a page of ``base``: the part of the base its
+    resolution depends on, and the href; None when it is not memoized (see canonicalize_links).
+    The base part is ``""`` only for an absolute href, which resolves without the base."""
+    if fragment_only:
+        return base, ""
+    if not href or href[0] in "?#" or href[0] <= " ":  # the parser strips a leading C0/space: "\t?x"
+        return None
+    if href.startswith(("http://", "https://")):
+        return "", href
+    if href[0] == "/" and origin:
+        return origin, href
+    if ":" in href or not base_dir:  # "http:?x" is relative to the whole of an http base
+        return None
+    return base_dir, href
+
+
+def _authority_prefix(base: str) -> str:
+    """``scheme://authority`` of an http(s) base as ada serializes it (no raw ``/`` before the path),
+    or ``""`` for any other base."""
+    if not base.startswith(("http://", "https://")):
+        return ""
+    end = base.find("/", base.index("//") + 2)
+    return base if end < 0 else base[:end]
 
 
 def _param_key(param: str) -> str:
