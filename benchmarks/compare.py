@@ -1,8 +1,10 @@
 """polecat against Scrapy and against the raw limit, side by side, on one generated web.
 
     python -m benchmarks.compare --size small [--runs 3] [--runners polecat,scrapy,limit]
+    python -m benchmarks.compare --corpus real [--runs 3] [--runners polecat,scrapy,limit]
 
-Renders the site once, then for every runner and run: starts the static server (fresh log) on one core,
+Renders the site once (``--corpus real``: serves the installed Debian documentation instead, see
+benchmarks/docweb.py), then for every runner and run: starts the static server (fresh log) on one core,
 runs the crawler pinned to the other core with taskset, stops the server and computes the figures from
 its request log and the crawler's rusage. Prints per-run lines and the median table with ratios, and
 writes everything to ``OUT/results.json``. Needs no network beyond loopback.
@@ -18,10 +20,11 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from benchmarks.corpora import floor_stages
+from benchmarks.docweb import doc_web
 from benchmarks.metrics import RunFigures, figures, median_figures, politeness_ceiling, table
 from benchmarks.runners import RUNNERS, RunContext, command
 from benchmarks.server import StaticServer, render_site
@@ -94,23 +97,36 @@ def _vm_hwm_kb(pid: int) -> int:
     return 0
 
 
-def compare(
-    size: Size,
-    runners: list[str],
-    runs: int | Mapping[str, int],
-    out: Path,
-    *,
-    workers: int = 1,
-    slack: float = 0.0,
-    cpus: tuple[str | None, str | None] = (None, None),
-) -> dict[str, RunFigures]:
-    """Run every runner ``runs`` times (or ``runs[runner]``) over ``size``'s web; ``cpus`` = (crawler
-    core, server core)."""
-    crawler_cpu, server_cpu = cpus
-    addresses = [f"127.0.0.{i + 1}" for i in range(8)]
+@dataclass(frozen=True, slots=True)
+class Web:
+    """What one comparison crawls, who serves it, and how runs are judged."""
+
+    name: str
+    port: int
+    seeds: list[str]
+    truth: set[str]
+    hosts: dict[str, str]
+    """Virtual host -> the loopback address it is served on."""
+    intervals: dict[str, float]
+    """Per-host politeness interval the runs are judged by."""
+    robots: Site | None
+    """The generated site whose robots.txt rules judge the runs; None: no rules (every page allowed)."""
+    floor_pages: list[bytes]
+    """Pages the floor's in-process stages are measured on."""
+    served: Path
+    """The server worker's first argument: a rendered site directory, or a docweb manifest."""
+    module: str
+    """The server worker (``python -m MODULE``)."""
+    rate: float
+    concurrency: int
+    timeout: float
+    scope: str
+
+
+def generated_web(size: Size, addresses: list[str], out: Path, floor_pages: int = 400) -> Web:
+    """``size``'s generated web, rendered into ``out/site``."""
     port = _free_port(addresses)
     site = Site(size.spec)
-    out.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     total = render_site(site, port, out / "site")
     truth = ground_truth(site, port)
@@ -119,16 +135,83 @@ def compare(
         f"ground truth {len(truth)} URLs, rendered in {time.monotonic() - t0:.1f} s",
         flush=True,
     )
-    hosts = {h: addresses[i % len(addresses)] for i, h in enumerate(site.hosts)}
-    intervals = {h: max(1 / size.rate, site.crawl_delay(h)) for h in site.hosts}
-    print(f"politeness ceiling: {politeness_ceiling(site, truth, intervals):.0f} pages/s", flush=True)
-    (out / "seeds.txt").write_text("\n".join(site.seeds(port)) + "\n")
+    step = max(1, len(site.pages) // floor_pages)
+    return Web(
+        name="generated",
+        port=port,
+        seeds=site.seeds(port),
+        truth=truth,
+        hosts={h: addresses[i % len(addresses)] for i, h in enumerate(site.hosts)},
+        intervals={h: max(1 / size.rate, site.crawl_delay(h)) for h in site.hosts},
+        robots=site,
+        floor_pages=[site.render(i, port) for i in range(0, len(site.pages), step)],
+        served=out / "site",
+        module="benchmarks.server",
+        rate=size.rate,
+        concurrency=size.concurrency,
+        timeout=size.timeout,
+        scope="any",
+    )
+
+
+REAL_RATE = 50.0
+"""Requests per second per host on the real web: 5 hosts, the largest of ~690 pages (~14 s)."""
+
+
+def real_web(addresses: list[str], out: Path) -> Web | None:
+    """The installed Debian documentation (benchmarks/docweb.py), or None if none is installed."""
+    port = _free_port(addresses)
+    web = doc_web(port)
+    if web is None:
+        return None
+    print(
+        f"real web: {len(web.roots)} packages ({', '.join(sorted(web.roots))}), {len(web.truth)} URLs, "
+        f"{len(web.html)} HTML pages of {sum(map(len, web.html)) / len(web.html) / 1024:.1f} KB average",
+        flush=True,
+    )
+    manifest = out / "docweb.json"
+    manifest.write_text(json.dumps({host: str(root) for host, root in web.roots.items()}))
+    return Web(
+        name="real",
+        port=port,
+        seeds=web.seeds,
+        truth=web.truth,
+        hosts={h: addresses[i % len(addresses)] for i, h in enumerate(sorted(web.roots))},
+        intervals=dict.fromkeys(web.roots, 1 / REAL_RATE),
+        robots=None,
+        floor_pages=web.html,
+        served=manifest,
+        module="benchmarks.docweb",
+        rate=REAL_RATE,
+        concurrency=64,
+        timeout=300,
+        scope="host",
+    )
+
+
+def compare(
+    web: Web,
+    runners: list[str],
+    runs: int | Mapping[str, int],
+    out: Path,
+    *,
+    workers: int = 1,
+    slack: float = 0.0,
+    cpus: tuple[str | None, str | None] = (None, None),
+) -> dict[str, RunFigures]:
+    """Run every runner ``runs`` times (or ``runs[runner]``) over ``web``; ``cpus`` = (crawler core,
+    server core)."""
+    crawler_cpu, server_cpu = cpus
+    out.mkdir(parents=True, exist_ok=True)
+    truth = web.truth
+    print(f"politeness ceiling: {politeness_ceiling(truth, web.intervals):.0f} pages/s", flush=True)
+    (out / "seeds.txt").write_text("\n".join(web.seeds) + "\n")
     (out / "urls.txt").write_text("\n".join(sorted(truth)) + "\n")
-    (out / "hosts.json").write_text(json.dumps(hosts))
+    (out / "hosts.json").write_text(json.dumps(web.hosts))
     results: dict[str, RunFigures] = {}
     per_run: dict[str, list[dict[str, float | int]]] = {}
     with LocalDnsServer() as dns:
-        for host, address in hosts.items():
+        for host, address in web.hosts.items():
             dns.add(host, [address])
         for runner in runners:
             runs_figures = []
@@ -142,25 +225,30 @@ def compare(
                     out / "hosts.json",
                     dns.address,
                     run_dir,
-                    size.rate,
-                    size.concurrency,
+                    web.rate,
+                    web.concurrency,
+                    web.scope,
                 )
                 argv = command(runner, ctx)
                 server = StaticServer(
-                    out / "site", port, len(addresses), workers, run_dir / "server", server_cpu
+                    web.served,
+                    web.port,
+                    len(set(web.hosts.values())),
+                    workers,
+                    run_dir / "server",
+                    server_cpu,
+                    web.module,
                 )
                 server.start()
                 try:
-                    code, wall, cpu_s, rss = run_child(
-                        argv, crawler_cpu, run_dir / "output.txt", size.timeout
-                    )
+                    code, wall, cpu_s, rss = run_child(argv, crawler_cpu, run_dir / "output.txt", web.timeout)
                 finally:
                     log = server.stop()
                 fig = figures(
                     log,
-                    site,
+                    web.robots,
                     truth,
-                    intervals,
+                    web.intervals,
                     wall=wall,
                     cpu_s=cpu_s,
                     maxrss_kb=rss,
@@ -176,18 +264,15 @@ def compare(
             per_run[runner] = [asdict(f) for f in runs_figures]
     report: dict[str, object] = {"median": {k: asdict(v) for k, v in results.items()}, "runs": per_run}
     if "limit" in results:
-        report["floor"] = floor(site, port, results, (out / "floor.txt"))
+        report["floor"] = floor(web.floor_pages, results, (out / "floor.txt"))
     (out / "results.json").write_text(json.dumps(report, indent=1))
     return results
 
 
-def floor(
-    site: Site, port: int, results: Mapping[str, RunFigures], out: Path, pages: int = 400
-) -> dict[str, float]:
-    """The floor per page (the bare loop's CPU, plus lexbor parse, BLAKE2b and zstd of ``pages`` of the
-    site's pages measured here) and polecat's ratio to it; printed, written to ``out``, returned (ms)."""
-    step = max(1, len(site.pages) // pages)
-    stages = floor_stages([site.render(i, port) for i in range(0, len(site.pages), step)], ZSTD_LEVEL)
+def floor(pages: list[bytes], results: Mapping[str, RunFigures], out: Path) -> dict[str, float]:
+    """The floor per page (the bare loop's CPU, plus lexbor parse, BLAKE2b and zstd of ``pages``
+    measured here) and polecat's ratio to it; printed, written to ``out``, returned (ms)."""
+    stages = floor_stages(pages, ZSTD_LEVEL)
     parts = {"fetch (bare GET loop)": results["limit"].cpu_ms_per_page}
     parts.update((name, us / 1000) for name, us in stages)
     total = sum(parts.values())
@@ -204,6 +289,12 @@ def floor(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.compare", description=__doc__.split("\n")[0])
     parser.add_argument("--size", choices=sorted(SIZES), default="small")
+    parser.add_argument(
+        "--corpus",
+        choices=("generated", "real"),
+        default="generated",
+        help="the generated web of --size, or real HTML: installed Debian docs (benchmarks/docweb.py)",
+    )
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--scrapy-runs", type=int, help="runs for Scrapy (default --runs; it is slow)")
     parser.add_argument(
@@ -227,13 +318,19 @@ def main(argv: list[str] | None = None) -> int:
     cpus = _cpus()
     if cpus[1] is not None:
         os.sched_setaffinity(0, {int(cpus[1])})  # the harness and its DNS thread share the server's core
-    out = args.out / args.size
+    out = args.out / (args.size if args.corpus == "generated" else "real")
+    out.mkdir(parents=True, exist_ok=True)
     runs = {r: args.runs for r in runners}
     if args.scrapy_runs is not None:
         runs["scrapy"] = args.scrapy_runs
-    results = compare(
-        SIZES[args.size], runners, runs, out, workers=args.server_workers, slack=args.slack, cpus=cpus
-    )
+    addresses = [f"127.0.0.{i + 1}" for i in range(8)]
+    if args.corpus == "real":
+        web = real_web(addresses, out)
+        if web is None:
+            parser.error("no documentation package of benchmarks/docweb.py is installed")
+    else:
+        web = generated_web(SIZES[args.size], addresses, out)
+    results = compare(web, runners, runs, out, workers=args.server_workers, slack=args.slack, cpus=cpus)
     print()
     print(table(results))
     return 0

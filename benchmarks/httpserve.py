@@ -18,20 +18,20 @@ import os
 import signal
 import time
 from pathlib import Path
-from typing import cast
+from typing import Protocol, cast
 from urllib.parse import parse_qsl, unquote
 
 from polecat.testing.serverlog import RequestRecord
 from polecat.testing.sitegen import Site, SiteSpec
 from polecat.testing.siteserve import bind_loopback, etag_of, normalize_path
 
-__all__ = ["serve"]
+__all__ = ["App", "Connection", "head", "serve"]
 
 _MAX_HEAD = 64 * 1024
 _NOT_FOUND = b"not found\n"
 
 
-def _head(status: str, content_type: str, length: int, etag: str | None = None) -> bytes:
+def head(status: str, content_type: str, length: int, etag: str | None = None) -> bytes:
     lines = [f"HTTP/1.1 {status}", f"Content-Type: {content_type}", f"Content-Length: {length}"]
     if etag:
         lines.append(f"ETag: {etag}")
@@ -49,16 +49,16 @@ class _SiteApp:
         for host in site.hosts:
             status, text = site.robots(host)
             reason = {200: "200 OK", 404: "404 Not Found"}.get(status, f"{status} Error")
-            self._robots[host] = _head(reason, "text/plain", len(text)) + text.encode()
-        self._not_found = _head("404 Not Found", "text/plain", len(_NOT_FOUND)) + _NOT_FOUND
+            self._robots[host] = head(reason, "text/plain", len(text)) + text.encode()
+        self._not_found = head("404 Not Found", "text/plain", len(_NOT_FOUND)) + _NOT_FOUND
 
     def _page(self, page: int) -> tuple[bytes, bytes]:
         cached = self._heads.get(page)
         if cached is None:
             etag = etag_of(self._bodies[self._offsets[page] : self._offsets[page + 1]])
             length = self._offsets[page + 1] - self._offsets[page]
-            head = _head("200 OK", "text/html; charset=utf-8", length, etag)
-            cached = self._heads[page] = (head, etag.encode())
+            response = head("200 OK", "text/html; charset=utf-8", length, etag)
+            cached = self._heads[page] = (response, etag.encode())
         return cached
 
     def handle(self, head: bytes, transport: asyncio.Transport) -> bool:
@@ -105,8 +105,16 @@ class _SiteApp:
         return close
 
 
-class _Connection(asyncio.Protocol):
-    def __init__(self, app: _SiteApp) -> None:
+class App(Protocol):
+    def handle(self, head: bytes, transport: asyncio.Transport) -> bool:
+        """Answer one request; returns whether to close the connection."""
+        ...
+
+
+class Connection(asyncio.Protocol):
+    """One keep-alive connection: splits request heads and hands each to ``app``."""
+
+    def __init__(self, app: App) -> None:
         self._app = app
         self._buffer = b""
         self._transport: asyncio.Transport | None = None
@@ -139,7 +147,7 @@ async def serve(spec: SiteSpec, site_dir: Path, port: int, addresses: int, log_d
     loop = asyncio.get_running_loop()
     servers = []
     for sock in bind_loopback([f"127.0.0.{i + 1}" for i in range(addresses)], port, reuse_port=True):
-        servers.append(await loop.create_server(lambda: _Connection(app), sock=sock, backlog=4096))
+        servers.append(await loop.create_server(lambda: Connection(app), sock=sock, backlog=4096))
     stop = asyncio.Event()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     (log_dir / f"ready-{os.getpid()}").touch()

@@ -40,7 +40,7 @@ class RunFigures:
 
 def figures(
     log: Sequence[RequestRecord],
-    site: Site,
+    site: Site | None,
     truth: set[str],
     intervals: dict[str, float],
     *,
@@ -65,7 +65,7 @@ def figures(
         coverage=pages / len(truth) if truth else 0.0,
         dup_fetches=sum(c - 1 for c in counts.values()),
         politeness_violations=len(politeness_violations(log, intervals, slack)),
-        robots_violations=len(robots_violations(log, site)),
+        robots_violations=len(robots_violations(log, site)) if site is not None else 0,
         other_requests=sum(1 for r in log if r.url not in truth and r.target != "/robots.txt"),
         exit_code=exit_code,
     )
@@ -80,7 +80,7 @@ def median_figures(runs: Sequence[RunFigures]) -> RunFigures:
     return RunFigures(**values)  # type: ignore[arg-type]
 
 
-def politeness_ceiling(site: Site, truth: set[str], intervals: dict[str, float]) -> float:
+def politeness_ceiling(truth: set[str], intervals: dict[str, float]) -> float:
     """Pages/s a perfectly polite crawler could reach: the slowest host needs (requests - 1) intervals,
     its robots.txt fetch counted."""
     per_host = Counter(url.split("/")[2].split(":")[0] for url in truth)

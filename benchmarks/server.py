@@ -53,9 +53,12 @@ class StaticServer:
     """Worker processes serving a rendered site; see the module docstring."""
 
     def __init__(
-        self, site_dir: Path, port: int, addresses: int, workers: int, log_dir: Path, cpus: str | None
+        self, site_dir: Path, port: int, addresses: int, workers: int, log_dir: Path, cpus: str | None,
+        module: str = "benchmarks.server",
     ) -> None:
-        self.site_dir, self.port, self.addresses = site_dir, port, addresses
+        """``module``: the worker to run (``python -m MODULE SITE_DIR PORT ADDRESSES LOG_DIR``); for
+        benchmarks.docweb, ``site_dir`` is its manifest."""
+        self.site_dir, self.port, self.addresses, self.module = site_dir, port, addresses, module
         self.workers, self.log_dir, self.cpus = workers, log_dir, cpus
         self._procs: list[subprocess.Popen[bytes]] = []
 
@@ -63,7 +66,7 @@ class StaticServer:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         for f in self.log_dir.glob("*"):
             f.unlink()
-        cmd = [sys.executable, "-m", "benchmarks.server", str(self.site_dir), str(self.port)]
+        cmd = [sys.executable, "-m", self.module, str(self.site_dir), str(self.port)]
         cmd += [str(self.addresses), str(self.log_dir)]
         if self.cpus:
             cmd = ["taskset", "-c", self.cpus, *cmd]

@@ -7,15 +7,19 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from benchmarks.compare import compare
+import pytest
+
+from benchmarks.compare import compare, generated_web, real_web
 from benchmarks.corpora import Corpus, floor_stages, real_corpus, small_corpus
+from benchmarks.docweb import doc_web
 from benchmarks.metrics import RunFigures, median_figures, table
 from benchmarks.runners import RunContext, command
 from benchmarks.sizes import SIZES
 
 
 def test_bare_runner_fetches_the_whole_ground_truth_through_the_static_server(tmp_path: Path) -> None:
-    results = compare(SIZES["tiny"], ["limit"], 1, tmp_path, workers=2)
+    web = generated_web(SIZES["tiny"], _ADDRESSES, tmp_path)
+    results = compare(web, ["limit"], 1, tmp_path, workers=2)
     limit = results["limit"]
     truth = (tmp_path / "urls.txt").read_text().split()
     assert limit.exit_code == 0
@@ -34,6 +38,41 @@ def test_bare_runner_fetches_the_whole_ground_truth_through_the_static_server(tm
     parts = [v for k, v in floor.items() if k != "floor"]
     assert floor["fetch (bare GET loop)"] == limit.cpu_ms_per_page
     assert len(parts) == 4 and all(v > 0 for v in parts) and floor["floor"] == sum(parts)
+
+
+_ADDRESSES = [f"127.0.0.{i + 1}" for i in range(8)]
+
+
+def test_doc_web_truth_is_what_links_reach_within_each_host_and_its_server_serves_it(tmp_path: Path) -> None:
+    docs = tmp_path / "pkg"
+    (docs / "sub").mkdir(parents=True)
+    (docs / "index.html").write_text('<a href="sub/a.html#x">a</a> <a href="missing.html">m</a> '
+                                     '<a href="http://elsewhere.test/">e</a> <a href="/style.css">s</a>')
+    (docs / "sub" / "a.html").write_text('<a href="../index.html">up</a> <a href="b.html">b</a>')
+    (docs / "sub" / "b.html").write_text("<p>leaf</p>")
+    (docs / "style.css").write_text("p {}")
+    (docs / "unlinked.html").write_text("<p>never reached</p>")
+    web = doc_web(8080, {"pkg": (docs, "/index.html"), "absent": (tmp_path / "none", "/index.html")})
+    assert web is not None and set(web.roots) == {"pkg.docs.test"}
+    base = "http://pkg.docs.test:8080"
+    assert web.truth == {f"{base}/{path}" for path in ("index.html", "sub/a.html", "sub/b.html", "style.css")}
+    assert len(web.html) == 3
+    assert doc_web(8080, {"absent": (tmp_path / "none", "/index.html")}) is None
+
+
+def test_bare_runner_fetches_the_real_web_through_its_server(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    docs = tmp_path / "pkg"
+    docs.mkdir()
+    (docs / "index.html").write_text('<a href="a.html">a</a>')
+    (docs / "a.html").write_text("<p>a</p>")
+    monkeypatch.setattr("benchmarks.compare.doc_web",
+                        lambda port: doc_web(port, {"pkg": (docs, "/index.html")}))
+    web = real_web(_ADDRESSES, tmp_path)
+    assert web is not None and web.scope == "host"
+    limit = compare(web, ["limit"], 1, tmp_path)["limit"]
+    assert limit.exit_code == 0 and limit.pages == 2 and limit.coverage == 1.0 and limit.other_requests == 0
+    assert "polecat/floor" not in json.loads((tmp_path / "results.json").read_text())["floor"]
 
 
 def test_runner_commands_carry_the_crawl_settings(tmp_path: Path) -> None:

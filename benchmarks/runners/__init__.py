@@ -35,6 +35,8 @@ class RunContext:
     rate: float
     """Requests per second per host (the per-host delay is its inverse)."""
     concurrency: int
+    scope: str = "any"
+    """polecat's ``--scope``: ``host`` keeps it on the seeds' hosts (a real web links elsewhere)."""
 
 
 def ensure_scrapy() -> Path:
@@ -67,7 +69,7 @@ def command(runner: str, ctx: RunContext) -> list[str]:
             "--rate", f"{ctx.rate:g}",
             "--concurrency", str(ctx.concurrency),
             "--allow-private",
-            "--scope", "any",
+            "--scope", ctx.scope,
             "--dns-server", ctx.dns_address,
             "--quiet",
         ]  # fmt: skip
