@@ -40,6 +40,18 @@ def dns_server() -> Iterator[LocalDnsServer]:
 
 
 @pytest.fixture
+def s3_endpoint() -> str:
+    """The loopback S3 server .ci/run starts (POLECAT_TEST_S3_ENDPOINT); skipped without it, unless
+    POLECAT_REQUIRE_S3 is set (CI): then its absence fails the test."""
+    endpoint = os.environ.get("POLECAT_TEST_S3_ENDPOINT", "")
+    if not endpoint:
+        if os.environ.get("POLECAT_REQUIRE_S3"):
+            pytest.fail("POLECAT_REQUIRE_S3 is set but POLECAT_TEST_S3_ENDPOINT is not")
+        pytest.skip("no loopback S3 server (POLECAT_TEST_S3_ENDPOINT)")
+    return endpoint
+
+
+@pytest.fixture
 def etcd_server() -> Iterator[EtcdServer]:
     """A private etcd on a loopback port (skipped where etcd is not installed, unless
     POLECAT_REQUIRE_ETCD is set, as in CI: then its absence fails the test)."""

@@ -3,6 +3,8 @@ and file backends (polecat/cluster/checkpoint_plan.py, checkpoints.py)."""
 
 from __future__ import annotations
 
+import urllib.request
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,7 +28,7 @@ from polecat.cluster.checkpoint_plan import (
 from polecat.cluster.checkpoints import CheckpointStore
 from polecat.cluster.ring import Ring
 from polecat.frontier.bundle import SliceBundle
-from polecat.frontier.records import Lease
+from polecat.frontier.records import Lease, QueuedUrl
 from polecat.frontier.slices import SLICES, slice_of
 from tests.frontier_helpers import Rig, canon
 from tests.test_frontier_handover import CFG, HOSTS, crawl_some, drain, queued_urls
@@ -147,3 +149,28 @@ def test_a_missing_object_or_a_corrupt_one_is_a_checkpoint_error(tmp_path: Path)
     obstore.put(raw, manifest_name("t", "a"), b"not json")
     with pytest.raises(CheckpointError, match="manifest"):
         store.read_manifest("a")
+
+
+@pytest.mark.s3
+def test_rounds_ship_to_s3_and_an_heir_reads_them_back(tmp_path: Path, s3_endpoint: str) -> None:
+    bucket = f"polecat-ckpt-{uuid.uuid4().hex[:12]}"
+    with urllib.request.urlopen(urllib.request.Request(f"{s3_endpoint}/{bucket}", method="PUT"), timeout=10):
+        pass  # moto accepts an unsigned bucket creation; obstore does not create buckets
+    options = (("endpoint", s3_endpoint), ("region", "us-east-1"), ("access_key_id", "test"),
+               ("secret_access_key", "test"), ("allow_http", "true"))
+    store = CheckpointStore.open(f"s3://{bucket}/checkpoints", options, "t")
+    rig, now = _rig_with_crawl(tmp_path)
+    every = frozenset(range(SLICES))
+    first = store.ship_round(_export(rig), every, Manifest("a"), 1, now)
+    rig.frontier.add(canon(f"http://{HOSTS[0]}/new"), 1, 0.5, now)
+    rig.frontier.commit()
+    second = store.ship_round(_export(rig), every, first.manifest, 2, now + 1)
+    assert second.uploaded == 1 and store.read_manifest("a") == second.manifest
+    mine = frozenset(s for s in every if s % 2)
+    got = {QueuedUrl.decode(v).url for b in store.fetch(second.manifest, mine)
+           for table, _, v in b.records() if table == "queue"}
+    assert got == {u for u in queued_urls(rig) if slice_of(canon(u).split("/")[2]) in mine}
+    listed = f"{s3_endpoint}/{bucket}?list-type=2&prefix=checkpoints/t/a/"
+    with urllib.request.urlopen(listed, timeout=10) as r:
+        listing = r.read().decode()
+    assert listing.count("<Key>") == len(second.manifest.objects) + 1  # garbage deleted, plus MANIFEST

@@ -6,7 +6,6 @@ without one unless POLECAT_REQUIRE_S3 is set, in which case its absence fails th
 
 from __future__ import annotations
 
-import os
 import random
 import urllib.request
 import uuid
@@ -56,16 +55,6 @@ def test_ship_to_file_url_and_read_back(tmp_path: Path) -> None:
 def test_bad_store_url_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match=r"store\.url"):
         open_store(tmp_path / "store", StoreConfig(url="nope://x/y"))
-
-
-@pytest.fixture
-def s3_endpoint() -> str:
-    endpoint = os.environ.get("POLECAT_TEST_S3_ENDPOINT", "")
-    if not endpoint:
-        if os.environ.get("POLECAT_REQUIRE_S3"):
-            pytest.fail("POLECAT_REQUIRE_S3 is set but POLECAT_TEST_S3_ENDPOINT is not")
-        pytest.skip("no loopback S3 server (POLECAT_TEST_S3_ENDPOINT)")
-    return endpoint
 
 
 @pytest.mark.s3

@@ -269,6 +269,7 @@ class ClusterNode:
             return  # nothing opened yet, or nobody to hand to: the slices stay here
         self.sync_owned()
         frontier = crawler.frontier
+        started = time.monotonic()
         async with asyncio.timeout(HANDOVER_TIMEOUT):
             while frontier.in_flight_in(slices):  # noqa: ASYNC110 - the frontier has no event for this
                 await asyncio.sleep(0.05)
@@ -285,6 +286,7 @@ class ClusterNode:
                 if self.failover is not None:
                     await self.failover.handed_out(frozenset(group))
             await crawler.checkpoint()
+        log.info("handed %d slices over in %.3f s", len(slices), time.monotonic() - started)
 
     async def _send_bundle(self, address: str, body: bytes) -> None:
         assert self._session is not None

@@ -1,0 +1,84 @@
+"""Failover of a ``polecat node`` cluster: how long a dead node's hosts wait, what is fetched again, and
+what moving a slice costs.
+
+    python -m benchmarks.bench_failover --runs 3
+    python -m benchmarks.bench_failover --runs 3 --hosts 40 --pages-per-host 60 --interval 2
+
+Each run is the scenario of polecat/testing/failover.py: three real node processes on 127.0.0.40-42 (a
+private etcd, slice checkpoints in a ``file://`` store, lease ``--ttl``, checkpoints every
+``--interval`` s) crawl a generated web; at a third of the pages the node owning the most hosts is
+SIGKILLed and its data dir deleted; at the end one survivor leaves gracefully (SIGTERM: hand-over).
+Figures per run:
+
+- *lease expiry*: SIGKILL to the victim's member key leaving etcd (polled every 20 ms);
+- *failover time*: lease expiry to the first request, at the server, to one of the victim's hosts;
+- *restore*: seconds the new owners spent restoring the victim's slices from its checkpoint (manifest
+  read, objects fetched, adopted, committed), per slice;
+- *hand-over*: seconds the graceful leaver spent per slice handed over (in-flight leases, export, the
+  new owner's adoption and its checkpoint of them, release);
+- *refetched*: pages requested more than once (all of them the victim's, fetched after its last
+  checkpoint), and politeness violations at the server (must be 0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+from polecat.testing.etcd import EtcdServer
+from polecat.testing.failover import FailoverRun, page_urls, run_failover
+from polecat.testing.serverlog import politeness_violations
+from polecat.testing.sitegen import SiteSpec
+from polecat.testing.web import TestWeb
+
+
+async def one(args: argparse.Namespace, seed: int, work: Path) -> dict[str, float]:
+    async with TestWeb(SiteSpec(hosts=args.hosts, pages_per_host=args.pages_per_host, seed=seed)) as web:
+        with EtcdServer() as etcd:
+            run = await run_failover(web, etcd, work, rate=args.rate, ttl=args.ttl,
+                                     interval=args.interval)
+        fetched = Counter(page_urls(web))
+        return figures(run, fetched, len(web.ground_truth("host")),
+                       len(politeness_violations(web.log, web.min_intervals(args.rate))))
+
+
+def figures(run: FailoverRun, fetched: Counter[str], pages: int, violations: int) -> dict[str, float]:
+    restored = sum(n for _, n, _ in run.restored)
+    handed = sum(n for n, _ in run.handed)
+    return {
+        "pages": pages, "covered": len(fetched), "expiry_s": run.expired - run.killed,
+        "failover_s": run.first_fetch - run.expired, "restored_slices": restored,
+        "restore_ms_per_slice": 1000 * sum(s for _, _, s in run.restored) / max(1, restored),
+        "handed_slices": handed,
+        "handover_ms_per_slice": 1000 * sum(s for _, s in run.handed) / max(1, handed),
+        "refetched": sum(1 for n in fetched.values() if n > 1), "violations": violations,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--hosts", type=int, default=12)
+    parser.add_argument("--pages-per-host", type=int, default=40)
+    parser.add_argument("--rate", type=float, default=10.0)
+    parser.add_argument("--ttl", type=int, default=2)
+    parser.add_argument("--interval", type=float, default=0.5)
+    args = parser.parse_args()
+    rows = []
+    for k in range(args.runs):
+        with tempfile.TemporaryDirectory(prefix="polecat-failover-") as tmp:
+            row = asyncio.run(one(args, 14 + k, Path(tmp)))
+        rows.append(row)
+        print(" ".join(f"{key}={value:.3f}" if isinstance(value, float) else f"{key}={value}"
+                       for key, value in row.items()), flush=True)
+    for key in ("expiry_s", "failover_s", "restore_ms_per_slice", "handover_ms_per_slice", "refetched"):
+        values = [r[key] for r in rows]
+        print(f"{key}: median {statistics.median(values):.3f}, min {min(values):.3f}, max {max(values):.3f}")
+
+
+if __name__ == "__main__":
+    main()

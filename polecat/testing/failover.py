@@ -1,0 +1,164 @@
+"""A failover scenario with real processes, for the failover test and ``benchmarks.bench_failover``.
+
+Three ``polecat node --config`` processes on 127.0.0.x share a crawl of a :class:`TestWeb`, with slice
+checkpoints in a ``file://`` store; once ``kill_at`` of the pages are fetched, the node owning the most
+hosts is SIGKILLed and its data dir deleted. The run waits for every page, then stops one survivor
+gracefully (its slices are handed to the last one), then the last one. What happened is read back from
+the server's request log, etcd and the nodes' logs (:class:`FailoverRun`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from polecat.cluster.aetcd_client import AetcdClient
+from polecat.cluster.ring import Ring
+from polecat.dedup.canon import host_key
+from polecat.frontier.slices import slice_of
+from polecat.frontier.traps import is_probe
+from polecat.testing.etcd import EtcdServer
+from polecat.testing.web import TestWeb
+
+NODES = ("n0", "n1", "n2")
+CLUSTER = "fo"
+RESTORED = re.compile(r"restored (\d+) slices of (\S+) from its checkpoint round \d+ \(\d+ URLs queued\) "
+                      r"in ([0-9.]+) s")
+HANDED = re.compile(r"handed (\d+) slices over in ([0-9.]+) s")
+
+
+@dataclass(frozen=True, slots=True)
+class FailoverRun:
+    """What one run saw. Times are ``time.monotonic()`` of this process (the test web's clock)."""
+
+    victim: str
+    victim_hosts: frozenset[str]
+    slices_of_victim: int
+    killed: float
+    expired: float
+    """When the victim's member key left etcd (its lease expired), polled every 20 ms."""
+    first_fetch: float
+    """The first request to one of the victim's hosts after ``expired`` (by a new owner)."""
+    restored: tuple[tuple[str, int, float], ...]
+    """(node, slices, seconds) of each restore from the victim's checkpoint."""
+    handed: tuple[tuple[int, float], ...]
+    """(slices, seconds) of each hand-over of the graceful leave at the end."""
+    exit_codes: dict[str, int]
+    data: dict[str, Path]
+    logs: dict[str, Path]
+
+
+def page_urls(web: TestWeb) -> list[str]:
+    """Page URLs the server saw, robots.txt and soft-404 probes left out, in arrival order."""
+    return [r.url for r in web.log if r.target != "/robots.txt" and not is_probe(r.url)]
+
+
+def node_toml(web: TestWeb, data: Path, listen: str, etcd: str, node_id: str, checkpoints: str, *,
+              rate: float, ttl: int, interval: float) -> str:
+    q = json.dumps
+    return "\n".join([
+        f"data_dir = {q(str(data))}",
+        "[scope]", f"seeds = {q(web.seeds)}", 'mode = "host"',
+        "[politeness]", f"rate = {rate}",
+        "[fetch]", 'user_agent = "polecat-test/0.1 (+http://example.invalid/bot)"',
+        "[dns]", f"nameservers = [{q(web.dns_address)}]", "allow_private = true",
+        "[refresh]", "enabled = false",
+        "[node]", f"listen = {q(listen)}",
+        "[cluster]", f"etcd = {q(etcd)}", f"name = {q(CLUSTER)}", f"node_id = {q(node_id)}",
+        f"advertise = {q('http://' + listen)}", f"lease_ttl = {ttl}", f"checkpoints = {q(checkpoints)}",
+        f"checkpoint_interval = {interval}", ""])
+
+
+async def run_failover(web: TestWeb, etcd: EtcdServer, work: Path, *, rate: float = 10.0, ttl: int = 2,
+                       interval: float = 0.5, kill_at: float = 1 / 3, within: float = 120.0) -> FailoverRun:
+    """The scenario of the module docstring; raises AssertionError if a step does not happen in time."""
+    truth = web.ground_truth("host")
+    ring = Ring(NODES)
+    victim = max(NODES, key=lambda n: sum(ring.owner(slice_of(host_key(u))) == n for u in truth))
+    env = {**os.environ, "POLECAT_CLUSTER_SECRET": "the secret of the failover scenario"}
+    data = {n: work / n for n in NODES}
+    logs = {n: work / f"{n}.log" for n in NODES}
+    procs: dict[str, subprocess.Popen[bytes]] = {}
+    codes: dict[str, int] = {}
+    try:
+        for k, node in enumerate(NODES):
+            host = f"127.0.0.{40 + k}"
+            conf = work / f"{node}.toml"
+            conf.write_text(node_toml(web, data[node], f"{host}:{_port(host)}", etcd.endpoint, node,
+                                      f"file://{work}/checkpoints", rate=rate, ttl=ttl, interval=interval))
+            with logs[node].open("wb") as log:
+                cmd = [sys.executable, "-m", "polecat.cli", "node", "--config", str(conf), "--log-level",
+                       "info"]
+                procs[node] = subprocess.Popen(cmd, env=env, stderr=log)  # noqa: ASYNC220 - polled below
+        await _until(lambda: len(set(page_urls(web))) >= len(truth) * kill_at, within, "the kill point")
+        procs[victim].kill()
+        killed = time.monotonic()
+        shutil.rmtree(data[victim])  # its disk is lost
+        expired = await _lease_expiry(etcd, victim, ttl * 5)
+        await _until(lambda: set(page_urls(web)) >= truth, within, "every page")
+        for node in NODES:  # the first survivor leaves gracefully (hand-over), then the last one
+            if node != victim:
+                procs[node].send_signal(signal.SIGTERM)
+                codes[node] = await _wait_exit(procs[node], 60)
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    victim_hosts = frozenset(host_key(u) for u in truth if ring.owner(slice_of(host_key(u))) == victim)
+    first = min(r.start for r in web.log if r.start > expired and host_key(r.url) in victim_hosts)
+    text = {n: logs[n].read_text() for n in NODES if n != victim}
+    restored = tuple((n, int(m[1]), float(m[3])) for n in text for m in RESTORED.finditer(text[n])
+                     if m[2] == victim)
+    handed = tuple((int(m[1]), float(m[2])) for t in text.values() for m in HANDED.finditer(t))
+    return FailoverRun(victim, victim_hosts, len(ring.slices_of(victim)), killed, expired, first, restored,
+                       handed, codes, data, logs)
+
+
+def _port(host: str) -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+async def _until(cond: Callable[[], bool], within: float, what: str) -> None:
+    deadline = time.monotonic() + within
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+async def _wait_exit(proc: subprocess.Popen[bytes], within: float) -> int:
+    deadline = time.monotonic() + within
+    while (code := proc.poll()) is None:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"node {proc.pid} did not exit within {within} s of SIGTERM")
+        await asyncio.sleep(0.05)
+    return code
+
+
+async def _lease_expiry(etcd: EtcdServer, node: str, within: float) -> float:
+    """When ``node``'s member key disappeared from etcd (its lease expired), polling every 20 ms."""
+    client = AetcdClient(etcd.endpoint)
+    try:
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            kvs, _ = await client.get_prefix(f"/{CLUSTER}/members/")
+            if f"/{CLUSTER}/members/{node}" not in kvs:
+                return time.monotonic()
+            await asyncio.sleep(0.02)
+    finally:
+        await client.close()
+    raise AssertionError(f"{node}'s lease did not expire within {within} s")
