@@ -164,9 +164,10 @@ def real_web(addresses: list[str], out: Path) -> Web | None:
     web = doc_web(port)
     if web is None:
         return None
+    kb = sum(map(len, web.html.values())) / len(web.html) / 1024
     print(
         f"real web: {len(web.roots)} packages ({', '.join(sorted(web.roots))}), {len(web.truth)} URLs, "
-        f"{len(web.html)} HTML pages of {sum(map(len, web.html)) / len(web.html) / 1024:.1f} KB average",
+        f"{len(web.html)} HTML pages of {kb:.1f} KB average",
         flush=True,
     )
     manifest = out / "docweb.json"
@@ -179,7 +180,7 @@ def real_web(addresses: list[str], out: Path) -> Web | None:
         hosts={h: addresses[i % len(addresses)] for i, h in enumerate(sorted(web.roots))},
         intervals=dict.fromkeys(web.roots, 1 / REAL_RATE),
         robots=None,
-        floor_pages=web.html,
+        floor_pages=list(web.html.values()),
         served=manifest,
         module="benchmarks.docweb",
         rate=REAL_RATE,

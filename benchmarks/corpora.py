@@ -5,6 +5,9 @@ Corpora:
 - ``small``: pages of the comparison's ``--size small`` web (``benchmarks/sizes.py``): 35.9 KB of HTML
   carrying 31.7 KB of text and ~60 links in every noisy form. It is already text-heavy in the issue's
   sense (~30 KB of text in ~35 KB pages), so no separate text-heavy preset exists.
+- ``docs``: every HTML page of the real web ``benchmarks.compare --corpus real`` crawls (the Debian
+  documentation packages of ``benchmarks/docweb.py`` that are installed: ~1,080 pages of 53 KB with nodejs,
+  django, git, libxslt and valgrind docs), so the stage table and the crawl cover the same pages.
 - ``real``: the HTML API documentation Debian's ``nodejs`` package installs (``/usr/share/doc/nodejs/api``,
   ``all.html`` left out): 64 real pages, 150 KB of HTML, 53 KB of text and ~200 links on average. When the
   package is not installed the corpus is unavailable and the benchmarks say so and skip it.
@@ -26,10 +29,11 @@ from pathlib import Path
 import zstandard
 from selectolax.lexbor import LexborHTMLParser
 
+from benchmarks.docweb import doc_web
 from benchmarks.sizes import SIZES
 from polecat.testing.sitegen import Site
 
-__all__ = ["CORPORA", "REAL_DOCS", "Corpus", "floor_stages", "real_corpus", "small_corpus"]
+__all__ = ["CORPORA", "REAL_DOCS", "Corpus", "docs_corpus", "floor_stages", "real_corpus", "small_corpus"]
 
 REAL_DOCS = Path("/usr/share/doc/nodejs/api")
 PORT = 8080
@@ -58,7 +62,19 @@ def real_corpus(directory: Path = REAL_DOCS) -> Corpus | None:
     return Corpus("real", urls, [p.read_bytes() for p in files])
 
 
-CORPORA: dict[str, Callable[[int], Corpus | None]] = {"small": small_corpus, "real": lambda _: real_corpus()}
+def docs_corpus() -> Corpus | None:
+    """The HTML pages of the real web (benchmarks/docweb.py), or None if no package of it is installed."""
+    web = doc_web(PORT)
+    if web is None:
+        return None
+    return Corpus("docs", list(web.html), list(web.html.values()))
+
+
+CORPORA: dict[str, Callable[[int], Corpus | None]] = {
+    "small": small_corpus,
+    "real": lambda _: real_corpus(),
+    "docs": lambda _: docs_corpus(),
+}
 """Corpus name -> loader taking the page count (the real corpus is what the package holds)."""
 
 

@@ -56,8 +56,8 @@ class DocWeb:
     seeds: list[str]
     truth: set[str]
     """Canonical URLs of the files reachable from the seeds within their hosts."""
-    html: list[bytes]
-    """Bodies of the HTML pages of the truth (the floor's corpus)."""
+    html: dict[str, bytes]
+    """URL -> body of every HTML page of the truth (the floor's and ``bench_stages``' corpus)."""
 
 
 def _host(name: str) -> str:
@@ -85,7 +85,7 @@ def doc_web(port: int, sets: dict[str, tuple[Path, str]] = DOC_SETS) -> DocWeb |
     seeds = [f"http://{_host(name)}:{port}{index}" for name, (_, index) in installed.items()]
     canon = Canonicalizer()
     truth = set(seeds)
-    html: list[bytes] = []
+    html: dict[str, bytes] = {}
     queue = deque(seeds)
     while queue:
         url = queue.popleft()
@@ -93,7 +93,7 @@ def doc_web(port: int, sets: dict[str, tuple[Path, str]] = DOC_SETS) -> DocWeb |
         if path is None or path.suffix not in (".html", ".htm"):
             continue
         body = path.read_bytes()
-        html.append(body)
+        html[url] = body
         page = parse_html(body.decode("utf-8", "replace"), url)
         host = urlsplit(url).netloc
         for link in canon.canonicalize_links(page.links, page.base):
