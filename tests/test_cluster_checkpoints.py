@@ -3,9 +3,9 @@ and file backends (polecat/cluster/checkpoint_plan.py, checkpoints.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import urllib.request
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 
 import obstore
@@ -25,9 +25,10 @@ from polecat.cluster.checkpoint_plan import (
     groups,
     manifest_name,
 )
-from polecat.cluster.checkpoints import CheckpointStore
+from polecat.cluster.checkpoints import CheckpointStore, RoundReport
+from polecat.cluster.failover import Failover
 from polecat.cluster.ring import Ring
-from polecat.frontier.bundle import SliceBundle
+from polecat.frontier.frontier import Frontier
 from polecat.frontier.records import Lease, QueuedUrl
 from polecat.frontier.slices import SLICES, slice_of
 from tests.frontier_helpers import Rig, canon
@@ -76,9 +77,15 @@ def test_the_clock_spaces_rounds_and_counts_them_for_acknowledgements() -> None:
     assert covered({1: 1, 2: 2, 3: 3}, 2) == {1, 2}
 
 
-def _export(rig: Rig) -> Callable[[frozenset[int]], SliceBundle]:
-    """Exports of the rig's last commit (the snapshot is closed with the rig)."""
-    return rig.frontier.snapshot().export
+def _ship(store: CheckpointStore, rig: Rig, held: frozenset[int], previous: Manifest, round_: int, now: float,
+          *, carried: frozenset[int] = frozenset()) -> RoundReport:
+    """One round from a snapshot of the rig's last commit (closed after: an LMDB read transaction left
+    open past its environment is not safe)."""
+    snapshot = rig.frontier.snapshot()
+    try:
+        return store.ship_round(snapshot.export, held, previous, round_, now, carried=carried)
+    finally:
+        snapshot.close()
 
 
 def _rig_with_crawl(path: Path) -> tuple[Rig, float]:
@@ -92,14 +99,14 @@ def test_a_round_ships_every_held_slice_and_the_next_uploads_only_what_changed(t
     rig, now = _rig_with_crawl(tmp_path / "a")
     store = CheckpointStore(obstore.store.MemoryStore(), "t")
     held = frozenset(range(SLICES))
-    first = store.ship_round(_export(rig), held, Manifest("a"), 1, now)
+    first = _ship(store, rig, held, Manifest("a"), 1, now)
     assert first.manifest.slices == held and first.uploaded == len(groups(held)) and first.bytes > 0
     assert store.read_manifest("a") == first.manifest
-    again = store.ship_round(_export(rig), held, first.manifest, 2, now + 1)
+    again = _ship(store, rig, held, first.manifest, 2, now + 1)
     assert again.uploaded == 0 and again.manifest.round == 2  # nothing changed
     rig.frontier.add(canon(f"http://{HOSTS[0]}/new"), 1, 0.5, now)
     rig.frontier.commit()
-    third = store.ship_round(_export(rig), held, again.manifest, 3, now + 2)
+    third = _ship(store, rig, held, again.manifest, 3, now + 2)
     assert third.uploaded == 1  # the one group where a URL was added
     assert store.read_manifest("b") is None
 
@@ -109,7 +116,7 @@ def test_an_heir_restores_the_dead_nodes_slices_from_its_last_round(tmp_path: Pa
     together they fetch exactly what a had queued at its last round, politely."""
     a, now = _rig_with_crawl(tmp_path / "a")
     store = CheckpointStore(obstore.store.from_url(f"file://{tmp_path}/ckpt", mkdir=True), "t")
-    store.ship_round(_export(a), frozenset(range(SLICES)), Manifest("a"), 1, now)
+    _ship(store, a, frozenset(range(SLICES)), Manifest("a"), 1, now)
     queued = queued_urls(a)
     lease = a.frontier.lease(now + 5)  # after the round: lost with a's disk
     assert isinstance(lease, Lease)
@@ -138,7 +145,7 @@ def test_a_missing_object_or_a_corrupt_one_is_a_checkpoint_error(tmp_path: Path)
     raw = obstore.store.MemoryStore()
     store = CheckpointStore(raw, "t")
     every = frozenset(range(SLICES))
-    m = store.ship_round(_export(rig), every, Manifest("a"), 1, now).manifest
+    m = _ship(store, rig, every, Manifest("a"), 1, now).manifest
     name = sorted(m.objects)[0]
     obstore.put(raw, name, b"PCSB garbage")
     with pytest.raises(CheckpointError, match=name):
@@ -161,10 +168,10 @@ def test_rounds_ship_to_s3_and_an_heir_reads_them_back(tmp_path: Path, s3_endpoi
     store = CheckpointStore.open(f"s3://{bucket}/checkpoints", options, "t")
     rig, now = _rig_with_crawl(tmp_path)
     every = frozenset(range(SLICES))
-    first = store.ship_round(_export(rig), every, Manifest("a"), 1, now)
+    first = _ship(store, rig, every, Manifest("a"), 1, now)
     rig.frontier.add(canon(f"http://{HOSTS[0]}/new"), 1, 0.5, now)
     rig.frontier.commit()
-    second = store.ship_round(_export(rig), every, first.manifest, 2, now + 1)
+    second = _ship(store, rig, every, first.manifest, 2, now + 1)
     assert second.uploaded == 1 and store.read_manifest("a") == second.manifest
     mine = frozenset(s for s in every if s % 2)
     got = {QueuedUrl.decode(v).url for b in store.fetch(second.manifest, mine)
@@ -174,3 +181,75 @@ def test_rounds_ship_to_s3_and_an_heir_reads_them_back(tmp_path: Path, s3_endpoi
     with urllib.request.urlopen(listed, timeout=10) as r:
         listing = r.read().decode()
     assert listing.count("<Key>") == len(second.manifest.objects) + 1  # garbage deleted, plus MANIFEST
+
+
+def test_a_round_carries_the_entries_of_slices_still_wanted_but_not_held(tmp_path: Path) -> None:
+    """After a restart the node holds nothing until its old lease's keys expire: its rounds meanwhile
+    must not drop (and delete) the last checkpoint of its slices."""
+    rig, now = _rig_with_crawl(tmp_path)
+    store = CheckpointStore(obstore.store.MemoryStore(), "t")
+    mine = Ring(["a", "b"]).slices_of("a")
+    first = _ship(store, rig, mine, Manifest("a"), 1, now).manifest
+    idle = _ship(store, rig, frozenset(), first, 2, now + 1, carried=mine)
+    assert idle.manifest.slices == mine and idle.manifest.objects == first.objects and idle.uploaded == 0
+    some = frozenset(s for s in mine if s < 2 * GROUP)  # two whole groups held again, unchanged
+    part = _ship(store, rig, some, idle.manifest, 3, now + 2, carried=mine - some)
+    assert part.manifest.slices == mine and part.uploaded == 0 and part.manifest.objects == first.objects
+    gone = _ship(store, rig, frozenset(), part.manifest, 4, now + 3).manifest
+    assert gone.slices == frozenset() and store.read_manifest("a") == gone  # no longer wanted: dropped
+
+
+class _Node:
+    """The crawler side of Failover over a Rig's frontier (the checkpoint is a plain commit)."""
+
+    def __init__(self, rig: Rig) -> None:
+        self.rig = rig
+
+    @property
+    def frontier(self) -> Frontier:
+        return self.rig.frontier
+
+    async def checkpoint(self) -> None:
+        self.rig.frontier.commit()
+
+
+async def test_failover_restores_a_dead_members_slices_once_then_checkpoints_them_as_its_own(
+        tmp_path: Path) -> None:
+    a, now = _rig_with_crawl(tmp_path / "a")
+    store = CheckpointStore(obstore.store.MemoryStore(), "t")
+    every = frozenset(range(SLICES))
+    _ship(store, a, every, Manifest("a"), 1, now)
+    fo = Failover(store, "b", 60.0)
+    await fo.open()
+    with pytest.raises(CheckpointError, match="not open"):
+        await fo.restore({"a": every})  # the claim fails and is retried once the crawler is open
+    b = Rig(tmp_path / "b", cfg=CFG)
+    fo.attach(_Node(b))
+    assert fo.clock.begin(0.0) == 1 and not fo.clock.due(1.0)
+    await fo.restore({"a": every, "z": every})  # z never wrote a checkpoint: nothing to restore from it
+    assert [(r.member, r.queued) for r in fo.restores] == [("a", len(queued_urls(a)))]
+    assert queued_urls(b) == queued_urls(a) and fo.clock.due(1.0)  # a round is asked for at once
+    await fo.restore({"a": every})  # the claim was retried: not adopted again
+    assert len(fo.restores) == 1
+    assert await fo.ship(every)
+    mine = store.read_manifest("b")
+    assert mine is not None and mine.round == 2 and mine.slices == every
+
+
+async def test_no_round_while_fenced_or_detached_and_no_busy_loop_either() -> None:
+    store = CheckpointStore(obstore.store.MemoryStore(), "t")
+    fo = Failover(store, "a", 0.1)
+    asked: list[bool] = []
+
+    def fenced() -> tuple[frozenset[int], frozenset[int]] | None:
+        asked.append(True)
+        return None
+
+    for slices in (fenced, lambda: (asked.append(True), (frozenset({1}), frozenset()))[1]):  # no crawler
+        asked.clear()
+        task = asyncio.create_task(fo.run(slices))
+        await asyncio.sleep(0.35)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        assert 1 <= len(asked) <= 6  # about once per interval, not thousands of times
+    assert store.read_manifest("a") is None and fo.rounds == 0

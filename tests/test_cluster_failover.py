@@ -7,13 +7,24 @@ the senders' outboxes: every page is fetched, no host is asked too fast, every s
 from __future__ import annotations
 
 import asyncio
+import re
+import shutil
+import signal
 import sys
 from collections import Counter
 from pathlib import Path
 
 from polecat.dedup.canon import host_key
 from polecat.testing.etcd import EtcdServer
-from polecat.testing.failover import page_urls, run_failover
+from polecat.testing.failover import (
+    loopback_port,
+    node_toml,
+    page_urls,
+    run_failover,
+    start_node,
+    until,
+    wait_exit,
+)
 from polecat.testing.serverlog import politeness_violations
 from polecat.testing.sitegen import SiteSpec
 from tests.conftest import TestWebFactory
@@ -45,3 +56,38 @@ async def test_a_killed_node_with_its_disk_lost_resumes_on_the_others_from_objec
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
         out = (await asyncio.wait_for(verify.communicate(), 60))[0]
         assert verify.returncode == 0, out.decode()
+
+
+async def test_a_node_restarted_on_an_empty_data_dir_restores_its_own_slices_from_object_storage(
+        test_web: TestWebFactory, etcd_server: EtcdServer, tmp_path: Path) -> None:
+    """One node, SIGKILLed mid-crawl with its disk lost and started again at once: its old lease still
+    holds its slices, nobody else took them, so it restores them from its own checkpoint."""
+    web = test_web(SiteSpec(hosts=4, pages_per_host=30, seed=15))
+    truth = web.ground_truth("host")
+    host = "127.0.0.45"
+    conf = tmp_path / "n0.toml"
+    conf.write_text(node_toml(web, tmp_path / "n0", f"{host}:{loopback_port(host)}", etcd_server.endpoint,
+                              "n0", f"file://{tmp_path}/checkpoints", rate=5.0, ttl=2, interval=0.5))
+    log = tmp_path / "n0.log"
+    proc = start_node(conf, log)
+    try:
+        await until(lambda: len(set(page_urls(web))) >= len(truth) // 2, 90, "half the pages")
+        proc.kill()
+        await wait_exit(proc, 10)
+        before = set(page_urls(web))
+        shutil.rmtree(tmp_path / "n0")
+        proc = start_node(conf, log)
+        await until(lambda: set(page_urls(web)) >= truth, 120, "every page")
+        proc.send_signal(signal.SIGTERM)
+        assert await wait_exit(proc, 60) == 0, log.read_text()[-3000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert politeness_violations(web.log, web.min_intervals(5.0)) == []
+    text = log.read_text()
+    assert re.search(r"restored \d+ slices of n0 from its checkpoint", text), text[-2000:]
+    # Only what it fetched after its last checkpoint is fetched again, not the whole crawl so far.
+    twice = sum(n > 1 for n in Counter(page_urls(web)).values())
+    print(f"\nrestart on an empty data dir: {twice} of the {len(before)} pages fetched before the kill again")
+    assert twice < len(before) / 2

@@ -175,3 +175,13 @@ def test_inherited_slices_are_exactly_the_departed_members_slices_that_move_here
     o.view_changed(left, 1.0)
     old, new = Ring(members), Ring(left)
     assert o.inherited == {s: old.owner(s) for s in new.slices_of(me) - old.slices_of(me)}
+
+
+def test_a_node_restarted_without_its_disk_inherits_its_own_slices_while_it_wants_them() -> None:
+    o = Ownership("a", ttl=10)
+    ring = Ring(["a", "b"])
+    o.inherit(ring.slices_of("a") | {next(iter(ring.slices_of("b")))}, "a")  # held by its old lease
+    o.lease_granted(0.0)
+    (claim,) = o.view_changed(["a", "b"], 0.0)
+    assert isinstance(claim, Claim)
+    assert claim.restore == (("a", ring.slices_of("a")),)  # b's slice is not wanted: not restored

@@ -14,8 +14,11 @@ Rules:
    them, so a reader of a manifest always finds its objects.
 2. A *round* ships every slice the node holds, one object per group of :data:`GROUP` consecutive
    slices; a group whose slices and bundle digest are those of its entry in the current manifest is not
-   uploaded again (incremental). A round is due every ``interval`` seconds, and at once after an
-   adoption (:meth:`CheckpointClock.urge`), so adopted slices are not only in a dead member's manifest.
+   uploaded again (incremental). Slices the Ring gives the node that it does not hold at the moment
+   (claims pending after a restart, a lease being renewed) keep their entries (*carried*): a round
+   never drops the last checkpoint of a slice that is still the node's. A round is due every
+   ``interval`` seconds, and at once after an adoption (:meth:`CheckpointClock.urge`), so adopted
+   slices are not only in a dead member's manifest.
 3. Rounds are numbered when their snapshot is taken (after a frontier commit); every URL committed to
    the frontier before round R began is in each manifest whose ``round`` is >= R. A receiver acknowledges
    a hand-off batch with :meth:`CheckpointClock.covering_round`; the sender keeps the batch until the
@@ -110,9 +113,14 @@ class Manifest:
                 return e
         return None
 
-    def after_round(self, round_: int, entries: Iterable[Entry], written: float) -> Manifest:
-        """The manifest a complete round writes: exactly its entries."""
-        return Manifest(self.node, self.version + 1, round_, written, tuple(entries))
+    def after_round(self, round_: int, entries: Iterable[Entry], carried: Iterable[int], written: float
+                    ) -> Manifest:
+        """The manifest a complete round writes: its entries, and this manifest's entries for the
+        ``carried`` slices (rule 2), narrowed to them."""
+        keep = frozenset(carried)
+        old = [Entry(e.object, e.slices & keep, e.group, e.digest if e.slices <= keep else "")
+               for e in self.entries if e.slices & keep]
+        return Manifest(self.node, self.version + 1, round_, written, (*old, *entries))
 
     def with_entry(self, entry: Entry, written: float) -> Manifest:
         """``entry`` added; its slices leave every other entry (rule 4)."""

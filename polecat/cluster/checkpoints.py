@@ -94,9 +94,10 @@ class CheckpointStore:
                 log.warning("checkpoint: could not delete %s: %s", name, exc)
 
     def ship_round(self, export: Exporter, held: frozenset[int], previous: Manifest, round_: int,
-                   now: float) -> RoundReport:
+                   now: float, *, carried: frozenset[int] = frozenset()) -> RoundReport:
         """One round (rule 2): every group of ``held`` exported from the last commit, the changed ones
-        uploaded, then the manifest. Raises CheckpointError (the previous manifest stays valid)."""
+        uploaded, then the manifest (which keeps ``previous``'s entries of ``carried`` slices). Raises
+        CheckpointError (the previous manifest stays valid)."""
         entries: list[Entry] = []
         uploaded = size = 0
         version = previous.version + 1
@@ -112,7 +113,7 @@ class CheckpointStore:
                 uploaded += 1
                 size += len(body)
             entries.append(entry)
-        manifest = previous.after_round(round_, entries, now)
+        manifest = previous.after_round(round_, entries, carried - held, now)
         self.write_manifest(manifest, previous)
         return RoundReport(manifest, uploaded, size)
 

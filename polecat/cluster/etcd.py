@@ -194,6 +194,13 @@ class EtcdMembership:
             except Exception as exc:  # any etcd failure or hang is "not renewed" (rule 3)
                 log.warning("etcd lease renewal failed: %s", exc)
 
+    async def owned_by_others(self) -> frozenset[int]:
+        """Slices whose owner key names another node now."""
+        taken, _ = await self._client.get_prefix(f"/{self._cluster}/owner/")
+        me = self._me.id.encode()
+        prefix = len(owner_key(self._cluster, 0)) - 4
+        return frozenset(int(k[prefix:]) for k, v in taken.items() if v != me)
+
     async def resync(self) -> int:
         """Read the member list now (returns the etcd revision it was read at)."""
         kvs, revision = await self._client.get_prefix(members_prefix(self._cluster))

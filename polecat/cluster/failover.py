@@ -12,13 +12,16 @@ from the node's event loop. Rules:
    cannot settle within the interval is skipped (the next one tries again).
 3. Manifest writes (rounds, hand-over entries, releases) take one lock and are made on the manifest
    the last write left, so none undoes another.
-4. A round ships the slices whose owner key this node holds, unless it is fenced, less those it has
-   handed over and not yet released (their manifest entries are gone already: checkpoint_plan rule 4).
+4. A round ships the slices whose owner key this node holds, less those it has handed over and not
+   yet released (their manifest entries are gone already: checkpoint_plan rule 4), and carries the
+   entries of the slices the Ring gives it that it does not hold (checkpoint_plan rule 2). A fenced
+   node ships no round.
 5. A failed round or write is logged and counted, never fatal: the previous manifest stays valid and
    the next round (after the interval) tries again.
 6. Restoring a dead member's slices reads its manifest, adopts the inherited slices from its objects
    (each adopted host waits one full interval from the adoption), commits, then asks for a round; a
-   failure raises, so the claim of those slices fails and is retried with the restore.
+   failure raises, so the claim of those slices fails and is retried with the restore. A slice is
+   restored once from a given manifest version (a claim retried after a restore does not adopt again).
 """
 
 from __future__ import annotations
@@ -28,16 +31,32 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from polecat.clock import SYSTEM_CLOCK, Clock
 from polecat.cluster.checkpoint_plan import CheckpointClock, CheckpointError, Manifest
 from polecat.cluster.checkpoints import CheckpointStore, RoundReport
+from polecat.errors import PolecatError
 
 if TYPE_CHECKING:
-    from polecat.node import Crawler
+    from polecat.frontier.frontier import Frontier
 
 log = logging.getLogger(__name__)
+
+
+class Node(Protocol):
+    """What failover needs of the crawler (:class:`~polecat.node.Crawler` is the real one)."""
+
+    @property
+    def frontier(self) -> Frontier: ...
+
+    async def checkpoint(self) -> None:
+        """Return once a frontier commit holds every change made so far."""
+        ...
+
+
+Slices = Callable[[], tuple[frozenset[int], frozenset[int]] | None]
+"""The slices a round ships and those it carries (None: fenced, no round)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +88,9 @@ class Failover:
         self.manifest = Manifest(node_id)
         self._lock = asyncio.Lock()
         self._wake = asyncio.Event()
-        self._crawler: Crawler | None = None
+        self._crawler: Node | None = None
+        self._restored: dict[int, tuple[str, int]] = {}
+        """Slice -> (member, manifest version) it was last restored from (rule 6)."""
         self._handed: set[int] = set()
         self.rounds = self.failures = self.uploaded = self.bytes_shipped = 0
         self.restores: list[Restored] = []
@@ -82,8 +103,13 @@ class Failover:
             self.manifest = got
             self.clock.begun = got.round
 
-    def attach(self, crawler: Crawler) -> None:
+    def attach(self, crawler: Node) -> None:
         self._crawler = crawler
+
+    async def detach(self) -> None:
+        """No more rounds or restores (the crawler is about to close); returns once none runs."""
+        async with self._lock:
+            self._crawler = None
 
     def covering_round(self) -> int:
         """The round whose manifest will hold everything committed so far (checkpoint_plan rule 3)."""
@@ -94,23 +120,33 @@ class Failover:
         got = await asyncio.to_thread(self._store.read_manifest, member)
         return got.round if got is not None else 0
 
-    async def run(self, held: Callable[[], frozenset[int]]) -> None:
+    async def run(self, slices: Slices) -> None:
         """Ship a round whenever one is due, until cancelled."""
         while True:
             self._wake.clear()
             with contextlib.suppress(TimeoutError):  # not wait_for: it can swallow a cancel (see handoff.py)
                 async with asyncio.timeout(self.clock.wait(self._time.monotonic())):
                     await self._wake.wait()
-            if self.clock.due(self._time.monotonic()):
-                await self.ship(held())
+            if not self.clock.due(self._time.monotonic()):
+                continue
+            now = slices()
+            if now is None or not await self.ship(*now):  # fenced, detached or failed: not in a tight loop
+                await asyncio.sleep(min(1.0, self.clock.interval))
 
-    async def ship(self, held: frozenset[int]) -> bool:
-        """One round now (rules 1 to 5); whether it was shipped."""
-        crawler = self._crawler
-        assert crawler is not None, "attach() the crawler first"
+    async def ship(self, held: frozenset[int], carried: frozenset[int] = frozenset()) -> bool:
+        """One round now (rules 1 to 5) of the ``held`` slices, keeping the entries of ``carried``
+        ones; whether it was shipped."""
         async with self._lock:
+            crawler = self._crawler
+            if crawler is None:
+                return False  # not attached yet, or detached: the crawler is closing
             round_ = self.clock.begin(self._time.monotonic())
-            await crawler.checkpoint()
+            try:
+                await crawler.checkpoint()
+            except PolecatError as exc:  # the crawler stopped on a fault: it says so itself
+                self.failures += 1
+                log.warning("slice checkpoint round %d: no frontier commit: %s", round_, exc)
+                return False
             snapshot = crawler.frontier.snapshot()
             self._handed &= held
             shipped = frozenset(held - self._handed)
@@ -129,12 +165,12 @@ class Failover:
             def ship_and_close() -> RoundReport:  # the thread owns the snapshot, even if we are cancelled
                 try:
                     return self._store.ship_round(snapshot.export, shipped, self.manifest, round_,
-                                                  self._time.wall())
+                                                  self._time.wall(), carried=carried)
                 finally:
                     snapshot.close()
 
             try:
-                report = await asyncio.to_thread(ship_and_close)
+                report = await _finish_thread(ship_and_close)
             except CheckpointError as exc:
                 self.failures += 1
                 log.warning("slice checkpoint round %d failed: %s", round_, exc)
@@ -174,31 +210,47 @@ class Failover:
 
     async def restore(self, sources: Mapping[str, frozenset[int]]) -> None:
         """Adopt the slices in ``sources`` (member -> slices) from each member's checkpoint (rule 5)."""
-        crawler = self._crawler
-        if crawler is None:
-            raise CheckpointError("the crawler is not open yet: restore later")
-        for member, slices in sorted(sources.items()):
-            started = self._time.monotonic()
-            manifest = await asyncio.to_thread(self._store.read_manifest, member)
-            if manifest is None or not manifest.slices & slices:
-                log.info("failover: %s left no checkpoint of its %d slices moving here", member, len(slices))
-                continue
-            bundles = await asyncio.to_thread(self._store.fetch, manifest, slices)
-            now = self._time.wall()
-            queued = found = 0
-            for bundle in bundles:
-                report = crawler.frontier.adopt(bundle, now)
-                queued += report.queued
-                found += len(bundle.ids)
-            await crawler.checkpoint()
-            done = Restored(member, found, queued, manifest.round, self._time.monotonic() - started,
-                            self._time.wall())
-            self.restores.append(done)
-            log.info("failover: restored %d slices of %s from its checkpoint round %d (%d URLs queued) "
-                     "in %.3f s", found, member, manifest.round, queued, done.seconds)
-        self.urge()
+        async with self._lock:
+            crawler = self._crawler
+            if crawler is None:
+                raise CheckpointError("the crawler is not open (yet, or any more): restore later")
+            for member, slices in sorted(sources.items()):
+                started = self._time.monotonic()
+                manifest = await asyncio.to_thread(self._store.read_manifest, member)
+                todo = frozenset(s for s in slices if self._restored.get(s) != (member, manifest.version)) \
+                    if manifest is not None else frozenset()
+                if manifest is None or not manifest.slices & todo:
+                    log.info("failover: %s left no checkpoint of its %d slices moving here not restored yet",
+                             member, len(slices))
+                    continue
+                bundles = await asyncio.to_thread(self._store.fetch, manifest, todo)
+                now = self._time.wall()
+                queued = found = 0
+                for bundle in bundles:
+                    report = crawler.frontier.adopt(bundle, now)
+                    queued += report.queued
+                    found += len(bundle.ids)
+                await crawler.checkpoint()
+                self._restored.update(dict.fromkeys(manifest.slices & todo, (member, manifest.version)))
+                done = Restored(member, found, queued, manifest.round, self._time.monotonic() - started,
+                                self._time.wall())
+                self.restores.append(done)
+                log.info("failover: restored %d slices of %s from its checkpoint round %d (%d URLs queued) "
+                         "in %.3f s", found, member, manifest.round, queued, done.seconds)
+            self.urge()
 
     def urge(self) -> None:
         """A round as soon as possible."""
         self.clock.urge()
         self._wake.set()
+
+
+async def _finish_thread(fn: Callable[[], RoundReport]) -> RoundReport:
+    """``fn()`` in a worker thread; if the caller is cancelled meanwhile, wait for the thread before
+    the cancellation goes on (it holds a read transaction on the frontier, which must outlive it)."""
+    fut = asyncio.ensure_future(asyncio.to_thread(fn))
+    try:
+        return await asyncio.shield(fut)
+    except asyncio.CancelledError:
+        await asyncio.wait([fut])
+        raise

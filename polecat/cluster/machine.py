@@ -19,7 +19,8 @@ Rules:
 5. With ``cluster.checkpoints`` set, the node ships its slices to object storage (:mod:`.failover`):
    every ``checkpoint_interval`` seconds, before a graceful leave, and for slices adopted by hand-over
    before the adoption is answered; slices handed over leave its checkpoint before their owner keys are
-   deleted. The slices of a member that died are restored from its checkpoint before they are claimed.
+   deleted. The slices of a member that died are restored from its checkpoint before they are claimed;
+   a node started on an empty data dir restores from its own checkpoint the slices no other node owns.
 6. With checkpoints, a batch received is answered with the checkpoint round that will hold it; the
    sender keeps it (outbox rule 3) until that member's manifest reaches the round, read from the object
    store every :data:`RELEASE_EVERY` seconds at most, and re-routes it to the heirs if the member is
@@ -93,6 +94,8 @@ class ClusterNode:
                                          on_release=self._hand_over,
                                          on_restore=self.failover.restore if self.failover else None)
         self.receiver = HandoffReceiver(self._sink, capacity=cc.inbox_urls, verify=self._verify)
+        self._fresh = not (cfg.data_dir / "frontier").exists()
+        """No frontier on disk before this start (a new node, or one whose disk was lost)."""
         self.link: ClusterLink | None = None
         self._max_backlog = cc.max_backlog
         self._crawler: Crawler | None = None
@@ -104,6 +107,9 @@ class ClusterNode:
         """Register in etcd and read the member list; returns the link to open the crawler with."""
         if self.failover is not None:
             await self.failover.open()
+            if self._fresh:  # restarted without its disk: its checkpoint has the slices nobody took over
+                own = self.failover.manifest.slices - await self.membership.owned_by_others()
+                self.membership.ownership.inherit(own, self.me.id)
         await self.membership.start()
         await self.membership.resync()
         self.link = ClusterLink(self.membership, self.handoff, self.receiver, max_backlog=self._max_backlog)
@@ -134,9 +140,14 @@ class ClusterNode:
     async def leave(self) -> None:
         """Checkpoint, hand every slice over and revoke the lease (graceful stop; the crawler still
         runs)."""
-        if self.failover is not None and self._crawler is not None:
-            await self.failover.ship(self._shipped())
+        if self.failover is not None and self._crawler is not None and (now := self._shipped()) is not None:
+            await self.failover.ship(*now)
         await self.membership.close()
+
+    async def detach(self) -> None:
+        """The crawler is about to close: no checkpoint round or restore may touch it any more."""
+        if self.failover is not None:
+            await self.failover.detach()
 
     async def close(self) -> None:
         """Leave if not done yet, stop the hand-off (what is unsent stays in the outbox for the next
@@ -151,10 +162,12 @@ class ClusterNode:
         await self.transport.close()
         self.outbox.close()
 
-    def _shipped(self) -> frozenset[int]:
-        """The slices a checkpoint round ships (failover rule 3)."""
+    def _shipped(self) -> tuple[frozenset[int], frozenset[int]] | None:
+        """The slices a checkpoint round ships and those it carries (failover rule 4)."""
         own = self.membership.ownership
-        return frozenset() if own.fenced(time.monotonic()) else own.held
+        if own.fenced(time.monotonic()):
+            return None
+        return own.held, own.wanted - own.held
 
     # -- loops --------------------------------------------------------------------------------------
 

@@ -23,6 +23,8 @@ these rules:
    node restores the slice from that member's last checkpoint before claiming it. A member that left
    gracefully handed every slice over and its checkpoint names none, so the restore finds nothing.
    A slice stays inherited until a claim of it is won (a failed restore fails the claim; it is retried).
+   A node restarted without its data dir inherits from itself the slices of its own last checkpoint
+   that no other node owns (:meth:`Ownership.inherit`).
 """
 
 from __future__ import annotations
@@ -114,6 +116,11 @@ class Ownership:
             actions.append(Release(unwanted))
         actions += self._claims(now, force=True)
         return actions
+
+    def inherit(self, slices: Iterable[int], member: str) -> None:
+        """Restore ``slices`` from ``member``'s checkpoint before claiming them, while they are wanted
+        (rule 6)."""
+        self._inherited.update(dict.fromkeys(slices, member))
 
     def claimed(self, won: Iterable[int], lost: Iterable[int]) -> list[Action]:
         """The outcome of a :class:`Claim`: ``won`` keys are ours, ``lost`` ones belong to someone else."""

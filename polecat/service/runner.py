@@ -123,6 +123,8 @@ class NodeService:
                 for sig in signals:
                     loop.remove_signal_handler(sig)
                 await runner.cleanup()
+                if self.cluster is not None:  # no checkpoint round may outlive the crawler
+                    await self.cluster.detach()
         self.notifier.close()
         return code
 

@@ -86,7 +86,6 @@ async def run_failover(web: TestWeb, etcd: EtcdServer, work: Path, *, rate: floa
     truth = web.ground_truth("host")
     ring = Ring(NODES)
     victim = max(NODES, key=lambda n: sum(ring.owner(slice_of(host_key(u))) == n for u in truth))
-    env = {**os.environ, "POLECAT_CLUSTER_SECRET": "the secret of the failover scenario"}
     data = {n: work / n for n in NODES}
     logs = {n: work / f"{n}.log" for n in NODES}
     procs: dict[str, subprocess.Popen[bytes]] = {}
@@ -95,22 +94,19 @@ async def run_failover(web: TestWeb, etcd: EtcdServer, work: Path, *, rate: floa
         for k, node in enumerate(NODES):
             host = f"127.0.0.{40 + k}"
             conf = work / f"{node}.toml"
-            conf.write_text(node_toml(web, data[node], f"{host}:{_port(host)}", etcd.endpoint, node,
+            conf.write_text(node_toml(web, data[node], f"{host}:{loopback_port(host)}", etcd.endpoint, node,
                                       f"file://{work}/checkpoints", rate=rate, ttl=ttl, interval=interval))
-            with logs[node].open("wb") as log:
-                cmd = [sys.executable, "-m", "polecat.cli", "node", "--config", str(conf), "--log-level",
-                       "info"]
-                procs[node] = subprocess.Popen(cmd, env=env, stderr=log)  # noqa: ASYNC220 - polled below
-        await _until(lambda: len(set(page_urls(web))) >= len(truth) * kill_at, within, "the kill point")
+            procs[node] = start_node(conf, logs[node])
+        await until(lambda: len(set(page_urls(web))) >= len(truth) * kill_at, within, "the kill point")
         procs[victim].kill()
         killed = time.monotonic()
         shutil.rmtree(data[victim])  # its disk is lost
         expired = await _lease_expiry(etcd, victim, ttl * 5)
-        await _until(lambda: set(page_urls(web)) >= truth, within, "every page")
+        await until(lambda: set(page_urls(web)) >= truth, within, "every page")
         for node in NODES:  # the first survivor leaves gracefully (hand-over), then the last one
             if node != victim:
                 procs[node].send_signal(signal.SIGTERM)
-                codes[node] = await _wait_exit(procs[node], 60)
+                codes[node] = await wait_exit(procs[node], 60)
     finally:
         for p in procs.values():
             if p.poll() is None:
@@ -126,13 +122,23 @@ async def run_failover(web: TestWeb, etcd: EtcdServer, work: Path, *, rate: floa
                        handed, codes, data, logs)
 
 
-def _port(host: str) -> int:
+def loopback_port(host: str) -> int:
+    """A free TCP port on ``host`` (a loopback address)."""
     with socket.socket() as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
 
 
-async def _until(cond: Callable[[], bool], within: float, what: str) -> None:
+def start_node(conf: Path, log: Path) -> subprocess.Popen[bytes]:
+    """``polecat node --config conf`` logging at info level to ``log`` (appended)."""
+    env = {**os.environ, "POLECAT_CLUSTER_SECRET": "the secret of the failover scenario"}
+    with log.open("ab") as out:
+        return subprocess.Popen([sys.executable, "-m", "polecat.cli", "node", "--config", str(conf),
+                                 "--log-level", "info"], env=env, stderr=out)
+
+
+async def until(cond: Callable[[], bool], within: float, what: str) -> None:
+    """Poll ``cond`` every 50 ms (AssertionError naming ``what`` after ``within`` seconds)."""
     deadline = time.monotonic() + within
     while not cond():
         if time.monotonic() > deadline:
@@ -140,7 +146,8 @@ async def _until(cond: Callable[[], bool], within: float, what: str) -> None:
         await asyncio.sleep(0.05)
 
 
-async def _wait_exit(proc: subprocess.Popen[bytes], within: float) -> int:
+async def wait_exit(proc: subprocess.Popen[bytes], within: float) -> int:
+    """The exit status of ``proc``, polled (AssertionError after ``within`` seconds)."""
     deadline = time.monotonic() + within
     while (code := proc.poll()) is None:
         if time.monotonic() > deadline:
