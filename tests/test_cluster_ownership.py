@@ -45,13 +45,15 @@ def test_lost_claims_are_retried_no_more_often_than_retry() -> None:
     assert o.leasable(4.0) == frozenset(range(SLICES))
 
 
-def test_a_join_releases_exactly_the_slices_the_newcomer_wins_and_stops_leasing_them_at_once() -> None:
+def test_a_join_releases_exactly_the_slices_that_move_away_and_stops_leasing_them_at_once() -> None:
     o = _owning("a", ["a", "b"])
     before = o.leasable(1.0)
     actions = o.view_changed(["a", "b", "c"], 1.0)
-    moving = frozenset(s for s, (old, new) in Ring(["a", "b"]).moves(Ring(["a", "b", "c"])).items()
-                       if old == "a")
-    assert actions == [Release(moving)]
+    moves = Ring(["a", "b"]).moves(Ring(["a", "b", "c"])).items()
+    moving = frozenset(s for s, (old, _) in moves if old == "a")
+    # The balanced ring may also cascade a few of b's slices to a (ring rule 3): those are claimed.
+    gained = frozenset(s for s, (_, new) in moves if new == "a")
+    assert actions == [Release(moving)] + ([Claim(gained)] if gained else [])
     assert o.leasable(1.0) == before - moving  # before the keys are even deleted
     o.released(moving)
     assert o.held == before - moving

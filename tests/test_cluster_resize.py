@@ -10,10 +10,18 @@ from collections import Counter
 from pathlib import Path
 
 from polecat.cluster.batch import HandoffUrl
-from polecat.cluster.layout import record_layout, recorded_workers, worker_config, worker_dir
+from polecat.cluster.layout import (
+    LAYOUT_FILE,
+    needs_resize,
+    record_layout,
+    recorded_ring,
+    recorded_workers,
+    worker_config,
+    worker_dir,
+)
 from polecat.cluster.outbox import Outbox
 from polecat.cluster.resize import JOURNAL, member_ids, resize
-from polecat.cluster.ring import Ring
+from polecat.cluster.ring import RING_VERSION, Ring
 from polecat.config import Config, config_from_mapping
 from polecat.dedup.canon import host_key
 from polecat.frontier.local import open_local
@@ -86,19 +94,41 @@ def _queued_by_worker(cfg: Config, n: int) -> dict[int, set[str]]:
     return out
 
 
+def _queue_by_ring(cfg: Config, ring: Ring, urls: list[str]) -> None:
+    now = time.time()
+    for k in range(len(ring.members)):
+        lf = open_local(worker_config(cfg, k, len(ring.members)), now)
+        for u in urls:
+            if ring.owner(slice_of(host_key(u))) == f"w{k}":
+                lf.frontier.add(u, 1, 1.0, now)
+        lf.checkpoint()
+        lf.close()
+
+
+def test_a_layout_of_the_first_ring_version_moves_to_the_current_one(tmp_path: Path) -> None:
+    cfg = config_from_mapping({"data_dir": str(tmp_path / "d"), "scope": {"mode": "any"}})
+    urls = [f"http://h{i}.test/p" for i in range(300)]
+    old = Ring(member_ids(3), version=1)
+    (cfg.data_dir / "workers").mkdir(parents=True)
+    (cfg.data_dir / LAYOUT_FILE).write_text(json.dumps({"workers": 3}))  # as written before "ring"
+    _queue_by_ring(cfg, old, urls)
+    assert recorded_ring(cfg.data_dir) == 1 and needs_resize(cfg.data_dir, 3)
+    report = resize(cfg, 3)
+    new = Ring(member_ids(3))
+    assert report.slices_moved == len(old.moves(new)) > 0
+    queued = _queued_by_worker(cfg, 3)
+    for k, got in queued.items():
+        assert all(new.owner(slice_of(host_key(u))) == f"w{k}" for u in got), k
+    assert sorted(u for got in queued.values() for u in got) == sorted(urls)
+    assert recorded_ring(cfg.data_dir) == RING_VERSION and not needs_resize(cfg.data_dir, 3)
+
+
 def test_resize_moves_queues_and_outboxes_to_the_new_owners_and_survives_a_repeat(tmp_path: Path) -> None:
     cfg = config_from_mapping({"data_dir": str(tmp_path / "d"), "scope": {"mode": "any"}})
     urls = [f"http://h{i}.test/p{j}" for i in range(60) for j in range(3)]
     two = Ring(member_ids(2))
     record_layout(cfg.data_dir, 2)
-    now = time.time()
-    for k in range(2):
-        lf = open_local(worker_config(cfg, k, 2), now)
-        for u in urls:
-            if two.owner(slice_of(host_key(u))) == f"w{k}":
-                lf.frontier.add(u, 1, 1.0, now)
-        lf.checkpoint()
-        lf.close()
+    _queue_by_ring(cfg, two, urls)
     # w0 still had URLs of w1's hosts waiting in its outbox: they must reach their owner under 3 workers.
     waiting = [f"http://late{i}.test/x" for i in range(20)]
     box = Outbox(worker_dir(cfg.data_dir, 0) / "handoff")
@@ -115,7 +145,7 @@ def test_resize_moves_queues_and_outboxes_to_the_new_owners_and_survives_a_repea
     assert set().union(*queued.values()) == set(urls) | set(waiting)
     assert sum(len(v) for v in queued.values()) == len(urls) + len(waiting)  # nothing queued twice
     # A crash after the work but before the journal was removed: the next run redoes it harmlessly.
-    (cfg.data_dir / JOURNAL).write_text(json.dumps({"from": 2, "to": 3}))
+    (cfg.data_dir / JOURNAL).write_text(json.dumps({"from": 2, "to": 3, "ring": RING_VERSION}))
     again = resize(cfg, 3)
     assert again.queued == 0 and again.outbox_urls == 0
     assert _queued_by_worker(cfg, 3) == queued

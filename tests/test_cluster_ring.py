@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from pathlib import Path
 
 import pytest
+import xxhash
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -67,29 +67,39 @@ def test_every_slice_owned_exactly_once(members: list[str]) -> None:
 
 
 @settings(max_examples=30, deadline=None)
+@given(member_lists)
+def test_balance_shares_differ_by_at_most_one_slice(members: list[str]) -> None:
+    ring = Ring(members)
+    counts = Counter(ring.owner(s) for s in range(SLICES))
+    assert set(counts) == set(members)
+    # The issue asks for +-10 % of the mean at 4 and 16 members; the capacity bound gives one slice.
+    assert max(counts.values()) - min(counts.values()) <= 1, counts
+
+
+@settings(max_examples=30, deadline=None)
 @given(member_lists, member_ids)
-def test_join_moves_only_to_the_newcomer_and_leave_only_its_own(members: list[str], new: str) -> None:
+def test_join_and_leave_move_near_the_least(members: list[str], new: str) -> None:
     if new in members:
         return
     before, after = Ring(members), Ring([*members, new])
     moves = before.moves(after)
-    assert all(dst == new for _, dst in moves.values())
-    assert set(moves) == after.slices_of(new)
-    # Leaving is the reverse: only the leaver's slices move, and nothing moves to it.
-    back = after.moves(before)
-    assert set(back) == after.slices_of(new)
-    assert all(src == new for src, _ in back.values())
+    # The least a join can move is the newcomer's share; the capacity cascades add a little (rule 3:
+    # under 25 % in bench_ring over random member sets; bounded here at 50 %).
+    assert after.slices_of(new) <= set(moves)
+    assert len(moves) <= 1.5 * len(after.slices_of(new)) + 2
+    assert len(after.moves(before)) == len(moves)  # leaving is the same change, reversed
 
 
-@settings(max_examples=20, deadline=None)
-@given(st.integers(min_value=1, max_value=16), member_ids)
-def test_balance(n: int, prefix: str) -> None:
-    ring = Ring([f"{prefix}-{i}" for i in range(n)])
-    counts = Counter(ring.owner(s) for s in range(SLICES))
-    mean = SLICES / n
-    # Binomial spread: standard deviation about sqrt(mean); 6 sigma keeps this test from flaking.
-    for m in ring.members:
-        assert abs(counts[m] - mean) <= 6 * math.sqrt(mean), (m, counts[m], mean)
+def test_version_one_is_plain_rendezvous() -> None:
+    members = ["a", "b", "c"]
+    legacy = Ring(members, version=1)
+    for s in range(0, SLICES, 97):
+        best = max(members, key=lambda m: xxhash.xxh3_64_intdigest(m.encode(), seed=s))
+        assert legacy.owner(s) == best
+    counts = Counter(legacy.owner(s) for s in range(SLICES))
+    assert max(counts.values()) - min(counts.values()) > 1  # the binomial drift the balanced rule removes
+    with pytest.raises(ValueError, match="version 3"):
+        Ring(members, version=3)
 
 
 def test_one_member_owns_everything() -> None:

@@ -18,6 +18,8 @@ Rules:
    away keeps their bits (a few more false positives, each costing one LMDB lookup, never a wrong
    answer); a worker new in the layout, or one whose filter is rebuilt, gets its share of the new count
    (or its entry count, if larger).
+6. ``workers.json`` also names the Ring version the slices are placed by (``"ring"``; absent: 1). A
+   layout of another version is resized to the current one like a change of count (ring rule 4).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import json
 import os
 from pathlib import Path
 
+from polecat.cluster.ring import RING_VERSION
 from polecat.config import Config
 from polecat.errors import ConfigError
 
@@ -46,6 +49,16 @@ def recorded_workers(data: Path) -> int | None:
     except FileNotFoundError:
         return None
     except (ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"--data: {data / LAYOUT_FILE} is unreadable: {exc}") from exc
+
+
+def recorded_ring(data: Path) -> int:
+    """The Ring version of the workers layout in ``data`` (rule 6; 1 when the file predates it)."""
+    try:
+        return int(json.loads((data / LAYOUT_FILE).read_text()).get("ring", 1))
+    except FileNotFoundError:
+        return RING_VERSION
+    except (ValueError, AttributeError, TypeError) as exc:
         raise ConfigError(f"--data: {data / LAYOUT_FILE} is unreadable: {exc}") from exc
 
 
@@ -89,9 +102,11 @@ def needs_resize(data: Path, workers: int) -> bool:
     had = recorded_workers(data)
     if (data / "resize.json").exists():
         return True
-    return had != workers if had is not None else (data / "frontier").exists()
+    if had is None:
+        return (data / "frontier").exists()
+    return had != workers or recorded_ring(data) != RING_VERSION
 
 
 def record_layout(data: Path, workers: int) -> None:
     (data / "workers").mkdir(parents=True, exist_ok=True)
-    (data / LAYOUT_FILE).write_text(json.dumps({"workers": workers}))
+    (data / LAYOUT_FILE).write_text(json.dumps({"workers": workers, "ring": RING_VERSION}))

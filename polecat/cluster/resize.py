@@ -3,7 +3,8 @@
 Rules:
 1. Runs offline, in the parent, before any worker starts: nothing is leased while slices move, so no
    host can be served by two owners.
-2. Ownership before and after is the Ring over ``w0..w(N-1)`` and ``w0..w(M-1)``; only the slices whose
+2. Ownership before and after is the Ring over ``w0..w(N-1)`` and ``w0..w(M-1)`` (before: of the
+   layout's recorded Ring version, after: the current one; layout rule 6); only the slices whose
    owner changes move (``Ring.moves``), each as one bundle per (old owner, new owner) pair: exported
    from the old owner's frontier, adopted by the new owner's (politeness state travels with the hosts,
    and each adopted host waits one full interval from the adoption), then released by the old owner.
@@ -31,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from polecat.cluster.batch import decode_urls
-from polecat.cluster.layout import record_layout, recorded_workers, worker_config, worker_dir
+from polecat.cluster.layout import record_layout, recorded_ring, recorded_workers, worker_config, worker_dir
 from polecat.cluster.outbox import Outbox
 from polecat.cluster.ring import Ring
 from polecat.config import Config
@@ -76,14 +77,15 @@ def resize(cfg: Config, new: int, now: float | None = None) -> ResizeReport:
     started = time.monotonic()
     journal = data / JOURNAL
     if journal.exists():
-        old = int(json.loads(journal.read_text())["from"])
+        change = json.loads(journal.read_text())
+        old, old_ring = int(change["from"]), int(change.get("ring", 1))
     else:
         if recorded_workers(data) is None:
             adopt_single(data)
-        old = recorded_workers(data) or 1
-        _write_durably(journal, json.dumps({"from": old, "to": new}))
+        old, old_ring = recorded_workers(data) or 1, recorded_ring(data)
+        _write_durably(journal, json.dumps({"from": old, "to": new, "ring": old_ring}))
     now = time.time() if now is None else now
-    moves = Ring(member_ids(old)).moves(Ring(member_ids(new)))
+    moves = Ring(member_ids(old), version=old_ring).moves(Ring(member_ids(new)))
     pairs: dict[tuple[int, int], set[int]] = defaultdict(set)
     for s, (was, becomes) in moves.items():
         pairs[(int(was[1:]), int(becomes[1:]))].add(s)

@@ -2,13 +2,20 @@
 
 Rules:
 
-1. Ownership is a pure function of the member list: ``owner(s) = argmax over members m of
-   xxh3_64(m, s)`` (rendezvous / highest-random-weight hashing). Every member that computes it from the
-   same list agrees, with no messages exchanged; the order of the list does not matter.
-2. Each slice has exactly one owner. When a member joins, only the slices it now wins move (to it); when
-   a member leaves, only its own slices move. That is the least movement possible.
-3. Slices spread evenly: each member's share is ``S / n`` within hashing noise (a binomial spread,
-   about ``sqrt(S / n)``).
+1. Ownership is a pure function of the member list (the order of the list does not matter): every
+   member that computes it from the same list agrees, with no messages exchanged.
+2. Each member ``m`` ranks the slices by the weight ``xxh3_64(m, seed=s)`` (rendezvous /
+   highest-random-weight hashing); each member may own ``S // n`` slices, and the first ``S % n``
+   members to ask for one more get it. The owners are the greedy matching in falling weight order over
+   every (member, slice) pair: a pair is taken when its slice has no owner yet and its member has room.
+   So shares differ by at most one slice (plain
+   rendezvous drifts by its binomial spread, about ``sqrt(S / n)``: -13..+13 % at 16 members), and
+   each slice goes to the first member of its rendezvous order that has room.
+3. Movement is near the least possible: a join moves the newcomer's ``S / (n + 1)`` slices plus a few
+   cascades among the others (the members whose capacity fell give up their lowest-weight slices),
+   a leave moves the leaver's slices plus a few; ``benchmarks/bench_ring.py`` measures both.
+4. :data:`RING_VERSION` names this rule. Version 1 (plain rendezvous: each slice to its highest-weight
+   member) is kept only to move the slices of a data dir written under it (``Ring(..., version=1)``).
 
 A one-member ring owns every slice: a single node behaves as if there were no cluster.
 """
@@ -17,13 +24,46 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import numpy as np
 import xxhash
 
 from polecat.frontier.slices import SLICES
 
+RING_VERSION = 2
+"""The ownership rule of :class:`Ring` (rule 4); stored with data that depends on it."""
 
-def _weight(member: bytes, slice_id: int) -> int:
-    return xxhash.xxh3_64_intdigest(member, seed=slice_id)
+
+def _weights(members: tuple[str, ...]) -> np.ndarray:
+    """``weights[i, s]``: member ``i``'s rendezvous weight for slice ``s``."""
+    out = np.empty((len(members), SLICES), dtype=np.uint64)
+    for i, m in enumerate(members):
+        key = m.encode()
+        # fromiter, not a list: numpy would take a list of ints above 2**63 through float64.
+        out[i] = np.fromiter((xxhash.xxh3_64_intdigest(key, seed=s) for s in range(SLICES)),
+                             dtype=np.uint64, count=SLICES)
+    return out
+
+
+def _balanced(weights: np.ndarray) -> list[int]:
+    """Rule 2: the greedy capacity-bounded matching, as a member index per slice."""
+    n = weights.shape[0]
+    base, extra = divmod(SLICES, n)
+    # Stable sort on the negated weights: equal weights (a 2**-64 event) keep (member, slice) order.
+    order = np.argsort(~weights.ravel(), kind="stable")
+    owner = [-1] * SLICES
+    load = [0] * n
+    left = SLICES
+    for flat in order.tolist():
+        i, s = divmod(flat, SLICES)
+        if owner[s] < 0 and (load[i] < base or (load[i] == base and extra)):
+            if load[i] == base:
+                extra -= 1
+            owner[s] = i
+            load[i] += 1
+            left -= 1
+            if not left:
+                break
+    return owner
 
 
 class Ring:
@@ -31,24 +71,19 @@ class Ring:
 
     __slots__ = ("_members", "_owner")
 
-    def __init__(self, members: Iterable[str]) -> None:
-        ids = sorted(set(members))
+    def __init__(self, members: Iterable[str], *, version: int = RING_VERSION) -> None:
+        ids = tuple(sorted(set(members)))
         if not ids:
             raise ValueError("a ring needs at least one member")
         if not all(ids):
             raise ValueError("member ids must be non-empty")
-        self._members = tuple(ids)
-        encoded = [m.encode() for m in ids]
-        owners: list[str] = []
-        for s in range(SLICES):
-            # Ties (a 2**-64 event) go to the smallest id: only a strictly larger weight replaces the best.
-            best, best_w = 0, -1
-            for i, key in enumerate(encoded):
-                w = _weight(key, s)
-                if w > best_w:
-                    best, best_w = i, w
-            owners.append(ids[best])
-        self._owner: tuple[str, ...] = tuple(owners)
+        if version not in (1, 2):
+            raise ValueError(f"unknown ring version {version}")
+        self._members = ids
+        weights = _weights(ids)
+        # Version 1: ties go to the smallest id (argmax takes the first of equal weights).
+        index = weights.argmax(axis=0).tolist() if version == 1 else _balanced(weights)
+        self._owner: tuple[str, ...] = tuple(ids[i] for i in index)
 
     @property
     def members(self) -> tuple[str, ...]:
@@ -68,7 +103,7 @@ class Ring:
         return {s: (a, b) for s, (a, b) in enumerate(zip(self._owner, new._owner, strict=True)) if a != b}
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Ring) and other._members == self._members
+        return isinstance(other, Ring) and other._owner == self._owner
 
     def __hash__(self) -> int:
         return hash(self._members)
