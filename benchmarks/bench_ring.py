@@ -62,8 +62,8 @@ def main() -> None:
         for version in (1, RING_VERSION):
             r = measure(n, args.sets, version, args.seed)
             print(f"| {n} | v{version} | {r['max_dev']:+.1%} | {r['min_dev']:+.1%} | "
-                  f"{r['join_mean']:.3f}, {r['join_max']:.3f} | {r['leave_mean']:.3f}, {r['leave_max']:.3f} | "
-                  f"{r['build_ms']:.1f} |")
+                  f"{r['join_mean']:.3f}, {r['join_max']:.3f} | "
+                  f"{r['leave_mean']:.3f}, {r['leave_max']:.3f} | {r['build_ms']:.1f} |")
 
 
 if __name__ == "__main__":
