@@ -15,7 +15,7 @@ import inspect
 import logging
 import math
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +23,7 @@ import lmdb
 
 from polecat import verdict
 from polecat.clock import SYSTEM_CLOCK, Clock
+from polecat.cluster.batch import HandoffUrl
 from polecat.config import Config
 from polecat.dedup.canon import Canonicalizer, host_key
 from polecat.errors import BlockedAddressError, FetchError, FetchTimeout, PolecatError, StorageFault
@@ -186,13 +187,20 @@ class Crawler:
             if et is None and not self._fatal_raised:  # the final checkpoint failed
                 raise PolecatError(f"crawl stopped: {self._fatal}") from self._fatal
 
-    def add_seed(self, url: str, *, importance: float = 1.0, now: float | None = None) -> str:
-        """Queue a seed URL (its host joins the scope). Returns the frontier's decision."""
+    def add_seed(self, url: str, *, importance: float = 1.0, now: float | None = None,
+                 forward: bool = False) -> str:
+        """Queue a seed URL (its host joins the scope). Returns the frontier's decision. A seed another
+        member owns is only added to the scope here (``"other_owner"``: the configuration's seeds, which
+        every member reads), or with ``forward`` staged for its owner (``"forwarded"``: an operator's
+        seed; durable in the outbox at the next checkpoint)."""
         canonical = self._canon.canonicalize(url.strip())
         if canonical is None:
             raise PolecatError(f"seed {url!r} is not an http(s) URL")
         if not self._frontier.owns(canonical):  # its owner queues it; the host still joins the scope here
             self._frontier.add_scope_host(host_key(canonical))
+            if forward and self._link is not None:
+                self._link.forward([HandoffUrl(canonical, 0, importance, seed=True)])
+                return "forwarded"
             return "other_owner"
         decision = self._frontier.add_seed(canonical, self._clock.wall() if now is None else now, importance)
         if decision not in (ACCEPTED, SEEN):
@@ -523,13 +531,20 @@ class Crawler:
         frontier commit holds them, so the sender may forget them (the hand-off receiver's sink)."""
         if not self._receiving:
             raise PolecatError("this member is stopping; send the batch again later")
-        now = self._clock.wall()
-        for u in batch.urls:
-            self._frontier.add(u.url, u.depth, u.importance, now, hops=u.hops)
-        self._wake.set()
+        self.queue_handed(batch.urls, self._clock.wall())
         fut = asyncio.get_running_loop().create_future()
         self._durable.append(fut)
         await fut
+
+    def queue_handed(self, urls: Iterable[HandoffUrl], now: float) -> None:
+        """Queue URLs handed to this member (durable at the next checkpoint); a forwarded seed is queued
+        as a seed (its host joins the scope)."""
+        for u in urls:
+            if u.seed:
+                self._frontier.add_seed(u.url, now, u.importance)
+            else:
+                self._frontier.add(u.url, u.depth, u.importance, now, hops=u.hops)
+        self._wake.set()
 
     @property
     def quiet(self) -> bool:

@@ -6,6 +6,7 @@ import asyncio
 import struct
 from pathlib import Path
 
+import msgpack
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -32,13 +33,23 @@ from polecat.testing.cluster import FakeMembership, FakeTransport
 from tests.frontier_helpers import Rig
 
 urls_st = st.lists(st.builds(HandoffUrl, st.text(min_size=1, max_size=80), st.integers(0, 60),
-                             st.floats(0, 1e6, allow_nan=False), st.integers(0, 20)), max_size=50)
+                             st.floats(0, 1e6, allow_nan=False), st.integers(0, 20), st.booleans()),
+                   max_size=50)
 
 
 @given(st.text(min_size=1, max_size=20), st.integers(0, 2**63), urls_st)
 def test_batch_round_trips(sender: str, seq: int, urls: list[HandoffUrl]) -> None:
     batch = decode_batch(encode_batch(sender, seq, encode_urls(urls)))
     assert (batch.sender, batch.seq, list(batch.urls)) == (sender, seq, urls)
+
+
+def test_a_seed_mark_is_a_fifth_item_and_an_entry_of_another_length_is_refused() -> None:
+    plain, seed = HandoffUrl("http://a.test/", 1, 0.5), HandoffUrl("http://a.test/", 0, 1.0, seed=True)
+    assert msgpack.unpackb(encode_urls([plain, seed])) == [["http://a.test/", 1, 0.5, 0],
+                                                           ["http://a.test/", 0, 1.0, 0, 1]]
+    for bad in ([["http://a.test/", 1, 0.5]], [["http://a.test/", 1, 0.5, 0, 1, 1]]):
+        with pytest.raises(HandoffError, match="does not decode"):
+            decode_batch(encode_batch("w0", 1, msgpack.packb(bad)))
 
 
 def test_batch_refuses_corruption_truncation_version_and_bad_signature() -> None:

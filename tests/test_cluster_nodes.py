@@ -34,11 +34,12 @@ def _port(host: str) -> int:
         return int(s.getsockname()[1])
 
 
-async def _start(web: Any, etcd: EtcdServer, tmp: Path, k: int, rate: float, ttl: int = 3
-                 ) -> tuple[NodeService, asyncio.Future[int]]:
+async def _start(web: Any, etcd: EtcdServer, tmp: Path, k: int, rate: float, ttl: int = 3, *,
+                 seeds: bool = True) -> tuple[NodeService, asyncio.Future[int]]:
     host = f"127.0.0.{10 + k}"
     listen = f"{host}:{_port(host)}"
     cfg = crawl_config(web, tmp / f"n{k}", politeness={"rate": rate}, refresh={"enabled": False},
+                       scope={"seeds": web.seeds if seeds else []},
                        node={"listen": listen, "token": "operator-token"},
                        cluster={"etcd": etcd.endpoint, "name": "t", "node_id": f"n{k}",
                                 "advertise": f"http://{listen}", "secret": SECRET, "lease_ttl": ttl})
@@ -101,6 +102,36 @@ async def test_a_node_cut_off_from_etcd_stops_fetching_within_half_its_lease(
         etcd_server.resume()
         svc.stop()
         assert await asyncio.wait_for(task, 60) == 0
+
+
+async def test_seeds_added_on_a_node_that_does_not_own_them_reach_their_owner(
+        test_web: TestWebFactory, etcd_server: EtcdServer, tmp_path: Path) -> None:
+    web = test_web(SiteSpec(hosts=8, pages_per_host=6, seed=21))
+    nodes = [await _start(web, etcd_server, tmp_path, k, 20.0, seeds=False) for k in range(2)]
+    try:
+        n0 = nodes[0][0]
+        await wait_for(lambda: all(svc.cluster is not None and len(svc.cluster.membership.members()) == 2
+                                   for svc, _ in nodes), 30, "both members in each list")
+        assert n0.cluster is not None and n0.cluster.link is not None
+        others = [u for u in web.seeds if not n0.cluster.link.owns(u)]
+        assert others  # 8 hosts over two members: some are n1's
+        proc = await asyncio.create_subprocess_exec(  # the operator's CLI, aimed at the wrong node
+            sys.executable, "-m", "polecat.cli", "seeds", "add", *web.seeds, "--node",
+            f"http://{n0.config.node.listen}", stdout=asyncio.subprocess.PIPE,
+            env={**os.environ, "POLECAT_TOKEN": "operator-token"})
+        out = (await asyncio.wait_for(proc.communicate(), 60))[0].decode()
+        assert proc.returncode == 0, out
+        assert sorted(line.split()[1] for line in out.splitlines() if line.startswith("forwarded")) == \
+            sorted(others), out
+        await wait_for(lambda: set(page_requests(web)) >= web.ground_truth("host"), 60, "every page fetched")
+    finally:
+        for svc, _ in nodes:
+            svc.stop()
+        for _, task in nodes:
+            assert await asyncio.wait_for(task, 60) == 0
+    by_host = {r.host for r in web.log if r.target != "/robots.txt"}
+    assert len(by_host) == 8
+    assert max(Counter(page_requests(web)).values()) == 1
 
 
 async def _cluster_status(etcd: EtcdServer) -> str:

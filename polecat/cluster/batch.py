@@ -4,11 +4,13 @@ Format (version 1), all integers big-endian::
 
     magic "PCHB" | version u8 | sig_len u8 | payload_len u32 | xxh3_64(payload) u64 | signature | payload
 
-``payload`` is msgpack: ``[sender, seq, [[url, depth, importance, hops], ...]]``. The checksum catches a
-torn or corrupted frame; the signature slot is empty here (one machine, trusted processes) and carries the
-HMAC of header-without-signature + payload in the multi-machine cluster, through the ``sign``/``verify``
-callables (:mod:`polecat.cluster.auth`). Anything that does not decode raises :class:`HandoffError`
-(:class:`SignatureError` when the signature is missing or wrong) and changes nothing.
+``payload`` is msgpack: ``[sender, seq, [[url, depth, importance, hops], ...]]``; a seed (one an
+operator added on a member that does not own it, forwarded to its owner) carries a fifth item, ``1``.
+The checksum catches a torn or corrupted frame; the signature slot is empty here (one machine, trusted
+processes) and carries the HMAC of header-without-signature + payload in the multi-machine cluster,
+through the ``sign``/``verify`` callables (:mod:`polecat.cluster.auth`). Anything that does not decode
+raises :class:`HandoffError` (:class:`SignatureError` when the signature is missing or wrong) and
+changes nothing.
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ class HandoffUrl:
     depth: int
     importance: float
     hops: int = 0
+    seed: bool = False
+    """A seed forwarded to its owner: it joins the owner's scope and is queued as a seed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,13 +64,21 @@ class Batch:
 
 def encode_urls(urls: tuple[HandoffUrl, ...] | list[HandoffUrl]) -> bytes:
     """msgpack of the URL list alone (what the outbox stores per batch)."""
-    packed: bytes = msgpack.packb([[u.url, u.depth, u.importance, u.hops] for u in urls], use_bin_type=True)
+    packed: bytes = msgpack.packb([[u.url, u.depth, u.importance, u.hops, 1] if u.seed else
+                                   [u.url, u.depth, u.importance, u.hops] for u in urls], use_bin_type=True)
     return packed
+
+
+def _url(item: list[object]) -> HandoffUrl:
+    url, depth, importance, hops, *seed = item
+    if len(seed) > 1 or not isinstance(importance, (int, float)):
+        raise ValueError("a URL entry has 4 or 5 items, the third a number")
+    return HandoffUrl(url, depth, float(importance), hops, seed == [1])  # type: ignore[arg-type]
 
 
 def decode_urls(raw: bytes) -> tuple[HandoffUrl, ...]:
     """The URL list of :func:`encode_urls` (an outbox's own bytes, already checked when written)."""
-    return tuple(HandoffUrl(u, d, float(i), h) for u, d, i, h in msgpack.unpackb(raw, use_list=True))
+    return tuple(_url(item) for item in msgpack.unpackb(raw, use_list=True))
 
 
 def encode_batch(sender: str, seq: int, urls_msgpack: bytes, sign: Signer | None = None) -> bytes:
@@ -105,7 +117,7 @@ def decode_batch(data: bytes, verify: Verifier | None = None) -> Batch:
         raise HandoffError("batch checksum mismatch")
     try:
         sender, seq, items = msgpack.unpackb(payload, use_list=True)
-        urls = tuple(HandoffUrl(u, d, float(i), h) for u, d, i, h in items)
+        urls = tuple(_url(item) for item in items)
     except (ValueError, TypeError, msgpack.UnpackException) as exc:
         raise HandoffError(f"batch payload does not decode: {exc}") from exc
     if not isinstance(sender, str) or not isinstance(seq, int) or not all(

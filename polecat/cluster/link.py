@@ -4,8 +4,10 @@ Rules:
 1. A discovered URL is routed before dedup by the frontier's rule (polecat/frontier/routing.py, under the
    Ring over the member list): the frontier admits the URLs this member owns; the link stages the others
    in their owner's outbox (they are never marked seen here).
-2. Seeds are queued by their owner only; every member learns every seed host, so scope decisions
-   (host and domain modes) are the same whichever member judges a URL.
+2. Seeds are queued by their owner only; every member learns every seed host of the configuration, so
+   scope decisions (host and domain modes) are the same whichever member judges a URL. A seed an
+   operator adds on a member that does not own it is forwarded to its owner marked as a seed
+   (:meth:`ClusterLink.forward`): the owner adds its host to its scope and queues it.
 3. The node stops leasing pages while more than ``max_backlog`` URLs wait for acknowledgement: a slow
    receiver slows the members that discover its URLs, and nothing is dropped.
 4. A member is *quiet* when its frontier is idle, its outbox is empty and no batch is being received:
@@ -23,7 +25,9 @@ from polecat.cluster.handoff import Handoff
 from polecat.cluster.membership import Member, Membership
 from polecat.cluster.receiver import HandoffReceiver
 from polecat.cluster.ring import Ring
+from polecat.dedup.canon import host_key
 from polecat.frontier.routing import Admission, Routing
+from polecat.frontier.slices import slice_of
 
 if TYPE_CHECKING:
     from polecat.frontier.frontier import Frontier
@@ -84,6 +88,21 @@ class ClusterLink:
         """The URLs this member owns; the rest are staged for their owners (rule 1)."""
         mine, outbox = self.routing.split(urls)
         self.stage(Admission(0, outbox), depth, importance, hops)
+        return mine
+
+    def forward(self, urls: Iterable[HandoffUrl]) -> list[HandoffUrl]:
+        """Stage each URL (a seed keeps its mark) for its owner under the current Ring; returns the ones
+        this member owns."""
+        mine: list[HandoffUrl] = []
+        by_owner: dict[str, list[HandoffUrl]] = {}
+        for u in urls:
+            if self.routing.owns(u.url):
+                mine.append(u)
+            else:
+                by_owner.setdefault(self.ring.owner(slice_of(host_key(u.url))), []).append(u)
+        for peer, staged in by_owner.items():
+            self.handoff.stage(peer, staged)
+            self.routed_out += len(staged)
         return mine
 
     def stage(self, admission: Admission, depth: int, importance: float, hops: int = 0) -> None:

@@ -199,6 +199,9 @@ class ClusterNode:
         assert self.link is not None and self._crawler is not None
         now = time.time()
         for u in urls:
+            if u.seed:  # a forwarded seed stays a seed (link rule 2)
+                self._crawler.queue_handed(self.link.forward([u]), now)
+                continue
             admission = self._crawler.frontier.admit([u.url], u.depth, u.importance, now, hops=u.hops)
             self.link.stage(admission, u.depth, u.importance, u.hops)
 
@@ -236,12 +239,7 @@ class ClusterNode:
     async def _sink(self, batch: Batch) -> None:
         """Queue what this node owns; forward the rest to its owner (rule 2)."""
         assert self.link is not None and self._crawler is not None
-        mine: list[HandoffUrl] = []
-        for u in batch.urls:
-            if self.link.owns(u.url):
-                mine.append(u)
-            else:
-                self.link.route([u.url], u.depth, u.importance, u.hops)
+        mine = self.link.forward(batch.urls)  # a forwarded seed stays a seed (link rule 2)
         if len(mine) < len(batch.urls):
             self.handoff.commit()  # durable in the outbox before the sender may forget them
         if mine:

@@ -163,17 +163,17 @@ class Api:
         results = []
         for url in urls:
             try:
-                decision = self._crawler.add_seed(url, importance=priority)
+                decision = self._crawler.add_seed(url, importance=priority, forward=True)
             except PolecatError as exc:
                 results.append({"url": url, "result": "refused", "reason": str(exc)})
                 continue
             if decision == "accepted":
                 results.append({"url": url, "result": "queued"})
-            elif decision == "seen":
-                results.append({"url": url, "result": "seen"})
+            elif decision in ("seen", "forwarded"):  # forwarded: to its owner in the cluster
+                results.append({"url": url, "result": decision})
             else:
                 results.append({"url": url, "result": "refused", "reason": decision})
-        await self._crawler.checkpoint()
+        await self._crawler.checkpoint()  # also commits forwarded seeds to the hand-off outbox
         return web.json_response({"results": results})
 
     async def list_throttles(self, request: web.Request) -> web.Response:

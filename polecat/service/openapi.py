@@ -53,7 +53,8 @@ ROBOTS = {
     "additionalProperties": False,
 }
 
-SEED_RESULT = _obj({"url": _STR, "result": {"enum": ["queued", "seen", "refused"]}, "reason": _STR},
+SEED_RESULT = _obj({"url": _STR, "result": {"enum": ["queued", "seen", "forwarded", "refused"]},
+                    "reason": _STR},
                    optional=("reason",))
 
 TOTALS = _obj({
