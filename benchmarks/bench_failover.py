@@ -3,6 +3,7 @@ what moving a slice costs.
 
     python -m benchmarks.bench_failover --runs 3
     python -m benchmarks.bench_failover --runs 3 --hosts 40 --pages-per-host 60 --interval 2
+    python -m benchmarks.bench_failover --runs 2 --s3 http://127.0.0.1:PORT   # moto, as .ci/run starts it
 
 Each run is the scenario of polecat/testing/failover.py: three real node processes on 127.0.0.40-42 (a
 private etcd, slice checkpoints in a ``file://`` store, lease ``--ttl``, checkpoints every
@@ -26,8 +27,11 @@ import argparse
 import asyncio
 import statistics
 import tempfile
+import urllib.request
+import uuid
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from polecat.testing.etcd import EtcdServer
 from polecat.testing.failover import FailoverRun, page_urls, run_failover
@@ -40,10 +44,23 @@ async def one(args: argparse.Namespace, seed: int, work: Path) -> dict[str, floa
     async with TestWeb(SiteSpec(hosts=args.hosts, pages_per_host=args.pages_per_host, seed=seed)) as web:
         with EtcdServer() as etcd:
             run = await run_failover(web, etcd, work, rate=args.rate, ttl=args.ttl,
-                                     interval=args.interval)
+                                     interval=args.interval, **s3_store(args.s3, seed))
         fetched = Counter(page_urls(web))
         return figures(run, fetched, len(web.ground_truth("host")),
                        len(politeness_violations(web.log, web.min_intervals(args.rate))))
+
+
+def s3_store(endpoint: str, seed: int) -> dict[str, Any]:
+    """Checkpoints in a new bucket of the loopback S3 server at ``endpoint`` (none: a file:// store)."""
+    if not endpoint:
+        return {}
+    bucket = f"polecat-failover-{seed}-{uuid.uuid4().hex[:8]}"
+    # moto accepts an unsigned bucket creation; obstore does not create buckets.
+    with urllib.request.urlopen(urllib.request.Request(f"{endpoint}/{bucket}", method="PUT"), timeout=10):
+        pass
+    return {"checkpoints": f"s3://{bucket}/checkpoints",
+            "options": (("endpoint", endpoint), ("region", "us-east-1"), ("access_key_id", "test"),
+                        ("secret_access_key", "test"), ("allow_http", "true"))}
 
 
 def figures(run: FailoverRun, fetched: Counter[str], pages: int, violations: int) -> dict[str, float]:
@@ -67,6 +84,8 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=10.0)
     parser.add_argument("--ttl", type=int, default=2)
     parser.add_argument("--interval", type=float, default=0.5)
+    parser.add_argument("--s3", default="", metavar="URL",
+                        help="checkpoints in a loopback S3 server (moto) at URL instead of a file:// store")
     args = parser.parse_args()
     rows = []
     for k in range(args.runs):

@@ -1,10 +1,10 @@
 """A failover scenario with real processes, for the failover test and ``benchmarks.bench_failover``.
 
 Three ``polecat node --config`` processes on 127.0.0.x share a crawl of a :class:`TestWeb`, with slice
-checkpoints in a ``file://`` store; once ``kill_at`` of the pages are fetched, the node owning the most
-hosts is SIGKILLed and its data dir deleted. The run waits for every page, then stops one survivor
-gracefully (its slices are handed to the last one), then the last one. What happened is read back from
-the server's request log, etcd and the nodes' logs (:class:`FailoverRun`).
+checkpoints in a ``file://`` store (or the one given); once ``kill_at`` of the pages are fetched, the
+node owning the most hosts is SIGKILLed and its data dir deleted. The run waits for every page, then
+stops one survivor gracefully (its slices are handed to the last one), then the last one. What happened
+is read back from the server's request log, etcd and the nodes' logs (:class:`FailoverRun`).
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def page_urls(web: TestWeb) -> list[str]:
 
 
 def node_toml(web: TestWeb, data: Path, listen: str, etcd: str, node_id: str, checkpoints: str, *,
-              rate: float, ttl: int, interval: float) -> str:
+              rate: float, ttl: int, interval: float, options: tuple[tuple[str, str], ...] = ()) -> str:
     q = json.dumps
     return "\n".join([
         f"data_dir = {q(str(data))}",
@@ -77,11 +77,13 @@ def node_toml(web: TestWeb, data: Path, listen: str, etcd: str, node_id: str, ch
         "[node]", f"listen = {q(listen)}",
         "[cluster]", f"etcd = {q(etcd)}", f"name = {q(CLUSTER)}", f"node_id = {q(node_id)}",
         f"advertise = {q('http://' + listen)}", f"lease_ttl = {ttl}", f"checkpoints = {q(checkpoints)}",
-        f"checkpoint_interval = {interval}", ""])
+        f"checkpoint_interval = {interval}",
+        "checkpoint_options = {" + ", ".join(f"{k} = {q(v)}" for k, v in options) + "}", ""])
 
 
 async def run_failover(web: TestWeb, etcd: EtcdServer, work: Path, *, rate: float = 10.0, ttl: int = 2,
-                       interval: float = 0.5, kill_at: float = 1 / 3, within: float = 120.0) -> FailoverRun:
+                       interval: float = 0.5, kill_at: float = 1 / 3, within: float = 120.0,
+                       checkpoints: str = "", options: tuple[tuple[str, str], ...] = ()) -> FailoverRun:
     """The scenario of the module docstring; raises AssertionError if a step does not happen in time."""
     truth = web.ground_truth("host")
     ring = Ring(NODES)
@@ -95,7 +97,8 @@ async def run_failover(web: TestWeb, etcd: EtcdServer, work: Path, *, rate: floa
             host = f"127.0.0.{40 + k}"
             conf = work / f"{node}.toml"
             conf.write_text(node_toml(web, data[node], f"{host}:{loopback_port(host)}", etcd.endpoint, node,
-                                      f"file://{work}/checkpoints", rate=rate, ttl=ttl, interval=interval))
+                                      checkpoints or f"file://{work}/checkpoints", rate=rate, ttl=ttl,
+                                      interval=interval, options=options))
             procs[node] = start_node(conf, logs[node])
         await until(lambda: len(set(page_urls(web))) >= len(truth) * kill_at, within, "the kill point")
         procs[victim].kill()
