@@ -10,10 +10,10 @@ Rules:
    batch received for slices this node does not own under that Ring (a sender with an older list) is
    forwarded through the outbox, committed before the batch is acknowledged; nothing is stranded.
 3. A slice that moves away (a join, or this node leaving) is handed over: this node stops leasing it,
-   waits for its leases in flight, exports it, ``POST``s the bundle to the new owner's
-   ``/internal/adopt`` (signed like batches; the new owner adopts and commits before answering, and
-   its hosts wait one full interval), then releases it and commits; only then is the owner key deleted
-   and may the new owner claim it.
+   waits for its leases in flight, exports it in bounded chunks (:mod:`.chunks`), ``POST``s each to
+   the new owner's ``/internal/adopt`` (signed like batches; the new owner adopts and commits the chunk
+   before answering, and its hosts wait one full interval), releasing each chunk's slices once it is
+   answered, and commits; only then is the owner key deleted and may the new owner claim it.
 4. Every internal request is signed with the cluster secret (HMAC-SHA256): a missing or wrong signature
    is answered 401 and changes nothing.
 5. With ``cluster.checkpoints`` set, the node ships its slices to object storage (:mod:`.failover`):
@@ -44,6 +44,7 @@ from polecat.cluster.aetcd_client import AetcdClient
 from polecat.cluster.auth import hmac_signer, hmac_verifier
 from polecat.cluster.batch import Batch, HandoffUrl
 from polecat.cluster.checkpoints import CheckpointStore
+from polecat.cluster.chunks import CHUNK_BYTES, bundle_chunks
 from polecat.cluster.etcd import EtcdMembership
 from polecat.cluster.failover import Failover
 from polecat.cluster.handoff import Handoff
@@ -86,6 +87,7 @@ class ClusterNode:
         self._verify = hmac_verifier(cc.secret)
         self.outbox = Outbox(cfg.data_dir / "handoff", batch_urls=cc.batch_urls)
         self.transport = HttpTransport()
+        self._chunk_bytes = CHUNK_BYTES
         self.handoff = Handoff(self.me.id, self.outbox, self.transport, {}, sign=self._sign)
         self.failover = Failover(CheckpointStore.open(cc.checkpoints, cc.checkpoint_options, cc.name),
                                  self.me.id, cc.checkpoint_interval,
@@ -291,11 +293,12 @@ class ClusterNode:
             for owner, group in sorted(by_owner.items()):
                 if owner == self.me.id or owner not in addresses:
                     continue  # still ours after all, or its owner is gone: kept for the next change
-                await self._send_bundle(addresses[owner], frontier.export_slices(group).to_bytes())
-                frontier.release_slices(group)
-                self.slices_handed_over += len(group)
-                if self.failover is not None:
-                    await self.failover.handed_out(frozenset(group))
+                for chunk, body in bundle_chunks(frontier, group, max_bytes=self._chunk_bytes):
+                    await self._send_bundle(addresses[owner], body)  # adopted and committed there
+                    frontier.release_slices(chunk)
+                    self.slices_handed_over += len(chunk)
+                    if self.failover is not None:
+                        await self.failover.handed_out(chunk)
             await crawler.checkpoint()
         log.info("handed %d slices over in %.3f s", len(slices), time.monotonic() - started)
 

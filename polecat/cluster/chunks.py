@@ -1,0 +1,50 @@
+"""Slices handed over in bounded chunks instead of one bundle per new owner.
+
+Rules:
+1. A hand-over of many slices is a sequence of chunks, each a complete :class:`SliceBundle` of whole
+   slices (never part of one), of at most :data:`CHUNK_SLICES` slices and, when it holds more than
+   one slice, at most ``max_bytes`` bytes: a chunk over the bound is split in halves until it fits.
+   So memory on both sides is bounded by ``max_bytes`` or by the largest single slice (a slice is
+   1/4096 of the hosts), not by the whole share that moves.
+2. Chunks are exported one at a time, when the previous one is acknowledged: only one chunk exists at
+   a time on the sender.
+3. Each chunk carries its own checksums (the bundle format) and its own signature (the request's), and
+   the new owner adopts and commits it whole before acknowledging; the sender then releases exactly
+   that chunk's slices. A transfer cut anywhere leaves every slice whole on one side: the slices of
+   acknowledged chunks moved, the others are still the sender's and go again at the next attempt. A
+   chunk adopted whose acknowledgement was lost is adopted again: adoption merges, and a queued URL the
+   adopter has already seen is not queued twice, so a repeat duplicates nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Protocol
+
+from polecat.frontier.bundle import SliceBundle
+
+CHUNK_SLICES = 64
+"""Most slices in one chunk."""
+CHUNK_BYTES = 4 << 20
+"""Default bound on a chunk's bytes (rule 1)."""
+
+
+class Exporter(Protocol):
+    """What a chunked hand-over needs of a frontier."""
+
+    def export_slices(self, slices: Iterable[int]) -> SliceBundle: ...
+
+
+def bundle_chunks(frontier: Exporter, slices: Iterable[int], *, max_bytes: int = CHUNK_BYTES,
+                  max_slices: int = CHUNK_SLICES) -> Iterator[tuple[frozenset[int], bytes]]:
+    """``(slices, bundle bytes)`` chunks covering ``slices`` in ascending order (rules 1 and 2). Each
+    is exported when the caller asks for it, so release a chunk's slices before taking the next."""
+    todo = sorted(set(slices))
+    while todo:
+        group = todo[:max_slices]
+        body = frontier.export_slices(group).to_bytes()
+        while len(body) > max_bytes and len(group) > 1:
+            group = group[: len(group) // 2]
+            body = frontier.export_slices(group).to_bytes()
+        yield frozenset(group), body
+        todo = todo[len(group) :]
