@@ -254,8 +254,10 @@ class ClusterConfig:
     """URLs a member accepts from others before they are committed; past it senders wait (back-pressure)."""
     max_backlog: int = 100_000
     """Unacknowledged URLs a member may have for others before it stops leasing pages until they drain."""
-    etcd: str = ""
-    """etcd v3 endpoint (``http://host:2379``). Set: ``polecat node`` joins the cluster coordinated there."""
+    etcd: tuple[str, ...] = ()
+    """etcd v3 endpoints (``["http://host1:2379", "http://host2:2379"]``; one string, or several
+    separated by commas, works too), members of one etcd cluster: a node uses one at a time and moves to
+    the next when it fails. Set: ``polecat node`` joins the cluster coordinated there."""
     name: str = "polecat"
     """The cluster's name: its keys live under ``/<name>/`` in etcd, so clusters can share an etcd."""
     node_id: str = ""
@@ -403,6 +405,8 @@ def _build(cls: type[Any], prefix: str, data: Mapping[str, Any]) -> Any:
     unknown = sorted(set(data) - names)
     if unknown:
         raise ConfigError(f"{prefix}{unknown[0]}: unknown setting (known: {', '.join(sorted(names))})")
+    if prefix == "cluster." and isinstance(data.get("etcd"), str):  # one string: comma-separated
+        data = {**data, "etcd": [e.strip() for e in data["etcd"].split(",") if e.strip()]}
     kwargs = {k: _coerce(f"{prefix}{k}", hints[k], v) for k, v in data.items()}
     return cls(**kwargs)
 
@@ -619,7 +623,9 @@ def _validate_cluster(cl: ClusterConfig) -> None:
            "must be in [0.1, 86400] seconds")
     if not cl.etcd:
         return
-    _check(_http_address(cl.etcd), "cluster.etcd", f"must be http://host:port, got {cl.etcd!r}")
+    for i, endpoint in enumerate(cl.etcd):
+        _check(_http_address(endpoint), f"cluster.etcd[{i}]", f"must be http://host:port, got {endpoint!r}")
+    _check(len(set(cl.etcd)) == len(cl.etcd), "cluster.etcd", f"lists an endpoint twice: {list(cl.etcd)}")
     _check(bool(_CLUSTER_ID.fullmatch(cl.name)), "cluster.name", "must be 1-63 of A-Z a-z 0-9 . _ -")
     _check(bool(_CLUSTER_ID.fullmatch(cl.node_id)), "cluster.node_id",
            "required with cluster.etcd: 1-63 of A-Z a-z 0-9 . _ -")

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 from collections.abc import AsyncIterator, Callable
+from types import SimpleNamespace
+from unittest.mock import MagicMock, patch
+
+import pytest
 
 from polecat.cluster.aetcd_client import AetcdClient
 from polecat.cluster.etcd import EtcdMembership, KeyEvent, owner_key
@@ -145,3 +150,65 @@ async def test_etcd_frozen_every_node_stops_leasing_within_half_the_ttl(etcd_ser
     finally:
         etcd_server.resume()
         await a.close()
+
+
+async def test_a_dead_first_endpoint_is_skipped(etcd_server: EtcdServer) -> None:
+    with socket.socket() as s:  # a loopback port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}"
+    client = AetcdClient([dead, etcd_server.endpoint], timeout=1)
+    node = EtcdMembership(client, "t", Member("a", "http://127.0.0.1:1"), ttl=TTL)
+    await node.start()
+    try:
+        await _until(_settled([node], ["a"]), 15, "a to own every slice through the second endpoint")
+        assert client.endpoint == etcd_server.endpoint
+    finally:
+        await node.close()
+
+
+class _FakeEtcd:
+    """An aetcd.Client stand-in: each call fails while ``down``."""
+
+    transactions = MagicMock()
+
+    def __init__(self, down: bool) -> None:
+        self.down, self.calls = down, 0
+
+    def _call(self) -> None:
+        self.calls += 1
+        if self.down:
+            raise ConnectionError("endpoint down")
+
+    async def lease(self, ttl: int) -> SimpleNamespace:
+        self._call()
+        return SimpleNamespace(id=7)
+
+    async def transaction(self, **_: object) -> tuple[bool, list[object]]:
+        self._call()
+        return True, []
+
+    async def close(self) -> None:
+        pass
+
+
+async def test_repeatable_calls_try_every_endpoint_and_transactions_are_never_repeated() -> None:
+    fakes = iter([_FakeEtcd(True), _FakeEtcd(False), _FakeEtcd(True), _FakeEtcd(False)])
+    made: list[_FakeEtcd] = []
+
+    def connect(self: AetcdClient) -> _FakeEtcd:
+        made.append(next(fakes))
+        return made[-1]
+
+    with patch.object(AetcdClient, "_connect", connect):
+        client = AetcdClient(["http://127.0.0.1:1", "http://127.0.0.1:2"])
+        assert await client.grant(5) == 7  # the first endpoint fails, the second answers
+        assert [f.calls for f in made] == [1, 1] and client.endpoint == "http://127.0.0.1:2"
+        made[1].down = True
+        with pytest.raises(ConnectionError):  # a claim that fails is not tried again here...
+            await client.create_all({"/t/owner/0001": b"a"}, 7)
+        assert made[1].calls == 2 and len(made) == 3  # ...but the next call goes to the next endpoint
+        assert client.endpoint == "http://127.0.0.1:1"
+        with pytest.raises(ConnectionError):  # that one is down too
+            await client.create_all({"/t/owner/0001": b"a"}, 7)
+        assert await client.create_all({"/t/owner/0001": b"a"}, 7)  # the state machine's retry
+        assert [f.calls for f in made] == [1, 2, 1, 1]

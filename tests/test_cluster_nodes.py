@@ -153,6 +153,9 @@ def test_cluster_settings_are_validated_naming_the_field(tmp_path: Path) -> None
             "secret": SECRET}
     assert config_from_mapping({"cluster": good}).cluster.node_id == "n1"
     for field, value, words in [("etcd", "127.0.0.1:2379", "http://host:port"),
+                                ("etcd", ["http://127.0.0.1:2379", "h:1"], "[1]: must be http://host:port"),
+                                ("etcd", "http://127.0.0.1:2379,http://127.0.0.1:2379", "twice"),
+                                ("etcd", 2379, "expected a list"),
                                 ("node_id", "", "required"), ("node_id", "a/b", "A-Z"),
                                 ("advertise", "http://h", "http://host:port"),
                                 ("secret", "short", "16 characters"), ("lease_ttl", 1, "[2, 300]"),
@@ -160,7 +163,9 @@ def test_cluster_settings_are_validated_naming_the_field(tmp_path: Path) -> None
                                 ("checkpoint_interval", 0, "[0.1, 86400]")]:
         with pytest.raises(ConfigError, match=re.escape(f"cluster.{field}") + ".*" + re.escape(words)):
             config_from_mapping({"cluster": {**good, field: value}})
-    assert config_from_mapping({"cluster": {"node_id": ""}}).cluster.etcd == ""  # no etcd: no cluster
+    assert config_from_mapping({"cluster": {"node_id": ""}}).cluster.etcd == ()  # no etcd: no cluster
+    assert config_from_mapping({"cluster": {**good, "etcd": "http://127.0.0.1:2379, http://127.0.0.2:2379"}}
+                               ).cluster.etcd == ("http://127.0.0.1:2379", "http://127.0.0.2:2379")
     got = config_from_mapping({"cluster": {**good, "checkpoints": "s3://b/p", "checkpoint_options": {
         "endpoint": "http://127.0.0.1:9000"}}}).cluster
     assert got.checkpoint_options == (("endpoint", "http://127.0.0.1:9000"),)

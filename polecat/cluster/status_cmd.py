@@ -19,7 +19,7 @@ from polecat.frontier.slices import SLICES
 
 async def cluster_status(endpoint: str, cluster: str) -> tuple[list[dict[str, Any]], int]:
     """One row per member (id, address, slices) and the count of unowned slices."""
-    client = AetcdClient(endpoint)
+    client = AetcdClient([e.strip() for e in endpoint.split(",") if e.strip()])
     try:
         kvs, _ = await client.get_prefix(members_prefix(cluster))
         owners, _ = await client.get_prefix(f"/{cluster}/owner/")
@@ -54,6 +54,6 @@ def register(sub: Any) -> None:
     p = sub.add_parser("cluster", help="a multi-machine cluster coordinated by etcd")
     actions = p.add_subparsers(dest="action", required=True)
     st = actions.add_parser("status", help="members, the slices each owns, queue depths, fetch rates")
-    st.add_argument("--etcd", required=True, metavar="URL", help="an etcd endpoint, http://host:2379")
+    st.add_argument("--etcd", required=True, metavar="URL", help="etcd endpoints, http://host:2379[,http://host2:2379...]")
     st.add_argument("--name", default="polecat", help="the cluster's name (cluster.name, default polecat)")
     st.set_defaults(func=cmd_cluster_status)
