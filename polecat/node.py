@@ -337,7 +337,7 @@ class Crawler:
                         self._violations += 1  # self-check of politeness rule 2; must stay 0
                     task = asyncio.create_task(self._run_lease(decision))
                     self._tasks.add(task)
-                    task.add_done_callback(self._tasks.discard)
+                    task.add_done_callback(self._lease_done)
                 elif isinstance(decision, Wait):
                     await self._sleep(loop, _earliest(decision.until, self._next_scan))
                 elif isinstance(decision, Idle):
@@ -373,6 +373,13 @@ class Crawler:
             self._fatal_raised = True
             raise PolecatError(f"crawl stopped: {self._fatal}") from self._fatal
         return self.stats()
+
+    def _lease_done(self, task: asyncio.Task[None]) -> None:
+        """A lease's task ended: its concurrency slot is free only now. The wake-up it set on its way out
+        can run the loop first, while it still counts as in flight; without this second one, leases that
+        all end in one loop iteration left a saturated loop asleep for good with work queued."""
+        self._tasks.discard(task)
+        self._wake.set()
 
     def _scan_due(self, now: float, serve: bool) -> None:
         """Queue the URLs whose refresh is due: once per run, or every scan interval for a node."""

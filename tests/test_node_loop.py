@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections import Counter
 from pathlib import Path
@@ -189,3 +190,16 @@ async def test_a_receive_waiting_for_a_commit_that_never_comes_ends_with_the_cra
         done, _ = await asyncio.wait([receiving], timeout=2.0)
         assert done, "the receive still waits after the crawl ended"
         assert isinstance(receiving.exception(), PolecatError)
+
+
+async def test_a_loop_at_its_concurrency_bound_goes_on_when_every_lease_ends_at_once(tmp_path: Path) -> None:
+    """The fake fetcher answers at once, so each lease ends in the loop iteration after it starts: the
+    loop, woken by a lease that still counted as in flight, went back to sleep for good (a real crawl
+    stalled this way with 256 requests in flight ending together)."""
+    clock = FakeClock(tick=0.0002)
+    pages, cfg = hosts_of_pages(tmp_path, 3, commit_ops=1000)
+    cfg = dataclasses.replace(cfg, fetch=dataclasses.replace(cfg.fetch, concurrency=1))
+    fetcher = FakeFetcher(clock, pages)
+    async with Crawler(cfg, clock=clock, fetcher=fetcher, store=MemoryPageStore()) as crawler:
+        stats = await asyncio.wait_for(crawler.run(), 30)
+    assert stats.ended == "queue empty" and set(fetcher.calls) >= set(pages)
