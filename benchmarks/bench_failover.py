@@ -19,20 +19,41 @@ Figures per run:
   new owner's adoption and its checkpoint of them, release);
 - *refetched*: pages requested more than once (all of them the victim's, fetched after its last
   checkpoint), and politeness violations at the server (must be 0).
+
+Round part (``--round-urls N``, no cluster): one frontier filled with N queued URLs over ``--round-hosts``
+hosts ships checkpoint rounds to a ``file://`` store as a node does (a snapshot of the last commit,
+exported and uploaded in a worker thread) while a 5 ms ticker on the event loop measures how late it
+wakes (loop lag); then the same after ``--change`` hosts got one new URL each (only their groups are
+uploaded again); then an heir restores half of the slices from the manifest (fetch, adopt, commit on
+the loop, one object at a time). Figures: wall seconds, CPU seconds of the process, objects and bytes
+uploaded, worst and 99th-percentile loop lag, URLs restored per second and the longest single adoption
+(how long the loop is held at once).
+
+    python -m benchmarks.bench_failover --round-urls 1000000 --round-hosts 10000
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import random
+import shutil
 import statistics
 import tempfile
+import time
 import urllib.request
 import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import obstore.store
+
+from benchmarks.bench_handover import open_frontier
+from polecat.cluster.checkpoint_plan import Manifest
+from polecat.cluster.checkpoints import CheckpointStore
+from polecat.config import Config, FrontierConfig, PolitenessConfig, ScopeConfig
+from polecat.frontier.slices import SLICES
 from polecat.testing.etcd import EtcdServer
 from polecat.testing.failover import FailoverRun, page_urls, run_failover
 from polecat.testing.serverlog import politeness_violations
@@ -76,6 +97,67 @@ def figures(run: FailoverRun, fetched: Counter[str], pages: int, violations: int
     }
 
 
+async def rounds(args: argparse.Namespace) -> None:
+    cfg = Config(scope=ScopeConfig(mode="any", max_queue_per_host=10**9, max_pages_per_host=10**9),
+                 politeness=PolitenessConfig(rate=1000.0), frontier=FrontierConfig(map_size=64 * 1024**3))
+    work = Path(tempfile.mkdtemp(prefix="polecat-bench-rounds-"))
+    try:
+        db, front = open_frontier(work / "a", cfg, args.round_urls)
+        rng = random.Random(1)
+        for i in range(args.round_urls):
+            host = rng.randrange(args.round_hosts)
+            front.add(f"http://h{host}.bench.test/s/{i % 97}/p-{i}.html", 1, 0.5, 0.0)
+            if front.pending_ops >= cfg.frontier.commit_ops:
+                front.commit()
+        front.commit()
+        store = CheckpointStore(obstore.store.from_url(f"file://{work}/store", mkdir=True), "b")
+        every = frozenset(range(SLICES))
+        manifest = Manifest("a")
+        for label in ("first round", "after a change"):
+            if label != "first round":
+                for h in range(args.change):
+                    front.add(f"http://h{h}.bench.test/new", 1, 0.5, 0.0)
+                front.commit()
+            snapshot = front.snapshot()
+            lags: list[float] = []
+            ticker = asyncio.create_task(_tick(lags))
+            cpu, t0 = time.process_time(), time.perf_counter()
+            report = await asyncio.to_thread(store.ship_round, snapshot.export, every, manifest, 1, 0.0)
+            wall, cpu = time.perf_counter() - t0, time.process_time() - cpu
+            ticker.cancel()
+            snapshot.close()
+            manifest = report.manifest
+            lags.sort()
+            print(f"{label}: {args.round_urls:,} URLs, {wall:.2f} s wall, {cpu:.2f} s CPU, {report.uploaded} "
+                  f"objects, {report.bytes / 1e6:.1f} MB; loop lag max {1000 * lags[-1]:.1f} ms, "
+                  f"p99 {1000 * lags[int(0.99 * (len(lags) - 1))]:.1f} ms ({len(lags)} ticks)", flush=True)
+        half = frozenset(range(0, SLICES, 2))
+        _, heir = open_frontier(work / "b", cfg, args.round_urls)
+        t0 = time.perf_counter()
+        bundles = await asyncio.to_thread(store.fetch, manifest, half)
+        t1 = time.perf_counter()
+        queued, stall = 0, 0.0
+        for bundle in bundles:  # as Failover.restore does: one object at a time, the loop runs between
+            t = time.perf_counter()
+            queued += heir.adopt(bundle, 10.0).queued
+            stall = max(stall, time.perf_counter() - t)
+        heir.commit()
+        t2 = time.perf_counter()
+        print(f"restore of {len(half)} slices: {queued:,} URLs; fetch+verify {t1 - t0:.2f} s (thread), "
+              f"adopt+commit {t2 - t1:.2f} s on the loop ({queued / (t2 - t1):,.0f} URLs/s), longest "
+              f"single object {1000 * stall:.0f} ms")
+        db.close()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+async def _tick(lags: list[float]) -> None:
+    while True:
+        t = time.perf_counter()
+        await asyncio.sleep(0.005)
+        lags.append(max(0.0, time.perf_counter() - t - 0.005))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3)
@@ -86,7 +168,13 @@ def main() -> None:
     parser.add_argument("--interval", type=float, default=0.5)
     parser.add_argument("--s3", default="", metavar="URL",
                         help="checkpoints in a loopback S3 server (moto) at URL instead of a file:// store")
+    parser.add_argument("--round-urls", type=int, default=0, help="the round part instead (see above)")
+    parser.add_argument("--round-hosts", type=int, default=10_000)
+    parser.add_argument("--change", type=int, default=100, help="hosts given a new URL between rounds")
     args = parser.parse_args()
+    if args.round_urls:
+        asyncio.run(rounds(args))
+        return
     rows = []
     for k in range(args.runs):
         with tempfile.TemporaryDirectory(prefix="polecat-failover-") as tmp:

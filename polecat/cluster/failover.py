@@ -20,7 +20,9 @@ from the node's event loop. Rules:
    the next round (after the interval) tries again.
 6. Restoring a dead member's slices reads its manifest, adopts the inherited slices from its objects
    (each adopted host waits one full interval from the adoption), commits, then asks for a round; a
-   failure raises, so the claim of those slices fails and is retried with the restore. A slice is
+   failure raises, so the claim of those slices fails and is retried with the restore. Objects are
+   adopted one at a time with the loop running in between (a big restore must not starve the lease
+   renewals: a loop stalled for ``ttl / 2`` fences the node). A slice is
    restored once from a given manifest version (a claim retried after a restore does not adopt again).
 """
 
@@ -226,10 +228,11 @@ class Failover:
                 bundles = await asyncio.to_thread(self._store.fetch, manifest, todo)
                 now = self._time.wall()
                 queued = found = 0
-                for bundle in bundles:
+                for bundle in bundles:  # one object (64 slices) at a time, the loop runs in between
                     report = crawler.frontier.adopt(bundle, now)
                     queued += report.queued
                     found += len(bundle.ids)
+                    await asyncio.sleep(0)
                 await crawler.checkpoint()
                 self._restored.update(dict.fromkeys(manifest.slices & todo, (member, manifest.version)))
                 done = Restored(member, found, queued, manifest.round, self._time.monotonic() - started,
