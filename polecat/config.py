@@ -621,6 +621,8 @@ def _validate_cluster(cl: ClusterConfig) -> None:
            f"must be a URL such as s3://bucket/prefix or file:///dir, got {cl.checkpoints!r}")
     _check(0.1 <= cl.checkpoint_interval <= 86_400, "cluster.checkpoint_interval",
            "must be in [0.1, 86400] seconds")
+    _check(not cl.checkpoints or bool(cl.etcd), "cluster.checkpoints",
+           "needs cluster.etcd: slice checkpoints are for the nodes of a cluster")
     if not cl.etcd:
         return
     for i, endpoint in enumerate(cl.etcd):

@@ -170,3 +170,5 @@ def test_cluster_settings_are_validated_naming_the_field(tmp_path: Path) -> None
         "endpoint": "http://127.0.0.1:9000"}}}).cluster
     assert got.checkpoint_options == (("endpoint", "http://127.0.0.1:9000"),)
     assert got.checkpoint_interval == 60
+    with pytest.raises(ConfigError, match=r"cluster\.checkpoints.*needs cluster\.etcd"):
+        config_from_mapping({"cluster": {"checkpoints": "file:///tmp/ckpt"}})
