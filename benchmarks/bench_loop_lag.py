@@ -8,7 +8,8 @@ loop, a probe that sleeps 1 ms and records how much later than asked it woke up.
 percentiles and maximum, the share of samples over 5 ms, and the crawl's pages/s. Any stall of the loop
 (a checkpoint's fsync on the loop, a long parse) shows up as lag; a lower ``--rate`` keeps the loop from
 being saturated by page work, so that stalls stand out. Every checkpoint's store flush and frontier
-commit are timed too, split by the thread they ran on (on the loop's thread they stall it).
+commit are timed too, split by the thread they ran on (on the loop's thread they stall it; a commit the
+loop waits for, at start and stop, counts on the loop and again on the frontier's writer thread).
 """
 
 from __future__ import annotations
@@ -42,14 +43,14 @@ async def probe(samples: list[float], stop: asyncio.Event) -> None:
         samples.append(time.perf_counter() - asked - PROBE)
 
 
-def timed(fn: Callable[[], Any], on_loop: list[float], off_loop: list[float]) -> Callable[[], Any]:
+def timed(fn: Callable[..., Any], on_loop: list[float], off_loop: list[float]) -> Callable[..., Any]:
     """``fn`` that records its duration, split by whether it ran on the loop's thread."""
     loop_thread = threading.get_ident()
 
-    def run() -> Any:
+    def run(*args: Any) -> Any:
         t0 = time.perf_counter()
         try:
-            return fn()
+            return fn(*args)
         finally:
             (on_loop if threading.get_ident() == loop_thread else off_loop).append(time.perf_counter() - t0)
 
@@ -62,9 +63,13 @@ async def crawl(cfg_map: dict[str, object], stalls: dict[str, list[float]]) -> t
     async with Crawler(config_from_mapping(cfg_map)) as crawler:
         # Instance attributes shadow the methods: every checkpoint's flush and commit are timed.
         store: Any = crawler.store
-        frontier: Any = crawler.frontier
+        db: Any = crawler._db
         store.flush = timed(store.flush, stalls["flush on loop"], stalls["flush in thread"])
-        frontier.commit = timed(frontier.commit, stalls["commit on loop"], stalls["commit in thread"])
+        # A commit that runs on (or waits on) the loop's thread; and, where there is one, the frontier
+        # writer thread's own commit (polecat/frontier/db.py), which every commit now runs.
+        db.commit = timed(db.commit, stalls["commit on loop"], stalls["commit in thread"])
+        if hasattr(db, "_commit_txn"):
+            db._commit_txn = timed(db._commit_txn, stalls["commit on loop"], stalls["commit in thread"])
         task = asyncio.create_task(probe(samples, stop))
         t0 = time.monotonic()
         stats = await crawler.run()

@@ -89,6 +89,10 @@ class Crawler:
         self._durable: list[asyncio.Future[None]] = []
         self._flushing = False
         """A periodic checkpoint's store flush is running in a worker thread."""
+        self._frontier_free = asyncio.Event()
+        self._frontier_free.set()
+        """Clear while a periodic checkpoint's LMDB commit runs on the frontier's writer thread: frontier
+        calls wait for it (polecat/frontier/db.py rule 2)."""
         self._deferred: list[tuple[Lease, Completion]] = []
         """Page completions that wait for the commit after the flush in progress."""
         self._checkpoint_due = asyncio.Event()
@@ -312,6 +316,9 @@ class Crawler:
         link = self._link
         try:
             while not self._stop.is_set():
+                if not self._frontier_free.is_set():  # a commit is on the frontier's writer thread
+                    await self._frontier_free.wait()
+                    continue
                 if limit and self._fetches >= limit:
                     self._ended = verdict.MAX_PAGES
                     if link is None:
@@ -451,14 +458,23 @@ class Crawler:
         self._commit(started, save_bloom)
 
     async def _checkpoint_async(self) -> None:
-        """The periodic checkpoint, with the store flush (fsync) in a worker thread while leases go on.
-        Completions of pages that arrive meanwhile wait (:attr:`_deferred`), so the frontier commit that
-        follows covers exactly the pages whose records that flush made durable."""
+        """The periodic checkpoint, with the store flush (fsync) in a worker thread and then the frontier's
+        LMDB commit (fsync) on its writer thread, while requests go on. Completions of pages that arrive
+        meanwhile wait (:attr:`_deferred`), so the frontier commit covers exactly the pages whose records
+        that flush made durable. No frontier call is made during the commit (:attr:`_frontier_free`)."""
         started = self._clock.wall()
         self._flushing = True
         try:
             await asyncio.to_thread(self._store.flush)
-            self._commit(started, False)
+            self._prepare_commit(False)
+            self._frontier_free.clear()
+            try:
+                with contextlib.suppress(lmdb.Error):  # raised by finish_commit below, as a StorageFault
+                    await asyncio.wrap_future(self._db.start_commit())
+            finally:
+                self._frontier_free.set()
+            self._db.finish_commit()
+            self._committed(started)
         finally:
             self._flushing = False
         self._complete_deferred()
@@ -471,6 +487,13 @@ class Crawler:
             self._wake.set()
 
     def _commit(self, started: float, save_bloom: bool) -> None:
+        self._prepare_commit(save_bloom)
+        self._db.commit()
+        self._committed(started)
+
+    def _prepare_commit(self, save_bloom: bool) -> None:
+        """What comes before the frontier's LMDB commit: the hand-off outbox, the Bloom snapshot, and the
+        frontier's in-memory records written into its transaction."""
         if self._link is not None:  # the outbox before the frontier: see polecat/cluster/outbox.py
             self._link.handoff.commit()
         now = self._clock.wall()
@@ -478,7 +501,9 @@ class Crawler:
             # Tagged with the counter the commit below writes: a crash in between forces a rebuild.
             self._seen.save(self._bloom_path, self._db.next_seq)
             self._last_bloom_save = now
-        self._frontier.commit()
+        self._frontier.prepare_commit()
+
+    def _committed(self, started: float) -> None:
         ended = self._clock.wall()
         self.last_checkpoint = (ended, ended - started)
         waiters, self._durable = self._durable, []
@@ -538,6 +563,7 @@ class Crawler:
         frontier commit holds them, so the sender may forget them (the hand-off receiver's sink)."""
         if not self._receiving:
             raise PolecatError("this member is stopping; send the batch again later")
+        await self._frontier_free.wait()
         self.queue_handed(batch.urls, self._clock.wall())
         fut = asyncio.get_running_loop().create_future()
         self._durable.append(fut)
@@ -581,6 +607,7 @@ class Crawler:
             self._errors["internal"] += 1
             now = self._clock.wall()
             completion = Completion(Attempt(now, now, None), "failed", f"internal:{type(exc).__name__}")
+        await self._frontier_free.wait()
         if self._fatal is not None:
             return  # stopping after a fault: nothing more is recorded
         if self._on_lease is not None:
@@ -654,6 +681,7 @@ class Crawler:
         self._answered += 1
         _log_response(lease, resp)
         self.bytes_fetched += resp.wire_bytes
+        await self._frontier_free.wait()  # the pipeline queues outlinks and reads the near-duplicate index
         return self._pipeline.handle(lease, resp, started)
 
     def _emit(self, page: Page) -> None:

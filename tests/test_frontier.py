@@ -344,6 +344,22 @@ def test_hold_and_release_an_extra_request(tmp_path: Path) -> None:
     assert f.hold("b.test", 0.5) == f.next_allowed("b.test")
 
 
+def test_a_hop_that_borrows_a_scheduled_host_pushes_back_its_next_lease(tmp_path: Path) -> None:
+    """Politeness rule 8: a robots.txt hop to a host already waiting in the ready heap spaces its next
+    request like any other request (the server saw a page 2.5 ms after such a hop)."""
+    rig = Rig(tmp_path)
+    f = rig.frontier
+    now = open_host(rig, "http://a.test/", 0.0)
+    f.add(canon("http://a.test/next"), 1, 0.5, now)
+    ready = f.lease(now)
+    assert isinstance(ready, Wait) and ready.until is not None  # a.test is scheduled for ready.until
+    assert f.hold("a.test", ready.until) is None  # a hop from another host's robots.txt lands here
+    f.release("a.test", done(ready.until, duration=0.01).attempt)
+    after = f.lease(ready.until + 0.02)
+    assert isinstance(after, Wait) and after.until is not None and after.until >= ready.until + 1.0
+    assert lease_or_fail(rig, after.until).host == "a.test"
+
+
 def test_complete_returns_its_writes_and_writes_nothing_itself(tmp_path: Path) -> None:
     rig = Rig(tmp_path)
     rig.frontier.add_seed(canon("http://a.test/"), 0.0)

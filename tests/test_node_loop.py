@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import threading
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -97,26 +99,51 @@ async def test_commit_covers_only_pages_the_flush_made_durable(tmp_path: Path) -
     commits = 0
     async with Crawler(cfg, clock=clock, fetcher=fetcher, store=store) as crawler:
         frontier = crawler.frontier
-        complete, commit = frontier.complete, frontier.commit
+        complete, prepare = frontier.complete, frontier.prepare_commit
 
         def recording_complete(lease: Lease, result: Completion, now: float) -> list[Write]:
             if lease.kind == "page" and not is_probe(lease.url):  # a soft-404 probe stores nothing
                 completed.append(lease.url)
             return complete(lease, result, now)
 
-        def checked_commit() -> int:
+        def checked_commit() -> None:  # what a commit holds is fixed here: nothing is written after it
             nonlocal commits
             commits += 1
             # Pages that write a store record (not, e.g., a soft-404 probe) must have it durable.
             stored = {r.url for r in store.log}
             durable = {r.url for r in store.log[: store.durable]}
             assert set(completed) & stored <= durable, (set(completed) & stored) - durable
-            return commit()
+            prepare()
 
         frontier.complete = recording_complete  # type: ignore[method-assign]
-        frontier.commit = checked_commit  # type: ignore[method-assign]
+        frontier.prepare_commit = checked_commit  # type: ignore[method-assign]
         stats = await crawler.run()
     assert stats.queued == 0 and set(pages) <= set(completed) and commits > 5
+
+
+async def test_the_frontier_commit_runs_while_the_loop_goes_on_and_the_frontier_waits(tmp_path: Path) -> None:
+    clock = FakeClock(tick=0.0002)
+    pages, cfg = hosts_of_pages(tmp_path, 6, commit_ops=8)
+    seen: list[tuple[bool, bool]] = []
+    """Per periodic commit: whether the loop ran a callback meanwhile, and whether the gate was open then."""
+    fetcher = FakeFetcher(clock, pages)
+    async with Crawler(cfg, clock=clock, fetcher=fetcher, store=MemoryPageStore()) as crawler:
+        db: Any = crawler._db
+        loop, commit_txn = asyncio.get_running_loop(), db._commit_txn
+        gate = crawler._frontier_free
+
+        def watching_commit(txn: Any) -> Any:
+            # A periodic checkpoint (the final ones run on the loop); a blocked loop is seen once.
+            if not crawler._checkpoints_end and all(ok for ok, _ in seen):
+                ran, gate_open = threading.Event(), []
+                loop.call_soon_threadsafe(lambda: (gate_open.append(gate.is_set()), ran.set()))
+                seen.append((ran.wait(2), bool(gate_open) and gate_open[0]))
+            return commit_txn(txn)
+
+        db._commit_txn = watching_commit
+        stats = await crawler.run()
+    # The loop ran during every commit, and the frontier waited.
+    assert stats.queued == 0 and len(seen) > 3 and seen == [(True, False)] * len(seen)
 
 
 def test_crawler_methods_before_open_raise_a_clear_error(tmp_path: Path) -> None:

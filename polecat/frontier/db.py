@@ -4,18 +4,28 @@ All frontier state lives in one environment so that one commit moves it atomical
 the outlinks it discovered, their seen-set entries and the host's next-allowed time land together or not
 at all. The frontier keeps a single write transaction open and commits it when the node checkpoints
 (every N operations or T milliseconds); a kill -9 loses at most that window, which is then replayed.
+
+Rules of the writer thread:
+1. LMDB ties a write transaction's lock to the thread that began it: every write transaction is begun,
+   committed and aborted on this object's one writer thread, so the commit's fsync can run there while
+   the event loop goes on (:meth:`FrontierDB.start_commit`).
+2. Between those, the event-loop thread reads and writes through :attr:`FrontierDB.txn`, never two
+   threads at once: while a commit is in flight, reading :attr:`~FrontierDB.txn` waits for it (the node
+   holds its frontier calls back until then, so that wait is the rare exception, not the rule).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import lmdb
 
-from polecat.errors import FrontierError
+from polecat.errors import FrontierError, PolecatError
 from polecat.faults import storage_fault
 from polecat.frontier.migrate import MigrationReport, migrate_v1
 from polecat.frontier.slices import SLICES
@@ -30,7 +40,8 @@ log = logging.getLogger("polecat")
 
 
 class FrontierDB:
-    """Owns the environment and the open write transaction. Not thread-safe: one event-loop thread."""
+    """Owns the environment, the writer thread and the open write transaction (rules above). Its callers
+    are one thread (the event loop's)."""
 
     def __init__(self, path: Path, *, map_size: int, params: dict[str, Any]) -> None:
         path.mkdir(parents=True, exist_ok=True)
@@ -59,7 +70,9 @@ class FrontierDB:
                                        "urls": self.urls, "queue": self.queue, "seen": self.seen,
                                        "priors": self.priors}
         """The slice-keyed tables by name (polecat/frontier/keys.py)."""
-        self.txn: lmdb.Transaction = self.env.begin(write=True)
+        self._writer = ThreadPoolExecutor(1, thread_name_prefix="polecat-frontier-writer")
+        self._txn: lmdb.Transaction = self._writer.submit(self._begin).result()
+        self._committing: Future[lmdb.Transaction] | None = None
         self.seq = 0
         self.pending = 0
         self.upgraded: MigrationReport | None = None
@@ -118,17 +131,47 @@ class FrontierDB:
             else:
                 txn.put(w.key, w.value, db=self.sliced[w.table])
 
-    def commit(self) -> int:
-        """Make every write since the last commit durable; returns the new commit counter."""
+    @property
+    def txn(self) -> lmdb.Transaction:
+        """The open write transaction (rule 2: waits for a commit in flight)."""
+        if self._committing is not None:
+            self.finish_commit()
+        return self._txn
+
+    def _begin(self) -> lmdb.Transaction:
+        return self.env.begin(write=True)
+
+    def _commit_txn(self, txn: lmdb.Transaction) -> lmdb.Transaction:
+        """On the writer thread: commit ``txn`` (one fsync) and begin the next transaction."""
+        txn.commit()
+        return self.env.begin(write=True)
+
+    def start_commit(self) -> Future[lmdb.Transaction]:
+        """Start making every write so far durable on the writer thread and return at once (rule 1);
+        :meth:`finish_commit` ends it (and :attr:`txn` waits for it). Changes counted from now on
+        (:attr:`pending`) belong to the next commit."""
         self.seq += 1
-        self.txn.put(b"seq", str(self.seq).encode(), db=self.meta)
-        try:
-            self.txn.commit()
-        except lmdb.Error as exc:
-            raise storage_fault(exc, "frontier", self.path) from exc
-        self.txn = self.env.begin(write=True)
+        txn = self.txn
+        txn.put(b"seq", str(self.seq).encode(), db=self.meta)
         self.pending = 0
+        self._committing = self._writer.submit(self._commit_txn, txn)
+        return self._committing
+
+    def finish_commit(self) -> int:
+        """Wait for the commit :meth:`start_commit` started; returns the commit counter it wrote. A
+        failed commit raises :class:`~polecat.errors.StorageFault` (its writes are lost; the caller stops)."""
+        fut, self._committing = self._committing, None
+        if fut is not None:
+            try:
+                self._txn = fut.result()
+            except lmdb.Error as exc:
+                raise storage_fault(exc, "frontier", self.path) from exc
         return self.seq
+
+    def commit(self) -> int:
+        """Make every write since the last commit durable, waiting for it; returns the new commit counter."""
+        self.start_commit()
+        return self.finish_commit()
 
     @property
     def next_seq(self) -> int:
@@ -138,6 +181,12 @@ class FrontierDB:
     def close(self) -> None:
         """Close the environment, dropping what is uncommitted. Commits belong to the frontier (which
         writes its host records first) and the node's checkpoint; a commit here would store a queue
-        without the host counts that go with it."""
-        self.txn.abort()
-        self.env.close()
+        without the host counts that go with it. A commit in flight is let finish first."""
+        try:
+            if self._committing is not None:
+                with contextlib.suppress(PolecatError):
+                    self.finish_commit()
+            self._writer.submit(self._txn.abort).result()
+            self.env.close()
+        finally:
+            self._writer.shutdown()

@@ -228,6 +228,9 @@ class Frontier(SliceHandover, OperatorControls, FrontierObservation):
             st = self._hosts[host]
             if st.parked or st.in_flight or st.queued <= 0:
                 continue
+            if st.next_allowed > now:  # spaced again after it was scheduled: a robots hop held it (rule 8)
+                self._schedule(host, st.next_allowed)
+                continue
             if self._pol.key_by_ip and st.ip and not self._ip_ready(host, st.ip, now):
                 continue
             got = self._lease_from(host, st, now)

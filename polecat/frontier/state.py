@@ -147,6 +147,13 @@ class FrontierState:
 
     def commit(self) -> int:
         """Checkpoint: make every change so far durable. The node calls it after flushing the store."""
+        self.prepare_commit()
+        return self._db.commit()
+
+    def prepare_commit(self) -> None:
+        """Write what is kept in memory between commits (host records, trap counts, counters), so that a
+        commit of the transaction now holds every change so far: :meth:`commit` does both; the node's
+        periodic checkpoint commits on the writer thread instead (polecat/frontier/db.py rule 1)."""
         self._flush_hosts()
         txn = self._db.txn
         for host in self._traps_dirty:
@@ -154,7 +161,6 @@ class FrontierState:
         self._traps_dirty.clear()
         txn.put(b"qseq", str(self._qseq).encode(), db=self._db.meta)
         txn.put(b"done", json.dumps(self._done_total).encode(), db=self._db.meta)
-        return self._db.commit()
 
     @property
     def pending_ops(self) -> int:
