@@ -34,8 +34,8 @@ from polecat.fetch.seams import PageFetcher
 from polecat.frontier.frontier import ACCEPTED, SEEN, Frontier
 from polecat.frontier.local import open_local
 from polecat.frontier.patterns import hostname
-from polecat.frontier.politeness import ROBOTS_HOP_MAX_WAIT, Attempt
-from polecat.frontier.records import Completion, Idle, Lease, Outcome, RobotsOutcome, Wait, origin_of
+from polecat.frontier.politeness import Attempt
+from polecat.frontier.records import Completion, Idle, Lease, Outcome, Refused, RobotsOutcome, Wait, origin_of
 from polecat.heap import fix_mmap_threshold
 from polecat.logs import fields
 from polecat.pipeline import Page, PagePipeline, attempt_of
@@ -647,7 +647,7 @@ class Crawler:
 
     async def _robots_fetch(self, lease: Lease) -> Completion:
         started = self._clock.wall()
-        pacer = _RobotsPacer(self._frontier, self._canon, lease.host, self._clock)
+        pacer = _RobotsPacer(self._frontier, self._canon, lease, self._clock)
         origin = origin_of(lease.url)
         try:
             outcome = await self._fetcher.fetch_robots(origin + "/robots.txt", pacer=pacer)
@@ -713,15 +713,17 @@ class Crawler:
 
 
 class _RobotsPacer:
-    """Runs the frontier's decisions for robots.txt redirect hops (politeness rule 8): waits as
-    :meth:`Frontier.hop_wait` says, and gives each hop's outcome back (:meth:`Frontier.release`)."""
+    """Runs the frontier's decisions for robots.txt redirect hops (politeness rule 8,
+    polecat/frontier/hops.py): goes, waits or fails as :meth:`Frontier.hop` says, and gives each hop's
+    outcome back (:meth:`Frontier.release`)."""
 
-    def __init__(self, frontier: Frontier, canon: Canonicalizer, lease_host: str, clock: Clock) -> None:
+    def __init__(self, frontier: Frontier, canon: Canonicalizer, lease: Lease, clock: Clock) -> None:
         self._frontier = frontier
         self._clock = clock
         self._canon = canon
-        self._lease_host = lease_host
-        self._host = lease_host
+        self._lease = lease
+        self._lease_host = lease.host
+        self._host = lease.host
         self.lease_attempt: Attempt | None = None
         """The last request on the leased host, once a hop has left it."""
 
@@ -736,16 +738,16 @@ class _RobotsPacer:
         # The leased host: spaces its next request. A borrowed host: gives it back.
         self._frontier.release(self._host, attempt)
         host = self._host_of(url)
-        deadline = self._clock.wall() + ROBOTS_HOP_MAX_WAIT
+        since = self._clock.wall()
         while True:
             now = self._clock.wall()
-            wait_until = self._frontier.hop_wait(self._lease_host, host, now)
-            if wait_until is None:
+            decision = self._frontier.hop(self._lease, host, url, now, since)
+            if isinstance(decision, Lease):
                 break
-            if wait_until > deadline and host != self._lease_host:
+            if isinstance(decision, Refused):
                 self._host = host  # nothing was sent: the failure is not the leased host's
-                raise FetchTimeout(f"robots.txt redirect to {url}: {host} stays busy")
-            await asyncio.sleep(wait_until - now)
+                raise FetchTimeout(f"robots.txt redirect to {url}: {decision.reason}")
+            await asyncio.sleep(max(0.0, (decision.until or now) - now))
         self._host = host
 
     @property

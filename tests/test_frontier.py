@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from polecat.config import Config, ScopeConfig
 from polecat.frontier.keys import robots_key
-from polecat.frontier.records import Idle, Lease, RobotsOutcome, Wait
+from polecat.frontier.records import Idle, Lease, Refused, RobotsOutcome, Wait
 from polecat.frontier.writes import Put
 from tests.frontier_helpers import Rig, canon, done, politeness
 
@@ -381,3 +381,33 @@ def test_complete_returns_its_writes_and_writes_nothing_itself(tmp_path: Path) -
     rig.crash()
     rig.reopen(10.0)
     assert rig.frontier.queued == 0 and rig.frontier.url_record(page.url) is not None
+
+
+def test_robots_hops_are_frontier_decisions(tmp_path: Path) -> None:
+    """Politeness rule 8 as decisions (polecat/frontier/hops.py): the node only runs Lease, Wait, Refused."""
+    rig = Rig(tmp_path)
+    f = rig.frontier
+    f.add_seed(canon("http://a.test/"), 0.0)
+    f.add_seed(canon("http://b.test/"), 0.0)
+    robots_a = lease_or_fail(rig, 0.0)
+    robots_b = lease_or_fail(rig, 0.0)
+    assert {robots_a.host, robots_b.host} == {"a.test", "b.test"} and robots_a.kind == "robots"
+    other = "b.test" if robots_a.host == "a.test" else "a.test"
+    # Back to the leased host: wait for its interval after the first response.
+    f.release(robots_a.host, done(0.0, duration=0.1).attempt)
+    same = f.hop(robots_a, robots_a.host, "http://x/robots.txt", 0.2, 0.2)
+    assert isinstance(same, Wait) and same.until == f.next_allowed(robots_a.host) > 0.2
+    go = f.hop(robots_a, robots_a.host, "http://x/robots.txt", same.until, 0.2)
+    assert isinstance(go, Lease) and go.host == robots_a.host
+    # To a host busy with its own lease: ask again shortly, and give up past the bound.
+    busy = f.hop(robots_a, other, "http://y/robots.txt", 1.5, 1.5)
+    assert isinstance(busy, Wait) and busy.until is not None and 1.5 < busy.until < 2.0
+    late = f.hop(robots_a, other, "http://y/robots.txt", 40.0, 1.5)
+    assert isinstance(late, Refused) and other in late.reason
+    # Once free and allowed, the hop holds it: nothing else goes there until it is given back.
+    rig.complete_robots(robots_b, 2.0)
+    free_at = f.next_allowed(other)
+    held = f.hop(robots_a, other, "http://y/robots.txt", free_at, free_at)
+    assert isinstance(held, Lease) and held.host == other
+    got = f.lease(free_at + 5)
+    assert not (isinstance(got, Lease) and got.host == other)

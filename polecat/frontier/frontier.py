@@ -9,8 +9,8 @@ slice-first, see polecat/frontier/keys.py) through one
 batched write transaction; only the ready heap and in-flight leases are rebuilt in memory on open.
 
 The class is split by job: this module adds, leases and completes; polecat/frontier/state.py holds the
-fields and shared bookkeeping, controls.py the operator controls, handover.py the slice hand-over and
-observe.py the read-only views.
+fields and shared bookkeeping, controls.py the operator controls, handover.py the slice hand-over,
+hops.py the robots.txt redirect hops and observe.py the read-only views.
 
 Invariant: an accepted URL is queued (its key is in ``queue``), in flight (leased, key still in ``queue``),
 or done (key deleted and a record in ``urls``, in the same transaction). A crash therefore replays the
@@ -34,6 +34,7 @@ from polecat.frontier.budgets import admit_reason
 from polecat.frontier.controls import OperatorControls
 from polecat.frontier.db import FrontierDB
 from polecat.frontier.handover import SliceHandover
+from polecat.frontier.hops import RobotsHops
 from polecat.frontier.keys import (
     op_key,
     queue_key,
@@ -42,7 +43,7 @@ from polecat.frontier.keys import (
     url_key,
 )
 from polecat.frontier.observe import FrontierObservation
-from polecat.frontier.politeness import HOLD_RETRY, Attempt, HostState, after_attempt, gave_up, interval
+from polecat.frontier.politeness import HostState, after_attempt, gave_up, interval
 from polecat.frontier.records import (
     Completion,
     Idle,
@@ -70,7 +71,7 @@ ACCEPTED = "accepted"
 SEEN = "seen"
 
 
-class Frontier(SliceHandover, OperatorControls, FrontierObservation):
+class Frontier(SliceHandover, OperatorControls, FrontierObservation, RobotsHops):
     """Per-host queues, the ready heap and the done records; see the module docstring."""
 
     def __init__(self, db: FrontierDB, cfg: Config, robots: RobotsPolicy, seen: SeenSet, now: float,
@@ -311,32 +312,7 @@ class Frontier(SliceHandover, OperatorControls, FrontierObservation):
         self._schedule(host, now)
         return None
 
-    # --- requests outside the queue: robots.txt redirect hops ---------------------------------------
-
-    def hold(self, host: str, now: float) -> float | None:
-        """Borrow ``host`` for one request that is not in its queue (a robots.txt redirect hop landing
-        there). None: it is held now, under the same rules as a lease; call :meth:`release` when the
-        request ends. Otherwise the time to ask again (while it is busy, its end time is unknown)."""
-        st = self._hosts.get(host)
-        if st is None:
-            st = self._hosts[host] = HostState()
-        if st.in_flight:
-            return now + HOLD_RETRY
-        if st.next_allowed > now:
-            return st.next_allowed
-        st.in_flight = True
-        return None
-
-    def release(self, host: str, attempt: Attempt) -> None:
-        """Apply the politeness rules to an extra request to ``host``: frees a host borrowed with
-        :meth:`hold`; for a leased host (a same-host redirect hop) only spaces its next request."""
-        st = self._hosts[host]
-        after_attempt(self._pol, self._rate(host), st, attempt, self._rng)
-        self._save_host(host, st)
-        if host not in self._leases:
-            st.in_flight = False
-            if st.queued > 0 and not st.parked and host not in self._scheduled:
-                self._schedule(host, st.next_allowed)
+    # --- robots.txt answers ---------------------------------------------------------------------
 
     def _record_robots(self, origin: str, got: RobotsOutcome | None, now: float) -> list[Write]:
         """Feed a robots.txt outcome to the policy and keep a usable answer with the frontier
@@ -354,19 +330,6 @@ class Frontier(SliceHandover, OperatorControls, FrontierObservation):
         """The stored robots.txt answer of ``origin``: status, fetch time, body; None if none."""
         raw = self._db.txn.get(robots_key(origin), db=self._db.robots)
         return decode_robots(raw) if raw is not None else None
-
-    def hop_wait(self, lease_host: str, host: str, now: float) -> float | None:
-        """A robots.txt redirect hop of the lease on ``lease_host`` wants to request ``host`` (politeness
-        rule 8). None: go now (another host is then held: give it back with :meth:`release`); else the
-        time to ask again."""
-        if host != lease_host:
-            return self.hold(host, now)
-        allowed = self.next_allowed(host)
-        return allowed if allowed > now else None
-
-    def next_allowed(self, host: str) -> float:
-        st = self._hosts.get(host)
-        return st.next_allowed if st is not None else 0.0
 
     # --- completing ------------------------------------------------------------------------------
 

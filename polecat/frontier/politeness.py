@@ -33,7 +33,9 @@ Rules (DESIGN.md section 2):
    leased host waits for that host's next-allowed time (the lease keeps it busy); a hop to another host
    borrows it (``Frontier.hold``) once it is free and allowed, and gives it back when the hop ends. While
    that host is busy the hop asks again every :data:`HOLD_RETRY` seconds, and it gives up (a failed
-   fetch) when the host stays unavailable past :data:`ROBOTS_HOP_MAX_WAIT`.
+   fetch) when the host stays unavailable past :data:`ROBOTS_HOP_MAX_WAIT`. A host borrowed while it
+   waited in the ready heap is not leased before its new next-allowed time. The decisions are
+   ``Frontier.hop`` (polecat/frontier/hops.py); the node only runs them.
 
 Rules kept elsewhere, each in the module named: per-IP keys (rules 1 and 2 applied to an address) in
 polecat/frontier/ipkeys.py; a host whose robots.txt is unreachable is closed until its retry time

@@ -100,6 +100,13 @@ class Wait:
 
 
 @dataclass(frozen=True, slots=True)
+class Refused:
+    """The request may not be made at all (a robots.txt hop whose host stays busy, politeness rule 8)."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class Idle:
     """Nothing queued and nothing in flight: the crawl is complete."""
 
