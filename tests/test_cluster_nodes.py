@@ -13,8 +13,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 
+from polecat.cluster.machine import ClusterNode
 from polecat.config import config_from_mapping
 from polecat.errors import ConfigError
 from polecat.service.runner import NodeService
@@ -132,6 +134,20 @@ async def test_seeds_added_on_a_node_that_does_not_own_them_reach_their_owner(
     by_host = {r.host for r in web.log if r.target != "/robots.txt"}
     assert len(by_host) == 8
     assert max(Counter(page_requests(web)).values()) == 1
+
+
+async def test_a_hand_over_to_a_member_that_left_gives_up_instead_of_retrying_for_ever(
+        etcd_server: EtcdServer, tmp_path: Path) -> None:
+    cfg = config_from_mapping({"data_dir": str(tmp_path / "d"), "cluster": {
+        "etcd": etcd_server.endpoint, "name": "t", "node_id": "a", "advertise": "http://127.0.0.1:1",
+        "secret": SECRET}})
+    node = ClusterNode(cfg)
+    node._session = aiohttp.ClientSession()  # as start() makes it, without a crawler
+    try:
+        nobody = f"http://127.0.0.1:{_port('127.0.0.1')}"  # every node stopping at once: it exited
+        assert await asyncio.wait_for(node._send_bundle("gone", nobody, b"a chunk"), 10) is False
+    finally:
+        await node.close()
 
 
 async def _cluster_status(etcd: EtcdServer) -> str:

@@ -201,6 +201,11 @@ class EtcdMembership:
         prefix = len(owner_key(self._cluster, 0)) - 4
         return frozenset(int(k[prefix:]) for k, v in taken.items() if v != me)
 
+    async def registered(self) -> frozenset[str]:
+        """The member ids registered in etcd now (a read only: the list this node follows is unchanged)."""
+        kvs, _ = await self._client.get_prefix(members_prefix(self._cluster))
+        return frozenset(m.id for m in parse_members(self._cluster, kvs))
+
     async def resync(self) -> int:
         """Read the member list now (returns the etcd revision it was read at)."""
         kvs, revision = await self._client.get_prefix(members_prefix(self._cluster))

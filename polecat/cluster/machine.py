@@ -294,15 +294,18 @@ class ClusterNode:
                 if owner == self.me.id or owner not in addresses:
                     continue  # still ours after all, or its owner is gone: kept for the next change
                 for chunk, body in bundle_chunks(frontier, group, max_bytes=self._chunk_bytes):
-                    await self._send_bundle(addresses[owner], body)  # adopted and committed there
-                    frontier.release_slices(chunk)
+                    if not await self._send_bundle(owner, addresses[owner], body):
+                        break  # its new owner left meanwhile: the rest stays here for the next change
+                    frontier.release_slices(chunk)  # adopted and committed there
                     self.slices_handed_over += len(chunk)
                     if self.failover is not None:
                         await self.failover.handed_out(chunk)
             await crawler.checkpoint()
         log.info("handed %d slices over in %.3f s", len(slices), time.monotonic() - started)
 
-    async def _send_bundle(self, address: str, body: bytes) -> None:
+    async def _send_bundle(self, owner: str, address: str, body: bytes) -> bool:
+        """POST one chunk to ``owner`` until it is adopted (True), or until ``owner`` is no longer
+        registered in etcd (False; e.g. every node stopping at once: a peer that left never answers)."""
         assert self._session is not None
         delay = 0.1
         while True:
@@ -310,9 +313,13 @@ class ClusterNode:
                 async with self._session.post(address.rstrip("/") + ADOPT_PATH, data=body,
                                               headers={SIGNATURE_HEADER: self._sign(body).hex()}) as resp:
                     if resp.status == 200:
-                        return
+                        return True
                     if resp.status in (400, 401):
                         raise PolecatError(f"{address} refused a slice bundle: HTTP {resp.status}")
+            with contextlib.suppress(Exception):  # etcd unreachable: keep trying the peer
+                if owner not in await self.membership.registered():
+                    log.warning("%s left during a hand-over to it: its slices stay here", owner)
+                    return False
             await asyncio.sleep(delay)
             delay = min(2.0, delay * 2)
 
