@@ -293,13 +293,15 @@ class ClusterNode:
             for owner, group in sorted(by_owner.items()):
                 if owner == self.me.id or owner not in addresses:
                     continue  # still ours after all, or its owner is gone: kept for the next change
+                sent: set[int] = set()
                 for chunk, body in bundle_chunks(frontier, group, max_bytes=self._chunk_bytes):
                     if not await self._send_bundle(owner, addresses[owner], body):
                         break  # its new owner left meanwhile: the rest stays here for the next change
                     frontier.release_slices(chunk)  # adopted and committed there
-                    self.slices_handed_over += len(chunk)
-                    if self.failover is not None:
-                        await self.failover.handed_out(chunk)
+                    sent |= chunk
+                self.slices_handed_over += len(sent)
+                if sent and self.failover is not None:  # one manifest write per new owner
+                    await self.failover.handed_out(frozenset(sent))
             await crawler.checkpoint()
         log.info("handed %d slices over in %.3f s", len(slices), time.monotonic() - started)
 

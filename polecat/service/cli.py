@@ -98,7 +98,7 @@ def _print(answer: Any) -> int:
 def cmd_seeds_add(args: argparse.Namespace) -> int:
     answer = call(args.node, "POST", "/admin/seeds", {"urls": args.urls, "priority": args.priority})
     for r in answer["results"]:
-        print(f"{r['result']:9} {r['url']}" + (f"  ({r['reason']})" if "reason" in r else ""))
+        print(f"{r['result']:8} {r['url']}" + (f"  ({r['reason']})" if "reason" in r else ""))
     return 0
 
 
