@@ -1,8 +1,10 @@
 """Slice checkpoints in object storage: the blocking I/O of :mod:`.checkpoint_plan`'s rules.
 
-Everything here blocks (obstore's synchronous calls, LMDB reads, compression) and is meant for a
-worker thread (:func:`asyncio.to_thread`); :mod:`.failover` drives it from the node. The store is any
-obstore backend (``file://``, ``s3://``, ``gs://``, ``az://``; ``memory:///`` in unit tests).
+Everything here blocks (obstore's synchronous calls, digests, serialization) and is meant for a worker
+thread (:func:`asyncio.to_thread`), except the exports a round reads from a frontier snapshot: those stay
+on the thread that took the snapshot (:meth:`CheckpointStore.ship_round` is the synchronous whole;
+:mod:`.failover` runs its steps from the node). The store is any obstore backend (``file://``,
+``s3://``, ``gs://``, ``az://``; ``memory:///`` in unit tests).
 """
 
 from __future__ import annotations
@@ -97,25 +99,35 @@ class CheckpointStore:
                    now: float, *, carried: frozenset[int] = frozenset()) -> RoundReport:
         """One round (rule 2): every group of ``held`` exported from the last commit, the changed ones
         uploaded, then the manifest (which keeps ``previous``'s entries of ``carried`` slices). Raises
-        CheckpointError (the previous manifest stays valid)."""
+        CheckpointError (the previous manifest stays valid). The node runs the same steps with the
+        exports on its loop thread (:mod:`.failover`)."""
         entries: list[Entry] = []
-        uploaded = size = 0
-        version = previous.version + 1
+        size = 0
         for group, ids in groups(held).items():
-            bundle = export(ids)
-            mark = digest(bundle)
-            entry = previous.reusable(group, ids, mark)
-            if entry is None:
-                entry = Entry(object_name(self.cluster, previous.node, version, f"g{group:02d}"), ids, group,
-                              mark)
-                body = bundle.to_bytes()
-                self._put(entry.object, body)
-                uploaded += 1
-                size += len(body)
+            entry, sent = self.ship_group(group, export(ids), previous)
             entries.append(entry)
-        manifest = previous.after_round(round_, entries, carried - held, now)
+            size += sent
+        return self.finish_round(previous, round_, entries, carried - held, now, size)
+
+    def ship_group(self, group: int, bundle: SliceBundle, previous: Manifest) -> tuple[Entry, int]:
+        """The entry of one group of a round: ``previous``'s if unchanged, else a new object (uploaded);
+        and the bytes uploaded."""
+        mark = digest(bundle)
+        entry = previous.reusable(group, bundle.ids, mark)
+        if entry is not None:
+            return entry, 0
+        entry = Entry(object_name(self.cluster, previous.node, previous.version + 1, f"g{group:02d}"),
+                      bundle.ids, group, mark)
+        body = bundle.to_bytes()
+        self._put(entry.object, body)
+        return entry, len(body)
+
+    def finish_round(self, previous: Manifest, round_: int, entries: list[Entry], carried: frozenset[int],
+                     now: float, size: int) -> RoundReport:
+        """Write the round's manifest (after every object of it is written)."""
+        manifest = previous.after_round(round_, entries, carried, now)
         self.write_manifest(manifest, previous)
-        return RoundReport(manifest, uploaded, size)
+        return RoundReport(manifest, sum(1 for e in entries if e.object not in previous.objects), size)
 
     def add_handover(self, body: bytes, slices: frozenset[int], previous: Manifest, now: float) -> Manifest:
         """Rule 4: a bundle adopted by hand-over becomes an object and an entry at once."""

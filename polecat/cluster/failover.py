@@ -4,8 +4,9 @@ The policy is :mod:`.checkpoint_plan`'s; the blocking I/O is :mod:`.checkpoints`
 from the node's event loop. Rules:
 
 1. A round commits the frontier and takes a snapshot of that commit (so it holds everything accepted
-   until then), then exports, uploads and writes the manifest in a worker thread: the loop neither
-   exports nor uploads.
+   until then). It exports one group of 64 slices at a time on the loop's thread, yielding in between
+   (an LMDB read transaction must not cross threads: moving the exports to a worker thread crashed
+   the process), and digests, uploads and writes the manifest in a worker thread.
 2. Before it ships, a round waits until the hand-off batches committed with its snapshot are
    acknowledged (``settled``): a snapshot records pages done whose links for other owners are then in
    those owners' frontiers, not only in this node's outbox, which dies with its disk. A round that
@@ -36,8 +37,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from polecat.clock import SYSTEM_CLOCK, Clock
-from polecat.cluster.checkpoint_plan import CheckpointClock, CheckpointError, Manifest
-from polecat.cluster.checkpoints import CheckpointStore, RoundReport
+from polecat.cluster.checkpoint_plan import CheckpointClock, CheckpointError, Manifest, groups
+from polecat.cluster.checkpoints import CheckpointStore
 from polecat.errors import PolecatError
 
 if TYPE_CHECKING:
@@ -149,34 +150,30 @@ class Failover:
                 self.failures += 1
                 log.warning("slice checkpoint round %d: no frontier commit: %s", round_, exc)
                 return False
-            snapshot = crawler.frontier.snapshot()
             self._handed &= held
             shipped = frozenset(held - self._handed)
+            snapshot = crawler.frontier.snapshot()
             try:
-                settled = self._settled is None or await self._settled(self.clock.interval)
-            except BaseException:
-                snapshot.close()
-                raise
-            if not settled:
-                snapshot.close()
-                self.failures += 1
-                log.warning("slice checkpoint round %d skipped: URLs handed to other nodes are not "
-                            "acknowledged yet", round_)
-                return False
-
-            def ship_and_close() -> RoundReport:  # the thread owns the snapshot, even if we are cancelled
-                try:
-                    return self._store.ship_round(snapshot.export, shipped, self.manifest, round_,
-                                                  self._time.wall(), carried=carried)
-                finally:
-                    snapshot.close()
-
-            try:
-                report = await _finish_thread(ship_and_close)
+                if self._settled is not None and not await self._settled(self.clock.interval):
+                    self.failures += 1
+                    log.warning("slice checkpoint round %d skipped: URLs handed to other nodes are not "
+                                "acknowledged yet", round_)
+                    return False
+                entries, size = [], 0
+                for group, ids in groups(shipped).items():
+                    bundle = snapshot.export(ids)  # on this thread: the snapshot never crosses threads
+                    entry, sent = await asyncio.to_thread(self._store.ship_group, group, bundle,
+                                                          self.manifest)
+                    entries.append(entry)
+                    size += sent
+                report = await asyncio.to_thread(self._store.finish_round, self.manifest, round_, entries,
+                                                 carried - shipped, self._time.wall(), size)
             except CheckpointError as exc:
                 self.failures += 1
                 log.warning("slice checkpoint round %d failed: %s", round_, exc)
                 return False
+            finally:
+                snapshot.close()
             self.manifest = report.manifest
             self.rounds += 1
             self.uploaded += report.uploaded
@@ -247,13 +244,3 @@ class Failover:
         self.clock.urge()
         self._wake.set()
 
-
-async def _finish_thread(fn: Callable[[], RoundReport]) -> RoundReport:
-    """``fn()`` in a worker thread; if the caller is cancelled meanwhile, wait for the thread before
-    the cancellation goes on (it holds a read transaction on the frontier, which must outlive it)."""
-    fut = asyncio.ensure_future(asyncio.to_thread(fn))
-    try:
-        return await asyncio.shield(fut)
-    except asyncio.CancelledError:
-        await asyncio.wait([fut])
-        raise

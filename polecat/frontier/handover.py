@@ -55,8 +55,8 @@ class SliceHandover(FrontierState):
         return export_ranges(self._db.txn, self._db.sliced, check_slices(slices))
 
     def snapshot(self) -> CommittedSnapshot:
-        """The last commit, held in a read transaction of its own until closed: its exports may run in
-        a worker thread while the loop goes on (slice checkpoints are made so)."""
+        """The last commit, held in a read transaction of its own until closed: exports from it see
+        that commit whatever the loop writes meanwhile (slice checkpoints export group by group)."""
         return CommittedSnapshot(self._db.env.begin(), self._db.sliced)
 
     def in_flight_in(self, slices: Iterable[int]) -> int:

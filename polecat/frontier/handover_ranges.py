@@ -68,9 +68,9 @@ def delete_ranges(txn: Any, tables: Mapping[str, Any], ids: frozenset[int]) -> i
 
 
 class CommittedSnapshot:
-    """A read transaction on the frontier's last commit: exports from it may run in any one thread at a
-    time (LMDB read transactions are not tied to a thread in py-lmdb). Close it once done: an open
-    snapshot keeps LMDB from reusing the pages it reads."""
+    """A read transaction on the frontier's last commit. Use it on the thread that opened it only (a
+    worker thread exporting from it crashed the process at a later ``lmdb.open``). Close it once done:
+    an open snapshot keeps LMDB from reusing the pages it reads."""
 
     def __init__(self, txn: Any, tables: Mapping[str, Any]) -> None:
         self._txn = txn
