@@ -69,15 +69,15 @@ from polecat.frontier.frontier import Frontier
 from polecat import Crawler
 
 fetched = []
-commit = Frontier.commit
+prepare = Frontier.prepare_commit
 
 def crash_once_fetched(self):
-    # The node flushes the store, then commits the frontier: dying here is a kill -9 in between.
+    # The node flushes the store, then prepares and commits the frontier: dying here is a kill -9 in between.
     if fetched:
         os._exit(9)
-    return commit(self)
+    return prepare(self)
 
-Frontier.commit = crash_once_fetched
+Frontier.prepare_commit = crash_once_fetched
 
 async def main():
     async with Crawler(config_from_mapping(json.loads(sys.argv[1])), on_page=fetched.append) as crawler:
