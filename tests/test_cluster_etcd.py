@@ -14,6 +14,7 @@ import pytest
 from polecat.cluster.aetcd_client import AetcdClient
 from polecat.cluster.etcd import EtcdMembership, KeyEvent, owner_key
 from polecat.cluster.membership import Member
+from polecat.cluster.ownership import Release
 from polecat.cluster.ring import Ring
 from polecat.frontier.slices import SLICES
 from polecat.testing.etcd import EtcdServer
@@ -212,3 +213,23 @@ async def test_repeatable_calls_try_every_endpoint_and_transactions_are_never_re
             await client.create_all({"/t/owner/0001": b"a"}, 7)
         assert await client.create_all({"/t/owner/0001": b"a"}, 7)  # the state machine's retry
         assert [f.calls for f in made] == [1, 2, 1, 1]
+
+
+async def test_a_cancelled_ownership_loop_ends_even_when_work_arrives_in_the_same_instant() -> None:
+    """close() cancels the membership's loops. Work queued a few loop iterations before that cancel must
+    not swallow it: ``asyncio.wait_for`` does on Python 3.11 (CPython gh-86296), and the loop then ran on
+    after its node had closed (as the hand-off loop did: the worker shutdown hang)."""
+    m = EtcdMembership(MagicMock(), "c", Member("n1", "127.0.0.1:1"))
+    for k in range(6):  # how many loop iterations the cancel comes after the work
+        task = asyncio.create_task(m._act_loop())
+        try:
+            for _ in range(5):
+                await asyncio.sleep(0)  # parked, waiting for work
+            m._queue([Release(frozenset())])  # nothing to export or delete: no client call
+            for _ in range(k):
+                await asyncio.sleep(0)
+            task.cancel()
+            done, _ = await asyncio.wait([task], timeout=2.0)
+            assert done, f"the ownership loop ran on after its cancel ({k} iterations after the work)"
+        finally:
+            task.cancel()

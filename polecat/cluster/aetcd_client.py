@@ -70,7 +70,8 @@ class AetcdClient:
         self._client = self._connect()
         log.warning("etcd %s failed (%s): using %s", failed, exc or type(exc).__name__, self.endpoint)
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(client.close(), 1.0)
+            async with asyncio.timeout(1.0):  # not wait_for: it can swallow a cancel (etcd.py)
+                await client.close()
 
     async def _retried(self, call: Callable[[aetcd.Client], Awaitable[T]]) -> T:
         """Rule 3: a repeatable call, tried once on each endpoint."""
@@ -125,7 +126,8 @@ class AetcdClient:
             # aetcd's cancel can wait for ever on a dead stream (a full request queue): bounded, so a
             # cancelled watch always ends.
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(watch.cancel(), 1.0)
+                async with asyncio.timeout(1.0):
+                    await watch.cancel()
 
     async def create_all(self, values: dict[str, bytes], lease: int) -> bool:
         txn = self._client.transactions

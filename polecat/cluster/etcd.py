@@ -163,7 +163,8 @@ class EtcdMembership:
             if held:
                 await self._release(held)
             if self._lease is not None:
-                await asyncio.wait_for(self._client.revoke(self._lease), self._ttl / 3)
+                async with asyncio.timeout(self._ttl / 3):
+                    await self._client.revoke(self._lease)
         self._lease = None
         for queue in self._views:
             queue.put_nowait(None)
@@ -182,15 +183,21 @@ class EtcdMembership:
             started = self._clock.monotonic()
             try:
                 assert self._lease is not None
-                alive = await asyncio.wait_for(self._client.keepalive(self._lease), self._ttl / 3)
+                # Bounded with asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a
+                # cancel that lands as the call completes (CPython gh-86296), and this loop would then
+                # renew the lease of a closed node for ever.
+                async with asyncio.timeout(self._ttl / 3):
+                    alive = await self._client.keepalive(self._lease)
                 if not alive:
                     log.warning("etcd lease expired: re-registering")
                     self.ownership.lease_lost()
-                    await asyncio.wait_for(self._register(), self._ttl / 3)
+                    async with asyncio.timeout(self._ttl / 3):
+                        await self._register()
                     continue
                 # The lease runs from when the renewal was sent, not from when etcd answered.
                 self._queue(self.ownership.renewed(started))
-                await asyncio.wait_for(self.resync(), self._ttl / 3)
+                async with asyncio.timeout(self._ttl / 3):
+                    await self.resync()
             except Exception as exc:  # any etcd failure or hang is "not renewed" (rule 3)
                 log.warning("etcd lease renewal failed: %s", exc)
 
@@ -235,7 +242,8 @@ class EtcdMembership:
     async def _act_loop(self) -> None:
         while True:
             try:
-                action = await asyncio.wait_for(self._work.get(), self.ownership.retry)
+                async with asyncio.timeout(self.ownership.retry):  # not wait_for: see _renew_loop
+                    action = await self._work.get()
             except TimeoutError:
                 self._queue(self.ownership.tick(self._clock.monotonic()))
                 continue
