@@ -119,6 +119,37 @@ def test_adopt_skips_urls_already_queued_here(tmp_path: Path) -> None:
     assert b.frontier.queued == 2
 
 
+def test_adopt_drops_urls_queued_here_that_the_exporter_finished(tmp_path: Path) -> None:
+    """A node that joins queues its config seeds for the slices it will own; their owner may have
+    fetched them long ago. The bundle's finished URLs are dropped from the adopter's queue (they were
+    fetched twice in the join test); what the exporter did not finish stays queued, once."""
+    a = Rig(tmp_path / "a", cfg=CFG)
+    a.frontier.add_seed(canon("http://x.test/"), 0.0)
+    a.frontier.add(canon("http://x.test/1"), 1, 1.0, 0.0)
+    now = 0.0
+    while True:  # robots.txt, then the seed
+        got = a.frontier.lease(now)
+        if isinstance(got, Wait):
+            assert got.until is not None
+            now = got.until
+            continue
+        assert isinstance(got, Lease)
+        if got.kind == "robots":
+            a.complete_robots(got, now, body=b"User-agent: *\nCrawl-delay: 0.75\n")
+            continue
+        assert got.url == canon("http://x.test/")
+        a.complete(got, now)
+        break
+    b = Rig(tmp_path / "b", cfg=CFG)
+    b.frontier.add_seed(canon("http://x.test/"), 0.0)  # the joining node's config seed
+    b.frontier.add(canon("http://x.test/2"), 1, 1.0, 0.0)  # routed here already: not finished there
+    report = b.frontier.adopt(a.frontier.export_slices([slice_of("x.test")]), now + 1)
+    assert (report.queued, report.duplicates) == (1, 1)
+    assert b.frontier.queued == 2
+    fetched, _ = drain(b, now + 1)
+    assert sorted(fetched) == [canon("http://x.test/1"), canon("http://x.test/2")]
+
+
 def test_release_refuses_while_a_lease_is_in_flight(tmp_path: Path) -> None:
     a = Rig(tmp_path, cfg=CFG)
     a.frontier.add_seed(canon("http://x.test/"), 0.0)

@@ -3,7 +3,8 @@
 Rules: a frontier leases hosts of the slices it owns only (:meth:`SliceHandover.set_owned`); an export is
 a snapshot of every slice-keyed record of the slices (polecat/frontier/handover_ranges.py) as a
 :class:`~polecat.frontier.bundle.SliceBundle`; adoption merges a bundle in (a URL already seen here is
-not queued twice) and makes every adopted host wait one full interval from the adoption (the exporter's
+not queued twice; a URL queued here that the exporter had finished is dropped: its owner fetched it) and
+makes every adopted host wait one full interval from the adoption (the exporter's
 last request may have just started); release drops the slices, and is refused while a lease there is in
 flight.
 """
@@ -19,6 +20,7 @@ from polecat.frontier.handover_ranges import CommittedSnapshot, delete_ranges, e
 from polecat.frontier.keys import (
     host_of_queue_key,
     host_of_row,
+    queue_prefix,
     requeue_key,
     url_key,
 )
@@ -67,11 +69,14 @@ class SliceHandover(FrontierState):
     def adopt(self, bundle: SliceBundle, now: float) -> AdoptReport:
         """Take over the slices of ``bundle``, merged with what is here. Each adopted host waits one full
         interval from ``now`` (the exporter's last request may have just started); a queued URL this
-        frontier has already seen is not queued twice. Applies in the open transaction (durable at
-        the next commit)."""
+        frontier has already seen is not queued twice, and a URL queued here that the exporter had
+        finished (a config seed queued by a node that joins after its owner fetched it) is dropped.
+        Applies in the open transaction (durable at the next commit)."""
         txn, db = self._db.txn, self._db
         adopted: dict[str, HostState] = {}
         counts: Counter[str] = Counter()
+        finished: set[bytes] = set()
+        queued_there: set[bytes] = set()
         duplicates = seen_new = 0
         for table, key, value in bundle.records():
             if table == "ops":
@@ -84,9 +89,12 @@ class SliceHandover(FrontierState):
                 adopted[host_of_row(key)] = decode_host(value)
             elif table == "urls":
                 txn.put(key, value, db=db.urls)
+                finished.add(bytes(key))
             elif table == "queue":
                 host = host_of_queue_key(key)
-                if self._seen.add_if_new(txn, url_key(QueuedUrl.decode(value).url, host)):
+                ukey = url_key(QueuedUrl.decode(value).url, host)
+                queued_there.add(ukey)  # finished and queued again there (a refresh): stays queued
+                if self._seen.add_if_new(txn, ukey):
                     self._qseq += 1
                     new_key = requeue_key(key, self._qseq)
                     txn.put(new_key, value, db=db.queue)
@@ -100,11 +108,38 @@ class SliceHandover(FrontierState):
                 txn.put(key, value, db=db.priors)
             else:
                 raise BundleError(f"slice bundle table {table!r} is unknown to this polecat")
+        if finished:
+            duplicates += self._drop_finished(adopted.keys(), finished - queued_there)
         for host in adopted.keys() | counts.keys():
             self._adopt_host(host, adopted.get(host), counts[host], now)
         self._apply_refetches(now)
         self._db.pending += 1
         return AdoptReport(len(bundle.ids), len(adopted), sum(counts.values()), duplicates, seen_new)
+
+    def _drop_finished(self, hosts: Iterable[str], finished: set[bytes]) -> int:
+        """Delete the URLs of ``finished`` (URL keys) from the queues of ``hosts`` held here before the
+        adoption; returns how many. Only hosts that had URLs queued here are read."""
+        txn, dropped = self._db.txn, 0
+        for host in hosts:
+            st = self._hosts.get(host)
+            if st is None or st.queued <= 0:
+                continue
+            prefix = queue_prefix(host)
+            doomed = []
+            with txn.cursor(db=self._db.queue) as cur:
+                if cur.set_range(prefix):
+                    for key, value in cur:
+                        if not bytes(key).startswith(prefix):
+                            break
+                        if url_key(QueuedUrl.decode(value).url, host) in finished:
+                            doomed.append(bytes(key))
+            for key in doomed:
+                txn.delete(key, db=self._db.queue)
+                self._count_band(key, -1)
+            st.queued -= len(doomed)
+            self._queued -= len(doomed)
+            dropped += len(doomed)
+        return dropped
 
     def _adopt_host(self, host: str, got: HostState | None, queued: int, now: float) -> None:
         st = self._hosts.get(host)
