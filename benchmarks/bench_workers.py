@@ -86,6 +86,10 @@ def crawl(args: argparse.Namespace) -> None:
             starts = [r.start for r in log]
             span = max(starts) - min(starts) if starts else 0.0
             violations = politeness_violations(log, 1.0 / args.rate)
+            for v in violations[:5]:  # what a non-zero count is made of, for whoever has to chase it
+                print(f"violation ({n} workers): {v.kind} on {v.host}: {v.first.target} [{v.first.status}] "
+                      f"-> {v.second.target} [{v.second.status}] {v.gap * 1000:.1f} ms apart, "
+                      f"{v.required * 1000:.0f} required", file=sys.stderr)
             print(f"| {n} | {len(pages):,} | {wall:.1f} | {len(pages) / span:,.0f} | {cpu_s:.1f} | "
                   f"{cpu_s * 1000 / max(1, len(pages)):.2f} | {len(violations)} |"
                   + ("" if code == 0 else f" exit {code}"), flush=True)
