@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from polecat.clock import SYSTEM_CLOCK, Clock
+from polecat.clock import SYSTEM_CLOCK, Clock, wall_offset
 from polecat.config import Config
 from polecat.dedup.canon import Canonicalizer
 from polecat.dedup.minhash import Fingerprint, fingerprint
@@ -337,7 +337,8 @@ class PagePipeline:
 def attempt_of(resp: Response, clock: Clock) -> Attempt:
     """The response's monotonic timings (the fetcher's clock) as wall-clock seconds, converted with an
     offset read now: the fetcher may have started its clock after the node's own start sample (a
-    connection-pool wait), and an anchor computed from that sample would come out early."""
-    offset = clock.wall() - clock.monotonic()
+    connection-pool wait), and an anchor computed from that sample would come out early. The offset
+    errs late, never early (polecat/clock.py's rule)."""
+    offset = wall_offset(clock)
     return Attempt(resp.started + offset, resp.ended + offset, resp.first_byte + offset, resp.status,
                    resp.retry_after)

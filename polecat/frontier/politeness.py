@@ -7,7 +7,8 @@ Rules (DESIGN.md section 2):
 2. The next request to a key starts no earlier than ``max(anchor + interval, prev_end)``, where
    ``interval = max(crawl_delay, 1 / (rate * rate_factor))``. ``anchor`` is the time the previous
    response's headers arrived: the server saw the request no later than that, so gaps measured at the
-   server between arrivals are never below the interval, whatever the client-side send latency was.
+   server between arrivals are never below the interval, whatever the client-side send latency was
+   (the fetcher stamps it on the monotonic clock; its conversion to wall time errs late: polecat/clock.py).
    When no response arrived (an error), the anchor is the end of the attempt.
 3. ``rate`` is the configured default, overridden by the most specific throttle pattern; crawl-delay
    comes from robots.txt, capped by ``max_crawl_delay``; robots.txt fetches count like any request.
