@@ -22,8 +22,6 @@ from __future__ import annotations
 import asyncio
 import json
 import mimetypes
-import os
-import signal
 import sys
 import time
 from collections import deque
@@ -31,11 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from benchmarks.httpserve import Connection, head
+from benchmarks.httpserve import head, run_app
 from polecat.dedup.canon import Canonicalizer
 from polecat.parse.html import parse_html
-from polecat.testing.serverlog import RequestRecord
-from polecat.testing.siteserve import bind_loopback, normalize_path
+from polecat.testing.siteserve import normalize_path
 
 __all__ = ["DOC_SETS", "DocWeb", "doc_web"]
 
@@ -144,19 +141,7 @@ class _DocApp:
 
 async def serve(roots: dict[str, Path], port: int, addresses: int, log_dir: Path) -> None:
     """Serve ``roots`` (virtual host -> directory) until SIGTERM, then write the log."""
-    app = _DocApp(roots, port)
-    loop = asyncio.get_running_loop()
-    servers = []
-    for sock in bind_loopback([f"127.0.0.{i + 1}" for i in range(addresses)], port, reuse_port=True):
-        servers.append(await loop.create_server(lambda: Connection(app), sock=sock, backlog=4096))
-    stop = asyncio.Event()
-    loop.add_signal_handler(signal.SIGTERM, stop.set)
-    (log_dir / f"ready-{os.getpid()}").touch()
-    await stop.wait()
-    for server in servers:
-        server.close()
-    with (log_dir / f"log-{os.getpid()}.jsonl").open("w") as f:
-        f.writelines(RequestRecord(*entry).to_json() + "\n" for entry in app.log)
+    await run_app(_DocApp(roots, port), port, addresses, log_dir)
 
 
 def main() -> None:

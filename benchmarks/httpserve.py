@@ -106,6 +106,9 @@ class _SiteApp:
 
 
 class App(Protocol):
+    log: list[tuple[str, str, str, str, float, float, int]]
+    """One entry per request: the fields of :class:`RequestRecord`, without ``wall``."""
+
     def handle(self, head: bytes, transport: asyncio.Transport) -> bool:
         """Answer one request; returns whether to close the connection."""
         ...
@@ -143,7 +146,11 @@ async def serve(spec: SiteSpec, site_dir: Path, port: int, addresses: int, log_d
     offsets.frombytes((site_dir / "offsets.bin").read_bytes())
     with (site_dir / "pages.bin").open("rb") as f:
         pages = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    app = _SiteApp(Site(spec), port, memoryview(pages), offsets)
+    await run_app(_SiteApp(Site(spec), port, memoryview(pages), offsets), port, addresses, log_dir)
+
+
+async def run_app(app: App, port: int, addresses: int, log_dir: Path) -> None:
+    """Serve ``app`` on ``addresses`` loopback addresses until SIGTERM, then write its log."""
     loop = asyncio.get_running_loop()
     servers = []
     for sock in bind_loopback([f"127.0.0.{i + 1}" for i in range(addresses)], port, reuse_port=True):
