@@ -24,6 +24,11 @@ def crawl_some(rig: Rig, now: float, pages: int) -> float:
     for h in HOSTS:
         rig.frontier.add_seed(canon(f"http://{h}/"), now)
         rig.frontier.add_many([canon(f"http://{h}/p{i}") for i in range(4)], 1, 0.5, now)
+    return serve(rig, now, pages)
+
+
+def serve(rig: Rig, now: float, pages: int) -> float:
+    """Serve leases (robots.txt with a Crawl-delay of 0.75 s) until ``pages`` pages were fetched."""
     fetched = 0
     while fetched < pages:
         got = rig.frontier.lease(now)
@@ -126,20 +131,7 @@ def test_adopt_drops_urls_queued_here_that_the_exporter_finished(tmp_path: Path)
     a = Rig(tmp_path / "a", cfg=CFG)
     a.frontier.add_seed(canon("http://x.test/"), 0.0)
     a.frontier.add(canon("http://x.test/1"), 1, 1.0, 0.0)
-    now = 0.0
-    while True:  # robots.txt, then the seed
-        got = a.frontier.lease(now)
-        if isinstance(got, Wait):
-            assert got.until is not None
-            now = got.until
-            continue
-        assert isinstance(got, Lease)
-        if got.kind == "robots":
-            a.complete_robots(got, now, body=b"User-agent: *\nCrawl-delay: 0.75\n")
-            continue
-        assert got.url == canon("http://x.test/")
-        a.complete(got, now)
-        break
+    now = serve(a, 0.0, 1)  # robots.txt, then the seed (depth 0 goes first)
     b = Rig(tmp_path / "b", cfg=CFG)
     b.frontier.add_seed(canon("http://x.test/"), 0.0)  # the joining node's config seed
     b.frontier.add(canon("http://x.test/2"), 1, 1.0, 0.0)  # routed here already: not finished there
