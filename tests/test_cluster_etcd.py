@@ -18,6 +18,7 @@ from polecat.cluster.ownership import Release
 from polecat.cluster.ring import Ring
 from polecat.frontier.slices import SLICES
 from polecat.testing.etcd import EtcdServer
+from tests.async_helpers import ends_when_cancelled
 
 TTL = 2
 
@@ -226,10 +227,7 @@ async def test_a_cancelled_ownership_loop_ends_even_when_work_arrives_in_the_sam
             for _ in range(5):
                 await asyncio.sleep(0)  # parked, waiting for work
             m._queue([Release(frozenset())])  # nothing to export or delete: no client call
-            for _ in range(k):
-                await asyncio.sleep(0)
-            task.cancel()
-            done, _ = await asyncio.wait([task], timeout=2.0)
-            assert done, f"the ownership loop ran on after its cancel ({k} iterations after the work)"
+            assert await ends_when_cancelled(task, k), \
+                f"the ownership loop ran on after its cancel ({k} iterations after the work)"
         finally:
             task.cancel()

@@ -30,6 +30,7 @@ from polecat.cluster.sender import HandoffSender, Send
 from polecat.dedup.canon import host_key
 from polecat.frontier.slices import slice_of
 from polecat.testing.cluster import FakeMembership, FakeTransport
+from tests.async_helpers import ends_when_cancelled
 from tests.frontier_helpers import Rig
 
 urls_st = st.lists(st.builds(HandoffUrl, st.text(min_size=1, max_size=80), st.integers(0, 60),
@@ -257,11 +258,8 @@ async def test_a_cancelled_handoff_loop_ends_even_when_woken_in_the_same_instant
                 await asyncio.sleep(0)
             assert h.sender.failing("w1")
             h.commit()
-            for _ in range(k):
-                await asyncio.sleep(0)
-            task.cancel()
-            done, _ = await asyncio.wait([task], timeout=2.0)
-            assert done, f"the hand-off loop ran on after its cancel ({k} iterations after a wake-up)"
+            assert await ends_when_cancelled(task, k), \
+                f"the hand-off loop ran on after its cancel ({k} iterations after a wake-up)"
         finally:
             task.cancel()
             box.close()
