@@ -12,7 +12,9 @@ weighting by raw term frequency keeps edits small but makes every pair of Englis
 word sets: about 0.024 per bit for 3 % of words changed, 0.25-0.35 for unrelated pages or pages sharing
 only a template.
 
-Algorithm (numpy: no Python loop over words but for words over 16 bytes):
+Algorithm (numpy here, the specification: no Python loop over words but for words over 16 bytes; the
+native kernel polecat/dedup/_minhash.c computes the same bits in one pass, and :func:`fingerprint` uses it
+when :func:`polecat.native.load` gives it):
 
 1. Words: lowercase, UTF-8, maximal runs of ``[a-z0-9]`` or non-ASCII bytes. A word of at most 16 bytes
    hashes to 64 bits from its first and last 8 bytes (read straight from the text, masked to its length)
@@ -44,11 +46,14 @@ at most :data:`VERIFY_MAX_DISTANCE` bins differ (benchmarks/README.md, "Dedup").
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 from xxhash import xxh3_64_intdigest
+
+from polecat import native
 
 U64Array = npt.NDArray[np.uint64]
 
@@ -164,18 +169,31 @@ def _verify_sketch(words: U64Array) -> bytes:
     return packed.tobytes()
 
 
+def python_fingerprint(text: str) -> Fingerprint:
+    """:func:`fingerprint` in numpy: the specification of the native kernel, and its fallback."""
+    words = _word_hashes(text)
+    return Fingerprint(_index_bits(words), _verify_sketch(words))
+
+
+_kernel = native.load("polecat.dedup._minhash")
+_native_fingerprint: Callable[[str], tuple[int, bytes]] | None = (
+    None if _kernel is None else _kernel.fingerprint
+)
+
+
 def fingerprint(text: str) -> Fingerprint:
     """Both sketches of ``text`` from one pass of word hashing (algorithm in the module docstring).
 
     Text without words gets index 0 and an all-zero ``verify``: two such texts match each other.
     """
-    words = _word_hashes(text)
-    return Fingerprint(_index_bits(words), _verify_sketch(words))
+    if _native_fingerprint is None:
+        return python_fingerprint(text)
+    return Fingerprint(*_native_fingerprint(text))
 
 
 def minhash(text: str) -> int:
     """The unsigned 64-bit index part of ``fingerprint(text)``."""
-    return _index_bits(_word_hashes(text))
+    return fingerprint(text).index
 
 
 def verify_distance(a: bytes, b: bytes) -> int:

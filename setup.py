@@ -1,0 +1,13 @@
+"""The native kernels (C extensions): the only thing here; metadata is in pyproject.toml.
+
+Each kernel is optional: without a C compiler, or if one fails to build, ``pip install`` still succeeds
+and polecat runs the kernel's pure-Python module instead (polecat/native.py chooses at import).
+"""
+
+from setuptools import Extension, setup
+
+setup(
+    ext_modules=[
+        Extension("polecat.dedup._minhash", ["polecat/dedup/_minhash.c"], optional=True),
+    ]
+)
