@@ -45,6 +45,7 @@ static const uint64_t LOW_MASK = (UINT64_C(1) << 58) - 1;
 static const uint64_t EMPTY = UINT64_MAX;
 /* minhash._ONE_THRESHOLD: np.uint64(int(0.4 * 2**64)), exported as ONE_THRESHOLD and tested equal. */
 static const uint64_t ONE_THRESHOLD = UINT64_C(0x6666666666666800);
+static const uint64_t LAST_BIT = UINT64_C(1) << 63;
 static const uint64_t ASCII_FOLD = UINT64_C(0x2020202020202020);
 
 typedef struct {
@@ -55,7 +56,6 @@ typedef struct {
     uint64_t index[INDEX_BINS];
     uint64_t verify[VERIFY_BINS];
     uint64_t first;     /* the first word's hash: a lone word is its own "bigram" */
-    uint64_t prev;      /* the previous word's hash, for the bigram with the next one */
     Py_ssize_t words;
 } sketch;
 
@@ -112,19 +112,26 @@ static inline uint64_t word_mask64(const uint8_t *p)
 #endif
 }
 
-/* The little-endian uint64 at p[i..i+8), bytes past n read as 0 (minhash.py pads the text with zeros). */
-static inline uint64_t load_le(const uint8_t *p, Py_ssize_t i, Py_ssize_t n)
+/* The little-endian uint64 at p[0..8). */
+static inline uint64_t load8(const uint8_t *p)
 {
     uint64_t v = 0;
-    if (n - i >= 8) {
 #if PY_LITTLE_ENDIAN
-        memcpy(&v, p + i, 8);
+    memcpy(&v, p, 8);
 #else
-        for (int k = 7; k >= 0; k--)
-            v = (v << 8) | p[i + k];
+    for (int k = 7; k >= 0; k--)
+        v = (v << 8) | p[k];
 #endif
-        return v;
-    }
+    return v;
+}
+
+/* The little-endian uint64 at p[i..i+8), bytes at n and past read as 0 (minhash.py pads the text with
+ * zeros), for the last words of a text. */
+static uint64_t load_near_end(const uint8_t *p, Py_ssize_t i, Py_ssize_t n)
+{
+    if (n - i >= 8)
+        return load8(p + i);
+    uint64_t v = 0;
     for (Py_ssize_t k = n - i - 1; k >= 0; k--)
         v = (v << 8) | p[i + k];
     return v;
@@ -174,69 +181,81 @@ static inline void bin_min(uint64_t *mins, uint64_t feature, int shift)
     *slot = value < *slot ? value : *slot; /* a conditional move: which is smaller is a coin toss early on */
 }
 
-static inline void add_word(sketch *s, uint64_t h)
-{
-    bin_min(s->index, h, INDEX_SHIFT);
-    if (s->words)
-        bin_min(s->verify, mix((s->prev * M1 + h) ^ VERIFY_SEED), VERIFY_SHIFT);
-    else
-        s->first = h;
-    s->prev = h;
-    s->words++;
-}
-
-/* Hash the word p[start..end) and add it to the sketch; -1 with an exception set on failure. */
-static inline int emit(module_state *st, sketch *s, const uint8_t *p, Py_ssize_t n, Py_ssize_t start,
-                       Py_ssize_t end, uint64_t fold)
+/* The hash of the word p[start..end) into *h; -1 with an exception set on failure. */
+static inline int word_hash(module_state *st, const uint8_t *p, Py_ssize_t n, Py_ssize_t start,
+                            Py_ssize_t end, uint64_t fold, uint64_t *h)
 {
     Py_ssize_t len = end - start;
-    uint64_t h;
-    if (len <= SHORT_WORD) {
-        Py_ssize_t part = len < 8 ? len : 8;
-        uint64_t mask = part == 8 ? UINT64_MAX : (UINT64_C(1) << (8 * part)) - 1;
-        uint64_t head = (load_le(p, start, n) | fold) & mask;
-        uint64_t tail = (load_le(p, end - part, n) | fold) & mask;
-        h = mix((head * GOLDEN + tail) ^ (uint64_t)len);
+    if (len > SHORT_WORD)
+        return long_word_hash(st, p + start, len, fold != 0, h);
+    Py_ssize_t part = len < 8 ? len : 8;
+    uint64_t mask = UINT64_MAX >> (8 * (8 - part)); /* len >= 1: the shift is at most 56 */
+    uint64_t head, tail;
+    if (end - part <= n - 8) { /* both 8-byte reads (at start <= end - part) lie within the text */
+        head = load8(p + start);
+        tail = load8(p + end - part);
     }
-    else if (long_word_hash(st, p + start, len, fold != 0, &h) < 0) {
-        return -1;
+    else {
+        head = load_near_end(p, start, n);
+        tail = load_near_end(p, end - part, n);
     }
-    add_word(s, h);
+    head = (head | fold) & mask;
+    tail = (tail | fold) & mask;
+    *h = mix((head * GOLDEN + tail) ^ (uint64_t)len);
     return 0;
 }
 
 /* Every word of p[0..n), in order, into the sketch. Per 64-byte chunk: a bit mask of word bytes, the
- * positions of word starts and of word ends (the byte after a word) pulled from it, then the chunk's
- * words hashed in a loop without data-dependent branches (no branch per start or end). */
+ * word starts and word ends (the byte after a word) pulled from it in step, one word per end. The previous
+ * word's hash and the word count live in locals: kept in the sketch, every bin store could alias them. */
 static int scan(module_state *st, sketch *s, const uint8_t *p, Py_ssize_t n, uint64_t fold)
 {
     if (n > PY_SSIZE_T_MAX - 64) {
         PyErr_SetString(PyExc_OverflowError, "text too long to fingerprint");
         return -1;
     }
-    Py_ssize_t starts[65], ends[64]; /* a chunk has at most 32 of each, plus a word open from before */
+    uint64_t *index = s->index, *verify = s->verify;
+    uint64_t prev = 0, first = 0;
+    Py_ssize_t words = 0;
     Py_ssize_t open_start = 0;
     uint64_t carry = 0; /* 1 when the previous chunk ended inside a word (which began at open_start) */
-    for (Py_ssize_t c = 0; c < n; c += 64) {
+    for (Py_ssize_t c = 0; c <= n; c += 64) {
+        /* One pass past the end (c == n, or a short last chunk) closes a word open at the text's end. */
         Py_ssize_t len = n - c < 64 ? n - c : 64;
         uint64_t m = len == 64 ? word_mask64(p + c) : word_mask_tail(p + c, len);
         uint64_t before = (m << 1) | carry; /* bit i: byte i - 1 is a word byte */
-        int n_starts = (int)carry, n_ends = 0;
-        starts[0] = open_start;
-        for (uint64_t b = m & ~before; b; b &= b - 1)
-            starts[n_starts++] = c + (Py_ssize_t)count_trailing_zeros(b);
-        /* In a short (last) chunk the clear bits past its end end its last word at n. */
-        for (uint64_t b = ~m & before; b; b &= b - 1)
-            ends[n_ends++] = c + (Py_ssize_t)count_trailing_zeros(b);
-        for (int k = 0; k < n_ends; k++)
-            if (emit(st, s, p, n, starts[k], ends[k], fold) < 0)
+        /* Starts and ends alternate: each end closes the open word, then the next start opens one. When
+         * no start is left, OR-ing in bit 63 gives a position no later end uses (nor the carry: a
+         * word still open at bit 63 began at a start bit already taken, or before the chunk). */
+        uint64_t start_bits = m & ~before, end_bits = ~m & before;
+        Py_ssize_t start = open_start;
+        if (!carry) {
+            start = c + (Py_ssize_t)count_trailing_zeros(start_bits | LAST_BIT);
+            start_bits &= start_bits - 1;
+        }
+        while (end_bits) {
+            Py_ssize_t end = c + (Py_ssize_t)count_trailing_zeros(end_bits);
+            end_bits &= end_bits - 1;
+            uint64_t h;
+            if (word_hash(st, p, n, start, end, fold, &h) < 0)
                 return -1;
-        carry = len == 64 ? m >> 63 : 0;
-        if (n_starts > n_ends) /* the chunk ends inside a word (then carry is set) */
-            open_start = starts[n_ends];
+            bin_min(index, h, INDEX_SHIFT);
+            if (words)
+                bin_min(verify, mix((prev * M1 + h) ^ VERIFY_SEED), VERIFY_SHIFT);
+            else
+                first = h;
+            prev = h;
+            words++;
+            start = c + (Py_ssize_t)count_trailing_zeros(start_bits | LAST_BIT);
+            start_bits &= start_bits - 1;
+        }
+        if (len < 64)
+            break;
+        carry = m >> 63;
+        open_start = start;
     }
-    if (carry && emit(st, s, p, n, open_start, n, fold) < 0)
-        return -1;
+    s->first = first;
+    s->words = words;
     return 0;
 }
 
@@ -302,7 +321,7 @@ static PyObject *fingerprint(PyObject *module, PyObject *text)
         s.index[i] = EMPTY;
     for (int i = 0; i < VERIFY_BINS; i++)
         s.verify[i] = EMPTY;
-    s.first = s.prev = 0;
+    s.first = 0;
     s.words = 0;
 
     if (PyUnicode_CheckExact(text) && PyUnicode_IS_ASCII(text)) {
