@@ -9,5 +9,6 @@ from setuptools import Extension, setup
 setup(
     ext_modules=[
         Extension("polecat.dedup._minhash", ["polecat/dedup/_minhash.c"], optional=True),
+        Extension("polecat.parse._extract", ["polecat/parse/_extract.c"], optional=True),
     ]
 )

@@ -17,7 +17,7 @@ import importlib
 import os
 from types import ModuleType
 
-KERNELS = ("polecat.dedup._minhash",)
+KERNELS = ("polecat.dedup._minhash", "polecat.parse._extract")
 """Module name of every native kernel that setup.py builds."""
 
 

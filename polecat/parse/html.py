@@ -14,6 +14,11 @@ What is extracted, and why:
 
 Links come back unresolved (raw hrefs plus the effective base): the canonicalizer resolves them with the
 WHATWG parser in one step.
+
+Two paths give the same answer: :func:`parse_html_python` (selectolax's Python API: the specification)
+and, when it is built and verified, the native kernel (``polecat/parse/_extract.c``: lexbor's parse and one
+walk of its tree in C; see polecat/parse/html_native.py). Both hand the ``<meta>``, ``<link>`` and
+``<base>`` attributes they read to :func:`_page`, the one owner of those rules.
 """
 
 from __future__ import annotations
@@ -23,6 +28,9 @@ from dataclasses import dataclass
 
 from ada_url import join_url
 from selectolax.lexbor import LexborHTMLParser
+
+from polecat import native
+from polecat.parse.html_native import Kernel
 
 _SKIP_SCHEMES = ("javascript:", "mailto:", "data:", "tel:", "about:", "blob:", "file:", "ftp:", "sms:")
 _INVISIBLE = ("script", "style", "noscript", "template")
@@ -61,14 +69,40 @@ _SELECTOR = "a[href], area[href], base[href], link[rel][href], meta[name], title
 """Everything parse_html needs, in one tree traversal (each css() call walks the whole document)."""
 
 
-def parse_html(html: str, url: str, *, agent_token: str = "polecat") -> ParsedPage:
-    """Extract links, canonical, meta robots and text from an HTML document fetched from ``url``."""
-    tree = LexborHTMLParser(html)
-    base = url
-    base_seen = False
+def _page(url: str, agent_token: str, links: tuple[str, ...], title: str, text: str,
+          metas: list[tuple[str | None, str | None]], canonicals: list[tuple[str | None, str | None]],
+          bases: list[str | None]) -> ParsedPage:
+    """The page from its followable links and the raw attributes of its ``<meta name>`` (name, content),
+    ``<link rel>`` (rel, href) and ``<base href>`` elements, each in document order: one owner of these
+    rules for both paths."""
     nofollow = noindex = False
-    hrefs: list[tuple[str, str | None]] = []
+    for name, content in metas:
+        if (name or "").strip().lower() in ("robots", agent_token):
+            nf, ni = _robots_meta(content or "")
+            nofollow, noindex = nofollow or nf, noindex or ni
     canonical = None
+    for rel, href in canonicals:
+        if "canonical" in (rel or "").lower().split():
+            canonical = (href or "").strip() or None
+            if canonical is not None:
+                break
+    base = url
+    for href in bases:
+        base_href = (href or "").strip()
+        if base_href and not _skip(base_href):  # the first <base href> wins, as in browsers
+            with contextlib.suppress(ValueError):  # an unparsable <base> is ignored, as browsers do
+                base = join_url(url, base_href)
+            break
+    return ParsedPage(base, () if nofollow else links, canonical, nofollow, noindex, text, title)
+
+
+def parse_html_python(html: str, url: str, *, agent_token: str = "polecat") -> ParsedPage:
+    """:func:`parse_html` with selectolax's Python API: the specification of the native kernel."""
+    tree = LexborHTMLParser(html)
+    hrefs: list[tuple[str, str | None]] = []
+    metas: list[tuple[str | None, str | None]] = []
+    canonicals: list[tuple[str | None, str | None]] = []
+    bases: list[str | None] = []
     title = ""
     invisible = []
     for node in tree.css(_SELECTOR):
@@ -81,29 +115,47 @@ def parse_html(html: str, url: str, *, agent_token: str = "polecat") -> ParsedPa
         elif tag in _INVISIBLE:
             invisible.append(node)
         elif tag == "meta":
-            name = (node.attrs.get("name") or "").strip().lower()
-            if name in ("robots", agent_token):
-                nf, ni = _robots_meta(node.attrs.get("content") or "")
-                nofollow, noindex = nofollow or nf, noindex or ni
+            metas.append((node.attrs.get("name"), node.attrs.get("content")))
         elif tag == "link":
-            if canonical is None and "canonical" in (node.attrs.get("rel") or "").lower().split():
-                canonical = (node.attrs.get("href") or "").strip() or None
+            canonicals.append((node.attrs.get("rel"), node.attrs.get("href")))
         elif tag == "base":
-            base_href = (node.attrs.get("href") or "").strip()
-            if not base_seen and base_href and not _skip(base_href):
-                base_seen = True  # the first <base href> wins, as in browsers
-                with contextlib.suppress(ValueError):  # an unparsable <base> is ignored, as browsers do
-                    base = join_url(url, base_href)
+            bases.append(node.attrs.get("href"))
         elif tag == "title" and not title:
             title = node.text(strip=True)
     links: dict[str, None] = {}
-    if not nofollow:
-        for href, rel in hrefs:
-            if rel and "nofollow" in rel.lower().split():
-                continue
-            links[href.strip()] = None
+    for href, rel in hrefs:
+        if rel and "nofollow" in rel.lower().split():
+            continue
+        links[href.strip()] = None
     for node in invisible:
         node.decompose()
     body = tree.body
     text = body.text(separator=" ", strip=True) if body is not None else ""
-    return ParsedPage(base, tuple(links), canonical, nofollow, noindex, text, title)
+    return _page(url, agent_token, tuple(links), title, text, metas, canonicals, bases)
+
+
+def parse_html(html: str, url: str, *, agent_token: str = "polecat") -> ParsedPage:
+    """Extract links, canonical, meta robots and text from an HTML document fetched from ``url``."""
+    extract = _kernel.extract
+    if extract is not None:
+        try:
+            raw = extract(html)
+        except _kernel.error as e:
+            _kernel.fell_back(url, e)
+        else:
+            return _page(url, agent_token, *raw)
+    return parse_html_python(html, url, agent_token=agent_token)
+
+
+def _differs(html: str) -> str | None:
+    """How the native and Python paths differ on ``html`` (``None``: they agree)."""
+    assert _kernel.extract is not None
+    url = "http://self.test/a/"
+    native_page = _page(url, "polecat", *_kernel.extract(html))
+    python_page = parse_html_python(html, url)
+    return None if native_page == python_page else f"on {html[:60]!r}: {native_page} != {python_page}"
+
+
+_kernel = Kernel(native.load("polecat.parse._extract"))
+"""The native kernel, when built, bound and verified (polecat/parse/html_native.py)."""
+_kernel.verify(_differs)
