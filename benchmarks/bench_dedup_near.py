@@ -170,7 +170,8 @@ def replay(name: str, pages: list[WebPage], distance: int) -> str:
     collapsed = wrong = index_only_wrong = 0
     with tempfile.TemporaryDirectory() as tmp:
         env = lmdb.open(tmp, map_size=1 << 30, max_dbs=1)
-        index = NearDupIndex(env.open_db(b"near", dupsort=True))
+        db = env.open_db(b"near", dupsort=True)
+        index = NearDupIndex(db)
         with env.begin(write=True) as txn:
             for k, (original, digest, fp) in enumerate(pages):
                 if digest in seen:
@@ -181,7 +182,8 @@ def replay(name: str, pages: list[WebPage], distance: int) -> str:
                 index_only_wrong += any(pages[stored[j]][0] != original for j in np.flatnonzero(close <= 3))
                 match = index.find(txn, fp, distance)
                 if match is None:
-                    index.add(txn, fp, k.to_bytes(4, "big"))
+                    for w in index.add(fp, k.to_bytes(4, "big")):
+                        txn.put(w.key, w.value, db=db)
                     stored.append(k)
                     continue
                 collapsed += 1

@@ -106,7 +106,7 @@ async def rounds(args: argparse.Namespace) -> None:
         rng = random.Random(1)
         for i in range(args.round_urls):
             host = rng.randrange(args.round_hosts)
-            front.add(f"http://h{host}.bench.test/s/{i % 97}/p-{i}.html", 1, 0.5, 0.0)
+            db.applied(front.add(f"http://h{host}.bench.test/s/{i % 97}/p-{i}.html", 1, 0.5, 0.0))
             if front.pending_ops >= cfg.frontier.commit_ops:
                 front.commit()
         front.commit()
@@ -116,7 +116,7 @@ async def rounds(args: argparse.Namespace) -> None:
         for label in ("first round", "after a change"):
             if label != "first round":
                 for h in range(args.change):
-                    front.add(f"http://h{h}.bench.test/new", 1, 0.5, 0.0)
+                    db.applied(front.add(f"http://h{h}.bench.test/new", 1, 0.5, 0.0))
                 front.commit()
             snapshot = front.snapshot()
             lags: list[float] = []
@@ -137,14 +137,14 @@ async def rounds(args: argparse.Namespace) -> None:
                   f"objects, {report.bytes / 1e6:.1f} MB; loop lag max {1000 * lags[-1]:.1f} ms, "
                   f"p99 {1000 * lags[int(0.99 * (len(lags) - 1))]:.1f} ms ({len(lags)} ticks)", flush=True)
         half = frozenset(range(0, SLICES, 2))
-        _, heir = open_frontier(work / "b", cfg, args.round_urls)
+        heir_db, heir = open_frontier(work / "b", cfg, args.round_urls)
         t0 = time.perf_counter()
         bundles = await asyncio.to_thread(store.fetch, manifest, half)
         t1 = time.perf_counter()
         queued, stall = 0, 0.0
         for bundle in bundles:  # as Failover.restore does: one object at a time, the loop runs between
             t = time.perf_counter()
-            queued += heir.adopt(bundle, 10.0).queued
+            queued += heir_db.applied(heir.adopt(bundle, 10.0)).queued
             stall = max(stall, time.perf_counter() - t)
         heir.commit()
         t2 = time.perf_counter()

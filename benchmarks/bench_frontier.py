@@ -76,11 +76,11 @@ def admit_cost(workdir: Path, args: argparse.Namespace) -> None:
                   for k in range(args.links)] for p in range(args.admit)]
         page += args.admit
         for name in names[r % 3:] + names[: r % 3]:  # each way goes first in turn
-            frontier = ways[name][2]
+            db, _, frontier = ways[name]
             add = frontier.add_many if name == "add_many" else frontier.admit
             t0 = time.process_time()
             for links in pages:
-                add(links, 1, 0.1, 0.0)
+                db.apply(add(links, 1, 0.1, 0.0).writes)
                 if frontier.pending_ops >= CFG.frontier.commit_ops:
                     frontier.commit()
             frontier.commit()
@@ -112,7 +112,8 @@ def main() -> None:
     t0, c0 = time.perf_counter(), time.process_time()
     for i in range(args.urls):
         host = rng.randrange(args.hosts)
-        frontier.add(f"http://h{host}.bench.test/section/{i % 97}/page-{i}.html", 1 + i % 7, 0.5, 0.0)
+        url = f"http://h{host}.bench.test/section/{i % 97}/page-{i}.html"
+        db.applied(frontier.add(url, 1 + i % 7, 0.5, 0.0))
         if frontier.pending_ops >= CFG.frontier.commit_ops:
             frontier.commit()
     frontier.commit()
@@ -130,7 +131,7 @@ def main() -> None:
     done = 0
     t0, c0 = time.perf_counter(), time.process_time()
     while done < args.pops:
-        got = frontier.lease(now)
+        got = db.applied(frontier.lease(now))
         if not isinstance(got, Lease):
             now += 0.001
             continue

@@ -51,7 +51,7 @@ def main() -> None:
     t0 = time.perf_counter()
     for i in range(args.urls):
         host = rng.randrange(args.hosts)
-        a.add(f"http://h{host}.bench.test/section/{i % 97}/page-{i}.html", 1 + i % 7, 0.5, 0.0)
+        db_a.applied(a.add(f"http://h{host}.bench.test/section/{i % 97}/page-{i}.html", 1 + i % 7, 0.5, 0.0))
         if a.pending_ops >= cfg.frontier.commit_ops:
             a.commit()
     a.commit()
@@ -65,10 +65,10 @@ def main() -> None:
         raw = a.export_slices(ids).to_bytes()
         t1 = time.perf_counter()
         bundle = SliceBundle.read(io.BytesIO(raw))
-        report = b.adopt(bundle, 10.0)
+        report = db_b.applied(b.adopt(bundle, 10.0))
         b.commit()
         t2 = time.perf_counter()
-        a.release_slices(ids)
+        db_a.apply(a.release_slices(ids))
         a.commit()
         t3 = time.perf_counter()
         export_s += t1 - t0

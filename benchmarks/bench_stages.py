@@ -68,14 +68,14 @@ def stages(corpus: Corpus) -> list[tuple[str, float]]:
     links: list[list[str]] = []
     timed("canonicalize links", n, lambda i: links.append(canon.canonicalize_links(parsed[i].links,
                                                                                    parsed[i].base)), rows)
-    timed("frontier add (seen-set)", n, lambda i: frontier.add_many(links[i], 1, 0.1, 0.0), rows)
+    timed("frontier add (seen-set)", n, lambda i: db.applied(frontier.add_many(links[i], 1, 0.1, 0.0)), rows)
     digests: list[bytes] = []
     timed("content hash", n, lambda i: digests.append(content_hash(bodies[i])), rows)
     fps = []
     timed("near-dup fingerprint", n, lambda i: fps.append(fingerprint(parsed[i].text)), rows)
     def index(i: int) -> None:
         if near.find(db.txn, fps[i]) is None:
-            near.add(db.txn, fps[i], digests[i])
+            db.apply(near.add(fps[i], digests[i]))
 
     timed("near-dup index", n, index, rows)
     timed("store put (WARC, zstd)", n, lambda i: store.put(

@@ -141,7 +141,7 @@ def resize_bench(out: Path, old: int, new: int, queued: int, hosts: int) -> None
         for i in range(queued):
             url = f"http://h{i % hosts}.test/p/{i}"
             if ring.owner(slice_of(host_key(url))) == f"w{k}":
-                lf.frontier.add(url, 1, 1.0, now)
+                lf.db.applied(lf.frontier.add(url, 1, 1.0, now))
         lf.checkpoint()
         lf.close()
     print(f"built {old} worker frontiers with {queued:,} queued URLs over {hosts:,} hosts in "

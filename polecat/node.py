@@ -47,6 +47,9 @@ from polecat.store.segstore import open_store
 if TYPE_CHECKING:
     from polecat.cluster.batch import Batch
     from polecat.cluster.link import ClusterLink
+    from polecat.frontier.bundle import SliceBundle
+    from polecat.frontier.records import AdoptReport
+    from polecat.frontier.routing import Admission
 
 log = logging.getLogger("polecat")
 
@@ -201,12 +204,13 @@ class Crawler:
         if canonical is None:
             raise PolecatError(f"seed {url!r} is not an http(s) URL")
         if not self._frontier.owns(canonical):  # its owner queues it; the host still joins the scope here
-            self._frontier.add_scope_host(host_key(canonical))
+            self._db.apply(self._frontier.add_scope_host(host_key(canonical)))
             if forward and self._link is not None:
                 self._link.forward([HandoffUrl(canonical, 0, importance, seed=True)])
                 return "forwarded"
             return "other_owner"
-        decision = self._frontier.add_seed(canonical, self._clock.wall() if now is None else now, importance)
+        decision = self._db.applied(
+            self._frontier.add_seed(canonical, self._clock.wall() if now is None else now, importance))
         if decision not in (ACCEPTED, SEEN):
             self._seeds_refused.append((url, decision))
         self._wake.set()
@@ -215,28 +219,28 @@ class Crawler:
     def block(self, pattern: str) -> int:
         """Block hosts matching ``pattern`` (``example.com`` or ``*.example.com``) from now on, persisted:
         their queued URLs are recorded done (reason ``blocked``). Returns how many were dropped."""
-        return self._frontier.block(pattern)
+        return self._db.applied(self._frontier.block(pattern))
 
     def throttle(self, pattern: str, rate: float) -> None:
         """Set the request rate (req/s) of hosts matching ``pattern``, persisted across restarts."""
         if not rate > 0:
             raise PolecatError(f"throttle rate for {pattern!r} must be > 0, got {rate}")
-        self._frontier.set_throttle(pattern, rate)
+        self._db.apply(self._frontier.set_throttle(pattern, rate))
 
     def unblock(self, pattern: str) -> bool:
         """Lift the block of exactly ``pattern`` (persisted); False if it was not blocked. URLs dropped
         while it held stay done (``skipped:blocked``); URLs found from now on are accepted."""
-        return self._frontier.unblock(pattern)
+        return self._db.applied(self._frontier.unblock(pattern))
 
     def unthrottle(self, pattern: str) -> bool:
         """Drop the rate override of exactly ``pattern`` (persisted); False if there was none. Its hosts
         go back to the default rate from their next request."""
-        return self._frontier.unthrottle(pattern)
+        return self._db.applied(self._frontier.unthrottle(pattern))
 
     def pause(self, paused: bool = True) -> None:
         """Stop (or, with False, resume) leasing new requests (persisted at the next checkpoint);
         in-flight requests finish."""
-        self._frontier.set_paused(paused)
+        self._db.apply(self._frontier.set_paused(paused))
         self._wake.set()
 
     @property
@@ -278,6 +282,28 @@ class Crawler:
             self._owned = slices
             self._frontier.set_owned(slices, self._clock.wall())
             self._wake.set()
+
+    def throttle_now(self, pattern: str, rate: float) -> None:
+        """:meth:`throttle` for a running crawl: matching hosts wait one new interval before their next
+        request (:meth:`Frontier.throttle_now`)."""
+        self._db.apply(self._frontier.throttle_now(pattern, rate, self._clock.wall()))
+
+    def adopt(self, bundle: SliceBundle, now: float | None = None) -> AdoptReport:
+        """Take over the slices of ``bundle`` (durable at the next checkpoint)."""
+        report = self._db.applied(self._frontier.adopt(bundle, self._clock.wall() if now is None else now))
+        self._wake.set()
+        return report
+
+    def release_slices(self, slices: Iterable[int]) -> None:
+        """Drop ``slices`` from this node's frontier once their new owner holds them."""
+        self._db.apply(self._frontier.release_slices(slices))
+
+    def admit(self, urls: Iterable[str], depth: int, importance: float, *, hops: int = 0) -> Admission:
+        """Route discovered URLs (:meth:`Frontier.admit`): the owned ones queued, the others answered."""
+        now = self._clock.wall()
+        admission = self._db.applied(self._frontier.admit(urls, depth, importance, now, hops=hops))
+        self._wake.set()
+        return admission
 
     def robots_file(self, origin: str) -> tuple[int, float, bytes] | None:
         """The stored robots.txt answer of ``origin``: status, fetch time, body; None if none."""
@@ -335,7 +361,7 @@ class Crawler:
                 if link is not None and link.backlogged():
                     await self._sleep(loop, now + BACKLOG_RECHECK)  # owners are slow to accept: wait
                     continue
-                decision = self._frontier.lease(now)
+                decision = self._db.applied(self._frontier.lease(now))
                 self._quiet = isinstance(decision, Idle)
                 if isinstance(decision, Lease):
                     if decision.kind == "page":
@@ -391,7 +417,7 @@ class Crawler:
     def _scan_due(self, now: float, serve: bool) -> None:
         """Queue the URLs whose refresh is due: once per run, or every scan interval for a node."""
         window = self.config.refresh.scan_interval if serve else None
-        queued, fresh = self._frontier.requeue_due(now, window=window)
+        queued, fresh = self._db.applied(self._frontier.requeue_due(now, window=window))
         self._refresh_queued += queued
         self._freshness = (fresh.tracked, fresh.due, fresh.important, fresh.within)
         self._next_scan = now + self.config.refresh.scan_interval if serve else math.inf
@@ -501,7 +527,7 @@ class Crawler:
             # Tagged with the counter the commit below writes: a crash in between forces a rebuild.
             self._seen.save(self._bloom_path, self._db.next_seq)
             self._last_bloom_save = now
-        self._frontier.prepare_commit()
+        self._db.apply(self._frontier.prepare_commit())
 
     def _committed(self, started: float) -> None:
         ended = self._clock.wall()
@@ -574,9 +600,9 @@ class Crawler:
         as a seed (its host joins the scope)."""
         for u in urls:
             if u.seed:
-                self._frontier.add_seed(u.url, now, u.importance)
+                self._db.applied(self._frontier.add_seed(u.url, now, u.importance))
             else:
-                self._frontier.add(u.url, u.depth, u.importance, now, hops=u.hops)
+                self._db.applied(self._frontier.add(u.url, u.depth, u.importance, now, hops=u.hops))
         self._wake.set()
 
     @property

@@ -185,7 +185,7 @@ class PagePipeline:
             if url is None or url in self._sitemaps:
                 continue
             self._sitemaps[url] = self._walk(url)
-            self._frontier.add(url, 0, SITEMAP_IMPORTANCE, now)
+            self._db.applied(self._frontier.add(url, 0, SITEMAP_IMPORTANCE, now))
             self._wake()
 
     def _walk(self, root: str) -> SitemapWalk:
@@ -210,7 +210,7 @@ class PagePipeline:
         result.sitemaps = self._canon.canonicalize_links(result.sitemaps, lease.url)
         for child in walk.children(lease.url, result):
             self._sitemaps[child] = walk
-            self._frontier.add(child, lease.depth, lease.importance, now)
+            self._db.applied(self._frontier.add(child, lease.depth, lease.importance, now))
         urls = self._sitemap_urls(result, lease, now)
         self._wake()
         if result.error is not None:
@@ -230,9 +230,11 @@ class PagePipeline:
             weight = 0.5 if entry.priority is None else entry.priority
             by_priority.setdefault(weight, []).append(url)
             if entry.lastmod is not None or entry.changefreq is not None:
-                self._frontier.set_prior(url, Prior(entry.lastmod, entry.changefreq, entry.priority))
+                prior = Prior(entry.lastmod, entry.changefreq, entry.priority)
+                self._db.apply(self._frontier.set_prior(url, prior))
         for weight, urls in by_priority.items():
-            self._frontier.add_many(urls, lease.depth + 1, share * max(weight, 0.01) / 0.5, now)
+            importance = share * max(weight, 0.01) / 0.5
+            self._db.applied(self._frontier.add_many(urls, lease.depth + 1, importance, now))
         return [u for urls in by_priority.values() for u in urls]
 
     def _parse(self, url: str, body: bytes, charset: str | None) -> tuple[ParsedPage, str, list[str]]:
@@ -273,7 +275,7 @@ class PagePipeline:
             return
         probe = self._soft404.duplicate_seen(lease.host, lease.url)
         if probe is not None:
-            self._frontier.add(probe, 0, PROBE_IMPORTANCE, now)
+            self._db.applied(self._frontier.add(probe, 0, PROBE_IMPORTANCE, now))
             self._wake()
 
     def _near_duplicate(self, url: str, digest: bytes, text: str) -> tuple[bytes, str] | None:
@@ -290,7 +292,7 @@ class PagePipeline:
     def _index(self, url: str, digest: bytes, fp: Fingerprint) -> None:
         payload = digest + url.encode()
         if len(payload) <= MAX_PAYLOAD:  # an LMDB dupsort value limit; such long URLs are rare
-            self._near.add(self._db.txn, fp, payload)
+            self._db.apply(self._near.add(fp, payload))
 
     def _store_record(self, url: str, resp: Response, started: float, body: bytes | None, *,
                       digest: bytes | None = None, skipped: str = "") -> None:
@@ -322,7 +324,7 @@ class PagePipeline:
     def _admit(self, urls: tuple[str, ...] | list[str], depth: int, importance: float, now: float,
                hops: int) -> None:
         """Routing before dedup (polecat/frontier/routing.py): the frontier decides, the link stages."""
-        admission = self._frontier.admit(urls, depth, importance, now, hops=hops)
+        admission = self._db.applied(self._frontier.admit(urls, depth, importance, now, hops=hops))
         if admission.outbox and self._stage is not None:
             self._stage(admission, depth, importance, hops)
         if admission.accepted:

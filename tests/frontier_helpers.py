@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from polecat.config import Config, PolitenessConfig
 from polecat.dedup.canon import Canonicalizer
@@ -14,6 +15,7 @@ from polecat.frontier.db import FrontierDB
 from polecat.frontier.frontier import Frontier
 from polecat.frontier.politeness import Attempt
 from polecat.frontier.records import Completion, Lease, Outcome, RobotsOutcome
+from polecat.frontier.writes import Decided, Delete, DeleteSlices, Put
 
 CANON = Canonicalizer()
 
@@ -22,6 +24,32 @@ def canon(url: str) -> str:
     c = CANON.canonicalize(url)
     assert c is not None
     return c
+
+
+class Applying:
+    """A frontier whose decisions are applied as they are made, as the node does with each call: a
+    :class:`Decided` answers its value once its writes are applied, a list of writes is applied; reads
+    pass through. The frontier itself is :attr:`raw` (tests of the writes a decision returns use it)."""
+
+    def __init__(self, frontier: Frontier, db: FrontierDB) -> None:
+        self.raw = frontier
+        self._db = db
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.raw, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            got = attr(*args, **kwargs)
+            if isinstance(got, Decided):
+                return self._db.applied(got)
+            if isinstance(got, list) and got and all(isinstance(w, Put | Delete | DeleteSlices) for w in got):
+                self._db.apply(got)
+                return None
+            return got
+
+        return call
 
 
 @dataclass
@@ -43,8 +71,9 @@ class Rig:
         self.seen = SeenSet.restore(self.db.env, self.db.seen, self.path / "seen.bloom", self.db.seq,
                                     10_000, 0.01)
         self.robots = RobotsPolicy(self.cfg.robots, self.cfg.fetch.user_agent)
-        self.frontier = Frontier(self.db, self.cfg, self.robots, self.seen, self.now,
-                                 rng=random.Random(self.seed))
+        self.raw = Frontier(self.db, self.cfg, self.robots, self.seen, self.now, rng=random.Random(self.seed))
+        self.frontier: Any = Applying(self.raw, self.db)
+        """The frontier, each decision applied as made (:class:`Applying`)."""
 
     def crash(self) -> None:
         """Drop everything since the last commit, as kill -9 would."""
@@ -58,11 +87,11 @@ class Rig:
                         duration: float = 0.01) -> None:
         assert lease.kind == "robots"
         result = replace(done(now, duration=duration, status=status), robots=RobotsOutcome(status, body))
-        self.db.apply(self.frontier.complete(lease, result, now + duration))
+        self.db.apply(self.raw.complete(lease, result, now + duration))
 
     def complete(self, lease: Lease, now: float, outcome: Outcome = "fetched", *, status: int = 200,
                  duration: float = 0.01, retry_after: float | None = None, failed: bool = False) -> None:
-        self.db.apply(self.frontier.complete(
+        self.db.apply(self.raw.complete(
             lease, done(now, duration=duration, status=status, retry_after=retry_after, failed=failed,
                         outcome=outcome), now + duration))
 

@@ -28,8 +28,9 @@ from polecat.cluster.checkpoint_plan import (
 from polecat.cluster.checkpoints import CheckpointStore, RoundReport
 from polecat.cluster.failover import Failover
 from polecat.cluster.ring import Ring
+from polecat.frontier.bundle import SliceBundle
 from polecat.frontier.frontier import Frontier
-from polecat.frontier.records import Lease, QueuedUrl
+from polecat.frontier.records import AdoptReport, Lease, QueuedUrl
 from polecat.frontier.slices import SLICES, slice_of
 from tests.frontier_helpers import Rig, canon
 from tests.test_frontier_handover import CFG, HOSTS, crawl_some, drain, queued_urls
@@ -211,6 +212,9 @@ class _Node:
 
     async def checkpoint(self) -> None:
         self.rig.frontier.commit()
+
+    def adopt(self, bundle: SliceBundle, now: float | None = None) -> AdoptReport:
+        return self.rig.db.applied(self.rig.raw.adopt(bundle, now or 0.0))
 
 
 async def test_failover_restores_a_dead_members_slices_once_then_checkpoints_them_as_its_own(

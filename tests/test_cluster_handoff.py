@@ -200,7 +200,7 @@ def test_a_bound_frontier_admits_by_the_links_latest_ring(tmp_path: Path) -> Non
     link = ClusterLink(FakeMembership("w1", members), Handoff("w1", box, _NoTransport(), {}),
                        HandoffReceiver(_never_called), max_backlog=10**6)
     rig = Rig(tmp_path)
-    link.bind(rig.frontier)
+    link.bind(rig.raw)
     urls = [f"http://h{i}.test/p" for i in range(40)]
     admission = rig.frontier.admit(urls, 1, 1.0, 0.0)
     link.stage(admission, 1, 1.0)

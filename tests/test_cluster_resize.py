@@ -100,7 +100,7 @@ def _queue_by_ring(cfg: Config, ring: Ring, urls: list[str]) -> None:
         lf = open_local(worker_config(cfg, k, len(ring.members)), now)
         for u in urls:
             if ring.owner(slice_of(host_key(u))) == f"w{k}":
-                lf.frontier.add(u, 1, 1.0, now)
+                lf.db.applied(lf.frontier.add(u, 1, 1.0, now))
         lf.checkpoint()
         lf.close()
 

@@ -43,7 +43,7 @@ def test_export_adopt_round_trip_finishes_on_b(test_web: TestWebFactory, tmp_pat
 
     cfg_b = replace(cfg_a, data_dir=tmp_path / "b", scope=replace(cfg_a.scope, seeds=(), max_pages=0))
     b = open_local(cfg_b, time.time())
-    report = b.frontier.adopt(SliceBundle.read(io.BytesIO(raw)), time.time())
+    report = b.db.applied(b.frontier.adopt(SliceBundle.read(io.BytesIO(raw)), time.time()))
     assert report.queued == queued_on_a and report.duplicates == 0
     b.checkpoint()
     b.close()

@@ -32,22 +32,31 @@ def _open(
     return db, SeenSet.restore(env, db, tmp_path / "seen.bloom", tag, capacity, fp_rate)
 
 
+def _add(seen: SeenSet, txn: Any, fps: list[bytes]) -> list[bool]:
+    """Mark ``fps`` and write the new ones to the table, as the frontier's applied writes do."""
+    new = seen.mark_many(txn, fps)
+    for fp, is_new in zip(fps, new, strict=True):
+        if is_new:
+            txn.put(fp, b"", db=seen._db)
+    return new
+
+
 def _entries(env: Any, db: Any) -> int:
     with env.begin(db=db) as txn:
         n: int = txn.stat(db)["entries"]
     return n
 
 
-def test_add_if_new_is_exact_despite_false_positives(env: Any, tmp_path: Path) -> None:
+def test_mark_is_exact_despite_false_positives(env: Any, tmp_path: Path) -> None:
     # A tiny, saturated filter answers "seen" often; the table must keep every answer right.
     db = env.open_db(b"seen")
     seen = SeenSet.restore(env, db, tmp_path / "seen.bloom", 0, capacity=10, fp_rate=0.5)
     keys = _fps(3_000, 1)
     with env.begin(write=True) as txn:
-        assert all(seen.add_if_new(txn, k) for k in keys)
-        assert not any(seen.add_if_new(txn, k) for k in keys)
-        batch = keys[:10] + _fps(5, 2) + keys[:1]
-        assert seen.add_many_if_new(txn, batch) == [False] * 10 + [True] * 5 + [False]
+        assert all(_add(seen, txn, [k])[0] for k in keys)
+        assert not any(seen.mark(txn, k) for k in keys)
+        batch = keys[10:20] + _fps(5, 2) + keys[:1]
+        assert _add(seen, txn, batch) == [False] * 10 + [True] * 5 + [False]
     assert _entries(env, db) == 3_005
     stats = seen.stats()
     assert stats.urls == 3_005
@@ -57,12 +66,14 @@ def test_add_if_new_is_exact_despite_false_positives(env: Any, tmp_path: Path) -
     assert stats.memory_bytes > 0
 
 
-def test_add_many_if_new_flags_repeats_within_a_batch(env: Any, tmp_path: Path) -> None:
+def test_a_marked_key_is_seen_once_written(env: Any, tmp_path: Path) -> None:
+    # The set decides, the caller writes: a key marked new reads as seen once its write is applied.
     _, seen = _open(env, tmp_path, tag=0)
     a, b = _fps(2, 3)
     with env.begin(write=True) as txn:
-        assert seen.add_many_if_new(txn, [a, b, a]) == [True, True, False]
-        assert seen.add_if_new(txn, b) is False
+        assert _add(seen, txn, [a, b]) == [True, True]
+        assert seen.mark_many(txn, [a, b]) == [False, False]
+        assert seen.mark(txn, b) is False
     assert seen.stats().urls == 2
 
 
@@ -71,7 +82,7 @@ def test_observed_false_positive_rate_near_target(env: Any, tmp_path: Path) -> N
     keys = _fps(50_000, 4)
     with env.begin(write=True) as txn:
         for i in range(0, len(keys), 5_000):
-            assert all(seen.add_many_if_new(txn, keys[i : i + 5_000]))
+            assert all(_add(seen, txn, keys[i : i + 5_000]))
     stats = seen.stats()
     assert stats.urls == 50_000
     # Over a filter filling from empty to capacity the average rate is well under the final 1 %.
@@ -83,7 +94,7 @@ def test_restore_uses_the_saved_filter_when_the_tag_matches(env: Any, tmp_path: 
     db, seen = _open(env, tmp_path, tag=0)
     keys = _fps(500, 5)
     with env.begin(write=True) as txn:
-        seen.add_many_if_new(txn, keys)
+        _add(seen, txn, keys)
     seen.save(tmp_path / "seen.bloom", tag=1)
     # Plant an entry the saved filter does not know: a matching tag must trust the file, not rescan.
     planted = _fps(1, 6)[0]
@@ -92,7 +103,7 @@ def test_restore_uses_the_saved_filter_when_the_tag_matches(env: Any, tmp_path: 
     _, restored = _open(env, tmp_path, tag=1)
     assert restored.stats().urls == 501
     with env.begin(write=True) as txn:
-        assert not any(restored.add_many_if_new(txn, keys))
+        assert not any(_add(restored, txn, keys))
         # The file was trusted, not rescanned (a rebuilt filter would know the planted key): keeping the
         # tag in step with commits is the caller's side of the contract.
         assert planted not in restored._bloom
@@ -104,10 +115,10 @@ def test_restore_rebuilds_from_the_table(env: Any, tmp_path: Path, damage: str) 
     _, seen = _open(env, tmp_path, tag=0)
     keys = _fps(2_500, 7)
     with env.begin(write=True) as txn:
-        seen.add_many_if_new(txn, keys[:2_000])
+        _add(seen, txn, keys[:2_000])
     seen.save(tmp_path / "seen.bloom", tag=1)
     with env.begin(write=True) as txn:  # committed after the save: the file is stale
-        seen.add_many_if_new(txn, keys[2_000:])
+        _add(seen, txn, keys[2_000:])
     path = tmp_path / "seen.bloom"
     if damage == "missing":
         path.unlink()
@@ -116,7 +127,7 @@ def test_restore_rebuilds_from_the_table(env: Any, tmp_path: Path, damage: str) 
     _, restored = _open(env, tmp_path, tag=2)
     assert restored.stats().urls == 2_500
     with env.begin(write=True) as txn:
-        assert restored.add_many_if_new(txn, keys) == [False] * 2_500
+        assert _add(restored, txn, keys) == [False] * 2_500
     # Rebuilt from every committed key: the later 500 are in the filter, not found by lookup.
     assert restored.stats().bloom_false_positives == 0
     assert restored.stats().lookups_saved == 0
@@ -126,4 +137,4 @@ def test_restore_of_an_empty_table(env: Any, tmp_path: Path) -> None:
     _, seen = _open(env, tmp_path, tag=5)
     assert seen.stats().urls == 0
     with env.begin(write=True) as txn:
-        assert seen.add_if_new(txn, b"k" * 16) is True
+        assert _add(seen, txn, [b"k" * 16])[0] is True

@@ -365,13 +365,13 @@ def test_complete_returns_its_writes_and_writes_nothing_itself(tmp_path: Path) -
     rig.frontier.add_seed(canon("http://a.test/"), 0.0)
     robots = lease_or_fail(rig, 0.0)
     answered = replace(done(0.0), robots=RobotsOutcome(200, b"User-agent: *\n"))
-    got = rig.frontier.complete(robots, answered, 0.01)
+    got = rig.raw.complete(robots, answered, 0.01)
     assert len(got) == 1 and isinstance(got[0], Put) and got[0].key == robots_key("http://a.test")
     assert rig.frontier.robots_answer("http://a.test") is None  # not written until applied
     rig.db.apply(got)
     assert rig.frontier.robots_answer("http://a.test") is not None
     page = lease_or_fail(rig, 5.0)
-    writes = rig.frontier.complete(page, done(5.0), 5.01)
+    writes = rig.raw.complete(page, done(5.0), 5.01)
     assert [type(w).__name__ + ":" + w.table for w in writes] == ["Delete:queue", "Put:urls"]
     assert rig.frontier.url_record(page.url) is None and rig.db.txn.get(page.key, db=rig.db.queue) is not None
     rig.db.apply(writes)

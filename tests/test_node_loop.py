@@ -106,14 +106,14 @@ async def test_commit_covers_only_pages_the_flush_made_durable(tmp_path: Path) -
                 completed.append(lease.url)
             return complete(lease, result, now)
 
-        def checked_commit() -> None:  # what a commit holds is fixed here: nothing is written after it
+        def checked_commit() -> list[Write]:  # what a commit holds is fixed here: nothing is written after it
             nonlocal commits
             commits += 1
             # Pages that write a store record (not, e.g., a soft-404 probe) must have it durable.
             stored = {r.url for r in store.log}
             durable = {r.url for r in store.log[: store.durable]}
             assert set(completed) & stored <= durable, (set(completed) & stored) - durable
-            prepare()
+            return prepare()
 
         frontier.complete = recording_complete  # type: ignore[method-assign]
         frontier.prepare_commit = checked_commit  # type: ignore[method-assign]

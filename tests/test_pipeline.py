@@ -29,7 +29,7 @@ class Harness:
         self.errors: Counter[str] = Counter()
         self.fetcher = FakeFetcher(self.clock)
         self.pipeline = PagePipeline(
-            self.rig.cfg, frontier=self.rig.frontier, db=self.rig.db, store=self.store, canon=Canonicalizer(),
+            self.rig.cfg, frontier=self.rig.raw, db=self.rig.db, store=self.store, canon=Canonicalizer(),
             agent_token="polecat", errors=self.errors, emit=self.pages.append, wake=lambda: None,
             clock=self.clock)
 

@@ -34,7 +34,7 @@ def finish(rig: Rig, lease: Lease, now: float, outcome: str, digest: bytes, *, c
     result = replace(done(now, outcome="not_modified" if outcome == "304" else "fetched",
                           status=304 if outcome == "304" else 200),
                      content_hash=digest, etag='"v"', changed=changed)
-    rig.db.apply(rig.frontier.complete(lease, result, now + 0.01))
+    rig.db.apply(rig.raw.complete(lease, result, now + 0.01))
 
 
 def due_lease(rig: Rig, url: str) -> tuple[Lease, float]:

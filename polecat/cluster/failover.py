@@ -42,7 +42,9 @@ from polecat.cluster.checkpoints import CheckpointStore
 from polecat.errors import PolecatError
 
 if TYPE_CHECKING:
+    from polecat.frontier.bundle import SliceBundle
     from polecat.frontier.frontier import Frontier
+    from polecat.frontier.records import AdoptReport
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +57,10 @@ class Node(Protocol):
 
     async def checkpoint(self) -> None:
         """Return once a frontier commit holds every change made so far."""
+        ...
+
+    def adopt(self, bundle: SliceBundle, now: float | None = None) -> AdoptReport:
+        """Take over the slices of ``bundle`` (durable at the next checkpoint)."""
         ...
 
 
@@ -226,7 +232,7 @@ class Failover:
                 now = self._time.wall()
                 queued = found = 0
                 for bundle in bundles:  # one object (64 slices) at a time, the loop runs in between
-                    report = crawler.frontier.adopt(bundle, now)
+                    report = crawler.adopt(bundle, now)
                     queued += report.queued
                     found += len(bundle.ids)
                     await asyncio.sleep(0)

@@ -204,7 +204,7 @@ class ClusterNode:
             if u.seed:  # a forwarded seed stays a seed (link rule 2)
                 self._crawler.queue_handed(self.link.forward([u]), now)
                 continue
-            admission = self._crawler.frontier.admit([u.url], u.depth, u.importance, now, hops=u.hops)
+            admission = self._crawler.admit([u.url], u.depth, u.importance, hops=u.hops)
             self.link.stage(admission, u.depth, u.importance, u.hops)
 
     async def _release_loop(self, failover: Failover) -> None:
@@ -265,7 +265,7 @@ class ClusterNode:
             bundle = SliceBundle.read(BytesIO(body))
         except (BundleError, ValueError) as exc:
             return web.Response(status=400, text=str(exc))
-        report = self._crawler.frontier.adopt(bundle, time.time())
+        report = self._crawler.adopt(bundle, time.time())
         await self._crawler.checkpoint()
         if self.failover is not None:
             await self.failover.handed_in(body, bundle.ids)
@@ -297,7 +297,7 @@ class ClusterNode:
                 for chunk, body in bundle_chunks(frontier, group, max_bytes=self._chunk_bytes):
                     if not await self._send_bundle(owner, addresses[owner], body):
                         break  # its new owner left meanwhile: the rest stays here for the next change
-                    frontier.release_slices(chunk)  # adopted and committed there
+                    crawler.release_slices(chunk)  # adopted and committed there
                     sent |= chunk
                 self.slices_handed_over += len(sent)
                 if sent and self.failover is not None:  # one manifest write per new owner

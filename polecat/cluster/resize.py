@@ -99,7 +99,8 @@ def resize(cfg: Config, new: int, now: float | None = None) -> ResizeReport:
     hosts = queued = replayed = 0
     try:
         for (src, dst), slices in sorted(pairs.items()):
-            report = frontier(dst).frontier.adopt(frontier(src).frontier.export_slices(slices), now)
+            bundle, dst_local = frontier(src).frontier.export_slices(slices), frontier(dst)
+            report = dst_local.db.applied(dst_local.frontier.adopt(bundle, now))
             hosts += report.hosts
             queued += report.queued
         for k in sorted({dst for _, dst in pairs}):
@@ -108,7 +109,7 @@ def resize(cfg: Config, new: int, now: float | None = None) -> ResizeReport:
         for (src, _), slices in pairs.items():
             moved_out[src] |= slices
         for src, slices in sorted(moved_out.items()):
-            frontier(src).frontier.release_slices(slices)
+            frontier(src).db.apply(frontier(src).frontier.release_slices(slices))
             frontier(src).checkpoint()
         replayed = _replay_outboxes(cfg, old, Ring(member_ids(new)), frontier, now)
     finally:
@@ -137,7 +138,8 @@ def _replay_outboxes(cfg: Config, old: int, ring: Ring, get: Callable[[int], Loc
                 for seq in seqs:
                     for u in decode_urls(box.read(peer, seq)):
                         owner = int(ring.owner(slice_of(host_key(u.url)))[1:])
-                        get(owner).frontier.add(u.url, u.depth, u.importance, now, hops=u.hops)
+                        local = get(owner)
+                        local.db.applied(local.frontier.add(u.url, u.depth, u.importance, now, hops=u.hops))
                         touched.add(owner)
                         replayed += 1
             for owner in sorted(touched):

@@ -19,6 +19,9 @@ Layout, in one LMDB database the caller opens with ``dupsort=True``:
 - one record a page: key = ``0xFF`` + ``index`` (8 bytes, big-endian); value = ``verify`` + caller
   payload. Pages with equal ``index`` share the key as duplicates.
 
+:meth:`NearDupIndex.add` returns these entries as writes (``Put`` into the ``near`` table, each adding a
+duplicate) for the caller to apply with the frontier's other writes.
+
 LMDB limits the values of a dupsort database to its maximum key size (511 bytes by default), so payloads
 are capped at :data:`MAX_PAYLOAD` bytes.
 """
@@ -29,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from polecat.dedup.minhash import VERIFY_BYTES, VERIFY_MAX_DISTANCE, Fingerprint, verify_distance
+from polecat.frontier.writes import Put
 
 BANDS = 4
 MAX_DISTANCE = BANDS - 1
@@ -98,16 +102,17 @@ class NearDupIndex:
             self._matches += 1
         return best
 
-    def add(self, txn: Any, fp: Fingerprint, payload: bytes) -> None:
-        """Index ``payload`` under ``fp`` (ValueError if longer than :data:`MAX_PAYLOAD`)."""
+    def add(self, fp: Fingerprint, payload: bytes) -> list[Put]:
+        """The writes that index ``payload`` under ``fp`` (ValueError if longer than :data:`MAX_PAYLOAD`):
+        a decision, applied by the caller in its transaction (polecat/frontier/writes.py)."""
         if len(payload) > MAX_PAYLOAD:
             raise ValueError(f"near-duplicate payload of {len(payload)} bytes exceeds {MAX_PAYLOAD}")
         if len(fp.verify) != VERIFY_BYTES:
             raise ValueError(f"verification sketch must be {VERIFY_BYTES} bytes, got {len(fp.verify)}")
         index = fp.index.to_bytes(8, "big")
-        for key in _band_keys(fp.index):
-            txn.put(key, index, db=self._db, dupdata=True)
-        txn.put(_RECORD + index, fp.verify + payload, db=self._db, dupdata=True)
+        out = [Put("near", key, index) for key in _band_keys(fp.index)]
+        out.append(Put("near", _RECORD + index, fp.verify + payload))
+        return out
 
     def stats(self) -> NearStats:
         return NearStats(lookups=self._lookups, matches=self._matches, rejected=self._rejected)

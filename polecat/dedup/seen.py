@@ -1,14 +1,19 @@
 """The seen-URL set: a Bloom filter in front of an LMDB ground-truth table of URL fingerprints.
 
 Invariant: the Bloom filter contains every fingerprint committed to the LMDB table (it may contain more:
-keys of aborted transactions). So a Bloom "new" answer is final and the fingerprint is written without a
-lookup; only a Bloom "seen" answer costs a B-tree lookup, and a miss there is a Bloom false positive.
+keys of aborted transactions, and of decisions whose writes were never applied). So a Bloom "new" answer
+is final and needs no lookup; only a Bloom "seen" answer costs a B-tree lookup, and a miss there is a
+Bloom false positive.
 
-The caller owns the LMDB environment and the write transaction (the frontier commits in batches), so
-every method takes the caller's ``txn``. Persistence keeps the invariant across crashes: the filter is
-saved with the caller's commit counter as its tag right after a commit; on restart, a file whose tag is
-not the current counter (work was committed after the save, or the save never finished) is discarded and
-the filter rebuilt from the table.
+The set decides and its caller writes (polecat/frontier/writes.py): :meth:`SeenSet.mark` answers whether
+a fingerprint is new and the frontier puts each new one in the table among its decision's writes. The
+caller owns the LMDB environment and the write transaction (the frontier commits in batches), so the
+lookups take the caller's ``txn``; a fingerprint marked but not yet written reads as a false positive
+that is new, so a caller never marks one twice before its writes are applied.
+
+Persistence keeps the invariant across crashes: the filter is saved with the caller's commit counter as
+its tag right after a commit; on restart, a file whose tag is not the current counter (work was committed
+after the save, or the save never finished) is discarded and the filter rebuilt from the table.
 """
 
 from __future__ import annotations
@@ -50,24 +55,21 @@ class SeenSet:
         self._db, self._bloom, self._urls = db, bloom, urls
         self._false_positives = self._saved = 0
 
-    def add_if_new(self, txn: Any, fp: bytes) -> bool:
-        """Record ``fp`` in ``txn``; True if it was not seen before."""
-        return self._record(txn, fp, self._bloom.add(fp))
+    def mark(self, txn: Any, fp: bytes) -> bool:
+        """Add ``fp`` to the filter; True if it was not seen before (the caller writes it to the table)."""
+        return self._judge(txn, fp, self._bloom.add(fp))
 
-    def add_many_if_new(self, txn: Any, fps: Sequence[bytes]) -> list[bool]:
-        """``[add_if_new(txn, fp) for fp in fps]`` with one vectorized Bloom pass."""
-        record = self._record
-        return [
-            record(txn, fp, maybe_seen) for fp, maybe_seen in zip(fps, self._bloom.add_many(fps), strict=True)
-        ]
+    def mark_many(self, txn: Any, fps: Sequence[bytes]) -> list[bool]:
+        """``[mark(txn, fp) for fp in fps]`` with one vectorized Bloom pass; ``fps`` must be distinct."""
+        judge = self._judge
+        return [judge(txn, fp, seen) for fp, seen in zip(fps, self._bloom.add_many(fps), strict=True)]
 
-    def _record(self, txn: Any, fp: bytes, maybe_seen: bool) -> bool:
+    def _judge(self, txn: Any, fp: bytes, maybe_seen: bool) -> bool:
         if not maybe_seen:
-            txn.put(fp, b"", db=self._db)
             self._saved += 1
             self._urls += 1
             return True
-        if txn.put(fp, b"", db=self._db, overwrite=False):  # one B-tree descent: lookup and insert
+        if txn.get(fp, db=self._db) is None:
             self._false_positives += 1
             self._urls += 1
             return True

@@ -1,6 +1,7 @@
 """Operator controls of a frontier: throttle overrides, blocks, pause.
 
-Rules: every control is persisted in the ``ops`` table in the open transaction and reloaded on open (host
+Rules: every control is persisted in the ``ops`` table (the writes each returns, polecat/frontier/writes.py)
+and reloaded on open (host
 patterns are cross-slice and travel in every slice bundle, keys.py rule 4); a block drops the queues it
 matches (recorded done, ``skipped:blocked``) and refuses their URLs; removing a control applies from each
 host's next request; controls from the configuration are applied again at every start.
@@ -21,32 +22,33 @@ from polecat.frontier.records import (
     UrlRecord,
 )
 from polecat.frontier.state import FrontierState
+from polecat.frontier.writes import Decided, Delete, Put, Write
 
 
 class OperatorControls(FrontierState):
     """Throttle, block, pause: persisted in ``ops`` (keys.py rule 4), applied at once."""
 
-    def set_throttle(self, pattern: str, rate: float) -> None:
+    def set_throttle(self, pattern: str, rate: float) -> list[Write]:
         """Override the request rate of hosts matching ``pattern`` (persisted)."""
         self._throttle.set(pattern, rate)
-        self._db.txn.put(op_key("throttle", pattern.lower()), repr(rate).encode(), db=self._db.ops)
+        return [Put("ops", op_key("throttle", pattern.lower()), repr(rate).encode())]
 
-    def block(self, pattern: str) -> int:
+    def block(self, pattern: str) -> Decided[int]:
         """Block hosts matching ``pattern``: drop their queues (recorded done, reason ``blocked``) and
-        refuse their URLs from now on (persisted). Returns the number of URLs dropped."""
+        refuse their URLs from now on (persisted). Answers the number of URLs dropped."""
         self._blocked.set(pattern, True)
-        self._db.txn.put(op_key("block", pattern.lower()), b"", db=self._db.ops)
+        out: list[Write] = [Put("ops", op_key("block", pattern.lower()), b"")]
         dropped = 0
         for host, st in self._hosts.items():
             if st.queued and host in self._blocked:
-                dropped += self._drop_queue(host, st)
+                dropped += self._drop_queue(host, st, out)
         self._dropped_blocked += dropped
-        return dropped
+        return Decided(dropped, out)
 
-    def throttle_now(self, pattern: str, rate: float, now: float) -> None:
+    def throttle_now(self, pattern: str, rate: float, now: float) -> list[Write]:
         """:meth:`set_throttle` for a running crawl: hosts it matches that wait for their next request
         wait at least one new interval from ``now``, so a slower rate applies from the next request."""
-        self.set_throttle(pattern, rate)
+        out = self.set_throttle(pattern, rate)
         matcher: HostPatternMap[bool] = HostPatternMap([(pattern, True)])
         for host, st in self._hosts.items():
             if host in matcher and not st.in_flight:
@@ -54,28 +56,23 @@ class OperatorControls(FrontierState):
                 self._save_host(host, st)
                 if host in self._scheduled:
                     self._schedule(host, st.next_allowed)
+        return out
 
-    def set_paused(self, paused: bool) -> None:
+    def set_paused(self, paused: bool) -> list[Write]:
         """Pause or resume leasing (persisted); see :attr:`paused`."""
         self.paused = paused
-        if paused:
-            self._db.txn.put(op_key("paused", ""), b"", db=self._db.ops)
-        else:
-            self._db.txn.delete(op_key("paused", ""), db=self._db.ops)
+        key = op_key("paused", "")
+        return [Put("ops", key, b"")] if paused else [Delete("ops", key)]
 
-    def unthrottle(self, pattern: str) -> bool:
+    def unthrottle(self, pattern: str) -> Decided[bool]:
         """Remove a rate override (persisted); hosts it matched return to the default rate from their
-        next request. False when no such override existed."""
-        key = op_key("throttle", pattern.lower())
-        self._throttle.remove(pattern)
-        return bool(self._db.txn.delete(key, db=self._db.ops))
+        next request. Answers False when no such override existed."""
+        return Decided(self._throttle.remove(pattern), [Delete("ops", op_key("throttle", pattern.lower()))])
 
-    def unblock(self, pattern: str) -> bool:
+    def unblock(self, pattern: str) -> Decided[bool]:
         """Lift a block (persisted): the hosts' URLs are accepted again. URLs dropped by the block stay
-        done (``skipped:blocked``); add them again as seeds to fetch them. False when not blocked."""
-        key = op_key("block", pattern.lower())
-        self._blocked.remove(pattern)
-        return bool(self._db.txn.delete(key, db=self._db.ops))
+        done (``skipped:blocked``); add them again as seeds to fetch them. Answers False when not blocked."""
+        return Decided(self._blocked.remove(pattern), [Delete("ops", op_key("block", pattern.lower()))])
 
     def throttles(self) -> list[tuple[str, float]]:
         """Rate overrides in force, ``(pattern, req_per_s)``."""
@@ -97,7 +94,7 @@ class OperatorControls(FrontierState):
         """The configured request rate of ``host`` (its throttle, else the default), before AIMD."""
         return self._rate(host)
 
-    def _drop_queue(self, host: str, st: HostState) -> int:
+    def _drop_queue(self, host: str, st: HostState, out: list[Write]) -> int:
         prefix = queue_prefix(host)
         txn = self._db.txn
         keys: list[tuple[bytes, str]] = []
@@ -112,7 +109,7 @@ class OperatorControls(FrontierState):
         dropped = 0
         for key, url in keys:
             if key != in_flight_key:  # the in-flight URL is finished by its completion
-                self._finish(host, st, key, UrlRecord(url, "skipped", "blocked"))
+                out += self._finish_writes(host, st, key, UrlRecord(url, "skipped", "blocked"))
                 dropped += 1
         self._scheduled.pop(host, None)
         return dropped

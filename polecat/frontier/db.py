@@ -12,6 +12,10 @@ Rules of the writer thread:
 2. Between those, the event-loop thread reads and writes through :attr:`FrontierDB.txn`, never two
    threads at once: while a commit is in flight, reading :attr:`~FrontierDB.txn` waits for it (the node
    holds its frontier calls back until then, so that wait is the rare exception, not the rule).
+3. Decisions' writes (polecat/frontier/writes.py) applied while a commit is in flight do not wait for
+   it: they are kept, in order, and applied to the next transaction before anything reads it. So a
+   decision that needs no read of the tables (an operator control) answers at once during a commit;
+   its writes belong to the next commit, like any change made after :meth:`FrontierDB.start_commit`.
 """
 
 from __future__ import annotations
@@ -19,17 +23,21 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import lmdb
 
 from polecat.errors import FrontierError, PolecatError
 from polecat.faults import storage_fault
+from polecat.frontier.handover_ranges import delete_ranges
 from polecat.frontier.migrate import MigrationReport, migrate_v1
 from polecat.frontier.slices import SLICES
-from polecat.frontier.writes import Delete, Write
+from polecat.frontier.writes import Decided, Delete, DeleteSlices, Put, Write
+
+T = TypeVar("T")
 
 SCHEMA_VERSION = 2
 """2: tables keyed slice-first (polecat/frontier/keys.py); 1 is upgraded on open (frontier/migrate.py)."""
@@ -70,9 +78,13 @@ class FrontierDB:
                                        "urls": self.urls, "queue": self.queue, "seen": self.seen,
                                        "priors": self.priors}
         """The slice-keyed tables by name (polecat/frontier/keys.py)."""
+        self.tables: dict[str, Any] = {**self.sliced, "meta": self.meta, "near": self.near}
+        """Every table a decision writes, by its :data:`~polecat.frontier.writes.Table` name."""
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="polecat-frontier-writer")
         self._txn: lmdb.Transaction = self._writer.submit(self._begin).result()
         self._committing: Future[lmdb.Transaction] | None = None
+        self._backlog: list[Write] = []
+        """Writes applied during the commit in flight, for the next transaction (rule 3)."""
         self.seq = 0
         self.pending = 0
         self.upgraded: MigrationReport | None = None
@@ -122,14 +134,28 @@ class FrontierDB:
         self.upgraded = report
         return info
 
-    def apply(self, writes: list[Write]) -> None:
-        """Do a decision's writes in the open transaction (polecat/frontier/writes.py rule 2)."""
-        txn = self.txn
+    def apply(self, writes: Sequence[Write]) -> None:
+        """Do a decision's writes in the open transaction (polecat/frontier/writes.py rule 2); during a
+        commit, in the next one (rule 3)."""
+        if self._committing is not None:
+            self._backlog.extend(writes)
+        else:
+            self._apply(self._txn, writes)
+
+    def applied(self, decided: Decided[T]) -> T:
+        """Apply ``decided``'s writes (:meth:`apply`) and return its answer."""
+        self.apply(decided.writes)
+        return decided.value
+
+    def _apply(self, txn: lmdb.Transaction, writes: Sequence[Write]) -> None:
+        tables = self.tables
         for w in writes:
-            if isinstance(w, Delete):
-                txn.delete(w.key, db=self.sliced[w.table])
-            else:
-                txn.put(w.key, w.value, db=self.sliced[w.table])
+            if type(w) is Put:
+                txn.put(w.key, w.value, db=tables[w.table])
+            elif isinstance(w, Delete):
+                txn.delete(w.key, db=tables[w.table])
+            elif isinstance(w, DeleteSlices):
+                delete_ranges(txn, self.sliced, w.slices)
 
     @property
     def txn(self) -> lmdb.Transaction:
@@ -166,6 +192,8 @@ class FrontierDB:
                 self._txn = fut.result()
             except lmdb.Error as exc:
                 raise storage_fault(exc, "frontier", self.path) from exc
+            backlog, self._backlog = self._backlog, []
+            self._apply(self._txn, backlog)
         return self.seq
 
     def commit(self) -> int:

@@ -1,8 +1,9 @@
 """The frontier: what is fetched next, when, and what became of every accepted URL.
 
 It is a synchronous object driven by the node on the event-loop thread: ``add`` URLs, ``lease`` the next
-request (or learn how long to wait), ``complete`` the lease with what happened (a decision: it returns
-the LMDB writes that record it and the node applies them, polecat/frontier/writes.py). Time comes in as
+request (or learn how long to wait), ``complete`` the lease with what happened. Every call that changes
+state is a decision: it returns the LMDB writes that record it and the node applies them
+(polecat/frontier/writes.py, its rules 1-4). Time comes in as
 ``now`` (wall-clock seconds, so next-allowed times survive restarts). State lives in LMDB (per-host queues,
 host records with next-allowed times, the seen-set, finished-URL records, operator controls; all keyed
 slice-first, see polecat/frontier/keys.py) through one
@@ -58,7 +59,7 @@ from polecat.frontier.refresh import Freshness, History, Prior, refresh_slots
 from polecat.frontier.robots_state import decode_robots, encode_robots, restore_robots
 from polecat.frontier.routing import Admission, Routing
 from polecat.frontier.traps import url_trap
-from polecat.frontier.writes import Delete, Put, Write
+from polecat.frontier.writes import Decided, Delete, Put, Write
 
 ROBOTS_SKIPS_PER_LEASE = 256
 """Robots-disallowed URLs retired per lease call for one host before yielding to other hosts."""
@@ -79,34 +80,35 @@ class Frontier(SliceHandover, OperatorControls, FrontierObservation, RobotsHops)
         super().__init__(db, cfg, robots, seen, rng)
         for raw_key, raw in self._db.txn.cursor(db=self._db.ops):
             self._load_op(bytes(raw_key), bytes(raw))
-        for pattern, rate in self._pol.throttle:
-            self.set_throttle(pattern, rate)
         with db.txn.cursor(db=db.robots) as cur:
             for raw_key, raw in cur:
                 restore_robots(robots, bytes(raw_key), raw)
         self._load_hosts(now)
-        self._apply_refetches(now)
+        opening = self._refetch_writes(now)
+        for pattern, rate in self._pol.throttle:
+            opening += self.set_throttle(pattern, rate)
         for pattern in cfg.scope.block:
-            self.block(pattern)
+            opening += self.block(pattern).writes
+        db.apply(opening)  # writes.py rule 4
 
     # --- adding URLs -----------------------------------------------------------------------------
 
-    def add_seed(self, url: str, now: float, importance: float = 1.0) -> str:
-        """Queue a canonical seed URL; its host joins the crawl scope (persisted). Returns the decision."""
+    def add_seed(self, url: str, now: float, importance: float = 1.0) -> Decided[str]:
+        """Queue a canonical seed URL; its host joins the crawl scope (persisted). Answers the decision."""
         host = host_key(url)
-        self.add_scope_host(host)
-        return self._add(url, host, 0, importance, now, seed=True)
+        out = self.add_scope_host(host)
+        return self._add(url, host, 0, importance, now, out, seed=True)
 
-    def add_scope_host(self, host: str) -> None:
+    def add_scope_host(self, host: str) -> list[Write]:
         """Let ``host`` into the crawl scope like a seed's host (persisted) without queueing anything:
         a member of a multi-process crawl learns every seed host, whichever member queues the seed."""
         self._scope.add_seed_host(host)
-        self._db.txn.put(op_key("seedhost", host), b"", db=self._db.ops)
+        return [Put("ops", op_key("seedhost", host), b"")]
 
-    def add(self, url: str, depth: int, importance: float, now: float, *, hops: int = 0) -> str:
-        """Queue a canonical discovered URL if it is in scope and new; returns ``"accepted"``,
+    def add(self, url: str, depth: int, importance: float, now: float, *, hops: int = 0) -> Decided[str]:
+        """Queue a canonical discovered URL if it is in scope and new; answers ``"accepted"``,
         ``"seen"`` or the reason it was refused. ``hops``: redirects followed to reach it."""
-        return self._add(url, host_key(url), depth, importance, now, seed=False, hops=hops)
+        return self._add(url, host_key(url), depth, importance, now, [], seed=False, hops=hops)
 
     def set_routing(self, routing: Routing | None) -> None:
         """Judge only the URLs ``routing`` says this frontier owns (frontier/routing.py); None: all."""
@@ -117,7 +119,7 @@ class Frontier(SliceHandover, OperatorControls, FrontierObservation, RobotsHops)
         return self._routing is None or self._routing.owns(url)
 
     def admit(self, urls: Iterable[str], depth: int, importance: float, now: float, *,
-              hops: int = 0) -> Admission:
+              hops: int = 0) -> Decided[Admission]:
         """Route discovered canonical URLs before dedup (polecat/frontier/routing.py): the owned ones are
         added (seen-set test, queue), the others come back per owner, unmarked. ``hops``: redirects
         followed to reach them (a redirect target)."""
@@ -127,13 +129,15 @@ class Frontier(SliceHandover, OperatorControls, FrontierObservation, RobotsHops)
         if routing is not None and not routing.single:
             mine, outbox = routing.split(urls)
         if hops:
-            accepted = sum(self.add(u, depth, importance, now, hops=hops) == ACCEPTED for u in mine)
-        else:
-            accepted = self.add_many(mine, depth, importance, now)
-        return Admission(accepted, outbox)
+            out: list[Write] = []
+            accepted = sum(self._add(u, host_key(u), depth, importance, now, out, seed=False, hops=hops).value
+                           == ACCEPTED for u in dict.fromkeys(mine))
+            return Decided(Admission(accepted, outbox), out)
+        added = self.add_many(mine, depth, importance, now)
+        return Decided(Admission(added.value, outbox), added.writes)
 
-    def add_many(self, urls: Iterable[str], depth: int, importance: float, now: float) -> int:
-        """Add the outlinks of one page in one batch (one vectorised Bloom pass); returns how many were
+    def add_many(self, urls: Iterable[str], depth: int, importance: float, now: float) -> Decided[int]:
+        """Add the outlinks of one page in one batch (one vectorised Bloom pass); answers how many were
         accepted. Per-host budgets are checked before the batch, so one page may overshoot them by its
         own links at most."""
         candidates: list[tuple[str, str]] = []
@@ -154,31 +158,37 @@ class Frontier(SliceHandover, OperatorControls, FrontierObservation, RobotsHops)
             else:
                 self._rejected[reason] += 1
         self._seen_count += repeats
+        out: list[Write] = []
         if not candidates:
-            return 0
-        fresh = self._seen.add_many_if_new(self._db.txn, [url_key(u, h) for u, h in candidates])
+            return Decided(0, out)
+        keys = [url_key(u, h) for u, h in candidates]
+        fresh = self._seen.mark_many(self._db.txn, keys)
         accepted = 0
         if len(recent) + len(candidates) > RECENT_URLS:
             recent.clear()
-        for (url, host), new in zip(candidates, fresh, strict=True):
+        for (url, host), key, new in zip(candidates, keys, fresh, strict=True):
             recent[url] = None
             if new:
-                self._enqueue(url, host, depth, importance, now)
+                out.append(Put("seen", key, b""))
+                self._enqueue(url, host, depth, importance, now, out)
                 accepted += 1
         self._seen_count += len(candidates) - accepted
-        return accepted
+        return Decided(accepted, out)
 
-    def _add(self, url: str, host: str, depth: int, importance: float, now: float, *, seed: bool,
-             hops: int = 0) -> str:
+    def _add(self, url: str, host: str, depth: int, importance: float, now: float, out: list[Write], *,
+             seed: bool, hops: int = 0) -> Decided[str]:
+        """Add one URL; its writes are appended to ``out``, which comes back in the decision."""
         reason = self._refuse(url, host, depth, seed)
         if reason is not None:
             self._rejected[reason] += 1
-            return reason
-        if not self._seen.add_if_new(self._db.txn, url_key(url, host)):
+            return Decided(reason, out)
+        key = url_key(url, host)
+        if not self._seen.mark(self._db.txn, key):
             self._seen_count += 1
-            return SEEN
-        self._enqueue(url, host, depth, importance, now, hops)
-        return ACCEPTED
+            return Decided(SEEN, out)
+        out.append(Put("seen", key, b""))
+        self._enqueue(url, host, depth, importance, now, out, hops)
+        return Decided(ACCEPTED, out)
 
     def _refuse(self, url: str, host: str, depth: int, seed: bool,
                 page_new_hosts: set[str] | None = None) -> str | None:
@@ -213,17 +223,19 @@ class Frontier(SliceHandover, OperatorControls, FrontierObservation, RobotsHops)
 
     # --- leasing ---------------------------------------------------------------------------------
 
-    def lease(self, now: float) -> Lease | Wait | Idle:
+    def lease(self, now: float) -> Decided[Lease | Wait | Idle]:
         """The next request to make, or how long nothing is ready. Never returns two leases for one host
-        (or, with key_by_ip, one IP) at once, nor one before the host's next-allowed time."""
+        (or, with key_by_ip, one IP) at once, nor one before the host's next-allowed time. The writes
+        retire the robots-disallowed URLs it skipped on the way."""
         heap = self._heap
+        out: list[Write] = []
         while heap:
             at, host = heap[0]
             if self._scheduled.get(host) != at:
                 heapq.heappop(heap)
                 continue
             if at > now:
-                return Wait(at)
+                return Decided(Wait(at), out)
             heapq.heappop(heap)
             del self._scheduled[host]
             st = self._hosts[host]
@@ -234,15 +246,20 @@ class Frontier(SliceHandover, OperatorControls, FrontierObservation, RobotsHops)
                 continue
             if self._pol.key_by_ip and st.ip and not self._ip_ready(host, st.ip, now):
                 continue
-            got = self._lease_from(host, st, now)
+            before = len(out)
+            got = self._lease_from(host, st, now, out)
+            if got is None and len(out) > before and self._scheduled.get(host) == now:
+                # Its skips ran out (ROBOTS_SKIPS_PER_LEASE): its retired URLs stay in the table until
+                # these writes are applied, so it is not read again in this call (writes.py rule 3).
+                return Decided(Wait(now), out)
             if got is not None:
                 self.budget.charge(got.kind, host)
                 self._leases[host] = got
                 st.in_flight = True
                 if self._pol.key_by_ip and st.ip:
                     self._ipkeys.take(host, st.ip)
-                return got
-        return Wait(None) if self._leases else Idle()
+                return Decided(got, out)
+        return Decided(Wait(None) if self._leases else Idle(), out)
 
     def bind_ip(self, lease: Lease, ip: str, now: float) -> bool:
         """With ``key_by_ip``: the node resolved ``lease.host`` to ``ip`` just before sending. True: go
@@ -277,13 +294,14 @@ class Frontier(SliceHandover, OperatorControls, FrontierObservation, RobotsHops)
             if not ws.in_flight and ws.queued > 0 and waiter not in self._scheduled:
                 self._schedule(waiter, max(ws.next_allowed, ip_next_allowed))
 
-    def _lease_from(self, host: str, st: HostState, now: float) -> Lease | None:
-        """First allowed URL of ``host`` as a lease (or a robots.txt lease); None to skip the host now."""
+    def _lease_from(self, host: str, st: HostState, now: float, out: list[Write]) -> Lease | None:
+        """First allowed URL of ``host`` as a lease (or a robots.txt lease); None to skip the host now.
+        The robots-disallowed URLs before it are retired: their writes go to ``out``."""
         prefix = queue_prefix(host)
-        txn = self._db.txn
-        with txn.cursor(db=self._db.queue) as cur:
+        with self._db.txn.cursor(db=self._db.queue) as cur:
+            found = cur.set_range(prefix)
             for _ in range(ROBOTS_SKIPS_PER_LEASE):
-                if not cur.set_range(prefix) or not bytes(cur.key()).startswith(prefix):
+                if not found or not bytes(cur.key()).startswith(prefix):
                     self._queued -= st.queued  # repair a count that disagrees with the table
                     st.queued = 0
                     self._save_host(host, st)
@@ -308,7 +326,8 @@ class Frontier(SliceHandover, OperatorControls, FrontierObservation, RobotsHops)
                     return Lease(host, q.url, "page", q.depth, q.importance, q.attempts, key,
                                  prev.etag if prev else None, prev.last_modified if prev else None,
                                  not_before=st.next_allowed, hops=q.hops)
-                self._finish(host, st, key, UrlRecord(q.url, "skipped", "robots"))
+                out += self._finish_writes(host, st, key, UrlRecord(q.url, "skipped", "robots"))
+                found = cur.next()  # the retired key is deleted only when ``out`` is applied
         self._schedule(host, now)
         return None
 
@@ -401,10 +420,10 @@ class Frontier(SliceHandover, OperatorControls, FrontierObservation, RobotsHops)
     # --- refresh ---------------------------------------------------------------------------------
 
     def requeue_due(self, now: float, limit: int = 100_000,
-                    window: float | None = None) -> tuple[int, Freshness]:
+                    window: float | None = None) -> Decided[tuple[int, Freshness]]:
         """Queue again (at most ``limit``) fetched URLs whose refresh is due at ``now``: within each
         host's refresh budget, by priority importance x staleness, its share kept for other URLs over
-        ``window`` seconds (polecat/frontier/refresh.py rules 3, 7 and 8). Returns how many, and the
+        ``window`` seconds (polecat/frontier/refresh.py rules 3, 7 and 8). Answers how many, and the
         freshness SLO as the same pass saw it. One pass over the finished URLs (O(URLs done): a node
         calls it every ``refresh.scan_interval`` seconds, not per lease)."""
         hosts: dict[str, HostScan] = {}
@@ -424,10 +443,13 @@ class Frontier(SliceHandover, OperatorControls, FrontierObservation, RobotsHops)
                 if rec.due is not None and rec.due <= now and found < limit:
                     found += 1
                     scan.due.append((index, h, bytes(key), rec))
-        queued = sum(self._requeue_host(host, scan, now, window) for host, scan in hosts.items() if scan.due)
-        return queued, fresh
+        out: list[Write] = []
+        queued = sum(self._requeue_host(host, scan, now, window, out)
+                     for host, scan in hosts.items() if scan.due)
+        return Decided((queued, fresh), out)
 
-    def _requeue_host(self, host: str, scan: HostScan, now: float, window: float | None) -> int:
+    def _requeue_host(self, host: str, scan: HostScan, now: float, window: float | None,
+                      out: list[Write]) -> int:
         st = self._hosts.get(host)
         gap = interval(self._pol, self._rate(host), st or HostState())
         waiting = bool(st and st.queued)
@@ -448,16 +470,16 @@ class Frontier(SliceHandover, OperatorControls, FrontierObservation, RobotsHops)
             if refresh and slots is not None and n >= slots:
                 break  # stays due: the next scan queues it
             rec.due = None  # queued (or no longer refreshed): the completion schedules the next visit
-            self._db.txn.put(key, rec.encode(), db=self._db.urls)
+            out.append(Put("urls", key, rec.encode()))
             if refresh:
-                self._enqueue(rec.url, host, rec.depth, priority, now, new=False)
+                self._enqueue(rec.url, host, rec.depth, priority, now, out, new=False)
                 queued += 1
         return queued
 
-    def set_prior(self, url: str, prior: Prior) -> None:
+    def set_prior(self, url: str, prior: Prior) -> list[Write]:
         """Keep what a sitemap said of ``url`` (lastmod, changefreq, priority) as its refresh prior
         (refresh rule 4), whether or not the URL is new."""
-        self._db.txn.put(url_key(url), prior.encode(), db=self._db.priors)
+        return [Put("priors", url_key(url), prior.encode())]
 
     def freshness(self, now: float) -> Freshness:
         """The freshness SLO over the finished URLs (refresh rule 9)."""

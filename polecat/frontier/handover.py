@@ -6,7 +6,7 @@ a snapshot of every slice-keyed record of the slices (polecat/frontier/handover_
 not queued twice; a URL queued here that the exporter had finished is dropped: its owner fetched it) and
 makes every adopted host wait one full interval from the adoption (the exporter's
 last request may have just started); release drops the slices, and is refused while a lease there is in
-flight.
+flight. Adoption and release are decisions: they return their writes (polecat/frontier/writes.py).
 """
 
 from __future__ import annotations
@@ -16,10 +16,11 @@ from collections.abc import Iterable
 
 from polecat.errors import FrontierError
 from polecat.frontier.bundle import BundleError, SliceBundle
-from polecat.frontier.handover_ranges import CommittedSnapshot, delete_ranges, export_ranges
+from polecat.frontier.handover_ranges import CommittedSnapshot, export_ranges
 from polecat.frontier.keys import (
     host_of_queue_key,
     host_of_row,
+    host_row,
     queue_prefix,
     requeue_key,
     url_key,
@@ -29,10 +30,12 @@ from polecat.frontier.records import (
     AdoptReport,
     QueuedUrl,
     decode_host,
+    encode_host,
 )
 from polecat.frontier.robots_state import restore_robots
 from polecat.frontier.slices import SLICES, check_slices, slice_of
 from polecat.frontier.state import FrontierState
+from polecat.frontier.writes import Decided, Delete, DeleteSlices, Put, Write
 
 
 class SliceHandover(FrontierState):
@@ -53,8 +56,8 @@ class SliceHandover(FrontierState):
         records, seen entries, operator controls) as a :class:`SliceBundle`: a snapshot of the open
         transaction. URLs leased there stay queued, so a slice that moves for good is exported after
         its leases complete (:meth:`in_flight_in`)."""
-        self._flush_hosts()
-        return export_ranges(self._db.txn, self._db.sliced, check_slices(slices))
+        dirty = {host_row(h): encode_host(self._hosts[h]) for h in self._dirty}  # written at the next commit
+        return export_ranges(self._db.txn, self._db.sliced, check_slices(slices), hosts=dirty)
 
     def snapshot(self) -> CommittedSnapshot:
         """The last commit, held in a read transaction of its own until closed: exports from it see
@@ -66,57 +69,65 @@ class SliceHandover(FrontierState):
         ids = check_slices(slices)
         return sum(1 for host in self._leases if slice_of(host) in ids)
 
-    def adopt(self, bundle: SliceBundle, now: float) -> AdoptReport:
+    def adopt(self, bundle: SliceBundle, now: float) -> Decided[AdoptReport]:
         """Take over the slices of ``bundle``, merged with what is here. Each adopted host waits one full
         interval from ``now`` (the exporter's last request may have just started); a queued URL this
         frontier has already seen is not queued twice, and a URL queued here that the exporter had
-        finished (a config seed queued by a node that joins after its owner fetched it) is dropped.
-        Applies in the open transaction (durable at the next commit)."""
-        txn, db = self._db.txn, self._db
+        finished (a config seed queued by a node that joins after its owner fetched it) is dropped."""
+        txn = self._db.txn
+        out: list[Write] = []
         adopted: dict[str, HostState] = {}
         counts: Counter[str] = Counter()
         finished: set[bytes] = set()
         queued_there: set[bytes] = set()
+        marked: set[bytes] = set()
+        """Seen keys this adoption writes (writes.py rule 3: not in the transaction until applied)."""
         duplicates = seen_new = 0
         for table, key, value in bundle.records():
             if table == "ops":
-                txn.put(key, value, db=db.ops)
+                out.append(Put("ops", key, value))
                 self._load_op(key, value)
             elif table == "robots":
-                txn.put(key, value, db=db.robots)
+                out.append(Put("robots", key, value))
                 restore_robots(self._robots, key, value)
             elif table == "hosts":
                 adopted[host_of_row(key)] = decode_host(value)
             elif table == "urls":
-                txn.put(key, value, db=db.urls)
+                out.append(Put("urls", key, value))
                 finished.add(bytes(key))
             elif table == "queue":
                 host = host_of_queue_key(key)
                 ukey = url_key(QueuedUrl.decode(value).url, host)
                 queued_there.add(ukey)  # finished and queued again there (a refresh): stays queued
-                if self._seen.add_if_new(txn, ukey):
+                if ukey not in marked and self._seen.mark(txn, ukey):
+                    marked.add(ukey)
+                    out.append(Put("seen", ukey, b""))
                     self._qseq += 1
                     new_key = requeue_key(key, self._qseq)
-                    txn.put(new_key, value, db=db.queue)
+                    out.append(Put("queue", new_key, value))
                     self._count_band(new_key, 1)
                     counts[host] += 1
                 else:
                     duplicates += 1
             elif table == "seen":
-                seen_new += self._seen.add_if_new(txn, key)
+                if bytes(key) not in marked and self._seen.mark(txn, key):
+                    marked.add(bytes(key))
+                    out.append(Put("seen", key, b""))
+                    seen_new += 1
             elif table == "priors":
-                txn.put(key, value, db=db.priors)
+                out.append(Put("priors", key, value))
             else:
                 raise BundleError(f"slice bundle table {table!r} is unknown to this polecat")
         if finished:
-            duplicates += self._drop_finished(adopted.keys(), finished - queued_there)
+            duplicates += self._drop_finished(adopted.keys(), finished - queued_there, out)
         for host in adopted.keys() | counts.keys():
             self._adopt_host(host, adopted.get(host), counts[host], now)
-        self._apply_refetches(now)
+        out += self._refetch_writes(now, finished)
         self._db.pending += 1
-        return AdoptReport(len(bundle.ids), len(adopted), sum(counts.values()), duplicates, seen_new)
+        return Decided(AdoptReport(len(bundle.ids), len(adopted), sum(counts.values()), duplicates, seen_new),
+                       out)
 
-    def _drop_finished(self, hosts: Iterable[str], finished: set[bytes]) -> int:
+    def _drop_finished(self, hosts: Iterable[str], finished: set[bytes], out: list[Write]) -> int:
         """Delete the URLs of ``finished`` (URL keys) from the queues of ``hosts`` held here before the
         adoption; returns how many. Only hosts that had URLs queued here are read."""
         txn, dropped = self._db.txn, 0
@@ -134,7 +145,7 @@ class SliceHandover(FrontierState):
                         if url_key(QueuedUrl.decode(value).url, host) in finished:
                             doomed.append(bytes(key))
             for key in doomed:
-                txn.delete(key, db=self._db.queue)
+                out.append(Delete("queue", key))
                 self._count_band(key, -1)
             st.queued -= len(doomed)
             self._queued -= len(doomed)
@@ -159,9 +170,9 @@ class SliceHandover(FrontierState):
         if st.queued > 0 and not st.in_flight and not st.parked and host not in self._scheduled:
             self._schedule(host, st.next_allowed)
 
-    def release_slices(self, slices: Iterable[int]) -> int:
+    def release_slices(self, slices: Iterable[int]) -> list[Write]:
         """Drop everything about ``slices`` from this frontier (after their new owner adopted them).
-        FrontierError while a lease is in flight there. Returns the records deleted."""
+        FrontierError while a lease is in flight there."""
         ids = check_slices(slices)
         busy = self.in_flight_in(ids)
         if busy:
@@ -175,4 +186,4 @@ class SliceHandover(FrontierState):
         self._recent.clear()
         self._bands = None
         self._db.pending += 1
-        return delete_ranges(self._db.txn, self._db.sliced, ids)
+        return [DeleteSlices(ids)]

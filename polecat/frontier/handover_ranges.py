@@ -12,12 +12,12 @@ URL the adopter has already seen is not queued twice).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from polecat.frontier.bundle import BundleWriter, SliceBundle
 from polecat.frontier.keys import GLOBAL
-from polecat.frontier.slices import check_slices, slice_prefix
+from polecat.frontier.slices import PREFIX_LEN, check_slices, slice_prefix
 
 SLICED_TABLES = ("ops", "robots", "hosts", "urls", "queue", "seen", "priors")
 
@@ -34,10 +34,14 @@ def key_range(txn: Any, db: Any, prefix: bytes) -> Iterator[tuple[bytes, bytes]]
             yield key, bytes(v)
 
 
-def export_ranges(txn: Any, tables: Mapping[str, Any], ids: frozenset[int], *, created: float | None = None
-                  ) -> SliceBundle:
-    """A bundle of every record of the slices ``ids`` (plus the cross-slice ops, rule 4 of keys.py)."""
+def export_ranges(txn: Any, tables: Mapping[str, Any], ids: frozenset[int], *, created: float | None = None,
+                  hosts: Mapping[bytes, bytes] | None = None) -> SliceBundle:
+    """A bundle of every record of the slices ``ids`` (plus the cross-slice ops, rule 4 of keys.py).
+    ``hosts``: host records newer than the transaction's (kept in memory until the next commit)."""
     out = BundleWriter(ids, SLICED_TABLES, created=created)
+    newer: dict[bytes, dict[bytes, bytes]] = {}
+    for key, value in (hosts or {}).items():
+        newer.setdefault(key[:PREFIX_LEN], {})[key] = value
     order = sorted(ids)
     for table in SLICED_TABLES:
         db = tables[table]
@@ -45,7 +49,10 @@ def export_ranges(txn: Any, tables: Mapping[str, Any], ids: frozenset[int], *, c
         if table == "ops":
             prefixes.append(GLOBAL)
         for prefix in prefixes:
-            for key, value in key_range(txn, db, prefix):
+            items: Iterable[tuple[bytes, bytes]] = key_range(txn, db, prefix)
+            if table == "hosts" and prefix in newer:
+                items = sorted({**dict(items), **newer[prefix]}.items())
+            for key, value in items:
                 out.add(table, key, value)
     return out.finish()
 

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
+_ABSENT = object()
 
 
 def hostname(host_key: str) -> str:
@@ -37,9 +38,11 @@ class HostPatternMap(Generic[T]):
         else:
             self._exact[p] = value
 
-    def remove(self, pattern: str) -> None:
+    def remove(self, pattern: str) -> bool:
+        """Drop exactly ``pattern``; False if it was not set."""
         p = pattern.strip().lower()
-        (self._suffix if p.startswith("*.") else self._exact).pop(p.removeprefix("*."), None)
+        table = self._suffix if p.startswith("*.") else self._exact
+        return table.pop(p.removeprefix("*.") if p.startswith("*.") else p, _ABSENT) is not _ABSENT
 
     def get(self, host_key: str) -> T | None:
         """The value of the most specific pattern matching ``host_key`` (``host`` or ``host:port``)."""

@@ -111,15 +111,19 @@ class FrontierState:
         elif kind == refetch.KIND:
             self._refetch.append((key, raw.decode()))
 
-    def _apply_refetches(self, now: float) -> None:
-        """Queue again the URLs whose stored copy was lost (polecat/frontier/refetch.py, rule 2)."""
-        txn = self._db.txn
+    def _refetch_writes(self, now: float, adopted_urls: set[bytes] | None = None) -> list[Write]:
+        """Queue again the URLs whose stored copy was lost (polecat/frontier/refetch.py, rule 2).
+        ``adopted_urls``: URL records an adoption is writing in the same decision (writes.py rule 3)."""
+        txn, out = self._db.txn, list[Write]()
         for key, url in self._refetch:
             host = host_key(url)
-            if txn.delete(url_key(url, host), db=self._db.urls):  # else still queued: fetched anyway
-                self._enqueue(url, host, 0, 1.0, now)
-            txn.delete(key, db=self._db.ops)
+            ukey = url_key(url, host)
+            if ukey in (adopted_urls or ()) or txn.get(ukey, db=self._db.urls) is not None:
+                out.append(Delete("urls", ukey))  # else still queued: fetched anyway
+                self._enqueue(url, host, 0, 1.0, now, out)
+            out.append(Delete("ops", key))
         self._refetch.clear()
+        return out
 
     def _load_hosts(self, now: float) -> None:
         """Rebuild the in-memory heap from the host table. A request may have been in flight when the
@@ -139,42 +143,44 @@ class FrontierState:
         self._dirty.add(host)
         self._db.pending += 1
 
-    def _flush_hosts(self) -> None:
-        txn, hosts = self._db.txn, self._db.hosts
-        for host in self._dirty:
-            txn.put(host_row(host), encode_host(self._hosts[host]), db=hosts)
+    def _host_writes(self) -> list[Write]:
+        """The host records changed since the last commit (kept in memory until then)."""
+        hosts = self._hosts
+        out: list[Write] = [Put("hosts", host_row(host), encode_host(hosts[host])) for host in self._dirty]
         self._dirty.clear()
+        return out
 
     def commit(self) -> int:
         """Checkpoint: make every change so far durable. The node calls it after flushing the store."""
-        self.prepare_commit()
+        self._db.apply(self.prepare_commit())
         return self._db.commit()
 
-    def prepare_commit(self) -> None:
-        """Write what is kept in memory between commits (host records, trap counts, counters), so that a
-        commit of the transaction now holds every change so far: :meth:`commit` does both; the node's
-        periodic checkpoint commits on the writer thread instead (polecat/frontier/db.py rule 1)."""
-        self._flush_hosts()
-        txn = self._db.txn
-        for host in self._traps_dirty:
-            txn.put(op_key("traps", host), self.traps.encode(host), db=self._db.ops)
+    def prepare_commit(self) -> list[Write]:
+        """The writes of what is kept in memory between commits (host records, trap counts, counters), so
+        that a commit of the transaction, once they are applied, holds every change so far: :meth:`commit`
+        does both; the node's periodic checkpoint commits on the writer thread instead
+        (polecat/frontier/db.py rule 1)."""
+        out = self._host_writes()
+        out.extend(Put("ops", op_key("traps", host), self.traps.encode(host)) for host in self._traps_dirty)
         self._traps_dirty.clear()
-        txn.put(b"qseq", str(self._qseq).encode(), db=self._db.meta)
-        txn.put(b"done", json.dumps(self._done_total).encode(), db=self._db.meta)
+        out.append(Put("meta", b"qseq", str(self._qseq).encode()))
+        out.append(Put("meta", b"done", json.dumps(self._done_total).encode()))
+        return out
 
     @property
     def pending_ops(self) -> int:
         return self._db.pending
 
-    def _enqueue(self, url: str, host: str, depth: int, importance: float, now: float, hops: int = 0,
-                 *, new: bool = True) -> None:
+    def _enqueue(self, url: str, host: str, depth: int, importance: float, now: float, out: list[Write],
+                 hops: int = 0, *, new: bool = True) -> None:
+        """Queue ``url``: its write goes to ``out``."""
         st = self._hosts.get(host)
         if st is None:
             st = self._hosts[host] = HostState()
         self._qseq += 1
         self._shapes.count(host, url)
         key = queue_key(host, importance, depth, self._qseq)
-        self._db.txn.put(key, QueuedUrl(url, depth, importance, 0, hops).encode(), db=self._db.queue)
+        out.append(Put("queue", key, QueuedUrl(url, depth, importance, 0, hops).encode()))
         self._count_band(key, 1)
         st.queued += 1
         self._queued += 1
@@ -196,10 +202,6 @@ class FrontierState:
 
     def _rate(self, host: str) -> float:
         return self._throttle.get(host) or self._pol.rate
-
-    def _finish(self, host: str, st: HostState, key: bytes, rec: UrlRecord) -> None:
-        """Move a queued URL to done, atomically in the open transaction."""
-        self._db.apply(self._finish_writes(host, st, key, rec))
 
     def _finish_writes(self, host: str, st: HostState, key: bytes, rec: UrlRecord) -> list[Write]:
         """The writes that move a queued URL to done (one transaction: the invariant of frontier.py)."""

@@ -1,26 +1,36 @@
 """The LMDB writes a frontier decision wants done, as records (decide, then do the I/O).
 
 Rules:
-1. A decision (:meth:`~polecat.frontier.frontier.Frontier.complete`) reads the frontier's tables but
-   writes none: it updates its in-memory index and returns the writes, in order.
-2. Its caller applies them (:meth:`~polecat.frontier.db.FrontierDB.apply`) before the frontier's next
+1. A decision (every :class:`~polecat.frontier.frontier.Frontier` method that changes state: adding,
+   leasing, completing, refresh requeues, operator controls, adoption and release) reads the frontier's
+   tables but writes none: it updates its in-memory index and returns the writes, in order (a
+   :class:`Decided` when it also has an answer, a plain list otherwise).
+2. Its caller applies them (:meth:`~polecat.frontier.db.FrontierDB.apply`, or
+   :meth:`~polecat.frontier.db.FrontierDB.applied` for a :class:`Decided`) before the frontier's next
    call, in the same write transaction, so the next decision and the next commit see them. Writes
    returned but not applied are lost exactly like uncommitted ones at a crash: the URL stays queued and
    is replayed.
+3. A decision never reads back a key it wrote itself: it keeps what it needs of its own writes in memory
+   (e.g. the seen keys an adoption has marked, the queue keys a lease skipped), because they are not in
+   the transaction until applied.
+4. Opening a frontier is the one decision with no caller in between: the constructor applies the writes
+   its open decides (configured blocks and throttles, refetch requests) itself, through the same applier.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Generic, Literal, TypeVar
 
-Table = Literal["queue", "urls", "robots"]
+Table = Literal["queue", "urls", "robots", "seen", "hosts", "ops", "priors", "near", "meta"]
 """The tables a decision writes (FrontierDB attributes of the same names)."""
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
 class Put:
-    """Set ``key`` to ``value`` in ``table``."""
+    """Set ``key`` to ``value`` in ``table`` (in the dupsort ``near`` table: add ``value`` under ``key``)."""
 
     table: Table
     key: bytes
@@ -35,4 +45,20 @@ class Delete:
     key: bytes
 
 
-Write = Put | Delete
+@dataclass(frozen=True, slots=True)
+class DeleteSlices:
+    """Remove every record of ``slices`` from every slice-keyed table (a release, handover.py)."""
+
+    slices: frozenset[int]
+
+
+Write = Put | Delete | DeleteSlices
+
+
+@dataclass(frozen=True, slots=True)
+class Decided(Generic[T]):
+    """A decision's answer and the writes that record it (rule 1), applied with
+    :meth:`~polecat.frontier.db.FrontierDB.applied`."""
+
+    value: T
+    writes: list[Write]

@@ -184,12 +184,12 @@ class Api:
         data = await _body(request)
         pattern = _pattern(data.get("host_pattern"))
         rate = _number(data, "req_per_s", 0.0, MAX_RATE, None)
-        self._crawler.frontier.throttle_now(pattern, rate, time.time())
+        self._crawler.throttle_now(pattern, rate)
         await self._crawler.checkpoint()
         return web.json_response({"host_pattern": pattern, "req_per_s": rate})
 
     async def remove_throttle(self, request: web.Request) -> web.Response:
-        return await self._remove(request, self._crawler.frontier.unthrottle, "throttle")
+        return await self._remove(request, self._crawler.unthrottle, "throttle")
 
     async def _remove(self, request: web.Request, remove: Callable[[str], bool], what: str) -> web.Response:
         pattern = _pattern(request.match_info["pattern"], "pattern")
@@ -208,7 +208,7 @@ class Api:
         return web.json_response({"host_pattern": pattern, "dropped": dropped})
 
     async def remove_block(self, request: web.Request) -> web.Response:
-        return await self._remove(request, self._crawler.frontier.unblock, "block")
+        return await self._remove(request, self._crawler.unblock, "block")
 
     async def status(self, request: web.Request) -> web.Response:
         now = time.time()
