@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from polecat import settings, verdict
+from polecat import runloop, settings, verdict
 from polecat.config import Config, config_from_mapping, load_toml, merge
 from polecat.errors import ConfigError
 from polecat.report import print_summary, progress_line
@@ -269,10 +269,6 @@ def cmd_crawl(args: argparse.Namespace) -> int:
         print(f"polecat: warning: the user agent {cfg.fetch.user_agent!r} names no contact; site operators "
               "need one: --user-agent 'yourbot/1.0 (+https://your.site/bot)'", file=sys.stderr)
     main = _crawl_workers(cfg, workers) if uses_workers(data, workers) else _crawl(cfg)
-    try:
-        import uvloop
-    except ImportError:  # pragma: no cover - uvloop is a dependency where it builds
-        return asyncio.run(main)
-    return uvloop.run(main)
+    return runloop.run(main)
 
 

@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from polecat import runloop
 from polecat.cluster.handoff import Handoff
 from polecat.cluster.link import ClusterLink
 from polecat.cluster.membership import LocalMembership, Member
@@ -201,11 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     configure(spec.log.level, file=spec.log.file, fmt=spec.log.fmt, tag={"worker": spec.self_id})
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; it forwards Ctrl-C as "stop"
     try:
-        import uvloop
-    except ImportError:  # pragma: no cover - uvloop is a dependency where it builds
-        return asyncio.run(run_worker(spec))
-    try:
-        return uvloop.run(run_worker(spec))
+        return runloop.run(run_worker(spec))
     except PolecatError as exc:
         print(f"polecat worker {spec.self_id}: error: {exc}", file=sys.stderr)
         return WORKER_FAILED

@@ -18,6 +18,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from polecat import runloop
 from polecat.config import Config, config_from_mapping, load_toml, merge
 from polecat.errors import PolecatError
 
@@ -48,13 +49,7 @@ def cmd_node(args: argparse.Namespace) -> int:
     from polecat.service.runner import serve
 
     cfg = node_config(args)
-    try:
-        import uvloop
-    except ImportError:  # pragma: no cover - uvloop is a dependency where it builds
-        import asyncio
-
-        return asyncio.run(serve(cfg))
-    return uvloop.run(serve(cfg))
+    return runloop.run(serve(cfg))
 
 
 def call(node: str | None, method: str, path: str, body: Any = None) -> Any:
