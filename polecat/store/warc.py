@@ -18,12 +18,12 @@ Revisit profiles: an unchanged refetch (``duplicate_of`` absent or the same URL)
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import http
-import uuid
+import os
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import lru_cache
 from urllib.parse import urlsplit
 
 from polecat.errors import CorruptRecord
@@ -34,6 +34,10 @@ NEAR_DUP_PROFILE = "urn:polecat:revisit/near-duplicate"
 _HTTP_TYPE = b"application/http;msgtype=response"
 _REQUEST_TYPE = b"application/http;msgtype=request"
 _RENAMED = frozenset({"content-encoding", "transfer-encoding", "content-length"})
+_REASONS = {status.value: status.phrase.encode("ascii") for status in http.HTTPStatus}
+_B32 = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
+_B32_PAIRS = [a + b for a in _B32 for b in _B32]
+"""Every 10-bit value as its two RFC 4648 base32 characters (the stdlib's b32encode is a Python loop)."""
 
 
 def payload_digest(body: bytes) -> str:
@@ -42,12 +46,20 @@ def payload_digest(body: bytes) -> str:
 
 
 def payload_digest_from(sha256: bytes) -> str:
-    """The WARC-Payload-Digest value for a body whose SHA-256 is ``sha256``."""
-    return "sha256:" + base64.b32encode(sha256).decode("ascii")
+    """The WARC-Payload-Digest value for a body whose SHA-256 is ``sha256`` (``base64.b32encode``'s
+    output, computed 10 bits at a time)."""
+    if len(sha256) != 32:
+        raise ValueError(f"a SHA-256 digest has 32 bytes, not {len(sha256)}")
+    # 256 bits padded to 260 (52 characters), then the padding RFC 4648 adds after 32 bytes.
+    n = int.from_bytes(sha256, "big") << 4
+    pairs = _B32_PAIRS
+    return "sha256:" + "".join([pairs[(n >> shift) & 0x3FF] for shift in range(250, -1, -10)]) + "===="
 
 
+@lru_cache(maxsize=8)
 def warc_date(ts: float) -> str:
-    """WARC 1.1 date with microseconds (the standard allows fractional seconds)."""
+    """WARC 1.1 date with microseconds (the standard allows fractional seconds). Cached: a response and
+    its request record carry the same date."""
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
@@ -68,11 +80,7 @@ def _clean(value: str) -> bytes:
 
 
 def _http_block(record: FetchRecord, body_len: int | None) -> bytes:
-    try:
-        reason = http.HTTPStatus(record.status).phrase
-    except ValueError:
-        reason = "Unknown"
-    lines = [b"HTTP/1.1 %d %s" % (record.status, reason.encode("ascii"))]
+    lines = [b"HTTP/1.1 %d %s" % (record.status, _REASONS.get(record.status, b"Unknown"))]
     for name, value in record.headers:
         if name.lower() in _RENAMED:
             name = "X-Archive-Orig-" + name
@@ -97,8 +105,13 @@ def _record_parts(fields: list[tuple[str, str]], *block: bytes,
 
 
 def new_record_id() -> str:
-    """A fresh ``WARC-Record-ID`` value."""
-    return f"<urn:uuid:{uuid.uuid4()}>"
+    """A fresh ``WARC-Record-ID`` value: a random (version 4) UUID URN, as ``uuid.uuid4()`` makes it
+    without building the UUID object."""
+    raw = bytearray(os.urandom(16))
+    raw[6] = raw[6] & 0x0F | 0x40  # version 4
+    raw[8] = raw[8] & 0x3F | 0x80  # RFC 4122 variant
+    h = raw.hex()
+    return f"<urn:uuid:{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}>"
 
 
 def _common(record: FetchRecord, kind: str, record_id: str | None = None) -> list[tuple[str, str]]:
