@@ -18,10 +18,11 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import urlsplit
 
-import aetcd
+if TYPE_CHECKING:
+    import aetcd
 
 from polecat.cluster.etcd import KeyEvent
 from polecat.errors import PolecatError
@@ -58,6 +59,8 @@ class AetcdClient:
         return f"http://{host}:{port}"
 
     def _connect(self) -> aetcd.Client:
+        import aetcd  # here, not at the top: it loads gRPC (~45 ms), which a single-node crawl never needs
+
         host, port = self._endpoints[self._index]
         return aetcd.Client(host=host, port=port, timeout=self._timeout, connect_wait_timeout=self._timeout)
 
