@@ -10,5 +10,6 @@ setup(
     ext_modules=[
         Extension("polecat.dedup._minhash", ["polecat/dedup/_minhash.c"], optional=True),
         Extension("polecat.parse._extract", ["polecat/parse/_extract.c"], optional=True),
+        Extension("polecat.dedup._canon", ["polecat/dedup/_canon.c"], optional=True),
     ]
 )

@@ -29,16 +29,23 @@ The host (scheme://userinfo@host:port prefix of the WHATWG serialization) is nev
 so canonicalization never changes which server a URL points to, and the output re-parses to itself
 (idempotent). The hot path calls ada's C API through cffi directly: one parse, one serialization, one
 components read, then string work only where a ``%`` or a ``?`` is present.
+
+Native kernel: where ``polecat.dedup._canon`` is built (polecat/native.py), :meth:`Canonicalizer.
+canonicalize_links` and :meth:`Canonicalizer.canonicalize` run in C (polecat/dedup/_canon.c), with the
+same memo, results and counters as the Python code here, which is the specification. The kernel calls
+ada through the function addresses of its cffi module, checked on known URLs when it is bound.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from types import ModuleType
 
 import xxhash
 from ada_url._ada_wrapper import ffi, lib
 
+from polecat import native
 from polecat.config import DEFAULT_TRACKING_PARAMS
 from polecat.errors import ConfigError
 from polecat.frontier.patterns import HostPatternMap
@@ -47,6 +54,9 @@ from polecat.frontier.patterns import HostPatternMap
 _parse, _parse_with_base, _free = lib.ada_parse, lib.ada_parse_with_base, lib.ada_free
 _is_valid, _scheme_type, _get_href = lib.ada_is_valid, lib.ada_get_scheme_type, lib.ada_get_href
 _get_components, _can_parse, _unpack = lib.ada_get_components, lib.ada_can_parse, ffi.unpack
+_ADA_KERNEL_API = ("ada_parse", "ada_parse_with_base", "ada_can_parse", "ada_free", "ada_is_valid",
+                   "ada_get_scheme_type", "ada_get_href", "ada_get_components")
+"""The functions of ada's C API the native kernel calls, in the order its ``bind_ada`` takes them."""
 _OMITTED = 0xFFFFFFFF  # ada's url_components marker for an absent part
 _HTTP, _HTTPS = 0, 2  # ada SchemeType values
 
@@ -68,6 +78,22 @@ def _pct_table() -> dict[str, str]:
 
 
 _PCT = _pct_table()
+
+
+def _load_kernel() -> ModuleType | None:
+    """The native kernel bound to ada's C API, or None (not built, POLECAT_PURE_PYTHON=1, or an ada_url
+    whose functions are missing or do not behave as the kernel expects)."""
+    kernel = native.load("polecat.dedup._canon")
+    if kernel is None:
+        return None
+    try:
+        addresses = tuple(int(ffi.cast("uintptr_t", ffi.addressof(lib, name))) for name in _ADA_KERNEL_API)
+    except (AttributeError, TypeError, ffi.error):
+        return None
+    return kernel if kernel.bind_ada(addresses) else None
+
+
+_KERNEL = _load_kernel()
 
 
 def _normalize_pct(part: str) -> str:
@@ -95,7 +121,8 @@ class CanonStats:
 class Canonicalizer:
     """Turns discovered URLs into their canonical spelling (rules in the module docstring)."""
 
-    __slots__ = ("_collapsed", "_exact", "_keep_order", "_memo", "_prefixes", "_rejected", "_total")
+    __slots__ = ("_collapsed", "_exact", "_keep_order", "_kernel", "_memo", "_prefixes", "_rejected",
+                 "_total")
 
     def __init__(self, tracking_params: Sequence[str] = DEFAULT_TRACKING_PARAMS,
                  keep_query_order: Sequence[str] = ()) -> None:
@@ -120,6 +147,10 @@ class Canonicalizer:
         self._total = self._collapsed = self._rejected = 0
         self._memo: dict[tuple[str, str], tuple[str | None, bool]] = {}
         """(key part of the base, href) -> (canonical or None, rewritten): see canonicalize_links."""
+        self._kernel = None if _KERNEL is None else _KERNEL.Kernel(
+            self._memo, MEMO_ENTRIES, tuple(self._exact), self._prefixes,
+            self._keep_order.__contains__ if self._keep_order.items() else None)
+        """The native loop (the same memo, its own counters), or None: the Python code below runs."""
 
     def canonicalize_links(self, hrefs: Iterable[str], base: str) -> list[str]:
         """Canonical forms of a page's hrefs resolved against ``base`` (unparsable ones dropped).
@@ -142,6 +173,9 @@ class Canonicalizer:
         nor is anything resolved against a base that does not parse. The memo is
         bounded (:data:`MEMO_ENTRIES`); counters count every href as :meth:`canonicalize` would.
         """
+        if self._kernel is not None:
+            links: list[str] = self._kernel.links(hrefs, base)
+            return links
         try:
             raw_base = base.encode()
         except UnicodeEncodeError:
@@ -181,6 +215,9 @@ class Canonicalizer:
 
     def canonicalize(self, url: str, base: str | None = None) -> str | None:
         """The canonical form of ``url`` resolved against ``base``; ``None`` if unparsable or not http(s)."""
+        if self._kernel is not None:
+            result: str | None = self._kernel.canonicalize(url, base)
+            return result
         try:
             raw_base = None if base is None else base.encode()
         except UnicodeEncodeError:
@@ -238,6 +275,9 @@ class Canonicalizer:
 
     def stats(self) -> CanonStats:
         """A snapshot of the counters."""
+        if self._kernel is not None:
+            total, collapsed, rejected = self._kernel.counts()
+            return CanonStats(total=total, collapsed=collapsed, rejected=rejected)
         return CanonStats(total=self._total, collapsed=self._collapsed, rejected=self._rejected)
 
 
