@@ -506,8 +506,7 @@ static PyObject *Kernel_links(Kernel *k, PyObject *const *args, Py_ssize_t nargs
     PyObject *base = args[1];
     PyObject *seq = PySequence_Fast(args[0], "hrefs must be iterable");
     if (seq == NULL) return NULL;
-    Py_ssize_t count = PySequence_Fast_GET_SIZE(seq);
-    PyObject **items = PySequence_Fast_ITEMS(seq);
+    /* hrefs is read item by item, each held while it is used: keep_order is a Python call. */
     PyObject *out = PyList_New(0);
     PyObject *parts[KEY_WHOLE_BASE + 1] = {NULL};
     if (out == NULL) goto fail;
@@ -520,12 +519,14 @@ static PyObject *Kernel_links(Kernel *k, PyObject *const *args, Py_ssize_t nargs
         base_len = 0;
     }
     if (!ada.can_parse(raw_base, (size_t)base_len)) { /* nothing resolves against it */
-        for (Py_ssize_t i = 0; i < count; i++) {
-            if (!PyUnicode_Check(items[i])) {
-                PyErr_Format(PyExc_TypeError, "href must be str, not %.100s", Py_TYPE(items[i])->tp_name);
-                goto fail;
-            }
-            PyObject *canonical = canonicalize_one(k, items[i], base);
+        for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
+            PyObject *href = Py_NewRef(PySequence_Fast_GET_ITEM(seq, i));
+            PyObject *canonical = NULL;
+            if (PyUnicode_Check(href))
+                canonical = canonicalize_one(k, href, base);
+            else
+                PyErr_Format(PyExc_TypeError, "href must be str, not %.100s", Py_TYPE(href)->tp_name);
+            Py_DECREF(href);
             if (canonical == NULL) goto fail;
             int appended = canonical == Py_None ? 0 : PyList_Append(out, canonical);
             Py_DECREF(canonical);
@@ -541,8 +542,12 @@ static PyObject *Kernel_links(Kernel *k, PyObject *const *args, Py_ssize_t nargs
     parts[KEY_DIR] = PyUnicode_Substring(base, 0, slash + 1);
     parts[KEY_WHOLE_BASE] = Py_NewRef(base);
     if (!parts[KEY_NONE_BASE] || !parts[KEY_ORIGIN] || !parts[KEY_DIR]) goto fail;
-    for (Py_ssize_t i = 0; i < count; i++)
-        if (one_link(k, items[i], base, raw_base, base_len, parts, out) < 0) goto fail;
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
+        PyObject *href = Py_NewRef(PySequence_Fast_GET_ITEM(seq, i));
+        int status = one_link(k, href, base, raw_base, base_len, parts, out);
+        Py_DECREF(href);
+        if (status < 0) goto fail;
+    }
     for (int p = 0; p <= KEY_WHOLE_BASE; p++) Py_XDECREF(parts[p]);
     Py_DECREF(seq);
     return out;
