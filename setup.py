@@ -11,5 +11,6 @@ setup(
         Extension("polecat.dedup._minhash", ["polecat/dedup/_minhash.c"], optional=True),
         Extension("polecat.parse._extract", ["polecat/parse/_extract.c"], optional=True),
         Extension("polecat.dedup._canon", ["polecat/dedup/_canon.c"], optional=True),
+        Extension("polecat.parse._guard", ["polecat/parse/_guard.c"], optional=True),
     ]
 )

@@ -17,7 +17,7 @@ import importlib
 import os
 from types import ModuleType
 
-KERNELS = ("polecat.dedup._minhash", "polecat.parse._extract", "polecat.dedup._canon")
+KERNELS = ("polecat.dedup._minhash", "polecat.parse._extract", "polecat.dedup._canon", "polecat.parse._guard")
 """Module name of every native kernel that setup.py builds."""
 
 

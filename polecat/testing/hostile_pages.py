@@ -45,6 +45,12 @@ def attribute_tags(size: int) -> bytes:
     return _fill(tag, size)
 
 
+def tag_starts(size: int) -> bytes:
+    """``<a`` x 224 then ``>``: every "<" may open a tag of many attributes, and the guard's prefilter
+    (:data:`polecat.parse.guard._LONG_TAG`) reads up to 448 characters past each to see that none does."""
+    return _fill(b"<a" * 224 + b">", size)
+
+
 def nul_bytes(size: int) -> bytes:
     """Nothing but NUL bytes."""
     return b"\0" * size
@@ -92,6 +98,7 @@ PAGES: dict[str, Callable[[int], bytes]] = {
     "deep_then_flat": deep_then_flat,
     "attributes": attributes,
     "attribute_tags": attribute_tags,
+    "tag_starts": tag_starts,
     "nul_bytes": nul_bytes,
     "links": links,
     "long_links": long_links,

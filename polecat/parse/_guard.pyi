@@ -1,0 +1,12 @@
+"""Native kernel of rules 2 and 3 of :mod:`polecat.parse.guard` (polecat/parse/_guard.c)."""
+
+FLAT: frozenset[str]
+"""The kernel's copy of ``guard._FLAT`` (tested equal)."""
+RAW: frozenset[str]
+"""The kernel's copy of ``guard._RAW`` (tested equal)."""
+
+def too_many_attrs(html: str, limit: int, /) -> int | None:
+    """``guard._too_many_attrs(html)`` with ``MAX_ATTRS = limit``."""
+
+def too_deep(html: str, limit: int, /) -> int | None:
+    """``guard._too_deep(html)`` with ``MAX_DEPTH = limit``."""
