@@ -45,7 +45,7 @@ def _limits(depth: int = MAX_DEPTH, attrs: int = MAX_ATTRS) -> Iterator[None]:
 def same_depth(html: str, limit: int = MAX_DEPTH) -> None:
     with _limits(depth=limit):
         expected = guard._too_deep(html)
-    assert _kernel().too_deep(html, limit) == expected, html[:2000]
+    assert _kernel().too_deep(html, limit, 0) == expected, html[:2000]
 
 
 def same_attrs(html: str, limit: int = MAX_ATTRS) -> None:
@@ -181,6 +181,29 @@ def test_bound_html_is_the_same_on_both_paths(pieces: list[str], nesting: int, p
     assert pure == native
 
 
+@pytest.mark.parametrize("hidden", ["< ", "<!--<-->", "<script><</script>", "<br>"])
+@pytest.mark.parametrize("extra", [-1, 0, 1])
+def test_the_shallow_tags_gate_is_the_same(hidden: str, extra: int) -> None:
+    """A deep page is cut only past SHALLOW_TAGS "<", wherever they are (in comments, scripts, text)."""
+    deep = "<div>" * (MAX_DEPTH + 1)
+    html = deep + hidden * ((SHALLOW_TAGS - deep.count("<") + extra) // hidden.count("<"))
+    pure, native = pure_and_native(html)
+    assert pure == native
+    assert (native.cut == "depth") == (html.count("<") > SHALLOW_TAGS)
+
+
+@pytest.mark.parametrize("filler", ["\u013c", "\U0001003c", "\xe9", "\u3000"])
+@pytest.mark.parametrize("offset", range(9))
+def test_every_character_position_of_wide_strings(filler: str, offset: int) -> None:
+    """"<" is found in every lane of the 8-byte words 2- and 4-byte strings are searched by (fillers
+    whose low bits are "<" included)."""
+    html = filler * offset + ("<div>" + filler) * 3 + "<a " + "b " * 300 + filler
+    same_depth(html, 2)
+    same_attrs(html, 5)
+    assert _kernel().too_deep(html, 2, html.count("<") - 1) is not None
+    assert _kernel().too_deep(html, 2, html.count("<")) is None
+
+
 def test_the_kernel_has_the_guards_names() -> None:
     assert _kernel().FLAT == guard._FLAT and _kernel().RAW == guard._RAW
 
@@ -188,7 +211,7 @@ def test_the_kernel_has_the_guards_names() -> None:
 def test_bad_arguments_are_errors() -> None:
     kernel = _kernel()
     with pytest.raises(TypeError):
-        kernel.too_deep(b"<div>", 3)
+        kernel.too_deep(b"<div>", 3, 0)
     with pytest.raises(ValueError, match="limit"):
         kernel.too_many_attrs("<div>", -1)
     with pytest.raises(TypeError):
@@ -208,7 +231,7 @@ def test_hostile_classes_are_the_same_and_fast(name: str) -> None:
     for size in (2**20, len(body)):  # the pure path at 1 MiB, the kernel at the body cap as well
         html = body[:size].decode("utf-8", "replace")
         start = time.process_time()
-        native = (_kernel().too_many_attrs(html, MAX_ATTRS), _kernel().too_deep(html, MAX_DEPTH))
+        native = (_kernel().too_many_attrs(html, MAX_ATTRS), _kernel().too_deep(html, MAX_DEPTH, 0))
         assert time.process_time() - start < 0.5, (name, size)
         if size == 2**20:
             assert native == (guard._too_many_attrs(html), guard._too_deep(html))
@@ -230,7 +253,7 @@ def test_the_same_on_the_benchmark_corpora(load: Callable[[], Corpus | None]) ->
     differ = []
     for url, html in _pages(corpus):
         pure, native = pure_and_native(html)
-        rules = (kernel.too_many_attrs(html, MAX_ATTRS), kernel.too_deep(html, MAX_DEPTH))
+        rules = (kernel.too_many_attrs(html, MAX_ATTRS), kernel.too_deep(html, MAX_DEPTH, 0))
         if pure != native or rules != (guard._too_many_attrs(html), guard._too_deep(html)):
             differ.append(url)
     assert differ == []
@@ -242,13 +265,13 @@ def test_names_held_as_str_are_released() -> None:
     kernel = _kernel()
     names = "".join(f"<name-\xe9{i}>" for i in range(MAX_DEPTH + 1))
     ends = "".join(f"<long-name-{i}></long-name-{i}>" for i in range(2000))
-    kernel.too_deep(names, MAX_DEPTH)
+    kernel.too_deep(names, MAX_DEPTH, 0)
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
         for _ in range(20):
-            assert kernel.too_deep(names, MAX_DEPTH) is not None
-            assert kernel.too_deep(ends + names[:-20], MAX_DEPTH) is None
+            assert kernel.too_deep(names, MAX_DEPTH, 0) is not None
+            assert kernel.too_deep(ends + names[:-20], MAX_DEPTH, 0) is None
         assert tracemalloc.get_traced_memory()[0] - before < 10_000
     finally:
         tracemalloc.stop()

@@ -1,8 +1,9 @@
 /* polecat.parse._guard: the native twin of rules 2 and 3 of polecat/parse/guard.py.
  *
- * too_many_attrs(html, limit) and too_deep(html, limit) return exactly what the Python functions
+ * too_many_attrs(html, limit) and too_deep(html, limit, shallow) return exactly what the Python functions
  * _too_many_attrs and _too_deep return (with MAX_ATTRS, MAX_DEPTH = limit): the offset of the cut, or
- * None. The Python code is the specification; every rule below names the regex it replicates.
+ * None; too_deep applies the SHALLOW_TAGS gate of bound_html too (None for at most `shallow` "<").
+ * The Python code is the specification; every rule below names the regex it replicates.
  *
  * - Characters are code points of the str, whatever its kind (1, 2 or 4 bytes): each scan is one
  *   function, inlined three times with the kind a constant. "\s" is Python's Unicode whitespace
@@ -34,7 +35,9 @@ INLINE int is_space(Py_UCS4 c) { return Py_UNICODE_ISSPACE(c); }
 INLINE int is_letter(Py_UCS4 c) { return (c | 32) - 'a' < 26; }
 INLINE Py_UCS4 ascii_lower(Py_UCS4 c) { return c - 'A' < 26 ? c | 32 : c; }
 
-/* First position >= i of ch, or n. */
+/* First position >= i of ch, or n. memchr for 1-byte strings; for the others, 8 bytes at a time: a lane
+ * equal to ch is a zero lane of word ^ broadcast(ch), which the usual bit trick finds (it never misses
+ * one; the lanes of a flagged word are then read one by one). */
 INLINE Py_ssize_t find_char(int kind, const void *data, Py_ssize_t i, Py_ssize_t n, Py_UCS4 ch) {
     if (i >= n)
         return n;
@@ -43,10 +46,34 @@ INLINE Py_ssize_t find_char(int kind, const void *data, Py_ssize_t i, Py_ssize_t
         const Py_UCS1 *hit = memchr(s + i, (int)ch, (size_t)(n - i));
         return hit ? hit - s : n;
     }
+    const Py_ssize_t lanes = 8 / kind;
+    const uint64_t ones = kind == PyUnicode_2BYTE_KIND ? 0x0001000100010001ull : 0x0000000100000001ull;
+    const uint64_t highs = ones << (8 * kind - 1), pattern = ones * ch;
+    for (; i + lanes <= n; i += lanes) {
+        uint64_t word;
+        memcpy(&word, (const char *)data + i * kind, 8);
+        word ^= pattern;
+        if ((word - ones) & ~word & highs)
+            break;
+    }
     for (; i < n; i++)
         if (READ(i) == ch)
             return i;
     return n;
+}
+
+/* Whether html has more than `shallow` '<' (the SHALLOW_TAGS gate of rule 2), counted in blocks that the
+ * compiler vectorises, stopping at the first block past it. */
+INLINE int more_than(int kind, const void *data, Py_ssize_t n, Py_ssize_t shallow) {
+    Py_ssize_t count = 0;
+    for (Py_ssize_t i = 0; i < n && count <= shallow; i += 4096) {
+        Py_ssize_t end = n - i > 4096 ? i + 4096 : n;
+        uint32_t block = 0;
+        for (Py_ssize_t j = i; j < end; j++)
+            block += READ(j) == '<';
+        count += block;
+    }
+    return count > shallow;
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -283,7 +310,7 @@ static void classes_init(void) {
 
 /* The class of a lower-cased ASCII name, given its first 8 characters packed, its length and its ninth
  * character (0 if none); `raw` gets the index of a raw-text name. */
-static int classify(uint64_t word, Py_ssize_t len, Py_UCS4 ninth, size_t *raw) {
+INLINE int classify(uint64_t word, Py_ssize_t len, Py_UCS4 ninth, size_t *raw) {
     if (len > 8) {
         if (len == 9 && word == pack(RAW_NAMES[N_RAW - 1]) && ninth == 't') {
             *raw = N_RAW - 1; /* plaintext */
@@ -291,7 +318,8 @@ static int classify(uint64_t word, Py_ssize_t len, Py_UCS4 ninth, size_t *raw) {
         }
         return OTHER;
     }
-    for (size_t i = (size_t)mix(word, len) & (CLASS_SLOTS - 1); CLASSES[i].len; i = (i + 1) & (CLASS_SLOTS - 1))
+    const size_t mask = CLASS_SLOTS - 1;
+    for (size_t i = (size_t)mix(word, len) & mask; CLASSES[i].len; i = (i + 1) & mask)
         if (CLASSES[i].word == word && CLASSES[i].len == len) {
             *raw = CLASSES[i].raw;
             return CLASSES[i].cls;
@@ -446,10 +474,13 @@ INLINE Py_ssize_t comment_end(int kind, const void *data, Py_ssize_t i, Py_ssize
     }
 }
 
-/* too_deep for one kind: the offset, -1 for none, -2 on error (exception set). */
+/* too_deep for one kind (nothing for a page of at most `shallow` "<"): the offset, -1 for none, -2 on
+ * error (exception set). */
 INLINE Py_ssize_t too_deep_kind(PyObject *html, int kind, const void *data, Py_ssize_t n, Py_ssize_t limit,
-                                Table *t) {
+                                Py_ssize_t shallow, Table *t) {
     Py_ssize_t depth = 0, pos = 0;
+    if (!more_than(kind, data, n, shallow))
+        return -1;
     while (pos < n) {
         Py_ssize_t p = find_char(kind, data, pos, n, '<');
         if (p + 1 >= n)
@@ -468,18 +499,30 @@ INLINE Py_ssize_t too_deep_kind(PyObject *html, int kind, const void *data, Py_s
             pos = p + 1;
             continue;
         }
-        Py_ssize_t e = s + 1;
+        Py_ssize_t e = s;
         Py_UCS4 any = 0;
+        uint64_t word = 0; /* the first 8 characters, lower-cased if ASCII (the common key) */
         while (e < n && (c = READ(e)) != '/' && c != '>' && !is_space(c)) {
             any |= c;
+            if (e - s < 8)
+                word |= (uint64_t)ascii_lower(c) << (8 * (e - s));
             e++;
         }
         pos = e;
         Key key;
         int cls;
         size_t raw = 0;
-        if (name_key(html, kind, data, s, e, any < 128, !end_tag || t->strs > 0, &key, &cls, &raw) < 0)
-            return -2;
+        if (any < 128 && e - s <= 8) {
+            cls = classify(word, e - s, 0, &raw);
+            key.word = word;
+            key.len = e - s;
+            key.str = NULL;
+            key.hash = mix(word, e - s);
+        } else {
+            int need_str = !end_tag || t->strs > 0;
+            if (name_key(html, kind, data, s, e, any < 128, need_str, &key, &cls, &raw) < 0)
+                return -2;
+        }
         if (cls == FLAT || (end_tag && key.len < 0)) {
             Py_XDECREF(key.str);
             continue;
@@ -521,35 +564,42 @@ INLINE Py_ssize_t too_deep_kind(PyObject *html, int kind, const void *data, Py_s
     return -1;
 }
 
-static Py_ssize_t too_deep_1(PyObject *h, const void *d, Py_ssize_t n, Py_ssize_t l, Table *t) {
-    return too_deep_kind(h, PyUnicode_1BYTE_KIND, d, n, l, t);
+static Py_ssize_t too_deep_1(PyObject *h, const void *d, Py_ssize_t n, Py_ssize_t l, Py_ssize_t g,
+                             Table *t) {
+    return too_deep_kind(h, PyUnicode_1BYTE_KIND, d, n, l, g, t);
 }
-static Py_ssize_t too_deep_2(PyObject *h, const void *d, Py_ssize_t n, Py_ssize_t l, Table *t) {
-    return too_deep_kind(h, PyUnicode_2BYTE_KIND, d, n, l, t);
+static Py_ssize_t too_deep_2(PyObject *h, const void *d, Py_ssize_t n, Py_ssize_t l, Py_ssize_t g,
+                             Table *t) {
+    return too_deep_kind(h, PyUnicode_2BYTE_KIND, d, n, l, g, t);
 }
-static Py_ssize_t too_deep_4(PyObject *h, const void *d, Py_ssize_t n, Py_ssize_t l, Table *t) {
-    return too_deep_kind(h, PyUnicode_4BYTE_KIND, d, n, l, t);
+static Py_ssize_t too_deep_4(PyObject *h, const void *d, Py_ssize_t n, Py_ssize_t l, Py_ssize_t g,
+                             Table *t) {
+    return too_deep_kind(h, PyUnicode_4BYTE_KIND, d, n, l, g, t);
 }
 
 /* ---------------------------------------------------------------------------------------------------
  * Module.
  */
 
-static int parse_args(PyObject *const *args, Py_ssize_t nargs, const char *fn, Py_ssize_t *limit) {
-    if (nargs != 2) {
-        PyErr_Format(PyExc_TypeError, "%s() takes 2 arguments (html, limit), %zd given", fn, nargs);
+/* html (a str) and `count` integers in [0, MAX_LIMIT] after it: limit, and shallow for too_deep. */
+static int parse_args(PyObject *const *args, Py_ssize_t nargs, const char *fn, Py_ssize_t count,
+                      Py_ssize_t *ints) {
+    if (nargs != 1 + count) {
+        PyErr_Format(PyExc_TypeError, "%s() takes %zd arguments, %zd given", fn, 1 + count, nargs);
         return -1;
     }
     if (!PyUnicode_Check(args[0])) {
         PyErr_Format(PyExc_TypeError, "%s(): html must be str", fn);
         return -1;
     }
-    *limit = PyLong_AsSsize_t(args[1]);
-    if (*limit == -1 && PyErr_Occurred())
-        return -1;
-    if (*limit < 0 || *limit > MAX_LIMIT) {
-        PyErr_Format(PyExc_ValueError, "%s(): limit must be in [0, %d]", fn, MAX_LIMIT);
-        return -1;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        ints[i] = PyLong_AsSsize_t(args[1 + i]);
+        if (ints[i] == -1 && PyErr_Occurred())
+            return -1;
+        if (ints[i] < 0 || ints[i] > MAX_LIMIT) {
+            PyErr_Format(PyExc_ValueError, "%s(): limits must be in [0, %d]", fn, MAX_LIMIT);
+            return -1;
+        }
     }
     return PyUnicode_READY(args[0]);
 }
@@ -563,7 +613,7 @@ static PyObject *offset_or_none(Py_ssize_t at) {
 static PyObject *too_many_attrs(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
     Py_ssize_t limit;
-    if (parse_args(args, nargs, "too_many_attrs", &limit) < 0)
+    if (parse_args(args, nargs, "too_many_attrs", 1, &limit) < 0)
         return NULL;
     PyObject *html = args[0];
     const void *data = PyUnicode_DATA(html);
@@ -580,9 +630,10 @@ static PyObject *too_many_attrs(PyObject *module, PyObject *const *args, Py_ssiz
 
 static PyObject *too_deep(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    Py_ssize_t limit;
-    if (parse_args(args, nargs, "too_deep", &limit) < 0)
+    Py_ssize_t ints[2];
+    if (parse_args(args, nargs, "too_deep", 2, ints) < 0)
         return NULL;
+    Py_ssize_t limit = ints[0], shallow = ints[1];
     PyObject *html = args[0];
     size_t size = 16;
     while (size < 2 * ((size_t)limit + 1))
@@ -594,13 +645,13 @@ static PyObject *too_deep(PyObject *module, PyObject *const *args, Py_ssize_t na
     Py_ssize_t n = PyUnicode_GET_LENGTH(html), at;
     switch (PyUnicode_KIND(html)) {
     case PyUnicode_1BYTE_KIND:
-        at = too_deep_1(html, data, n, limit, &t);
+        at = too_deep_1(html, data, n, limit, shallow, &t);
         break;
     case PyUnicode_2BYTE_KIND:
-        at = too_deep_2(html, data, n, limit, &t);
+        at = too_deep_2(html, data, n, limit, shallow, &t);
         break;
     default:
-        at = too_deep_4(html, data, n, limit, &t);
+        at = too_deep_4(html, data, n, limit, shallow, &t);
     }
     table_free(&t);
     return at == -2 ? NULL : offset_or_none(at);
@@ -611,8 +662,8 @@ static PyMethodDef methods[] = {
      "too_many_attrs(html, limit): offset of the first tag with more than limit attributes, or None\n"
      "(polecat.parse.guard._too_many_attrs with MAX_ATTRS = limit)."},
     {"too_deep", (PyCFunction)(void (*)(void))too_deep, METH_FASTCALL,
-     "too_deep(html, limit): offset of the first tag past limit open elements, or None\n"
-     "(polecat.parse.guard._too_deep with MAX_DEPTH = limit)."},
+     "too_deep(html, limit, shallow): offset of the first tag past limit open elements, or None\n"
+     "(polecat.parse.guard._too_deep with MAX_DEPTH = limit), None if html has at most shallow '<'."},
     {NULL, NULL, 0, NULL},
 };
 

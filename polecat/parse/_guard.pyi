@@ -8,5 +8,6 @@ RAW: frozenset[str]
 def too_many_attrs(html: str, limit: int, /) -> int | None:
     """``guard._too_many_attrs(html)`` with ``MAX_ATTRS = limit``."""
 
-def too_deep(html: str, limit: int, /) -> int | None:
-    """``guard._too_deep(html)`` with ``MAX_DEPTH = limit``."""
+def too_deep(html: str, limit: int, shallow: int, /) -> int | None:
+    """``guard._too_deep(html)`` with ``MAX_DEPTH = limit``, or None if ``html`` has at most ``shallow``
+    "<"."""

@@ -27,8 +27,9 @@ Rules, applied in order to a decoded page before it is parsed:
    never see more).
 
 Rules 2 and 3 have a native kernel (polecat/parse/_guard.c, used when :func:`polecat.native.load` gives
-it): it returns exactly what :func:`_too_deep` and :func:`_too_many_attrs` return, which stay the
-specification and the fallback.
+it): it returns exactly what :func:`_too_deep` (behind the SHALLOW_TAGS gate) and :func:`_too_many_attrs`
+return, which stay the specification and the fallback, 5-6x faster on real documentation pages
+(benchmarks/README.md, "Issue 17, third pass: native parse guard").
 
 A page cut by rule 1, 2, 3 or 5 is reported (``parse_budget``): its links up to the cut are kept and the
 crawl goes on. Worst case with these bounds: see benchmarks/README.md.
@@ -68,7 +69,7 @@ _RAW = frozenset(("script", "style", "textarea", "title", "xmp", "iframe", "noem
 _RAW_END = {name: re.compile("</" + name, re.IGNORECASE) for name in _RAW}
 _DEPTH_BOUND = DepthBound(_FLAT, _RAW)
 """Skips the Python scan of rule 2 on pages that cannot nest past MAX_DEPTH (2.7 ms -> ~0.3 ms on 150 KB
-pages). The kernel scans every page: faster than this bound."""
+pages). The kernel scans every page past the gate: faster than this bound."""
 _NATIVE = load("polecat.parse._guard")
 _TAG = re.compile(r"<(?:(!--)|(/?)([A-Za-z][^\s/>]*))")
 # A tag that may hold more than MAX_ATTRS attributes: at least 8 items, an item being a run of up to 64
@@ -156,13 +157,14 @@ def bound_html(html: str, *, cut: bool = False) -> Bounded:
     at = _NATIVE.too_many_attrs(html, MAX_ATTRS) if _NATIVE else _too_many_attrs(html)
     if at is not None:
         html, reason = html[:at], "attributes"
-    if html.count("<") > SHALLOW_TAGS:
-        if _NATIVE:
-            at = _NATIVE.too_deep(html, MAX_DEPTH)
-        else:
-            at = _too_deep(html) if _DEPTH_BOUND.may_exceed(html, MAX_DEPTH) else None
-        if at is not None:
-            html, reason = html[:at], "depth"
+    if _NATIVE:
+        at = _NATIVE.too_deep(html, MAX_DEPTH, SHALLOW_TAGS)
+    elif html.count("<") > SHALLOW_TAGS:
+        at = _too_deep(html) if _DEPTH_BOUND.may_exceed(html, MAX_DEPTH) else None
+    else:
+        at = None
+    if at is not None:
+        html, reason = html[:at], "depth"
     return Bounded(html, reason)
 
 
