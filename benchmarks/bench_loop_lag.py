@@ -68,8 +68,9 @@ async def crawl(cfg_map: dict[str, object], stalls: dict[str, list[float]]) -> t
         # A commit that runs on (or waits on) the loop's thread; and, where there is one, the frontier
         # writer thread's own commit (polecat/frontier/db.py), which every commit now runs.
         db.commit = timed(db.commit, stalls["commit on loop"], stalls["commit in thread"])
-        if hasattr(db, "_commit_txn"):
-            db._commit_txn = timed(db._commit_txn, stalls["commit on loop"], stalls["commit in thread"])
+        writer = getattr(db, "_writer", None)
+        if writer is not None:
+            writer._commit = timed(writer._commit, stalls["commit on loop"], stalls["commit in thread"])
         task = asyncio.create_task(probe(samples, stop))
         t0 = time.monotonic()
         stats = await crawler.run()

@@ -16,6 +16,7 @@ import logging
 import math
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -143,6 +144,8 @@ class Crawler:
         local = open_local(cfg, self._clock.wall())
         self._db, self._seen, self._robots = local.db, local.seen, local.robots
         self._bloom_path = local.bloom_path
+        self._bloom_saver = ThreadPoolExecutor(1, thread_name_prefix="polecat-bloom-save")
+        """Writes the seen-set's Bloom snapshots, one at a time and in order (off the loop)."""
         self._canon = Canonicalizer(cfg.dedup.tracking_params, cfg.dedup.keep_query_order)
         archive = archive_info(user_agent=cfg.fetch.user_agent, request_headers=request_headers(cfg.fetch),
                                requests=cfg.store.request_records)
@@ -151,6 +154,7 @@ class Crawler:
                                                                      archive=archive)
         except BaseException:  # e.g. a torn segment that needs `store repair`: hold no frontier open
             self._db.close()
+            self._bloom_saver.shutdown()
             raise
         self._bodies_at_start = self._store.stats().bodies
         self._frontier = local.frontier
@@ -184,15 +188,18 @@ class Crawler:
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
         await self._fetcher.__aexit__(et, e, tb)
-        if self._fatal is None and self._try_checkpoint(save_bloom=True):
-            self._store.close()
-            self._db.close()
-        else:  # keep only what was committed before the failure; the next start replays the rest
-            with contextlib.suppress(Exception):
+        try:
+            if self._fatal is None and self._try_checkpoint(save_bloom=True):
                 self._store.close()
-            self._db.close()
-            if et is None and not self._fatal_raised:  # the final checkpoint failed
-                raise PolecatError(f"crawl stopped: {self._fatal}") from self._fatal
+                self._db.close()
+            else:  # keep only what was committed before the failure; the next start replays the rest
+                with contextlib.suppress(Exception):
+                    self._store.close()
+                self._db.close()
+                if et is None and not self._fatal_raised:  # the final checkpoint failed
+                    raise PolecatError(f"crawl stopped: {self._fatal}") from self._fatal
+        finally:
+            self._bloom_saver.shutdown()
 
     def add_seed(self, url: str, *, importance: float = 1.0, now: float | None = None,
                  forward: bool = False) -> str:
@@ -484,19 +491,24 @@ class Crawler:
         self._commit(started, save_bloom)
 
     async def _checkpoint_async(self) -> None:
-        """The periodic checkpoint, with the store flush (fsync) in a worker thread and then the frontier's
-        LMDB commit (fsync) on its writer thread, while requests go on. Completions of pages that arrive
-        meanwhile wait (:attr:`_deferred`), so the frontier commit covers exactly the pages whose records
-        that flush made durable. No frontier call is made during the commit (:attr:`_frontier_free`)."""
+        """The periodic checkpoint, with every fsync off the loop while requests go on: the store flush in
+        a worker thread, then the hand-off outbox's commit and the frontier's LMDB commit each on its
+        writer thread, then (every ``BLOOM_SAVE_INTERVAL``) the Bloom snapshot in a thread. Completions
+        of pages that arrive meanwhile wait (:attr:`_deferred`), so the frontier commit covers exactly
+        the pages whose records that flush made durable. No frontier call is made during the frontier
+        commit (:attr:`_frontier_free`); decisions that need no read (operator controls) are applied
+        into the next transaction (polecat/frontier/db.py rule 3)."""
         started = self._clock.wall()
         self._flushing = True
         try:
             await asyncio.to_thread(self._store.flush)
-            self._prepare_commit(False)
+            if self._link is not None:  # the outbox before the frontier: see polecat/cluster/outbox.py
+                await _committed_off_loop(self._link.handoff.start_commit())
+                self._link.handoff.finish_commit()
+            self._db.apply(self._frontier.prepare_commit())
             self._frontier_free.clear()
             try:
-                with contextlib.suppress(lmdb.Error):  # raised by finish_commit below, as a StorageFault
-                    await asyncio.wrap_future(self._db.start_commit())
+                await _committed_off_loop(self._db.start_commit())
             finally:
                 self._frontier_free.set()
             self._db.finish_commit()
@@ -504,6 +516,12 @@ class Crawler:
         finally:
             self._flushing = False
         self._complete_deferred()
+        now = self._clock.wall()
+        if now - self._last_bloom_save >= BLOOM_SAVE_INTERVAL:
+            self._last_bloom_save = now
+            # A copy taken after the commit holds every key it holds (tagged with it); written meanwhile.
+            snapshot, tag = self._seen.snapshot(), self._db.seq
+            await asyncio.wrap_future(self._bloom_saver.submit(snapshot.save, self._bloom_path, tag))
 
     def _complete_deferred(self) -> None:
         deferred, self._deferred = self._deferred, []
@@ -513,21 +531,17 @@ class Crawler:
             self._wake.set()
 
     def _commit(self, started: float, save_bloom: bool) -> None:
-        self._prepare_commit(save_bloom)
-        self._db.commit()
-        self._committed(started)
-
-    def _prepare_commit(self, save_bloom: bool) -> None:
-        """What comes before the frontier's LMDB commit: the hand-off outbox, the Bloom snapshot, and the
-        frontier's in-memory records written into its transaction."""
         if self._link is not None:  # the outbox before the frontier: see polecat/cluster/outbox.py
             self._link.handoff.commit()
         now = self._clock.wall()
         if save_bloom or now - self._last_bloom_save >= BLOOM_SAVE_INTERVAL:
             # Tagged with the counter the commit below writes: a crash in between forces a rebuild.
-            self._seen.save(self._bloom_path, self._db.next_seq)
+            # On the saver's thread, after any snapshot still being written there.
+            self._bloom_saver.submit(self._seen.save, self._bloom_path, self._db.next_seq).result()
             self._last_bloom_save = now
         self._db.apply(self._frontier.prepare_commit())
+        self._db.commit()
+        self._committed(started)
 
     def _committed(self, started: float) -> None:
         ended = self._clock.wall()
@@ -796,8 +810,8 @@ class _RobotsPacer:
         return self.lease_attempt
 
 
-_OPENED_PARTS = frozenset({"_db", "_seen", "_robots", "_bloom_path", "_canon", "_store", "_bodies_at_start",
-                           "_frontier", "_pipeline", "_fetcher"})
+_OPENED_PARTS = frozenset({"_db", "_seen", "_robots", "_bloom_path", "_bloom_saver", "_canon", "_store",
+                           "_bodies_at_start", "_frontier", "_pipeline", "_fetcher"})
 """What :meth:`Crawler.__aenter__` creates: reading one before means the crawler is not open."""
 
 HOST_FATAL = (BlockedAddressError,)
@@ -810,6 +824,12 @@ def _failure(started: float, ended: float, exc: FetchError) -> Completion:
     detail = f"{exc.kind}: {exc}"
     return Completion(attempt, outcome, exc.kind, detail=detail,
                       park=detail if isinstance(exc, HOST_FATAL) else "")
+
+
+async def _committed_off_loop(commit: Future[Any]) -> None:
+    """Wait for a commit running on a writer thread; its error is raised by the owner's finish."""
+    with contextlib.suppress(lmdb.Error, PolecatError):
+        await asyncio.wrap_future(commit)
 
 
 def _earliest(until: float | None, scan: float) -> float | None:

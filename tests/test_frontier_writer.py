@@ -12,7 +12,7 @@ def test_a_commit_runs_on_the_writer_thread_and_the_txn_waits_for_it(tmp_path: P
     db = FrontierDB(tmp_path / "f", map_size=1 << 24, params={})
     threads: list[int] = []
     started, release = threading.Event(), threading.Event()
-    commit_txn = db._commit_txn
+    commit_txn = db._writer._commit
 
     def held_commit(txn: object) -> object:
         threads.append(threading.get_ident())
@@ -20,7 +20,7 @@ def test_a_commit_runs_on_the_writer_thread_and_the_txn_waits_for_it(tmp_path: P
         release.wait(5)
         return commit_txn(txn)  # type: ignore[arg-type]
 
-    db._commit_txn = held_commit  # type: ignore[method-assign]
+    db._writer._commit = held_commit  # type: ignore[method-assign]
     db.txn.put(b"a", b"1", db=db.meta)
     db.pending = 3
     seq = db.seq

@@ -162,8 +162,8 @@ def test_writes_applied_during_a_commit_wait_for_the_next_transaction(tmp_path: 
     """FrontierDB rule 3: an apply during a commit in flight returns at once; a read waits for it."""
     rig = Rig(tmp_path)
     db: Any = rig.db
-    gate, commit_txn = threading.Event(), db._commit_txn
-    db._commit_txn = lambda txn: (gate.wait(5), commit_txn(txn))[1]
+    gate, commit_txn = threading.Event(), db._writer._commit
+    db._writer._commit = lambda txn: (gate.wait(5), commit_txn(txn))[1]
     done = rig.raw.add_seed(canon("http://a.test/"), 0.0)
     fut = db.start_commit()
     db.apply(done.writes)  # would block on the writer thread's commit if it used the transaction

@@ -12,13 +12,20 @@ from typing import Any
 
 import pytest
 
-from polecat import Crawler
+from polecat import Crawler, node
 from polecat.cluster.batch import Batch, HandoffUrl
+from polecat.cluster.handoff import Handoff
+from polecat.cluster.link import ClusterLink
+from polecat.cluster.membership import Member
+from polecat.cluster.outbox import Outbox
+from polecat.cluster.receiver import HandoffReceiver
 from polecat.config import Config, config_from_mapping
+from polecat.dedup.bloom import ScalableBloom
 from polecat.errors import PolecatError
 from polecat.frontier.records import Completion, Lease
 from polecat.frontier.traps import is_probe
 from polecat.frontier.writes import Write
+from polecat.testing.cluster import FakeMembership, FakeTransport
 from polecat.testing.fakes import Canned, FakeClock, FakeFetcher, MemoryPageStore
 
 
@@ -129,7 +136,7 @@ async def test_the_frontier_commit_runs_while_the_loop_goes_on_and_the_frontier_
     fetcher = FakeFetcher(clock, pages)
     async with Crawler(cfg, clock=clock, fetcher=fetcher, store=MemoryPageStore()) as crawler:
         db: Any = crawler._db
-        loop, commit_txn = asyncio.get_running_loop(), db._commit_txn
+        loop, commit_txn = asyncio.get_running_loop(), db._writer._commit
         gate = crawler._frontier_free
 
         def watching_commit(txn: Any) -> Any:
@@ -140,7 +147,7 @@ async def test_the_frontier_commit_runs_while_the_loop_goes_on_and_the_frontier_
                 seen.append((ran.wait(2), bool(gate_open) and gate_open[0]))
             return commit_txn(txn)
 
-        db._commit_txn = watching_commit
+        db._writer._commit = watching_commit
         stats = await crawler.run()
     # The loop ran during every commit, and the frontier waited.
     assert stats.queued == 0 and len(seen) > 3 and seen == [(True, False)] * len(seen)
@@ -230,3 +237,47 @@ async def test_a_loop_at_its_concurrency_bound_goes_on_when_every_lease_ends_at_
     async with Crawler(cfg, clock=clock, fetcher=fetcher, store=MemoryPageStore()) as crawler:
         stats = await asyncio.wait_for(crawler.run(), 30)
     assert stats.ended == "queue empty" and set(fetcher.calls) >= set(pages)
+
+
+async def test_the_outbox_commit_and_the_bloom_snapshot_run_while_the_loop_goes_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The periodic checkpoint's other fsyncs leave the loop too: the hand-off outbox commits on its own
+    writer thread and the Bloom snapshot is written by the saver thread, each while the loop runs."""
+    monkeypatch.setattr(node, "BLOOM_SAVE_INTERVAL", 0.0)  # a snapshot at every checkpoint
+    clock = FakeClock(tick=0.0002)
+    pages, cfg = hosts_of_pages(tmp_path, 6, commit_ops=8)
+    fetcher = FakeFetcher(clock, pages)
+    box = Outbox(tmp_path / "handoff")
+    link = ClusterLink(FakeMembership("w1", [Member("w1", "unix:/tmp/w1.sock")]),
+                       Handoff("w1", box, FakeTransport({}), {}), HandoffReceiver(_refuse), max_backlog=10**6)
+    seen: dict[str, list[tuple[bool, bool]]] = {"outbox": [], "bloom": []}
+    """Per off-loop fsync: whether it ran off the loop's thread, and whether the loop ran meanwhile."""
+    loop = asyncio.get_running_loop()
+    crawler = Crawler(cfg, clock=clock, fetcher=fetcher, store=MemoryPageStore(), link=link)
+
+    def watched(what: str, call: Any) -> Any:
+        def run(*args: Any) -> Any:
+            if not crawler._checkpoints_end and len(seen[what]) < 4:  # the last ones run on the loop
+                ran = threading.Event()
+                loop.call_soon_threadsafe(ran.set)
+                seen[what].append((threading.current_thread() is not threading.main_thread(), ran.wait(2)))
+            return call(*args)
+        return run
+
+    box._writer._commit = watched("outbox", box._writer._commit)  # type: ignore[method-assign]
+    monkeypatch.setattr(ScalableBloom, "save", watched("bloom", ScalableBloom.save))
+    async with crawler:
+        task = asyncio.create_task(crawler.run())
+        async with asyncio.timeout(30):
+            # The counts grow on other threads and in the crawl: there is no event to wait on.
+            while len(fetcher.calls) < len(pages) + 6 or min(map(len, seen.values())) < 3:  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+        crawler.stop()
+        stats = await task
+    box.close()
+    assert stats.queued == 0
+    assert seen["outbox"] and seen["bloom"] and all(v == [(True, True)] * len(v) for v in seen.values())
+
+
+async def _refuse(batch: Batch) -> None:
+    raise AssertionError(batch)

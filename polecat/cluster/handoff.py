@@ -13,6 +13,8 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future
+from typing import Any
 
 from polecat.cluster.batch import HandoffUrl, Signer, decode_urls, encode_batch
 from polecat.cluster.outbox import Outbox
@@ -101,7 +103,16 @@ class Handoff:
     def commit(self) -> None:
         """Seal and persist the outbox; the node calls it after the store flush, before the frontier
         commit."""
-        for peer, seq in self._outbox.commit():
+        self.start_commit()
+        self.finish_commit()
+
+    def start_commit(self) -> Future[Any]:
+        """:meth:`commit` with its fsync on the outbox's writer thread; :meth:`finish_commit` ends it."""
+        return self._outbox.start_commit()
+
+    def finish_commit(self) -> None:
+        """Wait for the commit :meth:`start_commit` started, then send what it sealed."""
+        for peer, seq in self._outbox.finish_commit():
             self.sender.queued(peer, seq)
         self._wake.set()
 

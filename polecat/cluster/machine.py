@@ -38,6 +38,7 @@ from io import BytesIO
 from typing import TYPE_CHECKING
 
 import aiohttp
+import lmdb
 from aiohttp import web
 
 from polecat.cluster.aetcd_client import AetcdClient
@@ -242,8 +243,10 @@ class ClusterNode:
         """Queue what this node owns; forward the rest to its owner (rule 2)."""
         assert self.link is not None and self._crawler is not None
         mine = self.link.forward(batch.urls)  # a forwarded seed stays a seed (link rule 2)
-        if len(mine) < len(batch.urls):
-            self.handoff.commit()  # durable in the outbox before the sender may forget them
+        if len(mine) < len(batch.urls):  # durable in the outbox before the sender may forget them
+            with contextlib.suppress(lmdb.Error):  # raised by finish_commit, as a FrontierError
+                await asyncio.wrap_future(self.handoff.start_commit())  # the fsync off the loop
+            self.handoff.finish_commit()
         if mine:
             await self._crawler.receive(Batch(batch.sender, batch.seq, tuple(mine)))
 

@@ -12,19 +12,23 @@ Rules:
    once the receiver's checkpoint reached that round: until then the batch is *held* (delivered, not
    sent again, kept in case the receiver dies with its disk) and :meth:`take_held` gives its URLs back
    to be routed to the receiver's heirs.
-4. Not thread-safe: one event-loop thread, like the frontier.
+4. Not thread-safe: one event-loop thread, like the frontier. The commit's fsync runs on the outbox's own
+   writer thread (polecat/frontier/writer.py, :meth:`Outbox.start_commit`); a call that touches the
+   transaction meanwhile waits for it.
 """
 
 from __future__ import annotations
 
 import struct
 from collections import defaultdict
+from concurrent.futures import Future
 from pathlib import Path
 
 import lmdb
 
 from polecat.cluster.batch import HandoffUrl, decode_urls, encode_urls
 from polecat.errors import FrontierError
+from polecat.frontier.writer import TxnWriter
 
 _KEY = struct.Struct(">Q")
 _COUNT = struct.Struct(">I")
@@ -52,7 +56,9 @@ class Outbox:
         self._batches = self._env.open_db(b"batches")
         self._held_db = self._env.open_db(b"held")
         """Batch key -> the receiver's checkpoint round that must hold it before it is dropped (rule 3)."""
-        self._txn: lmdb.Transaction = self._env.begin(write=True)
+        self._writer = TxnWriter(self._env, "polecat-outbox-writer")
+        self._sealed: list[tuple[str, int]] = []
+        """Batches sealed for the commit in flight (:meth:`start_commit`)."""
         self._batch_urls = batch_urls
         self._staged: dict[str, list[HandoffUrl]] = defaultdict(list)
         self._next_seq: dict[str, int] = {}
@@ -108,14 +114,28 @@ class Outbox:
         """Seal every staged URL into batches; returns the new ``(peer, seq)`` pairs."""
         return [(peer, seq) for peer in list(self._staged) for seq in self._seal(peer, full_only=False)]
 
+    @property
+    def _txn(self) -> lmdb.Transaction:
+        return self._writer.txn
+
     def commit(self) -> list[tuple[str, int]]:
         """Seal everything staged and make the outbox durable (rule 2); returns the new batches."""
-        sealed = self.seal_all()
+        self.start_commit()
+        return self.finish_commit()
+
+    def start_commit(self) -> Future[lmdb.Transaction]:
+        """:meth:`commit` on the writer thread: seals, starts the commit and returns at once;
+        :meth:`finish_commit` ends it."""
+        self._sealed += self.seal_all()
+        return self._writer.start_commit()
+
+    def finish_commit(self) -> list[tuple[str, int]]:
+        """Wait for the commit :meth:`start_commit` started; returns the batches it sealed."""
         try:
-            self._txn.commit()
+            self._writer.finish_commit()
         except lmdb.MapFullError as exc:
             raise FrontierError("hand-off outbox is full: a peer has not acknowledged for too long") from exc
-        self._txn = self._env.begin(write=True)
+        sealed, self._sealed = self._sealed, []
         return sealed
 
     def read(self, peer: str, seq: int) -> bytes:
@@ -172,5 +192,7 @@ class Outbox:
 
     def close(self) -> None:
         """Close, dropping what is uncommitted (the frontier replays it, rule 2)."""
-        self._txn.abort()
-        self._env.close()
+        try:
+            self._writer.close()
+        finally:
+            self._env.close()

@@ -72,6 +72,14 @@ class _Layer:
         self.view: npt.NDArray[np.uint8] = np.frombuffer(memoryview(self.bits), dtype=np.uint8)
         self._steps = np.arange(k, dtype=np.uint64)
 
+    def copy(self) -> _Layer:
+        out = _Layer.__new__(_Layer)
+        out.capacity, out.count, out.m, out.k = self.capacity, self.count, self.m, self.k
+        out.bits = self.bits.copy()
+        out.view = np.frombuffer(memoryview(out.bits), dtype=np.uint8)
+        out._steps = self._steps
+        return out
+
     def contains(self, h1: int, h2: int) -> bool:
         bits, m = self.bits, self.m
         for i in range(self.k):  # noqa: SIM110 (a plain loop beats all() over a generator here)
@@ -109,6 +117,14 @@ class ScalableBloom:
             raise ValueError(f"bad Bloom parameters {capacity=} {fp_rate=} {growth=} {tightening=}")
         self._capacity, self._fp_rate, self._growth, self._tightening = capacity, fp_rate, growth, tightening
         self._layers: list[_Layer] = [_Layer(capacity, fp_rate)]
+
+    def copy(self) -> ScalableBloom:
+        """An independent copy: a snapshot another thread may save while this filter keeps growing."""
+        out = ScalableBloom.__new__(ScalableBloom)
+        out._capacity, out._fp_rate, out._growth, out._tightening = (
+            self._capacity, self._fp_rate, self._growth, self._tightening)
+        out._layers = [layer.copy() for layer in self._layers]
+        return out
 
     def _grow(self) -> _Layer:
         i = len(self._layers)

@@ -75,6 +75,11 @@ class SeenSet:
             return True
         return False
 
+    def snapshot(self) -> ScalableBloom:
+        """A copy of the filter as it is now, to :meth:`ScalableBloom.save` from another thread (a copy
+        taken after a commit holds every key that commit holds: the invariant's side of a snapshot)."""
+        return self._bloom.copy()
+
     def save(self, bloom_path: Path, tag: int) -> None:
         """Persist the filter atomically; ``tag`` is the caller's commit counter of the state it covers."""
         self._bloom.save(bloom_path, tag)

@@ -7,8 +7,8 @@ at all. The frontier keeps a single write transaction open and commits it when t
 
 Rules of the writer thread:
 1. LMDB ties a write transaction's lock to the thread that began it: every write transaction is begun,
-   committed and aborted on this object's one writer thread, so the commit's fsync can run there while
-   the event loop goes on (:meth:`FrontierDB.start_commit`).
+   committed and aborted on one writer thread (polecat/frontier/writer.py), so the commit's fsync runs
+   there while the event loop goes on (:meth:`FrontierDB.start_commit`).
 2. Between those, the event-loop thread reads and writes through :attr:`FrontierDB.txn`, never two
    threads at once: while a commit is in flight, reading :attr:`~FrontierDB.txn` waits for it (the node
    holds its frontier calls back until then, so that wait is the rare exception, not the rule).
@@ -20,21 +20,21 @@ Rules of the writer thread:
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, TypeVar
 
 import lmdb
 
-from polecat.errors import FrontierError, PolecatError
+from polecat.errors import FrontierError
 from polecat.faults import storage_fault
 from polecat.frontier.handover_ranges import delete_ranges
 from polecat.frontier.migrate import MigrationReport, migrate_v1
 from polecat.frontier.slices import SLICES
+from polecat.frontier.writer import TxnWriter
 from polecat.frontier.writes import Decided, Delete, DeleteSlices, Put, Write
 
 T = TypeVar("T")
@@ -80,9 +80,7 @@ class FrontierDB:
         """The slice-keyed tables by name (polecat/frontier/keys.py)."""
         self.tables: dict[str, Any] = {**self.sliced, "meta": self.meta, "near": self.near}
         """Every table a decision writes, by its :data:`~polecat.frontier.writes.Table` name."""
-        self._writer = ThreadPoolExecutor(1, thread_name_prefix="polecat-frontier-writer")
-        self._txn: lmdb.Transaction = self._writer.submit(self._begin).result()
-        self._committing: Future[lmdb.Transaction] | None = None
+        self._writer = TxnWriter(self.env, "polecat-frontier-writer")
         self._backlog: list[Write] = []
         """Writes applied during the commit in flight, for the next transaction (rule 3)."""
         self.seq = 0
@@ -137,10 +135,10 @@ class FrontierDB:
     def apply(self, writes: Sequence[Write]) -> None:
         """Do a decision's writes in the open transaction (polecat/frontier/writes.py rule 2); during a
         commit, in the next one (rule 3)."""
-        if self._committing is not None:
+        if self._writer.committing:
             self._backlog.extend(writes)
         else:
-            self._apply(self._txn, writes)
+            self._apply(self._writer.txn, writes)
 
     def applied(self, decided: Decided[T]) -> T:
         """Apply ``decided``'s writes (:meth:`apply`) and return its answer."""
@@ -160,40 +158,29 @@ class FrontierDB:
     @property
     def txn(self) -> lmdb.Transaction:
         """The open write transaction (rule 2: waits for a commit in flight)."""
-        if self._committing is not None:
+        if self._writer.committing:
             self.finish_commit()
-        return self._txn
-
-    def _begin(self) -> lmdb.Transaction:
-        return self.env.begin(write=True)
-
-    def _commit_txn(self, txn: lmdb.Transaction) -> lmdb.Transaction:
-        """On the writer thread: commit ``txn`` (one fsync) and begin the next transaction."""
-        txn.commit()
-        return self.env.begin(write=True)
+        return self._writer.txn
 
     def start_commit(self) -> Future[lmdb.Transaction]:
         """Start making every write so far durable on the writer thread and return at once (rule 1);
         :meth:`finish_commit` ends it (and :attr:`txn` waits for it). Changes counted from now on
         (:attr:`pending`) belong to the next commit."""
         self.seq += 1
-        txn = self.txn
-        txn.put(b"seq", str(self.seq).encode(), db=self.meta)
+        self.txn.put(b"seq", str(self.seq).encode(), db=self.meta)
         self.pending = 0
-        self._committing = self._writer.submit(self._commit_txn, txn)
-        return self._committing
+        return self._writer.start_commit()
 
     def finish_commit(self) -> int:
         """Wait for the commit :meth:`start_commit` started; returns the commit counter it wrote. A
         failed commit raises :class:`~polecat.errors.StorageFault` (its writes are lost; the caller stops)."""
-        fut, self._committing = self._committing, None
-        if fut is not None:
+        if self._writer.committing:
             try:
-                self._txn = fut.result()
+                self._writer.finish_commit()
             except lmdb.Error as exc:
                 raise storage_fault(exc, "frontier", self.path) from exc
             backlog, self._backlog = self._backlog, []
-            self._apply(self._txn, backlog)
+            self._apply(self._writer.txn, backlog)
         return self.seq
 
     def commit(self) -> int:
@@ -211,10 +198,6 @@ class FrontierDB:
         writes its host records first) and the node's checkpoint; a commit here would store a queue
         without the host counts that go with it. A commit in flight is let finish first."""
         try:
-            if self._committing is not None:
-                with contextlib.suppress(PolecatError):
-                    self.finish_commit()
-            self._writer.submit(self._txn.abort).result()
-            self.env.close()
+            self._writer.close()
         finally:
-            self._writer.shutdown()
+            self.env.close()

@@ -1,0 +1,86 @@
+"""One LMDB environment's open write transaction, begun and committed on a thread of its own.
+
+A commit's fsync takes milliseconds; on the event loop it stalls every request in flight. LMDB ties a
+write transaction to the thread that began it, so the commit cannot simply be handed to any worker
+thread. The frontier (polecat/frontier/db.py) and the cluster's hand-off outbox (polecat/cluster/outbox.py)
+both keep their transaction here.
+
+Rules:
+1. The transaction is begun, committed and aborted on this object's one writer thread only.
+2. Between those, one other thread (the event loop's) reads and writes through :attr:`TxnWriter.txn`.
+   While a commit is in flight, reading :attr:`~TxnWriter.txn` waits for it (its owner holds its own
+   calls back until then, so that wait is the rare exception).
+3. A failed commit raises ``lmdb.Error`` from :meth:`TxnWriter.finish_commit`, and again from every later
+   use (whichever call saw the failure first): its writes are lost and the owner stops using the
+   environment (it may still :meth:`~TxnWriter.close` it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from concurrent.futures import Future, ThreadPoolExecutor
+
+import lmdb
+
+
+class TxnWriter:
+    """The write transaction of ``env`` and the thread that owns it (rules above)."""
+
+    def __init__(self, env: lmdb.Environment, name: str) -> None:
+        self._env = env
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix=name)
+        self._txn: lmdb.Transaction = self._thread.submit(self._begin).result()
+        self._committing: Future[lmdb.Transaction] | None = None
+        self._failed: lmdb.Error | None = None
+
+    def _begin(self) -> lmdb.Transaction:
+        return self._env.begin(write=True)
+
+    def _commit(self, txn: lmdb.Transaction) -> lmdb.Transaction:
+        """On the writer thread: commit ``txn`` (one fsync) and begin the next transaction."""
+        txn.commit()
+        return self._env.begin(write=True)
+
+    @property
+    def txn(self) -> lmdb.Transaction:
+        """The open write transaction (rule 2: waits for a commit in flight)."""
+        self.finish_commit()
+        return self._txn
+
+    @property
+    def committing(self) -> bool:
+        """A commit was started and not yet finished."""
+        return self._committing is not None
+
+    def start_commit(self) -> Future[lmdb.Transaction]:
+        """Start committing every write so far on the writer thread and return at once; writes made from
+        now on belong to the next commit."""
+        txn = self.txn
+        self._committing = self._thread.submit(self._commit, txn)
+        return self._committing
+
+    def finish_commit(self) -> None:
+        """Wait for the commit in flight, if any (``lmdb.Error`` if it failed, rule 3)."""
+        fut, self._committing = self._committing, None
+        if fut is not None:
+            try:
+                self._txn = fut.result()
+            except lmdb.Error as exc:
+                self._failed = exc
+        if self._failed is not None:
+            raise self._failed
+
+    def commit(self) -> None:
+        """Commit every write so far, waiting for it."""
+        self.start_commit()
+        self.finish_commit()
+
+    def close(self) -> None:
+        """Abort what is uncommitted (a commit in flight is let finish first) and stop the thread; the
+        environment stays open (its owner closes it)."""
+        try:
+            with contextlib.suppress(lmdb.Error):
+                self.finish_commit()
+            self._thread.submit(self._txn.abort).result()
+        finally:
+            self._thread.shutdown()
