@@ -42,6 +42,7 @@ from polecat.frontier.keys import (
     queue_prefix,
     robots_key,
     url_key,
+    url_key_at,
 )
 from polecat.frontier.observe import FrontierObservation
 from polecat.frontier.politeness import HostState, after_attempt, gave_up, interval
@@ -322,7 +323,7 @@ class Frontier(SliceHandover, OperatorControls, FrontierObservation, RobotsHops)
                 if decision.rules.allowed(q.url):
                     if not self.budget.allows("page", host):
                         return None
-                    prev = self.url_record(q.url)
+                    prev = self.url_record(q.url, url_key_at(key, q.url))
                     return Lease(host, q.url, "page", q.depth, q.importance, q.attempts, key,
                                  prev.etag if prev else None, prev.last_modified if prev else None,
                                  not_before=st.next_allowed, hops=q.hops)
@@ -396,7 +397,8 @@ class Frontier(SliceHandover, OperatorControls, FrontierObservation, RobotsHops)
             self._count_done("retried")
             return [Delete("queue", lease.key), Put("queue", key, retry.encode())]
         outcome = "failed" if result.outcome == "retry" else result.outcome
-        prev_raw = self._db.txn.get(url_key(lease.url, lease.host), db=self._db.urls)
+        ukey = url_key_at(lease.key, lease.url)  # one fingerprint, no host hashing, for every key below
+        prev_raw = self._db.txn.get(ukey, db=self._db.urls)
         rec = UrlRecord.decode(prev_raw) if prev_raw is not None else UrlRecord(
             lease.url, outcome, depth=lease.depth, importance=lease.importance)
         rec.outcome, rec.reason, rec.fetched_at = outcome, result.reason, result.attempt.started
@@ -407,7 +409,7 @@ class Frontier(SliceHandover, OperatorControls, FrontierObservation, RobotsHops)
                 rec.changes += 1
             rec.content_hash = result.content_hash.hex()
         if outcome == "not_modified" or (outcome == "fetched" and result.reason.startswith("2")):
-            raw_prior = self._db.txn.get(url_key(lease.url, lease.host), db=self._db.priors)
+            raw_prior = self._db.txn.get(ukey, db=self._db.priors) if self._has_priors else None
             prior = Prior.decode(raw_prior) if raw_prior is not None else None
             rec.history, rec.due = self._refresh.after_visit(lease.host, rec.history, result.attempt.started,
                                                              changed, st.next_allowed, prior)
@@ -415,7 +417,7 @@ class Frontier(SliceHandover, OperatorControls, FrontierObservation, RobotsHops)
         rec.last_modified = result.last_modified or rec.last_modified
         rec.fetches += 1
         st.fetched += 1
-        return self._finish_writes(lease.host, st, lease.key, rec)
+        return self._finish_writes(lease.host, st, lease.key, rec, ukey)
 
     # --- refresh ---------------------------------------------------------------------------------
 
@@ -479,6 +481,7 @@ class Frontier(SliceHandover, OperatorControls, FrontierObservation, RobotsHops)
     def set_prior(self, url: str, prior: Prior) -> list[Write]:
         """Keep what a sitemap said of ``url`` (lastmod, changefreq, priority) as its refresh prior
         (refresh rule 4), whether or not the URL is new."""
+        self._has_priors = True
         return [Put("priors", url_key(url), prior.encode())]
 
     def freshness(self, now: float) -> Freshness:

@@ -116,6 +116,7 @@ class SliceHandover(FrontierState):
                     seen_new += 1
             elif table == "priors":
                 out.append(Put("priors", key, value))
+                self._has_priors = True
             else:
                 raise BundleError(f"slice bundle table {table!r} is unknown to this polecat")
         if finished:

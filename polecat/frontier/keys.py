@@ -74,6 +74,11 @@ def requeue_key(key: bytes, seq: int) -> bytes:
     return key[: -8] + seq.to_bytes(8, "big")
 
 
+def url_key_at(key: bytes, url: str) -> bytes:
+    """:func:`url_key` of ``url`` from another key of its host (its queue key): no host hashing."""
+    return key[:PREFIX_LEN] + url_fingerprint(url)
+
+
 def url_key(url: str, host: str | None = None) -> bytes:
     """Key of a canonical URL in ``seen`` and ``urls`` (``host``: its host key, when already known)."""
     return host_slice_prefix(host if host is not None else host_key(url)) + url_fingerprint(url)

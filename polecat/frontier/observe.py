@@ -22,8 +22,9 @@ from polecat.frontier.state import FrontierState
 class FrontierObservation(FrontierState):
     """Read-only views of a frontier for the node, the CLI and the operator API."""
 
-    def url_record(self, url: str) -> UrlRecord | None:
-        raw = self._db.txn.get(url_key(url), db=self._db.urls)
+    def url_record(self, url: str, key: bytes | None = None) -> UrlRecord | None:
+        """What is recorded of the finished ``url`` (``key``: its ``urls`` key, when known)."""
+        raw = self._db.txn.get(key or url_key(url), db=self._db.urls)
         return UrlRecord.decode(raw) if raw is not None else None
 
     def host_state(self, host: str) -> HostState | None:

@@ -69,6 +69,9 @@ def decode_host(raw: bytes | memoryview) -> HostState:
                      fetched=fetched, ip=bytes(raw[_H.size :]).decode())
 
 
+_RECORD_JSON = json.JSONEncoder(separators=(",", ":"), check_circular=False)
+"""What ``json.dumps(..., separators=(",", ":"))`` writes, without building an encoder per record."""
+
 # --- leases and results --------------------------------------------------------------------------
 
 LeaseKind = Literal["page", "robots"]
@@ -171,10 +174,10 @@ class UrlRecord:
     or queued for its refresh right now)."""
 
     def encode(self) -> bytes:
-        return json.dumps(
+        return _RECORD_JSON.encode(
             [self.url, self.outcome, self.reason, self.fetched_at, self.content_hash, self.etag,
              self.last_modified, self.fetches, self.changes, self.depth, self.importance, self.history,
-             self.due], separators=(",", ":"),
+             self.due],
         ).encode()
 
     @classmethod

@@ -62,7 +62,7 @@ import math
 import re
 import struct
 from array import array
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
@@ -126,21 +126,22 @@ _BIN = struct.Struct(">BId")
 
 def observe(h: History, now: float, changed: bool) -> History:
     """The history after a visit at ``now`` that did (or did not) see a new version of the page."""
+    # Built field by field, not with dataclasses.replace: this runs at every completion.
     if h.last_visit <= 0.0:
-        return replace(h, last_visit=now, last_change=now)
+        return History(h.n, h.x, h.observed, h.unchanged, h.bins, h.shortest, h.longest, now, now)
     t = now - h.last_visit
     if t <= 0.0:
         return h  # a repeat at the same instant (replayed fetch) carries no information
-    out = replace(h, n=h.n + 1, observed=h.observed + t, shortest=min(h.shortest, t),
-                  longest=max(h.longest, t), last_visit=now)
+    shortest, longest = min(h.shortest, t), max(h.longest, t)
     if not changed:
-        return replace(out, unchanged=h.unchanged + t)
+        return History(h.n + 1, h.x, h.observed + t, h.unchanged + t, h.bins, shortest, longest,
+                       h.last_change, now)
     b = min(MAX_BIN, max(0, int(math.log2(t))))
     bins = {i: (c, s) for i, c, s in h.bins}
     c, s = bins.get(b, (0, 0.0))
     bins[b] = (c + 1, s + t)
-    return replace(out, x=h.x + 1, last_change=now,
-                   bins=tuple((i, c, s) for i, (c, s) in sorted(bins.items())))
+    return History(h.n + 1, h.x + 1, h.observed + t, h.unchanged,
+                   tuple((i, c, s) for i, (c, s) in sorted(bins.items())), shortest, longest, now, now)
 
 
 def regular_rate(n: int, x: int, mean_interval: float) -> float:

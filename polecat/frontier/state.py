@@ -31,6 +31,7 @@ from polecat.frontier.keys import (
     priority_band,
     queue_key,
     url_key,
+    url_key_at,
 )
 from polecat.frontier.patterns import HostPatternMap
 from polecat.frontier.politeness import HostState, wait_one_interval
@@ -92,6 +93,8 @@ class FrontierState:
         self._traps_dirty: set[str] = set()
         self._routing: Routing | None = None
         """Who judges which discovered URL (:meth:`Frontier.admit`); None: this frontier judges all."""
+        self._has_priors = db.txn.stat(db.priors)["entries"] > 0
+        """Whether any sitemap prior is kept: a completion looks its URL's up only then."""
         self._fenced: frozenset[int] = frozenset()
         """Slices whose hosts are not leased (another member owns them; :meth:`set_owned`)."""
 
@@ -203,15 +206,17 @@ class FrontierState:
     def _rate(self, host: str) -> float:
         return self._throttle.get(host) or self._pol.rate
 
-    def _finish_writes(self, host: str, st: HostState, key: bytes, rec: UrlRecord) -> list[Write]:
-        """The writes that move a queued URL to done (one transaction: the invariant of frontier.py)."""
+    def _finish_writes(self, host: str, st: HostState, key: bytes, rec: UrlRecord,
+                       ukey: bytes | None = None) -> list[Write]:
+        """The writes that move a queued URL to done (one transaction: the invariant of frontier.py);
+        ``ukey``: its ``urls`` key, when the caller has it."""
         if self._db.txn.get(key, db=self._db.queue) is not None:
             st.queued -= 1
             self._queued -= 1
             self._count_band(key, -1)
         self._save_host(host, st)
         self._count_done(rec.outcome if rec.outcome != "skipped" else f"skipped:{rec.reason}")
-        return [Delete("queue", key), Put("urls", url_key(rec.url, host), rec.encode())]
+        return [Delete("queue", key), Put("urls", ukey or url_key_at(key, rec.url), rec.encode())]
 
     def _count_done(self, label: str) -> None:
         self._done[label] += 1

@@ -44,7 +44,8 @@ class TxnWriter:
     @property
     def txn(self) -> lmdb.Transaction:
         """The open write transaction (rule 2: waits for a commit in flight)."""
-        self.finish_commit()
+        if self._committing is not None or self._failed is not None:
+            self.finish_commit()
         return self._txn
 
     @property
