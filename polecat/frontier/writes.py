@@ -15,6 +15,11 @@ Rules:
    the transaction until applied.
 4. Opening a frontier is the one decision with no caller in between: the constructor applies the writes
    its open decides (configured blocks and throttles, refetch requests) itself, through the same applier.
+
+Not decisions, and why: the schema upgrade (polecat/frontier/migrate.py) rewrites whole tables inside
+``FrontierDB``'s open, before any frontier exists; ``polecat store repair`` (refetch.py) is an offline
+tool that writes refetch requests into a stopped node's ``ops`` table; ``Frontier.commit`` is the convenience
+for tools and tests that applies :meth:`prepare_commit`'s writes and commits, where no node runs.
 """
 
 from __future__ import annotations
