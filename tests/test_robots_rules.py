@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from protego import Protego
 
 from polecat.fetch.robots import RobotsRules, product_token
+from polecat.fetch.robots_match import normalize_path
 
 UA = "polecat/0.1 (+https://example.org/bot)"
 
@@ -141,3 +142,9 @@ def test_combined_groups_and_precedence() -> None:
     assert not rules.allowed("http://a.test/x/file.pdf")
     assert rules.allowed("http://a.test/x/file.pdf?v=1")
     assert rules.allowed("http://a.test/elsewhere#frag")
+
+
+def test_a_lone_surrogate_in_the_path_is_escaped_not_raised() -> None:
+    # Found by tests/test_fuzz_hostile.py: urllib's quote raised UnicodeEncodeError on it.
+    assert normalize_path("/\ud800") == "/%ED%A0%80"
+    assert RobotsRules("USERAGENT:*\rDISALOW:0", UA).allowed("http://h.test/\ud800") is True

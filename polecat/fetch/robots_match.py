@@ -54,7 +54,9 @@ def normalize_path(path: str) -> str:
     if "%" in path:
         path = _ESCAPE.sub(_unescape, path)
     if not path.isascii() or " " in path:
-        path = quote(path, safe=_SAFE + "%")
+        # A lone surrogate (never in a canonical URL, but a path handed in may hold one) is escaped as
+        # its UTF-8 bytes rather than raising: no input makes a robots check fail.
+        path = quote(path, safe=_SAFE + "%", errors="surrogatepass")
     return path
 
 
