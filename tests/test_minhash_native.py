@@ -3,7 +3,6 @@ Fingerprint (minhash.python_fingerprint) on generated Unicode text and on the be
 
 from __future__ import annotations
 
-import importlib
 import os
 from collections.abc import Callable
 from types import ModuleType
@@ -17,15 +16,11 @@ from polecat.dedup import minhash
 from polecat.dedup.minhash import Fingerprint, python_fingerprint
 from polecat.fetch.charset import decode_html
 from polecat.parse.html import parse_html
+from tests.native_helpers import kernel
 
 
 def _kernel() -> ModuleType:
-    try:
-        return importlib.import_module("polecat.dedup._minhash")
-    except ImportError:
-        if os.environ.get("POLECAT_REQUIRE_NATIVE"):
-            raise
-        pytest.skip("polecat.dedup._minhash is not built")
+    return kernel("polecat.dedup._minhash")
 
 
 def native_fingerprint(text: str) -> Fingerprint:

@@ -5,7 +5,6 @@ the hostile page classes and on every page of the benchmark corpora."""
 
 from __future__ import annotations
 
-import importlib
 import os
 import time
 import tracemalloc
@@ -22,16 +21,12 @@ from polecat.fetch.charset import decode_html
 from polecat.parse import guard
 from polecat.parse.guard import MAX_ATTRS, MAX_DEPTH, SHALLOW_TAGS, Bounded, bound_body, bound_html
 from polecat.testing.hostile_pages import PAGES
+from tests.native_helpers import kernel
 from tests.test_parse_depth_bound import PIECES as DEPTH_PIECES
 
 
 def _kernel() -> ModuleType:
-    try:
-        return importlib.import_module("polecat.parse._guard")
-    except ImportError:
-        if os.environ.get("POLECAT_REQUIRE_NATIVE"):
-            raise
-        pytest.skip("polecat.parse._guard is not built")
+    return kernel("polecat.parse._guard")
 
 
 @contextmanager
