@@ -6,6 +6,8 @@ import base64
 import http
 import re
 import uuid
+from datetime import UTC, datetime
+from urllib.parse import urlsplit
 
 import pytest
 from hypothesis import given
@@ -43,3 +45,71 @@ def test_status_line_reason_is_the_http_phrase_or_unknown(status: int) -> None:
         reason = "Unknown"
     record = FetchRecord("http://a.test/", 0.0, status, (), bytes(32), 0)
     assert warc._http_block(record, None).split(b"\r\n")[0] == b"HTTP/1.1 %d %s" % (status, reason.encode())
+
+
+# Times around now, whole seconds, and halves of a microsecond (where rounding could go either way).
+_TIMES = (st.floats(min_value=0, max_value=2**34, allow_nan=False)
+          | st.integers(0, 2**34).map(float)
+          | st.tuples(st.integers(0, 2**34), st.sampled_from([0.5e-6, 0.9999995, 0.4999995, 1.5e-6]))
+          .map(sum))
+
+
+@given(_TIMES)
+def test_warc_date_is_datetimes_strftime(ts: float) -> None:
+    assert warc.warc_date.__wrapped__(ts) == datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+_URL_CHARS = st.sampled_from(["a", "/", "?", "#", ":", "@", "[", "]", "%", " ", "\t", "\r", "\n", "\x00", "é",
+                              "\u2100", "=", "&", "."])
+_PIECES = st.lists(_URL_CHARS, max_size=8).map("".join)
+_URLS = (st.tuples(st.sampled_from(["http://", "https://", "HTTP://", "http:", "ftp://", ""]),
+                   st.lists(_URL_CHARS, max_size=20).map("".join)).map("".join)
+         | st.tuples(st.sampled_from(["http://", "https://"]), _PIECES, st.sampled_from(["", "/", "/p"]),
+                     _PIECES, st.sampled_from(["", "?", "?q=1&r", "#", "#f?x"]), _PIECES).map("".join)
+         | st.text(max_size=30))
+
+
+@given(_URLS)
+def test_request_target_splits_as_urlsplit_does(url: str) -> None:
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # an IPv6 host without its brackets, a host that NFKC breaks up
+        with pytest.raises(ValueError):
+            warc.request_target(url)
+        return
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    assert warc.request_target(url) == (parts.netloc, target)
+
+
+def _clean(value: str) -> bytes:
+    """The specification of a header value: CR and LF become spaces, lone surrogates stay as escapes."""
+    return warc.clean_text(value).encode("utf-8", "backslashreplace")
+
+
+def _field(name: str, value: str) -> bytes:
+    return _clean(name) + b": " + _clean(value)
+
+
+@given(st.lists(st.tuples(st.text(max_size=12), st.text(max_size=20)), max_size=5),
+       st.text(max_size=30).map(lambda t: "http://h.test/" + t), st.integers(0, 10**6))
+def test_header_blocks_clean_each_field_alone(headers: list[tuple[str, str]], url: str,
+                                              body_len: int) -> None:
+    record = FetchRecord(url, 0.0, 200, tuple(headers), bytes(32), 0)
+    kept_as = {"content-length", "content-encoding", "transfer-encoding"}
+    renamed = [("X-Archive-Orig-" + n if n.lower() in kept_as else n, v) for n, v in headers]
+    lines = [b"HTTP/1.1 200 OK", *(_field(n, v) for n, v in renamed), b"Content-Length: %d" % body_len]
+    assert warc._http_block(record, body_len) == b"\r\n".join(lines) + b"\r\n\r\n"
+
+    parts = urlsplit(url)
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    lines = [b"GET " + _clean(target) + b" HTTP/1.1", _field("Host", parts.netloc),
+             *(_field(n, v) for n, v in headers)]
+    request = warc.encode_request(record, tuple(headers), "<urn:x>")
+    assert request.endswith(b"\r\n\r\n" + b"\r\n".join(lines) + b"\r\n\r\n\r\n\r\n")
+    assert _field("WARC-Target-URI", url) in request.split(b"\r\n")
+
+    head = warc.encode_revisit(record, (url, 0.0), None, "<urn:x>").split(b"\r\n\r\n", 1)[0].split(b"\r\n")
+    assert head[4:7] == [_field("WARC-Target-URI", url),
+                         b"WARC-Polecat-Content-Hash: blake2b-256:" + b"00" * 32,
+                         b"WARC-Profile: " + warc.IDENTICAL_PROFILE.encode()]
+    assert _field("WARC-Refers-To-Target-URI", url) in head

@@ -288,8 +288,9 @@ class Index:
                     txn.put(digest, _BODY.pack(b.loc.segment, b.loc.offset, b.loc.length, b.seq, b.sha256),
                             db=self._bodies)
                 for e in log:
-                    txn.put(_seq(e.seq), encode_log(e.record, e.loc), db=self._log, append=True)
-                    txn.put(url_key(e.record.url) + _seq(e.seq), b"", db=self._urls)
+                    key = _seq(e.seq)
+                    txn.put(key, encode_log(e.record, e.loc), db=self._log, append=True)
+                    txn.put(url_key(e.record.url) + key, b"", db=self._urls)
                 for seg, info in segments.items():
                     txn.put(seg.to_bytes(4, "big"), _SEG.pack(info.state, info.length), db=self._segments)
                 txn.put(b"counters", counters.pack(), db=self._meta)

@@ -194,25 +194,24 @@ class SegmentStore:
         self._counters.next_seq = seq + 1
         return written
 
-    def _append(self, record: FetchRecord, record_id: str, *parts: bytes) -> Locator:
-        """Compress the record made of ``parts`` into one frame (streamed: the parts are not joined) and
-        append it to the open segment, after the segment's warcinfo and the request record
-        (polecat/store/archive.py)."""
+    def _append(self, record: FetchRecord, record_id: str, head: bytes, *rest: bytes) -> Locator:
+        """Compress the record made of ``head`` and ``rest`` into one frame (streamed: the body in
+        ``rest`` is not copied) and append it to the open segment, after the segment's warcinfo and the
+        request record (polecat/store/archive.py)."""
         w = self._writer
         if w is None or w.length >= self._cfg.segment_bytes:
             w = self._roll()
         if self._archive is not None:
-            extra = [warc.encode_request(record, self._archive.request_headers, record_id)
-                     ] if self._archive.requests else []
+            if self._archive.requests:
+                head = warc.encode_request(record, self._archive.request_headers, record_id) + head
             if w.length == 0:
                 name = segment_name(self.store_id, w.seg)
-                extra.insert(0, warc.encode_warcinfo(self._archive.warcinfo, name, record.fetched_at))
-            parts = (*extra, *parts)
-        size = sum(map(len, parts))
+                head = warc.encode_warcinfo(self._archive.warcinfo, name, record.fetched_at) + head
+        size = len(head) + sum(map(len, rest))
         if size >= MAX_RECORD_BYTES:
             raise StoreError(f"record of {size} bytes is too large for a segment")
         stream = self._cctx.compressobj(size=size)
-        loc = w.append(b"".join([*map(stream.compress, parts), stream.flush()]))
+        loc = w.append(b"".join([stream.compress(head), *map(stream.compress, rest), stream.flush()]))
         self._pending.segs[w.seg] = SegmentInfo(OPEN, w.length)
         self._counters.stored_bytes += loc.length
         return loc

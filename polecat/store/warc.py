@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import hashlib
 import http
+import math
 import os
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -31,13 +33,18 @@ from polecat.store.base import HASH_NAME, FetchRecord
 
 IDENTICAL_PROFILE = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
 NEAR_DUP_PROFILE = "urn:polecat:revisit/near-duplicate"
-_HTTP_TYPE = b"application/http;msgtype=response"
-_REQUEST_TYPE = b"application/http;msgtype=request"
+_HTTP_TYPE = "application/http;msgtype=response"
+_REQUEST_TYPE = "application/http;msgtype=request"
+_RECORD_END = b"\r\n\r\n"
 _RENAMED = frozenset({"content-encoding", "transfer-encoding", "content-length"})
-_REASONS = {status.value: status.phrase.encode("ascii") for status in http.HTTPStatus}
+_REASONS = {status.value: status.phrase for status in http.HTTPStatus}
 _B32 = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
 _B32_PAIRS = [a + b for a in _B32 for b in _B32]
 """Every 10-bit value as its two RFC 4648 base32 characters (the stdlib's b32encode is a Python loop)."""
+_HTTP_URL = re.compile(r"https?://([^/?#\[\]\t\r\n\x80-\U0010ffff]*)(/[^?#\t\r\n]*)?(?:\?([^#\t\r\n]*))?"
+                       r"(?:#[^\t\r\n]*)?")
+"""An http(s) URL whose ``urlsplit`` is plain string splitting: an ASCII host without IPv6 brackets, no
+tab, CR or LF (which urlsplit drops). Groups: netloc, path, query."""
 
 
 def payload_digest(body: bytes) -> str:
@@ -58,15 +65,22 @@ def payload_digest_from(sha256: bytes) -> str:
 
 @lru_cache(maxsize=8)
 def warc_date(ts: float) -> str:
-    """WARC 1.1 date with microseconds (the standard allows fractional seconds). Cached: a response and
-    its request record carry the same date."""
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """WARC 1.1 date with microseconds (the standard allows fractional seconds):
+    ``datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")``, with the microseconds rounded
+    as datetime rounds them (half to even, carrying into the second) and each second formatted once.
+    Cached: a response and its request record carry the same date."""
+    frac, whole = math.modf(ts)
+    micros = round(frac * 1e6)
+    if micros >= 1_000_000:
+        whole, micros = whole + 1, micros - 1_000_000
+    elif micros < 0:
+        whole, micros = whole - 1, micros + 1_000_000
+    return f"{_warc_second(int(whole))}.{micros:06d}Z"
 
 
-def parse_warc_date(value: str) -> float:
-    """Inverse of :func:`warc_date`; also accepts whole seconds."""
-    fmt = "%Y-%m-%dT%H:%M:%S.%fZ" if "." in value else "%Y-%m-%dT%H:%M:%SZ"
-    return datetime.strptime(value, fmt).replace(tzinfo=UTC).timestamp()
+@lru_cache(maxsize=8)
+def _warc_second(second: int) -> str:
+    return datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S")
 
 
 def clean_text(value: str) -> str:
@@ -74,34 +88,35 @@ def clean_text(value: str) -> str:
     return value.replace("\r", " ").replace("\n", " ")
 
 
-def _clean(value: str) -> bytes:
+def _lines(lines: list[str]) -> str:
+    """Header lines (``name: value``) joined by CRLF, each as :func:`clean_text` leaves it."""
+    text = "\r\n".join(lines)
+    # Counting the CRs and LFs of the whole text checks every field at once: only the joins' are there
+    # unless a field brought its own.
+    if text.count("\r") != len(lines) - 1 or text.count("\n") != len(lines) - 1:
+        text = "\r\n".join(map(clean_text, lines))
+    return text
+
+
+def _encode(text: str) -> bytes:
     # Characters that are not text (lone surrogates) stay visible as escapes.
-    return clean_text(value).encode("utf-8", "backslashreplace")
+    return text.encode("utf-8", "backslashreplace")
 
 
 def _http_block(record: FetchRecord, body_len: int | None) -> bytes:
-    lines = [b"HTTP/1.1 %d %s" % (record.status, _REASONS.get(record.status, b"Unknown"))]
-    for name, value in record.headers:
-        if name.lower() in _RENAMED:
-            name = "X-Archive-Orig-" + name
-        lines.append(_clean(name) + b": " + _clean(value))
+    lines = [f"HTTP/1.1 {record.status:d} {_REASONS.get(record.status, 'Unknown')}"]
+    lines += [f"X-Archive-Orig-{name}: {value}" if name.lower() in _RENAMED else f"{name}: {value}"
+              for name, value in record.headers]
     if body_len is not None:
-        lines.append(b"Content-Length: %d" % body_len)
-    return b"\r\n".join(lines) + b"\r\n\r\n"
+        lines.append(f"Content-Length: {body_len}")
+    return _encode(_lines(lines) + "\r\n\r\n")
 
 
-def _record(fields: list[tuple[str, str]], block: bytes, content_type: bytes = _HTTP_TYPE) -> bytes:
-    return b"".join(_record_parts(fields, block, content_type=content_type))
-
-
-def _record_parts(fields: list[tuple[str, str]], *block: bytes,
-                  content_type: bytes = _HTTP_TYPE) -> list[bytes]:
-    """A WARC record whose block is the concatenation of ``block``, as pieces."""
-    head = [b"WARC/1.1"]
-    head.extend(name.encode("ascii") + b": " + _clean(value) for name, value in fields)
-    head.append(b"Content-Type: " + content_type)
-    head.append(b"Content-Length: %d" % sum(map(len, block)))
-    return [b"\r\n".join(head) + b"\r\n\r\n", *block, b"\r\n\r\n"]
+def _head(fields: list[str], content_type: str, block_len: int) -> bytes:
+    """A WARC record's version line and header block (``fields``: ``name: value`` lines), up to its
+    block of ``block_len`` bytes."""
+    return _encode(f"WARC/1.1\r\n{_lines(fields)}\r\nContent-Type: {content_type}\r\n"
+                   f"Content-Length: {block_len}\r\n\r\n")
 
 
 def new_record_id() -> str:
@@ -114,13 +129,13 @@ def new_record_id() -> str:
     return f"<urn:uuid:{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}>"
 
 
-def _common(record: FetchRecord, kind: str, record_id: str | None = None) -> list[tuple[str, str]]:
+def _common(record: FetchRecord, kind: str, record_id: str | None = None) -> list[str]:
     return [
-        ("WARC-Type", kind),
-        ("WARC-Record-ID", record_id or new_record_id()),
-        ("WARC-Date", warc_date(record.fetched_at)),
-        ("WARC-Target-URI", record.url),
-        ("WARC-Polecat-Content-Hash", f"{HASH_NAME}:{record.content_hash.hex()}"),
+        f"WARC-Type: {kind}",
+        f"WARC-Record-ID: {record_id or new_record_id()}",
+        f"WARC-Date: {warc_date(record.fetched_at)}",
+        f"WARC-Target-URI: {record.url}",
+        f"WARC-Polecat-Content-Hash: {HASH_NAME}:{record.content_hash.hex()}",
     ]
 
 
@@ -133,14 +148,16 @@ def encode_response(record: FetchRecord, body: bytes, sha256: bytes) -> bytes:
 
 
 def encode_response_parts(record: FetchRecord, body: bytes, sha256: bytes,
-                          record_id: str | None = None) -> list[bytes]:
-    """:func:`encode_response` as the pieces to write one after the other: the body is not copied (a
-    page at the 10 MiB body cap would otherwise cost two more copies of itself)."""
+                          record_id: str | None = None) -> tuple[bytes, bytes, bytes]:
+    """:func:`encode_response` as the pieces to write one after the other (the WARC and HTTP headers,
+    the body, the record's end): the body is not copied (a page at the 10 MiB body cap would otherwise
+    cost two more copies of itself)."""
     fields = _common(record, "response", record_id)
-    fields.append(("WARC-Payload-Digest", payload_digest_from(sha256)))
+    fields.append(f"WARC-Payload-Digest: {payload_digest_from(sha256)}")
     if record.truncated:
-        fields.append(("WARC-Truncated", "length"))
-    return _record_parts(fields, _http_block(record, len(body)), body)
+        fields.append("WARC-Truncated: length")
+    block = _http_block(record, len(body))
+    return _head(fields, _HTTP_TYPE, len(block) + len(body)) + block, body, _RECORD_END
 
 
 def encode_revisit(record: FetchRecord, refers_to: tuple[str, float] | None, digest: str | None,
@@ -151,37 +168,48 @@ def encode_revisit(record: FetchRecord, refers_to: tuple[str, float] | None, dig
     """
     near = record.duplicate_of is not None and record.duplicate_of != record.url
     fields = _common(record, "revisit", record_id)
-    fields.append(("WARC-Profile", NEAR_DUP_PROFILE if near else IDENTICAL_PROFILE))
+    fields.append(f"WARC-Profile: {NEAR_DUP_PROFILE if near else IDENTICAL_PROFILE}")
     target = refers_to[0] if refers_to else record.duplicate_of
     if target is not None:
-        fields.append(("WARC-Refers-To-Target-URI", target))
+        fields.append(f"WARC-Refers-To-Target-URI: {target}")
     if refers_to is not None:
-        fields.append(("WARC-Refers-To-Date", warc_date(refers_to[1])))
+        fields.append(f"WARC-Refers-To-Date: {warc_date(refers_to[1])}")
     if digest is not None:
-        fields.append(("WARC-Payload-Digest", digest))
-    return _record(fields, _http_block(record, None))
+        fields.append(f"WARC-Payload-Digest: {digest}")
+    block = _http_block(record, None)
+    return _head(fields, _HTTP_TYPE, len(block)) + block + _RECORD_END
+
+
+def request_target(url: str) -> tuple[str, str]:
+    """The ``Host`` and request target of a GET of ``url``, as ``urllib.parse.urlsplit`` splits it."""
+    m = _HTTP_URL.fullmatch(url)
+    if m is not None:
+        netloc, path, query = m.group(1), m.group(2) or "", m.group(3) or ""
+    else:
+        parts = urlsplit(url)
+        netloc, path, query = parts.netloc, parts.path, parts.query
+    return netloc, (path or "/") + (f"?{query}" if query else "")
 
 
 def encode_request(record: FetchRecord, headers: tuple[tuple[str, str], ...], concurrent_to: str) -> bytes:
     """The WARC ``request`` record of the GET that fetched ``record``: the request line, ``Host`` and
     ``headers`` (those the fetcher sends on every request), linked to the response or revisit record
     ``concurrent_to`` by ``WARC-Concurrent-To``."""
-    parts = urlsplit(record.url)
-    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    lines = [b"GET " + _clean(target) + b" HTTP/1.1", b"Host: " + _clean(parts.netloc)]
-    lines.extend(_clean(name) + b": " + _clean(value) for name, value in headers)
-    fields = [("WARC-Type", "request"), ("WARC-Record-ID", new_record_id()),
-              ("WARC-Date", warc_date(record.fetched_at)), ("WARC-Target-URI", record.url),
-              ("WARC-Concurrent-To", concurrent_to)]
-    return _record(fields, b"\r\n".join(lines) + b"\r\n\r\n", _REQUEST_TYPE)
+    netloc, target = request_target(record.url)
+    block = _encode(_lines([f"GET {target} HTTP/1.1", f"Host: {netloc}", *map(": ".join, headers)])
+                    + "\r\n\r\n")
+    fields = ["WARC-Type: request", f"WARC-Record-ID: {new_record_id()}",
+              f"WARC-Date: {warc_date(record.fetched_at)}", f"WARC-Target-URI: {record.url}",
+              f"WARC-Concurrent-To: {concurrent_to}"]
+    return _head(fields, _REQUEST_TYPE, len(block)) + block + _RECORD_END
 
 
 def encode_warcinfo(info: tuple[tuple[str, str], ...], filename: str, ts: float) -> bytes:
     """A ``warcinfo`` record describing the file ``filename`` (``application/warc-fields`` lines)."""
-    block = b"".join(_clean(name) + b": " + _clean(value) + b"\r\n" for name, value in info)
-    fields = [("WARC-Type", "warcinfo"), ("WARC-Record-ID", new_record_id()), ("WARC-Date", warc_date(ts)),
-              ("WARC-Filename", filename)]
-    return _record(fields, block, b"application/warc-fields")
+    block = _encode(_lines([*map(": ".join, info)]) + "\r\n") if info else b""
+    fields = ["WARC-Type: warcinfo", f"WARC-Record-ID: {new_record_id()}", f"WARC-Date: {warc_date(ts)}",
+              f"WARC-Filename: {filename}"]
+    return _head(fields, "application/warc-fields", len(block)) + block + _RECORD_END
 
 
 def split_records(data: bytes) -> list[bytes]:
