@@ -13,7 +13,6 @@ adjustment). Elsewhere than glibc it does nothing.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import functools
 
 __all__ = ["MMAP_THRESHOLD", "fix_mmap_threshold"]
@@ -26,9 +25,10 @@ _M_MMAP_THRESHOLD = -3  # glibc malloc.h
 def fix_mmap_threshold() -> bool:
     """Serve blocks of :data:`MMAP_THRESHOLD` bytes or more with mmap, for good (once per process).
     Returns whether the C library took the setting."""
-    name = ctypes.util.find_library("c")
     try:
-        libc = ctypes.CDLL(name)
+        # The process's own symbols, the C library's among them: ctypes.util.find_library("c") would
+        # find the same library by running ldconfig (a subprocess) and import subprocess to do it.
+        libc = ctypes.CDLL(None)
         return bool(libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD))
     except (OSError, AttributeError):  # not glibc (no mallopt), or no C library found
         return False

@@ -400,8 +400,8 @@ class Crawler:
             self._checkpoint_due.set()
             try:
                 await checkpointer
-                if self._fatal is None:
-                    self._try_checkpoint(save_bloom=True)
+                if self._fatal is None:  # the Bloom snapshot waits for the one __aexit__ commits last
+                    self._try_checkpoint(save_bloom=False)
             finally:  # after a fault or a cancel ("abort") too: nobody may wait for a commit never made
                 self._abandon_waiters()
                 for q in self._page_queues:
@@ -482,9 +482,15 @@ class Crawler:
             if handle is not None:
                 handle.cancel()
 
-    def _checkpoint(self, *, save_bloom: bool = False) -> None:
-        """Store flush, then (optionally) the Bloom snapshot, then the frontier commit, all on the loop
-        (at start, stop, and for operator actions; :meth:`_checkpoint_async` runs the periodic ones)."""
+    def _checkpoint(self, *, save_bloom: bool | None = None) -> None:
+        """Store flush, then the Bloom snapshot (``save_bloom``: True always, None when
+        ``BLOOM_SAVE_INTERVAL`` has passed, False never), then the frontier commit, all on the loop (at
+        start, stop, and for operator actions; :meth:`_checkpoint_async` runs the periodic ones).
+
+        One process saves the snapshot once at its stop, with the commit :meth:`__aexit__` makes last:
+        a snapshot saved with the end of :meth:`run`'s commit would be stale at once (its tag is not
+        the counter of the commit after it), and each is a write of the whole filter (12 MB at the
+        default sizing; benchmarks/README.md, "Issue 17, fourth pass")."""
         self._complete_deferred()
         started = self._clock.wall()
         self._store.flush()
@@ -530,11 +536,11 @@ class Crawler:
         if deferred:
             self._wake.set()
 
-    def _commit(self, started: float, save_bloom: bool) -> None:
+    def _commit(self, started: float, save_bloom: bool | None) -> None:
         if self._link is not None:  # the outbox before the frontier: see polecat/cluster/outbox.py
             self._link.handoff.commit()
         now = self._clock.wall()
-        if save_bloom or now - self._last_bloom_save >= BLOOM_SAVE_INTERVAL:
+        if save_bloom or (save_bloom is None and now - self._last_bloom_save >= BLOOM_SAVE_INTERVAL):
             # Tagged with the counter the commit below writes: a crash in between forces a rebuild.
             # On the saver's thread, after any snapshot still being written there.
             self._bloom_saver.submit(self._seen.save, self._bloom_path, self._db.next_seq).result()
@@ -571,7 +577,7 @@ class Crawler:
             return False
         return True
 
-    def _try_checkpoint(self, *, save_bloom: bool = False) -> bool:
+    def _try_checkpoint(self, *, save_bloom: bool | None = None) -> bool:
         """:meth:`_checkpoint`, stopping the node when state cannot be saved; whether it succeeded."""
         try:
             self._checkpoint(save_bloom=save_bloom)

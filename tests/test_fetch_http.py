@@ -181,6 +181,26 @@ async def test_tls_with_ca_bundle(servers: Servers, dns: LocalDnsServer, cert: t
             await f.fetch(f"https://www.test:{servers.tls_port}/page")
 
 
+async def test_the_tls_context_is_made_once_at_the_first_https_request(
+        servers: Servers, dns: LocalDnsServer, cert: tuple[Path, Path],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Loading the CA store costs ~20 ms of CPU: a crawl of http URLs never pays it, an https one once."""
+    made: list[str | None] = []
+    create = ssl.create_default_context
+
+    def counted(*, cafile: str | None = None) -> ssl.SSLContext:
+        made.append(cafile)
+        return create(cafile=cafile)
+
+    monkeypatch.setattr(ssl, "create_default_context", counted)
+    async with Fetcher(*cfgs(dns, ca_bundle=cert[0])) as f:
+        assert (await f.fetch(f"http://www.test:{servers.port}/page")).status == 200
+        assert made == []
+        for _ in range(2):
+            assert (await f.fetch(f"https://tls.test:{servers.tls_port}/page")).body == PAGE
+        assert made == [str(cert[0])]
+
+
 async def test_tls_verification_off(servers: Servers, dns: LocalDnsServer) -> None:
     async with Fetcher(*cfgs(dns, verify_tls=False)) as f:
         assert (await f.fetch(f"https://www.test:{servers.tls_port}/page")).status == 200

@@ -22,6 +22,7 @@ from polecat.cluster.receiver import HandoffReceiver
 from polecat.config import Config, config_from_mapping
 from polecat.dedup.bloom import ScalableBloom
 from polecat.errors import PolecatError
+from polecat.frontier.local import open_local
 from polecat.frontier.records import Completion, Lease
 from polecat.frontier.traps import is_probe
 from polecat.frontier.writes import Write
@@ -277,6 +278,33 @@ async def test_the_outbox_commit_and_the_bloom_snapshot_run_while_the_loop_goes_
     box.close()
     assert stats.queued == 0
     assert seen["outbox"] and seen["bloom"] and all(v == [(True, True)] * len(v) for v in seen.values())
+
+
+async def test_a_crawl_saves_its_bloom_snapshot_once_at_the_stop_tagged_with_the_last_commit(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """run() ends with a commit and __aexit__ with another: a snapshot saved with the first is stale as
+    soon as the second is made (its tag is no longer the counter), so only the last one is written, and
+    the next open uses it instead of rebuilding the filter from the table."""
+    tags: list[int] = []
+    save = ScalableBloom.save
+
+    def counted(bloom: ScalableBloom, path: Path, tag: int) -> None:
+        tags.append(tag)
+        save(bloom, path, tag)
+
+    monkeypatch.setattr(ScalableBloom, "save", counted)
+    clock = FakeClock(tick=0.0002)
+    pages, cfg = hosts_of_pages(tmp_path, 2, commit_ops=4)
+    fetcher = FakeFetcher(clock, pages)
+    async with Crawler(cfg, clock=clock, fetcher=fetcher, store=MemoryPageStore()) as crawler:
+        stats = await crawler.run()
+    assert stats.ended == "queue empty" and len(tags) == 1
+    local = open_local(cfg, clock.wall())
+    try:
+        assert ScalableBloom.load(tmp_path / "seen.bloom")[1] == local.db.seq == tags[0]
+        assert len(pages) <= local.seen.stats().urls
+    finally:
+        local.close()
 
 
 async def _refuse(batch: Batch) -> None:
