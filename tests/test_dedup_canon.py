@@ -256,8 +256,55 @@ def test_canonicalize_links_memo_is_canonicalize_href_by_href(hrefs: list[str], 
 
 def test_canonicalize_links_shares_root_relative_and_fragment_spellings_across_pages() -> None:
     canon = Canonicalizer()
-    for page in range(5):
+    for page in range(5):  # a base that is not its own serialization: every href goes through the memo
         canon.canonicalize_links(["/a.html", "/a.html#top", "http://b.test/x#y", "#z"],
-                                 f"http://a.test/d{page}/p.html")
+                                 f"http://A.test/d{page}/p.html")
     # /a.html and its #top spelling: one entry for the site; b.test/x: one; #z: one per page
     assert len(canon._memo) == 2 + 5
+
+
+def test_simple_hrefs_on_a_serialized_base_skip_the_memo() -> None:
+    canon, plain = Canonicalizer(), Canonicalizer()
+    hrefs = ["/a.html", "/a.html#top", "http://B.test:80/x#y", "../c/./d?b=2&a=1&utm_source=x", "e%7e/",
+             "#z", "/f%2e/", "g:h", "//i.test/", "?j", "k l"]
+    for page in range(5):
+        base = f"http://a.test/d{page}/p.html"
+        expected = [c for h in hrefs if (c := plain.canonicalize(h, base)) is not None]
+        assert canon.canonicalize_links(hrefs, base) == expected
+    assert canon.stats() == plain.stats()
+    # memoized as before: "#z" (one per page), "/f%2e/" (a %2e could be a dot segment), "//i.test/"
+    # (scheme-relative) and "k l" (one per page); "g:h" and "?j" are not
+    assert sorted(canon._memo) == sorted([*((f"http://a.test/d{p}/p.html", "") for p in range(5)),
+                                          ("http://a.test", "/f%2e/"), ("http://a.test", "//i.test/"),
+                                          *((f"http://a.test/d{p}/", "k l") for p in range(5))])
+
+
+_NEAR_SIMPLE = ["a", "B", "0", "-", "_", "~", ".", "..", "/", "./", "../", "/..", "/.", "//", "%41", "%2D",
+                  "%2f", "%7E", "%2e", "%e9", "%", "%4", ":", "@", "!", "$", "&", "'", "(", "*", "+", ",",
+                  ";", "=", "?", "?a=1", "&b=", "&utm_source=z", "&gclid=", "#", "#f", " ", "\\", "|", "^",
+                  "{", "`", '"', "<", "\t", "\u00e9"]
+_NEAR_AUTHORITIES = ["http://a.test", "https://a.test", "http://A.TEST:80", "https://a.test:443", "http://a.test:8080",
+                "http://u:p@a.test", "http://1.2.3", "http://0x7f.1", "http://xn--pple-43d.com",
+                "http://xn--abc.test", "http://a..test", "http://", "http:///a.test", "http://a\\b",
+                "http://a.test:99999", "http://[::1]", "http://a b", "http://a%41.test", "http://a.test:"]
+SIMPLE_BASES = ["http://a.test/", "http://a.test/d/e/p.html", "https://a.test:8443/d/?q=1#f",
+                 "http://u:p@a.test/d/", "http://[::1]/x/y", "http://a.test/d%7e/.x/", "http://a.test/d/p?x=/y/z"]
+
+NEAR_SIMPLE_HREFS = st.lists(
+    st.tuples(st.sampled_from(["", "/", *_NEAR_AUTHORITIES]),
+              st.lists(st.sampled_from(_NEAR_SIMPLE), max_size=8))
+    .map(lambda t: t[0] + ("/" if t[0] not in ("", "/") else "") + "".join(t[1])), max_size=10)
+"""Pages' hrefs near the simple ones (Canonicalizer._plain): dot segments, escapes, authorities ada
+rewrites or refuses, characters it would encode or strip."""
+
+
+@settings(max_examples=500, deadline=None)
+@given(NEAR_SIMPLE_HREFS, st.lists(st.sampled_from(SIMPLE_BASES), min_size=1, max_size=3))
+def test_plain_serialization_is_the_whatwg_parsers(hrefs: list[str], bases: list[str]) -> None:
+    """Hrefs near the simple ones (dot segments, escapes, authorities ada rewrites or refuses) give what
+    the WHATWG parser gives, href by href, with the same counters."""
+    plain, links = Canonicalizer(), Canonicalizer()
+    for base in bases:
+        expected = [c for h in hrefs if (c := plain.canonicalize(h, base)) is not None]
+        assert links.canonicalize_links(hrefs, base) == expected
+    assert links.stats() == plain.stats()

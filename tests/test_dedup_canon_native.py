@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from polecat.dedup import canon as canon_module
 from polecat.dedup.canon import Canonicalizer
+from tests.test_dedup_canon import NEAR_SIMPLE_HREFS, SIMPLE_BASES
 
 needs_kernel = pytest.mark.skipif(canon_module._KERNEL is None,
                                   reason="the native kernel is not built or POLECAT_PURE_PYTHON=1")
@@ -114,7 +115,7 @@ def test_bounded_memo_is_cleared_alike() -> None:
         fast, slow = native(), pure()
     hrefs = [f"/p{i}?b=1&a={i}" for i in range(40)] + [f"q{i}#x" for i in range(13)]
     for page in range(3):
-        base = f"http://a.test/d{page}/index.html"
+        base = f"http://A.test/d{page}/index.html"  # not its own serialization: every href is memoized
         with memo_bound(5):
             assert fast.canonicalize_links(hrefs, base) == slow.canonicalize_links(hrefs, base)
         assert 0 < len(fast._memo) <= 5
@@ -132,6 +133,19 @@ def test_wrong_types_raise_type_error() -> None:
         fast.canonicalize_links(None, "http://a.test/")  # type: ignore[arg-type]
     assert fast.canonicalize_links(iter(["/x", "/y#z"]), "http://a.test/") == \
         ["http://a.test/x", "http://a.test/y"]
+
+
+@needs_kernel
+@settings(max_examples=1000, deadline=None)
+@given(NEAR_SIMPLE_HREFS, st.lists(st.sampled_from(SIMPLE_BASES), min_size=1, max_size=4),
+       st.sampled_from(_TRACKING), st.sampled_from(_KEEP))
+def test_simple_hrefs_are_the_python_code(hrefs: list[str], bases: list[str], tracking: tuple[str, ...],
+                                          keep: tuple[str, ...]) -> None:
+    """The kernel's string-built serializations (simple_link) are the Python code's, counters included."""
+    fast, slow = native(tracking, keep), pure(tracking, keep)
+    for base in bases:
+        assert fast.canonicalize_links(hrefs, base) == slow.canonicalize_links(hrefs, base)
+    assert_same(fast, slow)
 
 
 @needs_kernel

@@ -16,6 +16,10 @@
  *    pattern can match it: only the ASCII patterns are kept here.
  * 4. keep_query_order: the host is cut from the href as canon.host_key does and given to the
  *    HostPatternMap's __contains__ (a Python call, only for a query on a crawl that has patterns).
+ * 5. simple_link is Canonicalizer._plain: on a base that is its own serialization, a simple href's
+ *    WHATWG serialization is built by string work (the base's origin or directory, or the href's own
+ *    origin as ada serializes it, memoized in origins; dot segments removed in place) and handed to
+ *    canonical_form as ada's would be; such hrefs never touch the memo, as in canon.py.
  *
  * ada is called through function pointers that canon.py takes from the cffi module of the ada_url package
  * (ffi.addressof), so building this needs no ada headers: the few prototypes and structs below are
@@ -148,6 +152,7 @@ static bool lower_equals(const char *key, const stem *s) {
 typedef struct {
     PyObject_HEAD
     PyObject *memo;       /* the Canonicalizer's dict: (base part, href) -> (canonical | None, rewritten) */
+    PyObject *origins;    /* scheme://authority as written -> as serialized, or None (canon._plain) */
     Py_ssize_t memo_entries;
     PyObject *keep_order; /* HostPatternMap.__contains__, or NULL when there is no pattern */
     PyObject *stems;      /* bytes holding every stem's text, owned here */
@@ -431,9 +436,197 @@ static PyObject *authority_prefix(PyObject *base) {
     return end < 0 ? Py_NewRef(base) : PyUnicode_Substring(base, 0, end);
 }
 
+/* ---- simple hrefs on a serialized base (canon.Canonicalizer._plain) ----------------------------- */
+
+#define ORIGIN_ENTRIES 4096 /* canon.ORIGIN_ENTRIES */
+
+typedef struct {
+    Py_ssize_t path_start; /* the base's origin is base[0:path_start] */
+    Py_ssize_t dir_end;    /* its directory path is base[path_start:dir_end] (up to its last '/') */
+} plain_base;
+
+/* canon._plain_base: true (and *pb set) when the http(s) base[0:n] is its own serialization. */
+static bool plain_base_of(const char *base, Py_ssize_t n, plain_base *pb) {
+    ada_url obj = ada.parse(base, (size_t)n);
+    if (obj == NULL) return false;
+    bool plain = false;
+    uint8_t scheme;
+    if (ada.is_valid(obj) && ((scheme = ada.scheme_type(obj)) == SCHEME_HTTP || scheme == SCHEME_HTTPS)) {
+        ada_string href = ada.get_href(obj);
+        const ada_url_components *c = ada.get_components(obj);
+        if (c != NULL && href.length == (size_t)n && memcmp(href.data, base, (size_t)n) == 0 &&
+            c->pathname_start < (uint32_t)n) {
+            Py_ssize_t end = c->search_start != ADA_OMITTED ? clamp(c->search_start, n)
+                             : c->hash_start != ADA_OMITTED ? clamp(c->hash_start, n) : n;
+            pb->path_start = c->pathname_start;
+            for (Py_ssize_t i = end - 1; i >= pb->path_start; i--) {
+                if (base[i] == '/') {
+                    pb->dir_end = i + 1;
+                    plain = true;
+                    break;
+                }
+            }
+        }
+    }
+    ada.free(obj);
+    return plain;
+}
+
+/* canon._serialized_origin of origin[0:n] (ASCII): a new str, or None. */
+static PyObject *serialized_origin(const char *origin, Py_ssize_t n) {
+    char stack[256];
+    char *raw = n < (Py_ssize_t)sizeof stack ? stack : PyMem_Malloc((size_t)n + 1);
+    if (raw == NULL) return PyErr_NoMemory();
+    memcpy(raw, origin, (size_t)n);
+    raw[n] = '/';
+    ada_url obj = ada.parse(raw, (size_t)n + 1);
+    if (raw != stack) PyMem_Free(raw);
+    if (obj == NULL) return PyErr_NoMemory();
+    PyObject *result = NULL;
+    uint8_t scheme;
+    if (ada.is_valid(obj) && ((scheme = ada.scheme_type(obj)) == SCHEME_HTTP || scheme == SCHEME_HTTPS)) {
+        ada_string href = ada.get_href(obj);
+        const ada_url_components *c = ada.get_components(obj);
+        bool ascii = true;
+        for (size_t i = 0; i < href.length; i++) ascii &= (unsigned char)href.data[i] < 0x80;
+        if (c != NULL && ascii && href.length > 0 && (size_t)c->pathname_start == href.length - 1) {
+            result = PyUnicode_New((Py_ssize_t)c->pathname_start, 127);
+            if (result != NULL) memcpy(PyUnicode_1BYTE_DATA(result), href.data, c->pathname_start);
+        }
+    } else {
+        result = Py_NewRef(Py_None);
+    }
+    if (result == NULL && !PyErr_Occurred()) result = Py_NewRef(Py_None);
+    ada.free(obj);
+    return result;
+}
+
+/* The memoized serialized origin of h[0:n]: a borrowed str or None; NULL with an exception set. */
+static PyObject *origin_of(Kernel *k, const char *h, Py_ssize_t n) {
+    PyObject *key = PyUnicode_New(n, 127);
+    if (key == NULL) return NULL;
+    memcpy(PyUnicode_1BYTE_DATA(key), h, (size_t)n);
+    PyObject *known = PyDict_GetItemWithError(k->origins, key); /* borrowed */
+    if (known == NULL && !PyErr_Occurred()) {
+        PyObject *made = serialized_origin(h, n);
+        if (made != NULL) {
+            if (PyDict_GET_SIZE(k->origins) >= ORIGIN_ENTRIES) PyDict_Clear(k->origins);
+            if (PyDict_SetItem(k->origins, key, made) == 0) known = made; /* the dict holds it */
+            Py_DECREF(made);
+        }
+    }
+    Py_DECREF(key);
+    return known;
+}
+
+/* canon._SIMPLE_PATH / _SIMPLE_QUERY: the characters the WHATWG parser copies as they are. */
+static bool simple_chars(const char *s, Py_ssize_t n, bool query) {
+    static const char PATH[] = "-._~!$&'()*+,;=:@/";
+    static const char QUERY[] = "-._~!$&()*+,;=:@/?";
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')) continue;
+        if (c == '%') {
+            if (i + 2 >= n) return false;
+            if (hex_value((unsigned char)s[i + 1]) < 0 || hex_value((unsigned char)s[i + 2]) < 0) return false;
+            if (!query && s[i + 1] == '2' && (s[i + 2] == 'e' || s[i + 2] == 'E')) return false;
+            i += 2;
+            continue;
+        }
+        if (c == 0 || !strchr(query ? QUERY : PATH, c)) return false;
+    }
+    return true;
+}
+
+/* canon._remove_dot_segments of p[0:n] (p[0] is '/') in place; returns the new length. The write
+ * position never passes the read position: a segment is copied, dropped, or (last) left as a '/'. */
+static Py_ssize_t remove_dot_segments(char *p, Py_ssize_t n) {
+    Py_ssize_t w = 0;
+    for (Py_ssize_t r = 0; r < n;) {
+        Py_ssize_t s = r + 1, e = s;
+        while (e < n && p[e] != '/') e++;
+        bool last = e >= n, dots = e - s == 2 && p[s] == '.' && p[s + 1] == '.', dot = e - s == 1 && p[s] == '.';
+        if (dots)
+            while (w > 0 && p[--w] != '/') {
+            }
+        if (dots || dot) {
+            if (last) p[w++] = '/';
+        } else {
+            p[w] = '/';
+            memmove(p + w + 1, p + s, (size_t)(e - s));
+            w += 1 + e - s;
+        }
+        r = e;
+    }
+    return w;
+}
+
+/* The simple-href path of Canonicalizer.canonicalize_links: 1 when href (ASCII, fragment cut at cut) was
+ * canonicalized and appended to out, 0 when it is not simple, -1 with an exception set. */
+static int simple_link(Kernel *k, PyObject *href, const char *base, const plain_base *pb, Py_ssize_t cut,
+                       PyObject *out) {
+    const char *h = (const char *)PyUnicode_1BYTE_DATA(href);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(href);
+    const char *q = memchr(h, '?', (size_t)n);
+    Py_ssize_t path_len = q ? q - h : n, query_len = q ? n - path_len : 0; /* query_len counts the '?' */
+    const char *origin = base, *dir = base, *tail = h;
+    Py_ssize_t origin_len = pb->path_start, dir_len = 0, tail_len = path_len;
+    if ((path_len >= 7 && memcmp(h, "http://", 7) == 0) || (path_len >= 8 && memcmp(h, "https://", 8) == 0)) {
+        Py_ssize_t from = h[4] == 's' ? 8 : 7;
+        const char *slash = memchr(h + from, '/', (size_t)(path_len - from));
+        if (slash == NULL) return 0;
+        PyObject *known = origin_of(k, h, slash - h);
+        if (known == NULL) return -1;
+        if (known == Py_None) return 0;
+        origin = (const char *)PyUnicode_1BYTE_DATA(known);
+        origin_len = PyUnicode_GET_LENGTH(known);
+        tail = slash;
+        tail_len = path_len - (slash - h);
+    } else if (path_len > 0 && h[0] == '/') {
+        if (path_len > 1 && h[1] == '/') return 0; /* scheme-relative: //host */
+    } else {
+        if (path_len == 0 || memchr(h, ':', (size_t)path_len)) return 0; /* a scheme, or only a query */
+        dir = base + pb->path_start;
+        dir_len = pb->dir_end - pb->path_start;
+    }
+    if (!simple_chars(tail, tail_len, false) || (q && !simple_chars(q + 1, query_len - 1, true))) return 0;
+    enum { STACK = 1024 };
+    char stack[STACK];
+    Py_ssize_t size = origin_len + dir_len + tail_len + query_len;
+    char *buf = size <= STACK ? stack : PyMem_Malloc((size_t)size);
+    if (buf == NULL) return PyErr_NoMemory(), -1;
+    memcpy(buf, origin, (size_t)origin_len);
+    memcpy(buf + origin_len, dir, (size_t)dir_len);
+    memcpy(buf + origin_len + dir_len, tail, (size_t)tail_len);
+    Py_ssize_t path = dir_len + tail_len;
+    char *p = buf + origin_len;
+    for (Py_ssize_t i = 0; i + 1 < path; i++) {
+        if (p[i] == '/' && p[i + 1] == '.') {
+            path = remove_dot_segments(p, path);
+            break;
+        }
+    }
+    Py_ssize_t w = origin_len + path;
+    ada_url_components c = {0, 0, 0, 0, 0, (uint32_t)origin_len, ADA_OMITTED, ADA_OMITTED};
+    if (q) {
+        c.search_start = (uint32_t)w;
+        memcpy(buf + w, q, (size_t)query_len);
+        w += query_len;
+    }
+    bool rewritten;
+    PyObject *canonical = canonical_form(k, buf, w, &c, &rewritten);
+    if (buf != stack) PyMem_Free(buf);
+    if (canonical == NULL) return -1;
+    k->total++;
+    k->collapsed += rewritten || cut >= 0;
+    int status = PyList_Append(out, canonical);
+    Py_DECREF(canonical);
+    return status < 0 ? -1 : 1;
+}
+
 /* Canonicalizer.canonicalize_links for one href; appends to out. */
 static int one_link(Kernel *k, PyObject *href, PyObject *base, const char *raw_base, Py_ssize_t base_len,
-                PyObject *parts[], PyObject *out) {
+                    const plain_base *pb, PyObject *parts[], PyObject *out) {
     if (!PyUnicode_Check(href)) {
         PyErr_Format(PyExc_TypeError, "href must be str, not %.100s", Py_TYPE(href)->tp_name);
         return -1;
@@ -447,6 +640,13 @@ static int one_link(Kernel *k, PyObject *href, PyObject *base, const char *raw_b
     }
     PyObject *key_href = cut < 0 ? Py_NewRef(href) : PyUnicode_Substring(href, 0, cut);
     if (key_href == NULL) return -1;
+    if (pb != NULL && PyUnicode_IS_ASCII(href)) {
+        int simple = simple_link(k, key_href, raw_base, pb, cut, out);
+        if (simple != 0) {
+            Py_DECREF(key_href);
+            return simple < 0 ? -1 : 0;
+        }
+    }
     enum key_part part = memo_key(key_href, cut == 0, PyUnicode_GET_LENGTH(parts[KEY_ORIGIN]) > 0,
                                   PyUnicode_GET_LENGTH(parts[KEY_DIR]) > 0);
     PyObject *canonical;
@@ -542,9 +742,11 @@ static PyObject *Kernel_links(Kernel *k, PyObject *const *args, Py_ssize_t nargs
     parts[KEY_DIR] = PyUnicode_Substring(base, 0, slash + 1);
     parts[KEY_WHOLE_BASE] = Py_NewRef(base);
     if (!parts[KEY_NONE_BASE] || !parts[KEY_ORIGIN] || !parts[KEY_DIR]) goto fail;
+    plain_base pb;
+    bool plain = plain_base_of(raw_base, base_len, &pb);
     for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
         PyObject *href = Py_NewRef(PySequence_Fast_GET_ITEM(seq, i));
-        int status = one_link(k, href, base, raw_base, base_len, parts, out);
+        int status = one_link(k, href, base, raw_base, base_len, plain ? &pb : NULL, parts, out);
         Py_DECREF(href);
         if (status < 0) goto fail;
     }
@@ -636,6 +838,8 @@ static PyObject *Kernel_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     Kernel *k = (Kernel *)type->tp_alloc(type, 0);
     if (k == NULL) return NULL;
     k->memo = Py_NewRef(memo);
+    k->origins = PyDict_New();
+    if (k->origins == NULL) goto fail;
     k->memo_entries = memo_entries;
     k->keep_order = keep_order == Py_None ? NULL : Py_NewRef(keep_order);
     k->stems = PyBytes_FromStringAndSize(NULL, stems_length(exact) + stems_length(prefixes) + 1);
@@ -653,12 +857,14 @@ fail:
 
 static int Kernel_traverse(Kernel *k, visitproc visit, void *arg) {
     Py_VISIT(k->memo);
+    Py_VISIT(k->origins);
     Py_VISIT(k->keep_order);
     return 0;
 }
 
 static int Kernel_clear(Kernel *k) {
     Py_CLEAR(k->memo);
+    Py_CLEAR(k->origins);
     Py_CLEAR(k->keep_order);
     return 0;
 }

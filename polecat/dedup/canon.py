@@ -38,6 +38,7 @@ ada through the function addresses of its cffi module, checked on known URLs whe
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from types import ModuleType
@@ -62,6 +63,14 @@ _HTTP, _HTTPS = 0, 2  # ada SchemeType values
 
 MEMO_ENTRIES = 65_536
 """Bound of the link memo of :meth:`Canonicalizer.canonicalize_links` (a few MB)."""
+ORIGIN_ENTRIES = 4_096
+"""Bound of the memo of absolute hrefs' origins (``scheme://authority`` as written -> as serialized)."""
+
+_SIMPLE_PATH = re.compile(r"(?:[A-Za-z0-9\-._~!$&'()*+,;=:@/]|%(?!2[eE])[0-9A-Fa-f]{2})*")
+"""Path characters the WHATWG parser copies as they are (no percent-encoding, no ``\\``, no ``%2e`` that
+could make a dot segment, no tab or newline it would strip)."""
+_SIMPLE_QUERY = re.compile(r"(?:[A-Za-z0-9\-._~!$&()*+,;=:@/?]|%[0-9A-Fa-f]{2})*")
+"""Query characters the WHATWG parser copies as they are in an http(s) URL (``'`` it would encode)."""
 
 _UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 
@@ -121,8 +130,8 @@ class CanonStats:
 class Canonicalizer:
     """Turns discovered URLs into their canonical spelling (rules in the module docstring)."""
 
-    __slots__ = ("_collapsed", "_exact", "_keep_order", "_kernel", "_memo", "_prefixes", "_rejected",
-                 "_total")
+    __slots__ = ("_collapsed", "_exact", "_keep_order", "_kernel", "_memo", "_origins", "_prefixes",
+                 "_rejected", "_total")
 
     def __init__(self, tracking_params: Sequence[str] = DEFAULT_TRACKING_PARAMS,
                  keep_query_order: Sequence[str] = ()) -> None:
@@ -147,6 +156,9 @@ class Canonicalizer:
         self._total = self._collapsed = self._rejected = 0
         self._memo: dict[tuple[str, str], tuple[str | None, bool]] = {}
         """(key part of the base, href) -> (canonical or None, rewritten): see canonicalize_links."""
+        self._origins: dict[str, str | None] = {}
+        """An absolute href's ``scheme://authority`` as written -> as ada serializes it (None: the plain
+        serialization rule does not apply); see :meth:`_plain`."""
         self._kernel = None if _KERNEL is None else _KERNEL.Kernel(
             self._memo, MEMO_ENTRIES, tuple(self._exact), self._prefixes,
             self._keep_order.__contains__ if self._keep_order.items() else None)
@@ -172,6 +184,11 @@ class Canonicalizer:
         that start with a control character or space (the parser strips it: ``"\\t?x"`` is query-only),
         nor is anything resolved against a base that does not parse. The memo is
         bounded (:data:`MEMO_ENTRIES`); counters count every href as :meth:`canonicalize` would.
+
+        Nor are simple hrefs (:meth:`_plain`) on a page whose base is its own serialization: most links
+        of a page (``/a/b.html``, ``../c?d=1``, ``http://host/e``) are, and their WHATWG serialization is
+        string work (the base's origin or directory, the href, dot segments removed), cheaper than a
+        lookup in a memo too large for the CPU's caches; rules 3-5 then run as for any other.
         """
         if self._kernel is not None:
             links: list[str] = self._kernel.links(hrefs, base)
@@ -185,12 +202,22 @@ class Canonicalizer:
         memo = self._memo
         base_dir = base[: base.rfind("/") + 1]
         origin = _authority_prefix(base)
+        plain_base = _plain_base(raw_base, base)
         out: list[str] = []
         for href in hrefs:
-            cut = href.find("#") if href.isascii() else -1
+            ascii_href = href.isascii()
+            cut = href.find("#") if ascii_href else -1
             if cut > 0 and href[cut - 1] <= " ":
                 cut = -1  # the parser would strip what precedes the fragment once it is cut
             key_href = href if cut < 0 else href[:cut]
+            if plain_base is not None and ascii_href:
+                plain = self._plain(key_href, *plain_base)
+                if plain is not None:
+                    url, rewritten = self._canonical_form(*plain)
+                    self._total += 1
+                    self._collapsed += rewritten or cut >= 0
+                    out.append(url)
+                    continue
             key = _memo_key(key_href, cut == 0, base, base_dir, origin)
             if key is None:
                 canonical = self.canonicalize(href, base)
@@ -247,7 +274,14 @@ class Canonicalizer:
             path_start, search_start, hash_start = parts.pathname_start, parts.search_start, parts.hash_start
         finally:
             _free(obj)
+        return self._canonical_form(href, path_start, search_start, hash_start)
 
+    def _canonical_form(self, href: str, path_start: int, search_start: int = _OMITTED,
+                        hash_start: int = _OMITTED) -> tuple[str, bool]:
+        """Rules 3-5 on ``href``, a WHATWG serialization with those components (``_OMITTED``: absent):
+        (canonical form, whether it differs from ``href``)."""
+        if "?" not in href and "#" not in href and "%" not in href:
+            return href, False
         end = len(href) if hash_start == _OMITTED else hash_start
         if search_start == _OMITTED:
             path = href[path_start:end]
@@ -260,6 +294,47 @@ class Canonicalizer:
             path = _normalize_pct(path)
         canonical = href[:path_start] + path + ("?" + query if query else "")
         return canonical, canonical != href
+
+    def _plain(self, href: str, origin: str, directory: str) -> tuple[str, int, int] | None:
+        """The WHATWG serialization of the ASCII ``href`` (fragment cut) on a page whose base is its own
+        serialization, with ``origin`` (``scheme://authority``) and ``directory`` (its path up to its
+        last ``/``), as (serialization, path start, query start or ``_OMITTED``); None unless ``href`` is
+        simple: an http(s) URL written ``http[s]://authority/path``, a ``/path`` (not ``//``) or a
+        ``path`` with no ``:``, whose path and query hold only the characters the parser copies
+        (:data:`_SIMPLE_PATH`, :data:`_SIMPLE_QUERY`). The authority (host case, IDNA, IPv4 forms, default
+        port) is ada's serialization of ``http[s]://authority/`` (:data:`ORIGIN_ENTRIES` memoized): the
+        parser ends an authority at its first ``/`` and reads the path after it alone."""
+        path, sep, query = href.partition("?")
+        if path.startswith(("http://", "https://")):
+            slash = path.find("/", path.index("//") + 2)
+            if slash < 0:
+                return None
+            origin_as_written = path[:slash]
+            known = self._origins.get(origin_as_written, _NO_ORIGIN)
+            if known is _NO_ORIGIN:
+                known = _serialized_origin(origin_as_written)
+                if len(self._origins) >= ORIGIN_ENTRIES:
+                    self._origins.clear()
+                self._origins[origin_as_written] = known
+            if known is None:
+                return None
+            origin = known
+            path = tail = path[slash:]
+        elif path[:1] == "/":
+            if path[1:2] == "/":
+                return None  # scheme-relative: //host
+            tail = path
+        else:
+            if not path or ":" in path:  # a scheme, or only a query
+                return None
+            tail = path
+            path = directory + path
+        if not _SIMPLE_PATH.fullmatch(tail) or (sep and not _SIMPLE_QUERY.fullmatch(query)):
+            return None
+        if "/." in path:
+            path = _remove_dot_segments(path)
+        start = len(origin)
+        return origin + path + sep + query, start, start + len(path) if sep else _OMITTED
 
     def _canonical_query(self, query: str, sort: bool) -> str:
         if "%" in query:
@@ -279,6 +354,62 @@ class Canonicalizer:
             total, collapsed, rejected = self._kernel.counts()
             return CanonStats(total=total, collapsed=collapsed, rejected=rejected)
         return CanonStats(total=self._total, collapsed=self._collapsed, rejected=self._rejected)
+
+
+_NO_ORIGIN = ""
+"""Marks an origin not yet in :attr:`Canonicalizer._origins` (a serialized origin is never empty)."""
+
+
+def _plain_base(raw_base: bytes, base: str) -> tuple[str, str] | None:
+    """(origin, directory path) of an http(s) ``base`` that is its own WHATWG serialization, else None
+    (see :meth:`Canonicalizer._plain`)."""
+    obj = _parse(raw_base, len(raw_base))
+    try:
+        if not _is_valid(obj) or _scheme_type(obj) not in (_HTTP, _HTTPS):
+            return None
+        ada_href = _get_href(obj)
+        if _unpack(ada_href.data, ada_href.length) != raw_base:
+            return None
+        parts = _get_components(obj)
+        path_start, search_start, hash_start = parts.pathname_start, parts.search_start, parts.hash_start
+    finally:
+        _free(obj)
+    end = search_start if search_start != _OMITTED else hash_start if hash_start != _OMITTED else len(base)
+    path = base[path_start:end]
+    return base[:path_start], path[: path.rfind("/") + 1]
+
+
+def _serialized_origin(origin: str) -> str | None:
+    """ada's serialization of the http(s) ``scheme://authority`` (ASCII, no ``/``, ``?`` or ``#``), or
+    None if ``origin + "/"`` does not parse as that origin with the path ``/`` (e.g. a ``\\`` in it)."""
+    raw = origin.encode() + b"/"
+    obj = _parse(raw, len(raw))
+    try:
+        if not _is_valid(obj) or _scheme_type(obj) not in (_HTTP, _HTTPS):
+            return None
+        ada_href = _get_href(obj)
+        href: str = _unpack(ada_href.data, ada_href.length).decode("ascii")
+        path_start = _get_components(obj).pathname_start
+    finally:
+        _free(obj)
+    return href[:path_start] if path_start == len(href) - 1 else None
+
+
+def _remove_dot_segments(path: str) -> str:
+    """The WHATWG path parser's handling of ``.`` and ``..`` segments in ``path`` (which starts with
+    ``/``), for http(s): ``..`` drops the segment before it, and either at the end leaves a ``/``."""
+    segments: list[str] = []
+    parts = path.split("/")[1:]
+    for i, segment in enumerate(parts, 1):
+        if segment == "..":
+            if segments:
+                segments.pop()
+        elif segment != ".":
+            segments.append(segment)
+            continue
+        if i == len(parts):
+            segments.append("")
+    return "/" + "/".join(segments)
 
 
 def _memo_key(href: str, fragment_only: bool, base: str, base_dir: str,
