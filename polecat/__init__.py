@@ -3,13 +3,44 @@
 Public API: :class:`Crawler` (one node), :class:`Config` and :func:`config_from_mapping` (the one
 validated configuration), :class:`Page` (what callbacks receive), :class:`CrawlStats` (metrics) and the
 :class:`PolecatError` exception root. Everything else is implementation.
+
+The names load on first use (PEP 562), so that ``import polecat.cli`` can settle process-wide settings
+(polecat/cli.py: the BLAS thread pool) before the crawler's modules import numpy.
 """
 
-from polecat.config import Config, config_from_mapping
-from polecat.errors import PolecatError
-from polecat.node import Crawler
-from polecat.pipeline import Page
-from polecat.stats import CrawlStats
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from polecat.config import Config, config_from_mapping
+    from polecat.errors import PolecatError
+    from polecat.node import Crawler
+    from polecat.pipeline import Page
+    from polecat.stats import CrawlStats
 
 __all__ = ["Config", "CrawlStats", "Crawler", "Page", "PolecatError", "config_from_mapping"]
 __version__ = "0.1.0"
+
+_HOMES = {
+    "Config": "polecat.config",
+    "config_from_mapping": "polecat.config",
+    "PolecatError": "polecat.errors",
+    "Crawler": "polecat.node",
+    "Page": "polecat.pipeline",
+    "CrawlStats": "polecat.stats",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'polecat' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -106,8 +106,23 @@ def setup_logging(args: argparse.Namespace) -> None:
     configure(level, file=getattr(args, "log_file", None), fmt=getattr(args, "log_format", "text"))
 
 
+BLAS_THREAD_VARS = ("OPENBLAS_NUM_THREADS",)
+"""The thread-pool size numpy's bundled OpenBLAS reads when it loads. polecat does no linear algebra, and a
+pool of one thread per core costs ~0.1 s of CPU at every start on 2 cores (benchmarks/README.md, "Issue 17,
+fifth pass"), in each ``--workers`` child too; they inherit this environment."""
+
+
+def limit_blas_threads() -> None:
+    """One BLAS thread in the processes this command starts, unless the operator set the variable. Only
+    the command does this: a program that embeds polecat keeps its own BLAS (polecat/__init__.py loads
+    the crawler's modules lazily so that this runs before numpy loads)."""
+    for var in BLAS_THREAD_VARS:
+        os.environ.setdefault(var, "1")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``polecat`` command."""
+    limit_blas_threads()
     try:
         return _main(argv)
     except KeyboardInterrupt:  # Ctrl-C outside a crawl's own handler (start-up, a reader command)
