@@ -12,5 +12,6 @@ setup(
         Extension("polecat.parse._extract", ["polecat/parse/_extract.c"], optional=True),
         Extension("polecat.dedup._canon", ["polecat/dedup/_canon.c"], optional=True),
         Extension("polecat.parse._guard", ["polecat/parse/_guard.c"], optional=True),
+        Extension("polecat.store._warc", ["polecat/store/_warc.c"], optional=True),
     ]
 )

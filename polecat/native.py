@@ -17,7 +17,8 @@ import importlib
 import os
 from types import ModuleType
 
-KERNELS = ("polecat.dedup._minhash", "polecat.parse._extract", "polecat.dedup._canon", "polecat.parse._guard")
+KERNELS = ("polecat.dedup._minhash", "polecat.parse._extract", "polecat.dedup._canon", "polecat.parse._guard",
+           "polecat.store._warc")
 """Module name of every native kernel that setup.py builds."""
 
 

@@ -44,7 +44,7 @@ def test_status_line_reason_is_the_http_phrase_or_unknown(status: int) -> None:
     except ValueError:
         reason = "Unknown"
     record = FetchRecord("http://a.test/", 0.0, status, (), bytes(32), 0)
-    assert warc._http_block(record, None).split(b"\r\n")[0] == b"HTTP/1.1 %d %s" % (status, reason.encode())
+    assert _http_block(record, None).split(b"\r\n")[0] == b"HTTP/1.1 %d %s" % (status, reason.encode())
 
 
 # Times around now, whole seconds, and halves of a microsecond (where rounding could go either way).
@@ -81,6 +81,14 @@ def test_request_target_splits_as_urlsplit_does(url: str) -> None:
     assert warc.request_target(url) == (parts.netloc, target)
 
 
+def _http_block(record: FetchRecord, body_len: int | None) -> bytes:
+    """The HTTP head of the response record of ``record`` (the block up to the body), as stored."""
+    head = warc.encode_revisit(record, None, None) if body_len is None else \
+        warc.encode_response_parts(record, bytes(body_len), bytes(32))[0]
+    block = head[head.index(b"\r\n\r\n") + 4 :]
+    return block[:-4] if body_len is None else block  # a revisit ends with the record's end
+
+
 def _clean(value: str) -> bytes:
     """The specification of a header value: CR and LF become spaces, lone surrogates stay as escapes."""
     return warc.clean_text(value).encode("utf-8", "backslashreplace")
@@ -98,7 +106,7 @@ def test_header_blocks_clean_each_field_alone(headers: list[tuple[str, str]], ur
     kept_as = {"content-length", "content-encoding", "transfer-encoding"}
     renamed = [("X-Archive-Orig-" + n if n.lower() in kept_as else n, v) for n, v in headers]
     lines = [b"HTTP/1.1 200 OK", *(_field(n, v) for n, v in renamed), b"Content-Length: %d" % body_len]
-    assert warc._http_block(record, body_len) == b"\r\n".join(lines) + b"\r\n\r\n"
+    assert _http_block(record, body_len) == b"\r\n".join(lines) + b"\r\n\r\n"
 
     parts = urlsplit(url)
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")

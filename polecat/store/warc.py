@@ -23,11 +23,13 @@ import http
 import math
 import os
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import lru_cache
 from urllib.parse import urlsplit
 
+from polecat import native
 from polecat.errors import CorruptRecord
 from polecat.store.base import HASH_NAME, FetchRecord
 
@@ -45,6 +47,9 @@ _HTTP_URL = re.compile(r"https?://([^/?#\[\]\t\r\n\x80-\U0010ffff]*)(/[^?#\t\r\n
                        r"(?:#[^\t\r\n]*)?")
 """An http(s) URL whose ``urlsplit`` is plain string splitting: an ASCII host without IPv6 brackets, no
 tab, CR or LF (which urlsplit drops). Groups: netloc, path, query."""
+_kernel = native.load("polecat.store._warc")
+"""The native twins of python_record, python_payload_digest, new_record_id's formatting and
+python_warc_date (polecat/store/_warc.c)."""
 
 
 def payload_digest(body: bytes) -> str:
@@ -55,6 +60,13 @@ def payload_digest(body: bytes) -> str:
 def payload_digest_from(sha256: bytes) -> str:
     """The WARC-Payload-Digest value for a body whose SHA-256 is ``sha256`` (``base64.b32encode``'s
     output, computed 10 bits at a time)."""
+    if _kernel is not None and type(sha256) is bytes:
+        return _kernel.payload_digest(sha256)  # type: ignore[no-any-return]
+    return python_payload_digest(sha256)
+
+
+def python_payload_digest(sha256: bytes) -> str:
+    """:func:`payload_digest_from` in Python: the specification of the native kernel."""
     if len(sha256) != 32:
         raise ValueError(f"a SHA-256 digest has 32 bytes, not {len(sha256)}")
     # 256 bits padded to 260 (52 characters), then the padding RFC 4648 adds after 32 bytes.
@@ -67,8 +79,18 @@ def payload_digest_from(sha256: bytes) -> str:
 def warc_date(ts: float) -> str:
     """WARC 1.1 date with microseconds (the standard allows fractional seconds):
     ``datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")``, with the microseconds rounded
-    as datetime rounds them (half to even, carrying into the second) and each second formatted once.
-    Cached: a response and its request record carry the same date."""
+    as datetime rounds them (half to even, carrying into the second). Cached: a response and its request
+    record carry the same date."""
+    if _kernel is not None:
+        date: str | None = _kernel.warc_date(ts)
+        if date is not None:
+            return date
+    return python_warc_date(ts)
+
+
+def python_warc_date(ts: float) -> str:
+    """:func:`warc_date` in Python (each second formatted once): the specification of the native kernel,
+    and the path for dates outside the years it formats."""
     frac, whole = math.modf(ts)
     micros = round(frac * 1e6)
     if micros >= 1_000_000:
@@ -103,13 +125,24 @@ def _encode(text: str) -> bytes:
     return text.encode("utf-8", "backslashreplace")
 
 
-def _http_block(record: FetchRecord, body_len: int | None) -> bytes:
-    lines = [f"HTTP/1.1 {record.status:d} {_REASONS.get(record.status, 'Unknown')}"]
-    lines += [f"X-Archive-Orig-{name}: {value}" if name.lower() in _RENAMED else f"{name}: {value}"
-              for name, value in record.headers]
-    if body_len is not None:
-        lines.append(f"Content-Length: {body_len}")
-    return _encode(_lines(lines) + "\r\n\r\n")
+def python_record(fields: list[str], content_type: str, first_line: str,
+                  headers: Sequence[tuple[str, str]], length_line: int | None, payload: int,
+                  rename: bool, end: bool, /) -> bytes:
+    """A WARC record up to its payload: the version line, ``fields`` (``name: value`` lines), the
+    Content-Type and the Content-Length of its block, then the block's HTTP head: ``first_line`` (status
+    or request line), ``headers`` (with ``rename``: those in ``_RENAMED`` as ``X-Archive-Orig-*``), and a
+    ``Content-Length: length_line`` line unless it is None. ``payload``: the bytes that follow the head
+    in the block; ``end``: the record's end follows at once (no payload). Every line as
+    :func:`clean_text` leaves it, UTF-8 with lone surrogates as escapes. The specification of the native
+    kernel (polecat/store/_warc.c) and its fallback."""
+    lines = [first_line]
+    lines += [f"X-Archive-Orig-{name}: {value}" if rename and name.lower() in _RENAMED else f"{name}: {value}"
+              for name, value in headers]
+    if length_line is not None:
+        lines.append(f"Content-Length: {length_line}")
+    block = _encode(_lines(lines) + "\r\n\r\n")
+    head = _head(fields, content_type, len(block) + payload)
+    return head + block + _RECORD_END if end else head + block
 
 
 def _head(fields: list[str], content_type: str, block_len: int) -> bytes:
@@ -119,10 +152,39 @@ def _head(fields: list[str], content_type: str, block_len: int) -> bytes:
                    f"Content-Length: {block_len}\r\n\r\n")
 
 
+_Record = Callable[[list[str], str, str, Sequence[tuple[str, str]], int | None, int, bool, bool], bytes]
+_native_record: _Record | None = None if _kernel is None else _kernel.record
+
+
+def _record(fields: list[str], content_type: str, first_line: str, headers: Sequence[tuple[str, str]],
+            length_line: int | None, payload: int, rename: bool, end: bool) -> bytes:
+    """:func:`python_record`, by the native kernel when it is built. The kernel takes exact str pieces
+    only: anything else (a str subclass, say) is a TypeError there and goes to the specification."""
+    if _native_record is not None:
+        try:
+            return _native_record(fields, content_type, first_line, headers, length_line, payload, rename,
+                                  end)
+        except TypeError:
+            pass
+    return python_record(fields, content_type, first_line, headers, length_line, payload, rename, end)
+
+
+def _status_line(record: FetchRecord) -> str:
+    return f"HTTP/1.1 {record.status:d} {_REASONS.get(record.status, 'Unknown')}"
+
+
 def new_record_id() -> str:
     """A fresh ``WARC-Record-ID`` value: a random (version 4) UUID URN, as ``uuid.uuid4()`` makes it
     without building the UUID object."""
-    raw = bytearray(os.urandom(16))
+    raw = os.urandom(16)
+    if _kernel is not None:
+        return _kernel.record_id(raw)  # type: ignore[no-any-return]
+    return python_record_id(raw)
+
+
+def python_record_id(random16: bytes) -> str:
+    """The record id :func:`new_record_id` makes of 16 random bytes: the specification of the kernel."""
+    raw = bytearray(random16)
     raw[6] = raw[6] & 0x0F | 0x40  # version 4
     raw[8] = raw[8] & 0x3F | 0x80  # RFC 4122 variant
     h = raw.hex()
@@ -156,8 +218,9 @@ def encode_response_parts(record: FetchRecord, body: bytes, sha256: bytes,
     fields.append(f"WARC-Payload-Digest: {payload_digest_from(sha256)}")
     if record.truncated:
         fields.append("WARC-Truncated: length")
-    block = _http_block(record, len(body))
-    return _head(fields, _HTTP_TYPE, len(block) + len(body)) + block, body, _RECORD_END
+    size = len(body)
+    return _record(fields, _HTTP_TYPE, _status_line(record), record.headers, size, size, True, False), body, \
+        _RECORD_END
 
 
 def encode_revisit(record: FetchRecord, refers_to: tuple[str, float] | None, digest: str | None,
@@ -176,8 +239,7 @@ def encode_revisit(record: FetchRecord, refers_to: tuple[str, float] | None, dig
         fields.append(f"WARC-Refers-To-Date: {warc_date(refers_to[1])}")
     if digest is not None:
         fields.append(f"WARC-Payload-Digest: {digest}")
-    block = _http_block(record, None)
-    return _head(fields, _HTTP_TYPE, len(block)) + block + _RECORD_END
+    return _record(fields, _HTTP_TYPE, _status_line(record), record.headers, None, 0, True, True)
 
 
 def request_target(url: str) -> tuple[str, str]:
@@ -196,12 +258,11 @@ def encode_request(record: FetchRecord, headers: tuple[tuple[str, str], ...], co
     ``headers`` (those the fetcher sends on every request), linked to the response or revisit record
     ``concurrent_to`` by ``WARC-Concurrent-To``."""
     netloc, target = request_target(record.url)
-    block = _encode(_lines([f"GET {target} HTTP/1.1", f"Host: {netloc}", *map(": ".join, headers)])
-                    + "\r\n\r\n")
     fields = ["WARC-Type: request", f"WARC-Record-ID: {new_record_id()}",
               f"WARC-Date: {warc_date(record.fetched_at)}", f"WARC-Target-URI: {record.url}",
               f"WARC-Concurrent-To: {concurrent_to}"]
-    return _head(fields, _REQUEST_TYPE, len(block)) + block + _RECORD_END
+    return _record(fields, _REQUEST_TYPE, f"GET {target} HTTP/1.1", (("Host", netloc), *headers), None, 0,
+                   False, True)
 
 
 def encode_warcinfo(info: tuple[tuple[str, str], ...], filename: str, ts: float) -> bytes:
