@@ -6,7 +6,10 @@ A loopback server in a child process (aiohttp under uvloop, keep-alive) serves a
 and gzip-encoded. The client runs under uvloop in this process and fetches the page ``--requests``
 times with ``--concurrency`` tasks, first with a bare ``aiohttp.ClientSession`` loop (``async with
 s.get(url) as r: await r.read()``, aiohttp's defaults, so it decodes gzip itself), then with
-``polecat.fetch.Fetcher``. Figures: client CPU time per request (``time.process_time``, which is what
+``polecat.fetch.Fetcher``, and for the plain page with a minimal HTTP/1.1 client (``_MinimalConn``:
+keep-alive GETs over asyncio protocols, Content-Length bodies only, no limits, timeouts or errors
+handled): what a request costs on this event loop without a client library, a floor for any
+client. Figures: client CPU time per request (``time.process_time``, which is what
 limits a one-core crawler) and wall-clock requests/s; the best of ``--rounds`` rounds each. Then the
 same page across 50 host names answered by a loopback DNS server (resolver hit ratio), and the cost of
 one ``RobotsRules.allowed`` call. Only 127.0.0.1 is contacted; every loop is bounded in count.
@@ -21,12 +24,14 @@ import multiprocessing
 import random
 import socket
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from multiprocessing.synchronize import Event
+from typing import Any, cast
 
 import aiohttp
 import uvloop
 from aiohttp import web
+from yarl import URL
 
 from polecat.config import DnsConfig, FetchConfig
 from polecat.fetch.http import Fetcher
@@ -106,6 +111,68 @@ async def _polecat(url: str, requests: int, concurrency: int) -> tuple[float, fl
         return await _drive(one, requests, concurrency)
 
 
+class _MinimalConn(asyncio.Protocol):
+    """One keep-alive connection of the minimal client: the response head found by its blank line, the
+    body by Content-Length. Not a client (no chunked bodies, limits, timeouts or errors): a floor."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.buf = bytearray()
+        self.waiter: asyncio.Future[tuple[int, bytes]] | None = None
+        self.status = 0
+        self.need = -1
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's transports are not its subclasses
+
+    def data_received(self, data: bytes) -> None:
+        buf = self.buf
+        buf += data
+        if self.need < 0:
+            end = buf.find(b"\r\n\r\n")
+            if end < 0:
+                return
+            status_line, *fields = bytes(buf[:end]).split(b"\r\n")
+            self.status = int(status_line.split(b" ", 2)[1])
+            self.need = next((int(v) for k, _, v in (f.partition(b":") for f in fields)
+                              if k.strip().lower() == b"content-length"), 0)
+            del buf[: end + 4]
+        if len(buf) >= self.need and self.waiter is not None:
+            body = bytes(buf[: self.need])
+            del buf[: self.need]
+            self.need = -1
+            self.waiter.set_result((self.status, body))
+            self.waiter = None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_exception(ConnectionError("closed"))
+
+
+async def _minimal(url: str, requests: int, concurrency: int) -> tuple[float, float]:
+    target = URL(url)
+    host, port = target.host or "", target.port or 80
+    request = f"GET {target.raw_path_qs} HTTP/1.1\r\nHost: {host}:{port}\r\nAccept: */*\r\n\r\n".encode()
+    idle: list[_MinimalConn] = []
+    loop = asyncio.get_running_loop()
+
+    async def one() -> int:
+        conn = idle.pop() if idle else (await loop.create_connection(_MinimalConn, host, port))[1]
+        assert conn.transport is not None
+        conn.waiter = loop.create_future()
+        conn.transport.write(request)
+        _, body = await conn.waiter
+        idle.append(conn)
+        return len(body)
+
+    await _drive(one, concurrency * 2, concurrency)
+    result = await _drive(one, requests, concurrency)
+    for conn in idle:
+        if conn.transport is not None:
+            conn.transport.close()
+    return result
+
+
 async def _dns_names(port: int, dns: LocalDnsServer, hosts: int, requests: int, concurrency: int) -> str:
     """Fetch across ``hosts`` names served by a loopback DNS server; the resolver's figures."""
     names = [f"h{i:03d}.test" for i in range(hosts)]
@@ -165,8 +232,12 @@ def main() -> None:
         for path in ("/page", "/gz"):
             url = f"http://127.0.0.1:{port}{path}"
             best: dict[str, tuple[float, float]] = {}
+            clients: list[tuple[str, Callable[[str, int, int], Coroutine[Any, Any, tuple[float, float]]]]] = [
+                ("aiohttp", _bare), ("polecat", _polecat)]
+            if path == "/page":
+                clients.append(("minimal", _minimal))
             for _ in range(args.rounds):
-                for name, run in (("aiohttp", _bare), ("polecat", _polecat)):
+                for name, run in clients:
                     cpu, wall = uvloop.run(run(url, requests, args.concurrency))
                     prev = best.get(name)
                     if prev is None or cpu < prev[0]:
