@@ -36,7 +36,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from polecat.config import RefreshConfig
-from polecat.frontier.refresh import History, RefreshPolicy, budget_intervals, observe
+from polecat.frontier.refresh import History, RefreshPolicy, observe
+from polecat.frontier.refresh_budget import budget_intervals
 
 DAY = 86_400.0
 

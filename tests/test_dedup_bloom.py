@@ -5,11 +5,15 @@ from __future__ import annotations
 import math
 import os
 import random
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from polecat.dedup.bloom import ScalableBloom
+from polecat.dedup.bloom import SMALL_BATCH, ScalableBloom
 from polecat.errors import CorruptBloom
 
 
@@ -117,3 +121,24 @@ def test_load_rejects_damaged_files(tmp_path: Path) -> None:
     for name in ["short", "flipped", "other"]:
         with pytest.raises(CorruptBloom):
             ScalableBloom.load(tmp_path / name)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 300), max_size=2 * SMALL_BATCH), min_size=1, max_size=6),
+       st.integers(1, 40))
+def test_small_batches_take_the_batched_semantics_key_by_key(batches: list[list[int]], capacity: int) -> None:
+    # The same keys through both paths, a small capacity so that layers grow inside batches.
+    few, vectorized = ScalableBloom(capacity, 0.05), ScalableBloom(capacity, 0.05)
+    for batch in batches:
+        keys = [b"k%d" % i for i in batch]
+        assert few._add_few(keys) == vectorized._add_vectorized(keys)
+        assert [(layer.count, layer.bits) for layer in few._layers] == \
+            [(layer.count, layer.bits) for layer in vectorized._layers]
+
+
+def test_a_crawl_sized_batch_loads_no_numpy() -> None:
+    code = ("import sys; from polecat.dedup.bloom import SMALL_BATCH, ScalableBloom; "
+            "b = ScalableBloom(100, 0.01); b.add_many([b'%d' % i for i in range(SMALL_BATCH)]); "
+            "print('numpy' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.split() == ["False"]

@@ -8,7 +8,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from polecat.parse import guard
-from polecat.parse.guard import _DEPTH_BOUND, _too_deep
+from polecat.parse.guard import _too_deep, depth_bound
 
 # Pieces that exercise every rule: case, flat and raw-text elements, comments, stray and foreign end
 # tags, "<" inside names, Unicode whitespace that ends a name (and ASCII control bytes that do not),
@@ -43,20 +43,20 @@ def test_bound_is_never_below_the_scan(pieces: list[str], limit: int) -> None:
     with pytest.MonkeyPatch.context() as mp:
         exceeds = scan_exceeds(html, limit, mp)
     if exceeds:
-        assert _DEPTH_BOUND.may_exceed(html, limit), html
+        assert depth_bound().may_exceed(html, limit), html
 
 
 def test_ordinary_pages_skip_the_scan_and_deep_ones_do_not() -> None:
     page = "<html><body>" + "<div><p>text <span>a</span> <a href='/x'>x</a></div>\n" * 5_000
     assert page.count("<") > guard.SHALLOW_TAGS
-    assert not _DEPTH_BOUND.may_exceed(page, guard.MAX_DEPTH)
+    assert not depth_bound().may_exceed(page, guard.MAX_DEPTH)
     deep = "<div>" * (guard.MAX_DEPTH + 1)
-    assert _DEPTH_BOUND.may_exceed(deep, guard.MAX_DEPTH)
+    assert depth_bound().may_exceed(deep, guard.MAX_DEPTH)
     # An end tag the scan cannot see (in a script, a comment or another tag's name) closes nothing.
     for hidden in ("<script>{}</script>", "<!--{}-->", "<a{}"):
         page = ("<div>" + hidden.format("</div>")) * (guard.MAX_DEPTH + 1)
         assert _too_deep(page) is not None
-        assert _DEPTH_BOUND.may_exceed(page, guard.MAX_DEPTH)
+        assert depth_bound().may_exceed(page, guard.MAX_DEPTH)
 
 
 def test_guard_results_are_the_scans(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -16,7 +16,6 @@ from polecat.frontier.refresh import (
     History,
     Prior,
     RefreshPolicy,
-    budget_intervals,
     estimate_rate,
     irregular_rate,
     observe,
@@ -24,6 +23,7 @@ from polecat.frontier.refresh import (
     refresh_slots,
     regular_rate,
 )
+from polecat.frontier.refresh_budget import budget_intervals
 
 CFG = RefreshConfig()
 HOUR = 3600.0

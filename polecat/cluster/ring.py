@@ -23,11 +23,14 @@ A one-member ring owns every slice: a single node behaves as if there were no cl
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-import numpy as np
 import xxhash
 
 from polecat.frontier.slices import SLICES
+
+if TYPE_CHECKING:
+    import numpy as np
 
 RING_VERSION = 2
 """The ownership rule of :class:`Ring` (rule 4); stored with data that depends on it."""
@@ -35,6 +38,8 @@ RING_VERSION = 2
 
 def _weights(members: tuple[str, ...]) -> np.ndarray:
     """``weights[i, s]``: member ``i``'s rendezvous weight for slice ``s``."""
+    import numpy as np  # here: a process that never builds a ring (a plain crawl) never loads numpy
+
     out = np.empty((len(members), SLICES), dtype=np.uint64)
     for i, m in enumerate(members):
         key = m.encode()
@@ -46,6 +51,8 @@ def _weights(members: tuple[str, ...]) -> np.ndarray:
 
 def _balanced(weights: np.ndarray) -> list[int]:
     """Rule 2: the greedy capacity-bounded matching, as a member index per slice."""
+    import numpy as np
+
     n = weights.shape[0]
     base, extra = divmod(SLICES, n)
     # Stable sort on the negated weights: equal weights (a 2**-64 event) keep (member, slice) order.

@@ -11,14 +11,17 @@ import asyncio
 from collections import Counter
 from typing import Any
 
-from polecat.cluster.aetcd_client import AetcdClient
-from polecat.cluster.etcd import members_prefix, parse_members
 from polecat.errors import PolecatError
 from polecat.frontier.slices import SLICES
 
 
 async def cluster_status(endpoint: str, cluster: str) -> tuple[list[dict[str, Any]], int]:
     """One row per member (id, address, slices) and the count of unowned slices."""
+    # Here, not at the top: every `polecat` command builds its parser with this module, and the etcd
+    # stack (membership, ownership, the ring and its numpy) is for this command only.
+    from polecat.cluster.aetcd_client import AetcdClient
+    from polecat.cluster.etcd import members_prefix, parse_members
+
     client = AetcdClient([e.strip() for e in endpoint.split(",") if e.strip()])
     try:
         kvs, _ = await client.get_prefix(members_prefix(cluster))

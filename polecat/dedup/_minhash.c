@@ -1,12 +1,12 @@
 /* polecat.dedup._minhash: the page fingerprint of polecat/dedup/minhash.py in one pass over the text.
  *
- * The numpy code in minhash.py is the specification (its module docstring has the algorithm); this
+ * The numpy code in minhash_numpy.py is the specification (minhash.py's docstring has the algorithm); this
  * kernel computes the same Fingerprint parts, bit for bit, for every str:
  *
  * 1. Bytes: an ASCII str (exact type) is read in place, each word byte lowercased inline (a word byte of
  *    an ASCII text is a letter or digit, so OR 0x20 lowercases it). Any other str is lowercased by its
  *    own lower() (full case mappings that can change length, final sigma) and UTF-8 encoded with
- *    surrogatepass, exactly as minhash.py does.
+ *    surrogatepass, exactly as minhash_numpy.py does.
  * 2. Words: maximal runs of [a-z0-9] or non-ASCII bytes, found 64 bytes at a time from a bit mask of word
  *    bytes (no branch per byte). A word of at most 16 bytes hashes from its first and last 8 bytes and
  *    its length; a longer one calls back into xxhash.xxh3_64_intdigest (rare: CJK runs, long tokens).
@@ -14,7 +14,7 @@
  *    the word hashes are never stored.
  *
  * Memory: the sketch state is fixed (576 minima on the stack); nothing is sized by the input but the
- * lowered/encoded copy of a non-ASCII text (made by Python, as in minhash.py) and one bytes object per
+ * lowered/encoded copy of a non-ASCII text (made by Python, as in minhash_numpy.py) and one bytes object per
  * long word (the word's length). Positions are Py_ssize_t within one buffer; the chunk loop refuses a
  * buffer within 64 bytes of PY_SSIZE_T_MAX so that no index arithmetic can overflow.
  *
@@ -43,7 +43,7 @@ static const uint64_t GOLDEN = UINT64_C(0x9E3779B97F4A7C15);
 static const uint64_t VERIFY_SEED = UINT64_C(0x243F6A8885A308D3);
 static const uint64_t LOW_MASK = (UINT64_C(1) << 58) - 1;
 static const uint64_t EMPTY = UINT64_MAX;
-/* minhash._ONE_THRESHOLD: np.uint64(int(0.4 * 2**64)), exported as ONE_THRESHOLD and tested equal. */
+/* minhash._ONE_THRESHOLD: int(0.4 * 2**64), exported as ONE_THRESHOLD and tested equal. */
 static const uint64_t ONE_THRESHOLD = UINT64_C(0x6666666666666800);
 static const uint64_t LAST_BIT = UINT64_C(1) << 63;
 static const uint64_t ASCII_FOLD = UINT64_C(0x2020202020202020);
@@ -59,7 +59,7 @@ typedef struct {
     Py_ssize_t words;
 } sketch;
 
-/* splitmix64's finalizer (minhash._mix). */
+/* splitmix64's finalizer (minhash_numpy._mix). */
 static inline uint64_t mix(uint64_t x)
 {
     x ^= x >> 30;
@@ -125,7 +125,7 @@ static inline uint64_t load8(const uint8_t *p)
     return v;
 }
 
-/* The little-endian uint64 at p[i..i+8), bytes at n and past read as 0 (minhash.py pads the text with
+/* The little-endian uint64 at p[i..i+8), bytes at n and past read as 0 (minhash_numpy.py pads the text with
  * zeros), for the last words of a text. */
 static uint64_t load_near_end(const uint8_t *p, Py_ssize_t i, Py_ssize_t n)
 {
@@ -151,7 +151,7 @@ static inline uint64_t count_trailing_zeros(uint64_t x)
 #endif
 }
 
-/* xxh3_64 of a word longer than 16 bytes, through the xxhash package (minhash.py's hash of long words).
+/* xxh3_64 of a word longer than 16 bytes, through the xxhash package (minhash_numpy.py's hash of long words).
  * Returns -1 with an exception set on failure. */
 static int long_word_hash(module_state *st, const uint8_t *word, Py_ssize_t len, int fold, uint64_t *out)
 {
@@ -259,7 +259,7 @@ static int scan(module_state *st, sketch *s, const uint8_t *p, Py_ssize_t n, uin
     return 0;
 }
 
-/* Fill each empty bin from the next non-empty one (wrapping), mixed with its own index (minhash._densify).
+/* Fill each empty bin from the next non-empty one (wrapping), mixed with its own index (minhash_numpy._densify).
  * Donors are always non-empty bins, whose values this loop never changes. */
 static void densify(uint64_t *mins, int bins)
 {

@@ -12,6 +12,10 @@ crawl overshoots, approaching that bound only slowly (about 2.6 x at 10 x the ca
 Probes: one 128-bit MurmurHash3 per key gives ``h1, h2``; probe ``i`` is
 ``((h1 + i·(h2 | 1)) mod 2**64) mod m`` (Kirsch-Mitzenmacher). The single-key and the batched paths
 compute the same positions, the batched one with numpy over a little-endian view of the bitarray buffer.
+A batch of at most :data:`SMALL_BATCH` keys (what a crawl's pages bring: their links are mostly caught by
+the frontier's memo of recent URLs) takes the per-key path with the batch's semantics, so a crawl never
+loads numpy (~30 ms of CPU and ~11 MB at start, benchmarks/README.md "Issue 17, fifth pass"); a larger
+batch (a rebuild from the seen table) imports numpy when it first comes.
 
 File format (little-endian): header ``_HEADER`` then per layer ``_LAYER`` followed by its ``m / 8`` bytes,
 then an xxh3-64 checksum of everything before it. Saving writes a temporary file, fsyncs it, renames it
@@ -25,11 +29,9 @@ import os
 import struct
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Self, cast
+from typing import TYPE_CHECKING, Self, cast
 
 import mmh3
-import numpy as np
-import numpy.typing as npt
 import xxhash
 from bitarray import bitarray
 
@@ -42,8 +44,16 @@ _HEADER = struct.Struct("<8sQQddQI")  # magic, tag, capacity, fp_rate, tightenin
 _LAYER = struct.Struct("<QQQI")  # capacity, count, m (bits), k
 _CHECKSUM = struct.Struct("<Q")
 
-U64Array = npt.NDArray[np.uint64]
-BoolArray = npt.NDArray[np.bool_]
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    U64Array = npt.NDArray[np.uint64]
+    BoolArray = npt.NDArray[np.bool_]
+
+SMALL_BATCH = 64
+"""Batches up to this size are probed key by key: numpy's fixed cost is ~25-45 us a call, a key costs ~2
+us in Python (both measured on 1-60 keys, benchmarks/README.md "Issue 17, fifth pass")."""
 
 
 def _hash_pair(key: bytes) -> tuple[int, int]:
@@ -53,6 +63,8 @@ def _hash_pair(key: bytes) -> tuple[int, int]:
 
 def _hash_pairs(keys: Sequence[bytes]) -> tuple[U64Array, U64Array]:
     """The batched twin of :func:`_hash_pair`: the digest bytes are the two words, little-endian."""
+    import numpy as np
+
     words = np.frombuffer(b"".join(map(mmh3.mmh3_x64_128_digest, keys)), dtype="<u8").reshape(-1, 2)
     return words[:, 0], words[:, 1] | np.uint64(1)
 
@@ -60,7 +72,7 @@ def _hash_pairs(keys: Sequence[bytes]) -> tuple[U64Array, U64Array]:
 class _Layer:
     """One classic Bloom filter: ``m`` bits, ``k`` probes, room for ``capacity`` keys."""
 
-    __slots__ = ("_steps", "bits", "capacity", "count", "k", "m", "view")
+    __slots__ = ("bits", "capacity", "count", "k", "m")
 
     def __init__(self, capacity: int, fp_rate: float, count: int = 0, m: int = 0, k: int = 0) -> None:
         if not m:
@@ -69,15 +81,11 @@ class _Layer:
         self.capacity, self.count, self.m, self.k = capacity, count, m, k
         self.bits = bitarray(m, endian="little")
         self.bits.setall(0)
-        self.view: npt.NDArray[np.uint8] = np.frombuffer(memoryview(self.bits), dtype=np.uint8)
-        self._steps = np.arange(k, dtype=np.uint64)
 
     def copy(self) -> _Layer:
         out = _Layer.__new__(_Layer)
         out.capacity, out.count, out.m, out.k = self.capacity, self.count, self.m, self.k
         out.bits = self.bits.copy()
-        out.view = np.frombuffer(memoryview(out.bits), dtype=np.uint8)
-        out._steps = self._steps
         return out
 
     def contains(self, h1: int, h2: int) -> bool:
@@ -94,16 +102,28 @@ class _Layer:
         self.count += 1
 
     def _positions(self, h1: U64Array, h2: U64Array) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.uint8]]:
-        pos = (h1[:, None] + self._steps[None, :] * h2[:, None]) % np.uint64(self.m)
+        import numpy as np
+
+        steps = np.arange(self.k, dtype=np.uint64)
+        pos = (h1[:, None] + steps[None, :] * h2[:, None]) % np.uint64(self.m)
         return (pos >> np.uint64(3)).astype(np.intp), np.left_shift(1, pos & np.uint64(7)).astype(np.uint8)
 
+    def _view(self) -> npt.NDArray[np.uint8]:
+        import numpy as np
+
+        return np.frombuffer(memoryview(self.bits), dtype=np.uint8)
+
     def contains_many(self, h1: U64Array, h2: U64Array) -> BoolArray:
+        import numpy as np
+
         byte, mask = self._positions(h1, h2)
-        return cast(BoolArray, (self.view[byte] & mask).astype(np.bool_).all(axis=1))
+        return cast("BoolArray", (self._view()[byte] & mask).astype(np.bool_).all(axis=1))
 
     def set_many(self, h1: U64Array, h2: U64Array) -> None:
+        import numpy as np
+
         byte, mask = self._positions(h1, h2)
-        np.bitwise_or.at(self.view, byte.ravel(), mask.ravel())
+        np.bitwise_or.at(self._view(), byte.ravel(), mask.ravel())
         self.count += len(h1)
 
 
@@ -155,6 +175,12 @@ class ScalableBloom:
         positive (the sequential loop might), which only lowers the false-positive rate."""
         if not keys:
             return []
+        return self._add_few(keys) if len(keys) <= SMALL_BATCH else self._add_vectorized(keys)
+
+    def _add_vectorized(self, keys: Sequence[bytes]) -> list[bool]:
+        """:meth:`add_many` in numpy (loaded on the first call)."""
+        import numpy as np
+
         h1, h2 = _hash_pairs(keys)
         present = np.zeros(len(keys), dtype=np.bool_)
         for layer in self._layers:
@@ -172,6 +198,27 @@ class ScalableBloom:
             last.set_many(h1[take], h2[take])
         result: list[bool] = present.tolist()
         return result
+
+    def _add_few(self, keys: Sequence[bytes]) -> list[bool]:
+        """:meth:`add_many` key by key: every key is probed against the filter as it was before the
+        batch, a repeat of an earlier key's ``h1`` counts as present, then the new keys are set in order,
+        a layer growing when full (as the batched path takes them)."""
+        layers = self._layers
+        pairs = [_hash_pair(key) for key in keys]
+        present = [any(layer.contains(h1, h2) for layer in layers) for h1, h2 in pairs]
+        firsts: set[int] = set()
+        for i, (h1, _) in enumerate(pairs):
+            if h1 in firsts:
+                present[i] = True
+            else:
+                firsts.add(h1)
+        last = layers[-1]
+        for (h1, h2), seen in zip(pairs, present, strict=True):
+            if not seen:
+                if last.count >= last.capacity:
+                    last = self._grow()
+                last.set(h1, h2)
+        return present
 
     def __len__(self) -> int:
         """Keys inserted (a key reported present is not counted again)."""

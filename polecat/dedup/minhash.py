@@ -12,9 +12,9 @@ weighting by raw term frequency keeps edits small but makes every pair of Englis
 word sets: about 0.024 per bit for 3 % of words changed, 0.25-0.35 for unrelated pages or pages sharing
 only a template.
 
-Algorithm (numpy here, the specification: no Python loop over words but for words over 16 bytes; the
-native kernel polecat/dedup/_minhash.c computes the same bits in one pass, and :func:`fingerprint` uses it
-when :func:`polecat.native.load` gives it):
+Algorithm (numpy in polecat/dedup/minhash_numpy.py, the specification: no Python loop over words but for
+words over 16 bytes; the native kernel polecat/dedup/_minhash.c computes the same bits in one pass, and
+:func:`fingerprint` uses it when :func:`polecat.native.load` gives it):
 
 1. Words: lowercase, UTF-8, maximal runs of ``[a-z0-9]`` or non-ASCII bytes. A word of at most 16 bytes
    hashes to 64 bits from its first and last 8 bytes (read straight from the text, masked to its length)
@@ -49,36 +49,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import numpy as np
-import numpy.typing as npt
-from xxhash import xxh3_64_intdigest
-
 from polecat import native
-
-U64Array = npt.NDArray[np.uint64]
 
 FORMAT = 3
 """Version of the fingerprints, kept in the frontier's schema as ``near_index``: a data dir whose stored
 fingerprints were computed another way is refused at open (2: polynomial word hash, 3: head+tail)."""
 
 _BINS = 64
-_BIN_SHIFT = np.uint64(64 - 6)
-_LOW_MASK = np.uint64((1 << 58) - 1)
-_M1 = np.uint64(0xBF58476D1CE4E5B9)
-_M2 = np.uint64(0x94D049BB133111EB)
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_EMPTY = np.iinfo(np.uint64).max
 _ONE_RATE = 0.4
 """Probability of a 1 bit. Below 0.5 a changed bin flips its bit less often (``2q(1-q)``): 0.4 buys about
 1.5 points of recall at 3 % of words changed, at ~1.8x the index candidates of uniform bits (bands of
 biased bits collide more); unrelated pages stay ~18 bits apart (benchmarks/README.md, "Dedup")."""
-_ONE_THRESHOLD = np.uint64(int(_ONE_RATE * 2**64))
-_BIN_IDS = np.arange(_BINS, dtype=np.uint64)
-
-_WORD_BYTE = bytes(int(48 <= b <= 57 or 97 <= b <= 122 or b >= 0x80) for b in range(256))
-"""``bytes.translate`` table: 1 for a byte of a word (ASCII lowercase letter or digit, non-ASCII), else 0."""
-_MASKS = np.array([(1 << (8 * k)) - 1 for k in range(9)], dtype=np.uint64)
-_PAD = bytes(8)
+_ONE_THRESHOLD = int(_ONE_RATE * 2**64)
 
 VERIFY_BINS = 512
 VERIFY_BYTES = VERIFY_BINS // 4
@@ -88,9 +70,6 @@ VERIFY_MAX_DISTANCE = 80
 3 % of words changed in a 2,000-word page gives ``J2 ~ 0.89``, 40 bins (sd 6): misses below 1e-8. Pages
 sharing a 75 % template sit at ~150 bins (sd 10), half a template at ~240; 90 % shared is a near-duplicate
 by any measure of words (~65 bins)."""
-_VERIFY_SHIFT = np.uint64(64 - 9)
-_VERIFY_IDS = np.arange(VERIFY_BINS, dtype=np.uint64)
-_VERIFY_SEED = np.uint64(0x243F6A8885A308D3)
 _LOW_BIT_PAIRS = int.from_bytes(b"\x55" * VERIFY_BYTES, "little")
 
 
@@ -104,75 +83,13 @@ class Fingerprint:
     """:data:`VERIFY_BYTES`-byte 2-bit MinHash of the word-bigram set, compared by :func:`verify_distance`."""
 
 
-def _mix(x: U64Array) -> U64Array:
-    """splitmix64's finalizer: a bijection of uint64 whose output bits all depend on every input bit."""
-    x = x ^ (x >> np.uint64(30))
-    x = x * _M1
-    x = x ^ (x >> np.uint64(27))
-    x = x * _M2
-    return x ^ (x >> np.uint64(31))
-
-
-def _word_hashes(text: str) -> U64Array:
-    """One 64-bit hash per word, in text order (step 1 of the module docstring)."""
-    data = text.lower().encode("utf-8", "surrogatepass")
-    word = np.frombuffer(b"\0" + data.translate(_WORD_BYTE) + b"\0", dtype=np.bool_)
-    edges = np.flatnonzero(word[1:] != word[:-1])  # start, end, start, end...: the runs of word bytes
-    starts, ends = edges[0::2], edges[1::2]
-    lengths = ends - starts
-    # Every byte offset read as a little-endian uint64 (an unaligned view, no copy): heads and tails.
-    at = np.ndarray((len(data),), dtype="<u8", buffer=data + _PAD, strides=(1,))
-    short = np.minimum(lengths, 8)
-    mask = _MASKS.take(short)
-    head = at.take(starts) & mask
-    tail = at.take(ends - short) & mask
-    hashes = _mix((head * _GOLDEN + tail) ^ lengths.astype(np.uint64))
-    long = np.flatnonzero(lengths > 16)
-    if len(long):
-        spans = zip(starts[long].tolist(), ends[long].tolist(), strict=True)
-        hashes[long] = [xxh3_64_intdigest(data[s:e]) for s, e in spans]
-    return hashes
-
-
-def _densify(mins: U64Array, filled: npt.NDArray[np.intp], ids: U64Array) -> U64Array:
-    """Fill each empty bin from the next non-empty one, mixed with its own index ("rotation")."""
-    donor = filled[np.searchsorted(filled, np.arange(len(mins))) % len(filled)]
-    return np.where(mins == _EMPTY, _mix(mins[donor] ^ ids * _GOLDEN), mins)
-
-
-def _bin_minima(features: U64Array, shift: np.uint64, ids: U64Array) -> U64Array:
-    """Per bin (a feature's bits from ``shift`` up) the minimum of its features' low 58 bits, densified."""
-    mins = np.full(len(ids), _EMPTY, dtype=np.uint64)
-    np.minimum.at(mins, (features >> shift).astype(np.intp), features & _LOW_MASK)
-    filled = np.flatnonzero(mins != _EMPTY)
-    if len(filled) < len(ids):
-        mins = _densify(mins, filled, ids)
-    return mins
-
-
-def _index_bits(words: U64Array) -> int:
-    if not len(words):
-        return 0
-    # Word hashes are already uniform 64-bit values: they are the features themselves.
-    bits = (_mix(_bin_minima(words, _BIN_SHIFT, _BIN_IDS) ^ _BIN_IDS) < _ONE_THRESHOLD).astype(np.uint8)
-    return int(np.packbits(bits, bitorder="little").view("<u8")[0])
-
-
-def _verify_sketch(words: U64Array) -> bytes:
-    """2-bit MinHash of the word-bigram set (a lone word stands for itself), packed 4 bins a byte."""
-    if not len(words):
-        return bytes(VERIFY_BYTES)
-    pairs = words[:-1] * _M1 + words[1:] if len(words) > 1 else words
-    mins = _bin_minima(_mix(pairs ^ _VERIFY_SEED), _VERIFY_SHIFT, _VERIFY_IDS)
-    values = (_mix(mins ^ _VERIFY_IDS) >> np.uint64(62)).astype(np.uint8).reshape(-1, 4)
-    packed = values[:, 0] | values[:, 1] << 2 | values[:, 2] << 4 | values[:, 3] << 6
-    return packed.tobytes()
-
-
 def python_fingerprint(text: str) -> Fingerprint:
-    """:func:`fingerprint` in numpy: the specification of the native kernel, and its fallback."""
-    words = _word_hashes(text)
-    return Fingerprint(_index_bits(words), _verify_sketch(words))
+    """:func:`fingerprint` in numpy (polecat/dedup/minhash_numpy.py, loaded on the first call so that a
+    process with the native kernel never loads numpy): the specification of the kernel, and its
+    fallback."""
+    from polecat.dedup.minhash_numpy import sketches
+
+    return Fingerprint(*sketches(text))
 
 
 _kernel = native.load("polecat.dedup._minhash")

@@ -22,18 +22,17 @@ Rules:
    The scheduler uses ``max(λ, 0.5 / observed time)``: seeing no change over a time ``T`` says the rate
    is below about ``1 / T``, not that it is 0, so a quiet page's interval grows with the time it has been
    watched instead of jumping to ``max_interval`` after ``min_visits`` quiet visits.
-3. Next interval = ``clamp(k / λ, min_interval, max_interval)``; ``λ = 0`` gives ``max_interval``.
-   When a host's refresh budget (its politeness rate, times ``refresh_share`` while other URLs wait on
-   it) cannot visit all its URLs that often (``Σ 1 / interval > budget``), its
-   intervals come from the freshness optimum instead (:func:`budget_intervals`, Cho and Garcia-Molina,
-   "Effective page refresh policies", ICDE 2003): visit frequencies ``f`` maximise the importance-weighted
-   time-averaged freshness ``Σ w F(λ, f)``, ``F = (1 - exp(-λ/f)) f / λ``, under ``Σ f = budget``. The
-   Lagrange condition ``1 - (1 + r) exp(-r) = μ λ / w`` (``r = λ / f``) gives ``f = λ / r``, and ``f = 0``
-   (visit only at ``max_interval``, to keep the estimate) for a page that changes too fast to be kept
-   fresh with its share (``μ λ >= w``); ``μ`` is set by bisection so the budget is spent, and what the
-   kept pages leave of it is shared evenly by the given-up ones (so a host whose pages all change too
-   fast still spends its budget). Visiting in
-   proportion to λ, which ``k / λ`` alone does under a binding budget, is worse than uniform.
+3. Next interval = ``clamp(k / λ, min_interval, max_interval)``; ``λ = 0`` gives ``max_interval``. When a
+   host's refresh budget (its politeness rate, times ``refresh_share`` while other URLs wait on it) cannot
+   visit all its URLs that often (``Σ 1 / interval > budget``), its intervals come from the freshness optimum
+   instead (``budget_intervals`` in polecat/frontier/refresh_budget.py; Cho and Garcia-Molina, "Effective page
+   refresh policies", ICDE 2003): visit frequencies ``f`` maximise the importance-weighted time-averaged
+   freshness ``Σ w F(λ, f)``, ``F = (1 - exp(-λ/f)) f / λ``, under ``Σ f = budget``. The Lagrange condition
+   ``1 - (1 + r) exp(-r) = μ λ / w`` (``r = λ / f``) gives ``f = λ / r``, and ``f = 0`` (visit only at
+   ``max_interval``, to keep the estimate) for a page that changes too fast to be kept fresh with its share
+   (``μ λ >= w``); ``μ`` is set by bisection so the budget is spent, and what the kept pages leave of it is
+   shared evenly by the given-up ones (so a host whose pages all change too fast still spends its budget).
+   Visiting in proportion to λ, which ``k / λ`` alone does under a binding budget, is worse than uniform.
 4. Before ``min_visits`` observed intervals the interval comes from a prior: the sitemap ``changefreq``
    (:data:`CHANGEFREQ_SECONDS`), else the sitemap ``lastmod`` (a page last changed ``a`` seconds ago is
    taken to change about once per ``a``), else ``default_interval``; clamped like rule 3.
@@ -63,12 +62,14 @@ import re
 import struct
 from array import array
 from dataclasses import dataclass
-
-import numpy as np
-from numpy.typing import NDArray
+from typing import TYPE_CHECKING
 
 from polecat.config import RefreshConfig
 from polecat.frontier.patterns import HostPatternMap
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
 
 REGULAR_SPREAD = 1.25
 """Intervals within this factor of each other are treated as regular (rule 2)."""
@@ -183,56 +184,6 @@ def clamp_interval(cfg: RefreshConfig, seconds: float) -> float:
     return min(cfg.max_interval, max(cfg.min_interval, seconds))
 
 
-_R = np.logspace(-8, 3, 4096)
-_G = -np.expm1(-_R) - _R * np.exp(-_R)
-"""``g(r) = 1 - (1 + r) e^-r`` on a grid, increasing: :func:`budget_intervals` inverts it by interpolation."""
-
-
-def budget_intervals(rates: NDArray[np.float64], weights: NDArray[np.float64], budget: NDArray[np.float64],
-                     cfg: RefreshConfig) -> NDArray[np.float64]:
-    """Intervals for each host's URLs under its refresh budget (rule 3).
-
-    ``rates`` and ``weights`` (importance) have one row per host and one column per URL; ``budget`` is
-    each host's refresh visits per second. Rows whose clamped ``k / rate`` intervals fit their budget keep
-    them; the others get the weighted freshness optimum, clamped.
-    """
-    with np.errstate(divide="ignore"):
-        wanted = np.where(rates > 0, cfg.k / rates, np.inf)
-    wanted = np.clip(wanted, cfg.min_interval, cfg.max_interval)
-    over = (1.0 / wanted).sum(axis=1) > budget
-    if not over.any():
-        return wanted
-    lam, w, b = rates[over], np.maximum(weights[over], 1e-12), budget[over][:, None]
-    lo = np.full((lam.shape[0], 1), 1e-12)
-    hi = np.full((lam.shape[0], 1), 1e12)
-
-    def intervals(mu: NDArray[np.float64]) -> NDArray[np.float64]:
-        y = mu * lam / w
-        r = np.interp(y, _G, _R)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            every = np.where((y < 1.0) & (lam > 0), r / lam, np.inf)
-        return np.clip(every, cfg.min_interval, cfg.max_interval)
-
-    for _ in range(60):
-        # mu is the price of a visit: a higher price, fewer visits. Bisect in log space.
-        mid = np.sqrt(lo * hi)
-        spent = (1.0 / intervals(mid)).sum(axis=1, keepdims=True)
-        lo = np.where(spent > b, mid, lo)
-        hi = np.where(spent > b, hi, mid)
-    planned = intervals(hi)
-    # Pages given up (too fast for their share) take what the others leave of the budget, evenly:
-    # when every page of a host changes far faster than it can be visited, the optimum is flat and
-    # the bisection alone would leave the budget unspent.
-    given_up = (planned >= cfg.max_interval) & (lam > 0)
-    slack = b[:, 0] - (1.0 / planned).sum(axis=1) + (given_up / planned).sum(axis=1)
-    count = given_up.sum(axis=1)
-    share = np.where(count > 0, count / np.maximum(slack, 1e-300), np.inf)[:, None]
-    planned = np.where(given_up, np.clip(share, cfg.min_interval, cfg.max_interval), planned)
-    out = wanted.copy()
-    out[over] = planned
-    return out
-
-
 @dataclass(frozen=True, slots=True)
 class Prior:
     """What a sitemap said about a URL (rule 4)."""
@@ -344,6 +295,10 @@ class RefreshPolicy:
         (rule 5)."""
         if host in self._never or self._overrides.get(host) is not None:
             return None
+        import numpy as np
+
+        from polecat.frontier.refresh_budget import budget_intervals
+
         rates_row = np.frombuffer(rates, dtype=np.float64).reshape(1, -1)
         weights_row = np.frombuffer(weights, dtype=np.float64).reshape(1, -1)
         plan: NDArray[np.float64] = budget_intervals(rates_row, weights_row, np.array([budget]), self._cfg)[0]

@@ -37,13 +37,17 @@ crawl goes on. Worst case with these bounds: see benchmarks/README.md.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from polecat.config import FetchConfig
 from polecat.native import load
-from polecat.parse.depth_bound import DepthBound
+
+if TYPE_CHECKING:
+    from polecat.parse.depth_bound import DepthBound
 
 __all__ = ["MAX_ATTRS", "MAX_DEPTH", "MAX_HREF_CHARS", "MAX_LINKS", "MAX_PARSE_BYTES", "MAX_TEXT_CHARS",
            "Bounded", "bound_body", "bound_html", "bound_links"]
@@ -67,9 +71,18 @@ _FLAT = frozenset((
 _RAW = frozenset(("script", "style", "textarea", "title", "xmp", "iframe", "noembed", "noframes",
                   "plaintext"))
 _RAW_END = {name: re.compile("</" + name, re.IGNORECASE) for name in _RAW}
-_DEPTH_BOUND = DepthBound(_FLAT, _RAW)
-"""Skips the Python scan of rule 2 on pages that cannot nest past MAX_DEPTH (2.7 ms -> ~0.3 ms on 150 KB
-pages). The kernel scans every page past the gate: faster than this bound."""
+
+
+@functools.cache
+def depth_bound() -> DepthBound:
+    """Skips the Python scan of rule 2 on pages that cannot nest past MAX_DEPTH (2.7 ms -> ~0.3 ms on 150
+    KB pages). Made on first use: it is numpy, and the kernel (which scans every page past the gate,
+    faster than this bound) leaves it unused."""
+    from polecat.parse.depth_bound import DepthBound
+
+    return DepthBound(_FLAT, _RAW)
+
+
 _NATIVE = load("polecat.parse._guard")
 _TAG = re.compile(r"<(?:(!--)|(/?)([A-Za-z][^\s/>]*))")
 # A tag that may hold more than MAX_ATTRS attributes: at least 8 items, an item being a run of up to 64
@@ -160,7 +173,7 @@ def bound_html(html: str, *, cut: bool = False) -> Bounded:
     if _NATIVE:
         at = _NATIVE.too_deep(html, MAX_DEPTH, SHALLOW_TAGS)
     elif html.count("<") > SHALLOW_TAGS:
-        at = _too_deep(html) if _DEPTH_BOUND.may_exceed(html, MAX_DEPTH) else None
+        at = _too_deep(html) if depth_bound().may_exceed(html, MAX_DEPTH) else None
     else:
         at = None
     if at is not None:
