@@ -2,30 +2,23 @@
 
 from __future__ import annotations
 
-import email.message
-import importlib.metadata
+import tomllib
 from pathlib import Path
 
-import pytest
-
-from polecat import config
+from polecat import __version__, config
 from tests.test_cli import polecat
 
 
-def _meta(urls: list[str]) -> email.message.Message:
-    msg = email.message.Message()
-    msg["Version"] = "9.9"
-    for url in urls:
-        msg["Project-URL"] = url
-    return msg
-
-
-def test_default_user_agent_uses_the_declared_homepage_or_none(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_default_user_agent_names_the_declared_homepage_or_none() -> None:
+    project = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())["project"]
+    # The constants are pyproject.toml's: the version, and the homepage if it declares one.
+    assert project["version"] == __version__
+    assert project.get("urls", {}).get("Homepage", "") == config.PROJECT_HOMEPAGE
+    assert f"polecat/{__version__}" == config.DEFAULT_USER_AGENT  # no homepage declared: no URL
     assert "github.com/polecat-crawler" not in config.DEFAULT_USER_AGENT
-    monkeypatch.setattr(importlib.metadata, "metadata", lambda _: _meta(["Homepage, https://polecat.example/"]))
-    assert config._default_user_agent() == "polecat/9.9 (+https://polecat.example/)"
-    monkeypatch.setattr(importlib.metadata, "metadata", lambda _: _meta(["Source, https://x.example/"]))
-    assert config._default_user_agent() == "polecat/9.9"
+    homepage = "https://polecat.example/"
+    assert config._default_user_agent("9.9", homepage) == "polecat/9.9 (+https://polecat.example/)"
+    assert config._default_user_agent("9.9", "") == "polecat/9.9"
 
 
 def test_crawl_without_a_contact_warns(tmp_path: Path) -> None:
