@@ -108,8 +108,9 @@ def setup_logging(args: argparse.Namespace) -> None:
 
 BLAS_THREAD_VARS = ("OPENBLAS_NUM_THREADS",)
 """The thread-pool size numpy's bundled OpenBLAS reads when it loads. polecat does no linear algebra, and a
-pool of one thread per core costs ~0.1 s of CPU at every start on 2 cores (benchmarks/README.md, "Issue 17,
-fifth pass"), in each ``--workers`` child too; they inherit this environment."""
+pool of one thread per core cost ~0.1 s of CPU at the start on 2 cores (benchmarks/README.md, "Issue 17,
+fifth pass"), in each ``--workers`` child too (they inherit this environment). A crawl with the native
+kernels no longer loads numpy; the pure-Python fallbacks, Bloom rebuilds and refresh plans still do."""
 
 
 def limit_blas_threads() -> None:
