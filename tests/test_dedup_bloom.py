@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from polecat.dedup.bloom import SMALL_BATCH, ScalableBloom
+from polecat.dedup.bloom import ScalableBloom
 from polecat.errors import CorruptBloom
 
 
@@ -124,7 +124,7 @@ def test_load_rejects_damaged_files(tmp_path: Path) -> None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.lists(st.integers(0, 300), max_size=2 * SMALL_BATCH), min_size=1, max_size=6),
+@given(st.lists(st.lists(st.integers(0, 300), max_size=150), min_size=1, max_size=6),
        st.integers(1, 40))
 def test_small_batches_take_the_batched_semantics_key_by_key(batches: list[list[int]], capacity: int) -> None:
     # The same keys through both paths, a small capacity so that layers grow inside batches.

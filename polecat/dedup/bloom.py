@@ -12,10 +12,11 @@ crawl overshoots, approaching that bound only slowly (about 2.6 x at 10 x the ca
 Probes: one 128-bit MurmurHash3 per key gives ``h1, h2``; probe ``i`` is
 ``((h1 + i·(h2 | 1)) mod 2**64) mod m`` (Kirsch-Mitzenmacher). The single-key and the batched paths
 compute the same positions, the batched one with numpy over a little-endian view of the bitarray buffer.
-A batch of at most :data:`SMALL_BATCH` keys (what a crawl's pages bring: their links are mostly caught by
-the frontier's memo of recent URLs) takes the per-key path with the batch's semantics, so a crawl never
-loads numpy (~30 ms of CPU and ~11 MB at start, benchmarks/README.md "Issue 17, fifth pass"); a larger
-batch (a rebuild from the seen table) imports numpy when it first comes.
+A batch of at most :data:`SMALL_BATCH` keys (what a crawl's pages bring: the frontier's memo of recent URLs
+catches most links, and a page keeps at most 10,000) takes the per-key path with the batch's semantics, so
+a crawl does not load numpy (~30 ms of CPU and ~11 MB at start, benchmarks/README.md "Issue 17, fifth
+pass"); a larger batch (a rebuild from the seen table, 65,536 keys a batch) imports numpy when it first
+comes.
 
 File format (little-endian): header ``_HEADER`` then per layer ``_LAYER`` followed by its ``m / 8`` bytes,
 then an xxh3-64 checksum of everything before it. Saving writes a temporary file, fsyncs it, renames it
@@ -51,9 +52,10 @@ if TYPE_CHECKING:
     U64Array = npt.NDArray[np.uint64]
     BoolArray = npt.NDArray[np.bool_]
 
-SMALL_BATCH = 64
-"""Batches up to this size are probed key by key: numpy's fixed cost is ~25-45 us a call, a key costs ~2
-us in Python (both measured on 1-60 keys, benchmarks/README.md "Issue 17, fifth pass")."""
+SMALL_BATCH = 1024
+"""Batches up to this size are probed key by key: ~2 us a key in Python, against numpy's ~25-45 us a call
+plus its import (benchmarks/README.md "Issue 17, fifth pass"). A whole crawl of the comparison web sends
+~10,000 keys in 750 batches (1-24 keys most): ~20 ms key by key, ~50 ms with numpy's import."""
 
 
 def _hash_pair(key: bytes) -> tuple[int, int]:
