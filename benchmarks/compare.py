@@ -313,6 +313,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, default=REAL_RATE, help="--corpus real: requests/s per host")
     parser.add_argument("--scrapy-runs", type=int, help="runs for Scrapy (default --runs; it is slow)")
     parser.add_argument(
+        "--limit-runs",
+        type=int,
+        help="runs for the bare loop (default --runs): the floor takes the median of its CPU a page, which "
+        "moves by up to 10 %% run to run, more than polecat's",
+    )
+    parser.add_argument(
         "--runners", default=",".join(RUNNERS), help="comma-separated subset of " + ",".join(RUNNERS)
     )
     parser.add_argument("--out", type=Path, default=ROOT / "bench-out" / "compare")
@@ -338,6 +344,8 @@ def main(argv: list[str] | None = None) -> int:
     runs = {r: args.runs for r in runners}
     if args.scrapy_runs is not None:
         runs["scrapy"] = args.scrapy_runs
+    if args.limit_runs is not None:
+        runs["limit"] = args.limit_runs
     addresses = [f"127.0.0.{i + 1}" for i in range(8)]
     if args.corpus == "real":
         web = real_web(addresses, out, args.rate)
