@@ -13,5 +13,6 @@ setup(
         Extension("polecat.dedup._canon", ["polecat/dedup/_canon.c"], optional=True),
         Extension("polecat.parse._guard", ["polecat/parse/_guard.c"], optional=True),
         Extension("polecat.store._warc", ["polecat/store/_warc.c"], optional=True),
+        Extension("polecat.dedup._bloom", ["polecat/dedup/_bloom.c"], optional=True),
     ]
 )

@@ -9,12 +9,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import mmh3
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from polecat.dedup import bloom as bloom_module
 from polecat.dedup.bloom import ScalableBloom
 from polecat.errors import CorruptBloom
+from tests.native_helpers import kernel
 
 
 def _keys(n: int, seed: int) -> list[bytes]:
@@ -126,14 +129,37 @@ def test_load_rejects_damaged_files(tmp_path: Path) -> None:
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.lists(st.integers(0, 300), max_size=150), min_size=1, max_size=6),
        st.integers(1, 40))
-def test_small_batches_take_the_batched_semantics_key_by_key(batches: list[list[int]], capacity: int) -> None:
-    # The same keys through both paths, a small capacity so that layers grow inside batches.
-    few, vectorized = ScalableBloom(capacity, 0.05), ScalableBloom(capacity, 0.05)
+def test_every_path_takes_the_batched_semantics(batches: list[list[int]], capacity: int) -> None:
+    # The same keys through each path, a small capacity so that layers grow inside batches.
+    paths = ["_add_few", "_add_vectorized"] + (["_add_native"] if bloom_module._kernel is not None else [])
+    blooms = {path: ScalableBloom(capacity, 0.05) for path in paths}
     for batch in batches:
         keys = [b"k%d" % i for i in batch]
-        assert few._add_few(keys) == vectorized._add_vectorized(keys)
-        assert [(layer.count, layer.bits) for layer in few._layers] == \
-            [(layer.count, layer.bits) for layer in vectorized._layers]
+        answers = {path: getattr(b, path)(keys) for path, b in blooms.items()}
+        assert all(a == answers["_add_few"] for a in answers.values()), answers
+        layers = {path: [(layer.count, layer.bits) for layer in b._layers] for path, b in blooms.items()}
+        assert all(v == layers["_add_few"] for v in layers.values())
+
+
+@settings(max_examples=300)
+@given(st.binary(max_size=100))
+def test_the_kernel_hashes_as_mmh3(key: bytes) -> None:
+    native_bloom = kernel("polecat.dedup._bloom")
+    assert native_bloom.hash_pair(key) == mmh3.mmh3_x64_128_utupledigest(key, 0)
+
+
+def test_the_kernel_refuses_what_it_cannot_read() -> None:
+    native_bloom = kernel("polecat.dedup._bloom")
+    bloom = ScalableBloom(100, 0.01)
+    layer = bloom._layers[0]
+    with pytest.raises(TypeError):
+        native_bloom.probe(["text"], [(layer.bits, layer.m, layer.k)])
+    with pytest.raises(ValueError):
+        native_bloom.probe([b"k"], [(layer.bits, layer.m + 64, layer.k)])  # more bits than the buffer
+    with pytest.raises(IndexError):
+        native_bloom.set_bits((layer.bits, layer.m, layer.k), bytes(16), [1])
+    # Keys the kernel does not take (other bytes-like objects) go through the specification's paths.
+    assert bloom.add_many([bytearray(b"a"), b"a", memoryview(b"b")]) == [False, True, False]  # type: ignore[list-item]
 
 
 def test_a_crawl_sized_batch_loads_no_numpy() -> None:

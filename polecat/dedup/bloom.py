@@ -12,11 +12,10 @@ crawl overshoots, approaching that bound only slowly (about 2.6 x at 10 x the ca
 Probes: one 128-bit MurmurHash3 per key gives ``h1, h2``; probe ``i`` is
 ``((h1 + i·(h2 | 1)) mod 2**64) mod m`` (Kirsch-Mitzenmacher). The single-key and the batched paths
 compute the same positions, the batched one with numpy over a little-endian view of the bitarray buffer.
-A batch of at most :data:`SMALL_BATCH` keys (what a crawl's pages bring: the frontier's memo of recent URLs
-catches most links, and a page keeps at most 10,000) takes the per-key path with the batch's semantics, so
-a crawl does not load numpy (~30 ms of CPU and ~11 MB at start, benchmarks/README.md "Issue 17, fifth
-pass"); a larger batch (a rebuild from the seen table, 65,536 keys a batch) imports numpy when it first
-comes.
+The native kernel (polecat/dedup/_bloom.c) probes and sets a batch of any size the batched path's way. Without
+it, a batch of at most :data:`SMALL_BATCH` keys takes the per-key path with the batch's semantics and a
+larger one numpy (imported when it first comes). Either way a crawl with the kernels built does not load
+numpy (~30 ms of CPU and ~11 MB at start, benchmarks/README.md "Issue 17, fifth pass").
 
 File format (little-endian): header ``_HEADER`` then per layer ``_LAYER`` followed by its ``m / 8`` bytes,
 then an xxh3-64 checksum of everything before it. Saving writes a temporary file, fsyncs it, renames it
@@ -36,6 +35,7 @@ import mmh3
 import xxhash
 from bitarray import bitarray
 
+from polecat import native
 from polecat.errors import CorruptBloom
 from polecat.faults import storage_fault
 
@@ -53,9 +53,11 @@ if TYPE_CHECKING:
     BoolArray = npt.NDArray[np.bool_]
 
 SMALL_BATCH = 1024
-"""Batches up to this size are probed key by key: ~2 us a key in Python, against numpy's ~25-45 us a call
-plus its import (benchmarks/README.md "Issue 17, fifth pass"). A whole crawl of the comparison web sends
-~10,000 keys in 750 batches (1-24 keys most): ~20 ms key by key, ~50 ms with numpy's import."""
+"""Without the kernel, batches up to this size are probed key by key: ~2 us a key in Python, against
+numpy's ~25-45 us a call plus its import (benchmarks/README.md "Issue 17, fifth pass"). A whole crawl of the
+comparison web sends ~10,000 keys in 750 batches (1-24 keys most): ~20 ms key by key, ~50 ms with numpy's
+import."""
+_kernel = native.load("polecat.dedup._bloom")
 
 
 def _hash_pair(key: bytes) -> tuple[int, int]:
@@ -177,7 +179,29 @@ class ScalableBloom:
         positive (the sequential loop might), which only lowers the false-positive rate."""
         if not keys:
             return []
+        if _kernel is not None:
+            try:
+                return self._add_native(keys)
+            except TypeError:  # a key that is not bytes (a bytearray): the other paths take what mmh3 does
+                pass
         return self._add_few(keys) if len(keys) <= SMALL_BATCH else self._add_vectorized(keys)
+
+    def _add_native(self, keys: Sequence[bytes]) -> list[bool]:
+        """:meth:`add_many` by the kernel: probes against the filter before the batch, then the new keys
+        set layer by layer as :meth:`_add_vectorized` takes them."""
+        assert _kernel is not None
+        present, pairs = _kernel.probe(keys, [(layer.bits, layer.m, layer.k) for layer in self._layers])
+        new = [i for i, seen in enumerate(present) if not seen]
+        while new:
+            last = self._layers[-1]
+            if last.count >= last.capacity:
+                last = self._grow()
+            room = last.capacity - last.count
+            take, new = new[:room], new[room:]
+            _kernel.set_bits((last.bits, last.m, last.k), pairs, take)
+            last.count += len(take)
+        result: list[bool] = present
+        return result
 
     def _add_vectorized(self, keys: Sequence[bytes]) -> list[bool]:
         """:meth:`add_many` in numpy (loaded on the first call)."""
