@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 import os
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Self, cast
 
@@ -188,18 +188,16 @@ class ScalableBloom:
 
     def _add_native(self, keys: Sequence[bytes]) -> list[bool]:
         """:meth:`add_many` by the kernel: probes against the filter before the batch, then the new keys
-        set layer by layer as :meth:`_add_vectorized` takes them."""
+        set layer by layer (:meth:`_place`)."""
         assert _kernel is not None
-        present, pairs = _kernel.probe(keys, [(layer.bits, layer.m, layer.k) for layer in self._layers])
-        new = [i for i, seen in enumerate(present) if not seen]
-        while new:
-            last = self._layers[-1]
-            if last.count >= last.capacity:
-                last = self._grow()
-            room = last.capacity - last.count
-            take, new = new[:room], new[room:]
-            _kernel.set_bits((last.bits, last.m, last.k), pairs, take)
-            last.count += len(take)
+        kernel = _kernel
+        present, pairs = kernel.probe(keys, [(layer.bits, layer.m, layer.k) for layer in self._layers])
+
+        def set_in(layer: _Layer, take: list[int]) -> None:
+            kernel.set_bits((layer.bits, layer.m, layer.k), pairs, take)
+            layer.count += len(take)
+
+        self._place([i for i, seen in enumerate(present) if not seen], set_in)
         result: list[bool] = present
         return result
 
@@ -215,20 +213,14 @@ class ScalableBloom:
         repeated = np.ones(len(keys), dtype=np.bool_)
         repeated[first] = False
         present |= repeated
-        new = np.flatnonzero(~present)
-        while len(new):
-            last = self._layers[-1]
-            if last.count >= last.capacity:
-                last = self._grow()
-            take, new = new[: last.capacity - last.count], new[last.capacity - last.count :]
-            last.set_many(h1[take], h2[take])
+        self._place(np.flatnonzero(~present).tolist(), lambda layer, take: layer.set_many(h1[take], h2[take]))
         result: list[bool] = present.tolist()
         return result
 
     def _add_few(self, keys: Sequence[bytes]) -> list[bool]:
         """:meth:`add_many` key by key: every key is probed against the filter as it was before the
-        batch, a repeat of an earlier key's ``h1`` counts as present, then the new keys are set in order,
-        a layer growing when full (as the batched path takes them)."""
+        batch, a repeat of an earlier key's ``h1`` counts as present, then the new keys are set in order
+        (:meth:`_place`)."""
         layers = self._layers
         pairs = [_hash_pair(key) for key in keys]
         present = [any(layer.contains(h1, h2) for layer in layers) for h1, h2 in pairs]
@@ -238,13 +230,25 @@ class ScalableBloom:
                 present[i] = True
             else:
                 firsts.add(h1)
-        last = layers[-1]
-        for (h1, h2), seen in zip(pairs, present, strict=True):
-            if not seen:
-                if last.count >= last.capacity:
-                    last = self._grow()
-                last.set(h1, h2)
+
+        def set_in(layer: _Layer, take: list[int]) -> None:
+            for i in take:
+                layer.set(*pairs[i])
+
+        self._place([i for i, seen in enumerate(present) if not seen], set_in)
         return present
+
+    def _place(self, new: list[int], set_in: Callable[[_Layer, list[int]], None]) -> None:
+        """The growth rule of every path: a batch's new keys (their indices, in batch order) fill the
+        newest layer up to its capacity, then a new layer; ``set_in(layer, indices)`` sets and counts
+        them."""
+        while new:
+            last = self._layers[-1]
+            if last.count >= last.capacity:
+                last = self._grow()
+            room = last.capacity - last.count
+            take, new = new[:room], new[room:]
+            set_in(last, take)
 
     def __len__(self) -> int:
         """Keys inserted (a key reported present is not counted again)."""
