@@ -42,26 +42,22 @@ static inline uint64_t load64(const uint8_t *p) {
     return v;
 }
 
-/* Rule 1: MurmurHash3_x64_128, seed 0. */
+/* Rule 1: MurmurHash3_x64_128, seed 0. Each lane's word is mixed the same way in the blocks and in the
+ * tail, hence mix_k1 and mix_k2. */
+static const uint64_t C1 = 0x87c37b91114253d5ULL, C2 = 0x4cf5ad432745937fULL;
+
+static inline uint64_t mix_k1(uint64_t k) { return ROTL64(k * C1, 31) * C2; }
+static inline uint64_t mix_k2(uint64_t k) { return ROTL64(k * C2, 33) * C1; }
+
 static void murmur3_128(const uint8_t *data, Py_ssize_t len, uint64_t *out1, uint64_t *out2) {
-    const uint64_t c1 = 0x87c37b91114253d5ULL, c2 = 0x4cf5ad432745937fULL;
     uint64_t h1 = 0, h2 = 0;
     Py_ssize_t blocks = len / 16;
     for (Py_ssize_t i = 0; i < blocks; i++) {
-        uint64_t k1 = load64(data + 16 * i), k2 = load64(data + 16 * i + 8);
-        k1 *= c1;
-        k1 = ROTL64(k1, 31);
-        k1 *= c2;
-        h1 ^= k1;
-        h1 = ROTL64(h1, 27);
-        h1 += h2;
+        h1 ^= mix_k1(load64(data + 16 * i));
+        h1 = ROTL64(h1, 27) + h2;
         h1 = h1 * 5 + 0x52dce729;
-        k2 *= c2;
-        k2 = ROTL64(k2, 33);
-        k2 *= c1;
-        h2 ^= k2;
-        h2 = ROTL64(h2, 31);
-        h2 += h1;
+        h2 ^= mix_k2(load64(data + 16 * i + 8));
+        h2 = ROTL64(h2, 31) + h1;
         h2 = h2 * 5 + 0x38495ab5;
     }
     const uint8_t *tail = data + 16 * blocks;
@@ -69,20 +65,12 @@ static void murmur3_128(const uint8_t *data, Py_ssize_t len, uint64_t *out1, uin
     int rest = (int)(len & 15);
     for (int i = rest - 1; i >= 8; i--)
         k2 ^= (uint64_t)tail[i] << (8 * (i - 8));
-    if (rest > 8) {
-        k2 *= c2;
-        k2 = ROTL64(k2, 33);
-        k2 *= c1;
-        h2 ^= k2;
-    }
+    if (rest > 8)
+        h2 ^= mix_k2(k2);
     for (int i = (rest < 8 ? rest : 8) - 1; i >= 0; i--)
         k1 ^= (uint64_t)tail[i] << (8 * i);
-    if (rest > 0) {
-        k1 *= c1;
-        k1 = ROTL64(k1, 31);
-        k1 *= c2;
-        h1 ^= k1;
-    }
+    if (rest > 0)
+        h1 ^= mix_k1(k1);
     h1 ^= (uint64_t)len;
     h2 ^= (uint64_t)len;
     h1 += h2;
