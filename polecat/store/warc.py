@@ -58,15 +58,15 @@ def payload_digest(body: bytes) -> str:
 
 
 def payload_digest_from(sha256: bytes) -> str:
-    """The WARC-Payload-Digest value for a body whose SHA-256 is ``sha256`` (``base64.b32encode``'s
-    output, computed 10 bits at a time)."""
+    """The WARC-Payload-Digest value for a body whose SHA-256 is ``sha256``: ``"sha256:"`` and
+    ``base64.b32encode``'s output."""
     if _kernel is not None and type(sha256) is bytes:
         return _kernel.payload_digest(sha256)  # type: ignore[no-any-return]
     return python_payload_digest(sha256)
 
 
 def python_payload_digest(sha256: bytes) -> str:
-    """:func:`payload_digest_from` in Python: the specification of the native kernel."""
+    """:func:`payload_digest_from` in Python, 10 bits at a time: the specification of the native kernel."""
     if len(sha256) != 32:
         raise ValueError(f"a SHA-256 digest has 32 bytes, not {len(sha256)}")
     # 256 bits padded to 260 (52 characters), then the padding RFC 4648 adds after 32 bytes.
