@@ -117,3 +117,14 @@ def test_worst_case_stages_on_small_hostile_inputs() -> None:
     assert set(STAGES) <= set(row) and row["parse"] < 1000
     assert "bounds" not in page_stages(PAGES["ordinary"](10_000), guarded=False)
     assert set(robots_stages(ROBOTS["wildcards"](20_000).decode(), guarded=True)) == {"parse", "check_us"}
+
+
+def test_limit_runs_gives_the_floor_the_median_of_that_many_bare_loops(tmp_path: Path) -> None:
+    from benchmarks.compare import main
+
+    assert main(["--size", "tiny", "--runners", "limit", "--runs", "1", "--limit-runs", "3",
+                 "--out", str(tmp_path)]) == 0
+    saved = json.loads((tmp_path / "tiny" / "results.json").read_text())
+    cpus = sorted(run["cpu_ms_per_page"] for run in saved["runs"]["limit"])
+    assert len(cpus) == 3
+    assert saved["floor"]["fetch (bare GET loop)"] == saved["median"]["limit"]["cpu_ms_per_page"] == cpus[1]

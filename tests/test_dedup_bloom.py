@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import os
 import random
@@ -162,9 +163,28 @@ def test_the_kernel_refuses_what_it_cannot_read() -> None:
     assert bloom.add_many([bytearray(b"a"), b"a", memoryview(b"b")]) == [False, True, False]  # type: ignore[list-item]
 
 
-def test_a_crawl_sized_batch_loads_no_numpy() -> None:
+@pytest.mark.parametrize("pure", ["0", "1"])
+def test_a_crawl_sized_batch_loads_no_numpy(pure: str) -> None:
+    # With the kernel, and without it (POLECAT_PURE_PYTHON=1) up to SMALL_BATCH keys; one key more is numpy's.
     code = ("import sys; from polecat.dedup.bloom import SMALL_BATCH, ScalableBloom; "
             "b = ScalableBloom(100, 0.01); b.add_many([b'%d' % i for i in range(SMALL_BATCH)]); "
-            "print('numpy' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
-    assert out.stdout.split() == ["False"]
+            "a = 'numpy' in sys.modules; b.add_many([b'x%d' % i for i in range(SMALL_BATCH + 1)]); "
+            "print(a, 'numpy' in sys.modules)")
+    env = {**os.environ, "POLECAT_PURE_PYTHON": pure}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60,
+                         env=env)
+    with_kernel = pure == "0" and importlib.util.find_spec("polecat.dedup._bloom") is not None
+    assert out.stdout.split() == ["False", "False" if with_kernel else "True"]
+
+
+def test_add_many_runs_on_the_kernel_when_it_is_built(monkeypatch: pytest.MonkeyPatch) -> None:
+    kernel("polecat.dedup._bloom")
+    if bloom_module._kernel is None:
+        pytest.skip("POLECAT_PURE_PYTHON=1")
+
+    def refuse(self: ScalableBloom, keys: list[bytes]) -> list[bool]:
+        raise AssertionError("a Python path ran")
+
+    monkeypatch.setattr(ScalableBloom, "_add_few", refuse)
+    monkeypatch.setattr(ScalableBloom, "_add_vectorized", refuse)
+    assert ScalableBloom(100, 0.01).add_many([b"a", b"b", b"a"]) == [False, False, True]

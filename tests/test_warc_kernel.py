@@ -133,3 +133,10 @@ def test_refusals_of_the_small_kernels() -> None:
     with pytest.raises(TypeError):
         native.warc_date("1.0")
     assert warc.payload_digest_from(bytearray(32)) == warc.python_payload_digest(bytes(32))
+
+
+def test_warc_py_runs_on_the_kernel_when_it_is_built() -> None:
+    native = kernel("polecat.store._warc")
+    if warc._kernel is None:
+        pytest.skip("POLECAT_PURE_PYTHON=1")
+    assert warc._kernel is native and warc._native_record is native.record
