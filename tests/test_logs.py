@@ -9,8 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from polecat.cluster.ring import Ring
+from polecat.dedup.canon import host_key
+from polecat.frontier.slices import slice_of
 from polecat.logs import LogSettings, configure, current, fields, level_from_flags
 from polecat.testing.sitegen import SiteSpec
+from polecat.testing.web import TestWeb
 from tests.conftest import TestWebFactory
 from tests.test_cli import polecat
 
@@ -80,9 +84,20 @@ def test_ctrl_c_outside_a_crawl_exits_130_without_traceback(monkeypatch: pytest.
     assert "interrupted" in capsys.readouterr().err
 
 
+def _web_both_workers_own(test_web: TestWebFactory, spec: SiteSpec) -> TestWeb:
+    """A test web whose seed hosts both workers of a ``--workers 2`` crawl own some of. The host key
+    carries the server's random port, so a few hosts may all land on one worker: start another (bounded)."""
+    ring = Ring(["w0", "w1"])
+    for _ in range(20):
+        web = test_web(spec)
+        if {ring.owner(slice_of(host_key(s))) for s in web.seeds} == {"w0", "w1"}:
+            return web  # the others stay up on their ports until the fixture stops them all
+    raise AssertionError("20 test webs in a row gave every seed host to one worker")
+
+
 def test_workers_log_as_the_parent_does_into_its_file_tagged_with_their_id(test_web: TestWebFactory,
                                                                           tmp_path: Path) -> None:
-    web = test_web(SiteSpec(hosts=4, pages_per_host=4, seed=9))
+    web = _web_both_workers_own(test_web, SiteSpec(hosts=8, pages_per_host=2, seed=9))
     web.respond("h02.test", "/", 404)
     logfile = tmp_path / "log.jsonl"
     run = polecat("crawl", *web.seeds, "--rate", "20", "--dns-server", web.dns_address, "--allow-private",
