@@ -533,8 +533,9 @@ def validate(cfg: Config) -> None:
     _check(p.give_up_after >= 0, "politeness.give_up_after", "must be >= 0 (0: never give up)")
     _check(p.give_up_backoff > 0, "politeness.give_up_backoff", "must be > 0")
     _check(p.max_url_attempts >= 1, "politeness.max_url_attempts", "must be >= 1")
-    _check(bool(f.user_agent.strip()) and "\n" not in f.user_agent, "fetch.user_agent",
-           "must be a non-empty single line")
+    # isprintable: no CR, LF or other control character can end the header it is sent in.
+    _check(bool(f.user_agent.strip()) and f.user_agent.isprintable(), "fetch.user_agent",
+           "must be a non-empty single line without control characters")
     _check(1 <= f.concurrency <= 100_000, "fetch.concurrency", "must be in [1, 100000]")
     _check(f.connections_per_host >= 1, "fetch.connections_per_host", "must be >= 1")
     for name in ("connect_timeout", "first_byte_timeout", "read_gap_timeout", "total_timeout", "stop_grace"):

@@ -29,3 +29,18 @@ def test_crawl_without_a_contact_warns(tmp_path: Path) -> None:
     assert run.returncode == 3 and "seed http://a.test/ was refused (blocked)" in run.stderr
     run = polecat(*base, "--user-agent", "mybot/1.0 (+https://me.example/bot)")
     assert "names no contact" not in run.stderr
+
+
+def test_a_user_agent_with_a_control_character_is_refused() -> None:
+    """It goes into a request header as it is: a CR or LF would end that header and start another."""
+    import dataclasses
+
+    import pytest
+
+    from polecat.errors import ConfigError
+
+    base = config.Config()
+    for bad in ("bot/1\r\nX-Injected: 1", "bot/1\rx", "bot/1\x00", "bot\t/1", "  "):
+        with pytest.raises(ConfigError, match=r"fetch\.user_agent"):
+            config.validate(dataclasses.replace(base, fetch=dataclasses.replace(base.fetch, user_agent=bad)))
+    config.validate(dataclasses.replace(base, fetch=dataclasses.replace(base.fetch, user_agent="bot/1 (+x)")))

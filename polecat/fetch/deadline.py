@@ -23,10 +23,12 @@ class Deadline:
         "_body", "_cancelling", "_gap", "_handle", "_head", "_loop", "_task", "_total", "last", "reason",
     )
 
-    def __init__(self, head_deadline: float, total_deadline: float, gap: float) -> None:
-        """Arm for the current task; deadlines are ``loop.time()`` values."""
-        loop = asyncio.get_running_loop()
-        task = asyncio.current_task()
+    def __init__(self, head_deadline: float, total_deadline: float, gap: float,
+                 loop: asyncio.AbstractEventLoop | None = None) -> None:
+        """Arm for the current task; deadlines are ``loop.time()`` values. ``loop``: the running loop,
+        from a caller that has it at hand (asking for it costs a ``getpid`` system call)."""
+        loop = loop or asyncio.get_running_loop()
+        task = asyncio.current_task(loop)
         if task is None:
             raise RuntimeError("Deadline needs a running task")
         self._loop = loop

@@ -22,7 +22,7 @@ __all__ = ["Decoder", "make_decoder"]
 
 
 class Decoder(Protocol):
-    def decode(self, data: bytes, limit: int) -> bytes:
+    def decode(self, data: bytes | memoryview, limit: int) -> bytes | memoryview:
         """Decode the next input chunk, returning roughly at most ``limit`` bytes (may overshoot by one
         internal buffer); raises ProtocolError on corrupt input. Once a call returned ``limit`` bytes
         or more the caller stops: the rest of the input may be dropped."""
@@ -32,7 +32,7 @@ class Decoder(Protocol):
 class _Identity:
     __slots__ = ()
 
-    def decode(self, data: bytes, limit: int) -> bytes:
+    def decode(self, data: bytes | memoryview, limit: int) -> bytes | memoryview:
         return data
 
 
@@ -47,7 +47,7 @@ class _Zlib:
         self._d: zlib._Decompress | None = zlib.decompressobj(16 + zlib.MAX_WBITS) if gzip else None
         self._head = b""
 
-    def decode(self, data: bytes, limit: int) -> bytes:
+    def decode(self, data: bytes | memoryview, limit: int) -> bytes:
         d = self._d
         if d is None:
             # "deflate" is zlib-wrapped by the spec but raw deflate in the wild: sniff the zlib header,
@@ -84,7 +84,7 @@ class _Brotli:
     def __init__(self) -> None:
         self._d = brotli.Decompressor()
 
-    def decode(self, data: bytes, limit: int) -> bytes:
+    def decode(self, data: bytes | memoryview, limit: int) -> bytes:
         d = self._d
         try:
             out = [d.process(data, output_buffer_limit=limit)]
@@ -134,7 +134,7 @@ class _Zstd:
             write_size=65536,
         )
 
-    def decode(self, data: bytes, limit: int) -> bytes:
+    def decode(self, data: bytes | memoryview, limit: int) -> bytes:
         sink = self._sink
         sink.parts, sink.n, sink.limit = [], 0, limit
         try:

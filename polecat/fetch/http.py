@@ -1,12 +1,16 @@
-"""The HTTP client: one aiohttp session, bounded in size and time, that hostile servers cannot hang.
+"""The HTTP client: HTTP/1.1 GETs over a keep-alive pool, bounded in size and time, that hostile servers
+cannot hang.
 
 :meth:`Fetcher.fetch` sends one GET and returns a :class:`Response` or raises a
-:class:`polecat.errors.FetchError` subclass; every aiohttp, OS and SSL error is translated in
-:func:`_translate`, and nowhere else.
+:class:`polecat.errors.FetchError` subclass; every parser, OS and SSL error is translated in
+:func:`_translate`, and nowhere else. The wire format is :mod:`polecat.fetch.h1` (sans-IO), the
+connections :mod:`polecat.fetch.pool`. polecat has its own client rather than aiohttp's because a crawl
+spends its CPU per request: aiohttp cost ~60 us of it a request where a GET needs ~15 (benchmarks/README.md,
+"Fetch against a minimal client").
 
 Bounds, per request:
 
-- connect: ``cfg.connect_timeout`` for the TCP (and TLS) connect;
+- connect: ``cfg.connect_timeout`` for each TCP (and TLS) connect attempt;
 - first byte: response headers must be complete ``cfg.first_byte_timeout`` after the connect budget,
   so a server that accepts and never answers, or drips its headers, is cut;
 - read gap: ``cfg.read_gap_timeout`` between two reads of the body;
@@ -27,22 +31,22 @@ also across hosts). The SSRF guard applies to every request: IP literals here, r
 from __future__ import annotations
 
 import asyncio
+import base64
 import email.utils
 import io
 import ssl
 import time
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Protocol
 
-import aiohttp
 from yarl import URL
 
 from polecat.config import DnsConfig, FetchConfig
 from polecat.errors import (
     ConnectError,
-    DnsError,
     FetchError,
     FetchTimeout,
     ProtocolError,
@@ -52,6 +56,8 @@ from polecat.errors import (
 from polecat.fetch.deadline import Deadline
 from polecat.fetch.decode import make_decoder
 from polecat.fetch.dns import CachingResolver
+from polecat.fetch.h1 import IncompleteResponse, MalformedResponse, encode_get
+from polecat.fetch.pool import ConnectionPool, Origin
 
 __all__ = ["ROBOTS_MAX_REDIRECTS", "Fetcher", "RedirectPacer", "Response"]
 
@@ -143,36 +149,52 @@ def _content_type(value: str | None) -> tuple[str, str | None]:
 
 
 def _translate(exc: BaseException, url: str, phase: str) -> FetchError:
-    """The one place where aiohttp, SSL, OS and timeout errors become polecat errors."""
+    """The one place where parser, SSL, OS and timeout errors become polecat errors."""
     if isinstance(exc, FetchError):  # from the resolver (DnsError, BlockedAddressError) or the decoders
         return exc
     where = f"{url}: {phase}"
-    if isinstance(exc, aiohttp.ClientConnectorCertificateError | ssl.SSLCertVerificationError):
+    if isinstance(exc, ssl.SSLCertVerificationError):
         return TlsError(f"{where}: certificate verification failed: {exc}")
-    if isinstance(exc, aiohttp.ClientSSLError | ssl.SSLError):
+    if isinstance(exc, ssl.SSLError):
         return TlsError(f"{where}: TLS failed: {exc}")
-    if isinstance(exc, TimeoutError):  # also aiohttp's ServerTimeoutError / ConnectionTimeoutError
+    if isinstance(exc, TimeoutError):  # a connect attempt's timeout
         return FetchTimeout(f"{where}: timed out")
-    if isinstance(exc, aiohttp.ClientConnectorDNSError):
-        return DnsError(f"{where}: {exc}")
-    if isinstance(exc, aiohttp.InvalidURL | aiohttp.NonHttpUrlClientError | ValueError):
-        return UnsupportedUrl(f"{url}: {exc}")
-    if isinstance(exc, aiohttp.ClientResponseError):  # bad status line, oversized headers, ...
-        return ProtocolError(f"{where}: malformed response: {exc.message}")
-    if isinstance(exc, aiohttp.ClientPayloadError):
-        return ConnectError(f"{where}: connection closed mid-body: {exc}")
-    if isinstance(exc, aiohttp.ClientError | OSError):
+    if isinstance(exc, MalformedResponse):  # bad status line, oversized headers, bad framing, ...
+        return ProtocolError(f"{where}: malformed response: {exc}")
+    if isinstance(exc, IncompleteResponse):
+        cause = f" ({exc.__cause__})" if exc.__cause__ is not None else ""
+        return ConnectError(f"{where}: {exc}{cause}")
+    if isinstance(exc, OSError):
         return ConnectError(f"{where}: {exc or type(exc).__name__}")
+    if isinstance(exc, ValueError):  # a URL yarl cannot parse, credentials not in Latin-1
+        return UnsupportedUrl(f"{url}: {exc}")
     return ProtocolError(f"{where}: {type(exc).__name__}: {exc}")
 
 
-def _peer(resp: aiohttp.ClientResponse) -> tuple[str, int] | None:
-    """The server's (ip, port). aiohttp releases the connection as soon as a small body is complete,
-    so ``resp.connection`` is often None by now; the protocol object outlives that release."""
-    protocol = getattr(resp, "_protocol", None)  # not `or`: the protocol is a queue, falsy when empty
-    transport = getattr(protocol, "transport", None)
-    peer = transport.get_extra_info("peername") if transport is not None else None
-    return (peer[0], peer[1]) if peer else None
+# Request-target characters sent as they are; the rest (spaces, controls, non-ASCII) are percent-encoded,
+# so no URL can break the request line.
+_TARGET_SAFE = "!#$%&'()*+,/:;=?@[]~-._"
+
+
+def _request_target(url: URL) -> str:
+    target = url.raw_path_qs or "/"
+    if target.isascii() and target.isprintable() and " " not in target:
+        return target
+    return urllib.parse.quote(target, safe=_TARGET_SAFE)
+
+
+def _basic_auth(url: URL) -> tuple[tuple[str, str], ...]:
+    """``Authorization: Basic`` from the URL's userinfo, as the client before this one (aiohttp) sent it."""
+    if url.user is None:
+        return ()
+    credentials = f"{url.user}:{url.password or ''}".encode("latin-1")
+    return (("Authorization", "Basic " + base64.b64encode(credentials).decode("ascii")),)
+
+
+def _header_value(value: str) -> str:
+    """A validator from a stored response, fit to send back: CR, LF and NUL would end the header line
+    (a server could inject headers into the next request through its ETag), so they become spaces."""
+    return value if value.isprintable() else "".join(c if c.isprintable() else " " for c in value)
 
 
 def request_headers(cfg: FetchConfig) -> tuple[tuple[str, str], ...]:
@@ -182,7 +204,7 @@ def request_headers(cfg: FetchConfig) -> tuple[tuple[str, str], ...]:
 
 
 class Fetcher:
-    """Async context manager owning one aiohttp session and the node's caching resolver."""
+    """Async context manager owning the connection pool and the node's caching resolver."""
 
     def __init__(
         self,
@@ -196,48 +218,43 @@ class Fetcher:
         self._clock = clock
         self._resolver = resolver or CachingResolver(dns, clock=clock)
         self._owns_resolver = resolver is None
-        self._session: aiohttp.ClientSession | None = None
-        self._tls_context: ssl.SSLContext | bool | None = None
-        """What https requests verify with (:meth:`_tls`); None until the first one."""
+        self._pool: ConnectionPool | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        """The loop of ``async with``, kept: asyncio.get_running_loop() costs a getpid system call."""
+        self._tls_context: ssl.SSLContext | None = None
+        """What https requests use (:meth:`_tls`); None until the first one."""
         self._wire_cap = int(cfg.max_body_bytes * _WIRE_SLACK) + _READ_SIZE
         # One budget for "connect, send, and get complete headers back".
         self._header_budget = cfg.connect_timeout + cfg.first_byte_timeout
+        self._headers = request_headers(cfg)
 
     @property
     def resolver(self) -> CachingResolver:
         """The shared DNS cache (prefetch, stats)."""
         return self._resolver
 
-    def _tls(self) -> ssl.SSLContext | bool:
-        """The TLS setting of every https request: False (``verify_tls`` off) or one verifying context,
-        made at the first https request: loading the CA store costs ~20 ms of CPU, which a crawl of
-        http URLs never needs."""
+    def _tls(self) -> ssl.SSLContext:
+        """The TLS context of every https request, made at the first one: loading the CA store costs
+        ~20 ms of CPU, which a crawl of http URLs never needs. With ``verify_tls`` off, a context that
+        checks neither the certificate nor the name (and loads no CA store)."""
         if self._tls_context is None:
             cfg = self._cfg
-            cafile = str(cfg.ca_bundle) if cfg.ca_bundle is not None else None
-            self._tls_context = ssl.create_default_context(cafile=cafile) if cfg.verify_tls else False
+            if cfg.verify_tls:
+                cafile = str(cfg.ca_bundle) if cfg.ca_bundle is not None else None
+                self._tls_context = ssl.create_default_context(cafile=cafile)
+            else:
+                context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+                context.check_hostname = False
+                context.verify_mode = ssl.CERT_NONE
+                self._tls_context = context
         return self._tls_context
 
     async def __aenter__(self) -> Fetcher:
         cfg = self._cfg
-        connector = aiohttp.TCPConnector(
-            limit=cfg.concurrency,
-            limit_per_host=cfg.connections_per_host,
-            resolver=self._resolver,
-            use_dns_cache=False,  # the resolver caches, honouring TTLs
-            ssl=self._cfg.verify_tls,  # every https request passes its own (_tls)
-            keepalive_timeout=30.0,
-        )
-        self._session = aiohttp.ClientSession(
-            connector=connector,
-            headers=dict(request_headers(cfg)),
-            skip_auto_headers=("Accept-Encoding",),
-            auto_decompress=False,
-            cookie_jar=aiohttp.DummyCookieJar(),
-            # aiohttp times the socket connect; our one timer per request does the rest.
-            timeout=aiohttp.ClientTimeout(total=None, connect=None, sock_connect=cfg.connect_timeout),
-            trust_env=False,
-            raise_for_status=False,
+        self._loop = asyncio.get_running_loop()
+        self._pool = ConnectionPool(
+            self._resolver, limit=cfg.concurrency, limit_per_host=cfg.connections_per_host,
+            connect_timeout=cfg.connect_timeout, tls=self._tls,
         )
         return self
 
@@ -247,22 +264,23 @@ class Fetcher:
         await self.close()
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+            await asyncio.sleep(0)  # the transports' close callbacks run
         if self._owns_resolver:
             await self._resolver.close()
 
     async def fetch(self, url: str, *, etag: str | None = None, last_modified: str | None = None) -> Response:
         """GET ``url``; with a validator, a conditional GET (a 304 comes back as a Response)."""
-        headers: dict[str, str] | None = None
-        if etag is not None or last_modified is not None:
-            headers = {}
-            if etag is not None:
-                headers["If-None-Match"] = etag
-            if last_modified is not None:
-                headers["If-Modified-Since"] = last_modified
-        return await self._get(url, headers)
+        if etag is None and last_modified is None:
+            return await self._get(url, ())
+        conditional: list[tuple[str, str]] = []
+        if etag is not None:
+            conditional.append(("If-None-Match", _header_value(etag)))
+        if last_modified is not None:
+            conditional.append(("If-Modified-Since", _header_value(last_modified)))
+        return await self._get(url, tuple(conditional))
 
     async def fetch_robots(self, url: str, *, pacer: RedirectPacer | None = None) -> Response:
         """GET a robots.txt, following up to 5 redirects (also to other hosts). Returns the last
@@ -271,7 +289,7 @@ class Fetcher:
         Each hop is a request to the host it lands on: with a ``pacer``, every hop first waits for that
         host's turn (``pacer.before``), and the pacer hears how it ended (``pacer.after``)."""
         seen = {url}
-        resp = await self._get(url, None)
+        resp = await self._get(url, ())
         for _ in range(ROBOTS_MAX_REDIRECTS):
             if not (300 <= resp.status < 400 and resp.location):
                 break
@@ -285,7 +303,7 @@ class Fetcher:
             if pacer is not None:
                 await pacer.before(target, resp)
             try:
-                resp = await self._get(target, None)
+                resp = await self._get(target, ())
             except FetchError:
                 if pacer is not None:
                     pacer.after(target, None)
@@ -294,29 +312,30 @@ class Fetcher:
                 pacer.after(target, resp)
         return resp
 
-    async def _get(self, url: str, headers: dict[str, str] | None) -> Response:
-        session = self._session
-        if session is None:
+    async def _get(self, url: str, extra: tuple[tuple[str, str], ...]) -> Response:
+        pool, loop = self._pool, self._loop
+        if pool is None or loop is None:
             raise RuntimeError("Fetcher used outside 'async with'")
         phase = "connect"
         started = self._clock()
         cfg = self._cfg
-        t0 = asyncio.get_running_loop().time()
-        deadline = Deadline(t0 + self._header_budget, t0 + cfg.total_timeout, cfg.read_gap_timeout)
+        t0 = loop.time()
+        deadline = Deadline(t0 + self._header_budget, t0 + cfg.total_timeout, cfg.read_gap_timeout, loop)
         try:
             target = URL(url, encoded=True)
-            if target.scheme not in ("http", "https") or not target.host:
+            scheme, host = target.scheme, target.raw_host
+            if scheme not in ("http", "https") or not host or target.port is None:
                 raise UnsupportedUrl(f"{url}: only absolute http and https URLs are fetched")
-            self._resolver.check_host(target.host)
-            resp = await session.get(target, headers=headers, allow_redirects=False,
-                                     ssl=self._tls() if target.scheme == "https" else True)
-            reusable = False
+            origin: Origin = (scheme, host, target.port)
+            request = encode_get(_request_target(target), target.host_port_subcomponent or host,
+                                 self._headers + extra + _basic_auth(target))
+            conn, head = await pool.exchange(origin, request)
             try:
                 phase = "body"
                 deadline.body()
                 first_byte = self._clock()
-                peer = _peer(resp)
-                decoder = make_decoder(resp.headers.get("Content-Encoding"))
+                remote_ip = conn.peer_ip
+                decoder = make_decoder(head.get("content-encoding"))
                 cap = cfg.max_body_bytes
                 wire_cap = self._wire_cap
                 # A BytesIO grows in place and hands its buffer over uncopied: a list of parts joined at
@@ -324,11 +343,7 @@ class Fetcher:
                 body = io.BytesIO()
                 size = wire = 0
                 truncated = False
-                content = resp.content
-                while not content.at_eof():
-                    chunk = await content.read(_READ_SIZE)
-                    if not chunk:
-                        break
+                while chunk := await conn.read():
                     deadline.progress()
                     wire += len(chunk)
                     out = decoder.decode(chunk, cap - size + 1)
@@ -338,13 +353,8 @@ class Fetcher:
                         break
                     body.write(out)
                     size += len(out)
-                reusable = not truncated
             finally:
-                # A connection with unread body (truncation, errors) is closed, never reused.
-                if reusable:
-                    resp.release()
-                else:
-                    resp.close()
+                pool.release(conn)  # a connection with unread body (truncation, errors) is closed
         except asyncio.CancelledError:
             if deadline.expired_here():
                 raise FetchTimeout(f"{url}: {phase}: timed out ({deadline.reason})") from None
@@ -353,20 +363,20 @@ class Fetcher:
             raise _translate(exc, url, phase) from exc
         finally:
             deadline.cancel()
-        hdrs = resp.headers
-        content_type, charset = _content_type(hdrs.get("Content-Type"))
-        retry = hdrs.get("Retry-After")
+        status = head.status
+        content_type, charset = _content_type(head.get("content-type"))
+        retry = head.get("retry-after")
         return Response(
             url=url,
-            status=resp.status,
-            headers=tuple(hdrs.items()),
+            status=status,
+            headers=head.headers,
             body=body.getvalue(),
             truncated=truncated,
             content_type=content_type,
             charset=charset,
-            location=hdrs.get("Location") if 300 <= resp.status < 400 else None,
+            location=head.get("location") if 300 <= status < 400 else None,
             retry_after=parse_retry_after(retry, time.time()) if retry else None,
-            remote_ip=peer[0] if peer else None,
+            remote_ip=remote_ip,
             started=started,
             first_byte=first_byte,
             ended=self._clock(),

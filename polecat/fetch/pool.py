@@ -1,0 +1,368 @@
+"""Connections for the Fetcher: an asyncio protocol per TCP or TLS connection that runs the sans-IO
+parser of :mod:`polecat.fetch.h1`, and a pool of keep-alive connections per origin.
+
+Rules:
+
+1. At most ``limit`` connections are in use at once, at most ``limit_per_host`` to one origin (scheme,
+   host, port); 0 is no limit. A request over either waits, first come first served among those that
+   can go.
+2. A connection goes back to the pool only when its response ended as HTTP/1.1 lets it (h1 rule 5) and
+   its reader took the whole body. An idle connection is reused newest first (the likeliest to be still
+   open). It is closed when it has been idle :data:`KEEPALIVE` seconds, when the server closes it, or
+   when bytes arrive on it while idle.
+3. A request on a reused connection that ends before any byte of its response (the server closed the
+   idle connection as the request went out) is sent once more, on a new connection; aiohttp, the client
+   before this one, did the same for GETs.
+4. A connect tries the resolver's addresses in order (IPv4 first), each bounded by ``connect_timeout``;
+   the resolver applies the SSRF guard (IP literals through ``check_host``).
+5. A body waiting to be read is bounded: past :data:`HIGH_WATER` buffered bytes the connection stops
+   reading from the socket until the reader drains it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Protocol, cast
+
+from polecat.fetch.guard import is_ip_literal
+from polecat.fetch.h1 import Head, IncompleteResponse, ResponseParser
+
+__all__ = ["HIGH_WATER", "KEEPALIVE", "Connection", "ConnectionPool", "Origin"]
+
+KEEPALIVE = 30.0
+"""Seconds an idle connection is kept (aiohttp's ``keepalive_timeout`` in the client before)."""
+HIGH_WATER = 256 * 1024
+"""Body bytes buffered before the connection pauses reading (rule 5)."""
+
+Origin = tuple[str, str, int]
+"""(scheme, host, port): what a connection can be reused for."""
+
+
+class AddressSource(Protocol):
+    """What the pool needs of the resolver (:class:`polecat.fetch.dns.CachingResolver` fits)."""
+
+    def check_host(self, host: str) -> None: ...
+
+    async def lookup(self, host: str) -> tuple[tuple[str, int], ...]: ...
+
+
+class Connection(asyncio.Protocol):
+    """One HTTP/1.1 connection: :meth:`send` a request, then :meth:`head` and :meth:`read` its response."""
+
+    __slots__ = (
+        "_chunks", "_error", "_loop", "_paused", "_size", "_waiter", "closed", "idle_since", "origin",
+        "parser", "reused", "transport",
+    )
+
+    def __init__(self, origin: Origin, loop: asyncio.AbstractEventLoop) -> None:
+        self.origin = origin
+        self._loop = loop  # kept: asyncio.get_running_loop() asks the OS for the pid on every call
+        self.transport: asyncio.Transport | None = None
+        self.parser: ResponseParser | None = None
+        """The response in flight; None while idle."""
+        self._chunks: list[bytes | memoryview] = []
+        self._size = 0
+        self._paused = False
+        self._waiter: asyncio.Future[None] | None = None
+        self._error: BaseException | None = None
+        self.closed = False
+        self.idle_since = 0.0
+        self.reused = False
+
+    # --- asyncio's side ----------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's are not asyncio.Transport subclasses
+
+    def data_received(self, data: bytes) -> None:
+        parser = self.parser
+        if parser is None:  # bytes while idle (rule 2)
+            self.close()
+            return
+        try:
+            body = parser.feed(data)
+        except Exception as exc:  # MalformedResponse: the response is unusable, so is the connection
+            self._fail(exc)
+            return
+        if body:
+            self._chunks.append(body)
+            self._size += len(body)
+            if self._size > HIGH_WATER and not self._paused and self.transport is not None:
+                self._paused = True
+                self.transport.pause_reading()
+        self._wake()
+
+    def eof_received(self) -> bool:
+        return False  # let the transport close; connection_lost ends the response
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        parser = self.parser
+        if parser is not None and not parser.done and self._error is None:
+            try:
+                parser.feed_eof()
+            except IncompleteResponse as incomplete:
+                if exc is not None:
+                    incomplete.__cause__ = exc
+                self._error = incomplete
+        self._wake()
+
+    # --- the Fetcher's side ------------------------------------------------------------------------
+
+    def send(self, request: bytes) -> None:
+        """Start a request on this (idle) connection."""
+        assert self.transport is not None and self.parser is None
+        self.parser = ResponseParser()
+        self._chunks, self._size, self._error = [], 0, None
+        self.transport.write(request)
+
+    async def head(self) -> Head:
+        """The response head, once complete; raises what ended the response before it."""
+        parser = self.parser
+        assert parser is not None
+        while parser.head is None:
+            if self._error is not None:
+                raise self._error
+            if self.closed:
+                raise IncompleteResponse("connection closed before the response head")
+            await self._wait()
+        return parser.head
+
+    async def read(self) -> bytes | memoryview:
+        """The next body bytes; ``b""`` once the body ended. Raises what cut it short."""
+        parser = self.parser
+        assert parser is not None
+        while not self._chunks:
+            if self._error is not None:
+                raise self._error
+            if parser.done:
+                return b""
+            await self._wait()
+        chunks = self._chunks
+        data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        self._chunks, self._size = [], 0
+        if self._paused and self.transport is not None:
+            self._paused = False
+            self.transport.resume_reading()
+        return data
+
+    @property
+    def buffered(self) -> int:
+        """Body bytes received and not read yet (rule 5 bounds them)."""
+        return self._size
+
+    @property
+    def peer_ip(self) -> str | None:
+        peer = self.transport.get_extra_info("peername") if self.transport is not None else None
+        return peer[0] if peer else None
+
+    def reusable(self) -> bool:
+        """The response ended, was read to its end, and left the connection fit for another (rule 2)."""
+        parser = self.parser
+        return (parser is not None and parser.done and parser.reusable and not self._chunks
+                and self._error is None and not self.closed)
+
+    def close(self) -> None:
+        self.closed = True
+        if self.transport is not None:
+            self.transport.close()
+
+    async def _wait(self) -> None:
+        waiter = self._waiter = self._loop.create_future()
+        try:
+            await waiter
+        finally:
+            self._waiter = None
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def _fail(self, exc: BaseException) -> None:
+        self._error = exc
+        self.close()
+        self._wake()
+
+
+class ConnectionPool:
+    """Keep-alive connections per origin, with the limits of rule 1."""
+
+    def __init__(
+        self,
+        addresses: AddressSource,
+        *,
+        limit: int,
+        limit_per_host: int,
+        connect_timeout: float,
+        tls: Callable[[], ssl.SSLContext],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._addresses = addresses
+        self._limit = limit
+        self._limit_per_host = limit_per_host
+        self._connect_timeout = connect_timeout
+        self._tls = tls
+        self._clock = clock
+        self._idle: dict[Origin, list[Connection]] = {}
+        self._in_use = 0
+        self._in_use_per: dict[Origin, int] = {}
+        self._waiters: deque[tuple[Origin, asyncio.Future[None]]] = deque()
+        self._sweep: asyncio.TimerHandle | None = None
+        self._open: set[Connection] = set()
+
+    async def exchange(self, origin: Origin, request: bytes) -> tuple[Connection, Head]:
+        """Send ``request`` to ``origin`` and wait for the response head (rule 3 included). The caller
+        reads the body and must :meth:`release` the connection, also on errors."""
+        await self._take_slot(origin)
+        try:
+            conn = self._idle_connection(origin) or await self._connect(origin)
+        except BaseException:
+            self._free_slot(origin)
+            raise
+        while True:
+            conn.send(request)
+            try:
+                return conn, await conn.head()
+            except IncompleteResponse:
+                self._drop(conn)
+                if not conn.reused:  # rule 3: only a reused connection gets one more try, on a new one
+                    self._free_slot(origin)
+                    raise
+            except BaseException:
+                self.release(conn)
+                raise
+            try:
+                conn = await self._connect(origin)
+            except BaseException:
+                self._free_slot(origin)
+                raise
+
+    def release(self, conn: Connection) -> None:
+        """The request on ``conn`` is over: keep it for the next one (rule 2) or close it."""
+        self._free_slot(conn.origin)
+        if conn.reusable():
+            conn.parser = None
+            conn.reused = True
+            conn.idle_since = self._clock()
+            self._idle.setdefault(conn.origin, []).append(conn)
+            if self._sweep is None:
+                self._arm_sweep()
+        else:
+            self._drop(conn)
+
+    def close(self) -> None:
+        """Close every connection (those in use end their responses with an error)."""
+        if self._sweep is not None:
+            self._sweep.cancel()
+            self._sweep = None
+        for conn in self._open:
+            conn.close()
+        self._open.clear()
+        self._idle.clear()
+
+    def _drop(self, conn: Connection) -> None:
+        conn.close()
+        self._open.discard(conn)
+
+    # --- rule 1 ------------------------------------------------------------------------------------
+
+    def _can_go(self, origin: Origin) -> bool:
+        return ((not self._limit or self._in_use < self._limit)
+                and (not self._limit_per_host or self._in_use_per.get(origin, 0) < self._limit_per_host))
+
+    async def _take_slot(self, origin: Origin) -> None:
+        while not self._can_go(origin):
+            fut = asyncio.get_running_loop().create_future()
+            entry = (origin, fut)
+            self._waiters.append(entry)
+            try:
+                await fut
+            except BaseException:
+                if entry in self._waiters:
+                    self._waiters.remove(entry)
+                elif fut.done() and not fut.cancelled():
+                    self._wake_next()  # it was woken for a slot it will not use: pass it on
+                raise
+        self._in_use += 1
+        self._in_use_per[origin] = self._in_use_per.get(origin, 0) + 1
+
+    def _free_slot(self, origin: Origin) -> None:
+        self._in_use -= 1
+        left = self._in_use_per[origin] - 1
+        if left:
+            self._in_use_per[origin] = left
+        else:
+            del self._in_use_per[origin]
+        if self._waiters:
+            self._wake_next()
+
+    def _wake_next(self) -> None:
+        for entry in self._waiters:
+            origin, fut = entry
+            if self._can_go(origin):
+                self._waiters.remove(entry)
+                if not fut.done():
+                    fut.set_result(None)
+                return
+
+    # --- rules 2 and 4 -----------------------------------------------------------------------------
+
+    def _idle_connection(self, origin: Origin) -> Connection | None:
+        idle = self._idle.get(origin)
+        deadline = self._clock() - KEEPALIVE
+        while idle:
+            conn = idle.pop()
+            if not conn.closed and conn.idle_since > deadline:
+                return conn
+            self._drop(conn)
+        return None
+
+    async def _connect(self, origin: Origin) -> Connection:
+        scheme, host, port = origin
+        if is_ip_literal(host):
+            self._addresses.check_host(host)
+            addresses: tuple[tuple[str, int], ...] = ((host, 0),)
+        else:
+            addresses = await self._addresses.lookup(host)
+        tls = self._tls() if scheme == "https" else None
+        loop = asyncio.get_running_loop()
+        error: OSError | None = None
+        for address, family in addresses:
+            try:
+                async with asyncio.timeout(self._connect_timeout):
+                    _, conn = await loop.create_connection(
+                        lambda: Connection(origin, loop), address, port, ssl=tls, family=family,
+                        server_hostname=host if tls is not None else None,
+                    )
+            except OSError as exc:  # also TimeoutError and ssl.SSLError
+                error = exc
+                continue
+            self._open.add(conn)
+            return conn
+        assert error is not None
+        raise error
+
+    def _arm_sweep(self) -> None:
+        self._sweep = asyncio.get_running_loop().call_later(KEEPALIVE, self._run_sweep)
+
+    def _run_sweep(self) -> None:
+        self._sweep = None
+        deadline = self._clock() - KEEPALIVE
+        for origin in list(self._idle):
+            kept = []
+            for conn in self._idle[origin]:
+                if conn.closed or conn.idle_since <= deadline:
+                    self._drop(conn)
+                else:
+                    kept.append(conn)
+            if kept:
+                self._idle[origin] = kept
+            else:
+                del self._idle[origin]
+        if self._idle:
+            self._arm_sweep()

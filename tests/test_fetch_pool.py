@@ -1,0 +1,276 @@
+"""The keep-alive pool (polecat/fetch/pool.py) against raw loopback servers: reuse, the limits, the one
+retry of a request on a connection the server closed, idle expiry, and the read bound."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ssl
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TypeAlias
+
+import pytest
+
+from polecat.config import DnsConfig, FetchConfig
+from polecat.errors import ConnectError
+from polecat.fetch import pool as pool_module
+from polecat.fetch.dns import CachingResolver
+from polecat.fetch.h1 import IncompleteResponse, encode_get
+from polecat.fetch.http import Fetcher
+from polecat.fetch.pool import HIGH_WATER, ConnectionPool, Origin
+
+pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(30)]
+
+Reader: TypeAlias = asyncio.StreamReader
+Writer: TypeAlias = asyncio.StreamWriter
+Handler = Callable[[int, int, Reader, Writer], Awaitable[bool]]
+"""(connection number, request number on it, reader, writer) -> keep the connection open."""
+
+
+class RawServer:
+    """Counts connections and the most open at once; each request is answered by ``handler``."""
+
+    def __init__(self, handler: Handler) -> None:
+        self.handler = handler
+        self.connections = 0
+        self.open = 0
+        self.most_open = 0
+        self.heads: list[bytes] = []
+        self.port = 0
+        self._server: asyncio.Server | None = None
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        number = self.connections
+        self.connections += 1
+        self.open += 1
+        self.most_open = max(self.most_open, self.open)
+        try:
+            for request in range(1000):
+                try:
+                    self.heads.append(await reader.readuntil(b"\r\n\r\n"))
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    return
+                if not await self.handler(number, request, reader, writer):
+                    return
+        finally:
+            self.open -= 1
+            writer.close()
+            with contextlib.suppress(ConnectionError):
+                await writer.wait_closed()
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[RawServer]:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+        async with self._server:
+            yield self
+            for _ in range(100):  # let the handlers see their clients go (bounded) before the server stops
+                if not self.open:
+                    break
+                await asyncio.sleep(0.01)
+
+    @property
+    def origin(self) -> Origin:
+        return ("http", "127.0.0.1", self.port)
+
+
+def ok(body: bytes = b"ok", delay: float = 0.0, extra: bytes = b"") -> Handler:
+    async def handler(conn: int, request: int, reader: Reader, writer: Writer) -> bool:
+        await asyncio.sleep(delay)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s%s" % (len(body), body, extra))
+        await writer.drain()
+        return True
+    return handler
+
+
+def make_pool(limit: int = 0, per_host: int = 0) -> ConnectionPool:
+    resolver = CachingResolver(DnsConfig(allow_private=True))
+    return ConnectionPool(resolver, limit=limit, limit_per_host=per_host, connect_timeout=1.0,
+                          tls=ssl.create_default_context)  # never called: these servers speak plain HTTP
+
+
+async def get(pool: ConnectionPool, origin: Origin) -> bytes:
+    conn, head = await pool.exchange(origin, encode_get("/", f"127.0.0.1:{origin[2]}", ()))
+    try:
+        assert head.status == 200
+        body = b""
+        while chunk := await conn.read():
+            body += chunk
+        return body
+    finally:
+        pool.release(conn)
+
+
+async def test_sequential_requests_reuse_one_connection() -> None:
+    async with RawServer(ok()).running() as server:
+        pool = make_pool()
+        assert [await get(pool, server.origin) for _ in range(5)] == [b"ok"] * 5
+        assert server.connections == 1
+        pool.close()
+
+
+async def test_per_host_limit_holds_and_every_request_completes() -> None:
+    async with RawServer(ok(delay=0.05)).running() as server:
+        pool = make_pool(limit=10, per_host=2)
+        assert await asyncio.gather(*(get(pool, server.origin) for _ in range(8))) == [b"ok"] * 8
+        assert server.most_open == 2
+        pool.close()
+
+
+async def test_total_limit_across_hosts() -> None:
+    busy = most_busy = 0
+
+    async def counted(conn: int, request: int, reader: Reader, writer: Writer) -> bool:
+        nonlocal busy, most_busy
+        busy += 1
+        most_busy = max(most_busy, busy)
+        try:
+            return await ok(delay=0.05)(conn, request, reader, writer)
+        finally:
+            busy -= 1
+
+    servers = [RawServer(counted) for _ in range(3)]
+    async with servers[0].running(), servers[1].running(), servers[2].running():
+        pool = make_pool(limit=2)
+        assert await asyncio.gather(*(get(pool, s.origin) for s in servers for _ in range(3))) == [b"ok"] * 9
+        assert most_busy == 2
+        pool.close()
+
+
+async def test_a_cancelled_waiter_does_not_strand_the_next() -> None:
+    gate = asyncio.Event()
+
+    async def held(conn: int, request: int, reader: Reader, writer: Writer) -> bool:
+        await gate.wait()
+        return await ok()(conn, request, reader, writer)
+
+    async with RawServer(held).running() as server:
+        pool = make_pool(limit=1)
+        first = asyncio.create_task(get(pool, server.origin))
+        await asyncio.sleep(0.05)
+        waiting = asyncio.create_task(get(pool, server.origin))
+        last = asyncio.create_task(get(pool, server.origin))
+        await asyncio.sleep(0.05)
+        waiting.cancel()
+        gate.set()
+        assert await first == b"ok"
+        assert await asyncio.wait_for(last, 5) == b"ok"
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        pool.close()
+
+
+async def test_a_reused_connection_closed_under_the_request_is_retried_once_on_a_new_one() -> None:
+    async def first_only(conn: int, request: int, reader: Reader, writer: Writer) -> bool:
+        if request > 0:
+            return False  # read the request, close without a byte of answer
+        return await ok()(conn, request, reader, writer)
+
+    async with RawServer(first_only).running() as server:
+        pool = make_pool()
+        assert await get(pool, server.origin) == b"ok"
+        assert await get(pool, server.origin) == b"ok"
+        assert server.connections == 2
+        pool.close()
+
+
+async def test_a_new_connection_closed_before_the_answer_is_not_retried() -> None:
+    async def never(conn: int, request: int, reader: Reader, writer: Writer) -> bool:
+        return False
+
+    async with RawServer(never).running() as server:
+        pool = make_pool()
+        with pytest.raises(IncompleteResponse):
+            await get(pool, server.origin)
+        assert server.connections == 1
+        async with Fetcher(FetchConfig(), DnsConfig(allow_private=True)) as fetcher:
+            with pytest.raises(ConnectError, match="closed before the response head"):
+                await fetcher.fetch(f"http://127.0.0.1:{server.port}/")
+        assert server.connections == 2
+        pool.close()
+
+
+async def test_bytes_past_the_response_or_while_idle_close_the_connection() -> None:
+    async def chatty(conn: int, request: int, reader: Reader, writer: Writer) -> bool:
+        if conn == 0:
+            return await ok(extra=b"EXTRA")(conn, request, reader, writer)
+        await ok()(conn, request, reader, writer)
+        await asyncio.sleep(0.05)
+        writer.write(b"unasked")
+        return True
+
+    async with RawServer(chatty).running() as server:
+        pool = make_pool()
+        assert await get(pool, server.origin) == b"ok"  # "EXTRA": not reused
+        assert await get(pool, server.origin) == b"ok"
+        await asyncio.sleep(0.2)  # "unasked" arrives on the idle connection: closed
+        assert await get(pool, server.origin) == b"ok"
+        assert server.connections == 3
+        pool.close()
+
+
+async def test_idle_connections_expire(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pool_module, "KEEPALIVE", 0.1)
+    async with RawServer(ok()).running() as server:
+        pool = make_pool()
+        assert await get(pool, server.origin) == b"ok"
+        await asyncio.sleep(0.3)
+        assert server.open == 0  # the sweep closed it
+        assert await get(pool, server.origin) == b"ok"
+        assert server.connections == 2
+        pool.close()
+
+
+async def test_an_unread_body_pauses_the_socket_at_high_water() -> None:
+    body = bytes(range(256)) * (16 * HIGH_WATER // 256)
+    async with RawServer(ok(body)).running() as server:
+        pool = make_pool()
+        conn, _ = await pool.exchange(server.origin, encode_get("/", "x", ()))
+        await asyncio.sleep(0.3)
+        assert HIGH_WATER < conn.buffered < 3 * HIGH_WATER  # paused, not the whole 4 MiB
+        got = bytearray()
+        while chunk := await conn.read():
+            got += chunk
+        assert got == body
+        pool.release(conn)
+        assert await get(pool, server.origin) == body  # read to its end: the connection was kept
+        assert server.connections == 1
+        pool.close()
+
+
+async def test_fetcher_reads_chunked_and_close_delimited_bodies() -> None:
+    async def framed(conn: int, request: int, reader: Reader, writer: Writer) -> bool:
+        if request == 0:
+            writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                         b"5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n")
+            await writer.drain()
+            return True
+        writer.write(b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nuntil the end")
+        await writer.drain()
+        return False
+
+    async with RawServer(framed).running() as server:
+        async with Fetcher(FetchConfig(), DnsConfig(allow_private=True)) as fetcher:
+            url = f"http://127.0.0.1:{server.port}/"
+            assert (await fetcher.fetch(url)).body == b"hello world"
+            assert (await fetcher.fetch(url)).body == b"until the end"
+            assert (await fetcher.fetch(url)).body == b"hello world"  # a new connection after the close
+        assert server.connections == 2
+
+
+async def test_the_request_a_fetch_sends() -> None:
+    """Host with the port, the configured headers, validators, Basic credentials from the URL; no URL or
+    validator can break the request line or add a header."""
+    server = RawServer(ok())
+    fetcher = Fetcher(FetchConfig(user_agent="bot/1 (+x)"), DnsConfig(allow_private=True))
+    async with server.running(), fetcher:
+        base = f"http://127.0.0.1:{server.port}"
+        await fetcher.fetch(f"{base}/a%20b?q=1", etag='"v1"\r\nX-Injected: 1', last_modified="Wed")
+        await fetcher.fetch(f"http://us%40er:pa:ss@127.0.0.1:{server.port}/caf\u00e9 x#frag")
+    assert server.heads[0].decode() == (
+        f"GET /a%20b?q=1 HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\nUser-Agent: bot/1 (+x)\r\n"
+        'Accept-Encoding: gzip, deflate, br, zstd\r\nAccept: */*\r\nIf-None-Match: "v1"  X-Injected: 1\r\n'
+        "If-Modified-Since: Wed\r\n\r\n")
+    first_line, *fields = server.heads[1].decode().split("\r\n")
+    assert first_line == "GET /caf%C3%A9%20x HTTP/1.1"
+    assert "Authorization: Basic dXNAZXI6cGE6c3M=" in fields  # base64 of "us@er:pa:ss"
