@@ -52,12 +52,8 @@ async def resolver(dns: LocalDnsServer, clock: Clock) -> AsyncIterator[CachingRe
 
 async def test_resolves_a_and_aaaa_ipv4_first(dns: LocalDnsServer, resolver: CachingResolver) -> None:
     dns.add("h01.test", ["::1", "127.0.0.1"])
-    res = await resolver.resolve("h01.test", 8080, socket.AF_UNSPEC)
-    assert [(r["host"], r["family"], r["port"]) for r in res] == [
-        ("127.0.0.1", socket.AF_INET, 8080), ("::1", socket.AF_INET6, 8080),
-    ]
-    only6 = await resolver.resolve("H01.test.", 1, socket.AF_INET6)
-    assert [r["host"] for r in only6] == ["::1"]
+    assert await resolver.lookup("h01.test") == (("127.0.0.1", socket.AF_INET), ("::1", socket.AF_INET6))
+    assert await resolver.lookup("H01.test.") == await resolver.lookup("h01.test")  # one name, one entry
 
 
 @pytest.mark.parametrize(("ttl", "kept"), [(120, 120.0), (5, 60.0), (100_000, 600.0)])
@@ -164,14 +160,13 @@ async def test_guard_refuses_private_answers(dns: LocalDnsServer, clock: Clock) 
     r = CachingResolver(config(dns, allow_private=False), clock=clock)
     try:
         with pytest.raises(BlockedAddressError, match="loopback"):
-            await r.resolve("inside.test", 80, socket.AF_UNSPEC)
+            await r.lookup("inside.test")
         with pytest.raises(BlockedAddressError):  # cached like any answer
-            await r.resolve("inside.test", 80, socket.AF_UNSPEC)
+            await r.lookup("inside.test")
         assert dns.queries["inside.test"] == 2
-        mixed = await r.resolve("mixed.test", 80, socket.AF_UNSPEC)
-        assert [x["host"] for x in mixed] == ["93.184.216.34"]
+        assert await r.lookup("mixed.test") == (("93.184.216.34", socket.AF_INET),)
         with pytest.raises(BlockedAddressError):
-            await r.resolve("127.0.0.1", 80, socket.AF_UNSPEC)
+            r.check_host("127.0.0.1")
         with pytest.raises(BlockedAddressError):
             r.check_host("::1")
         r.check_host("inside.test")  # names are judged at resolution, not here
@@ -181,8 +176,8 @@ async def test_guard_refuses_private_answers(dns: LocalDnsServer, clock: Clock) 
 
 async def test_metadata_literal_refused_even_when_private_allowed(resolver: CachingResolver) -> None:
     with pytest.raises(BlockedAddressError, match="metadata"):
-        await resolver.resolve("169.254.169.254", 80)
-    assert (await resolver.resolve("127.0.0.1", 80))[0]["host"] == "127.0.0.1"
+        resolver.check_host("169.254.169.254")
+    resolver.check_host("127.0.0.1")  # allowed: no error
 
 
 async def test_unreachable_nameserver_is_dns_error_not_cached(clock: Clock) -> None:
@@ -214,9 +209,9 @@ async def test_a_hostile_dns_answer_in_every_embedded_form_is_refused(dns: Local
         r = CachingResolver(config(dns, allow_private=allow_private), clock=clock)
         try:
             with pytest.raises(BlockedAddressError, match="metadata"):
-                await r.resolve("meta-" + name, 80, socket.AF_UNSPEC)
+                await r.lookup("meta-" + name)
             if not allow_private:
                 with pytest.raises(BlockedAddressError, match="loopback"):
-                    await r.resolve("lo-" + name, 80, socket.AF_UNSPEC)
+                    await r.lookup("lo-" + name)
         finally:
             await r.close()

@@ -1,7 +1,7 @@
 """Incremental Content-Encoding decoders whose output is bounded while decoding.
 
-The HTTP client reads bodies raw (aiohttp's ``auto_decompress=False``) and feeds them here with the room
-left under the body cap. Each decoder stops producing output once that room is used (plus at most one
+The HTTP client (polecat/fetch/http.py) feeds the body bytes here as they arrive, with the room left
+under the body cap. Each decoder stops producing output once that room is used (plus at most one
 internal buffer of slack), so a 10 MB gzip bomb that would inflate to 10 GB costs no more than the cap in
 memory and time. Supported: identity, gzip / x-gzip (multi-member), deflate (zlib-wrapped or raw, as
 servers send both), br and zstd. Stacked encodings (``gzip, br``) are refused as unsupported: no real

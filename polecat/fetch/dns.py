@@ -1,4 +1,4 @@
-"""A caching DNS resolver for aiohttp, built on aiodns (c-ares), with the SSRF guard applied.
+"""A caching DNS resolver for the fetch pool, built on aiodns (c-ares), with the SSRF guard applied.
 
 - A and AAAA are queried together with ``query_dns``, which reports record TTLs. A positive answer is
   cached for the smallest TTL in it, clamped to ``[cfg.min_ttl, cfg.max_ttl]``.
@@ -8,8 +8,8 @@
   without waiting, so a host that is about to become ready finds its name in the cache.
 - Every address passes :func:`polecat.fetch.guard.blocked_reason`; blocked ones are dropped, and a name
   with no address left raises :class:`BlockedAddressError` (cached like any answer). IP literals skip
-  DNS but not the guard (:meth:`CachingResolver.check_host`; aiohttp never asks a resolver about them).
-- aiodns errors become :class:`DnsError` here, once. Nothing else escapes ``resolve``.
+  DNS but not the guard (:meth:`CachingResolver.check_host`, which the pool calls for them).
+- aiodns errors become :class:`DnsError` here, once. Nothing else escapes ``lookup``.
 
 c-ares (1.34) keeps its own query cache behind this one, honouring TTLs up to one hour; pycares does not
 expose the option that turns it off. So a name whose TTL exceeds ``cfg.max_ttl`` is re-asked after
@@ -26,7 +26,6 @@ from dataclasses import dataclass
 
 import aiodns
 import pycares
-from aiohttp.abc import AbstractResolver, ResolveResult
 
 from polecat.config import DnsConfig
 from polecat.errors import BlockedAddressError, DnsError, FetchError
@@ -41,7 +40,6 @@ _NEGATIVE = frozenset({
     aiodns.error.ARES_EREFUSED,
     aiodns.error.ARES_EBADNAME,
 })
-_FLAGS = socket.AI_NUMERICHOST | socket.AI_NUMERICSERV
 _SWEEP_EVERY = 4096
 
 
@@ -72,8 +70,8 @@ MAX_CONCURRENT_LOOKUPS = 32
 """Names queried at once; the rest wait their turn (with their own timeout starting when they run)."""
 
 
-class CachingResolver(AbstractResolver):
-    """aiohttp resolver with a TTL-honouring shared cache; see the module docstring."""
+class CachingResolver:
+    """A TTL-honouring shared DNS cache with the SSRF guard; see the module docstring."""
 
     def __init__(self, cfg: DnsConfig, *, clock: Callable[[], float] = time.monotonic) -> None:
         self._cfg = cfg
@@ -85,23 +83,6 @@ class CachingResolver(AbstractResolver):
         self._aiodns: aiodns.DNSResolver | None = None
         self._hits = self._misses = self._coalesced = self._failures = 0
         self._since_sweep = 0
-
-    # --- aiohttp's interface -----------------------------------------------------------------------
-
-    async def resolve(
-        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
-    ) -> list[ResolveResult]:
-        """Addresses of ``host`` that the guard allows; raises DnsError or BlockedAddressError."""
-        if is_ip_literal(host):
-            self.check_host(host)
-            fam = socket.AF_INET6 if ":" in host else socket.AF_INET
-            return [_result(host, host, port, fam)]
-        addrs = await self.lookup(host)
-        if family != socket.AF_UNSPEC:
-            addrs = tuple(a for a in addrs if a[1] == family)
-            if not addrs:
-                raise DnsError(f"{host}: no address of family {family.name}")
-        return [_result(host, addr, port, fam) for addr, fam in addrs]
 
     async def close(self) -> None:
         for task in self._tasks:
@@ -252,7 +233,3 @@ class CachingResolver(AbstractResolver):
             now = self._clock()
             for k in [k for k, e in self._cache.items() if e.expires <= now]:
                 del self._cache[k]
-
-
-def _result(hostname: str, addr: str, port: int, family: int) -> ResolveResult:
-    return {"hostname": hostname, "host": addr, "port": port, "family": family, "proto": 0, "flags": _FLAGS}
