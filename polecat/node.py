@@ -111,6 +111,9 @@ class Crawler:
         self._page_queues: list[asyncio.Queue[Page | None]] = []
         self._stop = asyncio.Event()
         self._wake = asyncio.Event()
+        self._sleeping = False
+        """The loop waits in :meth:`_sleep` (until ``_sleep_until``; None: until woken)."""
+        self._sleep_until: float | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._errors: Counter[str] = Counter()
         self._fetches = 0
@@ -419,7 +422,7 @@ class Crawler:
         can run the loop first, while it still counts as in flight; without this second one, leases that
         all end in one loop iteration left a saturated loop asleep for good with work queued."""
         self._tasks.discard(task)
-        self._wake.set()
+        self._wake_after_lease()
 
     def _scan_due(self, now: float, serve: bool) -> None:
         """Queue the URLs whose refresh is due: once per run, or every scan interval for a node."""
@@ -471,16 +474,32 @@ class Crawler:
         self.stop()
 
     async def _sleep(self, loop: asyncio.AbstractEventLoop, until: float | None) -> None:
-        """Wait for a completion, a new URL, stop, or the wall-clock time ``until``."""
+        """Wait for a completion that matters (:meth:`_wake_after_lease`), a new URL, stop, or the
+        wall-clock time ``until``."""
         self._wake.clear()
         handle = None
         if until is not None:
             handle = loop.call_later(max(0.0, until - self._clock.wall()), self._wake.set)
+        self._sleeping, self._sleep_until = True, until
         try:
             await self._wake.wait()
         finally:
+            self._sleeping = False
             if handle is not None:
                 handle.cancel()
+
+    def _wake_after_lease(self) -> None:
+        """A lease ended: wake the loop only where that can change its next decision. It sleeps with no
+        timer (for a free slot, or for the leases in flight), or a host is now due before its timer
+        (the lease's own host, spaced again; a host its links queued). Any other wake-up would cost a
+        loop turn, a lease call and a timer that decide nothing, several a page on a crawl that
+        politeness paces. While the loop runs it decides afresh before it sleeps: nothing to do."""
+        if not self._sleeping:
+            return
+        until = self._sleep_until
+        due = self._frontier.next_due() if until is not None else None
+        if until is None or (due is not None and due < until):
+            self._wake.set()
 
     def _checkpoint(self, *, save_bloom: bool | None = None) -> None:
         """Store flush, then the Bloom snapshot (``save_bloom``: True always, None when
@@ -680,7 +699,7 @@ class Crawler:
         if st is not None and st.queued and not st.parked:
             # Warm DNS for the host's next request (a no-op while its answer is cached).
             self._fetcher.resolver.prefetch(_dns_name(lease.host))
-        self._wake.set()
+        self._wake_after_lease()
 
     async def _bind_ip(self, lease: Lease) -> bool:
         """Per-IP politeness: resolve first, then let the frontier hold the IP (or withdraw the lease).

@@ -48,6 +48,25 @@ def test_robots_first_then_pages_spaced_by_interval(tmp_path: Path) -> None:
     assert abs(second_at.until - (got.until + 0.1 + 1.0)) < 1e-9
 
 
+def test_next_due_is_never_after_the_next_lease(tmp_path: Path) -> None:
+    """The node sleeps until ``next_due``: it may be early (a host rescheduled since), never late."""
+    rig = Rig(tmp_path)
+    assert rig.frontier.next_due() is None
+    t = open_host(rig, "http://a.test/", 1000.0)
+    rig.frontier.add(canon("http://a.test/x"), 1, 0.5, t)
+    got = rig.frontier.lease(t)
+    assert isinstance(got, Wait) and got.until is not None
+    due = rig.frontier.next_due()
+    assert due is not None and due <= got.until
+    lease = lease_or_fail(rig, got.until)
+    assert rig.frontier.next_due() is None  # the one host is in flight: nothing is scheduled
+    rig.complete(lease, got.until, duration=0.2)
+    after = rig.frontier.lease(got.until + 0.2)
+    assert isinstance(after, Wait) and after.until is not None
+    due = rig.frontier.next_due()
+    assert due is not None and due <= after.until
+
+
 def test_priority_within_host_and_depth_tie_break(tmp_path: Path) -> None:
     rig = Rig(tmp_path, cfg=Config(scope=ScopeConfig(mode="any"), politeness=politeness(rate=1000.0)))
     t = open_host(rig, "http://a.test/", 0.0)

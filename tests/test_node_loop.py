@@ -309,3 +309,24 @@ async def test_a_crawl_saves_its_bloom_snapshot_once_at_the_stop_tagged_with_the
 
 async def _refuse(batch: Batch) -> None:
     raise AssertionError(batch)
+
+
+async def test_a_lease_that_ends_wakes_the_loop_only_when_that_can_change_its_decision(
+        tmp_path: Path) -> None:
+    """The loop sleeping until a host's next-allowed time is woken by a lease that ends only if some host
+    is due before that time; sleeping with no timer (a full set of slots, leases in flight), always; while
+    it runs, never (it decides afresh before it sleeps)."""
+    clock = FakeClock(tick=0.0)
+    cfg = config_from_mapping({"data_dir": str(tmp_path), "scope": {"mode": "any"}})
+    async with Crawler(cfg, clock=clock, fetcher=FakeFetcher(clock, {}), store=MemoryPageStore()) as crawler:
+        assert crawler.add_seed("http://a.test/") == "accepted"
+        now = clock.wall()
+        assert crawler.frontier.next_due() == now  # a.test's first request may go now
+        wake = crawler._wake
+        for sleeping, until, woken in [(True, now + 5.0, True), (True, now - 1.0, False), (True, now, False),
+                                       (True, None, True), (False, now + 5.0, False), (False, None, False)]:
+            wake.clear()
+            crawler._sleeping, crawler._sleep_until = sleeping, until
+            crawler._wake_after_lease()
+            assert wake.is_set() == woken, (sleeping, until)
+        crawler._sleeping = False

@@ -174,6 +174,12 @@ class FrontierState:
     def pending_ops(self) -> int:
         return self._db.pending
 
+    def next_due(self) -> float | None:
+        """No host is due before this time (None: none is scheduled). It may be earlier than the first
+        host :meth:`lease` would hand out (an entry of a host rescheduled since stays in the heap until
+        popped), never later: a caller that sleeps until then misses no host."""
+        return self._heap[0][0] if self._heap else None
+
     def _enqueue(self, url: str, host: str, depth: int, importance: float, now: float, out: list[Write],
                  hops: int = 0, *, new: bool = True) -> None:
         """Queue ``url``: its write goes to ``out``."""
