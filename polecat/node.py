@@ -40,6 +40,7 @@ from polecat.frontier.records import Completion, Idle, Lease, Outcome, Refused, 
 from polecat.heap import fix_mmap_threshold
 from polecat.logs import fields
 from polecat.pipeline import Page, PagePipeline, attempt_of
+from polecat.runloop import Alarm
 from polecat.stats import CrawlStats, collect_stats
 from polecat.store.archive import archive_info
 from polecat.store.base import FetchRecord, PageStore, content_hash
@@ -477,16 +478,14 @@ class Crawler:
         """Wait for a completion that matters (:meth:`_wake_after_lease`), a new URL, stop, or the
         wall-clock time ``until``."""
         self._wake.clear()
-        handle = None
-        if until is not None:
-            handle = loop.call_later(max(0.0, until - self._clock.wall()), self._wake.set)
+        alarm = Alarm(loop, self._clock.wall, until, self._wake) if until is not None else None
         self._sleeping, self._sleep_until = True, until
         try:
             await self._wake.wait()
         finally:
             self._sleeping = False
-            if handle is not None:
-                handle.cancel()
+            if alarm is not None:
+                alarm.cancel()
 
     def _wake_after_lease(self) -> None:
         """A lease ended: wake the loop only where that can change its next decision. It sleeps with no

@@ -39,3 +39,61 @@ def test_run_freezes_startup_objects_collects_less_often_and_still_frees_cycles(
     assert frozen > 1000  # the modules imported before the loop started
     assert loop_module.startswith("uvloop")
     assert cycle_freed
+
+
+_ALARM = """
+import asyncio, time
+from polecat import runloop
+
+async def main():
+    loop, event = asyncio.get_running_loop(), asyncio.Event()
+    fires = []
+    early = []
+    for _ in range(30):
+        event.clear()
+        until = time.time() + 0.0037
+        alarm = runloop.Alarm(loop, time.time, until, event)
+        await event.wait()
+        early.append(time.time() < until)
+        alarm.cancel()
+    # A long iteration before the alarm is armed (uvloop's clock is stale then): still never early.
+    event.clear()
+    time.sleep(0.01)
+    until = time.time() + 0.002
+    alarm = runloop.Alarm(loop, time.time, until, event)
+    await event.wait()
+    early.append(time.time() < until)
+    # A cancelled alarm sets nothing.
+    event.clear()
+    runloop.Alarm(loop, time.time, time.time() + 0.01, event).cancel()
+    await asyncio.sleep(0.03)
+    return any(early), event.is_set()
+
+print(runloop.run(main()))
+"""
+
+
+def test_an_alarm_never_wakes_its_waiter_early_even_on_uvloop() -> None:
+    out = subprocess.run([sys.executable, "-c", _ALARM], capture_output=True, text=True, check=True,
+                         timeout=60).stdout
+    assert ast.literal_eval(out.strip()) == (False, False)
+
+
+def test_an_alarm_rearms_itself_while_the_time_has_not_come() -> None:
+    """Driven by a wall clock that runs behind: each early timer re-arms, the event is set only once the
+    clock says so, and the alarm's own callback does it (no waiter ran in between)."""
+    import asyncio
+
+    async def main() -> tuple[int, bool]:
+        loop, event = asyncio.get_running_loop(), asyncio.Event()
+        reads = [0]
+
+        def wall() -> float:
+            reads[0] += 1
+            return 100.0 if reads[0] < 5 else 100.01  # four reads "too early", then the time has come
+
+        runloop.Alarm(loop, wall, 100.01, event)
+        await asyncio.wait_for(event.wait(), 5)
+        return reads[0], event.is_set()
+
+    assert asyncio.run(main()) == (5, True)
