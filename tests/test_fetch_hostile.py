@@ -64,6 +64,9 @@ ROUTES = {
     "/huge-header": raw(b"HTTP/1.1 200 OK\r\nX-Big: " + b"a" * 100_000 + b"\r\n\r\n"),
     "/many-headers": raw(b"HTTP/1.1 200 OK\r\n" + b"X-A: b\r\n" * 20_000 + b"\r\n"),
     "/close-early": raw(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nshort"),
+    # 3 MB on the wire for 0.5 MB of body: parsing costs per chunk, so the wire is what must be bounded.
+    "/tiny-chunks": raw(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b"1\r\na\r\n" * 500_000
+                        + b"0\r\n\r\n"),
     "/bad-gzip": respond(200, b"not gzip at all", [("Content-Encoding", "gzip")]),
     "/unknown-encoding": respond(200, b"x", [("Content-Encoding", "compress")]),
     "/429-seconds": respond(429, b"", [("Retry-After", "120")]),
@@ -120,6 +123,14 @@ async def test_decompression_bombs_stop_at_cap(server: HostileServer, fetcher: F
     assert time.monotonic() - t < 1.5
     assert r.truncated and len(r.body) == CAP and r.body.count(0) == CAP
     assert r.wire_bytes < CAP  # stopped reading long before the ~10 MB wire size of the gzip bomb
+
+
+async def test_a_body_in_one_byte_chunks_is_cut_by_its_wire_size(server: HostileServer,
+                                                                   fetcher: Fetcher) -> None:
+    t = time.process_time()
+    r = await fetcher.fetch(server.url("/tiny-chunks"))
+    assert r.truncated and r.body == b"a" * len(r.body) and len(r.body) < CAP // 4
+    assert time.process_time() - t < 1.0  # ~200,000 chunks parsed, not the 500,000 sent
 
 
 async def test_bomb_memory_stays_bounded(server: HostileServer, fetcher: Fetcher) -> None:

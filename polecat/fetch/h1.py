@@ -28,6 +28,7 @@ refused does not change with the client):
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 __all__ = [
@@ -201,6 +202,19 @@ class ResponseParser:
                     raise MalformedResponse("malformed chunked body: no line end after a chunk")
                 state = _CHUNK_SIZE
             else:  # _CHUNK_SIZE or _TRAILERS: one line
+                if state == _CHUNK_SIZE and (m := _CHUNK_HEAD.match(data, pos)) is not None:
+                    # The usual chunk-size line in one C call, and its chunk at once where it is all
+                    # here: a hostile stream of one-byte chunks costs ~0.5 us a chunk, not ~1.1.
+                    left, pos = int(m.group(1), 16), m.end()
+                    end = pos + left
+                    if not left:
+                        state = _TRAILERS
+                    elif data[end:end + 2] == b"\r\n":
+                        out.append(data[pos:end])
+                        pos, left = end + 2, 0
+                    else:
+                        state = _CHUNK_DATA
+                    continue
                 eol = data.find(b"\n", pos)
                 if eol < 0:
                     if n - pos > (_MAX_CHUNK_LINE if state == _CHUNK_SIZE else MAX_LINE):
@@ -225,6 +239,9 @@ class ResponseParser:
         return b"".join(out)
 
 
+_CHUNK_HEAD = re.compile(rb"([0-9A-Fa-f]{1,16})(?:[ \t]*;[^\r\n]{0,4000})?\r?\n")
+"""A chunk-size line as servers send it (the size, extensions dropped); anything else takes the slow path,
+which accepts what this does not (spaces around the size) and refuses what is malformed."""
 _CHUNKED = -1
 _TO_CLOSE = -2
 _HEX = frozenset(b"0123456789abcdefABCDEF")

@@ -19,8 +19,9 @@ Bounds, per request:
   one timer handle, not a ``wait_for`` or a reschedule per read;
 - size: the decoded body stops at ``cfg.max_body_bytes`` (the decoders are bounded while decoding, see
   :mod:`polecat.fetch.decode`); a body cut there is returned with ``truncated=True`` and its connection
-  is closed, not reused. The raw bytes read are bounded too (a compressed stream followed by endless
-  garbage cannot keep the request alive past the cap).
+  is closed, not reused. The raw bytes read are bounded too, framing included (a compressed stream
+  followed by endless garbage, or a body in one-byte chunks, cannot keep the request alive past the
+  cap).
 
 Redirects are not followed: a 3xx comes back as a Response with ``location`` so that the frontier
 queues the target under politeness. Only :meth:`Fetcher.fetch_robots` follows them (RFC 9309: up to 5,
@@ -347,7 +348,9 @@ class Fetcher:
                     deadline.progress()
                     wire += len(chunk)
                     out = decoder.decode(chunk, cap - size + 1)
-                    if size + len(out) > cap or wire > wire_cap:
+                    # conn.received bounds the wire with its framing: a body sent as one-byte chunks
+                    # is six times its payload, and parsing it costs per chunk.
+                    if size + len(out) > cap or wire > wire_cap or conn.received > wire_cap:
                         body.write(memoryview(out)[: cap - size])
                         truncated = True
                         break

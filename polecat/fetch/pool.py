@@ -55,7 +55,7 @@ class Connection(asyncio.Protocol):
 
     __slots__ = (
         "_chunks", "_error", "_loop", "_paused", "_size", "_waiter", "closed", "idle_since", "origin",
-        "parser", "reused", "transport",
+        "parser", "received", "reused", "transport",
     )
 
     def __init__(self, origin: Origin, loop: asyncio.AbstractEventLoop) -> None:
@@ -72,6 +72,8 @@ class Connection(asyncio.Protocol):
         self.closed = False
         self.idle_since = 0.0
         self.reused = False
+        self.received = 0
+        """Bytes received for the response in flight, as they came (head and chunk framing included)."""
 
     # --- asyncio's side ----------------------------------------------------------------------------
 
@@ -83,6 +85,7 @@ class Connection(asyncio.Protocol):
         if parser is None:  # bytes while idle (rule 2)
             self.close()
             return
+        self.received += len(data)
         try:
             body = parser.feed(data)
         except Exception as exc:  # MalformedResponse: the response is unusable, so is the connection
@@ -117,7 +120,7 @@ class Connection(asyncio.Protocol):
         """Start a request on this (idle) connection."""
         assert self.transport is not None and self.parser is None
         self.parser = ResponseParser()
-        self._chunks, self._size, self._error = [], 0, None
+        self._chunks, self._size, self._error, self.received = [], 0, None, 0
         self.transport.write(request)
 
     async def head(self) -> Head:
