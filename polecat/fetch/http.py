@@ -348,9 +348,10 @@ class Fetcher:
                     deadline.progress()
                     wire += len(chunk)
                     out = decoder.decode(chunk, cap - size + 1)
-                    # conn.received bounds the wire with its framing: a body sent as one-byte chunks
-                    # is six times its payload, and parsing it costs per chunk.
-                    if size + len(out) > cap or wire > wire_cap or conn.received > wire_cap:
+                    # The wire is bounded with its framing (conn.received, never less than the body
+                    # bytes read): a body sent as one-byte chunks is six times its payload, and parsing
+                    # it costs per chunk.
+                    if size + len(out) > cap or conn.received > wire_cap:
                         body.write(memoryview(out)[: cap - size])
                         truncated = True
                         break

@@ -163,6 +163,10 @@ class Connection(asyncio.Protocol):
         peer = self.transport.get_extra_info("peername") if self.transport is not None else None
         return peer[0] if peer else None
 
+    def stale(self, idle_since_before: float) -> bool:
+        """An idle connection not to be used again: closed, or idle since before that time (rule 2)."""
+        return self.closed or self.idle_since <= idle_since_before
+
     def reusable(self) -> bool:
         """The response ended, was read to its end, and left the connection fit for another (rule 2)."""
         parser = self.parser
@@ -320,7 +324,7 @@ class ConnectionPool:
         deadline = self._clock() - KEEPALIVE
         while idle:
             conn = idle.pop()
-            if not conn.closed and conn.idle_since > deadline:
+            if not conn.stale(deadline):
                 return conn
             self._drop(conn)
         return None
@@ -359,7 +363,7 @@ class ConnectionPool:
         for origin in list(self._idle):
             kept = []
             for conn in self._idle[origin]:
-                if conn.closed or conn.idle_since <= deadline:
+                if conn.stale(deadline):
                     self._drop(conn)
                 else:
                     kept.append(conn)
