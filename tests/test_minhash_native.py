@@ -63,6 +63,20 @@ def test_identical_on_edge_cases(text: str) -> None:
     assert native_fingerprint(text) == python_fingerprint(text)
 
 
+def test_lowering_is_str_lower_for_every_code_point() -> None:
+    """Rule 1's per-code-point table gives text.lower() as UTF-8 for all of Unicode, surrogates and the
+    length-changing mappings included; a text with U+03A3 (final sigma) is left to lower()."""
+    lowered = _kernel().lowered
+    for start in range(0, 0x110000, 4096):
+        text = "".join(chr(c) for c in range(start, min(start + 4096, 0x110000)) if c != 0x3A3)
+        assert lowered(text) == text.lower().encode("utf-8", "surrogatepass"), hex(start)
+    assert lowered("ab\u03a3") is None
+    astral = "\U00010400\U0001f600" * 500  # 4 bytes a code point: past the buffer's first 3 each
+    assert lowered(astral) == astral.lower().encode()
+    assert native_fingerprint("\u039f\u0394\u039f\u03a3 \u03a3\u039f\u03a6\u0399\u0391") == \
+        python_fingerprint("\u039f\u0394\u039f\u03a3 \u03a3\u039f\u03a6\u0399\u0391")
+
+
 def test_str_subclass_lower_is_called() -> None:
     class Shouting(str):
         def lower(self) -> str:

@@ -4,9 +4,14 @@
  * kernel computes the same Fingerprint parts, bit for bit, for every str:
  *
  * 1. Bytes: an ASCII str (exact type) is read in place, each word byte lowercased inline (a word byte of
- *    an ASCII text is a letter or digit, so OR 0x20 lowercases it). Any other str is lowercased by its
- *    own lower() (full case mappings that can change length, final sigma) and UTF-8 encoded with
- *    surrogatepass, exactly as minhash_numpy.py does.
+ *    an ASCII text is a letter or digit, so OR 0x20 lowercases it). Any other str is lowercased as its
+ *    own lower() lowers it (full case mappings that can change length) and UTF-8 encoded with
+ *    surrogatepass, exactly as minhash_numpy.py does, in one pass of this module's: str.lower() maps each
+ *    code point on its own except U+03A3 (final sigma looks at its neighbours), so each non-ASCII code
+ *    point's chr(c).lower(), as UTF-8, is asked of Python once per process and kept in a table (BMP; an
+ *    astral code point asks every time). A text holding U+03A3, or a str subclass, is lowered by its own
+ *    lower() and encoded by Python. On real documentation pages this is 3x faster than lower() + encode
+ *    (benchmarks/README.md, "Issue 17, seventh pass").
  * 2. Words: maximal runs of [a-z0-9] or non-ASCII bytes, found 64 bytes at a time from a bit mask of word
  *    bytes (no branch per byte). A word of at most 16 bytes hashes from its first and last 8 bytes and
  *    its length; a longer one calls back into xxhash.xxh3_64_intdigest (rare: CJK runs, long tokens).
@@ -14,13 +19,15 @@
  *    the word hashes are never stored.
  *
  * Memory: the sketch state is fixed (576 minima on the stack); nothing is sized by the input but the
- * lowered/encoded copy of a non-ASCII text (made by Python, as in minhash_numpy.py) and one bytes object per
- * long word (the word's length). Positions are Py_ssize_t within one buffer; the chunk loop refuses a
+ * lowered/encoded copy of a non-ASCII text and one bytes object per long word (the word's length). The
+ * lowering table (8 bytes for each of the 65,536 BMP code points, 512 KiB of address space of which only
+ * the pages of the code points met are touched) is allocated at the first non-ASCII text. Positions are Py_ssize_t within one buffer; the chunk loop refuses a
  * buffer within 64 bytes of PY_SSIZE_T_MAX so that no index arithmetic can overflow.
  *
  * The GIL is held throughout: a page costs tens of microseconds, and taking the GIL back after releasing
  * it can wait a whole switch interval (5 ms) behind another thread, which would stall the event loop.
- * No state is shared across calls: the module state holds only the xxh3 function, set at import.
+ * Across calls the module state holds the xxh3 function, set at import, and the lowering table, which only
+ * ever caches what str.lower() returns.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -50,6 +57,7 @@ static const uint64_t ASCII_FOLD = UINT64_C(0x2020202020202020);
 
 typedef struct {
     PyObject *xxh3_64_intdigest;
+    uint64_t *lower; /* NULL, or a lowering entry per BMP code point (lower_entry), 0 where not asked yet */
 } module_state;
 
 typedef struct {
@@ -305,6 +313,136 @@ static PyObject *sketch_result(sketch *s)
     return result;
 }
 
+/* ---- lowering (rule 1) ---------------------------------------------------------------------------- */
+
+/* An entry is chr(c).lower() as UTF-8 (surrogatepass): its length in the low byte, its bytes above it.
+ * LOWER_WHOLE: the text must be lowered as a whole (U+03A3, or a lowering longer than 7 bytes). */
+#define LOWER_WHOLE UINT64_C(0xFF)
+#define BMP 0x10000
+
+/* The entry of code point c, asked of Python; 0 with an exception set on failure. */
+static uint64_t ask_lower(Py_UCS4 c)
+{
+    if (c == 0x3A3)
+        return LOWER_WHOLE;
+    PyObject *ch = PyUnicode_FromOrdinal((int)c);
+    if (ch == NULL)
+        return 0;
+    PyObject *low = PyObject_CallMethod(ch, "lower", NULL);
+    Py_DECREF(ch);
+    if (low == NULL)
+        return 0;
+    PyObject *enc = PyUnicode_Check(low) ? PyUnicode_AsEncodedString(low, "utf-8", "surrogatepass") : NULL;
+    if (enc == NULL && !PyErr_Occurred())
+        PyErr_SetString(PyExc_TypeError, "fingerprint(): lower() did not return a str");
+    Py_DECREF(low);
+    if (enc == NULL)
+        return 0;
+    Py_ssize_t n = PyBytes_GET_SIZE(enc);
+    const uint8_t *b = (const uint8_t *)PyBytes_AS_STRING(enc);
+    uint64_t entry = LOWER_WHOLE;
+    if (n >= 1 && n <= 7) {
+        entry = (uint64_t)n;
+        for (Py_ssize_t i = 0; i < n; i++)
+            entry |= (uint64_t)b[i] << (8 * (i + 1));
+    }
+    Py_DECREF(enc);
+    return entry;
+}
+
+/* The entry of non-ASCII code point c, from the table or asked (and kept); 0 with an exception set. */
+static inline uint64_t lower_entry(module_state *st, Py_UCS4 c)
+{
+    if (c >= BMP)
+        return ask_lower(c);
+    uint64_t entry = st->lower[c];
+    if (entry == 0)
+        entry = st->lower[c] = ask_lower(c);
+    return entry;
+}
+
+/* text (an exact str of one kind) lowered and encoded into buf, which has room for cap bytes. Returns the
+ * length; -1 with an exception set, -2 when the text must be lowered as a whole. */
+static inline Py_ssize_t lower_kind(module_state *st, int kind, const void *data, Py_ssize_t n,
+                                    uint8_t **buf, Py_ssize_t cap)
+{
+    uint8_t *out = *buf;
+    Py_ssize_t pos = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (c < 0x80) {
+            out[pos++] = (uint8_t)(c + (((unsigned)(c - 'A') < 26u) << 5));
+            continue;
+        }
+        uint64_t entry = lower_entry(st, c);
+        if (entry == 0)
+            return -1;
+        if (entry == LOWER_WHOLE)
+            return -2;
+        /* Room for this entry (7 bytes at most) and one byte for each code point after it. */
+        if (cap - pos < (n - i) + 7) {
+            if (cap > PY_SSIZE_T_MAX / 2 - 8) {
+                PyErr_NoMemory();
+                return -1;
+            }
+            cap = 2 * cap + 8;
+            uint8_t *grown = PyMem_Realloc(out, (size_t)cap);
+            if (grown == NULL) {
+                PyErr_NoMemory();
+                return -1;
+            }
+            *buf = out = grown;
+        }
+        int len = (int)(entry & 0xFF);
+        for (int k = 0; k < len; k++)
+            out[pos++] = (uint8_t)(entry >> (8 * (k + 1)));
+    }
+    return pos;
+}
+
+/* The UTF-8 (surrogatepass) of text.lower() for an exact str, in a new PyMem buffer *out of *len bytes.
+ * Returns 0; 1 when the text must be lowered as a whole by its lower() (nothing allocated); -1 with an
+ * exception set. */
+static int lower_utf8(module_state *st, PyObject *text, uint8_t **out, Py_ssize_t *len)
+{
+    if (st->lower == NULL) {
+        st->lower = PyMem_Calloc(BMP, sizeof(uint64_t));
+        if (st->lower == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+    }
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    if (n > (PY_SSIZE_T_MAX - 8) / 3) {
+        PyErr_SetString(PyExc_OverflowError, "text too long to fingerprint");
+        return -1;
+    }
+    /* A BMP code point lowers to at most 3 UTF-8 bytes but for U+0130 (3 bytes from a 2-byte code
+     * point): 3 a code point is nearly always enough; lower_kind grows the buffer when it is not. */
+    Py_ssize_t cap = 3 * n + 8;
+    uint8_t *buf = PyMem_Malloc((size_t)cap);
+    if (buf == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t got;
+    if (kind == PyUnicode_1BYTE_KIND)
+        got = lower_kind(st, PyUnicode_1BYTE_KIND, data, n, &buf, cap);
+    else if (kind == PyUnicode_2BYTE_KIND)
+        got = lower_kind(st, PyUnicode_2BYTE_KIND, data, n, &buf, cap);
+    else
+        got = lower_kind(st, PyUnicode_4BYTE_KIND, data, n, &buf, cap);
+    if (got < 0) {
+        PyMem_Free(buf);
+        return got == -2 ? 1 : -1;
+    }
+    *out = buf;
+    *len = got;
+    return 0;
+}
+
 static PyObject *fingerprint(PyObject *module, PyObject *text)
 {
     module_state *st = (module_state *)PyModule_GetState(module);
@@ -329,6 +467,18 @@ static PyObject *fingerprint(PyObject *module, PyObject *text)
             return NULL;
         return sketch_result(&s);
     }
+    if (PyUnicode_CheckExact(text)) {
+        uint8_t *buf;
+        Py_ssize_t len;
+        int lowered = lower_utf8(st, text, &buf, &len);
+        if (lowered < 0)
+            return NULL;
+        if (lowered == 0) {
+            int failed = scan(st, &s, buf, len, 0);
+            PyMem_Free(buf);
+            return failed ? NULL : sketch_result(&s);
+        }
+    }
     PyObject *lowered = PyObject_CallMethod(text, "lower", NULL);
     if (lowered == NULL)
         return NULL;
@@ -346,7 +496,30 @@ static PyObject *fingerprint(PyObject *module, PyObject *text)
     return failed ? NULL : sketch_result(&s);
 }
 
+/* lowered(text): the bytes rule 1 fingerprints, for tests to hold equal to text.lower().encode(). */
+static PyObject *lowered(PyObject *module, PyObject *text)
+{
+    module_state *st = (module_state *)PyModule_GetState(module);
+    if (!PyUnicode_CheckExact(text)) {
+        PyErr_Format(PyExc_TypeError, "lowered() needs a str, not %.100s", Py_TYPE(text)->tp_name);
+        return NULL;
+    }
+    uint8_t *buf;
+    Py_ssize_t len;
+    int got = lower_utf8(st, text, &buf, &len);
+    if (got < 0)
+        return NULL;
+    if (got == 1)
+        Py_RETURN_NONE;
+    PyObject *out = PyBytes_FromStringAndSize((const char *)buf, len);
+    PyMem_Free(buf);
+    return out;
+}
+
 static PyMethodDef methods[] = {
+    {"lowered", lowered, METH_O,
+     "lowered(text) -> bytes | None: text.lower() as UTF-8 (surrogatepass) as fingerprint() lowers a\n"
+     "non-ASCII str, or None for a text that fingerprint() hands to its own lower()."},
     {"fingerprint", fingerprint, METH_O,
      "fingerprint(text) -> (index, verify): polecat.dedup.minhash.fingerprint's two parts, computed in C."},
     {NULL, NULL, 0, NULL},
@@ -369,6 +542,11 @@ static int clear(PyObject *module)
 static void free_module(void *module)
 {
     clear((PyObject *)module);
+    module_state *st = (module_state *)PyModule_GetState((PyObject *)module);
+    if (st != NULL) {
+        PyMem_Free(st->lower);
+        st->lower = NULL;
+    }
 }
 
 static int exec_module(PyObject *module)

@@ -5,3 +5,7 @@ ONE_THRESHOLD: int
 
 def fingerprint(text: str, /) -> tuple[int, bytes]:
     """``(index, verify)`` of ``minhash.python_fingerprint(text)``, computed in one pass."""
+
+def lowered(text: str, /) -> bytes | None:
+    """``text.lower().encode("utf-8", "surrogatepass")`` as :func:`fingerprint` computes it for a non-ASCII
+    text, or None for a text it hands to ``text.lower()`` (one holding U+03A3)."""
