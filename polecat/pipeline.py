@@ -20,7 +20,7 @@ from polecat.config import Config
 from polecat.dedup.canon import Canonicalizer
 from polecat.dedup.minhash import Fingerprint, fingerprint
 from polecat.dedup.nearindex import MAX_PAYLOAD, NearDupIndex, NearStats
-from polecat.fetch.charset import decode_html
+from polecat.fetch.charset import decode_html_utf8
 from polecat.fetch.http import Response
 from polecat.frontier.db import FrontierDB
 from polecat.frontier.frontier import Frontier
@@ -242,8 +242,11 @@ class PagePipeline:
         fingerprint and the hrefs to queue (outlinks, then the canonical link). A cut page is counted and
         logged (``parse_budget``) and keeps what was read before the cut."""
         head, size_cut = bound_body(body, self.config.fetch.max_parse_bytes)
-        bounded = bound_html(decode_html(head, charset), cut=size_cut)
-        parsed = parse_html(bounded.html, url, agent_token=self._agent_token)
+        html, utf8 = decode_html_utf8(head, charset)
+        bounded = bound_html(html, cut=size_cut)
+        # The UTF-8 is the parser's input only while the guard left the text whole (a cut is a new str).
+        parsed = parse_html(bounded.html, url, agent_token=self._agent_token,
+                            utf8=utf8 if bounded.html is html else None)
         raw, dropped = bound_links((*parsed.links, parsed.canonical) if parsed.canonical else parsed.links)
         cut = bounded.cut or ("links" if dropped else None)
         if cut is not None:

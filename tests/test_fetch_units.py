@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from polecat.errors import ProtocolError
-from polecat.fetch.charset import decode_html, sniff_charset
+from polecat.fetch.charset import decode_html, decode_html_utf8, sniff_charset
 from polecat.fetch.decode import make_decoder
 from polecat.fetch.http import parse_retry_after
 
@@ -103,6 +103,26 @@ def test_decode_html() -> None:
 @given(st.binary(max_size=300), st.one_of(st.none(), st.text(max_size=20)))
 def test_decode_html_never_raises(body: bytes, header: str | None) -> None:
     assert isinstance(decode_html(body, header), str)
+
+
+@given(st.one_of(st.binary(max_size=300), st.text(max_size=100).map(str.encode),
+                 st.text(max_size=100).map(lambda t: "\ufeff".encode() + t.encode())),
+       st.sampled_from([None, "utf-8", "latin1", "shift_jis", "utf-16"]))
+def test_decode_html_utf8_gives_the_text_and_its_exact_utf8(body: bytes, header: str | None) -> None:
+    text, utf8 = decode_html_utf8(body, header)
+    assert text == decode_html(body, header)
+    if utf8 is not None:
+        assert sniff_charset(body, header) == "utf-8"
+        assert utf8 == text.encode("utf-8")
+        assert utf8 == body.removeprefix(b"\xef\xbb\xbf")
+
+
+def test_decode_html_utf8_only_for_well_formed_utf8() -> None:
+    assert decode_html_utf8("h\u00e9llo".encode(), None) == ("h\u00e9llo", "h\u00e9llo".encode())
+    assert decode_html_utf8(b"\xef\xbb\xbfhi", None) == ("hi", b"hi")
+    assert decode_html_utf8(b"\x80 broken", "utf-8") == ("\ufffd broken", None)
+    assert decode_html_utf8("h\u00e9".encode("cp1252"), "latin1") == ("h\u00e9", None)
+    assert decode_html_utf8(b"ab\xc3", None) == ("ab\ufffd", None)  # a body cut inside a character
 
 
 def test_parse_retry_after() -> None:

@@ -28,7 +28,7 @@ needs_kernel = pytest.mark.skipif(kernel.extract is None and not os.environ.get(
 def native(page: str, url: str = "http://a.test/d/", agent_token: str = "polecat") -> html.ParsedPage:
     """The kernel's answer, never the fallback: an ExtractError fails the test."""
     assert kernel.extract is not None, "the native kernel did not bind or failed its self-test"
-    return html._page(url, agent_token, *kernel.extract(page))
+    return html._page(url, agent_token, *kernel.extract(page, None))
 
 
 def same(page: str, url: str = "http://a.test/d/", agent_token: str = "polecat") -> None:
@@ -115,9 +115,20 @@ def test_benchmark_corpora_read_the_same() -> None:
         if corpus is None:
             continue
         for body, url in zip(corpus.bodies, corpus.urls, strict=True):
-            same(body.decode("utf-8", "replace"), url)
+            page = body.decode("utf-8", "replace")
+            same(page, url)
+            assert kernel.extract is not None
+            assert kernel.extract(page, page.encode()) == kernel.extract(page, None), url  # the pipeline's input
             checked += 1
     assert checked >= 500
+
+
+@needs_kernel
+def test_utf8_given_is_parsed_instead_of_the_text() -> None:
+    assert kernel.extract is not None
+    assert kernel.extract("<a href=/x>x</a>", b"<a href=/y>y</a>")[:3] == (("/y",), "", "y")
+    with pytest.raises(TypeError, match="utf8 must be bytes"):
+        kernel.extract("<p>", "<p>")  # type: ignore[arg-type]
 
 
 @needs_kernel
@@ -143,7 +154,7 @@ def test_a_page_the_kernel_cannot_do_falls_back_and_is_counted(caplog: pytest.Lo
     class Refused(Exception):
         pass
 
-    def refuse(page: str) -> object:
+    def refuse(page: str, utf8: bytes | None = None) -> object:
         raise Refused("text that is not UTF-8")
 
     k = Kernel(None)

@@ -134,12 +134,16 @@ def parse_html_python(html: str, url: str, *, agent_token: str = "polecat") -> P
     return _page(url, agent_token, tuple(links), title, text, metas, canonicals, bases)
 
 
-def parse_html(html: str, url: str, *, agent_token: str = "polecat") -> ParsedPage:
-    """Extract links, canonical, meta robots and text from an HTML document fetched from ``url``."""
+def parse_html(html: str, url: str, *, agent_token: str = "polecat", utf8: bytes | None = None) -> ParsedPage:
+    """Extract links, canonical, meta robots and text from an HTML document fetched from ``url``.
+
+    ``utf8``, when given, must be ``html.encode("utf-8")`` (as :func:`polecat.fetch.charset.decode_html_utf8`
+    returns it): the native kernel parses it as it is instead of encoding ``html``.
+    """
     extract = _kernel.extract
     if extract is not None:
         try:
-            raw = extract(html)
+            raw = extract(html, utf8)
         except _kernel.error as e:
             _kernel.fell_back(url, e)
         else:
@@ -151,7 +155,7 @@ def _differs(html: str) -> str | None:
     """How the native and Python paths differ on ``html`` (``None``: they agree)."""
     assert _kernel.extract is not None
     url = "http://self.test/a/"
-    native_page = _page(url, "polecat", *_kernel.extract(html))
+    native_page = _page(url, "polecat", *_kernel.extract(html, None))
     python_page = parse_html_python(html, url)
     return None if native_page == python_page else f"on {html[:60]!r}: {native_page} != {python_page}"
 
