@@ -723,7 +723,12 @@ class Crawler:
                 return Completion(dataclasses.replace(pacer.lease_attempt, unusable=True), "fetched",
                                   f"robots:{exc.kind}", detail=f"robots.txt: {exc.kind}: {exc}",
                                   robots=failed)
-            return dataclasses.replace(_failure(started, self._clock.wall(), exc), robots=failed)
+            failure = _failure(started, self._clock.wall(), exc)
+            # Unread, the robots.txt keeps the host closed: whatever the error, a strike (politeness.py
+            # rule 6). Without one, an error that retrying cannot mend (TLS to a plain-HTTP port) would
+            # retry the robots.txt of a bounded run forever.
+            return dataclasses.replace(failure, attempt=dataclasses.replace(failure.attempt, unusable=True),
+                                       robots=failed)
         _log_response(lease, outcome)
         if self.config.store.archive_robots:  # archive-grade: the robots.txt the crawl obeyed is kept
             self._store.put(FetchRecord(outcome.url, started, outcome.status, outcome.headers,

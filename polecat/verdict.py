@@ -36,6 +36,10 @@ FAILED = "error"
 
 _REFUSED_ADDRESS = re.compile(r"(\S+) is an? (loopback|private|link-local|reserved) address")
 
+_EXACT_FIXES: tuple[tuple[str, str], ...] = (
+    ("WRONG_VERSION_NUMBER", "the port does not speak TLS (a plain-HTTP server?): try an http:// URL"),
+)
+"""Causes a reason names exactly, checked before the kinds."""
 _FIXES: tuple[tuple[str, str], ...] = (
     ("dns:", "the name does not resolve: check the URL, or name a resolver with --dns-server"),
     ("connect:", "the connection failed: check the host and port, and that the server is up"),
@@ -50,10 +54,12 @@ def fix_for(reason: str) -> str:
     """The fix for a host's give-up or park reason, or ``""`` when there is none to suggest."""
     if _REFUSED_ADDRESS.search(reason):  # the reason already names the address and its kind
         return "add --allow-private (dns.allow_private) to crawl local or intranet hosts"
-    for marker, fix in _FIXES:
+    for marker, fix in _EXACT_FIXES:
         if marker in reason:
             return fix
-    return ""
+    # The kind comes first ("tls: URL: connect: ..."): the earliest marker names it.
+    found = [(reason.find(marker), fix) for marker, fix in _FIXES if marker in reason]
+    return min(found)[1] if found else ""
 
 
 def explained(reason: str) -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 from polecat.node import Crawler
 from polecat.testing.dns import LocalDnsServer
 from polecat.testing.sitegen import SiteSpec
-from polecat.verdict import EXIT_NOTHING_FETCHED, GAVE_UP, QUEUE_EMPTY
+from polecat.verdict import EXIT_NOTHING_FETCHED, GAVE_UP, QUEUE_EMPTY, fix_for
 from tests.conftest import TestWebFactory
 from tests.crawl_helpers import crawl_config
 from tests.test_cli import polecat
@@ -77,3 +77,33 @@ def test_hanging_robots_is_given_up(test_web: TestWebFactory, tmp_path: Path) ->
     assert run.returncode == EXIT_NOTHING_FETCHED, run.stderr
     assert time.monotonic() - started < 30
     assert "gave up after 3 attempts (timeout:" in run.stderr.splitlines()[-1]
+
+
+def test_robots_over_tls_to_a_plain_http_port_is_given_up(test_web: TestWebFactory, tmp_path: Path) -> None:
+    """A TLS error is not retryable, but an unread robots.txt keeps the host closed: each attempt is a
+    strike, so the run ends instead of asking for the robots.txt for ever."""
+    web = test_web(SiteSpec(hosts=1, pages_per_host=2, seed=3))
+    seed = web.seeds[0].replace("http://", "https://", 1)
+    fast = tmp_path / "fast.toml"
+    fast.write_text("[politeness]\ngive_up_backoff = 0.2\n")
+    started = time.monotonic()
+    run = polecat("crawl", seed, "--data", str(tmp_path / "d"), "--config", str(fast),
+                  "--dns-server", web.dns_address, "--allow-private", timeout=60)
+    assert run.returncode == EXIT_NOTHING_FETCHED, run.stderr
+    assert time.monotonic() - started < 30
+    last = run.stderr.splitlines()[-1]
+    assert "gave up after 3 attempts (tls: https://" in last and "try an http:// URL" in last, last
+    assert len([r for r in web.log if r.target == "/robots.txt"]) <= 3  # the TLS hello is all it saw
+
+
+def test_the_fix_follows_the_kind_the_reason_starts_with() -> None:
+    def fix(reason: str) -> str:
+        return fix_for(f"gave up after 3 attempts ({reason})")
+
+    assert "certificate" in fix("tls: https://a.test/: connect: TLS failed: [SSL: CERTIFICATE_VERIFY_FAILED]")
+    assert "http:// URL" in fix("tls: https://a.test/: connect: TLS failed: [SSL: WRONG_VERSION_NUMBER] x")
+    assert "did not answer in time" in fix("timeout: http://a.test/: connect: timed out (connect)")
+    assert "connection failed" in fix("connect: http://a.test/: connect: refused")
+    assert "--dns-server" in fix("dns: a.test: NXDOMAIN")
+    assert "refuses crawlers" in fix("robots.txt answered 503")
+    assert fix("http_500") == ""

@@ -118,7 +118,7 @@ def test_benchmark_corpora_read_the_same() -> None:
             page = body.decode("utf-8", "replace")
             same(page, url)
             assert kernel.extract is not None
-            assert kernel.extract(page, page.encode()) == kernel.extract(page, None), url  # the pipeline's input
+            assert kernel.extract(page, page.encode()) == kernel.extract(page, None), url
             checked += 1
     assert checked >= 500
 

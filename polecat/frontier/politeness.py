@@ -22,7 +22,8 @@ Rules (DESIGN.md section 2):
    failures the host is parked for the rest of the run and reported. Any answered request resets n.
 6. Giving up (bounded runs: ``give_up_after`` > 0, set by ``polecat crawl``; long-running nodes leave it
    0 and keep rule 5's long backoff). Every attempt without a usable answer is a strike: a network
-   failure, or a robots.txt that answers 429/5xx (the host stays closed). A usable answer clears the
+   failure, a robots.txt that answers 429/5xx or cannot be read at all (a TLS failure, a malformed
+   response: the host stays closed). A usable answer clears the
    strikes. Failing hosts retry after ``give_up_backoff * 2**(n-1)`` (jittered, never less than the
    interval), robots.txt too (:func:`robots_retry`), and after ``give_up_after`` strikes the host is
    given up: parked for the rest of the run and reported with the last reason. With the defaults a dead
@@ -115,7 +116,7 @@ class Attempt:
     failed: bool = False
     """A retryable network-level failure (timeout, connect, DNS)."""
     unusable: bool = False
-    """An answer that leaves the host closed (robots.txt 429/5xx): a strike under rule 6."""
+    """An attempt that leaves the host closed (robots.txt 429/5xx, or not read): a strike under rule 6."""
 
 
 def after_attempt(
