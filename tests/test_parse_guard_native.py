@@ -270,3 +270,104 @@ def test_names_held_as_str_are_released() -> None:
         assert tracemalloc.get_traced_memory()[0] - before < 10_000
     finally:
         tracemalloc.stop()
+
+
+# whole_utf8: the rules over UTF-8 bytes. Sound everywhere (True only where the text is cut by neither
+# rule), exact on ASCII (where no character can make the bytes undecided), and False for any bytes
+# Python's strict decoder refuses.
+def sound_utf8(html: str, attrs: int = MAX_ATTRS, depth: int = MAX_DEPTH, shallow: int = 0) -> None:
+    kernel = _kernel()
+    data = html.encode("utf-8", "surrogatepass")
+    whole = kernel.whole_utf8(data, attrs, depth, shallow)
+    text_whole = kernel.too_many_attrs(html, attrs) is None and kernel.too_deep(html, depth, shallow) is None
+    if whole:
+        assert text_whole, html[:2000]
+    if html.isascii():
+        assert whole == text_whole, html[:2000]
+    try:
+        data.decode()
+    except UnicodeDecodeError:
+        assert not whole
+
+
+@settings(max_examples=2000, deadline=None)
+@given(pieces=st.lists(depth_pieces, max_size=80), limit=st.integers(0, 6))
+def test_whole_utf8_depth_on_generated_markup(pieces: list[str], limit: int) -> None:
+    sound_utf8("".join(pieces), depth=limit)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(long_tags(), st.sampled_from(ATTR_PIECES)), min_size=1, max_size=6))
+def test_whole_utf8_attributes_on_generated_tags(parts: list[str]) -> None:
+    sound_utf8("".join(parts))
+
+
+@settings(max_examples=2000, deadline=None)
+@given(pieces=st.lists(st.sampled_from([*ATTR_PIECES, " b", "='<x'", "<i ", "\xe9", "\u3000 ", "\xa0"]),
+                       max_size=60),
+       limit=st.integers(0, 12), depth=st.integers(0, 6))
+def test_whole_utf8_at_small_limits(pieces: list[str], limit: int, depth: int) -> None:
+    """Runs counted in characters, not bytes: "x" * 70 and "\xe9" * 40 are two items and one."""
+    sound_utf8("".join(pieces), attrs=limit, depth=depth)
+
+
+@pytest.mark.parametrize("html", [
+    "<a " + "\xe9" * 63 + '"q"' * 7 + ">",  # 64 bytes but 63 characters: one item, so 8, a long tag
+    "<a " + "\xe9" * 64 + '"q"' * 6 + ">",  # 128 bytes, 64 characters: 7 items, no long tag
+    "<a b=" + "\xe9" * 30 + " c d e f g h i j k l m n o p q r s t u v w x y z" * 30 + ">",
+    '<a title="\xe9" ' + "b " * 300 + ">", "<div>" * 300, "<d\xe9v>" * 300,
+    "<script></scr\u0130pt>" + "<i>" * 300,
+])
+@pytest.mark.parametrize("limit", [0, 3, MAX_ATTRS])
+def test_whole_utf8_edge_pages(html: str, limit: int) -> None:
+    sound_utf8(html, attrs=limit, depth=limit)
+
+
+@given(st.binary(max_size=200))
+def test_whole_utf8_takes_what_the_strict_decoder_takes(data: bytes) -> None:
+    data = data.replace(b"<", b"")  # no tags: only the UTF-8 check decides
+    try:
+        data.decode()
+        valid = True
+    except UnicodeDecodeError:
+        valid = False
+    assert _kernel().whole_utf8(data, MAX_ATTRS, MAX_DEPTH, 0) == valid
+
+
+@pytest.mark.parametrize("data", [
+    b"\xc0\x80", b"\xc1\xbf", b"\xe0\x80\x80", b"\xe0\x9f\xbf", b"\xed\xa0\x80", b"\xed\xbf\xbf",
+    b"\xf0\x80\x80\x80", b"\xf0\x8f\xbf\xbf", b"\xf4\x90\x80\x80", b"\xf5\x80\x80\x80", b"\xff", b"\x80",
+    b"\xe2\x82", b"abcdefg\xe2\x82", b"\xf0\x9f\x98", "\U0010ffff".encode(), "\ud7ff\ue000".encode(),
+    "\u0800\u07ff".encode(), b"x" * 15 + "\U0001f600".encode(),
+])
+def test_whole_utf8_validation_edges(data: bytes) -> None:
+    try:
+        data.decode()
+        valid = True
+    except UnicodeDecodeError:
+        valid = False
+    assert _kernel().whole_utf8(data, MAX_ATTRS, MAX_DEPTH, 0) == valid
+
+
+@pytest.mark.parametrize("load", [lambda: small_corpus(400), real_corpus, docs_corpus],
+                         ids=["small", "real", "docs"])
+def test_whole_utf8_on_the_benchmark_corpora(load: Callable[[], Corpus | None]) -> None:
+    """Every page the rules leave whole is told so from its bytes (none needs its text decoded)."""
+    corpus = load()
+    if corpus is None:
+        pytest.skip("the corpus's Debian documentation packages are not installed")
+    kernel = _kernel()
+    undecided = []
+    for url, body in zip(corpus.urls, corpus.bodies, strict=True):
+        told = kernel.whole_utf8(body, MAX_ATTRS, MAX_DEPTH, SHALLOW_TAGS)
+        try:
+            html = body.decode()
+        except UnicodeDecodeError:  # a page in another charset
+            assert not told, url
+            continue
+        whole = (kernel.too_many_attrs(html, MAX_ATTRS) is None
+                 and kernel.too_deep(html, MAX_DEPTH, SHALLOW_TAGS) is None)
+        assert whole or not told, url
+        if whole and not told:
+            undecided.append(url)
+    assert undecided == []

@@ -119,6 +119,8 @@ def test_benchmark_corpora_read_the_same() -> None:
             same(page, url)
             assert kernel.extract is not None
             assert kernel.extract(page, page.encode()) == kernel.extract(page, None), url
+            if page.encode() == body:  # well-formed UTF-8: what the pipeline parses undecoded
+                assert html.parse_html_utf8(body, url) == html.parse_html(page, url), url
             checked += 1
     assert checked >= 500
 
@@ -127,6 +129,9 @@ def test_benchmark_corpora_read_the_same() -> None:
 def test_utf8_given_is_parsed_instead_of_the_text() -> None:
     assert kernel.extract is not None
     assert kernel.extract("<a href=/x>x</a>", b"<a href=/y>y</a>")[:3] == (("/y",), "", "y")
+    assert kernel.extract(None, b"<a href=/y>y</a>")[:3] == (("/y",), "", "y")
+    with pytest.raises(TypeError, match="html must be a str"):
+        kernel.extract(None, None)
     with pytest.raises(TypeError, match="utf8 must be bytes"):
         kernel.extract("<p>", "<p>")  # type: ignore[arg-type]
 
@@ -154,7 +159,7 @@ def test_a_page_the_kernel_cannot_do_falls_back_and_is_counted(caplog: pytest.Lo
     class Refused(Exception):
         pass
 
-    def refuse(page: str, utf8: bytes | None = None) -> object:
+    def refuse(page: str | None, utf8: bytes | None = None) -> object:
         raise Refused("text that is not UTF-8")
 
     k = Kernel(None)
@@ -163,7 +168,8 @@ def test_a_page_the_kernel_cannot_do_falls_back_and_is_counted(caplog: pytest.Lo
     html._kernel = k
     try:
         with caplog.at_level(logging.WARNING, logger="polecat"):
-            pages = [html.parse_html('<a href="/x">x</a>', "http://a.test/") for _ in range(3)]
+            pages = [html.parse_html('<a href="/x">x</a>', "http://a.test/") for _ in range(2)]
+            pages.append(html.parse_html_utf8(b'<a href="/x">x</a>', "http://a.test/"))
     finally:
         html._kernel = saved
     assert all(p.links == ("/x",) for p in pages) and k.fallbacks == 3

@@ -15,7 +15,7 @@ import codecs
 import functools
 import re
 
-__all__ = ["decode_html", "decode_html_utf8", "sniff_charset"]
+__all__ = ["decode_html", "decode_html_utf8", "sniff_charset", "utf8_body"]
 
 _BOMS = ((codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be"))
 _META = re.compile(
@@ -61,6 +61,14 @@ def sniff_charset(body: bytes, header_charset: str | None) -> str:
         if codec is not None:
             return "utf-8" if codec.startswith("utf-16") else codec
     return "utf-8"
+
+
+def utf8_body(body: bytes, header_charset: str | None) -> bytes | None:
+    """The body less its byte-order mark when :func:`decode_html` would read it as UTF-8, else None (the
+    bytes are not checked: they may be malformed)."""
+    if sniff_charset(body, header_charset) != "utf-8":
+        return None
+    return body.removeprefix(codecs.BOM_UTF8)
 
 
 def decode_html(body: bytes, header_charset: str | None) -> str:

@@ -477,7 +477,7 @@ static PyObject *dict_keys_tuple(PyObject *dict) {
 PyDoc_STRVAR(extract_doc,
 "extract(html, utf8=None) -> (links, title, text, metas, canonicals, bases)\n\n"
 "Parse ``html`` (or ``utf8``, when given: bytes that must be html.encode('utf-8'), parsed as they are\n"
-"instead of encoding html) with lexbor and return, in one walk: the followable hrefs of <a>/<area> (stripped, in\n"
+"instead of encoding html, which may then be None) with lexbor and return, in one walk: the followable hrefs of <a>/<area> (stripped, in\n"
 "document order, duplicates removed; rel=nofollow and skipped schemes left out), the first non-empty\n"
 "title, the body text, and the raw attributes of <meta name> (name, content), <link rel~=canonical>\n"
 "(rel, href) and <base href> (href), in document order, for html.py to decide on. Raises ExtractError\n"
@@ -491,9 +491,12 @@ static PyObject *extract(PyObject *module, PyObject *const *args, Py_ssize_t nar
         return NULL;
     }
     PyObject *html = args[0], *utf8 = nargs == 2 ? args[1] : Py_None;
-    if (!PyUnicode_Check(html)) { PyErr_SetString(PyExc_TypeError, "html must be a str"); return NULL; }
     if (utf8 != Py_None && !PyBytes_CheckExact(utf8)) {
         PyErr_SetString(PyExc_TypeError, "utf8 must be bytes or None");
+        return NULL;
+    }
+    if (!PyUnicode_Check(html) && !(html == Py_None && utf8 != Py_None)) {
+        PyErr_SetString(PyExc_TypeError, "html must be a str (or None with utf8)");
         return NULL;
     }
     PyObject *bytes = utf8 != Py_None ? Py_NewRef(utf8) : encode(html);

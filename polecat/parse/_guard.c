@@ -16,6 +16,11 @@
  *   tags that look ahead over the same span do not scan it again. No recursion; the table of open
  *   elements holds at most limit + 1 names (the sum of its counts is the depth).
  * - The GIL is held throughout (names may call back into Python); nothing is shared between calls.
+ * - whole_utf8(data, ...) runs both scans over UTF-8 bytes (the "kind" UTF8 below: one byte a position)
+ *   and answers only "neither rule cuts data.decode()": where a non-ASCII character could make the
+ *   text's answer differ from the bytes' (it is asked whether it is whitespace, it is in a tag name or
+ *   in a raw-text end tag, a run's length is counted), the scan counts characters or gives up and the
+ *   caller decodes and asks the str functions. A cut is never located in bytes: the str functions do it.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -28,10 +33,23 @@
 #define INLINE static inline
 #endif
 
-#define READ(i) PyUnicode_READ(kind, data, (i))
+/* The pseudo-kind of whole_utf8's bytes: read like 1-byte strs, with the rules above for non-ASCII. */
+#define UTF8 8
+#define READ(i) ((kind) == UTF8 ? (Py_UCS4)((const Py_UCS1 *)(data))[i] : PyUnicode_READ(kind, data, (i)))
 #define MAX_LIMIT (1 << 24)
+/* Returned by the scans of UTF8 data when the bytes cannot answer for the text. */
+#define UNDECIDED (-3)
 
 INLINE int is_space(Py_UCS4 c) { return Py_UNICODE_ISSPACE(c); }
+/* is_space in a scan that records, in UTF8 data, that it met a non-ASCII byte (whose character may be
+ * Unicode whitespace: the bytes cannot tell the text's answer). */
+INLINE int space_or_flag(int kind, Py_UCS4 c, int *undecided) {
+    if (kind == UTF8 && c >= 0x80) {
+        *undecided = 1;
+        return 0;
+    }
+    return is_space(c);
+}
 INLINE int is_letter(Py_UCS4 c) { return (c | 32) - 'a' < 26; }
 INLINE Py_UCS4 ascii_lower(Py_UCS4 c) { return c - 'A' < 26 ? c | 32 : c; }
 
@@ -41,7 +59,7 @@ INLINE Py_UCS4 ascii_lower(Py_UCS4 c) { return c - 'A' < 26 ? c | 32 : c; }
 INLINE Py_ssize_t find_char(int kind, const void *data, Py_ssize_t i, Py_ssize_t n, Py_UCS4 ch) {
     if (i >= n)
         return n;
-    if (kind == PyUnicode_1BYTE_KIND) {
+    if (kind == PyUnicode_1BYTE_KIND || kind == UTF8) {
         const Py_UCS1 *s = (const Py_UCS1 *)data;
         const Py_UCS1 *hit = memchr(s + i, (int)ch, (size_t)(n - i));
         return hit ? hit - s : n;
@@ -113,6 +131,7 @@ INLINE void memo_put(Memo *m, Py_ssize_t from, Py_ssize_t at) {
 
 typedef struct {
     Memo dquote, squote, special; /* '"', '\'', and any of '>', '"', '\'' */
+    int undecided;                /* UTF8 data: a non-ASCII byte was asked whether it is whitespace */
 } Memos;
 
 /* The closing quote of a quoted value opened before q, or n when it is unclosed. */
@@ -170,24 +189,56 @@ INLINE int long_tag(int kind, const void *data, Py_ssize_t p, Py_ssize_t n, Memo
     return 1;
 }
 
+/* long_tag for UTF8 data with its runs counted in characters, as the text's are (a byte that is not a
+ * continuation byte starts a character). long_tag over the bytes counts at least as many items (a run
+ * has at least as many bytes as characters), so it is the cheap first test and this the exact one. */
+static int long_tag_chars(const Py_UCS1 *d, Py_ssize_t p, Py_ssize_t n, Memos *memos) {
+    Py_ssize_t s = p + 2, items = 0;
+    while (items < 8) {
+        if (s >= n)
+            return 0;
+        Py_UCS1 c = d[s];
+        if (c == '>')
+            return 0;
+        if (c == '"' || c == '\'') {
+            Py_ssize_t end = closing(UTF8, d, s + 1, n, c, memos);
+            if (end >= n)
+                return 0;
+            s = end + 1;
+            items++;
+        } else {
+            Py_ssize_t chars = 0;
+            for (; s < n && chars < RUN_CAP; s++) {
+                c = d[s];
+                if (c == '>' || c == '"' || c == '\'')
+                    break;
+                chars += (c & 0xC0) != 0x80;
+            }
+            items += (chars + 63) / 64;
+        }
+    }
+    return 1;
+}
+
 /* The end of _ATTR, [\s/]*+[^\s/>=]++(?:\s*+=\s*+(?:"[^"]*+"|'[^']*+'|[^\s>]*+))?+, matched at i, or -1
  * when it does not match. */
 INLINE Py_ssize_t attr_end(int kind, const void *data, Py_ssize_t i, Py_ssize_t n, Memos *memos) {
     Py_UCS4 c;
-    while (i < n && ((c = READ(i)) == '/' || is_space(c)))
+    int *undecided = &memos->undecided;
+    while (i < n && ((c = READ(i)) == '/' || space_or_flag(kind, c, undecided)))
         i++;
     Py_ssize_t name = i;
-    while (i < n && (c = READ(i)) != '/' && c != '>' && c != '=' && !is_space(c))
+    while (i < n && (c = READ(i)) != '/' && c != '>' && c != '=' && !space_or_flag(kind, c, undecided))
         i++;
     if (i == name)
         return -1;
     Py_ssize_t k = i;
-    while (k < n && is_space(READ(k)))
+    while (k < n && space_or_flag(kind, READ(k), undecided))
         k++;
     if (k >= n || READ(k) != '=')
         return i; /* the optional group matches nothing */
     k++;
-    while (k < n && is_space(READ(k)))
+    while (k < n && space_or_flag(kind, READ(k), undecided))
         k++;
     if (k < n && ((c = READ(k)) == '"' || c == '\'')) {
         Py_ssize_t end = closing(kind, data, k + 1, n, c, memos);
@@ -195,7 +246,7 @@ INLINE Py_ssize_t attr_end(int kind, const void *data, Py_ssize_t i, Py_ssize_t 
             return end + 1;
         /* unclosed: the last alternative, [^\s>]*+, takes the quote and what follows */
     }
-    while (k < n && (c = READ(k)) != '>' && !is_space(c))
+    while (k < n && (c = READ(k)) != '>' && !space_or_flag(kind, c, undecided))
         k++;
     return k;
 }
@@ -205,24 +256,28 @@ INLINE Py_ssize_t too_many_attrs_kind(int kind, const void *data, Py_ssize_t n, 
     memo_init(&memos.dquote);
     memo_init(&memos.squote);
     memo_init(&memos.special);
+    memos.undecided = 0;
     Py_ssize_t pos = 0;
     while (pos < n) {
         Py_ssize_t p = find_char(kind, data, pos, n, '<');
         if (p + 1 >= n)
             return -1;
-        if (!is_letter(READ(p + 1)) || !long_tag(kind, data, p, n, &memos)) {
+        if (!is_letter(READ(p + 1)) || !long_tag(kind, data, p, n, &memos) ||
+            (kind == UTF8 && !long_tag_chars((const Py_UCS1 *)data, p, n, &memos))) {
             pos = p + 1;
             continue;
         }
         Py_ssize_t q = p + 1; /* _NAME: <[^\s/>]*+ */
         Py_UCS4 c;
-        while (q < n && (c = READ(q)) != '/' && c != '>' && !is_space(c))
+        while (q < n && (c = READ(q)) != '/' && c != '>' && !space_or_flag(kind, c, &memos.undecided))
             q++;
         Py_ssize_t count = 0, end;
         while (count <= limit && (end = attr_end(kind, data, q, n, &memos)) >= 0) {
             count++;
             q = end;
         }
+        if (memos.undecided || (kind == UTF8 && count > limit))
+            return UNDECIDED;
         if (count > limit)
             return p;
         pos = q;
@@ -238,6 +293,9 @@ static Py_ssize_t too_many_attrs_2(const void *d, Py_ssize_t n, Py_ssize_t l) {
 }
 static Py_ssize_t too_many_attrs_4(const void *d, Py_ssize_t n, Py_ssize_t l) {
     return too_many_attrs_kind(PyUnicode_4BYTE_KIND, d, n, l);
+}
+static Py_ssize_t too_many_attrs_utf8(const void *d, Py_ssize_t n, Py_ssize_t l) {
+    return too_many_attrs_kind(UTF8, d, n, l);
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -454,6 +512,8 @@ INLINE Py_ssize_t raw_end(int kind, const void *data, Py_ssize_t i, Py_ssize_t n
         Py_ssize_t k = 0;
         for (; k < len; k++) {
             Py_UCS4 c = READ(i + 2 + k), want = (Py_UCS4)(unsigned char)name[k];
+            if (kind == UTF8 && c >= 0x80)
+                return UNDECIDED; /* U+0130, U+0131 or U+017F would match here */
             if (!(ascii_lower(c) == want || (want == 'i' && (c == 0x130 || c == 0x131)) ||
                   (want == 's' && c == 0x17f)))
                 break;
@@ -509,6 +569,8 @@ INLINE Py_ssize_t too_deep_kind(PyObject *html, int kind, const void *data, Py_s
             e++;
         }
         pos = e;
+        if (kind == UTF8 && any >= 128)
+            return UNDECIDED; /* the text's name ends at Unicode whitespace and is lowered by str.lower() */
         Key key;
         int cls;
         size_t raw = 0;
@@ -544,7 +606,7 @@ INLINE Py_ssize_t too_deep_kind(PyObject *html, int kind, const void *data, Py_s
         }
         if (++depth > limit) {
             Py_XDECREF(key.str);
-            return p;
+            return kind == UTF8 ? UNDECIDED : p;
         }
         if (slot->count) {
             Py_XDECREF(key.str); /* the slot holds its own */
@@ -557,6 +619,8 @@ INLINE Py_ssize_t too_deep_kind(PyObject *html, int kind, const void *data, Py_s
             return -1;
         if (cls == RAW) {
             pos = raw_end(kind, data, pos, n, raw);
+            if (pos == UNDECIDED)
+                return UNDECIDED;
             if (pos >= n)
                 return -1;
         }
@@ -575,6 +639,57 @@ static Py_ssize_t too_deep_2(PyObject *h, const void *d, Py_ssize_t n, Py_ssize_
 static Py_ssize_t too_deep_4(PyObject *h, const void *d, Py_ssize_t n, Py_ssize_t l, Py_ssize_t g,
                              Table *t) {
     return too_deep_kind(h, PyUnicode_4BYTE_KIND, d, n, l, g, t);
+}
+static Py_ssize_t too_deep_utf8(const void *d, Py_ssize_t n, Py_ssize_t l, Py_ssize_t g, Table *t) {
+    return too_deep_kind(NULL, UTF8, d, n, l, g, t); /* names needing the str give up before name_key */
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Well-formed UTF-8, as Python's strict decoder takes it: no overlong form, no surrogate, nothing past
+ * U+10FFFF, no truncated sequence. ASCII goes 8 bytes at a time.
+ */
+static int utf8_valid(const Py_UCS1 *s, Py_ssize_t n) {
+    Py_ssize_t i = 0;
+    while (i < n) {
+        if (i + 8 <= n) {
+            uint64_t word;
+            memcpy(&word, s + i, 8);
+            if (!(word & 0x8080808080808080ull)) {
+                i += 8;
+                continue;
+            }
+        }
+        Py_UCS1 c = s[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        Py_ssize_t len;
+        Py_UCS1 lo = 0x80, hi = 0xBF; /* the range of the second byte */
+        if (c >= 0xC2 && c <= 0xDF)
+            len = 2;
+        else if (c >= 0xE0 && c <= 0xEF) {
+            len = 3;
+            if (c == 0xE0)
+                lo = 0xA0; /* overlong */
+            else if (c == 0xED)
+                hi = 0x9F; /* surrogates */
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            len = 4;
+            if (c == 0xF0)
+                lo = 0x90; /* overlong */
+            else if (c == 0xF4)
+                hi = 0x8F; /* past U+10FFFF */
+        } else
+            return 0;
+        if (n - i < len || s[i + 1] < lo || s[i + 1] > hi)
+            return 0;
+        for (Py_ssize_t k = 2; k < len; k++)
+            if ((s[i + k] & 0xC0) != 0x80)
+                return 0;
+        i += len;
+    }
+    return 1;
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -657,7 +772,44 @@ static PyObject *too_deep(PyObject *module, PyObject *const *args, Py_ssize_t na
     return at == -2 ? NULL : offset_or_none(at);
 }
 
+static PyObject *whole_utf8(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 4 || !PyBytes_CheckExact(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "whole_utf8(data: bytes, attrs_limit, depth_limit, shallow)");
+        return NULL;
+    }
+    Py_ssize_t ints[3];
+    for (Py_ssize_t i = 0; i < 3; i++) {
+        ints[i] = PyLong_AsSsize_t(args[1 + i]);
+        if (ints[i] == -1 && PyErr_Occurred())
+            return NULL;
+        if (ints[i] < 0 || ints[i] > MAX_LIMIT) {
+            PyErr_Format(PyExc_ValueError, "whole_utf8(): limits must be in [0, %d]", MAX_LIMIT);
+            return NULL;
+        }
+    }
+    const Py_UCS1 *data = (const Py_UCS1 *)PyBytes_AS_STRING(args[0]);
+    Py_ssize_t n = PyBytes_GET_SIZE(args[0]);
+    if (!utf8_valid(data, n) || too_many_attrs_utf8(data, n, ints[0]) != -1)
+        Py_RETURN_FALSE;
+    size_t size = 16;
+    while (size < 2 * ((size_t)ints[1] + 1))
+        size *= 2;
+    Table t = {PyMem_Calloc(size, sizeof(Slot)), size - 1, 0};
+    if (t.slots == NULL)
+        return PyErr_NoMemory();
+    Py_ssize_t at = too_deep_utf8(data, n, ints[1], ints[2], &t);
+    table_free(&t);
+    if (at == -2)
+        return NULL;
+    return PyBool_FromLong(at == -1);
+}
+
 static PyMethodDef methods[] = {
+    {"whole_utf8", (PyCFunction)(void (*)(void))whole_utf8, METH_FASTCALL,
+     "whole_utf8(data, attrs_limit, depth_limit, shallow) -> bool: True when data is well-formed UTF-8\n"
+     "and neither too_many_attrs nor too_deep cuts data.decode() (with those limits); False when it is\n"
+     "not, or when the bytes cannot tell: decode and ask those two."},
     {"too_many_attrs", (PyCFunction)(void (*)(void))too_many_attrs, METH_FASTCALL,
      "too_many_attrs(html, limit): offset of the first tag with more than limit attributes, or None\n"
      "(polecat.parse.guard._too_many_attrs with MAX_ATTRS = limit)."},

@@ -11,3 +11,7 @@ def too_many_attrs(html: str, limit: int, /) -> int | None:
 def too_deep(html: str, limit: int, shallow: int, /) -> int | None:
     """``guard._too_deep(html)`` with ``MAX_DEPTH = limit``, or None if ``html`` has at most ``shallow``
     "<"."""
+
+def whole_utf8(data: bytes, attrs_limit: int, depth_limit: int, shallow: int, /) -> bool:
+    """True when ``data`` is well-formed UTF-8 and ``too_many_attrs`` and ``too_deep`` (with these limits)
+    return None for ``data.decode()``; False when not, or when the bytes cannot tell."""

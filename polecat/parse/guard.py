@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from polecat.parse.depth_bound import DepthBound
 
 __all__ = ["MAX_ATTRS", "MAX_DEPTH", "MAX_HREF_CHARS", "MAX_LINKS", "MAX_PARSE_BYTES", "MAX_TEXT_CHARS",
-           "Bounded", "bound_body", "bound_html", "bound_links"]
+           "Bounded", "bound_body", "bound_html", "bound_links", "whole_utf8"]
 
 MAX_PARSE_BYTES = FetchConfig().max_parse_bytes
 MAX_DEPTH = 256
@@ -179,6 +179,14 @@ def bound_html(html: str, *, cut: bool = False) -> Bounded:
     if at is not None:
         html, reason = html[:at], "depth"
     return Bounded(html, reason)
+
+
+def whole_utf8(html: bytes) -> bool:
+    """Whether ``html`` is well-formed UTF-8 whose text rules 2 and 3 leave whole (``bound_html`` of
+    ``html.decode()`` would cut nothing), told from the bytes without decoding them (polecat/parse/_guard.c).
+    False without the kernel, for any other bytes, and where the bytes cannot tell (a non-ASCII character
+    inside a tag the rules read): the caller decodes and asks :func:`bound_html`."""
+    return _NATIVE is not None and _NATIVE.whole_utf8(html, MAX_ATTRS, MAX_DEPTH, SHALLOW_TAGS)
 
 
 def bound_links(links: Sequence[str]) -> tuple[list[str], int]:

@@ -151,6 +151,20 @@ def parse_html(html: str, url: str, *, agent_token: str = "polecat", utf8: bytes
     return parse_html_python(html, url, agent_token=agent_token)
 
 
+def parse_html_utf8(data: bytes, url: str, *, agent_token: str = "polecat") -> ParsedPage:
+    """:func:`parse_html` of ``data.decode()`` for well-formed UTF-8 ``data``: the native kernel parses the
+    bytes as they are, and only the Python path decodes them."""
+    extract = _kernel.extract
+    if extract is not None:
+        try:
+            raw = extract(None, data)
+        except _kernel.error as e:
+            _kernel.fell_back(url, e)
+        else:
+            return _page(url, agent_token, *raw)
+    return parse_html_python(data.decode(), url, agent_token=agent_token)
+
+
 def _differs(html: str) -> str | None:
     """How the native and Python paths differ on ``html`` (``None``: they agree)."""
     assert _kernel.extract is not None
