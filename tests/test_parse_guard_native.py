@@ -290,13 +290,13 @@ def sound_utf8(html: str, attrs: int = MAX_ATTRS, depth: int = MAX_DEPTH, shallo
         assert not whole
 
 
-@settings(max_examples=2000, deadline=None)
+@settings(max_examples=1000, deadline=None)
 @given(pieces=st.lists(depth_pieces, max_size=80), limit=st.integers(0, 6))
 def test_whole_utf8_depth_on_generated_markup(pieces: list[str], limit: int) -> None:
     sound_utf8("".join(pieces), depth=limit)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(st.lists(st.one_of(long_tags(), st.sampled_from(ATTR_PIECES)), min_size=1, max_size=6))
 def test_whole_utf8_attributes_on_generated_tags(parts: list[str]) -> None:
     sound_utf8("".join(parts))
@@ -349,7 +349,7 @@ def test_whole_utf8_validation_edges(data: bytes) -> None:
     assert _kernel().whole_utf8(data, MAX_ATTRS, MAX_DEPTH, 0) == valid
 
 
-@pytest.mark.parametrize("load", [lambda: small_corpus(400), real_corpus, docs_corpus],
+@pytest.mark.parametrize("load", [lambda: small_corpus(100), real_corpus, docs_corpus],
                          ids=["small", "real", "docs"])
 def test_whole_utf8_on_the_benchmark_corpora(load: Callable[[], Corpus | None]) -> None:
     """Every page the rules leave whole is told so from its bytes (none needs its text decoded)."""
