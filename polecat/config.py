@@ -11,7 +11,6 @@ import dataclasses
 import ipaddress
 import logging
 import re
-import tomllib
 import types
 import typing
 from collections.abc import Mapping
@@ -428,6 +427,8 @@ def config_from_mapping(data: Mapping[str, Any]) -> Config:
 
 def load_toml(path: Path) -> dict[str, Any]:
     """Read a TOML config file into plain data, with a clear error on a bad file."""
+    import tomllib  # only a run with a config file pays for it (~6 ms)
+
     try:
         with path.open("rb") as fh:
             return tomllib.load(fh)

@@ -24,7 +24,6 @@ import lmdb
 
 from polecat import verdict
 from polecat.clock import SYSTEM_CLOCK, Clock
-from polecat.cluster.batch import HandoffUrl
 from polecat.config import Config
 from polecat.dedup.canon import Canonicalizer, host_key
 from polecat.errors import BlockedAddressError, FetchError, FetchTimeout, PolecatError, StorageFault
@@ -47,7 +46,7 @@ from polecat.store.base import FetchRecord, PageStore, content_hash
 from polecat.store.segstore import open_store
 
 if TYPE_CHECKING:
-    from polecat.cluster.batch import Batch
+    from polecat.cluster.batch import Batch, HandoffUrl
     from polecat.cluster.link import ClusterLink
     from polecat.frontier.bundle import SliceBundle
     from polecat.frontier.records import AdoptReport
@@ -217,6 +216,8 @@ class Crawler:
         if not self._frontier.owns(canonical):  # its owner queues it; the host still joins the scope here
             self._db.apply(self._frontier.add_scope_host(host_key(canonical)))
             if forward and self._link is not None:
+                from polecat.cluster.batch import HandoffUrl  # cluster code loads only in a cluster
+
                 self._link.forward([HandoffUrl(canonical, 0, importance, seed=True)])
                 return "forwarded"
             return "other_owner"

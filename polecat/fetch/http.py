@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import email.utils
 import io
 import ssl
 import time
@@ -126,6 +125,8 @@ def parse_retry_after(value: str | None, now_wall: float) -> float | None:
     value = value.strip()
     if value.isdigit():
         return float(value)
+    import email.utils  # the email package costs ~7 ms to import: only a dated Retry-After needs it
+
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError):

@@ -23,13 +23,12 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import zstandard
 
 from polecat.config import StoreConfig
 from polecat.errors import CorruptRecord, NotFound, StoreError
-from polecat.store import object as objstore
 from polecat.store import warc
 from polecat.store.archive import ArchiveInfo
 from polecat.store.base import FetchRecord, PageStore, StoreStats, content_hash
@@ -53,6 +52,9 @@ from polecat.store.segments import (
     lock_writer,
     segment_name,
 )
+
+if TYPE_CHECKING:
+    from polecat.store import object as objstore  # loaded where a store has a remote (obstore: ~6 ms)
 
 ZSTD_LEVEL = 2
 """Measured on real documentation pages and the benchmark web (benchmarks/README.md, "Per-page CPU against
@@ -102,7 +104,11 @@ class SegmentStore:
         self.store_id = self.index.store_id
         # A reader given no URL (the CLI) follows the writer's: credentials come from the environment.
         url = cfg.url or (self.index.remote_url() if read_only else "")
-        self._remote: Any = objstore.make_object_store(url, cfg.options) if url else None
+        self._remote: Any = None
+        if url:
+            from polecat.store.object import make_object_store
+
+            self._remote = make_object_store(url, cfg.options)
         if cfg.url and not read_only and self.index.remote_url() != cfg.url:
             self.index.set_remote_url(cfg.url)
         self._readers = SegmentReaders(self._seg_dir, self.store_id)
@@ -153,7 +159,9 @@ class SegmentStore:
                 path = self._seg_dir / segment_name(self.store_id, seg)
                 self._writer = SegmentWriter(path, seg, info.length)
         if self._remote is not None:
-            self._shipper = objstore.Shipper(self._remote, self._shipped)
+            from polecat.store.object import Shipper
+
+            self._shipper = Shipper(self._remote, self._shipped)
             for seg, info in sorted(segs.items()):
                 if info.state == SEALED:
                     self._ship(seg)
@@ -317,7 +325,9 @@ class SegmentStore:
         self._readers.forget(loc.segment)
         if self._remote is None:
             raise StoreError(f"segment {loc.segment} is in object storage but no store.url is configured")
-        return objstore.read_range(self._remote, segment_name(self.store_id, loc.segment), loc)
+        from polecat.store.object import read_range
+
+        return read_range(self._remote, segment_name(self.store_id, loc.segment), loc)
 
     def decompress(self, frame: bytes) -> bytes:
         """The WARC record in one zstd frame; CorruptRecord when the frame is damaged."""
