@@ -29,12 +29,12 @@ from polecat.dedup.canon import Canonicalizer
 from polecat.dedup.minhash import fingerprint
 from polecat.dedup.nearindex import NearDupIndex
 from polecat.dedup.seen import SeenSet
-from polecat.fetch.charset import decode_html
+from polecat.fetch.charset import decode_html, utf8_body
 from polecat.fetch.robots import RobotsPolicy
 from polecat.frontier.db import FrontierDB
 from polecat.frontier.frontier import Frontier
-from polecat.parse.guard import bound_body, bound_html
-from polecat.parse.html import parse_html
+from polecat.parse.guard import bound_body, bound_html, whole_utf8
+from polecat.parse.html import ParsedPage, parse_html, parse_html_utf8
 from polecat.store.base import FetchRecord, content_hash
 from polecat.store.segstore import ZSTD_LEVEL, open_store
 
@@ -60,11 +60,30 @@ def stages(corpus: Corpus) -> list[tuple[str, float]]:
     canon = Canonicalizer()
     rows: list[tuple[str, float]] = []
 
-    htmls: list[str] = []
-    timed("charset decode", n, lambda i: htmls.append(decode_html(bound_body(bodies[i])[0], "utf-8")), rows)
-    timed("parse bounds (depth, attributes)", n, lambda i: bound_html(htmls[i]), rows)
-    parsed = [parse_html(h, u) for h, u in zip(htmls, urls, strict=True)]
-    timed("parse (links, text)", n, lambda i: parse_html(htmls[i], urls[i]), rows)
+    # As PagePipeline._parse: a UTF-8 page the bounds leave whole is parsed from its bytes; the others
+    # are decoded, bounded as text and parsed from it.
+    heads = [bound_body(body)[0] for body in bodies]
+    whole: list[bytes | None] = []
+
+    def check(i: int) -> None:
+        data = utf8_body(heads[i], "utf-8")
+        whole.append(data if data is not None and whole_utf8(data) else None)
+
+    timed("UTF-8 check, parse bounds over the bytes", n, check, rows)
+    htmls: dict[int, str] = {}
+
+    def decode(i: int) -> None:
+        if whole[i] is None:
+            htmls[i] = bound_html(decode_html(heads[i], "utf-8")).html
+
+    timed("charset decode, parse bounds (other pages)", n, decode, rows)
+
+    def parse(i: int) -> ParsedPage:
+        data = whole[i]
+        return parse_html(htmls[i], urls[i]) if data is None else parse_html_utf8(data, urls[i])
+
+    parsed = [parse(i) for i in range(n)]
+    timed("parse (links, text)", n, parse, rows)
     links: list[list[str]] = []
     timed("canonicalize links", n, lambda i: links.append(canon.canonicalize_links(parsed[i].links,
                                                                                    parsed[i].base)), rows)

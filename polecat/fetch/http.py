@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import io
+import re
 import ssl
 import time
 import urllib.parse
@@ -41,8 +42,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Protocol
-
-from yarl import URL
 
 from polecat.config import DnsConfig, FetchConfig
 from polecat.errors import (
@@ -178,18 +177,55 @@ def _translate(exc: BaseException, url: str, phase: str) -> FetchError:
 _TARGET_SAFE = "!#$%&'()*+,/:;=?@[]~-._"
 
 
-def _request_target(url: URL) -> str:
-    target = url.raw_path_qs or "/"
+# A URL as the canonicalizer writes it (a lower-case name or IPv4 address, no userinfo, no fragment, no
+# empty query, which yarl drops) is read by this pattern; any other by yarl, loaded on first use (~16 ms
+# to import). The two read such URLs alike (tests/test_fetch_units.py).
+_PLAIN_URL = re.compile(r"(https?)://([a-z0-9.-]+)(?::([1-9][0-9]{0,4}))?(/[^#]*(?<!\?))?", re.ASCII)
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+RequestParts = tuple[Origin, str, str, tuple[tuple[str, str], ...]]
+"""Where a GET goes and what it says: the origin, the request target, the Host header value and the
+Authorization header from the URL's userinfo (none, or one)."""
+
+
+def request_parts(url: str) -> RequestParts:
+    """The parts of a GET of ``url``. UnsupportedUrl unless it is an absolute http(s) URL with a host;
+    ValueError when it cannot be parsed."""
+    m = _PLAIN_URL.fullmatch(url)
+    if m is not None:
+        scheme, host, port_text, path = m.groups()
+        default = _DEFAULT_PORTS[scheme]
+        port = int(port_text) if port_text else default
+        if port <= 65535:
+            name = host.rstrip(".")  # as yarl: a trailing dot fails TLS name checks
+            return ((scheme, host, port), _request_target(path or "/"),
+                    (name if port == default else f"{name}:{port}") or host, ())
+    return request_parts_yarl(url)
+
+
+def request_parts_yarl(url: str) -> RequestParts:
+    """:func:`request_parts` through yarl, for every URL."""
+    from yarl import URL
+
+    target = URL(url, encoded=True)
+    scheme, host = target.scheme, target.raw_host
+    if scheme not in ("http", "https") or not host or target.port is None:
+        raise UnsupportedUrl(f"{url}: only absolute http and https URLs are fetched")
+    return ((scheme, host, target.port), _request_target(target.raw_path_qs or "/"),
+            target.host_port_subcomponent or host, _basic_auth(target.user, target.password))
+
+
+def _request_target(target: str) -> str:
     if target.isascii() and target.isprintable() and " " not in target:
         return target
     return urllib.parse.quote(target, safe=_TARGET_SAFE)
 
 
-def _basic_auth(url: URL) -> tuple[tuple[str, str], ...]:
+def _basic_auth(user: str | None, password: str | None) -> tuple[tuple[str, str], ...]:
     """``Authorization: Basic`` from the URL's userinfo, as the client before this one (aiohttp) sent it."""
-    if url.user is None:
+    if user is None:
         return ()
-    credentials = f"{url.user}:{url.password or ''}".encode("latin-1")
+    credentials = f"{user}:{password or ''}".encode("latin-1")
     return (("Authorization", "Basic " + base64.b64encode(credentials).decode("ascii")),)
 
 
@@ -295,6 +331,8 @@ class Fetcher:
         for _ in range(ROBOTS_MAX_REDIRECTS):
             if not (300 <= resp.status < 400 and resp.location):
                 break
+            from yarl import URL  # a redirected robots.txt is rare: yarl loads for it
+
             try:
                 target = str(URL(resp.url, encoded=True).join(URL(resp.location)))
             except ValueError:
@@ -324,13 +362,8 @@ class Fetcher:
         t0 = loop.time()
         deadline = Deadline(t0 + self._header_budget, t0 + cfg.total_timeout, cfg.read_gap_timeout, loop)
         try:
-            target = URL(url, encoded=True)
-            scheme, host = target.scheme, target.raw_host
-            if scheme not in ("http", "https") or not host or target.port is None:
-                raise UnsupportedUrl(f"{url}: only absolute http and https URLs are fetched")
-            origin: Origin = (scheme, host, target.port)
-            request = encode_get(_request_target(target), target.host_port_subcomponent or host,
-                                 self._headers + extra + _basic_auth(target))
+            origin, path, host_header, auth = request_parts(url)
+            request = encode_get(path, host_header, self._headers + extra + auth)
             conn, head = await pool.exchange(origin, request)
             try:
                 phase = "body"
