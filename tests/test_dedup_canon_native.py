@@ -69,7 +69,7 @@ _KEEP = [(), ("a.test",), ("*.test", "[::1]")]
 
 
 @needs_kernel
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=750, deadline=None)
 @given(st.lists(_HREFS, max_size=12), st.lists(st.sampled_from(_BASES), min_size=1, max_size=4),
        st.sampled_from(_TRACKING), st.sampled_from(_KEEP))
 def test_links_and_canonicalize_are_the_python_code(hrefs: list[str], bases: list[str],
@@ -136,7 +136,7 @@ def test_wrong_types_raise_type_error() -> None:
 
 
 @needs_kernel
-@settings(max_examples=1000, deadline=None)
+@settings(max_examples=500, deadline=None)
 @given(NEAR_SIMPLE_HREFS, st.lists(st.sampled_from(SIMPLE_BASES), min_size=1, max_size=4),
        st.sampled_from(_TRACKING), st.sampled_from(_KEEP))
 def test_simple_hrefs_are_the_python_code(hrefs: list[str], bases: list[str], tracking: tuple[str, ...],

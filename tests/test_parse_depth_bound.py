@@ -29,7 +29,7 @@ def scan_exceeds(html: str, limit: int, monkeypatch: pytest.MonkeyPatch) -> bool
     return _too_deep(html) is not None
 
 
-@settings(max_examples=3000, deadline=None)
+@settings(max_examples=1500, deadline=None)
 @given(pieces=st.lists(st.sampled_from(PIECES), max_size=60), limit=st.integers(0, 6))
 @example(pieces=["<a<b", "</b>"] + ["<div>"] * 3, limit=2)
 @example(pieces=["</a<", "/div>"] + ["<div>"] * 3, limit=2)

@@ -77,7 +77,7 @@ RAW_PIECES = [
 depth_pieces = st.sampled_from(DEPTH_PIECES + RAW_PIECES)
 
 
-@settings(max_examples=3000, deadline=None)
+@settings(max_examples=1500, deadline=None)
 @given(pieces=st.lists(depth_pieces, max_size=80), limit=st.integers(0, 6))
 @example(pieces=["<a\u212a>", "<lin\u212a>", "</ak>", "<div>"], limit=1)
 @example(pieces=["<script>", "<div>", "</scr\u0130pt>", "<div>", "<div>"], limit=1)
@@ -132,13 +132,13 @@ ATTR_PIECES = [
 ]
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(st.lists(st.one_of(long_tags(), st.sampled_from(ATTR_PIECES)), min_size=1, max_size=6))
 def test_attribute_rule_on_generated_tags(parts: list[str]) -> None:
     same_attrs("".join(parts))
 
 
-@settings(max_examples=3000, deadline=None)
+@settings(max_examples=1500, deadline=None)
 @given(pieces=st.lists(st.sampled_from([*ATTR_PIECES, " b", "='<x'", "<i "]), max_size=60),
        limit=st.integers(0, 12))
 def test_attribute_rule_at_small_limits(pieces: list[str], limit: int) -> None:
@@ -162,7 +162,7 @@ def test_remembered_quote_searches_answer_only_their_own_span() -> None:
     same_attrs('<a "<b ""' + "y" * 400 + '">', 0)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(pieces=st.lists(st.one_of(depth_pieces, long_tags()), max_size=12),
        nesting=st.integers(MAX_DEPTH - 5, MAX_DEPTH + 5),
        pad=st.sampled_from(["<br>", "< ", "<p>x</p>", "<!---->"]), before=st.booleans(), cut=st.booleans())
@@ -290,7 +290,7 @@ def sound_utf8(html: str, attrs: int = MAX_ATTRS, depth: int = MAX_DEPTH, shallo
         assert not whole
 
 
-@settings(max_examples=1000, deadline=None)
+@settings(max_examples=500, deadline=None)
 @given(pieces=st.lists(depth_pieces, max_size=80), limit=st.integers(0, 6))
 def test_whole_utf8_depth_on_generated_markup(pieces: list[str], limit: int) -> None:
     sound_utf8("".join(pieces), depth=limit)
@@ -302,7 +302,7 @@ def test_whole_utf8_attributes_on_generated_tags(parts: list[str]) -> None:
     sound_utf8("".join(parts))
 
 
-@settings(max_examples=2000, deadline=None)
+@settings(max_examples=800, deadline=None)
 @given(pieces=st.lists(st.sampled_from([*ATTR_PIECES, " b", "='<x'", "<i ", "\xe9", "\u3000 ", "\xa0"]),
                        max_size=60),
        limit=st.integers(0, 12), depth=st.integers(0, 6))
