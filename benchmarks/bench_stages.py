@@ -34,7 +34,7 @@ from polecat.fetch.robots import RobotsPolicy
 from polecat.frontier.db import FrontierDB
 from polecat.frontier.frontier import Frontier
 from polecat.parse.guard import bound_body, bound_html, whole_utf8
-from polecat.parse.html import ParsedPage, parse_html, parse_html_utf8
+from polecat.parse.html import ParsedPage, parse_html
 from polecat.store.base import FetchRecord, content_hash
 from polecat.store.segstore import ZSTD_LEVEL, open_store
 
@@ -80,7 +80,7 @@ def stages(corpus: Corpus) -> list[tuple[str, float]]:
 
     def parse(i: int) -> ParsedPage:
         data = whole[i]
-        return parse_html(htmls[i], urls[i]) if data is None else parse_html_utf8(data, urls[i])
+        return parse_html(htmls[i] if data is None else data, urls[i])
 
     parsed = [parse(i) for i in range(n)]
     timed("parse (links, text)", n, parse, rows)

@@ -20,7 +20,7 @@ from polecat.config import Config
 from polecat.dedup.canon import Canonicalizer
 from polecat.dedup.minhash import Fingerprint, fingerprint
 from polecat.dedup.nearindex import MAX_PAYLOAD, NearDupIndex, NearStats
-from polecat.fetch.charset import decode_html_utf8, utf8_body
+from polecat.fetch.charset import decode_html, utf8_body
 from polecat.fetch.http import Response
 from polecat.frontier.db import FrontierDB
 from polecat.frontier.frontier import Frontier
@@ -30,7 +30,7 @@ from polecat.frontier.refresh import Prior
 from polecat.frontier.routing import Admission
 from polecat.frontier.traps import Soft404
 from polecat.parse.guard import MAX_TEXT_CHARS, bound_body, bound_html, bound_links, whole_utf8
-from polecat.parse.html import ParsedPage, parse_html, parse_html_utf8
+from polecat.parse.html import ParsedPage, parse_html
 from polecat.parse.sitemap import SitemapParser, SitemapResult, SitemapWalk
 from polecat.store.base import OWN_HASH_HEADER, SKIPPED_HEADER, FetchRecord, PageStore, content_hash
 
@@ -244,14 +244,11 @@ class PagePipeline:
         head, size_cut = bound_body(body, self.config.fetch.max_parse_bytes)
         utf8 = utf8_body(head, charset)
         if utf8 is not None and whole_utf8(utf8):  # most pages: parsed from their bytes, never decoded
-            parsed = parse_html_utf8(utf8, url, agent_token=self._agent_token)
+            parsed = parse_html(utf8, url, agent_token=self._agent_token)
             bound_cut = "size" if size_cut else None
         else:
-            html, utf8 = decode_html_utf8(head, charset)
-            bounded = bound_html(html, cut=size_cut)
-            # The UTF-8 is the parser's input only while the guard left the text whole (a cut is a new str).
-            parsed = parse_html(bounded.html, url, agent_token=self._agent_token,
-                                utf8=utf8 if bounded.html is html else None)
+            bounded = bound_html(decode_html(head, charset), cut=size_cut)
+            parsed = parse_html(bounded.html, url, agent_token=self._agent_token)
             bound_cut = bounded.cut
         raw, dropped = bound_links((*parsed.links, parsed.canonical) if parsed.canonical else parsed.links)
         cut = bound_cut or ("links" if dropped else None)

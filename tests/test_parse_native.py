@@ -28,7 +28,7 @@ needs_kernel = pytest.mark.skipif(kernel.extract is None and not os.environ.get(
 def native(page: str, url: str = "http://a.test/d/", agent_token: str = "polecat") -> html.ParsedPage:
     """The kernel's answer, never the fallback: an ExtractError fails the test."""
     assert kernel.extract is not None, "the native kernel did not bind or failed its self-test"
-    return html._page(url, agent_token, *kernel.extract(page, None))
+    return html._page(url, agent_token, *kernel.extract(page))
 
 
 def same(page: str, url: str = "http://a.test/d/", agent_token: str = "polecat") -> None:
@@ -118,22 +118,21 @@ def test_benchmark_corpora_read_the_same() -> None:
             page = body.decode("utf-8", "replace")
             same(page, url)
             if page.encode() == body:  # well-formed UTF-8: what the pipeline parses undecoded
-                assert html.parse_html_utf8(body, url) == html.parse_html(page, url), url
+                assert html.parse_html(body, url) == html.parse_html(page, url), url
             checked += 1
     assert checked >= 500
 
 
 @needs_kernel
-def test_utf8_given_is_parsed_instead_of_the_text() -> None:
+def test_utf8_bytes_are_parsed_as_they_are() -> None:
     assert kernel.extract is not None
-    assert kernel.extract("<a href=/x>x</a>", b"<a href=/y>y</a>")[:3] == (("/y",), "", "y")
+    assert kernel.extract(b"<a href=/y>y</a>")[:3] == (("/y",), "", "y")
     page = "<title>t\u00e9</title><a href='/\u00e9'>\u00e9t\u00e9</a>"
-    assert kernel.extract(page, page.encode()) == kernel.extract(page, None)
-    assert kernel.extract(None, b"<a href=/y>y</a>")[:3] == (("/y",), "", "y")
-    with pytest.raises(TypeError, match="html must be a str"):
-        kernel.extract(None, None)
-    with pytest.raises(TypeError, match="utf8 must be bytes"):
-        kernel.extract("<p>", "<p>")  # type: ignore[arg-type]
+    assert kernel.extract(page.encode()) == kernel.extract(page)
+    with pytest.raises(TypeError, match="html must be a str or UTF-8 bytes"):
+        kernel.extract(None)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="html must be a str or UTF-8 bytes"):
+        kernel.extract(bytearray(b"<p>"))  # type: ignore[arg-type]
 
 
 @needs_kernel
@@ -159,7 +158,7 @@ def test_a_page_the_kernel_cannot_do_falls_back_and_is_counted(caplog: pytest.Lo
     class Refused(Exception):
         pass
 
-    def refuse(page: str | None, utf8: bytes | None = None) -> object:
+    def refuse(page: str | bytes) -> object:
         raise Refused("text that is not UTF-8")
 
     k = Kernel(None)
@@ -169,7 +168,7 @@ def test_a_page_the_kernel_cannot_do_falls_back_and_is_counted(caplog: pytest.Lo
     try:
         with caplog.at_level(logging.WARNING, logger="polecat"):
             pages = [html.parse_html('<a href="/x">x</a>', "http://a.test/") for _ in range(2)]
-            pages.append(html.parse_html_utf8(b'<a href="/x">x</a>', "http://a.test/"))
+            pages.append(html.parse_html(b'<a href="/x">x</a>', "http://a.test/"))
     finally:
         html._kernel = saved
     assert all(p.links == ("/x",) for p in pages) and k.fallbacks == 3

@@ -21,8 +21,9 @@
  * Memory: the sketch state is fixed (576 minima on the stack); nothing is sized by the input but the
  * lowered/encoded copy of a non-ASCII text and one bytes object per long word (the word's length). The
  * lowering table (8 bytes for each of the 65,536 BMP code points, 512 KiB of address space of which only
- * the pages of the code points met are touched) is allocated at the first non-ASCII text. Positions are Py_ssize_t within one buffer; the chunk loop refuses a
- * buffer within 64 bytes of PY_SSIZE_T_MAX so that no index arithmetic can overflow.
+ * the pages of the code points met are touched) is allocated at the first non-ASCII text. Positions are
+ * Py_ssize_t within one buffer; the chunk loop refuses a buffer within 64 bytes of PY_SSIZE_T_MAX so that
+ * no index arithmetic can overflow.
  *
  * The GIL is held throughout: a page costs tens of microseconds, and taking the GIL back after releasing
  * it can wait a whole switch interval (5 ms) behind another thread, which would stall the event loop.

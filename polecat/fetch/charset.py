@@ -15,7 +15,7 @@ import codecs
 import functools
 import re
 
-__all__ = ["decode_html", "decode_html_utf8", "sniff_charset", "utf8_body"]
+__all__ = ["decode_html", "sniff_charset", "utf8_body"]
 
 _BOMS = ((codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be"))
 _META = re.compile(
@@ -73,25 +73,13 @@ def utf8_body(body: bytes, header_charset: str | None) -> bytes | None:
 
 def decode_html(body: bytes, header_charset: str | None) -> str:
     """Text of an HTML body (see the module docstring for the order of sources). Never raises."""
-    return decode_html_utf8(body, header_charset)[0]
-
-
-def decode_html_utf8(body: bytes, header_charset: str | None) -> tuple[str, bytes | None]:
-    """:func:`decode_html`'s text, and the UTF-8 that text encodes to when the body is well-formed UTF-8
-    (the body itself, less a byte-order mark; else None): a parser that reads UTF-8 takes those bytes
-    instead of encoding the text again. Never raises."""
     codec = sniff_charset(body, header_charset)
     if codec in ("utf-8", "utf-16-le", "utf-16-be"):
         for bom, name in _BOMS:
             if name == codec and body.startswith(bom):
                 body = body[len(bom):]
                 break
-    if codec == "utf-8":
-        try:
-            return body.decode("utf-8"), body
-        except UnicodeDecodeError:  # decoded again: a page with a bad sequence pays twice, the rest once
-            return body.decode("utf-8", errors="replace"), None
     try:
-        return body.decode(codec, errors="replace"), None
+        return body.decode(codec, errors="replace")
     except (LookupError, UnicodeError):  # a codec that rejects errors="replace"
-        return body.decode("utf-8", errors="replace"), None
+        return body.decode("utf-8", errors="replace")

@@ -475,31 +475,26 @@ static PyObject *dict_keys_tuple(PyObject *dict) {
 }
 
 PyDoc_STRVAR(extract_doc,
-"extract(html, utf8=None) -> (links, title, text, metas, canonicals, bases)\n\n"
-"Parse ``html`` (or ``utf8``, when given: bytes that must be html.encode('utf-8'), parsed as they are\n"
-"instead of encoding html, which may then be None) with lexbor and return, in one walk: the followable hrefs of <a>/<area> (stripped, in\n"
+"extract(html) -> (links, title, text, metas, canonicals, bases)\n\n"
+"Parse ``html`` (a str, or well-formed UTF-8 bytes, parsed as they are) with lexbor and return, in one\n"
+"walk: the followable hrefs of <a>/<area> (stripped, in\n"
 "document order, duplicates removed; rel=nofollow and skipped schemes left out), the first non-empty\n"
 "title, the body text, and the raw attributes of <meta name> (name, content), <link rel~=canonical>\n"
 "(rel, href) and <base href> (href), in document order, for html.py to decide on. Raises ExtractError\n"
 "when the page needs the Python path.");
 
-static PyObject *extract(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+static PyObject *extract(PyObject *module, PyObject *html) {
     (void)module;
     if (!bound) { PyErr_SetString(ExtractError, "not bound to lexbor: call bind() first"); return NULL; }
-    if (nargs < 1 || nargs > 2) {
-        PyErr_SetString(PyExc_TypeError, "extract() takes html and an optional utf8");
+    PyObject *bytes;
+    if (PyBytes_CheckExact(html))
+        bytes = Py_NewRef(html);
+    else if (PyUnicode_Check(html))
+        bytes = encode(html);
+    else {
+        PyErr_SetString(PyExc_TypeError, "html must be a str or UTF-8 bytes");
         return NULL;
     }
-    PyObject *html = args[0], *utf8 = nargs == 2 ? args[1] : Py_None;
-    if (utf8 != Py_None && !PyBytes_CheckExact(utf8)) {
-        PyErr_SetString(PyExc_TypeError, "utf8 must be bytes or None");
-        return NULL;
-    }
-    if (!PyUnicode_Check(html) && !(html == Py_None && utf8 != Py_None)) {
-        PyErr_SetString(PyExc_TypeError, "html must be a str (or None with utf8)");
-        return NULL;
-    }
-    PyObject *bytes = utf8 != Py_None ? Py_NewRef(utf8) : encode(html);
     if (!bytes) return NULL;
     lxb_html_document_t *doc = parse(PyBytes_AS_STRING(bytes), (size_t)PyBytes_GET_SIZE(bytes));
     if (!doc) { Py_DECREF(bytes); return NULL; }
@@ -614,7 +609,7 @@ static PyObject *bind(PyObject *module, PyObject *arg) {
 
 static PyMethodDef methods[] = {
     {"bind", bind, METH_O, bind_doc},
-    {"extract", (PyCFunction)(void (*)(void))extract, METH_FASTCALL, extract_doc},
+    {"extract", extract, METH_O, extract_doc},
     {NULL, NULL, 0, NULL},
 };
 

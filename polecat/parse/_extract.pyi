@@ -4,7 +4,7 @@ class ExtractError(Exception): ...
 
 def bind(path: str) -> None: ...
 def extract(
-    html: str | None, utf8: bytes | None = None, /
+    html: str | bytes, /
 ) -> tuple[
     tuple[str, ...],
     str,

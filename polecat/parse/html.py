@@ -134,42 +134,26 @@ def parse_html_python(html: str, url: str, *, agent_token: str = "polecat") -> P
     return _page(url, agent_token, tuple(links), title, text, metas, canonicals, bases)
 
 
-def parse_html(html: str, url: str, *, agent_token: str = "polecat", utf8: bytes | None = None) -> ParsedPage:
-    """Extract links, canonical, meta robots and text from an HTML document fetched from ``url``.
-
-    ``utf8``, when given, must be ``html.encode("utf-8")`` (as :func:`polecat.fetch.charset.decode_html_utf8`
-    returns it): the native kernel parses it as it is instead of encoding ``html``.
-    """
+def parse_html(html: str | bytes, url: str, *, agent_token: str = "polecat") -> ParsedPage:
+    """Extract links, canonical, meta robots and text from an HTML document fetched from ``url``: its text,
+    or its bytes when they are well-formed UTF-8 (the native kernel parses them as they are; only the
+    Python path decodes them)."""
     extract = _kernel.extract
     if extract is not None:
         try:
-            raw = extract(html, utf8)
+            raw = extract(html)
         except _kernel.error as e:
             _kernel.fell_back(url, e)
         else:
             return _page(url, agent_token, *raw)
-    return parse_html_python(html, url, agent_token=agent_token)
-
-
-def parse_html_utf8(data: bytes, url: str, *, agent_token: str = "polecat") -> ParsedPage:
-    """:func:`parse_html` of ``data.decode()`` for well-formed UTF-8 ``data``: the native kernel parses the
-    bytes as they are, and only the Python path decodes them."""
-    extract = _kernel.extract
-    if extract is not None:
-        try:
-            raw = extract(None, data)
-        except _kernel.error as e:
-            _kernel.fell_back(url, e)
-        else:
-            return _page(url, agent_token, *raw)
-    return parse_html_python(data.decode(), url, agent_token=agent_token)
+    return parse_html_python(html if isinstance(html, str) else html.decode(), url, agent_token=agent_token)
 
 
 def _differs(html: str) -> str | None:
     """How the native and Python paths differ on ``html`` (``None``: they agree)."""
     assert _kernel.extract is not None
     url = "http://self.test/a/"
-    native_page = _page(url, "polecat", *_kernel.extract(html, None))
+    native_page = _page(url, "polecat", *_kernel.extract(html))
     python_page = parse_html_python(html, url)
     return None if native_page == python_page else f"on {html[:60]!r}: {native_page} != {python_page}"
 

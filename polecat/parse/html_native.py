@@ -49,7 +49,7 @@ class Kernel:
     """The native ``extract`` when it is bound and verified, else ``None`` (see the module's rules)."""
 
     def __init__(self, module: ModuleType | None) -> None:
-        self.extract: Callable[[str | None, bytes | None], Any] | None = None
+        self.extract: Callable[[str | bytes], Any] | None = None
         self.error: type[Exception] = Exception
         self.fallbacks = 0
         if module is None:
