@@ -87,7 +87,9 @@ def stages(corpus: Corpus) -> list[tuple[str, float]]:
     links: list[list[str]] = []
     timed("canonicalize links", n, lambda i: links.append(canon.canonicalize_links(parsed[i].links,
                                                                                    parsed[i].base)), rows)
-    timed("frontier add (seen-set)", n, lambda i: db.applied(frontier.add_many(links[i], 1, 0.1, 0.0)), rows)
+    queued: list[int] = []
+    timed("frontier add (seen-set)", n,
+          lambda i: queued.append(db.applied(frontier.add_many(links[i], 1, 0.1, 0.0))), rows)
     digests: list[bytes] = []
     timed("content hash", n, lambda i: digests.append(content_hash(bodies[i])), rows)
     fps = []
@@ -109,7 +111,8 @@ def stages(corpus: Corpus) -> list[tuple[str, float]]:
     shutil.rmtree(work)
     print(f"{corpus.name}: {n} pages, {sum(map(len, bodies)) / n / 1000:.1f} KB of HTML, "
           f"{sum(len(p.text.encode()) for p in parsed) / n / 1000:.1f} KB of text and "
-          f"{sum(len(p.links) for p in parsed) / n:.0f} links on average")
+          f"{sum(len(p.links) for p in parsed) / n:.0f} links on average, of which {sum(queued) / n:.1f} new "
+          "(queued; a crawl of a whole site queues about one URL a page)")
     return rows
 
 

@@ -10,7 +10,9 @@ own processes) is crawled to the end once per worker count, each time from an em
 run so that the counts see the same machine load. The politeness ceiling (hosts x rate) is set well above
 what the crawler can do, so the crawler's CPU is the limit. Figures: pages from the server's request log,
 pages/s over the span from the first to the last request, CPU seconds of the whole process tree (parent
-and workers, from wait4), CPU ms per page, and politeness violations (must be 0).
+and workers, from wait4), CPU ms per page, politeness violations (must be 0), the web server's CPU per page
+(it runs on the same machine) and the bound that puts on pages/s: every core busy with the crawler and
+the server, ``cores / (crawler + server CPU per page)``.
 
 Hand-off part: one process sends ``--handoff`` URLs of the generated web through the real path (outbox in
 LMDB, msgpack batches, HTTP over a unix socket, receiver, acknowledgements); CPU per URL is the process's
@@ -63,8 +65,9 @@ def crawl(args: argparse.Namespace) -> None:
     (out / "seeds.txt").write_text("\n".join(site.seeds(port)) + "\n")
     print(f"site: {args.hosts} hosts x {args.pages_per_host} pages, {size / 1024**2:.0f} MB; "
           f"{os.cpu_count()} cores; politeness ceiling {args.hosts * args.rate:.0f} req/s")
-    print("| workers | pages | wall s | pages/s (first..last request) | CPU s | CPU ms/page | violations |")
-    print("|---|---|---|---|---|---|---|")
+    print("| workers | pages | wall s | pages/s (first..last request) | CPU s | CPU ms/page | violations "
+          "| server CPU ms/page | machine bound pages/s |")
+    print("|---|---|---|---|---|---|---|---|---|")
     with LocalDnsServer() as dns:
         for i, host in enumerate(site.hosts):
             dns.add(host, [ADDRESSES[i % len(ADDRESSES)]])
@@ -90,8 +93,13 @@ def crawl(args: argparse.Namespace) -> None:
                 print(f"violation ({n} workers): {v.kind} on {v.host}: {v.first.target} [{v.first.status}] "
                       f"-> {v.second.target} [{v.second.status}] {v.gap * 1000:.1f} ms apart, "
                       f"{v.required * 1000:.0f} required", file=sys.stderr)
+            crawler_ms = cpu_s * 1000 / max(1, len(pages))
+            server_ms = server.cpu_s * 1000 / max(1, len(pages))
+            # Every core of the machine busy with this crawl and its server, nothing else: what no worker
+            # count can beat here.
+            bound = (os.cpu_count() or 1) * 1000 / (crawler_ms + server_ms)
             print(f"| {n} | {len(pages):,} | {wall:.1f} | {len(pages) / span:,.0f} | {cpu_s:.1f} | "
-                  f"{cpu_s * 1000 / max(1, len(pages)):.2f} | {len(violations)} |"
+                  f"{crawler_ms:.2f} | {len(violations)} | {server_ms:.2f} | {bound:,.0f} |"
                   + ("" if code == 0 else f" exit {code}"), flush=True)
 
 

@@ -150,7 +150,8 @@ async def serve(spec: SiteSpec, site_dir: Path, port: int, addresses: int, log_d
 
 
 async def run_app(app: App, port: int, addresses: int, log_dir: Path) -> None:
-    """Serve ``app`` on ``addresses`` loopback addresses until SIGTERM, then write its log."""
+    """Serve ``app`` on ``addresses`` loopback addresses until SIGTERM, then write its log and the CPU
+    seconds it spent serving (``cpu-PID.txt``)."""
     loop = asyncio.get_running_loop()
     servers = []
     for sock in bind_loopback([f"127.0.0.{i + 1}" for i in range(addresses)], port, reuse_port=True):
@@ -158,8 +159,11 @@ async def run_app(app: App, port: int, addresses: int, log_dir: Path) -> None:
     stop = asyncio.Event()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     (log_dir / f"ready-{os.getpid()}").touch()
+    cpu0 = time.process_time()
     await stop.wait()
     for server in servers:
         server.close()
+    # What serving cost (the log below not included): a crawl and its server share this machine's cores.
+    (log_dir / f"cpu-{os.getpid()}.txt").write_text(f"{time.process_time() - cpu0:.6f}\n")
     with (log_dir / f"log-{os.getpid()}.jsonl").open("w") as f:
         f.writelines(RequestRecord(*entry).to_json() + "\n" for entry in app.log)

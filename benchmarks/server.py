@@ -61,6 +61,8 @@ class StaticServer:
         self.site_dir, self.port, self.addresses, self.module = site_dir, port, addresses, module
         self.workers, self.log_dir, self.cpus = workers, log_dir, cpus
         self._procs: list[subprocess.Popen[bytes]] = []
+        self.cpu_s = 0.0
+        """CPU seconds the workers spent serving, from ready to SIGTERM (set by :meth:`stop`)."""
 
     def start(self, timeout: float = 120.0) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -90,6 +92,7 @@ class StaticServer:
                 proc.kill()
                 proc.wait()
         self._procs = []
+        self.cpu_s = sum(float(f.read_text()) for f in self.log_dir.glob("cpu-*.txt"))
         return read_log(sorted(self.log_dir.glob("log-*.jsonl")))
 
 

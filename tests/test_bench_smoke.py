@@ -109,6 +109,17 @@ def test_floor_stages_and_a_missing_real_corpus(tmp_path: Path) -> None:
     assert real_corpus(tmp_path) == Corpus("real", ["http://docs.test:8080/api/a.html"], [b"<p>a</p>"])
 
 
+def test_pipeline_stages_on_a_few_pages_of_the_small_web(capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks.bench_stages import stages
+
+    rows = dict(stages(small_corpus(5)))
+    assert {"parse (links, text)", "frontier add (seen-set)", "store put (WARC, zstd)"} <= set(rows)
+    assert rows["parse (links, text)"] > 0 and rows["store put (WARC, zstd)"] > 0
+    line = capsys.readouterr().out
+    # Five pages of a 10,000-page web: nearly every link is new to the frontier, unlike a whole crawl.
+    assert "small: 5 pages" in line and " new (queued" in line and "of which 0.0 new" not in line
+
+
 def test_worst_case_stages_on_small_hostile_inputs() -> None:
     from benchmarks.worst_case import STAGES, page_stages, robots_stages
     from polecat.testing.hostile_pages import PAGES, ROBOTS

@@ -20,6 +20,8 @@ def test_bench_workers_crawls_with_each_count_and_measures_the_hand_off(tmp_path
     pages = {r[2].strip() for r in rows}
     assert len(pages) == 1 and int(pages.pop().replace(",", "")) > 0  # the same pages with 1 and 2 workers
     assert all(r[7].strip() == "0" for r in rows)  # no politeness violation
+    # The server's own CPU was read back from its processes, and bounds pages/s on this machine's cores.
+    assert all(float(r[8]) > 0 and int(r[9].replace(",", "")) > 0 for r in rows)
     assert main(["--handoff", "2000", "--batch-urls", "100"]) == 0
     assert "2,000 of 2,000 URLs acknowledged" in capsys.readouterr().out
     assert main(["--resize", "2,3", "--queued", "600", "--hosts", "30", "--out", str(tmp_path)]) == 0
