@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -100,6 +103,28 @@ def test_version_one_is_plain_rendezvous() -> None:
     assert max(counts.values()) - min(counts.values()) > 1  # the binomial drift the balanced rule removes
     with pytest.raises(ValueError, match="version 3"):
         Ring(members, version=3)
+
+
+@pytest.mark.parametrize(("members", "version", "owners_sha256"), [
+    (["w0", "w1"], 1, "3596eb7ab6e248a7"), (["w0", "w1"], 2, "8a44dd4c25763be3"),
+    (["w0", "w1", "w2"], 1, "f429921cf6aa374c"), (["w0", "w1", "w2"], 2, "7e9552ef7dd21188"),
+    ([f"node-{i:08x}" for i in range(7)], 1, "d6c91a541ad8e5eb"),
+    ([f"node-{i:08x}" for i in range(7)], 2, "18a00e6c5a08872f"),
+])
+def test_ownership_is_pinned(members: list[str], version: int, owners_sha256: str) -> None:
+    # Data dirs store the ring version they were written under: the owners it gives must never change.
+    # These digests were taken from the numpy implementation the plain-Python one replaced.
+    ring = Ring(members, version=version)
+    owners = ",".join(ring.owner(s) for s in range(SLICES)).encode()
+    assert hashlib.sha256(owners).hexdigest()[:16] == owners_sha256
+
+
+def test_a_ring_builds_without_numpy() -> None:
+    # Every --workers child builds one: numpy's import would cost it ~0.1 s of CPU and ~10 MB.
+    code = ("import sys; from polecat.cluster.ring import Ring; Ring(['w0', 'w1', 'w2']); "
+            "print('numpy' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.split() == ["False"]
 
 
 def test_one_member_owns_everything() -> None:
