@@ -39,7 +39,7 @@ from polecat.frontier.records import Completion, Idle, Lease, Outcome, Refused, 
 from polecat.heap import fix_mmap_threshold
 from polecat.logs import fields
 from polecat.pipeline import Page, PagePipeline, attempt_of
-from polecat.runloop import Alarm
+from polecat.runloop import AlarmClock, alarm_clock
 from polecat.stats import CrawlStats, collect_stats
 from polecat.store.archive import archive_info
 from polecat.store.base import FetchRecord, PageStore, content_hash
@@ -343,7 +343,7 @@ class Crawler:
     async def run(self, *, serve: bool = False) -> CrawlStats:
         """Crawl until the frontier is exhausted, ``scope.max_pages`` fetches were made, or :meth:`stop`.
         With ``serve`` an empty frontier is not the end: the node waits for new URLs until :meth:`stop`."""
-        loop = asyncio.get_running_loop()
+        alarms = alarm_clock(asyncio.get_running_loop(), self._clock)
         self._started_at = self._clock.wall()
         self._last_bloom_save = self._started_at
         self._checkpoints_end = False
@@ -362,16 +362,16 @@ class Crawler:
                     if link is None:
                         break
                     self._quiet = True  # a member's budget is spent: it keeps receiving until stopped
-                    await self._sleep(loop, None)
+                    await self._sleep(alarms, None)
                     continue
                 if len(self._tasks) >= concurrency or self._frontier.paused:
-                    await self._sleep(loop, None)
+                    await self._sleep(alarms, None)
                     continue
                 now = self._clock.wall()
                 if self.config.refresh.enabled and now >= self._next_scan:
                     self._scan_due(now, serve)
                 if link is not None and link.backlogged():
-                    await self._sleep(loop, now + BACKLOG_RECHECK)  # owners are slow to accept: wait
+                    await self._sleep(alarms, now + BACKLOG_RECHECK)  # owners are slow to accept: wait
                     continue
                 decision = self._db.applied(self._frontier.lease(now))
                 self._quiet = isinstance(decision, Idle)
@@ -384,10 +384,10 @@ class Crawler:
                     self._tasks.add(task)
                     task.add_done_callback(self._lease_done)
                 elif isinstance(decision, Wait):
-                    await self._sleep(loop, _earliest(decision.until, self._next_scan))
+                    await self._sleep(alarms, _earliest(decision.until, self._next_scan))
                 elif isinstance(decision, Idle):
                     if serve or link is not None:  # a node, or a member of a --workers crawl, waits for URLs
-                        await self._sleep(loop, _earliest(None, self._next_scan))
+                        await self._sleep(alarms, _earliest(None, self._next_scan))
                         continue
                     if self._frontier.budget.full:
                         self._ended = verdict.MAX_PAGES  # what is left waits for a later run
@@ -400,6 +400,7 @@ class Crawler:
                 f = self._frontier.freshness(self._clock.wall())
                 self._freshness = (f.tracked, f.due, f.important, f.within)
         finally:
+            alarms.close()
             self._receiving = False
             self._checkpoints_end = True
             self._checkpoint_due.set()
@@ -475,18 +476,19 @@ class Crawler:
                 task.cancel()
         self.stop()
 
-    async def _sleep(self, loop: asyncio.AbstractEventLoop, until: float | None) -> None:
+    async def _sleep(self, alarms: AlarmClock, until: float | None) -> None:
         """Wait for a completion that matters (:meth:`_wake_after_lease`), a new URL, stop, or the
         wall-clock time ``until``."""
         self._wake.clear()
-        alarm = Alarm(loop, self._clock.wall, until, self._wake) if until is not None else None
+        if until is not None:
+            alarms.set(until, self._wake)
         self._sleeping, self._sleep_until = True, until
         try:
             await self._wake.wait()
         finally:
             self._sleeping = False
-            if alarm is not None:
-                alarm.cancel()
+            if until is not None:
+                alarms.cancel()
 
     def _wake_after_lease(self) -> None:
         """A lease ended: wake the loop only where that can change its next decision. It sleeps with no

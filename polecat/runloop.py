@@ -13,24 +13,35 @@ program embedding :class:`polecat.Crawler` keeps its own loop and collector):
    held the event loop ~18 ms (benchmarks/README.md, "Garbage collection"). Cycles are still freed:
    young ones at the next young pass, older ones by the middle and old generations' passes, which
    keep Python's rule of running every ``GC_THRESHOLDS[1]`` and ``[2]`` passes of the one below.
-4. A wait for a wall-clock time is an :class:`Alarm`. uvloop counts a timer in whole milliseconds from
-   the time it read when its current iteration began, so a timer fires up to a millisecond and a half
-   early (more after a long iteration). A loop woken that early by a plain timer found its host not yet
-   due and slept again, each round for under a millisecond: ~11 rounds a page, each a call into the
-   frontier (benchmarks/README.md, "Issue 17, sixth pass"). The alarm re-arms itself for what is left,
-   in its callback, and wakes its waiter only once the time has come: as precise as before, at the cost
-   of a timer handle a round. (Rounding the delay up instead, so that no timer fires early, made each
-   wait ~0.75 ms late and a politeness-paced crawl of five hosts 13 % slower.)
+4. A wait for a wall-clock time is an alarm from :func:`alarm_clock`. uvloop counts a timer in whole
+   milliseconds from the time it read when its current iteration began, so a timer fires up to a
+   millisecond and a half early (more after a long iteration). A loop woken that early found its host
+   not yet due and slept again: ~11 rounds a page (benchmarks/README.md, "Issue 17, sixth pass").
+   :class:`LoopAlarmClock` re-arms its loop timer for what is left until the time has come: precise,
+   but a remainder under half a millisecond rounds to a zero-delay timer, so the loop spins through
+   empty iterations for it, ~0.2 ms of CPU a wait on average (0.05-0.5 by phase; 70 fires a page on the
+   real web). :class:`TimerFdAlarmClock` (Linux, the system clock) hands the time to the kernel: a
+   timerfd on ``CLOCK_REALTIME`` armed at the absolute time, watched by the loop, wakes it once, at the
+   time plus the kernel's timer slack (~50 us), never before. (Rounding each delay up to whole
+   milliseconds instead made each wait ~0.75 ms late and a politeness-paced crawl of five hosts 13 %
+   slower.)
 """
 
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import gc
+import math
+import os
+import sys
+import time
 from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
-__all__ = ["GC_THRESHOLDS", "Alarm", "run"]
+from polecat.clock import Clock, SystemClock
+
+__all__ = ["GC_THRESHOLDS", "AlarmClock", "LoopAlarmClock", "TimerFdAlarmClock", "alarm_clock", "run"]
 
 T = TypeVar("T")
 
@@ -40,25 +51,145 @@ middle one every 20 young passes, the old one every 10 middle passes (and only o
 survived into it since its last pass are a quarter of it, Python's own rule)."""
 
 
-class Alarm:
-    """Sets ``event`` once ``wall()`` reaches ``until`` (rule 4); :meth:`cancel` before it is dropped."""
+class AlarmClock(Protocol):
+    """Sets an event once the wall clock reaches a time (rule 4): one alarm at a time."""
+
+    def set(self, until: float, event: asyncio.Event) -> None:
+        """Set ``event`` once ``wall() >= until``; replaces the alarm set before, if any."""
+        ...
+
+    def cancel(self) -> None:
+        """The alarm set, if any, sets nothing."""
+        ...
+
+    def close(self) -> None:
+        """Cancel, and release what the clock holds (a file descriptor)."""
+        ...
+
+
+class LoopAlarmClock:
+    """An alarm on the loop's own timers, re-armed for what is left while the time has not come: any
+    loop, any clock (tests drive it with a fake one)."""
 
     __slots__ = ("_event", "_handle", "_loop", "_until", "_wall")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, wall: Callable[[], float], until: float,
-                 event: asyncio.Event) -> None:
-        self._loop, self._wall, self._until, self._event = loop, wall, until, event
-        self._handle = loop.call_later(max(0.0, until - wall()), self._fire)
+    def __init__(self, loop: asyncio.AbstractEventLoop, wall: Callable[[], float]) -> None:
+        self._loop, self._wall = loop, wall
+        self._handle: asyncio.TimerHandle | None = None
+        self._event: asyncio.Event | None = None
+        self._until = 0.0
+
+    def set(self, until: float, event: asyncio.Event) -> None:
+        self.cancel()
+        self._until, self._event = until, event
+        self._handle = self._loop.call_later(max(0.0, until - self._wall()), self._fire)
 
     def _fire(self) -> None:
         left = self._until - self._wall()
         if left > 0:
             self._handle = self._loop.call_later(left, self._fire)
-        else:
+        elif self._event is not None:
             self._event.set()
+            self._handle = self._event = None
 
     def cancel(self) -> None:
-        self._handle.cancel()
+        if self._handle is not None:
+            self._handle.cancel()
+        self._handle = self._event = None
+
+    def close(self) -> None:
+        self.cancel()
+
+
+class _Timespec(ctypes.Structure):
+    _fields_ = (("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long))
+
+
+class _Itimerspec(ctypes.Structure):
+    _fields_ = (("it_interval", _Timespec), ("it_value", _Timespec))
+
+
+_CLOCK_REALTIME = 0
+_TFD_NONBLOCK = os.O_NONBLOCK
+_TFD_CLOEXEC = os.O_CLOEXEC
+_TFD_TIMER_ABSTIME = 1
+
+
+class TimerFdAlarmClock:
+    """An alarm the kernel keeps: a ``CLOCK_REALTIME`` timerfd armed at the absolute time (the wall
+    clock is ``time.time()``, the same clock), read by the loop when it fires. Linux only:
+    :func:`alarm_clock` falls back where it cannot be made."""
+
+    __slots__ = ("_armed", "_event", "_fd", "_loop", "_settime", "_spec", "_until")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        libc = ctypes.CDLL(None, use_errno=True)  # the process's own symbols (see polecat/heap.py)
+        settime = libc.timerfd_settime
+        settime.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.POINTER(_Itimerspec), ctypes.c_void_p)
+        fd = libc.timerfd_create(_CLOCK_REALTIME, _TFD_NONBLOCK | _TFD_CLOEXEC)
+        if fd < 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"timerfd_create: {os.strerror(err)}")
+        try:
+            loop.add_reader(fd, self._fire)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._loop, self._fd, self._settime = loop, fd, settime
+        self._spec = _Itimerspec()
+        self._event: asyncio.Event | None = None
+        self._until = 0.0
+        self._armed = False
+
+    def _arm(self, until: float) -> None:
+        value = self._spec.it_value
+        sec = math.floor(until)
+        # Up to the next whole nanosecond: the kernel fires at or after it, never before ``until``.
+        value.tv_sec, value.tv_nsec = sec, min(999_999_999, math.ceil((until - sec) * 1e9))
+        if self._settime(self._fd, _TFD_TIMER_ABSTIME, ctypes.byref(self._spec), None) < 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"timerfd_settime: {os.strerror(err)}")
+        self._armed = until > 0
+
+    def set(self, until: float, event: asyncio.Event) -> None:
+        self._until, self._event = until, event
+        # 0 would disarm the timer: a time long past fires at once all the same.
+        self._arm(max(until, 1e-9))
+
+    def _fire(self) -> None:
+        try:
+            os.read(self._fd, 8)
+        except BlockingIOError:  # re-armed or disarmed after the expiry was seen: nothing is due
+            return
+        self._armed = False
+        if self._event is None:
+            return
+        if time.time() < self._until:  # a float reading of the kernel's nanoseconds, a hair below
+            self._arm(self._until)
+            return
+        self._event.set()
+        self._event = None
+
+    def cancel(self) -> None:
+        self._event = None
+        if self._armed:
+            self._arm(0.0)  # an all-zero it_value disarms
+
+    def close(self) -> None:
+        self.cancel()
+        self._loop.remove_reader(self._fd)
+        os.close(self._fd)
+
+
+def alarm_clock(loop: asyncio.AbstractEventLoop, clock: Clock) -> AlarmClock:
+    """The alarm clock for ``loop`` and ``clock`` (rule 4): the kernel's timer where it can be had
+    (Linux, the system clock, a loop that watches file descriptors), else the loop's own timers."""
+    if isinstance(clock, SystemClock) and sys.platform == "linux":
+        try:
+            return TimerFdAlarmClock(loop)
+        except (OSError, AttributeError, NotImplementedError):  # no timerfd, or a loop without readers
+            pass
+    return LoopAlarmClock(loop, clock.wall)
 
 
 def tune_gc() -> None:

@@ -7,6 +7,8 @@ import ast
 import subprocess
 import sys
 
+import pytest
+
 from polecat import runloop
 
 _CHILD = """
@@ -42,41 +44,62 @@ def test_run_freezes_startup_objects_collects_less_often_and_still_frees_cycles(
 
 
 _ALARM = """
-import asyncio, time
+import asyncio, sys, time
 from polecat import runloop
+from polecat.clock import SYSTEM_CLOCK
 
-async def main():
+async def main(kind):
     loop, event = asyncio.get_running_loop(), asyncio.Event()
-    fires = []
+    clock = (runloop.TimerFdAlarmClock(loop) if kind == "timerfd" else
+             runloop.LoopAlarmClock(loop, time.time))
     early = []
-    for _ in range(30):
+    late = []
+    for gap in (0.0037, 0.0003, 0.0, -1.0, 0.0121):
         event.clear()
-        until = time.time() + 0.0037
-        alarm = runloop.Alarm(loop, time.time, until, event)
+        start = time.time()
+        until = start + gap
+        clock.set(until, event)
         await event.wait()
-        early.append(time.time() < until)
-        alarm.cancel()
+        now = time.time()
+        early.append(now < until)
+        late.append(now - max(until, start))
     # A long iteration before the alarm is armed (uvloop's clock is stale then): still never early.
     event.clear()
     time.sleep(0.01)
     until = time.time() + 0.002
-    alarm = runloop.Alarm(loop, time.time, until, event)
+    clock.set(until, event)
     await event.wait()
     early.append(time.time() < until)
-    # A cancelled alarm sets nothing.
+    # A new time replaces the one set before.
     event.clear()
-    runloop.Alarm(loop, time.time, time.time() + 0.01, event).cancel()
+    clock.set(time.time() + 0.01, event)
+    until = time.time() + 0.03
+    clock.set(until, event)
+    await event.wait()
+    early.append(time.time() < until)
+    # A cancelled alarm sets nothing, not even once its time has passed.
+    event.clear()
+    clock.set(time.time() + 0.005, event)
+    clock.cancel()
     await asyncio.sleep(0.03)
-    return any(early), event.is_set()
+    fired = event.is_set()
+    clock.close()
+    chosen = type(runloop.alarm_clock(loop, SYSTEM_CLOCK)).__name__
+    return any(early), fired, max(late) < 0.005, chosen
 
-print(runloop.run(main()))
+print(runloop.run(main(sys.argv[1])))
 """
 
 
-def test_an_alarm_never_wakes_its_waiter_early_even_on_uvloop() -> None:
-    out = subprocess.run([sys.executable, "-c", _ALARM], capture_output=True, text=True, check=True,
+@pytest.mark.parametrize("kind", ["loop", "timerfd"])
+def test_an_alarm_never_wakes_its_waiter_early_even_on_uvloop(kind: str) -> None:
+    if kind == "timerfd" and sys.platform != "linux":
+        pytest.skip("timerfd is Linux's")
+    out = subprocess.run([sys.executable, "-c", _ALARM, kind], capture_output=True, text=True, check=True,
                          timeout=60).stdout
-    assert ast.literal_eval(out.strip()) == (False, False)
+    # Never early, a cancelled alarm sets nothing, none was late by a loop's stall, and a crawl on Linux
+    # gets the kernel's timer.
+    assert ast.literal_eval(out.strip()) == (False, False, True, "TimerFdAlarmClock")
 
 
 def test_an_alarm_rearms_itself_while_the_time_has_not_come() -> None:
@@ -92,7 +115,7 @@ def test_an_alarm_rearms_itself_while_the_time_has_not_come() -> None:
             reads[0] += 1
             return 100.0 if reads[0] < 5 else 100.01  # four reads "too early", then the time has come
 
-        runloop.Alarm(loop, wall, 100.01, event)
+        runloop.LoopAlarmClock(loop, wall).set(100.01, event)
         await asyncio.wait_for(event.wait(), 5)
         return reads[0], event.is_set()
 
