@@ -139,3 +139,18 @@ def test_limit_runs_gives_the_floor_the_median_of_that_many_bare_loops(tmp_path:
     cpus = sorted(run["cpu_ms_per_page"] for run in saved["runs"]["limit"])
     assert len(cpus) == 3
     assert saved["floor"]["fetch (bare GET loop)"] == saved["median"]["limit"]["cpu_ms_per_page"] == cpus[1]
+
+
+@pytest.mark.parametrize("kind", ["loop", "timerfd"])
+def test_alarm_bench_measures_each_clock(kind: str) -> None:
+    import sys
+
+    import uvloop
+
+    from benchmarks.bench_alarm import measure
+
+    if kind == "timerfd" and sys.platform != "linux":
+        pytest.skip("timerfd is Linux's")
+    cpu, wall, mean, worst = uvloop.run(measure(kind, 0.002, 5))
+    # Five 2 ms waits: each takes at least its gap (never early), and lateness is never negative.
+    assert wall >= 2000 and cpu > 0 and 0 <= mean <= worst
