@@ -32,6 +32,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 from benchmarks.bench_politeness import ADDRESSES, free_port
@@ -66,8 +67,9 @@ def crawl(args: argparse.Namespace) -> None:
     print(f"site: {args.hosts} hosts x {args.pages_per_host} pages, {size / 1024**2:.0f} MB; "
           f"{os.cpu_count()} cores; politeness ceiling {args.hosts * args.rate:.0f} req/s")
     print("| workers | pages | wall s | pages/s (first..last request) | CPU s | CPU ms/page | violations "
-          "| server CPU ms/page | machine bound pages/s |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "| server CPU ms/page | machine bound pages/s | largest worker's hosts | split bound x |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    seeds = site.seeds(port)
     with LocalDnsServer() as dns:
         for i, host in enumerate(site.hosts):
             dns.add(host, [ADDRESSES[i % len(ADDRESSES)]])
@@ -98,8 +100,14 @@ def crawl(args: argparse.Namespace) -> None:
             # Every core of the machine busy with this crawl and its server, nothing else: what no worker
             # count can beat here.
             bound = (os.cpu_count() or 1) * 1000 / (crawler_ms + server_ms)
+            # A host belongs to one worker (its slice's owner): the worker with the most hosts finishes
+            # last, so n workers beat one by at most hosts / that worker's hosts (the pages per host are
+            # alike), however many cores there are.
+            ring = Ring(member_ids(n))
+            largest = max(Counter(ring.owner(slice_of(host_key(seed))) for seed in seeds).values())
             print(f"| {n} | {len(pages):,} | {wall:.1f} | {len(pages) / span:,.0f} | {cpu_s:.1f} | "
-                  f"{crawler_ms:.2f} | {len(violations)} | {server_ms:.2f} | {bound:,.0f} |"
+                  f"{crawler_ms:.2f} | {len(violations)} | {server_ms:.2f} | {bound:,.0f} | "
+                  f"{largest} of {len(seeds)} | {len(seeds) / largest:.2f} |"
                   + ("" if code == 0 else f" exit {code}"), flush=True)
 
 
