@@ -33,6 +33,15 @@ def test_importing_the_cli_leaves_out_what_a_plain_crawl_never_uses() -> None:
     assert not {"ctypes.util", "importlib.metadata", "urllib.request", "http.client"} & loaded
 
 
+def test_the_workers_parent_leaves_out_what_only_the_workers_use() -> None:
+    # The --workers parent coordinates: the node, the hand-off transport's aiohttp (~0.1 s of CPU, ~10 MB)
+    # and numpy are the workers' alone.
+    loaded = set(_run("import sys, polecat.cli, polecat.crawl_cmd, polecat.cluster.supervisor; "
+                      "print(' '.join(sys.modules))").split())
+    assert "polecat.cluster.supervisor" in loaded
+    assert not {"aiohttp", "numpy", "polecat.node", "polecat.cluster.transport"} & loaded
+
+
 def test_the_cli_loads_before_numpy_and_gives_blas_one_thread() -> None:
     env = {k: v for k, v in os.environ.items() if k not in BLAS_THREAD_VARS}
     # The package and the CLI module load nothing numeric: the command settles the BLAS pool first.

@@ -14,12 +14,14 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from polecat.cluster.batch import HandoffUrl, Signer, decode_urls, encode_batch
 from polecat.cluster.outbox import Outbox
 from polecat.cluster.sender import HandoffSender, Send
-from polecat.cluster.transport import Transport
+
+if TYPE_CHECKING:
+    from polecat.cluster.transport import Transport
 
 log = logging.getLogger("polecat.handoff")
 

@@ -40,7 +40,6 @@ from polecat.cluster.orphan import StopBound, die_with_parent, parent_gone
 from polecat.cluster.outbox import Outbox
 from polecat.cluster.receiver import HandoffReceiver
 from polecat.cluster.sender import HandoffSender
-from polecat.cluster.transport import HttpTransport, serve
 from polecat.config import Config, config_from_mapping
 from polecat.errors import PolecatError
 from polecat.logs import LogSettings, configure
@@ -97,6 +96,9 @@ def config_mapping(cfg: Config) -> dict[str, Any]:
 
 
 async def run_worker(spec: WorkerSpec) -> int:
+    # Here, not at the top: the parent imports this module for WorkerSpec, and needs neither the node
+    # nor aiohttp (the transport's, ~0.1 s of CPU and ~10 MB).
+    from polecat.cluster.transport import HttpTransport, serve
     from polecat.node import Crawler
 
     cfg = config_from_mapping(spec.config)
