@@ -51,6 +51,11 @@ middle one every 20 young passes, the old one every 10 middle passes (and only o
 survived into it since its last pass are a quarter of it, Python's own rule)."""
 
 
+_FOREVER = 2.0**32
+"""Unix seconds (year 2106) no alarm waits past (nan and inf included): within any timespec's range and
+uvloop's longest timer."""
+
+
 class AlarmClock(Protocol):
     """Sets an event once the wall clock reaches a time (rule 4): one alarm at a time."""
 
@@ -81,6 +86,7 @@ class LoopAlarmClock:
 
     def set(self, until: float, event: asyncio.Event) -> None:
         self.cancel()
+        until = until if until < _FOREVER else _FOREVER  # as TimerFdAlarmClock: nan and inf wait for ever
         self._until, self._event = until, event
         self._handle = self._loop.call_later(max(0.0, until - self._wall()), self._fire)
 
@@ -152,8 +158,10 @@ class TimerFdAlarmClock:
         self._armed = until > 0
 
     def set(self, until: float, event: asyncio.Event) -> None:
+        # A time past what a timespec holds (inf, or a quarantine centuries off) waits as long as uvloop's
+        # longest timer would; 0 would disarm the timer, and a time long past fires at once all the same.
+        until = until if until < _FOREVER else _FOREVER
         self._until, self._event = until, event
-        # 0 would disarm the timer: a time long past fires at once all the same.
         self._arm(max(until, 1e-9))
 
     def _fire(self) -> None:

@@ -77,6 +77,16 @@ async def main(kind):
     clock.set(until, event)
     await event.wait()
     early.append(time.time() < until)
+    # A time no timer can hold (inf, nan) waits for ever without an error, until replaced.
+    event.clear()
+    clock.set(float("inf"), event)
+    clock.set(float("nan"), event)
+    await asyncio.sleep(0.01)
+    early.append(event.is_set())
+    until = time.time() + 0.002
+    clock.set(until, event)
+    await event.wait()
+    early.append(time.time() < until)
     # A cancelled alarm sets nothing, not even once its time has passed.
     event.clear()
     clock.set(time.time() + 0.005, event)
