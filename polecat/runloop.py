@@ -19,12 +19,12 @@ program embedding :class:`polecat.Crawler` keeps its own loop and collector):
    not yet due and slept again: ~11 rounds a page (benchmarks/README.md, "Issue 17, sixth pass").
    :class:`LoopAlarmClock` re-arms its loop timer for what is left until the time has come: precise,
    but a remainder under half a millisecond rounds to a zero-delay timer, so the loop spins through
-   empty iterations for it, ~0.2 ms of CPU a wait on average (0.05-0.5 by phase; 70 fires a page on the
-   real web). :class:`TimerFdAlarmClock` (Linux, the system clock) hands the time to the kernel: a
-   timerfd on ``CLOCK_REALTIME`` armed at the absolute time, watched by the loop, wakes it once, at the
-   time plus the kernel's timer slack (~50 us), never before. (Rounding each delay up to whole
-   milliseconds instead made each wait ~0.75 ms late and a politeness-paced crawl of five hosts 13 %
-   slower.)
+   empty iterations for it: 30-300 us of CPU a wait by where the time falls (benchmarks/bench_alarm.py),
+   ~70 fires a page on the real web. :class:`TimerFdAlarmClock` (Linux, the system clock) hands the
+   time to the kernel: a timerfd on ``CLOCK_REALTIME`` armed at the absolute time, watched by the loop,
+   wakes it once, at the time plus the kernel's timer slack (~50 us), never before. (Rounding each
+   delay up to whole milliseconds instead made each wait ~0.75 ms late and a politeness-paced crawl of
+   five hosts 13 % slower.)
 """
 
 from __future__ import annotations
@@ -52,8 +52,13 @@ survived into it since its last pass are a quarter of it, Python's own rule)."""
 
 
 _FOREVER = 2.0**32
-"""Unix seconds (year 2106) no alarm waits past (nan and inf included): within any timespec's range and
-uvloop's longest timer."""
+"""Unix seconds (year 2106) no alarm waits past: within any timespec's range and uvloop's longest timer."""
+
+
+def _capped(until: float) -> float:
+    """``until``, or :data:`_FOREVER` for a time no timer holds (later, inf, nan): such alarms wait for
+    ever, without an error, on both clocks."""
+    return until if until < _FOREVER else _FOREVER
 
 
 class AlarmClock(Protocol):
@@ -86,7 +91,7 @@ class LoopAlarmClock:
 
     def set(self, until: float, event: asyncio.Event) -> None:
         self.cancel()
-        until = until if until < _FOREVER else _FOREVER  # as TimerFdAlarmClock: nan and inf wait for ever
+        until = _capped(until)
         self._until, self._event = until, event
         self._handle = self._loop.call_later(max(0.0, until - self._wall()), self._fire)
 
@@ -158,11 +163,9 @@ class TimerFdAlarmClock:
         self._armed = until > 0
 
     def set(self, until: float, event: asyncio.Event) -> None:
-        # A time past what a timespec holds (inf, or a quarantine centuries off) waits as long as uvloop's
-        # longest timer would; 0 would disarm the timer, and a time long past fires at once all the same.
-        until = until if until < _FOREVER else _FOREVER
+        until = _capped(until)
         self._until, self._event = until, event
-        self._arm(max(until, 1e-9))
+        self._arm(max(until, 1e-9))  # 0 would disarm the timer; a time long past fires at once all the same
 
     def _fire(self) -> None:
         try:
