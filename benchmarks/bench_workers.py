@@ -63,13 +63,13 @@ def crawl(args: argparse.Namespace) -> None:
     port = free_port()
     site = Site(SiteSpec(hosts=args.hosts, pages_per_host=args.pages_per_host, seed=9))
     size = render_site(site, port, out / "site")
-    (out / "seeds.txt").write_text("\n".join(site.seeds(port)) + "\n")
+    seeds = site.seeds(port)
+    (out / "seeds.txt").write_text("\n".join(seeds) + "\n")
     print(f"site: {args.hosts} hosts x {args.pages_per_host} pages, {size / 1024**2:.0f} MB; "
           f"{os.cpu_count()} cores; politeness ceiling {args.hosts * args.rate:.0f} req/s")
     print("| workers | pages | wall s | pages/s (first..last request) | CPU s | CPU ms/page | violations "
           "| server CPU ms/page | machine bound pages/s | largest worker's hosts | split bound x |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
-    seeds = site.seeds(port)
     with LocalDnsServer() as dns:
         for i, host in enumerate(site.hosts):
             dns.add(host, [ADDRESSES[i % len(ADDRESSES)]])
