@@ -150,6 +150,43 @@ def bursts(times: Sequence[float], quiet: float = 0.05) -> list[float]:
 # --- Retry-After -----------------------------------------------------------------------------------
 
 
+def test_a_node_waits_for_hosts_on_the_kernels_timer_and_never_early(
+        test_web: TestWebFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # polecat/runloop.py rule 4: a crawl on Linux with the system clock waits on a timerfd, not on
+    # uvloop's millisecond timers (which spin through the last half millisecond of each wait).
+    if sys.platform != "linux":
+        pytest.skip("timerfd is Linux's")
+    from polecat import node, runloop
+
+    chosen: list[runloop.AlarmClock] = []
+    sets = [0]
+
+    class Counting(runloop.TimerFdAlarmClock):
+        __slots__ = ()
+
+        def set(self, until: float, event: asyncio.Event) -> None:
+            sets[0] += 1
+            super().set(until, event)
+
+    def recording(loop: asyncio.AbstractEventLoop, clock: Any) -> runloop.AlarmClock:
+        made = runloop.alarm_clock(loop, clock)
+        if isinstance(made, runloop.TimerFdAlarmClock):
+            made.close()
+            made = Counting(loop)
+        chosen.append(made)
+        return made
+
+    monkeypatch.setattr(node, "alarm_clock", recording)
+    rate = 20.0
+    web = test_web(simple_site(1, 8))
+    stats = crawl(crawl_config(web, tmp_path / "data", politeness={"rate": rate}))
+    assert [type(c) for c in chosen] == [Counting] and sets[0] >= 7  # a wait before each page after robots
+    assert stats.politeness_violations == 0
+    log = requests_to(web, web.site.hosts[0])
+    assert len(log) == 9  # robots.txt and the 8 pages
+    assert min(gaps(log)) >= 1 / rate - CLOCK_SLACK  # judged at the server
+
+
 def test_retry_after_seconds_and_http_date_hold_to_the_second(test_web: TestWebFactory,
                                                                tmp_path: Path) -> None:
     rate, cut, step = 10.0, 0.5, 0.1
