@@ -734,9 +734,9 @@ class Crawler:
                                        robots=failed)
         _log_response(lease, outcome)
         if self.config.store.archive_robots:  # archive-grade: the robots.txt the crawl obeyed is kept
-            self._store.put(FetchRecord(outcome.url, started, outcome.status, outcome.headers,
-                                        content_hash(outcome.body), len(outcome.body), outcome.truncated),
-                            outcome.body)
+            digest = content_hash(outcome.body, self._store.hash_name)
+            self._store.put(FetchRecord(outcome.url, started, outcome.status, outcome.headers, digest,
+                                        len(outcome.body), outcome.truncated), outcome.body)
         attempt = dataclasses.replace(pacer.finish(outcome), unusable=not is_answer(outcome.status))
         return Completion(attempt, "fetched", str(outcome.status), ip=outcome.remote_ip,
                           detail=f"robots.txt answered {outcome.status}",

@@ -32,7 +32,7 @@ from polecat.frontier.traps import Soft404
 from polecat.parse.guard import MAX_TEXT_CHARS, bound_body, bound_html, bound_links, whole_utf8
 from polecat.parse.html import ParsedPage, parse_html
 from polecat.parse.sitemap import SitemapParser, SitemapResult, SitemapWalk
-from polecat.store.base import OWN_HASH_HEADER, SKIPPED_HEADER, FetchRecord, PageStore, content_hash
+from polecat.store.base import OWN_HASH_HEADER, SKIPPED_HEADER, FetchRecord, PageStore, hasher
 
 log = logging.getLogger("polecat")
 
@@ -84,6 +84,7 @@ class PagePipeline:
         self._frontier = frontier
         self._db = db
         self._store = store
+        self._hash = hasher(store.hash_name)
         self._canon = canon
         self._near = NearDupIndex(db.near)
         self._agent_token = agent_token
@@ -130,7 +131,7 @@ class PagePipeline:
     def _process_body(self, lease: Lease, resp: Response, started: float) -> tuple[bytes, str | None]:
         """Parse, queue outlinks, dedup and store a 2xx/4xx body; returns its hash and what it duplicates."""
         body = resp.body
-        digest = content_hash(body)
+        digest = self._hash(body)
         if 200 <= resp.status < 300 and self._read_sitemap(lease, resp, started):
             return digest, None
         is_html = resp.content_type in HTML_TYPES
@@ -305,11 +306,11 @@ class PagePipeline:
         if body is None:
             # Fetched but not stored (type, noindex): the history still records the fetch.
             headers = (*resp.headers, (SKIPPED_HEADER, skipped))
-            self._store.put(FetchRecord(url, started, resp.status, headers, content_hash(b""), 0,
+            self._store.put(FetchRecord(url, started, resp.status, headers, self._hash(b""), 0,
                                         resp.truncated), b"")
             return
         self._store.put(FetchRecord(url, started, resp.status, resp.headers,
-                                    digest or content_hash(body), len(body), resp.truncated), body)
+                                    digest or self._hash(body), len(body), resp.truncated), body)
 
     def _follow_redirect(self, lease: Lease, location: str, now: float) -> None:
         """Queue a redirect target like a discovered URL, politely, with the hop count carried."""

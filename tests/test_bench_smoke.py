@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.compare import compare, generated_web, real_web
-from benchmarks.corpora import Corpus, floor_stages, real_corpus, small_corpus
+from benchmarks.compare import compare, floor, generated_web, real_web
+from benchmarks.corpora import FLOOR_HASH, Corpus, blake2b_us, floor_stages, real_corpus, small_corpus
 from benchmarks.docweb import doc_web
 from benchmarks.metrics import RunFigures, median_figures, table
 from benchmarks.runners import RunContext, command
@@ -97,12 +97,26 @@ def test_medians_and_ratio_table() -> None:
     assert "| 0.20x |  | 5.00x |" in rows["polecat/limit"]
 
 
+def test_floor_ratios_over_the_sha256_floor_and_the_blake2b_one(tmp_path: Path) -> None:
+    pages = small_corpus(3).bodies
+    ran = {name: RunFigures(100, 1.0, 1.0, 100.0, 100.0, cpu, 50.0, 1.0, 0, 0, 0, 0, 0)
+           for name, cpu in (("limit", 0.2), ("polecat", 1.0))}
+    parts = floor(pages, ran, tmp_path / "floor.txt")
+    stages = [parts[k] for k in ("fetch (bare GET loop)", "lexbor parse (tree only)", FLOOR_HASH, "zstd -2")]
+    assert stages[0] == 0.2 and parts["floor"] == pytest.approx(sum(stages))
+    assert parts["polecat/floor"] == pytest.approx(1.0 / parts["floor"])
+    # the BLAKE2b floor swaps only the hash row
+    blake2b = 1.0 / parts["polecat/floor with BLAKE2b"] - parts["floor"] + parts[FLOOR_HASH]
+    assert 0 < blake2b < 1 and "with BLAKE2b" in (tmp_path / "floor.txt").read_text()
+
+
 def test_floor_stages_and_a_missing_real_corpus(tmp_path: Path) -> None:
     corpus = small_corpus(3)
     assert len(corpus.urls) == len(corpus.bodies) == 3
     stages = floor_stages(corpus.bodies, 3)
-    assert [name for name, _ in stages] == ["lexbor parse (tree only)", "BLAKE2b", "zstd -3"]
-    assert all(us > 0 for _, us in stages)
+    assert [name for name, _ in stages] == ["lexbor parse (tree only)", FLOOR_HASH, "zstd -3"] == \
+        ["lexbor parse (tree only)", "SHA-256", "zstd -3"]
+    assert all(us > 0 for _, us in stages) and blake2b_us(corpus.bodies) > 0
     assert real_corpus(tmp_path) is None  # no documentation package there: the benchmarks skip it
     (tmp_path / "a.html").write_bytes(b"<p>a</p>")
     (tmp_path / "all.html").write_bytes(b"<p>all</p>")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import io
 import random
 import shutil
@@ -19,6 +20,7 @@ from warcio.archiveiterator import ArchiveIterator
 
 from polecat.config import StoreConfig
 from polecat.errors import CorruptRecord, NotFound, StoreError
+from polecat.store import warc
 from polecat.store.base import FetchRecord, PageStore, content_hash
 from polecat.store.fsck import verify
 from polecat.store.segstore import SegmentStore, open_store
@@ -45,11 +47,58 @@ def store(tmp_path: Path) -> PageStore:
     s.close()
 
 
-def test_content_hash_is_blake2b_256() -> None:
-    import hashlib
+def test_content_hash_is_sha256_and_the_warc_payload_digest(store: PageStore) -> None:
+    assert content_hash(b"x") == hashlib.sha256(b"x").digest()
+    assert content_hash(b"x", "blake2b-256") == hashlib.blake2b(b"x", digest_size=32).digest()
+    with pytest.raises(ValueError, match="unknown content hash 'md5'"):
+        content_hash(b"x", "md5")
+    body = page(7)
+    r = rec("http://a.test/7", body)
+    assert store.hash_name == "sha256" and r.content_hash == hashlib.sha256(body).digest()
+    store.put(r, body)
+    store.flush()
+    assert isinstance(store, SegmentStore)
+    fields = store.read_record(store.index.log_entry(0).loc).fields
+    assert fields["warc-payload-digest"] == warc.payload_digest(body)
+    assert fields["warc-polecat-content-hash"] == "sha256:" + r.content_hash.hex()
 
-    assert content_hash(b"x") == hashlib.blake2b(b"x", digest_size=32).digest()
-    assert len(content_hash(b"")) == 32
+
+def test_store_made_with_blake2b_keeps_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store made before SHA-256 became the address (its index says blake2b-256) is read and written
+    with BLAKE2b-256 still, and its WARC payload digests stay SHA-256 of the body."""
+    monkeypatch.setattr("polecat.store.index.HASH_NAME", "blake2b-256")
+    open_store(tmp_path / "old", StoreConfig()).close()
+    monkeypatch.undo()
+    s = open_store(tmp_path / "old", StoreConfig())
+    assert s.hash_name == "blake2b-256"
+    body = page(8)
+    r = rec("http://a.test/8", body, content_hash=content_hash(body, s.hash_name))
+    assert s.put(r, body) and not s.put(dataclasses.replace(r, url="http://a.test/copy"), body)
+    s.flush()
+    assert s.get(r.content_hash) == body
+    first = s.read_record(s.index.log_entry(0).loc).fields
+    assert first["warc-payload-digest"] == warc.payload_digest(body)
+    assert first["warc-polecat-content-hash"] == "blake2b-256:" + r.content_hash.hex()
+    assert s.read_record(s.index.log_entry(1).loc).fields["warc-payload-digest"] == warc.payload_digest(body)
+    assert verify(s).ok
+    s.close()
+    ro = open_store(tmp_path / "old", StoreConfig(), read_only=True)
+    assert ro.get(r.content_hash) == body
+    with pytest.raises(NotFound):  # a SHA-256 address does not name a BLAKE2b store's body
+        ro.get(hashlib.sha256(body).digest())
+    ro.close()
+
+
+def test_store_with_an_unknown_hash_is_refused(tmp_path: Path) -> None:
+    import lmdb
+
+    open_store(tmp_path / "odd", StoreConfig()).close()
+    env = lmdb.open(str(tmp_path / "odd" / "index"), max_dbs=6)
+    with env.begin(write=True) as txn:
+        txn.put(b"hash", b"md5", db=env.open_db(b"meta", txn=txn))
+    env.close()
+    with pytest.raises(StoreError, match="hashes with 'md5', which this polecat does not know"):
+        open_store(tmp_path / "odd", StoreConfig())
 
 
 def test_put_get_roundtrip_before_and_after_flush(store: PageStore) -> None:

@@ -118,6 +118,6 @@ def test_header_blocks_clean_each_field_alone(headers: list[tuple[str, str]], ur
 
     head = warc.encode_revisit(record, (url, 0.0), None, "<urn:x>").split(b"\r\n\r\n", 1)[0].split(b"\r\n")
     assert head[4:7] == [_field("WARC-Target-URI", url),
-                         b"WARC-Polecat-Content-Hash: blake2b-256:" + b"00" * 32,
+                         b"WARC-Polecat-Content-Hash: sha256:" + b"00" * 32,
                          b"WARC-Profile: " + warc.IDENTICAL_PROFILE.encode()]
     assert _field("WARC-Refers-To-Target-URI", url) in head

@@ -1,8 +1,10 @@
 """The page store's contract: records, the ``PageStore`` protocol, and how to open one.
 
-A page body is addressed by its BLAKE2b-256 content hash. Every fetch appends one :class:`FetchRecord`
-to the store's log (the URL's fetch history); a body is written at most once per hash, so storing is
-idempotent and a crawler that fetches at least once stores exactly once.
+A page body is addressed by its content hash: SHA-256 in every store made now (:data:`HASH_NAME`),
+which is also the WARC payload digest, so a page is hashed once; stores made before 2026-12 keep
+BLAKE2b-256, the hash they were made with (their index records it, ``PageStore.hash_name``). Every fetch
+appends one :class:`FetchRecord` to the store's log (the URL's fetch history); a body is written at most
+once per hash, so storing is idempotent and a crawler that fetches at least once stores exactly once.
 
 Durability contract (what the node relies on): ``put`` may buffer; after ``flush`` returns, everything
 put so far is durable on disk *and* indexed. The node flushes the store before it commits the frontier,
@@ -16,12 +18,15 @@ loop; puts made while it runs go to the next flush.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-HASH_NAME = "blake2b-256"
-"""The content-hash function, recorded in the index's meta table and checked at open."""
+HASH_NAME = "sha256"
+"""The content-hash function of new stores, recorded in the index's meta table and checked at open.
+
+SHA-256 rather than BLAKE2b because the WARC payload digest is SHA-256 anyway: one hash a page instead of
+two (on x86 with SHA extensions SHA-256 is also the faster of the two; see benchmarks/README.md)."""
 
 RecordKind = Literal["response", "revisit"]
 
@@ -31,9 +36,30 @@ OWN_HASH_HEADER = "X-Polecat-Own-Hash"
 """Added to the headers of a near-duplicate revisit: the hex hash of the body it received."""
 
 
-def content_hash(body: bytes) -> bytes:
-    """The page's address: BLAKE2b with a 256-bit digest of the (decoded) body."""
+def _sha256(body: bytes) -> bytes:
+    return hashlib.sha256(body).digest()
+
+
+def _blake2b_256(body: bytes) -> bytes:
     return hashlib.blake2b(body, digest_size=32).digest()
+
+
+HASHES: dict[str, Callable[[bytes], bytes]] = {"sha256": _sha256, "blake2b-256": _blake2b_256}
+"""Every content hash a store may be made with, by the name its index records: 32-byte digests."""
+
+
+def hasher(name: str) -> Callable[[bytes], bytes]:
+    """The content-hash function called ``name`` (ValueError for a name polecat does not know)."""
+    try:
+        return HASHES[name]
+    except KeyError:
+        raise ValueError(f"unknown content hash {name!r} (known: {', '.join(HASHES)})") from None
+
+
+def content_hash(body: bytes, name: str = HASH_NAME) -> bytes:
+    """The page's address: the 32-byte digest of the (decoded) body by the hash ``name``, SHA-256 unless
+    the store was made with another (``PageStore.hash_name``)."""
+    return hasher(name)(body)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,10 +93,12 @@ class FetchRecord:
 
     @classmethod
     def for_body(cls, url: str, body: bytes, *, fetched_at: float, status: int = 200,
-                 headers: tuple[tuple[str, str], ...] = (), truncated: bool = False) -> FetchRecord:
-        """The record of a fetch that returned ``body`` (hash and size computed here)."""
+                 headers: tuple[tuple[str, str], ...] = (), truncated: bool = False,
+                 hash_name: str = HASH_NAME) -> FetchRecord:
+        """The record of a fetch that returned ``body`` (hash and size computed here, the hash by
+        ``hash_name``: the store's)."""
         return cls(url=url, fetched_at=fetched_at, status=status, headers=headers,
-                   content_hash=content_hash(body), size=len(body), truncated=truncated)
+                   content_hash=content_hash(body, hash_name), size=len(body), truncated=truncated)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,13 +126,20 @@ class StoreStats:
 class PageStore(Protocol):
     """Content-addressed, append-only page storage. One writer per store; readers may be many."""
 
+    @property
+    def hash_name(self) -> str:
+        """The content hash this store addresses bodies by (a key of :data:`HASHES`), fixed when it was
+        made: writers compute ``record.content_hash`` with it."""
+        ...
+
     def put(self, record: FetchRecord, body: bytes | None) -> bool:
         """Append a fetch record and, when its hash is new, its body.
 
         ``body`` None writes a revisit record pointing at ``record.content_hash``. A body whose hash
         is already stored writes no body bytes again; a small revisit record is still appended so the
         URL's history is complete. Returns True when new body bytes were written. The caller computes
-        ``record.content_hash`` with :func:`content_hash` (reads verify it).
+        ``record.content_hash`` with :func:`content_hash` by :attr:`hash_name`; a SHA-256 store takes it
+        as the body's WARC payload digest too (reads verify it).
         """
         ...
 

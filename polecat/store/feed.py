@@ -3,7 +3,7 @@
 Each page record of the store (archived robots.txt responses left out) becomes one line, in append
 order, streamed (one body in memory at a time):
 
-- ``url``, ``status``, ``fetched_at`` (ISO 8601 UTC), ``content_type``, ``hash`` (BLAKE2b-256 hex of the
+- ``url``, ``status``, ``fetched_at`` (ISO 8601 UTC), ``content_type``, ``hash`` (content hash, hex, of the
   body the fetch received, also for a near-duplicate whose body is not stored), ``duplicate_of`` (the
   URL this page duplicates, or null), ``truncated``.
 - ``final_url``: where the page ended up. For a redirect (3xx) the ``Location`` chain is followed through

@@ -56,7 +56,8 @@ def read_checked(store: SegmentStore, entry: LogEntry) -> tuple[bytes, bytes]:
     if rec.kind != entry.record.kind or target != warc.clean_text(entry.record.url):
         raise CorruptRecord(f"the frame holds a {rec.kind} of {target}")
     digest = entry.record.content_hash
-    if rec.kind == "response" and (rec.payload is None or content_hash(rec.payload) != digest):
+    payload = rec.payload
+    if rec.kind == "response" and (payload is None or content_hash(payload, store.hash_name) != digest):
         raise CorruptRecord("the body does not hash to its key")
     return frame, raw
 
@@ -82,7 +83,7 @@ def verify(store: SegmentStore) -> Report:
         if body.seq not in seqs:
             report.faults.append(f"{what}: the log record {body.seq} that stored it is missing")
         rec = _read(store, body.loc, report, what)
-        if rec is not None and (rec.payload is None or content_hash(rec.payload) != digest):
+        if rec is not None and (rec.payload is None or content_hash(rec.payload, store.hash_name) != digest):
             report.faults.append(f"{what}: stored bytes do not hash to it")
     for hole in store.index.holes():
         covered[hole.segment].append(hole)

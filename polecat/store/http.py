@@ -18,7 +18,7 @@ from typing import Any
 from aiohttp import web
 
 from polecat.errors import CorruptRecord, NotFound
-from polecat.store.base import FetchRecord, PageStore, content_hash
+from polecat.store.base import HASH_NAME, FetchRecord, PageStore, content_hash
 
 MAX_PAGE_REQUEST = 64 * 1024 * 1024
 CONTENT_TYPE = "application/x-polecat-page"
@@ -35,8 +35,9 @@ def encode_page(record: FetchRecord, body: bytes | None) -> bytes:
     return json.dumps(meta, separators=(",", ":")).encode() + b"\n" + (body or b"")
 
 
-def decode_page(data: bytes) -> tuple[FetchRecord, bytes | None]:
-    """Inverse of :func:`encode_page`; ValueError on anything malformed or inconsistent."""
+def decode_page(data: bytes, hash_name: str = HASH_NAME) -> tuple[FetchRecord, bytes | None]:
+    """Inverse of :func:`encode_page`; ValueError on anything malformed or inconsistent, a body included
+    that does not hash by ``hash_name`` (the receiving store's) to the declared hash."""
     head, sep, body = data.partition(b"\n")
     if not sep:
         raise ValueError("missing metadata line")
@@ -57,8 +58,8 @@ def decode_page(data: bytes) -> tuple[FetchRecord, bytes | None]:
         if body:
             raise ValueError("has_body is false but a body follows")
         return record, None
-    if len(body) != record.size or content_hash(body) != record.content_hash:
-        raise ValueError("body does not match the declared size and content hash")
+    if len(body) != record.size or content_hash(body, hash_name) != record.content_hash:
+        raise ValueError(f"body does not match the declared size and content hash ({hash_name})")
     return record, body
 
 
@@ -74,7 +75,7 @@ def page_routes(store: PageStore) -> list[web.RouteDef]:
                 raise web.HTTPRequestEntityTooLarge(max_size=MAX_PAGE_REQUEST, actual_size=total)
             chunks.append(chunk)
         try:
-            record, body = decode_page(b"".join(chunks))
+            record, body = decode_page(b"".join(chunks), store.hash_name)
         except (ValueError, KeyError, TypeError) as exc:
             raise web.HTTPBadRequest(text=f"bad page: {exc}") from exc
         created = store.put(record, body)

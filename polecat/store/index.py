@@ -30,7 +30,7 @@ import lmdb
 
 from polecat.errors import CorruptRecord, StoreError
 from polecat.faults import storage_fault
-from polecat.store.base import HASH_NAME, FetchRecord
+from polecat.store.base import HASH_NAME, HASHES, FetchRecord
 
 SCHEMA_VERSION = b"1"
 MAP_SIZE = 1 << 36
@@ -185,9 +185,10 @@ class Index:
             self._segments = self.env.open_db(b"segments", create=create)
         except lmdb.Error as exc:
             raise StoreError(f"cannot open page store index {path}: {exc}") from exc
-        self.store_id = self._check_meta(read_only)
+        self.store_id, self.hash_name = self._check_meta(read_only)
 
-    def _check_meta(self, read_only: bool) -> str:
+    def _check_meta(self, read_only: bool) -> tuple[str, str]:
+        """The store id and content-hash name, writing them (with the schema) into a new index."""
         with self.env.begin(write=not read_only) as txn:
             schema = txn.get(b"schema", db=self._meta)
             if schema is None and not read_only:
@@ -198,10 +199,11 @@ class Index:
                 schema = SCHEMA_VERSION
             if schema != SCHEMA_VERSION:
                 raise StoreError(f"page store schema {schema!r}, this polecat reads {SCHEMA_VERSION!r}")
-            hash_name = txn.get(b"hash", db=self._meta)
-            if hash_name != HASH_NAME.encode():
-                raise StoreError(f"page store hashes with {hash_name!r}, this polecat with {HASH_NAME}")
-            return _must(txn.get(b"store_id", db=self._meta), "its store id").decode()
+            hash_name = bytes(_must(txn.get(b"hash", db=self._meta), "its hash name")).decode("latin-1")
+            if hash_name not in HASHES:
+                raise StoreError(f"page store hashes with {hash_name!r}, which this polecat does not know "
+                                 f"(it knows {', '.join(HASHES)})")
+            return _must(txn.get(b"store_id", db=self._meta), "its store id").decode(), hash_name
 
     def remote_url(self) -> str:
         """The object-store URL sealed segments were shipped to ("" when none), for readers."""

@@ -31,7 +31,7 @@ from polecat.config import StoreConfig
 from polecat.errors import CorruptRecord, NotFound, StoreError
 from polecat.store import warc
 from polecat.store.archive import ArchiveInfo
-from polecat.store.base import FetchRecord, PageStore, StoreStats, content_hash
+from polecat.store.base import FetchRecord, PageStore, StoreStats, hasher
 from polecat.store.index import (
     OPEN,
     REMOTE,
@@ -102,6 +102,8 @@ class SegmentStore:
             self._lock()
         self.index = Index(root / "index", read_only=read_only)
         self.store_id = self.index.store_id
+        self.hash_name = self.index.hash_name
+        self._hash = hasher(self.hash_name)
         # A reader given no URL (the CLI) follows the writer's: credentials come from the environment.
         url = cfg.url or (self.index.remote_url() if read_only else "")
         self._remote: Any = None
@@ -179,8 +181,10 @@ class SegmentStore:
         existing = self._body(record.content_hash)
         record_id = warc.new_record_id()
         if body is not None and existing is None:
-            sha = hashlib.sha256(body).digest()
-            loc = self._append(record, record_id, *warc.encode_response_parts(record, body, sha, record_id))
+            # A SHA-256 store's address is the payload digest: the page is hashed once (base.py).
+            sha = record.content_hash if self.hash_name == "sha256" else hashlib.sha256(body).digest()
+            loc = self._append(record, record_id,
+                               *warc.encode_response_parts(record, body, sha, record_id, self.hash_name))
             self._pending.bodies[record.content_hash] = BodyEntry(loc, seq, sha)
             self._counters.bodies += 1
             self._counters.raw_bytes += len(body)
@@ -195,7 +199,8 @@ class SegmentStore:
                 if record.duplicate_of is None and original.url != record.url and body:
                     record = dataclasses.replace(record, duplicate_of=original.url)
             record = dataclasses.replace(record, kind="revisit")
-            loc = self._append(record, record_id, warc.encode_revisit(record, refers, digest, record_id))
+            loc = self._append(record, record_id, warc.encode_revisit(record, refers, digest, record_id,
+                                                                          self.hash_name))
             self._counters.revisits += 1
             written = False
         self._pending.log.append(LogEntry(seq, record, loc))
@@ -345,7 +350,7 @@ class SegmentStore:
         if entry is None:
             raise NotFound(f"no body with hash {digest.hex()}")
         payload = self.read_record(entry.loc).payload
-        if payload is None or content_hash(payload) != digest:
+        if payload is None or self._hash(payload) != digest:
             raise CorruptRecord(f"body at segment {entry.loc.segment} offset {entry.loc.offset} "
                                 f"does not hash to {digest.hex()}")
         return payload

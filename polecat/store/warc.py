@@ -4,9 +4,10 @@ Each stored record is one WARC/1.1 record (``response`` with the body, or ``revi
 ``zstd -dc segment.warc.zst`` is a WARC file that standard tools read.
 
 Digests. ``WARC-Payload-Digest`` is ``sha256:`` + base32 (RFC 3548), which tools such as
-``warcio check`` verify with hashlib; polecat's own address, BLAKE2b-256, goes in
-``WARC-Polecat-Content-Hash: blake2b-256:<hex>``. (``blake2b:`` would not do as the payload digest:
-tools read that label as the 512-bit variant.)
+``warcio check`` verify with hashlib; polecat's own address goes in
+``WARC-Polecat-Content-Hash: <hash name>:<hex>``: ``sha256`` (the same digest, in hex) in stores made
+now, ``blake2b-256`` in older ones (polecat/store/base.py). (``blake2b:`` would not do as the payload
+digest: tools read that label as the 512-bit variant.)
 
 Bodies are stored decoded. The HTTP header block therefore carries a ``Content-Length`` of the stored
 body, and the received ``Content-Encoding``, ``Transfer-Encoding`` and ``Content-Length`` are kept
@@ -191,30 +192,31 @@ def python_record_id(random16: bytes) -> str:
     return f"<urn:uuid:{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}>"
 
 
-def _common(record: FetchRecord, kind: str, record_id: str | None = None) -> list[str]:
+def _common(record: FetchRecord, kind: str, record_id: str | None, hash_name: str) -> list[str]:
     return [
         f"WARC-Type: {kind}",
         f"WARC-Record-ID: {record_id or new_record_id()}",
         f"WARC-Date: {warc_date(record.fetched_at)}",
         f"WARC-Target-URI: {record.url}",
-        f"WARC-Polecat-Content-Hash: {HASH_NAME}:{record.content_hash.hex()}",
+        f"WARC-Polecat-Content-Hash: {hash_name}:{record.content_hash.hex()}",
     ]
 
 
-def encode_response(record: FetchRecord, body: bytes, sha256: bytes) -> bytes:
+def encode_response(record: FetchRecord, body: bytes, sha256: bytes, hash_name: str = HASH_NAME) -> bytes:
     """A WARC ``response`` record holding the status line, headers and decoded body.
 
-    ``sha256`` is the body's SHA-256 (the caller keeps it for revisits of this body).
+    ``sha256`` is the body's SHA-256 (the caller keeps it for revisits of this body); ``hash_name`` names
+    the hash of ``record.content_hash`` (the store's).
     """
-    return b"".join(encode_response_parts(record, body, sha256))
+    return b"".join(encode_response_parts(record, body, sha256, None, hash_name))
 
 
-def encode_response_parts(record: FetchRecord, body: bytes, sha256: bytes,
-                          record_id: str | None = None) -> tuple[bytes, bytes, bytes]:
+def encode_response_parts(record: FetchRecord, body: bytes, sha256: bytes, record_id: str | None = None,
+                          hash_name: str = HASH_NAME) -> tuple[bytes, bytes, bytes]:
     """:func:`encode_response` as the pieces to write one after the other (the WARC and HTTP headers,
     the body, the record's end): the body is not copied (a page at the 10 MiB body cap would otherwise
     cost two more copies of itself)."""
-    fields = _common(record, "response", record_id)
+    fields = _common(record, "response", record_id, hash_name)
     fields.append(f"WARC-Payload-Digest: {payload_digest_from(sha256)}")
     if record.truncated:
         fields.append("WARC-Truncated: length")
@@ -224,13 +226,13 @@ def encode_response_parts(record: FetchRecord, body: bytes, sha256: bytes,
 
 
 def encode_revisit(record: FetchRecord, refers_to: tuple[str, float] | None, digest: str | None,
-                   record_id: str | None = None) -> bytes:
+                   record_id: str | None = None, hash_name: str = HASH_NAME) -> bytes:
     """A WARC ``revisit`` record: status line and headers, no body.
 
     ``refers_to`` is the original's (URL, fetch time) when known; ``digest`` its payload digest.
     """
     near = record.duplicate_of is not None and record.duplicate_of != record.url
-    fields = _common(record, "revisit", record_id)
+    fields = _common(record, "revisit", record_id, hash_name)
     fields.append(f"WARC-Profile: {NEAR_DUP_PROFILE if near else IDENTICAL_PROFILE}")
     target = refers_to[0] if refers_to else record.duplicate_of
     if target is not None:

@@ -15,7 +15,7 @@ from types import TracebackType
 from polecat.errors import FetchError, NotFound
 from polecat.fetch.dns import DnsStats
 from polecat.fetch.http import RedirectPacer, Response
-from polecat.store.base import FetchRecord, StoreStats
+from polecat.store.base import HASH_NAME, FetchRecord, StoreStats
 
 
 class FakeClock:
@@ -39,6 +39,8 @@ class FakeClock:
 
 class MemoryPageStore:
     """A PageStore in memory: bodies by hash, histories by URL, the log in order."""
+
+    hash_name = HASH_NAME
 
     def __init__(self) -> None:
         self.bodies: dict[bytes, bytes] = {}
