@@ -29,11 +29,12 @@ program embedding :class:`polecat.Crawler` keeps its own loop and collector):
    it returns the top of its heap to the kernel once 128 KiB or more of it is free, and serves blocks
    from 128 KiB up (at first; the bound then follows the largest block freed) with a fresh ``mmap``
    each. A page's transient blocks (its body, decoded text, parse tree, compression workspace) come and
-   go every page, so the heap shrank and regrew and the kernel zeroed and mapped the same memory again:
-   20-32 page faults a page, 1.0-1.2 s of system time in a 10,000-page crawl. With the heap's top kept up
-   to :data:`MALLOC_TRIM_THRESHOLD` and blocks under :data:`MALLOC_MMAP_THRESHOLD` served from the heap,
-   the crawl takes 1.3 faults a page (benchmarks/README.md, "Issue 17, ninth pass"). An operator's own
-   ``MALLOC_*_`` environment settings win; other C libraries are left as they are.
+   go every page, so the heap could shrink and regrow and the kernel zero and map the same memory again:
+   2-32 page faults a page in a 10,000-page crawl, by run (glibc moves its bounds after the largest block
+   freed). With the heap's top kept up to :data:`MALLOC_TRIM_THRESHOLD` and blocks under
+   :data:`MALLOC_MMAP_THRESHOLD` served from the heap, every such crawl takes 1.2-1.3 faults a page
+   (benchmarks/README.md, "Issue 17, ninth pass"). An operator's own ``MALLOC_*_`` environment settings
+   win; other C libraries are left as they are.
 """
 
 from __future__ import annotations
