@@ -42,6 +42,15 @@ def test_the_workers_parent_leaves_out_what_only_the_workers_use() -> None:
     assert not {"aiohttp", "numpy", "polecat.node", "polecat.cluster.transport"} & loaded
 
 
+def test_a_worker_hands_off_without_aiohttp() -> None:
+    # The workers of one machine speak polecat/cluster/unixwire.py: aiohttp (~0.13 s of CPU, ~12 MB) is
+    # the multi-machine transport's alone.
+    loaded = set(_run("import sys, polecat.cluster.worker, polecat.node; "
+                      "print(' '.join(sys.modules))").split())
+    assert "polecat.cluster.unixwire" in loaded
+    assert not {"aiohttp", "polecat.cluster.transport"} & loaded
+
+
 def test_the_cli_loads_before_numpy_and_gives_blas_one_thread() -> None:
     env = {k: v for k, v in os.environ.items() if k not in BLAS_THREAD_VARS}
     # The package and the CLI module load nothing numeric: the command settles the BLAS pool first.

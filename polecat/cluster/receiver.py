@@ -25,13 +25,18 @@ from polecat.errors import PolecatError
 
 BUSY_RETRY_AFTER = 0.25
 """Seconds a refused sender waits before offering again (about one frontier commit interval)."""
+SHUTDOWN_TIMEOUT = 5.0
+"""How long a stopping server lets a receive in progress finish (aiohttp's own default is 60 s): a receive
+ends within a commit interval of its node's stop, so this only bounds a bug."""
+
+Status = Literal["ok", "busy", "bad", "unauthorized", "error"]
 
 
 @dataclass(frozen=True, slots=True)
 class Reply:
     """How a receiver answered one batch."""
 
-    status: Literal["ok", "busy", "bad", "unauthorized", "error"]
+    status: Status
     retry_after: float = 0.0
     detail: str = ""
     round: int = 0

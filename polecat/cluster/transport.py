@@ -1,5 +1,6 @@
-"""The hand-off on the wire: ``POST /handoff`` over HTTP, on a unix socket (``unix:/path``, one machine)
-or TCP (``http://host:port``, the multi-machine cluster). aiohttp errors are mapped to a
+"""The hand-off on the wire: ``POST /handoff`` over HTTP, on a unix socket (``unix:/path``) or TCP
+(``http://host:port``, the multi-machine cluster; ``--workers`` on one machine use the lighter
+:mod:`polecat.cluster.unixwire`). aiohttp errors are mapped to a
 :class:`~polecat.cluster.receiver.Reply` here, once; the sender's state machine decides what follows."""
 
 from __future__ import annotations
@@ -10,15 +11,12 @@ import aiohttp
 from aiohttp import web
 
 from polecat.cluster.batch import MAX_BATCH_BYTES
-from polecat.cluster.receiver import HandoffReceiver, Reply
+from polecat.cluster.receiver import SHUTDOWN_TIMEOUT, HandoffReceiver, Reply
 
 PATH = "/handoff"
 ROUND_HEADER = "X-Polecat-Round"
 """On a 200: the receiver's checkpoint round that will hold the batch (Reply.round)."""
 _STATUS = {"ok": 200, "bad": 400, "unauthorized": 401, "busy": 503, "error": 500}
-SHUTDOWN_TIMEOUT = 5.0
-"""How long ``runner.cleanup()`` lets a request in progress finish (aiohttp's default is 60 s); a receive
-ends within a commit interval of its node's stop, so this only bounds a bug."""
 
 
 class Transport(Protocol):

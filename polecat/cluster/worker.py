@@ -40,6 +40,7 @@ from polecat.cluster.orphan import StopBound, die_with_parent, parent_gone
 from polecat.cluster.outbox import Outbox
 from polecat.cluster.receiver import HandoffReceiver
 from polecat.cluster.sender import HandoffSender
+from polecat.cluster.unixwire import UnixTransport, serve_unix
 from polecat.config import Config, config_from_mapping
 from polecat.errors import PolecatError
 from polecat.logs import LogSettings, configure
@@ -96,16 +97,14 @@ def config_mapping(cfg: Config) -> dict[str, Any]:
 
 
 async def run_worker(spec: WorkerSpec) -> int:
-    # Here, not at the top: the parent imports this module for WorkerSpec, and needs neither the node
-    # nor aiohttp (the transport's, ~0.1 s of CPU and ~10 MB).
-    from polecat.cluster.transport import HttpTransport, serve
+    # Here, not at the top: the parent imports this module for WorkerSpec, and needs no node.
     from polecat.node import Crawler
 
     cfg = config_from_mapping(spec.config)
     membership = LocalMembership(spec.self_id, spec.members)
     address = {m.id: m.address for m in spec.members}
     outbox = Outbox(cfg.data_dir / "handoff", batch_urls=cfg.cluster.batch_urls)
-    transport = HttpTransport()
+    transport = UnixTransport()
     handoff = Handoff(spec.self_id, outbox, transport,
                       {k: v for k, v in address.items() if k != spec.self_id},
                       sender=HandoffSender(max_backoff=LOCAL_MAX_BACKOFF))
@@ -116,7 +115,7 @@ async def run_worker(spec: WorkerSpec) -> int:
     try:
         async with Crawler(cfg, link=link) as crawler:
             sink.append(crawler)
-            runner = await serve(receiver, address[spec.self_id])
+            server = await serve_unix(receiver, address[spec.self_id])
             sending = asyncio.create_task(handoff.run())
             run = asyncio.ensure_future(crawler.run())
 
@@ -145,7 +144,7 @@ async def run_worker(spec: WorkerSpec) -> int:
                     await run
             finally:
                 control.cancel()
-                await runner.cleanup()
+                await server.close()
                 sending.cancel()
                 await asyncio.gather(sending, control, return_exceptions=True)
                 await transport.close()
