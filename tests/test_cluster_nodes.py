@@ -114,9 +114,12 @@ async def test_seeds_added_on_a_node_that_does_not_own_them_reach_their_owner(
         n0 = nodes[0][0]
         await wait_for(lambda: all(svc.cluster is not None and len(svc.cluster.membership.members()) == 2
                                    for svc, _ in nodes), 30, "both members in each list")
-        assert n0.cluster is not None and n0.cluster.link is not None
-        others = [u for u in web.seeds if not n0.cluster.link.owns(u)]
-        assert others  # 8 hosts over two members: some are n1's
+        link = n0.cluster.link if n0.cluster is not None else None
+        assert link is not None
+        # The link rebuilds its ring when it reads the membership change, after members() shows it: the
+        # 8 hosts over two members put some on n1 once it has.
+        await wait_for(lambda: any(not link.owns(u) for u in web.seeds), 30, "n0's ring to hold n1")
+        others = [u for u in web.seeds if not link.owns(u)]
         proc = await asyncio.create_subprocess_exec(  # the operator's CLI, aimed at the wrong node
             sys.executable, "-m", "polecat.cli", "seeds", "add", *web.seeds, "--node",
             f"http://{n0.config.node.listen}", stdout=asyncio.subprocess.PIPE,
