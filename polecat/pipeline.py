@@ -286,13 +286,21 @@ class PagePipeline:
             self._wake()
 
     def _near_duplicate(self, url: str, digest: bytes, text: str) -> tuple[bytes, str] | None:
-        """(hash, URL) of a stored page within the fingerprint distance, or None after indexing this one."""
+        """(hash, URL) of a stored page within the fingerprint distance, or None after indexing this one.
+
+        A match whose body the store does not hold is no match. The index entries of the pages handled
+        while a store flush runs are committed with the frontier right after it, but their bodies wait
+        for the next flush: a crash in between keeps the entries without the bodies. Taken for a match,
+        such an entry would make the replayed page a revisit of its own lost body, and any near-copy a
+        revisit of nothing."""
         fp = fingerprint(text)
         txn = self._db.txn
         match = self._near.find(txn, fp, self.config.dedup.minhash_distance)
         if match is not None:
-            self.near_dups += 1
-            return match[:32], match[32:].decode()
+            if self._store.has(match[:32]):
+                self.near_dups += 1
+                return match[:32], match[32:].decode()
+            self._errors["near_dup_unstored"] += 1
         self._index(url, digest, fp)
         return None
 

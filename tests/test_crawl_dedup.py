@@ -86,6 +86,38 @@ async def main():
 asyncio.run(main())
 """
 
+CRASH_AFTER_COMMIT = """
+import asyncio, json, os, sys, time
+from polecat.config import config_from_mapping
+from polecat.store.segstore import SegmentStore
+from polecat import Crawler
+
+fetched = []
+flush = SegmentStore.flush
+armed = []
+
+def slow_then_crash(self):
+    # The first flush after the first page returns only once the second page was handled meanwhile: its
+    # body waits for the next flush, its near-duplicate index entry goes with the frontier commit that
+    # follows this flush. Dying as the next flush starts is a kill -9 between that commit and that flush.
+    if armed and len(fetched) > armed[0]:
+        os._exit(9)
+    flush(self)
+    if len(fetched) == 1 and not armed:
+        armed.append(1)
+        deadline = time.monotonic() + 20
+        while len(fetched) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+SegmentStore.flush = slow_then_crash
+
+async def main():
+    async with Crawler(config_from_mapping(json.loads(sys.argv[1])), on_page=fetched.append) as crawler:
+        await crawler.run()
+
+asyncio.run(main())
+"""
+
 
 @dataclass(frozen=True, slots=True)
 class Served:
@@ -453,3 +485,30 @@ def test_near_duplicate_found_after_crash_between_flush_and_commit(test_web: Tes
     records, n_bodies, _ = stored_records(data, cfg, once=False)
     assert (records[copy.url].kind, records[copy.url].duplicate_of) == ("revisit", original.url)
     assert n_bodies == 1
+
+
+def test_a_page_whose_body_a_crash_lost_is_stored_whole_when_replayed(test_web: TestWebFactory,
+                                                                       tmp_path: Path) -> None:
+    """A crash between a frontier commit and the store flush after it: the second page was handled while
+    the flush before ran, so its near-duplicate index entry is committed and its body is not. Replayed,
+    it must be stored whole, not as a revisit of its own lost body (pipeline.py, _near_duplicate)."""
+    web = test_web(SiteSpec(hosts=1, pages_per_host=1))
+    first, second = (Served("beta.test", path, "crash", "near",
+                            page_html(path, "beta daily", article(path), ""), 0, web.port)
+                     for path in ("/first.html", "/post.html"))
+    serve(web, [first, second])
+    data = tmp_path / "data"
+    # One host at 2 requests a second: the second page comes ~0.5 s after the first, after a checkpoint.
+    cfg = crawl_config(web, data, scope={"seeds": [first.url, second.url]}, politeness={"rate": 2.0})
+    mapping = json.dumps(dataclasses.asdict(cfg), default=str)
+    proc = subprocess.run([sys.executable, "-c", CRASH_AFTER_COMMIT, mapping], capture_output=True,
+                          timeout=60)
+    assert proc.returncode == 9, proc.stderr.decode()
+    records, _, _ = stored_records(data, cfg)
+    assert second.url not in records  # its body and record were lost with the flush that never ran
+
+    asyncio.run(crawl(cfg))
+    assert Counter(page_requests(web))[second.url] == 2  # replayed
+    records, n_bodies, bodies = stored_records(data, cfg, once=False)
+    assert records[second.url].kind == "response" and records[second.url].duplicate_of is None
+    assert bodies[records[second.url].content_hash] == second.body and n_bodies == 2

@@ -94,3 +94,24 @@ def test_not_modified_points_at_the_previous_copy(tmp_path: Path) -> None:
     done = h.handle("http://a.test/", Canned(304, b""))
     assert (done.outcome, done.changed, done.content_hash) == ("not_modified", False, content_hash(body))
     assert h.store.history(canon("http://a.test/"))[-1].kind == "revisit"
+
+
+def test_a_near_duplicate_index_entry_whose_body_was_lost_is_not_a_match(tmp_path: Path) -> None:
+    """A crash after a frontier commit and before the store flush that would have held the bodies it
+    indexed (pages handled while the previous flush ran) leaves index entries for bodies the store never
+    kept. The replayed page must not be a revisit of its own lost body, nor a near-copy of it a revisit
+    of nothing: both are stored whole, and the skip is counted."""
+    h = Harness(tmp_path)
+    first = html("one", [])
+    h.handle("http://a.test/1", Canned(200, first))
+    h.store.bodies.clear()  # the flush that held it never happened; its index entry did survive
+    h.store.log.clear()
+    again = h.handle("http://a.test/1", Canned(200, first))  # the replay
+    assert again.content_hash == content_hash(first) and h.store.get(content_hash(first)) == first
+    assert h.store.history(canon("http://a.test/1"))[-1].kind == "response"
+    h.store.bodies.clear()
+    copy = html("two", [], WORDS + " extra")
+    done = h.handle("http://a.test/2", Canned(200, copy))
+    assert done.content_hash == content_hash(copy) and h.store.get(content_hash(copy)) == copy
+    assert h.store.history(canon("http://a.test/2"))[-1].kind == "response"
+    assert h.pipeline.near_dups == 0 and h.errors["near_dup_unstored"] == 2
