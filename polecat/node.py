@@ -4,6 +4,12 @@ The node owns no policy. It asks the frontier for leases, runs each as a task (f
 store), reports the outcome back, and checkpoints: store flush first, then the frontier commit, so
 the frontier never records as done a page the store could lose. All state changes happen on the
 event-loop thread between awaits, which is what makes the frontier's single write transaction safe.
+
+A page's near-duplicate index entry goes into the frontier's open transaction when the page is
+stored, so a crash between a store flush and the frontier commit after it keeps bodies whose entries
+were lost. Each frontier commit therefore records the store's record count (:data:`STORE_MARK`): every
+record before it had its entry committed. On opening, the node indexes again the records past the mark
+(pipeline.py, ``reindex``), so a near-copy fetched before its original's replay still finds it.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from polecat.frontier.local import open_local
 from polecat.frontier.patterns import hostname
 from polecat.frontier.politeness import Attempt
 from polecat.frontier.records import Completion, Idle, Lease, Outcome, Refused, RobotsOutcome, Wait, origin_of
+from polecat.frontier.writes import Put
 from polecat.heap import fix_mmap_threshold
 from polecat.logs import fields
 from polecat.pipeline import Page, PagePipeline, attempt_of
@@ -55,6 +62,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("polecat")
 
 BLOOM_SAVE_INTERVAL = 60.0
+STORE_MARK = b"store_mark"
+"""Frontier meta key: the store's record count at the frontier's last node checkpoint (module docstring)."""
 BACKLOG_RECHECK = 0.1
 """Seconds between looks at the hand-off backlog while it is over its bound."""
 
@@ -166,6 +175,7 @@ class Crawler:
                                       errors=self._errors, emit=self._emit, wake=self._wake.set,
                                       stage=link.stage if (link := self._link) is not None else None,
                                       clock=self._clock)
+        self._reindex_past_mark()
         self._fetcher: PageFetcher = self._given_fetcher or Fetcher(cfg.fetch, cfg.dns)
         await self._fetcher.__aenter__()
         self._opened = True
@@ -533,6 +543,7 @@ class Crawler:
                 await _committed_off_loop(self._link.handoff.start_commit())
                 self._link.handoff.finish_commit()
             self._db.apply(self._frontier.prepare_commit())
+            self._mark_store()
             self._frontier_free.clear()
             try:
                 await _committed_off_loop(self._db.start_commit())
@@ -567,8 +578,35 @@ class Crawler:
             self._bloom_saver.submit(self._seen.save, self._bloom_path, self._db.next_seq).result()
             self._last_bloom_save = now
         self._db.apply(self._frontier.prepare_commit())
+        self._mark_store()
         self._db.commit()
         self._committed(started)
+
+    def _mark_store(self) -> None:
+        """Record, in the commit about to start, how many store records it covers (module docstring)."""
+        self._db.apply([Put("meta", STORE_MARK, str(self._store.record_count()).encode())])
+
+    def _reindex_past_mark(self) -> None:
+        """Index again the store records past the frontier's last mark (module docstring). A data dir without
+        a mark (new, or from before marks) gets one at once, committed: nothing is known to be missing
+        there, and a crash before the first checkpoint leaves a mark to start from. A failure costs
+        collapses, not pages: it is logged and the crawl goes on."""
+        raw = self._db.txn.get(STORE_MARK, db=self._db.meta)
+        if raw is None:
+            self._db.apply(self._frontier.prepare_commit())
+            self._mark_store()
+            self._db.commit()
+            return
+        if int(bytes(raw)) >= self._store.record_count():
+            return
+        try:
+            added = self._pipeline.reindex(self._store.records_since(int(bytes(raw))))
+        except PolecatError as exc:
+            log.warning("near-duplicate index: the pages stored after the last frontier commit were not "
+                        "indexed again: %s", exc)
+            return
+        log.info("near-duplicate index: %d page(s) stored after the last frontier commit indexed again",
+                 added)
 
     def _committed(self, started: float) -> None:
         ended = self._clock.wall()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from polecat.clock import SYSTEM_CLOCK, Clock, wall_offset
@@ -20,8 +20,9 @@ from polecat.config import Config
 from polecat.dedup.canon import Canonicalizer
 from polecat.dedup.minhash import Fingerprint, fingerprint
 from polecat.dedup.nearindex import MAX_PAYLOAD, NearDupIndex, NearStats
+from polecat.errors import CorruptRecord, NotFound
 from polecat.fetch.charset import decode_html, utf8_body
-from polecat.fetch.http import Response
+from polecat.fetch.http import Response, media_type
 from polecat.frontier.db import FrontierDB
 from polecat.frontier.frontier import Frontier
 from polecat.frontier.politeness import Attempt
@@ -303,6 +304,33 @@ class PagePipeline:
             self._errors["near_dup_unstored"] += 1
         self._index(url, digest, fp)
         return None
+
+    def reindex(self, records: Iterable[FetchRecord]) -> int:
+        """Index again the stored pages among ``records`` whose near-duplicate index entries a crash lost
+        (the node passes the store records past the frontier's last commit), as a replayed page indexes
+        itself; returns how many were missing. A body that cannot be read back is logged and skipped."""
+        added = 0
+        for rec in records:
+            if rec.kind != "response" or not 200 <= rec.status < 300 or rec.size == 0:
+                continue
+            if any(name == SKIPPED_HEADER for name, _ in rec.headers):
+                continue
+            mime, charset = media_type(next((v for k, v in rec.headers if k.lower() == "content-type"), None))
+            if mime not in HTML_TYPES:
+                continue
+            try:
+                body = self._store.get(rec.content_hash)
+            except (NotFound, CorruptRecord) as exc:
+                log.warning("near-duplicate index: %s not re-indexed: %s", rec.url, exc)
+                continue
+            _, text, _ = self._parse(rec.url, body, charset)
+            if not text:
+                continue
+            fp = fingerprint(text)
+            if self._near.find(self._db.txn, fp, 0) is None:
+                self._index(rec.url, rec.content_hash, fp)
+                added += 1
+        return added
 
     def _index(self, url: str, digest: bytes, fp: Fingerprint) -> None:
         payload = digest + url.encode()

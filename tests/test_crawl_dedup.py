@@ -461,9 +461,9 @@ def test_near_duplicate_found_after_crash_between_flush_and_commit(test_web: Tes
                                                                     tmp_path: Path) -> None:
     web = test_web(SiteSpec(hosts=1, pages_per_host=1))
     base = article("crash")
-    # One host, so the replayed original is fetched before the copy (its seed comes first): the index
-    # entry the crash lost comes back with the replay. A copy on another host fetched before the replay
-    # would not find it, and would be stored whole (one missed collapse, nothing lost).
+    # One host, so the replayed original is fetched before the copy (its seed comes first). The index
+    # entry the crash lost comes back when the node opens (the next test has the copy find it without
+    # the replay), and again with the replay.
     original, copy = (Served(host, path, "crash", "near", page_html("Crash", f"{host} daily", words, ""), 0,
                              web.port)
                       for host, path, words in (("beta.test", "/post.html", base),
@@ -512,3 +512,31 @@ def test_a_page_whose_body_a_crash_lost_is_stored_whole_when_replayed(test_web: 
     records, n_bodies, bodies = stored_records(data, cfg, once=False)
     assert records[second.url].kind == "response" and records[second.url].duplicate_of is None
     assert bodies[records[second.url].content_hash] == second.body and n_bodies == 2
+
+
+def test_a_page_stored_before_a_crash_is_found_by_a_near_copy_without_its_replay(
+        test_web: TestWebFactory, tmp_path: Path) -> None:
+    """A crash between a store flush and the frontier commit after it: the original's body is stored, its
+    index entry lost. The node indexes it again when it opens (node.py, STORE_MARK), so a near-copy on
+    another host finds it even though the original's replay finds nothing to index (it is gone now)."""
+    web = test_web(SiteSpec(hosts=1, pages_per_host=1))
+    base = article("mark")
+    original, copy = (Served(host, path, "mark", "near", page_html("Mark", f"{host} daily", words, ""), 0,
+                             web.port)
+                      for host, path, words in (("beta.test", "/post.html", base),
+                                                ("gamma.test", "/copy.html", edited(base, 0.01, "mark"))))
+    serve(web, [original, copy])
+    data = tmp_path / "data"
+    first = crawl_config(web, data, scope={"seeds": [original.url]}, politeness={"rate": RATE})
+    proc = subprocess.run([sys.executable, "-c", CRASH_AFTER_FLUSH,
+                           json.dumps(dataclasses.asdict(first), default=str)], capture_output=True,
+                          timeout=60)
+    assert proc.returncode == 9, proc.stderr.decode()
+
+    web.respond("beta.test", "/post.html", 404, body=b"gone")
+    cfg = crawl_config(web, data, scope={"seeds": [original.url, copy.url]}, politeness={"rate": RATE})
+    asyncio.run(crawl(cfg))
+    records, n_bodies, _ = stored_records(data, cfg, once=False)
+    assert records[original.url].status == 404  # replayed, with nothing to index
+    assert (records[copy.url].kind, records[copy.url].duplicate_of) == ("revisit", original.url)
+    assert n_bodies == 2  # the original and the 404 page: the copy is not stored again

@@ -328,3 +328,16 @@ def test_zstd_tool_decompresses_a_segment_into_a_warc_file(tmp_path: Path) -> No
     recs = list(ArchiveIterator(io.BytesIO(out), check_digests="raise"))
     assert [r.rec_type for r in recs] == ["response", "revisit"]
     assert recs[1].rec_headers.get_header("WARC-Profile") == "urn:polecat:revisit/near-duplicate"
+
+
+def test_records_since_a_sequence_number_span_flushed_and_pending_records(store: PageStore) -> None:
+    bodies = [page(40 + i) for i in range(5)]
+    for i, b in enumerate(bodies[:3]):
+        store.put(rec(f"http://a.test/{i}", b), b)
+    store.flush()
+    for i, b in enumerate(bodies[3:], start=3):
+        store.put(rec(f"http://a.test/{i}", b), b)
+    assert store.record_count() == 5
+    assert [r.url for r in store.records_since(2)] == [f"http://a.test/{i}" for i in (2, 3, 4)]
+    assert [r.url for r in store.records_since(4)] == ["http://a.test/4"]
+    assert list(store.records_since(5)) == [] and len(list(store.records_since(0))) == 5

@@ -135,7 +135,8 @@ def parse_retry_after(value: str | None, now_wall: float) -> float | None:
     return max(0.0, when.timestamp() - now_wall)
 
 
-def _content_type(value: str | None) -> tuple[str, str | None]:
+def media_type(value: str | None) -> tuple[str, str | None]:
+    """The media type (lower-case) and charset parameter of a ``Content-Type`` value."""
     if not value:
         return "", None
     mime, _, params = value.partition(";")
@@ -402,7 +403,7 @@ class Fetcher:
         finally:
             deadline.cancel()
         status = head.status
-        content_type, charset = _content_type(head.get("content-type"))
+        content_type, charset = media_type(head.get("content-type"))
         retry = head.get("retry-after")
         return Response(
             url=url,

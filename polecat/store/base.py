@@ -159,6 +159,14 @@ class PageStore(Protocol):
         """Every fetch record, in append order."""
         ...
 
+    def records_since(self, seq: int) -> Iterator[FetchRecord]:
+        """The fetch records from the ``seq``-th on (0-based, in append order)."""
+        ...
+
+    def record_count(self) -> int:
+        """Fetch records in the log, flushed or pending: the next record's sequence number."""
+        ...
+
     def flush(self) -> None:
         """Make everything put so far durable and indexed before returning."""
         ...

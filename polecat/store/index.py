@@ -250,9 +250,13 @@ class Index:
                     out.append(LogEntry(seq, record, loc))
         return out
 
-    def iter_log(self) -> Iterator[LogEntry]:
+    def iter_log(self, start: int = 0) -> Iterator[LogEntry]:
+        """The committed log entries from sequence number ``start`` on, in order."""
         with self.env.begin() as txn:
-            for key, raw in txn.cursor(db=self._log):
+            cursor = txn.cursor(db=self._log)
+            if not cursor.set_range(_seq(start)):
+                return
+            for key, raw in cursor:
                 record, loc = decode_log(raw)
                 yield LogEntry(int.from_bytes(key, "big"), record, loc)
 

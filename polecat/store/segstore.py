@@ -365,11 +365,18 @@ class SegmentStore:
     def records(self) -> Iterator[FetchRecord]:
         return (e.record for e in self.log_entries())
 
-    def log_entries(self) -> Iterator[LogEntry]:
-        """Every log entry (record and the locator of its frame), in append order."""
+    def records_since(self, seq: int) -> Iterator[FetchRecord]:
+        return (e.record for e in self.log_entries(seq))
+
+    def record_count(self) -> int:
+        return self._counters.next_seq
+
+    def log_entries(self, start: int = 0) -> Iterator[LogEntry]:
+        """Every log entry (record and the locator of its frame) from sequence number ``start`` on, in
+        append order."""
         unflushed = self._unflushed()
-        last = -1
-        for entry in self.index.iter_log():
+        last = start - 1
+        for entry in self.index.iter_log(start):
             last = entry.seq
             yield entry
         yield from (e for e in unflushed if e.seq > last)

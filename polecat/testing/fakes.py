@@ -71,6 +71,12 @@ class MemoryPageStore:
     def records(self) -> Iterator[FetchRecord]:
         return iter(list(self.log))
 
+    def records_since(self, seq: int) -> Iterator[FetchRecord]:
+        return iter(self.log[seq:])
+
+    def record_count(self) -> int:
+        return len(self.log)
+
     def flush(self) -> None:
         self.flushes += 1
         self._pending = 0
