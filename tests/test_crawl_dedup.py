@@ -457,25 +457,33 @@ def test_pages_stored_without_body_are_not_duplicates(test_web: TestWebFactory, 
     assert noindex.url not in listing[image.url] and image.url not in listing[noindex.url], listing
 
 
-def test_near_duplicate_found_after_crash_between_flush_and_commit(test_web: TestWebFactory,
-                                                                    tmp_path: Path) -> None:
-    web = test_web(SiteSpec(hosts=1, pages_per_host=1))
+def _crash_after_storing(web: TestWeb, data: Path, copy_host: str) -> tuple[Served, Served, Config]:
+    """Serve an original on beta.test and its near-copy on ``copy_host``; crawl the original in a child
+    that dies between the store flush holding it and the frontier commit after it. Returns both pages
+    and the config of that crawl."""
     base = article("crash")
-    # One host, so the replayed original is fetched before the copy (its seed comes first). The index
-    # entry the crash lost comes back when the node opens (the next test has the copy find it without
-    # the replay), and again with the replay.
     original, copy = (Served(host, path, "crash", "near", page_html("Crash", f"{host} daily", words, ""), 0,
                              web.port)
                       for host, path, words in (("beta.test", "/post.html", base),
-                                                ("beta.test", "/copy.html", edited(base, 0.01, "crash"))))
+                                                (copy_host, "/copy.html", edited(base, 0.01, "crash"))))
     assert hamming(fingerprint(original), fingerprint(copy)) <= NEAR
     serve(web, [original, copy])
-    data = tmp_path / "data"
     first = crawl_config(web, data, scope={"seeds": [original.url]}, politeness={"rate": RATE})
     mapping = json.dumps(dataclasses.asdict(first), default=str)
     proc = subprocess.run([sys.executable, "-c", CRASH_AFTER_FLUSH, mapping], capture_output=True,
                           timeout=60)
     assert proc.returncode == 9, proc.stderr.decode()
+    return original, copy, first
+
+
+def test_near_duplicate_found_after_crash_between_flush_and_commit(test_web: TestWebFactory,
+                                                                    tmp_path: Path) -> None:
+    # One host, so the replayed original is fetched before the copy (its seed comes first). The index
+    # entry the crash lost comes back when the node opens (the next test has the copy find it without
+    # the replay), and again with the replay.
+    web = test_web(SiteSpec(hosts=1, pages_per_host=1))
+    data = tmp_path / "data"
+    original, copy, first = _crash_after_storing(web, data, "beta.test")
     records, n_bodies, _ = stored_records(data, first)
     assert records[original.url].kind == "response" and n_bodies == 1  # the flushed body survived
 
@@ -520,19 +528,8 @@ def test_a_page_stored_before_a_crash_is_found_by_a_near_copy_without_its_replay
     index entry lost. The node indexes it again when it opens (node.py, STORE_MARK), so a near-copy on
     another host finds it even though the original's replay finds nothing to index (it is gone now)."""
     web = test_web(SiteSpec(hosts=1, pages_per_host=1))
-    base = article("mark")
-    original, copy = (Served(host, path, "mark", "near", page_html("Mark", f"{host} daily", words, ""), 0,
-                             web.port)
-                      for host, path, words in (("beta.test", "/post.html", base),
-                                                ("gamma.test", "/copy.html", edited(base, 0.01, "mark"))))
-    serve(web, [original, copy])
     data = tmp_path / "data"
-    first = crawl_config(web, data, scope={"seeds": [original.url]}, politeness={"rate": RATE})
-    proc = subprocess.run([sys.executable, "-c", CRASH_AFTER_FLUSH,
-                           json.dumps(dataclasses.asdict(first), default=str)], capture_output=True,
-                          timeout=60)
-    assert proc.returncode == 9, proc.stderr.decode()
-
+    original, copy, _ = _crash_after_storing(web, data, "gamma.test")
     web.respond("beta.test", "/post.html", 404, body=b"gone")
     cfg = crawl_config(web, data, scope={"seeds": [original.url, copy.url]}, politeness={"rate": RATE})
     asyncio.run(crawl(cfg))
