@@ -22,7 +22,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-HASH_NAME = "sha256"
+SHA256 = "sha256"
+"""The name of SHA-256 among :data:`HASHES`: a store hashing with it takes the address as the WARC payload
+digest too."""
+HASH_NAME = SHA256
 """The content-hash function of new stores, recorded in the index's meta table and checked at open.
 
 SHA-256 rather than BLAKE2b because the WARC payload digest is SHA-256 anyway: one hash a page instead of
@@ -44,7 +47,7 @@ def _blake2b_256(body: bytes) -> bytes:
     return hashlib.blake2b(body, digest_size=32).digest()
 
 
-HASHES: dict[str, Callable[[bytes], bytes]] = {"sha256": _sha256, "blake2b-256": _blake2b_256}
+HASHES: dict[str, Callable[[bytes], bytes]] = {SHA256: _sha256, "blake2b-256": _blake2b_256}
 """Every content hash a store may be made with, by the name its index records: 32-byte digests."""
 
 

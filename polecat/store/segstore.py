@@ -31,7 +31,7 @@ from polecat.config import StoreConfig
 from polecat.errors import CorruptRecord, NotFound, StoreError
 from polecat.store import warc
 from polecat.store.archive import ArchiveInfo
-from polecat.store.base import FetchRecord, PageStore, StoreStats, hasher
+from polecat.store.base import SHA256, FetchRecord, PageStore, StoreStats, hasher
 from polecat.store.index import (
     OPEN,
     REMOTE,
@@ -182,7 +182,7 @@ class SegmentStore:
         record_id = warc.new_record_id()
         if body is not None and existing is None:
             # A SHA-256 store's address is the payload digest: the page is hashed once (base.py).
-            sha = record.content_hash if self.hash_name == "sha256" else hashlib.sha256(body).digest()
+            sha = record.content_hash if self.hash_name == SHA256 else hashlib.sha256(body).digest()
             loc = self._append(record, record_id,
                                *warc.encode_response_parts(record, body, sha, record_id, self.hash_name))
             self._pending.bodies[record.content_hash] = BodyEntry(loc, seq, sha)
