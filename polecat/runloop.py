@@ -25,16 +25,9 @@ program embedding :class:`polecat.Crawler` keeps its own loop and collector):
    wakes it once, at the time plus the kernel's timer slack (~50 us), never before. (Rounding each
    delay up to whole milliseconds instead made each wait ~0.75 ms late and a politeness-paced crawl of
    five hosts 13 % slower.)
-5. glibc's allocator keeps the memory a page freed for the next page (:func:`tune_malloc`). By default
-   it returns the top of its heap to the kernel once 128 KiB or more of it is free, and serves blocks
-   from 128 KiB up (at first; the bound then follows the largest block freed) with a fresh ``mmap``
-   each. A page's transient blocks (its body, decoded text, parse tree, compression workspace) come and
-   go every page, so the heap could shrink and regrow and the kernel zero and map the same memory again:
-   2-32 page faults a page in a 10,000-page crawl, by run (glibc moves its bounds after the largest block
-   freed). With the heap's top kept up to :data:`MALLOC_TRIM_THRESHOLD` and blocks under
-   :data:`MALLOC_MMAP_THRESHOLD` served from the heap, every such crawl takes 1.2-1.3 faults a page
-   (benchmarks/README.md, "Issue 17, ninth pass"). An operator's own ``MALLOC_*_`` environment settings
-   win; other C libraries are left as they are.
+5. glibc's heap keeps the memory a page freed for the next page (polecat/heap.py rule 2,
+   :func:`~polecat.heap.keep_freed_heap`): given back and faulted in again, it cost 2-32 page faults a
+   page.
 """
 
 from __future__ import annotations
@@ -50,9 +43,9 @@ from collections.abc import Callable, Coroutine
 from typing import Any, Protocol, TypeVar
 
 from polecat.clock import Clock, SystemClock
+from polecat.heap import keep_freed_heap
 
-__all__ = ["GC_THRESHOLDS", "MALLOC_MMAP_THRESHOLD", "MALLOC_TRIM_THRESHOLD", "AlarmClock", "LoopAlarmClock",
-           "TimerFdAlarmClock", "alarm_clock", "run", "tune_malloc"]
+__all__ = ["GC_THRESHOLDS", "AlarmClock", "LoopAlarmClock", "TimerFdAlarmClock", "alarm_clock", "run"]
 
 T = TypeVar("T")
 
@@ -60,15 +53,6 @@ GC_THRESHOLDS = (50_000, 20, 10)
 """``gc.set_threshold`` arguments: the young generation every 50,000 net allocations (~500 pages), the
 middle one every 20 young passes, the old one every 10 middle passes (and only once the objects that
 survived into it since its last pass are a quarter of it, Python's own rule)."""
-
-MALLOC_TRIM_THRESHOLD = 32 * 2**20
-"""Free bytes at the top of glibc's heap kept for reuse before any is given back (rule 5)."""
-MALLOC_MMAP_THRESHOLD = 2**20
-"""Blocks from this size up get their own ``mmap`` (rule 5): bodies of a MiB and more, not pages' usual
-working memory."""
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
-"""glibc's ``mallopt`` parameter numbers (malloc.h)."""
-_MALLOC_ENV = ("MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TOP_PAD_", "MALLOC_MMAP_MAX_")
 
 
 _FOREVER = 2.0**32
@@ -230,27 +214,11 @@ def tune_gc() -> None:
     gc.set_threshold(*GC_THRESHOLDS)
 
 
-def tune_malloc() -> bool:
-    """Rule 5: set glibc's trim and mmap thresholds; False where they were left as they are (another C
-    library, or ``MALLOC_*_`` settings in the environment)."""
-    if sys.platform != "linux" or any(map(os.environ.get, _MALLOC_ENV)):
-        return False
-    if "CS_GNU_LIBC_VERSION" not in os.confstr_names or not os.confstr("CS_GNU_LIBC_VERSION"):
-        return False  # musl and the like: their own allocators
-    try:
-        mallopt = ctypes.CDLL(None, use_errno=True).mallopt
-    except (OSError, AttributeError):  # pragma: no cover - glibc always has it
-        return False
-    mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
-    return bool(mallopt(_M_TRIM_THRESHOLD, MALLOC_TRIM_THRESHOLD) and
-                mallopt(_M_MMAP_THRESHOLD, MALLOC_MMAP_THRESHOLD))
-
-
 def run(main: Coroutine[Any, Any, T]) -> T:
     """Run ``main`` to completion on a new event loop (rule 1), with the collector (rules 2, 3) and the
     C allocator (rule 5) set."""
     tune_gc()
-    tune_malloc()
+    keep_freed_heap()
     try:
         import uvloop
     except ImportError:  # pragma: no cover - uvloop is a dependency where it builds

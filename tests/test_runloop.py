@@ -135,9 +135,9 @@ def test_an_alarm_rearms_itself_while_the_time_has_not_come() -> None:
 
 _CHURN = """
 import os, resource, sys
-from polecat import runloop
+from polecat.heap import keep_freed_heap
 
-tuned = runloop.tune_malloc() if sys.argv[1] == "tuned" else False
+tuned = keep_freed_heap() if sys.argv[1] == "tuned" else False
 
 def faults():
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
@@ -156,9 +156,10 @@ print(tuned, (faults() - start) / 20)
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="glibc's allocator")
-def test_tune_malloc_keeps_freed_memory_for_the_next_page() -> None:
-    """Rule 5: blocks freed after a page are served again to the next without new page faults; left
-    untuned, glibc gives them back and the kernel faults them in again (so the check can fail)."""
+def test_keep_freed_heap_keeps_freed_memory_for_the_next_page() -> None:
+    """Rule 5 (polecat/heap.py rule 2): blocks freed after a page are served again to the next without
+    new page faults; left untuned, glibc gives them back and the kernel faults them in again (so the check
+    can fail)."""
     def run(mode: str, env: dict[str, str] | None = None) -> tuple[bool, float]:
         out = subprocess.run([sys.executable, "-c", _CHURN, mode], capture_output=True, text=True,
                              check=True, timeout=60, env=env).stdout.split()
