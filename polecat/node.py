@@ -597,10 +597,11 @@ class Crawler:
             self._mark_store()
             self._db.commit()
             return
-        if int(bytes(raw)) >= self._store.record_count():
+        mark = int(bytes(raw))
+        if mark >= self._store.record_count():
             return
         try:
-            added = self._pipeline.reindex(self._store.records_since(int(bytes(raw))))
+            added = self._pipeline.reindex(self._store.records_since(mark))
         except PolecatError as exc:
             log.warning("near-duplicate index: the pages stored after the last frontier commit were not "
                         "indexed again: %s", exc)

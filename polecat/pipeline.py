@@ -157,11 +157,8 @@ class PagePipeline:
         elif text:
             # The body may have outlived its fingerprint (a crash after the store flush, before the
             # frontier commit that holds the index): keep every stored page findable.
-            fp = fingerprint(text)
-            match = self._near.find(self._db.txn, fp, 0)
-            if match is None:
-                self._index(lease.url, digest, fp)
-            elif match[32:].decode() != lease.url:
+            match = self._index_stored(lease.url, digest, text)
+            if match is not None and match[32:].decode() != lease.url:
                 self._duplicate_seen(lease, started)
         if duplicate_of is not None and duplicate_of[1] != lease.url:
             self._duplicate_seen(lease, started)
@@ -315,7 +312,7 @@ class PagePipeline:
                 continue
             if any(name == SKIPPED_HEADER for name, _ in rec.headers):
                 continue
-            mime, charset = media_type(next((v for k, v in rec.headers if k.lower() == "content-type"), None))
+            mime, charset = media_type(rec.header("content-type"))
             if mime not in HTML_TYPES:
                 continue
             try:
@@ -324,13 +321,18 @@ class PagePipeline:
                 log.warning("near-duplicate index: %s not re-indexed: %s", rec.url, exc)
                 continue
             _, text, _ = self._parse(rec.url, body, charset)
-            if not text:
-                continue
-            fp = fingerprint(text)
-            if self._near.find(self._db.txn, fp, 0) is None:
-                self._index(rec.url, rec.content_hash, fp)
+            if text and self._index_stored(rec.url, rec.content_hash, text) is None:
                 added += 1
         return added
+
+    def _index_stored(self, url: str, digest: bytes, text: str) -> bytes | None:
+        """Index a page whose body the store holds, unless a page of the same fingerprint is indexed:
+        that entry's payload, or None when this one was added."""
+        fp = fingerprint(text)
+        match = self._near.find(self._db.txn, fp, 0)
+        if match is None:
+            self._index(url, digest, fp)
+        return match
 
     def _index(self, url: str, digest: bytes, fp: Fingerprint) -> None:
         payload = digest + url.encode()

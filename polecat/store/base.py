@@ -86,6 +86,10 @@ class FetchRecord:
     kind: RecordKind = "response"
     """``response`` (body stored or already present) or ``revisit`` (no body: points at the original)."""
 
+    def header(self, name: str) -> str | None:
+        """The first value of the response header ``name`` (lower-case), or None."""
+        return next((v for k, v in self.headers if k.lower() == name), None)
+
     @property
     def own_hash(self) -> bytes:
         """The hash of the body this fetch received: for a near-duplicate revisit the

@@ -29,12 +29,8 @@ MAX_HOPS = 10
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 
 
-def _header(record: FetchRecord, name: str) -> str | None:
-    return next((v for k, v in record.headers if k.lower() == name), None)
-
-
 def _media_type(record: FetchRecord) -> tuple[str, str | None]:
-    value = _header(record, "content-type") or ""
+    value = record.header("content-type") or ""
     media, _, params = value.partition(";")
     charset = None
     for param in params.split(";"):
@@ -57,7 +53,7 @@ class Feed:
     def final_url(self, record: FetchRecord) -> str:
         url, current = record.url, record
         for _ in range(MAX_HOPS):
-            location = _header(current, "location")
+            location = current.header("location")
             if not (300 <= current.status < 400) or location is None:
                 return url
             target = self._canon.canonicalize(location, url)
