@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 from polecat import Crawler, config_from_mapping
-from polecat.stats import CrawlStats
+from polecat.node.stats import CrawlStats
 from polecat.testing.sitegen import SiteSpec
 from polecat.testing.web import TestWeb
 

@@ -35,7 +35,7 @@ from yarl import URL
 
 from polecat.config import DnsConfig, FetchConfig
 from polecat.fetch.http import Fetcher
-from polecat.fetch.robots import RobotsRules
+from polecat.parse.robots import RobotsRules
 from polecat.testing.dns import LocalDnsServer
 
 PAGE_BYTES = 35_000

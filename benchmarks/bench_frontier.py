@@ -26,11 +26,11 @@ from pathlib import Path
 from polecat.cluster.ring import Ring
 from polecat.config import Config, FrontierConfig, PolitenessConfig, ScopeConfig
 from polecat.dedup.seen import SeenSet
-from polecat.fetch.robots import RobotsPolicy
 from polecat.frontier.db import FrontierDB
 from polecat.frontier.frontier import Frontier
 from polecat.frontier.politeness import Attempt
 from polecat.frontier.records import Completion, Lease
+from polecat.frontier.robots import RobotsPolicy
 from polecat.frontier.routing import Routing
 
 

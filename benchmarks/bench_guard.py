@@ -15,8 +15,8 @@ import time
 from types import ModuleType
 
 from benchmarks.corpora import CORPORA
-from polecat.fetch.charset import decode_html
 from polecat.parse import guard
+from polecat.parse.charset import decode_html
 
 
 def cpu_us(htmls: list[str], kernel: ModuleType | None) -> float:

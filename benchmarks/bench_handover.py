@@ -19,10 +19,10 @@ from pathlib import Path
 
 from polecat.config import Config, FrontierConfig, PolitenessConfig, ScopeConfig
 from polecat.dedup.seen import SeenSet
-from polecat.fetch.robots import RobotsPolicy
 from polecat.frontier.bundle import SliceBundle
 from polecat.frontier.db import FrontierDB
 from polecat.frontier.frontier import Frontier
+from polecat.frontier.robots import RobotsPolicy
 from polecat.frontier.slices import SLICES
 
 

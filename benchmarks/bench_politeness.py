@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     data = out / "data"
     shutil.rmtree(data, ignore_errors=True)
     argv_ = [
-        sys.executable, "-m", "polecat.cli", "crawl", "--seeds-file", str(out / "seeds.txt"),
+        sys.executable, "-m", "polecat", "crawl", "--seeds-file", str(out / "seeds.txt"),
         "--data", str(data), "--rate", str(args.rate), "--concurrency", str(concurrency),
         "--scope", "any", "--allow-private", "--quiet", "--max-pages", str(args.hosts * pages),
     ]

@@ -19,10 +19,10 @@ from collections.abc import Callable
 from prometheus_client import generate_latest
 
 from polecat.config import config_from_mapping
-from polecat.node import Crawler
+from polecat.node.crawler import Crawler
 from polecat.service.activity import Activity
 from polecat.service.metrics import LoopLag, NodeMetrics
-from polecat.service.report import host_detail, totals
+from polecat.service.status_data import host_detail, totals
 
 
 def cpu() -> float:

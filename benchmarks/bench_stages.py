@@ -29,10 +29,10 @@ from polecat.dedup.canon import Canonicalizer
 from polecat.dedup.minhash import fingerprint
 from polecat.dedup.nearindex import NearDupIndex
 from polecat.dedup.seen import SeenSet
-from polecat.fetch.charset import decode_html, utf8_body
-from polecat.fetch.robots import RobotsPolicy
 from polecat.frontier.db import FrontierDB
 from polecat.frontier.frontier import Frontier
+from polecat.frontier.robots import RobotsPolicy
+from polecat.parse.charset import decode_html, utf8_body
 from polecat.parse.guard import bound_body, bound_html, whole_utf8
 from polecat.parse.html import ParsedPage, parse_html
 from polecat.store.base import FetchRecord, content_hash

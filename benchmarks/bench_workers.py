@@ -48,7 +48,7 @@ from polecat.cluster.ring import Ring
 from polecat.cluster.transport import HttpTransport, serve
 from polecat.config import config_from_mapping
 from polecat.dedup.canon import host_key
-from polecat.frontier.local import open_local
+from polecat.frontier.opener import open_local
 from polecat.frontier.slices import SLICES, slice_of
 from polecat.testing.dns import LocalDnsServer
 from polecat.testing.serverlog import politeness_violations
@@ -76,7 +76,7 @@ def crawl(args: argparse.Namespace) -> None:
         for n in args.workers:
             data = out / f"data-{n}"
             shutil.rmtree(data, ignore_errors=True)
-            argv = [sys.executable, "-m", "polecat.cli", "crawl", "--seeds-file", str(out / "seeds.txt"),
+            argv = [sys.executable, "-m", "polecat", "crawl", "--seeds-file", str(out / "seeds.txt"),
                     "--data", str(data), "--rate", str(args.rate), "--concurrency", str(args.concurrency),
                     "--scope", "host", "--allow-private", "--quiet", "--dns-server", dns.address,
                     "--workers", str(n)]

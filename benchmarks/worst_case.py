@@ -32,12 +32,12 @@ from pathlib import Path
 from polecat.config import StoreConfig
 from polecat.dedup.canon import Canonicalizer
 from polecat.dedup.minhash import fingerprint
-from polecat.fetch import robots_match
-from polecat.fetch.charset import decode_html
-from polecat.fetch.robots import RobotsRules
 from polecat.heap import fix_mmap_threshold
+from polecat.parse import robots_match
+from polecat.parse.charset import decode_html
 from polecat.parse.guard import MAX_TEXT_CHARS, bound_body, bound_html, bound_links
 from polecat.parse.html import ParsedPage, parse_html
+from polecat.parse.robots import RobotsRules
 from polecat.store.base import FetchRecord, content_hash
 from polecat.store.segstore import open_store
 from polecat.testing.hostile_pages import PAGES, ROBOTS

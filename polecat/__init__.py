@@ -4,8 +4,8 @@ Public API: :class:`Crawler` (one node), :class:`Config` and :func:`config_from_
 validated configuration), :class:`Page` (what callbacks receive), :class:`CrawlStats` (metrics) and the
 :class:`PolecatError` exception root. Everything else is implementation.
 
-The names load on first use (PEP 562), so that ``import polecat.cli`` can settle process-wide settings
-(polecat/cli.py: the BLAS thread pool) before the crawler's modules import numpy.
+The names load on first use (PEP 562), so that ``import polecat.commands.main`` can settle process-wide
+settings (polecat/commands/main.py: the BLAS thread pool) before the crawler's modules import numpy.
 """
 
 from __future__ import annotations
@@ -13,23 +13,24 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from polecat.version import __version__ as __version__
+
 if TYPE_CHECKING:
     from polecat.config import Config, config_from_mapping
     from polecat.errors import PolecatError
-    from polecat.node import Crawler
-    from polecat.pipeline import Page
-    from polecat.stats import CrawlStats
+    from polecat.node.crawler import Crawler
+    from polecat.node.pipeline import Page
+    from polecat.node.stats import CrawlStats
 
 __all__ = ["Config", "CrawlStats", "Crawler", "Page", "PolecatError", "config_from_mapping"]
-__version__ = "0.1.0"
 
 _HOMES = {
     "Config": "polecat.config",
     "config_from_mapping": "polecat.config",
     "PolecatError": "polecat.errors",
-    "Crawler": "polecat.node",
-    "Page": "polecat.pipeline",
-    "CrawlStats": "polecat.stats",
+    "Crawler": "polecat.node.crawler",
+    "Page": "polecat.node.pipeline",
+    "CrawlStats": "polecat.node.stats",
 }
 
 

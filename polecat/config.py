@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from polecat import __version__
 from polecat.errors import ConfigError
+from polecat.version import __version__
 
 PROJECT_HOMEPAGE = ""
 """The project's homepage, as pyproject.toml declares it (``[project.urls] Homepage``; none today):

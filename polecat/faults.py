@@ -4,7 +4,8 @@ Rules (this module owns them):
 
 1. A write to the page store or the frontier that fails with an OS error (ENOSPC, EDQUOT, EIO, EROFS,
    EFBIG, ...) or an LMDB error is a fault of the machine, not of the page being handled: it becomes a
-   :class:`StorageFault` that names the cause and the path, and the node stops (polecat/node.py) without
+   :class:`StorageFault` that names the cause and the path, and the node stops
+   (polecat/node/crawler.py) without
    recording that page or anything after it.
 2. LMDB reports a write that ran out of disk as ``Input/output error`` (a short ``pwrite`` becomes EIO),
    so an EIO is reported as "disk full" when the file system holding the path has less free space than

@@ -10,12 +10,12 @@ from typing import Any
 from polecat.config import Config, PolitenessConfig
 from polecat.dedup.canon import Canonicalizer
 from polecat.dedup.seen import SeenSet
-from polecat.fetch.robots import RobotsPolicy
 from polecat.frontier.db import FrontierDB
 from polecat.frontier.frontier import Frontier
 from polecat.frontier.politeness import Attempt
 from polecat.frontier.records import Completion, Lease, Outcome, RobotsOutcome
-from polecat.frontier.writes import Decided, Delete, DeleteSlices, Put
+from polecat.frontier.robots import RobotsPolicy
+from polecat.writes import Decided, Delete, DeleteSlices, Put
 
 CANON = Canonicalizer()
 

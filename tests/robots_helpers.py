@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from polecat.errors import FetchError
 from polecat.fetch.http import Fetcher, RedirectPacer, Response
-from polecat.fetch.robots import RobotsDecision, RobotsPolicy
+from polecat.frontier.robots import RobotsDecision, RobotsPolicy
 
 
 async def refresh_robots(

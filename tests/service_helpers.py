@@ -12,7 +12,7 @@ from typing import Any
 import aiohttp
 
 from polecat.config import Config
-from polecat.service.runner import NodeService
+from polecat.processes.service_runner import NodeService
 from polecat.testing.web import TestWeb
 from tests.crawl_helpers import crawl_config
 

@@ -12,7 +12,7 @@ from tests.conftest import TestWebFactory
 
 
 def polecat(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "polecat.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "polecat", *args], capture_output=True, text=True,
                           timeout=timeout)
 
 
@@ -37,7 +37,7 @@ def test_crawl_then_pages_and_cat(test_web: TestWebFactory, tmp_path: Path) -> N
     listed = {f[0] for f in lines}
     assert truth <= listed
     url = sorted(truth)[0]
-    body = subprocess.run([sys.executable, "-m", "polecat.cli", "cat", str(data), url], capture_output=True,
+    body = subprocess.run([sys.executable, "-m", "polecat", "cat", str(data), url], capture_output=True,
                           timeout=60)
     assert body.returncode == 0
     assert b"<html" in body.stdout.lower()

@@ -6,10 +6,10 @@ import asyncio
 import time
 from pathlib import Path
 
-from polecat.node import Crawler
+from polecat.node.crawler import Crawler
+from polecat.node.verdict import EXIT_NOTHING_FETCHED, GAVE_UP, QUEUE_EMPTY, fix_for
 from polecat.testing.dns import LocalDnsServer
 from polecat.testing.sitegen import SiteSpec
-from polecat.verdict import EXIT_NOTHING_FETCHED, GAVE_UP, QUEUE_EMPTY, fix_for
 from tests.conftest import TestWebFactory
 from tests.crawl_helpers import crawl_config
 from tests.test_cli import polecat

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from polecat.clock import to_wall
 from polecat.fetch.http import Response
-from polecat.pipeline import attempt_of
+from polecat.node.pipeline import attempt_of
 from polecat.testing.fakes import FakeClock
 
 WALL, MONO = 1_000_000.0, 100.0

@@ -52,7 +52,7 @@ async def test_a_killed_node_with_its_disk_lost_resumes_on_the_others_from_objec
     assert run.handed and sum(slices for slices, _ in run.handed) > 0  # the graceful leave at the end
     for node in survivors:
         verify = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "polecat.cli", "store", "verify", str(run.data[node]),
+            sys.executable, "-m", "polecat", "store", "verify", str(run.data[node]),
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
         out = (await asyncio.wait_for(verify.communicate(), 60))[0]
         assert verify.returncode == 0, out.decode()

@@ -16,10 +16,10 @@ from typing import Any
 import aiohttp
 import pytest
 
-from polecat.cluster.machine import ClusterNode
 from polecat.config import config_from_mapping
 from polecat.errors import ConfigError
-from polecat.service.runner import NodeService
+from polecat.processes.machine import ClusterNode
+from polecat.processes.service_runner import NodeService
 from polecat.testing.etcd import EtcdServer
 from polecat.testing.serverlog import politeness_violations
 from polecat.testing.sitegen import SiteSpec
@@ -121,7 +121,7 @@ async def test_seeds_added_on_a_node_that_does_not_own_them_reach_their_owner(
         await wait_for(lambda: any(not link.owns(u) for u in web.seeds), 30, "n0's ring to hold n1")
         others = [u for u in web.seeds if not link.owns(u)]
         proc = await asyncio.create_subprocess_exec(  # the operator's CLI, aimed at the wrong node
-            sys.executable, "-m", "polecat.cli", "seeds", "add", *web.seeds, "--node",
+            sys.executable, "-m", "polecat", "seeds", "add", *web.seeds, "--node",
             f"http://{n0.config.node.listen}", stdout=asyncio.subprocess.PIPE,
             env={**os.environ, "POLECAT_TOKEN": "operator-token"})
         out = (await asyncio.wait_for(proc.communicate(), 60))[0].decode()
@@ -157,7 +157,7 @@ async def _cluster_status(etcd: EtcdServer) -> str:
     """``polecat cluster status`` until every slice is owned again (claims follow releases)."""
     for _ in range(50):
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "polecat.cli", "cluster", "status", "--etcd", etcd.endpoint, "--name", "t",
+            sys.executable, "-m", "polecat", "cluster", "status", "--etcd", etcd.endpoint, "--name", "t",
             stdout=asyncio.subprocess.PIPE, env={**os.environ, "POLECAT_TOKEN": "operator-token"})
         out = (await proc.communicate())[0].decode()
         assert proc.returncode == 0, out

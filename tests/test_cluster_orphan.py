@@ -1,4 +1,5 @@
-"""A worker outlives no parent and no stop hangs for ever (polecat/cluster/orphan.py), in small processes."""
+"""A worker outlives no parent and no stop hangs for ever (polecat/processes/orphan.py), in small
+processes."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from polecat.cluster.orphan import parent_gone
+from polecat.processes.orphan import parent_gone
 
 
 def test_parent_gone_compares_the_parent_id_with_the_one_given() -> None:
@@ -17,7 +18,7 @@ def test_parent_gone_compares_the_parent_id_with_the_one_given() -> None:
 
 
 def test_a_stop_that_does_not_end_exits_after_the_bound_with_every_stack_dumped() -> None:
-    stuck = ("import time\nfrom polecat.cluster.orphan import StopBound\n"
+    stuck = ("import time\nfrom polecat.processes.orphan import StopBound\n"
              "b = StopBound(0.5)\nb.arm()\nb.arm()\ntime.sleep(30)\n")
     started = time.monotonic()
     proc = subprocess.run([sys.executable, "-c", stuck], capture_output=True, text=True, timeout=20)

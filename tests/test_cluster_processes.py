@@ -56,7 +56,7 @@ def test_two_node_processes_share_a_crawl_and_one_leaves_on_sigterm(
             conf.write_text(_toml(web.seeds, web.dns_address, tmp_path / f"n{k}", f"{host}:{_port(host)}",
                                   etcd_server.endpoint, f"n{k}"))
             with (tmp_path / f"n{k}.log").open("wb") as log:
-                cmd = [sys.executable, "-m", "polecat.cli", "node", "--config", str(conf)]
+                cmd = [sys.executable, "-m", "polecat", "node", "--config", str(conf)]
                 procs.append(subprocess.Popen(cmd, env=env, stderr=log))
         _wait(lambda: len(set(page_requests(web))) >= len(truth) // 3, 90, "a third of the pages")
         procs[0].send_signal(signal.SIGTERM)

@@ -24,7 +24,7 @@ from polecat.cluster.resize import JOURNAL, member_ids, resize
 from polecat.cluster.ring import RING_VERSION, Ring
 from polecat.config import Config, config_from_mapping
 from polecat.dedup.canon import host_key
-from polecat.frontier.local import open_local
+from polecat.frontier.opener import open_local
 from polecat.frontier.records import QueuedUrl
 from polecat.frontier.slices import slice_of
 from polecat.testing.serverlog import politeness_violations
@@ -35,7 +35,7 @@ from tests.test_crawl_restart import crawl_cmd, finish, start
 
 
 def _pages(data: Path) -> set[str]:
-    out = subprocess.run([sys.executable, "-m", "polecat.cli", "pages", str(data)], capture_output=True,
+    out = subprocess.run([sys.executable, "-m", "polecat", "pages", str(data)], capture_output=True,
                          text=True, timeout=60)
     return {line.split("\t")[0] for line in out.stdout.splitlines()[1:]}  # after the header line
 

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from polecat.cluster.aggregate import merge_stats, stats_from_dict
 from polecat.cluster.layout import (
     needs_resize,
     node_dirs,
@@ -20,13 +19,14 @@ from polecat.cluster.layout import (
     worker_config,
     worker_dir,
 )
-from polecat.cluster.supervisor import crawl_with_workers
 from polecat.cluster.termination import Report, Termination
 from polecat.config import config_from_mapping
 from polecat.dedup.bloom import ScalableBloom
 from polecat.errors import ConfigError, PolecatError
-from polecat.node import Crawler
-from polecat.stats import CrawlStats
+from polecat.node.crawler import Crawler
+from polecat.node.stats import CrawlStats
+from polecat.processes.aggregate import merge_stats, stats_from_dict
+from polecat.processes.supervisor import crawl_with_workers
 from polecat.testing.sitegen import SiteSpec
 from tests.conftest import TestWebFactory
 from tests.crawl_helpers import crawl_config, page_requests

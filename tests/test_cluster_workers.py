@@ -23,13 +23,13 @@ from tests.test_crawl_restart import COMMIT_MS, crawl_cmd, finish, start, wait_f
 
 
 def polecat(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "polecat.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "polecat", *args], capture_output=True, text=True,
                           timeout=120)
 
 
 def worker_pids(parent: int) -> list[int]:
-    """The parent's worker processes (its children running polecat.cluster.worker)."""
-    out = subprocess.run(["pgrep", "-P", str(parent), "-f", "polecat.cluster.worker"], capture_output=True,
+    """The parent's worker processes (its children running polecat.processes.worker)."""
+    out = subprocess.run(["pgrep", "-P", str(parent), "-f", "polecat.processes.worker"], capture_output=True,
                          text=True)
     return sorted(int(p) for p in out.stdout.split())
 
@@ -181,10 +181,10 @@ def test_a_worker_that_never_stops_cannot_keep_the_crawl_from_ending(test_web: T
 # stays open after this process dies. The child's pid goes to the file named by HOLDER_PID.
 _EMBEDDER = """
 import os, subprocess, sys, threading, time
-from polecat.cli import main
+from polecat.commands.main import main
 
 def hold():
-    while len(subprocess.run(["pgrep", "-P", str(os.getpid()), "-f", "polecat.cluster.worker"],
+    while len(subprocess.run(["pgrep", "-P", str(os.getpid()), "-f", "polecat.processes.worker"],
                              capture_output=True, text=True).stdout.split()) < 2:
         time.sleep(0.05)
     pid = os.fork()

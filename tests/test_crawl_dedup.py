@@ -33,9 +33,9 @@ from typing import Any, Literal
 from polecat import Crawler, Page
 from polecat.config import Config, DedupConfig
 from polecat.dedup.minhash import hamming, minhash
-from polecat.fetch.charset import decode_html
+from polecat.node.stats import CrawlStats
+from polecat.parse.charset import decode_html
 from polecat.parse.html import parse_html
-from polecat.stats import CrawlStats
 from polecat.store.base import FetchRecord, content_hash
 from polecat.store.segstore import open_store
 from polecat.testing.sitegen import SiteSpec
@@ -292,7 +292,7 @@ def crawl_config(web: TestWeb, data: Path, **over: Any) -> Config:
 
 def pages_listing(data: Path) -> dict[str, list[str]]:
     """``polecat pages DIR`` as a user runs it: URL -> the other tab-separated fields of its line."""
-    out = subprocess.run([sys.executable, "-m", "polecat.cli", "pages", str(data)], capture_output=True,
+    out = subprocess.run([sys.executable, "-m", "polecat", "pages", str(data)], capture_output=True,
                          text=True, timeout=60, check=True).stdout
     lines = [line.split("\t") for line in out.splitlines()[1:]]  # after the header
     # url, then status, time, hash, size, and the duplicated URL when there is one

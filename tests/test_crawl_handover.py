@@ -11,7 +11,7 @@ from pathlib import Path
 
 from polecat import Crawler
 from polecat.frontier.bundle import SliceBundle
-from polecat.frontier.local import open_local
+from polecat.frontier.opener import open_local
 from polecat.frontier.records import QueuedUrl
 from polecat.frontier.slices import SLICES
 from polecat.testing.serverlog import politeness_violations

@@ -25,7 +25,7 @@ COMMIT_MS = 200
 
 def crawl_cmd(web: TestWeb, data: Path, rate: float, *extra: str) -> list[str]:
     return [
-        sys.executable, "-m", "polecat.cli", "crawl", *web.seeds, "--data", str(data), "--rate", str(rate),
+        sys.executable, "-m", "polecat", "crawl", *web.seeds, "--data", str(data), "--rate", str(rate),
         "--scope", "host", "--dns-server", web.dns_address, "--allow-private", "--quiet",
         "--concurrency", "64", *extra,
     ]
@@ -110,7 +110,7 @@ def test_kill_9_repeatedly_loses_nothing(test_web: TestWebFactory, tmp_path: Pat
     # LMDB opens cleanly and the store verifies.
     env = lmdb.open(str(data / "frontier"), max_dbs=16, readonly=True, lock=False)
     env.close()
-    verify = subprocess.run([sys.executable, "-m", "polecat.cli", "store", "verify", str(data)],
+    verify = subprocess.run([sys.executable, "-m", "polecat", "store", "verify", str(data)],
                             capture_output=True, text=True, timeout=120)
     assert verify.returncode == 0, verify.stdout + verify.stderr
 

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from benchmarks.bench_dedup_corpus import Corpus
 from polecat.dedup.minhash import VERIFY_BYTES, VERIFY_MAX_DISTANCE, Fingerprint, fingerprint, verify_distance
 from polecat.dedup.nearindex import MAX_CANDIDATE_DISTANCE, MAX_PAYLOAD, NearDupIndex, NearStats
-from polecat.frontier.writes import Put
+from polecat.writes import Put
 
 
 @pytest.fixture

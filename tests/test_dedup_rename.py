@@ -13,7 +13,7 @@ from polecat.config import Config, config_from_mapping
 from polecat.dedup import minhash
 from polecat.errors import ConfigError, FrontierError
 from polecat.frontier.db import FrontierDB
-from polecat.node import Crawler
+from polecat.node.crawler import Crawler
 
 
 def test_old_setting_name_still_works_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:

@@ -102,7 +102,7 @@ def test_good_nameservers_pass() -> None:
 
 
 def test_cli_names_the_flag_of_a_bad_nameserver(tmp_path: Path) -> None:
-    run = subprocess.run([sys.executable, "-m", "polecat.cli", "crawl", "http://a.test/", "--data",
+    run = subprocess.run([sys.executable, "-m", "polecat", "crawl", "http://a.test/", "--data",
                           str(tmp_path / "d"), "--dns-server", "127.0.0.1:99999"],
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 2 and "--dns-server (dns.nameservers[0]): " in run.stderr, run.stderr

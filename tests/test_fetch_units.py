@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from polecat.errors import ProtocolError
-from polecat.fetch.charset import decode_html, sniff_charset, utf8_body
 from polecat.fetch.decode import make_decoder
 from polecat.fetch.http import parse_retry_after, request_parts, request_parts_yarl
+from polecat.parse.charset import decode_html, sniff_charset, utf8_body
 
 DATA = bytes(range(256)) * 400 + b"tail"
 COMPRESS = {

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from polecat.config import Config, ScopeConfig
 from polecat.frontier.keys import robots_key
 from polecat.frontier.records import Idle, Lease, Refused, RobotsOutcome, Wait
-from polecat.frontier.writes import Put
+from polecat.writes import Put
 from tests.frontier_helpers import Rig, canon, done, politeness
 
 

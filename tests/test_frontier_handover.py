@@ -15,7 +15,7 @@ from polecat.frontier.bundle import BundleError, SliceBundle
 from polecat.frontier.keys import GLOBAL
 from polecat.frontier.records import Lease, Wait
 from polecat.frontier.slices import SLICES, slice_of
-from polecat.frontier.writes import DeleteSlices
+from polecat.writes import DeleteSlices
 from tests.frontier_helpers import Rig, canon, politeness
 
 CFG = Config(scope=ScopeConfig(mode="any"), politeness=politeness(rate=2.0))

@@ -1,4 +1,4 @@
-"""Every frontier call that changes state is a decision (polecat/frontier/writes.py): it returns its
+"""Every frontier call that changes state is a decision (polecat/writes.py): it returns its
 writes and leaves the tables alone until they are applied. Each test calls the frontier itself
 (``rig.raw``), checks the writes, checks the transaction did not change, then applies them."""
 
@@ -14,7 +14,7 @@ from polecat.frontier.frontier import ROBOTS_SKIPS_PER_LEASE
 from polecat.frontier.keys import op_key, url_key
 from polecat.frontier.records import Lease, Wait
 from polecat.frontier.slices import slice_of
-from polecat.frontier.writes import Decided, Delete, DeleteSlices, Put, Write
+from polecat.writes import Decided, Delete, DeleteSlices, Put, Write
 from tests.frontier_helpers import Rig, canon, politeness
 
 

@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 from polecat.config import config_from_mapping, load_toml
 from polecat.dedup.canon import Canonicalizer
 from polecat.errors import ConfigError, CorruptRecord
-from polecat.fetch.charset import decode_html
-from polecat.fetch.robots import RobotsRules
+from polecat.parse.charset import decode_html
 from polecat.parse.guard import MAX_LINKS, MAX_TEXT_CHARS, bound_body, bound_html, bound_links
 from polecat.parse.html import parse_html
+from polecat.parse.robots import RobotsRules
 from polecat.store import warc
 from polecat.store.base import FetchRecord
 

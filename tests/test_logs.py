@@ -77,7 +77,7 @@ def test_version_and_no_abbreviations() -> None:
 
 def test_ctrl_c_outside_a_crawl_exits_130_without_traceback(monkeypatch: pytest.MonkeyPatch,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
-    from polecat import cli
+    from polecat.commands import main as cli
 
     def interrupted() -> None:
         raise KeyboardInterrupt

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from benchmarks.corpora import Corpus, docs_corpus, real_corpus, small_corpus
 from polecat.dedup import minhash
 from polecat.dedup.minhash import Fingerprint, python_fingerprint
-from polecat.fetch.charset import decode_html
+from polecat.parse.charset import decode_html
 from polecat.parse.html import parse_html
 from tests.native_helpers import kernel
 

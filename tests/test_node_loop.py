@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from polecat import Crawler, node
+from polecat import Crawler
 from polecat.cluster.batch import Batch, HandoffUrl
 from polecat.cluster.handoff import Handoff
 from polecat.cluster.link import ClusterLink
@@ -22,12 +22,13 @@ from polecat.cluster.receiver import HandoffReceiver
 from polecat.config import Config, config_from_mapping
 from polecat.dedup.bloom import ScalableBloom
 from polecat.errors import PolecatError
-from polecat.frontier.local import open_local
+from polecat.frontier.opener import open_local
 from polecat.frontier.records import Completion, Lease
 from polecat.frontier.traps import is_probe
-from polecat.frontier.writes import Write
+from polecat.node import crawler as node
 from polecat.testing.cluster import FakeMembership, FakeTransport
 from polecat.testing.fakes import Canned, FakeClock, FakeFetcher, MemoryPageStore
+from polecat.writes import Write
 
 
 def page(*links: str, text: str = "text of a page") -> Canned:

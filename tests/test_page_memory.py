@@ -34,7 +34,7 @@ def crawl_peak_mib(test_web: TestWebFactory, data: Path, hostile: bool) -> int:
         web.respond("h01.test", "/nul", 200, headers=html, body=PAGES["nul_bytes"](CAP))
         web.respond("h01.test", "/bomb", 200, headers={**html, "Content-Encoding": "gzip"},
                     body=gzip_bomb_of_words(20 * CAP))
-    cmd = [sys.executable, "-m", "polecat.cli", "crawl", *web.seeds, "--data", str(data), "--rate", "50",
+    cmd = [sys.executable, "-m", "polecat", "crawl", *web.seeds, "--data", str(data), "--rate", "50",
            "--scope", "host", "--dns-server", web.dns_address, "--allow-private", "--quiet"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)

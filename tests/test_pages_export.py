@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from polecat.store.listing import COLUMNS
+from polecat.commands.pages import COLUMNS
 from polecat.testing.sitegen import SiteSpec
 from polecat.testing.web import TestWeb
 from tests.conftest import TestWebFactory
@@ -56,11 +56,11 @@ def test_pages_formats_filters_and_failed(crawled: tuple[TestWeb, Path]) -> None
 
 def test_pages_into_head_has_no_traceback(crawled: tuple[TestWeb, Path]) -> None:
     _, data = crawled
-    cmd = f"{sys.executable} -m polecat.cli pages {data} --format jsonl | head -1"
+    cmd = f"{sys.executable} -m polecat pages {data} --format jsonl | head -1"
     run = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=60)
     assert len(run.stdout.splitlines()) == 1 and run.stderr == "", run.stderr
     # The reader gone before the first write (what `head` does to a long listing): no traceback.
-    proc = subprocess.Popen([sys.executable, "-m", "polecat.cli", "pages", str(data)], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-m", "polecat", "pages", str(data)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
     assert proc.stdout is not None and proc.stderr is not None
     proc.stdout.close()
@@ -80,10 +80,10 @@ def test_export_jsonl_and_cat_by_prefix_and_typed_url(crawled: tuple[TestWeb, Pa
     assert root["outlinks"] and all(u.startswith("http") for u in root["outlinks"])
     assert items[web.base_url("h01.test") + "/old"]["final_url"] == web.base_url("h01.test") + "/"
     typed = web.base_url("h01.test").replace("h01.test", "H01.TEST") + "/./"
-    body = subprocess.run([sys.executable, "-m", "polecat.cli", "cat", str(data), typed], capture_output=True,
+    body = subprocess.run([sys.executable, "-m", "polecat", "cat", str(data), typed], capture_output=True,
                           timeout=60)
     assert body.returncode == 0, body.stderr
-    by_prefix = subprocess.run([sys.executable, "-m", "polecat.cli", "cat", str(data), root["hash"][:10]],
+    by_prefix = subprocess.run([sys.executable, "-m", "polecat", "cat", str(data), root["hash"][:10]],
                                capture_output=True, timeout=60)
     assert by_prefix.returncode == 0 and by_prefix.stdout == body.stdout and b"<html" in body.stdout.lower()
     short = polecat("cat", str(data), root["hash"][:4])

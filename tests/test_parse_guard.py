@@ -16,7 +16,7 @@ import pytest
 from polecat import Crawler
 from polecat.config import config_from_mapping
 from polecat.errors import ConfigError
-from polecat.fetch.charset import decode_html
+from polecat.parse.charset import decode_html
 from polecat.parse.guard import (
     MAX_ATTRS,
     MAX_DEPTH,
@@ -128,7 +128,7 @@ def test_sigterm_stops_a_node_within_seconds_while_it_meets_a_hostile_page(test_
     for host in ("h01.test", "h02.test", "h03.test"):
         web.respond(host, "*", 200, headers={"Content-Type": "text/html"},
                     body=b'<a href="/x1">x</a><a href="/x2">x</a>' + b"<div>" * 1_000_000)
-    cmd = [sys.executable, "-m", "polecat.cli", "crawl", *web.seeds, "--data", str(tmp_path / "d"),
+    cmd = [sys.executable, "-m", "polecat", "crawl", *web.seeds, "--data", str(tmp_path / "d"),
            "--rate", "5", "--scope", "host", "--dns-server", web.dns_address, "--allow-private", "--quiet"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:

@@ -17,8 +17,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from benchmarks.corpora import Corpus, docs_corpus, real_corpus, small_corpus
-from polecat.fetch.charset import decode_html
 from polecat.parse import guard
+from polecat.parse.charset import decode_html
 from polecat.parse.guard import MAX_ATTRS, MAX_DEPTH, SHALLOW_TAGS, Bounded, bound_body, bound_html
 from polecat.testing.hostile_pages import PAGES
 from tests.native_helpers import kernel

@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from benchmarks.corpora import docs_corpus, real_corpus, small_corpus
-from polecat.fetch.charset import decode_html
 from polecat.parse import html
+from polecat.parse.charset import decode_html
 from polecat.parse.guard import bound_body, bound_html
 from polecat.parse.html_native import Kernel
 from polecat.testing.hostile_pages import PAGES

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from polecat.dedup.canon import Canonicalizer
 from polecat.frontier.records import Completion, Lease
-from polecat.pipeline import Page, PagePipeline
+from polecat.node.pipeline import Page, PagePipeline
 from polecat.store.base import content_hash
 from polecat.testing.fakes import Canned, FakeClock, FakeFetcher, MemoryPageStore
 from tests.frontier_helpers import Rig, canon

@@ -32,7 +32,7 @@ from polecat import Crawler
 from polecat.config import Config
 from polecat.fetch.http import Fetcher, Response
 from polecat.frontier.records import QueuedUrl, UrlRecord
-from polecat.stats import CrawlStats
+from polecat.node.stats import CrawlStats
 from polecat.testing.dns import LocalDnsServer
 from polecat.testing.serverlog import RequestRecord, politeness_violations
 from polecat.testing.sitegen import SiteSpec
@@ -156,7 +156,8 @@ def test_a_node_waits_for_hosts_on_the_kernels_timer_and_never_early(
     # uvloop's millisecond timers (which spin through the last half millisecond of each wait).
     if sys.platform != "linux":
         pytest.skip("timerfd is Linux's")
-    from polecat import node, runloop
+    from polecat import runloop
+    from polecat.node import crawler as node
 
     chosen: list[runloop.AlarmClock] = []
     sets = [0]
@@ -485,7 +486,7 @@ def test_start_of_a_many_host_crawl_loses_no_host_to_dns(test_web: TestWebFactor
     conf = tmp_path / "fast-retry.toml"  # failures, if any, retried quickly: the crawl ends either way
     conf.write_text("[robots]\nretry_base = 0.5\n[politeness]\nquarantine_base = 0.5\n")
     done = subprocess.run(
-        [sys.executable, "-m", "polecat.cli", "crawl", "--seeds-file", str(seeds),
+        [sys.executable, "-m", "polecat", "crawl", "--seeds-file", str(seeds),
          "--data", str(tmp_path / "d"), "--rate", "10", "--concurrency", str(hosts),
          "--dns-server", web.dns_address, "--allow-private", "--quiet", "--config", str(conf)],
         capture_output=True, text=True, timeout=120)

@@ -15,8 +15,8 @@ from pathlib import Path
 from prometheus_client import generate_latest
 
 from polecat import Crawler
+from polecat.commands.node import node_config
 from polecat.frontier.status import read_status
-from polecat.service.cli import node_config
 from polecat.service.metrics import LoopLag, NodeMetrics
 from polecat.store.segstore import open_store
 from polecat.testing.serverlog import politeness_violations
@@ -78,7 +78,7 @@ def stored_pages(summary: str) -> int:
 
 
 def polecat(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "polecat.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "polecat", *args], capture_output=True, text=True,
                           timeout=120)
 
 

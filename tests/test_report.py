@@ -1,12 +1,12 @@
-"""The progress line and the summary (polecat/report.py), from made-up stats."""
+"""The progress line and the summary (polecat/node/summary.py), from made-up stats."""
 
 from __future__ import annotations
 
 import dataclasses
 import io
 
-from polecat.report import CLEAR_TO_EOL, print_summary, progress_line, short_reason
-from polecat.stats import CrawlStats
+from polecat.node.stats import CrawlStats
+from polecat.node.summary import CLEAR_TO_EOL, print_summary, progress_line, short_reason
 
 BASE = CrawlStats(
     elapsed_s=10.0, fetches=11, fetches_per_s=1.1, politeness_violations=0, errors=(("dns", 1),),

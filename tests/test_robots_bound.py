@@ -14,9 +14,10 @@ from hypothesis import strategies as st
 
 from polecat import Crawler
 from polecat.config import RobotsConfig
-from polecat.fetch import robots_match
-from polecat.fetch.robots import Ready, RobotsPolicy, RobotsRules
-from polecat.fetch.robots_match import INDEX_FROM, MAX_TRIES, RuleMatcher
+from polecat.frontier.robots import Ready, RobotsPolicy
+from polecat.parse import robots_match
+from polecat.parse.robots import RobotsRules
+from polecat.parse.robots_match import INDEX_FROM, MAX_TRIES, RuleMatcher
 from polecat.testing.hostile_pages import ROBOTS
 from polecat.testing.sitegen import SiteSpec
 from tests.conftest import TestWebFactory

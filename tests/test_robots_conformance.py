@@ -1,7 +1,7 @@
 """Google's robots.txt cases (shared/conformance) run through RobotsRules.
 
 Every case passes except the ones listed below, each a deliberate RFC 9309 choice (see
-polecat/fetch/robots.py).
+polecat/parse/robots.py).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from polecat.fetch.robots import RobotsRules
+from polecat.parse.robots import RobotsRules
 
 # The conformance data sits beside the repository (../shared/conformance), not inside it.
 CASES_FILE = Path(__file__).resolve().parents[2] / "shared" / "conformance" / "google_robots_cases.json"

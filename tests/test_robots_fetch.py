@@ -12,7 +12,7 @@ import pytest_asyncio
 from polecat.config import DnsConfig, FetchConfig, RobotsConfig
 from polecat.errors import BlockedAddressError, DnsError, FetchTimeout
 from polecat.fetch.http import Fetcher
-from polecat.fetch.robots import Closed, Fetch, Ready, RobotsPolicy
+from polecat.frontier.robots import Closed, Fetch, Ready, RobotsPolicy
 from polecat.testing.dns import LocalDnsServer
 from polecat.testing.hostile import HostileServer, Request, respond, silent
 from tests.robots_helpers import refresh_robots

@@ -8,7 +8,8 @@ import pytest
 
 from polecat.config import RobotsConfig
 from polecat.errors import DnsError, FetchTimeout
-from polecat.fetch.robots import Closed, Fetch, Ready, RobotsPolicy, RobotsRules
+from polecat.frontier.robots import Closed, Fetch, Ready, RobotsPolicy
+from polecat.parse.robots import RobotsRules
 
 UA = "polecat/0.1 (+https://example.org/bot)"
 CFG = RobotsConfig(cache_ttl=3600.0, retry_base=60.0, retry_cap=600.0, max_unreachable_age=30 * 86400.0)

@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from protego import Protego
 
-from polecat.fetch.robots import RobotsRules, product_token
-from polecat.fetch.robots_match import normalize_path
+from polecat.parse.robots import RobotsRules, product_token
+from polecat.parse.robots_match import normalize_path
 
 UA = "polecat/0.1 (+https://example.org/bot)"
 

@@ -12,7 +12,7 @@ import pytest
 from polecat.config import config_from_mapping, load_toml
 from polecat.errors import ConfigError, PolecatError
 from polecat.frontier.status import read_status
-from polecat.service.runner import NodeService
+from polecat.processes.service_runner import NodeService
 from polecat.testing.sitegen import SiteSpec
 from tests.conftest import TestWebFactory
 from tests.crawl_helpers import crawl_config, page_requests

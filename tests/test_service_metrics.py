@@ -84,7 +84,7 @@ async def test_metrics_during_a_crawl(test_web: TestWebFactory, tmp_path: Path) 
         assert status["freshness"]["tracked"] == fresh[0]
         for outcome, n in status["urls_done"].items():
             assert final[("polecat_urls_done_total", (("outcome", outcome),))] == n
-        proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "polecat.cli", "status",
+        proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "polecat", "status",
                                                     str(tmp_path), stdout=asyncio.subprocess.PIPE)
         out = (await asyncio.wait_for(proc.communicate(), 60))[0].decode()
         assert proc.returncode == 0, out

@@ -19,9 +19,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
+from polecat.processes.service_runner import NodeService
 from polecat.service.api import Api
 from polecat.service.openapi import OPENAPI
-from polecat.service.runner import NodeService
 from polecat.testing.sitegen import SiteSpec
 from polecat.testing.web import TestWeb
 from tests.crawl_helpers import crawl_config

@@ -28,7 +28,7 @@ def free_port() -> int:
 
 
 def polecat(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "polecat.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "polecat", *args], capture_output=True, text=True,
                           timeout=60, check=check, env={**os.environ, "POLECAT_TOKEN": TOKEN})
 
 
@@ -63,7 +63,7 @@ allow_private = true
     notify.bind(str(tmp_path / "notify"))
     env = {**os.environ, "NOTIFY_SOCKET": str(tmp_path / "notify"), "WATCHDOG_USEC": "1000000",
            "POLECAT_TOKEN": TOKEN}
-    proc = subprocess.Popen([sys.executable, "-m", "polecat.cli", "node", "--config",
+    proc = subprocess.Popen([sys.executable, "-m", "polecat", "node", "--config",
                              str(tmp_path / "node.toml")], env=env, stderr=subprocess.PIPE, text=True)
     try:
         first: list[tuple[float, str]] = []
@@ -82,7 +82,7 @@ allow_private = true
         assert polecat("block", "ls", "--node", node_url).stdout == "bad.test\n"
         bad = polecat("throttle", "set", "x.test", "0", "--node", node_url, check=False)
         assert bad.returncode == 1 and "req_per_s: must be in" in bad.stderr
-        unauth = subprocess.run([sys.executable, "-m", "polecat.cli", "pause", "--node", node_url],
+        unauth = subprocess.run([sys.executable, "-m", "polecat", "pause", "--node", node_url],
                                 capture_output=True, text=True, timeout=60,
                                 env={k: v for k, v in os.environ.items() if k != "POLECAT_TOKEN"})
         assert unauth.returncode == 1 and "401" in unauth.stderr

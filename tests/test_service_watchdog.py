@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from polecat.service.runner import NodeService
+from polecat.processes.service_runner import NodeService
 from polecat.service.systemd import Notifier, watchdog_interval
 from polecat.testing.sitegen import SiteSpec
 from tests.conftest import TestWebFactory

@@ -1,11 +1,12 @@
-"""Saved crawl settings (polecat/settings.py): resume with no flags, flags override and are saved."""
+"""Saved crawl settings (polecat/commands/saved_settings.py): resume with no flags, flags override and are
+saved."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from polecat.settings import changes, savable
+from polecat.commands.saved_settings import changes, savable
 from polecat.testing.sitegen import SiteSpec
 from tests.conftest import TestWebFactory
 from tests.test_cli import polecat

@@ -13,10 +13,10 @@ import pytest
 import zstandard
 from warcio.archiveiterator import ArchiveIterator
 
+from polecat.commands import cat, export, pages, store
 from polecat.config import StoreConfig
 from polecat.errors import ConfigError
 from polecat.store.base import FetchRecord
-from polecat.store.cli import register
 from polecat.store.segstore import open_store
 
 T0 = 1_790_000_000.0
@@ -24,7 +24,9 @@ T0 = 1_790_000_000.0
 
 def run(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="polecat")
-    register(parser.add_subparsers(dest="command", required=True))
+    sub = parser.add_subparsers(dest="command", required=True)
+    for command in (pages, cat, export, store):
+        command.register(sub)
     args = parser.parse_args(argv)
     code: int = args.func(args)
     return code

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from polecat import Crawler
-from polecat.cli import main
+from polecat.commands.main import main
 from polecat.config import config_from_mapping
 from polecat.dedup.minhash import fingerprint
 from polecat.frontier.traps import (

@@ -55,7 +55,7 @@ def _polecat_cli() -> list[str]:
     script = Path(sys.executable).parent / "polecat"
     if script.exists():
         return [str(script)]
-    return [sys.executable, "-c", "import sys; from polecat.cli import main; sys.exit(main())"]
+    return [sys.executable, "-c", "import sys; from polecat.commands.main import main; sys.exit(main())"]
 
 
 def command(runner: str, ctx: RunContext) -> list[str]:

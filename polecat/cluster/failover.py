@@ -50,7 +50,7 @@ log = logging.getLogger(__name__)
 
 
 class Node(Protocol):
-    """What failover needs of the crawler (:class:`~polecat.node.Crawler` is the real one)."""
+    """What failover needs of the crawler (:class:`~polecat.node.crawler.Crawler` is the real one)."""
 
     @property
     def frontier(self) -> Frontier: ...

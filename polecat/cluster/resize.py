@@ -37,7 +37,7 @@ from polecat.cluster.outbox import Outbox
 from polecat.cluster.ring import Ring
 from polecat.config import Config
 from polecat.dedup.canon import host_key
-from polecat.frontier.local import LocalFrontier, open_local
+from polecat.frontier.opener import LocalFrontier, open_local
 from polecat.frontier.slices import slice_of
 
 JOURNAL = "resize.json"

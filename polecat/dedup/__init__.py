@@ -1,1 +1,1 @@
-"""polecat.dedup."""
+"""polecat.dedup: the seen-URL set, URL canonicalization and near-duplicate fingerprints."""

@@ -49,7 +49,7 @@ from ada_url._ada_wrapper import ffi, lib
 from polecat import native
 from polecat.config import DEFAULT_TRACKING_PARAMS
 from polecat.errors import ConfigError
-from polecat.frontier.patterns import HostPatternMap
+from polecat.hosts import HostPatternMap
 
 # ada's C API, bound once: an attribute read on the cffi lib costs as much as a short call.
 _parse, _parse_with_base, _free = lib.ada_parse, lib.ada_parse_with_base, lib.ada_free

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from polecat.dedup.minhash import VERIFY_BYTES, VERIFY_MAX_DISTANCE, Fingerprint, verify_distance
-from polecat.frontier.writes import Put
+from polecat.writes import Put
 
 BANDS = 4
 MAX_DISTANCE = BANDS - 1
@@ -104,7 +104,7 @@ class NearDupIndex:
 
     def add(self, fp: Fingerprint, payload: bytes) -> list[Put]:
         """The writes that index ``payload`` under ``fp`` (ValueError if longer than :data:`MAX_PAYLOAD`):
-        a decision, applied by the caller in its transaction (polecat/frontier/writes.py)."""
+        a decision, applied by the caller in its transaction (polecat/writes.py)."""
         if len(payload) > MAX_PAYLOAD:
             raise ValueError(f"near-duplicate payload of {len(payload)} bytes exceeds {MAX_PAYLOAD}")
         if len(fp.verify) != VERIFY_BYTES:

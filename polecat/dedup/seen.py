@@ -5,7 +5,7 @@ keys of aborted transactions, and of decisions whose writes were never applied).
 is final and needs no lookup; only a Bloom "seen" answer costs a B-tree lookup, and a miss there is a
 Bloom false positive.
 
-The set decides and its caller writes (polecat/frontier/writes.py): :meth:`SeenSet.mark` answers whether
+The set decides and its caller writes (polecat/writes.py): :meth:`SeenSet.mark` answers whether
 a fingerprint is new and the frontier puts each new one in the table among its decision's writes. The
 caller owns the LMDB environment and the write transaction (the frontier commits in batches), so the
 lookups take the caller's ``txn``; a fingerprint marked but not yet written reads as a false positive

@@ -1,30 +1,7 @@
-"""polecat.fetch: from a URL to a response. DNS cache with the SSRF guard (dns, guard), robots.txt rules
-and per-host policy (robots), the bounded HTTP client (http, decode) and charset sniffing (charset)."""
+"""polecat.fetch: from a URL to a response. The DNS cache with its SSRF guard (dns, guard), the connection
+pool and bounded HTTP/1.1 client (pool, h1, http, decode, deadline) and their seams (seams)."""
 
-from polecat.fetch.charset import decode_html
 from polecat.fetch.dns import CachingResolver, DnsStats
 from polecat.fetch.http import Fetcher, Response
-from polecat.fetch.robots import (
-    Closed,
-    Fetch,
-    Ready,
-    RobotsDecision,
-    RobotsPolicy,
-    RobotsRules,
-    RobotsStats,
-)
 
-__all__ = [
-    "CachingResolver",
-    "Closed",
-    "DnsStats",
-    "Fetch",
-    "Fetcher",
-    "Ready",
-    "Response",
-    "RobotsDecision",
-    "RobotsPolicy",
-    "RobotsRules",
-    "RobotsStats",
-    "decode_html",
-]
+__all__ = ["CachingResolver", "DnsStats", "Fetcher", "Response"]

@@ -95,7 +95,7 @@ class Response:
     content_type: str
     """Lowercased media type without parameters; ``""`` when absent."""
     charset: str | None
-    """The Content-Type ``charset`` parameter, if any (see polecat.fetch.charset for the rest)."""
+    """The Content-Type ``charset`` parameter, if any (see polecat.parse.charset for the rest)."""
     location: str | None
     """The raw Location header of a 3xx, unresolved."""
     retry_after: float | None

@@ -1,6 +1,6 @@
 """Operator controls of a frontier: throttle overrides, blocks, pause.
 
-Rules: every control is persisted in the ``ops`` table (the writes each returns, polecat/frontier/writes.py)
+Rules: every control is persisted in the ``ops`` table (the writes each returns, polecat/writes.py)
 and reloaded on open (host
 patterns are cross-slice and travel in every slice bundle, keys.py rule 4); a block drops the queues it
 matches (recorded done, ``skipped:blocked``) and refuses their URLs; removing a control applies from each
@@ -15,14 +15,14 @@ from polecat.frontier.keys import (
     op_key,
     queue_prefix,
 )
-from polecat.frontier.patterns import HostPatternMap
 from polecat.frontier.politeness import HostState, wait_one_interval
 from polecat.frontier.records import (
     QueuedUrl,
     UrlRecord,
 )
 from polecat.frontier.state import FrontierState
-from polecat.frontier.writes import Decided, Delete, Put, Write
+from polecat.hosts import HostPatternMap
+from polecat.writes import Decided, Delete, Put, Write
 
 
 class OperatorControls(FrontierState):

@@ -12,7 +12,7 @@ Rules of the writer thread:
 2. Between those, the event-loop thread reads and writes through :attr:`FrontierDB.txn`, never two
    threads at once: while a commit is in flight, reading :attr:`~FrontierDB.txn` waits for it (the node
    holds its frontier calls back until then, so that wait is the rare exception, not the rule).
-3. Decisions' writes (polecat/frontier/writes.py) applied while a commit is in flight do not wait for
+3. Decisions' writes (polecat/writes.py) applied while a commit is in flight do not wait for
    it: they are kept, in order, and applied to the next transaction before anything reads it. So a
    decision that needs no read of the tables (an operator control) answers at once during a commit;
    its writes belong to the next commit, like any change made after :meth:`FrontierDB.start_commit`.
@@ -35,7 +35,7 @@ from polecat.frontier.handover_ranges import delete_ranges
 from polecat.frontier.migrate import MigrationReport, migrate_v1
 from polecat.frontier.slices import SLICES
 from polecat.frontier.writer import TxnWriter
-from polecat.frontier.writes import Decided, Delete, DeleteSlices, Put, Write
+from polecat.writes import Decided, Delete, DeleteSlices, Put, Write
 
 T = TypeVar("T")
 
@@ -79,7 +79,7 @@ class FrontierDB:
                                        "priors": self.priors}
         """The slice-keyed tables by name (polecat/frontier/keys.py)."""
         self.tables: dict[str, Any] = {**self.sliced, "meta": self.meta, "near": self.near}
-        """Every table a decision writes, by its :data:`~polecat.frontier.writes.Table` name."""
+        """Every table a decision writes, by its :data:`~polecat.writes.Table` name."""
         self._writer = TxnWriter(self.env, "polecat-frontier-writer")
         self._backlog: list[Write] = []
         """Writes applied during the commit in flight, for the next transaction (rule 3)."""
@@ -133,7 +133,7 @@ class FrontierDB:
         return info
 
     def apply(self, writes: Sequence[Write]) -> None:
-        """Do a decision's writes in the open transaction (polecat/frontier/writes.py rule 2); during a
+        """Do a decision's writes in the open transaction (polecat/writes.py rule 2); during a
         commit, in the next one (rule 3)."""
         if self._writer.committing:
             self._backlog.extend(writes)

@@ -3,7 +3,7 @@
 It is a synchronous object driven by the node on the event-loop thread: ``add`` URLs, ``lease`` the next
 request (or learn how long to wait), ``complete`` the lease with what happened. Every call that changes
 state is a decision: it returns the LMDB writes that record it and the node applies them
-(polecat/frontier/writes.py, its rules 1-4). Time comes in as
+(polecat/writes.py, its rules 1-4). Time comes in as
 ``now`` (wall-clock seconds, so next-allowed times survive restarts). State lives in LMDB (per-host queues,
 host records with next-allowed times, the seen-set, finished-URL records, operator controls; all keyed
 slice-first, see polecat/frontier/keys.py) through one
@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 from polecat.config import Config, PolitenessConfig
 from polecat.dedup.canon import host_key
 from polecat.dedup.seen import SeenSet
-from polecat.fetch.robots import Closed, Fetch, Ready, RobotsPolicy
 from polecat.frontier.budgets import admit_reason
 from polecat.frontier.controls import OperatorControls
 from polecat.frontier.db import FrontierDB
@@ -57,10 +56,11 @@ from polecat.frontier.records import (
     origin_of,
 )
 from polecat.frontier.refresh import Freshness, History, Prior, refresh_slots
+from polecat.frontier.robots import Closed, Fetch, Ready, RobotsPolicy
 from polecat.frontier.robots_state import decode_robots, encode_robots, restore_robots
 from polecat.frontier.routing import Admission, Routing
 from polecat.frontier.traps import url_trap
-from polecat.frontier.writes import Decided, Delete, Put, Write
+from polecat.writes import Decided, Delete, Put, Write
 
 ROBOTS_SKIPS_PER_LEASE = 256
 """Robots-disallowed URLs retired per lease call for one host before yielding to other hosts."""
@@ -355,7 +355,7 @@ class Frontier(SliceHandover, OperatorControls, FrontierObservation, RobotsHops)
 
     def complete(self, lease: Lease, result: Completion, now: float) -> list[Write]:
         """Decide how a leased request ended: schedules the host's next request per the politeness rules
-        and returns the writes that record it (polecat/frontier/writes.py; the caller applies them
+        and returns the writes that record it (polecat/writes.py; the caller applies them
         with :meth:`FrontierDB.apply` before the frontier's next call)."""
         host = lease.host
         st = self._hosts[host]

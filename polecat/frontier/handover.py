@@ -6,7 +6,7 @@ a snapshot of every slice-keyed record of the slices (polecat/frontier/handover_
 not queued twice; a URL queued here that the exporter had finished is dropped: its owner fetched it) and
 makes every adopted host wait one full interval from the adoption (the exporter's
 last request may have just started); release drops the slices, and is refused while a lease there is in
-flight. Adoption and release are decisions: they return their writes (polecat/frontier/writes.py).
+flight. Adoption and release are decisions: they return their writes (polecat/writes.py).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from polecat.frontier.records import (
 from polecat.frontier.robots_state import restore_robots
 from polecat.frontier.slices import SLICES, check_slices, slice_of
 from polecat.frontier.state import FrontierState
-from polecat.frontier.writes import Decided, Delete, DeleteSlices, Put, Write
+from polecat.writes import Decided, Delete, DeleteSlices, Put, Write
 
 
 class SliceHandover(FrontierState):

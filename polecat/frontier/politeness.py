@@ -41,7 +41,7 @@ Rules (DESIGN.md section 2):
 
 Rules kept elsewhere, each in the module named: per-IP keys (rules 1 and 2 applied to an address) in
 polecat/frontier/ipkeys.py; a host whose robots.txt is unreachable is closed until its retry time
-(``RobotsPolicy`` rule 5, polecat/fetch/robots.py); a refresh is due no earlier than the host's
+(``RobotsPolicy`` rule 5, polecat/parse/robots.py); a refresh is due no earlier than the host's
 next-allowed time (polecat/frontier/refresh.py rule 6).
 
 All functions take ``now`` (wall-clock seconds, persisted across restarts) and mutate only the

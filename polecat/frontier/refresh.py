@@ -65,7 +65,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from polecat.config import RefreshConfig
-from polecat.frontier.patterns import HostPatternMap
+from polecat.hosts import HostPatternMap
 
 if TYPE_CHECKING:
     import numpy as np

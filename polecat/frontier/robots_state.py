@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import struct
 
-from polecat.fetch.robots import RobotsPolicy, is_answer
 from polecat.frontier.keys import origin_of_robots_key
+from polecat.frontier.robots import RobotsPolicy, is_answer
 
 _REC = struct.Struct(">Hd")
 

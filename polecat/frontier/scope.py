@@ -9,7 +9,7 @@ import re
 from collections.abc import Iterable
 
 from polecat.config import ScopeConfig
-from polecat.frontier.patterns import hostname
+from polecat.hosts import hostname
 
 
 def _base_domain(name: str) -> str:

@@ -18,7 +18,6 @@ from collections import Counter
 from polecat.config import Config
 from polecat.dedup.canon import host_key
 from polecat.dedup.seen import SeenSet
-from polecat.fetch.robots import RobotsPolicy
 from polecat.frontier import refetch
 from polecat.frontier.budgets import PageBudget
 from polecat.frontier.db import FrontierDB
@@ -33,7 +32,6 @@ from polecat.frontier.keys import (
     url_key,
     url_key_at,
 )
-from polecat.frontier.patterns import HostPatternMap
 from polecat.frontier.politeness import HostState, wait_one_interval
 from polecat.frontier.records import (
     Lease,
@@ -43,11 +41,13 @@ from polecat.frontier.records import (
     encode_host,
 )
 from polecat.frontier.refresh import RefreshPolicy
+from polecat.frontier.robots import RobotsPolicy
 from polecat.frontier.routing import Routing
 from polecat.frontier.scope import ScopeFilter
 from polecat.frontier.slices import slice_of
 from polecat.frontier.traps import ShapeBudget, TrapCounts
-from polecat.frontier.writes import Delete, Put, Write
+from polecat.hosts import HostPatternMap
+from polecat.writes import Delete, Put, Write
 
 
 class FrontierState:

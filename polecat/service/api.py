@@ -29,11 +29,11 @@ from polecat.config import Config, is_host_pattern, split_listen
 from polecat.errors import ConfigError, PolecatError
 from polecat.service.activity import Activity
 from polecat.service.openapi import OPENAPI
-from polecat.service.report import host_detail, internal_host, totals
+from polecat.service.status_data import host_detail, internal_host, totals
 from polecat.store.http import page_routes
 
 if TYPE_CHECKING:
-    from polecat.node import Crawler
+    from polecat.node.crawler import Crawler
 
 MAX_SEEDS_PER_CALL = 10_000
 MAX_RATE = 1000.0
@@ -114,7 +114,7 @@ def _number(data: dict[str, Any], field: str, low: float, high: float, default: 
 
 
 class Api:
-    """The routes over one running :class:`~polecat.node.Crawler`."""
+    """The routes over one running :class:`~polecat.node.crawler.Crawler`."""
 
     def __init__(self, crawler: Crawler, activity: Activity, registry: CollectorRegistry) -> None:
         self._crawler = crawler

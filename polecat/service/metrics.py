@@ -25,7 +25,7 @@ from prometheus_client.registry import Collector
 from polecat.frontier.records import Completion, Lease
 
 if TYPE_CHECKING:
-    from polecat.node import Crawler
+    from polecat.node.crawler import Crawler
 
 LAG_WINDOW = 60.0
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from polecat.version import __version__
+
 WARC_FORMAT = "WARC File Format 1.1"
 CONFORMS_TO = "http://bibnum.bnf.fr/WARC/WARC_ISO_28500_version1-1_latestdraft.pdf"
 
@@ -34,8 +36,6 @@ class ArchiveInfo:
 def archive_info(*, user_agent: str, request_headers: tuple[tuple[str, str], ...],
                  requests: bool = True) -> ArchiveInfo:
     """The :class:`ArchiveInfo` of a crawl that identifies as ``user_agent`` and obeys robots.txt."""
-    from polecat import __version__
-
     fields = (
         ("software", f"polecat/{__version__}"),
         ("format", WARC_FORMAT),

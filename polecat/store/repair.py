@@ -11,20 +11,22 @@ Rules (this module owns them):
    last intact frame, and that becomes its committed length; a missing one is recreated empty. Damaged
    frames below that length stay as bytes and are recorded as holes (``store verify`` notes them).
 4. A URL is fetched again when it has no intact record left, or when its newest remaining record refers
-   to a body that was dropped: the frontier is asked through polecat/frontier/refetch.py.
-5. Repair holds the store's writer lock throughout: it never runs beside a crawl. The index is
-   committed before files are cut, so a crash in between leaves tails the next open cuts anyway.
+   to a body that was dropped. The store knows no frontier: the caller's ``requeue`` is handed those
+   URLs (``polecat store repair`` asks the frontier through polecat/frontier/refetch.py).
+5. Repair holds the store's writer lock throughout, ``requeue`` included: it never runs beside a crawl.
+   The index is committed before files are cut, so a crash in between leaves tails the next open cuts
+   anyway.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from polecat.config import StoreConfig
 from polecat.errors import StoreError
-from polecat.frontier.refetch import request_refetch
 from polecat.store.fsck import read_checked
 from polecat.store.index import REMOTE, Counters, Index, Locator, LogEntry, SegmentInfo
 from polecat.store.segments import lock_writer, segment_name
@@ -44,18 +46,19 @@ class RepairReport:
     """(segment, committed length before, after) of segments cut back."""
     holes: list[Locator] = field(default_factory=list)
     refetch: list[str] = field(default_factory=list)
-    """URLs handed to the frontier to be fetched again."""
+    """URLs to fetch again (rule 4), handed to ``requeue``."""
     requested: int = 0
-    """Refetch requests written to the frontier (0 when the data dir has none)."""
+    """What ``requeue`` answered: the refetch requests it wrote (0 when the data dir has no frontier)."""
 
     @property
     def clean(self) -> bool:
         return not self.dropped and not self.cut
 
 
-def repair(data_dir: Path, cfg: StoreConfig, *, dry_run: bool = False) -> RepairReport:
-    """Check every record of ``data_dir``'s store and repair what is damaged (rules 1-5); with
-    ``dry_run`` only report."""
+def repair(data_dir: Path, cfg: StoreConfig, requeue: Callable[[list[str]], int], *,
+           dry_run: bool = False) -> RepairReport:
+    """Check every record of ``data_dir``'s store and repair what is damaged (rules 1-5), then hand the
+    URLs to fetch again to ``requeue`` under the writer lock; with ``dry_run`` only report."""
     root = data_dir / "store"
     if not (root / "index").is_dir():
         raise StoreError(f"no page store at {root}")
@@ -76,7 +79,7 @@ def repair(data_dir: Path, cfg: StoreConfig, *, dry_run: bool = False) -> Repair
             with path.open("ab") as fh:
                 fh.truncate(info.length)
                 os.fsync(fh.fileno())
-        report.requested = request_refetch(data_dir / "frontier", report.refetch)
+        report.requested = requeue(report.refetch)
         return report
     finally:
         os.close(lock)

@@ -136,7 +136,7 @@ def start_node(conf: Path, log: Path) -> subprocess.Popen[bytes]:
     """``polecat node --config conf`` logging at info level to ``log`` (appended)."""
     env = {**os.environ, "POLECAT_CLUSTER_SECRET": "the secret of the failover scenario"}
     with log.open("ab") as out:
-        return subprocess.Popen([sys.executable, "-m", "polecat.cli", "node", "--config", str(conf),
+        return subprocess.Popen([sys.executable, "-m", "polecat", "node", "--config", str(conf),
                                  "--log-level", "info"], env=env, stderr=out)
 
 

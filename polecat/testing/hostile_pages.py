@@ -2,7 +2,7 @@
 
 Each generator takes a target size in bytes and returns a body of about that size (never more) written
 to hit one known worst case of a stage: see :mod:`polecat.parse.guard` for the parser's, and
-:mod:`polecat.fetch.robots_match` for robots matching. ``PAGES`` and ``ROBOTS`` name them all.
+:mod:`polecat.parse.robots_match` for robots matching. ``PAGES`` and ``ROBOTS`` name them all.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Opening a data dir's frontier outside a running node: the same parts, in the same order, as a node.
 
-A node (polecat/node.py) and a tool that moves slices between data dirs (export, adopt) both need the
+A node (polecat/node/crawler.py) and a tool that moves slices between data dirs (export, adopt) both need the
 frontier database, the seen-set restored over it, the robots policy and the :class:`Frontier` itself.
 """
 
@@ -12,10 +12,10 @@ from pathlib import Path
 from polecat.config import Config
 from polecat.dedup import minhash
 from polecat.dedup.seen import SeenSet
-from polecat.fetch.robots import RobotsPolicy
 from polecat.frontier.db import FrontierDB
 from polecat.frontier.frontier import Frontier
 from polecat.frontier.politeness import robots_retry
+from polecat.frontier.robots import RobotsPolicy
 
 FRONTIER_PARAMS = {"url_fingerprint": "xxh3_128", "canon": 1, "near_index": minhash.FORMAT}
 """What must not change under existing data (checked at open; see FrontierDB)."""

@@ -59,7 +59,7 @@ from polecat.errors import PolecatError
 from polecat.frontier.bundle import BundleError, SliceBundle
 
 if TYPE_CHECKING:
-    from polecat.node import Crawler
+    from polecat.node.crawler import Crawler
 
 log = logging.getLogger(__name__)
 

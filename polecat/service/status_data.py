@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from polecat.fetch.robots import Closed, Fetch, Ready, RobotsRules
-from polecat.frontier.patterns import hostname
 from polecat.frontier.politeness import interval
+from polecat.frontier.robots import Closed, Fetch, Ready
+from polecat.hosts import hostname
+from polecat.parse.robots import RobotsRules
 from polecat.service.activity import Activity
 
 if TYPE_CHECKING:
-    from polecat.node import Crawler
+    from polecat.node.crawler import Crawler
 
 TOP_HOSTS = 10
 

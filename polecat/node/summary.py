@@ -1,6 +1,6 @@
 """What ``polecat crawl`` shows a person: the live progress line and the final summary.
 
-Pure formatting of :class:`~polecat.stats.CrawlStats`, so both are tested without a terminal.
+Pure formatting of :class:`~polecat.node.stats.CrawlStats`, so both are tested without a terminal.
 
 - The progress line is redrawn in place: it starts with a carriage return, ends by clearing to the end of
   the line (a shorter line leaves no stale digits behind) and is cut to the terminal's width (a line
@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TextIO
 
-from polecat.stats import CrawlStats
-from polecat.verdict import explained
+from polecat.node.stats import CrawlStats
+from polecat.node.verdict import explained
 
 CLEAR_TO_EOL = "\x1b[K"
 MAX_GIVEN_UP_LISTED = 20

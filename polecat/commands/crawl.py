@@ -3,7 +3,7 @@
 Flags and the TOML file build one :class:`~polecat.config.Config` (flags win); a config error names the
 flag that set the field (``--rate (politeness.rate): ...``). A run gives up failing hosts
 (``politeness.give_up_after``, politeness rule 6) so that it ends, and exits with a code from
-polecat/verdict.py.
+polecat/node/verdict.py.
 """
 
 from __future__ import annotations
@@ -18,11 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from polecat import runloop, settings, verdict
+from polecat import runloop
+from polecat.commands import saved_settings as settings
 from polecat.config import Config, config_from_mapping, load_toml, merge
 from polecat.errors import ConfigError
-from polecat.report import print_summary, progress_line
-from polecat.stats import CrawlStats
+from polecat.node import verdict
+from polecat.node.stats import CrawlStats
+from polecat.node.summary import print_summary, progress_line
 
 RUN_GIVE_UP_AFTER = 3
 """``politeness.give_up_after`` of a ``polecat crawl`` run unless the config or flag says otherwise."""
@@ -53,7 +55,8 @@ def _duration(text: str) -> float:
     return value
 
 
-def add_crawl(sub: Any) -> None:
+def register(sub: Any) -> None:
+    """Add ``crawl`` to the ``polecat`` command."""
     p = sub.add_parser("crawl", help="crawl from seed URLs (resumes when --data already holds a crawl)")
     p.add_argument("urls", nargs="*", metavar="URL", help="seed URLs")
     p.add_argument("--seeds-file", type=Path, help="file with one seed URL per line (# comments)")
@@ -101,7 +104,7 @@ class RunSettings:
 
     config: Config
     saved: dict[str, Any]
-    """The settings the data dir held before this run (polecat/settings.py)."""
+    """The settings the data dir held before this run (polecat/commands/saved_settings.py)."""
     to_save: dict[str, Any]
     """The settings this run saves."""
 
@@ -177,7 +180,7 @@ def name_flag(message: str) -> str:
 
 
 async def _crawl(cfg: Config) -> int:
-    from polecat.node import Crawler
+    from polecat.node.crawler import Crawler
 
     interrupted = 0
     loop = asyncio.get_running_loop()
@@ -211,8 +214,8 @@ async def _crawl(cfg: Config) -> int:
 
 
 async def _crawl_workers(cfg: Config, workers: int) -> int:
-    """The same run over ``workers`` processes (polecat/cluster/supervisor.py)."""
-    from polecat.cluster.supervisor import Supervisor
+    """The same run over ``workers`` processes (polecat/processes/supervisor.py)."""
+    from polecat.processes.supervisor import Supervisor
 
     def on_progress(stats: CrawlStats) -> None:
         if cfg.progress:

@@ -6,15 +6,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from polecat.verdict import nothing_fetched_cause
+from polecat.node.verdict import nothing_fetched_cause
 
 if TYPE_CHECKING:
     from polecat.dedup.canon import CanonStats
     from polecat.dedup.nearindex import NearStats
     from polecat.dedup.seen import SeenStats
     from polecat.fetch.dns import DnsStats
-    from polecat.fetch.robots import RobotsStats
     from polecat.frontier.records import FrontierStats
+    from polecat.frontier.robots import RobotsStats
     from polecat.store.base import StoreStats
 
 
@@ -55,7 +55,7 @@ class CrawlStats:
     answered: int = 0
     """Page requests in this run that got an HTTP response (any status)."""
     ended: str = ""
-    """Why the run ended (polecat/verdict.py: ``queue empty``, ``max pages reached``, ``stopped``,
+    """Why the run ended (polecat/node/verdict.py: ``queue empty``, ``max pages reached``, ``stopped``,
     ``every host left was given up``, ``error``); empty while it runs."""
     hosts_backoff: int = 0
     """Waiting hosts that are backing off after a failure (not just paced by their interval)."""

@@ -17,7 +17,7 @@ Rules:
    can never keep the command from ending. ``max_pages`` (like the ``max_hosts`` and ``max_queued``
    budgets) is split evenly into per-worker caps, so the run never goes past it; a worker whose hosts
    run dry leaves its share unused.
-5. Progress and the summary are the workers' reports merged (polecat/cluster/aggregate.py).
+5. Progress and the summary are the workers' reports merged (polecat/processes/aggregate.py).
 """
 
 from __future__ import annotations
@@ -38,17 +38,18 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from polecat import logs, verdict
-from polecat.cluster.aggregate import merge_stats, stats_from_dict
+from polecat import logs
 from polecat.cluster.layout import needs_resize, record_layout, resolve_workers, share, worker_config
 from polecat.cluster.link import LinkStats
 from polecat.cluster.membership import Member
 from polecat.cluster.resize import resize
 from polecat.cluster.termination import Report, Termination
-from polecat.cluster.worker import WORKER_FAILED, WorkerSpec, config_mapping
 from polecat.config import Config
 from polecat.errors import PolecatError
-from polecat.stats import CrawlStats
+from polecat.node import verdict
+from polecat.node.stats import CrawlStats
+from polecat.processes.aggregate import merge_stats, stats_from_dict
+from polecat.processes.worker import WORKER_FAILED, WorkerSpec, config_mapping
 
 log = logging.getLogger("polecat.supervisor")
 
@@ -171,7 +172,7 @@ class Supervisor:
         w.last = None
         w.started = time.monotonic()
         w.proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "polecat.cluster.worker", str(w.spec_path),
+            sys.executable, "-m", "polecat.processes.worker", str(w.spec_path),
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, start_new_session=True)
         w.reader = asyncio.create_task(self._read(w, w.proc))
         if self._stopping:

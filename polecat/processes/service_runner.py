@@ -9,7 +9,7 @@ Rules:
   cancel the rest (their URLs stay queued), checkpoint, exit 0. A second signal abandons at once.
 - Exit 1 when the crawl stopped on a fatal storage error (what was committed is kept).
 - With ``cluster.etcd`` set the node is one member of a multi-machine cluster
-  (:mod:`polecat.cluster.machine`): it joins before its crawler opens, serves the signed internal
+  (:mod:`polecat.processes.machine`): it joins before its crawler opens, serves the signed internal
   routes on the same listener, and a stop signal first hands every slice over, then drains.
 """
 
@@ -24,18 +24,18 @@ import time
 from aiohttp import web
 
 from polecat.cluster.link import ClusterLink
-from polecat.cluster.machine import INTERNAL_PATHS, MAX_BUNDLE_BYTES, ClusterNode
 from polecat.config import Config, split_listen
 from polecat.errors import PolecatError
 from polecat.frontier.records import Completion, Lease
-from polecat.node import Crawler
-from polecat.report import progress_text
+from polecat.node.crawler import Crawler
+from polecat.node.summary import progress_text
+from polecat.processes.machine import INTERNAL_PATHS, MAX_BUNDLE_BYTES, ClusterNode
 from polecat.service.activity import Activity
 from polecat.service.api import Api, check_listen
 from polecat.service.metrics import LoopLag, NodeMetrics
 from polecat.service.systemd import Notifier, watchdog_interval
 
-log = logging.getLogger("polecat.node")
+log = logging.getLogger("polecat.node.crawler")
 
 TICK = 1.0
 """Seconds between loop-lag measurements (and watchdog pings when systemd asks for less often)."""

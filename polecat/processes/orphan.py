@@ -7,13 +7,13 @@ Rules:
    seen by rule 2.
 2. Everywhere (and as the fallback), the worker compares its parent id with the one the parent gave it
    (:func:`parent_gone`) every report period: an orphan is re-parented, so the id changes. End of its
-   stdin is a third sign (polecat/cluster/worker.py), but another process that inherited the pipe (a
+   stdin is a third sign (polecat/processes/worker.py), but another process that inherited the pipe (a
    forked child of an embedding application) can keep it open after the parent died.
 3. A stop is bounded inside the worker too (:class:`StopBound`): once told to stop in any way, a worker
    still running ``seconds`` later has every thread's stack dumped to stderr and exits with status 1
    (crash-safe: at most its commit window is fetched again). faulthandler's watchdog is a C thread, so it
    fires even when the event loop is stuck; with its parent alive, the parent's own bound (abort, then
-   kill: polecat/cluster/supervisor.py rule 4) comes first.
+   kill: polecat/processes/supervisor.py rule 4) comes first.
 """
 
 from __future__ import annotations

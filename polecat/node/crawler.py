@@ -28,29 +28,30 @@ from typing import TYPE_CHECKING, Any
 
 import lmdb
 
-from polecat import verdict
 from polecat.clock import SYSTEM_CLOCK, Clock
 from polecat.config import Config
 from polecat.dedup.canon import Canonicalizer, host_key
 from polecat.errors import BlockedAddressError, FetchError, FetchTimeout, PolecatError, StorageFault
 from polecat.faults import storage_fault
 from polecat.fetch.http import Fetcher, Response, request_headers
-from polecat.fetch.robots import Ready, RobotsPolicy, is_answer, product_token
 from polecat.fetch.seams import PageFetcher
 from polecat.frontier.frontier import ACCEPTED, SEEN, Frontier
-from polecat.frontier.local import open_local
-from polecat.frontier.patterns import hostname
+from polecat.frontier.opener import open_local
 from polecat.frontier.politeness import Attempt
 from polecat.frontier.records import Completion, Idle, Lease, Outcome, Refused, RobotsOutcome, Wait, origin_of
-from polecat.frontier.writes import Put
+from polecat.frontier.robots import Ready, RobotsPolicy, is_answer
 from polecat.heap import fix_mmap_threshold
+from polecat.hosts import hostname
 from polecat.logs import fields
-from polecat.pipeline import Page, PagePipeline, attempt_of
+from polecat.node import verdict
+from polecat.node.pipeline import Page, PagePipeline, attempt_of
+from polecat.node.stats import CrawlStats, collect_stats
+from polecat.parse.robots import product_token
 from polecat.runloop import AlarmClock, alarm_clock
-from polecat.stats import CrawlStats, collect_stats
 from polecat.store.archive import archive_info
 from polecat.store.base import FetchRecord, PageStore, content_hash
 from polecat.store.segstore import open_store
+from polecat.writes import Put
 
 if TYPE_CHECKING:
     from polecat.cluster.batch import Batch, HandoffUrl
@@ -88,7 +89,7 @@ class Crawler:
                  store: PageStore | None = None) -> None:
         if config.workers != 1 and link is None:
             raise PolecatError("workers: a Crawler is one process; run a crawl over several with "
-                               "polecat.cluster.supervisor.crawl_with_workers(cfg)")
+                               "polecat.processes.supervisor.crawl_with_workers(cfg)")
         self.config = config
         self._clock = clock
         self._given_fetcher = fetcher

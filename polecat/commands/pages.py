@@ -13,16 +13,22 @@ one object a line with the same keys. Filters: ``--status`` takes ``2xx``-style 
 
 from __future__ import annotations
 
+import argparse
 import csv
 import json
+import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TextIO
 from urllib.parse import urlsplit
 
+from polecat.cluster.layout import node_dirs
+from polecat.commands.stores import add_store_args, open_stores
 from polecat.errors import ConfigError
 from polecat.frontier.records import UrlRecord
+from polecat.frontier.status import read_outcomes
 from polecat.store.base import SKIPPED_HEADER, FetchRecord
 
 COLUMNS = ("url", "status", "fetched_at", "hash", "size", "duplicate_of", "outcome", "reason")
@@ -123,3 +129,27 @@ def write(rows: Iterable[Row], out: TextIO, fmt: str) -> int:
         writer.writerow(["" if v is None else v for v in (getattr(row, c) for c in COLUMNS)])
         count += 1
     return count
+
+
+def cmd_pages(args: argparse.Namespace) -> int:
+    statuses = status_filter(args.status) if args.status else None
+    with open_stores(args) as stores:
+        rows: Iterator[Row] = (row_of_fetch(r) for store in stores for r in store.records()
+                                       if not is_robots(r.url))
+        if args.failed:  # URLs without a stored page: failed, blocked, refused by robots.txt...
+            rows = (row for node in node_dirs(Path(args.dir)) if (node / "frontier" / "data.mdb").exists()
+                    for row in not_stored(read_outcomes(node / "frontier")))
+        write(select(rows, statuses=statuses, host=args.host), sys.stdout, args.format)
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``pages`` to the ``polecat`` command."""
+    p = subparsers.add_parser("pages", help="list every fetch: URL, status, time, hash, size, duplicate-of")
+    add_store_args(p)
+    p.add_argument("--format", choices=FORMATS, default="tsv", help="tsv (default), csv or jsonl")
+    p.add_argument("--status", metavar="2xx,404", help="only these status classes or codes")
+    p.add_argument("--host", metavar="HOST|*.SUFFIX", help="only URLs of this host (pattern)")
+    p.add_argument("--failed", action="store_true",
+                   help="list the URLs without a stored page instead (failed, blocked, robots), with why")
+    p.set_defaults(func=cmd_pages)

@@ -44,7 +44,7 @@ def node_config(args: argparse.Namespace) -> Config:
 
 
 def cmd_node(args: argparse.Namespace) -> int:
-    from polecat.service.runner import serve
+    from polecat.processes.service_runner import serve
 
     cfg = node_config(args)
     return runloop.run(serve(cfg))

@@ -37,7 +37,7 @@ async def cluster_status(endpoint: str, cluster: str) -> tuple[list[dict[str, An
 
 
 def cmd_cluster_status(args: argparse.Namespace) -> int:
-    from polecat.service.cli import call
+    from polecat.commands.node import call
 
     rows, unowned = asyncio.run(cluster_status(args.etcd, args.name))
     print(f"{'node':<16} {'address':<28} {'slices':>6} {'queued':>9} {'fetches/s':>9}")

@@ -1,6 +1,6 @@
 """One worker process of ``polecat crawl --workers N``: a node with a cluster link, driven by the parent.
 
-The parent (:mod:`.supervisor`) starts ``python -m polecat.cluster.worker SPEC.json``. The spec names this
+The parent (:mod:`.supervisor`) starts ``python -m polecat.processes.worker SPEC.json``. The spec names this
 member, the member list (ids and hand-off addresses) and the configuration (its ``data_dir`` is this
 worker's own directory). The protocol with the parent is line-based and local:
 
@@ -36,7 +36,6 @@ from polecat import runloop
 from polecat.cluster.handoff import Handoff
 from polecat.cluster.link import ClusterLink
 from polecat.cluster.membership import LocalMembership, Member
-from polecat.cluster.orphan import StopBound, die_with_parent, parent_gone
 from polecat.cluster.outbox import Outbox
 from polecat.cluster.receiver import HandoffReceiver
 from polecat.cluster.sender import HandoffSender
@@ -44,6 +43,7 @@ from polecat.cluster.unixwire import UnixTransport, serve_unix
 from polecat.config import Config, config_from_mapping
 from polecat.errors import PolecatError
 from polecat.logs import LogSettings, configure
+from polecat.processes.orphan import StopBound, die_with_parent, parent_gone
 
 REPORT_PERIOD = 0.2
 WORKER_FAILED = 2
@@ -69,7 +69,7 @@ class WorkerSpec:
     """The parent's logging (polecat/logs.py rule 5): a worker logs at the same level, to the same file
     (or the stderr it inherits) in the same format, each record tagged ``worker=<self_id>``."""
     parent_pid: int = 0
-    """The parent's process id, watched for its death (polecat/cluster/orphan.py); 0: not watched."""
+    """The parent's process id, watched for its death (polecat/processes/orphan.py); 0: not watched."""
 
     def dump(self, path: Path) -> None:
         log = {"level": self.log.level, "file": None if self.log.file is None else str(self.log.file),
@@ -98,7 +98,7 @@ def config_mapping(cfg: Config) -> dict[str, Any]:
 
 async def run_worker(spec: WorkerSpec) -> int:
     # Here, not at the top: the parent imports this module for WorkerSpec, and needs no node.
-    from polecat.node import Crawler
+    from polecat.node.crawler import Crawler
 
     cfg = config_from_mapping(spec.config)
     membership = LocalMembership(spec.self_id, spec.members)

@@ -21,7 +21,6 @@ from polecat.dedup.canon import Canonicalizer
 from polecat.dedup.minhash import Fingerprint, fingerprint
 from polecat.dedup.nearindex import MAX_PAYLOAD, NearDupIndex, NearStats
 from polecat.errors import CorruptRecord, NotFound
-from polecat.fetch.charset import decode_html, utf8_body
 from polecat.fetch.http import Response, media_type
 from polecat.frontier.db import FrontierDB
 from polecat.frontier.frontier import Frontier
@@ -30,6 +29,7 @@ from polecat.frontier.records import SEED_IMPORTANCE, Completion, Lease, child_i
 from polecat.frontier.refresh import Prior
 from polecat.frontier.routing import Admission
 from polecat.frontier.traps import Soft404
+from polecat.parse.charset import decode_html, utf8_body
 from polecat.parse.guard import MAX_TEXT_CHARS, bound_body, bound_html, bound_links, whole_utf8
 from polecat.parse.html import ParsedPage, parse_html
 from polecat.parse.sitemap import SitemapParser, SitemapResult, SitemapWalk

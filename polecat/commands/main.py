@@ -1,5 +1,7 @@
-"""The ``polecat`` command: the parser, logging flags, ``status``; ``crawl`` lives in polecat/crawl_cmd.py,
-``pages``, ``cat`` and ``store`` in the store package. Exit codes: polecat/verdict.py."""
+"""The ``polecat`` command: its parser, the logging flags every subcommand takes, and the entry point.
+
+Each subcommand lives in its own module of this package and adds itself with ``register(subparsers)``;
+their handlers are named ``cmd_<command>``. Exit codes: polecat/node/verdict.py."""
 
 from __future__ import annotations
 
@@ -11,42 +13,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from polecat import verdict
-from polecat.crawl_cmd import add_crawl
 from polecat.errors import ConfigError, PolecatError
 from polecat.logs import LEVELS, configure, level_from_flags
-
-
-def cmd_status(args: argparse.Namespace) -> int:
-    from polecat.cluster.layout import node_dirs
-    from polecat.frontier.status import merge_status, read_status
-    from polecat.report import freshness_line
-
-    if args.node is not None or args.data is None:
-        from polecat.service.cli import node_status
-
-        if args.data is not None:
-            raise PolecatError("status: give DIR or --node URL, not both")
-        return node_status(args.node, args.host)
-    # A --workers crawl keeps one frontier per worker; each host is in one of them.
-    s = merge_status([read_status(d / "frontier") for d in node_dirs(args.data)])
-    print(f"hosts {s.hosts} ({s.hosts_with_queue} with queued URLs), queued {s.queued}, "
-          f"fetched {s.fetched}, URLs seen {s.seen_urls}, checkpoints {s.commits} (state saved to disk)")
-    print("done: " + (", ".join(f"{k} {v}" for k, v in s.done) or "none"))
-    f = s.freshness
-    if f.tracked:
-        print(f"refresh: {freshness_line(f.tracked, f.due, f.important, f.within)}")
-    for host, n in s.busiest:
-        print(f"  queue {n:>9}  {host}")
-    if s.paused:
-        print("  paused by an operator: `polecat resume --node URL` lets the node lease again")
-    for pattern in s.blocked:
-        print(f"  blocked {pattern}")
-    for pattern, rate in s.throttled:
-        print(f"  throttle {pattern} = {rate:g} req/s")
-    for host, counts in s.traps:
-        print(f"  traps {host}: " + ", ".join(f"{rule} {n}" for rule, n in counts))
-    return 0
+from polecat.node import verdict
 
 
 def _add_logging_flags(p: argparse.ArgumentParser) -> None:
@@ -74,25 +43,15 @@ def _subparsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser
 
 
 def make_parser() -> argparse.ArgumentParser:
-    from polecat import __version__
-    from polecat.cluster.status_cmd import register as register_cluster
-    from polecat.service.cli import register as register_service
-    from polecat.store.cli import register
+    from polecat.commands import cat, cluster, crawl, export, node, pages, status, store
+    from polecat.version import __version__
 
     parser = argparse.ArgumentParser(prog="polecat", description="A polite, fast, crash-safe web crawler.",
                                      allow_abbrev=False)
     parser.add_argument("--version", action="version", version=f"polecat {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    add_crawl(sub)
-    status = sub.add_parser("status", help="summarize the frontier of a data dir (safe during a crawl), "
-                                           "or ask a running node (--node)")
-    status.add_argument("data", type=Path, nargs="?", metavar="DIR")
-    status.add_argument("--node", metavar="URL", help="a running node's API (token from $POLECAT_TOKEN)")
-    status.add_argument("--host", help="with --node: one host's state")
-    status.set_defaults(func=cmd_status)
-    register(sub)
-    register_service(sub)
-    register_cluster(sub)
+    for command in (crawl, status, pages, cat, export, store, node, cluster):
+        command.register(sub)
     for p in [parser, *_subparsers(parser)]:
         p.allow_abbrev = False  # --allow-priv must not silently mean --allow-private
         _add_logging_flags(p)
@@ -155,5 +114,3 @@ def _main(argv: Sequence[str] | None) -> int:
     return code
 
 
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,4 +1,4 @@
-"""One :class:`~polecat.stats.CrawlStats` for a crawl run by several worker processes.
+"""One :class:`~polecat.node.stats.CrawlStats` for a crawl run by several worker processes.
 
 Rules:
 1. Counters (fetches, errors, outcomes, refusals...) add up over every worker, including the earlier
@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from polecat.stats import CrawlStats
+from polecat.node.stats import CrawlStats
 
 GAUGES = frozenset({"queued", "in_flight", "hosts", "hosts_ready", "hosts_waiting", "hosts_parked",
                     "hosts_backoff", "pages_stored", "bytes_stored", "bloom_memory_bytes", "urls_done_total",

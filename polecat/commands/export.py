@@ -15,15 +15,21 @@ order, streamed (one body in memory at a time):
 
 from __future__ import annotations
 
+import argparse
 import json
+import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, TextIO
 
+from polecat.commands.pages import is_robots, iso
+from polecat.commands.stores import add_store_args, body_store, canonicalizer, open_stores
+from polecat.commands.stores import latest as newest
 from polecat.dedup.canon import Canonicalizer
-from polecat.fetch.charset import decode_html
+from polecat.errors import NotFound
+from polecat.parse.charset import decode_html
 from polecat.parse.html import parse_html
 from polecat.store.base import FetchRecord
-from polecat.store.listing import iso
 
 MAX_HOPS = 10
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
@@ -87,3 +93,35 @@ class Feed:
             out.write(json.dumps(self.item(record), ensure_ascii=False) + "\n")
             n += 1
         return n
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """``polecat export DIR --jsonl FILE|-``: every page of the crawl through :class:`Feed`."""
+    with open_stores(args) as stores:
+        def latest_record(url: str) -> FetchRecord | None:
+            try:
+                return newest(stores, url, with_body=False)[1].record
+            except NotFound:
+                return None
+
+        def body(record: FetchRecord) -> bytes:
+            return body_store(stores, record.content_hash).get(record.content_hash)
+
+        records = (r for store in stores for r in store.records() if not is_robots(r.url))
+        feed = Feed(latest_record, body, canonicalizer(args))
+        if str(args.jsonl) == "-":
+            n = feed.write(records, sys.stdout)
+            sys.stdout.flush()
+        else:
+            with open(args.jsonl, "w", encoding="utf-8") as out:
+                n = feed.write(records, out)
+        print(f"{n} pages written to {args.jsonl}", file=sys.stderr)
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``export`` (JSON lines) to the ``polecat`` command."""
+    p = subparsers.add_parser("export", help="one JSON line per fetched page (url, status, title, text...)")
+    add_store_args(p)
+    p.add_argument("--jsonl", type=Path, required=True, metavar="FILE|-", help="output file, - for stdout")
+    p.set_defaults(func=cmd_export)

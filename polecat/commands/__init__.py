@@ -1,0 +1,1 @@
+"""polecat.commands: the ``polecat`` command, one module per subcommand (ARCHITECTURE.md)."""

@@ -1,0 +1,95 @@
+"""A crawl's page stores, opened for the commands that read them (``pages``, ``cat``, ``export``, ``store``).
+
+Each command takes the crawler's data dir; the store lives in ``DIR/store``, or in ``DIR/workers/<k>/store``
+for each worker of a ``--workers`` crawl (polecat/cluster/layout.py), and every command reads all of them.
+They open stores read-only, so they run beside a crawl as well as after one (they see what the crawler
+last flushed). ``--config FILE.toml`` supplies the ``[store]`` section (object-store URL and options) when
+sealed segments live remotely; without it the URL the writer recorded is used, with credentials from the
+environment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+from polecat.cluster.layout import node_dirs
+from polecat.commands import saved_settings
+from polecat.config import Config, StoreConfig, config_from_mapping, load_toml
+from polecat.dedup.canon import Canonicalizer
+from polecat.errors import ConfigError, NotFound
+from polecat.store.index import LogEntry
+from polecat.store.segstore import SegmentStore
+
+_HEX_PREFIX = re.compile(r"^[0-9a-fA-F]{6,64}$")
+
+
+@contextmanager
+def open_stores(args: argparse.Namespace) -> Iterator[list[SegmentStore]]:
+    """Every store of the crawl in ``args.dir``, read-only."""
+    cfg = StoreConfig()
+    if args.config is not None:
+        cfg = config_from_mapping(load_toml(args.config)).store
+    dirs = node_dirs(Path(args.dir))
+    found = [d / "store" for d in dirs if (d / "store").exists()] or [dirs[0] / "store"]
+    with ExitStack() as stack:
+        yield [stack.enter_context(SegmentStore.open(path, cfg, read_only=True)) for path in found]
+
+
+def body_store(stores: list[SegmentStore], digest: bytes) -> SegmentStore:
+    """The store that holds the body ``digest``."""
+    for store in stores:
+        if store.has(digest):
+            return store
+    raise NotFound(f"no body with hash {digest.hex()}")
+
+
+def latest(stores: list[SegmentStore], url: str, *, with_body: bool) -> tuple[SegmentStore, LogEntry]:
+    """The URL's newest log entry over every store (``with_body``: newest whose body is stored), with the
+    store that holds it."""
+    entries = [(entry.record.fetched_at, i, entry) for i, store in enumerate(stores)
+               for entry in store.index.history(url)
+               if not with_body or store.has(entry.record.content_hash)]
+    if not entries:
+        raise NotFound(f"no stored page for {url}")
+    _, i, entry = max(entries, key=lambda e: (e[0], e[1]))
+    return stores[i], entry
+
+
+def digest_for(stores: list[SegmentStore], key: str) -> tuple[SegmentStore, bytes] | None:
+    """The body a hex hash or a unique hash prefix (at least 6 digits) names, or None if not a hash."""
+    if not _HEX_PREFIX.match(key):
+        return None
+    prefix = key.lower()
+    found = [(store, d) for store in stores for d in store.index.digests_with_prefix(prefix)]
+    if not found:
+        raise NotFound(f"no body with a hash starting {prefix}")
+    if len(found) > 1:
+        raise NotFound(f"hash prefix {prefix} is ambiguous: give more digits")
+    return found[0]
+
+
+def canonicalizer(args: argparse.Namespace) -> Canonicalizer:
+    """The crawl's canonicalizer: URLs typed by a person are keyed as the crawler keyed them."""
+    dedup = crawl_config(args).dedup
+    return Canonicalizer(dedup.tracking_params, dedup.keep_query_order)
+
+
+def crawl_config(args: argparse.Namespace) -> Config:
+    """The crawl's own settings (polecat/commands/saved_settings.py) where it saved them, else the
+    defaults: the user agent for an export's warcinfo, the canonicalization rules for URLs typed to
+    ``cat``."""
+    try:
+        return config_from_mapping(saved_settings.load(Path(args.dir)))
+    except ConfigError:
+        return Config()
+
+
+def add_store_args(p: argparse.ArgumentParser) -> None:
+    """The arguments every store command takes: the data dir and the config file."""
+    p.add_argument("dir", metavar="DIR", help="the crawler's data dir (the store is DIR/store)")
+    p.add_argument("--config", type=Path, default=None, metavar="FILE.toml",
+                   help="config file whose [store] section names the object store")
