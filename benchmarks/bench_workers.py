@@ -47,9 +47,9 @@ from polecat.cluster.resize import member_ids, resize
 from polecat.cluster.ring import Ring
 from polecat.cluster.transport import HttpTransport, serve
 from polecat.config import config_from_mapping
-from polecat.dedup.canon import host_key
 from polecat.frontier.opener import open_local
 from polecat.frontier.slices import SLICES, slice_of
+from polecat.hosts import host_key
 from polecat.testing.dns import LocalDnsServer
 from polecat.testing.serverlog import politeness_violations
 from polecat.testing.sitegen import Site, SiteSpec

@@ -1,4 +1,8 @@
-"""Host patterns used by throttle overrides and the blocklist.
+"""What a host is: the politeness key of a canonical URL, its host name, and host patterns.
+
+A host key is ``host[:port]`` of a canonical URL: one politeness unit, in one slice
+(polecat/frontier/slices.py).
+Host patterns are used by throttle overrides, the blocklist and the canonicalizer's per-host rules.
 
 ``example.com`` matches that host exactly (any port); ``*.example.com`` matches ``example.com`` and every
 subdomain of it. Matching is case-insensitive. The most specific pattern (longest) wins.
@@ -11,6 +15,14 @@ from typing import Generic, TypeVar
 
 T = TypeVar("T")
 _ABSENT = object()
+
+
+def host_key(canonical_url: str) -> str:
+    """The politeness key ``host[:port]`` of a canonical URL (userinfo stripped; no re-parse)."""
+    start = canonical_url.index("//") + 2
+    end = canonical_url.find("/", start)
+    authority = canonical_url[start:] if end < 0 else canonical_url[start:end]
+    return authority.rpartition("@")[2]
 
 
 def hostname(host_key: str) -> str:

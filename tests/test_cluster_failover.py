@@ -14,7 +14,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from polecat.dedup.canon import host_key
+from polecat.hosts import host_key
 from polecat.testing.etcd import EtcdServer
 from polecat.testing.failover import (
     loopback_port,

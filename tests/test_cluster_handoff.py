@@ -27,8 +27,8 @@ from polecat.cluster.outbox import Outbox
 from polecat.cluster.receiver import HandoffReceiver, Inbox, Reply
 from polecat.cluster.ring import Ring
 from polecat.cluster.sender import HandoffSender, Send
-from polecat.dedup.canon import host_key
 from polecat.frontier.slices import slice_of
+from polecat.hosts import host_key
 from polecat.testing.cluster import FakeMembership, FakeTransport
 from tests.async_helpers import ends_when_cancelled
 from tests.frontier_helpers import Rig

@@ -23,10 +23,10 @@ from polecat.cluster.outbox import Outbox
 from polecat.cluster.resize import JOURNAL, member_ids, resize
 from polecat.cluster.ring import RING_VERSION, Ring
 from polecat.config import Config, config_from_mapping
-from polecat.dedup.canon import host_key
 from polecat.frontier.opener import open_local
 from polecat.frontier.records import QueuedUrl
 from polecat.frontier.slices import slice_of
+from polecat.hosts import host_key
 from polecat.testing.serverlog import politeness_violations
 from polecat.testing.sitegen import SiteSpec
 from tests.conftest import TestWebFactory

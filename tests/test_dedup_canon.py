@@ -12,8 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from polecat.config import config_from_mapping
-from polecat.dedup.canon import Canonicalizer, CanonStats, host_key, url_fingerprint
+from polecat.dedup.canon import Canonicalizer, CanonStats, url_fingerprint
 from polecat.errors import ConfigError
+from polecat.hosts import host_key
 
 URLTESTDATA = Path("/work/shared/conformance/urltestdata.json")
 if not URLTESTDATA.exists():

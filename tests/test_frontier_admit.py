@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from polecat.cluster.ring import Ring
-from polecat.dedup.canon import host_key
 from polecat.frontier.records import Lease
 from polecat.frontier.routing import Routing
 from polecat.frontier.slices import slice_of
+from polecat.hosts import host_key
 from tests.frontier_helpers import Rig, canon
 
 URLS = [canon(f"http://h{i}.test/p{i % 3}") for i in range(60)]

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from polecat.cluster.ring import Ring
-from polecat.dedup.canon import host_key
 from polecat.frontier.slices import slice_of
+from polecat.hosts import host_key
 from polecat.logs import LogSettings, configure, current, fields, level_from_flags
 from polecat.testing.sitegen import SiteSpec
 from polecat.testing.web import TestWeb

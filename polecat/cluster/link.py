@@ -25,9 +25,9 @@ from polecat.cluster.handoff import Handoff
 from polecat.cluster.membership import Member, Membership
 from polecat.cluster.receiver import HandoffReceiver
 from polecat.cluster.ring import Ring
-from polecat.dedup.canon import host_key
 from polecat.frontier.routing import Admission, Routing
 from polecat.frontier.slices import slice_of
+from polecat.hosts import host_key
 
 if TYPE_CHECKING:
     from polecat.frontier.frontier import Frontier

@@ -36,9 +36,9 @@ from polecat.cluster.layout import record_layout, recorded_ring, recorded_worker
 from polecat.cluster.outbox import Outbox
 from polecat.cluster.ring import Ring
 from polecat.config import Config
-from polecat.dedup.canon import host_key
 from polecat.frontier.opener import LocalFrontier, open_local
 from polecat.frontier.slices import slice_of
+from polecat.hosts import host_key
 
 JOURNAL = "resize.json"
 _SINGLE_PARTS = ("frontier", "seen.bloom", "store")

@@ -14,7 +14,7 @@
  * 3. Tracking keys: canon.py lowercases a key with str.lower() and compares it with the lowercased
  *    patterns. A key of an ASCII query is ASCII, so its lower() is ASCII lowercasing, and no non-ASCII
  *    pattern can match it: only the ASCII patterns are kept here.
- * 4. keep_query_order: the host is cut from the href as canon.host_key does and given to the
+ * 4. keep_query_order: the host is cut from the href as polecat/hosts.py host_key does and given to the
  *    HostPatternMap's __contains__ (a Python call, only for a query on a crawl that has patterns).
  * 5. simple_link is Canonicalizer._plain: on a base that is its own serialization, a simple href's
  *    WHATWG serialization is built by string work (the base's origin or directory, or the href's own
@@ -199,7 +199,7 @@ static Py_ssize_t canonical_query(const Kernel *k, const char *q, Py_ssize_t n, 
     return w;
 }
 
-/* 1 if the query of href (an http(s) serialization) keeps its order: canon.host_key(href) in the map. */
+/* 1 if the query of href (an http(s) serialization) keeps its order: polecat/hosts.py host_key(href) in the map. */
 static int keeps_order(const Kernel *k, const char *href, Py_ssize_t n) {
     if (k->keep_order == NULL) return 0;
     Py_ssize_t start = -1;

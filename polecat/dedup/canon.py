@@ -49,7 +49,7 @@ from ada_url._ada_wrapper import ffi, lib
 from polecat import native
 from polecat.config import DEFAULT_TRACKING_PARAMS
 from polecat.errors import ConfigError
-from polecat.hosts import HostPatternMap
+from polecat.hosts import HostPatternMap, host_key
 
 # ada's C API, bound once: an attribute read on the cffi lib costs as much as a short call.
 _parse, _parse_with_base, _free = lib.ada_parse, lib.ada_parse_with_base, lib.ada_free
@@ -441,14 +441,6 @@ def _authority_prefix(base: str) -> str:
 
 def _param_key(param: str) -> str:
     return param.partition("=")[0]
-
-
-def host_key(canonical_url: str) -> str:
-    """The politeness key ``host[:port]`` of a canonical URL (userinfo stripped; no re-parse)."""
-    start = canonical_url.index("//") + 2
-    end = canonical_url.find("/", start)
-    authority = canonical_url[start:] if end < 0 else canonical_url[start:end]
-    return authority.rpartition("@")[2]
 
 
 def url_fingerprint(canonical_url: str) -> bytes:

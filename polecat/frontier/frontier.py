@@ -28,7 +28,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from polecat.config import Config, PolitenessConfig
-from polecat.dedup.canon import host_key
 from polecat.dedup.seen import SeenSet
 from polecat.frontier.budgets import admit_reason
 from polecat.frontier.controls import OperatorControls
@@ -60,6 +59,7 @@ from polecat.frontier.robots import Closed, Fetch, Ready, RobotsPolicy
 from polecat.frontier.robots_state import decode_robots, encode_robots, restore_robots
 from polecat.frontier.routing import Admission, Routing
 from polecat.frontier.traps import url_trap
+from polecat.hosts import host_key
 from polecat.writes import Decided, Delete, Put, Write
 
 ROBOTS_SKIPS_PER_LEASE = 256

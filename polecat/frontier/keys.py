@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import struct
 
-from polecat.dedup.canon import host_key, url_fingerprint
+from polecat.dedup.canon import url_fingerprint
 from polecat.frontier.records import rank
 from polecat.frontier.slices import PREFIX_LEN, SLICES, host_slice_prefix
+from polecat.hosts import host_key
 
 GLOBAL = struct.pack(">H", 0xFFFF)
 """Prefix of the ops that belong to no single slice (rule 4)."""

@@ -17,8 +17,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from polecat.dedup.canon import host_key
 from polecat.frontier.slices import slice_of
+from polecat.hosts import host_key
 
 
 class Owners(Protocol):

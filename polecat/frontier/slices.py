@@ -2,7 +2,7 @@
 
 Rules (DESIGN.md section 5):
 
-1. A host key (``host[:port]``, as :func:`polecat.dedup.canon.host_key` gives it) belongs to exactly one of
+1. A host key (``host[:port]``, as :func:`polecat.hosts.host_key` gives it) belongs to exactly one of
    ``SLICES`` slices: ``xxh3_64(host key) mod SLICES``. xxh3's output is fixed by its specification, so the
    mapping is the same on every machine, Python version and run.
 2. ``SLICES`` never changes for a data dir: it is recorded in the frontier's meta at creation and checked

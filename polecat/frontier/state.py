@@ -16,7 +16,6 @@ import random
 from collections import Counter
 
 from polecat.config import Config
-from polecat.dedup.canon import host_key
 from polecat.dedup.seen import SeenSet
 from polecat.frontier import refetch
 from polecat.frontier.budgets import PageBudget
@@ -46,7 +45,7 @@ from polecat.frontier.routing import Routing
 from polecat.frontier.scope import ScopeFilter
 from polecat.frontier.slices import slice_of
 from polecat.frontier.traps import ShapeBudget, TrapCounts
-from polecat.hosts import HostPatternMap
+from polecat.hosts import HostPatternMap, host_key
 from polecat.writes import Delete, Put, Write
 
 

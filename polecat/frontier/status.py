@@ -14,12 +14,12 @@ from typing import Any
 import lmdb
 
 from polecat.config import RefreshConfig
-from polecat.dedup.canon import host_key
 from polecat.errors import FrontierError
 from polecat.frontier.db import SCHEMA_VERSION, TABLES
 from polecat.frontier.keys import host_of_row, parse_op_key
 from polecat.frontier.records import UrlRecord, decode_host
 from polecat.frontier.refresh import Freshness, History, RefreshPolicy
+from polecat.hosts import host_key
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,7 +30,7 @@ import lmdb
 
 from polecat.clock import SYSTEM_CLOCK, Clock
 from polecat.config import Config
-from polecat.dedup.canon import Canonicalizer, host_key
+from polecat.dedup.canon import Canonicalizer
 from polecat.errors import BlockedAddressError, FetchError, FetchTimeout, PolecatError, StorageFault
 from polecat.faults import storage_fault
 from polecat.fetch.http import Fetcher, Response, request_headers
@@ -41,7 +41,7 @@ from polecat.frontier.politeness import Attempt
 from polecat.frontier.records import Completion, Idle, Lease, Outcome, Refused, RobotsOutcome, Wait, origin_of
 from polecat.frontier.robots import Ready, RobotsPolicy, is_answer
 from polecat.heap import fix_mmap_threshold
-from polecat.hosts import hostname
+from polecat.hosts import host_key, hostname
 from polecat.logs import fields
 from polecat.node import verdict
 from polecat.node.pipeline import Page, PagePipeline, attempt_of

@@ -25,9 +25,9 @@ from pathlib import Path
 
 from polecat.cluster.aetcd_client import AetcdClient
 from polecat.cluster.ring import Ring
-from polecat.dedup.canon import host_key
 from polecat.frontier.slices import slice_of
 from polecat.frontier.traps import is_probe
+from polecat.hosts import host_key
 from polecat.testing.etcd import EtcdServer
 from polecat.testing.web import TestWeb
 
