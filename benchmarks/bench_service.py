@@ -46,7 +46,7 @@ async def measure(hosts: int, repeat: int) -> dict[str, float]:
             for i in range(hosts):
                 for path in ("", "a", "b"):
                     crawler.add_seed(f"http://h{i}.example/{path}", importance=1.0 / (1 + i % 7), now=now)
-            await crawler.checkpoint()
+            await crawler.commit()
             start = cpu()
             crawler.frontier.queue_bands()  # the one-off count a node pays at its first scrape
             first_bands_ms = (cpu() - start) * 1000

@@ -47,7 +47,7 @@ from polecat.cluster.resize import member_ids, resize
 from polecat.cluster.ring import Ring
 from polecat.cluster.transport import HttpTransport, serve
 from polecat.config import config_from_mapping
-from polecat.frontier.opener import open_local
+from polecat.frontier.opener import open_frontier
 from polecat.frontier.slices import SLICES, slice_of
 from polecat.hosts import host_key
 from polecat.testing.dns import LocalDnsServer
@@ -153,12 +153,12 @@ def resize_bench(out: Path, old: int, new: int, queued: int, hosts: int) -> None
     now = time.time()
     t0 = time.monotonic()
     for k in range(old):
-        lf = open_local(worker_config(cfg, k, old), now)
+        lf = open_frontier(worker_config(cfg, k, old), now)
         for i in range(queued):
             url = f"http://h{i % hosts}.test/p/{i}"
             if ring.owner(slice_of(host_key(url))) == f"w{k}":
                 lf.db.applied(lf.frontier.add(url, 1, 1.0, now))
-        lf.checkpoint()
+        lf.commit()
         lf.close()
     print(f"built {old} worker frontiers with {queued:,} queued URLs over {hosts:,} hosts in "
           f"{time.monotonic() - t0:.1f} s")

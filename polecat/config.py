@@ -195,7 +195,7 @@ class StoreConfig:
 @dataclass(frozen=True, kw_only=True, slots=True)
 class FrontierConfig:
     commit_ops: int = 2_000
-    """Checkpoint after this many frontier operations..."""
+    """The node commits after this many frontier operations..."""
     commit_ms: float = 250.0
     """...or after this many milliseconds, whichever comes first."""
     map_size: int = 64 * 1024**3
@@ -246,7 +246,7 @@ class ClusterConfig:
     multi-machine cluster that ``polecat node`` joins when ``etcd`` is set."""
 
     batch_urls: int = 1024
-    """URLs per hand-off batch (a batch also goes at every checkpoint, however few it holds)."""
+    """URLs per hand-off batch (a batch also goes at every commit of the node, however few it holds)."""
     inbox_urls: int = 50_000
     """URLs a member accepts from others before they are committed; past it senders wait (back-pressure)."""
     max_backlog: int = 100_000

@@ -22,9 +22,12 @@ class ConfigError(PolecatError, ValueError):
 
 
 class FetchError(PolecatError):
-    """A request did not produce a usable response. ``kind`` is a short stable label for metrics."""
+    """A request did not produce a usable response. ``kind`` is a short stable label for metrics;
+    ``host_wide``: every request to the host would fail the same way in this run (the frontier parks it:
+    polecat/frontier/outcomes.py)."""
 
     kind: str = "fetch"
+    host_wide: bool = False
 
 
 class DnsError(FetchError):
@@ -38,6 +41,7 @@ class BlockedAddressError(FetchError):
     """The host resolved only to addresses the SSRF guard refuses (private, loopback, ...)."""
 
     kind = "blocked_address"
+    host_wide = True
 
 
 class ConnectError(FetchError):

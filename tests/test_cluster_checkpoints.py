@@ -210,7 +210,7 @@ class _Node:
     def frontier(self) -> Frontier:
         return self.rig.frontier
 
-    async def checkpoint(self) -> None:
+    async def commit(self) -> None:
         self.rig.frontier.commit()
 
     def adopt(self, bundle: SliceBundle, now: float | None = None) -> AdoptReport:

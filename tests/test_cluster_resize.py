@@ -23,7 +23,7 @@ from polecat.cluster.outbox import Outbox
 from polecat.cluster.resize import JOURNAL, member_ids, resize
 from polecat.cluster.ring import RING_VERSION, Ring
 from polecat.config import Config, config_from_mapping
-from polecat.frontier.opener import open_local
+from polecat.frontier.opener import open_frontier
 from polecat.frontier.records import QueuedUrl
 from polecat.frontier.slices import slice_of
 from polecat.hosts import host_key
@@ -83,7 +83,7 @@ def test_a_one_process_crawl_continues_with_two_workers(test_web: TestWebFactory
 def _queued_by_worker(cfg: Config, n: int) -> dict[int, set[str]]:
     out: dict[int, set[str]] = {}
     for k in range(n):
-        lf = open_local(worker_config(cfg, k, n), time.time())
+        lf = open_frontier(worker_config(cfg, k, n), time.time())
         try:
             urls = set()
             for _, raw in lf.db.txn.cursor(db=lf.db.queue):
@@ -97,11 +97,11 @@ def _queued_by_worker(cfg: Config, n: int) -> dict[int, set[str]]:
 def _queue_by_ring(cfg: Config, ring: Ring, urls: list[str]) -> None:
     now = time.time()
     for k in range(len(ring.members)):
-        lf = open_local(worker_config(cfg, k, len(ring.members)), now)
+        lf = open_frontier(worker_config(cfg, k, len(ring.members)), now)
         for u in urls:
             if ring.owner(slice_of(host_key(u))) == f"w{k}":
                 lf.db.applied(lf.frontier.add(u, 1, 1.0, now))
-        lf.checkpoint()
+        lf.commit()
         lf.close()
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from polecat import Crawler
 from polecat.frontier.bundle import SliceBundle
-from polecat.frontier.opener import open_local
+from polecat.frontier.opener import open_frontier
 from polecat.frontier.records import QueuedUrl
 from polecat.frontier.slices import SLICES
 from polecat.testing.serverlog import politeness_violations
@@ -34,7 +34,7 @@ def test_export_adopt_round_trip_finishes_on_b(test_web: TestWebFactory, tmp_pat
     fetched_on_a = Counter(page_requests(web))
     assert sum(fetched_on_a.values()) == 40
 
-    a = open_local(cfg_a, time.time())
+    a = open_frontier(cfg_a, time.time())
     queued_on_a = a.frontier.queued
     waiting = {QueuedUrl.decode(v).url for _, v in a.db.txn.cursor(db=a.db.queue)}
     assert len(waiting) == queued_on_a > 0
@@ -42,16 +42,16 @@ def test_export_adopt_round_trip_finishes_on_b(test_web: TestWebFactory, tmp_pat
     a.close()
 
     cfg_b = replace(cfg_a, data_dir=tmp_path / "b", scope=replace(cfg_a.scope, seeds=(), max_pages=0))
-    b = open_local(cfg_b, time.time())
+    b = open_frontier(cfg_b, time.time())
     report = b.db.applied(b.frontier.adopt(SliceBundle.read(io.BytesIO(raw)), time.time()))
     assert report.queued == queued_on_a and report.duplicates == 0
-    b.checkpoint()
+    b.commit()
     b.close()
 
     asyncio.run(crawl(cfg_b))
     pages = Counter(page_requests(web))
     assert max(pages.values()) == 1, [u for u, n in pages.items() if n > 1]  # nothing fetched twice
-    b = open_local(cfg_b, time.time())
+    b = open_frontier(cfg_b, time.time())
     assert b.frontier.queued == 0
     for url in waiting:  # nothing lost: every URL A had queued was finished on B
         rec = b.frontier.url_record(url)

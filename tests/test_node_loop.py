@@ -22,10 +22,10 @@ from polecat.cluster.receiver import HandoffReceiver
 from polecat.config import Config, config_from_mapping
 from polecat.dedup.bloom import ScalableBloom
 from polecat.errors import PolecatError
-from polecat.frontier.opener import open_local
+from polecat.frontier.opener import open_frontier
 from polecat.frontier.records import Completion, Lease
 from polecat.frontier.traps import is_probe
-from polecat.node import crawler as node
+from polecat.node import commits
 from polecat.testing.cluster import FakeMembership, FakeTransport
 from polecat.testing.fakes import Canned, FakeClock, FakeFetcher, MemoryPageStore
 from polecat.writes import Write
@@ -139,11 +139,11 @@ async def test_the_frontier_commit_runs_while_the_loop_goes_on_and_the_frontier_
     async with Crawler(cfg, clock=clock, fetcher=fetcher, store=MemoryPageStore()) as crawler:
         db: Any = crawler._db
         loop, commit_txn = asyncio.get_running_loop(), db._writer._commit
-        gate = crawler._frontier_free
+        gate = crawler._commits.frontier_free
 
         def watching_commit(txn: Any) -> Any:
-            # A periodic checkpoint (the final ones run on the loop); a blocked loop is seen once.
-            if not crawler._checkpoints_end and all(ok for ok, _ in seen):
+            # A periodic commit (the final ones run on the loop); a blocked loop is seen once.
+            if crawler._commits.periodic and all(ok for ok, _ in seen):
                 ran, gate_open = threading.Event(), []
                 loop.call_soon_threadsafe(lambda: (gate_open.append(gate.is_set()), ran.set()))
                 seen.append((ran.wait(2), bool(gate_open) and gate_open[0]))
@@ -219,7 +219,7 @@ async def test_a_receive_waiting_for_a_commit_that_never_comes_ends_with_the_cra
     async with Crawler(cfg, clock=clock, fetcher=FakeFetcher(clock, pages),
                        store=FailingFlushStore()) as crawler:
         batch = Batch("w1", 1, (HandoffUrl("http://h0.test/x", 1, 1.0),))
-        receiving = asyncio.create_task(crawler.receive(batch))
+        receiving = asyncio.create_task(crawler.member.receive(batch))
         await asyncio.sleep(0)  # it waits for a commit
         with pytest.raises(PolecatError, match="Input/output error"):
             await asyncio.wait_for(crawler.run(), 30)
@@ -245,7 +245,7 @@ async def test_the_outbox_commit_and_the_bloom_snapshot_run_while_the_loop_goes_
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The periodic checkpoint's other fsyncs leave the loop too: the hand-off outbox commits on its own
     writer thread and the Bloom snapshot is written by the saver thread, each while the loop runs."""
-    monkeypatch.setattr(node, "BLOOM_SAVE_INTERVAL", 0.0)  # a snapshot at every checkpoint
+    monkeypatch.setattr(commits, "BLOOM_SAVE_INTERVAL", 0.0)  # a snapshot at every commit
     clock = FakeClock(tick=0.0002)
     pages, cfg = hosts_of_pages(tmp_path, 6, commit_ops=8)
     fetcher = FakeFetcher(clock, pages)
@@ -259,7 +259,7 @@ async def test_the_outbox_commit_and_the_bloom_snapshot_run_while_the_loop_goes_
 
     def watched(what: str, call: Any) -> Any:
         def run(*args: Any) -> Any:
-            if not crawler._checkpoints_end and len(seen[what]) < 4:  # the last ones run on the loop
+            if crawler._commits.periodic and len(seen[what]) < 4:  # the last ones run on the loop
                 ran = threading.Event()
                 loop.call_soon_threadsafe(ran.set)
                 seen[what].append((threading.current_thread() is not threading.main_thread(), ran.wait(2)))
@@ -270,10 +270,10 @@ async def test_the_outbox_commit_and_the_bloom_snapshot_run_while_the_loop_goes_
     monkeypatch.setattr(ScalableBloom, "save", watched("bloom", ScalableBloom.save))
     async with crawler:
         task = asyncio.create_task(crawler.run())
-        await asyncio.sleep(0)  # run() starts its checkpointer: checkpoint() now asks it
+        await asyncio.sleep(0)  # run() starts its committer: commit() now asks it
         async with asyncio.timeout(30):
             while len(fetcher.calls) < len(pages) + 6 or min(map(len, seen.values())) < 3:
-                await crawler.checkpoint()  # a periodic checkpoint, made even once nothing is pending
+                await crawler.commit()  # a periodic commit, made even once nothing is pending
         crawler.stop()
         stats = await task
     box.close()
@@ -300,7 +300,7 @@ async def test_a_crawl_saves_its_bloom_snapshot_once_at_the_stop_tagged_with_the
     async with Crawler(cfg, clock=clock, fetcher=fetcher, store=MemoryPageStore()) as crawler:
         stats = await crawler.run()
     assert stats.ended == "queue empty" and len(tags) == 1
-    local = open_local(cfg, clock.wall())
+    local = open_frontier(cfg, clock.wall())
     try:
         assert ScalableBloom.load(tmp_path / "seen.bloom")[1] == local.db.seq == tags[0]
         assert len(pages) <= local.seen.stats().urls
@@ -323,11 +323,12 @@ async def test_a_lease_that_ends_wakes_the_loop_only_when_that_can_change_its_de
         assert crawler.add_seed("http://a.test/") == "accepted"
         now = clock.wall()
         assert crawler.frontier.next_due() == now  # a.test's first request may go now
-        wake = crawler._wake
+        waker = crawler._waker
+        wake = waker.event
         for sleeping, until, woken in [(True, now + 5.0, True), (True, now - 1.0, False), (True, now, False),
                                        (True, None, True), (False, now + 5.0, False), (False, None, False)]:
             wake.clear()
-            crawler._sleeping, crawler._sleep_until = sleeping, until
-            crawler._wake_after_lease()
+            waker.sleeping, waker.until = sleeping, until
+            waker.after_lease()
             assert wake.is_set() == woken, (sleeping, until)
-        crawler._sleeping = False
+        waker.sleeping = False

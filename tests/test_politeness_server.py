@@ -157,7 +157,7 @@ def test_a_node_waits_for_hosts_on_the_kernels_timer_and_never_early(
     if sys.platform != "linux":
         pytest.skip("timerfd is Linux's")
     from polecat import runloop
-    from polecat.node import crawler as node
+    from polecat.node import leases as node
 
     chosen: list[runloop.AlarmClock] = []
     sets = [0]

@@ -24,8 +24,8 @@ FAMILIES = {
     "polecat_robots_failures": "counter", "polecat_dns_lookups": "counter", "polecat_dns_hit_ratio": "gauge",
     "polecat_fetch_duration_seconds": "histogram", "polecat_fetched_bytes": "counter",
     "polecat_stored_bytes": "counter", "polecat_stored_pages": "gauge", "polecat_fetch_errors": "counter",
-    "polecat_urls_done": "counter", "polecat_checkpoint_age_seconds": "gauge",
-    "polecat_checkpoint_duration_seconds": "gauge", "polecat_event_loop_lag_seconds": "gauge",
+    "polecat_urls_done": "counter", "polecat_commit_age_seconds": "gauge",
+    "polecat_commit_duration_seconds": "gauge", "polecat_event_loop_lag_seconds": "gauge",
     "polecat_refresh_queued": "counter", "polecat_freshness_urls": "gauge",
     "polecat_freshness_slo_ratio": "gauge",
 }
@@ -69,7 +69,7 @@ async def test_metrics_during_a_crawl(test_web: TestWebFactory, tmp_path: Path) 
         assert last[("polecat_fetches_total", ())] > 0
         assert last[("polecat_fetch_duration_seconds_count", (("kind", "page"),))] > 0
         assert last[("polecat_queue_urls", (("band", "seed"),))] == 0
-        await wait_for(lambda: svc.crawler.last_checkpoint[0] > 0, what="a checkpoint")
+        await wait_for(lambda: svc.crawler.last_commit[0] > 0, what="a commit")
         async with api.get("/metrics") as resp:
             _, final = parse(await resp.text())
         _, status = await get_json(api, "GET", "/admin/crawl/status")

@@ -50,17 +50,17 @@ log = logging.getLogger(__name__)
 
 
 class Node(Protocol):
-    """What failover needs of the crawler (:class:`~polecat.node.crawler.Crawler` is the real one)."""
+    """What failover needs of a node (:class:`~polecat.node.member.Member` is the real one)."""
 
     @property
     def frontier(self) -> Frontier: ...
 
-    async def checkpoint(self) -> None:
+    async def commit(self) -> None:
         """Return once a frontier commit holds every change made so far."""
         ...
 
     def adopt(self, bundle: SliceBundle, now: float | None = None) -> AdoptReport:
-        """Take over the slices of ``bundle`` (durable at the next checkpoint)."""
+        """Take over the slices of ``bundle`` (durable at the next commit)."""
         ...
 
 
@@ -151,7 +151,7 @@ class Failover:
                 return False  # not attached yet, or detached: the crawler is closing
             round_ = self.clock.begin(self._time.monotonic())
             try:
-                await crawler.checkpoint()
+                await crawler.commit()
             except PolecatError as exc:  # the crawler stopped on a fault: it says so itself
                 self.failures += 1
                 log.warning("slice checkpoint round %d: no frontier commit: %s", round_, exc)
@@ -236,7 +236,7 @@ class Failover:
                     queued += report.queued
                     found += len(bundle.ids)
                     await asyncio.sleep(0)
-                await crawler.checkpoint()
+                await crawler.commit()
                 self._restored.update(dict.fromkeys(manifest.slices & todo, (member, manifest.version)))
                 done = Restored(member, found, queued, manifest.round, self._time.monotonic() - started,
                                 self._time.wall())

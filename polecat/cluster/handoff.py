@@ -1,7 +1,7 @@
 """The hand-off driver: runs the sender's decisions (:mod:`.sender`) over the outbox and a transport.
 
 The node stages URLs for other owners here (:meth:`Handoff.stage`) and commits the outbox in its
-checkpoint (:meth:`Handoff.commit`, outbox rule 2); this task sends sealed batches, and deletes each one
+own commit (:meth:`Handoff.commit`, outbox rule 2); this task sends sealed batches, and deletes each one
 from the outbox when its receiver acknowledges it. ``backlog()`` is what the node uses to slow its own
 fetching while a peer is slow to accept (back-pressure reaches the pages that discover the URLs).
 """

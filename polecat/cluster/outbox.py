@@ -3,7 +3,7 @@
 Rules:
 1. ``put`` stages URLs in memory; they are sealed into numbered batches (per peer, increasing ``seq``)
    when a peer has ``batch_urls`` staged, and all at once by :meth:`commit`.
-2. The node commits the outbox in its checkpoint after the store flush and *before* the frontier commit,
+2. The node commits the outbox in its own commit after the store flush and *before* the frontier commit,
    so a page is never recorded done while the URLs it discovered for other owners could be lost: a crash
    in between re-fetches the page and stages its URLs again (the owner's seen-set absorbs the repeat).
 3. A batch leaves the outbox only through :meth:`ack`, called when its receiver answered that the URLs

@@ -36,7 +36,7 @@ from polecat.cluster.layout import record_layout, recorded_ring, recorded_worker
 from polecat.cluster.outbox import Outbox
 from polecat.cluster.ring import Ring
 from polecat.config import Config
-from polecat.frontier.opener import LocalFrontier, open_local
+from polecat.frontier.opener import OpenedFrontier, open_frontier
 from polecat.frontier.slices import slice_of
 from polecat.hosts import host_key
 
@@ -89,11 +89,11 @@ def resize(cfg: Config, new: int, now: float | None = None) -> ResizeReport:
     pairs: dict[tuple[int, int], set[int]] = defaultdict(set)
     for s, (was, becomes) in moves.items():
         pairs[(int(was[1:]), int(becomes[1:]))].add(s)
-    frontiers: dict[int, LocalFrontier] = {}
+    frontiers: dict[int, OpenedFrontier] = {}
 
-    def frontier(k: int) -> LocalFrontier:
+    def frontier(k: int) -> OpenedFrontier:
         if k not in frontiers:
-            frontiers[k] = open_local(worker_config(cfg, k, new if k < new else old), now)
+            frontiers[k] = open_frontier(worker_config(cfg, k, new if k < new else old), now)
         return frontiers[k]
 
     hosts = queued = replayed = 0
@@ -104,13 +104,13 @@ def resize(cfg: Config, new: int, now: float | None = None) -> ResizeReport:
             hosts += report.hosts
             queued += report.queued
         for k in sorted({dst for _, dst in pairs}):
-            frontier(k).checkpoint()
+            frontier(k).commit()
         moved_out: dict[int, set[int]] = defaultdict(set)
         for (src, _), slices in pairs.items():
             moved_out[src] |= slices
         for src, slices in sorted(moved_out.items()):
             frontier(src).db.apply(frontier(src).frontier.release_slices(slices))
-            frontier(src).checkpoint()
+            frontier(src).commit()
         replayed = _replay_outboxes(cfg, old, Ring(member_ids(new)), frontier, now)
     finally:
         for lf in frontiers.values():
@@ -120,7 +120,7 @@ def resize(cfg: Config, new: int, now: float | None = None) -> ResizeReport:
     return ResizeReport(old, new, len(moves), hosts, queued, replayed, time.monotonic() - started)
 
 
-def _replay_outboxes(cfg: Config, old: int, ring: Ring, get: Callable[[int], LocalFrontier],
+def _replay_outboxes(cfg: Config, old: int, ring: Ring, get: Callable[[int], OpenedFrontier],
                      now: float) -> int:
     """Rule 3: queue every URL waiting in an old worker's outbox with its new owner."""
     replayed = 0
@@ -143,7 +143,7 @@ def _replay_outboxes(cfg: Config, old: int, ring: Ring, get: Callable[[int], Loc
                         touched.add(owner)
                         replayed += 1
             for owner in sorted(touched):
-                get(owner).checkpoint()
+                get(owner).commit()
             for peer, seqs in pending.items():
                 for seq in seqs:
                     box.ack(peer, seq)

@@ -22,8 +22,8 @@ FRONTIER_PARAMS = {"url_fingerprint": "xxh3_128", "canon": 1, "near_index": minh
 
 
 @dataclass(slots=True)
-class LocalFrontier:
-    """A data dir's frontier and what it is built on. :meth:`checkpoint` then :meth:`close`."""
+class OpenedFrontier:
+    """A data dir's frontier and what it is built on. :meth:`commit` then :meth:`close`."""
 
     db: FrontierDB
     seen: SeenSet
@@ -31,7 +31,7 @@ class LocalFrontier:
     frontier: Frontier
     bloom_path: Path
 
-    def checkpoint(self) -> int:
+    def commit(self) -> int:
         """Commit, with the seen-set's Bloom snapshot tagged by that commit (a crash between the two
         forces a rebuild on the next open, never a stale filter)."""
         self.seen.save(self.bloom_path, self.db.next_seq)
@@ -42,7 +42,7 @@ class LocalFrontier:
         self.db.close()
 
 
-def open_local(cfg: Config, now: float) -> LocalFrontier:
+def open_frontier(cfg: Config, now: float) -> OpenedFrontier:
     """Open (or create) the frontier of ``cfg.data_dir`` at wall time ``now``."""
     data = cfg.data_dir
     data.mkdir(parents=True, exist_ok=True)
@@ -51,4 +51,4 @@ def open_local(cfg: Config, now: float) -> LocalFrontier:
     seen = SeenSet.restore(db.env, db.seen, bloom_path, db.seq, cfg.dedup.expected_urls,
                            cfg.dedup.bloom_fp_rate)
     robots = RobotsPolicy(robots_retry(cfg.politeness, cfg.robots), cfg.fetch.user_agent)
-    return LocalFrontier(db, seen, robots, Frontier(db, cfg, robots, seen, now), bloom_path)
+    return OpenedFrontier(db, seen, robots, Frontier(db, cfg, robots, seen, now), bloom_path)

@@ -34,6 +34,14 @@ STOPPED = "stopped"
 GAVE_UP = "every host left was given up"
 FAILED = "error"
 
+
+def idle_end(*, budget_full: bool, queued: int) -> str:
+    """Why a run whose frontier has nothing to lease ended: its page budget is spent (what is left waits
+    for a later run), every host still holding URLs was given up, or nothing is queued."""
+    if budget_full:
+        return MAX_PAGES
+    return GAVE_UP if queued else QUEUE_EMPTY
+
 _REFUSED_ADDRESS = re.compile(r"(\S+) is an? (loopback|private|link-local|reserved) address")
 
 _EXACT_FIXES: tuple[tuple[str, str], ...] = (

@@ -127,7 +127,7 @@ class ClusterNode:
         self._tasks += [asyncio.create_task(self.handoff.run()), asyncio.create_task(self._views()),
                         asyncio.create_task(self._sync_loop())]
         if self.failover is not None:
-            self.failover.attach(crawler)
+            self.failover.attach(crawler.member)
             self._tasks += [asyncio.create_task(self.failover.run(self._shipped)),
                             asyncio.create_task(self._release_loop(self.failover))]
 
@@ -138,7 +138,7 @@ class ClusterNode:
 
     def sync_owned(self) -> None:
         if self._crawler is not None:
-            self._crawler.set_owned(self.membership.leasable())
+            self._crawler.member.set_owned(self.membership.leasable())
 
     async def leave(self) -> None:
         """Checkpoint, hand every slice over and revoke the lease (graceful stop; the crawler still
@@ -203,9 +203,9 @@ class ClusterNode:
         now = time.time()
         for u in urls:
             if u.seed:  # a forwarded seed stays a seed (link rule 2)
-                self._crawler.queue_handed(self.link.forward([u]), now)
+                self._crawler.member.queue_handed(self.link.forward([u]), now)
                 continue
-            admission = self._crawler.admit([u.url], u.depth, u.importance, hops=u.hops)
+            admission = self._crawler.member.admit([u.url], u.depth, u.importance, hops=u.hops)
             self.link.stage(admission, u.depth, u.importance, u.hops)
 
     async def _release_loop(self, failover: Failover) -> None:
@@ -248,7 +248,7 @@ class ClusterNode:
                 await asyncio.wrap_future(self.handoff.start_commit())  # the fsync off the loop
             self.handoff.finish_commit()
         if mine:
-            await self._crawler.receive(Batch(batch.sender, batch.seq, tuple(mine)))
+            await self._crawler.member.receive(Batch(batch.sender, batch.seq, tuple(mine)))
 
     async def _handle_batch(self, request: web.Request) -> web.Response:
         reply = await self.receiver.receive(await request.read())
@@ -268,8 +268,8 @@ class ClusterNode:
             bundle = SliceBundle.read(BytesIO(body))
         except (BundleError, ValueError) as exc:
             return web.Response(status=400, text=str(exc))
-        report = self._crawler.adopt(bundle, time.time())
-        await self._crawler.checkpoint()
+        report = self._crawler.member.adopt(bundle, time.time())
+        await self._crawler.commit()
         if self.failover is not None:
             await self.failover.handed_in(body, bundle.ids)
         self.slices_adopted += len(bundle.ids)
@@ -300,12 +300,12 @@ class ClusterNode:
                 for chunk, body in bundle_chunks(frontier, group, max_bytes=self._chunk_bytes):
                     if not await self._send_bundle(owner, addresses[owner], body):
                         break  # its new owner left meanwhile: the rest stays here for the next change
-                    crawler.release_slices(chunk)  # adopted and committed there
+                    crawler.member.release_slices(chunk)  # adopted and committed there
                     sent |= chunk
                 self.slices_handed_over += len(sent)
                 if sent and self.failover is not None:  # one manifest write per new owner
                     await self.failover.handed_out(frozenset(sent))
-            await crawler.checkpoint()
+            await crawler.commit()
         log.info("handed %d slices over in %.3f s", len(slices), time.monotonic() - started)
 
     async def _send_bundle(self, owner: str, address: str, body: bytes) -> bool:

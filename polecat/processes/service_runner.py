@@ -6,7 +6,7 @@ Rules:
   :data:`STATUS_EVERY` seconds; WATCHDOG=1 is sent from the event loop every ``WatchdogSec``/2, so a
   stalled loop misses it and systemd restarts the node.
 - SIGTERM or SIGINT: STOPPING=1, stop leasing, give in-flight requests ``fetch.stop_grace`` seconds,
-  cancel the rest (their URLs stay queued), checkpoint, exit 0. A second signal abandons at once.
+  cancel the rest (their URLs stay queued), commit, exit 0. A second signal abandons at once.
 - Exit 1 when the crawl stopped on a fatal storage error (what was committed is kept).
 - With ``cluster.etcd`` set the node is one member of a multi-machine cluster
   (:mod:`polecat.processes.machine`): it joins before its crawler opens, serves the signed internal

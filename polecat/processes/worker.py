@@ -6,7 +6,7 @@ worker's own directory). The protocol with the parent is line-based and local:
 
 - stdout: one JSON report per line, every ``REPORT_PERIOD`` seconds and once at the end (``final``):
   ``{"seq", "quiet", "final", "stats": CrawlStats, "link": LinkStats}``.
-- stdin: ``stop`` (finish in-flight requests, checkpoint, exit 0), ``abort`` (abandon in-flight requests;
+- stdin: ``stop`` (finish in-flight requests, commit, exit 0), ``abort`` (abandon in-flight requests;
   their URLs are replayed next run). End of input (the parent died) counts as ``stop``.
 
 A worker outlives no parent (:mod:`.orphan`): it also stops when its parent dies though its stdin stays
@@ -109,7 +109,7 @@ async def run_worker(spec: WorkerSpec) -> int:
                       {k: v for k, v in address.items() if k != spec.self_id},
                       sender=HandoffSender(max_backoff=LOCAL_MAX_BACKOFF))
     sink: list[Crawler] = []
-    receiver = HandoffReceiver(lambda batch: sink[0].receive(batch), capacity=cfg.cluster.inbox_urls)
+    receiver = HandoffReceiver(lambda batch: sink[0].member.receive(batch), capacity=cfg.cluster.inbox_urls)
     link = ClusterLink(membership, handoff, receiver, max_backlog=cfg.cluster.max_backlog)
     bound = StopBound(cfg.fetch.stop_grace + STOP_BOUND)
     try:
@@ -138,7 +138,7 @@ async def run_worker(spec: WorkerSpec) -> int:
                     seq += 1
                     if parent_gone(spec.parent_pid):
                         stop("the parent process died")
-                    if not _report(seq, crawler.quiet, False, crawler, link):
+                    if not _report(seq, crawler.member.quiet, False, crawler, link):
                         stop("the parent no longer reads reports")  # killed: stop cleanly, keep what is done
                 with contextlib.suppress(asyncio.CancelledError):
                     await run
@@ -148,7 +148,7 @@ async def run_worker(spec: WorkerSpec) -> int:
                 sending.cancel()
                 await asyncio.gather(sending, control, return_exceptions=True)
                 await transport.close()
-            _report(seq + 1, crawler.quiet, True, crawler, link)
+            _report(seq + 1, crawler.member.quiet, True, crawler, link)
     finally:
         await membership.close()
         outbox.close()

@@ -2,7 +2,7 @@
 and the status page at ``/``.
 
 Rules:
-- Every operator change goes to the frontier and is checkpointed before the answer: a 2xx means it is
+- Every operator change goes to the frontier and is committed before the answer: a 2xx means it is
   durable and in force for the next lease.
 - Bad input is a 400 whose JSON ``{"error", "field"}`` names the field; an unknown host or pattern a 404.
 - Auth: with a token configured, every route but the status page's HTML shell (which holds no data and
@@ -173,7 +173,7 @@ class Api:
                 results.append({"url": url, "result": decision})
             else:
                 results.append({"url": url, "result": "refused", "reason": decision})
-        await self._crawler.checkpoint()  # also commits forwarded seeds to the hand-off outbox
+        await self._crawler.commit()  # also commits forwarded seeds to the hand-off outbox
         return web.json_response({"results": results})
 
     async def list_throttles(self, request: web.Request) -> web.Response:
@@ -185,7 +185,7 @@ class Api:
         pattern = _pattern(data.get("host_pattern"))
         rate = _number(data, "req_per_s", 0.0, MAX_RATE, None)
         self._crawler.throttle_now(pattern, rate)
-        await self._crawler.checkpoint()
+        await self._crawler.commit()
         return web.json_response({"host_pattern": pattern, "req_per_s": rate})
 
     async def remove_throttle(self, request: web.Request) -> web.Response:
@@ -195,7 +195,7 @@ class Api:
         pattern = _pattern(request.match_info["pattern"], "pattern")
         if not remove(pattern):
             raise _json_error(web.HTTPNotFound(), f"no {what} for {pattern}")
-        await self._crawler.checkpoint()
+        await self._crawler.commit()
         return web.json_response({"removed": pattern})
 
     async def list_blocks(self, request: web.Request) -> web.Response:
@@ -204,7 +204,7 @@ class Api:
     async def add_block(self, request: web.Request) -> web.Response:
         pattern = _pattern((await _body(request)).get("host_pattern"))
         dropped = self._crawler.block(pattern)
-        await self._crawler.checkpoint()
+        await self._crawler.commit()
         return web.json_response({"host_pattern": pattern, "dropped": dropped})
 
     async def remove_block(self, request: web.Request) -> web.Response:
@@ -222,12 +222,12 @@ class Api:
 
     async def pause(self, request: web.Request) -> web.Response:
         self._crawler.pause(True)
-        await self._crawler.checkpoint()
+        await self._crawler.commit()
         return web.json_response({"paused": True})
 
     async def resume(self, request: web.Request) -> web.Response:
         self._crawler.pause(False)
-        await self._crawler.checkpoint()
+        await self._crawler.commit()
         return web.json_response({"paused": False})
 
     async def internal_host(self, request: web.Request) -> web.Response:

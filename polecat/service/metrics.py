@@ -125,10 +125,10 @@ class NodeMetrics(Collector):
         yield _counter("polecat_refresh_queued", "Fetched URLs queued again because their refresh was due",
                        s.refresh_queued)
         yield from _freshness(s.freshness)
-        at, duration = c.last_checkpoint
-        yield _gauge("polecat_checkpoint_age_seconds", "Seconds since the last checkpoint",
+        at, duration = c.last_commit
+        yield _gauge("polecat_commit_age_seconds", "Seconds since the node last committed its state",
                      now - at if at else 0.0)
-        yield _gauge("polecat_checkpoint_duration_seconds", "Duration of the last checkpoint", duration)
+        yield _gauge("polecat_commit_duration_seconds", "Duration of the node's last commit", duration)
         yield _gauge("polecat_event_loop_lag_seconds", "Worst event-loop lag over the last minute",
                      self._lag.seconds)
 

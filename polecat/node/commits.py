@@ -1,0 +1,291 @@
+"""The node's commit: how what it did becomes durable, and in which order.
+
+Rules (this module owns them):
+
+1. Order: the store flush, then the hand-off outbox's commit (polecat/cluster/outbox.py), then the
+   frontier's LMDB commit, then (every :data:`BLOOM_SAVE_INTERVAL`, and at the stop) the seen-set's Bloom
+   snapshot. The frontier never records as done a page the store could lose, and never forgets a URL
+   handed to another member before the outbox holds it.
+2. The periodic commit keeps every fsync off the event loop while requests go on: the store flush in a
+   worker thread, the outbox and frontier commits each on its writer thread. A page completion that
+   arrives during the store flush waits (:meth:`Commits.defer`) for the frontier commit after it: its
+   store record may be in the batch after the one being flushed, and recording it done in this commit
+   could outlive the record. No frontier call is made during the frontier commit
+   (:attr:`Commits.frontier_free`); decisions that need no read are applied into the next transaction
+   (polecat/frontier/db.py rule 3).
+3. A periodic commit is made every ``frontier.commit_ms``, or sooner once ``frontier.commit_ops`` changes
+   are pending or somebody waits for one (:meth:`Commits.durable`); a commit in progress is finished,
+   never cut. At start, at the stop and for operator actions outside a run, the commit runs on the loop.
+4. Each frontier commit records the store's record count (:data:`STORE_MARK`): every store record before
+   it had its near-duplicate index entry committed with the frontier. A page's index entry goes into the
+   frontier's open transaction when the page is stored, so a crash between a store flush and the
+   frontier commit after it keeps bodies whose entries were lost; on opening, the node indexes again the
+   records past the mark (polecat/node/pipeline.py ``reindex``), so a near-copy fetched before its
+   original's replay still finds it. A data dir without a mark gets one at once.
+5. The Bloom snapshot is tagged with the counter of the frontier commit it goes with: a crash in between
+   forces a rebuild at the next open, never a stale filter. One process saves it once at its stop, with
+   the commit the node makes last: a snapshot saved with the end of a run's commit would be stale at once,
+   and each is a write of the whole filter (12 MB at the default sizing; benchmarks/README.md, "Issue 17,
+   fourth pass").
+6. A commit that fails for a reason of the machine (disk full, I/O error, LMDB map full) or a bug stops
+   the node (the ``fail`` callback) with what was committed before; whoever waits for a commit that will
+   never be made is failed, never left waiting (:meth:`Commits.abandon`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import lmdb
+
+from polecat.clock import Clock
+from polecat.config import FrontierConfig
+from polecat.dedup.seen import SeenSet
+from polecat.errors import PolecatError
+from polecat.frontier.db import FrontierDB
+from polecat.frontier.frontier import Frontier
+from polecat.frontier.records import Completion, Lease
+from polecat.store.base import PageStore
+from polecat.writes import Put
+
+if TYPE_CHECKING:
+    from polecat.cluster.link import ClusterLink
+    from polecat.node.pipeline import PagePipeline
+
+log = logging.getLogger("polecat")
+
+BLOOM_SAVE_INTERVAL = 60.0
+STORE_MARK = b"store_mark"
+"""Frontier meta key: the store's record count at the frontier's last commit (rule 4)."""
+
+
+class Commits:
+    """Makes the node's state durable in the order of rule 1; see the module docstring."""
+
+    def __init__(self, cfg: FrontierConfig, *, db: FrontierDB, frontier: Frontier, store: PageStore,
+                 seen: SeenSet, bloom_path: Path, link: ClusterLink | None, clock: Clock,
+                 fail: Callable[[BaseException], None], wake: Callable[[], None]) -> None:
+        self._cfg = cfg
+        self._db = db
+        self._frontier = frontier
+        self._store = store
+        self._seen = seen
+        self._bloom_path = bloom_path
+        self._link = link
+        self._clock = clock
+        self._fail = fail
+        self._wake = wake
+        self._bloom_saver = ThreadPoolExecutor(1, thread_name_prefix="polecat-bloom-save")
+        """Writes the seen-set's Bloom snapshots, one at a time and in order (off the loop)."""
+        self._last_bloom_save = 0.0
+        self._durable: list[asyncio.Future[None]] = []
+        self._deferred: list[tuple[Lease, Completion]] = []
+        self._due = asyncio.Event()
+        self._periodic = False
+        """A periodic committer runs (:meth:`run`): commits wait for it instead of running on the loop."""
+        self.flushing = False
+        """A periodic commit's store flush is running in a worker thread (rule 2)."""
+        self.frontier_free = asyncio.Event()
+        self.frontier_free.set()
+        """Clear while a periodic commit's LMDB commit runs on the frontier's writer thread: frontier
+        calls wait for it (polecat/frontier/db.py rule 2)."""
+        self.last = (0.0, 0.0)
+        """Wall-clock time and duration (seconds) of the last commit."""
+
+    def close(self) -> None:
+        """Stop the Bloom saver (after the last commit)."""
+        self._bloom_saver.shutdown()
+
+    # --- asking for one --------------------------------------------------------------------------
+
+    async def durable(self) -> None:
+        """Return once a frontier commit holds every change made so far (rule 3): made at once, on the
+        loop outside a run, or by the periodic committer, asked to hurry."""
+        if not self._periodic:
+            self.commit()
+            return
+        self._due.set()
+        await self.next_periodic()
+
+    async def next_periodic(self) -> None:
+        """Return once the next periodic commit is made, in its own time (a hand-off receive: many
+        batches share one commit); fails if none will be made (rule 6)."""
+        fut = asyncio.get_running_loop().create_future()
+        self._durable.append(fut)
+        await fut
+
+    def after_change(self) -> None:
+        """A change was applied: commit early once ``commit_ops`` are pending (rule 3)."""
+        if self._frontier.pending_ops >= self._cfg.commit_ops:
+            self._due.set()
+
+    def defer(self, lease: Lease, completion: Completion) -> bool:
+        """Hold a page's completion for the commit after the flush in progress (rule 2); False when no
+        flush runs and it may be completed now."""
+        if not self.flushing or lease.kind != "page":
+            return False
+        self._deferred.append((lease, completion))
+        return True
+
+    # --- making one ------------------------------------------------------------------------------
+
+    def commit(self, *, save_bloom: bool | None = None) -> None:
+        """A commit on the loop (rule 3): store flush, outbox, the Bloom snapshot (``save_bloom``: True
+        always, None when :data:`BLOOM_SAVE_INTERVAL` has passed, False never), the frontier."""
+        self._complete_deferred()
+        started = self._clock.wall()
+        self._store.flush()
+        if self._link is not None:
+            self._link.handoff.commit()
+        now = self._clock.wall()
+        if save_bloom or (save_bloom is None and now - self._last_bloom_save >= BLOOM_SAVE_INTERVAL):
+            # On the saver's thread, after any snapshot still being written there (rule 5).
+            self._bloom_saver.submit(self._seen.save, self._bloom_path, self._db.next_seq).result()
+            self._last_bloom_save = now
+        self._db.apply(self._frontier.prepare_commit())
+        self._mark_store()
+        self._db.commit()
+        self._committed(started)
+
+    def try_commit(self, *, save_bloom: bool | None = None) -> bool:
+        """:meth:`commit`, stopping the node when state cannot be saved (rule 6); whether it succeeded."""
+        try:
+            self.commit(save_bloom=save_bloom)
+        except (PolecatError, OSError, lmdb.Error) as exc:
+            self._fail(exc)
+            return False
+        return True
+
+    async def _commit_off_loop(self) -> None:
+        """The periodic commit (rule 2)."""
+        started = self._clock.wall()
+        self.flushing = True
+        try:
+            await asyncio.to_thread(self._store.flush)
+            if self._link is not None:
+                await _committed_off_loop(self._link.handoff.start_commit())
+                self._link.handoff.finish_commit()
+            self._db.apply(self._frontier.prepare_commit())
+            self._mark_store()
+            self.frontier_free.clear()
+            try:
+                await _committed_off_loop(self._db.start_commit())
+            finally:
+                self.frontier_free.set()
+            self._db.finish_commit()
+            self._committed(started)
+        finally:
+            self.flushing = False
+        self._complete_deferred()
+        now = self._clock.wall()
+        if now - self._last_bloom_save >= BLOOM_SAVE_INTERVAL:
+            self._last_bloom_save = now
+            # A copy taken after the commit holds every key it holds (tagged with it); written meanwhile.
+            snapshot, tag = self._seen.snapshot(), self._db.seq
+            await asyncio.wrap_future(self._bloom_saver.submit(snapshot.save, self._bloom_path, tag))
+
+    async def _try_commit_off_loop(self) -> bool:
+        try:
+            await self._commit_off_loop()
+        except (PolecatError, OSError, lmdb.Error) as exc:
+            self._fail(exc)
+            return False
+        except Exception as exc:  # a bug: stop with what was committed, never hang on deferred completions
+            log.exception("commit failed")
+            self._fail(exc)
+            return False
+        return True
+
+    def start(self) -> asyncio.Task[None]:
+        """Start the periodic committer of a run (rule 3): every ``commit_ms``, or sooner, until
+        :meth:`stop`."""
+        self._periodic = True
+        self._last_bloom_save = self._clock.wall()
+        return asyncio.create_task(self._run())
+
+    async def _run(self) -> None:
+        period = self._cfg.commit_ms / 1000
+        while self._periodic:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(period):  # not wait_for: on 3.11 it can swallow a cancel
+                    await self._due.wait()
+            self._due.clear()
+            if not self._periodic:
+                return
+            if not (self._frontier.pending_ops or self._durable):
+                continue
+            if not await self._try_commit_off_loop():
+                return
+
+    def stop(self) -> None:
+        """End the periodic committer after the commit in progress; later commits run on the loop."""
+        self._periodic = False
+        self._due.set()
+
+    @property
+    def periodic(self) -> bool:
+        """Whether the periodic committer runs (between a run's start and its end)."""
+        return self._periodic
+
+    def abandon(self) -> None:
+        """Fail what still waits for a commit once no more are made (rule 6): a hand-off receive then
+        answers "error" and its sender keeps the batch."""
+        waiters, self._durable = self._durable, []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_exception(PolecatError("the crawl stopped before a commit held this change"))
+
+    def _complete_deferred(self) -> None:
+        deferred, self._deferred = self._deferred, []
+        for lease, completion in deferred:
+            self._db.apply(self._frontier.complete(lease, completion, self._clock.wall()))
+        if deferred:
+            self._wake()
+
+    def _committed(self, started: float) -> None:
+        ended = self._clock.wall()
+        self.last = (ended, ended - started)
+        waiters, self._durable = self._durable, []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
+
+    # --- the store mark (rule 4) -----------------------------------------------------------------
+
+    def _mark_store(self) -> None:
+        self._db.apply([Put("meta", STORE_MARK, str(self._store.record_count()).encode())])
+
+    def reindex_past_mark(self, pipeline: PagePipeline) -> None:
+        """Index again the store records past the frontier's last mark (rule 4). A data dir without a
+        mark (new, or from before marks) gets one at once, committed: nothing is known to be missing
+        there, and a crash before the first commit leaves a mark to start from. A failure costs
+        collapses, not pages: it is logged and the crawl goes on."""
+        raw = self._db.txn.get(STORE_MARK, db=self._db.meta)
+        if raw is None:
+            self._db.apply(self._frontier.prepare_commit())
+            self._mark_store()
+            self._db.commit()
+            return
+        mark = int(bytes(raw))
+        if mark >= self._store.record_count():
+            return
+        try:
+            added = pipeline.reindex(self._store.records_since(mark))
+        except PolecatError as exc:
+            log.warning("near-duplicate index: the pages stored after the last frontier commit were not "
+                        "indexed again: %s", exc)
+            return
+        log.info("near-duplicate index: %d page(s) stored after the last frontier commit indexed again",
+                 added)
+
+
+async def _committed_off_loop(commit: Future[Any]) -> None:
+    """Wait for a commit running on a writer thread; its error is raised by the owner's finish."""
+    with contextlib.suppress(lmdb.Error, PolecatError):
+        await asyncio.wrap_future(commit)

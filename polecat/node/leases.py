@@ -1,0 +1,178 @@
+"""The node's lease loop: ask the frontier for the next request, run each as a task, sleep until
+something can change the answer, and say why the run ended.
+
+Rules:
+
+1. The loop leases only while the frontier is free (no commit on its writer thread), a concurrency slot
+   is free, the crawl is not paused and, in a cluster, the hand-off backlog is under its bound; it never
+   spins: otherwise it sleeps (polecat/node/run_state.py ``Waker``).
+2. A run ends when it is stopped, when ``scope.max_pages`` page leases were made, or when the frontier
+   is idle (a crawl with nothing left it may fetch now or later); the reason is
+   :func:`polecat.node.verdict.idle_end`'s. A node serving an API (``serve``) or a member of a
+   ``--workers`` crawl never ends on idle: it waits for new URLs until stopped, and a member whose page
+   budget is spent keeps receiving hand-offs.
+3. With refresh on, the URLs due are queued again once per run, or every ``refresh.scan_interval`` for a
+   serving node (its next scan bounds every sleep).
+4. At the end, requests in flight may finish; once stopped, those still running ``fetch.stop_grace``
+   seconds later are cancelled and their URLs stay queued (nothing about them is recorded).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from typing import TYPE_CHECKING
+
+from polecat.clock import Clock
+from polecat.config import Config
+from polecat.frontier.db import FrontierDB
+from polecat.frontier.frontier import Frontier
+from polecat.frontier.records import Idle, Lease, Wait
+from polecat.node import verdict
+from polecat.node.commits import Commits
+from polecat.node.lease_runner import LeaseRunner
+from polecat.node.run_state import RunCounters, Waker
+from polecat.runloop import alarm_clock
+
+if TYPE_CHECKING:
+    from polecat.cluster.link import ClusterLink
+
+log = logging.getLogger("polecat")
+
+BACKLOG_RECHECK = 0.1
+"""Seconds between looks at the hand-off backlog while it is over its bound."""
+
+
+class LeaseLoop:
+    """Runs the leases of one crawl run; see the module docstring."""
+
+    def __init__(self, cfg: Config, *, frontier: Frontier, db: FrontierDB, commits: Commits,
+                 runner: LeaseRunner, waker: Waker, counters: RunCounters, link: ClusterLink | None,
+                 clock: Clock, stop: asyncio.Event) -> None:
+        self._cfg = cfg
+        self._frontier = frontier
+        self._db = db
+        self._commits = commits
+        self._runner = runner
+        self._waker = waker
+        self._counters = counters
+        self._link = link
+        self._clock = clock
+        self._stop = stop
+        self.tasks: set[asyncio.Task[None]] = set()
+        """The leases in flight."""
+        self.idle = False
+        """The frontier had nothing to lease at the last look (or a member's budget is spent)."""
+        self._next_scan = 0.0
+
+    async def run(self, *, serve: bool) -> None:
+        """Lease until the run ends (rule 2); sets ``counters.ended`` unless stopped."""
+        alarms = alarm_clock(asyncio.get_running_loop(), self._clock)
+        limit = self._cfg.scope.max_pages
+        concurrency = self._cfg.fetch.concurrency
+        counters, frontier, link, waker = self._counters, self._frontier, self._link, self._waker
+        counters.ended = ""
+        try:
+            while not self._stop.is_set():
+                if not self._commits.frontier_free.is_set():
+                    await self._commits.frontier_free.wait()
+                    continue
+                if limit and counters.fetches >= limit:
+                    counters.ended = verdict.MAX_PAGES
+                    if link is None:
+                        break
+                    self.idle = True  # rule 2: a member's budget is spent, it keeps receiving
+                    await waker.sleep(alarms, None)
+                    continue
+                if len(self.tasks) >= concurrency or frontier.paused:
+                    await waker.sleep(alarms, None)
+                    continue
+                now = self._clock.wall()
+                if self._cfg.refresh.enabled and now >= self._next_scan:
+                    self._scan_due(now, serve)
+                if link is not None and link.backlogged():
+                    await waker.sleep(alarms, now + BACKLOG_RECHECK)  # owners are slow to accept: wait
+                    continue
+                decision = self._db.applied(frontier.lease(now))
+                self.idle = isinstance(decision, Idle)
+                if isinstance(decision, Lease):
+                    if decision.kind == "page":
+                        counters.fetches += 1
+                    if now < decision.not_before:
+                        counters.violations += 1  # self-check of politeness rule 2; must stay 0
+                    task = asyncio.create_task(self._runner.run(decision))
+                    self.tasks.add(task)
+                    task.add_done_callback(self._lease_done)
+                elif isinstance(decision, Wait):
+                    await waker.sleep(alarms, _earliest(decision.until, self._next_scan))
+                elif isinstance(decision, Idle):
+                    if serve or link is not None:
+                        await waker.sleep(alarms, _earliest(None, self._next_scan))
+                        continue
+                    counters.ended = verdict.idle_end(budget_full=frontier.budget.full,
+                                                      queued=frontier.queued)
+                    break
+            await self._drain()
+        finally:
+            alarms.close()
+
+    def _lease_done(self, task: asyncio.Task[None]) -> None:
+        """A lease's task ended: its concurrency slot is free only now. The wake-up it set on its way out
+        can run the loop first, while it still counts as in flight; without this second one, leases that
+        all end in one loop iteration left a saturated loop asleep for good with work queued."""
+        self.tasks.discard(task)
+        self._waker.after_lease()
+
+    def _scan_due(self, now: float, serve: bool) -> None:
+        """Rule 3."""
+        refresh = self._cfg.refresh
+        window = refresh.scan_interval if serve else None
+        queued, fresh = self._db.applied(self._frontier.requeue_due(now, window=window))
+        self._counters.refresh_queued += queued
+        self._counters.freshness = (fresh.tracked, fresh.due, fresh.important, fresh.within)
+        self._next_scan = now + refresh.scan_interval if serve else math.inf
+        if queued:
+            log.info("refresh: %d URLs due queued again", queued)
+
+    async def _drain(self) -> None:
+        """Rule 4."""
+        stopped = asyncio.ensure_future(self._stop.wait())
+        deadline: float | None = None
+        grace = self._cfg.fetch.stop_grace
+        try:
+            while self.tasks:
+                if deadline is None and self._stop.is_set():
+                    deadline = self._clock.monotonic() + grace
+                timeout = None if deadline is None else max(0.0, deadline - self._clock.monotonic())
+                waiting = [*self.tasks] if stopped.done() else [*self.tasks, stopped]
+                await asyncio.wait(waiting, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+                if deadline is not None and self._clock.monotonic() >= deadline and self.tasks:
+                    log.warning("stop: cancelling %d requests still in flight after %.1fs; their URLs stay "
+                                "queued", len(self.tasks), grace)
+                    for task in list(self.tasks):
+                        task.cancel()
+                    await asyncio.gather(*self.tasks, return_exceptions=True)
+        finally:
+            stopped.cancel()
+
+    def cancel_others(self) -> None:
+        """Cancel every lease in flight but the caller's own (a fault stops the node)."""
+        current = asyncio.current_task()
+        for task in self.tasks:
+            if task is not current:
+                task.cancel()
+
+    async def cancel_all(self) -> None:
+        """Cancel every lease in flight and wait for them (closing the node)."""
+        for task in list(self.tasks):
+            task.cancel()
+        if self.tasks:
+            await asyncio.gather(*self.tasks, return_exceptions=True)
+
+
+def _earliest(until: float | None, scan: float) -> float | None:
+    """The earlier of a wake-up time and the next refresh scan (``inf``: no scan planned)."""
+    if scan == math.inf or scan == 0.0:
+        return until
+    return scan if until is None else min(until, scan)

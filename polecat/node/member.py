@@ -1,0 +1,107 @@
+"""A node as one member of a crawl over several processes or machines: what the cluster's mechanisms
+call on it (polecat/processes/worker.py, polecat/processes/machine.py, polecat/cluster/failover.py). A
+library user's :class:`~polecat.node.crawler.Crawler` never needs it; it is ``crawler.member``.
+
+Rules:
+
+1. A member leases only hosts of the slices it owns (:meth:`Member.set_owned`: the Ring, ownership and
+   fencing drive it); whatever else its frontier holds waits.
+2. Every change a member makes for the cluster (adopted slices, released slices, admitted or handed URLs)
+   is durable at the node's next commit; a hand-off receive answers only once a commit holds its URLs,
+   so the sender may forget them (polecat/cluster/outbox.py).
+3. A member that is stopping refuses new hand-offs (the sender keeps them and sends again later).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+from polecat.clock import Clock
+from polecat.errors import PolecatError
+from polecat.frontier.db import FrontierDB
+from polecat.frontier.frontier import Frontier
+from polecat.node.commits import Commits
+from polecat.node.leases import LeaseLoop
+from polecat.node.run_state import Waker
+
+if TYPE_CHECKING:
+    from polecat.cluster.batch import Batch, HandoffUrl
+    from polecat.cluster.link import ClusterLink
+    from polecat.frontier.bundle import SliceBundle
+    from polecat.frontier.records import AdoptReport
+    from polecat.frontier.routing import Admission
+
+
+class Member:
+    """The cluster's side of one node; see the module docstring."""
+
+    def __init__(self, *, frontier: Frontier, db: FrontierDB, commits: Commits, loop: LeaseLoop,
+                 waker: Waker, link: ClusterLink | None, clock: Clock,
+                 receiving: Callable[[], bool]) -> None:
+        self._frontier = frontier
+        self._db = db
+        self._commits = commits
+        self._loop = loop
+        self._waker = waker
+        self._link = link
+        self._clock = clock
+        self._receiving = receiving
+        self._owned: frozenset[int] | None = None
+
+    @property
+    def frontier(self) -> Frontier:
+        """The node's frontier (read on the event-loop thread only)."""
+        return self._frontier
+
+    async def commit(self) -> None:
+        """Return once a commit holds every change made so far (polecat/node/commits.py)."""
+        await self._commits.durable()
+
+    def set_owned(self, slices: frozenset[int]) -> None:
+        """Lease only hosts of ``slices`` from now on (rule 1)."""
+        if slices != self._owned:
+            self._owned = slices
+            self._frontier.set_owned(slices, self._clock.wall())
+            self._waker.set()
+
+    def adopt(self, bundle: SliceBundle, now: float | None = None) -> AdoptReport:
+        """Take over the slices of ``bundle`` (rule 2)."""
+        report = self._db.applied(self._frontier.adopt(bundle, self._clock.wall() if now is None else now))
+        self._waker.set()
+        return report
+
+    def release_slices(self, slices: Iterable[int]) -> None:
+        """Drop ``slices`` from this node's frontier once their new owner holds them."""
+        self._db.apply(self._frontier.release_slices(slices))
+
+    def admit(self, urls: Iterable[str], depth: int, importance: float, *, hops: int = 0) -> Admission:
+        """Route discovered URLs (:meth:`Frontier.admit`): the owned ones queued, the others answered."""
+        now = self._clock.wall()
+        admission = self._db.applied(self._frontier.admit(urls, depth, importance, now, hops=hops))
+        self._waker.set()
+        return admission
+
+    async def receive(self, batch: Batch) -> None:
+        """Queue URLs another member handed over (they are this member's by the Ring) and return once a
+        commit holds them (rule 2; the hand-off receiver's sink)."""
+        if not self._receiving():
+            raise PolecatError("this member is stopping; send the batch again later")
+        await self._commits.frontier_free.wait()
+        self.queue_handed(batch.urls, self._clock.wall())
+        await self._commits.next_periodic()
+
+    def queue_handed(self, urls: Iterable[HandoffUrl], now: float) -> None:
+        """Queue URLs handed to this member (rule 2); a forwarded seed is queued as a seed (its host
+        joins the scope)."""
+        for u in urls:
+            if u.seed:
+                self._db.applied(self._frontier.add_seed(u.url, now, u.importance))
+            else:
+                self._db.applied(self._frontier.add(u.url, u.depth, u.importance, now, hops=u.hops))
+        self._waker.set()
+
+    @property
+    def quiet(self) -> bool:
+        """Nothing to fetch, nothing to hand off, nothing being received (see polecat/cluster/link.py)."""
+        return self._link is not None and self._link.quiet(self._loop.idle and not self._loop.tasks)
