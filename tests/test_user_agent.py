@@ -6,6 +6,7 @@ import tomllib
 from pathlib import Path
 
 from polecat import __version__, config
+from polecat.config import sections
 from tests.test_cli import polecat
 
 
@@ -17,8 +18,8 @@ def test_default_user_agent_names_the_declared_homepage_or_none() -> None:
     assert f"polecat/{__version__}" == config.DEFAULT_USER_AGENT  # no homepage declared: no URL
     assert "github.com/polecat-crawler" not in config.DEFAULT_USER_AGENT
     homepage = "https://polecat.example/"
-    assert config._default_user_agent("9.9", homepage) == "polecat/9.9 (+https://polecat.example/)"
-    assert config._default_user_agent("9.9", "") == "polecat/9.9"
+    assert sections._default_user_agent("9.9", homepage) == "polecat/9.9 (+https://polecat.example/)"
+    assert sections._default_user_agent("9.9", "") == "polecat/9.9"
 
 
 def test_crawl_without_a_contact_warns(tmp_path: Path) -> None:

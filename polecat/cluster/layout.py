@@ -35,7 +35,7 @@ from polecat.errors import ConfigError
 
 LAYOUT_FILE = "workers.json"
 MIN_EXPECTED_URLS = 1000
-"""The least ``dedup.expected_urls`` the configuration accepts (polecat/config.py)."""
+"""The least ``dedup.expected_urls`` the configuration accepts (polecat/config/validation.py)."""
 
 
 def worker_dir(data: Path, index: int) -> Path:
