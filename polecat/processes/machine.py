@@ -211,7 +211,7 @@ class ClusterNode:
     async def _release_loop(self, failover: Failover) -> None:
         """Held batches leave the outbox once their receiver's checkpoint holds them, or go to the
         receiver's heirs if it left before (rule 6)."""
-        every = min(RELEASE_EVERY, failover.clock.interval)
+        every = min(RELEASE_EVERY, failover.schedule.interval)
         while True:
             await asyncio.sleep(every)
             present = {m.id for m in self.membership.members()}
