@@ -177,7 +177,8 @@ class Crawler:
                                       stage=link.stage if (link := self._link) is not None else None,
                                       clock=self._clock)
         self._reindex_past_mark()
-        self._fetcher: PageFetcher = self._given_fetcher or Fetcher(cfg.fetch, cfg.dns)
+        # The fetcher stamps responses on this clock: the pipeline converts them with its offset.
+        self._fetcher: PageFetcher = self._given_fetcher or Fetcher(cfg.fetch, cfg.dns, clock=self._clock)
         await self._fetcher.__aenter__()
         self._opened = True
         now = self._clock.wall()
