@@ -169,7 +169,8 @@ class Failover:
                     return False
                 entries, size = [], 0
                 for group, ids in groups(shipped).items():
-                    bundle = snapshot.export(ids)  # on this thread: the snapshot never crosses threads
+                    # On this thread: the snapshot never crosses threads.
+                    bundle = snapshot.export(ids, self._clock.wall())
                     entry, sent = await asyncio.to_thread(self._store.ship_group, group, bundle,
                                                           self.manifest)
                     entries.append(entry)

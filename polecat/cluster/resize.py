@@ -100,7 +100,7 @@ def resize(cfg: Config, new: int, now: float | None = None, *, clock: Clock = SY
     hosts = queued = replayed = 0
     try:
         for (src, dst), slices in sorted(pairs.items()):
-            bundle, dst_local = frontier(src).frontier.export_slices(slices), frontier(dst)
+            bundle, dst_local = frontier(src).frontier.export_slices(slices, now), frontier(dst)
             report = dst_local.db.applied(dst_local.frontier.adopt(bundle, now))
             hosts += report.hosts
             queued += report.queued

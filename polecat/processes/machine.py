@@ -300,7 +300,8 @@ class ClusterNode:
                 if owner == self.me.id or owner not in addresses:
                     continue  # still ours after all, or its owner is gone: kept for the next change
                 sent: set[int] = set()
-                for chunk, body in bundle_chunks(frontier, group, max_bytes=self._chunk_bytes):
+                chunks = bundle_chunks(frontier, group, self._clock.wall(), max_bytes=self._chunk_bytes)
+                for chunk, body in chunks:
                     if not await self._send_bundle(owner, addresses[owner], body):
                         break  # its new owner left meanwhile: the rest stays here for the next change
                     crawler.release_slices(chunk)  # adopted and committed there
