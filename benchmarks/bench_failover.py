@@ -124,7 +124,8 @@ async def rounds(args: argparse.Namespace) -> None:
             cpu, t0 = time.process_time(), time.perf_counter()
             entries, size = [], 0
             for group, ids in groups(every).items():  # as Failover.ship: export here, upload in a thread
-                entry, sent = await asyncio.to_thread(store.ship_group, group, snapshot.export(ids), manifest)
+                bundle = snapshot.export(ids, 0.0)
+                entry, sent = await asyncio.to_thread(store.ship_group, group, bundle, manifest)
                 entries.append(entry)
                 size += sent
             report = await asyncio.to_thread(store.finish_round, manifest, 1, entries, frozenset(), 0.0, size)

@@ -62,7 +62,7 @@ def main() -> None:
     for start in range(0, SLICES, args.batch):
         ids = range(start, min(SLICES, start + args.batch))
         t0 = time.perf_counter()
-        raw = a.export_slices(ids).to_bytes()
+        raw = a.export_slices(ids, 10.0).to_bytes()
         t1 = time.perf_counter()
         bundle = SliceBundle.read(io.BytesIO(raw))
         report = db_b.applied(b.adopt(bundle, 10.0))

@@ -1,14 +1,32 @@
-"""Time, as the node and the pipeline read it: one small seam, so tests can drive it.
+"""Time, as polecat reads it: one small seam, so tests can drive it.
 
 Two readings, because they answer two questions: ``wall()`` (Unix seconds) is what the frontier's
 decisions take as ``now`` and what it persists (next-allowed times survive restarts); ``monotonic()`` is
-what the fetcher stamps responses with (immune to clock steps). :func:`to_wall` converts the second into
+what the fetcher stamps responses with and what intervals and deadlines are measured on (backoff,
+fencing, TTLs: immune to clock steps). :func:`to_wall` converts the second into
 the first with an offset read at the time of the conversion (:func:`wall_offset`).
 
-Rule: the offset reads ``monotonic()`` before ``wall()``. The two readings are never at the same instant
-(the process can be preempted, or lose the GIL, between them, for milliseconds under load); in this
-order any pause makes converted times come out late, never early, and a converted time that anchors the
-next request to a host (politeness rule 2) may only err late.
+Rules:
+1. The offset reads ``monotonic()`` before ``wall()``. The two readings are never at the same instant
+   (the process can be preempted, or lose the GIL, between them, for milliseconds under load); in this
+   order any pause makes converted times come out late, never early, and a converted time that anchors
+   the next request to a host (politeness rule 2) may only err late.
+2. Every time a decision or a schedule depends on is read here or given as ``now``: policy takes
+   ``now``; the components that run it take a :class:`Clock` (default :data:`SYSTEM_CLOCK`): the node,
+   the fetcher (response stamps, dated Retry-After, DNS TTLs, idle connections), the cluster
+   (membership, hand-off, failover, resize), the processes (supervisor, machine, node service) and the
+   service (API, metrics). Components that must agree share one clock (the crawler and its fetcher;
+   a machine's membership and its fencing check). Two direct reads stay, each saying why where it is:
+   the timerfd alarm clock in :mod:`polecat.runloop` (it exists only for the system clock and compares
+   with the kernel clock it arms) and the command line timing itself (``commands/main.py``).
+3. Waiting stays on the event loop's timers (``asyncio.sleep``, ``call_later``, the fetch deadlines):
+   a component that polls computes its deadlines from its clock and sleeps in between, so a fake clock
+   decides when things are due and the loop only decides how often they are looked at.
+
+Known gap: ``monotonic()`` is ``CLOCK_MONOTONIC``, which stops while the machine is suspended. Fencing
+(polecat/cluster/ownership.py rule 5) compares it with an etcd lease that keeps running, so a node
+resumed after a suspend longer than ``ttl / 2`` takes its lease for fresh until a keepalive fails. A
+clock that counts suspension (``CLOCK_BOOTTIME``) would be a second kind of reading; none is added yet.
 """
 
 from __future__ import annotations
@@ -18,8 +36,8 @@ from typing import Protocol
 
 
 class Clock(Protocol):
-    """Where the node and the pipeline read the time. :class:`polecat.testing.fakes.FakeClock` is the
-    test double."""
+    """Where the components that run decisions read the time (rule 2).
+    :class:`polecat.testing.fakes.FakeClock` is the test double."""
 
     def wall(self) -> float:
         """Unix seconds."""

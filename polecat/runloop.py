@@ -179,6 +179,8 @@ class TimerFdAlarmClock:
         self._armed = False
         if self._event is None:
             return
+        # Read directly, not through a Clock: this alarm exists only for SYSTEM_CLOCK (alarm_clock) and
+        # must compare with the very clock its timerfd counts, CLOCK_REALTIME, which time.time() reads.
         if time.time() < self._until:  # a float reading of the kernel's nanoseconds, a hair below
             self._arm(self._until)
             return

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from polecat.cluster.checkpoint_plan import (
     GROUP,
-    CheckpointClock,
     CheckpointError,
+    CheckpointSchedule,
     Entry,
     Manifest,
     covered,
@@ -66,8 +66,8 @@ def test_groups_partition_the_slices(slices: set[int]) -> None:
     assert all(s // GROUP == g for g, ss in got.items() for s in ss)
 
 
-def test_the_clock_spaces_rounds_and_counts_them_for_acknowledgements() -> None:
-    c = CheckpointClock(60.0)
+def test_the_schedule_spaces_rounds_and_counts_them_for_acknowledgements() -> None:
+    c = CheckpointSchedule(60.0)
     assert c.due(0.0) and c.covering_round() == 1
     assert c.begin(0.0) == 1
     assert not c.due(59.0) and c.wait(59.0) == pytest.approx(1.0)
@@ -229,10 +229,10 @@ async def test_failover_restores_a_dead_members_slices_once_then_checkpoints_the
         await fo.restore({"a": every})  # the claim fails and is retried once the crawler is open
     b = Rig(tmp_path / "b", cfg=CFG)
     fo.attach(_Node(b))
-    assert fo.clock.begin(0.0) == 1 and not fo.clock.due(1.0)
+    assert fo.schedule.begin(0.0) == 1 and not fo.schedule.due(1.0)
     await fo.restore({"a": every, "z": every})  # z never wrote a checkpoint: nothing to restore from it
     assert [(r.member, r.queued) for r in fo.restores] == [("a", len(queued_urls(a)))]
-    assert queued_urls(b) == queued_urls(a) and fo.clock.due(1.0)  # a round is asked for at once
+    assert queued_urls(b) == queued_urls(a) and fo.schedule.due(1.0)  # a round is asked for at once
     await fo.restore({"a": every})  # the claim was retried: not adopted again
     assert len(fo.restores) == 1
     assert await fo.ship(every)

@@ -25,9 +25,9 @@ def _adopt(rig: Rig, body: bytes, now: float) -> int:
 
 def test_chunks_are_whole_slices_within_the_bound_and_cover_everything(tmp_path: Path) -> None:
     a = Rig(tmp_path / "a", cfg=CFG)
-    crawl_some(a, 1000.0, 10)
+    now = crawl_some(a, 1000.0, 10)
     moving = Ring(["a", "b"]).slices_of("b")
-    chunks = list(bundle_chunks(a.frontier, moving, max_bytes=MAX_BYTES, max_slices=64))
+    chunks = list(bundle_chunks(a.frontier, moving, now, max_bytes=MAX_BYTES, max_slices=64))
     assert len(chunks) > 2
     assert frozenset().union(*(c for c, _ in chunks)) == moving
     assert sum(len(c) for c, _ in chunks) == len(moving)  # disjoint: no slice split or sent twice
@@ -43,12 +43,12 @@ def test_a_transfer_cut_mid_way_loses_nothing_and_duplicates_nothing(tmp_path: P
     moving = frozenset(slice_of(h) for h in HOSTS[::2])  # slices with hosts in them: every chunk counts
     a.frontier.set_owned(frozenset(range(SLICES)) - moving, now)
     moved = {u for u in before if slice_of(canon(u).split("/")[2]) in moving}
-    assert len(list(bundle_chunks(a.frontier, moving, max_bytes=MAX_BYTES))) >= 5
+    assert len(list(bundle_chunks(a.frontier, moving, now, max_bytes=MAX_BYTES))) >= 5
     b = Rig(tmp_path / "b", cfg=CFG)
     b.frontier.set_owned(moving, now)
     # Attempt 1: two chunks go through, then the new owner dies while adopting the third (before
     # its commit).
-    chunks = bundle_chunks(a.frontier, moving, max_bytes=MAX_BYTES)
+    chunks = bundle_chunks(a.frontier, moving, now, max_bytes=MAX_BYTES)
     for _ in range(2):
         group, body = next(chunks)
         _adopt(b, body, now)
@@ -59,12 +59,12 @@ def test_a_transfer_cut_mid_way_loses_nothing_and_duplicates_nothing(tmp_path: P
     b.reopen(now)
     b.frontier.set_owned(moving, now)
     # Attempt 2: one chunk is adopted and committed, but its answer is lost: the sender keeps it.
-    chunks = bundle_chunks(a.frontier, moving, max_bytes=MAX_BYTES)
+    chunks = bundle_chunks(a.frontier, moving, now, max_bytes=MAX_BYTES)
     _, body = next(chunks)
     _adopt(b, body, now)
     # Attempt 3 sends what the sender still has, the chunk with the lost answer again first.
     repeats = 0
-    for group, body in bundle_chunks(a.frontier, moving, max_bytes=MAX_BYTES):
+    for group, body in bundle_chunks(a.frontier, moving, now, max_bytes=MAX_BYTES):
         repeats += _adopt(b, body, now)
         a.frontier.release_slices(group)
     a.frontier.commit()

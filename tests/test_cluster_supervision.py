@@ -1,11 +1,12 @@
-"""Sans-IO parts of --workers: termination detection, merged stats, routing, layout and the flag."""
+"""Sans-IO parts of --workers: termination detection, merged stats, routing, layout and the flag; the
+supervisor's restart backoff and stop bound on a FakeClock, over stand-in worker processes."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -23,10 +24,20 @@ from polecat.cluster.termination import Report, Termination
 from polecat.config import config_from_mapping
 from polecat.dedup.bloom import ScalableBloom
 from polecat.errors import ConfigError, PolecatError
+from polecat.node import verdict
 from polecat.node.crawler import Crawler
 from polecat.node.stats import CrawlStats
+from polecat.processes import supervisor
 from polecat.processes.aggregate import merge_stats, stats_from_dict
-from polecat.processes.supervisor import crawl_with_workers
+from polecat.processes.supervisor import (
+    ABORT_AFTER,
+    FAST_DEATH,
+    KILL_AFTER,
+    Supervisor,
+    _Worker,
+    crawl_with_workers,
+)
+from polecat.testing.fakes import FakeClock
 from polecat.testing.sitegen import SiteSpec
 from tests.conftest import TestWebFactory
 from tests.crawl_helpers import crawl_config, page_requests
@@ -136,3 +147,97 @@ def test_crawl_wide_bounds_are_split_over_the_workers() -> None:
                                                                                 3_333_333]
     assert worker_config(config_from_mapping({"dedup": {"expected_urls": 1000}}), 1, 4).dedup.expected_urls \
         == 1000  # the least the configuration accepts
+
+
+class _StdinLog:
+    def __init__(self) -> None:
+        self.lines: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.lines.append(data)
+
+
+class _Proc:
+    """A stand-in worker process: the commands written to it, its exit, whether it was killed."""
+
+    def __init__(self) -> None:
+        self.stdin = _StdinLog()
+        self.stdout = asyncio.StreamReader()
+        self.stdout.feed_eof()  # reports nothing: the supervisor's reader ends at once
+        self.returncode: int | None = None
+        self.killed = False
+
+    def kill(self) -> None:
+        self.killed = True
+
+    @property
+    def commands(self) -> list[bytes]:
+        return self.stdin.lines
+
+
+def _supervisor(tmp_path: Path, clock: FakeClock, workers: int = 2) -> Supervisor:
+    sup = Supervisor(config_from_mapping({"data_dir": str(tmp_path)}), workers, clock=clock)
+    sup._workers = [_Worker(k, tmp_path / f"w{k}.json") for k in range(workers)]
+    return sup
+
+
+async def test_a_stop_escalates_to_abort_then_kill_on_the_supervisors_clock(tmp_path: Path) -> None:
+    """Rule 4's bound is measured on the injected clock from the stop: "abort" once ABORT_AFTER past
+    the grace, a kill KILL_AFTER later; nothing before, however often the monitor looks."""
+    clock = FakeClock()
+    sup = _supervisor(tmp_path, clock)
+    procs = [_Proc() for _ in sup._workers]
+    for w, proc in zip(sup._workers, procs, strict=True):
+        w.proc = cast(asyncio.subprocess.Process, proc)
+    grace = sup.config.fetch.stop_grace
+    sup.stop()
+    assert [p.commands for p in procs] == [[b"stop\n"]] * 2
+    clock.advance(grace + ABORT_AFTER - 0.01)
+    sup._escalate()
+    assert [p.commands for p in procs] == [[b"stop\n"]] * 2  # within the bound: still waiting
+    clock.advance(0.01)
+    sup._escalate()
+    sup._escalate()
+    assert [p.commands for p in procs] == [[b"stop\n", b"abort\n"]] * 2  # once
+    procs[0].returncode = 0  # this one stopped; the other is stuck
+    clock.advance(KILL_AFTER - 0.01)
+    sup._escalate()
+    assert not any(p.killed for p in procs)
+    clock.advance(0.01)
+    sup._escalate()
+    assert [p.killed for p in procs] == [False, True]
+
+
+async def test_a_worker_is_a_fault_after_three_fast_deaths_in_a_row_as_the_clock_counts_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rule 3: a death within FAST_DEATH of the start counts, a slower one resets the count; the spans
+    are the injected clock's, so a worker that lived FAST_DEATH on it is restarted, not a fault."""
+    clock = FakeClock()
+    spawned: list[_Proc] = []
+
+    async def exec_(*args: object, **kwargs: object) -> _Proc:
+        spawned.append(_Proc())
+        return spawned[-1]
+
+    monkeypatch.setattr(supervisor.asyncio, "create_subprocess_exec", exec_)
+    sup = _supervisor(tmp_path, clock, workers=1)
+    w = sup._workers[0]
+
+    async def dies_after(seconds: float) -> None:
+        clock.advance(seconds)
+        spawned[-1].returncode = 1
+        await sup._exited(w)
+
+    await sup._spawn(w)
+    await dies_after(FAST_DEATH - 0.5)
+    await dies_after(FAST_DEATH - 0.5)
+    assert (sup.restarts, w.fast_deaths, w.done) == (2, 2, False)
+    await dies_after(FAST_DEATH)  # lived long enough: the count starts again
+    assert (sup.restarts, w.fast_deaths, w.done) == (3, 0, False)
+    for _ in range(2):
+        await dies_after(0.1)
+    assert (sup.restarts, w.fast_deaths, w.done) == (5, 2, False)
+    await dies_after(0.1)
+    assert (sup.restarts, w.fast_deaths, w.done) == (5, 3, True)
+    assert sup._ended == verdict.FAILED and sup._fault is not None and "3 times" in sup._fault
+    assert len(spawned) == 6

@@ -38,7 +38,7 @@ def test_export_adopt_round_trip_finishes_on_b(test_web: TestWebFactory, tmp_pat
     queued_on_a = a.frontier.queued
     waiting = {QueuedUrl.decode(v).url for _, v in a.db.txn.cursor(db=a.db.queue)}
     assert len(waiting) == queued_on_a > 0
-    raw = a.frontier.export_slices(range(SLICES)).to_bytes()
+    raw = a.frontier.export_slices(range(SLICES), time.time()).to_bytes()
     a.close()
 
     cfg_b = replace(cfg_a, data_dir=tmp_path / "b", scope=replace(cfg_a.scope, seeds=(), max_pages=0))

@@ -12,14 +12,7 @@ from polecat.config import DnsConfig
 from polecat.errors import BlockedAddressError, DnsError
 from polecat.fetch.dns import CachingResolver
 from polecat.testing.dns import LocalDnsServer
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+from polecat.testing.fakes import FakeClock
 
 
 @pytest.fixture(scope="module")
@@ -30,8 +23,8 @@ def dns() -> Iterator[LocalDnsServer]:
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
+def clock() -> FakeClock:
+    return FakeClock(monotonic=1000.0)
 
 
 def config(dns: LocalDnsServer, **kw: object) -> DnsConfig:
@@ -44,7 +37,7 @@ def config(dns: LocalDnsServer, **kw: object) -> DnsConfig:
 
 
 @pytest.fixture
-async def resolver(dns: LocalDnsServer, clock: Clock) -> AsyncIterator[CachingResolver]:
+async def resolver(dns: LocalDnsServer, clock: FakeClock) -> AsyncIterator[CachingResolver]:
     r = CachingResolver(config(dns), clock=clock)
     yield r
     await r.close()
@@ -58,7 +51,7 @@ async def test_resolves_a_and_aaaa_ipv4_first(dns: LocalDnsServer, resolver: Cac
 
 @pytest.mark.parametrize(("ttl", "kept"), [(120, 120.0), (5, 60.0), (100_000, 600.0)])
 async def test_ttl_honoured_within_clamp(
-    dns: LocalDnsServer, resolver: CachingResolver, clock: Clock, ttl: int, kept: float
+    dns: LocalDnsServer, resolver: CachingResolver, clock: FakeClock, ttl: int, kept: float
 ) -> None:
     """Our cache keeps an answer for its TTL clamped to [min_ttl, max_ttl] (c-ares' own query cache,
     which runs on the real clock, may still answer the re-query: we count our misses)."""
@@ -66,10 +59,12 @@ async def test_ttl_honoured_within_clamp(
     dns.add(name, ["127.0.0.1"], ttl=ttl)
     await resolver.lookup(name)
     assert dns.queries[name] == 2  # A + AAAA
-    clock.now += kept - 0.5
+    assert resolver.ttl_left(name) == kept
+    clock.advance(kept - 0.5)
+    assert resolver.ttl_left(name) == 0.5
     await resolver.lookup(name)
     assert resolver.stats().misses == 1
-    clock.now += 1.0
+    clock.advance(1.0)
     await resolver.lookup(name)
     assert resolver.stats().misses == 2
 
@@ -91,7 +86,7 @@ async def test_expired_answer_is_asked_again(dns: LocalDnsServer) -> None:
 
 @pytest.mark.parametrize("fail", ["NXDOMAIN", "SERVFAIL"])
 async def test_negative_caching(
-    dns: LocalDnsServer, resolver: CachingResolver, clock: Clock, fail: str
+    dns: LocalDnsServer, resolver: CachingResolver, clock: FakeClock, fail: str
 ) -> None:
     name = f"gone-{fail.lower()}.test"
     dns.fail(name, fail)
@@ -104,10 +99,10 @@ async def test_negative_caching(
             await resolver.lookup(name)
     assert dns.queries[name] == asked
     dns.add(name, ["127.0.0.1"])
-    clock.now += 29.0
+    clock.advance(29.0)
     with pytest.raises(DnsError):
         await resolver.lookup(name)
-    clock.now += 2.0
+    clock.advance(2.0)
     assert await resolver.lookup(name) == (("127.0.0.1", socket.AF_INET),)
     s = resolver.stats()
     assert (s.hits, s.misses) == (3, 2)
@@ -154,7 +149,7 @@ async def test_prefetch_failure_is_quiet(dns: LocalDnsServer, resolver: CachingR
         await resolver.lookup("nope.test")
 
 
-async def test_guard_refuses_private_answers(dns: LocalDnsServer, clock: Clock) -> None:
+async def test_guard_refuses_private_answers(dns: LocalDnsServer, clock: FakeClock) -> None:
     dns.add("inside.test", ["127.0.0.1", "10.0.0.1"])
     dns.add("mixed.test", ["10.0.0.1", "93.184.216.34"])  # resolution only: nothing connects to it
     r = CachingResolver(config(dns, allow_private=False), clock=clock)
@@ -180,7 +175,7 @@ async def test_metadata_literal_refused_even_when_private_allowed(resolver: Cach
     resolver.check_host("127.0.0.1")  # allowed: no error
 
 
-async def test_unreachable_nameserver_is_dns_error_not_cached(clock: Clock) -> None:
+async def test_unreachable_nameserver_is_dns_error_not_cached(clock: FakeClock) -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # bound but never answers
@@ -197,7 +192,7 @@ async def test_unreachable_nameserver_is_dns_error_not_cached(clock: Clock) -> N
 
 @pytest.mark.parametrize("form", ["nat64", "nat64-local/96", "ipv4-compatible", "ipv4-translated", "6to4",
                                   "teredo", "isatap"])
-async def test_a_hostile_dns_answer_in_every_embedded_form_is_refused(dns: LocalDnsServer, clock: Clock,
+async def test_a_hostile_dns_answer_in_every_embedded_form_is_refused(dns: LocalDnsServer, clock: FakeClock,
                                                                        form: str) -> None:
     from tests.test_dns_guard import EMBEDDED
 

@@ -20,12 +20,15 @@ from polecat.config import DnsConfig, FetchConfig
 from polecat.errors import BlockedAddressError, DnsError, TlsError
 from polecat.fetch.http import Fetcher
 from polecat.testing.dns import LocalDnsServer
+from polecat.testing.fakes import FakeClock
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 PAGE = b"<html><body>" + b"polecat " * 2000 + b"</body></html>"
 ETAG = '"v1"'
 LAST_MODIFIED = "Wed, 21 Oct 2015 07:28:00 GMT"
+RETRY_AT = "Wed, 21 Oct 2015 07:30:00 GMT"
+RETRY_AT_UNIX = 1_445_412_600.0
 ENCODERS = {
     "gzip": lambda b: gzip.compress(b),
     "deflate": zlib.compress,
@@ -41,6 +44,10 @@ async def page(request: web.Request) -> web.Response:
         return web.Response(status=304, headers={"ETag": ETAG})
     validators = {"ETag": ETAG, "Last-Modified": LAST_MODIFIED}
     return web.Response(body=PAGE, content_type="text/html", headers=validators)
+
+
+async def busy(request: web.Request) -> web.Response:
+    return web.Response(status=503, headers={"Retry-After": RETRY_AT})
 
 
 async def encoded(request: web.Request) -> web.Response:
@@ -95,6 +102,7 @@ async def servers(cert: tuple[Path, Path]) -> AsyncIterator[Servers]:
     app = web.Application(middlewares=[track])
     app.router.add_get("/page", page)
     app.router.add_get("/enc/{enc}", encoded)
+    app.router.add_get("/busy", busy)
     runner = web.AppRunner(app)
     await runner.setup()
     plain = web.TCPSite(runner, "127.0.0.1", 0)
@@ -124,6 +132,21 @@ async def test_name_resolved_through_local_dns(servers: Servers, fetcher: Fetche
     r = await fetcher.fetch(f"http://www.test:{servers.port}/page")
     assert (r.status, r.body, r.remote_ip) == (200, PAGE, "127.0.0.1")
     assert r.header("etag") == ETAG
+
+
+async def test_a_dated_retry_after_is_counted_from_the_fetchers_clock(servers: Servers,
+                                                                     dns: LocalDnsServer) -> None:
+    """An HTTP-date Retry-After becomes seconds from the injected clock's wall time (a date long past on
+    the machine's clock), and the response is stamped with the clock's monotonic readings."""
+    clock = FakeClock(wall=RETRY_AT_UNIX - 120.0, monotonic=50.0)
+    async with Fetcher(*cfgs(dns), clock=clock) as f:
+        resp = await f.fetch(f"http://www.test:{servers.port}/busy")
+        assert (resp.status, resp.retry_after) == (503, 120.0)
+        assert resp.started == resp.first_byte == resp.ended == 50.0
+        clock.advance(90.0)
+        assert (await f.fetch(f"http://www.test:{servers.port}/busy")).retry_after == 30.0
+        clock.advance(60.0)
+        assert (await f.fetch(f"http://www.test:{servers.port}/busy")).retry_after == 0.0  # past: now
 
 
 async def test_unknown_name_is_dns_error(servers: Servers, fetcher: Fetcher) -> None:

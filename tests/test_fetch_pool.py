@@ -11,6 +11,7 @@ from typing import TypeAlias
 
 import pytest
 
+from polecat.clock import SYSTEM_CLOCK, Clock
 from polecat.config import DnsConfig, FetchConfig
 from polecat.errors import ConnectError
 from polecat.fetch import pool as pool_module
@@ -18,6 +19,7 @@ from polecat.fetch.dns import CachingResolver
 from polecat.fetch.h1 import IncompleteResponse, encode_get
 from polecat.fetch.http import Fetcher
 from polecat.fetch.pool import HIGH_WATER, ConnectionPool, Origin
+from polecat.testing.fakes import FakeClock
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(30)]
 
@@ -83,10 +85,11 @@ def ok(body: bytes = b"ok", delay: float = 0.0, extra: bytes = b"") -> Handler:
     return handler
 
 
-def make_pool(limit: int = 0, per_host: int = 0) -> ConnectionPool:
+def make_pool(limit: int = 0, per_host: int = 0, clock: Clock = SYSTEM_CLOCK) -> ConnectionPool:
     resolver = CachingResolver(DnsConfig(allow_private=True))
     return ConnectionPool(resolver, limit=limit, limit_per_host=per_host, connect_timeout=1.0,
-                          tls=ssl.create_default_context)  # never called: these servers speak plain HTTP
+                          tls=ssl.create_default_context,  # never called: these servers speak plain HTTP
+                          clock=clock)
 
 
 async def get(pool: ConnectionPool, origin: Origin) -> bytes:
@@ -218,6 +221,22 @@ async def test_idle_connections_expire(monkeypatch: pytest.MonkeyPatch) -> None:
         assert server.open == 0  # the sweep closed it
         assert await get(pool, server.origin) == b"ok"
         assert server.connections == 2
+        pool.close()
+
+
+async def test_an_idle_connection_is_not_reused_once_keepalive_has_passed_on_the_pools_clock() -> None:
+    """Idle expiry reads the injected clock: the same idle connection is reused a hair before
+    KEEPALIVE and replaced at it, with no waiting (the sweep's own timer never fires in this test)."""
+    clock = FakeClock()
+    async with RawServer(ok()).running() as server:
+        pool = make_pool(clock=clock)
+        assert await get(pool, server.origin) == b"ok"
+        clock.advance(pool_module.KEEPALIVE - 0.001)
+        assert await get(pool, server.origin) == b"ok"
+        assert server.connections == 1  # still fresh: reused
+        clock.advance(pool_module.KEEPALIVE)
+        assert await get(pool, server.origin) == b"ok"
+        assert server.connections == 2  # idle for KEEPALIVE: dropped, a new one made
         pool.close()
 
 

@@ -80,7 +80,7 @@ def queued_urls(rig: Rig) -> set[str]:
 
 def held(rig: Rig, slices: Iterable[int]) -> int:
     """Records of ``slices`` in the frontier's tables (cross-slice operator controls aside)."""
-    return sum(1 for _, key, _ in rig.raw.export_slices(slices).records() if not key.startswith(GLOBAL))
+    return sum(1 for _, key, _ in rig.raw.export_slices(slices, 0.0).records() if not key.startswith(GLOBAL))
 
 
 def test_round_trip_loses_nothing_fetches_nothing_twice(tmp_path: Path) -> None:
@@ -92,7 +92,7 @@ def test_round_trip_loses_nothing_fetches_nothing_twice(tmp_path: Path) -> None:
     moving = ring.slices_of("b")
     a.frontier.set_owned(ring.slices_of("a"), now)
     assert a.frontier.in_flight_in(moving) == 0
-    bundle = SliceBundle.read(io.BytesIO(a.frontier.export_slices(moving).to_bytes()))
+    bundle = SliceBundle.read(io.BytesIO(a.frontier.export_slices(moving, now).to_bytes()))
     b = Rig(tmp_path / "b", cfg=CFG)
     b.frontier.set_owned(moving, now)
     adopt_at = now + 0.5
@@ -130,7 +130,7 @@ def test_adopt_skips_urls_already_queued_here(tmp_path: Path) -> None:
     a.frontier.add(canon("http://x.test/1"), 1, 1.0, 0.0)
     b = Rig(tmp_path / "b", cfg=CFG)
     b.frontier.add(canon("http://x.test/1"), 1, 1.0, 0.0)
-    report = b.frontier.adopt(a.frontier.export_slices([slice_of("x.test")]), 10.0)
+    report = b.frontier.adopt(a.frontier.export_slices([slice_of("x.test")], 10.0), 10.0)
     assert (report.queued, report.duplicates) == (1, 1)
     assert b.frontier.queued == 2
 
@@ -146,7 +146,7 @@ def test_adopt_drops_urls_queued_here_that_the_exporter_finished(tmp_path: Path)
     b = Rig(tmp_path / "b", cfg=CFG)
     b.frontier.add_seed(canon("http://x.test/"), 0.0)  # the joining node's config seed
     b.frontier.add(canon("http://x.test/2"), 1, 1.0, 0.0)  # routed here already: not finished there
-    report = b.frontier.adopt(a.frontier.export_slices([slice_of("x.test")]), now + 1)
+    report = b.frontier.adopt(a.frontier.export_slices([slice_of("x.test")], now), now + 1)
     assert (report.queued, report.duplicates) == (1, 1)
     assert b.frontier.queued == 2
     fetched, _ = drain(b, now + 1)
@@ -167,11 +167,20 @@ def test_release_refuses_while_a_lease_is_in_flight(tmp_path: Path) -> None:
     assert a.frontier.queued == 0 and a.frontier.host_state("x.test") is None
 
 
+def test_an_export_is_stamped_with_the_callers_now_and_so_is_reproducible(tmp_path: Path) -> None:
+    a = Rig(tmp_path, cfg=CFG)
+    for i in range(20):
+        a.frontier.add_seed(canon(f"http://h{i}.test/"), 0.0)
+    raw = a.frontier.export_slices(range(SLICES), 1234.5).to_bytes()
+    assert SliceBundle.read(io.BytesIO(raw)).created == 1234.5
+    assert a.frontier.export_slices(range(SLICES), 1234.5).to_bytes() == raw  # nothing else reads a clock
+
+
 def test_bundle_refuses_corruption_and_truncation(tmp_path: Path) -> None:
     a = Rig(tmp_path, cfg=CFG)
     for i in range(50):
         a.frontier.add_seed(canon(f"http://h{i}.test/"), 0.0)
-    raw = a.frontier.export_slices(range(SLICES)).to_bytes()
+    raw = a.frontier.export_slices(range(SLICES), 0.0).to_bytes()
     assert SliceBundle.read(io.BytesIO(raw)).records_count >= 150  # seed ops, hosts, queue, seen
     for bad in (raw[:-1], raw[: len(raw) // 2], raw[:40] + bytes([raw[40] ^ 0xFF]) + raw[41:],
                 raw[:-3] + bytes([raw[-3] ^ 1]) + raw[-2:], b"XXXX" + raw[4:]):

@@ -120,7 +120,7 @@ def test_adopt_marks_a_url_queued_and_seen_there_once(tmp_path: Path) -> None:
     a, b = Rig(tmp_path / "a"), Rig(tmp_path / "b")
     a.frontier.add_seed(canon("http://x.test/"), 0.0)
     a.frontier.add(canon("http://x.test/1"), 1, 0.5, 0.0)
-    bundle = a.raw.export_slices([slice_of("x.test")])  # the dirty host record comes along
+    bundle = a.raw.export_slices([slice_of("x.test")], 1.0)  # the dirty host record comes along
     assert any(table == "hosts" for table, _, _ in bundle.records())
     got = b.raw.adopt(bundle, 1.0)
     # The bundle holds both URLs in "queue" and in "seen": each is marked, and written, once.

@@ -17,11 +17,11 @@ Rules:
    uploaded again (incremental). Slices the Ring gives the node that it does not hold at the moment
    (claims pending after a restart, a lease being renewed) keep their entries (*carried*): a round
    never drops the last checkpoint of a slice that is still the node's. A round is due every
-   ``interval`` seconds, and at once after an adoption (:meth:`CheckpointClock.urge`), so adopted
+   ``interval`` seconds, and at once after an adoption (:meth:`CheckpointSchedule.urge`), so adopted
    slices are not only in a dead member's manifest.
 3. Rounds are numbered when their snapshot is taken (after a frontier commit); every URL committed to
    the frontier before round R began is in each manifest whose ``round`` is >= R. A receiver acknowledges
-   a hand-off batch with :meth:`CheckpointClock.covering_round`; the sender keeps the batch until the
+   a hand-off batch with :meth:`CheckpointSchedule.covering_round`; the sender keeps the batch until the
    receiver's manifest reaches that round (or re-routes it if the receiver died before).
 4. A slice adopted by hand-over gets its own entry at once (the bundle received is written as an
    object): the adopter's manifest holds it before the old owner releases the owner key. A slice handed
@@ -176,7 +176,7 @@ def garbage(old: Manifest, new: Manifest) -> frozenset[str]:
     return old.objects - new.objects
 
 
-class CheckpointClock:
+class CheckpointSchedule:
     """When the next round is due, and the round numbers of rule 3."""
 
     def __init__(self, interval: float, *, round_: int = 0) -> None:

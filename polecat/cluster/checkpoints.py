@@ -34,8 +34,9 @@ from polecat.store.object import make_object_store
 
 log = logging.getLogger(__name__)
 
-Exporter = Callable[[frozenset[int]], SliceBundle]
-"""The committed state of some slices as a bundle (``Frontier.snapshot().export``)."""
+Exporter = Callable[[frozenset[int], float], SliceBundle]
+"""The committed state of some slices as a bundle stamped with the given time
+(``Frontier.snapshot().export``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +105,7 @@ class CheckpointStore:
         entries: list[Entry] = []
         size = 0
         for group, ids in groups(held).items():
-            entry, sent = self.ship_group(group, export(ids), previous)
+            entry, sent = self.ship_group(group, export(ids, now), previous)
             entries.append(entry)
             size += sent
         return self.finish_round(previous, round_, entries, carried - held, now, size)

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from polecat.clock import SYSTEM_CLOCK, Clock
-from polecat.cluster.checkpoint_plan import CheckpointClock, CheckpointError, Manifest, groups
+from polecat.cluster.checkpoint_plan import CheckpointError, CheckpointSchedule, Manifest, groups
 from polecat.cluster.checkpoints import CheckpointStore
 from polecat.errors import PolecatError
 
@@ -92,8 +92,10 @@ class Failover:
         self._settled = settled
         """Waits (at most the given seconds) until the hand-off batches committed so far are
         acknowledged; False if they were not (rule 2)."""
-        self._time = clock
-        self.clock = CheckpointClock(interval)
+        self._clock = clock
+        """Where rounds (``monotonic``) and manifest writes (``wall``) read the time."""
+        self.schedule = CheckpointSchedule(interval)
+        """When the next round is due, and the round numbers."""
         self.manifest = Manifest(node_id)
         self._lock = asyncio.Lock()
         self._wake = asyncio.Event()
@@ -110,7 +112,7 @@ class Failover:
         got = await asyncio.to_thread(self._store.read_manifest, self.manifest.node)
         if got is not None:
             self.manifest = got
-            self.clock.begun = got.round
+            self.schedule.begun = got.round
 
     def attach(self, crawler: Node) -> None:
         self._crawler = crawler
@@ -122,7 +124,7 @@ class Failover:
 
     def covering_round(self) -> int:
         """The round whose manifest will hold everything committed so far (checkpoint_plan rule 3)."""
-        return self.clock.covering_round()
+        return self.schedule.covering_round()
 
     async def round_of(self, member: str) -> int:
         """``member``'s last complete checkpoint round (0: none yet)."""
@@ -134,13 +136,13 @@ class Failover:
         while True:
             self._wake.clear()
             with contextlib.suppress(TimeoutError):  # not wait_for: it can swallow a cancel (see handoff.py)
-                async with asyncio.timeout(self.clock.wait(self._time.monotonic())):
+                async with asyncio.timeout(self.schedule.wait(self._clock.monotonic())):
                     await self._wake.wait()
-            if not self.clock.due(self._time.monotonic()):
+            if not self.schedule.due(self._clock.monotonic()):
                 continue
             now = slices()
             if now is None or not await self.ship(*now):  # fenced, detached or failed: not in a tight loop
-                await asyncio.sleep(min(1.0, self.clock.interval))
+                await asyncio.sleep(min(1.0, self.schedule.interval))
 
     async def ship(self, held: frozenset[int], carried: frozenset[int] = frozenset()) -> bool:
         """One round now (rules 1 to 5) of the ``held`` slices, keeping the entries of ``carried``
@@ -149,7 +151,7 @@ class Failover:
             crawler = self._crawler
             if crawler is None:
                 return False  # not attached yet, or detached: the crawler is closing
-            round_ = self.clock.begin(self._time.monotonic())
+            round_ = self.schedule.begin(self._clock.monotonic())
             try:
                 await crawler.commit()
             except PolecatError as exc:  # the crawler stopped on a fault: it says so itself
@@ -160,20 +162,21 @@ class Failover:
             shipped = frozenset(held - self._handed)
             snapshot = crawler.frontier.snapshot()
             try:
-                if self._settled is not None and not await self._settled(self.clock.interval):
+                if self._settled is not None and not await self._settled(self.schedule.interval):
                     self.failures += 1
                     log.warning("slice checkpoint round %d skipped: URLs handed to other nodes are not "
                                 "acknowledged yet", round_)
                     return False
                 entries, size = [], 0
                 for group, ids in groups(shipped).items():
-                    bundle = snapshot.export(ids)  # on this thread: the snapshot never crosses threads
+                    # On this thread: the snapshot never crosses threads.
+                    bundle = snapshot.export(ids, self._clock.wall())
                     entry, sent = await asyncio.to_thread(self._store.ship_group, group, bundle,
                                                           self.manifest)
                     entries.append(entry)
                     size += sent
                 report = await asyncio.to_thread(self._store.finish_round, self.manifest, round_, entries,
-                                                 carried - shipped, self._time.wall(), size)
+                                                 carried - shipped, self._clock.wall(), size)
             except CheckpointError as exc:
                 self.failures += 1
                 log.warning("slice checkpoint round %d failed: %s", round_, exc)
@@ -194,7 +197,7 @@ class Failover:
             self._handed -= slices
             try:
                 self.manifest = await asyncio.to_thread(self._store.add_handover, body, slices, self.manifest,
-                                                        self._time.wall())
+                                                        self._clock.wall())
             except CheckpointError as exc:
                 self.failures += 1
                 log.warning("checkpoint of %d adopted slices failed (next round): %s", len(slices), exc)
@@ -204,7 +207,7 @@ class Failover:
         """Slices handed over to their new owner: out of the manifest before their keys go."""
         async with self._lock:
             self._handed |= slices
-            new = self.manifest.without(slices, self._time.wall())
+            new = self.manifest.without(slices, self._clock.wall())
             try:
                 await asyncio.to_thread(self._store.write_manifest, new, self.manifest)
             except CheckpointError as exc:
@@ -220,7 +223,7 @@ class Failover:
             if crawler is None:
                 raise CheckpointError("the crawler is not open (yet, or any more): restore later")
             for member, slices in sorted(sources.items()):
-                started = self._time.monotonic()
+                started = self._clock.monotonic()
                 manifest = await asyncio.to_thread(self._store.read_manifest, member)
                 todo = frozenset(s for s in slices if self._restored.get(s) != (member, manifest.version)) \
                     if manifest is not None else frozenset()
@@ -229,7 +232,7 @@ class Failover:
                              member, len(slices))
                     continue
                 bundles = await asyncio.to_thread(self._store.fetch, manifest, todo)
-                now = self._time.wall()
+                now = self._clock.wall()
                 queued = found = 0
                 for bundle in bundles:  # one object (64 slices) at a time, the loop runs in between
                     report = crawler.adopt(bundle, now)
@@ -238,8 +241,8 @@ class Failover:
                     await asyncio.sleep(0)
                 await crawler.commit()
                 self._restored.update(dict.fromkeys(manifest.slices & todo, (member, manifest.version)))
-                done = Restored(member, found, queued, manifest.round, self._time.monotonic() - started,
-                                self._time.wall())
+                done = Restored(member, found, queued, manifest.round, self._clock.monotonic() - started,
+                                self._clock.wall())
                 self.restores.append(done)
                 log.info("failover: restored %d slices of %s from its checkpoint round %d (%d URLs queued) "
                          "in %.3f s", found, member, manifest.round, queued, done.seconds)
@@ -247,6 +250,6 @@ class Failover:
 
     def urge(self) -> None:
         """A round as soon as possible."""
-        self.clock.urge()
+        self.schedule.urge()
         self._wake.set()
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
+from polecat.clock import SYSTEM_CLOCK, Clock
 from polecat.cluster.batch import HandoffUrl, Signer, decode_urls, encode_batch
 from polecat.cluster.outbox import Outbox
 from polecat.cluster.sender import HandoffSender, Send
@@ -31,7 +31,7 @@ class Handoff:
 
     def __init__(self, self_id: str, outbox: Outbox, transport: Transport, addresses: Mapping[str, str], *,
                  sender: HandoffSender | None = None, sign: Signer | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self._self_id = self_id
         self._outbox = outbox
         self._transport = transport
@@ -126,13 +126,13 @@ class Handoff:
         """Send until cancelled."""
         try:
             while True:
-                plan = self.sender.next(self._clock())
+                plan = self.sender.next(self._clock.monotonic())
                 for send in plan.sends:
                     task = asyncio.create_task(self._send(send))
                     self._tasks.add(task)
                     task.add_done_callback(self._tasks.discard)
                 self._wake.clear()
-                timeout = None if plan.wake_at is None else max(0.0, plan.wake_at - self._clock())
+                timeout = None if plan.wake_at is None else max(0.0, plan.wake_at - self._clock.monotonic())
                 # Not asyncio.wait_for: on Python 3.11 it swallows a cancel that arrives while the event
                 # it waits on is being set (CPython gh-86296), and this loop then ran on after its
                 # worker's stop, waiting for a wake-up that never came (the rare worker shutdown hang).
@@ -160,12 +160,12 @@ class Handoff:
         address = self._addresses.get(send.peer)
         if address is None:
             log.warning("hand-off: no address for member %s; keeping its batches", send.peer)
-            self.sender.failed(send.peer, send.seq, self._clock())
+            self.sender.failed(send.peer, send.seq, self._clock.monotonic())
             return
         data = encode_batch(self._self_id, send.seq, self._outbox.read(send.peer, send.seq), self._sign)
         self.bytes_sent += len(data)
         reply = await self._transport.post(address, data)
-        now = self._clock()
+        now = self._clock.monotonic()
         if reply.status == "ok":
             self.sender.acked(send.peer, send.seq)
             if reply.round:  # kept until the receiver's checkpoint holds it (outbox rule 3)

@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from polecat.clock import SYSTEM_CLOCK, Clock
 from polecat.cluster.batch import decode_urls
 from polecat.cluster.layout import record_layout, recorded_ring, recorded_workers, worker_config, worker_dir
 from polecat.cluster.outbox import Outbox
@@ -71,10 +71,11 @@ def adopt_single(data: Path) -> None:
     record_layout(data, 1)
 
 
-def resize(cfg: Config, new: int, now: float | None = None) -> ResizeReport:
-    """Move the crawl in ``cfg.data_dir`` from its recorded worker count to ``new`` (rules above)."""
+def resize(cfg: Config, new: int, now: float | None = None, *, clock: Clock = SYSTEM_CLOCK) -> ResizeReport:
+    """Move the crawl in ``cfg.data_dir`` from its recorded worker count to ``new`` (rules above), at
+    ``now`` (default ``clock.wall()``); the report's ``seconds`` are on ``clock.monotonic()``."""
     data = cfg.data_dir
-    started = time.monotonic()
+    started = clock.monotonic()
     journal = data / JOURNAL
     if journal.exists():
         change = json.loads(journal.read_text())
@@ -84,7 +85,7 @@ def resize(cfg: Config, new: int, now: float | None = None) -> ResizeReport:
             adopt_single(data)
         old, old_ring = recorded_workers(data) or 1, recorded_ring(data)
         _write_durably(journal, json.dumps({"from": old, "to": new, "ring": old_ring}))
-    now = time.time() if now is None else now
+    now = clock.wall() if now is None else now
     moves = Ring(member_ids(old), version=old_ring).moves(Ring(member_ids(new)))
     pairs: dict[tuple[int, int], set[int]] = defaultdict(set)
     for s, (was, becomes) in moves.items():
@@ -99,7 +100,7 @@ def resize(cfg: Config, new: int, now: float | None = None) -> ResizeReport:
     hosts = queued = replayed = 0
     try:
         for (src, dst), slices in sorted(pairs.items()):
-            bundle, dst_local = frontier(src).frontier.export_slices(slices), frontier(dst)
+            bundle, dst_local = frontier(src).frontier.export_slices(slices, now), frontier(dst)
             report = dst_local.db.applied(dst_local.frontier.adopt(bundle, now))
             hosts += report.hosts
             queued += report.queued
@@ -117,7 +118,7 @@ def resize(cfg: Config, new: int, now: float | None = None) -> ResizeReport:
             lf.close()
     record_layout(data, new)
     journal.unlink()
-    return ResizeReport(old, new, len(moves), hosts, queued, replayed, time.monotonic() - started)
+    return ResizeReport(old, new, len(moves), hosts, queued, replayed, clock.monotonic() - started)
 
 
 def _replay_outboxes(cfg: Config, old: int, ring: Ring, get: Callable[[int], OpenedFrontier],

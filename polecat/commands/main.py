@@ -98,7 +98,7 @@ def _main(argv: Sequence[str] | None) -> int:
     except OSError as exc:
         print(f"polecat: error: --log-file {args.log_file}: {exc.strerror or exc}", file=sys.stderr)
         return 2
-    started = time.monotonic()
+    started = time.monotonic()  # the command's own duration, for its debug line: no Clock decides on it
     try:
         code: int = args.func(args)
     except ConfigError as exc:

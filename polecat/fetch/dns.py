@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import aiodns
 import pycares
 
+from polecat.clock import SYSTEM_CLOCK, Clock
 from polecat.config import DnsConfig
 from polecat.errors import BlockedAddressError, DnsError, FetchError
 from polecat.fetch.guard import blocked_reason, is_ip_literal
@@ -73,7 +72,7 @@ MAX_CONCURRENT_LOOKUPS = 32
 class CachingResolver:
     """A TTL-honouring shared DNS cache with the SSRF guard; see the module docstring."""
 
-    def __init__(self, cfg: DnsConfig, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, cfg: DnsConfig, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self._cfg = cfg
         self._clock = clock
         self._cache: dict[str, _Entry] = {}
@@ -107,7 +106,7 @@ class CachingResolver:
         raises DnsError or BlockedAddressError (also when that answer is cached)."""
         key = host.rstrip(".").lower()
         entry = self._cache.get(key)
-        if entry is not None and entry.expires > self._clock():
+        if entry is not None and entry.expires > self._clock.monotonic():
             self._hits += 1
         else:
             fut = self._inflight.get(key)
@@ -127,7 +126,7 @@ class CachingResolver:
         if is_ip_literal(key) or key in self._inflight:
             return
         entry = self._cache.get(key)
-        if entry is not None and entry.expires > self._clock():
+        if entry is not None and entry.expires > self._clock.monotonic():
             return
         self._misses += 1
         self._start(key)
@@ -135,7 +134,7 @@ class CachingResolver:
     def ttl_left(self, host: str) -> float | None:
         """Seconds the cached answer for ``host`` stays valid; None when nothing valid is cached."""
         entry = self._cache.get(host.rstrip(".").lower())
-        left = entry.expires - self._clock() if entry is not None else 0.0
+        left = entry.expires - self._clock.monotonic() if entry is not None else 0.0
         return left if left > 0 else None
 
     def stats(self) -> DnsStats:
@@ -192,7 +191,7 @@ class CachingResolver:
         results = await asyncio.gather(
             resolver.query_dns(key, "A"), resolver.query_dns(key, "AAAA"), return_exceptions=True
         )
-        now = self._clock()
+        now = self._clock.monotonic()
         addrs: list[tuple[str, int]] = []
         ttl: float | None = None
         errors: list[BaseException] = []
@@ -230,6 +229,6 @@ class CachingResolver:
         self._since_sweep += 1
         if self._since_sweep >= _SWEEP_EVERY:
             self._since_sweep = 0
-            now = self._clock()
+            now = self._clock.monotonic()
             for k in [k for k, e in self._cache.items() if e.expires <= now]:
                 del self._cache[k]

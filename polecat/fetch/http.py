@@ -36,13 +36,12 @@ import base64
 import io
 import re
 import ssl
-import time
 import urllib.parse
-from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Protocol
 
+from polecat.clock import SYSTEM_CLOCK, Clock
 from polecat.config import DnsConfig, FetchConfig
 from polecat.errors import (
     ConnectError,
@@ -243,14 +242,17 @@ def request_headers(cfg: FetchConfig) -> tuple[tuple[str, str], ...]:
 
 
 class Fetcher:
-    """Async context manager owning the connection pool and the node's caching resolver."""
+    """Async context manager owning the connection pool and the node's caching resolver. ``clock``
+    stamps responses (``monotonic``), dates an HTTP-date Retry-After (``wall``) and is handed to the
+    resolver (TTLs) and the pool (idle expiry); the request deadlines are the loop's own timers
+    (:mod:`.deadline`), which fire on the loop's clock, so they stay off it."""
 
     def __init__(
         self,
         cfg: FetchConfig,
         dns: DnsConfig,
         *,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Clock = SYSTEM_CLOCK,
         resolver: CachingResolver | None = None,
     ) -> None:
         self._cfg = cfg
@@ -293,7 +295,7 @@ class Fetcher:
         self._loop = asyncio.get_running_loop()
         self._pool = ConnectionPool(
             self._resolver, limit=cfg.concurrency, limit_per_host=cfg.connections_per_host,
-            connect_timeout=cfg.connect_timeout, tls=self._tls,
+            connect_timeout=cfg.connect_timeout, tls=self._tls, clock=self._clock,
         )
         return self
 
@@ -358,7 +360,7 @@ class Fetcher:
         if pool is None or loop is None:
             raise RuntimeError("Fetcher used outside 'async with'")
         phase = "connect"
-        started = self._clock()
+        started = self._clock.monotonic()
         cfg = self._cfg
         t0 = loop.time()
         deadline = Deadline(t0 + self._header_budget, t0 + cfg.total_timeout, cfg.read_gap_timeout, loop)
@@ -369,7 +371,7 @@ class Fetcher:
             try:
                 phase = "body"
                 deadline.body()
-                first_byte = self._clock()
+                first_byte = self._clock.monotonic()
                 remote_ip = conn.peer_ip
                 decoder = make_decoder(head.get("content-encoding"))
                 cap = cfg.max_body_bytes
@@ -414,10 +416,10 @@ class Fetcher:
             content_type=content_type,
             charset=charset,
             location=head.get("location") if 300 <= status < 400 else None,
-            retry_after=parse_retry_after(retry, time.time()) if retry else None,
+            retry_after=parse_retry_after(retry, self._clock.wall()) if retry else None,
             remote_ip=remote_ip,
             started=started,
             first_byte=first_byte,
-            ended=self._clock(),
+            ended=self._clock.monotonic(),
             wire_bytes=wire,
         )

@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-import time
 from collections import deque
 from collections.abc import Callable
 from typing import Protocol, cast
 
+from polecat.clock import SYSTEM_CLOCK, Clock
 from polecat.fetch.guard import is_ip_literal
 from polecat.fetch.h1 import Head, IncompleteResponse, ResponseParser
 
@@ -207,7 +207,7 @@ class ConnectionPool:
         limit_per_host: int,
         connect_timeout: float,
         tls: Callable[[], ssl.SSLContext],
-        clock: Callable[[], float] = time.monotonic,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self._addresses = addresses
         self._limit = limit
@@ -255,7 +255,7 @@ class ConnectionPool:
         if conn.reusable():
             conn.parser = None
             conn.reused = True
-            conn.idle_since = self._clock()
+            conn.idle_since = self._clock.monotonic()
             self._idle.setdefault(conn.origin, []).append(conn)
             if self._sweep is None:
                 self._arm_sweep()
@@ -321,7 +321,7 @@ class ConnectionPool:
 
     def _idle_connection(self, origin: Origin) -> Connection | None:
         idle = self._idle.get(origin)
-        deadline = self._clock() - KEEPALIVE
+        deadline = self._clock.monotonic() - KEEPALIVE
         while idle:
             conn = idle.pop()
             if not conn.stale(deadline):
@@ -359,7 +359,7 @@ class ConnectionPool:
 
     def _run_sweep(self) -> None:
         self._sweep = None
-        deadline = self._clock() - KEEPALIVE
+        deadline = self._clock.monotonic() - KEEPALIVE
         for origin in list(self._idle):
             kept = []
             for conn in self._idle[origin]:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import io
 import json
 import struct
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
@@ -151,13 +150,14 @@ def _count_records(payload: bytes, tables: int) -> int:
 
 
 class BundleWriter:
-    """Builds a :class:`SliceBundle` record by record, compressing a frame every :data:`FRAME_BYTES`."""
+    """Builds a :class:`SliceBundle` record by record, compressing a frame every :data:`FRAME_BYTES`.
+    ``created``: the header's wall-clock stamp, given by the caller (nothing here reads a clock)."""
 
     def __init__(self, ids: frozenset[int], tables: tuple[str, ...], *, level: int = 3,
-                 created: float | None = None) -> None:
+                 created: float) -> None:
         self._ids = ids
         self._tables = {name: i for i, name in enumerate(tables)}
-        self._created = time.time() if created is None else created
+        self._created = created
         self._header = json.dumps({
             "version": VERSION, "slices": SLICES, "ids": sorted(ids), "tables": list(tables),
             "created": self._created,

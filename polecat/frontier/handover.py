@@ -51,13 +51,13 @@ class SliceHandover(FrontierState):
             elif st.queued > 0 and not st.in_flight and not st.parked and host not in self._scheduled:
                 self._schedule(host, max(st.next_allowed, now))
 
-    def export_slices(self, slices: Iterable[int]) -> SliceBundle:
+    def export_slices(self, slices: Iterable[int], now: float) -> SliceBundle:
         """Everything this frontier holds about ``slices`` (queues, host records, robots answers, URL
-        records, seen entries, operator controls) as a :class:`SliceBundle`: a snapshot of the open
-        transaction. URLs leased there stay queued, so a slice that moves for good is exported after
+        records, seen entries, operator controls) as a :class:`SliceBundle` stamped ``now``: a snapshot of
+        the open transaction. URLs leased there stay queued, so a slice that moves for good is exported after
         its leases complete (:meth:`in_flight_in`)."""
         dirty = {host_row(h): encode_host(self._hosts[h]) for h in self._dirty}  # written at the next commit
-        return export_ranges(self._db.txn, self._db.sliced, check_slices(slices), hosts=dirty)
+        return export_ranges(self._db.txn, self._db.sliced, check_slices(slices), created=now, hosts=dirty)
 
     def snapshot(self) -> CommittedSnapshot:
         """The last commit, held in a read transaction of its own until closed: exports from it see

@@ -34,7 +34,7 @@ def key_range(txn: Any, db: Any, prefix: bytes) -> Iterator[tuple[bytes, bytes]]
             yield key, bytes(v)
 
 
-def export_ranges(txn: Any, tables: Mapping[str, Any], ids: frozenset[int], *, created: float | None = None,
+def export_ranges(txn: Any, tables: Mapping[str, Any], ids: frozenset[int], *, created: float,
                   hosts: Mapping[bytes, bytes] | None = None) -> SliceBundle:
     """A bundle of every record of the slices ``ids`` (plus the cross-slice ops, rule 4 of keys.py).
     ``hosts``: host records newer than the transaction's (kept in memory until the next commit)."""
@@ -83,9 +83,9 @@ class CommittedSnapshot:
         self._txn = txn
         self._tables = tables
 
-    def export(self, ids: frozenset[int]) -> SliceBundle:
-        """A bundle of the slices ``ids`` as of the snapshot."""
-        return export_ranges(self._txn, self._tables, check_slices(ids))
+    def export(self, ids: frozenset[int], now: float) -> SliceBundle:
+        """A bundle of the slices ``ids`` as of the snapshot, stamped ``now``."""
+        return export_ranges(self._txn, self._tables, check_slices(ids), created=now)
 
     def close(self) -> None:
         self._txn.abort()

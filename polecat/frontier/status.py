@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -13,6 +12,7 @@ from typing import Any
 
 import lmdb
 
+from polecat.clock import SYSTEM_CLOCK
 from polecat.config import RefreshConfig
 from polecat.errors import FrontierError
 from polecat.frontier.db import SCHEMA_VERSION, TABLES
@@ -75,7 +75,8 @@ def read_outcomes(frontier_dir: Path) -> Iterator[UrlRecord]:
 def read_status(frontier_dir: Path, top: int = 10, refresh: RefreshConfig | None = None,
                 now: float | None = None) -> FrontierStatus:
     """Summarize the frontier in ``frontier_dir`` from one consistent read snapshot (the freshness SLO
-    under ``refresh``, the default refresh settings when None, at ``now``)."""
+    under ``refresh``, the default refresh settings when None, at ``now``: wall seconds, the machine's
+    clock when None, as ``polecat status`` asks)."""
     with _read_txn(frontier_dir, ("hosts", "seen", "ops", "urls")) as (txn, dbs):
         queues: Counter[str] = Counter()
         hosts = fetched = 0
@@ -99,7 +100,8 @@ def read_status(frontier_dir: Path, top: int = 10, refresh: RefreshConfig | None
             elif kind == "traps":
                 traps.append((arg, tuple(sorted(json.loads(bytes(raw)).items()))))
         done = json.loads(bytes(txn.get(b"done", b"{}", db=dbs["meta"])))
-        fresh, policy, at = Freshness(), RefreshPolicy(refresh or RefreshConfig()), now or time.time()
+        fresh, policy = Freshness(), RefreshPolicy(refresh or RefreshConfig())
+        at = SYSTEM_CLOCK.wall() if now is None else now
         for _, raw in txn.cursor(db=dbs["urls"]):
             rec = UrlRecord.decode(raw)
             policy.tally(fresh, host_key(rec.url), rec.url, History.from_hex(rec.history), rec.importance,

@@ -126,7 +126,8 @@ class Crawler:
                                       stage=link.stage if (link := self._link) is not None else None,
                                       clock=self._clock)
         self._commits.reindex_past_mark(self._pipeline)
-        self._fetcher: PageFetcher = self._given_fetcher or Fetcher(cfg.fetch, cfg.dns)
+        # The fetcher stamps responses on this clock: the pipeline converts them with its offset.
+        self._fetcher: PageFetcher = self._given_fetcher or Fetcher(cfg.fetch, cfg.dns, clock=self._clock)
         await self._fetcher.__aenter__()
         runner = LeaseRunner(cfg, frontier=frontier, db=self._db, robots=self._robots, fetcher=self._fetcher,
                              store=self._store, pipeline=self._pipeline, canon=self._canon,

@@ -32,7 +32,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections import defaultdict
 from io import BytesIO
 from typing import TYPE_CHECKING
@@ -41,6 +40,7 @@ import aiohttp
 import lmdb
 from aiohttp import web
 
+from polecat.clock import SYSTEM_CLOCK, Clock
 from polecat.cluster.aetcd_client import AetcdClient
 from polecat.cluster.auth import hmac_signer, hmac_verifier
 from polecat.cluster.batch import Batch, HandoffUrl
@@ -79,22 +79,25 @@ INTERNAL_PATHS = frozenset({PATH, ADOPT_PATH})
 
 class ClusterNode:
     """The cluster side of one node (rules above). ``join()``, then open the crawler with ``link``,
-    ``start(crawler)``, mount :meth:`routes`; ``leave()`` hands every slice over."""
+    ``start(crawler)``, mount :meth:`routes`; ``leave()`` hands every slice over. ``clock`` is the one
+    the membership, the hand-off and failover read (fencing compares the membership's lease times
+    with it, so they must be one clock); give the crawler the same one."""
 
-    def __init__(self, cfg: Config) -> None:
+    def __init__(self, cfg: Config, *, clock: Clock = SYSTEM_CLOCK) -> None:
         cc = cfg.cluster
+        self._clock = clock
         self.me = Member(cc.node_id, cc.advertise)
         self._sign = hmac_signer(cc.secret)
         self._verify = hmac_verifier(cc.secret)
         self.outbox = Outbox(cfg.data_dir / "handoff", batch_urls=cc.batch_urls)
         self.transport = HttpTransport()
         self._chunk_bytes = CHUNK_BYTES
-        self.handoff = Handoff(self.me.id, self.outbox, self.transport, {}, sign=self._sign)
+        self.handoff = Handoff(self.me.id, self.outbox, self.transport, {}, sign=self._sign, clock=clock)
         self.failover = Failover(CheckpointStore.open(cc.checkpoints, cc.checkpoint_options, cc.name),
                                  self.me.id, cc.checkpoint_interval,
-                                 settled=self.handoff.settled) if cc.checkpoints else None
+                                 settled=self.handoff.settled, clock=clock) if cc.checkpoints else None
         self.membership = EtcdMembership(AetcdClient(cc.etcd), cc.name, self.me, ttl=cc.lease_ttl,
-                                         on_release=self._hand_over,
+                                         clock=clock, on_release=self._hand_over,
                                          on_restore=self.failover.restore if self.failover else None)
         self.receiver = HandoffReceiver(self._sink, capacity=cc.inbox_urls, verify=self._verify)
         self._fresh = not (cfg.data_dir / "frontier").exists()
@@ -168,7 +171,7 @@ class ClusterNode:
     def _shipped(self) -> tuple[frozenset[int], frozenset[int]] | None:
         """The slices a checkpoint round ships and those it carries (failover rule 4)."""
         own = self.membership.ownership
-        if own.fenced(time.monotonic()):
+        if own.fenced(self._clock.monotonic()):
             return None
         return own.held, own.wanted - own.held
 
@@ -200,7 +203,7 @@ class ClusterNode:
         """Stage each URL for its owner under the current Ring; the ones that are now this node's go to
         its frontier (committed by the crawler's next checkpoint, with the outbox)."""
         assert self.link is not None and self._crawler is not None
-        now = time.time()
+        now = self._clock.wall()
         for u in urls:
             if u.seed:  # a forwarded seed stays a seed (link rule 2)
                 self._crawler.member.queue_handed(self.link.forward([u]), now)
@@ -211,7 +214,7 @@ class ClusterNode:
     async def _release_loop(self, failover: Failover) -> None:
         """Held batches leave the outbox once their receiver's checkpoint holds them, or go to the
         receiver's heirs if it left before (rule 6)."""
-        every = min(RELEASE_EVERY, failover.clock.interval)
+        every = min(RELEASE_EVERY, failover.schedule.interval)
         while True:
             await asyncio.sleep(every)
             present = {m.id for m in self.membership.members()}
@@ -268,7 +271,7 @@ class ClusterNode:
             bundle = SliceBundle.read(BytesIO(body))
         except (BundleError, ValueError) as exc:
             return web.Response(status=400, text=str(exc))
-        report = self._crawler.member.adopt(bundle, time.time())
+        report = self._crawler.member.adopt(bundle, self._clock.wall())
         await self._crawler.commit()
         if self.failover is not None:
             await self.failover.handed_in(body, bundle.ids)
@@ -285,7 +288,7 @@ class ClusterNode:
             return  # nothing opened yet, or nobody to hand to: the slices stay here
         self.sync_owned()
         frontier = crawler.frontier
-        started = time.monotonic()
+        started = self._clock.monotonic()
         async with asyncio.timeout(HANDOVER_TIMEOUT):
             while frontier.in_flight_in(slices):  # noqa: ASYNC110 - the frontier has no event for this
                 await asyncio.sleep(0.05)
@@ -297,7 +300,8 @@ class ClusterNode:
                 if owner == self.me.id or owner not in addresses:
                     continue  # still ours after all, or its owner is gone: kept for the next change
                 sent: set[int] = set()
-                for chunk, body in bundle_chunks(frontier, group, max_bytes=self._chunk_bytes):
+                chunks = bundle_chunks(frontier, group, self._clock.wall(), max_bytes=self._chunk_bytes)
+                for chunk, body in chunks:
                     if not await self._send_bundle(owner, addresses[owner], body):
                         break  # its new owner left meanwhile: the rest stays here for the next change
                     crawler.member.release_slices(chunk)  # adopted and committed there
@@ -306,7 +310,7 @@ class ClusterNode:
                 if sent and self.failover is not None:  # one manifest write per new owner
                     await self.failover.handed_out(frozenset(sent))
             await crawler.commit()
-        log.info("handed %d slices over in %.3f s", len(slices), time.monotonic() - started)
+        log.info("handed %d slices over in %.3f s", len(slices), self._clock.monotonic() - started)
 
     async def _send_bundle(self, owner: str, address: str, body: bytes) -> bool:
         """POST one chunk to ``owner`` until it is adopted (True), or until ``owner`` is no longer

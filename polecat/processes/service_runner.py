@@ -19,10 +19,10 @@ import asyncio
 import logging
 import signal
 import sys
-import time
 
 from aiohttp import web
 
+from polecat.clock import SYSTEM_CLOCK, Clock
 from polecat.cluster.link import ClusterLink
 from polecat.config import Config, split_listen
 from polecat.errors import PolecatError
@@ -51,11 +51,13 @@ def status_line(crawler: Crawler) -> str:
 
 class NodeService:
     """One node's lifetime: ``await NodeService(cfg).run()`` returns the exit status after a stop
-    signal or :meth:`stop`. ``ready`` is set once the API listens (``url``, ``crawler`` usable)."""
+    signal or :meth:`stop`. ``ready`` is set once the API listens (``url``, ``crawler`` usable).
+    ``clock`` is the one the crawler, the cluster side, the API, the metrics and the ticker read."""
 
-    def __init__(self, cfg: Config, *, notifier: Notifier | None = None) -> None:
+    def __init__(self, cfg: Config, *, notifier: Notifier | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
         check_listen(cfg)
         self.config = cfg
+        self.clock = clock
         self.notifier = notifier or Notifier.from_env()
         self.activity = Activity()
         self.lag = LoopLag()
@@ -77,13 +79,13 @@ class NodeService:
 
     def _on_lease(self, lease: Lease, completion: Completion) -> None:
         if lease.kind == "page":
-            self.activity.record(lease, completion, time.time())
+            self.activity.record(lease, completion, self.clock.wall())
         if self._metrics is not None:
             self._metrics.observe(lease, completion)
 
     async def run(self, *, handle_signals: bool = True) -> int:
         cfg = self.config
-        self.cluster = ClusterNode(cfg) if cfg.cluster.etcd else None
+        self.cluster = ClusterNode(cfg, clock=self.clock) if cfg.cluster.etcd else None
         link = await self.cluster.join() if self.cluster is not None else None
         try:
             return await self._run(handle_signals, link)
@@ -94,10 +96,10 @@ class NodeService:
     async def _run(self, handle_signals: bool, link: ClusterLink | None) -> int:
         cfg = self.config
         loop = asyncio.get_running_loop()
-        async with Crawler(cfg, on_lease=self._on_lease, link=link) as crawler:
+        async with Crawler(cfg, on_lease=self._on_lease, link=link, clock=self.clock) as crawler:
             self._crawler = crawler
-            self._metrics = NodeMetrics(crawler, self.lag)
-            api = Api(crawler, self.activity, self._metrics.registry)
+            self._metrics = NodeMetrics(crawler, self.lag, clock=self.clock)
+            api = Api(crawler, self.activity, self._metrics.registry, clock=self.clock)
             if self.cluster is None:
                 app = api.app(cfg.node.token)
             else:
@@ -132,7 +134,8 @@ class NodeService:
         run = asyncio.ensure_future(crawler.run(serve=True))
         self.notifier.notify("READY=1", f"STATUS={status_line(crawler)}")
         self.ready.set()
-        ticker = asyncio.ensure_future(_tick(crawler, self.notifier, self.lag, watchdog_interval()))
+        ticker = asyncio.ensure_future(_tick(crawler, self.notifier, self.lag, watchdog_interval(),
+                                             self.clock))
         stopping = asyncio.ensure_future(self._stop.wait())
         await asyncio.wait([run, stopping], return_when=asyncio.FIRST_COMPLETED)
         self.notifier.notify("STOPPING=1", "STATUS=draining")
@@ -159,14 +162,17 @@ async def serve(cfg: Config) -> int:
     return await NodeService(cfg).run()
 
 
-async def _tick(crawler: Crawler, notifier: Notifier, lag: LoopLag, watchdog: float | None) -> None:
-    """Measure loop lag, ping the watchdog and refresh the status line, all from the event loop."""
+async def _tick(crawler: Crawler, notifier: Notifier, lag: LoopLag, watchdog: float | None,
+                clock: Clock = SYSTEM_CLOCK) -> None:
+    """Measure loop lag, ping the watchdog and refresh the status line, all from the event loop. The
+    lag and the status period are read on ``clock.monotonic()``; the ticks themselves are the loop's
+    ``asyncio.sleep`` (on the machine's clock, what a stalled loop delays)."""
     period = min(TICK, watchdog) if watchdog else TICK
-    last_status = time.monotonic()
+    last_status = clock.monotonic()
     while True:
-        expected = time.monotonic() + period
+        expected = clock.monotonic() + period
         await asyncio.sleep(period)
-        now = time.monotonic()
+        now = clock.monotonic()
         lag.record(now, max(0.0, now - expected))
         fields = ["WATCHDOG=1"] if watchdog else []
         if now - last_status >= STATUS_EVERY:

@@ -32,13 +32,13 @@ import shutil
 import signal
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from polecat import logs
+from polecat.clock import SYSTEM_CLOCK, Clock
 from polecat.cluster.layout import needs_resize, record_layout, resolve_workers, share, worker_config
 from polecat.cluster.link import LinkStats
 from polecat.cluster.membership import Member
@@ -89,12 +89,16 @@ class RunResult:
 
 
 class Supervisor:
-    """Runs one crawl over ``workers`` processes (see the rules above)."""
+    """Runs one crawl over ``workers`` processes (see the rules above). ``clock.monotonic()`` times the
+    restart backoff (rule 3), the stop's bound (rule 4), the progress period and the run's duration;
+    the monitor's poll is an ``asyncio.sleep`` of :data:`POLL` between readings of it."""
 
     def __init__(self, cfg: Config, workers: int, *,
-                 on_progress: Callable[[CrawlStats], None] | None = None) -> None:
+                 on_progress: Callable[[CrawlStats], None] | None = None,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self.config = cfg
         self.n = workers
+        self._clock = clock
         self._on_progress = on_progress
         self._last_progress = 0.0
         self._workers: list[_Worker] = []
@@ -130,7 +134,7 @@ class Supervisor:
     async def run(self) -> RunResult:
         data = self.config.data_dir
         if needs_resize(data, self.n):
-            moved = resize(self.config, self.n)
+            moved = resize(self.config, self.n, clock=self._clock)
             print(f"polecat: {moved.old} -> {moved.new} workers: {moved.slices_moved} slices moved "
                   f"({moved.hosts} hosts, {moved.queued} queued URLs, {moved.outbox_urls} URLs from "
                   f"hand-off outboxes) in {moved.seconds:.1f}s", file=sys.stderr)
@@ -140,7 +144,7 @@ class Supervisor:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self._on_signal)
-        self._started = time.monotonic()
+        self._started = self._clock.monotonic()
         try:
             self._workers = self._specs(sock_dir)
             for w in self._workers:
@@ -161,7 +165,7 @@ class Supervisor:
     def stats(self) -> CrawlStats:
         live = [stats_from_dict(w.last["stats"]) for w in self._workers if w.last is not None]
         retired = [stats_from_dict(r["stats"]) for w in self._workers for r in w.retired]
-        return merge_stats(live, retired, time.monotonic() - self._started, ended=self._ended)
+        return merge_stats(live, retired, self._clock.monotonic() - self._started, ended=self._ended)
 
     def handoff(self) -> LinkStats:
         """The hand-off counters summed over every worker and every life of it."""
@@ -170,7 +174,7 @@ class Supervisor:
 
     async def _spawn(self, w: _Worker) -> None:
         w.last = None
-        w.started = time.monotonic()
+        w.started = self._clock.monotonic()
         w.proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "polecat.processes.worker", str(w.spec_path),
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, start_new_session=True)
@@ -195,7 +199,7 @@ class Supervisor:
         """Ask every worker to stop (``abort``: abandon in-flight requests)."""
         self._stopping = True
         if self._stop_at is None:
-            self._stop_at = time.monotonic()
+            self._stop_at = self._clock.monotonic()
         for w in self._workers:
             self._send(w, "abort" if abort else "stop")
 
@@ -220,7 +224,7 @@ class Supervisor:
                 self._escalate()
                 continue
             stats = self.stats()
-            now = time.monotonic()
+            now = self._clock.monotonic()
             if self._on_progress is not None and now - self._last_progress >= PROGRESS_PERIOD:
                 self._last_progress = now
                 self._on_progress(stats)
@@ -237,7 +241,7 @@ class Supervisor:
     def _escalate(self) -> None:
         """Rule 4's bound on a stop: "abort" once, then kill what is still running."""
         assert self._stop_at is not None
-        late = time.monotonic() - self._stop_at - self.config.fetch.stop_grace
+        late = self._clock.monotonic() - self._stop_at - self.config.fetch.stop_grace
         running = [(w, w.proc) for w in self._workers if w.proc is not None and w.proc.returncode is None]
         if late >= ABORT_AFTER + KILL_AFTER:
             for w, proc in running:
@@ -259,7 +263,7 @@ class Supervisor:
             if code not in (0, None):
                 log.warning("worker %s exited with %s while stopping", w.id, code)
             return
-        fast = time.monotonic() - w.started < FAST_DEATH
+        fast = self._clock.monotonic() - w.started < FAST_DEATH
         w.fast_deaths = w.fast_deaths + 1 if fast else 0
         if code == WORKER_FAILED or w.fast_deaths >= MAX_FAST_DEATHS:
             w.done = True

@@ -17,7 +17,6 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import json
-import time
 from collections.abc import Awaitable, Callable
 from importlib import resources
 from typing import TYPE_CHECKING, Any
@@ -25,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from polecat.clock import SYSTEM_CLOCK, Clock
 from polecat.config import Config, is_host_pattern, split_listen
 from polecat.errors import ConfigError, PolecatError
 from polecat.service.activity import Activity
@@ -114,12 +114,15 @@ def _number(data: dict[str, Any], field: str, low: float, high: float, default: 
 
 
 class Api:
-    """The routes over one running :class:`~polecat.node.crawler.Crawler`."""
+    """The routes over one running :class:`~polecat.node.crawler.Crawler`. ``clock.wall()`` is the
+    ``now`` of the status answers (give it the crawler's clock)."""
 
-    def __init__(self, crawler: Crawler, activity: Activity, registry: CollectorRegistry) -> None:
+    def __init__(self, crawler: Crawler, activity: Activity, registry: CollectorRegistry, *,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self._crawler = crawler
         self._activity = activity
         self._registry = registry
+        self._clock = clock
 
     def app(self, token: str, *, signed: frozenset[str] = frozenset(), max_body: int = 4 * 1024 * 1024
             ) -> web.Application:
@@ -211,7 +214,7 @@ class Api:
         return await self._remove(request, self._crawler.unblock, "block")
 
     async def status(self, request: web.Request) -> web.Response:
-        now = time.time()
+        now = self._clock.wall()
         host = request.query.get("host")
         if host is None:
             return web.json_response(totals(self._crawler, self._activity, now))
@@ -232,7 +235,7 @@ class Api:
 
     async def internal_host(self, request: web.Request) -> web.Response:
         host = request.match_info["host"].lower()
-        detail = internal_host(self._crawler, host, time.time())
+        detail = internal_host(self._crawler, host, self._clock.wall())
         if detail is None:
             raise _json_error(web.HTTPNotFound(), f"host: {host!r} is not known to this node")
         return web.json_response(detail)

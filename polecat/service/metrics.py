@@ -13,7 +13,6 @@ Rules:
 
 from __future__ import annotations
 
-import time
 from collections import deque
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
@@ -22,6 +21,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from polecat.clock import SYSTEM_CLOCK, Clock
 from polecat.frontier.records import Completion, Lease
 
 if TYPE_CHECKING:
@@ -49,11 +49,12 @@ class LoopLag:
 
 
 class NodeMetrics(Collector):
-    """The registry of one node; see the module rules."""
+    """The registry of one node; see the module rules. ``clock.wall()`` is the scrape's ``now``."""
 
-    def __init__(self, crawler: Crawler, lag: LoopLag) -> None:
+    def __init__(self, crawler: Crawler, lag: LoopLag, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self._crawler = crawler
         self._lag = lag
+        self._clock = clock
         self.registry = CollectorRegistry(auto_describe=False)
         self._fetches = Counter("polecat_fetches", "Page requests made (counted as they end)",
                                 registry=self.registry)
@@ -71,7 +72,7 @@ class NodeMetrics(Collector):
     def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
         c = self._crawler
         s = c.stats()
-        now = time.time()
+        now = self._clock.wall()
         yield _counter("polecat_politeness_violations",
                        "Requests started before their host's next-allowed time (must stay 0)",
                        s.politeness_violations)

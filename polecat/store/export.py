@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,6 +30,7 @@ from urllib.parse import urlsplit
 
 import zstandard
 
+from polecat.clock import SYSTEM_CLOCK, Clock
 from polecat.errors import StoreError
 from polecat.store import fsck, warc
 from polecat.store.archive import ArchiveInfo
@@ -61,10 +61,13 @@ class ExportResult:
 
 
 class WarcExport:
-    """One export file being written: :meth:`start` once, then :meth:`add` each store (rules 1-3)."""
+    """One export file being written: :meth:`start` once, then :meth:`add` each store (rules 1-3).
+    ``clock.wall()`` dates the file's warcinfo record."""
 
-    def __init__(self, out: BinaryIO, filename: str, compression: Compression) -> None:
+    def __init__(self, out: BinaryIO, filename: str, compression: Compression, *,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self._out = out
+        self._clock = clock
         self._filename = filename
         self._compression = compression
         self.result = ExportResult()
@@ -80,7 +83,7 @@ class WarcExport:
         return offset, len(data)
 
     def start(self, info: ArchiveInfo) -> None:
-        self._write(warc.encode_warcinfo(info.warcinfo, self._filename, time.time()))
+        self._write(warc.encode_warcinfo(info.warcinfo, self._filename, self._clock.wall()))
 
     def add(self, store: SegmentStore) -> None:
         for entry in store.log_entries():
