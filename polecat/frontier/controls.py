@@ -95,15 +95,7 @@ class OperatorControls(FrontierState):
         return self._rate(host)
 
     def _drop_queue(self, host: str, st: HostState, out: list[Write]) -> int:
-        prefix = queue_prefix(host)
-        txn = self._db.txn
-        keys: list[tuple[bytes, str]] = []
-        with txn.cursor(db=self._db.queue) as cur:
-            if cur.set_range(prefix):
-                for k, v in cur:
-                    if not bytes(k).startswith(prefix):
-                        break
-                    keys.append((bytes(k), QueuedUrl.decode(v).url))
+        keys = [(key, QueuedUrl.decode(raw).url) for key, raw in self._db.items("queue", queue_prefix(host))]
         lease = self._leases.get(host)
         in_flight_key = lease.key if lease is not None else None
         dropped = 0

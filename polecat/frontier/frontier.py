@@ -26,12 +26,12 @@ import random
 from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import islice
 
 from polecat.config import Config, PolitenessConfig
 from polecat.dedup.seen import SeenSet
 from polecat.frontier.budgets import admit_reason
 from polecat.frontier.controls import OperatorControls
-from polecat.frontier.db import FrontierDB
 from polecat.frontier.handover import SliceHandover
 from polecat.frontier.hops import RobotsHops
 from polecat.frontier.keys import (
@@ -58,6 +58,7 @@ from polecat.frontier.refresh import Freshness, History, Prior, refresh_slots
 from polecat.frontier.robots import Closed, Fetch, Ready, RobotsPolicy
 from polecat.frontier.robots_state import decode_robots, encode_robots, restore_robots
 from polecat.frontier.routing import Admission, Routing
+from polecat.frontier.tables import FrontierTables
 from polecat.frontier.traps import url_trap
 from polecat.hosts import host_key
 from polecat.writes import Decided, Delete, Put, Write
@@ -76,14 +77,13 @@ SEEN = "seen"
 class Frontier(SliceHandover, OperatorControls, FrontierObservation, RobotsHops):
     """Per-host queues, the ready heap and the done records; see the module docstring."""
 
-    def __init__(self, db: FrontierDB, cfg: Config, robots: RobotsPolicy, seen: SeenSet, now: float,
+    def __init__(self, db: FrontierTables, cfg: Config, robots: RobotsPolicy, seen: SeenSet, now: float,
                  *, rng: random.Random | None = None) -> None:
         super().__init__(db, cfg, robots, seen, rng)
-        for raw_key, raw in self._db.txn.cursor(db=self._db.ops):
-            self._load_op(bytes(raw_key), bytes(raw))
-        with db.txn.cursor(db=db.robots) as cur:
-            for raw_key, raw in cur:
-                restore_robots(robots, bytes(raw_key), raw)
+        for key, raw in db.items("ops"):
+            self._load_op(key, raw)
+        for key, raw in db.items("robots"):
+            restore_robots(robots, key, raw)
         self._load_hosts(now)
         opening = self._refetch_writes(now)
         for pattern, rate in self._pol.throttle:
@@ -163,7 +163,7 @@ class Frontier(SliceHandover, OperatorControls, FrontierObservation, RobotsHops)
         if not candidates:
             return Decided(0, out)
         keys = [url_key(u, h) for u, h in candidates]
-        fresh = self._seen.mark_many(self._db.txn, keys)
+        fresh = self._seen.mark_many(self._db.getter("seen"), keys)
         accepted = 0
         if len(recent) + len(candidates) > RECENT_URLS:
             recent.clear()
@@ -184,7 +184,7 @@ class Frontier(SliceHandover, OperatorControls, FrontierObservation, RobotsHops)
             self._rejected[reason] += 1
             return Decided(reason, out)
         key = url_key(url, host)
-        if not self._seen.mark(self._db.txn, key):
+        if not self._seen.mark(self._db.getter("seen"), key):
             self._seen_count += 1
             return Decided(SEEN, out)
         out.append(Put("seen", key, b""))
@@ -298,38 +298,36 @@ class Frontier(SliceHandover, OperatorControls, FrontierObservation, RobotsHops)
     def _lease_from(self, host: str, st: HostState, now: float, out: list[Write]) -> Lease | None:
         """First allowed URL of ``host`` as a lease (or a robots.txt lease); None to skip the host now.
         The robots-disallowed URLs before it are retired: their writes go to ``out``."""
-        prefix = queue_prefix(host)
-        with self._db.txn.cursor(db=self._db.queue) as cur:
-            found = cur.set_range(prefix)
-            for _ in range(ROBOTS_SKIPS_PER_LEASE):
-                if not found or not bytes(cur.key()).startswith(prefix):
-                    self._queued -= st.queued  # repair a count that disagrees with the table
-                    st.queued = 0
-                    self._save_host(host, st)
+        skipped = 0
+        # The retired keys are deleted only when ``out`` is applied: the range reads on past them.
+        for key, raw in islice(self._db.items("queue", queue_prefix(host)), ROBOTS_SKIPS_PER_LEASE):
+            q = QueuedUrl.decode(raw)
+            origin = origin_of(q.url)
+            decision = self._robots.lookup(origin, now)
+            if isinstance(decision, Fetch) or (isinstance(decision, Ready) and decision.refresh_due):
+                if not self.budget.allows("robots", host):
+                    return None  # out of the run's budget: left queued for a later run
+                return Lease(host, origin + "/robots.txt", "robots", not_before=st.next_allowed)
+            if isinstance(decision, Closed):
+                st.next_allowed = max(st.next_allowed, decision.until)
+                self._save_host(host, st)
+                self._schedule(host, st.next_allowed)
+                return None
+            if decision.rules.allowed(q.url):
+                if not self.budget.allows("page", host):
                     return None
-                key = bytes(cur.key())
-                q = QueuedUrl.decode(cur.value())
-                origin = origin_of(q.url)
-                decision = self._robots.lookup(origin, now)
-                if isinstance(decision, Fetch) or (isinstance(decision, Ready) and decision.refresh_due):
-                    if not self.budget.allows("robots", host):
-                        return None  # out of the run's budget: left queued for a later run
-                    return Lease(host, origin + "/robots.txt", "robots", not_before=st.next_allowed)
-                if isinstance(decision, Closed):
-                    st.next_allowed = max(st.next_allowed, decision.until)
-                    self._save_host(host, st)
-                    self._schedule(host, st.next_allowed)
-                    return None
-                if decision.rules.allowed(q.url):
-                    if not self.budget.allows("page", host):
-                        return None
-                    prev = self.url_record(q.url, url_key_at(key, q.url))
-                    return Lease(host, q.url, "page", q.depth, q.importance, q.attempts, key,
-                                 prev.etag if prev else None, prev.last_modified if prev else None,
-                                 not_before=st.next_allowed, hops=q.hops)
-                out += self._finish_writes(host, st, key, UrlRecord(q.url, "skipped", "robots"))
-                found = cur.next()  # the retired key is deleted only when ``out`` is applied
-        self._schedule(host, now)
+                prev = self.url_record(q.url, url_key_at(key, q.url))
+                return Lease(host, q.url, "page", q.depth, q.importance, q.attempts, key,
+                             prev.etag if prev else None, prev.last_modified if prev else None,
+                             not_before=st.next_allowed, hops=q.hops)
+            out += self._finish_writes(host, st, key, UrlRecord(q.url, "skipped", "robots"))
+            skipped += 1
+        if skipped == ROBOTS_SKIPS_PER_LEASE:
+            self._schedule(host, now)
+        else:
+            self._queued -= st.queued  # repair a count that disagrees with the table
+            st.queued = 0
+            self._save_host(host, st)
         return None
 
     # --- robots.txt answers ---------------------------------------------------------------------
@@ -348,7 +346,7 @@ class Frontier(SliceHandover, OperatorControls, FrontierObservation, RobotsHops)
 
     def robots_answer(self, origin: str) -> tuple[int, float, bytes] | None:
         """The stored robots.txt answer of ``origin``: status, fetch time, body; None if none."""
-        raw = self._db.txn.get(robots_key(origin), db=self._db.robots)
+        raw = self._db.get("robots", robots_key(origin))
         return decode_robots(raw) if raw is not None else None
 
     # --- completing ------------------------------------------------------------------------------
@@ -398,7 +396,7 @@ class Frontier(SliceHandover, OperatorControls, FrontierObservation, RobotsHops)
             return [Delete("queue", lease.key), Put("queue", key, retry.encode())]
         outcome = "failed" if result.outcome == "retry" else result.outcome
         ukey = url_key_at(lease.key, lease.url)  # one fingerprint, no host hashing, for every key below
-        prev_raw = self._db.txn.get(ukey, db=self._db.urls)
+        prev_raw = self._db.get("urls", ukey)
         rec = UrlRecord.decode(prev_raw) if prev_raw is not None else UrlRecord(
             lease.url, outcome, depth=lease.depth, importance=lease.importance)
         rec.outcome, rec.reason, rec.fetched_at = outcome, result.reason, result.attempt.started
@@ -409,7 +407,7 @@ class Frontier(SliceHandover, OperatorControls, FrontierObservation, RobotsHops)
                 rec.changes += 1
             rec.content_hash = result.content_hash.hex()
         if outcome == "not_modified" or (outcome == "fetched" and result.reason.startswith("2")):
-            raw_prior = self._db.txn.get(ukey, db=self._db.priors) if self._has_priors else None
+            raw_prior = self._db.get("priors", ukey) if self._has_priors else None
             prior = Prior.decode(raw_prior) if raw_prior is not None else None
             rec.history, rec.due = self._refresh.after_visit(lease.host, rec.history, result.attempt.started,
                                                              changed, st.next_allowed, prior)
@@ -430,21 +428,20 @@ class Frontier(SliceHandover, OperatorControls, FrontierObservation, RobotsHops)
         calls it every ``refresh.scan_interval`` seconds, not per lease)."""
         hosts: dict[str, HostScan] = {}
         fresh, found = Freshness(), 0
-        with self._db.txn.cursor(db=self._db.urls) as cur:
-            for key, raw in cur:
-                rec = UrlRecord.decode(raw)
-                if not rec.history:
-                    continue
-                host = host_key(rec.url)
-                h = History.from_hex(rec.history)
-                self._refresh.tally(fresh, host, rec.url, h, rec.importance, now)
-                scan = hosts.get(host)
-                if scan is None:
-                    scan = hosts[host] = HostScan()
-                index = scan.add(self._refresh.rate(h, None, h.last_visit), rec.importance)
-                if rec.due is not None and rec.due <= now and found < limit:
-                    found += 1
-                    scan.due.append((index, h, bytes(key), rec))
+        for key, raw in self._db.items("urls"):
+            rec = UrlRecord.decode(raw)
+            if not rec.history:
+                continue
+            host = host_key(rec.url)
+            h = History.from_hex(rec.history)
+            self._refresh.tally(fresh, host, rec.url, h, rec.importance, now)
+            scan = hosts.get(host)
+            if scan is None:
+                scan = hosts[host] = HostScan()
+            index = scan.add(self._refresh.rate(h, None, h.last_visit), rec.importance)
+            if rec.due is not None and rec.due <= now and found < limit:
+                found += 1
+                scan.due.append((index, h, key, rec))
         out: list[Write] = []
         queued = sum(self._requeue_host(host, scan, now, window, out)
                      for host, scan in hosts.items() if scan.due)
@@ -487,7 +484,7 @@ class Frontier(SliceHandover, OperatorControls, FrontierObservation, RobotsHops)
     def freshness(self, now: float) -> Freshness:
         """The freshness SLO over the finished URLs (refresh rule 9)."""
         count = Freshness()
-        for _, raw in self._db.txn.cursor(db=self._db.urls):
+        for _, raw in self._db.items("urls"):
             rec = UrlRecord.decode(raw)
             h = History.from_hex(rec.history)
             self._refresh.tally(count, host_key(rec.url), rec.url, h, rec.importance, now)

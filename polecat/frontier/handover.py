@@ -57,12 +57,12 @@ class SliceHandover(FrontierState):
         transaction. URLs leased there stay queued, so a slice that moves for good is exported after
         its leases complete (:meth:`in_flight_in`)."""
         dirty = {host_row(h): encode_host(self._hosts[h]) for h in self._dirty}  # written at the next commit
-        return export_ranges(self._db.txn, self._db.sliced, check_slices(slices), hosts=dirty)
+        return export_ranges(self._db, check_slices(slices), hosts=dirty)
 
     def snapshot(self) -> CommittedSnapshot:
         """The last commit, held in a read transaction of its own until closed: exports from it see
         that commit whatever the loop writes meanwhile (slice checkpoints export group by group)."""
-        return CommittedSnapshot(self._db.env.begin(), self._db.sliced)
+        return CommittedSnapshot(self._db.snapshot())
 
     def in_flight_in(self, slices: Iterable[int]) -> int:
         """Leases in flight on hosts of ``slices``."""
@@ -74,7 +74,7 @@ class SliceHandover(FrontierState):
         interval from ``now`` (the exporter's last request may have just started); a queued URL this
         frontier has already seen is not queued twice, and a URL queued here that the exporter had
         finished (a config seed queued by a node that joins after its owner fetched it) is dropped."""
-        txn = self._db.txn
+        stored = self._db.getter("seen")
         out: list[Write] = []
         adopted: dict[str, HostState] = {}
         counts: Counter[str] = Counter()
@@ -99,7 +99,7 @@ class SliceHandover(FrontierState):
                 host = host_of_queue_key(key)
                 ukey = url_key(QueuedUrl.decode(value).url, host)
                 queued_there.add(ukey)  # finished and queued again there (a refresh): stays queued
-                if ukey not in marked and self._seen.mark(txn, ukey):
+                if ukey not in marked and self._seen.mark(stored, ukey):
                     marked.add(ukey)
                     out.append(Put("seen", ukey, b""))
                     self._qseq += 1
@@ -110,7 +110,7 @@ class SliceHandover(FrontierState):
                 else:
                     duplicates += 1
             elif table == "seen":
-                if bytes(key) not in marked and self._seen.mark(txn, key):
+                if bytes(key) not in marked and self._seen.mark(stored, key):
                     marked.add(bytes(key))
                     out.append(Put("seen", key, b""))
                     seen_new += 1
@@ -131,20 +131,13 @@ class SliceHandover(FrontierState):
     def _drop_finished(self, hosts: Iterable[str], finished: set[bytes], out: list[Write]) -> int:
         """Delete the URLs of ``finished`` (URL keys) from the queues of ``hosts`` held here before the
         adoption; returns how many. Only hosts that had URLs queued here are read."""
-        txn, dropped = self._db.txn, 0
+        dropped = 0
         for host in hosts:
             st = self._hosts.get(host)
             if st is None or st.queued <= 0:
                 continue
-            prefix = queue_prefix(host)
-            doomed = []
-            with txn.cursor(db=self._db.queue) as cur:
-                if cur.set_range(prefix):
-                    for key, value in cur:
-                        if not bytes(key).startswith(prefix):
-                            break
-                        if url_key(QueuedUrl.decode(value).url, host) in finished:
-                            doomed.append(bytes(key))
+            doomed = [key for key, value in self._db.items("queue", queue_prefix(host))
+                      if url_key(QueuedUrl.decode(value).url, host) in finished]
             for key in doomed:
                 out.append(Delete("queue", key))
                 self._count_band(key, -1)

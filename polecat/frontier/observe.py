@@ -24,7 +24,7 @@ class FrontierObservation(FrontierState):
 
     def url_record(self, url: str, key: bytes | None = None) -> UrlRecord | None:
         """What is recorded of the finished ``url`` (``key``: its ``urls`` key, when known)."""
-        raw = self._db.txn.get(key or url_key(url), db=self._db.urls)
+        raw = self._db.get("urls", key or url_key(url))
         return UrlRecord.decode(raw) if raw is not None else None
 
     def host_state(self, host: str) -> HostState | None:
@@ -38,9 +38,8 @@ class FrontierObservation(FrontierState):
         """Queued URLs by priority band (:data:`PRIORITY_BANDS`). The first call counts the queue table."""
         if self._bands is None:
             bands: Counter[str] = Counter()
-            with self._db.txn.cursor(db=self._db.queue) as cur:
-                for key in cur.iternext(keys=True, values=False):
-                    bands[priority_band(bytes(key))] += 1
+            for key, _ in self._db.items("queue"):
+                bands[priority_band(key)] += 1
             self._bands = bands
         return {name: self._bands[name] for name in (*(n for n, _ in PRIORITY_BANDS), "low")}
 

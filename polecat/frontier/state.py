@@ -19,7 +19,6 @@ from polecat.config import Config
 from polecat.dedup.seen import SeenSet
 from polecat.frontier import refetch
 from polecat.frontier.budgets import PageBudget
-from polecat.frontier.db import FrontierDB
 from polecat.frontier.ipkeys import IpKeys
 from polecat.frontier.keys import (
     host_of_row,
@@ -44,6 +43,7 @@ from polecat.frontier.robots import RobotsPolicy
 from polecat.frontier.routing import Routing
 from polecat.frontier.scope import ScopeFilter
 from polecat.frontier.slices import slice_of
+from polecat.frontier.tables import FrontierTables
 from polecat.frontier.traps import ShapeBudget, TrapCounts
 from polecat.hosts import HostPatternMap, host_key
 from polecat.writes import Delete, Put, Write
@@ -52,7 +52,7 @@ from polecat.writes import Delete, Put, Write
 class FrontierState:
     """Fields and shared bookkeeping of a frontier (see the module docstring)."""
 
-    def __init__(self, db: FrontierDB, cfg: Config, robots: RobotsPolicy, seen: SeenSet,
+    def __init__(self, db: FrontierTables, cfg: Config, robots: RobotsPolicy, seen: SeenSet,
                  rng: random.Random | None) -> None:
         self._db = db
         self._cfg = cfg
@@ -73,7 +73,7 @@ class FrontierState:
         self._rejected: Counter[str] = Counter()
         self._done: Counter[str] = Counter()
         """Outcomes in this run; ``_done_total`` (persisted in meta) counts them over all runs."""
-        self._done_total: Counter[str] = Counter(json.loads(bytes(db.txn.get(b"done", b"{}", db=db.meta))))
+        self._done_total: Counter[str] = Counter(json.loads(db.get("meta", b"done") or b"{}"))
         self._throttle: HostPatternMap[float] = HostPatternMap()
         self._blocked: HostPatternMap[bool] = HostPatternMap()
         self._scope = ScopeFilter(cfg.scope, ())
@@ -82,7 +82,7 @@ class FrontierState:
         """Queued URLs by priority band, counted once asked for (:meth:`queue_bands`), then kept."""
         self.paused = False
         """Set by the operator: the node leases nothing while it is (persisted)."""
-        self._qseq = int(self._db.txn.get(b"qseq", db=self._db.meta) or b"0")
+        self._qseq = int(db.get("meta", b"qseq") or b"0")
         self._refetch: list[tuple[bytes, str]] = []
         self.budget = PageBudget(cfg.scope.max_pages)
         """This run's page budget, robots.txt reservations included (polecat/frontier/budgets.py)."""
@@ -92,7 +92,7 @@ class FrontierState:
         self._traps_dirty: set[str] = set()
         self._routing: Routing | None = None
         """Who judges which discovered URL (:meth:`Frontier.admit`); None: this frontier judges all."""
-        self._has_priors = db.txn.stat(db.priors)["entries"] > 0
+        self._has_priors = db.count("priors") > 0
         """Whether any sitemap prior is kept: a completion looks its URL's up only then."""
         self._fenced: frozenset[int] = frozenset()
         """Slices whose hosts are not leased (another member owns them; :meth:`set_owned`)."""
@@ -116,11 +116,11 @@ class FrontierState:
     def _refetch_writes(self, now: float, adopted_urls: set[bytes] | None = None) -> list[Write]:
         """Queue again the URLs whose stored copy was lost (polecat/frontier/refetch.py, rule 2).
         ``adopted_urls``: URL records an adoption is writing in the same decision (writes.py rule 3)."""
-        txn, out = self._db.txn, list[Write]()
+        out: list[Write] = []
         for key, url in self._refetch:
             host = host_key(url)
             ukey = url_key(url, host)
-            if ukey in (adopted_urls or ()) or txn.get(ukey, db=self._db.urls) is not None:
+            if ukey in (adopted_urls or ()) or self._db.get("urls", ukey) is not None:
                 out.append(Delete("urls", ukey))  # else still queued: fetched anyway
                 self._enqueue(url, host, 0, 1.0, now, out)
             out.append(Delete("ops", key))
@@ -131,8 +131,8 @@ class FrontierState:
         """Rebuild the in-memory heap from the host table. A request may have been in flight when the
         previous process died, uncommitted: every host therefore waits one interval from ``now``, so a
         restart never sends a burst (the dead process's requests all started before ``now``)."""
-        for raw_key, raw in self._db.txn.cursor(db=self._db.hosts):
-            host = host_of_row(bytes(raw_key))
+        for key, raw in self._db.items("hosts"):
+            host = host_of_row(key)
             st = decode_host(raw)
             wait_one_interval(self._pol, self._rate(host), st, now)
             self._hosts[host] = st
@@ -215,7 +215,7 @@ class FrontierState:
                        ukey: bytes | None = None) -> list[Write]:
         """The writes that move a queued URL to done (one transaction: the invariant of frontier.py);
         ``ukey``: its ``urls`` key, when the caller has it."""
-        if self._db.txn.get(key, db=self._db.queue) is not None:
+        if self._db.get("queue", key) is not None:
             st.queued -= 1
             self._queued -= 1
             self._count_band(key, -1)
