@@ -19,7 +19,7 @@ after the save, or the save never finished) is discarded and the filter rebuilt 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -91,11 +91,9 @@ class SeenSet:
 
     @classmethod
     def restore(cls, env: Any, db: Any, bloom_path: Path, tag: int, capacity: int, fp_rate: float) -> SeenSet:
-        """The seen-set over ``db``: the saved filter if its tag is ``tag``, else one rebuilt from ``db``.
-
-        A rebuilt filter is sized for ``max(capacity, entries in db)`` at ``fp_rate``; a loaded one keeps
-        the sizing it was saved with (changing the configuration takes effect on the next rebuild).
-        """
+        """The seen-set over ``db``: the saved filter if its tag is ``tag``, else one rebuilt from ``db``
+        (:meth:`rebuild`). A loaded filter keeps the sizing it was saved with (changing the configuration
+        takes effect on the next rebuild)."""
         with env.begin(db=db) as txn:
             entries: int = txn.stat(db)["entries"]
             try:
@@ -103,15 +101,22 @@ class SeenSet:
             except (OSError, CorruptBloom):
                 saved_tag = None
             if saved_tag != tag:
-                bloom = ScalableBloom(max(capacity, entries), fp_rate)
                 with txn.cursor(db=db) as cursor:
-                    batch: list[bytes] = []
-                    for key in cursor.iternext(keys=True, values=False):
-                        batch.append(key)
-                        if len(batch) == _REBUILD_BATCH:
-                            bloom.add_many(batch)
-                            batch.clear()
-                    bloom.add_many(batch)
+                    return cls.rebuild(cursor.iternext(keys=True, values=False), entries, capacity, fp_rate)
+        return cls(bloom, urls=entries)
+
+    @classmethod
+    def rebuild(cls, keys: Iterable[bytes], entries: int, capacity: int, fp_rate: float) -> SeenSet:
+        """The seen-set over a table of ``entries`` fingerprints, ``keys``, with a filter rebuilt from
+        them, sized for ``max(capacity, entries)`` at ``fp_rate``."""
+        bloom = ScalableBloom(max(capacity, entries), fp_rate)
+        batch: list[bytes] = []
+        for key in keys:
+            batch.append(key)
+            if len(batch) == _REBUILD_BATCH:
+                bloom.add_many(batch)
+                batch.clear()
+        bloom.add_many(batch)
         return cls(bloom, urls=entries)
 
     def stats(self) -> SeenStats:
