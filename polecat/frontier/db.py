@@ -86,6 +86,8 @@ class FrontierDB:
         self._writer = TxnWriter(self.env, "polecat-frontier-writer")
         self._backlog: list[Write] = []
         """Writes applied during the commit in flight, for the next transaction (rule 3)."""
+        self._lookups: dict[Table, Lookup] = {}
+        """:meth:`getter`'s answers in the open transaction (a commit begins another)."""
         self.seq = 0
         self.pending = 0
         self.upgraded: MigrationReport | None = None
@@ -167,12 +169,21 @@ class FrontierDB:
 
     def get(self, table: Table, key: bytes) -> bytes | None:
         """The value of ``key`` in ``table`` in the open transaction, None if absent."""
-        return cast("bytes | None", self.txn.get(key, db=self.tables[table]))
+        # What :attr:`txn` does, inline: the frontier makes a few gets per URL.
+        if self._writer.committing:
+            self.finish_commit()
+        txn: Any = self._writer.txn  # not opened with ``buffers``: values are bytes
+        value: bytes | None = txn.get(key, db=self.tables[table])
+        return value
 
     def getter(self, table: Table) -> Lookup:
-        """:meth:`get` of ``table`` as LMDB's own call: no Python frame per lookup. Good until the next
-        commit (which begins another transaction)."""
-        return cast(Lookup, partial(self.txn.get, db=self.tables[table]))
+        """:meth:`get` of ``table`` as LMDB's own call, made once per transaction: no Python frame per
+        lookup. Good until the next commit (which begins another transaction)."""
+        lookup = self._lookups.get(table)
+        if lookup is None or self._writer.committing:
+            txn: Any = self.txn
+            lookup = self._lookups[table] = partial(txn.get, db=self.tables[table])
+        return lookup
 
     def items(self, table: Table, prefix: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
         """The records of ``table`` whose key starts with ``prefix``, in key order."""
@@ -199,6 +210,7 @@ class FrontierDB:
         """Wait for the commit :meth:`start_commit` started; returns the commit counter it wrote. A
         failed commit raises :class:`~polecat.errors.StorageFault` (its writes are lost; the caller stops)."""
         if self._writer.committing:
+            self._lookups.clear()
             try:
                 self._writer.finish_commit()
             except lmdb.Error as exc:

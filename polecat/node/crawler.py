@@ -35,7 +35,8 @@ from polecat.errors import BlockedAddressError, FetchError, FetchTimeout, Poleca
 from polecat.faults import storage_fault
 from polecat.fetch.http import Fetcher, Response, request_headers
 from polecat.fetch.seams import PageFetcher
-from polecat.frontier.frontier import ACCEPTED, SEEN, Frontier
+from polecat.frontier.frontier import Frontier
+from polecat.frontier.intake import ACCEPTED, SEEN
 from polecat.frontier.opener import open_local
 from polecat.frontier.politeness import Attempt
 from polecat.frontier.records import Completion, Idle, Lease, Outcome, Refused, RobotsOutcome, Wait, origin_of
