@@ -12,6 +12,7 @@ from polecat.testing.dns import LocalDnsServer
 from polecat.testing.etcd import EtcdServer, etcd_binary
 from polecat.testing.sitegen import SiteSpec
 from polecat.testing.web import TestWeb
+from tests import frontier_helpers
 
 TestWebFactory = Callable[..., TestWeb]
 
@@ -30,6 +31,22 @@ def test_web() -> Iterator[TestWebFactory]:
     yield factory
     for web in started:
         web.stop()
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Each test that uses ``frontier_backend`` runs once per backend, except where marked ``lmdb_only``."""
+    if "frontier_backend" in metafunc.fixturenames:
+        lmdb_only = metafunc.definition.get_closest_marker("lmdb_only") is not None
+        metafunc.parametrize("frontier_backend", ["lmdb"] if lmdb_only else ["lmdb", "memory"], indirect=True)
+
+
+@pytest.fixture
+def frontier_backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The database the test's frontier rigs are built on (tests/frontier_helpers.py): the real LMDB, or
+    polecat.testing.fakes.MemoryFrontierDB. Use it with ``pytestmark = pytest.mark.usefixtures(...)``."""
+    backend: str = request.param
+    monkeypatch.setattr(frontier_helpers, "BACKEND", backend)
+    return backend
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Building a frontier on a temp dir with a fake clock, for the sans-IO frontier tests."""
+"""Building a frontier on a temp dir (or in memory) with a fake clock, for the sans-IO frontier tests."""
 
 from __future__ import annotations
 
@@ -15,7 +15,12 @@ from polecat.frontier.frontier import Frontier
 from polecat.frontier.politeness import Attempt
 from polecat.frontier.records import Completion, Lease, Outcome, RobotsOutcome
 from polecat.frontier.robots import RobotsPolicy
+from polecat.testing.fakes import MemoryFrontierDB
 from polecat.writes import Decided, Delete, DeleteSlices, Put
+
+BACKEND = "lmdb"
+"""The database under the rigs a test builds: ``"lmdb"`` (a :class:`FrontierDB` in the rig's path) or
+``"memory"`` (a :class:`MemoryFrontierDB`). The ``frontier_backend`` fixture (tests/conftest.py) sets it."""
 
 CANON = Canonicalizer()
 
@@ -31,7 +36,7 @@ class Applying:
     :class:`Decided` answers its value once its writes are applied, a list of writes is applied; reads
     pass through. The frontier itself is :attr:`raw` (tests of the writes a decision returns use it)."""
 
-    def __init__(self, frontier: Frontier, db: FrontierDB) -> None:
+    def __init__(self, frontier: Frontier, db: FrontierDB | MemoryFrontierDB) -> None:
         self.raw = frontier
         self._db = db
 
@@ -54,7 +59,8 @@ class Applying:
 
 @dataclass
 class Rig:
-    """A frontier over a real LMDB in ``path``, its robots policy, and helpers to drive it."""
+    """A frontier over a real LMDB in ``path`` (or over :class:`MemoryFrontierDB`, see :data:`BACKEND`),
+    its robots policy, and helpers to drive it."""
 
     path: Path
     cfg: Config = field(default_factory=lambda: Config(scope=replace(Config().scope, mode="any")))
@@ -62,14 +68,23 @@ class Rig:
     now: float = 0.0
     """The wall-clock time the frontier is (re)opened at."""
     params: dict[str, object] = field(default_factory=lambda: {"t": 1})
+    backend: str = field(default_factory=lambda: BACKEND)
 
     def __post_init__(self) -> None:
+        self.memory = MemoryFrontierDB()
+        """The memory backend's database: it outlives a crash, as the path does."""
         self.open()
 
     def open(self) -> None:
-        self.db = FrontierDB(self.path / "frontier", map_size=1 << 28, params=self.params)
-        self.seen = SeenSet.restore(self.db.env, self.db.seen, self.path / "seen.bloom", self.db.seq,
-                                    10_000, 0.01)
+        self.db: FrontierDB | MemoryFrontierDB
+        if self.backend == "memory":
+            self.db = self.memory
+            self.seen = SeenSet.rebuild((key for key, _ in self.db.items("seen")), self.db.count("seen"),
+                                        10_000, 0.01)
+        else:
+            self.db = FrontierDB(self.path / "frontier", map_size=1 << 28, params=self.params)
+            self.seen = SeenSet.restore(self.db.env, self.db.seen, self.path / "seen.bloom", self.db.seq,
+                                        10_000, 0.01)
         self.robots = RobotsPolicy(self.cfg.robots, self.cfg.fetch.user_agent)
         self.raw = Frontier(self.db, self.cfg, self.robots, self.seen, self.now, rng=random.Random(self.seed))
         self.frontier: Any = Applying(self.raw, self.db)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -13,6 +14,8 @@ from polecat.frontier.keys import robots_key
 from polecat.frontier.records import Idle, Lease, Refused, RobotsOutcome, Wait
 from polecat.writes import Put
 from tests.frontier_helpers import Rig, canon, done, politeness
+
+pytestmark = pytest.mark.usefixtures("frontier_backend")  # each test on LMDB and on the in-memory fake
 
 
 def lease_or_fail(rig: Rig, now: float) -> Lease:
@@ -379,6 +382,7 @@ def test_a_hop_that_borrows_a_scheduled_host_pushes_back_its_next_lease(tmp_path
     assert lease_or_fail(rig, after.until).host == "a.test"
 
 
+@pytest.mark.lmdb_only
 def test_complete_returns_its_writes_and_writes_nothing_itself(tmp_path: Path) -> None:
     rig = Rig(tmp_path)
     rig.frontier.add_seed(canon("http://a.test/"), 0.0)

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from polecat.cluster.ring import Ring
 from polecat.frontier.records import Lease
 from polecat.frontier.routing import Routing
 from polecat.frontier.slices import slice_of
 from polecat.hosts import host_key
 from tests.frontier_helpers import Rig, canon
+
+pytestmark = pytest.mark.usefixtures("frontier_backend")  # each test on LMDB and on the in-memory fake
 
 URLS = [canon(f"http://h{i}.test/p{i % 3}") for i in range(60)]
 RING = Ring(["w0", "w1", "w2"])

@@ -18,6 +18,8 @@ from polecat.frontier.slices import SLICES, slice_of
 from polecat.writes import DeleteSlices
 from tests.frontier_helpers import Rig, canon, politeness
 
+pytestmark = pytest.mark.usefixtures("frontier_backend")  # each test on LMDB and on the in-memory fake
+
 CFG = Config(scope=ScopeConfig(mode="any"), politeness=politeness(rate=2.0))
 HOSTS = [f"h{i}.test" for i in range(24)]
 
@@ -75,7 +77,7 @@ def drain(rig: Rig, now: float) -> tuple[list[str], float]:
 
 def queued_urls(rig: Rig) -> set[str]:
     from polecat.frontier.records import QueuedUrl
-    return {QueuedUrl.decode(v).url for _, v in rig.db.txn.cursor(db=rig.db.queue)}
+    return {QueuedUrl.decode(v).url for _, v in rig.db.items("queue")}
 
 
 def held(rig: Rig, slices: Iterable[int]) -> int:

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from polecat.config import Config, RefreshConfig, ScopeConfig
-from polecat.frontier.frontier import ROBOTS_SKIPS_PER_LEASE
 from polecat.frontier.keys import op_key, url_key
+from polecat.frontier.leasing import ROBOTS_SKIPS_PER_LEASE
 from polecat.frontier.records import Lease, Wait
 from polecat.frontier.slices import slice_of
 from polecat.writes import Decided, Delete, DeleteSlices, Put, Write

@@ -16,6 +16,8 @@ from polecat.frontier.refresh import CHANGEFREQ_SECONDS, History, Prior, Refresh
 from tests.frontier_helpers import Rig, canon, done
 from tests.test_frontier import lease_or_fail, open_host
 
+pytestmark = pytest.mark.usefixtures("frontier_backend")  # each test on LMDB and on the in-memory fake
+
 REFRESH = RefreshConfig(min_interval=10.0, max_interval=1000.0, default_interval=50.0, min_visits=1,
                         never=("b.test",))
 
@@ -134,6 +136,7 @@ def test_sitemap_prior_sets_the_first_intervals(tmp_path: Path) -> None:
     assert plain.due - history(rig, plain.url).last_visit == pytest.approx(REFRESH.default_interval)
 
 
+@pytest.mark.lmdb_only  # builds no frontier: once is enough
 @given(lastmod=st.none() | st.floats(0, 4e9), freq=st.none() | st.sampled_from(sorted(CHANGEFREQ_SECONDS)),
        priority=st.none() | st.floats(0, 1))
 def test_property_prior_round_trips(lastmod: float | None, freq: str | None, priority: float | None) -> None:
@@ -163,6 +166,7 @@ def test_a_host_with_new_urls_keeps_its_discovery_share(tmp_path: Path) -> None:
     assert rig.frontier.requeue_due(later)[0] == 3
 
 
+@pytest.mark.lmdb_only
 def test_a_host_over_its_budget_spaces_its_urls_by_the_freshness_optimum(tmp_path: Path) -> None:
     refresh = RefreshConfig(min_interval=10.0, max_interval=100_000.0, min_visits=1)
     cfg = Config(scope=replace(Config().scope, mode="any"), refresh=refresh,

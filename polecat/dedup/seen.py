@@ -7,9 +7,10 @@ Bloom false positive.
 
 The set decides and its caller writes (polecat/writes.py): :meth:`SeenSet.mark` answers whether
 a fingerprint is new and the frontier puts each new one in the table among its decision's writes. The
-caller owns the LMDB environment and the write transaction (the frontier commits in batches), so the
-lookups take the caller's ``txn``; a fingerprint marked but not yet written reads as a false positive
-that is new, so a caller never marks one twice before its writes are applied.
+caller owns the table and its write transaction (the frontier commits in batches), so the lookups go
+through the caller's ``stored`` (the table's get in the open transaction); a fingerprint marked but not
+yet written reads as a false positive that is new, so a caller never marks one twice before its writes
+are applied.
 
 Persistence keeps the invariant across crashes: the filter is saved with the caller's commit counter as
 its tag right after a commit; on restart, a file whose tag is not the current counter (work was committed
@@ -18,7 +19,7 @@ after the save, or the save never finished) is discarded and the filter rebuilt 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,9 @@ from polecat.dedup.bloom import ScalableBloom
 from polecat.errors import CorruptBloom
 
 _REBUILD_BATCH = 65_536
+
+Stored = Callable[[bytes], bytes | None]
+"""A fingerprint's value in the ground-truth table (empty), None if absent."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,30 +50,31 @@ class SeenStats:
 class SeenSet:
     """Answers "was this URL fingerprint seen before?" and records it (see the module docstring)."""
 
-    __slots__ = ("_bloom", "_db", "_false_positives", "_saved", "_urls")
+    __slots__ = ("_bloom", "_false_positives", "_saved", "_urls")
 
-    def __init__(self, db: Any, bloom: ScalableBloom, urls: int = 0) -> None:
-        """``db``: an LMDB named database (keys: URL fingerprints,
-        slice-prefixed by the frontier; values empty); ``bloom`` must already
-        contain every key of ``db`` and ``urls`` is their count. Use :meth:`restore` to get both right."""
-        self._db, self._bloom, self._urls = db, bloom, urls
+    def __init__(self, bloom: ScalableBloom, urls: int = 0) -> None:
+        """``bloom`` must already contain every key of the ground-truth table (URL fingerprints,
+        slice-prefixed by the frontier; values empty) and ``urls`` is their count. Use :meth:`restore`
+        to get both right from an LMDB table."""
+        self._bloom, self._urls = bloom, urls
         self._false_positives = self._saved = 0
 
-    def mark(self, txn: Any, fp: bytes) -> bool:
-        """Add ``fp`` to the filter; True if it was not seen before (the caller writes it to the table)."""
-        return self._judge(txn, fp, self._bloom.add(fp))
+    def mark(self, stored: Stored, fp: bytes) -> bool:
+        """Add ``fp`` to the filter; True if it was not seen before (the caller writes it to the table).
+        ``stored``: the table's lookup in the caller's open transaction."""
+        return self._judge(stored, fp, self._bloom.add(fp))
 
-    def mark_many(self, txn: Any, fps: Sequence[bytes]) -> list[bool]:
-        """``[mark(txn, fp) for fp in fps]`` with one vectorized Bloom pass; ``fps`` must be distinct."""
+    def mark_many(self, stored: Stored, fps: Sequence[bytes]) -> list[bool]:
+        """``[mark(stored, fp) for fp in fps]`` with one vectorized Bloom pass; ``fps`` must be distinct."""
         judge = self._judge
-        return [judge(txn, fp, seen) for fp, seen in zip(fps, self._bloom.add_many(fps), strict=True)]
+        return [judge(stored, fp, seen) for fp, seen in zip(fps, self._bloom.add_many(fps), strict=True)]
 
-    def _judge(self, txn: Any, fp: bytes, maybe_seen: bool) -> bool:
+    def _judge(self, stored: Stored, fp: bytes, maybe_seen: bool) -> bool:
         if not maybe_seen:
             self._saved += 1
             self._urls += 1
             return True
-        if txn.get(fp, db=self._db) is None:
+        if stored(fp) is None:
             self._false_positives += 1
             self._urls += 1
             return True
@@ -86,11 +91,9 @@ class SeenSet:
 
     @classmethod
     def restore(cls, env: Any, db: Any, bloom_path: Path, tag: int, capacity: int, fp_rate: float) -> SeenSet:
-        """The seen-set over ``db``: the saved filter if its tag is ``tag``, else one rebuilt from ``db``.
-
-        A rebuilt filter is sized for ``max(capacity, entries in db)`` at ``fp_rate``; a loaded one keeps
-        the sizing it was saved with (changing the configuration takes effect on the next rebuild).
-        """
+        """The seen-set over ``db``: the saved filter if its tag is ``tag``, else one rebuilt from ``db``
+        (:meth:`rebuild`). A loaded filter keeps the sizing it was saved with (changing the configuration
+        takes effect on the next rebuild)."""
         with env.begin(db=db) as txn:
             entries: int = txn.stat(db)["entries"]
             try:
@@ -98,16 +101,23 @@ class SeenSet:
             except (OSError, CorruptBloom):
                 saved_tag = None
             if saved_tag != tag:
-                bloom = ScalableBloom(max(capacity, entries), fp_rate)
                 with txn.cursor(db=db) as cursor:
-                    batch: list[bytes] = []
-                    for key in cursor.iternext(keys=True, values=False):
-                        batch.append(key)
-                        if len(batch) == _REBUILD_BATCH:
-                            bloom.add_many(batch)
-                            batch.clear()
-                    bloom.add_many(batch)
-        return cls(db, bloom, urls=entries)
+                    return cls.rebuild(cursor.iternext(keys=True, values=False), entries, capacity, fp_rate)
+        return cls(bloom, urls=entries)
+
+    @classmethod
+    def rebuild(cls, keys: Iterable[bytes], entries: int, capacity: int, fp_rate: float) -> SeenSet:
+        """The seen-set over a table of ``entries`` fingerprints, ``keys``, with a filter rebuilt from
+        them, sized for ``max(capacity, entries)`` at ``fp_rate``."""
+        bloom = ScalableBloom(max(capacity, entries), fp_rate)
+        batch: list[bytes] = []
+        for key in keys:
+            batch.append(key)
+            if len(batch) == _REBUILD_BATCH:
+                bloom.add_many(batch)
+                batch.clear()
+        bloom.add_many(batch)
+        return cls(bloom, urls=entries)
 
     def stats(self) -> SeenStats:
         new = self._false_positives + self._saved

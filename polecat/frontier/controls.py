@@ -1,32 +1,45 @@
 """Operator controls of a frontier: throttle overrides, blocks, pause.
 
 Rules: every control is persisted in the ``ops`` table (the writes each returns, polecat/writes.py)
-and reloaded on open (host
-patterns are cross-slice and travel in every slice bundle, keys.py rule 4); a block drops the queues it
-matches (recorded done, ``skipped:blocked``) and refuses their URLs; removing a control applies from each
-host's next request; controls from the configuration are applied again at every start.
+and reloaded on open (host patterns are cross-slice and travel in every slice bundle, keys.py rule 4);
+a block drops the queues it matches (recorded done, ``skipped:blocked``) and refuses their URLs;
+removing a control applies from each host's next request; controls from the configuration are applied
+again at every start (polecat/frontier/frontier.py).
 """
 
 from __future__ import annotations
 
-import heapq
-
-from polecat.frontier.keys import (
-    op_key,
-    queue_prefix,
-)
+from polecat.frontier.host_table import HostTable
+from polecat.frontier.keys import op_key, queue_prefix
 from polecat.frontier.politeness import HostState, wait_one_interval
-from polecat.frontier.records import (
-    QueuedUrl,
-    UrlRecord,
-)
-from polecat.frontier.state import FrontierState
+from polecat.frontier.records import QueuedUrl, UrlRecord
 from polecat.hosts import HostPatternMap
 from polecat.writes import Decided, Delete, Put, Write
 
 
-class OperatorControls(FrontierState):
-    """Throttle, block, pause: persisted in ``ops`` (keys.py rule 4), applied at once."""
+class Controls:
+    """Throttle, block, pause: persisted in ``ops`` (keys.py rule 4), applied at once. The patterns
+    themselves live in the host table (:attr:`HostTable.throttle`, :attr:`HostTable.blocked`), where
+    every part reads them."""
+
+    def __init__(self, table: HostTable) -> None:
+        self._table = table
+        self._hosts = table.hosts
+        self._throttle = table.throttle
+        self._blocked = table.blocked
+        self.paused = False
+        """Set by the operator: the node leases nothing while it is (persisted)."""
+        self.dropped_blocked = 0
+        """Queued URLs dropped by blocks in this run."""
+
+    def load_op(self, kind: str, arg: str, raw: bytes) -> None:
+        """Reinstate a stored control (on open, or adopted with a slice)."""
+        if kind == "block":
+            self._blocked.set(arg, True)
+        elif kind == "throttle":
+            self._throttle.set(arg, float(raw))
+        elif kind == "paused":
+            self.paused = True
 
     def set_throttle(self, pattern: str, rate: float) -> list[Write]:
         """Override the request rate of hosts matching ``pattern`` (persisted)."""
@@ -42,20 +55,21 @@ class OperatorControls(FrontierState):
         for host, st in self._hosts.items():
             if st.queued and host in self._blocked:
                 dropped += self._drop_queue(host, st, out)
-        self._dropped_blocked += dropped
+        self.dropped_blocked += dropped
         return Decided(dropped, out)
 
     def throttle_now(self, pattern: str, rate: float, now: float) -> list[Write]:
         """:meth:`set_throttle` for a running crawl: hosts it matches that wait for their next request
         wait at least one new interval from ``now``, so a slower rate applies from the next request."""
         out = self.set_throttle(pattern, rate)
+        table = self._table
         matcher: HostPatternMap[bool] = HostPatternMap([(pattern, True)])
         for host, st in self._hosts.items():
             if host in matcher and not st.in_flight:
-                wait_one_interval(self._pol, self._rate(host), st, now)
-                self._save_host(host, st)
-                if host in self._scheduled:
-                    self._schedule(host, st.next_allowed)
+                wait_one_interval(table.pol, table.rate(host), st, now)
+                table.save(host)
+                if host in table.scheduled:
+                    table.schedule(host, st.next_allowed)
         return out
 
     def set_paused(self, paused: bool) -> list[Write]:
@@ -85,31 +99,15 @@ class OperatorControls(FrontierState):
     def is_blocked(self, host: str) -> bool:
         return host in self._blocked
 
-    def busiest(self, n: int) -> list[tuple[str, int]]:
-        """The ``n`` hosts with the longest queues, longest first."""
-        queued = ((h, st.queued) for h, st in self._hosts.items() if st.queued > 0)
-        return heapq.nlargest(n, queued, key=lambda hq: (hq[1], hq[0]))
-
-    def host_rate(self, host: str) -> float:
-        """The configured request rate of ``host`` (its throttle, else the default), before AIMD."""
-        return self._rate(host)
-
     def _drop_queue(self, host: str, st: HostState, out: list[Write]) -> int:
-        prefix = queue_prefix(host)
-        txn = self._db.txn
-        keys: list[tuple[bytes, str]] = []
-        with txn.cursor(db=self._db.queue) as cur:
-            if cur.set_range(prefix):
-                for k, v in cur:
-                    if not bytes(k).startswith(prefix):
-                        break
-                    keys.append((bytes(k), QueuedUrl.decode(v).url))
-        lease = self._leases.get(host)
+        table = self._table
+        keys = [(key, QueuedUrl.decode(raw).url) for key, raw in table.db.items("queue", queue_prefix(host))]
+        lease = table.leases.get(host)
         in_flight_key = lease.key if lease is not None else None
         dropped = 0
         for key, url in keys:
             if key != in_flight_key:  # the in-flight URL is finished by its completion
-                out += self._finish_writes(host, st, key, UrlRecord(url, "skipped", "blocked"))
+                out += table.finish_writes(host, st, key, UrlRecord(url, "skipped", "blocked"))
                 dropped += 1
-        self._scheduled.pop(host, None)
+        table.scheduled.pop(host, None)
         return dropped

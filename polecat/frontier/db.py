@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future
+from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import lmdb
 
@@ -34,8 +35,9 @@ from polecat.faults import storage_fault
 from polecat.frontier.handover_ranges import delete_ranges
 from polecat.frontier.migrate import MigrationReport, migrate_v1
 from polecat.frontier.slices import SLICES
+from polecat.frontier.tables import Lookup
 from polecat.frontier.writer import TxnWriter
-from polecat.writes import Decided, Delete, DeleteSlices, Put, Write
+from polecat.writes import Decided, Delete, DeleteSlices, Put, Table, Write
 
 T = TypeVar("T")
 
@@ -49,7 +51,8 @@ log = logging.getLogger("polecat")
 
 class FrontierDB:
     """Owns the environment, the writer thread and the open write transaction (rules above). Its callers
-    are one thread (the event loop's)."""
+    are one thread (the event loop's). The frontier reads and writes it as
+    :class:`~polecat.frontier.tables.FrontierTables`."""
 
     def __init__(self, path: Path, *, map_size: int, params: dict[str, Any]) -> None:
         path.mkdir(parents=True, exist_ok=True)
@@ -83,6 +86,8 @@ class FrontierDB:
         self._writer = TxnWriter(self.env, "polecat-frontier-writer")
         self._backlog: list[Write] = []
         """Writes applied during the commit in flight, for the next transaction (rule 3)."""
+        self._lookups: dict[Table, Lookup] = {}
+        """:meth:`getter`'s answers in the open transaction (a commit begins another)."""
         self.seq = 0
         self.pending = 0
         self.upgraded: MigrationReport | None = None
@@ -162,6 +167,36 @@ class FrontierDB:
             self.finish_commit()
         return self._writer.txn
 
+    def get(self, table: Table, key: bytes) -> bytes | None:
+        """The value of ``key`` in ``table`` in the open transaction, None if absent."""
+        # What :attr:`txn` does, inline: the frontier makes a few gets per URL.
+        if self._writer.committing:
+            self.finish_commit()
+        txn: Any = self._writer.txn  # not opened with ``buffers``: values are bytes
+        value: bytes | None = txn.get(key, db=self.tables[table])
+        return value
+
+    def getter(self, table: Table) -> Lookup:
+        """:meth:`get` of ``table`` as LMDB's own call, made once per transaction: no Python frame per
+        lookup. Good until the next commit (which begins another transaction)."""
+        lookup = self._lookups.get(table)
+        if lookup is None or self._writer.committing:
+            txn: Any = self.txn
+            lookup = self._lookups[table] = partial(txn.get, db=self.tables[table])
+        return lookup
+
+    def items(self, table: Table, prefix: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
+        """The records of ``table`` whose key starts with ``prefix``, in key order."""
+        return key_range(self.txn, self.tables[table], prefix)
+
+    def count(self, table: Table) -> int:
+        entries: int = self.txn.stat(self.tables[table])["entries"]
+        return entries
+
+    def snapshot(self) -> CommittedTables:
+        """The last commit, read in a read transaction of its own until closed."""
+        return CommittedTables(self.env.begin(), self.tables)
+
     def start_commit(self) -> Future[lmdb.Transaction]:
         """Start making every write so far durable on the writer thread and return at once (rule 1);
         :meth:`finish_commit` ends it (and :attr:`txn` waits for it). Changes counted from now on
@@ -175,6 +210,7 @@ class FrontierDB:
         """Wait for the commit :meth:`start_commit` started; returns the commit counter it wrote. A
         failed commit raises :class:`~polecat.errors.StorageFault` (its writes are lost; the caller stops)."""
         if self._writer.committing:
+            self._lookups.clear()
             try:
                 self._writer.finish_commit()
             except lmdb.Error as exc:
@@ -201,3 +237,37 @@ class FrontierDB:
             self._writer.close()
         finally:
             self.env.close()
+
+
+def key_range(txn: Any, db: Any, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+    """The records of ``db`` whose key starts with ``prefix``, in key order (as bytes: the environment's
+    transactions are not opened with ``buffers``)."""
+    with txn.cursor(db=db) as cur:
+        if not cur.set_range(prefix):
+            return
+        if not prefix:
+            yield from cur
+            return
+        for key, value in cur:
+            if not key.startswith(prefix):
+                return
+            yield key, value
+
+
+class CommittedTables:
+    """A read transaction on the last commit, read as a :class:`~polecat.frontier.tables.Snapshot`. Use
+    it on the thread that opened it only (a worker thread exporting from it crashed the process at a
+    later ``lmdb.open``)."""
+
+    def __init__(self, txn: lmdb.Transaction, tables: Mapping[str, Any]) -> None:
+        self._txn = txn
+        self._tables = tables
+
+    def get(self, table: Table, key: bytes) -> bytes | None:
+        return cast("bytes | None", self._txn.get(key, db=self._tables[table]))
+
+    def items(self, table: Table, prefix: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
+        return key_range(self._txn, self._tables[table], prefix)
+
+    def close(self) -> None:
+        self._txn.abort()

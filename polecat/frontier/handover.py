@@ -12,69 +12,73 @@ flight. Adoption and release are decisions: they return their writes (polecat/wr
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
+from polecat.dedup.seen import SeenSet
 from polecat.errors import FrontierError
 from polecat.frontier.bundle import BundleError, SliceBundle
 from polecat.frontier.handover_ranges import CommittedSnapshot, export_ranges
-from polecat.frontier.keys import (
-    host_of_queue_key,
-    host_of_row,
-    host_row,
-    queue_prefix,
-    requeue_key,
-    url_key,
-)
+from polecat.frontier.host_table import HostTable
+from polecat.frontier.intake import Intake
+from polecat.frontier.keys import host_of_queue_key, host_of_row, queue_prefix, requeue_key, url_key
 from polecat.frontier.politeness import HostState, wait_one_interval
-from polecat.frontier.records import (
-    AdoptReport,
-    QueuedUrl,
-    decode_host,
-    encode_host,
-)
+from polecat.frontier.records import AdoptReport, QueuedUrl, decode_host
+from polecat.frontier.refresh_queue import RefreshQueue
+from polecat.frontier.robots import RobotsPolicy
 from polecat.frontier.robots_state import restore_robots
 from polecat.frontier.slices import SLICES, check_slices, slice_of
-from polecat.frontier.state import FrontierState
 from polecat.writes import Decided, Delete, DeleteSlices, Put, Write
 
 
-class SliceHandover(FrontierState):
-    """Ownership of slices and their export, adoption and release."""
+class SliceHandover:
+    """Ownership of slices and their export, adoption and release. An adopted slice brings records of
+    every part: ``load_op`` reinstates each operator op in the part it belongs to."""
+
+    def __init__(self, table: HostTable, seen: SeenSet, robots: RobotsPolicy, intake: Intake,
+                 refresh: RefreshQueue, load_op: Callable[[bytes, bytes], None]) -> None:
+        self._table = table
+        self._hosts = table.hosts
+        self._db = table.db
+        self._seen = seen
+        self._robots = robots
+        self._intake = intake
+        self._refresh = refresh
+        self._load_op = load_op
 
     def set_owned(self, slices: Iterable[int], now: float) -> None:
         """Lease only hosts of ``slices`` (the ones the ring gives this member); the others keep their
         state here until :meth:`release_slices`. Every slice is owned until this is called."""
-        self._fenced = frozenset(range(SLICES)) - check_slices(slices)
+        table = self._table
+        table.fenced = fenced = frozenset(range(SLICES)) - check_slices(slices)
         for host, st in self._hosts.items():
-            if slice_of(host) in self._fenced:
-                self._scheduled.pop(host, None)
-            elif st.queued > 0 and not st.in_flight and not st.parked and host not in self._scheduled:
-                self._schedule(host, max(st.next_allowed, now))
+            if slice_of(host) in fenced:
+                table.scheduled.pop(host, None)
+            else:
+                table.wake(host, st, max(st.next_allowed, now))
 
     def export_slices(self, slices: Iterable[int], now: float) -> SliceBundle:
         """Everything this frontier holds about ``slices`` (queues, host records, robots answers, URL
         records, seen entries, operator controls) as a :class:`SliceBundle` stamped ``now``: a snapshot of
         the open transaction. URLs leased there stay queued, so a slice that moves for good is exported after
         its leases complete (:meth:`in_flight_in`)."""
-        dirty = {host_row(h): encode_host(self._hosts[h]) for h in self._dirty}  # written at the next commit
-        return export_ranges(self._db.txn, self._db.sliced, check_slices(slices), created=now, hosts=dirty)
+        return export_ranges(self._db, check_slices(slices), created=now, hosts=self._table.unsaved())
 
     def snapshot(self) -> CommittedSnapshot:
         """The last commit, held in a read transaction of its own until closed: exports from it see
         that commit whatever the loop writes meanwhile (slice checkpoints export group by group)."""
-        return CommittedSnapshot(self._db.env.begin(), self._db.sliced)
+        return CommittedSnapshot(self._db.snapshot())
 
     def in_flight_in(self, slices: Iterable[int]) -> int:
         """Leases in flight on hosts of ``slices``."""
         ids = check_slices(slices)
-        return sum(1 for host in self._leases if slice_of(host) in ids)
+        return sum(1 for host in self._table.leases if slice_of(host) in ids)
 
     def adopt(self, bundle: SliceBundle, now: float) -> Decided[AdoptReport]:
         """Take over the slices of ``bundle``, merged with what is here. Each adopted host waits one full
         interval from ``now`` (the exporter's last request may have just started); a queued URL this
         frontier has already seen is not queued twice, and a URL queued here that the exporter had
         finished (a config seed queued by a node that joins after its owner fetched it) is dropped."""
-        txn = self._db.txn
+        stored = self._db.getter("seen")
         out: list[Write] = []
         adopted: dict[str, HostState] = {}
         counts: Counter[str] = Counter()
@@ -99,31 +103,31 @@ class SliceHandover(FrontierState):
                 host = host_of_queue_key(key)
                 ukey = url_key(QueuedUrl.decode(value).url, host)
                 queued_there.add(ukey)  # finished and queued again there (a refresh): stays queued
-                if ukey not in marked and self._seen.mark(txn, ukey):
+                if ukey not in marked and self._seen.mark(stored, ukey):
                     marked.add(ukey)
                     out.append(Put("seen", ukey, b""))
-                    self._qseq += 1
-                    new_key = requeue_key(key, self._qseq)
+                    self._table.qseq += 1
+                    new_key = requeue_key(key, self._table.qseq)
                     out.append(Put("queue", new_key, value))
-                    self._count_band(new_key, 1)
+                    self._table.count_band(new_key, 1)
                     counts[host] += 1
                 else:
                     duplicates += 1
             elif table == "seen":
-                if bytes(key) not in marked and self._seen.mark(txn, key):
+                if bytes(key) not in marked and self._seen.mark(stored, key):
                     marked.add(bytes(key))
                     out.append(Put("seen", key, b""))
                     seen_new += 1
             elif table == "priors":
                 out.append(Put("priors", key, value))
-                self._has_priors = True
+                self._refresh.has_priors = True
             else:
                 raise BundleError(f"slice bundle table {table!r} is unknown to this polecat")
         if finished:
             duplicates += self._drop_finished(adopted.keys(), finished - queued_there, out)
         for host in adopted.keys() | counts.keys():
             self._adopt_host(host, adopted.get(host), counts[host], now)
-        out += self._refetch_writes(now, finished)
+        out += self._intake.refetch_writes(now, finished)
         self._db.pending += 1
         return Decided(AdoptReport(len(bundle.ids), len(adopted), sum(counts.values()), duplicates, seen_new),
                        out)
@@ -131,32 +135,24 @@ class SliceHandover(FrontierState):
     def _drop_finished(self, hosts: Iterable[str], finished: set[bytes], out: list[Write]) -> int:
         """Delete the URLs of ``finished`` (URL keys) from the queues of ``hosts`` held here before the
         adoption; returns how many. Only hosts that had URLs queued here are read."""
-        txn, dropped = self._db.txn, 0
+        dropped = 0
         for host in hosts:
             st = self._hosts.get(host)
             if st is None or st.queued <= 0:
                 continue
-            prefix = queue_prefix(host)
-            doomed = []
-            with txn.cursor(db=self._db.queue) as cur:
-                if cur.set_range(prefix):
-                    for key, value in cur:
-                        if not bytes(key).startswith(prefix):
-                            break
-                        if url_key(QueuedUrl.decode(value).url, host) in finished:
-                            doomed.append(bytes(key))
+            doomed = [key for key, value in self._db.items("queue", queue_prefix(host))
+                      if url_key(QueuedUrl.decode(value).url, host) in finished]
             for key in doomed:
                 out.append(Delete("queue", key))
-                self._count_band(key, -1)
+                self._table.count_band(key, -1)
             st.queued -= len(doomed)
-            self._queued -= len(doomed)
+            self._table.queued -= len(doomed)
             dropped += len(doomed)
         return dropped
 
     def _adopt_host(self, host: str, got: HostState | None, queued: int, now: float) -> None:
-        st = self._hosts.get(host)
-        if st is None:
-            st = self._hosts[host] = HostState()
+        table = self._table
+        st = table.state(host)
         if got is not None:
             st.next_allowed = max(st.next_allowed, got.next_allowed)
             st.rate_factor = min(st.rate_factor, got.rate_factor)
@@ -164,12 +160,11 @@ class SliceHandover(FrontierState):
             st.failures = max(st.failures, got.failures)
             st.fetched += got.fetched
             st.ip = st.ip or got.ip
-        wait_one_interval(self._pol, self._rate(host), st, now)
+        wait_one_interval(table.pol, table.rate(host), st, now)
         st.queued += queued
-        self._queued += queued
-        self._save_host(host, st)
-        if st.queued > 0 and not st.in_flight and not st.parked and host not in self._scheduled:
-            self._schedule(host, st.next_allowed)
+        table.queued += queued
+        table.save(host)
+        table.wake(host, st, st.next_allowed)
 
     def release_slices(self, slices: Iterable[int]) -> list[Write]:
         """Drop everything about ``slices`` from this frontier (after their new owner adopted them).
@@ -178,13 +173,7 @@ class SliceHandover(FrontierState):
         busy = self.in_flight_in(ids)
         if busy:
             raise FrontierError(f"cannot release slices with {busy} leases in flight")
-        for host in [h for h in self._hosts if slice_of(h) in ids]:
-            st = self._hosts.pop(host)
-            self._queued -= st.queued
-            self._scheduled.pop(host, None)
-            self._dirty.discard(host)
-            self._parked.pop(host, None)
-        self._recent.clear()
-        self._bands = None
+        self._table.forget([h for h in self._hosts if slice_of(h) in ids])
+        self._intake.forget_recent()
         self._db.pending += 1
         return [DeleteSlices(ids)]

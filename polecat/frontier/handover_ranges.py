@@ -1,9 +1,10 @@
-"""Moving whole slices between frontiers: the LMDB side of export and release.
+"""Moving whole slices between frontiers: the table side of export and release.
 
 A slice is one contiguous key range in every slice-keyed table (polecat/frontier/keys.py), so export
-reads ranges and release deletes them; neither scans another slice. The frontier's in-memory state
-(host records, the ready heap, leases) is its own business: :class:`~polecat.frontier.handover.SliceHandover`
-flushes it before export and drops it on release.
+reads ranges (through polecat/frontier/tables.py) and release deletes them (in LMDB, for
+:class:`~polecat.frontier.db.FrontierDB`'s ``DeleteSlices``); neither scans another slice. The
+frontier's in-memory state (host records, the ready heap, leases) is its own business:
+:class:`~polecat.frontier.handover.SliceHandover` flushes it before export and drops it on release.
 
 Bundles list tables in :data:`SLICED_TABLES` order, which is the order adoption needs: operator controls
 and robots answers first, host records before their queues, queues before the seen entries (a queued
@@ -12,29 +13,19 @@ URL the adopter has already seen is not queued twice).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from polecat.frontier.bundle import BundleWriter, SliceBundle
 from polecat.frontier.keys import GLOBAL
 from polecat.frontier.slices import PREFIX_LEN, check_slices, slice_prefix
+from polecat.frontier.tables import Snapshot, TableReader
+from polecat.writes import Table
 
-SLICED_TABLES = ("ops", "robots", "hosts", "urls", "queue", "seen", "priors")
-
-
-def key_range(txn: Any, db: Any, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
-    """Items of ``db`` whose key starts with ``prefix``, in key order."""
-    with txn.cursor(db=db) as cur:
-        if not cur.set_range(prefix):
-            return
-        for k, v in cur:
-            key = bytes(k)
-            if not key.startswith(prefix):
-                return
-            yield key, bytes(v)
+SLICED_TABLES: tuple[Table, ...] = ("ops", "robots", "hosts", "urls", "queue", "seen", "priors")
 
 
-def export_ranges(txn: Any, tables: Mapping[str, Any], ids: frozenset[int], *, created: float,
+def export_ranges(tables: TableReader, ids: frozenset[int], *, created: float,
                   hosts: Mapping[bytes, bytes] | None = None) -> SliceBundle:
     """A bundle of every record of the slices ``ids`` (plus the cross-slice ops, rule 4 of keys.py).
     ``hosts``: host records newer than the transaction's (kept in memory until the next commit)."""
@@ -44,12 +35,11 @@ def export_ranges(txn: Any, tables: Mapping[str, Any], ids: frozenset[int], *, c
         newer.setdefault(key[:PREFIX_LEN], {})[key] = value
     order = sorted(ids)
     for table in SLICED_TABLES:
-        db = tables[table]
         prefixes = [slice_prefix(s) for s in order]
         if table == "ops":
             prefixes.append(GLOBAL)
         for prefix in prefixes:
-            items: Iterable[tuple[bytes, bytes]] = key_range(txn, db, prefix)
+            items: Iterable[tuple[bytes, bytes]] = tables.items(table, prefix)
             if table == "hosts" and prefix in newer:
                 items = sorted({**dict(items), **newer[prefix]}.items())
             for key, value in items:
@@ -75,17 +65,17 @@ def delete_ranges(txn: Any, tables: Mapping[str, Any], ids: frozenset[int]) -> i
 
 
 class CommittedSnapshot:
-    """A read transaction on the frontier's last commit. Use it on the thread that opened it only (a
-    worker thread exporting from it crashed the process at a later ``lmdb.open``). Close it once done:
-    an open snapshot keeps LMDB from reusing the pages it reads."""
+    """The frontier's last commit, to export slices from (polecat/frontier/tables.py rule 5). Use it on
+    the thread that opened it only (a worker thread exporting from an LMDB snapshot crashed the process
+    at a later ``lmdb.open``). Close it once done: an open snapshot keeps LMDB from reusing the pages it
+    reads."""
 
-    def __init__(self, txn: Any, tables: Mapping[str, Any]) -> None:
-        self._txn = txn
+    def __init__(self, tables: Snapshot) -> None:
         self._tables = tables
 
     def export(self, ids: frozenset[int], now: float) -> SliceBundle:
         """A bundle of the slices ``ids`` as of the snapshot, stamped ``now``."""
-        return export_ranges(self._txn, self._tables, check_slices(ids), created=now)
+        return export_ranges(self._tables, check_slices(ids), created=now)
 
     def close(self) -> None:
-        self._txn.abort()
+        self._tables.close()

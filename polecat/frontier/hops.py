@@ -9,13 +9,20 @@ decision and reports each hop's outcome with :meth:`RobotsHops.release`.
 
 from __future__ import annotations
 
-from polecat.frontier.politeness import HOLD_RETRY, ROBOTS_HOP_MAX_WAIT, Attempt, HostState, after_attempt
+import random
+
+from polecat.frontier.host_table import HostTable
+from polecat.frontier.politeness import HOLD_RETRY, ROBOTS_HOP_MAX_WAIT, Attempt, after_attempt
 from polecat.frontier.records import Lease, Refused, Wait
-from polecat.frontier.state import FrontierState
 
 
-class RobotsHops(FrontierState):
+class RobotsHops:
     """The robots.txt redirect hops of a frontier (see the module docstring)."""
+
+    def __init__(self, table: HostTable, rng: random.Random) -> None:
+        self._table = table
+        self._hosts = table.hosts
+        self._rng = rng
 
     def hop(self, lease: Lease, host: str, url: str, now: float, since: float) -> Lease | Wait | Refused:
         """May a redirect hop of the robots.txt ``lease`` request ``url`` on ``host`` now? ``since``: when
@@ -34,9 +41,7 @@ class RobotsHops(FrontierState):
         """Borrow ``host`` for one request that is not in its queue (a robots.txt redirect hop landing
         there). None: it is held now, under the same rules as a lease; call :meth:`release` when the
         request ends. Otherwise the time to ask again (while it is busy, its end time is unknown)."""
-        st = self._hosts.get(host)
-        if st is None:
-            st = self._hosts[host] = HostState()
+        st = self._table.state(host)
         if st.in_flight:
             return now + HOLD_RETRY
         if st.next_allowed > now:
@@ -47,13 +52,12 @@ class RobotsHops(FrontierState):
     def release(self, host: str, attempt: Attempt) -> None:
         """Apply the politeness rules to an extra request to ``host``: frees a host borrowed with
         :meth:`hold`; for a leased host (a same-host redirect hop) only spaces its next request."""
-        st = self._hosts[host]
-        after_attempt(self._pol, self._rate(host), st, attempt, self._rng)
-        self._save_host(host, st)
-        if host not in self._leases:
+        table, st = self._table, self._hosts[host]
+        after_attempt(table.pol, table.rate(host), st, attempt, self._rng)
+        table.save(host)
+        if host not in table.leases:
             st.in_flight = False
-            if st.queued > 0 and not st.parked and host not in self._scheduled:
-                self._schedule(host, st.next_allowed)
+            table.wake(host, st, st.next_allowed)
 
     def next_allowed(self, host: str) -> float:
         """The earliest time ``host`` may be asked again (0.0 for a host the frontier does not know)."""

@@ -1,61 +1,62 @@
-"""Reading a frontier: URL records, host states, queue bands and the stats record.
+"""Reading a frontier: host states, parked hosts, the longest queues, queue bands and the stats record.
+
+Nothing here changes the frontier (the queue bands' count, once made, is kept by the host table).
 """
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections import Counter
 
-from polecat.frontier.keys import (
-    PRIORITY_BANDS,
-    priority_band,
-    url_key,
-)
+from polecat.frontier.controls import Controls
+from polecat.frontier.host_table import HostTable
+from polecat.frontier.intake import Intake
+from polecat.frontier.keys import PRIORITY_BANDS, priority_band
 from polecat.frontier.politeness import HostState
-from polecat.frontier.records import (
-    FrontierStats,
-    UrlRecord,
-)
-from polecat.frontier.state import FrontierState
+from polecat.frontier.records import FrontierStats
 
 
-class FrontierObservation(FrontierState):
+class Observation:
     """Read-only views of a frontier for the node, the CLI and the operator API."""
 
-    def url_record(self, url: str, key: bytes | None = None) -> UrlRecord | None:
-        """What is recorded of the finished ``url`` (``key``: its ``urls`` key, when known)."""
-        raw = self._db.txn.get(key or url_key(url), db=self._db.urls)
-        return UrlRecord.decode(raw) if raw is not None else None
+    def __init__(self, table: HostTable, intake: Intake, controls: Controls) -> None:
+        self._table = table
+        self._hosts = table.hosts
+        self._intake = intake
+        self._controls = controls
 
     def host_state(self, host: str) -> HostState | None:
         return self._hosts.get(host)
 
     def parked_hosts(self) -> dict[str, str]:
         """Hosts parked in this run, with the reason (reported by the node)."""
-        return dict(self._parked)
+        return dict(self._table.parked)
+
+    def busiest(self, n: int) -> list[tuple[str, int]]:
+        """The ``n`` hosts with the longest queues, longest first."""
+        queued = ((h, st.queued) for h, st in self._hosts.items() if st.queued > 0)
+        return heapq.nlargest(n, queued, key=lambda hq: (hq[1], hq[0]))
 
     def queue_bands(self) -> dict[str, int]:
         """Queued URLs by priority band (:data:`PRIORITY_BANDS`). The first call counts the queue table."""
-        if self._bands is None:
+        table = self._table
+        if table.bands is None:
             bands: Counter[str] = Counter()
-            with self._db.txn.cursor(db=self._db.queue) as cur:
-                for key in cur.iternext(keys=True, values=False):
-                    bands[priority_band(bytes(key))] += 1
-            self._bands = bands
-        return {name: self._bands[name] for name in (*(n for n, _ in PRIORITY_BANDS), "low")}
+            for key, _ in table.db.items("queue"):
+                bands[priority_band(key)] += 1
+            table.bands = bands
+        return {name: table.bands[name] for name in (*(n for n, _ in PRIORITY_BANDS), "low")}
 
     def quarantined_hosts(self) -> int:
         """Hosts backing off after failures (not parked)."""
         return sum(1 for st in self._hosts.values() if st.failures > 0 and not st.parked)
 
-    @property
-    def queued(self) -> int:
-        return self._queued
-
     def stats(self, now: float) -> FrontierStats:
+        table = self._table
         ready = backoff = 0
         next_at = math.inf
-        for h, at in self._scheduled.items():
+        for h, at in table.scheduled.items():
             st = self._hosts[h]
             if st.parked:
                 continue
@@ -64,12 +65,12 @@ class FrontierObservation(FrontierState):
             else:
                 next_at = min(next_at, at)
                 backoff += bool(st.failures or st.strikes)
-        parked = len(self._parked)
         return FrontierStats(
-            hosts=len(self._hosts), hosts_ready=ready, hosts_waiting=len(self._scheduled) - ready,
-            hosts_parked=parked, queued=self._queued, in_flight=len(self._leases),
-            accepted=self._accepted, seen=self._seen_count, rejected=tuple(sorted(self._rejected.items())),
-            done=tuple(sorted(self._done.items())), dropped_blocked=self._dropped_blocked,
-            done_total=tuple(sorted(self._done_total.items())), hosts_backoff=backoff,
+            hosts=len(self._hosts), hosts_ready=ready, hosts_waiting=len(table.scheduled) - ready,
+            hosts_parked=len(table.parked), queued=table.queued, in_flight=len(table.leases),
+            accepted=table.accepted, seen=self._intake.seen_again,
+            rejected=tuple(sorted(self._intake.rejected.items())), done=tuple(sorted(table.done.items())),
+            dropped_blocked=self._controls.dropped_blocked,
+            done_total=tuple(sorted(table.done_total.items())), hosts_backoff=backoff,
             next_ready_at=next_at if next_at != math.inf else 0.0,
         )

@@ -1,4 +1,5 @@
-"""robots.txt answers kept with the frontier: their record format and their restore on open.
+"""robots.txt answers kept with the frontier: their record format, their restore on open, and
+:class:`RobotsAnswers`, the frontier's part that feeds each robots.txt outcome to the policy and keeps it.
 
 Rules:
 
@@ -14,8 +15,12 @@ from __future__ import annotations
 
 import struct
 
-from polecat.frontier.keys import origin_of_robots_key
+from polecat.config import RobotsConfig
+from polecat.frontier.keys import origin_of_robots_key, robots_key
+from polecat.frontier.records import RobotsOutcome
 from polecat.frontier.robots import RobotsPolicy, is_answer
+from polecat.frontier.tables import FrontierTables
+from polecat.writes import Put, Write
 
 _REC = struct.Struct(">Hd")
 
@@ -37,3 +42,34 @@ def restore_robots(policy: RobotsPolicy, key: bytes, raw: bytes | memoryview) ->
     """Reinstate one stored answer in ``policy`` (rule 3)."""
     status, fetched_at, body = decode_robots(raw)
     policy.restore(origin_of_robots_key(key), status, body, fetched_at)
+
+
+class RobotsAnswers:
+    """The robots.txt answers of a frontier: restored into the policy on open, recorded as they come."""
+
+    def __init__(self, db: FrontierTables, policy: RobotsPolicy, cfg: RobotsConfig) -> None:
+        self._db = db
+        self._policy = policy
+        self._cfg = cfg
+
+    def restore(self) -> None:
+        """Reinstate every stored answer in the policy (rule 3), as a frontier opens."""
+        for key, raw in self._db.items("robots"):
+            restore_robots(self._policy, key, raw)
+
+    def record(self, origin: str, got: RobotsOutcome | None, now: float) -> list[Write]:
+        """Feed a robots.txt outcome to the policy and keep a usable answer (rules 1-2): a restart or an
+        adopting frontier applies it."""
+        if got is None:
+            return []
+        if got.error is not None:
+            self._policy.record_failure(origin, now, got.error)
+            return []
+        self._policy.record_response(origin, got.status, got.body, now, retry_after=got.retry_after)
+        rec = encode_robots(got.status, now, got.body, self._cfg.max_bytes)
+        return [] if rec is None else [Put("robots", robots_key(origin), rec)]
+
+    def answer(self, origin: str) -> tuple[int, float, bytes] | None:
+        """The stored robots.txt answer of ``origin``: status, fetch time, body; None if none."""
+        raw = self._db.get("robots", robots_key(origin))
+        return decode_robots(raw) if raw is not None else None

@@ -27,7 +27,8 @@ from polecat.errors import PolecatError
 from polecat.faults import storage_fault
 from polecat.fetch.http import Fetcher, request_headers
 from polecat.fetch.seams import PageFetcher
-from polecat.frontier.frontier import ACCEPTED, SEEN, Frontier
+from polecat.frontier.frontier import Frontier
+from polecat.frontier.intake import ACCEPTED, SEEN
 from polecat.frontier.opener import open_frontier
 from polecat.frontier.records import Completion, Lease
 from polecat.frontier.robots import RobotsPolicy

@@ -4,18 +4,28 @@
   reading, so code that reads the time in a loop still sees it advance).
 - :class:`MemoryPageStore`: a :class:`polecat.store.base.PageStore` in dicts.
 - :class:`FakeFetcher`: answers ``fetch``/``fetch_robots`` from canned responses and records the calls.
+- :class:`MemoryFrontierDB`: the frontier's tables (:class:`polecat.frontier.tables.FrontierTables`) in
+  sorted dicts, so frontier decisions run without LMDB.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from bisect import bisect_left, bisect_right, insort
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
+from typing import TypeVar, get_args
 
 from polecat.errors import FetchError, NotFound
 from polecat.fetch.dns import DnsStats
 from polecat.fetch.http import RedirectPacer, Response
+from polecat.frontier.handover_ranges import SLICED_TABLES
+from polecat.frontier.slices import slice_prefix
+from polecat.frontier.tables import Lookup
 from polecat.store.base import HASH_NAME, FetchRecord, StoreStats
+from polecat.writes import Decided, Delete, DeleteSlices, Put, Table, Write
+
+T = TypeVar("T")
 
 
 class FakeClock:
@@ -162,3 +172,111 @@ class FakeFetcher:
 
     async def fetch_robots(self, url: str, *, pacer: RedirectPacer | None = None) -> Response:
         return self.respond(url)
+
+
+class MemoryTables:
+    """Named tables of byte keys in dicts, each with its keys kept sorted: the reads of
+    polecat/frontier/tables.py (rule 1) and the writes that change them."""
+
+    def __init__(self, tables: dict[Table, dict[bytes, bytes]] | None = None) -> None:
+        self._rows: dict[Table, dict[bytes, bytes]] = {
+            t: dict((tables or {}).get(t, {})) for t in get_args(Table) if t != "near"}
+        self._keys = {t: sorted(rows) for t, rows in self._rows.items()}
+
+    def get(self, table: Table, key: bytes) -> bytes | None:
+        return self._rows[table].get(key)
+
+    def getter(self, table: Table) -> Lookup:
+        return self._rows[table].get
+
+    def items(self, table: Table, prefix: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
+        rows, keys = self._rows[table], self._keys[table]
+        i = bisect_left(keys, prefix)
+        while i < len(keys) and keys[i].startswith(prefix):
+            key = keys[i]
+            yield key, rows[key]
+            # As an LMDB cursor: on to the next key after this one, whatever was written meanwhile.
+            i = bisect_right(keys, key)
+
+    def count(self, table: Table) -> int:
+        return len(self._rows[table])
+
+    def put(self, table: Table, key: bytes, value: bytes) -> None:
+        rows = self._rows[table]
+        if key not in rows:
+            insort(self._keys[table], key)
+        rows[key] = value
+
+    def delete(self, table: Table, key: bytes) -> None:
+        if self._rows[table].pop(key, None) is not None:
+            keys = self._keys[table]
+            del keys[bisect_left(keys, key)]
+
+    def copy(self) -> MemoryTables:
+        return MemoryTables(self._rows)
+
+    def close(self) -> None:
+        """Nothing to release: a snapshot in memory is a copy."""
+
+
+class MemoryFrontierDB:
+    """A :class:`~polecat.frontier.tables.FrontierTables` in memory, for frontier decision tests: the
+    rules of polecat/frontier/tables.py kept with dicts instead of LMDB. :meth:`close` drops what is
+    uncommitted, as a crash does, and the object then reads as the data dir opened again. The
+    near-duplicate index (``near``, LMDB dupsort) is not the frontier's and is not kept."""
+
+    def __init__(self) -> None:
+        self._tables = MemoryTables()
+        self._committed = MemoryTables()
+        self.seq = 0
+        """The commit counter (:class:`~polecat.frontier.db.FrontierDB` keeps it in ``meta`` too)."""
+        self.pending = 0
+        self.commits = 0
+        """Commits made since this object was created."""
+
+    def get(self, table: Table, key: bytes) -> bytes | None:
+        return self._tables.get(table, key)
+
+    def getter(self, table: Table) -> Lookup:
+        return self._tables.getter(table)
+
+    def items(self, table: Table, prefix: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
+        return self._tables.items(table, prefix)
+
+    def count(self, table: Table) -> int:
+        return self._tables.count(table)
+
+    def apply(self, writes: Sequence[Write]) -> None:
+        tables = self._tables
+        for w in writes:
+            if isinstance(w, Put):
+                tables.put(w.table, w.key, w.value)
+            elif isinstance(w, Delete):
+                tables.delete(w.table, w.key)
+            elif isinstance(w, DeleteSlices):
+                for table in SLICED_TABLES:
+                    for s in w.slices:
+                        doomed = [key for key, _ in tables.items(table, slice_prefix(s))]
+                        for key in doomed:
+                            tables.delete(table, key)
+
+    def applied(self, decided: Decided[T]) -> T:
+        """Apply ``decided``'s writes and return its answer, as FrontierDB does."""
+        self.apply(decided.writes)
+        return decided.value
+
+    def commit(self) -> int:
+        self.seq += 1
+        self.commits += 1
+        self._tables.put("meta", b"seq", str(self.seq).encode())
+        self._committed = self._tables.copy()
+        self.pending = 0
+        return self.seq
+
+    def snapshot(self) -> MemoryTables:
+        return self._committed.copy()
+
+    def close(self) -> None:
+        """Drop what is uncommitted; the tables read as the last commit from now on."""
+        self._tables = self._committed.copy()
+        self.pending = 0

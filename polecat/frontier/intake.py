@@ -1,0 +1,232 @@
+"""Which URLs join the frontier's queues: seeds, discovered links, redirect targets, refetch requests.
+
+Rules (the checks themselves live where they are owned: scope.py, traps.py, budgets.py, routing.py):
+1. A URL is judged by the frontier that owns its slice (routing rule 1); :meth:`Intake.admit` hands the
+   others back per owner, unmarked.
+2. A URL of a blocked host is refused first; a discovered URL must then pass the scope, the trap rules
+   (each one that acts is counted per host) and the crawl budgets; a seed only the URL length. Any URL
+   is refused past its host's queue and page limits. Each refusal is counted by its reason.
+3. An admissible URL is queued only if the seen-set says it is new, and its seen entry is written with
+   its queue entry (one decision). A page's links are judged as one batch, each URL once.
+4. The URLs of recent batches that reached the seen-set are remembered (:data:`RECENT_URLS`): a repeat
+   counts as seen again without asking it.
+5. A refetch request (polecat/frontier/refetch.py) queues its URL again without asking the seen-set.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+
+from polecat.config import ScopeConfig
+from polecat.dedup.seen import SeenSet
+from polecat.frontier import refetch
+from polecat.frontier.budgets import admit_reason
+from polecat.frontier.host_table import HostTable
+from polecat.frontier.keys import op_key, url_key
+from polecat.frontier.routing import Admission, Routing
+from polecat.frontier.scope import ScopeFilter
+from polecat.frontier.traps import TrapCounts, url_trap
+from polecat.hosts import host_key
+from polecat.writes import Decided, Delete, Put, Write
+
+RECENT_URLS = 131_072
+"""Bound of the memo of URLs already in the seen-set (rule 4): sites link the same URLs (navigation,
+footers) from every page, and a memo hit skips fingerprinting, the Bloom filter and the table (~10 MB)."""
+
+ACCEPTED = "accepted"
+SEEN = "seen"
+
+
+class Intake:
+    """Adds URLs to the queues (see the module docstring); owns the scope, routing, the seen-set's use
+    and the per-host trap counts."""
+
+    def __init__(self, table: HostTable, cfg: ScopeConfig, seen: SeenSet) -> None:
+        self._table = table
+        self._hosts = table.hosts
+        self._blocked = table.blocked
+        self._shapes = table.shapes
+        self._db = table.db
+        self._cfg = cfg
+        self._seen = seen
+        self._scope = ScopeFilter(cfg, ())
+        self._routing: Routing | None = None
+        """Who judges which discovered URL (rule 1); None: this frontier judges all."""
+        self._recent: dict[str, None] = {}
+        self.seen_again = 0
+        """URLs found in the seen-set (or the memo) in this run."""
+        self.rejected: Counter[str] = Counter()
+        """URLs refused in this run, by reason (rule 2)."""
+        self.traps = TrapCounts()
+        """Per-host counts of trap rules that acted (polecat/frontier/traps.py), persisted in ``ops``."""
+        self._traps_dirty: set[str] = set()
+        self._refetch: list[tuple[bytes, str]] = []
+
+    def load_op(self, kind: str, arg: str, key: bytes, raw: bytes) -> None:
+        """Reinstate a stored op of the intake: a seed host, trap counts, a refetch request."""
+        if kind == "seedhost":
+            self._scope.add_seed_host(arg)
+        elif kind == "traps":
+            self.traps.load(arg, raw)
+        elif kind == refetch.KIND:
+            self._refetch.append((key, raw.decode()))
+
+    def add_seed(self, url: str, now: float, importance: float = 1.0) -> Decided[str]:
+        """Queue a canonical seed URL; its host joins the crawl scope (persisted). Answers the decision."""
+        host = host_key(url)
+        out = self.add_scope_host(host)
+        return self._add(url, host, 0, importance, now, out, seed=True)
+
+    def add_scope_host(self, host: str) -> list[Write]:
+        """Let ``host`` into the crawl scope like a seed's host (persisted) without queueing anything:
+        a member of a multi-process crawl learns every seed host, whichever member queues the seed."""
+        self._scope.add_seed_host(host)
+        return [Put("ops", op_key("seedhost", host), b"")]
+
+    def add(self, url: str, depth: int, importance: float, now: float, *, hops: int = 0) -> Decided[str]:
+        """Queue a canonical discovered URL if it is in scope and new; answers ``"accepted"``,
+        ``"seen"`` or the reason it was refused. ``hops``: redirects followed to reach it."""
+        return self._add(url, host_key(url), depth, importance, now, [], seed=False, hops=hops)
+
+    def set_routing(self, routing: Routing | None) -> None:
+        """Judge only the URLs ``routing`` says this frontier owns (frontier/routing.py); None: all."""
+        self._routing = routing
+
+    def owns(self, url: str) -> bool:
+        """Whether this frontier judges the canonical ``url`` (routing rule 1)."""
+        return self._routing is None or self._routing.owns(url)
+
+    def admit(self, urls: Iterable[str], depth: int, importance: float, now: float, *,
+              hops: int = 0) -> Decided[Admission]:
+        """Route discovered canonical URLs before dedup (rule 1): the owned ones are added (seen-set
+        test, queue), the others come back per owner, unmarked. ``hops``: redirects followed to reach
+        them (a redirect target)."""
+        routing = self._routing
+        mine: Iterable[str] = urls
+        outbox: dict[str, list[str]] = {}
+        if routing is not None and not routing.single:
+            mine, outbox = routing.split(urls)
+        if hops:
+            out: list[Write] = []
+            accepted = sum(self._add(u, host_key(u), depth, importance, now, out, seed=False, hops=hops).value
+                           == ACCEPTED for u in dict.fromkeys(mine))
+            return Decided(Admission(accepted, outbox), out)
+        added = self.add_many(mine, depth, importance, now)
+        return Decided(Admission(added.value, outbox), added.writes)
+
+    def add_many(self, urls: Iterable[str], depth: int, importance: float, now: float) -> Decided[int]:
+        """Add the outlinks of one page in one batch (one vectorised Bloom pass); answers how many were
+        accepted. Per-host budgets are checked before the batch, so one page may overshoot them by its
+        own links at most."""
+        candidates: list[tuple[str, str]] = []
+        recent = self._recent
+        repeats = 0
+        new_hosts: set[str] = set()
+        # A page often links one URL twice: the Bloom batch must see each URL once.
+        for url in dict.fromkeys(urls):
+            if url in recent:
+                repeats += 1
+                continue
+            host = host_key(url)
+            reason = self._refuse(url, host, depth, False, new_hosts)
+            if reason is None:
+                candidates.append((url, host))
+                if host not in self._hosts:
+                    new_hosts.add(host)
+            else:
+                self.rejected[reason] += 1
+        self.seen_again += repeats
+        out: list[Write] = []
+        if not candidates:
+            return Decided(0, out)
+        keys = [url_key(u, h) for u, h in candidates]
+        fresh = self._seen.mark_many(self._db.getter("seen"), keys)
+        accepted = 0
+        if len(recent) + len(candidates) > RECENT_URLS:
+            recent.clear()
+        enqueue = self._table.enqueue
+        for (url, host), key, new in zip(candidates, keys, fresh, strict=True):
+            recent[url] = None
+            if new:
+                out.append(Put("seen", key, b""))
+                enqueue(url, host, depth, importance, now, out)
+                accepted += 1
+        self.seen_again += len(candidates) - accepted
+        return Decided(accepted, out)
+
+    def _add(self, url: str, host: str, depth: int, importance: float, now: float, out: list[Write], *,
+             seed: bool, hops: int = 0) -> Decided[str]:
+        """Add one URL; its writes are appended to ``out``, which comes back in the decision."""
+        reason = self._refuse(url, host, depth, seed)
+        if reason is not None:
+            self.rejected[reason] += 1
+            return Decided(reason, out)
+        key = url_key(url, host)
+        if not self._seen.mark(self._db.getter("seen"), key):
+            self.seen_again += 1
+            return Decided(SEEN, out)
+        out.append(Put("seen", key, b""))
+        self._table.enqueue(url, host, depth, importance, now, out, hops)
+        return Decided(ACCEPTED, out)
+
+    def _refuse(self, url: str, host: str, depth: int, seed: bool,
+                page_new_hosts: set[str] | None = None) -> str | None:
+        """Why ``url`` may not be queued (rule 2; None: it may). ``page_new_hosts``: the new hosts its
+        page's links brought so far (budgets rules 3-5)."""
+        if host in self._blocked:
+            return "blocked"
+        cfg = self._cfg
+        if seed:
+            if len(url) > cfg.max_url_length:
+                return "url_too_long"
+        else:
+            reason = self._scope.reject_reason(url, host, depth)
+            if reason is None:
+                reason = url_trap(url) or ("trap:shape" if self._shapes.refuses(host, url) else None)
+                if reason is not None:
+                    self.count_trap(host, reason)
+            if reason is None:
+                new_hosts = page_new_hosts or set()
+                reason = admit_reason(cfg, new_host=host not in self._hosts and host not in new_hosts,
+                                      hosts=len(self._hosts) + len(new_hosts), queued=self._table.queued,
+                                      page_new_hosts=len(new_hosts))
+            if reason is not None:
+                return reason
+        st = self._hosts.get(host)
+        if st is not None:
+            if st.queued >= cfg.max_queue_per_host:
+                return "host_queue_full"
+            if st.queued + st.fetched >= cfg.max_pages_per_host:
+                return "host_budget"
+        return None
+
+    def count_trap(self, host: str, reason: str) -> None:
+        """A trap rule acted on ``host`` (kept with the frontier at the next commit)."""
+        self.traps.add(host, reason)
+        self._traps_dirty.add(host)
+
+    def trap_writes(self) -> list[Write]:
+        """The trap counts changed since the last commit."""
+        traps, dirty = self.traps, self._traps_dirty
+        out: list[Write] = [Put("ops", op_key("traps", host), traps.encode(host)) for host in dirty]
+        self._traps_dirty.clear()
+        return out
+
+    def refetch_writes(self, now: float, adopted_urls: set[bytes] | None = None) -> list[Write]:
+        """Queue again the URLs whose stored copy was lost (rule 5; refetch.py rule 2). ``adopted_urls``:
+        URL records an adoption is writing in the same decision (writes.py rule 3)."""
+        out: list[Write] = []
+        for key, url in self._refetch:
+            host = host_key(url)
+            ukey = url_key(url, host)
+            if ukey in (adopted_urls or ()) or self._db.get("urls", ukey) is not None:
+                out.append(Delete("urls", ukey))  # else still queued: fetched anyway
+                self._table.enqueue(url, host, 0, 1.0, now, out)
+            out.append(Delete("ops", key))
+        self._refetch.clear()
+        return out
+
+    def forget_recent(self) -> None:
+        """Empty the memo of rule 4 (its URLs' slices were released: they may come back as new)."""
+        self._recent.clear()

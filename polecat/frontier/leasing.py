@@ -1,0 +1,237 @@
+"""Leasing and completing: the next request to make, and what a finished one changes.
+
+:meth:`Leasing.lease` pops the earliest ready host from the ready heap and hands out its best URL the
+robots policy allows (or its robots.txt first); :meth:`Leasing.complete` applies the politeness rules to
+how the request went (polecat/frontier/politeness.py owns them) and records the URL done, or queues it
+again for a retry. Both are decisions (polecat/writes.py): they return the writes that record them.
+
+Rules:
+1. One lease per host at a time, none before the host's next-allowed time; with ``key_by_ip``, one per
+   IP too (:meth:`Leasing.bind_ip` withdraws a lease whose IP turns out busy).
+2. A host's robots.txt is fetched before its pages, as a lease of the host (a robots.txt request counts
+   as a request to it); while its robots.txt is unreachable the host is closed until the policy's retry.
+3. URLs robots.txt disallows are recorded done (``skipped:robots``) as the lease reads past them, at
+   most :data:`ROBOTS_SKIPS_PER_LEASE` per host per call, so a disallowed site cannot stall the others.
+4. Every lease is charged to the run's page budget (budgets.py rules 1-2); a lease with nothing left
+   in the budget is not made, and its URLs stay queued for a later run.
+5. A retried URL is queued again behind its host's others at half its importance, until
+   ``politeness.max_url_attempts``; then it is recorded ``failed``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import random
+from itertools import islice
+
+from polecat.config import PolitenessConfig
+from polecat.frontier.budgets import PageBudget
+from polecat.frontier.host_table import HostTable
+from polecat.frontier.ipkeys import IpKeys
+from polecat.frontier.keys import queue_key, queue_prefix, url_key_at
+from polecat.frontier.politeness import HostState, after_attempt, gave_up, interval
+from polecat.frontier.records import Completion, Idle, Lease, QueuedUrl, UrlRecord, Wait, origin_of
+from polecat.frontier.refresh_queue import RefreshQueue
+from polecat.frontier.robots import Closed, Fetch, Ready, RobotsPolicy
+from polecat.frontier.robots_state import RobotsAnswers
+from polecat.writes import Decided, Delete, Put, Write
+
+ROBOTS_SKIPS_PER_LEASE = 256
+"""Robots-disallowed URLs retired per lease call for one host before yielding to other hosts (rule 3)."""
+
+
+class Leasing:
+    """Hands out leases and completes them (see the module docstring)."""
+
+    def __init__(self, table: HostTable, pol: PolitenessConfig, robots: RobotsPolicy, answers: RobotsAnswers,
+                 refresh: RefreshQueue, budget: PageBudget, rng: random.Random) -> None:
+        self._table = table
+        self._hosts = table.hosts
+        self._scheduled = table.scheduled
+        self._leases = table.leases
+        self._db = table.db
+        self._pol = pol
+        self._robots = robots
+        self._answers = answers
+        self._refresh = refresh
+        self._budget = budget
+        self._rng = rng
+        self._ipkeys = IpKeys()
+
+    def lease(self, now: float) -> Decided[Lease | Wait | Idle]:
+        """The next request to make, or how long nothing is ready. Never returns two leases for one host
+        (or, with key_by_ip, one IP) at once, nor one before the host's next-allowed time. The writes
+        retire the robots-disallowed URLs it skipped on the way."""
+        heap, scheduled, schedule = self._table.heap, self._scheduled, self._table.schedule
+        out: list[Write] = []
+        while heap:
+            at, host = heap[0]
+            if scheduled.get(host) != at:
+                heapq.heappop(heap)
+                continue
+            if at > now:
+                return Decided(Wait(at), out)
+            heapq.heappop(heap)
+            del scheduled[host]
+            st = self._hosts[host]
+            if st.parked or st.in_flight or st.queued <= 0:
+                continue
+            if st.next_allowed > now:  # spaced again after it was scheduled: a robots hop held it (rule 8)
+                schedule(host, st.next_allowed)
+                continue
+            if self._pol.key_by_ip and st.ip and not self._ip_ready(host, st.ip, now):
+                continue
+            before = len(out)
+            got = self._lease_from(host, st, now, out)
+            if got is None and len(out) > before and scheduled.get(host) == now:
+                # Its skips ran out (rule 3): its retired URLs stay in the table until these writes are
+                # applied, so it is not read again in this call (writes.py rule 3).
+                return Decided(Wait(now), out)
+            if got is not None:
+                self._budget.charge(got.kind, host)
+                self._leases[host] = got
+                st.in_flight = True
+                if self._pol.key_by_ip and st.ip:
+                    self._ipkeys.take(host, st.ip)
+                return Decided(got, out)
+        return Decided(Wait(None) if self._leases else Idle(), out)
+
+    def _lease_from(self, host: str, st: HostState, now: float, out: list[Write]) -> Lease | None:
+        """First allowed URL of ``host`` as a lease (or a robots.txt lease); None to skip the host now.
+        The robots-disallowed URLs before it are retired: their writes go to ``out``."""
+        skipped = 0
+        # The retired keys are deleted only when ``out`` is applied: the range reads on past them.
+        for key, raw in islice(self._db.items("queue", queue_prefix(host)), ROBOTS_SKIPS_PER_LEASE):
+            q = QueuedUrl.decode(raw)
+            origin = origin_of(q.url)
+            decision = self._robots.lookup(origin, now)
+            if isinstance(decision, Fetch) or (isinstance(decision, Ready) and decision.refresh_due):
+                if not self._budget.allows("robots", host):
+                    return None  # out of the run's budget: left queued for a later run
+                return Lease(host, origin + "/robots.txt", "robots", not_before=st.next_allowed)
+            if isinstance(decision, Closed):
+                st.next_allowed = max(st.next_allowed, decision.until)
+                self._table.save(host)
+                self._table.schedule(host, st.next_allowed)
+                return None
+            if decision.rules.allowed(q.url):
+                if not self._budget.allows("page", host):
+                    return None
+                prev = self._table.url_record(q.url, url_key_at(key, q.url))
+                return Lease(host, q.url, "page", q.depth, q.importance, q.attempts, key,
+                             prev.etag if prev else None, prev.last_modified if prev else None,
+                             not_before=st.next_allowed, hops=q.hops)
+            out += self._table.finish_writes(host, st, key, UrlRecord(q.url, "skipped", "robots"))
+            skipped += 1
+        if skipped == ROBOTS_SKIPS_PER_LEASE:
+            self._table.schedule(host, now)
+        else:
+            self._table.queued -= st.queued  # repair a count that disagrees with the table
+            st.queued = 0
+            self._table.save(host)
+        return None
+
+    def bind_ip(self, lease: Lease, ip: str, now: float) -> bool:
+        """With ``key_by_ip``: the node resolved ``lease.host`` to ``ip`` just before sending. True: go
+        ahead (the IP is now held by this lease). False: the lease is withdrawn, the IP is busy or not
+        yet allowed, and the host waits for it; send nothing."""
+        host = lease.host
+        if self._ipkeys.held_by(host) == ip:
+            return True
+        self._wake_ip_waiters(*self._ipkeys.release(host))
+        self._hosts[host].ip = ip  # lease() checks it from now on, before handing out the host
+        if self._ip_ready(host, ip, now):
+            self._ipkeys.take(host, ip)
+            return True
+        self._leases.pop(host, None)
+        self._hosts[host].in_flight = False
+        self._budget.refund(lease.kind, host)
+        return False
+
+    def _ip_ready(self, host: str, ip: str, now: float) -> bool:
+        """Whether ``host`` may use ``ip`` now; if not, it is scheduled for when it may, or waits for the
+        IP's current request to end."""
+        at = self._ipkeys.wait_time(host, ip, now)
+        if at is None:
+            return True
+        if at != math.inf:
+            self._table.schedule(host, at)
+        return False
+
+    def _wake_ip_waiters(self, waiters: set[str], ip_next_allowed: float) -> None:
+        for waiter in waiters:
+            ws = self._hosts[waiter]
+            if not ws.in_flight and ws.queued > 0 and waiter not in self._scheduled:
+                self._table.schedule(waiter, max(ws.next_allowed, ip_next_allowed))
+
+    def complete(self, lease: Lease, result: Completion, now: float) -> list[Write]:
+        """Decide how a leased request ended: schedules the host's next request per the politeness rules
+        and returns the writes that record it (polecat/writes.py; the caller applies them
+        with :meth:`FrontierDB.apply` before the frontier's next call)."""
+        host = lease.host
+        st = self._hosts[host]
+        self._leases.pop(host, None)
+        st.in_flight = False
+        if result.ip:
+            st.ip = result.ip
+        writes: list[Write] = []
+        if lease.kind == "robots":
+            writes = self._answers.record(origin_of(lease.url), result.robots, now)
+            decision = self._robots.lookup(origin_of(lease.url), now)
+            if isinstance(decision, Ready):
+                st.crawl_delay = decision.rules.crawl_delay or 0.0
+        rate = self._table.rate(host)
+        after_attempt(self._pol, rate, st, result.attempt, self._rng)
+        if result.park:
+            st.parked = True
+        parked = self._table.parked
+        if st.parked and host not in parked:
+            parked[host] = result.park or _park_reason(self._pol, st, result)
+        if self._ipkeys.held_by(host) is not None:
+            self._wake_ip_waiters(*self._ipkeys.release(host, result.attempt, interval(self._pol, rate, st)))
+        if lease.kind == "page":
+            writes = self._complete_page(lease, st, result)
+        else:
+            self._table.save(host)
+        self._table.wake(host, st, st.next_allowed)
+        return writes
+
+    def _complete_page(self, lease: Lease, st: HostState, result: Completion) -> list[Write]:
+        table = self._table
+        if result.outcome == "retry" and lease.attempts + 1 < self._pol.max_url_attempts:
+            # Re-queue behind the host's other URLs (halved importance) so one bad URL cannot pin a host.
+            table.count_band(lease.key, -1)
+            table.qseq += 1
+            retry = QueuedUrl(lease.url, lease.depth, lease.importance / 2, lease.attempts + 1, lease.hops)
+            key = queue_key(lease.host, retry.importance, retry.depth, table.qseq)
+            table.count_band(key, 1)
+            table.save(lease.host)
+            table.count_done("retried")
+            return [Delete("queue", lease.key), Put("queue", key, retry.encode())]
+        outcome = "failed" if result.outcome == "retry" else result.outcome
+        ukey = url_key_at(lease.key, lease.url)  # one fingerprint, no host hashing, for every key below
+        prev_raw = self._db.get("urls", ukey)
+        rec = UrlRecord.decode(prev_raw) if prev_raw is not None else UrlRecord(
+            lease.url, outcome, depth=lease.depth, importance=lease.importance)
+        rec.outcome, rec.reason, rec.fetched_at = outcome, result.reason, result.attempt.started
+        changed = result.changed and outcome == "fetched"
+        if result.content_hash is not None:
+            changed = changed and rec.content_hash != result.content_hash.hex()
+            if rec.content_hash and changed:
+                rec.changes += 1
+            rec.content_hash = result.content_hash.hex()
+        if outcome == "not_modified" or (outcome == "fetched" and result.reason.startswith("2")):
+            self._refresh.after_visit(lease.host, rec, ukey, changed, st.next_allowed)
+        rec.etag = result.etag or rec.etag
+        rec.last_modified = result.last_modified or rec.last_modified
+        rec.fetches += 1
+        st.fetched += 1
+        return table.finish_writes(lease.host, st, lease.key, rec, ukey)
+
+
+def _park_reason(pol: PolitenessConfig, st: HostState, result: Completion) -> str:
+    detail = result.detail or result.reason
+    if gave_up(pol, st):
+        return f"gave up after {st.strikes} attempts ({detail})"
+    return f"{st.failures} consecutive failures ({detail})"
