@@ -2,7 +2,7 @@
 
 All frontier state lives in one environment so that one commit moves it atomically: a page's completion,
 the outlinks it discovered, their seen-set entries and the host's next-allowed time land together or not
-at all. The frontier keeps a single write transaction open and commits it when the node checkpoints
+at all. The frontier keeps a single write transaction open and commits it when the node commits
 (every N operations or T milliseconds); a kill -9 loses at most that window, which is then replayed.
 
 Rules of the writer thread:
@@ -231,7 +231,7 @@ class FrontierDB:
 
     def close(self) -> None:
         """Close the environment, dropping what is uncommitted. Commits belong to the frontier (which
-        writes its host records first) and the node's checkpoint; a commit here would store a queue
+        writes its host records first) and the node's commit; a commit here would store a queue
         without the host counts that go with it. A commit in flight is let finish first."""
         try:
             self._writer.close()

@@ -150,13 +150,13 @@ class Frontier:
         return self._db.pending
 
     def commit(self) -> int:
-        """Checkpoint: make every change so far durable. The node calls it after flushing the store."""
+        """Make every change so far durable. The node calls it after flushing the store."""
         self._db.apply(self.prepare_commit())
         return self._db.commit()
 
     def prepare_commit(self) -> list[Write]:
         """The writes of what is kept in memory between commits (host records, trap counts, counters), so
         that a commit of the transaction, once they are applied, holds every change so far: :meth:`commit`
-        does both; the node's periodic checkpoint commits on the writer thread instead
+        does both; the node's periodic commit runs on the writer thread instead
         (polecat/frontier/db.py rule 1)."""
         return self._table.host_writes() + self._intake.trap_writes() + self._table.counter_writes()
