@@ -52,10 +52,9 @@ def ensure_scrapy() -> Path:
 
 
 def _polecat_cli() -> list[str]:
-    script = Path(sys.executable).parent / "polecat"
-    if script.exists():
-        return [str(script)]
-    return [sys.executable, "-c", "import sys; from polecat.commands.main import main; sys.exit(main())"]
+    # The interpreter running the harness, not the virtualenv's ``polecat`` script: the script imports the
+    # tree its install named, while ``-m`` runs the tree on PYTHONPATH (the one being measured).
+    return [sys.executable, "-m", "polecat"]
 
 
 def command(runner: str, ctx: RunContext) -> list[str]:
