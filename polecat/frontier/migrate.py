@@ -16,13 +16,18 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from polecat.frontier.keys import host_row, op_key, queue_prefix, robots_key, url_key
 from polecat.frontier.records import QueuedUrl, UrlRecord
 from polecat.frontier.slices import PREFIX_LEN
+from polecat.version import __version__
 
 log = logging.getLogger("polecat")
+
+UNRECORDED_RELEASE = "0.1.0 or earlier"
+"""What wrote a frontier whose schema names no release: 0.2.0 is the first release that records itself."""
 
 _BATCH = 65_536
 
@@ -122,3 +127,28 @@ def migrate_v1(txn: Any, tables: dict[str, Any], scratch: Any) -> MigrationRepor
         log.warning("frontier upgrade: %d seen-set fingerprints had no queued URL or URL record and were "
                     "not carried over (their URLs may be accepted again)", unplaced)
     return MigrationReport(hosts, queued, urls, seen, ops, robots, unplaced)
+
+
+def release_of(schema: dict[str, Any]) -> str:
+    """The release that last opened a frontier for writing, from its schema record."""
+    release = schema.get("release")
+    return release if isinstance(release, str) else UNRECORDED_RELEASE
+
+
+def _version(release: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(part) for part in release.split("."))
+    except ValueError:
+        return ()
+
+
+def mismatch(frontier_dir: Path, wrote: str, found: str, reads: str) -> str:
+    """The error for a frontier this release cannot read as it is: the release that wrote it and what it
+    found, this release and what it reads, and what to do (open it with the newer release that wrote it,
+    or upgrade it in place)."""
+    if _version(wrote) > _version(__version__):
+        hint = f"open it with polecat {wrote} or later"
+    else:
+        hint = f"`polecat upgrade {frontier_dir.parent}` upgrades it in place"
+    return (f"frontier in {frontier_dir} was written by polecat {wrote} with {found}; this is polecat "
+            f"{__version__}, which reads {reads}; {hint}")

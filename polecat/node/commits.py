@@ -48,7 +48,7 @@ from polecat.clock import Clock
 from polecat.config import FrontierConfig
 from polecat.dedup.seen import SeenSet
 from polecat.errors import PolecatError
-from polecat.frontier.db import FrontierDB
+from polecat.frontier.db import STORE_MARK, FrontierDB
 from polecat.frontier.frontier import Frontier
 from polecat.frontier.records import Completion, Lease
 from polecat.store.base import PageStore
@@ -61,8 +61,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("polecat")
 
 BLOOM_SAVE_INTERVAL = 60.0
-STORE_MARK = b"store_mark"
-"""Frontier meta key: the store's record count at the frontier's last commit (rule 4)."""
 
 
 class Commits:
@@ -261,28 +259,29 @@ class Commits:
     def _mark_store(self) -> None:
         self._db.apply([Put("meta", STORE_MARK, str(self._store.record_count()).encode())])
 
-    def reindex_past_mark(self, pipeline: PagePipeline) -> None:
-        """Index again the store records past the frontier's last mark (rule 4). A data dir without a
-        mark (new, or from before marks) gets one at once, committed: nothing is known to be missing
-        there, and a crash before the first commit leaves a mark to start from. A failure costs
-        collapses, not pages: it is logged and the crawl goes on."""
+    def reindex_past_mark(self, pipeline: PagePipeline) -> int:
+        """Index again the store records past the frontier's last mark (rule 4); returns how many pages
+        were. A data dir without a mark (new, or from before marks) gets one at once, committed: nothing
+        is known to be missing there, and a crash before the first commit leaves a mark to start from.
+        A failure costs collapses, not pages: it is logged and the crawl goes on."""
         raw = self._db.txn.get(STORE_MARK, db=self._db.meta)
         if raw is None:
             self._db.apply(self._frontier.prepare_commit())
             self._mark_store()
             self._db.commit()
-            return
+            return 0
         mark = int(bytes(raw))
         if mark >= self._store.record_count():
-            return
+            return 0
         try:
             added = pipeline.reindex(self._store.records_since(mark))
         except PolecatError as exc:
             log.warning("near-duplicate index: the pages stored after the last frontier commit were not "
                         "indexed again: %s", exc)
-            return
+            return 0
         log.info("near-duplicate index: %d page(s) stored after the last frontier commit indexed again",
                  added)
+        return added
 
 
 async def _committed_off_loop(commit: Future[Any]) -> None:

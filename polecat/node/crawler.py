@@ -15,6 +15,7 @@ import contextlib
 import inspect
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +30,7 @@ from polecat.fetch.http import Fetcher, request_headers
 from polecat.fetch.seams import PageFetcher
 from polecat.frontier.frontier import Frontier
 from polecat.frontier.intake import ACCEPTED, SEEN
+from polecat.frontier.migrate import MigrationReport
 from polecat.frontier.opener import open_frontier
 from polecat.frontier.records import Completion, Lease
 from polecat.frontier.robots import RobotsPolicy
@@ -55,6 +57,19 @@ log = logging.getLogger("polecat")
 PageCallback = Callable[[Page], Awaitable[None] | None]
 LeaseObserver = Callable[[Lease, Completion], None]
 """Called with every lease's outcome (the service's metrics and status page)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Opened:
+    """What opening a data dir did to bring it up to this release (``polecat upgrade`` prints it)."""
+
+    schema: MigrationReport | None
+    """The frontier's keys rewritten from schema 1 (polecat/frontier/migrate.py), if they were."""
+    near_dropped: int | None
+    """Entries of a near-duplicate index of an older fingerprint format dropped, if one was."""
+    reindexed: int
+    """Stored pages (re)entered into the near-duplicate index: all of them after a drop, else those a
+    crash left unindexed (polecat/node/commits.py rule 4)."""
 
 
 class Crawler:
@@ -126,7 +141,8 @@ class Crawler:
                                       errors=self._counters.errors, emit=self._emit, wake=waker.set,
                                       stage=link.stage if (link := self._link) is not None else None,
                                       clock=self._clock)
-        self._commits.reindex_past_mark(self._pipeline)
+        self._opened_report = Opened(self._db.upgraded, self._db.near_dropped,
+                                     self._commits.reindex_past_mark(self._pipeline))
         # The fetcher stamps responses on this clock: the pipeline converts them with its offset.
         self._fetcher: PageFetcher = self._given_fetcher or Fetcher(cfg.fetch, cfg.dns, clock=self._clock)
         await self._fetcher.__aenter__()
@@ -251,6 +267,11 @@ class Crawler:
         return self._member
 
     @property
+    def opened(self) -> Opened:
+        """What opening the data dir upgraded (:class:`Opened`)."""
+        return self._opened_report
+
+    @property
     def bytes_fetched(self) -> int:
         """Page body bytes received in this run, as sent on the wire."""
         return self._counters.bytes_fetched
@@ -368,7 +389,8 @@ class Crawler:
 
 
 _OPENED_PARTS = frozenset({"_db", "_seen", "_robots", "_canon", "_store", "_bodies_at_start", "_frontier",
-                           "_pipeline", "_fetcher", "_waker", "_commits", "_loop", "_member"})
+                           "_pipeline", "_fetcher", "_waker", "_commits", "_loop", "_member",
+                           "_opened_report"})
 """What :meth:`Crawler.__aenter__` creates: reading one before means the crawler is not open."""
 
 
