@@ -8,6 +8,7 @@ on its way on the writer thread) or on the N-th near-duplicate index entry of th
 
 from __future__ import annotations
 
+import logging
 import signal
 import subprocess
 import sys
@@ -16,8 +17,11 @@ from pathlib import Path
 import lmdb
 import pytest
 
+from polecat.config import config_from_mapping
 from polecat.errors import FrontierError
 from polecat.frontier.status import read_status
+from polecat.node import commits
+from polecat.node.crawler import Crawler
 from tests.release_fixtures import copy_fixture
 
 STORED_PAGES = 25
@@ -103,4 +107,25 @@ def test_kill_9_mid_upgrade_leaves_old_or_new_and_the_next_run_finishes(tmp_path
         assert "schema 1" in str(exc) and "polecat upgrade" in str(exc)
     done = _upgrade(data)
     assert done.returncode == 0, done.stderr
+    _assert_upgraded(data)
+
+
+async def test_a_costly_rebuild_waits_for_the_command_and_the_crawl_opens_meanwhile(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    data = copy_fixture("effc808", tmp_path / "data")
+    cfg = config_from_mapping({"data_dir": str(data), "dedup": {"expected_urls": 2000}})
+    monkeypatch.setattr(commits, "AUTO_REBUILD_RECORDS", 5)
+    with caplog.at_level(logging.WARNING, logger="polecat"):
+        async with Crawler(cfg) as crawler:
+            opened = crawler.opened
+    assert opened.near_dropped == 125 and opened.reindexed == 0 and opened.near_left > STORED_PAGES
+    assert f"{opened.near_left} store records of an older fingerprint format are not indexed" in caplog.text
+    assert f"`polecat upgrade {data}` indexes them" in caplog.text
+    assert _near_records(data) == 0
+    async with Crawler(cfg) as crawler:  # still owed at the next open
+        assert crawler.opened.near_left == opened.near_left
+    async with Crawler(cfg, upgrade=True) as crawler:
+        assert (crawler.opened.reindexed, crawler.opened.near_left) == (STORED_PAGES, 0)
+    async with Crawler(cfg) as crawler:
+        assert (crawler.opened.reindexed, crawler.opened.near_left) == (0, 0)
     _assert_upgraded(data)

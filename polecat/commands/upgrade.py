@@ -40,7 +40,7 @@ async def _upgrade(cfg: Config) -> list[str]:
     """Open one node dir (which upgrades it) and close it with a commit; what was done, in words."""
     from polecat.node.crawler import Crawler
 
-    async with Crawler(cfg) as crawler:
+    async with Crawler(cfg, upgrade=True) as crawler:
         done = crawler.opened
     lines = []
     if done.schema is not None:

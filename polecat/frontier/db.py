@@ -47,8 +47,11 @@ SCHEMA_VERSION = 2
 
 STORE_MARK = b"store_mark"
 """Meta key the node keeps (polecat/node/commits.py rule 4): the store's record count at the last commit.
-Store records past it are indexed again for near-duplicates when the node opens; the near-index upgrade
-sets it to 0 so that every stored page is."""
+Store records past it are indexed again for near-duplicates when the node opens."""
+NEAR_REBUILD = b"near_rebuild"
+"""Meta key: the store sequence number from which stored pages still need a near-duplicate index entry
+after a fingerprint format change (absent: none do). Set by the upgrade, cleared by the node
+(polecat/node/commits.py rule 7) in the commit that holds the entries."""
 
 TABLES = ("meta", "queue", "hosts", "seen", "urls", "near", "ops", "robots", "priors")
 
@@ -151,13 +154,13 @@ class FrontierDB:
         return info
 
     def _upgrade_near(self, info: dict[str, Any], fmt: int) -> dict[str, Any]:
-        """Fingerprints of another format cannot be compared with new ones: drop them and set the store
-        mark to 0, in one commit, so that the node indexes every stored page again as it opens (a kill
-        -9 leaves the old index or none with the mark at 0, and the next open goes on from there)."""
+        """Fingerprints of another format cannot be compared with new ones: drop them and record that
+        every stored page needs indexing again (:data:`NEAR_REBUILD`), in one commit: a kill -9 leaves the
+        old index, or none with the rebuild to do, and the next open goes on from there."""
         old = info.get("near_index")
         self.near_dropped = self.txn.stat(self.near)["entries"]
         self.txn.drop(self.near, delete=False)
-        self.txn.put(STORE_MARK, b"0", db=self.meta)
+        self.txn.put(NEAR_REBUILD, b"0", db=self.meta)
         info = {**info, "near_index": fmt}
         self.txn.put(b"schema", json.dumps(info).encode(), db=self.meta)
         self.seq = int(self.txn.get(b"seq", db=self.meta) or b"0")

@@ -68,8 +68,10 @@ class Opened:
     near_dropped: int | None
     """Entries of a near-duplicate index of an older fingerprint format dropped, if one was."""
     reindexed: int
-    """Stored pages (re)entered into the near-duplicate index: all of them after a drop, else those a
-    crash left unindexed (polecat/node/commits.py rule 4)."""
+    """Stored pages (re)entered into the near-duplicate index: those of an older fingerprint format
+    (polecat/node/commits.py rule 7), and those a crash left unindexed (rule 4)."""
+    near_left: int
+    """Store records of an older fingerprint format left unindexed (rule 7: too many to index at open)."""
 
 
 class Crawler:
@@ -79,12 +81,14 @@ class Crawler:
     :meth:`run` executes in another task. Seeds come from ``cfg.scope.seeds`` and :meth:`add_seed`.
     ``link`` makes the node one member of a multi-process crawl (``polecat crawl --workers N``, see
     :mod:`polecat.cluster.link`): it fetches only for its own slices and runs until :meth:`stop`.
+    ``upgrade`` makes opening finish every upgrade of the data dir whatever it costs (``polecat
+    upgrade``); otherwise the costly part waits (:attr:`opened`, polecat/node/commits.py rule 7).
     """
 
     def __init__(self, config: Config, *, on_page: PageCallback | None = None,
                  on_lease: LeaseObserver | None = None, link: ClusterLink | None = None,
                  clock: Clock = SYSTEM_CLOCK, fetcher: PageFetcher | None = None,
-                 store: PageStore | None = None) -> None:
+                 store: PageStore | None = None, upgrade: bool = False) -> None:
         if config.workers != 1 and link is None:
             raise PolecatError("workers: a Crawler is one process; run a crawl over several with "
                                "polecat.processes.supervisor.crawl_with_workers(cfg)")
@@ -93,6 +97,7 @@ class Crawler:
         self._given_fetcher = fetcher
         self._given_store = store
         """Seams for tests (polecat/testing/fakes.py); None: the real fetcher and segment store."""
+        self._upgrade = upgrade
         fix_mmap_threshold()  # pages at the body cap must not grow the heap for good
         self._on_page = on_page
         self._on_lease = on_lease
@@ -141,8 +146,9 @@ class Crawler:
                                       errors=self._counters.errors, emit=self._emit, wake=waker.set,
                                       stage=link.stage if (link := self._link) is not None else None,
                                       clock=self._clock)
+        rebuilt, left = self._commits.rebuild_near_index(self._pipeline, whole=self._upgrade)
         self._opened_report = Opened(self._db.upgraded, self._db.near_dropped,
-                                     self._commits.reindex_past_mark(self._pipeline))
+                                     rebuilt + self._commits.reindex_past_mark(self._pipeline), left)
         # The fetcher stamps responses on this clock: the pipeline converts them with its offset.
         self._fetcher: PageFetcher = self._given_fetcher or Fetcher(cfg.fetch, cfg.dns, clock=self._clock)
         await self._fetcher.__aenter__()
