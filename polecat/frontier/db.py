@@ -111,7 +111,8 @@ class FrontierDB:
 
     def _check_schema(self, params: dict[str, Any]) -> int:
         """Upgrade data written by an older release in place; refuse what cannot be read (naming the
-        release that wrote it, this one, and what to do); record this release; return the commit counter."""
+        release that wrote it, this one, and what to do: every upgrade this release knows is done here, so
+        what is left has none); record this release; return the commit counter."""
         stored = self.txn.get(b"schema", db=self.meta)
         if stored is None:
             self.txn.put(b"schema", json.dumps({"version": SCHEMA_VERSION, **params, "release": __version__})
@@ -123,19 +124,19 @@ class FrontierDB:
         wrote = release_of(info)
         slices = int(self.txn.get(b"slices", db=self.meta) or SLICES)
         if slices != SLICES:
-            raise FrontierError(mismatch(self.path, wrote, f"{slices} slices", f"{SLICES}"))
+            raise FrontierError(mismatch(self.path, wrote, f"{slices} slices", f"{SLICES}", upgradable=False))
         if info.get("version") == 1:
             info = self._upgrade_v1(info)
         if info.get("version") != SCHEMA_VERSION:
             raise FrontierError(mismatch(self.path, wrote, f"schema version {info.get('version')}",
-                                               f"schema {SCHEMA_VERSION}"))
+                                         f"schema {SCHEMA_VERSION}", upgradable=False))
         near = info.get("near_index")
         if isinstance(near, int) and near < params["near_index"]:
             info = self._upgrade_near(info, params["near_index"])
         for key, value in params.items():
             if info.get(key) != value:
                 raise FrontierError(mismatch(self.path, wrote, f"{key}={info.get(key)!r}",
-                                             f"{key}={value!r}"))
+                                             f"{key}={value!r}", upgradable=False))
         if info.get("release") != __version__:  # durable with the first commit of this run
             self.txn.put(b"schema", json.dumps({**info, "release": __version__}).encode(), db=self.meta)
         return int(self.txn.get(b"seq", db=self.meta) or b"0")

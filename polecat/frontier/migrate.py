@@ -142,13 +142,16 @@ def _version(release: str) -> tuple[int, ...]:
         return ()
 
 
-def mismatch(frontier_dir: Path, wrote: str, found: str, reads: str) -> str:
+def mismatch(frontier_dir: Path, wrote: str, found: str, reads: str, *, upgradable: bool) -> str:
     """The error for a frontier this release cannot read as it is: the release that wrote it and what it
-    found, this release and what it reads, and what to do (open it with the newer release that wrote it,
-    or upgrade it in place)."""
+    found, this release and what it reads, and what to do: open it with the newer release that wrote it,
+    upgrade it in place (``upgradable``: this release knows how), or open it with the release that wrote
+    it (no upgrade exists)."""
     if _version(wrote) > _version(__version__):
         hint = f"open it with polecat {wrote} or later"
-    else:
+    elif upgradable:
         hint = f"`polecat upgrade {frontier_dir.parent}` upgrades it in place"
+    else:
+        hint = f"this release has no upgrade from it: open it with polecat {wrote}"
     return (f"frontier in {frontier_dir} was written by polecat {wrote} with {found}; this is polecat "
             f"{__version__}, which reads {reads}; {hint}")

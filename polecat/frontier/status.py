@@ -59,8 +59,9 @@ def _read_txn(frontier_dir: Path,
         with env.begin() as txn:
             schema = json.loads(bytes(txn.get(b"schema", b"{}", db=dbs["meta"])))
             if schema.get("version") != SCHEMA_VERSION:
-                raise FrontierError(mismatch(frontier_dir, release_of(schema),
-                                             f"schema {schema.get('version')}", f"schema {SCHEMA_VERSION}"))
+                raise FrontierError(mismatch(  # a reader: opening it to write (upgrade, crawl) upgrades
+                    frontier_dir, release_of(schema), f"schema {schema.get('version')}",
+                    f"schema {SCHEMA_VERSION}", upgradable=schema.get("version") == 1))
             yield txn, dbs
     finally:
         env.close()
