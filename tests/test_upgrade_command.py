@@ -9,6 +9,7 @@ on its way on the writer thread) or on the N-th near-duplicate index entry of th
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from polecat.errors import FrontierError
 from polecat.frontier.status import read_status
 from polecat.node import commits
 from polecat.node.crawler import Crawler
+from polecat.store.segments import lock_writer
 from tests.release_fixtures import copy_fixture
 
 STORED_PAGES = 25
@@ -86,6 +88,17 @@ def test_upgrade_reports_what_it_did_then_nothing(tmp_path: Path) -> None:
     _assert_upgraded(data)
     again = _upgrade(data)
     assert again.returncode == 0 and "already up to date" in again.stdout, again.stdout + again.stderr
+
+
+def test_upgrade_of_a_dir_a_crawl_holds_is_refused_at_once(tmp_path: Path) -> None:
+    data = copy_fixture("effc808", tmp_path / "data")
+    held = lock_writer(data / "store")  # as a running crawl holds it
+    try:
+        run = _upgrade(data)
+    finally:
+        os.close(held)
+    assert run.returncode == 1 and "open for writing by another process" in run.stderr, run.stderr
+    assert _upgrade(data).returncode == 0
 
 
 def test_upgrade_of_a_dir_without_a_crawl_is_refused(tmp_path: Path) -> None:
