@@ -9,6 +9,10 @@ The seen-set of schema 1 holds only fingerprints, which do not tell their host. 
 rebuilt from the URLs the frontier knows: every accepted URL is queued or has a ``urls`` record (the
 frontier's invariant). A fingerprint found in neither (none should exist) cannot be placed in a slice;
 it is counted in the report and logged, never dropped silently.
+
+The other upgrade of a frontier (near-duplicate fingerprints of an older format) is
+``FrontierDB._upgrade_near``. The release that last opened a frontier to write is kept in its schema
+record (``"release"``, from 0.2.0 on); :func:`mismatch` words the refusal of what no upgrade can read.
 """
 
 from __future__ import annotations
