@@ -29,6 +29,7 @@ from polecat.store.index import SCHEMA_VERSION as STORE_SCHEMA
 from polecat.store.segstore import open_store
 from polecat.testing.serverlog import politeness_violations
 from polecat.testing.web import TestWeb
+from polecat.version import __version__
 from tests.crawl_helpers import page_requests
 from tests.release_fixtures import (
     CONFIG_TOML,
@@ -88,8 +89,6 @@ def test_release_fixture_resumes_and_finishes(name: str, tmp_path: Path) -> None
         assert (records[copy].kind, records[copy].duplicate_of) == ("revisit", original), copy
     status = subprocess.run([sys.executable, "-m", "polecat", "status", str(data)],
                             capture_output=True, text=True, timeout=60, check=True)
-    from polecat.version import __version__
-
     assert f"written by polecat {__version__}" in status.stdout
 
 
