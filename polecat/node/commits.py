@@ -67,8 +67,8 @@ log = logging.getLogger("polecat")
 
 BLOOM_SAVE_INTERVAL = 60.0
 AUTO_REBUILD_RECORDS = 20_000
-"""Store records a node indexes again as it opens after a fingerprint format change (rule 7): ~0.2-0.4 ms
-of CPU a stored page (1,727 pages of 8 KB in 0.27 s of user time on the CI machine), so seconds."""
+"""Store records a node indexes again as it opens after a fingerprint format change (rule 7): ~0.13 ms of
+CPU a stored page (benchmarks/README.md, "Upgrading a data dir"), so a few seconds at most."""
 
 
 class Commits:
