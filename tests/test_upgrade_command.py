@@ -90,6 +90,15 @@ def test_upgrade_reports_what_it_did_then_nothing(tmp_path: Path) -> None:
     assert again.returncode == 0 and "already up to date" in again.stdout, again.stdout + again.stderr
 
 
+def test_upgrade_goes_through_every_worker_of_a_workers_layout(tmp_path: Path) -> None:
+    data = copy_fixture("0.2.0", tmp_path / "data")
+    run = _upgrade(data)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines() == [f"{data / 'workers' / '0'}: already up to date",
+                                       f"{data / 'workers' / '1'}: already up to date",
+                                       f"{data} is ready for polecat 0.2.0"]
+
+
 def test_upgrade_of_a_dir_a_crawl_holds_is_refused_at_once(tmp_path: Path) -> None:
     data = copy_fixture("effc808", tmp_path / "data")
     held = lock_writer(data / "store")  # as a running crawl holds it
