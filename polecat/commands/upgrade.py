@@ -14,11 +14,14 @@ import argparse
 import asyncio
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from polecat.commands import saved_settings
 from polecat.config import Config, config_from_mapping
 from polecat.errors import PolecatError
+
+if TYPE_CHECKING:
+    from polecat.node.crawler import Opened
 
 
 def cmd_upgrade(args: argparse.Namespace) -> int:
@@ -53,6 +56,11 @@ async def _upgrade(cfg: Config) -> list[str]:
 
     async with Crawler(cfg, upgrade=True) as crawler:
         done = crawler.opened
+    return describe(done) or ["already up to date"]
+
+
+def describe(done: Opened) -> list[str]:
+    """What opening a data dir upgraded, one phrase per step ([] when nothing was)."""
     lines = []
     if done.schema is not None:
         s = done.schema
@@ -64,7 +72,9 @@ async def _upgrade(cfg: Config) -> list[str]:
                      f"entries)")
     if done.reindexed or done.near_dropped is not None:
         lines.append(f"{done.reindexed} stored page(s) entered into the near-duplicate index")
-    return lines or ["already up to date"]
+    if done.near_left:
+        lines.append(f"{done.near_left} store records left to index (`polecat upgrade` indexes them)")
+    return lines
 
 
 def register(sub: Any) -> None:
