@@ -6,14 +6,21 @@ same port; the fixture is copied before use (opening it upgrades it in place).
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
+import os
 import shutil
+import tempfile
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import lmdb
 
 from polecat.testing.sitegen import SiteSpec
+from polecat.testing.web import TestWeb
 
 RELEASES = Path(__file__).resolve().parent / "fixtures" / "releases"
 FIXTURES = ("effc808", "0.2.0")
@@ -21,10 +28,37 @@ FIXTURES = ("effc808", "0.2.0")
 SPEC = SiteSpec(hosts=3, pages_per_host=20, seed=36, near_dup_ratio=0.2, dup_ratio=0.05)
 """Three hosts (robots.txt variants disallow_private, missing, allow), near and exact duplicates."""
 PORT = 18036
-"""Below Linux's ephemeral range (32768-60999), so no test's ephemeral socket holds it."""
+"""Below Linux's ephemeral range (32768-60999), so no test's ephemeral socket holds it; tests that serve
+it take turns (:func:`serving`)."""
+PORT_WAIT = 300.0
+"""How long :func:`serving` waits for another test (another xdist worker, another checkout's suite on
+the same machine) to give the port back."""
 USER_AGENT = "polecat-test/0.1 (+http://example.invalid/bot)"
 CONFIG_TOML = "[dedup]\nexpected_urls = 2000\n\n[frontier]\ncommit_ms = 100.0\n"
 """A small seen-set Bloom filter (the default sizing writes 12 MB) and frequent commits."""
+
+
+@contextlib.contextmanager
+def serving() -> Iterator[TestWeb]:
+    """The fixtures' site on :data:`PORT`, once no other process on this machine serves it: an exclusive
+    lock on a file named after the port, taken without blocking and retried for :data:`PORT_WAIT` s."""
+    lock = os.open(Path(tempfile.gettempdir()) / f"polecat-release-fixtures-{PORT}.lock",
+                   os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        deadline = time.monotonic() + PORT_WAIT
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"port {PORT} still served by another test after {PORT_WAIT:g}s"
+                                       ) from None
+                time.sleep(0.2)
+        with TestWeb(SPEC, port=PORT) as web:
+            yield web
+    finally:
+        os.close(lock)  # releases the lock
 
 
 def copy_fixture(name: str, dest: Path) -> Path:

@@ -28,7 +28,6 @@ from polecat.store.base import HASH_NAME, FetchRecord
 from polecat.store.index import SCHEMA_VERSION as STORE_SCHEMA
 from polecat.store.segstore import open_store
 from polecat.testing.serverlog import politeness_violations
-from polecat.testing.web import TestWeb
 from polecat.version import __version__
 from tests.crawl_helpers import page_requests
 from tests.release_fixtures import (
@@ -36,11 +35,11 @@ from tests.release_fixtures import (
     FIXTURES,
     PORT,
     RELEASES,
-    SPEC,
     USER_AGENT,
     copy_fixture,
     data_formats,
     release_requests,
+    serving,
 )
 
 RATE = 20.0
@@ -65,7 +64,7 @@ def test_release_fixture_resumes_and_finishes(name: str, tmp_path: Path) -> None
     config = tmp_path / "polecat.toml"
     config.write_text(CONFIG_TOML)
     before = {r["url"] for r in release_requests(name) if r["target"] != "/robots.txt"}
-    with TestWeb(SPEC, port=PORT) as web:
+    with serving() as web:
         run = subprocess.run(
             [sys.executable, "-m", "polecat", "crawl", "--data", str(data), "--config", str(config),
              "--scope", "host", "--rate", str(RATE), "--user-agent", USER_AGENT, "--dns-server",
