@@ -44,7 +44,8 @@ def v1_contents(path: Path) -> tuple[list[str], list[str]]:
 def test_schema_1_dir_is_upgraded_with_nothing_lost(tmp_path: Path) -> None:
     unpack_v1(tmp_path)
     queued, done = v1_contents(tmp_path)
-    with pytest.raises(FrontierError, match=r"schema 1.*polecat crawl --data"):
+    with pytest.raises(FrontierError, match=r"written by polecat 0.1.0 or earlier with schema 1; this is "
+                                            r"polecat 0.2.0, which reads schema 2; `polecat upgrade .*` "):
         read_status(tmp_path / "frontier")
     rig = Rig(tmp_path, params=NODE_PARAMS, now=LATER)
     assert rig.db.upgraded == MigrationReport(hosts=6, queued=91, urls=41, seen=132, ops=8, robots=5,

@@ -13,6 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
 from polecat.testing.sitegen import SiteSpec
+from polecat.version import __version__
 from tests.conftest import TestWebFactory
 from tests.service_helpers import get_json, running_node, wait_for
 
@@ -27,7 +28,7 @@ FAMILIES = {
     "polecat_urls_done": "counter", "polecat_commit_age_seconds": "gauge",
     "polecat_commit_duration_seconds": "gauge", "polecat_event_loop_lag_seconds": "gauge",
     "polecat_refresh_queued": "counter", "polecat_freshness_urls": "gauge",
-    "polecat_freshness_slo_ratio": "gauge",
+    "polecat_freshness_slo_ratio": "gauge", "polecat_build_info": "gauge",
 }
 
 
@@ -67,6 +68,7 @@ async def test_metrics_during_a_crawl(test_web: TestWebFactory, tmp_path: Path) 
                     assert after.get(key, 0.0) >= value, (key, value, after.get(key))
         _, last = scrapes[-1]
         assert last[("polecat_fetches_total", ())] > 0
+        assert last[("polecat_build_info", (("version", __version__),))] == 1
         assert last[("polecat_fetch_duration_seconds_count", (("kind", "page"),))] > 0
         assert last[("polecat_queue_urls", (("band", "seed"),))] == 0
         await wait_for(lambda: svc.crawler.last_commit[0] > 0, what="a commit")

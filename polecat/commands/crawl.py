@@ -185,6 +185,11 @@ async def _crawl(cfg: Config) -> int:
     interrupted = 0
     loop = asyncio.get_running_loop()
     async with Crawler(cfg) as crawler:
+        opened = crawler.opened
+        if opened.schema is not None or opened.near_dropped is not None:  # a data dir of an older release
+            from polecat.commands.upgrade import describe
+
+            print(f"polecat: {cfg.data_dir} upgraded: " + "; ".join(describe(opened)), file=sys.stderr)
         run = asyncio.ensure_future(crawler.run())
 
         def on_signal() -> None:

@@ -43,14 +43,14 @@ def _subparsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser
 
 
 def make_parser() -> argparse.ArgumentParser:
-    from polecat.commands import cat, cluster, crawl, export, node, pages, status, store
+    from polecat.commands import cat, cluster, crawl, export, node, pages, status, store, upgrade
     from polecat.version import __version__
 
     parser = argparse.ArgumentParser(prog="polecat", description="A polite, fast, crash-safe web crawler.",
                                      allow_abbrev=False)
     parser.add_argument("--version", action="version", version=f"polecat {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for command in (crawl, status, pages, cat, export, store, node, cluster):
+    for command in (crawl, status, pages, cat, export, store, node, cluster, upgrade):
         command.register(sub)
     for p in [parser, *_subparsers(parser)]:
         p.allow_abbrev = False  # --allow-priv must not silently mean --allow-private

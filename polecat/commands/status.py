@@ -25,6 +25,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     s = merge_status([read_status(d / "frontier") for d in node_dirs(args.data)])
     print(f"hosts {s.hosts} ({s.hosts_with_queue} with queued URLs), queued {s.queued}, "
           f"fetched {s.fetched}, URLs seen {s.seen_urls}, commits {s.commits} (state saved to disk)")
+    print(f"written by polecat {', '.join(s.releases)}")
     print("done: " + (", ".join(f"{k} {v}" for k, v in s.done) or "none"))
     f = s.freshness
     if f.tracked:

@@ -33,16 +33,25 @@ import lmdb
 from polecat.errors import FrontierError
 from polecat.faults import storage_fault
 from polecat.frontier.handover_ranges import delete_ranges
-from polecat.frontier.migrate import MigrationReport, migrate_v1
+from polecat.frontier.migrate import MigrationReport, migrate_v1, mismatch, release_of
 from polecat.frontier.slices import SLICES
 from polecat.frontier.tables import Lookup
 from polecat.frontier.writer import TxnWriter
+from polecat.version import __version__
 from polecat.writes import Decided, Delete, DeleteSlices, Put, Table, Write
 
 T = TypeVar("T")
 
 SCHEMA_VERSION = 2
 """2: tables keyed slice-first (polecat/frontier/keys.py); 1 is upgraded on open (frontier/migrate.py)."""
+
+STORE_MARK = b"store_mark"
+"""Meta key the node keeps (polecat/node/commits.py rule 4): the store's record count at the last commit.
+Store records past it are indexed again for near-duplicates when the node opens."""
+NEAR_REBUILD = b"near_rebuild"
+"""Meta key: the store sequence number from which stored pages still need a near-duplicate index entry
+after a fingerprint format change (absent: none do). Set by the upgrade, cleared by the node
+(polecat/node/commits.py rule 7) in the commit that holds the entries."""
 
 TABLES = ("meta", "queue", "hosts", "seen", "urls", "near", "ops", "robots", "priors")
 
@@ -92,6 +101,8 @@ class FrontierDB:
         self.pending = 0
         self.upgraded: MigrationReport | None = None
         """What the open upgraded from schema 1, if it did."""
+        self.near_dropped: int | None = None
+        """Entries of a near-duplicate index of an older format the open dropped (None: none was)."""
         try:
             self.seq = self._check_schema(params)
         except FrontierError:
@@ -99,29 +110,35 @@ class FrontierDB:
             raise
 
     def _check_schema(self, params: dict[str, Any]) -> int:
-        """Refuse to open data written with incompatible parameters; return the commit counter."""
+        """Upgrade data written by an older release in place; refuse what cannot be read (naming the
+        release that wrote it, this one, and what to do: every upgrade this release knows is done here, so
+        what is left has none); record this release; return the commit counter."""
         stored = self.txn.get(b"schema", db=self.meta)
         if stored is None:
-            self.txn.put(b"schema", json.dumps({"version": SCHEMA_VERSION, **params}).encode(), db=self.meta)
+            self.txn.put(b"schema", json.dumps({"version": SCHEMA_VERSION, **params, "release": __version__})
+                         .encode(), db=self.meta)
             self.txn.put(b"slices", str(SLICES).encode(), db=self.meta)
             self.commit()
             return self.seq
+        info = json.loads(bytes(stored))
+        wrote = release_of(info)
         slices = int(self.txn.get(b"slices", db=self.meta) or SLICES)
         if slices != SLICES:
-            raise FrontierError(f"frontier was created with {slices} slices, this polecat uses {SLICES}")
-        info = json.loads(bytes(stored))
+            raise FrontierError(mismatch(self.path, wrote, f"{slices} slices", f"{SLICES}", upgradable=False))
         if info.get("version") == 1:
             info = self._upgrade_v1(info)
         if info.get("version") != SCHEMA_VERSION:
-            raise FrontierError(
-                f"frontier schema version {info.get('version')} found, this polecat reads {SCHEMA_VERSION}"
-            )
+            raise FrontierError(mismatch(self.path, wrote, f"schema version {info.get('version')}",
+                                         f"schema {SCHEMA_VERSION}", upgradable=False))
+        near = info.get("near_index")
+        if isinstance(near, int) and near < params["near_index"]:
+            info = self._upgrade_near(info, params["near_index"])
         for key, value in params.items():
             if info.get(key) != value:
-                raise FrontierError(
-                    f"frontier was created with {key}={info.get(key)!r}, config now says {value!r}; "
-                    "use a new data dir or the original setting"
-                )
+                raise FrontierError(mismatch(self.path, wrote, f"{key}={info.get(key)!r}",
+                                             f"{key}={value!r}", upgradable=False))
+        if info.get("release") != __version__:  # durable with the first commit of this run
+            self.txn.put(b"schema", json.dumps({**info, "release": __version__}).encode(), db=self.meta)
         return int(self.txn.get(b"seq", db=self.meta) or b"0")
 
     def _upgrade_v1(self, info: dict[str, Any]) -> dict[str, Any]:
@@ -135,6 +152,22 @@ class FrontierDB:
         self.commit()
         log.info("frontier upgraded from schema 1 to %d: %s", SCHEMA_VERSION, report)
         self.upgraded = report
+        return info
+
+    def _upgrade_near(self, info: dict[str, Any], fmt: int) -> dict[str, Any]:
+        """Fingerprints of another format cannot be compared with new ones: drop them and record that
+        every stored page needs indexing again (:data:`NEAR_REBUILD`), in one commit: a kill -9 leaves the
+        old index, or none with the rebuild to do, and the next open goes on from there."""
+        old = info.get("near_index")
+        self.near_dropped = self.txn.stat(self.near)["entries"]
+        self.txn.drop(self.near, delete=False)
+        self.txn.put(NEAR_REBUILD, b"0", db=self.meta)
+        info = {**info, "near_index": fmt}
+        self.txn.put(b"schema", json.dumps(info).encode(), db=self.meta)
+        self.seq = int(self.txn.get(b"seq", db=self.meta) or b"0")
+        self.commit()
+        log.info("near-duplicate index of format %s dropped (%d entries): the stored pages are indexed "
+                 "again in format %d", old, self.near_dropped, fmt)
         return info
 
     def apply(self, writes: Sequence[Write]) -> None:

@@ -9,6 +9,10 @@ The seen-set of schema 1 holds only fingerprints, which do not tell their host. 
 rebuilt from the URLs the frontier knows: every accepted URL is queued or has a ``urls`` record (the
 frontier's invariant). A fingerprint found in neither (none should exist) cannot be placed in a slice;
 it is counted in the report and logged, never dropped silently.
+
+The other upgrade of a frontier (near-duplicate fingerprints of an older format) is
+``FrontierDB._upgrade_near``. The release that last opened a frontier to write is kept in its schema
+record (``"release"``, from 0.2.0 on); :func:`mismatch` words the refusal of what no upgrade can read.
 """
 
 from __future__ import annotations
@@ -16,13 +20,18 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from polecat.frontier.keys import host_row, op_key, queue_prefix, robots_key, url_key
 from polecat.frontier.records import QueuedUrl, UrlRecord
 from polecat.frontier.slices import PREFIX_LEN
+from polecat.version import __version__
 
 log = logging.getLogger("polecat")
+
+UNRECORDED_RELEASE = "0.1.0 or earlier"
+"""What wrote a frontier whose schema names no release: 0.2.0 is the first release that records itself."""
 
 _BATCH = 65_536
 
@@ -122,3 +131,31 @@ def migrate_v1(txn: Any, tables: dict[str, Any], scratch: Any) -> MigrationRepor
         log.warning("frontier upgrade: %d seen-set fingerprints had no queued URL or URL record and were "
                     "not carried over (their URLs may be accepted again)", unplaced)
     return MigrationReport(hosts, queued, urls, seen, ops, robots, unplaced)
+
+
+def release_of(schema: dict[str, Any]) -> str:
+    """The release that last opened a frontier for writing, from its schema record."""
+    release = schema.get("release")
+    return release if isinstance(release, str) else UNRECORDED_RELEASE
+
+
+def _version(release: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(part) for part in release.split("."))
+    except ValueError:
+        return ()
+
+
+def mismatch(frontier_dir: Path, wrote: str, found: str, reads: str, *, upgradable: bool) -> str:
+    """The error for a frontier this release cannot read as it is: the release that wrote it and what it
+    found, this release and what it reads, and what to do: open it with the newer release that wrote it,
+    upgrade it in place (``upgradable``: this release knows how), or open it with the release that wrote
+    it (no upgrade exists)."""
+    if _version(wrote) > _version(__version__):
+        hint = f"open it with polecat {wrote} or later"
+    elif upgradable:
+        hint = f"`polecat upgrade {frontier_dir.parent}` upgrades it in place"
+    else:
+        hint = f"this release has no upgrade from it: open it with polecat {wrote}"
+    return (f"frontier in {frontier_dir} was written by polecat {wrote} with {found}; this is polecat "
+            f"{__version__}, which reads {reads}; {hint}")

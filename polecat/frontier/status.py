@@ -17,6 +17,7 @@ from polecat.config import RefreshConfig
 from polecat.errors import FrontierError
 from polecat.frontier.db import SCHEMA_VERSION, TABLES
 from polecat.frontier.keys import host_of_row, parse_op_key
+from polecat.frontier.migrate import mismatch, release_of
 from polecat.frontier.records import UrlRecord, decode_host
 from polecat.frontier.refresh import Freshness, History, RefreshPolicy
 from polecat.hosts import host_key
@@ -42,6 +43,8 @@ class FrontierStatus:
     """The freshness SLO over the finished URLs (polecat/frontier/refresh.py rule 9)."""
     traps: tuple[tuple[str, tuple[tuple[str, int], ...]], ...] = ()
     """Hosts where spider-trap rules acted most (frontier/traps.py), with counts by rule."""
+    releases: tuple[str, ...] = ()
+    """The releases of polecat that last opened the frontier (or frontiers, of ``--workers``) to write."""
 
 
 @contextmanager
@@ -54,12 +57,11 @@ def _read_txn(frontier_dir: Path,
     try:
         dbs = {name: env.open_db(name.encode(), create=False) for name in ("meta", *tables)}
         with env.begin() as txn:
-            version = json.loads(bytes(txn.get(b"schema", b"{}", db=dbs["meta"]))).get("version")
-            if version != SCHEMA_VERSION:
-                raise FrontierError(
-                    f"frontier in {frontier_dir} has schema {version}, this polecat reads {SCHEMA_VERSION}; "
-                    f"`polecat crawl --data {frontier_dir.parent}` (a resume) upgrades it as it starts"
-                )
+            schema = json.loads(bytes(txn.get(b"schema", b"{}", db=dbs["meta"])))
+            if schema.get("version") != SCHEMA_VERSION:
+                raise FrontierError(mismatch(  # a reader: opening it to write (upgrade, crawl) upgrades
+                    frontier_dir, release_of(schema), f"schema {schema.get('version')}",
+                    f"schema {SCHEMA_VERSION}", upgradable=schema.get("version") == 1))
             yield txn, dbs
     finally:
         env.close()
@@ -112,6 +114,7 @@ def read_status(frontier_dir: Path, top: int = 10, refresh: RefreshConfig | None
             busiest=tuple(queues.most_common(top)), blocked=tuple(blocked), throttled=tuple(throttled),
             commits=int(txn.get(b"seq", b"0", db=dbs["meta"])), paused=paused, freshness=fresh,
             traps=_top_traps(traps, top),
+            releases=(release_of(json.loads(bytes(txn.get(b"schema", b"{}", db=dbs["meta"])))),),
         )
 
 
@@ -139,4 +142,5 @@ def merge_status(parts: list[FrontierStatus], top: int = 10) -> FrontierStatus:
         freshness=Freshness(*(sum(getattr(p.freshness, f) for p in parts)
                               for f in ("tracked", "due", "important", "within"))),
         traps=_top_traps([t for p in parts for t in p.traps], top),
+        releases=tuple(sorted({r for p in parts for r in p.releases})),
     )

@@ -30,6 +30,11 @@ Rules (this module owns them):
 6. A commit that fails for a reason of the machine (disk full, I/O error, LMDB map full) or a bug stops
    the node (the ``fail`` callback) with what was committed before; whoever waits for a commit that will
    never be made is failed, never left waiting (:meth:`Commits.abandon`).
+7. After a fingerprint format change (polecat/frontier/db.py :data:`NEAR_REBUILD`), the node indexes the
+   stored pages again as it opens when that is cheap (at most :data:`AUTO_REBUILD_RECORDS` store records),
+   or always when asked (``polecat upgrade``); the entries and the cleared key go in one commit. Past the
+   bound the crawl starts without them: the count is logged with the command that indexes them, and
+   pages fetched meanwhile are not checked against those (a missed collapse, never a lost page).
 """
 
 from __future__ import annotations
@@ -48,11 +53,11 @@ from polecat.clock import Clock
 from polecat.config import FrontierConfig
 from polecat.dedup.seen import SeenSet
 from polecat.errors import PolecatError
-from polecat.frontier.db import FrontierDB
+from polecat.frontier.db import NEAR_REBUILD, STORE_MARK, FrontierDB
 from polecat.frontier.frontier import Frontier
 from polecat.frontier.records import Completion, Lease
 from polecat.store.base import PageStore
-from polecat.writes import Put
+from polecat.writes import Delete, Put
 
 if TYPE_CHECKING:
     from polecat.cluster.link import ClusterLink
@@ -61,8 +66,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("polecat")
 
 BLOOM_SAVE_INTERVAL = 60.0
-STORE_MARK = b"store_mark"
-"""Frontier meta key: the store's record count at the frontier's last commit (rule 4)."""
+AUTO_REBUILD_RECORDS = 20_000
+"""Store records a node indexes again as it opens after a fingerprint format change (rule 7): ~0.13 ms of
+CPU a stored page (benchmarks/README.md, "Upgrading a data dir"), so a few seconds at most."""
 
 
 class Commits:
@@ -261,28 +267,50 @@ class Commits:
     def _mark_store(self) -> None:
         self._db.apply([Put("meta", STORE_MARK, str(self._store.record_count()).encode())])
 
-    def reindex_past_mark(self, pipeline: PagePipeline) -> None:
-        """Index again the store records past the frontier's last mark (rule 4). A data dir without a
-        mark (new, or from before marks) gets one at once, committed: nothing is known to be missing
-        there, and a crash before the first commit leaves a mark to start from. A failure costs
-        collapses, not pages: it is logged and the crawl goes on."""
+    def rebuild_near_index(self, pipeline: PagePipeline, *, whole: bool) -> tuple[int, int]:
+        """Index the stored pages a fingerprint format change left out (rule 7): all of them when
+        ``whole`` or when cheap. Returns ``(pages indexed, store records left for later)``."""
+        raw = self._db.txn.get(NEAR_REBUILD, db=self._db.meta)
+        if raw is None:
+            return 0, 0
+        left = self._store.record_count() - int(bytes(raw))
+        if not whole and left > AUTO_REBUILD_RECORDS:
+            log.warning("near-duplicate index: %d store records of an older fingerprint format are not "
+                        "indexed; pages fetched now are not checked against them (`polecat upgrade %s` "
+                        "indexes them)", left, self._db.path.parent)
+            return 0, left
+        try:
+            added = pipeline.reindex(self._store.records_since(int(bytes(raw))))
+        except PolecatError as exc:
+            log.warning("near-duplicate index: the stored pages were not indexed again: %s", exc)
+            return 0, left
+        self._db.apply([Delete("meta", NEAR_REBUILD)])
+        log.info("near-duplicate index: %d stored page(s) indexed in the new fingerprint format", added)
+        return added, 0
+
+    def reindex_past_mark(self, pipeline: PagePipeline) -> int:
+        """Index again the store records past the frontier's last mark (rule 4); returns how many pages
+        were. A data dir without a mark (new, or from before marks) gets one at once, committed: nothing
+        is known to be missing there, and a crash before the first commit leaves a mark to start from.
+        A failure costs collapses, not pages: it is logged and the crawl goes on."""
         raw = self._db.txn.get(STORE_MARK, db=self._db.meta)
         if raw is None:
             self._db.apply(self._frontier.prepare_commit())
             self._mark_store()
             self._db.commit()
-            return
+            return 0
         mark = int(bytes(raw))
         if mark >= self._store.record_count():
-            return
+            return 0
         try:
             added = pipeline.reindex(self._store.records_since(mark))
         except PolecatError as exc:
             log.warning("near-duplicate index: the pages stored after the last frontier commit were not "
                         "indexed again: %s", exc)
-            return
+            return 0
         log.info("near-duplicate index: %d page(s) stored after the last frontier commit indexed again",
                  added)
+        return added
 
 
 async def _committed_off_loop(commit: Future[Any]) -> None:

@@ -15,6 +15,7 @@ import contextlib
 import inspect
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +30,7 @@ from polecat.fetch.http import Fetcher, request_headers
 from polecat.fetch.seams import PageFetcher
 from polecat.frontier.frontier import Frontier
 from polecat.frontier.intake import ACCEPTED, SEEN
+from polecat.frontier.migrate import MigrationReport
 from polecat.frontier.opener import open_frontier
 from polecat.frontier.records import Completion, Lease
 from polecat.frontier.robots import RobotsPolicy
@@ -57,6 +59,21 @@ LeaseObserver = Callable[[Lease, Completion], None]
 """Called with every lease's outcome (the service's metrics and status page)."""
 
 
+@dataclass(frozen=True, slots=True)
+class Opened:
+    """What opening a data dir did to bring it up to this release (``polecat upgrade`` prints it)."""
+
+    schema: MigrationReport | None
+    """The frontier's keys rewritten from schema 1 (polecat/frontier/migrate.py), if they were."""
+    near_dropped: int | None
+    """Entries of a near-duplicate index of an older fingerprint format dropped, if one was."""
+    reindexed: int
+    """Stored pages (re)entered into the near-duplicate index: those of an older fingerprint format
+    (polecat/node/commits.py rule 7), and those a crash left unindexed (rule 4)."""
+    near_left: int
+    """Store records of an older fingerprint format left unindexed (rule 7: too many to index at open)."""
+
+
 class Crawler:
     """A crawler node. Use as ``async with Crawler(cfg) as c: await c.run()``.
 
@@ -64,12 +81,14 @@ class Crawler:
     :meth:`run` executes in another task. Seeds come from ``cfg.scope.seeds`` and :meth:`add_seed`.
     ``link`` makes the node one member of a multi-process crawl (``polecat crawl --workers N``, see
     :mod:`polecat.cluster.link`): it fetches only for its own slices and runs until :meth:`stop`.
+    ``upgrade`` makes opening finish every upgrade of the data dir whatever it costs (``polecat
+    upgrade``); otherwise the costly part waits (:attr:`opened`, polecat/node/commits.py rule 7).
     """
 
     def __init__(self, config: Config, *, on_page: PageCallback | None = None,
                  on_lease: LeaseObserver | None = None, link: ClusterLink | None = None,
                  clock: Clock = SYSTEM_CLOCK, fetcher: PageFetcher | None = None,
-                 store: PageStore | None = None) -> None:
+                 store: PageStore | None = None, upgrade: bool = False) -> None:
         if config.workers != 1 and link is None:
             raise PolecatError("workers: a Crawler is one process; run a crawl over several with "
                                "polecat.processes.supervisor.crawl_with_workers(cfg)")
@@ -78,6 +97,7 @@ class Crawler:
         self._given_fetcher = fetcher
         self._given_store = store
         """Seams for tests (polecat/testing/fakes.py); None: the real fetcher and segment store."""
+        self._upgrade = upgrade
         fix_mmap_threshold()  # pages at the body cap must not grow the heap for good
         self._on_page = on_page
         self._on_lease = on_lease
@@ -126,7 +146,9 @@ class Crawler:
                                       errors=self._counters.errors, emit=self._emit, wake=waker.set,
                                       stage=link.stage if (link := self._link) is not None else None,
                                       clock=self._clock)
-        self._commits.reindex_past_mark(self._pipeline)
+        rebuilt, left = self._commits.rebuild_near_index(self._pipeline, whole=self._upgrade)
+        self._opened_report = Opened(self._db.upgraded, self._db.near_dropped,
+                                     rebuilt + self._commits.reindex_past_mark(self._pipeline), left)
         # The fetcher stamps responses on this clock: the pipeline converts them with its offset.
         self._fetcher: PageFetcher = self._given_fetcher or Fetcher(cfg.fetch, cfg.dns, clock=self._clock)
         await self._fetcher.__aenter__()
@@ -251,6 +273,11 @@ class Crawler:
         return self._member
 
     @property
+    def opened(self) -> Opened:
+        """What opening the data dir upgraded (:class:`Opened`)."""
+        return self._opened_report
+
+    @property
     def bytes_fetched(self) -> int:
         """Page body bytes received in this run, as sent on the wire."""
         return self._counters.bytes_fetched
@@ -368,7 +395,8 @@ class Crawler:
 
 
 _OPENED_PARTS = frozenset({"_db", "_seen", "_robots", "_canon", "_store", "_bodies_at_start", "_frontier",
-                           "_pipeline", "_fetcher", "_waker", "_commits", "_loop", "_member"})
+                           "_pipeline", "_fetcher", "_waker", "_commits", "_loop", "_member",
+                           "_opened_report"})
 """What :meth:`Crawler.__aenter__` creates: reading one before means the crawler is not open."""
 
 

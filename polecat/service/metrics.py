@@ -23,6 +23,7 @@ from prometheus_client.registry import Collector
 
 from polecat.clock import SYSTEM_CLOCK, Clock
 from polecat.frontier.records import Completion, Lease
+from polecat.version import __version__
 
 if TYPE_CHECKING:
     from polecat.node.crawler import Crawler
@@ -73,6 +74,10 @@ class NodeMetrics(Collector):
         c = self._crawler
         s = c.stats()
         now = self._clock.wall()
+        info = GaugeMetricFamily("polecat_build_info", "The release of polecat this node runs (always 1)",
+                                 labels=["version"])
+        info.add_metric([__version__], 1)
+        yield info
         yield _counter("polecat_politeness_violations",
                        "Requests started before their host's next-allowed time (must stay 0)",
                        s.politeness_violations)

@@ -69,7 +69,9 @@ class TestWeb:
 
     __test__ = False  # not a pytest test class despite the name
 
-    def __init__(self, spec: SiteSpec | None = None, addresses: int = 4) -> None:
+    def __init__(self, spec: SiteSpec | None = None, addresses: int = 4, port: int = 0) -> None:
+        """``port``: 0 for an ephemeral one; a fixed one serves data dirs whose URLs name it (the release
+        fixtures of tests/fixtures/releases)."""
         self.site = Site(spec or SiteSpec())
         self.addresses = [f"127.0.0.{i + 1}" for i in range(addresses)]
         self.dns = LocalDnsServer()
@@ -80,6 +82,7 @@ class TestWeb:
         self._changing: dict[int, tuple[float, bool]] = {}
         self._handler: SiteHandler | None = None
         self._port = 0
+        self._fixed_port = port
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._error: BaseException | None = None
@@ -262,7 +265,7 @@ class TestWeb:
         return response
 
     async def _setup(self) -> web.AppRunner:
-        socks = bind_loopback(self.addresses)
+        socks = bind_loopback(self.addresses, self._fixed_port)
         self._port = socks[0].getsockname()[1]
         self._handler = SiteHandler(self.site, self._port, self._page_body)
         app = web.Application()
