@@ -10,13 +10,14 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import lmdb
 import pytest
 import zstandard
 from warcio.archiveiterator import ArchiveIterator
 
 from polecat.config import StoreConfig, config_from_mapping
-from polecat.errors import CorruptRecord
-from polecat.store import delta, export, repair
+from polecat.errors import CorruptRecord, StoreError
+from polecat.store import delta, export, index, repair
 from polecat.store.archive import archive_info
 from polecat.store.base import OWN_HASH_HEADER, FetchRecord, content_hash
 from polecat.store.fsck import verify
@@ -176,3 +177,39 @@ def test_the_old_store_near_duplicates_setting_never_makes_a_crawl_lossy(caplog:
     with pytest.raises(ValueError, match=r"dedup\.near_duplicates"):
         config_from_mapping({"dedup": {"near_duplicates": "maybe"}})
 
+
+
+def test_a_store_from_before_deltas_opens_and_is_marked_so_older_releases_refuse_it(tmp_path: Path) -> None:
+    body = html("v1", article(13))
+    root = tmp_path / "store"
+    s = open_store(root, StoreConfig())
+    s.put(response("http://a.test/", body), body)
+    s.close()
+    env = lmdb.open(str(root / "index"), max_dbs=8)
+    meta = env.open_db(b"meta")
+    with env.begin(write=True) as txn:
+        txn.put(b"schema", b"1", db=meta)  # as every release before deltas wrote it
+    env.close()
+
+    def schema() -> bytes:
+        env = lmdb.open(str(root / "index"), max_dbs=8, readonly=True)
+        try:
+            meta = env.open_db(b"meta", create=False)
+            with env.begin() as txn:
+                return bytes(txn.get(b"schema", db=meta))
+        finally:
+            env.close()
+
+    with SegmentStore.open(root, StoreConfig(), read_only=True) as ro:
+        assert ro.get(content_hash(body)) == body
+    assert schema() == b"1"  # a reader changes nothing
+    with SegmentStore.open(root, StoreConfig()) as rw:
+        assert rw.get(content_hash(body)) == body
+    assert schema() == index.SCHEMA_VERSION == b"2"
+    env = lmdb.open(str(root / "index"), max_dbs=8)
+    meta = env.open_db(b"meta")
+    with env.begin(write=True) as txn:
+        txn.put(b"schema", b"9", db=meta)
+    env.close()
+    with pytest.raises(StoreError, match="page store schema b'9'"):
+        SegmentStore.open(root, StoreConfig(), read_only=True)
