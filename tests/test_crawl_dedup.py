@@ -272,13 +272,13 @@ async def crawl(cfg: Config) -> tuple[CrawlStats, list[Page]]:
 def stored_records(data: Path, cfg: Config, *, once: bool = True
                    ) -> tuple[dict[str, FetchRecord], int, dict[bytes, bytes]]:
     """The latest fetch record of each URL (``once``: its only one), the store's body count, and the
-    bodies by hash."""
+    bytes each fetch received by their hash (a near-duplicate's own page, stored as a delta, included)."""
     store = open_store(data / "store", cfg.store, read_only=True)
     try:
         records = list(store.records())
         by_url = {r.url: r for r in records}
         assert not once or len(by_url) == len(records), Counter(r.url for r in records).most_common(3)
-        bodies = {r.content_hash: store.get(r.content_hash) for r in records if r.kind == "response"}
+        bodies = {r.own_hash: store.get(r.own_hash) for r in records if store.has(r.own_hash)}
         return by_url, store.stats().bodies, bodies
     finally:
         store.close()
@@ -301,8 +301,9 @@ def pages_listing(data: Path) -> dict[str, list[str]]:
 
 def assert_one_body_per_group(served: list[Served], records: dict[str, FetchRecord],
                               bodies: dict[bytes, bytes]) -> dict[str, Served]:
-    """Each group has exactly one response record (its body stored and intact); every other member is a
-    revisit pointing at it. Returns the stored member of each group."""
+    """Each group has exactly one response record (its body stored whole and intact); every other member
+    is a revisit of it (an exact copy of a near-duplicate: of that near-duplicate, whose bytes it has),
+    and every member's own bytes come back from the store. Returns the stored member of each group."""
     groups: dict[str, list[Served]] = defaultdict(list)
     for page in served:
         groups[page.group].append(page)
@@ -318,9 +319,13 @@ def assert_one_body_per_group(served: list[Served], records: dict[str, FetchReco
             if m is original:
                 continue
             dup = records[m.url]
-            assert (dup.kind, dup.content_hash, dup.duplicate_of) == ("revisit", rec.content_hash,
-                                                                      original.url), m.url
-            assert dup.status == 200 and dup.size == len(m.body)
+            assert bodies[dup.own_hash] == m.body, m.url  # polecat/store/delta.py: its own page
+            assert dup.kind == "revisit" and dup.status == 200 and dup.size == len(m.body), m.url
+            if m.body == original.body:
+                assert (dup.content_hash, dup.duplicate_of) == (rec.content_hash, original.url), m.url
+            else:
+                assert dup.duplicate_of in {x.url for x in members} and dup.duplicate_of != m.url, m.url
+                assert dup.content_hash in {content_hash(x.body) for x in members}, m.url
     return originals
 
 
@@ -353,12 +358,13 @@ def test_crawl_stores_one_copy_per_duplicate_group(test_web: TestWebFactory, tmp
     assert set(records) == {p.url for p in served}
     originals = assert_one_body_per_group(served, records, bodies)
     groups = {p.group for p in served}
-    assert n_bodies == len(groups) == len(bodies)
+    assert sum(r.kind == "response" for r in records.values()) == len(groups)  # one whole body a group
+    assert n_bodies == len(bodies) == len({p.body for p in served})  # and each page's own bytes, once
 
     near_members = [p for p in served if p.role == "near"]
     expected_near = len(near_members) - len({p.group for p in near_members})
     assert stats.near_duplicates == expected_near
-    assert stats.pages_stored == len(groups)
+    assert stats.pages_stored == len({p.body for p in served})
     assert stats.near_dup_collapse_ratio == expected_near / (len(groups) + expected_near)
     assert stats.canon_collapsed == sum(p.noisy_links for p in served)
 
@@ -379,6 +385,18 @@ def test_crawl_stores_one_copy_per_duplicate_group(test_web: TestWebFactory, tmp
         # each row shows the hash of the body it received, and the page it duplicates
         assert (status, digest, size) == ("200", content_hash(p.body).hex(), str(len(p.body))), p.url
         assert pointer == ([] if p is original else [original.url]), p.url
+
+    # Every page's own bytes come back, a near-duplicate's too (polecat/store/delta.py): what `cat` prints,
+    # and the title the JSON lines export parses from them.
+    near = next(p for p in served if p.role == "near" and p is not originals[p.group])
+    cat = subprocess.run([sys.executable, "-m", "polecat", "cat", str(data), near.url], capture_output=True,
+                         timeout=60, check=True).stdout
+    assert cat == near.body != originals[near.group].body
+    feed = subprocess.run([sys.executable, "-m", "polecat", "export", str(data), "--jsonl", "-"],
+                          capture_output=True, text=True, timeout=60, check=True).stdout
+    rows = {row["url"]: row for row in map(json.loads, feed.splitlines())}
+    assert rows[near.url]["title"] == parse_html(decode_html(near.body, "utf-8"), near.url).title
+    assert rows[near.url]["text"] and rows[near.url]["duplicate_of"] == originals[near.group].url
 
 
 def test_second_run_dedups_against_the_first(test_web: TestWebFactory, tmp_path: Path) -> None:
@@ -401,7 +419,7 @@ def test_second_run_dedups_against_the_first(test_web: TestWebFactory, tmp_path:
 
     records, n_bodies, bodies = stored_records(data, cfg2)
     assert set(records) == {p.url for p in first + late}
-    assert n_bodies == bodies_before + 1  # only the new page's body
+    assert n_bodies == bodies_before + 2  # the new page's body and the near copy's own bytes (a delta)
     originals = assert_one_body_per_group(first + late, records, bodies)
     assert originals["late-new"].url == f"http://{LATE_HOST}:{web.port}/new.html"
     assert stats.near_duplicates == 1
@@ -429,10 +447,11 @@ def test_generated_site_with_duplicates_within_hosts(test_web: TestWebFactory, t
     records, n_bodies, bodies = stored_records(data, cfg)
     assert set(records) == truth
     originals = assert_one_body_per_group(pages, records, bodies)
-    assert n_bodies == len(originals) == stats.pages_stored
-    # A fetch is a near-duplicate when its bytes differ from the stored member's (exact copies of the
-    # stored body are caught by the content hash first).
-    assert stats.near_duplicates == sum(p.body != originals[p.group].body for p in pages) > 0
+    assert sum(r.kind == "response" for r in records.values()) == len(originals)
+    assert n_bodies == len({p.body for p in pages}) == stats.pages_stored
+    # A fetch is a near-duplicate when its bytes differ from every stored body: exact copies of the stored
+    # member, or of a near-duplicate whose own bytes were stored first, are caught by the content hash.
+    assert stats.near_duplicates == len({p.body for p in pages if p.body != originals[p.group].body}) > 0
 
 
 def test_pages_stored_without_body_are_not_duplicates(test_web: TestWebFactory, tmp_path: Path) -> None:
@@ -490,9 +509,9 @@ def test_near_duplicate_found_after_crash_between_flush_and_commit(test_web: Tes
     cfg = crawl_config(web, data, scope={"seeds": [original.url, copy.url]}, politeness={"rate": RATE})
     asyncio.run(crawl(cfg))
     assert Counter(page_requests(web)) == Counter([original.url, original.url, copy.url])  # replayed
-    records, n_bodies, _ = stored_records(data, cfg, once=False)
+    records, n_bodies, bodies = stored_records(data, cfg, once=False)
     assert (records[copy.url].kind, records[copy.url].duplicate_of) == ("revisit", original.url)
-    assert n_bodies == 1
+    assert n_bodies == 2 and bodies[records[copy.url].own_hash] == copy.body  # the copy as its delta
 
 
 def test_a_page_whose_body_a_crash_lost_is_stored_whole_when_replayed(test_web: TestWebFactory,
@@ -533,7 +552,8 @@ def test_a_page_stored_before_a_crash_is_found_by_a_near_copy_without_its_replay
     web.respond("beta.test", "/post.html", 404, body=b"gone")
     cfg = crawl_config(web, data, scope={"seeds": [original.url, copy.url]}, politeness={"rate": RATE})
     asyncio.run(crawl(cfg))
-    records, n_bodies, _ = stored_records(data, cfg, once=False)
+    records, n_bodies, bodies = stored_records(data, cfg, once=False)
     assert records[original.url].status == 404  # replayed, with nothing to index
     assert (records[copy.url].kind, records[copy.url].duplicate_of) == ("revisit", original.url)
-    assert n_bodies == 2  # the original and the 404 page: the copy is not stored again
+    assert n_bodies == 3  # the original, the 404 page and the copy's own bytes as a delta of the original
+    assert bodies[records[copy.url].own_hash] == copy.body

@@ -21,7 +21,7 @@ from warcio.archiveiterator import ArchiveIterator
 from polecat.config import StoreConfig
 from polecat.errors import CorruptRecord, NotFound, StoreError
 from polecat.store import warc
-from polecat.store.base import FetchRecord, PageStore, content_hash
+from polecat.store.base import OWN_HASH_HEADER, FetchRecord, PageStore, content_hash
 from polecat.store.fsck import verify
 from polecat.store.segstore import SegmentStore, open_store
 
@@ -321,7 +321,7 @@ def test_zstd_tool_decompresses_a_segment_into_a_warc_file(tmp_path: Path) -> No
     orig = rec("http://a.test/orig", body)
     s.put(orig, body)
     s.put(dataclasses.replace(orig, url="http://a.test/near", duplicate_of="http://a.test/orig",
-                              kind="revisit"), None)
+                              headers=((OWN_HASH_HEADER, "ab" * 32),), kind="revisit"), None)
     s.close()
     seg = next((root / "segments").iterdir())
     out = subprocess.run(["zstd", "-dc", str(seg)], check=True, capture_output=True).stdout

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import http
 import re
 import uuid
@@ -14,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from polecat.store import warc
-from polecat.store.base import FetchRecord
+from polecat.store.base import OWN_HASH_HEADER, FetchRecord
 
 
 @given(st.binary(min_size=32, max_size=32))
@@ -121,3 +122,21 @@ def test_header_blocks_clean_each_field_alone(headers: list[tuple[str, str]], ur
                          b"WARC-Polecat-Content-Hash: sha256:" + b"00" * 32,
                          b"WARC-Profile: " + warc.IDENTICAL_PROFILE.encode()]
     assert _field("WARC-Refers-To-Target-URI", url) in head
+
+
+def test_an_exact_copy_is_an_identical_payload_revisit_and_a_near_duplicate_is_not() -> None:
+    # An exact copy of another URL's page (same payload digest) replays that payload: the standard profile.
+    # A near-duplicate received another body (its own hash recorded): never the identical profile, also
+    # when it near-duplicates its own previous fetch.
+    original = bytes(range(32))
+    copy = FetchRecord("http://b.test/copy", 0.0, 200, (), original, 10, duplicate_of="http://a.test/")
+    near = FetchRecord("http://b.test/near", 0.0, 200, ((OWN_HASH_HEADER, "ab" * 32),), original, 10,
+                       duplicate_of="http://a.test/")
+    near_self = dataclasses.replace(near, url="http://a.test/", duplicate_of="http://a.test/")
+
+    def profile(record: FetchRecord) -> bytes:
+        head = warc.encode_revisit(record, ("http://a.test/", 0.0), None, "<urn:x>").split(b"\r\n\r\n")[0]
+        return next(line for line in head.split(b"\r\n") if line.startswith(b"WARC-Profile: "))
+
+    assert profile(copy) == b"WARC-Profile: " + warc.IDENTICAL_PROFILE.encode()
+    assert profile(near) == profile(near_self) == b"WARC-Profile: " + warc.NEAR_DUP_PROFILE.encode()

@@ -22,7 +22,7 @@ def cmd_cat(args: argparse.Namespace) -> int:
                 raise NotFound(f"{key!r} is neither an http(s) URL nor a content hash (or a prefix of "
                                "at least 6 hex digits)")
             store, entry = latest(stores, url, with_body=True)
-            digest = entry.record.content_hash
+            digest = entry.record.own_hash
         sys.stdout.buffer.write(store.get(digest))
         sys.stdout.buffer.flush()
     return 0

@@ -8,9 +8,11 @@ order, streamed (one body in memory at a time):
   URL this page duplicates, or null), ``truncated``.
 - ``final_url``: where the page ended up. For a redirect (3xx) the ``Location`` chain is followed through
   the crawl's own records (at most :data:`MAX_HOPS`); otherwise the URL itself.
-- ``title``, ``text`` (visible text) and ``outlinks`` (canonical URLs) of an HTML body, parsed again from
-  the stored bytes with the crawler's own parser and canonicalizer; empty for other types, redirects and
-  revisits (their body is the original's: follow ``duplicate_of``).
+- ``title``, ``text`` (visible text) and ``outlinks`` (canonical URLs) of a 2xx HTML page, parsed again
+  from the bytes that fetch received, with the crawler's own parser and canonicalizer: a near-duplicate's
+  own page (polecat/store/delta.py), an exact copy's or an unchanged refetch's identical bytes. Empty for
+  other types, redirects, and a near-duplicate crawled with ``dedup.near_duplicates = "drop"`` (its
+  bytes were not kept).
 """
 
 from __future__ import annotations
@@ -48,9 +50,12 @@ def _media_type(record: FetchRecord) -> tuple[str, str | None]:
 
 class Feed:
     """Turns store records into feed objects. ``latest(url)`` gives the URL's newest record (any store),
-    ``body(record)`` its stored bytes; ``canon`` is the crawl's canonicalizer (for outlinks)."""
+    ``body(record)`` the bytes that fetch received (its own hash's body: for a near-duplicate its own
+    page, not the one it resembles), None when they are not stored; ``canon`` is the crawl's
+    canonicalizer (for outlinks)."""
 
-    def __init__(self, latest: Callable[[str], FetchRecord | None], body: Callable[[FetchRecord], bytes],
+    def __init__(self, latest: Callable[[str], FetchRecord | None],
+                 body: Callable[[FetchRecord], bytes | None],
                  canon: Canonicalizer) -> None:
         self._latest = latest
         self._body = body
@@ -75,8 +80,10 @@ class Feed:
     def item(self, record: FetchRecord) -> dict[str, Any]:
         media, charset = _media_type(record)
         title, text, links = "", "", []
-        if record.kind == "response" and media in HTML_TYPES and record.size and 200 <= record.status < 300:
-            parsed = parse_html(decode_html(self._body(record), charset), record.url)
+        body = self._body(record) if media in HTML_TYPES and record.size and 200 <= record.status < 300 \
+            else None
+        if body is not None:
+            parsed = parse_html(decode_html(body, charset), record.url)
             title, text = parsed.title, parsed.text
             links = list(dict.fromkeys(self._canon.canonicalize_links(parsed.links, parsed.base)))
         return {
@@ -104,8 +111,11 @@ def cmd_export(args: argparse.Namespace) -> int:
             except NotFound:
                 return None
 
-        def body(record: FetchRecord) -> bytes:
-            return body_store(stores, record.content_hash).get(record.content_hash)
+        def body(record: FetchRecord) -> bytes | None:
+            try:
+                return body_store(stores, record.own_hash).get(record.own_hash)
+            except NotFound:  # a near-duplicate crawled with dedup.near_duplicates = "drop"
+                return None
 
         records = (r for store in stores for r in store.records() if not is_robots(r.url))
         feed = Feed(latest_record, body, canonicalizer(args))

@@ -26,11 +26,18 @@ def cmd_get(args: argparse.Namespace) -> int:
     with open_stores(args) as stores:
         key: str = args.key
         if _HEX_HASH.match(key):
-            store = body_store(stores, bytes.fromhex(key))
-            body = store.index.body(bytes.fromhex(key))
+            digest = bytes.fromhex(key)
+            store = body_store(stores, digest)
+            body = store.index.body(digest)
             if body is None:
                 raise NotFound(f"no body with hash {key}")
-            store.get(bytes.fromhex(key))  # verifies the hash
+            store.get(digest)  # verifies the hash
+            stored_by = store.index.log_entry(body.seq)
+            if stored_by is not None and stored_by.record.kind == "revisit":  # a near-duplicate's delta
+                raw = store.decompress(store.read_frame(stored_by.loc))
+                sys.stdout.buffer.write(export.whole_response(store, stored_by.record, raw)[1])
+                sys.stdout.buffer.flush()
+                return 0
             loc = body.loc
         else:
             store, entry = latest(stores, key, with_body=False)

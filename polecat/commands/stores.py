@@ -48,11 +48,11 @@ def body_store(stores: list[SegmentStore], digest: bytes) -> SegmentStore:
 
 
 def latest(stores: list[SegmentStore], url: str, *, with_body: bool) -> tuple[SegmentStore, LogEntry]:
-    """The URL's newest log entry over every store (``with_body``: newest whose body is stored), with the
-    store that holds it."""
+    """The URL's newest log entry over every store (``with_body``: newest whose own body is stored: for a
+    near-duplicate its own page, polecat/store/delta.py), with the store that holds it."""
     entries = [(entry.record.fetched_at, i, entry) for i, store in enumerate(stores)
                for entry in store.index.history(url)
-               if not with_body or store.has(entry.record.content_hash)]
+               if not with_body or store.has(entry.record.own_hash)]
     if not entries:
         raise NotFound(f"no stored page for {url}")
     _, i, entry = max(entries, key=lambda e: (e[0], e[1]))

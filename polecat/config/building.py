@@ -8,7 +8,7 @@ import dataclasses
 import logging
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -62,23 +62,34 @@ def _coerce(name: str, hint: Any, value: Any) -> Any:
     raise ConfigError(f"{name}: unsupported type {hint!r}")  # pragma: no cover - schema bug
 
 
-_RENAMED: dict[str, str] = {"dedup.simhash_distance": "dedup.minhash_distance"}
-"""Old setting name -> new one. An old name still works, with a deprecation warning in the log; giving
-both is an error. (``simhash_distance``: the page fingerprint has been a MinHash since before 0.1.)"""
+def _near_duplicates(value: Any) -> Any:
+    # false was the old default, which dropped near-duplicate bodies: an old setting must not make a
+    # crawl lossy now, so it becomes the lossless delta.
+    return {True: "full", False: "delta"}.get(value, value) if isinstance(value, bool) else value
+
+
+_RENAMED: dict[str, tuple[str, Callable[[Any], Any], str]] = {
+    "dedup.simhash_distance": ("dedup.minhash_distance", lambda v: v, "same meaning"),
+    "dedup.store_near_duplicates": ("dedup.near_duplicates", _near_duplicates,
+                                    'true is "full"; false is now "delta"'),
+}
+"""Old setting name -> (new name, how its value reads there, what the log says). An old name still
+works, with a deprecation warning in the log; giving both is an error. (``simhash_distance``: the page
+fingerprint has been a MinHash since before 0.1; ``store_near_duplicates``: polecat/store/delta.py.)"""
 
 
 def _renamed(prefix: str, data: Mapping[str, Any]) -> Mapping[str, Any]:
     """``data`` with deprecated names of section ``prefix`` replaced by their new names."""
     out = dict(data)
     for key in data:
-        new = _RENAMED.get(prefix + key)
-        if new is None:
+        if (renamed := _RENAMED.get(prefix + key)) is None:
             continue
+        new, convert, meaning = renamed
         new_key = new.removeprefix(prefix)
         if new_key in data:
             raise ConfigError(f"{prefix}{key}: deprecated name of {new}, which is also set; keep only {new}")
-        logging.getLogger(__name__).warning("%s%s is deprecated: use %s (same meaning)", prefix, key, new)
-        out[new_key] = out.pop(key)
+        logging.getLogger(__name__).warning("%s%s is deprecated: use %s (%s)", prefix, key, new, meaning)
+        out[new_key] = convert(out.pop(key))
     return out
 
 

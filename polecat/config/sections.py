@@ -41,6 +41,7 @@ DEFAULT_TRACKING_PARAMS: tuple[str, ...] = (
 )
 
 Scope = Literal["host", "domain", "any"]
+NearDuplicates = Literal["delta", "full", "drop"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -161,7 +162,11 @@ class DedupConfig:
     minhash_distance: int = 4
     """Index distance (bits of 64) for near-duplicate candidates; each candidate is then verified by a
     512-bin sketch (polecat/dedup/minhash.py), so precision does not depend on it."""
-    store_near_duplicates: bool = False
+    near_duplicates: NearDuplicates = "delta"
+    """What is kept of a near-duplicate's body (polecat/store/delta.py): ``delta`` (its exact bytes,
+    compressed against the page it resembles; the default), ``full`` (stored whole, like any page) or
+    ``drop`` (a lossy mode: only a revisit pointing at the page it resembles is kept, so its own bytes
+    never come back)."""
     keep_query_order: tuple[str, ...] = ()
     """Host patterns whose query keys are not sorted (sites where ``?b=1&a=2`` is not ``?a=2&b=1``)."""
 

@@ -95,6 +95,8 @@ class PagePipeline:
         self._stage = stage
         self.near_dups = 0
         """Pages recorded as near-duplicates of another stored page in this run."""
+        self.near_deltas = 0
+        """Of them, those whose own bytes were stored as a delta (polecat/store/delta.py) in this run."""
         self._sitemaps: dict[str, SitemapWalk] = {}
         """Sitemap URLs of this run, each with the walk of its root (nesting and file limits)."""
         self._soft404 = Soft404()
@@ -162,11 +164,15 @@ class PagePipeline:
                 self._duplicate_seen(lease, started)
         if duplicate_of is not None and duplicate_of[1] != lease.url:
             self._duplicate_seen(lease, started)
-        if duplicate_of is not None and not self.config.dedup.store_near_duplicates:
+        keep = self.config.dedup.near_duplicates
+        if duplicate_of is not None and keep != "full":
             orig_hash, orig_url = duplicate_of
             headers = (*resp.headers, (OWN_HASH_HEADER, digest.hex()))  # listings show both hashes
-            self._store.put(FetchRecord(lease.url, started, resp.status, headers, orig_hash, len(body),
-                                        resp.truncated, duplicate_of=orig_url, kind="revisit"), None)
+            # "delta": the store keeps this page's own bytes against the original's (store/delta.py).
+            self.near_deltas += self._store.put(
+                FetchRecord(lease.url, started, resp.status, headers, orig_hash, len(body), resp.truncated,
+                            duplicate_of=orig_url, kind="revisit"),
+                body if keep == "delta" else None)
             self._emit_page(lease, resp, started, orig_hash, body, text, links, orig_url)
             return orig_hash, orig_url
         self._store_record(lease.url, resp, started, body, digest=digest)

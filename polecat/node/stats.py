@@ -46,7 +46,8 @@ class CrawlStats:
     bloom_memory_bytes: int
     near_duplicates: int
     near_dup_collapse_ratio: float
-    """Near-duplicate pages / (pages stored + near-duplicates), both counted in this run."""
+    """Near-duplicate pages / (pages stored whole + near-duplicates), both counted in this run (a
+    near-duplicate's delta is not a page stored whole)."""
     robots_failure_rate: float
     robots_unreachable: int
     dns_hit_ratio: float
@@ -91,7 +92,7 @@ class CrawlStats:
 
 
 def collect_stats(*, now: float, started_at: float, fetches: int, violations: int,
-                  errors: Mapping[str, int], near_dups: int, frontier: FrontierStats,
+                  errors: Mapping[str, int], near_dups: int, near_deltas: int, frontier: FrontierStats,
                   parked: Mapping[str, str], bodies_at_start: int, seen: SeenStats,
                   canon: CanonStats, robots: RobotsStats, dns: DnsStats, store: StoreStats,
                   answered: int = 0, ended: str = "",
@@ -99,7 +100,7 @@ def collect_stats(*, now: float, started_at: float, fetches: int, violations: in
                   freshness: tuple[int, int, int, int] | None = None,
                   near: NearStats | None = None) -> CrawlStats:
     elapsed = max(1e-9, now - started_at) if started_at else 0.0
-    kept = store.bodies - bodies_at_start + near_dups
+    kept = store.bodies - bodies_at_start - near_deltas + near_dups
     return CrawlStats(
         elapsed_s=elapsed, fetches=fetches, fetches_per_s=fetches / elapsed if elapsed else 0.0,
         politeness_violations=violations, errors=tuple(sorted(errors.items())),

@@ -16,10 +16,14 @@ Rules:
 4. A CDXJ line is ``<SURT> <14-digit timestamp> <JSON>`` with ``url``, ``mime``, ``status``, ``digest``
    (the WARC-Payload-Digest), ``length``, ``offset`` and ``filename``; lines are sorted. ``pywb``'s
    ``cdxj-indexer`` gives the same lines for the same file (tests/test_warc_export.py).
+5. A near-duplicate whose own page the store keeps (polecat/store/delta.py) is exported as the ``response``
+   record of that page, with its full payload, not as the store's revisit: replay tools return every
+   page's own bytes. A near-duplicate crawled with ``dedup.near_duplicates = "drop"`` stays a revisit.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 from dataclasses import dataclass, field
@@ -31,10 +35,10 @@ from urllib.parse import urlsplit
 import zstandard
 
 from polecat.clock import SYSTEM_CLOCK, Clock
-from polecat.errors import StoreError
+from polecat.errors import CorruptRecord, StoreError
 from polecat.store import fsck, warc
 from polecat.store.archive import ArchiveInfo
-from polecat.store.base import FetchRecord
+from polecat.store.base import OWN_HASH_HEADER, FetchRecord
 from polecat.store.index import LogEntry
 from polecat.store.segments import segment_name
 from polecat.store.segstore import SegmentStore
@@ -87,20 +91,41 @@ class WarcExport:
 
     def add(self, store: SegmentStore) -> None:
         for entry in store.log_entries():
+            record = entry.record
             try:
                 frame, raw = fsck.read_checked(store, entry)
+                if record.kind == "revisit" and record.own_hash != record.content_hash \
+                        and store.has(record.own_hash):
+                    record, raw = whole_response(store, record, raw)  # rule 5
+                    frame = b""
             except StoreError as exc:
                 self.result.skipped.append((entry, str(exc)))
                 continue
             records = [r for r in warc.split_records(raw) if not _is_warcinfo(r)]
             if self._compression == "zstd":
-                offset, length = self._write(frame)
+                offset, length = self._write(frame or b"".join(records))
             else:
                 for rec in records[:-1]:  # the request record, if kept
                     self._write(rec)
                 offset, length = self._write(records[-1])
-            self.result.index.append(cdxj_line(store, entry.record, offset, length, self._filename))
+            self.result.index.append(cdxj_line(store, record, offset, length, self._filename))
             self.result.written += 1
+
+
+def whole_response(store: SegmentStore, revisit: FetchRecord, raw: bytes) -> tuple[FetchRecord, bytes]:
+    """A near-duplicate's revisit as the ``response`` record of its own page (rule 5): its request
+    record kept, its record id kept (the request's ``WARC-Concurrent-To`` still names it)."""
+    records = warc.split_records(raw)
+    own = revisit.own_hash
+    body = store.get(own)
+    entry = store.index.body(own)
+    if entry is None:
+        raise CorruptRecord(f"near-duplicate body {own.hex()} is not indexed")
+    response = dataclasses.replace(revisit, kind="response", content_hash=own,
+                                   headers=tuple(h for h in revisit.headers if h[0] != OWN_HASH_HEADER))
+    record_id = warc.decode(records[-1]).fields.get("warc-record-id")
+    head, payload, end = warc.encode_response_parts(response, body, entry.sha256, record_id, store.hash_name)
+    return response, b"".join([*records[:-1], head, payload, end])
 
 
 def _is_warcinfo(record: bytes) -> bool:

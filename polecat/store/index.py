@@ -32,7 +32,10 @@ from polecat.errors import CorruptRecord, StoreError
 from polecat.faults import storage_fault
 from polecat.store.base import HASH_NAME, HASHES, FetchRecord
 
-SCHEMA_VERSION = b"1"
+SCHEMA_VERSION = b"2"
+"""2: bodies may be near-duplicate deltas (polecat/store/delta.py). A schema-1 store (no deltas) is read
+as it is and marked 2 when opened for writing, so a release that cannot read deltas refuses it by name."""
+READABLE_SCHEMAS = (b"1", SCHEMA_VERSION)
 MAP_SIZE = 1 << 36
 
 OPEN, SEALED, REMOTE = 0, 1, 2
@@ -197,8 +200,11 @@ class Index:
                 txn.put(b"store_id", os.urandom(4).hex().encode(), db=self._meta)
                 txn.put(b"counters", Counters().pack(), db=self._meta)
                 schema = SCHEMA_VERSION
-            if schema != SCHEMA_VERSION:
-                raise StoreError(f"page store schema {schema!r}, this polecat reads {SCHEMA_VERSION!r}")
+            if schema not in READABLE_SCHEMAS:
+                raise StoreError(f"page store schema {schema!r}, this polecat reads "
+                                 f"{', '.join(map(repr, READABLE_SCHEMAS))}")
+            if schema != SCHEMA_VERSION and not read_only:
+                txn.put(b"schema", SCHEMA_VERSION, db=self._meta)
             hash_name = bytes(_must(txn.get(b"hash", db=self._meta), "its hash name")).decode("latin-1")
             if hash_name not in HASHES:
                 raise StoreError(f"page store hashes with {hash_name!r}, which this polecat does not know "

@@ -11,8 +11,10 @@ Rules (this module owns them):
    last intact frame, and that becomes its committed length; a missing one is recreated empty. Damaged
    frames below that length stay as bytes and are recorded as holes (``store verify`` notes them).
 4. A URL is fetched again when it has no intact record left, or when its newest remaining record refers
-   to a body that was dropped. The store knows no frontier: the caller's ``requeue`` is handed those
-   URLs (``polecat store repair`` asks the frontier through polecat/frontier/refetch.py).
+   to a body that was dropped (for a near-duplicate: its base, or its own delta; a delta whose base is
+   dropped, or whose frame a cut removed, is dropped too: polecat/store/delta.py rule 5). The store
+   knows no frontier: the caller's ``requeue`` is handed those URLs (``polecat store repair`` asks the
+   frontier through polecat/frontier/refetch.py).
 5. Repair holds the store's writer lock throughout, ``requeue`` included: it never runs beside a crawl.
    The index is committed before files are cut, so a crash in between leaves tails the next open cuts
    anyway.
@@ -100,35 +102,49 @@ def _plan(root: Path, cfg: StoreConfig) -> tuple[RepairReport, dict[int, Segment
         kept_end: dict[int, int] = {}
         remaining: dict[str, LogEntry] = {}
         lost_locs: set[Locator] = set()
+        base_of: dict[bytes, bytes] = {}
+        """A near-duplicate's own body -> the base its delta was made against (delta.py rule 5)."""
+        record_locs: set[Locator] = set()
         for entry in store.index.iter_log():
             report.records += 1
+            record_locs.add(entry.loc)
             why = _damage(store, entry, sizes)
             if why:
                 report.dropped.append((entry, why))
                 lost_locs.add(entry.loc)
             else:
                 remaining[entry.record.url] = entry
+                if entry.record.own_hash != entry.record.content_hash:
+                    base_of[entry.record.own_hash] = entry.record.content_hash
                 end = entry.loc.offset + entry.loc.length
                 kept_end[entry.loc.segment] = max(kept_end.get(entry.loc.segment, 0), end)
+        lengths: dict[int, SegmentInfo] = {}
+        for seg, size in sizes.items():
+            info = segments[seg]
+            if size < info.length:
+                new = kept_end.get(seg, 0)
+                lengths[seg] = SegmentInfo(info.state, new)
+                report.cut.append((seg, info.length, new))
         lost_seqs = {e.seq for e, _ in report.dropped}
-        bodies = [digest for digest, b in store.index.iter_bodies()
-                  if b.seq in lost_seqs or b.loc in lost_locs]
+        entries = list(store.index.iter_bodies())
+        ends = {seg: lengths.get(seg, info).length for seg, info in segments.items()}
+        bodies = [digest for digest, b in entries if b.seq in lost_seqs or b.loc in lost_locs
+                  or b.loc.offset + b.loc.length > ends[b.loc.segment]]  # a delta frame past a cut
+        lost = set(bodies)
+        while more := [d for d, _ in entries if d not in lost and base_of.get(d) in lost]:
+            lost.update(more)  # a near-duplicate's delta is lost with what it refers to
+            bodies += more
         counters = store.index.counters()
-    lengths: dict[int, SegmentInfo] = {}
-    for seg, size in sizes.items():
-        info = segments[seg]
-        if size < info.length:
-            new = kept_end.get(seg, 0)
-            lengths[seg] = SegmentInfo(info.state, new)
-            report.cut.append((seg, info.length, new))
-    for entry in (e for e, _ in report.dropped):
-        seg_len = lengths.get(entry.loc.segment, segments[entry.loc.segment]).length
-        if entry.loc.offset + entry.loc.length <= seg_len:
-            report.holes.append(entry.loc)
+    dropped_locs = [e.loc for e, _ in report.dropped]
+    dropped_locs += [b.loc for d, b in entries if d in lost and b.loc not in record_locs]  # delta frames
+    for loc in dropped_locs:
+        if loc.offset + loc.length <= lengths.get(loc.segment, segments[loc.segment]).length:
+            report.holes.append(loc)
     dropped_hashes = set(bodies)
     lost_urls = {e.record.url for e, _ in report.dropped}
     report.refetch = sorted({u for u in lost_urls if u not in remaining}
-                            | {u for u, e in remaining.items() if e.record.content_hash in dropped_hashes})
+                            | {u for u, e in remaining.items()
+                               if {e.record.content_hash, e.record.own_hash} & dropped_hashes})
     report.bodies_dropped = len(bodies)
     revisits = sum(1 for e, _ in report.dropped if e.record.kind == "revisit")
     counters.bodies -= len(bodies)

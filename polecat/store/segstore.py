@@ -29,7 +29,7 @@ import zstandard
 
 from polecat.config import StoreConfig
 from polecat.errors import CorruptRecord, NotFound, StoreError
-from polecat.store import warc
+from polecat.store import delta, warc
 from polecat.store.archive import ArchiveInfo
 from polecat.store.base import SHA256, FetchRecord, PageStore, StoreStats, hasher
 from polecat.store.index import (
@@ -203,9 +203,36 @@ class SegmentStore:
                                                                           self.hash_name))
             self._counters.revisits += 1
             written = False
+            own = record.own_hash
+            if body is not None and existing is not None and own != record.content_hash \
+                    and self._body(own) is None:
+                self._put_delta(record.content_hash, own, body, seq)
+                written = True
         self._pending.log.append(LogEntry(seq, record, loc))
         self._counters.next_seq = seq + 1
         return written
+
+    def _put_delta(self, base_hash: bytes, own: bytes, body: bytes, seq: int) -> None:
+        """A near-duplicate's own body, stored against its base right after its revisit record
+        (polecat/store/delta.py)."""
+        if self._hash(body) != own:
+            raise StoreError(f"near-duplicate body does not hash to {own.hex()}")
+        entry = self._body(base_hash)
+        assert entry is not None  # the revisit record refers to it
+        first = self.read_frame(entry.loc)
+        if delta.is_delta(first):  # a near-duplicate of a near-duplicate: against the whole one (rule 4)
+            base_hash = delta.base_of(first)
+        base = self.get(base_hash)
+        frame = delta.encode(base_hash, base, body)
+        w = self._writer
+        assert w is not None  # the revisit record was just appended to it
+        loc = w.append(frame)
+        self._pending.segs[w.seg] = SegmentInfo(OPEN, w.length)
+        sha = own if self.hash_name == SHA256 else hashlib.sha256(body).digest()
+        self._pending.bodies[own] = BodyEntry(loc, seq, sha)
+        self._counters.bodies += 1
+        self._counters.raw_bytes += len(body)
+        self._counters.stored_bytes += loc.length
 
     def _append(self, record: FetchRecord, record_id: str, head: bytes, *rest: bytes) -> Locator:
         """Compress the record made of ``head`` and ``rest`` into one frame (streamed: the body in
@@ -349,7 +376,19 @@ class SegmentStore:
         entry = self._body(digest)
         if entry is None:
             raise NotFound(f"no body with hash {digest.hex()}")
-        payload = self.read_record(entry.loc).payload
+        frame = self.read_frame(entry.loc)
+        if delta.is_delta(frame):
+            base_hash = delta.base_of(frame)
+            if base_hash == digest:
+                raise CorruptRecord(f"delta of {digest.hex()} names itself as its base")
+            try:
+                base = self.get(base_hash)  # a base is stored whole (delta.py rule 4)
+            except NotFound as exc:
+                raise CorruptRecord(f"body {digest.hex()} is a delta of {base_hash.hex()}, which is "
+                                    "missing") from exc
+            payload: bytes | None = delta.apply(frame, base, MAX_RECORD_BYTES)
+        else:
+            payload = warc.decode(self.decompress(frame)).payload
         if payload is None or self._hash(payload) != digest:
             raise CorruptRecord(f"body at segment {entry.loc.segment} offset {entry.loc.offset} "
                                 f"does not hash to {digest.hex()}")

@@ -13,8 +13,12 @@ Bodies are stored decoded. The HTTP header block therefore carries a ``Content-L
 body, and the received ``Content-Encoding``, ``Transfer-Encoding`` and ``Content-Length`` are kept
 renamed as ``X-Archive-Orig-*`` so that replay tools do not try to decode the body again.
 
-Revisit profiles: an unchanged refetch (``duplicate_of`` absent or the same URL) uses the standard
-``identical-payload-digest`` profile; a near-duplicate of another URL uses :data:`NEAR_DUP_PROFILE`.
+Revisit profiles: a revisit whose fetch received exactly the referred payload (an unchanged refetch, or
+an exact copy of another URL's page: the same payload digest) uses the standard
+``identical-payload-digest`` profile, so that tools that understand revisits (pywb, OpenWayback,
+warcprox) replay the referred payload as this page's; a near-duplicate (the fetch received another body,
+recorded as :data:`~polecat.store.base.OWN_HASH_HEADER`) uses :data:`NEAR_DUP_PROFILE`, which those tools
+do not take for identical.
 """
 
 from __future__ import annotations
@@ -231,7 +235,7 @@ def encode_revisit(record: FetchRecord, refers_to: tuple[str, float] | None, dig
 
     ``refers_to`` is the original's (URL, fetch time) when known; ``digest`` its payload digest.
     """
-    near = record.duplicate_of is not None and record.duplicate_of != record.url
+    near = record.own_hash != record.content_hash
     fields = _common(record, "revisit", record_id, hash_name)
     fields.append(f"WARC-Profile: {NEAR_DUP_PROFILE if near else IDENTICAL_PROFILE}")
     target = refers_to[0] if refers_to else record.duplicate_of
