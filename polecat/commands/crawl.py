@@ -22,6 +22,7 @@ from polecat import runloop
 from polecat.commands import saved_settings as settings
 from polecat.config import Config, config_from_mapping, load_toml, merge
 from polecat.errors import ConfigError
+from polecat.logs import say
 from polecat.node import verdict
 from polecat.node.stats import CrawlStats
 from polecat.node.summary import print_summary, progress_line
@@ -191,9 +192,9 @@ async def _crawl(cfg: Config) -> int:
             nonlocal interrupted
             interrupted += 1
             if interrupted == 1:
-                print(f"\npolecat: stopping; requests in flight get {cfg.fetch.stop_grace:g}s "
-                      "(Ctrl-C again to abort)", file=sys.stderr)
-                crawler.stop()
+                crawler.stop()  # before saying so: the stop must not depend on stderr (logs.py rule 6)
+                say(f"\npolecat: stopping; requests in flight get {cfg.fetch.stop_grace:g}s "
+                    "(Ctrl-C again to abort)")
             else:
                 run.cancel()
 
@@ -202,10 +203,9 @@ async def _crawl(cfg: Config) -> int:
         while not run.done():
             await asyncio.wait([run], timeout=0.5)
             if cfg.progress and not run.done():
-                width = shutil.get_terminal_size().columns
-                print(progress_line(crawler.stats(), width), end="", file=sys.stderr, flush=True)
+                say(progress_line(crawler.stats(), shutil.get_terminal_size().columns), end="")
         if cfg.progress:
-            print("\r" + "\x1b[K", end="", file=sys.stderr, flush=True)
+            say("\r\x1b[K", end="")
         try:
             stats = run.result()
         except asyncio.CancelledError:
@@ -219,12 +219,11 @@ async def _crawl_workers(cfg: Config, workers: int) -> int:
 
     def on_progress(stats: CrawlStats) -> None:
         if cfg.progress:
-            print(progress_line(stats, shutil.get_terminal_size().columns), end="", file=sys.stderr,
-                  flush=True)
+            say(progress_line(stats, shutil.get_terminal_size().columns), end="")
 
     result = await Supervisor(cfg, workers, on_progress=on_progress).run()
     if cfg.progress:
-        print("\r" + "\x1b[K", end="", file=sys.stderr, flush=True)
+        say("\r\x1b[K", end="")
     code = _verdict(cfg, result.stats, result.interrupted)
     h = result.handoff
     print(f"  {workers} workers: {h.urls_routed_out} URLs handed to other workers, {h.urls_acked} "
