@@ -81,4 +81,13 @@ def test_newcomer_mistakes_get_a_fix_and_leave_nothing_behind(tmp_path: Path) ->
     assert run.returncode == 2 and "--dns-server (dns.nameservers[0]): 'localhost'" in run.stderr
     run = polecat("crawl", "http://a.test/", "--data", str(data), "--rate", "0")
     assert run.returncode == 2 and "--rate (politeness.rate): must be in (0, 1000]" in run.stderr
+    run = polecat("crawl", "http://a.test/", "--data", str(data), "--max-page", "10")
+    assert run.returncode == 2 and "usage: polecat crawl" in run.stderr
+    assert "unrecognized arguments: --max-page (did you mean --max-pages?) 10" in run.stderr
+    run = polecat("crawl", str(afile), "--data", str(data))
+    assert run.returncode == 2
+    assert f"is a file: to crawl the URLs it lists, --seeds-file {afile}" in run.stderr
+    run = polecat("crawl", str(tmp_path / "site" / "index.html"), "--data", str(data))
+    assert run.returncode == 2 and "is a file path, not an http(s) URL" in run.stderr
+    assert "http:///" not in run.stderr
     assert not data.exists()

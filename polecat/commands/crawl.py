@@ -112,6 +112,9 @@ class RunSettings:
 
 def _seeds(args: argparse.Namespace) -> list[str]:
     seeds = list(args.urls)
+    for seed in seeds:
+        if "://" not in seed and Path(seed).is_file():  # the list of seeds, given as a seed
+            raise ConfigError(f"URL {seed!r} is a file: to crawl the URLs it lists, --seeds-file {seed}")
     if args.seeds_file:
         try:
             lines = args.seeds_file.read_text().splitlines()
