@@ -38,7 +38,7 @@ def test_library_example_runs_as_written(test_web: TestWebFactory, tmp_path: Pat
                          timeout=120)
     assert run.returncode == 0, run.stdout + run.stderr
     lines = run.stdout.splitlines()
-    assert f"{root} text/html 2 links" in lines and f"{root}next text/html 0 links" in lines
+    assert f"{root} text/html 2 links: home" in lines and f"{root}next text/html 0 links: next" in lines
     assert lines[-1].startswith("3 pages answered") and lines[-1].endswith("ended: queue empty")
     assert (tmp_path / "crawl-data" / "store").is_dir()
 

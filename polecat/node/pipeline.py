@@ -71,6 +71,8 @@ class Page:
     truncated: bool
     duplicate_of: str | None
     """URL of the page this one near-duplicates (or of its own previous fetch when unchanged)."""
+    title: str
+    """The first ``<title>`` of an HTML page, whitespace stripped ("" when it has none, or is not HTML)."""
 
 
 class PagePipeline:
@@ -136,10 +138,11 @@ class PagePipeline:
         if 200 <= resp.status < 300 and self._read_sitemap(lease, resp, started):
             return digest, None
         is_html = resp.content_type in HTML_TYPES
-        text = ""
+        text = title = ""
         links: tuple[str, ...] = ()
         if is_html and 200 <= resp.status < 300:
             parsed, text, raw = self._parse(lease.url, body, resp.charset)
+            title = parsed.title
             soft = self._soft_404(lease, text)
             if soft:
                 self._store_record(lease.url, resp, started, None, skipped=soft)
@@ -167,11 +170,11 @@ class PagePipeline:
             headers = (*resp.headers, (OWN_HASH_HEADER, digest.hex()))  # listings show both hashes
             self._store.put(FetchRecord(lease.url, started, resp.status, headers, orig_hash, len(body),
                                         resp.truncated, duplicate_of=orig_url, kind="revisit"), None)
-            self._emit_page(lease, resp, started, orig_hash, body, text, links, orig_url)
+            self._emit_page(lease, resp, started, orig_hash, body, (text, title), links, orig_url)
             return orig_hash, orig_url
         self._store_record(lease.url, resp, started, body, digest=digest)
         if 200 <= resp.status < 300:
-            self._emit_page(lease, resp, started, digest, body, text, links, None)
+            self._emit_page(lease, resp, started, digest, body, (text, title), links, None)
         return digest, None
 
     def add_sitemaps(self, origin: str, named: tuple[str, ...], now: float) -> None:
@@ -375,10 +378,12 @@ class PagePipeline:
         if admission.accepted:
             self._wake()
 
-    def _emit_page(self, lease: Lease, resp: Response, started: float, digest: bytes, body: bytes, text: str,
-                   links: tuple[str, ...], duplicate_of: str | None) -> None:
+    def _emit_page(self, lease: Lease, resp: Response, started: float, digest: bytes, body: bytes,
+                   words: tuple[str, str], links: tuple[str, ...], duplicate_of: str | None) -> None:
+        """``words``: the page's text and title."""
+        text, title = words
         self._emit(Page(lease.url, resp.status, started, resp.content_type, digest, body, text, links,
-                        lease.depth, resp.truncated, duplicate_of))
+                        lease.depth, resp.truncated, duplicate_of, title))
 
 
 def attempt_of(resp: Response, clock: Clock) -> Attempt:
