@@ -24,7 +24,7 @@ def test_crawl_then_pages_and_cat(test_web: TestWebFactory, tmp_path: Path) -> N
     run = polecat("crawl", "--seeds-file", str(seeds), "--data", str(data), "--rate", "20",
                   "--dns-server", web.dns_address, "--allow-private", "--throttle", "h02.test=10")
     assert run.returncode == 0, run.stderr
-    assert "ended: queue empty" in run.stdout and "politeness violations 0" in run.stdout
+    assert "ended: queue empty" in run.stdout and "politeness violations" not in run.stdout  # none: no line
     status = polecat("status", str(data))
     assert status.returncode == 0, status.stderr
     fetched = len(web.ground_truth("host"))

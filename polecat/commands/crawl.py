@@ -25,7 +25,7 @@ from polecat.errors import ConfigError
 from polecat.logs import say
 from polecat.node import verdict
 from polecat.node.stats import CrawlStats
-from polecat.node.summary import print_summary, progress_line
+from polecat.node.summary import print_summary, progress_line, wrap_line
 
 RUN_GIVE_UP_AFTER = 3
 """``politeness.give_up_after`` of a ``polecat crawl`` run unless the config or flag says otherwise."""
@@ -229,15 +229,16 @@ async def _crawl_workers(cfg: Config, workers: int) -> int:
         say("\r\x1b[K", end="")
     code = _verdict(cfg, result.stats, result.interrupted)
     h = result.handoff
-    print(f"  {workers} workers: {h.urls_routed_out} URLs handed to other workers, {h.urls_acked} "
-          f"acknowledged, {h.urls_received} received, {h.bytes_sent} bytes; back-pressure: "
-          f"{h.inbox_waits} inbox waits, {h.busy_replies} busy replies, {h.lease_pauses} lease pauses; "
-          f"{h.send_failures} failed sends; {result.restarts} worker restarts")
+    print(wrap_line(f"  {workers} workers: {h.urls_routed_out} URLs handed to other workers, {h.urls_acked} "
+                    f"acknowledged, {h.urls_received} received, {h.bytes_sent} bytes; back-pressure: "
+                    f"{h.inbox_waits} inbox waits, {h.busy_replies} busy replies, {h.lease_pauses} lease "
+                    f"pauses; {h.send_failures} failed sends; {result.restarts} worker restarts"))
     return code
 
 
 def _verdict(cfg: Config, stats: CrawlStats, interrupted: bool) -> int:
-    print_summary(stats, sys.stdout, data_dir=str(cfg.data_dir), interrupted=interrupted)
+    print_summary(stats, sys.stdout, data_dir=str(cfg.data_dir), interrupted=interrupted,
+                  refresh=cfg.refresh.enabled)
     if interrupted:
         return verdict.EXIT_INTERRUPTED
     if stats.fetched_nothing:

@@ -358,7 +358,8 @@ class Crawler:
         now = self._clock.wall()
         return collect_stats(
             now=now, started_at=self._started_at, fetches=c.fetches, violations=c.violations,
-            errors=c.errors, near_dups=self._pipeline.near_dups, bodies_at_start=self._bodies_at_start,
+            errors=c.errors, near_dups=self._pipeline.near_dups, pages_cut=self._pipeline.pages_cut,
+            bodies_at_start=self._bodies_at_start,
             frontier=self._frontier.stats(now), parked=self._frontier.parked_hosts(),
             seen=self._seen.stats(), canon=self._canon.stats(),
             robots=self._robots.stats(), dns=self._fetcher.resolver.stats(), store=self._store.stats(),

@@ -97,6 +97,8 @@ class PagePipeline:
         self._stage = stage
         self.near_dups = 0
         """Pages recorded as near-duplicates of another stored page in this run."""
+        self.pages_cut = 0
+        """HTML pages parsed only up to the parse budget in this run (polecat/parse/guard.py)."""
         self._sitemaps: dict[str, SitemapWalk] = {}
         """Sitemap URLs of this run, each with the walk of its root (nesting and file limits)."""
         self._soft404 = Soft404()
@@ -242,7 +244,8 @@ class PagePipeline:
     def _parse(self, url: str, body: bytes, charset: str | None) -> tuple[ParsedPage, str, list[str]]:
         """Parse a page within the bounds of :mod:`polecat.parse.guard`: returns the parse, the text to
         fingerprint and the hrefs to queue (outlinks, then the canonical link). A cut page is counted and
-        logged (``parse_budget``) and keeps what was read before the cut."""
+        logged at info (``pages_cut``; not an error: the page was fetched and stored whole, and what was read
+        before the cut is kept)."""
         head, size_cut = bound_body(body, self.config.fetch.max_parse_bytes)
         utf8 = utf8_body(head, charset)
         if utf8 is not None and whole_utf8(utf8):  # most pages: parsed from their bytes, never decoded
@@ -255,8 +258,8 @@ class PagePipeline:
         raw, dropped = bound_links((*parsed.links, parsed.canonical) if parsed.canonical else parsed.links)
         cut = bound_cut or ("links" if dropped else None)
         if cut is not None:
-            self._errors["parse_budget"] += 1
-            log.warning("parse budget (%s) cut %s: %d links kept, %d dropped", cut, url, len(raw), dropped)
+            self.pages_cut += 1
+            log.info("parse budget (%s) cut %s: %d links kept, %d dropped", cut, url, len(raw), dropped)
         return parsed, parsed.text[:MAX_TEXT_CHARS], raw
 
     def _probe_answered(self, lease: Lease, resp: Response, attempt: Attempt) -> Completion:
