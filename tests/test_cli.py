@@ -29,6 +29,7 @@ def test_crawl_then_pages_and_cat(test_web: TestWebFactory, tmp_path: Path) -> N
     assert status.returncode == 0, status.stderr
     fetched = len(web.ground_truth("host"))
     assert "queued 0," in status.stdout and f"fetched {fetched}," in status.stdout, status.stdout
+    assert max(map(len, status.stdout.splitlines())) <= 80, status.stdout
     assert "throttle h02.test = 10 req/s" in status.stdout
     listing = polecat("pages", str(data))
     assert listing.returncode == 0, listing.stderr

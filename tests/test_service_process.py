@@ -115,6 +115,7 @@ allow_private = true
         assert "  throttle *.slow.test = 0.5 req/s" in summary and "  blocked bad.test" in summary
         one = polecat("status", "--node", node_url, "--host", host).stdout.splitlines()
         assert one[0] == f"host {host}: active" and one[-1].startswith("robots.txt "), one
+        assert one[1].startswith("queued 0, in flight 0, fetched "), one
 
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0

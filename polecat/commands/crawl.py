@@ -242,7 +242,7 @@ def _verdict(cfg: Config, stats: CrawlStats, interrupted: bool) -> int:
     if interrupted:
         return verdict.EXIT_INTERRUPTED
     if stats.fetched_nothing:
-        print(f"polecat: {stats.cause}", file=sys.stderr)
+        print(f"polecat: {stats.cause}", file=sys.stderr)  # one line, unwrapped: scripts read it whole
         return verdict.EXIT_NOTHING_FETCHED
     return verdict.EXIT_OK
 

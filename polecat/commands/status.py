@@ -41,8 +41,14 @@ def cmd_status(args: argparse.Namespace) -> int:
              *_freshness(f.tracked, f.due, f.important, f.within),
              *_controls(s.busiest, s.paused, s.blocked, s.throttled)]
     lines += [f"  traps {host}: " + ", ".join(f"{rule} {n}" for rule, n in rules) for host, rules in s.traps]
-    print("\n".join(lines))
+    _print(lines)
     return 0
+
+
+def _print(lines: Iterable[str]) -> None:
+    from polecat.node.summary import wrap_line
+
+    print("\n".join(map(wrap_line, lines)))
 
 
 def _node_status(node: str | None, host: str | None, *, as_json: bool) -> int:
@@ -53,7 +59,7 @@ def _node_status(node: str | None, host: str | None, *, as_json: bool) -> int:
     if as_json:
         print(json.dumps(answer, indent=2))
     else:
-        print("\n".join(host_summary(answer) if host else node_summary(answer)))
+        _print(host_summary(answer) if host else node_summary(answer))
     return 0
 
 
@@ -82,7 +88,7 @@ def host_summary(d: Mapping[str, Any]) -> list[str]:
              else f"quarantined after {d['consecutive_failures']} failures" if d["quarantined"]
              else "blocked" if d["blocked"] else "active")
     return [f"host {d['host']}: {state}",
-            f"queued {d['queued']}, in flight {d['in_flight']}, fetched {d['fetched_total']} "
+            f"queued {d['queued']}, in flight {int(d['in_flight'])}, fetched {d['fetched_total']} "
             f"({d['fetched_24h']} in 24 h, {d['errors_24h']} errors)",
             f"rate {d['req_per_s']:g} req/s x {d['aimd_factor']:g} (AIMD): one request every "
             f"{d['interval_s']:g}s",
