@@ -228,6 +228,10 @@ async def _crawl_workers(cfg: Config, workers: int) -> int:
     if cfg.progress:
         say("\r\x1b[K", end="")
     code = _verdict(cfg, result.stats, result.interrupted)
+    limit, fetched = cfg.scope.max_pages, result.stats.fetches
+    if result.stats.ended == verdict.MAX_PAGES and fetched < limit:  # supervisor rule 4
+        print(wrap_line(f"  --max-pages {limit} is split over the {workers} workers by the hosts each owns: "
+                        f"{fetched} fetched, as a worker spent its share and the others had none left"))
     h = result.handoff
     print(wrap_line(f"  {workers} workers: {h.urls_routed_out} URLs handed to other workers, {h.urls_acked} "
                     f"acknowledged, {h.urls_received} received, {h.bytes_sent} bytes; back-pressure: "
