@@ -137,7 +137,9 @@ def test_sigterm_stops_within_the_grace_while_a_request_hangs(test_web: TestWebF
     code, output = finish(proc, timeout=30)
     elapsed = time.monotonic() - sent
     assert code == 130, output
-    assert elapsed < 6.0, (elapsed, output)
+    # Within the grace plus shutdown (~3 s); the bound is half the 60 s hang, so the test tells "did not
+    # wait for the hung request" from "waited" on a machine however loaded.
+    assert elapsed < 30.0, (elapsed, output)
     assert page_requests(web) == []
     web.clear(host)
     code, output = finish(start(cmd, data))

@@ -106,7 +106,9 @@ def test_crawl_meeting_a_hostile_page_keeps_serving_other_hosts(test_web: TestWe
     hostile = next(r for r in web.log if r.host == "h01.test" and r.target == "/")
     others = sorted(r.start for r in web.log if r.host != "h01.test" and r.start > hostile.end)
     gaps = [b - a for a, b in itertools.pairwise(others)]
-    assert others and max(gaps) < 2.0, max(gaps)
+    # Guarded, the gaps are the hosts' own pacing (well under 1 s); unguarded the loop stalls ~24 s. The
+    # bound sits between, far enough from both for a loaded machine.
+    assert others and max(gaps) < 10.0, max(gaps)
 
 
 @pytest.mark.parametrize("label", ["punycode", "idna", "unicode_escape", "raw-unicode-escape", "utf-7"])
