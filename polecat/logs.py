@@ -17,10 +17,14 @@ Rules:
    last :func:`configure` made, and a worker configures the same level, file and format with ``tag``
    fields on every record (``worker=w1``). Several processes share one file: it is opened for append
    and each record goes out in one ``write``, so their lines never cut into each other.
+6. A message to the person at the terminal (:func:`say`) is best effort: a stop request or a progress
+   tick never depends on stderr being writable (``polecat crawl ... 2>&1 | tee log``: tee dies at
+   Ctrl-C before polecat does, and the write then fails with EPIPE).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -31,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
-__all__ = ["LEVELS", "LogFormat", "LogSettings", "configure", "current", "fields", "level_from_flags"]
+__all__ = ["LEVELS", "LogFormat", "LogSettings", "configure", "current", "fields", "level_from_flags", "say"]
 
 LogFormat = Literal["text", "json"]
 LEVELS = ("debug", "info", "warning", "error", "critical")
@@ -43,6 +47,12 @@ _HANDLER_TAG = "_polecat_handler"
 def fields(**values: Any) -> dict[str, Any]:
     """``extra=`` for a log call carrying structured fields: ``log.info("...", extra=fields(url=u))``."""
     return {"fields": values}
+
+
+def say(text: str, *, end: str = "\n") -> None:
+    """Write ``text`` to stderr and flush, ignoring a stderr that is closed or cannot be written (rule 6)."""
+    with contextlib.suppress(OSError, ValueError):  # EPIPE, EBADF; ValueError: the stream was closed
+        print(text, end=end, file=sys.stderr, flush=True)
 
 
 def _record_fields(record: logging.LogRecord) -> Mapping[str, Any]:

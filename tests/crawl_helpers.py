@@ -6,6 +6,8 @@ from pathlib import Path
 from typing import Any
 
 from polecat.config import Config, config_from_mapping, merge
+from polecat.errors import CorruptRecord, NotFound
+from polecat.frontier.status import read_outcomes
 from polecat.frontier.traps import is_probe
 from polecat.store.base import content_hash
 from polecat.store.segstore import open_store
@@ -44,3 +46,22 @@ def assert_store_reads_back(data: Path, cfg: Config) -> int:
     finally:
         store.close()
     return checked
+
+
+def fetched_and_readable(data: Path, cfg: Config) -> set[str]:
+    """URLs the frontier records as fetched whose recorded body the store reads back whole (``get``
+    verifies the hash): what a crash must never lose, judged by the data, not by the server's log."""
+    store = open_store(data / "store", cfg.store, read_only=True)
+    readable = set()
+    try:
+        for rec in read_outcomes(data / "frontier"):
+            if rec.outcome != "fetched" or not rec.content_hash:
+                continue
+            try:
+                store.get(bytes.fromhex(rec.content_hash))  # raises unless the body is there, whole
+            except (NotFound, CorruptRecord):
+                continue
+            readable.add(rec.url)
+    finally:
+        store.close()
+    return readable

@@ -24,11 +24,12 @@ def test_crawl_then_pages_and_cat(test_web: TestWebFactory, tmp_path: Path) -> N
     run = polecat("crawl", "--seeds-file", str(seeds), "--data", str(data), "--rate", "20",
                   "--dns-server", web.dns_address, "--allow-private", "--throttle", "h02.test=10")
     assert run.returncode == 0, run.stderr
-    assert "ended: queue empty" in run.stdout and "politeness violations 0" in run.stdout
+    assert "ended: queue empty" in run.stdout and "politeness violations" not in run.stdout  # none: no line
     status = polecat("status", str(data))
     assert status.returncode == 0, status.stderr
     fetched = len(web.ground_truth("host"))
     assert "queued 0," in status.stdout and f"fetched {fetched}," in status.stdout, status.stdout
+    assert max(map(len, status.stdout.splitlines())) <= 80, status.stdout
     assert "throttle h02.test = 10 req/s" in status.stdout
     listing = polecat("pages", str(data))
     assert listing.returncode == 0, listing.stderr
@@ -81,4 +82,13 @@ def test_newcomer_mistakes_get_a_fix_and_leave_nothing_behind(tmp_path: Path) ->
     assert run.returncode == 2 and "--dns-server (dns.nameservers[0]): 'localhost'" in run.stderr
     run = polecat("crawl", "http://a.test/", "--data", str(data), "--rate", "0")
     assert run.returncode == 2 and "--rate (politeness.rate): must be in (0, 1000]" in run.stderr
+    run = polecat("crawl", "http://a.test/", "--data", str(data), "--max-page", "10")
+    assert run.returncode == 2 and "usage: polecat crawl" in run.stderr
+    assert "unrecognized arguments: --max-page (did you mean --max-pages?) 10" in run.stderr
+    run = polecat("crawl", str(afile), "--data", str(data))
+    assert run.returncode == 2
+    assert f"is a file: to crawl the URLs it lists, --seeds-file {afile}" in run.stderr
+    run = polecat("crawl", str(tmp_path / "site" / "index.html"), "--data", str(data))
+    assert run.returncode == 2 and "is a file path, not an http(s) URL" in run.stderr
+    assert "http:///" not in run.stderr
     assert not data.exists()

@@ -135,7 +135,8 @@ def test_hand_off_under_pressure_slows_senders_and_loses_nothing(test_web: TestW
     assert set(counts) == web.ground_truth("any")
     assert max(counts.values()) == 1, [u for u, n in counts.items() if n > 1]
     assert politeness_violations(web.log, web.min_intervals(rate)) == []
-    line = next(x for x in output.splitlines() if "URLs handed to other workers" in x)
+    start = output.index("workers: ")  # the hand-off paragraph, wrapped at 80 columns
+    line = " ".join(output[start : output.index("worker restarts", start)].split())
     n = {k: int(v) for v, k in re.findall(r"(\d+) (URLs handed|acknowledged|received|inbox waits|"
                                           r"lease pauses)", line)}
     # Every URL handed to another worker was acknowledged, i.e. committed by its owner: none lost.
@@ -235,3 +236,16 @@ def test_workers_stop_soon_after_their_parent_is_killed_and_the_rerun_resumes(te
     assert code == 0, output
     assert set(page_requests(web)) == web.ground_truth("host")
     assert politeness_violations(web.log, web.min_intervals(10.0)) == []
+
+
+def test_max_pages_split_over_workers_says_so_when_the_run_stops_short(test_web: TestWebFactory,
+                                                                       tmp_path: Path) -> None:
+    """One host belongs to one worker: it spends its share of --max-pages and the run ends short of
+    the number given. The summary says why instead of leaving "max pages reached" at half of it."""
+    web = test_web(SiteSpec(hosts=1, pages_per_host=30, seed=4))
+    run = subprocess.run(crawl_cmd(web, tmp_path / "data", 50.0, "--workers", "2", "--max-pages", "10"),
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "ended: max pages reached" in run.stdout
+    said = " ".join(run.stdout.split())
+    assert "--max-pages 10 is split over the 2 workers by the hosts each owns: 5 fetched" in said, said

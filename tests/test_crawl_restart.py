@@ -14,11 +14,12 @@ from pathlib import Path
 import lmdb
 import pytest
 
+from polecat.config import Config
 from polecat.testing.serverlog import politeness_violations
 from polecat.testing.sitegen import SiteSpec
 from polecat.testing.web import TestWeb
 from tests.conftest import TestWebFactory
-from tests.crawl_helpers import page_requests
+from tests.crawl_helpers import fetched_and_readable, page_requests
 
 COMMIT_MS = 200
 
@@ -105,6 +106,9 @@ def test_kill_9_repeatedly_loses_nothing(test_web: TestWebFactory, tmp_path: Pat
     # window (plus the requests in flight) per kill.
     per_kill = hosts + hosts * rate * (COMMIT_MS / 1000 + 0.3)
     assert repeats <= kills * per_kill, (repeats, kills)
+    # Nothing lost, judged by what the data reads back: every page is recorded fetched and its body is
+    # in the store, whole (a URL marked done whose body was lost would fail here, not at the server).
+    assert fetched_and_readable(data, Config()) >= truth
     # Politeness holds across restarts, measured at the server.
     assert politeness_violations(web.log, web.min_intervals(rate)) == []
     # LMDB opens cleanly and the store verifies.
@@ -133,7 +137,9 @@ def test_sigterm_stops_within_the_grace_while_a_request_hangs(test_web: TestWebF
     code, output = finish(proc, timeout=30)
     elapsed = time.monotonic() - sent
     assert code == 130, output
-    assert elapsed < 6.0, (elapsed, output)
+    # Within the grace plus shutdown (~3 s); the bound is half the 60 s hang, so the test tells "did not
+    # wait for the hung request" from "waited" on a machine however loaded.
+    assert elapsed < 30.0, (elapsed, output)
     assert page_requests(web) == []
     web.clear(host)
     code, output = finish(start(cmd, data))

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from polecat.config import Config, ScopeConfig
 from polecat.frontier.keys import robots_key
 from polecat.frontier.records import Idle, Lease, Refused, RobotsOutcome, Wait
-from polecat.writes import Put
+from polecat.writes import Delete, Put
 from tests.frontier_helpers import Rig, canon, done, politeness
 
 pytestmark = pytest.mark.usefixtures("frontier_backend")  # each test on LMDB and on the in-memory fake
@@ -203,6 +203,56 @@ def test_throttle_override_sets_interval(tmp_path: Path) -> None:
     t = open_host(rig, "http://x.slow.test/", 0.0)
     got = rig.frontier.lease(t)
     assert isinstance(got, Wait) and got.until is not None and got.until >= 10.0
+
+
+def test_config_controls_apply_when_new_and_an_operators_change_survives_restarts(tmp_path: Path) -> None:
+    """Controls module rules: the file's throttles and blocks apply at the first start; an operator who
+    lifts them through the API keeps them lifted across restarts while the file says the same; a new rate
+    or a pattern named again applies again."""
+    def config(throttle: tuple[tuple[str, float], ...], block: tuple[str, ...]) -> Config:
+        return Config(scope=ScopeConfig(mode="any", block=block), politeness=politeness(throttle=throttle))
+
+    rig = Rig(tmp_path, cfg=config((("*.slow.test", 0.5),), ("bad.test",)))
+    assert rig.frontier.throttles() == [("*.slow.test", 0.5)] and rig.frontier.blocks() == ["bad.test"]
+    assert rig.frontier.unthrottle("*.slow.test") and rig.frontier.unblock("bad.test")
+    rig.db.commit()
+    rig.crash()
+    rig.reopen(10.0)
+    assert rig.frontier.throttles() == [] and rig.frontier.blocks() == []  # the operator's word stands
+    rig.cfg = config((("*.slow.test", 0.25),), ("bad.test",))
+    rig.db.commit()
+    rig.crash()
+    rig.reopen(20.0)
+    assert rig.frontier.throttles() == [("*.slow.test", 0.25)]  # a new rate in the file applies
+    assert rig.frontier.blocks() == []
+    rig.cfg = config((("*.slow.test", 0.25),), ())  # the block leaves the file...
+    rig.db.commit()
+    rig.crash()
+    rig.reopen(30.0)
+    rig.cfg = config((("*.slow.test", 0.25),), ("bad.test",))  # ...and comes back: it applies again
+    rig.db.commit()
+    rig.crash()
+    rig.reopen(40.0)
+    assert rig.frontier.blocks() == ["bad.test"]
+
+
+def test_data_written_before_the_config_records_applies_the_config_once(tmp_path: Path) -> None:
+    """A frontier from before the ``config-*`` records holds the controls but no record of the file: the
+    file applies once more (as every start did then), and is recorded from then on."""
+    cfg = Config(scope=ScopeConfig(mode="any", block=("bad.test",)), politeness=politeness(
+        throttle=(("*.slow.test", 0.5),)))
+    rig = Rig(tmp_path, cfg=cfg)
+    rig.db.apply([Delete("ops", key) for key, _ in rig.db.items("ops") if b"config-" in key])
+    rig.db.apply(rig.raw.unthrottle("*.slow.test").writes)  # lifted by an operator before the upgrade
+    rig.db.commit()
+    rig.crash()
+    rig.reopen(10.0)
+    assert rig.frontier.throttles() == [("*.slow.test", 0.5)] and rig.frontier.blocks() == ["bad.test"]
+    assert rig.frontier.unthrottle("*.slow.test")
+    rig.db.commit()
+    rig.crash()
+    rig.reopen(20.0)
+    assert rig.frontier.throttles() == []
 
 
 def test_scope_and_budgets(tmp_path: Path) -> None:

@@ -46,6 +46,10 @@ def test_pages_formats_filters_and_failed(crawled: tuple[TestWeb, Path]) -> None
     h1 = polecat("pages", str(data), "--host", "h01.test", "--status", "2xx,301").stdout.splitlines()[1:]
     assert h1 and all("//h01.test:" in line for line in h1)
     assert any(line.split("\t")[6] == "redirect" for line in h1)
+    with_port = web.base_url("h01.test").split("//")[1]  # as the summary names the host
+    by_port = polecat("pages", str(data), "--host", with_port, "--status", "2xx,301").stdout.splitlines()
+    assert by_port[1:] == h1
+    assert polecat("pages", str(data), "--host", "h01.test:1").stdout.splitlines()[1:] == []
     failed = [json.loads(x) for x in polecat("pages", str(data), "--failed", "--format", "jsonl").stdout
               .splitlines()]
     assert failed and all(r["outcome"] == "skipped" and r["reason"] == "robots" for r in failed), failed

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from polecat import Crawler
+from polecat import Crawler, CrawlStats
 from polecat.config import config_from_mapping
 from polecat.errors import ConfigError
 from polecat.parse.charset import decode_html
@@ -91,23 +91,24 @@ def test_size_bound_and_link_bounds() -> None:
 def test_crawl_meeting_a_hostile_page_keeps_serving_other_hosts(test_web: TestWebFactory,
                                                                 tmp_path: Path) -> None:
     """Unguarded, this page holds the event loop for ~24 s (the issue's measure): no other host is
-    served meanwhile. Guarded, it is cut (counted as parse_budget) and the crawl goes on."""
+    served meanwhile. Guarded, it is cut (counted in pages_cut, not as an error) and the crawl goes on."""
     web = test_web(SiteSpec(hosts=4, pages_per_host=30, seed=5))
     web.respond("h01.test", "/", 200, headers={"Content-Type": "text/html"},
                 body=b'<a href="/p1.html">x</a>' + b"<div>" * 80_000)
     cfg = crawl_config(web, tmp_path / "data", politeness={"rate": 20.0})
 
-    async def main() -> dict[str, int]:
+    async def main() -> CrawlStats:
         async with Crawler(cfg) as crawler:
-            stats = await asyncio.wait_for(crawler.run(), 60)
-        return dict(stats.errors)
+            return await asyncio.wait_for(crawler.run(), 60)
 
-    errors = asyncio.run(main())
-    assert errors.get("parse_budget") == 1
+    stats = asyncio.run(main())
+    assert stats.pages_cut == 1 and "parse_budget" not in dict(stats.errors)
     hostile = next(r for r in web.log if r.host == "h01.test" and r.target == "/")
     others = sorted(r.start for r in web.log if r.host != "h01.test" and r.start > hostile.end)
     gaps = [b - a for a, b in itertools.pairwise(others)]
-    assert others and max(gaps) < 2.0, max(gaps)
+    # Guarded, the gaps are the hosts' own pacing (well under 1 s); unguarded the loop stalls ~24 s. The
+    # bound sits between, far enough from both for a loaded machine.
+    assert others and max(gaps) < 10.0, max(gaps)
 
 
 @pytest.mark.parametrize("label", ["punycode", "idna", "unicode_escape", "raw-unicode-escape", "utf-7"])
@@ -177,12 +178,11 @@ def test_max_parse_bytes_is_a_validated_setting_the_node_applies(test_web: TestW
                 body=b'<a href="/early">e</a><p>' + b"pad " * 4096 + b'</p><a href="/late">l</a>')
     cfg = crawl_config(web, tmp_path / "data", fetch={"max_parse_bytes": 8192})
 
-    async def main() -> dict[str, int]:
+    async def main() -> CrawlStats:
         async with Crawler(cfg) as crawler:
-            stats = await asyncio.wait_for(crawler.run(), 60)
-        return dict(stats.errors)
+            return await asyncio.wait_for(crawler.run(), 60)
 
-    assert asyncio.run(main()).get("parse_budget") == 1
+    assert asyncio.run(main()).pages_cut == 1
     targets = {r.target for r in web.log}
     assert "/early" in targets and "/late" not in targets
 

@@ -11,7 +11,9 @@ from polecat.config import PolitenessConfig, RobotsConfig
 from polecat.frontier.politeness import (
     Attempt,
     HostState,
+    IpState,
     after_attempt,
+    after_ip_attempt,
     gave_up,
     interval,
     quarantine_delay,
@@ -131,3 +133,63 @@ def test_a_resumed_run_backs_off_from_its_own_strikes() -> None:
     st_ = HostState(failures=9)
     after_attempt(RUN, 1.0, st_, Attempt(0.0, 0.1, None, failed=True), random.Random(0))
     assert st_.next_allowed <= 0.1 + RUN.give_up_backoff * 1.5
+
+
+def test_robots_retry_cap_is_a_minute_at_most_never_under_the_backoff() -> None:
+    assert robots_retry(RUN, RobotsConfig(retry_cap=3600.0)).retry_cap == 60.0
+    assert robots_retry(RUN, RobotsConfig(retry_cap=10.0)).retry_cap == 10.0
+    slow = PolitenessConfig(give_up_after=3, give_up_backoff=90.0)
+    assert robots_retry(slow, RobotsConfig(retry_cap=3600.0)).retry_cap == 90.0
+    assert robots_retry(slow, RobotsConfig(retry_cap=3600.0)).retry_base == 90.0
+
+
+# --- rule 4: Retry-After at its edges --------------------------------------------------------------------
+
+def _after_retry(retry_after: float, status: int = 503) -> float:
+    st_ = HostState()
+    after_attempt(CFG, 1.0, st_, Attempt(10.0, 10.5, 10.2, status, retry_after=retry_after), random.Random(0))
+    return st_.next_allowed
+
+
+def test_retry_after_zero_or_negative_waits_the_cut_interval_no_less_no_more() -> None:
+    cut = interval(CFG, 1.0, HostState(rate_factor=CFG.backoff_factor))
+    assert _after_retry(0.0) == 10.2 + cut
+    assert _after_retry(-30.0) == 10.2 + cut  # a negative wait is no wait, never an earlier start
+
+
+def test_retry_after_beyond_the_cap_waits_the_cap() -> None:
+    assert _after_retry(CFG.max_retry_after * 10) == 10.5 + CFG.max_retry_after
+    assert _after_retry(CFG.max_retry_after / 2) == 10.5 + CFG.max_retry_after / 2
+
+
+def test_retry_after_on_a_status_that_is_not_a_backoff_is_ignored() -> None:
+    assert _after_retry(600.0, status=200) == 10.2 + interval(CFG, 1.0, HostState())
+
+
+# --- per-IP keys (rules 1 and 2 applied to an address) ---------------------------------------------------
+
+@given(before=st.floats(0, 2e6), start=st.floats(0, 1e6), header_lag=st.none() | st.floats(0, 10),
+       tail=st.floats(0, 10), host_interval=st.floats(0, 100))
+def test_property_ip_spacing_is_rule_2_with_the_hosts_interval(before: float, start: float,
+                                                                header_lag: float | None, tail: float,
+                                                                host_interval: float) -> None:
+    """The address waits from the headers' arrival (the attempt's end when none came), never less than
+    the attempt's end, and never moves earlier than a time another host's request already set."""
+    headers_at = None if header_lag is None else start + header_lag
+    ended = (headers_at if headers_at is not None else start) + tail
+    state = IpState(next_allowed=before)
+    after_ip_attempt(state, host_interval, Attempt(start, ended, headers_at, 200 if headers_at else None))
+    anchor = headers_at if headers_at is not None else ended
+    assert state.next_allowed == max(before, anchor + host_interval, ended)
+
+
+def test_ip_spacing_examples() -> None:
+    state = IpState()
+    after_ip_attempt(state, 2.0, Attempt(10.0, 10.5, 10.1, 200))
+    assert state.next_allowed == 12.1  # from the headers, not the start
+    after_ip_attempt(state, 0.5, Attempt(11.0, 11.2, 11.1, 200))
+    assert state.next_allowed == 12.1  # a shorter interval of another host does not bring it forward
+    after_ip_attempt(state, 0.5, Attempt(20.0, 30.0, 20.1, 200))
+    assert state.next_allowed == 30.0  # a slow body: the end
+    after_ip_attempt(state, 1.0, Attempt(40.0, 41.0, None))
+    assert state.next_allowed == 42.0  # no answer: from the end

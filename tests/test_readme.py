@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from polecat.testing.dns import LocalDnsServer
 from polecat.testing.sitegen import SiteSpec
 from tests.conftest import TestWebFactory
@@ -21,21 +23,22 @@ def library_example() -> str:
     return match.group(1)
 
 
-def test_library_example_runs_as_written(test_web: TestWebFactory, tmp_path: Path) -> None:
-    web = test_web(SiteSpec(hosts=1, pages_per_host=1))
+@pytest.mark.parametrize("address", ["127.0.0.1", "127.0.0.2"])
+def test_library_example_runs_as_written(test_web: TestWebFactory, tmp_path: Path, address: str) -> None:
+    web = test_web(SiteSpec(hosts=2, pages_per_host=1))  # listening on 127.0.0.1 and 127.0.0.2
     html = {"Content-Type": "text/html"}
-    web.respond("127.0.0.1", "/", 200, headers=html,
+    web.respond(address, "/", 200, headers=html,
                 body=b'<html><title>home</title><a href="/next">next</a> <a href="/gone">gone</a></html>')
-    web.respond("127.0.0.1", "/next", 200, headers=html, body=b"<html><title>next</title>hello</html>")
-    web.respond("127.0.0.1", "/gone", 404, headers=html, body=b"<html>gone</html>")
+    web.respond(address, "/next", 200, headers=html, body=b"<html><title>next</title>hello</html>")
+    web.respond(address, "/gone", 404, headers=html, body=b"<html>gone</html>")
     script = tmp_path / "example.py"
     script.write_text(library_example())
-    root = f"http://127.0.0.1:{web.port}/"
+    root = f"http://{address}:{web.port}/"
     run = subprocess.run([sys.executable, str(script), root], cwd=tmp_path, capture_output=True, text=True,
                          timeout=120)
     assert run.returncode == 0, run.stdout + run.stderr
     lines = run.stdout.splitlines()
-    assert f"{root} text/html 2 links" in lines and f"{root}next text/html 0 links" in lines
+    assert f"{root} text/html 2 links: home" in lines and f"{root}next text/html 0 links: next" in lines
     assert lines[-1].startswith("3 pages answered") and lines[-1].endswith("ended: queue empty")
     assert (tmp_path / "crawl-data" / "store").is_dir()
 

@@ -44,7 +44,7 @@ def test_changing_page_is_refetched_far_more_often_than_static_ones(test_web: Te
             crawler.stop()
             stats = await run
             scrape = generate_latest(NodeMetrics(crawler, LoopLag()).registry).decode()
-        assert "polecat_freshness_slo_ratio " in scrape and "polecat_refresh_due_urls " in scrape
+        assert "polecat_freshness_slo_ratio " in scrape and 'polecat_freshness_urls{state="due"} ' in scrape
         assert stats.politeness_violations == 0
         assert stats.refresh_queued > 0
         assert stats.freshness is not None and stats.freshness[0] == 6

@@ -44,5 +44,25 @@ def test_summary_separates_run_and_crawl_and_says_why() -> None:
     assert text.startswith("this run: 11 fetches, 10 answered, 1 errors")
     assert "ended: Ctrl-C" in text
     assert "gave up dead.test: gave up after 3 attempts" in text and "--dns-server" in text
-    assert "whole crawl (d): 5 still queued, 30 URLs done, 3 hosts; store 10 bodies, 12.3 kB" in text
+    assert "whole crawl (d):\n  5 still queued, 30 URLs done, 3 hosts; store 10 bodies, 12.3 kB" in text
     assert "canonical collapses" not in text and "bloom" not in text
+
+
+def test_summary_fits_80_columns_and_says_only_what_means_something() -> None:
+    busy = dataclasses.replace(
+        BASE, urls_rejected=tuple((f"reason_{i}", 1000 + i) for i in range(12)), pages_cut=3,
+        errors=tuple((f"kind_{i}", i) for i in range(1, 15)), freshness=(4, 1, 1, 1),
+        parked=(("dead.test", "gave up after 3 attempts (dns: dead.test: NXDOMAIN)"),) * 3)
+    for refresh in (False, True):
+        out = io.StringIO()
+        print_summary(busy, out, data_dir="/var/lib/polecat/a-long-data-directory-name", refresh=refresh)
+        lines = out.getvalue().splitlines()
+        assert max(map(len, lines)) <= 80, [line for line in lines if len(line) > 80]
+        text = " ".join(out.getvalue().split())
+        assert "errors: kind_1 1, kind_2 2," in text and "reason_11 1011" in text
+        assert "pages cut by the parse budget: 3" in text and "errors: kind_1" in text
+        assert "politeness violations" not in text  # 0: nothing to say
+        assert ("freshness SLO" in text) == refresh  # a one-off crawl keeps no refresh schedule
+    out = io.StringIO()
+    print_summary(dataclasses.replace(BASE, politeness_violations=2), out)
+    assert "politeness violations 2: requests sent before" in " ".join(out.getvalue().split())

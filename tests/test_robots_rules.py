@@ -122,13 +122,15 @@ def test_matcher_agrees_with_protego(rules: list[tuple[bool, str, str]], path: s
 
 
 def test_hostile_wildcards_stay_linear() -> None:
-    """A pattern that makes a backtracking regex explode costs microseconds here."""
+    """A pattern that makes a backtracking regex explode (about 3000**12 steps here: longer than the
+    universe has existed) costs microseconds with the linear scan. The bound is generous, so a loaded
+    machine cannot break it, and still that many orders of magnitude below a backtracking match."""
     text = "User-agent: *\nDisallow: /*a*a*a*a*a*a*a*a*a*a*a*a*b$\n"
     rules = RobotsRules(text, UA)
     url = "http://a.test/" + "a" * 3000
     t = time.perf_counter()
     assert rules.allowed(url)
-    assert time.perf_counter() - t < 0.05
+    assert time.perf_counter() - t < 10.0
 
 
 def test_combined_groups_and_precedence() -> None:

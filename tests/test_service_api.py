@@ -109,7 +109,8 @@ async def test_block_stops_the_host_and_status_reports_it(test_web: TestWebFacto
         assert detail["robots"]["state"] in ("parsed", "allow_all") and detail["last_fetch"] <= time.time()
         status, body = await get_json(api, "GET", "/admin/crawl/status?host=nope.test")
         assert status == 404 and "nope.test" in body["error"]
-        assert (await get_json(api, "DELETE", f"/admin/blocks/{host}"))[0] == 200
+        status, body = await get_json(api, "DELETE", f"/admin/blocks/{host}")
+        assert status == 200 and body["removed"] == host and "stay done" in body["note"]
         assert (await get_json(api, "DELETE", f"/admin/blocks/{host}"))[0] == 404
         status, body = await get_json(api, "POST", "/admin/seeds", {"urls": [web.seeds[0] + "s1/"]})
         assert body["results"][0]["result"] in ("queued", "seen")

@@ -45,6 +45,26 @@ async def test_page_plots_the_crawl_and_queues_a_seed_from_its_form(test_web: Te
         result = await page.wait_for(text("seed-result"))
         assert result == f"{second}: queued"
         await wait_for(lambda: second in page_requests(web), what="the new seed fetched")
+        # Four quarter-hour labels in an hour of minutes, the first one between 0 and 15 minutes in.
+        axis = await page.evaluate("document.getElementById('plot').dataset.axis")
+        assert len(axis.split()) == 4 and all(len(label) == 5 and label[2] == ":" for label in axis.split())
+
+
+async def test_page_lists_blocks_and_pauses_and_resumes(test_web: TestWebFactory, tmp_path: Path) -> None:
+    assert CHROMIUM is not None
+    web = test_web(SiteSpec(hosts=1, pages_per_host=3))
+    async with running_node(web, tmp_path, scope={"block": ["spam.test", "*.ads.test"]}) as (svc, _), \
+            Browser(CHROMIUM) as page:
+        await page.open(svc.url + "/")
+        await page.wait_for(f"{text('summary')}.includes('fetched')")
+        assert await page.evaluate(text("blocks")) == "*.ads.testspam.test"
+        assert await page.evaluate(text("pause")) == "Pause"
+        await page.evaluate("document.getElementById('pause').click()")
+        await page.wait_for(f"{text('pause')} === 'Resume'")
+        assert svc.crawler.paused and await page.evaluate(text("state")) == "(paused)"
+        await page.evaluate("document.getElementById('pause').click()")
+        await page.wait_for(f"{text('pause')} === 'Pause'")
+        assert not svc.crawler.paused
 
 
 async def test_page_with_a_token(test_web: TestWebFactory, tmp_path: Path) -> None:

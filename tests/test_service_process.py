@@ -99,14 +99,23 @@ allow_private = true
 
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            status = json.loads(polecat("status", "--node", node_url).stdout)
+            status = json.loads(polecat("status", "--node", node_url, "--json").stdout)
             if status["fetches"] and not status["queued"] and not status["in_flight"]:
                 break
             time.sleep(0.2)
         assert status["fetches"] == len(page_requests(web)) >= 4
         assert status["throttles"] == [{"host_pattern": "*.slow.test", "req_per_s": 0.5}]
         host = web.seeds[0].split("//")[1].rstrip("/")
-        assert json.loads(polecat("status", "--node", node_url, "--host", host).stdout)["host"] == host
+        one_host = polecat("status", "--node", node_url, "--host", host, "--json").stdout
+        assert json.loads(one_host)["host"] == host
+        # Without --json: a summary a person reads at 80 columns, as `polecat status DIR` prints.
+        summary = polecat("status", "--node", node_url).stdout.splitlines()
+        assert len(summary) < 30 and max(map(len, summary)) <= 80, summary
+        assert "queued 0, in flight 0" in summary[0] and f"fetched {status['fetches']} in" in summary[1]
+        assert "  throttle *.slow.test = 0.5 req/s" in summary and "  blocked bad.test" in summary
+        one = polecat("status", "--node", node_url, "--host", host).stdout.splitlines()
+        assert one[0] == f"host {host}: active" and one[-1].startswith("robots.txt "), one
+        assert one[1].startswith("queued 0, in flight 0, fetched "), one
 
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0
@@ -120,3 +129,5 @@ allow_private = true
     on_disk = polecat("status", str(tmp_path / "data")).stdout
     assert f"queued 0, fetched {status['fetches']}," in on_disk
     assert "blocked bad.test" in on_disk and "throttle *.slow.test = 0.5 req/s" in on_disk
+    figures = json.loads(polecat("status", str(tmp_path / "data"), "--json").stdout)
+    assert figures["fetched"] == status["fetches"] and figures["blocked"] == ["bad.test"]

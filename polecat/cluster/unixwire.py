@@ -147,6 +147,11 @@ class UnixServer:
                     return
         except (asyncio.IncompleteReadError, OSError):
             return  # the client went away mid-request: it keeps its batch (rule 2 on its side)
+        except asyncio.CancelledError:
+            # close() cancelled this handler: end it normally, because Python 3.11's streams call
+            # task.exception() on the handler's task, which raises on a cancelled one and prints
+            # "Exception in callback ... CancelledError" at the end of every --workers run.
+            return
         finally:
             self._idle.discard(task)
             self._busy.discard(task)

@@ -22,9 +22,10 @@ from polecat import runloop
 from polecat.commands import saved_settings as settings
 from polecat.config import Config, config_from_mapping, load_toml, merge
 from polecat.errors import ConfigError
+from polecat.logs import say
 from polecat.node import verdict
 from polecat.node.stats import CrawlStats
-from polecat.node.summary import print_summary, progress_line
+from polecat.node.summary import print_summary, progress_line, wrap_line
 
 RUN_GIVE_UP_AFTER = 3
 """``politeness.give_up_after`` of a ``polecat crawl`` run unless the config or flag says otherwise."""
@@ -111,6 +112,9 @@ class RunSettings:
 
 def _seeds(args: argparse.Namespace) -> list[str]:
     seeds = list(args.urls)
+    for seed in seeds:
+        if "://" not in seed and Path(seed).is_file():  # the list of seeds, given as a seed
+            raise ConfigError(f"URL {seed!r} is a file: to crawl the URLs it lists, --seeds-file {seed}")
     if args.seeds_file:
         try:
             lines = args.seeds_file.read_text().splitlines()
@@ -196,9 +200,9 @@ async def _crawl(cfg: Config) -> int:
             nonlocal interrupted
             interrupted += 1
             if interrupted == 1:
-                print(f"\npolecat: stopping; requests in flight get {cfg.fetch.stop_grace:g}s "
-                      "(Ctrl-C again to abort)", file=sys.stderr)
-                crawler.stop()
+                crawler.stop()  # before saying so: the stop must not depend on stderr (logs.py rule 6)
+                say(f"\npolecat: stopping; requests in flight get {cfg.fetch.stop_grace:g}s "
+                    "(Ctrl-C again to abort)")
             else:
                 run.cancel()
 
@@ -207,10 +211,9 @@ async def _crawl(cfg: Config) -> int:
         while not run.done():
             await asyncio.wait([run], timeout=0.5)
             if cfg.progress and not run.done():
-                width = shutil.get_terminal_size().columns
-                print(progress_line(crawler.stats(), width), end="", file=sys.stderr, flush=True)
+                say(progress_line(crawler.stats(), shutil.get_terminal_size().columns), end="")
         if cfg.progress:
-            print("\r" + "\x1b[K", end="", file=sys.stderr, flush=True)
+            say("\r\x1b[K", end="")
         try:
             stats = run.result()
         except asyncio.CancelledError:
@@ -224,27 +227,31 @@ async def _crawl_workers(cfg: Config, workers: int) -> int:
 
     def on_progress(stats: CrawlStats) -> None:
         if cfg.progress:
-            print(progress_line(stats, shutil.get_terminal_size().columns), end="", file=sys.stderr,
-                  flush=True)
+            say(progress_line(stats, shutil.get_terminal_size().columns), end="")
 
     result = await Supervisor(cfg, workers, on_progress=on_progress).run()
     if cfg.progress:
-        print("\r" + "\x1b[K", end="", file=sys.stderr, flush=True)
+        say("\r\x1b[K", end="")
     code = _verdict(cfg, result.stats, result.interrupted)
+    limit, fetched = cfg.scope.max_pages, result.stats.fetches
+    if result.stats.ended == verdict.MAX_PAGES and fetched < limit:  # supervisor rule 4
+        print(wrap_line(f"  --max-pages {limit} is split over the {workers} workers by the hosts each owns: "
+                        f"{fetched} fetched, as a worker spent its share and the others had none left"))
     h = result.handoff
-    print(f"  {workers} workers: {h.urls_routed_out} URLs handed to other workers, {h.urls_acked} "
-          f"acknowledged, {h.urls_received} received, {h.bytes_sent} bytes; back-pressure: "
-          f"{h.inbox_waits} inbox waits, {h.busy_replies} busy replies, {h.lease_pauses} lease pauses; "
-          f"{h.send_failures} failed sends; {result.restarts} worker restarts")
+    print(wrap_line(f"  {workers} workers: {h.urls_routed_out} URLs handed to other workers, {h.urls_acked} "
+                    f"acknowledged, {h.urls_received} received, {h.bytes_sent} bytes; back-pressure: "
+                    f"{h.inbox_waits} inbox waits, {h.busy_replies} busy replies, {h.lease_pauses} lease "
+                    f"pauses; {h.send_failures} failed sends; {result.restarts} worker restarts"))
     return code
 
 
 def _verdict(cfg: Config, stats: CrawlStats, interrupted: bool) -> int:
-    print_summary(stats, sys.stdout, data_dir=str(cfg.data_dir), interrupted=interrupted)
+    print_summary(stats, sys.stdout, data_dir=str(cfg.data_dir), interrupted=interrupted,
+                  refresh=cfg.refresh.enabled)
     if interrupted:
         return verdict.EXIT_INTERRUPTED
     if stats.fetched_nothing:
-        print(f"polecat: {stats.cause}", file=sys.stderr)
+        print(f"polecat: {stats.cause}", file=sys.stderr)  # one line, unwrapped: scripts read it whole
         return verdict.EXIT_NOTHING_FETCHED
     return verdict.EXIT_OK
 

@@ -6,12 +6,14 @@ their handlers are named ``cmd_<command>``. Exit codes: polecat/node/verdict.py.
 from __future__ import annotations
 
 import argparse
+import difflib
 import logging
 import os
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from polecat.errors import ConfigError, PolecatError
 from polecat.logs import LEVELS, configure, level_from_flags
@@ -40,6 +42,28 @@ def _subparsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser
             for child in dict.fromkeys(action.choices.values()):
                 found += [child, *_subparsers(child)]
     return found
+
+
+def _unrecognized(parser: argparse.ArgumentParser, args: argparse.Namespace, unknown: list[str]) -> NoReturn:
+    """argparse's "unrecognized arguments" error, from the subcommand's parser (its usage, not the top
+    level's) and with the closest flag it takes for each mistyped one (``--max-page``: ``--max-pages``)."""
+    chosen = _chosen(parser, args)
+    flags = [flag for action in chosen._actions for flag in action.option_strings]
+    words = []
+    for word in unknown:
+        close = difflib.get_close_matches(word.partition("=")[0], flags, n=1) if word.startswith("--") else []
+        words.append(f"{word} (did you mean {close[0]}?)" if close else word)
+    chosen.error("unrecognized arguments: " + " ".join(words))
+
+
+def _chosen(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The innermost subcommand parser ``args`` went through."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            name = getattr(args, action.dest, None)
+            if name in action.choices:
+                return _chosen(action.choices[name], args)
+    return parser
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -92,7 +116,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: Sequence[str] | None) -> int:
     parser = make_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        _unrecognized(parser, args, unknown)
     try:
         setup_logging(args)
     except OSError as exc:

@@ -1,5 +1,6 @@
 """The service commands: ``polecat node`` and the client commands that talk to a running node
-(``seeds add``, ``throttle set|rm|ls``, ``block add|rm|ls``, ``pause``, ``resume``, ``status --node``).
+(``seeds add``, ``throttle set|rm|ls``, ``block add|rm|ls``, ``pause``, ``resume``; ``status --node`` is
+polecat/commands/status.py).
 
 The client reads the token from ``$POLECAT_TOKEN`` (never from a flag: flags show in ``ps``). The node's
 address comes from ``--node`` or ``$POLECAT_NODE`` (default http://127.0.0.1:8470). A node's answer is
@@ -132,12 +133,6 @@ def cmd_block(args: argparse.Namespace) -> int:
 
 def cmd_pause(args: argparse.Namespace) -> int:
     return _print(call(args.node, "POST", f"/admin/{args.command}"))
-
-
-def node_status(node: str, host: str | None) -> int:
-    """``polecat status --node URL [--host H]``: the node's totals (or one host) as JSON."""
-    query = f"?host={urllib.parse.quote(host)}" if host else ""
-    return _print(call(node, "GET", f"/admin/crawl/status{query}"))
 
 
 def _node_flag(p: argparse.ArgumentParser) -> None:

@@ -8,7 +8,7 @@ robots.txt, out of budget) are rows too, with the outcome and the reason.
 
 Formats: ``tsv`` (default) and ``csv`` start with a header line naming :data:`COLUMNS`; ``jsonl`` writes
 one object a line with the same keys. Filters: ``--status`` takes ``2xx``-style classes or exact codes
-(comma-separated), ``--host`` a host name or ``*.suffix`` pattern.
+(comma-separated), ``--host`` a host (``host`` or ``host:port``) or ``*.suffix`` pattern.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from polecat.commands.stores import add_store_args, open_stores
 from polecat.errors import ConfigError
 from polecat.frontier.records import UrlRecord
 from polecat.frontier.status import read_outcomes
+from polecat.hosts import HostPatternMap, host_key
 from polecat.store.base import SKIPPED_HEADER, FetchRecord
 
 COLUMNS = ("url", "status", "fetched_at", "hash", "size", "duplicate_of", "outcome", "reason")
@@ -97,19 +98,14 @@ def status_filter(spec: str) -> frozenset[int]:
     return frozenset(codes)
 
 
-def host_matches(url: str, pattern: str) -> bool:
-    host = (urlsplit(url).hostname or "").lower()
-    pattern = pattern.lower()
-    if pattern.startswith("*."):
-        return host == pattern[2:] or host.endswith(pattern[1:])
-    return host == pattern
-
-
 def select(rows: Iterable[Row], *, statuses: frozenset[int] | None, host: str | None) -> Iterator[Row]:
+    """The rows with one of ``statuses`` whose host matches the pattern ``host`` (polecat/hosts.py: with
+    a port, as the summary names a host, or without, for any port)."""
+    hosts = HostPatternMap([(host, True)]) if host is not None else None
     for row in rows:
         if statuses is not None and row.status not in statuses:
             continue
-        if host is not None and not host_matches(row.url, host):
+        if hosts is not None and host_key(row.url) not in hosts:
             continue
         yield row
 
@@ -149,7 +145,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_store_args(p)
     p.add_argument("--format", choices=FORMATS, default="tsv", help="tsv (default), csv or jsonl")
     p.add_argument("--status", metavar="2xx,404", help="only these status classes or codes")
-    p.add_argument("--host", metavar="HOST|*.SUFFIX", help="only URLs of this host (pattern)")
+    p.add_argument("--host", metavar="HOST[:PORT]|*.SUFFIX", help="only URLs of this host (pattern)")
     p.add_argument("--failed", action="store_true",
                    help="list the URLs without a stored page instead (failed, blocked, robots), with why")
     p.set_defaults(func=cmd_pages)

@@ -34,6 +34,9 @@ def _seed_problem(url: str) -> str | None:
     parts = urlsplit(text)
     if parts.scheme.lower() in ("http", "https") and parts.hostname:
         return None
+    if text.startswith(("/", "./", "../", "~")) or parts.scheme.lower() == "file":
+        return (f"{text!r} is a file path, not an http(s) URL: polecat fetches over HTTP (a directory of "
+                "pages: serve it, e.g. python3 -m http.server -d DIR -b 127.0.0.1)")
     if "://" not in text and text and " " not in text:
         guess = "http://" + text + ("" if "/" in text else "/")
         return f"{text!r} is not an http(s) URL: did you mean {guess}?"

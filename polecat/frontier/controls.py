@@ -3,11 +3,19 @@
 Rules: every control is persisted in the ``ops`` table (the writes each returns, polecat/writes.py)
 and reloaded on open (host patterns are cross-slice and travel in every slice bundle, keys.py rule 4);
 a block drops the queues it matches (recorded done, ``skipped:blocked``) and refuses their URLs;
-removing a control applies from each host's next request; controls from the configuration are applied
-again at every start (polecat/frontier/frontier.py).
+removing a control applies from each host's next request.
+
+Controls from the configuration (``politeness.throttle``, ``scope.block``) are applied at a start only when
+the file names them anew or with a new rate (:meth:`Controls.from_config`): the ``ops`` table records what
+the file said when it was last applied (``config-throttle:``, ``config-block:``), so a control an operator
+lifted or changed through the API stays as the operator left it across restarts while the file says the
+same. A pattern the file no longer names loses its record (naming it again applies it again). Data written
+before these records has none: the configuration is applied once more, and recorded (no migration step).
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 from polecat.frontier.host_table import HostTable
 from polecat.frontier.keys import op_key, queue_prefix
@@ -15,6 +23,11 @@ from polecat.frontier.politeness import HostState, wait_one_interval
 from polecat.frontier.records import QueuedUrl, UrlRecord
 from polecat.hosts import HostPatternMap
 from polecat.writes import Decided, Delete, Put, Write
+
+CONFIG_THROTTLE = "config-throttle"
+"""Op kind: the rate ``politeness.throttle`` gave a pattern when it was last applied (module rules)."""
+CONFIG_BLOCK = "config-block"
+"""Op kind: a ``scope.block`` pattern applied from the configuration (module rules)."""
 
 
 class Controls:
@@ -31,6 +44,8 @@ class Controls:
         """Set by the operator: the node leases nothing while it is (persisted)."""
         self.dropped_blocked = 0
         """Queued URLs dropped by blocks in this run."""
+        self._from_config: dict[tuple[str, str], bytes] = {}
+        """``(kind, pattern) -> value`` of the configuration's controls as last applied (module rules)."""
 
     def load_op(self, kind: str, arg: str, raw: bytes) -> None:
         """Reinstate a stored control (on open, or adopted with a slice)."""
@@ -40,6 +55,26 @@ class Controls:
             self._throttle.set(arg, float(raw))
         elif kind == "paused":
             self.paused = True
+        elif kind in (CONFIG_THROTTLE, CONFIG_BLOCK):
+            self._from_config[(kind, arg)] = raw
+
+    def from_config(self, throttles: Iterable[tuple[str, float]], blocks: Iterable[str]) -> list[Write]:
+        """The configuration's controls, applied where the file is new or changed since it was last
+        applied (module rules); the records of what it said."""
+        out: list[Write] = []
+        said = {(CONFIG_THROTTLE, p.lower()): repr(float(rate)).encode() for p, rate in throttles}
+        said |= {(CONFIG_BLOCK, p.lower()): b"" for p in blocks}
+        for (kind, pattern), value in said.items():
+            if self._from_config.get((kind, pattern)) == value:
+                continue  # as the file said last time: an operator's change since then stands
+            if kind == CONFIG_THROTTLE:
+                out += self.set_throttle(pattern, float(value))
+            else:
+                out += self.block(pattern).writes
+            out.append(Put("ops", op_key(kind, pattern), value))
+        out += [Delete("ops", op_key(kind, pattern)) for kind, pattern in self._from_config.keys() - said]
+        self._from_config = said
+        return out
 
     def set_throttle(self, pattern: str, rate: float) -> list[Write]:
         """Override the request rate of hosts matching ``pattern`` (persisted)."""

@@ -124,10 +124,7 @@ class Frontier:
         answers.restore()
         table.load(now)
         opening = intake.refetch_writes(now)
-        for pattern, rate in cfg.politeness.throttle:
-            opening += controls.set_throttle(pattern, rate)
-        for pattern in cfg.scope.block:
-            opening += controls.block(pattern).writes
+        opening += controls.from_config(cfg.politeness.throttle, cfg.scope.block)
         db.apply(opening)  # writes.py rule 4
 
     def _load_op(self, key: bytes, raw: bytes) -> None:

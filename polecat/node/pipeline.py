@@ -71,6 +71,8 @@ class Page:
     truncated: bool
     duplicate_of: str | None
     """URL of the page this one near-duplicates (or of its own previous fetch when unchanged)."""
+    title: str
+    """The first ``<title>`` of an HTML page, whitespace stripped ("" when it has none, or is not HTML)."""
 
 
 class PagePipeline:
@@ -97,6 +99,8 @@ class PagePipeline:
         """Pages recorded as near-duplicates of another stored page in this run."""
         self.near_deltas = 0
         """Of them, those whose own bytes were stored as a delta (polecat/store/delta.py) in this run."""
+        self.pages_cut = 0
+        """HTML pages parsed only up to the parse budget in this run (polecat/parse/guard.py)."""
         self._sitemaps: dict[str, SitemapWalk] = {}
         """Sitemap URLs of this run, each with the walk of its root (nesting and file limits)."""
         self._soft404 = Soft404()
@@ -138,10 +142,11 @@ class PagePipeline:
         if 200 <= resp.status < 300 and self._read_sitemap(lease, resp, started):
             return digest, None
         is_html = resp.content_type in HTML_TYPES
-        text = ""
+        text = title = ""
         links: tuple[str, ...] = ()
         if is_html and 200 <= resp.status < 300:
             parsed, text, raw = self._parse(lease.url, body, resp.charset)
+            title = parsed.title
             soft = self._soft_404(lease, text)
             if soft:
                 self._store_record(lease.url, resp, started, None, skipped=soft)
@@ -173,11 +178,11 @@ class PagePipeline:
                 FetchRecord(lease.url, started, resp.status, headers, orig_hash, len(body), resp.truncated,
                             duplicate_of=orig_url, kind="revisit"),
                 body if keep == "delta" else None)
-            self._emit_page(lease, resp, started, orig_hash, body, text, links, orig_url)
+            self._emit_page(lease, resp, started, orig_hash, body, (text, title), links, orig_url)
             return orig_hash, orig_url
         self._store_record(lease.url, resp, started, body, digest=digest)
         if 200 <= resp.status < 300:
-            self._emit_page(lease, resp, started, digest, body, text, links, None)
+            self._emit_page(lease, resp, started, digest, body, (text, title), links, None)
         return digest, None
 
     def add_sitemaps(self, origin: str, named: tuple[str, ...], now: float) -> None:
@@ -245,7 +250,8 @@ class PagePipeline:
     def _parse(self, url: str, body: bytes, charset: str | None) -> tuple[ParsedPage, str, list[str]]:
         """Parse a page within the bounds of :mod:`polecat.parse.guard`: returns the parse, the text to
         fingerprint and the hrefs to queue (outlinks, then the canonical link). A cut page is counted and
-        logged (``parse_budget``) and keeps what was read before the cut."""
+        logged at info (``pages_cut``; not an error: the page was fetched and stored whole, and what was read
+        before the cut is kept)."""
         head, size_cut = bound_body(body, self.config.fetch.max_parse_bytes)
         utf8 = utf8_body(head, charset)
         if utf8 is not None and whole_utf8(utf8):  # most pages: parsed from their bytes, never decoded
@@ -258,8 +264,8 @@ class PagePipeline:
         raw, dropped = bound_links((*parsed.links, parsed.canonical) if parsed.canonical else parsed.links)
         cut = bound_cut or ("links" if dropped else None)
         if cut is not None:
-            self._errors["parse_budget"] += 1
-            log.warning("parse budget (%s) cut %s: %d links kept, %d dropped", cut, url, len(raw), dropped)
+            self.pages_cut += 1
+            log.info("parse budget (%s) cut %s: %d links kept, %d dropped", cut, url, len(raw), dropped)
         return parsed, parsed.text[:MAX_TEXT_CHARS], raw
 
     def _probe_answered(self, lease: Lease, resp: Response, attempt: Attempt) -> Completion:
@@ -381,10 +387,12 @@ class PagePipeline:
         if admission.accepted:
             self._wake()
 
-    def _emit_page(self, lease: Lease, resp: Response, started: float, digest: bytes, body: bytes, text: str,
-                   links: tuple[str, ...], duplicate_of: str | None) -> None:
+    def _emit_page(self, lease: Lease, resp: Response, started: float, digest: bytes, body: bytes,
+                   words: tuple[str, str], links: tuple[str, ...], duplicate_of: str | None) -> None:
+        """``words``: the page's text and title."""
+        text, title = words
         self._emit(Page(lease.url, resp.status, started, resp.content_type, digest, body, text, links,
-                        lease.depth, resp.truncated, duplicate_of))
+                        lease.depth, resp.truncated, duplicate_of, title))
 
 
 def attempt_of(resp: Response, clock: Clock) -> Attempt:

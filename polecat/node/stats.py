@@ -81,6 +81,9 @@ class CrawlStats:
     freshness: tuple[int, int, int, int] | None = None
     """``(tracked, due, important, within)`` of the freshness SLO (refresh rule 9), as of the last scan
     of every finished URL: each refresh scan, and the end of a run; None before the first."""
+    pages_cut: int = 0
+    """HTML pages of this run parsed only up to the parse budget (polecat/parse/guard.py): stored whole,
+    with the links read before the cut; not errors."""
 
     @property
     def fetched_nothing(self) -> bool:
@@ -93,6 +96,7 @@ class CrawlStats:
 
 def collect_stats(*, now: float, started_at: float, fetches: int, violations: int,
                   errors: Mapping[str, int], near_dups: int, near_deltas: int, frontier: FrontierStats,
+                  pages_cut: int = 0,
                   parked: Mapping[str, str], bodies_at_start: int, seen: SeenStats,
                   canon: CanonStats, robots: RobotsStats, dns: DnsStats, store: StoreStats,
                   answered: int = 0, ended: str = "",
@@ -120,5 +124,5 @@ def collect_stats(*, now: float, started_at: float, fetches: int, violations: in
         next_ready_in=max(0.0, frontier.next_ready_at - now) if frontier.next_ready_at else 0.0,
         cause=nothing_fetched_cause(answered=answered, attempted=fetches, parked=sorted(parked.items()),
                                     seeds_refused=seeds_refused, done=frontier.done) if ended else "",
-        refresh_queued=refresh_queued, freshness=freshness,
+        refresh_queued=refresh_queued, freshness=freshness, pages_cut=pages_cut,
     )

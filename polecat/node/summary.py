@@ -13,6 +13,7 @@ Pure formatting of :class:`~polecat.node.stats.CrawlStats`, so both are tested w
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Iterable
 from typing import TextIO
 
@@ -84,30 +85,51 @@ def short_reason(reason: str) -> str:
     return head if sep else inner
 
 
-def print_summary(s: CrawlStats, out: TextIO, *, data_dir: str = "", interrupted: bool = False) -> None:
-    """The end-of-run summary (see the module rules)."""
+def print_summary(s: CrawlStats, out: TextIO, *, data_dir: str = "", interrupted: bool = False,
+                  refresh: bool = False) -> None:
+    """The end-of-run summary (see the module rules), each line wrapped at :data:`SUMMARY_WIDTH`
+    columns. The freshness SLO is shown with ``refresh`` on (a one-off crawl has no refresh schedule to
+    keep), and the politeness self-check only when it found a request sent early (it must never)."""
     ended = "Ctrl-C" if interrupted else (s.ended or "running")
     errors = sum(n for _, n in s.errors)
-    print(f"this run: {s.fetches} fetches, {s.answered} answered, {errors} errors, in {s.elapsed_s:.1f}s "
-          f"({s.fetches_per_s:.1f}/s); ended: {ended}", file=out)
-    print(f"  outcomes: {_counts(s.urls_done)}", file=out)
-    print(f"  errors: {_counts(s.errors)}", file=out)
-    print(f"  links: {s.urls_accepted} new URLs queued, {s.urls_seen_again} already known, "
-          f"refused: {_counts(s.urls_rejected)}", file=out)
+    lines = [f"this run: {s.fetches} fetches, {s.answered} answered, {errors} errors in {s.elapsed_s:.1f}s "
+             f"({s.fetches_per_s:.1f}/s)",
+             f"  ended: {ended}",
+             f"  outcomes: {_counts(s.urls_done)}",
+             f"  errors: {_counts(s.errors)}",
+             f"  links: {s.urls_accepted} new URLs queued, {s.urls_seen_again} already known",
+             f"  links refused: {_counts(s.urls_rejected)}"]
+    if s.pages_cut:
+        lines.append(f"  pages cut by the parse budget: {s.pages_cut} (links before the cut kept)")
     if s.near_duplicates:
-        print(f"  near-duplicates: {s.near_duplicates} pages recorded as duplicates of another", file=out)
-    for host, reason in s.parked[:MAX_GIVEN_UP_LISTED]:
-        print(f"  gave up {host}: {explained(reason)}", file=out)
+        lines.append(f"  near-duplicates: {s.near_duplicates} pages recorded as duplicates of another")
+    lines += [f"  gave up {host}: {explained(reason)}" for host, reason in s.parked[:MAX_GIVEN_UP_LISTED]]
     if len(s.parked) > MAX_GIVEN_UP_LISTED:
-        print(f"  ... and {len(s.parked) - MAX_GIVEN_UP_LISTED} more hosts given up", file=out)
+        lines.append(f"  ... and {len(s.parked) - MAX_GIVEN_UP_LISTED} more hosts given up")
     where = f" ({data_dir})" if data_dir else ""
     total = sum(n for _, n in s.urls_done_total)
-    print(f"whole crawl{where}: {s.queued} still queued, {total} URLs done, {_hosts(s.hosts)}; "
-          f"store {s.pages_stored} bodies, {_size(s.bytes_stored)}", file=out)
-    print(f"  politeness violations {s.politeness_violations} (requests sent early; always 0)", file=out)
-    if s.freshness is not None and s.freshness[0]:
-        print(f"  refresh: {freshness_line(*s.freshness)}; {s.refresh_queued} queued again in this run",
-              file=out)
+    lines += [f"whole crawl{where}:",
+              f"  {s.queued} still queued, {total} URLs done, {_hosts(s.hosts)}; "
+              f"store {s.pages_stored} bodies, {_size(s.bytes_stored)}"]
+    if s.politeness_violations:
+        lines.append(f"  politeness violations {s.politeness_violations}: requests sent before their host's "
+                     "next-allowed time (a bug in polecat: please report it)")
+    if refresh and s.freshness is not None and s.freshness[0]:
+        lines.append(f"  refresh: {freshness_line(*s.freshness)}; {s.refresh_queued} queued again "
+                     "in this run")
+    for line in lines:
+        print(wrap_line(line), file=out)
+
+
+SUMMARY_WIDTH = 80
+
+
+def wrap_line(line: str) -> str:
+    """``line`` wrapped at :data:`SUMMARY_WIDTH`, continuation lines indented two more spaces than it (a
+    word longer than the width, such as a URL, stays whole)."""
+    indent = " " * (len(line) - len(line.lstrip()) + 2)
+    return textwrap.fill(line, SUMMARY_WIDTH, subsequent_indent=indent, break_long_words=False,
+                         break_on_hyphens=False)
 
 
 def freshness_line(tracked: int, due: int, important: int, within: int) -> str:

@@ -31,8 +31,8 @@ it): it returns exactly what :func:`_too_deep` (behind the SHALLOW_TAGS gate) an
 return, which stay the specification and the fallback, 5-6x faster on real documentation pages
 (benchmarks/README.md, "Issue 17, third pass: native parse guard").
 
-A page cut by rule 1, 2, 3 or 5 is reported (``parse_budget``): its links up to the cut are kept and the
-crawl goes on. Worst case with these bounds: see benchmarks/README.md.
+A page cut by rule 1, 2, 3 or 5 is counted (``pages_cut``, not an error) and logged at info: its links up
+to the cut are kept and the crawl goes on. Worst case with these bounds: see benchmarks/README.md.
 """
 
 from __future__ import annotations

@@ -206,10 +206,9 @@ class Supervisor:
     def _on_signal(self) -> None:
         self._ended = verdict.STOPPED
         self.interrupted += 1
+        self.stop(abort=self.interrupted > 1)  # before saying so (polecat/logs.py rule 6)
         if self.interrupted == 1:
-            print("\npolecat: stopping all workers after in-flight requests (Ctrl-C again to abort)",
-                  file=sys.stderr)
-        self.stop(abort=self.interrupted > 1)
+            logs.say("\npolecat: stopping all workers after in-flight requests (Ctrl-C again to abort)")
 
     async def _monitor(self) -> None:
         limit = self.config.scope.max_pages

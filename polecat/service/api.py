@@ -36,6 +36,8 @@ if TYPE_CHECKING:
     from polecat.node.crawler import Crawler
 
 MAX_SEEDS_PER_CALL = 10_000
+UNBLOCK_NOTE = ("URLs the block dropped stay done (skipped: blocked); add them again as seeds to fetch them; "
+                "URLs found from now on are accepted")
 MAX_RATE = 1000.0
 OPEN_PATHS = frozenset({"/"})
 """Served without a token: the status page's shell (its script sends the token with every call)."""
@@ -194,12 +196,13 @@ class Api:
     async def remove_throttle(self, request: web.Request) -> web.Response:
         return await self._remove(request, self._crawler.unthrottle, "throttle")
 
-    async def _remove(self, request: web.Request, remove: Callable[[str], bool], what: str) -> web.Response:
+    async def _remove(self, request: web.Request, remove: Callable[[str], bool], what: str,
+                      **extra: str) -> web.Response:
         pattern = _pattern(request.match_info["pattern"], "pattern")
         if not remove(pattern):
             raise _json_error(web.HTTPNotFound(), f"no {what} for {pattern}")
         await self._crawler.commit()
-        return web.json_response({"removed": pattern})
+        return web.json_response({"removed": pattern, **extra})
 
     async def list_blocks(self, request: web.Request) -> web.Response:
         return web.json_response({"blocks": self._crawler.frontier.blocks()})
@@ -211,7 +214,7 @@ class Api:
         return web.json_response({"host_pattern": pattern, "dropped": dropped})
 
     async def remove_block(self, request: web.Request) -> web.Response:
-        return await self._remove(request, self._crawler.unblock, "block")
+        return await self._remove(request, self._crawler.unblock, "block", note=UNBLOCK_NOTE)
 
     async def status(self, request: web.Request) -> web.Response:
         now = self._clock.wall()

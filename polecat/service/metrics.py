@@ -9,6 +9,8 @@ Rules:
 - Names follow Prometheus conventions: ``polecat_`` prefix, ``_total`` counters, base units
   (``_seconds``, ``_bytes``), ratios in [0, 1].
 - Counters count this process's run (they restart at 0 with the node, which Prometheus handles).
+- Each family is yielded once, with one HELP line: ``promtool check metrics`` refuses a second
+  (tests/test_service_metrics.py runs it on a live node's scrape).
 """
 
 from __future__ import annotations
@@ -116,18 +118,9 @@ class NodeMetrics(Collector):
         yield _counter("polecat_stored_bytes", "Bytes appended to store segments", s.bytes_stored)
         yield _gauge("polecat_stored_pages", "Distinct bodies in the store", s.pages_stored)
         yield _labelled_counter("polecat_fetch_errors", "Failed requests by kind", "kind", s.errors)
+        yield _counter("polecat_pages_cut", "HTML pages parsed only up to the parse budget", s.pages_cut)
         yield _labelled_counter("polecat_urls_done", "URLs finished in this run by outcome", "outcome",
                                 s.urls_done)
-        yield _counter("polecat_refresh_queued_urls",
-                       "Fetched URLs queued again because their refresh was due", s.refresh_queued)
-        if s.freshness is not None:
-            tracked, due, important, within = s.freshness
-            yield _gauge("polecat_refresh_scheduled_urls", "URLs with a refresh schedule (last scan)",
-                         tracked)
-            yield _gauge("polecat_refresh_due_urls", "Of those, due at the last scan", due)
-            yield _gauge("polecat_freshness_slo_ratio",
-                         "Important pages within their estimated change window (last scan)",
-                         within / important if important else 1.0)
         yield _counter("polecat_refresh_queued", "Fetched URLs queued again because their refresh was due",
                        s.refresh_queued)
         yield from _freshness(s.freshness)

@@ -35,6 +35,7 @@ ERROR = _obj({"error": _STR, "field": _STR}, optional=("field",))
 THROTTLE = _obj({"host_pattern": _STR, "req_per_s": _NUM})
 PATTERN_BODY = _obj({"host_pattern": _STR})
 REMOVED = _obj({"removed": _STR})
+UNBLOCKED = _obj({"removed": _STR, "note": _STR})
 PAUSED = _obj({"paused": _BOOL})
 
 ROBOTS = {
@@ -139,7 +140,8 @@ OPENAPI: dict[str, Any] = {
                         ("400", _BAD), body=PATTERN_BODY),
         },
         "/admin/blocks/{pattern}": {"delete": _op(
-            "lift a block", _json(REMOVED, "removed"), ("400", _BAD), ("404", _NOT_FOUND),
+            "lift a block (the URLs it dropped stay done: the answer's note)", _json(UNBLOCKED, "removed"),
+            ("400", _BAD), ("404", _NOT_FOUND),
             params=_path_param("pattern"))},
         "/admin/crawl/status": {"get": _op(
             "crawl totals, or one host's state with ?host=",
