@@ -17,6 +17,12 @@ Rules:
    the resolver applies the SSRF guard (IP literals through ``check_host``).
 5. A body waiting to be read is bounded: past :data:`HIGH_WATER` buffered bytes the connection stops
    reading from the socket until the reader drains it.
+6. Connections open in total (in use + idle) are at most ``max_open`` (0 is no cap; the node derives it
+   from the descriptor limit, polecat/fetch/descriptors.py). Before a new connection is opened past the
+   cap, the idle connections released longest ago are closed (LRU across origins, :func:`idle_to_close`):
+   a breadth crawl touches thousands of hosts a minute, and each keeps its connection idle for
+   :data:`KEEPALIVE` seconds unless something closes it. ``limit`` may not exceed ``max_open``, so
+   closing idle connections always makes room.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from polecat.clock import SYSTEM_CLOCK, Clock
 from polecat.fetch.guard import is_ip_literal
 from polecat.fetch.h1 import Head, IncompleteResponse, ResponseParser
 
-__all__ = ["HIGH_WATER", "KEEPALIVE", "Connection", "ConnectionPool", "Origin"]
+__all__ = ["HIGH_WATER", "KEEPALIVE", "Connection", "ConnectionPool", "Origin", "idle_to_close"]
 
 KEEPALIVE = 30.0
 """Seconds an idle connection is kept (aiohttp's ``keepalive_timeout`` in the client before)."""
@@ -40,6 +46,14 @@ HIGH_WATER = 256 * 1024
 
 Origin = tuple[str, str, int]
 """(scheme, host, port): what a connection can be reused for."""
+
+
+def idle_to_close(idle: int, in_use: int, max_open: int) -> int:
+    """How many idle connections to close before one more is opened (rule 6): ``in_use`` counts the
+    request about to connect; 0 ``max_open`` is no cap."""
+    if not max_open:
+        return 0
+    return max(0, idle + in_use - max_open)
 
 
 class AddressSource(Protocol):
@@ -208,14 +222,21 @@ class ConnectionPool:
         connect_timeout: float,
         tls: Callable[[], ssl.SSLContext],
         clock: Clock = SYSTEM_CLOCK,
+        max_open: int = 0,
     ) -> None:
+        if max_open and not 0 < limit <= max_open:
+            raise ValueError(f"limit {limit} must be in [1, max_open {max_open}] (rule 6)")
         self._addresses = addresses
+        self._max_open = max_open
         self._limit = limit
         self._limit_per_host = limit_per_host
         self._connect_timeout = connect_timeout
         self._tls = tls
         self._clock = clock
         self._idle: dict[Origin, list[Connection]] = {}
+        self._idle_lru: dict[Connection, None] = {}
+        """Every idle connection, released longest ago first (rule 6)."""
+        self._lru_closed = 0
         self._in_use = 0
         self._in_use_per: dict[Origin, int] = {}
         self._waiters: deque[tuple[Origin, asyncio.Future[None]]] = deque()
@@ -257,6 +278,7 @@ class ConnectionPool:
             conn.reused = True
             conn.idle_since = self._clock.monotonic()
             self._idle.setdefault(conn.origin, []).append(conn)
+            self._idle_lru[conn] = None
             if self._sweep is None:
                 self._arm_sweep()
         else:
@@ -271,6 +293,17 @@ class ConnectionPool:
             conn.close()
         self._open.clear()
         self._idle.clear()
+        self._idle_lru.clear()
+
+    @property
+    def open_connections(self) -> int:
+        """Connections open now, in use and idle (rule 6 bounds them)."""
+        return len(self._open)
+
+    @property
+    def lru_closed(self) -> int:
+        """Idle connections closed to stay under ``max_open`` (rule 6) since the pool was made."""
+        return self._lru_closed
 
     def _drop(self, conn: Connection) -> None:
         conn.close()
@@ -324,12 +357,27 @@ class ConnectionPool:
         deadline = self._clock.monotonic() - KEEPALIVE
         while idle:
             conn = idle.pop()
+            del self._idle_lru[conn]
             if not conn.stale(deadline):
                 return conn
             self._drop(conn)
         return None
 
+    def _make_room(self) -> None:
+        """Close the idle connections released longest ago until one more fits under ``max_open``."""
+        excess = idle_to_close(len(self._idle_lru), self._in_use, self._max_open)
+        for _ in range(excess):
+            conn = next(iter(self._idle_lru))
+            del self._idle_lru[conn]
+            idle = self._idle[conn.origin]
+            idle.remove(conn)
+            if not idle:
+                del self._idle[conn.origin]
+            self._lru_closed += 1
+            self._drop(conn)
+
     async def _connect(self, origin: Origin) -> Connection:
+        self._make_room()
         scheme, host, port = origin
         if is_ip_literal(host):
             self._addresses.check_host(host)
@@ -364,6 +412,7 @@ class ConnectionPool:
             kept = []
             for conn in self._idle[origin]:
                 if conn.stale(deadline):
+                    del self._idle_lru[conn]
                     self._drop(conn)
                 else:
                     kept.append(conn)

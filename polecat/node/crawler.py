@@ -15,6 +15,7 @@ import contextlib
 import inspect
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +26,7 @@ from polecat.config import Config
 from polecat.dedup.canon import Canonicalizer
 from polecat.errors import PolecatError
 from polecat.faults import storage_fault
+from polecat.fetch.descriptors import plan_descriptors, raise_nofile_limit
 from polecat.fetch.http import Fetcher, request_headers
 from polecat.fetch.seams import PageFetcher
 from polecat.frontier.frontier import Frontier
@@ -103,6 +105,13 @@ class Crawler:
     # --- lifecycle -------------------------------------------------------------------------------
 
     async def __aenter__(self) -> Crawler:
+        # Descriptors first (polecat/fetch/descriptors.py): a concurrency the limit cannot hold is
+        # lowered before any part is built with it.
+        budget = plan_descriptors(raise_nofile_limit(), self.config.fetch.concurrency)
+        if (warning := budget.warning()) is not None:
+            log.warning(warning)
+            fetch = replace(self.config.fetch, concurrency=budget.concurrency)
+            self.config = replace(self.config, fetch=fetch)
         cfg = self.config
         local = open_frontier(cfg, self._clock.wall())
         self._db, self._seen, self._robots = local.db, local.seen, local.robots
@@ -128,7 +137,8 @@ class Crawler:
                                       clock=self._clock)
         self._commits.reindex_past_mark(self._pipeline)
         # The fetcher stamps responses on this clock: the pipeline converts them with its offset.
-        self._fetcher: PageFetcher = self._given_fetcher or Fetcher(cfg.fetch, cfg.dns, clock=self._clock)
+        self._fetcher: PageFetcher = self._given_fetcher or Fetcher(
+            cfg.fetch, cfg.dns, clock=self._clock, max_open=budget.connections)
         await self._fetcher.__aenter__()
         runner = LeaseRunner(cfg, frontier=frontier, db=self._db, robots=self._robots, fetcher=self._fetcher,
                              store=self._store, pipeline=self._pipeline, canon=self._canon,
