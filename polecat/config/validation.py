@@ -114,6 +114,7 @@ def validate(cfg: Config) -> None:
     _check(0 < d.min_ttl <= d.max_ttl, "dns.min_ttl", "must be > 0 and <= dns.max_ttl")
     _check(d.negative_ttl >= 0, "dns.negative_ttl", "must be >= 0")
     _check(d.timeout > 0, "dns.timeout", "must be > 0")
+    _check(d.max_entries >= 1, "dns.max_entries", "must be >= 1")
     for i, server in enumerate(d.nameservers):
         problem = _nameserver_problem(server)
         _check(problem is None, f"dns.nameservers[{i}]", problem or "")
