@@ -109,17 +109,6 @@ class RunSettings:
     """The settings this run saves."""
 
 
-def _seeds(args: argparse.Namespace) -> list[str]:
-    seeds = list(args.urls)
-    if args.seeds_file:
-        try:
-            lines = args.seeds_file.read_text().splitlines()
-        except OSError as exc:
-            raise ConfigError(f"--seeds-file {args.seeds_file}: {exc.strerror or exc}") from exc
-        seeds += [s.strip() for s in lines if s.strip() and not s.lstrip().startswith("#")]
-    return seeds
-
-
 def build_settings(args: argparse.Namespace) -> RunSettings:
     """Saved settings of the data dir, then the TOML file, then the flags: one validated Config."""
     toml: dict[str, Any] = load_toml(args.config) if args.config else {}
@@ -130,7 +119,9 @@ def build_settings(args: argparse.Namespace) -> RunSettings:
         raise ConfigError(name_flag(f"data_dir: {exc}")) from exc
     base = merge(saved, toml)
     over: dict[str, Any] = {"scope": {}, "politeness": {}, "fetch": {}, "dns": {}, "refresh": {}}
-    seeds = _seeds(args)
+    seeds = list(args.urls)
+    if args.seeds_file:  # streamed by the node while it crawls (polecat/node/seed_feed.py), not read here
+        over["scope"]["seeds_file"] = str(args.seeds_file)
     if seeds:
         over["scope"]["seeds"] = [*toml.get("scope", {}).get("seeds", []), *seeds]
     over["data_dir"] = str(data_dir)
@@ -166,7 +157,8 @@ _FLAG_FIELDS = (
 """``(argparse dest, config section, config key)`` of the crawl flags that set one config field."""
 
 _FLAG_OF = {f"{section}.{key}": "--" + dest.replace("_", "-") for dest, section, key in _FLAG_FIELDS}
-_FLAG_OF |= {"data_dir": "--data", "scope.seeds": "URL", "workers": "--workers"}
+_FLAG_OF |= {"data_dir": "--data", "scope.seeds": "URL", "scope.seeds_file": "--seeds-file",
+             "workers": "--workers"}
 _CONTACT = re.compile(r"https?://|@")
 """A user agent names a contact when it carries a URL or an e-mail address."""
 _FIELD_PREFIX = re.compile(r"^([a-z_]+(?:\.[a-z_]+)?)((?:\[\d+\])*): ")
@@ -263,7 +255,8 @@ def cmd_crawl(args: argparse.Namespace) -> int:
     run = build_settings(args)
     cfg = run.config
     data = cfg.data_dir
-    if not cfg.scope.seeds and not (data / "frontier").exists() and not (data / LAYOUT_FILE).exists():
+    seeded = cfg.scope.seeds or cfg.scope.seeds_file is not None
+    if not seeded and not (data / "frontier").exists() and not (data / LAYOUT_FILE).exists():
         raise ConfigError("nothing to crawl: give seed URLs or --seeds-file, or --data of a crawl to resume")
     workers = resolve_workers(cfg)
     _report_changes(run)

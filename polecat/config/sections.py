@@ -49,6 +49,9 @@ class ScopeConfig:
     """What the crawl may enter."""
 
     seeds: tuple[str, ...] = ()
+    seeds_file: Path | None = None
+    """One seed URL a line (``#`` comments), streamed in while the crawl runs (polecat/node/seed_feed.py):
+    any size, the first request goes out after its first batch."""
     mode: Scope = "host"
     allow: tuple[str, ...] = ()
     """Regexes; when any are given a URL must match one of them."""

@@ -82,6 +82,8 @@ def validate(cfg: Config) -> None:
     for pat, rate in p.throttle:
         _check(is_host_pattern(pat), "politeness.throttle", f"bad host pattern {pat!r}")
         _check(rate > 0, "politeness.throttle", f"rate for {pat!r} must be > 0, got {rate}")
+    _check(s.seeds_file is None or s.seeds_file.is_file(), "scope.seeds_file",
+           f"no such file: {s.seeds_file}")
     _check(s.max_pages >= 0, "scope.max_pages", "must be >= 0")
     _check(s.max_depth >= 0, "scope.max_depth", "must be >= 0")
     _check(s.max_url_length >= 32, "scope.max_url_length", "must be >= 32")

@@ -43,6 +43,7 @@ from polecat.node.leases import LeaseLoop
 from polecat.node.member import Member
 from polecat.node.pipeline import Page, PagePipeline
 from polecat.node.run_state import RunCounters, Waker
+from polecat.node.seed_feed import SeedFeed
 from polecat.node.stats import CrawlStats, collect_stats
 from polecat.parse.robots import product_token
 from polecat.store.archive import archive_info
@@ -144,9 +145,13 @@ class Crawler:
                              store=self._store, pipeline=self._pipeline, canon=self._canon,
                              commits=self._commits, waker=waker, counters=self._counters, clock=self._clock,
                              on_lease=self._on_lease, fail=self._fail, failed=lambda: self._fatal is not None)
+        seeds_file = cfg.scope.seeds_file
+        self._feed = None if seeds_file is None else SeedFeed(
+            seeds_file, add_seed=self.add_seed, frontier_free=self._commits.frontier_free.wait,
+            wake=waker.set)
         self._loop = LeaseLoop(cfg, frontier=frontier, db=self._db, commits=self._commits, runner=runner,
                                waker=waker, counters=self._counters, link=self._link, clock=self._clock,
-                               stop=self._stop)
+                               stop=self._stop, feeding=lambda: self._feed is not None and self._feed.running)
         self._member = Member(frontier=frontier, db=self._db, commits=self._commits, loop=self._loop,
                               waker=waker, link=self._link, clock=self._clock,
                               receiving=lambda: self._receiving)
@@ -310,6 +315,11 @@ class Crawler:
         self._started_at = self._clock.wall()
         committer = self._commits.start()
         counters = self._counters
+        feeding = None
+        if self._feed is not None:
+            self._feed.running = True  # before the loop's first look: it must not end idle (feed rule 4)
+            feeding = asyncio.create_task(self._feed.run())
+            feeding.add_done_callback(self._feed_done)
         try:
             await self._loop.run(serve=serve)
             counters.ended = counters.ended or verdict.STOPPED
@@ -318,6 +328,9 @@ class Crawler:
                 counters.freshness = (f.tracked, f.due, f.important, f.within)
         finally:
             self._receiving = False
+            if feeding is not None and not feeding.done():  # stopped (max pages, stop()): stop reading
+                feeding.cancel()
+                await asyncio.gather(feeding, return_exceptions=True)
             self._commits.stop()
             try:
                 await committer
@@ -334,6 +347,11 @@ class Crawler:
             self._fatal_raised = True
             raise PolecatError(f"crawl stopped: {self._fatal}") from self._fatal
         return self.stats()
+
+    def _feed_done(self, task: asyncio.Task[None]) -> None:
+        """The seeds file could not be read to its end (a fault, or a file gone): stop like a fault."""
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            self._fail(exc)
 
     def _fail(self, exc: BaseException) -> None:
         """State can no longer be saved (disk full, map full, I/O error): stop, keep what was committed.
