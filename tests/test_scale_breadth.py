@@ -7,12 +7,11 @@ runs the large ones)."""
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from polecat.testing.breadth import BreadthWeb
+from polecat.testing.breadth import BreadthWeb, polecat_command
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -20,22 +19,15 @@ HOSTS = 600
 NOFILE = 256
 RATE = 20.0
 
-_CHILD = """
-import resource, runpy, sys
-resource.setrlimit(resource.RLIMIT_NOFILE, ({n}, {n}))
-sys.argv = ["polecat", *sys.argv[1:]]
-runpy.run_module("polecat", run_name="__main__")
-"""
-
 
 def test_a_breadth_crawl_under_a_low_descriptor_limit_covers_every_host(tmp_path: Path) -> None:
     with BreadthWeb(HOSTS, min_interval=1 / RATE) as web:
         seeds = tmp_path / "seeds.txt"
         seeds.write_text("\n".join(web.seeds()) + "\n")
         done = subprocess.run(
-            [sys.executable, "-c", _CHILD.format(n=NOFILE), "crawl", "--seeds-file", str(seeds),
-             "--data", str(tmp_path / "data"), "--allow-private", "--dns-server", web.dns.address,
-             "--rate", str(RATE), "--concurrency", "1000"],
+            polecat_command("crawl", "--seeds-file", str(seeds), "--data", str(tmp_path / "data"),
+                            "--allow-private", "--dns-server", web.dns.address, "--rate", str(RATE),
+                            "--concurrency", "1000", nofile=NOFILE),
             capture_output=True, text=True, timeout=150,
         )
         stats = web.stats()

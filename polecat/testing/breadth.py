@@ -20,6 +20,7 @@ answer is written before the server reads the next request.
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -27,11 +28,25 @@ from types import TracebackType
 
 from polecat.testing.dns import LocalDnsServer
 
-__all__ = ["BreadthStats", "BreadthWeb"]
+__all__ = ["BreadthStats", "BreadthWeb", "polecat_command"]
 
 _MAX_HEAD = 8192
 _BIND_ATTEMPTS = 20
 _ROBOTS = b"User-agent: *\nAllow: /\n"
+_UNDER_LIMIT = """
+import resource, runpy, sys
+resource.setrlimit(resource.RLIMIT_NOFILE, ({n}, {n}))
+sys.argv = ["polecat", *sys.argv[1:]]
+runpy.run_module("polecat", run_name="__main__")
+"""
+
+
+def polecat_command(*args: str, nofile: int = 0) -> list[str]:
+    """``python -m polecat ARGS``; with ``nofile``, under that RLIMIT_NOFILE (soft and hard, so the node
+    cannot raise it): a crawl of many hosts must not take every descriptor the server beside it needs."""
+    if not nofile:
+        return [sys.executable, "-m", "polecat", *args]
+    return [sys.executable, "-c", _UNDER_LIMIT.format(n=int(nofile)), *args]
 
 
 @dataclass(frozen=True, slots=True)
