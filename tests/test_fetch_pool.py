@@ -297,11 +297,13 @@ async def test_the_request_a_fetch_sends() -> None:
 
 
 async def test_idle_connections_to_close_before_one_more_opens() -> None:
-    assert idle_to_close(idle=10, in_use=5, max_open=0) == 0  # no cap
-    assert idle_to_close(idle=3, in_use=2, max_open=8) == 0
-    assert idle_to_close(idle=6, in_use=2, max_open=8) == 0  # 6 idle + 2 in use (one about to connect)
-    assert idle_to_close(idle=7, in_use=2, max_open=8) == 1
-    assert idle_to_close(idle=7, in_use=8, max_open=8) == 7
+    assert idle_to_close(idle=10, closing=0, in_use=5, max_open=0) == 0  # no cap
+    assert idle_to_close(idle=3, closing=0, in_use=2, max_open=8) == 0
+    assert idle_to_close(idle=6, closing=0, in_use=2, max_open=8) == 0  # 6 idle + 2 in use (one connecting)
+    assert idle_to_close(idle=7, closing=0, in_use=2, max_open=8) == 1
+    assert idle_to_close(idle=7, closing=0, in_use=8, max_open=8) == 7
+    # closes whose descriptor is not released yet count: two releases needed, three under way
+    assert idle_to_close(idle=1, closing=3, in_use=6, max_open=8) == 2
 
 
 async def test_a_limit_above_the_cap_on_open_connections_is_refused() -> None:
