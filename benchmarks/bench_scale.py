@@ -72,8 +72,10 @@ def breadth(args: argparse.Namespace, work: Path) -> None:
         seeds.write_text("".join(f"{url}\n" for url in web.seeds()))
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         started = time.monotonic()
-        child = subprocess.Popen(_crawl_cmd(seeds, work / "data", web.dns.address, args, args.max_pages),
-                                 env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        out_path, err_path = work / "stdout.txt", work / "stderr.txt"
+        with out_path.open("wb") as out, err_path.open("wb") as err:  # files: a pipe unread would fill
+            child = subprocess.Popen(_crawl_cmd(seeds, work / "data", web.dns.address, args, args.max_pages),
+                                     env=env, stdout=out, stderr=err)
         peak_anon = 0
         samples: list[tuple[float, int, int, int]] = []
         next_sample = started
@@ -90,7 +92,6 @@ def breadth(args: argparse.Namespace, work: Path) -> None:
             time.sleep(0.2)
         child.returncode = os.waitstatus_to_exitcode(status)
         elapsed = time.monotonic() - started
-        stderr = child.stderr.read().decode(errors="replace") if child.stderr else ""
         stats = web.stats()
         queries = sum(web.dns.queries.values())
         types = dict(web.dns.query_types)
@@ -112,8 +113,10 @@ def breadth(args: argparse.Namespace, work: Path) -> None:
         rate = (n - last_n) / (t - last_t) if t > last_t else 0.0
         print(f"{t:5.0f} {n:9d} {rate:6.0f} {fds:4d} {anon / 1024:8.0f}")
         last_t, last_n = t, n
+    print("the crawl's summary:")
+    print(out_path.read_text(errors="replace").strip())
     if code != 0:
-        print("stderr tail:", stderr[-2000:])
+        print("stderr tail:", err_path.read_text(errors="replace")[-2000:])
 
 
 def seeds_only(args: argparse.Namespace, work: Path) -> None:
