@@ -15,7 +15,7 @@ from polecat.testing.breadth import BreadthWeb, polecat_command
 
 pytestmark = pytest.mark.timeout(180)
 
-HOSTS = 600
+HOSTS = 400
 NOFILE = 256
 RATE = 20.0
 
@@ -40,6 +40,6 @@ def test_a_breadth_crawl_under_a_low_descriptor_limit_covers_every_host(tmp_path
     assert "Too many open files" not in done.stderr and "EMFILE" not in done.stderr
     assert stats.complete_hosts == HOSTS, stats
     # robots.txt, the guessed /sitemap.xml (refresh.guess_sitemap), the root, five leaves: nothing twice.
-    # 600 hosts each kept idle for 30 s would need 600 descriptors: the cap on open connections held.
+    # 400 hosts each kept idle for 30 s would need 400 descriptors: the cap on open connections held.
     assert stats.requests == HOSTS * 8
     assert stats.violations == 0
