@@ -59,7 +59,8 @@ def register(sub: Any) -> None:
     """Add ``crawl`` to the ``polecat`` command."""
     p = sub.add_parser("crawl", help="crawl from seed URLs (resumes when --data already holds a crawl)")
     p.add_argument("urls", nargs="*", metavar="URL", help="seed URLs")
-    p.add_argument("--seeds-file", type=Path, help="file with one seed URL per line (# comments)")
+    p.add_argument("--seeds-file", type=Path,
+                   help="file with one seed URL per line (# comments), read while the crawl runs")
     p.add_argument("--data", type=Path, help="state directory (default ./polecat-data)")
     p.add_argument("--config", type=Path, help="TOML config file; flags override it")
     p.add_argument("--max-pages", type=int, help="stop after this many page fetches in this run")
