@@ -12,12 +12,16 @@ Rules (this module owns them):
    :data:`LOW_SPACE` left; the raw error is quoted either way.
 3. Any LMDB error on a write transaction leaves that transaction unusable (LMDB requires an abort), so it
    is a fault too, worded as LMDB words it.
+4. Running out of file descriptors is named as such wherever it happens (:func:`descriptor_shortage`):
+   EMFILE with the process's limit, ENFILE as the system's. A write that fails so is a fault like any
+   other (rule 1); a connect that fails so is a connect error in those words (polecat/fetch/http.py).
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import resource
 from pathlib import Path
 
 import lmdb
@@ -43,8 +47,22 @@ def storage_fault(exc: BaseException, what: str, path: Path | str) -> StorageFau
     return StorageFault(f"{cause}: cannot write {what} {path} ({exc})", path=str(path), cause=cause)
 
 
+def descriptor_shortage(exc: BaseException) -> str | None:
+    """Words for an OSError that ran out of file descriptors (rule 4); None for any other error."""
+    code = exc.errno if isinstance(exc, OSError) else _lmdb_errno(exc)
+    if code == errno.EMFILE:
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        return f"out of file descriptors (EMFILE: this process's limit, RLIMIT_NOFILE {soft}, is reached)"
+    if code == errno.ENFILE:
+        return "out of file descriptors (ENFILE: the system's open-file table is full, fs.file-max)"
+    return None
+
+
 def fault_cause(exc: BaseException, path: Path | str) -> str:
-    """The cause of a failed write in words (rules 1-3)."""
+    """The cause of a failed write in words (rules 1-4)."""
+    shortage = descriptor_shortage(exc)
+    if shortage is not None:
+        return shortage
     if isinstance(exc, lmdb.MapFullError):
         return "LMDB map full (raise frontier.map_size)"
     code = exc.errno if isinstance(exc, OSError) else _lmdb_errno(exc)
@@ -62,7 +80,7 @@ def _lmdb_errno(exc: BaseException) -> int | None:
     if not isinstance(exc, lmdb.Error):
         return None
     text = str(exc)
-    for code in _CAUSES:
+    for code in (*_CAUSES, errno.EMFILE, errno.ENFILE):
         if text.endswith(os.strerror(code)):
             return code
     return None

@@ -10,7 +10,8 @@ import pytest
 
 from polecat.config import DnsConfig
 from polecat.errors import BlockedAddressError, DnsError
-from polecat.fetch.dns import CachingResolver
+from polecat.fetch import dns as dns_module
+from polecat.fetch.dns import CachingResolver, ipv6_usable
 from polecat.testing.dns import LocalDnsServer
 from polecat.testing.fakes import FakeClock
 
@@ -30,7 +31,7 @@ def clock() -> FakeClock:
 def config(dns: LocalDnsServer, **kw: object) -> DnsConfig:
     base: dict[str, object] = {
         "nameservers": (dns.address,), "min_ttl": 60.0, "max_ttl": 600.0, "negative_ttl": 30.0,
-        "timeout": 1.0, "allow_private": True,
+        "timeout": 1.0, "allow_private": True, "ipv6": "on",
     }
     base.update(kw)
     return DnsConfig(**base)  # type: ignore[arg-type]
@@ -210,3 +211,81 @@ async def test_a_hostile_dns_answer_in_every_embedded_form_is_refused(dns: Local
                     await r.lookup("lo-" + name)
         finally:
             await r.close()
+
+
+# --- at scale (issue 39): one A query per name per TTL, AAAA only where IPv6 is usable, bounds ------
+
+
+async def test_one_a_query_per_name_per_ttl_and_no_aaaa_without_ipv6(
+        dns: LocalDnsServer, clock: FakeClock) -> None:
+    names = [f"once{i}.test" for i in range(10)]
+    for name in names:
+        dns.add(name, ["127.0.0.1", "::1"], ttl=120)
+    aaaa_before = dns.query_types["AAAA"]
+    r = CachingResolver(config(dns, ipv6="off"), clock=clock)
+    try:
+        for _ in range(3):
+            got = await asyncio.gather(*(r.lookup(n) for n in names for _ in range(5)))
+            assert set(got) == {(("127.0.0.1", socket.AF_INET),)}
+        assert [dns.queries[n] for n in names] == [1] * 10
+        assert dns.query_types["AAAA"] == aaaa_before
+        assert r.stats().queries == 10
+        clock.advance(121)
+        await r.lookup(names[0])  # re-asked (c-ares' own cache, on the real clock, may answer it)
+        assert r.stats().queries == 11 and r.stats().misses == 11
+    finally:
+        await r.close()
+
+
+async def test_auto_asks_aaaa_exactly_when_this_machine_has_global_ipv6(
+        dns: LocalDnsServer, clock: FakeClock) -> None:
+    dns.add("auto6.test", ["127.0.0.1", "::1"])
+    r = CachingResolver(config(dns, ipv6="auto"), clock=clock)
+    try:
+        await r.lookup("auto6.test")
+        assert dns.queries["auto6.test"] == (2 if ipv6_usable() else 1)
+    finally:
+        await r.close()
+
+
+async def test_the_cache_is_bounded_least_recently_used_first(dns: LocalDnsServer, clock: FakeClock) -> None:
+    names = [f"lru{i}.test" for i in range(4)]
+    for name in names:
+        dns.add(name, ["127.0.0.1"])
+    r = CachingResolver(config(dns, ipv6="off", max_entries=3), clock=clock)
+    try:
+        for name in names[:3]:
+            await r.lookup(name)
+        await r.lookup(names[0])  # a hit: names[0] is now the most recently used
+        await r.lookup(names[3])  # evicts names[1]
+        assert r.stats().entries == 3 and r.stats().evictions == 1
+        for name in (names[0], names[2], names[3]):
+            await r.lookup(name)
+        assert [dns.queries[n] for n in names] == [1, 1, 1, 1] and r.stats().misses == 4
+        await r.lookup(names[1])  # asked again (c-ares' own cache may answer: count our misses)
+        assert r.stats().misses == 5
+    finally:
+        await r.close()
+
+
+async def test_prefetches_in_flight_are_bounded(dns: LocalDnsServer, clock: FakeClock,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(dns_module, "MAX_PREFETCH", 2)
+    names = [f"pre{i}.test" for i in range(5)]
+    for name in names:
+        dns.add(name, ["127.0.0.1"])
+    r = CachingResolver(config(dns, ipv6="off"), clock=clock)
+    try:
+        for name in names:
+            r.prefetch(name)
+        assert r.stats().prefetch_skipped == 3
+        assert await r.lookup(names[0]) == (("127.0.0.1", socket.AF_INET),)
+        for _ in range(200):  # bounded: the second prefetch ends and frees its place
+            if r.stats().entries == 2:
+                break
+            await asyncio.sleep(0.01)
+        r.prefetch(names[4])
+        assert r.stats().prefetch_skipped == 3
+        assert await r.lookup(names[4]) and dns.queries[names[4]] == 1
+    finally:
+        await r.close()

@@ -48,3 +48,14 @@ def test_the_fault_names_cause_path_and_raw_error(tmp_path: Path) -> None:
 
 def test_free_space_is_read_from_the_nearest_existing_directory(tmp_path: Path) -> None:
     assert faults._free_bytes(tmp_path / "not" / "yet" / "there") > 0
+
+
+def test_running_out_of_descriptors_is_named_as_such(tmp_path: Path) -> None:
+    emfile = fault_cause(OSError(errno.EMFILE, os.strerror(errno.EMFILE)), tmp_path)
+    assert emfile.startswith("out of file descriptors (EMFILE") and "RLIMIT_NOFILE" in emfile
+    assert "ENFILE" in fault_cause(OSError(errno.ENFILE, os.strerror(errno.ENFILE)), tmp_path)
+    lmdb_words = lmdb.Error(f"mdb_env_open: {os.strerror(errno.EMFILE)}")
+    assert fault_cause(lmdb_words, tmp_path).startswith("out of file descriptors (EMFILE")
+    snapshot = storage_fault(OSError(errno.EMFILE, "Too many open files"), "seen-set snapshot", tmp_path)
+    assert str(snapshot).startswith("out of file descriptors (EMFILE")
+    assert faults.descriptor_shortage(OSError(errno.ENOSPC, "full")) is None

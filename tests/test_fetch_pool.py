@@ -18,7 +18,7 @@ from polecat.fetch import pool as pool_module
 from polecat.fetch.dns import CachingResolver
 from polecat.fetch.h1 import IncompleteResponse, encode_get
 from polecat.fetch.http import Fetcher
-from polecat.fetch.pool import HIGH_WATER, ConnectionPool, Origin
+from polecat.fetch.pool import HIGH_WATER, ConnectionPool, Origin, idle_to_close
 from polecat.testing.fakes import FakeClock
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(30)]
@@ -85,11 +85,12 @@ def ok(body: bytes = b"ok", delay: float = 0.0, extra: bytes = b"") -> Handler:
     return handler
 
 
-def make_pool(limit: int = 0, per_host: int = 0, clock: Clock = SYSTEM_CLOCK) -> ConnectionPool:
+def make_pool(limit: int = 0, per_host: int = 0, clock: Clock = SYSTEM_CLOCK,
+              max_open: int = 0) -> ConnectionPool:
     resolver = CachingResolver(DnsConfig(allow_private=True))
     return ConnectionPool(resolver, limit=limit, limit_per_host=per_host, connect_timeout=1.0,
                           tls=ssl.create_default_context,  # never called: these servers speak plain HTTP
-                          clock=clock)
+                          clock=clock, max_open=max_open)
 
 
 async def get(pool: ConnectionPool, origin: Origin) -> bytes:
@@ -293,3 +294,64 @@ async def test_the_request_a_fetch_sends() -> None:
     first_line, *fields = server.heads[1].decode().split("\r\n")
     assert first_line == "GET /caf%C3%A9%20x HTTP/1.1"
     assert "Authorization: Basic dXNAZXI6cGE6c3M=" in fields  # base64 of "us@er:pa:ss"
+
+
+async def test_idle_connections_to_close_before_one_more_opens() -> None:
+    assert idle_to_close(idle=10, closing=0, in_use=5, max_open=0) == 0  # no cap
+    assert idle_to_close(idle=3, closing=0, in_use=2, max_open=8) == 0
+    assert idle_to_close(idle=6, closing=0, in_use=2, max_open=8) == 0  # 6 idle + 2 in use (one connecting)
+    assert idle_to_close(idle=7, closing=0, in_use=2, max_open=8) == 1
+    assert idle_to_close(idle=7, closing=0, in_use=8, max_open=8) == 7
+    # closes whose descriptor is not released yet count: two releases needed, three under way
+    assert idle_to_close(idle=1, closing=3, in_use=6, max_open=8) == 2
+
+
+async def test_a_limit_above_the_cap_on_open_connections_is_refused() -> None:
+    with pytest.raises(ValueError, match="max_open"):
+        make_pool(limit=10, max_open=4)
+    with pytest.raises(ValueError, match="max_open"):
+        make_pool(limit=0, max_open=4)  # no limit on connections in use could not stay under the cap
+
+
+async def test_open_connections_stay_under_the_cap_closing_the_least_recently_used_idle_one() -> None:
+    servers = [RawServer(ok()) for _ in range(4)]
+    async with servers[0].running(), servers[1].running(), servers[2].running(), servers[3].running():
+        pool = make_pool(limit=2, max_open=3)
+        for server in servers[:3]:
+            assert await get(pool, server.origin) == b"ok"
+        assert pool.open_connections == 3 and pool.lru_closed == 0
+        assert await get(pool, servers[0].origin) == b"ok"  # reuse: servers[0] is now the newest idle
+        assert await get(pool, servers[3].origin) == b"ok"  # a fourth connection: servers[1]'s goes
+        assert pool.open_connections == 3 and pool.lru_closed == 1
+        for _ in range(100):  # bounded: the server sees its client go
+            if not servers[1].open:
+                break
+            await asyncio.sleep(0.01)
+        assert servers[1].open == 0 and servers[0].open == servers[2].open == servers[3].open == 1
+        assert await get(pool, servers[0].origin) == b"ok"  # still kept, not reopened
+        assert [s.connections for s in servers] == [1, 1, 1, 1]
+        pool.close()
+
+
+async def test_many_hosts_through_a_small_cap_all_complete() -> None:
+    servers = [RawServer(ok(delay=0.01)) for _ in range(8)]
+    async with contextlib.AsyncExitStack() as stack:
+        for server in servers:
+            await stack.enter_async_context(server.running())
+        pool = make_pool(limit=3, max_open=4)
+        most_open = 0
+
+        async def watched(origin: Origin) -> bytes:
+            nonlocal most_open
+            conn, _ = await pool.exchange(origin, encode_get("/", f"127.0.0.1:{origin[2]}", ()))
+            most_open = max(most_open, pool.open_connections)
+            try:
+                return await conn.read()
+            finally:
+                pool.release(conn)
+
+        bodies = await asyncio.gather(*(watched(s.origin) for _ in range(3) for s in servers))
+        assert bodies == [b"ok"] * 24
+        assert 0 < most_open <= 4 and pool.lru_closed > 0
+        assert all(s.connections >= 1 for s in servers)
+        pool.close()

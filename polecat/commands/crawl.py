@@ -60,7 +60,8 @@ def register(sub: Any) -> None:
     """Add ``crawl`` to the ``polecat`` command."""
     p = sub.add_parser("crawl", help="crawl from seed URLs (resumes when --data already holds a crawl)")
     p.add_argument("urls", nargs="*", metavar="URL", help="seed URLs")
-    p.add_argument("--seeds-file", type=Path, help="file with one seed URL per line (# comments)")
+    p.add_argument("--seeds-file", type=Path,
+                   help="file with one seed URL per line (# comments), read while the crawl runs")
     p.add_argument("--data", type=Path, help="state directory (default ./polecat-data)")
     p.add_argument("--config", type=Path, help="TOML config file; flags override it")
     p.add_argument("--max-pages", type=int, help="stop after this many page fetches in this run")
@@ -110,20 +111,6 @@ class RunSettings:
     """The settings this run saves."""
 
 
-def _seeds(args: argparse.Namespace) -> list[str]:
-    seeds = list(args.urls)
-    for seed in seeds:
-        if "://" not in seed and Path(seed).is_file():  # the list of seeds, given as a seed
-            raise ConfigError(f"URL {seed!r} is a file: to crawl the URLs it lists, --seeds-file {seed}")
-    if args.seeds_file:
-        try:
-            lines = args.seeds_file.read_text().splitlines()
-        except OSError as exc:
-            raise ConfigError(f"--seeds-file {args.seeds_file}: {exc.strerror or exc}") from exc
-        seeds += [s.strip() for s in lines if s.strip() and not s.lstrip().startswith("#")]
-    return seeds
-
-
 def build_settings(args: argparse.Namespace) -> RunSettings:
     """Saved settings of the data dir, then the TOML file, then the flags: one validated Config."""
     toml: dict[str, Any] = load_toml(args.config) if args.config else {}
@@ -134,7 +121,12 @@ def build_settings(args: argparse.Namespace) -> RunSettings:
         raise ConfigError(name_flag(f"data_dir: {exc}")) from exc
     base = merge(saved, toml)
     over: dict[str, Any] = {"scope": {}, "politeness": {}, "fetch": {}, "dns": {}, "refresh": {}}
-    seeds = _seeds(args)
+    seeds = list(args.urls)
+    for seed in seeds:
+        if "://" not in seed and Path(seed).is_file():  # the list of seeds, given as a seed
+            raise ConfigError(f"URL {seed!r} is a file: to crawl the URLs it lists, --seeds-file {seed}")
+    if args.seeds_file:  # streamed by the node while it crawls (polecat/node/seed_feed.py), not read here
+        over["scope"]["seeds_file"] = str(args.seeds_file)
     if seeds:
         over["scope"]["seeds"] = [*toml.get("scope", {}).get("seeds", []), *seeds]
     over["data_dir"] = str(data_dir)
@@ -170,7 +162,8 @@ _FLAG_FIELDS = (
 """``(argparse dest, config section, config key)`` of the crawl flags that set one config field."""
 
 _FLAG_OF = {f"{section}.{key}": "--" + dest.replace("_", "-") for dest, section, key in _FLAG_FIELDS}
-_FLAG_OF |= {"data_dir": "--data", "scope.seeds": "URL", "workers": "--workers"}
+_FLAG_OF |= {"data_dir": "--data", "scope.seeds": "URL", "scope.seeds_file": "--seeds-file",
+             "workers": "--workers"}
 _CONTACT = re.compile(r"https?://|@")
 """A user agent names a contact when it carries a URL or an e-mail address."""
 _FIELD_PREFIX = re.compile(r"^([a-z_]+(?:\.[a-z_]+)?)((?:\[\d+\])*): ")
@@ -275,7 +268,8 @@ def cmd_crawl(args: argparse.Namespace) -> int:
     run = build_settings(args)
     cfg = run.config
     data = cfg.data_dir
-    if not cfg.scope.seeds and not (data / "frontier").exists() and not (data / LAYOUT_FILE).exists():
+    seeded = cfg.scope.seeds or cfg.scope.seeds_file is not None
+    if not seeded and not (data / "frontier").exists() and not (data / LAYOUT_FILE).exists():
         raise ConfigError("nothing to crawl: give seed URLs or --seeds-file, or --data of a crawl to resume")
     workers = resolve_workers(cfg)
     _report_changes(run)

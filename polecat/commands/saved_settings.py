@@ -24,8 +24,9 @@ from polecat.errors import ConfigError
 
 FILENAME = "settings.json"
 UNSAVED_TOP = frozenset({"data_dir", "progress"})
-UNSAVED_FIELDS = frozenset({"scope.seeds", "scope.max_pages", "refresh.enabled"})
-"""Seeds live in the frontier; ``max_pages`` bounds one run, and so does ``--refresh`` (a later plain
+UNSAVED_FIELDS = frozenset({"scope.seeds", "scope.seeds_file", "scope.max_pages", "refresh.enabled"})
+"""Seeds live in the frontier (a seeds file is read by the run it is given to);
+``max_pages`` bounds one run, and so does ``--refresh`` (a later plain
 resume must not re-crawl what is due)."""
 
 CONSEQUENCES = {

@@ -42,6 +42,7 @@ DEFAULT_TRACKING_PARAMS: tuple[str, ...] = (
 
 Scope = Literal["host", "domain", "any"]
 NearDuplicates = Literal["delta", "full", "drop"]
+Ipv6Mode = Literal["auto", "on", "off"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -49,6 +50,9 @@ class ScopeConfig:
     """What the crawl may enter."""
 
     seeds: tuple[str, ...] = ()
+    seeds_file: Path | None = None
+    """One seed URL a line (``#`` comments), streamed in while the crawl runs (polecat/node/seed_feed.py):
+    any size, the first request goes out after its first batch."""
     mode: Scope = "host"
     allow: tuple[str, ...] = ()
     """Regexes; when any are given a URL must match one of them."""
@@ -142,6 +146,12 @@ class DnsConfig:
     timeout: float = 5.0
     allow_private: bool = False
     """Allow private, loopback and link-local addresses (tests, intranet crawls)."""
+    ipv6: Ipv6Mode = "auto"
+    """Ask AAAA records too: ``auto`` when this machine has a global IPv6 source address (found once,
+    sending nothing; polecat/fetch/dns.py), ``on`` always (an IPv6 intranet, ``::1`` in tests), ``off``
+    never. On a v4-only machine AAAA answers cannot be used and would double the queries."""
+    max_entries: int = 200_000
+    """Names the cache holds at most; the least recently used goes first."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

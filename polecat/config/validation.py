@@ -85,6 +85,8 @@ def validate(cfg: Config) -> None:
     for pat, rate in p.throttle:
         _check(is_host_pattern(pat), "politeness.throttle", f"bad host pattern {pat!r}")
         _check(rate > 0, "politeness.throttle", f"rate for {pat!r} must be > 0, got {rate}")
+    _check(s.seeds_file is None or s.seeds_file.is_file(), "scope.seeds_file",
+           f"no such file: {s.seeds_file}")
     _check(s.max_pages >= 0, "scope.max_pages", "must be >= 0")
     _check(s.max_depth >= 0, "scope.max_depth", "must be >= 0")
     _check(s.max_url_length >= 32, "scope.max_url_length", "must be >= 32")
@@ -117,6 +119,7 @@ def validate(cfg: Config) -> None:
     _check(0 < d.min_ttl <= d.max_ttl, "dns.min_ttl", "must be > 0 and <= dns.max_ttl")
     _check(d.negative_ttl >= 0, "dns.negative_ttl", "must be >= 0")
     _check(d.timeout > 0, "dns.timeout", "must be > 0")
+    _check(d.max_entries >= 1, "dns.max_entries", "must be >= 1")
     for i, server in enumerate(d.nameservers):
         problem = _nameserver_problem(server)
         _check(problem is None, f"dns.nameservers[{i}]", problem or "")

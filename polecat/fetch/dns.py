@@ -1,11 +1,16 @@
 """A caching DNS resolver for the fetch pool, built on aiodns (c-ares), with the SSRF guard applied.
 
-- A and AAAA are queried together with ``query_dns``, which reports record TTLs. A positive answer is
-  cached for the smallest TTL in it, clamped to ``[cfg.min_ttl, cfg.max_ttl]``.
+- One lookup of a name per TTL: A, and AAAA with it only when IPv6 is usable (``cfg.ipv6``; ``auto``
+  asks :func:`ipv6_usable` once per process), queried together with ``query_dns``, which reports record
+  TTLs. A positive answer is cached for the smallest TTL in it, clamped to ``[cfg.min_ttl, cfg.max_ttl]``.
+- The cache holds at most ``cfg.max_entries`` names; a new one past that evicts the least recently
+  used (a breadth crawl touches each of a million hosts for a minute, then never again).
 - NXDOMAIN, SERVFAIL, REFUSED and "no address records" are cached for ``cfg.negative_ttl``; timeouts and
   unreachable nameservers are not cached (the host's backoff in the frontier handles those).
 - Concurrent lookups of one name share one query. :meth:`CachingResolver.prefetch` starts a lookup
-  without waiting, so a host that is about to become ready finds its name in the cache.
+  without waiting, so a host that is about to become ready finds its name in the cache; at most
+  :data:`MAX_PREFETCH` prefetches are in flight (the rest are skipped and counted: a prefetch is a
+  hint, and an unbounded window is unbounded tasks and memory).
 - Every address passes :func:`polecat.fetch.guard.blocked_reason`; blocked ones are dropped, and a name
   with no address left raises :class:`BlockedAddressError` (cached like any answer). IP literals skip
   DNS but not the guard (:meth:`CachingResolver.check_host`, which the pool calls for them).
@@ -19,7 +24,10 @@ expose the option that turns it off. So a name whose TTL exceeds ``cfg.max_ttl``
 from __future__ import annotations
 
 import asyncio
+import functools
+import ipaddress
 import socket
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import aiodns
@@ -30,7 +38,7 @@ from polecat.config import DnsConfig
 from polecat.errors import BlockedAddressError, DnsError, FetchError
 from polecat.fetch.guard import blocked_reason, is_ip_literal
 
-__all__ = ["CachingResolver", "DnsStats"]
+__all__ = ["MAX_PREFETCH", "CachingResolver", "DnsStats", "ipv6_usable"]
 
 _NEGATIVE = frozenset({
     aiodns.error.ARES_ENOTFOUND,
@@ -39,7 +47,11 @@ _NEGATIVE = frozenset({
     aiodns.error.ARES_EREFUSED,
     aiodns.error.ARES_EBADNAME,
 })
-_SWEEP_EVERY = 4096
+MAX_PREFETCH = 256
+"""Prefetches in flight at most (module docstring)."""
+_ROUTE_PROBE = "2001:db8::1"
+"""A global-scope address (the documentation prefix) whose route :func:`ipv6_usable` asks the kernel
+for; a UDP connect picks a route and a source address and sends nothing."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +67,12 @@ class DnsStats:
     entries: int
     hit_ratio: float
     """hits / all lookups (0.0 before any)."""
+    queries: int = 0
+    """DNS queries sent (A, and AAAA where IPv6 is usable): one or two per miss."""
+    evictions: int = 0
+    """Names dropped to keep the cache within ``dns.max_entries``."""
+    prefetch_skipped: int = 0
+    """Prefetches not started because :data:`MAX_PREFETCH` were in flight."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,19 +87,38 @@ MAX_CONCURRENT_LOOKUPS = 32
 """Names queried at once; the rest wait their turn (with their own timeout starting when they run)."""
 
 
+@functools.cache
+def ipv6_usable() -> bool:
+    """Whether this machine can reach the IPv6 internet: the kernel has a route to a global address and
+    picks a global source address for it. A unique-local source (fc00::/7) does not count: it reaches
+    the internet only through NAT66, and RFC 6724 ranks it below IPv4 for a global destination (glibc's
+    AI_ADDRCONFIG is looser: any address but loopback and link-local). Nothing is sent. Asked once per
+    process (a machine that gains IPv6 while a node runs is picked up at its next start)."""
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_DGRAM) as probe:
+            probe.connect((_ROUTE_PROBE, 9))
+            source = ipaddress.ip_address(probe.getsockname()[0])
+    except OSError:  # no IPv6 stack, or no route ("Network is unreachable")
+        return False
+    return source.is_global
+
+
 class CachingResolver:
     """A TTL-honouring shared DNS cache with the SSRF guard; see the module docstring."""
 
     def __init__(self, cfg: DnsConfig, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self._cfg = cfg
         self._clock = clock
-        self._cache: dict[str, _Entry] = {}
+        ipv6 = cfg.ipv6 == "on" or (cfg.ipv6 == "auto" and ipv6_usable())
+        self._types: tuple[str, ...] = ("A", "AAAA") if ipv6 else ("A",)
+        self._cache: OrderedDict[str, _Entry] = OrderedDict()
+        """Least recently used first."""
         self._inflight: dict[str, asyncio.Future[_Entry]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._slots = asyncio.Semaphore(MAX_CONCURRENT_LOOKUPS)
         self._aiodns: aiodns.DNSResolver | None = None
         self._hits = self._misses = self._coalesced = self._failures = 0
-        self._since_sweep = 0
+        self._queries = self._evictions = self._prefetch_skipped = self._prefetching = 0
 
     async def close(self) -> None:
         for task in self._tasks:
@@ -108,6 +145,7 @@ class CachingResolver:
         entry = self._cache.get(key)
         if entry is not None and entry.expires > self._clock.monotonic():
             self._hits += 1
+            self._cache.move_to_end(key)
         else:
             fut = self._inflight.get(key)
             if fut is None:
@@ -128,8 +166,15 @@ class CachingResolver:
         entry = self._cache.get(key)
         if entry is not None and entry.expires > self._clock.monotonic():
             return
+        if self._prefetching >= MAX_PREFETCH:
+            self._prefetch_skipped += 1
+            return
         self._misses += 1
-        self._start(key)
+        self._prefetching += 1
+        self._start(key).add_done_callback(self._prefetch_done)
+
+    def _prefetch_done(self, _fut: asyncio.Future[_Entry]) -> None:
+        self._prefetching -= 1
 
     def ttl_left(self, host: str) -> float | None:
         """Seconds the cached answer for ``host`` stays valid; None when nothing valid is cached."""
@@ -146,6 +191,9 @@ class CachingResolver:
             failures=self._failures,
             entries=len(self._cache),
             hit_ratio=self._hits / total if total else 0.0,
+            queries=self._queries,
+            evictions=self._evictions,
+            prefetch_skipped=self._prefetch_skipped,
         )
 
     # --- internals ---------------------------------------------------------------------------------
@@ -182,15 +230,15 @@ class CachingResolver:
         fut.set_result(entry)
 
     async def _ask(self, key: str) -> _Entry:
-        """Query A and AAAA; build the entry (expires 0 means: do not cache)."""
+        """Query A (and AAAA where IPv6 is usable); build the entry (expires 0 means: do not cache)."""
         if self._aiodns is None:
             self._aiodns = aiodns.DNSResolver(
                 nameservers=list(self._cfg.nameservers) or None, timeout=self._cfg.timeout, tries=2
             )
         resolver = self._aiodns
-        results = await asyncio.gather(
-            resolver.query_dns(key, "A"), resolver.query_dns(key, "AAAA"), return_exceptions=True
-        )
+        self._queries += len(self._types)
+        results = await asyncio.gather(*(resolver.query_dns(key, t) for t in self._types),
+                                       return_exceptions=True)
         now = self._clock.monotonic()
         addrs: list[tuple[str, int]] = []
         ttl: float | None = None
@@ -225,10 +273,9 @@ class CachingResolver:
         return _Entry((), error, now + self._cfg.negative_ttl if cacheable and self._cfg.negative_ttl else 0)
 
     def _store(self, key: str, entry: _Entry) -> None:
-        self._cache[key] = entry
-        self._since_sweep += 1
-        if self._since_sweep >= _SWEEP_EVERY:
-            self._since_sweep = 0
-            now = self._clock.monotonic()
-            for k in [k for k, e in self._cache.items() if e.expires <= now]:
-                del self._cache[k]
+        cache = self._cache
+        cache[key] = entry
+        cache.move_to_end(key)
+        while len(cache) > self._cfg.max_entries:
+            cache.popitem(last=False)
+            self._evictions += 1

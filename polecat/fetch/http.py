@@ -51,6 +51,7 @@ from polecat.errors import (
     TlsError,
     UnsupportedUrl,
 )
+from polecat.faults import descriptor_shortage
 from polecat.fetch.deadline import Deadline
 from polecat.fetch.decode import make_decoder
 from polecat.fetch.dns import CachingResolver
@@ -166,7 +167,8 @@ def _translate(exc: BaseException, url: str, phase: str) -> FetchError:
         cause = f" ({exc.__cause__})" if exc.__cause__ is not None else ""
         return ConnectError(f"{where}: {exc}{cause}")
     if isinstance(exc, OSError):
-        return ConnectError(f"{where}: {exc or type(exc).__name__}")
+        shortage = descriptor_shortage(exc)  # faults rule 4: named, not a bare "[Errno 24]"
+        return ConnectError(f"{where}: {shortage or exc or type(exc).__name__}")
     if isinstance(exc, ValueError):  # a URL yarl cannot parse, credentials not in Latin-1
         return UnsupportedUrl(f"{url}: {exc}")
     return ProtocolError(f"{where}: {type(exc).__name__}: {exc}")
@@ -254,8 +256,10 @@ class Fetcher:
         *,
         clock: Clock = SYSTEM_CLOCK,
         resolver: CachingResolver | None = None,
+        max_open: int = 0,
     ) -> None:
         self._cfg = cfg
+        self._max_open = max_open
         self._clock = clock
         self._resolver = resolver or CachingResolver(dns, clock=clock)
         self._owns_resolver = resolver is None
@@ -295,7 +299,7 @@ class Fetcher:
         self._loop = asyncio.get_running_loop()
         self._pool = ConnectionPool(
             self._resolver, limit=cfg.concurrency, limit_per_host=cfg.connections_per_host,
-            connect_timeout=cfg.connect_timeout, tls=self._tls, clock=self._clock,
+            connect_timeout=cfg.connect_timeout, tls=self._tls, clock=self._clock, max_open=self._max_open,
         )
         return self
 

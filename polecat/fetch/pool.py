@@ -17,6 +17,14 @@ Rules:
    the resolver applies the SSRF guard (IP literals through ``check_host``).
 5. A body waiting to be read is bounded: past :data:`HIGH_WATER` buffered bytes the connection stops
    reading from the socket until the reader drains it.
+6. Connections open in total (in use + idle + closing) are at most ``max_open`` (0 is no cap; the node
+   derives it from the descriptor limit, polecat/fetch/descriptors.py). Before a new connection is
+   opened past the cap, the idle connections released longest ago are closed (LRU across origins,
+   :func:`idle_to_close`): a breadth crawl touches thousands of hosts a minute, and each keeps its
+   connection idle for :data:`KEEPALIVE` seconds unless something closes it. A closed connection holds
+   its descriptor until the loop has run its ``connection_lost`` (the transport closes the socket a loop
+   iteration later), so it counts until then, and a connect waits for those closes when closing idle
+   ones is not enough. ``limit`` may not exceed ``max_open``, so room always comes.
 """
 
 from __future__ import annotations
@@ -31,7 +39,7 @@ from polecat.clock import SYSTEM_CLOCK, Clock
 from polecat.fetch.guard import is_ip_literal
 from polecat.fetch.h1 import Head, IncompleteResponse, ResponseParser
 
-__all__ = ["HIGH_WATER", "KEEPALIVE", "Connection", "ConnectionPool", "Origin"]
+__all__ = ["HIGH_WATER", "KEEPALIVE", "Connection", "ConnectionPool", "Origin", "idle_to_close"]
 
 KEEPALIVE = 30.0
 """Seconds an idle connection is kept (aiohttp's ``keepalive_timeout`` in the client before)."""
@@ -40,6 +48,16 @@ HIGH_WATER = 256 * 1024
 
 Origin = tuple[str, str, int]
 """(scheme, host, port): what a connection can be reused for."""
+
+
+def idle_to_close(idle: int, closing: int, in_use: int, max_open: int) -> int:
+    """How many descriptors must be released before one more connection opens (rule 6): ``in_use``
+    counts the request about to connect, ``closing`` those closed whose descriptor is not released yet;
+    0 ``max_open`` is no cap. The closes under way count towards it: the pool closes idle connections
+    only for the rest, then waits."""
+    if not max_open:
+        return 0
+    return max(0, idle + closing + in_use - max_open)
 
 
 class AddressSource(Protocol):
@@ -54,8 +72,8 @@ class Connection(asyncio.Protocol):
     """One HTTP/1.1 connection: :meth:`send` a request, then :meth:`head` and :meth:`read` its response."""
 
     __slots__ = (
-        "_chunks", "_error", "_loop", "_paused", "_size", "_waiter", "closed", "idle_since", "origin",
-        "parser", "received", "reused", "transport",
+        "_chunks", "_error", "_loop", "_paused", "_size", "_waiter", "closed", "idle_since", "lost",
+        "on_lost", "origin", "parser", "received", "reused", "transport",
     )
 
     def __init__(self, origin: Origin, loop: asyncio.AbstractEventLoop) -> None:
@@ -70,6 +88,9 @@ class Connection(asyncio.Protocol):
         self._waiter: asyncio.Future[None] | None = None
         self._error: BaseException | None = None
         self.closed = False
+        self.lost = False
+        """connection_lost has run: the socket is closed, its descriptor released."""
+        self.on_lost: Callable[[Connection], None] | None = None
         self.idle_since = 0.0
         self.reused = False
         self.received = 0
@@ -103,7 +124,9 @@ class Connection(asyncio.Protocol):
         return False  # let the transport close; connection_lost ends the response
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.closed = True
+        self.closed = self.lost = True
+        if self.on_lost is not None:
+            self.on_lost(self)
         parser = self.parser
         if parser is not None and not parser.done and self._error is None:
             try:
@@ -208,14 +231,25 @@ class ConnectionPool:
         connect_timeout: float,
         tls: Callable[[], ssl.SSLContext],
         clock: Clock = SYSTEM_CLOCK,
+        max_open: int = 0,
     ) -> None:
+        if max_open and not 0 < limit <= max_open:
+            raise ValueError(f"limit {limit} must be in [1, max_open {max_open}] (rule 6)")
         self._addresses = addresses
+        self._max_open = max_open
         self._limit = limit
         self._limit_per_host = limit_per_host
         self._connect_timeout = connect_timeout
         self._tls = tls
         self._clock = clock
         self._idle: dict[Origin, list[Connection]] = {}
+        self._idle_lru: dict[Connection, None] = {}
+        """Every idle connection, released longest ago first (rule 6)."""
+        self._closing: set[Connection] = set()
+        """Closed by the pool, descriptor not released yet (rule 6)."""
+        self._room: list[asyncio.Future[None]] = []
+        """Connects waiting for a close to finish (rule 6)."""
+        self._lru_closed = 0
         self._in_use = 0
         self._in_use_per: dict[Origin, int] = {}
         self._waiters: deque[tuple[Origin, asyncio.Future[None]]] = deque()
@@ -257,6 +291,7 @@ class ConnectionPool:
             conn.reused = True
             conn.idle_since = self._clock.monotonic()
             self._idle.setdefault(conn.origin, []).append(conn)
+            self._idle_lru[conn] = None
             if self._sweep is None:
                 self._arm_sweep()
         else:
@@ -271,10 +306,32 @@ class ConnectionPool:
             conn.close()
         self._open.clear()
         self._idle.clear()
+        self._idle_lru.clear()
+
+    @property
+    def open_connections(self) -> int:
+        """Connections open now, in use and idle (rule 6 bounds them)."""
+        return len(self._open)
+
+    @property
+    def lru_closed(self) -> int:
+        """Idle connections closed to stay under ``max_open`` (rule 6) since the pool was made."""
+        return self._lru_closed
 
     def _drop(self, conn: Connection) -> None:
+        if conn in self._open:
+            self._open.discard(conn)
+            if not conn.lost:
+                self._closing.add(conn)
         conn.close()
-        self._open.discard(conn)
+
+    def _lost(self, conn: Connection) -> None:
+        """A connection's descriptor is released: a connect waiting for room may go (rule 6)."""
+        self._closing.discard(conn)
+        room, self._room = self._room, []
+        for fut in room:
+            if not fut.done():
+                fut.set_result(None)
 
     # --- rule 1 ------------------------------------------------------------------------------------
 
@@ -324,12 +381,37 @@ class ConnectionPool:
         deadline = self._clock.monotonic() - KEEPALIVE
         while idle:
             conn = idle.pop()
+            del self._idle_lru[conn]
             if not conn.stale(deadline):
                 return conn
             self._drop(conn)
         return None
 
+    async def _make_room(self) -> None:
+        """Close the idle connections released longest ago, and wait for closes under way, until one
+        more fits under ``max_open`` (rule 6)."""
+        while excess := idle_to_close(len(self._idle_lru), len(self._closing), self._in_use, self._max_open):
+            fresh = min(excess - len(self._closing), len(self._idle_lru))
+            if fresh > 0:
+                self._close_idle(fresh)
+                continue
+            fut = asyncio.get_running_loop().create_future()
+            self._room.append(fut)
+            await fut
+
+    def _close_idle(self, count: int) -> None:
+        for _ in range(count):
+            conn = next(iter(self._idle_lru))
+            del self._idle_lru[conn]
+            idle = self._idle[conn.origin]
+            idle.remove(conn)
+            if not idle:
+                del self._idle[conn.origin]
+            self._lru_closed += 1
+            self._drop(conn)
+
     async def _connect(self, origin: Origin) -> Connection:
+        await self._make_room()
         scheme, host, port = origin
         if is_ip_literal(host):
             self._addresses.check_host(host)
@@ -349,6 +431,7 @@ class ConnectionPool:
             except OSError as exc:  # also TimeoutError and ssl.SSLError
                 error = exc
                 continue
+            conn.on_lost = self._lost
             self._open.add(conn)
             return conn
         assert error is not None
@@ -364,6 +447,7 @@ class ConnectionPool:
             kept = []
             for conn in self._idle[origin]:
                 if conn.stale(deadline):
+                    del self._idle_lru[conn]
                     self._drop(conn)
                 else:
                     kept.append(conn)

@@ -15,7 +15,7 @@ import contextlib
 import inspect
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +26,7 @@ from polecat.config import Config
 from polecat.dedup.canon import Canonicalizer
 from polecat.errors import PolecatError
 from polecat.faults import storage_fault
+from polecat.fetch.descriptors import plan_descriptors, raise_nofile_limit
 from polecat.fetch.http import Fetcher, request_headers
 from polecat.fetch.seams import PageFetcher
 from polecat.frontier.frontier import Frontier
@@ -43,6 +44,7 @@ from polecat.node.leases import LeaseLoop
 from polecat.node.member import Member
 from polecat.node.pipeline import Page, PagePipeline
 from polecat.node.run_state import RunCounters, Waker
+from polecat.node.seed_feed import SeedFeed
 from polecat.node.stats import CrawlStats, collect_stats
 from polecat.parse.robots import product_token
 from polecat.store.archive import archive_info
@@ -123,6 +125,13 @@ class Crawler:
     # --- lifecycle -------------------------------------------------------------------------------
 
     async def __aenter__(self) -> Crawler:
+        # Descriptors first (polecat/fetch/descriptors.py): a concurrency the limit cannot hold is
+        # lowered before any part is built with it.
+        budget = plan_descriptors(raise_nofile_limit(), self.config.fetch.concurrency)
+        if (warning := budget.warning()) is not None:
+            log.warning(warning)
+            fetch = replace(self.config.fetch, concurrency=budget.concurrency)
+            self.config = replace(self.config, fetch=fetch)
         cfg = self.config
         local = open_frontier(cfg, self._clock.wall())
         self._db, self._seen, self._robots = local.db, local.seen, local.robots
@@ -150,15 +159,20 @@ class Crawler:
         self._opened_report = Opened(self._db.upgraded, self._db.near_dropped,
                                      rebuilt + self._commits.reindex_past_mark(self._pipeline), left)
         # The fetcher stamps responses on this clock: the pipeline converts them with its offset.
-        self._fetcher: PageFetcher = self._given_fetcher or Fetcher(cfg.fetch, cfg.dns, clock=self._clock)
+        self._fetcher: PageFetcher = self._given_fetcher or Fetcher(
+            cfg.fetch, cfg.dns, clock=self._clock, max_open=budget.connections)
         await self._fetcher.__aenter__()
         runner = LeaseRunner(cfg, frontier=frontier, db=self._db, robots=self._robots, fetcher=self._fetcher,
                              store=self._store, pipeline=self._pipeline, canon=self._canon,
                              commits=self._commits, waker=waker, counters=self._counters, clock=self._clock,
                              on_lease=self._on_lease, fail=self._fail, failed=lambda: self._fatal is not None)
+        seeds_file = cfg.scope.seeds_file
+        self._feed = None if seeds_file is None else SeedFeed(
+            seeds_file, add_seed=self.add_seed, frontier_free=self._commits.frontier_free.wait,
+            wake=waker.set)
         self._loop = LeaseLoop(cfg, frontier=frontier, db=self._db, commits=self._commits, runner=runner,
                                waker=waker, counters=self._counters, link=self._link, clock=self._clock,
-                               stop=self._stop)
+                               stop=self._stop, feeding=lambda: self._feed is not None and self._feed.running)
         self._member = Member(frontier=frontier, db=self._db, commits=self._commits, loop=self._loop,
                               waker=waker, link=self._link, clock=self._clock,
                               receiving=lambda: self._receiving)
@@ -327,6 +341,11 @@ class Crawler:
         self._started_at = self._clock.wall()
         committer = self._commits.start()
         counters = self._counters
+        feeding = None
+        if self._feed is not None:
+            self._feed.running = True  # before the loop's first look: it must not end idle (feed rule 4)
+            feeding = asyncio.create_task(self._feed.run())
+            feeding.add_done_callback(self._feed_done)
         try:
             await self._loop.run(serve=serve)
             counters.ended = counters.ended or verdict.STOPPED
@@ -335,6 +354,9 @@ class Crawler:
                 counters.freshness = (f.tracked, f.due, f.important, f.within)
         finally:
             self._receiving = False
+            if feeding is not None and not feeding.done():  # stopped (max pages, stop()): stop reading
+                feeding.cancel()
+                await asyncio.gather(feeding, return_exceptions=True)
             self._commits.stop()
             try:
                 await committer
@@ -351,6 +373,11 @@ class Crawler:
             self._fatal_raised = True
             raise PolecatError(f"crawl stopped: {self._fatal}") from self._fatal
         return self.stats()
+
+    def _feed_done(self, task: asyncio.Task[None]) -> None:
+        """The seeds file could not be read to its end (a fault, or a file gone): stop like a fault."""
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            self._fail(exc)
 
     def _fail(self, exc: BaseException) -> None:
         """State can no longer be saved (disk full, map full, I/O error): stop, keep what was committed.

@@ -10,7 +10,8 @@ Rules:
    is idle (a crawl with nothing left it may fetch now or later); the reason is
    :func:`polecat.node.verdict.idle_end`'s. A node serving an API (``serve``) or a member of a
    ``--workers`` crawl never ends on idle: it waits for new URLs until stopped, and a member whose page
-   budget is spent keeps receiving hand-offs.
+   budget is spent keeps receiving hand-offs. Nor does a crawl whose seeds file is still being read
+   (``feeding``, polecat/node/seed_feed.py rule 4).
 3. With refresh on, the URLs due are queued again once per run, or every ``refresh.scan_interval`` for a
    serving node (its next scan bounds every sleep).
 4. At the end, requests in flight may finish; once stopped, those still running ``fetch.stop_grace``
@@ -22,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from polecat.clock import Clock
@@ -49,8 +51,9 @@ class LeaseLoop:
 
     def __init__(self, cfg: Config, *, frontier: Frontier, db: FrontierDB, commits: Commits,
                  runner: LeaseRunner, waker: Waker, counters: RunCounters, link: ClusterLink | None,
-                 clock: Clock, stop: asyncio.Event) -> None:
+                 clock: Clock, stop: asyncio.Event, feeding: Callable[[], bool] = lambda: False) -> None:
         self._cfg = cfg
+        self._feeding = feeding
         self._frontier = frontier
         self._db = db
         self._commits = commits
@@ -107,7 +110,7 @@ class LeaseLoop:
                 elif isinstance(decision, Wait):
                     await waker.sleep(alarms, _earliest(decision.until, self._next_scan))
                 elif isinstance(decision, Idle):
-                    if serve or link is not None:
+                    if serve or link is not None or self._feeding():
                         await waker.sleep(alarms, _earliest(None, self._next_scan))
                         continue
                     counters.ended = verdict.idle_end(budget_full=frontier.budget.full,

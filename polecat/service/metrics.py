@@ -114,6 +114,11 @@ class NodeMetrics(Collector):
             dl.add_metric([result], n)
         yield dl
         yield _gauge("polecat_dns_hit_ratio", "DNS cache hits / lookups", s.dns_hit_ratio)
+        yield _counter("polecat_dns_queries", "DNS queries sent (A, and AAAA where IPv6 is usable)",
+                       dns.queries)
+        yield _counter("polecat_dns_evictions", "Names dropped to keep the DNS cache within dns.max_entries",
+                       dns.evictions)
+        yield _gauge("polecat_dns_entries", "Names in the DNS cache", dns.entries)
         yield _counter("polecat_fetched_bytes", "Page body bytes received (as on the wire)", c.bytes_fetched)
         yield _counter("polecat_stored_bytes", "Bytes appended to store segments", s.bytes_stored)
         yield _gauge("polecat_stored_pages", "Distinct bodies in the store", s.pages_stored)

@@ -45,6 +45,7 @@ class _Resolver:
         self._records: dict[str, tuple[list[ipaddress.IPv4Address | ipaddress.IPv6Address], int]] = {}
         self._failures: dict[str, int] = {}
         self.queries: Counter[str] = Counter()
+        self.types: Counter[str] = Counter()
 
     def add(self, name: str, addrs: list[str], ttl: int) -> None:
         parsed = [ipaddress.ip_address(a) for a in addrs]
@@ -71,6 +72,7 @@ class _Resolver:
         name = _norm(qname)
         with self._lock:
             self.queries[name] += 1
+            self.types[QTYPE.get(qtype, str(qtype))] += 1
             failure = self._failures.get(name)
             record = self._records.get(name)
         if failure is not None:
@@ -100,6 +102,11 @@ class LocalDnsServer:
     def queries(self) -> Counter[str]:
         """Queries received per (lowercased) name, every type counted."""
         return self._resolver.queries
+
+    @property
+    def query_types(self) -> Counter[str]:
+        """Queries received per type (``"A"``, ``"AAAA"``...), every name counted."""
+        return self._resolver.types
 
     @property
     def port(self) -> int:

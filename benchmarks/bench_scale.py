@@ -1,0 +1,174 @@
+"""A breadth crawl of many hosts on one node (issue 39): robots.txt and a few pages of each of N hosts.
+
+    python -m benchmarks.bench_scale --hosts 100000 --max-pages 20000
+    python -m benchmarks.bench_scale --seeds-only 1000000   # time to first request with a 1M-line file
+
+The web is :class:`polecat.testing.breadth.BreadthWeb`: host ``h<i>.breadth.test`` resolves through a
+local DNS server to one of 16 loopback addresses, where one raw-asyncio server (a thread of this process)
+answers every host: robots.txt allowing all, ``/`` linking five leaves. A seeds file of the N roots is
+crawled by ``python -m polecat crawl`` (a child process) with ``--max-pages``. Figures:
+
+- time to first request: from the child's start to the first request the server saw;
+- requests/s over time: the server's count, sampled every ``--every`` seconds;
+- CPU ms per request: the child's user+system time (wait4) over the requests the server saw;
+- peak anonymous memory (RssAnon, sampled) and the child's peak RSS (ru_maxrss);
+- open file descriptors over time (``/proc/PID/fd``, sampled);
+- DNS queries per host seen, by type (the DNS server's counts);
+- politeness violations at the server: requests to a host sooner than ``1 / rate - 10 ms`` after the
+  previous one (10 ms of arrival jitter allowed; the crawler's own bound is the full interval).
+
+``--seeds-only N`` writes N seed lines (the first of the one host that answers, the rest of hosts that do
+not resolve) and reports how soon the first request reaches the server, and the seeds admitted per second
+(hosts in ``polecat status`` after a SIGTERM ``--seconds`` after the start, over that time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from polecat.fetch.descriptors import raise_nofile_limit
+from polecat.testing.breadth import BreadthWeb, polecat_command
+
+ROOT = Path(__file__).resolve().parent.parent
+JITTER = 0.010
+
+
+def _status_kb(pid: int, field: str) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def _fds(pid: int) -> int:
+    try:
+        return len(os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return 0
+
+
+def _crawl_cmd(seeds: Path, data: Path, dns: str, args: argparse.Namespace, max_pages: int) -> list[str]:
+    flags = ["crawl", "--seeds-file", str(seeds), "--data", str(data), "--allow-private", "--dns-server", dns,
+             "--rate", str(args.rate), "--max-pages", str(max_pages),
+             "--user-agent", "polecat-bench (+http://127.0.0.1/)"]
+    if args.concurrency:
+        flags += ["--concurrency", str(args.concurrency)]
+    return polecat_command(*flags, nofile=args.nofile)
+
+
+def breadth(args: argparse.Namespace, work: Path) -> None:
+    built = time.monotonic()
+    with BreadthWeb(args.hosts, min_interval=1 / args.rate - JITTER) as web:
+        print(f"web of {args.hosts} hosts ready in {time.monotonic() - built:.1f} s", flush=True)
+        seeds = work / "seeds.txt"
+        seeds.write_text("".join(f"{url}\n" for url in web.seeds()))
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        started = time.monotonic()
+        out_path, err_path = work / "stdout.txt", work / "stderr.txt"
+        with out_path.open("wb") as out, err_path.open("wb") as err:  # files: a pipe unread would fill
+            child = subprocess.Popen(_crawl_cmd(seeds, work / "data", web.dns.address, args, args.max_pages),
+                                     env=env, stdout=out, stderr=err)
+        peak_anon = 0
+        samples: list[tuple[float, int, int, int]] = []
+        next_sample = started
+        while True:
+            pid, status, usage = os.wait4(child.pid, os.WNOHANG)  # not poll(): it reaps without rusage
+            if pid:
+                break
+            now = time.monotonic()
+            anon = _status_kb(child.pid, "RssAnon")
+            peak_anon = max(peak_anon, anon)
+            if now >= next_sample:
+                samples.append((now - started, web.stats().requests, _fds(child.pid), anon))
+                next_sample += args.every
+            time.sleep(0.2)
+        child.returncode = os.waitstatus_to_exitcode(status)
+        elapsed = time.monotonic() - started
+        stats = web.stats()
+        queries = sum(web.dns.queries.values())
+        types = dict(web.dns.query_types)
+    code = child.returncode
+    cpu = usage.ru_utime + usage.ru_stime
+    first = (stats.first_request - started) if stats.first_request is not None else float("nan")
+    print(f"exit {code}; {elapsed:.1f} s; requests {stats.requests} to {stats.hosts_seen} hosts "
+          f"({stats.complete_hosts} complete)")
+    print(f"time to first request {first:.2f} s; requests/s overall {stats.requests / elapsed:.0f}")
+    print(f"CPU {cpu:.1f} s ({usage.ru_utime:.1f} user, {usage.ru_stime:.1f} sys): "
+          f"{1000 * cpu / max(stats.requests, 1):.2f} ms per request")
+    print(f"peak RssAnon {peak_anon / 1024:.0f} MiB; peak RSS (ru_maxrss) {usage.ru_maxrss / 1024:.0f} MiB")
+    print(f"DNS queries {queries} ({types}): {queries / max(stats.hosts_seen, 1):.2f} per host seen")
+    print(f"politeness violations at the server {stats.violations}; most connections open at the server "
+          f"{stats.most_connections}")
+    print("t(s)  requests  req/s  fds  RssAnon(MiB)")
+    last_t, last_n = 0.0, 0
+    for t, n, fds, anon in samples:
+        rate = (n - last_n) / (t - last_t) if t > last_t else 0.0
+        print(f"{t:5.0f} {n:9d} {rate:6.0f} {fds:4d} {anon / 1024:8.0f}")
+        last_t, last_n = t, n
+    print("the crawl's summary:")
+    print(out_path.read_text(errors="replace").strip())
+    if code != 0:
+        print("stderr tail:", err_path.read_text(errors="replace")[-2000:])
+
+
+def seeds_only(args: argparse.Namespace, work: Path) -> None:
+    with BreadthWeb(1, min_interval=1 / args.rate - JITTER) as web:
+        seeds = work / "seeds.txt"
+        port = web.seeds()[0].rsplit(":", 1)[1].rstrip("/")
+        with seeds.open("w") as f:
+            f.write(web.seeds()[0] + "\n")  # the one host that answers, first
+            for i in range(args.seeds_only - 1):
+                f.write(f"http://s{i}.seeds.test:{port}/\n")  # NXDOMAIN: each costs one failed lookup
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        data = work / "data"
+        started = time.monotonic()
+        child = subprocess.Popen(_crawl_cmd(seeds, data, web.dns.address, args, 0), env=env,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = started + args.seconds
+        while child.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        first = web.stats().first_request
+        stopped = time.monotonic()
+        child.terminate()  # SIGTERM: the node commits what it admitted and exits
+        child.wait(120)
+        status = subprocess.run(polecat_command("status", str(data)), env=env, capture_output=True,
+                                text=True, timeout=120)
+    hosts = int(status.stdout.split()[1]) if status.stdout.startswith("hosts ") else 0
+    to_first = (first - started) if first is not None else float("nan")
+    print(f"{args.seeds_only} seed lines: first request after {to_first:.2f} s; {hosts} hosts admitted "
+          f"in the {stopped - started:.1f} s before SIGTERM: {hosts / (stopped - started):.0f} seeds/s "
+          f"(with the crawl running: its leases, failed lookups, commits)")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--hosts", type=int, default=10_000)
+    p.add_argument("--max-pages", type=int, default=20_000)
+    p.add_argument("--rate", type=float, default=1.0, help="requests per second per host")
+    p.add_argument("--concurrency", type=int, default=0, help="--concurrency of the crawl (its default)")
+    p.add_argument("--nofile", type=int, default=4096,
+                   help="the crawl's RLIMIT_NOFILE (the server here needs one descriptor per connection "
+                        "too); 0: the crawl raises its own to the hard limit")
+    p.add_argument("--every", type=float, default=10.0, help="seconds between samples")
+    p.add_argument("--seeds-only", type=int, default=0, metavar="N")
+    p.add_argument("--seconds", type=float, default=30.0, help="--seeds-only: SIGTERM after this long")
+    args = p.parse_args()
+    raise_nofile_limit()  # the server side holds one descriptor per connection the crawl opens
+    work = Path(tempfile.mkdtemp(prefix="bench-scale-"))
+    try:
+        (seeds_only if args.seeds_only else breadth)(args, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

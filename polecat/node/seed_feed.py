@@ -1,0 +1,104 @@
+"""A seeds file streamed into the frontier while the crawl runs.
+
+Rules (this module owns them):
+
+1. The file is read in batches of :data:`BATCH` lines, each admitted through the node's ``add_seed``
+   between leases (the loop runs between batches), so the first request goes out after the first batch,
+   not after the whole file: a file of a million hosts used to be read, validated and admitted whole
+   before anything was fetched.
+2. A line is a seed URL; blank lines and ``#`` comments are skipped. A line longer than
+   :data:`MAX_LINE` bytes, one that is not UTF-8, or one that is not an http(s) URL is skipped, counted
+   and logged (the first :data:`LOGGED` of them): a bad line in a million is not a reason to stop.
+3. A batch waits while the frontier is committing (its write transaction is on the writer thread).
+4. While the feed runs, the crawl does not end idle (polecat/node/leases.py rule 2 asks
+   :attr:`SeedFeed.running`); when it ends it wakes the loop, which then may.
+5. A resume reads the file again from its start: seeds already admitted are SEEN (the seen set
+   decides), so nothing is queued twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from polecat.errors import ConfigError, PolecatError
+
+__all__ = ["BATCH", "LOGGED", "MAX_LINE", "SeedFeed"]
+
+log = logging.getLogger("polecat")
+
+BATCH = 2000
+"""Seeds admitted between two looks at the loop (rule 1): ~40 ms of admission at most."""
+MAX_LINE = 8192
+"""Bytes in a seed line at most (rule 2); a URL longer than ``scope.max_url_length`` is refused later."""
+LOGGED = 10
+"""Skipped lines logged one by one (rule 2); the rest are only counted."""
+_READ = 1 << 20
+
+
+class SeedFeed:
+    """Streams ``path`` into ``add_seed``; see the module docstring."""
+
+    def __init__(self, path: Path, *, add_seed: Callable[[str], object],
+                 frontier_free: Callable[[], Awaitable[object]], wake: Callable[[], None]) -> None:
+        self._path = path
+        self._add_seed = add_seed
+        self._frontier_free = frontier_free
+        self._wake = wake
+        self.running = False
+        """True from :meth:`run`'s start to its end (rule 4)."""
+        self.admitted = 0
+        """Seed lines handed to ``add_seed`` (accepted, seen or refused by the frontier)."""
+        self.skipped = 0
+        """Lines skipped by rule 2."""
+
+    async def run(self) -> None:
+        """Admit every line of the file (rules 1-4). An unreadable file raises ConfigError."""
+        self.running = True
+        try:
+            try:
+                with self._path.open("rb", buffering=_READ) as f:
+                    batch: list[str] = []
+                    while line := f.readline(MAX_LINE + 1):
+                        if len(line) > MAX_LINE and not line.endswith(b"\n"):
+                            while (rest := f.readline(_READ)) and not rest.endswith(b"\n"):
+                                pass  # the rest of an over-long line: read through, bounded per call
+                            shown = line[:80].decode("utf-8", "replace") + "..."
+                            self._skip(shown, f"longer than {MAX_LINE} bytes")
+                            continue
+                        try:
+                            text = line.decode("utf-8").strip()
+                        except UnicodeDecodeError:
+                            self._skip(repr(line[:80]), "not UTF-8")
+                            continue
+                        if text and not text.startswith("#"):
+                            batch.append(text)
+                        if len(batch) >= BATCH:
+                            await self._admit(batch)
+                            batch = []
+                    await self._admit(batch)
+            except OSError as exc:
+                raise ConfigError(f"--seeds-file {self._path}: {exc.strerror or exc}") from exc
+        finally:
+            self.running = False
+            self._wake()
+
+    async def _admit(self, batch: list[str]) -> None:
+        await self._frontier_free()  # rule 3
+        for url in batch:
+            try:
+                self._add_seed(url)
+            except PolecatError as exc:  # not an http(s) URL
+                self._skip(url[:200], str(exc))
+                continue
+            self.admitted += 1
+        await asyncio.sleep(0)  # rule 1: the loop leases between batches
+
+    def _skip(self, line: str, why: str) -> None:
+        self.skipped += 1
+        if self.skipped <= LOGGED:
+            log.warning("seeds file %s: skipped %s: %s", self._path, line, why)
+        elif self.skipped == LOGGED + 1:
+            log.warning("seeds file %s: more lines skipped; counted, not logged", self._path)

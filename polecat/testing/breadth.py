@@ -1,0 +1,237 @@
+"""A breadth web for scale tests and benchmarks: many hosts, each a robots.txt and a root linking a few
+leaves, all on loopback.
+
+Host ``h<i>.breadth.test`` resolves (through its own :class:`~polecat.testing.dns.LocalDnsServer`) to one
+of ``addresses`` loopback addresses ``127.77.x.y``; one raw-asyncio HTTP/1.1 server, on its own thread
+and loop, listens on every one of them at the same port and answers by the Host header::
+
+    with BreadthWeb(hosts=600) as web:
+        seeds_file.write_text("\\n".join(web.seeds()))
+        crawl(nameserver=web.dns.address)
+        assert web.stats().complete_hosts == 600
+
+Politeness is judged at the server as requests arrive, per host, in O(hosts) memory (a full log of a
+million-host crawl would not fit a test's memory): a violation is a request arriving less than
+``min_interval`` after the previous one to its host (the ``interval`` rule of
+:func:`polecat.testing.serverlog.politeness_violations`). Its ``overlap`` rule cannot fire here: every
+answer is written before the server reads the next request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from types import TracebackType
+
+from polecat.testing.dns import LocalDnsServer
+
+__all__ = ["BreadthStats", "BreadthWeb", "polecat_command"]
+
+_MAX_HEAD = 8192
+_BIND_ATTEMPTS = 20
+_ROBOTS = b"User-agent: *\nAllow: /\n"
+_UNDER_LIMIT = """
+import resource, runpy, sys
+resource.setrlimit(resource.RLIMIT_NOFILE, ({n}, {n}))
+sys.argv = ["polecat", *sys.argv[1:]]
+runpy.run_module("polecat", run_name="__main__")
+"""
+
+
+def polecat_command(*args: str, nofile: int = 0) -> list[str]:
+    """``python -m polecat ARGS``; with ``nofile``, under that RLIMIT_NOFILE (soft and hard, so the node
+    cannot raise it): a crawl of many hosts must not take every descriptor the server beside it needs."""
+    if not nofile:
+        return [sys.executable, "-m", "polecat", *args]
+    return [sys.executable, "-c", _UNDER_LIMIT.format(n=int(nofile)), *args]
+
+
+@dataclass(frozen=True, slots=True)
+class BreadthStats:
+    """What the server saw."""
+
+    requests: int
+    hosts_seen: int
+    complete_hosts: int
+    """Hosts whose robots.txt, root and every leaf were requested."""
+    violations: int
+    """Requests that came sooner than ``min_interval`` after the previous one to their host."""
+    first_request: float | None
+    """``time.monotonic()`` of the first request; None before one."""
+    open_connections: int
+    most_connections: int
+
+
+class _Host:
+    __slots__ = ("last_start", "paths")
+
+    def __init__(self) -> None:
+        self.paths: set[bytes] = set()
+        self.last_start = -1.0
+
+
+class BreadthWeb:
+    """``hosts`` hosts of ``leaves`` leaf pages on loopback; see the module docstring."""
+
+    __test__ = False
+
+    def __init__(self, hosts: int, *, addresses: int = 16, leaves: int = 5, min_interval: float = 0.0,
+                 ttl: int = 300) -> None:
+        if not 1 <= addresses <= 250 * 250:
+            raise ValueError("addresses must be in [1, 62500]")
+        self.hosts = hosts
+        self.leaves = leaves
+        self.min_interval = min_interval
+        self.dns = LocalDnsServer()
+        self._ttl = ttl
+        self._addresses = [f"127.77.{k // 250}.{k % 250 + 1}" for k in range(addresses)]
+        self._port = 0
+        self._state: dict[bytes, _Host] = {}
+        self._requests = self._violations = 0
+        self._open = self._most_open = 0
+        self._first: float | None = None
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._stopped: asyncio.Event | None = None
+        self._root = self._page(b"".join(b'<a href="/leaf%d">leaf %d</a>\n' % (n, n) for n in range(leaves)))
+        self._leaf = self._page(b"<p>a leaf</p>")
+
+    @staticmethod
+    def _page(body: bytes) -> bytes:
+        html = b"<html><head><title>t</title></head><body>" + body + b"</body></html>"
+        head = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: %d\r\n\r\n" % len(html)
+        return head + html
+
+    def name(self, i: int) -> str:
+        return f"h{i}.breadth.test"
+
+    def seeds(self) -> list[str]:
+        """One root URL per host."""
+        return [f"http://{self.name(i)}:{self._port}/" for i in range(self.hosts)]
+
+    def stats(self) -> BreadthStats:
+        want = 2 + self.leaves
+        with self._lock:
+            return BreadthStats(
+                requests=self._requests, hosts_seen=len(self._state),
+                complete_hosts=sum(1 for h in self._state.values() if len(h.paths) >= want),
+                violations=self._violations, first_request=self._first,
+                open_connections=self._open, most_connections=self._most_open,
+            )
+
+    # --- serving -----------------------------------------------------------------------------------
+
+    def _answer(self, head: bytes) -> bytes:
+        line, _, rest = head.partition(b"\r\n")
+        parts = line.split(b" ")
+        target = parts[1] if len(parts) == 3 else b""
+        host = b""
+        for header in rest.split(b"\r\n"):
+            key, _, value = header.partition(b":")
+            if key.strip().lower() == b"host":
+                host = value.strip().lower().rsplit(b":", 1)[0]
+        now = time.monotonic()
+        with self._lock:
+            self._requests += 1
+            if self._first is None:
+                self._first = now
+            state = self._state.get(host)
+            if state is None:
+                state = self._state[host] = _Host()
+            if state.last_start >= 0 and now - state.last_start < self.min_interval:
+                self._violations += 1
+            state.last_start = now
+            state.paths.add(target)
+        if target == b"/robots.txt":
+            return b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n%s" % (
+                len(_ROBOTS), _ROBOTS)
+        if target == b"/":
+            return self._root
+        if target.startswith(b"/leaf"):
+            return self._leaf
+        return b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n"
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with self._lock:
+            self._open += 1
+            self._most_open = max(self._most_open, self._open)
+        try:
+            while True:
+                try:
+                    head = await reader.readuntil(b"\r\n\r\n")
+                except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
+                    return
+                writer.write(self._answer(head))
+                await writer.drain()
+        except ConnectionError:
+            return
+        finally:
+            with self._lock:
+                self._open -= 1
+            writer.close()
+
+    async def _main(self, ready: threading.Event, errors: list[BaseException]) -> None:
+        self._stopped = asyncio.Event()
+        servers: list[asyncio.Server] = []
+        try:
+            for _ in range(_BIND_ATTEMPTS):
+                try:
+                    first = await asyncio.start_server(self._serve, self._addresses[0], 0, limit=_MAX_HEAD,
+                                                       backlog=1024)
+                    servers = [first]
+                    port = first.sockets[0].getsockname()[1]
+                    for address in self._addresses[1:]:
+                        servers.append(await asyncio.start_server(self._serve, address, port,
+                                                                  limit=_MAX_HEAD, backlog=1024))
+                except OSError:  # the port is taken on one of the addresses: try another
+                    for server in servers:
+                        server.close()
+                    servers = []
+                    continue
+                self._port = port
+                break
+            else:
+                raise OSError(f"could not bind one port on {len(self._addresses)} loopback addresses")
+        except BaseException as exc:
+            errors.append(exc)
+            ready.set()
+            return
+        ready.set()
+        await self._stopped.wait()
+        for server in servers:
+            server.close()
+
+    def start(self) -> BreadthWeb:
+        """Start the DNS server and the HTTP server (returns once both listen)."""
+        self.dns.start()
+        for i in range(self.hosts):
+            self.dns.add(self.name(i), [self._addresses[i % len(self._addresses)]], ttl=self._ttl)
+        ready = threading.Event()
+        errors: list[BaseException] = []
+        loop = self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=loop.run_until_complete, args=(self._main(ready, errors),),
+                                        daemon=True)
+        self._thread.start()
+        ready.wait(30)
+        if errors:
+            self.stop()
+            raise errors[0]
+        return self
+
+    def stop(self) -> None:
+        loop, thread, stopped = self._loop, self._thread, self._stopped
+        if loop is not None and stopped is not None and thread is not None and thread.is_alive():
+            loop.call_soon_threadsafe(stopped.set)
+            thread.join(10)
+        self.dns.stop()
+
+    def __enter__(self) -> BreadthWeb:
+        return self.start()
+
+    def __exit__(self, et: type[BaseException] | None, e: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
