@@ -197,3 +197,25 @@ def test_a_node_restarted_without_its_disk_inherits_its_own_slices_while_it_want
     (claim,) = o.view_changed(["a", "b"], 0.0)
     assert isinstance(claim, Claim)
     assert claim.restore == (("a", ring.slices_of("a")),)  # b's slice is not wanted: not restored
+
+
+def test_strays_are_queued_slices_this_node_neither_holds_claims_nor_wants() -> None:
+    assert Ownership("a", ttl=10).strays({1, 2}) == frozenset()  # no member list: nobody to ship to
+    o = _owning("a", ["a", "b"])
+    ring = Ring(["a", "b"])
+    mine, theirs = sorted(ring.slices_of("a"))[:2], sorted(ring.slices_of("b"))[:2]
+    assert o.strays([*mine, *theirs]) == frozenset(theirs)
+    (release,) = o.view_changed(["a", "b", "c"], 1.0)[:1]  # a join: some of a's slices move to c
+    assert isinstance(release, Release)
+    moving = sorted(release.slices)[0]
+    assert moving not in o.strays([moving])  # held until its hand-over ends: that hand-over ships it
+
+
+def test_hand_overs_go_to_ring_owners_that_stay_and_never_to_leaving_members() -> None:
+    o = _owning("a", ["a", "b", "c"])
+    o.view_changed(["b", "c"], 1.0)  # a leaves: every slice goes to b or c
+    ring = Ring(["b", "c"])
+    everything = range(SLICES)
+    assert o.heirs(everything, leaving=()) == {m: ring.slices_of(m) for m in ("b", "c")}
+    assert o.heirs(everything, leaving=["b"]) == {"c": ring.slices_of("c")}  # b's share stays here
+    assert o.heirs(everything, leaving=["b", "c"]) == {}  # everyone stops: a keeps its data

@@ -92,7 +92,11 @@ def test_round_trip_loses_nothing_fetches_nothing_twice(tmp_path: Path) -> None:
     assert len(before) == a.frontier.queued == 24 * 5 - 30
     ring = Ring(["a", "b"])
     moving = ring.slices_of("b")
+    assert a.frontier.unowned_queued() == {}  # every slice is owned until set_owned
     a.frontier.set_owned(ring.slices_of("a"), now)
+    strays = a.frontier.unowned_queued()
+    assert set(strays) <= moving and sum(strays.values()) == sum(
+        slice_of(canon(u).split("/")[2]) in moving for u in before) > 0
     assert a.frontier.in_flight_in(moving) == 0
     bundle = SliceBundle.read(io.BytesIO(a.frontier.export_slices(moving, now).to_bytes()))
     b = Rig(tmp_path / "b", cfg=CFG)
@@ -105,7 +109,7 @@ def test_round_trip_loses_nothing_fetches_nothing_twice(tmp_path: Path) -> None:
     assert a.raw.release_slices(moving) == [DeleteSlices(moving)]  # a decision: nothing deleted yet
     assert held(a, moving) > 0
     a.frontier.release_slices(moving)
-    assert held(a, moving) == 0
+    assert held(a, moving) == 0 and a.frontier.unowned_queued() == {}
     assert queued_urls(a) == before - moved and queued_urls(b) == moved
     assert a.frontier.queued + b.frontier.queued == len(before)
     # The restart-spacing rule: no adopted host is asked before one interval after adoption.

@@ -1,9 +1,12 @@
 """The etcd ``Membership`` backend: the thin I/O around :class:`~polecat.cluster.ownership.Ownership`.
 
 Rules:
-1. Keys: ``/<cluster>/members/<id>`` -> JSON ``{"address": ...}`` and ``/<cluster>/owner/<slice>`` ->
-   the owner's id, both under the node's lease (TTL ``ttl``, renewed every ``ttl / 3``). A node joins by
-   registering, leaves by revoking its lease, and is gone for everyone when the lease expires.
+1. Keys: ``/<cluster>/members/<id>`` -> JSON ``{"address": ..., "lease": ..., "leaving": ...}`` and
+   ``/<cluster>/owner/<slice>`` -> the owner's id, both under the node's lease (TTL ``ttl``, renewed
+   every ``ttl / 3``). A node joins by registering, leaves by flagging itself ``leaving`` (ownership
+   rule 8), handing its slices over and revoking its lease, and is gone for everyone when the lease
+   expires. ``lease`` is the member's fencing token; a record without it (written before it existed)
+   reads as lease 0, and ``leaving`` absent as False.
 2. The member list is read once, then followed with a watch on the prefix; every renewal also re-reads
    it, so a watch that broke silently (etcd restarted) costs at most ``ttl / 3`` of staleness.
 3. Every decision (what to claim, what to release, when to fence) is the state machine's; this module
@@ -88,11 +91,13 @@ def parse_members(cluster: str, kvs: dict[str, bytes]) -> tuple[Member, ...]:
     out = []
     for key, raw in kvs.items():
         try:
-            address = json.loads(raw)["address"]
-        except (ValueError, KeyError, TypeError):
+            record = json.loads(raw)
+            member = Member(key[len(prefix) :], str(record["address"]), leaving=record.get("leaving") is True,
+                            lease=int(record.get("lease", 0)))
+        except (ValueError, KeyError, TypeError, AttributeError):
             log.warning("skipping malformed member record %s", key)
             continue
-        out.append(Member(key[len(prefix) :], str(address)))
+        out.append(member)
     return view(out)
 
 
@@ -149,8 +154,17 @@ class EtcdMembership:
         for coro in (self._renew_loop(), self._watch_loop(), self._act_loop()):
             self._tasks.append(asyncio.create_task(coro))
 
+    def leaving(self) -> frozenset[str]:
+        """The members flagged leaving in the current list (ownership rule 8)."""
+        return frozenset(m.id for m in self._members if m.leaving)
+
     async def close(self) -> None:
-        """Leave: release every held slice (``on_release`` first), revoke the lease, end ``changes()``."""
+        """Leave: flag this member leaving, release every held slice (``on_release`` first), revoke the
+        lease, end ``changes()``."""
+        if self._lease is not None:
+            with contextlib.suppress(Exception):  # etcd unreachable: peers just do not know it is leaving
+                async with asyncio.timeout(self._ttl / 3):
+                    await self._put_record(leaving=True)
         held = self.ownership.held
         self.ownership.view_changed([m.id for m in self._members if m.id != self._me.id],
                                     self._clock.monotonic())
@@ -174,7 +188,11 @@ class EtcdMembership:
     async def _register(self) -> None:
         self._lease = await self._client.grant(self._ttl)
         self._queue(self.ownership.lease_granted(self._clock.monotonic()))
-        body = json.dumps({"address": self._me.address}).encode()
+        await self._put_record(leaving=False)
+
+    async def _put_record(self, *, leaving: bool) -> None:
+        assert self._lease is not None
+        body = json.dumps({"address": self._me.address, "lease": self._lease, "leaving": leaving}).encode()
         await self._client.put(members_prefix(self._cluster) + self._me.id, body, self._lease)
 
     async def _renew_loop(self) -> None:

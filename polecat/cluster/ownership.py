@@ -25,6 +25,14 @@ these rules:
    A slice stays inherited until a claim of it is won (a failed restore fails the claim; it is retried).
    A node restarted without its data dir inherits from itself the slices of its own last checkpoint
    that no other node owns (:meth:`Ownership.inherit`).
+7. **Strays:** URLs queued here in a slice that this node neither holds, claims nor wants (it adopted
+   the slice from a peer that was leaving, or kept it when every peer was leaving) are handed to the
+   slice's Ring owner by a periodic reconciliation (:meth:`Ownership.strays`), so no node keeps URLs
+   it will never fetch. Adoption merges, so a stray shipped twice duplicates nothing.
+8. **Leaving members receive nothing:** a hand-over gives each slice to its Ring owner, unless that
+   owner is this node or a member that flagged itself leaving in etcd; such slices stay here (their
+   data stays on this node's disk until the next change or reconciliation moves it). So when every
+   node stops at once, each keeps its own slices, and a restart under the same Ring finds them local.
 """
 
 from __future__ import annotations
@@ -143,6 +151,24 @@ class Ownership:
         done = set(slices)
         self._held -= done
         self._releasing -= done
+
+    def strays(self, queued: Iterable[int]) -> frozenset[int]:
+        """Of the slices with URLs queued here, those to ship to their Ring owner (rule 7)."""
+        if self._ring is None:
+            return frozenset()  # no member list yet: nobody to ship to
+        return frozenset(queued) - self._wanted - self._held - self._claiming
+
+    def heirs(self, slices: Iterable[int], leaving: Iterable[str]) -> dict[str, frozenset[int]]:
+        """Who receives ``slices`` handed over: Ring owner -> slices, leaving out the slices whose owner
+        is this node or a leaving member (rule 8: those stay here)."""
+        if self._ring is None:
+            return {}
+        keep = {self.self_id, *leaving}
+        out: dict[str, set[int]] = {}
+        for s in slices:
+            if (owner := self._ring.owner(s)) not in keep:
+                out.setdefault(owner, set()).add(s)
+        return {m: frozenset(ss) for m, ss in sorted(out.items())}
 
     def tick(self, now: float) -> list[Action]:
         """Time passes: retry lost claims (rule 3)."""

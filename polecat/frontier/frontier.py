@@ -107,6 +107,7 @@ class Frontier:
         self.is_blocked = controls.is_blocked
         self.set_owned = handover.set_owned
         self.in_flight_in = handover.in_flight_in
+        self.unowned_queued = handover.unowned_queued
         self.export_slices = handover.export_slices
         self.snapshot = handover.snapshot
         self.adopt = handover.adopt

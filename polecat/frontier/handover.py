@@ -73,6 +73,18 @@ class SliceHandover:
         ids = check_slices(slices)
         return sum(1 for host in self._table.leases if slice_of(host) in ids)
 
+    def unowned_queued(self) -> Counter[int]:
+        """URLs queued here in slices this frontier does not lease (:meth:`set_owned`), by slice: the
+        strays the cluster ships to their owners. A pass over the host records in memory, which the
+        cluster makes every few seconds (cheap next to the fetches of as many hosts)."""
+        fenced = self._table.fenced
+        out: Counter[int] = Counter()
+        if fenced:
+            for host, st in self._hosts.items():
+                if st.queued > 0 and (s := slice_of(host)) in fenced:
+                    out[s] += st.queued
+        return out
+
     def adopt(self, bundle: SliceBundle, now: float) -> Decided[AdoptReport]:
         """Take over the slices of ``bundle``, merged with what is here. Each adopted host waits one full
         interval from ``now`` (the exporter's last request may have just started); a queued URL this

@@ -25,6 +25,12 @@ Rules:
    sender keeps it (outbox rule 3) until that member's manifest reaches the round, read from the object
    store every :data:`RELEASE_EVERY` seconds at most, and re-routes it to the heirs if the member is
    gone before.
+7. A node that is leaving answers every hand-over to it with 409 and hands nothing to members flagged
+   leaving (ownership rule 8); a sender answered 409 keeps those slices. Every :data:`RECONCILE_EVERY`
+   seconds, and at once after a member list change, an unfenced node that is not leaving hands the
+   URLs it holds in slices it does not own to their Ring owners (ownership rule 7), the same way as a
+   hand-over: after a whole cluster stopped and started again, nothing stays stranded. Hand-overs run
+   one at a time.
 """
 
 from __future__ import annotations
@@ -32,7 +38,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import defaultdict
 from io import BytesIO
 from typing import TYPE_CHECKING
 
@@ -73,6 +78,8 @@ MAX_BUNDLE_BYTES = 256 * 1024 * 1024
 """The largest slice bundle a node accepts in one request."""
 RELEASE_EVERY = 2.0
 """Most seconds between two reads of a peer's checkpoint round while batches are held for it."""
+RECONCILE_EVERY = 2.0
+"""Seconds between two looks for URLs held in slices this node does not own (rule 7)."""
 INTERNAL_PATHS = frozenset({PATH, ADOPT_PATH})
 """Routes authenticated by the cluster signature instead of the operator's bearer token."""
 
@@ -108,6 +115,13 @@ class ClusterNode:
         self._tasks: list[asyncio.Task[None]] = []
         self._session: aiohttp.ClientSession | None = None
         self.slices_handed_over = self.slices_adopted = 0
+        self._leaving = False
+        """Set when ``leave()`` begins: hand-overs to this node are refused from then on (rule 7)."""
+        self._reconcile = asyncio.Event()
+        """Set on every member list change: look for strays at once (a peer that came back wants its
+        slices before it fetches their seeds again), not only every :data:`RECONCILE_EVERY` seconds."""
+        self._handing = asyncio.Lock()
+        """Held by the hand-over that runs (rule 7: one at a time)."""
 
     async def join(self) -> ClusterLink:
         """Register in etcd and read the member list; returns the link to open the crawler with."""
@@ -128,7 +142,7 @@ class ClusterNode:
         self.sync_owned()
         self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=HANDOVER_TIMEOUT))
         self._tasks += [asyncio.create_task(self.handoff.run()), asyncio.create_task(self._views()),
-                        asyncio.create_task(self._sync_loop())]
+                        asyncio.create_task(self._sync_loop()), asyncio.create_task(self._reconcile_loop())]
         if self.failover is not None:
             self.failover.attach(crawler.member)
             self._tasks += [asyncio.create_task(self.failover.run(self._shipped)),
@@ -146,6 +160,7 @@ class ClusterNode:
     async def leave(self) -> None:
         """Checkpoint, hand every slice over and revoke the lease (graceful stop; the crawler still
         runs)."""
+        self._leaving = True
         if self.failover is not None and self._crawler is not None and (now := self._shipped()) is not None:
             await self.failover.ship(*now)
         await self.membership.close()
@@ -187,11 +202,15 @@ class ClusterNode:
         self.handoff.set_addresses({m.id: m.address for m in members if m.id != self.me.id})
         self.sync_owned()
         self._reroute()
+        self._reconcile.set()
 
     def _reroute(self) -> None:
         """URLs waiting in the outbox for members that left go to their new owners (rule 2). Known gap:
         a crash between the outbox and the frontier commit of one checkpoint loses the re-routed URLs
         that became this node's own."""
+        if self._crawler is None:
+            return  # joining: the crawler is not open yet (after a restart the outbox may hold URLs for
+            # peers not back yet); the sync loop re-routes once it is
         present = {m.id for m in self.membership.members()}
         moved = 0
         for peer in self.outbox.peers() - present:
@@ -231,6 +250,26 @@ class ClusterNode:
                         log.info("re-routed %d URLs %s had accepted but not checkpointed before it left",
                                  moved, peer)
 
+    async def _reconcile_loop(self) -> None:
+        """Ship the URLs held in slices this node does not own to their owners (rule 7)."""
+        while True:
+            with contextlib.suppress(TimeoutError):  # not wait_for: it can swallow a cancel (etcd.py)
+                async with asyncio.timeout(RECONCILE_EVERY):
+                    await self._reconcile.wait()
+            self._reconcile.clear()
+            await asyncio.sleep(SYNC_EVERY)  # the claims a change starts go first (strays() skips them)
+            crawler = self._crawler
+            own = self.membership.ownership
+            if crawler is None or self._leaving or own.fenced(self._clock.monotonic()):
+                continue
+            strays = own.strays(crawler.frontier.unowned_queued())
+            if strays:
+                log.info("reconciling: %d slices with URLs queued here belong to other nodes", len(strays))
+                try:
+                    await self._hand_over(strays)
+                except (PolecatError, TimeoutError) as exc:  # kept here: the next look tries again
+                    log.warning("reconciling %d stray slices failed: %s", len(strays), exc)
+
     async def _sync_loop(self) -> None:
         beat = 0
         while True:
@@ -267,6 +306,8 @@ class ClusterNode:
             return web.Response(status=401, text="bundle signature is missing or does not verify")
         if self._crawler is None:
             return web.Response(status=503, text="not started")
+        if self._leaving:
+            return web.Response(status=409, text="leaving: hand these slices to a member that stays")
         try:
             bundle = SliceBundle.read(BytesIO(body))
         except (BundleError, ValueError) as exc:
@@ -282,23 +323,25 @@ class ClusterNode:
     # -- handing over (rule 3) ----------------------------------------------------------------------
 
     async def _hand_over(self, slices: frozenset[int]) -> None:
+        async with self._handing:
+            await self._hand_over_now(slices)
+
+    async def _hand_over_now(self, slices: frozenset[int]) -> None:
         crawler = self._crawler
-        ring = self.membership.ownership.ring
-        if crawler is None or ring is None:
-            return  # nothing opened yet, or nobody to hand to: the slices stay here
+        if crawler is None:
+            return  # nothing opened yet: the slices stay here
         self.sync_owned()
         frontier = crawler.frontier
         started = self._clock.monotonic()
         async with asyncio.timeout(HANDOVER_TIMEOUT):
             while frontier.in_flight_in(slices):  # noqa: ASYNC110 - the frontier has no event for this
                 await asyncio.sleep(0.05)
-            by_owner: dict[str, set[int]] = defaultdict(set)
-            for s in slices:
-                by_owner[ring.owner(s)].add(s)
+            heirs = self.membership.ownership.heirs(slices, self.membership.leaving())
             addresses = {m.id: m.address for m in self.membership.members()}
-            for owner, group in sorted(by_owner.items()):
-                if owner == self.me.id or owner not in addresses:
-                    continue  # still ours after all, or its owner is gone: kept for the next change
+            sent_total = 0
+            for owner, group in heirs.items():
+                if owner not in addresses:
+                    continue  # its owner is gone: kept for the next change
                 sent: set[int] = set()
                 chunks = bundle_chunks(frontier, group, self._clock.wall(), max_bytes=self._chunk_bytes)
                 for chunk, body in chunks:
@@ -307,10 +350,13 @@ class ClusterNode:
                     crawler.member.release_slices(chunk)  # adopted and committed there
                     sent |= chunk
                 self.slices_handed_over += len(sent)
+                sent_total += len(sent)
                 if sent and self.failover is not None:  # one manifest write per new owner
                     await self.failover.handed_out(frozenset(sent))
             await crawler.commit()
-        log.info("handed %d slices over in %.3f s", len(slices), self._clock.monotonic() - started)
+        kept = len(slices) - sent_total
+        log.info("handed %d slices over in %.3f s%s", sent_total, self._clock.monotonic() - started,
+                 f" ({kept} kept here: no heir that stays)" if kept else "")
 
     async def _send_bundle(self, owner: str, address: str, body: bytes) -> bool:
         """POST one chunk to ``owner`` until it is adopted (True), or until ``owner`` is no longer
@@ -323,6 +369,9 @@ class ClusterNode:
                                               headers={SIGNATURE_HEADER: self._sign(body).hex()}) as resp:
                     if resp.status == 200:
                         return True
+                    if resp.status == 409:  # it is leaving too (rule 7)
+                        log.info("%s is leaving: the slices meant for it stay here", owner)
+                        return False
                     if resp.status in (400, 401):
                         raise PolecatError(f"{address} refused a slice bundle: HTTP {resp.status}")
             with contextlib.suppress(Exception):  # etcd unreachable: keep trying the peer
@@ -330,5 +379,7 @@ class ClusterNode:
                     log.warning("%s left during a hand-over to it: its slices stay here", owner)
                     return False
             await asyncio.sleep(delay)
-            delay = min(2.0, delay * 2)
+            # Capped low: a peer that just came back wants its strays before it fetches their seeds
+            # again (rule 7), and it answers as soon as its crawler is open.
+            delay = min(0.5, delay * 2)
 
