@@ -4,6 +4,8 @@ mid-crawl and another leaves gracefully; every page is fetched, politely, and no
 from __future__ import annotations
 
 import asyncio
+import io
+import logging
 import os
 import re
 import socket
@@ -16,9 +18,11 @@ from typing import Any
 import aiohttp
 import pytest
 
+from polecat.cluster.auth import hmac_signer
 from polecat.config import config_from_mapping
 from polecat.errors import ConfigError
-from polecat.processes.machine import ClusterNode
+from polecat.frontier.bundle import BundleWriter, Fence, SliceBundle
+from polecat.processes.machine import ADOPT_PATH, SIGNATURE_HEADER, ClusterNode
 from polecat.processes.service_runner import NodeService
 from polecat.testing.etcd import EtcdServer
 from polecat.testing.serverlog import politeness_violations
@@ -28,6 +32,7 @@ from tests.crawl_helpers import crawl_config, page_requests
 from tests.service_helpers import start_node, wait_for
 
 SECRET = "a shared secret of the test cluster"
+UNFENCED = Path(__file__).parent / "fixtures" / "bundle_unfenced.pcsb"
 
 
 def _port(host: str) -> int:
@@ -151,6 +156,50 @@ async def test_a_hand_over_to_a_member_that_left_gives_up_instead_of_retrying_fo
         assert await asyncio.wait_for(node._send_bundle("gone", nobody, b"a chunk"), 10) is False
     finally:
         await node.close()
+
+
+async def test_a_bundle_from_a_lease_that_is_gone_is_refused_and_one_from_before_tokens_adopted(
+        test_web: TestWebFactory, etcd_server: EtcdServer, tmp_path: Path,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Ownership rule 9 at the receiver: a bundle whose sender is not registered under its lease (it
+    froze, its lease expired) is refused with 410, a WARNING and a count; a current one is adopted, and
+    so is one written before bundles carried tokens (tests/fixtures/bundle_unfenced.pcsb)."""
+    web = test_web(SiteSpec(hosts=2, pages_per_host=2, seed=32))
+    svc, task = await _start(web, etcd_server, tmp_path, 0, 10.0, seeds=False)
+    sign = hmac_signer(SECRET)
+    try:
+        node = svc.cluster
+        assert node is not None and node.membership.fence is not None
+        mine = node.membership.fence
+        old = SliceBundle.read(io.BytesIO(UNFENCED.read_bytes()))
+        assert old.fence is None and old.ids == {2730, 3166} and old.records_count > 0
+
+        def fenced(token: Fence | None) -> bytes:
+            out = BundleWriter(old.ids, old.tables, created=old.created, fence=token)
+            for table, key, value in old.records():
+                out.add(table, key, value)
+            return out.finish().to_bytes()
+
+        url = f"http://{svc.config.node.listen}{ADOPT_PATH}"
+        async with aiohttp.ClientSession() as http:
+            async def post(body: bytes) -> tuple[int, str]:
+                async with http.post(url, data=body, headers={SIGNATURE_HEADER: sign(body).hex()}) as r:
+                    return r.status, await r.text()
+
+            with caplog.at_level(logging.WARNING, logger="polecat.processes.machine"):
+                expired = Fence("n0", mine.lease + 1, mine.revision - 1)  # n0's lease before a re-register
+                assert (await post(fenced(expired)))[0] == 410
+                ghost = Fence("n9", 7, 1)  # a member whose lease expired: not registered at all
+                status, text = await post(fenced(ghost))
+                assert status == 410 and "n9 is not registered" in text
+            refused = [r for r in caplog.records if "refused a stale bundle" in r.getMessage()]
+            assert len(refused) == 2 and all(r.levelno == logging.WARNING for r in refused)
+            assert (await post(fenced(mine)))[0] == 200
+            assert (await post(UNFENCED.read_bytes()))[0] == 200  # a bundle written before tokens
+        assert (node.bundles_refused, node.bundles_adopted) == (2, 2)
+    finally:
+        svc.stop()
+        assert await asyncio.wait_for(task, 60) == 0
 
 
 async def _cluster_status(etcd: EtcdServer) -> str:

@@ -5,8 +5,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from polecat.cluster.ownership import Claim, Ownership, Release
+from polecat.cluster.ownership import Claim, Ownership, Release, stale
 from polecat.cluster.ring import Ring
+from polecat.frontier.bundle import Fence
 from polecat.frontier.slices import SLICES
 
 
@@ -219,3 +220,28 @@ def test_hand_overs_go_to_ring_owners_that_stay_and_never_to_leaving_members() -
     assert o.heirs(everything, leaving=()) == {m: ring.slices_of(m) for m in ("b", "c")}
     assert o.heirs(everything, leaving=["b"]) == {"c": ring.slices_of("c")}  # b's share stays here
     assert o.heirs(everything, leaving=["b", "c"]) == {}  # everyone stops: a keeps its data
+
+
+def test_decisions_of_a_lease_that_is_gone_are_void_and_a_fenced_node_decides_no_release() -> None:
+    """The frozen node of issue 32: a member list change reaches it after its lease expired."""
+    o = _owning("a", ["a", "b"], ttl=4)
+    assert o.view_changed(["a", "b", "c"], 10.0) == []  # fenced (last renewal at 0): no release yet
+    o2 = _owning("a", ["a", "b"], ttl=4)
+    (release,) = o2.view_changed(["a", "b", "c"], 1.0)[:1]
+    assert isinstance(release, Release) and o2.current(release)
+    o2.lease_lost()  # etcd says the lease is gone before the hand-over ran
+    assert not o2.current(release)
+    (claim,) = o2.lease_granted(12.0)
+    assert isinstance(claim, Claim) and o2.current(claim) and not o2.current(release)
+    # Unfenced again, a release held back while fenced follows at once.
+    (late,) = [a for a in o.renewed(10.0) if isinstance(a, Release)]
+    assert late.slices == Ring(["a", "b"]).slices_of("a") - Ring(["a", "b", "c"]).slices_of("a")
+
+
+def test_a_bundle_is_stale_unless_its_sender_is_registered_under_its_lease() -> None:
+    token = Fence("b", lease=0x2A, revision=9)
+    assert stale(token, registered_lease=0x2A, newest=9) is None
+    assert stale(token, registered_lease=0, newest=0) is None  # a record from before leases: no proof
+    assert "not registered" in (stale(token, None, 0) or "")
+    assert "registered under lease 2b" in (stale(token, 0x2B, 0) or "")
+    assert "older registration" in (stale(token, 0x2A, 10) or "")

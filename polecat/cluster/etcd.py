@@ -31,6 +31,7 @@ from typing import Protocol
 from polecat.clock import SYSTEM_CLOCK, Clock
 from polecat.cluster.membership import Member, view
 from polecat.cluster.ownership import Action, Claim, Ownership, Release
+from polecat.frontier.bundle import Fence
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +59,9 @@ class EtcdClient(Protocol):
 
     async def revoke(self, lease: int) -> None: ...
 
-    async def put(self, key: str, value: bytes, lease: int) -> None: ...
+    async def put(self, key: str, value: bytes, lease: int) -> int:
+        """Write ``key`` under ``lease``; the store revision of the write."""
+        ...
 
     async def get_prefix(self, prefix: str) -> tuple[dict[str, bytes], int]:
         """Keys under ``prefix`` and the store revision they were read at."""
@@ -122,6 +125,8 @@ class EtcdMembership:
         self._on_restore = on_restore
         self.ownership = Ownership(me.id, ttl=ttl)
         self._lease: int | None = None
+        self.fence: Fence | None = None
+        """This registration's fencing token (ownership rule 9); None while not registered."""
         self._members: tuple[Member, ...] = ()
         self._views: list[asyncio.Queue[tuple[Member, ...] | None]] = []
         self._tasks: list[asyncio.Task[None]] = []
@@ -179,7 +184,7 @@ class EtcdMembership:
             if self._lease is not None:
                 async with asyncio.timeout(self._ttl / 3):
                     await self._client.revoke(self._lease)
-        self._lease = None
+        self._lease = self.fence = None
         for queue in self._views:
             queue.put_nowait(None)
 
@@ -193,7 +198,9 @@ class EtcdMembership:
     async def _put_record(self, *, leaving: bool) -> None:
         assert self._lease is not None
         body = json.dumps({"address": self._me.address, "lease": self._lease, "leaving": leaving}).encode()
-        await self._client.put(members_prefix(self._cluster) + self._me.id, body, self._lease)
+        revision = await self._client.put(members_prefix(self._cluster) + self._me.id, body, self._lease)
+        if not leaving:  # a registration: its token (flagging leaving keeps the registration's)
+            self.fence = Fence(self._me.id, self._lease, revision)
 
     async def _renew_loop(self) -> None:
         while True:
@@ -207,7 +214,8 @@ class EtcdMembership:
                 async with asyncio.timeout(self._ttl / 3):
                     alive = await self._client.keepalive(self._lease)
                 if not alive:
-                    log.warning("etcd lease expired: re-registering")
+                    log.warning("etcd lease expired: discarding what was decided under it, re-registering")
+                    self.fence = None
                     self.ownership.lease_lost()
                     async with asyncio.timeout(self._ttl / 3):
                         await self._register()
@@ -226,10 +234,11 @@ class EtcdMembership:
         prefix = len(owner_key(self._cluster, 0)) - 4
         return frozenset(int(k[prefix:]) for k, v in taken.items() if v != me)
 
-    async def registered(self) -> frozenset[str]:
-        """The member ids registered in etcd now (a read only: the list this node follows is unchanged)."""
+    async def registered(self) -> dict[str, Member]:
+        """The members registered in etcd now, by id (a read only: the list this node follows is
+        unchanged)."""
         kvs, _ = await self._client.get_prefix(members_prefix(self._cluster))
-        return frozenset(m.id for m in parse_members(self._cluster, kvs))
+        return {m.id: m for m in parse_members(self._cluster, kvs)}
 
     async def resync(self) -> int:
         """Read the member list now (returns the etcd revision it was read at)."""
@@ -264,6 +273,10 @@ class EtcdMembership:
                     action = await self._work.get()
             except TimeoutError:
                 self._queue(self.ownership.tick(self._clock.monotonic()))
+                continue
+            if not self.ownership.current(action):  # ownership rule 9
+                log.warning("discarding a %s of %d slices decided under a lease that is gone",
+                            type(action).__name__.lower(), len(action.slices))
                 continue
             try:
                 if isinstance(action, Claim):

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 
 from polecat.dedup.seen import SeenSet
 from polecat.errors import FrontierError
-from polecat.frontier.bundle import BundleError, SliceBundle
+from polecat.frontier.bundle import BundleError, Fence, SliceBundle
 from polecat.frontier.handover_ranges import CommittedSnapshot, export_ranges
 from polecat.frontier.host_table import HostTable
 from polecat.frontier.intake import Intake
@@ -56,12 +56,13 @@ class SliceHandover:
             else:
                 table.wake(host, st, max(st.next_allowed, now))
 
-    def export_slices(self, slices: Iterable[int], now: float) -> SliceBundle:
+    def export_slices(self, slices: Iterable[int], now: float, fence: Fence | None = None) -> SliceBundle:
         """Everything this frontier holds about ``slices`` (queues, host records, robots answers, URL
         records, seen entries, operator controls) as a :class:`SliceBundle` stamped ``now``: a snapshot of
         the open transaction. URLs leased there stay queued, so a slice that moves for good is exported after
-        its leases complete (:meth:`in_flight_in`)."""
-        return export_ranges(self._db, check_slices(slices), created=now, hosts=self._table.unsaved())
+        its leases complete (:meth:`in_flight_in`). ``fence``: the sender's token, carried in the header."""
+        return export_ranges(self._db, check_slices(slices), created=now, hosts=self._table.unsaved(),
+                             fence=fence)
 
     def snapshot(self) -> CommittedSnapshot:
         """The last commit, held in a read transaction of its own until closed: exports from it see

@@ -31,6 +31,11 @@ Rules:
    URLs it holds in slices it does not own to their Ring owners (ownership rule 7), the same way as a
    hand-over: after a whole cluster stopped and started again, nothing stays stranded. Hand-overs run
    one at a time.
+8. Fencing (ownership rule 9): every bundle carries the sender's token; a hand-over stops before its
+   next chunk once the token it began under is no longer this node's (its lease was lost) or the node
+   is fenced. A receiver refuses a stale bundle with 410 and a WARNING naming why, and counts it; the
+   sender abandons that hand-over (the decision was void). A bundle without a token (from a node of an
+   older release) is adopted as before.
 """
 
 from __future__ import annotations
@@ -57,11 +62,12 @@ from polecat.cluster.handoff import Handoff
 from polecat.cluster.link import ClusterLink
 from polecat.cluster.membership import Member
 from polecat.cluster.outbox import Outbox
+from polecat.cluster.ownership import stale
 from polecat.cluster.receiver import HandoffReceiver
 from polecat.cluster.transport import _STATUS, PATH, ROUND_HEADER, HttpTransport
 from polecat.config import Config
 from polecat.errors import PolecatError
-from polecat.frontier.bundle import BundleError, SliceBundle
+from polecat.frontier.bundle import BundleError, Fence, SliceBundle
 
 if TYPE_CHECKING:
     from polecat.node.crawler import Crawler
@@ -115,6 +121,10 @@ class ClusterNode:
         self._tasks: list[asyncio.Task[None]] = []
         self._session: aiohttp.ClientSession | None = None
         self.slices_handed_over = self.slices_adopted = 0
+        self.bundles_sent = self.bundles_adopted = self.bundles_refused = 0
+        """Hand-over bundles adopted by their receiver, adopted here, refused here as stale (rule 8)."""
+        self._newest: dict[str, int] = {}
+        """Sender -> the highest token revision of a bundle adopted from it (rule 8)."""
         self._leaving = False
         """Set when ``leave()`` begins: hand-overs to this node are refused from then on (rule 7)."""
         self._reconcile = asyncio.Event()
@@ -312,13 +322,35 @@ class ClusterNode:
             bundle = SliceBundle.read(BytesIO(body))
         except (BundleError, ValueError) as exc:
             return web.Response(status=400, text=str(exc))
+        if (fence := bundle.fence) is not None:
+            try:
+                why = await self._stale(fence)
+            except Exception as exc:  # etcd unreachable: it cannot be proved current; the sender retries
+                return web.Response(status=503, text=f"cannot check the fencing token: {exc}")
+            if why is not None:
+                self.bundles_refused += 1
+                log.warning("refused a stale bundle of %d slices: %s", len(bundle.ids), why)
+                return web.Response(status=410, text=f"stale fencing token: {why}")
+            self._newest[fence.node] = max(self._newest.get(fence.node, 0), fence.revision)
         report = self._crawler.member.adopt(bundle, self._clock.wall())
         await self._crawler.commit()
         if self.failover is not None:
             await self.failover.handed_in(body, bundle.ids)
         self.slices_adopted += len(bundle.ids)
+        self.bundles_adopted += 1
         log.info("adopted %d slices from %s: %s", len(bundle.ids), request.remote, report)
         return web.Response(text="adopted")
+
+    async def _stale(self, fence: Fence) -> str | None:
+        """Why a bundle carrying ``fence`` is stale (rule 8), from the member list, or from etcd read
+        now when the list names another lease (it may be older than the sender's registration); raises
+        if etcd cannot be read."""
+        known = {m.id: m.lease for m in self.membership.members()}
+        lease = known.get(fence.node)
+        if lease != fence.lease:
+            fresh = await self.membership.registered()
+            lease = fresh[fence.node].lease if fence.node in fresh else None
+        return stale(fence, lease, self._newest.get(fence.node, 0))
 
     # -- handing over (rule 3) ----------------------------------------------------------------------
 
@@ -328,26 +360,32 @@ class ClusterNode:
 
     async def _hand_over_now(self, slices: frozenset[int]) -> None:
         crawler = self._crawler
-        if crawler is None:
-            return  # nothing opened yet: the slices stay here
+        token = self.membership.fence
+        if crawler is None or token is None:
+            return  # nothing opened yet, or not registered: the slices stay here
         self.sync_owned()
         frontier = crawler.frontier
         started = self._clock.monotonic()
         async with asyncio.timeout(HANDOVER_TIMEOUT):
             while frontier.in_flight_in(slices):  # noqa: ASYNC110 - the frontier has no event for this
                 await asyncio.sleep(0.05)
-            heirs = self.membership.ownership.heirs(slices, self.membership.leaving())
+            own = self.membership.ownership
+            heirs = own.heirs(slices, self.membership.leaving())
             addresses = {m.id: m.address for m in self.membership.members()}
             sent_total = 0
             for owner, group in heirs.items():
                 if owner not in addresses:
                     continue  # its owner is gone: kept for the next change
                 sent: set[int] = set()
-                chunks = bundle_chunks(frontier, group, self._clock.wall(), max_bytes=self._chunk_bytes)
+                chunks = bundle_chunks(frontier, group, self._clock.wall(), max_bytes=self._chunk_bytes,
+                                       fence=token)
                 for chunk, body in chunks:
+                    if self.membership.fence != token or own.fenced(self._clock.monotonic()):
+                        raise PolecatError("the lease this hand-over began under is gone: abandoned")
                     if not await self._send_bundle(owner, addresses[owner], body):
                         break  # its new owner left meanwhile: the rest stays here for the next change
                     crawler.member.release_slices(chunk)  # adopted and committed there
+                    self.bundles_sent += 1
                     sent |= chunk
                 self.slices_handed_over += len(sent)
                 sent_total += len(sent)
@@ -372,6 +410,8 @@ class ClusterNode:
                     if resp.status == 409:  # it is leaving too (rule 7)
                         log.info("%s is leaving: the slices meant for it stay here", owner)
                         return False
+                    if resp.status == 410:  # this node's token is stale: the hand-over is void
+                        raise PolecatError(f"{owner} refused a slice bundle: {await resp.text()}")
                     if resp.status in (400, 401):
                         raise PolecatError(f"{address} refused a slice bundle: HTTP {resp.status}")
             with contextlib.suppress(Exception):  # etcd unreachable: keep trying the peer
