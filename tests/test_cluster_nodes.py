@@ -19,6 +19,7 @@ import aiohttp
 import pytest
 
 from polecat.cluster.auth import hmac_signer
+from polecat.commands.cluster import _warnings
 from polecat.config import config_from_mapping
 from polecat.errors import ConfigError
 from polecat.frontier.bundle import BundleWriter, Fence, SliceBundle
@@ -73,7 +74,8 @@ async def test_nodes_join_and_leave_mid_crawl_fetching_everything_once_and_polit
         await wait_for(lambda: set(page_requests(web)) >= truth, 120, "every page fetched")
         out = await _cluster_status(etcd_server)
         assert "3 members, 4096/4096 slices owned" in out, out
-        lines = {line.split()[0]: line.split() for line in out.splitlines()[1:-1]}
+        table = [line for line in out.splitlines()[1:] if not line.startswith("warning:")][:-1]
+        lines = {line.split()[0]: line.split() for line in table}
         assert set(lines) == {"n0", "n2", "n3"}
         assert all(cols[3].isdigit() for cols in lines.values()), out  # every node answered with its queue
     finally:
@@ -170,6 +172,7 @@ async def test_a_bundle_from_a_lease_that_is_gone_is_refused_and_one_from_before
     try:
         node = svc.cluster
         assert node is not None and node.membership.fence is not None
+        await wait_for(lambda: node.stats().slices_owned == 4096, 30, "n0 to own every slice")
         mine = node.membership.fence
         old = SliceBundle.read(io.BytesIO(UNFENCED.read_bytes()))
         assert old.fence is None and old.ids == {2730, 3166} and old.records_count > 0
@@ -196,7 +199,15 @@ async def test_a_bundle_from_a_lease_that_is_gone_is_refused_and_one_from_before
             assert len(refused) == 2 and all(r.levelno == logging.WARNING for r in refused)
             assert (await post(fenced(mine)))[0] == 200
             assert (await post(UNFENCED.read_bytes()))[0] == 200  # a bundle written before tokens
+            async with http.get(f"http://{svc.config.node.listen}/metrics",
+                                headers={"Authorization": "Bearer operator-token"}) as resp:
+                scrape = await resp.text()
         assert (node.bundles_refused, node.bundles_adopted) == (2, 2)
+        for line in ('polecat_cluster_bundles_total{outcome="refused"} 2.0',
+                     'polecat_cluster_bundles_total{outcome="adopted"} 2.0', "polecat_cluster_fenced 0.0",
+                     'polecat_cluster_slices{state="owned"} 4096.0', "polecat_cluster_stray_urls 0.0"):
+            assert line in scrape.splitlines(), scrape
+        assert "polecat_cluster_lease_age_seconds " in scrape
     finally:
         svc.stop()
         assert await asyncio.wait_for(task, 60) == 0
@@ -214,6 +225,14 @@ async def _cluster_status(etcd: EtcdServer) -> str:
             break
         await asyncio.sleep(0.2)
     return out
+
+
+def test_cluster_status_warns_of_stray_and_stranded_queues() -> None:
+    clean = {"stray_urls": 0, "stray_slices": 0}
+    assert _warnings("n0", 1365, 40, clean) == [] and _warnings("n0", 0, 0, clean) == []
+    assert _warnings("n1", 0, 670, clean) == ["n1 has 670 URLs queued and owns no slice: they are stranded"]
+    (stray,) = _warnings("n2", 1365, 900, {"stray_urls": 320, "stray_slices": 4})
+    assert stray.startswith("n2 holds 320 URLs in 4 slices it does not own")
 
 
 def test_cluster_settings_are_validated_naming_the_field(tmp_path: Path) -> None:

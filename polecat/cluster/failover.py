@@ -104,6 +104,8 @@ class Failover:
         """Slice -> (member, manifest version) it was last restored from (rule 6)."""
         self._handed: set[int] = set()
         self.rounds = self.failures = self.uploaded = self.bytes_shipped = 0
+        self.last_round_at: float | None = None
+        """``clock.monotonic()`` when the last round shipped (None: none yet in this run)."""
         self.restores: list[Restored] = []
 
     async def open(self) -> None:
@@ -185,6 +187,7 @@ class Failover:
                 snapshot.close()
             self.manifest = report.manifest
             self.rounds += 1
+            self.last_round_at = self._clock.monotonic()
             self.uploaded += report.uploaded
             self.bytes_shipped += report.bytes
         log.debug("slice checkpoint round %d: %d slices, %d objects uploaded (%d bytes)", round_,

@@ -196,6 +196,10 @@ class Ownership:
         """True when this node must not lease any URL (rule 5)."""
         return self._renewed_at is None or now - self._renewed_at >= self.ttl / 2
 
+    def lease_age(self, now: float) -> float | None:
+        """Seconds since the last renewal (None: no lease)."""
+        return None if self._renewed_at is None else now - self._renewed_at
+
     def leasable(self, now: float) -> frozenset[int]:
         """The slices this node may lease URLs from at ``now`` (rule 5)."""
         if self.fenced(now):

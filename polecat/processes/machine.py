@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from io import BytesIO
 from typing import TYPE_CHECKING
@@ -64,6 +65,7 @@ from polecat.cluster.membership import Member
 from polecat.cluster.outbox import Outbox
 from polecat.cluster.ownership import stale
 from polecat.cluster.receiver import HandoffReceiver
+from polecat.cluster.stats import ClusterStats
 from polecat.cluster.transport import _STATUS, PATH, ROUND_HEADER, HttpTransport
 from polecat.config import Config
 from polecat.errors import PolecatError
@@ -86,6 +88,7 @@ RELEASE_EVERY = 2.0
 """Most seconds between two reads of a peer's checkpoint round while batches are held for it."""
 RECONCILE_EVERY = 2.0
 """Seconds between two looks for URLs held in slices this node does not own (rule 7)."""
+STATUS_PATH = "/admin/cluster/status"
 INTERNAL_PATHS = frozenset({PATH, ADOPT_PATH})
 """Routes authenticated by the cluster signature instead of the operator's bearer token."""
 
@@ -159,9 +162,27 @@ class ClusterNode:
                             asyncio.create_task(self._release_loop(self.failover))]
 
     def routes(self, app: web.Application) -> None:
-        """Mount ``POST /handoff`` (batches) and ``POST /internal/adopt`` (slice bundles)."""
+        """Mount ``POST /handoff`` (batches), ``POST /internal/adopt`` (slice bundles) and
+        ``GET /admin/cluster/status`` (:meth:`stats` as JSON, for ``polecat cluster status``)."""
         app.router.add_post(PATH, self._handle_batch)
         app.router.add_post(ADOPT_PATH, self._handle_adopt)
+        app.router.add_get(STATUS_PATH, self._handle_status)
+
+    def stats(self) -> ClusterStats:
+        """This node's cluster figures now (``/metrics``)."""
+        own = self.membership.ownership
+        now = self._clock.monotonic()
+        queued = self._crawler.frontier.unowned_queued() if self._crawler is not None else {}
+        # The frontier's owned set follows the membership's within SYNC_EVERY: strays by the latter.
+        strays = {s: queued[s] for s in own.strays(queued)}
+        fo = self.failover
+        return ClusterStats(
+            fenced=own.fenced(now), lease_age=own.lease_age(now), slices_owned=len(own.leasable(now)),
+            slices_wanted=len(own.wanted), bundles_sent=self.bundles_sent,
+            bundles_adopted=self.bundles_adopted, bundles_refused=self.bundles_refused,
+            stray_urls=sum(strays.values()), stray_slices=len(strays),
+            checkpoint_rounds=fo.rounds if fo else 0, checkpoint_failures=fo.failures if fo else 0,
+            checkpoint_age=now - fo.last_round_at if fo and fo.last_round_at is not None else None)
 
     def sync_owned(self) -> None:
         if self._crawler is not None:
@@ -308,6 +329,9 @@ class ClusterNode:
         if reply.status == "ok" and self.failover is not None:  # committed now: that round will hold it
             headers = {ROUND_HEADER: str(self.failover.covering_round())}
         return web.Response(status=_STATUS[reply.status], text=reply.detail, headers=headers)
+
+    async def _handle_status(self, request: web.Request) -> web.Response:
+        return web.json_response(dataclasses.asdict(self.stats()))
 
     async def _handle_adopt(self, request: web.Request) -> web.Response:
         body = await request.read()
