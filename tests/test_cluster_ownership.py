@@ -245,3 +245,12 @@ def test_a_bundle_is_stale_unless_its_sender_is_registered_under_its_lease() -> 
     assert "not registered" in (stale(token, None, 0) or "")
     assert "registered under lease 2b" in (stale(token, 0x2B, 0) or "")
     assert "older registration" in (stale(token, 0x2A, 10) or "")
+
+
+def test_may_lease_answers_for_one_slice_what_leasable_answers_for_all() -> None:
+    o = _owning("a", ["a", "b"], ttl=4)
+    o.view_changed(["a", "b", "c"], 1.0)  # some slices are being released
+    for now in (1.0, 3.0):  # then fenced: the last renewal was at 0
+        leasable = o.leasable(now)
+        assert [s for s in range(SLICES) if o.may_lease(s, now)] == sorted(leasable)
+    assert o.leasable(1.0) and not o.leasable(3.0)

@@ -196,6 +196,11 @@ class Ownership:
         """True when this node must not lease any URL (rule 5)."""
         return self._renewed_at is None or now - self._renewed_at >= self.ttl / 2
 
+    def may_lease(self, slice_id: int, now: float) -> bool:
+        """Whether ``slice_id`` is in :meth:`leasable` at ``now`` (one slice: no set built)."""
+        return (not self.fenced(now) and slice_id in self._held and slice_id in self._wanted
+                and slice_id not in self._releasing)
+
     def lease_age(self, now: float) -> float | None:
         """Seconds since the last renewal (None: no lease)."""
         return None if self._renewed_at is None else now - self._renewed_at

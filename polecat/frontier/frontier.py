@@ -84,6 +84,7 @@ class Frontier:
         self.count_trap = intake.count_trap
         self.lease = leasing.lease
         self.bind_ip = leasing.bind_ip
+        self.withdraw = leasing.withdraw
         self.complete = leasing.complete
         self.next_due = table.next_due
         self.url_record = table.url_record

@@ -133,7 +133,8 @@ class Crawler:
         runner = LeaseRunner(cfg, frontier=frontier, db=self._db, robots=self._robots, fetcher=self._fetcher,
                              store=self._store, pipeline=self._pipeline, canon=self._canon,
                              commits=self._commits, waker=waker, counters=self._counters, clock=self._clock,
-                             on_lease=self._on_lease, fail=self._fail, failed=lambda: self._fatal is not None)
+                             on_lease=self._on_lease, fail=self._fail, failed=lambda: self._fatal is not None,
+                             may_send=self._link.may_send if self._link is not None else None)
         self._loop = LeaseLoop(cfg, frontier=frontier, db=self._db, commits=self._commits, runner=runner,
                                waker=waker, counters=self._counters, link=self._link, clock=self._clock,
                                stop=self._stop)

@@ -70,6 +70,7 @@ from polecat.cluster.transport import _STATUS, PATH, ROUND_HEADER, HttpTransport
 from polecat.config import Config
 from polecat.errors import PolecatError
 from polecat.frontier.bundle import BundleError, Fence, SliceBundle
+from polecat.frontier.slices import slice_of
 
 if TYPE_CHECKING:
     from polecat.node.crawler import Crawler
@@ -146,6 +147,7 @@ class ClusterNode:
         await self.membership.start()
         await self.membership.resync()
         self.link = ClusterLink(self.membership, self.handoff, self.receiver, max_backlog=self._max_backlog)
+        self.link.may_send = self._may_send
         self._follow(self.membership.members())
         return self.link
 
@@ -183,6 +185,11 @@ class ClusterNode:
             stray_urls=sum(strays.values()), stray_slices=len(strays),
             checkpoint_rounds=fo.rounds if fo else 0, checkpoint_failures=fo.failures if fo else 0,
             checkpoint_age=now - fo.last_round_at if fo and fo.last_round_at is not None else None)
+
+    def _may_send(self, host: str) -> bool:
+        """Ownership rule 5 at send time (lease_runner rule 6): the frontier's owned set lags by up to
+        :data:`SYNC_EVERY`, and a woken process runs its fetch tasks before its sync loop."""
+        return self.membership.ownership.may_lease(slice_of(host), self._clock.monotonic())
 
     def sync_owned(self) -> None:
         if self._crawler is not None:
