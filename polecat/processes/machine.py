@@ -112,7 +112,8 @@ class ClusterNode:
         self.handoff = Handoff(self.me.id, self.outbox, self.transport, {}, sign=self._sign, clock=clock)
         self.failover = Failover(CheckpointStore.open(cc.checkpoints, cc.checkpoint_options, cc.name),
                                  self.me.id, cc.checkpoint_interval,
-                                 settled=self.handoff.settled, clock=clock) if cc.checkpoints else None
+                                 settled=self.handoff.settled, token=self._token,
+                                 clock=clock) if cc.checkpoints else None
         self.membership = EtcdMembership(AetcdClient(cc.etcd), cc.name, self.me, ttl=cc.lease_ttl,
                                          clock=clock, on_release=self._hand_over,
                                          on_restore=self.failover.restore if self.failover else None)
@@ -185,6 +186,11 @@ class ClusterNode:
             stray_urls=sum(strays.values()), stray_slices=len(strays),
             checkpoint_rounds=fo.rounds if fo else 0, checkpoint_failures=fo.failures if fo else 0,
             checkpoint_age=now - fo.last_round_at if fo and fo.last_round_at is not None else None)
+
+    def _token(self) -> Fence | None:
+        """This node's fencing token while it is not fenced (a checkpoint round is written under one)."""
+        own = self.membership.ownership
+        return None if own.fenced(self._clock.monotonic()) else self.membership.fence
 
     def _may_send(self, host: str) -> bool:
         """Ownership rule 5 at send time (lease_runner rule 6): the frontier's owned set lags by up to
