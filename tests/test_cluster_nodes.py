@@ -213,6 +213,33 @@ async def test_a_bundle_from_a_lease_that_is_gone_is_refused_and_one_from_before
         assert await asyncio.wait_for(task, 60) == 0
 
 
+async def test_urls_held_for_a_slice_another_node_owns_are_shipped_to_it(
+        test_web: TestWebFactory, etcd_server: EtcdServer, tmp_path: Path) -> None:
+    """Ownership rule 7: n0 adopts a bundle of two slices, one of them n1's under the Ring of both (as a
+    node does that a peer handed its slices to before a whole-cluster stop); within a reconciliation
+    period n0 ships that slice to n1 and holds no stray URL any more."""
+    web = test_web(SiteSpec(hosts=2, pages_per_host=2, seed=32))
+    nodes = [await _start(web, etcd_server, tmp_path, k, 10.0, seeds=False) for k in range(2)]
+    try:
+        n0, n1 = (svc.cluster for svc, _ in nodes)
+        assert n0 is not None and n1 is not None
+        await wait_for(lambda: n0.stats().slices_owned + n1.stats().slices_owned == 4096, 30,
+                       "the two nodes to own every slice")
+        sent, adopted, moved = n0.bundles_sent, n1.bundles_adopted, n1.slices_adopted  # the join's
+        body = UNFENCED.read_bytes()  # slices 2730 (n1's) and 3166 (n0's), 4 URLs queued in each
+        async with aiohttp.ClientSession() as http, http.post(
+                f"http://{nodes[0][0].config.node.listen}{ADOPT_PATH}", data=body,
+                headers={SIGNATURE_HEADER: hmac_signer(SECRET)(body).hex()}) as resp:
+            assert resp.status == 200
+        await wait_for(lambda: n1.bundles_adopted == adopted + 1, 10, "n0 to ship n1's slice to it")
+        assert n0.stats().stray_urls == 0 and n0.bundles_sent == sent + 1 and n1.slices_adopted == moved + 1
+    finally:
+        for svc, _ in nodes:
+            svc.stop()
+        for _, task in nodes:
+            assert await asyncio.wait_for(task, 60) == 0
+
+
 async def _cluster_status(etcd: EtcdServer) -> str:
     """``polecat cluster status`` until every slice is owned again (claims follow releases)."""
     for _ in range(50):
