@@ -90,6 +90,7 @@ RELEASE_EVERY = 2.0
 RECONCILE_EVERY = 2.0
 """Seconds between two looks for URLs held in slices this node does not own (rule 7)."""
 STATUS_PATH = "/admin/cluster/status"
+"""Where a node serves its :class:`ClusterStats` as JSON (for ``polecat cluster status``; operator token)."""
 INTERNAL_PATHS = frozenset({PATH, ADOPT_PATH})
 """Routes authenticated by the cluster signature instead of the operator's bearer token."""
 
