@@ -257,3 +257,20 @@ async def test_no_round_while_fenced_or_detached_and_no_busy_loop_either() -> No
         await asyncio.gather(task, return_exceptions=True)
         assert 1 <= len(asked) <= 6  # about once per interval, not thousands of times
     assert store.read_manifest("a") is None and fo.rounds == 0
+
+
+async def test_a_round_during_which_the_lease_was_lost_writes_no_manifest(tmp_path: Path) -> None:
+    """Failover rule 5 (ownership rule 9): the node froze mid-round and re-registered, or is fenced at
+    its end: what it snapshotted under the old lease must not become what heirs restore."""
+    a, _ = _rig_with_crawl(tmp_path / "a")
+    store = CheckpointStore(obstore.store.MemoryStore(), "t")
+    tokens = iter(["lease-1", "lease-2", None, "lease-2", "lease-2"])
+    fo = Failover(store, "a", 60.0, token=lambda: next(tokens))
+    fo.attach(_Node(a))
+    every = frozenset(range(SLICES))
+    assert not await fo.ship(every)  # re-registered during the round
+    assert not await fo.ship(every)  # fenced from its start
+    assert store.read_manifest("a") is None and (fo.rounds, fo.failures) == (0, 2)
+    assert await fo.ship(every)  # one lease throughout
+    got = store.read_manifest("a")
+    assert got is not None and got.slices == every

@@ -4,6 +4,8 @@ mid-crawl and another leaves gracefully; every page is fetched, politely, and no
 from __future__ import annotations
 
 import asyncio
+import io
+import logging
 import os
 import re
 import socket
@@ -16,9 +18,12 @@ from typing import Any
 import aiohttp
 import pytest
 
+from polecat.cluster.auth import hmac_signer
+from polecat.commands.cluster import _warnings
 from polecat.config import config_from_mapping
 from polecat.errors import ConfigError
-from polecat.processes.machine import ClusterNode
+from polecat.frontier.bundle import BundleWriter, Fence, SliceBundle
+from polecat.processes.machine import ADOPT_PATH, SIGNATURE_HEADER, ClusterNode
 from polecat.processes.service_runner import NodeService
 from polecat.testing.etcd import EtcdServer
 from polecat.testing.serverlog import politeness_violations
@@ -28,6 +33,7 @@ from tests.crawl_helpers import crawl_config, page_requests
 from tests.service_helpers import start_node, wait_for
 
 SECRET = "a shared secret of the test cluster"
+UNFENCED = Path(__file__).parent / "fixtures" / "bundle_unfenced.pcsb"
 
 
 def _port(host: str) -> int:
@@ -68,7 +74,8 @@ async def test_nodes_join_and_leave_mid_crawl_fetching_everything_once_and_polit
         await wait_for(lambda: set(page_requests(web)) >= truth, 120, "every page fetched")
         out = await _cluster_status(etcd_server)
         assert "3 members, 4096/4096 slices owned" in out, out
-        lines = {line.split()[0]: line.split() for line in out.splitlines()[1:-1]}
+        table = [line for line in out.splitlines()[1:] if not line.startswith("warning:")][:-1]
+        lines = {line.split()[0]: line.split() for line in table}
         assert set(lines) == {"n0", "n2", "n3"}
         assert all(cols[3].isdigit() for cols in lines.values()), out  # every node answered with its queue
     finally:
@@ -153,6 +160,86 @@ async def test_a_hand_over_to_a_member_that_left_gives_up_instead_of_retrying_fo
         await node.close()
 
 
+async def test_a_bundle_from_a_lease_that_is_gone_is_refused_and_one_from_before_tokens_adopted(
+        test_web: TestWebFactory, etcd_server: EtcdServer, tmp_path: Path,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Ownership rule 9 at the receiver: a bundle whose sender is not registered under its lease (it
+    froze, its lease expired) is refused with 410, a WARNING and a count; a current one is adopted, and
+    so is one written before bundles carried tokens (tests/fixtures/bundle_unfenced.pcsb)."""
+    web = test_web(SiteSpec(hosts=2, pages_per_host=2, seed=32))
+    svc, task = await _start(web, etcd_server, tmp_path, 0, 10.0, seeds=False)
+    sign = hmac_signer(SECRET)
+    try:
+        node = svc.cluster
+        assert node is not None and node.membership.fence is not None
+        await wait_for(lambda: node.stats().slices_owned == 4096, 30, "n0 to own every slice")
+        mine = node.membership.fence
+        old = SliceBundle.read(io.BytesIO(UNFENCED.read_bytes()))
+        assert old.fence is None and old.ids == {2730, 3166} and old.records_count > 0
+
+        def fenced(token: Fence | None) -> bytes:
+            out = BundleWriter(old.ids, old.tables, created=old.created, fence=token)
+            for table, key, value in old.records():
+                out.add(table, key, value)
+            return out.finish().to_bytes()
+
+        url = f"http://{svc.config.node.listen}{ADOPT_PATH}"
+        async with aiohttp.ClientSession() as http:
+            async def post(body: bytes) -> tuple[int, str]:
+                async with http.post(url, data=body, headers={SIGNATURE_HEADER: sign(body).hex()}) as r:
+                    return r.status, await r.text()
+
+            with caplog.at_level(logging.WARNING, logger="polecat.processes.machine"):
+                expired = Fence("n0", mine.lease + 1, mine.revision - 1)  # n0's lease before a re-register
+                assert (await post(fenced(expired)))[0] == 410
+                ghost = Fence("n9", 7, 1)  # a member whose lease expired: not registered at all
+                status, text = await post(fenced(ghost))
+                assert status == 410 and "n9 is not registered" in text
+            refused = [r for r in caplog.records if "refused a stale bundle" in r.getMessage()]
+            assert len(refused) == 2 and all(r.levelno == logging.WARNING for r in refused)
+            assert (await post(fenced(mine)))[0] == 200
+            assert (await post(UNFENCED.read_bytes()))[0] == 200  # a bundle written before tokens
+            async with http.get(f"http://{svc.config.node.listen}/metrics",
+                                headers={"Authorization": "Bearer operator-token"}) as resp:
+                scrape = await resp.text()
+        assert (node.bundles_refused, node.bundles_adopted) == (2, 2)
+        for line in ('polecat_cluster_bundles_total{outcome="refused"} 2.0',
+                     'polecat_cluster_bundles_total{outcome="adopted"} 2.0', "polecat_cluster_fenced 0.0",
+                     'polecat_cluster_slices{state="owned"} 4096.0', "polecat_cluster_stray_urls 0.0"):
+            assert line in scrape.splitlines(), scrape
+        assert "polecat_cluster_lease_age_seconds " in scrape
+    finally:
+        svc.stop()
+        assert await asyncio.wait_for(task, 60) == 0
+
+
+async def test_urls_held_for_a_slice_another_node_owns_are_shipped_to_it(
+        test_web: TestWebFactory, etcd_server: EtcdServer, tmp_path: Path) -> None:
+    """Ownership rule 7: n0 adopts a bundle of two slices, one of them n1's under the Ring of both (as a
+    node does that a peer handed its slices to before a whole-cluster stop); within a reconciliation
+    period n0 ships that slice to n1 and holds no stray URL any more."""
+    web = test_web(SiteSpec(hosts=2, pages_per_host=2, seed=32))
+    nodes = [await _start(web, etcd_server, tmp_path, k, 10.0, seeds=False) for k in range(2)]
+    try:
+        n0, n1 = (svc.cluster for svc, _ in nodes)
+        assert n0 is not None and n1 is not None
+        await wait_for(lambda: n0.stats().slices_owned + n1.stats().slices_owned == 4096, 30,
+                       "the two nodes to own every slice")
+        sent, adopted, moved = n0.bundles_sent, n1.bundles_adopted, n1.slices_adopted  # the join's
+        body = UNFENCED.read_bytes()  # slices 2730 (n1's) and 3166 (n0's), 4 URLs queued in each
+        async with aiohttp.ClientSession() as http, http.post(
+                f"http://{nodes[0][0].config.node.listen}{ADOPT_PATH}", data=body,
+                headers={SIGNATURE_HEADER: hmac_signer(SECRET)(body).hex()}) as resp:
+            assert resp.status == 200
+        await wait_for(lambda: n1.bundles_adopted == adopted + 1, 10, "n0 to ship n1's slice to it")
+        assert n0.stats().stray_urls == 0 and n0.bundles_sent == sent + 1 and n1.slices_adopted == moved + 1
+    finally:
+        for svc, _ in nodes:
+            svc.stop()
+        for _, task in nodes:
+            assert await asyncio.wait_for(task, 60) == 0
+
+
 async def _cluster_status(etcd: EtcdServer) -> str:
     """``polecat cluster status`` until every slice is owned again (claims follow releases)."""
     for _ in range(50):
@@ -165,6 +252,14 @@ async def _cluster_status(etcd: EtcdServer) -> str:
             break
         await asyncio.sleep(0.2)
     return out
+
+
+def test_cluster_status_warns_of_stray_and_stranded_queues() -> None:
+    clean = {"stray_urls": 0, "stray_slices": 0}
+    assert _warnings("n0", 1365, 40, clean) == [] and _warnings("n0", 0, 0, clean) == []
+    assert _warnings("n1", 0, 670, clean) == ["n1 has 670 URLs queued and owns no slice: they are stranded"]
+    (stray,) = _warnings("n2", 1365, 900, {"stray_urls": 320, "stray_slices": 4})
+    assert stray.startswith("n2 holds 320 URLs in 4 slices it does not own")
 
 
 def test_cluster_settings_are_validated_naming_the_field(tmp_path: Path) -> None:

@@ -5,8 +5,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from polecat.cluster.ownership import Claim, Ownership, Release
+from polecat.cluster.ownership import Claim, Ownership, Release, stale
 from polecat.cluster.ring import Ring
+from polecat.frontier.bundle import Fence
 from polecat.frontier.slices import SLICES
 
 
@@ -197,3 +198,59 @@ def test_a_node_restarted_without_its_disk_inherits_its_own_slices_while_it_want
     (claim,) = o.view_changed(["a", "b"], 0.0)
     assert isinstance(claim, Claim)
     assert claim.restore == (("a", ring.slices_of("a")),)  # b's slice is not wanted: not restored
+
+
+def test_strays_are_queued_slices_this_node_neither_holds_claims_nor_wants() -> None:
+    assert Ownership("a", ttl=10).strays({1, 2}) == frozenset()  # no member list: nobody to ship to
+    o = _owning("a", ["a", "b"])
+    ring = Ring(["a", "b"])
+    mine, theirs = sorted(ring.slices_of("a"))[:2], sorted(ring.slices_of("b"))[:2]
+    assert o.strays([*mine, *theirs]) == frozenset(theirs)
+    (release,) = o.view_changed(["a", "b", "c"], 1.0)[:1]  # a join: some of a's slices move to c
+    assert isinstance(release, Release)
+    moving = sorted(release.slices)[0]
+    assert moving not in o.strays([moving])  # held until its hand-over ends: that hand-over ships it
+
+
+def test_hand_overs_go_to_ring_owners_that_stay_and_never_to_leaving_members() -> None:
+    o = _owning("a", ["a", "b", "c"])
+    o.view_changed(["b", "c"], 1.0)  # a leaves: every slice goes to b or c
+    ring = Ring(["b", "c"])
+    everything = range(SLICES)
+    assert o.heirs(everything, leaving=()) == {m: ring.slices_of(m) for m in ("b", "c")}
+    assert o.heirs(everything, leaving=["b"]) == {"c": ring.slices_of("c")}  # b's share stays here
+    assert o.heirs(everything, leaving=["b", "c"]) == {}  # everyone stops: a keeps its data
+
+
+def test_decisions_of_a_lease_that_is_gone_are_void_and_a_fenced_node_decides_no_release() -> None:
+    """The frozen node of issue 32: a member list change reaches it after its lease expired."""
+    o = _owning("a", ["a", "b"], ttl=4)
+    assert o.view_changed(["a", "b", "c"], 10.0) == []  # fenced (last renewal at 0): no release yet
+    o2 = _owning("a", ["a", "b"], ttl=4)
+    (release,) = o2.view_changed(["a", "b", "c"], 1.0)[:1]
+    assert isinstance(release, Release) and o2.current(release)
+    o2.lease_lost()  # etcd says the lease is gone before the hand-over ran
+    assert not o2.current(release)
+    (claim,) = o2.lease_granted(12.0)
+    assert isinstance(claim, Claim) and o2.current(claim) and not o2.current(release)
+    # Unfenced again, a release held back while fenced follows at once.
+    (late,) = [a for a in o.renewed(10.0) if isinstance(a, Release)]
+    assert late.slices == Ring(["a", "b"]).slices_of("a") - Ring(["a", "b", "c"]).slices_of("a")
+
+
+def test_a_bundle_is_stale_unless_its_sender_is_registered_under_its_lease() -> None:
+    token = Fence("b", lease=0x2A, revision=9)
+    assert stale(token, registered_lease=0x2A, newest=9) is None
+    assert stale(token, registered_lease=0, newest=0) is None  # a record from before leases: no proof
+    assert "not registered" in (stale(token, None, 0) or "")
+    assert "registered under lease 2b" in (stale(token, 0x2B, 0) or "")
+    assert "older registration" in (stale(token, 0x2A, 10) or "")
+
+
+def test_may_lease_answers_for_one_slice_what_leasable_answers_for_all() -> None:
+    o = _owning("a", ["a", "b"], ttl=4)
+    o.view_changed(["a", "b", "c"], 1.0)  # some slices are being released
+    for now in (1.0, 3.0):  # then fenced: the last renewal was at 0
+        leasable = o.leasable(now)
+        assert [s for s in range(SLICES) if o.may_lease(s, now)] == sorted(leasable)
+    assert o.leasable(1.0) and not o.leasable(3.0)

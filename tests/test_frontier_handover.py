@@ -92,7 +92,11 @@ def test_round_trip_loses_nothing_fetches_nothing_twice(tmp_path: Path) -> None:
     assert len(before) == a.frontier.queued == 24 * 5 - 30
     ring = Ring(["a", "b"])
     moving = ring.slices_of("b")
+    assert a.frontier.unowned_queued() == {}  # every slice is owned until set_owned
     a.frontier.set_owned(ring.slices_of("a"), now)
+    strays = a.frontier.unowned_queued()
+    assert set(strays) <= moving and sum(strays.values()) == sum(
+        slice_of(canon(u).split("/")[2]) in moving for u in before) > 0
     assert a.frontier.in_flight_in(moving) == 0
     bundle = SliceBundle.read(io.BytesIO(a.frontier.export_slices(moving, now).to_bytes()))
     b = Rig(tmp_path / "b", cfg=CFG)
@@ -105,7 +109,7 @@ def test_round_trip_loses_nothing_fetches_nothing_twice(tmp_path: Path) -> None:
     assert a.raw.release_slices(moving) == [DeleteSlices(moving)]  # a decision: nothing deleted yet
     assert held(a, moving) > 0
     a.frontier.release_slices(moving)
-    assert held(a, moving) == 0
+    assert held(a, moving) == 0 and a.frontier.unowned_queued() == {}
     assert queued_urls(a) == before - moved and queued_urls(b) == moved
     assert a.frontier.queued + b.frontier.queued == len(before)
     # The restart-spacing rule: no adopted host is asked before one interval after adoption.
@@ -204,3 +208,25 @@ def test_fenced_slices_are_not_leased(tmp_path: Path) -> None:
     while isinstance(got := rig.frontier.lease(0.0), Lease):
         leased.add(got.host)
     assert leased == set(HOSTS)
+
+
+def test_a_lease_withdrawn_before_sending_keeps_its_url_and_its_host_leases_again_only_while_owned(
+        tmp_path: Path) -> None:
+    """A node that lost a host's slice between the lease and the send withdraws the lease
+    (polecat/node/lease_runner.py rule 6): nothing is lost, nothing is leased for a slice not owned."""
+    rig = Rig(tmp_path / "a", cfg=CFG)
+    now = 1000.0
+    rig.frontier.add_seed(canon("http://x.test/"), now)
+    got = rig.frontier.lease(now)
+    assert isinstance(got, Lease) and got.kind == "robots"
+    rig.complete_robots(got, now, body=b"User-agent: *\n")
+    page = rig.frontier.lease(now + 1)
+    assert isinstance(page, Lease) and page.kind == "page"
+    queued = queued_urls(rig)
+    rig.frontier.set_owned(frozenset(range(SLICES)) - {slice_of("x.test")}, now + 1)  # the fence
+    rig.frontier.withdraw(page)
+    assert rig.frontier.in_flight_in([slice_of("x.test")]) == 0 and queued_urls(rig) == queued
+    assert not isinstance(rig.frontier.lease(now + 5), Lease)  # not owned: not leased
+    rig.frontier.set_owned(range(SLICES), now + 5)  # owned again (the slice came back)
+    again = rig.frontier.lease(now + 5)
+    assert isinstance(again, Lease) and again.url == page.url

@@ -108,8 +108,9 @@ class AetcdClient:
     async def revoke(self, lease: int) -> None:
         await self._retried(lambda c: c.revoke_lease(lease))
 
-    async def put(self, key: str, value: bytes, lease: int) -> None:
-        await self._retried(lambda c: c.put(key.encode(), value, lease=lease))
+    async def put(self, key: str, value: bytes, lease: int) -> int:
+        reply = await self._retried(lambda c: c.put(key.encode(), value, lease=lease))
+        return int(reply.header.revision)
 
     async def get_prefix(self, prefix: str) -> tuple[dict[str, bytes], int]:
         got = await self._retried(lambda c: c.get_prefix(prefix.encode()))

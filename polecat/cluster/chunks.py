@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Protocol
 
-from polecat.frontier.bundle import SliceBundle
+from polecat.frontier.bundle import Fence, SliceBundle
 
 CHUNK_SLICES = 64
 """Most slices in one chunk."""
@@ -32,19 +32,21 @@ CHUNK_BYTES = 4 << 20
 class Exporter(Protocol):
     """What a chunked hand-over needs of a frontier."""
 
-    def export_slices(self, slices: Iterable[int], now: float) -> SliceBundle: ...
+    def export_slices(self, slices: Iterable[int], now: float, fence: Fence | None = None) -> SliceBundle: ...
 
 
 def bundle_chunks(frontier: Exporter, slices: Iterable[int], now: float, *, max_bytes: int = CHUNK_BYTES,
-                  max_slices: int = CHUNK_SLICES) -> Iterator[tuple[frozenset[int], bytes]]:
-    """``(slices, bundle bytes)`` chunks covering ``slices`` in ascending order (rules 1 and 2). Each
-    is exported when the caller asks for it, so release a chunk's slices before taking the next."""
+                  max_slices: int = CHUNK_SLICES,
+                  fence: Fence | None = None) -> Iterator[tuple[frozenset[int], bytes]]:
+    """``(slices, bundle bytes)`` chunks covering ``slices`` in ascending order (rules 1 and 2), each
+    carrying ``fence``. Each is exported when the caller asks for it, so release a chunk's slices
+    before taking the next."""
     todo = sorted(set(slices))
     while todo:
         group = todo[:max_slices]
-        body = frontier.export_slices(group, now).to_bytes()
+        body = frontier.export_slices(group, now, fence).to_bytes()
         while len(body) > max_bytes and len(group) > 1:
             group = group[: len(group) // 2]
-            body = frontier.export_slices(group, now).to_bytes()
+            body = frontier.export_slices(group, now, fence).to_bytes()
         yield frozenset(group), body
         todo = todo[len(group) :]

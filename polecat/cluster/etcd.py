@@ -1,9 +1,12 @@
 """The etcd ``Membership`` backend: the thin I/O around :class:`~polecat.cluster.ownership.Ownership`.
 
 Rules:
-1. Keys: ``/<cluster>/members/<id>`` -> JSON ``{"address": ...}`` and ``/<cluster>/owner/<slice>`` ->
-   the owner's id, both under the node's lease (TTL ``ttl``, renewed every ``ttl / 3``). A node joins by
-   registering, leaves by revoking its lease, and is gone for everyone when the lease expires.
+1. Keys: ``/<cluster>/members/<id>`` -> JSON ``{"address": ..., "lease": ..., "leaving": ...}`` and
+   ``/<cluster>/owner/<slice>`` -> the owner's id, both under the node's lease (TTL ``ttl``, renewed
+   every ``ttl / 3``). A node joins by registering, leaves by flagging itself ``leaving`` (ownership
+   rule 8), handing its slices over and revoking its lease, and is gone for everyone when the lease
+   expires. ``lease`` is the member's fencing token; a record without it (written before it existed)
+   reads as lease 0, and ``leaving`` absent as False.
 2. The member list is read once, then followed with a watch on the prefix; every renewal also re-reads
    it, so a watch that broke silently (etcd restarted) costs at most ``ttl / 3`` of staleness.
 3. Every decision (what to claim, what to release, when to fence) is the state machine's; this module
@@ -28,6 +31,7 @@ from typing import Protocol
 from polecat.clock import SYSTEM_CLOCK, Clock
 from polecat.cluster.membership import Member, view
 from polecat.cluster.ownership import Action, Claim, Ownership, Release
+from polecat.frontier.bundle import Fence
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +59,9 @@ class EtcdClient(Protocol):
 
     async def revoke(self, lease: int) -> None: ...
 
-    async def put(self, key: str, value: bytes, lease: int) -> None: ...
+    async def put(self, key: str, value: bytes, lease: int) -> int:
+        """Write ``key`` under ``lease``; the store revision of the write."""
+        ...
 
     async def get_prefix(self, prefix: str) -> tuple[dict[str, bytes], int]:
         """Keys under ``prefix`` and the store revision they were read at."""
@@ -88,11 +94,13 @@ def parse_members(cluster: str, kvs: dict[str, bytes]) -> tuple[Member, ...]:
     out = []
     for key, raw in kvs.items():
         try:
-            address = json.loads(raw)["address"]
-        except (ValueError, KeyError, TypeError):
+            record = json.loads(raw)
+            member = Member(key[len(prefix) :], str(record["address"]), leaving=record.get("leaving") is True,
+                            lease=int(record.get("lease", 0)))
+        except (ValueError, KeyError, TypeError, AttributeError):
             log.warning("skipping malformed member record %s", key)
             continue
-        out.append(Member(key[len(prefix) :], str(address)))
+        out.append(member)
     return view(out)
 
 
@@ -117,6 +125,8 @@ class EtcdMembership:
         self._on_restore = on_restore
         self.ownership = Ownership(me.id, ttl=ttl)
         self._lease: int | None = None
+        self.fence: Fence | None = None
+        """This registration's fencing token (ownership rule 9); None while not registered."""
         self._members: tuple[Member, ...] = ()
         self._views: list[asyncio.Queue[tuple[Member, ...] | None]] = []
         self._tasks: list[asyncio.Task[None]] = []
@@ -149,8 +159,17 @@ class EtcdMembership:
         for coro in (self._renew_loop(), self._watch_loop(), self._act_loop()):
             self._tasks.append(asyncio.create_task(coro))
 
+    def leaving(self) -> frozenset[str]:
+        """The members flagged leaving in the current list (ownership rule 8)."""
+        return frozenset(m.id for m in self._members if m.leaving)
+
     async def close(self) -> None:
-        """Leave: release every held slice (``on_release`` first), revoke the lease, end ``changes()``."""
+        """Leave: flag this member leaving, release every held slice (``on_release`` first), revoke the
+        lease, end ``changes()``."""
+        if self._lease is not None:
+            with contextlib.suppress(Exception):  # etcd unreachable: peers just do not know it is leaving
+                async with asyncio.timeout(self._ttl / 3):
+                    await self._put_record(leaving=True)
         held = self.ownership.held
         self.ownership.view_changed([m.id for m in self._members if m.id != self._me.id],
                                     self._clock.monotonic())
@@ -165,7 +184,7 @@ class EtcdMembership:
             if self._lease is not None:
                 async with asyncio.timeout(self._ttl / 3):
                     await self._client.revoke(self._lease)
-        self._lease = None
+        self._lease = self.fence = None
         for queue in self._views:
             queue.put_nowait(None)
 
@@ -174,8 +193,14 @@ class EtcdMembership:
     async def _register(self) -> None:
         self._lease = await self._client.grant(self._ttl)
         self._queue(self.ownership.lease_granted(self._clock.monotonic()))
-        body = json.dumps({"address": self._me.address}).encode()
-        await self._client.put(members_prefix(self._cluster) + self._me.id, body, self._lease)
+        await self._put_record(leaving=False)
+
+    async def _put_record(self, *, leaving: bool) -> None:
+        assert self._lease is not None
+        body = json.dumps({"address": self._me.address, "lease": self._lease, "leaving": leaving}).encode()
+        revision = await self._client.put(members_prefix(self._cluster) + self._me.id, body, self._lease)
+        if not leaving:  # a registration: its token (flagging leaving keeps the registration's)
+            self.fence = Fence(self._me.id, self._lease, revision)
 
     async def _renew_loop(self) -> None:
         while True:
@@ -189,7 +214,8 @@ class EtcdMembership:
                 async with asyncio.timeout(self._ttl / 3):
                     alive = await self._client.keepalive(self._lease)
                 if not alive:
-                    log.warning("etcd lease expired: re-registering")
+                    log.warning("etcd lease expired: discarding what was decided under it, re-registering")
+                    self.fence = None
                     self.ownership.lease_lost()
                     async with asyncio.timeout(self._ttl / 3):
                         await self._register()
@@ -208,10 +234,11 @@ class EtcdMembership:
         prefix = len(owner_key(self._cluster, 0)) - 4
         return frozenset(int(k[prefix:]) for k, v in taken.items() if v != me)
 
-    async def registered(self) -> frozenset[str]:
-        """The member ids registered in etcd now (a read only: the list this node follows is unchanged)."""
+    async def registered(self) -> dict[str, Member]:
+        """The members registered in etcd now, by id (a read only: the list this node follows is
+        unchanged)."""
         kvs, _ = await self._client.get_prefix(members_prefix(self._cluster))
-        return frozenset(m.id for m in parse_members(self._cluster, kvs))
+        return {m.id: m for m in parse_members(self._cluster, kvs)}
 
     async def resync(self) -> int:
         """Read the member list now (returns the etcd revision it was read at)."""
@@ -246,6 +273,10 @@ class EtcdMembership:
                     action = await self._work.get()
             except TimeoutError:
                 self._queue(self.ownership.tick(self._clock.monotonic()))
+                continue
+            if not self.ownership.current(action):  # ownership rule 9
+                log.warning("discarding a %s of %d slices decided under a lease that is gone",
+                            type(action).__name__.lower(), len(action.slices))
                 continue
             try:
                 if isinstance(action, Claim):

@@ -18,7 +18,10 @@ from the node's event loop. Rules:
    entries of the slices the Ring gives it that it does not hold (checkpoint_plan rule 2). A fenced
    node ships no round.
 5. A failed round or write is logged and counted, never fatal: the previous manifest stays valid and
-   the next round (after the interval) tries again.
+   the next round (after the interval) tries again. A round whose node lost its lease while it ran
+   (``token`` differs at its end from its start, or is None: fenced) writes no manifest: a snapshot
+   taken under a lease that is gone must not become what heirs restore (ownership rule 9); it counts
+   as a failure, and its uploaded objects are collected like any unreferenced ones.
 6. Restoring a dead member's slices reads its manifest, adopts the inherited slices from its objects
    (each adopted host waits one full interval from the adoption), commits, then asks for a round; a
    failure raises, so the claim of those slices fails and is retried with the restore. Objects are
@@ -87,8 +90,10 @@ class Failover:
 
     def __init__(self, store: CheckpointStore, node_id: str, interval: float, *,
                  settled: Callable[[float], Awaitable[bool]] | None = None,
-                 clock: Clock = SYSTEM_CLOCK) -> None:
+                 token: Callable[[], object] | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
         self._store = store
+        self._token = token
+        """The node's fencing token now, None while fenced (rule 5); None: not in an etcd cluster."""
         self._settled = settled
         """Waits (at most the given seconds) until the hand-off batches committed so far are
         acknowledged; False if they were not (rule 2)."""
@@ -104,6 +109,8 @@ class Failover:
         """Slice -> (member, manifest version) it was last restored from (rule 6)."""
         self._handed: set[int] = set()
         self.rounds = self.failures = self.uploaded = self.bytes_shipped = 0
+        self.last_round_at: float | None = None
+        """``clock.monotonic()`` when the last round shipped (None: none yet in this run)."""
         self.restores: list[Restored] = []
 
     async def open(self) -> None:
@@ -152,6 +159,7 @@ class Failover:
             if crawler is None:
                 return False  # not attached yet, or detached: the crawler is closing
             round_ = self.schedule.begin(self._clock.monotonic())
+            began = self._token() if self._token is not None else None
             try:
                 await crawler.commit()
             except PolecatError as exc:  # the crawler stopped on a fault: it says so itself
@@ -175,6 +183,8 @@ class Failover:
                                                           self.manifest)
                     entries.append(entry)
                     size += sent
+                if self._token is not None and (began is None or self._token() != began):
+                    raise CheckpointError("the lease it began under is gone (ownership rule 9)")
                 report = await asyncio.to_thread(self._store.finish_round, self.manifest, round_, entries,
                                                  carried - shipped, self._clock.wall(), size)
             except CheckpointError as exc:
@@ -185,6 +195,7 @@ class Failover:
                 snapshot.close()
             self.manifest = report.manifest
             self.rounds += 1
+            self.last_round_at = self._clock.monotonic()
             self.uploaded += report.uploaded
             self.bytes_shipped += report.bytes
         log.debug("slice checkpoint round %d: %d slices, %d objects uploaded (%d bytes)", round_,

@@ -16,7 +16,7 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -66,6 +66,9 @@ class ClusterLink:
         self._max_backlog = max_backlog
         self.routed_out = 0
         self.pauses = 0
+        self.may_send: Callable[[str], bool] | None = None
+        """Set by a node whose ownership can be lost (etcd): whether a request to a host may be sent now
+        (checked again at send time: polecat/node/lease_runner.py rule 6). None: always."""
 
     def set_members(self, members: Iterable[Member]) -> None:
         """Route by the Ring of a new member list (the etcd cluster's membership changes)."""

@@ -2,7 +2,8 @@
 
 Rules:
 1. A member is an id (stable across restarts: its data and its slices follow it) and the address its
-   hand-off receiver listens on (``unix:/path`` or ``http://host:port``).
+   hand-off receiver listens on (``unix:/path`` or ``http://host:port``); in etcd also whether it is
+   leaving and the lease it registered under.
 2. A membership view is a tuple of members sorted by id, so every member that sees the same list
    computes the same slice owners (the Ring is deterministic from this list).
 3. ``changes()`` yields the current view first, then every later view; the ``local`` backend's list is
@@ -27,6 +28,10 @@ class Member:
     id: str
     address: str
     """Where its hand-off receiver listens: ``unix:/path/to.sock`` or ``http://127.0.0.1:port``."""
+    leaving: bool = False
+    """It is stopping: it receives no slices (ownership rule 8). The etcd backend only."""
+    lease: int = 0
+    """The etcd lease it registered under (0: unknown, or the ``local`` backend): its fencing token."""
 
 
 def view(members: Iterable[Member]) -> tuple[Member, ...]:

@@ -25,14 +25,31 @@ these rules:
    A slice stays inherited until a claim of it is won (a failed restore fails the claim; it is retried).
    A node restarted without its data dir inherits from itself the slices of its own last checkpoint
    that no other node owns (:meth:`Ownership.inherit`).
+7. **Strays:** URLs queued here in a slice that this node neither holds, claims nor wants (it adopted
+   the slice from a peer that was leaving, or kept it when every peer was leaving) are handed to the
+   slice's Ring owner by a periodic reconciliation (:meth:`Ownership.strays`), so no node keeps URLs
+   it will never fetch. Adoption merges, so a stray shipped twice duplicates nothing.
+8. **Leaving members receive nothing:** a hand-over gives each slice to its Ring owner, unless that
+   owner is this node or a member that flagged itself leaving in etcd; such slices stay here (their
+   data stays on this node's disk until the next change or reconciliation moves it). So when every
+   node stops at once, each keeps its own slices, and a restart under the same Ring finds them local.
+9. **Fencing tokens:** each registration of a node has a token, :class:`~polecat.frontier.bundle.Fence`
+   (its lease and the etcd revision its member record was written at; a later registration has a
+   larger revision). Every decision carries the lease epoch it was taken in; losing the lease ends the
+   epoch, and a decision of an ended epoch is discarded, never carried out (:meth:`Ownership.current`),
+   so a node whose lease expired hands nothing over under it. A fenced node decides no release (its
+   keys may be gone); the release follows at the first tick after a renewal. Every bundle handed over
+   carries the sender's token, and a receiver refuses it (:func:`stale`) when the sender is not
+   registered under that lease, or when it already adopted a bundle of a later registration of it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from polecat.cluster.ring import Ring
+from polecat.frontier.bundle import Fence
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +59,8 @@ class Claim:
 
     slices: frozenset[int]
     restore: tuple[tuple[str, frozenset[int]], ...] = ()
+    epoch: int = field(default=0, compare=False)
+    """The lease epoch it was decided in (rule 9; not part of what is decided)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +69,8 @@ class Release:
     leases URLs from them)."""
 
     slices: frozenset[int]
+    epoch: int = field(default=0, compare=False)
+    """The lease epoch it was decided in (rule 9; not part of what is decided)."""
 
 
 Action = Claim | Release
@@ -73,11 +94,14 @@ class Ownership:
         self._inherited: dict[int, str] = {}
         """Wanted slice -> the member that left owning it, until a claim of it is won (rule 6)."""
         self._last_claim = float("-inf")
+        self._epoch = 0
+        """Counts leases granted and lost: decisions of an older epoch are void (rule 9)."""
 
     # -- events -------------------------------------------------------------------------------------
 
     def lease_granted(self, now: float) -> list[Action]:
         """A new lease: keys of any older lease are gone with it (rule 2)."""
+        self._epoch += 1
         self._held.clear()
         self._claiming.clear()
         self._releasing.clear()
@@ -91,7 +115,9 @@ class Ownership:
         return self.tick(now)
 
     def lease_lost(self) -> None:
-        """etcd says the lease is gone (expired or revoked): nothing is held any more (rule 2)."""
+        """etcd says the lease is gone (expired or revoked): nothing is held any more (rule 2), and
+        nothing decided under it is carried out (rule 9)."""
+        self._epoch += 1
         self._renewed_at = None
         self._held.clear()
         self._claiming.clear()
@@ -109,13 +135,7 @@ class Ownership:
                 if (previous := old.owner(s)) in gone:
                     self._inherited[s] = previous
         self._inherited = {s: m for s, m in self._inherited.items() if s in self._wanted}
-        actions: list[Action] = []
-        unwanted = frozenset(self._held - self._wanted - self._releasing)
-        if unwanted:
-            self._releasing |= unwanted
-            actions.append(Release(unwanted))
-        actions += self._claims(now, force=True)
-        return actions
+        return self._releases(now) + self._claims(now, force=True)
 
     def inherit(self, slices: Iterable[int], member: str) -> None:
         """Restore ``slices`` from ``member``'s checkpoint before claiming them, while they are wanted
@@ -135,7 +155,7 @@ class Ownership:
         late = frozenset(won_set - self._wanted - self._releasing)
         if late:
             self._releasing |= late
-            return [Release(late)]
+            return [Release(late, self._epoch)]
         return []
 
     def released(self, slices: Iterable[int]) -> None:
@@ -144,15 +164,46 @@ class Ownership:
         self._held -= done
         self._releasing -= done
 
+    def strays(self, queued: Iterable[int]) -> frozenset[int]:
+        """Of the slices with URLs queued here, those to ship to their Ring owner (rule 7)."""
+        if self._ring is None:
+            return frozenset()  # no member list yet: nobody to ship to
+        return frozenset(queued) - self._wanted - self._held - self._claiming
+
+    def heirs(self, slices: Iterable[int], leaving: Iterable[str]) -> dict[str, frozenset[int]]:
+        """Who receives ``slices`` handed over: Ring owner -> slices, leaving out the slices whose owner
+        is this node or a leaving member (rule 8: those stay here)."""
+        if self._ring is None:
+            return {}
+        keep = {self.self_id, *leaving}
+        out: dict[str, set[int]] = {}
+        for s in slices:
+            if (owner := self._ring.owner(s)) not in keep:
+                out.setdefault(owner, set()).add(s)
+        return {m: frozenset(ss) for m, ss in sorted(out.items())}
+
     def tick(self, now: float) -> list[Action]:
-        """Time passes: retry lost claims (rule 3)."""
-        return self._claims(now, force=False)
+        """Time passes: retry lost claims (rule 3), release what a fenced moment held back (rule 9)."""
+        return self._releases(now) + self._claims(now, force=False)
+
+    def current(self, action: Action) -> bool:
+        """Whether ``action`` was decided under the lease this node holds now (rule 9)."""
+        return action.epoch == self._epoch and self._renewed_at is not None
 
     # -- queries ------------------------------------------------------------------------------------
 
     def fenced(self, now: float) -> bool:
         """True when this node must not lease any URL (rule 5)."""
         return self._renewed_at is None or now - self._renewed_at >= self.ttl / 2
+
+    def may_lease(self, slice_id: int, now: float) -> bool:
+        """Whether ``slice_id`` is in :meth:`leasable` at ``now`` (one slice: no set built)."""
+        return (not self.fenced(now) and slice_id in self._held and slice_id in self._wanted
+                and slice_id not in self._releasing)
+
+    def lease_age(self, now: float) -> float | None:
+        """Seconds since the last renewal (None: no lease)."""
+        return None if self._renewed_at is None else now - self._renewed_at
 
     def leasable(self, now: float) -> frozenset[int]:
         """The slices this node may lease URLs from at ``now`` (rule 5)."""
@@ -180,6 +231,15 @@ class Ownership:
         """The Ring of the current member list (None while the list is empty)."""
         return self._ring
 
+    def _releases(self, now: float) -> list[Action]:
+        if self.fenced(now):
+            return []  # rule 9: the keys may be gone already
+        unwanted = frozenset(self._held - self._wanted - self._releasing)
+        if not unwanted:
+            return []
+        self._releasing |= unwanted
+        return [Release(unwanted, self._epoch)]
+
     def _claims(self, now: float, *, force: bool) -> list[Action]:
         if self._renewed_at is None or self.fenced(now):
             return []
@@ -191,4 +251,17 @@ class Ownership:
         restore: dict[str, set[int]] = {}
         for s in todo & self._inherited.keys():
             restore.setdefault(self._inherited[s], set()).add(s)
-        return [Claim(todo, tuple((m, frozenset(ss)) for m, ss in sorted(restore.items())))]
+        return [Claim(todo, tuple((m, frozenset(ss)) for m, ss in sorted(restore.items())), self._epoch)]
+
+
+def stale(token: Fence, registered_lease: int | None, newest: int) -> str | None:
+    """Why a bundle carrying ``token`` must be refused (rule 9), or None to adopt it. ``registered_lease``:
+    the lease the sender is registered under now (None: not registered; 0: a record from before leases
+    were written, which proves nothing); ``newest``: the highest revision of a bundle adopted from it."""
+    if token.revision < newest:
+        return f"{token.node} sent it under an older registration (revision {token.revision} < {newest})"
+    if registered_lease is None:
+        return f"{token.node} is not registered (its lease {token.lease:x} is gone)"
+    if registered_lease not in (0, token.lease):
+        return f"{token.node} is registered under lease {registered_lease:x}, not {token.lease:x}"
+    return None

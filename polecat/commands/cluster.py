@@ -1,8 +1,12 @@
 """``polecat cluster status --etcd URL``: the members of a cluster, the slices each holds, and each
-node's queue depth and fetch rate (read from its API; ``$POLECAT_TOKEN`` as for the other clients).
+node's queue depth, fetch rate and stray URLs (read from its API; ``$POLECAT_TOKEN`` as for the other
+clients).
 
 etcd is the source of truth for membership and ownership; a node whose API does not answer is listed
-with ``-`` for its figures (it may be starting, stopping or cut off)."""
+with ``-`` for its figures (it may be starting, stopping or cut off). A warning follows the table for
+every node that holds URLs it will not fetch: queued in slices it does not own (strays, which its
+reconciliation ships to their owners: a number that does not fall means they are stuck), or queued while
+it holds no slice at all (stranded)."""
 
 from __future__ import annotations
 
@@ -40,16 +44,31 @@ def cmd_cluster_status(args: argparse.Namespace) -> int:
     from polecat.commands.node import call
 
     rows, unowned = asyncio.run(cluster_status(args.etcd, args.name))
-    print(f"{'node':<16} {'address':<28} {'slices':>6} {'queued':>9} {'fetches/s':>9}")
+    print(f"{'node':<16} {'address':<28} {'slices':>6} {'queued':>9} {'stray':>7} {'fetches/s':>9}")
+    warnings = []
     for row in rows:
         try:
             t = call(row["address"], "GET", "/admin/crawl/status")
-            queued, rate = str(t["queued"]), f"{t['fetches_per_s']:.1f}"
+            c = call(row["address"], "GET", "/admin/cluster/status")
+            queued, rate, stray = str(t["queued"]), f"{t['fetches_per_s']:.1f}", str(c["stray_urls"])
+            warnings += _warnings(row["id"], row["slices"], int(t["queued"]), c)
         except PolecatError:
-            queued = rate = "-"
-        print(f"{row['id']:<16} {row['address']:<28} {row['slices']:>6} {queued:>9} {rate:>9}")
+            queued = rate = stray = "-"
+        print(f"{row['id']:<16} {row['address']:<28} {row['slices']:>6} {queued:>9} {stray:>7} {rate:>9}")
     print(f"{len(rows)} members, {SLICES - unowned}/{SLICES} slices owned")
+    for line in warnings:
+        print(f"warning: {line}")
     return 0
+
+
+def _warnings(node: str, slices: int, queued: int, cluster: dict[str, Any]) -> list[str]:
+    """What a person should look at on one node (the module docstring)."""
+    if queued and not slices:
+        return [f"{node} has {queued} URLs queued and owns no slice: they are stranded"]
+    if cluster["stray_urls"]:
+        return [f"{node} holds {cluster['stray_urls']} URLs in {cluster['stray_slices']} slices it does "
+                "not own (it ships them to their owners; if this does not fall, they are stuck)"]
+    return []
 
 
 def register(sub: Any) -> None:

@@ -3,7 +3,11 @@
 Layout (version 1), readable without the data dir it came from:
 
 - ``PCSB``, then a u32 length and a JSON header: ``version``, ``slices`` (S of the crawl), ``ids`` (the
-  slices carried), ``tables`` (the names the records' table numbers index), ``created`` (wall seconds).
+  slices carried), ``tables`` (the names the records' table numbers index), ``created`` (wall seconds),
+  and, in a bundle handed over in a cluster, ``fence``: ``{"node", "lease", "revision"}``, the sender's
+  fencing token (:class:`Fence`). ``fence`` came later in version 1: a bundle without it (written
+  before, or a checkpoint) reads with ``fence`` None, and a reader from before ignores it, so the
+  version did not change (tests/fixtures/bundle_unfenced.pcsb is one written before it).
 - Frames: a u32 length, then one zstd frame (with zstd's own content checksum) holding records
   ``u8 table | u16 key length | u32 value length | key | value``, about :data:`FRAME_BYTES` each.
 - End: a u32 zero, a u64 record count and the xxh3-64 of the header and every frame's uncompressed
@@ -39,6 +43,16 @@ MAX_FRAME = 64 << 20
 """Largest compressed frame a reader accepts (a corrupt length must not allocate gigabytes)."""
 
 
+@dataclass(frozen=True, slots=True)
+class Fence:
+    """Who sent a bundle, under which registration in the cluster: the node, its etcd lease and the etcd
+    revision its member record was written at (ownership rule 9 of polecat/cluster/ownership.py)."""
+
+    node: str
+    lease: int
+    revision: int
+
+
 class BundleError(FrontierError):
     """A slice bundle is truncated, corrupted, of another version or of another slice count."""
 
@@ -53,6 +67,8 @@ class SliceBundle:
     frames: tuple[bytes, ...]
     records_count: int
     header: bytes
+    fence: Fence | None = None
+    """The sender's fencing token (None: a bundle written before tokens, or not handed over)."""
 
     def records(self) -> Iterator[tuple[str, bytes, bytes]]:
         """``(table, key, value)`` in the order they were exported."""
@@ -102,7 +118,9 @@ class SliceBundle:
             info = json.loads(header)
             version, slices = info["version"], info["slices"]
             ids, tables, created = frozenset(info["ids"]), tuple(info["tables"]), float(info["created"])
-        except (ValueError, KeyError, TypeError) as exc:
+            raw = info.get("fence")
+            fence = None if raw is None else Fence(str(raw["node"]), int(raw["lease"]), int(raw["revision"]))
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise BundleError(f"slice bundle header unreadable: {exc}") from exc
         if version != VERSION:
             raise BundleError(f"slice bundle version {version}, this polecat reads {VERSION}")
@@ -126,7 +144,7 @@ class SliceBundle:
         want_count, want_digest = _END.unpack(_read_exact(src, _END.size))
         if (count, digest.intdigest()) != (want_count, want_digest):
             raise BundleError("slice bundle checksum or record count mismatch")
-        return cls(ids, tables, created, tuple(frames), count, header)
+        return cls(ids, tables, created, tuple(frames), count, header, fence)
 
 
 def _read_exact(src: BinaryIO, n: int) -> bytes:
@@ -151,17 +169,20 @@ def _count_records(payload: bytes, tables: int) -> int:
 
 class BundleWriter:
     """Builds a :class:`SliceBundle` record by record, compressing a frame every :data:`FRAME_BYTES`.
-    ``created``: the header's wall-clock stamp, given by the caller (nothing here reads a clock)."""
+    ``created``: the header's wall-clock stamp, given by the caller (nothing here reads a clock);
+    ``fence``: the sender's fencing token, for a bundle handed over in a cluster."""
 
     def __init__(self, ids: frozenset[int], tables: tuple[str, ...], *, level: int = 3,
-                 created: float) -> None:
+                 created: float, fence: Fence | None = None) -> None:
         self._ids = ids
         self._tables = {name: i for i, name in enumerate(tables)}
         self._created = created
-        self._header = json.dumps({
-            "version": VERSION, "slices": SLICES, "ids": sorted(ids), "tables": list(tables),
-            "created": self._created,
-        }).encode()
+        self._fence = fence
+        info: dict[str, object] = {"version": VERSION, "slices": SLICES, "ids": sorted(ids),
+                                   "tables": list(tables), "created": self._created}
+        if fence is not None:
+            info["fence"] = {"node": fence.node, "lease": fence.lease, "revision": fence.revision}
+        self._header = json.dumps(info).encode()
         self._cctx = zstandard.ZstdCompressor(level=level, write_checksum=True)
         self._buf = bytearray()
         self._frames: list[bytes] = []
@@ -184,4 +205,4 @@ class BundleWriter:
     def finish(self) -> SliceBundle:
         self._flush()
         return SliceBundle(self._ids, self._names, self._created, tuple(self._frames), self._count,
-                           self._header)
+                           self._header, self._fence)

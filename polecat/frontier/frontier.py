@@ -84,6 +84,7 @@ class Frontier:
         self.count_trap = intake.count_trap
         self.lease = leasing.lease
         self.bind_ip = leasing.bind_ip
+        self.withdraw = leasing.withdraw
         self.complete = leasing.complete
         self.next_due = table.next_due
         self.url_record = table.url_record
@@ -107,6 +108,7 @@ class Frontier:
         self.is_blocked = controls.is_blocked
         self.set_owned = handover.set_owned
         self.in_flight_in = handover.in_flight_in
+        self.unowned_queued = handover.unowned_queued
         self.export_slices = handover.export_slices
         self.snapshot = handover.snapshot
         self.adopt = handover.adopt

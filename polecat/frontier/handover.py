@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 
 from polecat.dedup.seen import SeenSet
 from polecat.errors import FrontierError
-from polecat.frontier.bundle import BundleError, SliceBundle
+from polecat.frontier.bundle import BundleError, Fence, SliceBundle
 from polecat.frontier.handover_ranges import CommittedSnapshot, export_ranges
 from polecat.frontier.host_table import HostTable
 from polecat.frontier.intake import Intake
@@ -56,12 +56,13 @@ class SliceHandover:
             else:
                 table.wake(host, st, max(st.next_allowed, now))
 
-    def export_slices(self, slices: Iterable[int], now: float) -> SliceBundle:
+    def export_slices(self, slices: Iterable[int], now: float, fence: Fence | None = None) -> SliceBundle:
         """Everything this frontier holds about ``slices`` (queues, host records, robots answers, URL
         records, seen entries, operator controls) as a :class:`SliceBundle` stamped ``now``: a snapshot of
         the open transaction. URLs leased there stay queued, so a slice that moves for good is exported after
-        its leases complete (:meth:`in_flight_in`)."""
-        return export_ranges(self._db, check_slices(slices), created=now, hosts=self._table.unsaved())
+        its leases complete (:meth:`in_flight_in`). ``fence``: the sender's token, carried in the header."""
+        return export_ranges(self._db, check_slices(slices), created=now, hosts=self._table.unsaved(),
+                             fence=fence)
 
     def snapshot(self) -> CommittedSnapshot:
         """The last commit, held in a read transaction of its own until closed: exports from it see
@@ -72,6 +73,18 @@ class SliceHandover:
         """Leases in flight on hosts of ``slices``."""
         ids = check_slices(slices)
         return sum(1 for host in self._table.leases if slice_of(host) in ids)
+
+    def unowned_queued(self) -> Counter[int]:
+        """URLs queued here in slices this frontier does not lease (:meth:`set_owned`), by slice: the
+        strays the cluster ships to their owners. A pass over the host records in memory, which the
+        cluster makes every few seconds (cheap next to the fetches of as many hosts)."""
+        fenced = self._table.fenced
+        out: Counter[int] = Counter()
+        if fenced:
+            for host, st in self._hosts.items():
+                if st.queued > 0 and (s := slice_of(host)) in fenced:
+                    out[s] += st.queued
+        return out
 
     def adopt(self, bundle: SliceBundle, now: float) -> Decided[AdoptReport]:
         """Take over the slices of ``bundle``, merged with what is here. Each adopted host waits one full

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from polecat.frontier.bundle import BundleWriter, SliceBundle
+from polecat.frontier.bundle import BundleWriter, Fence, SliceBundle
 from polecat.frontier.keys import GLOBAL
 from polecat.frontier.slices import PREFIX_LEN, check_slices, slice_prefix
 from polecat.frontier.tables import Snapshot, TableReader
@@ -26,10 +26,11 @@ SLICED_TABLES: tuple[Table, ...] = ("ops", "robots", "hosts", "urls", "queue", "
 
 
 def export_ranges(tables: TableReader, ids: frozenset[int], *, created: float,
-                  hosts: Mapping[bytes, bytes] | None = None) -> SliceBundle:
+                  hosts: Mapping[bytes, bytes] | None = None, fence: Fence | None = None) -> SliceBundle:
     """A bundle of every record of the slices ``ids`` (plus the cross-slice ops, rule 4 of keys.py).
-    ``hosts``: host records newer than the transaction's (kept in memory until the next commit)."""
-    out = BundleWriter(ids, SLICED_TABLES, created=created)
+    ``hosts``: host records newer than the transaction's (kept in memory until the next commit);
+    ``fence``: the sender's fencing token, for a hand-over."""
+    out = BundleWriter(ids, SLICED_TABLES, created=created, fence=fence)
     newer: dict[bytes, dict[bytes, bytes]] = {}
     for key, value in (hosts or {}).items():
         newer.setdefault(key[:PREFIX_LEN], {})[key] = value

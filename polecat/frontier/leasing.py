@@ -149,6 +149,18 @@ class Leasing:
         self._budget.refund(lease.kind, host)
         return False
 
+    def withdraw(self, lease: Lease) -> None:
+        """The node may not send ``lease`` after all: it lost the host's slice between the lease and the
+        send (a fence, a process frozen and woken). Nothing was sent; the URL stays queued, and the host
+        is scheduled again only while its slice is owned (:meth:`HostTable.schedule`)."""
+        host = lease.host
+        self._wake_ip_waiters(*self._ipkeys.release(host))
+        self._leases.pop(host, None)
+        st = self._hosts[host]
+        st.in_flight = False
+        self._budget.refund(lease.kind, host)
+        self._table.wake(host, st, st.next_allowed)
+
     def _ip_ready(self, host: str, ip: str, now: float) -> bool:
         """Whether ``host`` may use ``ip`` now; if not, it is scheduled for when it may, or waits for the
         IP's current request to end."""

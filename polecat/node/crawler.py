@@ -165,7 +165,8 @@ class Crawler:
         runner = LeaseRunner(cfg, frontier=frontier, db=self._db, robots=self._robots, fetcher=self._fetcher,
                              store=self._store, pipeline=self._pipeline, canon=self._canon,
                              commits=self._commits, waker=waker, counters=self._counters, clock=self._clock,
-                             on_lease=self._on_lease, fail=self._fail, failed=lambda: self._fatal is not None)
+                             on_lease=self._on_lease, fail=self._fail, failed=lambda: self._fatal is not None,
+                             may_send=self._link.may_send if self._link is not None else None)
         seeds_file = cfg.scope.seeds_file
         self._feed = None if seeds_file is None else SeedFeed(
             seeds_file, add_seed=self.add_seed, frontier_free=self._commits.frontier_free.wait,

@@ -13,6 +13,9 @@ Rules:
    or the lease is withdrawn before anything is sent (it does not count as a fetch).
 5. After a completion, a host with more queued work has its DNS answer warmed for its next request (a
    no-op while the answer is cached).
+6. In a cluster whose ownership can be lost (etcd), ownership is checked again just before the request
+   is sent (``may_send``), not only when the URL was leased: a node frozen between the two (a GC pause,
+   a paused VM) wakes fenced and withdraws the lease (the URL stays queued; not counted as a fetch).
 """
 
 from __future__ import annotations
@@ -57,7 +60,7 @@ class LeaseRunner:
                  fetcher: PageFetcher, store: PageStore, pipeline: PagePipeline, canon: Canonicalizer,
                  commits: Commits, waker: Waker, counters: RunCounters, clock: Clock,
                  on_lease: LeaseObserver | None, fail: Callable[[BaseException], None],
-                 failed: Callable[[], bool]) -> None:
+                 failed: Callable[[], bool], may_send: Callable[[str], bool] | None = None) -> None:
         self._cfg = cfg
         self._frontier = frontier
         self._db = db
@@ -73,12 +76,21 @@ class LeaseRunner:
         self._on_lease = on_lease
         self._fail = fail
         self._failed = failed
+        self._may_send = may_send
+        """Whether this node may send a request to a host now (rule 6); None: always."""
 
     async def run(self, lease: Lease) -> None:
         """Fetch ``lease`` and record how it ended (the rules above)."""
         if self._cfg.politeness.key_by_ip and not await self._bind_ip(lease):
             if lease.kind == "page":
                 self._counters.fetches -= 1  # withdrawn before anything was sent (rule 4)
+            self._waker.set()
+            return
+        if self._may_send is not None and not self._may_send(lease.host):  # rule 6
+            self._frontier.withdraw(lease)
+            if lease.kind == "page":
+                self._counters.fetches -= 1
+            log.info("withdrew the lease of %s: this node no longer owns its host's slice", lease.url)
             self._waker.set()
             return
         try:

@@ -25,14 +25,25 @@ Rules:
    sender keeps it (outbox rule 3) until that member's manifest reaches the round, read from the object
    store every :data:`RELEASE_EVERY` seconds at most, and re-routes it to the heirs if the member is
    gone before.
+7. A node that is leaving answers every hand-over to it with 409 and hands nothing to members flagged
+   leaving (ownership rule 8); a sender answered 409 keeps those slices. Every :data:`RECONCILE_EVERY`
+   seconds, and at once after a member list change, an unfenced node that is not leaving hands the
+   URLs it holds in slices it does not own to their Ring owners (ownership rule 7), the same way as a
+   hand-over: after a whole cluster stopped and started again, nothing stays stranded. Hand-overs run
+   one at a time.
+8. Fencing (ownership rule 9): every bundle carries the sender's token; a hand-over stops before its
+   next chunk once the token it began under is no longer this node's (its lease was lost) or the node
+   is fenced. A receiver refuses a stale bundle with 410 and a WARNING naming why, and counts it; the
+   sender abandons that hand-over (the decision was void). A bundle without a token (from a node of an
+   older release) is adopted as before.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
-from collections import defaultdict
 from io import BytesIO
 from typing import TYPE_CHECKING
 
@@ -52,11 +63,14 @@ from polecat.cluster.handoff import Handoff
 from polecat.cluster.link import ClusterLink
 from polecat.cluster.membership import Member
 from polecat.cluster.outbox import Outbox
+from polecat.cluster.ownership import stale
 from polecat.cluster.receiver import HandoffReceiver
+from polecat.cluster.stats import ClusterStats
 from polecat.cluster.transport import _STATUS, PATH, ROUND_HEADER, HttpTransport
 from polecat.config import Config
 from polecat.errors import PolecatError
-from polecat.frontier.bundle import BundleError, SliceBundle
+from polecat.frontier.bundle import BundleError, Fence, SliceBundle
+from polecat.frontier.slices import slice_of
 
 if TYPE_CHECKING:
     from polecat.node.crawler import Crawler
@@ -73,6 +87,10 @@ MAX_BUNDLE_BYTES = 256 * 1024 * 1024
 """The largest slice bundle a node accepts in one request."""
 RELEASE_EVERY = 2.0
 """Most seconds between two reads of a peer's checkpoint round while batches are held for it."""
+RECONCILE_EVERY = 2.0
+"""Seconds between two looks for URLs held in slices this node does not own (rule 7)."""
+STATUS_PATH = "/admin/cluster/status"
+"""Where a node serves its :class:`ClusterStats` as JSON (for ``polecat cluster status``; operator token)."""
 INTERNAL_PATHS = frozenset({PATH, ADOPT_PATH})
 """Routes authenticated by the cluster signature instead of the operator's bearer token."""
 
@@ -95,7 +113,8 @@ class ClusterNode:
         self.handoff = Handoff(self.me.id, self.outbox, self.transport, {}, sign=self._sign, clock=clock)
         self.failover = Failover(CheckpointStore.open(cc.checkpoints, cc.checkpoint_options, cc.name),
                                  self.me.id, cc.checkpoint_interval,
-                                 settled=self.handoff.settled, clock=clock) if cc.checkpoints else None
+                                 settled=self.handoff.settled, token=self._token,
+                                 clock=clock) if cc.checkpoints else None
         self.membership = EtcdMembership(AetcdClient(cc.etcd), cc.name, self.me, ttl=cc.lease_ttl,
                                          clock=clock, on_release=self._hand_over,
                                          on_restore=self.failover.restore if self.failover else None)
@@ -108,6 +127,17 @@ class ClusterNode:
         self._tasks: list[asyncio.Task[None]] = []
         self._session: aiohttp.ClientSession | None = None
         self.slices_handed_over = self.slices_adopted = 0
+        self.bundles_sent = self.bundles_adopted = self.bundles_refused = 0
+        """Hand-over bundles adopted by their receiver, adopted here, refused here as stale (rule 8)."""
+        self._newest: dict[str, int] = {}
+        """Sender -> the highest token revision of a bundle adopted from it (rule 8)."""
+        self._leaving = False
+        """Set when ``leave()`` begins: hand-overs to this node are refused from then on (rule 7)."""
+        self._reconcile = asyncio.Event()
+        """Set on every member list change: look for strays at once (a peer that came back wants its
+        slices before it fetches their seeds again), not only every :data:`RECONCILE_EVERY` seconds."""
+        self._handing = asyncio.Lock()
+        """Held by the hand-over that runs (rule 7: one at a time)."""
 
     async def join(self) -> ClusterLink:
         """Register in etcd and read the member list; returns the link to open the crawler with."""
@@ -119,6 +149,7 @@ class ClusterNode:
         await self.membership.start()
         await self.membership.resync()
         self.link = ClusterLink(self.membership, self.handoff, self.receiver, max_backlog=self._max_backlog)
+        self.link.may_send = self._may_send
         self._follow(self.membership.members())
         return self.link
 
@@ -128,16 +159,44 @@ class ClusterNode:
         self.sync_owned()
         self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=HANDOVER_TIMEOUT))
         self._tasks += [asyncio.create_task(self.handoff.run()), asyncio.create_task(self._views()),
-                        asyncio.create_task(self._sync_loop())]
+                        asyncio.create_task(self._sync_loop()), asyncio.create_task(self._reconcile_loop())]
         if self.failover is not None:
             self.failover.attach(crawler.member)
             self._tasks += [asyncio.create_task(self.failover.run(self._shipped)),
                             asyncio.create_task(self._release_loop(self.failover))]
 
     def routes(self, app: web.Application) -> None:
-        """Mount ``POST /handoff`` (batches) and ``POST /internal/adopt`` (slice bundles)."""
+        """Mount ``POST /handoff`` (batches), ``POST /internal/adopt`` (slice bundles) and
+        ``GET /admin/cluster/status`` (:meth:`stats` as JSON, for ``polecat cluster status``)."""
         app.router.add_post(PATH, self._handle_batch)
         app.router.add_post(ADOPT_PATH, self._handle_adopt)
+        app.router.add_get(STATUS_PATH, self._handle_status)
+
+    def stats(self) -> ClusterStats:
+        """This node's cluster figures now (``/metrics``)."""
+        own = self.membership.ownership
+        now = self._clock.monotonic()
+        queued = self._crawler.frontier.unowned_queued() if self._crawler is not None else {}
+        # The frontier's owned set follows the membership's within SYNC_EVERY: strays by the latter.
+        strays = {s: queued[s] for s in own.strays(queued)}
+        fo = self.failover
+        return ClusterStats(
+            fenced=own.fenced(now), lease_age=own.lease_age(now), slices_owned=len(own.leasable(now)),
+            slices_wanted=len(own.wanted), bundles_sent=self.bundles_sent,
+            bundles_adopted=self.bundles_adopted, bundles_refused=self.bundles_refused,
+            stray_urls=sum(strays.values()), stray_slices=len(strays),
+            checkpoint_rounds=fo.rounds if fo else 0, checkpoint_failures=fo.failures if fo else 0,
+            checkpoint_age=now - fo.last_round_at if fo and fo.last_round_at is not None else None)
+
+    def _token(self) -> Fence | None:
+        """This node's fencing token while it is not fenced (a checkpoint round is written under one)."""
+        own = self.membership.ownership
+        return None if own.fenced(self._clock.monotonic()) else self.membership.fence
+
+    def _may_send(self, host: str) -> bool:
+        """Ownership rule 5 at send time (lease_runner rule 6): the frontier's owned set lags by up to
+        :data:`SYNC_EVERY`, and a woken process runs its fetch tasks before its sync loop."""
+        return self.membership.ownership.may_lease(slice_of(host), self._clock.monotonic())
 
     def sync_owned(self) -> None:
         if self._crawler is not None:
@@ -146,6 +205,7 @@ class ClusterNode:
     async def leave(self) -> None:
         """Checkpoint, hand every slice over and revoke the lease (graceful stop; the crawler still
         runs)."""
+        self._leaving = True
         if self.failover is not None and self._crawler is not None and (now := self._shipped()) is not None:
             await self.failover.ship(*now)
         await self.membership.close()
@@ -187,11 +247,15 @@ class ClusterNode:
         self.handoff.set_addresses({m.id: m.address for m in members if m.id != self.me.id})
         self.sync_owned()
         self._reroute()
+        self._reconcile.set()
 
     def _reroute(self) -> None:
         """URLs waiting in the outbox for members that left go to their new owners (rule 2). Known gap:
         a crash between the outbox and the frontier commit of one checkpoint loses the re-routed URLs
         that became this node's own."""
+        if self._crawler is None:
+            return  # joining: the crawler is not open yet (after a restart the outbox may hold URLs for
+            # peers not back yet); the sync loop re-routes once it is
         present = {m.id for m in self.membership.members()}
         moved = 0
         for peer in self.outbox.peers() - present:
@@ -231,6 +295,26 @@ class ClusterNode:
                         log.info("re-routed %d URLs %s had accepted but not checkpointed before it left",
                                  moved, peer)
 
+    async def _reconcile_loop(self) -> None:
+        """Ship the URLs held in slices this node does not own to their owners (rule 7)."""
+        while True:
+            with contextlib.suppress(TimeoutError):  # not wait_for: it can swallow a cancel (etcd.py)
+                async with asyncio.timeout(RECONCILE_EVERY):
+                    await self._reconcile.wait()
+            self._reconcile.clear()
+            await asyncio.sleep(SYNC_EVERY)  # the claims a change starts go first (strays() skips them)
+            crawler = self._crawler
+            own = self.membership.ownership
+            if crawler is None or self._leaving or own.fenced(self._clock.monotonic()):
+                continue
+            strays = own.strays(crawler.frontier.unowned_queued())
+            if strays:
+                log.info("reconciling: %d slices with URLs queued here belong to other nodes", len(strays))
+                try:
+                    await self._hand_over(strays)
+                except (PolecatError, TimeoutError) as exc:  # kept here: the next look tries again
+                    log.warning("reconciling %d stray slices failed: %s", len(strays), exc)
+
     async def _sync_loop(self) -> None:
         beat = 0
         while True:
@@ -260,6 +344,9 @@ class ClusterNode:
             headers = {ROUND_HEADER: str(self.failover.covering_round())}
         return web.Response(status=_STATUS[reply.status], text=reply.detail, headers=headers)
 
+    async def _handle_status(self, request: web.Request) -> web.Response:
+        return web.json_response(dataclasses.asdict(self.stats()))
+
     async def _handle_adopt(self, request: web.Request) -> web.Response:
         body = await request.read()
         sig = bytes.fromhex(request.headers.get(SIGNATURE_HEADER, "").strip() or "00")
@@ -267,50 +354,85 @@ class ClusterNode:
             return web.Response(status=401, text="bundle signature is missing or does not verify")
         if self._crawler is None:
             return web.Response(status=503, text="not started")
+        if self._leaving:
+            return web.Response(status=409, text="leaving: hand these slices to a member that stays")
         try:
             bundle = SliceBundle.read(BytesIO(body))
         except (BundleError, ValueError) as exc:
             return web.Response(status=400, text=str(exc))
+        if (fence := bundle.fence) is not None:
+            try:
+                why = await self._stale(fence)
+            except Exception as exc:  # etcd unreachable: it cannot be proved current; the sender retries
+                return web.Response(status=503, text=f"cannot check the fencing token: {exc}")
+            if why is not None:
+                self.bundles_refused += 1
+                log.warning("refused a stale bundle of %d slices: %s", len(bundle.ids), why)
+                return web.Response(status=410, text=f"stale fencing token: {why}")
+            self._newest[fence.node] = max(self._newest.get(fence.node, 0), fence.revision)
         report = self._crawler.member.adopt(bundle, self._clock.wall())
         await self._crawler.commit()
         if self.failover is not None:
             await self.failover.handed_in(body, bundle.ids)
         self.slices_adopted += len(bundle.ids)
+        self.bundles_adopted += 1
         log.info("adopted %d slices from %s: %s", len(bundle.ids), request.remote, report)
         return web.Response(text="adopted")
+
+    async def _stale(self, fence: Fence) -> str | None:
+        """Why a bundle carrying ``fence`` is stale (rule 8), from the member list, or from etcd read
+        now when the list names another lease (it may be older than the sender's registration); raises
+        if etcd cannot be read."""
+        known = {m.id: m.lease for m in self.membership.members()}
+        lease = known.get(fence.node)
+        if lease != fence.lease:
+            fresh = await self.membership.registered()
+            lease = fresh[fence.node].lease if fence.node in fresh else None
+        return stale(fence, lease, self._newest.get(fence.node, 0))
 
     # -- handing over (rule 3) ----------------------------------------------------------------------
 
     async def _hand_over(self, slices: frozenset[int]) -> None:
+        async with self._handing:
+            await self._hand_over_now(slices)
+
+    async def _hand_over_now(self, slices: frozenset[int]) -> None:
         crawler = self._crawler
-        ring = self.membership.ownership.ring
-        if crawler is None or ring is None:
-            return  # nothing opened yet, or nobody to hand to: the slices stay here
+        token = self.membership.fence
+        if crawler is None or token is None:
+            return  # nothing opened yet, or not registered: the slices stay here
         self.sync_owned()
         frontier = crawler.frontier
         started = self._clock.monotonic()
         async with asyncio.timeout(HANDOVER_TIMEOUT):
             while frontier.in_flight_in(slices):  # noqa: ASYNC110 - the frontier has no event for this
                 await asyncio.sleep(0.05)
-            by_owner: dict[str, set[int]] = defaultdict(set)
-            for s in slices:
-                by_owner[ring.owner(s)].add(s)
+            own = self.membership.ownership
+            heirs = own.heirs(slices, self.membership.leaving())
             addresses = {m.id: m.address for m in self.membership.members()}
-            for owner, group in sorted(by_owner.items()):
-                if owner == self.me.id or owner not in addresses:
-                    continue  # still ours after all, or its owner is gone: kept for the next change
+            sent_total = 0
+            for owner, group in heirs.items():
+                if owner not in addresses:
+                    continue  # its owner is gone: kept for the next change
                 sent: set[int] = set()
-                chunks = bundle_chunks(frontier, group, self._clock.wall(), max_bytes=self._chunk_bytes)
+                chunks = bundle_chunks(frontier, group, self._clock.wall(), max_bytes=self._chunk_bytes,
+                                       fence=token)
                 for chunk, body in chunks:
+                    if self.membership.fence != token or own.fenced(self._clock.monotonic()):
+                        raise PolecatError("the lease this hand-over began under is gone: abandoned")
                     if not await self._send_bundle(owner, addresses[owner], body):
                         break  # its new owner left meanwhile: the rest stays here for the next change
                     crawler.member.release_slices(chunk)  # adopted and committed there
+                    self.bundles_sent += 1
                     sent |= chunk
                 self.slices_handed_over += len(sent)
+                sent_total += len(sent)
                 if sent and self.failover is not None:  # one manifest write per new owner
                     await self.failover.handed_out(frozenset(sent))
             await crawler.commit()
-        log.info("handed %d slices over in %.3f s", len(slices), self._clock.monotonic() - started)
+        kept = len(slices) - sent_total
+        log.info("handed %d slices over in %.3f s%s", sent_total, self._clock.monotonic() - started,
+                 f" ({kept} kept here: no heir that stays)" if kept else "")
 
     async def _send_bundle(self, owner: str, address: str, body: bytes) -> bool:
         """POST one chunk to ``owner`` until it is adopted (True), or until ``owner`` is no longer
@@ -323,6 +445,11 @@ class ClusterNode:
                                               headers={SIGNATURE_HEADER: self._sign(body).hex()}) as resp:
                     if resp.status == 200:
                         return True
+                    if resp.status == 409:  # it is leaving too (rule 7)
+                        log.info("%s is leaving: the slices meant for it stay here", owner)
+                        return False
+                    if resp.status == 410:  # this node's token is stale: the hand-over is void
+                        raise PolecatError(f"{owner} refused a slice bundle: {await resp.text()}")
                     if resp.status in (400, 401):
                         raise PolecatError(f"{address} refused a slice bundle: HTTP {resp.status}")
             with contextlib.suppress(Exception):  # etcd unreachable: keep trying the peer
@@ -330,5 +457,7 @@ class ClusterNode:
                     log.warning("%s left during a hand-over to it: its slices stay here", owner)
                     return False
             await asyncio.sleep(delay)
-            delay = min(2.0, delay * 2)
+            # Capped low: a peer that just came back wants its strays before it fetches their seeds
+            # again (rule 7), and it answers as soon as its crawler is open.
+            delay = min(0.5, delay * 2)
 

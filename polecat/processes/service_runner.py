@@ -98,7 +98,8 @@ class NodeService:
         loop = asyncio.get_running_loop()
         async with Crawler(cfg, on_lease=self._on_lease, link=link, clock=self.clock) as crawler:
             self._crawler = crawler
-            self._metrics = NodeMetrics(crawler, self.lag, clock=self.clock)
+            self._metrics = NodeMetrics(crawler, self.lag, clock=self.clock,
+                                        cluster=self.cluster.stats if self.cluster is not None else None)
             api = Api(crawler, self.activity, self._metrics.registry, clock=self.clock)
             if self.cluster is None:
                 app = api.app(cfg.node.token)

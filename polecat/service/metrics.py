@@ -11,12 +11,16 @@ Rules:
 - Counters count this process's run (they restart at 0 with the node, which Prometheus handles).
 - Each family is yielded once, with one HELP line: ``promtool check metrics`` refuses a second
   (tests/test_service_metrics.py runs it on a live node's scrape).
+- A node in a cluster adds ``polecat_cluster_*`` from its :class:`~polecat.cluster.stats.ClusterStats`
+  record (read through a callable, as the service sits below the processes that run the cluster):
+  fenced, lease age, slices owned / wanted / stray, stray URLs, hand-over bundles by outcome, and
+  checkpoint rounds, failures and age. A gauge with nothing to say (no lease, no round yet) has no sample.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -24,6 +28,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from polecat.clock import SYSTEM_CLOCK, Clock
+from polecat.cluster.stats import ClusterStats
 from polecat.frontier.records import Completion, Lease
 from polecat.version import __version__
 
@@ -54,8 +59,11 @@ class LoopLag:
 class NodeMetrics(Collector):
     """The registry of one node; see the module rules. ``clock.wall()`` is the scrape's ``now``."""
 
-    def __init__(self, crawler: Crawler, lag: LoopLag, *, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(self, crawler: Crawler, lag: LoopLag, *, clock: Clock = SYSTEM_CLOCK,
+                 cluster: Callable[[], ClusterStats] | None = None) -> None:
         self._crawler = crawler
+        self._cluster = cluster
+        """The node's cluster figures (None: not in a cluster, no ``polecat_cluster_*`` metrics)."""
         self._lag = lag
         self._clock = clock
         self.registry = CollectorRegistry(auto_describe=False)
@@ -135,6 +143,39 @@ class NodeMetrics(Collector):
         yield _gauge("polecat_commit_duration_seconds", "Duration of the node's last commit", duration)
         yield _gauge("polecat_event_loop_lag_seconds", "Worst event-loop lag over the last minute",
                      self._lag.seconds)
+        if self._cluster is not None:
+            yield from _cluster(self._cluster())
+
+
+def _cluster(cs: ClusterStats) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+    """The node's standing in its cluster (only a node in a cluster has these)."""
+    yield _gauge("polecat_cluster_fenced", "1 while this node may lease no URL (its lease is not fresh)",
+                 int(cs.fenced))
+    age = GaugeMetricFamily("polecat_cluster_lease_age_seconds",
+                            "Seconds since the etcd lease was last renewed (no sample without a lease)")
+    if cs.lease_age is not None:
+        age.add_metric([], cs.lease_age)
+    yield age
+    slices = GaugeMetricFamily("polecat_cluster_slices", "Slices by standing", labels=["state"])
+    slices.add_metric(["owned"], cs.slices_owned)
+    slices.add_metric(["wanted"], cs.slices_wanted)
+    slices.add_metric(["stray"], cs.stray_slices)
+    yield slices
+    yield _gauge("polecat_cluster_stray_urls",
+                 "URLs queued here in slices this node does not own (reconciled to their owners)",
+                 cs.stray_urls)
+    yield _labelled_counter("polecat_cluster_bundles", "Slice hand-over bundles by outcome", "outcome",
+                            (("sent", cs.bundles_sent), ("adopted", cs.bundles_adopted),
+                             ("refused", cs.bundles_refused)))
+    yield _counter("polecat_cluster_checkpoint_rounds", "Slice checkpoint rounds shipped",
+                   cs.checkpoint_rounds)
+    yield _counter("polecat_cluster_checkpoint_failures", "Slice checkpoint rounds and writes that failed",
+                   cs.checkpoint_failures)
+    ckpt = GaugeMetricFamily("polecat_cluster_checkpoint_age_seconds",
+                             "Seconds since the last checkpoint round shipped (no sample before one)")
+    if cs.checkpoint_age is not None:
+        ckpt.add_metric([], cs.checkpoint_age)
+    yield ckpt
 
 
 def _freshness(fresh: tuple[int, int, int, int] | None) -> Iterator[GaugeMetricFamily]:
