@@ -6,8 +6,9 @@ detection, on a real crawl of the loopback test web.
 A generated web (``--hosts`` x ``--pages``) is crawled once; then ``--changed`` of the pages get new text
 and ``--cosmetic`` of them only a new footer revision number (a near-duplicate, new ETag), the rest stays
 as it was. A second run, ``polecat crawl --refresh`` in effect, re-fetches every page (all are due):
-conditional GETs get 304 from the unchanged pages, the cosmetic ones come back whole but are recorded
-as revisits of their previous version, the changed ones are stored. Figures: body bytes received and
+conditional GETs get 304 from the unchanged pages, the cosmetic ones come back whole and are recorded
+as revisits of their previous version with their own bytes kept as deltas against it (a few bytes each,
+polecat/store/delta.py), the changed ones are stored whole. Figures: body bytes received and
 stored by the refresh run, against what a refresh without conditional GET (every page whole) and
 without near-duplicate detection (every new body stored) would have cost, from the sizes the first run
 recorded.

@@ -33,24 +33,26 @@ def test_old_and_new_setting_names_together_are_an_error() -> None:
         config_from_mapping({"dedup": {"simhash_distance": 9}})  # validated under its new name
 
 
-def test_data_dir_with_older_fingerprints_is_refused(tmp_path: Path) -> None:
-    old = {"url_fingerprint": "xxh3_128", "canon": 1, "near_index": minhash.FORMAT - 1}
-    FrontierDB(tmp_path / "frontier", map_size=1 << 24, params=old).close()
+def test_data_dir_with_fingerprints_of_a_format_no_upgrade_knows_is_refused(tmp_path: Path) -> None:
+    # An older format is upgraded (tests/test_upgrade_command.py); one this release cannot read is refused.
+    newer = {"url_fingerprint": "xxh3_128", "canon": 1, "near_index": minhash.FORMAT + 1}
+    FrontierDB(tmp_path / "frontier", map_size=1 << 24, params=newer).close()
 
     async def open_node() -> None:
         async with Crawler(Config(data_dir=tmp_path)):
             pass
 
-    with pytest.raises(FrontierError, match=f"near_index={minhash.FORMAT - 1}"):
+    with pytest.raises(FrontierError, match=f"near_index={minhash.FORMAT + 1}"):
         asyncio.run(open_node())
 
 
 def test_a_refused_frontier_closes_its_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    FrontierDB(tmp_path, map_size=1 << 24, params={"near_index": 2}).close()
+    unknown = minhash.FORMAT + 1
+    FrontierDB(tmp_path, map_size=1 << 24, params={"near_index": unknown}).close()
     closed: list[FrontierDB] = []
     close = FrontierDB.close
     monkeypatch.setattr(FrontierDB, "close", lambda self: (closed.append(self), close(self))[-1])
-    with pytest.raises(FrontierError, match="near_index=2"):
-        FrontierDB(tmp_path, map_size=1 << 24, params={"near_index": 3})
+    with pytest.raises(FrontierError, match=f"near_index={unknown}"):
+        FrontierDB(tmp_path, map_size=1 << 24, params={"near_index": minhash.FORMAT})
     assert len(closed) == 1  # no environment and write transaction left for the garbage collector
-    FrontierDB(tmp_path, map_size=1 << 24, params={"near_index": 2}).close()
+    FrontierDB(tmp_path, map_size=1 << 24, params={"near_index": unknown}).close()
