@@ -24,6 +24,10 @@ refused does not change with the client):
    bytes past the end of the message (no request was pipelined) end the connection too.
 6. A connection that closes before the message ends (``feed_eof``) raises :class:`IncompleteResponse`,
    unless the body is close-delimited.
+7. Work is linear in the bytes received, however they are cut: a head that arrives in pieces is appended
+   to one buffer and only the new bytes are searched for its end and checked against the limits (a
+   server dripping a 1 MB head 50 bytes at a time must not cost a copy and a search of the whole head
+   per piece).
 """
 
 from __future__ import annotations
@@ -91,10 +95,18 @@ class ResponseParser:
     they carry. :attr:`head` is set once the head is complete, :attr:`done` once the message is; bytes
     after the message are dropped (and make the connection not reusable, rule 5)."""
 
-    __slots__ = ("_buf", "_left", "_state", "done", "head", "reusable")
+    __slots__ = ("_buf", "_head_lines", "_head_part", "_left", "_line_start", "_state", "done", "head",
+                 "reusable")
 
     def __init__(self) -> None:
         self._buf = b""
+        """The unparsed end of a chunked body (at most one chunk-size or trailer line)."""
+        self._head_part = bytearray()
+        """The head received so far, while it is incomplete (rule 7)."""
+        self._line_start = 0
+        """Where the last line of ``_head_part`` starts."""
+        self._head_lines = 0
+        """Line ends in ``_head_part``."""
         self._state = _HEAD
         self._left = 0
         self.head: Head | None = None
@@ -118,11 +130,11 @@ class ResponseParser:
             if data:  # nothing was asked for: the connection cannot be trusted with a next request
                 self.reusable = False
             return b""
+        if state == _HEAD:
+            return self._feed_head(data)
         if self._buf:
             data = self._buf + data
             self._buf = b""
-        if state == _HEAD:
-            return self._feed_head(data)
         return self._feed_chunked(data)
 
     def feed_eof(self) -> None:
@@ -139,13 +151,25 @@ class ResponseParser:
     # --- head --------------------------------------------------------------------------------------
 
     def _feed_head(self, data: bytes) -> bytes | memoryview:
+        part = self._head_part
+        if part:
+            # Only a head end that takes in the new bytes can be new: the old ones were searched (rule 7).
+            searched = len(part)
+            part += data
+            end = _head_end(part, max(searched - 3, 0))
+            if end < 0:
+                self._check_partial_head(searched)
+                return b""
+            data = bytes(part)  # one copy per head, not per piece
+            self._head_part = bytearray()
+        else:
+            end = _head_end(data, 0)
         start = 0
         while True:
-            end = _head_end(data, start)
             if end < 0:
-                data = data[start:]
-                _check_partial_head(data)
-                self._buf = data
+                self._head_part = bytearray(memoryview(data)[start:])
+                self._line_start = self._head_lines = 0
+                self._check_partial_head(0)
                 return b""
             head, framing = _parse_head(data[start:end])
             start = end
@@ -154,6 +178,7 @@ class ResponseParser:
             if head.status == 101:
                 raise MalformedResponse("unexpected 101 Switching Protocols")
             # 1xx interim response: the real one follows (rule 3)
+            end = _head_end(data, start)
         self.head = head
         if head.status in (204, 304):
             framing = 0
@@ -170,6 +195,19 @@ class ResponseParser:
             self._state, self._left = _LENGTH, framing - len(rest)
             return rest
         return self._finish_length(rest, framing)
+
+    def _check_partial_head(self, new: int) -> None:
+        """An incomplete head may not already break a limit: a server that sends one endless header, or
+        endless headers, must not make the client buffer them. Reads ``_head_part`` from ``new`` only."""
+        part = self._head_part
+        last = part.rfind(b"\n", new)
+        if last >= 0:
+            self._line_start = last + 1
+        if len(part) - self._line_start > MAX_LINE:
+            raise MalformedResponse("response header line too long")
+        self._head_lines += part.count(b"\n", new)
+        if len(part) > 65536 and self._head_lines > MAX_HEADERS + 1:
+            raise MalformedResponse(f"more than {MAX_HEADERS} response headers")
 
     def _finish_length(self, data: bytes | memoryview, left: int) -> bytes | memoryview:
         self._state, self._left, self.done = _DONE, 0, True
@@ -251,7 +289,7 @@ def _is_hex(value: bytes) -> bool:
     return all(c in _HEX for c in value)
 
 
-def _head_end(data: bytes, start: int) -> int:
+def _head_end(data: bytes | bytearray, start: int) -> int:
     """The index just past the blank line that ends the head starting at ``start``, or -1. Only the
     head is searched for a bare-LF blank line: the body after it may hold any bytes."""
     crlf = data.find(b"\r\n\r\n", start)
@@ -259,16 +297,6 @@ def _head_end(data: bytes, start: int) -> int:
     if lf >= 0:
         return lf + 2
     return crlf + 4 if crlf >= 0 else -1
-
-
-def _check_partial_head(data: bytes) -> None:
-    """An incomplete head may not already break a limit: a server that sends one endless header, or
-    endless headers, must not make the client buffer them."""
-    last = data.rfind(b"\n")
-    if len(data) - last - 1 > MAX_LINE:
-        raise MalformedResponse("response header line too long")
-    if len(data) > 65536 and data.count(b"\n") > MAX_HEADERS + 1:
-        raise MalformedResponse(f"more than {MAX_HEADERS} response headers")
 
 
 def _parse_head(raw: bytes) -> tuple[Head, int]:
