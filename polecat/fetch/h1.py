@@ -7,21 +7,29 @@ both is :mod:`polecat.fetch.pool`.
 Rules (RFC 9112, with the limits aiohttp, the client before this one, used; so what is fetched and
 refused does not change with the client):
 
-1. The head: a status line ``HTTP/1.x NNN reason`` and at most :data:`MAX_HEADERS` header lines, each line
-   at most :data:`MAX_LINE` bytes. Lines end in CRLF or a bare LF (RFC 9112 2.2 lets a recipient accept
-   LF). A line that starts with a space or tab continues the previous value (obsolete folding, replaced
-   by one space, RFC 9112 5.2). Anything else is a :class:`MalformedResponse`.
-2. Names and values are decoded as UTF-8 with ``surrogateescape`` (no byte is lost; the WARC writer
-   shows the undecodable ones as escapes), values without surrounding spaces and tabs, names as sent.
+1. The head: empty lines (skipped), a status line ``HTTP/1.x NNN reason`` and at most :data:`MAX_HEADERS`
+   header lines, each line at most :data:`MAX_LINE` bytes. Lines end in CRLF or a bare LF (RFC 9112 2.2
+   lets a recipient accept LF). A line that starts with a space or tab continues the previous value
+   (obsolete folding, replaced by one space, RFC 9112 5.2). Anything else, a control character other than
+   a tab included, is a :class:`MalformedResponse`. ``tests/test_fetch_h1_differential.py`` holds these
+   rules to llhttp (aiohttp's parser) and names where they differ: h1 refuses controls in the head and a
+   whitespace line straight after the status line, takes only HTTP/1.0 and 1.1, and takes a bare LF in
+   chunk lines too.
+2. Names are tokens (RFC 9110 5.1), kept as sent. Values are decoded as UTF-8 with ``surrogateescape``
+   (no byte is lost; the WARC writer shows the undecodable ones as escapes), without surrounding spaces
+   and tabs.
 3. Interim responses (1xx other than 101) are skipped: the next head is the response. 101 is refused: a
    GET never asks to switch protocols.
 4. Body framing (RFC 9112 6.3), in this order: 1xx, 204 and 304 have no body; ``Transfer-Encoding``
-   ending in ``chunked`` is chunked (chunk extensions and trailers are read and dropped); any other
-   ``Transfer-Encoding`` is delimited by the close; ``Content-Length`` (one value, or equal repeated ones)
-   is exact; no framing header: delimited by the close.
+   ending in ``chunked`` is chunked (chunk extensions and trailers are read and dropped; a chunk size may
+   be followed by spaces, not preceded); any other ``Transfer-Encoding`` is delimited by the close;
+   ``Content-Length`` (exactly one header with one value) is exact; no framing header: delimited by the
+   close. A ``Transfer-Encoding`` next to a ``Content-Length``, or a second ``Content-Length`` even with
+   the same value, is malformed: llhttp (aiohttp's parser) refuses both, and two framings are what
+   smuggling is made of.
 5. Keep-alive: HTTP/1.1 unless ``Connection: close``; HTTP/1.0 only with ``Connection: keep-alive`` and a
-   length or chunked framing. A close-delimited body, a Transfer-Encoding next to a Content-Length, or
-   bytes past the end of the message (no request was pipelined) end the connection too.
+   length or chunked framing. A close-delimited body, or bytes past the end of the message (no request was
+   pipelined) end the connection too.
 6. A connection that closes before the message ends (``feed_eof``) raises :class:`IncompleteResponse`,
    unless the body is close-delimited.
 7. Work is linear in the bytes received, however they are cut: a head that arrives in pieces is appended
@@ -162,14 +170,16 @@ class ResponseParser:
                 return b""
             data = bytes(part)  # one copy per head, not per piece
             self._head_part = bytearray()
+            start = 0
         else:
-            end = _head_end(data, 0)
-        start = 0
+            start = _skip_blank_lines(data, 0)
+            end = _head_end(data, start)
         while True:
             if end < 0:
-                self._head_part = bytearray(memoryview(data)[start:])
-                self._line_start = self._head_lines = 0
-                self._check_partial_head(0)
+                if start < len(data):
+                    self._head_part = bytearray(memoryview(data)[start:])
+                    self._line_start = self._head_lines = 0
+                    self._check_partial_head(0)
                 return b""
             head, framing = _parse_head(data[start:end])
             start = end
@@ -178,6 +188,7 @@ class ResponseParser:
             if head.status == 101:
                 raise MalformedResponse("unexpected 101 Switching Protocols")
             # 1xx interim response: the real one follows (rule 3)
+            start = _skip_blank_lines(data, start)
             end = _head_end(data, start)
         self.head = head
         if head.status in (204, 304):
@@ -198,8 +209,11 @@ class ResponseParser:
 
     def _check_partial_head(self, new: int) -> None:
         """An incomplete head may not already break a limit: a server that sends one endless header, or
-        endless headers, must not make the client buffer them. Reads ``_head_part`` from ``new`` only."""
+        endless headers, must not make the client buffer them; a head that does not start as a status
+        line is refused before the rest arrives. Reads ``_head_part`` from ``new`` only."""
         part = self._head_part
+        if new < 7 and not b"HTTP/1.".startswith(part[:7]):
+            raise MalformedResponse(f"bad status line {bytes(part[:40])!r}")
         last = part.rfind(b"\n", new)
         if last >= 0:
             self._line_start = last + 1
@@ -255,6 +269,9 @@ class ResponseParser:
                     continue
                 eol = data.find(b"\n", pos)
                 if eol < 0:
+                    if state == _CHUNK_SIZE and not _CHUNK_SIZE_START.match(data, pos):  # as llhttp
+                        bad = data[pos:pos + 20]
+                        raise MalformedResponse(f"malformed chunked body: bad chunk size {bad!r}")
                     if n - pos > (_MAX_CHUNK_LINE if state == _CHUNK_SIZE else MAX_LINE):
                         raise MalformedResponse("malformed chunked body: line too long")
                     break
@@ -267,7 +284,7 @@ class ResponseParser:
                         self.reusable = self.head.keep_alive and pos == n
                         return b"".join(out)
                     continue  # trailer fields are dropped
-                size = line.split(b";", 1)[0].strip(b" \t")
+                size = line.split(b";", 1)[0].rstrip(b" \t")
                 if not size or len(size) > 16 or not _is_hex(size):
                     raise MalformedResponse(f"malformed chunked body: bad chunk size {size[:20]!r}")
                 left = int(size, 16)
@@ -279,7 +296,10 @@ class ResponseParser:
 
 _CHUNK_HEAD = re.compile(rb"([0-9A-Fa-f]{1,16})(?:[ \t]*;[^\r\n]{0,4000})?\r?\n")
 """A chunk-size line as servers send it (the size, extensions dropped); anything else takes the slow path,
-which accepts what this does not (spaces around the size) and refuses what is malformed."""
+which accepts what this does not (spaces after the size) and refuses what is malformed."""
+_CHUNK_SIZE_START = re.compile(rb"(?:[0-9A-Fa-f]+[ \t;\r]?)?\Z|[0-9A-Fa-f]+[ \t;\r]")
+"""What an incomplete chunk-size line may start with: a bad byte is refused before the line ends."""
+_TOKEN = re.compile(r"[-!#$%&'*+.^_`|~0-9A-Za-z]+")
 _CHUNKED = -1
 _TO_CLOSE = -2
 _HEX = frozenset(b"0123456789abcdefABCDEF")
@@ -289,14 +309,22 @@ def _is_hex(value: bytes) -> bool:
     return all(c in _HEX for c in value)
 
 
+def _skip_blank_lines(data: bytes, start: int) -> int:
+    """Past the empty lines before a head (rule 1), as llhttp skips them."""
+    while start < len(data) and data[start] in (10, 13):
+        start += 1
+    return start
+
+
 def _head_end(data: bytes | bytearray, start: int) -> int:
     """The index just past the blank line that ends the head starting at ``start``, or -1. Only the
     head is searched for a bare-LF blank line: the body after it may hold any bytes."""
-    crlf = data.find(b"\r\n\r\n", start)
+    # The blank line is a line end followed by CRLF or LF; a bare-LF line then a CRLF blank one counts.
+    crlf = data.find(b"\n\r\n", start)
     lf = data.find(b"\n\n", start, crlf + 2 if crlf >= 0 else len(data))
     if lf >= 0:
         return lf + 2
-    return crlf + 4 if crlf >= 0 else -1
+    return crlf + 3 if crlf >= 0 else -1
 
 
 def _parse_head(raw: bytes) -> tuple[Head, int]:
@@ -314,7 +342,8 @@ def _parse_head(raw: bytes) -> tuple[Head, int]:
     else:
         raise MalformedResponse(f"bad status line {status_line[:40]!r}")
     code, _, reason = status_line[9:].partition(" ")
-    if len(code) != 3 or not code.isdigit() or not code.isascii() or code[0] == "0":
+    bad_reason = not reason.isprintable() and _bad_line(reason)  # a lone CR in it, say, as llhttp refuses
+    if len(code) != 3 or not code.isdigit() or not code.isascii() or code[0] == "0" or bad_reason:
         raise MalformedResponse(f"bad status line {status_line[:40]!r}")
     headers: list[tuple[str, str]] = []
     first: dict[str, str] = {}
@@ -331,13 +360,13 @@ def _parse_head(raw: bytes) -> tuple[Head, int]:
                 raise MalformedResponse("response head starts with a continuation line")
             name, value = headers[-1]
             more = line.strip(" \t")
-            headers[-1] = (name, f"{value} {more}" if value else more)
+            headers[-1] = (name, f"{value} {more}" if value and more else value or more)
             continue
         if len(headers) >= MAX_HEADERS:
             raise MalformedResponse(f"more than {MAX_HEADERS} response headers")
         name, colon, value = line.partition(":")
-        # A name is a token: no spaces, tabs or controls (RFC 9112 5.1 refuses space before the colon).
-        bad = not colon or not name or " " in name or "\t" in name
+        # A name is a token (RFC 9110 5.1): no spaces, tabs, controls or non-ASCII, as llhttp says.
+        bad = not colon or _TOKEN.fullmatch(name) is None
         if bad or (not line.isprintable() and _bad_line(line)):
             raise MalformedResponse(f"bad response header line {line[:40]!r}")
         value = value.strip(" \t")
@@ -354,8 +383,10 @@ def _parse_head(raw: bytes) -> tuple[Head, int]:
     tokens = {t.strip() for t in connection.split(",")}
     keep_alive = "close" not in tokens if version == 11 else "keep-alive" in tokens
     if transfer is not None:
+        if length is not None:
+            raise MalformedResponse("both Transfer-Encoding and Content-Length")
         framing = _CHUNKED if transfer.rsplit(",", 1)[-1].strip().lower() == "chunked" else _TO_CLOSE
-        if length is not None or framing == _TO_CLOSE:
+        if framing == _TO_CLOSE:
             keep_alive = False
     elif length is not None:
         framing = length
@@ -372,14 +403,8 @@ def _bad_line(line: str) -> bool:
 
 
 def _content_length(value: str, previous: int | None) -> int:
-    # RFC 9110 8.6: a list of identical values ("42, 42") is one value.
-    values = {v.strip() for v in value.split(",")}
-    if len(values) != 1:
-        raise MalformedResponse(f"conflicting Content-Length {value[:40]!r}")
-    text = values.pop()
-    if not text.isdigit() or not text.isascii() or len(text) > 18:
+    if previous is not None:
+        raise MalformedResponse("more than one Content-Length")
+    if not value.isdigit() or not value.isascii() or len(value) > 18:
         raise MalformedResponse(f"bad Content-Length {value[:40]!r}")
-    length = int(text)
-    if previous is not None and previous != length:
-        raise MalformedResponse("conflicting Content-Length headers")
-    return length
+    return int(value)
