@@ -222,3 +222,24 @@ async def test_a_busy_listen_address_is_a_clear_error(test_web: TestWebFactory, 
         cfg = crawl_config(web, tmp_path / "b", node={"listen": svc.url.removeprefix("http://")})
         with pytest.raises(PolecatError, match=r"node\.listen \(--listen\) 127\.0\.0\.1:\d+: .*in use"):
             await NodeService(cfg).run(handle_signals=False)
+
+
+async def test_operator_bodies_are_bounded_and_deep_json_is_a_400(test_web: TestWebFactory,
+                                                                  tmp_path: Path) -> None:
+    # Issue 33: 4 MiB at most on every node, refused from the head before the body is read; JSON nested
+    # 100,000 deep was a RecursionError and a 500.
+    web = test_web(SiteSpec(hosts=1, pages_per_host=2))
+    async with running_node(web, tmp_path, seeds=False) as (svc, api):
+        deep = b'{"urls": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+        async with api.post("/admin/seeds", data=deep, headers={"Content-Type": "application/json"}) as resp:
+            assert resp.status == 400 and (await resp.json())["field"] == "body"
+        host, _, port = svc.url.removeprefix("http://").rstrip("/").rpartition(":")
+        reader, writer = await asyncio.open_connection(host, int(port))
+        try:
+            writer.write(b"POST /admin/seeds HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: %d\r\n\r\n{" % (svc.url.split("//")[1].rstrip("/").encode(),
+                                                           4 * 1024 * 1024 + 1))
+            async with asyncio.timeout(20):  # answered without waiting for the body
+                assert (await reader.readline()).split()[1] == b"413"
+        finally:
+            writer.close()

@@ -29,7 +29,7 @@ from polecat.errors import PolecatError
 from polecat.frontier.records import Completion, Lease
 from polecat.node.crawler import Crawler
 from polecat.node.summary import progress_text
-from polecat.processes.machine import INTERNAL_PATHS, MAX_BUNDLE_BYTES, ClusterNode
+from polecat.processes.machine import INTERNAL_PATHS, ClusterNode
 from polecat.service.activity import Activity
 from polecat.service.api import Api, check_listen
 from polecat.service.metrics import LoopLag, NodeMetrics
@@ -103,7 +103,7 @@ class NodeService:
             if self.cluster is None:
                 app = api.app(cfg.node.token)
             else:
-                app = api.app(cfg.node.token, signed=INTERNAL_PATHS, max_body=MAX_BUNDLE_BYTES)
+                app = api.app(cfg.node.token, signed=INTERNAL_PATHS)
                 self.cluster.routes(app)
                 self.cluster.start(crawler)
             runner = web.AppRunner(app, access_log=None, handle_signals=False)
