@@ -57,5 +57,7 @@ async def wait_for(cond: Callable[[], bool], within: float = 20.0, what: str = "
 
 async def get_json(session: aiohttp.ClientSession, method: str, path: str,
                    body: Any = None) -> tuple[int, Any]:
+    if body is None and method == "POST":
+        body = {}  # the node takes a POST only as JSON (api.py rules)
     async with session.request(method, path, json=body) as resp:
         return resp.status, await resp.json()

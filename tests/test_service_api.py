@@ -243,3 +243,30 @@ async def test_operator_bodies_are_bounded_and_deep_json_is_a_400(test_web: Test
                 assert (await reader.readline()).split()[1] == b"413"
         finally:
             writer.close()
+
+
+async def test_a_page_elsewhere_cannot_drive_a_loopback_node(test_web: TestWebFactory,
+                                                            tmp_path: Path) -> None:
+    # Issue 33: no token on loopback, so the browser checks are what stands between a page on another
+    # origin (or a rebound DNS name) and the node's state.
+    web = test_web(SiteSpec(hosts=1, pages_per_host=2))
+    async with running_node(web, tmp_path, seeds=False) as (svc, api):
+        here = svc.url.split("//")[1].rstrip("/")
+        port = here.rpartition(":")[2]
+        form = {"Content-Type": "text/plain"}
+        async with api.post("/admin/blocks", data=b'{"host_pattern": "a.test"}', headers=form) as resp:
+            assert resp.status == 415
+        evil = {"Origin": "http://evil.test"}
+        async with api.post("/admin/blocks", json={"host_pattern": "a.test"}, headers=evil) as resp:
+            assert resp.status == 403
+        async with api.post("/admin/pause", json={}, headers={"Host": f"rebound.evil.test:{port}"}) as resp:
+            assert resp.status == 421
+        async with api.get("/admin/crawl/status", headers={"Host": "rebound.evil.test"}) as resp:
+            assert resp.status == 421
+        assert (await get_json(api, "GET", "/admin/blocks"))[1] == {"blocks": []}
+        assert (await get_json(api, "GET", "/admin/crawl/status"))[1]["paused"] is False
+        same = {"Origin": f"http://{here}"}
+        async with api.post("/admin/blocks", json={"host_pattern": "a.test"}, headers=same) as resp:
+            assert resp.status == 200
+        async with api.get("/admin/crawl/status", headers={"Host": f"localhost:{port}"}) as resp:
+            assert resp.status == 200

@@ -63,8 +63,8 @@ def call(node: str | None, method: str, path: str, body: Any = None) -> Any:
     if token:
         headers["Authorization"] = f"Bearer {token}"
     data = None
-    if body is not None:
-        data = json.dumps(body).encode()
+    if body is not None or method == "POST":  # the node takes a POST only as JSON (CSRF, api.py rules)
+        data = json.dumps(body if body is not None else {}).encode()
         headers["Content-Type"] = "application/json"
     req = urllib.request.Request(base + path, data=data, headers=headers, method=method)
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # the node is addressed directly

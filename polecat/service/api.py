@@ -8,6 +8,13 @@ Rules:
 - Auth: with a token configured, every route but the status page's HTML shell (which holds no data and
   asks the browser for the token) needs ``Authorization: Bearer <token>``, compared in constant time;
   otherwise 401. Without a token the node only listens on loopback (see :func:`check_listen`).
+- Browsers (CSRF and DNS rebinding): a request that changes state (POST, PUT, DELETE) carries an
+  ``Origin``, when it has one, of this node (``http://`` + its ``Host``, else 403), and a POST outside
+  ``/internal/`` says its body is JSON (``Content-Type: application/json``, else 415): a page elsewhere
+  can make a browser send neither without the node's consent (CORS), which it never gives. Without a
+  token, every request's ``Host`` must name the node as it listens, a loopback name and the port it was
+  reached on (else 421): a rebound DNS name reaches the socket but not the routes. The cluster's signed
+  routes are called by peers, not browsers, and skip these checks.
 - The shapes of requests and answers are declared in polecat/service/openapi.py; a test checks every
   route's real answers against it.
 """
@@ -72,14 +79,20 @@ def _json_error(exc: web.HTTPException, message: str) -> web.HTTPException:
     return exc
 
 
+WRITES = frozenset({"POST", "PUT", "DELETE", "PATCH"})
+_LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "[::1]"})
+
+
 def auth_middleware(token: str, signed: frozenset[str] = frozenset()) -> Any:
     """Bearer-token auth for every path but :data:`OPEN_PATHS` and ``signed`` (routes that check the
-    cluster's signature themselves)."""
+    cluster's signature themselves), after the browser checks of the module's rules."""
     expected = f"Bearer {token}".encode()
     unchecked = OPEN_PATHS | signed
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path not in signed:
+            _check_browser(request, token)
         if token and request.path not in unchecked:
             given = request.headers.get("Authorization", "").encode()
             if not hmac.compare_digest(given, expected):
@@ -88,6 +101,24 @@ def auth_middleware(token: str, signed: frozenset[str] = frozenset()) -> Any:
         return await handler(request)
 
     return middleware
+
+
+def _check_browser(request: web.Request, token: str) -> None:
+    """The CSRF and DNS-rebinding rules (module rules)."""
+    host = request.headers.get("Host", "")
+    if not token:
+        sock = request.transport.get_extra_info("sockname") if request.transport else None
+        name, _, port = host.rpartition(":")
+        if not (sock and name.lower() in _LOOPBACK_NAMES and port == str(sock[1])):
+            raise _json_error(web.HTTPMisdirectedRequest(),
+                              f"Host {host[:100]!r} is not this node's loopback address and port")
+    if request.method in WRITES:
+        origin = request.headers.get("Origin")
+        if origin is not None and origin != f"http://{host}":
+            raise _json_error(web.HTTPForbidden(), f"Origin {origin[:100]!r} is not this node")
+        internal = request.path.startswith("/internal/")
+        if request.method == "POST" and request.content_type != "application/json" and not internal:
+            raise _json_error(web.HTTPUnsupportedMediaType(), "Content-Type: expected application/json")
 
 
 async def _body(request: web.Request) -> dict[str, Any]:
