@@ -178,7 +178,8 @@ def test_off_loopback_without_token_refuses_to_start(tmp_path: Path) -> None:
 
 async def test_token_is_required_when_set(test_web: TestWebFactory, tmp_path: Path) -> None:
     web = test_web(SiteSpec(hosts=1, pages_per_host=2))
-    async with running_node(web, tmp_path, seeds=False, node={"token": "s3cret"}) as (_, api):
+    token = {"token": "s3cret-of-the-test-node"}
+    async with running_node(web, tmp_path, seeds=False, node=token) as (_, api):
         assert (await get_json(api, "GET", "/admin/blocks"))[0] == 200
         async with api.get("/admin/blocks", headers={"Authorization": "Bearer wrong"}) as resp:
             assert resp.status == 401 and resp.headers["WWW-Authenticate"] == "Bearer"
@@ -270,3 +271,12 @@ async def test_a_page_elsewhere_cannot_drive_a_loopback_node(test_web: TestWebFa
             assert resp.status == 200
         async with api.get("/admin/crawl/status", headers={"Host": f"localhost:{port}"}) as resp:
             assert resp.status == 200
+
+
+def test_short_tokens_and_secrets_are_refused() -> None:
+    # Issue 33: a 1-character POLECAT_TOKEN was accepted; a cluster secret was checked only with etcd.
+    with pytest.raises(ConfigError, match=r"node.token: must be at least 16 characters"):
+        config_from_mapping({"node": {"token": "x"}})
+    with pytest.raises(ConfigError, match=r"cluster.secret: must be at least 16 characters"):
+        config_from_mapping({"cluster": {"secret": "fifteen-chars!!"}})
+    assert config_from_mapping({"node": {"token": "x" * 16}}).node.token == "x" * 16

@@ -161,6 +161,10 @@ def _validate_refresh(rf: RefreshConfig) -> None:
     _check(rf.sitemap_files >= 1, "refresh.sitemap_files", "must be >= 1")
 
 
+MIN_SECRET = 16
+"""Characters in a bearer token or a cluster secret, at least."""
+
+
 def _validate_node(nd: NodeConfig) -> None:
     try:
         split_listen(nd.listen)
@@ -168,6 +172,9 @@ def _validate_node(nd: NodeConfig) -> None:
         raise ConfigError(f"node.listen (--listen): {exc}") from exc
     _check("\n" not in nd.token and nd.token == nd.token.strip(), "node.token",
            "must be one line without surrounding spaces")
+    # A short token is guessed: at least MIN_SECRET characters, as for cluster.secret.
+    _check(not nd.token or len(nd.token) >= MIN_SECRET, "node.token",
+           f"must be at least {MIN_SECRET} characters (POLECAT_TOKEN), got {len(nd.token)}")
 
 
 _CLUSTER_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
@@ -189,6 +196,8 @@ def _validate_cluster(cl: ClusterConfig) -> None:
            "must be in [0.1, 86400] seconds")
     _check(not cl.checkpoints or bool(cl.etcd), "cluster.checkpoints",
            "needs cluster.etcd: slice checkpoints are for the nodes of a cluster")
+    _check(not cl.secret or len(cl.secret) >= MIN_SECRET, "cluster.secret",
+           f"must be at least {MIN_SECRET} characters (POLECAT_CLUSTER_SECRET), got {len(cl.secret)}")
     if not cl.etcd:
         return
     for i, endpoint in enumerate(cl.etcd):
@@ -200,7 +209,7 @@ def _validate_cluster(cl: ClusterConfig) -> None:
     _check(_http_address(cl.advertise), "cluster.advertise",
            f"required with cluster.etcd: http://host:port peers reach this node at, got {cl.advertise!r}")
     one_line = cl.secret == cl.secret.strip() and "\n" not in cl.secret
-    _check(len(cl.secret) >= 16 and one_line, "cluster.secret",
+    _check(len(cl.secret) >= MIN_SECRET and one_line, "cluster.secret",
            "required with cluster.etcd: one line of at least 16 characters (or POLECAT_CLUSTER_SECRET)")
     _check(2 <= cl.lease_ttl <= 300, "cluster.lease_ttl", "must be in [2, 300] seconds")
 
