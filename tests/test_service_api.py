@@ -16,7 +16,7 @@ from polecat.processes.service_runner import NodeService
 from polecat.testing.sitegen import SiteSpec
 from tests.conftest import TestWebFactory
 from tests.crawl_helpers import crawl_config, page_requests
-from tests.service_helpers import get_json, running_node, wait_for
+from tests.service_helpers import get_json, internal, running_node, wait_for
 
 
 async def test_seed_added_while_idle_gets_fetched(test_web: TestWebFactory, tmp_path: Path) -> None:
@@ -155,16 +155,23 @@ async def test_internal_routes(test_web: TestWebFactory, tmp_path: Path) -> None
     async with running_node(web, tmp_path) as (svc, api):
         await wait_for(lambda: svc.crawler.stats().queued == 0 and svc.crawler.stats().in_flight == 0
                        and svc.crawler.stats().fetches >= 3, what="the crawl")
-        status, body = await get_json(api, "GET", f"/internal/hosts/{host}")
+        async with api.get(f"/internal/hosts/{host}", headers=internal(f"/internal/hosts/{host}")) as resp:
+            status, body = resp.status, await resp.json()
         assert status == 200 and body["host"] == host
         assert body["robots"]["state"] == "parsed" and "Disallow" in body["robots"]["text"]
         assert body["next_allowed_ts"] > 0 and body["crawl_delay_ms"] == 0
         assert body["dns_ttl"] is None or body["dns_ttl"] > 0
-        assert (await get_json(api, "GET", "/internal/hosts/nope.test"))[0] == 404
-        async with api.get("/internal/pages/zz") as resp:
-            assert resp.status == 400
-        async with api.get("/internal/pages/" + "00" * 32) as resp:
-            assert resp.status == 404
+        for path, expected in (("/internal/hosts/nope.test", 404), ("/internal/pages/zz", 400),
+                               ("/internal/pages/" + "00" * 32, 404)):
+            async with api.get(path, headers=internal(path)) as resp:
+                assert resp.status == expected, path
+        # Issue 33: the secret is needed even on loopback, proven for this route and length.
+        page = b"a forged page for the archive"
+        for headers in ({}, internal("/internal/hosts/other.test"), internal("/internal/pages", 1)):
+            async with api.put("/internal/pages", data=page, headers=headers) as resp:
+                assert resp.status == 401
+        async with api.get(f"/internal/hosts/{host}") as resp:
+            assert resp.status == 401
 
 
 def test_off_loopback_without_token_refuses_to_start(tmp_path: Path) -> None:

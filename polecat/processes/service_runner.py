@@ -101,9 +101,9 @@ class NodeService:
             self._metrics = NodeMetrics(crawler, self.lag, clock=self.clock)
             api = Api(crawler, self.activity, self._metrics.registry, clock=self.clock)
             if self.cluster is None:
-                app = api.app(cfg.node.token)
+                app = api.app(cfg.node.token, secret=cfg.cluster.secret)
             else:
-                app = api.app(cfg.node.token, signed=INTERNAL_PATHS)
+                app = api.app(cfg.node.token, signed=INTERNAL_PATHS, secret=cfg.cluster.secret)
                 self.cluster.routes(app)
                 self.cluster.start(crawler)
             runner = web.AppRunner(app, access_log=None, handle_signals=False)

@@ -7,7 +7,10 @@ Rules:
 - Bad input is a 400 whose JSON ``{"error", "field"}`` names the field; an unknown host or pattern a 404.
 - Auth: with a token configured, every route but the status page's HTML shell (which holds no data and
   asks the browser for the token) needs ``Authorization: Bearer <token>``, compared in constant time;
-  otherwise 401. Without a token the node only listens on loopback (see :func:`check_listen`).
+  otherwise 401. Without a token the node only listens on loopback (see :func:`check_listen`). The
+  ``/internal/`` routes need the cluster secret instead, even on loopback, proven in the request's head
+  (:mod:`polecat.cluster.auth` rule 1); a node without ``cluster.secret`` answers them 401: any local
+  user could otherwise put pages in its archive.
 - Browsers (CSRF and DNS rebinding): a request that changes state (POST, PUT, DELETE) carries an
   ``Origin``, when it has one, of this node (``http://`` + its ``Host``, else 403), and a POST outside
   ``/internal/`` says its body is JSON (``Content-Type: application/json``, else 415): a page elsewhere
@@ -33,6 +36,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from polecat.clock import SYSTEM_CLOCK, Clock
+from polecat.cluster.auth import AUTH_HEADER, check_request_proof, hmac_verifier
 from polecat.config import Config, is_host_pattern, split_listen
 from polecat.errors import ConfigError, PolecatError
 from polecat.service.activity import Activity
@@ -83,16 +87,27 @@ WRITES = frozenset({"POST", "PUT", "DELETE", "PATCH"})
 _LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "[::1]"})
 
 
-def auth_middleware(token: str, signed: frozenset[str] = frozenset()) -> Any:
+def auth_middleware(token: str, signed: frozenset[str] = frozenset(), *, secret: str = "",
+                    clock: Clock = SYSTEM_CLOCK) -> Any:
     """Bearer-token auth for every path but :data:`OPEN_PATHS` and ``signed`` (routes that check the
-    cluster's signature themselves), after the browser checks of the module's rules."""
+    cluster's signature themselves), after the browser checks of the module's rules; the other
+    ``/internal/`` routes prove the cluster ``secret`` instead (none: they are closed)."""
     expected = f"Bearer {token}".encode()
     unchecked = OPEN_PATHS | signed
+    verify = hmac_verifier(secret) if secret else None
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if request.path not in signed:
-            _check_browser(request, token)
+        if request.path in signed:
+            return await handler(request)
+        _check_browser(request, token)
+        if request.path.startswith("/internal/"):
+            why = "closed: this node has no cluster.secret" if verify is None else check_request_proof(
+                verify, request.path, request.content_length or 0, request.headers.get(AUTH_HEADER, ""),
+                clock.wall())
+            if why is not None:
+                raise _json_error(web.HTTPUnauthorized(), f"internal route: {why}")
+            return await handler(request)
         if token and request.path not in unchecked:
             given = request.headers.get("Authorization", "").encode()
             if not hmac.compare_digest(given, expected):
@@ -162,10 +177,12 @@ class Api:
         self._registry = registry
         self._clock = clock
 
-    def app(self, token: str, *, signed: frozenset[str] = frozenset()) -> web.Application:
+    def app(self, token: str, *, signed: frozenset[str] = frozenset(), secret: str = "") -> web.Application:
         """The API; ``signed``: paths the caller mounts afterwards that authenticate by signature (the
-        cluster's internal routes, which read their bodies with their own bounds)."""
-        app = web.Application(middlewares=[auth_middleware(token, signed)], client_max_size=MAX_BODY)
+        cluster's internal routes, which read their bodies with their own bounds); ``secret``: the
+        cluster secret the other ``/internal/`` routes' callers prove (none: those routes are closed)."""
+        middleware = auth_middleware(token, signed, secret=secret, clock=self._clock)
+        app = web.Application(middlewares=[middleware], client_max_size=MAX_BODY)
         c = self
         app.add_routes([
             web.get("/", c.page), web.get("/openapi.json", c.openapi), web.get("/metrics", c.metrics),
