@@ -82,3 +82,13 @@ def test_newcomer_mistakes_get_a_fix_and_leave_nothing_behind(tmp_path: Path) ->
     run = polecat("crawl", "http://a.test/", "--data", str(data), "--rate", "0")
     assert run.returncode == 2 and "--rate (politeness.rate): must be in (0, 1000]" in run.stderr
     assert not data.exists()
+
+
+def test_a_seeds_file_is_read_in_bounded_lines_with_clear_errors(tmp_path: Path) -> None:
+    # Issue 33: /dev/zero took 7 GB in 20 s; a byte 0xff was a traceback. Both are exit 2 naming the line.
+    run = polecat("crawl", "--seeds-file", "/dev/zero", "--data", str(tmp_path / "z"), timeout=60)
+    assert run.returncode == 2 and "line 1 is longer than 65536 bytes" in run.stderr, run.stderr
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_bytes(b"# seeds\nhttp://a.test/\nhttp://b.test/\xff\n")
+    run = polecat("crawl", "--seeds-file", str(seeds), "--data", str(tmp_path / "ff"))
+    assert run.returncode == 2 and "line 3 is not UTF-8" in run.stderr and "Traceback" not in run.stderr

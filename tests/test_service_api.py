@@ -49,6 +49,7 @@ async def test_seed_added_while_idle_gets_fetched(test_web: TestWebFactory, tmp_
     ("/admin/throttles", {"host_pattern": "a.test", "req_per_s": 5000}, "req_per_s"),
     ("/admin/throttles", {"host_pattern": "a.test"}, "req_per_s"),
     ("/admin/blocks", {"host_pattern": ""}, "host_pattern"),
+    ("/admin/throttles", {"host_pattern": "a" * 100_000 + ".test", "req_per_s": 1}, "host_pattern"),
     ("/admin/blocks", [1, 2], "body"),
 ])
 async def test_bad_input_is_400_naming_the_field(test_web: TestWebFactory, tmp_path: Path, path: str,

@@ -109,14 +109,36 @@ class RunSettings:
     """The settings this run saves."""
 
 
+MAX_SEED_LINE = 65536
+"""Bytes in one line of ``--seeds-file``: a file without line ends (``/dev/zero``) is refused at this
+many bytes read, not after filling memory."""
+
+
 def _seeds(args: argparse.Namespace) -> list[str]:
     seeds = list(args.urls)
     if args.seeds_file:
         try:
-            lines = args.seeds_file.read_text().splitlines()
+            seeds += _read_seeds_file(args.seeds_file)
         except OSError as exc:
             raise ConfigError(f"--seeds-file {args.seeds_file}: {exc.strerror or exc}") from exc
-        seeds += [s.strip() for s in lines if s.strip() and not s.lstrip().startswith("#")]
+    return seeds
+
+
+def _read_seeds_file(path: Path) -> list[str]:
+    """The seed URLs of ``path``, one a line, ``#`` comments skipped; read a bounded line at a time.
+    ConfigError naming the line for one longer than :data:`MAX_SEED_LINE` or not UTF-8."""
+    seeds = []
+    with path.open("rb") as f:
+        for number, raw in enumerate(iter(lambda: f.readline(MAX_SEED_LINE + 1), b""), start=1):
+            if len(raw) > MAX_SEED_LINE:
+                raise ConfigError(f"--seeds-file {path}: line {number} is longer than {MAX_SEED_LINE} bytes")
+            try:
+                line = raw.decode("utf-8").strip()
+            except UnicodeDecodeError as exc:
+                raise ConfigError(f"--seeds-file {path}: line {number} is not UTF-8 ({exc.reason} at byte "
+                                  f"{exc.start})") from exc
+            if line and not line.startswith("#"):
+                seeds.append(line)
     return seeds
 
 

@@ -18,9 +18,15 @@ from polecat.errors import ConfigError
 _HOST_PATTERN = re.compile(r"^(\*\.)?[a-z0-9_.:\[\]-]+$")
 
 
+MAX_HOST_PATTERN = len("*.") + 253 + len(":65535")
+"""Characters in a host pattern: a DNS name has at most 253 (a longer one was a 500 from LMDB's key size
+at ``POST /admin/throttles``)."""
+
+
 def is_host_pattern(pattern: str) -> bool:
-    """Whether ``pattern`` is a host pattern (``example.com``, ``host:port`` or ``*.example.com``)."""
-    return bool(_HOST_PATTERN.match(pattern.lower()))
+    """Whether ``pattern`` is a host pattern (``example.com``, ``host:port`` or ``*.example.com``) of
+    at most :data:`MAX_HOST_PATTERN` characters."""
+    return len(pattern) <= MAX_HOST_PATTERN and bool(_HOST_PATTERN.match(pattern.lower()))
 
 
 def _check(cond: bool, name: str, msg: str) -> None:
