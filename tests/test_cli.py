@@ -5,7 +5,13 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import pytest
+
+from polecat.commands.node import call
+from polecat.config import config_from_mapping
+from polecat.errors import ConfigError
 from polecat.store.base import content_hash
 from polecat.testing.sitegen import SiteSpec
 from tests.conftest import TestWebFactory
@@ -92,3 +98,24 @@ def test_a_seeds_file_is_read_in_bounded_lines_with_clear_errors(tmp_path: Path)
     seeds.write_bytes(b"# seeds\nhttp://a.test/\nhttp://b.test/\xff\n")
     run = polecat("crawl", "--seeds-file", str(seeds), "--data", str(tmp_path / "ff"))
     assert run.returncode == 2 and "line 3 is not UTF-8" in run.stderr and "Traceback" not in run.stderr
+
+
+@pytest.mark.parametrize(("mapping", "words"), [
+    ({"scope": {"seeds": ["http://[::1/"]}}, "scope.seeds[0]: 'http://[::1/' is not a URL: Invalid IPv6 URL"),
+    ({"scope": {"seeds": ["http://a.test:65536/"]}}, "scope.seeds[0]: 'http://a.test:65536/' is not a URL"),
+    ({"scope": {"seeds": ["http://a.test:-1/"]}}, "scope.seeds[0]: 'http://a.test:-1/' is not a URL"),
+    ({"scope": {"seeds": ["http://a.test:0/"]}}, "scope.seeds[0]: 'http://a.test:0/': port 0"),
+    ({"dedup": {"expected_urls": 99_999_999_999_999_999}}, "dedup.expected_urls: must be in"),
+])
+def test_bad_settings_are_config_errors_naming_the_field(mapping: dict[str, Any], words: str) -> None:
+    # Issue 33: each was a traceback (ValueError, MemoryError) or exit 1; a ConfigError is exit 2.
+    with pytest.raises(ConfigError) as err:
+        config_from_mapping(mapping)
+    assert words in str(err.value)
+
+
+def test_a_node_address_that_is_not_a_url_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match=r"--node \(POLECAT_NODE\): expected the node's http://host:port"):
+        call("not a url", "GET", "/admin/crawl/status")
+    run = polecat("seeds", "add", "http://x/", "--node", "not a url")
+    assert run.returncode == 2 and "Traceback" not in run.stderr

@@ -18,7 +18,7 @@ from typing import Any
 
 from polecat import runloop
 from polecat.config import Config, config_from_mapping, load_toml, merge
-from polecat.errors import PolecatError
+from polecat.errors import ConfigError, PolecatError
 
 DEFAULT_NODE = "http://127.0.0.1:8470"
 CLIENT_TIMEOUT = 30.0
@@ -58,6 +58,13 @@ def call(node: str | None, method: str, path: str, body: Any = None) -> Any:
     import urllib.request
 
     base = (node or os.environ.get("POLECAT_NODE") or DEFAULT_NODE).rstrip("/")
+    try:
+        parts = urllib.parse.urlsplit(base)
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname) and parts.port != 0
+    except ValueError:  # a bad IPv6 literal or port
+        ok = False
+    if not ok:
+        raise ConfigError(f"--node (POLECAT_NODE): expected the node's http://host:port, got {base[:200]!r}")
     headers = {"Accept": "application/json"}
     token = os.environ.get("POLECAT_TOKEN")
     if token:

@@ -37,7 +37,13 @@ def _check(cond: bool, name: str, msg: str) -> None:
 def _seed_problem(url: str) -> str | None:
     """Why ``url`` cannot be a seed (with the likely fix), or None."""
     text = url.strip()
-    parts = urlsplit(text)
+    try:
+        parts = urlsplit(text)
+        port = parts.port  # ValueError out of 0-65535
+    except ValueError as exc:  # "Invalid IPv6 URL", "Port out of range 0-65535"
+        return f"{text[:200]!r} is not a URL: {exc}"
+    if port == 0:
+        return f"{text[:200]!r}: port 0 cannot be fetched (1-65535)"
     if parts.scheme.lower() in ("http", "https") and parts.hostname:
         return None
     if "://" not in text and text and " " not in text:
@@ -127,7 +133,9 @@ def validate(cfg: Config) -> None:
     _check(0 < r.cache_ttl <= 86_400, "robots.cache_ttl", "must be in (0, 86400] seconds (RFC 9309: 24 h)")
     _check(0 < r.retry_base <= r.retry_cap, "robots.retry_base", "must be > 0 and <= robots.retry_cap")
     _check(0 < dd.bloom_fp_rate < 0.5, "dedup.bloom_fp_rate", "must be in (0, 0.5)")
-    _check(dd.expected_urls >= 1000, "dedup.expected_urls", "must be >= 1000")
+    # The Bloom filter is sized from it up front (~1.2 bytes a URL): 4 billion is ~5 GB, past any one
+    # node's share; 10^17 was a MemoryError.
+    _check(1000 <= dd.expected_urls <= 4_000_000_000, "dedup.expected_urls", "must be in [1000, 4e9]")
     _check(0 <= dd.minhash_distance <= 8, "dedup.minhash_distance",
            "must be in [0, 8] (beyond 3 bits the 4x16-bit bands find most, not all, candidates)")
     _check(st.segment_bytes >= 1024 * 1024, "store.segment_bytes", "must be >= 1 MiB")
