@@ -64,6 +64,8 @@ def test_config_errors_are_clear(tmp_path: Path) -> None:
     assert run.returncode == 2 and "nothing to crawl" in run.stderr
     run = polecat("crawl", "ftp://a.test/", "--data", str(tmp_path / "ftp"))
     assert run.returncode == 2 and "not an http(s) URL" in run.stderr
+    run = polecat("crawl", "http://a.test/", "--data", "")  # issue 33: it crawled into the current directory
+    assert run.returncode == 2 and "--data: an empty path" in run.stderr
 
 
 def test_private_addresses_refused_by_default(test_web: TestWebFactory, tmp_path: Path) -> None:
@@ -106,6 +108,7 @@ def test_a_seeds_file_is_read_in_bounded_lines_with_clear_errors(tmp_path: Path)
     ({"scope": {"seeds": ["http://a.test:-1/"]}}, "scope.seeds[0]: 'http://a.test:-1/' is not a URL"),
     ({"scope": {"seeds": ["http://a.test:0/"]}}, "scope.seeds[0]: 'http://a.test:0/': port 0"),
     ({"dedup": {"expected_urls": 99_999_999_999_999_999}}, "dedup.expected_urls: must be in"),
+    ({"data_dir": ""}, "data_dir: an empty path"),
 ])
 def test_bad_settings_are_config_errors_naming_the_field(mapping: dict[str, Any], words: str) -> None:
     # Issue 33: each was a traceback (ValueError, MemoryError) or exit 1; a ConfigError is exit 2.

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from polecat import runloop
+from polecat.commands.crawl import data_path
 from polecat.config import Config, config_from_mapping, load_toml, merge
 from polecat.errors import ConfigError, PolecatError
 
@@ -157,7 +158,7 @@ def register(sub: Any) -> None:
     p = sub.add_parser("node", help="run a long-lived crawler node with an HTTP API (see contrib/)")
     p.add_argument("--config", type=Path, help="TOML config file (contrib/node.toml is an example)")
     p.add_argument("--listen", metavar="HOST:PORT", help="API address (node.listen, default 127.0.0.1:8470)")
-    p.add_argument("--data", type=Path, help="state directory (data_dir)")
+    p.add_argument("--data", type=data_path, help="state directory (data_dir)")
     p.set_defaults(func=cmd_node)
 
     p = sub.add_parser("seeds", help="add seed URLs to a running node")
