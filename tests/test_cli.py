@@ -109,6 +109,7 @@ def test_a_seeds_file_is_read_in_bounded_lines_with_clear_errors(tmp_path: Path)
     ({"scope": {"seeds": ["http://a.test:0/"]}}, "scope.seeds[0]: 'http://a.test:0/': port 0"),
     ({"dedup": {"expected_urls": 99_999_999_999_999_999}}, "dedup.expected_urls: must be in"),
     ({"data_dir": ""}, "data_dir: an empty path"),
+    ({"scope": {"seeds": ["http://a\x01.test/"]}}, "the host name holds a space or a control character"),
 ])
 def test_bad_settings_are_config_errors_naming_the_field(mapping: dict[str, Any], words: str) -> None:
     # Issue 33: each was a traceback (ValueError, MemoryError) or exit 1; a ConfigError is exit 2.

@@ -44,6 +44,8 @@ def _seed_problem(url: str) -> str | None:
         return f"{text[:200]!r} is not a URL: {exc}"
     if port == 0:
         return f"{text[:200]!r}: port 0 cannot be fetched (1-65535)"
+    if parts.hostname and any(c <= " " or c == "\x7f" for c in parts.hostname):
+        return f"{text[:200]!r}: the host name holds a space or a control character"
     if parts.scheme.lower() in ("http", "https") and parts.hostname:
         return None
     if "://" not in text and text and " " not in text:
