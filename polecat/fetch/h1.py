@@ -334,7 +334,7 @@ def _parse_head(raw: bytes) -> tuple[Head, int]:
     # Decoded once: UTF-8 never puts an ASCII byte inside a character, so splitting the text at CR, LF,
     # colons and spaces gives what decoding each piece would.
     lines = raw.decode("utf-8", "surrogateescape").split("\n")
-    status_line = lines[0].rstrip("\r")
+    status_line = lines[0][:-1] if lines[0].endswith("\r") else lines[0]  # one CR: a second is refused
     if status_line.startswith("HTTP/1.1 "):
         version = 11
     elif status_line.startswith("HTTP/1.0 "):
