@@ -186,9 +186,11 @@ def documented_difference(data: bytes, ours: Outcome, theirs: Outcome) -> bool:
     text = head.replace(b"\r\n", b"").replace(b"\n", b"")
     if ours.kind == "refused" and any(c < 0x20 and c != 0x09 for c in text):
         return True  # a control character in the head (test_control_characters_in_the_head)
+    chunked = any(b"chunked" in line.lower() for line in lines) and ours.kind == "response"
+    if chunked and theirs.kind == "refused" and b";" in body:
+        return True  # a chunk extension (test_chunk_extensions_are_dropped_unread)
     # a bare LF in a chunked body's lines (test_bare_lf_in_chunk_lines)
-    chunked = any(b"chunked" in line.lower() for line in lines)
-    return chunked and ours.kind == "response" and b"\n" in body.replace(b"\r\n", b"")
+    return chunked and b"\n" in body.replace(b"\r\n", b"")
 
 
 @given(data=responses(), cuts=st.lists(st.integers(0, 400), max_size=6))
@@ -237,3 +239,14 @@ def test_only_http_1_x() -> None:
     # A GET sent as HTTP/1.1 is answered in HTTP/1.x (rule 1); llhttp also takes "HTTP/2.0" as a version.
     data = b"HTTP/2.0 200 OK\r\nContent-Length: 0\r\n\r\n"
     assert (h1(data, []), llhttp(data).kind) == (REFUSED, "response")
+
+
+@pytest.mark.parametrize("extension", [b"; a=b", b" ; a", b' ; a="b"'])
+def test_chunk_extensions_are_dropped_unread(extension: bytes) -> None:
+    # Rule 4 drops chunk extensions without reading them (RFC 9112 7.1.1 lets a recipient ignore them).
+    # llhttp parses them and refuses forms the RFC allows (a space after ";", a name without a value)
+    # and, after a quoted value, a chunk that is a NUL.
+    data = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1" + extension + b"\r\n\x00\r\n0\r\n\r\n"
+    assert (h1(data, []), llhttp(data).kind) == (
+        Outcome("response", 200, ((b"Transfer-Encoding", b"chunked"),), b"\x00", True), "refused")
+

@@ -358,6 +358,8 @@ def _parse_head(raw: bytes) -> tuple[Head, int]:
         if line[0] in " \t":
             if not headers:
                 raise MalformedResponse("response head starts with a continuation line")
+            if not line.isprintable() and _bad_line(line):  # a lone CR in a folded value, say
+                raise MalformedResponse(f"bad response header line {line[:40]!r}")
             name, value = headers[-1]
             more = line.strip(" \t")
             headers[-1] = (name, f"{value} {more}" if value and more else value or more)
