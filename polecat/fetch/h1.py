@@ -13,8 +13,8 @@ refused does not change with the client):
    (obsolete folding, replaced by one space, RFC 9112 5.2). Anything else, a control character other than
    a tab included, is a :class:`MalformedResponse`. ``tests/test_fetch_h1_differential.py`` holds these
    rules to llhttp (aiohttp's parser) and names where they differ: h1 refuses controls in the head and a
-   whitespace line straight after the status line, takes only HTTP/1.0 and 1.1, and takes a bare LF in
-   chunk lines too.
+   whitespace line straight after the status line, takes only HTTP/1.0 and 1.1, takes a bare LF in
+   chunk lines too, and drops chunk extensions unread (rule 4).
 2. Names are tokens (RFC 9110 5.1), kept as sent. Values are decoded as UTF-8 with ``surrogateescape``
    (no byte is lost; the WARC writer shows the undecodable ones as escapes), without surrounding spaces
    and tabs.
