@@ -15,9 +15,9 @@ Rules:
   ``Origin``, when it has one, of this node (``http://`` + its ``Host``, else 403), and a POST outside
   ``/internal/`` says its body is JSON (``Content-Type: application/json``, else 415): a page elsewhere
   can make a browser send neither without the node's consent (CORS), which it never gives. Without a
-  token, every request's ``Host`` must name the node as it listens, a loopback name and the port it was
-  reached on (else 421): a rebound DNS name reaches the socket but not the routes. The cluster's signed
-  routes are called by peers, not browsers, and skip these checks.
+  token, every request's ``Host`` must be ``localhost`` or a loopback address (``127.0.0.1``,
+  ``[::1]``; any port; else 421): a rebound DNS name reaches the socket but not the routes. The
+  cluster's signed routes are called by peers, not browsers, and skip these checks.
 - The shapes of requests and answers are declared in polecat/service/openapi.py; a test checks every
   route's real answers against it.
 """
@@ -84,7 +84,16 @@ def _json_error(exc: web.HTTPException, message: str) -> web.HTTPException:
 
 
 WRITES = frozenset({"POST", "PUT", "DELETE", "PATCH"})
-_LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "[::1]"})
+
+
+def _loopback_name(name: str) -> bool:
+    """``localhost`` or a loopback address (``127.0.0.11``, ``[::1]``)."""
+    if name.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name.removeprefix("[").removesuffix("]")).is_loopback
+    except ValueError:
+        return False
 
 
 def auth_middleware(token: str, signed: frozenset[str] = frozenset(), *, secret: str = "",
@@ -122,11 +131,11 @@ def _check_browser(request: web.Request, token: str) -> None:
     """The CSRF and DNS-rebinding rules (module rules)."""
     host = request.headers.get("Host", "")
     if not token:
-        sock = request.transport.get_extra_info("sockname") if request.transport else None
-        name, _, port = host.rpartition(":")
-        if not (sock and name.lower() in _LOOPBACK_NAMES and port == str(sock[1])):
+        # Any port: a tunnel (ssh -L 9000:127.0.0.1:8470) reaches the node under another one.
+        name = host[:host.find("]") + 1] if host.startswith("[") else host.partition(":")[0]
+        if not _loopback_name(name):
             raise _json_error(web.HTTPMisdirectedRequest(),
-                              f"Host {host[:100]!r} is not this node's loopback address and port")
+                              f"Host {host[:100]!r} is not localhost or a loopback address")
     if request.method in WRITES:
         origin = request.headers.get("Origin")
         if origin is not None and origin != f"http://{host}":
