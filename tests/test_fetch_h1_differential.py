@@ -183,6 +183,8 @@ def documented_difference(data: bytes, ours: Outcome, theirs: Outcome) -> bool:
     lines = head.replace(b"\r\n", b"\n").split(b"\n")
     if ours.kind != "response" and len(lines) > 1 and lines[1][:1] in (b" ", b"\t"):
         return True  # a folded line straight after the status line (test_whitespace_after_the_status_line)
+    if ours.kind == "refused" and any(re.match(rb"[^:]*[ \t]:", line) for line in lines[1:]):
+        return True  # whitespace before a colon (test_whitespace_before_the_colon)
     text = head.replace(b"\r\n", b"").replace(b"\n", b"")
     if ours.kind == "refused" and any(c < 0x20 and c != 0x09 for c in text):
         return True  # a control character in the head (test_control_characters_in_the_head)
@@ -249,4 +251,14 @@ def test_chunk_extensions_are_dropped_unread(extension: bytes) -> None:
     data = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1" + extension + b"\r\n\x00\r\n0\r\n\r\n"
     assert (h1(data, []), llhttp(data).kind) == (
         Outcome("response", 200, ((b"Transfer-Encoding", b"chunked"),), b"\x00", True), "refused")
+
+
+def test_whitespace_before_the_colon() -> None:
+    # RFC 9112 5.1: no whitespace between a field name and its colon; h1 refuses it (rule 2: a name is a
+    # token), as llhttp does when strict; aiohttp's lenient llhttp takes some.
+    data = b"HTTP/1.1 200 OK\r\nContent-Length : 0\r\n\r\n"
+    assert (h1(data, []), llhttp(data).kind) == (REFUSED, "response")
+    strict = httptools.HttpResponseParser(_LLHTTP())
+    with pytest.raises(httptools.HttpParserError):
+        strict.feed_data(data)
 

@@ -12,9 +12,9 @@ refused does not change with the client):
    lets a recipient accept LF). A line that starts with a space or tab continues the previous value
    (obsolete folding, replaced by one space, RFC 9112 5.2). Anything else, a control character other than
    a tab included, is a :class:`MalformedResponse`. ``tests/test_fetch_h1_differential.py`` holds these
-   rules to llhttp (aiohttp's parser) and names where they differ: h1 refuses controls in the head and a
-   whitespace line straight after the status line, takes only HTTP/1.0 and 1.1, takes a bare LF in
-   chunk lines too, and drops chunk extensions unread (rule 4).
+   rules to llhttp (aiohttp's parser) and names where they differ: h1 refuses controls in the head and
+   the trailers, whitespace before a colon and a whitespace line straight after the status line, takes
+   only HTTP/1.0 and 1.1, takes a bare LF in chunk lines too, and drops chunk extensions unread (rule 4).
 2. Names are tokens (RFC 9110 5.1), kept as sent. Values are decoded as UTF-8 with ``surrogateescape``
    (no byte is lost; the WARC writer shows the undecodable ones as escapes), without surrounding spaces
    and tabs.
@@ -275,7 +275,7 @@ class ResponseParser:
                     if n - pos > (_MAX_CHUNK_LINE if state == _CHUNK_SIZE else MAX_LINE):
                         raise MalformedResponse("malformed chunked body: line too long")
                     break
-                line = data[pos:eol].rstrip(b"\r")
+                line = data[pos:eol - 1] if data[eol - 1:eol] == b"\r" else data[pos:eol]
                 pos = eol + 1
                 if state == _TRAILERS:
                     if not line:
@@ -283,6 +283,8 @@ class ResponseParser:
                         assert self.head is not None
                         self.reusable = self.head.keep_alive and pos == n
                         return b"".join(out)
+                    if _CONTROL.search(line):  # as in the head (rule 1)
+                        raise MalformedResponse(f"malformed chunked body: bad trailer line {line[:40]!r}")
                     continue  # trailer fields are dropped
                 size = line.split(b";", 1)[0].rstrip(b" \t")
                 if not size or len(size) > 16 or not _is_hex(size):
@@ -299,6 +301,8 @@ _CHUNK_HEAD = re.compile(rb"([0-9A-Fa-f]{1,16})(?:[ \t]*;[^\r\n]{0,4000})?\r?\n"
 which accepts what this does not (spaces after the size) and refuses what is malformed."""
 _CHUNK_SIZE_START = re.compile(rb"(?:[0-9A-Fa-f]+[ \t;\r]?)?\Z|[0-9A-Fa-f]+[ \t;\r]")
 """What an incomplete chunk-size line may start with: a bad byte is refused before the line ends."""
+_CONTROL = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
+"""A control character other than a tab."""
 _TOKEN = re.compile(r"[-!#$%&'*+.^_`|~0-9A-Za-z]+")
 _CHUNKED = -1
 _TO_CLOSE = -2
