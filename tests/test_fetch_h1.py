@@ -119,6 +119,7 @@ def test_close_delimited_bodies_end_at_eof() -> None:
     b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\nok",
     b"HTTP/1.1 200 OK\r\nContent-Length: 2, 2\r\n\r\nok",
     b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n 2\r\nok\r\n0\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n ontent-Length: 0\r\n\r\nok",  # framed by one, valued by both
     # a lone CR in a folded value: the next "header" was hidden in the value, and a proxy may split there
     b"HTTP/1.1 200 OK\r\nX: a\r\n b\rContent-Length: 5\r\nContent-Length: 2\r\n\r\nok",
 ])

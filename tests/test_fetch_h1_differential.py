@@ -188,6 +188,10 @@ def documented_difference(data: bytes, ours: Outcome, theirs: Outcome) -> bool:
     lines = head.replace(b"\r\n", b"\n").split(b"\n")
     if ours.kind != "response" and len(lines) > 1 and lines[1][:1] in (b" ", b"\t"):
         return True  # a folded line straight after the status line (test_whitespace_after_the_status_line)
+    framing = (b"content-length", b"transfer-encoding")
+    if ours.kind == "refused" and any(a.split(b":")[0].lower() in framing and b[:1] in (b" ", b"\t")
+                                      for a, b in itertools.pairwise(lines[1:])):
+        return True  # a folded framing header (test_folded_framing_headers)
     if ours.kind == "refused" and any(re.match(rb"[^:]*[ \t]:", line) for line in lines[1:]):
         return True  # whitespace before a colon (test_whitespace_before_the_colon)
     text = head.replace(b"\r\n", b"").replace(b"\n", b"")
@@ -269,4 +273,15 @@ def test_whitespace_before_the_colon() -> None:
     strict = httptools.HttpResponseParser(_LLHTTP())
     with pytest.raises(httptools.HttpParserError):
         strict.feed_data(data)
+
+
+@pytest.mark.parametrize("data", [
+    b"HTTP/1.1 200 OK\r\nContent-Length:\r\n 0\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding:\r\n chunked\r\n\r\n0\r\n\r\n",
+])
+def test_folded_framing_headers(data: bytes) -> None:
+    # Rule 1: a Content-Length or Transfer-Encoding is one line (h1 read "Content-Length: 0" folded onto
+    # " ontent-Length: 0" as a length of 0 and a value of "0 ontent-Length: 0"); lenient llhttp joins
+    # a fold onto an empty value.
+    assert (h1(data, []), llhttp(data).kind) == (REFUSED, "response")
 

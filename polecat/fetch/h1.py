@@ -10,11 +10,13 @@ refused does not change with the client):
 1. The head: empty lines (skipped), a status line ``HTTP/1.x NNN reason`` and at most :data:`MAX_HEADERS`
    header lines, each line at most :data:`MAX_LINE` bytes. Lines end in CRLF or a bare LF (RFC 9112 2.2
    lets a recipient accept LF). A line that starts with a space or tab continues the previous value
-   (obsolete folding, replaced by one space, RFC 9112 5.2). Anything else, a control character other than
+   (obsolete folding, replaced by one space, RFC 9112 5.2; never a Content-Length or Transfer-Encoding,
+   whose framing must be one line). Anything else, a control character other than
    a tab included, is a :class:`MalformedResponse`. ``tests/test_fetch_h1_differential.py`` holds these
    rules to llhttp (aiohttp's parser) and names where they differ: h1 refuses controls in the head and
-   the trailers, whitespace before a colon and a whitespace line straight after the status line, takes
-   only HTTP/1.0 and 1.1, takes a bare LF in chunk lines too, and drops chunk extensions unread (rule 4).
+   the trailers, whitespace before a colon, a whitespace line straight after the status line and any
+   folded framing header, takes only HTTP/1.0 and 1.1, takes a bare LF in chunk lines too, and drops
+   chunk extensions unread (rule 4).
 2. Names are tokens (RFC 9110 5.1), kept as sent. Values are decoded as UTF-8 with ``surrogateescape``
    (no byte is lost; the WARC writer shows the undecodable ones as escapes), without surrounding spaces
    and tabs.
@@ -365,6 +367,8 @@ def _parse_head(raw: bytes) -> tuple[Head, int]:
             if not line.isprintable() and _bad_line(line):  # a lone CR in a folded value, say
                 raise MalformedResponse(f"bad response header line {line[:40]!r}")
             name, value = headers[-1]
+            if name.lower() in ("content-length", "transfer-encoding"):  # its framing was read already
+                raise MalformedResponse(f"a folded {name} header")
             more = line.strip(" \t")
             headers[-1] = (name, f"{value} {more}" if value and more else value or more)
             continue
