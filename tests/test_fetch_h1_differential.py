@@ -195,7 +195,7 @@ def documented_difference(data: bytes, ours: Outcome, theirs: Outcome) -> bool:
     if ours.kind == "refused" and any(re.match(rb"[^:]*[ \t]:", line) for line in lines[1:]):
         return True  # whitespace before a colon (test_whitespace_before_the_colon)
     text = head.replace(b"\r\n", b"").replace(b"\n", b"")
-    if ours.kind == "refused" and any(c < 0x20 and c != 0x09 for c in text):
+    if ours.kind != "response" and any(c < 0x20 and c != 0x09 for c in text):
         return True  # a control character in the head (test_control_characters_in_the_head)
     chunked = any(b"chunked" in line.lower() for line in lines) and ours.kind == "response"
     if chunked and theirs.kind == "refused" and b";" in body:
@@ -232,8 +232,9 @@ def test_whitespace_after_the_status_line() -> None:
 
 @pytest.mark.parametrize("value", [b"a\x00b", b"a\x01b", b"a\x7fb"])
 def test_control_characters_in_the_head(value: bytes) -> None:
-    # RFC 9110 5.5 forbids NUL in a field value; aiohttp's lenient llhttp passes it and other controls.
-    # h1 refuses every control other than a tab (rule 1), as llhttp does when strict.
+    # RFC 9110 5.5 forbids NUL in a field value; aiohttp's lenient llhttp passes it and other controls
+    # (and takes "\r\r\n" after a value as the end of the head). h1 refuses every control other than a
+    # tab (rule 1), as llhttp does when strict.
     data = b"HTTP/1.1 200 OK\r\nX: " + value + b"\r\nContent-Length: 0\r\n\r\n"
     assert (h1(data, []), llhttp(data).kind) == (REFUSED, "response")
     strict = httptools.HttpResponseParser(_LLHTTP())
