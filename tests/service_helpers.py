@@ -11,10 +11,19 @@ from typing import Any
 
 import aiohttp
 
+from polecat.cluster.auth import AUTH_HEADER, hmac_signer, request_proof
 from polecat.config import Config
 from polecat.processes.service_runner import NodeService
 from polecat.testing.web import TestWeb
 from tests.crawl_helpers import crawl_config
+
+SECRET = "the cluster secret of the test nodes"
+"""What :func:`running_node` sets as ``cluster.secret``: :func:`internal` proves it."""
+
+
+def internal(path: str, length: int = 0) -> dict[str, str]:
+    """The head that lets a request to an ``/internal/`` route through (api.py's auth rule)."""
+    return {AUTH_HEADER: request_proof(hmac_signer(SECRET), path, length, time.time())}
 
 
 async def start_node(cfg: Config) -> tuple[NodeService, asyncio.Future[int]]:
@@ -33,7 +42,8 @@ async def running_node(web: TestWeb, data: Path, *, seeds: bool = True,
                        **over: Any) -> AsyncIterator[tuple[NodeService, aiohttp.ClientSession]]:
     """A NodeService over ``web`` on an ephemeral loopback port, and a client session for its API
     (base URL set). Stopped (drained) on exit."""
-    over = {**over, "node": {"listen": "127.0.0.1:0", **over.get("node", {})}}
+    over = {**over, "node": {"listen": "127.0.0.1:0", **over.get("node", {})},
+            "cluster": {"secret": SECRET, **over.get("cluster", {})}}
     if not seeds:
         over["scope"] = {**over.get("scope", {}), "seeds": []}
     cfg = crawl_config(web, data, **over)
@@ -57,5 +67,7 @@ async def wait_for(cond: Callable[[], bool], within: float = 20.0, what: str = "
 
 async def get_json(session: aiohttp.ClientSession, method: str, path: str,
                    body: Any = None) -> tuple[int, Any]:
+    if body is None and method == "POST":
+        body = {}  # the node takes a POST only as JSON (api.py rules)
     async with session.request(method, path, json=body) as resp:
         return resp.status, await resp.json()

@@ -5,7 +5,13 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import pytest
+
+from polecat.commands.node import call
+from polecat.config import config_from_mapping
+from polecat.errors import ConfigError
 from polecat.store.base import content_hash
 from polecat.testing.sitegen import SiteSpec
 from tests.conftest import TestWebFactory
@@ -59,6 +65,8 @@ def test_config_errors_are_clear(tmp_path: Path) -> None:
     assert run.returncode == 2 and "nothing to crawl" in run.stderr
     run = polecat("crawl", "ftp://a.test/", "--data", str(tmp_path / "ftp"))
     assert run.returncode == 2 and "not an http(s) URL" in run.stderr
+    run = polecat("crawl", "http://a.test/", "--data", "")  # issue 33: it crawled into the current directory
+    assert run.returncode == 2 and "--data: an empty path" in run.stderr
 
 
 def test_private_addresses_refused_by_default(test_web: TestWebFactory, tmp_path: Path) -> None:
@@ -92,3 +100,43 @@ def test_newcomer_mistakes_get_a_fix_and_leave_nothing_behind(tmp_path: Path) ->
     assert run.returncode == 2 and "is a file path, not an http(s) URL" in run.stderr
     assert "http:///" not in run.stderr
     assert not data.exists()
+
+
+def test_a_seeds_file_is_read_in_bounded_lines_with_clear_errors(tmp_path: Path) -> None:
+    # Issue 33: /dev/zero took 7 GB in 20 s; a byte 0xff was a traceback. /dev/zero is refused at the
+    # start (exit 2); a file of one endless line stops the feed at its bound, naming the line
+    # (polecat/node/seed_feed.py rule 2); a line not UTF-8 is skipped, counted and logged.
+    run = polecat("crawl", "--seeds-file", "/dev/zero", "--data", str(tmp_path / "z"), timeout=60)
+    assert run.returncode == 2 and "not a regular file: /dev/zero" in run.stderr, run.stderr
+    endless = tmp_path / "endless.txt"
+    endless.write_bytes(b"http://a.test/" * 100_000)  # 1.4 MB, no line end
+    run = polecat("crawl", "--seeds-file", str(endless), "--data", str(tmp_path / "e"), timeout=60)
+    assert run.returncode != 0 and "line 1 runs past 1048576 bytes" in run.stderr, run.stderr
+    assert "Traceback" not in run.stderr
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_bytes(b"# seeds\nhttp://a.test/\nhttp://b.test/\xff\n")
+    run = polecat("crawl", "--seeds-file", str(seeds), "--data", str(tmp_path / "ff"), timeout=60)
+    assert "skipped" in run.stderr and "not UTF-8" in run.stderr and "Traceback" not in run.stderr
+
+
+@pytest.mark.parametrize(("mapping", "words"), [
+    ({"scope": {"seeds": ["http://[::1/"]}}, "scope.seeds[0]: 'http://[::1/' is not a URL: Invalid IPv6 URL"),
+    ({"scope": {"seeds": ["http://a.test:65536/"]}}, "scope.seeds[0]: 'http://a.test:65536/' is not a URL"),
+    ({"scope": {"seeds": ["http://a.test:-1/"]}}, "scope.seeds[0]: 'http://a.test:-1/' is not a URL"),
+    ({"scope": {"seeds": ["http://a.test:0/"]}}, "scope.seeds[0]: 'http://a.test:0/': port 0"),
+    ({"dedup": {"expected_urls": 99_999_999_999_999_999}}, "dedup.expected_urls: must be in"),
+    ({"data_dir": ""}, "data_dir: an empty path"),
+    ({"scope": {"seeds": ["http://a\x01.test/"]}}, "the host name holds a space or a control character"),
+])
+def test_bad_settings_are_config_errors_naming_the_field(mapping: dict[str, Any], words: str) -> None:
+    # Issue 33: each was a traceback (ValueError, MemoryError) or exit 1; a ConfigError is exit 2.
+    with pytest.raises(ConfigError) as err:
+        config_from_mapping(mapping)
+    assert words in str(err.value)
+
+
+def test_a_node_address_that_is_not_a_url_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match=r"--node \(POLECAT_NODE\): expected the node's http://host:port"):
+        call("not a url", "GET", "/admin/crawl/status")
+    run = polecat("seeds", "add", "http://x/", "--node", "not a url")
+    assert run.returncode == 2 and "Traceback" not in run.stderr

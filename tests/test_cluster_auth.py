@@ -47,8 +47,9 @@ async def test_the_receiver_answers_401_to_bad_signatures_and_queues_nothing(tmp
     address = f"http://127.0.0.1:{_free_port()}"
     frontier = SlowFrontier(0.0)
     receiver = HandoffReceiver(frontier.sink, verify=hmac_verifier(SECRET))
-    runner = await serve(receiver, address)
-    transport = HttpTransport()
+    runner = await serve(receiver, address, verify=hmac_verifier(SECRET))
+    stranger = HttpTransport()  # its requests' heads prove nothing: no body is read (auth rule 1)
+    transport = HttpTransport(sign=hmac_signer(SECRET))
     box = Outbox(tmp_path / "ob", batch_urls=10)
     handoff = Handoff("n1", box, transport, {"n2": address}, sign=hmac_signer(SECRET))
     task = asyncio.create_task(handoff.run())
@@ -57,7 +58,9 @@ async def test_the_receiver_answers_401_to_bad_signatures_and_queues_nothing(tmp
                       _forged(encode_batch("n1", 3, URLS, hmac_signer(SECRET)))):
             reply = await transport.post(address, frame)
             assert reply.status == "unauthorized" and "401" in reply.detail
-        assert receiver.unauthorized == 3 and receiver.batches == 0 and not frontier.received
+        reply = await stranger.post(address, encode_batch("n1", 4, URLS, hmac_signer(SECRET)))
+        assert reply.status == "unauthorized" and "X-Polecat-Auth" in reply.detail
+        assert receiver.unauthorized == 4 and receiver.batches == 0 and not frontier.received
 
         handoff.stage("n2", [HandoffUrl(f"http://b.test/{i}", 1, 1.0) for i in range(25)])
         async with asyncio.timeout(10):
@@ -67,5 +70,6 @@ async def test_the_receiver_answers_401_to_bad_signatures_and_queues_nothing(tmp
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
         await transport.close()
+        await stranger.close()
         await runner.cleanup()
         box.close()

@@ -48,7 +48,7 @@ async def _start(web: Any, etcd: EtcdServer, tmp: Path, k: int, rate: float, ttl
     listen = f"{host}:{_port(host)}"
     cfg = crawl_config(web, tmp / f"n{k}", politeness={"rate": rate}, refresh={"enabled": False},
                        scope={"seeds": web.seeds if seeds else []},
-                       node={"listen": listen, "token": "operator-token"},
+                       node={"listen": listen, "token": "operator-token-of-the-test"},
                        cluster={"etcd": etcd.endpoint, "name": "t", "node_id": f"n{k}",
                                 "advertise": f"http://{listen}", "secret": SECRET, "lease_ttl": ttl})
     return await start_node(cfg)
@@ -130,7 +130,7 @@ async def test_seeds_added_on_a_node_that_does_not_own_them_reach_their_owner(
         proc = await asyncio.create_subprocess_exec(  # the operator's CLI, aimed at the wrong node
             sys.executable, "-m", "polecat", "seeds", "add", *web.seeds, "--node",
             f"http://{n0.config.node.listen}", stdout=asyncio.subprocess.PIPE,
-            env={**os.environ, "POLECAT_TOKEN": "operator-token"})
+            env={**os.environ, "POLECAT_TOKEN": "operator-token-of-the-test"})
         out = (await asyncio.wait_for(proc.communicate(), 60))[0].decode()
         assert proc.returncode == 0, out
         assert sorted(line.split()[1] for line in out.splitlines() if line.startswith("forwarded")) == \
@@ -245,7 +245,7 @@ async def _cluster_status(etcd: EtcdServer) -> str:
     for _ in range(50):
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "polecat", "cluster", "status", "--etcd", etcd.endpoint, "--name", "t",
-            stdout=asyncio.subprocess.PIPE, env={**os.environ, "POLECAT_TOKEN": "operator-token"})
+            stdout=asyncio.subprocess.PIPE, env={**os.environ, "POLECAT_TOKEN": "operator-token-of-the-test"})
         out = (await proc.communicate())[0].decode()
         assert proc.returncode == 0, out
         if "4096/4096" in out:

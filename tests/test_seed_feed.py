@@ -12,7 +12,7 @@ import pytest
 from polecat import Config, Crawler
 from polecat.config import DnsConfig, FetchConfig, PolitenessConfig, ScopeConfig
 from polecat.errors import ConfigError, PolecatError
-from polecat.node.seed_feed import BATCH, LOGGED, MAX_LINE, SeedFeed
+from polecat.node.seed_feed import BATCH, GIVE_UP, LOGGED, MAX_LINE, SeedFeed
 from polecat.testing.breadth import BreadthWeb
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(60)]
@@ -102,3 +102,34 @@ async def test_a_crawl_from_a_streamed_file_with_bad_lines_covers_every_host(tmp
         server = web.stats()
     assert server.complete_hosts == hosts and server.violations == 0
     assert stats.ended.startswith("queue empty"), stats.ended
+
+
+async def test_a_file_of_bad_lines_still_gives_the_loop_its_turns(tmp_path: Path) -> None:
+    # Rule 6: skipped lines count too; before it, a file of nothing but bad lines was read through on the
+    # loop without a single turn for the leases.
+    path = tmp_path / "seeds.txt"
+    path.write_bytes(b"\xff\n" * (10 * BATCH))
+    admitted, turns = Admitted(), 0
+
+    async def ticker() -> None:
+        nonlocal turns
+        while True:
+            turns += 1
+            await asyncio.sleep(0)
+
+    tick = asyncio.create_task(ticker())
+    await asyncio.sleep(0)
+    before = turns
+    await SeedFeed(path, add_seed=admitted.add, frontier_free=free, wake=admitted.wake).run()
+    tick.cancel()
+    assert turns - before >= 9 and not admitted.urls
+
+
+async def test_a_line_without_end_stops_the_feed_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "seeds.txt"
+    path.write_bytes(b"http://a.test/\n" + b"x" * (GIVE_UP + MAX_LINE))
+    admitted = Admitted()
+    feed = SeedFeed(path, add_seed=admitted.add, frontier_free=free, wake=admitted.wake)
+    with pytest.raises(ConfigError, match=f"line 2 runs past {GIVE_UP} bytes"):
+        await feed.run()
+    assert not feed.running and not admitted.urls  # the node stops on it (crawler._feed_done): no half batch

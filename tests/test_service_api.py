@@ -16,7 +16,7 @@ from polecat.processes.service_runner import NodeService
 from polecat.testing.sitegen import SiteSpec
 from tests.conftest import TestWebFactory
 from tests.crawl_helpers import crawl_config, page_requests
-from tests.service_helpers import get_json, running_node, wait_for
+from tests.service_helpers import get_json, internal, running_node, wait_for
 
 
 async def test_seed_added_while_idle_gets_fetched(test_web: TestWebFactory, tmp_path: Path) -> None:
@@ -49,6 +49,7 @@ async def test_seed_added_while_idle_gets_fetched(test_web: TestWebFactory, tmp_
     ("/admin/throttles", {"host_pattern": "a.test", "req_per_s": 5000}, "req_per_s"),
     ("/admin/throttles", {"host_pattern": "a.test"}, "req_per_s"),
     ("/admin/blocks", {"host_pattern": ""}, "host_pattern"),
+    ("/admin/throttles", {"host_pattern": "a" * 100_000 + ".test", "req_per_s": 1}, "host_pattern"),
     ("/admin/blocks", [1, 2], "body"),
 ])
 async def test_bad_input_is_400_naming_the_field(test_web: TestWebFactory, tmp_path: Path, path: str,
@@ -156,16 +157,23 @@ async def test_internal_routes(test_web: TestWebFactory, tmp_path: Path) -> None
     async with running_node(web, tmp_path) as (svc, api):
         await wait_for(lambda: svc.crawler.stats().queued == 0 and svc.crawler.stats().in_flight == 0
                        and svc.crawler.stats().fetches >= 3, what="the crawl")
-        status, body = await get_json(api, "GET", f"/internal/hosts/{host}")
+        async with api.get(f"/internal/hosts/{host}", headers=internal(f"/internal/hosts/{host}")) as resp:
+            status, body = resp.status, await resp.json()
         assert status == 200 and body["host"] == host
         assert body["robots"]["state"] == "parsed" and "Disallow" in body["robots"]["text"]
         assert body["next_allowed_ts"] > 0 and body["crawl_delay_ms"] == 0
         assert body["dns_ttl"] is None or body["dns_ttl"] > 0
-        assert (await get_json(api, "GET", "/internal/hosts/nope.test"))[0] == 404
-        async with api.get("/internal/pages/zz") as resp:
-            assert resp.status == 400
-        async with api.get("/internal/pages/" + "00" * 32) as resp:
-            assert resp.status == 404
+        for path, expected in (("/internal/hosts/nope.test", 404), ("/internal/pages/zz", 400),
+                               ("/internal/pages/" + "00" * 32, 404)):
+            async with api.get(path, headers=internal(path)) as resp:
+                assert resp.status == expected, path
+        # Issue 33: the secret is needed even on loopback, proven for this route and length.
+        page = b"a forged page for the archive"
+        for headers in ({}, internal("/internal/hosts/other.test"), internal("/internal/pages", 1)):
+            async with api.put("/internal/pages", data=page, headers=headers) as resp:
+                assert resp.status == 401
+        async with api.get(f"/internal/hosts/{host}") as resp:
+            assert resp.status == 401
 
 
 def test_off_loopback_without_token_refuses_to_start(tmp_path: Path) -> None:
@@ -179,7 +187,8 @@ def test_off_loopback_without_token_refuses_to_start(tmp_path: Path) -> None:
 
 async def test_token_is_required_when_set(test_web: TestWebFactory, tmp_path: Path) -> None:
     web = test_web(SiteSpec(hosts=1, pages_per_host=2))
-    async with running_node(web, tmp_path, seeds=False, node={"token": "s3cret"}) as (_, api):
+    token = {"token": "s3cret-of-the-test-node"}
+    async with running_node(web, tmp_path, seeds=False, node=token) as (_, api):
         assert (await get_json(api, "GET", "/admin/blocks"))[0] == 200
         async with api.get("/admin/blocks", headers={"Authorization": "Bearer wrong"}) as resp:
             assert resp.status == 401 and resp.headers["WWW-Authenticate"] == "Bearer"
@@ -223,3 +232,61 @@ async def test_a_busy_listen_address_is_a_clear_error(test_web: TestWebFactory, 
         cfg = crawl_config(web, tmp_path / "b", node={"listen": svc.url.removeprefix("http://")})
         with pytest.raises(PolecatError, match=r"node\.listen \(--listen\) 127\.0\.0\.1:\d+: .*in use"):
             await NodeService(cfg).run(handle_signals=False)
+
+
+async def test_operator_bodies_are_bounded_and_deep_json_is_a_400(test_web: TestWebFactory,
+                                                                  tmp_path: Path) -> None:
+    # Issue 33: 4 MiB at most on every node, refused from the head before the body is read; JSON nested
+    # 100,000 deep was a RecursionError and a 500.
+    web = test_web(SiteSpec(hosts=1, pages_per_host=2))
+    async with running_node(web, tmp_path, seeds=False) as (svc, api):
+        deep = b'{"urls": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+        async with api.post("/admin/seeds", data=deep, headers={"Content-Type": "application/json"}) as resp:
+            assert resp.status == 400 and (await resp.json())["field"] == "body"
+        host, _, port = svc.url.removeprefix("http://").rstrip("/").rpartition(":")
+        reader, writer = await asyncio.open_connection(host, int(port))
+        try:
+            writer.write(b"POST /admin/seeds HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: %d\r\n\r\n{" % (svc.url.split("//")[1].rstrip("/").encode(),
+                                                           4 * 1024 * 1024 + 1))
+            async with asyncio.timeout(20):  # answered without waiting for the body
+                assert (await reader.readline()).split()[1] == b"413"
+        finally:
+            writer.close()
+
+
+async def test_a_page_elsewhere_cannot_drive_a_loopback_node(test_web: TestWebFactory,
+                                                            tmp_path: Path) -> None:
+    # Issue 33: no token on loopback, so the browser checks are what stands between a page on another
+    # origin (or a rebound DNS name) and the node's state.
+    web = test_web(SiteSpec(hosts=1, pages_per_host=2))
+    async with running_node(web, tmp_path, seeds=False) as (svc, api):
+        here = svc.url.split("//")[1].rstrip("/")
+        port = here.rpartition(":")[2]
+        form = {"Content-Type": "text/plain"}
+        async with api.post("/admin/blocks", data=b'{"host_pattern": "a.test"}', headers=form) as resp:
+            assert resp.status == 415
+        evil = {"Origin": "http://evil.test"}
+        async with api.post("/admin/blocks", json={"host_pattern": "a.test"}, headers=evil) as resp:
+            assert resp.status == 403
+        async with api.post("/admin/pause", json={}, headers={"Host": f"rebound.evil.test:{port}"}) as resp:
+            assert resp.status == 421
+        async with api.get("/admin/crawl/status", headers={"Host": "rebound.evil.test"}) as resp:
+            assert resp.status == 421
+        assert (await get_json(api, "GET", "/admin/blocks"))[1] == {"blocks": []}
+        assert (await get_json(api, "GET", "/admin/crawl/status"))[1]["paused"] is False
+        same = {"Origin": f"http://{here}"}
+        async with api.post("/admin/blocks", json={"host_pattern": "a.test"}, headers=same) as resp:
+            assert resp.status == 200
+        for name in (f"localhost:{port}", "localhost", "127.0.0.2:9000", "[::1]:9000"):  # tunnels: any port
+            async with api.get("/admin/crawl/status", headers={"Host": name}) as resp:
+                assert resp.status == 200, name
+
+
+def test_short_tokens_and_secrets_are_refused() -> None:
+    # Issue 33: a 1-character POLECAT_TOKEN was accepted; a cluster secret was checked only with etcd.
+    with pytest.raises(ConfigError, match=r"node.token: must be at least 16 characters"):
+        config_from_mapping({"node": {"token": "x"}})
+    with pytest.raises(ConfigError, match=r"cluster.secret: must be at least 16 characters"):
+        config_from_mapping({"cluster": {"secret": "fifteen-chars!!"}})
+    assert config_from_mapping({"node": {"token": "x" * 16}}).node.token == "x" * 16

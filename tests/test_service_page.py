@@ -70,12 +70,12 @@ async def test_page_lists_blocks_and_pauses_and_resumes(test_web: TestWebFactory
 async def test_page_with_a_token(test_web: TestWebFactory, tmp_path: Path) -> None:
     assert CHROMIUM is not None
     web = test_web(SiteSpec(hosts=1, pages_per_host=3))
-    async with running_node(web, tmp_path, node={"token": "page-t0ken"}) as (svc, _), \
+    async with running_node(web, tmp_path, node={"token": "page-t0ken-of-the-test"}) as (svc, _), \
             Browser(CHROMIUM) as page:
         await page.open(svc.url + "/")
         assert "bearer token" in await page.wait_for(text("error"))
         assert await page.evaluate(text("summary")) == ""
-        await page.evaluate("document.getElementById('token').value = 'page-t0ken'; "
+        await page.evaluate("document.getElementById('token').value = 'page-t0ken-of-the-test'; "
                             "document.querySelector('#token-form button').click()")
         await page.wait_for(f"{text('summary')}.includes('fetched')")
         assert await page.evaluate(text("error")) == ""

@@ -17,7 +17,7 @@ from polecat.testing.sitegen import SiteSpec
 from tests.conftest import TestWebFactory
 from tests.crawl_helpers import page_requests
 
-TOKEN = "t0ken-for-tests"
+TOKEN = "t0ken-for-the-tests"
 
 
 def free_port() -> int:

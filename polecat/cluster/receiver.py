@@ -29,6 +29,9 @@ SHUTDOWN_TIMEOUT = 5.0
 """How long a stopping server lets a receive in progress finish (aiohttp's own default is 60 s): a receive
 ends within a commit interval of its node's stop, so this only bounds a bug."""
 
+DECODE_ON_LOOP = 64 * 1024
+"""Bytes of a batch decoded on the event loop: decoding costs ~40 ms a MiB (10,000 URLs, 0.49 MB: 19 ms
+of CPU), so a default batch of 1,024 URLs (~50 KB) stays on it and a bigger one goes to a thread."""
 Status = Literal["ok", "busy", "bad", "unauthorized", "error"]
 
 
@@ -82,7 +85,10 @@ class HandoffReceiver:
 
     async def receive(self, data: bytes) -> Reply:
         try:
-            batch = decode_batch(data, self._verify)
+            if len(data) > DECODE_ON_LOOP:  # up to MAX_BATCH_BYTES: decoded off the loop, which serves on
+                batch = await asyncio.to_thread(decode_batch, data, self._verify)
+            else:
+                batch = decode_batch(data, self._verify)
         except SignatureError as exc:
             self.unauthorized += 1
             return Reply("unauthorized", detail=str(exc))

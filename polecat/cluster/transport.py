@@ -5,12 +5,15 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Protocol
 
 import aiohttp
 from aiohttp import web
 
-from polecat.cluster.batch import MAX_BATCH_BYTES
+from polecat.clock import SYSTEM_CLOCK, Clock
+from polecat.cluster.auth import AUTH_HEADER, check_request_proof, request_proof
+from polecat.cluster.batch import MAX_BATCH_BYTES, Signer, Verifier
 from polecat.cluster.receiver import SHUTDOWN_TIMEOUT, HandoffReceiver, Reply
 
 PATH = "/handoff"
@@ -28,9 +31,13 @@ class Transport(Protocol):
 
 
 class HttpTransport:
-    """aiohttp client; one connection pool per address."""
+    """aiohttp client; one connection pool per address. With ``sign``, each request's head proves the
+    secret (:mod:`polecat.cluster.auth` rule 1) at ``clock.wall()``."""
 
-    def __init__(self, *, timeout: float = 30.0) -> None:
+    def __init__(self, *, timeout: float = 30.0, sign: Signer | None = None, clock: Clock = SYSTEM_CLOCK
+                 ) -> None:
+        self._sign = sign
+        self._clock = clock
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._sessions: dict[str, tuple[aiohttp.ClientSession, str]] = {}
 
@@ -49,9 +56,11 @@ class HttpTransport:
 
     async def post(self, address: str, data: bytes) -> Reply:
         session, url = self._session(address)
+        headers = {"Content-Type": "application/x-polecat-batch"}
+        if self._sign is not None:
+            headers[AUTH_HEADER] = request_proof(self._sign, PATH, len(data), self._clock.wall())
         try:
-            async with session.post(url, data=data,
-                                    headers={"Content-Type": "application/x-polecat-batch"}) as resp:
+            async with session.post(url, data=data, headers=headers) as resp:
                 detail = (await resp.read())[:500].decode("utf-8", "replace")
                 if resp.status == 200:
                     return Reply("ok", round=_round(resp.headers.get(ROUND_HEADER)))
@@ -83,15 +92,43 @@ def _retry_after(value: str | None) -> float:
         return 0.0
 
 
-async def serve(receiver: HandoffReceiver, address: str) -> web.AppRunner:
-    """Start answering ``POST /handoff`` at ``address``; stop with ``await runner.cleanup()``."""
+async def read_body(request: web.Request, max_bytes: int, verify: Verifier | None, clock: Clock) -> bytes:
+    """The body of ``request``, read only once its head allows it: a Content-Length of at most
+    ``max_bytes`` and, with ``verify``, an :data:`~polecat.cluster.auth.AUTH_HEADER` that proves the
+    secret for this route and length (:mod:`polecat.cluster.auth` rule 1). Raises the HTTP error to
+    answer otherwise (401 for the proof, so callers count it as unauthorized)."""
+    length = request.content_length
+    if length is None:
+        raise web.HTTPLengthRequired(text="a Content-Length is required")
+    if length > max_bytes:
+        raise web.HTTPRequestEntityTooLarge(max_size=max_bytes, actual_size=length)
+    if verify is not None:
+        why = check_request_proof(verify, request.path, length, request.headers.get(AUTH_HEADER, ""),
+                                  clock.wall())
+        if why is not None:
+            raise web.HTTPUnauthorized(text=why)
+    try:
+        return await request.content.readexactly(length)
+    except asyncio.IncompleteReadError as exc:
+        raise web.HTTPBadRequest(text=f"the body ended after {len(exc.partial)} of {length} bytes") from exc
+
+
+async def serve(receiver: HandoffReceiver, address: str, *, verify: Verifier | None = None,
+                clock: Clock = SYSTEM_CLOCK) -> web.AppRunner:
+    """Start answering ``POST /handoff`` at ``address``; stop with ``await runner.cleanup()``. With
+    ``verify``, a body is read only after its request's head proves the secret (:func:`read_body`)."""
 
     async def handle(request: web.Request) -> web.Response:
-        reply = await receiver.receive(await request.read())
+        try:
+            data = await read_body(request, MAX_BATCH_BYTES, verify, clock)
+        except web.HTTPUnauthorized:
+            receiver.unauthorized += 1
+            raise
+        reply = await receiver.receive(data)
         headers = {"Retry-After": f"{reply.retry_after:.3f}"} if reply.status == "busy" else None
         return web.Response(status=_STATUS[reply.status], text=reply.detail, headers=headers)
 
-    app = web.Application(client_max_size=MAX_BATCH_BYTES)
+    app = web.Application()
     app.router.add_post(PATH, handle)
     runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=SHUTDOWN_TIMEOUT)
     await runner.setup()

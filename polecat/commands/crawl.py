@@ -41,6 +41,13 @@ def _rate_pair(text: str) -> tuple[str, float]:
         raise argparse.ArgumentTypeError(f"bad rate in {text!r}") from None
 
 
+def data_path(text: str) -> Path:
+    """A ``--data`` directory: ``""`` is refused (it was the current directory, crawled into unasked)."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path (give . for the current directory)")
+    return Path(text)
+
+
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86_400.0}
 
 
@@ -62,7 +69,7 @@ def register(sub: Any) -> None:
     p.add_argument("urls", nargs="*", metavar="URL", help="seed URLs")
     p.add_argument("--seeds-file", type=Path,
                    help="file with one seed URL per line (# comments), read while the crawl runs")
-    p.add_argument("--data", type=Path, help="state directory (default ./polecat-data)")
+    p.add_argument("--data", type=data_path, help="state directory (default ./polecat-data)")
     p.add_argument("--config", type=Path, help="TOML config file; flags override it")
     p.add_argument("--max-pages", type=int, help="stop after this many page fetches in this run")
     p.add_argument("--scope", choices=["host", "domain", "any"], help="which hosts links may lead to")

@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from polecat import runloop
+from polecat.commands.crawl import data_path
 from polecat.config import Config, config_from_mapping, load_toml, merge
-from polecat.errors import PolecatError
+from polecat.errors import ConfigError, PolecatError
 
 DEFAULT_NODE = "http://127.0.0.1:8470"
 CLIENT_TIMEOUT = 30.0
@@ -59,13 +60,20 @@ def call(node: str | None, method: str, path: str, body: Any = None) -> Any:
     import urllib.request
 
     base = (node or os.environ.get("POLECAT_NODE") or DEFAULT_NODE).rstrip("/")
+    try:
+        parts = urllib.parse.urlsplit(base)
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname) and parts.port != 0
+    except ValueError:  # a bad IPv6 literal or port
+        ok = False
+    if not ok:
+        raise ConfigError(f"--node (POLECAT_NODE): expected the node's http://host:port, got {base[:200]!r}")
     headers = {"Accept": "application/json"}
     token = os.environ.get("POLECAT_TOKEN")
     if token:
         headers["Authorization"] = f"Bearer {token}"
     data = None
-    if body is not None:
-        data = json.dumps(body).encode()
+    if body is not None or method == "POST":  # the node takes a POST only as JSON (CSRF, api.py rules)
+        data = json.dumps(body if body is not None else {}).encode()
         headers["Content-Type"] = "application/json"
     req = urllib.request.Request(base + path, data=data, headers=headers, method=method)
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # the node is addressed directly
@@ -145,7 +153,7 @@ def register(sub: Any) -> None:
     p = sub.add_parser("node", help="run a long-lived crawler node with an HTTP API (see contrib/)")
     p.add_argument("--config", type=Path, help="TOML config file (contrib/node.toml is an example)")
     p.add_argument("--listen", metavar="HOST:PORT", help="API address (node.listen, default 127.0.0.1:8470)")
-    p.add_argument("--data", type=Path, help="state directory (data_dir)")
+    p.add_argument("--data", type=data_path, help="state directory (data_dir)")
     p.set_defaults(func=cmd_node)
 
     p = sub.add_parser("seeds", help="add seed URLs to a running node")

@@ -58,6 +58,8 @@ def _coerce(name: str, hint: Any, value: Any) -> Any:
     if hint is Path:
         if not isinstance(value, str | Path):
             raise ConfigError(f"{name}: expected a path, got {value!r}")
+        if value == "":  # Path("") is the current directory: never what an empty setting meant
+            raise ConfigError(f"{name}: an empty path (give . for the current directory)")
         return Path(value)
     raise ConfigError(f"{name}: unsupported type {hint!r}")  # pragma: no cover - schema bug
 

@@ -18,9 +18,15 @@ from polecat.errors import ConfigError
 _HOST_PATTERN = re.compile(r"^(\*\.)?[a-z0-9_.:\[\]-]+$")
 
 
+MAX_HOST_PATTERN = len("*.") + 253 + len(":65535")
+"""Characters in a host pattern: a DNS name has at most 253 (a longer one was a 500 from LMDB's key size
+at ``POST /admin/throttles``)."""
+
+
 def is_host_pattern(pattern: str) -> bool:
-    """Whether ``pattern`` is a host pattern (``example.com``, ``host:port`` or ``*.example.com``)."""
-    return bool(_HOST_PATTERN.match(pattern.lower()))
+    """Whether ``pattern`` is a host pattern (``example.com``, ``host:port`` or ``*.example.com``) of
+    at most :data:`MAX_HOST_PATTERN` characters."""
+    return len(pattern) <= MAX_HOST_PATTERN and bool(_HOST_PATTERN.match(pattern.lower()))
 
 
 def _check(cond: bool, name: str, msg: str) -> None:
@@ -31,7 +37,15 @@ def _check(cond: bool, name: str, msg: str) -> None:
 def _seed_problem(url: str) -> str | None:
     """Why ``url`` cannot be a seed (with the likely fix), or None."""
     text = url.strip()
-    parts = urlsplit(text)
+    try:
+        parts = urlsplit(text)
+        port = parts.port  # ValueError out of 0-65535
+    except ValueError as exc:  # "Invalid IPv6 URL", "Port out of range 0-65535"
+        return f"{text[:200]!r} is not a URL: {exc}"
+    if port == 0:
+        return f"{text[:200]!r}: port 0 cannot be fetched (1-65535)"
+    if parts.hostname and any(c <= " " or c == "\x7f" for c in parts.hostname):
+        return f"{text[:200]!r}: the host name holds a space or a control character"
     if parts.scheme.lower() in ("http", "https") and parts.hostname:
         return None
     if text.startswith(("/", "./", "../", "~")) or parts.scheme.lower() == "file":
@@ -85,8 +99,10 @@ def validate(cfg: Config) -> None:
     for pat, rate in p.throttle:
         _check(is_host_pattern(pat), "politeness.throttle", f"bad host pattern {pat!r}")
         _check(rate > 0, "politeness.throttle", f"rate for {pat!r} must be > 0, got {rate}")
-    _check(s.seeds_file is None or s.seeds_file.is_file(), "scope.seeds_file",
-           f"no such file: {s.seeds_file}")
+    if s.seeds_file is not None and not s.seeds_file.is_file():
+        # /dev/zero, a FIFO or a directory: nothing a crawl can read to its end as a list of URLs
+        _check(False, "scope.seeds_file", f"not a regular file: {s.seeds_file}" if s.seeds_file.exists()
+               else f"no such file: {s.seeds_file}")
     _check(s.max_pages >= 0, "scope.max_pages", "must be >= 0")
     _check(s.max_depth >= 0, "scope.max_depth", "must be >= 0")
     _check(s.max_url_length >= 32, "scope.max_url_length", "must be >= 32")
@@ -127,7 +143,9 @@ def validate(cfg: Config) -> None:
     _check(0 < r.cache_ttl <= 86_400, "robots.cache_ttl", "must be in (0, 86400] seconds (RFC 9309: 24 h)")
     _check(0 < r.retry_base <= r.retry_cap, "robots.retry_base", "must be > 0 and <= robots.retry_cap")
     _check(0 < dd.bloom_fp_rate < 0.5, "dedup.bloom_fp_rate", "must be in (0, 0.5)")
-    _check(dd.expected_urls >= 1000, "dedup.expected_urls", "must be >= 1000")
+    # The Bloom filter is sized from it up front (~1.2 bytes a URL): 4 billion is ~5 GB, past any one
+    # node's share; 10^17 was a MemoryError.
+    _check(1000 <= dd.expected_urls <= 4_000_000_000, "dedup.expected_urls", "must be in [1000, 4e9]")
     _check(0 <= dd.minhash_distance <= 8, "dedup.minhash_distance",
            "must be in [0, 8] (beyond 3 bits the 4x16-bit bands find most, not all, candidates)")
     _check(st.segment_bytes >= 1024 * 1024, "store.segment_bytes", "must be >= 1 MiB")
@@ -167,6 +185,10 @@ def _validate_refresh(rf: RefreshConfig) -> None:
     _check(rf.sitemap_files >= 1, "refresh.sitemap_files", "must be >= 1")
 
 
+MIN_SECRET = 16
+"""Characters in a bearer token or a cluster secret, at least."""
+
+
 def _validate_node(nd: NodeConfig) -> None:
     try:
         split_listen(nd.listen)
@@ -174,6 +196,9 @@ def _validate_node(nd: NodeConfig) -> None:
         raise ConfigError(f"node.listen (--listen): {exc}") from exc
     _check("\n" not in nd.token and nd.token == nd.token.strip(), "node.token",
            "must be one line without surrounding spaces")
+    # A short token is guessed: at least MIN_SECRET characters, as for cluster.secret.
+    _check(not nd.token or len(nd.token) >= MIN_SECRET, "node.token",
+           f"must be at least {MIN_SECRET} characters (POLECAT_TOKEN), got {len(nd.token)}")
 
 
 _CLUSTER_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
@@ -195,6 +220,8 @@ def _validate_cluster(cl: ClusterConfig) -> None:
            "must be in [0.1, 86400] seconds")
     _check(not cl.checkpoints or bool(cl.etcd), "cluster.checkpoints",
            "needs cluster.etcd: slice checkpoints are for the nodes of a cluster")
+    _check(not cl.secret or len(cl.secret) >= MIN_SECRET, "cluster.secret",
+           f"must be at least {MIN_SECRET} characters (POLECAT_CLUSTER_SECRET), got {len(cl.secret)}")
     if not cl.etcd:
         return
     for i, endpoint in enumerate(cl.etcd):
@@ -206,7 +233,7 @@ def _validate_cluster(cl: ClusterConfig) -> None:
     _check(_http_address(cl.advertise), "cluster.advertise",
            f"required with cluster.etcd: http://host:port peers reach this node at, got {cl.advertise!r}")
     one_line = cl.secret == cl.secret.strip() and "\n" not in cl.secret
-    _check(len(cl.secret) >= 16 and one_line, "cluster.secret",
+    _check(len(cl.secret) >= MIN_SECRET and one_line, "cluster.secret",
            "required with cluster.etcd: one line of at least 16 characters (or POLECAT_CLUSTER_SECRET)")
     _check(2 <= cl.lease_ttl <= 300, "cluster.lease_ttl", "must be in [2, 300] seconds")
 

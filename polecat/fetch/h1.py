@@ -7,23 +7,37 @@ both is :mod:`polecat.fetch.pool`.
 Rules (RFC 9112, with the limits aiohttp, the client before this one, used; so what is fetched and
 refused does not change with the client):
 
-1. The head: a status line ``HTTP/1.x NNN reason`` and at most :data:`MAX_HEADERS` header lines, each line
-   at most :data:`MAX_LINE` bytes. Lines end in CRLF or a bare LF (RFC 9112 2.2 lets a recipient accept
-   LF). A line that starts with a space or tab continues the previous value (obsolete folding, replaced
-   by one space, RFC 9112 5.2). Anything else is a :class:`MalformedResponse`.
-2. Names and values are decoded as UTF-8 with ``surrogateescape`` (no byte is lost; the WARC writer
-   shows the undecodable ones as escapes), values without surrounding spaces and tabs, names as sent.
+1. The head: empty lines (skipped), a status line ``HTTP/1.x NNN reason`` and at most :data:`MAX_HEADERS`
+   header lines, each line at most :data:`MAX_LINE` bytes. Lines end in CRLF or a bare LF (RFC 9112 2.2
+   lets a recipient accept LF). A line that starts with a space or tab continues the previous value
+   (obsolete folding, replaced by one space, RFC 9112 5.2; never a Content-Length or Transfer-Encoding,
+   whose framing must be one line). Anything else, a control character other than
+   a tab included, is a :class:`MalformedResponse`. ``tests/test_fetch_h1_differential.py`` holds these
+   rules to llhttp (aiohttp's parser) and names where they differ: h1 refuses controls in the head and
+   the trailers, whitespace before a colon, a whitespace line straight after the status line and any
+   folded framing header, takes only HTTP/1.0 and 1.1, takes a bare LF in chunk lines too, and drops
+   chunk extensions unread (rule 4).
+2. Names are tokens (RFC 9110 5.1), kept as sent. Values are decoded as UTF-8 with ``surrogateescape``
+   (no byte is lost; the WARC writer shows the undecodable ones as escapes), without surrounding spaces
+   and tabs.
 3. Interim responses (1xx other than 101) are skipped: the next head is the response. 101 is refused: a
    GET never asks to switch protocols.
 4. Body framing (RFC 9112 6.3), in this order: 1xx, 204 and 304 have no body; ``Transfer-Encoding``
-   ending in ``chunked`` is chunked (chunk extensions and trailers are read and dropped); any other
-   ``Transfer-Encoding`` is delimited by the close; ``Content-Length`` (one value, or equal repeated ones)
-   is exact; no framing header: delimited by the close.
+   ending in ``chunked`` is chunked (chunk extensions and trailers are read and dropped; a chunk size may
+   be followed by spaces, not preceded); any other ``Transfer-Encoding`` is delimited by the close;
+   ``Content-Length`` (exactly one header with one value) is exact; no framing header: delimited by the
+   close. A ``Transfer-Encoding`` next to a ``Content-Length``, or a second ``Content-Length`` even with
+   the same value, is malformed: llhttp (aiohttp's parser) refuses both, and two framings are what
+   smuggling is made of.
 5. Keep-alive: HTTP/1.1 unless ``Connection: close``; HTTP/1.0 only with ``Connection: keep-alive`` and a
-   length or chunked framing. A close-delimited body, a Transfer-Encoding next to a Content-Length, or
-   bytes past the end of the message (no request was pipelined) end the connection too.
+   length or chunked framing. A close-delimited body, or bytes past the end of the message (no request was
+   pipelined) end the connection too.
 6. A connection that closes before the message ends (``feed_eof``) raises :class:`IncompleteResponse`,
    unless the body is close-delimited.
+7. Work is linear in the bytes received, however they are cut: a head that arrives in pieces is appended
+   to one buffer and only the new bytes are searched for its end and checked against the limits (a
+   server dripping a 1 MB head 50 bytes at a time must not cost a copy and a search of the whole head
+   per piece).
 """
 
 from __future__ import annotations
@@ -91,10 +105,18 @@ class ResponseParser:
     they carry. :attr:`head` is set once the head is complete, :attr:`done` once the message is; bytes
     after the message are dropped (and make the connection not reusable, rule 5)."""
 
-    __slots__ = ("_buf", "_left", "_state", "done", "head", "reusable")
+    __slots__ = ("_buf", "_head_lines", "_head_part", "_left", "_line_start", "_state", "done", "head",
+                 "reusable")
 
     def __init__(self) -> None:
         self._buf = b""
+        """The unparsed end of a chunked body (at most one chunk-size or trailer line)."""
+        self._head_part = bytearray()
+        """The head received so far, while it is incomplete (rule 7)."""
+        self._line_start = 0
+        """Where the last line of ``_head_part`` starts."""
+        self._head_lines = 0
+        """Line ends in ``_head_part``."""
         self._state = _HEAD
         self._left = 0
         self.head: Head | None = None
@@ -118,11 +140,11 @@ class ResponseParser:
             if data:  # nothing was asked for: the connection cannot be trusted with a next request
                 self.reusable = False
             return b""
+        if state == _HEAD:
+            return self._feed_head(data)
         if self._buf:
             data = self._buf + data
             self._buf = b""
-        if state == _HEAD:
-            return self._feed_head(data)
         return self._feed_chunked(data)
 
     def feed_eof(self) -> None:
@@ -139,13 +161,27 @@ class ResponseParser:
     # --- head --------------------------------------------------------------------------------------
 
     def _feed_head(self, data: bytes) -> bytes | memoryview:
-        start = 0
-        while True:
-            end = _head_end(data, start)
+        part = self._head_part
+        if part:
+            # Only a head end that takes in the new bytes can be new: the old ones were searched (rule 7).
+            searched = len(part)
+            part += data
+            end = _head_end(part, max(searched - 3, 0))
             if end < 0:
-                data = data[start:]
-                _check_partial_head(data)
-                self._buf = data
+                self._check_partial_head(searched)
+                return b""
+            data = bytes(part)  # one copy per head, not per piece
+            self._head_part = bytearray()
+            start = 0
+        else:
+            start = _skip_blank_lines(data, 0)
+            end = _head_end(data, start)
+        while True:
+            if end < 0:
+                if start < len(data):
+                    self._head_part = bytearray(memoryview(data)[start:])
+                    self._line_start = self._head_lines = 0
+                    self._check_partial_head(0)
                 return b""
             head, framing = _parse_head(data[start:end])
             start = end
@@ -154,6 +190,8 @@ class ResponseParser:
             if head.status == 101:
                 raise MalformedResponse("unexpected 101 Switching Protocols")
             # 1xx interim response: the real one follows (rule 3)
+            start = _skip_blank_lines(data, start)
+            end = _head_end(data, start)
         self.head = head
         if head.status in (204, 304):
             framing = 0
@@ -170,6 +208,22 @@ class ResponseParser:
             self._state, self._left = _LENGTH, framing - len(rest)
             return rest
         return self._finish_length(rest, framing)
+
+    def _check_partial_head(self, new: int) -> None:
+        """An incomplete head may not already break a limit: a server that sends one endless header, or
+        endless headers, must not make the client buffer them; a head that does not start as a status
+        line is refused before the rest arrives. Reads ``_head_part`` from ``new`` only."""
+        part = self._head_part
+        if new < 7 and not b"HTTP/1.".startswith(part[:7]):
+            raise MalformedResponse(f"bad status line {bytes(part[:40])!r}")
+        last = part.rfind(b"\n", new)
+        if last >= 0:
+            self._line_start = last + 1
+        if len(part) - self._line_start > MAX_LINE:
+            raise MalformedResponse("response header line too long")
+        self._head_lines += part.count(b"\n", new)
+        if len(part) > 65536 and self._head_lines > MAX_HEADERS + 1:
+            raise MalformedResponse(f"more than {MAX_HEADERS} response headers")
 
     def _finish_length(self, data: bytes | memoryview, left: int) -> bytes | memoryview:
         self._state, self._left, self.done = _DONE, 0, True
@@ -217,10 +271,13 @@ class ResponseParser:
                     continue
                 eol = data.find(b"\n", pos)
                 if eol < 0:
+                    if state == _CHUNK_SIZE and not _CHUNK_SIZE_START.match(data, pos):  # as llhttp
+                        bad = data[pos:pos + 20]
+                        raise MalformedResponse(f"malformed chunked body: bad chunk size {bad!r}")
                     if n - pos > (_MAX_CHUNK_LINE if state == _CHUNK_SIZE else MAX_LINE):
                         raise MalformedResponse("malformed chunked body: line too long")
                     break
-                line = data[pos:eol].rstrip(b"\r")
+                line = data[pos:eol - 1] if data[eol - 1:eol] == b"\r" else data[pos:eol]
                 pos = eol + 1
                 if state == _TRAILERS:
                     if not line:
@@ -228,8 +285,10 @@ class ResponseParser:
                         assert self.head is not None
                         self.reusable = self.head.keep_alive and pos == n
                         return b"".join(out)
+                    if _CONTROL.search(line):  # as in the head (rule 1)
+                        raise MalformedResponse(f"malformed chunked body: bad trailer line {line[:40]!r}")
                     continue  # trailer fields are dropped
-                size = line.split(b";", 1)[0].strip(b" \t")
+                size = line.split(b";", 1)[0].rstrip(b" \t")
                 if not size or len(size) > 16 or not _is_hex(size):
                     raise MalformedResponse(f"malformed chunked body: bad chunk size {size[:20]!r}")
                 left = int(size, 16)
@@ -241,7 +300,12 @@ class ResponseParser:
 
 _CHUNK_HEAD = re.compile(rb"([0-9A-Fa-f]{1,16})(?:[ \t]*;[^\r\n]{0,4000})?\r?\n")
 """A chunk-size line as servers send it (the size, extensions dropped); anything else takes the slow path,
-which accepts what this does not (spaces around the size) and refuses what is malformed."""
+which accepts what this does not (spaces after the size) and refuses what is malformed."""
+_CHUNK_SIZE_START = re.compile(rb"(?:[0-9A-Fa-f]+[ \t;\r]?)?\Z|[0-9A-Fa-f]+[ \t;\r]")
+"""What an incomplete chunk-size line may start with: a bad byte is refused before the line ends."""
+_CONTROL = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
+"""A control character other than a tab."""
+_TOKEN = re.compile(r"[-!#$%&'*+.^_`|~0-9A-Za-z]+")
 _CHUNKED = -1
 _TO_CLOSE = -2
 _HEX = frozenset(b"0123456789abcdefABCDEF")
@@ -251,24 +315,22 @@ def _is_hex(value: bytes) -> bool:
     return all(c in _HEX for c in value)
 
 
-def _head_end(data: bytes, start: int) -> int:
+def _skip_blank_lines(data: bytes, start: int) -> int:
+    """Past the empty lines before a head (rule 1), as llhttp skips them."""
+    while start < len(data) and data[start] in (10, 13):
+        start += 1
+    return start
+
+
+def _head_end(data: bytes | bytearray, start: int) -> int:
     """The index just past the blank line that ends the head starting at ``start``, or -1. Only the
     head is searched for a bare-LF blank line: the body after it may hold any bytes."""
-    crlf = data.find(b"\r\n\r\n", start)
+    # The blank line is a line end followed by CRLF or LF; a bare-LF line then a CRLF blank one counts.
+    crlf = data.find(b"\n\r\n", start)
     lf = data.find(b"\n\n", start, crlf + 2 if crlf >= 0 else len(data))
     if lf >= 0:
         return lf + 2
-    return crlf + 4 if crlf >= 0 else -1
-
-
-def _check_partial_head(data: bytes) -> None:
-    """An incomplete head may not already break a limit: a server that sends one endless header, or
-    endless headers, must not make the client buffer them."""
-    last = data.rfind(b"\n")
-    if len(data) - last - 1 > MAX_LINE:
-        raise MalformedResponse("response header line too long")
-    if len(data) > 65536 and data.count(b"\n") > MAX_HEADERS + 1:
-        raise MalformedResponse(f"more than {MAX_HEADERS} response headers")
+    return crlf + 3 if crlf >= 0 else -1
 
 
 def _parse_head(raw: bytes) -> tuple[Head, int]:
@@ -278,7 +340,7 @@ def _parse_head(raw: bytes) -> tuple[Head, int]:
     # Decoded once: UTF-8 never puts an ASCII byte inside a character, so splitting the text at CR, LF,
     # colons and spaces gives what decoding each piece would.
     lines = raw.decode("utf-8", "surrogateescape").split("\n")
-    status_line = lines[0].rstrip("\r")
+    status_line = lines[0][:-1] if lines[0].endswith("\r") else lines[0]  # one CR: a second is refused
     if status_line.startswith("HTTP/1.1 "):
         version = 11
     elif status_line.startswith("HTTP/1.0 "):
@@ -286,7 +348,8 @@ def _parse_head(raw: bytes) -> tuple[Head, int]:
     else:
         raise MalformedResponse(f"bad status line {status_line[:40]!r}")
     code, _, reason = status_line[9:].partition(" ")
-    if len(code) != 3 or not code.isdigit() or not code.isascii() or code[0] == "0":
+    bad_reason = not reason.isprintable() and _bad_line(reason)  # a lone CR in it, say, as llhttp refuses
+    if len(code) != 3 or not code.isdigit() or not code.isascii() or code[0] == "0" or bad_reason:
         raise MalformedResponse(f"bad status line {status_line[:40]!r}")
     headers: list[tuple[str, str]] = []
     first: dict[str, str] = {}
@@ -301,15 +364,19 @@ def _parse_head(raw: bytes) -> tuple[Head, int]:
         if line[0] in " \t":
             if not headers:
                 raise MalformedResponse("response head starts with a continuation line")
+            if not line.isprintable() and _bad_line(line):  # a lone CR in a folded value, say
+                raise MalformedResponse(f"bad response header line {line[:40]!r}")
             name, value = headers[-1]
+            if name.lower() in ("content-length", "transfer-encoding"):  # its framing was read already
+                raise MalformedResponse(f"a folded {name} header")
             more = line.strip(" \t")
-            headers[-1] = (name, f"{value} {more}" if value else more)
+            headers[-1] = (name, f"{value} {more}" if value and more else value or more)
             continue
         if len(headers) >= MAX_HEADERS:
             raise MalformedResponse(f"more than {MAX_HEADERS} response headers")
         name, colon, value = line.partition(":")
-        # A name is a token: no spaces, tabs or controls (RFC 9112 5.1 refuses space before the colon).
-        bad = not colon or not name or " " in name or "\t" in name
+        # A name is a token (RFC 9110 5.1): no spaces, tabs, controls or non-ASCII, as llhttp says.
+        bad = not colon or _TOKEN.fullmatch(name) is None
         if bad or (not line.isprintable() and _bad_line(line)):
             raise MalformedResponse(f"bad response header line {line[:40]!r}")
         value = value.strip(" \t")
@@ -326,8 +393,10 @@ def _parse_head(raw: bytes) -> tuple[Head, int]:
     tokens = {t.strip() for t in connection.split(",")}
     keep_alive = "close" not in tokens if version == 11 else "keep-alive" in tokens
     if transfer is not None:
+        if length is not None:
+            raise MalformedResponse("both Transfer-Encoding and Content-Length")
         framing = _CHUNKED if transfer.rsplit(",", 1)[-1].strip().lower() == "chunked" else _TO_CLOSE
-        if length is not None or framing == _TO_CLOSE:
+        if framing == _TO_CLOSE:
             keep_alive = False
     elif length is not None:
         framing = length
@@ -344,14 +413,8 @@ def _bad_line(line: str) -> bool:
 
 
 def _content_length(value: str, previous: int | None) -> int:
-    # RFC 9110 8.6: a list of identical values ("42, 42") is one value.
-    values = {v.strip() for v in value.split(",")}
-    if len(values) != 1:
-        raise MalformedResponse(f"conflicting Content-Length {value[:40]!r}")
-    text = values.pop()
-    if not text.isdigit() or not text.isascii() or len(text) > 18:
+    if previous is not None:
+        raise MalformedResponse("more than one Content-Length")
+    if not value.isdigit() or not value.isascii() or len(value) > 18:
         raise MalformedResponse(f"bad Content-Length {value[:40]!r}")
-    length = int(text)
-    if previous is not None and previous != length:
-        raise MalformedResponse("conflicting Content-Length headers")
-    return length
+    return int(value)

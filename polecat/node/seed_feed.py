@@ -8,12 +8,16 @@ Rules (this module owns them):
    before anything was fetched.
 2. A line is a seed URL; blank lines and ``#`` comments are skipped. A line longer than
    :data:`MAX_LINE` bytes, one that is not UTF-8, or one that is not an http(s) URL is skipped, counted
-   and logged (the first :data:`LOGGED` of them): a bad line in a million is not a reason to stop.
+   and logged (the first :data:`LOGGED` of them): a bad line in a million is not a reason to stop. A
+   line still running past :data:`GIVE_UP` bytes means the file is no list of URLs (``/dev/zero``, a
+   binary): the feed stops with a ConfigError naming the line, in bounded memory and time.
 3. A batch waits while the frontier is committing (its write transaction is on the writer thread).
 4. While the feed runs, the crawl does not end idle (polecat/node/leases.py rule 2 asks
    :attr:`SeedFeed.running`); when it ends it wakes the loop, which then may.
 5. A resume reads the file again from its start: seeds already admitted are SEEN (the seen set
    decides), so nothing is queued twice.
+6. The loop gets a turn every :data:`BATCH` lines read, whether they were admitted or skipped, so a file
+   of bad lines cannot hold it.
 """
 
 from __future__ import annotations
@@ -22,10 +26,11 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import BinaryIO
 
 from polecat.errors import ConfigError, PolecatError
 
-__all__ = ["BATCH", "LOGGED", "MAX_LINE", "SeedFeed"]
+__all__ = ["BATCH", "GIVE_UP", "LOGGED", "MAX_LINE", "SeedFeed"]
 
 log = logging.getLogger("polecat")
 
@@ -36,6 +41,8 @@ MAX_LINE = 8192
 LOGGED = 10
 """Skipped lines logged one by one (rule 2); the rest are only counted."""
 _READ = 1 << 20
+GIVE_UP = 1 << 20
+"""Bytes of one line past which the file is taken for no seeds file at all (rule 2)."""
 
 
 class SeedFeed:
@@ -61,12 +68,13 @@ class SeedFeed:
             try:
                 with self._path.open("rb", buffering=_READ) as f:
                     batch: list[str] = []
+                    read = 0
                     while line := f.readline(MAX_LINE + 1):
+                        read += 1
+                        if read % BATCH == 0:  # rule 6
+                            await asyncio.sleep(0)
                         if len(line) > MAX_LINE and not line.endswith(b"\n"):
-                            while (rest := f.readline(_READ)) and not rest.endswith(b"\n"):
-                                pass  # the rest of an over-long line: read through, bounded per call
-                            shown = line[:80].decode("utf-8", "replace") + "..."
-                            self._skip(shown, f"longer than {MAX_LINE} bytes")
+                            self._skip_rest(f, read, line)
                             continue
                         try:
                             text = line.decode("utf-8").strip()
@@ -84,6 +92,16 @@ class SeedFeed:
         finally:
             self.running = False
             self._wake()
+
+    def _skip_rest(self, f: BinaryIO, number: int, start: bytes) -> None:
+        """Read through the rest of an over-long line, or give up on the file (rule 2)."""
+        length = len(start)
+        while (rest := f.readline(_READ)) and not rest.endswith(b"\n"):
+            length += len(rest)
+            if length > GIVE_UP:
+                raise ConfigError(f"--seeds-file {self._path}: line {number} runs past {GIVE_UP} bytes: "
+                                  "not a file of seed URLs, one a line")
+        self._skip(start[:80].decode("utf-8", "replace") + "...", f"longer than {MAX_LINE} bytes")
 
     async def _admit(self, batch: list[str]) -> None:
         await self._frontier_free()  # rule 3

@@ -15,7 +15,9 @@ Rules:
    before answering, and its hosts wait one full interval), releasing each chunk's slices once it is
    answered, and commits; only then is the owner key deleted and may the new owner claim it.
 4. Every internal request is signed with the cluster secret (HMAC-SHA256): a missing or wrong signature
-   is answered 401 and changes nothing.
+   is answered 401 and changes nothing. Its head proves the secret before its body is read, and the body
+   is bounded per route (batches :data:`~polecat.cluster.batch.MAX_BATCH_BYTES`, bundles
+   :data:`MAX_BUNDLE_BYTES`; :mod:`polecat.cluster.auth` rule 1): a stranger makes a node read a head.
 5. With ``cluster.checkpoints`` set, the node ships its slices to object storage (:mod:`.failover`):
    every ``checkpoint_interval`` seconds, before a graceful leave, and for slices adopted by hand-over
    before the adoption is answered; slices handed over leave its checkpoint before their owner keys are
@@ -53,8 +55,8 @@ from aiohttp import web
 
 from polecat.clock import SYSTEM_CLOCK, Clock
 from polecat.cluster.aetcd_client import AetcdClient
-from polecat.cluster.auth import hmac_signer, hmac_verifier
-from polecat.cluster.batch import Batch, HandoffUrl
+from polecat.cluster.auth import AUTH_HEADER, hmac_signer, hmac_verifier, request_proof
+from polecat.cluster.batch import MAX_BATCH_BYTES, Batch, HandoffUrl
 from polecat.cluster.checkpoints import CheckpointStore
 from polecat.cluster.chunks import CHUNK_BYTES, bundle_chunks
 from polecat.cluster.etcd import EtcdMembership
@@ -66,7 +68,7 @@ from polecat.cluster.outbox import Outbox
 from polecat.cluster.ownership import stale
 from polecat.cluster.receiver import HandoffReceiver
 from polecat.cluster.stats import ClusterStats
-from polecat.cluster.transport import _STATUS, PATH, ROUND_HEADER, HttpTransport
+from polecat.cluster.transport import _STATUS, PATH, ROUND_HEADER, HttpTransport, read_body
 from polecat.config import Config
 from polecat.errors import PolecatError
 from polecat.frontier.bundle import BundleError, Fence, SliceBundle
@@ -108,7 +110,7 @@ class ClusterNode:
         self._sign = hmac_signer(cc.secret)
         self._verify = hmac_verifier(cc.secret)
         self.outbox = Outbox(cfg.data_dir / "handoff", batch_urls=cc.batch_urls)
-        self.transport = HttpTransport()
+        self.transport = HttpTransport(sign=self._sign, clock=clock)
         self._chunk_bytes = CHUNK_BYTES
         self.handoff = Handoff(self.me.id, self.outbox, self.transport, {}, sign=self._sign, clock=clock)
         self.failover = Failover(CheckpointStore.open(cc.checkpoints, cc.checkpoint_options, cc.name),
@@ -337,8 +339,18 @@ class ClusterNode:
         if mine:
             await self._crawler.member.receive(Batch(batch.sender, batch.seq, tuple(mine)))
 
+    async def _read(self, request: web.Request, max_bytes: int) -> bytes:
+        """The body, once the request's head proves the secret (rule 4)."""
+        try:
+            return await read_body(request, max_bytes, self._verify, self._clock)
+        except web.HTTPUnauthorized:
+            self.receiver.unauthorized += 1
+            log.warning("refused %s from %s: %s", request.path, request.remote, "its head does not prove the "
+                        "cluster secret")
+            raise
+
     async def _handle_batch(self, request: web.Request) -> web.Response:
-        reply = await self.receiver.receive(await request.read())
+        reply = await self.receiver.receive(await self._read(request, MAX_BATCH_BYTES))
         headers = {"Retry-After": f"{reply.retry_after:.3f}"} if reply.status == "busy" else None
         if reply.status == "ok" and self.failover is not None:  # committed now: that round will hold it
             headers = {ROUND_HEADER: str(self.failover.covering_round())}
@@ -348,8 +360,11 @@ class ClusterNode:
         return web.json_response(dataclasses.asdict(self.stats()))
 
     async def _handle_adopt(self, request: web.Request) -> web.Response:
-        body = await request.read()
-        sig = bytes.fromhex(request.headers.get(SIGNATURE_HEADER, "").strip() or "00")
+        body = await self._read(request, MAX_BUNDLE_BYTES)
+        try:
+            sig = bytes.fromhex(request.headers.get(SIGNATURE_HEADER, "").strip() or "00")
+        except ValueError:
+            sig = b""
         if not self._verify(body, sig):
             return web.Response(status=401, text="bundle signature is missing or does not verify")
         if self._crawler is None:
@@ -357,7 +372,8 @@ class ClusterNode:
         if self._leaving:
             return web.Response(status=409, text="leaving: hand these slices to a member that stays")
         try:
-            bundle = SliceBundle.read(BytesIO(body))
+            # Up to MAX_BUNDLE_BYTES of msgpack: decoded off the loop, which goes on serving meanwhile.
+            bundle = await asyncio.to_thread(SliceBundle.read, BytesIO(body))
         except (BundleError, ValueError) as exc:
             return web.Response(status=400, text=str(exc))
         if (fence := bundle.fence) is not None:
@@ -441,8 +457,10 @@ class ClusterNode:
         delay = 0.1
         while True:
             with contextlib.suppress(aiohttp.ClientError, TimeoutError, OSError):
+                headers = {SIGNATURE_HEADER: self._sign(body).hex(),
+                           AUTH_HEADER: request_proof(self._sign, ADOPT_PATH, len(body), self._clock.wall())}
                 async with self._session.post(address.rstrip("/") + ADOPT_PATH, data=body,
-                                              headers={SIGNATURE_HEADER: self._sign(body).hex()}) as resp:
+                                              headers=headers) as resp:
                     if resp.status == 200:
                         return True
                     if resp.status == 409:  # it is leaving too (rule 7)

@@ -29,7 +29,7 @@ from polecat.errors import PolecatError
 from polecat.frontier.records import Completion, Lease
 from polecat.node.crawler import Crawler
 from polecat.node.summary import progress_text
-from polecat.processes.machine import INTERNAL_PATHS, MAX_BUNDLE_BYTES, ClusterNode
+from polecat.processes.machine import INTERNAL_PATHS, ClusterNode
 from polecat.service.activity import Activity
 from polecat.service.api import Api, check_listen
 from polecat.service.metrics import LoopLag, NodeMetrics
@@ -102,9 +102,9 @@ class NodeService:
                                         cluster=self.cluster.stats if self.cluster is not None else None)
             api = Api(crawler, self.activity, self._metrics.registry, clock=self.clock)
             if self.cluster is None:
-                app = api.app(cfg.node.token)
+                app = api.app(cfg.node.token, secret=cfg.cluster.secret)
             else:
-                app = api.app(cfg.node.token, signed=INTERNAL_PATHS, max_body=MAX_BUNDLE_BYTES)
+                app = api.app(cfg.node.token, signed=INTERNAL_PATHS, secret=cfg.cluster.secret)
                 self.cluster.routes(app)
                 self.cluster.start(crawler)
             runner = web.AppRunner(app, access_log=None, handle_signals=False)

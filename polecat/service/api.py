@@ -7,13 +7,24 @@ Rules:
 - Bad input is a 400 whose JSON ``{"error", "field"}`` names the field; an unknown host or pattern a 404.
 - Auth: with a token configured, every route but the status page's HTML shell (which holds no data and
   asks the browser for the token) needs ``Authorization: Bearer <token>``, compared in constant time;
-  otherwise 401. Without a token the node only listens on loopback (see :func:`check_listen`).
+  otherwise 401. Without a token the node only listens on loopback (see :func:`check_listen`). The
+  ``/internal/`` routes need the cluster secret instead, even on loopback, proven in the request's head
+  (:mod:`polecat.cluster.auth` rule 1); a node without ``cluster.secret`` answers them 401: any local
+  user could otherwise put pages in its archive.
+- Browsers (CSRF and DNS rebinding): a request that changes state (POST, PUT, DELETE) carries an
+  ``Origin``, when it has one, of this node (``http://`` + its ``Host``, else 403), and a POST outside
+  ``/internal/`` says its body is JSON (``Content-Type: application/json``, else 415): a page elsewhere
+  can make a browser send neither without the node's consent (CORS), which it never gives. Without a
+  token, every request's ``Host`` must be ``localhost`` or a loopback address (``127.0.0.1``,
+  ``[::1]``; any port; else 421): a rebound DNS name reaches the socket but not the routes. The
+  cluster's signed routes are called by peers, not browsers, and skip these checks.
 - The shapes of requests and answers are declared in polecat/service/openapi.py; a test checks every
   route's real answers against it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import ipaddress
 import json
@@ -25,6 +36,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from polecat.clock import SYSTEM_CLOCK, Clock
+from polecat.cluster.auth import AUTH_HEADER, check_request_proof, hmac_verifier
 from polecat.config import Config, is_host_pattern, split_listen
 from polecat.errors import ConfigError, PolecatError
 from polecat.service.activity import Activity
@@ -35,6 +47,8 @@ from polecat.store.http import page_routes
 if TYPE_CHECKING:
     from polecat.node.crawler import Crawler
 
+MAX_BODY = 4 * 1024 * 1024
+"""The largest body of an operator request, on every node (a cluster's internal routes have their own)."""
 MAX_SEEDS_PER_CALL = 10_000
 UNBLOCK_NOTE = ("URLs the block dropped stay done (skipped: blocked); add them again as seeds to fetch them; "
                 "URLs found from now on are accepted")
@@ -71,14 +85,40 @@ def _json_error(exc: web.HTTPException, message: str) -> web.HTTPException:
     return exc
 
 
-def auth_middleware(token: str, signed: frozenset[str] = frozenset()) -> Any:
+WRITES = frozenset({"POST", "PUT", "DELETE", "PATCH"})
+
+
+def _loopback_name(name: str) -> bool:
+    """``localhost`` or a loopback address (``127.0.0.11``, ``[::1]``)."""
+    if name.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name.removeprefix("[").removesuffix("]")).is_loopback
+    except ValueError:
+        return False
+
+
+def auth_middleware(token: str, signed: frozenset[str] = frozenset(), *, secret: str = "",
+                    clock: Clock = SYSTEM_CLOCK) -> Any:
     """Bearer-token auth for every path but :data:`OPEN_PATHS` and ``signed`` (routes that check the
-    cluster's signature themselves)."""
+    cluster's signature themselves), after the browser checks of the module's rules; the other
+    ``/internal/`` routes prove the cluster ``secret`` instead (none: they are closed)."""
     expected = f"Bearer {token}".encode()
     unchecked = OPEN_PATHS | signed
+    verify = hmac_verifier(secret) if secret else None
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path in signed:
+            return await handler(request)
+        _check_browser(request, token)
+        if request.path.startswith("/internal/"):
+            why = "closed: this node has no cluster.secret" if verify is None else check_request_proof(
+                verify, request.path, request.content_length or 0, request.headers.get(AUTH_HEADER, ""),
+                clock.wall())
+            if why is not None:
+                raise _json_error(web.HTTPUnauthorized(), f"internal route: {why}")
+            return await handler(request)
         if token and request.path not in unchecked:
             given = request.headers.get("Authorization", "").encode()
             if not hmac.compare_digest(given, expected):
@@ -89,11 +129,33 @@ def auth_middleware(token: str, signed: frozenset[str] = frozenset()) -> Any:
     return middleware
 
 
+def _check_browser(request: web.Request, token: str) -> None:
+    """The CSRF and DNS-rebinding rules (module rules)."""
+    host = request.headers.get("Host", "")
+    if not token:
+        # Any port: a tunnel (ssh -L 9000:127.0.0.1:8470) reaches the node under another one.
+        name = host[:host.find("]") + 1] if host.startswith("[") else host.partition(":")[0]
+        if not _loopback_name(name):
+            raise _json_error(web.HTTPMisdirectedRequest(),
+                              f"Host {host[:100]!r} is not localhost or a loopback address")
+    if request.method in WRITES:
+        origin = request.headers.get("Origin")
+        if origin is not None and origin != f"http://{host}":
+            raise _json_error(web.HTTPForbidden(), f"Origin {origin[:100]!r} is not this node")
+        internal = request.path.startswith("/internal/")
+        if request.method == "POST" and request.content_type != "application/json" and not internal:
+            raise _json_error(web.HTTPUnsupportedMediaType(), "Content-Type: expected application/json")
+
+
 async def _body(request: web.Request) -> dict[str, Any]:
+    if (request.content_length or 0) > MAX_BODY:  # refused before a byte of it is read
+        raise web.HTTPRequestEntityTooLarge(max_size=MAX_BODY, actual_size=request.content_length or 0)
+    raw = await request.read()  # at most MAX_BODY however it is sent: aiohttp answers 413 past it
     try:
-        data = await request.json()
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise BadRequest("body", f"not JSON: {exc}") from exc
+        # Up to 4 MiB of JSON is tens of milliseconds: parsed off the loop, which goes on serving.
+        data = await asyncio.to_thread(json.loads, raw)
+    except (ValueError, RecursionError) as exc:  # RecursionError: arrays nested 100,000 deep
+        raise BadRequest("body", f"not JSON: {str(exc)[:200]}") from exc
     if not isinstance(data, dict):
         raise BadRequest("body", "expected a JSON object")
     return data
@@ -126,11 +188,12 @@ class Api:
         self._registry = registry
         self._clock = clock
 
-    def app(self, token: str, *, signed: frozenset[str] = frozenset(), max_body: int = 4 * 1024 * 1024
-            ) -> web.Application:
+    def app(self, token: str, *, signed: frozenset[str] = frozenset(), secret: str = "") -> web.Application:
         """The API; ``signed``: paths the caller mounts afterwards that authenticate by signature (the
-        cluster's internal routes), ``max_body``: the largest request body accepted."""
-        app = web.Application(middlewares=[auth_middleware(token, signed)], client_max_size=max_body)
+        cluster's internal routes, which read their bodies with their own bounds); ``secret``: the
+        cluster secret the other ``/internal/`` routes' callers prove (none: those routes are closed)."""
+        middleware = auth_middleware(token, signed, secret=secret, clock=self._clock)
+        app = web.Application(middlewares=[middleware], client_max_size=MAX_BODY)
         c = self
         app.add_routes([
             web.get("/", c.page), web.get("/openapi.json", c.openapi), web.get("/metrics", c.metrics),

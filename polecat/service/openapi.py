@@ -109,7 +109,10 @@ def _path_param(name: str) -> list[dict[str, Any]]:
 OPENAPI: dict[str, Any] = {
     "openapi": "3.1.0",
     "info": {"title": "polecat node", "version": "1"},
-    "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
+    "components": {"securitySchemes": {
+        "bearer": {"type": "http", "scheme": "bearer"},
+        "cluster": {"type": "apiKey", "in": "header", "name": "X-Polecat-Auth",
+                    "description": "proof of the cluster secret: polecat/cluster/auth.py rule 1"}}},
     "security": [{"bearer": []}],
     "paths": {
         "/": {"get": {"summary": "status page (HTML; asks for the token itself)", "security": [],
@@ -174,3 +177,7 @@ OPENAPI: dict[str, Any] = {
             }}},
     },
 }
+for _path, _ops in OPENAPI["paths"].items():
+    if _path.startswith("/internal/"):  # the cluster secret, not the token (api.py's auth rule)
+        for _op_spec in _ops.values():
+            _op_spec["security"] = [{"cluster": []}]
