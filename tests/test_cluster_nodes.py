@@ -202,7 +202,7 @@ async def test_a_bundle_from_a_lease_that_is_gone_is_refused_and_one_from_before
             assert (await post(fenced(mine)))[0] == 200
             assert (await post(UNFENCED.read_bytes()))[0] == 200  # a bundle written before tokens
             async with http.get(f"http://{svc.config.node.listen}/metrics",
-                                headers={"Authorization": "Bearer operator-token"}) as resp:
+                                headers={"Authorization": "Bearer operator-token-of-the-test"}) as resp:
                 scrape = await resp.text()
         assert (node.bundles_refused, node.bundles_adopted) == (2, 2)
         for line in ('polecat_cluster_bundles_total{outcome="refused"} 2.0',
