@@ -43,7 +43,7 @@ from polecat.node.lease_runner import LeaseRunner
 from polecat.node.leases import LeaseLoop
 from polecat.node.member import Member
 from polecat.node.pipeline import Page, PagePipeline
-from polecat.node.run_state import RunCounters, Waker
+from polecat.node.run_state import SEEDS_REFUSED_KEPT, RunCounters, Waker
 from polecat.node.seed_feed import SeedFeed
 from polecat.node.stats import CrawlStats, collect_stats
 from polecat.parse.robots import product_token
@@ -230,7 +230,10 @@ class Crawler:
         decision = self._db.applied(
             self._frontier.add_seed(canonical, self._clock.wall() if now is None else now, importance))
         if decision not in (ACCEPTED, SEEN):
-            self._counters.seeds_refused.append((url, decision))
+            c = self._counters
+            c.seeds_refused_total += 1
+            if len(c.seeds_refused) < SEEDS_REFUSED_KEPT:
+                c.seeds_refused.append((url, decision))
         self._waker.set()
         return decision
 
@@ -420,6 +423,7 @@ class Crawler:
             seen=self._seen.stats(), canon=self._canon.stats(),
             robots=self._robots.stats(), dns=self._fetcher.resolver.stats(), store=self._store.stats(),
             answered=c.answered, ended=c.ended, seeds_refused=c.seeds_refused,
+            seeds_refused_total=c.seeds_refused_total,
             refresh_queued=c.refresh_queued, freshness=c.freshness, near=self._pipeline.near_stats(),
         )
 

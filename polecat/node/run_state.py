@@ -9,6 +9,9 @@ from dataclasses import dataclass, field
 
 from polecat.runloop import AlarmClock
 
+SEEDS_REFUSED_KEPT = 10
+"""Refused seeds remembered by name (the run's cause names the first; the rest are counted)."""
+
 
 @dataclass(slots=True)
 class RunCounters:
@@ -29,6 +32,9 @@ class RunCounters:
     ended: str = ""
     """Why the run ended (polecat/node/verdict.py), once it has."""
     seeds_refused: list[tuple[str, str]] = field(default_factory=list)
+    """The first seeds the frontier refused (at most :data:`SEEDS_REFUSED_KEPT`), with why: a seeds file
+    of a million refused lines must not grow this list."""
+    seeds_refused_total: int = 0
 
 
 class Waker:

@@ -100,7 +100,8 @@ def collect_stats(*, now: float, started_at: float, fetches: int, violations: in
                   parked: Mapping[str, str], bodies_at_start: int, seen: SeenStats,
                   canon: CanonStats, robots: RobotsStats, dns: DnsStats, store: StoreStats,
                   answered: int = 0, ended: str = "",
-                  seeds_refused: Sequence[tuple[str, str]] = (), refresh_queued: int = 0,
+                  seeds_refused: Sequence[tuple[str, str]] = (), seeds_refused_total: int = 0,
+                  refresh_queued: int = 0,
                   freshness: tuple[int, int, int, int] | None = None,
                   near: NearStats | None = None) -> CrawlStats:
     elapsed = max(1e-9, now - started_at) if started_at else 0.0
@@ -123,6 +124,7 @@ def collect_stats(*, now: float, started_at: float, fetches: int, violations: in
         near_lookups=near.lookups if near else 0, near_rejected=near.rejected if near else 0,
         next_ready_in=max(0.0, frontier.next_ready_at - now) if frontier.next_ready_at else 0.0,
         cause=nothing_fetched_cause(answered=answered, attempted=fetches, parked=sorted(parked.items()),
-                                    seeds_refused=seeds_refused, done=frontier.done) if ended else "",
+                                    seeds_refused=seeds_refused, seeds_refused_total=seeds_refused_total,
+                                    done=frontier.done) if ended else "",
         refresh_queued=refresh_queued, freshness=freshness, pages_cut=pages_cut,
     )

@@ -78,9 +78,10 @@ def explained(reason: str) -> str:
 
 def nothing_fetched_cause(*, answered: int, attempted: int, parked: Sequence[tuple[str, str]],
                           seeds_refused: Sequence[tuple[str, str]],
-                          done: Sequence[tuple[str, int]]) -> str:
+                          done: Sequence[tuple[str, int]], seeds_refused_total: int = 0) -> str:
     """One line saying why a run fetched nothing (rule 2), or ``""`` when it fetched something or had
-    nothing to do (rule 1)."""
+    nothing to do (rule 1). ``seeds_refused`` names the first refused seeds, ``seeds_refused_total``
+    counts them all (at least as many as named)."""
     if answered:
         return ""
     more = ""
@@ -91,8 +92,9 @@ def nothing_fetched_cause(*, answered: int, attempted: int, parked: Sequence[tup
         return f"nothing could be fetched: {host}{more}: {explained(reason)}"
     if seeds_refused:
         url, why = seeds_refused[0]
-        if len(seeds_refused) > 1:
-            more = f" (and {len(seeds_refused) - 1} more seeds)"
+        total = max(seeds_refused_total, len(seeds_refused))
+        if total > 1:
+            more = f" (and {total - 1} more seeds)"
         fix = "; remove the --block pattern" if why == "blocked" else ""
         return f"nothing could be fetched: seed {url} was refused ({why}){more}{fix}"
     robots = dict(done).get("skipped:robots", 0)
