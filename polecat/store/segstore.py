@@ -222,7 +222,9 @@ class SegmentStore:
         first = self.read_frame(entry.loc)
         if delta.is_delta(first):  # a near-duplicate of a near-duplicate: against the whole one (rule 4)
             base_hash = delta.base_of(first)
-        base = self.get(base_hash)
+            base = self.get(base_hash)
+        else:  # the frame just read holds the base: no second read
+            base = self._verified(base_hash, entry.loc, first)
         frame = delta.encode(base_hash, base, body)
         w = self._writer
         assert w is not None  # the revisit record was just appended to it
@@ -376,7 +378,11 @@ class SegmentStore:
         entry = self._body(digest)
         if entry is None:
             raise NotFound(f"no body with hash {digest.hex()}")
-        frame = self.read_frame(entry.loc)
+        return self._verified(digest, entry.loc, self.read_frame(entry.loc))
+
+    def _verified(self, digest: bytes, loc: Locator, frame: bytes) -> bytes:
+        """The body ``digest`` from its stored ``frame`` at ``loc`` (rebuilt over its base for a delta),
+        checked against its hash."""
         if delta.is_delta(frame):
             base_hash = delta.base_of(frame)
             if base_hash == digest:
@@ -390,7 +396,7 @@ class SegmentStore:
         else:
             payload = warc.decode(self.decompress(frame)).payload
         if payload is None or self._hash(payload) != digest:
-            raise CorruptRecord(f"body at segment {entry.loc.segment} offset {entry.loc.offset} "
+            raise CorruptRecord(f"body at segment {loc.segment} offset {loc.offset} "
                                 f"does not hash to {digest.hex()}")
         return payload
 
