@@ -10,6 +10,15 @@ Rules:
    never repeated here: its first try may have been applied before the answer was lost, so its error
    goes to the caller (the state machine retries with a fresh read), and the next call goes to the next
    endpoint. A lease granted twice that way leaves an orphan lease that expires after its TTL.
+4. ``https://`` endpoints speak gRPC over TLS: the server's certificate is checked against
+   ``cluster.etcd_ca`` (the system's roots when empty) and, with ``etcd_cert``/``etcd_key``, the client
+   proves itself with its own (mutual TLS). With ``etcd_user`` the client authenticates as that etcd user
+   on every connection; the password (``POLECAT_ETCD_PASSWORD`` or ``etcd_password_file``) is never
+   logged nor shown in a repr. A token etcd no longer knows (etcd restarted) makes the client connect
+   again, which authenticates again.
+5. A certificate, key or password file that cannot be read is a :class:`~polecat.errors.ConfigError`
+   naming the setting; a TLS handshake or an authentication that fails is an :class:`EtcdAccessError`
+   saying which, so a node with the wrong CA, password or scheme stops at start-up with that reason.
 """
 
 from __future__ import annotations
@@ -18,36 +27,100 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, TypeVar
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
     import aetcd
 
 from polecat.cluster.etcd import KeyEvent
-from polecat.errors import PolecatError
+from polecat.config import ClusterConfig
+from polecat.errors import ConfigError, PolecatError
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 
+class EtcdAccessError(ConfigError):
+    """etcd refused this client: its TLS handshake or its user and password (rule 5)."""
+
+
+@dataclass(frozen=True, slots=True)
+class EtcdAccess:
+    """How to reach etcd beyond its address (rule 4): TLS material as PEM bytes, and the etcd user."""
+
+    tls: bool = False
+    ca: bytes | None = None
+    """PEM of the CAs that sign etcd's certificate (None: the system's roots)."""
+    cert: bytes | None = None
+    key: bytes | None = field(default=None, repr=False)
+    user: str = ""
+    password: str = field(default="", repr=False)
+
+
+def _read(path: str, setting: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cluster.{setting} {path}: {exc.strerror or exc}") from exc
+
+
+def etcd_access(cc: ClusterConfig) -> EtcdAccess:
+    """The :class:`EtcdAccess` of a validated cluster configuration; reads its files (rule 5)."""
+    password = cc.etcd_password
+    if cc.etcd_password_file:
+        raw = _read(cc.etcd_password_file, "etcd_password_file")
+        password = raw.decode("utf-8", "replace").rstrip("\r\n")
+        if not password:
+            raise ConfigError(f"cluster.etcd_password_file {cc.etcd_password_file}: the file is empty")
+    return EtcdAccess(
+        tls=any(e.startswith("https://") for e in cc.etcd),
+        ca=_read(cc.etcd_ca, "etcd_ca") if cc.etcd_ca else None,
+        cert=_read(cc.etcd_cert, "etcd_cert") if cc.etcd_cert else None,
+        key=_read(cc.etcd_key, "etcd_key") if cc.etcd_key else None,
+        user=cc.etcd_user, password=password if cc.etcd_user else "")
+
+
 def parse_endpoint(url: str) -> tuple[str, int]:
-    """``http://host:port`` -> (host, port); the client speaks plain gRPC (no TLS yet)."""
+    """``http://host:port`` or ``https://host:port`` -> (host, port); whether it is TLS is
+    :class:`EtcdAccess`'s."""
     parts = urlsplit(url if "://" in url else "http://" + url)
-    if parts.scheme != "http" or not parts.hostname:
-        raise PolecatError(f"etcd endpoint {url!r} is not http://host:port")
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise PolecatError(f"etcd endpoint {url!r} is not http://host:port or https://host:port")
     return parts.hostname, parts.port or 2379
+
+
+def _refusal(exc: BaseException, access: EtcdAccess) -> str | None:
+    """What a failed call says about this client's access (rule 5), or None when it says nothing."""
+    text = str(exc).strip()
+    low = text.lower()
+    if "authentication failed" in low:
+        return f"etcd refused user {access.user!r}: wrong user or password ({text[:200]})"
+    if "permission denied" in low or "user name is not provided" in low or "invalid auth token" in low:
+        if not access.user:
+            return f"etcd has auth enabled: set cluster.etcd_user and its password ({text[:200]})"
+        return (f"etcd user {access.user!r} may not do this: grant it read and write on /<name>/ "
+                f"({text[:200]})")
+    if any(word in low for word in ("ssl", "handshake", "certificate", "tsi_")):
+        return f"etcd TLS failed: check cluster.etcd_ca, etcd_cert and etcd_key ({text[:300]})"
+    if not access.tls and "socket closed" in low:
+        return f"etcd closed the connection at once: does it serve TLS (https:// endpoints)? ({text[:200]})"
+    return None
 
 
 class AetcdClient:
     """A connection to one of ``endpoints`` at a time (rules above)."""
 
-    def __init__(self, endpoints: Sequence[str] | str, *, timeout: int = 3) -> None:
+    def __init__(self, endpoints: Sequence[str] | str, *, timeout: int = 3,
+                 access: EtcdAccess | None = None) -> None:
         urls = [endpoints] if isinstance(endpoints, str) else list(endpoints)
         if not urls:
             raise PolecatError("no etcd endpoint given")
         self._endpoints = [parse_endpoint(url) for url in urls]
+        self._access = access or EtcdAccess(tls=urls[0].startswith("https://"))
         self._timeout = timeout
         self._index = 0
         self._client = self._connect()
@@ -56,18 +129,42 @@ class AetcdClient:
     def endpoint(self) -> str:
         """The endpoint calls go to now."""
         host, port = self._endpoints[self._index]
-        return f"http://{host}:{port}"
+        return f"{'https' if self._access.tls else 'http'}://{host}:{port}"
 
     def _connect(self) -> aetcd.Client:
         import aetcd  # here, not at the top: it loads gRPC (~45 ms), which a single-node crawl never needs
 
         host, port = self._endpoints[self._index]
-        return aetcd.Client(host=host, port=port, timeout=self._timeout, connect_wait_timeout=self._timeout)
+        a = self._access
+        kwargs: dict[str, Any] = {"host": host, "port": port, "timeout": self._timeout,
+                                  "connect_wait_timeout": self._timeout}
+        if a.user:
+            kwargs.update(username=a.user, password=a.password)
+        if a.tls:
+            return _tls_client_class()(a, **kwargs)
+        return aetcd.Client(**kwargs)
+
+    def explain(self, exc: BaseException) -> PolecatError:
+        """``exc`` from a call as the error to stop with: an :class:`EtcdAccessError` when it says
+        the TLS handshake or the user failed (rule 5), else one naming the endpoint."""
+        why = _refusal(exc, self._access)
+        if why is not None:
+            return EtcdAccessError(f"etcd {self.endpoint}: {why}")
+        return PolecatError(f"etcd {self.endpoint}: {str(exc).strip()[:300] or type(exc).__name__}")
 
     async def _failed(self, client: aetcd.Client, exc: Exception) -> None:
-        """``client`` failed a call: the next call goes to the next endpoint (rule 2)."""
-        if client is not self._client or len(self._endpoints) == 1:
-            return  # a concurrent call already moved on, or there is nowhere to go
+        """``client`` failed a call: the next call goes to the next endpoint (rule 2), or connects
+        again to authenticate again (rule 4)."""
+        if client is not self._client:
+            return  # a concurrent call already moved on
+        if len(self._endpoints) == 1:
+            if not (self._access.user and "invalid auth token" in str(exc).lower()):
+                return  # nowhere to go: the channel reconnects by itself
+            self._client = self._connect()
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(1.0):
+                    await client.close()
+            return
         failed = self.endpoint
         self._index = (self._index + 1) % len(self._endpoints)
         self._client = self._connect()
@@ -150,3 +247,56 @@ class AetcdClient:
 
     async def close(self) -> None:
         await self._client.close()
+
+
+_TLS_CLIENT: type[aetcd.Client] | None = None
+
+
+def _tls_client_class() -> type[aetcd.Client]:
+    """aetcd's client over a TLS channel (rule 4). aetcd 1.0 opens only plain channels: its ``connect``
+    is done again here with ``secure_channel``, the rest (stubs, watcher, metadata) as aetcd does it."""
+    global _TLS_CLIENT
+    if _TLS_CLIENT is not None:
+        return _TLS_CLIENT
+    import aetcd
+    import grpc
+    from aetcd import exceptions, rpc, watcher
+
+    class TlsClient(aetcd.Client):  # type: ignore[misc]
+        _is_connecting: bool  # aetcd's, set by its __init__
+
+        def __init__(self, access: EtcdAccess, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            self._credentials = grpc.ssl_channel_credentials(
+                root_certificates=access.ca, private_key=access.key, certificate_chain=access.cert)
+
+        async def connect(self) -> None:
+            if self._connected.is_set():
+                return
+            if self._is_connecting:  # another task connects: wait for it
+                async with asyncio.timeout(self._connect_wait_timeout):
+                    await self._connected.wait()
+                return
+            try:
+                self._is_connecting = True
+                self.channel = rpc.secure_channel(f"{self._host}:{self._port}", self._credentials,
+                                                  options=self._options.items())
+                if self._username is not None:
+                    self.auth_stub = rpc.AuthStub(self.channel)
+                    request = rpc.AuthenticateRequest(name=self._username, password=self._password)
+                    resp = await self.auth_stub.Authenticate(request, timeout=self._timeout)
+                    self.metadata = (("token", resp.token),)
+                self.kvstub = rpc.KVStub(self.channel)
+                self.clusterstub = rpc.ClusterStub(self.channel)
+                self.leasestub = rpc.LeaseStub(self.channel)
+                self.maintenancestub = rpc.MaintenanceStub(self.channel)
+                self._watcher = watcher.Watcher(rpc.WatchStub(self.channel), timeout=self._timeout,
+                                                metadata=self.metadata)
+                self._connected.set()
+            except rpc.AioRpcError as exc:
+                exceptions._handle_exception(exc)
+            finally:
+                self._is_connecting = False
+
+    _TLS_CLIENT = TlsClient
+    return TlsClient

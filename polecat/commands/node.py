@@ -27,8 +27,8 @@ CLIENT_TIMEOUT = 30.0
 
 
 def node_config(args: argparse.Namespace) -> Config:
-    """The node's Config: the TOML file, then flags, then ``$POLECAT_TOKEN`` and
-    ``$POLECAT_CLUSTER_SECRET``. A node keeps its pages
+    """The node's Config: the TOML file, then flags, then ``$POLECAT_TOKEN``,
+    ``$POLECAT_CLUSTER_SECRET`` and ``$POLECAT_ETCD_PASSWORD``. A node keeps its pages
     fresh: ``refresh.enabled`` is on unless the file turns it off."""
     base: dict[str, Any] = load_toml(args.config) if args.config else {}
     over: dict[str, Any] = {"node": {}}
@@ -39,7 +39,9 @@ def node_config(args: argparse.Namespace) -> Config:
     if os.environ.get("POLECAT_TOKEN"):
         over["node"]["token"] = os.environ["POLECAT_TOKEN"]
     if os.environ.get("POLECAT_CLUSTER_SECRET"):
-        over["cluster"] = {"secret": os.environ["POLECAT_CLUSTER_SECRET"]}
+        over.setdefault("cluster", {})["secret"] = os.environ["POLECAT_CLUSTER_SECRET"]
+    if os.environ.get("POLECAT_ETCD_PASSWORD"):  # never a flag: flags show in ps
+        over.setdefault("cluster", {})["etcd_password"] = os.environ["POLECAT_ETCD_PASSWORD"]
     if args.data is not None:
         over["data_dir"] = str(args.data)
     return config_from_mapping(merge(base, over))

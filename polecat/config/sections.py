@@ -258,6 +258,21 @@ class ClusterConfig:
     """etcd v3 endpoints (``["http://host1:2379", "http://host2:2379"]``; one string, or several
     separated by commas, works too), members of one etcd cluster: a node uses one at a time and moves to
     the next when it fails. Set: ``polecat node`` joins the cluster coordinated there."""
+    etcd_ca: str = ""
+    """PEM file of the CAs that sign etcd's certificate, with ``https://`` endpoints (empty: the
+    system's roots)."""
+    etcd_cert: str = ""
+    """PEM client certificate this node shows etcd (``--client-cert-auth``), with ``etcd_key``."""
+    etcd_key: str = ""
+    """PEM private key of ``etcd_cert``."""
+    etcd_user: str = ""
+    """etcd user the node authenticates as (etcd's ``auth enable``); its password comes from
+    ``POLECAT_ETCD_PASSWORD`` or ``etcd_password_file``."""
+    etcd_password_file: str = ""
+    """File holding ``etcd_user``'s password (one line); never logged."""
+    etcd_password: str = field(default="", repr=False)
+    """``etcd_user``'s password as ``POLECAT_ETCD_PASSWORD`` sets it (prefer that or the file to writing
+    it in the TOML); never logged nor shown in a repr."""
     name: str = "polecat"
     """The cluster's name: its keys live under ``/<name>/`` in etcd, so clusters can share an etcd."""
     node_id: str = ""

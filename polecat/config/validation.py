@@ -204,13 +204,31 @@ def _validate_node(nd: NodeConfig) -> None:
 _CLUSTER_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 
 
-def _http_address(value: str) -> bool:
+def _http_address(value: str, schemes: tuple[str, ...] = ("http",)) -> bool:
     parts = urlsplit(value)
     try:
         port = parts.port
     except ValueError:  # a port out of range
         return False
-    return parts.scheme == "http" and bool(parts.hostname) and port is not None and not parts.path.strip("/")
+    return parts.scheme in schemes and bool(parts.hostname) and port is not None and not parts.path.strip("/")
+
+
+def _validate_etcd_access(cl: ClusterConfig) -> None:
+    """TLS and the etcd user (cluster/aetcd_client.py rule 4): settings that fit together."""
+    tls = {e.startswith("https://") for e in cl.etcd}
+    _check(len(tls) == 1, "cluster.etcd", f"mixes http:// and https:// endpoints: {list(cl.etcd)}")
+    if tls != {True}:
+        for name in ("etcd_ca", "etcd_cert", "etcd_key"):
+            _check(not getattr(cl, name), f"cluster.{name}", "needs https:// etcd endpoints")
+    _check(bool(cl.etcd_cert) == bool(cl.etcd_key), "cluster.etcd_cert",
+           "and cluster.etcd_key go together (a client certificate and its key)")
+    _check(not (cl.etcd_password and cl.etcd_password_file), "cluster.etcd_password_file",
+           "and POLECAT_ETCD_PASSWORD are both set: keep one")
+    has_password = bool(cl.etcd_password or cl.etcd_password_file)
+    _check(not cl.etcd_user or has_password, "cluster.etcd_user",
+           "needs a password: POLECAT_ETCD_PASSWORD or cluster.etcd_password_file")
+    _check(bool(cl.etcd_user) or not has_password, "cluster.etcd_user",
+           "is empty but an etcd password is set (POLECAT_ETCD_PASSWORD or cluster.etcd_password_file)")
 
 
 def _validate_cluster(cl: ClusterConfig) -> None:
@@ -225,8 +243,10 @@ def _validate_cluster(cl: ClusterConfig) -> None:
     if not cl.etcd:
         return
     for i, endpoint in enumerate(cl.etcd):
-        _check(_http_address(endpoint), f"cluster.etcd[{i}]", f"must be http://host:port, got {endpoint!r}")
+        _check(_http_address(endpoint, ("http", "https")), f"cluster.etcd[{i}]",
+               f"must be http://host:port or https://host:port, got {endpoint!r}")
     _check(len(set(cl.etcd)) == len(cl.etcd), "cluster.etcd", f"lists an endpoint twice: {list(cl.etcd)}")
+    _validate_etcd_access(cl)
     _check(bool(_CLUSTER_ID.fullmatch(cl.name)), "cluster.name", "must be 1-63 of A-Z a-z 0-9 . _ -")
     _check(bool(_CLUSTER_ID.fullmatch(cl.node_id)), "cluster.node_id",
            "required with cluster.etcd: 1-63 of A-Z a-z 0-9 . _ -")

@@ -54,7 +54,7 @@ import lmdb
 from aiohttp import web
 
 from polecat.clock import SYSTEM_CLOCK, Clock
-from polecat.cluster.aetcd_client import AetcdClient
+from polecat.cluster.aetcd_client import AetcdClient, etcd_access
 from polecat.cluster.auth import AUTH_HEADER, hmac_signer, hmac_verifier, request_proof
 from polecat.cluster.batch import MAX_BATCH_BYTES, Batch, HandoffUrl
 from polecat.cluster.checkpoints import CheckpointStore
@@ -117,7 +117,8 @@ class ClusterNode:
                                  self.me.id, cc.checkpoint_interval,
                                  settled=self.handoff.settled, token=self._token,
                                  clock=clock) if cc.checkpoints else None
-        self.membership = EtcdMembership(AetcdClient(cc.etcd), cc.name, self.me, ttl=cc.lease_ttl,
+        self._etcd = AetcdClient(cc.etcd, access=etcd_access(cc))
+        self.membership = EtcdMembership(self._etcd, cc.name, self.me, ttl=cc.lease_ttl,
                                          clock=clock, on_release=self._hand_over,
                                          on_restore=self.failover.restore if self.failover else None)
         self.receiver = HandoffReceiver(self._sink, capacity=cc.inbox_urls, verify=self._verify)
@@ -145,11 +146,19 @@ class ClusterNode:
         """Register in etcd and read the member list; returns the link to open the crawler with."""
         if self.failover is not None:
             await self.failover.open()
-            if self._fresh:  # restarted without its disk: its checkpoint has the slices nobody took over
+        try:
+            if self.failover is not None and self._fresh:
+                # restarted without its disk: its checkpoint has the slices nobody took over
                 own = self.failover.manifest.slices - await self.membership.owned_by_others()
                 self.membership.ownership.inherit(own, self.me.id)
-        await self.membership.start()
-        await self.membership.resync()
+            await self.membership.start()
+            await self.membership.resync()
+        except Exception as exc:  # the wrong CA, password or scheme, or no etcd: stop with the reason
+            with contextlib.suppress(Exception):
+                await self.membership.close()
+                async with asyncio.timeout(1.0):
+                    await self._etcd.close()
+            raise self._etcd.explain(exc) from exc
         self.link = ClusterLink(self.membership, self.handoff, self.receiver, max_backlog=self._max_backlog)
         self.link.may_send = self._may_send
         self._follow(self.membership.members())

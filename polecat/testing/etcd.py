@@ -2,7 +2,10 @@
 
 Needs the ``etcd`` binary (Debian's ``etcd-server`` 3.4 or newer); :func:`etcd_binary` says where it is.
 ``stop()`` ends the process and removes its data; ``pause()``/``resume()`` stop and continue it
-(SIGSTOP/SIGCONT) so a test can cut nodes off etcd without losing its data.
+(SIGSTOP/SIGCONT) so a test can cut nodes off etcd without losing its data. With :class:`EtcdTls` it
+serves TLS only (and, with a client CA, wants a client certificate signed by it);
+:meth:`EtcdServer.enable_auth` turns etcd's users on (a root user, and one user with read and write on a
+key prefix), as ``etcdctl user add`` / ``role grant-permission`` / ``auth enable`` do.
 """
 
 from __future__ import annotations
@@ -13,8 +16,10 @@ import socket
 import subprocess
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 
 def etcd_binary() -> str | None:
@@ -29,10 +34,21 @@ def _free_port(host: str) -> int:
         return port
 
 
-class EtcdServer:
-    """``with EtcdServer() as etcd: etcd.endpoint`` -> ``http://127.0.0.1:PORT``."""
+@dataclass(frozen=True, slots=True)
+class EtcdTls:
+    """PEM files of etcd's TLS: its certificate and key, and the CA client certificates must be signed
+    by (None: no client certificate asked for)."""
 
-    def __init__(self, host: str = "127.0.0.1") -> None:
+    cert: Path
+    key: Path
+    client_ca: Path | None = None
+
+
+class EtcdServer:
+    """``with EtcdServer() as etcd: etcd.endpoint`` -> ``http://127.0.0.1:PORT`` (``https://`` with
+    ``tls``)."""
+
+    def __init__(self, host: str = "127.0.0.1", *, tls: EtcdTls | None = None) -> None:
         binary = etcd_binary()
         if binary is None:
             raise RuntimeError("etcd is not installed (apt-get install etcd-server)")
@@ -41,19 +57,25 @@ class EtcdServer:
         self._dir = Path(tempfile.mkdtemp(prefix="polecat-etcd-"))
         self.client_port = _free_port(host)
         self.peer_port = _free_port(host)
-        self.endpoint = f"http://{host}:{self.client_port}"
+        self.tls = tls
+        self.endpoint = f"{'https' if tls else 'http'}://{host}:{self.client_port}"
         self._proc: subprocess.Popen[bytes] | None = None
         self.log_path = self._dir / "etcd.log"
 
     def start(self, timeout: float = 20.0) -> EtcdServer:
         peer = f"http://{self.host}:{self.peer_port}"
+        tls: list[str] = []
+        if self.tls is not None:  # the flags the README's "Securing a cluster" names
+            tls = ["--cert-file", str(self.tls.cert), "--key-file", str(self.tls.key)]
+            if self.tls.client_ca is not None:
+                tls += ["--client-cert-auth", "--trusted-ca-file", str(self.tls.client_ca)]
         with open(self.log_path, "ab") as log:
             self._proc = subprocess.Popen(
                 [self._binary, "--name", "test", "--data-dir", str(self._dir / "data"),
                  "--listen-client-urls", self.endpoint, "--advertise-client-urls", self.endpoint,
                  "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
                  "--initial-cluster", f"test={peer}",
-                 "--heartbeat-interval", "50", "--election-timeout", "500"],
+                 "--heartbeat-interval", "50", "--election-timeout", "500", *tls],
                 stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -69,6 +91,32 @@ class EtcdServer:
             time.sleep(0.05)
         self.stop()
         raise RuntimeError("etcd did not start in time")
+
+    async def enable_auth(self, root_password: str, user: str, password: str, prefix: str, *,
+                          ca: bytes | None = None, cert: bytes | None = None, key: bytes | None = None
+                          ) -> None:
+        """Add ``root`` and ``user`` (read and write under ``prefix``), then turn auth on. ``ca``,
+        ``cert``, ``key``: the TLS material to reach a TLS etcd with."""
+        import grpc
+        from aetcd import rpc
+
+        target = f"{self.host}:{self.client_port}"
+        channel = (grpc.aio.secure_channel(target, grpc.ssl_channel_credentials(ca, key, cert))
+                   if self.tls is not None else grpc.aio.insecure_channel(target))
+        async with channel:
+            auth: Any = rpc.AuthStub(channel)
+            end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+            await auth.UserAdd(rpc.AuthUserAddRequest(name="root", password=root_password), timeout=10)
+            await auth.RoleAdd(rpc.AuthRoleAddRequest(name="root"), timeout=10)
+            await auth.UserGrantRole(rpc.AuthUserGrantRoleRequest(user="root", role="root"), timeout=10)
+            await auth.UserAdd(rpc.AuthUserAddRequest(name=user, password=password), timeout=10)
+            await auth.RoleAdd(rpc.AuthRoleAddRequest(name=user), timeout=10)
+            permission = rpc.Permission(permType=rpc.Permission.READWRITE, key=prefix.encode(),
+                                        range_end=end.encode())
+            await auth.RoleGrantPermission(rpc.AuthRoleGrantPermissionRequest(name=user, perm=permission),
+                                           timeout=10)
+            await auth.UserGrantRole(rpc.AuthUserGrantRoleRequest(user=user, role=user), timeout=10)
+            await auth.AuthEnable(rpc.AuthEnableRequest(), timeout=10)
 
     def pause(self) -> None:
         """Freeze etcd (SIGSTOP): clients' calls hang until :meth:`resume`."""
