@@ -12,7 +12,9 @@ from unittest.mock import MagicMock, patch
 import pytest
 
 from polecat.cluster.aetcd_client import AetcdClient
+from polecat.cluster.auth import hmac_signer, hmac_verifier
 from polecat.cluster.etcd import EtcdMembership, KeyEvent, owner_key
+from polecat.cluster.member_records import MemberRecords
 from polecat.cluster.membership import Member
 from polecat.cluster.ownership import Release
 from polecat.cluster.ring import Ring
@@ -21,6 +23,8 @@ from polecat.testing.etcd import EtcdServer
 from tests.async_helpers import ends_when_cancelled
 
 TTL = 2
+RECORDS = MemberRecords("t", hmac_signer("the secret of the membership tests"),
+                        hmac_verifier("the secret of the membership tests"))
 
 
 class Cuttable(AetcdClient):
@@ -39,6 +43,10 @@ class Cuttable(AetcdClient):
     async def get_prefix(self, prefix: str) -> tuple[dict[str, bytes], int]:
         self._check()
         return await super().get_prefix(prefix)
+
+    async def get_prefix_leased(self, prefix: str) -> tuple[dict[str, tuple[bytes, int]], int]:
+        self._check()
+        return await super().get_prefix_leased(prefix)
 
     async def watch_prefix(self, prefix: str, start_revision: int) -> AsyncIterator[KeyEvent]:
         self._check()
@@ -61,7 +69,7 @@ async def _node(etcd: EtcdServer, name: str, released: list[frozenset[int]] | No
             released.append(slices)
 
     node = EtcdMembership(Cuttable(etcd.endpoint), "t", Member(name, f"http://127.0.0.{len(name)}:1"),
-                          ttl=TTL, on_release=on_release)
+                          records=RECORDS, ttl=TTL, on_release=on_release)
     await node.start()
     return node
 
@@ -159,7 +167,7 @@ async def test_a_dead_first_endpoint_is_skipped(etcd_server: EtcdServer) -> None
         s.bind(("127.0.0.1", 0))
         dead = f"http://127.0.0.1:{s.getsockname()[1]}"
     client = AetcdClient([dead, etcd_server.endpoint], timeout=1)
-    node = EtcdMembership(client, "t", Member("a", "http://127.0.0.1:1"), ttl=TTL)
+    node = EtcdMembership(client, "t", Member("a", "http://127.0.0.1:1"), records=RECORDS, ttl=TTL)
     await node.start()
     try:
         await _until(_settled([node], ["a"]), 15, "a to own every slice through the second endpoint")
@@ -220,7 +228,7 @@ async def test_a_cancelled_ownership_loop_ends_even_when_work_arrives_in_the_sam
     """close() cancels the membership's loops. Work queued a few loop iterations before that cancel must
     not swallow it: ``asyncio.wait_for`` does on Python 3.11 (CPython gh-86296), and the loop then ran on
     after its node had closed (as the hand-off loop did: the worker shutdown hang)."""
-    m = EtcdMembership(MagicMock(), "c", Member("n1", "127.0.0.1:1"))
+    m = EtcdMembership(MagicMock(), "c", Member("n1", "127.0.0.1:1"), records=RECORDS)
     for k in range(6):  # how many loop iterations the cancel comes after the work
         task = asyncio.create_task(m._act_loop())
         try:

@@ -213,13 +213,17 @@ class AetcdClient:
         got = await self._retried(lambda c: c.get_prefix(prefix.encode()))
         return {kv.key.decode(): bytes(kv.value) for kv in got}, int(got.header.revision)
 
+    async def get_prefix_leased(self, prefix: str) -> tuple[dict[str, tuple[bytes, int]], int]:
+        got = await self._retried(lambda c: c.get_prefix(prefix.encode()))
+        return {kv.key.decode(): (bytes(kv.value), int(kv.lease)) for kv in got}, int(got.header.revision)
+
     async def watch_prefix(self, prefix: str, start_revision: int) -> AsyncIterator[KeyEvent]:
         watch = await self._retried(lambda c: c.watch_prefix(prefix.encode(), start_revision=start_revision))
         client = self._client  # the endpoint the watch runs on
         try:
             async for event in watch:
                 value = None if event.kind == "DELETE" else bytes(event.kv.value)
-                yield KeyEvent(event.kv.key.decode(), value)
+                yield KeyEvent(event.kv.key.decode(), value, 0 if value is None else int(event.kv.lease))
         except Exception as exc:  # a watch that breaks: the caller watches again, on the next endpoint
             await self._failed(client, exc)
             raise

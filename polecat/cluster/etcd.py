@@ -1,7 +1,9 @@
 """The etcd ``Membership`` backend: the thin I/O around :class:`~polecat.cluster.ownership.Ownership`.
 
 Rules:
-1. Keys: ``/<cluster>/members/<id>`` -> JSON ``{"address": ..., "lease": ..., "leaving": ...}`` and
+1. Keys: ``/<cluster>/members/<id>`` -> the member record, JSON ``{"address": ..., "lease": ...,
+   "leaving": ..., "sig": ...}`` signed with the cluster secret (:mod:`polecat.cluster.member_records`:
+   a record that does not prove it is no member), and
    ``/<cluster>/owner/<slice>`` -> the owner's id, both under the node's lease (TTL ``ttl``, renewed
    every ``ttl / 3``). A node joins by registering, leaves by flagging itself ``leaving`` (ownership
    rule 8), handing its slices over and revoking its lease, and is gone for everyone when the lease
@@ -29,6 +31,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from polecat.clock import SYSTEM_CLOCK, Clock
+from polecat.cluster.member_records import MemberRecords
 from polecat.cluster.membership import Member, view
 from polecat.cluster.ownership import Action, Claim, Ownership, Release
 from polecat.frontier.bundle import Fence
@@ -44,6 +47,8 @@ class KeyEvent:
 
     key: str
     value: bytes | None
+    lease: int = 0
+    """The lease the key is held under (0: none, or a delete)."""
 
 
 class EtcdClient(Protocol):
@@ -65,6 +70,11 @@ class EtcdClient(Protocol):
 
     async def get_prefix(self, prefix: str) -> tuple[dict[str, bytes], int]:
         """Keys under ``prefix`` and the store revision they were read at."""
+        ...
+
+    async def get_prefix_leased(self, prefix: str) -> tuple[dict[str, tuple[bytes, int]], int]:
+        """Keys under ``prefix`` with their values and the leases they are held under, and the store
+        revision they were read at."""
         ...
 
     def watch_prefix(self, prefix: str, start_revision: int) -> AsyncIterator[KeyEvent]: ...
@@ -89,7 +99,9 @@ def owner_key(cluster: str, slice_id: int) -> str:
 
 
 def parse_members(cluster: str, kvs: dict[str, bytes]) -> tuple[Member, ...]:
-    """The member list from the keys under the members prefix (a malformed value is logged, skipped)."""
+    """The member list from the keys under the members prefix, as the records claim it, unverified
+    (``polecat cluster status``, which has no secret; a node believes only :class:`MemberRecords` that
+    prove themselves). A malformed value is logged, skipped."""
     prefix = members_prefix(cluster)
     out = []
     for key, raw in kvs.items():
@@ -112,12 +124,14 @@ class EtcdMembership:
     awaited with a claim's inherited slices (member that left -> slices) before that claim is made
     (ownership rule 6); if it raises, the claim fails and is retried."""
 
-    def __init__(self, client: EtcdClient, cluster: str, me: Member, *, ttl: int = 10,
-                 clock: Clock = SYSTEM_CLOCK,
+    def __init__(self, client: EtcdClient, cluster: str, me: Member, *, records: MemberRecords,
+                 ttl: int = 10, clock: Clock = SYSTEM_CLOCK,
                  on_release: Callable[[frozenset[int]], Awaitable[None]] | None = None,
                  on_restore: Callable[[Mapping[str, frozenset[int]]], Awaitable[None]] | None = None) -> None:
         self._client = client
         self._cluster = cluster
+        self.records = records
+        """Signs this node's record and checks the others' (records ignored: ``records.ignored``)."""
         self._me = me
         self._ttl = ttl
         self._clock = clock
@@ -197,7 +211,7 @@ class EtcdMembership:
 
     async def _put_record(self, *, leaving: bool) -> None:
         assert self._lease is not None
-        body = json.dumps({"address": self._me.address, "lease": self._lease, "leaving": leaving}).encode()
+        body = self.records.encode(Member(self._me.id, self._me.address, leaving, self._lease))
         revision = await self._client.put(members_prefix(self._cluster) + self._me.id, body, self._lease)
         if not leaving:  # a registration: its token (flagging leaving keeps the registration's)
             self.fence = Fence(self._me.id, self._lease, revision)
@@ -237,14 +251,20 @@ class EtcdMembership:
     async def registered(self) -> dict[str, Member]:
         """The members registered in etcd now, by id (a read only: the list this node follows is
         unchanged)."""
-        kvs, _ = await self._client.get_prefix(members_prefix(self._cluster))
-        return {m.id: m for m in parse_members(self._cluster, kvs)}
+        kvs, _ = await self._client.get_prefix_leased(members_prefix(self._cluster))
+        return {m.id: m for m in self._proven(kvs)}
 
     async def resync(self) -> int:
         """Read the member list now (returns the etcd revision it was read at)."""
-        kvs, revision = await self._client.get_prefix(members_prefix(self._cluster))
-        self._set_members(parse_members(self._cluster, kvs))
+        kvs, revision = await self._client.get_prefix_leased(members_prefix(self._cluster))
+        self._set_members(view(self._proven(kvs)))
         return revision
+
+    def _proven(self, kvs: dict[str, tuple[bytes, int]]) -> list[Member]:
+        """The members whose records prove themselves (member_records rule 2)."""
+        prefix = members_prefix(self._cluster)
+        got = (self.records.decode(key[len(prefix) :], raw, lease) for key, (raw, lease) in kvs.items())
+        return [m for m in got if m is not None]
 
     async def _watch_loop(self) -> None:
         prefix = members_prefix(self._cluster)
@@ -254,11 +274,12 @@ class EtcdMembership:
                 known = {m.id: m for m in self._members}
                 async for event in self._client.watch_prefix(prefix, revision + 1):
                     node = event.key[len(prefix) :]
-                    if event.value is None:
+                    member = None if event.value is None else self.records.decode(node, event.value,
+                                                                                  event.lease)
+                    if member is None:  # deleted, or replaced by a record that does not prove itself
                         known.pop(node, None)
                     else:
-                        for m in parse_members(self._cluster, {event.key: event.value}):
-                            known[m.id] = m
+                        known[member.id] = member
                     self._set_members(view(known.values()))
             except asyncio.CancelledError:
                 raise

@@ -38,3 +38,6 @@ class ClusterStats:
     """Checkpoint rounds and manifest writes that failed in this run."""
     checkpoint_age: float | None
     """Seconds since the last round shipped (None: none yet in this run, or no checkpoints)."""
+    members_ignored: int = 0
+    """Member records in etcd ignored because they do not prove the cluster secret
+    (:mod:`polecat.cluster.member_records` rule 2)."""

@@ -63,6 +63,7 @@ from polecat.cluster.etcd import EtcdMembership
 from polecat.cluster.failover import Failover
 from polecat.cluster.handoff import Handoff
 from polecat.cluster.link import ClusterLink
+from polecat.cluster.member_records import MemberRecords
 from polecat.cluster.membership import Member
 from polecat.cluster.outbox import Outbox
 from polecat.cluster.ownership import stale
@@ -118,7 +119,8 @@ class ClusterNode:
                                  settled=self.handoff.settled, token=self._token,
                                  clock=clock) if cc.checkpoints else None
         self._etcd = AetcdClient(cc.etcd, access=etcd_access(cc))
-        self.membership = EtcdMembership(self._etcd, cc.name, self.me, ttl=cc.lease_ttl,
+        records = MemberRecords(cc.name, self._sign, self._verify)
+        self.membership = EtcdMembership(self._etcd, cc.name, self.me, records=records, ttl=cc.lease_ttl,
                                          clock=clock, on_release=self._hand_over,
                                          on_restore=self.failover.restore if self.failover else None)
         self.receiver = HandoffReceiver(self._sink, capacity=cc.inbox_urls, verify=self._verify)
@@ -197,7 +199,8 @@ class ClusterNode:
             bundles_adopted=self.bundles_adopted, bundles_refused=self.bundles_refused,
             stray_urls=sum(strays.values()), stray_slices=len(strays),
             checkpoint_rounds=fo.rounds if fo else 0, checkpoint_failures=fo.failures if fo else 0,
-            checkpoint_age=now - fo.last_round_at if fo and fo.last_round_at is not None else None)
+            checkpoint_age=now - fo.last_round_at if fo and fo.last_round_at is not None else None,
+            members_ignored=self.membership.records.ignored)
 
     def _token(self) -> Fence | None:
         """This node's fencing token while it is not fenced (a checkpoint round is written under one)."""

@@ -167,6 +167,9 @@ def _cluster(cs: ClusterStats) -> Iterator[CounterMetricFamily | GaugeMetricFami
     yield _labelled_counter("polecat_cluster_bundles", "Slice hand-over bundles by outcome", "outcome",
                             (("sent", cs.bundles_sent), ("adopted", cs.bundles_adopted),
                              ("refused", cs.bundles_refused)))
+    yield _counter("polecat_cluster_members_ignored",
+                   "Member records in etcd ignored: unsigned, or not signed with the cluster secret",
+                   cs.members_ignored)
     yield _counter("polecat_cluster_checkpoint_rounds", "Slice checkpoint rounds shipped",
                    cs.checkpoint_rounds)
     yield _counter("polecat_cluster_checkpoint_failures", "Slice checkpoint rounds and writes that failed",
