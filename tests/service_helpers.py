@@ -21,9 +21,10 @@ SECRET = "the cluster secret of the test nodes"
 """What :func:`running_node` sets as ``cluster.secret``: :func:`internal` proves it."""
 
 
-def internal(path: str, length: int = 0) -> dict[str, str]:
-    """The head that lets a request to an ``/internal/`` route through (api.py's auth rule)."""
-    return {AUTH_HEADER: request_proof(hmac_signer(SECRET), path, length, time.time())}
+def internal(path: str, length: int = 0, receiver: str = "") -> dict[str, str]:
+    """The head that lets a request to an ``/internal/`` route of ``receiver`` (its advertised address;
+    ``""``: a node outside a cluster) through, once (api.py's auth rule)."""
+    return {AUTH_HEADER: request_proof(hmac_signer(SECRET), path, receiver, length, time.time())}
 
 
 async def start_node(cfg: Config) -> tuple[NodeService, asyncio.Future[int]]:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import xxhash
+from aiohttp import web
 
 from polecat.cluster.auth import hmac_signer, hmac_verifier
 from polecat.cluster.batch import HandoffUrl, SignatureError, decode_batch, encode_batch, encode_urls
@@ -73,3 +74,32 @@ async def test_the_receiver_answers_401_to_bad_signatures_and_queues_nothing(tmp
         await stranger.close()
         await runner.cleanup()
         box.close()
+
+
+async def test_a_200_counts_only_with_an_acknowledgement_that_proves_the_secret(tmp_path: Path) -> None:
+    """auth rule 4: a listener that is not a member cannot make a sender drop a batch by answering 200."""
+
+    async def yes(request: web.Request) -> web.Response:
+        await request.read()
+        return web.Response(text="ok")
+
+    app = web.Application()
+    app.router.add_post("/handoff", yes)
+    impostor = web.AppRunner(app)
+    await impostor.setup()
+    fake = f"http://127.0.0.1:{_free_port()}"
+    await web.TCPSite(impostor, "127.0.0.1", int(fake.rsplit(":", 1)[1])).start()
+    real = f"http://127.0.0.1:{_free_port()}"
+    frontier = SlowFrontier(0.0)
+    runner = await serve(HandoffReceiver(frontier.sink, verify=hmac_verifier(SECRET)), real,
+                         verify=hmac_verifier(SECRET), sign=hmac_signer(SECRET))
+    transport = HttpTransport(sign=hmac_signer(SECRET), verify=hmac_verifier(SECRET))
+    try:
+        reply = await transport.post(fake, encode_batch("n1", 1, URLS, hmac_signer(SECRET)))
+        assert reply.status == "error" and "X-Polecat-Ack" in reply.detail
+        assert (await transport.post(real, encode_batch("n1", 2, URLS, hmac_signer(SECRET)))).status == "ok"
+        assert len(frontier.received) == 1
+    finally:
+        await transport.close()
+        await runner.cleanup()
+        await impostor.cleanup()

@@ -186,8 +186,9 @@ async def test_a_bundle_from_a_lease_that_is_gone_is_refused_and_one_from_before
         url = f"http://{svc.config.node.listen}{ADOPT_PATH}"
         async with aiohttp.ClientSession() as http:
             async def post(body: bytes) -> tuple[int, str]:
-                head = {SIGNATURE_HEADER: sign(body).hex(),
-                        AUTH_HEADER: request_proof(sign, ADOPT_PATH, len(body), time.time())}
+                proof = request_proof(sign, ADOPT_PATH, f"http://{svc.config.node.listen}", len(body),
+                                      time.time())
+                head = {SIGNATURE_HEADER: sign(body).hex(), AUTH_HEADER: proof}
                 async with http.post(url, data=body, headers=head) as r:
                     return r.status, await r.text()
 
@@ -229,11 +230,11 @@ async def test_urls_held_for_a_slice_another_node_owns_are_shipped_to_it(
                        "the two nodes to own every slice")
         sent, adopted, moved = n0.bundles_sent, n1.bundles_adopted, n1.slices_adopted  # the join's
         body = UNFENCED.read_bytes()  # slices 2730 (n1's) and 3166 (n0's), 4 URLs queued in each
+        n0_address = f"http://{nodes[0][0].config.node.listen}"
+        proof = request_proof(hmac_signer(SECRET), ADOPT_PATH, n0_address, len(body), time.time())
         async with aiohttp.ClientSession() as http, http.post(
-                f"http://{nodes[0][0].config.node.listen}{ADOPT_PATH}", data=body,
-                headers={SIGNATURE_HEADER: hmac_signer(SECRET)(body).hex(),
-                         AUTH_HEADER: request_proof(hmac_signer(SECRET), ADOPT_PATH, len(body), time.time())}
-                ) as resp:
+                n0_address + ADOPT_PATH, data=body,
+                headers={SIGNATURE_HEADER: hmac_signer(SECRET)(body).hex(), AUTH_HEADER: proof}) as resp:
             assert resp.status == 200
         await wait_for(lambda: n1.bundles_adopted == adopted + 1, 10, "n0 to ship n1's slice to it")
         assert n0.stats().stray_urls == 0 and n0.bundles_sent == sent + 1 and n1.slices_adopted == moved + 1

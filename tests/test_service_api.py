@@ -174,6 +174,12 @@ async def test_internal_routes(test_web: TestWebFactory, tmp_path: Path) -> None
                 assert resp.status == 401
         async with api.get(f"/internal/hosts/{host}") as resp:
             assert resp.status == 401
+        # A captured head is good once (cluster/auth.py rule 3): replayed, it is refused.
+        once = internal(f"/internal/hosts/{host}")
+        async with api.get(f"/internal/hosts/{host}", headers=once) as resp:
+            assert resp.status == 200
+        async with api.get(f"/internal/hosts/{host}", headers=once) as resp:
+            assert resp.status == 401 and "replay" in (await resp.json())["error"]
 
 
 def test_off_loopback_without_token_refuses_to_start(tmp_path: Path) -> None:

@@ -41,3 +41,6 @@ class ClusterStats:
     members_ignored: int = 0
     """Member records in etcd ignored because they do not prove the cluster secret
     (:mod:`polecat.cluster.member_records` rule 2)."""
+    replays_refused: int = 0
+    """Signed requests refused because their proof was used before (:mod:`polecat.cluster.auth`
+    rule 3)."""

@@ -12,7 +12,7 @@ import aiohttp
 from aiohttp import web
 
 from polecat.clock import SYSTEM_CLOCK, Clock
-from polecat.cluster.auth import AUTH_HEADER, check_request_proof, request_proof
+from polecat.cluster.auth import ACK_HEADER, AUTH_HEADER, RequestAuth, ack_proves, request_proof
 from polecat.cluster.batch import MAX_BATCH_BYTES, Signer, Verifier
 from polecat.cluster.receiver import SHUTDOWN_TIMEOUT, HandoffReceiver, Reply
 
@@ -32,11 +32,13 @@ class Transport(Protocol):
 
 class HttpTransport:
     """aiohttp client; one connection pool per address. With ``sign``, each request's head proves the
-    secret (:mod:`polecat.cluster.auth` rule 1) at ``clock.wall()``."""
+    secret to the receiver at that address (:mod:`polecat.cluster.auth` rules 1, 3) at ``clock.wall()``;
+    with ``verify`` too, a 200 counts only with an acknowledgement that proves it back (rule 4)."""
 
-    def __init__(self, *, timeout: float = 30.0, sign: Signer | None = None, clock: Clock = SYSTEM_CLOCK
-                 ) -> None:
+    def __init__(self, *, timeout: float = 30.0, sign: Signer | None = None, verify: Verifier | None = None,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self._sign = sign
+        self._verify = verify
         self._clock = clock
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._sessions: dict[str, tuple[aiohttp.ClientSession, str]] = {}
@@ -58,11 +60,16 @@ class HttpTransport:
         session, url = self._session(address)
         headers = {"Content-Type": "application/x-polecat-batch"}
         if self._sign is not None:
-            headers[AUTH_HEADER] = request_proof(self._sign, PATH, len(data), self._clock.wall())
+            headers[AUTH_HEADER] = request_proof(self._sign, PATH, address.rstrip("/"), len(data),
+                                                 self._clock.wall())
         try:
             async with session.post(url, data=data, headers=headers) as resp:
                 detail = (await resp.read())[:500].decode("utf-8", "replace")
                 if resp.status == 200:
+                    if self._verify is not None and not ack_proves(self._verify, PATH, headers[AUTH_HEADER],
+                                                                   resp.headers.get(ACK_HEADER)):
+                        return Reply("error", detail=f"{address} answered 200 without proving the cluster "
+                                                     f"secret ({ACK_HEADER}): not counted as delivered")
                     return Reply("ok", round=_round(resp.headers.get(ROUND_HEADER)))
                 if resp.status == 503:
                     return Reply("busy", _retry_after(resp.headers.get("Retry-After")), detail)
@@ -92,19 +99,19 @@ def _retry_after(value: str | None) -> float:
         return 0.0
 
 
-async def read_body(request: web.Request, max_bytes: int, verify: Verifier | None, clock: Clock) -> bytes:
+async def read_body(request: web.Request, max_bytes: int, auth: RequestAuth | None, clock: Clock) -> bytes:
     """The body of ``request``, read only once its head allows it: a Content-Length of at most
-    ``max_bytes`` and, with ``verify``, an :data:`~polecat.cluster.auth.AUTH_HEADER` that proves the
-    secret for this route and length (:mod:`polecat.cluster.auth` rule 1). Raises the HTTP error to
-    answer otherwise (401 for the proof, so callers count it as unauthorized)."""
+    ``max_bytes`` and, with ``auth``, an :data:`~polecat.cluster.auth.AUTH_HEADER` that proves the
+    secret for this route, receiver and length and was not used before (:mod:`polecat.cluster.auth`
+    rules 1, 3). Raises the HTTP error to answer otherwise (401 for the proof, so callers count it as
+    unauthorized)."""
     length = request.content_length
     if length is None:
         raise web.HTTPLengthRequired(text="a Content-Length is required")
     if length > max_bytes:
         raise web.HTTPRequestEntityTooLarge(max_size=max_bytes, actual_size=length)
-    if verify is not None:
-        why = check_request_proof(verify, request.path, length, request.headers.get(AUTH_HEADER, ""),
-                                  clock.wall())
+    if auth is not None:
+        why = auth.check(request.path, length, request.headers.get(AUTH_HEADER, ""), clock.wall())
         if why is not None:
             raise web.HTTPUnauthorized(text=why)
     try:
@@ -114,18 +121,22 @@ async def read_body(request: web.Request, max_bytes: int, verify: Verifier | Non
 
 
 async def serve(receiver: HandoffReceiver, address: str, *, verify: Verifier | None = None,
-                clock: Clock = SYSTEM_CLOCK) -> web.AppRunner:
+                sign: Signer | None = None, clock: Clock = SYSTEM_CLOCK) -> web.AppRunner:
     """Start answering ``POST /handoff`` at ``address``; stop with ``await runner.cleanup()``. With
-    ``verify``, a body is read only after its request's head proves the secret (:func:`read_body`)."""
+    ``verify``, a body is read only after its request's head proves the secret to ``address``, once
+    (:func:`read_body`); with ``sign`` too, an accepted batch is acknowledged with a proof back."""
+    auth = RequestAuth(verify, address.rstrip("/"), sign=sign) if verify is not None else None
 
     async def handle(request: web.Request) -> web.Response:
         try:
-            data = await read_body(request, MAX_BATCH_BYTES, verify, clock)
+            data = await read_body(request, MAX_BATCH_BYTES, auth, clock)
         except web.HTTPUnauthorized:
             receiver.unauthorized += 1
             raise
         reply = await receiver.receive(data)
-        headers = {"Retry-After": f"{reply.retry_after:.3f}"} if reply.status == "busy" else None
+        headers = {"Retry-After": f"{reply.retry_after:.3f}"} if reply.status == "busy" else {}
+        if reply.status == "ok" and auth is not None:
+            headers.update(auth.ack(PATH, request.headers.get(AUTH_HEADER, "")))
         return web.Response(status=_STATUS[reply.status], text=reply.detail, headers=headers)
 
     app = web.Application()

@@ -54,8 +54,9 @@ import lmdb
 from aiohttp import web
 
 from polecat.clock import SYSTEM_CLOCK, Clock
+from polecat.cluster import auth
 from polecat.cluster.aetcd_client import AetcdClient, etcd_access
-from polecat.cluster.auth import AUTH_HEADER, hmac_signer, hmac_verifier, request_proof
+from polecat.cluster.auth import ACK_HEADER, AUTH_HEADER, RequestAuth, ack_proves, hmac_signer, hmac_verifier
 from polecat.cluster.batch import MAX_BATCH_BYTES, Batch, HandoffUrl
 from polecat.cluster.checkpoints import CheckpointStore
 from polecat.cluster.chunks import CHUNK_BYTES, bundle_chunks
@@ -111,7 +112,9 @@ class ClusterNode:
         self._sign = hmac_signer(cc.secret)
         self._verify = hmac_verifier(cc.secret)
         self.outbox = Outbox(cfg.data_dir / "handoff", batch_urls=cc.batch_urls)
-        self.transport = HttpTransport(sign=self._sign, clock=clock)
+        self.auth = RequestAuth(self._verify, self.me.address.rstrip("/"), sign=self._sign)
+        """Checks the heads of requests to this node, once each (auth rules 1, 3)."""
+        self.transport = HttpTransport(sign=self._sign, verify=self._verify, clock=clock)
         self._chunk_bytes = CHUNK_BYTES
         self.handoff = Handoff(self.me.id, self.outbox, self.transport, {}, sign=self._sign, clock=clock)
         self.failover = Failover(CheckpointStore.open(cc.checkpoints, cc.checkpoint_options, cc.name),
@@ -200,7 +203,7 @@ class ClusterNode:
             stray_urls=sum(strays.values()), stray_slices=len(strays),
             checkpoint_rounds=fo.rounds if fo else 0, checkpoint_failures=fo.failures if fo else 0,
             checkpoint_age=now - fo.last_round_at if fo and fo.last_round_at is not None else None,
-            members_ignored=self.membership.records.ignored)
+            members_ignored=self.membership.records.ignored, replays_refused=self.auth.replays)
 
     def _token(self) -> Fence | None:
         """This node's fencing token while it is not fenced (a checkpoint round is written under one)."""
@@ -354,18 +357,19 @@ class ClusterNode:
     async def _read(self, request: web.Request, max_bytes: int) -> bytes:
         """The body, once the request's head proves the secret (rule 4)."""
         try:
-            return await read_body(request, max_bytes, self._verify, self._clock)
-        except web.HTTPUnauthorized:
+            return await read_body(request, max_bytes, self.auth, self._clock)
+        except web.HTTPUnauthorized as exc:
             self.receiver.unauthorized += 1
-            log.warning("refused %s from %s: %s", request.path, request.remote, "its head does not prove the "
-                        "cluster secret")
+            log.warning("refused %s from %s: %s", request.path, request.remote, exc.text)
             raise
 
     async def _handle_batch(self, request: web.Request) -> web.Response:
         reply = await self.receiver.receive(await self._read(request, MAX_BATCH_BYTES))
         headers = {"Retry-After": f"{reply.retry_after:.3f}"} if reply.status == "busy" else None
-        if reply.status == "ok" and self.failover is not None:  # committed now: that round will hold it
-            headers = {ROUND_HEADER: str(self.failover.covering_round())}
+        if reply.status == "ok":  # acknowledged with a proof of the secret (auth rule 4)
+            headers = self.auth.ack(PATH, request.headers.get(AUTH_HEADER, ""))
+            if self.failover is not None:  # committed now: that round will hold it
+                headers[ROUND_HEADER] = str(self.failover.covering_round())
         return web.Response(status=_STATUS[reply.status], text=reply.detail, headers=headers)
 
     async def _handle_status(self, request: web.Request) -> web.Response:
@@ -405,7 +409,8 @@ class ClusterNode:
         self.slices_adopted += len(bundle.ids)
         self.bundles_adopted += 1
         log.info("adopted %d slices from %s: %s", len(bundle.ids), request.remote, report)
-        return web.Response(text="adopted")
+        ack = self.auth.ack(ADOPT_PATH, request.headers.get(AUTH_HEADER, ""))
+        return web.Response(text="adopted", headers=ack)
 
     async def _stale(self, fence: Fence) -> str | None:
         """Why a bundle carrying ``fence`` is stale (rule 8), from the member list, or from etcd read
@@ -469,11 +474,16 @@ class ClusterNode:
         delay = 0.1
         while True:
             with contextlib.suppress(aiohttp.ClientError, TimeoutError, OSError):
-                headers = {SIGNATURE_HEADER: self._sign(body).hex(),
-                           AUTH_HEADER: request_proof(self._sign, ADOPT_PATH, len(body), self._clock.wall())}
+                proof = auth.request_proof(self._sign, ADOPT_PATH, address.rstrip("/"), len(body),
+                                           self._clock.wall())
+                headers = {SIGNATURE_HEADER: self._sign(body).hex(), AUTH_HEADER: proof}
                 async with self._session.post(address.rstrip("/") + ADOPT_PATH, data=body,
                                               headers=headers) as resp:
                     if resp.status == 200:
+                        if not ack_proves(self._verify, ADOPT_PATH, proof, resp.headers.get(ACK_HEADER)):
+                            # Not a member: the slices stay here (auth rule 4).
+                            raise PolecatError(f"{address} answered a slice bundle without proving the "
+                                               "cluster secret: the slices stay here")
                         return True
                     if resp.status == 409:  # it is leaving too (rule 7)
                         log.info("%s is leaving: the slices meant for it stay here", owner)

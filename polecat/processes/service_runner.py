@@ -104,7 +104,8 @@ class NodeService:
             if self.cluster is None:
                 app = api.app(cfg.node.token, secret=cfg.cluster.secret)
             else:
-                app = api.app(cfg.node.token, signed=INTERNAL_PATHS, secret=cfg.cluster.secret)
+                app = api.app(cfg.node.token, signed=INTERNAL_PATHS, secret=cfg.cluster.secret,
+                              receiver=cfg.cluster.advertise.rstrip("/"))
                 self.cluster.routes(app)
                 self.cluster.start(crawler)
             runner = web.AppRunner(app, access_log=None, handle_signals=False)

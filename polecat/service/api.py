@@ -36,7 +36,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from polecat.clock import SYSTEM_CLOCK, Clock
-from polecat.cluster.auth import AUTH_HEADER, check_request_proof, hmac_verifier
+from polecat.cluster.auth import AUTH_HEADER, RequestAuth, hmac_verifier
 from polecat.config import Config, is_host_pattern, split_listen
 from polecat.errors import ConfigError, PolecatError
 from polecat.service.activity import Activity
@@ -99,13 +99,14 @@ def _loopback_name(name: str) -> bool:
 
 
 def auth_middleware(token: str, signed: frozenset[str] = frozenset(), *, secret: str = "",
-                    clock: Clock = SYSTEM_CLOCK) -> Any:
+                    receiver: str = "", clock: Clock = SYSTEM_CLOCK) -> Any:
     """Bearer-token auth for every path but :data:`OPEN_PATHS` and ``signed`` (routes that check the
     cluster's signature themselves), after the browser checks of the module's rules; the other
-    ``/internal/`` routes prove the cluster ``secret`` instead (none: they are closed)."""
+    ``/internal/`` routes prove the cluster ``secret`` to ``receiver`` instead, each proof once
+    (cluster/auth.py rules 1, 3; no secret: they are closed)."""
     expected = f"Bearer {token}".encode()
     unchecked = OPEN_PATHS | signed
-    verify = hmac_verifier(secret) if secret else None
+    auth = RequestAuth(hmac_verifier(secret), receiver) if secret else None
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -113,9 +114,8 @@ def auth_middleware(token: str, signed: frozenset[str] = frozenset(), *, secret:
             return await handler(request)
         _check_browser(request, token)
         if request.path.startswith("/internal/"):
-            why = "closed: this node has no cluster.secret" if verify is None else check_request_proof(
-                verify, request.path, request.content_length or 0, request.headers.get(AUTH_HEADER, ""),
-                clock.wall())
+            why = "closed: this node has no cluster.secret" if auth is None else auth.check(
+                request.path, request.content_length or 0, request.headers.get(AUTH_HEADER, ""), clock.wall())
             if why is not None:
                 raise _json_error(web.HTTPUnauthorized(), f"internal route: {why}")
             return await handler(request)
@@ -188,11 +188,13 @@ class Api:
         self._registry = registry
         self._clock = clock
 
-    def app(self, token: str, *, signed: frozenset[str] = frozenset(), secret: str = "") -> web.Application:
+    def app(self, token: str, *, signed: frozenset[str] = frozenset(), secret: str = "",
+            receiver: str = "") -> web.Application:
         """The API; ``signed``: paths the caller mounts afterwards that authenticate by signature (the
         cluster's internal routes, which read their bodies with their own bounds); ``secret``: the
-        cluster secret the other ``/internal/`` routes' callers prove (none: those routes are closed)."""
-        middleware = auth_middleware(token, signed, secret=secret, clock=self._clock)
+        cluster secret the other ``/internal/`` routes' callers prove (none: those routes are closed),
+        to ``receiver`` (this node's advertised address; ``""`` outside a cluster)."""
+        middleware = auth_middleware(token, signed, secret=secret, receiver=receiver, clock=self._clock)
         app = web.Application(middlewares=[middleware], client_max_size=MAX_BODY)
         c = self
         app.add_routes([

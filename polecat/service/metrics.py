@@ -170,6 +170,9 @@ def _cluster(cs: ClusterStats) -> Iterator[CounterMetricFamily | GaugeMetricFami
     yield _counter("polecat_cluster_members_ignored",
                    "Member records in etcd ignored: unsigned, or not signed with the cluster secret",
                    cs.members_ignored)
+    yield _counter("polecat_cluster_replays_refused",
+                   "Signed requests refused because their X-Polecat-Auth proof was used before",
+                   cs.replays_refused)
     yield _counter("polecat_cluster_checkpoint_rounds", "Slice checkpoint rounds shipped",
                    cs.checkpoint_rounds)
     yield _counter("polecat_cluster_checkpoint_failures", "Slice checkpoint rounds and writes that failed",
