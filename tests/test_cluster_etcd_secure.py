@@ -5,6 +5,7 @@ plain http against a TLS etcd stop the node at start-up with the reason, never a
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import subprocess
@@ -18,6 +19,7 @@ import pytest
 import pytest_asyncio
 
 from polecat.cluster.aetcd_client import EtcdAccessError
+from polecat.commands.cluster import cluster_status
 from polecat.config import config_from_mapping
 from polecat.errors import ConfigError
 from polecat.processes.machine import ClusterNode
@@ -105,12 +107,19 @@ async def test_the_wrong_access_is_a_clear_start_up_error(secure_etcd: SecureEtc
     await node.close()
 
 
+def _toml(tmp: Path, cluster: dict[str, Any]) -> Path:
+    """A node's config file with this ``[cluster]`` section."""
+    toml = tmp / "node.toml"
+    lines = "".join(f'{k} = "{v}"\n' for k, v in cluster.items())
+    toml.write_text(f'data_dir = "{tmp / "data"}"\n[node]\nlisten = "127.0.0.1:0"\n[cluster]\n{lines}')
+    return toml
+
+
 def test_the_node_command_exits_2_naming_a_wrong_password_and_never_showing_it(
         secure_etcd: SecureEtcd, tmp_path: Path) -> None:
-    toml = tmp_path / "node.toml"
-    cluster = secure_etcd.cluster(etcd_password_file="")
-    lines = "".join(f'{k} = "{v}"\n' for k, v in cluster.items() if k not in ("secret", "etcd_password_file"))
-    toml.write_text(f'data_dir = "{tmp_path / "data"}"\n[node]\nlisten = "127.0.0.1:0"\n[cluster]\n{lines}')
+    cluster = secure_etcd.cluster()
+    del cluster["secret"], cluster["etcd_password_file"]
+    toml = _toml(tmp_path, cluster)
     env = {**os.environ, "POLECAT_CLUSTER_SECRET": SECRET, "POLECAT_ETCD_PASSWORD": "a wrong etcd password",
            "PYTHONPATH": str(Path(__file__).parent.parent)}
     done = subprocess.run([sys.executable, "-m", "polecat", "node", "--config", str(toml)], env=env,
@@ -145,3 +154,19 @@ def test_an_unreadable_certificate_names_its_setting(tmp_path: Path) -> None:
                                "cluster": {**BASE, "etcd_ca": str(tmp_path / "missing.pem")}})
     with pytest.raises(ConfigError, match=r"cluster\.etcd_ca"):
         ClusterNode(cfg)
+
+
+async def test_cluster_status_reads_etcd_as_the_node_does_and_names_records_that_do_not_prove_the_secret(
+        secure_etcd: SecureEtcd, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("POLECAT_ETCD_PASSWORD", "POLECAT_CLUSTER_SECRET"):
+        monkeypatch.delenv(name, raising=False)
+    node = _node(tmp_path, secure_etcd.cluster())
+    try:
+        async with asyncio.timeout(START_LIMIT):
+            await node.join()
+            await node._etcd.put("/t/members/evil", b'{"address": "http://127.0.0.1:1", "lease": 0}', 0)
+            rows, _, ignored = await cluster_status(argparse.Namespace(
+                config=_toml(tmp_path, secure_etcd.cluster()), etcd=None, name="polecat"))
+    finally:
+        await node.close()
+    assert [r["id"] for r in rows] == ["n1"] and ignored == ["evil"]

@@ -1,6 +1,11 @@
-"""``polecat cluster status --etcd URL``: the members of a cluster, the slices each holds, and each
-node's queue depth, fetch rate and stray URLs (read from its API; ``$POLECAT_TOKEN`` as for the other
-clients).
+"""``polecat cluster status --etcd URL`` (or ``--config NODE.toml``): the members of a cluster, the slices
+each holds, and each node's queue depth, fetch rate and stray URLs (read from its API; ``$POLECAT_TOKEN``
+as for the other clients).
+
+With ``--config``, etcd is reached as the node reaches it (TLS, client certificate, etcd user; the
+password from ``$POLECAT_ETCD_PASSWORD`` or the file the config names), and with the cluster secret
+(``$POLECAT_CLUSTER_SECRET``) only members whose records prove it are listed; the others are named in a
+warning (cluster/member_records.py). With ``--etcd`` alone the records are listed as they claim.
 
 etcd is the source of truth for membership and ownership; a node whose API does not answer is listed
 with ``-`` for its figures (it may be starting, stopping or cut off). A warning follows the table for
@@ -13,37 +18,67 @@ from __future__ import annotations
 import argparse
 import asyncio
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
-from polecat.errors import PolecatError
+from polecat.errors import ConfigError, PolecatError
 from polecat.frontier.slices import SLICES
 
 
-async def cluster_status(endpoint: str, cluster: str) -> tuple[list[dict[str, Any]], int]:
-    """One row per member (id, address, slices) and the count of unowned slices."""
+async def cluster_status(args: argparse.Namespace) -> tuple[list[dict[str, Any]], int, list[str]]:
+    """One row per member (id, address, slices), the count of unowned slices, and the ids of member
+    records that do not prove the cluster secret (with ``--config`` only)."""
     # Here, not at the top: every `polecat` command builds its parser with this module, and the etcd
     # stack (membership, ownership, the ring and its numpy) is for this command only.
-    from polecat.cluster.aetcd_client import AetcdClient
+    from polecat.cluster.aetcd_client import AetcdClient, etcd_access
+    from polecat.cluster.auth import hmac_signer, hmac_verifier
     from polecat.cluster.etcd import members_prefix, parse_members
+    from polecat.cluster.member_records import MemberRecords
+    from polecat.commands.node import node_config
 
-    client = AetcdClient([e.strip() for e in endpoint.split(",") if e.strip()])
+    if args.config is None and args.etcd is None:
+        raise ConfigError("cluster status: give --etcd URL or --config NODE.toml")
+    records = None
+    cluster = args.name
+    if args.config is not None:
+        cc = node_config(argparse.Namespace(config=args.config, listen=None, data=None)).cluster
+        if not cc.etcd:
+            raise ConfigError(f"--config {args.config}: it sets no cluster.etcd")
+        cluster = cc.name
+        client = AetcdClient(cc.etcd, access=etcd_access(cc))
+        records = MemberRecords(cc.name, hmac_signer(cc.secret), hmac_verifier(cc.secret))
+    else:
+        client = AetcdClient([e.strip() for e in args.etcd.split(",") if e.strip()])
+    prefix = members_prefix(cluster)
     try:
-        kvs, _ = await client.get_prefix(members_prefix(cluster))
+        kvs, _ = await client.get_prefix_leased(prefix)
         owners, _ = await client.get_prefix(f"/{cluster}/owner/")
     except Exception as exc:  # the client raises its own error types for an unreachable etcd
-        raise PolecatError(f"--etcd {endpoint}: {exc}") from exc
+        if args.config is not None:  # the wrong CA, user or password named as for the node
+            raise client.explain(exc) from exc
+        raise PolecatError(f"--etcd {args.etcd}: {exc}") from exc
     finally:
         await client.close()
     held = Counter(v.decode() for v in owners.values())
-    rows = [{"id": m.id, "address": m.address, "slices": held.get(m.id, 0)}
-            for m in parse_members(cluster, kvs)]
-    return rows, SLICES - sum(held.values())
+    ignored: list[str] = []
+    if records is None:
+        members = list(parse_members(cluster, {k: raw for k, (raw, _) in kvs.items()}))
+    else:
+        members = []
+        for key, (raw, lease) in sorted(kvs.items()):
+            member = records.decode(key[len(prefix):], raw, lease)
+            if member is None:
+                ignored.append(key[len(prefix):])
+            else:
+                members.append(member)
+    rows = [{"id": m.id, "address": m.address, "slices": held.get(m.id, 0)} for m in members]
+    return rows, SLICES - sum(held.values()), ignored
 
 
 def cmd_cluster_status(args: argparse.Namespace) -> int:
     from polecat.commands.node import call
 
-    rows, unowned = asyncio.run(cluster_status(args.etcd, args.name))
+    rows, unowned, ignored = asyncio.run(cluster_status(args))
     print(f"{'node':<16} {'address':<28} {'slices':>6} {'queued':>9} {'stray':>7} {'fetches/s':>9}")
     warnings = []
     for row in rows:
@@ -56,6 +91,9 @@ def cmd_cluster_status(args: argparse.Namespace) -> int:
             queued = rate = stray = "-"
         print(f"{row['id']:<16} {row['address']:<28} {row['slices']:>6} {queued:>9} {stray:>7} {rate:>9}")
     print(f"{len(rows)} members, {SLICES - unowned}/{SLICES} slices owned")
+    for member_id in ignored:
+        print(f"warning: the member record of {member_id} does not prove the cluster secret: the nodes "
+              "ignore it (an impostor, or a node of an earlier release)")
     for line in warnings:
         print(f"warning: {line}")
     return 0
@@ -76,6 +114,10 @@ def register(sub: Any) -> None:
     p = sub.add_parser("cluster", help="a multi-machine cluster coordinated by etcd")
     actions = p.add_subparsers(dest="action", required=True)
     st = actions.add_parser("status", help="members, the slices each owns, queue depths, fetch rates")
-    st.add_argument("--etcd", required=True, metavar="URL", help="etcd endpoints, http://host:2379[,http://host2:2379...]")
-    st.add_argument("--name", default="polecat", help="the cluster's name (cluster.name, default polecat)")
+    st.add_argument("--etcd", metavar="URL", help="etcd endpoints, http://host:2379[,http://host2:2379...]")
+    st.add_argument("--config", metavar="NODE.toml", type=Path,
+                    help="a node's config: reach etcd as it does (TLS, etcd user) and list only members "
+                         "whose records prove the cluster secret ($POLECAT_CLUSTER_SECRET)")
+    st.add_argument("--name", default="polecat", help="the cluster's name (cluster.name, default polecat; "
+                                                      "with --config, the config's)")
     st.set_defaults(func=cmd_cluster_status)

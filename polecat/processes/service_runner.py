@@ -104,8 +104,7 @@ class NodeService:
             if self.cluster is None:
                 app = api.app(cfg.node.token, secret=cfg.cluster.secret)
             else:
-                app = api.app(cfg.node.token, signed=INTERNAL_PATHS, secret=cfg.cluster.secret,
-                              receiver=cfg.cluster.advertise.rstrip("/"))
+                app = api.app(cfg.node.token, signed=INTERNAL_PATHS, auth=self.cluster.auth)
                 self.cluster.routes(app)
                 self.cluster.start(crawler)
             runner = web.AppRunner(app, access_log=None, handle_signals=False)

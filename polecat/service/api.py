@@ -28,6 +28,7 @@ import asyncio
 import hmac
 import ipaddress
 import json
+import logging
 from collections.abc import Awaitable, Callable
 from importlib import resources
 from typing import TYPE_CHECKING, Any
@@ -46,6 +47,8 @@ from polecat.store.http import page_routes
 
 if TYPE_CHECKING:
     from polecat.node.crawler import Crawler
+
+log = logging.getLogger(__name__)
 
 MAX_BODY = 4 * 1024 * 1024
 """The largest body of an operator request, on every node (a cluster's internal routes have their own)."""
@@ -98,15 +101,14 @@ def _loopback_name(name: str) -> bool:
         return False
 
 
-def auth_middleware(token: str, signed: frozenset[str] = frozenset(), *, secret: str = "",
-                    receiver: str = "", clock: Clock = SYSTEM_CLOCK) -> Any:
+def auth_middleware(token: str, signed: frozenset[str] = frozenset(), *, auth: RequestAuth | None = None,
+                    clock: Clock = SYSTEM_CLOCK) -> Any:
     """Bearer-token auth for every path but :data:`OPEN_PATHS` and ``signed`` (routes that check the
     cluster's signature themselves), after the browser checks of the module's rules; the other
-    ``/internal/`` routes prove the cluster ``secret`` to ``receiver`` instead, each proof once
-    (cluster/auth.py rules 1, 3; no secret: they are closed)."""
+    ``/internal/`` routes prove the cluster secret to ``auth`` instead, each proof once (cluster/auth.py
+    rules 1, 3; none: they are closed). A refusal there is logged at WARNING."""
     expected = f"Bearer {token}".encode()
     unchecked = OPEN_PATHS | signed
-    auth = RequestAuth(hmac_verifier(secret), receiver) if secret else None
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -117,6 +119,8 @@ def auth_middleware(token: str, signed: frozenset[str] = frozenset(), *, secret:
             why = "closed: this node has no cluster.secret" if auth is None else auth.check(
                 request.path, request.content_length or 0, request.headers.get(AUTH_HEADER, ""), clock.wall())
             if why is not None:
+                log.warning("refused %s %s from %s: %s", request.method, request.path[:200], request.remote,
+                            why)
                 raise _json_error(web.HTTPUnauthorized(), f"internal route: {why}")
             return await handler(request)
         if token and request.path not in unchecked:
@@ -189,12 +193,15 @@ class Api:
         self._clock = clock
 
     def app(self, token: str, *, signed: frozenset[str] = frozenset(), secret: str = "",
-            receiver: str = "") -> web.Application:
+            auth: RequestAuth | None = None) -> web.Application:
         """The API; ``signed``: paths the caller mounts afterwards that authenticate by signature (the
-        cluster's internal routes, which read their bodies with their own bounds); ``secret``: the
-        cluster secret the other ``/internal/`` routes' callers prove (none: those routes are closed),
-        to ``receiver`` (this node's advertised address; ``""`` outside a cluster)."""
-        middleware = auth_middleware(token, signed, secret=secret, receiver=receiver, clock=self._clock)
+        cluster's internal routes, which read their bodies with their own bounds); ``auth``: what checks
+        the other ``/internal/`` routes' proofs of the secret (a cluster node's own: one memory of nonces
+        and one count of replays); without it, ``secret`` makes one for a node outside a cluster
+        (receiver ``""``), and with neither those routes are closed."""
+        if auth is None and secret:
+            auth = RequestAuth(hmac_verifier(secret), "")
+        middleware = auth_middleware(token, signed, auth=auth, clock=self._clock)
         app = web.Application(middlewares=[middleware], client_max_size=MAX_BODY)
         c = self
         app.add_routes([
