@@ -255,9 +255,10 @@ class ClusterConfig:
     max_backlog: int = 100_000
     """Unacknowledged URLs a member may have for others before it stops leasing pages until they drain."""
     etcd: tuple[str, ...] = ()
-    """etcd v3 endpoints (``["http://host1:2379", "http://host2:2379"]``; one string, or several
-    separated by commas, works too), members of one etcd cluster: a node uses one at a time and moves to
-    the next when it fails. Set: ``polecat node`` joins the cluster coordinated there."""
+    """etcd v3 endpoints (``["http://host1:2379", "http://host2:2379"]``, or all ``https://`` for TLS;
+    one string, or several separated by commas, works too), members of one etcd cluster: a node uses one
+    at a time and moves to the next when it fails. Set: ``polecat node`` joins the cluster coordinated
+    there."""
     etcd_ca: str = ""
     """PEM file of the CAs that sign etcd's certificate, with ``https://`` endpoints (empty: the
     system's roots)."""
