@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from polecat.cluster.aetcd_client import EtcdAccessError
+from polecat.cluster.aetcd_client import AetcdClient, EtcdAccess, EtcdAccessError
 from polecat.commands.cluster import cluster_status
 from polecat.config import config_from_mapping
 from polecat.errors import ConfigError
@@ -170,3 +170,37 @@ async def test_cluster_status_reads_etcd_as_the_node_does_and_names_records_that
     finally:
         await node.close()
     assert [r["id"] for r in rows] == ["n1"] and ignored == ["evil"]
+
+
+async def test_a_token_etcd_no_longer_knows_makes_the_client_authenticate_again(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """aetcd_client rule 4: etcd forgets its auth tokens when it restarts; with one endpoint the client
+    connects again (and so authenticates again) instead of failing every call from then on."""
+    connected: list[object] = []
+
+    class Old:
+        async def close(self) -> None:
+            pass
+
+    def connect(self: AetcdClient) -> object:
+        connected.append(Old())
+        return connected[-1]
+
+    monkeypatch.setattr(AetcdClient, "_connect", connect)
+    access = EtcdAccess(tls=True, user="polecat", password=PASSWORD)
+    client = AetcdClient("https://127.0.0.1:2379", access=access)
+    first = client._client
+
+    async def forgotten(c: object) -> None:
+        raise RuntimeError("etcdserver: invalid auth token")
+
+    with pytest.raises(RuntimeError):
+        await client._retried(forgotten)
+    assert len(connected) == 2 and client._client is not first
+    with pytest.raises(ConnectionError):  # any other failure keeps the channel (it reconnects by itself)
+        await client._retried(lambda c: _fails(ConnectionError("etcd is down")))
+    assert len(connected) == 2
+
+
+async def _fails(exc: Exception) -> None:
+    raise exc
