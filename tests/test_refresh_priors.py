@@ -19,10 +19,10 @@ from polecat.frontier.refresh import (
     Prior,
     RefreshPolicy,
     estimate_rate,
-    http_date,
     observe,
     prior_interval,
 )
+from polecat.parse.feed import parse_http_date
 
 CFG = RefreshConfig(min_interval=2.0, max_interval=30 * 86_400.0)
 DAY = 86_400.0
@@ -68,7 +68,7 @@ def test_the_prior_kept_at_the_first_visit_does_not_drift_with_time() -> None:
     ("garbage", None), ("", None), (None, None), ("Sun, 06 Nov 1994 08:49:37", None),
 ])
 def test_http_date(header: str | None, expected: float | None) -> None:
-    assert http_date(header) == expected
+    assert parse_http_date(header) == expected
 
 
 def dated_visits(rate: float, every: float, n: int, rng: random.Random) -> History:

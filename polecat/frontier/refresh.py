@@ -284,19 +284,6 @@ def prior_rate(cfg: RefreshConfig, prior: Prior | None, now: float, modified: fl
     return cfg.k / seconds if seconds > 0.0 else math.inf
 
 
-def http_date(value: str | None) -> float | None:
-    """An HTTP-date header value (``Last-Modified``) as epoch seconds; None if absent or unparseable."""
-    if not value:
-        return None
-    import email.utils  # the email package costs ~7 ms to import: only dated responses need it
-
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
-    return None if when.tzinfo is None else when.timestamp()
-
-
 @dataclass(slots=True)
 class Freshness:
     """The freshness SLO (rule 9) over a set of URLs."""

@@ -17,8 +17,9 @@ from polecat.frontier.host_table import HostTable
 from polecat.frontier.keys import url_key
 from polecat.frontier.politeness import HostState, interval
 from polecat.frontier.records import UrlRecord
-from polecat.frontier.refresh import Freshness, History, Prior, RefreshPolicy, http_date, refresh_slots
+from polecat.frontier.refresh import Freshness, History, Prior, RefreshPolicy, refresh_slots
 from polecat.hosts import host_key
+from polecat.parse.feed import parse_http_date
 from polecat.writes import Decided, Put, Write
 
 
@@ -41,7 +42,7 @@ class RefreshQueue:
         raw = self._db.get("priors", ukey) if self.has_priors else None
         prior = Prior.decode(raw) if raw is not None else None
         rec.history, rec.due = self._policy.after_visit(host, rec.history, rec.fetched_at, changed,
-                                                        next_allowed, prior, http_date(last_modified))
+                                                        next_allowed, prior, parse_http_date(last_modified))
 
     def set_prior(self, url: str, prior: Prior) -> list[Write]:
         """Keep what a sitemap or a feed said of ``url`` (lastmod, changefreq, priority, item gap) as its
