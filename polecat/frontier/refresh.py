@@ -352,13 +352,18 @@ class RefreshPolicy:
                     prior: Prior | None = None, modified: float | None = None) -> tuple[str, float | None]:
         """A stored history (hex, "" for none) after a visit at ``at`` whose response said ``modified``
         (Last-Modified, epoch seconds), and the next due time. The first visit fixes the prior (rule 4)."""
-        before = History.from_hex(history)
-        h = observe(before, at, changed, modified)
-        if before.last_visit <= 0.0:
-            first = prior_rate(self._cfg, prior, at, modified)
-            h = History(h.n, h.x, h.observed, h.unchanged, h.bins, h.shortest, h.longest, h.last_change,
-                        h.last_visit, h.lm_x, h.lm_age, h.lm_miss, first)
+        h = self.visit(History.from_hex(history), at, changed, prior, modified)
         return h.encode().hex(), self.due_at(host, h, prior, host_ready)
+
+    def visit(self, before: History, at: float, changed: bool, prior: Prior | None = None,
+              modified: float | None = None) -> History:
+        """:func:`observe`, and at the first visit the prior it fixes (rule 4)."""
+        h = observe(before, at, changed, modified)
+        if before.last_visit > 0.0:
+            return h
+        first = prior_rate(self._cfg, prior, at, modified)
+        return History(h.n, h.x, h.observed, h.unchanged, h.bins, h.shortest, h.longest, h.last_change,
+                       h.last_visit, h.lm_x, h.lm_age, h.lm_miss, first)
 
     def due_priority(self, host: str, h: History, importance: float, now: float,
                      every: float | None = None) -> float | None:

@@ -12,7 +12,7 @@ One origin, ``http://127.0.0.1:PORT``, served by aiohttp in a background thread 
   ``item_period`` seconds, the newest ``FEED_ITEMS`` listed, with an ``ETag``;
 - with ``sitemap_urls``, robots.txt names ``/sitemap.xml.gz``: a gzipped urlset of that many ``/s/N``
   URLs, each entry padded with an image extension to ``SITEMAP_ENTRY`` bytes (so 50,000 URLs make a 45 MB
-  file, the protocol's size).
+  file, the protocol's size); with ``sitemap_gzip=False`` it is ``/sitemap.xml``, served as it is.
 
 Every request is logged (path, status, wall time).
 """
@@ -64,17 +64,20 @@ def big_sitemap(origin: str, urls: int) -> bytes:
 class NewsWeb:
     """The site of the module docstring; ``with NewsWeb() as site`` starts and stops it."""
 
-    def __init__(self, *, news_period: float = 3.0, item_period: float = 3.0, sitemap_urls: int = 0) -> None:
+    def __init__(self, *, news_period: float = 3.0, item_period: float = 3.0, sitemap_urls: int = 0,
+                 sitemap_gzip: bool = True) -> None:
         self.news_period = news_period
         self.item_period = item_period
         self.sitemap_urls = sitemap_urls
+        self.sitemap_path = "/sitemap.xml.gz" if sitemap_gzip else "/sitemap.xml"
         self.started = time.time()
         self.port = 0
         self._log: list[ServedRequest] = []
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._sitemap = b""
+        self.sitemap_body = b""
+        """The sitemap served (with ``sitemap_urls``), as it goes on the wire."""
 
     @property
     def origin(self) -> str:
@@ -127,7 +130,7 @@ class NewsWeb:
     def _robots(self) -> tuple[bytes, dict[str, str]]:
         lines = ["User-agent: *", "Disallow:"]
         if self.sitemap_urls:
-            lines.append(f"Sitemap: {self.origin}/sitemap.xml.gz")
+            lines.append(f"Sitemap: {self.origin}{self.sitemap_path}")
         return ("\n".join(lines) + "\n").encode(), {"Content-Type": "text/plain"}
 
     def _page(self, path: str) -> tuple[bytes, dict[str, str]] | None:
@@ -135,8 +138,9 @@ class NewsWeb:
                  "/robots.txt": self._robots}
         if path in fixed:
             return fixed[path]()
-        if path == "/sitemap.xml.gz" and self.sitemap_urls:
-            return self._sitemap, {"Content-Type": "application/gzip"}
+        if path == self.sitemap_path and self.sitemap_urls:
+            gz = path.endswith(".gz")
+            return self.sitemap_body, {"Content-Type": "application/gzip" if gz else "application/xml"}
         if path.startswith(("/item/", "/s/")):
             return f"<html><body><p>{path}</p></body></html>".encode(), {"Content-Type": "text/html"}
         return None
@@ -163,7 +167,9 @@ class NewsWeb:
         sock = bind_loopback(["127.0.0.1"])[0]
         self.port = sock.getsockname()[1]
         if self.sitemap_urls:
-            self._sitemap = gzip.compress(big_sitemap(self.origin, self.sitemap_urls), compresslevel=6)
+            xml = big_sitemap(self.origin, self.sitemap_urls)
+            gz = self.sitemap_path.endswith(".gz")
+            self.sitemap_body = gzip.compress(xml, compresslevel=6) if gz else xml
         ready = threading.Event()
 
         def run() -> None:
