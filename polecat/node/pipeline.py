@@ -259,8 +259,9 @@ class PagePipeline:
 
     def _read_feed(self, lease: Lease, resp: Response, result: FeedResult, now: float) -> None:
         """A feed read (polecat/parse/feed.py): its item links are queued at once with the feed's own
-        importance, each item's date kept as its refresh prior, and the gap between the items' dates as
-        the feed's (refresh rule 4); the feed itself is refreshed on the schedule its history learns."""
+        importance, each item's date kept as its refresh prior, and the gap between the items' dates (else
+        the newest date) as the feed's (refresh rule 4); the feed is refreshed on the schedule its history
+        learns."""
         urls: dict[str, None] = {}
         for entry in result.items:
             url = self._canon.canonicalize(entry.link, lease.url)
@@ -269,9 +270,10 @@ class PagePipeline:
             urls[url] = None
             if entry.published is not None:
                 self._db.apply(self._frontier.set_prior(url, Prior(lastmod=entry.published)))
-        gap = result.item_gap()
-        if gap is not None:
-            self._db.apply(self._frontier.set_prior(lease.url, Prior(every=gap)))
+        newest = max((e.published for e in result.items if e.published is not None), default=None)
+        if newest is not None:  # the feed changed when its newest item came: its Last-Modified
+            prior = Prior(lastmod=newest, every=result.item_gap())
+            self._db.apply(self._frontier.set_prior(lease.url, prior))
         if urls:
             self._admit(tuple(urls), lease.depth + 1, lease.importance, now, 0)
         if result.error is not None:
