@@ -6,6 +6,8 @@ from __future__ import annotations
 import gzip
 import hashlib
 import zlib
+from collections import Counter
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -17,8 +19,10 @@ from polecat.node.xmlbody import STREAM_MAX_BYTES, XmlBody
 from polecat.parse.feed import FeedParser, FeedResult, linked_feeds
 from polecat.parse.sitemap import SitemapParser, SitemapResult
 from polecat.store.base import SHA256
+from polecat.testing.fakes import Canned
 from polecat.testing.hostile import HostileServer, respond
 from polecat.testing.newsweb import big_sitemap
+from tests.frontier_helpers import canon
 
 CAP = 256 * 1024
 URLS = 5_000  # about 4.5 MB of XML: 17x the page cap
@@ -131,3 +135,29 @@ async def test_the_fetcher_streams_a_sitemap_past_the_page_cap_plain_and_gzip() 
         assert resp.streamed and resp.truncated and big[0].head is not None and len(big[0].head) == CAP
         resp = await fetcher.fetch(srv.url("/missing"), stream=lambda s, t: both() if s == 200 else None)
         assert not resp.streamed and resp.status == 404 and len(resp.body) == CAP and resp.truncated
+
+
+def test_the_pipeline_reads_a_streamed_feed_and_a_streamed_page_that_was_no_feed(tmp_path: Path) -> None:
+    # Through the fake fetcher's stream, as the lease runner calls it: a feed's items are queued with the
+    # feed's importance and its date kept as a prior; XML that is neither goes on as a page.
+    import asyncio
+
+    from tests.test_pipeline import Harness
+
+    h = Harness(tmp_path)
+    feed = (b'<rss version="2.0"><channel><item><link>http://a.test/story</link>'
+            b"<pubDate>Mon, 01 Jan 2024 00:00:00 GMT</pubDate></item></channel></rss>")
+    rss_type = (("Content-Type", "application/rss+xml"),)
+    h.fetcher.pages[canon("http://a.test/feed")] = Canned(200, feed, rss_type)
+    h.fetcher.pages[canon("http://a.test/pic.svg")] = Canned(200, b"<svg><g/></svg>", tuple(XML))
+    for url in ("http://a.test/feed", "http://a.test/pic.svg"):
+        lease = h.lease(url)
+        stream = h.pipeline.stream_for(lease)
+        resp = asyncio.run(h.fetcher.fetch(lease.url, stream=stream))
+        assert resp.streamed and stream.sink is not None
+        done = h.pipeline.handle(lease, resp, h.clock.wall(), stream.sink)
+        assert done.outcome == "fetched"
+    assert h.rig.frontier.queued == 1  # the story; the svg page links nothing
+    got = h.store.history(canon("http://a.test/pic.svg"))
+    assert got and got[-1].size == 0  # not a stored type, but handled as a page (recorded, type skip)
+    assert h.errors == Counter()

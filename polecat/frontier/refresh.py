@@ -70,7 +70,11 @@ Limits of the model: real pages are not Poisson (news sites change on a daily rh
 bursts); the estimate weighs all history equally, so a page whose rate changes is followed slowly (the
 ``min_interval``/``max_interval`` clamp bounds the damage, operators can override); with the one-bit
 observation a page changing much faster than it is visited looks like ``x == n``, whose estimate saturates
-at ``ln(2n + 1) / I``; a cosmetic change that escapes near-duplicate detection counts as a change.
+at ``ln(2n + 1) / I`` (unless its responses date their changes: rule 2's last-modified form); a cosmetic
+change that escapes near-duplicate detection counts as a change; a server that stamps every response with
+the time of the request as its ``Last-Modified`` starts its pages at ``min_interval`` (as HTTP caches
+would), until ``min_visits`` visits show otherwise (its dates then fall outside the intervals that saw no
+change, and the one-bit forms decide).
 """
 
 from __future__ import annotations

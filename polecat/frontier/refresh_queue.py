@@ -1,5 +1,6 @@
 """Refresh in the frontier: each fetched URL's next due time, the scan that queues due URLs again, the
-freshness figures and the sitemap priors they start from.
+freshness figures and the sitemap and feed priors they start from (with the first response's
+Last-Modified, refresh rule 4).
 
 The rules are polecat/frontier/refresh.py's (the :class:`RefreshPolicy` decides; this part applies its
 answers to the frontier's records): a page fetched (2xx) or not modified gets a history and a due time
