@@ -65,10 +65,15 @@ def test_a_linked_feed_is_polled_on_its_item_gap_and_its_new_items_fetched(tmp_p
 
 
 def test_a_listed_feed_is_crawled_without_seeds_and_a_bad_one_is_named(tmp_path: Path) -> None:
-    with NewsWeb(item_period=60.0) as site:
-        run = polecat("crawl", "--feed", site.origin + "/feed.xml", "--data", str(tmp_path / "data"),
-                      "--allow-private", "--rate", "20", "-q")
+    with NewsWeb(item_period=600.0) as site:
+        common = ["--data", str(tmp_path / "data"), "--allow-private", "--rate", "20", "-q"]
+        run = polecat("crawl", "--feed", site.origin + "/feed.xml", *common)
         assert run.returncode == 0, run.stderr
         assert [r.path for r in site.log if r.path != "/robots.txt"] == ["/feed.xml", "/item/0"]
+        # Its one item is seconds old, so the feed is polled again soon: a conditional GET, 304.
+        time.sleep(3.0)
+        again = polecat("crawl", *common, "--refresh", "--refresh-min", "2")
+        assert again.returncode == 0, again.stderr
+        assert [r.status for r in site.requests("/feed.xml")] == [200, 304]
     bad = polecat("crawl", "--feed", "ftp://a.test/feed", "--data", str(tmp_path / "other"))
     assert bad.returncode != 0 and "--feed (refresh.feeds[0])" in bad.stderr, bad.stderr
