@@ -10,8 +10,10 @@ host (its front pages) are the important ones.
 
 Every host fetches exactly ``--budget`` pages a day (one per slot, all hosts in step); each policy picks
 the page with the highest priority in each slot. Before the run every page was fetched once, at a random
-time within one uniform cycle. Figures are taken over the second half of the run (the first half lets
-the learning policies learn):
+time within one uniform cycle; each response carried a ``Last-Modified``, the page's last change before it
+(a page that never changes: ten years before). Figures are taken over the second half of the run (the
+first half lets the learning policies learn), or with ``--first-week`` over the whole of a 7-day run
+(how fast the policies get going):
 
 - freshness: the share of page-time during which the crawler's copy equals the live page;
 - important-page SLO: the share of important-page-time whose copy is younger than the page's true change
@@ -20,8 +22,12 @@ the learning policies learn):
 Policies: ``uniform`` (round robin: the oldest copy next); ``nutch`` (adaptive interval, x0.8 when the page
 changed, x1.2 when not, clamped like polecat's; the most overdue page next); ``polecat`` (the estimator,
 budget-aware intervals and priority of polecat/frontier/refresh.py, the same code the crawler runs,
-re-planned every ``--replan`` hours); ``polecat-k`` (the same estimator with ``clamp(k / rate)`` intervals
-only); ``oracle`` (polecat's budget-optimal intervals from the true rates: the ceiling).
+re-planned every ``--replan`` hours) as it was before issue 37: every page starts from
+``refresh.default_interval`` and its visits carry no date; ``polecat-priors`` (the same, with the priors of
+refresh rule 4: the first interval from the first response's ``Last-Modified``, later dated changes through
+the last-modified estimator of rule 2, the prior fading over ``min_visits``); ``polecat-k`` (the estimator
+with ``clamp(k / rate)`` intervals only); ``oracle`` (polecat's budget-optimal intervals from the true
+rates: the ceiling).
 """
 
 from __future__ import annotations
@@ -71,12 +77,15 @@ class Policy:
 
     name = ""
 
-    def __init__(self, web: Web, cfg: RefreshConfig, last: np.ndarray, budget: float) -> None:
+    def __init__(self, web: Web, cfg: RefreshConfig, last: np.ndarray, budget: float,
+                 first_modified: np.ndarray) -> None:
         self.interval = np.full(web.rate.shape, cfg.default_interval)
         self.weight = np.ones(web.rate.shape)
 
-    def fetched(self, h: np.ndarray, p: np.ndarray, t: float, changed: np.ndarray) -> None:
-        """Pages ``(h[i], p[i])`` were fetched at ``t``; ``changed[i]``: a new version was seen."""
+    def fetched(self, h: np.ndarray, p: np.ndarray, t: float, changed: np.ndarray,
+                modified: np.ndarray) -> None:
+        """Pages ``(h[i], p[i])`` were fetched at ``t``; ``changed[i]``: a new version was seen, whose
+        Last-Modified is ``modified[i]``."""
 
     def replan(self) -> None:
         """Recompute intervals from what was learnt (once per simulated ``--replan`` hours)."""
@@ -89,11 +98,13 @@ class Uniform(Policy):
 class Nutch(Policy):
     name = "nutch"
 
-    def __init__(self, web: Web, cfg: RefreshConfig, last: np.ndarray, budget: float) -> None:
-        super().__init__(web, cfg, last, budget)
+    def __init__(self, web: Web, cfg: RefreshConfig, last: np.ndarray, budget: float,
+                 first_modified: np.ndarray) -> None:
+        super().__init__(web, cfg, last, budget, first_modified)
         self._cfg = cfg
 
-    def fetched(self, h: np.ndarray, p: np.ndarray, t: float, changed: np.ndarray) -> None:
+    def fetched(self, h: np.ndarray, p: np.ndarray, t: float, changed: np.ndarray,
+                modified: np.ndarray) -> None:
         factor = np.where(changed, 0.8, 1.2)
         cfg = self._cfg
         self.interval[h, p] = np.clip(self.interval[h, p] * factor, cfg.min_interval, cfg.max_interval)
@@ -102,8 +113,9 @@ class Nutch(Policy):
 class Polecat(Policy):
     name = "polecat"
 
-    def __init__(self, web: Web, cfg: RefreshConfig, last: np.ndarray, budget: float) -> None:
-        super().__init__(web, cfg, last, budget)
+    def __init__(self, web: Web, cfg: RefreshConfig, last: np.ndarray, budget: float,
+                 first_modified: np.ndarray) -> None:
+        super().__init__(web, cfg, last, budget, first_modified)
         self._cfg = cfg
         self._policy = RefreshPolicy(cfg)
         self._hist = [[observe(History(), float(last[i, j]), True) for j in range(web.per_host)]
@@ -116,10 +128,37 @@ class Polecat(Policy):
     def replan(self) -> None:
         self.interval = budget_intervals(self._rate, self.weight, self._budget, self._cfg)
 
-    def fetched(self, h: np.ndarray, p: np.ndarray, t: float, changed: np.ndarray) -> None:
+    def fetched(self, h: np.ndarray, p: np.ndarray, t: float, changed: np.ndarray,
+                modified: np.ndarray) -> None:
         policy, hist, rate = self._policy, self._hist, self._rate
         for i, j, c in zip(h.tolist(), p.tolist(), changed.tolist(), strict=True):
             new = observe(hist[i][j], t, c)
+            hist[i][j] = new
+            rate[i, j] = policy.rate(new, None, t)
+
+
+class PolecatPriors(Polecat):
+    """Polecat with refresh rule 4's priors: the first visit's Last-Modified, dated changes after."""
+
+    name = "polecat-priors"
+
+    def __init__(self, web: Web, cfg: RefreshConfig, last: np.ndarray, budget: float,
+                 first_modified: np.ndarray) -> None:
+        super().__init__(web, cfg, last, budget, first_modified)
+        policy = self._policy
+        for i in range(web.hosts):
+            for j in range(web.per_host):
+                lm = float(first_modified[i, j])
+                h = policy.visit(History(), float(last[i, j]), True, None, lm)
+                self._hist[i][j] = h
+                self._rate[i, j] = policy.rate(h, None, h.last_visit)
+        self.replan()
+
+    def fetched(self, h: np.ndarray, p: np.ndarray, t: float, changed: np.ndarray,
+                modified: np.ndarray) -> None:
+        policy, hist, rate = self._policy, self._hist, self._rate
+        for i, j, c, lm in zip(h.tolist(), p.tolist(), changed.tolist(), modified.tolist(), strict=True):
+            new = observe(hist[i][j], t, c, lm if c else None)
             hist[i][j] = new
             rate[i, j] = policy.rate(new, None, t)
 
@@ -130,8 +169,9 @@ class PolecatK(Polecat):
 
     name = "polecat-k"
 
-    def __init__(self, web: Web, cfg: RefreshConfig, last: np.ndarray, budget: float) -> None:
-        super().__init__(web, cfg, last, math.inf)
+    def __init__(self, web: Web, cfg: RefreshConfig, last: np.ndarray, budget: float,
+                 first_modified: np.ndarray) -> None:
+        super().__init__(web, cfg, last, math.inf, first_modified)
 
 
 class Oracle(Polecat):
@@ -139,17 +179,20 @@ class Oracle(Polecat):
 
     name = "oracle"
 
-    def __init__(self, web: Web, cfg: RefreshConfig, last: np.ndarray, budget: float) -> None:
-        super().__init__(web, cfg, last, budget)
+    def __init__(self, web: Web, cfg: RefreshConfig, last: np.ndarray, budget: float,
+                 first_modified: np.ndarray) -> None:
+        super().__init__(web, cfg, last, budget, first_modified)
         self._rate = web.rate.copy()
         self.replan()
 
-    def fetched(self, h: np.ndarray, p: np.ndarray, t: float, changed: np.ndarray) -> None:
+    def fetched(self, h: np.ndarray, p: np.ndarray, t: float, changed: np.ndarray,
+                modified: np.ndarray) -> None:
         pass
 
 
-POLICIES: dict[str, Callable[[Web, RefreshConfig, np.ndarray, float], Policy]] = {
-    "uniform": Uniform, "nutch": Nutch, "polecat": Polecat, "polecat-k": PolecatK, "oracle": Oracle,
+POLICIES: dict[str, Callable[[Web, RefreshConfig, np.ndarray, float, np.ndarray], Policy]] = {
+    "uniform": Uniform, "nutch": Nutch, "polecat": Polecat, "polecat-priors": PolecatPriors,
+    "polecat-k": PolecatK, "oracle": Oracle,
 }
 
 
@@ -161,10 +204,12 @@ class Figures:
     cpu_s: float
 
 
-def simulate(web: Web, make: Callable[[Web, RefreshConfig, np.ndarray, float], Policy], cfg: RefreshConfig,
-             days: float, budget: int, replan_h: float, seed: int) -> Figures:
-    """Run one policy over the web; figures over the second half of the run."""
+def simulate(web: Web, make: Callable[[Web, RefreshConfig, np.ndarray, float, np.ndarray], Policy],
+             cfg: RefreshConfig,
+             days: float, budget: int, replan_h: float, seed: int, first_week: bool = False) -> Figures:
+    """Run one policy over the web; figures over the second half of the run (``first_week``: all of it)."""
     rng = np.random.default_rng(seed)
+    dates = np.random.default_rng(seed + 1)  # Last-Modified draws: the page's own stream stays as it was
     cpu0 = time.process_time()
     slot = DAY / budget
     shape = web.rate.shape
@@ -173,11 +218,13 @@ def simulate(web: Web, make: Callable[[Web, RefreshConfig, np.ndarray, float], P
         mean_gap = np.where(web.rate > 0, 1 / web.rate, np.inf)
     next_change = last + rng.exponential(1.0, shape) * mean_gap
     window = np.clip(mean_gap, cfg.min_interval, cfg.max_interval)
-    policy = make(web, cfg, last, budget / DAY)
+    # The last change before the first fetch: an exponential age back from it (reversed Poisson process).
+    age = np.where(web.rate > 0, dates.exponential(1.0, shape) * mean_gap, 3650 * DAY)
+    policy = make(web, cfg, last, budget / DAY, last - age)
     replan_every = max(1, int(replan_h * 3600 / slot))
     rows = np.arange(web.hosts)
     steps = int(days * budget)
-    start, end = steps // 2 * slot, steps * slot
+    start, end = (0.0 if first_week else steps // 2 * slot), steps * slot
     fresh = np.zeros(shape)
     slo_sum, slo_n = 0.0, 0
     imp = web.important
@@ -194,10 +241,12 @@ def simulate(web: Web, make: Callable[[Web, RefreshConfig, np.ndarray, float], P
             fresh[rows, p] += np.maximum(0.0, np.minimum(seen, t) - lo)
             slo_sum += float(np.mean((t - last[imp]) <= window[imp]))
             slo_n += 1
+        # The last change before t: an exponential age back from t, not before the first one seen.
+        modified = np.maximum(seen, t - dates.exponential(1.0, web.hosts) * mean_gap[rows, p])
         # Memoryless: the first change after this fetch is an exponential draw from now.
         next_change[rows, p] = t + rng.exponential(1.0, web.hosts) * mean_gap[rows, p]
         last[rows, p] = t
-        policy.fetched(rows, p, t, changed)
+        policy.fetched(rows, p, t, changed, modified)
     fresh += np.maximum(0.0, np.minimum(next_change, end) - np.maximum(last, start))
     share = fresh / (end - start)
     return Figures(float(share.mean()), float(share[imp].mean()), slo_sum / max(1, slo_n),
@@ -217,18 +266,24 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--replan", type=float, default=6.0, help="hours between interval re-plans")
     ap.add_argument("--seed", type=int, default=16)
     ap.add_argument("--policies", default=",".join(POLICIES))
+    ap.add_argument("--first-week", action="store_true",
+                    help="run 7 days and measure all of them (how fast each policy gets going)")
     args = ap.parse_args(argv)
+    if args.first_week:
+        args.days = 7.0
     web = make_web(args.pages, args.hosts, args.static, args.important, args.other_importance,
                    np.random.default_rng(args.seed))
     cfg = RefreshConfig()
     rate = web.rate
     print(f"web: {rate.size} pages, {web.hosts} hosts; static {np.mean(rate == 0):.1%}, changing at least "
           f"daily {np.mean(rate >= 1 / DAY):.1%}, at least hourly {np.mean(rate >= 1 / 3600):.1%}; "
-          f"budget {args.budget} fetches/host/day over {args.days:g} days")
+          f"budget {args.budget} fetches/host/day over {args.days:g} days; measured over "
+          f"{'all of them' if args.first_week else 'the second half'}")
     print("| policy | freshness (all pages) | freshness (important) | important-page SLO | CPU s |")
     print("|---|---|---|---|---|")
     for name in args.policies.split(","):
-        f = simulate(web, POLICIES[name], cfg, args.days, args.budget, args.replan, args.seed)
+        f = simulate(web, POLICIES[name], cfg, args.days, args.budget, args.replan, args.seed,
+                     args.first_week)
         print(f"| {name} | {f.freshness:.3f} | {f.important_freshness:.3f} | {f.slo:.3f} | {f.cpu_s:.1f} |",
               flush=True)
     print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")

@@ -118,11 +118,14 @@ def test_priors_before_enough_history() -> None:
     assert prior_interval(CFG, Prior(lastmod=now - 2 * DAY), now) == 2 * DAY
     assert prior_interval(CFG, Prior(lastmod=now + DAY), now) == CFG.default_interval
     assert prior_interval(CFG, None, now) == CFG.default_interval
-    # changefreq wins over lastmod; the estimate replaces the prior after min_visits intervals.
+    # changefreq wins over lastmod; the prior fades linearly and the estimate replaces it after min_visits.
     assert prior_interval(CFG, Prior(lastmod=now - 2 * DAY, changefreq="hourly"), now) == HOUR
     policy = RefreshPolicy(CFG)
+    assert policy.interval("h", observe(History(), now, True), Prior(changefreq="hourly"), now) == HOUR
     h = visits([(DAY, False)] * (CFG.min_visits - 1))
-    assert policy.interval("h", h, Prior(changefreq="hourly"), now) == HOUR
+    w = 1 - h.n / CFG.min_visits
+    blended = w / HOUR + (1 - w) * 0.5 / h.observed
+    assert policy.interval("h", h, Prior(changefreq="hourly"), now) == pytest.approx(1 / blended)
     h = observe(h, h.last_visit + DAY, False)
     assert policy.interval("h", h, Prior(changefreq="hourly"), now) == pytest.approx(2 * h.observed)
 

@@ -95,6 +95,8 @@ def register(sub: Any) -> None:
                    help="shortest interval between two fetches of a URL (1h)")
     g.add_argument("--refresh-max", type=_duration, metavar="DURATION",
                    help="longest interval between two fetches of a URL (30d)")
+    g.add_argument("--feed", action="append", metavar="URL",
+                   help="an RSS/Atom feed to poll; its new items are crawled at once (repeatable)")
     p.set_defaults(func=cmd_crawl)
 
 
@@ -164,7 +166,7 @@ _FLAG_FIELDS = (
     ("user_agent", "fetch", "user_agent"), ("allow_private", "dns", "allow_private"),
     ("dns_server", "dns", "nameservers"), ("give_up_after", "politeness", "give_up_after"),
     ("refresh", "refresh", "enabled"), ("refresh_min", "refresh", "min_interval"),
-    ("refresh_max", "refresh", "max_interval"),
+    ("refresh_max", "refresh", "max_interval"), ("feed", "refresh", "feeds"),
 )
 """``(argparse dest, config section, config key)`` of the crawl flags that set one config field."""
 
@@ -275,9 +277,10 @@ def cmd_crawl(args: argparse.Namespace) -> int:
     run = build_settings(args)
     cfg = run.config
     data = cfg.data_dir
-    seeded = cfg.scope.seeds or cfg.scope.seeds_file is not None
+    seeded = cfg.scope.seeds or cfg.scope.seeds_file is not None or cfg.refresh.feeds
     if not seeded and not (data / "frontier").exists() and not (data / LAYOUT_FILE).exists():
-        raise ConfigError("nothing to crawl: give seed URLs or --seeds-file, or --data of a crawl to resume")
+        raise ConfigError("nothing to crawl: give seed URLs, --seeds-file or --feed, or --data of a crawl to "
+                          "resume")
     workers = resolve_workers(cfg)
     _report_changes(run)
     settings.save(data, run.to_save)

@@ -241,6 +241,10 @@ class RefreshConfig:
     """Levels of nested sitemap indexes followed below a root sitemap."""
     sitemap_files: int = 1000
     """Sitemap files fetched at most per root sitemap and run."""
+    feeds: tuple[str, ...] = ()
+    """RSS 2.0 / Atom feed URLs the operator lists (``--feed``): queued like seeds, polled on the schedule
+    their history learns (conditional GET), their new items queued at once with the feed's importance.
+    Feeds that pages link (``<link rel="alternate" type="application/rss+xml">``) are followed anyway."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

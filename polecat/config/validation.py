@@ -183,6 +183,9 @@ def _validate_refresh(rf: RefreshConfig) -> None:
     _check(rf.important_min > 0, "refresh.important_min", "must be > 0")
     _check(0 <= rf.sitemap_depth <= 10, "refresh.sitemap_depth", "must be in [0, 10]")
     _check(rf.sitemap_files >= 1, "refresh.sitemap_files", "must be >= 1")
+    for i, feed in enumerate(rf.feeds):
+        problem = _seed_problem(feed)
+        _check(problem is None, f"refresh.feeds[{i}]", problem or "")
 
 
 MIN_SECRET = 16

@@ -17,6 +17,10 @@ Bounds, per request:
 - total: ``cfg.total_timeout`` from start to the last body byte, so a slow drip that keeps every gap
   short is cut too. All three share one lazy timer (:mod:`polecat.fetch.deadline`): a request costs
   one timer handle, not a ``wait_for`` or a reschedule per read;
+- streamed bodies: a caller may pass ``stream``, asked at the response head (status, media type) for a
+  :class:`BodySink`; a sink takes the decoded body chunk by chunk instead of :attr:`Response.body`, up to
+  its own ``max_bytes`` (a sitemap's 50 MB, whatever ``cfg.max_body_bytes`` says), and the read stops when
+  it says it is ``done``. The read's other bounds stay;
 - size: the decoded body stops at ``cfg.max_body_bytes`` (the decoders are bounded while decoding, see
   :mod:`polecat.fetch.decode`); a body cut there is returned with ``truncated=True`` and its connection
   is closed, not reused. The raw bytes read are bounded too, framing included (a compressed stream
@@ -37,6 +41,7 @@ import io
 import re
 import ssl
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Protocol
@@ -58,7 +63,7 @@ from polecat.fetch.dns import CachingResolver
 from polecat.fetch.h1 import IncompleteResponse, MalformedResponse, encode_get
 from polecat.fetch.pool import ConnectionPool, Origin
 
-__all__ = ["ROBOTS_MAX_REDIRECTS", "Fetcher", "RedirectPacer", "Response"]
+__all__ = ["ROBOTS_MAX_REDIRECTS", "BodySink", "Fetcher", "RedirectPacer", "Response", "StreamChoice"]
 
 ROBOTS_MAX_REDIRECTS = 5
 """RFC 9309 2.3.1.2: follow at least five consecutive redirects for robots.txt."""
@@ -72,6 +77,25 @@ class RedirectPacer(Protocol):
 
     def after(self, url: str, response: Response | None) -> None:
         """The hop to ``url`` ended (``None``: with an error)."""
+
+
+class BodySink(Protocol):
+    """Takes a response body as it is read, in bounded memory (a sitemap or feed parser, the node's)."""
+
+    @property
+    def max_bytes(self) -> int:
+        """Decoded bytes it takes at most (past them the body is cut, ``truncated``)."""
+
+    def feed(self, chunk: bytes) -> None:
+        """The next decoded piece of the body."""
+
+    @property
+    def done(self) -> bool:
+        """Nothing more is wanted: the read stops (and the connection is closed, not reused)."""
+
+
+StreamChoice = Callable[[int, str], "BodySink | None"]
+"""``(status, media type) -> sink``, asked once the response head is read; None keeps the body whole."""
 
 
 ACCEPT_ENCODING = "gzip, deflate, br, zstd"
@@ -107,6 +131,8 @@ class Response:
     ended: float
     wire_bytes: int
     """Body bytes as received (before content decoding)."""
+    streamed: bool = False
+    """The body went to the caller's :class:`BodySink` (``body`` is empty)."""
 
     def header(self, name: str) -> str | None:
         """The first value of header ``name`` (case-insensitive), or None."""
@@ -316,16 +342,18 @@ class Fetcher:
         if self._owns_resolver:
             await self._resolver.close()
 
-    async def fetch(self, url: str, *, etag: str | None = None, last_modified: str | None = None) -> Response:
-        """GET ``url``; with a validator, a conditional GET (a 304 comes back as a Response)."""
+    async def fetch(self, url: str, *, etag: str | None = None, last_modified: str | None = None,
+                    stream: StreamChoice | None = None) -> Response:
+        """GET ``url``; with a validator, a conditional GET (a 304 comes back as a Response); with
+        ``stream``, the body goes to the sink it gives for the response head, if any."""
         if etag is None and last_modified is None:
-            return await self._get(url, ())
+            return await self._get(url, (), stream)
         conditional: list[tuple[str, str]] = []
         if etag is not None:
             conditional.append(("If-None-Match", _header_value(etag)))
         if last_modified is not None:
             conditional.append(("If-Modified-Since", _header_value(last_modified)))
-        return await self._get(url, tuple(conditional))
+        return await self._get(url, tuple(conditional), stream)
 
     async def fetch_robots(self, url: str, *, pacer: RedirectPacer | None = None) -> Response:
         """GET a robots.txt, following up to 5 redirects (also to other hosts). Returns the last
@@ -359,7 +387,8 @@ class Fetcher:
                 pacer.after(target, resp)
         return resp
 
-    async def _get(self, url: str, extra: tuple[tuple[str, str], ...]) -> Response:
+    async def _get(self, url: str, extra: tuple[tuple[str, str], ...],
+                   stream: StreamChoice | None = None) -> Response:
         pool, loop = self._pool, self._loop
         if pool is None or loop is None:
             raise RuntimeError("Fetcher used outside 'async with'")
@@ -378,8 +407,9 @@ class Fetcher:
                 first_byte = self._clock.monotonic()
                 remote_ip = conn.peer_ip
                 decoder = make_decoder(head.get("content-encoding"))
-                cap = cfg.max_body_bytes
-                wire_cap = self._wire_cap
+                sink = stream(head.status, media_type(head.get("content-type"))[0]) if stream else None
+                cap = cfg.max_body_bytes if sink is None else sink.max_bytes
+                wire_cap = self._wire_cap if sink is None else int(cap * _WIRE_SLACK) + _READ_SIZE
                 # A BytesIO grows in place and hands its buffer over uncopied: a list of parts joined at
                 # the end would hold the body twice (20 MiB for a page at the 10 MiB cap).
                 body = io.BytesIO()
@@ -393,11 +423,20 @@ class Fetcher:
                     # bytes read): a body sent as one-byte chunks is six times its payload, and parsing
                     # it costs per chunk.
                     if size + len(out) > cap or conn.received > wire_cap:
-                        body.write(memoryview(out)[: cap - size])
+                        if sink is None:
+                            body.write(memoryview(out)[: cap - size])
+                        else:
+                            sink.feed(bytes(memoryview(out)[: cap - size]))
                         truncated = True
                         break
-                    body.write(out)
                     size += len(out)
+                    if sink is None:
+                        body.write(out)
+                        continue
+                    sink.feed(bytes(out))
+                    if sink.done:
+                        truncated = True  # the rest is unread: the connection is not reused
+                        break
             finally:
                 pool.release(conn)  # a connection with unread body (truncation, errors) is closed
         except asyncio.CancelledError:
@@ -426,4 +465,5 @@ class Fetcher:
             first_byte=first_byte,
             ended=self._clock.monotonic(),
             wire_bytes=wire,
+            streamed=sink is not None,
         )

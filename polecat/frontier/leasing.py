@@ -234,7 +234,7 @@ class Leasing:
                 rec.changes += 1
             rec.content_hash = result.content_hash.hex()
         if outcome == "not_modified" or (outcome == "fetched" and result.reason.startswith("2")):
-            self._refresh.after_visit(lease.host, rec, ukey, changed, st.next_allowed)
+            self._refresh.after_visit(lease.host, rec, ukey, changed, st.next_allowed, result.last_modified)
         rec.etag = result.etag or rec.etag
         rec.last_modified = result.last_modified or rec.last_modified
         rec.fetches += 1

@@ -1,5 +1,6 @@
 """Refresh in the frontier: each fetched URL's next due time, the scan that queues due URLs again, the
-freshness figures and the sitemap priors they start from.
+freshness figures and the sitemap and feed priors they start from (with the first response's
+Last-Modified, refresh rule 4).
 
 The rules are polecat/frontier/refresh.py's (the :class:`RefreshPolicy` decides; this part applies its
 answers to the frontier's records): a page fetched (2xx) or not modified gets a history and a due time
@@ -19,6 +20,7 @@ from polecat.frontier.politeness import HostState, interval
 from polecat.frontier.records import UrlRecord
 from polecat.frontier.refresh import Freshness, History, Prior, RefreshPolicy, refresh_slots
 from polecat.hosts import host_key
+from polecat.parse.feed import parse_http_date
 from polecat.writes import Decided, Put, Write
 
 
@@ -33,17 +35,19 @@ class RefreshQueue:
         self.has_priors = self._db.count("priors") > 0
         """Whether any sitemap prior is kept: a completion looks its URL's up only then."""
 
-    def after_visit(self, host: str, rec: UrlRecord, ukey: bytes, changed: bool, next_allowed: float) -> None:
+    def after_visit(self, host: str, rec: UrlRecord, ukey: bytes, changed: bool, next_allowed: float,
+                    last_modified: str | None = None) -> None:
         """Give ``rec``, a page of ``host`` just fetched (or not modified) at ``rec.fetched_at``, its
-        history and next due time (refresh rules 1-2, from its prior by rule 4). ``ukey``: its key."""
+        history and next due time (refresh rules 1-2, from its prior by rule 4). ``ukey``: its key;
+        ``last_modified``: the response's header, if it had one."""
         raw = self._db.get("priors", ukey) if self.has_priors else None
         prior = Prior.decode(raw) if raw is not None else None
         rec.history, rec.due = self._policy.after_visit(host, rec.history, rec.fetched_at, changed,
-                                                        next_allowed, prior)
+                                                        next_allowed, prior, parse_http_date(last_modified))
 
     def set_prior(self, url: str, prior: Prior) -> list[Write]:
-        """Keep what a sitemap said of ``url`` (lastmod, changefreq, priority) as its refresh prior
-        (refresh rule 4), whether or not the URL is new."""
+        """Keep what a sitemap or a feed said of ``url`` (lastmod, changefreq, priority, item gap) as its
+        refresh prior (refresh rule 4), whether or not the URL is new."""
         self.has_priors = True
         return [Put("priors", url_key(url), prior.encode())]
 
@@ -68,7 +72,12 @@ class RefreshQueue:
             if scan is None:
                 scan = hosts[host] = HostScan()
             index = scan.add(policy.rate(h, None, h.last_visit), rec.importance)
-            if rec.due is not None and rec.due <= now and found < limit:
+            due = rec.due
+            if due is not None and h.prior_rate >= 0.0:
+                # Recomputed with today's settings (an operator's new --refresh-min applies to schedules
+                # made before); a 0.2 history keeps its stored time, whose sitemap prior is not in it.
+                due = policy.due_at(host, h, None, 0.0) or due
+            if due is not None and due <= now and found < limit:
                 found += 1
                 scan.due.append((index, h, key, rec))
         out: list[Write] = []

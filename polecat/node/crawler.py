@@ -183,7 +183,7 @@ class Crawler:
             frontier.set_owned(self._link.ring.slices_of(self._link.self_id), self._clock.wall())
         try:
             now = self._clock.wall()
-            for seed in cfg.scope.seeds:
+            for seed in (*cfg.scope.seeds, *cfg.refresh.feeds):  # a listed feed starts as a seed
                 self.add_seed(seed, now=now)
         except BaseException as exc:  # close what was opened: no unclosed session, no held lock
             await self.__aexit__(type(exc), exc, exc.__traceback__)

@@ -158,7 +158,9 @@ class LeaseRunner:
     async def _page_fetch(self, lease: Lease) -> Completion:
         started = self._clock.wall()
         try:
-            resp = await self._fetcher.fetch(lease.url, etag=lease.etag, last_modified=lease.last_modified)
+            stream = self._pipeline.stream_for(lease)
+            resp = await self._fetcher.fetch(lease.url, etag=lease.etag, last_modified=lease.last_modified,
+                                             stream=stream)
         except FetchError as exc:
             self._counters.errors[exc.kind] += 1
             _log_failure(lease, exc)
@@ -167,7 +169,7 @@ class LeaseRunner:
         _log_response(lease, resp)
         self._counters.bytes_fetched += resp.wire_bytes
         await self._commits.frontier_free.wait()  # the pipeline queues outlinks and reads the near index
-        return self._pipeline.handle(lease, resp, started)
+        return self._pipeline.handle(lease, resp, started, stream.sink)
 
 
 def dns_name(host: str) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from polecat.clock import SYSTEM_CLOCK, Clock, wall_offset
 from polecat.config import Config
@@ -29,7 +29,9 @@ from polecat.frontier.records import SEED_IMPORTANCE, Completion, Lease, child_i
 from polecat.frontier.refresh import Prior
 from polecat.frontier.routing import Admission
 from polecat.frontier.traps import Soft404
+from polecat.node.xmlbody import XmlBody
 from polecat.parse.charset import decode_html, utf8_body
+from polecat.parse.feed import FEED_TYPES, FeedParser, FeedResult, linked_feeds
 from polecat.parse.guard import MAX_TEXT_CHARS, bound_body, bound_html, bound_links, whole_utf8
 from polecat.parse.html import ParsedPage, parse_html
 from polecat.parse.sitemap import SitemapParser, SitemapResult, SitemapWalk
@@ -109,8 +111,27 @@ class PagePipeline:
         """The near-duplicate index's counters in this run."""
         return self._near.stats()
 
-    def handle(self, lease: Lease, resp: Response, started: float) -> Completion:
-        """Process the response to ``lease`` (a request started at wall time ``started``)."""
+    def stream_for(self, lease: Lease) -> BodyChooser:
+        """The fetcher's ``stream`` for ``lease``: a sitemap or feed is read as it arrives."""
+        return BodyChooser(self, lease.url)
+
+    def xml_body(self, url: str, content_type: str) -> XmlBody | None:
+        """A sink for a 2xx body that may be a sitemap (one named, or of an XML type) or a feed
+        (polecat/node/xmlbody.py); None for any other body."""
+        if url in self._sitemaps:
+            readers: tuple[SitemapParser | FeedParser, ...] = (SitemapParser(),)
+        elif content_type in FEED_TYPES:
+            readers = (FeedParser(),)
+        elif content_type in SITEMAP_TYPES:
+            readers = (SitemapParser(), FeedParser())
+        else:
+            return None
+        return XmlBody(readers, self._store.hash_name, self.config.fetch.max_body_bytes)
+
+    def handle(self, lease: Lease, resp: Response, started: float,
+               streamed: XmlBody | None = None) -> Completion:
+        """Process the response to ``lease`` (a request started at wall time ``started``); ``streamed``:
+        the sink its body went to, if it was streamed (:meth:`stream_for`)."""
         attempt = attempt_of(resp, self._clock)
         status = resp.status
         if lease.url in self._soft404.issued:
@@ -130,17 +151,31 @@ class PagePipeline:
                                             duplicate_of=lease.url, kind="revisit"), None)
             return Completion(attempt, "not_modified", "304", prev[-1].content_hash if prev else None,
                               ip=resp.remote_ip, changed=False)
-        digest, duplicate_of = self._process_body(lease, resp, started)
+        digest, duplicate_of = self._process_body(lease, resp, started, streamed)
         return Completion(attempt, "fetched", str(status), digest, etag=resp.header("etag"),
                           last_modified=resp.header("last-modified"), ip=resp.remote_ip,
                           changed=duplicate_of != lease.url)
 
-    def _process_body(self, lease: Lease, resp: Response, started: float) -> tuple[bytes, str | None]:
+    def _process_body(self, lease: Lease, resp: Response, started: float,
+                      streamed: XmlBody | None) -> tuple[bytes, str | None]:
         """Parse, queue outlinks, dedup and store a 2xx/4xx body; returns its hash and what it duplicates."""
+        sink = streamed if resp.streamed else None
+        if sink is None and 200 <= resp.status < 300:
+            sink = self.xml_body(lease.url, resp.content_type)
+            if sink is not None:
+                sink.feed(resp.body)
+        if sink is not None:
+            result, accepted = sink.close()
+            if accepted or lease.url in self._sitemaps:
+                if isinstance(result, FeedResult):
+                    self._read_feed(lease, resp, result, started)
+                else:
+                    self._read_sitemap(lease, resp, result, started)
+                return sink.digest(), None
+            if resp.streamed:  # XML, but neither a sitemap nor a feed: a page after all
+                resp = replace(resp, body=bytes(sink.head or b""), truncated=resp.truncated or sink.cut)
         body = resp.body
         digest = self._hash(body)
-        if 200 <= resp.status < 300 and self._read_sitemap(lease, resp, started):
-            return digest, None
         is_html = resp.content_type in HTML_TYPES
         text = title = ""
         links: tuple[str, ...] = ()
@@ -152,6 +187,8 @@ class PagePipeline:
                 self._store_record(lease.url, resp, started, None, skipped=soft)
                 return digest, None
             links = self._add_links(raw, parsed.base, lease, started)
+            if not parsed.nofollow:
+                self._add_feeds(body, lease, started)
             if parsed.noindex:
                 self._store_record(lease.url, resp, started, None, skipped="noindex")
                 return digest, None
@@ -204,18 +241,11 @@ class PagePipeline:
         walk.add_root(root)
         return walk
 
-    def _read_sitemap(self, lease: Lease, resp: Response, now: float) -> bool:
-        """Read a sitemap (one named by robots.txt or an index, or an XML body that is one): queue its
-        URLs and its child sitemaps. False: not a sitemap, handle it as a page."""
+    def _read_sitemap(self, lease: Lease, resp: Response, result: SitemapResult, now: float) -> None:
+        """A sitemap read (one named by robots.txt or an index, or an XML body that is one): queue its URLs
+        and its child sitemaps."""
         walk = self._sitemaps.get(lease.url)
-        if walk is None and resp.content_type not in SITEMAP_TYPES:
-            return False
-        parser = SitemapParser()
-        parser.feed(resp.body)
-        result = parser.close()
         if walk is None:
-            if result.kind is None:
-                return False
             walk = self._sitemaps[lease.url] = self._walk(lease.url)
         result.sitemaps = self._canon.canonicalize_links(result.sitemaps, lease.url)
         for child in walk.children(lease.url, result):
@@ -226,7 +256,37 @@ class PagePipeline:
         if result.error is not None:
             log.warning("sitemap %s refused: %s (%d URLs kept)", lease.url, result.error, len(urls))
         self._store_record(lease.url, resp, now, None, skipped="sitemap")
-        return True
+
+    def _read_feed(self, lease: Lease, resp: Response, result: FeedResult, now: float) -> None:
+        """A feed read (polecat/parse/feed.py): its item links are queued at once with the feed's own
+        importance, each item's date kept as its refresh prior, and the gap between the items' dates (else
+        the newest date) as the feed's (refresh rule 4); the feed is refreshed on the schedule its history
+        learns."""
+        urls: dict[str, None] = {}
+        for entry in result.items:
+            url = self._canon.canonicalize(entry.link, lease.url)
+            if url is None:
+                continue
+            urls[url] = None
+            if entry.published is not None:
+                self._db.apply(self._frontier.set_prior(url, Prior(lastmod=entry.published)))
+        newest = max((e.published for e in result.items if e.published is not None), default=None)
+        if newest is not None:  # the feed changed when its newest item came: its Last-Modified
+            prior = Prior(lastmod=newest, every=result.item_gap())
+            self._db.apply(self._frontier.set_prior(lease.url, prior))
+        if urls:
+            self._admit(tuple(urls), lease.depth + 1, lease.importance, now, 0)
+        if result.error is not None:
+            self._errors[f"feed:{result.error}"] += 1
+            log.warning("feed %s refused: %s (%d items kept)", lease.url, result.error, len(urls))
+        self._store_record(lease.url, resp, now, None, skipped="feed")
+
+    def _add_feeds(self, body: bytes, lease: Lease, now: float) -> None:
+        """Queue the feeds a page links (polecat/parse/feed.py rule 5) with the page's importance."""
+        hrefs = linked_feeds(body)
+        if hrefs:
+            feeds = tuple(dict.fromkeys(self._canon.canonicalize_links(hrefs, lease.url)))
+            self._admit(feeds, lease.depth + 1, lease.importance, now, 0)
 
     def _sitemap_urls(self, result: SitemapResult, lease: Lease, now: float) -> list[str]:
         """Queue a urlset's URLs (importance scaled by their ``priority``, 0.5 being the protocol's
@@ -393,6 +453,24 @@ class PagePipeline:
         text, title = words
         self._emit(Page(lease.url, resp.status, started, resp.content_type, digest, body, text, links,
                         lease.depth, resp.truncated, duplicate_of, title))
+
+
+class BodyChooser:
+    """The fetcher's ``stream`` for one lease (:class:`polecat.fetch.http.StreamChoice`): asked at the
+    response head, it gives a sitemap or feed body its sink and keeps it for :meth:`PagePipeline.handle`."""
+
+    __slots__ = ("_pipeline", "_url", "sink")
+
+    def __init__(self, pipeline: PagePipeline, url: str) -> None:
+        self._pipeline = pipeline
+        self._url = url
+        self.sink: XmlBody | None = None
+
+    def __call__(self, status: int, content_type: str) -> XmlBody | None:
+        if not 200 <= status < 300:
+            return None
+        self.sink = self._pipeline.xml_body(self._url, content_type)
+        return self.sink
 
 
 def attempt_of(resp: Response, clock: Clock) -> Attempt:

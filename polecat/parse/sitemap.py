@@ -3,13 +3,11 @@
 Rules (each violation stops the file with a named, counted error; entries read before it are kept, and
 they are already bounded by the caps):
 
-1. The body is fed in chunks. A gzip body (magic ``1f 8b``) is decompressed incrementally, never more than
-   the cap at a time: at most ``max_bytes`` (the protocol's 50 MB) of XML per file, else ``too_large``
-   (a gzip bomb stops there, after at most one chunk over). A broken gzip stream is ``bad_gzip``.
-2. The XML goes through expat as it arrives. A DOCTYPE or any entity declaration is refused
-   (``entities``): sitemaps need neither, and refusing them defeats entity expansion ("billion laughs")
-   and external entities. Malformed XML is ``malformed``; a root other than ``urlset`` or
-   ``sitemapindex`` is ``not_a_sitemap``.
+1. The body is read under polecat/parse/boundedxml.py's guards (gzip inflated in bounded steps, entities
+   refused, ``too_large``, ``bad_gzip``, ``entities``, ``malformed``), with ``max_bytes`` the protocol's
+   50 MB of XML per file, gzip or not. The node streams a sitemap's body into the parser as it arrives,
+   so a file of the protocol's size takes bounded memory whatever ``fetch.max_body_bytes`` says.
+2. A root other than ``urlset`` or ``sitemapindex`` is ``not_a_sitemap``.
 3. At most ``max_entries`` (the protocol's 50,000) ``<url>`` or ``<sitemap>`` entries per file, else
    ``too_many_entries``. Text of one element is kept up to ``MAX_TEXT`` characters (a URL longer than that
    is dropped as ``bad_loc``, a counted skip, not an error).
@@ -23,19 +21,16 @@ they are already bounded by the caps):
 
 from __future__ import annotations
 
-import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal
-from xml.parsers import expat
+
+from polecat.parse.boundedxml import XmlRecords, XmlRefused
 
 MAX_ENTRIES = 50_000
 MAX_BYTES = 50 * 1024 * 1024
-MAX_TEXT = 4096
 CHANGEFREQS = frozenset({"always", "hourly", "daily", "weekly", "monthly", "yearly", "never"})
-_GZIP_MAGIC = b"\x1f\x8b"
-_INFLATE_STEP = 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,14 +53,6 @@ class SitemapResult:
     error: str | None = None
     skipped: int = 0
     """Entries dropped for a bad ``<loc>``."""
-
-
-class SitemapError(Exception):
-    """Internal: stops parsing with the rule's name."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 def parse_lastmod(text: str) -> float | None:
@@ -91,115 +78,27 @@ def _is_url(loc: str) -> bool:
     return not any(c.isspace() for c in loc)
 
 
-class SitemapParser:
+class SitemapParser(XmlRecords[SitemapResult]):
     """Feed a sitemap body chunk by chunk; :meth:`close` returns the :class:`SitemapResult`."""
 
+    refusal = "not_a_sitemap"
+
     def __init__(self, *, max_entries: int = MAX_ENTRIES, max_bytes: int = MAX_BYTES) -> None:
+        super().__init__(SitemapResult(), max_bytes=max_bytes)
         self._max_entries = max_entries
-        self._max_bytes = max_bytes
-        self._bytes = 0
-        self._started = False
-        self._gunzip: zlib._Decompress | None = None
-        self._result = SitemapResult()
-        self._path: list[str] = []
-        self._text: list[str] = []
-        self._text_len = 0
-        self._fields: dict[str, str] = {}
-        p = expat.ParserCreate(namespace_separator=" ")
-        p.SetParamEntityParsing(expat.XML_PARAM_ENTITY_PARSING_NEVER)
-        p.StartDoctypeDeclHandler = self._refuse_entities
-        p.EntityDeclHandler = self._refuse_entities
-        p.StartElementHandler = self._start
-        p.EndElementHandler = self._end
-        p.CharacterDataHandler = self._chars
-        self._xml = p
 
-    @property
-    def failed(self) -> bool:
-        return self._result.error is not None
+    def _root(self, local: str) -> int:
+        if local not in ("urlset", "sitemapindex"):
+            raise XmlRefused("not_a_sitemap")
+        self._result.kind = "urlset" if local == "urlset" else "sitemapindex"
+        return 1
 
-    def feed(self, chunk: bytes) -> None:
-        """Take the next piece of the body (as fetched; gzip or not)."""
-        if self.failed or not chunk:
+    def _record(self, local: str) -> None:
+        if local not in ("url", "sitemap"):
             return
-        if not self._started:
-            self._started = True
-            if chunk[:2] == _GZIP_MAGIC:
-                self._gunzip = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        try:
-            if self._gunzip is None:
-                self._xml_feed(chunk, final=False)
-                return
-            data = chunk
-            while True:
-                # Inflate in bounded steps, never past the cap (+1 byte to see it exceeded).
-                step = min(_INFLATE_STEP, self._max_bytes - self._bytes + 1)
-                try:
-                    out = self._gunzip.decompress(data, step)
-                except zlib.error as exc:
-                    raise SitemapError("bad_gzip") from exc
-                data = self._gunzip.unconsumed_tail
-                self._xml_feed(out, final=False)
-                if not data and len(out) < step:
-                    break
-        except SitemapError as exc:
-            self._result.error = exc.reason
-
-    def close(self) -> SitemapResult:
-        """End of body: finish parsing and return what the file held."""
-        if not self.failed:
-            try:
-                if self._gunzip is not None and not self._gunzip.eof:
-                    raise SitemapError("bad_gzip")
-                self._xml_feed(b"", final=True)
-                if self._result.kind is None:
-                    raise SitemapError("not_a_sitemap")
-            except SitemapError as exc:
-                self._result.error = exc.reason
-        return self._result
-
-    def _xml_feed(self, data: bytes, *, final: bool) -> None:
-        self._bytes += len(data)
-        if self._bytes > self._max_bytes:
-            raise SitemapError("too_large")
-        try:
-            self._xml.Parse(data, final)
-        except expat.ExpatError as exc:
-            raise SitemapError("malformed") from exc
-
-    def _refuse_entities(self, *_: object) -> None:
-        raise SitemapError("entities")
-
-    def _start(self, name: str, _attrs: dict[str, str]) -> None:
-        local = name.rpartition(" ")[2]
-        depth = len(self._path)
-        self._path.append(local)
-        if depth == 0:
-            if local not in ("urlset", "sitemapindex"):
-                raise SitemapError("not_a_sitemap")
-            self._result.kind = "urlset" if local == "urlset" else "sitemapindex"
-        elif depth == 1:
-            self._fields = {}
-        self._text.clear()
-        self._text_len = 0
-
-    def _chars(self, data: str) -> None:
-        if len(self._path) == 3 and self._text_len <= MAX_TEXT:
-            self._text.append(data)
-            self._text_len += len(data)
-
-    def _end(self, _name: str) -> None:
-        depth = len(self._path)
-        local = self._path.pop()
-        if depth == 3:
-            self._fields[local] = "".join(self._text).strip() if self._text_len <= MAX_TEXT else ""
-        elif depth == 2 and local in ("url", "sitemap"):
-            self._entry(local)
-
-    def _entry(self, local: str) -> None:
         r = self._result
         if len(r.urls) + len(r.sitemaps) >= self._max_entries:
-            raise SitemapError("too_many_entries")
+            raise XmlRefused("too_many_entries")
         loc = self._fields.get("loc", "")
         if not _is_url(loc):
             r.skipped += 1

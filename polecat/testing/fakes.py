@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right, insort
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import TracebackType
 from typing import TypeVar, get_args
 
 from polecat.errors import FetchError, NotFound
 from polecat.fetch.dns import DnsStats
-from polecat.fetch.http import RedirectPacer, Response
+from polecat.fetch.http import RedirectPacer, Response, StreamChoice
 from polecat.frontier.handover_ranges import SLICED_TABLES
 from polecat.frontier.slices import slice_prefix
 from polecat.frontier.tables import Lookup
@@ -167,8 +167,20 @@ class FakeFetcher:
                         None, location, None, "127.0.0.1", started, first_byte, self.clock.monotonic(),
                         len(canned.body))
 
-    async def fetch(self, url: str, *, etag: str | None = None, last_modified: str | None = None) -> Response:
-        return self.respond(url)
+    async def fetch(self, url: str, *, etag: str | None = None, last_modified: str | None = None,
+                    stream: StreamChoice | None = None) -> Response:
+        resp = self.respond(url)
+        sink = stream(resp.status, resp.content_type) if stream is not None else None
+        if sink is None:
+            return resp
+        # As the real fetcher streams: in reads of 64 KiB, up to the sink's cap, until it is done.
+        cut = len(resp.body) > sink.max_bytes
+        for i in range(0, min(len(resp.body), sink.max_bytes), 65536):
+            sink.feed(resp.body[i : min(i + 65536, sink.max_bytes)])
+            if sink.done:
+                cut = True
+                break
+        return replace(resp, body=b"", truncated=cut, streamed=True)
 
     async def fetch_robots(self, url: str, *, pacer: RedirectPacer | None = None) -> Response:
         return self.respond(url)

@@ -3,6 +3,7 @@ multi-process benchmark server (benchmarks/server.py), which differ only in wher
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
 import hashlib
 import socket
@@ -14,7 +15,7 @@ from aiohttp import web
 from polecat.testing.serverlog import RequestRecord
 from polecat.testing.sitegen import Site
 
-__all__ = ["SiteHandler", "bind_loopback", "etag_of", "http_date", "normalize_path"]
+__all__ = ["SiteHandler", "bind_loopback", "etag_of", "http_date", "normalize_path", "serve_until_stopped"]
 
 _BIND_ATTEMPTS = 50
 
@@ -25,6 +26,15 @@ BodySource = Callable[[int], tuple[bytes | memoryview, str]]
 def http_date(seconds_from_now: float) -> str:
     """An HTTP-date (for Retry-After) this many seconds from now."""
     return email.utils.formatdate(time.time() + seconds_from_now, usegmt=True)
+
+
+def serve_until_stopped(loop: asyncio.AbstractEventLoop, runner: web.AppRunner) -> None:
+    """Run a server thread's ``loop`` until it is stopped, then clean ``runner`` up and close the loop."""
+    try:
+        loop.run_forever()
+    finally:
+        loop.run_until_complete(runner.cleanup())
+        loop.close()
 
 
 def etag_of(body: bytes | memoryview) -> str:

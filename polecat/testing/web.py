@@ -40,7 +40,14 @@ from polecat.testing.serverlog import (
     robots_violations,
 )
 from polecat.testing.sitegen import Scope, Site, SiteSpec, ground_truth
-from polecat.testing.siteserve import SiteHandler, bind_loopback, etag_of, http_date, normalize_path
+from polecat.testing.siteserve import (
+    SiteHandler,
+    bind_loopback,
+    etag_of,
+    http_date,
+    normalize_path,
+    serve_until_stopped,
+)
 
 __all__ = [
     "PolitenessViolation",
@@ -287,11 +294,7 @@ class TestWeb:
             loop.close()
             return
         ready.set()
-        try:
-            loop.run_forever()
-        finally:
-            loop.run_until_complete(runner.cleanup())
-            loop.close()
+        serve_until_stopped(loop, runner)
 
     def start(self) -> TestWeb:
         """Start the DNS server and the web server thread; returns once both accept requests."""
