@@ -1,0 +1,179 @@
+"""Page requisites end to end (issue 34): a loopback doc site whose pages use a stylesheet that imports
+another, a web font, images in ``src``, ``srcset``, CSS ``url()`` and ``style``, a script and a CDN host out
+of scope (polecat/testing/requisite_web.py). Crawled with ``scope.requisites``, every requisite is fetched
+once (counted by the server), stored with its content type and exported; pywb replays each byte for byte;
+and, with Chromium, a replayed page loads its stylesheets and images."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import warcio.archiveiterator
+
+from polecat.commands.crawl import build_settings
+from polecat.commands.main import make_parser
+from polecat.config import Config, config_from_mapping
+from polecat.dedup.canon import Canonicalizer
+from polecat.errors import ConfigError
+from polecat.store.segstore import open_store
+from polecat.testing.browser import Browser, find_chromium
+from polecat.testing.requisite_web import (
+    CDN,
+    HEADING_RGB,
+    NOTE_RGB,
+    SITE,
+    TEXT_RGB,
+    Resource,
+    requisite_site,
+    serve_site,
+)
+from polecat.testing.web import TestWeb
+from tests.conftest import TestWebFactory
+from tests.pywb_helpers import NEEDS_PYWB, get, pywb_serving
+from tests.test_crawl_dedup import crawl, crawl_config
+
+CHROMIUM = find_chromium()
+RATE = 50.0
+CANON = Canonicalizer()
+
+
+def _canon(url: str) -> str:
+    got = CANON.canonicalize(url)
+    assert got is not None
+    return got
+
+
+def _crawl(web: TestWeb, data: Path, site: list[Resource], **scope: Any) -> Config:
+    seed = next(r for r in site if r.path == "/index.html").url(web.port)
+    cfg = crawl_config(web, data, scope={"seeds": [seed], "mode": "host", **scope},
+                       politeness={"rate": RATE})
+    stats, _ = asyncio.run(crawl(cfg))
+    assert stats.queued == 0
+    return cfg
+
+
+def test_every_requisite_is_fetched_once_and_stored_with_its_type(test_web: TestWebFactory,
+                                                                  tmp_path: Path) -> None:
+    web = test_web()
+    site = requisite_site(web.port)
+    serve_site(web, site)
+    cfg = _crawl(web, tmp_path / "data", site, requisites=True)
+    counts = web.fetch_counts()
+    wanted = {_canon(r.url(web.port)) for r in site}
+    assert {url: counts[url] for url in wanted} == dict.fromkeys(wanted, 1)
+    commented = _canon(f"http://{SITE}:{web.port}/img/commented.png")
+    cdn_robots = _canon(f"http://{CDN}:{web.port}/robots.txt")
+    assert counts[commented] == 0 and counts[cdn_robots] == 1  # robots.txt is asked on the CDN host too
+    store = open_store(cfg.data_dir / "store", cfg.store, read_only=True)
+    try:
+        records = {rec.url: rec for rec in store.records()}
+        for r in site:
+            rec = records[_canon(r.url(web.port))]
+            assert rec.header("content-type") == r.content_type and store.get(rec.own_hash) == r.body
+    finally:
+        store.close()
+
+
+def test_without_requisites_only_pages_are_fetched(test_web: TestWebFactory, tmp_path: Path) -> None:
+    web = test_web()
+    site = requisite_site(web.port)
+    serve_site(web, site)
+    _crawl(web, tmp_path / "data", site)
+    fetched = {url for url, n in web.fetch_counts().items() if n and not url.endswith("/robots.txt")}
+    assert fetched == {_canon(r.url(web.port)) for r in site if not r.requisite}
+
+
+def test_a_requisite_that_answers_html_is_stored_not_followed(test_web: TestWebFactory,
+                                                              tmp_path: Path) -> None:
+    web = test_web()
+    web.add_host(SITE)
+    page = b'<html><body><img src="/not-an-image"><a href="/linked.html">x</a></body></html>'
+    trap = b'<html><body><a href="/followed.html">y</a><img src="/deeper.png"></body></html>'
+    html = {"Content-Type": "text/html"}
+    web.respond(SITE, "/index.html", 200, headers=html, body=page)
+    web.respond(SITE, "/not-an-image", 200, headers=html, body=trap)
+    web.respond(SITE, "/linked.html", 200, headers=html, body=b"<html><body>linked</body></html>")
+    cfg = crawl_config(web, tmp_path / "data", scope={"seeds": [f"http://{SITE}:{web.port}/index.html"],
+                                                      "requisites": True}, politeness={"rate": RATE})
+    asyncio.run(crawl(cfg))
+    counts = web.fetch_counts()
+    base = f"http://{SITE}:{web.port}"
+    assert counts[_canon(base + "/not-an-image")] == 1 and counts[_canon(base + "/linked.html")] == 1
+    assert counts[_canon(base + "/followed.html")] == 0 and counts[_canon(base + "/deeper.png")] == 0
+
+
+REPLAYED_PAGE = """(() => {
+  const frame = document.querySelector("#replay_iframe");  // pywb shows a page in its frame
+  const doc = frame && frame.contentDocument;
+  if (!doc || doc.readyState !== "complete" || !doc.querySelector("h1")) return null;
+  if (![...doc.images].every(i => i.complete)) return null;
+  const style = sel => frame.contentWindow.getComputedStyle(doc.querySelector(sel));
+  return {h1: style("h1").color, p: style("p").color, note: style(".note").color,
+          banner: style(".banner").backgroundImage,
+          images: Object.fromEntries([...doc.images].map(i => [i.id, i.naturalWidth])),
+          script: doc.documentElement.dataset.script || ""};
+})()"""
+
+
+@NEEDS_PYWB
+def test_requisites_replay_in_pywb(test_web: TestWebFactory, tmp_path: Path) -> None:
+    web = test_web()
+    site = requisite_site(web.port)
+    serve_site(web, site)
+    data = tmp_path / "data"
+    _crawl(web, data, site, requisites=True)
+    warc = tmp_path / "crawl.warc.gz"
+    subprocess.run([sys.executable, "-m", "polecat", "store", "export", str(data), "--warc", str(warc)],
+                   check=True, capture_output=True, timeout=120)
+    with warc.open("rb") as f:
+        types = {rec.rec_headers.get_header("WARC-Target-URI"): rec.http_headers.get_header("Content-Type")
+                 for rec in warcio.archiveiterator.ArchiveIterator(f) if rec.rec_type == "response"}
+    assert all(types[_canon(r.url(web.port))] == r.content_type for r in site)
+
+    with pywb_serving(warc, tmp_path / "pywb") as base:
+        stamp = datetime.now(UTC).strftime("%Y%m%d%H%M%S")
+        wrong = [r.path for r in site if get(f"{base}{stamp}id_/{r.url(web.port)}") != r.body]
+        assert wrong == [], f"{len(wrong)} of {len(site)} resources replay other bytes: {wrong}"
+        if CHROMIUM is None:
+            return
+        page = f"{base}{stamp}/{site[0].url(web.port)}"
+        shown, image = asyncio.run(_show(page))
+    (tmp_path / "replayed.png").write_bytes(image)
+    if os.environ.get("POLECAT_SCREENSHOT"):  # for a person to look at
+        Path(os.environ["POLECAT_SCREENSHOT"]).write_bytes(image)
+    rgb = "rgb({}, {}, {})".format
+    assert shown["h1"] == rgb(*HEADING_RGB) and shown["p"] == rgb(*TEXT_RGB), shown  # CSS and its @import
+    assert shown["note"] == rgb(*NOTE_RGB), shown  # the CDN's stylesheet
+    assert "banner.png" in shown["banner"] and shown["script"] == "ran", shown
+    assert shown["images"] == {"logo": 16, "own": 5, "cdn": 12}, shown
+
+
+async def _show(url: str) -> tuple[dict[str, Any], bytes]:
+    """What Chromium shows of the replayed page, and its screenshot."""
+    assert CHROMIUM is not None
+    async with Browser(CHROMIUM) as browser:
+        await browser.open(url)
+        shown: dict[str, Any] = await browser.wait_for(REPLAYED_PAGE, within=60.0)
+        return shown, await browser.screenshot()
+
+
+@pytest.mark.parametrize(("flags", "on"), [
+    ([], False), (["--requisites"], True), (["--archive"], True), (["--archive", "--no-requisites"], False),
+])
+def test_requisites_flag_and_archive_preset(tmp_path: Path, flags: list[str], on: bool) -> None:
+    args = make_parser().parse_args(["crawl", "http://docs.test/", "--data", str(tmp_path / "d"), *flags])
+    assert build_settings(args).config.scope.requisites is on
+
+
+def test_requisite_settings_are_checked() -> None:
+    with pytest.raises(ConfigError, match=r"scope\.max_requisites_per_page: must be > 0"):
+        config_from_mapping({"scope": {"max_requisites_per_page": 0}})
+    with pytest.raises(ConfigError, match=r"scope\.requisite_hosts"):
+        config_from_mapping({"scope": {"requisite_hosts": "cdn"}})
