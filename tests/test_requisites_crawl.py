@@ -31,6 +31,7 @@ from polecat.testing.requisite_web import (
     SITE,
     TEXT_RGB,
     Resource,
+    png,
     requisite_site,
     serve_site,
 )
@@ -162,6 +163,22 @@ async def _show(url: str) -> tuple[dict[str, Any], bytes]:
         await browser.open(url)
         shown: dict[str, Any] = await browser.wait_for(REPLAYED_PAGE, within=60.0)
         return shown, await browser.screenshot()
+
+
+def test_a_moved_requisite_is_followed_off_scope(test_web: TestWebFactory, tmp_path: Path) -> None:
+    web = test_web()
+    for host in (SITE, CDN):
+        web.add_host(host)
+    cdn = f"http://{CDN}:{web.port}"
+    web.respond(SITE, "/index.html", 200, headers={"Content-Type": "text/html"},
+                body=f'<html><body><img src="{cdn}/old.png"></body></html>'.encode())
+    web.redirect(CDN, "/old.png", f"{cdn}/new.png")
+    web.respond(CDN, "/new.png", 200, headers={"Content-Type": "image/png"}, body=png(2, 2, (1, 2, 3)))
+    cfg = crawl_config(web, tmp_path / "data", scope={"seeds": [f"http://{SITE}:{web.port}/index.html"],
+                                                      "requisites": True}, politeness={"rate": RATE})
+    asyncio.run(crawl(cfg))
+    counts = web.fetch_counts()
+    assert counts[_canon(cdn + "/old.png")] == 1 and counts[_canon(cdn + "/new.png")] == 1
 
 
 @pytest.mark.parametrize(("flags", "on"), [

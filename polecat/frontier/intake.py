@@ -116,15 +116,16 @@ class Intake:
         added = self.add_many(mine, depth, importance, now)
         return Decided(Admission(added.value, outbox), added.writes)
 
-    def admit_requisites(self, urls: list[str], depth: int, importance: float,
-                         now: float) -> Decided[Admission]:
+    def admit_requisites(self, urls: list[str], depth: int, importance: float, now: float, *,
+                         hops: int = 0) -> Decided[Admission]:
         """Route and add the canonical requisites of one page (rule 6), already at their own ``depth``
-        and ``importance`` (requisites.py rule 5). Another owner judges its own as discovered links."""
+        and ``importance`` (requisites.py rule 5). Another owner judges its own as discovered links.
+        ``hops``: redirects followed to reach them (a requisite's redirect target)."""
         considered, left_out = self.requisites.per_page(urls)
         if left_out:
             self.rejected["requisite_page_cap"] += left_out
         mine, outbox = self._split(considered)
-        added = self.add_many(mine, depth, importance, now, requisite=True)
+        added = self.add_many(mine, depth, importance, now, requisite=True, hops=hops)
         return Decided(Admission(added.value, outbox), added.writes)
 
     def _split(self, urls: Iterable[str]) -> tuple[Iterable[str], dict[str, list[str]]]:
@@ -135,10 +136,11 @@ class Intake:
         return routing.split(urls)
 
     def add_many(self, urls: Iterable[str], depth: int, importance: float, now: float, *,
-                 requisite: bool = False) -> Decided[int]:
+                 requisite: bool = False, hops: int = 0) -> Decided[int]:
         """Add the outlinks of one page in one batch (one vectorised Bloom pass); answers how many were
         accepted. Per-host budgets are checked before the batch, so one page may overshoot them by its
-        own links at most. ``requisite``: they are the page's requisites (rule 6)."""
+        own links at most. ``requisite``: they are the page's requisites (rule 6); ``hops``: redirects
+        followed to reach them."""
         candidates: list[tuple[str, str]] = []
         recent = self._recent
         repeats = 0
@@ -170,7 +172,7 @@ class Intake:
             recent[url] = None
             if new:
                 out.append(Put("seen", key, b""))
-                enqueue(url, host, depth, importance, now, out)
+                enqueue(url, host, depth, importance, now, out, hops)
                 accepted += 1
                 if requisite:
                     self.requisites.queued(url, host)

@@ -302,18 +302,10 @@ class PagePipeline:
         self._admit_requisites(found.urls, lease.url, lease, now)
 
     def _admit_requisites(self, refs: tuple[str, ...], base: str, lease: Lease, now: float) -> None:
-        """Requisites at their page's depth + 1 and importance (requisites.py rule 5), routed like
-        links: another owner's come back to be staged for it."""
+        """Requisites at their page's depth + 1 and importance (requisites.py rule 5)."""
         urls = list(dict.fromkeys(self._canon.canonicalize_links(list(refs), base)))
-        if not urls:
-            return
-        depth = lease.depth + 1
-        admission = self._db.applied(self._frontier.admit_requisites(urls, depth, lease.importance, now))
-        self.requisites_queued += admission.accepted
-        if admission.outbox and self._stage is not None:
-            self._stage(admission, depth, lease.importance, 0)
-        if admission.accepted:
-            self._wake()
+        if urls:
+            self._admit(urls, lease.depth + 1, lease.importance, now, 0, requisites=True)
 
     def _probe_answered(self, lease: Lease, resp: Response, attempt: Attempt) -> Completion:
         """A soft-404 probe's answer (frontier/traps.py rule 3): a 2xx page becomes the host's "not found"
@@ -415,7 +407,12 @@ class PagePipeline:
             self._errors["too_many_redirects"] += 1
             return
         target = self._canon.canonicalize(location, lease.url)
-        if target is not None:
+        if target is None:
+            return
+        if self.config.scope.requisites and self._frontier.is_requisite(lease.url):
+            # where a requisite moved is a requisite too (frontier/requisites.py rule 3)
+            self._admit([target], lease.depth, lease.importance, now, lease.hops + 1, requisites=True)
+        else:
             self._admit([target], lease.depth, lease.importance, now, lease.hops + 1)
 
     def _add_links(self, raw: list[str], base: str, lease: Lease, now: float) -> tuple[str, ...]:
@@ -426,9 +423,16 @@ class PagePipeline:
         return urls
 
     def _admit(self, urls: tuple[str, ...] | list[str], depth: int, importance: float, now: float,
-               hops: int) -> None:
-        """Routing before dedup (polecat/frontier/routing.py): the frontier decides, the link stages."""
-        admission = self._db.applied(self._frontier.admit(urls, depth, importance, now, hops=hops))
+               hops: int, *, requisites: bool = False) -> None:
+        """Routing before dedup (polecat/frontier/routing.py): the frontier decides, the link stages.
+        ``requisites``: a page's requisites (polecat/frontier/requisites.py)."""
+        if requisites:
+            decided = self._frontier.admit_requisites(list(urls), depth, importance, now, hops=hops)
+        else:
+            decided = self._frontier.admit(urls, depth, importance, now, hops=hops)
+        admission = self._db.applied(decided)
+        if requisites:
+            self.requisites_queued += admission.accepted
         if admission.outbox and self._stage is not None:
             self._stage(admission, depth, importance, hops)
         if admission.accepted:
