@@ -8,11 +8,11 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 
+from polecat.testing.pywb import get, pywb_serving, stamp_now
 from tests.conftest import TestWebFactory
-from tests.pywb_helpers import NEEDS_PYWB, get, pywb_serving
+from tests.pywb_helpers import NEEDS_PYWB, pywb_bin
 from tests.test_crawl_dedup import RATE, build_web, crawl, crawl_config, serve
 
 pytestmark = NEEDS_PYWB
@@ -29,7 +29,7 @@ def test_every_page_replays_its_own_bytes_in_pywb(test_web: TestWebFactory, tmp_
     warc = tmp_path / "crawl.warc.gz"
     subprocess.run([sys.executable, "-m", "polecat", "store", "export", str(data), "--warc", str(warc)],
                    check=True, capture_output=True, timeout=120)
-    with pywb_serving(warc, tmp_path / "pywb") as base:
-        stamp = datetime.now(UTC).strftime("%Y%m%d%H%M%S")
+    with pywb_serving(pywb_bin(), warc, tmp_path / "pywb") as base:
+        stamp = stamp_now()
         wrong = [p.url for p in served if get(f"{base}{stamp}id_/{p.url}") != p.body]
         assert wrong == [], f"{len(wrong)} of {len(served)} pages replay other bytes: {wrong[:3]}"

@@ -10,7 +10,6 @@ import asyncio
 import os
 import subprocess
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from polecat.dedup.canon import Canonicalizer
 from polecat.errors import ConfigError
 from polecat.store.segstore import open_store
 from polecat.testing.browser import Browser, find_chromium
+from polecat.testing.pywb import get, in_replay_frame, pywb_serving, stamp_now
 from polecat.testing.requisite_web import (
     CDN,
     HEADING_RGB,
@@ -37,7 +37,7 @@ from polecat.testing.requisite_web import (
 )
 from polecat.testing.web import TestWeb
 from tests.conftest import TestWebFactory
-from tests.pywb_helpers import NEEDS_PYWB, get, pywb_serving
+from tests.pywb_helpers import NEEDS_PYWB, pywb_bin
 from tests.test_crawl_dedup import crawl, crawl_config
 
 CHROMIUM = find_chromium()
@@ -110,17 +110,12 @@ def test_a_requisite_that_answers_html_is_stored_not_followed(test_web: TestWebF
     assert counts[_canon(base + "/followed.html")] == 0 and counts[_canon(base + "/deeper.png")] == 0
 
 
-REPLAYED_PAGE = """(() => {
-  const frame = document.querySelector("#replay_iframe");  // pywb shows a page in its frame
-  const doc = frame && frame.contentDocument;
-  if (!doc || doc.readyState !== "complete" || !doc.querySelector("h1")) return null;
-  if (![...doc.images].every(i => i.complete)) return null;
-  const style = sel => frame.contentWindow.getComputedStyle(doc.querySelector(sel));
+REPLAYED_PAGE = in_replay_frame("""
+  const style = sel => win.getComputedStyle(doc.querySelector(sel));
   return {h1: style("h1").color, p: style("p").color, note: style(".note").color,
           banner: style(".banner").backgroundImage,
           images: Object.fromEntries([...doc.images].map(i => [i.id, i.naturalWidth])),
-          script: doc.documentElement.dataset.script || ""};
-})()"""
+          script: doc.documentElement.dataset.script || ""};""")
 
 
 @NEEDS_PYWB
@@ -138,8 +133,8 @@ def test_requisites_replay_in_pywb(test_web: TestWebFactory, tmp_path: Path) -> 
                  for rec in warcio.archiveiterator.ArchiveIterator(f) if rec.rec_type == "response"}
     assert all(types[_canon(r.url(web.port))] == r.content_type for r in site)
 
-    with pywb_serving(warc, tmp_path / "pywb") as base:
-        stamp = datetime.now(UTC).strftime("%Y%m%d%H%M%S")
+    with pywb_serving(pywb_bin(), warc, tmp_path / "pywb") as base:
+        stamp = stamp_now()
         wrong = [r.path for r in site if get(f"{base}{stamp}id_/{r.url(web.port)}") != r.body]
         assert wrong == [], f"{len(wrong)} of {len(site)} resources replay other bytes: {wrong}"
         if CHROMIUM is None:
