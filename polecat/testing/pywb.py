@@ -68,7 +68,7 @@ def in_replay_frame(body: str) -> str:
     return ("(() => {\n"
             '  const frame = document.querySelector("#replay_iframe");\n'
             "  const doc = frame && frame.contentDocument;\n"
-            '  if (!doc || doc.readyState !== "complete" || !doc.body) return null;\n'
+            '  if (!doc || doc.URL === "about:blank" || doc.readyState !== "complete") return null;\n'
             "  if (![...doc.images].every(i => i.complete)) return null;\n"
             "  const win = frame.contentWindow;\n"
             f"  {body}\n"
