@@ -7,7 +7,7 @@ screenshotted.
     python -m benchmarks.bench_requisites [DOC_DIR] [--rate R] [--pywb PYWB_BIN] [--page PATH]
                                           [--screenshot FILE.png]
 
-DOC_DIR defaults to the SQLite documentation (Debian's ``sqlite3-doc``: 766 pages, 3 stylesheets and 167
+DOC_DIR defaults to the SQLite documentation (Debian's ``sqlite3-doc``: 766 pages; stylesheets, a script and
 images), served on 127.0.0.1. Prints one JSON line per crawl, then one for the replay.
 """
 
