@@ -16,70 +16,22 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import mimetypes
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from benchmarks.docserve import serving
 from polecat.config import StoreConfig
 from polecat.store.segstore import SegmentStore
 from polecat.testing.browser import Browser, find_chromium
 from polecat.testing.pywb import get, in_replay_frame, pywb_serving, stamp_now
 
 REQUISITE_SUFFIXES = (".css", ".gif", ".jpg", ".jpeg", ".png", ".svg", ".ico", ".js", ".woff", ".woff2")
-
-
-class _Counting(ThreadingHTTPServer):
-    """Files of ``root`` on 127.0.0.1, every request counted by path."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root.resolve()
-        self.counts: Counter[str] = Counter()
-        self.lock = threading.Lock()
-        super().__init__(("127.0.0.1", 0), _Handler)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: _Counting
-
-    def do_GET(self) -> None:
-        path = unquote(urlsplit(self.path).path)
-        with self.server.lock:
-            self.server.counts[path] += 1
-        file = (self.server.root / path.lstrip("/")).resolve()
-        if not file.is_relative_to(self.server.root) or not file.is_file():
-            self.send_error(404)
-            return
-        body = file.read_bytes()
-        self.send_response(200)
-        self.send_header("Content-Type", mimetypes.guess_type(file.name)[0] or "application/octet-stream")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: Any) -> None:  # the base class's names
-        """Quiet: the counts are the log."""
-
-
-@contextmanager
-def _serving(root: Path) -> Iterator[_Counting]:
-    server = _Counting(root)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def _crawl(seed: str, data: Path, rate: float, requisites: bool) -> float:
@@ -179,8 +131,8 @@ def main() -> None:
     parser.add_argument("--page", default="/index.html", help="the page opened in Chromium")
     parser.add_argument("--screenshot", type=Path, help="write Chromium's screenshot of that page here")
     args = parser.parse_args()
-    with _serving(args.docs) as server, tempfile.TemporaryDirectory() as tmp:
-        base_url = f"http://127.0.0.1:{server.server_address[1]}"
+    with serving(args.docs) as server, tempfile.TemporaryDirectory() as tmp:
+        base_url = server.base_url
         for requisites in (False, True):
             server.counts.clear()
             data = Path(tmp) / f"requisites-{requisites}"
