@@ -16,11 +16,14 @@ from typing import Any
 import pytest
 import warcio.archiveiterator
 
+from polecat.cluster.ring import Ring
 from polecat.commands.crawl import build_settings
 from polecat.commands.main import make_parser
 from polecat.config import Config, config_from_mapping
 from polecat.dedup.canon import Canonicalizer
 from polecat.errors import ConfigError
+from polecat.frontier.slices import slice_of
+from polecat.hosts import host_key
 from polecat.store.segstore import open_store
 from polecat.testing.browser import Browser, find_chromium
 from polecat.testing.pywb import get, in_replay_frame, pywb_serving, stamp_now
@@ -80,6 +83,29 @@ def test_every_requisite_is_fetched_once_and_stored_with_its_type(test_web: Test
             assert rec.header("content-type") == r.content_type and store.get(rec.own_hash) == r.body
     finally:
         store.close()
+
+
+def test_with_workers_a_requisite_another_worker_owns_is_fetched_there(test_web: TestWebFactory,
+                                                                        tmp_path: Path) -> None:
+    """The CDN's host belongs to the other worker: the page's worker hands its requisites over marked as
+    requisites (polecat/cluster/batch.py), and the owner fetches them though its scope holds no such host."""
+    web = test_web()
+    ring = Ring(["w0", "w1"])
+
+    def owner(host: str) -> str:
+        return ring.owner(slice_of(host_key(_canon(f"http://{host}:{web.port}/"))))
+
+    cdn = next(name for name in (f"cdn{k}.test" for k in range(64)) if owner(name) != owner(SITE))
+    site = requisite_site(web.port, cdn)
+    serve_site(web, site)
+    run = subprocess.run([sys.executable, "-m", "polecat", "crawl", site[0].url(web.port), "--workers", "2",
+                          "--requisites", "--data", str(tmp_path / "data"), "--rate", str(RATE),
+                          "--dns-server", web.dns_address, "--allow-private"],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    counts = web.fetch_counts()
+    wanted = {_canon(r.url(web.port)) for r in site}
+    assert {url: counts[url] for url in wanted} == dict.fromkeys(wanted, 1)
 
 
 def test_without_requisites_only_pages_are_fetched(test_web: TestWebFactory, tmp_path: Path) -> None:

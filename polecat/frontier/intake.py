@@ -119,14 +119,14 @@ class Intake:
     def admit_requisites(self, urls: list[str], depth: int, importance: float, now: float, *,
                          hops: int = 0) -> Decided[Admission]:
         """Route and add the canonical requisites of one page (rule 6), already at their own ``depth``
-        and ``importance`` (requisites.py rule 5). Another owner judges its own as discovered links.
+        and ``importance`` (requisites.py rule 5). Another owner's come back marked for it.
         ``hops``: redirects followed to reach them (a requisite's redirect target)."""
         considered, left_out = self.requisites.per_page(urls)
         if left_out:
             self.rejected["requisite_page_cap"] += left_out
         mine, outbox = self._split(considered)
         added = self.add_many(mine, depth, importance, now, requisite=True, hops=hops)
-        return Decided(Admission(added.value, outbox), added.writes)
+        return Decided(Admission(added.value, outbox, requisites=True), added.writes)
 
     def _split(self, urls: Iterable[str]) -> tuple[Iterable[str], dict[str, list[str]]]:
         """The URLs this frontier judges, and the others per owner (rule 1)."""

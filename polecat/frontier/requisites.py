@@ -15,7 +15,8 @@ Rules:
    host are fetched); with ``scope`` its host must be one the scope admits. Everything else that applies
    to a discovered URL applies (intake rule 2): blocked hosts, URL length, ``allow``/``deny``, the trap
    rules, the host and queue budgets; and at fetch time robots.txt, politeness and the SSRF guard, as
-   for any page of its host.
+   for any page of its host. A requisite another member owns is handed to it marked as one
+   (polecat/cluster/batch.py), and judged there by these rules.
 4. At most ``scope.max_requisites_per_host`` requisites are queued per host and ``scope.max_requisites``
    in all, per run; past them a requisite is refused (``requisite_host_cap``, ``requisite_cap``). Like the
    crawl budgets, the caps are checked before a page's batch, so one page may pass them by its own

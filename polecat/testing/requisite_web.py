@@ -51,8 +51,8 @@ def _rgb(rgb: tuple[int, int, int]) -> str:
     return "rgb({}, {}, {})".format(*rgb)
 
 
-def _page(port: int, title: str, own_image: str, links: list[str]) -> bytes:
-    cdn = f"http://{CDN}:{port}"
+def _page(port: int, title: str, own_image: str, links: list[str], cdn_host: str) -> bytes:
+    cdn = f"http://{cdn_host}:{port}"
     nav = "".join(f'<a href="{href}">{href}</a> ' for href in links)
     return (
         '<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>' + title + "</title>\n"
@@ -68,13 +68,14 @@ def _page(port: int, title: str, own_image: str, links: list[str]) -> bytes:
     ).encode()
 
 
-def requisite_site(port: int) -> list[Resource]:
-    """Every resource of the site: three pages and their requisites (see the module docstring)."""
+def requisite_site(port: int, cdn: str = CDN) -> list[Resource]:
+    """Every resource of the site: three pages and their requisites (see the module docstring), the CDN's
+    on the host ``cdn``."""
     pages = ["/index.html", "/guide.html", "/reference.html"]
+    titles = [path.strip("/").removesuffix(".html").title() for path in pages]
     out = [Resource(SITE, path, "text/html; charset=utf-8",
-                    _page(port, path.strip("/").removesuffix(".html").title(), f"/img/own{k}.png", pages),
-                    False)
-           for k, path in enumerate(pages)]
+                    _page(port, title, f"/img/own{k}.png", pages, cdn), False)
+           for k, (path, title) in enumerate(zip(pages, titles, strict=True))]
     css = {
         "/css/site.css": '@import url("base.css");\n'
                          '@font-face { font-family: Doc; src: url(../fonts/doc.woff2) format("woff2") }\n'
@@ -92,10 +93,10 @@ def requisite_site(port: int) -> list[Resource]:
     out += [Resource(SITE, "/fonts/doc.woff2", "font/woff2", b"wOF2" + bytes(range(256)) * 4, True),
             Resource(SITE, "/js/app.js", "application/javascript",
                      b"document.documentElement.dataset.script = 'ran';\n", True),
-            Resource(CDN, "/lib/cdn.css", "text/css",
+            Resource(cdn, "/lib/cdn.css", "text/css",
                      f".note {{ color: {_rgb(NOTE_RGB)}; background: url(/img/dot.png) }}\n".encode(), True),
-            Resource(CDN, "/img/photo.png", "image/png", png(12, 6, (200, 200, 0)), True),
-            Resource(CDN, "/img/dot.png", "image/png", png(1, 1, (0, 0, 0)), True)]
+            Resource(cdn, "/img/photo.png", "image/png", png(12, 6, (200, 200, 0)), True),
+            Resource(cdn, "/img/dot.png", "image/png", png(1, 1, (0, 0, 0)), True)]
     return out
 
 
