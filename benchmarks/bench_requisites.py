@@ -8,7 +8,8 @@ screenshotted.
                                           [--screenshot FILE.png]
 
 DOC_DIR defaults to the SQLite documentation (Debian's ``sqlite3-doc``: 766 pages; stylesheets, a script and
-images), served on 127.0.0.1. Prints one JSON line per crawl, then one for the replay.
+images), served on 127.0.0.1. Prints the CPU cost a page of the link and the requisite extraction, one
+JSON line per crawl, then one for the replay.
 """
 
 from __future__ import annotations
@@ -21,17 +22,38 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from benchmarks.docserve import serving
 from polecat.config import StoreConfig
+from polecat.parse.html import parse_html
+from polecat.parse.requisites import page_requisites
 from polecat.store.segstore import SegmentStore
 from polecat.testing.browser import Browser, find_chromium
 from polecat.testing.pywb import get, in_replay_frame, pywb_serving, stamp_now
 
 REQUISITE_SUFFIXES = (".css", ".gif", ".jpg", ".jpeg", ".png", ".svg", ".ico", ".js", ".woff", ".woff2")
+
+
+def _parse_cost(docs: Path) -> dict[str, float]:
+    """CPU microseconds a page (best of 5 passes over every HTML page of ``docs``) of the link extraction
+    every crawl runs and of the requisite extraction ``--requisites`` adds (a second lexbor parse)."""
+    texts = [p.read_bytes().decode("utf-8", "replace") for p in sorted(docs.rglob("*.html"))]
+
+    def best(fn: Callable[[str], object]) -> float:
+        times = []
+        for _ in range(5):
+            started = time.process_time()
+            for text in texts:
+                fn(text)
+            times.append(time.process_time() - started)
+        return round(min(times) / max(1, len(texts)) * 1e6, 1)
+
+    return {"pages": len(texts), "parse_html_us": best(lambda t: parse_html(t, "http://docs.test/")),
+            "page_requisites_us": best(page_requisites)}
 
 
 def _crawl(seed: str, data: Path, rate: float, requisites: bool) -> float:
@@ -131,6 +153,7 @@ def main() -> None:
     parser.add_argument("--page", default="/index.html", help="the page opened in Chromium")
     parser.add_argument("--screenshot", type=Path, help="write Chromium's screenshot of that page here")
     args = parser.parse_args()
+    print(json.dumps({"parse_cost": _parse_cost(args.docs)}), flush=True)
     with serving(args.docs) as server, tempfile.TemporaryDirectory() as tmp:
         base_url = server.base_url
         for requisites in (False, True):
