@@ -6,6 +6,8 @@ from __future__ import annotations
 import time
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from polecat.parse.css import MAX_CSS_CHARS, MAX_CSS_URLS, css_links, stylesheet_links
 from polecat.parse.guard import MAX_HREF_CHARS
@@ -104,3 +106,23 @@ def test_hostile_srcset_is_linear() -> None:
     assert len(srcset_urls("a " + "(," * 300_000)) == 1
     assert srcset_urls(", " * 300_000) == []
     assert time.process_time() - started < 5.0
+
+
+CSS_PIECES = st.sampled_from(["url(", "url(\"", "url('", ")", "\"", "'", "/*", "*/", "@import ", "@IMPORT",
+                              " ", "\n", "a.png", "#x", "data:x", "(", ",", "\\", "\u00e9", "\x00"])
+
+
+@given(st.lists(CSS_PIECES, max_size=60).map("".join))
+def test_any_stylesheet_gives_bounded_references(css: str) -> None:
+    got = css_links(css)
+    assert len(got.urls) <= MAX_CSS_URLS and len(set(got.urls)) == len(got.urls)
+    assert all(ref and ref == ref.strip() and len(ref) <= MAX_HREF_CHARS and not ref.startswith("#")
+               for ref in got.urls)
+
+
+@given(st.lists(st.sampled_from(["<img src=", "<img srcset='", "<style>", "</style>", "<link rel=icon href=",
+                                 "<div style='", "url(", "a.png", " 2x, ", "'", ">", "<script src=", "\x00"]),
+                max_size=40).map("".join))
+def test_any_document_gives_bounded_requisites(html: str) -> None:
+    got = page_requisites(html)
+    assert len(got.urls) <= MAX_REQUISITES and all(len(ref) <= MAX_HREF_CHARS for ref in got.urls)

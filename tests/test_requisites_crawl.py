@@ -10,6 +10,7 @@ import asyncio
 import os
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -117,20 +118,27 @@ def test_without_requisites_only_pages_are_fetched(test_web: TestWebFactory, tmp
     assert fetched == {_canon(r.url(web.port)) for r in site if not r.requisite}
 
 
+HTML = {"Content-Type": "text/html"}
+
+
+def _crawl_page(web: TestWeb, data: Path, body: str) -> Counter[str]:
+    """Crawl, with requisites, the one page ``body`` at /index.html of the site: the server's counts."""
+    web.respond(SITE, "/index.html", 200, headers=HTML, body=body.encode())
+    seed = f"http://{SITE}:{web.port}/index.html"
+    cfg = crawl_config(web, data, scope={"seeds": [seed], "requisites": True}, politeness={"rate": RATE})
+    asyncio.run(crawl(cfg))
+    return web.fetch_counts()
+
+
 def test_a_requisite_that_answers_html_is_stored_not_followed(test_web: TestWebFactory,
                                                               tmp_path: Path) -> None:
     web = test_web()
     web.add_host(SITE)
-    page = b'<html><body><img src="/not-an-image"><a href="/linked.html">x</a></body></html>'
     trap = b'<html><body><a href="/followed.html">y</a><img src="/deeper.png"></body></html>'
-    html = {"Content-Type": "text/html"}
-    web.respond(SITE, "/index.html", 200, headers=html, body=page)
-    web.respond(SITE, "/not-an-image", 200, headers=html, body=trap)
-    web.respond(SITE, "/linked.html", 200, headers=html, body=b"<html><body>linked</body></html>")
-    cfg = crawl_config(web, tmp_path / "data", scope={"seeds": [f"http://{SITE}:{web.port}/index.html"],
-                                                      "requisites": True}, politeness={"rate": RATE})
-    asyncio.run(crawl(cfg))
-    counts = web.fetch_counts()
+    web.respond(SITE, "/not-an-image", 200, headers=HTML, body=trap)
+    web.respond(SITE, "/linked.html", 200, headers=HTML, body=b"<html><body>linked</body></html>")
+    counts = _crawl_page(web, tmp_path / "data",
+                         '<html><body><img src="/not-an-image"><a href="/linked.html">x</a></body></html>')
     base = f"http://{SITE}:{web.port}"
     assert counts[_canon(base + "/not-an-image")] == 1 and counts[_canon(base + "/linked.html")] == 1
     assert counts[_canon(base + "/followed.html")] == 0 and counts[_canon(base + "/deeper.png")] == 0
@@ -191,15 +199,23 @@ def test_a_moved_requisite_is_followed_off_scope(test_web: TestWebFactory, tmp_p
     for host in (SITE, CDN):
         web.add_host(host)
     cdn = f"http://{CDN}:{web.port}"
-    web.respond(SITE, "/index.html", 200, headers={"Content-Type": "text/html"},
-                body=f'<html><body><img src="{cdn}/old.png"></body></html>'.encode())
     web.redirect(CDN, "/old.png", f"{cdn}/new.png")
     web.respond(CDN, "/new.png", 200, headers={"Content-Type": "image/png"}, body=png(2, 2, (1, 2, 3)))
-    cfg = crawl_config(web, tmp_path / "data", scope={"seeds": [f"http://{SITE}:{web.port}/index.html"],
-                                                      "requisites": True}, politeness={"rate": RATE})
-    asyncio.run(crawl(cfg))
-    counts = web.fetch_counts()
+    counts = _crawl_page(web, tmp_path / "data", f'<html><body><img src="{cdn}/old.png"></body></html>')
     assert counts[_canon(cdn + "/old.png")] == 1 and counts[_canon(cdn + "/new.png")] == 1
+
+
+def test_robots_txt_binds_requisites(test_web: TestWebFactory, tmp_path: Path) -> None:
+    web = test_web()
+    for host in (SITE, CDN):
+        web.add_host(host)
+    cdn = f"http://{CDN}:{web.port}"
+    web.set_robots(CDN, body="User-agent: *\nDisallow: /private/\n")
+    for path in ("/ok.png", "/private/no.png"):
+        web.respond(CDN, path, 200, headers={"Content-Type": "image/png"}, body=png(1, 1, (0, 0, 0)))
+    page = f'<html><body><img src="{cdn}/ok.png"><img src="{cdn}/private/no.png"></body></html>'
+    counts = _crawl_page(web, tmp_path / "data", page)
+    assert counts[_canon(cdn + "/ok.png")] == 1 and counts[_canon(cdn + "/private/no.png")] == 0
 
 
 @pytest.mark.parametrize(("flags", "on"), [
