@@ -20,7 +20,7 @@ import warcio.archiveiterator
 from polecat.cluster.ring import Ring
 from polecat.commands.crawl import build_settings
 from polecat.commands.main import make_parser
-from polecat.config import Config, config_from_mapping
+from polecat.config import Config, StoreConfig, config_from_mapping
 from polecat.dedup.canon import Canonicalizer
 from polecat.errors import ConfigError
 from polecat.frontier.slices import slice_of
@@ -121,11 +121,12 @@ def test_without_requisites_only_pages_are_fetched(test_web: TestWebFactory, tmp
 HTML = {"Content-Type": "text/html"}
 
 
-def _crawl_page(web: TestWeb, data: Path, body: str) -> Counter[str]:
+def _crawl_page(web: TestWeb, data: Path, body: str, **scope: Any) -> Counter[str]:
     """Crawl, with requisites, the one page ``body`` at /index.html of the site: the server's counts."""
     web.respond(SITE, "/index.html", 200, headers=HTML, body=body.encode())
     seed = f"http://{SITE}:{web.port}/index.html"
-    cfg = crawl_config(web, data, scope={"seeds": [seed], "requisites": True}, politeness={"rate": RATE})
+    cfg = crawl_config(web, data, scope={"seeds": [seed], "requisites": True, **scope},
+                       politeness={"rate": RATE})
     asyncio.run(crawl(cfg))
     return web.fetch_counts()
 
@@ -142,6 +143,23 @@ def test_a_requisite_that_answers_html_is_stored_not_followed(test_web: TestWebF
     base = f"http://{SITE}:{web.port}"
     assert counts[_canon(base + "/not-an-image")] == 1 and counts[_canon(base + "/linked.html")] == 1
     assert counts[_canon(base + "/followed.html")] == 0 and counts[_canon(base + "/deeper.png")] == 0
+
+
+def test_a_requisite_past_its_size_cap_is_stored_cut(test_web: TestWebFactory, tmp_path: Path) -> None:
+    web = test_web()
+    web.add_host(SITE)
+    big = png(400, 300, (9, 9, 9)) + bytes(64 * 1024)  # past the cap whatever zlib makes of the pixels
+    web.respond(SITE, "/big.png", 200, headers={"Content-Type": "image/png"}, body=big)
+    filler = "<p>" + "words " * 20_000 + "</p>"  # the page itself is larger than the cap: not cut
+    _crawl_page(web, tmp_path / "data", f'<html><body><img src="/big.png">{filler}</body></html>',
+                max_requisite_bytes=8192)
+    store = open_store(tmp_path / "data" / "store", StoreConfig(), read_only=True)
+    try:
+        records = {rec.url.rsplit("/", 1)[-1]: rec for rec in store.records()}
+    finally:
+        store.close()
+    assert (records["big.png"].size, records["big.png"].truncated) == (8192, True)
+    assert records["index.html"].size > 8192 and not records["index.html"].truncated
 
 
 REPLAYED_PAGE = in_replay_frame("""

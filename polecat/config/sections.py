@@ -92,6 +92,9 @@ class ScopeConfig:
     """Requisites queued per host and run."""
     max_requisites: int = 200_000
     """Requisites queued in all per run (the run remembers each one's URL: ~100 bytes apiece)."""
+    max_requisite_bytes: int = 5 * 1024 * 1024
+    """A requisite's body is cut (and recorded truncated) past this many bytes, or past
+    ``fetch.max_body_bytes`` when that is lower."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

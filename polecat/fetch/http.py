@@ -316,16 +316,18 @@ class Fetcher:
         if self._owns_resolver:
             await self._resolver.close()
 
-    async def fetch(self, url: str, *, etag: str | None = None, last_modified: str | None = None) -> Response:
-        """GET ``url``; with a validator, a conditional GET (a 304 comes back as a Response)."""
+    async def fetch(self, url: str, *, etag: str | None = None, last_modified: str | None = None,
+                    max_bytes: int | None = None) -> Response:
+        """GET ``url``; with a validator, a conditional GET (a 304 comes back as a Response). ``max_bytes``:
+        a body cap below ``max_body_bytes`` for this one (a page requisite's, frontier/requisites.py)."""
         if etag is None and last_modified is None:
-            return await self._get(url, ())
+            return await self._get(url, (), max_bytes)
         conditional: list[tuple[str, str]] = []
         if etag is not None:
             conditional.append(("If-None-Match", _header_value(etag)))
         if last_modified is not None:
             conditional.append(("If-Modified-Since", _header_value(last_modified)))
-        return await self._get(url, tuple(conditional))
+        return await self._get(url, tuple(conditional), max_bytes)
 
     async def fetch_robots(self, url: str, *, pacer: RedirectPacer | None = None) -> Response:
         """GET a robots.txt, following up to 5 redirects (also to other hosts). Returns the last
@@ -359,7 +361,8 @@ class Fetcher:
                 pacer.after(target, resp)
         return resp
 
-    async def _get(self, url: str, extra: tuple[tuple[str, str], ...]) -> Response:
+    async def _get(self, url: str, extra: tuple[tuple[str, str], ...],
+                   max_bytes: int | None = None) -> Response:
         pool, loop = self._pool, self._loop
         if pool is None or loop is None:
             raise RuntimeError("Fetcher used outside 'async with'")
@@ -378,8 +381,9 @@ class Fetcher:
                 first_byte = self._clock.monotonic()
                 remote_ip = conn.peer_ip
                 decoder = make_decoder(head.get("content-encoding"))
-                cap = cfg.max_body_bytes
-                wire_cap = self._wire_cap
+                cap, wire_cap = cfg.max_body_bytes, self._wire_cap
+                if max_bytes is not None and max_bytes < cap:
+                    cap, wire_cap = max_bytes, int(max_bytes * _WIRE_SLACK) + _READ_SIZE
                 # A BytesIO grows in place and hands its buffer over uncopied: a list of parts joined at
                 # the end would hold the body twice (20 MiB for a page at the 10 MiB cap).
                 body = io.BytesIO()

@@ -20,7 +20,9 @@ Rules:
 4. At most ``scope.max_requisites_per_host`` requisites are queued per host and ``scope.max_requisites``
    in all, per run; past them a requisite is refused (``requisite_host_cap``, ``requisite_cap``). Like the
    crawl budgets, the caps are checked before a page's batch, so one page may pass them by its own
-   requisites at most (rule 2 bounds that).
+   requisites at most (rule 2 bounds that). A requisite of this run is fetched with its body capped at
+   ``scope.max_requisite_bytes`` (the node passes the cap to the fetcher; a cut body is stored and
+   recorded truncated, as at ``fetch.max_body_bytes``).
 5. A requisite is queued at its page's depth + 1 with its page's importance (not a share of it): it is
    fetched about when its page is, whichever links the page has. A URL already seen (as a page or as
    another page's requisite) is not queued again: each requisite is fetched once per crawl.

@@ -157,8 +157,13 @@ class LeaseRunner:
 
     async def _page_fetch(self, lease: Lease) -> Completion:
         started = self._clock.wall()
+        scope = self._cfg.scope
+        cap = None
+        if scope.requisites and self._frontier.is_requisite(lease.url):
+            cap = scope.max_requisite_bytes  # frontier/requisites.py rule 4: a requisite's own body cap
         try:
-            resp = await self._fetcher.fetch(lease.url, etag=lease.etag, last_modified=lease.last_modified)
+            resp = await self._fetcher.fetch(lease.url, etag=lease.etag, last_modified=lease.last_modified,
+                                             max_bytes=cap)
         except FetchError as exc:
             self._counters.errors[exc.kind] += 1
             _log_failure(lease, exc)

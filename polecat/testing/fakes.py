@@ -167,7 +167,8 @@ class FakeFetcher:
                         None, location, None, "127.0.0.1", started, first_byte, self.clock.monotonic(),
                         len(canned.body))
 
-    async def fetch(self, url: str, *, etag: str | None = None, last_modified: str | None = None) -> Response:
+    async def fetch(self, url: str, *, etag: str | None = None, last_modified: str | None = None,
+                    max_bytes: int | None = None) -> Response:
         return self.respond(url)
 
     async def fetch_robots(self, url: str, *, pacer: RedirectPacer | None = None) -> Response:
