@@ -33,6 +33,16 @@ def test_page_requisites_in_document_order_without_links_or_skipped_schemes() ->
     assert not got.cut
 
 
+def test_embedded_objects_legacy_backgrounds_and_svg_images_but_not_media_or_frames() -> None:
+    html = ("<body background=bg.gif><table><tr><td background=' cell.png '>x</td></tr></table>"
+            "<input type=IMAGE src=go.png><input type=text src=no.png><embed src=e.svg><object data=o.svg>"
+            "</object><video src=v.mp4 poster=p.jpg><source src=s.mp4><track src=t.vtt></video>"
+            "<audio src=a.mp3></audio><svg><image href=i1.png /><image xlink:href=i2.png /></svg>"
+            "<iframe src=f.html></iframe><frameset><frame src=g.html></frameset>")
+    assert page_requisites(html).urls == ("bg.gif", "cell.png", "go.png", "e.svg", "o.svg", "p.jpg", "t.vtt",
+                                          "i1.png", "i2.png")
+
+
 @pytest.mark.parametrize(("value", "urls"), [
     ("a.png", ["a.png"]),
     ("a.png 1x, b.png 2x", ["a.png", "b.png"]),

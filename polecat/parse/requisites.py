@@ -7,10 +7,14 @@ reads them out of a document, as raw references to resolve against the page's ba
 Rules:
 
 1. A requisite is, in document order: ``<img src>`` and every candidate of ``<img srcset>`` and
-   ``<source srcset>``; ``<video poster>``; ``<script src>``; ``<link href>`` whose ``rel`` holds one of
-   :data:`LINK_RELS` (``stylesheet``, the icons, ``preload``, ``modulepreload``, ``manifest``); and the
-   ``url()`` and ``@import`` references of inline CSS, ``<style>`` elements and ``style`` attributes
-   (polecat/parse/css.py, with its bounds).
+   ``<source srcset>``; ``<video poster>``; ``<input type=image src>``, ``<embed src>``, ``<object data>``,
+   ``<track src>`` and SVG ``<image href>`` (or ``xlink:href``); the legacy ``background`` attribute (``<body
+   background>``, ``<td background>``, as ``wget -p`` reads it); ``<script src>``; ``<link href>`` whose
+   ``rel`` holds one of :data:`LINK_RELS` (``stylesheet``, the icons, ``preload``, ``modulepreload``,
+   ``manifest``); and the ``url()`` and ``@import`` references of inline CSS, ``<style>`` elements and
+   ``style`` attributes (polecat/parse/css.py, with its bounds). Media sources (``<audio>``/``<video>``
+   ``src``, their ``<source src>``) and frames are not: a movie is no part of showing a page, and a frame
+   is a page.
 2. A ``srcset`` candidate is its URL, up to the first whitespace (or trailing commas), followed by
    descriptors up to the next comma outside parentheses, as the HTML standard splits it, in one linear
    pass.
@@ -34,7 +38,8 @@ from polecat.parse.html import skip_href
 MAX_REQUISITES = 2_000
 LINK_RELS = frozenset(("stylesheet", "icon", "apple-touch-icon", "apple-touch-icon-precomposed", "mask-icon",
                        "preload", "modulepreload", "manifest"))
-_SELECTOR = "img, source[srcset], video[poster], script[src], link[rel][href]"
+_SELECTOR = ("img, source[srcset], video[poster], script[src], link[rel][href], input[src], embed[src], "
+             "object[data], track[src], image, [background]")
 _CSS_SELECTOR = _SELECTOR + ", style, [style]"
 """With inline CSS: only where the document holds a ``url(`` or an ``@import`` somewhere (a page whose
 ``style`` attributes load nothing pays nothing for them: ~80 of them a page on the SQLite docs)."""
@@ -109,6 +114,15 @@ def page_requisites(html: str) -> Requisites:
                 out.add(url)
         elif tag == "video":
             out.add(attrs.get("poster"))
+        elif tag == "input":
+            if (attrs.get("type") or "").strip().lower() == "image":
+                out.add(attrs.get("src"))
+        elif tag in ("embed", "track"):
+            out.add(attrs.get("src"))
+        elif tag == "object":
+            out.add(attrs.get("data"))
+        elif tag == "image":
+            out.add(attrs.get("href") or attrs.get("xlink:href"))
         elif tag == "script":
             out.add(attrs.get("src"))
         elif tag == "link":
@@ -116,6 +130,7 @@ def page_requisites(html: str) -> Requisites:
                 out.add(attrs.get("href"))
         elif tag == "style":
             out.add_css(node.text(deep=True))
+        out.add(attrs.get("background"))
         out.add_css(attrs.get("style"))
         if out.cut and len(out.found) >= MAX_REQUISITES:
             break
