@@ -11,10 +11,12 @@ import pytest
 
 from polecat.cluster.ring import Ring
 from polecat.config import Config, ScopeConfig
-from polecat.frontier.requisites import stored_type
+from polecat.frontier.keys import op_key
+from polecat.frontier.requisites import KIND, stored_type
 from polecat.frontier.routing import Routing
 from polecat.frontier.slices import slice_of
 from polecat.hosts import host_key
+from polecat.writes import Put
 from tests.frontier_helpers import Rig, canon
 
 pytestmark = pytest.mark.usefixtures("frontier_backend")
@@ -97,3 +99,28 @@ def test_requisite_types_are_stored_only_with_requisites_on() -> None:
                  "application/vnd.ms-fontobject"):
         assert stored_type(on, mime) and not stored_type(off, mime)
     assert not stored_type(on, "application/pdf") and not stored_type(on, "video/mp4")
+
+
+def test_the_caps_hold_for_the_crawl_across_restarts(tmp_path: Path) -> None:
+    """Rule 4: each host's count is kept at a commit, so a resumed crawl goes on from it; the URLs queued
+    as requisites are this run's only."""
+    r = rig(tmp_path, max_requisites_per_host=3, max_requisites=6)
+    assert r.frontier.admit_requisites(LOCAL[:2] + CDN[:2], 1, 0.5, 0.0).accepted == 4
+    r.raw.commit()
+    r.crash()
+    r.reopen(10.0)
+    assert not r.frontier.is_requisite(LOCAL[0])
+    assert r.frontier.admit_requisites(LOCAL[2:3], 1, 0.5, 10.0).accepted == 1  # the host's third
+    assert r.frontier.admit_requisites(LOCAL[3:], 1, 0.5, 10.0).accepted == 0
+    assert r.frontier.admit_requisites(CDN[2:], 1, 0.5, 10.0).accepted == 1  # the crawl's sixth
+    assert r.frontier.admit_requisites([canon("http://cdn2.test/x.css")], 1, 0.5, 10.0).accepted == 0
+    assert rejected(r) == {"requisite_host_cap": 1, "requisite_cap": 1}
+
+
+def test_a_damaged_count_is_counted_from_zero(tmp_path: Path) -> None:
+    r = rig(tmp_path, max_requisites_per_host=1)
+    r.db.apply([Put("ops", op_key(KIND, host_key(LOCAL[0])), b"not a number")])
+    r.raw.commit()
+    r.crash()
+    r.reopen(10.0)
+    assert r.frontier.admit_requisites(LOCAL[:1], 1, 0.5, 10.0).accepted == 1

@@ -89,9 +89,10 @@ class ScopeConfig:
     max_requisites_per_page: int = 200
     """Requisites of one page (or stylesheet) considered, in document order."""
     max_requisites_per_host: int = 20_000
-    """Requisites queued per host and run."""
+    """Requisites queued per host in the whole crawl."""
     max_requisites: int = 200_000
-    """Requisites queued in all per run (the run remembers each one's URL: ~100 bytes apiece)."""
+    """Requisites queued in all in the whole crawl (a run remembers the URL of each it queues: ~100
+    bytes apiece)."""
     max_requisite_bytes: int = 5 * 1024 * 1024
     """A requisite's body is cut (and recorded truncated) past this many bytes, or past
     ``fetch.max_body_bytes`` when that is lower."""

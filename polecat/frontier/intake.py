@@ -22,7 +22,7 @@ from collections.abc import Iterable
 
 from polecat.config import ScopeConfig
 from polecat.dedup.seen import SeenSet
-from polecat.frontier import refetch
+from polecat.frontier import refetch, requisites
 from polecat.frontier.budgets import admit_reason
 from polecat.frontier.host_table import HostTable
 from polecat.frontier.keys import op_key, url_key
@@ -76,6 +76,8 @@ class Intake:
             self.traps.load(arg, raw)
         elif kind == refetch.KIND:
             self._refetch.append((key, raw.decode()))
+        elif kind == requisites.KIND:
+            self.requisites.load(arg, raw)
 
     def add_seed(self, url: str, now: float, importance: float = 1.0) -> Decided[str]:
         """Queue a canonical seed URL; its host joins the crawl scope (persisted). Answers the decision."""
@@ -233,11 +235,11 @@ class Intake:
         self._traps_dirty.add(host)
 
     def trap_writes(self) -> list[Write]:
-        """The trap counts changed since the last commit."""
+        """The trap counts and the requisite counts changed since the last commit."""
         traps, dirty = self.traps, self._traps_dirty
         out: list[Write] = [Put("ops", op_key("traps", host), traps.encode(host)) for host in dirty]
         self._traps_dirty.clear()
-        return out
+        return out + self.requisites.writes()
 
     def refetch_writes(self, now: float, adopted_urls: set[bytes] | None = None) -> list[Write]:
         """Queue again the URLs whose stored copy was lost (rule 5; refetch.py rule 2). ``adopted_urls``:

@@ -18,7 +18,8 @@ Rules:
    for any page of its host. A requisite another member owns is handed to it marked as one
    (polecat/cluster/batch.py), and judged there by these rules.
 4. At most ``scope.max_requisites_per_host`` requisites are queued per host and ``scope.max_requisites``
-   in all, per run; past them a requisite is refused (``requisite_host_cap``, ``requisite_cap``). Like the
+   in all, per crawl (each host's count is kept in the frontier's ``ops``, with its slice, at each commit);
+   past them a requisite is refused (``requisite_host_cap``, ``requisite_cap``). Like the
    crawl budgets, the caps are checked before a page's batch, so one page may pass them by its own
    requisites at most (rule 2 bounds that). A requisite of this run is fetched with its body capped at
    ``scope.max_requisite_bytes`` (the node passes the cap to the fetcher; a cut body is stored and
@@ -39,6 +40,8 @@ from __future__ import annotations
 from collections import Counter
 
 from polecat.config import ScopeConfig
+from polecat.frontier.keys import op_key
+from polecat.writes import Put, Write
 
 CSS_TYPE = "text/css"
 REQUISITE_TYPES = frozenset((
@@ -48,6 +51,8 @@ REQUISITE_TYPES = frozenset((
     "application/x-font-otf", "application/font-sfnt", "application/vnd.ms-fontobject",
 ))
 """Requisite media types besides ``image/*`` and ``font/*`` (rule 6)."""
+KIND = "requisites"
+"""The ``ops`` kind of a host's requisite count (rule 4): ``requisites:<host>`` -> the count in ASCII."""
 
 
 def stored_type(cfg: ScopeConfig, media_type: str) -> bool:
@@ -61,6 +66,9 @@ class RequisiteCaps:
     def __init__(self, cfg: ScopeConfig) -> None:
         self._cfg = cfg
         self._per_host: Counter[str] = Counter()
+        """Requisites queued per host in the whole crawl (rule 4)."""
+        self._total = 0
+        self._dirty: set[str] = set()
         self._queued: set[str] = set()
         """Bounded by ``scope.max_requisites`` (rule 4), give or take one page's requisites."""
 
@@ -71,7 +79,7 @@ class RequisiteCaps:
 
     def refuse(self, host: str) -> str | None:
         """Rule 4: why no more requisites of ``host`` may be queued (None: they may)."""
-        if len(self._queued) >= self._cfg.max_requisites:
+        if self._total >= self._cfg.max_requisites:
             return "requisite_cap"
         if self._per_host[host] >= self._cfg.max_requisites_per_host:
             return "requisite_host_cap"
@@ -80,7 +88,25 @@ class RequisiteCaps:
     def queued(self, url: str, host: str) -> None:
         """``url`` of ``host`` was queued as a requisite."""
         self._per_host[host] += 1
+        self._total += 1
+        self._dirty.add(host)
         self._queued.add(url)
+
+    def load(self, host: str, raw: bytes) -> None:
+        """Reinstate ``host``'s stored count (on open, or adopted with its slice)."""
+        try:
+            count = int(raw)
+        except ValueError:  # a damaged record: counted again from zero, never a crash
+            count = 0
+        self._total += count - self._per_host[host]
+        self._per_host[host] = count
+
+    def writes(self) -> list[Write]:
+        """The counts changed since the last commit (rule 4)."""
+        out: list[Write] = [Put("ops", op_key(KIND, host), str(self._per_host[host]).encode())
+                            for host in self._dirty]
+        self._dirty.clear()
+        return out
 
     def is_requisite(self, url: str) -> bool:
         """Whether ``url`` was queued as a requisite in this run (rule 6)."""
