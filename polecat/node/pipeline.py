@@ -407,13 +407,10 @@ class PagePipeline:
             self._errors["too_many_redirects"] += 1
             return
         target = self._canon.canonicalize(location, lease.url)
-        if target is None:
-            return
-        if self.config.scope.requisites and self._frontier.is_requisite(lease.url):
+        if target is not None:
             # where a requisite moved is a requisite too (frontier/requisites.py rule 3)
-            self._admit([target], lease.depth, lease.importance, now, lease.hops + 1, requisites=True)
-        else:
-            self._admit([target], lease.depth, lease.importance, now, lease.hops + 1)
+            moved = self.config.scope.requisites and self._frontier.is_requisite(lease.url)
+            self._admit([target], lease.depth, lease.importance, now, lease.hops + 1, requisites=moved)
 
     def _add_links(self, raw: list[str], base: str, lease: Lease, now: float) -> tuple[str, ...]:
         urls = tuple(dict.fromkeys(self._canon.canonicalize_links(raw, base)))
