@@ -145,6 +145,20 @@ def test_a_requisite_that_answers_html_is_stored_not_followed(test_web: TestWebF
     assert counts[_canon(base + "/followed.html")] == 0 and counts[_canon(base + "/deeper.png")] == 0
 
 
+def test_a_stylesheet_that_imports_ever_deeper_copies_of_itself_ends(test_web: TestWebFactory,
+                                                                     tmp_path: Path) -> None:
+    """A hostile CDN answers every path with a stylesheet importing one a level deeper (an endless chain of
+    new URLs): the trap rules bind requisites as links (a segment repeated more than twice is refused)."""
+    web = test_web()
+    for host in (SITE, CDN):
+        web.add_host(host)
+    web.respond(CDN, "*", 200, headers={"Content-Type": "text/css"}, body=b'@import "x/s.css"; a {}')
+    page = f'<html><head><link rel=stylesheet href="http://{CDN}:{web.port}/s.css"></head></html>'
+    counts = _crawl_page(web, tmp_path / "data", page)
+    chain = sorted(url for url, n in counts.items() if CDN in url and not url.endswith("/robots.txt") and n)
+    assert 2 <= len(chain) <= 4 and all(counts[url] == 1 for url in chain), chain
+
+
 def test_a_requisite_past_its_size_cap_is_stored_cut(test_web: TestWebFactory, tmp_path: Path) -> None:
     web = test_web()
     web.add_host(SITE)
