@@ -25,6 +25,7 @@ from polecat.dedup.canon import Canonicalizer
 from polecat.errors import ConfigError
 from polecat.frontier.slices import slice_of
 from polecat.hosts import host_key
+from polecat.store.base import FetchRecord
 from polecat.store.segstore import open_store
 from polecat.testing.browser import Browser, find_chromium
 from polecat.testing.pywb import get, in_replay_frame, pywb_serving, stamp_now
@@ -121,6 +122,15 @@ def test_without_requisites_only_pages_are_fetched(test_web: TestWebFactory, tmp
 HTML = {"Content-Type": "text/html"}
 
 
+def _records_by_name(data: Path) -> dict[str, FetchRecord]:
+    """The store's fetch records by the last segment of their URL's path."""
+    store = open_store(data / "store", StoreConfig(), read_only=True)
+    try:
+        return {rec.url.rsplit("/", 1)[-1]: rec for rec in store.records()}
+    finally:
+        store.close()
+
+
 def _crawl_page(web: TestWeb, data: Path, body: str, **scope: Any) -> Counter[str]:
     """Crawl, with requisites, the one page ``body`` at /index.html of the site: the server's counts."""
     web.respond(SITE, "/index.html", 200, headers=HTML, body=body.encode())
@@ -167,11 +177,7 @@ def test_a_requisite_past_its_size_cap_is_stored_cut(test_web: TestWebFactory, t
     filler = "<p>" + "words " * 20_000 + "</p>"  # the page itself is larger than the cap: not cut
     _crawl_page(web, tmp_path / "data", f'<html><body><img src="/big.png">{filler}</body></html>',
                 max_requisite_bytes=8192)
-    store = open_store(tmp_path / "data" / "store", StoreConfig(), read_only=True)
-    try:
-        records = {rec.url.rsplit("/", 1)[-1]: rec for rec in store.records()}
-    finally:
-        store.close()
+    records = _records_by_name(tmp_path / "data")
     assert (records["big.png"].size, records["big.png"].truncated) == (8192, True)
     assert records["index.html"].size > 8192 and not records["index.html"].truncated
 
@@ -236,6 +242,20 @@ def test_a_moved_requisite_is_followed_off_scope(test_web: TestWebFactory, tmp_p
     web.respond(CDN, "/new.png", 200, headers={"Content-Type": "image/png"}, body=png(2, 2, (1, 2, 3)))
     counts = _crawl_page(web, tmp_path / "data", f'<html><body><img src="{cdn}/old.png"></body></html>')
     assert counts[_canon(cdn + "/old.png")] == 1 and counts[_canon(cdn + "/new.png")] == 1
+
+
+def test_a_requisite_of_any_type_is_stored_and_a_link_of_that_type_is_not(test_web: TestWebFactory,
+                                                                           tmp_path: Path) -> None:
+    web = test_web()
+    web.add_host(SITE)
+    octets = {"Content-Type": "application/octet-stream"}
+    web.respond(SITE, "/font.woff2", 200, headers=octets, body=b"wOF2 font bytes")  # as many servers do
+    web.respond(SITE, "/data.bin", 200, headers=octets, body=b"a download")
+    page = '<html><head><link rel=preload href=/font.woff2 as=font></head><a href=/data.bin>d</a></html>'
+    _crawl_page(web, tmp_path / "data", page)
+    records = _records_by_name(tmp_path / "data")
+    assert records["font.woff2"].size == len(b"wOF2 font bytes")
+    assert records["data.bin"].size == 0  # a link of a type not stored: recorded skipped
 
 
 def test_robots_txt_binds_requisites(test_web: TestWebFactory, tmp_path: Path) -> None:

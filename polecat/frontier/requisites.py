@@ -27,9 +27,11 @@ Rules:
 5. A requisite is queued at its page's depth + 1 with its page's importance (not a share of it): it is
    fetched about when its page is, whichever links the page has. A URL already seen (as a page or as
    another page's requisite) is not queued again: each requisite is fetched once per crawl.
-6. With requisites on, a response of a requisite type (:func:`stored_type`: images, fonts, stylesheets,
-   scripts, manifests) is stored whatever ``fetch.store_types`` says, however its URL was found (a
-   restart forgets which queued URLs were requisites). A stylesheet is read for its ``url()`` and
+6. With requisites on, a requisite of this run (:meth:`RequisiteCaps.is_requisite`) is stored whatever
+   its type (fonts are often served as ``application/octet-stream``), and so is a response of a requisite
+   type (:func:`stored_type`: images, fonts, stylesheets, scripts, manifests, subtitles) however its URL
+   was found (a restart forgets which queued URLs were requisites); ``fetch.store_types`` still decides
+   for the others. A stylesheet is read for its ``url()`` and
    ``@import`` references, which are requisites of it (rules 2-5); nothing else of a requisite is read,
    and a requisite of this run that answers HTML (:meth:`RequisiteCaps.is_requisite`) is stored, not
    parsed for links.
@@ -46,7 +48,7 @@ from polecat.writes import Put, Write
 CSS_TYPE = "text/css"
 REQUISITE_TYPES = frozenset((
     CSS_TYPE, "text/javascript", "application/javascript", "application/x-javascript",
-    "application/ecmascript", "text/ecmascript", "application/json", "application/manifest+json",
+    "application/ecmascript", "text/ecmascript", "application/manifest+json", "text/vtt",
     "application/font-woff", "application/font-woff2", "application/x-font-woff", "application/x-font-ttf",
     "application/x-font-otf", "application/font-sfnt", "application/vnd.ms-fontobject",
 ))

@@ -149,8 +149,8 @@ class PagePipeline:
         ok = 200 <= resp.status < 300
         requisites = self.config.scope.requisites
         # requisites.py rule 6: a requisite is stored, never parsed for links (a stylesheet for its own)
-        is_html = resp.content_type in HTML_TYPES and not (
-            requisites and self._frontier.is_requisite(lease.url))
+        requisite = requisites and self._frontier.is_requisite(lease.url)
+        is_html = resp.content_type in HTML_TYPES and not requisite
         text = title = ""
         links: tuple[str, ...] = ()
         if requisites and ok and resp.content_type == CSS_TYPE:
@@ -168,7 +168,7 @@ class PagePipeline:
                 return digest, None
             if requisites:
                 self._page_requisites(doc, parsed.base, lease, started)
-        if (ok and resp.content_type not in self.config.fetch.store_types
+        if (ok and not requisite and resp.content_type not in self.config.fetch.store_types
                 and not stored_type(self.config.scope, resp.content_type)):
             self._store_record(lease.url, resp, started, None, skipped="type")
             return digest, None
