@@ -1,44 +1,40 @@
 """What near-duplicates cost on disk, and whether every page comes back: one doc site crawled with each
 ``dedup.near_duplicates`` mode (``delta``, ``full``, ``drop``), then every fetched page read back as
-``polecat cat`` does (the fetch's own hash) and compared with its file.
+``polecat cat`` does (the fetch's own hash) and compared with what was served.
 
-    python -m benchmarks.bench_near_storage [DOC_DIR] [--rate R]
+    python -m benchmarks.bench_near_storage [DOC_DIR] [--rate R] [--mirrors K]
 
 DOC_DIR defaults to the SQLite documentation (Debian's ``sqlite3-doc``: 766 pages, release notes of every
-version, near-duplicates of each other), served by ``python -m http.server`` on 127.0.0.1.
+version, near-duplicates of each other), served on 127.0.0.1 (benchmarks/docserve.py). ``--mirrors K``
+serves it K more times, each on its own port as a mirror whose pages carry a footer of their own (a
+mirror with a changed footer: every page a near-duplicate of its original), and crawls all of them.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
+from contextlib import ExitStack
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+from benchmarks.docserve import served_bytes, serving
 from polecat.config import StoreConfig
 from polecat.store.segstore import SegmentStore
 
 MODES = ("delta", "full", "drop")
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _crawl(root: str, data: Path, mode: str, rate: float) -> dict[str, float]:
+def _crawl(roots: list[str], data: Path, mode: str, rate: float) -> dict[str, float]:
     config = data.parent / f"{mode}.toml"
     config.write_text(f'[dedup]\nnear_duplicates = "{mode}"\n')
     started = time.monotonic()
-    subprocess.run([sys.executable, "-m", "polecat", "-q", "crawl", root, "--data", str(data),
-                    "--allow-private", "--rate", str(rate), "--max-pages", "5000", "--config", str(config)],
+    subprocess.run([sys.executable, "-m", "polecat", "-q", "crawl", *roots, "--data", str(data),
+                    "--allow-private", "--rate", str(rate), "--max-pages", "50000", "--config", str(config)],
                    check=True, capture_output=True, timeout=1800)
     wall = time.monotonic() - started
     with SegmentStore.open(data / "store", StoreConfig(), read_only=True) as store:
@@ -47,44 +43,46 @@ def _crawl(root: str, data: Path, mode: str, rate: float) -> dict[str, float]:
                 "stored_bytes": s.stored_bytes, "crawl_s": round(wall, 1)}
 
 
-def _wrong(data: Path, docs: Path) -> tuple[int, int]:
-    """(pages checked, pages whose stored bytes, as ``polecat cat`` reads them, differ from their file)."""
+def _wrong(data: Path, docs: Path, footers: dict[int, bytes]) -> tuple[int, int]:
+    """(pages checked, pages whose stored bytes, as ``polecat cat`` reads them, differ from what their
+    server sent: their file, with the footer of the mirror on that port)."""
     checked = wrong = 0
     with SegmentStore.open(data / "store", StoreConfig(), read_only=True) as store:
         for record in store.records():
-            path = docs / unquote(urlsplit(record.url).path).lstrip("/")
+            url = urlsplit(record.url)
+            path = docs / unquote(url.path).lstrip("/")
             if record.status != 200 or not path.is_file():
                 continue
             checked += 1
-            wrong += not store.has(record.own_hash) or store.get(record.own_hash) != path.read_bytes()
+            served = served_bytes(path, footers[url.port or 80])
+            wrong += not store.has(record.own_hash) or store.get(record.own_hash) != served
     return checked, wrong
+
+
+def _footer(k: int, mirrors: int) -> bytes:
+    """The footer mirror ``k`` adds to its pages."""
+    return (f'<p class="mirror">Mirrored by mirror {k} of {mirrors}, synced 2026-12-0{k % 9 + 1}; '
+            f"report problems to mirror-{k}@example.org</p>").encode()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("docs", nargs="?", type=Path, default=Path("/usr/share/doc/sqlite3"))
-    parser.add_argument("--rate", type=float, default=200.0, help="requests/s to the one loopback host")
+    parser.add_argument("--rate", type=float, default=200.0, help="requests/s to each loopback host")
+    parser.add_argument("--mirrors", type=int, default=0, help="mirrors with a footer of their own")
     args = parser.parse_args()
-    port = _port()
-    server = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"],
-                              cwd=args.docs, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        for _ in range(100):  # bounded: the server starts in well under a second
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.1)
-        with tempfile.TemporaryDirectory() as tmp:
-            for mode in MODES:
-                data = Path(tmp) / mode
-                figures = _crawl(f"http://127.0.0.1:{port}/index.html", data, mode, args.rate)
-                checked, wrong = _wrong(data, args.docs)
-                print(json.dumps({"mode": mode, **figures, "pages_checked": checked, "pages_wrong": wrong}))
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
+    footers = [b""] + [_footer(k, args.mirrors) for k in range(1, args.mirrors + 1)]
+    with ExitStack() as stack, tempfile.TemporaryDirectory() as tmp:
+        servers = [stack.enter_context(serving(args.docs, footer)) for footer in footers]
+        by_port = {server.server_address[1]: server.footer for server in servers}
+        roots = [f"{server.base_url}/index.html" for server in servers]
+        for mode in MODES:
+            data = Path(tmp) / mode
+            figures = _crawl(roots, data, mode, args.rate)
+            checked, wrong = _wrong(data, args.docs, by_port)
+            print(json.dumps({"mode": mode, "mirrors": args.mirrors, **figures, "pages_checked": checked,
+                              "pages_wrong": wrong}), flush=True)
 
 
 if __name__ == "__main__":

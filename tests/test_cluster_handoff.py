@@ -53,6 +53,16 @@ def test_a_seed_mark_is_a_fifth_item_and_an_entry_of_another_length_is_refused()
             decode_batch(encode_batch("w0", 1, msgpack.packb(bad)))
 
 
+def test_a_requisite_mark_is_a_fifth_item_2_and_entries_of_0_2_0_read_as_before() -> None:
+    """A requisite is marked ``2``; a release before requisites reads that as no mark (``seed == [1]``), so
+    its owner takes the URL for a discovered link; an outbox or batch of 0.2.0 (no mark) reads the same."""
+    requisite = HandoffUrl("http://cdn.test/a.png", 3, 0.5, 1, requisite=True)
+    assert msgpack.unpackb(encode_urls([requisite])) == [["http://cdn.test/a.png", 3, 0.5, 1, 2]]
+    assert decode_urls(encode_urls([requisite])) == (requisite,)
+    old = decode_urls(msgpack.packb([["http://a.test/", 1, 0.5, 0], ["http://a.test/s", 0, 1.0, 0, 1]]))
+    assert old == (HandoffUrl("http://a.test/", 1, 0.5), HandoffUrl("http://a.test/s", 0, 1.0, seed=True))
+
+
 def test_batch_refuses_corruption_truncation_version_and_bad_signature() -> None:
     data = encode_batch("w0", 7, encode_urls([HandoffUrl("http://a.test/", 1, 0.5)]))
     flipped = bytearray(data)

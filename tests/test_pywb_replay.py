@@ -6,41 +6,19 @@ without it this test skips, except in CI (``POLECAT_REQUIRE_PYWB``)."""
 from __future__ import annotations
 
 import asyncio
-import os
-import socket
 import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
-from datetime import UTC, datetime
 from pathlib import Path
 
-import pytest
-
+from polecat.testing.pywb import get, pywb_serving, stamp_now
 from tests.conftest import TestWebFactory
+from tests.pywb_helpers import NEEDS_PYWB, pywb_bin
 from tests.test_crawl_dedup import RATE, build_web, crawl, crawl_config, serve
 
-PYWB = Path(os.environ["POLECAT_PYWB"]) if os.environ.get("POLECAT_PYWB") else None
-
-pytestmark = pytest.mark.skipif(PYWB is None and not os.environ.get("POLECAT_REQUIRE_PYWB"),
-                                reason="pywb is not installed (POLECAT_PYWB names its bin directory)")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _get(url: str) -> bytes:
-    with urllib.request.urlopen(url, timeout=30) as resp:
-        body: bytes = resp.read()
-        return body
+pytestmark = NEEDS_PYWB
 
 
 def test_every_page_replays_its_own_bytes_in_pywb(test_web: TestWebFactory, tmp_path: Path) -> None:
-    assert PYWB is not None, "POLECAT_REQUIRE_PYWB is set but POLECAT_PYWB names no pywb"
     web = test_web()
     served = build_web(web.port)
     serve(web, served)
@@ -51,28 +29,7 @@ def test_every_page_replays_its_own_bytes_in_pywb(test_web: TestWebFactory, tmp_
     warc = tmp_path / "crawl.warc.gz"
     subprocess.run([sys.executable, "-m", "polecat", "store", "export", str(data), "--warc", str(warc)],
                    check=True, capture_output=True, timeout=120)
-
-    root = tmp_path / "pywb"
-    root.mkdir()
-    for args in (["init", "coll"], ["add", "coll", str(warc)]):
-        subprocess.run([str(PYWB / "wb-manager"), *args], cwd=root, check=True, capture_output=True,
-                       timeout=120)
-    port = _free_port()
-    server = subprocess.Popen([str(PYWB / "wayback"), "-b", "127.0.0.1", "-p", str(port)], cwd=root,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        base = f"http://127.0.0.1:{port}/coll/"
-        deadline = time.monotonic() + 60
-        while True:  # bounded: pywb starts in a few seconds
-            try:
-                _get(base)
-                break
-            except (urllib.error.URLError, ConnectionError):
-                assert server.poll() is None and time.monotonic() < deadline, "pywb did not start"
-                time.sleep(0.2)
-        stamp = datetime.now(UTC).strftime("%Y%m%d%H%M%S")
-        wrong = [p.url for p in served if _get(f"{base}{stamp}id_/{p.url}") != p.body]
+    with pywb_serving(pywb_bin(), warc, tmp_path / "pywb") as base:
+        stamp = stamp_now()
+        wrong = [p.url for p in served if get(f"{base}{stamp}id_/{p.url}") != p.body]
         assert wrong == [], f"{len(wrong)} of {len(served)} pages replay other bytes: {wrong[:3]}"
-    finally:
-        server.terminate()
-        server.wait(timeout=30)

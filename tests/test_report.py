@@ -51,6 +51,7 @@ def test_summary_separates_run_and_crawl_and_says_why() -> None:
 def test_summary_fits_80_columns_and_says_only_what_means_something() -> None:
     busy = dataclasses.replace(
         BASE, urls_rejected=tuple((f"reason_{i}", 1000 + i) for i in range(12)), pages_cut=3,
+        requisites_queued=123_456,
         errors=tuple((f"kind_{i}", i) for i in range(1, 15)), freshness=(4, 1, 1, 1),
         parked=(("dead.test", "gave up after 3 attempts (dns: dead.test: NXDOMAIN)"),) * 3)
     for refresh in (False, True):
@@ -61,6 +62,7 @@ def test_summary_fits_80_columns_and_says_only_what_means_something() -> None:
         text = " ".join(out.getvalue().split())
         assert "errors: kind_1 1, kind_2 2," in text and "reason_11 1011" in text
         assert "pages cut by the parse budget: 3" in text and "errors: kind_1" in text
+        assert "page requisites: 123456 queued" in text
         assert "politeness violations" not in text  # 0: nothing to say
         assert ("freshness SLO" in text) == refresh  # a one-off crawl keeps no refresh schedule
     out = io.StringIO()

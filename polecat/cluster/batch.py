@@ -5,7 +5,9 @@ Format (version 1), all integers big-endian::
     magic "PCHB" | version u8 | sig_len u8 | payload_len u32 | xxh3_64(payload) u64 | signature | payload
 
 ``payload`` is msgpack: ``[sender, seq, [[url, depth, importance, hops], ...]]``; a seed (one an
-operator added on a member that does not own it, forwarded to its owner) carries a fifth item, ``1``.
+operator added on a member that does not own it, forwarded to its owner) carries a fifth item, ``1``,
+and a page requisite (polecat/frontier/requisites.py) a fifth item ``2``. A release before requisites
+reads an item ``2`` as no mark: its owner judges that URL as a discovered link.
 The checksum catches a torn or corrupted frame; the signature slot is empty here (one machine, trusted
 processes) and carries the HMAC of header-without-signature + payload in the multi-machine cluster,
 through the ``sign``/``verify`` callables (:mod:`polecat.cluster.auth`). Anything that does not decode
@@ -30,6 +32,10 @@ _HEADER = struct.Struct(">4sBBIQ")
 MAX_BATCH_BYTES = 16 * 1024 * 1024
 """Frames above this are refused before decoding (a hostile or broken peer cannot make us allocate)."""
 
+_SEED = 1
+_REQUISITE = 2
+"""The fifth item of a URL entry: what marks it."""
+
 Signer = Callable[[bytes], bytes]
 Verifier = Callable[[bytes, bytes], bool]
 
@@ -52,6 +58,8 @@ class HandoffUrl:
     hops: int = 0
     seed: bool = False
     """A seed forwarded to its owner: it joins the owner's scope and is queued as a seed."""
+    requisite: bool = False
+    """A page requisite: its owner judges it as one (polecat/frontier/requisites.py rule 3)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,16 +72,23 @@ class Batch:
 
 def encode_urls(urls: tuple[HandoffUrl, ...] | list[HandoffUrl]) -> bytes:
     """msgpack of the URL list alone (what the outbox stores per batch)."""
-    packed: bytes = msgpack.packb([[u.url, u.depth, u.importance, u.hops, 1] if u.seed else
-                                   [u.url, u.depth, u.importance, u.hops] for u in urls], use_bin_type=True)
+    packed: bytes = msgpack.packb([_item(u) for u in urls], use_bin_type=True)
     return packed
 
 
+def _item(u: HandoffUrl) -> list[object]:
+    item: list[object] = [u.url, u.depth, u.importance, u.hops]
+    if u.seed or u.requisite:
+        item.append(_SEED if u.seed else _REQUISITE)
+    return item
+
+
 def _url(item: list[object]) -> HandoffUrl:
-    url, depth, importance, hops, *seed = item
-    if len(seed) > 1 or not isinstance(importance, (int, float)):
+    url, depth, importance, hops, *mark = item
+    if len(mark) > 1 or not isinstance(importance, (int, float)):
         raise ValueError("a URL entry has 4 or 5 items, the third a number")
-    return HandoffUrl(url, depth, float(importance), hops, seed == [1])  # type: ignore[arg-type]
+    return HandoffUrl(url, depth, float(importance), hops, mark == [_SEED],  # type: ignore[arg-type]
+                      mark == [_REQUISITE])
 
 
 def decode_urls(raw: bytes) -> tuple[HandoffUrl, ...]:

@@ -111,7 +111,8 @@ class ClusterLink:
     def stage(self, admission: Admission, depth: int, importance: float, hops: int = 0) -> None:
         """Run an admission's outbox decision: stage each owner's URLs for it (rule 1)."""
         for peer, urls in admission.outbox.items():
-            self.handoff.stage(peer, [HandoffUrl(url, depth, importance, hops) for url in urls])
+            self.handoff.stage(peer, [HandoffUrl(url, depth, importance, hops, requisite=admission.requisites)
+                                      for url in urls])
             self.routed_out += len(urls)
 
     def backlogged(self) -> bool:

@@ -88,6 +88,10 @@ def register(sub: Any) -> None:
                    help=f"give up a host after N attempts without an answer ({RUN_GIVE_UP_AFTER}; 0: never)")
     p.add_argument("--workers", type=_workers, metavar="N|auto",
                    help="worker processes sharing the crawl (1; auto: one per core); data in DIR/workers/")
+    p.add_argument("--requisites", action=argparse.BooleanOptionalAction, default=None,
+                   help="also fetch and store the images, stylesheets, scripts, icons and fonts of each page")
+    p.add_argument("--archive", action="store_true",
+                   help="the archive preset: --requisites (a page replays as it was shown)")
     g = p.add_argument_group("refresh")
     g.add_argument("--refresh", action="store_true", default=None,
                    help="re-crawl the fetched URLs whose refresh is due (and what they link to), then exit")
@@ -148,6 +152,8 @@ def build_settings(args: argparse.Namespace) -> RunSettings:
     if args.throttle:  # a pattern given again replaces its earlier rate
         rates = dict(base.get("politeness", {}).get("throttle", []))
         over["politeness"]["throttle"] = [list(t) for t in {**rates, **dict(args.throttle)}.items()]
+    if getattr(args, "archive", False) and "requisites" not in over["scope"]:
+        over["scope"]["requisites"] = True  # the archive preset; an explicit --no-requisites wins
     if "give_up_after" not in over["politeness"] and "give_up_after" not in base.get("politeness", {}):
         over["politeness"]["give_up_after"] = RUN_GIVE_UP_AFTER  # a run ends; a node would keep trying
     over["progress"] = not getattr(args, "quiet", 0) and sys.stderr.isatty()
@@ -167,6 +173,7 @@ _FLAG_FIELDS = (
     ("dns_server", "dns", "nameservers"), ("give_up_after", "politeness", "give_up_after"),
     ("refresh", "refresh", "enabled"), ("refresh_min", "refresh", "min_interval"),
     ("refresh_max", "refresh", "max_interval"), ("feed", "refresh", "feeds"),
+    ("requisites", "scope", "requisites"),
 )
 """``(argparse dest, config section, config key)`` of the crawl flags that set one config field."""
 

@@ -41,6 +41,7 @@ DEFAULT_TRACKING_PARAMS: tuple[str, ...] = (
 )
 
 Scope = Literal["host", "domain", "any"]
+RequisiteHosts = Literal["any", "scope"]
 NearDuplicates = Literal["delta", "full", "drop"]
 Ipv6Mode = Literal["auto", "on", "off"]
 
@@ -78,6 +79,23 @@ class ScopeConfig:
     soft_404_probe: bool = True
     """Probe hosts whose pages keep coming back as duplicates with a URL that cannot exist, and treat
     pages like its answer as soft-404s (links not followed, body not stored)."""
+    requisites: bool = False
+    """Fetch and store the images, stylesheets (and what their ``url()`` and ``@import`` load), scripts,
+    icons and fonts of every fetched page, as ``wget -p`` does (polecat/frontier/requisites.py):
+    ``--requisites``, and on in the ``--archive`` preset. Off for a text crawl."""
+    requisite_hosts: RequisiteHosts = "any"
+    """Where requisites are fetched: ``any`` host (a page's images on a CDN; the scope's mode and
+    ``max_depth`` do not apply to them, its other limits do) or only hosts the ``scope`` admits."""
+    max_requisites_per_page: int = 200
+    """Requisites of one page (or stylesheet) considered, in document order."""
+    max_requisites_per_host: int = 20_000
+    """Requisites queued per host in the whole crawl."""
+    max_requisites: int = 200_000
+    """Requisites queued in all in the whole crawl (a run remembers the URL of each it queues: ~100
+    bytes apiece)."""
+    max_requisite_bytes: int = 5 * 1024 * 1024
+    """A requisite's body is cut (and recorded truncated) past this many bytes, or past
+    ``fetch.max_body_bytes`` when that is lower."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -106,9 +106,11 @@ def validate(cfg: Config) -> None:
     _check(s.max_pages >= 0, "scope.max_pages", "must be >= 0")
     _check(s.max_depth >= 0, "scope.max_depth", "must be >= 0")
     _check(s.max_url_length >= 32, "scope.max_url_length", "must be >= 32")
+    _check(s.max_requisite_bytes >= 1024, "scope.max_requisite_bytes", "must be >= 1024")
     _check(s.max_pages_per_host > 0, "scope.max_pages_per_host", "must be > 0")
     _check(s.max_queue_per_host > 0, "scope.max_queue_per_host", "must be > 0")
-    for name in ("max_hosts", "max_new_hosts_per_page", "max_queued", "max_urls_per_shape"):
+    for name in ("max_hosts", "max_new_hosts_per_page", "max_queued", "max_urls_per_shape",
+                 "max_requisites_per_page", "max_requisites_per_host", "max_requisites"):
         _check(getattr(s, name) > 0, f"scope.{name}", "must be > 0")
     _check(0 < p.rate <= 1000, "politeness.rate", f"must be in (0, 1000] req/s, got {p.rate}")
     _check(p.max_crawl_delay >= 0, "politeness.max_crawl_delay", "must be >= 0")

@@ -343,17 +343,18 @@ class Fetcher:
             await self._resolver.close()
 
     async def fetch(self, url: str, *, etag: str | None = None, last_modified: str | None = None,
-                    stream: StreamChoice | None = None) -> Response:
+                    stream: StreamChoice | None = None, max_bytes: int | None = None) -> Response:
         """GET ``url``; with a validator, a conditional GET (a 304 comes back as a Response); with
-        ``stream``, the body goes to the sink it gives for the response head, if any."""
+        ``stream``, the body goes to the sink it gives for the response head, if any. ``max_bytes``: a
+        body cap below ``max_body_bytes`` for this one (a page requisite's, frontier/requisites.py)."""
         if etag is None and last_modified is None:
-            return await self._get(url, (), stream)
+            return await self._get(url, (), stream, max_bytes)
         conditional: list[tuple[str, str]] = []
         if etag is not None:
             conditional.append(("If-None-Match", _header_value(etag)))
         if last_modified is not None:
             conditional.append(("If-Modified-Since", _header_value(last_modified)))
-        return await self._get(url, tuple(conditional), stream)
+        return await self._get(url, tuple(conditional), stream, max_bytes)
 
     async def fetch_robots(self, url: str, *, pacer: RedirectPacer | None = None) -> Response:
         """GET a robots.txt, following up to 5 redirects (also to other hosts). Returns the last
@@ -388,7 +389,7 @@ class Fetcher:
         return resp
 
     async def _get(self, url: str, extra: tuple[tuple[str, str], ...],
-                   stream: StreamChoice | None = None) -> Response:
+                   stream: StreamChoice | None = None, max_bytes: int | None = None) -> Response:
         pool, loop = self._pool, self._loop
         if pool is None or loop is None:
             raise RuntimeError("Fetcher used outside 'async with'")
@@ -408,8 +409,13 @@ class Fetcher:
                 remote_ip = conn.peer_ip
                 decoder = make_decoder(head.get("content-encoding"))
                 sink = stream(head.status, media_type(head.get("content-type"))[0]) if stream else None
-                cap = cfg.max_body_bytes if sink is None else sink.max_bytes
-                wire_cap = self._wire_cap if sink is None else int(cap * _WIRE_SLACK) + _READ_SIZE
+                if sink is not None:
+                    cap = sink.max_bytes
+                    wire_cap = int(cap * _WIRE_SLACK) + _READ_SIZE
+                else:
+                    cap, wire_cap = cfg.max_body_bytes, self._wire_cap
+                    if max_bytes is not None and max_bytes < cap:
+                        cap, wire_cap = max_bytes, int(max_bytes * _WIRE_SLACK) + _READ_SIZE
                 # A BytesIO grows in place and hands its buffer over uncopied: a list of parts joined at
                 # the end would hold the body twice (20 MiB for a page at the 10 MiB cap).
                 body = io.BytesIO()

@@ -79,6 +79,8 @@ class Frontier:
         self.add = intake.add
         self.add_many = intake.add_many
         self.admit = intake.admit
+        self.admit_requisites = intake.admit_requisites
+        self.is_requisite = intake.requisites.is_requisite
         self.set_routing = intake.set_routing
         self.owns = intake.owns
         self.count_trap = intake.count_trap

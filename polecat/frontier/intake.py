@@ -11,6 +11,8 @@ Rules (the checks themselves live where they are owned: scope.py, traps.py, budg
 4. The URLs of recent batches that reached the seen-set are remembered (:data:`RECENT_URLS`): a repeat
    counts as seen again without asking it.
 5. A refetch request (polecat/frontier/refetch.py) queues its URL again without asking the seen-set.
+6. A page's requisites are admitted as its links are (rules 1-4), with the scope and caps of
+   polecat/frontier/requisites.py (its rules 2-5).
 """
 
 from __future__ import annotations
@@ -20,10 +22,11 @@ from collections.abc import Iterable
 
 from polecat.config import ScopeConfig
 from polecat.dedup.seen import SeenSet
-from polecat.frontier import refetch
+from polecat.frontier import refetch, requisites
 from polecat.frontier.budgets import admit_reason
 from polecat.frontier.host_table import HostTable
 from polecat.frontier.keys import op_key, url_key
+from polecat.frontier.requisites import RequisiteCaps
 from polecat.frontier.routing import Admission, Routing
 from polecat.frontier.scope import ScopeFilter
 from polecat.frontier.traps import TrapCounts, url_trap
@@ -62,6 +65,8 @@ class Intake:
         """Per-host counts of trap rules that acted (polecat/frontier/traps.py), persisted in ``ops``."""
         self._traps_dirty: set[str] = set()
         self._refetch: list[tuple[bytes, str]] = []
+        self.requisites = RequisiteCaps(cfg)
+        """The requisite caps and the URLs queued as requisites in this run (rule 6)."""
 
     def load_op(self, kind: str, arg: str, key: bytes, raw: bytes) -> None:
         """Reinstate a stored op of the intake: a seed host, trap counts, a refetch request."""
@@ -71,6 +76,8 @@ class Intake:
             self.traps.load(arg, raw)
         elif kind == refetch.KIND:
             self._refetch.append((key, raw.decode()))
+        elif kind == requisites.KIND:
+            self.requisites.load(arg, raw)
 
     def add_seed(self, url: str, now: float, importance: float = 1.0) -> Decided[str]:
         """Queue a canonical seed URL; its host joins the crawl scope (persisted). Answers the decision."""
@@ -102,11 +109,7 @@ class Intake:
         """Route discovered canonical URLs before dedup (rule 1): the owned ones are added (seen-set
         test, queue), the others come back per owner, unmarked. ``hops``: redirects followed to reach
         them (a redirect target)."""
-        routing = self._routing
-        mine: Iterable[str] = urls
-        outbox: dict[str, list[str]] = {}
-        if routing is not None and not routing.single:
-            mine, outbox = routing.split(urls)
+        mine, outbox = self._split(urls)
         if hops:
             out: list[Write] = []
             accepted = sum(self._add(u, host_key(u), depth, importance, now, out, seed=False, hops=hops).value
@@ -115,10 +118,31 @@ class Intake:
         added = self.add_many(mine, depth, importance, now)
         return Decided(Admission(added.value, outbox), added.writes)
 
-    def add_many(self, urls: Iterable[str], depth: int, importance: float, now: float) -> Decided[int]:
+    def admit_requisites(self, urls: list[str], depth: int, importance: float, now: float, *,
+                         hops: int = 0) -> Decided[Admission]:
+        """Route and add the canonical requisites of one page (rule 6), already at their own ``depth``
+        and ``importance`` (requisites.py rule 5). Another owner's come back marked for it.
+        ``hops``: redirects followed to reach them (a requisite's redirect target)."""
+        considered, left_out = self.requisites.per_page(urls)
+        if left_out:
+            self.rejected["requisite_page_cap"] += left_out
+        mine, outbox = self._split(considered)
+        added = self.add_many(mine, depth, importance, now, requisite=True, hops=hops)
+        return Decided(Admission(added.value, outbox, requisites=True), added.writes)
+
+    def _split(self, urls: Iterable[str]) -> tuple[Iterable[str], dict[str, list[str]]]:
+        """The URLs this frontier judges, and the others per owner (rule 1)."""
+        routing = self._routing
+        if routing is None or routing.single:
+            return urls, {}
+        return routing.split(urls)
+
+    def add_many(self, urls: Iterable[str], depth: int, importance: float, now: float, *,
+                 requisite: bool = False, hops: int = 0) -> Decided[int]:
         """Add the outlinks of one page in one batch (one vectorised Bloom pass); answers how many were
         accepted. Per-host budgets are checked before the batch, so one page may overshoot them by its
-        own links at most."""
+        own links at most. ``requisite``: they are the page's requisites (rule 6); ``hops``: redirects
+        followed to reach them."""
         candidates: list[tuple[str, str]] = []
         recent = self._recent
         repeats = 0
@@ -129,7 +153,7 @@ class Intake:
                 repeats += 1
                 continue
             host = host_key(url)
-            reason = self._refuse(url, host, depth, False, new_hosts)
+            reason = self._refuse(url, host, depth, False, new_hosts, requisite=requisite)
             if reason is None:
                 candidates.append((url, host))
                 if host not in self._hosts:
@@ -150,8 +174,10 @@ class Intake:
             recent[url] = None
             if new:
                 out.append(Put("seen", key, b""))
-                enqueue(url, host, depth, importance, now, out)
+                enqueue(url, host, depth, importance, now, out, hops)
                 accepted += 1
+                if requisite:
+                    self.requisites.queued(url, host)
         self.seen_again += len(candidates) - accepted
         return Decided(accepted, out)
 
@@ -171,9 +197,9 @@ class Intake:
         return Decided(ACCEPTED, out)
 
     def _refuse(self, url: str, host: str, depth: int, seed: bool,
-                page_new_hosts: set[str] | None = None) -> str | None:
+                page_new_hosts: set[str] | None = None, *, requisite: bool = False) -> str | None:
         """Why ``url`` may not be queued (rule 2; None: it may). ``page_new_hosts``: the new hosts its
-        page's links brought so far (budgets rules 3-5)."""
+        page's links brought so far (budgets rules 3-5); ``requisite``: a page requisite (rule 6)."""
         if host in self._blocked:
             return "blocked"
         cfg = self._cfg
@@ -181,7 +207,9 @@ class Intake:
             if len(url) > cfg.max_url_length:
                 return "url_too_long"
         else:
-            reason = self._scope.reject_reason(url, host, depth)
+            reason = self._scope.reject_reason(url, host, depth, requisite=requisite)
+            if reason is None and requisite:
+                reason = self.requisites.refuse(host)
             if reason is None:
                 reason = url_trap(url) or ("trap:shape" if self._shapes.refuses(host, url) else None)
                 if reason is not None:
@@ -207,11 +235,11 @@ class Intake:
         self._traps_dirty.add(host)
 
     def trap_writes(self) -> list[Write]:
-        """The trap counts changed since the last commit."""
+        """The trap counts and the requisite counts changed since the last commit."""
         traps, dirty = self.traps, self._traps_dirty
         out: list[Write] = [Put("ops", op_key("traps", host), traps.encode(host)) for host in dirty]
         self._traps_dirty.clear()
-        return out
+        return out + self.requisites.writes()
 
     def refetch_writes(self, now: float, adopted_urls: set[bytes] | None = None) -> list[Write]:
         """Queue again the URLs whose stored copy was lost (rule 5; refetch.py rule 2). ``adopted_urls``:

@@ -30,7 +30,7 @@ GLOBAL = struct.pack(">H", 0xFFFF)
 assert SLICES < 0xFFFF
 
 _KEY_TAIL = struct.Struct(">IHQ")
-HOST_OPS = frozenset({"seedhost", "traps"})
+HOST_OPS = frozenset({"seedhost", "traps", "requisites"})
 """Op kinds whose argument is one host key (rule 4)."""
 
 

@@ -38,6 +38,8 @@ class Admission:
     """Owned URLs that were new and are now queued."""
     outbox: dict[str, list[str]] = field(default_factory=dict)
     """Owner -> URLs for other members, to stage in their outbox (rule 2); empty on a single node."""
+    requisites: bool = False
+    """The URLs are page requisites (polecat/frontier/requisites.py): their owners judge them as such."""
 
 
 class Routing:

@@ -32,17 +32,21 @@ class ScopeFilter:
         self._hosts.add(host_key)
         self._domains.add(_base_domain(hostname(host_key)))
 
-    def reject_reason(self, url: str, host_key: str, depth: int) -> str | None:
-        """None when the URL may be queued; otherwise a short reason label (counted by the frontier)."""
+    def reject_reason(self, url: str, host_key: str, depth: int, *, requisite: bool = False) -> str | None:
+        """None when the URL may be queued; otherwise a short reason label (counted by the frontier).
+        ``requisite``: a page requisite, which the mode and depth bind only with ``requisite_hosts =
+        "scope"`` (polecat/frontier/requisites.py rule 3)."""
         cfg = self._cfg
         if len(url) > cfg.max_url_length:
             return "url_too_long"
-        if depth > cfg.max_depth:
+        anywhere = requisite and cfg.requisite_hosts == "any"
+        if depth > cfg.max_depth and not anywhere:
             return "too_deep"
-        if cfg.mode == "host":
+        mode = "any" if anywhere else cfg.mode
+        if mode == "host":
             if host_key not in self._hosts:
                 return "out_of_scope"
-        elif cfg.mode == "domain":
+        elif mode == "domain":
             name = hostname(host_key)
             while name not in self._domains:
                 dot = name.find(".")

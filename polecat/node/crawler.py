@@ -417,7 +417,7 @@ class Crawler:
         return collect_stats(
             now=now, started_at=self._started_at, fetches=c.fetches, violations=c.violations,
             errors=c.errors, near_dups=self._pipeline.near_dups, near_deltas=self._pipeline.near_deltas,
-            pages_cut=self._pipeline.pages_cut,
+            pages_cut=self._pipeline.pages_cut, requisites_queued=self._pipeline.requisites_queued,
             bodies_at_start=self._bodies_at_start,
             frontier=self._frontier.stats(now), parked=self._frontier.parked_hosts(),
             seen=self._seen.stats(), canon=self._canon.stats(),

@@ -157,10 +157,14 @@ class LeaseRunner:
 
     async def _page_fetch(self, lease: Lease) -> Completion:
         started = self._clock.wall()
+        scope = self._cfg.scope
+        cap = None
+        if scope.requisites and self._frontier.is_requisite(lease.url):
+            cap = scope.max_requisite_bytes  # frontier/requisites.py rule 4: a requisite's own body cap
         try:
             stream = self._pipeline.stream_for(lease)
             resp = await self._fetcher.fetch(lease.url, etag=lease.etag, last_modified=lease.last_modified,
-                                             stream=stream)
+                                             stream=stream, max_bytes=cap)
         except FetchError as exc:
             self._counters.errors[exc.kind] += 1
             _log_failure(lease, exc)

@@ -93,10 +93,13 @@ class Member:
 
     def queue_handed(self, urls: Iterable[HandoffUrl], now: float) -> None:
         """Queue URLs handed to this member (rule 2); a forwarded seed is queued as a seed (its host
-        joins the scope)."""
+        joins the scope), a page requisite as a requisite (polecat/frontier/requisites.py)."""
         for u in urls:
             if u.seed:
                 self._db.applied(self._frontier.add_seed(u.url, now, u.importance))
+            elif u.requisite:
+                self._db.applied(self._frontier.add_many([u.url], u.depth, u.importance, now, requisite=True,
+                                                          hops=u.hops))
             else:
                 self._db.applied(self._frontier.add(u.url, u.depth, u.importance, now, hops=u.hops))
         self._waker.set()

@@ -27,13 +27,16 @@ from polecat.frontier.frontier import Frontier
 from polecat.frontier.politeness import Attempt
 from polecat.frontier.records import SEED_IMPORTANCE, Completion, Lease, child_importance
 from polecat.frontier.refresh import Prior
+from polecat.frontier.requisites import CSS_TYPE, stored_type
 from polecat.frontier.routing import Admission
 from polecat.frontier.traps import Soft404
 from polecat.node.xmlbody import XmlBody
 from polecat.parse.charset import decode_html, utf8_body
+from polecat.parse.css import stylesheet_links
 from polecat.parse.feed import FEED_TYPES, FeedParser, FeedResult, linked_feeds
 from polecat.parse.guard import MAX_TEXT_CHARS, bound_body, bound_html, bound_links, whole_utf8
 from polecat.parse.html import ParsedPage, parse_html
+from polecat.parse.requisites import page_requisites
 from polecat.parse.sitemap import SitemapParser, SitemapResult, SitemapWalk
 from polecat.store.base import OWN_HASH_HEADER, SKIPPED_HEADER, FetchRecord, PageStore, hasher
 
@@ -103,6 +106,8 @@ class PagePipeline:
         """Of them, those whose own bytes were stored as a delta (polecat/store/delta.py) in this run."""
         self.pages_cut = 0
         """HTML pages parsed only up to the parse budget in this run (polecat/parse/guard.py)."""
+        self.requisites_queued = 0
+        """Page requisites queued in this run (polecat/frontier/requisites.py)."""
         self._sitemaps: dict[str, SitemapWalk] = {}
         """Sitemap URLs of this run, each with the walk of its root (nesting and file limits)."""
         self._soft404 = Soft404()
@@ -176,11 +181,17 @@ class PagePipeline:
                 resp = replace(resp, body=bytes(sink.head or b""), truncated=resp.truncated or sink.cut)
         body = resp.body
         digest = self._hash(body)
-        is_html = resp.content_type in HTML_TYPES
+        ok = 200 <= resp.status < 300
+        requisites = self.config.scope.requisites
+        # requisites.py rule 6: a requisite is stored, never parsed for links (a stylesheet for its own)
+        requisite = requisites and self._frontier.is_requisite(lease.url)
+        is_html = resp.content_type in HTML_TYPES and not requisite
         text = title = ""
         links: tuple[str, ...] = ()
-        if is_html and 200 <= resp.status < 300:
-            parsed, text, raw = self._parse(lease.url, body, resp.charset)
+        if requisites and ok and resp.content_type == CSS_TYPE:
+            self._css_requisites(lease, resp, started)
+        if is_html and ok:
+            parsed, text, raw, doc = self._parse(lease.url, body, resp.charset)
             title = parsed.title
             soft = self._soft_404(lease, text)
             if soft:
@@ -192,7 +203,10 @@ class PagePipeline:
             if parsed.noindex:
                 self._store_record(lease.url, resp, started, None, skipped="noindex")
                 return digest, None
-        if resp.content_type not in self.config.fetch.store_types and 200 <= resp.status < 300:
+            if requisites:
+                self._page_requisites(doc, parsed.base, lease, started)
+        if (ok and not requisite and resp.content_type not in self.config.fetch.store_types
+                and not stored_type(self.config.scope, resp.content_type)):
             self._store_record(lease.url, resp, started, None, skipped="type")
             return digest, None
         duplicate_of = None
@@ -307,18 +321,23 @@ class PagePipeline:
             self._db.applied(self._frontier.add_many(urls, lease.depth + 1, importance, now))
         return [u for urls in by_priority.values() for u in urls]
 
-    def _parse(self, url: str, body: bytes, charset: str | None) -> tuple[ParsedPage, str, list[str]]:
+    def _parse(self, url: str, body: bytes,
+               charset: str | None) -> tuple[ParsedPage, str, list[str], str | bytes]:
         """Parse a page within the bounds of :mod:`polecat.parse.guard`: returns the parse, the text to
-        fingerprint and the hrefs to queue (outlinks, then the canonical link). A cut page is counted and
-        logged at info (``pages_cut``; not an error: the page was fetched and stored whole, and what was read
-        before the cut is kept)."""
+        fingerprint, the hrefs to queue (outlinks, then the canonical link) and the document parsed (its
+        well-formed UTF-8 bytes or its bounded text). A cut page is counted and logged at info
+        (``pages_cut``; not an error: the page was fetched and stored whole, and what was read before the
+        cut is kept)."""
         head, size_cut = bound_body(body, self.config.fetch.max_parse_bytes)
         utf8 = utf8_body(head, charset)
+        doc: str | bytes
         if utf8 is not None and whole_utf8(utf8):  # most pages: parsed from their bytes, never decoded
+            doc = utf8
             parsed = parse_html(utf8, url, agent_token=self._agent_token)
             bound_cut = "size" if size_cut else None
         else:
             bounded = bound_html(decode_html(head, charset), cut=size_cut)
+            doc = bounded.html
             parsed = parse_html(bounded.html, url, agent_token=self._agent_token)
             bound_cut = bounded.cut
         raw, dropped = bound_links((*parsed.links, parsed.canonical) if parsed.canonical else parsed.links)
@@ -326,13 +345,33 @@ class PagePipeline:
         if cut is not None:
             self.pages_cut += 1
             log.info("parse budget (%s) cut %s: %d links kept, %d dropped", cut, url, len(raw), dropped)
-        return parsed, parsed.text[:MAX_TEXT_CHARS], raw
+        return parsed, parsed.text[:MAX_TEXT_CHARS], raw, doc
+
+    def _page_requisites(self, doc: str | bytes, base: str, lease: Lease, now: float) -> None:
+        """Queue the requisites of an HTML page (polecat/parse/requisites.py; frontier/requisites.py)."""
+        found = page_requisites(doc if isinstance(doc, str) else doc.decode())
+        if found.cut:
+            log.info("requisite bounds cut %s: %d kept", lease.url, len(found.urls))
+        self._admit_requisites(found.urls, base, lease, now)
+
+    def _css_requisites(self, lease: Lease, resp: Response, now: float) -> None:
+        """Queue what a stylesheet loads (its ``url()`` and ``@import``; polecat/parse/css.py)."""
+        found = stylesheet_links(resp.body, resp.charset)
+        if found.cut:
+            log.info("CSS bounds cut %s: %d references kept", lease.url, len(found.urls))
+        self._admit_requisites(found.urls, lease.url, lease, now)
+
+    def _admit_requisites(self, refs: tuple[str, ...], base: str, lease: Lease, now: float) -> None:
+        """Requisites at their page's depth + 1 and importance (requisites.py rule 5)."""
+        urls = list(dict.fromkeys(self._canon.canonicalize_links(list(refs), base)))
+        if urls:
+            self._admit(urls, lease.depth + 1, lease.importance, now, 0, requisites=True)
 
     def _probe_answered(self, lease: Lease, resp: Response, attempt: Attempt) -> Completion:
         """A soft-404 probe's answer (frontier/traps.py rule 3): a 2xx page becomes the host's "not found"
         signature. Nothing is stored and no link followed: the URL is not the site's."""
         if 200 <= resp.status < 300 and resp.content_type in HTML_TYPES:
-            _, text, _ = self._parse(lease.url, resp.body, resp.charset)
+            _, text, _, _ = self._parse(lease.url, resp.body, resp.charset)
             self._soft404.signatures[lease.host] = fingerprint(text)
             self._frontier.count_trap(lease.host, "soft_404_probe")
         return Completion(attempt, "skipped", f"soft_404_probe:{resp.status}", ip=resp.remote_ip)
@@ -392,7 +431,7 @@ class PagePipeline:
             except (NotFound, CorruptRecord) as exc:
                 log.warning("near-duplicate index: %s not re-indexed: %s", rec.url, exc)
                 continue
-            _, text, _ = self._parse(rec.url, body, charset)
+            _, text, _, _ = self._parse(rec.url, body, charset)
             if text and self._index_stored(rec.url, rec.content_hash, text) is None:
                 added += 1
         return added
@@ -429,7 +468,9 @@ class PagePipeline:
             return
         target = self._canon.canonicalize(location, lease.url)
         if target is not None:
-            self._admit([target], lease.depth, lease.importance, now, lease.hops + 1)
+            # where a requisite moved is a requisite too (frontier/requisites.py rule 3)
+            moved = self.config.scope.requisites and self._frontier.is_requisite(lease.url)
+            self._admit([target], lease.depth, lease.importance, now, lease.hops + 1, requisites=moved)
 
     def _add_links(self, raw: list[str], base: str, lease: Lease, now: float) -> tuple[str, ...]:
         urls = tuple(dict.fromkeys(self._canon.canonicalize_links(raw, base)))
@@ -439,9 +480,16 @@ class PagePipeline:
         return urls
 
     def _admit(self, urls: tuple[str, ...] | list[str], depth: int, importance: float, now: float,
-               hops: int) -> None:
-        """Routing before dedup (polecat/frontier/routing.py): the frontier decides, the link stages."""
-        admission = self._db.applied(self._frontier.admit(urls, depth, importance, now, hops=hops))
+               hops: int, *, requisites: bool = False) -> None:
+        """Routing before dedup (polecat/frontier/routing.py): the frontier decides, the link stages.
+        ``requisites``: a page's requisites (polecat/frontier/requisites.py)."""
+        if requisites:
+            decided = self._frontier.admit_requisites(list(urls), depth, importance, now, hops=hops)
+        else:
+            decided = self._frontier.admit(urls, depth, importance, now, hops=hops)
+        admission = self._db.applied(decided)
+        if requisites:
+            self.requisites_queued += admission.accepted
         if admission.outbox and self._stage is not None:
             self._stage(admission, depth, importance, hops)
         if admission.accepted:

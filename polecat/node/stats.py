@@ -84,6 +84,9 @@ class CrawlStats:
     pages_cut: int = 0
     """HTML pages of this run parsed only up to the parse budget (polecat/parse/guard.py): stored whole,
     with the links read before the cut; not errors."""
+    requisites_queued: int = 0
+    """Page requisites queued in this run (``scope.requisites``, polecat/frontier/requisites.py); they are
+    among ``urls_accepted``."""
 
     @property
     def fetched_nothing(self) -> bool:
@@ -96,7 +99,7 @@ class CrawlStats:
 
 def collect_stats(*, now: float, started_at: float, fetches: int, violations: int,
                   errors: Mapping[str, int], near_dups: int, near_deltas: int, frontier: FrontierStats,
-                  pages_cut: int = 0,
+                  pages_cut: int = 0, requisites_queued: int = 0,
                   parked: Mapping[str, str], bodies_at_start: int, seen: SeenStats,
                   canon: CanonStats, robots: RobotsStats, dns: DnsStats, store: StoreStats,
                   answered: int = 0, ended: str = "",
@@ -127,4 +130,5 @@ def collect_stats(*, now: float, started_at: float, fetches: int, violations: in
                                     seeds_refused=seeds_refused, seeds_refused_total=seeds_refused_total,
                                     done=frontier.done) if ended else "",
         refresh_queued=refresh_queued, freshness=freshness, pages_cut=pages_cut,
+        requisites_queued=requisites_queued,
     )

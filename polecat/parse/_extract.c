@@ -180,7 +180,7 @@ static int ascii_ieq(const uint8_t *s, const char *word, size_t n) {
 static const char *const SKIP_SCHEMES[] = {"javascript:", "mailto:", "data:", "tel:", "about:", "blob:",
                                            "file:", "ftp:", "sms:"};
 
-/* html.py's _skip(href): href[:12].lstrip().lower() is empty or starts with a skipped scheme. Only
+/* html.py's skip_href(href): href[:12].lstrip().lower() is empty or starts with a skipped scheme. Only
  * ASCII letters lower to the ASCII of a scheme (U+0130 and U+212A lower to 'i'+U+0307 and 'k', which no
  * scheme can continue), so the comparison is ASCII. 1 = skip, 0 = keep, -1 = malformed. */
 static int skip_href(const uint8_t *s, size_t n) {

@@ -60,7 +60,8 @@ def _robots_meta(content: str) -> tuple[bool, bool]:
     return nofollow, noindex
 
 
-def _skip(href: str) -> bool:
+def skip_href(href: str) -> bool:
+    """Whether ``href`` is empty or of a scheme no fetch serves (``javascript:``, ``data:``, ...)."""
     head = href[:12].lstrip().lower()
     return not head or head.startswith(_SKIP_SCHEMES)
 
@@ -89,7 +90,7 @@ def _page(url: str, agent_token: str, links: tuple[str, ...], title: str, text: 
     base = url
     for href in bases:
         base_href = (href or "").strip()
-        if base_href and not _skip(base_href):  # the first <base href> wins, as in browsers
+        if base_href and not skip_href(base_href):  # the first <base href> wins, as in browsers
             with contextlib.suppress(ValueError):  # an unparsable <base> is ignored, as browsers do
                 base = join_url(url, base_href)
             break
@@ -110,7 +111,7 @@ def parse_html_python(html: str, url: str, *, agent_token: str = "polecat") -> P
         if tag == "a" or tag == "area":
             attrs = node.attributes  # one dict: cheaper than two lookups through node.attrs
             href = attrs.get("href")
-            if href and not _skip(href):
+            if href and not skip_href(href):
                 hrefs.append((href, attrs.get("rel")))
         elif tag in _INVISIBLE:
             invisible.append(node)

@@ -9,6 +9,7 @@ JavaScript expression in it and returns its JSON value (promises awaited).
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import itertools
 import re
@@ -109,6 +110,11 @@ class Browser:
         if "exceptionDetails" in result:
             raise RuntimeError(f"{expression}: {result['exceptionDetails']}")
         return result["result"].get("value")
+
+    async def screenshot(self) -> bytes:
+        """A PNG of the page as shown."""
+        result = await self._call("Page.captureScreenshot", format="png")
+        return base64.b64decode(result["data"])
 
     async def wait_for(self, expression: str, within: float = 20.0) -> Any:
         """Poll ``expression`` until it is truthy; returns its value."""

@@ -168,7 +168,7 @@ class FakeFetcher:
                         len(canned.body))
 
     async def fetch(self, url: str, *, etag: str | None = None, last_modified: str | None = None,
-                    stream: StreamChoice | None = None) -> Response:
+                    stream: StreamChoice | None = None, max_bytes: int | None = None) -> Response:
         resp = self.respond(url)
         sink = stream(resp.status, resp.content_type) if stream is not None else None
         if sink is None:
