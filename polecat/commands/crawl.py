@@ -83,6 +83,10 @@ def register(sub: Any) -> None:
     p.add_argument("--user-agent", help="User-Agent; include a contact URL")
     p.add_argument("--allow-private", action=argparse.BooleanOptionalAction, default=None,
                    help="allow private/loopback addresses (local crawls and tests)")
+    p.add_argument("--proxy", metavar="http://[USER:PASS@]HOST:PORT",
+                   help="send every request through this HTTP proxy (CONNECT for https); not saved")
+    p.add_argument("--proxy-env", action=argparse.BooleanOptionalAction, default=None,
+                   help="use HTTP_PROXY, HTTPS_PROXY and NO_PROXY from the environment, as curl does")
     p.add_argument("--dns-server", action="append", metavar="IP[:PORT]", help="DNS server (repeatable)")
     p.add_argument("--give-up-after", type=int, metavar="N",
                    help=f"give up a host after N attempts without an answer ({RUN_GIVE_UP_AFTER}; 0: never)")
@@ -162,7 +166,8 @@ _FLAG_FIELDS = (
     ("deny", "scope", "deny"), ("block", "scope", "block"), ("rate", "politeness", "rate"),
     ("throttle", "politeness", "throttle"), ("concurrency", "fetch", "concurrency"),
     ("user_agent", "fetch", "user_agent"), ("allow_private", "dns", "allow_private"),
-    ("dns_server", "dns", "nameservers"), ("give_up_after", "politeness", "give_up_after"),
+    ("dns_server", "dns", "nameservers"), ("proxy", "fetch", "proxy"),
+    ("proxy_env", "fetch", "proxy_env"), ("give_up_after", "politeness", "give_up_after"),
     ("refresh", "refresh", "enabled"), ("refresh_min", "refresh", "min_interval"),
     ("refresh_max", "refresh", "max_interval"),
 )
