@@ -1,12 +1,14 @@
 """The etcd ``Membership`` backend: the thin I/O around :class:`~polecat.cluster.ownership.Ownership`.
 
 Rules:
-1. Keys: ``/<cluster>/members/<id>`` -> JSON ``{"address": ..., "lease": ..., "leaving": ...}`` and
+1. Keys: ``/<cluster>/members/<id>`` -> JSON ``{"address": ..., "lease": ..., "leaving": ..., "wire": ...,
+   "wire_oldest": ..., "release": ...}`` and
    ``/<cluster>/owner/<slice>`` -> the owner's id, both under the node's lease (TTL ``ttl``, renewed
    every ``ttl / 3``). A node joins by registering, leaves by flagging itself ``leaving`` (ownership
    rule 8), handing its slices over and revoking its lease, and is gone for everyone when the lease
    expires. ``lease`` is the member's fencing token; a record without it (written before it existed)
-   reads as lease 0, and ``leaving`` absent as False.
+   reads as lease 0, and ``leaving`` absent as False; the wire fields absent read as 0.2.0's wire
+   (wire rule 2), and a record whose wire fields are malformed is skipped like any malformed record.
 2. The member list is read once, then followed with a watch on the prefix; every renewal also re-reads
    it, so a watch that broke silently (etcd restarted) costs at most ``ttl / 3`` of staleness.
 3. Every decision (what to claim, what to release, when to fence) is the state machine's; this module
@@ -31,6 +33,7 @@ from typing import Protocol
 from polecat.clock import SYSTEM_CLOCK, Clock
 from polecat.cluster.membership import Member, view
 from polecat.cluster.ownership import Action, Claim, Ownership, Release
+from polecat.cluster.wire import OLD, Wire
 from polecat.frontier.bundle import Fence
 
 log = logging.getLogger(__name__)
@@ -96,12 +99,22 @@ def parse_members(cluster: str, kvs: dict[str, bytes]) -> tuple[Member, ...]:
         try:
             record = json.loads(raw)
             member = Member(key[len(prefix) :], str(record["address"]), leaving=record.get("leaving") is True,
-                            lease=int(record.get("lease", 0)))
+                            lease=int(record.get("lease", 0)), wire=_wire(record))
         except (ValueError, KeyError, TypeError, AttributeError):
             log.warning("skipping malformed member record %s", key)
             continue
         out.append(member)
     return view(out)
+
+
+def _wire(record: dict[str, object]) -> Wire:
+    """The wire a member record names (rule 1); ValueError when it names one badly."""
+    if "wire" not in record:
+        return OLD
+    newest, oldest, release = record["wire"], record.get("wire_oldest", record["wire"]), record.get("release")
+    if not (isinstance(newest, int) and isinstance(oldest, int) and 0 < oldest <= newest):
+        raise ValueError(f"wire {newest!r}, oldest {oldest!r}")
+    return Wire(oldest, newest, str(release)[:40] if release else OLD.release)
 
 
 class EtcdMembership:
@@ -197,7 +210,9 @@ class EtcdMembership:
 
     async def _put_record(self, *, leaving: bool) -> None:
         assert self._lease is not None
-        body = json.dumps({"address": self._me.address, "lease": self._lease, "leaving": leaving}).encode()
+        wire = self._me.wire
+        body = json.dumps({"address": self._me.address, "lease": self._lease, "leaving": leaving,
+                           "wire": wire.newest, "wire_oldest": wire.oldest, "release": wire.release}).encode()
         revision = await self._client.put(members_prefix(self._cluster) + self._me.id, body, self._lease)
         if not leaving:  # a registration: its token (flagging leaving keeps the registration's)
             self.fence = Fence(self._me.id, self._lease, revision)

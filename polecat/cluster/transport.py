@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Protocol
 
 import aiohttp
@@ -15,6 +16,7 @@ from polecat.clock import SYSTEM_CLOCK, Clock
 from polecat.cluster.auth import AUTH_HEADER, check_request_proof, request_proof
 from polecat.cluster.batch import MAX_BATCH_BYTES, Signer, Verifier
 from polecat.cluster.receiver import SHUTDOWN_TIMEOUT, HandoffReceiver, Reply
+from polecat.cluster.wire import RELEASE_HEADER, THIS, WIRE_HEADER, Wire
 
 PATH = "/handoff"
 ROUND_HEADER = "X-Polecat-Round"
@@ -32,12 +34,14 @@ class Transport(Protocol):
 
 class HttpTransport:
     """aiohttp client; one connection pool per address. With ``sign``, each request's head proves the
-    secret (:mod:`polecat.cluster.auth` rule 1) at ``clock.wall()``."""
+    secret (:mod:`polecat.cluster.auth` rule 1) at ``clock.wall()``; it names the sender's ``wire``
+    (:mod:`polecat.cluster.wire` rule 2)."""
 
-    def __init__(self, *, timeout: float = 30.0, sign: Signer | None = None, clock: Clock = SYSTEM_CLOCK
-                 ) -> None:
+    def __init__(self, *, timeout: float = 30.0, sign: Signer | None = None, clock: Clock = SYSTEM_CLOCK,
+                 wire: Wire = THIS) -> None:
         self._sign = sign
         self._clock = clock
+        self._wire_headers = {WIRE_HEADER: wire.header, RELEASE_HEADER: wire.release}
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._sessions: dict[str, tuple[aiohttp.ClientSession, str]] = {}
 
@@ -56,7 +60,7 @@ class HttpTransport:
 
     async def post(self, address: str, data: bytes) -> Reply:
         session, url = self._session(address)
-        headers = {"Content-Type": "application/x-polecat-batch"}
+        headers = {"Content-Type": "application/x-polecat-batch", **self._wire_headers}
         if self._sign is not None:
             headers[AUTH_HEADER] = request_proof(self._sign, PATH, len(data), self._clock.wall())
         try:
@@ -92,11 +96,13 @@ def _retry_after(value: str | None) -> float:
         return 0.0
 
 
-async def read_body(request: web.Request, max_bytes: int, verify: Verifier | None, clock: Clock) -> bytes:
+async def read_body(request: web.Request, max_bytes: int, verify: Verifier | None, clock: Clock, *,
+                    head_check: Callable[[web.Request], None] | None = None) -> bytes:
     """The body of ``request``, read only once its head allows it: a Content-Length of at most
     ``max_bytes`` and, with ``verify``, an :data:`~polecat.cluster.auth.AUTH_HEADER` that proves the
-    secret for this route and length (:mod:`polecat.cluster.auth` rule 1). Raises the HTTP error to
-    answer otherwise (401 for the proof, so callers count it as unauthorized)."""
+    secret for this route and length (:mod:`polecat.cluster.auth` rule 1); then ``head_check``, which
+    raises the HTTP error to answer for a head the caller refuses. Raises the HTTP error to answer
+    otherwise (401 for the proof, so callers count it as unauthorized)."""
     length = request.content_length
     if length is None:
         raise web.HTTPLengthRequired(text="a Content-Length is required")
@@ -107,6 +113,8 @@ async def read_body(request: web.Request, max_bytes: int, verify: Verifier | Non
                                   clock.wall())
         if why is not None:
             raise web.HTTPUnauthorized(text=why)
+    if head_check is not None:
+        head_check(request)
     try:
         return await request.content.readexactly(length)
     except asyncio.IncompleteReadError as exc:

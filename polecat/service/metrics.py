@@ -167,6 +167,11 @@ def _cluster(cs: ClusterStats) -> Iterator[CounterMetricFamily | GaugeMetricFami
     yield _labelled_counter("polecat_cluster_bundles", "Slice hand-over bundles by outcome", "outcome",
                             (("sent", cs.bundles_sent), ("adopted", cs.bundles_adopted),
                              ("refused", cs.bundles_refused)))
+    yield _gauge("polecat_cluster_incompatible_members",
+                 "Members this node shares no wire version with: nothing is sent to them until an upgrade",
+                 cs.incompatible_members)
+    yield _counter("polecat_cluster_wire_refused", "Internal requests refused for their wire versions",
+                   cs.wire_refused)
     yield _counter("polecat_cluster_checkpoint_rounds", "Slice checkpoint rounds shipped",
                    cs.checkpoint_rounds)
     yield _counter("polecat_cluster_checkpoint_failures", "Slice checkpoint rounds and writes that failed",
