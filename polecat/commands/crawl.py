@@ -275,11 +275,14 @@ def _report_changes(run: RunSettings) -> None:
 
 
 def cmd_crawl(args: argparse.Namespace) -> int:
-    from polecat.cluster.layout import LAYOUT_FILE, resolve_workers, uses_workers
+    from polecat.cluster.layout import LAYOUT_FILE, node_dirs, resolve_workers, uses_workers
+    from polecat.store.segments import check_unlocked
 
     run = build_settings(args)
     cfg = run.config
     data = cfg.data_dir
+    for node in node_dirs(data):  # before anything is saved or opened: a crawl of it is running
+        check_unlocked(node / "store")
     seeded = cfg.scope.seeds or cfg.scope.seeds_file is not None
     if not seeded and not (data / "frontier").exists() and not (data / LAYOUT_FILE).exists():
         raise ConfigError("nothing to crawl: give seed URLs or --seeds-file, or --data of a crawl to resume")

@@ -49,6 +49,7 @@ from polecat.node.stats import CrawlStats, collect_stats
 from polecat.parse.robots import product_token
 from polecat.store.archive import archive_info
 from polecat.store.base import PageStore
+from polecat.store.segments import check_unlocked
 from polecat.store.segstore import open_store
 
 if TYPE_CHECKING:
@@ -133,6 +134,8 @@ class Crawler:
             fetch = replace(self.config.fetch, concurrency=budget.concurrency)
             self.config = replace(self.config, fetch=fetch)
         cfg = self.config
+        if self._given_store is None:  # a running crawl of this dir: refused, not waited for behind it
+            check_unlocked(cfg.data_dir / "store")
         local = open_frontier(cfg, self._clock.wall())
         self._db, self._seen, self._robots = local.db, local.seen, local.robots
         self._frontier = frontier = local.frontier
