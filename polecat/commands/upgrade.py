@@ -64,7 +64,8 @@ def describe(done: Opened) -> list[str]:
     if done.reindexed or done.near_dropped is not None:
         lines.append(f"{done.reindexed} stored page(s) entered into the near-duplicate index")
     if done.near_left:
-        lines.append(f"{done.near_left} store records left to index (`polecat upgrade` indexes them)")
+        lines.append(f"{done.near_left} store records left to index, in the background as the crawl runs "
+                     "(`polecat upgrade` indexes them at once)")
     return lines
 
 

@@ -132,6 +132,9 @@ class NodeMetrics(Collector):
         yield _gauge("polecat_stored_pages", "Distinct bodies in the store", s.pages_stored)
         yield _labelled_counter("polecat_fetch_errors", "Failed requests by kind", "kind", s.errors)
         yield _counter("polecat_pages_cut", "HTML pages parsed only up to the parse budget", s.pages_cut)
+        yield _gauge("polecat_near_rebuild_left_records",
+                     "Store records of an older fingerprint format the near-duplicate index still owes",
+                     s.near_rebuild_left)
         yield _labelled_counter("polecat_urls_done", "URLs finished in this run by outcome", "outcome",
                                 s.urls_done)
         yield _counter("polecat_refresh_queued", "Fetched URLs queued again because their refresh was due",
