@@ -317,24 +317,25 @@ class Commits:
             await asyncio.sleep(0)  # the loop's turn: requests in flight go on between batches
             while not self.frontier_free.is_set():  # no frontier read during its commit (rule 2)
                 await self.frontier_free.wait()
-            # The reader is dropped (and its index transaction ended) here: none is held across turns.
-            take = min(REBUILD_BATCH, end - cursor)
-            batch = list(itertools.islice(self._store.records_since(cursor), take))
-            if not batch:
-                break
             try:
+                # The reader is dropped (its index transaction ended) here: none is held across turns.
+                take = min(REBUILD_BATCH, end - cursor)
+                batch = list(itertools.islice(self._store.records_since(cursor), take))
+                if not batch:
+                    raise PolecatError(f"the store's log ends at record {cursor}, before {end}")
                 added += pipeline.reindex(batch)
-            except PolecatError as exc:
+                cursor += len(batch)
+                self._db.apply([Put("meta", NEAR_REBUILD, str(cursor).encode())] if cursor < end
+                               else [Delete("meta", NEAR_REBUILD)])
+            except (lmdb.Error, OSError) as exc:  # the frontier cannot be written: the node stops (rule 6)
+                self._fail(exc)
+                return
+            except PolecatError as exc:  # the store cannot be read: collapses are missed, nothing is lost
                 log.warning("near-duplicate index: the background rebuild stopped (%d records left): %s",
                             end - cursor, exc)
                 return
-            cursor += len(batch)
-            self._db.apply([Put("meta", NEAR_REBUILD, str(cursor).encode())])
             self._rebuilt_unsaved = True
             self.near_rebuild_left = end - cursor
-        self._db.apply([Delete("meta", NEAR_REBUILD)])
-        self._rebuilt_unsaved = True
-        self.near_rebuild_left = 0
         log.info("near-duplicate index: %d stored page(s) indexed in the background in %.1f s", added,
                  self._clock.monotonic() - started)
 
