@@ -7,6 +7,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
@@ -344,3 +347,14 @@ def test_a_crawl_through_the_proxy_is_whole_and_polite(test_web: TestWebFactory,
     assert len(proxy.requests) == len(web.log)  # every request, robots.txt included, went through it
     assert politeness_violations(web.log, web.min_intervals(20.0)) == []
     assert "proxy" not in json.loads((data / "settings.json").read_text()).get("fetch", {})
+
+
+def test_a_bad_proxy_variable_is_refused_before_the_crawl_starts(tmp_path: Path) -> None:
+    data = tmp_path / "d"
+    command = [sys.executable, "-m", "polecat", "crawl", "http://127.0.0.1:9/", "--data", str(data),
+               "--proxy-env", "--allow-private"]
+    run = subprocess.run(command, capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "HTTPS_PROXY": "socks5://p:1080"})
+    assert run.returncode == 2, run.stderr
+    assert "HTTPS_PROXY (fetch.proxy_env): 'socks5://p:1080': only http:// proxies" in run.stderr
+    assert not data.exists()  # nothing saved, nothing opened

@@ -6,8 +6,10 @@ Rules:
 1. :data:`WIRE_VERSION` is the version of everything the nodes of a cluster send each other: hand-off
    batches (polecat/cluster/batch.py), slice bundles (polecat/frontier/bundle.py), the internal routes
    and their heads (polecat/cluster/auth.py), member records (polecat/cluster/etcd.py). A change a node of
-   the previous release cannot read raises it; :data:`WIRE_OLDEST` is the oldest version this release
-   still reads and writes. A node speaks the range ``WIRE_OLDEST..WIRE_VERSION`` (a :class:`Wire`).
+   the previous release cannot read raises it, and so does one that makes it decide otherwise where
+   nodes must agree: the Ring's placement (polecat/cluster/ring.py ``RING_VERSION``), or two nodes would
+   want different owners for one slice. :data:`WIRE_OLDEST` is the oldest version this release still
+   reads, writes and decides by. A node speaks the range ``WIRE_OLDEST..WIRE_VERSION`` (a :class:`Wire`).
 2. A node says its range and release in its etcd member record (``wire``, ``wire_oldest``,
    ``release``) and in the head of every internal request (:data:`WIRE_HEADER`, :data:`RELEASE_HEADER`).
    A record or a request without them comes from a release before this rule (0.2.0): wire 1.

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import re
 import shutil
 import signal
@@ -283,6 +284,10 @@ def cmd_crawl(args: argparse.Namespace) -> int:
     data = cfg.data_dir
     for node in node_dirs(data):  # before anything is saved or opened: a crawl of it is running
         check_unlocked(node / "store")
+    if cfg.fetch.proxy_env:  # a variable naming no usable proxy is a bad setting too: refused before a start
+        from polecat.fetch.proxy import routes_from
+
+        routes_from(cfg.fetch, os.environ)
     seeded = cfg.scope.seeds or cfg.scope.seeds_file is not None
     if not seeded and not (data / "frontier").exists() and not (data / LAYOUT_FILE).exists():
         raise ConfigError("nothing to crawl: give seed URLs or --seeds-file, or --data of a crawl to resume")
