@@ -12,6 +12,7 @@ from typing import Any
 import aiohttp
 
 from polecat.cluster.auth import AUTH_HEADER, hmac_signer, request_proof
+from polecat.cluster.wire import THIS, Wire
 from polecat.config import Config
 from polecat.processes.service_runner import NodeService
 from polecat.testing.web import TestWeb
@@ -27,9 +28,10 @@ def internal(path: str, length: int = 0, receiver: str = "") -> dict[str, str]:
     return {AUTH_HEADER: request_proof(hmac_signer(SECRET), path, receiver, length, time.time())}
 
 
-async def start_node(cfg: Config) -> tuple[NodeService, asyncio.Future[int]]:
-    """A NodeService started in this loop, once its API listens (or its start-up error raised)."""
-    svc = NodeService(cfg)
+async def start_node(cfg: Config, wire: Wire = THIS) -> tuple[NodeService, asyncio.Future[int]]:
+    """A NodeService started in this loop, once its API listens (or its start-up error raised);
+    ``wire``: the wire versions it speaks (another release's to play one)."""
+    svc = NodeService(cfg, wire=wire)
     task = asyncio.ensure_future(svc.run(handle_signals=False))
     ready = asyncio.ensure_future(svc.ready.wait())
     await asyncio.wait([task, ready], return_when=asyncio.FIRST_COMPLETED)

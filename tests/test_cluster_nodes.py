@@ -19,6 +19,7 @@ import aiohttp
 import pytest
 
 from polecat.cluster.auth import AUTH_HEADER, hmac_signer, request_proof
+from polecat.cluster.wire import THIS, Wire
 from polecat.commands.cluster import _warnings
 from polecat.config import config_from_mapping
 from polecat.errors import ConfigError
@@ -43,7 +44,7 @@ def _port(host: str) -> int:
 
 
 async def _start(web: Any, etcd: EtcdServer, tmp: Path, k: int, rate: float, ttl: int = 3, *,
-                 seeds: bool = True) -> tuple[NodeService, asyncio.Future[int]]:
+                 seeds: bool = True, wire: Wire = THIS) -> tuple[NodeService, asyncio.Future[int]]:
     host = f"127.0.0.{10 + k}"
     listen = f"{host}:{_port(host)}"
     cfg = crawl_config(web, tmp / f"n{k}", politeness={"rate": rate}, refresh={"enabled": False},
@@ -51,7 +52,7 @@ async def _start(web: Any, etcd: EtcdServer, tmp: Path, k: int, rate: float, ttl
                        node={"listen": listen, "token": "operator-token-of-the-test"},
                        cluster={"etcd": etcd.endpoint, "name": "t", "node_id": f"n{k}",
                                 "advertise": f"http://{listen}", "secret": SECRET, "lease_ttl": ttl})
-    return await start_node(cfg)
+    return await start_node(cfg, wire)
 
 
 async def test_nodes_join_and_leave_mid_crawl_fetching_everything_once_and_politely(

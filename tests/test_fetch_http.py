@@ -80,6 +80,21 @@ def cert(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return make_cert(tmp_path_factory.mktemp("tls"))
 
 
+async def serve_plain_and_tls(app: web.Application,
+                              cert: tuple[Path, Path]) -> tuple[web.AppRunner, int, int]:
+    """``app`` served on 127.0.0.1 over plain HTTP and over TLS with ``cert``: its runner and both ports."""
+    runner = web.AppRunner(app)
+    await runner.setup()
+    plain = web.TCPSite(runner, "127.0.0.1", 0)
+    await plain.start()
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(str(cert[0]), str(cert[1]))
+    tls = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=ctx)
+    await tls.start()
+    return (runner, plain._server.sockets[0].getsockname()[1],  # type: ignore[union-attr]
+            tls._server.sockets[0].getsockname()[1])  # type: ignore[union-attr]
+
+
 @pytest.fixture(scope="module")
 def dns() -> Iterator[LocalDnsServer]:
     with LocalDnsServer() as server:
@@ -103,16 +118,7 @@ async def servers(cert: tuple[Path, Path]) -> AsyncIterator[Servers]:
     app.router.add_get("/page", page)
     app.router.add_get("/enc/{enc}", encoded)
     app.router.add_get("/busy", busy)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    plain = web.TCPSite(runner, "127.0.0.1", 0)
-    await plain.start()
-    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ctx.load_cert_chain(str(cert[0]), str(cert[1]))
-    tls = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=ctx)
-    await tls.start()
-    state.port = plain._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    state.tls_port = tls._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    runner, state.port, state.tls_port = await serve_plain_and_tls(app, cert)
     yield state
     await runner.cleanup()
 

@@ -93,7 +93,10 @@ def test_crawl_refresh_refetches_what_is_due_then_exits_and_304s_store_nothing_n
     fetched = Counter(page_requests(web))
     assert len(fetched) == 5 and set(fetched.values()) == {1}
     status = read_status(data / "frontier")
-    assert status.freshness.tracked == 5
+    assert status.freshness.tracked == 5 and status.revisited == 0
+    # A one-off crawl so far: no freshness figures, which would describe a refresh that never ran.
+    one_off = polecat("status", str(data))
+    assert one_off.returncode == 0 and "freshness" not in one_off.stdout and "refresh" not in one_off.stdout
 
     # Nothing is due yet (due 8 s after each fetch): a refresh run fetches nothing and says so.
     started = time.monotonic()
@@ -119,6 +122,7 @@ def test_crawl_refresh_refetches_what_is_due_then_exits_and_304s_store_nothing_n
     assert plain.returncode in (0, 3)
     out = polecat("status", str(data))
     assert "refresh: 5 URLs scheduled" in out.stdout
+    assert read_status(data / "frontier").revisited == 5
 
 
 def _urlset(*locs: str) -> bytes:

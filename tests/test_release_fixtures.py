@@ -20,6 +20,7 @@ from polecat.cluster import batch
 from polecat.cluster.checkpoint_plan import FORMAT as CHECKPOINT_FORMAT
 from polecat.cluster.layout import node_dirs
 from polecat.cluster.ring import RING_VERSION
+from polecat.cluster.wire import WIRE_VERSION
 from polecat.config import StoreConfig
 from polecat.frontier import bundle
 from polecat.frontier.db import SCHEMA_VERSION
@@ -100,8 +101,9 @@ def test_todays_formats_are_those_of_the_newest_fixture() -> None:
     today = {"frontier": {"version": SCHEMA_VERSION, **FRONTIER_PARAMS},
              "store_schema": STORE_SCHEMA.decode(), "store_hash": HASH_NAME, "ring": RING_VERSION}
     assert today == newest
-    # Formats of the wire and of checkpoints, not kept in a data dir: pinned here for the same reason.
-    assert (bundle.VERSION, batch.VERSION, CHECKPOINT_FORMAT) == (1, 1, 1)
+    # Formats of the wire and of checkpoints, not kept in a data dir: pinned here for the same reason. A
+    # change of the batch or bundle format raises the wire version too (polecat/cluster/wire.py rule 1).
+    assert (bundle.VERSION, batch.VERSION, CHECKPOINT_FORMAT, WIRE_VERSION) == (1, 1, 1, 2)
 
 
 @pytest.mark.parametrize("name", FIXTURES)

@@ -1,11 +1,12 @@
 """robots.txt matching is bounded per URL whatever the rules: hostile wildcard sets are indexed and
-capped (fail closed, counted), and the indexed matcher agrees with a plain scan of every rule."""
+capped (fail closed, counted), and the indexed matcher agrees with a plain scan of every rule.
+
+The bounds are asserted as counts of the work done (wildcard rules tried a URL, bytes parsed), which a
+loaded machine cannot change; the times are benchmarks/README.md's."""
 
 from __future__ import annotations
 
 import asyncio
-import itertools
-import time
 from pathlib import Path
 
 import pytest
@@ -24,16 +25,35 @@ from tests.conftest import TestWebFactory
 from tests.crawl_helpers import crawl_config
 
 
+class Tries:
+    """Counts the wildcard rules tried for each path (``_Wildcard.match`` calls between two paths)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.per_path: list[int] = []
+        match, allowed_path = robots_match._Wildcard.match, RuleMatcher.allowed_path
+
+        def counted_match(wildcard: object, path: str) -> bool:
+            self.per_path[-1] += 1
+            return match(wildcard, path)  # type: ignore[arg-type]
+
+        def counted_allowed(matcher: RuleMatcher, path: str) -> bool:
+            self.per_path.append(0)
+            return allowed_path(matcher, path)
+
+        monkeypatch.setattr(robots_match._Wildcard, "match", counted_match)
+        monkeypatch.setattr(RuleMatcher, "allowed_path", counted_allowed)
+
+
 @pytest.mark.parametrize("name", sorted(ROBOTS))
-def test_a_512k_hostile_robots_txt_costs_little_per_url(name: str) -> None:
-    # Unbounded, 25,000 rules "Disallow: /*q<n>*z" cost 7-13 ms per URL: a page of 5,000 links into
-    # the host held the loop for a minute.
+def test_a_512k_hostile_robots_txt_costs_little_per_url(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Unbounded, 25,000 rules "Disallow: /*q<n>*z" cost 7-13 ms per URL (every rule tried): a page of
+    # 5,000 links into the host held the loop for a minute.
     rules = RobotsRules(ROBOTS[name](512 * 1024).decode(), "polecat")
     urls = [f"http://h.test/q{i}/some/ordinary/path?id={i}" for i in range(500)]
-    start = time.process_time()
+    tries = Tries(monkeypatch)
     verdicts = [rules.allowed(u) for u in urls]
-    per_url = (time.process_time() - start) / len(urls)
-    assert per_url < 0.5e-3, per_url
+    assert len(tries.per_path) == len(urls)
+    assert max(tries.per_path) <= MAX_TRIES, max(tries.per_path)
     assert all(verdicts)  # none of the rules matches these paths, and none is over the bound
     assert not rules.too_complex
 
@@ -96,26 +116,36 @@ def test_indexed_matching_agrees_with_a_scan_of_every_rule(rules: list[tuple[boo
 
 
 @pytest.mark.parametrize("name", sorted(ROBOTS))
-def test_a_10_mib_robots_txt_of_100k_rules_is_cut_at_the_cap_in_bounded_time(name: str) -> None:
+def test_a_10_mib_robots_txt_of_100k_rules_is_cut_at_the_cap(name: str,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     body = ROBOTS[name](10 * 2**20)
     assert body.count(b"\n") > 100_000
+    parsed: list[int] = []
+    parse = RobotsRules.parse
+
+    def measured(text: str, token: str) -> RobotsRules:
+        parsed.append(len(text))
+        return parse(text, token)
+
+    monkeypatch.setattr(RobotsRules, "parse", measured)
     policy = RobotsPolicy(RobotsConfig(), "polecat")
-    start = time.process_time()
     policy.record_response("h.test", 200, body, 0.0)
-    assert time.process_time() - start < 2.0
+    assert len(parsed) == 1 and RobotsConfig().max_bytes - 200 < parsed[0] <= RobotsConfig().max_bytes
     assert policy.host_state("h.test") == "ok" and policy.stats().too_complex == 0
 
 
-def test_a_crawl_meeting_hostile_robots_rules_keeps_serving_other_hosts(test_web: TestWebFactory,
-                                                                       tmp_path: Path) -> None:
+def test_a_crawl_meeting_hostile_robots_rules_keeps_serving_other_hosts(
+        test_web: TestWebFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The issue's case: 25,000 wildcard rules and a page of 5,000 links they disallow. Unbounded, each
-    lease of that host checked up to 256 URLs at ~7 ms each, holding the loop ~1 s a lease: the other
-    host got one request a second or so."""
+    lease of that host checked up to 256 URLs at ~7 ms each (every rule tried), holding the loop ~1 s a
+    lease: the other host got one request a second or so. Bounded, no URL tries more than MAX_TRIES
+    rules, and the other host is crawled whole."""
     web = test_web(SiteSpec(hosts=2, pages_per_host=40, seed=4))
     web.set_robots("h01.test", body=ROBOTS["wildcards"](512 * 1024).decode())
     web.respond("h01.test", "/", 200, headers={"Content-Type": "text/html"},
                 body="".join(f'<a href="/q{i}z">x</a>' for i in range(5000)).encode())
     cfg = crawl_config(web, tmp_path / "data", politeness={"rate": 20.0})
+    tries = Tries(monkeypatch)
 
     async def main() -> None:
         async with Crawler(cfg) as crawler:
@@ -123,10 +153,6 @@ def test_a_crawl_meeting_hostile_robots_rules_keeps_serving_other_hosts(test_web
 
     asyncio.run(main())
     assert not [r for r in web.log if r.host == "h01.test" and r.target.startswith("/q")]
-    served = sorted(r.start for r in web.log if r.host == "h02.test")
-    gaps = [b - a for a, b in itertools.pairwise(served)]
-    # A one-off stall remains while h01's robots.txt is parsed and its 5,000 links are checked once
-    # against the rules (~0.2 s + ~0.4 s at 82 us a URL; more on a loaded machine); apart from it h02 is
-    # served at its own pace (unbounded: ~1 s of stall at every lease of h01, 80 s as the largest gap).
-    assert len(served) > 30 and max(gaps) < 1.5, max(gaps)
-    assert sum(g for g in gaps if g > 0.3) < 1.5, gaps
+    h02 = {r.url for r in web.log if r.host == "h02.test" and r.target != "/robots.txt"}
+    assert h02 == {u for u in web.ground_truth("any") if "//h02.test" in u}
+    assert len(tries.per_path) >= 5000 and max(tries.per_path) <= MAX_TRIES, max(tries.per_path)

@@ -8,6 +8,7 @@ on its way on the writer thread) or on the N-th near-duplicate index entry of th
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import signal
@@ -18,13 +19,15 @@ from pathlib import Path
 import lmdb
 import pytest
 
-from polecat.config import config_from_mapping
+from polecat.config import Config, config_from_mapping
 from polecat.errors import FrontierError
+from polecat.frontier.db import NEAR_REBUILD
 from polecat.frontier.status import read_status
 from polecat.node import commits
 from polecat.node.crawler import Crawler
 from polecat.store.segments import lock_writer
-from tests.release_fixtures import copy_fixture
+from tests.crawl_helpers import page_requests
+from tests.release_fixtures import USER_AGENT, copy_fixture, serving
 
 STORED_PAGES = 25
 """HTML pages the effc808 fixture stored whole (revisits and robots.txt excluded): each gets one
@@ -132,22 +135,93 @@ def test_kill_9_mid_upgrade_leaves_old_or_new_and_the_next_run_finishes(tmp_path
     _assert_upgraded(data)
 
 
-async def test_a_costly_rebuild_waits_for_the_command_and_the_crawl_opens_meanwhile(
+def _fixture_config(data: Path, dns: str) -> Config:
+    """The effc808 fixture's crawl resumed against its site, as tests/test_release_fixtures.py does."""
+    return config_from_mapping({
+        "data_dir": str(data), "dedup": {"expected_urls": 2000}, "frontier": {"commit_ms": 100.0},
+        "scope": {"mode": "host"}, "politeness": {"rate": 20.0}, "fetch": {"user_agent": USER_AGENT},
+        "dns": {"nameservers": [dns], "allow_private": True}})
+
+
+async def test_a_costly_rebuild_runs_in_the_background_as_the_crawl_runs(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """Past the bound, opening indexes nothing (start-up is not held up); the records are indexed a batch
+    at a time while the crawl fetches, counted down, and the next open owes nothing."""
     data = copy_fixture("effc808", tmp_path / "data")
-    cfg = config_from_mapping({"data_dir": str(data), "dedup": {"expected_urls": 2000}})
     monkeypatch.setattr(commits, "AUTO_REBUILD_RECORDS", 5)
-    with caplog.at_level(logging.WARNING, logger="polecat"):
+    monkeypatch.setattr(commits, "REBUILD_BATCH", 3)
+    with serving() as web, caplog.at_level(logging.INFO, logger="polecat"):
+        cfg = _fixture_config(data, web.dns_address)
         async with Crawler(cfg) as crawler:
             opened = crawler.opened
-    assert opened.near_dropped == 125 and opened.reindexed == 0 and opened.near_left > STORED_PAGES
-    assert f"{opened.near_left} store records of an older fingerprint format are not indexed" in caplog.text
-    assert f"`polecat upgrade {data}` indexes them" in caplog.text
-    assert _near_records(data) == 0
-    async with Crawler(cfg) as crawler:  # still owed at the next open
-        assert crawler.opened.near_left == opened.near_left
-    async with Crawler(cfg, upgrade=True) as crawler:
-        assert (crawler.opened.reindexed, crawler.opened.near_left) == (STORED_PAGES, 0)
+            assert opened.near_dropped == 125 and opened.reindexed == 0 and opened.near_left > STORED_PAGES
+            assert crawler.stats().near_rebuild_left == opened.near_left
+            stats = await asyncio.wait_for(crawler.run(), 120)
+        fetched = page_requests(web)
+    assert stats.near_rebuild_left == 0 and fetched  # indexed while pages were fetched
+    assert f"{opened.near_left} store records of an older fingerprint format are indexed in the background" \
+        in caplog.text
+    assert f"{STORED_PAGES} stored page(s) indexed in the background" in caplog.text
+    assert _near_records(data) >= STORED_PAGES  # the release's pages, and those of this run
     async with Crawler(cfg) as crawler:
         assert (crawler.opened.reindexed, crawler.opened.near_left) == (0, 0)
-    _assert_upgraded(data)
+
+
+_BACKGROUND_KILLER = """
+import os, signal, sys, time
+from polecat.commands.main import main
+from polecat.frontier.db import FrontierDB
+from polecat.node import commits
+from polecat.node.pipeline import PagePipeline
+
+commits.AUTO_REBUILD_RECORDS, commits.REBUILD_BATCH = 5, 1
+batches = commits_after = 0
+reindex, finish_commit = PagePipeline.reindex, FrontierDB.finish_commit
+
+def slow_batch(self, records):
+    global batches
+    if commits_after >= int(sys.argv[1]):  # killed in a batch, that many commits after the first
+        os.kill(os.getpid(), signal.SIGKILL)
+    batches += 1
+    time.sleep(0.05)  # a batch of a big store: commits come between batches
+    return reindex(self, records)
+
+def counted(self, *args, **kwargs):
+    global commits_after
+    after = batches > 0
+    result = finish_commit(self, *args, **kwargs)
+    commits_after += after
+    return result
+
+PagePipeline.reindex, FrontierDB.finish_commit = slow_batch, counted
+sys.exit(main(["crawl", "--data", sys.argv[2], "--dns-server", sys.argv[3], "--allow-private", "--rate", "2",
+               "-q"]))
+"""
+
+
+def _rebuild_cursor(data: Path) -> int | None:
+    env = lmdb.open(str(data / "frontier"), readonly=True, lock=False, max_dbs=16, subdir=True)
+    try:
+        with env.begin() as txn:
+            raw = txn.get(NEAR_REBUILD, db=env.open_db(b"meta", txn=txn, create=False))
+            return None if raw is None else int(bytes(raw))
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("commits_after", [1, 3])
+def test_kill_9_mid_background_rebuild_keeps_what_was_committed_and_the_next_run_finishes_it(
+        tmp_path: Path, commits_after: int) -> None:
+    data = copy_fixture("effc808", tmp_path / "data")
+    with serving() as web:
+        killed = subprocess.run([sys.executable, "-c", _BACKGROUND_KILLER, str(commits_after), str(data),
+                                 web.dns_address], capture_output=True, text=True, timeout=120)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    cursor = _rebuild_cursor(data)
+    assert cursor is not None and cursor > 0  # from 0: the batches committed before the kill are kept
+    done = _upgrade(data)  # from there on
+    assert done.returncode == 0, done.stderr
+    indexed = int(done.stdout.split(" stored page(s) entered")[0].rsplit(" ", 1)[-1])
+    assert indexed < STORED_PAGES, done.stdout  # not from scratch
+    assert _rebuild_cursor(data) is None and _near_records(data) >= STORED_PAGES
+    assert "already up to date" in _upgrade(data).stdout

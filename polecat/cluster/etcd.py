@@ -2,13 +2,15 @@
 
 Rules:
 1. Keys: ``/<cluster>/members/<id>`` -> the member record, JSON ``{"address": ..., "lease": ...,
-   "leaving": ..., "sig": ...}`` signed with the cluster secret (:mod:`polecat.cluster.member_records`:
+   "leaving": ..., "wire": ..., "wire_oldest": ..., "release": ..., "sig": ...}`` signed with the cluster
+   secret (:mod:`polecat.cluster.member_records`:
    a record that does not prove it is no member), and
    ``/<cluster>/owner/<slice>`` -> the owner's id, both under the node's lease (TTL ``ttl``, renewed
    every ``ttl / 3``). A node joins by registering, leaves by flagging itself ``leaving`` (ownership
    rule 8), handing its slices over and revoking its lease, and is gone for everyone when the lease
    expires. ``lease`` is the member's fencing token; a record without it (written before it existed)
-   reads as lease 0, and ``leaving`` absent as False.
+   reads as lease 0, and ``leaving`` absent as False; the wire fields absent read as 0.2.0's wire
+   (wire rule 2), and a record whose wire fields are malformed is skipped like any malformed record.
 2. The member list is read once, then followed with a watch on the prefix; every renewal also re-reads
    it, so a watch that broke silently (etcd restarted) costs at most ``ttl / 3`` of staleness.
 3. Every decision (what to claim, what to release, when to fence) is the state machine's; this module
@@ -24,14 +26,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
 from polecat.clock import SYSTEM_CLOCK, Clock
-from polecat.cluster.member_records import MemberRecords
+from polecat.cluster.member_records import MemberRecords, parse_record
 from polecat.cluster.membership import Member, view
 from polecat.cluster.ownership import Action, Claim, Ownership, Release
 from polecat.frontier.bundle import Fence
@@ -106,14 +107,13 @@ def parse_members(cluster: str, kvs: dict[str, bytes]) -> tuple[Member, ...]:
     out = []
     for key, raw in kvs.items():
         try:
-            record = json.loads(raw)
-            member = Member(key[len(prefix) :], str(record["address"]), leaving=record.get("leaving") is True,
-                            lease=int(record.get("lease", 0)))
+            member, _ = parse_record(key[len(prefix) :], raw)
         except (ValueError, KeyError, TypeError, AttributeError):
             log.warning("skipping malformed member record %s", key)
             continue
         out.append(member)
     return view(out)
+
 
 
 class EtcdMembership:
@@ -211,7 +211,7 @@ class EtcdMembership:
 
     async def _put_record(self, *, leaving: bool) -> None:
         assert self._lease is not None
-        body = self.records.encode(Member(self._me.id, self._me.address, leaving, self._lease))
+        body = self.records.encode(Member(self._me.id, self._me.address, leaving, self._lease, self._me.wire))
         revision = await self._client.put(members_prefix(self._cluster) + self._me.id, body, self._lease)
         if not leaving:  # a registration: its token (flagging leaving keeps the registration's)
             self.fence = Fence(self._me.id, self._lease, revision)

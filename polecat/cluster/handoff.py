@@ -36,6 +36,7 @@ class Handoff:
         self._outbox = outbox
         self._transport = transport
         self._addresses = dict(addresses)
+        self._withheld: frozenset[str] = frozenset()
         self._sign = sign
         self._clock = clock
         self.sender = sender or HandoffSender()
@@ -48,9 +49,11 @@ class Handoff:
         self.urls_acked = 0
         self.bytes_sent = 0
 
-    def set_addresses(self, addresses: Mapping[str, str]) -> None:
-        """Peers' addresses from a new member list (batches for a peer not in it wait in the outbox)."""
+    def set_addresses(self, addresses: Mapping[str, str], withheld: frozenset[str] = frozenset()) -> None:
+        """Peers' addresses from a new member list (batches for a peer not in it wait in the outbox), and
+        the peers sent nothing (their batches wait in the outbox too: polecat/cluster/wire.py rule 4)."""
         self._addresses = dict(addresses)
+        self._withheld = withheld
         self._wake.set()
 
     def reroute(self, peer: str, route: Callable[[list[HandoffUrl]], None]) -> int:
@@ -122,6 +125,13 @@ class Handoff:
         """URLs staged or sent but not yet acknowledged."""
         return self._outbox.backlog()
 
+    def sendable_backlog(self) -> int:
+        """:meth:`backlog` without the withheld peers': what is kept for a peer this node does not send
+        to (one it shares no wire version with, polecat/cluster/wire.py rule 4) waits for it without
+        slowing the node's own fetching (link rule 3)."""
+        withheld = self._withheld
+        return self._outbox.backlog(lambda peer: peer not in withheld)
+
     async def run(self) -> None:
         """Send until cancelled."""
         try:
@@ -158,6 +168,9 @@ class Handoff:
 
     async def _send(self, send: Send) -> None:
         address = self._addresses.get(send.peer)
+        if send.peer in self._withheld:  # kept for it, named once by the node (wire rule 4)
+            self.sender.failed(send.peer, send.seq, self._clock.monotonic())
+            return
         if address is None:
             log.warning("hand-off: no address for member %s; keeping its batches", send.peer)
             self.sender.failed(send.peer, send.seq, self._clock.monotonic())

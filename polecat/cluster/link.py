@@ -9,7 +9,9 @@ Rules:
    operator adds on a member that does not own it is forwarded to its owner marked as a seed
    (:meth:`ClusterLink.forward`): the owner adds its host to its scope and queues it.
 3. The node stops leasing pages while more than ``max_backlog`` URLs wait for acknowledgement: a slow
-   receiver slows the members that discover its URLs, and nothing is dropped.
+   receiver slows the members that discover its URLs, and nothing is dropped. URLs kept for a member
+   the node does not send to (no shared wire version, polecat/cluster/wire.py rule 4) do not count: they
+   wait for its upgrade, and the node's own slices go on being fetched meanwhile.
 4. A member is *quiet* when its frontier is idle, its outbox is empty and no batch is being received:
    the parent ends the crawl when every member stayed quiet with unchanged counters across two reports.
 """
@@ -117,7 +119,7 @@ class ClusterLink:
 
     def backlogged(self) -> bool:
         """Rule 3."""
-        over = self.handoff.backlog() > self._max_backlog
+        over = self.handoff.sendable_backlog() > self._max_backlog
         self.pauses += over
         return over
 

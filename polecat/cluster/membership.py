@@ -3,7 +3,7 @@
 Rules:
 1. A member is an id (stable across restarts: its data and its slices follow it) and the address its
    hand-off receiver listens on (``unix:/path`` or ``http://host:port``); in etcd also whether it is
-   leaving and the lease it registered under.
+   leaving, the lease it registered under and the wire versions it speaks (polecat/cluster/wire.py).
 2. A membership view is a tuple of members sorted by id, so every member that sees the same list
    computes the same slice owners (the Ring is deterministic from this list).
 3. ``changes()`` yields the current view first, then every later view; the ``local`` backend's list is
@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
+from polecat.cluster.wire import OLD, Wire
 from polecat.errors import PolecatError
 
 
@@ -32,6 +33,8 @@ class Member:
     """It is stopping: it receives no slices (ownership rule 8). The etcd backend only."""
     lease: int = 0
     """The etcd lease it registered under (0: unknown, or the ``local`` backend): its fencing token."""
+    wire: Wire = OLD
+    """The wire versions and release it speaks (wire rule 2; its record names them, or it is 0.2.0's)."""
 
 
 def view(members: Iterable[Member]) -> tuple[Member, ...]:

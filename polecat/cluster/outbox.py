@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import struct
 from collections import defaultdict
+from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -185,10 +186,11 @@ class Outbox:
         """Sealed, unacknowledged batch seqs per peer, oldest first."""
         return {peer: sorted(seqs) for peer, seqs in self._pending.items() if seqs}
 
-    def backlog(self) -> int:
-        """URLs not yet acknowledged, over all peers (staged and sealed)."""
-        return sum(len(s) for s in self._staged.values()) + sum(
-            sum(b.values()) for b in self._pending.values())
+    def backlog(self, peers: Callable[[str], bool] = lambda _: True) -> int:
+        """URLs not yet acknowledged (staged and sealed), over the peers that ``peers`` keeps (all by
+        default)."""
+        return sum(len(s) for p, s in self._staged.items() if peers(p)) + sum(
+            sum(b.values()) for p, b in self._pending.items() if peers(p))
 
     def close(self) -> None:
         """Close, dropping what is uncommitted (the frontier replays it, rule 2)."""

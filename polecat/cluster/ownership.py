@@ -30,7 +30,8 @@ these rules:
    slice's Ring owner by a periodic reconciliation (:meth:`Ownership.strays`), so no node keeps URLs
    it will never fetch. Adoption merges, so a stray shipped twice duplicates nothing.
 8. **Leaving members receive nothing:** a hand-over gives each slice to its Ring owner, unless that
-   owner is this node or a member that flagged itself leaving in etcd; such slices stay here (their
+   owner is this node, a member that flagged itself leaving in etcd, or a member this node shares no
+   wire version with (polecat/cluster/wire.py rule 4); such slices stay here (their
    data stays on this node's disk until the next change or reconciliation moves it). So when every
    node stops at once, each keeps its own slices, and a restart under the same Ring finds them local.
 9. **Fencing tokens:** each registration of a node has a token, :class:`~polecat.frontier.bundle.Fence`
@@ -172,7 +173,7 @@ class Ownership:
 
     def heirs(self, slices: Iterable[int], leaving: Iterable[str]) -> dict[str, frozenset[int]]:
         """Who receives ``slices`` handed over: Ring owner -> slices, leaving out the slices whose owner
-        is this node or a leaving member (rule 8: those stay here)."""
+        is this node or a member in ``leaving``: those that receive nothing (rule 8: those stay here)."""
         if self._ring is None:
             return {}
         keep = {self.self_id, *leaving}

@@ -28,6 +28,10 @@ class ClusterStats:
     """Hand-over bundles adopted here."""
     bundles_refused: int
     """Hand-over bundles refused here as stale (ownership rule 9)."""
+    incompatible_members: int
+    """Members it shares no wire version with: nothing is sent to them (polecat/cluster/wire.py rule 4)."""
+    wire_refused: int
+    """Internal requests refused here for their wire versions (wire rule 5)."""
     stray_urls: int
     """URLs queued here in slices it does not own (ownership rule 7 ships them)."""
     stray_slices: int

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Protocol
 
 import aiohttp
@@ -15,6 +16,7 @@ from polecat.clock import SYSTEM_CLOCK, Clock
 from polecat.cluster.auth import ACK_HEADER, AUTH_HEADER, RequestAuth, ack_proves, request_proof
 from polecat.cluster.batch import MAX_BATCH_BYTES, Signer, Verifier
 from polecat.cluster.receiver import SHUTDOWN_TIMEOUT, HandoffReceiver, Reply
+from polecat.cluster.wire import RELEASE_HEADER, THIS, WIRE_HEADER, Wire
 
 PATH = "/handoff"
 ROUND_HEADER = "X-Polecat-Round"
@@ -33,13 +35,15 @@ class Transport(Protocol):
 class HttpTransport:
     """aiohttp client; one connection pool per address. With ``sign``, each request's head proves the
     secret to the receiver at that address (:mod:`polecat.cluster.auth` rules 1, 3) at ``clock.wall()``;
-    with ``verify`` too, a 200 counts only with an acknowledgement that proves it back (rule 4)."""
+    with ``verify`` too, a 200 counts only with an acknowledgement that proves it back (rule 4). It names
+    the sender's ``wire`` (:mod:`polecat.cluster.wire` rule 2)."""
 
     def __init__(self, *, timeout: float = 30.0, sign: Signer | None = None, verify: Verifier | None = None,
-                 clock: Clock = SYSTEM_CLOCK) -> None:
+                 clock: Clock = SYSTEM_CLOCK, wire: Wire = THIS) -> None:
         self._sign = sign
         self._verify = verify
         self._clock = clock
+        self._wire_headers = {WIRE_HEADER: wire.header, RELEASE_HEADER: wire.release}
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._sessions: dict[str, tuple[aiohttp.ClientSession, str]] = {}
 
@@ -58,7 +62,7 @@ class HttpTransport:
 
     async def post(self, address: str, data: bytes) -> Reply:
         session, url = self._session(address)
-        headers = {"Content-Type": "application/x-polecat-batch"}
+        headers = {"Content-Type": "application/x-polecat-batch", **self._wire_headers}
         if self._sign is not None:
             headers[AUTH_HEADER] = request_proof(self._sign, PATH, address.rstrip("/"), len(data),
                                                  self._clock.wall())
@@ -99,11 +103,13 @@ def _retry_after(value: str | None) -> float:
         return 0.0
 
 
-async def read_body(request: web.Request, max_bytes: int, auth: RequestAuth | None, clock: Clock) -> bytes:
+async def read_body(request: web.Request, max_bytes: int, auth: RequestAuth | None, clock: Clock, *,
+                    head_check: Callable[[web.Request], None] | None = None) -> bytes:
     """The body of ``request``, read only once its head allows it: a Content-Length of at most
     ``max_bytes`` and, with ``auth``, an :data:`~polecat.cluster.auth.AUTH_HEADER` that proves the
     secret for this route, receiver and length and was not used before (:mod:`polecat.cluster.auth`
-    rules 1, 3). Raises the HTTP error to answer otherwise (401 for the proof, so callers count it as
+    rules 1, 3); then ``head_check``, which raises the HTTP error to answer for a head the caller
+    refuses. Raises the HTTP error to answer otherwise (401 for the proof, so callers count it as
     unauthorized)."""
     length = request.content_length
     if length is None:
@@ -114,6 +120,8 @@ async def read_body(request: web.Request, max_bytes: int, auth: RequestAuth | No
         why = auth.check(request.path, length, request.headers.get(AUTH_HEADER, ""), clock.wall())
         if why is not None:
             raise web.HTTPUnauthorized(text=why)
+    if head_check is not None:
+        head_check(request)
     try:
         return await request.content.readexactly(length)
     except asyncio.IncompleteReadError as exc:

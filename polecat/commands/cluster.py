@@ -11,7 +11,9 @@ etcd is the source of truth for membership and ownership; a node whose API does 
 with ``-`` for its figures (it may be starting, stopping or cut off). A warning follows the table for
 every node that holds URLs it will not fetch: queued in slices it does not own (strays, which its
 reconciliation ships to their owners: a number that does not fall means they are stuck), or queued while
-it holds no slice at all (stranded)."""
+it holds no slice at all (stranded). While members of several releases run (a rolling upgrade), a line
+names each release's members, and a warning each pair of members that share no wire version
+(polecat/cluster/wire.py)."""
 
 from __future__ import annotations
 
@@ -19,10 +21,13 @@ import argparse
 import asyncio
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from polecat.errors import ConfigError, PolecatError
 from polecat.frontier.slices import SLICES
+
+if TYPE_CHECKING:
+    from polecat.cluster.wire import Wire
 
 
 async def cluster_status(args: argparse.Namespace) -> tuple[list[dict[str, Any]], int, list[str]]:
@@ -71,7 +76,7 @@ async def cluster_status(args: argparse.Namespace) -> tuple[list[dict[str, Any]]
                 ignored.append(key[len(prefix):])
             else:
                 members.append(member)
-    rows = [{"id": m.id, "address": m.address, "slices": held.get(m.id, 0)} for m in members]
+    rows = [{"id": m.id, "address": m.address, "slices": held.get(m.id, 0), "wire": m.wire} for m in members]
     return rows, SLICES - sum(held.values()), ignored
 
 
@@ -94,7 +99,10 @@ def cmd_cluster_status(args: argparse.Namespace) -> int:
     for member_id in ignored:
         print(f"warning: the member record of {member_id} does not prove the cluster secret: the nodes "
               "ignore it (an impostor, or a node of an earlier release)")
-    for line in warnings:
+    releases, apart = release_lines({row["id"]: row["wire"] for row in rows})
+    if releases:
+        print(releases)
+    for line in [*apart, *warnings]:
         print(f"warning: {line}")
     return 0
 
@@ -107,6 +115,24 @@ def _warnings(node: str, slices: int, queued: int, cluster: dict[str, Any]) -> l
         return [f"{node} holds {cluster['stray_urls']} URLs in {cluster['stray_slices']} slices it does "
                 "not own (it ships them to their owners; if this does not fall, they are stuck)"]
     return []
+
+
+def release_lines(wires: dict[str, Wire]) -> tuple[str, list[str]]:
+    """With members of more than one release: the line naming them, and a warning for each pair that
+    shares no wire version (wire rule 4); ``("", [])`` otherwise."""
+    from polecat.cluster.wire import common
+
+    by_release: dict[str, list[str]] = {}
+    for node, wire in sorted(wires.items()):
+        by_release.setdefault(str(wire), []).append(node)
+    if len(by_release) < 2:
+        return "", []
+    line = "releases: " + "; ".join(f"{release}: {', '.join(nodes)}" for release, nodes in by_release.items())
+    nodes = sorted(wires)
+    apart = [f"{a} ({wires[a]}) and {b} ({wires[b]}) share no wire version: nothing goes between them "
+             "until one is upgraded" for i, a in enumerate(nodes) for b in nodes[i + 1:]
+             if common(wires[a], wires[b]) is None]
+    return line, apart
 
 
 def register(sub: Any) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import re
 import shutil
 import signal
@@ -83,6 +84,10 @@ def register(sub: Any) -> None:
     p.add_argument("--user-agent", help="User-Agent; include a contact URL")
     p.add_argument("--allow-private", action=argparse.BooleanOptionalAction, default=None,
                    help="allow private/loopback addresses (local crawls and tests)")
+    p.add_argument("--proxy", metavar="http://[USER:PASS@]HOST:PORT",
+                   help="send every request through this HTTP proxy (CONNECT for https); not saved")
+    p.add_argument("--proxy-env", action=argparse.BooleanOptionalAction, default=None,
+                   help="use HTTP_PROXY, HTTPS_PROXY and NO_PROXY from the environment, as curl does")
     p.add_argument("--dns-server", action="append", metavar="IP[:PORT]", help="DNS server (repeatable)")
     p.add_argument("--give-up-after", type=int, metavar="N",
                    help=f"give up a host after N attempts without an answer ({RUN_GIVE_UP_AFTER}; 0: never)")
@@ -170,7 +175,8 @@ _FLAG_FIELDS = (
     ("deny", "scope", "deny"), ("block", "scope", "block"), ("rate", "politeness", "rate"),
     ("throttle", "politeness", "throttle"), ("concurrency", "fetch", "concurrency"),
     ("user_agent", "fetch", "user_agent"), ("allow_private", "dns", "allow_private"),
-    ("dns_server", "dns", "nameservers"), ("give_up_after", "politeness", "give_up_after"),
+    ("dns_server", "dns", "nameservers"), ("proxy", "fetch", "proxy"),
+    ("proxy_env", "fetch", "proxy_env"), ("give_up_after", "politeness", "give_up_after"),
     ("refresh", "refresh", "enabled"), ("refresh_min", "refresh", "min_interval"),
     ("refresh_max", "refresh", "max_interval"), ("feed", "refresh", "feeds"),
     ("requisites", "scope", "requisites"),
@@ -279,11 +285,18 @@ def _report_changes(run: RunSettings) -> None:
 
 
 def cmd_crawl(args: argparse.Namespace) -> int:
-    from polecat.cluster.layout import LAYOUT_FILE, resolve_workers, uses_workers
+    from polecat.cluster.layout import LAYOUT_FILE, node_dirs, resolve_workers, uses_workers
+    from polecat.store.segments import check_unlocked
 
     run = build_settings(args)
     cfg = run.config
     data = cfg.data_dir
+    for node in node_dirs(data):  # before anything is saved or opened: a crawl of it is running
+        check_unlocked(node / "store")
+    if cfg.fetch.proxy_env:  # a variable naming no usable proxy is a bad setting too: refused before a start
+        from polecat.fetch.proxy import routes_from
+
+        routes_from(cfg.fetch, os.environ)
     seeded = cfg.scope.seeds or cfg.scope.seeds_file is not None or cfg.refresh.feeds
     if not seeded and not (data / "frontier").exists() and not (data / LAYOUT_FILE).exists():
         raise ConfigError("nothing to crawl: give seed URLs, --seeds-file or --feed, or --data of a crawl to "

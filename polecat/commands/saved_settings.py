@@ -24,10 +24,11 @@ from polecat.errors import ConfigError
 
 FILENAME = "settings.json"
 UNSAVED_TOP = frozenset({"data_dir", "progress"})
-UNSAVED_FIELDS = frozenset({"scope.seeds", "scope.seeds_file", "scope.max_pages", "refresh.enabled"})
+UNSAVED_FIELDS = frozenset({"scope.seeds", "scope.seeds_file", "scope.max_pages", "refresh.enabled",
+                            "fetch.proxy"})
 """Seeds live in the frontier (a seeds file is read by the run it is given to);
 ``max_pages`` bounds one run, and so does ``--refresh`` (a later plain
-resume must not re-crawl what is due)."""
+resume must not re-crawl what is due); a proxy may carry credentials, which a data dir must not keep."""
 
 CONSEQUENCES = {
     "dns.allow_private": "queued URLs on private or loopback addresses will be given up",

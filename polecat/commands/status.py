@@ -39,7 +39,8 @@ def cmd_status(args: argparse.Namespace) -> int:
              f"fetched {s.fetched}, URLs seen {s.seen_urls}, commits {s.commits} (state saved to disk)",
              f"written by polecat {', '.join(s.releases)}",
              _counts("done", s.done),
-             *_freshness(f.tracked, f.due, f.important, f.within),
+             # A one-off crawl's schedule and SLO describe a refresh that never ran: shown once one has.
+             *(_freshness(f.tracked, f.due, f.important, f.within) if s.revisited else ()),
              *_controls(s.busiest, s.paused, s.blocked, s.throttled)]
     lines += [f"  traps {host}: " + ", ".join(f"{rule} {n}" for rule, n in rules) for host, rules in s.traps]
     _print(lines)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +25,7 @@ if TYPE_CHECKING:
 
 def cmd_upgrade(args: argparse.Namespace) -> int:
     from polecat.cluster.layout import node_dirs, recorded_workers, worker_config
+    from polecat.store.segments import check_unlocked
     from polecat.version import __version__
 
     data: Path = args.dir
@@ -34,20 +34,11 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
     cfg = config_from_mapping({**saved_settings.load(data), "data_dir": str(data)})
     workers = recorded_workers(data)
     for k, node in enumerate(node_dirs(data)):
-        _not_in_use(node)
+        check_unlocked(node / "store")  # else opening its frontier to write waits for the running crawl
         node_cfg = worker_config(cfg, k, workers) if workers is not None else cfg
         print(f"{node}: " + "; ".join(asyncio.run(_upgrade(node_cfg))))
     print(f"{data} is ready for polecat {__version__}")
     return 0
-
-
-def _not_in_use(node: Path) -> None:
-    """Refuse a node dir a running crawl holds (its store's writer lock): opening its frontier to write
-    would wait for that crawl's LMDB write transaction, for as long as the crawl runs."""
-    from polecat.store.segments import lock_writer
-
-    if (node / "store").is_dir():
-        os.close(lock_writer(node / "store"))
 
 
 async def _upgrade(cfg: Config) -> list[str]:
@@ -73,7 +64,8 @@ def describe(done: Opened) -> list[str]:
     if done.reindexed or done.near_dropped is not None:
         lines.append(f"{done.reindexed} stored page(s) entered into the near-duplicate index")
     if done.near_left:
-        lines.append(f"{done.near_left} store records left to index (`polecat upgrade` indexes them)")
+        lines.append(f"{done.near_left} store records left to index, in the background as the crawl runs "
+                     "(`polecat upgrade` indexes them at once)")
     return lines
 
 

@@ -152,6 +152,17 @@ class FetchConfig:
     stop_grace: float = 2.0
     """Seconds a stopping node waits for requests in flight; then they are cancelled (their URLs stay
     queued and are fetched on the next start), so SIGTERM ends a node within about this long."""
+    proxy: str = ""
+    """``http://[user:password@]host:port`` of an HTTP proxy every request goes through (https targets
+    through a CONNECT tunnel); empty: none, or the environment's with ``proxy_env`` (polecat/fetch/proxy.py).
+    Not saved with a crawl's settings: it may carry credentials, and it says where a run is, not what it
+    crawls."""
+    proxy_env: bool = False
+    """Read ``http_proxy``/``HTTP_PROXY``, ``https_proxy``/``HTTPS_PROXY`` and ``no_proxy``/``NO_PROXY``
+    as curl does (``proxy`` wins over the first two); off, the environment changes nothing."""
+    no_proxy: tuple[str, ...] = ()
+    """Targets reached without the proxy: ``*``, names (with their subdomains), IP addresses or CIDR
+    blocks, each optionally with ``:port`` (polecat/fetch/proxy.py rule 2)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

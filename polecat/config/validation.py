@@ -7,6 +7,7 @@ import ipaddress
 import re
 from urllib.parse import urlsplit
 
+from polecat.config.proxy import parse_proxy
 from polecat.config.sections import (
     ClusterConfig,
     Config,
@@ -134,6 +135,11 @@ def validate(cfg: Config) -> None:
     _check(4096 <= f.max_parse_bytes <= 64 * 2**20, "fetch.max_parse_bytes", "must be in [4096, 64 MiB]")
     _check(0 <= f.max_redirects <= 20, "fetch.max_redirects", "must be in [0, 20]")
     _check(f.ca_bundle is None or f.ca_bundle.is_file(), "fetch.ca_bundle", f"no such file: {f.ca_bundle}")
+    if f.proxy:
+        parse_proxy(f.proxy, "fetch.proxy")
+    for i, entry in enumerate(f.no_proxy):
+        _check(bool(entry.strip()) and entry.isprintable() and len(entry) <= MAX_HOST_PATTERN + 4,
+               f"fetch.no_proxy[{i}]", f"{entry[:80]!r} is not a host, address or CIDR block")
     _check(0 < d.min_ttl <= d.max_ttl, "dns.min_ttl", "must be > 0 and <= dns.max_ttl")
     _check(d.negative_ttl >= 0, "dns.negative_ttl", "must be >= 0")
     _check(d.timeout > 0, "dns.timeout", "must be > 0")

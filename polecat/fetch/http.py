@@ -27,6 +27,10 @@ Bounds, per request:
   followed by endless garbage, or a body in one-byte chunks, cannot keep the request alive past the
   cap).
 
+Through a proxy (``fetch.proxy``, ``fetch.proxy_env``): an http request goes in absolute form with the
+proxy's credentials, an https one through a CONNECT tunnel; the guard still applies to the target
+(polecat/fetch/proxy.py).
+
 Redirects are not followed: a 3xx comes back as a Response with ``location`` so that the frontier
 queues the target under politeness. Only :meth:`Fetcher.fetch_robots` follows them (RFC 9309: up to 5,
 also across hosts). The SSRF guard applies to every request: IP literals here, resolved names in
@@ -38,10 +42,11 @@ from __future__ import annotations
 import asyncio
 import base64
 import io
+import os
 import re
 import ssl
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Protocol
@@ -62,6 +67,7 @@ from polecat.fetch.decode import make_decoder
 from polecat.fetch.dns import CachingResolver
 from polecat.fetch.h1 import IncompleteResponse, MalformedResponse, encode_get
 from polecat.fetch.pool import ConnectionPool, Origin
+from polecat.fetch.proxy import routes_from
 
 __all__ = ["ROBOTS_MAX_REDIRECTS", "BodySink", "Fetcher", "RedirectPacer", "Response", "StreamChoice"]
 
@@ -273,7 +279,8 @@ class Fetcher:
     """Async context manager owning the connection pool and the node's caching resolver. ``clock``
     stamps responses (``monotonic``), dates an HTTP-date Retry-After (``wall``) and is handed to the
     resolver (TTLs) and the pool (idle expiry); the request deadlines are the loop's own timers
-    (:mod:`.deadline`), which fire on the loop's clock, so they stay off it."""
+    (:mod:`.deadline`), which fire on the loop's clock, so they stay off it. ``environ`` is what
+    ``fetch.proxy_env`` reads (the process environment when None)."""
 
     def __init__(
         self,
@@ -283,8 +290,10 @@ class Fetcher:
         clock: Clock = SYSTEM_CLOCK,
         resolver: CachingResolver | None = None,
         max_open: int = 0,
+        environ: Mapping[str, str] | None = None,
     ) -> None:
         self._cfg = cfg
+        self._proxies = routes_from(cfg, os.environ if environ is None else environ)
         self._max_open = max_open
         self._clock = clock
         self._resolver = resolver or CachingResolver(dns, clock=clock)
@@ -326,6 +335,7 @@ class Fetcher:
         self._pool = ConnectionPool(
             self._resolver, limit=cfg.concurrency, limit_per_host=cfg.connections_per_host,
             connect_timeout=cfg.connect_timeout, tls=self._tls, clock=self._clock, max_open=self._max_open,
+            proxies=self._proxies,
         )
         return self
 
@@ -400,6 +410,12 @@ class Fetcher:
         deadline = Deadline(t0 + self._header_budget, t0 + cfg.total_timeout, cfg.read_gap_timeout, loop)
         try:
             origin, path, host_header, auth = request_parts(url)
+            proxies = self._proxies
+            proxy = proxies.proxy_for(*origin) if proxies is not None and origin[0] == "http" else None
+            if proxy is not None:
+                path = f"http://{host_header}{path}"  # absolute form (proxy rule 3)
+                if proxy.authorization is not None:
+                    auth += (("Proxy-Authorization", proxy.authorization),)
             request = encode_get(path, host_header, self._headers + extra + auth)
             conn, head = await pool.exchange(origin, request)
             try:

@@ -25,6 +25,10 @@ Rules:
    its descriptor until the loop has run its ``connection_lost`` (the transport closes the socket a loop
    iteration later), so it counts until then, and a connect waits for those closes when closing idle
    ones is not enough. ``limit`` may not exceed ``max_open``, so room always comes.
+7. With proxy routes, a target they send through a proxy is connected through it (polecat/fetch/proxy.py,
+   its rules 3-6): the target is resolved and checked here as in rule 4, the proxy connected to once,
+   within ``connect_timeout`` for the whole (CONNECT and TLS included). Connections stay per target
+   origin, so rules 1-3 and 6 hold as without a proxy.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from typing import Protocol, cast
 from polecat.clock import SYSTEM_CLOCK, Clock
 from polecat.fetch.guard import is_ip_literal
 from polecat.fetch.h1 import Head, IncompleteResponse, ResponseParser
+from polecat.fetch.proxy import ProxyAddress, ProxyRoutes, check_proxy_peer, open_tunnel
 
 __all__ = ["HIGH_WATER", "KEEPALIVE", "Connection", "ConnectionPool", "Origin", "idle_to_close"]
 
@@ -73,7 +78,7 @@ class Connection(asyncio.Protocol):
 
     __slots__ = (
         "_chunks", "_error", "_loop", "_paused", "_size", "_waiter", "closed", "idle_since", "lost",
-        "on_lost", "origin", "parser", "received", "reused", "transport",
+        "on_lost", "origin", "parser", "received", "remote_ip", "reused", "transport",
     )
 
     def __init__(self, origin: Origin, loop: asyncio.AbstractEventLoop) -> None:
@@ -95,6 +100,8 @@ class Connection(asyncio.Protocol):
         self.reused = False
         self.received = 0
         """Bytes received for the response in flight, as they came (head and chunk framing included)."""
+        self.remote_ip: str | None = None
+        """The target's address when it is not the peer's: through a proxy (proxy rule 6)."""
 
     # --- asyncio's side ----------------------------------------------------------------------------
 
@@ -183,6 +190,8 @@ class Connection(asyncio.Protocol):
 
     @property
     def peer_ip(self) -> str | None:
+        if self.remote_ip is not None:
+            return self.remote_ip
         peer = self.transport.get_extra_info("peername") if self.transport is not None else None
         return peer[0] if peer else None
 
@@ -232,10 +241,12 @@ class ConnectionPool:
         tls: Callable[[], ssl.SSLContext],
         clock: Clock = SYSTEM_CLOCK,
         max_open: int = 0,
+        proxies: ProxyRoutes | None = None,
     ) -> None:
         if max_open and not 0 < limit <= max_open:
             raise ValueError(f"limit {limit} must be in [1, max_open {max_open}] (rule 6)")
         self._addresses = addresses
+        self._proxies = proxies
         self._max_open = max_open
         self._limit = limit
         self._limit_per_host = limit_per_host
@@ -413,6 +424,7 @@ class ConnectionPool:
     async def _connect(self, origin: Origin) -> Connection:
         await self._make_room()
         scheme, host, port = origin
+        proxy = self._proxies.proxy_for(scheme, host, port) if self._proxies is not None else None
         if is_ip_literal(host):
             self._addresses.check_host(host)
             addresses: tuple[tuple[str, int], ...] = ((host, 0),)
@@ -420,6 +432,8 @@ class ConnectionPool:
             addresses = await self._addresses.lookup(host)
         tls = self._tls() if scheme == "https" else None
         loop = asyncio.get_running_loop()
+        if proxy is not None:
+            return await self._connect_via(proxy, origin, addresses[0][0], tls, loop)
         error: OSError | None = None
         for address, family in addresses:
             try:
@@ -436,6 +450,24 @@ class ConnectionPool:
             return conn
         assert error is not None
         raise error
+
+    async def _connect_via(self, proxy: ProxyAddress, origin: Origin, address: str,
+                           tls: ssl.SSLContext | None, loop: asyncio.AbstractEventLoop) -> Connection:
+        """Rule 7: a connection to ``origin`` through ``proxy``, ``address`` being the target's checked
+        address."""
+        _, host, port = origin
+        async with asyncio.timeout(self._connect_timeout):
+            if tls is not None:
+                _, conn = await open_tunnel(loop, proxy, address, port, lambda: Connection(origin, loop), tls,
+                                            host)
+            else:
+                transport, conn = await loop.create_connection(lambda: Connection(origin, loop), proxy.host,
+                                                               proxy.port)
+                check_proxy_peer(transport, proxy)
+        conn.remote_ip = address
+        conn.on_lost = self._lost
+        self._open.add(conn)
+        return conn
 
     def _arm_sweep(self) -> None:
         self._sweep = asyncio.get_running_loop().call_later(KEEPALIVE, self._run_sweep)

@@ -45,6 +45,9 @@ class FrontierStatus:
     """Hosts where spider-trap rules acted most (frontier/traps.py), with counts by rule."""
     releases: tuple[str, ...] = ()
     """The releases of polecat that last opened the frontier (or frontiers, of ``--workers``) to write."""
+    revisited: int = 0
+    """Finished URLs fetched again after their first fetch (an observed interval, refresh rule 1): 0 for a
+    crawl that never refreshed, whose freshness figures mean nothing yet."""
 
 
 @contextmanager
@@ -104,10 +107,12 @@ def read_status(frontier_dir: Path, top: int = 10, refresh: RefreshConfig | None
         done = json.loads(bytes(txn.get(b"done", b"{}", db=dbs["meta"])))
         fresh, policy = Freshness(), RefreshPolicy(refresh or RefreshConfig())
         at = SYSTEM_CLOCK.wall() if now is None else now
+        revisited = 0
         for _, raw in txn.cursor(db=dbs["urls"]):
             rec = UrlRecord.decode(raw)
-            policy.tally(fresh, host_key(rec.url), rec.url, History.from_hex(rec.history), rec.importance,
-                             at)
+            history = History.from_hex(rec.history)
+            revisited += history.n > 0
+            policy.tally(fresh, host_key(rec.url), rec.url, history, rec.importance, at)
         return FrontierStatus(
             hosts=hosts, hosts_with_queue=len(queues), queued=sum(queues.values()), fetched=fetched,
             seen_urls=txn.stat(dbs["seen"])["entries"], done=tuple(sorted(done.items())),
@@ -115,6 +120,7 @@ def read_status(frontier_dir: Path, top: int = 10, refresh: RefreshConfig | None
             commits=int(txn.get(b"seq", b"0", db=dbs["meta"])), paused=paused, freshness=fresh,
             traps=_top_traps(traps, top),
             releases=(release_of(json.loads(bytes(txn.get(b"schema", b"{}", db=dbs["meta"])))),),
+            revisited=revisited,
         )
 
 
@@ -143,4 +149,5 @@ def merge_status(parts: list[FrontierStatus], top: int = 10) -> FrontierStatus:
                               for f in ("tracked", "due", "important", "within"))),
         traps=_top_traps([t for p in parts for t in p.traps], top),
         releases=tuple(sorted({r for p in parts for r in p.releases})),
+        revisited=sum(p.revisited for p in parts),
     )

@@ -33,14 +33,20 @@ Rules (this module owns them):
 7. After a fingerprint format change (polecat/frontier/db.py :data:`NEAR_REBUILD`), the node indexes the
    stored pages again as it opens when that is cheap (at most :data:`AUTO_REBUILD_RECORDS` store records),
    or always when asked (``polecat upgrade``); the entries and the cleared key go in one commit. Past the
-   bound the crawl starts without them: the count is logged with the command that indexes them, and
-   pages fetched meanwhile are not checked against those (a missed collapse, never a lost page).
+   bound the crawl starts at once and the node indexes them in the background while it crawls
+   (:meth:`Commits.rebuild_in_background`): :data:`REBUILD_BATCH` records a turn of the loop, and only
+   while no frontier commit runs; each batch's entries and the key moved past the batch go into the
+   frontier's open transaction, so a commit holds both or neither, and after a crash (or a run that
+   ended first) the next one goes on from the last commit. The records left are counted
+   (``near_rebuild_left``: the summary, ``/metrics``); pages fetched meanwhile are checked against what
+   is indexed so far (a missed collapse, never a lost page).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -69,6 +75,9 @@ BLOOM_SAVE_INTERVAL = 60.0
 AUTO_REBUILD_RECORDS = 20_000
 """Store records a node indexes again as it opens after a fingerprint format change (rule 7): ~0.13 ms of
 CPU a stored page (benchmarks/README.md, "Upgrading a data dir"), so a few seconds at most."""
+REBUILD_BATCH = 32
+"""Store records the background rebuild indexes in one turn of the loop (rule 7): a few ms of CPU, so
+requests in flight are not held up."""
 
 
 class Commits:
@@ -99,6 +108,11 @@ class Commits:
         """A periodic commit's store flush is running in a worker thread (rule 2)."""
         self.frontier_free = asyncio.Event()
         self.frontier_free.set()
+        self.near_rebuild_left = 0
+        """Store records of an older fingerprint format not indexed yet (rule 7)."""
+        self._rebuilt_unsaved = False
+        """The background rebuild applied a batch since the last periodic commit: one is due even when
+        the crawl changed nothing (an idle node keeps its progress too)."""
         """Clear while a periodic commit's LMDB commit runs on the frontier's writer thread: frontier
         calls wait for it (polecat/frontier/db.py rule 2)."""
         self.last = (0.0, 0.0)
@@ -179,6 +193,7 @@ class Commits:
                 self._link.handoff.finish_commit()
             self._db.apply(self._frontier.prepare_commit())
             self._mark_store()
+            self._rebuilt_unsaved = False
             self.frontier_free.clear()
             try:
                 await _committed_off_loop(self._db.start_commit())
@@ -224,7 +239,7 @@ class Commits:
             self._due.clear()
             if not self._periodic:
                 return
-            if not (self._frontier.pending_ops or self._durable):
+            if not (self._frontier.pending_ops or self._durable or self._rebuilt_unsaved):
                 continue
             if not await self._try_commit_off_loop():
                 return
@@ -275,9 +290,11 @@ class Commits:
             return 0, 0
         left = self._store.record_count() - int(bytes(raw))
         if not whole and left > AUTO_REBUILD_RECORDS:
-            log.warning("near-duplicate index: %d store records of an older fingerprint format are not "
-                        "indexed; pages fetched now are not checked against them (`polecat upgrade %s` "
-                        "indexes them)", left, self._db.path.parent)
+            log.warning("near-duplicate index: %d store records of an older fingerprint format are indexed "
+                        "in the background as the crawl runs; pages fetched meanwhile are checked against "
+                        "what is indexed so far (`polecat upgrade %s` indexes them all at once)", left,
+                        self._db.path.parent)
+            self.near_rebuild_left = left
             return 0, left
         try:
             added = pipeline.reindex(self._store.records_since(int(bytes(raw))))
@@ -287,6 +304,40 @@ class Commits:
         self._db.apply([Delete("meta", NEAR_REBUILD)])
         log.info("near-duplicate index: %d stored page(s) indexed in the new fingerprint format", added)
         return added, 0
+
+    async def rebuild_in_background(self, pipeline: PagePipeline) -> None:
+        """Rule 7 past the bound: index the records :meth:`rebuild_near_index` left, a batch a turn, while
+        the node crawls; ends when they are indexed (the key deleted), or cancelled with the run."""
+        raw = self._db.txn.get(NEAR_REBUILD, db=self._db.meta)
+        if raw is None:
+            return
+        cursor, end = int(bytes(raw)), self._store.record_count()  # later pages index themselves
+        started, added = self._clock.monotonic(), 0
+        while cursor < end:
+            await asyncio.sleep(0)  # the loop's turn: requests in flight go on between batches
+            while not self.frontier_free.is_set():  # no frontier read during its commit (rule 2)
+                await self.frontier_free.wait()
+            try:
+                # The reader is dropped (its index transaction ended) here: none is held across turns.
+                take = min(REBUILD_BATCH, end - cursor)
+                batch = list(itertools.islice(self._store.records_since(cursor), take))
+                if not batch:
+                    raise PolecatError(f"the store's log ends at record {cursor}, before {end}")
+                added += pipeline.reindex(batch)
+                cursor += len(batch)
+                self._db.apply([Put("meta", NEAR_REBUILD, str(cursor).encode())] if cursor < end
+                               else [Delete("meta", NEAR_REBUILD)])
+            except (lmdb.Error, OSError) as exc:  # the frontier cannot be written: the node stops (rule 6)
+                self._fail(exc)
+                return
+            except PolecatError as exc:  # the store cannot be read: collapses are missed, nothing is lost
+                log.warning("near-duplicate index: the background rebuild stopped (%d records left): %s",
+                            end - cursor, exc)
+                return
+            self._rebuilt_unsaved = True
+            self.near_rebuild_left = end - cursor
+        log.info("near-duplicate index: %d stored page(s) indexed in the background in %.1f s", added,
+                 self._clock.monotonic() - started)
 
     def reindex_past_mark(self, pipeline: PagePipeline) -> int:
         """Index again the store records past the frontier's last mark (rule 4); returns how many pages

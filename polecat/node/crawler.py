@@ -49,6 +49,7 @@ from polecat.node.stats import CrawlStats, collect_stats
 from polecat.parse.robots import product_token
 from polecat.store.archive import archive_info
 from polecat.store.base import PageStore
+from polecat.store.segments import check_unlocked
 from polecat.store.segstore import open_store
 
 if TYPE_CHECKING:
@@ -133,6 +134,8 @@ class Crawler:
             fetch = replace(self.config.fetch, concurrency=budget.concurrency)
             self.config = replace(self.config, fetch=fetch)
         cfg = self.config
+        if self._given_store is None:  # a running crawl of this dir: refused, not waited for behind it
+            check_unlocked(cfg.data_dir / "store")
         local = open_frontier(cfg, self._clock.wall())
         self._db, self._seen, self._robots = local.db, local.seen, local.robots
         self._frontier = frontier = local.frontier
@@ -346,6 +349,9 @@ class Crawler:
         committer = self._commits.start()
         counters = self._counters
         feeding = None
+        rebuilding = None
+        if self._commits.near_rebuild_left:  # commits rule 7: past the bound, while the crawl runs
+            rebuilding = asyncio.create_task(self._commits.rebuild_in_background(self._pipeline))
         if self._feed is not None:
             self._feed.running = True  # before the loop's first look: it must not end idle (feed rule 4)
             feeding = asyncio.create_task(self._feed.run())
@@ -358,6 +364,9 @@ class Crawler:
                 counters.freshness = (f.tracked, f.due, f.important, f.within)
         finally:
             self._receiving = False
+            if rebuilding is not None:  # what it indexed goes with the last commit; the next run goes on
+                rebuilding.cancel()
+                await asyncio.gather(rebuilding, return_exceptions=True)
             if feeding is not None and not feeding.done():  # stopped (max pages, stop()): stop reading
                 feeding.cancel()
                 await asyncio.gather(feeding, return_exceptions=True)
@@ -425,6 +434,7 @@ class Crawler:
             answered=c.answered, ended=c.ended, seeds_refused=c.seeds_refused,
             seeds_refused_total=c.seeds_refused_total,
             refresh_queued=c.refresh_queued, freshness=c.freshness, near=self._pipeline.near_stats(),
+            near_rebuild_left=self._commits.near_rebuild_left,
         )
 
 

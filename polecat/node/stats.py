@@ -87,6 +87,9 @@ class CrawlStats:
     requisites_queued: int = 0
     """Page requisites queued in this run (``scope.requisites``, polecat/frontier/requisites.py); they are
     among ``urls_accepted``."""
+    near_rebuild_left: int = 0
+    """Store records of an older fingerprint format the background rebuild has not indexed yet
+    (polecat/node/commits.py rule 7); 0 when none are owed."""
 
     @property
     def fetched_nothing(self) -> bool:
@@ -106,7 +109,7 @@ def collect_stats(*, now: float, started_at: float, fetches: int, violations: in
                   seeds_refused: Sequence[tuple[str, str]] = (), seeds_refused_total: int = 0,
                   refresh_queued: int = 0,
                   freshness: tuple[int, int, int, int] | None = None,
-                  near: NearStats | None = None) -> CrawlStats:
+                  near: NearStats | None = None, near_rebuild_left: int = 0) -> CrawlStats:
     elapsed = max(1e-9, now - started_at) if started_at else 0.0
     kept = store.bodies - bodies_at_start - near_deltas + near_dups
     return CrawlStats(
@@ -131,4 +134,5 @@ def collect_stats(*, now: float, started_at: float, fetches: int, violations: in
                                     done=frontier.done) if ended else "",
         refresh_queued=refresh_queued, freshness=freshness, pages_cut=pages_cut,
         requisites_queued=requisites_queued,
+        near_rebuild_left=near_rebuild_left,
     )

@@ -103,6 +103,9 @@ def print_summary(s: CrawlStats, out: TextIO, *, data_dir: str = "", interrupted
         lines.append(f"  pages cut by the parse budget: {s.pages_cut} (links before the cut kept)")
     if s.requisites_queued:
         lines.append(f"  page requisites: {s.requisites_queued} queued (images, stylesheets, scripts, fonts)")
+    if s.near_rebuild_left:
+        lines.append(f"  near-dup index: {s.near_rebuild_left} older records left to index "
+                     "(next run goes on)")
     if s.near_duplicates:
         lines.append(f"  near-duplicates: {s.near_duplicates} pages recorded as duplicates of another")
     lines += [f"  gave up {host}: {explained(reason)}" for host, reason in s.parked[:MAX_GIVEN_UP_LISTED]]

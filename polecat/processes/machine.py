@@ -38,6 +38,12 @@ Rules:
    is fenced. A receiver refuses a stale bundle with 410 and a WARNING naming why, and counts it; the
    sender abandons that hand-over (the decision was void). A bundle without a token (from a node of an
    older release) is adopted as before.
+9. Rolling upgrades (polecat/cluster/wire.py): the node's member record and every internal request it
+   sends name the wire versions it speaks (``wire``, default this release's). A member it shares no
+   version with gets no batch and no slice (its URLs wait in the outbox, its slices stay here; named
+   once at WARNING, counted in ``polecat_cluster_incompatible_members``); a request whose head names no
+   shared version is answered 426 before its body is read, logged once per sender and range, and
+   counted (``polecat_cluster_wire_refused_total``).
 """
 
 from __future__ import annotations
@@ -71,6 +77,7 @@ from polecat.cluster.ownership import stale
 from polecat.cluster.receiver import HandoffReceiver
 from polecat.cluster.stats import ClusterStats
 from polecat.cluster.transport import _STATUS, PATH, ROUND_HEADER, HttpTransport, read_body
+from polecat.cluster.wire import RELEASE_HEADER, THIS, WIRE_HEADER, Wire, common, from_head, refusal
 from polecat.config import Config
 from polecat.errors import PolecatError
 from polecat.frontier.bundle import BundleError, Fence, SliceBundle
@@ -105,16 +112,16 @@ class ClusterNode:
     the membership, the hand-off and failover read (fencing compares the membership's lease times
     with it, so they must be one clock); give the crawler the same one."""
 
-    def __init__(self, cfg: Config, *, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(self, cfg: Config, *, clock: Clock = SYSTEM_CLOCK, wire: Wire = THIS) -> None:
         cc = cfg.cluster
         self._clock = clock
-        self.me = Member(cc.node_id, cc.advertise)
+        self.me = Member(cc.node_id, cc.advertise, wire=wire)
         self._sign = hmac_signer(cc.secret)
         self._verify = hmac_verifier(cc.secret)
         self.outbox = Outbox(cfg.data_dir / "handoff", batch_urls=cc.batch_urls)
         self.auth = RequestAuth(self._verify, self.me.address.rstrip("/"), sign=self._sign)
         """Checks the heads of requests to this node, once each (auth rules 1, 3)."""
-        self.transport = HttpTransport(sign=self._sign, verify=self._verify, clock=clock)
+        self.transport = HttpTransport(sign=self._sign, verify=self._verify, clock=clock, wire=wire)
         self._chunk_bytes = CHUNK_BYTES
         self.handoff = Handoff(self.me.id, self.outbox, self.transport, {}, sign=self._sign, clock=clock)
         self.failover = Failover(CheckpointStore.open(cc.checkpoints, cc.checkpoint_options, cc.name),
@@ -146,6 +153,12 @@ class ClusterNode:
         slices before it fetches their seeds again), not only every :data:`RECONCILE_EVERY` seconds."""
         self._handing = asyncio.Lock()
         """Held by the hand-over that runs (rule 7: one at a time)."""
+        self._incompatible: dict[str, Wire] = {}
+        """Members this node shares no wire version with, and what they speak (rule 9)."""
+        self.wire_refused = 0
+        """Internal requests refused here for their wire versions (rule 9)."""
+        self._refusals_named: set[tuple[str | None, str | None]] = set()
+        """(sender address, its wire header) pairs already logged (rule 9: once each)."""
 
     async def join(self) -> ClusterLink:
         """Register in etcd and read the member list; returns the link to open the crawler with."""
@@ -199,6 +212,7 @@ class ClusterNode:
         return ClusterStats(
             fenced=own.fenced(now), lease_age=own.lease_age(now), slices_owned=len(own.leasable(now)),
             slices_wanted=len(own.wanted), bundles_sent=self.bundles_sent,
+            incompatible_members=len(self._incompatible), wire_refused=self.wire_refused,
             bundles_adopted=self.bundles_adopted, bundles_refused=self.bundles_refused,
             stray_urls=sum(strays.values()), stray_slices=len(strays),
             checkpoint_rounds=fo.rounds if fo else 0, checkpoint_failures=fo.failures if fo else 0,
@@ -261,7 +275,15 @@ class ClusterNode:
     def _follow(self, members: tuple[Member, ...]) -> None:
         assert self.link is not None
         self.link.set_members(members)
-        self.handoff.set_addresses({m.id: m.address for m in members if m.id != self.me.id})
+        incompatible = {m.id: m.wire for m in members if common(m.wire, self.me.wire) is None}
+        for peer, wire in incompatible.items():
+            if self._incompatible.get(peer) != wire:
+                log.warning(refusal(peer, wire, self.me.wire))
+        for peer in self._incompatible.keys() - incompatible.keys():
+            log.info("member %s now speaks a wire version this node speaks: what waited for it goes", peer)
+        self._incompatible = incompatible
+        self.handoff.set_addresses({m.id: m.address for m in members if m.id != self.me.id},
+                                   withheld=frozenset(incompatible))
         self.sync_owned()
         self._reroute()
         self._reconcile.set()
@@ -355,13 +377,28 @@ class ClusterNode:
             await self._crawler.member.receive(Batch(batch.sender, batch.seq, tuple(mine)))
 
     async def _read(self, request: web.Request, max_bytes: int) -> bytes:
-        """The body, once the request's head proves the secret (rule 4)."""
+        """The body, once the request's head proves the secret (rule 4) and names a wire version this
+        node speaks (rule 9)."""
         try:
-            return await read_body(request, max_bytes, self.auth, self._clock)
+            return await read_body(request, max_bytes, self.auth, self._clock, head_check=self._check_wire)
         except web.HTTPUnauthorized as exc:
             self.receiver.unauthorized += 1
             log.warning("refused %s from %s: %s", request.path, request.remote, exc.text)
             raise
+
+    def _check_wire(self, request: web.Request) -> None:
+        """Rule 9: 426 for a head (proved to be a member's) naming no wire version this node speaks."""
+        said = request.headers.get(WIRE_HEADER)
+        theirs = from_head(said, request.headers.get(RELEASE_HEADER))
+        if theirs is not None and common(theirs, self.me.wire) is not None:
+            return
+        self.wire_refused += 1
+        why = (f"this node ({self.me.wire}) shares no wire version with the sender "
+               f"({theirs if theirs is not None else f'{WIRE_HEADER} {said!r}'})")
+        if (request.remote, said) not in self._refusals_named:
+            self._refusals_named.add((request.remote, said))
+            log.warning("refused %s from %s: %s; it keeps what it sent", request.path, request.remote, why)
+        raise web.HTTPUpgradeRequired(text=why)
 
     async def _handle_batch(self, request: web.Request) -> web.Response:
         reply = await self.receiver.receive(await self._read(request, MAX_BATCH_BYTES))
@@ -441,7 +478,7 @@ class ClusterNode:
             while frontier.in_flight_in(slices):  # noqa: ASYNC110 - the frontier has no event for this
                 await asyncio.sleep(0.05)
             own = self.membership.ownership
-            heirs = own.heirs(slices, self.membership.leaving())
+            heirs = own.heirs(slices, self.membership.leaving() | self._incompatible.keys())
             addresses = {m.id: m.address for m in self.membership.members()}
             sent_total = 0
             for owner, group in heirs.items():
@@ -476,7 +513,8 @@ class ClusterNode:
             with contextlib.suppress(aiohttp.ClientError, TimeoutError, OSError):
                 proof = auth.request_proof(self._sign, ADOPT_PATH, address.rstrip("/"), len(body),
                                            self._clock.wall())
-                headers = {SIGNATURE_HEADER: self._sign(body).hex(), AUTH_HEADER: proof}
+                headers = {SIGNATURE_HEADER: self._sign(body).hex(), AUTH_HEADER: proof,
+                           WIRE_HEADER: self.me.wire.header, RELEASE_HEADER: self.me.wire.release}
                 async with self._session.post(address.rstrip("/") + ADOPT_PATH, data=body,
                                               headers=headers) as resp:
                     if resp.status == 200:
@@ -487,6 +525,10 @@ class ClusterNode:
                         return True
                     if resp.status == 409:  # it is leaving too (rule 7)
                         log.info("%s is leaving: the slices meant for it stay here", owner)
+                        return False
+                    if resp.status == 426:  # its record said otherwise a moment ago (rule 9)
+                        log.warning("%s refused a slice bundle: %s; the slices stay here", owner,
+                                    await resp.text())
                         return False
                     if resp.status == 410:  # this node's token is stale: the hand-over is void
                         raise PolecatError(f"{owner} refused a slice bundle: {await resp.text()}")

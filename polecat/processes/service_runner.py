@@ -24,6 +24,7 @@ from aiohttp import web
 
 from polecat.clock import SYSTEM_CLOCK, Clock
 from polecat.cluster.link import ClusterLink
+from polecat.cluster.wire import THIS, Wire
 from polecat.config import Config, split_listen
 from polecat.errors import PolecatError
 from polecat.frontier.records import Completion, Lease
@@ -52,9 +53,12 @@ def status_line(crawler: Crawler) -> str:
 class NodeService:
     """One node's lifetime: ``await NodeService(cfg).run()`` returns the exit status after a stop
     signal or :meth:`stop`. ``ready`` is set once the API listens (``url``, ``crawler`` usable).
-    ``clock`` is the one the crawler, the cluster side, the API, the metrics and the ticker read."""
+    ``clock`` is the one the crawler, the cluster side, the API, the metrics and the ticker read;
+    ``wire``, the wire versions the cluster side speaks (this release's; a test gives another to play a
+    node of another release, polecat/cluster/wire.py)."""
 
-    def __init__(self, cfg: Config, *, notifier: Notifier | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(self, cfg: Config, *, notifier: Notifier | None = None, clock: Clock = SYSTEM_CLOCK,
+                 wire: Wire = THIS) -> None:
         check_listen(cfg)
         self.config = cfg
         self.clock = clock
@@ -67,6 +71,7 @@ class NodeService:
         self._stop = asyncio.Event()
         self._crawler: Crawler | None = None
         self.cluster: ClusterNode | None = None
+        self._wire = wire
 
     @property
     def crawler(self) -> Crawler:
@@ -85,7 +90,7 @@ class NodeService:
 
     async def run(self, *, handle_signals: bool = True) -> int:
         cfg = self.config
-        self.cluster = ClusterNode(cfg, clock=self.clock) if cfg.cluster.etcd else None
+        self.cluster = ClusterNode(cfg, clock=self.clock, wire=self._wire) if cfg.cluster.etcd else None
         link = await self.cluster.join() if self.cluster is not None else None
         try:
             return await self._run(handle_signals, link)

@@ -134,6 +134,9 @@ class NodeMetrics(Collector):
         yield _counter("polecat_pages_cut", "HTML pages parsed only up to the parse budget", s.pages_cut)
         yield _counter("polecat_requisites_queued", "Page requisites queued (scope.requisites)",
                        s.requisites_queued)
+        yield _gauge("polecat_near_rebuild_left_records",
+                     "Store records of an older fingerprint format the near-duplicate index still owes",
+                     s.near_rebuild_left)
         yield _labelled_counter("polecat_urls_done", "URLs finished in this run by outcome", "outcome",
                                 s.urls_done)
         yield _counter("polecat_refresh_queued", "Fetched URLs queued again because their refresh was due",
@@ -175,6 +178,11 @@ def _cluster(cs: ClusterStats) -> Iterator[CounterMetricFamily | GaugeMetricFami
     yield _counter("polecat_cluster_replays_refused",
                    "Signed requests refused because their X-Polecat-Auth proof was used before",
                    cs.replays_refused)
+    yield _gauge("polecat_cluster_incompatible_members",
+                 "Members this node shares no wire version with: nothing is sent to them until an upgrade",
+                 cs.incompatible_members)
+    yield _counter("polecat_cluster_wire_refused", "Internal requests refused for their wire versions",
+                   cs.wire_refused)
     yield _counter("polecat_cluster_checkpoint_rounds", "Slice checkpoint rounds shipped",
                    cs.checkpoint_rounds)
     yield _counter("polecat_cluster_checkpoint_failures", "Slice checkpoint rounds and writes that failed",

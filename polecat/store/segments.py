@@ -35,15 +35,48 @@ def list_segment_files(directory: Path, store_id: str) -> Iterator[tuple[int, Pa
 
 
 def lock_writer(root: Path) -> int:
-    """Take the store's writer lock (one writer per store: a crawl, or ``store repair``); returns the
-    descriptor that holds it."""
+    """Take the store's writer lock (one writer per store: a crawl, ``polecat upgrade`` or ``store
+    repair``); returns the descriptor that holds it. The lock file names the holder's pid, for the
+    error another writer gets (:func:`check_unlocked`)."""
     fd = os.open(root / "LOCK", os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError as exc:
+        holder = _holder(fd)
         os.close(fd)
-        raise StoreError(f"page store {root} is open for writing by another process") from exc
+        raise _in_use(root, holder) from exc
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     return fd
+
+
+def check_unlocked(root: Path) -> None:
+    """Raise the StoreError :func:`lock_writer` would when another process holds the writer lock of the
+    store at ``root`` (none there yet is unlocked). A crawl asks before it opens anything else: its
+    frontier would otherwise wait for the running crawl's write transaction, silently, for as long as
+    that crawl runs."""
+    try:
+        fd = os.open(root / "LOCK", os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError as exc:
+        raise _in_use(root, _holder(fd)) from exc
+    finally:
+        os.close(fd)  # releases the lock if it was taken here
+
+
+def _holder(fd: int) -> int | None:
+    text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+    return int(text) if text.isdigit() else None
+
+
+def _in_use(root: Path, pid: int | None) -> StoreError:
+    by = f"another process (pid {pid})" if pid else "another process"
+    stop = f"kill -TERM {pid}" if pid else "Ctrl-C in its terminal"
+    return StoreError(f"page store {root} is open for writing by {by}: a crawl, `polecat upgrade` or `store "
+                      f"repair` of this data dir is running; let it end or stop it ({stop}) first")
 
 
 def fsync_dir(directory: Path) -> None:
