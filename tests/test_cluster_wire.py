@@ -102,10 +102,10 @@ async def test_a_peer_of_no_shared_wire_is_refused_by_name_and_gets_what_waited_
         assert n0.cluster.stats().incompatible_members == 1
         assert nodes[1][0].cluster.stats().incompatible_members == 1
         named = [r.getMessage() for r in caplog.records if "share no wire version" in r.getMessage()]
-        assert (f"member n1 (polecat 9.0.0, wire {V1}) and this node (polecat {THIS.release}, wire {V}) share no "
-                "wire version") in "\n".join(named), named
-        assert any(f"member n0 (polecat {THIS.release}, wire {V}) and this node (polecat 9.0.0, wire {V1})" in m
-                   for m in named), named
+        assert (f"member n1 (polecat 9.0.0, wire {V1}) and this node (polecat {THIS.release}, wire {V}) "
+                "share no wire version") in "\n".join(named), named
+        n0_named = f"member n0 (polecat {THIS.release}, wire {V}) and this node (polecat 9.0.0, wire {V1})"
+        assert any(n0_named in m for m in named), named
 
         theirs = _others(n0, web.seeds)
         await _seed_on(n0, web.seeds)
@@ -118,8 +118,8 @@ async def test_a_peer_of_no_shared_wire_is_refused_by_name_and_gets_what_waited_
 
         # A request that names a wire n0 does not speak is refused before its body is read, and counted.
         batch = encode_batch("n1", 1, encode_urls([]), hmac_signer(SECRET))
-        head = {AUTH_HEADER: request_proof(hmac_signer(SECRET), PATH, n0.cluster.me.address.rstrip("/"), len(batch),
-                                           time.time()),
+        to = n0.cluster.me.address.rstrip("/")
+        head = {AUTH_HEADER: request_proof(hmac_signer(SECRET), PATH, to, len(batch), time.time()),
                 WIRE_HEADER: NEWER.header, RELEASE_HEADER: NEWER.release}
         async with aiohttp.ClientSession() as session, session.post(
                 f"http://{n0.config.node.listen}{PATH}", data=batch, headers=head) as resp:
@@ -196,8 +196,8 @@ def test_cluster_status_names_the_releases_and_the_members_that_share_no_wire() 
     line, apart = release_lines({"n0": THIS, "n1": OLD, "n2": NEWER})
     assert line == (f"releases: polecat {THIS.release}, wire {V}: n0; polecat 0.2.0 or older, wire 1: n1; "
                     f"polecat 9.0.0, wire {V1}: n2")
-    assert apart == [f"n0 (polecat {THIS.release}, wire {V}) and n1 (polecat 0.2.0 or older, wire 1) share no "
-                     "wire version: nothing goes between them until one is upgraded",
+    assert apart == [f"n0 (polecat {THIS.release}, wire {V}) and n1 (polecat 0.2.0 or older, wire 1) share "
+                     "no wire version: nothing goes between them until one is upgraded",
                      f"n0 (polecat {THIS.release}, wire {V}) and n2 (polecat 9.0.0, wire {V1}) share no wire "
                      "version: nothing goes between them until one is upgraded",
                      f"n1 (polecat 0.2.0 or older, wire 1) and n2 (polecat 9.0.0, wire {V1}) share no wire "
