@@ -1,7 +1,8 @@
 """A node frozen for three lease TTLs (SIGSTOP, then SIGCONT: a GC pause, a paused VM), with real
 processes (issue 32). Its lease expires while it sleeps; its slices move to the others, restored from its
-checkpoint. When it wakes it must not fetch for what it no longer owns, nor hand over what it decided
-under the lease that is gone: the server sees no host asked too fast, and every page is fetched."""
+checkpoint. When it wakes it must not fetch for what it no longer owns (not even a request leased just
+before the freeze: ownership rule 10), nor hand over what it decided under the lease that is gone: the
+server sees no host asked too fast, and every page is fetched."""
 
 from __future__ import annotations
 
@@ -9,8 +10,6 @@ import asyncio
 import signal
 from collections import Counter
 from pathlib import Path
-
-import pytest
 
 from polecat.cluster.ring import Ring
 from polecat.frontier.slices import slice_of
@@ -64,10 +63,7 @@ async def test_a_node_frozen_for_three_ttls_wakes_without_fetching_what_it_lost(
           "pages fetched twice")
     # What the frozen node fetched after its last checkpoint is fetched again by its heirs (at-least-once).
     assert twice <= 0.2 * len(truth)
-    if violations:
-        # Known and open (issue 32: the fence does not cover requests in flight, and the heir does not
-        # wait out the old owner's abort bound): in 1 of 5 full CI-like runs the woken node's requests to a
-        # Crawl-delay host came 50-60 ms after its heir's. Reported as an expected failure until fixed,
-        # never as a pass; coverage and refetches above stay strict.
-        pytest.xfail(f"{len(violations)} server-side violations after the freeze (issue 32, open): "
-                     f"{violations[:2]}")
+    # The woken node sends nothing under its expired lease (ownership rule 10: the send gate, the abort
+    # of requests in flight) and its heirs wait its abort bound before a restored host's first request
+    # (rule 11): no host is asked by two owners too close together, Crawl-delay included.
+    assert violations == [], violations[:5]

@@ -230,3 +230,23 @@ def test_a_lease_withdrawn_before_sending_keeps_its_url_and_its_host_leases_agai
     rig.frontier.set_owned(range(SLICES), now + 5)  # owned again (the slice came back)
     again = rig.frontier.lease(now + 5)
     assert isinstance(again, Lease) and again.url == page.url
+
+
+def test_a_restored_host_waits_from_the_hold_and_an_aborted_request_spaces_its_host(tmp_path: Path) -> None:
+    """Ownership rule 11: a restore's hosts wait the old owner's abort bound, then their interval
+    (``wait_from``). Lease runner rule 7: a request aborted in flight may have reached the server, so
+    its host waits one interval from the abort; its URL stays queued."""
+    a = Rig(tmp_path / "a", cfg=CFG)
+    a.frontier.add_seed(canon("http://x.test/"), 0.0)
+    bundle = a.frontier.export_slices([slice_of("x.test")], 0.0)
+    b = Rig(tmp_path / "b", cfg=CFG)
+    b.frontier.adopt(bundle, 10.0, wait_from=11.0)
+    first = b.frontier.lease(10.0)
+    assert isinstance(first, Wait) and first.until == pytest.approx(11.0 + 0.5)  # rate 2: 0.5 s
+    robots = b.frontier.lease(11.5)
+    assert isinstance(robots, Lease) and robots.kind == "robots"
+    b.frontier.withdraw(robots, aborted_at=20.0)
+    assert b.frontier.in_flight_in([slice_of("x.test")]) == 0 and b.frontier.queued == 1
+    again = b.frontier.lease(20.0)
+    assert isinstance(again, Wait) and again.until == pytest.approx(20.5)
+    assert isinstance(b.frontier.lease(20.5), Lease)

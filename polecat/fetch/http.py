@@ -48,6 +48,7 @@ from polecat.errors import (
     FetchError,
     FetchTimeout,
     ProtocolError,
+    RequestWithheld,
     TlsError,
     UnsupportedUrl,
 )
@@ -56,7 +57,7 @@ from polecat.fetch.deadline import Deadline
 from polecat.fetch.decode import make_decoder
 from polecat.fetch.dns import CachingResolver
 from polecat.fetch.h1 import IncompleteResponse, MalformedResponse, encode_get
-from polecat.fetch.pool import ConnectionPool, Origin
+from polecat.fetch.pool import ConnectionPool, Origin, SendGate
 
 __all__ = ["ROBOTS_MAX_REDIRECTS", "Fetcher", "RedirectPacer", "Response"]
 
@@ -316,25 +317,29 @@ class Fetcher:
         if self._owns_resolver:
             await self._resolver.close()
 
-    async def fetch(self, url: str, *, etag: str | None = None, last_modified: str | None = None) -> Response:
-        """GET ``url``; with a validator, a conditional GET (a 304 comes back as a Response)."""
+    async def fetch(self, url: str, *, etag: str | None = None, last_modified: str | None = None,
+                    gate: SendGate | None = None) -> Response:
+        """GET ``url``; with a validator, a conditional GET (a 304 comes back as a Response). ``gate`` is
+        asked just before the request is written (pool rule 7): closed, :class:`RequestWithheld`."""
         if etag is None and last_modified is None:
-            return await self._get(url, ())
+            return await self._get(url, (), gate)
         conditional: list[tuple[str, str]] = []
         if etag is not None:
             conditional.append(("If-None-Match", _header_value(etag)))
         if last_modified is not None:
             conditional.append(("If-Modified-Since", _header_value(last_modified)))
-        return await self._get(url, tuple(conditional))
+        return await self._get(url, tuple(conditional), gate)
 
-    async def fetch_robots(self, url: str, *, pacer: RedirectPacer | None = None) -> Response:
+    async def fetch_robots(self, url: str, *, pacer: RedirectPacer | None = None,
+                           gate: SendGate | None = None) -> Response:
         """GET a robots.txt, following up to 5 redirects (also to other hosts). Returns the last
         response: a 3xx here means the chain did not end (or looped, or had no Location).
 
         Each hop is a request to the host it lands on: with a ``pacer``, every hop first waits for that
-        host's turn (``pacer.before``), and the pacer hears how it ended (``pacer.after``)."""
+        host's turn (``pacer.before``), and the pacer hears how it ended (``pacer.after``). ``gate`` is
+        asked before every hop."""
         seen = {url}
-        resp = await self._get(url, ())
+        resp = await self._get(url, (), gate)
         for _ in range(ROBOTS_MAX_REDIRECTS):
             if not (300 <= resp.status < 400 and resp.location):
                 break
@@ -350,7 +355,7 @@ class Fetcher:
             if pacer is not None:
                 await pacer.before(target, resp)
             try:
-                resp = await self._get(target, ())
+                resp = await self._get(target, (), gate)
             except FetchError:
                 if pacer is not None:
                     pacer.after(target, None)
@@ -359,7 +364,7 @@ class Fetcher:
                 pacer.after(target, resp)
         return resp
 
-    async def _get(self, url: str, extra: tuple[tuple[str, str], ...]) -> Response:
+    async def _get(self, url: str, extra: tuple[tuple[str, str], ...], gate: SendGate | None) -> Response:
         pool, loop = self._pool, self._loop
         if pool is None or loop is None:
             raise RuntimeError("Fetcher used outside 'async with'")
@@ -371,7 +376,7 @@ class Fetcher:
         try:
             origin, path, host_header, auth = request_parts(url)
             request = encode_get(path, host_header, self._headers + extra + auth)
-            conn, head = await pool.exchange(origin, request)
+            conn, head = await pool.exchange(origin, request, gate)
             try:
                 phase = "body"
                 deadline.body()
@@ -404,6 +409,8 @@ class Fetcher:
             if deadline.expired_here():
                 raise FetchTimeout(f"{url}: {phase}: timed out ({deadline.reason})") from None
             raise
+        except RequestWithheld:
+            raise  # nothing was sent: not a fetch outcome
         except Exception as exc:
             raise _translate(exc, url, phase) from exc
         finally:

@@ -8,6 +8,7 @@ from typing import Any, Protocol
 
 from polecat.fetch.dns import DnsStats
 from polecat.fetch.http import RedirectPacer, Response
+from polecat.fetch.pool import SendGate
 
 
 class Resolving(Protocol):
@@ -33,7 +34,8 @@ class PageFetcher(Protocol):
     async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None,
                         tb: TracebackType | None) -> None: ...
 
-    async def fetch(self, url: str, *, etag: str | None = None,
-                    last_modified: str | None = None) -> Response: ...
+    async def fetch(self, url: str, *, etag: str | None = None, last_modified: str | None = None,
+                    gate: SendGate | None = None) -> Response: ...
 
-    async def fetch_robots(self, url: str, *, pacer: RedirectPacer | None = None) -> Response: ...
+    async def fetch_robots(self, url: str, *, pacer: RedirectPacer | None = None,
+                           gate: SendGate | None = None) -> Response: ...

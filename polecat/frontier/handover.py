@@ -86,11 +86,14 @@ class SliceHandover:
                     out[s] += st.queued
         return out
 
-    def adopt(self, bundle: SliceBundle, now: float) -> Decided[AdoptReport]:
+    def adopt(self, bundle: SliceBundle, now: float, *,
+              wait_from: float | None = None) -> Decided[AdoptReport]:
         """Take over the slices of ``bundle``, merged with what is here. Each adopted host waits one full
-        interval from ``now`` (the exporter's last request may have just started); a queued URL this
-        frontier has already seen is not queued twice, and a URL queued here that the exporter had
-        finished (a config seed queued by a node that joins after its owner fetched it) is dropped."""
+        interval from ``now`` (the exporter's last request may have just started), or from ``wait_from``
+        when later (a restore from a member that may still be aborting its requests: ownership rule 11);
+        a queued URL this frontier has already seen is not queued twice, and a URL queued here that the
+        exporter had finished (a config seed queued by a node that joins after its owner fetched it) is
+        dropped."""
         stored = self._db.getter("seen")
         out: list[Write] = []
         adopted: dict[str, HostState] = {}
@@ -138,8 +141,9 @@ class SliceHandover:
                 raise BundleError(f"slice bundle table {table!r} is unknown to this polecat")
         if finished:
             duplicates += self._drop_finished(adopted.keys(), finished - queued_there, out)
+        waits = now if wait_from is None else max(now, wait_from)
         for host in adopted.keys() | counts.keys():
-            self._adopt_host(host, adopted.get(host), counts[host], now)
+            self._adopt_host(host, adopted.get(host), counts[host], waits)
         out += self._intake.refetch_writes(now, finished)
         self._db.pending += 1
         return Decided(AdoptReport(len(bundle.ids), len(adopted), sum(counts.values()), duplicates, seen_new),

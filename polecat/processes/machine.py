@@ -38,6 +38,11 @@ Rules:
    is fenced. A receiver refuses a stale bundle with 410 and a WARNING naming why, and counts it; the
    sender abandons that hand-over (the decision was void). A bundle without a token (from a node of an
    older release) is adopted as before.
+9. Requests go out under ownership rule 10's permits (:meth:`ClusterNode._permit`, read on the lease
+   clock, ``Clock.boottime``): asked when a lease starts and just before its bytes are written; every
+   :data:`SYNC_EVERY` seconds the sync loop aborts the requests in flight whose permit ended, so a
+   fenced node is silent within ownership's ``ABORT_BOUND``. A restore holds its hosts that bound
+   more (ownership rule 11).
 """
 
 from __future__ import annotations
@@ -71,6 +76,7 @@ from polecat.cluster.stats import ClusterStats
 from polecat.cluster.transport import _STATUS, PATH, ROUND_HEADER, HttpTransport, read_body
 from polecat.config import Config
 from polecat.errors import PolecatError
+from polecat.fetch.pool import SendGate
 from polecat.frontier.bundle import BundleError, Fence, SliceBundle
 from polecat.frontier.slices import slice_of
 
@@ -151,7 +157,7 @@ class ClusterNode:
         await self.membership.start()
         await self.membership.resync()
         self.link = ClusterLink(self.membership, self.handoff, self.receiver, max_backlog=self._max_backlog)
-        self.link.may_send = self._may_send
+        self.link.permit = self._permit
         self._follow(self.membership.members())
         return self.link
 
@@ -177,13 +183,14 @@ class ClusterNode:
     def stats(self) -> ClusterStats:
         """This node's cluster figures now (``/metrics``)."""
         own = self.membership.ownership
-        now = self._clock.monotonic()
+        now, lease_now = self._clock.monotonic(), self._clock.boottime()
         queued = self._crawler.frontier.unowned_queued() if self._crawler is not None else {}
         # The frontier's owned set follows the membership's within SYNC_EVERY: strays by the latter.
         strays = {s: queued[s] for s in own.strays(queued)}
         fo = self.failover
         return ClusterStats(
-            fenced=own.fenced(now), lease_age=own.lease_age(now), slices_owned=len(own.leasable(now)),
+            fenced=own.fenced(lease_now), lease_age=own.lease_age(lease_now),
+            slices_owned=len(own.leasable(lease_now)),
             slices_wanted=len(own.wanted), bundles_sent=self.bundles_sent,
             bundles_adopted=self.bundles_adopted, bundles_refused=self.bundles_refused,
             stray_urls=sum(strays.values()), stray_slices=len(strays),
@@ -193,12 +200,16 @@ class ClusterNode:
     def _token(self) -> Fence | None:
         """This node's fencing token while it is not fenced (a checkpoint round is written under one)."""
         own = self.membership.ownership
-        return None if own.fenced(self._clock.monotonic()) else self.membership.fence
+        return None if own.fenced(self._clock.boottime()) else self.membership.fence
 
-    def _may_send(self, host: str) -> bool:
-        """Ownership rule 5 at send time (lease_runner rule 6): the frontier's owned set lags by up to
+    def _permit(self, host: str) -> SendGate | None:
+        """Ownership rule 10 at send time (lease_runner rule 6): the frontier's owned set lags by up to
         :data:`SYNC_EVERY`, and a woken process runs its fetch tasks before its sync loop."""
-        return self.membership.ownership.may_lease(slice_of(host), self._clock.monotonic())
+        own, clock = self.membership.ownership, self._clock
+        permit = own.permit(slice_of(host), clock.boottime())
+        if permit is None:
+            return None
+        return lambda: own.permitted(permit, clock.boottime())
 
     def sync_owned(self) -> None:
         if self._crawler is not None:
@@ -233,7 +244,7 @@ class ClusterNode:
     def _shipped(self) -> tuple[frozenset[int], frozenset[int]] | None:
         """The slices a checkpoint round ships and those it carries (failover rule 4)."""
         own = self.membership.ownership
-        if own.fenced(self._clock.monotonic()):
+        if own.fenced(self._clock.boottime()):
             return None
         return own.held, own.wanted - own.held
 
@@ -307,7 +318,7 @@ class ClusterNode:
             await asyncio.sleep(SYNC_EVERY)  # the claims a change starts go first (strays() skips them)
             crawler = self._crawler
             own = self.membership.ownership
-            if crawler is None or self._leaving or own.fenced(self._clock.monotonic()):
+            if crawler is None or self._leaving or own.fenced(self._clock.boottime()):
                 continue
             strays = own.strays(crawler.frontier.unowned_queued())
             if strays:
@@ -322,6 +333,11 @@ class ClusterNode:
         while True:
             await asyncio.sleep(SYNC_EVERY)
             self.sync_owned()
+            if self._crawler is not None:  # ownership rule 10: within ABORT_BOUND of the fence
+                aborted = self._crawler.member.abort_unpermitted()
+                if aborted:
+                    log.warning("aborted %d requests in flight: their permits ended (fenced, or the lease "
+                                "was lost); their URLs stay queued", aborted)
             beat += 1
             if beat % 10 == 0:  # batches that were in flight at the change come back here
                 self._reroute()
@@ -434,7 +450,7 @@ class ClusterNode:
                 chunks = bundle_chunks(frontier, group, self._clock.wall(), max_bytes=self._chunk_bytes,
                                        fence=token)
                 for chunk, body in chunks:
-                    if self.membership.fence != token or own.fenced(self._clock.monotonic()):
+                    if self.membership.fence != token or own.fenced(self._clock.boottime()):
                         raise PolecatError("the lease this hand-over began under is gone: abandoned")
                     if not await self._send_bundle(owner, addresses[owner], body):
                         break  # its new owner left meanwhile: the rest stays here for the next change
