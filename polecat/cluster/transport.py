@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Protocol
 
 import aiohttp
@@ -13,8 +14,9 @@ from aiohttp import web
 
 from polecat.clock import SYSTEM_CLOCK, Clock
 from polecat.cluster.auth import AUTH_HEADER, check_request_proof, request_proof
-from polecat.cluster.batch import MAX_BATCH_BYTES, Signer, Verifier
+from polecat.cluster.batch import FENCE_HEADER, MAX_BATCH_BYTES, Signer, Verifier, fence_header
 from polecat.cluster.receiver import SHUTDOWN_TIMEOUT, HandoffReceiver, Reply
+from polecat.frontier.bundle import Fence
 
 PATH = "/handoff"
 ROUND_HEADER = "X-Polecat-Round"
@@ -32,11 +34,15 @@ class Transport(Protocol):
 
 class HttpTransport:
     """aiohttp client; one connection pool per address. With ``sign``, each request's head proves the
-    secret (:mod:`polecat.cluster.auth` rule 1) at ``clock.wall()``."""
+    secret (:mod:`polecat.cluster.auth` rule 1) at ``clock.wall()``. With ``fence`` too (the etcd
+    cluster), each batch carries the sender's fencing token read at send time (:data:`FENCE_HEADER`);
+    while it reads None (fenced, or not registered) nothing is sent: the batch is answered "error" here
+    and stays in the outbox for a later try."""
 
-    def __init__(self, *, timeout: float = 30.0, sign: Signer | None = None, clock: Clock = SYSTEM_CLOCK
-                 ) -> None:
+    def __init__(self, *, timeout: float = 30.0, sign: Signer | None = None, clock: Clock = SYSTEM_CLOCK,
+                 fence: Callable[[], Fence | None] | None = None) -> None:
         self._sign = sign
+        self._fence = fence
         self._clock = clock
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._sessions: dict[str, tuple[aiohttp.ClientSession, str]] = {}
@@ -59,6 +65,11 @@ class HttpTransport:
         headers = {"Content-Type": "application/x-polecat-batch"}
         if self._sign is not None:
             headers[AUTH_HEADER] = request_proof(self._sign, PATH, len(data), self._clock.wall())
+            if self._fence is not None:
+                token = self._fence()
+                if token is None:
+                    return Reply("error", detail="not sent: this node is fenced (no lease to send under)")
+                headers[FENCE_HEADER] = fence_header(self._sign, token, data)
         try:
             async with session.post(url, data=data, headers=headers) as resp:
                 detail = (await resp.read())[:500].decode("utf-8", "replace")
@@ -68,6 +79,8 @@ class HttpTransport:
                     return Reply("busy", _retry_after(resp.headers.get("Retry-After")), detail)
                 if resp.status == 401:  # the peer does not share our secret: retrying will not help soon
                     return Reply("unauthorized", detail=f"HTTP 401 {detail}")
+                # 410: the receiver refused this node's token as stale; it is sent again under the
+                # token of the node's next registration (sender rule 4: nothing is dropped).
                 return Reply("bad" if resp.status == 400 else "error", detail=f"HTTP {resp.status} {detail}")
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             return Reply("error", detail=f"{type(exc).__name__}: {exc}")

@@ -1,6 +1,6 @@
 """``polecat cluster status --etcd URL``: the members of a cluster, the slices each holds, and each
-node's queue depth, fetch rate and stray URLs (read from its API; ``$POLECAT_TOKEN`` as for the other
-clients).
+node's queue depth, fetch rate (page fetches per second over the last minute) and stray URLs (read from
+its API; ``$POLECAT_TOKEN`` as for the other clients).
 
 etcd is the source of truth for membership and ownership; a node whose API does not answer is listed
 with ``-`` for its figures (it may be starting, stopping or cut off). A warning follows the table for
@@ -50,7 +50,9 @@ def cmd_cluster_status(args: argparse.Namespace) -> int:
         try:
             t = call(row["address"], "GET", "/admin/crawl/status")
             c = call(row["address"], "GET", "/admin/cluster/status")
-            queued, rate, stray = str(t["queued"]), f"{t['fetches_per_s']:.1f}", str(c["stray_urls"])
+            # The last minute's rate; a node of 0.2.0 only has its average since it started.
+            rate = f"{c.get('fetches_per_s', t['fetches_per_s']):.1f}"
+            queued, stray = str(t["queued"]), str(c["stray_urls"])
             warnings += _warnings(row["id"], row["slices"], int(t["queued"]), c)
         except PolecatError:
             queued = rate = stray = "-"

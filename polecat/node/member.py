@@ -26,7 +26,7 @@ from polecat.frontier.frontier import Frontier
 from polecat.node.commits import Commits
 from polecat.node.lease_runner import LeaseRunner
 from polecat.node.leases import LeaseLoop
-from polecat.node.run_state import Waker
+from polecat.node.run_state import RunCounters, Waker
 
 if TYPE_CHECKING:
     from polecat.cluster.batch import Batch, HandoffUrl
@@ -40,18 +40,24 @@ class Member:
     """The cluster's side of one node; see the module docstring."""
 
     def __init__(self, *, frontier: Frontier, db: FrontierDB, commits: Commits, loop: LeaseLoop,
-                 runner: LeaseRunner, waker: Waker, link: ClusterLink | None, clock: Clock,
-                 receiving: Callable[[], bool]) -> None:
+                 runner: LeaseRunner, counters: RunCounters, waker: Waker, link: ClusterLink | None,
+                 clock: Clock, receiving: Callable[[], bool]) -> None:
         self._frontier = frontier
         self._db = db
         self._commits = commits
         self._loop = loop
         self._runner = runner
+        self._counters = counters
         self._waker = waker
         self._link = link
         self._clock = clock
         self._receiving = receiving
         self._owned: frozenset[int] | None = None
+
+    @property
+    def fetches(self) -> int:
+        """Page fetches made in this run (a running count: its rate is the node's fetch rate)."""
+        return self._counters.fetches
 
     @property
     def frontier(self) -> Frontier:

@@ -37,7 +37,10 @@ Rules:
    next chunk once the token it began under is no longer this node's (its lease was lost) or the node
    is fenced. A receiver refuses a stale bundle with 410 and a WARNING naming why, and counts it; the
    sender abandons that hand-over (the decision was void). A bundle without a token (from a node of an
-   older release) is adopted as before.
+   older release) is adopted as before. Hand-off batches carry the token read when each is sent
+   (:data:`~polecat.cluster.batch.FENCE_HEADER`; a fenced node sends none) and are refused the same way
+   (410, a WARNING, counted); the sender keeps a refused batch and sends it again under its next
+   registration. A batch without a token (a node of 0.2.0) is received as before.
 9. Requests go out under ownership rule 10's permits (:meth:`ClusterNode._permit`, read on the lease
    clock, ``Clock.boottime``): asked when a lease starts and just before its bytes are written; every
    :data:`SYNC_EVERY` seconds the sync loop aborts the requests in flight whose permit ended, so a
@@ -61,7 +64,15 @@ from aiohttp import web
 from polecat.clock import SYSTEM_CLOCK, Clock
 from polecat.cluster.aetcd_client import AetcdClient
 from polecat.cluster.auth import AUTH_HEADER, hmac_signer, hmac_verifier, request_proof
-from polecat.cluster.batch import MAX_BATCH_BYTES, Batch, HandoffUrl
+from polecat.cluster.batch import (
+    FENCE_HEADER,
+    MAX_BATCH_BYTES,
+    Batch,
+    HandoffError,
+    HandoffUrl,
+    SignatureError,
+    read_fence_header,
+)
 from polecat.cluster.checkpoints import CheckpointStore
 from polecat.cluster.chunks import CHUNK_BYTES, bundle_chunks
 from polecat.cluster.etcd import EtcdMembership
@@ -72,7 +83,7 @@ from polecat.cluster.membership import Member
 from polecat.cluster.outbox import Outbox
 from polecat.cluster.ownership import stale
 from polecat.cluster.receiver import HandoffReceiver
-from polecat.cluster.stats import ClusterStats
+from polecat.cluster.stats import ClusterStats, RecentRate
 from polecat.cluster.transport import _STATUS, PATH, ROUND_HEADER, HttpTransport, read_body
 from polecat.config import Config
 from polecat.errors import PolecatError
@@ -116,7 +127,7 @@ class ClusterNode:
         self._sign = hmac_signer(cc.secret)
         self._verify = hmac_verifier(cc.secret)
         self.outbox = Outbox(cfg.data_dir / "handoff", batch_urls=cc.batch_urls)
-        self.transport = HttpTransport(sign=self._sign, clock=clock)
+        self.transport = HttpTransport(sign=self._sign, clock=clock, fence=self._token)
         self._chunk_bytes = CHUNK_BYTES
         self.handoff = Handoff(self.me.id, self.outbox, self.transport, {}, sign=self._sign, clock=clock)
         self.failover = Failover(CheckpointStore.open(cc.checkpoints, cc.checkpoint_options, cc.name),
@@ -137,6 +148,10 @@ class ClusterNode:
         self.slices_handed_over = self.slices_adopted = 0
         self.bundles_sent = self.bundles_adopted = self.bundles_refused = 0
         """Hand-over bundles adopted by their receiver, adopted here, refused here as stale (rule 8)."""
+        self.batches_refused = 0
+        """Hand-off batches refused here as stale (rule 8)."""
+        self._rate = RecentRate()
+        """Page fetches per second over the last minute (``polecat cluster status``), read every second."""
         self._newest: dict[str, int] = {}
         """Sender -> the highest token revision of a bundle adopted from it (rule 8)."""
         self._leaving = False
@@ -195,7 +210,8 @@ class ClusterNode:
             bundles_adopted=self.bundles_adopted, bundles_refused=self.bundles_refused,
             stray_urls=sum(strays.values()), stray_slices=len(strays),
             checkpoint_rounds=fo.rounds if fo else 0, checkpoint_failures=fo.failures if fo else 0,
-            checkpoint_age=now - fo.last_round_at if fo and fo.last_round_at is not None else None)
+            checkpoint_age=now - fo.last_round_at if fo and fo.last_round_at is not None else None,
+            batches_refused=self.batches_refused, fetches_per_s=self._rate.rate())
 
     def _token(self) -> Fence | None:
         """This node's fencing token while it is not fenced (a checkpoint round is written under one)."""
@@ -341,6 +357,8 @@ class ClusterNode:
             beat += 1
             if beat % 10 == 0:  # batches that were in flight at the change come back here
                 self._reroute()
+                if self._crawler is not None:
+                    self._rate.add(self._clock.monotonic(), self._crawler.member.fetches)
 
     # -- receiving ----------------------------------------------------------------------------------
 
@@ -366,7 +384,21 @@ class ClusterNode:
             raise
 
     async def _handle_batch(self, request: web.Request) -> web.Response:
-        reply = await self.receiver.receive(await self._read(request, MAX_BATCH_BYTES))
+        body = await self._read(request, MAX_BATCH_BYTES)
+        if (value := request.headers.get(FENCE_HEADER)) is not None:  # none: a node of 0.2.0 (rule 8)
+            try:
+                fence = read_fence_header(value, body, self._verify)
+            except SignatureError as exc:
+                self.receiver.unauthorized += 1
+                return web.Response(status=401, text=str(exc))
+            except HandoffError as exc:
+                self.receiver.bad += 1
+                return web.Response(status=400, text=str(exc))
+            refused = await self._refusal(fence, "hand-off batch")
+            if refused is not None:
+                self.batches_refused += refused.status == 410
+                return refused
+        reply = await self.receiver.receive(body)
         headers = {"Retry-After": f"{reply.retry_after:.3f}"} if reply.status == "busy" else None
         if reply.status == "ok" and self.failover is not None:  # committed now: that round will hold it
             headers = {ROUND_HEADER: str(self.failover.covering_round())}
@@ -392,16 +424,11 @@ class ClusterNode:
             bundle = await asyncio.to_thread(SliceBundle.read, BytesIO(body))
         except (BundleError, ValueError) as exc:
             return web.Response(status=400, text=str(exc))
-        if (fence := bundle.fence) is not None:
-            try:
-                why = await self._stale(fence)
-            except Exception as exc:  # etcd unreachable: it cannot be proved current; the sender retries
-                return web.Response(status=503, text=f"cannot check the fencing token: {exc}")
-            if why is not None:
-                self.bundles_refused += 1
-                log.warning("refused a stale bundle of %d slices: %s", len(bundle.ids), why)
-                return web.Response(status=410, text=f"stale fencing token: {why}")
-            self._newest[fence.node] = max(self._newest.get(fence.node, 0), fence.revision)
+        if bundle.fence is not None:
+            refused = await self._refusal(bundle.fence, f"bundle of {len(bundle.ids)} slices")
+            if refused is not None:
+                self.bundles_refused += refused.status == 410
+                return refused
         report = self._crawler.member.adopt(bundle, self._clock.wall())
         await self._crawler.commit()
         if self.failover is not None:
@@ -410,6 +437,20 @@ class ClusterNode:
         self.bundles_adopted += 1
         log.info("adopted %d slices from %s: %s", len(bundle.ids), request.remote, report)
         return web.Response(text="adopted")
+
+    async def _refusal(self, fence: Fence, what: str) -> web.Response | None:
+        """The answer that refuses ``what`` came with ``fence`` (rule 8): 410 when the token is stale (a
+        WARNING names why), 503 when etcd cannot tell (the sender tries again); None to take it, the
+        token then being the newest seen from its node."""
+        try:
+            why = await self._stale(fence)
+        except Exception as exc:  # etcd unreachable: it cannot be proved current; the sender retries
+            return web.Response(status=503, text=f"cannot check the fencing token: {exc}")
+        if why is not None:
+            log.warning("refused a stale %s: %s", what, why)
+            return web.Response(status=410, text=f"stale fencing token: {why}")
+        self._newest[fence.node] = max(self._newest.get(fence.node, 0), fence.revision)
+        return None
 
     async def _stale(self, fence: Fence) -> str | None:
         """Why a bundle carrying ``fence`` is stale (rule 8), from the member list, or from etcd read
