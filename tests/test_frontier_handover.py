@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -250,3 +251,35 @@ def test_a_restored_host_waits_from_the_hold_and_an_aborted_request_spaces_its_h
     again = b.frontier.lease(20.0)
     assert isinstance(again, Wait) and again.until == pytest.approx(20.5)
     assert isinstance(b.frontier.lease(20.5), Lease)
+
+
+def test_strays_are_counted_per_slice_as_urls_come_and_go_without_a_pass_over_the_hosts(
+        tmp_path: Path) -> None:
+    """host_table rule 6: what unowned_queued() reads is kept with every change of a queue, and
+    rebuilt at every change of the owned slices; it always equals a count of the queue table."""
+    a = Rig(tmp_path / "a", cfg=CFG)
+    now = crawl_some(a, 1000.0, 10)
+    owned = Ring(["a", "b"]).slices_of("a")
+
+    def counted() -> dict[int, int]:
+        by_slice = Counter(slice_of(canon(u).split("/")[2]) for u in queued_urls(a))
+        return {s: n for s, n in by_slice.items() if s not in owned}
+
+    a.frontier.set_owned(owned, now)
+    assert a.frontier.unowned_queued() == counted() != {}
+    a.frontier.add_many([canon(f"http://{h}/later") for h in HOSTS], 1, 0.5, now)  # for both kinds
+    assert a.frontier.unowned_queued() == counted()
+    now = serve(a, now + 1, 6)  # the owned hosts' URLs are fetched
+    assert a.frontier.unowned_queued() == counted()
+    other = Rig(tmp_path / "b", cfg=CFG)  # a bundle of a slice not owned here comes in: more strays
+    foreign = next(h for h in (f"x{i}.test" for i in range(100)) if slice_of(h) not in owned)
+    other.frontier.add_seed(canon(f"http://{foreign}/"), now)
+    a.frontier.adopt(other.frontier.export_slices([slice_of(foreign)], now), now)
+    assert a.frontier.unowned_queued() == counted() and slice_of(foreign) in counted()
+    gone = frozenset(counted())  # shipped away: released
+    a.frontier.release_slices(gone)
+    assert a.frontier.unowned_queued() == counted() == {}
+    a.frontier.set_owned(range(SLICES), now)  # every slice owned: no strays, whatever is queued
+    assert a.frontier.unowned_queued() == {}
+    a.frontier.set_owned(owned, now)
+    assert a.frontier.unowned_queued() == counted()

@@ -50,8 +50,12 @@ class SliceHandover:
         state here until :meth:`release_slices`. Every slice is owned until this is called."""
         table = self._table
         table.fenced = fenced = frozenset(range(SLICES)) - check_slices(slices)
+        counts = table.queued_in
+        counts[:] = [0] * SLICES  # rebuilt here (host_table rule 6), in the pass made anyway
         for host, st in self._hosts.items():
-            if slice_of(host) in fenced:
+            s = slice_of(host)
+            counts[s] += st.queued
+            if s in fenced:
                 table.scheduled.pop(host, None)
             else:
                 table.wake(host, st, max(st.next_allowed, now))
@@ -76,15 +80,10 @@ class SliceHandover:
 
     def unowned_queued(self) -> Counter[int]:
         """URLs queued here in slices this frontier does not lease (:meth:`set_owned`), by slice: the
-        strays the cluster ships to their owners. A pass over the host records in memory, which the
-        cluster makes every few seconds (cheap next to the fetches of as many hosts)."""
-        fenced = self._table.fenced
-        out: Counter[int] = Counter()
-        if fenced:
-            for host, st in self._hosts.items():
-                if st.queued > 0 and (s := slice_of(host)) in fenced:
-                    out[s] += st.queued
-        return out
+        strays the cluster ships to their owners. Read from the per-slice counts (host_table rule 6): a
+        look at the fenced slices, not a pass over the hosts."""
+        counts = self._table.queued_in
+        return Counter({s: counts[s] for s in self._table.fenced if counts[s] > 0})
 
     def adopt(self, bundle: SliceBundle, now: float, *,
               wait_from: float | None = None) -> Decided[AdoptReport]:
@@ -162,8 +161,7 @@ class SliceHandover:
             for key in doomed:
                 out.append(Delete("queue", key))
                 self._table.count_band(key, -1)
-            st.queued -= len(doomed)
-            self._table.queued -= len(doomed)
+            self._table.count_queued(host, st, -len(doomed))
             dropped += len(doomed)
         return dropped
 
@@ -178,8 +176,7 @@ class SliceHandover:
             st.fetched += got.fetched
             st.ip = st.ip or got.ip
         wait_one_interval(table.pol, table.rate(host), st, now)
-        st.queued += queued
-        table.queued += queued
+        table.count_queued(host, st, queued)
         table.save(host)
         table.wake(host, st, st.next_allowed)
 

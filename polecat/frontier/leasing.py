@@ -127,8 +127,7 @@ class Leasing:
         if skipped == ROBOTS_SKIPS_PER_LEASE:
             self._table.schedule(host, now)
         else:
-            self._table.queued -= st.queued  # repair a count that disagrees with the table
-            st.queued = 0
+            self._table.count_queued(host, st, -st.queued)  # repair a count that disagrees with the table
             self._table.save(host)
         return None
 
