@@ -15,7 +15,14 @@ from polecat.cluster.ring import Ring
 from polecat.frontier.slices import slice_of
 from polecat.hosts import host_key
 from polecat.testing.etcd import EtcdServer
-from polecat.testing.failover import loopback_port, node_toml, page_urls, start_node, until, wait_exit
+from polecat.testing.failover import (
+    cluster_confs,
+    kill_rest,
+    page_urls,
+    start_node,
+    stop_all,
+    until,
+)
 from polecat.testing.serverlog import politeness_violations
 from polecat.testing.sitegen import SiteSpec
 from tests.conftest import TestWebFactory
@@ -34,29 +41,17 @@ async def test_a_node_frozen_for_three_ttls_wakes_without_fetching_what_it_lost(
     ring = Ring(NODES)
     frozen = max(NODES, key=lambda n: sum(ring.owner(slice_of(host_key(u))) == n for u in truth))
     logs = {n: tmp_path / f"{n}.log" for n in NODES}
-    procs = {}
-    for k, node in enumerate(NODES):
-        host = f"127.0.0.{60 + k}"
-        conf = tmp_path / f"{node}.toml"
-        conf.write_text(node_toml(web, tmp_path / node, f"{host}:{loopback_port(host)}", etcd_server.endpoint,
-                                  node, f"file://{tmp_path}/checkpoints", rate=RATE, ttl=TTL, interval=0.5))
-        procs[node] = start_node(conf, logs[node])
+    confs = cluster_confs(web, etcd_server.endpoint, tmp_path, NODES, first_ip=60, rate=RATE, ttl=TTL)
+    procs = {n: start_node(confs[n], logs[n]) for n in NODES}
     try:
         await until(lambda: len(set(page_urls(web))) >= len(truth) // 3, 90, "a third of the pages")
         procs[frozen].send_signal(signal.SIGSTOP)
         await asyncio.sleep(3 * TTL)
         procs[frozen].send_signal(signal.SIGCONT)
         await until(lambda: set(page_urls(web)) >= truth, 120, "every page after the freeze")
-        for p in procs.values():
-            p.send_signal(signal.SIGTERM)
-        for n, p in procs.items():
-            assert await wait_exit(p, 60) == 0, logs[n].read_text()[-3000:]
+        await stop_all(procs, logs)
     finally:
-        for p in procs.values():
-            if p.poll() is None:
-                p.send_signal(signal.SIGCONT)
-                p.kill()
-                p.wait()
+        kill_rest(procs.values())
     violations = politeness_violations(web.log, web.min_intervals(RATE))
     twice = sum(n > 1 for n in Counter(page_urls(web)).values())
     print(f"\nfreeze of {frozen} for {3 * TTL} s: {len(violations)} violations, {twice} of {len(truth)} "
