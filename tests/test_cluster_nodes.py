@@ -20,11 +20,14 @@ import pytest
 
 from polecat.cluster.auth import AUTH_HEADER, hmac_signer, request_proof
 from polecat.cluster.batch import FENCE_HEADER, HandoffUrl, encode_batch, encode_urls, fence_header
+from polecat.cluster.ownership import ABORT_BOUND
 from polecat.cluster.transport import PATH, HttpTransport
 from polecat.commands.cluster import _warnings
 from polecat.config import config_from_mapping
 from polecat.errors import ConfigError
 from polecat.frontier.bundle import BundleWriter, Fence, SliceBundle
+from polecat.frontier.slices import slice_of
+from polecat.hosts import host_key
 from polecat.processes.machine import ADOPT_PATH, SIGNATURE_HEADER, ClusterNode
 from polecat.processes.service_runner import NodeService
 from polecat.testing.etcd import EtcdServer
@@ -111,6 +114,37 @@ async def test_a_node_cut_off_from_etcd_stops_fetching_within_half_its_lease(
         assert last - cut <= ttl / 2 + 0.5, last - cut
         print(f"last request {last - cut:.2f} s after etcd stopped (lease {ttl} s)")
         assert set(page_requests(web)) < web.ground_truth("host")  # it did stop short of the end
+    finally:
+        etcd_server.resume()
+        svc.stop()
+        assert await asyncio.wait_for(task, 60) == 0
+
+
+async def test_a_request_in_flight_when_the_node_is_cut_off_from_etcd_is_aborted_at_its_fence(
+        test_web: TestWebFactory, etcd_server: EtcdServer, tmp_path: Path,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Ownership rule 10: a request in flight when the node fences itself is aborted within the abort
+    bound (its URL stays queued), not left to run to its 60 s timeout while an heir takes the host."""
+    ttl = 4
+    web = test_web(SiteSpec(hosts=4, pages_per_host=10, seed=4))
+    slow = web.site.hosts[0]
+    web.delay(slow, "*", 30.0)  # every request to it runs past the test: only an abort ends it here
+    svc, task = await _start(web, etcd_server, tmp_path, 0, 4.0, ttl)
+    try:
+        crawler = svc.crawler
+        slow_slice = slice_of(host_key(next(u for u in web.seeds if f"//{slow}:" in u)))
+        await wait_for(lambda: crawler.frontier.in_flight_in([slow_slice]) == 1, 60, "a request to it")
+        with caplog.at_level(logging.WARNING, logger="polecat.processes.machine"):
+            etcd_server.pause()  # cut off: no renewal from now on
+            cut = time.monotonic()
+            await wait_for(lambda: crawler.frontier.in_flight_in([slow_slice]) == 0, 2 * ttl, "the abort")
+            aborted_after = time.monotonic() - cut
+        print(f"request in flight aborted {aborted_after:.2f} s after etcd stopped (lease {ttl} s)")
+        # Fenced ttl / 2 after the last renewal (at most ttl / 3 before the cut), then aborted within
+        # the abort bound.
+        assert aborted_after <= ttl / 2 + ABORT_BOUND, aborted_after
+        assert any("aborted 1 requests in flight" in r.getMessage() for r in caplog.records)
+        assert crawler.frontier.queued > 0  # its URL stays queued for the host's owner
     finally:
         etcd_server.resume()
         svc.stop()
