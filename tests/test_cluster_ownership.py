@@ -264,7 +264,9 @@ def test_a_send_permit_lasts_while_its_epoch_lasts_unfenced_and_its_slice_is_hel
     assert o.permit(next(s for s in range(SLICES) if s not in o.held), 1.0) is None  # not held
     permit = o.permit(mine, 1.0)
     assert permit is not None and o.permitted(permit, 1.9)
-    assert not o.permitted(permit, 2.0)  # fenced: ttl / 2 after the last renewal
+    assert not o.permitted(permit, 2.0)  # fenced: ttl / 2 after the last renewal, nothing more is sent
+    assert o.may_go_on(permit, 3.9)  # what was sent goes on while the lease lasts by this clock...
+    assert not o.may_go_on(permit, 4.0)  # ...and is aborted once it ran out
     o.renewed(1.5)
     assert o.permitted(permit, 3.0)  # renewed in time: the same lease, it holds again
     # A slice being handed over keeps its requests in flight (the hand-over waits for them) but starts
@@ -275,19 +277,19 @@ def test_a_send_permit_lasts_while_its_epoch_lasts_unfenced_and_its_slice_is_hel
     o.view_changed(["a", "b", "c"], 1.5)
     assert o.permit(moving, 1.5) is None and o.permitted(going, 1.5)
     o.released([moving])
-    assert not o.permitted(going, 1.5)
+    assert not o.permitted(going, 1.5) and not o.may_go_on(going, 1.5)
     # A lease lost and granted again is a new epoch: a permit of the old one never holds again, even
     # for a slice held again (a request leased before a freeze, sent after the node re-registered).
     o.lease_lost()
+    assert not o.may_go_on(permit, 1.6)  # etcd says the lease is gone: aborted at once
     (claim,) = o.lease_granted(20.0)
     assert isinstance(claim, Claim)
     o.claimed(claim.slices, ())
-    assert mine in o.held and not o.permitted(permit, 20.0)
+    assert mine in o.held and not o.permitted(permit, 20.0) and not o.may_go_on(permit, 20.0)
     assert o.permit(mine, 20.0) is not None
 
 
 def test_restored_hosts_wait_the_old_owners_abort_bound() -> None:
-    """Rule 11: the heir's hold is the abort bound; a running node's fence (ttl / 2) plus that bound
-    ends within its lease even at the shortest TTL the configuration allows (2 s)."""
+    """Rule 11: a restore follows the old owner's lease expiry, after which that owner (running) aborts
+    within the abort bound: the heir holds the hosts that long."""
     assert Ownership.restore_hold(100.0) == 100.0 + ABORT_BOUND
-    assert 2 / 2 + ABORT_BOUND <= 2

@@ -13,13 +13,12 @@ from typing import NamedTuple
 from polecat import Crawler
 from polecat.cluster.batch import Batch
 from polecat.cluster.handoff import Handoff
-from polecat.cluster.link import ClusterLink
+from polecat.cluster.link import ClusterLink, SendLeave
 from polecat.cluster.membership import Member
 from polecat.cluster.outbox import Outbox
 from polecat.cluster.receiver import HandoffReceiver
 from polecat.config import config_from_mapping
 from polecat.errors import PolecatError
-from polecat.fetch.pool import SendGate
 from polecat.frontier.slices import SLICES
 from polecat.testing.cluster import FakeMembership, FakeTransport
 from polecat.testing.fakes import Canned, FakeClock, FakeFetcher, MemoryPageStore
@@ -41,9 +40,9 @@ class Permits:
         self.open = True
         self.asked: list[str] = []
 
-    def permit(self, host: str) -> SendGate | None:
+    def permit(self, host: str) -> SendLeave | None:
         self.asked.append(host)
-        return (lambda: self.open) if self.open else None
+        return SendLeave(lambda: self.open, lambda: self.open) if self.open else None
 
 
 class Rig(NamedTuple):

@@ -35,6 +35,15 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True, slots=True)
+class SendLeave:
+    """Leave to send one request (polecat/cluster/ownership.py rule 10): ``send`` is asked just before
+    its bytes are written, ``go_on`` while it is in flight (False: abort it)."""
+
+    send: SendGate
+    go_on: SendGate
+
+
+@dataclass(frozen=True, slots=True)
 class LinkStats:
     """The hand-off side of a worker's report."""
 
@@ -67,10 +76,9 @@ class ClusterLink:
         self._max_backlog = max_backlog
         self.routed_out = 0
         self.pauses = 0
-        self.permit: Callable[[str], SendGate | None] | None = None
-        """Set by a node whose ownership can be lost (etcd): leave to send a request to a host, as a gate
-        asked again just before its bytes are written and while it is in flight (None: withdraw it; see
-        polecat/node/lease_runner.py rule 6). Unset: every request may go."""
+        self.permit: Callable[[str], SendLeave | None] | None = None
+        """Set by a node whose ownership can be lost (etcd): leave to send a request to a host (None:
+        withdraw it; see polecat/node/lease_runner.py rules 6-7). Unset: every request may go."""
 
     def set_members(self, members: Iterable[Member]) -> None:
         """Route by the Ring of a new member list (the etcd cluster's membership changes)."""

@@ -46,9 +46,12 @@ these rules:
     wait in between (:meth:`Ownership.permitted`): it holds while the lease epoch it was taken in
     lasts, the node is not fenced and the slice's key is still held (a slice being handed over keeps
     its requests: the hand-over waits for them). A node frozen between its lease and its write wakes
-    fenced and sends nothing. A request whose permit ends while it is in flight is aborted (its URL
-    stays queued); a node whose loop runs has aborted every one within :data:`ABORT_BOUND` seconds
-    of its fence, so within ``ttl / 2 + ABORT_BOUND`` of its last renewal.
+    fenced and sends nothing. A request already sent may go on while its epoch lasts, its slice is
+    held and the lease has not run out by this node's clock (``ttl`` after the last renewal:
+    :meth:`Ownership.may_go_on`); past that it is aborted (its URL stays queued), and a node whose
+    loop runs has aborted every one within :data:`ABORT_BOUND` seconds, so within
+    ``ttl + ABORT_BOUND`` of its last renewal, at once when etcd says the lease is gone. A fence of
+    a moment (a slow keepalive) stops new requests, not those under way.
 11. **The heir's hold:** a slice restored from the checkpoint of a member that left without handing it
     over (rule 6) keeps its hosts unleased until :data:`ABORT_BOUND` after the restore, then one
     interval more (as every adopted host): the restore follows the member's lease expiry in etcd, so
@@ -93,7 +96,8 @@ class Release:
 Action = Claim | Release
 
 ABORT_BOUND = 1.0
-"""Seconds after its fence within which a running node has aborted its requests in flight (rule 10):
+"""Seconds after its lease ran out (by its clock) within which a running node has aborted its requests
+in flight (rule 10):
 the node looks every 0.1 s (polecat/processes/machine.py ``SYNC_EVERY``), an aborted request closes its
 connection at once, and the rest is room for a loaded event loop."""
 
@@ -236,8 +240,14 @@ class Ownership:
         return Permit(slice_id, self._epoch) if self.may_lease(slice_id, now) else None
 
     def permitted(self, permit: Permit, now: float) -> bool:
-        """Whether a request under ``permit`` may still be sent, or go on (rule 10)."""
+        """Whether a request under ``permit`` may still be sent (rule 10)."""
         return permit.epoch == self._epoch and not self.fenced(now) and permit.slice_id in self._held
+
+    def may_go_on(self, permit: Permit, now: float) -> bool:
+        """Whether a request sent under ``permit`` may stay in flight (rule 10; False: abort it)."""
+        renewed = self._renewed_at
+        return (permit.epoch == self._epoch and renewed is not None and now - renewed < self.ttl
+                and permit.slice_id in self._held)
 
     @staticmethod
     def restore_hold(now: float) -> float:

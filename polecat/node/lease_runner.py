@@ -14,11 +14,11 @@ Rules:
 5. After a completion, a host with more queued work has its DNS answer warmed for its next request (a
    no-op while the answer is cached).
 6. In a cluster whose ownership can be lost (etcd), a request needs leave to go out (``permit``,
-   polecat/cluster/ownership.py rule 10): asked when the lease starts, then as a send gate just before
-   the request's bytes are written (polecat/fetch/pool.py rule 7), not only when the URL was leased: a
-   node frozen between the two (a GC pause, a paused VM) wakes fenced and sends nothing. A lease
-   refused either way is withdrawn (the URL stays queued; not counted as a fetch).
-7. A request whose leave ends while it is in flight is aborted by :meth:`LeaseRunner.abort_unpermitted`
+   polecat/cluster/ownership.py rule 10): asked when the lease starts, then as a send gate
+   (``SendLeave.send``) just before the request's bytes are written (polecat/fetch/pool.py rule 7), not
+   only when the URL was leased: a node frozen between the two (a GC pause, a paused VM) wakes fenced
+   and sends nothing. A lease refused either way is withdrawn (the URL stays queued; not a fetch).
+7. A request that may not go on (``SendLeave.go_on``) is aborted by :meth:`LeaseRunner.abort_unpermitted`
    (the cluster node calls it every 0.1 s): its task is cancelled, its connection closed, and its lease
    withdrawn with the host waiting one interval from the abort (the request may have reached the
    server); nothing else about it is recorded, and its URL stays queued for the host's owner.
@@ -55,6 +55,7 @@ from polecat.node.run_state import RunCounters, Waker
 from polecat.store.base import FetchRecord, PageStore, content_hash
 
 if TYPE_CHECKING:
+    from polecat.cluster.link import SendLeave
     from polecat.node.crawler import LeaseObserver
 
 log = logging.getLogger("polecat")
@@ -67,7 +68,7 @@ class LeaseRunner:
                  fetcher: PageFetcher, store: PageStore, pipeline: PagePipeline, canon: Canonicalizer,
                  commits: Commits, waker: Waker, counters: RunCounters, clock: Clock,
                  on_lease: LeaseObserver | None, fail: Callable[[BaseException], None],
-                 failed: Callable[[], bool], permit: Callable[[str], SendGate | None] | None = None) -> None:
+                 failed: Callable[[], bool], permit: Callable[[str], SendLeave | None] | None = None) -> None:
         self._cfg = cfg
         self._frontier = frontier
         self._db = db
@@ -84,9 +85,9 @@ class LeaseRunner:
         self._fail = fail
         self._failed = failed
         self._permit = permit
-        """Leave to send a request to a host, as a gate (rule 6); None: every request may go."""
-        self._gates: dict[asyncio.Task[None], SendGate] = {}
-        """The leases in flight under a gate, by their task (rule 7)."""
+        """Leave to send a request to a host (rules 6-7); None: every request may go."""
+        self._going: dict[asyncio.Task[None], SendGate] = {}
+        """The leases in flight under a leave, by their task, with its ``go_on`` (rule 7)."""
         self._aborting: set[asyncio.Task[None]] = set()
         """Tasks cancelled by :meth:`abort_unpermitted` (rule 7), until they saw it."""
 
@@ -100,12 +101,13 @@ class LeaseRunner:
         gate: SendGate | None = None
         task = asyncio.current_task()
         if self._permit is not None:
-            gate = self._permit(lease.host)
-            if gate is None:  # rule 6
+            leave = self._permit(lease.host)
+            if leave is None:  # rule 6
                 self._withdraw(lease, None)
                 return
             assert task is not None
-            self._gates[task] = gate
+            gate = leave.send
+            self._going[task] = leave.go_on
         try:
             if lease.kind == "robots":
                 completion = await self._robots_fetch(lease, gate)
@@ -131,7 +133,7 @@ class LeaseRunner:
             completion = Completion(Attempt(now, now, None), "failed", f"internal:{type(exc).__name__}")
         finally:
             if task is not None:
-                self._gates.pop(task, None)
+                self._going.pop(task, None)
                 self._aborting.discard(task)  # a fetch that ended its own way as the abort came
         await self._commits.frontier_free.wait()
         if self._failed():
@@ -156,10 +158,10 @@ class LeaseRunner:
         self._waker.after_lease()
 
     def abort_unpermitted(self) -> int:
-        """Cancel the requests in flight whose gate has closed (rule 7); returns how many."""
+        """Cancel the requests in flight that may not go on (rule 7); returns how many."""
         aborted = 0
-        for task, gate in list(self._gates.items()):
-            if task not in self._aborting and not gate():
+        for task, go_on in list(self._going.items()):
+            if task not in self._aborting and not go_on():
                 self._aborting.add(task)
                 task.cancel()
                 aborted += 1

@@ -43,9 +43,9 @@ Rules:
    registration. A batch without a token (a node of 0.2.0) is received as before.
 9. Requests go out under ownership rule 10's permits (:meth:`ClusterNode._permit`, read on the lease
    clock, ``Clock.boottime``): asked when a lease starts and just before its bytes are written; every
-   :data:`SYNC_EVERY` seconds the sync loop aborts the requests in flight whose permit ended, so a
-   fenced node is silent within ownership's ``ABORT_BOUND``. A restore holds its hosts that bound
-   more (ownership rule 11).
+   :data:`SYNC_EVERY` seconds the sync loop aborts the requests in flight that may not go on, so a
+   node is silent within ownership's ``ABORT_BOUND`` of its lease's end by its clock. A restore holds
+   its hosts that bound more (ownership rule 11).
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ from polecat.cluster.chunks import CHUNK_BYTES, bundle_chunks
 from polecat.cluster.etcd import EtcdMembership
 from polecat.cluster.failover import Failover
 from polecat.cluster.handoff import Handoff
-from polecat.cluster.link import ClusterLink
+from polecat.cluster.link import ClusterLink, SendLeave
 from polecat.cluster.membership import Member
 from polecat.cluster.outbox import Outbox
 from polecat.cluster.ownership import stale
@@ -87,7 +87,6 @@ from polecat.cluster.stats import ClusterStats, RecentRate
 from polecat.cluster.transport import _STATUS, PATH, ROUND_HEADER, HttpTransport, read_body
 from polecat.config import Config
 from polecat.errors import PolecatError
-from polecat.fetch.pool import SendGate
 from polecat.frontier.bundle import BundleError, Fence, SliceBundle
 from polecat.frontier.slices import slice_of
 
@@ -218,14 +217,15 @@ class ClusterNode:
         own = self.membership.ownership
         return None if own.fenced(self._clock.boottime()) else self.membership.fence
 
-    def _permit(self, host: str) -> SendGate | None:
+    def _permit(self, host: str) -> SendLeave | None:
         """Ownership rule 10 at send time (lease_runner rule 6): the frontier's owned set lags by up to
         :data:`SYNC_EVERY`, and a woken process runs its fetch tasks before its sync loop."""
         own, clock = self.membership.ownership, self._clock
         permit = own.permit(slice_of(host), clock.boottime())
         if permit is None:
             return None
-        return lambda: own.permitted(permit, clock.boottime())
+        return SendLeave(lambda: own.permitted(permit, clock.boottime()),
+                         lambda: own.may_go_on(permit, clock.boottime()))
 
     def sync_owned(self) -> None:
         if self._crawler is not None:
@@ -352,8 +352,8 @@ class ClusterNode:
             if self._crawler is not None:  # ownership rule 10: within ABORT_BOUND of the fence
                 aborted = self._crawler.member.abort_unpermitted()
                 if aborted:
-                    log.warning("aborted %d requests in flight: their permits ended (fenced, or the lease "
-                                "was lost); their URLs stay queued", aborted)
+                    log.warning("aborted %d requests in flight: the lease they were sent under ran out or "
+                                "was lost; their URLs stay queued", aborted)
             beat += 1
             if beat % 10 == 0:  # batches that were in flight at the change come back here
                 self._reroute()
