@@ -283,3 +283,22 @@ def test_strays_are_counted_per_slice_as_urls_come_and_go_without_a_pass_over_th
     assert a.frontier.unowned_queued() == {}
     a.frontier.set_owned(owned, now)
     assert a.frontier.unowned_queued() == counted()
+
+
+def test_hosts_of_a_slice_gained_wait_the_hold_then_an_interval_and_the_others_do_not(tmp_path: Path) -> None:
+    """Ownership rule 11 at a claim won: URLs of a slice not owned here a moment ago may be for a host
+    its old owner was still talking to; hosts of slices owned all along are not held."""
+    a = Rig(tmp_path / "a", cfg=CFG)
+    gained, kept = "x.test", next(h for h in (f"k{i}.test" for i in range(100))
+                                  if slice_of(h) != slice_of("x.test"))
+    for host in (gained, kept):
+        a.frontier.add_seed(canon(f"http://{host}/"), 0.0)
+    a.frontier.set_owned(frozenset(range(SLICES)) - {slice_of(gained)}, 10.0, wait_from=10.0)
+    first = a.frontier.lease(10.0)
+    assert isinstance(first, Lease) and first.host == kept  # owned all along: not held
+    assert isinstance(a.frontier.lease(10.0), Wait)  # the other is not owned
+    a.frontier.set_owned(range(SLICES), 20.0, wait_from=21.0)  # gained, with a 1 s hold
+    got = a.frontier.lease(20.0)
+    assert isinstance(got, Wait) and got.until == pytest.approx(21.0 + 0.5)  # rate 2: 0.5 s
+    later = a.frontier.lease(21.5)
+    assert isinstance(later, Lease) and later.host == gained

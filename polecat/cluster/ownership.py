@@ -56,7 +56,10 @@ these rules:
     over (rule 6) keeps its hosts unleased until :data:`ABORT_BOUND` after the restore, then one
     interval more (as every adopted host): the restore follows the member's lease expiry in etcd, so
     an heir's first request to such a host comes no earlier than that expiry + the old owner's abort
-    bound + the host's interval (:meth:`Ownership.restore_hold`).
+    bound + the host's interval (:meth:`Ownership.restore_hold`). Every slice that becomes leasable
+    here (a claim won, with or without a restore) holds the hosts this node already knows in it the
+    same way, from that moment (polecat/processes/machine.py ``sync_owned``): URLs routed here for
+    it while its old owner was still aborting are not sent before it is done.
 
 Lease times (the ``now`` of this module) are read on a clock that counts the time the machine was
 suspended (:meth:`polecat.clock.Clock.boottime`): the etcd lease runs on while a machine sleeps, so a

@@ -45,10 +45,13 @@ class SliceHandover:
         self._refresh = refresh
         self._load_op = load_op
 
-    def set_owned(self, slices: Iterable[int], now: float) -> None:
+    def set_owned(self, slices: Iterable[int], now: float, *, wait_from: float | None = None) -> None:
         """Lease only hosts of ``slices`` (the ones the ring gives this member); the others keep their
-        state here until :meth:`release_slices`. Every slice is owned until this is called."""
+        state here until :meth:`release_slices`. Every slice is owned until this is called. With
+        ``wait_from``, the hosts of slices owned now and not before wait one full interval from then
+        (another node may have had a request to them under way: polecat/cluster/ownership.py rule 11)."""
         table = self._table
+        was = table.fenced
         table.fenced = fenced = frozenset(range(SLICES)) - check_slices(slices)
         counts = table.queued_in
         counts[:] = [0] * SLICES  # rebuilt here (host_table rule 6), in the pass made anyway
@@ -57,8 +60,11 @@ class SliceHandover:
             counts[s] += st.queued
             if s in fenced:
                 table.scheduled.pop(host, None)
-            else:
-                table.wake(host, st, max(st.next_allowed, now))
+                continue
+            if wait_from is not None and s in was:
+                wait_one_interval(table.pol, table.rate(host), st, max(now, wait_from))
+                table.scheduled.pop(host, None)  # due at its new next-allowed time
+            table.wake(host, st, max(st.next_allowed, now))
 
     def export_slices(self, slices: Iterable[int], now: float, fence: Fence | None = None) -> SliceBundle:
         """Everything this frontier holds about ``slices`` (queues, host records, robots answers, URL

@@ -68,11 +68,13 @@ class Member:
         """Return once a commit holds every change made so far (polecat/node/commits.py)."""
         await self._commits.durable()
 
-    def set_owned(self, slices: frozenset[int]) -> None:
-        """Lease only hosts of ``slices`` from now on (rule 1)."""
+    def set_owned(self, slices: frozenset[int], *, hold: float = 0.0) -> None:
+        """Lease only hosts of ``slices`` from now on (rule 1); the hosts of slices gained wait ``hold``
+        seconds, then one interval (:meth:`Frontier.set_owned`)."""
         if slices != self._owned:
             self._owned = slices
-            self._frontier.set_owned(slices, self._clock.wall())
+            now = self._clock.wall()
+            self._frontier.set_owned(slices, now, wait_from=now + hold)
             self._waker.set()
 
     def adopt(self, bundle: SliceBundle, now: float | None = None, *,

@@ -81,7 +81,7 @@ from polecat.cluster.handoff import Handoff
 from polecat.cluster.link import ClusterLink, SendLeave
 from polecat.cluster.membership import Member
 from polecat.cluster.outbox import Outbox
-from polecat.cluster.ownership import stale
+from polecat.cluster.ownership import ABORT_BOUND, stale
 from polecat.cluster.receiver import HandoffReceiver
 from polecat.cluster.stats import ClusterStats, RecentRate
 from polecat.cluster.transport import _STATUS, PATH, ROUND_HEADER, HttpTransport, read_body
@@ -229,7 +229,7 @@ class ClusterNode:
 
     def sync_owned(self) -> None:
         if self._crawler is not None:
-            self._crawler.member.set_owned(self.membership.leasable())
+            self._crawler.member.set_owned(self.membership.leasable(), hold=ABORT_BOUND)  # ownership rule 11
 
     async def leave(self) -> None:
         """Checkpoint, hand every slice over and revoke the lease (graceful stop; the crawler still
