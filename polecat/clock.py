@@ -23,15 +23,19 @@ Rules:
    a component that polls computes its deadlines from its clock and sleeps in between, so a fake clock
    decides when things are due and the loop only decides how often they are looked at.
 
-Known gap: ``monotonic()`` is ``CLOCK_MONOTONIC``, which stops while the machine is suspended. Fencing
-(polecat/cluster/ownership.py rule 5) compares it with an etcd lease that keeps running, so a node
-resumed after a suspend longer than ``ttl / 2`` takes its lease for fresh until a keepalive fails. A
-clock that counts suspension (``CLOCK_BOOTTIME``) would be a second kind of reading; none is added yet.
+4. ``monotonic()`` is ``CLOCK_MONOTONIC``, which stops while the machine is suspended (it is the event
+   loop's clock too, so timers and response stamps agree with it). Lease times are read with
+   ``boottime()`` instead (``CLOCK_BOOTTIME`` on Linux: it counts the time suspended; elsewhere the
+   monotonic clock): fencing (polecat/cluster/ownership.py rule 5) compares them with an etcd lease
+   that keeps running while the machine sleeps, so a node resumed after a suspend longer than
+   ``ttl / 2`` wakes fenced. A process that is only stopped (SIGSTOP, a GC pause) sees both advance.
 """
 
 from __future__ import annotations
 
+import functools
 import time
+from collections.abc import Callable
 from typing import Protocol
 
 
@@ -47,6 +51,11 @@ class Clock(Protocol):
         """Seconds on a clock that never goes back (the fetcher's response times)."""
         ...
 
+    def boottime(self) -> float:
+        """Seconds on a clock that never goes back and counts the time the machine was suspended
+        (lease times: rule 4)."""
+        ...
+
 
 class SystemClock:
     """The machine's clocks."""
@@ -59,7 +68,19 @@ class SystemClock:
     def monotonic(self) -> float:
         return time.monotonic()
 
+    def boottime(self) -> float:
+        return _boottime()
 
+
+def _boot_reader() -> Callable[[], float]:
+    """``CLOCK_BOOTTIME`` where the platform has it (Linux), else the monotonic clock (rule 4)."""
+    boot = getattr(time, "CLOCK_BOOTTIME", None)
+    if boot is None:
+        return time.monotonic
+    return functools.partial(time.clock_gettime, boot)
+
+
+_boottime = _boot_reader()
 SYSTEM_CLOCK = SystemClock()
 
 

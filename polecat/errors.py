@@ -30,6 +30,14 @@ class FetchError(PolecatError):
     host_wide: bool = False
 
 
+class RequestWithheld(PolecatError):
+    """A request was not sent: its send gate closed between its lease and its first byte (the node lost
+    the host's slice; polecat/cluster/ownership.py rule 10). Not a fetch outcome: the URL stays queued;
+    its owner sends it."""
+
+    retryable = True
+
+
 class DnsError(FetchError):
     """The host name did not resolve (NXDOMAIN, SERVFAIL, timeout)."""
 

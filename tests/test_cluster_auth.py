@@ -11,11 +11,21 @@ import xxhash
 from aiohttp import web
 
 from polecat.cluster.auth import hmac_signer, hmac_verifier
-from polecat.cluster.batch import HandoffUrl, SignatureError, decode_batch, encode_batch, encode_urls
+from polecat.cluster.batch import (
+    HandoffError,
+    HandoffUrl,
+    SignatureError,
+    decode_batch,
+    encode_batch,
+    encode_urls,
+    fence_header,
+    read_fence_header,
+)
 from polecat.cluster.handoff import Handoff
 from polecat.cluster.outbox import Outbox
 from polecat.cluster.receiver import HandoffReceiver
 from polecat.cluster.transport import HttpTransport, serve
+from polecat.frontier.bundle import Fence
 from tests.test_cluster_transport import SlowFrontier, _free_port
 
 SECRET = "correct horse battery staple 42"
@@ -42,6 +52,25 @@ def test_only_the_shared_secret_signs_a_batch_that_verifies() -> None:
     with pytest.raises(SignatureError, match="does not verify"):
         decode_batch(_forged(signed), verify)
     assert decode_batch(_forged(signed)).seq == 3  # the forgery is a well-formed frame otherwise
+
+
+def test_a_batch_fencing_token_verifies_only_with_its_fields_and_its_batch() -> None:
+    """batch.py: the token travels in a header, bound by the secret to its three fields and its frame."""
+    sign, verify = hmac_signer(SECRET), hmac_verifier(SECRET)
+    frame = encode_batch("n1", 3, URLS, sign)
+    token = Fence("n1", 0x2A, 9)
+    value = fence_header(sign, token, frame)
+    assert read_fence_header(value, frame, verify) == token
+    with pytest.raises(SignatureError):  # another batch
+        read_fence_header(value, encode_batch("n1", 4, URLS, sign), verify)
+    with pytest.raises(SignatureError):  # another revision, same HMAC
+        read_fence_header(value.replace(" 9 ", " 10 "), frame, verify)
+    with pytest.raises(SignatureError):  # another secret
+        read_fence_header(fence_header(hmac_signer("another secret of some length"), token, frame), frame,
+                          verify)
+    for bad in ("", "n1 2a 9", "n1 zz 9 00", "n1 2a 9 nothex", "n1 2a 9 00 extra", "n" * 300 + " 2a 9 00"):
+        with pytest.raises(HandoffError):
+            read_fence_header(bad, frame, verify)
 
 
 async def test_the_receiver_answers_401_to_bad_signatures_and_queues_nothing(tmp_path: Path) -> None:

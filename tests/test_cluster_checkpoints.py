@@ -27,11 +27,13 @@ from polecat.cluster.checkpoint_plan import (
 )
 from polecat.cluster.checkpoints import CheckpointStore, RoundReport
 from polecat.cluster.failover import Failover
+from polecat.cluster.ownership import ABORT_BOUND
 from polecat.cluster.ring import Ring
 from polecat.frontier.bundle import SliceBundle
 from polecat.frontier.frontier import Frontier
 from polecat.frontier.records import AdoptReport, Lease, QueuedUrl
 from polecat.frontier.slices import SLICES, slice_of
+from polecat.testing.fakes import FakeClock
 from tests.frontier_helpers import Rig, canon
 from tests.test_frontier_handover import CFG, HOSTS, crawl_some, drain, queued_urls
 
@@ -205,6 +207,7 @@ class _Node:
 
     def __init__(self, rig: Rig) -> None:
         self.rig = rig
+        self.waits_from: list[float | None] = []
 
     @property
     def frontier(self) -> Frontier:
@@ -213,8 +216,10 @@ class _Node:
     async def commit(self) -> None:
         self.rig.frontier.commit()
 
-    def adopt(self, bundle: SliceBundle, now: float | None = None) -> AdoptReport:
-        return self.rig.db.applied(self.rig.raw.adopt(bundle, now or 0.0))
+    def adopt(self, bundle: SliceBundle, now: float | None = None, *,
+              wait_from: float | None = None) -> AdoptReport:
+        self.waits_from.append(wait_from)
+        return self.rig.db.applied(self.rig.raw.adopt(bundle, now or 0.0, wait_from=wait_from))
 
 
 async def test_failover_restores_a_dead_members_slices_once_then_checkpoints_them_as_its_own(
@@ -223,16 +228,20 @@ async def test_failover_restores_a_dead_members_slices_once_then_checkpoints_the
     store = CheckpointStore(obstore.store.MemoryStore(), "t")
     every = frozenset(range(SLICES))
     _ship(store, a, every, Manifest("a"), 1, now)
-    fo = Failover(store, "b", 60.0)
+    clock = FakeClock(wall=5_000.0)
+    fo = Failover(store, "b", 60.0, clock=clock)
     await fo.open()
     with pytest.raises(CheckpointError, match="not open"):
         await fo.restore({"a": every})  # the claim fails and is retried once the crawler is open
     b = Rig(tmp_path / "b", cfg=CFG)
-    fo.attach(_Node(b))
+    node = _Node(b)
+    fo.attach(node)
     assert fo.schedule.begin(0.0) == 1 and not fo.schedule.due(1.0)
     await fo.restore({"a": every, "z": every})  # z never wrote a checkpoint: nothing to restore from it
     assert [(r.member, r.queued) for r in fo.restores] == [("a", len(queued_urls(a)))]
     assert queued_urls(b) == queued_urls(a) and fo.schedule.due(1.0)  # a round is asked for at once
+    # Ownership rule 11: every restored host waits the old owner's abort bound, then its interval.
+    assert node.waits_from and set(node.waits_from) == {5_000.0 + ABORT_BOUND}
     await fo.restore({"a": every})  # the claim was retried: not adopted again
     assert len(fo.restores) == 1
     assert await fo.ship(every)

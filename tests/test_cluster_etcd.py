@@ -19,7 +19,9 @@ from polecat.cluster.membership import Member
 from polecat.cluster.ownership import Release
 from polecat.cluster.ring import Ring
 from polecat.frontier.slices import SLICES
+from polecat.testing.cluster import MemoryEtcd
 from polecat.testing.etcd import EtcdServer
+from polecat.testing.fakes import FakeClock
 from tests.async_helpers import ends_when_cancelled
 
 TTL = 2
@@ -239,3 +241,19 @@ async def test_a_cancelled_ownership_loop_ends_even_when_work_arrives_in_the_sam
                 f"the ownership loop ran on after its cancel ({k} iterations after the work)"
         finally:
             task.cancel()
+
+
+async def test_a_machine_suspended_past_half_its_lease_wakes_fenced() -> None:
+    """polecat/clock.py rule 4: lease times are read on a clock that counts suspension. A suspend stops
+    the monotonic clock, not the etcd lease: the node must be fenced at once when it wakes, before any
+    keepalive tells it the lease is gone."""
+    clock = FakeClock()
+    node = EtcdMembership(MemoryEtcd(), "t", Member("a", "http://127.0.0.1:1"), ttl=10, clock=clock)
+    await node.start()
+    try:
+        await _until(lambda: len(node.leasable()) == SLICES, 15, "a to own every slice")
+        clock.suspend(10)  # the machine slept one whole lease: monotonic() did not move
+        assert node.leasable() == frozenset() and node.ownership.fenced(clock.boottime())
+        assert not node.ownership.fenced(clock.monotonic())  # what a monotonic clock would have said
+    finally:
+        await node.close()

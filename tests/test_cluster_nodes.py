@@ -19,11 +19,16 @@ import aiohttp
 import pytest
 
 from polecat.cluster.auth import AUTH_HEADER, hmac_signer, request_proof
-from polecat.cluster.wire import THIS, Wire
+from polecat.cluster.batch import FENCE_HEADER, HandoffUrl, encode_batch, encode_urls, fence_header
+from polecat.cluster.ownership import ABORT_BOUND
+from polecat.cluster.transport import PATH, HttpTransport
+from polecat.cluster.wire import THIS, WIRE_HEADER, Wire
 from polecat.commands.cluster import _warnings
 from polecat.config import config_from_mapping
 from polecat.errors import ConfigError
 from polecat.frontier.bundle import BundleWriter, Fence, SliceBundle
+from polecat.frontier.slices import slice_of
+from polecat.hosts import host_key
 from polecat.processes.machine import ADOPT_PATH, SIGNATURE_HEADER, ClusterNode
 from polecat.processes.service_runner import NodeService
 from polecat.testing.etcd import EtcdServer
@@ -79,6 +84,8 @@ async def test_nodes_join_and_leave_mid_crawl_fetching_everything_once_and_polit
         lines = {line.split()[0]: line.split() for line in table}
         assert set(lines) == {"n0", "n2", "n3"}
         assert all(cols[3].isdigit() for cols in lines.values()), out  # every node answered with its queue
+        # fetches/s is the last minute's (the crawl ended moments ago: some node fetched in it)
+        assert any(float(cols[5]) > 0 for cols in lines.values()), out
     finally:
         for svc, _ in nodes:
             svc.stop()
@@ -108,6 +115,39 @@ async def test_a_node_cut_off_from_etcd_stops_fetching_within_half_its_lease(
         assert last - cut <= ttl / 2 + 0.5, last - cut
         print(f"last request {last - cut:.2f} s after etcd stopped (lease {ttl} s)")
         assert set(page_requests(web)) < web.ground_truth("host")  # it did stop short of the end
+    finally:
+        etcd_server.resume()
+        svc.stop()
+        assert await asyncio.wait_for(task, 60) == 0
+
+
+async def test_a_request_in_flight_when_the_node_is_cut_off_from_etcd_is_aborted_when_its_lease_runs_out(
+        test_web: TestWebFactory, etcd_server: EtcdServer, tmp_path: Path,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Ownership rule 10: a request in flight when the node is cut off goes on while its lease lasts by
+    the node's clock, then is aborted within the abort bound (its URL stays queued), not left to run to
+    its 60 s timeout while an heir takes the host."""
+    ttl = 4
+    web = test_web(SiteSpec(hosts=4, pages_per_host=10, seed=4))
+    slow = web.site.hosts[0]
+    web.delay(slow, "*", 30.0)  # every request to it runs past the test: only an abort ends it here
+    svc, task = await _start(web, etcd_server, tmp_path, 0, 4.0, ttl)
+    try:
+        crawler = svc.crawler
+        slow_slice = slice_of(host_key(next(u for u in web.seeds if f"//{slow}:" in u)))
+        await wait_for(lambda: crawler.frontier.in_flight_in([slow_slice]) == 1, 60, "a request to it")
+        with caplog.at_level(logging.WARNING, logger="polecat.processes.machine"):
+            etcd_server.pause()  # cut off: no renewal from now on
+            cut = time.monotonic()
+            await wait_for(lambda: crawler.frontier.in_flight_in([slow_slice]) == 0, 2 * ttl, "the abort")
+            aborted_after = time.monotonic() - cut
+        print(f"request in flight aborted {aborted_after:.2f} s after etcd stopped (lease {ttl} s)")
+        # The lease runs out ttl after the last renewal (at most ttl / 3 before the cut, a keepalive
+        # taking at most ttl / 3 more), then the abort comes within the abort bound; the fence alone
+        # (ttl / 2) aborts nothing.
+        assert ttl / 2 < aborted_after <= ttl + ABORT_BOUND, aborted_after
+        assert any("aborted 1 requests in flight" in r.getMessage() for r in caplog.records)
+        assert crawler.frontier.queued > 0  # its URL stays queued for the host's owner
     finally:
         etcd_server.resume()
         svc.stop()
@@ -212,6 +252,64 @@ async def test_a_bundle_from_a_lease_that_is_gone_is_refused_and_one_from_before
                      'polecat_cluster_slices{state="owned"} 4096.0', "polecat_cluster_stray_urls 0.0"):
             assert line in scrape.splitlines(), scrape
         assert "polecat_cluster_lease_age_seconds " in scrape
+    finally:
+        svc.stop()
+        assert await asyncio.wait_for(task, 60) == 0
+
+
+async def test_a_batch_from_a_lease_that_is_gone_is_refused_and_one_without_a_token_received(
+        test_web: TestWebFactory, etcd_server: EtcdServer, tmp_path: Path,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Ownership rule 9 for hand-off batches (machine rule 8): a batch carries its sender's token read
+    when it is sent, a fenced sender sends none, and a receiver refuses a stale token with 410, a
+    WARNING and a count; a token moved to another batch does not verify (401); a batch without a token
+    (a node of 0.2.0) is received."""
+    web = test_web(SiteSpec(hosts=2, pages_per_host=2, seed=32))
+    svc, task = await _start(web, etcd_server, tmp_path, 0, 10.0, seeds=False)
+    sign = hmac_signer(SECRET)
+    address = f"http://{svc.config.node.listen}"
+
+    def frame(seq: int) -> bytes:
+        return encode_batch("n7", seq, encode_urls([HandoffUrl(f"http://b{seq}.test/", 1, 0.5)]), sign)
+
+    try:
+        node = svc.cluster
+        assert node is not None and node.membership.fence is not None
+        await wait_for(lambda: node.stats().slices_owned == 4096, 30, "n0 to own every slice")
+        mine = node.membership.fence
+        stale = HttpTransport(sign=sign, fence=lambda: Fence("n0", mine.lease + 1, mine.revision - 1))
+        ghost = HttpTransport(sign=sign, fence=lambda: Fence("n9", 7, 1))
+        fenced = HttpTransport(sign=sign, fence=lambda: None)
+        current = HttpTransport(sign=sign, fence=lambda: mine)
+        old = HttpTransport(sign=sign)  # a node of 0.2.0: no token
+        try:
+            with caplog.at_level(logging.WARNING, logger="polecat.processes.machine"):
+                for transport in (stale, ghost):
+                    reply = await transport.post(address, frame(1))
+                    assert reply.status == "error" and "HTTP 410" in reply.detail, reply
+            refused = [r for r in caplog.records if "refused a stale hand-off batch" in r.getMessage()]
+            assert len(refused) == 2 and all(r.levelno == logging.WARNING for r in refused)
+            received = node.receiver.batches
+            reply = await fenced.post(address, frame(2))
+            assert reply.status == "error" and "fenced" in reply.detail  # nothing sent
+            # A token made for one batch, sent with another.
+            body, other = frame(3), frame(4)
+            head = {AUTH_HEADER: request_proof(sign, PATH, address, len(body), time.time()),
+                    FENCE_HEADER: fence_header(sign, mine, other), WIRE_HEADER: THIS.header}
+            async with aiohttp.ClientSession() as http, http.post(address + PATH, data=body,
+                                                                  headers=head) as resp:
+                assert resp.status == 401
+            assert node.receiver.batches == received
+            assert (await current.post(address, frame(5))).status == "ok"
+            assert (await old.post(address, frame(6))).status == "ok"
+            assert node.receiver.batches == received + 2
+        finally:
+            for transport in (stale, ghost, fenced, current, old):
+                await transport.close()
+        assert node.stats().batches_refused == 2
+        async with aiohttp.ClientSession() as http, http.get(
+                f"{address}/metrics", headers={"Authorization": "Bearer operator-token-of-the-test"}) as resp:
+            assert "polecat_cluster_batches_refused_total 2.0" in (await resp.text()).splitlines()
     finally:
         svc.stop()
         assert await asyncio.wait_for(task, 60) == 0

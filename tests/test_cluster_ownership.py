@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from polecat.cluster.ownership import Claim, Ownership, Release, stale
+from polecat.cluster.ownership import ABORT_BOUND, Claim, Ownership, Release, stale
 from polecat.cluster.ring import Ring
 from polecat.frontier.bundle import Fence
 from polecat.frontier.slices import SLICES
@@ -254,3 +254,42 @@ def test_may_lease_answers_for_one_slice_what_leasable_answers_for_all() -> None
         leasable = o.leasable(now)
         assert [s for s in range(SLICES) if o.may_lease(s, now)] == sorted(leasable)
     assert o.leasable(1.0) and not o.leasable(3.0)
+
+
+def test_a_send_permit_lasts_while_its_epoch_lasts_unfenced_and_its_slice_is_held() -> None:
+    """Rule 10: a permit is asked again just before the send and while the request is in flight."""
+    o = _owning("a", ["a", "b"], ttl=4)
+    mine = min(o.leasable(1.0) & Ring(["a", "b", "c"]).slices_of("a"))  # stays a's after c joins
+    assert o.permit(mine, 1.0) is not None
+    assert o.permit(next(s for s in range(SLICES) if s not in o.held), 1.0) is None  # not held
+    permit = o.permit(mine, 1.0)
+    assert permit is not None and o.permitted(permit, 1.9)
+    assert not o.permitted(permit, 2.0)  # fenced: ttl / 2 after the last renewal, nothing more is sent
+    assert o.may_go_on(permit, 3.9)  # what was sent goes on while the lease lasts by this clock...
+    assert not o.may_go_on(permit, 4.0)  # ...and is aborted once it ran out
+    o.renewed(1.5)
+    assert o.permitted(permit, 3.0)  # renewed in time: the same lease, it holds again
+    # A slice being handed over keeps its requests in flight (the hand-over waits for them) but starts
+    # none; once released it has none.
+    moving = next(s for s in o.held if s not in Ring(["a", "b", "c"]).slices_of("a"))
+    going = o.permit(moving, 1.5)
+    assert going is not None
+    o.view_changed(["a", "b", "c"], 1.5)
+    assert o.permit(moving, 1.5) is None and o.permitted(going, 1.5)
+    o.released([moving])
+    assert not o.permitted(going, 1.5) and not o.may_go_on(going, 1.5)
+    # A lease lost and granted again is a new epoch: a permit of the old one never holds again, even
+    # for a slice held again (a request leased before a freeze, sent after the node re-registered).
+    o.lease_lost()
+    assert not o.may_go_on(permit, 1.6)  # etcd says the lease is gone: aborted at once
+    (claim,) = o.lease_granted(20.0)
+    assert isinstance(claim, Claim)
+    o.claimed(claim.slices, ())
+    assert mine in o.held and not o.permitted(permit, 20.0) and not o.may_go_on(permit, 20.0)
+    assert o.permit(mine, 20.0) is not None
+
+
+def test_restored_hosts_wait_the_old_owners_abort_bound() -> None:
+    """Rule 11: a restore follows the old owner's lease expiry, after which that owner (running) aborts
+    within the abort bound: the heir holds the hosts that long."""
+    assert Ownership.restore_hold(100.0) == 100.0 + ABORT_BOUND

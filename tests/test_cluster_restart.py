@@ -19,7 +19,16 @@ import pytest
 
 from polecat.commands.node import call
 from polecat.testing.etcd import EtcdServer
-from polecat.testing.failover import loopback_port, node_toml, page_urls, start_node, until, wait_exit
+from polecat.testing.failover import (
+    kill_rest,
+    loopback_port,
+    node_toml,
+    page_urls,
+    start_node,
+    stop_all,
+    until,
+    wait_exit,
+)
 from polecat.testing.serverlog import politeness_violations
 from polecat.testing.sitegen import SiteSpec
 from tests.conftest import TestWebFactory
@@ -61,15 +70,9 @@ async def test_a_whole_cluster_stopped_and_started_again_finishes_the_crawl(
         await until(lambda: set(page_urls(web)) >= truth, 120, "every page after the restart")
         # Whatever a node held for slices it does not own reached their owners (ownership rule 7).
         await until(lambda: strays(addresses) == 0, 30, "no node to hold stray URLs")
-        for p in procs.values():
-            p.send_signal(signal.SIGTERM)
-        for n, p in procs.items():
-            assert await wait_exit(p, 60) == 0, logs[n].read_text()[-3000:]
+        await stop_all(procs, logs)
     finally:
-        for p in procs.values():
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+        kill_rest(procs.values())
     assert politeness_violations(web.log, web.min_intervals(RATE)) == []
     twice = sum(n > 1 for n in Counter(page_urls(web)).values())
     how = "r0 first" if first else "all at once"

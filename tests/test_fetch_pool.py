@@ -13,7 +13,7 @@ import pytest
 
 from polecat.clock import SYSTEM_CLOCK, Clock
 from polecat.config import DnsConfig, FetchConfig
-from polecat.errors import ConnectError
+from polecat.errors import ConnectError, RequestWithheld
 from polecat.fetch import pool as pool_module
 from polecat.fetch.dns import CachingResolver
 from polecat.fetch.h1 import IncompleteResponse, encode_get
@@ -355,3 +355,36 @@ async def test_many_hosts_through_a_small_cap_all_complete() -> None:
         assert 0 < most_open <= 4 and pool.lru_closed > 0
         assert all(s.connections >= 1 for s in servers)
         pool.close()
+
+
+async def test_a_closed_send_gate_writes_nothing_and_a_slot_waited_for_is_asked_after_the_wait() -> None:
+    """Rule 7: the gate is asked after the waits (a slot, the connect), just before the write."""
+    async with RawServer(ok(delay=0.2)).running() as server:
+        pool = make_pool(limit=1)
+        asked: list[int] = []
+
+        def closed() -> bool:
+            asked.append(len(server.heads))
+            return False
+
+        busy = asyncio.create_task(get(pool, server.origin))  # holds the only slot for 0.2 s
+        await asyncio.sleep(0.05)
+        with pytest.raises(RequestWithheld):
+            await pool.exchange(server.origin, encode_get("/", "x", ()), closed)
+        assert await busy == b"ok"
+        assert asked == [1]  # asked once, after the first request took its slot and was sent
+        assert len(server.heads) == 1  # the withheld request never reached the server
+        assert await get(pool, server.origin) == b"ok"  # its slot was given back
+        pool.close()
+
+
+async def test_the_fetcher_raises_a_withheld_request_as_such_not_as_a_fetch_failure() -> None:
+    async with RawServer(ok()).running() as server:
+        async with Fetcher(FetchConfig(), DnsConfig(allow_private=True)) as fetcher:
+            url = f"http://127.0.0.1:{server.port}/"
+            with pytest.raises(RequestWithheld):
+                await fetcher.fetch(url, gate=lambda: False)
+            with pytest.raises(RequestWithheld):
+                await fetcher.fetch_robots(url + "robots.txt", gate=lambda: False)
+            assert (await fetcher.fetch(url, gate=lambda: True)).status == 200
+        assert len(server.heads) == 1

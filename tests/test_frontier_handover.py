@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -230,3 +231,74 @@ def test_a_lease_withdrawn_before_sending_keeps_its_url_and_its_host_leases_agai
     rig.frontier.set_owned(range(SLICES), now + 5)  # owned again (the slice came back)
     again = rig.frontier.lease(now + 5)
     assert isinstance(again, Lease) and again.url == page.url
+
+
+def test_a_restored_host_waits_from_the_hold_and_an_aborted_request_spaces_its_host(tmp_path: Path) -> None:
+    """Ownership rule 11: a restore's hosts wait the old owner's abort bound, then their interval
+    (``wait_from``). Lease runner rule 7: a request aborted in flight may have reached the server, so
+    its host waits one interval from the abort; its URL stays queued."""
+    a = Rig(tmp_path / "a", cfg=CFG)
+    a.frontier.add_seed(canon("http://x.test/"), 0.0)
+    bundle = a.frontier.export_slices([slice_of("x.test")], 0.0)
+    b = Rig(tmp_path / "b", cfg=CFG)
+    b.frontier.adopt(bundle, 10.0, wait_from=11.0)
+    first = b.frontier.lease(10.0)
+    assert isinstance(first, Wait) and first.until == pytest.approx(11.0 + 0.5)  # rate 2: 0.5 s
+    robots = b.frontier.lease(11.5)
+    assert isinstance(robots, Lease) and robots.kind == "robots"
+    b.frontier.withdraw(robots, aborted_at=20.0)
+    assert b.frontier.in_flight_in([slice_of("x.test")]) == 0 and b.frontier.queued == 1
+    again = b.frontier.lease(20.0)
+    assert isinstance(again, Wait) and again.until == pytest.approx(20.5)
+    assert isinstance(b.frontier.lease(20.5), Lease)
+
+
+def test_strays_are_counted_per_slice_as_urls_come_and_go_without_a_pass_over_the_hosts(
+        tmp_path: Path) -> None:
+    """host_table rule 6: what unowned_queued() reads is kept with every change of a queue, and
+    rebuilt at every change of the owned slices; it always equals a count of the queue table."""
+    a = Rig(tmp_path / "a", cfg=CFG)
+    now = crawl_some(a, 1000.0, 10)
+    owned = Ring(["a", "b"]).slices_of("a")
+
+    def counted() -> dict[int, int]:
+        by_slice = Counter(slice_of(canon(u).split("/")[2]) for u in queued_urls(a))
+        return {s: n for s, n in by_slice.items() if s not in owned}
+
+    a.frontier.set_owned(owned, now)
+    assert a.frontier.unowned_queued() == counted() != {}
+    a.frontier.add_many([canon(f"http://{h}/later") for h in HOSTS], 1, 0.5, now)  # for both kinds
+    assert a.frontier.unowned_queued() == counted()
+    now = serve(a, now + 1, 6)  # the owned hosts' URLs are fetched
+    assert a.frontier.unowned_queued() == counted()
+    other = Rig(tmp_path / "b", cfg=CFG)  # a bundle of a slice not owned here comes in: more strays
+    foreign = next(h for h in (f"x{i}.test" for i in range(100)) if slice_of(h) not in owned)
+    other.frontier.add_seed(canon(f"http://{foreign}/"), now)
+    a.frontier.adopt(other.frontier.export_slices([slice_of(foreign)], now), now)
+    assert a.frontier.unowned_queued() == counted() and slice_of(foreign) in counted()
+    gone = frozenset(counted())  # shipped away: released
+    a.frontier.release_slices(gone)
+    assert a.frontier.unowned_queued() == counted() == {}
+    a.frontier.set_owned(range(SLICES), now)  # every slice owned: no strays, whatever is queued
+    assert a.frontier.unowned_queued() == {}
+    a.frontier.set_owned(owned, now)
+    assert a.frontier.unowned_queued() == counted()
+
+
+def test_hosts_of_a_slice_gained_wait_the_hold_then_an_interval_and_the_others_do_not(tmp_path: Path) -> None:
+    """Ownership rule 11 at a claim won: URLs of a slice not owned here a moment ago may be for a host
+    its old owner was still talking to; hosts of slices owned all along are not held."""
+    a = Rig(tmp_path / "a", cfg=CFG)
+    gained, kept = "x.test", next(h for h in (f"k{i}.test" for i in range(100))
+                                  if slice_of(h) != slice_of("x.test"))
+    for host in (gained, kept):
+        a.frontier.add_seed(canon(f"http://{host}/"), 0.0)
+    a.frontier.set_owned(frozenset(range(SLICES)) - {slice_of(gained)}, 10.0, wait_from=10.0)
+    first = a.frontier.lease(10.0)
+    assert isinstance(first, Lease) and first.host == kept  # owned all along: not held
+    assert isinstance(a.frontier.lease(10.0), Wait)  # the other is not owned
+    a.frontier.set_owned(range(SLICES), 20.0, wait_from=21.0)  # gained, with a 1 s hold
+    got = a.frontier.lease(20.0)
+    assert isinstance(got, Wait) and got.until == pytest.approx(21.0 + 0.5)  # rate 2: 0.5 s
+    later = a.frontier.lease(21.5)
+    assert isinstance(later, Lease) and later.host == gained

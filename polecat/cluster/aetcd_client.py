@@ -4,7 +4,11 @@ Rules:
 1. Every call is bounded by the client's ``timeout``, so an unreachable etcd is an error after a few
    seconds, never a hang; the caller turns errors into state-machine events.
 2. Several endpoints (members of one etcd cluster) are tried in turn: one connection at a time, to the
-   current endpoint; a call that fails there moves the client to the next endpoint (round robin).
+   current endpoint; a call that fails there moves the client to the next endpoint (round robin), on a
+   new connection, also when there is only one endpoint: a gRPC channel that failed to connect backs
+   off its reconnects (1 s, growing 1.6 times a try), so after an etcd outage of a few seconds it would
+   come back later than a lease of a few seconds lasts, and every node would lose its lease and
+   re-register once etcd was back (slices moving to and fro).
 3. A call that is safe to repeat (lease grant, keepalive and revoke, put, reads, watches) is tried
    once on each endpoint before its error is raised. A transaction (claim, conditional delete) is
    never repeated here: its first try may have been applied before the answer was lost, so its error
@@ -124,6 +128,8 @@ class AetcdClient:
         self._timeout = timeout
         self._index = 0
         self._client = self._connect()
+        self._closing: set[asyncio.Task[None]] = set()
+        """Connections given up, being closed in the background (:meth:`_failed`)."""
 
     @property
     def endpoint(self) -> str:
@@ -152,26 +158,20 @@ class AetcdClient:
             return EtcdAccessError(f"etcd {self.endpoint}: {why}")
         return PolecatError(f"etcd {self.endpoint}: {str(exc).strip()[:300] or type(exc).__name__}")
 
-    async def _failed(self, client: aetcd.Client, exc: Exception) -> None:
-        """``client`` failed a call: the next call goes to the next endpoint (rule 2), or connects
-        again to authenticate again (rule 4)."""
+    def _failed(self, client: aetcd.Client, exc: Exception) -> None:
+        """``client`` failed a call: the next call goes to the next endpoint, on a new connection (rule 2).
+        The old connection is closed in the background: the caller (a lease renewal) must not wait on
+        it, and closing a channel whose streams are dead can outlast any timeout put around it."""
         if client is not self._client:
             return  # a concurrent call already moved on
-        if len(self._endpoints) == 1:
-            if not (self._access.user and "invalid auth token" in str(exc).lower()):
-                return  # nowhere to go: the channel reconnects by itself
-            self._client = self._connect()
-            with contextlib.suppress(Exception):
-                async with asyncio.timeout(1.0):
-                    await client.close()
-            return
         failed = self.endpoint
         self._index = (self._index + 1) % len(self._endpoints)
         self._client = self._connect()
-        log.warning("etcd %s failed (%s): using %s", failed, exc or type(exc).__name__, self.endpoint)
-        with contextlib.suppress(Exception):
-            async with asyncio.timeout(1.0):  # not wait_for: it can swallow a cancel (etcd.py)
-                await client.close()
+        if len(self._endpoints) > 1:
+            log.warning("etcd %s failed (%s): using %s", failed, exc or type(exc).__name__, self.endpoint)
+        task = asyncio.get_running_loop().create_task(_close_quietly(client))
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
 
     async def _retried(self, call: Callable[[aetcd.Client], Awaitable[T]]) -> T:
         """Rule 3: a repeatable call, tried once on each endpoint."""
@@ -180,7 +180,7 @@ class AetcdClient:
             try:
                 return await call(client)
             except Exception as exc:
-                await self._failed(client, exc)
+                self._failed(client, exc)
                 if attempt == len(self._endpoints) - 1:
                     raise
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
@@ -191,7 +191,7 @@ class AetcdClient:
         try:
             return await call(client)
         except Exception as exc:
-            await self._failed(client, exc)
+            self._failed(client, exc)
             raise
 
     async def grant(self, ttl: int) -> int:
@@ -225,7 +225,7 @@ class AetcdClient:
                 value = None if event.kind == "DELETE" else bytes(event.kv.value)
                 yield KeyEvent(event.kv.key.decode(), value, 0 if value is None else int(event.kv.lease))
         except Exception as exc:  # a watch that breaks: the caller watches again, on the next endpoint
-            await self._failed(client, exc)
+            self._failed(client, exc)
             raise
         finally:
             # aetcd's cancel can wait for ever on a dead stream (a full request queue): bounded, so a
@@ -250,6 +250,8 @@ class AetcdClient:
         return bool(ok)
 
     async def close(self) -> None:
+        for task in self._closing:
+            task.cancel()
         await self._client.close()
 
 
@@ -304,3 +306,10 @@ def _tls_client_class() -> type[aetcd.Client]:
 
     _TLS_CLIENT = TlsClient
     return TlsClient
+
+
+async def _close_quietly(client: aetcd.Client) -> None:
+    """Close a connection given up, ignoring what it says, for at most a second."""
+    with contextlib.suppress(Exception):
+        async with asyncio.timeout(1.0):  # not wait_for: it can swallow a cancel (etcd.py)
+            await client.close()

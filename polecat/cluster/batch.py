@@ -13,6 +13,12 @@ processes) and carries the HMAC of header-without-signature + payload in the mul
 through the ``sign``/``verify`` callables (:mod:`polecat.cluster.auth`). Anything that does not decode
 raises :class:`HandoffError` (:class:`SignatureError` when the signature is missing or wrong) and
 changes nothing.
+
+In the etcd cluster a batch also travels with its sender's fencing token (ownership rule 9 of
+:mod:`polecat.cluster.ownership`), outside the frame so that the frame's format is unchanged: the
+request's :data:`FENCE_HEADER` is ``<node> <lease, hex> <revision> <hex HMAC>``, the HMAC (same secret)
+of those three fields and the frame's fixed header (which holds the payload's checksum), so a token
+cannot be moved to another batch. A batch without it (a node of 0.2.0) is read as before.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import msgpack
 import xxhash
 
 from polecat.errors import PolecatError
+from polecat.frontier.bundle import Fence
 
 MAGIC = b"PCHB"
 VERSION = 1
@@ -68,6 +75,37 @@ class Batch:
     seq: int
     """The sender's sequence number for this batch (per receiver); acks name it."""
     urls: tuple[HandoffUrl, ...]
+
+
+FENCE_HEADER = "X-Polecat-Fence"
+"""The request header that carries a batch's fencing token (see the module docstring)."""
+
+
+def fence_header(sign: Signer, fence: Fence, frame: bytes) -> str:
+    """The :data:`FENCE_HEADER` value for sending ``frame`` under ``fence``."""
+    fields = f"{fence.node} {fence.lease:x} {fence.revision}"
+    return f"{fields} {sign(_fence_material(fields, frame)).hex()}"
+
+
+def read_fence_header(value: str, frame: bytes, verify: Verifier) -> Fence:
+    """The token of a :data:`FENCE_HEADER` sent with ``frame``: :class:`HandoffError` when it is
+    malformed, :class:`SignatureError` when its HMAC is not that of these fields and this frame."""
+    parts = value.strip().split(" ")
+    if len(parts) != 4 or len(value) > 256:
+        raise HandoffError(f"{FENCE_HEADER} is not '<node> <lease> <revision> <hmac>'")
+    node, lease, revision, sig = parts
+    try:
+        token = Fence(node, int(lease, 16), int(revision))
+        raw = bytes.fromhex(sig)
+    except ValueError as exc:
+        raise HandoffError(f"{FENCE_HEADER} is malformed: {exc}") from exc
+    if not verify(_fence_material(" ".join(parts[:3]), frame), raw):
+        raise SignatureError(f"{FENCE_HEADER} does not verify for this batch")
+    return token
+
+
+def _fence_material(fields: str, frame: bytes) -> bytes:
+    return b"fence " + fields.encode() + b" " + frame[: _HEADER.size]
 
 
 def encode_urls(urls: tuple[HandoffUrl, ...] | list[HandoffUrl]) -> bytes:

@@ -165,7 +165,7 @@ class EtcdMembership:
 
     def leasable(self) -> frozenset[int]:
         """The slices this node may lease URLs from now (fenced: none)."""
-        return self.ownership.leasable(self._clock.monotonic())
+        return self.ownership.leasable(self._clock.boottime())
 
     async def start(self) -> None:
         """Register (a lease and the member key), read the member list, start renewing and watching."""
@@ -186,7 +186,7 @@ class EtcdMembership:
                     await self._put_record(leaving=True)
         held = self.ownership.held
         self.ownership.view_changed([m.id for m in self._members if m.id != self._me.id],
-                                    self._clock.monotonic())
+                                    self._clock.boottime())
         for task in self._tasks:
             task.cancel()
         if self._tasks:  # bounded: a task stuck in the client must not hold the node's stop
@@ -206,7 +206,7 @@ class EtcdMembership:
 
     async def _register(self) -> None:
         self._lease = await self._client.grant(self._ttl)
-        self._queue(self.ownership.lease_granted(self._clock.monotonic()))
+        self._queue(self.ownership.lease_granted(self._clock.boottime()))
         await self._put_record(leaving=False)
 
     async def _put_record(self, *, leaving: bool) -> None:
@@ -219,7 +219,7 @@ class EtcdMembership:
     async def _renew_loop(self) -> None:
         while True:
             await asyncio.sleep(self._ttl / 3)
-            started = self._clock.monotonic()
+            started = self._clock.boottime()
             try:
                 assert self._lease is not None
                 # Bounded with asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a
@@ -293,7 +293,7 @@ class EtcdMembership:
                 async with asyncio.timeout(self.ownership.retry):  # not wait_for: see _renew_loop
                     action = await self._work.get()
             except TimeoutError:
-                self._queue(self.ownership.tick(self._clock.monotonic()))
+                self._queue(self.ownership.tick(self._clock.boottime()))
                 continue
             if not self.ownership.current(action):  # ownership rule 9
                 log.warning("discarding a %s of %d slices decided under a lease that is gone",
@@ -353,7 +353,7 @@ class EtcdMembership:
         if members == self._members:
             return
         self._members = members
-        self._queue(self.ownership.view_changed([m.id for m in members], self._clock.monotonic()))
+        self._queue(self.ownership.view_changed([m.id for m in members], self._clock.boottime()))
         for queue in self._views:
             queue.put_nowait(members)
 

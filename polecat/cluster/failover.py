@@ -23,7 +23,8 @@ from the node's event loop. Rules:
    taken under a lease that is gone must not become what heirs restore (ownership rule 9); it counts
    as a failure, and its uploaded objects are collected like any unreferenced ones.
 6. Restoring a dead member's slices reads its manifest, adopts the inherited slices from its objects
-   (each adopted host waits one full interval from the adoption), commits, then asks for a round; a
+   (each adopted host waits the old owner's abort bound, then one full interval, from the adoption:
+   ownership rule 11), commits, then asks for a round; a
    failure raises, so the claim of those slices fails and is retried with the restore. Objects are
    adopted one at a time with the loop running in between (a big restore must not starve the lease
    renewals: a loop stalled for ``ttl / 2`` fences the node). A slice is
@@ -42,6 +43,7 @@ from typing import TYPE_CHECKING, Protocol
 from polecat.clock import SYSTEM_CLOCK, Clock
 from polecat.cluster.checkpoint_plan import CheckpointError, CheckpointSchedule, Manifest, groups
 from polecat.cluster.checkpoints import CheckpointStore
+from polecat.cluster.ownership import Ownership
 from polecat.errors import PolecatError
 
 if TYPE_CHECKING:
@@ -62,8 +64,10 @@ class Node(Protocol):
         """Return once a frontier commit holds every change made so far."""
         ...
 
-    def adopt(self, bundle: SliceBundle, now: float | None = None) -> AdoptReport:
-        """Take over the slices of ``bundle`` (durable at the next commit)."""
+    def adopt(self, bundle: SliceBundle, now: float | None = None, *,
+              wait_from: float | None = None) -> AdoptReport:
+        """Take over the slices of ``bundle`` (durable at the next commit); its hosts wait one interval
+        from ``now``, or from ``wait_from`` when later."""
         ...
 
 
@@ -246,7 +250,7 @@ class Failover:
                 now = self._clock.wall()
                 queued = found = 0
                 for bundle in bundles:  # one object (64 slices) at a time, the loop runs in between
-                    report = crawler.adopt(bundle, now)
+                    report = crawler.adopt(bundle, now, wait_from=Ownership.restore_hold(now))
                     queued += report.queued
                     found += len(bundle.ids)
                     await asyncio.sleep(0)

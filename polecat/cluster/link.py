@@ -27,12 +27,22 @@ from polecat.cluster.handoff import Handoff
 from polecat.cluster.membership import Member, Membership
 from polecat.cluster.receiver import HandoffReceiver
 from polecat.cluster.ring import Ring
+from polecat.fetch.pool import SendGate
 from polecat.frontier.routing import Admission, Routing
 from polecat.frontier.slices import slice_of
 from polecat.hosts import host_key
 
 if TYPE_CHECKING:
     from polecat.frontier.frontier import Frontier
+
+
+@dataclass(frozen=True, slots=True)
+class SendLeave:
+    """Leave to send one request (polecat/cluster/ownership.py rule 10): ``send`` is asked just before
+    its bytes are written, ``go_on`` while it is in flight (False: abort it)."""
+
+    send: SendGate
+    go_on: SendGate
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,9 +78,9 @@ class ClusterLink:
         self._max_backlog = max_backlog
         self.routed_out = 0
         self.pauses = 0
-        self.may_send: Callable[[str], bool] | None = None
-        """Set by a node whose ownership can be lost (etcd): whether a request to a host may be sent now
-        (checked again at send time: polecat/node/lease_runner.py rule 6). None: always."""
+        self.permit: Callable[[str], SendLeave | None] | None = None
+        """Set by a node whose ownership can be lost (etcd): leave to send a request to a host (None:
+        withdraw it; see polecat/node/lease_runner.py rules 6-7). Unset: every request may go."""
 
     def set_members(self, members: Iterable[Member]) -> None:
         """Route by the Ring of a new member list (the etcd cluster's membership changes)."""

@@ -42,6 +42,29 @@ these rules:
    keys may be gone); the release follows at the first tick after a renewal. Every bundle handed over
    carries the sender's token, and a receiver refuses it (:func:`stale`) when the sender is not
    registered under that lease, or when it already adopted a bundle of a later registration of it.
+10. **Send permits:** a request goes out under a :class:`Permit`, taken when its lease starts (only for
+    a slice it may lease, rule 5) and checked again just before its first byte is written, with no
+    wait in between (:meth:`Ownership.permitted`): it holds while the lease epoch it was taken in
+    lasts, the node is not fenced and the slice's key is still held (a slice being handed over keeps
+    its requests: the hand-over waits for them). A node frozen between its lease and its write wakes
+    fenced and sends nothing. A request already sent may go on while its epoch lasts, its slice is
+    held and the lease has not run out by this node's clock (``ttl`` after the last renewal:
+    :meth:`Ownership.may_go_on`); past that it is aborted (its URL stays queued), and a node whose
+    loop runs has aborted every one within :data:`ABORT_BOUND` seconds, so within
+    ``ttl + ABORT_BOUND`` of its last renewal, at once when etcd says the lease is gone. A fence of
+    a moment (a slow keepalive) stops new requests, not those under way.
+11. **The heir's hold:** a slice restored from the checkpoint of a member that left without handing it
+    over (rule 6) keeps its hosts unleased until :data:`ABORT_BOUND` after the restore, then one
+    interval more (as every adopted host): the restore follows the member's lease expiry in etcd, so
+    an heir's first request to such a host comes no earlier than that expiry + the old owner's abort
+    bound + the host's interval (:meth:`Ownership.restore_hold`). Every slice that becomes leasable
+    here (a claim won, with or without a restore) holds the hosts this node already knows in it the
+    same way, from that moment (polecat/processes/machine.py ``sync_owned``): URLs routed here for
+    it while its old owner was still aborting are not sent before it is done.
+
+Lease times (the ``now`` of this module) are read on a clock that counts the time the machine was
+suspended (:meth:`polecat.clock.Clock.boottime`): the etcd lease runs on while a machine sleeps, so a
+clock that stopped would keep a woken node unfenced.
 """
 
 from __future__ import annotations
@@ -75,6 +98,20 @@ class Release:
 
 
 Action = Claim | Release
+
+ABORT_BOUND = 1.0
+"""Seconds after its lease ran out (by its clock) within which a running node has aborted its requests
+in flight (rule 10):
+the node looks every 0.1 s (polecat/processes/machine.py ``SYNC_EVERY``), an aborted request closes its
+connection at once, and the rest is room for a loaded event loop."""
+
+
+@dataclass(frozen=True, slots=True)
+class Permit:
+    """Leave to send one request to a host of ``slice_id`` (rule 10)."""
+
+    slice_id: int
+    epoch: int
 
 
 class Ownership:
@@ -201,6 +238,26 @@ class Ownership:
         """Whether ``slice_id`` is in :meth:`leasable` at ``now`` (one slice: no set built)."""
         return (not self.fenced(now) and slice_id in self._held and slice_id in self._wanted
                 and slice_id not in self._releasing)
+
+    def permit(self, slice_id: int, now: float) -> Permit | None:
+        """Leave to start a request to a host of ``slice_id`` now (rules 5 and 10); None: withdraw it."""
+        return Permit(slice_id, self._epoch) if self.may_lease(slice_id, now) else None
+
+    def permitted(self, permit: Permit, now: float) -> bool:
+        """Whether a request under ``permit`` may still be sent (rule 10)."""
+        return permit.epoch == self._epoch and not self.fenced(now) and permit.slice_id in self._held
+
+    def may_go_on(self, permit: Permit, now: float) -> bool:
+        """Whether a request sent under ``permit`` may stay in flight (rule 10; False: abort it)."""
+        renewed = self._renewed_at
+        return (permit.epoch == self._epoch and renewed is not None and now - renewed < self.ttl
+                and permit.slice_id in self._held)
+
+    @staticmethod
+    def restore_hold(now: float) -> float:
+        """Until when the hosts of slices restored at ``now`` from a member that left wait, before their
+        interval (rule 11)."""
+        return now + ABORT_BOUND
 
     def lease_age(self, now: float) -> float | None:
         """Seconds since the last renewal (None: no lease)."""

@@ -1,4 +1,5 @@
-"""The figures of one cluster node, as one frozen record (read by ``/metrics`` and the status page).
+"""The figures of one cluster node, as one frozen record (read by ``/metrics`` and the status page), and
+the fetch rate over the last minute that ``polecat cluster status`` shows.
 
 A node's cluster side (:class:`polecat.processes.machine.ClusterNode`) builds one per scrape with
 :meth:`~polecat.processes.machine.ClusterNode.stats`; the service reads it through a callable, so it
@@ -7,6 +8,7 @@ needs nothing of the processes above it.
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 
 
@@ -48,3 +50,33 @@ class ClusterStats:
     replays_refused: int = 0
     """Signed requests refused because their proof was used before (:mod:`polecat.cluster.auth`
     rule 3)."""
+    batches_refused: int = 0
+    """Hand-off batches refused here as stale (ownership rule 9)."""
+    fetches_per_s: float = 0.0
+    """Page fetches per second over the last minute (:class:`RecentRate`)."""
+
+
+class RecentRate:
+    """Events per second over the last ``window`` seconds, from readings of a running count (sans-IO:
+    the node adds a reading every second or so with its ``now``). Keeps one reading at or before the
+    window's start, so the rate spans the whole window once the count is that old."""
+
+    def __init__(self, window: float = 60.0) -> None:
+        self.window = window
+        self._readings: deque[tuple[float, int]] = deque()
+
+    def add(self, now: float, count: int) -> None:
+        """The count is ``count`` at ``now``; a count lower than the last (a new run) starts over."""
+        readings = self._readings
+        if readings and count < readings[-1][1]:
+            readings.clear()
+        readings.append((now, count))
+        while len(readings) > 2 and readings[1][0] <= now - self.window:
+            readings.popleft()
+
+    def rate(self) -> float:
+        """Events per second between the oldest reading kept and the newest (0 with fewer than two)."""
+        if len(self._readings) < 2:
+            return 0.0
+        (t0, c0), (t1, c1) = self._readings[0], self._readings[-1]
+        return (c1 - c0) / (t1 - t0) if t1 > t0 else 0.0

@@ -14,9 +14,10 @@ from aiohttp import web
 
 from polecat.clock import SYSTEM_CLOCK, Clock
 from polecat.cluster.auth import ACK_HEADER, AUTH_HEADER, RequestAuth, ack_proves, request_proof
-from polecat.cluster.batch import MAX_BATCH_BYTES, Signer, Verifier
+from polecat.cluster.batch import FENCE_HEADER, MAX_BATCH_BYTES, Signer, Verifier, fence_header
 from polecat.cluster.receiver import SHUTDOWN_TIMEOUT, HandoffReceiver, Reply
 from polecat.cluster.wire import RELEASE_HEADER, THIS, WIRE_HEADER, Wire
+from polecat.frontier.bundle import Fence
 
 PATH = "/handoff"
 ROUND_HEADER = "X-Polecat-Round"
@@ -36,12 +37,17 @@ class HttpTransport:
     """aiohttp client; one connection pool per address. With ``sign``, each request's head proves the
     secret to the receiver at that address (:mod:`polecat.cluster.auth` rules 1, 3) at ``clock.wall()``;
     with ``verify`` too, a 200 counts only with an acknowledgement that proves it back (rule 4). It names
-    the sender's ``wire`` (:mod:`polecat.cluster.wire` rule 2)."""
+    the sender's ``wire`` (:mod:`polecat.cluster.wire` rule 2). With ``fence`` too (the etcd cluster),
+    each batch carries the sender's fencing token read at send time (:data:`FENCE_HEADER`); while it
+    reads None (fenced, or not registered) nothing is sent: the batch is answered "error" here and stays
+    in the outbox for a later try."""
 
     def __init__(self, *, timeout: float = 30.0, sign: Signer | None = None, verify: Verifier | None = None,
-                 clock: Clock = SYSTEM_CLOCK, wire: Wire = THIS) -> None:
+                 clock: Clock = SYSTEM_CLOCK, wire: Wire = THIS,
+                 fence: Callable[[], Fence | None] | None = None) -> None:
         self._sign = sign
         self._verify = verify
+        self._fence = fence
         self._clock = clock
         self._wire_headers = {WIRE_HEADER: wire.header, RELEASE_HEADER: wire.release}
         self._timeout = aiohttp.ClientTimeout(total=timeout)
@@ -66,6 +72,11 @@ class HttpTransport:
         if self._sign is not None:
             headers[AUTH_HEADER] = request_proof(self._sign, PATH, address.rstrip("/"), len(data),
                                                  self._clock.wall())
+            if self._fence is not None:
+                token = self._fence()
+                if token is None:
+                    return Reply("error", detail="not sent: this node is fenced (no lease to send under)")
+                headers[FENCE_HEADER] = fence_header(self._sign, token, data)
         try:
             async with session.post(url, data=data, headers=headers) as resp:
                 detail = (await resp.read())[:500].decode("utf-8", "replace")
@@ -79,6 +90,8 @@ class HttpTransport:
                     return Reply("busy", _retry_after(resp.headers.get("Retry-After")), detail)
                 if resp.status == 401:  # the peer does not share our secret: retrying will not help soon
                     return Reply("unauthorized", detail=f"HTTP 401 {detail}")
+                # 410: the receiver refused this node's token as stale; it is sent again under the
+                # token of the node's next registration (sender rule 4: nothing is dropped).
                 return Reply("bad" if resp.status == 400 else "error", detail=f"HTTP {resp.status} {detail}")
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             return Reply("error", detail=f"{type(exc).__name__}: {exc}")

@@ -1,5 +1,6 @@
 """``polecat cluster status --etcd URL`` (or ``--config NODE.toml``): the members of a cluster, the slices
-each holds, and each node's queue depth, fetch rate and stray URLs (read from its API; ``$POLECAT_TOKEN``
+each holds, and each node's queue depth, fetch rate (page fetches per second over the last minute) and
+stray URLs (read from its API; ``$POLECAT_TOKEN``
 as for the other clients).
 
 With ``--config``, etcd is reached as the node reaches it (TLS, client certificate, etcd user; the
@@ -90,7 +91,9 @@ def cmd_cluster_status(args: argparse.Namespace) -> int:
         try:
             t = call(row["address"], "GET", "/admin/crawl/status")
             c = call(row["address"], "GET", "/admin/cluster/status")
-            queued, rate, stray = str(t["queued"]), f"{t['fetches_per_s']:.1f}", str(c["stray_urls"])
+            # The last minute's rate; a node of 0.2.0 only has its average since it started.
+            rate = f"{c.get('fetches_per_s', t['fetches_per_s']):.1f}"
+            queued, stray = str(t["queued"]), str(c["stray_urls"])
             warnings += _warnings(row["id"], row["slices"], int(t["queued"]), c)
         except PolecatError:
             queued = rate = stray = "-"

@@ -58,6 +58,7 @@ from polecat.errors import (
     FetchError,
     FetchTimeout,
     ProtocolError,
+    RequestWithheld,
     TlsError,
     UnsupportedUrl,
 )
@@ -66,7 +67,7 @@ from polecat.fetch.deadline import Deadline
 from polecat.fetch.decode import make_decoder
 from polecat.fetch.dns import CachingResolver
 from polecat.fetch.h1 import IncompleteResponse, MalformedResponse, encode_get
-from polecat.fetch.pool import ConnectionPool, Origin
+from polecat.fetch.pool import ConnectionPool, Origin, SendGate
 from polecat.fetch.proxy import routes_from
 
 __all__ = ["ROBOTS_MAX_REDIRECTS", "BodySink", "Fetcher", "RedirectPacer", "Response", "StreamChoice"]
@@ -353,27 +354,32 @@ class Fetcher:
             await self._resolver.close()
 
     async def fetch(self, url: str, *, etag: str | None = None, last_modified: str | None = None,
-                    stream: StreamChoice | None = None, max_bytes: int | None = None) -> Response:
+                    stream: StreamChoice | None = None, max_bytes: int | None = None,
+                    gate: SendGate | None = None) -> Response:
         """GET ``url``; with a validator, a conditional GET (a 304 comes back as a Response); with
         ``stream``, the body goes to the sink it gives for the response head, if any. ``max_bytes``: a
-        body cap below ``max_body_bytes`` for this one (a page requisite's, frontier/requisites.py)."""
+        body cap below ``max_body_bytes`` for this one (a page requisite's, frontier/requisites.py).
+        ``gate`` is asked just before the request is written (pool rule 8): closed,
+        :class:`RequestWithheld`."""
         if etag is None and last_modified is None:
-            return await self._get(url, (), stream, max_bytes)
+            return await self._get(url, (), gate, stream, max_bytes)
         conditional: list[tuple[str, str]] = []
         if etag is not None:
             conditional.append(("If-None-Match", _header_value(etag)))
         if last_modified is not None:
             conditional.append(("If-Modified-Since", _header_value(last_modified)))
-        return await self._get(url, tuple(conditional), stream, max_bytes)
+        return await self._get(url, tuple(conditional), gate, stream, max_bytes)
 
-    async def fetch_robots(self, url: str, *, pacer: RedirectPacer | None = None) -> Response:
+    async def fetch_robots(self, url: str, *, pacer: RedirectPacer | None = None,
+                           gate: SendGate | None = None) -> Response:
         """GET a robots.txt, following up to 5 redirects (also to other hosts). Returns the last
         response: a 3xx here means the chain did not end (or looped, or had no Location).
 
         Each hop is a request to the host it lands on: with a ``pacer``, every hop first waits for that
-        host's turn (``pacer.before``), and the pacer hears how it ended (``pacer.after``)."""
+        host's turn (``pacer.before``), and the pacer hears how it ended (``pacer.after``). ``gate`` is
+        asked before every hop."""
         seen = {url}
-        resp = await self._get(url, ())
+        resp = await self._get(url, (), gate)
         for _ in range(ROBOTS_MAX_REDIRECTS):
             if not (300 <= resp.status < 400 and resp.location):
                 break
@@ -389,7 +395,7 @@ class Fetcher:
             if pacer is not None:
                 await pacer.before(target, resp)
             try:
-                resp = await self._get(target, ())
+                resp = await self._get(target, (), gate)
             except FetchError:
                 if pacer is not None:
                     pacer.after(target, None)
@@ -398,7 +404,7 @@ class Fetcher:
                 pacer.after(target, resp)
         return resp
 
-    async def _get(self, url: str, extra: tuple[tuple[str, str], ...],
+    async def _get(self, url: str, extra: tuple[tuple[str, str], ...], gate: SendGate | None,
                    stream: StreamChoice | None = None, max_bytes: int | None = None) -> Response:
         pool, loop = self._pool, self._loop
         if pool is None or loop is None:
@@ -417,7 +423,7 @@ class Fetcher:
                 if proxy.authorization is not None:
                     auth += (("Proxy-Authorization", proxy.authorization),)
             request = encode_get(path, host_header, self._headers + extra + auth)
-            conn, head = await pool.exchange(origin, request)
+            conn, head = await pool.exchange(origin, request, gate)
             try:
                 phase = "body"
                 deadline.body()
@@ -465,6 +471,8 @@ class Fetcher:
             if deadline.expired_here():
                 raise FetchTimeout(f"{url}: {phase}: timed out ({deadline.reason})") from None
             raise
+        except RequestWithheld:
+            raise  # nothing was sent: not a fetch outcome
         except Exception as exc:
             raise _translate(exc, url, phase) from exc
         finally:

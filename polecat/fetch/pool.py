@@ -29,6 +29,10 @@ Rules:
    its rules 3-6): the target is resolved and checked here as in rule 4, the proxy connected to once,
    within ``connect_timeout`` for the whole (CONNECT and TLS included). Connections stay per target
    origin, so rules 1-3 and 6 hold as without a proxy.
+8. A request may carry a send gate (:data:`SendGate`): it is asked right before the request's bytes
+   are written, with no wait in between, and a closed gate sends nothing (the connection is closed
+   unused: this is rare, a node losing a host's slice). Waits for a slot, a connect or a resend all
+   come before the question.
 """
 
 from __future__ import annotations
@@ -40,11 +44,12 @@ from collections.abc import Callable
 from typing import Protocol, cast
 
 from polecat.clock import SYSTEM_CLOCK, Clock
+from polecat.errors import RequestWithheld
 from polecat.fetch.guard import is_ip_literal
 from polecat.fetch.h1 import Head, IncompleteResponse, ResponseParser
 from polecat.fetch.proxy import ProxyAddress, ProxyRoutes, check_proxy_peer, open_tunnel
 
-__all__ = ["HIGH_WATER", "KEEPALIVE", "Connection", "ConnectionPool", "Origin", "idle_to_close"]
+__all__ = ["HIGH_WATER", "KEEPALIVE", "Connection", "ConnectionPool", "Origin", "SendGate", "idle_to_close"]
 
 KEEPALIVE = 30.0
 """Seconds an idle connection is kept (aiohttp's ``keepalive_timeout`` in the client before)."""
@@ -53,6 +58,8 @@ HIGH_WATER = 256 * 1024
 
 Origin = tuple[str, str, int]
 """(scheme, host, port): what a connection can be reused for."""
+SendGate = Callable[[], bool]
+"""Whether a request may still be written now (rule 8)."""
 
 
 def idle_to_close(idle: int, closing: int, in_use: int, max_open: int) -> int:
@@ -267,9 +274,11 @@ class ConnectionPool:
         self._sweep: asyncio.TimerHandle | None = None
         self._open: set[Connection] = set()
 
-    async def exchange(self, origin: Origin, request: bytes) -> tuple[Connection, Head]:
+    async def exchange(self, origin: Origin, request: bytes,
+                       gate: SendGate | None = None) -> tuple[Connection, Head]:
         """Send ``request`` to ``origin`` and wait for the response head (rule 3 included). The caller
-        reads the body and must :meth:`release` the connection, also on errors."""
+        reads the body and must :meth:`release` the connection, also on errors. ``gate`` is asked just
+        before each write (rule 8): closed, nothing is written and :class:`RequestWithheld` is raised."""
         await self._take_slot(origin)
         try:
             conn = self._idle_connection(origin) or await self._connect(origin)
@@ -277,6 +286,9 @@ class ConnectionPool:
             self._free_slot(origin)
             raise
         while True:
+            if gate is not None and not gate():  # rule 8: no await between this and the write
+                self.release(conn)
+                raise RequestWithheld(f"{origin[1]}: the send gate closed before the request was written")
             conn.send(request)
             try:
                 return conn, await conn.head()

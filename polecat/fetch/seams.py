@@ -8,6 +8,7 @@ from typing import Any, Protocol
 
 from polecat.fetch.dns import DnsStats
 from polecat.fetch.http import RedirectPacer, Response, StreamChoice
+from polecat.fetch.pool import SendGate
 
 
 class Resolving(Protocol):
@@ -34,6 +35,8 @@ class PageFetcher(Protocol):
                         tb: TracebackType | None) -> None: ...
 
     async def fetch(self, url: str, *, etag: str | None = None, last_modified: str | None = None,
-                    stream: StreamChoice | None = None, max_bytes: int | None = None) -> Response: ...
+                    stream: StreamChoice | None = None, max_bytes: int | None = None,
+                    gate: SendGate | None = None) -> Response: ...
 
-    async def fetch_robots(self, url: str, *, pacer: RedirectPacer | None = None) -> Response: ...
+    async def fetch_robots(self, url: str, *, pacer: RedirectPacer | None = None,
+                           gate: SendGate | None = None) -> Response: ...

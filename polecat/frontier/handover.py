@@ -45,16 +45,26 @@ class SliceHandover:
         self._refresh = refresh
         self._load_op = load_op
 
-    def set_owned(self, slices: Iterable[int], now: float) -> None:
+    def set_owned(self, slices: Iterable[int], now: float, *, wait_from: float | None = None) -> None:
         """Lease only hosts of ``slices`` (the ones the ring gives this member); the others keep their
-        state here until :meth:`release_slices`. Every slice is owned until this is called."""
+        state here until :meth:`release_slices`. Every slice is owned until this is called. With
+        ``wait_from``, the hosts of slices owned now and not before wait one full interval from then
+        (another node may have had a request to them under way: polecat/cluster/ownership.py rule 11)."""
         table = self._table
+        was = table.fenced
         table.fenced = fenced = frozenset(range(SLICES)) - check_slices(slices)
+        counts = table.queued_in
+        counts[:] = [0] * SLICES  # rebuilt here (host_table rule 6), in the pass made anyway
         for host, st in self._hosts.items():
-            if slice_of(host) in fenced:
+            s = slice_of(host)
+            counts[s] += st.queued
+            if s in fenced:
                 table.scheduled.pop(host, None)
-            else:
-                table.wake(host, st, max(st.next_allowed, now))
+                continue
+            if wait_from is not None and s in was:
+                wait_one_interval(table.pol, table.rate(host), st, max(now, wait_from))
+                table.scheduled.pop(host, None)  # due at its new next-allowed time
+            table.wake(host, st, max(st.next_allowed, now))
 
     def export_slices(self, slices: Iterable[int], now: float, fence: Fence | None = None) -> SliceBundle:
         """Everything this frontier holds about ``slices`` (queues, host records, robots answers, URL
@@ -76,21 +86,19 @@ class SliceHandover:
 
     def unowned_queued(self) -> Counter[int]:
         """URLs queued here in slices this frontier does not lease (:meth:`set_owned`), by slice: the
-        strays the cluster ships to their owners. A pass over the host records in memory, which the
-        cluster makes every few seconds (cheap next to the fetches of as many hosts)."""
-        fenced = self._table.fenced
-        out: Counter[int] = Counter()
-        if fenced:
-            for host, st in self._hosts.items():
-                if st.queued > 0 and (s := slice_of(host)) in fenced:
-                    out[s] += st.queued
-        return out
+        strays the cluster ships to their owners. Read from the per-slice counts (host_table rule 6): a
+        look at the fenced slices, not a pass over the hosts."""
+        counts = self._table.queued_in
+        return Counter({s: counts[s] for s in self._table.fenced if counts[s] > 0})
 
-    def adopt(self, bundle: SliceBundle, now: float) -> Decided[AdoptReport]:
+    def adopt(self, bundle: SliceBundle, now: float, *,
+              wait_from: float | None = None) -> Decided[AdoptReport]:
         """Take over the slices of ``bundle``, merged with what is here. Each adopted host waits one full
-        interval from ``now`` (the exporter's last request may have just started); a queued URL this
-        frontier has already seen is not queued twice, and a URL queued here that the exporter had
-        finished (a config seed queued by a node that joins after its owner fetched it) is dropped."""
+        interval from ``now`` (the exporter's last request may have just started), or from ``wait_from``
+        when later (a restore from a member that may still be aborting its requests: ownership rule 11);
+        a queued URL this frontier has already seen is not queued twice, and a URL queued here that the
+        exporter had finished (a config seed queued by a node that joins after its owner fetched it) is
+        dropped."""
         stored = self._db.getter("seen")
         out: list[Write] = []
         adopted: dict[str, HostState] = {}
@@ -138,8 +146,9 @@ class SliceHandover:
                 raise BundleError(f"slice bundle table {table!r} is unknown to this polecat")
         if finished:
             duplicates += self._drop_finished(adopted.keys(), finished - queued_there, out)
+        waits = now if wait_from is None else max(now, wait_from)
         for host in adopted.keys() | counts.keys():
-            self._adopt_host(host, adopted.get(host), counts[host], now)
+            self._adopt_host(host, adopted.get(host), counts[host], waits)
         out += self._intake.refetch_writes(now, finished)
         self._db.pending += 1
         return Decided(AdoptReport(len(bundle.ids), len(adopted), sum(counts.values()), duplicates, seen_new),
@@ -158,8 +167,7 @@ class SliceHandover:
             for key in doomed:
                 out.append(Delete("queue", key))
                 self._table.count_band(key, -1)
-            st.queued -= len(doomed)
-            self._table.queued -= len(doomed)
+            self._table.count_queued(host, st, -len(doomed))
             dropped += len(doomed)
         return dropped
 
@@ -174,8 +182,7 @@ class SliceHandover:
             st.fetched += got.fetched
             st.ip = st.ip or got.ip
         wait_one_interval(table.pol, table.rate(host), st, now)
-        st.queued += queued
-        table.queued += queued
+        table.count_queued(host, st, queued)
         table.save(host)
         table.wake(host, st, st.next_allowed)
 

@@ -15,6 +15,10 @@ Rules:
    counts a URL in its host's ``queued`` with its queue write; :meth:`finish_writes` moves it to done.
 5. Its containers (:attr:`hosts`, :attr:`scheduled`, :attr:`leases`, :attr:`parked`, the pattern maps)
    are never replaced, so a part may keep a reference to one.
+6. While some slice is fenced (a member of a cluster), :attr:`queued_in` counts the URLs queued in each
+   slice, kept with every change of a host's count (:meth:`count_queued`) and rebuilt whenever the
+   fenced slices change (:meth:`SliceHandover.set_owned`, which reads every host then anyway): the
+   strays the cluster looks for every few seconds are read from it without a pass over the hosts.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from polecat.config import PolitenessConfig
 from polecat.frontier.keys import host_of_row, host_row, priority_band, queue_key, url_key, url_key_at
 from polecat.frontier.politeness import HostState, wait_one_interval
 from polecat.frontier.records import Lease, QueuedUrl, UrlRecord, decode_host, encode_host
-from polecat.frontier.slices import slice_of
+from polecat.frontier.slices import SLICES, slice_of
 from polecat.frontier.tables import FrontierTables
 from polecat.frontier.traps import ShapeBudget
 from polecat.hosts import HostPatternMap
@@ -53,6 +57,8 @@ class HostTable:
         """Hosts parked in this run, with the reason."""
         self.fenced: frozenset[int] = frozenset()
         """Slices whose hosts are not leased here (rule 3; polecat/frontier/handover.py sets them)."""
+        self.queued_in: list[int] = [0] * SLICES
+        """URLs queued per slice, while :attr:`fenced` is not empty (rule 6)."""
         self.throttle: HostPatternMap[float] = HostPatternMap()
         """Rate overrides and blocks by host pattern (polecat/frontier/controls.py sets them)."""
         self.blocked: HostPatternMap[bool] = HostPatternMap()
@@ -131,11 +137,18 @@ class HostTable:
         return [Put("meta", b"qseq", str(self.qseq).encode()),
                 Put("meta", b"done", json.dumps(self.done_total).encode())]
 
+    def count_queued(self, host: str, st: HostState, n: int) -> None:
+        """``n`` more URLs (fewer, when negative) queued for ``host`` (rules 4 and 6)."""
+        st.queued += n
+        self.queued += n
+        if self.fenced:
+            self.queued_in[slice_of(host)] += n
+
     def forget(self, hosts: Iterable[str]) -> None:
         """Drop ``hosts`` from memory (their slices were released: their records go with them)."""
         for host in hosts:
             st = self.hosts.pop(host)
-            self.queued -= st.queued
+            self.count_queued(host, st, -st.queued)
             self.scheduled.pop(host, None)
             self._dirty.discard(host)
             self.parked.pop(host, None)
@@ -153,8 +166,10 @@ class HostTable:
         key = queue_key(host, importance, depth, self.qseq)
         out.append(Put("queue", key, QueuedUrl(url, depth, importance, 0, hops).encode()))
         self.count_band(key, 1)
-        st.queued += 1
+        st.queued += 1  # count_queued() inline (this runs for every URL accepted)
         self.queued += 1
+        if self.fenced:
+            self.queued_in[slice_of(host)] += 1
         self.accepted += new
         self.save(host)
         if not st.in_flight and not st.parked and host not in self.scheduled:
@@ -165,8 +180,7 @@ class HostTable:
         """The writes that move the queued URL ``key`` to done, as ``rec`` (rule 4: one decision);
         ``ukey``: its ``urls`` key, when the caller has it."""
         if self.db.get("queue", key) is not None:
-            st.queued -= 1
-            self.queued -= 1
+            self.count_queued(host, st, -1)
             self.count_band(key, -1)
         self.save(host)
         self.count_done(rec.outcome if rec.outcome != "skipped" else f"skipped:{rec.reason}")

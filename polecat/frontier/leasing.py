@@ -30,7 +30,7 @@ from polecat.frontier.budgets import PageBudget
 from polecat.frontier.host_table import HostTable
 from polecat.frontier.ipkeys import IpKeys
 from polecat.frontier.keys import queue_key, queue_prefix, url_key_at
-from polecat.frontier.politeness import HostState, after_attempt, gave_up, interval
+from polecat.frontier.politeness import HostState, after_attempt, gave_up, interval, wait_one_interval
 from polecat.frontier.records import Completion, Idle, Lease, QueuedUrl, UrlRecord, Wait, origin_of
 from polecat.frontier.refresh_queue import RefreshQueue
 from polecat.frontier.robots import Closed, Fetch, Ready, RobotsPolicy
@@ -127,8 +127,7 @@ class Leasing:
         if skipped == ROBOTS_SKIPS_PER_LEASE:
             self._table.schedule(host, now)
         else:
-            self._table.queued -= st.queued  # repair a count that disagrees with the table
-            st.queued = 0
+            self._table.count_queued(host, st, -st.queued)  # repair a count that disagrees with the table
             self._table.save(host)
         return None
 
@@ -149,15 +148,19 @@ class Leasing:
         self._budget.refund(lease.kind, host)
         return False
 
-    def withdraw(self, lease: Lease) -> None:
-        """The node may not send ``lease`` after all: it lost the host's slice between the lease and the
-        send (a fence, a process frozen and woken). Nothing was sent; the URL stays queued, and the host
+    def withdraw(self, lease: Lease, aborted_at: float | None = None) -> None:
+        """The node may not send ``lease`` after all, or go on with it: it lost the host's slice between
+        the lease and the send (a fence, a process frozen and woken), or while the request was in
+        flight (``aborted_at``: when it was aborted; the request may have reached the server, so the
+        host waits one full interval from then, politeness rule 7). The URL stays queued, and the host
         is scheduled again only while its slice is owned (:meth:`HostTable.schedule`)."""
         host = lease.host
         self._wake_ip_waiters(*self._ipkeys.release(host))
         self._leases.pop(host, None)
         st = self._hosts[host]
         st.in_flight = False
+        if aborted_at is not None:
+            wait_one_interval(self._pol, self._table.rate(host), st, aborted_at)
         self._budget.refund(lease.kind, host)
         self._table.wake(host, st, st.next_allowed)
 

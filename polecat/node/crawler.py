@@ -169,7 +169,7 @@ class Crawler:
                              store=self._store, pipeline=self._pipeline, canon=self._canon,
                              commits=self._commits, waker=waker, counters=self._counters, clock=self._clock,
                              on_lease=self._on_lease, fail=self._fail, failed=lambda: self._fatal is not None,
-                             may_send=self._link.may_send if self._link is not None else None)
+                             permit=self._link.permit if self._link is not None else None)
         seeds_file = cfg.scope.seeds_file
         self._feed = None if seeds_file is None else SeedFeed(
             seeds_file, add_seed=self.add_seed, frontier_free=self._commits.frontier_free.wait,
@@ -178,6 +178,7 @@ class Crawler:
                                waker=waker, counters=self._counters, link=self._link, clock=self._clock,
                                stop=self._stop, feeding=lambda: self._feed is not None and self._feed.running)
         self._member = Member(frontier=frontier, db=self._db, commits=self._commits, loop=self._loop,
+                              runner=runner, counters=self._counters,
                               waker=waker, link=self._link, clock=self._clock,
                               receiving=lambda: self._receiving)
         self._opened = True

@@ -13,9 +13,15 @@ Rules:
    or the lease is withdrawn before anything is sent (it does not count as a fetch).
 5. After a completion, a host with more queued work has its DNS answer warmed for its next request (a
    no-op while the answer is cached).
-6. In a cluster whose ownership can be lost (etcd), ownership is checked again just before the request
-   is sent (``may_send``), not only when the URL was leased: a node frozen between the two (a GC pause,
-   a paused VM) wakes fenced and withdraws the lease (the URL stays queued; not counted as a fetch).
+6. In a cluster whose ownership can be lost (etcd), a request needs leave to go out (``permit``,
+   polecat/cluster/ownership.py rule 10): asked when the lease starts, then as a send gate
+   (``SendLeave.send``) just before the request's bytes are written (polecat/fetch/pool.py rule 8), not
+   only when the URL was leased: a node frozen between the two (a GC pause, a paused VM) wakes fenced
+   and sends nothing. A lease refused either way is withdrawn (the URL stays queued; not a fetch).
+7. A request that may not go on (``SendLeave.go_on``) is aborted by :meth:`LeaseRunner.abort_unpermitted`
+   (the cluster node calls it every 0.1 s): its task is cancelled, its connection closed, and its lease
+   withdrawn with the host waiting one interval from the abort (the request may have reached the
+   server); nothing else about it is recorded, and its URL stays queued for the host's owner.
 """
 
 from __future__ import annotations
@@ -30,8 +36,9 @@ import lmdb
 from polecat.clock import Clock
 from polecat.config import Config
 from polecat.dedup.canon import Canonicalizer
-from polecat.errors import FetchError, PolecatError, StorageFault
+from polecat.errors import FetchError, PolecatError, RequestWithheld, StorageFault
 from polecat.fetch.http import Response
+from polecat.fetch.pool import SendGate
 from polecat.fetch.seams import PageFetcher
 from polecat.frontier.db import FrontierDB
 from polecat.frontier.frontier import Frontier
@@ -48,6 +55,7 @@ from polecat.node.run_state import RunCounters, Waker
 from polecat.store.base import FetchRecord, PageStore, content_hash
 
 if TYPE_CHECKING:
+    from polecat.cluster.link import SendLeave
     from polecat.node.crawler import LeaseObserver
 
 log = logging.getLogger("polecat")
@@ -60,7 +68,7 @@ class LeaseRunner:
                  fetcher: PageFetcher, store: PageStore, pipeline: PagePipeline, canon: Canonicalizer,
                  commits: Commits, waker: Waker, counters: RunCounters, clock: Clock,
                  on_lease: LeaseObserver | None, fail: Callable[[BaseException], None],
-                 failed: Callable[[], bool], may_send: Callable[[str], bool] | None = None) -> None:
+                 failed: Callable[[], bool], permit: Callable[[str], SendLeave | None] | None = None) -> None:
         self._cfg = cfg
         self._frontier = frontier
         self._db = db
@@ -76,8 +84,12 @@ class LeaseRunner:
         self._on_lease = on_lease
         self._fail = fail
         self._failed = failed
-        self._may_send = may_send
-        """Whether this node may send a request to a host now (rule 6); None: always."""
+        self._permit = permit
+        """Leave to send a request to a host (rules 6-7); None: every request may go."""
+        self._going: dict[asyncio.Task[None], SendGate] = {}
+        """The leases in flight under a leave, by their task, with its ``go_on`` (rule 7)."""
+        self._aborting: set[asyncio.Task[None]] = set()
+        """Tasks cancelled by :meth:`abort_unpermitted` (rule 7), until they saw it."""
 
     async def run(self, lease: Lease) -> None:
         """Fetch ``lease`` and record how it ended (the rules above)."""
@@ -86,20 +98,31 @@ class LeaseRunner:
                 self._counters.fetches -= 1  # withdrawn before anything was sent (rule 4)
             self._waker.set()
             return
-        if self._may_send is not None and not self._may_send(lease.host):  # rule 6
-            self._frontier.withdraw(lease)
-            if lease.kind == "page":
-                self._counters.fetches -= 1
-            log.info("withdrew the lease of %s: this node no longer owns its host's slice", lease.url)
-            self._waker.set()
-            return
+        gate: SendGate | None = None
+        task = asyncio.current_task()
+        if self._permit is not None:
+            leave = self._permit(lease.host)
+            if leave is None:  # rule 6
+                self._withdraw(lease, None)
+                return
+            assert task is not None
+            gate = leave.send
+            self._going[task] = leave.go_on
         try:
             if lease.kind == "robots":
-                completion = await self._robots_fetch(lease)
+                completion = await self._robots_fetch(lease, gate)
             else:
-                completion = await self._page_fetch(lease)
+                completion = await self._page_fetch(lease, gate)
+        except RequestWithheld:  # rule 6: the gate closed before anything was sent
+            self._withdraw(lease, None)
+            return
         except asyncio.CancelledError:
-            raise  # rule 1
+            if task is None or task not in self._aborting:
+                raise  # rule 1
+            if task.uncancel() > 0:
+                raise  # also cancelled for another reason (the node stops): rule 1
+            self._withdraw(lease, self._clock.wall())  # rule 7
+            return
         except (StorageFault, OSError, lmdb.Error) as exc:  # rule 2: the machine, not the page
             self._fail(exc)
             return
@@ -108,6 +131,10 @@ class LeaseRunner:
             self._counters.errors["internal"] += 1
             now = self._clock.wall()
             completion = Completion(Attempt(now, now, None), "failed", f"internal:{type(exc).__name__}")
+        finally:
+            if task is not None:
+                self._going.pop(task, None)
+                self._aborting.discard(task)  # a fetch that ended its own way as the abort came
         await self._commits.frontier_free.wait()
         if self._failed():
             return  # rule 3
@@ -130,6 +157,25 @@ class LeaseRunner:
             self._fetcher.resolver.prefetch(dns_name(lease.host))
         self._waker.after_lease()
 
+    def abort_unpermitted(self) -> int:
+        """Cancel the requests in flight that may not go on (rule 7); returns how many."""
+        aborted = 0
+        for task, go_on in list(self._going.items()):
+            if task not in self._aborting and not go_on():
+                self._aborting.add(task)
+                task.cancel()
+                aborted += 1
+        return aborted
+
+    def _withdraw(self, lease: Lease, aborted_at: float | None) -> None:
+        """Rules 6 and 7: the lease is given back, its URL stays queued, it is no fetch."""
+        self._frontier.withdraw(lease, aborted_at)
+        if lease.kind == "page":
+            self._counters.fetches -= 1
+        log.info("%s the request to %s: this node no longer owns its host's slice",
+                 "aborted" if aborted_at is not None else "withdrew", lease.url)
+        self._waker.set()
+
     async def _bind_ip(self, lease: Lease) -> bool:
         """Rule 4. A resolution failure is left to the fetch, which reports it like any DNS error."""
         try:
@@ -138,11 +184,15 @@ class LeaseRunner:
             return True
         return not addrs or self._frontier.bind_ip(lease, addrs[0][0], self._clock.wall())
 
-    async def _robots_fetch(self, lease: Lease) -> Completion:
+    async def _robots_fetch(self, lease: Lease, gate: SendGate | None) -> Completion:
         started = self._clock.wall()
         pacer = RobotsPacer(self._frontier, self._canon, lease, self._clock)
         try:
-            outcome = await self._fetcher.fetch_robots(origin_of(lease.url) + "/robots.txt", pacer=pacer)
+            outcome = await self._fetcher.fetch_robots(origin_of(lease.url) + "/robots.txt", pacer=pacer,
+                                                       gate=gate)
+        except (asyncio.CancelledError, RequestWithheld):
+            pacer.after(lease.url, None)  # a host a redirect hop borrowed goes back (politeness rule 8)
+            raise
         except FetchError as exc:
             self._counters.errors[f"robots:{exc.kind}"] += 1
             _log_failure(lease, exc)
@@ -155,7 +205,7 @@ class LeaseRunner:
         return robots_answered(pacer.finish(outcome), outcome.status, outcome.body, outcome.retry_after,
                                outcome.remote_ip)
 
-    async def _page_fetch(self, lease: Lease) -> Completion:
+    async def _page_fetch(self, lease: Lease, gate: SendGate | None) -> Completion:
         started = self._clock.wall()
         scope = self._cfg.scope
         cap = None
@@ -164,7 +214,7 @@ class LeaseRunner:
         try:
             stream = self._pipeline.stream_for(lease)
             resp = await self._fetcher.fetch(lease.url, etag=lease.etag, last_modified=lease.last_modified,
-                                             stream=stream, max_bytes=cap)
+                                             stream=stream, max_bytes=cap, gate=gate)
         except FetchError as exc:
             self._counters.errors[exc.kind] += 1
             _log_failure(lease, exc)

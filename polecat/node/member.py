@@ -10,6 +10,8 @@ Rules:
    is durable at the node's next commit; a hand-off receive answers only once a commit holds its URLs,
    so the sender may forget them (polecat/cluster/outbox.py).
 3. A member that is stopping refuses new hand-offs (the sender keeps them and sends again later).
+4. A request in flight to a host of a slice the member lost (fenced, its lease gone) is aborted when the
+   cluster asks (:meth:`Member.abort_unpermitted`; polecat/node/lease_runner.py rule 7).
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ from polecat.errors import PolecatError
 from polecat.frontier.db import FrontierDB
 from polecat.frontier.frontier import Frontier
 from polecat.node.commits import Commits
+from polecat.node.lease_runner import LeaseRunner
 from polecat.node.leases import LeaseLoop
-from polecat.node.run_state import Waker
+from polecat.node.run_state import RunCounters, Waker
 
 if TYPE_CHECKING:
     from polecat.cluster.batch import Batch, HandoffUrl
@@ -37,17 +40,24 @@ class Member:
     """The cluster's side of one node; see the module docstring."""
 
     def __init__(self, *, frontier: Frontier, db: FrontierDB, commits: Commits, loop: LeaseLoop,
-                 waker: Waker, link: ClusterLink | None, clock: Clock,
-                 receiving: Callable[[], bool]) -> None:
+                 runner: LeaseRunner, counters: RunCounters, waker: Waker, link: ClusterLink | None,
+                 clock: Clock, receiving: Callable[[], bool]) -> None:
         self._frontier = frontier
         self._db = db
         self._commits = commits
         self._loop = loop
+        self._runner = runner
+        self._counters = counters
         self._waker = waker
         self._link = link
         self._clock = clock
         self._receiving = receiving
         self._owned: frozenset[int] | None = None
+
+    @property
+    def fetches(self) -> int:
+        """Page fetches made in this run (a running count: its rate is the node's fetch rate)."""
+        return self._counters.fetches
 
     @property
     def frontier(self) -> Frontier:
@@ -58,18 +68,27 @@ class Member:
         """Return once a commit holds every change made so far (polecat/node/commits.py)."""
         await self._commits.durable()
 
-    def set_owned(self, slices: frozenset[int]) -> None:
-        """Lease only hosts of ``slices`` from now on (rule 1)."""
+    def set_owned(self, slices: frozenset[int], *, hold: float = 0.0) -> None:
+        """Lease only hosts of ``slices`` from now on (rule 1); the hosts of slices gained wait ``hold``
+        seconds, then one interval (:meth:`Frontier.set_owned`)."""
         if slices != self._owned:
             self._owned = slices
-            self._frontier.set_owned(slices, self._clock.wall())
+            now = self._clock.wall()
+            self._frontier.set_owned(slices, now, wait_from=now + hold)
             self._waker.set()
 
-    def adopt(self, bundle: SliceBundle, now: float | None = None) -> AdoptReport:
-        """Take over the slices of ``bundle`` (rule 2)."""
-        report = self._db.applied(self._frontier.adopt(bundle, self._clock.wall() if now is None else now))
+    def adopt(self, bundle: SliceBundle, now: float | None = None, *,
+              wait_from: float | None = None) -> AdoptReport:
+        """Take over the slices of ``bundle`` (rule 2); its hosts wait one interval from ``now``, or
+        from ``wait_from`` when later (:meth:`Frontier.adopt`)."""
+        report = self._db.applied(self._frontier.adopt(bundle, self._clock.wall() if now is None else now,
+                                                       wait_from=wait_from))
         self._waker.set()
         return report
+
+    def abort_unpermitted(self) -> int:
+        """Abort the requests in flight that lost their leave to go on (rule 4); returns how many."""
+        return self._runner.abort_unpermitted()
 
     def release_slices(self, slices: Iterable[int]) -> None:
         """Drop ``slices`` from this node's frontier once their new owner holds them."""

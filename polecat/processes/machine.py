@@ -37,13 +37,21 @@ Rules:
    next chunk once the token it began under is no longer this node's (its lease was lost) or the node
    is fenced. A receiver refuses a stale bundle with 410 and a WARNING naming why, and counts it; the
    sender abandons that hand-over (the decision was void). A bundle without a token (from a node of an
-   older release) is adopted as before.
+   older release) is adopted as before. Hand-off batches carry the token read when each is sent
+   (:data:`~polecat.cluster.batch.FENCE_HEADER`; a fenced node sends none) and are refused the same way
+   (410, a WARNING, counted); the sender keeps a refused batch and sends it again under its next
+   registration. A batch without a token (a node of 0.2.0) is received as before.
 9. Rolling upgrades (polecat/cluster/wire.py): the node's member record and every internal request it
    sends name the wire versions it speaks (``wire``, default this release's). A member it shares no
    version with gets no batch and no slice (its URLs wait in the outbox, its slices stay here; named
    once at WARNING, counted in ``polecat_cluster_incompatible_members``); a request whose head names no
    shared version is answered 426 before its body is read, logged once per sender and range, and
    counted (``polecat_cluster_wire_refused_total``).
+10. Requests go out under ownership rule 10's permits (:meth:`ClusterNode._permit`, read on the lease
+    clock, ``Clock.boottime``): asked when a lease starts and just before its bytes are written; every
+    :data:`SYNC_EVERY` seconds the sync loop aborts the requests in flight that may not go on, so a
+    node is silent within ownership's ``ABORT_BOUND`` of its lease's end by its clock. A restore holds
+    its hosts that bound more (ownership rule 11).
 """
 
 from __future__ import annotations
@@ -63,19 +71,27 @@ from polecat.clock import SYSTEM_CLOCK, Clock
 from polecat.cluster import auth
 from polecat.cluster.aetcd_client import AetcdClient, etcd_access
 from polecat.cluster.auth import ACK_HEADER, AUTH_HEADER, RequestAuth, ack_proves, hmac_signer, hmac_verifier
-from polecat.cluster.batch import MAX_BATCH_BYTES, Batch, HandoffUrl
+from polecat.cluster.batch import (
+    FENCE_HEADER,
+    MAX_BATCH_BYTES,
+    Batch,
+    HandoffError,
+    HandoffUrl,
+    SignatureError,
+    read_fence_header,
+)
 from polecat.cluster.checkpoints import CheckpointStore
 from polecat.cluster.chunks import CHUNK_BYTES, bundle_chunks
 from polecat.cluster.etcd import EtcdMembership
 from polecat.cluster.failover import Failover
 from polecat.cluster.handoff import Handoff
-from polecat.cluster.link import ClusterLink
+from polecat.cluster.link import ClusterLink, SendLeave
 from polecat.cluster.member_records import MemberRecords
 from polecat.cluster.membership import Member
 from polecat.cluster.outbox import Outbox
-from polecat.cluster.ownership import stale
+from polecat.cluster.ownership import ABORT_BOUND, stale
 from polecat.cluster.receiver import HandoffReceiver
-from polecat.cluster.stats import ClusterStats
+from polecat.cluster.stats import ClusterStats, RecentRate
 from polecat.cluster.transport import _STATUS, PATH, ROUND_HEADER, HttpTransport, read_body
 from polecat.cluster.wire import RELEASE_HEADER, THIS, WIRE_HEADER, Wire, common, from_head, refusal
 from polecat.config import Config
@@ -121,7 +137,8 @@ class ClusterNode:
         self.outbox = Outbox(cfg.data_dir / "handoff", batch_urls=cc.batch_urls)
         self.auth = RequestAuth(self._verify, self.me.address.rstrip("/"), sign=self._sign)
         """Checks the heads of requests to this node, once each (auth rules 1, 3)."""
-        self.transport = HttpTransport(sign=self._sign, verify=self._verify, clock=clock, wire=wire)
+        self.transport = HttpTransport(sign=self._sign, verify=self._verify, clock=clock, wire=wire,
+                                       fence=self._token)
         self._chunk_bytes = CHUNK_BYTES
         self.handoff = Handoff(self.me.id, self.outbox, self.transport, {}, sign=self._sign, clock=clock)
         self.failover = Failover(CheckpointStore.open(cc.checkpoints, cc.checkpoint_options, cc.name),
@@ -144,6 +161,10 @@ class ClusterNode:
         self.slices_handed_over = self.slices_adopted = 0
         self.bundles_sent = self.bundles_adopted = self.bundles_refused = 0
         """Hand-over bundles adopted by their receiver, adopted here, refused here as stale (rule 8)."""
+        self.batches_refused = 0
+        """Hand-off batches refused here as stale (rule 8)."""
+        self._rate = RecentRate()
+        """Page fetches per second over the last minute (``polecat cluster status``), read every second."""
         self._newest: dict[str, int] = {}
         """Sender -> the highest token revision of a bundle adopted from it (rule 8)."""
         self._leaving = False
@@ -178,7 +199,7 @@ class ClusterNode:
                     await self._etcd.close()
             raise self._etcd.explain(exc) from exc
         self.link = ClusterLink(self.membership, self.handoff, self.receiver, max_backlog=self._max_backlog)
-        self.link.may_send = self._may_send
+        self.link.permit = self._permit
         self._follow(self.membership.members())
         return self.link
 
@@ -204,34 +225,41 @@ class ClusterNode:
     def stats(self) -> ClusterStats:
         """This node's cluster figures now (``/metrics``)."""
         own = self.membership.ownership
-        now = self._clock.monotonic()
+        now, lease_now = self._clock.monotonic(), self._clock.boottime()
         queued = self._crawler.frontier.unowned_queued() if self._crawler is not None else {}
         # The frontier's owned set follows the membership's within SYNC_EVERY: strays by the latter.
         strays = {s: queued[s] for s in own.strays(queued)}
         fo = self.failover
         return ClusterStats(
-            fenced=own.fenced(now), lease_age=own.lease_age(now), slices_owned=len(own.leasable(now)),
+            fenced=own.fenced(lease_now), lease_age=own.lease_age(lease_now),
+            slices_owned=len(own.leasable(lease_now)),
             slices_wanted=len(own.wanted), bundles_sent=self.bundles_sent,
             incompatible_members=len(self._incompatible), wire_refused=self.wire_refused,
             bundles_adopted=self.bundles_adopted, bundles_refused=self.bundles_refused,
             stray_urls=sum(strays.values()), stray_slices=len(strays),
             checkpoint_rounds=fo.rounds if fo else 0, checkpoint_failures=fo.failures if fo else 0,
             checkpoint_age=now - fo.last_round_at if fo and fo.last_round_at is not None else None,
-            members_ignored=self.membership.records.ignored, replays_refused=self.auth.replays)
+            members_ignored=self.membership.records.ignored, replays_refused=self.auth.replays,
+            batches_refused=self.batches_refused, fetches_per_s=self._rate.rate())
 
     def _token(self) -> Fence | None:
         """This node's fencing token while it is not fenced (a checkpoint round is written under one)."""
         own = self.membership.ownership
-        return None if own.fenced(self._clock.monotonic()) else self.membership.fence
+        return None if own.fenced(self._clock.boottime()) else self.membership.fence
 
-    def _may_send(self, host: str) -> bool:
-        """Ownership rule 5 at send time (lease_runner rule 6): the frontier's owned set lags by up to
+    def _permit(self, host: str) -> SendLeave | None:
+        """Ownership rule 10 at send time (lease_runner rule 6): the frontier's owned set lags by up to
         :data:`SYNC_EVERY`, and a woken process runs its fetch tasks before its sync loop."""
-        return self.membership.ownership.may_lease(slice_of(host), self._clock.monotonic())
+        own, clock = self.membership.ownership, self._clock
+        permit = own.permit(slice_of(host), clock.boottime())
+        if permit is None:
+            return None
+        return SendLeave(lambda: own.permitted(permit, clock.boottime()),
+                         lambda: own.may_go_on(permit, clock.boottime()))
 
     def sync_owned(self) -> None:
         if self._crawler is not None:
-            self._crawler.member.set_owned(self.membership.leasable())
+            self._crawler.member.set_owned(self.membership.leasable(), hold=ABORT_BOUND)  # ownership rule 11
 
     async def leave(self) -> None:
         """Checkpoint, hand every slice over and revoke the lease (graceful stop; the crawler still
@@ -262,7 +290,7 @@ class ClusterNode:
     def _shipped(self) -> tuple[frozenset[int], frozenset[int]] | None:
         """The slices a checkpoint round ships and those it carries (failover rule 4)."""
         own = self.membership.ownership
-        if own.fenced(self._clock.monotonic()):
+        if own.fenced(self._clock.boottime()):
             return None
         return own.held, own.wanted - own.held
 
@@ -344,7 +372,7 @@ class ClusterNode:
             await asyncio.sleep(SYNC_EVERY)  # the claims a change starts go first (strays() skips them)
             crawler = self._crawler
             own = self.membership.ownership
-            if crawler is None or self._leaving or own.fenced(self._clock.monotonic()):
+            if crawler is None or self._leaving or own.fenced(self._clock.boottime()):
                 continue
             strays = own.strays(crawler.frontier.unowned_queued())
             if strays:
@@ -359,9 +387,16 @@ class ClusterNode:
         while True:
             await asyncio.sleep(SYNC_EVERY)
             self.sync_owned()
+            if self._crawler is not None:  # ownership rule 10: within ABORT_BOUND of the fence
+                aborted = self._crawler.member.abort_unpermitted()
+                if aborted:
+                    log.warning("aborted %d requests in flight: the lease they were sent under ran out or "
+                                "was lost; their URLs stay queued", aborted)
             beat += 1
             if beat % 10 == 0:  # batches that were in flight at the change come back here
                 self._reroute()
+                if self._crawler is not None:
+                    self._rate.add(self._clock.monotonic(), self._crawler.member.fetches)
 
     # -- receiving ----------------------------------------------------------------------------------
 
@@ -401,7 +436,21 @@ class ClusterNode:
         raise web.HTTPUpgradeRequired(text=why)
 
     async def _handle_batch(self, request: web.Request) -> web.Response:
-        reply = await self.receiver.receive(await self._read(request, MAX_BATCH_BYTES))
+        body = await self._read(request, MAX_BATCH_BYTES)
+        if (value := request.headers.get(FENCE_HEADER)) is not None:  # none: a node of 0.2.0 (rule 8)
+            try:
+                fence = read_fence_header(value, body, self._verify)
+            except SignatureError as exc:
+                self.receiver.unauthorized += 1
+                return web.Response(status=401, text=str(exc))
+            except HandoffError as exc:
+                self.receiver.bad += 1
+                return web.Response(status=400, text=str(exc))
+            refused = await self._refusal(fence, "hand-off batch")
+            if refused is not None:
+                self.batches_refused += refused.status == 410
+                return refused
+        reply = await self.receiver.receive(body)
         headers = {"Retry-After": f"{reply.retry_after:.3f}"} if reply.status == "busy" else None
         if reply.status == "ok":  # acknowledged with a proof of the secret (auth rule 4)
             headers = self.auth.ack(PATH, request.headers.get(AUTH_HEADER, ""))
@@ -429,16 +478,11 @@ class ClusterNode:
             bundle = await asyncio.to_thread(SliceBundle.read, BytesIO(body))
         except (BundleError, ValueError) as exc:
             return web.Response(status=400, text=str(exc))
-        if (fence := bundle.fence) is not None:
-            try:
-                why = await self._stale(fence)
-            except Exception as exc:  # etcd unreachable: it cannot be proved current; the sender retries
-                return web.Response(status=503, text=f"cannot check the fencing token: {exc}")
-            if why is not None:
-                self.bundles_refused += 1
-                log.warning("refused a stale bundle of %d slices: %s", len(bundle.ids), why)
-                return web.Response(status=410, text=f"stale fencing token: {why}")
-            self._newest[fence.node] = max(self._newest.get(fence.node, 0), fence.revision)
+        if bundle.fence is not None:
+            refused = await self._refusal(bundle.fence, f"bundle of {len(bundle.ids)} slices")
+            if refused is not None:
+                self.bundles_refused += refused.status == 410
+                return refused
         report = self._crawler.member.adopt(bundle, self._clock.wall())
         await self._crawler.commit()
         if self.failover is not None:
@@ -448,6 +492,20 @@ class ClusterNode:
         log.info("adopted %d slices from %s: %s", len(bundle.ids), request.remote, report)
         ack = self.auth.ack(ADOPT_PATH, request.headers.get(AUTH_HEADER, ""))
         return web.Response(text="adopted", headers=ack)
+
+    async def _refusal(self, fence: Fence, what: str) -> web.Response | None:
+        """The answer that refuses ``what`` came with ``fence`` (rule 8): 410 when the token is stale (a
+        WARNING names why), 503 when etcd cannot tell (the sender tries again); None to take it, the
+        token then being the newest seen from its node."""
+        try:
+            why = await self._stale(fence)
+        except Exception as exc:  # etcd unreachable: it cannot be proved current; the sender retries
+            return web.Response(status=503, text=f"cannot check the fencing token: {exc}")
+        if why is not None:
+            log.warning("refused a stale %s: %s", what, why)
+            return web.Response(status=410, text=f"stale fencing token: {why}")
+        self._newest[fence.node] = max(self._newest.get(fence.node, 0), fence.revision)
+        return None
 
     async def _stale(self, fence: Fence) -> str | None:
         """Why a bundle carrying ``fence`` is stale (rule 8), from the member list, or from etcd read
@@ -488,7 +546,7 @@ class ClusterNode:
                 chunks = bundle_chunks(frontier, group, self._clock.wall(), max_bytes=self._chunk_bytes,
                                        fence=token)
                 for chunk, body in chunks:
-                    if self.membership.fence != token or own.fenced(self._clock.monotonic()):
+                    if self.membership.fence != token or own.fenced(self._clock.boottime()):
                         raise PolecatError("the lease this hand-over began under is gone: abandoned")
                     if not await self._send_bundle(owner, addresses[owner], body):
                         break  # its new owner left meanwhile: the rest stays here for the next change

@@ -13,8 +13,9 @@ Rules:
   (tests/test_service_metrics.py runs it on a live node's scrape).
 - A node in a cluster adds ``polecat_cluster_*`` from its :class:`~polecat.cluster.stats.ClusterStats`
   record (read through a callable, as the service sits below the processes that run the cluster):
-  fenced, lease age, slices owned / wanted / stray, stray URLs, hand-over bundles by outcome, and
-  checkpoint rounds, failures and age. A gauge with nothing to say (no lease, no round yet) has no sample.
+  fenced, lease age, slices owned / wanted / stray, stray URLs, hand-over bundles by outcome, hand-off
+  batches refused as stale, and checkpoint rounds, failures and age. A gauge with nothing to say (no
+  lease, no round yet) has no sample.
 """
 
 from __future__ import annotations
@@ -183,6 +184,8 @@ def _cluster(cs: ClusterStats) -> Iterator[CounterMetricFamily | GaugeMetricFami
                  cs.incompatible_members)
     yield _counter("polecat_cluster_wire_refused", "Internal requests refused for their wire versions",
                    cs.wire_refused)
+    yield _counter("polecat_cluster_batches_refused", "Hand-off batches refused as stale (a fencing token "
+                   "of a lease that is gone)", cs.batches_refused)
     yield _counter("polecat_cluster_checkpoint_rounds", "Slice checkpoint rounds shipped",
                    cs.checkpoint_rounds)
     yield _counter("polecat_cluster_checkpoint_failures", "Slice checkpoint rounds and writes that failed",

@@ -1,5 +1,5 @@
 """In-repo fakes for the cluster seams: a membership whose view a test changes by hand, a transport whose
-answers a test scripts."""
+answers a test scripts, an etcd in memory."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import asyncio
 from collections.abc import AsyncIterator, Iterable
 from functools import partial
 
+from polecat.cluster.etcd import KeyEvent
 from polecat.cluster.membership import Member, view
 from polecat.cluster.receiver import Reply
 
@@ -71,3 +72,55 @@ class FakeTransport:
 
     async def close(self) -> None:
         pass
+
+
+class MemoryEtcd:
+    """An :class:`~polecat.cluster.etcd.EtcdClient` in memory, for one node's tests: leases never expire
+    by themselves (``alive`` says whether keepalives succeed), keys live in a dict, and the watch only
+    waits (the member list is read by ``get_prefix``)."""
+
+    def __init__(self) -> None:
+        self.keys: dict[str, tuple[bytes, int]] = {}
+        """Key -> (value, lease)."""
+        self.revision = 0
+        self.alive = True
+        self._leases = 0
+
+    async def grant(self, ttl: int) -> int:
+        self._leases += 1
+        return self._leases
+
+    async def keepalive(self, lease: int) -> bool:
+        return self.alive
+
+    async def revoke(self, lease: int) -> None:
+        self.keys = {k: v for k, v in self.keys.items() if v[1] != lease}
+
+    async def put(self, key: str, value: bytes, lease: int) -> int:
+        self.revision += 1
+        self.keys[key] = (value, lease)
+        return self.revision
+
+    async def get_prefix(self, prefix: str) -> tuple[dict[str, bytes], int]:
+        return {k: v for k, (v, _) in self.keys.items() if k.startswith(prefix)}, self.revision
+
+    async def watch_prefix(self, prefix: str, start_revision: int) -> AsyncIterator[KeyEvent]:
+        await asyncio.Event().wait()  # changes are read by get_prefix only
+        yield KeyEvent(prefix, None)  # pragma: no cover - never reached: it makes this a generator
+
+    async def create_all(self, values: dict[str, bytes], lease: int) -> bool:
+        if any(k in self.keys for k in values):
+            return False
+        for k, v in values.items():
+            await self.put(k, v, lease)
+        return True
+
+    async def delete_all_if(self, values: dict[str, bytes]) -> bool:
+        if any(self.keys.get(k, (None, 0))[0] != v for k, v in values.items()):
+            return False
+        for k in values:
+            del self.keys[k]
+        return True
+
+    async def close(self) -> None:
+        return None

@@ -2,10 +2,11 @@
 
 Needs the ``etcd`` binary (Debian's ``etcd-server`` 3.4 or newer); :func:`etcd_binary` says where it is.
 ``stop()`` ends the process and removes its data; ``pause()``/``resume()`` stop and continue it
-(SIGSTOP/SIGCONT) so a test can cut nodes off etcd without losing its data. With :class:`EtcdTls` it
-serves TLS only (and, with a client CA, wants a client certificate signed by it);
-:meth:`EtcdServer.enable_auth` turns etcd's users on (a root user, and one user with read and write on a
-key prefix), as ``etcdctl user add`` / ``role grant-permission`` / ``auth enable`` do.
+(SIGSTOP/SIGCONT) so a test can cut nodes off etcd without losing its data; ``halt()`` then ``start()``
+restarts it with its data. With :class:`EtcdTls` it serves TLS only (and, with a client CA, wants a
+client certificate signed by it); :meth:`EtcdServer.enable_auth` turns etcd's users on (a root user, and
+one user with read and write on a key prefix), as ``etcdctl user add`` / ``role grant-permission`` /
+``auth enable`` do.
 """
 
 from __future__ import annotations
@@ -127,7 +128,9 @@ class EtcdServer:
         assert self._proc is not None
         self._proc.send_signal(signal.SIGCONT)
 
-    def stop(self) -> None:
+    def halt(self) -> None:
+        """End the etcd process (SIGTERM, then SIGKILL after 10 s) and keep its data: :meth:`start`
+        again restarts it on the same ports with the same keys and leases."""
         if self._proc is not None:
             self._proc.send_signal(signal.SIGCONT)
             self._proc.terminate()
@@ -137,6 +140,9 @@ class EtcdServer:
                 self._proc.kill()
                 self._proc.wait()
             self._proc = None
+
+    def stop(self) -> None:
+        self.halt()
         shutil.rmtree(self._dir, ignore_errors=True)
 
     def __enter__(self) -> EtcdServer:

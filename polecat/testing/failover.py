@@ -19,7 +19,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -111,10 +111,7 @@ async def run_failover(web: TestWeb, etcd: EtcdServer, work: Path, *, rate: floa
                 procs[node].send_signal(signal.SIGTERM)
                 codes[node] = await wait_exit(procs[node], 60)
     finally:
-        for p in procs.values():
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+        kill_rest(procs.values())
     victim_hosts = frozenset(host_key(u) for u in truth if ring.owner(slice_of(host_key(u))) == victim)
     first = min(r.start for r in web.log if r.start > expired and host_key(r.url) in victim_hosts)
     text = {n: logs[n].read_text() for n in NODES if n != victim}
@@ -123,6 +120,19 @@ async def run_failover(web: TestWeb, etcd: EtcdServer, work: Path, *, rate: floa
     handed = tuple((int(m[1]), float(m[2])) for t in text.values() for m in HANDED.finditer(t))
     return FailoverRun(victim, victim_hosts, len(ring.slices_of(victim)), killed, expired, first, restored,
                        handed, codes, data, logs)
+
+
+def cluster_confs(web: TestWeb, etcd: str, work: Path, nodes: Iterable[str], *, first_ip: int, rate: float,
+                  ttl: int, interval: float = 0.5) -> dict[str, Path]:
+    """A ``polecat node`` config for each of ``nodes``, the k-th listening on 127.0.0.<first_ip + k>,
+    data in ``work/<node>``, checkpoints in ``work/checkpoints``; its log goes to ``work/<node>.log``."""
+    confs = {}
+    for k, node in enumerate(nodes):
+        host = f"127.0.0.{first_ip + k}"
+        confs[node] = work / f"{node}.toml"
+        confs[node].write_text(node_toml(web, work / node, f"{host}:{loopback_port(host)}", etcd, node,
+                                         f"file://{work}/checkpoints", rate=rate, ttl=ttl, interval=interval))
+    return confs
 
 
 def loopback_port(host: str) -> int:
@@ -157,6 +167,25 @@ async def wait_exit(proc: subprocess.Popen[bytes], within: float) -> int:
             raise AssertionError(f"node {proc.pid} did not exit within {within} s of SIGTERM")
         await asyncio.sleep(0.05)
     return code
+
+
+async def stop_all(procs: Mapping[str, subprocess.Popen[bytes]], logs: Mapping[str, Path],
+                   within: float = 60) -> None:
+    """SIGTERM every node at once; each must then exit with 0 within ``within`` seconds (an
+    AssertionError shows the tail of its log otherwise)."""
+    for p in procs.values():
+        p.send_signal(signal.SIGTERM)
+    for n, p in procs.items():
+        assert await wait_exit(p, within) == 0, logs[n].read_text()[-3000:]
+
+
+def kill_rest(procs: Iterable[subprocess.Popen[bytes]]) -> None:
+    """SIGKILL and reap the nodes still running (a stopped one is continued first, so that it dies)."""
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGCONT)
+            p.kill()
+            p.wait()
 
 
 async def _lease_expiry(etcd: EtcdServer, node: str, within: float) -> float:

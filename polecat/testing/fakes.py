@@ -10,15 +10,17 @@
 
 from __future__ import annotations
 
+import asyncio
 from bisect import bisect_left, bisect_right, insort
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from types import TracebackType
 from typing import TypeVar, get_args
 
-from polecat.errors import FetchError, NotFound
+from polecat.errors import FetchError, NotFound, RequestWithheld
 from polecat.fetch.dns import DnsStats
 from polecat.fetch.http import RedirectPacer, Response, StreamChoice
+from polecat.fetch.pool import SendGate
 from polecat.frontier.handover_ranges import SLICED_TABLES
 from polecat.frontier.slices import slice_prefix
 from polecat.frontier.tables import Lookup
@@ -35,16 +37,26 @@ class FakeClock:
         self._offset = wall - monotonic
         self._mono = monotonic
         self._tick = tick
+        self._slept = 0.0
+        """Seconds the machine was suspended (:meth:`suspend`): boottime and wall counted them."""
 
     def monotonic(self) -> float:
         self._mono += self._tick
         return self._mono
 
     def wall(self) -> float:
-        return self.monotonic() + self._offset
+        return self.monotonic() + self._offset + self._slept
+
+    def boottime(self) -> float:
+        return self.monotonic() + self._slept
 
     def advance(self, seconds: float) -> None:
         self._mono += seconds
+
+    def suspend(self, seconds: float) -> None:
+        """The machine slept ``seconds``: the wall clock and boottime moved, the monotonic clock did not
+        (polecat/clock.py rule 4)."""
+        self._slept += seconds
 
 
 class MemoryPageStore:
@@ -136,12 +148,18 @@ class FakeResolver:
 @dataclass
 class FakeFetcher:
     """Answers from ``pages`` (URL -> :class:`Canned`; unknown URLs get 404), timed by ``clock``;
-    ``calls`` lists the URLs asked for, in order."""
+    ``calls`` lists the URLs answered, in order."""
 
     clock: FakeClock
     pages: dict[str, Canned] = field(default_factory=dict)
     calls: list[str] = field(default_factory=list)
     resolver: FakeResolver = field(default_factory=FakeResolver)
+    sent: list[str] = field(default_factory=list)
+    """The URLs whose request went out (its send gate, if any, was open)."""
+    connecting: asyncio.Event | None = None
+    """Set: every request waits for it before its send gate is asked (a slow connect)."""
+    answering: asyncio.Event | None = None
+    """Set: every request sent waits for it before its response comes (a request in flight)."""
 
     async def __aenter__(self) -> FakeFetcher:
         return self
@@ -168,8 +186,9 @@ class FakeFetcher:
                         len(canned.body))
 
     async def fetch(self, url: str, *, etag: str | None = None, last_modified: str | None = None,
-                    stream: StreamChoice | None = None, max_bytes: int | None = None) -> Response:
-        resp = self.respond(url)
+                    stream: StreamChoice | None = None, max_bytes: int | None = None,
+                    gate: SendGate | None = None) -> Response:
+        resp = await self._gated(url, gate)
         sink = stream(resp.status, resp.content_type) if stream is not None else None
         if sink is None:
             return resp
@@ -182,7 +201,20 @@ class FakeFetcher:
                 break
         return replace(resp, body=b"", truncated=cut, streamed=True)
 
-    async def fetch_robots(self, url: str, *, pacer: RedirectPacer | None = None) -> Response:
+    async def fetch_robots(self, url: str, *, pacer: RedirectPacer | None = None,
+                           gate: SendGate | None = None) -> Response:
+        return await self._gated(url, gate)
+
+    async def _gated(self, url: str, gate: SendGate | None) -> Response:
+        """The real fetcher's order: a connect (``connecting``, when set, is waited for), the gate asked
+        with no wait before the send (polecat/fetch/pool.py rule 8), the response (``answering``)."""
+        if self.connecting is not None:
+            await self.connecting.wait()
+        if gate is not None and not gate():
+            raise RequestWithheld(f"{url}: the send gate closed")
+        self.sent.append(url)
+        if self.answering is not None:
+            await self.answering.wait()
         return self.respond(url)
 
 
