@@ -30,6 +30,7 @@ from polecat.frontier.slices import slice_of
 from polecat.hosts import host_key
 
 if TYPE_CHECKING:
+    from polecat.cluster.claimlink import ContentClaims
     from polecat.frontier.frontier import Frontier
 
 
@@ -50,6 +51,10 @@ class LinkStats:
     busy_replies: int
     send_failures: int
     bytes_sent: int
+    content_copies: int = 0
+    """Pages stored as revisits of a copy the crawl stored first (content claims)."""
+    claims_unanswered: int = 0
+    """Pages stored in full, marked, because their content claim had no answer in time."""
 
 
 class ClusterLink:
@@ -66,6 +71,9 @@ class ClusterLink:
         self._max_backlog = max_backlog
         self.routed_out = 0
         self.pauses = 0
+        self.claims: ContentClaims | None = None
+        """The member's content claims (polecat/cluster/claims.py), when the crawl stores each body once
+        across members; the node holds pages there until their owner answers."""
         self.may_send: Callable[[str], bool] | None = None
         """Set by a node whose ownership can be lost (etcd): whether a request to a host may be sent now
         (checked again at send time: polecat/node/lease_runner.py rule 6). None: always."""
@@ -126,6 +134,8 @@ class ClusterLink:
 
     def stats(self) -> LinkStats:
         s = self.handoff.sender
+        claims = self.claims.stats() if self.claims is not None else None
         return LinkStats(self.routed_out, self.handoff.urls_acked, self.receiver.urls, self.handoff.backlog(),
                          self.receiver.inbox.refused, self.pauses, s.busy_replies, s.failures,
-                         self.handoff.bytes_sent)
+                         self.handoff.bytes_sent, claims.copies if claims else 0,
+                         claims.unanswered if claims else 0)

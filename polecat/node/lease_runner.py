@@ -167,7 +167,9 @@ class LeaseRunner:
         _log_response(lease, resp)
         self._counters.bytes_fetched += resp.wire_bytes
         await self._commits.frontier_free.wait()  # the pipeline queues outlinks and reads the near index
-        return self._pipeline.handle(lease, resp, started)
+        completion = self._pipeline.handle(lease, resp, started)
+        await self._pipeline.stored(lease.url)  # a page held for its content claim's answer
+        return completion
 
 
 def dns_name(host: str) -> str:

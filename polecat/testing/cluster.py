@@ -9,6 +9,7 @@ from functools import partial
 
 from polecat.cluster.membership import Member, view
 from polecat.cluster.receiver import Reply
+from polecat.cluster.unixwire import FrameReceiver
 
 
 class FakeMembership:
@@ -68,6 +69,27 @@ class FakeTransport:
     async def post(self, address: str, data: bytes) -> Reply:
         self.posts[address] = self.posts.get(address, 0) + 1
         return self.reply
+
+    async def close(self) -> None:
+        pass
+
+
+class LoopbackTransport:
+    """A :class:`~polecat.cluster.transport.Transport` that hands each post to the receiver registered at
+    its address, in this process; an address in ``down`` (or with no receiver) answers "error", as a
+    member that is not listening does."""
+
+    def __init__(self) -> None:
+        self.receivers: dict[str, FrameReceiver] = {}
+        self.down: set[str] = set()
+        self.posts = 0
+
+    async def post(self, address: str, data: bytes) -> Reply:
+        self.posts += 1
+        receiver = self.receivers.get(address)
+        if receiver is None or address in self.down:
+            return Reply("error", detail=f"ConnectionRefusedError: nobody at {address}")
+        return await receiver.receive(data)
 
     async def close(self) -> None:
         pass
