@@ -31,10 +31,14 @@ from polecat.cluster.receiver import HandoffReceiver
 from polecat.cluster.ring import Ring
 from polecat.store.base import FetchRecord, content_hash
 from polecat.testing.cluster import LoopbackTransport
+from polecat.testing.etcd import EtcdServer
 from polecat.testing.fakes import MemoryPageStore
 from polecat.testing.sitegen import Site, SiteSpec
 from tests.conftest import TestWebFactory
+from tests.crawl_helpers import page_requests
 from tests.replay_helpers import replay
+from tests.service_helpers import wait_for
+from tests.test_cluster_nodes import _start as start_cluster_node
 from tests.test_crawl_restart import crawl_cmd
 
 T0 = 1_790_000_000.0
@@ -264,3 +268,33 @@ def test_mirror_hosts_serve_their_sources_pages_byte_for_byte_or_one_token_apart
             assert len(set(mine.split()) ^ set(theirs.split())) == 2  # one footer token
     with pytest.raises(ValueError, match="mirror_hosts"):
         SiteSpec(hosts=4, mirror_hosts=3)
+
+
+async def test_three_etcd_nodes_store_each_body_of_a_mirrored_web_once(
+        test_web: TestWebFactory, etcd_server: EtcdServer, tmp_path: Path) -> None:
+    web = test_web(SiteSpec(hosts=9, pages_per_host=20, seed=8, mirror_hosts=4, dup_ratio=0.1))
+    truth = web.ground_truth("host")
+    nodes = [await start_cluster_node(web, etcd_server, tmp_path, k, 50.0) for k in range(3)]
+    try:
+        await wait_for(lambda: set(page_requests(web)) >= truth, 120, "every page fetched")
+    finally:
+        for svc, _ in nodes:
+            svc.stop()
+        for _, task in nodes:
+            assert await asyncio.wait_for(task, 60) == 0
+    dirs = [str(tmp_path / f"n{k}") for k in range(3)]
+    warc = tmp_path / "all.warc.gz"
+    export = await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "polecat", "store", "export",
+                                                      *dirs, "--warc", str(warc)],
+                                     capture_output=True, text=True, timeout=120)
+    assert export.returncode == 0, export.stderr
+    pages = {u: b for u, b in replay(warc).items() if not u.endswith("/robots.txt")}
+    assert set(pages) >= truth
+    listed = await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "polecat", "pages", *dirs,
+                                                      "--format", "jsonl"],
+                                     capture_output=True, text=True, timeout=120, check=True)
+    rows = [json.loads(line) for line in listed.stdout.splitlines() if "/robots.txt" not in line]
+    stored = Counter(r["hash"] for r in rows if r["outcome"] == "fetched")
+    assert set(stored.values()) == {1} and len(stored) == len(set(pages.values()))
+    assert sum(svc.cluster.claims.stats().copies for svc, _ in nodes
+               if svc.cluster is not None and svc.cluster.claims is not None) > 0

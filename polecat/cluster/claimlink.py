@@ -84,6 +84,10 @@ class ContentClaims:
         self.copies = 0
         self.bad_frames = 0
 
+    def set_addresses(self, addresses: Mapping[str, str]) -> None:
+        """The members' addresses from a new member list (an etcd cluster's membership changes)."""
+        self._addresses = dict(addresses)
+
     def bind(self, store: PageStore) -> None:
         """The store the held pages go to."""
         self._store = store
@@ -100,7 +104,9 @@ class ContentClaims:
         return stored
 
     def _apply(self, outcomes: list[Outcome]) -> None:
-        assert self._store is not None, "ContentClaims.bind(store) first"
+        if not outcomes:
+            return
+        assert self._store is not None, "ContentClaims.bind(store) first: only a bound member holds pages"
         for o in outcomes:
             record, body, stored = self._held.pop(o.seq)
             try:

@@ -38,6 +38,11 @@ Rules:
    is fenced. A receiver refuses a stale bundle with 410 and a WARNING naming why, and counts it; the
    sender abandons that hand-over (the decision was void). A bundle without a token (from a node of an
    older release) is adopted as before.
+9. Content claims (polecat/cluster/claims.py) run as between ``--workers``: content slices are owned by
+   the Ring of the latest member list, claim frames are signed like batches and travel on the batches'
+   route (``POST /handoff``, told apart by their magic). A member list change moves content slices with
+   no hand-over: the new owner's book starts empty for them (a later copy is stored in full once), and
+   a claim sent to a member that left is answered by nobody (its pages are stored in full, marked).
 """
 
 from __future__ import annotations
@@ -59,6 +64,8 @@ from polecat.cluster.auth import AUTH_HEADER, hmac_signer, hmac_verifier, reques
 from polecat.cluster.batch import MAX_BATCH_BYTES, Batch, HandoffUrl
 from polecat.cluster.checkpoints import CheckpointStore
 from polecat.cluster.chunks import CHUNK_BYTES, bundle_chunks
+from polecat.cluster.claimlink import ContentClaims
+from polecat.cluster.claimwire import is_claim_frame
 from polecat.cluster.etcd import EtcdMembership
 from polecat.cluster.failover import Failover
 from polecat.cluster.handoff import Handoff
@@ -121,6 +128,11 @@ class ClusterNode:
                                          clock=clock, on_release=self._hand_over,
                                          on_restore=self.failover.restore if self.failover else None)
         self.receiver = HandoffReceiver(self._sink, capacity=cc.inbox_urls, verify=self._verify)
+        self.claims = ContentClaims(self.me.id, self._content_owner, self.transport, {},
+                                    capacity=cc.claim_pages, wait=cc.claim_wait, book_capacity=cc.claim_book,
+                                    sign=self._sign, verify=self._verify, clock=clock) \
+            if cc.content_claims else None
+        """Rule 9."""
         self._fresh = not (cfg.data_dir / "frontier").exists()
         """No frontier on disk before this start (a new node, or one whose disk was lost)."""
         self.link: ClusterLink | None = None
@@ -152,6 +164,7 @@ class ClusterNode:
         await self.membership.resync()
         self.link = ClusterLink(self.membership, self.handoff, self.receiver, max_backlog=self._max_backlog)
         self.link.may_send = self._may_send
+        self.link.claims = self.claims
         self._follow(self.membership.members())
         return self.link
 
@@ -162,6 +175,8 @@ class ClusterNode:
         self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=HANDOVER_TIMEOUT))
         self._tasks += [asyncio.create_task(self.handoff.run()), asyncio.create_task(self._views()),
                         asyncio.create_task(self._sync_loop()), asyncio.create_task(self._reconcile_loop())]
+        if self.claims is not None:
+            self._tasks.append(asyncio.create_task(self.claims.run()))
         if self.failover is not None:
             self.failover.attach(crawler.member)
             self._tasks += [asyncio.create_task(self.failover.run(self._shipped)),
@@ -195,6 +210,10 @@ class ClusterNode:
         own = self.membership.ownership
         return None if own.fenced(self._clock.monotonic()) else self.membership.fence
 
+    def _content_owner(self, content_slice: int) -> str:
+        """Rule 9: the owner of a content slice under the latest member list's Ring."""
+        return self.link.ring.owner(content_slice) if self.link is not None else self.me.id
+
     def _may_send(self, host: str) -> bool:
         """Ownership rule 5 at send time (lease_runner rule 6): the frontier's owned set lags by up to
         :data:`SYNC_EVERY`, and a woken process runs its fetch tasks before its sync loop."""
@@ -225,6 +244,8 @@ class ClusterNode:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
+        if self.claims is not None:
+            await self.claims.close()
         if self._session is not None:
             await self._session.close()
         await self.transport.close()
@@ -247,6 +268,8 @@ class ClusterNode:
         assert self.link is not None
         self.link.set_members(members)
         self.handoff.set_addresses({m.id: m.address for m in members if m.id != self.me.id})
+        if self.claims is not None:
+            self.claims.set_addresses({m.id: m.address for m in members})
         self.sync_owned()
         self._reroute()
         self._reconcile.set()
@@ -350,7 +373,11 @@ class ClusterNode:
             raise
 
     async def _handle_batch(self, request: web.Request) -> web.Response:
-        reply = await self.receiver.receive(await self._read(request, MAX_BATCH_BYTES))
+        data = await self._read(request, MAX_BATCH_BYTES)
+        if self.claims is not None and is_claim_frame(data):  # rule 9: claims share the batches' route
+            claimed = await self.claims.receive(data)
+            return web.Response(status=_STATUS[claimed.status], text=claimed.detail)
+        reply = await self.receiver.receive(data)
         headers = {"Retry-After": f"{reply.retry_after:.3f}"} if reply.status == "busy" else None
         if reply.status == "ok" and self.failover is not None:  # committed now: that round will hold it
             headers = {ROUND_HEADER: str(self.failover.covering_round())}
