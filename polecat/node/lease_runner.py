@@ -16,6 +16,9 @@ Rules:
 6. In a cluster whose ownership can be lost (etcd), ownership is checked again just before the request
    is sent (``may_send``), not only when the URL was leased: a node frozen between the two (a GC pause,
    a paused VM) wakes fenced and withdraws the lease (the URL stays queued; not counted as a fetch).
+7. A page the pipeline holds for its content claim's answer (polecat/cluster/claimlink.py) is completed
+   once it is stored (at most ``cluster.claim_wait`` later): the frontier never records as done a page
+   whose store record is not written, and a page held when the node dies is fetched again.
 """
 
 from __future__ import annotations
@@ -168,7 +171,7 @@ class LeaseRunner:
         self._counters.bytes_fetched += resp.wire_bytes
         await self._commits.frontier_free.wait()  # the pipeline queues outlinks and reads the near index
         completion = self._pipeline.handle(lease, resp, started)
-        await self._pipeline.stored(lease.url)  # a page held for its content claim's answer
+        await self._pipeline.stored(lease.url)  # rule 7
         return completion
 
 
