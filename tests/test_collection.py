@@ -124,3 +124,21 @@ def test_workers_and_separate_data_dirs_export_as_one_replayable_collection(test
         assert served_page is not None and pages[url] == web.site.render(served_page, web.port), url
     status = polecat("status", str(workers), str(single))
     assert f"fetched {len(web.ground_truth('host'))}" in status.stdout, status.stdout
+
+
+def test_a_revisit_whose_body_its_own_store_got_later_still_replays(tmp_path: Path) -> None:
+    """Node B recorded /mirror as a copy of A's page, then stored the same body itself (a copy whose claim
+    had no answer): the revisit, written without a date, is resolved all the same."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    with open_store(a / "store", StoreConfig()) as s:
+        s.put(FetchRecord.for_body("http://a.test/shared", page(2), fetched_at=T0, headers=HTML), page(2))
+    with open_store(b / "store", StoreConfig()) as s:
+        copy = FetchRecord.for_body("http://b.test/mirror", page(2), fetched_at=T0 + 1, headers=HTML)
+        s.put(FetchRecord(copy.url, copy.fetched_at, 200, HTML, copy.content_hash, copy.size,
+                          duplicate_of="http://a.test/shared", kind="revisit"), None)
+        s.put(FetchRecord.for_body("http://b.test/late", page(2), fetched_at=T0 + 2, headers=HTML), page(2))
+    warc = tmp_path / "x.warc.gz"
+    run = polecat("store", "export", str(b), str(a), "--warc", str(warc))
+    assert run.returncode == 0, run.stderr
+    assert replay(warc) == {"http://a.test/shared": page(2), "http://b.test/mirror": page(2),
+                            "http://b.test/late": page(2)}

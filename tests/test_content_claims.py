@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import subprocess
 import sys
 from collections import Counter
@@ -39,7 +41,8 @@ from tests.crawl_helpers import page_requests
 from tests.replay_helpers import replay
 from tests.service_helpers import wait_for
 from tests.test_cluster_nodes import _start as start_cluster_node
-from tests.test_crawl_restart import crawl_cmd
+from tests.test_cluster_workers import worker_pids
+from tests.test_crawl_restart import crawl_cmd, finish, start, wait_for_requests
 
 T0 = 1_790_000_000.0
 
@@ -273,7 +276,7 @@ def test_mirror_hosts_serve_their_sources_pages_byte_for_byte_or_one_token_apart
 async def test_three_etcd_nodes_store_each_body_of_a_mirrored_web_once(
         test_web: TestWebFactory, etcd_server: EtcdServer, tmp_path: Path) -> None:
     web = test_web(SiteSpec(hosts=9, pages_per_host=20, seed=8, mirror_hosts=4, dup_ratio=0.1))
-    truth = web.ground_truth("host")
+    truth = web.ground_truth("any")
     nodes = [await start_cluster_node(web, etcd_server, tmp_path, k, 50.0) for k in range(3)]
     try:
         await wait_for(lambda: set(page_requests(web)) >= truth, 120, "every page fetched")
@@ -298,3 +301,29 @@ async def test_three_etcd_nodes_store_each_body_of_a_mirrored_web_once(
     assert set(stored.values()) == {1} and len(stored) == len(set(pages.values()))
     assert sum(svc.cluster.claims.stats().copies for svc, _ in nodes
                if svc.cluster is not None and svc.cluster.claims is not None) > 0
+
+
+def test_a_worker_killed_mid_crawl_costs_no_page_of_its_siblings(test_web: TestWebFactory,
+                                                                  tmp_path: Path) -> None:
+    """The owner of half the content slices dies (kill -9) and is restarted: its siblings' pages whose
+    claims it never answered are stored in full (marked) or claimed again from its successor; none is
+    lost, and the crawl ends."""
+    web = test_web(SiteSpec(hosts=12, pages_per_host=40, seed=6, mirror_hosts=6, dup_ratio=0.1))
+    data = tmp_path / "data"
+    proc = start(crawl_cmd(web, data, 10.0, "--workers", "2"), data)
+    wait_for_requests(web, 120, proc)
+    victims = worker_pids(proc.pid)
+    assert len(victims) == 2, victims
+    os.kill(victims[0], signal.SIGKILL)
+    code, output = finish(proc, timeout=240)
+    assert code == 0, output
+    assert set(page_requests(web)) == web.ground_truth("any")
+    warc = tmp_path / "all.warc.gz"
+    export = subprocess.run([sys.executable, "-m", "polecat", "store", "export", str(data), "--warc",
+                             str(warc)], capture_output=True, text=True, timeout=120)
+    assert export.returncode == 0, export.stderr
+    pages = {u for u in replay(warc) if not u.endswith("/robots.txt")}
+    assert pages == web.ground_truth("any")  # every page, each replayable
+    verify = subprocess.run([sys.executable, "-m", "polecat", "store", "verify", str(data)],
+                            capture_output=True, text=True, timeout=120)
+    assert verify.returncode == 0, verify.stdout + verify.stderr

@@ -19,9 +19,10 @@ Rules:
 5. A near-duplicate whose own page the store keeps (polecat/store/delta.py) is exported as the ``response``
    record of that page, with its full payload, not as the store's revisit: replay tools return every
    page's own bytes. A near-duplicate crawled with ``dedup.near_duplicates = "drop"`` stays a revisit.
-6. One collection over several stores (the workers of a crawl, the nodes of a cluster): a revisit whose
-   original body another store of the export holds (a copy found first by another worker or node) is
-   written with that original's ``WARC-Refers-To-Target-URI``, ``WARC-Refers-To-Date`` and
+6. One collection over several stores (the workers of a crawl, the nodes of a cluster): a revisit
+   written without a ``WARC-Refers-To-Date`` (its original was in another store: a copy found first by
+   another worker or node) is written with the original's (from whichever store of the export holds the
+   body) ``WARC-Refers-To-Target-URI``, ``WARC-Refers-To-Date`` and
    ``WARC-Payload-Digest`` (its record id kept), and its CDXJ line carries that digest, so replay tools
    resolve it to the right bytes whichever store held them (:class:`Originals`).
 """
@@ -135,7 +136,7 @@ class WarcExport:
                 self.result.skipped.append((entry, str(exc)))
                 continue
             records = [r for r in warc.split_records(raw) if not _is_warcinfo(r)]
-            original = self._elsewhere(store, record)
+            original = self._unresolved(record, records[-1])
             if original is not None:  # rule 6
                 record_id = warc.decode(records[-1]).fields.get("warc-record-id")
                 records[-1] = warc.encode_revisit(record, (original.url, original.fetched_at),
@@ -152,9 +153,10 @@ class WarcExport:
                                                original.sha256 if original is not None else None))
             self.result.written += 1
 
-    def _elsewhere(self, store: SegmentStore, record: FetchRecord) -> Original | None:
-        """The original of a revisit whose body this store lacks, from another store (rule 6)."""
-        if self._originals is None or record.kind != "revisit" or store.has(record.content_hash):
+    def _unresolved(self, record: FetchRecord, raw: bytes) -> Original | None:
+        """The original of a revisit written without one (its body was in no store of its own then; it may
+        be there now, stored later by another copy), from any store of the collection (rule 6)."""
+        if self._originals is None or record.kind != "revisit" or _has_field(raw, b"WARC-Refers-To-Date"):
             return None
         return self._originals.find(record.content_hash)
 
@@ -176,8 +178,13 @@ def whole_response(store: SegmentStore, revisit: FetchRecord, raw: bytes) -> tup
 
 
 def _is_warcinfo(record: bytes) -> bool:
+    return _has_field(record, b"WARC-Type: warcinfo")
+
+
+def _has_field(record: bytes, field: bytes) -> bool:
+    """Whether the WARC head of ``record`` has a line starting with ``field``."""
     head = record[: record.find(b"\r\n\r\n")]
-    return b"\r\nWARC-Type: warcinfo\r\n" in head + b"\r\n"
+    return b"\r\n" + field in head
 
 
 def surt(url: str) -> str:

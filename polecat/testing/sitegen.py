@@ -111,7 +111,10 @@ class SiteSpec:
     """The last ``mirror_hosts`` hosts mirror the first ones (host ``hosts - mirror_hosts + j`` copies
     host ``j``): the same paths, each page's body byte for byte (a ``mirror``), links without a host
     staying on the mirror, or with ``mirror_near_ratio`` of the pages one footer token changed (a
-    ``near_mirror``): cross-host copies and near-copies, as content dedup across a crawl meets them."""
+    ``near_mirror``): cross-host copies and near-copies, as content dedup across a crawl meets them.
+    A mirror's page may be linked only in absolute form (to its source's copy) from its host's other
+    pages, and reached through another host's links: when every host is a seed, compare a crawl of such a
+    site with ``ground_truth(site, port, "any")``, not ``"host"``."""
     mirror_near_ratio: float = 0.0
 
     def __post_init__(self) -> None:
