@@ -27,6 +27,12 @@ Rules (this module owns them):
    (:meth:`ClaimQueue.drain`): a page is never dropped, and the crawl never waits for an owner longer
    than ``wait``.
 6. An answer that names no waiting page (late, repeated, forged seq) is ignored and counted.
+
+Known gap: the owner answers "copy" as soon as the first claim is recorded, not once the first page is
+durable in its claimer's store. If that claimer dies before its next store flush, it fetches the page
+again after its restart and its claim (same URL) is "first" again, so the copy's revisit resolves, but
+only if the page still has the same bytes; a page that changed in between leaves the copy a revisit of
+a body no store holds. Answering only durable claims (the claimer reporting its flushes) closes it.
 """
 
 from __future__ import annotations
