@@ -22,8 +22,17 @@ from typing import Any
 
 from polecat.clock import SYSTEM_CLOCK, Clock
 from polecat.cluster.batch import HandoffError, Signer, Verifier
-from polecat.cluster.claims import RETRY_AFTER, UNANSWERED, Answer, Claim, ClaimBook, ClaimQueue, Outcome
-from polecat.cluster.claimwire import decode, encode_answers, encode_claims, is_claim_frame
+from polecat.cluster.claims import (
+    RETRY_AFTER,
+    UNANSWERED,
+    Answer,
+    Claim,
+    ClaimBook,
+    ClaimQueue,
+    Outcome,
+    Routed,
+)
+from polecat.cluster.claimwire import decode, encode_answers, encode_claims, encode_durable, is_claim_frame
 from polecat.cluster.receiver import HandoffReceiver, Reply
 from polecat.cluster.transport import Transport
 from polecat.store.base import FetchRecord, PageStore
@@ -75,7 +84,9 @@ class ContentClaims:
         self._sign = sign
         self._verify = verify
         self._clock = clock
-        self.queue = ClaimQueue(self_id, owner_of, ClaimBook(book_capacity), capacity=capacity, wait=wait)
+        # The book holds a copy half the claimer's wait, so that the claimer hears "first" before it gives up.
+        self.queue = ClaimQueue(self_id, owner_of, ClaimBook(book_capacity, wait / 2), capacity=capacity,
+                                wait=wait)
         self._held: dict[int, tuple[FetchRecord, bytes, asyncio.Future[None]]] = {}
         self._owed: dict[str, list[Answer]] = {}
         self._store: PageStore | None = None
@@ -133,21 +144,49 @@ class ContentClaims:
             self.bad_frames += 1
             return Reply("bad", detail=str(exc))
         if frame.claims:
-            self._owed.setdefault(frame.sender, []).extend(self.queue.decide(frame.claims))
-            self._wake.set()
+            self._route(self.queue.decide(frame.sender, frame.claims, self._clock.wall()))
+        if frame.durable:
+            self._route(self.queue.durable(frame.sender, frame.durable))
         if frame.answers:
             self._apply(self.queue.answered(frame.answers))
         return Reply("ok")
+
+    def _route(self, answers: Routed) -> None:
+        """Answers of this member's book: its own applied now, the others' sent by :meth:`run`."""
+        mine = []
+        for claimer, answer in answers:
+            if claimer == self._self_id:
+                mine.append(answer)
+            else:
+                self._owed.setdefault(claimer, []).append(answer)
+                self._wake.set()
+        self._apply(self.queue.answered(mine))
+
+    def before_flush(self) -> dict[str, list[bytes]]:
+        """The first pages the coming store flush makes durable, by owner (claims rule 7)."""
+        return self.queue.stored_first()
+
+    def after_flush(self, stored: dict[str, list[bytes]]) -> None:
+        """Report them to their owners now that the flush is done (claims rule 7); undelivered reports
+        only make copies wait their hold out and be stored in full."""
+        for owner, digests in stored.items():
+            if owner == self._self_id:
+                self._route(self.queue.durable(owner, digests))
+            elif (address := self._addresses.get(owner)) is not None:
+                self._spawn(self._post(address, encode_durable(self._self_id, digests, self._sign)))
 
     async def run(self) -> None:
         """Send claims and answers as they become ready, and give up on claims that waited too long."""
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), RETRY_AFTER if self.queue.pending() else None)
+                await asyncio.wait_for(self._wake.wait(), RETRY_AFTER if self.queue.pending() or
+                                       self.queue.holding() else None)
             self._wake.clear()
             await asyncio.sleep(TICK)
             self._send_ready()
-            self._apply(self.queue.expired(self._clock.wall()))
+            now = self._clock.wall()
+            self._route(self.queue.held_copies(now))
+            self._apply(self.queue.expired(now))
 
     def _send_ready(self) -> None:
         for owner, claims in self.queue.batches(self._clock.wall()).items():
@@ -180,7 +219,10 @@ class ContentClaims:
     async def _send_answers(self, peer: str, answers: list[Answer]) -> None:
         address = self._addresses.get(peer)
         if address is not None:  # undelivered answers: the claimer stores its pages in full (rule 5)
-            await self._transport.post(address, encode_answers(self._self_id, answers, self._sign))
+            await self._post(address, encode_answers(self._self_id, answers, self._sign))
+
+    async def _post(self, address: str, data: bytes) -> None:
+        await self._transport.post(address, data)
 
     async def close(self) -> None:
         """Stop sending; a page still held (its lease was cancelled) is stored in full, marked."""

@@ -10,9 +10,13 @@ Rules (this module owns them):
    ``SLICES``), owned by the member the Ring gives that slice, as URL slices are: every member agrees on
    the owner from the member list alone.
 2. The owner's :class:`ClaimBook` answers in arrival order: the first claim of a hash is "first" and
-   recorded; every later claim of it from another URL is a copy of the recorded one. A claim of the
-   recorded URL itself (a claim sent again, a refetch) is "first" again, so a repeat never turns the
-   stored page into a revisit of itself.
+   recorded; a later claim of it from another URL is a copy of the recorded one, answered only once the
+   recorded page is *durable* (its claimer reports the store flush that holds it, :meth:`ClaimBook.durable`):
+   a copy is never made a revisit of a page a crash could still lose. A copy that waited ``hold``
+   seconds for that report takes the record over and is answered "first" (the recorded claimer is dead
+   or slow: both are stored in full, never neither). A claim of the recorded URL itself (a claim sent
+   again, a refetch after a crash) is "first" again, so a repeat never turns the stored page into a
+   revisit of itself.
 3. The book keeps at most ``capacity`` hashes, dropping the oldest: a copy of a dropped hash is stored in
    full again (a missed collapse, never a lost page). It lives for the run (a restarted owner stores
    later copies in full once).
@@ -28,11 +32,8 @@ Rules (this module owns them):
    than ``wait``.
 6. An answer that names no waiting page (late, repeated, forged seq) is ignored and counted.
 
-Known gap: the owner answers "copy" as soon as the first claim is recorded, not once the first page is
-durable in its claimer's store. If that claimer dies before its next store flush, it fetches the page
-again after its restart and its claim (same URL) is "first" again, so the copy's revisit resolves, but
-only if the page still has the same bytes; a page that changed in between leaves the copy a revisit of
-a body no store holds. Answering only durable claims (the claimer reporting its flushes) closes it.
+7. A claimer reports to each owner, after each store flush, the hashes it stored in full on that
+   owner's "first" since the flush before (:meth:`ClaimQueue.stored_first`, sent by the runner).
 """
 
 from __future__ import annotations
@@ -73,30 +74,81 @@ class Answer:
     original: tuple[str, float] | None
 
 
-class ClaimBook:
-    """The owner's record of the first claim of each hash (rules 2 and 3)."""
+@dataclass(slots=True)
+class _First:
+    url: str
+    fetched_at: float
+    claimer: str
+    durable: bool = False
 
-    def __init__(self, capacity: int) -> None:
+
+Routed = list[tuple[str, Answer]]
+"""Answers with the member each goes to."""
+
+
+class ClaimBook:
+    """The owner's record of the first claim of each hash (rules 2 and 3); copies wait at most ``hold``
+    seconds for their original to be durable."""
+
+    def __init__(self, capacity: int, hold: float) -> None:
         self._capacity = capacity
-        self._first: OrderedDict[bytes, tuple[str, float]] = OrderedDict()
+        self._hold = hold
+        self._first: OrderedDict[bytes, _First] = OrderedDict()
+        self._copies: dict[bytes, list[tuple[str, Claim, float]]] = {}
         self.copies = 0
         """Claims answered as copies."""
 
-    def decide(self, claims: Iterable[Claim]) -> list[Answer]:
-        """Answer ``claims`` in order (rule 2)."""
-        answers = []
+    def decide(self, claimer: str, claims: Iterable[Claim], now: float) -> Routed:
+        """Answer ``claimer``'s claims in order (rule 2); a copy of a page not yet durable waits."""
+        out: Routed = []
         for c in claims:
             first = self._first.get(c.digest)
             if first is None:
-                self._first[c.digest] = (c.url, c.fetched_at)
-                if len(self._first) > self._capacity:
-                    self._first.popitem(last=False)
-            elif first[0] != c.url:
+                self._record(c, claimer)
+            elif first.url == c.url:
+                first.claimer = claimer
+            elif first.durable:
                 self.copies += 1
-                answers.append(Answer(c.seq, first))
+                out.append((claimer, Answer(c.seq, (first.url, first.fetched_at))))
                 continue
-            answers.append(Answer(c.seq, None))
-        return answers
+            else:
+                self._copies.setdefault(c.digest, []).append((claimer, c, now))
+                continue
+            out.append((claimer, Answer(c.seq, None)))
+        return out
+
+    def _record(self, c: Claim, claimer: str) -> None:
+        self._first[c.digest] = _First(c.url, c.fetched_at, claimer)
+        if len(self._first) > self._capacity:  # copies waiting on the forgotten one take over by expiry
+            self._first.popitem(last=False)
+
+    def durable(self, claimer: str, digests: Iterable[bytes]) -> Routed:
+        """``claimer`` flushed these first pages (rule 7): the copies waiting on them are answered."""
+        out: Routed = []
+        for d in digests:
+            first = self._first.get(d)
+            if first is None or first.claimer != claimer:
+                continue
+            first.durable = True
+            for who, c, _ in self._copies.pop(d, ()):
+                self.copies += 1
+                out.append((who, Answer(c.seq, (first.url, first.fetched_at))))
+        return out
+
+    def expired(self, now: float) -> Routed:
+        """Copies that waited ``hold`` seconds: the first of each hash takes the record over (rule 2)."""
+        out: Routed = []
+        for d in [d for d, waiting in self._copies.items() if now - waiting[0][2] >= self._hold]:
+            who, c, _ = self._copies[d].pop(0)
+            if not self._copies[d]:
+                del self._copies[d]
+            self._first[d] = _First(c.url, c.fetched_at, who)
+            out.append((who, Answer(c.seq, None)))
+        return out
+
+    def waiting(self) -> int:
+        """Copies waiting for their original to be durable."""
+        return sum(map(len, self._copies.values()))
 
     def __len__(self) -> int:
         return len(self._first)
@@ -133,6 +185,8 @@ class ClaimQueue:
         self._wait = wait
         self._waiting: OrderedDict[int, _Waiting] = OrderedDict()
         self._retry_at: dict[str, float] = {}
+        self._stored: dict[str, list[bytes]] = {}
+        """Owner -> hashes stored in full on its "first" since the last flush (rule 7)."""
         self._seq = 0
         self.sent = 0
         """Claims sent to other members."""
@@ -151,20 +205,45 @@ class ClaimQueue:
         self._seq += 1
         claim = Claim(self._seq, digest, url, fetched_at)
         owner = self._owner_of(content_slice(digest))
-        if owner == self.self_id:
-            answer = self._book.decide([claim])[0]
-            return claim.seq, [Outcome(claim.seq, answer.original)]
         out = []
+        if owner == self.self_id:
+            decided = self._book.decide(self.self_id, [claim], now)
+            if decided:
+                return claim.seq, [self._outcome(owner, claim, decided[0][1].original)]
         if len(self._waiting) >= self._capacity:
             seq, _ = self._waiting.popitem(last=False)
             self.unanswered += 1
             out.append(Outcome(seq, None, marked=True))
-        self._waiting[claim.seq] = _Waiting(claim, owner, now)
+        # This member's own claims are never sent: they wait on its book like another member's copies.
+        self._waiting[claim.seq] = _Waiting(claim, owner, now, sent=owner == self.self_id)
         return claim.seq, out
 
-    def decide(self, claims: Iterable[Claim]) -> list[Answer]:
-        """Answer other members' claims of the hashes this member owns (rule 2)."""
-        return self._book.decide(claims)
+    def _outcome(self, owner: str, claim: Claim, original: tuple[str, float] | None) -> Outcome:
+        if original is None:
+            self._stored.setdefault(owner, []).append(claim.digest)
+        return Outcome(claim.seq, original)
+
+    def stored_first(self) -> dict[str, list[bytes]]:
+        """Rule 7: by owner, the hashes stored in full on its "first" since the last call; call it right
+        before a store flush and report them once the flush is done."""
+        out, self._stored = self._stored, {}
+        return out
+
+    def decide(self, claimer: str, claims: Iterable[Claim], now: float) -> Routed:
+        """Answer ``claimer``'s claims of the hashes this member owns (rule 2)."""
+        return self._book.decide(claimer, claims, now)
+
+    def durable(self, claimer: str, digests: Iterable[bytes]) -> Routed:
+        """``claimer`` reports its first pages durable (rule 7)."""
+        return self._book.durable(claimer, digests)
+
+    def holding(self) -> int:
+        """Other members' copies this member's book holds (rule 2)."""
+        return self._book.waiting()
+
+    def held_copies(self, now: float) -> Routed:
+        """Copies the book stopped holding (rule 2)."""
+        return self._book.expired(now)
 
     def pending(self) -> int:
         """Pages held, sent or not."""
@@ -185,10 +264,11 @@ class ClaimQueue:
         """The held pages these answers decide (rule 6 for the rest)."""
         out = []
         for a in answers:
-            if self._waiting.pop(a.seq, None) is None:
+            w = self._waiting.pop(a.seq, None)
+            if w is None:
                 self.stray += 1
                 continue
-            out.append(Outcome(a.seq, a.original))
+            out.append(self._outcome(w.owner, w.claim, a.original))
         return out
 
     def undelivered(self, owner: str, claims: Iterable[Claim], now: float) -> None:

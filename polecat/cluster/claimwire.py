@@ -3,7 +3,8 @@
 A claim frame is a hand-off frame (polecat/cluster/batch.py: header, checksum, signature slot) under its
 own magic ``PCCL``, version 1, so one socket carries both (:func:`is_claim_frame`). Its payload is
 msgpack ``[kind, sender, items]``: kind 1, claims, items ``[[seq, digest, url, fetched_at], ...]``; kind 2,
-answers, items ``[[seq, url, fetched_at], ...]`` with ``url`` and ``fetched_at`` nil for "first".
+answers, items ``[[seq, url, fetched_at], ...]`` with ``url`` and ``fetched_at`` nil for "first"; kind 3,
+durable first pages (claims rule 7), items ``[digest, ...]``.
 Anything that does not decode raises :class:`~polecat.cluster.batch.HandoffError` (:class:`ClaimError`
 for the payload) and changes nothing; a release without claims refuses such a frame as a hand-off batch
 with a bad magic ("bad"), and its sender stores the pages in full (claims rule 5).
@@ -20,7 +21,7 @@ from polecat.cluster.claims import Answer, Claim
 
 MAGIC = b"PCCL"
 VERSION = 1
-CLAIMS, ANSWERS = 1, 2
+CLAIMS, ANSWERS, DURABLE = 1, 2, 3
 
 
 class ClaimError(HandoffError):
@@ -32,6 +33,7 @@ class ClaimFrame:
     sender: str
     claims: tuple[Claim, ...] = ()
     answers: tuple[Answer, ...] = ()
+    durable: tuple[bytes, ...] = ()
 
 
 def is_claim_frame(data: bytes) -> bool:
@@ -49,6 +51,10 @@ def encode_answers(sender: str, answers: list[Answer], sign: Signer | None = Non
     return frame(MAGIC, VERSION, msgpack.packb([ANSWERS, sender, items], use_bin_type=True), sign)
 
 
+def encode_durable(sender: str, digests: list[bytes], sign: Signer | None = None) -> bytes:
+    return frame(MAGIC, VERSION, msgpack.packb([DURABLE, sender, digests], use_bin_type=True), sign)
+
+
 def decode(data: bytes, verify: Verifier | None = None) -> ClaimFrame:
     """Parse and check a claim frame; raises :class:`~polecat.cluster.batch.HandoffError` on anything
     else."""
@@ -61,6 +67,10 @@ def decode(data: bytes, verify: Verifier | None = None) -> ClaimFrame:
             return ClaimFrame(sender, claims=tuple(_claim(i) for i in items))
         if kind == ANSWERS:
             return ClaimFrame(sender, answers=tuple(_answer(i) for i in items))
+        if kind == DURABLE:
+            if not all(isinstance(d, bytes) and len(d) == 32 for d in items):
+                raise TypeError("durable items are 32-byte digests")
+            return ClaimFrame(sender, durable=tuple(items))
     except (ValueError, TypeError, msgpack.UnpackException) as exc:
         raise ClaimError(f"claim payload does not decode: {exc}") from exc
     raise ClaimError(f"claim frame of unknown kind {kind}")

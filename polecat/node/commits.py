@@ -35,6 +35,8 @@ Rules (this module owns them):
    or always when asked (``polecat upgrade``); the entries and the cleared key go in one commit. Past the
    bound the crawl starts without them: the count is logged with the command that indexes them, and
    pages fetched meanwhile are not checked against those (a missed collapse, never a lost page).
+8. After each store flush the pages it made durable that content claims named "first" are reported to
+   their hashes' owners (polecat/cluster/claims.py rule 7), who only then answer the copies of them.
 """
 
 from __future__ import annotations
@@ -146,7 +148,11 @@ class Commits:
         always, None when :data:`BLOOM_SAVE_INTERVAL` has passed, False never), the frontier."""
         self._complete_deferred()
         started = self._clock.wall()
+        claims = self._link.claims if self._link is not None else None
+        stored = claims.before_flush() if claims is not None else {}
         self._store.flush()
+        if claims is not None:
+            claims.after_flush(stored)  # rule 8
         if self._link is not None:
             self._link.handoff.commit()
         now = self._clock.wall()
@@ -173,7 +179,11 @@ class Commits:
         started = self._clock.wall()
         self.flushing = True
         try:
+            claims = self._link.claims if self._link is not None else None
+            stored = claims.before_flush() if claims is not None else {}
             await asyncio.to_thread(self._store.flush)
+            if claims is not None:
+                claims.after_flush(stored)  # rule 8
             if self._link is not None:
                 await _committed_off_loop(self._link.handoff.start_commit())
                 self._link.handoff.finish_commit()
