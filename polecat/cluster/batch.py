@@ -138,36 +138,48 @@ def encode_batch(sender: str, seq: int, urls_msgpack: bytes, sign: Signer | None
     """Frame a batch from the outbox's stored URL list (:func:`encode_urls`), without re-encoding it."""
     # A 3-element msgpack array (fixarray 0x93): sender, seq (a 2-array's items), then the URL list.
     head: bytes = msgpack.packb([sender, seq])
-    payload = b"\x93" + head[1:] + urls_msgpack
+    return frame(MAGIC, VERSION, b"\x93" + head[1:] + urls_msgpack, sign)
+
+
+def frame(magic: bytes, version: int, payload: bytes, sign: Signer | None = None) -> bytes:
+    """``payload`` in a frame of this module's format under ``magic`` (a hand-off batch, or a claim frame
+    of polecat/cluster/claimwire.py, which shares the socket)."""
     checksum = xxhash.xxh3_64_intdigest(payload)
-    sig = sign(_HEADER.pack(MAGIC, VERSION, 0, len(payload), checksum) + payload) if sign else b""
+    sig = sign(_HEADER.pack(magic, version, 0, len(payload), checksum) + payload) if sign else b""
     if len(sig) > 255:
         raise HandoffError("signature longer than 255 bytes")
-    return _HEADER.pack(MAGIC, VERSION, len(sig), len(payload), checksum) + sig + payload
+    return _HEADER.pack(magic, version, len(sig), len(payload), checksum) + sig + payload
+
+
+def unframe(data: bytes, magic: bytes, version: int, what: str, verify: Verifier | None) -> bytes:
+    """The checked payload of a :func:`frame` named ``what`` in messages; raises :class:`HandoffError`
+    (:class:`SignatureError` for the signature) on anything else."""
+    if len(data) < _HEADER.size:
+        raise HandoffError(f"{what} of {len(data)} bytes is shorter than its header")
+    if len(data) > MAX_BATCH_BYTES:
+        raise HandoffError(f"{what} of {len(data)} bytes exceeds {MAX_BATCH_BYTES}")
+    got_magic, got_version, sig_len, length, checksum = _HEADER.unpack_from(data)
+    if got_magic != magic:
+        raise HandoffError(f"not a {what} (bad magic)")
+    if got_version != version:
+        raise HandoffError(f"{what} version {got_version}, this polecat reads {version}")
+    sig = data[_HEADER.size : _HEADER.size + sig_len]
+    payload = data[_HEADER.size + sig_len :]
+    if len(payload) != length:
+        raise HandoffError(f"{what} payload is {len(payload)} bytes, header says {length}")
+    # The signature before the checksum: a frame from someone without the secret is refused as such
+    # (SignatureError), whatever else is wrong with it.
+    if verify is not None and not (sig and verify(_HEADER.pack(magic, version, 0, length, checksum) + payload,
+                                                  sig)):
+        raise SignatureError(f"{what} signature " + ("does not verify" if sig else "is missing"))
+    if xxhash.xxh3_64_intdigest(payload) != checksum:
+        raise HandoffError(f"{what} checksum mismatch")
+    return payload
 
 
 def decode_batch(data: bytes, verify: Verifier | None = None) -> Batch:
     """Parse and check a frame; raises :class:`HandoffError` on anything but a valid batch."""
-    if len(data) < _HEADER.size:
-        raise HandoffError(f"batch of {len(data)} bytes is shorter than its header")
-    if len(data) > MAX_BATCH_BYTES:
-        raise HandoffError(f"batch of {len(data)} bytes exceeds {MAX_BATCH_BYTES}")
-    magic, version, sig_len, length, checksum = _HEADER.unpack_from(data)
-    if magic != MAGIC:
-        raise HandoffError("not a hand-off batch (bad magic)")
-    if version != VERSION:
-        raise HandoffError(f"hand-off batch version {version}, this polecat reads {VERSION}")
-    sig = data[_HEADER.size : _HEADER.size + sig_len]
-    payload = data[_HEADER.size + sig_len :]
-    if len(payload) != length:
-        raise HandoffError(f"batch payload is {len(payload)} bytes, header says {length}")
-    # The signature before the checksum: a frame from someone without the secret is refused as such
-    # (SignatureError), whatever else is wrong with it.
-    if verify is not None and not (sig and verify(_HEADER.pack(MAGIC, VERSION, 0, length, checksum) + payload,
-                                                  sig)):
-        raise SignatureError("batch signature is missing" if not sig else "batch signature does not verify")
-    if xxhash.xxh3_64_intdigest(payload) != checksum:
-        raise HandoffError("batch checksum mismatch")
+    payload = unframe(data, MAGIC, VERSION, "hand-off batch", verify)
     try:
         sender, seq, items = msgpack.unpackb(payload, use_list=True)
         urls = tuple(_url(item) for item in items)

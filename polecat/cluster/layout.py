@@ -20,6 +20,10 @@ Rules:
    (or its entry count, if larger).
 6. ``workers.json`` also names the Ring version the slices are placed by (``"ring"``; absent: 1). A
    layout of another version is resized to the current one like a change of count (ring rule 4).
+7. One collection: readers take several dirs (the nodes of a cluster, a dead node's dir kept aside) and
+   read them as one crawl (:func:`collection_dirs`). Each is a crawl data dir (rule 3: its node dirs) or,
+   when it holds no crawl itself, a parent of crawl data dirs (a cluster's nodes side by side), each
+   child read as a crawl data dir. A node dir named twice (directly and through its parent) is read once.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from polecat.cluster.ring import RING_VERSION
@@ -69,6 +74,24 @@ def node_dirs(data: Path) -> list[Path]:
         return [data]
     found = [p for p in (data / "workers").iterdir() if p.is_dir() and p.name.isdigit()]
     return sorted(found, key=lambda p: int(p.name))
+
+
+def is_crawl_dir(path: Path) -> bool:
+    """Whether ``path`` holds a crawl (rules 1 and 2) rather than being a parent of crawls (rule 7)."""
+    return any((path / name).exists() for name in (LAYOUT_FILE, "store", "frontier"))
+
+
+def collection_dirs(dirs: Sequence[Path]) -> list[Path]:
+    """Every node data dir of the crawls in ``dirs``, in order, each once (rule 7). A dir that is neither
+    a crawl nor a parent of crawls is kept as given, so that its reader says what is missing there."""
+    found: dict[Path, Path] = {}
+    for d in dirs:
+        children = [] if is_crawl_dir(d) or not d.is_dir() else \
+            sorted(c for c in d.iterdir() if c.is_dir() and is_crawl_dir(c))
+        for crawl in children or [d]:
+            for node in node_dirs(crawl):
+                found.setdefault(node.resolve(), node)
+    return list(found.values())
 
 
 def worker_config(cfg: Config, index: int, workers: int) -> Config:

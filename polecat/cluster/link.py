@@ -33,6 +33,7 @@ from polecat.frontier.slices import slice_of
 from polecat.hosts import host_key
 
 if TYPE_CHECKING:
+    from polecat.cluster.claimlink import ContentClaims
     from polecat.frontier.frontier import Frontier
 
 
@@ -62,6 +63,10 @@ class LinkStats:
     busy_replies: int
     send_failures: int
     bytes_sent: int
+    content_copies: int = 0
+    """Pages stored as revisits of a copy the crawl stored first (content claims)."""
+    claims_unanswered: int = 0
+    """Pages stored in full, marked, because their content claim had no answer in time."""
 
 
 class ClusterLink:
@@ -81,6 +86,9 @@ class ClusterLink:
         self.permit: Callable[[str], SendLeave | None] | None = None
         """Set by a node whose ownership can be lost (etcd): leave to send a request to a host (None:
         withdraw it; see polecat/node/lease_runner.py rules 6-7). Unset: every request may go."""
+        self.claims: ContentClaims | None = None
+        """The member's content claims (polecat/cluster/claims.py), when the crawl stores each body once
+        across members; the node holds pages there until their owner answers."""
 
     def set_members(self, members: Iterable[Member]) -> None:
         """Route by the Ring of a new member list (the etcd cluster's membership changes)."""
@@ -139,6 +147,8 @@ class ClusterLink:
 
     def stats(self) -> LinkStats:
         s = self.handoff.sender
+        claims = self.claims.stats() if self.claims is not None else None
         return LinkStats(self.routed_out, self.handoff.urls_acked, self.receiver.urls, self.handoff.backlog(),
                          self.receiver.inbox.refused, self.pauses, s.busy_replies, s.failures,
-                         self.handoff.bytes_sent)
+                         self.handoff.bytes_sent, claims.copies if claims else 0,
+                         claims.unanswered if claims else 0)

@@ -28,9 +28,10 @@ import asyncio
 import contextlib
 import math
 import struct
+from typing import Protocol
 
 from polecat.cluster.batch import MAX_BATCH_BYTES
-from polecat.cluster.receiver import SHUTDOWN_TIMEOUT, HandoffReceiver, Reply, Status
+from polecat.cluster.receiver import SHUTDOWN_TIMEOUT, Reply, Status
 
 __all__ = ["MAX_DETAIL", "STATUSES", "UnixServer", "UnixTransport", "serve_unix"]
 
@@ -108,10 +109,17 @@ class UnixTransport:
                 await writer.wait_closed()
 
 
+class FrameReceiver(Protocol):
+    """What answers the frames of one socket: the hand-off receiver, or one that also takes claim frames
+    (polecat/cluster/claimlink.py ``Receivers``)."""
+
+    async def receive(self, data: bytes) -> Reply: ...
+
+
 class UnixServer:
     """The receiving end at one socket path (rule 3 on :meth:`close`)."""
 
-    def __init__(self, receiver: HandoffReceiver) -> None:
+    def __init__(self, receiver: FrameReceiver) -> None:
         self._receiver = receiver
         self._server: asyncio.AbstractServer | None = None
         self._idle: set[asyncio.Task[None]] = set()
@@ -175,7 +183,7 @@ class UnixServer:
             await self._server.wait_closed()
 
 
-async def serve_unix(receiver: HandoffReceiver, address: str) -> UnixServer:
+async def serve_unix(receiver: FrameReceiver, address: str) -> UnixServer:
     """Start answering hand-offs at the unix socket ``address`` (``unix:/path``); stop with
     ``await server.close()``."""
     server = UnixServer(receiver)

@@ -257,6 +257,9 @@ async def _crawl_workers(cfg: Config, workers: int) -> int:
                     f"acknowledged, {h.urls_received} received, {h.bytes_sent} bytes; back-pressure: "
                     f"{h.inbox_waits} inbox waits, {h.busy_replies} busy replies, {h.lease_pauses} lease "
                     f"pauses; {h.send_failures} failed sends; {result.restarts} worker restarts"))
+    if cfg.cluster.content_claims:
+        print(wrap_line(f"  content claims: {h.content_copies} copies stored as revisits of the first, "
+                        f"{h.claims_unanswered} pages stored in full without an answer"))
     return code
 
 

@@ -20,12 +20,10 @@ import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TextIO
 from urllib.parse import urlsplit
 
-from polecat.cluster.layout import node_dirs
-from polecat.commands.stores import add_store_args, open_stores
+from polecat.commands.stores import add_store_args, data_dirs, open_stores
 from polecat.errors import ConfigError
 from polecat.frontier.records import UrlRecord
 from polecat.frontier.status import read_outcomes
@@ -133,7 +131,7 @@ def cmd_pages(args: argparse.Namespace) -> int:
         rows: Iterator[Row] = (row_of_fetch(r) for store in stores for r in store.records()
                                        if not is_robots(r.url))
         if args.failed:  # URLs without a stored page: failed, blocked, refused by robots.txt...
-            rows = (row for node in node_dirs(Path(args.dir)) if (node / "frontier" / "data.mdb").exists()
+            rows = (row for node in data_dirs(args) if (node / "frontier" / "data.mdb").exists()
                     for row in not_stored(read_outcomes(node / "frontier")))
         write(select(rows, statuses=statuses, host=args.host), sys.stdout, args.format)
     return 0

@@ -20,17 +20,17 @@ RECENT_ERRORS = 5
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from polecat.cluster.layout import node_dirs
+    from polecat.cluster.layout import collection_dirs
     from polecat.frontier.status import merge_status, read_status
 
-    if args.node is not None or args.data is None:
-        if args.data is not None:
+    if args.node is not None or not args.data:
+        if args.data:
             raise PolecatError("status: give DIR or --node URL, not both")
         return _node_status(args.node, args.host, as_json=args.json)
     if args.host is not None:
         raise PolecatError("status: --host needs --node URL (a running node)")
-    # A --workers crawl keeps one frontier per worker; each host is in one of them.
-    s = merge_status([read_status(d / "frontier") for d in node_dirs(args.data)])
+    # A --workers crawl keeps one frontier per worker, a cluster one per node; each host is in one of them.
+    s = merge_status([read_status(d / "frontier") for d in collection_dirs(args.data)])
     if args.json:
         print(json.dumps(dataclasses.asdict(s), indent=2))
         return 0
@@ -123,7 +123,8 @@ def register(sub: Any) -> None:
     """Add ``status`` to the ``polecat`` command."""
     status = sub.add_parser("status", help="summarize the frontier of a data dir (safe during a crawl), "
                                            "or ask a running node (--node)")
-    status.add_argument("data", type=Path, nargs="?", metavar="DIR")
+    status.add_argument("data", type=Path, nargs="*", metavar="DIR",
+                        help="data dir; several (a cluster's nodes, or their parent dir) as one crawl")
     status.add_argument("--node", metavar="URL", help="a running node's API (token from $POLECAT_TOKEN)")
     status.add_argument("--host", help="with --node: one host's state")
     status.add_argument("--json", action="store_true", help="the figures as JSON, for machines")

@@ -8,8 +8,7 @@ import re
 import sys
 from pathlib import Path
 
-from polecat.cluster.layout import node_dirs
-from polecat.commands.stores import add_store_args, body_store, crawl_config, latest, open_stores
+from polecat.commands.stores import add_store_args, body_store, crawl_config, data_dirs, latest, open_stores
 from polecat.config import StoreConfig, config_from_mapping, load_toml
 from polecat.errors import ConfigError, NotFound
 from polecat.frontier.refetch import request_refetch
@@ -91,7 +90,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         if args.warc is not None:
             compression = args.compress or export.compression_for(args.warc)
             with open(args.warc, "wb") as fh:  # WARC records (gzip members, zstd frames) concatenate
-                out = export.WarcExport(fh, args.warc.name, compression)
+                out = export.WarcExport(fh, args.warc.name, compression, originals=export.Originals(stores))
                 out.start(archive_info(user_agent=crawl_config(args).fetch.user_agent, request_headers=()))
                 for store in stores:
                     out.add(store)
@@ -118,7 +117,7 @@ def cmd_repair(args: argparse.Namespace) -> int:
     cfg = StoreConfig()
     if args.config is not None:
         cfg = config_from_mapping(load_toml(args.config)).store
-    for node in node_dirs(Path(args.dir)):  # each worker of a --workers crawl repairs its own store
+    for node in data_dirs(args):  # each worker of a --workers crawl repairs its own store
         _repair(node, cfg, dry_run=args.dry_run)
     return 0
 

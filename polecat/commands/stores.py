@@ -2,6 +2,9 @@
 
 Each command takes the crawler's data dir; the store lives in ``DIR/store``, or in ``DIR/workers/<k>/store``
 for each worker of a ``--workers`` crawl (polecat/cluster/layout.py), and every command reads all of them.
+Several dirs (each node of a cluster, a dead node's dir kept aside, or a parent of node dirs) are read as
+one collection (layout rule 7): a revisit in one store of a body another store holds reads that body. Two
+dirs holding the same store (one store id: a copy) are read once.
 They open stores read-only, so they run beside a crawl as well as after one (they see what the crawler
 last flushed). ``--config FILE.toml`` supplies the ``[store]`` section (object-store URL and options) when
 sealed segments live remotely; without it the URL the writer recorded is used, with credentials from the
@@ -12,11 +15,12 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-from polecat.cluster.layout import node_dirs
+from polecat.cluster.layout import collection_dirs
 from polecat.commands import saved_settings
 from polecat.config import Config, StoreConfig, config_from_mapping, load_toml
 from polecat.dedup.canon import Canonicalizer
@@ -29,14 +33,25 @@ _HEX_PREFIX = re.compile(r"^[0-9a-fA-F]{6,64}$")
 
 @contextmanager
 def open_stores(args: argparse.Namespace) -> Iterator[list[SegmentStore]]:
-    """Every store of the crawl in ``args.dir``, read-only."""
+    """Every store of the crawls in ``args.dir`` (one or more dirs), read-only, each store once."""
     cfg = StoreConfig()
     if args.config is not None:
         cfg = config_from_mapping(load_toml(args.config)).store
-    dirs = node_dirs(Path(args.dir))
+    dirs = data_dirs(args)
     found = [d / "store" for d in dirs if (d / "store").exists()] or [dirs[0] / "store"]
     with ExitStack() as stack:
-        yield [stack.enter_context(SegmentStore.open(path, cfg, read_only=True)) for path in found]
+        stores: dict[str, SegmentStore] = {}
+        for path in found:
+            store = stack.enter_context(SegmentStore.open(path, cfg, read_only=True))
+            if stores.setdefault(store.store_id, store) is not store:
+                print(f"note: {path} is a copy of {stores[store.store_id].root} (store {store.store_id}): "
+                      "read once", file=sys.stderr)
+        yield list(stores.values())
+
+
+def data_dirs(args: argparse.Namespace) -> list[Path]:
+    """The node data dirs of every crawl the command names (polecat/cluster/layout.py rule 7)."""
+    return collection_dirs([Path(d) for d in args.dir])
 
 
 def body_store(stores: list[SegmentStore], digest: bytes) -> SegmentStore:
@@ -49,13 +64,17 @@ def body_store(stores: list[SegmentStore], digest: bytes) -> SegmentStore:
 
 def latest(stores: list[SegmentStore], url: str, *, with_body: bool) -> tuple[SegmentStore, LogEntry]:
     """The URL's newest log entry over every store (``with_body``: newest whose own body is stored: for a
-    near-duplicate its own page, polecat/store/delta.py), with the store that holds it."""
+    near-duplicate its own page, polecat/store/delta.py, in whichever store holds that body), with the
+    store that holds it (``with_body``: the store that holds the body)."""
     entries = [(entry.record.fetched_at, i, entry) for i, store in enumerate(stores)
-               for entry in store.index.history(url)
-               if not with_body or store.has(entry.record.own_hash)]
+               for entry in store.index.history(url)]
+    if with_body:  # a revisit's body may be in another store of the collection
+        entries = [e for e in entries if any(s.has(e[2].record.own_hash) for s in stores)]
     if not entries:
         raise NotFound(f"no stored page for {url}")
     _, i, entry = max(entries, key=lambda e: (e[0], e[1]))
+    if with_body:
+        return body_store(stores, entry.record.own_hash), entry
     return stores[i], entry
 
 
@@ -83,13 +102,15 @@ def crawl_config(args: argparse.Namespace) -> Config:
     defaults: the user agent for an export's warcinfo, the canonicalization rules for URLs typed to
     ``cat``."""
     try:
-        return config_from_mapping(saved_settings.load(Path(args.dir)))
+        return config_from_mapping(saved_settings.load(Path(args.dir[0])))
     except ConfigError:
         return Config()
 
 
 def add_store_args(p: argparse.ArgumentParser) -> None:
-    """The arguments every store command takes: the data dir and the config file."""
-    p.add_argument("dir", metavar="DIR", help="the crawler's data dir (the store is DIR/store)")
+    """The arguments every store command takes: the data dirs and the config file."""
+    p.add_argument("dir", metavar="DIR", nargs="+",
+                   help="the crawler's data dir (the store is DIR/store); several dirs (a cluster's nodes, "
+                        "or their parent dir) are read as one collection")
     p.add_argument("--config", type=Path, default=None, metavar="FILE.toml",
                    help="config file whose [store] section names the object store")

@@ -328,6 +328,17 @@ class ClusterConfig:
     checkpoint_interval: float = 60.0
     """Seconds between two checkpoints of a node's slices (and at most this long, plus the upload, a
     sender keeps URLs it handed over before their owner's checkpoint holds them)."""
+    content_claims: bool = True
+    """Store each body once across the members of a ``--workers`` crawl: a page whose body another
+    worker stored first becomes a revisit of it (polecat/cluster/claims.py). False: each worker dedups
+    only against its own store."""
+    claim_wait: float = 1.0
+    """Seconds a page waits for its content claim's answer before it is stored in full and marked."""
+    claim_pages: int = 1024
+    """Pages a member holds while their claims are answered; past it the oldest is stored in full."""
+    claim_book: int = 200_000
+    """Content hashes a member remembers for the claims it answers (the oldest are forgotten: a later
+    copy of one is stored in full again)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -159,7 +159,7 @@ def validate(cfg: Config) -> None:
     _check(st.segment_bytes >= 1024 * 1024, "store.segment_bytes", "must be >= 1 MiB")
     _check(st.url == "" or "://" in st.url, "store.url",
            f"must be a URL such as s3://bucket/prefix, got {st.url!r}")
-    for name in ("batch_urls", "inbox_urls", "max_backlog"):
+    for name in ("batch_urls", "inbox_urls", "max_backlog", "claim_pages", "claim_book"):
         _check(getattr(cfg.cluster, name) >= 1, f"cluster.{name}", "must be >= 1")
     _check(0 <= cfg.workers <= 1024, "workers", f'must be "auto" or in [1, 1024], got {cfg.workers}')
     _check(fr.commit_ops >= 1, "frontier.commit_ops", "must be >= 1")
@@ -245,6 +245,7 @@ def _validate_etcd_access(cl: ClusterConfig) -> None:
 def _validate_cluster(cl: ClusterConfig) -> None:
     _check(cl.checkpoints == "" or "://" in cl.checkpoints, "cluster.checkpoints",
            f"must be a URL such as s3://bucket/prefix or file:///dir, got {cl.checkpoints!r}")
+    _check(0.01 <= cl.claim_wait <= 60, "cluster.claim_wait", "must be in [0.01, 60] seconds")
     _check(0.1 <= cl.checkpoint_interval <= 86_400, "cluster.checkpoint_interval",
            "must be in [0.1, 86400] seconds")
     _check(not cl.checkpoints or bool(cl.etcd), "cluster.checkpoints",

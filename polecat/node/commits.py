@@ -40,6 +40,8 @@ Rules (this module owns them):
    ended first) the next one goes on from the last commit. The records left are counted
    (``near_rebuild_left``: the summary, ``/metrics``); pages fetched meanwhile are checked against what
    is indexed so far (a missed collapse, never a lost page).
+8. After each store flush the pages it made durable that content claims named "first" are reported to
+   their hashes' owners (polecat/cluster/claims.py rule 7), who only then answer the copies of them.
 """
 
 from __future__ import annotations
@@ -160,7 +162,11 @@ class Commits:
         always, None when :data:`BLOOM_SAVE_INTERVAL` has passed, False never), the frontier."""
         self._complete_deferred()
         started = self._clock.wall()
+        claims = self._link.claims if self._link is not None else None
+        stored = claims.before_flush() if claims is not None else {}
         self._store.flush()
+        if claims is not None:
+            claims.after_flush(stored)  # rule 8
         if self._link is not None:
             self._link.handoff.commit()
         now = self._clock.wall()
@@ -187,7 +193,11 @@ class Commits:
         started = self._clock.wall()
         self.flushing = True
         try:
+            claims = self._link.claims if self._link is not None else None
+            stored = claims.before_flush() if claims is not None else {}
             await asyncio.to_thread(self._store.flush)
+            if claims is not None:
+                claims.after_flush(stored)  # rule 8
             if self._link is not None:
                 await _committed_off_loop(self._link.handoff.start_commit())
                 self._link.handoff.finish_commit()

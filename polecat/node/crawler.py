@@ -157,7 +157,10 @@ class Crawler:
                                       canon=self._canon, agent_token=product_token(cfg.fetch.user_agent),
                                       errors=self._counters.errors, emit=self._emit, wake=waker.set,
                                       stage=link.stage if (link := self._link) is not None else None,
+                                      claim=link.claims.claim if link is not None and link.claims else None,
                                       clock=self._clock)
+        if link is not None and link.claims is not None:
+            link.claims.bind(self._store)
         rebuilt, left = self._commits.rebuild_near_index(self._pipeline, whole=self._upgrade)
         self._opened_report = Opened(self._db.upgraded, self._db.near_dropped,
                                      rebuilt + self._commits.reindex_past_mark(self._pipeline), left)

@@ -22,6 +22,9 @@ Rules:
    (the cluster node calls it every 0.1 s): its task is cancelled, its connection closed, and its lease
    withdrawn with the host waiting one interval from the abort (the request may have reached the
    server); nothing else about it is recorded, and its URL stays queued for the host's owner.
+8. A page the pipeline holds for its content claim's answer (polecat/cluster/claimlink.py) is completed
+   once it is stored (at most ``cluster.claim_wait`` later): the frontier never records as done a page
+   whose store record is not written, and a page held when the node dies is fetched again.
 """
 
 from __future__ import annotations
@@ -223,7 +226,9 @@ class LeaseRunner:
         _log_response(lease, resp)
         self._counters.bytes_fetched += resp.wire_bytes
         await self._commits.frontier_free.wait()  # the pipeline queues outlinks and reads the near index
-        return self._pipeline.handle(lease, resp, started, stream.sink)
+        completion = self._pipeline.handle(lease, resp, started, stream.sink)
+        await self._pipeline.stored(lease.url)  # rule 8
+        return completion
 
 
 def dns_name(host: str) -> str:

@@ -10,6 +10,7 @@ between awaits, inside the frontier's open write transaction.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -45,6 +46,10 @@ log = logging.getLogger("polecat")
 Stager = Callable[[Admission, int, float, int], None]
 """``(admission, depth, importance, hops)``: stages an admission's URLs for other owners (the cluster
 link's :meth:`~polecat.cluster.link.ClusterLink.stage`)."""
+Claimer = Callable[[FetchRecord, bytes], "asyncio.Future[None]"]
+"""Takes a page this store does not hold, to store it once its content claim is answered: in full, or
+as a revisit of the copy another member stored first (polecat/cluster/claimlink.py); the future is done
+once it is stored."""
 
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 SITEMAP_TYPES = frozenset({"application/xml", "text/xml", "application/gzip", "application/x-gzip"})
@@ -86,7 +91,7 @@ class PagePipeline:
     def __init__(self, cfg: Config, *, frontier: Frontier, db: FrontierDB, store: PageStore,
                  canon: Canonicalizer, agent_token: str, errors: Counter[str],
                  emit: Callable[[Page], None], wake: Callable[[], None], stage: Stager | None = None,
-                 clock: Clock = SYSTEM_CLOCK) -> None:
+                 claim: Claimer | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
         self.config = cfg
         self._clock = clock
         self._frontier = frontier
@@ -100,6 +105,9 @@ class PagePipeline:
         self._emit = emit
         self._wake = wake
         self._stage = stage
+        self._claim = claim
+        self._held: dict[str, asyncio.Future[None]] = {}
+        """Pages handed to ``claim``, by URL, until their lease waits for them (:meth:`stored`)."""
         self.near_dups = 0
         """Pages recorded as near-duplicates of another stored page in this run."""
         self.near_deltas = 0
@@ -231,10 +239,22 @@ class PagePipeline:
                 body if keep == "delta" else None)
             self._emit_page(lease, resp, started, orig_hash, body, (text, title), links, orig_url)
             return orig_hash, orig_url
-        self._store_record(lease.url, resp, started, body, digest=digest)
+        if self._claim is not None and not self._store.has(digest):
+            self._held[lease.url] = self._claim(FetchRecord(
+                lease.url, started, resp.status, resp.headers, digest, len(body), resp.truncated), body)
+        else:
+            self._store_record(lease.url, resp, started, body, digest=digest)
         if 200 <= resp.status < 300:
             self._emit_page(lease, resp, started, digest, body, (text, title), links, None)
         return digest, None
+
+    async def stored(self, url: str) -> None:
+        """Return once the page of ``url`` that :meth:`handle` handed to the content claims is stored (at
+        once for any other page): its lease is completed only then, so a commit never records as done a
+        page whose store record is not written."""
+        held = self._held.pop(url, None)
+        if held is not None:
+            await held
 
     def add_sitemaps(self, origin: str, named: tuple[str, ...], now: float) -> None:
         """Queue the sitemaps the robots.txt of ``origin`` names (``refresh.sitemaps``), and
@@ -409,7 +429,8 @@ class PagePipeline:
             if self._store.has(match[:32]):
                 self.near_dups += 1
                 return match[:32], match[32:].decode()
-            self._errors["near_dup_unstored"] += 1
+            if self._claim is None:  # with claims, the match may be a copy another member stored
+                self._errors["near_dup_unstored"] += 1
         self._index(url, digest, fp)
         return None
 

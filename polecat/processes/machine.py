@@ -52,6 +52,11 @@ Rules:
     :data:`SYNC_EVERY` seconds the sync loop aborts the requests in flight that may not go on, so a
     node is silent within ownership's ``ABORT_BOUND`` of its lease's end by its clock. A restore holds
     its hosts that bound more (ownership rule 11).
+11. Content claims (polecat/cluster/claims.py) run as between ``--workers``: content slices are owned by
+    the Ring of the latest member list, claim frames are signed like batches and travel on the batches'
+    route (``POST /handoff``, told apart by their magic). A member list change moves content slices with
+    no hand-over: the new owner's book starts empty for them (a later copy is stored in full once), and
+    a claim sent to a member that left is answered by nobody (its pages are stored in full, marked).
 """
 
 from __future__ import annotations
@@ -82,6 +87,8 @@ from polecat.cluster.batch import (
 )
 from polecat.cluster.checkpoints import CheckpointStore
 from polecat.cluster.chunks import CHUNK_BYTES, bundle_chunks
+from polecat.cluster.claimlink import ContentClaims
+from polecat.cluster.claimwire import is_claim_frame
 from polecat.cluster.etcd import EtcdMembership
 from polecat.cluster.failover import Failover
 from polecat.cluster.handoff import Handoff
@@ -151,6 +158,11 @@ class ClusterNode:
                                          clock=clock, on_release=self._hand_over,
                                          on_restore=self.failover.restore if self.failover else None)
         self.receiver = HandoffReceiver(self._sink, capacity=cc.inbox_urls, verify=self._verify)
+        self.claims = ContentClaims(self.me.id, self._content_owner, self.transport, {},
+                                    capacity=cc.claim_pages, wait=cc.claim_wait, book_capacity=cc.claim_book,
+                                    sign=self._sign, verify=self._verify, clock=clock) \
+            if cc.content_claims else None
+        """Rule 9."""
         self._fresh = not (cfg.data_dir / "frontier").exists()
         """No frontier on disk before this start (a new node, or one whose disk was lost)."""
         self.link: ClusterLink | None = None
@@ -200,6 +212,7 @@ class ClusterNode:
             raise self._etcd.explain(exc) from exc
         self.link = ClusterLink(self.membership, self.handoff, self.receiver, max_backlog=self._max_backlog)
         self.link.permit = self._permit
+        self.link.claims = self.claims
         self._follow(self.membership.members())
         return self.link
 
@@ -210,6 +223,8 @@ class ClusterNode:
         self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=HANDOVER_TIMEOUT))
         self._tasks += [asyncio.create_task(self.handoff.run()), asyncio.create_task(self._views()),
                         asyncio.create_task(self._sync_loop()), asyncio.create_task(self._reconcile_loop())]
+        if self.claims is not None:
+            self._tasks.append(asyncio.create_task(self.claims.run()))
         if self.failover is not None:
             self.failover.attach(crawler.member)
             self._tasks += [asyncio.create_task(self.failover.run(self._shipped)),
@@ -247,6 +262,10 @@ class ClusterNode:
         own = self.membership.ownership
         return None if own.fenced(self._clock.boottime()) else self.membership.fence
 
+    def _content_owner(self, content_slice: int) -> str:
+        """Rule 11: the owner of a content slice under the latest member list's Ring."""
+        return self.link.ring.owner(content_slice) if self.link is not None else self.me.id
+
     def _permit(self, host: str) -> SendLeave | None:
         """Ownership rule 10 at send time (lease_runner rule 6): the frontier's owned set lags by up to
         :data:`SYNC_EVERY`, and a woken process runs its fetch tasks before its sync loop."""
@@ -282,6 +301,8 @@ class ClusterNode:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
+        if self.claims is not None:
+            await self.claims.close()
         if self._session is not None:
             await self._session.close()
         await self.transport.close()
@@ -312,6 +333,8 @@ class ClusterNode:
         self._incompatible = incompatible
         self.handoff.set_addresses({m.id: m.address for m in members if m.id != self.me.id},
                                    withheld=frozenset(incompatible))
+        if self.claims is not None:
+            self.claims.set_addresses({m.id: m.address for m in members})
         self.sync_owned()
         self._reroute()
         self._reconcile.set()
@@ -437,6 +460,11 @@ class ClusterNode:
 
     async def _handle_batch(self, request: web.Request) -> web.Response:
         body = await self._read(request, MAX_BATCH_BYTES)
+        if self.claims is not None and is_claim_frame(body):  # rule 11: claims share the batches' route
+            claimed = await self.claims.receive(body)
+            ok = claimed.status == "ok"
+            ack = self.auth.ack(PATH, request.headers.get(AUTH_HEADER, "")) if ok else None  # auth rule 4
+            return web.Response(status=_STATUS[claimed.status], text=claimed.detail, headers=ack)
         if (value := request.headers.get(FENCE_HEADER)) is not None:  # none: a node of 0.2.0 (rule 8)
             try:
                 fence = read_fence_header(value, body, self._verify)

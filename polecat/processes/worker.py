@@ -33,6 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from polecat import runloop
+from polecat.cluster.batch import Batch
+from polecat.cluster.claimlink import ContentClaims, Receivers
 from polecat.cluster.handoff import Handoff
 from polecat.cluster.link import ClusterLink
 from polecat.cluster.membership import LocalMembership, Member
@@ -109,14 +111,27 @@ async def run_worker(spec: WorkerSpec) -> int:
                       {k: v for k, v in address.items() if k != spec.self_id},
                       sender=HandoffSender(max_backoff=LOCAL_MAX_BACKOFF))
     sink: list[Crawler] = []
-    receiver = HandoffReceiver(lambda batch: sink[0].member.receive(batch), capacity=cfg.cluster.inbox_urls)
+
+    async def deliver(batch: Batch) -> None:
+        if not sink:  # answered "error": the sender keeps the batch and offers it again
+            raise PolecatError(f"worker {spec.self_id} is still opening its data")
+        await sink[0].member.receive(batch)
+
+    receiver = HandoffReceiver(deliver, capacity=cfg.cluster.inbox_urls)
     link = ClusterLink(membership, handoff, receiver, max_backlog=cfg.cluster.max_backlog)
+    cl = cfg.cluster
+    if cl.content_claims:
+        link.claims = ContentClaims(spec.self_id, link.ring.owner, transport, address,
+                                    capacity=cl.claim_pages, wait=cl.claim_wait, book_capacity=cl.claim_book)
     bound = StopBound(cfg.fetch.stop_grace + STOP_BOUND)
+    # Listening before the data is open: a sibling that opened sooner gets its claims answered rather
+    # than storing its first pages in full (polecat/cluster/claims.py rule 5).
+    server = await serve_unix(Receivers(receiver, link.claims), address[spec.self_id])
     try:
         async with Crawler(cfg, link=link) as crawler:
             sink.append(crawler)
-            server = await serve_unix(receiver, address[spec.self_id])
             sending = asyncio.create_task(handoff.run())
+            claiming = asyncio.create_task(link.claims.run()) if link.claims is not None else None
             run = asyncio.ensure_future(crawler.run())
 
             def stop(why: str, *, abort: bool = False) -> None:
@@ -146,10 +161,16 @@ async def run_worker(spec: WorkerSpec) -> int:
                 control.cancel()
                 await server.close()
                 sending.cancel()
-                await asyncio.gather(sending, control, return_exceptions=True)
+                if claiming is not None:
+                    claiming.cancel()
+                if link.claims is not None:
+                    await link.claims.close()
+                await asyncio.gather(sending, control, *(() if claiming is None else (claiming,)),
+                                     return_exceptions=True)
                 await transport.close()
             _report(seq + 1, crawler.member.quiet, True, crawler, link)
     finally:
+        await server.close()  # again after a clean stop: closing twice is harmless
         await membership.close()
         outbox.close()
         _remove_socket(address[spec.self_id])

@@ -19,6 +19,12 @@ Rules:
 5. A near-duplicate whose own page the store keeps (polecat/store/delta.py) is exported as the ``response``
    record of that page, with its full payload, not as the store's revisit: replay tools return every
    page's own bytes. A near-duplicate crawled with ``dedup.near_duplicates = "drop"`` stays a revisit.
+6. One collection over several stores (the workers of a crawl, the nodes of a cluster): a revisit
+   written without a ``WARC-Refers-To-Date`` (its original was in another store: a copy found first by
+   another worker or node) is written with the original's (from whichever store of the export holds the
+   body) ``WARC-Refers-To-Target-URI``, ``WARC-Refers-To-Date`` and
+   ``WARC-Payload-Digest`` (its record id kept), and its CDXJ line carries that digest, so replay tools
+   resolve it to the right bytes whichever store held them (:class:`Originals`).
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -64,16 +71,43 @@ class ExportResult:
     """CDXJ lines pointing into the exported file (rule 3), unsorted."""
 
 
+@dataclass(frozen=True, slots=True)
+class Original:
+    """The record that stored a body: what a revisit of it refers to (rule 6)."""
+
+    url: str
+    fetched_at: float
+    sha256: bytes
+
+
+class Originals:
+    """Finds the record that stored a body in any store of a collection (rule 6)."""
+
+    def __init__(self, stores: Sequence[SegmentStore]) -> None:
+        self._stores = tuple(stores)
+
+    def find(self, digest: bytes) -> Original | None:
+        """The original of the body ``digest``, or None when no store of the collection holds it."""
+        for store in self._stores:
+            body = store.index.body(digest)
+            entry = store.index.log_entry(body.seq) if body is not None else None
+            if body is not None and entry is not None:
+                return Original(entry.record.url, entry.record.fetched_at, body.sha256)
+        return None
+
+
 class WarcExport:
     """One export file being written: :meth:`start` once, then :meth:`add` each store (rules 1-3).
-    ``clock.wall()`` dates the file's warcinfo record."""
+    ``clock.wall()`` dates the file's warcinfo record; ``originals`` resolves revisits whose body another
+    store of the export holds (rule 6)."""
 
     def __init__(self, out: BinaryIO, filename: str, compression: Compression, *,
-                 clock: Clock = SYSTEM_CLOCK) -> None:
+                 clock: Clock = SYSTEM_CLOCK, originals: Originals | None = None) -> None:
         self._out = out
         self._clock = clock
         self._filename = filename
         self._compression = compression
+        self._originals = originals
         self.result = ExportResult()
 
     def _write(self, data: bytes) -> tuple[int, int]:
@@ -102,14 +136,29 @@ class WarcExport:
                 self.result.skipped.append((entry, str(exc)))
                 continue
             records = [r for r in warc.split_records(raw) if not _is_warcinfo(r)]
+            original = self._unresolved(record, records[-1])
+            if original is not None:  # rule 6
+                record_id = warc.decode(records[-1]).fields.get("warc-record-id")
+                records[-1] = warc.encode_revisit(record, (original.url, original.fetched_at),
+                                                  warc.payload_digest_from(original.sha256), record_id,
+                                                  store.hash_name)
+                frame = b""
             if self._compression == "zstd":
                 offset, length = self._write(frame or b"".join(records))
             else:
                 for rec in records[:-1]:  # the request record, if kept
                     self._write(rec)
                 offset, length = self._write(records[-1])
-            self.result.index.append(cdxj_line(store, record, offset, length, self._filename))
+            self.result.index.append(cdxj_line(store, record, offset, length, self._filename,
+                                               original.sha256 if original is not None else None))
             self.result.written += 1
+
+    def _unresolved(self, record: FetchRecord, raw: bytes) -> Original | None:
+        """The original of a revisit written without one (its body was in no store of its own then; it may
+        be there now, stored later by another copy), from any store of the collection (rule 6)."""
+        if self._originals is None or record.kind != "revisit" or _has_field(raw, b"WARC-Refers-To-Date"):
+            return None
+        return self._originals.find(record.content_hash)
 
 
 def whole_response(store: SegmentStore, revisit: FetchRecord, raw: bytes) -> tuple[FetchRecord, bytes]:
@@ -129,8 +178,13 @@ def whole_response(store: SegmentStore, revisit: FetchRecord, raw: bytes) -> tup
 
 
 def _is_warcinfo(record: bytes) -> bool:
+    return _has_field(record, b"WARC-Type: warcinfo")
+
+
+def _has_field(record: bytes, field: bytes) -> bool:
+    """Whether the WARC head of ``record`` has a line starting with ``field``."""
     head = record[: record.find(b"\r\n\r\n")]
-    return b"\r\nWARC-Type: warcinfo\r\n" in head + b"\r\n"
+    return b"\r\n" + field in head
 
 
 def surt(url: str) -> str:
@@ -154,14 +208,18 @@ def _mime(headers: tuple[tuple[str, str], ...]) -> str:
     return "unk"
 
 
-def cdxj_line(store: SegmentStore, r: FetchRecord, offset: int, length: int, filename: str) -> str:
-    """The CDXJ line of record ``r`` stored at ``offset``/``length`` of ``filename`` (rule 4)."""
-    body = store.index.body(r.content_hash)
+def cdxj_line(store: SegmentStore, r: FetchRecord, offset: int, length: int, filename: str,
+              sha256: bytes | None = None) -> str:
+    """The CDXJ line of record ``r`` stored at ``offset``/``length`` of ``filename`` (rule 4); ``sha256``:
+    the payload's, when another store holds the body (rule 6)."""
+    if sha256 is None:
+        body = store.index.body(r.content_hash)
+        sha256 = body.sha256 if body else None
     fields = {
         "url": r.url,
         "mime": "warc/revisit" if r.kind == "revisit" else _mime(r.headers),
         "status": str(r.status),
-        "digest": warc.payload_digest_from(body.sha256) if body else "-",
+        "digest": warc.payload_digest_from(sha256) if sha256 else "-",
         "length": str(length),
         "offset": str(offset),
         "filename": filename,

@@ -10,6 +10,7 @@ from functools import partial
 from polecat.cluster.etcd import KeyEvent
 from polecat.cluster.membership import Member, view
 from polecat.cluster.receiver import Reply
+from polecat.cluster.unixwire import FrameReceiver
 
 
 class FakeMembership:
@@ -124,3 +125,24 @@ class MemoryEtcd:
 
     async def close(self) -> None:
         return None
+
+
+class LoopbackTransport:
+    """A :class:`~polecat.cluster.transport.Transport` that hands each post to the receiver registered at
+    its address, in this process; an address in ``down`` (or with no receiver) answers "error", as a
+    member that is not listening does."""
+
+    def __init__(self) -> None:
+        self.receivers: dict[str, FrameReceiver] = {}
+        self.down: set[str] = set()
+        self.posts = 0
+
+    async def post(self, address: str, data: bytes) -> Reply:
+        self.posts += 1
+        receiver = self.receivers.get(address)
+        if receiver is None or address in self.down:
+            return Reply("error", detail=f"ConnectionRefusedError: nobody at {address}")
+        return await receiver.receive(data)
+
+    async def close(self) -> None:
+        pass

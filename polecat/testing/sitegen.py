@@ -74,7 +74,9 @@ TRACKING_PREFIXES = ("utm_",)
 TRACKING_KEYS = frozenset({"gclid", "fbclid"})
 """The tracking parameters the generator writes into links (a subset of polecat's defaults)."""
 
-PageKind = Literal["root", "page", "item", "private", "dup", "near_dup"]
+PageKind = Literal["root", "page", "item", "private", "dup", "near_dup", "mirror", "near_mirror"]
+_HOST_RELATIVE = frozenset({"path", "relative", "dot_segments", "percent"})
+"""Link forms that name no host: on a mirror they point at the mirror's own copy of the target."""
 Scope = Literal["host", "domain", "any"]
 
 
@@ -105,6 +107,15 @@ class SiteSpec:
     """``(host, seconds)``: a ``Crawl-delay`` line in that host's robots.txt (200 variants only)."""
     noise: tuple[str, ...] = NOISE
     """Which link forms of :data:`NOISE` the generator may write."""
+    mirror_hosts: int = 0
+    """The last ``mirror_hosts`` hosts mirror the first ones (host ``hosts - mirror_hosts + j`` copies
+    host ``j``): the same paths, each page's body byte for byte (a ``mirror``), links without a host
+    staying on the mirror, or with ``mirror_near_ratio`` of the pages one footer token changed (a
+    ``near_mirror``): cross-host copies and near-copies, as content dedup across a crawl meets them.
+    A mirror's page may be linked only in absolute form (to its source's copy) from its host's other
+    pages, and reached through another host's links: when every host is a seed, compare a crawl of such a
+    site with ``ground_truth(site, port, "any")``, not ``"host"``."""
+    mirror_near_ratio: float = 0.0
 
     def __post_init__(self) -> None:
         if self.hosts < 1 or self.pages_per_host < 1:
@@ -113,6 +124,8 @@ class SiteSpec:
             raise ValueError(
                 "dup_ratio + near_dup_ratio must stay below 0.45 (duplicates are never adjacent)"
             )
+        if not 0 <= self.mirror_hosts <= self.hosts // 2:
+            raise ValueError("mirror_hosts must be in [0, hosts // 2] (each mirrors one other host)")
         unknown = set(self.noise) - set(NOISE)
         if unknown:
             raise ValueError(f"unknown noise kinds: {sorted(unknown)}")
@@ -147,8 +160,10 @@ class Site:
         self._delays = dict(spec.crawl_delays)
         rng = random.Random(f"polecat-site/{spec.seed}")
         self.pages: list[PageInfo] = []
+        first_mirror = spec.hosts - spec.mirror_hosts
         for h in range(spec.hosts):
-            self.pages.extend(self._build_host(h, rng))
+            self.pages.extend(self._build_host(h, rng) if h < first_mirror else
+                              self._mirror_host(h, h - first_mirror))
         self._by_key = {(p.host, p.path): g for g, p in enumerate(self.pages)}
 
     # --- structure -------------------------------------------------------------------------------
@@ -204,6 +219,21 @@ class Site:
             pages.append(PageInfo(host, paths[i], kind, original, forms))
         return pages
 
+    def _mirror_host(self, h: int, source: int) -> list[PageInfo]:
+        """Host ``h`` as a mirror of host ``source`` (:attr:`SiteSpec.mirror_hosts`). Its pages' ``links``
+        are those of the body they serve, host-relative ones moved to the mirror."""
+        n = self.spec.pages_per_host
+        rng = random.Random(f"polecat-mirror/{self.spec.seed}/{h}")
+        shift = (h - source) * n
+        pages = []
+        for i in range(n):
+            src = self.pages[source * n + i]
+            body = self.pages[src.original]
+            links = tuple((t + shift if f.split("+")[0] in _HOST_RELATIVE else t, f) for t, f in body.links)
+            kind: PageKind = "near_mirror" if rng.random() < self.spec.mirror_near_ratio else "mirror"
+            pages.append(PageInfo(self.hosts[h], src.path, kind, source * n + i, links))
+        return pages
+
     def _link_form(self, rng: random.Random, h: int, target: int) -> str:
         noise = self.spec.noise
         same_host = target // self.spec.pages_per_host == h
@@ -233,7 +263,10 @@ class Site:
 
     def outlinks(self, page: int) -> list[int]:
         """Pages linked from the body served at ``page`` (a duplicate serves its original's links)."""
-        return [t for t, _ in self.pages[self.pages[page].original].links]
+        info = self.pages[page]
+        if info.kind in ("mirror", "near_mirror"):
+            return [t for t, _ in info.links]
+        return [t for t, _ in self.pages[info.original].links]
 
     # --- robots.txt ----------------------------------------------------------------------------------
 
@@ -274,6 +307,11 @@ class Site:
     def render(self, page: int, port: int) -> bytes:
         """The HTML body served at ``page`` (UTF-8)."""
         info = self.pages[page]
+        if info.kind == "mirror":
+            return self.render(info.original, port)
+        if info.kind == "near_mirror":  # the source's body, one footer token changed
+            source = self.pages[info.original]
+            return render_page(self, source.original, self.pages[source.original].links, port, page)
         original = self.pages[info.original]
         revision = page if info.kind == "near_dup" else info.original
         return render_page(self, info.original, original.links, port, revision)

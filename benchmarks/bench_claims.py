@@ -1,0 +1,125 @@
+"""Content dedup across workers (issue 35): the collapse of a crawl over 1, 2 and 4 workers against one
+process, on a web of cross-host mirrors and near-copies, and what claims cost in CPU and pages/s.
+
+    python -m benchmarks.bench_claims --hosts 40 --pages-per-host 40 --workers 1,2,4
+
+The web (benchmarks/server.py, in its own processes) is a generated site whose last half of the hosts
+mirror the first half (``SiteSpec.mirror_hosts``): each mirrored page byte for byte, or with one token
+changed (``--mirror-near``); inside a host ``--dup`` of the pages copy another page and ``--near-dup``
+change one token of another. It is crawled to the end from an empty data dir by one process (no
+``--workers``), then by each worker count with content claims, then (``--without``) by each count with
+``[cluster] content_claims = false``, all in one run so they see the same machine load.
+
+Figures per crawl: pages (the page records of the stores), fetched body bytes (the sizes of every page
+record the stores hold, revisits included), stored bytes (what the stores appended to their segments:
+compressed WARC records and deltas), the collapse (stored / fetched), bodies stored whole, revisit
+records, the pages stored in full because a claim had no answer (``X-Polecat-Claim``), CPU seconds of
+the whole process tree (wait4) per page, and pages/s over the span from the first to the last request.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from benchmarks.bench_politeness import ADDRESSES, free_port
+from benchmarks.compare import run_child
+from benchmarks.server import StaticServer, render_site
+from polecat.cluster.claimlink import CLAIM_HEADER
+from polecat.cluster.layout import collection_dirs
+from polecat.config import StoreConfig
+from polecat.store.segstore import SegmentStore
+from polecat.testing.dns import LocalDnsServer
+from polecat.testing.sitegen import Site, SiteSpec
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def store_figures(data: Path) -> tuple[int, int, int, int, int, int]:
+    """(pages, fetched body bytes, stored bytes, bodies, revisits, unanswered) over every store of
+    ``data``, robots.txt left out but for the stored bytes."""
+    pages = fetched = stored = bodies = revisits = unanswered = 0
+    for node in collection_dirs([data]):
+        with SegmentStore.open(node / "store", StoreConfig(), read_only=True) as store:
+            s = store.stats()
+            stored += s.stored_bytes
+            bodies += s.bodies
+            for r in store.records():
+                if r.url.endswith("/robots.txt"):
+                    continue
+                pages += 1
+                fetched += r.size
+                revisits += r.kind == "revisit"
+                unanswered += r.header(CLAIM_HEADER.lower()) is not None
+    return pages, fetched, stored, bodies, revisits, unanswered
+
+
+def crawl(args: argparse.Namespace) -> None:
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    spec = SiteSpec(hosts=args.hosts, pages_per_host=args.pages_per_host, seed=35,
+                    mirror_hosts=args.hosts // 2, mirror_near_ratio=args.mirror_near, dup_ratio=args.dup,
+                    near_dup_ratio=args.near_dup)
+    site = Site(spec)
+    size = render_site(site, port, out / "site")
+    (out / "seeds.txt").write_text("\n".join(site.seeds(port)) + "\n")
+    (out / "off.toml").write_text("[cluster]\ncontent_claims = false\n")
+    print(f"site: {args.hosts} hosts x {args.pages_per_host} pages ({args.hosts // 2} mirror hosts, "
+          f"{args.mirror_near:.0%} of mirrored pages near-copies, dup {args.dup:.0%}, near-dup "
+          f"{args.near_dup:.0%}), {size / 1024**2:.1f} MB; {os.cpu_count()} cores")
+    print("| run | pages | fetched MB | stored MB | stored / fetched | bodies | revisits | unanswered "
+          "| CPU s | CPU ms/page | pages/s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    runs = [("1 process", 0, True), *((f"{n} workers", n, True) for n in args.workers),
+            *((f"{n} workers, claims off", n, False) for n in (args.workers if args.without else []))]
+    with LocalDnsServer() as dns:
+        for i, host in enumerate(site.hosts):
+            dns.add(host, [ADDRESSES[i % len(ADDRESSES)]])
+        for name, n, claims in runs:
+            data = out / f"data-{n}-{int(claims)}"
+            shutil.rmtree(data, ignore_errors=True)
+            argv = [sys.executable, "-m", "polecat", "crawl", "--seeds-file", str(out / "seeds.txt"),
+                    "--data", str(data), "--rate", str(args.rate), "--concurrency", str(args.concurrency),
+                    "--scope", "host", "--allow-private", "--quiet", "--dns-server", dns.address,
+                    *(("--workers", str(n)) if n else ()),
+                    *(() if claims else ("--config", str(out / "off.toml")))]
+            server = StaticServer(out / "site", port, len(ADDRESSES), 1, out / "server", None)
+            server.start()
+            try:
+                code, _, cpu_s, _ = run_child(argv, None, out / f"crawler-{n}-{int(claims)}.txt",
+                                              args.timeout)
+            finally:
+                log = server.stop()
+            starts = [r.start for r in log]
+            span = max(starts) - min(starts) if starts else 0.0
+            pages, fetched, stored, bodies, revisits, unanswered = store_figures(data)
+            print(f"| {name} | {pages:,} | {fetched / 1e6:.2f} | {stored / 1e6:.2f} | "
+                  f"{stored / max(1, fetched):.4f} | {bodies:,} | {revisits:,} | {unanswered} | "
+                  f"{cpu_s:.1f} | "
+                  f"{cpu_s * 1000 / max(1, pages):.2f} | {pages / max(span, 1e-9):,.0f} |"
+                  + ("" if code == 0 else f" exit {code}"), flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.bench_claims", description=__doc__.split("\n")[0])
+    ap.add_argument("--hosts", type=int, default=40)
+    ap.add_argument("--pages-per-host", type=int, default=40)
+    ap.add_argument("--mirror-near", type=float, default=0.3)
+    ap.add_argument("--dup", type=float, default=0.1)
+    ap.add_argument("--near-dup", type=float, default=0.1)
+    ap.add_argument("--rate", type=float, default=20.0)
+    ap.add_argument("--concurrency", type=int, default=256)
+    ap.add_argument("--workers", type=lambda s: [int(x) for x in s.split(",")], default=[1, 2, 4])
+    ap.add_argument("--without", action="store_true", help="also crawl each count with claims off")
+    ap.add_argument("--timeout", type=float, default=600.0)
+    ap.add_argument("--out", type=Path, default=ROOT / "bench-out" / "claims")
+    crawl(ap.parse_args(argv))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
