@@ -12,7 +12,7 @@ from typing import Any
 import aiohttp
 
 from polecat.cluster.auth import AUTH_HEADER, hmac_signer, request_proof
-from polecat.cluster.wire import THIS, Wire
+from polecat.cluster.wire import THIS, WIRE_HEADER, Wire
 from polecat.config import Config
 from polecat.processes.service_runner import NodeService
 from polecat.testing.web import TestWeb
@@ -25,7 +25,8 @@ SECRET = "the cluster secret of the test nodes"
 def internal(path: str, length: int = 0, receiver: str = "") -> dict[str, str]:
     """The head that lets a request to an ``/internal/`` route of ``receiver`` (its advertised address;
     ``""``: a node outside a cluster) through, once (api.py's auth rule)."""
-    return {AUTH_HEADER: request_proof(hmac_signer(SECRET), path, receiver, length, time.time())}
+    return {AUTH_HEADER: request_proof(hmac_signer(SECRET), path, receiver, length, time.time()),
+            WIRE_HEADER: THIS.header}
 
 
 async def start_node(cfg: Config, wire: Wire = THIS) -> tuple[NodeService, asyncio.Future[int]]:

@@ -16,6 +16,7 @@ from polecat.cluster import receiver as receiver_module
 from polecat.cluster.auth import AUTH_HEADER, MAX_SKEW, hmac_signer, hmac_verifier, request_proof
 from polecat.cluster.batch import Batch, HandoffUrl, decode_batch, encode_batch, encode_urls
 from polecat.cluster.receiver import HandoffReceiver
+from polecat.cluster.wire import THIS, WIRE_HEADER
 from polecat.config import config_from_mapping
 from polecat.processes.machine import (
     ADOPT_PATH,
@@ -47,7 +48,8 @@ async def _status(port: int, head: bytes, body: bytes = b"") -> int:
 
 
 def _post(path: str, length: int, *extra: str) -> bytes:
-    lines = [f"POST {path} HTTP/1.1", "Host: 127.0.0.1", f"Content-Length: {length}", *extra, "", ""]
+    lines = [f"POST {path} HTTP/1.1", "Host: 127.0.0.1", f"Content-Length: {length}",
+             f"{WIRE_HEADER}: {THIS.header}", *extra, "", ""]
     return "\r\n".join(lines).encode()
 
 

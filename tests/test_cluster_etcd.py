@@ -248,7 +248,8 @@ async def test_a_machine_suspended_past_half_its_lease_wakes_fenced() -> None:
     the monotonic clock, not the etcd lease: the node must be fenced at once when it wakes, before any
     keepalive tells it the lease is gone."""
     clock = FakeClock()
-    node = EtcdMembership(MemoryEtcd(), "t", Member("a", "http://127.0.0.1:1"), ttl=10, clock=clock)
+    node = EtcdMembership(MemoryEtcd(), "t", Member("a", "http://127.0.0.1:1"), ttl=10, clock=clock,
+                          records=RECORDS)
     await node.start()
     try:
         await _until(lambda: len(node.leasable()) == SLICES, 15, "a to own every slice")

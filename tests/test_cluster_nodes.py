@@ -229,7 +229,7 @@ async def test_a_bundle_from_a_lease_that_is_gone_is_refused_and_one_from_before
             async def post(body: bytes) -> tuple[int, str]:
                 proof = request_proof(sign, ADOPT_PATH, f"http://{svc.config.node.listen}", len(body),
                                       time.time())
-                head = {SIGNATURE_HEADER: sign(body).hex(), AUTH_HEADER: proof}
+                head = {SIGNATURE_HEADER: sign(body).hex(), AUTH_HEADER: proof, WIRE_HEADER: THIS.header}
                 async with http.post(url, data=body, headers=head) as r:
                     return r.status, await r.text()
 
@@ -333,7 +333,8 @@ async def test_urls_held_for_a_slice_another_node_owns_are_shipped_to_it(
         proof = request_proof(hmac_signer(SECRET), ADOPT_PATH, n0_address, len(body), time.time())
         async with aiohttp.ClientSession() as http, http.post(
                 n0_address + ADOPT_PATH, data=body,
-                headers={SIGNATURE_HEADER: hmac_signer(SECRET)(body).hex(), AUTH_HEADER: proof}) as resp:
+                headers={SIGNATURE_HEADER: hmac_signer(SECRET)(body).hex(), AUTH_HEADER: proof,
+                         WIRE_HEADER: THIS.header}) as resp:
             assert resp.status == 200
         await wait_for(lambda: n1.bundles_adopted == adopted + 1, 10, "n0 to ship n1's slice to it")
         assert n0.stats().stray_urls == 0 and n0.bundles_sent == sent + 1 and n1.slices_adopted == moved + 1

@@ -105,6 +105,9 @@ class MemoryEtcd:
     async def get_prefix(self, prefix: str) -> tuple[dict[str, bytes], int]:
         return {k: v for k, (v, _) in self.keys.items() if k.startswith(prefix)}, self.revision
 
+    async def get_prefix_leased(self, prefix: str) -> tuple[dict[str, tuple[bytes, int]], int]:
+        return {k: held for k, held in self.keys.items() if k.startswith(prefix)}, self.revision
+
     async def watch_prefix(self, prefix: str, start_revision: int) -> AsyncIterator[KeyEvent]:
         await asyncio.Event().wait()  # changes are read by get_prefix only
         yield KeyEvent(prefix, None)  # pragma: no cover - never reached: it makes this a generator
