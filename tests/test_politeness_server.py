@@ -460,10 +460,10 @@ def test_anchor_survives_a_pause_before_the_fetch_starts(test_web: TestWebFactor
     original = Fetcher._get
     calls = itertools.count()
 
-    async def paused_get(self: Fetcher, url: str, headers: dict[str, str] | None) -> Response:
+    async def paused_get(self: Fetcher, url: str, *args: Any, **kwargs: Any) -> Response:
         if next(calls) % 2 == 0:
             await asyncio.sleep(0.05)
-        return await original(self, url, headers)
+        return await original(self, url, *args, **kwargs)
 
     monkeypatch.setattr(Fetcher, "_get", paused_get)
     stats = crawl(crawl_config(web, tmp_path / "data", politeness={"rate": rate}))

@@ -55,7 +55,7 @@ async def main(kind):
              runloop.LoopAlarmClock(loop, time.time))
     early = []
     late = []
-    for gap in (0.0037, 0.0003, 0.0, -1.0, 0.0121):
+    for gap in (0.0037, 0.0003, 0.0, -1.0, 0.0121) * 5:
         event.clear()
         start = time.time()
         until = start + gap
@@ -101,7 +101,7 @@ async def main(kind):
     fired = event.is_set()
     clock.close()
     chosen = type(runloop.alarm_clock(loop, SYSTEM_CLOCK)).__name__
-    return any(early), fired, max(late) < 0.005, chosen
+    return any(early), fired, sorted(late)[len(late) // 2] < 0.005, chosen
 
 print(runloop.run(main(sys.argv[1])))
 """
@@ -113,9 +113,10 @@ def test_an_alarm_never_wakes_its_waiter_early_even_on_uvloop(kind: str) -> None
         pytest.skip("timerfd is Linux's")
     out = subprocess.run([sys.executable, "-c", _ALARM, kind], capture_output=True, text=True, check=True,
                          timeout=60).stdout
-    # Never early, a cancelled alarm sets nothing, none was late by more than 5 ms after a loop timer for
-    # the same time (a property a loaded machine keeps: it delays both), and a crawl on Linux gets the
-    # kernel's timer.
+    # Never early, a cancelled alarm sets nothing, the median alarm was not late by more than 5 ms after a
+    # loop timer for the same time (a clock that adds its own delay does it every time; a loaded machine
+    # that deschedules the process between the two wakes does it now and then, which the median ignores),
+    # and a crawl on Linux gets the kernel's timer.
     assert ast.literal_eval(out.strip()) == (False, False, True, "TimerFdAlarmClock")
 
 

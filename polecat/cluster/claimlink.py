@@ -18,7 +18,7 @@ import contextlib
 import logging
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from polecat.clock import SYSTEM_CLOCK, Clock
 from polecat.cluster.batch import HandoffError, Signer, Verifier
@@ -34,8 +34,10 @@ from polecat.cluster.claims import (
 )
 from polecat.cluster.claimwire import decode, encode_answers, encode_claims, encode_durable, is_claim_frame
 from polecat.cluster.receiver import HandoffReceiver, Reply
-from polecat.cluster.transport import Transport
 from polecat.store.base import FetchRecord, PageStore
+
+if TYPE_CHECKING:  # aiohttp's transport is a cluster node's; workers speak unixwire (tests/test_startup.py)
+    from polecat.cluster.transport import Transport
 
 log = logging.getLogger("polecat.claims")
 
