@@ -26,7 +26,7 @@ from polecat.frontier.records import AdoptReport, QueuedUrl, decode_host
 from polecat.frontier.refresh_queue import RefreshQueue
 from polecat.frontier.robots import RobotsPolicy
 from polecat.frontier.robots_state import restore_robots
-from polecat.frontier.slices import SLICES, check_slices, slice_of
+from polecat.frontier.slices import SLICES, check_slices, slice_of, slice_prefix
 from polecat.writes import Decided, Delete, DeleteSlices, Put, Write
 
 
@@ -150,9 +150,10 @@ class SliceHandover:
         adoption; returns how many. Only hosts that had URLs queued here are read."""
         dropped = 0
         for host in hosts:
-            st = self._hosts.get(host)
-            if st is None or st.queued <= 0:
+            peeked = self._table.peek(host)
+            if peeked is None or peeked.queued <= 0:
                 continue
+            st = self._table.state(host)
             doomed = [key for key, value in self._db.items("queue", queue_prefix(host))
                       if url_key(QueuedUrl.decode(value).url, host) in finished]
             for key in doomed:
@@ -186,7 +187,12 @@ class SliceHandover:
         busy = self.in_flight_in(ids)
         if busy:
             raise FrontierError(f"cannot release slices with {busy} leases in flight")
-        self._table.forget([h for h in self._hosts if slice_of(h) in ids])
+        table = self._table
+        for s in ids:  # the records out of memory (host_table.py rule 6): their queued URLs go too
+            for key, raw in self._db.items("hosts", slice_prefix(s)):
+                if host_of_row(key) not in self._hosts:
+                    table.queued -= decode_host(raw).queued
+        table.forget([h for h in self._hosts if slice_of(h) in ids])
         self._intake.forget_recent()
         self._db.pending += 1
         return [DeleteSlices(ids)]

@@ -24,6 +24,7 @@ from polecat.frontier import refetch
 from polecat.frontier.budgets import admit_reason
 from polecat.frontier.host_table import HostTable
 from polecat.frontier.keys import op_key, url_key
+from polecat.frontier.politeness import HostState
 from polecat.frontier.routing import Admission, Routing
 from polecat.frontier.scope import ScopeFilter
 from polecat.frontier.traps import TrapCounts, url_trap
@@ -44,7 +45,7 @@ class Intake:
 
     def __init__(self, table: HostTable, cfg: ScopeConfig, seen: SeenSet) -> None:
         self._table = table
-        self._hosts = table.hosts
+        self._peek = table.peek
         self._blocked = table.blocked
         self._shapes = table.shapes
         self._db = table.db
@@ -129,10 +130,11 @@ class Intake:
                 repeats += 1
                 continue
             host = host_key(url)
-            reason = self._refuse(url, host, depth, False, new_hosts)
+            st = self._peek(host)
+            reason = self._refuse(url, host, st, depth, False, new_hosts)
             if reason is None:
                 candidates.append((url, host))
-                if host not in self._hosts:
+                if st is None:
                     new_hosts.add(host)
             else:
                 self.rejected[reason] += 1
@@ -158,7 +160,7 @@ class Intake:
     def _add(self, url: str, host: str, depth: int, importance: float, now: float, out: list[Write], *,
              seed: bool, hops: int = 0) -> Decided[str]:
         """Add one URL; its writes are appended to ``out``, which comes back in the decision."""
-        reason = self._refuse(url, host, depth, seed)
+        reason = self._refuse(url, host, self._peek(host), depth, seed)
         if reason is not None:
             self.rejected[reason] += 1
             return Decided(reason, out)
@@ -170,10 +172,10 @@ class Intake:
         self._table.enqueue(url, host, depth, importance, now, out, hops)
         return Decided(ACCEPTED, out)
 
-    def _refuse(self, url: str, host: str, depth: int, seed: bool,
+    def _refuse(self, url: str, host: str, st: HostState | None, depth: int, seed: bool,
                 page_new_hosts: set[str] | None = None) -> str | None:
-        """Why ``url`` may not be queued (rule 2; None: it may). ``page_new_hosts``: the new hosts its
-        page's links brought so far (budgets rules 3-5)."""
+        """Why ``url`` may not be queued (rule 2; None: it may). ``st``: its host's record (None: a new
+        host); ``page_new_hosts``: the new hosts its page's links brought so far (budgets rules 3-5)."""
         if host in self._blocked:
             return "blocked"
         cfg = self._cfg
@@ -188,12 +190,12 @@ class Intake:
                     self.count_trap(host, reason)
             if reason is None:
                 new_hosts = page_new_hosts or set()
-                reason = admit_reason(cfg, new_host=host not in self._hosts and host not in new_hosts,
-                                      hosts=len(self._hosts) + len(new_hosts), queued=self._table.queued,
-                                      page_new_hosts=len(new_hosts))
+                new_host = st is None and host not in new_hosts
+                reason = admit_reason(cfg, new_host=new_host,
+                                      hosts=self._table.known() + len(new_hosts) if new_host else 0,
+                                      queued=self._table.queued, page_new_hosts=len(new_hosts))
             if reason is not None:
                 return reason
-        st = self._hosts.get(host)
         if st is not None:
             if st.queued >= cfg.max_queue_per_host:
                 return "host_queue_full"

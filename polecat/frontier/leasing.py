@@ -63,15 +63,22 @@ class Leasing:
         """The next request to make, or how long nothing is ready. Never returns two leases for one host
         (or, with key_by_ip, one IP) at once, nor one before the host's next-allowed time. The writes
         retire the robots-disallowed URLs it skipped on the way."""
-        heap, scheduled, schedule = self._table.heap, self._scheduled, self._table.schedule
+        table = self._table
+        heap, scheduled, schedule = table.heap, self._scheduled, table.schedule
         out: list[Write] = []
-        while heap:
+        refilled = False
+        while True:
+            if not refilled and table.cold_due(now):  # host_table.py rule 7: hosts out of memory first
+                table.refill(now, out)
+                refilled = True
+            if not heap:
+                break
             at, host = heap[0]
             if scheduled.get(host) != at:
                 heapq.heappop(heap)
                 continue
             if at > now:
-                return Decided(Wait(at), out)
+                return Decided(Wait(at if table.cold_head is None else min(at, table.cold_head)), out)
             heapq.heappop(heap)
             del scheduled[host]
             st = self._hosts[host]
@@ -95,6 +102,8 @@ class Leasing:
                 if self._pol.key_by_ip and st.ip:
                     self._ipkeys.take(host, st.ip)
                 return Decided(got, out)
+        if table.cold_head is not None:  # more rows to read once ``out`` is applied, or later
+            return Decided(Wait(max(table.cold_head, now)), out)
         return Decided(Wait(None) if self._leases else Idle(), out)
 
     def _lease_from(self, host: str, st: HostState, now: float, out: list[Write]) -> Lease | None:
@@ -173,7 +182,7 @@ class Leasing:
 
     def _wake_ip_waiters(self, waiters: set[str], ip_next_allowed: float) -> None:
         for waiter in waiters:
-            ws = self._hosts[waiter]
+            ws = self._table.state(waiter)  # a waiter may have left memory (host_table.py rule 6)
             if not ws.in_flight and ws.queued > 0 and waiter not in self._scheduled:
                 self._table.schedule(waiter, max(ws.next_allowed, ip_next_allowed))
 

@@ -1,0 +1,171 @@
+"""The frontier's bounded working set (polecat/frontier/host_table.py rules 6-8): host records past
+``frontier.working_hosts`` wait in LMDB, in the ``ready`` index by due time, and come back when due,
+with every politeness rule kept (no lost next-allowed time, no URL lost or fetched twice)."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import replace
+from itertools import pairwise
+from pathlib import Path
+
+import pytest
+
+from polecat.config import Config, FrontierConfig, ScopeConfig
+from polecat.frontier.host_table import READY_INDEX
+from polecat.frontier.records import Idle, Lease, Wait
+from polecat.frontier.slices import slice_of
+from polecat.writes import Delete
+from tests.frontier_helpers import Rig, canon, politeness
+
+pytestmark = pytest.mark.usefixtures("frontier_backend")
+
+RATE = 1.0
+LEAVES = 2
+
+
+def config(working_hosts: int) -> Config:
+    return Config(scope=ScopeConfig(mode="any"), politeness=politeness(rate=RATE),
+                  frontier=FrontierConfig(working_hosts=working_hosts))
+
+
+def seed(rig: Rig, hosts: range, now: float, *, commit_every: int = 500) -> None:
+    for i in hosts:
+        rig.frontier.add_seed(canon(f"http://h{i}.ws.test/"), now)
+        if rig.db.pending >= commit_every:
+            commit(rig)
+    commit(rig)
+
+
+def commit(rig: Rig) -> None:
+    rig.frontier.commit()
+    assert rig.raw.hosts_in_memory <= rig.cfg.frontier.working_hosts
+
+
+class Crawl:
+    """Drives a rig to the end with a fake clock: every ``/`` page links :data:`LEAVES` leaves; records
+    every request's start per host."""
+
+    def __init__(self, rig: Rig, now: float) -> None:
+        self.rig = rig
+        self.now = now
+        self.starts: defaultdict[str, list[float]] = defaultdict(list)
+        self.pages: Counter[str] = Counter()
+
+    def run(self, *, max_leases: int = 10**6, commit_every: int = 200) -> bool:
+        """Lease and complete until the frontier is idle (True) or ``max_leases`` calls were made."""
+        rig = self.rig
+        for _ in range(max_leases):
+            got = rig.frontier.lease(self.now)
+            if isinstance(got, Idle):
+                return True
+            if isinstance(got, Wait):
+                assert got.until is not None
+                self.now = max(self.now, got.until)
+                continue
+            assert isinstance(got, Lease)
+            assert got.not_before <= self.now
+            self.starts[got.host].append(self.now)
+            if got.kind == "robots":
+                rig.complete_robots(got, self.now)
+            else:
+                self.pages[got.url] += 1
+                if got.url.endswith(".test/"):
+                    for k in range(LEAVES):
+                        rig.frontier.add(canon(f"{got.url}leaf{k}"), 1, 0.5, self.now)
+                rig.complete(got, self.now)
+            if rig.db.pending >= commit_every:
+                commit(rig)
+        return False
+
+    def check(self, hosts: int) -> None:
+        assert len(self.pages) == hosts * (1 + LEAVES), "a URL was never fetched"
+        assert set(self.pages.values()) == {1}, "a URL was fetched twice"
+        for host, starts in self.starts.items():
+            gaps = [b - a for a, b in pairwise(starts)]
+            assert min(gaps, default=RATE) >= 1 / RATE - 1e-9, (host, starts)
+
+
+@pytest.mark.lmdb_only  # the fake's sorted key lists make 100,000 inserts slow
+def test_the_bound_holds_with_100000_hosts_queued(tmp_path: Path) -> None:
+    rig = Rig(tmp_path, cfg=config(1000))
+    seed(rig, range(100_000), 0.0, commit_every=2000)
+    assert rig.raw.queued == 100_000
+    assert rig.raw.stats(0.0).hosts == 100_000
+    assert rig.db.count("ready") >= 100_000 - 1000  # the rest wait in LMDB, by due time
+    got = rig.frontier.lease(1.0)
+    assert isinstance(got, Lease) and got.host == "h0.ws.test"  # the earliest seeded first, read back
+
+
+def test_a_crawl_through_a_small_working_set_fetches_everything_once_and_politely(tmp_path: Path) -> None:
+    rig = Rig(tmp_path, cfg=config(100))
+    seed(rig, range(1500), 0.0)
+    crawl = Crawl(rig, 0.0)
+    assert crawl.run()
+    crawl.check(1500)
+    assert rig.raw.queued == 0
+
+
+def test_a_restart_brings_back_hosts_in_memory_and_out_and_waits_one_interval(tmp_path: Path) -> None:
+    rig = Rig(tmp_path, cfg=config(100))
+    seed(rig, range(600), 0.0)
+    crawl = Crawl(rig, 0.0)
+    for _ in range(300):  # some hosts in rotation, some in flight at the crash
+        got = rig.frontier.lease(crawl.now)
+        if isinstance(got, Lease):
+            crawl.starts[got.host].append(crawl.now)
+            rig.complete_robots(got, crawl.now)
+        elif isinstance(got, Wait) and got.until is not None:
+            crawl.now = got.until
+    commit(rig)
+    rig.crash()
+    reopened = crawl.now + 0.5
+    rig.reopen(reopened)
+    after = Crawl(rig, reopened)
+    assert after.run()
+    assert len(after.pages) == 600 * (1 + LEAVES) and set(after.pages.values()) == {1}
+    for host, starts in after.starts.items():
+        assert starts[0] >= reopened + 1 / RATE - 1e-9, host  # politeness rule 7, in memory or not
+
+
+def test_data_without_the_ready_index_gets_it_on_open(tmp_path: Path) -> None:
+    """As written by 0.2.0: host records, no ``ready`` or ``resident`` rows, no marker."""
+    rig = Rig(tmp_path, cfg=config(50_000))
+    seed(rig, range(400), 0.0)
+    rig.db.apply([Delete("resident", key) for key, _ in rig.db.items("resident")]
+                 + [Delete("meta", READY_INDEX)])
+    rig.db.commit()
+    assert rig.db.count("resident") == rig.db.count("ready") == 0
+    rig.crash()
+    rig.cfg = config(100)
+    rig.reopen(10.0)
+    assert rig.db.get("meta", READY_INDEX) is not None and rig.db.count("ready") == 400
+    crawl = Crawl(rig, 10.0)
+    assert crawl.run()
+    crawl.check(400)
+
+
+def test_hosts_blocked_or_released_out_of_memory(tmp_path: Path) -> None:
+    rig = Rig(tmp_path, cfg=config(100))
+    seed(rig, range(500), 0.0)
+    assert rig.raw.hosts_in_memory < 500
+    assert rig.frontier.block("*.ws.test") == rig.raw.hosts_in_memory  # one queued URL each, in memory
+    crawl = Crawl(rig, 0.0)
+    assert crawl.run()
+    assert not crawl.starts and rig.raw.queued == 0  # the others dropped their queues when read back
+    rig2 = Rig(tmp_path / "two", cfg=config(100))
+    seed(rig2, range(500), 0.0)
+    slices = {slice_of(f"h{i}.ws.test") for i in range(500)}
+    rig2.db.apply(rig2.raw.release_slices(slices))
+    assert rig2.raw.queued == 0 and rig2.raw.stats(0.0).hosts == 0
+    assert isinstance(rig2.frontier.lease(1.0), (Idle, Wait))
+    assert isinstance(rig2.frontier.lease(1.0), Idle)  # the stale rows are dropped when read
+
+
+def test_a_throttle_set_while_a_host_is_out_of_memory_applies_when_it_comes_back(tmp_path: Path) -> None:
+    rig = Rig(tmp_path, cfg=replace(config(100), scope=ScopeConfig(mode="any")))
+    seed(rig, range(300), 0.0)
+    rig.frontier.throttle_now("*.ws.test", 0.1, 5.0)
+    crawl = Crawl(rig, 5.0)
+    assert not crawl.run(max_leases=400)
+    assert crawl.starts and all(s[0] >= 5.0 + 10.0 - 1e-9 for s in crawl.starts.values())
