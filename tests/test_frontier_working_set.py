@@ -169,3 +169,23 @@ def test_a_throttle_set_while_a_host_is_out_of_memory_applies_when_it_comes_back
     crawl = Crawl(rig, 5.0)
     assert not crawl.run(max_leases=400)
     assert crawl.starts and all(s[0] >= 5.0 + 10.0 - 1e-9 for s in crawl.starts.values())
+
+
+def test_a_batch_of_seeds_decides_as_one_seed_at_a_time_would(tmp_path: Path) -> None:
+    """intake.py rule 6: the batch answers each seed in order; the tables end up the same (host limits
+    as they were before the batch: a.test is full before it)."""
+    cfg = replace(config(100), scope=ScopeConfig(mode="host", max_url_length=40, max_queue_per_host=2))
+    urls = [canon(u) for u in ("http://e.test/", "http://b.test/", "http://e.test/", "http://a.test/x",
+                               "http://e.test/y", "http://c.test/" + "z" * 40, "http://d.blocked.test/")]
+    one, batch = Rig(tmp_path / "one", cfg=cfg), Rig(tmp_path / "batch", cfg=cfg)
+    for rig in (one, batch):
+        rig.frontier.block("*.blocked.test")
+        for before in ("http://b.test/", "http://a.test/", "http://a.test/full"):
+            rig.frontier.add_seed(canon(before), 0.0)
+    singles = [one.frontier.add_seed(u, 1.0) for u in urls]
+    assert batch.frontier.add_seeds(urls, 1.0) == singles == [
+        "accepted", "seen", "seen", "host_queue_full", "accepted", "url_too_long", "blocked"]
+    for table in ("queue", "seen", "ops"):
+        assert [k for k, _ in batch.db.items(table)] == [k for k, _ in one.db.items(table)], table
+    assert batch.raw.queued == one.raw.queued == 5
+    assert batch.raw.stats(1.0).rejected == one.raw.stats(1.0).rejected

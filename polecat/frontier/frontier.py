@@ -77,6 +77,7 @@ class Frontier:
         # The public calls are the parts' own methods, bound once rather than wrapped: the per-URL paths
         # (add_many, admit, lease, complete) pay no delegating frame.
         self.add_seed = intake.add_seed
+        self.add_seeds = intake.add_seeds
         self.add_scope_host = intake.add_scope_host
         self.add = intake.add
         self.add_many = intake.add_many

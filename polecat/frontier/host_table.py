@@ -182,17 +182,22 @@ class HostTable:
         """The record of ``host`` in memory: read back from the table (rule 6), or a new one."""
         st = self.hosts.get(host)
         if st is None:
-            raw = self.db.get("hosts", host_row(host))
-            if raw is None:
-                st = self.hosts[host] = HostState()
-                self._new.add(host)
-                self._arrived.add(host)
-            else:
-                st = decode_host(raw)
-                if st.queued > 0:
-                    self._pending.append(Delete("ready", ready_key(st.next_allowed, host)))
-                self._take(host, st)
+            st = self.held(host, self.peek(host))
         return st
+
+    def held(self, host: str, peeked: HostState | None) -> HostState:
+        """:meth:`state` of ``host`` when :meth:`peek` answered ``peeked`` since (no second read)."""
+        st = self.hosts.get(host)
+        if st is not None:
+            return st
+        if peeked is None:
+            st = self.hosts[host] = HostState()
+            self._new.add(host)
+            self._arrived.add(host)
+            return st
+        if peeked.queued > 0:
+            self._pending.append(Delete("ready", ready_key(peeked.next_allowed, host)))
+        return self._take(host, peeked)
 
     def cold_due(self, now: float) -> bool:
         """Whether a ``ready`` row may be due at ``now`` before every host in the heap (rule 7)."""
@@ -324,10 +329,11 @@ class HostTable:
         self.bands = None
 
     def enqueue(self, url: str, host: str, depth: int, importance: float, now: float, out: list[Write],
-                hops: int = 0, *, new: bool = True) -> None:
-        """Queue ``url`` (rule 4): its write goes to ``out``. ``new``: it counts as accepted."""
+                hops: int = 0, *, new: bool = True, st: HostState | None = None) -> None:
+        """Queue ``url`` (rule 4): its write goes to ``out``. ``new``: it counts as accepted. ``st``: the
+        host's record in memory, when the caller holds it."""
         # wake() inline: this runs for every URL accepted.
-        st = self.hosts.get(host) or self.state(host)
+        st = st or self.hosts.get(host) or self.state(host)
         self.qseq += 1
         self.shapes.count(host, url)
         key = queue_key(host, importance, depth, self.qseq)

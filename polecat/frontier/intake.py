@@ -11,12 +11,15 @@ Rules (the checks themselves live where they are owned: scope.py, traps.py, budg
 4. The URLs of recent batches that reached the seen-set are remembered (:data:`RECENT_URLS`): a repeat
    counts as seen again without asking it.
 5. A refetch request (polecat/frontier/refetch.py) queues its URL again without asking the seen-set.
+6. Seeds come in batches (:meth:`Intake.add_seeds`, a seeds file): one Bloom pass per batch, each host's
+   record read once, and a seed host already in the scope is not written again. Like a page's links, a
+   batch is judged against the host limits as they were before it (it may overshoot them by itself).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from polecat.config import ScopeConfig
 from polecat.dedup.seen import SeenSet
@@ -27,6 +30,7 @@ from polecat.frontier.keys import op_key, url_key
 from polecat.frontier.politeness import HostState
 from polecat.frontier.routing import Admission, Routing
 from polecat.frontier.scope import ScopeFilter
+from polecat.frontier.tables import FrontierTables
 from polecat.frontier.traps import TrapCounts, url_trap
 from polecat.hosts import host_key
 from polecat.writes import Decided, Delete, Put, Write
@@ -51,7 +55,7 @@ class Intake:
         self._db = table.db
         self._cfg = cfg
         self._seen = seen
-        self._scope = ScopeFilter(cfg, ())
+        self._scope = ScopeFilter(cfg, _SeedHosts(table.db))
         self._routing: Routing | None = None
         """Who judges which discovered URL (rule 1); None: this frontier judges all."""
         self._recent: dict[str, None] = {}
@@ -78,6 +82,42 @@ class Intake:
         host = host_key(url)
         out = self.add_scope_host(host)
         return self._add(url, host, 0, importance, now, out, seed=True)
+
+    def add_seeds(self, urls: Sequence[str], now: float, importance: float = 1.0) -> Decided[list[str]]:
+        """:meth:`add_seed` of each canonical URL of ``urls``, as one batch (rule 6); answers the decision
+        of each, in order (a URL given twice is ``"seen"`` the second time)."""
+        out: list[Write] = []
+        answers: list[str] = []
+        peek, scope, seed_hosts = self._peek, self._scope, _SeedHosts(self._db)
+        fresh_urls: dict[str, int] = {}
+        todo: list[tuple[int, str, HostState | None]] = []
+        for url in urls:
+            host = host_key(url)
+            if host not in seed_hosts:  # a resume's seeds: their hosts are known, nothing to write
+                scope.add_seed_host(host)
+                out.append(Put("ops", op_key("seedhost", host), b""))
+            st = peek(host)
+            reason = self._refuse(url, host, st, 0, True)
+            if reason is None and url in fresh_urls:
+                reason = SEEN
+            elif reason is None:
+                fresh_urls[url] = len(answers)
+                todo.append((len(answers), host, st))
+            else:
+                self.rejected[reason] += 1
+            answers.append(reason or ACCEPTED)
+        if todo:
+            keys = [url_key(url, host) for url, (_, host, _) in zip(fresh_urls, todo, strict=True)]
+            marks = self._seen.mark_many(self._db.getter("seen"), keys)
+            table = self._table
+            for url, (i, host, st), key, new in zip(fresh_urls, todo, keys, marks, strict=True):
+                if new:
+                    out.append(Put("seen", key, b""))
+                    table.enqueue(url, host, 0, importance, now, out, st=table.held(host, st))
+                else:
+                    answers[i] = SEEN
+        self.seen_again += answers.count(SEEN)
+        return Decided(answers, out)
 
     def add_scope_host(self, host: str) -> list[Write]:
         """Let ``host`` into the crawl scope like a seed's host (persisted) without queueing anything:
@@ -232,3 +272,14 @@ class Intake:
     def forget_recent(self) -> None:
         """Empty the memo of rule 4 (its URLs' slices were released: they may come back as new)."""
         self._recent.clear()
+
+
+class _SeedHosts:
+    """The seed hosts as the ``seedhost`` rows of ``ops`` hold them (keys.py rule 4), for the scope: one
+    lookup a question, nothing kept in memory."""
+
+    def __init__(self, db: FrontierTables) -> None:
+        self._db = db
+
+    def __contains__(self, host: object) -> bool:
+        return isinstance(host, str) and self._db.get("ops", op_key("seedhost", host)) is not None
