@@ -19,13 +19,16 @@ crawled by ``python -m polecat crawl`` (a child process) with ``--max-pages``. F
 
 ``--seeds-only N`` writes N seed lines (the first of the one host that answers, the rest of hosts that do
 not resolve) and reports how soon the first request reaches the server, and the seeds admitted per second
-(hosts in ``polecat status`` after a SIGTERM ``--seconds`` after the start, over that time).
+(hosts in ``polecat status`` after a SIGTERM ``--seconds`` after the start, over that time); the peak
+anonymous memory with them queued, the frontier's LMDB size per queued URL, and the bytes the child wrote
+to disk (``ru_oublock``) per URL admitted.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -134,19 +137,27 @@ def seeds_only(args: argparse.Namespace, work: Path) -> None:
         child = subprocess.Popen(_crawl_cmd(seeds, data, web.dns.address, args, 0), env=env,
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = started + args.seconds
+        peak_anon = 0
         while child.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.01)
+            peak_anon = max(peak_anon, _status_kb(child.pid, "RssAnon"))
+            time.sleep(0.05)
         first = web.stats().first_request
         stopped = time.monotonic()
         child.terminate()  # SIGTERM: the node commits what it admitted and exits
-        child.wait(120)
+        _, _, usage = os.wait4(child.pid, 0)  # not wait(): it reaps without rusage
         status = subprocess.run(polecat_command("status", str(data)), env=env, capture_output=True,
                                 text=True, timeout=120)
     hosts = int(status.stdout.split()[1]) if status.stdout.startswith("hosts ") else 0
+    queued = int(m.group(1)) if (m := re.search(r"queued (\d+)", status.stdout)) else 0
     to_first = (first - started) if first is not None else float("nan")
+    lmdb = (data / "frontier" / "data.mdb").stat().st_size
     print(f"{args.seeds_only} seed lines: first request after {to_first:.2f} s; {hosts} hosts admitted "
           f"in the {stopped - started:.1f} s before SIGTERM: {hosts / (stopped - started):.0f} seeds/s "
           f"(with the crawl running: its leases, failed lookups, commits)")
+    written = usage.ru_oublock * 512
+    print(f"peak RssAnon {peak_anon / 1024:.0f} MiB with {queued} URLs queued; frontier LMDB "
+          f"{lmdb / 2**20:.0f} MiB ({lmdb / max(queued, 1):.0f} B per queued URL); written "
+          f"{written / 2**20:.0f} MiB (ru_oublock: {written / max(queued, 1):.0f} B per URL admitted)")
 
 
 def main() -> None:

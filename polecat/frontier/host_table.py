@@ -18,14 +18,17 @@ Rules:
 6. A bounded working set: :attr:`hosts` holds the records of the hosts in rotation; the others live in
    the ``hosts`` table only. At a commit, past ``frontier.working_hosts`` records, the table writes and
    drops the records that will be leased last (no URL queued first, then the latest due) down to three
-   quarters of the bound. Never dropped: a host in flight or leased, parked, with strikes (rules that
-   live only in memory, politeness rules 5-6), or of a fenced slice. A record read back
+   quarters of the bound, each filed at its turn in the heap. Never dropped: a host in flight or leased,
+   with strikes (politeness rule 6 counts them in memory only), or of a fenced slice. A record read back
    (:meth:`state`, :meth:`peek`, :meth:`refill`) waits one interval from the open (politeness rule 7)
    and from any throttle changed since (:attr:`rethrottled`), so dropping it loses no politeness state.
+   A parked host (parked in memory, :attr:`parked`, for the run) is next allowed :data:`PARKED_RETRY`
+   after it was parked: dropped, it is not read back before, in this run or the next.
 7. A host out of memory with URLs queued has one row in ``ready`` at its record's next-allowed time
-   (keys.py rule 6): the ready scan (:meth:`refill`) reads those rows in time order when the earliest is
-   due before everything in the heap (:attr:`cold_head`). A row is stale, and dropped when read, when its
-   host is in memory, has no record (a released slice) or a record of another time.
+   (keys.py rule 6): when no host in memory is due, the ready scan (:meth:`refill`) reads the rows due in
+   time order into memory, as many as it has room for (the hosts in rotation are finished first). A row
+   is stale, and dropped when read, when its host is in memory, has no record (a released slice) or a
+   record of another time.
 8. Each host in memory has a ``resident`` row from the first commit it is in memory at, until it is
    dropped: a restart reads those (never the whole ``hosts`` table) and the ``ready`` rows bring back the
    rest. Data written before the index (0.2.0) has no ``ready`` rows: the open builds them once
@@ -65,6 +68,11 @@ READY_INDEX = b"ready_index"
 """Meta key: the ``ready`` and ``resident`` rows are kept (rule 8); absent in data written before them."""
 REFILL_ROWS = 256
 """``ready`` rows read per :meth:`HostTable.refill` at most: a lease call's work stays bounded."""
+COLD_RETRY = 0.05
+"""Seconds before a lease asks again when ``ready`` rows are due but memory is full (rule 7)."""
+PARKED_RETRY = 3600.0
+"""A parked host leaves memory due this long after it was parked (or read back parked), so that neither
+this run (which skips it) nor the next (which tries it again) reads it sooner (rule 6)."""
 
 
 class HostTable:
@@ -151,6 +159,7 @@ class HostTable:
         since = self.rethrottled.get(host)
         if since is not None:
             wait_one_interval(self.pol, rate, st, since)
+        st.parked = host in self.parked
         self.hosts[host] = st
         self._arrived.add(host)
         self.wake(host, st, st.next_allowed)
@@ -199,19 +208,35 @@ class HostTable:
             self._pending.append(Delete("ready", ready_key(peeked.next_allowed, host)))
         return self._take(host, peeked)
 
-    def cold_due(self, now: float) -> bool:
-        """Whether a ``ready`` row may be due at ``now`` before every host in the heap (rule 7)."""
+    def cold_ready(self, now: float) -> bool:
+        """Whether :meth:`refill` would take a host now: a ``ready`` row may be due, and memory has room
+        (rule 7; the caller asks when no host in memory is due)."""
         head = self.cold_head
-        return head is not None and head <= now and (not self.heap or head < self.heap[0][0])
+        return head is not None and head <= now and len(self.hosts) < self.working_hosts
+
+    def next_ask(self, now: float) -> float | None:
+        """When a lease may next find a host, no host in memory being due now: the heap's first time, or
+        the ``ready`` index's (at once when rows are due and memory has room for them, else after
+        :data:`COLD_RETRY`, by when a commit has made room). None: nothing is queued."""
+        at = self.heap[0][0] if self.heap else None
+        head = self.cold_head
+        if head is not None and head <= now:
+            head = now if len(self.hosts) < self.working_hosts else now + COLD_RETRY
+        if head is None or (at is not None and at < head):
+            return at
+        return head
 
     def refill(self, now: float, out: list[Write]) -> None:
         """Take the hosts of the earliest ``ready`` rows due at ``now`` into memory and the heap, at most
-        :data:`REFILL_ROWS` (rule 7); the rows' deletes, and the queues of blocked hosts, go to ``out``."""
+        :data:`REFILL_ROWS` and as many as memory has room for (rule 7); the rows' deletes, and the
+        queues of blocked hosts, go to ``out``. A parked host read back stays out of rotation and is
+        filed again :data:`PARKED_RETRY` on."""
         db = self.db
         self.cold_head = None
-        for n, (key, _) in enumerate(islice(db.items("ready"), REFILL_ROWS + 1)):
+        rows = max(1, min(REFILL_ROWS, self.working_hosts - len(self.hosts)))
+        for n, (key, _) in enumerate(islice(db.items("ready"), rows + 1)):
             due, host = ready_row(key)
-            if due > now or n == REFILL_ROWS:
+            if due > now or n == rows:
                 self.cold_head = due
                 return
             out.append(Delete("ready", key))
@@ -223,6 +248,8 @@ class HostTable:
             st = decode_host(raw)
             if st.queued <= 0 or ready_key(st.next_allowed, host) != key:
                 continue
+            if host in self.parked:
+                st.next_allowed = max(st.next_allowed, now + PARKED_RETRY)
             self._take(host, st)
             if host in self.blocked:  # blocked while out of memory (controls.py)
                 self.drop_queue(host, st, out)
@@ -276,7 +303,7 @@ class HostTable:
         out += [Put("hosts", host_row(host), encode_host(hosts[host])) for host in self._dirty]
         self._new -= self._dirty
         self._dirty.clear()
-        if len(hosts) > self.working_hosts:
+        if len(hosts) >= self.working_hosts:  # full: a refill has room again after this commit
             self._evict(self.working_hosts * 3 // 4, out)
         out += [Put("resident", host.encode(), b"") for host in self._arrived if host in hosts]
         self._arrived.clear()
@@ -288,11 +315,12 @@ class HostTable:
         fenced = self.fenced
         movable = ((math.inf if st.queued <= 0 else scheduled.get(host, st.next_allowed), host)
                    for host, st in hosts.items()
-                   if not (st.in_flight or st.parked or st.strikes or host in leases
+                   if not (st.in_flight or st.strikes or host in leases
                            or (fenced and slice_of(host) in fenced)))
         for _, host in heapq.nlargest(len(hosts) - keep, movable):
             st = hosts.pop(host)
-            scheduled.pop(host, None)
+            # Filed at its turn in the heap (never before its next-allowed time): the order it had here.
+            st.next_allowed = max(st.next_allowed, scheduled.pop(host, 0.0))
             out.append(Put("hosts", host_row(host), encode_host(st)))
             if st.queued > 0:
                 out.append(Put("ready", ready_key(st.next_allowed, host), b""))

@@ -88,14 +88,15 @@ class Intake:
         of each, in order (a URL given twice is ``"seen"`` the second time)."""
         out: list[Write] = []
         answers: list[str] = []
-        peek, scope, seed_hosts = self._peek, self._scope, _SeedHosts(self._db)
+        peek, scope, stored_op = self._peek, self._scope, self._db.getter("ops")
         fresh_urls: dict[str, int] = {}
         todo: list[tuple[int, str, HostState | None]] = []
         for url in urls:
             host = host_key(url)
-            if host not in seed_hosts:  # a resume's seeds: their hosts are known, nothing to write
+            seed_op = op_key("seedhost", host)
+            if stored_op(seed_op) is None:  # else a resume's seed: its host is known, nothing to write
                 scope.add_seed_host(host)
-                out.append(Put("ops", op_key("seedhost", host), b""))
+                out.append(Put("ops", seed_op, b""))
             st = peek(host)
             reason = self._refuse(url, host, st, 0, True)
             if reason is None and url in fresh_urls:

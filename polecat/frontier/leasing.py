@@ -27,7 +27,7 @@ from itertools import islice
 
 from polecat.config import PolitenessConfig
 from polecat.frontier.budgets import PageBudget
-from polecat.frontier.host_table import HostTable
+from polecat.frontier.host_table import PARKED_RETRY, HostTable
 from polecat.frontier.ipkeys import IpKeys
 from polecat.frontier.keys import queue_key, queue_prefix, url_key_at
 from polecat.frontier.politeness import HostState, after_attempt, gave_up, interval
@@ -68,17 +68,18 @@ class Leasing:
         out: list[Write] = []
         refilled = False
         while True:
-            if not refilled and table.cold_due(now):  # host_table.py rule 7: hosts out of memory first
-                table.refill(now, out)
-                refilled = True
-            if not heap:
+            if heap:
+                at, host = heap[0]
+                if scheduled.get(host) != at:
+                    heapq.heappop(heap)
+                    continue
+            if not heap or at > now:
+                # Nothing in memory is due: the hosts out of memory that are (host_table.py rule 7).
+                if not refilled and table.cold_ready(now):
+                    table.refill(now, out)
+                    refilled = True
+                    continue
                 break
-            at, host = heap[0]
-            if scheduled.get(host) != at:
-                heapq.heappop(heap)
-                continue
-            if at > now:
-                return Decided(Wait(at if table.cold_head is None else min(at, table.cold_head)), out)
             heapq.heappop(heap)
             del scheduled[host]
             st = self._hosts[host]
@@ -102,9 +103,10 @@ class Leasing:
                 if self._pol.key_by_ip and st.ip:
                     self._ipkeys.take(host, st.ip)
                 return Decided(got, out)
-        if table.cold_head is not None:  # more rows to read once ``out`` is applied, or later
-            return Decided(Wait(max(table.cold_head, now)), out)
-        return Decided(Wait(None) if self._leases else Idle(), out)
+        until = table.next_ask(now)
+        if until is None:
+            return Decided(Wait(None) if self._leases else Idle(), out)
+        return Decided(Wait(until), out)
 
     def _lease_from(self, host: str, st: HostState, now: float, out: list[Write]) -> Lease | None:
         """First allowed URL of ``host`` as a lease (or a robots.txt lease); None to skip the host now.
@@ -209,6 +211,8 @@ class Leasing:
         parked = self._table.parked
         if st.parked and host not in parked:
             parked[host] = result.park or _park_reason(self._pol, st, result)
+            # It may leave memory (host_table.py rule 6): filed this far on, it is not read back soon.
+            st.next_allowed = max(st.next_allowed, now + PARKED_RETRY)
         if self._ipkeys.held_by(host) is not None:
             self._wake_ip_waiters(*self._ipkeys.release(host, result.attempt, interval(self._pol, rate, st)))
         if lease.kind == "page":
