@@ -192,6 +192,7 @@ class SliceHandover:
             for key, raw in self._db.items("hosts", slice_prefix(s)):
                 if host_of_row(key) not in self._hosts:
                     table.queued -= decode_host(raw).queued
+                    table.known_hosts -= 1
         table.forget([h for h in self._hosts if slice_of(h) in ids])
         self._intake.forget_recent()
         self._db.pending += 1

@@ -120,8 +120,11 @@ class HostTable:
         """No ``ready`` row is due before this (None: there is none); may be early, never late (rule 7)."""
         self._arrived: set[str] = set()
         """Hosts taken into memory since the last commit: their ``resident`` rows are due (rule 8)."""
-        self._new: set[str] = set()
-        """Hosts in memory with no record in the ``hosts`` table yet."""
+        self.known_hosts = 0
+        """Hosts this frontier knows, in memory or not (kept as they come and go: a figure the status
+        asks for while a commit may be in flight, when the tables cannot be read)."""
+        self.cold_rows = 0
+        """``ready`` rows, about (rows found stale are counted until read)."""
         self._pending: list[Write] = []
         """Row writes of records read back by :meth:`state`, for the next commit (rules 7-8)."""
 
@@ -150,6 +153,8 @@ class HostTable:
             self._take(host, decode_host(raw))
         self._arrived.clear()  # their rows are there
         self.queued = db.count("queue")
+        self.known_hosts = db.count("hosts")
+        self.cold_rows = db.count("ready") + sum(isinstance(w, Put) and w.table == "ready" for w in out)
         return out
 
     def _take(self, host: str, st: HostState) -> HostState:
@@ -175,13 +180,6 @@ class HostTable:
                 st = decode_host(raw)
         return st
 
-    def known(self) -> int:
-        """Hosts this frontier knows: the records in the table and the new ones in memory."""
-        return self.db.count("hosts") + len(self._new)
-
-    def cold(self) -> int:
-        """Rows in the ``ready`` index (hosts out of memory with URLs queued, and stale rows)."""
-        return self.db.count("ready")
 
     def rate(self, host: str) -> float:
         """The configured request rate of ``host`` (its throttle, else the default), before AIMD."""
@@ -201,11 +199,12 @@ class HostTable:
             return st
         if peeked is None:
             st = self.hosts[host] = HostState()
-            self._new.add(host)
+            self.known_hosts += 1
             self._arrived.add(host)
             return st
         if peeked.queued > 0:
             self._pending.append(Delete("ready", ready_key(peeked.next_allowed, host)))
+            self.cold_rows = max(0, self.cold_rows - 1)
         return self._take(host, peeked)
 
     def cold_ready(self, now: float) -> bool:
@@ -240,6 +239,7 @@ class HostTable:
                 self.cold_head = due
                 return
             out.append(Delete("ready", key))
+            self.cold_rows = max(0, self.cold_rows - 1)
             if host in self.hosts:
                 continue
             raw = db.get("hosts", host_row(host))
@@ -301,7 +301,6 @@ class HostTable:
         hosts = self.hosts
         out, self._pending = self._pending, []
         out += [Put("hosts", host_row(host), encode_host(hosts[host])) for host in self._dirty]
-        self._new -= self._dirty
         self._dirty.clear()
         if len(hosts) >= self.working_hosts:  # full: a refill has room again after this commit
             self._evict(self.working_hosts * 3 // 4, out)
@@ -324,11 +323,11 @@ class HostTable:
             out.append(Put("hosts", host_row(host), encode_host(st)))
             if st.queued > 0:
                 out.append(Put("ready", ready_key(st.next_allowed, host), b""))
+                self.cold_rows += 1
                 if self.cold_head is None or st.next_allowed < self.cold_head:
                     self.cold_head = st.next_allowed
             if host not in self._arrived:  # else it has no row yet
                 out.append(Delete("resident", host.encode()))
-            self._new.discard(host)
         # The heap's entries of the hosts dropped are stale (rule 2): rebuilt rather than left to grow.
         self.heap[:] = [(at, host) for host, at in scheduled.items()]
         heapq.heapify(self.heap)
@@ -349,7 +348,7 @@ class HostTable:
             self.queued -= st.queued
             self.scheduled.pop(host, None)
             self._dirty.discard(host)
-            self._new.discard(host)
+            self.known_hosts -= 1
             self.parked.pop(host, None)
             if host not in self._arrived:
                 self._pending.append(Delete("resident", host.encode()))

@@ -233,7 +233,7 @@ class Intake:
                 new_hosts = page_new_hosts or set()
                 new_host = st is None and host not in new_hosts
                 reason = admit_reason(cfg, new_host=new_host,
-                                      hosts=self._table.known() + len(new_hosts) if new_host else 0,
+                                      hosts=self._table.known_hosts + len(new_hosts),
                                       queued=self._table.queued, page_new_hosts=len(new_hosts))
             if reason is not None:
                 return reason

@@ -65,8 +65,8 @@ class Observation:
                 next_at = min(next_at, at)
                 backoff += bool(st.failures or st.strikes)
         return FrontierStats(
-            hosts=table.known(), hosts_ready=ready,
-            hosts_waiting=len(table.scheduled) - ready + table.cold(),
+            hosts=table.known_hosts, hosts_ready=ready,
+            hosts_waiting=len(table.scheduled) - ready + table.cold_rows,
             hosts_parked=len(table.parked), queued=table.queued, in_flight=len(table.leases),
             accepted=table.accepted, seen=self._intake.seen_again,
             rejected=tuple(sorted(self._intake.rejected.items())), done=tuple(sorted(table.done.items())),
