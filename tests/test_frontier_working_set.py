@@ -189,3 +189,27 @@ def test_a_batch_of_seeds_decides_as_one_seed_at_a_time_would(tmp_path: Path) ->
         assert [k for k, _ in batch.db.items(table)] == [k for k, _ in one.db.items(table)], table
     assert batch.raw.queued == one.raw.queued == 5
     assert batch.raw.stats(1.0).rejected == one.raw.stats(1.0).rejected
+
+
+def test_short_of_descriptors_a_warm_host_goes_before_cold_ones_due_earlier(tmp_path: Path) -> None:
+    """leasing.py rule 6: a host whose last request just ended (its connection likely open) first."""
+
+    def rig_with_a_warm_host(name: str) -> Rig:
+        rig = Rig(tmp_path / name, cfg=config(1000))
+        rig.frontier.add_seed(canon("http://warm.test/"), 0.0)
+        robots = rig.frontier.lease(0.0)
+        assert isinstance(robots, Lease) and robots.host == "warm.test"
+        rig.complete_robots(robots, 0.0)
+        for i in range(10):
+            rig.frontier.add_seed(canon(f"http://cold{i}.test/"), 0.5)  # due before warm.test's page
+        return rig
+
+    plain = rig_with_a_warm_host("plain").frontier.lease(2.0)
+    assert isinstance(plain, Lease) and plain.host == "cold0.test"
+    rig = rig_with_a_warm_host("short")
+    warm = rig.frontier.lease(2.0, prefer_warm=True)
+    assert isinstance(warm, Lease) and (warm.host, warm.kind) == ("warm.test", "page")
+    cold = rig.frontier.lease(2.0, prefer_warm=True)  # none warm left due: the earliest, not a stall
+    assert isinstance(cold, Lease) and cold.host == "cold0.test"
+    later = rig.frontier.lease(2.0 + 31.0, prefer_warm=True)  # warm.test is still in flight; cold1 next
+    assert isinstance(later, Lease) and later.host == "cold1.test"

@@ -316,6 +316,10 @@ class Fetcher:
         if self._owns_resolver:
             await self._resolver.close()
 
+    def connections_short(self) -> bool:
+        """Whether the pool's connections are near its descriptor cap (polecat/fetch/pool.py rule 7)."""
+        return self._pool is not None and self._pool.short()
+
     async def fetch(self, url: str, *, etag: str | None = None, last_modified: str | None = None) -> Response:
         """GET ``url``; with a validator, a conditional GET (a 304 comes back as a Response)."""
         if etag is None and last_modified is None:

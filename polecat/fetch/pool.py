@@ -25,6 +25,9 @@ Rules:
    its descriptor until the loop has run its ``connection_lost`` (the transport closes the socket a loop
    iteration later), so it counts until then, and a connect waits for those closes when closing idle
    ones is not enough. ``limit`` may not exceed ``max_open``, so room always comes.
+7. The pool is short of descriptors (:meth:`ConnectionPool.short`) while its connections (rule 6's
+   count) are at :data:`SHORT` of ``max_open`` or more: a connection to a new host then closes one kept
+   for a host in rotation, and the node prefers those hosts (polecat/frontier/leasing.py rule 6).
 """
 
 from __future__ import annotations
@@ -39,10 +42,12 @@ from polecat.clock import SYSTEM_CLOCK, Clock
 from polecat.fetch.guard import is_ip_literal
 from polecat.fetch.h1 import Head, IncompleteResponse, ResponseParser
 
-__all__ = ["HIGH_WATER", "KEEPALIVE", "Connection", "ConnectionPool", "Origin", "idle_to_close"]
+__all__ = ["HIGH_WATER", "KEEPALIVE", "SHORT", "Connection", "ConnectionPool", "Origin", "idle_to_close"]
 
 KEEPALIVE = 30.0
 """Seconds an idle connection is kept (aiohttp's ``keepalive_timeout`` in the client before)."""
+SHORT = 0.9
+"""Share of ``max_open`` from which the pool is short of descriptors (rule 7)."""
 HIGH_WATER = 256 * 1024
 """Body bytes buffered before the connection pauses reading (rule 5)."""
 
@@ -307,6 +312,11 @@ class ConnectionPool:
         self._open.clear()
         self._idle.clear()
         self._idle_lru.clear()
+
+    def short(self) -> bool:
+        """Rule 7: connections in use, idle and closing are at :data:`SHORT` of ``max_open`` or more."""
+        held = self._in_use + len(self._idle_lru) + len(self._closing)
+        return bool(self._max_open) and held >= SHORT * self._max_open
 
     @property
     def open_connections(self) -> int:

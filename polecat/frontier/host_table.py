@@ -125,6 +125,8 @@ class HostTable:
         asks for while a commit may be in flight, when the tables cannot be read)."""
         self.cold_rows = 0
         """``ready`` rows, about (rows found stale are counted until read)."""
+        self.warm: dict[str, float] = {}
+        """When the last request of each host in memory ended (leasing.py rule 6)."""
         self._pending: list[Write] = []
         """Row writes of records read back by :meth:`state`, for the next commit (rules 7-8)."""
 
@@ -318,6 +320,7 @@ class HostTable:
                            or (fenced and slice_of(host) in fenced)))
         for _, host in heapq.nlargest(len(hosts) - keep, movable):
             st = hosts.pop(host)
+            self.warm.pop(host, None)
             # Filed at its turn in the heap (never before its next-allowed time): the order it had here.
             st.next_allowed = max(st.next_allowed, scheduled.pop(host, 0.0))
             out.append(Put("hosts", host_row(host), encode_host(st)))
@@ -348,6 +351,7 @@ class HostTable:
             self.queued -= st.queued
             self.scheduled.pop(host, None)
             self._dirty.discard(host)
+            self.warm.pop(host, None)
             self.known_hosts -= 1
             self.parked.pop(host, None)
             if host not in self._arrived:

@@ -16,6 +16,10 @@ Rules:
    in the budget is not made, and its URLs stay queued for a later run.
 5. A retried URL is queued again behind its host's others at half its importance, until
    ``politeness.max_url_attempts``; then it is recorded ``failed``.
+6. When descriptors run short (the node's connections near their cap, ``prefer_warm``), a due host whose
+   last request ended less than :data:`WARM_FOR` ago (its connection likely still open, its robots.txt
+   known) is leased before the due hosts ahead of it: the first :data:`WARM_SCAN` due hosts are looked
+   at, and with none warm among them the earliest goes, so a cold host waits, never starves.
 """
 
 from __future__ import annotations
@@ -36,6 +40,11 @@ from polecat.frontier.refresh_queue import RefreshQueue
 from polecat.frontier.robots import Closed, Fetch, Ready, RobotsPolicy
 from polecat.frontier.robots_state import RobotsAnswers
 from polecat.writes import Decided, Delete, Put, Write
+
+WARM_FOR = 30.0
+"""Seconds after its last request a host counts as warm (rule 6): the pool's keep-alive (fetch/pool.py)."""
+WARM_SCAN = 64
+"""Due hosts looked at for a warm one per lease (rule 6)."""
 
 ROBOTS_SKIPS_PER_LEASE = 256
 """Robots-disallowed URLs retired per lease call for one host before yielding to other hosts (rule 3)."""
@@ -59,10 +68,11 @@ class Leasing:
         self._rng = rng
         self._ipkeys = IpKeys()
 
-    def lease(self, now: float) -> Decided[Lease | Wait | Idle]:
+    def lease(self, now: float, *, prefer_warm: bool = False) -> Decided[Lease | Wait | Idle]:
         """The next request to make, or how long nothing is ready. Never returns two leases for one host
         (or, with key_by_ip, one IP) at once, nor one before the host's next-allowed time. The writes
-        retire the robots-disallowed URLs it skipped on the way."""
+        retire the robots-disallowed URLs it skipped on the way. ``prefer_warm``: descriptors run short
+        (rule 6)."""
         table = self._table
         heap, scheduled, schedule = table.heap, self._scheduled, table.schedule
         out: list[Write] = []
@@ -80,7 +90,10 @@ class Leasing:
                     refilled = True
                     continue
                 break
-            heapq.heappop(heap)
+            if prefer_warm and not self._warm(host, now):
+                at, host = self._pop_warm(now)
+            else:
+                heapq.heappop(heap)
             del scheduled[host]
             st = self._hosts[host]
             if st.parked or st.in_flight or st.queued <= 0:
@@ -107,6 +120,30 @@ class Leasing:
         if until is None:
             return Decided(Wait(None) if self._leases else Idle(), out)
         return Decided(Wait(until), out)
+
+    def _warm(self, host: str, now: float) -> bool:
+        ended = self._table.warm.get(host)
+        return ended is not None and now - ended < WARM_FOR
+
+    def _pop_warm(self, now: float) -> tuple[float, str]:
+        """Pop the first warm host among the first :data:`WARM_SCAN` due ones in the heap, else the
+        earliest (rule 6); the others go back as they were. The heap's top is due and current."""
+        heap, scheduled = self._table.heap, self._scheduled
+        looked: list[tuple[float, str]] = []
+        pick = None
+        while heap and len(looked) < WARM_SCAN and heap[0][0] <= now:
+            entry = heapq.heappop(heap)
+            if scheduled.get(entry[1]) != entry[0]:
+                continue  # stale (host_table.py rule 2)
+            if self._warm(entry[1], now):
+                pick = entry
+                break
+            looked.append(entry)
+        if pick is None:
+            pick = looked.pop(0)
+        for entry in looked:
+            heapq.heappush(heap, entry)
+        return pick
 
     def _lease_from(self, host: str, st: HostState, now: float, out: list[Write]) -> Lease | None:
         """First allowed URL of ``host`` as a lease (or a robots.txt lease); None to skip the host now.
@@ -196,6 +233,7 @@ class Leasing:
         st = self._hosts[host]
         self._leases.pop(host, None)
         st.in_flight = False
+        self._table.warm[host] = result.attempt.ended
         if result.ip:
             st.ip = result.ip
         writes: list[Write] = []

@@ -173,7 +173,8 @@ class Crawler:
             wake=waker.set)
         self._loop = LeaseLoop(cfg, frontier=frontier, db=self._db, commits=self._commits, runner=runner,
                                waker=waker, counters=self._counters, link=self._link, clock=self._clock,
-                               stop=self._stop, feeding=lambda: self._feed is not None and self._feed.running)
+                               stop=self._stop, feeding=lambda: self._feed is not None and self._feed.running,
+                               short=self._fetcher.connections_short)
         self._member = Member(frontier=frontier, db=self._db, commits=self._commits, loop=self._loop,
                               waker=waker, link=self._link, clock=self._clock,
                               receiving=lambda: self._receiving)

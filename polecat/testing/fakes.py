@@ -142,6 +142,8 @@ class FakeFetcher:
     pages: dict[str, Canned] = field(default_factory=dict)
     calls: list[str] = field(default_factory=list)
     resolver: FakeResolver = field(default_factory=FakeResolver)
+    short: bool = False
+    """What :meth:`connections_short` answers (no descriptors here)."""
 
     async def __aenter__(self) -> FakeFetcher:
         return self
@@ -172,6 +174,9 @@ class FakeFetcher:
 
     async def fetch_robots(self, url: str, *, pacer: RedirectPacer | None = None) -> Response:
         return self.respond(url)
+
+    def connections_short(self) -> bool:
+        return self.short
 
 
 class MemoryTables:
