@@ -109,6 +109,8 @@ def test_a_crawl_through_a_small_working_set_fetches_everything_once_and_politel
     assert crawl.run()
     crawl.check(1500)
     assert rig.raw.queued == 0
+    table = rig.raw._table  # what is left in memory at the end: nothing scheduled, no stale entries kept
+    assert not table.heap and not table.warm_heap and len(table.warm) <= rig.cfg.frontier.working_hosts
 
 
 def test_a_restart_brings_back_hosts_in_memory_and_out_and_waits_one_interval(tmp_path: Path) -> None:

@@ -127,6 +127,8 @@ class HostTable:
         """``ready`` rows, about (rows found stale are counted until read)."""
         self.warm: dict[str, float] = {}
         """When the last request of each host in memory ended (leasing.py rule 6)."""
+        self.warm_heap: list[tuple[float, str]] = []
+        """The entries of :attr:`heap` of the hosts in :attr:`warm` (stale ones too, as rule 2 says)."""
         self._pending: list[Write] = []
         """Row writes of records read back by :meth:`state`, for the next commit (rules 7-8)."""
 
@@ -277,6 +279,8 @@ class HostTable:
             return
         self.scheduled[host] = at
         heapq.heappush(self.heap, (at, host))
+        if host in self.warm:
+            heapq.heappush(self.warm_heap, (at, host))
 
     def wake(self, host: str, st: HostState, at: float) -> None:
         """Schedule ``host`` at ``at`` if it has URLs queued and nothing holds it back (a request in
@@ -334,6 +338,8 @@ class HostTable:
         # The heap's entries of the hosts dropped are stale (rule 2): rebuilt rather than left to grow.
         self.heap[:] = [(at, host) for host, at in scheduled.items()]
         heapq.heapify(self.heap)
+        self.warm_heap[:] = [(at, host) for host, at in scheduled.items() if host in self.warm]
+        heapq.heapify(self.warm_heap)
 
     def unsaved(self) -> dict[bytes, bytes]:
         """The ``hosts`` rows of the records changed since the last commit, newer than the table's."""

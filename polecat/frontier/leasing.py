@@ -18,8 +18,8 @@ Rules:
    ``politeness.max_url_attempts``; then it is recorded ``failed``.
 6. When descriptors run short (the node's connections near their cap, ``prefer_warm``), a due host whose
    last request ended less than :data:`WARM_FOR` ago (its connection likely still open, its robots.txt
-   known) is leased before the due hosts ahead of it: the first :data:`WARM_SCAN` due hosts are looked
-   at, and with none warm among them the earliest goes, so a cold host waits, never starves.
+   known) is leased before the due hosts ahead of it (the earliest due of them, from the host table's
+   heap of warm hosts); with none due the earliest host goes, so a cold host waits, never starves.
 """
 
 from __future__ import annotations
@@ -43,9 +43,6 @@ from polecat.writes import Decided, Delete, Put, Write
 
 WARM_FOR = 30.0
 """Seconds after its last request a host counts as warm (rule 6): the pool's keep-alive (fetch/pool.py)."""
-WARM_SCAN = 64
-"""Due hosts looked at for a warm one per lease (rule 6)."""
-
 ROBOTS_SKIPS_PER_LEASE = 256
 """Robots-disallowed URLs retired per lease call for one host before yielding to other hosts (rule 3)."""
 
@@ -77,6 +74,9 @@ class Leasing:
         heap, scheduled, schedule = table.heap, self._scheduled, table.schedule
         out: list[Write] = []
         refilled = False
+        warm_heap = table.warm_heap
+        while warm_heap and warm_heap[0][0] <= now and scheduled.get(warm_heap[0][1]) != warm_heap[0][0]:
+            heapq.heappop(warm_heap)  # stale (host_table.py rule 2): popped as time passes, short or not
         while True:
             if heap:
                 at, host = heap[0]
@@ -90,10 +90,11 @@ class Leasing:
                     refilled = True
                     continue
                 break
-            if prefer_warm and not self._warm(host, now):
-                at, host = self._pop_warm(now)
-            else:
+            warm = self._pop_warm(now) if prefer_warm and not self._warm(host, now) else None
+            if warm is None:
                 heapq.heappop(heap)
+            else:  # its entry in the heap is stale from here on (host_table.py rule 2)
+                at, host = warm
             del scheduled[host]
             st = self._hosts[host]
             if st.parked or st.in_flight or st.queued <= 0:
@@ -125,25 +126,14 @@ class Leasing:
         ended = self._table.warm.get(host)
         return ended is not None and now - ended < WARM_FOR
 
-    def _pop_warm(self, now: float) -> tuple[float, str]:
-        """Pop the first warm host among the first :data:`WARM_SCAN` due ones in the heap, else the
-        earliest (rule 6); the others go back as they were. The heap's top is due and current."""
-        heap, scheduled = self._table.heap, self._scheduled
-        looked: list[tuple[float, str]] = []
-        pick = None
-        while heap and len(looked) < WARM_SCAN and heap[0][0] <= now:
-            entry = heapq.heappop(heap)
-            if scheduled.get(entry[1]) != entry[0]:
-                continue  # stale (host_table.py rule 2)
-            if self._warm(entry[1], now):
-                pick = entry
-                break
-            looked.append(entry)
-        if pick is None:
-            pick = looked.pop(0)
-        for entry in looked:
-            heapq.heappush(heap, entry)
-        return pick
+    def _pop_warm(self, now: float) -> tuple[float, str] | None:
+        """The earliest due warm host (rule 6), popped from the warm heap; None: none is due."""
+        warm_heap, scheduled = self._table.warm_heap, self._scheduled
+        while warm_heap and warm_heap[0][0] <= now:
+            at, host = heapq.heappop(warm_heap)
+            if scheduled.get(host) == at and self._warm(host, now):
+                return at, host
+        return None
 
     def _lease_from(self, host: str, st: HostState, now: float, out: list[Write]) -> Lease | None:
         """First allowed URL of ``host`` as a lease (or a robots.txt lease); None to skip the host now.
