@@ -199,6 +199,16 @@ def frontier_seeds(args: argparse.Namespace, work: Path) -> None:
           f"before); {frontier.hosts_in_memory} host records in memory (frontier.working_hosts "
           f"{args.working_hosts}), {frontier.queued} URLs queued")
     db.close()
+    opened = time.monotonic()  # a resume: open the data again and ask for the first lease
+    db = FrontierDB(work / "frontier", map_size=cfg.frontier.map_size, params={})
+    seen = SeenSet.restore(db.env, db.seen, work / "seen.bloom", db.seq, args.frontier_seeds, 0.01)
+    frontier = Frontier(db, cfg, RobotsPolicy(cfg.robots, cfg.fetch.user_agent), seen, 10.0)
+    ready = time.monotonic()
+    lease = db.applied(frontier.lease(20.0))
+    print(f"reopened in {ready - opened:.2f} s (the Bloom filter rebuilt from the seen table: no snapshot "
+          f"here), first lease {type(lease).__name__} {time.monotonic() - ready:.3f} s later, "
+          f"{frontier.hosts_in_memory} host records in memory")
+    db.close()
 
 
 def main() -> None:
