@@ -17,22 +17,35 @@ crawled by ``python -m polecat crawl`` (a child process) with ``--max-pages``. F
 - politeness violations at the server: requests to a host sooner than ``1 / rate - 10 ms`` after the
   previous one (10 ms of arrival jitter allowed; the crawler's own bound is the full interval).
 
+``--frontier-seeds N`` admits N host roots into a frontier in this process, without a crawl or a node:
+the CPU seeds/s of the admission itself and the anonymous memory with N hosts queued.
+
 ``--seeds-only N`` writes N seed lines (the first of the one host that answers, the rest of hosts that do
 not resolve) and reports how soon the first request reaches the server, and the seeds admitted per second
-(hosts in ``polecat status`` after a SIGTERM ``--seconds`` after the start, over that time).
+(hosts in ``polecat status`` after a SIGTERM ``--seconds`` after the start, over that time); the peak
+anonymous memory with them queued, the frontier's LMDB size per queued URL, and the bytes the child wrote
+to disk (``ru_oublock``) per URL admitted.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 
+from polecat.config import Config, FrontierConfig, ScopeConfig
+from polecat.dedup.canon import Canonicalizer
+from polecat.dedup.seen import SeenSet
 from polecat.fetch.descriptors import raise_nofile_limit
+from polecat.frontier.db import FrontierDB
+from polecat.frontier.frontier import Frontier
+from polecat.frontier.robots import RobotsPolicy
+from polecat.node.seed_feed import BATCH
 from polecat.testing.breadth import BreadthWeb, polecat_command
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -62,6 +75,10 @@ def _crawl_cmd(seeds: Path, data: Path, dns: str, args: argparse.Namespace, max_
              "--user-agent", "polecat-bench (+http://127.0.0.1/)"]
     if args.concurrency:
         flags += ["--concurrency", str(args.concurrency)]
+    if args.working_hosts != FrontierConfig().working_hosts:
+        config = data.parent / "polecat.toml"
+        config.write_text(f"[frontier]\nworking_hosts = {args.working_hosts}\n")
+        flags += ["--config", str(config)]
     return polecat_command(*flags, nofile=args.nofile)
 
 
@@ -134,19 +151,64 @@ def seeds_only(args: argparse.Namespace, work: Path) -> None:
         child = subprocess.Popen(_crawl_cmd(seeds, data, web.dns.address, args, 0), env=env,
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = started + args.seconds
+        peak_anon = 0
         while child.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.01)
+            peak_anon = max(peak_anon, _status_kb(child.pid, "RssAnon"))
+            time.sleep(0.05)
         first = web.stats().first_request
         stopped = time.monotonic()
         child.terminate()  # SIGTERM: the node commits what it admitted and exits
-        child.wait(120)
+        _, _, usage = os.wait4(child.pid, 0)  # not wait(): it reaps without rusage
         status = subprocess.run(polecat_command("status", str(data)), env=env, capture_output=True,
                                 text=True, timeout=120)
     hosts = int(status.stdout.split()[1]) if status.stdout.startswith("hosts ") else 0
+    queued = int(m.group(1)) if (m := re.search(r"queued (\d+)", status.stdout)) else 0
     to_first = (first - started) if first is not None else float("nan")
+    lmdb = (data / "frontier" / "data.mdb").stat().st_blocks * 512  # the blocks it holds on disk
     print(f"{args.seeds_only} seed lines: first request after {to_first:.2f} s; {hosts} hosts admitted "
           f"in the {stopped - started:.1f} s before SIGTERM: {hosts / (stopped - started):.0f} seeds/s "
           f"(with the crawl running: its leases, failed lookups, commits)")
+    written = usage.ru_oublock * 512
+    print(f"peak RssAnon {peak_anon / 1024:.0f} MiB with {queued} URLs queued; frontier LMDB "
+          f"{lmdb / 2**20:.0f} MiB ({lmdb / max(queued, 1):.0f} B per queued URL); written "
+          f"{written / 2**20:.0f} MiB (ru_oublock: {written / max(queued, 1):.0f} B per URL admitted)")
+
+
+def frontier_seeds(args: argparse.Namespace, work: Path) -> None:
+    """The frontier alone (no crawl, no node): ``--frontier-seeds N`` host roots canonicalized and admitted
+    in batches of the seed feed's size, committing every 2,000 changes as the node does."""
+    cfg = Config(scope=ScopeConfig(mode="host"), frontier=FrontierConfig(working_hosts=args.working_hosts))
+    db = FrontierDB(work / "frontier", map_size=cfg.frontier.map_size, params={})
+    seen = SeenSet.restore(db.env, db.seen, work / "seen.bloom", db.seq, args.frontier_seeds, 0.01)
+    frontier = Frontier(db, cfg, RobotsPolicy(cfg.robots, cfg.fetch.user_agent), seen, 0.0)
+    canon = Canonicalizer()
+    base = _status_kb(os.getpid(), "RssAnon")
+    cpu = time.process_time()
+    for start in range(0, args.frontier_seeds, BATCH):
+        urls = [canon.canonicalize(f"http://s{i}.seeds.test:8080/")
+                for i in range(start, min(start + BATCH, args.frontier_seeds))]
+        db.apply(frontier.add_seeds([u for u in urls if u is not None], 1.0).writes)
+        if db.pending >= cfg.frontier.commit_ops:
+            frontier.commit()
+    frontier.commit()
+    cpu = time.process_time() - cpu
+    anon = _status_kb(os.getpid(), "RssAnon")
+    n = args.frontier_seeds
+    print(f"{n} seeds admitted by the frontier alone: {n / cpu:.0f} seeds/s of CPU ({cpu:.1f} s); "
+          f"RssAnon {anon / 1024:.0f} MiB ({(anon - base) / 1024:.0f} MiB over the {base / 1024:.0f} MiB "
+          f"before); {frontier.hosts_in_memory} host records in memory (frontier.working_hosts "
+          f"{args.working_hosts}), {frontier.queued} URLs queued")
+    db.close()
+    opened = time.monotonic()  # a resume: open the data again and ask for the first lease
+    db = FrontierDB(work / "frontier", map_size=cfg.frontier.map_size, params={})
+    seen = SeenSet.restore(db.env, db.seen, work / "seen.bloom", db.seq, args.frontier_seeds, 0.01)
+    frontier = Frontier(db, cfg, RobotsPolicy(cfg.robots, cfg.fetch.user_agent), seen, 10.0)
+    ready = time.monotonic()
+    lease = db.applied(frontier.lease(20.0))
+    print(f"reopened in {ready - opened:.2f} s (the Bloom filter rebuilt from the seen table: no snapshot "
+          f"here), first lease {type(lease).__name__} {time.monotonic() - ready:.3f} s later, "
+          f"{frontier.hosts_in_memory} host records in memory")
+    db.close()
 
 
 def main() -> None:
@@ -160,12 +222,16 @@ def main() -> None:
                         "too); 0: the crawl raises its own to the hard limit")
     p.add_argument("--every", type=float, default=10.0, help="seconds between samples")
     p.add_argument("--seeds-only", type=int, default=0, metavar="N")
+    p.add_argument("--frontier-seeds", type=int, default=0, metavar="N",
+                   help="admit N seeds into a frontier in this process (no crawl): memory and seeds/s")
+    p.add_argument("--working-hosts", type=int, default=FrontierConfig().working_hosts,
+                   help="frontier.working_hosts (of the crawl: through a --config file)")
     p.add_argument("--seconds", type=float, default=30.0, help="--seeds-only: SIGTERM after this long")
     args = p.parse_args()
     raise_nofile_limit()  # the server side holds one descriptor per connection the crawl opens
     work = Path(tempfile.mkdtemp(prefix="bench-scale-"))
     try:
-        (seeds_only if args.seeds_only else breadth)(args, work)
+        (frontier_seeds if args.frontier_seeds else seeds_only if args.seeds_only else breadth)(args, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -3,7 +3,7 @@
     python -m benchmarks.bench_strays --hosts 200000
 
 Fills a frontier with one queued URL per host, the first half of the hosts while every slice is owned
-(no per-slice counting) and the second half while half the slices are owned (host_table rule 6 counts
+(no per-slice counting) and the second half while half the slices are owned (host_table rule 9 counts
 them per slice), and reports the CPU time of an ``add`` each way (CPU, not wall: the machine is
 shared). Then times ``set_owned`` (which rebuilds the counts in the pass it makes over the hosts
 anyway), ``unowned_queued()`` (what the reconciliation and every ``/metrics`` scrape read: a look at the

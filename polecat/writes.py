@@ -27,7 +27,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Generic, Literal, TypeVar
 
-Table = Literal["queue", "urls", "robots", "seen", "hosts", "ops", "priors", "near", "meta"]
+Table = Literal["queue", "urls", "robots", "seen", "hosts", "ops", "priors", "near", "meta", "ready",
+                "resident"]
 """The tables a decision writes (FrontierDB attributes of the same names)."""
 
 T = TypeVar("T")

@@ -333,6 +333,22 @@ async def test_open_connections_stay_under_the_cap_closing_the_least_recently_us
         pool.close()
 
 
+async def test_the_pool_is_short_of_descriptors_near_its_cap() -> None:
+    """Rule 7: idle connections count; no cap, never short."""
+    servers = [RawServer(ok()) for _ in range(3)]
+    async with servers[0].running(), servers[1].running(), servers[2].running():
+        pool, uncapped = make_pool(limit=3, max_open=3), make_pool(limit=3)
+        for server in servers[:2]:
+            assert await get(pool, server.origin) == b"ok"
+            assert await get(uncapped, server.origin) == b"ok"
+        assert not pool.short()  # 2 of 3 idle: under 90 %
+        assert await get(pool, servers[2].origin) == b"ok"
+        assert await get(uncapped, servers[2].origin) == b"ok"
+        assert pool.short() and not uncapped.short()
+        pool.close()
+        uncapped.close()
+
+
 async def test_many_hosts_through_a_small_cap_all_complete() -> None:
     servers = [RawServer(ok(delay=0.01)) for _ in range(8)]
     async with contextlib.AsyncExitStack() as stack:

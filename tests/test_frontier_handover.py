@@ -255,7 +255,7 @@ def test_a_restored_host_waits_from_the_hold_and_an_aborted_request_spaces_its_h
 
 def test_strays_are_counted_per_slice_as_urls_come_and_go_without_a_pass_over_the_hosts(
         tmp_path: Path) -> None:
-    """host_table rule 6: what unowned_queued() reads is kept with every change of a queue, and
+    """host_table rule 9: what unowned_queued() reads is kept with every change of a queue, and
     rebuilt at every change of the owned slices; it always equals a count of the queue table."""
     a = Rig(tmp_path / "a", cfg=CFG)
     now = crawl_some(a, 1000.0, 10)

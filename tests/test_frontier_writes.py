@@ -141,7 +141,8 @@ def test_release_and_commit_preparation_are_writes(tmp_path: Path) -> None:
     assert rows(rig, "queue") == rows(rig, "seen") == 0
     rig.frontier.add_seed(canon("http://y.test/"), 0.0)
     prep = rig.raw.prepare_commit()
-    assert shape(prep) == ["Put:hosts", "Put:meta", "Put:meta"] and rows(rig, "hosts") == 0
+    # host_table.py rule 8: the host in memory gets its ``resident`` row with its first commit.
+    assert shape(prep) == ["Put:hosts", "Put:resident", "Put:meta", "Put:meta"] and rows(rig, "hosts") == 0
     assert rig.raw.prepare_commit()[0].table == "meta"  # host records are written once per commit
 
 

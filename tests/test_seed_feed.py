@@ -11,7 +11,7 @@ import pytest
 
 from polecat import Config, Crawler
 from polecat.config import DnsConfig, FetchConfig, PolitenessConfig, ScopeConfig
-from polecat.errors import ConfigError, PolecatError
+from polecat.errors import ConfigError
 from polecat.node.seed_feed import BATCH, GIVE_UP, LOGGED, MAX_LINE, SeedFeed
 from polecat.testing.breadth import BreadthWeb
 
@@ -24,11 +24,13 @@ class Admitted:
         self.first = asyncio.Event()
         self.wakes = 0
 
-    def add(self, url: str) -> None:
-        if not url.startswith("http"):
-            raise PolecatError(f"seed {url!r} is not an http(s) URL")
-        self.urls.append(url)
-        self.first.set()
+    def add(self, urls: list[str]) -> list[str | None]:
+        """As ``Crawler.add_seeds`` answers: None for a line that is not an http(s) URL."""
+        ok = [url for url in urls if url.startswith("http")]
+        self.urls += ok
+        if ok:
+            self.first.set()
+        return ["accepted" if url.startswith("http") else None for url in urls]
 
     def wake(self) -> None:
         self.wakes += 1
@@ -43,7 +45,7 @@ async def test_a_large_file_is_admitted_in_batches_with_the_loop_running_between
     path = tmp_path / "seeds.txt"
     path.write_text("".join(f"http://h{i}.test/\n" for i in range(lines)))
     admitted = Admitted()
-    feed = SeedFeed(path, add_seed=admitted.add, frontier_free=free, wake=admitted.wake)
+    feed = SeedFeed(path, add_seeds=admitted.add, frontier_free=free, wake=admitted.wake)
 
     async def first_lease() -> int:  # what a lease loop woken by the first seed would see
         await admitted.first.wait()
@@ -65,7 +67,7 @@ async def test_bad_lines_are_skipped_counted_and_logged_up_to_a_bound(
     body += [b"mailto:x%d@y.test" % i for i in range(LOGGED + 5)]
     path.write_bytes(b"\n".join(body) + b"\nhttp://ok3.test/")  # the last line without its newline
     admitted = Admitted()
-    feed = SeedFeed(path, add_seed=admitted.add, frontier_free=free, wake=admitted.wake)
+    feed = SeedFeed(path, add_seeds=admitted.add, frontier_free=free, wake=admitted.wake)
     with caplog.at_level(logging.WARNING, logger="polecat"):
         await feed.run()
     assert admitted.urls == ["http://ok1.test/", "http://ok2.test/", "http://ok3.test/"]
@@ -77,7 +79,7 @@ async def test_bad_lines_are_skipped_counted_and_logged_up_to_a_bound(
 
 
 async def test_an_unreadable_file_is_a_clear_error(tmp_path: Path) -> None:
-    feed = SeedFeed(tmp_path / "gone.txt", add_seed=Admitted().add, frontier_free=free, wake=lambda: None)
+    feed = SeedFeed(tmp_path / "gone.txt", add_seeds=Admitted().add, frontier_free=free, wake=lambda: None)
     with pytest.raises(ConfigError, match=r"gone\.txt"):
         await feed.run()
     assert not feed.running
@@ -120,7 +122,7 @@ async def test_a_file_of_bad_lines_still_gives_the_loop_its_turns(tmp_path: Path
     tick = asyncio.create_task(ticker())
     await asyncio.sleep(0)
     before = turns
-    await SeedFeed(path, add_seed=admitted.add, frontier_free=free, wake=admitted.wake).run()
+    await SeedFeed(path, add_seeds=admitted.add, frontier_free=free, wake=admitted.wake).run()
     tick.cancel()
     assert turns - before >= 9 and not admitted.urls
 
@@ -129,7 +131,7 @@ async def test_a_line_without_end_stops_the_feed_naming_it(tmp_path: Path) -> No
     path = tmp_path / "seeds.txt"
     path.write_bytes(b"http://a.test/\n" + b"x" * (GIVE_UP + MAX_LINE))
     admitted = Admitted()
-    feed = SeedFeed(path, add_seed=admitted.add, frontier_free=free, wake=admitted.wake)
+    feed = SeedFeed(path, add_seeds=admitted.add, frontier_free=free, wake=admitted.wake)
     with pytest.raises(ConfigError, match=f"line 2 runs past {GIVE_UP} bytes"):
         await feed.run()
     assert not feed.running and not admitted.urls  # the node stops on it (crawler._feed_done): no half batch

@@ -231,6 +231,9 @@ class FrontierConfig:
     commit_ms: float = 250.0
     """...or after this many milliseconds, whichever comes first."""
     map_size: int = 64 * 1024**3
+    working_hosts: int = 50_000
+    """Host records kept in memory at most (polecat/frontier/host_table.py rule 6): the hosts in rotation.
+    The others wait in LMDB, in an index by due time, whatever their number."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -165,6 +165,7 @@ def validate(cfg: Config) -> None:
     _check(fr.commit_ops >= 1, "frontier.commit_ops", "must be >= 1")
     _check(fr.commit_ms > 0, "frontier.commit_ms", "must be > 0")
     _check(fr.map_size >= 16 * 1024 * 1024, "frontier.map_size", "must be >= 16 MiB")
+    _check(fr.working_hosts >= 100, "frontier.working_hosts", "must be >= 100 (host records kept in memory)")
     _validate_refresh(cfg.refresh)
     _validate_node(cfg.node)
     _validate_cluster(cfg.cluster)

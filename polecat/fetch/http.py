@@ -353,6 +353,10 @@ class Fetcher:
         if self._owns_resolver:
             await self._resolver.close()
 
+    def connections_short(self) -> bool:
+        """Whether the pool's connections are near its descriptor cap (polecat/fetch/pool.py rule 9)."""
+        return self._pool is not None and self._pool.short()
+
     async def fetch(self, url: str, *, etag: str | None = None, last_modified: str | None = None,
                     stream: StreamChoice | None = None, max_bytes: int | None = None,
                     gate: SendGate | None = None) -> Response:

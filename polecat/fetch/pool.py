@@ -33,6 +33,9 @@ Rules:
    are written, with no wait in between, and a closed gate sends nothing (the connection is closed
    unused: this is rare, a node losing a host's slice). Waits for a slot, a connect or a resend all
    come before the question.
+9. The pool is short of descriptors (:meth:`ConnectionPool.short`) while its connections (rule 6's
+   count) are at :data:`SHORT` of ``max_open`` or more: a connection to a new host then closes one kept
+   for a host in rotation, and the node prefers those hosts (polecat/frontier/leasing.py rule 6).
 """
 
 from __future__ import annotations
@@ -49,10 +52,14 @@ from polecat.fetch.guard import is_ip_literal
 from polecat.fetch.h1 import Head, IncompleteResponse, ResponseParser
 from polecat.fetch.proxy import ProxyAddress, ProxyRoutes, check_proxy_peer, open_tunnel
 
-__all__ = ["HIGH_WATER", "KEEPALIVE", "Connection", "ConnectionPool", "Origin", "SendGate", "idle_to_close"]
+__all__ = [
+    "HIGH_WATER", "KEEPALIVE", "SHORT", "Connection", "ConnectionPool", "Origin", "SendGate", "idle_to_close",
+]
 
 KEEPALIVE = 30.0
 """Seconds an idle connection is kept (aiohttp's ``keepalive_timeout`` in the client before)."""
+SHORT = 0.9
+"""Share of ``max_open`` from which the pool is short of descriptors (rule 9)."""
 HIGH_WATER = 256 * 1024
 """Body bytes buffered before the connection pauses reading (rule 5)."""
 
@@ -330,6 +337,11 @@ class ConnectionPool:
         self._open.clear()
         self._idle.clear()
         self._idle_lru.clear()
+
+    def short(self) -> bool:
+        """Rule 7: connections in use, idle and closing are at :data:`SHORT` of ``max_open`` or more."""
+        held = self._in_use + len(self._idle_lru) + len(self._closing)
+        return bool(self._max_open) and held >= SHORT * self._max_open
 
     @property
     def open_connections(self) -> int:

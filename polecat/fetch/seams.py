@@ -40,3 +40,7 @@ class PageFetcher(Protocol):
 
     async def fetch_robots(self, url: str, *, pacer: RedirectPacer | None = None,
                            gate: SendGate | None = None) -> Response: ...
+
+    def connections_short(self) -> bool:
+        """Whether connections are near their descriptor cap (polecat/fetch/pool.py rule 9)."""
+        ...

@@ -18,9 +18,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from polecat.frontier.host_table import HostTable
-from polecat.frontier.keys import op_key, queue_prefix
-from polecat.frontier.politeness import HostState, wait_one_interval
-from polecat.frontier.records import QueuedUrl, UrlRecord
+from polecat.frontier.keys import op_key
+from polecat.frontier.politeness import wait_one_interval
 from polecat.hosts import HostPatternMap
 from polecat.writes import Decided, Delete, Put, Write
 
@@ -42,8 +41,6 @@ class Controls:
         self._blocked = table.blocked
         self.paused = False
         """Set by the operator: the node leases nothing while it is (persisted)."""
-        self.dropped_blocked = 0
-        """Queued URLs dropped by blocks in this run."""
         self._from_config: dict[tuple[str, str], bytes] = {}
         """``(kind, pattern) -> value`` of the configuration's controls as last applied (module rules)."""
 
@@ -83,21 +80,23 @@ class Controls:
 
     def block(self, pattern: str) -> Decided[int]:
         """Block hosts matching ``pattern``: drop their queues (recorded done, reason ``blocked``) and
-        refuse their URLs from now on (persisted). Answers the number of URLs dropped."""
+        refuse their URLs from now on (persisted). Answers the number of URLs dropped from the hosts in
+        memory; a host out of memory drops its queue when it is read back (host_table.py rule 7)."""
         self._blocked.set(pattern, True)
         out: list[Write] = [Put("ops", op_key("block", pattern.lower()), b"")]
         dropped = 0
         for host, st in self._hosts.items():
             if st.queued and host in self._blocked:
-                dropped += self._drop_queue(host, st, out)
-        self.dropped_blocked += dropped
+                dropped += self._table.drop_queue(host, st, out)
         return Decided(dropped, out)
 
     def throttle_now(self, pattern: str, rate: float, now: float) -> list[Write]:
         """:meth:`set_throttle` for a running crawl: hosts it matches that wait for their next request
-        wait at least one new interval from ``now``, so a slower rate applies from the next request."""
+        wait at least one new interval from ``now``, so a slower rate applies from the next request (a
+        host out of memory when it is read back, host_table.py rule 6)."""
         out = self.set_throttle(pattern, rate)
         table = self._table
+        table.rethrottled.set(pattern, now)
         matcher: HostPatternMap[bool] = HostPatternMap([(pattern, True)])
         for host, st in self._hosts.items():
             if host in matcher and not st.in_flight:
@@ -133,16 +132,3 @@ class Controls:
 
     def is_blocked(self, host: str) -> bool:
         return host in self._blocked
-
-    def _drop_queue(self, host: str, st: HostState, out: list[Write]) -> int:
-        table = self._table
-        keys = [(key, QueuedUrl.decode(raw).url) for key, raw in table.db.items("queue", queue_prefix(host))]
-        lease = table.leases.get(host)
-        in_flight_key = lease.key if lease is not None else None
-        dropped = 0
-        for key, url in keys:
-            if key != in_flight_key:  # the in-flight URL is finished by its completion
-                out += table.finish_writes(host, st, key, UrlRecord(url, "skipped", "blocked"))
-                dropped += 1
-        table.scheduled.pop(host, None)
-        return dropped

@@ -53,7 +53,7 @@ NEAR_REBUILD = b"near_rebuild"
 after a fingerprint format change (absent: none do). Set by the upgrade, cleared by the node
 (polecat/node/commits.py rule 7) in the commit that holds the entries."""
 
-TABLES = ("meta", "queue", "hosts", "seen", "urls", "near", "ops", "robots", "priors")
+TABLES = ("meta", "queue", "hosts", "seen", "urls", "near", "ops", "robots", "priors", "ready", "resident")
 
 log = logging.getLogger("polecat")
 
@@ -86,11 +86,15 @@ class FrontierDB:
         self.robots = self.env.open_db(b"robots")
         self.priors = self.env.open_db(b"priors")
         """Sitemap hints per URL (refresh priors), keyed like ``urls``."""
+        self.ready = self.env.open_db(b"ready")
+        self.resident = self.env.open_db(b"resident")
+        """The due index of the hosts out of memory, and the hosts in it (host_table.py rules 7-8)."""
         self.sliced: dict[str, Any] = {"ops": self.ops, "robots": self.robots, "hosts": self.hosts,
                                        "urls": self.urls, "queue": self.queue, "seen": self.seen,
                                        "priors": self.priors}
         """The slice-keyed tables by name (polecat/frontier/keys.py)."""
-        self.tables: dict[str, Any] = {**self.sliced, "meta": self.meta, "near": self.near}
+        self.tables: dict[str, Any] = {**self.sliced, "meta": self.meta, "near": self.near,
+                                       "ready": self.ready, "resident": self.resident}
         """Every table a decision writes, by its :data:`~polecat.writes.Table` name."""
         self._writer = TxnWriter(self.env, "polecat-frontier-writer")
         self._backlog: list[Write] = []

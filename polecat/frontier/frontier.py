@@ -6,8 +6,9 @@ state is a decision: it returns the writes that record it and the node applies t
 its rules 1-4). Time comes in as ``now`` (wall-clock seconds, so next-allowed times survive restarts).
 State lives in the frontier's tables (per-host queues, host records with next-allowed times, the
 seen-set, finished-URL records, operator controls; all keyed slice-first, see polecat/frontier/keys.py),
-read through polecat/frontier/tables.py and written in one batched transaction; only the ready heap and
-in-flight leases are rebuilt in memory on open.
+read through polecat/frontier/tables.py and written in one batched transaction; memory holds the records
+of the hosts in rotation only, a bounded working set (host_table.py rules 6-8), with the ready heap and
+in-flight leases over them.
 
 :class:`Frontier` is the face the node calls; the work is done by its parts, each in its own module with
 its own section of the configuration, over one shared :class:`~polecat.frontier.host_table.HostTable`
@@ -58,7 +59,8 @@ class Frontier:
                  *, rng: random.Random | None = None) -> None:
         rng = rng or random.Random()  # leases and robots hops draw their jitter from one stream
         self._db = db
-        self._table = table = HostTable(db, cfg.politeness, ShapeBudget(cfg.scope.max_urls_per_shape))
+        self._table = table = HostTable(db, cfg.politeness, ShapeBudget(cfg.scope.max_urls_per_shape),
+                                        cfg.frontier.working_hosts)
         answers = RobotsAnswers(db, robots, cfg.robots)
         refresh = RefreshQueue(table, cfg.refresh)
         self._controls = controls = Controls(table)
@@ -70,11 +72,12 @@ class Frontier:
         leasing = Leasing(table, cfg.politeness, robots, answers, refresh, self.budget, rng)
         hops = RobotsHops(table, rng)
         handover = SliceHandover(table, seen, robots, intake, refresh, self._load_op)
-        observation = Observation(table, intake, controls)
+        observation = Observation(table, intake)
 
         # The public calls are the parts' own methods, bound once rather than wrapped: the per-URL paths
         # (add_many, admit, lease, complete) pay no delegating frame.
         self.add_seed = intake.add_seed
+        self.add_seeds = intake.add_seeds
         self.add_scope_host = intake.add_scope_host
         self.add = intake.add
         self.add_many = intake.add_many
@@ -126,8 +129,8 @@ class Frontier:
         for key, raw in db.items("ops"):
             self._load_op(key, raw)
         answers.restore()
-        table.load(now)
-        opening = intake.refetch_writes(now)
+        opening = table.load(now)
+        opening += intake.refetch_writes(now)
         opening += controls.from_config(cfg.politeness.throttle, cfg.scope.block)
         db.apply(opening)  # writes.py rule 4
 
@@ -145,6 +148,11 @@ class Frontier:
     @property
     def queued(self) -> int:
         return self._table.queued
+
+    @property
+    def hosts_in_memory(self) -> int:
+        """Host records held in memory: the working set (host_table.py rule 6)."""
+        return len(self._table.hosts)
 
     @property
     def pending_ops(self) -> int:

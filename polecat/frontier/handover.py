@@ -26,7 +26,7 @@ from polecat.frontier.records import AdoptReport, QueuedUrl, decode_host
 from polecat.frontier.refresh_queue import RefreshQueue
 from polecat.frontier.robots import RobotsPolicy
 from polecat.frontier.robots_state import restore_robots
-from polecat.frontier.slices import SLICES, check_slices, slice_of
+from polecat.frontier.slices import SLICES, check_slices, slice_of, slice_prefix
 from polecat.writes import Decided, Delete, DeleteSlices, Put, Write
 
 
@@ -54,7 +54,7 @@ class SliceHandover:
         was = table.fenced
         table.fenced = fenced = frozenset(range(SLICES)) - check_slices(slices)
         counts = table.queued_in
-        counts[:] = [0] * SLICES  # rebuilt here (host_table rule 6), in the pass made anyway
+        counts[:] = [0] * SLICES  # rebuilt here (host_table rule 9), in the pass made anyway
         for host, st in self._hosts.items():
             s = slice_of(host)
             counts[s] += st.queued
@@ -65,6 +65,10 @@ class SliceHandover:
                 wait_one_interval(table.pol, table.rate(host), st, max(now, wait_from))
                 table.scheduled.pop(host, None)  # due at its new next-allowed time
             table.wake(host, st, max(st.next_allowed, now))
+        for s in fenced:  # the records out of memory (host_table rules 6, 9): read by slice, not all hosts
+            for key, raw in self._db.items("hosts", slice_prefix(s)):
+                if host_of_row(key) not in self._hosts:
+                    counts[s] += decode_host(raw).queued
 
     def export_slices(self, slices: Iterable[int], now: float, fence: Fence | None = None) -> SliceBundle:
         """Everything this frontier holds about ``slices`` (queues, host records, robots answers, URL
@@ -86,7 +90,7 @@ class SliceHandover:
 
     def unowned_queued(self) -> Counter[int]:
         """URLs queued here in slices this frontier does not lease (:meth:`set_owned`), by slice: the
-        strays the cluster ships to their owners. Read from the per-slice counts (host_table rule 6): a
+        strays the cluster ships to their owners. Read from the per-slice counts (host_table rule 9): a
         look at the fenced slices, not a pass over the hosts."""
         counts = self._table.queued_in
         return Counter({s: counts[s] for s in self._table.fenced if counts[s] > 0})
@@ -159,9 +163,10 @@ class SliceHandover:
         adoption; returns how many. Only hosts that had URLs queued here are read."""
         dropped = 0
         for host in hosts:
-            st = self._hosts.get(host)
-            if st is None or st.queued <= 0:
+            peeked = self._table.peek(host)
+            if peeked is None or peeked.queued <= 0:
                 continue
+            st = self._table.state(host)
             doomed = [key for key, value in self._db.items("queue", queue_prefix(host))
                       if url_key(QueuedUrl.decode(value).url, host) in finished]
             for key in doomed:
@@ -193,7 +198,15 @@ class SliceHandover:
         busy = self.in_flight_in(ids)
         if busy:
             raise FrontierError(f"cannot release slices with {busy} leases in flight")
-        self._table.forget([h for h in self._hosts if slice_of(h) in ids])
+        table = self._table
+        for s in ids:  # the records out of memory (host_table.py rule 6): their queued URLs go too
+            for key, raw in self._db.items("hosts", slice_prefix(s)):
+                if host_of_row(key) not in self._hosts:
+                    table.queued -= decode_host(raw).queued
+                    table.known_hosts -= 1
+        table.forget([h for h in self._hosts if slice_of(h) in ids])
+        for s in ids:  # nothing is queued here in them any more (host_table rule 9)
+            table.queued_in[s] = 0
         self._intake.forget_recent()
         self._db.pending += 1
         return [DeleteSlices(ids)]

@@ -61,5 +61,5 @@ class RobotsHops:
 
     def next_allowed(self, host: str) -> float:
         """The earliest time ``host`` may be asked again (0.0 for a host the frontier does not know)."""
-        st = self._hosts.get(host)
+        st = self._table.peek(host)
         return st.next_allowed if st is not None else 0.0

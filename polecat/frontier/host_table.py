@@ -15,21 +15,53 @@ Rules:
    counts a URL in its host's ``queued`` with its queue write; :meth:`finish_writes` moves it to done.
 5. Its containers (:attr:`hosts`, :attr:`scheduled`, :attr:`leases`, :attr:`parked`, the pattern maps)
    are never replaced, so a part may keep a reference to one.
-6. While some slice is fenced (a member of a cluster), :attr:`queued_in` counts the URLs queued in each
+6. A bounded working set: :attr:`hosts` holds the records of the hosts in rotation; the others live in
+   the ``hosts`` table only. At a commit, past ``frontier.working_hosts`` records, the table writes and
+   drops the records that will be leased last (no URL queued first, then the latest due) down to three
+   quarters of the bound, each filed at its turn in the heap. Never dropped: a host in flight or leased,
+   with strikes (politeness rule 6 counts them in memory only), or of a fenced slice. A record read back
+   (:meth:`state`, :meth:`peek`, :meth:`refill`) waits one interval from the open (politeness rule 7)
+   and from any throttle changed since (:attr:`rethrottled`), so dropping it loses no politeness state.
+   A parked host (parked in memory, :attr:`parked`, for the run) is next allowed :data:`PARKED_RETRY`
+   after it was parked: dropped, it is not read back before, in this run or the next.
+7. A host out of memory with URLs queued has one row in ``ready`` at its record's next-allowed time
+   (keys.py rule 6): when no host in memory is due, the ready scan (:meth:`refill`) reads the rows due in
+   time order into memory, as many as it has room for (the hosts in rotation are finished first). A row
+   is stale, and dropped when read, when its host is in memory, has no record (a released slice) or a
+   record of another time.
+8. Each host in memory has a ``resident`` row from the first commit it is in memory at, until it is
+   dropped: a restart reads those (never the whole ``hosts`` table) and the ``ready`` rows bring back the
+   rest. Data written before the index (0.2.0) has no ``ready`` rows: the open builds them once
+   (:meth:`load`, marked by :data:`READY_INDEX` in ``meta``).
+9. While some slice is fenced (a member of a cluster), :attr:`queued_in` counts the URLs queued in each
    slice, kept with every change of a host's count (:meth:`count_queued`) and rebuilt whenever the
-   fenced slices change (:meth:`SliceHandover.set_owned`, which reads every host then anyway): the
-   strays the cluster looks for every few seconds are read from it without a pass over the hosts.
+   fenced slices change (:meth:`SliceHandover.set_owned`: the hosts in memory, which it reads then
+   anyway, and the records out of memory of the fenced slices, read slice by slice; a slice released is
+   0): the strays the cluster looks for every few seconds are read from it without a pass over the
+   hosts.
 """
 
 from __future__ import annotations
 
 import heapq
 import json
+import math
 from collections import Counter
 from collections.abc import Iterable
+from itertools import islice
 
 from polecat.config import PolitenessConfig
-from polecat.frontier.keys import host_of_row, host_row, priority_band, queue_key, url_key, url_key_at
+from polecat.frontier.keys import (
+    host_of_row,
+    host_row,
+    priority_band,
+    queue_key,
+    queue_prefix,
+    ready_key,
+    ready_row,
+    url_key,
+    url_key_at,
+)
 from polecat.frontier.politeness import HostState, wait_one_interval
 from polecat.frontier.records import Lease, QueuedUrl, UrlRecord, decode_host, encode_host
 from polecat.frontier.slices import SLICES, slice_of
@@ -38,12 +70,25 @@ from polecat.frontier.traps import ShapeBudget
 from polecat.hosts import HostPatternMap
 from polecat.writes import Delete, Put, Write
 
+READY_INDEX = b"ready_index"
+"""Meta key: the ``ready`` and ``resident`` rows are kept (rule 8); absent in data written before them."""
+REFILL_ROWS = 256
+"""``ready`` rows read per :meth:`HostTable.refill` at most: a lease call's work stays bounded."""
+COLD_RETRY = 0.05
+"""Seconds before a lease asks again when ``ready`` rows are due but memory is full (rule 7)."""
+PARKED_RETRY = 3600.0
+"""A parked host leaves memory due this long after it was parked (or read back parked), so that neither
+this run (which skips it) nor the next (which tries it again) reads it sooner (rule 6)."""
+
 
 class HostTable:
     """Host records, the ready heap, leases and queue counts (see the module docstring)."""
 
-    def __init__(self, db: FrontierTables, pol: PolitenessConfig, shapes: ShapeBudget) -> None:
+    def __init__(self, db: FrontierTables, pol: PolitenessConfig, shapes: ShapeBudget,
+                 working_hosts: int = 50_000) -> None:
         self.db = db
+        self.working_hosts = working_hosts
+        """Host records kept in memory at a commit at most (rule 6)."""
         self.pol = pol
         self.shapes = shapes
         """URLs queued per host and shape this run (traps rule 2): counted here, judged by the intake."""
@@ -58,7 +103,7 @@ class HostTable:
         self.fenced: frozenset[int] = frozenset()
         """Slices whose hosts are not leased here (rule 3; polecat/frontier/handover.py sets them)."""
         self.queued_in: list[int] = [0] * SLICES
-        """URLs queued per slice, while :attr:`fenced` is not empty (rule 6)."""
+        """URLs queued per slice, while :attr:`fenced` is not empty (rule 9)."""
         self.throttle: HostPatternMap[float] = HostPatternMap()
         """Rate overrides and blocks by host pattern (polecat/frontier/controls.py sets them)."""
         self.blocked: HostPatternMap[bool] = HostPatternMap()
@@ -73,30 +118,168 @@ class HostTable:
         """Outcomes in this run; ``done_total`` (persisted in ``meta``) counts them over all runs."""
         self.done_total: Counter[str] = Counter(json.loads(db.get("meta", b"done") or b"{}"))
         self._dirty: set[str] = set()
+        self.dropped_blocked = 0
+        """Queued URLs dropped by blocks in this run (:meth:`drop_queue`)."""
+        self.opened_at = 0.0
+        """When this frontier opened: every record read waits one interval from then (rule 6)."""
+        self.rethrottled: HostPatternMap[float] = HostPatternMap()
+        """When each throttle pattern changed in this run (rule 6; polecat/frontier/controls.py sets it)."""
+        self.cold_head: float | None = None
+        """No ``ready`` row is due before this (None: there is none); may be early, never late (rule 7)."""
+        self._arrived: set[str] = set()
+        """Hosts taken into memory since the last commit: their ``resident`` rows are due (rule 8)."""
+        self.known_hosts = 0
+        """Hosts this frontier knows, in memory or not (kept as they come and go: a figure the status
+        asks for while a commit may be in flight, when the tables cannot be read)."""
+        self.cold_rows = 0
+        """``ready`` rows, about (rows found stale are counted until read)."""
+        self.warm: dict[str, float] = {}
+        """When the last request of each host in memory ended (leasing.py rule 6)."""
+        self.warm_heap: list[tuple[float, str]] = []
+        """The entries of :attr:`heap` of the hosts in :attr:`warm` (stale ones too, as rule 2 says)."""
+        self._pending: list[Write] = []
+        """Row writes of records read back by :meth:`state`, for the next commit (rules 7-8)."""
 
-    def load(self, now: float) -> None:
-        """Rebuild the records and the heap from the ``hosts`` table. A request may have been in flight
+    def load(self, now: float) -> list[Write]:
+        """Open: the hosts in memory at the last commit come back (rule 8), the others stay in the
+        ``ready`` index (built here once for data written before it). A request may have been in flight
         when the previous process died, uncommitted: every host therefore waits one interval from
         ``now``, so a restart never sends a burst (the dead process's requests all started before it)."""
-        for key, raw in self.db.items("hosts"):
-            host = host_of_row(key)
-            st = decode_host(raw)
-            wait_one_interval(self.pol, self.rate(host), st, now)
-            self.hosts[host] = st
-            self.queued += st.queued
-            if st.queued > 0:
-                self.schedule(host, st.next_allowed)
+        self.opened_at = now
+        db = self.db
+        out: list[Write] = []
+        first = next(db.items("ready"), None)
+        self.cold_head = ready_row(first[0])[0] if first is not None else None
+        if db.get("meta", READY_INDEX) is None:
+            built = [(st.next_allowed, host_of_row(key))
+                     for key, raw in db.items("hosts") if (st := decode_host(raw)).queued > 0]
+            out += [Put("ready", ready_key(due, host), b"") for due, host in built]
+            out.append(Put("meta", READY_INDEX, b"1"))
+            self.cold_head = min((due for due, _ in built), default=None)
+        for key, _ in db.items("resident"):
+            host = key.decode()
+            raw = db.get("hosts", host_row(host))
+            if raw is None:  # its slice was released
+                out.append(Delete("resident", key))
+                continue
+            self._take(host, decode_host(raw))
+        self._arrived.clear()  # their rows are there
+        self.queued = db.count("queue")
+        self.known_hosts = db.count("hosts")
+        self.cold_rows = db.count("ready") + sum(isinstance(w, Put) and w.table == "ready" for w in out)
+        return out
+
+    def _take(self, host: str, st: HostState) -> HostState:
+        """Keep the record ``st`` read from the table in memory, waiting as rule 6 says, and schedule it."""
+        rate = self.rate(host)
+        wait_one_interval(self.pol, rate, st, self.opened_at)
+        since = self.rethrottled.get(host)
+        if since is not None:
+            wait_one_interval(self.pol, rate, st, since)
+        st.parked = host in self.parked
+        self.hosts[host] = st
+        self._arrived.add(host)
+        self.wake(host, st, st.next_allowed)
+        return st
+
+    def peek(self, host: str) -> HostState | None:
+        """The record of ``host`` (None: unknown), read from the table when it is not in memory, without
+        taking it into memory: a reader that changes it must use :meth:`state`."""
+        st = self.hosts.get(host)
+        if st is None:
+            raw = self.db.get("hosts", host_row(host))
+            if raw is not None:
+                st = decode_host(raw)
+        return st
+
 
     def rate(self, host: str) -> float:
         """The configured request rate of ``host`` (its throttle, else the default), before AIMD."""
         return self.throttle.get(host) or self.pol.rate
 
     def state(self, host: str) -> HostState:
-        """The record of ``host``, a new one if it has none."""
+        """The record of ``host`` in memory: read back from the table (rule 6), or a new one."""
         st = self.hosts.get(host)
         if st is None:
-            st = self.hosts[host] = HostState()
+            st = self.held(host, self.peek(host))
         return st
+
+    def held(self, host: str, peeked: HostState | None) -> HostState:
+        """:meth:`state` of ``host`` when :meth:`peek` answered ``peeked`` since (no second read)."""
+        st = self.hosts.get(host)
+        if st is not None:
+            return st
+        if peeked is None:
+            st = self.hosts[host] = HostState()
+            self.known_hosts += 1
+            self._arrived.add(host)
+            return st
+        if peeked.queued > 0:
+            self._pending.append(Delete("ready", ready_key(peeked.next_allowed, host)))
+            self.cold_rows = max(0, self.cold_rows - 1)
+        return self._take(host, peeked)
+
+    def cold_ready(self, now: float) -> bool:
+        """Whether :meth:`refill` would take a host now: a ``ready`` row may be due, and memory has room
+        (rule 7; the caller asks when no host in memory is due)."""
+        head = self.cold_head
+        return head is not None and head <= now and len(self.hosts) < self.working_hosts
+
+    def next_ask(self, now: float) -> float | None:
+        """When a lease may next find a host, no host in memory being due now: the heap's first time, or
+        the ``ready`` index's (at once when rows are due and memory has room for them, else after
+        :data:`COLD_RETRY`, by when a commit has made room). None: nothing is queued."""
+        at = self.heap[0][0] if self.heap else None
+        head = self.cold_head
+        if head is not None and head <= now:
+            head = now if len(self.hosts) < self.working_hosts else now + COLD_RETRY
+        if head is None or (at is not None and at < head):
+            return at
+        return head
+
+    def refill(self, now: float, out: list[Write]) -> None:
+        """Take the hosts of the earliest ``ready`` rows due at ``now`` into memory and the heap, at most
+        :data:`REFILL_ROWS` and as many as memory has room for (rule 7); the rows' deletes, and the
+        queues of blocked hosts, go to ``out``. A parked host read back stays out of rotation and is
+        filed again :data:`PARKED_RETRY` on."""
+        db = self.db
+        self.cold_head = None
+        rows = max(1, min(REFILL_ROWS, self.working_hosts - len(self.hosts)))
+        for n, (key, _) in enumerate(islice(db.items("ready"), rows + 1)):
+            due, host = ready_row(key)
+            if due > now or n == rows:
+                self.cold_head = due
+                return
+            out.append(Delete("ready", key))
+            self.cold_rows = max(0, self.cold_rows - 1)
+            if host in self.hosts:
+                continue
+            raw = db.get("hosts", host_row(host))
+            if raw is None:
+                continue
+            st = decode_host(raw)
+            if st.queued <= 0 or ready_key(st.next_allowed, host) != key:
+                continue
+            if host in self.parked:
+                st.next_allowed = max(st.next_allowed, now + PARKED_RETRY)
+            self._take(host, st)
+            if host in self.blocked:  # blocked while out of memory (controls.py)
+                self.drop_queue(host, st, out)
+
+    def drop_queue(self, host: str, st: HostState, out: list[Write]) -> int:
+        """Record the URLs queued for ``host`` done as ``skipped:blocked`` (its writes to ``out``), but
+        the one in flight (its completion finishes it); answers how many."""
+        lease = self.leases.get(host)
+        in_flight_key = lease.key if lease is not None else None
+        keys = [(key, QueuedUrl.decode(raw).url) for key, raw in self.db.items("queue", queue_prefix(host))]
+        dropped = 0
+        for key, url in keys:
+            if key != in_flight_key:
+                out += self.finish_writes(host, st, key, UrlRecord(url, "skipped", "blocked"))
+                dropped += 1
+        self.scheduled.pop(host, None)
+        self.dropped_blocked += dropped
+        return dropped
 
     def schedule(self, host: str, at: float) -> None:
         """Put ``host`` in the ready heap, due at ``at`` (rules 2 and 3)."""
@@ -104,6 +287,8 @@ class HostTable:
             return
         self.scheduled[host] = at
         heapq.heappush(self.heap, (at, host))
+        if host in self.warm:
+            heapq.heappush(self.warm_heap, (at, host))
 
     def wake(self, host: str, st: HostState, at: float) -> None:
         """Schedule ``host`` at ``at`` if it has URLs queued and nothing holds it back (a request in
@@ -113,8 +298,11 @@ class HostTable:
 
     def next_due(self) -> float | None:
         """No host is due before this time (None: none is scheduled). It may be earlier than the first
-        host a lease would hand out (rule 2), never later: a caller that sleeps until then misses no host."""
-        return self.heap[0][0] if self.heap else None
+        host a lease would hand out (rules 2 and 7), never later: a caller that sleeps until then misses
+        no host."""
+        at = self.heap[0][0] if self.heap else None
+        head = self.cold_head
+        return head if head is not None and (at is None or head < at) else at
 
     def save(self, host: str) -> None:
         """Mark the record of ``host`` changed (rule 1); each change counts towards the next commit."""
@@ -122,11 +310,44 @@ class HostTable:
         self.db.pending += 1
 
     def host_writes(self) -> list[Write]:
-        """The host records changed since the last commit (rule 1)."""
+        """The host records changed since the last commit (rule 1), the records dropped from memory past
+        the working-set bound (rule 6) and the rows of the ``ready`` and ``resident`` index (rules 7-8)."""
         hosts = self.hosts
-        out: list[Write] = [Put("hosts", host_row(host), encode_host(hosts[host])) for host in self._dirty]
+        out, self._pending = self._pending, []
+        out += [Put("hosts", host_row(host), encode_host(hosts[host])) for host in self._dirty]
         self._dirty.clear()
+        if len(hosts) >= self.working_hosts:  # full: a refill has room again after this commit
+            self._evict(self.working_hosts * 3 // 4, out)
+        out += [Put("resident", host.encode(), b"") for host in self._arrived if host in hosts]
+        self._arrived.clear()
         return out
+
+    def _evict(self, keep: int, out: list[Write]) -> None:
+        """Write and drop the records of rule 6 until ``keep`` are left (or only those it never drops)."""
+        hosts, scheduled, leases = self.hosts, self.scheduled, self.leases
+        fenced = self.fenced
+        movable = ((math.inf if st.queued <= 0 else scheduled.get(host, st.next_allowed), host)
+                   for host, st in hosts.items()
+                   if not (st.in_flight or st.strikes or host in leases
+                           or (fenced and slice_of(host) in fenced)))
+        for _, host in heapq.nlargest(len(hosts) - keep, movable):
+            st = hosts.pop(host)
+            self.warm.pop(host, None)
+            # Filed at its turn in the heap (never before its next-allowed time): the order it had here.
+            st.next_allowed = max(st.next_allowed, scheduled.pop(host, 0.0))
+            out.append(Put("hosts", host_row(host), encode_host(st)))
+            if st.queued > 0:
+                out.append(Put("ready", ready_key(st.next_allowed, host), b""))
+                self.cold_rows += 1
+                if self.cold_head is None or st.next_allowed < self.cold_head:
+                    self.cold_head = st.next_allowed
+            if host not in self._arrived:  # else it has no row yet
+                out.append(Delete("resident", host.encode()))
+        # The heap's entries of the hosts dropped are stale (rule 2): rebuilt rather than left to grow.
+        self.heap[:] = [(at, host) for host, at in scheduled.items()]
+        heapq.heapify(self.heap)
+        self.warm_heap[:] = [(at, host) for host, at in scheduled.items() if host in self.warm]
+        heapq.heapify(self.warm_heap)
 
     def unsaved(self) -> dict[bytes, bytes]:
         """The ``hosts`` rows of the records changed since the last commit, newer than the table's."""
@@ -138,7 +359,7 @@ class HostTable:
                 Put("meta", b"done", json.dumps(self.done_total).encode())]
 
     def count_queued(self, host: str, st: HostState, n: int) -> None:
-        """``n`` more URLs (fewer, when negative) queued for ``host`` (rules 4 and 6)."""
+        """``n`` more URLs (fewer, when negative) queued for ``host`` (rules 4 and 9)."""
         st.queued += n
         self.queued += n
         if self.fenced:
@@ -151,16 +372,20 @@ class HostTable:
             self.count_queued(host, st, -st.queued)
             self.scheduled.pop(host, None)
             self._dirty.discard(host)
+            self.warm.pop(host, None)
+            self.known_hosts -= 1
             self.parked.pop(host, None)
+            if host not in self._arrived:
+                self._pending.append(Delete("resident", host.encode()))
+            self._arrived.discard(host)
         self.bands = None
 
     def enqueue(self, url: str, host: str, depth: int, importance: float, now: float, out: list[Write],
-                hops: int = 0, *, new: bool = True) -> None:
-        """Queue ``url`` (rule 4): its write goes to ``out``. ``new``: it counts as accepted."""
-        # state() and wake() inline: this runs for every URL accepted.
-        st = self.hosts.get(host)
-        if st is None:
-            st = self.hosts[host] = HostState()
+                hops: int = 0, *, new: bool = True, st: HostState | None = None) -> None:
+        """Queue ``url`` (rule 4): its write goes to ``out``. ``new``: it counts as accepted. ``st``: the
+        host's record in memory, when the caller holds it."""
+        # wake() inline: this runs for every URL accepted.
+        st = st or self.hosts.get(host) or self.state(host)
         self.qseq += 1
         self.shapes.count(host, url)
         key = queue_key(host, importance, depth, self.qseq)

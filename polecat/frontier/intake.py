@@ -13,12 +13,15 @@ Rules (the checks themselves live where they are owned: scope.py, traps.py, budg
 5. A refetch request (polecat/frontier/refetch.py) queues its URL again without asking the seen-set.
 6. A page's requisites are admitted as its links are (rules 1-4), with the scope and caps of
    polecat/frontier/requisites.py (its rules 2-5).
+7. Seeds come in batches (:meth:`Intake.add_seeds`, a seeds file): one Bloom pass per batch, each host's
+   record read once, and a seed host already in the scope is not written again. Like a page's links, a
+   batch is judged against the host limits as they were before it (it may overshoot them by itself).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from polecat.config import ScopeConfig
 from polecat.dedup.seen import SeenSet
@@ -26,9 +29,11 @@ from polecat.frontier import refetch, requisites
 from polecat.frontier.budgets import admit_reason
 from polecat.frontier.host_table import HostTable
 from polecat.frontier.keys import op_key, url_key
+from polecat.frontier.politeness import HostState
 from polecat.frontier.requisites import RequisiteCaps
 from polecat.frontier.routing import Admission, Routing
 from polecat.frontier.scope import ScopeFilter
+from polecat.frontier.tables import FrontierTables
 from polecat.frontier.traps import TrapCounts, url_trap
 from polecat.hosts import host_key
 from polecat.writes import Decided, Delete, Put, Write
@@ -47,13 +52,13 @@ class Intake:
 
     def __init__(self, table: HostTable, cfg: ScopeConfig, seen: SeenSet) -> None:
         self._table = table
-        self._hosts = table.hosts
+        self._peek = table.peek
         self._blocked = table.blocked
         self._shapes = table.shapes
         self._db = table.db
         self._cfg = cfg
         self._seen = seen
-        self._scope = ScopeFilter(cfg, ())
+        self._scope = ScopeFilter(cfg, _SeedHosts(table.db))
         self._routing: Routing | None = None
         """Who judges which discovered URL (rule 1); None: this frontier judges all."""
         self._recent: dict[str, None] = {}
@@ -84,6 +89,43 @@ class Intake:
         host = host_key(url)
         out = self.add_scope_host(host)
         return self._add(url, host, 0, importance, now, out, seed=True)
+
+    def add_seeds(self, urls: Sequence[str], now: float, importance: float = 1.0) -> Decided[list[str]]:
+        """:meth:`add_seed` of each canonical URL of ``urls``, as one batch (rule 6); answers the decision
+        of each, in order (a URL given twice is ``"seen"`` the second time)."""
+        out: list[Write] = []
+        answers: list[str] = []
+        peek, scope, stored_op = self._peek, self._scope, self._db.getter("ops")
+        fresh_urls: dict[str, int] = {}
+        todo: list[tuple[int, str, HostState | None]] = []
+        for url in urls:
+            host = host_key(url)
+            seed_op = op_key("seedhost", host)
+            if stored_op(seed_op) is None:  # else a resume's seed: its host is known, nothing to write
+                scope.add_seed_host(host)
+                out.append(Put("ops", seed_op, b""))
+            st = peek(host)
+            reason = self._refuse(url, host, st, 0, True)
+            if reason is None and url in fresh_urls:
+                reason = SEEN
+            elif reason is None:
+                fresh_urls[url] = len(answers)
+                todo.append((len(answers), host, st))
+            else:
+                self.rejected[reason] += 1
+            answers.append(reason or ACCEPTED)
+        if todo:
+            keys = [url_key(url, host) for url, (_, host, _) in zip(fresh_urls, todo, strict=True)]
+            marks = self._seen.mark_many(self._db.getter("seen"), keys)
+            table = self._table
+            for url, (i, host, st), key, new in zip(fresh_urls, todo, keys, marks, strict=True):
+                if new:
+                    out.append(Put("seen", key, b""))
+                    table.enqueue(url, host, 0, importance, now, out, st=table.held(host, st))
+                else:
+                    answers[i] = SEEN
+        self.seen_again += answers.count(SEEN)
+        return Decided(answers, out)
 
     def add_scope_host(self, host: str) -> list[Write]:
         """Let ``host`` into the crawl scope like a seed's host (persisted) without queueing anything:
@@ -153,10 +195,11 @@ class Intake:
                 repeats += 1
                 continue
             host = host_key(url)
-            reason = self._refuse(url, host, depth, False, new_hosts, requisite=requisite)
+            st = self._peek(host)
+            reason = self._refuse(url, host, st, depth, False, new_hosts, requisite=requisite)
             if reason is None:
                 candidates.append((url, host))
-                if host not in self._hosts:
+                if st is None:
                     new_hosts.add(host)
             else:
                 self.rejected[reason] += 1
@@ -184,7 +227,7 @@ class Intake:
     def _add(self, url: str, host: str, depth: int, importance: float, now: float, out: list[Write], *,
              seed: bool, hops: int = 0) -> Decided[str]:
         """Add one URL; its writes are appended to ``out``, which comes back in the decision."""
-        reason = self._refuse(url, host, depth, seed)
+        reason = self._refuse(url, host, self._peek(host), depth, seed)
         if reason is not None:
             self.rejected[reason] += 1
             return Decided(reason, out)
@@ -196,10 +239,11 @@ class Intake:
         self._table.enqueue(url, host, depth, importance, now, out, hops)
         return Decided(ACCEPTED, out)
 
-    def _refuse(self, url: str, host: str, depth: int, seed: bool,
+    def _refuse(self, url: str, host: str, st: HostState | None, depth: int, seed: bool,
                 page_new_hosts: set[str] | None = None, *, requisite: bool = False) -> str | None:
-        """Why ``url`` may not be queued (rule 2; None: it may). ``page_new_hosts``: the new hosts its
-        page's links brought so far (budgets rules 3-5); ``requisite``: a page requisite (rule 6)."""
+        """Why ``url`` may not be queued (rule 2; None: it may). ``st``: its host's record (None: a new
+        host); ``page_new_hosts``: the new hosts its page's links brought so far (budgets rules 3-5);
+        ``requisite``: a page requisite (rule 6)."""
         if host in self._blocked:
             return "blocked"
         cfg = self._cfg
@@ -216,12 +260,12 @@ class Intake:
                     self.count_trap(host, reason)
             if reason is None:
                 new_hosts = page_new_hosts or set()
-                reason = admit_reason(cfg, new_host=host not in self._hosts and host not in new_hosts,
-                                      hosts=len(self._hosts) + len(new_hosts), queued=self._table.queued,
-                                      page_new_hosts=len(new_hosts))
+                new_host = st is None and host not in new_hosts
+                reason = admit_reason(cfg, new_host=new_host,
+                                      hosts=self._table.known_hosts + len(new_hosts),
+                                      queued=self._table.queued, page_new_hosts=len(new_hosts))
             if reason is not None:
                 return reason
-        st = self._hosts.get(host)
         if st is not None:
             if st.queued >= cfg.max_queue_per_host:
                 return "host_queue_full"
@@ -258,3 +302,14 @@ class Intake:
     def forget_recent(self) -> None:
         """Empty the memo of rule 4 (its URLs' slices were released: they may come back as new)."""
         self._recent.clear()
+
+
+class _SeedHosts:
+    """The seed hosts as the ``seedhost`` rows of ``ops`` hold them (keys.py rule 4), for the scope: one
+    lookup a question, nothing kept in memory."""
+
+    def __init__(self, db: FrontierTables) -> None:
+        self._db = db
+
+    def __contains__(self, host: object) -> bool:
+        return isinstance(host, str) and self._db.get("ops", op_key("seedhost", host)) is not None

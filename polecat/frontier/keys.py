@@ -14,6 +14,10 @@ Rules (DESIGN.md section 5; slices in polecat/frontier/slices.py):
    A refetch request (``refetch``: a URL whose stored copy was lost, polecat/frontier/refetch.py) is
    keyed by its URL's host slice and the URL's fingerprint.
 5. ``meta`` and ``near`` (content fingerprints, not about a host) are not slice-keyed.
+6. ``ready`` (the due index of hosts kept out of memory, polecat/frontier/host_table.py rule 7): the
+   host's next-allowed time as a big-endian IEEE double (times are >= 0, so bytewise order is time
+   order), then the host key. ``resident`` (rule 8 there): the host key. Neither is slice-keyed: a row
+   of a released slice is found stale when read (its host has no record) and dropped then.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ GLOBAL = struct.pack(">H", 0xFFFF)
 assert SLICES < 0xFFFF
 
 _KEY_TAIL = struct.Struct(">IHQ")
+_DUE = struct.Struct(">d")
 HOST_OPS = frozenset({"seedhost", "traps", "requisites"})
 """Op kinds whose argument is one host key (rule 4)."""
 
@@ -41,6 +46,16 @@ def host_row(host: str) -> bytes:
 
 def host_of_row(key: bytes) -> str:
     return key[PREFIX_LEN:].decode()
+
+
+def ready_key(due: float, host: str) -> bytes:
+    """Key of ``host`` in the ``ready`` index, due at ``due`` (rule 6)."""
+    return _DUE.pack(due) + host.encode()
+
+
+def ready_row(key: bytes) -> tuple[float, str]:
+    """``(due, host)`` of a ``ready`` key."""
+    return _DUE.unpack_from(key)[0], key[_DUE.size :].decode()
 
 
 def queue_prefix(host: str) -> bytes:

@@ -16,6 +16,10 @@ Rules:
    in the budget is not made, and its URLs stay queued for a later run.
 5. A retried URL is queued again behind its host's others at half its importance, until
    ``politeness.max_url_attempts``; then it is recorded ``failed``.
+6. When descriptors run short (the node's connections near their cap, ``prefer_warm``), a due host whose
+   last request ended less than :data:`WARM_FOR` ago (its connection likely still open, its robots.txt
+   known) is leased before the due hosts ahead of it (the earliest due of them, from the host table's
+   heap of warm hosts); with none due the earliest host goes, so a cold host waits, never starves.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from itertools import islice
 
 from polecat.config import PolitenessConfig
 from polecat.frontier.budgets import PageBudget
-from polecat.frontier.host_table import HostTable
+from polecat.frontier.host_table import PARKED_RETRY, HostTable
 from polecat.frontier.ipkeys import IpKeys
 from polecat.frontier.keys import queue_key, queue_prefix, url_key_at
 from polecat.frontier.politeness import HostState, after_attempt, gave_up, interval, wait_one_interval
@@ -37,6 +41,8 @@ from polecat.frontier.robots import Closed, Fetch, Ready, RobotsPolicy
 from polecat.frontier.robots_state import RobotsAnswers
 from polecat.writes import Decided, Delete, Put, Write
 
+WARM_FOR = 30.0
+"""Seconds after its last request a host counts as warm (rule 6): the pool's keep-alive (fetch/pool.py)."""
 ROBOTS_SKIPS_PER_LEASE = 256
 """Robots-disallowed URLs retired per lease call for one host before yielding to other hosts (rule 3)."""
 
@@ -59,20 +65,36 @@ class Leasing:
         self._rng = rng
         self._ipkeys = IpKeys()
 
-    def lease(self, now: float) -> Decided[Lease | Wait | Idle]:
+    def lease(self, now: float, *, prefer_warm: bool = False) -> Decided[Lease | Wait | Idle]:
         """The next request to make, or how long nothing is ready. Never returns two leases for one host
         (or, with key_by_ip, one IP) at once, nor one before the host's next-allowed time. The writes
-        retire the robots-disallowed URLs it skipped on the way."""
-        heap, scheduled, schedule = self._table.heap, self._scheduled, self._table.schedule
+        retire the robots-disallowed URLs it skipped on the way. ``prefer_warm``: descriptors run short
+        (rule 6)."""
+        table = self._table
+        heap, scheduled, schedule = table.heap, self._scheduled, table.schedule
         out: list[Write] = []
-        while heap:
-            at, host = heap[0]
-            if scheduled.get(host) != at:
+        refilled = False
+        warm_heap = table.warm_heap
+        while warm_heap and warm_heap[0][0] <= now and scheduled.get(warm_heap[0][1]) != warm_heap[0][0]:
+            heapq.heappop(warm_heap)  # stale (host_table.py rule 2): popped as time passes, short or not
+        while True:
+            if heap:
+                at, host = heap[0]
+                if scheduled.get(host) != at:
+                    heapq.heappop(heap)
+                    continue
+            if not heap or at > now:
+                # Nothing in memory is due: the hosts out of memory that are (host_table.py rule 7).
+                if not refilled and table.cold_ready(now):
+                    table.refill(now, out)
+                    refilled = True
+                    continue
+                break
+            warm = self._pop_warm(now) if prefer_warm and not self._warm(host, now) else None
+            if warm is None:
                 heapq.heappop(heap)
-                continue
-            if at > now:
-                return Decided(Wait(at), out)
-            heapq.heappop(heap)
+            else:  # its entry in the heap is stale from here on (host_table.py rule 2)
+                at, host = warm
             del scheduled[host]
             st = self._hosts[host]
             if st.parked or st.in_flight or st.queued <= 0:
@@ -95,7 +117,23 @@ class Leasing:
                 if self._pol.key_by_ip and st.ip:
                     self._ipkeys.take(host, st.ip)
                 return Decided(got, out)
-        return Decided(Wait(None) if self._leases else Idle(), out)
+        until = table.next_ask(now)
+        if until is None:
+            return Decided(Wait(None) if self._leases else Idle(), out)
+        return Decided(Wait(until), out)
+
+    def _warm(self, host: str, now: float) -> bool:
+        ended = self._table.warm.get(host)
+        return ended is not None and now - ended < WARM_FOR
+
+    def _pop_warm(self, now: float) -> tuple[float, str] | None:
+        """The earliest due warm host (rule 6), popped from the warm heap; None: none is due."""
+        warm_heap, scheduled = self._table.warm_heap, self._scheduled
+        while warm_heap and warm_heap[0][0] <= now:
+            at, host = heapq.heappop(warm_heap)
+            if scheduled.get(host) == at and self._warm(host, now):
+                return at, host
+        return None
 
     def _lease_from(self, host: str, st: HostState, now: float, out: list[Write]) -> Lease | None:
         """First allowed URL of ``host`` as a lease (or a robots.txt lease); None to skip the host now.
@@ -176,7 +214,7 @@ class Leasing:
 
     def _wake_ip_waiters(self, waiters: set[str], ip_next_allowed: float) -> None:
         for waiter in waiters:
-            ws = self._hosts[waiter]
+            ws = self._table.state(waiter)  # a waiter may have left memory (host_table.py rule 6)
             if not ws.in_flight and ws.queued > 0 and waiter not in self._scheduled:
                 self._table.schedule(waiter, max(ws.next_allowed, ip_next_allowed))
 
@@ -188,6 +226,7 @@ class Leasing:
         st = self._hosts[host]
         self._leases.pop(host, None)
         st.in_flight = False
+        self._table.warm[host] = result.attempt.ended
         if result.ip:
             st.ip = result.ip
         writes: list[Write] = []
@@ -203,6 +242,8 @@ class Leasing:
         parked = self._table.parked
         if st.parked and host not in parked:
             parked[host] = result.park or _park_reason(self._pol, st, result)
+            # It may leave memory (host_table.py rule 6): filed this far on, it is not read back soon.
+            st.next_allowed = max(st.next_allowed, now + PARKED_RETRY)
         if self._ipkeys.held_by(host) is not None:
             self._wake_ip_waiters(*self._ipkeys.release(host, result.attempt, interval(self._pol, rate, st)))
         if lease.kind == "page":

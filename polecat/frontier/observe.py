@@ -9,7 +9,6 @@ import heapq
 import math
 from collections import Counter
 
-from polecat.frontier.controls import Controls
 from polecat.frontier.host_table import HostTable
 from polecat.frontier.intake import Intake
 from polecat.frontier.keys import PRIORITY_BANDS, priority_band
@@ -20,21 +19,21 @@ from polecat.frontier.records import FrontierStats
 class Observation:
     """Read-only views of a frontier for the node, the CLI and the operator API."""
 
-    def __init__(self, table: HostTable, intake: Intake, controls: Controls) -> None:
+    def __init__(self, table: HostTable, intake: Intake) -> None:
         self._table = table
         self._hosts = table.hosts
         self._intake = intake
-        self._controls = controls
 
     def host_state(self, host: str) -> HostState | None:
-        return self._hosts.get(host)
+        """The record of ``host`` (a copy read from the table when it is out of memory), None: unknown."""
+        return self._table.peek(host)
 
     def parked_hosts(self) -> dict[str, str]:
         """Hosts parked in this run, with the reason (reported by the node)."""
         return dict(self._table.parked)
 
     def busiest(self, n: int) -> list[tuple[str, int]]:
-        """The ``n`` hosts with the longest queues, longest first."""
+        """The ``n`` hosts in memory (host_table.py rule 6) with the longest queues, longest first."""
         queued = ((h, st.queued) for h, st in self._hosts.items() if st.queued > 0)
         return heapq.nlargest(n, queued, key=lambda hq: (hq[1], hq[0]))
 
@@ -49,7 +48,7 @@ class Observation:
         return {name: table.bands[name] for name in (*(n for n, _ in PRIORITY_BANDS), "low")}
 
     def quarantined_hosts(self) -> int:
-        """Hosts backing off after failures (not parked)."""
+        """Hosts in memory backing off after failures (not parked)."""
         return sum(1 for st in self._hosts.values() if st.failures > 0 and not st.parked)
 
     def stats(self, now: float) -> FrontierStats:
@@ -66,11 +65,12 @@ class Observation:
                 next_at = min(next_at, at)
                 backoff += bool(st.failures or st.strikes)
         return FrontierStats(
-            hosts=len(self._hosts), hosts_ready=ready, hosts_waiting=len(table.scheduled) - ready,
+            hosts=table.known_hosts, hosts_ready=ready,
+            hosts_waiting=len(table.scheduled) - ready + table.cold_rows,
             hosts_parked=len(table.parked), queued=table.queued, in_flight=len(table.leases),
             accepted=table.accepted, seen=self._intake.seen_again,
             rejected=tuple(sorted(self._intake.rejected.items())), done=tuple(sorted(table.done.items())),
-            dropped_blocked=self._controls.dropped_blocked,
+            dropped_blocked=table.dropped_blocked,
             done_total=tuple(sorted(table.done_total.items())), hosts_backoff=backoff,
             next_ready_at=next_at if next_at != math.inf else 0.0,
         )

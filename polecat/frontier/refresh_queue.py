@@ -88,7 +88,7 @@ class RefreshQueue:
     def _requeue_host(self, host: str, scan: HostScan, now: float, window: float | None,
                       out: list[Write]) -> int:
         table = self._table
-        st = table.hosts.get(host)
+        st = table.peek(host)
         gap = interval(table.pol, table.rate(host), st or HostState())
         waiting = bool(st and st.queued)
         share = self._cfg.refresh_share

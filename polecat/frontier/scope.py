@@ -6,7 +6,7 @@ The blocklist is not here: it is operator state that persists in the frontier (s
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Container
 
 from polecat.config import ScopeConfig
 from polecat.hosts import hostname
@@ -19,18 +19,20 @@ def _base_domain(name: str) -> str:
 class ScopeFilter:
     """Decides whether a canonical URL is in scope. Seeds define the hosts/domains for host/domain mode."""
 
-    def __init__(self, cfg: ScopeConfig, seed_hosts: Iterable[str]) -> None:
+    def __init__(self, cfg: ScopeConfig, seed_hosts: Container[str]) -> None:
+        """``seed_hosts``: the seed hosts' keys, asked in host mode (the frontier keeps them in LMDB, so
+        a million seed hosts cost no memory here)."""
         self._cfg = cfg
-        self._hosts: set[str] = set()
+        self._hosts = seed_hosts
         self._domains: set[str] = set()
+        """The seeds' base domains, kept in domain mode only."""
         self._allow = re.compile("|".join(f"(?:{rx})" for rx in cfg.allow)) if cfg.allow else None
         self._deny = re.compile("|".join(f"(?:{rx})" for rx in cfg.deny)) if cfg.deny else None
-        for h in seed_hosts:
-            self.add_seed_host(h)
 
     def add_seed_host(self, host_key: str) -> None:
-        self._hosts.add(host_key)
-        self._domains.add(_base_domain(hostname(host_key)))
+        """A seed host joined ``seed_hosts``: in domain mode, its base domain joins the scope."""
+        if self._cfg.mode == "domain":
+            self._domains.add(_base_domain(hostname(host_key)))
 
     def reject_reason(self, url: str, host_key: str, depth: int, *, requisite: bool = False) -> str | None:
         """None when the URL may be queued; otherwise a short reason label (counted by the frontier).

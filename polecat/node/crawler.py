@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import inspect
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -175,11 +175,12 @@ class Crawler:
                              permit=self._link.permit if self._link is not None else None)
         seeds_file = cfg.scope.seeds_file
         self._feed = None if seeds_file is None else SeedFeed(
-            seeds_file, add_seed=self.add_seed, frontier_free=self._commits.frontier_free.wait,
+            seeds_file, add_seeds=self.add_seeds, frontier_free=self._commits.frontier_free.wait,
             wake=waker.set)
         self._loop = LeaseLoop(cfg, frontier=frontier, db=self._db, commits=self._commits, runner=runner,
                                waker=waker, counters=self._counters, link=self._link, clock=self._clock,
-                               stop=self._stop, feeding=lambda: self._feed is not None and self._feed.running)
+                               stop=self._stop, feeding=lambda: self._feed is not None and self._feed.running,
+                               short=self._fetcher.connections_short)
         self._member = Member(frontier=frontier, db=self._db, commits=self._commits, loop=self._loop,
                               runner=runner, counters=self._counters,
                               waker=waker, link=self._link, clock=self._clock,
@@ -236,13 +237,37 @@ class Crawler:
             return "other_owner"
         decision = self._db.applied(
             self._frontier.add_seed(canonical, self._clock.wall() if now is None else now, importance))
+        self._count_refused(url, decision)
+        self._waker.set()
+        return decision
+
+    def add_seeds(self, urls: Sequence[str]) -> list[str | None]:
+        """:meth:`add_seed` of each of ``urls`` (a seeds file's batch, polecat/node/seed_feed.py): the
+        seeds this node owns in one frontier decision (frontier/intake.py rule 7). Answers each seed's
+        decision, None for a line that is not an http(s) URL."""
+        answers: list[str | None] = [None] * len(urls)
+        mine: list[tuple[int, str]] = []
+        canonicalize, owns = self._canon.canonicalize, self._frontier.owns
+        for i, url in enumerate(urls):
+            canonical = canonicalize(url.strip())
+            if canonical is not None:
+                if owns(canonical):
+                    mine.append((i, canonical))
+                else:
+                    answers[i] = self.add_seed(url)  # its owner queues it: one by one, as add_seed does
+        decisions = self._db.applied(self._frontier.add_seeds([c for _, c in mine], self._clock.wall()))
+        for (i, _), decision in zip(mine, decisions, strict=True):
+            answers[i] = decision
+            self._count_refused(urls[i], decision)
+        self._waker.set()
+        return answers
+
+    def _count_refused(self, url: str, decision: str) -> None:
         if decision not in (ACCEPTED, SEEN):
             c = self._counters
             c.seeds_refused_total += 1
             if len(c.seeds_refused) < SEEDS_REFUSED_KEPT:
                 c.seeds_refused.append((url, decision))
-        self._waker.set()
-        return decision
 
     def block(self, pattern: str) -> int:
         """Block hosts matching ``pattern`` (``example.com`` or ``*.example.com``) from now on, persisted:

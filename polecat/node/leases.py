@@ -16,6 +16,9 @@ Rules:
    serving node (its next scan bounds every sleep).
 4. At the end, requests in flight may finish; once stopped, those still running ``fetch.stop_grace``
    seconds later are cancelled and their URLs stay queued (nothing about them is recorded).
+5. Each lease tells the frontier whether the fetcher's connections are near their descriptor cap
+   (``short``, fetch/pool.py rule 9): then it prefers hosts already in rotation (frontier/leasing.py
+   rule 6).
 """
 
 from __future__ import annotations
@@ -51,9 +54,11 @@ class LeaseLoop:
 
     def __init__(self, cfg: Config, *, frontier: Frontier, db: FrontierDB, commits: Commits,
                  runner: LeaseRunner, waker: Waker, counters: RunCounters, link: ClusterLink | None,
-                 clock: Clock, stop: asyncio.Event, feeding: Callable[[], bool] = lambda: False) -> None:
+                 clock: Clock, stop: asyncio.Event, feeding: Callable[[], bool] = lambda: False,
+                 short: Callable[[], bool] = lambda: False) -> None:
         self._cfg = cfg
         self._feeding = feeding
+        self._short = short
         self._frontier = frontier
         self._db = db
         self._commits = commits
@@ -97,7 +102,7 @@ class LeaseLoop:
                 if link is not None and link.backlogged():
                     await waker.sleep(alarms, now + BACKLOG_RECHECK)  # owners are slow to accept: wait
                     continue
-                decision = self._db.applied(frontier.lease(now))
+                decision = self._db.applied(frontier.lease(now, prefer_warm=self._short()))  # rule 5
                 self.idle = isinstance(decision, Idle)
                 if isinstance(decision, Lease):
                     if decision.kind == "page":

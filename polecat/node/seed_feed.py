@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
-from polecat.errors import ConfigError, PolecatError
+from polecat.errors import ConfigError
 
 __all__ = ["BATCH", "GIVE_UP", "LOGGED", "MAX_LINE", "SeedFeed"]
 
@@ -48,16 +48,16 @@ GIVE_UP = 1 << 20
 class SeedFeed:
     """Streams ``path`` into ``add_seed``; see the module docstring."""
 
-    def __init__(self, path: Path, *, add_seed: Callable[[str], object],
+    def __init__(self, path: Path, *, add_seeds: Callable[[list[str]], Sequence[object | None]],
                  frontier_free: Callable[[], Awaitable[object]], wake: Callable[[], None]) -> None:
         self._path = path
-        self._add_seed = add_seed
+        self._add_seeds = add_seeds
         self._frontier_free = frontier_free
         self._wake = wake
         self.running = False
         """True from :meth:`run`'s start to its end (rule 4)."""
         self.admitted = 0
-        """Seed lines handed to ``add_seed`` (accepted, seen or refused by the frontier)."""
+        """Seed lines admitted by ``add_seeds`` (accepted, seen or refused by the frontier)."""
         self.skipped = 0
         """Lines skipped by rule 2."""
 
@@ -105,13 +105,11 @@ class SeedFeed:
 
     async def _admit(self, batch: list[str]) -> None:
         await self._frontier_free()  # rule 3
-        for url in batch:
-            try:
-                self._add_seed(url)
-            except PolecatError as exc:  # not an http(s) URL
-                self._skip(url[:200], str(exc))
-                continue
-            self.admitted += 1
+        for url, answer in zip(batch, self._add_seeds(batch), strict=True):
+            if answer is None:
+                self._skip(url[:200], "not an http(s) URL")
+            else:
+                self.admitted += 1
         await asyncio.sleep(0)  # rule 1: the loop leases between batches
 
     def _skip(self, line: str, why: str) -> None:

@@ -160,6 +160,8 @@ class FakeFetcher:
     """Set: every request waits for it before its send gate is asked (a slow connect)."""
     answering: asyncio.Event | None = None
     """Set: every request sent waits for it before its response comes (a request in flight)."""
+    short: bool = False
+    """What :meth:`connections_short` answers (no descriptors here)."""
 
     async def __aenter__(self) -> FakeFetcher:
         return self
@@ -216,6 +218,9 @@ class FakeFetcher:
         if self.answering is not None:
             await self.answering.wait()
         return self.respond(url)
+
+    def connections_short(self) -> bool:
+        return self.short
 
 
 class MemoryTables:

@@ -1,0 +1,217 @@
+"""The frontier's bounded working set (polecat/frontier/host_table.py rules 6-8): host records past
+``frontier.working_hosts`` wait in LMDB, in the ``ready`` index by due time, and come back when due,
+with every politeness rule kept (no lost next-allowed time, no URL lost or fetched twice)."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import replace
+from itertools import pairwise
+from pathlib import Path
+
+import pytest
+
+from polecat.config import Config, FrontierConfig, ScopeConfig
+from polecat.frontier.host_table import READY_INDEX
+from polecat.frontier.records import Idle, Lease, Wait
+from polecat.frontier.slices import slice_of
+from polecat.writes import Delete
+from tests.frontier_helpers import Rig, canon, politeness
+
+pytestmark = pytest.mark.usefixtures("frontier_backend")
+
+RATE = 1.0
+LEAVES = 2
+
+
+def config(working_hosts: int) -> Config:
+    return Config(scope=ScopeConfig(mode="any"), politeness=politeness(rate=RATE),
+                  frontier=FrontierConfig(working_hosts=working_hosts))
+
+
+def seed(rig: Rig, hosts: range, now: float, *, commit_every: int = 500) -> None:
+    for i in hosts:
+        rig.frontier.add_seed(canon(f"http://h{i}.ws.test/"), now)
+        if rig.db.pending >= commit_every:
+            commit(rig)
+    commit(rig)
+
+
+def commit(rig: Rig) -> None:
+    rig.frontier.commit()
+    assert rig.raw.hosts_in_memory <= rig.cfg.frontier.working_hosts
+
+
+class Crawl:
+    """Drives a rig to the end with a fake clock: every ``/`` page links :data:`LEAVES` leaves; records
+    every request's start per host."""
+
+    def __init__(self, rig: Rig, now: float) -> None:
+        self.rig = rig
+        self.now = now
+        self.starts: defaultdict[str, list[float]] = defaultdict(list)
+        self.pages: Counter[str] = Counter()
+
+    def run(self, *, max_leases: int = 10**6, commit_every: int = 200) -> bool:
+        """Lease and complete until the frontier is idle (True) or ``max_leases`` calls were made;
+        commit every ``commit_every`` changes or 0.25 s of the clock, as the node does."""
+        rig = self.rig
+        committed = self.now
+        for _ in range(max_leases):
+            if self.now >= committed + 0.25:
+                commit(rig)
+                committed = self.now
+            got = rig.frontier.lease(self.now)
+            if isinstance(got, Idle):
+                return True
+            if isinstance(got, Wait):
+                assert got.until is not None
+                self.now = max(self.now, got.until)
+                continue
+            assert isinstance(got, Lease)
+            assert got.not_before <= self.now
+            self.starts[got.host].append(self.now)
+            if got.kind == "robots":
+                rig.complete_robots(got, self.now)
+            else:
+                self.pages[got.url] += 1
+                if got.url.endswith(".test/"):
+                    for k in range(LEAVES):
+                        rig.frontier.add(canon(f"{got.url}leaf{k}"), 1, 0.5, self.now)
+                rig.complete(got, self.now)
+            if rig.db.pending >= commit_every:
+                commit(rig)
+        return False
+
+    def check(self, hosts: int) -> None:
+        assert len(self.pages) == hosts * (1 + LEAVES), "a URL was never fetched"
+        assert set(self.pages.values()) == {1}, "a URL was fetched twice"
+        for host, starts in self.starts.items():
+            gaps = [b - a for a, b in pairwise(starts)]
+            assert min(gaps, default=RATE) >= 1 / RATE - 1e-9, (host, starts)
+
+
+@pytest.mark.lmdb_only  # the fake's sorted key lists make 100,000 inserts slow
+def test_the_bound_holds_with_100000_hosts_queued(tmp_path: Path) -> None:
+    rig = Rig(tmp_path, cfg=config(1000))
+    seed(rig, range(100_000), 0.0, commit_every=2000)
+    assert rig.raw.queued == 100_000
+    assert rig.raw.stats(0.0).hosts == 100_000
+    assert rig.db.count("ready") >= 100_000 - 1000  # the rest wait in LMDB, by due time
+    got = rig.frontier.lease(1.0)
+    assert isinstance(got, Lease) and got.host == "h0.ws.test"  # the earliest seeded first, read back
+
+
+def test_a_crawl_through_a_small_working_set_fetches_everything_once_and_politely(tmp_path: Path) -> None:
+    rig = Rig(tmp_path, cfg=config(100))
+    seed(rig, range(1500), 0.0)
+    crawl = Crawl(rig, 0.0)
+    assert crawl.run()
+    crawl.check(1500)
+    assert rig.raw.queued == 0
+    table = rig.raw._table  # what is left in memory at the end: nothing scheduled, no stale entries kept
+    assert not table.heap and not table.warm_heap and len(table.warm) <= rig.cfg.frontier.working_hosts
+
+
+def test_a_restart_brings_back_hosts_in_memory_and_out_and_waits_one_interval(tmp_path: Path) -> None:
+    rig = Rig(tmp_path, cfg=config(100))
+    seed(rig, range(600), 0.0)
+    crawl = Crawl(rig, 0.0)
+    assert not crawl.run(max_leases=300)  # some hosts in rotation, some in flight at the crash
+    rig.crash()
+    reopened = crawl.now + 0.5
+    rig.reopen(reopened)
+    after = Crawl(rig, reopened)
+    assert after.run()
+    assert len(crawl.pages.keys() | after.pages.keys()) == 600 * (1 + LEAVES)
+    assert set(after.pages.values()) == {1}
+    for host, starts in after.starts.items():
+        assert starts[0] >= reopened + 1 / RATE - 1e-9, host  # politeness rule 7, in memory or not
+
+
+def test_data_without_the_ready_index_gets_it_on_open(tmp_path: Path) -> None:
+    """As written by 0.2.0: host records, no ``ready`` or ``resident`` rows, no marker."""
+    rig = Rig(tmp_path, cfg=config(50_000))
+    seed(rig, range(400), 0.0)
+    rig.db.apply([Delete("resident", key) for key, _ in rig.db.items("resident")]
+                 + [Delete("meta", READY_INDEX)])
+    rig.db.commit()
+    assert rig.db.count("resident") == rig.db.count("ready") == 0
+    rig.crash()
+    rig.cfg = config(100)
+    rig.reopen(10.0)
+    assert rig.db.get("meta", READY_INDEX) is not None and rig.db.count("ready") == 400
+    crawl = Crawl(rig, 10.0)
+    assert crawl.run()
+    crawl.check(400)
+
+
+def test_hosts_blocked_or_released_out_of_memory(tmp_path: Path) -> None:
+    rig = Rig(tmp_path, cfg=config(100))
+    seed(rig, range(500), 0.0)
+    assert rig.raw.hosts_in_memory < 500
+    assert rig.frontier.block("*.ws.test") == rig.raw.hosts_in_memory  # one queued URL each, in memory
+    crawl = Crawl(rig, 0.0)
+    assert crawl.run()
+    assert not crawl.starts and rig.raw.queued == 0  # the others dropped their queues when read back
+    rig2 = Rig(tmp_path / "two", cfg=config(100))
+    seed(rig2, range(500), 0.0)
+    slices = {slice_of(f"h{i}.ws.test") for i in range(500)}
+    rig2.db.apply(rig2.raw.release_slices(slices))
+    assert rig2.raw.queued == 0 and rig2.raw.stats(0.0).hosts == 0
+    answers = [rig2.frontier.lease(1.0) for _ in range(10)]  # the stale rows are dropped as they are read
+    assert not any(isinstance(got, Lease) for got in answers) and isinstance(answers[-1], Idle)
+    assert rig2.db.count("ready") == 0
+
+
+def test_a_throttle_set_while_a_host_is_out_of_memory_applies_when_it_comes_back(tmp_path: Path) -> None:
+    rig = Rig(tmp_path, cfg=replace(config(100), scope=ScopeConfig(mode="any")))
+    seed(rig, range(300), 0.0)
+    rig.frontier.throttle_now("*.ws.test", 0.1, 5.0)
+    crawl = Crawl(rig, 5.0)
+    assert not crawl.run(max_leases=400)
+    assert crawl.starts and all(s[0] >= 5.0 + 10.0 - 1e-9 for s in crawl.starts.values())
+
+
+def test_a_batch_of_seeds_decides_as_one_seed_at_a_time_would(tmp_path: Path) -> None:
+    """intake.py rule 7: the batch answers each seed in order; the tables end up the same (host limits
+    as they were before the batch: a.test is full before it)."""
+    cfg = replace(config(100), scope=ScopeConfig(mode="host", max_url_length=40, max_queue_per_host=2))
+    urls = [canon(u) for u in ("http://e.test/", "http://b.test/", "http://e.test/", "http://a.test/x",
+                               "http://e.test/y", "http://c.test/" + "z" * 40, "http://d.blocked.test/")]
+    one, batch = Rig(tmp_path / "one", cfg=cfg), Rig(tmp_path / "batch", cfg=cfg)
+    for rig in (one, batch):
+        rig.frontier.block("*.blocked.test")
+        for before in ("http://b.test/", "http://a.test/", "http://a.test/full"):
+            rig.frontier.add_seed(canon(before), 0.0)
+    singles = [one.frontier.add_seed(u, 1.0) for u in urls]
+    assert batch.frontier.add_seeds(urls, 1.0) == singles == [
+        "accepted", "seen", "seen", "host_queue_full", "accepted", "url_too_long", "blocked"]
+    for table in ("queue", "seen", "ops"):
+        assert [k for k, _ in batch.db.items(table)] == [k for k, _ in one.db.items(table)], table
+    assert batch.raw.queued == one.raw.queued == 5
+    assert batch.raw.stats(1.0).rejected == one.raw.stats(1.0).rejected
+
+
+def test_short_of_descriptors_a_warm_host_goes_before_cold_ones_due_earlier(tmp_path: Path) -> None:
+    """leasing.py rule 6: a host whose last request just ended (its connection likely open) first."""
+
+    def rig_with_a_warm_host(name: str) -> Rig:
+        rig = Rig(tmp_path / name, cfg=config(1000))
+        rig.frontier.add_seed(canon("http://warm.test/"), 0.0)
+        robots = rig.frontier.lease(0.0)
+        assert isinstance(robots, Lease) and robots.host == "warm.test"
+        rig.complete_robots(robots, 0.0)
+        for i in range(10):
+            rig.frontier.add_seed(canon(f"http://cold{i}.test/"), 0.5)  # due before warm.test's page
+        return rig
+
+    plain = rig_with_a_warm_host("plain").frontier.lease(2.0)
+    assert isinstance(plain, Lease) and plain.host == "cold0.test"
+    rig = rig_with_a_warm_host("short")
+    warm = rig.frontier.lease(2.0, prefer_warm=True)
+    assert isinstance(warm, Lease) and (warm.host, warm.kind) == ("warm.test", "page")
+    cold = rig.frontier.lease(2.0, prefer_warm=True)  # none warm left due: the earliest, not a stall
+    assert isinstance(cold, Lease) and cold.host == "cold0.test"
+    later = rig.frontier.lease(2.0 + 31.0, prefer_warm=True)  # warm.test is still in flight; cold1 next
+    assert isinstance(later, Lease) and later.host == "cold1.test"
