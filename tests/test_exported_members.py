@@ -16,9 +16,9 @@ def test_crawler_surface() -> None:
     """What ``help(polecat.Crawler)`` lists: the README's surface and the parts the node's own layers
     (service, processes) read; the cluster's calls go through ``crawler.member``."""
     public = sorted(n for n in dir(polecat.Crawler) if not n.startswith("_"))
-    assert public == ["add_seed", "block", "bytes_fetched", "commit", "fetcher", "frontier", "last_commit",
-                      "member", "opened", "pages", "pause", "paused", "robots", "robots_file", "run", "stats",
-                      "stop",
+    assert public == ["add_seed", "add_seeds", "block", "bytes_fetched", "commit", "fetcher", "frontier",
+                      "last_commit", "member", "opened", "pages", "pause", "paused", "robots", "robots_file", "run",
+                      "stats", "stop",
                       "store", "throttle", "throttle_now", "unblock", "unthrottle"]
 
 

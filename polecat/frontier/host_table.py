@@ -22,8 +22,9 @@ Rules:
    with strikes (politeness rule 6 counts them in memory only), or of a fenced slice. A record read back
    (:meth:`state`, :meth:`peek`, :meth:`refill`) waits one interval from the open (politeness rule 7)
    and from any throttle changed since (:attr:`rethrottled`), so dropping it loses no politeness state.
-   A parked host (parked in memory, :attr:`parked`, for the run) is next allowed :data:`PARKED_RETRY`
-   after it was parked: dropped, it is not read back before, in this run or the next.
+   Nor a host parked in this run (:attr:`parked`): it is skipped for the rest of the run and tried again
+   by the next at its record's own next-allowed time (a user who fixed what made a crawl give up
+   resumes it at once), so its record stays in memory for the run, one per host parked.
 7. A host out of memory with URLs queued has one row in ``ready`` at its record's next-allowed time
    (keys.py rule 6): when no host in memory is due, the ready scan (:meth:`refill`) reads the rows due in
    time order into memory, as many as it has room for (the hosts in rotation are finished first). A row
@@ -76,9 +77,6 @@ REFILL_ROWS = 256
 """``ready`` rows read per :meth:`HostTable.refill` at most: a lease call's work stays bounded."""
 COLD_RETRY = 0.05
 """Seconds before a lease asks again when ``ready`` rows are due but memory is full (rule 7)."""
-PARKED_RETRY = 3600.0
-"""A parked host leaves memory due this long after it was parked (or read back parked), so that neither
-this run (which skips it) nor the next (which tries it again) reads it sooner (rule 6)."""
 
 
 class HostTable:
@@ -240,8 +238,7 @@ class HostTable:
     def refill(self, now: float, out: list[Write]) -> None:
         """Take the hosts of the earliest ``ready`` rows due at ``now`` into memory and the heap, at most
         :data:`REFILL_ROWS` and as many as memory has room for (rule 7); the rows' deletes, and the
-        queues of blocked hosts, go to ``out``. A parked host read back stays out of rotation and is
-        filed again :data:`PARKED_RETRY` on."""
+        queues of blocked hosts, go to ``out``."""
         db = self.db
         self.cold_head = None
         rows = max(1, min(REFILL_ROWS, self.working_hosts - len(self.hosts)))
@@ -260,8 +257,6 @@ class HostTable:
             st = decode_host(raw)
             if st.queued <= 0 or ready_key(st.next_allowed, host) != key:
                 continue
-            if host in self.parked:
-                st.next_allowed = max(st.next_allowed, now + PARKED_RETRY)
             self._take(host, st)
             if host in self.blocked:  # blocked while out of memory (controls.py)
                 self.drop_queue(host, st, out)
@@ -324,11 +319,11 @@ class HostTable:
 
     def _evict(self, keep: int, out: list[Write]) -> None:
         """Write and drop the records of rule 6 until ``keep`` are left (or only those it never drops)."""
-        hosts, scheduled, leases = self.hosts, self.scheduled, self.leases
+        hosts, scheduled, leases, parked = self.hosts, self.scheduled, self.leases, self.parked
         fenced = self.fenced
         movable = ((math.inf if st.queued <= 0 else scheduled.get(host, st.next_allowed), host)
                    for host, st in hosts.items()
-                   if not (st.in_flight or st.strikes or host in leases
+                   if not (st.in_flight or st.strikes or host in leases or host in parked
                            or (fenced and slice_of(host) in fenced)))
         for _, host in heapq.nlargest(len(hosts) - keep, movable):
             st = hosts.pop(host)

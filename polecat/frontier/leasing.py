@@ -31,7 +31,7 @@ from itertools import islice
 
 from polecat.config import PolitenessConfig
 from polecat.frontier.budgets import PageBudget
-from polecat.frontier.host_table import PARKED_RETRY, HostTable
+from polecat.frontier.host_table import HostTable
 from polecat.frontier.ipkeys import IpKeys
 from polecat.frontier.keys import queue_key, queue_prefix, url_key_at
 from polecat.frontier.politeness import HostState, after_attempt, gave_up, interval, wait_one_interval
@@ -242,8 +242,6 @@ class Leasing:
         parked = self._table.parked
         if st.parked and host not in parked:
             parked[host] = result.park or _park_reason(self._pol, st, result)
-            # It may leave memory (host_table.py rule 6): filed this far on, it is not read back soon.
-            st.next_allowed = max(st.next_allowed, now + PARKED_RETRY)
         if self._ipkeys.held_by(host) is not None:
             self._wake_ip_waiters(*self._ipkeys.release(host, result.attempt, interval(self._pol, rate, st)))
         if lease.kind == "page":
