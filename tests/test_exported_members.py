@@ -17,8 +17,8 @@ def test_crawler_surface() -> None:
     (service, processes) read; the cluster's calls go through ``crawler.member``."""
     public = sorted(n for n in dir(polecat.Crawler) if not n.startswith("_"))
     assert public == ["add_seed", "add_seeds", "block", "bytes_fetched", "commit", "fetcher", "frontier",
-                      "last_commit", "member", "opened", "pages", "pause", "paused", "robots", "robots_file", "run",
-                      "stats", "stop",
+                      "last_commit", "member", "opened", "pages", "pause", "paused", "robots", "robots_file",
+                      "run", "stats", "stop",
                       "store", "throttle", "throttle_now", "unblock", "unthrottle"]
 
 
