@@ -23,7 +23,7 @@ from polecat.testing.sitegen import SiteSpec
 from polecat.testing.web import TestWeb
 
 RELEASES = Path(__file__).resolve().parent / "fixtures" / "releases"
-FIXTURES = ("effc808", "0.2.0")
+FIXTURES = ("effc808", "0.2.0", "0.3.0")
 """Oldest first; the last is the release of this tree (its formats are today's)."""
 SPEC = SiteSpec(hosts=3, pages_per_host=20, seed=36, near_dup_ratio=0.2, dup_ratio=0.05)
 """Three hosts (robots.txt variants disallow_private, missing, allow), near and exact duplicates."""

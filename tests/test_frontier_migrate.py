@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import lmdb
@@ -14,6 +15,7 @@ from polecat.frontier.migrate import MigrationReport
 from polecat.frontier.records import Lease, QueuedUrl, UrlRecord
 from polecat.frontier.slices import PREFIX_LEN, prefix_slice, slice_of
 from polecat.frontier.status import read_status
+from polecat.version import __version__
 from tests.frontier_helpers import Rig
 
 FIXTURE = Path(__file__).parent / "fixtures" / "frontier_v1.mdb.zst"
@@ -44,8 +46,9 @@ def v1_contents(path: Path) -> tuple[list[str], list[str]]:
 def test_schema_1_dir_is_upgraded_with_nothing_lost(tmp_path: Path) -> None:
     unpack_v1(tmp_path)
     queued, done = v1_contents(tmp_path)
+    this = re.escape(__version__)
     with pytest.raises(FrontierError, match=r"written by polecat 0.1.0 or earlier with schema 1; this is "
-                                            r"polecat 0.2.0, which reads schema 2; `polecat upgrade .*` "):
+                                            rf"polecat {this}, which reads schema 2; `polecat upgrade .*` "):
         read_status(tmp_path / "frontier")
     rig = Rig(tmp_path, params=NODE_PARAMS, now=LATER)
     assert rig.db.upgraded == MigrationReport(hosts=6, queued=91, urls=41, seen=132, ops=8, robots=5,

@@ -72,7 +72,7 @@ def test_release_fixture_resumes_and_finishes(name: str, tmp_path: Path) -> None
              web.dns_address, "--allow-private", "-q"],
             capture_output=True, text=True, timeout=120)
         assert run.returncode == 0, run.stderr
-        if name != FIXTURES[-1]:  # the resume says what it upgraded
+        if name == "effc808":  # the resume says what it upgraded (schema 1 to 2; later ones add tables)
             assert f"polecat: {data} upgraded: frontier keys rewritten slice-first" in run.stderr, run.stderr
         after = page_requests(web)
         assert politeness_violations(web.log, web.min_intervals(RATE)) == []

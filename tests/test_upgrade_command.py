@@ -26,6 +26,7 @@ from polecat.frontier.status import read_status
 from polecat.node import commits
 from polecat.node.crawler import Crawler
 from polecat.store.segments import lock_writer
+from polecat.version import __version__
 from tests.crawl_helpers import page_requests
 from tests.release_fixtures import USER_AGENT, copy_fixture, serving
 
@@ -77,7 +78,7 @@ def _near_records(data: Path) -> int:
 def _assert_upgraded(data: Path) -> None:
     s = read_status(data / "frontier")
     assert (s.queued, s.seen_urls, dict(s.done)) == (28, 59, {"fetched": 30, "skipped:robots": 1})
-    assert s.releases == ("0.2.0",)
+    assert s.releases == (__version__,)
     assert _near_records(data) == STORED_PAGES
 
 
@@ -99,7 +100,7 @@ def test_upgrade_goes_through_every_worker_of_a_workers_layout(tmp_path: Path) -
     assert run.returncode == 0, run.stderr
     assert run.stdout.splitlines() == [f"{data / 'workers' / '0'}: already up to date",
                                        f"{data / 'workers' / '1'}: already up to date",
-                                       f"{data} is ready for polecat 0.2.0"]
+                                       f"{data} is ready for polecat {__version__}"]
 
 
 def test_upgrade_of_a_dir_a_crawl_holds_is_refused_at_once(tmp_path: Path) -> None:
