@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import signal
 import subprocess
 import time
 from collections.abc import Awaitable, Callable
@@ -25,7 +24,7 @@ from polecat.cluster.member_records import MemberRecords
 from polecat.cluster.membership import Member
 from polecat.frontier.slices import SLICES
 from polecat.testing.etcd import EtcdServer
-from polecat.testing.failover import CLUSTER, loopback_port, node_toml, start_node, wait_exit
+from polecat.testing.failover import CLUSTER, kill_rest, loopback_port, node_toml, start_node, stop_all
 from polecat.testing.sitegen import SiteSpec
 from tests.conftest import TestWebFactory
 
@@ -115,14 +114,10 @@ async def test_an_impostor_registered_in_etcd_is_handed_nothing_and_no_url_is_lo
         assert seen == [], f"the impostor's listener was sent {seen[:5]}"
         assert (owned, stray) == (SLICES, 0)
         assert queued >= before, f"queued URLs were lost: {before} before, {queued} after"
-        for proc in procs:
-            proc.send_signal(signal.SIGTERM)
-        assert [await wait_exit(p, 60) for p in procs] == [0, 0]
+        await stop_all({f"n{k}": p for k, p in enumerate(procs)},
+                       {f"n{k}": tmp_path / f"n{k}.log" for k in range(len(procs))})
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+        kill_rest(procs)
         await attacker.close()
         await runner.cleanup()
     for k in range(2):

@@ -156,7 +156,7 @@ async def test_a_request_in_flight_when_the_node_is_cut_off_from_etcd_is_aborted
 
 async def test_seeds_added_on_a_node_that_does_not_own_them_reach_their_owner(
         test_web: TestWebFactory, etcd_server: EtcdServer, tmp_path: Path) -> None:
-    web = test_web(SiteSpec(hosts=8, pages_per_host=6, seed=21))
+    web = test_web(SiteSpec(hosts=16, pages_per_host=3, seed=21))
     nodes = [await _start(web, etcd_server, tmp_path, k, 20.0, seeds=False) for k in range(2)]
     try:
         n0 = nodes[0][0]
@@ -165,7 +165,8 @@ async def test_seeds_added_on_a_node_that_does_not_own_them_reach_their_owner(
         link = n0.cluster.link if n0.cluster is not None else None
         assert link is not None
         # The link rebuilds its ring when it reads the membership change, after members() shows it: the
-        # 8 hosts over two members put some on n1 once it has.
+        # 16 hosts over two members put some on n1 once it has (all of them on n0 by chance: 1 run in
+        # 65,536; with the 8 hosts this test had, 1 in 256).
         await wait_for(lambda: any(not link.owns(u) for u in web.seeds), 30, "n0's ring to hold n1")
         others = [u for u in web.seeds if not link.owns(u)]
         proc = await asyncio.create_subprocess_exec(  # the operator's CLI, aimed at the wrong node
@@ -183,7 +184,7 @@ async def test_seeds_added_on_a_node_that_does_not_own_them_reach_their_owner(
         for _, task in nodes:
             assert await asyncio.wait_for(task, 60) == 0
     by_host = {r.host for r in web.log if r.target != "/robots.txt"}
-    assert len(by_host) == 8
+    assert len(by_host) == 16
     assert max(Counter(page_requests(web)).values()) == 1
 
 

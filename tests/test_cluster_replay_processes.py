@@ -5,7 +5,6 @@ n1 as a replay (401, logged, counted in its ``/metrics``), and by n0, for which 
 
 from __future__ import annotations
 
-import signal
 import subprocess
 from pathlib import Path
 
@@ -14,7 +13,15 @@ from aiohttp import web
 
 from polecat.cluster.auth import AUTH_HEADER
 from polecat.testing.etcd import EtcdServer
-from polecat.testing.failover import loopback_port, node_toml, page_urls, start_node, until, wait_exit
+from polecat.testing.failover import (
+    kill_rest,
+    loopback_port,
+    node_toml,
+    page_urls,
+    start_node,
+    stop_all,
+    until,
+)
 from polecat.testing.sitegen import SiteSpec
 from tests.conftest import TestWebFactory
 
@@ -101,14 +108,10 @@ async def test_captured_batches_and_bundles_are_refused_when_replayed(
             status, text = await _send(n0, path, headers, body)  # made for n1, not for n0
             assert status == 401 and "does not verify" in text, (path, status, text)
         assert await _metric(n1, "polecat_cluster_replays_refused_total") == 2
-        for proc in procs:
-            proc.send_signal(signal.SIGTERM)
-        assert [await wait_exit(p, 60) for p in procs] == [0, 0]
+        await stop_all({f"n{k}": p for k, p in enumerate(procs)},
+                       {f"n{k}": tmp_path / f"n{k}.log" for k in range(len(procs))})
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+        kill_rest(procs)
         await recorder.close()
         await runner.cleanup()
     assert "is a replay" in (tmp_path / "n1.log").read_text()
