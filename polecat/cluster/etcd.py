@@ -20,6 +20,13 @@ Rules:
    etcd's default limit of 128 operations), after one read that leaves out the keys already taken; a
    chunk that races another claim fails whole and is retried later. Keys are deleted only if they still
    name this node, in chunks of 64 the same way (key by key when a chunk meets a key not ours).
+5. A leaving node keeps renewing its lease until its slices are handed over (:meth:`EtcdMembership.close`):
+   a hand-over stops once the node is fenced (polecat/processes/machine.py rule 8), and one that takes
+   longer than ``ttl / 2`` (waiting for requests in flight, a busy peer) would otherwise be abandoned
+   half-way; the lease would then be revoked with slices unhanded, which its heirs restore from a
+   checkpoint that may be rounds old (pages fetched since are fetched again). While leaving, a renewal
+   only renews: the member list stays the one the leave began with, and a lease found lost is not
+   registered again (the hand-over under it stops; rule 9 of ownership).
 """
 
 from __future__ import annotations
@@ -144,6 +151,8 @@ class EtcdMembership:
         self._members: tuple[Member, ...] = ()
         self._views: list[asyncio.Queue[tuple[Member, ...] | None]] = []
         self._tasks: list[asyncio.Task[None]] = []
+        self._leaving = False
+        """Set when :meth:`close` begins: renewals only renew (rule 5)."""
         self._work: asyncio.Queue[Action] = asyncio.Queue()
 
     @property
@@ -170,7 +179,7 @@ class EtcdMembership:
     async def start(self) -> None:
         """Register (a lease and the member key), read the member list, start renewing and watching."""
         await self._register()
-        for coro in (self._renew_loop(), self._watch_loop(), self._act_loop()):
+        for coro in (self._renew_loop(), self._watch_loop(), self._act_loop()):  # renewing first (close)
             self._tasks.append(asyncio.create_task(coro))
 
     def leaving(self) -> frozenset[str]:
@@ -180,6 +189,7 @@ class EtcdMembership:
     async def close(self) -> None:
         """Leave: flag this member leaving, release every held slice (``on_release`` first), revoke the
         lease, end ``changes()``."""
+        self._leaving = True
         if self._lease is not None:
             with contextlib.suppress(Exception):  # etcd unreachable: peers just do not know it is leaving
                 async with asyncio.timeout(self._ttl / 3):
@@ -187,20 +197,26 @@ class EtcdMembership:
         held = self.ownership.held
         self.ownership.view_changed([m.id for m in self._members if m.id != self._me.id],
                                     self._clock.boottime())
-        for task in self._tasks:
-            task.cancel()
-        if self._tasks:  # bounded: a task stuck in the client must not hold the node's stop
-            await asyncio.wait(self._tasks, timeout=self._ttl / 3)
-        self._tasks.clear()
+        renewing = self._tasks[:1]  # the renew loop (start): it renews until the slices are handed over
+        await self._cancel(self._tasks[1:])
         with contextlib.suppress(Exception):
             if held:
                 await self._release(held)
+        await self._cancel(renewing)
+        self._tasks.clear()
+        with contextlib.suppress(Exception):
             if self._lease is not None:
                 async with asyncio.timeout(self._ttl / 3):
                     await self._client.revoke(self._lease)
         self._lease = self.fence = None
         for queue in self._views:
             queue.put_nowait(None)
+
+    async def _cancel(self, tasks: list[asyncio.Task[None]]) -> None:
+        for task in tasks:
+            task.cancel()
+        if tasks:  # bounded: a task stuck in the client must not hold the node's stop
+            await asyncio.wait(tasks, timeout=self._ttl / 3)
 
     # -- the loops ----------------------------------------------------------------------------------
 
@@ -228,14 +244,21 @@ class EtcdMembership:
                 async with asyncio.timeout(self._ttl / 3):
                     alive = await self._client.keepalive(self._lease)
                 if not alive:
-                    log.warning("etcd lease expired: discarding what was decided under it, re-registering")
                     self.fence = None
                     self.ownership.lease_lost()
+                    if self._leaving:  # rule 5: no new registration; the hand-over under it stops
+                        log.warning("etcd lease expired while leaving: its heirs restore the slices "
+                                    "not handed over from its checkpoint")
+                        return
+                    log.warning("etcd lease expired: discarding what was decided under it, re-registering")
                     async with asyncio.timeout(self._ttl / 3):
                         await self._register()
                     continue
                 # The lease runs from when the renewal was sent, not from when etcd answered.
-                self._queue(self.ownership.renewed(started))
+                actions = self.ownership.renewed(started)
+                if self._leaving:  # rule 5: close() releases; the member list stays as the leave began
+                    continue
+                self._queue(actions)
                 async with asyncio.timeout(self._ttl / 3):
                     await self.resync()
             except Exception as exc:  # any etcd failure or hang is "not renewed" (rule 3)
