@@ -2,7 +2,10 @@
 processes (issue 32). Its lease expires while it sleeps; its slices move to the others, restored from its
 checkpoint. When it wakes it must not fetch for what it no longer owns (not even a request leased just
 before the freeze: ownership rule 10), nor hand over what it decided under the lease that is gone: the
-server sees no host asked too fast, and every page is fetched."""
+server sees no host asked too fast, and every page is fetched. The freeze runs alone, with a fourth node
+joining during it, or with one of the two other nodes leaving gracefully during it (SIGTERM: it flags
+itself leaving and hands its slices, its heir's restore of the frozen node's included, to the one that
+stays: ownership rule 8)."""
 
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ from polecat.testing.failover import (
     start_node,
     stop_all,
     until,
+    wait_exit,
 )
 from polecat.testing.serverlog import politeness_violations
 from polecat.testing.sitegen import SiteSpec
@@ -36,15 +40,25 @@ TTL = 2
 NODES = ("f0", "f1", "f2")
 
 
-@pytest.mark.parametrize("joiner", [None, "f3"], ids=["alone", "a-node-joins-during-it"])
+DURING = {"alone": None, "a-node-joins-during-it": "join", "a-node-leaves-during-it": "leave"}
+"""What else happens while the node is frozen: nothing, a fourth node joins, or a node that is not
+frozen leaves gracefully."""
+
+
+@pytest.mark.parametrize("during", DURING.values(), ids=DURING.keys())
 async def test_a_node_frozen_for_three_ttls_wakes_without_fetching_what_it_lost(
-        joiner: str | None, test_web: TestWebFactory, etcd_server: EtcdServer, tmp_path: Path) -> None:
-    """With ``joiner``, a fourth node joins while the frozen one sleeps: slices move to it from the
-    heirs (restored a moment ago) and from the frozen node once it wakes and registers again."""
+        during: str | None, test_web: TestWebFactory, etcd_server: EtcdServer, tmp_path: Path) -> None:
+    """With ``join``, a fourth node joins while the frozen one sleeps: slices move to it from the
+    heirs (restored a moment ago) and from the frozen node once it wakes and registers again. With
+    ``leave``, a node that is not frozen is SIGTERMed while the other one (its heir) is restoring the
+    frozen node's slices: it hands every slice to the one that stays (the frozen node is not a member
+    then), and must exit 0; the woken node registers again and gets its share back by hand-over."""
     web = test_web(SiteSpec(hosts=8, pages_per_host=40, seed=33, crawl_delays=DELAYED))
     truth = web.ground_truth("host")
     ring = Ring(NODES)
     frozen = max(NODES, key=lambda n: sum(ring.owner(slice_of(host_key(u))) == n for u in truth))
+    joiner = "f3" if during == "join" else None
+    leaver = next(n for n in NODES if n != frozen) if during == "leave" else None
     every = NODES + ((joiner,) if joiner else ())
     logs = {n: tmp_path / f"{n}.log" for n in every}
     confs = cluster_confs(web, etcd_server.endpoint, tmp_path, every, first_ip=60, rate=RATE, ttl=TTL)
@@ -52,20 +66,23 @@ async def test_a_node_frozen_for_three_ttls_wakes_without_fetching_what_it_lost(
     try:
         await until(lambda: len(set(page_urls(web))) >= len(truth) // 3, 90, "a third of the pages")
         procs[frozen].send_signal(signal.SIGSTOP)
+        await asyncio.sleep(1.5 * TTL)  # its lease has expired: the heirs are restoring its slices
         if joiner:
-            await asyncio.sleep(1.5 * TTL)  # its lease has expired: the heirs are restoring its slices
             procs[joiner] = start_node(confs[joiner], logs[joiner])
-            await asyncio.sleep(1.5 * TTL)
-        else:
-            await asyncio.sleep(3 * TTL)
+        if leaver:
+            procs[leaver].send_signal(signal.SIGTERM)
+        await asyncio.sleep(1.5 * TTL)
         procs[frozen].send_signal(signal.SIGCONT)
+        if leaver:
+            assert await wait_exit(procs[leaver], 60) == 0, logs[leaver].read_text()[-3000:]
         await until(lambda: set(page_urls(web)) >= truth, 120, "every page after the freeze")
-        await stop_all(procs, logs)
+        await stop_all({n: p for n, p in procs.items() if n != leaver}, logs)
     finally:
         kill_rest(procs.values())
     violations = politeness_violations(web.log, web.min_intervals(RATE))
     twice = sum(n > 1 for n in Counter(page_urls(web)).values())
-    print(f"\nfreeze of {frozen} for {3 * TTL} s{f', {joiner} joining' if joiner else ''}: {len(violations)} "
+    print(f"\nfreeze of {frozen} for {3 * TTL} s{f', {joiner} joining' if joiner else ''}"
+          f"{f', {leaver} leaving' if leaver else ''}: {len(violations)} "
           f"violations, {twice} of {len(truth)} pages fetched twice")
     # What the frozen node fetched after its last checkpoint is fetched again by its heirs (at-least-once).
     assert twice <= 0.2 * len(truth)
