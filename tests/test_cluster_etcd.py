@@ -11,6 +11,7 @@ from unittest.mock import MagicMock, patch
 
 import pytest
 
+from polecat.clock import SYSTEM_CLOCK
 from polecat.cluster.aetcd_client import AetcdClient
 from polecat.cluster.auth import hmac_signer, hmac_verifier
 from polecat.cluster.etcd import EtcdMembership, KeyEvent, owner_key
@@ -123,6 +124,32 @@ async def _join_leave(etcd_server: EtcdServer) -> None:
         await c.close()
     finally:
         await a.close()
+
+
+async def test_a_leave_whose_hand_over_outlasts_half_the_ttl_is_not_fenced_half_way(
+        etcd_server: EtcdServer) -> None:
+    """etcd rule 5: the lease is renewed until every slice is handed over, so a hand-over that waits
+    longer than ``ttl / 2`` (requests in flight, a busy peer) is not fenced half-way (machine rule 8
+    would abandon it, and its heirs would restore a rounds-old checkpoint); the member stays flagged
+    leaving all that while."""
+    async with asyncio.timeout(30):
+        a = await _node(etcd_server, "a")
+        seen: list[tuple[bool, bool]] = []
+
+        async def slow_hand_over(slices: frozenset[int]) -> None:
+            await asyncio.sleep(1.5 * TTL)  # three times the fence's ttl / 2
+            record = (await b.registered()).get("b")
+            seen.append((b.ownership.fenced(SYSTEM_CLOCK.boottime()), record is not None and record.leaving))
+
+        b = EtcdMembership(Cuttable(etcd_server.endpoint), "t", Member("b", "http://127.0.0.2:1"),
+                           records=RECORDS, ttl=TTL, on_release=slow_hand_over)
+        await b.start()
+        try:
+            await _until(_settled([a, b], ["a", "b"]), 15, "a and b to split the slices")
+            await b.close()
+            assert seen == [(False, True)]
+        finally:
+            await a.close()
 
 
 async def test_a_node_cut_off_fences_itself_and_its_slices_move_after_the_lease_expires(
