@@ -1,15 +1,25 @@
 """etcd stopped under a running 3-node cluster and started again with its data (issue 32), with real
 processes. No node died, so no slice may change owner: the nodes fence themselves while etcd is down
 (ownership rule 5), then renew the same leases, or register again, and keep their slices; fetching
-resumes soon after etcd is back, every page is fetched, and the server sees no host asked too fast."""
+resumes soon after etcd is back, every page is fetched, and the server sees no host asked too fast.
+The restart runs alone, with a fourth node started while etcd is down (it stops at once with the reason,
+exit 1, as a node that cannot reach etcd does; started again once etcd is back, as a supervisor would,
+it registers and gets its share), or with a node leaving gracefully while etcd is down (SIGTERM: it
+cannot flag itself leaving nor hand over while fenced, so it exits 0 and its slices go to the others,
+restored from its checkpoint). With a join or a leave slices do change owner: those variants check
+coverage, violations, a refetch bound (a fifth of the pages), that every slice is owned by the members
+left at the end, and the leaver's exit (0, within LEAVE_EXIT_S of SIGTERM, etcd still down)."""
 
 from __future__ import annotations
 
 import asyncio
 import re
+import signal
 import time
 from collections import Counter
 from pathlib import Path
+
+import pytest
 
 from polecat.cluster.aetcd_client import AetcdClient
 from polecat.frontier.slices import SLICES
@@ -25,6 +35,12 @@ TTL = 4
 TTL + its election timeout of etcd's return, which leases get then (etcd promotes them)."""
 NODES = ("e0", "e1", "e2")
 DELAYED = tuple((f"h0{k}.test", 0.1) for k in range(1, 5))
+DURING = {"alone": None, "a-node-joins-while-etcd-is-down": "join",
+          "a-node-leaves-while-etcd-is-down": "leave"}
+"""What else happens while etcd is down: nothing, a fourth node joins, or a node is SIGTERMed."""
+LEAVE_EXIT_S = 3 * TTL
+"""The leaver's bound from SIGTERM to exit with etcd down: its fenced hand-over stops at once and each
+etcd call of its close is bounded by ttl / 3."""
 
 
 async def owners(endpoint: str) -> dict[str, str]:
@@ -37,31 +53,55 @@ async def owners(endpoint: str) -> dict[str, str]:
     return {k: v.decode() for k, v in kvs.items()}
 
 
+async def settled_owners(endpoint: str, members: set[str]) -> dict[str, str]:
+    """Owner keys once every slice is owned by exactly ``members`` (polled, bounded)."""
+    found: dict[str, str] = {}
+    for _ in range(150):  # bounded: the join's or leave's hand-overs settle within seconds
+        found = await owners(endpoint)
+        if len(found) == SLICES and set(found.values()) == members:
+            break
+        await asyncio.sleep(0.2)
+    return found
+
+
+@pytest.mark.parametrize("during", DURING.values(), ids=DURING.keys())
 async def test_etcd_restarted_under_a_running_cluster_moves_no_slice(
-        test_web: TestWebFactory, etcd_server: EtcdServer, tmp_path: Path) -> None:
+        during: str | None, test_web: TestWebFactory, etcd_server: EtcdServer, tmp_path: Path) -> None:
     web = test_web(SiteSpec(hosts=8, pages_per_host=40, seed=34, crawl_delays=DELAYED))
     truth = web.ground_truth("host")
-    logs = {n: tmp_path / f"{n}.log" for n in NODES}
-    confs = fo.cluster_confs(web, etcd_server.endpoint, tmp_path, NODES, first_ip=70, rate=RATE, ttl=TTL)
+    joiner = "e3" if during == "join" else None
+    leaver = NODES[1] if during == "leave" else None
+    every = NODES + ((joiner,) if joiner else ())
+    stay = set(every) - {leaver}
+    logs = {n: tmp_path / f"{n}.log" for n in every}
+    confs = fo.cluster_confs(web, etcd_server.endpoint, tmp_path, every, first_ip=70, rate=RATE, ttl=TTL)
     procs = {n: fo.start_node(confs[n], logs[n]) for n in NODES}
     try:
         await fo.until(lambda: len(set(fo.page_urls(web))) >= len(truth) // 3, 90, "a third of the pages")
-        before: dict[str, str] = {}
-        for _ in range(100):  # bounded: the join's hand-overs settle within seconds
-            before = await owners(etcd_server.endpoint)
-            if len(before) == SLICES:
-                break
-            await asyncio.sleep(0.2)
+        before = await settled_owners(etcd_server.endpoint, set(NODES))
         assert len(before) == SLICES and set(before.values()) == set(NODES)
         offsets = {n: logs[n].stat().st_size for n in NODES}
         await asyncio.to_thread(etcd_server.halt)
-        await asyncio.sleep(3 * TTL)  # every lease's TTL runs out while etcd is down
+        await asyncio.sleep(TTL)  # every node is fenced (no renewal for ttl / 2)
+        exit_task = None
+        if joiner:  # no etcd at start: it stops with the reason (machine.py ClusterNode.join), exit 1
+            procs[joiner] = fo.start_node(confs[joiner], logs[joiner])
+            assert await fo.wait_exit(procs[joiner], 2 * TTL) != 0, logs[joiner].read_text()[-3000:]
+        if leaver:
+            procs[leaver].send_signal(signal.SIGTERM)
+            exit_task = asyncio.create_task(fo.wait_exit(procs[leaver], LEAVE_EXIT_S))
+        await asyncio.sleep(2 * TTL)  # every lease's TTL runs out while etcd is down
+        if exit_task:  # it exits while etcd is still down
+            code = await exit_task
+            assert code == 0, logs[leaver].read_text()[-3000:]
         await asyncio.to_thread(etcd_server.start)
         healthy = time.monotonic()
+        if joiner:  # started again, as its supervisor would: it registers and gets its share
+            procs[joiner] = fo.start_node(confs[joiner], logs[joiner])
         await fo.until(lambda: set(fo.page_urls(web)) >= truth, 120, "every page after etcd came back")
-        after = await owners(etcd_server.endpoint)
+        after = await settled_owners(etcd_server.endpoint, stay)
         since = {n: logs[n].read_bytes()[offsets[n]:].decode() for n in NODES}  # before the stop's hand-over
-        await fo.stop_all(procs, logs)
+        await fo.stop_all({n: p for n, p in procs.items() if n != leaver}, logs)
     finally:
         fo.kill_rest(procs.values())
     # A member lost from the list (its lease expired) shows as a restore of its slices, or URLs re-routed
@@ -72,9 +112,15 @@ async def test_etcd_restarted_under_a_running_cluster_moves_no_slice(
     resumed = min(r.start for r in web.log if r.start > healthy) - healthy
     violations = politeness_violations(web.log, web.min_intervals(RATE))
     twice = sum(n > 1 for n in Counter(fo.page_urls(web)).values())
-    print(f"\netcd down {3 * TTL} s: fetching resumed {resumed:.2f} s after it was back, {len(churn)} lost "
+    print(f"\netcd down {3 * TTL} s{f', {joiner} joining' if joiner else ''}"
+          f"{f', {leaver} leaving' if leaver else ''}: fetching resumed {resumed:.2f} s after it was back, "
+          f"{len(churn)} lost "
           f"leases or members, {twice} of {len(truth)} pages fetched twice, {len(violations)} violations")
+    assert violations == [], violations[:5]
+    if during:  # a join or a leave moves slices: each is owned by a member left, and few pages twice
+        assert len(after) == SLICES and set(after.values()) == stay, Counter(after.values())
+        assert twice <= 0.2 * len(truth)
+        return
     assert after == before  # no slice changed owner
     assert churn == [], churn
-    assert violations == [], violations[:5]
     assert resumed <= TTL + 1.0  # within one lease (and a second of a loaded machine) of etcd's return
