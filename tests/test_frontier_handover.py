@@ -256,7 +256,8 @@ def test_a_restored_host_waits_from_the_hold_and_an_aborted_request_spaces_its_h
 def test_strays_are_counted_per_slice_as_urls_come_and_go_without_a_pass_over_the_hosts(
         tmp_path: Path) -> None:
     """host_table rule 9: what unowned_queued() reads is kept with every change of a queue, and
-    rebuilt at every change of the owned slices; it always equals a count of the queue table."""
+    counted afresh for the slices a change of the owned ones fences; it always equals a count of the
+    queue table."""
     a = Rig(tmp_path / "a", cfg=CFG)
     now = crawl_some(a, 1000.0, 10)
     owned = Ring(["a", "b"]).slices_of("a")
@@ -281,6 +282,10 @@ def test_strays_are_counted_per_slice_as_urls_come_and_go_without_a_pass_over_th
     assert a.frontier.unowned_queued() == counted() == {}
     a.frontier.set_owned(range(SLICES), now)  # every slice owned: no strays, whatever is queued
     assert a.frontier.unowned_queued() == {}
+    a.frontier.set_owned(owned, now)
+    assert a.frontier.unowned_queued() == counted()
+    now = serve(a, now + 1, 6)  # queues change while those slices stay fenced
+    owned = frozenset(sorted(owned)[: len(owned) // 2])  # more fenced; the ones fenced before stay so
     a.frontier.set_owned(owned, now)
     assert a.frontier.unowned_queued() == counted()
 

@@ -53,19 +53,22 @@ class SliceHandover:
         table = self._table
         was = table.fenced
         table.fenced = fenced = frozenset(range(SLICES)) - check_slices(slices)
+        newly = fenced - was  # counted afresh (host_table rule 9); the others count_queued kept current
         counts = table.queued_in
-        counts[:] = [0] * SLICES  # rebuilt here (host_table rule 9), in the pass made anyway
+        for s in newly:
+            counts[s] = 0
         for host, st in self._hosts.items():
             s = slice_of(host)
-            counts[s] += st.queued
             if s in fenced:
+                if s in newly:
+                    counts[s] += st.queued
                 table.scheduled.pop(host, None)
                 continue
             if wait_from is not None and s in was:
                 wait_one_interval(table.pol, table.rate(host), st, max(now, wait_from))
                 table.scheduled.pop(host, None)  # due at its new next-allowed time
             table.wake(host, st, max(st.next_allowed, now))
-        for s in fenced:  # the records out of memory (host_table rules 6, 9): read by slice, not all hosts
+        for s in newly:  # the records out of memory (host_table rules 6, 9): read by slice, not all hosts
             for key, raw in self._db.items("hosts", slice_prefix(s)):
                 if host_of_row(key) not in self._hosts:
                     counts[s] += decode_host(raw).queued

@@ -35,11 +35,11 @@ Rules:
    rest. Data written before the index (0.2.0) has no ``ready`` rows: the open builds them once
    (:meth:`load`, marked by :data:`READY_INDEX` in ``meta``).
 9. While some slice is fenced (a member of a cluster), :attr:`queued_in` counts the URLs queued in each
-   slice, kept with every change of a host's count (:meth:`count_queued`) and rebuilt whenever the
-   fenced slices change (:meth:`SliceHandover.set_owned`: the hosts in memory, which it reads then
-   anyway, and the records out of memory of the fenced slices, read slice by slice; a slice released is
-   0): the strays the cluster looks for every few seconds are read from it without a pass over the
-   hosts.
+   slice, kept with every change of a host's count (:meth:`count_queued`); a slice newly fenced is
+   counted afresh by :meth:`SliceHandover.set_owned` (the hosts in memory, which it reads then anyway,
+   and that slice's records out of memory, read by its prefix), and a slice released is 0. The strays
+   the cluster looks for every few seconds are read from it without a pass over the hosts, and a change
+   of the fenced set reads the records of the slices it fences, not of every fenced slice again.
 """
 
 from __future__ import annotations
