@@ -151,6 +151,8 @@ class EtcdMembership:
         self._members: tuple[Member, ...] = ()
         self._views: list[asyncio.Queue[tuple[Member, ...] | None]] = []
         self._tasks: list[asyncio.Task[None]] = []
+        self._renewing: asyncio.Task[None] | None = None
+        """The renew loop among :attr:`_tasks`: a leave stops it last (rule 5)."""
         self._leaving = False
         """Set when :meth:`close` begins: renewals only renew (rule 5)."""
         self._work: asyncio.Queue[Action] = asyncio.Queue()
@@ -179,8 +181,9 @@ class EtcdMembership:
     async def start(self) -> None:
         """Register (a lease and the member key), read the member list, start renewing and watching."""
         await self._register()
-        for coro in (self._renew_loop(), self._watch_loop(), self._act_loop()):  # renewing first (close)
-            self._tasks.append(asyncio.create_task(coro))
+        self._renewing = asyncio.create_task(self._renew_loop())
+        self._tasks += [self._renewing, asyncio.create_task(self._watch_loop()),
+                        asyncio.create_task(self._act_loop())]
 
     def leaving(self) -> frozenset[str]:
         """The members flagged leaving in the current list (ownership rule 8)."""
@@ -197,8 +200,8 @@ class EtcdMembership:
         held = self.ownership.held
         self.ownership.view_changed([m.id for m in self._members if m.id != self._me.id],
                                     self._clock.boottime())
-        renewing = self._tasks[:1]  # the renew loop (start): it renews until the slices are handed over
-        await self._cancel(self._tasks[1:])
+        renewing = [t for t in self._tasks if t is self._renewing]  # on until the slices are handed over
+        await self._cancel([t for t in self._tasks if t is not self._renewing])
         with contextlib.suppress(Exception):
             if held:
                 await self._release(held)
