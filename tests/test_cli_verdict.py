@@ -104,6 +104,8 @@ def test_the_fix_follows_the_kind_the_reason_starts_with() -> None:
     assert "http:// URL" in fix("tls: https://a.test/: connect: TLS failed: [SSL: WRONG_VERSION_NUMBER] x")
     assert "did not answer in time" in fix("timeout: http://a.test/: connect: timed out (connect)")
     assert "connection failed" in fix("connect: http://a.test/: connect: refused")
+    assert "check --proxy" in fix("connect: proxy http://127.0.0.3:9: cannot connect: [Errno 111] refused")
+    assert "check --proxy" in fix("robots.txt: timeout: proxy http://p:3128: no connection within 5 s")
     assert "--dns-server" in fix("dns: a.test: NXDOMAIN")
     assert "refuses crawlers" in fix("robots.txt answered 503")
     assert fix("http_500") == ""

@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -215,11 +216,33 @@ async def test_a_proxy_that_never_answers_connect_is_cut_at_the_connect_timeout(
     port = server.sockets[0].getsockname()[1]
     try:
         async with _fetcher(dns, proxy=f"http://{PROXY_HOST}:{port}", connect_timeout=0.5) as f:
-            with pytest.raises(FetchTimeout):
+            silent_proxy = rf"^proxy http://{PROXY_HOST}:{port}: CONNECT .*: no answer"
+            with pytest.raises(FetchTimeout, match=silent_proxy):
                 await asyncio.wait_for(f.fetch(f"https://tls.test:{origin.tls_port}/x"), 30)
         assert accepted.is_set()
     finally:
         server.close()
+
+
+def _closed_port(host: str) -> int:
+    """A port on ``host`` that nothing listens on (bound, then closed)."""
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+@aio
+async def test_a_proxy_that_is_not_there_is_named_not_the_target(dns: LocalDnsServer, origin: Origin) -> None:
+    port = _closed_port(PROXY_HOST)
+    seen = len(origin.seen)
+    async with _fetcher(dns, proxy=f"http://{PROXY_HOST}:{port}") as f:
+        for url in (f"http://www.test:{origin.port}/x", f"https://tls.test:{origin.tls_port}/x"):
+            with pytest.raises(ConnectError) as caught:
+                await f.fetch(url)
+            message = str(caught.value)
+            assert message.startswith(f"proxy http://{PROXY_HOST}:{port}: cannot connect: "), message
+            assert "www.test" not in message and "tls.test" not in message
+    assert len(origin.seen) == seen
 
 
 @aio
@@ -347,6 +370,23 @@ def test_a_crawl_through_the_proxy_is_whole_and_polite(test_web: TestWebFactory,
     assert len(proxy.requests) == len(web.log)  # every request, robots.txt included, went through it
     assert politeness_violations(web.log, web.min_intervals(20.0)) == []
     assert "proxy" not in json.loads((data / "settings.json").read_text()).get("fetch", {})
+
+
+def test_a_crawl_through_a_proxy_that_is_not_there_says_so(test_web: TestWebFactory, tmp_path: Path) -> None:
+    """The give-up reason and its fix name the proxy: the target is up, and "check the host and port" of
+    it would send the operator to the wrong place (proxy rule 8)."""
+    web = test_web(SiteSpec(hosts=1, pages_per_host=2, seed=5))
+    fast = tmp_path / "fast.toml"
+    fast.write_text("[politeness]\ngive_up_backoff = 0.2\n")
+    port = _closed_port(PROXY_HOST)
+    run = polecat("crawl", *web.seeds, "--data", str(tmp_path / "d"), "--config", str(fast),
+                  "--proxy", f"http://{PROXY_HOST}:{port}", "--dns-server", web.dns_address,
+                  "--allow-private", timeout=60)
+    assert run.returncode != 0, run.stderr
+    last = run.stderr.splitlines()[-1]
+    assert f"connect: proxy http://{PROXY_HOST}:{port}: cannot connect" in last, last
+    assert "check --proxy" in last and "check the host and port" not in last, last
+    assert web.log == []
 
 
 def test_a_bad_proxy_variable_is_refused_before_the_crawl_starts(tmp_path: Path) -> None:

@@ -50,7 +50,7 @@ from polecat.clock import SYSTEM_CLOCK, Clock
 from polecat.errors import RequestWithheld
 from polecat.fetch.guard import is_ip_literal
 from polecat.fetch.h1 import Head, IncompleteResponse, ResponseParser
-from polecat.fetch.proxy import ProxyAddress, ProxyRoutes, check_proxy_peer, open_tunnel
+from polecat.fetch.proxy import ProxyAddress, ProxyRoutes, connect_proxy, open_tunnel
 
 __all__ = [
     "HIGH_WATER", "KEEPALIVE", "SHORT", "Connection", "ConnectionPool", "Origin", "SendGate", "idle_to_close",
@@ -480,14 +480,12 @@ class ConnectionPool:
         """Rule 7: a connection to ``origin`` through ``proxy``, ``address`` being the target's checked
         address."""
         _, host, port = origin
-        async with asyncio.timeout(self._connect_timeout):
-            if tls is not None:
-                _, conn = await open_tunnel(loop, proxy, address, port, lambda: Connection(origin, loop), tls,
-                                            host)
-            else:
-                transport, conn = await loop.create_connection(lambda: Connection(origin, loop), proxy.host,
-                                                               proxy.port)
-                check_proxy_peer(transport, proxy)
+        def made() -> Connection:
+            return Connection(origin, loop)
+        if tls is not None:
+            _, conn = await open_tunnel(loop, proxy, address, port, made, tls, host, self._connect_timeout)
+        else:
+            _, conn = await connect_proxy(loop, proxy, made, self._connect_timeout)
         conn.remote_ip = address
         conn.on_lost = self._lost
         self._open.add(conn)

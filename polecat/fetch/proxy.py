@@ -27,6 +27,9 @@ Rules:
 7. A CONNECT answer is bounded: its head within :data:`MAX_CONNECT_HEAD` bytes, within the connect
    timeout (the pool's); anything but a 2xx, bytes after the head, or a close is a
    :class:`~polecat.errors.ConnectError` naming the proxy and what it said.
+8. A failure of the leg to the proxy itself (refused, unreachable, no connection within the connect
+   timeout, no CONNECT answer in time) names the proxy, not the target: the target was never reached,
+   and an operator who reads "check the host" of a target that is up looks in the wrong place.
 """
 
 from __future__ import annotations
@@ -40,11 +43,13 @@ from typing import TypeVar
 
 from polecat.config import FetchConfig
 from polecat.config.proxy import ProxyAddress, parse_proxy
-from polecat.errors import BlockedAddressError, ConnectError
+from polecat.errors import BlockedAddressError, ConnectError, FetchTimeout
+from polecat.faults import descriptor_shortage
 from polecat.fetch.guard import blocked_reason, is_ip_literal
 
 __all__ = [
-    "MAX_CONNECT_HEAD", "ProxyAddress", "ProxyRoutes", "check_proxy_peer", "connect_request", "open_tunnel",
+    "MAX_CONNECT_HEAD", "ProxyAddress", "ProxyRoutes", "check_proxy_peer", "connect_proxy", "connect_request",
+    "open_tunnel",
     "routes_from",
 ]
 
@@ -184,6 +189,21 @@ def connect_request(proxy: ProxyAddress, address: str, port: int) -> bytes:
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
 
+async def connect_proxy(loop: asyncio.AbstractEventLoop, proxy: ProxyAddress, protocol: Callable[[], P],
+                        within: float) -> tuple[asyncio.Transport, P]:
+    """The TCP leg to ``proxy`` itself, in at most ``within`` seconds; its failures name the proxy (rules 5
+    and 8)."""
+    try:
+        async with asyncio.timeout(within):
+            transport, proto = await loop.create_connection(protocol, proxy.host, proxy.port)
+    except TimeoutError:
+        raise FetchTimeout(f"proxy {proxy}: no connection within {within:g} s") from None
+    except OSError as exc:
+        raise ConnectError(f"proxy {proxy}: cannot connect: {descriptor_shortage(exc) or exc}") from exc
+    check_proxy_peer(transport, proxy)
+    return transport, proto
+
+
 async def open_tunnel(
     loop: asyncio.AbstractEventLoop,
     proxy: ProxyAddress,
@@ -192,16 +212,21 @@ async def open_tunnel(
     protocol: Callable[[], P],
     tls: ssl.SSLContext,
     server_hostname: str,
+    within: float,
 ) -> tuple[asyncio.Transport, P]:
     """A TLS connection to ``server_hostname`` at the checked ``address:port``, through a CONNECT tunnel
-    of ``proxy`` (rules 3-5, 7). The caller bounds it in time."""
+    of ``proxy`` (rules 3-5, 7-8), all in at most ``within`` seconds: a TimeoutError past that is the TLS
+    handshake with the target's."""
+    deadline = loop.time() + within
     what = f"proxy {proxy}: CONNECT {address}:{port}"
-    transport, answer = await loop.create_connection(
-        lambda: _ConnectAnswer(loop, what), proxy.host, proxy.port)
+    transport, answer = await connect_proxy(loop, proxy, lambda: _ConnectAnswer(loop, what), within)
     try:
-        check_proxy_peer(transport, proxy)
         transport.write(connect_request(proxy, address, port))
-        head = await answer.head
+        try:
+            async with asyncio.timeout_at(deadline):
+                head = await answer.head
+        except TimeoutError:
+            raise FetchTimeout(f"{what}: no answer within {within:g} s") from None
         status_line = head.split(b"\r\n", 1)[0].decode("latin-1")
         parts = status_line.split(" ", 2)
         if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
@@ -209,7 +234,8 @@ async def open_tunnel(
         if not 200 <= int(parts[1]) < 300:
             raise ConnectError(f"{what}: refused with {status_line[:100]!r}")
         app = protocol()
-        tls_transport = await loop.start_tls(transport, app, tls, server_hostname=server_hostname)
+        async with asyncio.timeout_at(deadline):
+            tls_transport = await loop.start_tls(transport, app, tls, server_hostname=server_hostname)
     except BaseException:
         transport.close()
         raise

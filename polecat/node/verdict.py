@@ -44,8 +44,11 @@ def idle_end(*, budget_full: bool, queued: int) -> str:
 
 _REFUSED_ADDRESS = re.compile(r"(\S+) is an? (loopback|private|link-local|reserved) address")
 
+_PROXY_FIX = "the proxy failed it, not the host: check --proxy (fetch.proxy) and that the proxy is up"
 _EXACT_FIXES: tuple[tuple[str, str], ...] = (
     ("WRONG_VERSION_NUMBER", "the port does not speak TLS (a plain-HTTP server?): try an http:// URL"),
+    ("connect: proxy ", _PROXY_FIX),
+    ("timeout: proxy ", _PROXY_FIX),
 )
 """Causes a reason names exactly, checked before the kinds."""
 _FIXES: tuple[tuple[str, str], ...] = (
