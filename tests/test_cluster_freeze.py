@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -21,9 +20,11 @@ from polecat.frontier.slices import slice_of
 from polecat.hosts import host_key
 from polecat.testing.etcd import EtcdServer
 from polecat.testing.failover import (
+    also,
     cluster_confs,
     kill_rest,
     page_urls,
+    refetched,
     start_node,
     stop_all,
     until,
@@ -80,9 +81,8 @@ async def test_a_node_frozen_for_three_ttls_wakes_without_fetching_what_it_lost(
     finally:
         kill_rest(procs.values())
     violations = politeness_violations(web.log, web.min_intervals(RATE))
-    twice = sum(n > 1 for n in Counter(page_urls(web)).values())
-    print(f"\nfreeze of {frozen} for {3 * TTL} s{f', {joiner} joining' if joiner else ''}"
-          f"{f', {leaver} leaving' if leaver else ''}: {len(violations)} "
+    twice = refetched(web)
+    print(f"\nfreeze of {frozen} for {3 * TTL} s{also(joiner, leaver)}: {len(violations)} "
           f"violations, {twice} of {len(truth)} pages fetched twice")
     # What the frozen node fetched after its last checkpoint is fetched again by its heirs (at-least-once).
     assert twice <= 0.2 * len(truth)

@@ -19,6 +19,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,6 +63,16 @@ class FailoverRun:
 def page_urls(web: TestWeb) -> list[str]:
     """Page URLs the server saw, robots.txt and soft-404 probes left out, in arrival order."""
     return [r.url for r in web.log if r.target != "/robots.txt" and not is_probe(r.url)]
+
+
+def refetched(web: TestWeb) -> int:
+    """Pages the server was asked for more than once (what failover and hand-overs cost)."""
+    return sum(n > 1 for n in Counter(page_urls(web)).values())
+
+
+def also(joiner: str | None, leaver: str | None) -> str:
+    """``", n3 joining, n1 leaving"`` (the parts that apply) for a scenario's summary line."""
+    return (f", {joiner} joining" if joiner else "") + (f", {leaver} leaving" if leaver else "")
 
 
 def node_toml(web: TestWeb, data: Path, listen: str, etcd: str, node_id: str, checkpoints: str, *,
