@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import time
 from collections.abc import AsyncIterator, Callable
@@ -285,3 +286,24 @@ async def test_a_machine_suspended_past_half_its_lease_wakes_fenced() -> None:
         assert not node.ownership.fenced(clock.monotonic())  # what a monotonic clock would have said
     finally:
         await node.close()
+
+
+async def test_a_leave_whose_release_fails_goes_on_and_says_so(caplog: pytest.LogCaptureFixture) -> None:
+    """etcd rule 6: a hand-over that fails at the leave (its receiver refused it, etcd went away) is
+    logged at WARNING naming the step and counted; the leave still revokes the lease and ends."""
+    async def on_release(slices: frozenset[int]) -> None:
+        raise ConnectionError("the heir refused the bundle")
+
+    etcd = MemoryEtcd()
+    node = EtcdMembership(etcd, "t", Member("a", "http://127.0.0.1:1"), ttl=10, records=RECORDS,
+                          on_release=on_release)
+    await node.start()
+    await _until(lambda: len(node.leasable()) == SLICES, 15, "a to own every slice")
+    with caplog.at_level(logging.WARNING, logger="polecat.cluster.etcd"):
+        await asyncio.wait_for(node.close(), 10)
+    assert node.leave_failures == 1
+    assert [r.getMessage() for r in caplog.records] == [
+        f"leave of a: could not release {SLICES} slices: ConnectionError('the heir refused the bundle')"]
+    kvs, _ = await etcd.get_prefix("/t/members/")
+    assert kvs == {}  # the lease was revoked all the same
+
