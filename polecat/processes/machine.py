@@ -90,6 +90,8 @@ from polecat.cluster.batch import (
     HandoffError,
     HandoffUrl,
     SignatureError,
+    decode_urls,
+    encode_urls,
     read_fence_header,
 )
 from polecat.cluster.checkpoints import CheckpointStore
@@ -161,7 +163,8 @@ class ClusterNode:
         self.handoff = Handoff(self.me.id, self.outbox, self.transport, {}, sign=self._sign, clock=clock)
         self.failover = Failover(CheckpointStore.open(cc.checkpoints, cc.checkpoint_options, cc.name),
                                  self.me.id, cc.checkpoint_interval,
-                                 settled=self.handoff.settled, token=self._token,
+                                 settled=self.handoff.settled, unacked=self._unacked,
+                                 on_strays=self._route_strays, token=self._token,
                                  clock=clock) if cc.checkpoints else None
         self._etcd = AetcdClient(cc.etcd, access=etcd_access(cc))
         records = MemberRecords(cc.name, self._sign, self._verify)
@@ -380,6 +383,22 @@ class ClusterNode:
             moved += self.handoff.reroute(peer, self._route_again)
         if moved:  # durable at the crawler's next checkpoint (outbox, then frontier: rule 2 of outbox.py)
             log.info("re-routed %d URLs queued for members that left", moved)
+
+    def _unacked(self) -> bytes:
+        """The URLs of the hand-off batches not acknowledged now, one msgpack list (b"": none); a
+        checkpoint round carries them (failover rule 2)."""
+        urls: list[HandoffUrl] = []
+        for peer, seqs in self.outbox.pending().items():
+            for seq in seqs:
+                urls += decode_urls(self.outbox.read(peer, seq))
+        return encode_urls(urls) if urls else b""
+
+    def _route_strays(self, raw: bytes) -> int:
+        """A dead member's unacknowledged hand-off URLs, restored with its slices (failover rule 6), go
+        to their owners as re-routed URLs do; returns how many."""
+        urls = list(decode_urls(raw))
+        self._route_again(urls)
+        return len(urls)
 
     def _route_again(self, urls: list[HandoffUrl]) -> None:
         """Stage each URL for its owner under the current Ring; the ones that are now this node's go to
