@@ -8,7 +8,8 @@ and gets its share), or with a node leaving gracefully while etcd is down (SIGTE
 cannot flag itself leaving nor hand over while fenced, so it exits 0 and its slices go to the others,
 restored from its checkpoint). With a join or a leave slices do change owner: those variants check
 coverage, violations, a refetch bound (a fifth of the pages), that every slice is owned by the members
-left at the end, and the leaver's exit (0, within LEAVE_EXIT_S of SIGTERM, etcd still down)."""
+left at the end, and the leaver's exit (0, within 3 TTLs of SIGTERM, etcd still down: its fenced
+hand-over stops at once and each etcd call of its close is bounded by ttl / 3)."""
 
 from __future__ import annotations
 
@@ -35,12 +36,12 @@ TTL = 4
 TTL + its election timeout of etcd's return, which leases get then (etcd promotes them)."""
 NODES = ("e0", "e1", "e2")
 DELAYED = tuple((f"h0{k}.test", 0.1) for k in range(1, 5))
-DURING = {"alone": None, "a-node-joins-while-etcd-is-down": "join",
-          "a-node-leaves-while-etcd-is-down": "leave"}
-"""What else happens while etcd is down: nothing, a fourth node joins, or a node is SIGTERMed."""
-LEAVE_EXIT_S = 3 * TTL
-"""The leaver's bound from SIGTERM to exit with etcd down: its fenced hand-over stops at once and each
-etcd call of its close is bounded by ttl / 3."""
+DURING = {"alone": (None, TTL), "a-node-joins-while-etcd-is-down": ("join", TTL),
+          "a-node-leaves-while-etcd-is-down": ("leave", TTL), "alone-at-ttl-2": (None, 2)}
+"""What else happens while etcd is down (nothing, a fourth node joins, or a node is SIGTERMed), and the
+lease TTL. At TTL 2 a renewal is in flight most of the time while etcd is down, so a connection closed
+under it by another call's failure (cluster/aetcd_client.py rule 6) ended the renew loop silently: a
+node lost its lease after the restart with its event loop running."""
 
 
 async def owners(endpoint: str) -> dict[str, str]:
@@ -64,9 +65,10 @@ async def settled_owners(endpoint: str, members: set[str]) -> dict[str, str]:
     return found
 
 
-@pytest.mark.parametrize("during", DURING.values(), ids=DURING.keys())
+@pytest.mark.parametrize(("during", "ttl"), DURING.values(), ids=DURING.keys())
 async def test_etcd_restarted_under_a_running_cluster_moves_no_slice(
-        during: str | None, test_web: TestWebFactory, etcd_server: EtcdServer, tmp_path: Path) -> None:
+        during: str | None, ttl: int, test_web: TestWebFactory, etcd_server: EtcdServer,
+        tmp_path: Path) -> None:
     web = test_web(SiteSpec(hosts=8, pages_per_host=40, seed=34, crawl_delays=DELAYED))
     truth = web.ground_truth("host")
     joiner = "e3" if during == "join" else None
@@ -74,7 +76,7 @@ async def test_etcd_restarted_under_a_running_cluster_moves_no_slice(
     every = NODES + ((joiner,) if joiner else ())
     stay = set(every) - {leaver}
     logs = {n: tmp_path / f"{n}.log" for n in every}
-    confs = fo.cluster_confs(web, etcd_server.endpoint, tmp_path, every, first_ip=70, rate=RATE, ttl=TTL)
+    confs = fo.cluster_confs(web, etcd_server.endpoint, tmp_path, every, first_ip=70, rate=RATE, ttl=ttl)
     procs = {n: fo.start_node(confs[n], logs[n]) for n in NODES}
     try:
         await fo.until(lambda: len(set(fo.page_urls(web))) >= len(truth) // 3, 90, "a third of the pages")
@@ -82,14 +84,14 @@ async def test_etcd_restarted_under_a_running_cluster_moves_no_slice(
         assert len(before) == SLICES and set(before.values()) == set(NODES)
         offsets = {n: logs[n].stat().st_size for n in NODES}
         await asyncio.to_thread(etcd_server.halt)
-        await asyncio.sleep(TTL)  # every node is fenced (no renewal for ttl / 2)
+        await asyncio.sleep(ttl)  # every node is fenced (no renewal for ttl / 2)
         exit_task = None
         if joiner:  # no etcd at start: it tries again and again (machine rule 12)
             procs[joiner] = fo.start_node(confs[joiner], logs[joiner])
         if leaver:
             procs[leaver].send_signal(signal.SIGTERM)
-            exit_task = asyncio.create_task(fo.wait_exit(procs[leaver], LEAVE_EXIT_S))
-        await asyncio.sleep(2 * TTL)  # every lease's TTL runs out while etcd is down
+            exit_task = asyncio.create_task(fo.wait_exit(procs[leaver], 3 * ttl))
+        await asyncio.sleep(2 * ttl)  # every lease's TTL runs out while etcd is down
         if exit_task:  # it exits while etcd is still down
             code = await exit_task
             assert code == 0, logs[leaver].read_text()[-3000:]
@@ -112,7 +114,7 @@ async def test_etcd_restarted_under_a_running_cluster_moves_no_slice(
     resumed = min(r.start for r in web.log if r.start > healthy) - healthy
     violations = politeness_violations(web.log, web.min_intervals(RATE))
     twice = fo.refetched(web)
-    print(f"\netcd down {3 * TTL} s{fo.also(joiner, leaver)}: fetching resumed {resumed:.2f} s after it "
+    print(f"\netcd down {3 * ttl} s{fo.also(joiner, leaver)}: fetching resumed {resumed:.2f} s after it "
           f"was back, {len(churn)} lost leases or members, {twice} of {len(truth)} pages fetched twice, "
           f"{len(violations)} violations")
     assert violations == [], violations[:5]
@@ -122,4 +124,4 @@ async def test_etcd_restarted_under_a_running_cluster_moves_no_slice(
         return
     assert after == before  # no slice changed owner
     assert churn == [], churn
-    assert resumed <= TTL + 1.0  # within one lease (and a second of a loaded machine) of etcd's return
+    assert resumed <= ttl + 1.0  # within one lease (and a second of a loaded machine) of etcd's return

@@ -275,8 +275,9 @@ class EtcdMembership:
                 self._queue(actions)
                 async with asyncio.timeout(self._ttl / 3):
                     await self.resync()
-            except Exception as exc:  # any etcd failure or hang is "not renewed" (rule 3)
-                log.warning("etcd lease renewal failed: %s", exc)
+            except Exception as exc:  # any etcd failure or hang is "not renewed" (rule 3); a
+                # timeout has no message: its name then
+                log.warning("etcd lease renewal failed: %s", str(exc) or type(exc).__name__)
 
     async def owned_by_others(self) -> frozenset[int]:
         """Slices whose owner key names another node now."""
@@ -321,7 +322,7 @@ class EtcdMembership:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # a broken watch is re-established, never fatal
-                log.warning("etcd watch failed: %s", exc)
+                log.warning("etcd watch failed: %s", str(exc) or type(exc).__name__)
             await asyncio.sleep(min(1.0, self._ttl / 3))
 
     async def _act_loop(self) -> None:
