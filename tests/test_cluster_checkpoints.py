@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from polecat.cluster.batch import HandoffUrl, decode_urls, encode_urls
 from polecat.cluster.checkpoint_plan import (
     GROUP,
     CheckpointError,
@@ -42,6 +43,9 @@ def test_a_manifest_round_trips_and_refuses_what_it_cannot_trust() -> None:
     m = Manifest("n1", 3, 2, 10.5, (Entry("t/n1/a", frozenset({1, 2}), 0, "d"),
                                     Entry("t/n1/b", frozenset({70}))))
     assert Manifest.from_bytes(m.to_bytes()) == m
+    assert b"strays" not in m.to_bytes()  # none: the manifest 0.3.0 writes and reads
+    with_strays = Manifest("n1", 4, 3, 11.0, m.entries, "t/n1/s")
+    assert Manifest.from_bytes(with_strays.to_bytes()) == with_strays and "t/n1/s" in with_strays.objects
     assert m.locate({2, 70, 99}) == {"t/n1/a": frozenset({2}), "t/n1/b": frozenset({70})}
     twice = Manifest("n1", entries=(Entry("a", frozenset({1})), Entry("b", frozenset({1}))))
     for raw in (b"{", b'{"format": 9}', twice.to_bytes(),
@@ -283,3 +287,42 @@ async def test_a_round_during_which_the_lease_was_lost_writes_no_manifest(tmp_pa
     assert await fo.ship(every)  # one lease throughout
     got = store.read_manifest("a")
     assert got is not None and got.slices == every
+
+
+async def test_a_round_whose_hand_offs_are_not_acknowledged_ships_them_for_the_heirs(tmp_path: Path) -> None:
+    """Failover rule 2 (checkpoint_plan rule 7): a receiver frozen or cut off leaves batches
+    unacknowledged past the interval. The round ships all the same, with their URLs as its strays (it
+    was skipped, so heirs restored an older round and fetched the pages since again); an heir that
+    restores any of the node's slices routes them to their owners, once per manifest version."""
+    a, _ = _rig_with_crawl(tmp_path / "a")
+    store = CheckpointStore(obstore.store.MemoryStore(), "t")
+    unacked = [HandoffUrl("http://h9.test/a", 2, 0.5), HandoffUrl("http://h9.test/b", 3, 0.25, seed=True)]
+    acked = False
+
+    async def settled(within: float) -> bool:
+        return acked
+
+    fo = Failover(store, "a", 0.05, settled=settled, unacked=lambda: encode_urls(unacked))
+    fo.attach(_Node(a))
+    every = frozenset(range(SLICES))
+    assert await fo.ship(every)
+    shipped = store.read_manifest("a")
+    assert shipped is not None and shipped.slices == every and shipped.strays in shipped.objects
+    assert fo.failures == 0 and fo.rounds == 1
+
+    routed: list[HandoffUrl] = []
+
+    def route(raw: bytes) -> int:
+        routed.extend(decode_urls(raw))
+        return len(decode_urls(raw))
+
+    heir = Failover(store, "b", 60.0, on_strays=route)
+    heir.attach(_Node(Rig(tmp_path / "b", cfg=CFG)))
+    await heir.restore({"a": frozenset(range(0, SLICES, 2))})
+    await heir.restore({"a": frozenset(range(1, SLICES, 2))})  # the same manifest: routed once
+    assert routed == unacked
+
+    acked = True  # the receiver answered: the next round has no strays, and their object goes
+    assert await fo.ship(every)
+    later = store.read_manifest("a")
+    assert later is not None and later.strays == "" and shipped.strays in garbage(shipped, later)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import time
 from collections.abc import AsyncIterator, Callable
@@ -284,4 +285,64 @@ async def test_a_machine_suspended_past_half_its_lease_wakes_fenced() -> None:
         assert node.leasable() == frozenset() and node.ownership.fenced(clock.boottime())
         assert not node.ownership.fenced(clock.monotonic())  # what a monotonic clock would have said
     finally:
+        await node.close()
+
+
+async def test_a_leave_whose_release_fails_goes_on_and_says_so(caplog: pytest.LogCaptureFixture) -> None:
+    """etcd rule 6: a hand-over that fails at the leave (its receiver refused it, etcd went away) is
+    logged at WARNING naming the step and counted; the leave still revokes the lease and ends."""
+    async def on_release(slices: frozenset[int]) -> None:
+        raise ConnectionError("the heir refused the bundle")
+
+    etcd = MemoryEtcd()
+    node = EtcdMembership(etcd, "t", Member("a", "http://127.0.0.1:1"), ttl=10, records=RECORDS,
+                          on_release=on_release)
+    await node.start()
+    await _until(lambda: len(node.leasable()) == SLICES, 15, "a to own every slice")
+    with caplog.at_level(logging.WARNING, logger="polecat.cluster.etcd"):
+        await asyncio.wait_for(node.close(), 10)
+    assert node.leave_failures == 1
+    assert [r.getMessage() for r in caplog.records] == [
+        f"leave of a: could not release {SLICES} slices: ConnectionError('the heir refused the bundle')"]
+    kvs, _ = await etcd.get_prefix("/t/members/")
+    assert kvs == {}  # the lease was revoked all the same
+
+
+async def test_a_call_whose_connection_another_call_gave_up_fails_and_is_not_a_cancel(
+        etcd_server: EtcdServer) -> None:
+    """aetcd_client rule 6: gRPC cancels the calls in flight on a channel that is closed, and a call that
+    failed elsewhere (the watch, at an etcd restart) closes the shared one. That reached the caller as a
+    CancelledError its task never got: the renew loop, which takes every Exception as "not renewed",
+    ended without a word and the node lost its lease with its event loop running (issue 32)."""
+    client = AetcdClient(etcd_server.endpoint)
+    lease = await client.grant(10)
+    etcd_server.pause()  # the keepalive below hangs, as while etcd restarts
+    try:
+        renewing = asyncio.create_task(client.keepalive(lease))
+        await asyncio.sleep(0.3)
+        client._failed(client._client, ConnectionError("the watch broke"))  # what a concurrent call does
+        with pytest.raises(ConnectionError, match="closed under it"):
+            await asyncio.wait_for(renewing, 5)
+    finally:
+        etcd_server.resume()
+    assert await client.keepalive(lease)  # the next call goes through the new connection
+    await client.close()
+
+
+async def test_the_renew_loop_outlives_a_connection_closed_under_its_keepalive(
+        etcd_server: EtcdServer) -> None:
+    node = await _node(etcd_server, "a")
+    try:
+        await _until(lambda: len(node.leasable()) == SLICES, 15, "a to own every slice")
+        etcd_server.pause()
+        await asyncio.sleep(TTL / 3 + 0.2)  # a keepalive is in flight, hanging
+        client = node._client
+        assert isinstance(client, AetcdClient)
+        client._failed(client._client, ConnectionError("the watch broke"))
+        await asyncio.sleep(0.5)
+        etcd_server.resume()
+        assert node._renewing is not None and not node._renewing.done()
+        await _until(lambda: len(node.leasable()) == SLICES, 3 * TTL, "a renewal under the same lease")
+    finally:
+        etcd_server.resume()
         await node.close()

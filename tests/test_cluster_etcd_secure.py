@@ -1,12 +1,14 @@
 """etcd as production runs it: a node reaches a real etcd over mutual TLS as an etcd user with a prefix
 role (certificates made here, auth turned on as ``etcdctl`` does); the wrong CA, the wrong password or
 plain http against a TLS etcd stop the node at start-up with the reason, never a hang
-(cluster/aetcd_client.py rules 4-5)."""
+(cluster/aetcd_client.py rules 4-5), even with ``cluster.etcd_start_wait`` at its default; an etcd that
+is not there yet is waited for that long (polecat/processes/machine.py rule 12)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import subprocess
 import sys
@@ -21,7 +23,7 @@ import pytest_asyncio
 from polecat.cluster.aetcd_client import AetcdClient, EtcdAccess, EtcdAccessError
 from polecat.commands.cluster import cluster_status
 from polecat.config import config_from_mapping
-from polecat.errors import ConfigError
+from polecat.errors import ConfigError, PolecatError
 from polecat.processes.machine import ClusterNode
 from polecat.testing.etcd import EtcdServer, EtcdTls, etcd_binary
 
@@ -204,3 +206,34 @@ async def test_a_token_etcd_no_longer_knows_makes_the_client_authenticate_again(
 
 async def _fails(exc: Exception) -> None:
     raise exc
+
+
+async def test_a_node_started_before_etcd_waits_for_it(etcd_server: EtcdServer, tmp_path: Path,
+                                                       caplog: pytest.LogCaptureFixture) -> None:
+    """Machine rule 12: etcd not there yet (a reboot where the node comes up first) is tried again, each
+    try logged at WARNING, and the node joins once etcd answers, within ``cluster.etcd_start_wait``."""
+    etcd_server.halt()
+    node = _node(tmp_path, {**BASE, "etcd": etcd_server.endpoint, "name": "t"})
+    with caplog.at_level(logging.WARNING, logger="polecat.processes.machine"):
+        joining = asyncio.create_task(node.join())
+        async with asyncio.timeout(START_LIMIT):
+            while sum("etcd not reachable at start-up" in r.getMessage() for r in caplog.records) < 2:
+                assert not joining.done(), joining
+                await asyncio.sleep(0.05)
+        await asyncio.to_thread(etcd_server.start)
+        await asyncio.wait_for(joining, START_LIMIT)
+    try:
+        assert [m.id for m in node.membership.members()] == ["n1"]
+        assert "(try 1)" in caplog.records[0].getMessage() and etcd_server.endpoint in caplog.text
+    finally:
+        await node.close()
+
+
+async def test_a_node_with_no_etcd_start_wait_stops_at_once(etcd_server: EtcdServer, tmp_path: Path) -> None:
+    etcd_server.halt()
+    node = _node(tmp_path, {**BASE, "etcd": etcd_server.endpoint, "name": "t", "etcd_start_wait": 0})
+    async with asyncio.timeout(START_LIMIT):
+        with pytest.raises(PolecatError, match=f"etcd {etcd_server.endpoint}") as stopped:
+            await node.join()
+    assert not isinstance(stopped.value, ConfigError)  # unreachable, not refused: exit 1
+    await node.close()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections import Counter
+import time
 from pathlib import Path
 
 import pytest
@@ -21,9 +21,14 @@ from polecat.frontier.slices import slice_of
 from polecat.hosts import host_key
 from polecat.testing.etcd import EtcdServer
 from polecat.testing.failover import (
+    INTERVAL,
+    ROUND_S,
+    also,
     cluster_confs,
     kill_rest,
     page_urls,
+    refetched,
+    refetched_since,
     start_node,
     stop_all,
     until,
@@ -66,6 +71,7 @@ async def test_a_node_frozen_for_three_ttls_wakes_without_fetching_what_it_lost(
     try:
         await until(lambda: len(set(page_urls(web))) >= len(truth) // 3, 90, "a third of the pages")
         procs[frozen].send_signal(signal.SIGSTOP)
+        stopped = time.monotonic()
         await asyncio.sleep(1.5 * TTL)  # its lease has expired: the heirs are restoring its slices
         if joiner:
             procs[joiner] = start_node(confs[joiner], logs[joiner])
@@ -80,12 +86,17 @@ async def test_a_node_frozen_for_three_ttls_wakes_without_fetching_what_it_lost(
     finally:
         kill_rest(procs.values())
     violations = politeness_violations(web.log, web.min_intervals(RATE))
-    twice = sum(n > 1 for n in Counter(page_urls(web)).values())
-    print(f"\nfreeze of {frozen} for {3 * TTL} s{f', {joiner} joining' if joiner else ''}"
-          f"{f', {leaver} leaving' if leaver else ''}: {len(violations)} "
+    twice = refetched(web)
+    print(f"\nfreeze of {frozen} for {3 * TTL} s{also(joiner, leaver)}: {len(violations)} "
           f"violations, {twice} of {len(truth)} pages fetched twice")
-    # What the frozen node fetched after its last checkpoint is fetched again by its heirs (at-least-once).
-    assert twice <= 0.2 * len(truth)
+    # What the frozen node fetched after the snapshot of its last shipped checkpoint round is fetched
+    # again by its heirs (at-least-once): that snapshot is at most INTERVAL + ROUND_S old (10-73 pages
+    # of 307 over the runs, on a loaded 2-core VM; a round that waited for a frozen peer's
+    # acknowledgements made it older: checkpoint_plan rule 7).
+    firsts = refetched_since(web, stopped)
+    assert firsts == [] or firsts[0] >= -(INTERVAL + ROUND_S), firsts[:5]
+    # A join or a leave moves slices once more (hand-overs, URLs re-routed): 0-34 pages over the runs.
+    assert sum(f > 0 for f in firsts) <= 0.15 * len(truth)
     # The woken node sends nothing under its expired lease (ownership rule 10: the send gate, the abort
     # of requests in flight) and its heirs wait its abort bound before a restored host's first request
     # (rule 11): no host is asked by two owners too close together, Crawl-delay included.

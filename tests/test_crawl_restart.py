@@ -17,7 +17,7 @@ import pytest
 from polecat.config import Config
 from polecat.testing.serverlog import politeness_violations
 from polecat.testing.sitegen import SiteSpec
-from polecat.testing.web import TestWeb
+from polecat.testing.web import CLIENT_GONE, TestWeb
 from tests.conftest import TestWebFactory
 from tests.crawl_helpers import fetched_and_readable, page_requests
 
@@ -140,7 +140,8 @@ def test_sigterm_stops_within_the_grace_while_a_request_hangs(test_web: TestWebF
     # Within the grace plus shutdown (~3 s); the bound is half the 60 s hang, so the test tells "did not
     # wait for the hung request" from "waited" on a machine however loaded.
     assert elapsed < 30.0, (elapsed, output)
-    assert page_requests(web) == []
+    # The hung request ended when the node did: the server logs it given up, nothing else was fetched.
+    assert all(r.status == CLIENT_GONE for r in web.log if r.target != "/robots.txt")
     web.clear(host)
     code, output = finish(start(cmd, data))
     assert code == 0, output

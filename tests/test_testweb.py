@@ -20,7 +20,7 @@ from selectolax.lexbor import LexborHTMLParser
 from polecat.testing.dns import LocalDnsServer, query
 from polecat.testing.serverlog import RequestRecord
 from polecat.testing.sitegen import ROBOTS_VARIANTS, Site, SiteSpec, ground_truth
-from polecat.testing.web import TestWeb, normalize_path, politeness_violations
+from polecat.testing.web import CLIENT_GONE, TestWeb, normalize_path, politeness_violations
 
 TestWebFactory = Callable[..., TestWeb]
 
@@ -140,6 +140,26 @@ async def test_knobs_status_retry_after_times_redirect_delay_and_robots(test_web
         assert (await get(session, base + "/robots.txt"))[1] == b"User-agent: *\nDisallow: /private/\n"
     delayed = next(r for r in web.log if r.target == "/robots.txt")
     assert delayed.end - delayed.start >= 0.3
+
+
+async def test_a_delayed_request_given_up_ends_when_its_client_goes(test_web: TestWebFactory) -> None:
+    """An aborted fetch stops being in flight at the server when its connection closes, not when the
+    delay would have run out: it is logged then, with status CLIENT_GONE."""
+    web = test_web(SiteSpec(hosts=1, pages_per_host=5))
+    web.delay("h01.test", "/", 30.0)
+    async with client(web) as session:
+        request = asyncio.create_task(get(session, web.base_url("h01.test") + "/"))
+        deadline = time.monotonic() + 10
+        while web.in_flight("h01.test") == 0:
+            assert time.monotonic() < deadline, "the request never reached the server"
+            await asyncio.sleep(0.01)
+        request.cancel()  # the client gives up: aiohttp closes the connection
+        gave_up = time.monotonic()
+        while web.in_flight("h01.test"):
+            assert time.monotonic() < deadline, "the server kept answering a client that is gone"
+            await asyncio.sleep(0.01)
+    [record] = web.log
+    assert record.status == CLIENT_GONE and record.start < gave_up <= record.end < record.start + 30
 
 
 async def test_conditional_get_answers_304(test_web: TestWebFactory) -> None:

@@ -23,6 +23,11 @@ Rules:
 5. A certificate, key or password file that cannot be read is a :class:`~polecat.errors.ConfigError`
    naming the setting; a TLS handshake or an authentication that fails is an :class:`EtcdAccessError`
    saying which, so a node with the wrong CA, password or scheme stops at start-up with that reason.
+6. A connection given up (rule 2) is closed while other calls may be in flight on it, and gRPC ends
+   those with ``asyncio.CancelledError`` although nobody cancelled their tasks. Such a call raises
+   :class:`ConnectionError` instead, a failed call like any other: a CancelledError escapes the loops
+   that take every ``Exception`` as "no answer" (etcd.py rule 3) and ended them without a word (a node
+   whose renew loop ended so lost its lease after an etcd restart, its event loop running).
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -178,7 +183,8 @@ class AetcdClient:
         for attempt in range(len(self._endpoints)):
             client = self._client
             try:
-                return await call(client)
+                with _closed_under_it():
+                    return await call(client)
             except Exception as exc:
                 self._failed(client, exc)
                 if attempt == len(self._endpoints) - 1:
@@ -189,7 +195,8 @@ class AetcdClient:
         """Rule 3: a transaction, tried once."""
         client = self._client
         try:
-            return await call(client)
+            with _closed_under_it():
+                return await call(client)
         except Exception as exc:
             self._failed(client, exc)
             raise
@@ -221,9 +228,10 @@ class AetcdClient:
         watch = await self._retried(lambda c: c.watch_prefix(prefix.encode(), start_revision=start_revision))
         client = self._client  # the endpoint the watch runs on
         try:
-            async for event in watch:
-                value = None if event.kind == "DELETE" else bytes(event.kv.value)
-                yield KeyEvent(event.kv.key.decode(), value, 0 if value is None else int(event.kv.lease))
+            with _closed_under_it():
+                async for event in watch:
+                    value = None if event.kind == "DELETE" else bytes(event.kv.value)
+                    yield KeyEvent(event.kv.key.decode(), value, 0 if value is None else int(event.kv.lease))
         except Exception as exc:  # a watch that breaks: the caller watches again, on the next endpoint
             self._failed(client, exc)
             raise
@@ -306,6 +314,19 @@ def _tls_client_class() -> type[aetcd.Client]:
 
     _TLS_CLIENT = TlsClient
     return TlsClient
+
+
+@contextlib.contextmanager
+def _closed_under_it() -> Iterator[None]:
+    """Rule 6: a CancelledError while the task is not being cancelled is gRPC ending a call whose
+    connection was closed (by :meth:`AetcdClient._failed`, for another call): a failed call."""
+    try:
+        yield
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is None or task.cancelling():
+            raise
+        raise ConnectionError("etcd connection closed under it (another call failed over)") from None
 
 
 async def _close_quietly(client: aetcd.Client) -> None:

@@ -31,6 +31,13 @@ Rules:
    written (:func:`garbage`); a dead node's objects stay for its heirs.
 6. The heir of a dead member's slices reads that member's manifest and takes from each object only the
    slices it inherits (:meth:`Manifest.locate`).
+7. A round whose hand-off batches are not all acknowledged (a receiver frozen, cut off, slow) still
+   ships: the URLs of those batches go into one more object, the manifest's ``strays``, and an heir
+   that restores any of the node's slices routes them to their owners, as if the node had sent them
+   again. A snapshot records pages done whose links for other owners were still only in the node's
+   outbox, which dies with its disk; without this the round had to wait (or be skipped) until every
+   receiver answered, and a restore then went back to an older round. A manifest without ``strays``
+   (none pending, or written by 0.3.0) reads as none.
 """
 
 from __future__ import annotations
@@ -92,6 +99,9 @@ class Manifest:
     """The last complete round (rule 3)."""
     written: float = 0.0
     entries: tuple[Entry, ...] = ()
+    strays: str = ""
+    """The object of the hand-off URLs not yet acknowledged when the last round was taken (rule 7;
+    empty: none)."""
 
     @property
     def slices(self) -> frozenset[int]:
@@ -99,7 +109,7 @@ class Manifest:
 
     @property
     def objects(self) -> frozenset[str]:
-        return frozenset(e.object for e in self.entries)
+        return frozenset(e.object for e in self.entries) | ({self.strays} if self.strays else set())
 
     def locate(self, slices: Iterable[int]) -> dict[str, frozenset[int]]:
         """Object -> the slices of ``slices`` it holds (slices not in the manifest are left out)."""
@@ -113,23 +123,25 @@ class Manifest:
                 return e
         return None
 
-    def after_round(self, round_: int, entries: Iterable[Entry], carried: Iterable[int], written: float
-                    ) -> Manifest:
+    def after_round(self, round_: int, entries: Iterable[Entry], carried: Iterable[int], written: float,
+                    strays: str = "") -> Manifest:
         """The manifest a complete round writes: its entries, and this manifest's entries for the
-        ``carried`` slices (rule 2), narrowed to them."""
+        ``carried`` slices (rule 2), narrowed to them; ``strays``, the round's object of hand-off URLs
+        not acknowledged (rule 7)."""
         keep = frozenset(carried)
         old = [Entry(e.object, e.slices & keep, e.group, e.digest if e.slices <= keep else "")
                for e in self.entries if e.slices & keep]
-        return Manifest(self.node, self.version + 1, round_, written, (*old, *entries))
+        return Manifest(self.node, self.version + 1, round_, written, (*old, *entries), strays)
 
     def with_entry(self, entry: Entry, written: float) -> Manifest:
         """``entry`` added; its slices leave every other entry (rule 4)."""
         kept = self._minus(entry.slices)
-        return Manifest(self.node, self.version + 1, self.round, written, (*kept, entry))
+        return Manifest(self.node, self.version + 1, self.round, written, (*kept, entry), self.strays)
 
     def without(self, slices: Iterable[int], written: float) -> Manifest:
         """``slices`` removed (handed over: rule 4)."""
-        return Manifest(self.node, self.version + 1, self.round, written, self._minus(frozenset(slices)))
+        return Manifest(self.node, self.version + 1, self.round, written, self._minus(frozenset(slices)),
+                        self.strays)
 
     def _minus(self, gone: frozenset[int]) -> tuple[Entry, ...]:
         out = []
@@ -142,12 +154,15 @@ class Manifest:
         return tuple(out)
 
     def to_bytes(self) -> bytes:
-        return json.dumps({
+        info: dict[str, object] = {
             "format": FORMAT, "node": self.node, "version": self.version, "round": self.round,
             "written": self.written,
             "entries": [{"object": e.object, "slices": sorted(e.slices), "group": e.group, "digest": e.digest}
                         for e in self.entries],
-        }, separators=(",", ":")).encode()
+        }
+        if self.strays:  # absent otherwise: the manifest 0.3.0 writes and reads (rule 7)
+            info["strays"] = self.strays
+        return json.dumps(info, separators=(",", ":")).encode()
 
     @classmethod
     def from_bytes(cls, raw: bytes) -> Manifest:
@@ -160,7 +175,7 @@ class Manifest:
             entries = tuple(Entry(str(e["object"]), frozenset(int(s) for s in e["slices"]), int(e["group"]),
                                   str(e["digest"])) for e in info["entries"])
             manifest = cls(str(info["node"]), int(info["version"]), int(info["round"]),
-                           float(info["written"]), entries)
+                           float(info["written"]), entries, str(info.get("strays", "")))
         except (ValueError, KeyError, TypeError) as exc:
             raise CheckpointError(f"checkpoint manifest unreadable: {exc!r}") from exc
         seen: set[int] = set()

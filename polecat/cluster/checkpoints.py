@@ -124,11 +124,27 @@ class CheckpointStore:
         return entry, len(body)
 
     def finish_round(self, previous: Manifest, round_: int, entries: list[Entry], carried: frozenset[int],
-                     now: float, size: int) -> RoundReport:
-        """Write the round's manifest (after every object of it is written)."""
-        manifest = previous.after_round(round_, entries, carried, now)
+                     now: float, size: int, strays: bytes = b"") -> RoundReport:
+        """Write the round's manifest (after every object of it is written), with ``strays`` (the
+        msgpack URL list of the hand-off batches not acknowledged, checkpoint_plan rule 7) as one more
+        object when there are any."""
+        name = ""
+        if strays:
+            name = object_name(self.cluster, previous.node, previous.version + 1, "strays")
+            self._put(name, strays)
+            size += len(strays)
+        manifest = previous.after_round(round_, entries, carried, now, name)
         self.write_manifest(manifest, previous)
-        return RoundReport(manifest, sum(1 for e in entries if e.object not in previous.objects), size)
+        return RoundReport(manifest, sum(1 for e in entries if e.object not in previous.objects) + bool(name),
+                           size)
+
+    def fetch_strays(self, manifest: Manifest) -> bytes:
+        """The msgpack URL list of ``manifest``'s strays object (empty: none; rule 7)."""
+        if not manifest.strays:
+            return b""
+        raw = self._get(manifest.strays, missing_ok=False)
+        assert raw is not None  # missing_ok=False raises instead
+        return raw
 
     def add_handover(self, body: bytes, slices: frozenset[int], previous: Manifest, now: float) -> Manifest:
         """Rule 4: a bundle adopted by hand-over becomes an object and an entry at once."""

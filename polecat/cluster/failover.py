@@ -10,7 +10,9 @@ from the node's event loop. Rules:
 2. Before it ships, a round waits until the hand-off batches committed with its snapshot are
    acknowledged (``settled``): a snapshot records pages done whose links for other owners are then in
    those owners' frontiers, not only in this node's outbox, which dies with its disk. A round that
-   cannot settle within the interval is skipped (the next one tries again).
+   cannot settle within :data:`SETTLE_WAIT` (a receiver frozen or cut off) ships all the same, with the URLs
+   of the batches still unacknowledged (``unacked``) as its strays object (checkpoint_plan rule 7): a
+   round skipped instead left heirs an older round to restore, pages fetched since to fetch again.
 3. Manifest writes (rounds, hand-over entries, releases) take one lock and are made on the manifest
    the last write left, so none undoes another.
 4. A round ships the slices whose owner key this node holds, less those it has handed over and not
@@ -29,6 +31,8 @@ from the node's event loop. Rules:
    adopted one at a time with the loop running in between (a big restore must not starve the lease
    renewals: a loop stalled for ``ttl / 2`` fences the node). A slice is
    restored once from a given manifest version (a claim retried after a restore does not adopt again).
+   The manifest's strays (rule 2) are handed to ``on_strays`` once per manifest version, before the
+   commit: the node routes them to their owners.
 """
 
 from __future__ import annotations
@@ -52,6 +56,10 @@ if TYPE_CHECKING:
     from polecat.frontier.records import AdoptReport
 
 log = logging.getLogger(__name__)
+
+SETTLE_WAIT = 1.0
+"""Seconds at most (the interval, when shorter) a round waits for its hand-off batches to be
+acknowledged before it carries the rest as strays (rule 2): the snapshot ages while it waits."""
 
 
 class Node(Protocol):
@@ -94,8 +102,15 @@ class Failover:
 
     def __init__(self, store: CheckpointStore, node_id: str, interval: float, *,
                  settled: Callable[[float], Awaitable[bool]] | None = None,
+                 unacked: Callable[[], bytes] | None = None,
+                 on_strays: Callable[[bytes], int] | None = None,
                  token: Callable[[], object] | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
         self._store = store
+        self._unacked = unacked
+        """The msgpack URL list of the hand-off batches not acknowledged now (rule 2; b"": none)."""
+        self._on_strays = on_strays
+        """Routes a dead member's strays (a msgpack URL list) to their owners; returns the URL count
+        (rule 6)."""
         self._token = token
         """The node's fencing token now, None while fenced (rule 5); None: not in an etcd cluster."""
         self._settled = settled
@@ -112,6 +127,8 @@ class Failover:
         self._restored: dict[int, tuple[str, int]] = {}
         """Slice -> (member, manifest version) it was last restored from (rule 6)."""
         self._handed: set[int] = set()
+        self._strays_routed: set[tuple[str, int]] = set()
+        """(member, manifest version) whose strays were routed (rule 6)."""
         self.rounds = self.failures = self.uploaded = self.bytes_shipped = 0
         self.last_round_at: float | None = None
         """``clock.monotonic()`` when the last round shipped (None: none yet in this run)."""
@@ -174,11 +191,18 @@ class Failover:
             shipped = frozenset(held - self._handed)
             snapshot = crawler.frontier.snapshot()
             try:
-                if self._settled is not None and not await self._settled(self.schedule.interval):
-                    self.failures += 1
-                    log.warning("slice checkpoint round %d skipped: URLs handed to other nodes are not "
-                                "acknowledged yet", round_)
-                    return False
+                strays = b""
+                wait = self.schedule.interval if self._unacked is None else min(SETTLE_WAIT,
+                                                                                 self.schedule.interval)
+                if self._settled is not None and not await self._settled(wait):
+                    if self._unacked is None:
+                        self.failures += 1
+                        log.warning("slice checkpoint round %d skipped: URLs handed to other nodes are not "
+                                    "acknowledged yet", round_)
+                        return False
+                    strays = self._unacked()  # rule 2: they go with the round
+                    log.info("slice checkpoint round %d carries the hand-off URLs not acknowledged yet "
+                             "(%d bytes)", round_, len(strays))
                 entries, size = [], 0
                 for group, ids in groups(shipped).items():
                     # On this thread: the snapshot never crosses threads.
@@ -190,7 +214,7 @@ class Failover:
                 if self._token is not None and (began is None or self._token() != began):
                     raise CheckpointError("the lease it began under is gone (ownership rule 9)")
                 report = await asyncio.to_thread(self._store.finish_round, self.manifest, round_, entries,
-                                                 carried - shipped, self._clock.wall(), size)
+                                                 carried - shipped, self._clock.wall(), size, strays)
             except CheckpointError as exc:
                 self.failures += 1
                 log.warning("slice checkpoint round %d failed: %s", round_, exc)
@@ -254,6 +278,12 @@ class Failover:
                     queued += report.queued
                     found += len(bundle.ids)
                     await asyncio.sleep(0)
+                if self._on_strays is not None and (member, manifest.version) not in self._strays_routed:
+                    strays = await asyncio.to_thread(self._store.fetch_strays, manifest)
+                    if strays:
+                        log.info("failover: routed %d URLs %s had handed off unacknowledged",
+                                 self._on_strays(strays), member)
+                    self._strays_routed.add((member, manifest.version))
                 await crawler.commit()
                 self._restored.update(dict.fromkeys(manifest.slices & todo, (member, manifest.version)))
                 done = Restored(member, found, queued, manifest.round, self._clock.monotonic() - started,

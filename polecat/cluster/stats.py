@@ -54,6 +54,8 @@ class ClusterStats:
     """Hand-off batches refused here as stale (ownership rule 9)."""
     fetches_per_s: float = 0.0
     """Page fetches per second over the last minute (:class:`RecentRate`)."""
+    leave_failures: int = 0
+    """Steps of a leave that failed (:mod:`polecat.cluster.etcd` rule 6)."""
 
 
 class RecentRate:

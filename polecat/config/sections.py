@@ -322,6 +322,11 @@ class ClusterConfig:
     lease_ttl: int = 10
     """Seconds of the node's etcd lease: a dead node's slices move after this; a node cut off from etcd
     stops fetching after half of it."""
+    etcd_start_wait: float = 60.0
+    """Seconds ``polecat node`` keeps trying to reach etcd at start-up when it is not there (connection
+    refused, a timeout: etcd starting after the node, as after a reboot), logging each try at WARNING,
+    before it stops with exit 1; 0: stop at the first failure. The wrong CA, TLS or password stops it
+    at once whatever this says."""
     checkpoints: str = ""
     """Object store every node ships its slices' state to (``file:///dir``, ``s3://bucket/prefix``,
     ``gs://``, ``az://``), shared by the cluster: a dead node's slices are adopted from there. Empty: no

@@ -269,6 +269,7 @@ def _validate_cluster(cl: ClusterConfig) -> None:
     _check(len(cl.secret) >= MIN_SECRET and one_line, "cluster.secret",
            "required with cluster.etcd: one line of at least 16 characters (or POLECAT_CLUSTER_SECRET)")
     _check(2 <= cl.lease_ttl <= 300, "cluster.lease_ttl", "must be in [2, 300] seconds")
+    _check(0 <= cl.etcd_start_wait <= 86_400, "cluster.etcd_start_wait", "must be in [0, 86400] seconds")
 
 
 def split_listen(listen: str) -> tuple[str, int]:

@@ -57,6 +57,12 @@ Rules:
     route (``POST /handoff``, told apart by their magic). A member list change moves content slices with
     no hand-over: the new owner's book starts empty for them (a later copy is stored in full once), and
     a claim sent to a member that left is answered by nobody (its pages are stored in full, marked).
+12. A node that cannot reach etcd at start-up (refused, timed out: etcd still starting after a reboot)
+    tries again, pausing :data:`START_RETRY` seconds, doubling up to :data:`START_RETRY_MAX`, for
+    ``cluster.etcd_start_wait`` seconds, each try logged at WARNING with the reason; then it stops with
+    the last reason (exit 1). An access error (the wrong CA, a TLS failure, the wrong password or
+    scheme: an :class:`~polecat.cluster.aetcd_client.EtcdAccessError`) stops it at once, as more
+    waiting cannot mend it.
 """
 
 from __future__ import annotations
@@ -64,6 +70,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import itertools
 import logging
 from io import BytesIO
 from typing import TYPE_CHECKING
@@ -83,6 +90,8 @@ from polecat.cluster.batch import (
     HandoffError,
     HandoffUrl,
     SignatureError,
+    decode_urls,
+    encode_urls,
     read_fence_header,
 )
 from polecat.cluster.checkpoints import CheckpointStore
@@ -102,7 +111,7 @@ from polecat.cluster.stats import ClusterStats, RecentRate
 from polecat.cluster.transport import _STATUS, PATH, ROUND_HEADER, HttpTransport, read_body
 from polecat.cluster.wire import RELEASE_HEADER, THIS, WIRE_HEADER, Wire, common, from_head, refusal
 from polecat.config import Config
-from polecat.errors import PolecatError
+from polecat.errors import ConfigError, PolecatError
 from polecat.frontier.bundle import BundleError, Fence, SliceBundle
 from polecat.frontier.slices import slice_of
 
@@ -124,6 +133,10 @@ RELEASE_EVERY = 2.0
 RECONCILE_EVERY = 2.0
 """Seconds between two looks for URLs held in slices this node does not own (rule 7)."""
 STATUS_PATH = "/admin/cluster/status"
+START_RETRY = 0.5
+"""Seconds before the second try to reach etcd at start-up; each later pause doubles (rule 12)."""
+START_RETRY_MAX = 5.0
+"""The longest pause between two tries to reach etcd at start-up (rule 12)."""
 """Where a node serves its :class:`ClusterStats` as JSON (for ``polecat cluster status``; operator token)."""
 INTERNAL_PATHS = frozenset({PATH, ADOPT_PATH})
 """Routes authenticated by the cluster signature instead of the operator's bearer token."""
@@ -150,7 +163,8 @@ class ClusterNode:
         self.handoff = Handoff(self.me.id, self.outbox, self.transport, {}, sign=self._sign, clock=clock)
         self.failover = Failover(CheckpointStore.open(cc.checkpoints, cc.checkpoint_options, cc.name),
                                  self.me.id, cc.checkpoint_interval,
-                                 settled=self.handoff.settled, token=self._token,
+                                 settled=self.handoff.settled, unacked=self._unacked,
+                                 on_strays=self._route_strays, token=self._token,
                                  clock=clock) if cc.checkpoints else None
         self._etcd = AetcdClient(cc.etcd, access=etcd_access(cc))
         records = MemberRecords(cc.name, self._sign, self._verify)
@@ -167,6 +181,7 @@ class ClusterNode:
         """No frontier on disk before this start (a new node, or one whose disk was lost)."""
         self.link: ClusterLink | None = None
         self._max_backlog = cc.max_backlog
+        self._start_wait = cc.etcd_start_wait
         self._crawler: Crawler | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._session: aiohttp.ClientSession | None = None
@@ -194,22 +209,37 @@ class ClusterNode:
         """(sender address, its wire header) pairs already logged (rule 9: once each)."""
 
     async def join(self) -> ClusterLink:
-        """Register in etcd and read the member list; returns the link to open the crawler with."""
+        """Register in etcd and read the member list; returns the link to open the crawler with. An etcd
+        that is not there yet is tried again for ``cluster.etcd_start_wait`` seconds (rule 12)."""
         if self.failover is not None:
             await self.failover.open()
-        try:
-            if self.failover is not None and self._fresh:
-                # restarted without its disk: its checkpoint has the slices nobody took over
-                own = self.failover.manifest.slices - await self.membership.owned_by_others()
-                self.membership.ownership.inherit(own, self.me.id)
-            await self.membership.start()
-            await self.membership.resync()
-        except Exception as exc:  # the wrong CA, password or scheme, or no etcd: stop with the reason
-            with contextlib.suppress(Exception):
-                await self.membership.close()
-                async with asyncio.timeout(1.0):
-                    await self._etcd.close()
-            raise self._etcd.explain(exc) from exc
+        deadline = self._clock.monotonic() + self._start_wait
+        inherited = started = False
+        for attempt in itertools.count(1):
+            try:
+                if self.failover is not None and self._fresh and not inherited:
+                    # restarted without its disk: its checkpoint has the slices nobody took over
+                    own = self.failover.manifest.slices - await self.membership.owned_by_others()
+                    self.membership.ownership.inherit(own, self.me.id)
+                    inherited = True
+                if not started:
+                    await self.membership.start()
+                    started = True
+                await self.membership.resync()
+                break
+            except Exception as exc:  # the wrong CA, password or scheme, or no etcd (yet)
+                error = self._etcd.explain(exc)
+                left = deadline - self._clock.monotonic()
+                if isinstance(error, ConfigError) or left <= 0:  # stop with the reason
+                    with contextlib.suppress(Exception):
+                        await self.membership.close()
+                        async with asyncio.timeout(1.0):
+                            await self._etcd.close()
+                    raise error from exc
+                pause = min(START_RETRY * 2 ** min(attempt - 1, 8), START_RETRY_MAX, left)
+                log.warning("etcd not reachable at start-up (try %d): %s; trying again in %.1f s, for "
+                            "%.0f s more (cluster.etcd_start_wait)", attempt, error, pause, left)
+                await asyncio.sleep(pause)
         self.link = ClusterLink(self.membership, self.handoff, self.receiver, max_backlog=self._max_backlog)
         self.link.permit = self._permit
         self.link.claims = self.claims
@@ -255,7 +285,8 @@ class ClusterNode:
             checkpoint_rounds=fo.rounds if fo else 0, checkpoint_failures=fo.failures if fo else 0,
             checkpoint_age=now - fo.last_round_at if fo and fo.last_round_at is not None else None,
             members_ignored=self.membership.records.ignored, replays_refused=self.auth.replays,
-            batches_refused=self.batches_refused, fetches_per_s=self._rate.rate())
+            batches_refused=self.batches_refused, fetches_per_s=self._rate.rate(),
+            leave_failures=self.membership.leave_failures)
 
     def _token(self) -> Fence | None:
         """This node's fencing token while it is not fenced (a checkpoint round is written under one)."""
@@ -352,6 +383,22 @@ class ClusterNode:
             moved += self.handoff.reroute(peer, self._route_again)
         if moved:  # durable at the crawler's next checkpoint (outbox, then frontier: rule 2 of outbox.py)
             log.info("re-routed %d URLs queued for members that left", moved)
+
+    def _unacked(self) -> bytes:
+        """The URLs of the hand-off batches not acknowledged now, one msgpack list (b"": none); a
+        checkpoint round carries them (failover rule 2)."""
+        urls: list[HandoffUrl] = []
+        for peer, seqs in self.outbox.pending().items():
+            for seq in seqs:
+                urls += decode_urls(self.outbox.read(peer, seq))
+        return encode_urls(urls) if urls else b""
+
+    def _route_strays(self, raw: bytes) -> int:
+        """A dead member's unacknowledged hand-off URLs, restored with its slices (failover rule 6), go
+        to their owners as re-routed URLs do; returns how many."""
+        urls = list(decode_urls(raw))
+        self._route_again(urls)
+        return len(urls)
 
     def _route_again(self, urls: list[HandoffUrl]) -> None:
         """Stage each URL for its owner under the current Ring; the ones that are now this node's go to

@@ -190,6 +190,8 @@ def _cluster(cs: ClusterStats) -> Iterator[CounterMetricFamily | GaugeMetricFami
                    cs.checkpoint_rounds)
     yield _counter("polecat_cluster_checkpoint_failures", "Slice checkpoint rounds and writes that failed",
                    cs.checkpoint_failures)
+    yield _counter("polecat_cluster_leave_failures", "Steps of a leave that failed (flag, release and "
+                   "hand-over, revoke): its heirs restore what it could not hand over", cs.leave_failures)
     ckpt = GaugeMetricFamily("polecat_cluster_checkpoint_age_seconds",
                              "Seconds since the last checkpoint round shipped (no sample before one)")
     if cs.checkpoint_age is not None:

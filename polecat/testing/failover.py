@@ -19,6 +19,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,6 +63,28 @@ class FailoverRun:
 def page_urls(web: TestWeb) -> list[str]:
     """Page URLs the server saw, robots.txt and soft-404 probes left out, in arrival order."""
     return [r.url for r in web.log if r.target != "/robots.txt" and not is_probe(r.url)]
+
+
+def refetched(web: TestWeb) -> int:
+    """Pages the server was asked for more than once (what failover and hand-overs cost)."""
+    return sum(n > 1 for n in Counter(page_urls(web)).values())
+
+
+def refetched_since(web: TestWeb, at: float) -> list[float]:
+    """For each page the server was asked for more than once, when it was first asked, in seconds after
+    ``at`` (negative: before), sorted."""
+    first: dict[str, float] = {}
+    count: Counter[str] = Counter()
+    for r in web.log:
+        if r.target != "/robots.txt" and not is_probe(r.url):
+            first[r.url] = min(first.get(r.url, r.start), r.start)
+            count[r.url] += 1
+    return sorted(first[u] - at for u, n in count.items() if n > 1)
+
+
+def also(joiner: str | None, leaver: str | None) -> str:
+    """``", n3 joining, n1 leaving"`` (the parts that apply) for a scenario's summary line."""
+    return (f", {joiner} joining" if joiner else "") + (f", {leaver} leaving" if leaver else "")
 
 
 def node_toml(web: TestWeb, data: Path, listen: str, etcd: str, node_id: str, checkpoints: str, *,
@@ -122,8 +145,16 @@ async def run_failover(web: TestWeb, etcd: EtcdServer, work: Path, *, rate: floa
                        handed, codes, data, logs)
 
 
+INTERVAL = 0.5
+"""The checkpoint interval of :func:`cluster_confs`' nodes."""
+ROUND_S = 2.0
+"""How long a checkpoint round may take on a loaded 2-core machine (snapshot to manifest, the wait for
+acknowledgements included: failover.py SETTLE_WAIT): a dead node's last shipped round is at most
+``INTERVAL + ROUND_S`` old."""
+
+
 def cluster_confs(web: TestWeb, etcd: str, work: Path, nodes: Iterable[str], *, first_ip: int, rate: float,
-                  ttl: int, interval: float = 0.5) -> dict[str, Path]:
+                  ttl: int, interval: float = INTERVAL) -> dict[str, Path]:
     """A ``polecat node`` config for each of ``nodes``, the k-th listening on 127.0.0.<first_ip + k>,
     data in ``work/<node>``, checkpoints in ``work/checkpoints``; its log goes to ``work/<node>.log``."""
     confs = {}

@@ -13,7 +13,9 @@ server-side arrival and end times, so politeness is measured at the server.
 Knobs, settable at any time from any thread: :meth:`TestWeb.respond` (a fixed status, headers, body,
 delay, optionally for the first N requests only), :meth:`TestWeb.redirect`, :meth:`TestWeb.delay`,
 :meth:`TestWeb.set_robots` (status, body, Crawl-delay, delay; a long delay is a timeout),
-:meth:`TestWeb.change_every` (a page whose content changes on a schedule).
+:meth:`TestWeb.change_every` (a page whose content changes on a schedule). A delayed request whose
+client goes away during the delay ends there, logged with status :data:`CLIENT_GONE`;
+:meth:`TestWeb.in_flight` counts the requests to a host being answered now.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from polecat.testing.siteserve import (
 )
 
 __all__ = [
+    "CLIENT_GONE",
     "PolitenessViolation",
     "RequestRecord",
     "TestWeb",
@@ -58,6 +61,21 @@ __all__ = [
     "normalize_path",
     "politeness_violations",
 ]
+
+
+CLIENT_GONE = 499
+"""The status logged for a delayed request whose client closed the connection before the delay ran out
+(an aborted fetch): its ``end`` is when the server saw it go, the moment it stopped being in flight."""
+
+
+async def _unless_gone(request: web.Request, seconds: float) -> bool:
+    """Sleep ``seconds``; False at once if the client goes away first (polled every 20 ms)."""
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        if request.transport is None or request.transport.is_closing():
+            return False
+        await asyncio.sleep(min(left, 0.02))
+    return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +103,7 @@ class TestWeb:
         self._lock = threading.Lock()
         self._log: list[RequestRecord] = []
         self._rules: dict[tuple[str, str], _Rule] = {}
+        self._in_flight: Counter[str] = Counter()
         self._bodies: dict[int, tuple[bytes | memoryview, str]] = {}
         self._changing: dict[int, tuple[float, bool]] = {}
         self._handler: SiteHandler | None = None
@@ -136,6 +155,11 @@ class TestWeb:
         """A snapshot of every request so far, in arrival order."""
         with self._lock:
             return list(self._log)
+
+    def in_flight(self, host: str) -> int:
+        """Requests to ``host`` the server is answering now (arrived, not yet answered nor given up)."""
+        with self._lock:
+            return self._in_flight[host.lower()]
 
     def clear_log(self) -> None:
         with self._lock:
@@ -259,17 +283,23 @@ class TestWeb:
         start = time.monotonic()
         assert self._handler is not None
         host, path, page = self._handler.locate(request)
-        rule = self._take_rule(host, self.site.pages[page].path if page is not None else path)
-        if rule is not None and rule.delay > 0:
-            await asyncio.sleep(rule.delay)
-        if rule is not None and rule.status is not None:
-            response = web.Response(status=rule.status, body=rule.body, headers=dict(rule.headers))
-        else:
-            response = self._handler.respond(request, host, path, page)
-        record = self._handler.record(request, host, page, start, response.status, wall)
         with self._lock:
-            self._log.append(record)
-        return response
+            self._in_flight[host] += 1
+        try:
+            rule = self._take_rule(host, self.site.pages[page].path if page is not None else path)
+            if rule is not None and rule.delay > 0 and not await _unless_gone(request, rule.delay):
+                response = web.Response(status=CLIENT_GONE)  # sent to nobody: logged, ended here
+            elif rule is not None and rule.status is not None:
+                response = web.Response(status=rule.status, body=rule.body, headers=dict(rule.headers))
+            else:
+                response = self._handler.respond(request, host, path, page)
+            record = self._handler.record(request, host, page, start, response.status, wall)
+            with self._lock:
+                self._log.append(record)
+            return response
+        finally:
+            with self._lock:
+                self._in_flight[host] -= 1
 
     async def _setup(self) -> web.AppRunner:
         socks = bind_loopback(self.addresses, self._fixed_port)
