@@ -24,7 +24,7 @@ Rules of the tables:
    ~4 KB written per URL at every commit (issue 39). A commit makes its run durable on the writer thread
    before the LMDB commit that lists it (seenlog.py rule 2, writer.py rule 4).
 5. Schema 3 keeps ``seen`` so; schema 2 (0.3.0) kept it in LMDB and is upgraded on open by moving its
-   keys, already sorted, into one run (:meth:`FrontierDB._upgrade_v2`); schema 1 is upgraded to 2 first.
+   keys, already sorted, into one run (:meth:`FrontierDB._upgrade_v2`); schema 1 is upgraded to 2 first, in the same commit.
 """
 
 from __future__ import annotations
@@ -167,14 +167,14 @@ class FrontierDB:
         return int(self.txn.get(b"seq", db=self.meta) or b"0")
 
     def _upgrade_v1(self, info: dict[str, Any]) -> dict[str, Any]:
+        """Rewrite schema 1's keys slice-first (frontier/migrate.py), uncommitted: the upgrade to schema 3
+        that follows commits both at once, so a kill -9 leaves schema 1 or schema 3."""
         scratch = self.env.open_db(b"migrate", txn=self.txn)
         report = migrate_v1(self.txn, {**self.sliced, "seen": self.old_seen}, scratch)
         self.txn.drop(scratch, delete=True)
         info = {**info, "version": 2}
         self.txn.put(b"schema", json.dumps(info).encode(), db=self.meta)
         self.txn.put(b"slices", str(SLICES).encode(), db=self.meta)
-        self.seq = int(self.txn.get(b"seq", db=self.meta) or b"0")
-        self.commit()
         log.info("frontier upgraded from schema 1 to 2: %s", report)
         self.upgraded = report
         return info

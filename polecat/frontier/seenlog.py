@@ -106,8 +106,10 @@ def _released(run: Run, key: bytes, releases: Mapping[bytes, int]) -> bool:
 def _live_spans(run: Run, prefix: bytes, releases: Mapping[bytes, int]) -> list[tuple[int, int]]:
     """The index ranges of ``run``'s live keys starting with ``prefix`` (rule 3), in order."""
     lo, hi = run.span(prefix)
-    dead = sorted(run.span(p) for p, bound in releases.items()
-                  if run.order < bound and (p.startswith(prefix) or prefix.startswith(p)))
+    if len(prefix) >= PREFIX_LEN:  # within one slice (an export reads slice by slice): one lookup
+        bound = releases.get(prefix[:PREFIX_LEN])
+        return [] if lo >= hi or (bound is not None and run.order < bound) else [(lo, hi)]
+    dead = sorted(run.span(p) for p, bound in releases.items() if run.order < bound and p.startswith(prefix))
     spans = []
     for start, end in dead:
         if start > lo:
@@ -116,6 +118,12 @@ def _live_spans(run: Run, prefix: bytes, releases: Mapping[bytes, int]) -> list[
     if lo < hi:
         spans.append((lo, hi))
     return [(a, b) for a, b in spans if a < b]
+
+
+def _needed(releases: Mapping[bytes, int], runs: Iterable[Run]) -> dict[bytes, int]:
+    """The releases that still hide keys of some run (rule 3: the others are forgotten)."""
+    oldest = min((r.order for r in runs), default=None)
+    return {p: b for p, b in releases.items() if oldest is not None and oldest < b}
 
 
 def _split(raw: bytes) -> list[bytes]:
@@ -323,7 +331,7 @@ class SeenRuns:
             state.next_order += 1
         runs = [r for r in state.runs if merged is None or r not in merged[1]]
         runs += [merged[0]] if merged else []
-        keep = {p: b for p, b in state.releases.items() if any(r.order < b for r in runs)}
+        keep = _needed(state.releases, runs)
         live = state.live + len(fresh)
         listed = [(r.name, r.order, r.level) for r in runs] + ([(name, order, 0)] if len(fresh) else [])
         manifest = json.dumps({"runs": listed, "releases": {p.hex(): b for p, b in keep.items()},
@@ -368,7 +376,7 @@ class SeenRuns:
             state.runs = sorted([r for r in state.runs if r not in inputs] + [out], key=lambda r: -r.order)
             for run in inputs:
                 run_path(self.directory, run.name).unlink(missing_ok=True)
-        state.releases = {p: b for p, b in state.releases.items() if any(r.order < b for r in state.runs)}
+        state.releases = _needed(state.releases, state.runs)
         self._committed = SeenView(tuple(state.runs), dict(state.releases))
         self._maybe_merge()
 
