@@ -24,7 +24,8 @@ Rules of the tables:
    ~4 KB written per URL at every commit (issue 39). A commit makes its run durable on the writer thread
    before the LMDB commit that lists it (seenlog.py rule 2, writer.py rule 4).
 5. Schema 3 keeps ``seen`` so; schema 2 (0.3.0) kept it in LMDB and is upgraded on open by moving its
-   keys, already sorted, into one run (:meth:`FrontierDB._upgrade_v2`); schema 1 is upgraded to 2 first, in the same commit.
+   keys, already sorted, into one run (:meth:`FrontierDB._upgrade_v2`); schema 1 is upgraded to 2
+   first, in the same commit.
 """
 
 from __future__ import annotations
