@@ -198,8 +198,6 @@ class SeenRuns:
         self._merging: Future[Run] | None = None
         self._merge_inputs: tuple[Run, ...] = ()
         self._merger = ThreadPoolExecutor(1, thread_name_prefix="polecat-seen-merge")
-        self._obsolete: list[Run] = []
-        """Inputs of a merge listed no more by the commit in flight: deleted once it is durable."""
         self._prepared: _Prepared | None = None
         self._committed = SeenView(tuple(self._state.runs), dict(self._state.releases))
 
@@ -319,8 +317,8 @@ class SeenRuns:
         """Freeze the memtable into the next run and answer the manifest the commit stores (rule 2);
         :meth:`write_run` then makes the run durable, and :meth:`committed` ends the commit."""
         state = self._state
+        # The memtable stays readable until the commit is durable (:meth:`committed` empties it).
         fresh = self._fresh(np.array(sorted(self._mem), dtype=_DTYPE))
-        self._mem = set()
         merged = None
         if self._merging is not None and self._merging.done():
             merged = (self._merging.result(), self._merge_inputs)
@@ -366,6 +364,7 @@ class SeenRuns:
         prepared, self._prepared = self._prepared, None
         if prepared is None:
             return
+        self._mem = set()
         state = self._state
         if len(prepared.fresh):
             state.runs.insert(0, Run(prepared.name, prepared.order, 0,
