@@ -2,6 +2,7 @@
 
     python -m benchmarks.bench_frontier --urls 10000000 --hosts 100000
     python -m benchmarks.bench_frontier --admit 2000 [--links 40 --rounds 5]
+    python -m benchmarks.bench_frontier --urls 1000000 --hosts 100000 --pops 0 --drop seen --drop queue
 
 Pushes ``--urls`` canonical URLs spread over ``--hosts`` hosts (committing every 2,000 operations, as
 the node does), then leases and completes ``--pops`` of them with a fake clock, and reports the rates
@@ -12,6 +13,12 @@ queued URLs (LMDB holds those, on disk).
 new URLs over ``--hosts`` hosts) admitted three ways on three fresh frontiers, in alternating rounds:
 ``add_many`` (no routing), ``admit`` without a ring, and ``admit`` under a one-member Ring. It prints the
 CPU time (``time.process_time``) per page of each, so load from other processes does not count.
+
+Each phase also reports the bytes the process wrote (``wchar`` of /proc/self/io: LMDB's commits, the
+seen table's runs; and ``write_bytes``, see :func:`written`) per URL pushed or lease completed, and the
+end reports the bytes on disk per URL. ``--drop TABLE`` (repeatable) discards every write to the
+named tables, to attribute the writes to tables: the difference with a run that keeps them is theirs.
+``--commit-ops`` changes how many changes a commit gathers (the node's ``frontier.commit_ops``).
 """
 
 from __future__ import annotations
@@ -21,6 +28,8 @@ import random
 import resource
 import tempfile
 import time
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from polecat.cluster.ring import Ring
@@ -32,6 +41,7 @@ from polecat.frontier.politeness import Attempt
 from polecat.frontier.records import Completion, Lease
 from polecat.frontier.robots import RobotsPolicy
 from polecat.frontier.routing import Routing
+from polecat.writes import Write
 
 
 def rss_mb(field: str = "RssAnon") -> float:
@@ -42,6 +52,28 @@ def rss_mb(field: str = "RssAnon") -> float:
             if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def written() -> tuple[int, int]:
+    """``(wchar, write_bytes)`` of /proc/self/io so far ((0, 0) where unknown): the bytes this process
+    passed to write calls, and those the kernel counted as dirtied in the page cache for storage (by
+    whole folio: on a kernel with large folios in page cache, a 4 KiB write into a large folio counts
+    the folio, so write_bytes can be several times wchar)."""
+    got = {}
+    try:
+        with open("/proc/self/io") as fh:
+            for line in fh:
+                name, _, value = line.partition(":")
+                got[name] = int(value)
+    except OSError:
+        pass
+    return got.get("wchar", 0), got.get("write_bytes", 0)
+
+
+def per(after: tuple[int, int], before: tuple[int, int], n: int) -> str:
+    wchar, dirtied = after[0] - before[0], after[1] - before[1]
+    return (f"written {wchar / 1024**2:,.0f} MB ({wchar / max(1, n):,.0f} B each; write_bytes "
+            f"{dirtied / max(1, n):,.0f} B each)")
 
 
 def memory() -> str:
@@ -55,9 +87,21 @@ CFG = Config(
 )
 
 
-def open_frontier(workdir: Path, urls: int) -> tuple[FrontierDB, RobotsPolicy, Frontier]:
-    db = FrontierDB(workdir / "frontier", map_size=CFG.frontier.map_size, params={})
-    seen = SeenSet.restore(db.env, db.seen, workdir / "seen.bloom", db.seq, urls, 0.01)
+class DroppingDB(FrontierDB):
+    """A FrontierDB that discards the writes to some tables (``--drop``: the per-table attribution)."""
+
+    dropped: frozenset[str] = frozenset()
+
+    def apply(self, writes: Sequence[Write]) -> None:
+        dropped = self.dropped
+        super().apply([w for w in writes if getattr(w, "table", None) not in dropped])
+
+
+def open_frontier(workdir: Path, urls: int,
+                  drop: Sequence[str] = ()) -> tuple[FrontierDB, RobotsPolicy, Frontier]:
+    DroppingDB.dropped = frozenset(drop)
+    db = DroppingDB(workdir / "frontier", map_size=CFG.frontier.map_size, params={})
+    seen = SeenSet.restore(db.seen_keys, db.count("seen"), workdir / "seen.bloom", db.seq, urls, 0.01)
     robots = RobotsPolicy(CFG.robots, CFG.fetch.user_agent)
     return db, robots, Frontier(db, CFG, robots, seen, 0.0)
 
@@ -91,7 +135,23 @@ def admit_cost(workdir: Path, args: argparse.Namespace) -> None:
         db.close()
 
 
+def table_sizes(db: FrontierDB, urls: int) -> str:
+    """Pages in use per table (LMDB's own count), as bytes per URL pushed."""
+    txn = db.txn
+    runs = sum(p.stat().st_size for p in db.seen.directory.iterdir())
+    out = [f"seen {db.count('seen'):,} keys in runs {runs / max(1, urls):.1f} B/URL"]
+    for name, handle in db.tables.items():
+        if name == "seen":
+            continue
+        st = txn.stat(handle)
+        used = (st["branch_pages"] + st["leaf_pages"] + st["overflow_pages"]) * st["psize"]
+        if used:
+            out.append(f"{name} {st['entries']:,} rows {used / max(1, urls):.1f} B/URL")
+    return "per table: " + ", ".join(out)
+
+
 def main() -> None:
+    global CFG
     ap = argparse.ArgumentParser()
     ap.add_argument("--urls", type=int, default=1_000_000)
     ap.add_argument("--hosts", type=int, default=10_000)
@@ -100,16 +160,19 @@ def main() -> None:
     ap.add_argument("--admit", type=int, default=0, metavar="PAGES")
     ap.add_argument("--links", type=int, default=40)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--drop", action="append", default=[], metavar="TABLE")
+    ap.add_argument("--commit-ops", type=int, default=CFG.frontier.commit_ops)
     args = ap.parse_args()
+    CFG = replace(CFG, frontier=replace(CFG.frontier, commit_ops=args.commit_ops))
     workdir = args.dir or Path(tempfile.mkdtemp(prefix="polecat-bench-frontier-"))
     if args.admit:
         admit_cost(workdir, args)
         return
-    db, robots, frontier = open_frontier(workdir, args.urls)
+    db, robots, frontier = open_frontier(workdir, args.urls, args.drop)
     rng = random.Random(1)
-    print(f"workdir {workdir}; start: {memory()}")
+    print(f"workdir {workdir}; commit_ops {args.commit_ops}; dropped {args.drop}; start: {memory()}")
 
-    t0, c0 = time.perf_counter(), time.process_time()
+    t0, c0, w0 = time.perf_counter(), time.process_time(), written()
     for i in range(args.urls):
         host = rng.randrange(args.hosts)
         url = f"http://h{host}.bench.test/section/{i % 97}/page-{i}.html"
@@ -117,11 +180,11 @@ def main() -> None:
         if frontier.pending_ops >= CFG.frontier.commit_ops:
             frontier.commit()
     frontier.commit()
-    push_s, push_cpu = time.perf_counter() - t0, time.process_time() - c0
+    push_s, push_cpu, push_w = time.perf_counter() - t0, time.process_time() - c0, written()
     print(
         f"push: {args.urls:,} URLs over {args.hosts:,} hosts in {push_s:.1f}s = "
         f"{args.urls / push_s:,.0f} URLs/s, {push_cpu / args.urls * 1e6:.1f} us CPU/URL; {memory()}; "
-        f"queued {frontier.queued:,}"
+        f"queued {frontier.queued:,}; {per(push_w, w0, args.urls)}"
     )
 
     # Robots answered for every host up front (allow-all), as after a warm-up.
@@ -129,7 +192,7 @@ def main() -> None:
         robots.record_response(f"http://h{h}.bench.test", 404, b"", 0.0)
     now = 1.0
     done = 0
-    t0, c0 = time.perf_counter(), time.process_time()
+    t0, c0, w0 = time.perf_counter(), time.process_time(), written()
     while done < args.pops:
         got = db.applied(frontier.lease(now))
         if not isinstance(got, Lease):
@@ -140,14 +203,16 @@ def main() -> None:
         if frontier.pending_ops >= CFG.frontier.commit_ops:
             frontier.commit()
     frontier.commit()
-    pop_s, pop_cpu = time.perf_counter() - t0, time.process_time() - c0
+    pop_s, pop_cpu, pop_w = time.perf_counter() - t0, time.process_time() - c0, written()
+    pops = max(1, args.pops)
     print(
-        f"pop+complete: {args.pops:,} leases in {pop_s:.1f}s = {args.pops / pop_s:,.0f}/s, "
-        f"{pop_cpu / args.pops * 1e6:.1f} us CPU/lease; "
-        f"{memory()}; queued {frontier.queued:,}"
+        f"pop+complete: {args.pops:,} leases in {pop_s:.1f}s = {args.pops / max(pop_s, 1e-9):,.0f}/s, "
+        f"{pop_cpu / pops * 1e6:.1f} us CPU/lease; "
+        f"{memory()}; queued {frontier.queued:,}; {per(pop_w, w0, pops)}"
     )
-    size = sum(p.stat().st_size for p in (workdir / "frontier").iterdir())
-    print(f"LMDB on disk: {size / 1024**2:,.0f} MB ({size / max(1, args.urls):.0f} B/URL)")
+    size = sum(p.stat().st_size for p in (workdir / "frontier").rglob("*") if p.is_file())
+    print(f"frontier on disk: {size / 1024**2:,.0f} MB ({size / max(1, args.urls):.0f} B/URL)")
+    print(table_sizes(db, args.urls))
     db.close()
 
 

@@ -28,7 +28,7 @@ from polecat.frontier.slices import SLICES
 
 def open_frontier(path: Path, cfg: Config, expected: int) -> tuple[FrontierDB, Frontier]:
     db = FrontierDB(path / "frontier", map_size=cfg.frontier.map_size, params={})
-    seen = SeenSet.restore(db.env, db.seen, path / "seen.bloom", db.seq, expected, 0.01)
+    seen = SeenSet.restore(db.seen_keys, db.count("seen"), path / "seen.bloom", db.seq, expected, 0.01)
     return db, Frontier(db, cfg, RobotsPolicy(cfg.robots, cfg.fetch.user_agent), seen, 0.0)
 
 

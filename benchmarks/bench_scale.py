@@ -179,7 +179,8 @@ def frontier_seeds(args: argparse.Namespace, work: Path) -> None:
     in batches of the seed feed's size, committing every 2,000 changes as the node does."""
     cfg = Config(scope=ScopeConfig(mode="host"), frontier=FrontierConfig(working_hosts=args.working_hosts))
     db = FrontierDB(work / "frontier", map_size=cfg.frontier.map_size, params={})
-    seen = SeenSet.restore(db.env, db.seen, work / "seen.bloom", db.seq, args.frontier_seeds, 0.01)
+    seen = SeenSet.restore(db.seen_keys, db.count("seen"), work / "seen.bloom", db.seq,
+                           args.frontier_seeds, 0.01)
     frontier = Frontier(db, cfg, RobotsPolicy(cfg.robots, cfg.fetch.user_agent), seen, 0.0)
     canon = Canonicalizer()
     base = _status_kb(os.getpid(), "RssAnon")
@@ -201,7 +202,8 @@ def frontier_seeds(args: argparse.Namespace, work: Path) -> None:
     db.close()
     opened = time.monotonic()  # a resume: open the data again and ask for the first lease
     db = FrontierDB(work / "frontier", map_size=cfg.frontier.map_size, params={})
-    seen = SeenSet.restore(db.env, db.seen, work / "seen.bloom", db.seq, args.frontier_seeds, 0.01)
+    seen = SeenSet.restore(db.seen_keys, db.count("seen"), work / "seen.bloom", db.seq,
+                           args.frontier_seeds, 0.01)
     frontier = Frontier(db, cfg, RobotsPolicy(cfg.robots, cfg.fetch.user_agent), seen, 10.0)
     ready = time.monotonic()
     lease = db.applied(frontier.lease(20.0))

@@ -53,7 +53,7 @@ def stages(corpus: Corpus) -> list[tuple[str, float]]:
     work = Path(tempfile.mkdtemp(prefix="polecat-stages-"))
     cfg = Config(scope=ScopeConfig(mode="any"))
     db = FrontierDB(work / "frontier", map_size=1 << 32, params={})
-    seen = SeenSet.restore(db.env, db.seen, work / "seen.bloom", db.seq, 1_000_000, 0.01)
+    seen = SeenSet.restore(db.seen_keys, db.count("seen"), work / "seen.bloom", db.seq, 1_000_000, 0.01)
     frontier = Frontier(db, cfg, RobotsPolicy(cfg.robots, cfg.fetch.user_agent), seen, 0.0)
     near = NearDupIndex(db.near)
     store = open_store(work / "store", StoreConfig())

@@ -26,11 +26,21 @@ def env(tmp_path: Path) -> Iterator[Any]:
     environment.close()
 
 
+def _restore(env: Any, db: Any, bloom: Path, tag: int, capacity: int, fp_rate: float) -> SeenSet:
+    """The set over the LMDB table ``db``, as the frontier restores it over its seen table."""
+
+    def keys() -> Iterator[bytes]:
+        with env.begin(db=db) as txn, txn.cursor(db=db) as cur:
+            yield from (bytes(k) for k in cur.iternext(keys=True, values=False))
+
+    return SeenSet.restore(keys, _entries(env, db), bloom, tag, capacity, fp_rate)
+
+
 def _open(
     env: Any, tmp_path: Path, tag: int, capacity: int = 1_000, fp_rate: float = 0.01
 ) -> tuple[Any, SeenSet]:
     db = env.open_db(b"seen")
-    return db, SeenSet.restore(env, db, tmp_path / "seen.bloom", tag, capacity, fp_rate)
+    return db, _restore(env, db, tmp_path / "seen.bloom", tag, capacity, fp_rate)
 
 
 def _stored(txn: Any, db: Any) -> Stored:
@@ -56,7 +66,7 @@ def _entries(env: Any, db: Any) -> int:
 def test_mark_is_exact_despite_false_positives(env: Any, tmp_path: Path) -> None:
     # A tiny, saturated filter answers "seen" often; the table must keep every answer right.
     db = env.open_db(b"seen")
-    seen = SeenSet.restore(env, db, tmp_path / "seen.bloom", 0, capacity=10, fp_rate=0.5)
+    seen = _restore(env, db, tmp_path / "seen.bloom", 0, capacity=10, fp_rate=0.5)
     keys = _fps(3_000, 1)
     with env.begin(write=True) as txn:
         assert all(_add(seen, txn, db, [k])[0] for k in keys)

@@ -48,7 +48,7 @@ def test_schema_1_dir_is_upgraded_with_nothing_lost(tmp_path: Path) -> None:
     queued, done = v1_contents(tmp_path)
     this = re.escape(__version__)
     with pytest.raises(FrontierError, match=r"written by polecat 0.1.0 or earlier with schema 1; this is "
-                                            rf"polecat {this}, which reads schema 2; `polecat upgrade .*` "):
+                                            rf"polecat {this}, which reads schema 3; `polecat upgrade .*` "):
         read_status(tmp_path / "frontier")
     rig = Rig(tmp_path, params=NODE_PARAMS, now=LATER)
     assert rig.db.upgraded == MigrationReport(hosts=6, queued=91, urls=41, seen=132, ops=8, robots=5,
@@ -65,9 +65,13 @@ def test_schema_1_dir_is_upgraded_with_nothing_lost(tmp_path: Path) -> None:
     assert f.add("http://h01.test:35803/brand-new", 1, 1.0, LATER) == "accepted"
     # Keys are slice-first in every per-host table.
     txn = rig.db.txn
-    for db in (rig.db.queue, rig.db.hosts, rig.db.urls, rig.db.seen, rig.db.robots):
+    for db in (rig.db.queue, rig.db.hosts, rig.db.urls, rig.db.robots):
         for key in txn.cursor(db=db).iternext(values=False):
             assert prefix_slice(bytes(key)) < 4096
+    # The seen table went on to schema 3: a run of the 132 keys (and the brand-new one), the LMDB table
+    # emptied.
+    assert [prefix_slice(key) < 4096 for key in rig.db.seen_keys()] == [True] * 133
+    assert txn.stat(rig.db.old_seen)["entries"] == 0
     for key in txn.cursor(db=rig.db.hosts).iternext(values=False):
         assert prefix_slice(bytes(key)) == slice_of(bytes(key)[PREFIX_LEN:].decode())
     robots = {bytes(k)[PREFIX_LEN:].decode(): prefix_slice(bytes(k))
@@ -104,4 +108,4 @@ def test_crash_during_upgrade_leaves_the_dir_as_it_was(tmp_path: Path,
     monkeypatch.undo()
     rig = Rig(tmp_path, params=NODE_PARAMS)
     assert rig.db.upgraded is not None and rig.frontier.queued == 91
-    assert SCHEMA_VERSION == 2
+    assert SCHEMA_VERSION == 3

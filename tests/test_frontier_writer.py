@@ -14,11 +14,11 @@ def test_a_commit_runs_on_the_writer_thread_and_the_txn_waits_for_it(tmp_path: P
     started, release = threading.Event(), threading.Event()
     commit_txn = db._writer._commit
 
-    def held_commit(txn: object) -> object:
+    def held_commit(txn: object, before: object) -> object:
         threads.append(threading.get_ident())
         started.set()
         release.wait(5)
-        return commit_txn(txn)  # type: ignore[arg-type]
+        return commit_txn(txn, before)  # type: ignore[arg-type]
 
     db._writer._commit = held_commit  # type: ignore[method-assign]
     db.txn.put(b"a", b"1", db=db.meta)

@@ -24,7 +24,7 @@ def shape(writes: list[Write]) -> list[str]:
 
 
 def rows(rig: Rig, table: str) -> int:
-    return int(rig.db.txn.stat(rig.db.tables[table])["entries"])
+    return rig.db.count(table)
 
 
 def open_host(rig: Rig, url: str, now: float, robots: bytes = b"") -> None:
@@ -156,7 +156,7 @@ def test_opening_applies_the_configured_controls(tmp_path: Path) -> None:
     assert rig.frontier.queued == 0 and rig.db.txn.get(op_key("block", "a.test"), db=rig.db.ops) == b""
     rec = rig.frontier.url_record(canon("http://a.test/1"))
     assert rec is not None and rec.reason == "blocked"
-    assert rig.db.txn.get(url_key(canon("http://a.test/1")), db=rig.db.seen) is not None
+    assert rig.db.get("seen", url_key(canon("http://a.test/1"))) is not None
 
 
 def test_writes_applied_during_a_commit_wait_for_the_next_transaction(tmp_path: Path) -> None:
@@ -164,7 +164,7 @@ def test_writes_applied_during_a_commit_wait_for_the_next_transaction(tmp_path: 
     rig = Rig(tmp_path)
     db: Any = rig.db
     gate, commit_txn = threading.Event(), db._writer._commit
-    db._writer._commit = lambda txn: (gate.wait(5), commit_txn(txn))[1]
+    db._writer._commit = lambda txn, before: (gate.wait(5), commit_txn(txn, before))[1]
     done = rig.raw.add_seed(canon("http://a.test/"), 0.0)
     fut = db.start_commit()
     db.apply(done.writes)  # would block on the writer thread's commit if it used the transaction

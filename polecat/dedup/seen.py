@@ -1,8 +1,9 @@
-"""The seen-URL set: a Bloom filter in front of an LMDB ground-truth table of URL fingerprints.
+"""The seen-URL set: a Bloom filter in front of a ground-truth table of URL fingerprints (the frontier's
+``seen`` table: sorted runs beside its LMDB, polecat/frontier/seenlog.py).
 
-Invariant: the Bloom filter contains every fingerprint committed to the LMDB table (it may contain more:
+Invariant: the Bloom filter contains every fingerprint committed to the table (it may contain more:
 keys of aborted transactions, and of decisions whose writes were never applied). So a Bloom "new" answer
-is final and needs no lookup; only a Bloom "seen" answer costs a B-tree lookup, and a miss there is a
+is final and needs no lookup; only a Bloom "seen" answer costs a table lookup, and a miss there is a
 Bloom false positive.
 
 The set decides and its caller writes (polecat/writes.py): :meth:`SeenSet.mark` answers whether
@@ -22,7 +23,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from polecat.dedup.bloom import ScalableBloom
 from polecat.errors import CorruptBloom
@@ -90,19 +90,17 @@ class SeenSet:
         self._bloom.save(bloom_path, tag)
 
     @classmethod
-    def restore(cls, env: Any, db: Any, bloom_path: Path, tag: int, capacity: int, fp_rate: float) -> SeenSet:
-        """The seen-set over ``db``: the saved filter if its tag is ``tag``, else one rebuilt from ``db``
-        (:meth:`rebuild`). A loaded filter keeps the sizing it was saved with (changing the configuration
-        takes effect on the next rebuild)."""
-        with env.begin(db=db) as txn:
-            entries: int = txn.stat(db)["entries"]
-            try:
-                bloom, saved_tag = ScalableBloom.load(bloom_path)
-            except (OSError, CorruptBloom):
-                saved_tag = None
-            if saved_tag != tag:
-                with txn.cursor(db=db) as cursor:
-                    return cls.rebuild(cursor.iternext(keys=True, values=False), entries, capacity, fp_rate)
+    def restore(cls, keys: Callable[[], Iterable[bytes]], entries: int, bloom_path: Path, tag: int,
+                capacity: int, fp_rate: float) -> SeenSet:
+        """The seen-set over a table of ``entries`` fingerprints, which ``keys()`` reads: the saved filter
+        if its tag is ``tag``, else one rebuilt from the table (:meth:`rebuild`). A loaded filter keeps
+        the sizing it was saved with (changing the configuration takes effect on the next rebuild)."""
+        try:
+            bloom, saved_tag = ScalableBloom.load(bloom_path)
+        except (OSError, CorruptBloom):
+            saved_tag = None
+        if saved_tag != tag:
+            return cls.rebuild(keys(), entries, capacity, fp_rate)
         return cls(bloom, urls=entries)
 
     @classmethod

@@ -16,6 +16,16 @@ Rules of the writer thread:
    it: they are kept, in order, and applied to the next transaction before anything reads it. So a
    decision that needs no read of the tables (an operator control) answers at once during a commit;
    its writes belong to the next commit, like any change made after :meth:`FrontierDB.start_commit`.
+
+Rules of the tables:
+4. The ``seen`` table is not an LMDB table but sorted runs of keys beside it
+   (:class:`~polecat.frontier.seenlog.SeenRuns`, in the environment's ``seen/`` directory), listed in
+   ``meta`` and so committed with everything else: random URL fingerprints dirtied an LMDB page each,
+   ~4 KB written per URL at every commit (issue 39). A commit makes its run durable on the writer thread
+   before the LMDB commit that lists it (seenlog.py rule 2, writer.py rule 4).
+5. Schema 3 keeps ``seen`` so; schema 2 (0.3.0) kept it in LMDB and is upgraded on open by moving its
+   keys, already sorted, into one run (:meth:`FrontierDB._upgrade_v2`); schema 1 is upgraded to 2
+   first, in the same commit.
 """
 
 from __future__ import annotations
@@ -34,7 +44,8 @@ from polecat.errors import FrontierError
 from polecat.faults import storage_fault
 from polecat.frontier.handover_ranges import delete_ranges
 from polecat.frontier.migrate import MigrationReport, migrate_v1, mismatch, release_of
-from polecat.frontier.slices import SLICES
+from polecat.frontier.seenlog import MANIFEST, SeenRuns, SeenView
+from polecat.frontier.slices import SLICES, slice_prefix
 from polecat.frontier.tables import Lookup
 from polecat.frontier.writer import TxnWriter
 from polecat.version import __version__
@@ -42,8 +53,9 @@ from polecat.writes import Decided, Delete, DeleteSlices, Put, Table, Write
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 2
-"""2: tables keyed slice-first (polecat/frontier/keys.py); 1 is upgraded on open (frontier/migrate.py)."""
+SCHEMA_VERSION = 3
+"""3: the seen table in runs (rule 4); 2: tables keyed slice-first (polecat/frontier/keys.py), upgraded on
+open (rule 5); 1 is upgraded to 2 on open (frontier/migrate.py)."""
 
 STORE_MARK = b"store_mark"
 """Meta key the node keeps (polecat/node/commits.py rule 4): the store's record count at the last commit.
@@ -79,7 +91,8 @@ class FrontierDB:
         self.meta = self.env.open_db(b"meta")
         self.queue = self.env.open_db(b"queue")
         self.hosts = self.env.open_db(b"hosts")
-        self.seen = self.env.open_db(b"seen")
+        self.old_seen = self.env.open_db(b"seen")
+        """The LMDB seen table of schema 2 and before, emptied by the upgrade (rule 5)."""
         self.urls = self.env.open_db(b"urls")
         self.near = self.env.open_db(b"near", dupsort=True)
         self.ops = self.env.open_db(b"ops")
@@ -90,13 +103,20 @@ class FrontierDB:
         self.resident = self.env.open_db(b"resident")
         """The due index of the hosts out of memory, and the hosts in it (host_table.py rules 7-8)."""
         self.sliced: dict[str, Any] = {"ops": self.ops, "robots": self.robots, "hosts": self.hosts,
-                                       "urls": self.urls, "queue": self.queue, "seen": self.seen,
-                                       "priors": self.priors}
-        """The slice-keyed tables by name (polecat/frontier/keys.py)."""
+                                       "urls": self.urls, "queue": self.queue, "priors": self.priors}
+        """The slice-keyed LMDB tables by name (polecat/frontier/keys.py); ``seen`` is :attr:`seen`."""
         self.tables: dict[str, Any] = {**self.sliced, "meta": self.meta, "near": self.near,
                                        "ready": self.ready, "resident": self.resident}
-        """Every table a decision writes, by its :data:`~polecat.writes.Table` name."""
+        """Every LMDB table a decision writes, by its :data:`~polecat.writes.Table` name."""
         self._writer = TxnWriter(self.env, "polecat-frontier-writer")
+        try:
+            manifest = self._writer.txn.get(MANIFEST, db=self.meta)
+            self.seen = SeenRuns(path / "seen", None if manifest is None else bytes(manifest))
+        except (OSError, ValueError) as exc:
+            self._writer.close()
+            self.env.close()
+            raise FrontierError(f"cannot open the seen table in {path / 'seen'}: {exc}") from exc
+        self.tables["seen"] = self.seen
         self._backlog: list[Write] = []
         """Writes applied during the commit in flight, for the next transaction (rule 3)."""
         self._lookups: dict[Table, Lookup] = {}
@@ -131,6 +151,8 @@ class FrontierDB:
             raise FrontierError(mismatch(self.path, wrote, f"{slices} slices", f"{SLICES}", upgradable=False))
         if info.get("version") == 1:
             info = self._upgrade_v1(info)
+        if info.get("version") == 2:
+            info = self._upgrade_v2(info)
         if info.get("version") != SCHEMA_VERSION:
             raise FrontierError(mismatch(self.path, wrote, f"schema version {info.get('version')}",
                                          f"schema {SCHEMA_VERSION}", upgradable=False))
@@ -146,16 +168,31 @@ class FrontierDB:
         return int(self.txn.get(b"seq", db=self.meta) or b"0")
 
     def _upgrade_v1(self, info: dict[str, Any]) -> dict[str, Any]:
+        """Rewrite schema 1's keys slice-first (frontier/migrate.py), uncommitted: the upgrade to schema 3
+        that follows commits both at once, so a kill -9 leaves schema 1 or schema 3."""
         scratch = self.env.open_db(b"migrate", txn=self.txn)
-        report = migrate_v1(self.txn, self.sliced, scratch)
+        report = migrate_v1(self.txn, {**self.sliced, "seen": self.old_seen}, scratch)
         self.txn.drop(scratch, delete=True)
-        info = {**info, "version": SCHEMA_VERSION}
+        info = {**info, "version": 2}
         self.txn.put(b"schema", json.dumps(info).encode(), db=self.meta)
         self.txn.put(b"slices", str(SLICES).encode(), db=self.meta)
+        log.info("frontier upgraded from schema 1 to 2: %s", report)
+        self.upgraded = report
+        return info
+
+    def _upgrade_v2(self, info: dict[str, Any]) -> dict[str, Any]:
+        """Move the LMDB seen table into one run (rule 5), in one commit: the run is durable before the
+        commit that lists it and empties the table, so a kill -9 leaves schema 2 as it was (and an orphan
+        run, deleted at the next open, which starts over)."""
+        with self.txn.cursor(db=self.old_seen) as cur:
+            moved = self.seen.load_sorted(bytes(k) for k in cur.iternext(keys=True, values=False))
+        self.txn.drop(self.old_seen, delete=False)
+        info = {**info, "version": SCHEMA_VERSION}
+        self.txn.put(b"schema", json.dumps(info).encode(), db=self.meta)
         self.seq = int(self.txn.get(b"seq", db=self.meta) or b"0")
         self.commit()
-        log.info("frontier upgraded from schema 1 to %d: %s", SCHEMA_VERSION, report)
-        self.upgraded = report
+        log.info("frontier upgraded from schema 2 to %d: %d seen URLs moved into a run", SCHEMA_VERSION,
+                 moved)
         return info
 
     def _upgrade_near(self, info: dict[str, Any], fmt: int) -> dict[str, Any]:
@@ -188,14 +225,22 @@ class FrontierDB:
         return decided.value
 
     def _apply(self, txn: lmdb.Transaction, writes: Sequence[Write]) -> None:
-        tables = self.tables
+        tables, seen = self.tables, self.seen
         for w in writes:
             if type(w) is Put:
-                txn.put(w.key, w.value, db=tables[w.table])
+                db = tables[w.table]
+                if db is seen:
+                    seen.put(w.key)
+                else:
+                    txn.put(w.key, w.value, db=db)
             elif isinstance(w, Delete):
-                txn.delete(w.key, db=tables[w.table])
+                if w.table == "seen":
+                    seen.delete(w.key)
+                else:
+                    txn.delete(w.key, db=tables[w.table])
             elif isinstance(w, DeleteSlices):
                 delete_ranges(txn, self.sliced, w.slices)
+                seen.delete_slices([slice_prefix(s) for s in sorted(w.slices)])
 
     @property
     def txn(self) -> lmdb.Transaction:
@@ -209,6 +254,8 @@ class FrontierDB:
         # What :attr:`txn` does, inline: the frontier makes a few gets per URL.
         if self._writer.committing:
             self.finish_commit()
+        if table == "seen":
+            return self.seen.get(key)
         txn: Any = self._writer.txn  # not opened with ``buffers``: values are bytes
         value: bytes | None = txn.get(key, db=self.tables[table])
         return value
@@ -216,6 +263,8 @@ class FrontierDB:
     def getter(self, table: Table) -> Lookup:
         """:meth:`get` of ``table`` as LMDB's own call, made once per transaction: no Python frame per
         lookup. Good until the next commit (which begins another transaction)."""
+        if table == "seen":
+            return self.seen.get
         lookup = self._lookups.get(table)
         if lookup is None or self._writer.committing:
             txn: Any = self.txn
@@ -224,24 +273,41 @@ class FrontierDB:
 
     def items(self, table: Table, prefix: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
         """The records of ``table`` whose key starts with ``prefix``, in key order."""
+        if table == "seen":
+            if self._writer.committing:
+                self.finish_commit()
+            return self.seen.items(prefix)
         return key_range(self.txn, self.tables[table], prefix)
 
+    def seen_keys(self) -> Iterator[bytes]:
+        """Every key of the seen table, in key order (to rebuild the seen-set's Bloom filter from)."""
+        return (key for key, _ in self.items("seen"))
+
     def count(self, table: Table) -> int:
+        if table == "seen":
+            if self._writer.committing:
+                self.finish_commit()
+            return self.seen.count()
         entries: int = self.txn.stat(self.tables[table])["entries"]
         return entries
 
     def snapshot(self) -> CommittedTables:
-        """The last commit, read in a read transaction of its own until closed."""
-        return CommittedTables(self.env.begin(), self.tables)
+        """The last commit, read in a read transaction of its own until closed (a commit in flight is
+        waited for, so that the LMDB tables and the seen runs are of the same commit)."""
+        if self._writer.committing:
+            self.finish_commit()
+        return CommittedTables(self.env.begin(), self.tables, self.seen.view())
 
     def start_commit(self) -> Future[lmdb.Transaction]:
         """Start making every write so far durable on the writer thread and return at once (rule 1);
         :meth:`finish_commit` ends it (and :attr:`txn` waits for it). Changes counted from now on
         (:attr:`pending`) belong to the next commit."""
         self.seq += 1
-        self.txn.put(b"seq", str(self.seq).encode(), db=self.meta)
+        txn = self.txn
+        txn.put(b"seq", str(self.seq).encode(), db=self.meta)
+        txn.put(MANIFEST, self.seen.prepare(), db=self.meta)
         self.pending = 0
-        return self._writer.start_commit()
+        return self._writer.start_commit(self.seen.write_run)
 
     def finish_commit(self) -> int:
         """Wait for the commit :meth:`start_commit` started; returns the commit counter it wrote. A
@@ -250,8 +316,10 @@ class FrontierDB:
             self._lookups.clear()
             try:
                 self._writer.finish_commit()
-            except lmdb.Error as exc:
+            except (lmdb.Error, OSError) as exc:
+                self.seen.abort()
                 raise storage_fault(exc, "frontier", self.path) from exc
+            self.seen.committed()
             backlog, self._backlog = self._backlog, []
             self._apply(self._writer.txn, backlog)
         return self.seq
@@ -273,6 +341,7 @@ class FrontierDB:
         try:
             self._writer.close()
         finally:
+            self.seen.close()
             self.env.close()
 
 
@@ -296,14 +365,19 @@ class CommittedTables:
     it on the thread that opened it only (a worker thread exporting from it crashed the process at a
     later ``lmdb.open``)."""
 
-    def __init__(self, txn: lmdb.Transaction, tables: Mapping[str, Any]) -> None:
+    def __init__(self, txn: lmdb.Transaction, tables: Mapping[str, Any], seen: SeenView) -> None:
         self._txn = txn
         self._tables = tables
+        self._seen = seen
 
     def get(self, table: Table, key: bytes) -> bytes | None:
+        if table == "seen":
+            return self._seen.get(key)
         return cast("bytes | None", self._txn.get(key, db=self._tables[table]))
 
     def items(self, table: Table, prefix: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
+        if table == "seen":
+            return self._seen.items(prefix)
         return key_range(self._txn, self._tables[table], prefix)
 
     def close(self) -> None:

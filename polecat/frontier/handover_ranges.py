@@ -49,10 +49,13 @@ def export_ranges(tables: TableReader, ids: frozenset[int], *, created: float,
 
 
 def delete_ranges(txn: Any, tables: Mapping[str, Any], ids: frozenset[int]) -> int:
-    """Delete every record of the slices ``ids`` from the slice-keyed tables; returns how many."""
+    """Delete every record of the slices ``ids`` from the slice-keyed tables among ``tables`` (LMDB's:
+    the seen table has its own, polecat/frontier/seenlog.py rule 3); returns how many."""
     n = 0
     for table in SLICED_TABLES:
-        db = tables[table]
+        db = tables.get(table)
+        if db is None:
+            continue
         for s in sorted(ids):
             prefix = slice_prefix(s)
             with txn.cursor(db=db) as cur:

@@ -48,7 +48,7 @@ def open_frontier(cfg: Config, now: float) -> OpenedFrontier:
     data.mkdir(parents=True, exist_ok=True)
     db = FrontierDB(data / "frontier", map_size=cfg.frontier.map_size, params=FRONTIER_PARAMS)
     bloom_path = data / "seen.bloom"
-    seen = SeenSet.restore(db.env, db.seen, bloom_path, db.seq, cfg.dedup.expected_urls,
+    seen = SeenSet.restore(db.seen_keys, db.count("seen"), bloom_path, db.seq, cfg.dedup.expected_urls,
                            cfg.dedup.bloom_fp_rate)
     robots = RobotsPolicy(robots_retry(cfg.politeness, cfg.robots), cfg.fetch.user_agent)
     return OpenedFrontier(db, seen, robots, Frontier(db, cfg, robots, seen, now), bloom_path)

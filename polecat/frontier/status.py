@@ -20,6 +20,7 @@ from polecat.frontier.keys import host_of_row, parse_op_key
 from polecat.frontier.migrate import mismatch, release_of
 from polecat.frontier.records import UrlRecord, decode_host
 from polecat.frontier.refresh import Freshness, History, RefreshPolicy
+from polecat.frontier.seenlog import MANIFEST, manifest_count
 from polecat.hosts import host_key
 
 
@@ -64,7 +65,7 @@ def _read_txn(frontier_dir: Path,
             if schema.get("version") != SCHEMA_VERSION:
                 raise FrontierError(mismatch(  # a reader: opening it to write (upgrade, crawl) upgrades
                     frontier_dir, release_of(schema), f"schema {schema.get('version')}",
-                    f"schema {SCHEMA_VERSION}", upgradable=schema.get("version") == 1))
+                    f"schema {SCHEMA_VERSION}", upgradable=schema.get("version") in (1, 2)))
             yield txn, dbs
     finally:
         env.close()
@@ -82,7 +83,7 @@ def read_status(frontier_dir: Path, top: int = 10, refresh: RefreshConfig | None
     """Summarize the frontier in ``frontier_dir`` from one consistent read snapshot (the freshness SLO
     under ``refresh``, the default refresh settings when None, at ``now``: wall seconds, the machine's
     clock when None, as ``polecat status`` asks)."""
-    with _read_txn(frontier_dir, ("hosts", "seen", "ops", "urls")) as (txn, dbs):
+    with _read_txn(frontier_dir, ("hosts", "ops", "urls")) as (txn, dbs):
         queues: Counter[str] = Counter()
         hosts = fetched = 0
         for key, raw in txn.cursor(db=dbs["hosts"]):
@@ -115,7 +116,7 @@ def read_status(frontier_dir: Path, top: int = 10, refresh: RefreshConfig | None
             policy.tally(fresh, host_key(rec.url), rec.url, history, rec.importance, at)
         return FrontierStatus(
             hosts=hosts, hosts_with_queue=len(queues), queued=sum(queues.values()), fetched=fetched,
-            seen_urls=txn.stat(dbs["seen"])["entries"], done=tuple(sorted(done.items())),
+            seen_urls=manifest_count(txn.get(MANIFEST, db=dbs["meta"])), done=tuple(sorted(done.items())),
             busiest=tuple(queues.most_common(top)), blocked=tuple(blocked), throttled=tuple(throttled),
             commits=int(txn.get(b"seq", b"0", db=dbs["meta"])), paused=paused, freshness=fresh,
             traps=_top_traps(traps, top),

@@ -13,11 +13,15 @@ Rules:
 3. A failed commit raises ``lmdb.Error`` from :meth:`TxnWriter.finish_commit`, and again from every later
    use (whichever call saw the failure first): its writes are lost and the owner stops using the
    environment (it may still :meth:`~TxnWriter.close` it).
+4. A commit may run a step of its own first, on the writer thread (the frontier makes its seen-table
+   run durable there, polecat/frontier/seenlog.py rule 2); an ``OSError`` from it fails the commit as
+   in rule 3, with the transaction aborted.
 """
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import lmdb
@@ -31,13 +35,20 @@ class TxnWriter:
         self._thread = ThreadPoolExecutor(1, thread_name_prefix=name)
         self._txn: lmdb.Transaction = self._thread.submit(self._begin).result()
         self._committing: Future[lmdb.Transaction] | None = None
-        self._failed: lmdb.Error | None = None
+        self._failed: lmdb.Error | OSError | None = None
 
     def _begin(self) -> lmdb.Transaction:
         return self._env.begin(write=True)
 
-    def _commit(self, txn: lmdb.Transaction) -> lmdb.Transaction:
-        """On the writer thread: commit ``txn`` (one fsync) and begin the next transaction."""
+    def _commit(self, txn: lmdb.Transaction, before: Callable[[], None] | None) -> lmdb.Transaction:
+        """On the writer thread: run ``before`` (rule 4), commit ``txn`` (one fsync) and begin the next
+        transaction."""
+        if before is not None:
+            try:
+                before()
+            except OSError:
+                txn.abort()
+                raise
         txn.commit()
         return self._env.begin(write=True)
 
@@ -53,11 +64,11 @@ class TxnWriter:
         """A commit was started and not yet finished."""
         return self._committing is not None
 
-    def start_commit(self) -> Future[lmdb.Transaction]:
+    def start_commit(self, before: Callable[[], None] | None = None) -> Future[lmdb.Transaction]:
         """Start committing every write so far on the writer thread and return at once; writes made from
-        now on belong to the next commit."""
+        now on belong to the next commit. ``before``: a step the commit runs first (rule 4)."""
         txn = self.txn
-        self._committing = self._thread.submit(self._commit, txn)
+        self._committing = self._thread.submit(self._commit, txn, before)
         return self._committing
 
     def finish_commit(self) -> None:
@@ -66,7 +77,7 @@ class TxnWriter:
         if fut is not None:
             try:
                 self._txn = fut.result()
-            except lmdb.Error as exc:
+            except (lmdb.Error, OSError) as exc:
                 self._failed = exc
         if self._failed is not None:
             raise self._failed
@@ -80,7 +91,7 @@ class TxnWriter:
         """Abort what is uncommitted (a commit in flight is let finish first) and stop the thread; the
         environment stays open (its owner closes it)."""
         try:
-            with contextlib.suppress(lmdb.Error):
+            with contextlib.suppress(lmdb.Error, OSError):
                 self.finish_commit()
             self._thread.submit(self._txn.abort).result()
         finally:
