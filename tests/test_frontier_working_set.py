@@ -215,3 +215,21 @@ def test_short_of_descriptors_a_warm_host_goes_before_cold_ones_due_earlier(tmp_
     assert isinstance(cold, Lease) and cold.host == "cold0.test"
     later = rig.frontier.lease(2.0 + 31.0, prefer_warm=True)  # warm.test is still in flight; cold1 next
     assert isinstance(later, Lease) and later.host == "cold1.test"
+
+
+def test_seeds_of_new_hosts_past_the_bound_are_filed_cold_and_all_fetched(tmp_path: Path) -> None:
+    """host_table.py rule 10: a batch of seeds past three quarters of the bound writes the new hosts'
+    records and ``ready`` rows at once (no eviction pass), a host twice in one batch gets one record, and
+    the crawl still fetches every URL once, politely."""
+    rig = Rig(tmp_path, cfg=config(100))
+    urls = [canon(f"http://h{i}.ws.test/") for i in range(400)] + [canon("http://h399.ws.test/again")]
+    assert rig.frontier.add_seeds(urls, 0.0) == ["accepted"] * 401
+    assert rig.raw.hosts_in_memory == 75  # three quarters of 100: the other 325 never entered memory
+    assert rig.db.count("ready") == rig.db.count("hosts") == 325  # written with the batch's decision
+    commit(rig)
+    assert rig.raw.stats(0.0).hosts == 400 and rig.raw.queued == 401
+    crawl = Crawl(rig, 0.0)
+    assert crawl.run()
+    assert crawl.pages[canon("http://h399.ws.test/again")] == 1
+    del crawl.pages[canon("http://h399.ws.test/again")]
+    crawl.check(400)

@@ -40,6 +40,12 @@ Rules:
    and that slice's records out of memory, read by its prefix), and a slice released is 0. The strays
    the cluster looks for every few seconds are read from it without a pass over the hosts, and a change
    of the fenced set reads the records of the slices it fences, not of every fenced slice again.
+10. A seed of a host new to the table, while memory holds the hosts a full working set is cut down to
+   (rule 6: three quarters of the bound) or more, is filed cold (:meth:`enqueue_cold`): its record and
+   its ``ready`` row (due at the seed's admission) are written at once and it never enters memory, as
+   if taken in and dropped at the next commit, which rule 6 would do to it (the hosts already in
+   rotation are leased first). A seeds file of a million hosts thus never fills memory to be cut down
+   again every few thousand seeds. Not a host of a fenced slice (rule 3 keeps those in memory).
 """
 
 from __future__ import annotations
@@ -376,13 +382,15 @@ class HostTable:
         self.bands = None
 
     def enqueue(self, url: str, host: str, depth: int, importance: float, now: float, out: list[Write],
-                hops: int = 0, *, new: bool = True, st: HostState | None = None) -> None:
+                hops: int = 0, *, new: bool = True, st: HostState | None = None, shape: bool = True) -> None:
         """Queue ``url`` (rule 4): its write goes to ``out``. ``new``: it counts as accepted. ``st``: the
-        host's record in memory, when the caller holds it."""
+        host's record in memory, when the caller holds it. ``shape``: it counts towards its host's shape
+        budget (traps rule 2 counts discovered URLs; a seed does not)."""
         # wake() inline: this runs for every URL accepted.
         st = st or self.hosts.get(host) or self.state(host)
         self.qseq += 1
-        self.shapes.count(host, url)
+        if shape:
+            self.shapes.count(host, url)
         key = queue_key(host, importance, depth, self.qseq)
         out.append(Put("queue", key, QueuedUrl(url, depth, importance, 0, hops).encode()))
         self.count_band(key, 1)
@@ -394,6 +402,37 @@ class HostTable:
         self.save(host)
         if not st.in_flight and not st.parked and host not in self.scheduled:
             self.schedule(host, max(st.next_allowed, now))
+
+    def has_room(self, host: str) -> bool:
+        """Whether a host new to the table joins memory (else it is filed cold, rule 10)."""
+        if len(self.hosts) < self.working_hosts * 3 // 4:
+            return True
+        return bool(self.fenced) and slice_of(host) in self.fenced
+
+    def enqueue_cold(self, url: str, host: str, importance: float, now: float, out: list[Write],
+                     cold: dict[str, HostState]) -> None:
+        """Queue the seed ``url`` of ``host``, new to the table, without taking it into memory (rule 10):
+        its queue write and, the first time, its ``ready`` row go to ``out``. ``cold``: the records filed
+        cold in this batch so far; :meth:`cold_writes` writes them once the batch is judged."""
+        st = cold.get(host)
+        if st is None:
+            st = cold[host] = HostState(next_allowed=now)  # its ready row's time (rule 7)
+            self.known_hosts += 1
+            out.append(Put("ready", ready_key(now, host), b""))
+            self.cold_rows += 1
+            if self.cold_head is None or now < self.cold_head:
+                self.cold_head = now
+        self.qseq += 1
+        key = queue_key(host, importance, 0, self.qseq)
+        out.append(Put("queue", key, QueuedUrl(url, 0, importance).encode()))
+        self.count_band(key, 1)
+        self.count_queued(host, st, 1)
+        self.accepted += 1
+        self.db.pending += 1
+
+    def cold_writes(self, cold: dict[str, HostState]) -> list[Write]:
+        """The records of the hosts :meth:`enqueue_cold` filed in one batch (rule 10)."""
+        return [Put("hosts", host_row(host), encode_host(st)) for host, st in cold.items()]
 
     def finish_writes(self, host: str, st: HostState, key: bytes, rec: UrlRecord,
                       ukey: bytes | None = None) -> list[Write]:
