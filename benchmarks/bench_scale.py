@@ -15,7 +15,9 @@ crawled by ``python -m polecat crawl`` (a child process) with ``--max-pages``. F
 - open file descriptors over time (``/proc/PID/fd``, sampled);
 - DNS queries per host seen, by type (the DNS server's counts);
 - politeness violations at the server: requests to a host sooner than ``1 / rate - 10 ms`` after the
-  previous one (10 ms of arrival jitter allowed; the crawler's own bound is the full interval).
+  previous one (10 ms of arrival jitter allowed; the crawler's own bound is the full interval);
+- with ``--resume``, after the run: how long ``polecat status DIR`` takes on its data dir, and how soon
+  the same crawl started again on it sends its first request (then it is stopped with SIGTERM).
 
 ``--frontier-seeds N`` admits N host roots into a frontier in this process, without a crawl or a node:
 the CPU seeds/s of the admission itself and the anonymous memory with N hosts queued.
@@ -113,6 +115,7 @@ def breadth(args: argparse.Namespace, work: Path) -> None:
         stats = web.stats()
         queries = sum(web.dns.queries.values())
         types = dict(web.dns.query_types)
+        resumed = _resume(web, seeds, work, args, env) if args.resume else []
     code = child.returncode
     cpu = usage.ru_utime + usage.ru_stime
     first = (stats.first_request - started) if stats.first_request is not None else float("nan")
@@ -131,10 +134,36 @@ def breadth(args: argparse.Namespace, work: Path) -> None:
         rate = (n - last_n) / (t - last_t) if t > last_t else 0.0
         print(f"{t:5.0f} {n:9d} {rate:6.0f} {fds:4d} {anon / 1024:8.0f}")
         last_t, last_n = t, n
+    print("\n".join(resumed))
     print("the crawl's summary:")
     print(out_path.read_text(errors="replace").strip())
     if code != 0:
         print("stderr tail:", err_path.read_text(errors="replace")[-2000:])
+
+
+def _resume(web: BreadthWeb, seeds: Path, work: Path, args: argparse.Namespace,
+            env: dict[str, str]) -> list[str]:
+    """``--resume``: ``polecat status`` on the data dir the run left, then the same crawl again on it,
+    timed to its first request at the server; answers the lines to print."""
+    data = work / "data"
+    started = time.monotonic()
+    status = subprocess.run(polecat_command("status", str(data)), env=env, capture_output=True, text=True,
+                            timeout=300)
+    lines = [f"polecat status DIR: {time.monotonic() - started:.2f} s (exit {status.returncode}); "
+             f"{status.stdout.splitlines()[0] if status.stdout else status.stderr[-300:]}"]
+    before = web.stats().requests
+    started = time.monotonic()
+    child = subprocess.Popen(_crawl_cmd(seeds, data, web.dns.address, args, args.max_pages), env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    first = float("nan")
+    while child.poll() is None and time.monotonic() < started + 120:
+        if web.stats().requests > before:
+            first = time.monotonic() - started
+            break
+        time.sleep(0.02)
+    child.terminate()
+    child.wait(timeout=120)
+    return [*lines, f"resume on the same data dir: first request after {first:.2f} s"]
 
 
 def seeds_only(args: argparse.Namespace, work: Path) -> None:
@@ -227,6 +256,8 @@ def main() -> None:
     p.add_argument("--working-hosts", type=int, default=FrontierConfig().working_hosts,
                    help="frontier.working_hosts (of the crawl: through a --config file)")
     p.add_argument("--seconds", type=float, default=30.0, help="--seeds-only: SIGTERM after this long")
+    p.add_argument("--resume", action="store_true",
+                   help="after the crawl: time `polecat status DIR`, and a resume to its first request")
     args = p.parse_args()
     raise_nofile_limit()  # the server side holds one descriptor per connection the crawl opens
     work = Path(tempfile.mkdtemp(prefix="bench-scale-"))
