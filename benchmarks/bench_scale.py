@@ -35,6 +35,7 @@ import argparse
 import os
 import re
 import shutil
+import ssl
 import subprocess
 import tempfile
 import time
@@ -77,16 +78,34 @@ def _crawl_cmd(seeds: Path, data: Path, dns: str, args: argparse.Namespace, max_
              "--user-agent", "polecat-bench (+http://127.0.0.1/)"]
     if args.concurrency:
         flags += ["--concurrency", str(args.concurrency)]
+    sections = []
     if args.working_hosts != FrontierConfig().working_hosts:
+        sections.append(f"[frontier]\nworking_hosts = {args.working_hosts}\n")
+    if args.tls:
+        sections.append(f"[fetch]\nca_bundle = \"{data.parent / 'ca.pem'}\"\n")
+    if sections:
         config = data.parent / "polecat.toml"
-        config.write_text(f"[frontier]\nworking_hosts = {args.working_hosts}\n")
+        config.write_text("".join(sections))
         flags += ["--config", str(config)]
     return polecat_command(*flags, nofile=args.nofile)
 
 
+def _server_tls(work: Path) -> ssl.SSLContext:
+    """``--tls``: a local CA (its certificate in ``work/ca.pem``, given to the crawl as ``fetch.ca_bundle``)
+    and the server's context with a certificate for ``*.breadth.test`` it issued."""
+    import trustme  # a test dependency: only this option needs it
+
+    ca = trustme.CA()
+    ca.cert_pem.write_to_path(str(work / "ca.pem"))
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("*.breadth.test").configure_cert(context)
+    return context
+
+
 def breadth(args: argparse.Namespace, work: Path) -> None:
     built = time.monotonic()
-    with BreadthWeb(args.hosts, min_interval=1 / args.rate - JITTER) as web:
+    tls = _server_tls(work) if args.tls else None
+    with BreadthWeb(args.hosts, min_interval=1 / args.rate - JITTER, tls=tls) as web:
         print(f"web of {args.hosts} hosts ready in {time.monotonic() - built:.1f} s", flush=True)
         seeds = work / "seeds.txt"
         seeds.write_text("".join(f"{url}\n" for url in web.seeds()))
@@ -128,6 +147,9 @@ def breadth(args: argparse.Namespace, work: Path) -> None:
     print(f"DNS queries {queries} ({types}): {queries / max(stats.hosts_seen, 1):.2f} per host seen")
     print(f"politeness violations at the server {stats.violations}; most connections open at the server "
           f"{stats.most_connections}")
+    if args.tls:
+        print(f"TLS handshakes at the server {stats.tls_handshakes}, {stats.tls_resumed} resumed "
+              f"({stats.tls_resumed / max(stats.tls_handshakes, 1):.1%})")
     print("t(s)  requests  req/s  fds  RssAnon(MiB)")
     last_t, last_n = 0.0, 0
     for t, n, fds, anon in samples:
@@ -256,6 +278,8 @@ def main() -> None:
     p.add_argument("--working-hosts", type=int, default=FrontierConfig().working_hosts,
                    help="frontier.working_hosts (of the crawl: through a --config file)")
     p.add_argument("--seconds", type=float, default=30.0, help="--seeds-only: SIGTERM after this long")
+    p.add_argument("--tls", action="store_true",
+                   help="the web serves HTTPS with a certificate from a local CA given to the crawl")
     p.add_argument("--resume", action="store_true",
                    help="after the crawl: time `polecat status DIR`, and a resume to its first request")
     args = p.parse_args()
