@@ -15,7 +15,9 @@ crawled by ``python -m polecat crawl`` (a child process) with ``--max-pages``. F
 - open file descriptors over time (``/proc/PID/fd``, sampled);
 - DNS queries per host seen, by type (the DNS server's counts);
 - politeness violations at the server: requests to a host sooner than ``1 / rate - 10 ms`` after the
-  previous one (10 ms of arrival jitter allowed; the crawler's own bound is the full interval).
+  previous one (10 ms of arrival jitter allowed; the crawler's own bound is the full interval);
+- with ``--resume``, after the run: how long ``polecat status DIR`` takes on its data dir, and how soon
+  the same crawl started again on it sends its first request (then it is stopped with SIGTERM).
 
 ``--frontier-seeds N`` admits N host roots into a frontier in this process, without a crawl or a node:
 the CPU seeds/s of the admission itself and the anonymous memory with N hosts queued.
@@ -33,6 +35,7 @@ import argparse
 import os
 import re
 import shutil
+import ssl
 import subprocess
 import tempfile
 import time
@@ -75,16 +78,34 @@ def _crawl_cmd(seeds: Path, data: Path, dns: str, args: argparse.Namespace, max_
              "--user-agent", "polecat-bench (+http://127.0.0.1/)"]
     if args.concurrency:
         flags += ["--concurrency", str(args.concurrency)]
+    sections = []
     if args.working_hosts != FrontierConfig().working_hosts:
+        sections.append(f"[frontier]\nworking_hosts = {args.working_hosts}\n")
+    if args.tls:
+        sections.append(f"[fetch]\nca_bundle = \"{data.parent / 'ca.pem'}\"\n")
+    if sections:
         config = data.parent / "polecat.toml"
-        config.write_text(f"[frontier]\nworking_hosts = {args.working_hosts}\n")
+        config.write_text("".join(sections))
         flags += ["--config", str(config)]
     return polecat_command(*flags, nofile=args.nofile)
 
 
+def _server_tls(work: Path) -> ssl.SSLContext:
+    """``--tls``: a local CA (its certificate in ``work/ca.pem``, given to the crawl as ``fetch.ca_bundle``)
+    and the server's context with a certificate for ``*.breadth.test`` it issued."""
+    import trustme  # a test dependency: only this option needs it
+
+    ca = trustme.CA()
+    ca.cert_pem.write_to_path(str(work / "ca.pem"))
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("*.breadth.test").configure_cert(context)
+    return context
+
+
 def breadth(args: argparse.Namespace, work: Path) -> None:
     built = time.monotonic()
-    with BreadthWeb(args.hosts, min_interval=1 / args.rate - JITTER) as web:
+    tls = _server_tls(work) if args.tls else None
+    with BreadthWeb(args.hosts, min_interval=1 / args.rate - JITTER, tls=tls) as web:
         print(f"web of {args.hosts} hosts ready in {time.monotonic() - built:.1f} s", flush=True)
         seeds = work / "seeds.txt"
         seeds.write_text("".join(f"{url}\n" for url in web.seeds()))
@@ -113,6 +134,7 @@ def breadth(args: argparse.Namespace, work: Path) -> None:
         stats = web.stats()
         queries = sum(web.dns.queries.values())
         types = dict(web.dns.query_types)
+        resumed = _resume(web, seeds, work, args, env) if args.resume else []
     code = child.returncode
     cpu = usage.ru_utime + usage.ru_stime
     first = (stats.first_request - started) if stats.first_request is not None else float("nan")
@@ -125,16 +147,45 @@ def breadth(args: argparse.Namespace, work: Path) -> None:
     print(f"DNS queries {queries} ({types}): {queries / max(stats.hosts_seen, 1):.2f} per host seen")
     print(f"politeness violations at the server {stats.violations}; most connections open at the server "
           f"{stats.most_connections}")
+    if args.tls:
+        print(f"TLS handshakes at the server {stats.tls_handshakes}, {stats.tls_resumed} resumed "
+              f"({stats.tls_resumed / max(stats.tls_handshakes, 1):.1%})")
     print("t(s)  requests  req/s  fds  RssAnon(MiB)")
     last_t, last_n = 0.0, 0
     for t, n, fds, anon in samples:
         rate = (n - last_n) / (t - last_t) if t > last_t else 0.0
         print(f"{t:5.0f} {n:9d} {rate:6.0f} {fds:4d} {anon / 1024:8.0f}")
         last_t, last_n = t, n
+    print("\n".join(resumed))
     print("the crawl's summary:")
     print(out_path.read_text(errors="replace").strip())
     if code != 0:
         print("stderr tail:", err_path.read_text(errors="replace")[-2000:])
+
+
+def _resume(web: BreadthWeb, seeds: Path, work: Path, args: argparse.Namespace,
+            env: dict[str, str]) -> list[str]:
+    """``--resume``: ``polecat status`` on the data dir the run left, then the same crawl again on it,
+    timed to its first request at the server; answers the lines to print."""
+    data = work / "data"
+    started = time.monotonic()
+    status = subprocess.run(polecat_command("status", str(data)), env=env, capture_output=True, text=True,
+                            timeout=300)
+    lines = [f"polecat status DIR: {time.monotonic() - started:.2f} s (exit {status.returncode}); "
+             f"{status.stdout.splitlines()[0] if status.stdout else status.stderr[-300:]}"]
+    before = web.stats().requests
+    started = time.monotonic()
+    child = subprocess.Popen(_crawl_cmd(seeds, data, web.dns.address, args, args.max_pages), env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    first = float("nan")
+    while child.poll() is None and time.monotonic() < started + 120:
+        if web.stats().requests > before:
+            first = time.monotonic() - started
+            break
+        time.sleep(0.02)
+    child.terminate()
+    child.wait(timeout=120)
+    return [*lines, f"resume on the same data dir: first request after {first:.2f} s"]
 
 
 def seeds_only(args: argparse.Namespace, work: Path) -> None:
@@ -229,6 +280,10 @@ def main() -> None:
     p.add_argument("--working-hosts", type=int, default=FrontierConfig().working_hosts,
                    help="frontier.working_hosts (of the crawl: through a --config file)")
     p.add_argument("--seconds", type=float, default=30.0, help="--seeds-only: SIGTERM after this long")
+    p.add_argument("--tls", action="store_true",
+                   help="the web serves HTTPS with a certificate from a local CA given to the crawl")
+    p.add_argument("--resume", action="store_true",
+                   help="after the crawl: time `polecat status DIR`, and a resume to its first request")
     args = p.parse_args()
     raise_nofile_limit()  # the server side holds one descriptor per connection the crawl opens
     work = Path(tempfile.mkdtemp(prefix="bench-scale-"))

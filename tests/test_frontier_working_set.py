@@ -16,7 +16,7 @@ from polecat.frontier.host_table import READY_INDEX
 from polecat.frontier.records import Idle, Lease, Wait
 from polecat.frontier.slices import slice_of
 from polecat.writes import Delete
-from tests.frontier_helpers import Rig, canon, politeness
+from tests.frontier_helpers import Rig, canon, done, politeness
 
 pytestmark = pytest.mark.usefixtures("frontier_backend")
 
@@ -215,3 +215,60 @@ def test_short_of_descriptors_a_warm_host_goes_before_cold_ones_due_earlier(tmp_
     assert isinstance(cold, Lease) and cold.host == "cold0.test"
     later = rig.frontier.lease(2.0 + 31.0, prefer_warm=True)  # warm.test is still in flight; cold1 next
     assert isinstance(later, Lease) and later.host == "cold1.test"
+
+
+def test_seeds_of_new_hosts_past_the_bound_are_filed_cold_and_all_fetched(tmp_path: Path) -> None:
+    """host_table.py rule 10: a batch of seeds past three quarters of the bound writes the new hosts'
+    records and ``ready`` rows at once (no eviction pass), a host twice in one batch gets one record, and
+    the crawl still fetches every URL once, politely."""
+    rig = Rig(tmp_path, cfg=config(100))
+    urls = [canon(f"http://h{i}.ws.test/") for i in range(400)] + [canon("http://h399.ws.test/again")]
+    assert rig.frontier.add_seeds(urls, 0.0) == ["accepted"] * 401
+    assert rig.raw.hosts_in_memory == 75  # three quarters of 100: the other 325 never entered memory
+    assert rig.db.count("ready") == rig.db.count("hosts") == 325  # written with the batch's decision
+    commit(rig)
+    assert rig.raw.stats(0.0).hosts == 400 and rig.raw.queued == 401
+    crawl = Crawl(rig, 0.0)
+    assert crawl.run()
+    assert crawl.pages[canon("http://h399.ws.test/again")] == 1
+    del crawl.pages[canon("http://h399.ws.test/again")]
+    crawl.check(400)
+
+
+@pytest.mark.lmdb_only  # 100,000 hosts: the fake's sorted key lists make it slow
+def test_parked_hosts_leave_memory_and_come_back_to_the_next_run(tmp_path: Path) -> None:
+    """host_table.py rule 11, counted rather than timed: 100,000 seed hosts that all fail (each parked at
+    its first request, as a dead name is) leave at most the working set's records, heap entries and park
+    reasons in memory; every one is asked once in the run, and the next run asks each again."""
+    rig = Rig(tmp_path, cfg=config(1000))
+    hosts = 100_000
+    for start in range(0, hosts, 2000):
+        rig.frontier.add_seeds([canon(f"http://h{i}.ws.test/") for i in range(start, start + 2000)], 0.0)
+        commit(rig)
+    table = rig.raw._table
+    asked: Counter[str] = Counter()
+    now = 1.0
+    while not isinstance(got := rig.frontier.lease(now), Idle):
+        if isinstance(got, Wait):  # memory full of parked hosts: the node's next commit drops them
+            assert got.until is not None
+            now = max(now, got.until)
+            commit(rig)
+            continue
+        assert isinstance(got, Lease)
+        asked[got.host] += 1
+        failed = replace(done(now, failed=True, status=None, outcome="failed"), park="dns: NXDOMAIN")
+        rig.db.apply(rig.raw.complete(got, failed, now + 0.01))
+        if rig.db.pending >= 500:
+            commit(rig)
+            held = (table.hosts, table.parked, table.scheduled, table.heap, table.warm)
+            assert max(map(len, held)) <= 1000
+    commit(rig)
+    assert len(asked) == hosts and set(asked.values()) == {1}
+    assert rig.raw.stats(now).hosts_parked == hosts and len(rig.frontier.parked_hosts()) <= 1000
+    rig.crash()
+    rig.reopen(now + 1.0)
+    assert rig.db.count("ready") + rig.raw.hosts_in_memory == hosts and rig.raw.stats(now).hosts_parked == 0
+    got = rig.frontier.lease(now + 1.0)
+    assert isinstance(got, Wait) and got.until is not None  # each at its record's own next-allowed time
+    got = rig.frontier.lease(got.until)
+    assert isinstance(got, Lease) and got.kind == "robots"

@@ -8,7 +8,7 @@ import pytest
 
 from polecat.config import RobotsConfig
 from polecat.errors import DnsError, FetchTimeout
-from polecat.frontier.robots import Closed, Fetch, Ready, RobotsPolicy
+from polecat.frontier.robots import MAX_HOSTS, Closed, Fetch, Ready, RobotsPolicy
 from polecat.parse.robots import RobotsRules
 
 UA = "polecat/0.1 (+https://example.org/bot)"
@@ -181,3 +181,30 @@ def test_restore_applies_an_earlier_answer_without_counting_a_fetch() -> None:
     stale = p.lookup("h", 1000.0 + CFG.cache_ttl + 1)
     assert isinstance(stale, Ready) and stale.refresh_due
     assert p.stats().fetches == 0
+
+
+def test_rule_8_memory_holds_the_bound_and_reads_dropped_answers_back() -> None:
+    stored: dict[str, tuple[int, float, bytes]] = {}
+    loads: list[str] = []
+
+    def load(host: str) -> tuple[int, float, bytes] | None:
+        loads.append(host)
+        return stored.get(host)
+
+    p = policy()
+    p.set_loader(load)
+    body = b"User-agent: *\nDisallow: /private\n"
+    hosts = [f"h{i}.test" for i in range(MAX_HOSTS + 1000)]
+    for i, host in enumerate(hosts):
+        p.record_response(host, 200, body, 100.0)
+        stored[host] = (200, 100.0, body)  # what the frontier keeps (robots_state.py rule 2)
+        if i == MAX_HOSTS - 1:  # full, not yet past the bound
+            ready_then = p.lookup(hosts[0], 100.0)  # asked again: the most recently asked now
+    assert isinstance(ready_then, Ready)
+    assert len(p._hosts) == MAX_HOSTS
+    assert p.host_state(hosts[0]) == "ok" and p.host_state(hosts[1]) == "unknown"  # dropped: least recent
+    assert not loads
+    d = p.lookup(hosts[1], 200.0)  # read back, with its rules and its fetch time
+    assert isinstance(d, Ready) and not d.rules.allowed("http://h1.test/private/x") and not d.refresh_due
+    assert loads == [hosts[1]] and p.stats().fetches == len(hosts)  # a read-back is no fetch
+    assert p.lookup("never.test", 200.0) == Fetch()

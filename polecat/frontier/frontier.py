@@ -128,7 +128,6 @@ class Frontier:
         # Opening: the stored ops first (throttles set the rates the host records are loaded with).
         for key, raw in db.items("ops"):
             self._load_op(key, raw)
-        answers.restore()
         opening = table.load(now)
         opening += intake.refetch_writes(now)
         opening += controls.from_config(cfg.politeness.throttle, cfg.scope.block)

@@ -19,12 +19,10 @@ Rules:
    the ``hosts`` table only. At a commit, past ``frontier.working_hosts`` records, the table writes and
    drops the records that will be leased last (no URL queued first, then the latest due) down to three
    quarters of the bound, each filed at its turn in the heap. Never dropped: a host in flight or leased,
-   with strikes (politeness rule 6 counts them in memory only), or of a fenced slice. A record read back
-   (:meth:`state`, :meth:`peek`, :meth:`refill`) waits one interval from the open (politeness rule 7)
-   and from any throttle changed since (:attr:`rethrottled`), so dropping it loses no politeness state.
-   Nor a host parked in this run (:attr:`parked`): it is skipped for the rest of the run and tried again
-   by the next at its record's own next-allowed time (a user who fixed what made a crawl give up
-   resumes it at once), so its record stays in memory for the run, one per host parked.
+   with strikes (politeness rule 6 counts them in memory only; unless it is parked), or of a fenced
+   slice. A record read back (:meth:`state`, :meth:`peek`, :meth:`refill`) waits one interval from the
+   open (politeness rule 7) and from any throttle changed since (:attr:`rethrottled`), so dropping it
+   loses no politeness state. A host parked in this run is dropped first (rule 11).
 7. A host out of memory with URLs queued has one row in ``ready`` at its record's next-allowed time
    (keys.py rule 6): when no host in memory is due, the ready scan (:meth:`refill`) reads the rows due in
    time order into memory, as many as it has room for (the hosts in rotation are finished first). A row
@@ -40,6 +38,20 @@ Rules:
    and that slice's records out of memory, read by its prefix), and a slice released is 0. The strays
    the cluster looks for every few seconds are read from it without a pass over the hosts, and a change
    of the fenced set reads the records of the slices it fences, not of every fenced slice again.
+10. A seed of a host new to the table, while memory holds the hosts a full working set is cut down to
+   (rule 6: three quarters of the bound) or more, is filed cold (:meth:`enqueue_cold`): its record and
+   its ``ready`` row (due at the seed's admission) are written at once and it never enters memory, as
+   if taken in and dropped at the next commit, which rule 6 would do to it (the hosts already in
+   rotation are leased first). A seeds file of a million hosts thus never fills memory to be cut down
+   again every few thousand seeds. Not a host of a fenced slice (rule 3 keeps those in memory).
+11. A parked host (:attr:`parked`) is skipped for the rest of the run and tried again by the next at its
+   record's own next-allowed time (a user who fixed what made a crawl give up resumes it at once). Its
+   record is the first rule 6 drops: then it gets no ``ready`` row (nothing leases it in this run) and
+   its ``resident`` row holds its reason instead of nothing; a URL queued for it later in the run reads
+   that row and takes it back parked (:meth:`held`). The next open (:meth:`load`) turns each such row
+   into a ``ready`` row at the record's next-allowed time. Memory thus holds the parked hosts of the
+   working set only, whatever a run gives up (a seeds file of dead hosts parks them by the million);
+   :attr:`parked_out` counts the others.
 """
 
 from __future__ import annotations
@@ -97,7 +109,9 @@ class HostTable:
         self.leases: dict[str, Lease] = {}
         """The lease in flight of each host that has one."""
         self.parked: dict[str, str] = {}
-        """Hosts parked in this run, with the reason."""
+        """Hosts in memory parked in this run, with the reason (rule 11)."""
+        self.parked_out = 0
+        """Hosts parked in this run whose records were dropped from memory since (rule 11)."""
         self.fenced: frozenset[int] = frozenset()
         """Slices whose hosts are not leased here (rule 3; polecat/frontier/handover.py sets them)."""
         self.queued_in: list[int] = [0] * SLICES
@@ -148,23 +162,30 @@ class HostTable:
         out: list[Write] = []
         first = next(db.items("ready"), None)
         self.cold_head = ready_row(first[0])[0] if first is not None else None
+        built: list[tuple[float, str]] = []
         if db.get("meta", READY_INDEX) is None:
             built = [(st.next_allowed, host_of_row(key))
                      for key, raw in db.items("hosts") if (st := decode_host(raw)).queued > 0]
             out += [Put("ready", ready_key(due, host), b"") for due, host in built]
             out.append(Put("meta", READY_INDEX, b"1"))
             self.cold_head = min((due for due, _ in built), default=None)
-        for key, _ in db.items("resident"):
+        parked_rows = 0
+        for key, value in db.items("resident"):
             host = key.decode()
             raw = db.get("hosts", host_row(host))
-            if raw is None:  # its slice was released
+            if raw is None or value:  # its slice was released, or it was parked out of memory (rule 11)
                 out.append(Delete("resident", key))
+                if raw is not None and (st := decode_host(raw)).queued > 0:
+                    out.append(Put("ready", ready_key(st.next_allowed, host), b""))
+                    parked_rows += 1
+                    if self.cold_head is None or st.next_allowed < self.cold_head:
+                        self.cold_head = st.next_allowed
                 continue
             self._take(host, decode_host(raw))
         self._arrived.clear()  # their rows are there
         self.queued = db.count("queue")
         self.known_hosts = db.count("hosts")
-        self.cold_rows = db.count("ready") + sum(isinstance(w, Put) and w.table == "ready" for w in out)
+        self.cold_rows = db.count("ready") + parked_rows + (len(built) if built else 0)
         return out
 
     def _take(self, host: str, st: HostState) -> HostState:
@@ -212,7 +233,11 @@ class HostTable:
             self.known_hosts += 1
             self._arrived.add(host)
             return st
-        if peeked.queued > 0:
+        reason = self.db.get("resident", host.encode())
+        if reason:  # parked in this run, out of memory (rule 11): it comes back parked, with no ready row
+            self.parked[host] = reason.decode()
+            self.parked_out = max(0, self.parked_out - 1)
+        elif peeked.queued > 0:
             self._pending.append(Delete("ready", ready_key(peeked.next_allowed, host)))
             self.cold_rows = max(0, self.cold_rows - 1)
         return self._take(host, peeked)
@@ -321,16 +346,23 @@ class HostTable:
         """Write and drop the records of rule 6 until ``keep`` are left (or only those it never drops)."""
         hosts, scheduled, leases, parked = self.hosts, self.scheduled, self.leases, self.parked
         fenced = self.fenced
-        movable = ((math.inf if st.queued <= 0 else scheduled.get(host, st.next_allowed), host)
+        # Parked hosts first (rule 11: never leased again in this run), then as the module docstring says.
+        movable = ((math.inf if st.queued <= 0 or host in parked else scheduled.get(host, st.next_allowed),
+                    host in parked, host)
                    for host, st in hosts.items()
-                   if not (st.in_flight or st.strikes or host in leases or host in parked
+                   if not (st.in_flight or (st.strikes and host not in parked) or host in leases
                            or (fenced and slice_of(host) in fenced)))
-        for _, host in heapq.nlargest(len(hosts) - keep, movable):
+        for _, _, host in heapq.nlargest(len(hosts) - keep, movable):
             st = hosts.pop(host)
             self.warm.pop(host, None)
             # Filed at its turn in the heap (never before its next-allowed time): the order it had here.
             st.next_allowed = max(st.next_allowed, scheduled.pop(host, 0.0))
             out.append(Put("hosts", host_row(host), encode_host(st)))
+            reason = parked.pop(host, None)
+            if reason is not None:
+                self.parked_out += 1
+                out.append(Put("resident", host.encode(), reason.encode() or b"parked"))
+                continue
             if st.queued > 0:
                 out.append(Put("ready", ready_key(st.next_allowed, host), b""))
                 self.cold_rows += 1
@@ -376,13 +408,15 @@ class HostTable:
         self.bands = None
 
     def enqueue(self, url: str, host: str, depth: int, importance: float, now: float, out: list[Write],
-                hops: int = 0, *, new: bool = True, st: HostState | None = None) -> None:
+                hops: int = 0, *, new: bool = True, st: HostState | None = None, shape: bool = True) -> None:
         """Queue ``url`` (rule 4): its write goes to ``out``. ``new``: it counts as accepted. ``st``: the
-        host's record in memory, when the caller holds it."""
+        host's record in memory, when the caller holds it. ``shape``: it counts towards its host's shape
+        budget (traps rule 2 counts discovered URLs; a seed does not)."""
         # wake() inline: this runs for every URL accepted.
         st = st or self.hosts.get(host) or self.state(host)
         self.qseq += 1
-        self.shapes.count(host, url)
+        if shape:
+            self.shapes.count(host, url)
         key = queue_key(host, importance, depth, self.qseq)
         out.append(Put("queue", key, QueuedUrl(url, depth, importance, 0, hops).encode()))
         self.count_band(key, 1)
@@ -394,6 +428,37 @@ class HostTable:
         self.save(host)
         if not st.in_flight and not st.parked and host not in self.scheduled:
             self.schedule(host, max(st.next_allowed, now))
+
+    def has_room(self, host: str) -> bool:
+        """Whether a host new to the table joins memory (else it is filed cold, rule 10)."""
+        if len(self.hosts) < self.working_hosts * 3 // 4:
+            return True
+        return bool(self.fenced) and slice_of(host) in self.fenced
+
+    def enqueue_cold(self, url: str, host: str, importance: float, now: float, out: list[Write],
+                     cold: dict[str, HostState]) -> None:
+        """Queue the seed ``url`` of ``host``, new to the table, without taking it into memory (rule 10):
+        its queue write and, the first time, its ``ready`` row go to ``out``. ``cold``: the records filed
+        cold in this batch so far; :meth:`cold_writes` writes them once the batch is judged."""
+        st = cold.get(host)
+        if st is None:
+            st = cold[host] = HostState(next_allowed=now)  # its ready row's time (rule 7)
+            self.known_hosts += 1
+            out.append(Put("ready", ready_key(now, host), b""))
+            self.cold_rows += 1
+            if self.cold_head is None or now < self.cold_head:
+                self.cold_head = now
+        self.qseq += 1
+        key = queue_key(host, importance, 0, self.qseq)
+        out.append(Put("queue", key, QueuedUrl(url, 0, importance).encode()))
+        self.count_band(key, 1)
+        self.count_queued(host, st, 1)
+        self.accepted += 1
+        self.db.pending += 1
+
+    def cold_writes(self, cold: dict[str, HostState]) -> list[Write]:
+        """The records of the hosts :meth:`enqueue_cold` filed in one batch (rule 10)."""
+        return [Put("hosts", host_row(host), encode_host(st)) for host, st in cold.items()]
 
     def finish_writes(self, host: str, st: HostState, key: bytes, rec: UrlRecord,
                       ukey: bytes | None = None) -> list[Write]:

@@ -16,6 +16,8 @@ Rules (the checks themselves live where they are owned: scope.py, traps.py, budg
 7. Seeds come in batches (:meth:`Intake.add_seeds`, a seeds file): one Bloom pass per batch, each host's
    record read once, and a seed host already in the scope is not written again. Like a page's links, a
    batch is judged against the host limits as they were before it (it may overshoot them by itself).
+   A seed counts towards no shape budget (traps rule 2 budgets discovered URLs), and the seed of a new
+   host may be filed out of memory at once (polecat/frontier/host_table.py rule 10).
 """
 
 from __future__ import annotations
@@ -118,12 +120,18 @@ class Intake:
             keys = [url_key(url, host) for url, (_, host, _) in zip(fresh_urls, todo, strict=True)]
             marks = self._seen.mark_many(self._db.getter("seen"), keys)
             table = self._table
+            in_memory = table.hosts
+            cold: dict[str, HostState] = {}
             for url, (i, host, st), key, new in zip(fresh_urls, todo, keys, marks, strict=True):
-                if new:
-                    out.append(Put("seen", key, b""))
-                    table.enqueue(url, host, 0, importance, now, out, st=table.held(host, st))
-                else:
+                if not new:
                     answers[i] = SEEN
+                    continue
+                out.append(Put("seen", key, b""))
+                if st is None and host not in in_memory and (host in cold or not table.has_room(host)):
+                    table.enqueue_cold(url, host, importance, now, out, cold)  # host_table rule 10
+                else:  # a seed counts towards no shape budget (traps rule 2: discovered URLs)
+                    table.enqueue(url, host, 0, importance, now, out, st=table.held(host, st), shape=False)
+            out += table.cold_writes(cold)
         self.seen_again += answers.count(SEEN)
         return Decided(answers, out)
 

@@ -29,7 +29,8 @@ class Observation:
         return self._table.peek(host)
 
     def parked_hosts(self) -> dict[str, str]:
-        """Hosts parked in this run, with the reason (reported by the node)."""
+        """Hosts in memory parked in this run, with the reason (reported by the node; host_table.py
+        rule 11 keeps the others out of memory, counted in ``stats().hosts_parked``)."""
         return dict(self._table.parked)
 
     def busiest(self, n: int) -> list[tuple[str, int]]:
@@ -67,7 +68,8 @@ class Observation:
         return FrontierStats(
             hosts=table.known_hosts, hosts_ready=ready,
             hosts_waiting=len(table.scheduled) - ready + table.cold_rows,
-            hosts_parked=len(table.parked), queued=table.queued, in_flight=len(table.leases),
+            hosts_parked=len(table.parked) + table.parked_out, queued=table.queued,
+            in_flight=len(table.leases),
             accepted=table.accepted, seen=self._intake.seen_again,
             rejected=tuple(sorted(self._intake.rejected.items())), done=tuple(sorted(table.done.items())),
             dropped_blocked=table.dropped_blocked,

@@ -19,17 +19,32 @@ Rules of RobotsPolicy (RFC 9309 2.3.1 and 2.4; one place, read top to bottom):
 7. After cfg.max_unreachable_age of uninterrupted unreachability, a cached copy (if the host ever had
    one) applies again (RFC 9309 2.3.1.4), with refresh_due at each retry time. Without one the host
    stays closed.
+8. Memory: the policy holds the state of at most :data:`MAX_HOSTS` hosts, the least recently asked
+   dropped first. A usable answer dropped (or never read since the open) is read back through the
+   loader (:meth:`RobotsPolicy.set_loader`: the frontier's stored answers) the first time the host is
+   asked again; an unreachable one dropped is asked again at once (the host's own backoff, politeness
+   rule 5, still spaces its requests). A breadth crawl of a million hosts thus holds the rules of the
+   hosts in rotation, not of every host it ever asked.
 """
 
 from __future__ import annotations
 
 import random
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from polecat.config import RobotsConfig
 from polecat.parse.robots import RobotsRules, product_token
 
-__all__ = ["Closed", "Fetch", "Ready", "RobotsDecision", "RobotsPolicy", "RobotsStats", "is_answer"]
+__all__ = ["MAX_HOSTS", "Closed", "Fetch", "Ready", "RobotsDecision", "RobotsPolicy", "RobotsStats",
+           "is_answer"]
+
+MAX_HOSTS = 65_536
+"""Hosts whose robots.txt state is held in memory at most (rule 8): the working set's 50,000 and room."""
+
+Loader = Callable[[str], "tuple[int, float, bytes] | None"]
+"""A host's stored answer: ``(status, fetched_at, body)``, None when none is kept (rule 8)."""
 
 def is_answer(status: int) -> bool:
     """Whether a robots.txt status is an answer the crawl may act on (2xx rules, 3xx/4xx "no
@@ -103,17 +118,32 @@ class RobotsPolicy:
         self._cfg = cfg
         self._agent = product_token(user_agent)
         self._rng = rng or random.Random()
-        self._hosts: dict[str, _Host] = {}
+        self._hosts: OrderedDict[str, _Host] = OrderedDict()
+        """Least recently asked first (rule 8)."""
+        self._load: Loader | None = None
         self._ok = self._unavailable = self._unreachable = self._too_complex = 0
         self._indexed: dict[str, RobotsRules] = {}
         """Hosts whose rules in use are indexed: the only ones whose URL checks can pass the bound."""
         self._errors: dict[str, int] = {}
 
+    def set_loader(self, load: Loader) -> None:
+        """Where answers not in memory are read back from (rule 8)."""
+        self._load = load
+
     def lookup(self, host: str, now: float) -> RobotsDecision:
         """What applies to ``host`` at ``now``."""
         h = self._hosts.get(host)
         if h is None:
-            return _FETCH
+            stored = self._load(host) if self._load is not None else None
+            if stored is None:
+                return _FETCH
+            status, fetched_at, body = stored
+            self.restore(host, status, body, fetched_at)
+            h = self._hosts.get(host)
+            if h is None:
+                return _FETCH
+        else:
+            self._hosts.move_to_end(host)
         if h.failures == 0:
             assert h.fresh is not None and h.stale is not None
             return h.fresh if now - h.fetched_at < self._cfg.cache_ttl else h.stale
@@ -181,6 +211,7 @@ class RobotsPolicy:
         h = self._hosts.get(host)
         if h is None:
             h = self._hosts[host] = _Host(state)
+            self._bound()
         h.state = state
         h.rules = rules
         if rules.indexed:
@@ -197,6 +228,7 @@ class RobotsPolicy:
         h = self._hosts.get(host)
         if h is None:
             h = self._hosts[host] = _Host("unreachable")
+            self._bound()
         if h.failures == 0:
             h.unreachable_since = now
         h.state = "unreachable"
@@ -207,3 +239,10 @@ class RobotsPolicy:
         if retry_after is not None:
             delay = max(delay, min(retry_after, cfg.retry_cap))
         h.retry_at = now + delay
+
+    def _bound(self) -> None:
+        """Drop the least recently asked hosts past :data:`MAX_HOSTS` (rule 8)."""
+        hosts = self._hosts
+        while len(hosts) > MAX_HOSTS:
+            dropped, _ = hosts.popitem(last=False)
+            self._indexed.pop(dropped, None)

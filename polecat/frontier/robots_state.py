@@ -1,4 +1,4 @@
-"""robots.txt answers kept with the frontier: their record format, their restore on open, and
+"""robots.txt answers kept with the frontier: their record format, their restore, and
 :class:`RobotsAnswers`, the frontier's part that feeds each robots.txt outcome to the policy and keeps it.
 
 Rules:
@@ -9,6 +9,8 @@ Rules:
    ``robots.max_bytes``), under ``robots_key(origin)``: the origin's slice first, so it moves with it.
 3. A restored answer applies until ``fetched_at`` + the cache lifetime, like a fresh one (RobotsPolicy
    rule 6): a restart or an adopted slice asks no host again while its answer is fresh.
+4. Answers are restored when the policy first asks for their host (RobotsPolicy rule 8), not as the
+   frontier opens: an open reads no robots.txt answer, and memory holds the policy's bound of them.
 """
 
 from __future__ import annotations
@@ -51,11 +53,7 @@ class RobotsAnswers:
         self._db = db
         self._policy = policy
         self._cfg = cfg
-
-    def restore(self) -> None:
-        """Reinstate every stored answer in the policy (rule 3), as a frontier opens."""
-        for key, raw in self._db.items("robots"):
-            restore_robots(self._policy, key, raw)
+        policy.set_loader(self.answer)  # rule 4
 
     def record(self, origin: str, got: RobotsOutcome | None, now: float) -> list[Write]:
         """Feed a robots.txt outcome to the policy and keep a usable answer (rules 1-2): a restart or an

@@ -36,7 +36,8 @@ class CrawlStats:
     hosts_waiting: int
     hosts_parked: int
     parked: tuple[tuple[str, str], ...]
-    """``(host, reason)`` of hosts parked in this run."""
+    """``(host, reason)`` of hosts parked in this run and still in memory (polecat/frontier/host_table.py
+    rule 11); :attr:`hosts_parked` counts them all."""
     urls_accepted: int
     urls_seen_again: int
     urls_rejected: tuple[tuple[str, int], ...]

@@ -73,7 +73,8 @@ def progress_text(s: CrawlStats) -> str:
         parts.append(wait)
     if s.parked:
         host, reason = s.parked[-1]
-        parts.append(f"gave up {_hosts(len(s.parked))}, last {host} ({short_reason(reason)})")
+        gave_up = _hosts(max(s.hosts_parked, len(s.parked)))
+        parts.append(f"gave up {gave_up}, last {host} ({short_reason(reason)})")
     return "  ".join(parts)
 
 
@@ -109,8 +110,9 @@ def print_summary(s: CrawlStats, out: TextIO, *, data_dir: str = "", interrupted
     if s.near_duplicates:
         lines.append(f"  near-duplicates: {s.near_duplicates} pages recorded as duplicates of another")
     lines += [f"  gave up {host}: {explained(reason)}" for host, reason in s.parked[:MAX_GIVEN_UP_LISTED]]
-    if len(s.parked) > MAX_GIVEN_UP_LISTED:
-        lines.append(f"  ... and {len(s.parked) - MAX_GIVEN_UP_LISTED} more hosts given up")
+    listed = min(len(s.parked), MAX_GIVEN_UP_LISTED)
+    if max(s.hosts_parked, len(s.parked)) > listed:  # the hosts parked out of memory are counted only
+        lines.append(f"  ... and {max(s.hosts_parked, len(s.parked)) - listed} more hosts given up")
     where = f" ({data_dir})" if data_dir else ""
     total = sum(n for _, n in s.urls_done_total)
     lines += [f"whole crawl{where}:",

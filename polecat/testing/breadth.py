@@ -20,6 +20,7 @@ answer is written before the server reads the next request.
 from __future__ import annotations
 
 import asyncio
+import ssl
 import sys
 import threading
 import time
@@ -63,6 +64,10 @@ class BreadthStats:
     """``time.monotonic()`` of the first request; None before one."""
     open_connections: int
     most_connections: int
+    tls_handshakes: int = 0
+    """Connections whose TLS handshake completed (with ``tls``)."""
+    tls_resumed: int = 0
+    """Those that resumed an earlier session."""
 
 
 class _Host:
@@ -79,7 +84,8 @@ class BreadthWeb:
     __test__ = False
 
     def __init__(self, hosts: int, *, addresses: int = 16, leaves: int = 5, min_interval: float = 0.0,
-                 ttl: int = 300) -> None:
+                 ttl: int = 300, tls: ssl.SSLContext | None = None) -> None:
+        """``tls``: serve HTTPS with this server context (the seeds are then ``https://``)."""
         if not 1 <= addresses <= 250 * 250:
             raise ValueError("addresses must be in [1, 62500]")
         self.hosts = hosts
@@ -92,6 +98,8 @@ class BreadthWeb:
         self._state: dict[bytes, _Host] = {}
         self._requests = self._violations = 0
         self._open = self._most_open = 0
+        self._tls = tls
+        self._handshakes = self._resumed = 0
         self._first: float | None = None
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -111,7 +119,8 @@ class BreadthWeb:
 
     def seeds(self) -> list[str]:
         """One root URL per host."""
-        return [f"http://{self.name(i)}:{self._port}/" for i in range(self.hosts)]
+        scheme = "https" if self._tls is not None else "http"
+        return [f"{scheme}://{self.name(i)}:{self._port}/" for i in range(self.hosts)]
 
     def stats(self) -> BreadthStats:
         want = 2 + self.leaves
@@ -121,6 +130,7 @@ class BreadthWeb:
                 complete_hosts=sum(1 for h in self._state.values() if len(h.paths) >= want),
                 violations=self._violations, first_request=self._first,
                 open_connections=self._open, most_connections=self._most_open,
+                tls_handshakes=self._handshakes, tls_resumed=self._resumed,
             )
 
     # --- serving -----------------------------------------------------------------------------------
@@ -156,9 +166,13 @@ class BreadthWeb:
         return b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n"
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        tls = writer.get_extra_info("ssl_object")
         with self._lock:
             self._open += 1
             self._most_open = max(self._most_open, self._open)
+            if tls is not None:
+                self._handshakes += 1
+                self._resumed += tls.session_reused
         try:
             while True:
                 try:
@@ -181,12 +195,12 @@ class BreadthWeb:
             for _ in range(_BIND_ATTEMPTS):
                 try:
                     first = await asyncio.start_server(self._serve, self._addresses[0], 0, limit=_MAX_HEAD,
-                                                       backlog=1024)
+                                                       backlog=1024, ssl=self._tls)
                     servers = [first]
                     port = first.sockets[0].getsockname()[1]
                     for address in self._addresses[1:]:
-                        servers.append(await asyncio.start_server(self._serve, address, port,
-                                                                  limit=_MAX_HEAD, backlog=1024))
+                        servers.append(await asyncio.start_server(
+                            self._serve, address, port, limit=_MAX_HEAD, backlog=1024, ssl=self._tls))
                 except OSError:  # the port is taken on one of the addresses: try another
                     for server in servers:
                         server.close()
