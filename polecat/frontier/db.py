@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from functools import partial
 from pathlib import Path
@@ -32,9 +32,9 @@ import lmdb
 
 from polecat.errors import FrontierError
 from polecat.faults import storage_fault
-from polecat.frontier.handover_ranges import delete_ranges
+from polecat.frontier.handover_ranges import WrittenSlices, delete_ranges
 from polecat.frontier.migrate import MigrationReport, migrate_v1, mismatch, release_of
-from polecat.frontier.slices import SLICES
+from polecat.frontier.slices import PREFIX_LEN, SLICES
 from polecat.frontier.tables import Lookup
 from polecat.frontier.writer import TxnWriter
 from polecat.version import __version__
@@ -53,7 +53,8 @@ NEAR_REBUILD = b"near_rebuild"
 after a fingerprint format change (absent: none do). Set by the upgrade, cleared by the node
 (polecat/node/commits.py rule 7) in the commit that holds the entries."""
 
-TABLES = ("meta", "queue", "hosts", "seen", "urls", "near", "ops", "robots", "priors", "ready", "resident")
+TABLES = ("meta", "queue", "hosts", "seen", "urls", "near", "ops", "robots", "priors", "ready", "resident",
+          "refresh", "due", "fresh")
 
 log = logging.getLogger("polecat")
 
@@ -89,13 +90,20 @@ class FrontierDB:
         self.ready = self.env.open_db(b"ready")
         self.resident = self.env.open_db(b"resident")
         """The due index of the hosts out of memory, and the hosts in it (host_table.py rules 7-8)."""
+        self.refresh = self.env.open_db(b"refresh")
+        self.due = self.env.open_db(b"due")
+        self.fresh = self.env.open_db(b"fresh")
+        """The refresh indexes (polecat/frontier/refresh_index.py)."""
         self.sliced: dict[str, Any] = {"ops": self.ops, "robots": self.robots, "hosts": self.hosts,
                                        "urls": self.urls, "queue": self.queue, "seen": self.seen,
                                        "priors": self.priors}
         """The slice-keyed tables by name (polecat/frontier/keys.py)."""
         self.tables: dict[str, Any] = {**self.sliced, "meta": self.meta, "near": self.near,
-                                       "ready": self.ready, "resident": self.resident}
+                                       "ready": self.ready, "resident": self.resident,
+                                       "refresh": self.refresh, "due": self.due, "fresh": self.fresh}
         """Every table a decision writes, by its :data:`~polecat.writes.Table` name."""
+        self.written = WrittenSlices()
+        """The slices written, for checkpoint rounds (polecat/frontier/tables.py rule 6)."""
         self._writer = TxnWriter(self.env, "polecat-frontier-writer")
         self._backlog: list[Write] = []
         """Writes applied during the commit in flight, for the next transaction (rule 3)."""
@@ -189,13 +197,19 @@ class FrontierDB:
 
     def _apply(self, txn: lmdb.Transaction, writes: Sequence[Write]) -> None:
         tables = self.tables
+        sliced, mark = self.written.sliced, self.written.marks.add
         for w in writes:
             if type(w) is Put:
                 txn.put(w.key, w.value, db=tables[w.table])
+                if w.table in sliced:
+                    mark(w.key[:PREFIX_LEN])
             elif isinstance(w, Delete):
                 txn.delete(w.key, db=tables[w.table])
+                if w.table in sliced:
+                    mark(w.key[:PREFIX_LEN])
             elif isinstance(w, DeleteSlices):
                 delete_ranges(txn, self.sliced, w.slices)
+                self.written.mark_all(w.slices)
 
     @property
     def txn(self) -> lmdb.Transaction:
@@ -241,6 +255,7 @@ class FrontierDB:
         self.seq += 1
         self.txn.put(b"seq", str(self.seq).encode(), db=self.meta)
         self.pending = 0
+        self.written.commit()
         return self._writer.start_commit()
 
     def finish_commit(self) -> int:
@@ -260,6 +275,14 @@ class FrontierDB:
         """Make every write since the last commit durable, waiting for it; returns the new commit counter."""
         self.start_commit()
         return self.finish_commit()
+
+    def take_written(self) -> frozenset[int]:
+        """The slices written up to the last commit since the last take (tables.py rule 6), cleared."""
+        return self.written.take()
+
+    def mark_written(self, slices: Iterable[int]) -> None:
+        """Mark ``slices`` written again (tables.py rule 6: a checkpoint round that did not ship them)."""
+        self.written.give_back(slices)
 
     @property
     def next_seq(self) -> int:
