@@ -118,6 +118,56 @@ def test_a_round_ships_every_held_slice_and_the_next_uploads_only_what_changed(t
     assert store.read_manifest("b") is None
 
 
+def _exports_of_a_round_after_writes(path: Path, hosts: int, k: int) -> tuple[int, int, int]:
+    """Groups a round exports after a first one, with ``hosts`` hosts queued and then URLs added to ``k``
+    hosts of ``k`` groups; and the groups the first round exported, and the URLs held."""
+    rig = Rig(path, cfg=CFG)
+    for i in range(hosts):
+        rig.frontier.add(canon(f"http://held{i}.test/"), 0, 0.5, 0.0)
+    rig.frontier.commit()
+    store = CheckpointStore(obstore.store.MemoryStore(), "t")
+    held = frozenset(range(SLICES))
+    exported: list[frozenset[int]] = []
+
+    def round_(previous: Manifest, n: int) -> RoundReport:
+        snapshot = rig.frontier.snapshot()
+        written = rig.frontier.take_written()
+
+        def export(ids: frozenset[int], now: float) -> SliceBundle:
+            exported.append(ids)
+            return snapshot.export(ids, now)
+
+        try:
+            return store.ship_round(export, held, previous, n, float(n), written=written)
+        finally:
+            snapshot.close()
+
+    first = round_(Manifest("a"), 1)
+    at_first = len(exported)
+    exported.clear()
+    touched: dict[int, str] = {}
+    for i in range(10_000):
+        host = f"new{i}.test"
+        touched.setdefault(slice_of(host) // GROUP, host)
+        if len(touched) == k:
+            break
+    for host in touched.values():
+        rig.frontier.add(canon(f"http://{host}/"), 0, 0.5, 1.0)
+    rig.frontier.commit()
+    second = round_(first.manifest, 2)
+    assert second.uploaded == k and second.manifest.slices == held
+    assert round_(second.manifest, 3).uploaded == 0  # nothing written since: nothing exported
+    return len(exported), at_first, rig.frontier.queued
+
+
+def test_a_round_exports_only_the_groups_written_since_the_last_round(tmp_path: Path) -> None:
+    small, first, queued = _exports_of_a_round_after_writes(tmp_path / "a", 200, 3)
+    assert first == len(groups(range(SLICES)))  # a frontier just opened: every slice may have changed
+    large, _, queued_large = _exports_of_a_round_after_writes(tmp_path / "b", 2_000, 3)
+    assert queued_large >= 10 * queued - 30
+    assert small == large == 3
+
+
 def test_an_heir_restores_the_dead_nodes_slices_from_its_last_round(tmp_path: Path) -> None:
     """Dead node a's slices split over b and c by the Ring: each adopts its share from a's manifest, and
     together they fetch exactly what a had queued at its last round, politely."""

@@ -445,7 +445,9 @@ def test_complete_returns_its_writes_and_writes_nothing_itself(tmp_path: Path) -
     assert rig.frontier.robots_answer("http://a.test") is not None
     page = lease_or_fail(rig, 5.0)
     writes = rig.raw.complete(page, done(5.0), 5.01)
-    assert [type(w).__name__ + ":" + w.table for w in writes] == ["Delete:queue", "Put:urls"]
+    # The URL moves to done, and its refresh rows follow its record (refresh_index.py rule 4).
+    assert [type(w).__name__ + ":" + w.table for w in writes] == [
+        "Delete:queue", "Put:urls", "Put:refresh", "Put:due", "Put:fresh"]
     assert rig.frontier.url_record(page.url) is None and rig.db.txn.get(page.key, db=rig.db.queue) is not None
     rig.db.apply(writes)
     rec = rig.frontier.url_record(page.url)

@@ -16,7 +16,7 @@ from polecat.frontier.bundle import BundleError, SliceBundle
 from polecat.frontier.keys import GLOBAL
 from polecat.frontier.records import Lease, Wait
 from polecat.frontier.slices import SLICES, slice_of
-from polecat.writes import DeleteSlices
+from polecat.writes import Delete, DeleteSlices
 from tests.frontier_helpers import Rig, canon, politeness
 
 pytestmark = pytest.mark.usefixtures("frontier_backend")  # each test on LMDB and on the in-memory fake
@@ -107,9 +107,11 @@ def test_round_trip_loses_nothing_fetches_nothing_twice(tmp_path: Path) -> None:
     moved = {u for u in before if slice_of(canon(u).split("/")[2]) in moving}
     assert report.queued == len(moved) > 0 and report.duplicates == 0
     assert held(a, moving) > 0
-    assert a.raw.release_slices(moving) == [DeleteSlices(moving)]  # a decision: nothing deleted yet
+    decided = a.raw.release_slices(moving)  # a decision: nothing deleted yet
+    assert decided[-1] == DeleteSlices(moving) and {(type(w), w.table) for w in decided[:-1]} <= {
+        (Delete, "refresh"), (Delete, "due"), (Delete, "fresh")}  # the refresh rows of those slices
     assert held(a, moving) > 0
-    a.frontier.release_slices(moving)
+    a.db.apply(decided)
     assert held(a, moving) == 0 and a.frontier.unowned_queued() == {}
     assert queued_urls(a) == before - moved and queued_urls(b) == moved
     assert a.frontier.queued + b.frontier.queued == len(before)

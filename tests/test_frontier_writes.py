@@ -110,7 +110,8 @@ def test_requeue_due_returns_its_writes(tmp_path: Path) -> None:
     assert isinstance(page, Lease)
     rig.complete(page, 5.0)
     due = rig.raw.requeue_due(10_000.0)
-    assert due.value[0] == 1 and shape(due.writes) == ["Put:urls", "Put:queue"]
+    # The URL's refresh rows follow its record: no longer due (refresh_index.py rule 4).
+    assert due.value[0] == 1 and shape(due.writes) == ["Put:urls", "Put:refresh", "Delete:due", "Put:queue"]
     assert rows(rig, "queue") == 0
     rig.db.apply(due.writes)
     assert rows(rig, "queue") == 1 and rig.frontier.requeue_due(10_000.0)[0] == 0
@@ -141,8 +142,10 @@ def test_release_and_commit_preparation_are_writes(tmp_path: Path) -> None:
     assert rows(rig, "queue") == rows(rig, "seen") == 0
     rig.frontier.add_seed(canon("http://y.test/"), 0.0)
     prep = rig.raw.prepare_commit()
-    # host_table.py rule 8: the host in memory gets its ``resident`` row with its first commit.
-    assert shape(prep) == ["Put:hosts", "Put:resident", "Put:meta", "Put:meta"] and rows(rig, "hosts") == 0
+    # host_table.py rule 8: the host in memory gets its ``resident`` row with its first commit; the
+    # counters follow (the queue's, the refresh index's).
+    assert shape(prep) == ["Put:hosts", "Put:resident", "Put:meta", "Put:meta", "Put:meta"]
+    assert rows(rig, "hosts") == 0
     assert rig.raw.prepare_commit()[0].table == "meta"  # host records are written once per commit
 
 

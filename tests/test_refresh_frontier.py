@@ -13,6 +13,7 @@ from polecat.config import Config, PolitenessConfig, RefreshConfig
 from polecat.frontier.keys import url_key
 from polecat.frontier.records import Lease, UrlRecord
 from polecat.frontier.refresh import CHANGEFREQ_SECONDS, History, Prior, RefreshPolicy, observe
+from polecat.frontier.refresh_index import INDEX_KEY
 from tests.frontier_helpers import Rig, canon, done
 from tests.test_frontier import lease_or_fail, open_host
 
@@ -184,6 +185,10 @@ def test_a_host_over_its_budget_spaces_its_urls_by_the_freshness_optimum(tmp_pat
         rec = UrlRecord(url, "fetched", "200", h.last_visit, history=h.encode().hex(),
                         due=h.last_visit + wanted)
         rig.db.txn.put(url_key(url), rec.encode(), db=rig.db.urls)
+    rig.db.txn.delete(INDEX_KEY, db=rig.db.meta)  # records written past the index: built at the next open
+    rig.db.commit()
+    rig.crash()
+    rig.reopen()
     # The budget plan spreads 0.01 visits/s over ten equal pages: about every 1,000 s each, not 25 s.
     assert rig.frontier.requeue_due(h.last_visit + 500.0)[0] == 0
     assert rig.frontier.requeue_due(h.last_visit + 1_100.0)[0] == 10

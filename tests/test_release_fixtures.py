@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -21,10 +22,13 @@ from polecat.cluster.checkpoint_plan import FORMAT as CHECKPOINT_FORMAT
 from polecat.cluster.layout import node_dirs
 from polecat.cluster.ring import RING_VERSION
 from polecat.cluster.wire import WIRE_VERSION
-from polecat.config import StoreConfig
+from polecat.config import Config, RefreshConfig, StoreConfig
 from polecat.frontier import bundle
 from polecat.frontier.db import SCHEMA_VERSION
-from polecat.frontier.opener import FRONTIER_PARAMS
+from polecat.frontier.opener import FRONTIER_PARAMS, open_frontier
+from polecat.frontier.records import UrlRecord
+from polecat.frontier.refresh import RefreshPolicy
+from polecat.frontier.refresh_index import RefreshIndex
 from polecat.store.base import HASH_NAME, FetchRecord
 from polecat.store.index import SCHEMA_VERSION as STORE_SCHEMA
 from polecat.store.segstore import open_store
@@ -113,3 +117,27 @@ def test_todays_formats_are_those_of_the_newest_fixture() -> None:
 def test_fixture_formats_are_what_its_data_holds(name: str) -> None:
     recorded = json.loads((RELEASES / name / "formats.json").read_text())
     assert recorded == data_formats(RELEASES / name / "data")
+
+
+def test_the_refresh_index_is_built_at_the_first_open_of_0_3_0(tmp_path: Path) -> None:
+    """0.3.0 kept no refresh index (polecat/frontier/refresh_index.py rule 5): the first open builds it
+    from the URL records, and its figures are those of a pass over every finished URL."""
+    data = copy_fixture("0.3.0", tmp_path / "data")
+    now = 2_000_000_000.0
+    for node in node_dirs(data):
+        opened = open_frontier(replace(Config(), data_dir=node), now)
+        try:
+            refresh = opened.frontier._refresh
+            assert opened.db.count("refresh") > 0, "the open built no index"
+            fresh = opened.frontier.freshness(now)
+            assert fresh == refresh.index.recount(now) and fresh.tracked > 0
+            with_due = sum(UrlRecord.decode(raw).due is not None for _, raw in opened.db.items("urls"))
+            assert opened.db.count("due") == with_due
+            opened.commit()
+        finally:
+            opened.close()
+        reopened = open_frontier(replace(Config(), data_dir=node), now)
+        try:
+            assert not RefreshIndex(reopened.db, RefreshPolicy(RefreshConfig()), now).stale  # built once
+        finally:
+            reopened.close()

@@ -14,9 +14,13 @@ Rules:
    them, so a reader of a manifest always finds its objects.
 2. A *round* ships every slice the node holds, one object per group of :data:`GROUP` consecutive
    slices; a group whose slices and bundle digest are those of its entry in the current manifest is not
-   uploaded again (incremental). Slices the Ring gives the node that it does not hold at the moment
-   (claims pending after a restart, a lease being renewed) keep their entries (*carried*): a round
-   never drops the last checkpoint of a slice that is still the node's. A round is due every
+   uploaded again (incremental). A group none of whose slices was written since the last round (the
+   frontier's written slices, polecat/frontier/tables.py rule 6) keeps its entry when that entry has
+   the same slices and a digest (:meth:`Manifest.unchanged`): it is not even exported, so a round reads
+   the groups written since the last one, not every slice held. Slices the Ring gives the node that
+   it does not hold at the moment (claims pending after a restart, a lease being renewed) keep their
+   entries (*carried*): a round never drops the last checkpoint of a slice that is still the node's.
+   A round is due every
    ``interval`` seconds, and at once after an adoption (:meth:`CheckpointSchedule.urge`), so adopted
    slices are not only in a dead member's manifest.
 3. Rounds are numbered when their snapshot is taken (after a frontier commit); every URL committed to
@@ -120,6 +124,15 @@ class Manifest:
         """The entry a round may keep for ``group`` without uploading it again (rule 2)."""
         for e in self.entries:
             if e.group == group and e.slices == slices and e.digest == digest:
+                return e
+        return None
+
+    def unchanged(self, group: int, slices: frozenset[int]) -> Entry | None:
+        """The entry a round keeps for ``group`` when none of ``slices`` was written since the last
+        round (rule 2); None when there is none to keep (a hand-over entry, or a narrowed one, has no
+        digest: the round exports the group)."""
+        for e in self.entries:
+            if e.group == group and e.slices == slices and e.digest:
                 return e
         return None
 

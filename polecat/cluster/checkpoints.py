@@ -97,14 +97,20 @@ class CheckpointStore:
                 log.warning("checkpoint: could not delete %s: %s", name, exc)
 
     def ship_round(self, export: Exporter, held: frozenset[int], previous: Manifest, round_: int,
-                   now: float, *, carried: frozenset[int] = frozenset()) -> RoundReport:
-        """One round (rule 2): every group of ``held`` exported from the last commit, the changed ones
-        uploaded, then the manifest (which keeps ``previous``'s entries of ``carried`` slices). Raises
+                   now: float, *, carried: frozenset[int] = frozenset(),
+                   written: frozenset[int] | None = None) -> RoundReport:
+        """One round (rule 2): the groups of ``held`` with a slice in ``written`` (every group when
+        None) exported from the last commit, the changed ones uploaded, the others' entries kept, then
+        the manifest (which keeps ``previous``'s entries of ``carried`` slices). Raises
         CheckpointError (the previous manifest stays valid). The node runs the same steps with the
         exports on its loop thread (:mod:`.failover`)."""
         entries: list[Entry] = []
         size = 0
         for group, ids in groups(held).items():
+            kept = previous.unchanged(group, ids) if written is not None and not ids & written else None
+            if kept is not None:
+                entries.append(kept)
+                continue
             entry, sent = self.ship_group(group, export(ids, now), previous)
             entries.append(entry)
             size += sent

@@ -4,7 +4,9 @@ The policy is :mod:`.checkpoint_plan`'s; the blocking I/O is :mod:`.checkpoints`
 from the node's event loop. Rules:
 
 1. A round commits the frontier and takes a snapshot of that commit (so it holds everything accepted
-   until then). It exports one group of 64 slices at a time on the loop's thread, yielding in between
+   until then), with the slices written up to that commit (given back if the round fails). It exports
+   the groups of 64 slices with a slice written (checkpoint_plan rule 2), one at a time on the loop's
+   thread, yielding in between
    (an LMDB read transaction must not cross threads: moving the exports to a worker thread crashed
    the process), and digests, uploads and writes the manifest in a worker thread.
 2. Before it ships, a round waits until the hand-off batches committed with its snapshot are
@@ -130,6 +132,8 @@ class Failover:
         self._strays_routed: set[tuple[str, int]] = set()
         """(member, manifest version) whose strays were routed (rule 6)."""
         self.rounds = self.failures = self.uploaded = self.bytes_shipped = 0
+        self.exported = 0
+        """Groups of slices exported by rounds (those with a slice written since the last round)."""
         self.last_round_at: float | None = None
         """``clock.monotonic()`` when the last round shipped (None: none yet in this run)."""
         self.restores: list[Restored] = []
@@ -190,6 +194,8 @@ class Failover:
             self._handed &= held
             shipped = frozenset(held - self._handed)
             snapshot = crawler.frontier.snapshot()
+            written = crawler.frontier.take_written()  # of the same commit as the snapshot
+            done = False
             try:
                 strays = b""
                 wait = self.schedule.interval if self._unacked is None else min(SETTLE_WAIT,
@@ -205,8 +211,13 @@ class Failover:
                              "(%d bytes)", round_, len(strays))
                 entries, size = [], 0
                 for group, ids in groups(shipped).items():
+                    kept = None if ids & written else self.manifest.unchanged(group, ids)
+                    if kept is not None:  # nothing written there since the last round (plan rule 2)
+                        entries.append(kept)
+                        continue
                     # On this thread: the snapshot never crosses threads.
                     bundle = snapshot.export(ids, self._clock.wall())
+                    self.exported += 1
                     entry, sent = await asyncio.to_thread(self._store.ship_group, group, bundle,
                                                           self.manifest)
                     entries.append(entry)
@@ -215,12 +226,15 @@ class Failover:
                     raise CheckpointError("the lease it began under is gone (ownership rule 9)")
                 report = await asyncio.to_thread(self._store.finish_round, self.manifest, round_, entries,
                                                  carried - shipped, self._clock.wall(), size, strays)
+                done = True
             except CheckpointError as exc:
                 self.failures += 1
                 log.warning("slice checkpoint round %d failed: %s", round_, exc)
                 return False
             finally:
                 snapshot.close()
+                if not done:  # the next round ships what this one took (tables.py rule 6)
+                    crawler.frontier.mark_written(written)
             self.manifest = report.manifest
             self.rounds += 1
             self.last_round_at = self._clock.monotonic()

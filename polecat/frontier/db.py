@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from functools import partial
 from pathlib import Path
@@ -42,10 +42,10 @@ import lmdb
 
 from polecat.errors import FrontierError
 from polecat.faults import storage_fault
-from polecat.frontier.handover_ranges import delete_ranges
+from polecat.frontier.handover_ranges import WrittenSlices, delete_ranges
 from polecat.frontier.migrate import MigrationReport, migrate_v1, mismatch, release_of
 from polecat.frontier.seenlog import MANIFEST, SeenRuns, SeenView
-from polecat.frontier.slices import SLICES, slice_prefix
+from polecat.frontier.slices import PREFIX_LEN, SLICES, slice_prefix
 from polecat.frontier.tables import Lookup
 from polecat.frontier.writer import TxnWriter
 from polecat.version import __version__
@@ -65,7 +65,8 @@ NEAR_REBUILD = b"near_rebuild"
 after a fingerprint format change (absent: none do). Set by the upgrade, cleared by the node
 (polecat/node/commits.py rule 7) in the commit that holds the entries."""
 
-TABLES = ("meta", "queue", "hosts", "seen", "urls", "near", "ops", "robots", "priors", "ready", "resident")
+TABLES = ("meta", "queue", "hosts", "seen", "urls", "near", "ops", "robots", "priors", "ready", "resident",
+          "refresh", "due", "fresh")
 
 log = logging.getLogger("polecat")
 
@@ -102,12 +103,19 @@ class FrontierDB:
         self.ready = self.env.open_db(b"ready")
         self.resident = self.env.open_db(b"resident")
         """The due index of the hosts out of memory, and the hosts in it (host_table.py rules 7-8)."""
+        self.refresh = self.env.open_db(b"refresh")
+        self.due = self.env.open_db(b"due")
+        self.fresh = self.env.open_db(b"fresh")
+        """The refresh indexes (polecat/frontier/refresh_index.py)."""
         self.sliced: dict[str, Any] = {"ops": self.ops, "robots": self.robots, "hosts": self.hosts,
                                        "urls": self.urls, "queue": self.queue, "priors": self.priors}
         """The slice-keyed LMDB tables by name (polecat/frontier/keys.py); ``seen`` is :attr:`seen`."""
         self.tables: dict[str, Any] = {**self.sliced, "meta": self.meta, "near": self.near,
-                                       "ready": self.ready, "resident": self.resident}
+                                       "ready": self.ready, "resident": self.resident,
+                                       "refresh": self.refresh, "due": self.due, "fresh": self.fresh}
         """Every LMDB table a decision writes, by its :data:`~polecat.writes.Table` name."""
+        self.written = WrittenSlices()
+        """The slices written, for checkpoint rounds (polecat/frontier/tables.py rule 6)."""
         self._writer = TxnWriter(self.env, "polecat-frontier-writer")
         try:
             manifest = self._writer.txn.get(MANIFEST, db=self.meta)
@@ -226,6 +234,7 @@ class FrontierDB:
 
     def _apply(self, txn: lmdb.Transaction, writes: Sequence[Write]) -> None:
         tables, seen = self.tables, self.seen
+        sliced, mark = self.written.sliced, self.written.marks.add
         for w in writes:
             if type(w) is Put:
                 db = tables[w.table]
@@ -233,14 +242,19 @@ class FrontierDB:
                     seen.put(w.key)
                 else:
                     txn.put(w.key, w.value, db=db)
+                if w.table in sliced:
+                    mark(w.key[:PREFIX_LEN])
             elif isinstance(w, Delete):
                 if w.table == "seen":
                     seen.delete(w.key)
                 else:
                     txn.delete(w.key, db=tables[w.table])
+                if w.table in sliced:
+                    mark(w.key[:PREFIX_LEN])
             elif isinstance(w, DeleteSlices):
                 delete_ranges(txn, self.sliced, w.slices)
                 seen.delete_slices([slice_prefix(s) for s in sorted(w.slices)])
+                self.written.mark_all(w.slices)
 
     @property
     def txn(self) -> lmdb.Transaction:
@@ -307,6 +321,7 @@ class FrontierDB:
         txn.put(b"seq", str(self.seq).encode(), db=self.meta)
         txn.put(MANIFEST, self.seen.prepare(), db=self.meta)
         self.pending = 0
+        self.written.commit()
         return self._writer.start_commit(self.seen.write_run)
 
     def finish_commit(self) -> int:
@@ -328,6 +343,14 @@ class FrontierDB:
         """Make every write since the last commit durable, waiting for it; returns the new commit counter."""
         self.start_commit()
         return self.finish_commit()
+
+    def take_written(self) -> frozenset[int]:
+        """The slices written up to the last commit since the last take (tables.py rule 6), cleared."""
+        return self.written.take()
+
+    def mark_written(self, slices: Iterable[int]) -> None:
+        """Mark ``slices`` written again (tables.py rule 6: a checkpoint round that did not ship them)."""
+        self.written.give_back(slices)
 
     @property
     def next_seq(self) -> int:

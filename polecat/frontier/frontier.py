@@ -62,7 +62,8 @@ class Frontier:
         self._table = table = HostTable(db, cfg.politeness, ShapeBudget(cfg.scope.max_urls_per_shape),
                                         cfg.frontier.working_hosts)
         answers = RobotsAnswers(db, robots, cfg.robots)
-        refresh = RefreshQueue(table, cfg.refresh)
+        refresh = RefreshQueue(table, cfg.refresh, now)
+        self._refresh = refresh
         self._controls = controls = Controls(table)
         self._intake = intake = Intake(table, cfg.scope, seen)
         self.budget = PageBudget(cfg.scope.max_pages)
@@ -116,6 +117,8 @@ class Frontier:
         self.unowned_queued = handover.unowned_queued
         self.export_slices = handover.export_slices
         self.snapshot = handover.snapshot
+        self.take_written = db.take_written
+        self.mark_written = db.mark_written
         self.adopt = handover.adopt
         self.release_slices = handover.release_slices
         self.host_state = observation.host_state
@@ -128,6 +131,9 @@ class Frontier:
         # Opening: the stored ops first (throttles set the rates the host records are loaded with).
         for key, raw in db.items("ops"):
             self._load_op(key, raw)
+        if refresh.index.stale:  # built in batches, each applied at once (writes.py rule 4)
+            for batch in refresh.index.rebuild(now):
+                db.apply(batch)
         opening = table.load(now)
         opening += intake.refetch_writes(now)
         opening += controls.from_config(cfg.politeness.throttle, cfg.scope.block)
@@ -167,4 +173,5 @@ class Frontier:
         that a commit of the transaction, once they are applied, holds every change so far: :meth:`commit`
         does both; the node's periodic commit runs on the writer thread instead
         (polecat/frontier/db.py rule 1)."""
-        return self._table.host_writes() + self._intake.trap_writes() + self._table.counter_writes()
+        return (self._table.host_writes() + self._intake.trap_writes() + self._table.counter_writes()
+                + self._refresh.index.commit_writes())

@@ -22,11 +22,12 @@ from polecat.frontier.host_table import HostTable
 from polecat.frontier.intake import Intake
 from polecat.frontier.keys import host_of_queue_key, host_of_row, queue_prefix, requeue_key, url_key
 from polecat.frontier.politeness import HostState, wait_one_interval
-from polecat.frontier.records import AdoptReport, QueuedUrl, decode_host
+from polecat.frontier.records import AdoptReport, QueuedUrl, UrlRecord, decode_host
 from polecat.frontier.refresh_queue import RefreshQueue
 from polecat.frontier.robots import RobotsPolicy
 from polecat.frontier.robots_state import restore_robots
 from polecat.frontier.slices import SLICES, check_slices, slice_of, slice_prefix
+from polecat.hosts import host_key
 from polecat.writes import Decided, Delete, DeleteSlices, Put, Write
 
 
@@ -127,6 +128,8 @@ class SliceHandover:
             elif table == "urls":
                 out.append(Put("urls", key, value))
                 finished.add(bytes(key))
+                rec = UrlRecord.decode(value)
+                self._refresh.url_written(host_key(rec.url), bytes(key), rec, out)
             elif table == "queue":
                 host = host_of_queue_key(key)
                 ukey = url_key(QueuedUrl.decode(value).url, host)
@@ -212,4 +215,7 @@ class SliceHandover:
             table.queued_in[s] = 0
         self._intake.forget_recent()
         self._db.pending += 1
-        return [DeleteSlices(ids)]
+        out: list[Write] = []
+        self._refresh.index.release(ids, out)
+        out.append(DeleteSlices(ids))
+        return out

@@ -18,11 +18,42 @@ from typing import Any
 
 from polecat.frontier.bundle import BundleWriter, Fence, SliceBundle
 from polecat.frontier.keys import GLOBAL
-from polecat.frontier.slices import PREFIX_LEN, check_slices, slice_prefix
+from polecat.frontier.slices import PREFIX_LEN, SLICES, check_slices, prefix_slice, slice_prefix
 from polecat.frontier.tables import Snapshot, TableReader
 from polecat.writes import Table
 
 SLICED_TABLES: tuple[Table, ...] = ("ops", "robots", "hosts", "urls", "queue", "seen", "priors")
+
+
+class WrittenSlices:
+    """The slice marks of polecat/frontier/tables.py rule 6, kept by both databases: marks are the
+    2-byte key prefixes written (a set add per write), turned into slice numbers at a commit."""
+
+    def __init__(self) -> None:
+        self.marks: set[bytes] = set()
+        """Key prefixes written since the last commit (``marks.add(key[:PREFIX_LEN])`` per write)."""
+        self.sliced = frozenset(SLICED_TABLES)
+        self._committed: set[int] = set(range(SLICES))
+
+    def mark_all(self, ids: Iterable[int]) -> None:
+        self.marks.update(slice_prefix(s) for s in ids)
+
+    def commit(self) -> None:
+        for prefix in self.marks:
+            s = prefix_slice(prefix) if len(prefix) == PREFIX_LEN else SLICES
+            if s >= SLICES:  # a cross-slice op (GLOBAL, or a key naming no slice): in every slice's bundle
+                self._committed.update(range(SLICES))
+                break
+            self._committed.add(s)
+        self.marks.clear()
+
+    def take(self) -> frozenset[int]:
+        taken = frozenset(self._committed)
+        self._committed.clear()
+        return taken
+
+    def give_back(self, slices: Iterable[int]) -> None:
+        self._committed.update(slices)
 
 
 def export_ranges(tables: TableReader, ids: frozenset[int], *, created: float,

@@ -60,7 +60,7 @@ import heapq
 import json
 import math
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from itertools import islice
 
 from polecat.config import PolitenessConfig
@@ -82,6 +82,14 @@ from polecat.frontier.tables import FrontierTables
 from polecat.frontier.traps import ShapeBudget
 from polecat.hosts import HostPatternMap
 from polecat.writes import Delete, Put, Write
+
+UrlWritten = Callable[[str, bytes, UrlRecord | None, list[Write]], None]
+"""The hook :attr:`HostTable.url_written`."""
+
+
+def _no_index(host: str, ukey: bytes, rec: UrlRecord | None, out: list[Write]) -> None:
+    """:attr:`HostTable.url_written` of a table with no refresh part (tests of the table alone)."""
+
 
 READY_INDEX = b"ready_index"
 """Meta key: the ``ready`` and ``resident`` rows are kept (rule 8); absent in data written before them."""
@@ -151,6 +159,9 @@ class HostTable:
         """The entries of :attr:`heap` of the hosts in :attr:`warm` (stale ones too, as rule 2 says)."""
         self._pending: list[Write] = []
         """Row writes of records read back by :meth:`state`, for the next commit (rules 7-8)."""
+        self.url_written: UrlWritten = _no_index
+        """Called with every write of a URL record (host, its key, the record or None: deleted, the
+        decision's writes): the refresh indexes follow them (polecat/frontier/refresh_index.py rule 4)."""
 
     def load(self, now: float) -> list[Write]:
         """Open: the hosts in memory at the last commit come back (rule 8), the others stay in the
@@ -469,7 +480,10 @@ class HostTable:
             self.count_band(key, -1)
         self.save(host)
         self.count_done(rec.outcome if rec.outcome != "skipped" else f"skipped:{rec.reason}")
-        return [Delete("queue", key), Put("urls", ukey or url_key_at(key, rec.url), rec.encode())]
+        ukey = ukey or url_key_at(key, rec.url)
+        out: list[Write] = [Delete("queue", key), Put("urls", ukey, rec.encode())]
+        self.url_written(host, ukey, rec, out)
+        return out
 
     def count_done(self, label: str) -> None:
         self.done[label] += 1

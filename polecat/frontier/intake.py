@@ -302,6 +302,7 @@ class Intake:
             ukey = url_key(url, host)
             if ukey in (adopted_urls or ()) or self._db.get("urls", ukey) is not None:
                 out.append(Delete("urls", ukey))  # else still queued: fetched anyway
+                self._table.url_written(host, ukey, None, out)
                 self._table.enqueue(url, host, 0, 1.0, now, out)
             out.append(Delete("ops", key))
         self._refetch.clear()

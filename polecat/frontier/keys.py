@@ -18,6 +18,10 @@ Rules (DESIGN.md section 5; slices in polecat/frontier/slices.py):
    host's next-allowed time as a big-endian IEEE double (times are >= 0, so bytewise order is time
    order), then the host key. ``resident`` (rule 8 there): the host key. Neither is slice-keyed: a row
    of a released slice is found stale when read (its host has no record) and dropped then.
+7. The refresh indexes (polecat/frontier/refresh_index.py): ``refresh``, one row per URL with a history,
+   keyed by slice, host key, NUL, then the URL's fingerprint, so a host's rows are one range inside its
+   slice's; ``due`` and ``fresh``: a time as in rule 6, then the URL key. The two time-keyed tables are
+   not slice-keyed: a release deletes their rows through the ``refresh`` rows of its slices.
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ assert SLICES < 0xFFFF
 
 _KEY_TAIL = struct.Struct(">IHQ")
 _DUE = struct.Struct(">d")
+FINGERPRINT_LEN = 16
+"""Bytes of a URL fingerprint (rule 2)."""
 HOST_OPS = frozenset({"seedhost", "traps", "requisites"})
 """Op kinds whose argument is one host key (rule 4)."""
 
@@ -56,6 +62,31 @@ def ready_key(due: float, host: str) -> bytes:
 def ready_row(key: bytes) -> tuple[float, str]:
     """``(due, host)`` of a ``ready`` key."""
     return _DUE.unpack_from(key)[0], key[_DUE.size :].decode()
+
+
+def refresh_prefix(host: str) -> bytes:
+    """The start of every ``refresh`` key of ``host`` (rule 7)."""
+    return host_row(host) + b"\x00"
+
+
+def refresh_row(host: str, ukey: bytes) -> bytes:
+    """Key of the ``refresh`` row of the URL ``ukey`` (its ``urls`` key) of ``host`` (rule 7)."""
+    return ukey[:PREFIX_LEN] + host.encode() + b"\x00" + ukey[PREFIX_LEN:]
+
+
+def url_key_of_refresh_row(key: bytes) -> bytes:
+    """The ``urls`` key of a ``refresh`` row (rule 7)."""
+    return key[:PREFIX_LEN] + key[-FINGERPRINT_LEN:]
+
+
+def due_key(at: float, ukey: bytes) -> bytes:
+    """Key of the URL ``ukey`` in the ``due`` index at ``at`` (rule 7)."""
+    return _DUE.pack(at) + ukey
+
+
+def fresh_key(boundary: float, ukey: bytes) -> bytes:
+    """Key of the URL ``ukey`` in the ``fresh`` index at its boundary (rule 7)."""
+    return _DUE.pack(boundary) + ukey
 
 
 def queue_prefix(host: str) -> bytes:

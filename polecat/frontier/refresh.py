@@ -64,7 +64,8 @@ Rules:
    ``ceil(refresh_share x window / interval)`` of its due URLs per scan window (:func:`refresh_slots`;
    the highest priority first, the rest stay due), so discovery keeps the rest of the host's politeness
    budget; with nothing waiting on the host, or in a one-off ``--refresh`` run, all go.
-9. Freshness SLO: an important page is within its window while ``now - last_visit <= interval``.
+9. Freshness SLO: an important page is within its window while ``now <= last_visit + interval`` (its
+   boundary), and due from then on.
 
 Limits of the model: real pages are not Poisson (news sites change on a daily rhythm, many pages change in
 bursts); the estimate weighs all history equally, so a page whose rate changes is followed slowly (the
@@ -397,16 +398,26 @@ class RefreshPolicy:
               now: float) -> None:
         """Count one finished URL into the freshness SLO (rule 9). Important: at least
         ``important_min`` importance (seeds), or a URL matching a ``refresh.important`` regex."""
-        if h.last_visit <= 0.0:
-            return
-        every = self.interval(host, h, None, h.last_visit)
-        if every is None:
+        boundary = self.boundary(host, h)
+        if boundary is None:
             return
         into.tracked += 1
-        into.due += now >= h.last_visit + every
-        if importance >= self._cfg.important_min or any(rx.search(url) for rx in self._important):
+        into.due += now >= boundary
+        if self.is_important(url, importance):
             into.important += 1
-            into.within += self.within_window(h, every, now)
+            into.within += now <= boundary
+
+    def boundary(self, host: str, h: History) -> float | None:
+        """When a finished URL leaves its change window: ``last_visit + interval`` (rule 9); None: it is
+        not tracked (never visited, or never refreshed by rule 5)."""
+        if h.last_visit <= 0.0:
+            return None
+        every = self.interval(host, h, None, h.last_visit)
+        return None if every is None else h.last_visit + every
+
+    def is_important(self, url: str, importance: float) -> bool:
+        """Whether a URL counts in the freshness SLO (rule 9)."""
+        return importance >= self._cfg.important_min or any(rx.search(url) for rx in self._important)
 
     @staticmethod
     def priority(importance: float, h: History, interval: float, now: float) -> float:

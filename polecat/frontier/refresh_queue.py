@@ -5,7 +5,8 @@ Last-Modified, refresh rule 4).
 The rules are polecat/frontier/refresh.py's (the :class:`RefreshPolicy` decides; this part applies its
 answers to the frontier's records): a page fetched (2xx) or not modified gets a history and a due time
 (rules 1-2, 4), the scan queues due URLs within each host's refresh budget and by priority (rules 3, 7,
-8), and the same pass counts the freshness SLO (rule 9).
+8), and the freshness SLO (rule 9) is counted as records change. Both read the indexes of
+polecat/frontier/refresh_index.py, kept with every write of a URL record, never every finished URL.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from polecat.frontier.keys import url_key
 from polecat.frontier.politeness import HostState, interval
 from polecat.frontier.records import UrlRecord
 from polecat.frontier.refresh import Freshness, History, Prior, RefreshPolicy, refresh_slots
+from polecat.frontier.refresh_index import RefreshIndex
 from polecat.hosts import host_key
 from polecat.parse.feed import parse_http_date
 from polecat.writes import Decided, Put, Write
@@ -27,11 +29,14 @@ from polecat.writes import Decided, Put, Write
 class RefreshQueue:
     """Due times, re-queueing and freshness over the ``urls`` table (see the module docstring)."""
 
-    def __init__(self, table: HostTable, cfg: RefreshConfig) -> None:
+    def __init__(self, table: HostTable, cfg: RefreshConfig, now: float) -> None:
         self._table = table
         self._db = table.db
         self._cfg = cfg
         self._policy = RefreshPolicy(cfg)
+        self.index = RefreshIndex(self._db, self._policy, now)
+        """The due index and the freshness counters (polecat/frontier/refresh_index.py)."""
+        table.url_written = self.url_written
         self.has_priors = self._db.count("priors") > 0
         """Whether any sitemap prior is kept: a completion looks its URL's up only then."""
 
@@ -53,37 +58,29 @@ class RefreshQueue:
 
     def requeue_due(self, now: float, limit: int = 100_000,
                     window: float | None = None) -> Decided[tuple[int, Freshness]]:
-        """Queue again (at most ``limit``) fetched URLs whose refresh is due at ``now``: within each
-        host's refresh budget, by priority importance x staleness, its share kept for other URLs over
-        ``window`` seconds (refresh rules 3, 7 and 8). Answers how many, and the freshness SLO as the
-        same pass saw it. One pass over the finished URLs (O(URLs done): a node calls it every
-        ``refresh.scan_interval`` seconds, not per lease)."""
-        hosts: dict[str, HostScan] = {}
-        fresh, found = Freshness(), 0
-        policy = self._policy
-        for key, raw in self._db.items("urls"):
+        """Queue again (at most ``limit``, the earliest due first) fetched URLs whose refresh is due at
+        ``now``: within each host's refresh budget, by priority importance x staleness, its share kept for
+        other URLs over ``window`` seconds (refresh rules 3, 7 and 8). Answers how many, and the
+        freshness SLO at ``now``. Reads the due rows of the index and the ``refresh`` rows of their hosts
+        (refresh_index.py rules 1-2), not every finished URL."""
+        index, urls = self.index, self._db.getter("urls")
+        found: dict[str, list[tuple[bytes, UrlRecord]]] = {}
+        for ukey in index.due(now, limit):
+            raw = urls(ukey)
+            assert raw is not None, "a due row outlived its URL record (refresh_index.py rule 4)"
             rec = UrlRecord.decode(raw)
-            if not rec.history:
-                continue
-            host = host_key(rec.url)
-            h = History.from_hex(rec.history)
-            policy.tally(fresh, host, rec.url, h, rec.importance, now)
-            scan = hosts.get(host)
-            if scan is None:
-                scan = hosts[host] = HostScan()
-            index = scan.add(policy.rate(h, None, h.last_visit), rec.importance)
-            due = rec.due
-            if due is not None and h.prior_rate >= 0.0:
-                # Recomputed with today's settings (an operator's new --refresh-min applies to schedules
-                # made before); a 0.2 history keeps its stored time, whose sitemap prior is not in it.
-                due = policy.due_at(host, h, None, 0.0) or due
-            if due is not None and due <= now and found < limit:
-                found += 1
-                scan.due.append((index, h, key, rec))
+            found.setdefault(host_key(rec.url), []).append((ukey, rec))
         out: list[Write] = []
-        queued = sum(self._requeue_host(host, scan, now, window, out)
-                     for host, scan in hosts.items() if scan.due)
-        return Decided((queued, fresh), out)
+        queued = 0
+        for host, due in found.items():
+            scan = HostScan()
+            at: dict[bytes, int] = {}
+            for ukey, row in index.host_rows(host):
+                at[ukey] = scan.add(row.rate, row.weight)
+            # In key order, as a pass over the ``urls`` table met them: equal priorities keep that order.
+            scan.due = [(at[ukey], History.from_hex(rec.history), ukey, rec) for ukey, rec in sorted(due)]
+            queued += self._requeue_host(host, scan, now, window, out)
+        return Decided((queued, index.freshness(now)), out)
 
     def _requeue_host(self, host: str, scan: HostScan, now: float, window: float | None,
                       out: list[Write]) -> int:
@@ -109,19 +106,21 @@ class RefreshQueue:
                 break  # stays due: the next scan queues it
             rec.due = None  # queued (or no longer refreshed): the completion schedules the next visit
             out.append(Put("urls", key, rec.encode()))
+            self.index.update(host, key, rec, out)
             if refresh:
                 table.enqueue(rec.url, host, rec.depth, priority, now, out, new=False)
                 queued += 1
         return queued
 
     def freshness(self, now: float) -> Freshness:
-        """The freshness SLO over the finished URLs (refresh rule 9)."""
-        count = Freshness()
-        for _, raw in self._db.items("urls"):
-            rec = UrlRecord.decode(raw)
-            h = History.from_hex(rec.history)
-            self._policy.tally(count, host_key(rec.url), rec.url, h, rec.importance, now)
-        return count
+        """The freshness SLO over the finished URLs (refresh rule 9), from the counters kept
+        (refresh_index.py rule 3)."""
+        return self.index.freshness(now)
+
+    def url_written(self, host: str, ukey: bytes, rec: UrlRecord | None, out: list[Write]) -> None:
+        """The URL record ``ukey`` of ``host`` is written as ``rec`` (None: deleted) by a decision whose
+        writes go to ``out``: its index rows follow (refresh_index.py rule 4)."""
+        self.index.update(host, ukey, rec, out)
 
 
 @dataclass(slots=True)

@@ -15,11 +15,12 @@ import lmdb
 from polecat.clock import SYSTEM_CLOCK
 from polecat.config import RefreshConfig
 from polecat.errors import FrontierError
-from polecat.frontier.db import SCHEMA_VERSION, TABLES
+from polecat.frontier.db import SCHEMA_VERSION, TABLES, CommittedTables
 from polecat.frontier.keys import host_of_row, parse_op_key
 from polecat.frontier.migrate import mismatch, release_of
 from polecat.frontier.records import UrlRecord, decode_host
 from polecat.frontier.refresh import Freshness, History, RefreshPolicy
+from polecat.frontier.refresh_index import stored_freshness
 from polecat.frontier.seenlog import MANIFEST, manifest_count
 from polecat.hosts import host_key
 
@@ -52,8 +53,8 @@ class FrontierStatus:
 
 
 @contextmanager
-def _read_txn(frontier_dir: Path,
-              tables: tuple[str, ...]) -> Iterator[tuple[lmdb.Transaction, dict[str, Any]]]:
+def _read_txn(frontier_dir: Path, tables: tuple[str, ...]
+              ) -> Iterator[tuple[lmdb.Environment, lmdb.Transaction, dict[str, Any]]]:
     """One read snapshot of the frontier in ``frontier_dir`` and the named tables, schema checked."""
     if not (frontier_dir / "data.mdb").exists():
         raise FrontierError(f"no frontier in {frontier_dir}")
@@ -66,14 +67,14 @@ def _read_txn(frontier_dir: Path,
                 raise FrontierError(mismatch(  # a reader: opening it to write (upgrade, crawl) upgrades
                     frontier_dir, release_of(schema), f"schema {schema.get('version')}",
                     f"schema {SCHEMA_VERSION}", upgradable=schema.get("version") in (1, 2)))
-            yield txn, dbs
+            yield env, txn, dbs
     finally:
         env.close()
 
 
 def read_outcomes(frontier_dir: Path) -> Iterator[UrlRecord]:
     """Every finished URL's record (outcome, reason, time), from one read snapshot."""
-    with _read_txn(frontier_dir, ("urls",)) as (txn, dbs):
+    with _read_txn(frontier_dir, ("urls",)) as (_, txn, dbs):
         for _, raw in txn.cursor(db=dbs["urls"]):
             yield UrlRecord.decode(raw)
 
@@ -83,7 +84,7 @@ def read_status(frontier_dir: Path, top: int = 10, refresh: RefreshConfig | None
     """Summarize the frontier in ``frontier_dir`` from one consistent read snapshot (the freshness SLO
     under ``refresh``, the default refresh settings when None, at ``now``: wall seconds, the machine's
     clock when None, as ``polecat status`` asks)."""
-    with _read_txn(frontier_dir, ("hosts", "ops", "urls")) as (txn, dbs):
+    with _read_txn(frontier_dir, ("hosts", "ops", "urls")) as (env, txn, dbs):
         queues: Counter[str] = Counter()
         hosts = fetched = 0
         for key, raw in txn.cursor(db=dbs["hosts"]):
@@ -106,14 +107,8 @@ def read_status(frontier_dir: Path, top: int = 10, refresh: RefreshConfig | None
             elif kind == "traps":
                 traps.append((arg, tuple(sorted(json.loads(bytes(raw)).items()))))
         done = json.loads(bytes(txn.get(b"done", b"{}", db=dbs["meta"])))
-        fresh, policy = Freshness(), RefreshPolicy(refresh or RefreshConfig())
-        at = SYSTEM_CLOCK.wall() if now is None else now
-        revisited = 0
-        for _, raw in txn.cursor(db=dbs["urls"]):
-            rec = UrlRecord.decode(raw)
-            history = History.from_hex(rec.history)
-            revisited += history.n > 0
-            policy.tally(fresh, host_key(rec.url), rec.url, history, rec.importance, at)
+        fresh, revisited = _freshness(env, txn, dbs, refresh or RefreshConfig(),
+                                      SYSTEM_CLOCK.wall() if now is None else now)
         return FrontierStatus(
             hosts=hosts, hosts_with_queue=len(queues), queued=sum(queues.values()), fetched=fetched,
             seen_urls=manifest_count(txn.get(MANIFEST, db=dbs["meta"])), done=tuple(sorted(done.items())),
@@ -123,6 +118,26 @@ def read_status(frontier_dir: Path, top: int = 10, refresh: RefreshConfig | None
             releases=(release_of(json.loads(bytes(txn.get(b"schema", b"{}", db=dbs["meta"])))),),
             revisited=revisited,
         )
+
+
+def _freshness(env: lmdb.Environment, txn: lmdb.Transaction, dbs: dict[str, Any], refresh: RefreshConfig,
+               now: float) -> tuple[Freshness, int]:
+    """The freshness SLO and the URLs revisited: from the refresh index's counters where it was made
+    under ``refresh`` (refresh_index.py rule 3), else from every URL record."""
+    try:
+        index = {name: env.open_db(name.encode(), txn=txn, create=False) for name in ("meta", "fresh")}
+    except lmdb.NotFoundError:  # written by 0.3.0 and not opened by this release since
+        index = None
+    stored = stored_freshness(CommittedTables(txn, index), refresh, now) if index is not None else None
+    if stored is not None:
+        return stored
+    fresh, policy, revisited = Freshness(), RefreshPolicy(refresh), 0
+    for _, raw in txn.cursor(db=dbs["urls"]):
+        rec = UrlRecord.decode(raw)
+        history = History.from_hex(rec.history)
+        revisited += history.n > 0
+        policy.tally(fresh, host_key(rec.url), rec.url, history, rec.importance, now)
+    return fresh, revisited
 
 
 def _top_traps(traps: list[tuple[str, tuple[tuple[str, int], ...]]],

@@ -15,11 +15,17 @@ alike by keeping these rules:
 4. :meth:`FrontierTables.commit` makes everything applied so far durable and answers the commit
    counter; what is applied after the last commit is lost when the database closes (a crash).
 5. A :meth:`FrontierTables.snapshot` reads the last commit, whatever is applied after it, until closed.
+6. Every write applied to a slice-keyed table marks its slice (a cross-slice op, keys.py rule 4, marks
+   every slice; a ``DeleteSlices`` its slices); a commit makes the marks applied before it *committed*;
+   :meth:`FrontierTables.take_written` answers and clears the committed marks (a checkpoint round,
+   whose snapshot is that commit, polecat/cluster/checkpoint_plan.py rule 2), and
+   :meth:`FrontierTables.mark_written` puts some back (a round that failed). A database opened anew
+   starts with every slice marked: what was written before a restart is not known.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Protocol
 
 from polecat.writes import Table, Write
@@ -72,4 +78,12 @@ class FrontierTables(TableReader, Protocol):
 
     def snapshot(self) -> Snapshot:
         """A reader of the last commit (rule 5)."""
+        ...
+
+    def take_written(self) -> frozenset[int]:
+        """The slices written up to the last commit since the last take (rule 6), cleared."""
+        ...
+
+    def mark_written(self, slices: Iterable[int]) -> None:
+        """Mark ``slices`` as committed writes again (rule 6: a round that did not ship them)."""
         ...

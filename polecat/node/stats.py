@@ -80,8 +80,9 @@ class CrawlStats:
     near_rejected: int = 0
     """Index candidates within the distance whose verification sketch was too far (false candidates)."""
     freshness: tuple[int, int, int, int] | None = None
-    """``(tracked, due, important, within)`` of the freshness SLO (refresh rule 9), as of the last scan
-    of every finished URL: each refresh scan, and the end of a run; None before the first."""
+    """``(tracked, due, important, within)`` of the freshness SLO (refresh rule 9), as of the last
+    refresh scan or the end of a run (counters kept, polecat/frontier/refresh_index.py rule 3); None
+    before the first."""
     pages_cut: int = 0
     """HTML pages of this run parsed only up to the parse budget (polecat/parse/guard.py): stored whole,
     with the links read before the cut; not errors."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from bisect import bisect_left, bisect_right, insort
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from types import TracebackType
 from typing import TypeVar, get_args
@@ -21,8 +21,8 @@ from polecat.errors import FetchError, NotFound, RequestWithheld
 from polecat.fetch.dns import DnsStats
 from polecat.fetch.http import RedirectPacer, Response, StreamChoice
 from polecat.fetch.pool import SendGate
-from polecat.frontier.handover_ranges import SLICED_TABLES
-from polecat.frontier.slices import slice_prefix
+from polecat.frontier.handover_ranges import SLICED_TABLES, WrittenSlices
+from polecat.frontier.slices import PREFIX_LEN, slice_prefix
 from polecat.frontier.tables import Lookup
 from polecat.store.base import HASH_NAME, FetchRecord, StoreStats
 from polecat.writes import Decided, Delete, DeleteSlices, Put, Table, Write
@@ -282,6 +282,8 @@ class MemoryFrontierDB:
         self.pending = 0
         self.commits = 0
         """Commits made since this object was created."""
+        self.written = WrittenSlices()
+        """The slices written (polecat/frontier/tables.py rule 6)."""
 
     def get(self, table: Table, key: bytes) -> bytes | None:
         return self._tables.get(table, key)
@@ -296,13 +298,16 @@ class MemoryFrontierDB:
         return self._tables.count(table)
 
     def apply(self, writes: Sequence[Write]) -> None:
-        tables = self._tables
+        tables, written = self._tables, self.written
         for w in writes:
+            if isinstance(w, Put | Delete) and w.table in written.sliced:
+                written.marks.add(w.key[:PREFIX_LEN])
             if isinstance(w, Put):
                 tables.put(w.table, w.key, w.value)
             elif isinstance(w, Delete):
                 tables.delete(w.table, w.key)
             elif isinstance(w, DeleteSlices):
+                written.mark_all(w.slices)
                 for table in SLICED_TABLES:
                     for s in w.slices:
                         doomed = [key for key, _ in tables.items(table, slice_prefix(s))]
@@ -315,6 +320,7 @@ class MemoryFrontierDB:
         return decided.value
 
     def commit(self) -> int:
+        self.written.commit()
         self.seq += 1
         self.commits += 1
         self._tables.put("meta", b"seq", str(self.seq).encode())
@@ -324,6 +330,12 @@ class MemoryFrontierDB:
 
     def snapshot(self) -> MemoryTables:
         return self._committed.copy()
+
+    def take_written(self) -> frozenset[int]:
+        return self.written.take()
+
+    def mark_written(self, slices: Iterable[int]) -> None:
+        self.written.give_back(slices)
 
     def close(self) -> None:
         """Drop what is uncommitted; the tables read as the last commit from now on."""

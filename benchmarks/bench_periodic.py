@@ -1,0 +1,223 @@
+"""Each periodic job of one node against the frontier's size (issue 39): refresh scan, freshness figures,
+checkpoint round, status, stats (the ``/metrics`` frontier part), operator controls, hand-over of 64 slices,
+and admit / lease / complete, at a given number of finished URLs.
+
+    python -m benchmarks.bench_periodic --urls 1000000 --per-host 10 --due 1000
+
+Builds a frontier of ``--urls`` finished URLs (each with a refresh history, ``--per-host`` per host, so
+hosts grow with URLs) and one queued URL per host, written straight into the tables as an earlier
+release would have left them; opens it (the open builds the refresh indexes once: timed as "open"),
+then times each job once (one synchronous call on the event loop: its time is the loop stall it causes)
+and counts the rows it read where the job keeps such a count. ``--due`` URLs are due at the scan.
+Times are CPU seconds of this process (``time.process_time``) and wall seconds; run it at two sizes to see
+which costs grow with the frontier.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from polecat.config import Config, FrontierConfig, PolitenessConfig, ScopeConfig
+from polecat.dedup.seen import SeenSet
+from polecat.frontier.db import FrontierDB
+from polecat.frontier.frontier import Frontier
+from polecat.frontier.keys import host_row, queue_key, url_key
+from polecat.frontier.politeness import Attempt, HostState
+from polecat.frontier.records import Completion, Lease, QueuedUrl, UrlRecord, encode_host
+from polecat.frontier.refresh import History, observe
+from polecat.frontier.robots import RobotsPolicy
+from polecat.frontier.slices import slice_of
+from polecat.writes import Put, Write
+
+T = TypeVar("T")
+
+CFG = Config(
+    scope=ScopeConfig(mode="any", max_queue_per_host=10**9, max_pages_per_host=10**9),
+    politeness=PolitenessConfig(rate=1000.0),
+    frontier=FrontierConfig(map_size=256 * 1024**3),
+)
+OPEN_AT = 65_000.0
+SCAN_AT = 70_000.0
+
+
+def timed(label: str, call: Callable[[], T], note: str = "") -> T:
+    """Run ``call`` once and print its CPU and wall time."""
+    c0, t0 = time.process_time(), time.perf_counter()
+    got = call()
+    cpu, wall = time.process_time() - c0, time.perf_counter() - t0
+    print(f"{label:34s} {cpu * 1e3:10.2f} ms CPU {wall * 1e3:10.2f} ms wall  {note}", flush=True)
+    return got
+
+
+def url_of(i: int, per_host: int) -> tuple[str, str]:
+    host = f"h{i // per_host}.bench.test"
+    return f"http://{host}/p{i % per_host}", host
+
+
+def build(db: FrontierDB, urls: int, per_host: int, due: int) -> None:
+    """Finished URLs with histories (``due`` of them due at :data:`SCAN_AT`), their seen entries, one
+    queued URL and a record per host: written in key order, committed in batches."""
+    batch: list[Write] = []
+    every = max(1, urls // max(1, due))
+
+    def flush() -> None:
+        db.apply(sorted(batch, key=lambda w: (w.table, w.key)))  # type: ignore[union-attr]
+        db.commit()
+        batch.clear()
+
+    for i in range(urls):
+        url, host = url_of(i, per_host)
+        last = 60_000.0 + i % 997
+        if i % every == 0:  # changed at both visits 10 minutes apart: due again after the 1-hour floor
+            hist, at = observe(observe(History(), last - 600.0, True), last, True), 62_000.0
+        else:  # the same for 50,000 s: next due in about a day
+            hist, at = observe(observe(History(), last - 50_000.0, False), last, False), 10_000_000.0 + i
+        rec = UrlRecord(url, "fetched", "200", last, history=hist.encode().hex(), due=at,
+                        importance=1.0 if i % per_host == 0 else 0.3)
+        key = url_key(url, host)
+        batch += [Put("urls", key, rec.encode()), Put("seen", key, b"")]
+        if i % per_host == 0:
+            queued = f"http://{host}/q"
+            batch += [Put("hosts", host_row(host), encode_host(HostState(queued=1, fetched=per_host))),
+                      Put("queue", queue_key(host, 0.5, 1, i), QueuedUrl(queued, 1, 0.5).encode()),
+                      Put("seen", url_key(queued, host), b"")]
+        if len(batch) >= 400_000:
+            flush()
+    flush()
+
+
+def status_in_child(frontier_dir: Path) -> str:
+    """``polecat status``'s read of the data dir, in another process (LMDB opens an environment once per
+    process), timed there."""
+    code = ("import time,sys; from pathlib import Path; from polecat.frontier.status import read_status;"
+            "c=time.process_time(); t=time.perf_counter();"
+            "s=read_status(Path(sys.argv[1]), now=float(sys.argv[2]));"
+            "print(f'{(time.process_time()-c)*1e3:.1f} ms CPU {(time.perf_counter()-t)*1e3:.1f} ms wall, "
+            "hosts {s.hosts:,}, tracked {s.freshness.tracked:,}')")
+    return subprocess.run([sys.executable, "-c", code, str(frontier_dir), str(SCAN_AT + 10.0)],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+def per_op(label: str, n: int, step: Callable[[int], Any]) -> None:
+    """``n`` calls of ``step``: CPU µs per call and the longest call (wall)."""
+    longest = 0.0
+    c0 = time.process_time()
+    for i in range(n):
+        t0 = time.perf_counter()
+        step(i)
+        longest = max(longest, time.perf_counter() - t0)
+    cpu = (time.process_time() - c0) / n
+    print(f"{label:34s} {cpu * 1e6:10.1f} us CPU/op, longest call {longest * 1e3:.2f} ms wall ({n:,} calls)",
+          flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--urls", type=int, default=1_000_000)
+    ap.add_argument("--per-host", type=int, default=10)
+    ap.add_argument("--due", type=int, default=1_000)
+    ap.add_argument("--dir", type=Path, default=None)
+    args = ap.parse_args()
+    workdir = args.dir or Path(tempfile.mkdtemp(prefix="polecat-bench-periodic-"))
+    db = FrontierDB(workdir / "frontier", map_size=CFG.frontier.map_size, params={})
+    hosts = args.urls // args.per_host
+    timed("build (bulk write, not a job)", lambda: build(db, args.urls, args.per_host, args.due),
+          f"{args.urls:,} finished URLs over {hosts:,} hosts")
+    seen = timed("seen-set restore", lambda: SeenSet.restore(db.env, db.seen, workdir / "seen.bloom", db.seq,
+                                                             2 * args.urls, 0.01))
+    robots = RobotsPolicy(CFG.robots, CFG.fetch.user_agent)
+    frontier = timed("open (builds the indexes once)", lambda: Frontier(db, CFG, robots, seen, OPEN_AT))
+    timed("commit", frontier.commit)
+    index = frontier._refresh.index
+
+    def scan() -> tuple[int, Any]:
+        index.reads = 0
+        return db.applied(frontier.requeue_due(SCAN_AT, window=60.0))
+
+    queued, fresh = timed("refresh scan (requeue_due)", scan)
+    print(f"{'':34s} queued {queued:,}, rows read {index.reads:,}; tracked {fresh.tracked:,}")
+    index.reads = 0
+    timed("freshness", lambda: frontier.freshness(SCAN_AT + 1.0), "")
+    print(f"{'':34s} rows read {index.reads:,}")
+    index.reads = 0
+    timed("  (before: a pass over every URL)", lambda: index.recount(SCAN_AT + 1.0))
+    print(f"{'':34s} rows read {index.reads:,} (the refresh scan before made the same pass and more)")
+    frontier.commit()
+    frontier.take_written()  # a round ships what the open and the scan wrote (tables.py rule 6)
+
+    # The next checkpoint round, after URLs added to hosts of 4 groups of slices.
+    touched: dict[int, str] = {}
+    for h in range(hosts):
+        touched.setdefault(slice_of(f"h{h}.bench.test") // 64, f"h{h}.bench.test")
+        if len(touched) == 4:
+            break
+    for host in touched.values():
+        db.applied(frontier.add(f"http://{host}/new", 1, 0.5, SCAN_AT))
+    frontier.commit()
+    written = frontier.take_written()
+    snapshot = frontier.snapshot()
+    groups = sorted({s // 64 for s in written})
+    timed("checkpoint round: written groups",
+          lambda: [snapshot.export(frozenset(s for s in written if s // 64 == g), SCAN_AT) for g in groups],
+          f"{len(groups)} groups of {len(written)} written slices exported")
+    timed("  (before: every group exported)",
+          lambda: [snapshot.export(frozenset(range(g * 64, g * 64 + 64)), SCAN_AT) for g in range(64)],
+          "64 groups")
+    snapshot.close()
+
+    timed("stats (/metrics frontier part)", lambda: (frontier.stats(SCAN_AT), frontier.quarantined_hosts(),
+                                                     frontier.busiest(10)))
+    timed("queue bands (first call counts)", frontier.queue_bands)
+    timed("queue bands (kept)", frontier.queue_bands)
+    timed("block one host (controls)", lambda: db.applied(frontier.block("h1.bench.test")))
+    timed("throttle one pattern (controls)", lambda: db.apply(frontier.throttle_now("h2.bench.test", 0.5,
+                                                                                      SCAN_AT)))
+    moving = frozenset(range(64))
+    bundle = timed("hand-over of 64 slices: export", lambda: frontier.export_slices(moving, SCAN_AT))
+    print(f"{'':34s} {sum(1 for t, _, _ in bundle.records() if t == 'urls'):,} URL records in them")
+    timed("hand-over of 64 slices: release", lambda: db.apply(frontier.release_slices(moving)))
+    frontier.commit()
+
+    new_hosts = [f"h{h}.bench.test" for h in range(hosts - 2_000, hosts)]
+    for host in new_hosts:
+        robots.record_response(f"http://{host}", 404, b"", 0.0)
+    per_op("admit (10 links a page)", 2_000,
+           lambda i: db.applied(frontier.add_many([f"http://{new_hosts[i]}/a/{k}" for k in range(10)], 1, 0.5,
+                                                  SCAN_AT)))
+    frontier.commit()
+    now = [SCAN_AT + 1.0]
+    leases: list[Lease] = []
+
+    def lease(_: int) -> None:
+        got = db.applied(frontier.lease(now[0]))
+        if isinstance(got, Lease):
+            leases.append(got)
+        else:
+            now[0] += 0.01
+
+    per_op("lease", 5_000, lease)
+
+    def complete(i: int) -> None:
+        if i < len(leases):
+            at = now[0]
+            db.apply(frontier.complete(leases[i], Completion(Attempt(at, at, at, 200), "fetched", "200"), at))
+
+    per_op("complete", len(leases), complete)
+    frontier.commit()
+    print(f"{'':34s} {len(leases):,} leases")
+    print("status (another process)".ljust(34), status_in_child(workdir / "frontier"), flush=True)
+    size = sum(p.stat().st_size for p in (workdir / "frontier").iterdir())
+    print(json.dumps({"urls": args.urls, "hosts": hosts, "lmdb_mb": round(size / 1024**2)}))
+    db.close()
+
+
+if __name__ == "__main__":
+    main()
