@@ -131,8 +131,9 @@ def main() -> None:
     hosts = args.urls // args.per_host
     timed("build (bulk write, not a job)", lambda: build(db, args.urls, args.per_host, args.due),
           f"{args.urls:,} finished URLs over {hosts:,} hosts")
-    seen = timed("seen-set restore", lambda: SeenSet.restore(db.env, db.seen, workdir / "seen.bloom", db.seq,
-                                                             2 * args.urls, 0.01))
+    seen = timed("seen-set restore", lambda: SeenSet.restore(db.seen_keys, db.count("seen"),
+                                                             workdir / "seen.bloom", db.seq, 2 * args.urls,
+                                                             0.01))
     robots = RobotsPolicy(CFG.robots, CFG.fetch.user_agent)
     frontier = timed("open (builds the indexes once)", lambda: Frontier(db, CFG, robots, seen, OPEN_AT))
     timed("commit", frontier.commit)

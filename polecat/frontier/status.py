@@ -21,7 +21,7 @@ from polecat.frontier.migrate import mismatch, release_of
 from polecat.frontier.records import UrlRecord, decode_host
 from polecat.frontier.refresh import Freshness, History, RefreshPolicy
 from polecat.frontier.refresh_index import stored_freshness
-from polecat.frontier.seenlog import MANIFEST, manifest_count
+from polecat.frontier.seenlog import MANIFEST, SeenView, manifest_count
 from polecat.hosts import host_key
 
 
@@ -50,6 +50,10 @@ class FrontierStatus:
     revisited: int = 0
     """Finished URLs fetched again after their first fetch (an observed interval, refresh rule 1): 0 for a
     crawl that never refreshed, whose freshness figures mean nothing yet."""
+
+
+_NO_SEEN = SeenView((), {})
+"""The freshness counters read no seen key: the runs need not be mapped for them."""
 
 
 @contextmanager
@@ -128,7 +132,7 @@ def _freshness(env: lmdb.Environment, txn: lmdb.Transaction, dbs: dict[str, Any]
         index = {name: env.open_db(name.encode(), txn=txn, create=False) for name in ("meta", "fresh")}
     except lmdb.NotFoundError:  # written by 0.3.0 and not opened by this release since
         index = None
-    stored = stored_freshness(CommittedTables(txn, index), refresh, now) if index is not None else None
+    stored = None if index is None else stored_freshness(CommittedTables(txn, index, _NO_SEEN), refresh, now)
     if stored is not None:
         return stored
     fresh, policy, revisited = Freshness(), RefreshPolicy(refresh), 0
