@@ -94,8 +94,11 @@ class Failover:
 
     def __init__(self, store: CheckpointStore, node_id: str, interval: float, *,
                  settled: Callable[[float], Awaitable[bool]] | None = None,
-                 token: Callable[[], object] | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
+                 token: Callable[[], object] | None = None, books: Callable[[], bool] | None = None,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self._store = store
+        self._books = books
+        """Whether a round carries the content claim books (every heir reads them); None: always."""
         self._token = token
         """The node's fencing token now, None while fenced (rule 5); None: not in an etcd cluster."""
         self._settled = settled
@@ -180,9 +183,10 @@ class Failover:
                                 "acknowledged yet", round_)
                     return False
                 entries, size = [], 0
+                books = self._books is None or self._books()
                 for group, ids in groups(shipped).items():
                     # On this thread: the snapshot never crosses threads.
-                    bundle = snapshot.export(ids, self._clock.wall())
+                    bundle = snapshot.export(ids, self._clock.wall(), books=books)
                     entry, sent = await asyncio.to_thread(self._store.ship_group, group, bundle,
                                                           self.manifest)
                     entries.append(entry)

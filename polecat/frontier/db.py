@@ -53,7 +53,8 @@ NEAR_REBUILD = b"near_rebuild"
 after a fingerprint format change (absent: none do). Set by the upgrade, cleared by the node
 (polecat/node/commits.py rule 7) in the commit that holds the entries."""
 
-TABLES = ("meta", "queue", "hosts", "seen", "urls", "near", "ops", "robots", "priors", "ready", "resident")
+TABLES = ("meta", "queue", "hosts", "seen", "urls", "near", "ops", "robots", "priors", "ready", "resident",
+          "claims")
 
 log = logging.getLogger("polecat")
 
@@ -89,9 +90,12 @@ class FrontierDB:
         self.ready = self.env.open_db(b"ready")
         self.resident = self.env.open_db(b"resident")
         """The due index of the hosts out of memory, and the hosts in it (host_table.py rules 7-8)."""
+        self.claims = self.env.open_db(b"claims")
+        """The content claims this member's book holds, keyed by content slice (polecat/cluster/claims.py
+        rule 8). A frontier written before it (0.3.0) has none: its book starts empty."""
         self.sliced: dict[str, Any] = {"ops": self.ops, "robots": self.robots, "hosts": self.hosts,
                                        "urls": self.urls, "queue": self.queue, "seen": self.seen,
-                                       "priors": self.priors}
+                                       "priors": self.priors, "claims": self.claims}
         """The slice-keyed tables by name (polecat/frontier/keys.py)."""
         self.tables: dict[str, Any] = {**self.sliced, "meta": self.meta, "near": self.near,
                                        "ready": self.ready, "resident": self.resident}

@@ -73,13 +73,15 @@ class SliceHandover:
                 if host_of_row(key) not in self._hosts:
                     counts[s] += decode_host(raw).queued
 
-    def export_slices(self, slices: Iterable[int], now: float, fence: Fence | None = None) -> SliceBundle:
+    def export_slices(self, slices: Iterable[int], now: float, fence: Fence | None = None, *,
+                      books: bool = True) -> SliceBundle:
         """Everything this frontier holds about ``slices`` (queues, host records, robots answers, URL
         records, seen entries, operator controls) as a :class:`SliceBundle` stamped ``now``: a snapshot of
         the open transaction. URLs leased there stay queued, so a slice that moves for good is exported after
-        its leases complete (:meth:`in_flight_in`). ``fence``: the sender's token, carried in the header."""
+        its leases complete (:meth:`in_flight_in`). ``fence``: the sender's token, carried in the header;
+        ``books`` False: without the content claim books (a receiver of wire 2)."""
         return export_ranges(self._db, check_slices(slices), created=now, hosts=self._table.unsaved(),
-                             fence=fence)
+                             fence=fence, books=books)
 
     def snapshot(self) -> CommittedSnapshot:
         """The last commit, held in a read transaction of its own until closed: exports from it see
@@ -149,6 +151,8 @@ class SliceHandover:
             elif table == "priors":
                 out.append(Put("priors", key, value))
                 self._refresh.has_priors = True
+            elif table == "claims":  # the content slice's claim book (claims rule 8), loaded by the member
+                out.append(Put("claims", key, value))
             else:
                 raise BundleError(f"slice bundle table {table!r} is unknown to this polecat")
         if finished:

@@ -160,7 +160,7 @@ class Crawler:
                                       claim=link.claims.claim if link is not None and link.claims else None,
                                       clock=self._clock)
         if link is not None and link.claims is not None:
-            link.claims.bind(self._store)
+            link.claims.bind(self._store, self._db)
         rebuilt, left = self._commits.rebuild_near_index(self._pipeline, whole=self._upgrade)
         self._opened_report = Opened(self._db.upgraded, self._db.near_dropped,
                                      rebuilt + self._commits.reindex_past_mark(self._pipeline), left)

@@ -83,6 +83,8 @@ class Member:
         from ``wait_from`` when later (:meth:`Frontier.adopt`)."""
         report = self._db.applied(self._frontier.adopt(bundle, self._clock.wall() if now is None else now,
                                                        wait_from=wait_from))
+        if self._link is not None and self._link.claims is not None:  # claims rule 8
+            self._link.claims.adopted(bundle.ids)
         self._waker.set()
         return report
 
@@ -92,7 +94,10 @@ class Member:
 
     def release_slices(self, slices: Iterable[int]) -> None:
         """Drop ``slices`` from this node's frontier once their new owner holds them."""
-        self._db.apply(self._frontier.release_slices(slices))
+        ids = frozenset(slices)
+        self._db.apply(self._frontier.release_slices(ids))
+        if self._link is not None and self._link.claims is not None:  # claims rule 8
+            self._link.claims.released(ids)
 
     def admit(self, urls: Iterable[str], depth: int, importance: float, *, hops: int = 0) -> Admission:
         """Route discovered URLs (:meth:`Frontier.admit`): the owned ones queued, the others answered."""
