@@ -7,16 +7,29 @@ the senders' outboxes: every page is fetched, no host is asked too fast, every s
 from __future__ import annotations
 
 import asyncio
+import io
 import re
 import shutil
 import signal
 import sys
+import urllib.request
+import uuid
 from collections import Counter
 from pathlib import Path
 
+import obstore
+import zstandard
+from warcio.archiveiterator import ArchiveIterator
+
+from polecat.cluster.checkpoints import CheckpointStore
+from polecat.config import StoreConfig
+from polecat.frontier.records import PAGE_OUTCOMES, UrlRecord
 from polecat.hosts import host_key
+from polecat.store.object import make_object_store
+from polecat.store.segstore import open_store
 from polecat.testing.etcd import EtcdServer
 from polecat.testing.failover import (
+    CLUSTER,
     loopback_port,
     node_toml,
     page_urls,
@@ -56,6 +69,63 @@ async def test_a_killed_node_with_its_disk_lost_resumes_on_the_others_from_objec
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
         out = (await asyncio.wait_for(verify.communicate(), 60))[0]
         assert verify.returncode == 0, out.decode()
+    # No [store] url: the heirs say what they restored as done without its pages (failover rule 7).
+    assert any("have their pages on its disk only" in run.logs[n].read_text() for n in survivors)
+
+
+def _urls_in_segments(remote: object, store_id: str) -> set[str]:
+    """The URLs of the response and revisit records in the object store's segments of ``store_id``,
+    read without its index (its disk is gone): frame by frame, as stored."""
+    urls: set[str] = set()
+    for batch in obstore.list(remote):
+        for meta in batch:
+            if not str(meta["path"]).rsplit("/", 1)[-1].startswith(f"{store_id}-"):
+                continue
+            data = bytes(obstore.get(remote, meta["path"]).bytes())
+            while data:
+                frame = zstandard.ZstdDecompressor().decompressobj()
+                raw = frame.decompress(data)
+                data = frame.unused_data
+                if raw.startswith(b"WARC/"):  # else a near-duplicate's delta (polecat/store/delta.py)
+                    records = ArchiveIterator(io.BytesIO(raw))
+                    urls |= {r.rec_headers.get_header("WARC-Target-URI") for r in records
+                             if r.rec_type in ("response", "revisit")}
+    return urls
+
+
+async def test_with_pages_in_object_storage_a_dead_nodes_checkpointed_pages_are_all_readable(
+        test_web: TestWebFactory, etcd_server: EtcdServer, tmp_path: Path, s3_endpoint: str) -> None:
+    """Failover rule 7: with ``[store] url``, every URL the dead node's last checkpoint records as done
+    with a page has that page in object storage (its own sealed segments) or on a survivor, though its
+    disk is gone; the heirs fetch none of them again and count none as lost."""
+    bucket = f"polecat-{uuid.uuid4().hex[:12]}"
+    make = urllib.request.Request(f"{s3_endpoint}/{bucket}", method="PUT")
+    await asyncio.to_thread(lambda: urllib.request.urlopen(make, timeout=10).close())
+    options = (("endpoint", s3_endpoint), ("region", "us-east-1"), ("access_key_id", "test"),
+               ("secret_access_key", "test"), ("allow_http", "true"))
+    web = test_web(SiteSpec(hosts=12, pages_per_host=30, seed=16))
+    truth = web.ground_truth("host")
+    # Slower, and killed later, than above: the victim's rounds record many of its own pages done.
+    run = await run_failover(web, etcd_server, tmp_path, rate=4.0, ttl=2, interval=0.5, kill_at=0.6,
+                             checkpoints=f"s3://{bucket}/checkpoints", options=options,
+                             store=f"s3://{bucket}/pages")
+    survivors = [n for n in run.data if n != run.victim]
+    assert all(run.exit_codes[n] == 0 for n in survivors), [run.logs[n].read_text()[-3000:]
+                                                            for n in survivors]
+    assert set(page_urls(web)) == truth
+    checkpoints = CheckpointStore.open(f"s3://{bucket}/checkpoints", options, CLUSTER)
+    manifest = checkpoints.read_manifest(run.victim)
+    assert manifest is not None
+    done = {record.url for bundle in checkpoints.fetch(manifest, manifest.slices)
+            for table, _, value in bundle.records() if table == "urls"
+            and (record := UrlRecord.decode(value)).outcome in PAGE_OUTCOMES}
+    readable = _urls_in_segments(make_object_store(f"s3://{bucket}/pages", options), run.victim_store)
+    for node in survivors:
+        with open_store(run.data[node] / "store", StoreConfig(url=f"s3://{bucket}/pages", options=options),
+                        read_only=True) as store:
+            readable |= {r.url for r in store.records()}
+    assert len(done) > 20 and done <= readable, sorted(done - readable)[:10]
+    assert not any("have their pages on its disk only" in run.logs[n].read_text() for n in survivors)
 
 
 async def test_a_node_restarted_on_an_empty_data_dir_restores_its_own_slices_from_object_storage(

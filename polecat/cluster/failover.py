@@ -29,6 +29,12 @@ from the node's event loop. Rules:
    adopted one at a time with the loop running in between (a big restore must not starve the lease
    renewals: a loop stalled for ``ttl / 2`` fences the node). A slice is
    restored once from a given manifest version (a claim retried after a restore does not adopt again).
+7. A round marks a URL done only when its page is where heirs read it: with object storage for pages
+   (``[store] url``), after its snapshot a round seals the store's open segment and waits until every
+   sealed segment is confirmed there (``Node.bodies_shipped``, within the interval; otherwise the round
+   is skipped and counted like rule 2's). Without it (``bodies_remote`` False) a dead member's pages
+   are on its disk only: a restore counts the URLs it adopts as done with a stored page
+   (:attr:`Failover.restored_without_body`) and says so at WARNING; they are not fetched again.
 """
 
 from __future__ import annotations
@@ -64,6 +70,11 @@ class Node(Protocol):
         """Return once a frontier commit holds every change made so far."""
         ...
 
+    async def bodies_shipped(self, within: float) -> bool:
+        """True once every page stored so far is in object storage (at once without it), False when
+        that took over ``within`` seconds (rule 7)."""
+        ...
+
     def adopt(self, bundle: SliceBundle, now: float | None = None, *,
               wait_from: float | None = None) -> AdoptReport:
         """Take over the slices of ``bundle`` (durable at the next commit); its hosts wait one interval
@@ -95,8 +106,10 @@ class Failover:
     def __init__(self, store: CheckpointStore, node_id: str, interval: float, *,
                  settled: Callable[[float], Awaitable[bool]] | None = None,
                  token: Callable[[], object] | None = None, books: Callable[[], bool] | None = None,
-                 clock: Clock = SYSTEM_CLOCK) -> None:
+                 bodies_remote: bool = True, clock: Clock = SYSTEM_CLOCK) -> None:
         self._store = store
+        self._bodies_remote = bodies_remote
+        """Pages are in object storage (``[store] url``): a dead member's are read from there (rule 7)."""
         self._books = books
         """Whether a round carries the content claim books (every heir reads them); None: always."""
         self._token = token
@@ -116,6 +129,8 @@ class Failover:
         """Slice -> (member, manifest version) it was last restored from (rule 6)."""
         self._handed: set[int] = set()
         self.rounds = self.failures = self.uploaded = self.bytes_shipped = 0
+        self.restored_without_body = 0
+        """URLs restored as done whose pages were on a dead member's disk only (rule 7)."""
         self.last_round_at: float | None = None
         """``clock.monotonic()`` when the last round shipped (None: none yet in this run)."""
         self.restores: list[Restored] = []
@@ -181,6 +196,11 @@ class Failover:
                     self.failures += 1
                     log.warning("slice checkpoint round %d skipped: URLs handed to other nodes are not "
                                 "acknowledged yet", round_)
+                    return False
+                if not await crawler.bodies_shipped(self.schedule.interval):  # rule 7
+                    self.failures += 1
+                    log.warning("slice checkpoint round %d skipped: pages stored before it are not all in "
+                                "object storage yet", round_)
                     return False
                 entries, size = [], 0
                 books = self._books is None or self._books()
@@ -252,12 +272,18 @@ class Failover:
                     continue
                 bundles = await asyncio.to_thread(self._store.fetch, manifest, todo)
                 now = self._clock.wall()
-                queued = found = 0
+                queued = found = stored = 0
                 for bundle in bundles:  # one object (64 slices) at a time, the loop runs in between
                     report = crawler.adopt(bundle, now, wait_from=Ownership.restore_hold(now))
                     queued += report.queued
+                    stored += report.stored
                     found += len(bundle.ids)
                     await asyncio.sleep(0)
+                if stored and not self._bodies_remote:  # rule 7
+                    self.restored_without_body += stored
+                    log.warning("failover: %d URLs of %s restored as done have their pages on its disk only "
+                                "(no [store] url): they are not in this crawl's export unless that disk "
+                                "comes back, and are not fetched again", stored, member)
                 await crawler.commit()
                 self._restored.update(dict.fromkeys(manifest.slices & todo, (member, manifest.version)))
                 done = Restored(member, found, queued, manifest.round, self._clock.monotonic() - started,

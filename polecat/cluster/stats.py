@@ -54,6 +54,9 @@ class ClusterStats:
     """Hand-off batches refused here as stale (ownership rule 9)."""
     fetches_per_s: float = 0.0
     """Page fetches per second over the last minute (:class:`RecentRate`)."""
+    restored_without_body: int = 0
+    """URLs restored as done from a dead member whose pages were on its disk only (no ``[store] url``:
+    polecat/cluster/failover.py rule 7)."""
 
 
 class RecentRate:

@@ -25,14 +25,13 @@ from urllib.parse import urlsplit
 
 from polecat.commands.stores import add_store_args, data_dirs, open_stores
 from polecat.errors import ConfigError
-from polecat.frontier.records import UrlRecord
+from polecat.frontier.records import PAGE_OUTCOMES, UrlRecord
 from polecat.frontier.status import read_outcomes
 from polecat.hosts import HostPatternMap, host_key
 from polecat.store.base import SKIPPED_HEADER, FetchRecord
 
 COLUMNS = ("url", "status", "fetched_at", "hash", "size", "duplicate_of", "outcome", "reason")
 FORMATS = ("tsv", "csv", "jsonl")
-STORED_OUTCOMES = frozenset({"fetched", "not_modified", "redirect"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +77,7 @@ def row_of_outcome(r: UrlRecord) -> Row:
 def not_stored(records: Iterable[UrlRecord]) -> Iterator[Row]:
     """Rows of URLs the frontier finished without a stored page."""
     for r in records:
-        if r.outcome not in STORED_OUTCOMES:
+        if r.outcome not in PAGE_OUTCOMES:
             yield row_of_outcome(r)
 
 

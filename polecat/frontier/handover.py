@@ -22,7 +22,7 @@ from polecat.frontier.host_table import HostTable
 from polecat.frontier.intake import Intake
 from polecat.frontier.keys import host_of_queue_key, host_of_row, queue_prefix, requeue_key, url_key
 from polecat.frontier.politeness import HostState, wait_one_interval
-from polecat.frontier.records import AdoptReport, QueuedUrl, decode_host
+from polecat.frontier.records import PAGE_OUTCOMES, AdoptReport, QueuedUrl, UrlRecord, decode_host
 from polecat.frontier.refresh_queue import RefreshQueue
 from polecat.frontier.robots import RobotsPolicy
 from polecat.frontier.robots_state import restore_robots
@@ -116,7 +116,7 @@ class SliceHandover:
         queued_there: set[bytes] = set()
         marked: set[bytes] = set()
         """Seen keys this adoption writes (writes.py rule 3: not in the transaction until applied)."""
-        duplicates = seen_new = 0
+        duplicates = seen_new = paged = 0
         for table, key, value in bundle.records():
             if table == "ops":
                 out.append(Put("ops", key, value))
@@ -129,6 +129,7 @@ class SliceHandover:
             elif table == "urls":
                 out.append(Put("urls", key, value))
                 finished.add(bytes(key))
+                paged += UrlRecord.decode(value).outcome in PAGE_OUTCOMES
             elif table == "queue":
                 host = host_of_queue_key(key)
                 ukey = url_key(QueuedUrl.decode(value).url, host)
@@ -162,8 +163,8 @@ class SliceHandover:
             self._adopt_host(host, adopted.get(host), counts[host], waits)
         out += self._intake.refetch_writes(now, finished)
         self._db.pending += 1
-        return Decided(AdoptReport(len(bundle.ids), len(adopted), sum(counts.values()), duplicates, seen_new),
-                       out)
+        return Decided(AdoptReport(len(bundle.ids), len(adopted), sum(counts.values()), duplicates, seen_new,
+                                   paged), out)
 
     def _drop_finished(self, hosts: Iterable[str], finished: set[bytes], out: list[Write]) -> int:
         """Delete the URLs of ``finished`` (URL keys) from the queues of ``hosts`` held here before the

@@ -181,7 +181,8 @@ class Crawler:
                                waker=waker, counters=self._counters, link=self._link, clock=self._clock,
                                stop=self._stop, feeding=lambda: self._feed is not None and self._feed.running,
                                short=self._fetcher.connections_short)
-        self._member = Member(frontier=frontier, db=self._db, commits=self._commits, loop=self._loop,
+        self._member = Member(frontier=frontier, db=self._db, store=self._store, commits=self._commits,
+                              loop=self._loop,
                               runner=runner, counters=self._counters,
                               waker=waker, link=self._link, clock=self._clock,
                               receiving=lambda: self._receiving)

@@ -163,7 +163,11 @@ class ClusterNode:
         self.failover = Failover(CheckpointStore.open(cc.checkpoints, cc.checkpoint_options, cc.name),
                                  self.me.id, cc.checkpoint_interval,
                                  settled=self.handoff.settled, token=self._token, books=self._books,
-                                 clock=clock) if cc.checkpoints else None
+                                 bodies_remote=bool(cfg.store.url), clock=clock) if cc.checkpoints else None
+        if not cfg.store.url:  # failover rule 7
+            log.warning("no [store] url: this node's pages are on its disk only; if the disk is lost they "
+                        "are lost%s", ", and the heirs of its slices restore their URLs as done without them"
+                        if cc.checkpoints else "")
         self._etcd = AetcdClient(cc.etcd, access=etcd_access(cc))
         records = MemberRecords(cc.name, self._sign, self._verify)
         self.membership = EtcdMembership(self._etcd, cc.name, self.me, records=records, ttl=cc.lease_ttl,
@@ -266,6 +270,7 @@ class ClusterNode:
             stray_urls=sum(strays.values()), stray_slices=len(strays),
             checkpoint_rounds=fo.rounds if fo else 0, checkpoint_failures=fo.failures if fo else 0,
             checkpoint_age=now - fo.last_round_at if fo and fo.last_round_at is not None else None,
+            restored_without_body=fo.restored_without_body if fo else 0,
             members_ignored=self.membership.records.ignored, replays_refused=self.auth.replays,
             batches_refused=self.batches_refused, fetches_per_s=self._rate.rate())
 

@@ -190,6 +190,8 @@ def _cluster(cs: ClusterStats) -> Iterator[CounterMetricFamily | GaugeMetricFami
                    cs.checkpoint_rounds)
     yield _counter("polecat_cluster_checkpoint_failures", "Slice checkpoint rounds and writes that failed",
                    cs.checkpoint_failures)
+    yield _counter("polecat_cluster_restored_without_body", "URLs restored as done from a dead member whose "
+                   "pages were on its disk only (no [store] url)", cs.restored_without_body)
     ckpt = GaugeMetricFamily("polecat_cluster_checkpoint_age_seconds",
                              "Seconds since the last checkpoint round shipped (no sample before one)")
     if cs.checkpoint_age is not None:
