@@ -7,7 +7,6 @@ the senders' outboxes: every page is fetched, no host is asked too fast, every s
 from __future__ import annotations
 
 import asyncio
-import io
 import re
 import shutil
 import signal
@@ -17,16 +16,9 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
-import obstore
-import zstandard
-from warcio.archiveiterator import ArchiveIterator
-
 from polecat.cluster.checkpoints import CheckpointStore
-from polecat.config import StoreConfig
 from polecat.frontier.records import PAGE_OUTCOMES, UrlRecord
 from polecat.hosts import host_key
-from polecat.store.object import make_object_store
-from polecat.store.segstore import open_store
 from polecat.testing.etcd import EtcdServer
 from polecat.testing.failover import (
     CLUSTER,
@@ -41,6 +33,7 @@ from polecat.testing.failover import (
 from polecat.testing.serverlog import politeness_violations
 from polecat.testing.sitegen import SiteSpec
 from tests.conftest import TestWebFactory
+from tests.replay_helpers import replay
 
 RATE = 10.0
 
@@ -73,26 +66,6 @@ async def test_a_killed_node_with_its_disk_lost_resumes_on_the_others_from_objec
     assert any("have their pages on its disk only" in run.logs[n].read_text() for n in survivors)
 
 
-def _urls_in_segments(remote: object, store_id: str) -> set[str]:
-    """The URLs of the response and revisit records in the object store's segments of ``store_id``,
-    read without its index (its disk is gone): frame by frame, as stored."""
-    urls: set[str] = set()
-    for batch in obstore.list(remote):
-        for meta in batch:
-            if not str(meta["path"]).rsplit("/", 1)[-1].startswith(f"{store_id}-"):
-                continue
-            data = bytes(obstore.get(remote, meta["path"]).bytes())
-            while data:
-                frame = zstandard.ZstdDecompressor().decompressobj()
-                raw = frame.decompress(data)
-                data = frame.unused_data
-                if raw.startswith(b"WARC/"):  # else a near-duplicate's delta (polecat/store/delta.py)
-                    records = ArchiveIterator(io.BytesIO(raw))
-                    urls |= {r.rec_headers.get_header("WARC-Target-URI") for r in records
-                             if r.rec_type in ("response", "revisit")}
-    return urls
-
-
 async def test_with_pages_in_object_storage_a_dead_nodes_checkpointed_pages_are_all_readable(
         test_web: TestWebFactory, etcd_server: EtcdServer, tmp_path: Path, s3_endpoint: str) -> None:
     """Failover rule 7: with ``[store] url``, every URL the dead node's last checkpoint records as done
@@ -119,11 +92,17 @@ async def test_with_pages_in_object_storage_a_dead_nodes_checkpointed_pages_are_
     done = {record.url for bundle in checkpoints.fetch(manifest, manifest.slices)
             for table, _, value in bundle.records() if table == "urls"
             and (record := UrlRecord.decode(value)).outcome in PAGE_OUTCOMES}
-    readable = _urls_in_segments(make_object_store(f"s3://{bucket}/pages", options), run.victim_store)
-    for node in survivors:
-        with open_store(run.data[node] / "store", StoreConfig(url=f"s3://{bucket}/pages", options=options),
-                        read_only=True) as store:
-            readable |= {r.url for r in store.records()}
+    # One collection: the survivors' stores, and the dead node's sealed segments in object storage.
+    warc, conf = tmp_path / "all.warc.gz", tmp_path / "store.toml"
+    conf.write_text(f'[store]\nurl = "s3://{bucket}/pages"\noptions = {{'
+                    + ", ".join(f'{k} = "{v}"' for k, v in options) + "}\n")
+    export = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "polecat", "store", "export", *(str(run.data[n]) for n in survivors),
+        "--config", str(conf), "--warc", str(warc),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+    said = (await asyncio.wait_for(export.communicate(), 120))[0].decode()
+    assert export.returncode == 0 and f"store {run.victim_store} is in object storage only" in said, said
+    readable = set(replay(warc))
     assert len(done) > 20 and done <= readable, sorted(done - readable)[:10]
     assert not any("have their pages on its disk only" in run.logs[n].read_text() for n in survivors)
 

@@ -8,7 +8,8 @@ dirs holding the same store (one store id: a copy) are read once.
 They open stores read-only, so they run beside a crawl as well as after one (they see what the crawler
 last flushed). ``--config FILE.toml`` supplies the ``[store]`` section (object-store URL and options) when
 sealed segments live remotely; without it the URL the writer recorded is used, with credentials from the
-environment.
+environment. A store found in that object store whose dir is not named (a dead node's, its disk gone) is
+read from its sealed segments by the exports (:func:`sealed_stores`, polecat/store/remote.py).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import Any
 
 from polecat.cluster.layout import collection_dirs
 from polecat.commands import saved_settings
@@ -26,6 +28,8 @@ from polecat.config import Config, StoreConfig, config_from_mapping, load_toml
 from polecat.dedup.canon import Canonicalizer
 from polecat.errors import ConfigError, NotFound
 from polecat.store.index import LogEntry
+from polecat.store.object import make_object_store
+from polecat.store.remote import stores_in
 from polecat.store.segstore import SegmentStore
 
 _HEX_PREFIX = re.compile(r"^[0-9a-fA-F]{6,64}$")
@@ -34,9 +38,7 @@ _HEX_PREFIX = re.compile(r"^[0-9a-fA-F]{6,64}$")
 @contextmanager
 def open_stores(args: argparse.Namespace) -> Iterator[list[SegmentStore]]:
     """Every store of the crawls in ``args.dir`` (one or more dirs), read-only, each store once."""
-    cfg = StoreConfig()
-    if args.config is not None:
-        cfg = config_from_mapping(load_toml(args.config)).store
+    cfg = store_config(args)
     dirs = data_dirs(args)
     found = [d / "store" for d in dirs if (d / "store").exists()] or [dirs[0] / "store"]
     with ExitStack() as stack:
@@ -47,6 +49,24 @@ def open_stores(args: argparse.Namespace) -> Iterator[list[SegmentStore]]:
                 print(f"note: {path} is a copy of {stores[store.store_id].root} (store {store.store_id}): "
                       "read once", file=sys.stderr)
         yield list(stores.values())
+
+
+def store_config(args: argparse.Namespace) -> StoreConfig:
+    """The ``[store]`` section of ``--config``, or the defaults."""
+    return config_from_mapping(load_toml(args.config)).store if args.config is not None else StoreConfig()
+
+
+def sealed_stores(args: argparse.Namespace, stores: list[SegmentStore]) -> tuple[Any, dict[str, list[str]]]:
+    """The object store of the collection (``--config``'s ``[store] url``, else the one its stores
+    recorded; None when there is none) and, by store id, the segments there of the stores none of
+    ``stores`` is: a dead node's, read from its sealed segments only."""
+    cfg = store_config(args)
+    url = cfg.url or next((u for s in stores if (u := s.index.remote_url())), "")
+    if not url:
+        return None, {}
+    remote = make_object_store(url, cfg.options)
+    local = {s.store_id for s in stores}
+    return remote, {sid: names for sid, names in stores_in(remote).items() if sid not in local}
 
 
 def data_dirs(args: argparse.Namespace) -> list[Path]:

@@ -25,6 +25,11 @@ Rules:
    body) ``WARC-Refers-To-Target-URI``, ``WARC-Refers-To-Date`` and
    ``WARC-Payload-Digest`` (its record id kept), and its CDXJ line carries that digest, so replay tools
    resolve it to the right bytes whichever store held them (:class:`Originals`).
+7. A store known only by its sealed segments in object storage (a dead node's, polecat/store/remote.py)
+   is exported from them, record by record as stored (:meth:`WarcExport.add_sealed`), each record once by
+   its ``WARC-Record-ID``, a request record before the response it was stored with. Its revisits keep
+   what they were written with (rule 6 resolves those of indexed stores), and a near-duplicate whose own
+   body is a delta stays a revisit (rule 5 needs the index).
 """
 
 from __future__ import annotations
@@ -32,7 +37,8 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import json
-from collections.abc import Sequence
+import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -69,6 +75,8 @@ class ExportResult:
     """Records left out because they are damaged, with why (the export goes on past them)."""
     index: list[str] = field(default_factory=list)
     """CDXJ lines pointing into the exported file (rule 3), unsorted."""
+    sealed_skipped: list[str] = field(default_factory=list)
+    """Why records of stores read from their sealed segments only were left out (rule 7)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +161,41 @@ class WarcExport:
                                                original.sha256 if original is not None else None))
             self.result.written += 1
 
+    def add_sealed(self, records: Iterable[bytes], written: set[str]) -> None:
+        """Rule 7: the WARC records of a store known only in object storage, in their stored order;
+        ``written`` holds the record ids already exported (each is written once) and gains these."""
+        request: bytes | None = None
+        for raw in records:
+            if _is_warcinfo(raw):
+                continue
+            if _has_field(raw, b"WARC-Type: request"):
+                request = raw
+                continue
+            try:
+                rec = warc.decode(raw)
+            except CorruptRecord as exc:
+                self.result.sealed_skipped.append(str(exc))
+                request = None
+                continue
+            record_id = rec.fields.get("warc-record-id", "")
+            held, request = request, None
+            if record_id in written:
+                continue
+            written.add(record_id)
+            group = [raw] if held is None else [held, raw]
+            if self._compression == "zstd":
+                offset, length = self._write(b"".join(group))
+            else:
+                for part in group[:-1]:
+                    self._write(part)
+                offset, length = self._write(raw)
+            url = rec.fields.get("warc-target-uri", "")
+            mime = "warc/revisit" if rec.kind == "revisit" else _mime(_http_headers(raw))
+            self.result.index.append(_cdxj(url, re.sub(r"\D", "", rec.fields.get("warc-date", ""))[:14], mime,
+                                           rec.status, rec.fields.get("warc-payload-digest", "-"), offset,
+                                           length, self._filename))
+            self.result.written += 1
+
     def _unresolved(self, record: FetchRecord, raw: bytes) -> Original | None:
         """The original of a revisit written without one (its body was in no store of its own then; it may
         be there now, stored later by another copy), from any store of the collection (rule 6)."""
@@ -215,17 +258,23 @@ def cdxj_line(store: SegmentStore, r: FetchRecord, offset: int, length: int, fil
     if sha256 is None:
         body = store.index.body(r.content_hash)
         sha256 = body.sha256 if body else None
-    fields = {
-        "url": r.url,
-        "mime": "warc/revisit" if r.kind == "revisit" else _mime(r.headers),
-        "status": str(r.status),
-        "digest": warc.payload_digest_from(sha256) if sha256 else "-",
-        "length": str(length),
-        "offset": str(offset),
-        "filename": filename,
-    }
-    stamp = datetime.fromtimestamp(r.fetched_at, UTC).strftime("%Y%m%d%H%M%S")
-    return f"{surt(r.url)} {stamp} {json.dumps(fields, separators=(', ', ': '))}"
+    return _cdxj(r.url, datetime.fromtimestamp(r.fetched_at, UTC).strftime("%Y%m%d%H%M%S"),
+                 "warc/revisit" if r.kind == "revisit" else _mime(r.headers), r.status,
+                 warc.payload_digest_from(sha256) if sha256 else "-", offset, length, filename)
+
+
+def _cdxj(url: str, stamp: str, mime: str, status: int, digest: str, offset: int, length: int,
+          filename: str) -> str:
+    fields = {"url": url, "mime": mime, "status": str(status), "digest": digest, "length": str(length),
+              "offset": str(offset), "filename": filename}
+    return f"{surt(url)} {stamp} {json.dumps(fields, separators=(', ', ': '))}"
+
+
+def _http_headers(raw: bytes) -> tuple[tuple[str, str], ...]:
+    """The HTTP headers in a response record's block."""
+    start = raw.find(b"\r\n\r\n") + 4
+    lines = raw[start : raw.find(b"\r\n\r\n", start)].decode("latin-1").split("\r\n")[1:]
+    return tuple((name.strip(), value.strip()) for name, _, value in (line.partition(":") for line in lines))
 
 
 def cdxj_lines(store: SegmentStore) -> list[str]:
