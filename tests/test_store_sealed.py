@@ -1,0 +1,63 @@
+"""A store known only by its sealed segments in object storage (polecat/store/remote.py), its disk gone:
+sealed on demand (``PageStore.seal``, what a checkpoint round does: polecat/cluster/failover.py rule 7),
+listed by store id, and exported record by record without its index (polecat/store/export.py rule 7)."""
+
+from __future__ import annotations
+
+import io
+import shutil
+from pathlib import Path
+
+from polecat.config import StoreConfig
+from polecat.store import export
+from polecat.store.archive import archive_info
+from polecat.store.base import FetchRecord
+from polecat.store.object import make_object_store
+from polecat.store.remote import records, stores_in
+from polecat.store.segstore import SegmentStore
+from tests.replay_helpers import replay
+
+HTML = (("Content-Type", "text/html; charset=utf-8"),)
+
+
+def test_sealed_segments_outlive_their_disk_and_export_without_an_index(tmp_path: Path) -> None:
+    remote_dir = tmp_path / "remote"
+    cfg = StoreConfig(url=remote_dir.as_uri(), request_records=True)
+    pages = {f"http://d.test/{i}": b"<p>page %d</p>" % i for i in range(12)}
+    with SegmentStore.open(tmp_path / "store", cfg) as store:
+        assert store.unshipped() == 0
+        for i, (url, body) in enumerate(pages.items()):
+            store.put(FetchRecord.for_body(url, body, fetched_at=1.79e9 + i, headers=HTML), body)
+            if i == 5:
+                store.seal()  # what a checkpoint round does before it ships
+                store.flush()
+        copy = b"<p>page 0</p>"
+        store.put(FetchRecord.for_body("http://mirror.test/0", copy, fetched_at=1.79e9 + 20, headers=HTML),
+                  copy)
+        store.seal()
+        store.flush()
+        store_id = store.store_id
+        last = "http://d.test/x"
+        store.put(FetchRecord.for_body(last, b"<p>late</p>", fetched_at=1.79e9 + 30, headers=HTML),
+                  b"<p>late</p>")
+        store.flush()  # on disk only: the open segment is never shipped
+    shutil.rmtree(tmp_path / "store")  # the disk is gone
+
+    remote = make_object_store(remote_dir.as_uri(), ())
+    found = stores_in(remote)
+    assert list(found) == [store_id] and len(found[store_id]) == 2
+    warc = io.BytesIO()
+    out = export.WarcExport(warc, "dead.warc.gz", "gzip")
+    out.start(archive_info(user_agent="t", request_headers=()))
+    written: set[str] = set()
+    for name in found[store_id] * 2:  # read twice: each record is written once (by its record id)
+        out.add_sealed(records(remote, name), written)
+    assert out.result.written == len(pages) + 1 and out.result.sealed_skipped == []
+    path = tmp_path / "dead.warc.gz"
+    path.write_bytes(warc.getvalue())
+    replayed = replay(path)
+    assert replayed == {**pages, "http://mirror.test/0": copy}  # the revisit resolves to its original
+    lines = sorted(out.result.index)
+    assert len(lines) == len(pages) + 1 and all('"filename": "dead.warc.gz"' in line for line in lines)
+    assert sum('"mime": "text/html"' in line for line in lines) == len(pages)
+    assert sum('"mime": "warc/revisit"' in line for line in lines) == 1
