@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import io
 import shutil
+import time
 from pathlib import Path
+
+import obstore
+import pytest
 
 from polecat.config import StoreConfig
 from polecat.store import export
@@ -61,3 +65,30 @@ def test_sealed_segments_outlive_their_disk_and_export_without_an_index(tmp_path
     assert len(lines) == len(pages) + 1 and all('"filename": "dead.warc.gz"' in line for line in lines)
     assert sum('"mime": "text/html"' in line for line in lines) == len(pages)
     assert sum('"mime": "warc/revisit"' in line for line in lines) == 1
+
+
+def test_a_failed_upload_is_retried_at_the_next_seal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Else one failed upload would leave a sealed segment unshipped until the store is opened again, and
+    every checkpoint round would wait for it in vain (polecat/cluster/failover.py rule 7)."""
+    real_put = obstore.put
+    failing = [True]
+
+    def put_once_failing(store: object, name: str, data: object) -> object:
+        if failing.pop() if failing else False:
+            raise OSError("the object store is unreachable")
+        return real_put(store, name, data)
+
+    monkeypatch.setattr(obstore, "put", put_once_failing)
+    with SegmentStore.open(tmp_path / "store", StoreConfig(url=(tmp_path / "remote").as_uri())) as store:
+        store.put(FetchRecord.for_body("http://d.test/", b"<p>x</p>", fetched_at=1.79e9, headers=HTML),
+                  b"<p>x</p>")
+        store.seal()
+        store.flush()
+        deadline = time.monotonic() + 10
+        while store.unshipped() != 1 or store._shipper is None or store._shipper.failures != 1:
+            assert time.monotonic() < deadline, "the upload did not fail as arranged"
+            time.sleep(0.01)
+        store.seal()  # nothing new to seal: the failed segment goes again
+        while store.unshipped():
+            assert time.monotonic() < deadline, "the failed upload was not retried"
+            time.sleep(0.01)

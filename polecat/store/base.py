@@ -180,7 +180,8 @@ class PageStore(Protocol):
 
     def seal(self) -> None:
         """End the open segment (if it holds a record), so that the next :meth:`flush` ships it to object
-        storage (``[store] url``); a store without object storage keeps writing where it was."""
+        storage (``[store] url``), and upload again the sealed segments whose upload failed; a store
+        without object storage keeps writing where it was."""
         ...
 
     def unshipped(self) -> int | None:

@@ -312,6 +312,7 @@ class SegmentStore:
     def seal(self) -> None:
         if self._shipper is None or self._closed or self.read_only:
             return
+        self._shipper.retry_failed()  # else one failed upload would hold every later seal's wait
         with self._mu:
             if self._writer is not None and self._writer.length > 0:
                 self._roll()
