@@ -7,6 +7,7 @@ the senders' outboxes: every page is fetched, no host is asked too fast, every s
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import shutil
 import signal
@@ -104,6 +105,11 @@ async def test_with_pages_in_object_storage_a_dead_nodes_checkpointed_pages_are_
     assert export.returncode == 0 and f"store {run.victim_store} is in object storage only" in said, said
     readable = set(replay(warc))
     assert len(done) > 20 and done <= readable, sorted(done - readable)[:10]
+    listed = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "polecat", "pages", *(str(run.data[n]) for n in survivors),
+        "--config", str(conf), "--format", "jsonl", stdout=asyncio.subprocess.PIPE)
+    rows = (await asyncio.wait_for(listed.communicate(), 120))[0].decode().splitlines()
+    assert listed.returncode == 0 and done <= {json.loads(row)["url"] for row in rows}
     assert not any("have their pages on its disk only" in run.logs[n].read_text() for n in survivors)
 
 

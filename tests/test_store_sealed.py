@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import shutil
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import obstore
@@ -17,7 +18,7 @@ from polecat.store import export
 from polecat.store.archive import archive_info
 from polecat.store.base import FetchRecord
 from polecat.store.object import make_object_store
-from polecat.store.remote import records, stores_in
+from polecat.store.remote import fetches, records, stores_in
 from polecat.store.segstore import SegmentStore
 from tests.replay_helpers import replay
 
@@ -53,10 +54,13 @@ def test_sealed_segments_outlive_their_disk_and_export_without_an_index(tmp_path
     warc = io.BytesIO()
     out = export.WarcExport(warc, "dead.warc.gz", "gzip")
     out.start(archive_info(user_agent="t", request_headers=()))
-    written: set[str] = set()
+    seen: set[str] = set()
+    skipped: list[str] = []
     for name in found[store_id] * 2:  # read twice: each record is written once (by its record id)
-        out.add_sealed(records(remote, name), written)
-    assert out.result.written == len(pages) + 1 and out.result.sealed_skipped == []
+        got = list(fetches(records(remote, name), seen, skipped))
+        out.add_sealed(got)
+    assert out.result.written == len(pages) + 1 and skipped == []
+    assert got == []  # the second reading: every record id seen already
     path = tmp_path / "dead.warc.gz"
     path.write_bytes(warc.getvalue())
     replayed = replay(path)
@@ -65,6 +69,16 @@ def test_sealed_segments_outlive_their_disk_and_export_without_an_index(tmp_path
     assert len(lines) == len(pages) + 1 and all('"filename": "dead.warc.gz"' in line for line in lines)
     assert sum('"mime": "text/html"' in line for line in lines) == len(pages)
     assert sum('"mime": "warc/revisit"' in line for line in lines) == 1
+    # The fetch records the store had indexed, read back from the WARC and HTTP heads.
+    again = {f.record.url: f.record for name in found[store_id]
+             for f in fetches(records(remote, name), set(), [])}
+    stored = FetchRecord.for_body("http://d.test/3", pages["http://d.test/3"], fetched_at=1.79e9 + 3,
+                                  headers=HTML)
+    read = again["http://d.test/3"]  # the WARC writer adds a Content-Length to the HTTP head
+    assert replace(read, headers=()) == replace(stored, headers=()) and read.headers[: len(HTML)] == HTML
+    copy_record = again["http://mirror.test/0"]
+    assert (copy_record.kind, copy_record.duplicate_of) == ("revisit", "http://d.test/0")
+    assert copy_record.content_hash == again["http://d.test/0"].content_hash
 
 
 def test_a_failed_upload_is_retried_at_the_next_seal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

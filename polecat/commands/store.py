@@ -15,18 +15,16 @@ from polecat.commands.stores import (
     data_dirs,
     latest,
     open_stores,
-    sealed_stores,
+    sealed_fetches,
     store_config,
 )
 from polecat.config import StoreConfig
-from polecat.errors import ConfigError, NotFound, StoreError
+from polecat.errors import ConfigError, NotFound
 from polecat.frontier.refetch import request_refetch
 from polecat.store import export, fsck, repair
 from polecat.store.archive import archive_info
 from polecat.store.index import STATE_NAMES
-from polecat.store.remote import records as remote_records
 from polecat.store.segments import segment_name
-from polecat.store.segstore import SegmentStore
 
 _HEX_HASH = re.compile(r"^[0-9a-fA-F]{64}$")
 
@@ -105,12 +103,13 @@ def cmd_export(args: argparse.Namespace) -> int:
                 out.start(archive_info(user_agent=crawl_config(args).fetch.user_agent, request_headers=()))
                 for store in stores:
                     out.add(store)
-                _add_sealed(args, stores, out)
+                sealed: list[str] = []
+                out.add_sealed(sealed_fetches(args, stores, sealed))  # export rule 7
             for entry, why in out.result.skipped:
                 print(f"skipped record {entry.seq} ({entry.record.url}): {why}", file=sys.stderr)
-            for why in out.result.sealed_skipped:
+            for why in sealed:
                 print(f"skipped: {why}", file=sys.stderr)
-            skipped = len(out.result.skipped) + len(out.result.sealed_skipped)
+            skipped = len(out.result.skipped) + len(sealed)
             print(f"{out.result.written} records written to {args.warc} ({compression})"
                   + (f", {skipped} corrupt records skipped (run `polecat store repair`)" if skipped else ""),
                   file=sys.stderr)
@@ -119,24 +118,6 @@ def cmd_export(args: argparse.Namespace) -> int:
         if args.cdxj_segments is not None:
             _write_lines(args.cdxj_segments, sorted(line for s in stores for line in export.cdxj_lines(s)))
     return 1 if skipped else 0
-
-
-def _add_sealed(args: argparse.Namespace, stores: list[SegmentStore], out: export.WarcExport) -> None:
-    """The stores found only in object storage, from their sealed segments (export rule 7)."""
-    try:
-        remote, found = sealed_stores(args, stores)
-    except StoreError as exc:  # the indexed stores are exported all the same
-        print(f"warning: stores in object storage only are not exported: {exc}", file=sys.stderr)
-        return
-    written: set[str] = set()
-    for store_id, names in found.items():
-        print(f"note: store {store_id} is in object storage only (a node whose disk is gone?): its "
-              f"{len(names)} sealed segments are exported", file=sys.stderr)
-        for name in names:
-            try:
-                out.add_sealed(remote_records(remote, name), written)
-            except StoreError as exc:  # the segment's records before the fault are in
-                out.result.sealed_skipped.append(f"segment {name}: {exc}")
 
 
 def _write_lines(path: Path, lines: list[str]) -> None:

@@ -9,7 +9,8 @@ They open stores read-only, so they run beside a crawl as well as after one (the
 last flushed). ``--config FILE.toml`` supplies the ``[store]`` section (object-store URL and options) when
 sealed segments live remotely; without it the URL the writer recorded is used, with credentials from the
 environment. A store found in that object store whose dir is not named (a dead node's, its disk gone) is
-read from its sealed segments by the exports (:func:`sealed_stores`, polecat/store/remote.py).
+read from its sealed segments by ``store export`` and ``pages`` (:func:`sealed_fetches`,
+polecat/store/remote.py).
 """
 
 from __future__ import annotations
@@ -20,16 +21,15 @@ import sys
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Any
 
 from polecat.cluster.layout import collection_dirs
 from polecat.commands import saved_settings
 from polecat.config import Config, StoreConfig, config_from_mapping, load_toml
 from polecat.dedup.canon import Canonicalizer
-from polecat.errors import ConfigError, NotFound
+from polecat.errors import ConfigError, NotFound, StoreError
 from polecat.store.index import LogEntry
 from polecat.store.object import make_object_store
-from polecat.store.remote import stores_in
+from polecat.store.remote import SealedFetch, fetches, records, stores_in
 from polecat.store.segstore import SegmentStore
 
 _HEX_PREFIX = re.compile(r"^[0-9a-fA-F]{6,64}$")
@@ -56,17 +56,31 @@ def store_config(args: argparse.Namespace) -> StoreConfig:
     return config_from_mapping(load_toml(args.config)).store if args.config is not None else StoreConfig()
 
 
-def sealed_stores(args: argparse.Namespace, stores: list[SegmentStore]) -> tuple[Any, dict[str, list[str]]]:
-    """The object store of the collection (``--config``'s ``[store] url``, else the one its stores
-    recorded; None when there is none) and, by store id, the segments there of the stores none of
-    ``stores`` is: a dead node's, read from its sealed segments only."""
+def sealed_fetches(args: argparse.Namespace, stores: list[SegmentStore], skipped: list[str]
+                   ) -> Iterator[SealedFetch]:
+    """The fetches of the stores in the collection's object store (``--config``'s ``[store] url``, else
+    the one its stores recorded) that none of ``stores`` is: a dead node's, read from its sealed segments
+    only (polecat/store/remote.py), each record once. What could not be read goes to ``skipped``."""
     cfg = store_config(args)
     url = cfg.url or next((u for s in stores if (u := s.index.remote_url())), "")
     if not url:
-        return None, {}
-    remote = make_object_store(url, cfg.options)
+        return
     local = {s.store_id for s in stores}
-    return remote, {sid: names for sid, names in stores_in(remote).items() if sid not in local}
+    try:
+        remote = make_object_store(url, cfg.options)
+        found = {sid: names for sid, names in stores_in(remote).items() if sid not in local}
+    except StoreError as exc:  # the indexed stores are read all the same
+        print(f"warning: stores in object storage only are not read: {exc}", file=sys.stderr)
+        return
+    seen: set[str] = set()
+    for store_id, names in found.items():
+        print(f"note: store {store_id} is in object storage only (a node whose disk is gone?): its "
+              f"{len(names)} sealed segments are read", file=sys.stderr)
+        for name in names:
+            try:
+                yield from fetches(records(remote, name), seen, skipped)
+            except StoreError as exc:  # the segment's records before the fault are in
+                skipped.append(f"segment {name}: {exc}")
 
 
 def data_dirs(args: argparse.Namespace) -> list[Path]:

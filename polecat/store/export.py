@@ -37,7 +37,6 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import json
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -53,6 +52,7 @@ from polecat.store import fsck, warc
 from polecat.store.archive import ArchiveInfo
 from polecat.store.base import OWN_HASH_HEADER, FetchRecord
 from polecat.store.index import LogEntry
+from polecat.store.remote import SealedFetch
 from polecat.store.segments import segment_name
 from polecat.store.segstore import SegmentStore
 
@@ -75,8 +75,6 @@ class ExportResult:
     """Records left out because they are damaged, with why (the export goes on past them)."""
     index: list[str] = field(default_factory=list)
     """CDXJ lines pointing into the exported file (rule 3), unsorted."""
-    sealed_skipped: list[str] = field(default_factory=list)
-    """Why records of stores read from their sealed segments only were left out (rule 7)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,45 +159,27 @@ class WarcExport:
                                                original.sha256 if original is not None else None))
             self.result.written += 1
 
-    def add_sealed(self, records: Iterable[bytes], written: set[str]) -> None:
-        """Rule 7: the WARC records of a store known only in object storage, in their stored order;
-        ``written`` holds the record ids already exported (each is written once) and gains these."""
-        request: bytes | None = None
-        for raw in records:
-            if _is_warcinfo(raw):
-                continue
-            if _has_field(raw, b"WARC-Type: request"):
-                request = raw
-                continue
-            try:
-                rec = warc.decode(raw)
-            except CorruptRecord as exc:
-                self.result.sealed_skipped.append(str(exc))
-                request = None
-                continue
-            record_id = rec.fields.get("warc-record-id", "")
-            held, request = request, None
-            if record_id in written:
-                continue
-            written.add(record_id)
-            group = [raw] if held is None else [held, raw]
+    def add_sealed(self, fetches: Iterable[SealedFetch]) -> None:
+        """Rule 7: the fetches of a store known only in object storage (:func:`remote.fetches`: each
+        record once), as they were stored, each after its request record."""
+        for f in fetches:
+            group = [f.raw] if f.request is None else [f.request, f.raw]
             if self._compression == "zstd":
                 offset, length = self._write(b"".join(group))
             else:
                 for part in group[:-1]:
                     self._write(part)
-                offset, length = self._write(raw)
-            url = rec.fields.get("warc-target-uri", "")
-            mime = "warc/revisit" if rec.kind == "revisit" else _mime(_http_headers(raw))
-            self.result.index.append(_cdxj(url, re.sub(r"\D", "", rec.fields.get("warc-date", ""))[:14], mime,
-                                           rec.status, rec.fields.get("warc-payload-digest", "-"), offset,
-                                           length, self._filename))
+                offset, length = self._write(f.raw)
+            r = f.record
+            self.result.index.append(_cdxj(r.url, _stamp(r.fetched_at),
+                                           "warc/revisit" if r.kind == "revisit" else _mime(r.headers),
+                                           r.status, f.digest, offset, length, self._filename))
             self.result.written += 1
 
     def _unresolved(self, record: FetchRecord, raw: bytes) -> Original | None:
         """The original of a revisit written without one (its body was in no store of its own then; it may
         be there now, stored later by another copy), from any store of the collection (rule 6)."""
-        if self._originals is None or record.kind != "revisit" or _has_field(raw, b"WARC-Refers-To-Date"):
+        if self._originals is None or record.kind != "revisit" or warc.has_field(raw, b"WARC-Refers-To-Date"):
             return None
         return self._originals.find(record.content_hash)
 
@@ -221,13 +201,7 @@ def whole_response(store: SegmentStore, revisit: FetchRecord, raw: bytes) -> tup
 
 
 def _is_warcinfo(record: bytes) -> bool:
-    return _has_field(record, b"WARC-Type: warcinfo")
-
-
-def _has_field(record: bytes, field: bytes) -> bool:
-    """Whether the WARC head of ``record`` has a line starting with ``field``."""
-    head = record[: record.find(b"\r\n\r\n")]
-    return b"\r\n" + field in head
+    return warc.has_field(record, b"WARC-Type: warcinfo")
 
 
 def surt(url: str) -> str:
@@ -258,9 +232,13 @@ def cdxj_line(store: SegmentStore, r: FetchRecord, offset: int, length: int, fil
     if sha256 is None:
         body = store.index.body(r.content_hash)
         sha256 = body.sha256 if body else None
-    return _cdxj(r.url, datetime.fromtimestamp(r.fetched_at, UTC).strftime("%Y%m%d%H%M%S"),
-                 "warc/revisit" if r.kind == "revisit" else _mime(r.headers), r.status,
+    return _cdxj(r.url, _stamp(r.fetched_at), "warc/revisit" if r.kind == "revisit" else _mime(r.headers),
+                 r.status,
                  warc.payload_digest_from(sha256) if sha256 else "-", offset, length, filename)
+
+
+def _stamp(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y%m%d%H%M%S")
 
 
 def _cdxj(url: str, stamp: str, mime: str, status: int, digest: str, offset: int, length: int,
@@ -269,12 +247,6 @@ def _cdxj(url: str, stamp: str, mime: str, status: int, digest: str, offset: int
               "offset": str(offset), "filename": filename}
     return f"{surt(url)} {stamp} {json.dumps(fields, separators=(', ', ': '))}"
 
-
-def _http_headers(raw: bytes) -> tuple[tuple[str, str], ...]:
-    """The HTTP headers in a response record's block."""
-    start = raw.find(b"\r\n\r\n") + 4
-    lines = raw[start : raw.find(b"\r\n\r\n", start)].decode("latin-1").split("\r\n")[1:]
-    return tuple((name.strip(), value.strip()) for name, _, value in (line.partition(":") for line in lines))
 
 
 def cdxj_lines(store: SegmentStore) -> list[str]:

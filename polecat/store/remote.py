@@ -7,8 +7,10 @@ Rules:
    the store URL (polecat/store/segments.py); :func:`stores_in` lists them by store id, in segment order.
 2. A segment is plain WARC in zstd frames (a near-duplicate's delta is a skippable frame,
    polecat/store/delta.py rule 2): :func:`records` reads it as one zstd stream, one WARC record at a
-   time (a segment is never decompressed whole into memory), its ``warcinfo`` included (an export
-   leaves it out: polecat/store/export.py rule 1).
+   time (a segment is never decompressed whole into memory). :func:`fetches` makes of them the fetch
+   records the store had indexed (each ``response`` and ``revisit`` record, from its WARC and HTTP heads:
+   ``WARC-Polecat-Content-Hash`` is the content hash), each with the ``request`` record stored before it,
+   each record once by its ``WARC-Record-ID``; a record that does not parse is left out and said why.
 3. Such a store holds what its sealed segments hold: its open segment died with its disk
    (polecat/cluster/failover.py rule 7 is why a checkpoint records nothing done that is only there).
 """
@@ -16,13 +18,17 @@ Rules:
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, BinaryIO
 
 import obstore
 import zstandard
 
 from polecat.errors import CorruptRecord, StoreError
+from polecat.store import warc
+from polecat.store.base import FetchRecord
 from polecat.store.object import read_all
 from polecat.store.segments import parse_segment_name
 
@@ -56,6 +62,54 @@ def records(remote: Any, name: str) -> Iterator[bytes]:
             yield record
     except zstandard.ZstdError as exc:
         raise CorruptRecord(f"segment {name}: {exc}") from exc
+
+
+@dataclass(frozen=True, slots=True)
+class SealedFetch:
+    """One fetch read back from a sealed segment (rule 2)."""
+
+    record: FetchRecord
+    raw: bytes
+    """Its ``response`` or ``revisit`` record, as stored."""
+    request: bytes | None
+    """The ``request`` record stored before it (``store.request_records``), if any."""
+    digest: str
+    """Its ``WARC-Payload-Digest`` ("-" for a revisit written without one)."""
+
+
+def fetches(records: Iterable[bytes], seen: set[str], skipped: list[str]) -> Iterator[SealedFetch]:
+    """Rule 2: the fetches among a segment's ``records`` whose record ids are not in ``seen`` (which gains
+    them); why a record was left out goes to ``skipped``."""
+    request: bytes | None = None
+    for raw in records:
+        if warc.has_field(raw, b"WARC-Type: request"):
+            request = raw
+            continue
+        if warc.has_field(raw, b"WARC-Type: warcinfo"):
+            continue
+        held, request = request, None
+        try:
+            rec = warc.decode(raw)
+            record = _record(rec, raw)
+        except (CorruptRecord, ValueError, KeyError) as exc:
+            skipped.append(f"a record left out: {exc}")
+            continue
+        record_id = rec.fields.get("warc-record-id", "")
+        if record_id in seen:
+            continue
+        seen.add(record_id)
+        yield SealedFetch(record, raw, held, rec.fields.get("warc-payload-digest", "-"))
+
+
+def _record(rec: warc.DecodedRecord, raw: bytes) -> FetchRecord:
+    f = rec.fields
+    hashed = f.get("warc-polecat-content-hash", "").partition(":")[2]
+    return FetchRecord(url=f["warc-target-uri"],
+                       fetched_at=datetime.fromisoformat(f["warc-date"].replace("Z", "+00:00")).timestamp(),
+                       status=rec.status, headers=warc.http_headers(raw), content_hash=bytes.fromhex(hashed),
+                       size=len(rec.payload or b""), truncated="warc-truncated" in f,
+                       duplicate_of=f.get("warc-refers-to-target-uri"),
+                       kind="revisit" if rec.kind == "revisit" else "response")
 
 
 def _next_record(reader: BinaryIO) -> bytes | None:
