@@ -26,12 +26,16 @@ from polecat.frontier.slices import slice_prefix
 from polecat.store.base import FetchRecord, content_hash
 from polecat.store.segstore import open_store
 from polecat.testing.cluster import LoopbackTransport
+from polecat.testing.etcd import EtcdServer
 from polecat.testing.fakes import MemoryPageStore
-from polecat.testing.sitegen import SiteSpec
+from polecat.testing.sitegen import SiteSpec, ground_truth
 from polecat.writes import Delete, Put
 from tests.conftest import TestWebFactory
 from tests.crawl_helpers import page_requests
 from tests.frontier_helpers import Rig
+from tests.service_helpers import wait_for
+from tests.test_cluster_nodes import _start as start_cluster_node
+from tests.test_cluster_wire import _seed_on as seed_on
 from tests.test_cluster_workers import worker_pids
 from tests.test_crawl_restart import COMMIT_MS, finish, start
 
@@ -269,3 +273,39 @@ def test_copies_fetched_after_the_owners_restart_and_a_resize_are_revisits(
     assert len(copies) >= len(before) // 2
     assert [r.url for r in copies if r.kind != "revisit"] == []
     assert all(r.duplicate_of == before[r.content_hash] for r in copies)
+
+
+async def test_a_node_that_joins_gets_the_books_of_its_slices_with_them(
+        test_web: TestWebFactory, etcd_server: EtcdServer, tmp_path: Path) -> None:
+    """A cluster hand-over (polecat/processes/machine.py rule 11): n0 crawls the source hosts alone; n1
+    joins and takes about half the slices, their books with them; then the mirror hosts are seeded. Every
+    mirror page is stored as a revisit, and n1's book, which recorded no original itself, answered some
+    of them as copies."""
+    web = test_web(SiteSpec(hosts=8, pages_per_host=10, seed=23, mirror_hosts=4))
+    sources, mirrors = web.seeds[:4], web.seeds[4:]
+    nodes = [await start_cluster_node(web, etcd_server, tmp_path, 0, 50.0, seeds=False)]
+    try:
+        n0 = nodes[0][0]
+        await seed_on(n0, sources)
+        originals = ground_truth(web.site, web.port, "host", seeds=sources)
+        await wait_for(lambda: set(page_requests(web)) >= originals, 60, "the sources fetched")
+        await asyncio.sleep(4 * COMMIT_MS / 1000)  # the last originals' flushes report them durable
+        nodes.append(await start_cluster_node(web, etcd_server, tmp_path, 1, 50.0, seeds=False))
+        n1 = nodes[1][0]
+        assert n1.cluster is not None and n0.cluster is not None
+        await wait_for(lambda: n1.cluster is not None and n1.cluster.slices_adopted > 1000, 60,
+                       "the hand-over")
+        await seed_on(n0, mirrors)
+        copies = ground_truth(web.site, web.port, "host", seeds=mirrors)
+        await wait_for(lambda: set(page_requests(web)) >= copies, 60, "the mirrors fetched")
+        book = n1.cluster.claims.book if n1.cluster.claims is not None else None
+        assert book is not None and book.copies > 0
+    finally:
+        for svc, _ in nodes:
+            svc.stop()
+        for _, task in nodes:
+            assert await asyncio.wait_for(task, 60) == 0
+    mirror_hosts = {u.split("/")[2] for u in mirrors}
+    stored = [r for k in range(2) for r in _stored(tmp_path / f"n{k}") if r.url.split("/")[2] in mirror_hosts]
+    assert len(stored) >= len(copies) - len(mirrors)  # robots.txt aside
+    assert [r.url for r in stored if r.kind != "revisit"] == []
