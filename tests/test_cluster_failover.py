@@ -18,8 +18,10 @@ from collections import Counter
 from pathlib import Path
 
 from polecat.cluster.checkpoints import CheckpointStore
+from polecat.config import StoreConfig
 from polecat.frontier.records import PAGE_OUTCOMES, UrlRecord
 from polecat.hosts import host_key
+from polecat.store.segstore import open_store
 from polecat.testing.etcd import EtcdServer
 from polecat.testing.failover import (
     CLUSTER,
@@ -67,6 +69,14 @@ async def test_a_killed_node_with_its_disk_lost_resumes_on_the_others_from_objec
     assert any("have their pages on its disk only" in run.logs[n].read_text() for n in survivors)
 
 
+async def _polecat(*args: str) -> bytes:
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "polecat", *args,
+                                                stdout=asyncio.subprocess.PIPE)
+    out = (await asyncio.wait_for(proc.communicate(), 120))[0]
+    assert proc.returncode == 0, args
+    return out
+
+
 async def test_with_pages_in_object_storage_a_dead_nodes_checkpointed_pages_are_all_readable(
         test_web: TestWebFactory, etcd_server: EtcdServer, tmp_path: Path, s3_endpoint: str) -> None:
     """Failover rule 7: with ``[store] url``, every URL the dead node's last checkpoint records as done
@@ -105,11 +115,17 @@ async def test_with_pages_in_object_storage_a_dead_nodes_checkpointed_pages_are_
     assert export.returncode == 0 and f"store {run.victim_store} is in object storage only" in said, said
     readable = set(replay(warc))
     assert len(done) > 20 and done <= readable, sorted(done - readable)[:10]
-    listed = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "polecat", "pages", *(str(run.data[n]) for n in survivors),
-        "--config", str(conf), "--format", "jsonl", stdout=asyncio.subprocess.PIPE)
-    rows = (await asyncio.wait_for(listed.communicate(), 120))[0].decode().splitlines()
-    assert listed.returncode == 0 and done <= {json.loads(row)["url"] for row in rows}
+    dirs = [str(run.data[n]) for n in survivors]
+    rows = (await _polecat("pages", *dirs, "--config", str(conf), "--format", "jsonl")).decode().splitlines()
+    assert done <= {json.loads(row)["url"] for row in rows}
+    feed = (await _polecat("export", *dirs, "--config", str(conf), "--jsonl", "-")).decode().splitlines()
+    assert done <= {json.loads(item)["url"] for item in feed}
+    local: set[str] = set()
+    for node in survivors:
+        with open_store(run.data[node] / "store", StoreConfig(), read_only=True) as store:
+            local |= {r.url for r in store.records()}
+    only_dead = min(done - local)  # on the dead node's sealed segments only
+    assert await _polecat("cat", "--config", str(conf), *dirs, only_dead) == replay(warc)[only_dead]
     assert not any("have their pages on its disk only" in run.logs[n].read_text() for n in survivors)
 
 

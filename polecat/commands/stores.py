@@ -112,9 +112,14 @@ def latest(stores: list[SegmentStore], url: str, *, with_body: bool) -> tuple[Se
     return stores[i], entry
 
 
+def is_hash_prefix(key: str) -> bool:
+    """Whether ``key`` reads as a content hash or a prefix of one (at least 6 hex digits)."""
+    return bool(_HEX_PREFIX.match(key))
+
+
 def digest_for(stores: list[SegmentStore], key: str) -> tuple[SegmentStore, bytes] | None:
     """The body a hex hash or a unique hash prefix (at least 6 digits) names, or None if not a hash."""
-    if not _HEX_PREFIX.match(key):
+    if not is_hash_prefix(key):
         return None
     prefix = key.lower()
     found = [(store, d) for store in stores for d in store.index.digests_with_prefix(prefix)]

@@ -75,6 +75,8 @@ class SealedFetch:
     """The ``request`` record stored before it (``store.request_records``), if any."""
     digest: str
     """Its ``WARC-Payload-Digest`` ("-" for a revisit written without one)."""
+    payload: bytes | None
+    """The body of a ``response`` (None for a revisit)."""
 
 
 def fetches(records: Iterable[bytes], seen: set[str], skipped: list[str]) -> Iterator[SealedFetch]:
@@ -98,7 +100,7 @@ def fetches(records: Iterable[bytes], seen: set[str], skipped: list[str]) -> Ite
         if record_id in seen:
             continue
         seen.add(record_id)
-        yield SealedFetch(record, raw, held, rec.fields.get("warc-payload-digest", "-"))
+        yield SealedFetch(record, raw, held, rec.fields.get("warc-payload-digest", "-"), rec.payload)
 
 
 def _record(rec: warc.DecodedRecord, raw: bytes) -> FetchRecord:
