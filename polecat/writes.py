@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Generic, Literal, TypeVar
 
 Table = Literal["queue", "urls", "robots", "seen", "hosts", "ops", "priors", "near", "meta", "ready",
-                "resident", "refresh", "due", "fresh"]
+                "resident", "refresh", "due", "fresh", "claims"]
 """The tables a decision writes (FrontierDB attributes of the same names)."""
 
 T = TypeVar("T")

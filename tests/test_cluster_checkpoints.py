@@ -270,6 +270,9 @@ class _Node:
     async def commit(self) -> None:
         self.rig.frontier.commit()
 
+    async def bodies_shipped(self, within: float) -> bool:
+        return True
+
     def adopt(self, bundle: SliceBundle, now: float | None = None, *,
               wait_from: float | None = None) -> AdoptReport:
         self.waits_from.append(wait_from)

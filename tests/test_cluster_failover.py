@@ -7,16 +7,24 @@ the senders' outboxes: every page is fetched, no host is asked too fast, every s
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import shutil
 import signal
 import sys
+import urllib.request
+import uuid
 from collections import Counter
 from pathlib import Path
 
+from polecat.cluster.checkpoints import CheckpointStore
+from polecat.config import StoreConfig
+from polecat.frontier.records import PAGE_OUTCOMES, UrlRecord
 from polecat.hosts import host_key
+from polecat.store.segstore import open_store
 from polecat.testing.etcd import EtcdServer
 from polecat.testing.failover import (
+    CLUSTER,
     loopback_port,
     node_toml,
     page_urls,
@@ -28,6 +36,7 @@ from polecat.testing.failover import (
 from polecat.testing.serverlog import politeness_violations
 from polecat.testing.sitegen import SiteSpec
 from tests.conftest import TestWebFactory
+from tests.replay_helpers import replay
 
 RATE = 10.0
 
@@ -56,6 +65,68 @@ async def test_a_killed_node_with_its_disk_lost_resumes_on_the_others_from_objec
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
         out = (await asyncio.wait_for(verify.communicate(), 60))[0]
         assert verify.returncode == 0, out.decode()
+    # No [store] url: the heirs say what they restored as done without its pages (failover rule 7).
+    assert any("have their pages on its disk only" in run.logs[n].read_text() for n in survivors)
+
+
+async def _polecat(*args: str) -> bytes:
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "polecat", *args,
+                                                stdout=asyncio.subprocess.PIPE)
+    out = (await asyncio.wait_for(proc.communicate(), 120))[0]
+    assert proc.returncode == 0, args
+    return out
+
+
+async def test_with_pages_in_object_storage_a_dead_nodes_checkpointed_pages_are_all_readable(
+        test_web: TestWebFactory, etcd_server: EtcdServer, tmp_path: Path, s3_endpoint: str) -> None:
+    """Failover rule 7: with ``[store] url``, every URL the dead node's last checkpoint records as done
+    with a page has that page in object storage (its own sealed segments) or on a survivor, though its
+    disk is gone; the heirs fetch none of them again and count none as lost."""
+    bucket = f"polecat-{uuid.uuid4().hex[:12]}"
+    make = urllib.request.Request(f"{s3_endpoint}/{bucket}", method="PUT")
+    await asyncio.to_thread(lambda: urllib.request.urlopen(make, timeout=10).close())
+    options = (("endpoint", s3_endpoint), ("region", "us-east-1"), ("access_key_id", "test"),
+               ("secret_access_key", "test"), ("allow_http", "true"))
+    web = test_web(SiteSpec(hosts=12, pages_per_host=30, seed=16))
+    truth = web.ground_truth("host")
+    # Slower, and killed later, than above: the victim's rounds record many of its own pages done.
+    run = await run_failover(web, etcd_server, tmp_path, rate=4.0, ttl=2, interval=0.5, kill_at=0.6,
+                             checkpoints=f"s3://{bucket}/checkpoints", options=options,
+                             store=f"s3://{bucket}/pages")
+    survivors = [n for n in run.data if n != run.victim]
+    assert all(run.exit_codes[n] == 0 for n in survivors), [run.logs[n].read_text()[-3000:]
+                                                            for n in survivors]
+    assert set(page_urls(web)) == truth
+    checkpoints = CheckpointStore.open(f"s3://{bucket}/checkpoints", options, CLUSTER)
+    manifest = checkpoints.read_manifest(run.victim)
+    assert manifest is not None
+    done = {record.url for bundle in checkpoints.fetch(manifest, manifest.slices)
+            for table, _, value in bundle.records() if table == "urls"
+            and (record := UrlRecord.decode(value)).outcome in PAGE_OUTCOMES}
+    # One collection: the survivors' stores, and the dead node's sealed segments in object storage.
+    warc, conf = tmp_path / "all.warc.gz", tmp_path / "store.toml"
+    conf.write_text(f'[store]\nurl = "s3://{bucket}/pages"\noptions = {{'
+                    + ", ".join(f'{k} = "{v}"' for k, v in options) + "}\n")
+    export = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "polecat", "store", "export", *(str(run.data[n]) for n in survivors),
+        "--config", str(conf), "--warc", str(warc),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+    said = (await asyncio.wait_for(export.communicate(), 120))[0].decode()
+    assert export.returncode == 0 and f"store {run.victim_store} is in object storage only" in said, said
+    readable = set(replay(warc))
+    assert len(done) > 20 and done <= readable, sorted(done - readable)[:10]
+    dirs = [str(run.data[n]) for n in survivors]
+    rows = (await _polecat("pages", *dirs, "--config", str(conf), "--format", "jsonl")).decode().splitlines()
+    assert done <= {json.loads(row)["url"] for row in rows}
+    feed = (await _polecat("export", *dirs, "--config", str(conf), "--jsonl", "-")).decode().splitlines()
+    assert done <= {json.loads(item)["url"] for item in feed}
+    local: set[str] = set()
+    for node in survivors:
+        with open_store(run.data[node] / "store", StoreConfig(), read_only=True) as store:
+            local |= {r.url for r in store.records()}
+    only_dead = min(done - local)  # on the dead node's sealed segments only
+    assert await _polecat("cat", "--config", str(conf), *dirs, only_dead) == replay(warc)[only_dead]
+    assert not any("have their pages on its disk only" in run.logs[n].read_text() for n in survivors)
 
 
 async def test_a_node_restarted_on_an_empty_data_dir_restores_its_own_slices_from_object_storage(

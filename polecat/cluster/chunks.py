@@ -32,21 +32,22 @@ CHUNK_BYTES = 4 << 20
 class Exporter(Protocol):
     """What a chunked hand-over needs of a frontier."""
 
-    def export_slices(self, slices: Iterable[int], now: float, fence: Fence | None = None) -> SliceBundle: ...
+    def export_slices(self, slices: Iterable[int], now: float, fence: Fence | None = None, *,
+                      books: bool = True) -> SliceBundle: ...
 
 
 def bundle_chunks(frontier: Exporter, slices: Iterable[int], now: float, *, max_bytes: int = CHUNK_BYTES,
                   max_slices: int = CHUNK_SLICES,
-                  fence: Fence | None = None) -> Iterator[tuple[frozenset[int], bytes]]:
+                  fence: Fence | None = None, books: bool = True) -> Iterator[tuple[frozenset[int], bytes]]:
     """``(slices, bundle bytes)`` chunks covering ``slices`` in ascending order (rules 1 and 2), each
-    carrying ``fence``. Each is exported when the caller asks for it, so release a chunk's slices
-    before taking the next."""
+    carrying ``fence`` (and the content claim books unless ``books`` is False). Each is exported when
+    the caller asks for it, so release a chunk's slices before taking the next."""
     todo = sorted(set(slices))
     while todo:
         group = todo[:max_slices]
-        body = frontier.export_slices(group, now, fence).to_bytes()
+        body = frontier.export_slices(group, now, fence, books=books).to_bytes()
         while len(body) > max_bytes and len(group) > 1:
             group = group[: len(group) // 2]
-            body = frontier.export_slices(group, now, fence).to_bytes()
+            body = frontier.export_slices(group, now, fence, books=books).to_bytes()
         yield frozenset(group), body
         todo = todo[len(group) :]

@@ -9,6 +9,12 @@ kinds of frame from the socket the hand-off uses. :meth:`claim` returns a future
 in the store: the node completes the page's lease only then (polecat/node/lease_runner.py), so the
 frontier never records as done a page the store does not hold, and a crash while a page is held fetches
 it again. A page waits at most ``wait`` seconds (claims rule 5).
+
+The book is kept in the frontier's ``claims`` table (claims rule 8): :meth:`ContentClaims.bind` loads it,
+every change of it is applied to the frontier's open transaction at once (it commits with the frontier),
+and the member tells the book of the content slices it adopts or releases (:meth:`ContentClaims.adopted`,
+:meth:`ContentClaims.released`). Claims that come before the book is loaded are answered "busy", so
+their claimer sends them again (claims rule 5) rather than hear "first" from an empty book.
 """
 
 from __future__ import annotations
@@ -16,9 +22,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from polecat.clock import SYSTEM_CLOCK, Clock
 from polecat.cluster.batch import HandoffError, Signer, Verifier
@@ -34,7 +40,9 @@ from polecat.cluster.claims import (
 )
 from polecat.cluster.claimwire import decode, encode_answers, encode_claims, encode_durable, is_claim_frame
 from polecat.cluster.receiver import HandoffReceiver, Reply
+from polecat.frontier.slices import slice_prefix
 from polecat.store.base import FetchRecord, PageStore
+from polecat.writes import Table, Write
 
 if TYPE_CHECKING:  # aiohttp's transport is a cluster node's; workers speak unixwire (tests/test_startup.py)
     from polecat.cluster.transport import Transport
@@ -56,6 +64,18 @@ class ClaimStats:
     """Pages stored in full, marked, because no answer came in time (owner unreachable, slow, a commit)."""
     stray_answers: int
     bad_frames: int
+
+
+class BookTables(Protocol):
+    """Where the book is kept (claims rule 8): the frontier's tables
+    (:class:`~polecat.frontier.db.FrontierDB`)."""
+
+    pending: int
+    """Changes not yet committed: the node's periodic commit runs while it is not 0."""
+
+    def apply(self, writes: Sequence[Write]) -> None: ...
+
+    def items(self, table: Table, prefix: bytes = b"") -> Iterator[tuple[bytes, bytes]]: ...
 
 
 class Receivers:
@@ -87,11 +107,12 @@ class ContentClaims:
         self._verify = verify
         self._clock = clock
         # The book holds a copy half the claimer's wait, so that the claimer hears "first" before it gives up.
-        self.queue = ClaimQueue(self_id, owner_of, ClaimBook(book_capacity, wait / 2), capacity=capacity,
-                                wait=wait)
+        self.book = ClaimBook(book_capacity, wait / 2)
+        self.queue = ClaimQueue(self_id, owner_of, self.book, capacity=capacity, wait=wait)
         self._held: dict[int, tuple[FetchRecord, bytes, asyncio.Future[None]]] = {}
         self._owed: dict[str, list[Answer]] = {}
         self._store: PageStore | None = None
+        self._tables: BookTables | None = None
         self._wake = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
         self.copies = 0
@@ -101,9 +122,39 @@ class ContentClaims:
         """The members' addresses from a new member list (an etcd cluster's membership changes)."""
         self._addresses = dict(addresses)
 
-    def bind(self, store: PageStore) -> None:
-        """The store the held pages go to."""
+    def bind(self, store: PageStore, tables: BookTables | None = None) -> None:
+        """The store the held pages go to, and the tables the book is kept in (claims rule 8; None: the
+        book lives for the run), loaded now."""
+        self._tables = tables
+        if tables is not None:
+            loaded = self.book.load(tables.items("claims"))
+            if loaded:
+                log.info("content claims: %d hashes recorded before this start", loaded)
+            self._keep()
         self._store = store
+
+    def _keep(self) -> None:
+        """Apply the book's writes (claims rule 8): they commit with the frontier."""
+        writes = self.book.take_writes()
+        if self._tables is not None and writes:
+            self._tables.apply(writes)
+            self._tables.pending += 1  # an owner with nothing else to do commits them too
+        if self.book.unreadable:
+            log.warning("content claims: %d kept records did not decode (skipped: their copies are "
+                        "stored in full)", self.book.unreadable)
+            self.book.unreadable = 0
+
+    def adopted(self, slices: Iterable[int]) -> None:
+        """The member adopted these slices (their ``claims`` rows are applied): the book takes their
+        records (claims rule 8)."""
+        if self._tables is not None:
+            tables = self._tables
+            self.book.load(kv for s in sorted(slices) for kv in tables.items("claims", slice_prefix(s)))
+            self._keep()
+
+    def released(self, slices: Iterable[int]) -> None:
+        """The member released these slices (their rows are deleted): the book forgets their records."""
+        self.book.forget(slices)
 
     def claim(self, record: FetchRecord, body: bytes) -> asyncio.Future[None]:
         """Hold a page the pipeline would store in full until its hash's owner answers; the future is
@@ -111,6 +162,7 @@ class ContentClaims:
         seq, outcomes = self.queue.add(record.content_hash, record.url, record.fetched_at, self._clock.wall())
         stored = asyncio.get_running_loop().create_future()
         self._held[seq] = (record, body, stored)
+        self._keep()
         self._apply(outcomes)
         if self.queue.pending():
             self._wake.set()
@@ -146,6 +198,8 @@ class ContentClaims:
             self.bad_frames += 1
             return Reply("bad", detail=str(exc))
         if frame.claims:
+            if self._store is None:  # the book is not loaded yet: the claimer sends them again
+                return Reply("busy", detail="content claims: the book is not open yet")
             self._route(self.queue.decide(frame.sender, frame.claims, self._clock.wall()))
         if frame.durable:
             self._route(self.queue.durable(frame.sender, frame.durable))
@@ -154,7 +208,9 @@ class ContentClaims:
         return Reply("ok")
 
     def _route(self, answers: Routed) -> None:
-        """Answers of this member's book: its own applied now, the others' sent by :meth:`run`."""
+        """Answers of this member's book: its own applied now, the others' sent by :meth:`run`; the
+        book's writes applied (claims rule 8)."""
+        self._keep()
         mine = []
         for claimer, answer in answers:
             if claimer == self._self_id:

@@ -18,8 +18,7 @@ Rules (this module owns them):
    again, a refetch after a crash) is "first" again, so a repeat never turns the stored page into a
    revisit of itself.
 3. The book keeps at most ``capacity`` hashes, dropping the oldest: a copy of a dropped hash is stored in
-   full again (a missed collapse, never a lost page). It lives for the run (a restarted owner stores
-   later copies in full once).
+   full again (a missed collapse, never a lost page). It outlives the run (rule 8).
 4. The claimer's :class:`ClaimQueue` holds each page until its answer, at most ``capacity`` pages:
    adding one to a full queue stores the oldest in full at once. A claim whose owner is this member is
    decided at once by its own book, with no message.
@@ -34,6 +33,15 @@ Rules (this module owns them):
 
 7. A claimer reports to each owner, after each store flush, the hashes it stored in full on that
    owner's "first" since the flush before (:meth:`ClaimQueue.stored_first`, sent by the runner).
+8. A record of the book is kept, once durable (rule 2), in the ``claims`` table of the owner's frontier
+   under its content slice's prefix (:func:`book_key`): the book returns the writes
+   (:meth:`ClaimBook.take_writes`, a ``Put`` when a record becomes durable, a ``Delete`` when rule 3 drops
+   one), which commit with the frontier. So the book survives a restart (:meth:`ClaimBook.load` of the
+   table at open, oldest first by the time each was recorded), and a content slice's records move with the
+   URL slice of the same number: exported, adopted (loaded then, counted newest) and checkpointed with it,
+   dropped with it (:meth:`ClaimBook.forget`). A record not yet durable is not kept: lost with the
+   process, the next copy is stored in full (rule 3's missed collapse). A frontier without the table
+   (0.3.0) starts with an empty book.
 """
 
 from __future__ import annotations
@@ -42,7 +50,10 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from polecat.frontier.slices import SLICES
+import msgpack
+
+from polecat.frontier.slices import PREFIX_LEN, SLICES, slice_prefix
+from polecat.writes import Delete, Put, Write
 
 UNANSWERED = "unanswered"
 """The mark of a page stored in full because its claim had no answer (rule 5)."""
@@ -53,6 +64,11 @@ RETRY_AFTER = 0.05
 def content_slice(digest: bytes) -> int:
     """Rule 1."""
     return int.from_bytes(digest[:4], "big") % SLICES
+
+
+def book_key(digest: bytes) -> bytes:
+    """A book record's key in the frontier's ``claims`` table (rule 8): its content slice first."""
+    return slice_prefix(content_slice(digest)) + digest
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +95,12 @@ class _First:
     url: str
     fetched_at: float
     claimer: str
+    at: float
+    """When the owner recorded it (rule 8 orders a loaded book by it)."""
     durable: bool = False
+
+    def encode(self) -> bytes:
+        return bytes(msgpack.packb([self.url, self.fetched_at, self.at]))
 
 
 Routed = list[tuple[str, Answer]]
@@ -95,8 +116,46 @@ class ClaimBook:
         self._hold = hold
         self._first: OrderedDict[bytes, _First] = OrderedDict()
         self._copies: dict[bytes, list[tuple[str, Claim, float]]] = {}
+        self._writes: list[Write] = []
         self.copies = 0
         """Claims answered as copies."""
+        self.unreadable = 0
+        """Kept records that did not decode (rule 8): skipped, logged by the runner."""
+
+    def take_writes(self) -> list[Write]:
+        """The writes that keep the book (rule 8) since the last call, in order."""
+        out, self._writes = self._writes, []
+        return out
+
+    def load(self, records: Iterable[tuple[bytes, bytes]]) -> int:
+        """Rule 8: add kept records (``claims`` table key and value), oldest first; a hash recorded here
+        already keeps its record. Returns how many were added; one that does not decode is skipped and
+        counted (:attr:`unreadable`)."""
+        got: list[tuple[float, bytes, _First]] = []
+        for key, value in records:
+            digest = bytes(key[PREFIX_LEN:])
+            try:
+                url, fetched_at, at = msgpack.unpackb(value)
+                first = _First(str(url), float(fetched_at), "", float(at), durable=True)
+            except (ValueError, TypeError, msgpack.UnpackException):
+                self.unreadable += 1
+                continue
+            if len(digest) == 32 and digest not in self._first:
+                got.append((first.at, digest, first))
+        got.sort(key=lambda g: g[0])
+        for _, digest, first in got:
+            self._first[digest] = first
+        self._trim()
+        return len(got)
+
+    def forget(self, slices: Iterable[int]) -> int:
+        """Drop the records of content ``slices`` (handed over: their rows leave with the URL slices,
+        rule 8); returns how many."""
+        gone = frozenset(slices)
+        doomed = [d for d in self._first if content_slice(d) in gone]
+        for d in doomed:
+            del self._first[d]
+        return len(doomed)
 
     def decide(self, claimer: str, claims: Iterable[Claim], now: float) -> Routed:
         """Answer ``claimer``'s claims in order (rule 2); a copy of a page not yet durable waits."""
@@ -104,7 +163,7 @@ class ClaimBook:
         for c in claims:
             first = self._first.get(c.digest)
             if first is None:
-                self._record(c, claimer)
+                self._record(c, claimer, now)
             elif first.url == c.url:
                 first.claimer = claimer
             elif first.durable:
@@ -117,10 +176,15 @@ class ClaimBook:
             out.append((claimer, Answer(c.seq, None)))
         return out
 
-    def _record(self, c: Claim, claimer: str) -> None:
-        self._first[c.digest] = _First(c.url, c.fetched_at, claimer)
-        if len(self._first) > self._capacity:  # copies waiting on the forgotten one take over by expiry
-            self._first.popitem(last=False)
+    def _record(self, c: Claim, claimer: str, now: float) -> None:
+        self._first[c.digest] = _First(c.url, c.fetched_at, claimer, now)
+        self._trim()
+
+    def _trim(self) -> None:
+        while len(self._first) > self._capacity:  # copies waiting on the forgotten one take over by expiry
+            digest, first = self._first.popitem(last=False)
+            if first.durable:  # kept (rule 8)
+                self._writes.append(Delete("claims", book_key(digest)))
 
     def durable(self, claimer: str, digests: Iterable[bytes]) -> Routed:
         """``claimer`` flushed these first pages (rule 7): the copies waiting on them are answered."""
@@ -129,7 +193,9 @@ class ClaimBook:
             first = self._first.get(d)
             if first is None or first.claimer != claimer:
                 continue
-            first.durable = True
+            if not first.durable:
+                first.durable = True
+                self._writes.append(Put("claims", book_key(d), first.encode()))
             for who, c, _ in self._copies.pop(d, ()):
                 self.copies += 1
                 out.append((who, Answer(c.seq, (first.url, first.fetched_at))))
@@ -142,7 +208,7 @@ class ClaimBook:
             who, c, _ = self._copies[d].pop(0)
             if not self._copies[d]:
                 del self._copies[d]
-            self._first[d] = _First(c.url, c.fetched_at, who)
+            self._first[d] = _First(c.url, c.fetched_at, who, now)
             out.append((who, Answer(c.seq, None)))
         return out
 

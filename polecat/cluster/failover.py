@@ -35,6 +35,12 @@ from the node's event loop. Rules:
    restored once from a given manifest version (a claim retried after a restore does not adopt again).
    The manifest's strays (rule 2) are handed to ``on_strays`` once per manifest version, before the
    commit: the node routes them to their owners.
+7. A round marks a URL done only when its page is where heirs read it: with object storage for pages
+   (``[store] url``), after its snapshot a round seals the store's open segment and waits until every
+   sealed segment is confirmed there (``Node.bodies_shipped``, within the interval; otherwise the round
+   is skipped and counted like rule 2's). Without it (``bodies_remote`` False) a dead member's pages
+   are on its disk only: a restore counts the URLs it adopts as done with a stored page
+   (:attr:`Failover.restored_without_body`) and says so at WARNING; they are not fetched again.
 """
 
 from __future__ import annotations
@@ -74,6 +80,11 @@ class Node(Protocol):
         """Return once a frontier commit holds every change made so far."""
         ...
 
+    async def bodies_shipped(self, within: float) -> bool:
+        """True once every page stored so far is in object storage (at once without it), False when
+        that took over ``within`` seconds (rule 7)."""
+        ...
+
     def adopt(self, bundle: SliceBundle, now: float | None = None, *,
               wait_from: float | None = None) -> AdoptReport:
         """Take over the slices of ``bundle`` (durable at the next commit); its hosts wait one interval
@@ -106,13 +117,18 @@ class Failover:
                  settled: Callable[[float], Awaitable[bool]] | None = None,
                  unacked: Callable[[], bytes] | None = None,
                  on_strays: Callable[[bytes], int] | None = None,
-                 token: Callable[[], object] | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
+                 token: Callable[[], object] | None = None, books: Callable[[], bool] | None = None,
+                 bodies_remote: bool = True, clock: Clock = SYSTEM_CLOCK) -> None:
         self._store = store
         self._unacked = unacked
         """The msgpack URL list of the hand-off batches not acknowledged now (rule 2; b"": none)."""
         self._on_strays = on_strays
         """Routes a dead member's strays (a msgpack URL list) to their owners; returns the URL count
         (rule 6)."""
+        self._bodies_remote = bodies_remote
+        """Pages are in object storage (``[store] url``): a dead member's are read from there (rule 7)."""
+        self._books = books
+        """Whether a round carries the content claim books (every heir reads them); None: always."""
         self._token = token
         """The node's fencing token now, None while fenced (rule 5); None: not in an etcd cluster."""
         self._settled = settled
@@ -134,6 +150,8 @@ class Failover:
         self.rounds = self.failures = self.uploaded = self.bytes_shipped = 0
         self.exported = 0
         """Groups of slices exported by rounds (those with a slice written since the last round)."""
+        self.restored_without_body = 0
+        """URLs restored as done whose pages were on a dead member's disk only (rule 7)."""
         self.last_round_at: float | None = None
         """``clock.monotonic()`` when the last round shipped (None: none yet in this run)."""
         self.restores: list[Restored] = []
@@ -209,14 +227,20 @@ class Failover:
                     strays = self._unacked()  # rule 2: they go with the round
                     log.info("slice checkpoint round %d carries the hand-off URLs not acknowledged yet "
                              "(%d bytes)", round_, len(strays))
+                if not await crawler.bodies_shipped(self.schedule.interval):  # rule 7
+                    self.failures += 1
+                    log.warning("slice checkpoint round %d skipped: pages stored before it are not all in "
+                                "object storage yet", round_)
+                    return False
                 entries, size = [], 0
+                books = self._books is None or self._books()
                 for group, ids in groups(shipped).items():
                     kept = None if ids & written else self.manifest.unchanged(group, ids)
                     if kept is not None:  # nothing written there since the last round (plan rule 2)
                         entries.append(kept)
                         continue
                     # On this thread: the snapshot never crosses threads.
-                    bundle = snapshot.export(ids, self._clock.wall())
+                    bundle = snapshot.export(ids, self._clock.wall(), books=books)
                     self.exported += 1
                     entry, sent = await asyncio.to_thread(self._store.ship_group, group, bundle,
                                                           self.manifest)
@@ -286,10 +310,11 @@ class Failover:
                     continue
                 bundles = await asyncio.to_thread(self._store.fetch, manifest, todo)
                 now = self._clock.wall()
-                queued = found = 0
+                queued = found = stored = 0
                 for bundle in bundles:  # one object (64 slices) at a time, the loop runs in between
                     report = crawler.adopt(bundle, now, wait_from=Ownership.restore_hold(now))
                     queued += report.queued
+                    stored += report.stored
                     found += len(bundle.ids)
                     await asyncio.sleep(0)
                 if self._on_strays is not None and (member, manifest.version) not in self._strays_routed:
@@ -298,6 +323,11 @@ class Failover:
                         log.info("failover: routed %d URLs %s had handed off unacknowledged",
                                  self._on_strays(strays), member)
                     self._strays_routed.add((member, manifest.version))
+                if stored and not self._bodies_remote:  # rule 7
+                    self.restored_without_body += stored
+                    log.warning("failover: %d URLs of %s restored as done have their pages on its disk only "
+                                "(no [store] url): they are not in this crawl's export unless that disk "
+                                "comes back, and are not fetched again", stored, member)
                 await crawler.commit()
                 self._restored.update(dict.fromkeys(manifest.slices & todo, (member, manifest.version)))
                 done = Restored(member, found, queued, manifest.round, self._clock.monotonic() - started,

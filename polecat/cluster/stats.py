@@ -56,6 +56,9 @@ class ClusterStats:
     """Page fetches per second over the last minute (:class:`RecentRate`)."""
     leave_failures: int = 0
     """Steps of a leave that failed (:mod:`polecat.cluster.etcd` rule 6)."""
+    restored_without_body: int = 0
+    """URLs restored as done from a dead member whose pages were on its disk only (no ``[store] url``:
+    polecat/cluster/failover.py rule 7)."""
 
 
 class RecentRate:

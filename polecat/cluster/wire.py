@@ -34,18 +34,23 @@ from dataclasses import dataclass
 from polecat.version import __version__
 
 __all__ = [
-    "OLD", "RELEASE_HEADER", "THIS", "WIRE_HEADER", "WIRE_OLDEST", "WIRE_VERSION", "Wire", "common",
-    "from_head", "refusal",
+    "CLAIM_BOOKS", "OLD", "RELEASE_HEADER", "THIS", "WIRE_HEADER", "WIRE_OLDEST", "WIRE_VERSION", "Wire",
+    "common", "from_head", "refusal",
 ]
 
-WIRE_VERSION = 2
+WIRE_VERSION = 3
 """This release's wire (rule 1). 1: 0.2.0's, with no version on it. 2: request proofs bound to their
 receiver and used once, acknowledged (polecat/cluster/auth.py rules 3-5), and member records signed with
-the cluster secret (polecat/cluster/member_records.py)."""
+the cluster secret (polecat/cluster/member_records.py). 3: slice bundles may carry content claim books
+(:data:`CLAIM_BOOKS`)."""
 WIRE_OLDEST = 2
 """The oldest wire this release reads and writes (rule 1). Not 1: a node that still took 0.2.0's
 replayable proofs and unsigned member records would keep the holes wire 2 closes, so a cluster of 0.2.0
 is upgraded by stopping every node (CHANGELOG, Upgrading); from wire 2 on, node by node."""
+CLAIM_BOOKS = 3
+"""The first wire whose slice bundles may hold the ``claims`` table (polecat/cluster/claims.py rule 8): a
+reader of wire 2 refuses a bundle with a table it does not know, so a bundle for it leaves the books
+out (a missed collapse there, never a refused slice)."""
 WIRE_HEADER = "X-Polecat-Wire"
 """``<oldest>-<newest>``: the wire versions the sender of an internal request speaks (rule 2)."""
 RELEASE_HEADER = "X-Polecat-Release"

@@ -14,12 +14,19 @@ every node that holds URLs it will not fetch: queued in slices it does not own (
 reconciliation ships to their owners: a number that does not fall means they are stuck), or queued while
 it holds no slice at all (stranded). While members of several releases run (a rolling upgrade), a line
 names each release's members, and a warning each pair of members that share no wire version
-(polecat/cluster/wire.py)."""
+(polecat/cluster/wire.py).
+
+``polecat cluster cat --config NODE.toml HASH``: a stored body, from whichever node stored it: the
+members are read from etcd as for ``status``, and each is asked ``GET /internal/pages/{hash}`` (signed
+with the cluster secret, as nodes sign their internal requests: polecat/cluster/auth.py), the owner of
+the hash's content slice first (polecat/cluster/claims.py rule 1: the node that answered its claims),
+then the others, until one has it; the body is checked against the hash before it is written."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import time
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -79,6 +86,57 @@ async def cluster_status(args: argparse.Namespace) -> tuple[list[dict[str, Any]]
                 members.append(member)
     rows = [{"id": m.id, "address": m.address, "slices": held.get(m.id, 0), "wire": m.wire} for m in members]
     return rows, SLICES - sum(held.values()), ignored
+
+
+def cmd_cluster_cat(args: argparse.Namespace) -> int:
+    import sys
+    import urllib.error
+    import urllib.request
+
+    from polecat.cluster.auth import AUTH_HEADER, hmac_signer, request_proof
+    from polecat.cluster.claims import content_slice
+    from polecat.cluster.ring import Ring
+    from polecat.cluster.wire import RELEASE_HEADER, THIS, WIRE_HEADER
+    from polecat.commands.node import CLIENT_TIMEOUT, node_config
+    from polecat.errors import NotFound
+    from polecat.store.base import content_hash
+
+    try:
+        digest = bytes.fromhex(args.hash)
+    except ValueError:
+        digest = b""
+    if len(digest) != 32:
+        raise ConfigError(f"cluster cat: expected a content hash of 64 hex digits, got {args.hash[:80]!r}")
+    cc = node_config(argparse.Namespace(config=args.config, listen=None, data=None)).cluster
+    sign = hmac_signer(cc.secret)
+    rows, _, _ = asyncio.run(cluster_status(args))
+    if not rows:
+        raise PolecatError("cluster cat: the cluster has no members")
+    owner = Ring(sorted(row["id"] for row in rows)).owner(content_slice(digest))
+    route = f"/internal/pages/{digest.hex()}"
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # nodes are addressed directly
+    asked = []
+    for row in sorted(rows, key=lambda r: (r["id"] != owner, r["id"])):
+        address = row["address"].rstrip("/")
+        headers = {AUTH_HEADER: request_proof(sign, route, address, 0, time.time()),
+                   WIRE_HEADER: THIS.header, RELEASE_HEADER: THIS.release}
+        try:
+            with opener.open(urllib.request.Request(address + route, headers=headers),
+                             timeout=CLIENT_TIMEOUT) as resp:
+                body = resp.read()
+        except urllib.error.HTTPError as exc:
+            asked.append(f"{row['id']}: {exc.code}")
+            continue
+        except (urllib.error.URLError, OSError) as exc:  # a node down: the body may be on another
+            asked.append(f"{row['id']}: {getattr(exc, 'reason', exc)}")
+            continue
+        if content_hash(body) != digest:
+            asked.append(f"{row['id']}: answered a body of another hash")
+            continue
+        sys.stdout.buffer.write(body)
+        sys.stdout.buffer.flush()
+        return 0
+    raise NotFound(f"no member has a body with hash {digest.hex()} ({'; '.join(asked)})")
 
 
 def cmd_cluster_status(args: argparse.Namespace) -> int:
@@ -150,3 +208,9 @@ def register(sub: Any) -> None:
     st.add_argument("--name", default="polecat", help="the cluster's name (cluster.name, default polecat; "
                                                       "with --config, the config's)")
     st.set_defaults(func=cmd_cluster_status)
+    cat = actions.add_parser("cat", help="a stored body, from whichever node stored it")
+    cat.add_argument("--config", metavar="NODE.toml", type=Path, required=True,
+                     help="a node's config: etcd as it reaches it, and the cluster secret "
+                          "($POLECAT_CLUSTER_SECRET) the nodes check on their internal routes")
+    cat.add_argument("hash", metavar="HASH", help="the body's content hash (64 hex digits)")
+    cat.set_defaults(func=cmd_cluster_cat, etcd=None, name="polecat")

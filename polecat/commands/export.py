@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from polecat.commands.pages import is_robots, iso
-from polecat.commands.stores import add_store_args, body_store, canonicalizer, open_stores
+from polecat.commands.stores import add_store_args, body_store, canonicalizer, open_stores, sealed_fetches
 from polecat.commands.stores import latest as newest
 from polecat.dedup.canon import Canonicalizer
 from polecat.errors import NotFound
@@ -119,14 +119,28 @@ def cmd_export(args: argparse.Namespace) -> int:
 
         records = (r for store in stores for r in store.records() if not is_robots(r.url))
         feed = Feed(latest_record, body, canonicalizer(args))
+        # A dead node's store, from its sealed segments (polecat/commands/stores.py): each fetch with the
+        # body its record holds (a revisit there has none).
+        held: list[bytes | None] = [None]
+        skipped: list[str] = []
+
+        def sealed() -> Iterator[FetchRecord]:
+            for f in sealed_fetches(args, stores, skipped):
+                if not is_robots(f.record.url):
+                    held[0] = f.payload
+                    yield f.record
+
+        dead = Feed(latest_record, lambda _: held[0], canonicalizer(args))
         if str(args.jsonl) == "-":
-            n = feed.write(records, sys.stdout)
+            n = feed.write(records, sys.stdout) + dead.write(sealed(), sys.stdout)
             sys.stdout.flush()
         else:
             with open(args.jsonl, "w", encoding="utf-8") as out:
-                n = feed.write(records, out)
+                n = feed.write(records, out) + dead.write(sealed(), out)
         print(f"{n} pages written to {args.jsonl}", file=sys.stderr)
-    return 0
+        for why in skipped:
+            print(f"skipped: {why}", file=sys.stderr)
+    return 1 if skipped else 0
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

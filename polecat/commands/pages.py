@@ -2,7 +2,8 @@
 
 Rows come from two places. Every page fetch the store recorded (responses, revisits, redirects; not the
 archived robots.txt responses) is a row with its status, time, the hash of the body it received, size
-and, for a duplicate, the URL it duplicates. With ``failed``,
+and, for a duplicate, the URL it duplicates; a store found in the crawl's object store whose dir is not
+named (a dead node's) gives the rows of its sealed segments (polecat/commands/stores.py). With ``failed``,
 the URLs the frontier finished without a stored page (failed after retries, blocked, refused by
 robots.txt, out of budget) are rows too, with the outcome and the reason.
 
@@ -20,19 +21,19 @@ import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
+from itertools import chain
 from typing import TextIO
 from urllib.parse import urlsplit
 
-from polecat.commands.stores import add_store_args, data_dirs, open_stores
+from polecat.commands.stores import add_store_args, data_dirs, open_stores, sealed_fetches
 from polecat.errors import ConfigError
-from polecat.frontier.records import UrlRecord
+from polecat.frontier.records import PAGE_OUTCOMES, UrlRecord
 from polecat.frontier.status import read_outcomes
 from polecat.hosts import HostPatternMap, host_key
 from polecat.store.base import SKIPPED_HEADER, FetchRecord
 
 COLUMNS = ("url", "status", "fetched_at", "hash", "size", "duplicate_of", "outcome", "reason")
 FORMATS = ("tsv", "csv", "jsonl")
-STORED_OUTCOMES = frozenset({"fetched", "not_modified", "redirect"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +79,7 @@ def row_of_outcome(r: UrlRecord) -> Row:
 def not_stored(records: Iterable[UrlRecord]) -> Iterator[Row]:
     """Rows of URLs the frontier finished without a stored page."""
     for r in records:
-        if r.outcome not in STORED_OUTCOMES:
+        if r.outcome not in PAGE_OUTCOMES:
             yield row_of_outcome(r)
 
 
@@ -128,13 +129,17 @@ def write(rows: Iterable[Row], out: TextIO, fmt: str) -> int:
 def cmd_pages(args: argparse.Namespace) -> int:
     statuses = status_filter(args.status) if args.status else None
     with open_stores(args) as stores:
-        rows: Iterator[Row] = (row_of_fetch(r) for store in stores for r in store.records()
-                                       if not is_robots(r.url))
+        skipped: list[str] = []
+        fetched = chain((r for store in stores for r in store.records()),
+                        (f.record for f in sealed_fetches(args, stores, skipped)))  # a dead node's
+        rows: Iterator[Row] = (row_of_fetch(r) for r in fetched if not is_robots(r.url))
         if args.failed:  # URLs without a stored page: failed, blocked, refused by robots.txt...
             rows = (row for node in data_dirs(args) if (node / "frontier" / "data.mdb").exists()
                     for row in not_stored(read_outcomes(node / "frontier")))
         write(select(rows, statuses=statuses, host=args.host), sys.stdout, args.format)
-    return 0
+        for why in skipped:
+            print(f"skipped: {why}", file=sys.stderr)
+    return 1 if skipped else 0
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -8,8 +8,17 @@ import re
 import sys
 from pathlib import Path
 
-from polecat.commands.stores import add_store_args, body_store, crawl_config, data_dirs, latest, open_stores
-from polecat.config import StoreConfig, config_from_mapping, load_toml
+from polecat.commands.stores import (
+    add_store_args,
+    body_store,
+    crawl_config,
+    data_dirs,
+    latest,
+    open_stores,
+    sealed_fetches,
+    store_config,
+)
+from polecat.config import StoreConfig
 from polecat.errors import ConfigError, NotFound
 from polecat.frontier.refetch import request_refetch
 from polecat.store import export, fsck, repair
@@ -94,9 +103,13 @@ def cmd_export(args: argparse.Namespace) -> int:
                 out.start(archive_info(user_agent=crawl_config(args).fetch.user_agent, request_headers=()))
                 for store in stores:
                     out.add(store)
+                sealed: list[str] = []
+                out.add_sealed(sealed_fetches(args, stores, sealed))  # export rule 7
             for entry, why in out.result.skipped:
                 print(f"skipped record {entry.seq} ({entry.record.url}): {why}", file=sys.stderr)
-            skipped = len(out.result.skipped)
+            for why in sealed:
+                print(f"skipped: {why}", file=sys.stderr)
+            skipped = len(out.result.skipped) + len(sealed)
             print(f"{out.result.written} records written to {args.warc} ({compression})"
                   + (f", {skipped} corrupt records skipped (run `polecat store repair`)" if skipped else ""),
                   file=sys.stderr)
@@ -114,9 +127,7 @@ def _write_lines(path: Path, lines: list[str]) -> None:
 
 
 def cmd_repair(args: argparse.Namespace) -> int:
-    cfg = StoreConfig()
-    if args.config is not None:
-        cfg = config_from_mapping(load_toml(args.config)).store
+    cfg = store_config(args)
     for node in data_dirs(args):  # each worker of a --workers crawl repairs its own store
         _repair(node, cfg, dry_run=args.dry_run)
     return 0

@@ -8,7 +8,9 @@ dirs holding the same store (one store id: a copy) are read once.
 They open stores read-only, so they run beside a crawl as well as after one (they see what the crawler
 last flushed). ``--config FILE.toml`` supplies the ``[store]`` section (object-store URL and options) when
 sealed segments live remotely; without it the URL the writer recorded is used, with credentials from the
-environment.
+environment. A store found in that object store whose dir is not named (a dead node's, its disk gone) is
+read from its sealed segments by ``store export`` and ``pages`` (:func:`sealed_fetches`,
+polecat/store/remote.py).
 """
 
 from __future__ import annotations
@@ -24,8 +26,10 @@ from polecat.cluster.layout import collection_dirs
 from polecat.commands import saved_settings
 from polecat.config import Config, StoreConfig, config_from_mapping, load_toml
 from polecat.dedup.canon import Canonicalizer
-from polecat.errors import ConfigError, NotFound
+from polecat.errors import ConfigError, NotFound, StoreError
 from polecat.store.index import LogEntry
+from polecat.store.object import make_object_store
+from polecat.store.remote import SealedFetch, fetches, records, stores_in
 from polecat.store.segstore import SegmentStore
 
 _HEX_PREFIX = re.compile(r"^[0-9a-fA-F]{6,64}$")
@@ -34,9 +38,7 @@ _HEX_PREFIX = re.compile(r"^[0-9a-fA-F]{6,64}$")
 @contextmanager
 def open_stores(args: argparse.Namespace) -> Iterator[list[SegmentStore]]:
     """Every store of the crawls in ``args.dir`` (one or more dirs), read-only, each store once."""
-    cfg = StoreConfig()
-    if args.config is not None:
-        cfg = config_from_mapping(load_toml(args.config)).store
+    cfg = store_config(args)
     dirs = data_dirs(args)
     found = [d / "store" for d in dirs if (d / "store").exists()] or [dirs[0] / "store"]
     with ExitStack() as stack:
@@ -47,6 +49,38 @@ def open_stores(args: argparse.Namespace) -> Iterator[list[SegmentStore]]:
                 print(f"note: {path} is a copy of {stores[store.store_id].root} (store {store.store_id}): "
                       "read once", file=sys.stderr)
         yield list(stores.values())
+
+
+def store_config(args: argparse.Namespace) -> StoreConfig:
+    """The ``[store]`` section of ``--config``, or the defaults."""
+    return config_from_mapping(load_toml(args.config)).store if args.config is not None else StoreConfig()
+
+
+def sealed_fetches(args: argparse.Namespace, stores: list[SegmentStore], skipped: list[str]
+                   ) -> Iterator[SealedFetch]:
+    """The fetches of the stores in the collection's object store (``--config``'s ``[store] url``, else
+    the one its stores recorded) that none of ``stores`` is: a dead node's, read from its sealed segments
+    only (polecat/store/remote.py), each record once. What could not be read goes to ``skipped``."""
+    cfg = store_config(args)
+    url = cfg.url or next((u for s in stores if (u := s.index.remote_url())), "")
+    if not url:
+        return
+    local = {s.store_id for s in stores}
+    try:
+        remote = make_object_store(url, cfg.options)
+        found = {sid: names for sid, names in stores_in(remote).items() if sid not in local}
+    except StoreError as exc:  # the indexed stores are read all the same
+        print(f"warning: stores in object storage only are not read: {exc}", file=sys.stderr)
+        return
+    seen: set[str] = set()
+    for store_id, names in found.items():
+        print(f"note: store {store_id} is in object storage only (a node whose disk is gone?): its "
+              f"{len(names)} sealed segments are read", file=sys.stderr)
+        for name in names:
+            try:
+                yield from fetches(records(remote, name), seen, skipped)
+            except StoreError as exc:  # the segment's records before the fault are in
+                skipped.append(f"segment {name}: {exc}")
 
 
 def data_dirs(args: argparse.Namespace) -> list[Path]:
@@ -78,9 +112,14 @@ def latest(stores: list[SegmentStore], url: str, *, with_body: bool) -> tuple[Se
     return stores[i], entry
 
 
+def is_hash_prefix(key: str) -> bool:
+    """Whether ``key`` reads as a content hash or a prefix of one (at least 6 hex digits)."""
+    return bool(_HEX_PREFIX.match(key))
+
+
 def digest_for(stores: list[SegmentStore], key: str) -> tuple[SegmentStore, bytes] | None:
     """The body a hex hash or a unique hash prefix (at least 6 digits) names, or None if not a hash."""
-    if not _HEX_PREFIX.match(key):
+    if not is_hash_prefix(key):
         return None
     prefix = key.lower()
     found = [(store, d) for store in stores for d in store.index.digests_with_prefix(prefix)]

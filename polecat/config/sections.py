@@ -345,8 +345,9 @@ class ClusterConfig:
     claim_pages: int = 1024
     """Pages a member holds while their claims are answered; past it the oldest is stored in full."""
     claim_book: int = 200_000
-    """Content hashes a member remembers for the claims it answers (the oldest are forgotten: a later
-    copy of one is stored in full again)."""
+    """Content hashes a member remembers for the claims it answers, kept in its frontier across restarts
+    and moved with their slices (the oldest are forgotten: a later copy of one is stored in full
+    again)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

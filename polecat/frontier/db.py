@@ -66,7 +66,7 @@ after a fingerprint format change (absent: none do). Set by the upgrade, cleared
 (polecat/node/commits.py rule 7) in the commit that holds the entries."""
 
 TABLES = ("meta", "queue", "hosts", "seen", "urls", "near", "ops", "robots", "priors", "ready", "resident",
-          "refresh", "due", "fresh")
+          "refresh", "due", "fresh", "claims")
 
 log = logging.getLogger("polecat")
 
@@ -107,8 +107,12 @@ class FrontierDB:
         self.due = self.env.open_db(b"due")
         self.fresh = self.env.open_db(b"fresh")
         """The refresh indexes (polecat/frontier/refresh_index.py)."""
+        self.claims = self.env.open_db(b"claims")
+        """The content claims this member's book holds, keyed by content slice (polecat/cluster/claims.py
+        rule 8). A frontier written before it (0.3.0) has none: its book starts empty."""
         self.sliced: dict[str, Any] = {"ops": self.ops, "robots": self.robots, "hosts": self.hosts,
-                                       "urls": self.urls, "queue": self.queue, "priors": self.priors}
+                                       "urls": self.urls, "queue": self.queue, "priors": self.priors,
+                                       "claims": self.claims}
         """The slice-keyed LMDB tables by name (polecat/frontier/keys.py); ``seen`` is :attr:`seen`."""
         self.tables: dict[str, Any] = {**self.sliced, "meta": self.meta, "near": self.near,
                                        "ready": self.ready, "resident": self.resident,

@@ -22,7 +22,7 @@ from polecat.frontier.host_table import HostTable
 from polecat.frontier.intake import Intake
 from polecat.frontier.keys import host_of_queue_key, host_of_row, queue_prefix, requeue_key, url_key
 from polecat.frontier.politeness import HostState, wait_one_interval
-from polecat.frontier.records import AdoptReport, QueuedUrl, UrlRecord, decode_host
+from polecat.frontier.records import PAGE_OUTCOMES, AdoptReport, QueuedUrl, UrlRecord, decode_host
 from polecat.frontier.refresh_queue import RefreshQueue
 from polecat.frontier.robots import RobotsPolicy
 from polecat.frontier.robots_state import restore_robots
@@ -74,13 +74,15 @@ class SliceHandover:
                 if host_of_row(key) not in self._hosts:
                     counts[s] += decode_host(raw).queued
 
-    def export_slices(self, slices: Iterable[int], now: float, fence: Fence | None = None) -> SliceBundle:
+    def export_slices(self, slices: Iterable[int], now: float, fence: Fence | None = None, *,
+                      books: bool = True) -> SliceBundle:
         """Everything this frontier holds about ``slices`` (queues, host records, robots answers, URL
         records, seen entries, operator controls) as a :class:`SliceBundle` stamped ``now``: a snapshot of
         the open transaction. URLs leased there stay queued, so a slice that moves for good is exported after
-        its leases complete (:meth:`in_flight_in`). ``fence``: the sender's token, carried in the header."""
+        its leases complete (:meth:`in_flight_in`). ``fence``: the sender's token, carried in the header;
+        ``books`` False: without the content claim books (a receiver of wire 2)."""
         return export_ranges(self._db, check_slices(slices), created=now, hosts=self._table.unsaved(),
-                             fence=fence)
+                             fence=fence, books=books)
 
     def snapshot(self) -> CommittedSnapshot:
         """The last commit, held in a read transaction of its own until closed: exports from it see
@@ -115,7 +117,7 @@ class SliceHandover:
         queued_there: set[bytes] = set()
         marked: set[bytes] = set()
         """Seen keys this adoption writes (writes.py rule 3: not in the transaction until applied)."""
-        duplicates = seen_new = 0
+        duplicates = seen_new = paged = 0
         for table, key, value in bundle.records():
             if table == "ops":
                 out.append(Put("ops", key, value))
@@ -130,6 +132,7 @@ class SliceHandover:
                 finished.add(bytes(key))
                 rec = UrlRecord.decode(value)
                 self._refresh.url_written(host_key(rec.url), bytes(key), rec, out)
+                paged += rec.outcome in PAGE_OUTCOMES
             elif table == "queue":
                 host = host_of_queue_key(key)
                 ukey = url_key(QueuedUrl.decode(value).url, host)
@@ -152,6 +155,8 @@ class SliceHandover:
             elif table == "priors":
                 out.append(Put("priors", key, value))
                 self._refresh.has_priors = True
+            elif table == "claims":  # the content slice's claim book (claims rule 8), loaded by the member
+                out.append(Put("claims", key, value))
             else:
                 raise BundleError(f"slice bundle table {table!r} is unknown to this polecat")
         if finished:
@@ -161,8 +166,8 @@ class SliceHandover:
             self._adopt_host(host, adopted.get(host), counts[host], waits)
         out += self._intake.refetch_writes(now, finished)
         self._db.pending += 1
-        return Decided(AdoptReport(len(bundle.ids), len(adopted), sum(counts.values()), duplicates, seen_new),
-                       out)
+        return Decided(AdoptReport(len(bundle.ids), len(adopted), sum(counts.values()), duplicates, seen_new,
+                                   paged), out)
 
     def _drop_finished(self, hosts: Iterable[str], finished: set[bytes], out: list[Write]) -> int:
         """Delete the URLs of ``finished`` (URL keys) from the queues of ``hosts`` held here before the

@@ -8,7 +8,9 @@ frontier's in-memory state (host records, the ready heap, leases) is its own bus
 
 Bundles list tables in :data:`SLICED_TABLES` order, which is the order adoption needs: operator controls
 and robots answers first, host records before their queues, queues before the seen entries (a queued
-URL the adopter has already seen is not queued twice).
+URL the adopter has already seen is not queued twice). Content claims (polecat/cluster/claims.py rule 8)
+are keyed by content slice, which the Ring places with the URL slice of the same number: they move with
+it.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from polecat.frontier.slices import PREFIX_LEN, SLICES, check_slices, prefix_sli
 from polecat.frontier.tables import Snapshot, TableReader
 from polecat.writes import Table
 
-SLICED_TABLES: tuple[Table, ...] = ("ops", "robots", "hosts", "urls", "queue", "seen", "priors")
+SLICED_TABLES: tuple[Table, ...] = ("ops", "robots", "hosts", "urls", "queue", "seen", "priors", "claims")
 
 
 class WrittenSlices:
@@ -57,16 +59,19 @@ class WrittenSlices:
 
 
 def export_ranges(tables: TableReader, ids: frozenset[int], *, created: float,
-                  hosts: Mapping[bytes, bytes] | None = None, fence: Fence | None = None) -> SliceBundle:
+                  hosts: Mapping[bytes, bytes] | None = None, fence: Fence | None = None,
+                  books: bool = True) -> SliceBundle:
     """A bundle of every record of the slices ``ids`` (plus the cross-slice ops, rule 4 of keys.py).
     ``hosts``: host records newer than the transaction's (kept in memory until the next commit);
-    ``fence``: the sender's fencing token, for a hand-over."""
-    out = BundleWriter(ids, SLICED_TABLES, created=created, fence=fence)
+    ``fence``: the sender's fencing token, for a hand-over; ``books`` False: without the content claim
+    books, for a reader of wire 2 (0.3.0), which refuses a table it does not know."""
+    names = SLICED_TABLES if books else tuple(t for t in SLICED_TABLES if t != "claims")
+    out = BundleWriter(ids, names, created=created, fence=fence)
     newer: dict[bytes, dict[bytes, bytes]] = {}
     for key, value in (hosts or {}).items():
         newer.setdefault(key[:PREFIX_LEN], {})[key] = value
     order = sorted(ids)
-    for table in SLICED_TABLES:
+    for table in names:
         prefixes = [slice_prefix(s) for s in order]
         if table == "ops":
             prefixes.append(GLOBAL)
@@ -108,9 +113,10 @@ class CommittedSnapshot:
     def __init__(self, tables: Snapshot) -> None:
         self._tables = tables
 
-    def export(self, ids: frozenset[int], now: float) -> SliceBundle:
-        """A bundle of the slices ``ids`` as of the snapshot, stamped ``now``."""
-        return export_ranges(self._tables, check_slices(ids), created=now)
+    def export(self, ids: frozenset[int], now: float, *, books: bool = True) -> SliceBundle:
+        """A bundle of the slices ``ids`` as of the snapshot, stamped ``now`` (``books``: as
+        :func:`export_ranges`)."""
+        return export_ranges(self._tables, check_slices(ids), created=now, books=books)
 
     def close(self) -> None:
         self._tables.close()

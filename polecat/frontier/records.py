@@ -152,6 +152,10 @@ class Completion:
     before it spaces the host's next request, so a new Crawl-delay applies at once."""
 
 
+PAGE_OUTCOMES = frozenset({"fetched", "not_modified", "redirect"})
+"""The outcomes of a finished URL with a record in its fetcher's page store."""
+
+
 @dataclass(slots=True)
 class UrlRecord:
     """What the frontier remembers of a finished URL: the outcome and what refresh needs."""
@@ -220,6 +224,8 @@ class AdoptReport:
     """Queued URLs of the bundle this frontier had already seen (not queued twice)."""
     seen: int
     """Seen entries new to this frontier (the queued ones included)."""
+    stored: int = 0
+    """Finished URLs of the bundle whose exporter stored a page for them (:data:`PAGE_OUTCOMES`)."""
 
 
 def origin_of(url: str) -> str:

@@ -160,7 +160,7 @@ class Crawler:
                                       claim=link.claims.claim if link is not None and link.claims else None,
                                       clock=self._clock)
         if link is not None and link.claims is not None:
-            link.claims.bind(self._store)
+            link.claims.bind(self._store, self._db)
         rebuilt, left = self._commits.rebuild_near_index(self._pipeline, whole=self._upgrade)
         self._opened_report = Opened(self._db.upgraded, self._db.near_dropped,
                                      rebuilt + self._commits.reindex_past_mark(self._pipeline), left)
@@ -181,7 +181,8 @@ class Crawler:
                                waker=waker, counters=self._counters, link=self._link, clock=self._clock,
                                stop=self._stop, feeding=lambda: self._feed is not None and self._feed.running,
                                short=self._fetcher.connections_short)
-        self._member = Member(frontier=frontier, db=self._db, commits=self._commits, loop=self._loop,
+        self._member = Member(frontier=frontier, db=self._db, store=self._store, commits=self._commits,
+                              loop=self._loop,
                               runner=runner, counters=self._counters,
                               waker=waker, link=self._link, clock=self._clock,
                               receiving=lambda: self._receiving)

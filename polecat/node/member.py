@@ -12,10 +12,15 @@ Rules:
 3. A member that is stopping refuses new hand-offs (the sender keeps them and sends again later).
 4. A request in flight to a host of a slice the member lost (fenced, its lease gone) is aborted when the
    cluster asks (:meth:`Member.abort_unpermitted`; polecat/node/lease_runner.py rule 7).
+5. With object storage (``[store] url``), :meth:`Member.bodies_shipped` seals the store's open segment,
+   commits (the store flush ships it) and waits until every sealed segment is confirmed there: what a
+   commit before it recorded done has its body where a node without this one's disk reads it
+   (polecat/cluster/failover.py rule 7).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
@@ -34,16 +39,21 @@ if TYPE_CHECKING:
     from polecat.frontier.bundle import SliceBundle
     from polecat.frontier.records import AdoptReport
     from polecat.frontier.routing import Admission
+    from polecat.store.base import PageStore
+
+SHIP_POLL = 0.05
+"""Seconds between two looks at the store's unshipped segments (rule 5)."""
 
 
 class Member:
     """The cluster's side of one node; see the module docstring."""
 
-    def __init__(self, *, frontier: Frontier, db: FrontierDB, commits: Commits, loop: LeaseLoop,
-                 runner: LeaseRunner, counters: RunCounters, waker: Waker, link: ClusterLink | None,
-                 clock: Clock, receiving: Callable[[], bool]) -> None:
+    def __init__(self, *, frontier: Frontier, db: FrontierDB, store: PageStore, commits: Commits,
+                 loop: LeaseLoop, runner: LeaseRunner, counters: RunCounters, waker: Waker,
+                 link: ClusterLink | None, clock: Clock, receiving: Callable[[], bool]) -> None:
         self._frontier = frontier
         self._db = db
+        self._store = store
         self._commits = commits
         self._loop = loop
         self._runner = runner
@@ -68,6 +78,20 @@ class Member:
         """Return once a commit holds every change made so far (polecat/node/commits.py)."""
         await self._commits.durable()
 
+    async def bodies_shipped(self, within: float) -> bool:
+        """Rule 5: True once every page stored before this call is in object storage (at once for a
+        store without it: there is nothing to wait for); False when that took over ``within`` seconds."""
+        if self._store.unshipped() is None:
+            return True
+        self._store.seal()
+        await self._commits.durable()
+        deadline = self._clock.monotonic() + within
+        while self._store.unshipped():
+            if self._clock.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(SHIP_POLL)
+        return True
+
     def set_owned(self, slices: frozenset[int], *, hold: float = 0.0) -> None:
         """Lease only hosts of ``slices`` from now on (rule 1); the hosts of slices gained wait ``hold``
         seconds, then one interval (:meth:`Frontier.set_owned`)."""
@@ -83,6 +107,8 @@ class Member:
         from ``wait_from`` when later (:meth:`Frontier.adopt`)."""
         report = self._db.applied(self._frontier.adopt(bundle, self._clock.wall() if now is None else now,
                                                        wait_from=wait_from))
+        if self._link is not None and self._link.claims is not None:  # claims rule 8
+            self._link.claims.adopted(bundle.ids)
         self._waker.set()
         return report
 
@@ -92,7 +118,10 @@ class Member:
 
     def release_slices(self, slices: Iterable[int]) -> None:
         """Drop ``slices`` from this node's frontier once their new owner holds them."""
-        self._db.apply(self._frontier.release_slices(slices))
+        ids = frozenset(slices)
+        self._db.apply(self._frontier.release_slices(ids))
+        if self._link is not None and self._link.claims is not None:  # claims rule 8
+            self._link.claims.released(ids)
 
     def admit(self, urls: Iterable[str], depth: int, importance: float, *, hops: int = 0) -> Admission:
         """Route discovered URLs (:meth:`Frontier.admit`): the owned ones queued, the others answered."""

@@ -54,9 +54,12 @@ Rules:
     its hosts that bound more (ownership rule 11).
 11. Content claims (polecat/cluster/claims.py) run as between ``--workers``: content slices are owned by
     the Ring of the latest member list, claim frames are signed like batches and travel on the batches'
-    route (``POST /handoff``, told apart by their magic). A member list change moves content slices with
-    no hand-over: the new owner's book starts empty for them (a later copy is stored in full once), and
-    a claim sent to a member that left is answered by nobody (its pages are stored in full, marked).
+    route (``POST /handoff``, told apart by their magic). A content slice's book moves with the URL slice
+    of the same number (claims rule 8): in its hand-over bundles, and in checkpoints to the heirs of a
+    dead member; claims that reach the new owner before the bundle are answered from what it has (a
+    copy may be stored in full once). A claim sent to a member that left is answered by nobody (its
+    pages are stored in full, marked). Bundles for a member of wire 2 (0.3.0), and checkpoint rounds
+    while one is in the cluster, carry no books (:data:`~polecat.cluster.wire.CLAIM_BOOKS`).
 12. A node that cannot reach etcd at start-up (refused, timed out: etcd still starting after a reboot)
     tries again, pausing :data:`START_RETRY` seconds, doubling up to :data:`START_RETRY_MAX`, for
     ``cluster.etcd_start_wait`` seconds, each try logged at WARNING with the reason; then it stops with
@@ -109,7 +112,16 @@ from polecat.cluster.ownership import ABORT_BOUND, stale
 from polecat.cluster.receiver import HandoffReceiver
 from polecat.cluster.stats import ClusterStats, RecentRate
 from polecat.cluster.transport import _STATUS, PATH, ROUND_HEADER, HttpTransport, read_body
-from polecat.cluster.wire import RELEASE_HEADER, THIS, WIRE_HEADER, Wire, common, from_head, refusal
+from polecat.cluster.wire import (
+    CLAIM_BOOKS,
+    RELEASE_HEADER,
+    THIS,
+    WIRE_HEADER,
+    Wire,
+    common,
+    from_head,
+    refusal,
+)
 from polecat.config import Config
 from polecat.errors import ConfigError, PolecatError
 from polecat.frontier.bundle import BundleError, Fence, SliceBundle
@@ -164,8 +176,12 @@ class ClusterNode:
         self.failover = Failover(CheckpointStore.open(cc.checkpoints, cc.checkpoint_options, cc.name),
                                  self.me.id, cc.checkpoint_interval,
                                  settled=self.handoff.settled, unacked=self._unacked,
-                                 on_strays=self._route_strays, token=self._token,
-                                 clock=clock) if cc.checkpoints else None
+                                 on_strays=self._route_strays, token=self._token, books=self._books,
+                                 bodies_remote=bool(cfg.store.url), clock=clock) if cc.checkpoints else None
+        if not cfg.store.url:  # failover rule 7
+            log.warning("no [store] url: this node's pages are on its disk only; if the disk is lost they "
+                        "are lost%s", ", and the heirs of its slices restore their URLs as done without them"
+                        if cc.checkpoints else "")
         self._etcd = AetcdClient(cc.etcd, access=etcd_access(cc))
         records = MemberRecords(cc.name, self._sign, self._verify)
         self.membership = EtcdMembership(self._etcd, cc.name, self.me, records=records, ttl=cc.lease_ttl,
@@ -284,6 +300,7 @@ class ClusterNode:
             stray_urls=sum(strays.values()), stray_slices=len(strays),
             checkpoint_rounds=fo.rounds if fo else 0, checkpoint_failures=fo.failures if fo else 0,
             checkpoint_age=now - fo.last_round_at if fo and fo.last_round_at is not None else None,
+            restored_without_body=fo.restored_without_body if fo else 0,
             members_ignored=self.membership.records.ignored, replays_refused=self.auth.replays,
             batches_refused=self.batches_refused, fetches_per_s=self._rate.rate(),
             leave_failures=self.membership.leave_failures)
@@ -292,6 +309,14 @@ class ClusterNode:
         """This node's fencing token while it is not fenced (a checkpoint round is written under one)."""
         own = self.membership.ownership
         return None if own.fenced(self._clock.boottime()) else self.membership.fence
+
+    def _reads_books(self, wire: Wire) -> bool:
+        """Whether a member of ``wire`` adopts content claim books (rule 11)."""
+        return (common(wire, self.me.wire) or 0) >= CLAIM_BOOKS
+
+    def _books(self) -> bool:
+        """Whether a checkpoint round carries the books: every member (an heir) reads them (rule 11)."""
+        return all(self._reads_books(m.wire) for m in self.membership.members())
 
     def _content_owner(self, content_slice: int) -> str:
         """Rule 11: the owner of a content slice under the latest member list's Ring."""
@@ -612,14 +637,15 @@ class ClusterNode:
                 await asyncio.sleep(0.05)
             own = self.membership.ownership
             heirs = own.heirs(slices, self.membership.leaving() | self._incompatible.keys())
-            addresses = {m.id: m.address for m in self.membership.members()}
+            members = {m.id: m for m in self.membership.members()}
+            addresses = {k: m.address for k, m in members.items()}
             sent_total = 0
             for owner, group in heirs.items():
                 if owner not in addresses:
                     continue  # its owner is gone: kept for the next change
                 sent: set[int] = set()
                 chunks = bundle_chunks(frontier, group, self._clock.wall(), max_bytes=self._chunk_bytes,
-                                       fence=token)
+                                       fence=token, books=self._reads_books(members[owner].wire))
                 for chunk, body in chunks:
                     if self.membership.fence != token or own.fenced(self._clock.boottime()):
                         raise PolecatError("the lease this hand-over began under is gone: abandoned")

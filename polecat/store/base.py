@@ -178,6 +178,17 @@ class PageStore(Protocol):
         """Make everything put so far durable and indexed before returning."""
         ...
 
+    def seal(self) -> None:
+        """End the open segment (if it holds a record), so that the next :meth:`flush` ships it to object
+        storage (``[store] url``), and upload again the sealed segments whose upload failed; a store
+        without object storage keeps writing where it was."""
+        ...
+
+    def unshipped(self) -> int | None:
+        """Sealed segments not yet confirmed in object storage (None: the store has none, so nothing it
+        holds is readable once its disk is gone)."""
+        ...
+
     def stats(self) -> StoreStats:
         """Current counters."""
         ...

@@ -25,6 +25,11 @@ Rules:
    body) ``WARC-Refers-To-Target-URI``, ``WARC-Refers-To-Date`` and
    ``WARC-Payload-Digest`` (its record id kept), and its CDXJ line carries that digest, so replay tools
    resolve it to the right bytes whichever store held them (:class:`Originals`).
+7. A store known only by its sealed segments in object storage (a dead node's, polecat/store/remote.py)
+   is exported from them, record by record as stored (:meth:`WarcExport.add_sealed`), each record once by
+   its ``WARC-Record-ID``, a request record before the response it was stored with. Its revisits keep
+   what they were written with (rule 6 resolves those of indexed stores), and a near-duplicate whose own
+   body is a delta stays a revisit (rule 5 needs the index).
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -47,6 +52,7 @@ from polecat.store import fsck, warc
 from polecat.store.archive import ArchiveInfo
 from polecat.store.base import OWN_HASH_HEADER, FetchRecord
 from polecat.store.index import LogEntry
+from polecat.store.remote import SealedFetch
 from polecat.store.segments import segment_name
 from polecat.store.segstore import SegmentStore
 
@@ -153,10 +159,27 @@ class WarcExport:
                                                original.sha256 if original is not None else None))
             self.result.written += 1
 
+    def add_sealed(self, fetches: Iterable[SealedFetch]) -> None:
+        """Rule 7: the fetches of a store known only in object storage (:func:`remote.fetches`: each
+        record once), as they were stored, each after its request record."""
+        for f in fetches:
+            group = [f.raw] if f.request is None else [f.request, f.raw]
+            if self._compression == "zstd":
+                offset, length = self._write(b"".join(group))
+            else:
+                for part in group[:-1]:
+                    self._write(part)
+                offset, length = self._write(f.raw)
+            r = f.record
+            self.result.index.append(_cdxj(r.url, _stamp(r.fetched_at),
+                                           "warc/revisit" if r.kind == "revisit" else _mime(r.headers),
+                                           r.status, f.digest, offset, length, self._filename))
+            self.result.written += 1
+
     def _unresolved(self, record: FetchRecord, raw: bytes) -> Original | None:
         """The original of a revisit written without one (its body was in no store of its own then; it may
         be there now, stored later by another copy), from any store of the collection (rule 6)."""
-        if self._originals is None or record.kind != "revisit" or _has_field(raw, b"WARC-Refers-To-Date"):
+        if self._originals is None or record.kind != "revisit" or warc.has_field(raw, b"WARC-Refers-To-Date"):
             return None
         return self._originals.find(record.content_hash)
 
@@ -178,13 +201,7 @@ def whole_response(store: SegmentStore, revisit: FetchRecord, raw: bytes) -> tup
 
 
 def _is_warcinfo(record: bytes) -> bool:
-    return _has_field(record, b"WARC-Type: warcinfo")
-
-
-def _has_field(record: bytes, field: bytes) -> bool:
-    """Whether the WARC head of ``record`` has a line starting with ``field``."""
-    head = record[: record.find(b"\r\n\r\n")]
-    return b"\r\n" + field in head
+    return warc.has_field(record, b"WARC-Type: warcinfo")
 
 
 def surt(url: str) -> str:
@@ -215,17 +232,21 @@ def cdxj_line(store: SegmentStore, r: FetchRecord, offset: int, length: int, fil
     if sha256 is None:
         body = store.index.body(r.content_hash)
         sha256 = body.sha256 if body else None
-    fields = {
-        "url": r.url,
-        "mime": "warc/revisit" if r.kind == "revisit" else _mime(r.headers),
-        "status": str(r.status),
-        "digest": warc.payload_digest_from(sha256) if sha256 else "-",
-        "length": str(length),
-        "offset": str(offset),
-        "filename": filename,
-    }
-    stamp = datetime.fromtimestamp(r.fetched_at, UTC).strftime("%Y%m%d%H%M%S")
-    return f"{surt(r.url)} {stamp} {json.dumps(fields, separators=(', ', ': '))}"
+    return _cdxj(r.url, _stamp(r.fetched_at), "warc/revisit" if r.kind == "revisit" else _mime(r.headers),
+                 r.status,
+                 warc.payload_digest_from(sha256) if sha256 else "-", offset, length, filename)
+
+
+def _stamp(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y%m%d%H%M%S")
+
+
+def _cdxj(url: str, stamp: str, mime: str, status: int, digest: str, offset: int, length: int,
+          filename: str) -> str:
+    fields = {"url": url, "mime": mime, "status": str(status), "digest": digest, "length": str(length),
+              "offset": str(offset), "filename": filename}
+    return f"{surt(url)} {stamp} {json.dumps(fields, separators=(', ', ': '))}"
+
 
 
 def cdxj_lines(store: SegmentStore) -> list[str]:

@@ -84,12 +84,24 @@ class Shipper:
         self._store = store
         self._on_shipped = on_shipped
         self._queue: queue.Queue[tuple[int, Path, str] | None] = queue.Queue()
+        self._mu = threading.Lock()
+        self._failed: list[tuple[int, Path, str]] = []
+        """Uploads that failed, for :meth:`retry_failed`."""
         self.failures = 0
         self._thread = threading.Thread(target=self._run, name="polecat-store-shipper", daemon=True)
         self._thread.start()
 
     def ship(self, seg: int, path: Path, name: str) -> None:
         self._queue.put((seg, path, name))
+
+    def retry_failed(self) -> int:
+        """Queue again the uploads that failed (a checkpoint round waits for them:
+        polecat/cluster/failover.py rule 7); returns how many."""
+        with self._mu:
+            jobs, self._failed = self._failed, []
+        for job in jobs:
+            self._queue.put(job)
+        return len(jobs)
 
     def _run(self) -> None:
         while (job := self._queue.get()) is not None:
@@ -101,8 +113,10 @@ class Shipper:
                     raise StoreError(f"uploaded {name} has {size} bytes, local {path.stat().st_size}")
                 self._on_shipped(seg)
             except (OSError, StoreError, StorageFault, obstore.exceptions.BaseError) as exc:
-                # The segment stays local and sealed; the next open of the store retries it.
+                # The segment stays local and sealed; the next seal or open of the store retries it.
                 self.failures += 1
+                with self._mu:
+                    self._failed.append(job)
                 log.warning("shipping segment %s failed: %s", name, exc)
 
     def close(self) -> None:

@@ -24,14 +24,20 @@ def segment_name(store_id: str, seg: int) -> str:
     return f"{store_id}-{seg:08d}.warc.zst"
 
 
+def parse_segment_name(name: str) -> tuple[str, int] | None:
+    """(store id, number) of a segment's file or object name; None for any other name."""
+    m = _NAME.match(name)
+    return (m.group(1), int(m.group(2))) if m else None
+
+
 def list_segment_files(directory: Path, store_id: str) -> Iterator[tuple[int, Path]]:
     """(number, path) of this store's segment files in ``directory``."""
     if not directory.is_dir():
         return
     for entry in directory.iterdir():
-        m = _NAME.match(entry.name)
-        if m and m.group(1) == store_id:
-            yield int(m.group(2)), entry
+        parsed = parse_segment_name(entry.name)
+        if parsed is not None and parsed[0] == store_id:
+            yield parsed[1], entry
 
 
 def lock_writer(root: Path) -> int:

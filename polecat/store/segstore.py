@@ -309,6 +309,21 @@ class SegmentStore:
                 if self._shipper is not None:
                     self._ship(w.seg)
 
+    def seal(self) -> None:
+        if self._shipper is None or self._closed or self.read_only:
+            return
+        self._shipper.retry_failed()  # else one failed upload would hold every later seal's wait
+        with self._mu:
+            if self._writer is not None and self._writer.length > 0:
+                self._roll()
+
+    def unshipped(self) -> int | None:
+        if self._shipper is None:
+            return None
+        with self._mu:
+            pending = len(self._pending.sealed) + (len(self._inflight.sealed) if self._inflight else 0)
+            return pending + sum(1 for state in self._states.values() if state == SEALED)
+
     def _ship(self, seg: int) -> None:
         assert self._shipper is not None
         name = segment_name(self.store_id, seg)

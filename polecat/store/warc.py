@@ -297,6 +297,19 @@ def split_records(data: bytes) -> list[bytes]:
     return out
 
 
+def has_field(record: bytes, field: bytes) -> bool:
+    """Whether the WARC head of ``record`` has a line starting with ``field``."""
+    head = record[: record.find(b"\r\n\r\n")]
+    return b"\r\n" + field in head
+
+
+def http_headers(record: bytes) -> tuple[tuple[str, str], ...]:
+    """The HTTP headers in the block of a response or revisit record."""
+    start = record.find(b"\r\n\r\n") + 4
+    lines = record[start : record.find(b"\r\n\r\n", start)].decode("latin-1").split("\r\n")[1:]
+    return tuple((name.strip(), value.strip()) for name, _, value in (line.partition(":") for line in lines))
+
+
 @dataclass(frozen=True, slots=True)
 class DecodedRecord:
     """What the store needs back from a WARC record."""

@@ -1,7 +1,8 @@
 """A failover scenario with real processes, for the failover test and ``benchmarks.bench_failover``.
 
 Three ``polecat node --config`` processes on 127.0.0.x share a crawl of a :class:`TestWeb`, with slice
-checkpoints in a ``file://`` store (or the one given); once ``kill_at`` of the pages are fetched, the
+checkpoints in a ``file://`` store (or the one given), pages in object storage where ``store`` names one
+(``[store] url``); once ``kill_at`` of the pages are fetched, the
 node owning the most hosts is SIGKILLed and its data dir deleted. The run waits for every page, then
 stops one survivor gracefully (its slices are handed to the last one), then the last one. What happened
 is read back from the server's request log, etcd and the nodes' logs (:class:`FailoverRun`).
@@ -26,9 +27,11 @@ from pathlib import Path
 
 from polecat.cluster.aetcd_client import AetcdClient
 from polecat.cluster.ring import Ring
+from polecat.config import StoreConfig
 from polecat.frontier.slices import slice_of
 from polecat.frontier.traps import is_probe
 from polecat.hosts import host_key
+from polecat.store.segstore import SegmentStore
 from polecat.testing.etcd import EtcdServer
 from polecat.testing.web import TestWeb
 
@@ -58,6 +61,8 @@ class FailoverRun:
     exit_codes: dict[str, int]
     data: dict[str, Path]
     logs: dict[str, Path]
+    victim_store: str = ""
+    """The store id of the victim's page store (its segments' names in object storage begin with it)."""
 
 
 def page_urls(web: TestWeb) -> list[str]:
@@ -88,8 +93,12 @@ def also(joiner: str | None, leaver: str | None) -> str:
 
 
 def node_toml(web: TestWeb, data: Path, listen: str, etcd: str, node_id: str, checkpoints: str, *,
-              rate: float, ttl: int, interval: float, options: tuple[tuple[str, str], ...] = ()) -> str:
+              rate: float, ttl: int, interval: float, options: tuple[tuple[str, str], ...] = (),
+              store: str = "") -> str:
+    """A node's config; ``store``: the ``[store] url`` (with the checkpoints' ``options``)."""
     q = json.dumps
+    opts = "{" + ", ".join(f"{k} = {q(v)}" for k, v in options) + "}"
+    pages = ["[store]", f"url = {q(store)}", f"options = {opts}"] if store else []
     return "\n".join([
         f"data_dir = {q(str(data))}",
         "[scope]", f"seeds = {q(web.seeds)}", 'mode = "host"',
@@ -101,12 +110,13 @@ def node_toml(web: TestWeb, data: Path, listen: str, etcd: str, node_id: str, ch
         "[cluster]", f"etcd = {q(etcd)}", f"name = {q(CLUSTER)}", f"node_id = {q(node_id)}",
         f"advertise = {q('http://' + listen)}", f"lease_ttl = {ttl}", f"checkpoints = {q(checkpoints)}",
         f"checkpoint_interval = {interval}",
-        "checkpoint_options = {" + ", ".join(f"{k} = {q(v)}" for k, v in options) + "}", ""])
+        f"checkpoint_options = {opts}", *pages, ""])
 
 
 async def run_failover(web: TestWeb, etcd: EtcdServer, work: Path, *, rate: float = 10.0, ttl: int = 2,
                        interval: float = 0.5, kill_at: float = 1 / 3, within: float = 120.0,
-                       checkpoints: str = "", options: tuple[tuple[str, str], ...] = ()) -> FailoverRun:
+                       checkpoints: str = "", options: tuple[tuple[str, str], ...] = (),
+                       store: str = "") -> FailoverRun:
     """The scenario of the module docstring; raises AssertionError if a step does not happen in time."""
     truth = web.ground_truth("host")
     ring = Ring(NODES)
@@ -121,9 +131,10 @@ async def run_failover(web: TestWeb, etcd: EtcdServer, work: Path, *, rate: floa
             conf = work / f"{node}.toml"
             conf.write_text(node_toml(web, data[node], f"{host}:{loopback_port(host)}", etcd.endpoint, node,
                                       checkpoints or f"file://{work}/checkpoints", rate=rate, ttl=ttl,
-                                      interval=interval, options=options))
+                                      interval=interval, options=options, store=store))
             procs[node] = start_node(conf, logs[node])
         await until(lambda: len(set(page_urls(web))) >= len(truth) * kill_at, within, "the kill point")
+        victim_store = store_id(data[victim] / "store")
         procs[victim].kill()
         killed = time.monotonic()
         shutil.rmtree(data[victim])  # its disk is lost
@@ -142,7 +153,13 @@ async def run_failover(web: TestWeb, etcd: EtcdServer, work: Path, *, rate: floa
                      if m[2] == victim)
     handed = tuple((int(m[1]), float(m[2])) for t in text.values() for m in HANDED.finditer(t))
     return FailoverRun(victim, victim_hosts, len(ring.slices_of(victim)), killed, expired, first, restored,
-                       handed, codes, data, logs)
+                       handed, codes, data, logs, victim_store)
+
+
+def store_id(root: Path) -> str:
+    """The id of the page store in ``root`` (read while its node runs)."""
+    with SegmentStore.open(root, StoreConfig(), read_only=True) as store:
+        return store.store_id
 
 
 INTERVAL = 0.5

@@ -103,6 +103,12 @@ class MemoryPageStore:
         self.flushes += 1
         self._pending = 0
 
+    def seal(self) -> None:
+        """Nothing to seal: a memory store has no segments."""
+
+    def unshipped(self) -> int | None:
+        return None
+
     def stats(self) -> StoreStats:
         raw = sum(len(b) for b in self.bodies.values())
         return StoreStats(records=len(self.log), bodies=len(self.bodies),

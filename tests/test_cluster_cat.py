@@ -1,0 +1,68 @@
+"""``polecat cluster cat HASH`` (polecat/commands/cluster.py): a body from whichever node of a running
+cluster stored it, asked through the nodes' signed ``GET /internal/pages/{hash}``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+
+from polecat.testing.etcd import EtcdServer
+from polecat.testing.sitegen import SiteSpec
+from tests.conftest import TestWebFactory
+from tests.crawl_helpers import page_requests
+from tests.service_helpers import wait_for
+from tests.test_cluster_nodes import SECRET
+from tests.test_cluster_nodes import _start as start_cluster_node
+
+
+async def _cat(conf: Path, digest: str, secret: str = SECRET) -> tuple[int, bytes]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "polecat", "cluster", "cat", "--config", str(conf), digest,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "POLECAT_CLUSTER_SECRET": secret})
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode is not None
+    return proc.returncode, out if proc.returncode == 0 else err
+
+
+async def _run(*args: str) -> bytes:
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "polecat", *args,
+                                                stdout=asyncio.subprocess.PIPE)
+    out = (await asyncio.wait_for(proc.communicate(), 60))[0]
+    assert proc.returncode == 0
+    return out
+
+
+async def _stored(data: Path) -> set[str]:
+    """The hashes of the bodies one node's store holds (read by another process: the node runs here)."""
+    rows = (await _run("pages", str(data), "--format", "jsonl")).decode().splitlines()
+    return {row["hash"] for row in map(json.loads, rows) if row["outcome"] == "fetched"}
+
+
+async def test_cluster_cat_finds_each_body_on_the_node_that_stored_it(
+        test_web: TestWebFactory, etcd_server: EtcdServer, tmp_path: Path) -> None:
+    web = test_web(SiteSpec(hosts=4, pages_per_host=8, seed=21))
+    truth = web.ground_truth("host")
+    nodes = [await start_cluster_node(web, etcd_server, tmp_path, k, 50.0) for k in range(2)]
+    conf = tmp_path / "cli.toml"
+    conf.write_text(f'[cluster]\netcd = "{etcd_server.endpoint}"\nname = "t"\nnode_id = "cli"\n'
+                    'advertise = "http://127.0.0.1:9"\n')
+    try:
+        await wait_for(lambda: set(page_requests(web)) >= truth, 60, "every page fetched")
+        stored = [await _stored(tmp_path / f"n{k}") for k in range(2)]  # flushed: the crawl is over
+        for k in range(2):
+            digest = min(stored[k] - stored[1 - k])  # a body only node k holds
+            assert await _cat(conf, digest) == (0, await _run("cat", str(tmp_path / f"n{k}"), digest))
+        missing = await _cat(conf, "ab" * 32)
+        assert missing[0] != 0 and b"no member has a body with hash" in missing[1]
+        # Without the secret no member record proves itself (member_records rule 2): nobody is asked.
+        refused = await _cat(conf, digest, secret="not the secret of this cluster")
+        assert refused[0] != 0 and b"the cluster has no members" in refused[1]
+    finally:
+        for svc, _ in nodes:
+            svc.stop()
+        for _, task in nodes:
+            assert await asyncio.wait_for(task, 60) == 0
