@@ -408,8 +408,11 @@ class SeenRuns:
 
 
 def _map(path: Path) -> np.ndarray:
-    if path.stat().st_size % KEY_LEN:
-        raise ValueError(f"seen run {path} is {path.stat().st_size} bytes, not a multiple of {KEY_LEN}")
+    size = path.stat().st_size
+    if size % KEY_LEN:
+        raise ValueError(f"seen run {path} is {size} bytes, not a multiple of {KEY_LEN}")
+    if not size:  # a merge whose every input key was released (rule 4): mmap refuses an empty file
+        return np.empty(0, dtype=_DTYPE)
     return np.memmap(path, dtype=_DTYPE, mode="r")
 
 
