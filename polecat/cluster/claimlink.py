@@ -14,8 +14,9 @@ With ``near`` (``dedup.near_duplicates`` "delta" or "drop"), a page with a finge
 by its band keys (claims rules 8-11): a near copy of a page another member stored is written as one
 process writes it, its own body deposited as a delta in the store that holds the original (received here
 by :meth:`receive`, acknowledged after the store flush that holds it, :meth:`after_flush`); with no near
-match the page goes on to its exact claim. A page waits at most ``wait`` seconds per step (near claim,
-then exact claim or deposit).
+match the page is stored in full (its exact copies are near copies at distance 0, found the same way:
+the exact claim is for pages without a fingerprint). A page waits at most ``wait`` seconds per step
+(near claim, then deposit).
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ CLAIM_HEADER = "X-Polecat-Claim"
 """Added to the headers of a page stored in full because its claim had no answer (claims rule 5)."""
 TICK = 0.005
 """Seconds a ready claim waits for others to share its batch: batches, not a message per page."""
-SETTLE = 0.05
+SETTLE = 0.02
 """Of ``wait``: how long a near claim with no match settles before it is answered "none" (claims rule
 9): long enough for the claims of an earlier near copy from another member to arrive (a batch's tick and
 its trip), short against the wait."""
@@ -128,9 +129,7 @@ class ContentClaims:
         self.queue = ClaimQueue(self_id, owner_of, ClaimBook(book_capacity, wait / 2), capacity=capacity,
                                 wait=wait)
         self._wait = wait
-        self._held: dict[int, tuple[FetchRecord, bytes, asyncio.Future[None], NearOutcome | None]] = {}
-        """Pages waiting for their exact claim's answer, with their near claim's outcome (its owners may
-        hold them as bases)."""
+        self._held: dict[int, tuple[FetchRecord, bytes, asyncio.Future[None]]] = {}
         self._owed: dict[str, list[Answer]] = {}
         self._near_keep = near
         book = NearBook(book_capacity, wait / 2, near_distance, settle=wait * SETTLE)
@@ -149,6 +148,8 @@ class ContentClaims:
         self._owed_deposited: dict[str, list[tuple[int, bool]]] = {}
         self.near_copies = 0
         self.deposits_refused = 0
+        self.flush_soon: Callable[[], None] = lambda: None
+        """Asks the node for a commit now (a deposit waits for one; set by polecat/node/commits.py)."""
         self._store: PageStore | None = None
         self._wake = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -174,26 +175,19 @@ class ContentClaims:
             self._near_held[seq] = (record, body, stored)
             self._apply_near(outcomes)
         else:
-            self._claim_exact(record, body, stored, None)
+            exact_seq, decided = self.queue.add(record.content_hash, record.url, record.fetched_at,
+                                                self._clock.wall())
+            self._held[exact_seq] = (record, body, stored)
+            self._apply(decided)
         self._wake.set()
         return stored
 
-    def _claim_exact(self, record: FetchRecord, body: bytes, stored: asyncio.Future[None],
-                     near: NearOutcome | None) -> None:
-        seq, outcomes = self.queue.add(record.content_hash, record.url, record.fetched_at, self._clock.wall())
-        self._held[seq] = (record, body, stored, near)
-        self._apply(outcomes)
-
     def _apply(self, outcomes: list[Outcome]) -> None:
         for o in outcomes:
-            record, body, stored, near = self._held.pop(o.seq)
-            owners = near.owners if near is not None else ()
+            record, body, stored = self._held.pop(o.seq)
             if o.original is None:
-                for owner in owners:  # a base of their books now (claims rule 9), durable after the flush
-                    self._near_stored.setdefault(owner, []).append(record.content_hash)
-                self._put(record, body, stored, marked=o.marked or (near is not None and near.marked))
+                self._put(record, body, stored, marked=o.marked)
             else:
-                self._withdraw(owners, record.content_hash)
                 self.copies += 1
                 self._put(replace(record, duplicate_of=o.original[0], kind="revisit"), None, stored)
 
@@ -216,8 +210,10 @@ class ContentClaims:
         for o in outcomes:
             record, body, stored = self._near_held.pop(o.seq)
             orig = o.original
-            if orig is None:
-                self._claim_exact(record, body, stored, o)
+            if orig is None:  # a base of their books now (claims rule 10), durable after the flush
+                for owner in o.owners:
+                    self._near_stored.setdefault(owner, []).append(record.content_hash)
+                self._put(record, body, stored, marked=o.marked)
                 continue
             # An exact copy of a base of this member's has that base's key: nothing of its own to withdraw.
             if orig.holder != self._self_id or orig.digest != record.content_hash:
@@ -297,6 +293,7 @@ class ContentClaims:
                     ok = False
             if ok:
                 self._deposited.setdefault(sender, []).append((seq, True))
+                self.flush_soon()
             else:
                 self._owed_deposited.setdefault(sender, []).append((seq, False))
                 self._wake.set()

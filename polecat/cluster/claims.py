@@ -60,8 +60,10 @@ near-duplicate index up (polecat/node/pipeline.py):
 10. The claimer's :class:`NearQueue` holds a page until each owner answered (an owner that refused the
     claim, e.g. a release without near claims, counts as "none"), at most ``wait`` seconds; the closest
     match of the answers wins (sketch bins, then index bits, then the earliest fetch). With none the page
-    goes on to its exact claim (rules 4-6); the owners learn later whether it was stored in full (rule 7
-    report) or not (withdrawn, rule 9).
+    is stored in full (marked, rule 5, when an owner did not answer), without an exact claim: an exact
+    copy of a page with a fingerprint is its near copy at distance 0, found the same way (the exact
+    claim, rules 1-7, is for pages without one); the owners learn whether it was stored in full (the
+    rule 7 report after the flush) or not (withdrawn, rule 9).
 11. A near copy becomes the record one process writes (:func:`near_copy`): a revisit of the original
     carrying its own hash. With ``near_duplicates = "delta"`` its own body goes to the original's holder
     (the member that stored it in full) in a *deposit*, to be stored there as a delta against the base
@@ -77,7 +79,7 @@ from __future__ import annotations
 import hashlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from polecat.dedup.minhash import VERIFY_MAX_DISTANCE, Fingerprint, verify_distance
 from polecat.dedup.nearindex import band_keys
@@ -566,13 +568,16 @@ class _NearWaiting:
     owners: tuple[str, ...]
     since: float
     best: Original | None = None
+    none: set[str] = field(default_factory=set)
+    """Owners that answered "none": they recorded the page as a base."""
 
 
 @dataclass(frozen=True, slots=True)
 class NearOutcome:
-    """A held page's near claim decided (rule 10): a copy of ``original``, or (None) on to its exact
-    claim; ``owners`` are told later whether it was stored in full. ``marked``: an owner did not answer in
-    time (stored in full, the page is marked as rule 5 marks it)."""
+    """A held page's near claim decided (rule 10): a copy of ``original``, or (None) stored in full;
+    ``owners`` (those that recorded it as a base, or may have) learn whether it was stored in full.
+    ``marked``: an owner did not answer in time (stored in full, the page is marked as rule 5 marks
+    it)."""
 
     seq: int
     original: Original | None
@@ -636,7 +641,9 @@ class NearQueue:
                 self.stray += 1
                 continue
             o = a.original
-            if o is not None and (w.best is None or (o.rank, o.fetched_at, o.url) < (
+            if o is None:
+                w.none.add(owner)
+            elif (w.best is None or (o.rank, o.fetched_at, o.url) < (
                     w.best.rank, w.best.fetched_at, w.best.url)):
                 w.best = o
             out.extend(self._answered_by(a.seq, w, owner))
@@ -648,7 +655,7 @@ class NearQueue:
         if w.unanswered:
             return []
         del self._waiting[seq]
-        return [NearOutcome(seq, w.best, w.owners)]
+        return [NearOutcome(seq, w.best, _recorders(w))]
 
     def undelivered(self, owner: str, claims: Iterable[NearClaim], now: float) -> None:
         """A batch did not reach ``owner``: sent again after :data:`RETRY_AFTER` (rule 5)."""
@@ -673,7 +680,7 @@ class NearQueue:
         for seq in _overdue(self._waiting, now, self._wait):
             w = self._waiting.pop(seq)
             self.unanswered += 1
-            out.append(NearOutcome(seq, w.best, w.owners, marked=True))
+            out.append(NearOutcome(seq, w.best, _recorders(w), marked=True))
         return out
 
     def drain(self) -> list[int]:
@@ -685,6 +692,11 @@ class NearQueue:
     def pending(self) -> int:
         """Pages held, sent or not."""
         return len(self._waiting)
+
+
+def _recorders(w: _NearWaiting) -> tuple[str, ...]:
+    """The owners that recorded the page as a base, or may have (no answer yet)."""
+    return tuple(o for o in w.owners if o in w.none or o in w.unanswered)
 
 
 def near_copy(record: FetchRecord, original: Original) -> FetchRecord:

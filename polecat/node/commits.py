@@ -43,7 +43,7 @@ Rules (this module owns them):
 8. After each store flush the pages it made durable that content claims named "first" are reported to
    their hashes' owners (polecat/cluster/claims.py rule 7), who only then answer the copies of them, and
    the near copies other members deposited in the store are acknowledged (claims rule 11); a node with
-   deposits to acknowledge commits at its period even when its frontier changed nothing.
+   deposits to acknowledge commits at once, even when its frontier changed nothing.
 """
 
 from __future__ import annotations
@@ -240,6 +240,8 @@ class Commits:
         :meth:`stop`."""
         self._periodic = True
         self._last_bloom_save = self._clock.wall()
+        if self._link is not None and self._link.claims is not None:  # rule 8: deposits wait for a commit
+            self._link.claims.flush_soon = self._due.set
         return asyncio.create_task(self._run())
 
     async def _run(self) -> None:
