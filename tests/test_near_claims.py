@@ -10,6 +10,7 @@ import random
 import subprocess
 import sys
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 from hypothesis import given, settings
@@ -459,3 +460,32 @@ def test_a_two_worker_crawl_of_near_mirrors_replays_in_pywb(test_web: TestWebFac
         stamp = stamp_now()
         wrong = [u for u, body in pages.items() if get(f"{base}{stamp}id_/{u}") != body]
     assert wrong == [], f"{len(wrong)} of {len(pages)} pages replay other bytes: {wrong[:3]}"
+
+
+def test_a_member_that_takes_no_near_claims_leaves_the_page_to_its_exact_claim() -> None:
+    """A member of a release without near claims (here: one with them off) answers a near frame "bad":
+    its peer counts that "none" and claims the exact hash, so an exact copy is still a revisit."""
+    members = ("w0", "w1")
+    ring = Ring(members)
+
+    async def go() -> tuple[MemoryPageStore, MemoryPageStore, ContentClaims]:
+        transport = LoopbackTransport()
+        stores = MemoryPageStore(), MemoryPageStore()
+        new = _member("w0", members, transport, stores[0])
+        old = _member("w1", members, transport, stores[1], near="full")
+        runs = [asyncio.create_task(m.run()) for m in (new, old)]
+        committing = asyncio.create_task(_commits([new, old]))
+        pages = [_page(f"http://a.test/{i}", text(i), T0 + i) for i in range(40)]
+        page = next(p for p in pages if "w1" in band_owners(p[2].index, ring.owner))
+        record, body, fp = page
+        async with asyncio.timeout(10):
+            await old.claim(record, body)  # the old member stored it first (it claims exact hashes only)
+            await asyncio.sleep(0.2)
+            await new.claim(replace(record, url="http://b.test/copy", fetched_at=T0 + 99), body, fp)
+        await _stop([committing, *runs], [new, old])
+        return *stores, new
+
+    a, b, new = asyncio.run(go())
+    assert len(b.bodies) == 1 and not a.bodies
+    (copy,) = a.log
+    assert copy.kind == "revisit" and copy.duplicate_of is not None and new.stats().copies == 1

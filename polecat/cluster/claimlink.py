@@ -175,12 +175,14 @@ class ContentClaims:
             self._near_held[seq] = (record, body, stored)
             self._apply_near(outcomes)
         else:
-            exact_seq, decided = self.queue.add(record.content_hash, record.url, record.fetched_at,
-                                                self._clock.wall())
-            self._held[exact_seq] = (record, body, stored)
-            self._apply(decided)
+            self._claim_exact(record, body, stored)
         self._wake.set()
         return stored
+
+    def _claim_exact(self, record: FetchRecord, body: bytes, stored: asyncio.Future[None]) -> None:
+        seq, outcomes = self.queue.add(record.content_hash, record.url, record.fetched_at, self._clock.wall())
+        self._held[seq] = (record, body, stored)
+        self._apply(outcomes)
 
     def _apply(self, outcomes: list[Outcome]) -> None:
         for o in outcomes:
@@ -210,6 +212,10 @@ class ContentClaims:
         for o in outcomes:
             record, body, stored = self._near_held.pop(o.seq)
             orig = o.original
+            if orig is None and o.exact:  # an older member took no near claim: the hash's owner decides
+                self._withdraw(o.owners, record.content_hash)
+                self._claim_exact(record, body, stored)
+                continue
             if orig is None:  # a base of their books now (claims rule 10), durable after the flush
                 for owner in o.owners:
                     self._near_stored.setdefault(owner, []).append(record.content_hash)

@@ -58,12 +58,13 @@ near-duplicate index up (polecat/node/pipeline.py):
    a copy that waited ``hold`` seconds drops its base (a dead or slow claimer): the copies waiting on it
    are decided again. The book keeps at most ``capacity`` bases, the oldest dropped.
 10. The claimer's :class:`NearQueue` holds a page until each owner answered (an owner that refused the
-    claim, e.g. a release without near claims, counts as "none"), at most ``wait`` seconds; the closest
-    match of the answers wins (sketch bins, then index bits, then the earliest fetch). With none the page
-    is stored in full (marked, rule 5, when an owner did not answer), without an exact claim: an exact
-    copy of a page with a fingerprint is its near copy at distance 0, found the same way (the exact
-    claim, rules 1-7, is for pages without one); the owners learn whether it was stored in full (the
-    rule 7 report after the flush) or not (withdrawn, rule 9).
+    claim, e.g. a release without near claims, counts as "none", and the page with no match then goes
+    on to its exact claim), at most ``wait`` seconds; the closest match of the answers wins (sketch
+    bins, then index bits, then the earliest fetch). With none the page is stored in full (marked, rule
+    5, when an owner did not answer), without an exact claim: an exact copy of a page with a fingerprint
+    is its near copy at distance 0, found the same way (the exact claim, rules 1-7, is for pages without
+    one); the owners learn whether it was stored in full (the rule 7 report after the flush) or not
+    (withdrawn, rule 9).
 11. A near copy becomes the record one process writes (:func:`near_copy`): a revisit of the original
     carrying its own hash. With ``near_duplicates = "delta"`` its own body goes to the original's holder
     (the member that stored it in full) in a *deposit*, to be stored there as a delta against the base
@@ -570,6 +571,7 @@ class _NearWaiting:
     best: Original | None = None
     none: set[str] = field(default_factory=set)
     """Owners that answered "none": they recorded the page as a base."""
+    refused: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -583,6 +585,8 @@ class NearOutcome:
     original: Original | None
     owners: tuple[str, ...]
     marked: bool = False
+    exact: bool = False
+    """An owner refused the claim (a release without near claims): the page's exact claim decides."""
 
 
 class NearQueue:
@@ -655,7 +659,7 @@ class NearQueue:
         if w.unanswered:
             return []
         del self._waiting[seq]
-        return [NearOutcome(seq, w.best, _recorders(w))]
+        return [NearOutcome(seq, w.best, _recorders(w), exact=w.refused)]
 
     def undelivered(self, owner: str, claims: Iterable[NearClaim], now: float) -> None:
         """A batch did not reach ``owner``: sent again after :data:`RETRY_AFTER` (rule 5)."""
@@ -671,6 +675,7 @@ class NearQueue:
         for c in claims:
             w = self._waiting.get(c.seq)
             if w is not None and owner in w.unanswered:
+                w.refused = True
                 out.extend(self._answered_by(c.seq, w, owner))
         return out
 
