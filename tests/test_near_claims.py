@@ -13,9 +13,11 @@ from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from polecat.cluster.batch import HandoffError
 from polecat.cluster.claimlink import CLAIM_HEADER, ContentClaims
 from polecat.cluster.claims import (
     UNANSWERED,
@@ -29,15 +31,7 @@ from polecat.cluster.claims import (
     band_slice,
     near_copy,
 )
-from polecat.cluster.claimwire import (
-    decode,
-    encode_claims,
-    encode_deposit,
-    encode_deposited,
-    encode_near,
-    encode_near_answers,
-    encode_withdrawn,
-)
+from polecat.cluster.claimwire import ClaimFrame, decode, encode_claims, encode_near
 from polecat.cluster.layout import collection_dirs
 from polecat.cluster.ring import Ring
 from polecat.config import StoreConfig
@@ -281,18 +275,19 @@ def test_members_in_any_delivery_order_never_make_a_copy_of_a_page_not_stored_in
 
 def test_frames_of_near_claims_round_trip_and_old_kinds_are_unchanged() -> None:
     c = claim(5, text(1), "http://a/x", T0)
-    assert decode(encode_near("w1", [c])).near == (c,)
-    answers = [NearAnswer(1, None), NearAnswer(2, Original(b"d" * 32, "http://a/", T0, "w0", (12, 2)))]
-    assert decode(encode_near_answers("w0", answers)).near_answers == tuple(answers)
-    assert decode(encode_withdrawn("w0", [b"d" * 32])).withdrawn == (b"d" * 32,)
+    answers = (NearAnswer(1, None), NearAnswer(2, Original(b"d" * 32, "http://a/", T0, "w0", (12, 2))))
     rec = near_copy(FetchRecord.for_body("http://b/", b"body", fetched_at=T0), Original(
         b"o" * 32, "http://a/", T0, "w0", (1, 1)))
-    f = decode(encode_deposit("w1", 3, rec, b"body"))
-    assert f.deposits == ((3, rec, b"body"),)
-    assert decode(encode_deposited("w0", [(3, True), (4, False)])).deposited == ((3, True), (4, False))
+    sent = ClaimFrame("w1", near=(c,), near_answers=answers, withdrawn=(b"d" * 32,),
+                      deposits=((3, rec, b"body"),), deposited=((3, True), (4, False)))
+    assert decode(encode_near(sent)) == sent  # every section for one peer in one frame
+    assert decode(encode_near(ClaimFrame("w1", near=(c,)))) == ClaimFrame("w1", near=(c,))
+    for bad in (encode_near(sent)[:-3], encode_near(ClaimFrame("w1", near=(replace(c, verify=b"short"),)))):
+        with pytest.raises(HandoffError):
+            decode(bad)
     # 0.3.0's kinds are still version 1 frames, read as before.
     old = encode_claims("w1", [])
-    assert old[4:6] == encode_near("w1", [])[4:6] and decode(old).claims == ()
+    assert old[4:6] == encode_near(ClaimFrame("w1"))[4:6] and decode(old).claims == ()
 
 
 # --- the runner, members in one process -----------------------------------------------------------

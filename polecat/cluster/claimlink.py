@@ -39,7 +39,6 @@ from polecat.cluster.claims import (
     ClaimQueue,
     NearAnswer,
     NearBook,
-    NearClaim,
     NearOutcome,
     NearQueue,
     NearRouted,
@@ -52,12 +51,8 @@ from polecat.cluster.claimwire import (
     decode,
     encode_answers,
     encode_claims,
-    encode_deposit,
-    encode_deposited,
     encode_durable,
     encode_near,
-    encode_near_answers,
-    encode_withdrawn,
     is_claim_frame,
 )
 from polecat.cluster.receiver import HandoffReceiver, Reply
@@ -75,6 +70,8 @@ CLAIM_HEADER = "X-Polecat-Claim"
 """Added to the headers of a page stored in full because its claim had no answer (claims rule 5)."""
 TICK = 0.005
 """Seconds a ready claim waits for others to share its batch: batches, not a message per page."""
+DEPOSIT_BYTES = MAX_BATCH_BYTES // 2
+"""Most body bytes of deposits in one frame; a larger near copy is stored in full by its fetcher."""
 SETTLE = 0.02
 """Of ``wait``: how long a near claim with no match settles before it is answered "none" (claims rule
 9): long enough for the claims of an earlier near copy from another member to arrive (a batch's tick and
@@ -142,6 +139,8 @@ class ContentClaims:
         self._deposits: dict[int, tuple[FetchRecord, bytes, asyncio.Future[None], float]] = {}
         """Deposits sent, by seq: the page as fetched, its body, its future, when sent (claims rule 11)."""
         self._deposit_seq = 0
+        self._deposit_out: dict[str, list[tuple[int, FetchRecord, bytes]]] = {}
+        """Deposits to send, by holder."""
         self._deposited: dict[str, list[tuple[int, bool]]] = {}
         """Deposits stored here since the last flush, by depositor, acknowledged after the next one."""
         self._deposited_flushing: dict[str, list[tuple[int, bool]]] = {}
@@ -254,20 +253,14 @@ class ContentClaims:
     def _deposit(self, holder: str, copy: FetchRecord, record: FetchRecord, body: bytes,
                  stored: asyncio.Future[None]) -> None:
         """Claims rule 11: the near copy goes to the store that holds its original."""
-        self._deposit_seq += 1
-        data = encode_deposit(self._self_id, self._deposit_seq, copy, body, self._sign)
-        address = self._addresses.get(holder)
-        if address is None or len(data) > MAX_BATCH_BYTES:
+        if holder not in self._addresses or len(body) > DEPOSIT_BYTES:
             self.deposits_refused += 1
             self._put(record, body, stored)
             return
+        self._deposit_seq += 1
         self._deposits[self._deposit_seq] = (record, body, stored, self._clock.wall())
-        self._spawn(self._send_deposit(address, data, self._deposit_seq))
-
-    async def _send_deposit(self, address: str, data: bytes, seq: int) -> None:
-        reply = await self._transport.post(address, data)
-        if reply.status != "ok":  # not delivered: stored here in full, marked
-            self._deposit_done(seq, None)
+        self._deposit_out.setdefault(holder, []).append((self._deposit_seq, copy, body))
+        self._wake.set()
 
     def _deposit_done(self, seq: int, stored_there: bool | None) -> None:
         """A deposit acknowledged (True), refused (False) or unanswered (None: stored here, marked)."""
@@ -420,16 +413,24 @@ class ContentClaims:
         for peer, answers in owed.items():
             self._spawn(self._send_answers(peer, answers))
         if self.near is not None:
-            for owner, near in self.near.batches(self._clock.wall()).items():
-                self._spawn(self._send_near(owner, near))
-        me, sign = self._self_id, self._sign
-        frames = [(p, encode_near_answers(me, a, sign)) for p, a in self._owed_near.items()]
-        frames += [(p, encode_withdrawn(me, d, sign)) for p, d in self._withdraw_owed.items()]
-        frames += [(p, encode_deposited(me, a, sign)) for p, a in self._owed_deposited.items()]
-        self._owed_near, self._withdraw_owed, self._owed_deposited = {}, {}, {}
-        for peer, data in frames:  # undelivered: the claimer gives up after its wait (rules 5 and 11)
-            if (address := self._addresses.get(peer)) is not None:
-                self._spawn(self._post(address, data))
+            self._send_near_ready()
+
+    def _send_near_ready(self) -> None:
+        """One frame per peer for everything near-duplicate it is owed (claims, answers, withdrawn bases,
+        deposits, their answers); deposits past :data:`DEPOSIT_BYTES` a frame go in frames of their own."""
+        assert self.near is not None
+        claims = self.near.batches(self._clock.wall())
+        owed = (claims, self._owed_near, self._withdraw_owed, self._deposit_out, self._owed_deposited)
+        for peer in set().union(*owed):
+            chunks = _chunks(self._deposit_out.get(peer, []))
+            self._spawn(self._send_near(peer, ClaimFrame(
+                self._self_id, near=tuple(claims.get(peer, ())),
+                near_answers=tuple(self._owed_near.get(peer, ())),
+                withdrawn=tuple(self._withdraw_owed.get(peer, ())), deposits=tuple(chunks[0]),
+                deposited=tuple(self._owed_deposited.get(peer, ())))))
+            for chunk in chunks[1:]:
+                self._spawn(self._send_near(peer, ClaimFrame(self._self_id, deposits=tuple(chunk))))
+        self._owed_near, self._withdraw_owed, self._deposit_out, self._owed_deposited = {}, {}, {}, {}
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.ensure_future(coro)
@@ -452,16 +453,22 @@ class ContentClaims:
                     reply.detail, len(claims))
         self._apply(self.queue.refused(claims))
 
-    async def _send_near(self, owner: str, claims: list[NearClaim]) -> None:
+    async def _send_near(self, peer: str, f: ClaimFrame) -> None:
+        """Answers, withdrawn bases and deposit answers that do not arrive leave their claimers to their
+        waits (rules 5 and 11)."""
         assert self.near is not None
-        address = self._addresses.get(owner)
-        reply = Reply("error", detail=f"no address for {owner}") if address is None else \
-            await self._transport.post(address, encode_near(self._self_id, claims, self._sign))
+        address = self._addresses.get(peer)
+        reply = Reply("error", detail=f"no address for {peer}") if address is None else \
+            await self._transport.post(address, encode_near(f, self._sign))
+        if reply.status == "ok":
+            return
+        for seq, _, _ in f.deposits:  # not delivered: stored here in full, marked
+            self._deposit_done(seq, None)
         if reply.status in ("error", "busy"):  # again shortly, until ``wait`` passes (claims rule 5)
-            self.near.undelivered(owner, claims, self._clock.wall())
+            self.near.undelivered(peer, f.near, self._clock.wall())
             self._wake.set()
-        elif reply.status != "ok":  # a member without near claims (an older release): "none" (rule 10)
-            self._apply_near(self.near.refused(owner, claims))
+        else:  # a member without near claims (an older release): "none" (rule 10)
+            self._apply_near(self.near.refused(peer, f.near))
 
     async def _send_answers(self, peer: str, answers: list[Answer]) -> None:
         address = self._addresses.get(peer)
@@ -490,3 +497,16 @@ class ContentClaims:
         near_unanswered = self.near.unanswered if self.near is not None else 0
         return ClaimStats(q.sent + near_sent, self.copies, q.unanswered + near_unanswered, q.stray,
                           self.bad_frames, self.near_copies, self.deposits_refused)
+
+
+def _chunks(deposits: list[tuple[int, FetchRecord, bytes]]) -> list[list[tuple[int, FetchRecord, bytes]]]:
+    """Deposits in frames of at most :data:`DEPOSIT_BYTES` body bytes (at least one chunk)."""
+    out: list[list[tuple[int, FetchRecord, bytes]]] = [[]]
+    size = 0
+    for d in deposits:
+        if out[-1] and size + len(d[2]) > DEPOSIT_BYTES:
+            out.append([])
+            size = 0
+        out[-1].append(d)
+        size += len(d[2])
+    return out

@@ -5,13 +5,14 @@ own magic ``PCCL``, version 1, so one socket carries both (:func:`is_claim_frame
 msgpack ``[kind, sender, items]``: kind 1, claims, items ``[[seq, digest, url, fetched_at], ...]``; kind 2,
 answers, items ``[[seq, url, fetched_at], ...]`` with ``url`` and ``fetched_at`` nil for "first"; kind 3,
 durable first pages (claims rule 7), items ``[digest, ...]``. Near-duplicate claims (claims rules 8-11)
-are kinds of the same version, which 0.3.0 members refuse as a frame of unknown kind ("bad"; their
-claimer counts them "none" and goes on to the exact claim, claims rule 10): kind 4, near claims,
-``[[seq, digest, url, fetched_at, index, verify], ...]``; kind 5, near answers, ``[[seq, nil], ...]`` or
-``[[seq, [digest, url, fetched_at, holder, bins, bits]], ...]``; kind 6, withdrawn bases, ``[digest,
-...]``; kind 7, deposits, ``[[seq, url, fetched_at, status, [[name, value], ...], content_hash, size,
-truncated, duplicate_of, body], ...]`` (the near copy's revisit record and its own body); kind 8,
-deposits answered, ``[[seq, stored], ...]``.
+travel in kind 4 of the same version, which 0.3.0 members refuse as a frame of unknown kind ("bad"; their
+claimer counts them "none" and goes on to the exact claim, claims rule 10): one frame per peer and
+tick carries every section for that peer, items ``[claims, answers, withdrawn, deposits, deposited]``:
+near claims ``[[seq, digest, url, fetched_at, index, verify], ...]``; their answers ``[[seq, nil], ...]``
+or ``[[seq, [digest, url, fetched_at, holder, bins, bits]], ...]``; withdrawn bases ``[digest, ...]``;
+deposits ``[[seq, url, fetched_at, status, [[name, value], ...], content_hash, size, truncated,
+duplicate_of, body], ...]`` (a near copy's revisit record and its own body); deposits answered ``[[seq,
+stored], ...]``.
 Anything that does not decode raises :class:`~polecat.cluster.batch.HandoffError` (:class:`ClaimError`
 for the payload) and changes nothing; a release without claims refuses such a frame as a hand-off batch
 with a bad magic ("bad"), and its sender stores the pages in full (claims rule 5).
@@ -31,7 +32,7 @@ from polecat.store.base import FetchRecord
 
 MAGIC = b"PCCL"
 VERSION = 1
-CLAIMS, ANSWERS, DURABLE, NEAR, NEAR_ANSWERS, WITHDRAWN, DEPOSITS, DEPOSITED = range(1, 9)
+CLAIMS, ANSWERS, DURABLE, NEAR = 1, 2, 3, 4
 
 
 class ClaimError(HandoffError):
@@ -40,6 +41,8 @@ class ClaimError(HandoffError):
 
 @dataclass(frozen=True, slots=True)
 class ClaimFrame:
+    """A decoded claim frame, or the near sections of one to send (:func:`encode_near`)."""
+
     sender: str
     claims: tuple[Claim, ...] = ()
     answers: tuple[Answer, ...] = ()
@@ -74,31 +77,15 @@ def _encode(kind: int, sender: str, items: list[Any], sign: Signer | None) -> by
     return frame(MAGIC, VERSION, msgpack.packb([kind, sender, items], use_bin_type=True), sign)
 
 
-def encode_near(sender: str, claims: list[NearClaim], sign: Signer | None = None) -> bytes:
-    return _encode(NEAR, sender, [[c.seq, c.digest, c.url, c.fetched_at, c.index, c.verify] for c in claims],
-                   sign)
-
-
-def encode_near_answers(sender: str, answers: list[NearAnswer], sign: Signer | None = None) -> bytes:
-    items = [[a.seq, None if (o := a.original) is None else
-              [o.digest, o.url, o.fetched_at, o.holder, *o.rank]] for a in answers]
-    return _encode(NEAR_ANSWERS, sender, items, sign)
-
-
-def encode_withdrawn(sender: str, digests: list[bytes], sign: Signer | None = None) -> bytes:
-    return _encode(WITHDRAWN, sender, digests, sign)
-
-
-def encode_deposit(sender: str, seq: int, record: FetchRecord, body: bytes,
-                   sign: Signer | None = None) -> bytes:
-    r = record
-    item = [seq, r.url, r.fetched_at, r.status, [list(h) for h in r.headers], r.content_hash, r.size,
-            r.truncated, r.duplicate_of, body]
-    return _encode(DEPOSITS, sender, [item], sign)
-
-
-def encode_deposited(sender: str, answers: list[tuple[int, bool]], sign: Signer | None = None) -> bytes:
-    return _encode(DEPOSITED, sender, [list(a) for a in answers], sign)
+def encode_near(f: ClaimFrame, sign: Signer | None = None) -> bytes:
+    """The near sections of ``f`` (claims, answers, withdrawn, deposits, deposited) as one kind 4 frame."""
+    claims = [[c.seq, c.digest, c.url, c.fetched_at, c.index, c.verify] for c in f.near]
+    answers = [[a.seq, None if (o := a.original) is None else
+                [o.digest, o.url, o.fetched_at, o.holder, *o.rank]] for a in f.near_answers]
+    deposits = [[seq, r.url, r.fetched_at, r.status, [list(h) for h in r.headers], r.content_hash, r.size,
+                 r.truncated, r.duplicate_of, body] for seq, r, body in f.deposits]
+    deposited = [list(a) for a in f.deposited]
+    return _encode(NEAR, f.sender, [claims, answers, list(f.withdrawn), deposits, deposited], sign)
 
 
 def decode(data: bytes, verify: Verifier | None = None) -> ClaimFrame:
@@ -113,22 +100,23 @@ def decode(data: bytes, verify: Verifier | None = None) -> ClaimFrame:
             return ClaimFrame(sender, claims=tuple(_claim(i) for i in items))
         if kind == ANSWERS:
             return ClaimFrame(sender, answers=tuple(_answer(i) for i in items))
-        if kind in (DURABLE, WITHDRAWN):
-            if not all(isinstance(d, bytes) and len(d) == 32 for d in items):
-                raise TypeError("durable and withdrawn items are 32-byte digests")
-            return ClaimFrame(sender, durable=tuple(items)) if kind == DURABLE else \
-                ClaimFrame(sender, withdrawn=tuple(items))
+        if kind == DURABLE:
+            return ClaimFrame(sender, durable=_digests(items))
         if kind == NEAR:
-            return ClaimFrame(sender, near=tuple(_near(i) for i in items))
-        if kind == NEAR_ANSWERS:
-            return ClaimFrame(sender, near_answers=tuple(_near_answer(i) for i in items))
-        if kind == DEPOSITS:
-            return ClaimFrame(sender, deposits=tuple(_deposit(i) for i in items))
-        if kind == DEPOSITED:
-            return ClaimFrame(sender, deposited=tuple(_deposited(i) for i in items))
+            claims, answers, withdrawn, deposits, deposited = items
+            return ClaimFrame(sender, near=tuple(map(_near, claims)),
+                              near_answers=tuple(map(_near_answer, answers)), withdrawn=_digests(withdrawn),
+                              deposits=tuple(map(_deposit, deposits)),
+                              deposited=tuple(map(_deposited, deposited)))
     except (ValueError, TypeError, msgpack.UnpackException) as exc:
         raise ClaimError(f"claim payload does not decode: {exc}") from exc
     raise ClaimError(f"claim frame of unknown kind {kind}")
+
+
+def _digests(items: list[object]) -> tuple[bytes, ...]:
+    if not all(isinstance(d, bytes) and len(d) == 32 for d in items):
+        raise TypeError("durable and withdrawn items are 32-byte digests")
+    return tuple(items)  # type: ignore[arg-type]
 
 
 def _claim(item: list[object]) -> Claim:
