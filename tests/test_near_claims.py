@@ -96,6 +96,16 @@ def test_a_near_copy_waits_for_its_base_to_be_durable_and_names_its_holder() -> 
     assert answer.original is not None and answer.original.url == base.url and book.copies == 2
 
 
+def test_with_deposits_a_near_copy_is_answered_at_once_and_an_exact_one_still_waits() -> None:
+    book = NearBook(capacity=100, hold=0.5, max_distance=4, early=True)
+    base, near, exact = claim(1, text(1), "http://a/x", T0), claim(2, text(1, 7), "http://b/x", T0 + 1), \
+        claim(3, text(1), "http://c/x", T0 + 2)
+    book.decide("w0", [base], T0)
+    (who, answer), = book.decide("w1", [near, exact], T0)  # the exact copy has no body to deposit: it waits
+    assert who == "w1" and answer.seq == 2 and answer.original is not None and answer.original.holder == "w0"
+    assert book.waiting() == 1 and [a.seq for _, a in book.durable("w0", [base.digest])] == [3]
+
+
 def test_only_an_earlier_fetch_is_an_original_and_a_refetch_is_not_its_own_copy() -> None:
     book = NearBook(capacity=100, hold=0.5, max_distance=4)
     later, earlier = claim(1, text(1, 3), "http://b/x", T0 + 5), claim(2, text(1), "http://a/x", T0)

@@ -129,7 +129,7 @@ class ContentClaims:
         self._held: dict[int, tuple[FetchRecord, bytes, asyncio.Future[None]]] = {}
         self._owed: dict[str, list[Answer]] = {}
         self._near_keep = near
-        book = NearBook(book_capacity, wait / 2, near_distance, settle=wait * SETTLE)
+        book = NearBook(book_capacity, wait / 2, near_distance, settle=wait * SETTLE, early=near == "delta")
         self.near = None if near == "full" else NearQueue(self_id, owner_of, book, wait=wait)
         self._near_held: dict[int, tuple[FetchRecord, bytes, asyncio.Future[None]]] = {}
         self._owed_near: dict[str, list[NearAnswer]] = {}
@@ -141,6 +141,8 @@ class ContentClaims:
         self._deposit_seq = 0
         self._deposit_out: dict[str, list[tuple[int, FetchRecord, bytes]]] = {}
         """Deposits to send, by holder."""
+        self._parked: dict[bytes, list[tuple[str, int, FetchRecord, bytes]]] = {}
+        """Deposits taken here whose base is a page this member still holds, by its hash (claims rule 11)."""
         self._deposited: dict[str, list[tuple[int, bool]]] = {}
         """Deposits stored here since the last flush, by depositor, acknowledged after the next one."""
         self._deposited_flushing: dict[str, list[tuple[int, bool]]] = {}
@@ -203,6 +205,8 @@ class ContentClaims:
             if not stored.done():
                 stored.set_exception(exc)
             return
+        finally:
+            self._unpark(record.own_hash)
         if not stored.done():  # a lease cancelled meanwhile (an abort) no longer waits
             stored.set_result(None)
 
@@ -272,6 +276,7 @@ class ContentClaims:
         if stored_there:
             self.copies += 1
             self.near_copies += 1
+            self._unpark(record.content_hash)  # not a base here: deposits waiting on it are refused
             if not stored.done():
                 stored.set_result(None)
         else:
@@ -283,19 +288,39 @@ class ContentClaims:
         assert self._store is not None, "ContentClaims.bind(store) first: only a bound member holds pages"
         digest = hasher(self._store.hash_name)
         for seq, record, body in deposits:
-            ok = self._store.has(record.content_hash) and digest(body) == record.own_hash
-            if ok:
-                try:
-                    self._store.put(record, body)
-                except StoreError as exc:
-                    log.warning("deposit of %s from %s not stored: %s", record.url, sender, exc)
-                    ok = False
-            if ok:
-                self._deposited.setdefault(sender, []).append((seq, True))
-                self.flush_soon()
+            base = record.content_hash
+            if digest(body) == record.own_hash and not self._store.has(base) and self._holds(base):
+                self._parked.setdefault(base, []).append((sender, seq, record, body))
             else:
-                self._owed_deposited.setdefault(sender, []).append((seq, False))
-                self._wake.set()
+                self._store_deposit(sender, seq, record, body if digest(body) == record.own_hash else None)
+
+    def _holds(self, digest: bytes) -> bool:
+        """Whether a page of this body waits here for its claims or its deposit."""
+        held = (*self._near_held.values(), *self._held.values(), *(d[:3] for d in self._deposits.values()))
+        return any(record.content_hash == digest for record, _, _ in held)
+
+    def _unpark(self, digest: bytes) -> None:
+        """The page of body ``digest`` was stored (in full, or not): the deposits parked on it follow."""
+        for sender, seq, record, body in self._parked.pop(digest, ()):
+            self._store_deposit(sender, seq, record, body)
+
+    def _store_deposit(self, sender: str, seq: int, record: FetchRecord, body: bytes | None) -> None:
+        """Store a deposit against its base if this store holds it (acknowledged after the next flush),
+        else refuse it now; ``body`` None: it did not hash to its own hash."""
+        assert self._store is not None
+        ok = body is not None and self._store.has(record.content_hash)
+        if ok:
+            try:
+                self._store.put(record, body)
+            except StoreError as exc:
+                log.warning("deposit of %s from %s not stored: %s", record.url, sender, exc)
+                ok = False
+        if ok:
+            self._deposited.setdefault(sender, []).append((seq, True))
+            self.flush_soon()
+        else:
+            self._owed_deposited.setdefault(sender, []).append((seq, False))
+            self._wake.set()
 
     async def receive(self, data: bytes) -> Reply:
         """A frame of claims (answered by this member's book, the answers sent back by :meth:`run`) or of

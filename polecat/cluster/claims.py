@@ -52,9 +52,10 @@ near-duplicate index up (polecat/node/pipeline.py):
    from a member whose claims travel while this member's own were decided at once, makes it that one's
    copy instead, and takes its place as the base); a match is answered "near copy of (hash, URL, time,
    holder)" only once its claimer reported it stored in full and durable (the rule 7 report), and waits
-   until then. Only an earlier fetch is an original, so
-   two owners that saw two pages in opposite orders never make each the copy of the other (and neither
-   stored in full). A base its claimer did not store in full (it was an exact copy) is *withdrawn*, and
+   until then; with ``early`` (deposits, rule 11) a near copy that is not an exact one is answered at
+   once, its deposit being what waits for the base. Only an earlier fetch is an original, so two owners
+   that saw two pages in opposite orders never make each the copy of the other (and neither stored in
+   full). A base its claimer did not store in full (it was an exact copy) is *withdrawn*, and
    a copy that waited ``hold`` seconds drops its base (a dead or slow claimer): the copies waiting on it
    are decided again. The book keeps at most ``capacity`` bases, the oldest dropped.
 10. The claimer's :class:`NearQueue` holds a page until each owner answered (an owner that refused the
@@ -68,8 +69,10 @@ near-duplicate index up (polecat/node/pipeline.py):
 11. A near copy becomes the record one process writes (:func:`near_copy`): a revisit of the original
     carrying its own hash. With ``near_duplicates = "delta"`` its own body goes to the original's holder
     (the member that stored it in full) in a *deposit*, to be stored there as a delta against the base
-    (polecat/store/delta.py); the holder stores it only while it holds the base, and acknowledges it after
-    the store flush that made it durable, so the claimer completes the lease only then. A deposit
+    (polecat/store/delta.py); the holder stores it only with the base in its store (a deposit whose base
+    is a page the holder still holds for its own claims waits for that page: stored in full, the deposit
+    is stored; not, it is refused), and acknowledges it after the store flush that made both durable, so
+    the claimer completes the lease only then (which is why rule 9 answers such a copy early). A deposit
     refused, too big for one frame, or unacknowledged within ``wait`` is stored in full by the claimer
     (marked, rule 5, when unacknowledged; both may then hold it, never neither). With "drop" the claimer
     writes the revisit itself (``store export`` of the crawl completes it from the holder's store).
@@ -411,8 +414,10 @@ def _order(c: NearClaim) -> tuple[float, str]:
 class NearBook:
     """The owner's bases of its band keys and the copies waiting on them (rule 9)."""
 
-    def __init__(self, capacity: int, hold: float, max_distance: int, settle: float = 0.0) -> None:
+    def __init__(self, capacity: int, hold: float, max_distance: int, settle: float = 0.0,
+                 early: bool = False) -> None:
         self._capacity = capacity
+        self._early = early
         self._hold = hold
         self._settle = settle
         self._settling: dict[tuple[str, bytes], tuple[NearClaim, float]] = {}
@@ -446,7 +451,7 @@ class NearBook:
                 self._settling[(claimer, c.digest)] = (c, now)
             else:
                 out.append((claimer, NearAnswer(c.seq, None)))
-        elif found[0].durable:
+        elif found[0].durable or (self._early and found[0].claim.digest != c.digest):
             self.copies += 1
             out.append((claimer, NearAnswer(c.seq, _original(*found))))
         else:
