@@ -360,6 +360,24 @@ def test_near_copies_fetched_by_two_members_are_deposited_where_their_originals_
         assert r.own_hash != r.content_hash and r.content_hash in a.bodies
 
 
+def test_a_near_copy_of_a_page_still_held_here_is_stored_against_it_once_that_one_is() -> None:
+    async def go() -> tuple[MemoryPageStore, ContentClaims]:
+        transport = LoopbackTransport()
+        store = MemoryPageStore()
+        solo = _member("w0", ("w0",), transport, store)
+        run = asyncio.create_task(solo.run())
+        async with asyncio.timeout(10):  # the copy is answered while its base still settles
+            await asyncio.gather(solo.claim(*_page("http://a.test/1", text(1), T0)),
+                                 solo.claim(*_page("http://b.test/1", text(1, 4), T0 + 1)))
+        await _stop([run], [solo])
+        return store, solo
+
+    store, solo = asyncio.run(go())
+    assert [(r.url, r.kind) for r in store.log] == [("http://a.test/1", "response"),
+                                                    ("http://b.test/1", "revisit")]
+    assert store.log[1].own_hash != store.log[1].content_hash and solo.stats().near_copies == 1
+
+
 def test_an_unreachable_band_owner_never_blocks_the_page_it_is_stored_in_full_and_marked() -> None:
     members = ("w0", "w1")
     ring = Ring(members)

@@ -234,6 +234,11 @@ class ContentClaims:
                 self._deposit(orig.holder, copy, record, body, stored)
             elif self._stored_here(orig.digest):
                 self._copied(copy, body, stored)
+            elif self._holds(orig.digest):  # its base is a page held here: stored once that one is
+                self._deposit_seq += 1
+                self._deposits[self._deposit_seq] = (record, body, stored, self._clock.wall())
+                parked = (self._self_id, self._deposit_seq, copy, body)
+                self._parked.setdefault(orig.digest, []).append(parked)
             else:  # the base went from this store (a repair): nothing to make the delta against
                 self._put(record, body, stored)
 
@@ -315,7 +320,9 @@ class ContentClaims:
             except StoreError as exc:
                 log.warning("deposit of %s from %s not stored: %s", record.url, sender, exc)
                 ok = False
-        if ok:
+        if sender == self._self_id:  # this member's own copy: its lease's commit follows the store flush
+            self._deposit_done(seq, ok)
+        elif ok:
             self._deposited.setdefault(sender, []).append((seq, True))
             self.flush_soon()
         else:
