@@ -64,6 +64,8 @@ if TYPE_CHECKING:  # aiohttp's transport is a cluster node's; workers speak unix
     from polecat.cluster.transport import Transport
 
 log = logging.getLogger("polecat.claims")
+Deposit = tuple[int, FetchRecord, bytes | None]
+"""A deposit's seq, the near copy's record and its own body (None for an exact copy; claims rule 11)."""
 _A = TypeVar("_A", Answer, NearAnswer)
 
 CLAIM_HEADER = "X-Polecat-Claim"
@@ -139,9 +141,9 @@ class ContentClaims:
         self._deposits: dict[int, tuple[FetchRecord, bytes, asyncio.Future[None], float]] = {}
         """Deposits sent, by seq: the page as fetched, its body, its future, when sent (claims rule 11)."""
         self._deposit_seq = 0
-        self._deposit_out: dict[str, list[tuple[int, FetchRecord, bytes]]] = {}
+        self._deposit_out: dict[str, list[tuple[int, FetchRecord, bytes | None]]] = {}
         """Deposits to send, by holder."""
-        self._parked: dict[bytes, list[tuple[str, int, FetchRecord, bytes]]] = {}
+        self._parked: dict[bytes, list[tuple[str, int, FetchRecord, bytes | None]]] = {}
         """Deposits taken here whose base is a page this member still holds, by its hash (claims rule 11)."""
         self._deposited: dict[str, list[tuple[int, bool]]] = {}
         """Deposits stored here since the last flush, by depositor, acknowledged after the next one."""
@@ -228,16 +230,17 @@ class ContentClaims:
             if orig.holder != self._self_id or orig.digest != record.content_hash:
                 self._withdraw(o.owners, record.content_hash)
             copy = near_copy(record, orig)
-            if orig.digest == record.content_hash or self._near_keep == "drop":
+            own = None if orig.digest == record.content_hash else body  # an exact copy: a revisit alone
+            if self._near_keep == "drop":
                 self._copied(copy, None, stored)
             elif orig.holder != self._self_id:
-                self._deposit(orig.holder, copy, record, body, stored)
+                self._deposit(orig.holder, copy, record, body, own, stored)
             elif self._stored_here(orig.digest):
-                self._copied(copy, body, stored)
+                self._copied(copy, own, stored)
             elif self._holds(orig.digest):  # its base is a page held here: stored once that one is
                 self._deposit_seq += 1
                 self._deposits[self._deposit_seq] = (record, body, stored, self._clock.wall())
-                parked = (self._self_id, self._deposit_seq, copy, body)
+                parked = (self._self_id, self._deposit_seq, copy, own)
                 self._parked.setdefault(orig.digest, []).append(parked)
             else:  # the base went from this store (a repair): nothing to make the delta against
                 self._put(record, body, stored)
@@ -259,16 +262,17 @@ class ContentClaims:
                 self._withdraw_owed.setdefault(owner, []).append(digest)
                 self._wake.set()
 
-    def _deposit(self, holder: str, copy: FetchRecord, record: FetchRecord, body: bytes,
+    def _deposit(self, holder: str, copy: FetchRecord, record: FetchRecord, body: bytes, own: bytes | None,
                  stored: asyncio.Future[None]) -> None:
-        """Claims rule 11: the near copy goes to the store that holds its original."""
+        """Claims rule 11: the near copy (its own body ``own``; None for an exact copy) goes to the store
+        that holds its original; ``record`` and ``body`` are the page as fetched, stored here if not."""
         if holder not in self._addresses or len(body) > DEPOSIT_BYTES:
             self.deposits_refused += 1
             self._put(record, body, stored)
             return
         self._deposit_seq += 1
         self._deposits[self._deposit_seq] = (record, body, stored, self._clock.wall())
-        self._deposit_out.setdefault(holder, []).append((self._deposit_seq, copy, body))
+        self._deposit_out.setdefault(holder, []).append((self._deposit_seq, copy, own))
         self._wake.set()
 
     def _deposit_done(self, seq: int, stored_there: bool | None) -> None:
@@ -288,16 +292,21 @@ class ContentClaims:
             self.deposits_refused += 1
             self._put(record, body, stored, marked=stored_there is None)
 
-    def _take_deposits(self, sender: str, deposits: tuple[tuple[int, FetchRecord, bytes], ...]) -> None:
+    def _take_deposits(self, sender: str, deposits: tuple[Deposit, ...]) -> None:
         """Store near copies deposited by ``sender`` against bases this store holds (claims rule 11)."""
         assert self._store is not None, "ContentClaims.bind(store) first: only a bound member holds pages"
         digest = hasher(self._store.hash_name)
         for seq, record, body in deposits:
             base = record.content_hash
-            if digest(body) == record.own_hash and not self._store.has(base) and self._holds(base):
+            if body is not None and digest(body) != record.own_hash:
+                log.warning("deposit of %s from %s refused: its body does not hash to its own hash",
+                            record.url, sender)
+                self._owed_deposited.setdefault(sender, []).append((seq, False))
+                self._wake.set()
+            elif not self._store.has(base) and self._holds(base):
                 self._parked.setdefault(base, []).append((sender, seq, record, body))
             else:
-                self._store_deposit(sender, seq, record, body if digest(body) == record.own_hash else None)
+                self._store_deposit(sender, seq, record, body)
 
     def _holds(self, digest: bytes) -> bool:
         """Whether a page of this body waits here for its claims or its deposit."""
@@ -311,9 +320,9 @@ class ContentClaims:
 
     def _store_deposit(self, sender: str, seq: int, record: FetchRecord, body: bytes | None) -> None:
         """Store a deposit against its base if this store holds it (acknowledged after the next flush),
-        else refuse it now; ``body`` None: it did not hash to its own hash."""
+        else refuse it now."""
         assert self._store is not None
-        ok = body is not None and self._store.has(record.content_hash)
+        ok = self._store.has(record.content_hash)
         if ok:
             try:
                 self._store.put(record, body)
@@ -531,14 +540,15 @@ class ContentClaims:
                           self.bad_frames, self.near_copies, self.deposits_refused)
 
 
-def _chunks(deposits: list[tuple[int, FetchRecord, bytes]]) -> list[list[tuple[int, FetchRecord, bytes]]]:
+def _chunks(deposits: list[Deposit]) -> list[list[Deposit]]:
     """Deposits in frames of at most :data:`DEPOSIT_BYTES` body bytes (at least one chunk)."""
-    out: list[list[tuple[int, FetchRecord, bytes]]] = [[]]
+    out: list[list[Deposit]] = [[]]
     size = 0
     for d in deposits:
-        if out[-1] and size + len(d[2]) > DEPOSIT_BYTES:
+        n = len(d[2] or b"")
+        if out[-1] and size + n > DEPOSIT_BYTES:
             out.append([])
             size = 0
         out[-1].append(d)
-        size += len(d[2])
+        size += n
     return out

@@ -52,8 +52,8 @@ near-duplicate index up (polecat/node/pipeline.py):
    from a member whose claims travel while this member's own were decided at once, makes it that one's
    copy instead, and takes its place as the base); a match is answered "near copy of (hash, URL, time,
    holder)" only once its claimer reported it stored in full and durable (the rule 7 report), and waits
-   until then; with ``early`` (deposits, rule 11) a near copy that is not an exact one is answered at
-   once, its deposit being what waits for the base. Only an earlier fetch is an original, so two owners
+   until then; with ``early`` (deposits, rule 11) a near copy is answered at once, its deposit being
+   what waits for the base. Only an earlier fetch is an original, so two owners
    that saw two pages in opposite orders never make each the copy of the other (and neither stored in
    full). A base its claimer did not store in full (it was an exact copy) is *withdrawn*, and
    a copy that waited ``hold`` seconds drops its base (a dead or slow claimer): the copies waiting on it
@@ -67,15 +67,17 @@ near-duplicate index up (polecat/node/pipeline.py):
     one); the owners learn whether it was stored in full (the rule 7 report after the flush) or not
     (withdrawn, rule 9).
 11. A near copy becomes the record one process writes (:func:`near_copy`): a revisit of the original
-    carrying its own hash. With ``near_duplicates = "delta"`` its own body goes to the original's holder
-    (the member that stored it in full) in a *deposit*, to be stored there as a delta against the base
-    (polecat/store/delta.py); the holder stores it only with the base in its store (a deposit whose base
-    is a page the holder still holds for its own claims waits for that page: stored in full, the deposit
-    is stored; not, it is refused), and acknowledges it after the store flush that made both durable, so
-    the claimer completes the lease only then (which is why rule 9 answers such a copy early). A deposit
-    refused, too big for one frame, or unacknowledged within ``wait`` is stored in full by the claimer
-    (marked, rule 5, when unacknowledged; both may then hold it, never neither). With "drop" the claimer
-    writes the revisit itself (``store export`` of the crawl completes it from the holder's store).
+    carrying its own hash. With ``near_duplicates = "delta"`` it goes to the original's holder (the member
+    that stored it in full) in a *deposit*, with its own body to be stored there as a delta against the
+    base (polecat/store/delta.py; an exact copy goes alone: the holder writes its revisit whole, with the
+    original's date and digest, as one process does); the holder stores it only with the base in its
+    store (a deposit whose base is a page the holder still holds for its own claims waits for that page:
+    stored in full, the deposit is stored; not, it is refused), and acknowledges it after the store
+    flush that made both durable, so the claimer completes the lease only then (which is why rule 9
+    answers such a copy early). A deposit refused, too big for one frame, or unacknowledged within
+    ``wait`` is stored in full by the claimer (marked, rule 5, when unacknowledged; both may then hold
+    it, never neither). With "drop" the claimer writes the revisit itself (``store export`` of the crawl
+    completes it from the holder's store).
 """
 
 from __future__ import annotations
@@ -451,7 +453,7 @@ class NearBook:
                 self._settling[(claimer, c.digest)] = (c, now)
             else:
                 out.append((claimer, NearAnswer(c.seq, None)))
-        elif found[0].durable or (self._early and found[0].claim.digest != c.digest):
+        elif found[0].durable or self._early:
             self.copies += 1
             out.append((claimer, NearAnswer(c.seq, _original(*found))))
         else:

@@ -11,7 +11,8 @@ tick carries every section for that peer, items ``[claims, answers, withdrawn, d
 near claims ``[[seq, digest, url, fetched_at, index, verify], ...]``; their answers ``[[seq, nil], ...]``
 or ``[[seq, [digest, url, fetched_at, holder, bins, bits]], ...]``; withdrawn bases ``[digest, ...]``;
 deposits ``[[seq, url, fetched_at, status, [[name, value], ...], content_hash, size, truncated,
-duplicate_of, body], ...]`` (a near copy's revisit record and its own body); deposits answered ``[[seq,
+duplicate_of, body], ...]`` (a near copy's revisit record and its own body, nil for an exact copy);
+deposits answered ``[[seq,
 stored], ...]``.
 Anything that does not decode raises :class:`~polecat.cluster.batch.HandoffError` (:class:`ClaimError`
 for the payload) and changes nothing; a release without claims refuses such a frame as a hand-off batch
@@ -50,7 +51,7 @@ class ClaimFrame:
     near: tuple[NearClaim, ...] = ()
     near_answers: tuple[NearAnswer, ...] = ()
     withdrawn: tuple[bytes, ...] = ()
-    deposits: tuple[tuple[int, FetchRecord, bytes], ...] = ()
+    deposits: tuple[tuple[int, FetchRecord, bytes | None], ...] = ()
     deposited: tuple[tuple[int, bool], ...] = ()
 
 
@@ -163,14 +164,15 @@ def _near_answer(item: list[object]) -> NearAnswer:
     return NearAnswer(seq, Original(digest, url, float(fetched_at), holder, (bins, bits)))
 
 
-def _deposit(item: list[object]) -> tuple[int, FetchRecord, bytes]:
+def _deposit(item: list[object]) -> tuple[int, FetchRecord, bytes | None]:
     seq, url, fetched_at, status, headers, digest, size, truncated, duplicate_of, body = item
     if not (isinstance(seq, int) and isinstance(url, str) and isinstance(fetched_at, (int, float))
             and isinstance(status, int) and isinstance(headers, list)
             and all(isinstance(h, list) and len(h) == 2 and all(isinstance(x, str) for x in h)
                     for h in headers)
             and isinstance(digest, bytes) and len(digest) == 32 and isinstance(size, int)
-            and isinstance(truncated, bool) and isinstance(duplicate_of, str) and isinstance(body, bytes)):
+            and isinstance(truncated, bool) and isinstance(duplicate_of, str)
+            and (body is None or isinstance(body, bytes))):
         raise TypeError("a deposit is [seq, url, time, status, headers, digest, size, truncated, original, "
                         "body]")
     record = FetchRecord(url, float(fetched_at), status, tuple((k, v) for k, v in headers), digest, size,
