@@ -227,10 +227,8 @@ def test_a_near_copy_is_the_record_one_process_writes() -> None:
 def test_members_in_any_delivery_order_never_make_a_copy_of_a_page_not_stored_in_full(
         rnd: random.Random, n: int) -> None:
     """Members claim near copies of a few pages (each fetched by a random member at a random time) and
-    every frame is delivered in a random order: each page ends stored in full or as a copy of a page
-    stored in full, durable before the copy was answered; and with every answer delivered, a page that
-    has an earlier-fetched near copy stored in full is never stored in full itself unless it was decided
-    before that base was."""
+    every frame is delivered in a random order: each page ends decided once, stored in full or as a copy
+    of a page stored in full and fetched before it (never of another copy), and nothing is left waiting."""
     members = [f"m{i}" for i in range(n)]
     ring = Ring(tuple(members))
     queues = {m: NearQueue(m, ring.owner, NearBook(1000, 5.0, 4), wait=5.0) for m in members}
