@@ -1,4 +1,4 @@
-"""Near-duplicate claims across the members of a crawl (issue 35; polecat/cluster/claims.py rules 8-11):
+"""Near-duplicate claims across the members of a crawl (issue 35; polecat/cluster/claims.py rules 9-12):
 band keys claimed from their owners, answered in arrival order among earlier fetches, a near copy
 deposited in the store that holds its original; and a ``--workers 2`` crawl of a web of near mirrors
 that stores each near copy as one process does, every page replayed."""
@@ -342,7 +342,7 @@ def test_near_copies_fetched_by_two_members_are_deposited_where_their_originals_
         runs = [asyncio.create_task(m.run()) for m in claims]
         committing = asyncio.create_task(_commits(claims))
         # w0 fetches the originals, w1 a near copy of each (some exact) once their claims are on their
-        # way (two pages claimed in the same instant at two members may both be stored in full, rule 9)
+        # way (two pages claimed in the same instant at two members may both be stored in full, claims rule 10)
         held = [claims[0].claim(*_page(f"http://a.test/{i}", text(i), T0 + i)) for i in range(20)]
         await asyncio.sleep(0.01)
         for i in range(20):

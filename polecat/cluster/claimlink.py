@@ -11,7 +11,7 @@ frontier never records as done a page the store does not hold, and a crash while
 it again. A page waits at most ``wait`` seconds (claims rule 5).
 
 With ``near`` (``dedup.near_duplicates`` "delta" or "drop"), a page with a fingerprint is first claimed
-by its band keys (claims rules 8-11): a near copy of a page another member stored is written as one
+by its band keys (claims rules 9-12): a near copy of a page another member stored is written as one
 process writes it, its own body deposited as a delta in the store that holds the original (received here
 by :meth:`receive`, acknowledged after the store flush that holds it, :meth:`after_flush`); with no near
 match the page is stored in full (its exact copies are near copies at distance 0, found the same way:
@@ -65,7 +65,7 @@ if TYPE_CHECKING:  # aiohttp's transport is a cluster node's; workers speak unix
 
 log = logging.getLogger("polecat.claims")
 Deposit = tuple[int, FetchRecord, bytes | None]
-"""A deposit's seq, the near copy's record and its own body (None for an exact copy; claims rule 11)."""
+"""A deposit's seq, the near copy's record and its own body (None for an exact copy; claims rule 12)."""
 _A = TypeVar("_A", Answer, NearAnswer)
 
 CLAIM_HEADER = "X-Polecat-Claim"
@@ -90,7 +90,7 @@ class ClaimStats:
     stray_answers: int
     bad_frames: int
     near_copies: int = 0
-    """Of ``copies``, near copies of a page another member (or this one) stored first (claims rule 11)."""
+    """Of ``copies``, near copies of a page another member (or this one) stored first (claims rule 12)."""
     deposits_refused: int = 0
     """Near copies whose original's holder did not store them (no base there, or no answer): stored in
     full here."""
@@ -137,14 +137,14 @@ class ContentClaims:
         self._owed_near: dict[str, list[NearAnswer]] = {}
         self._withdraw_owed: dict[str, list[bytes]] = {}
         self._near_stored: dict[str, list[bytes]] = {}
-        """Owner -> bases stored in full since the last flush (claims rule 9), reported with rule 7's."""
+        """Owner -> bases stored in full since the last flush (claims rule 10), reported with rule 7's."""
         self._deposits: dict[int, tuple[FetchRecord, bytes, asyncio.Future[None], float]] = {}
-        """Deposits sent, by seq: the page as fetched, its body, its future, when sent (claims rule 11)."""
+        """Deposits sent, by seq: the page as fetched, its body, its future, when sent (claims rule 12)."""
         self._deposit_seq = 0
         self._deposit_out: dict[str, list[tuple[int, FetchRecord, bytes | None]]] = {}
         """Deposits to send, by holder."""
         self._parked: dict[bytes, list[tuple[str, int, FetchRecord, bytes | None]]] = {}
-        """Deposits taken here whose base is a page this member still holds, by its hash (claims rule 11)."""
+        """Deposits taken here whose base is a page this member still holds, by its hash (claims rule 12)."""
         self._deposited: dict[str, list[tuple[int, bool]]] = {}
         """Deposits stored here since the last flush, by depositor, acknowledged after the next one."""
         self._deposited_flushing: dict[str, list[tuple[int, bool]]] = {}
@@ -213,7 +213,7 @@ class ContentClaims:
             stored.set_result(None)
 
     def _apply_near(self, outcomes: list[NearOutcome]) -> None:
-        """Claims rules 10 and 11."""
+        """Claims rules 11 and 12."""
         for o in outcomes:
             record, body, stored = self._near_held.pop(o.seq)
             orig = o.original
@@ -221,7 +221,7 @@ class ContentClaims:
                 self._withdraw(o.owners, record.content_hash)
                 self._claim_exact(record, body, stored)
                 continue
-            if orig is None:  # a base of their books now (claims rule 10), durable after the flush
+            if orig is None:  # a base of their books now (claims rule 11), durable after the flush
                 for owner in o.owners:
                     self._near_stored.setdefault(owner, []).append(record.content_hash)
                 self._put(record, body, stored, marked=o.marked)
@@ -264,7 +264,7 @@ class ContentClaims:
 
     def _deposit(self, holder: str, copy: FetchRecord, record: FetchRecord, body: bytes, own: bytes | None,
                  stored: asyncio.Future[None]) -> None:
-        """Claims rule 11: the near copy (its own body ``own``; None for an exact copy) goes to the store
+        """Claims rule 12: the near copy (its own body ``own``; None for an exact copy) goes to the store
         that holds its original; ``record`` and ``body`` are the page as fetched, stored here if not."""
         if holder not in self._addresses or len(body) > DEPOSIT_BYTES:
             self.deposits_refused += 1
@@ -293,7 +293,7 @@ class ContentClaims:
             self._put(record, body, stored, marked=stored_there is None)
 
     def _take_deposits(self, sender: str, deposits: tuple[Deposit, ...]) -> None:
-        """Store near copies deposited by ``sender`` against bases this store holds (claims rule 11)."""
+        """Store near copies deposited by ``sender`` against bases this store holds (claims rule 12)."""
         assert self._store is not None, "ContentClaims.bind(store) first: only a bound member holds pages"
         digest = hasher(self._store.hash_name)
         for seq, record, body in deposits:
@@ -411,7 +411,7 @@ class ContentClaims:
 
     def after_flush(self, stored: dict[str, list[bytes]]) -> None:
         """Report them to their owners now that the flush is done (claims rule 7), and acknowledge the
-        deposits it holds (rule 11); undelivered reports only make copies wait their hold out and be
+        deposits it holds (claims rule 12); undelivered reports only make copies wait their hold out and be
         stored in full."""
         for owner, digests in stored.items():
             if owner == self._self_id:
@@ -508,7 +508,7 @@ class ContentClaims:
         if reply.status in ("error", "busy"):  # again shortly, until ``wait`` passes (claims rule 5)
             self.near.undelivered(peer, f.near, self._clock.wall())
             self._wake.set()
-        else:  # a member without near claims (an older release): "none" (rule 10)
+        else:  # a member without near claims (an older release): "none" (claims rule 11)
             self._apply_near(self.near.refused(peer, f.near))
 
     async def _send_answers(self, peer: str, answers: list[Answer]) -> None:

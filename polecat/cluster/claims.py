@@ -35,16 +35,16 @@ Rules (this module owns them):
 7. A claimer reports to each owner, after each store flush, the hashes it stored in full on that
    owner's "first" since the flush before (:meth:`ClaimQueue.stored_first`, sent by the runner).
 
-Near-duplicates (rules 8-11) are claimed before the exact hash, where one process would look its own
+Near-duplicates (rules 9-12) are claimed before the exact hash, where one process would look its own
 near-duplicate index up (polecat/node/pipeline.py):
 
-8. A fingerprint's 4 band keys (polecat/dedup/nearindex.py) belong to *band slices*
+9. A fingerprint's 4 band keys (polecat/dedup/nearindex.py) belong to *band slices*
    (:func:`band_slice`), owned by the Ring like content slices. A page with text that its member's store
    and near-duplicate index do not match (``dedup.near_duplicates`` not "full") is claimed by its
    fingerprint from each distinct owner of its band keys (:class:`NearQueue`). Two fingerprints within
    the index distance share a band (nearindex.py's pigeonhole), so two near copies meet at that band's
    owner, wherever they were fetched: the candidates are those one process's index would give.
-9. The owner's :class:`NearBook` answers in arrival order with one process's test (index distance at
+10. The owner's :class:`NearBook` answers in arrival order with one process's test (index distance at
    most ``dedup.minhash_distance`` bits, verification sketch within ``VERIFY_MAX_DISTANCE`` bins, the
    closest first) among the bases it recorded that were *fetched before* the claim (by fetch time, then
    URL): a claim with no such match is recorded as a base under its 4 band keys and answered "none" once
@@ -52,28 +52,28 @@ near-duplicate index up (polecat/node/pipeline.py):
    from a member whose claims travel while this member's own were decided at once, makes it that one's
    copy instead, and takes its place as the base); a match is answered "near copy of (hash, URL, time,
    holder)" only once its claimer reported it stored in full and durable (the rule 7 report), and waits
-   until then; with ``early`` (deposits, rule 11) a near copy is answered at once, its deposit being
+   until then; with ``early`` (deposits, rule 12) a near copy is answered at once, its deposit being
    what waits for the base. Only an earlier fetch is an original, so two owners
    that saw two pages in opposite orders never make each the copy of the other (and neither stored in
    full). A base its claimer did not store in full (it was an exact copy) is *withdrawn*, and
    a copy that waited ``hold`` seconds drops its base (a dead or slow claimer): the copies waiting on it
    are decided again. The book keeps at most ``capacity`` bases, the oldest dropped.
-10. The claimer's :class:`NearQueue` holds a page until each owner answered (an owner that refused the
+11. The claimer's :class:`NearQueue` holds a page until each owner answered (an owner that refused the
     claim, e.g. a release without near claims, counts as "none", and the page with no match then goes
     on to its exact claim), at most ``wait`` seconds; the closest match of the answers wins (sketch
     bins, then index bits, then the earliest fetch). With none the page is stored in full (marked, rule
     5, when an owner did not answer), without an exact claim: an exact copy of a page with a fingerprint
     is its near copy at distance 0, found the same way (the exact claim, rules 1-7, is for pages without
     one); the owners learn whether it was stored in full (the rule 7 report after the flush) or not
-    (withdrawn, rule 9).
-11. A near copy becomes the record one process writes (:func:`near_copy`): a revisit of the original
+    (withdrawn, rule 10).
+12. A near copy becomes the record one process writes (:func:`near_copy`): a revisit of the original
     carrying its own hash. With ``near_duplicates = "delta"`` it goes to the original's holder (the member
     that stored it in full) in a *deposit*, with its own body to be stored there as a delta against the
     base (polecat/store/delta.py; an exact copy goes alone: the holder writes its revisit whole, with the
     original's date and digest, as one process does); the holder stores it only with the base in its
     store (a deposit whose base is a page the holder still holds for its own claims waits for that page:
     stored in full, the deposit is stored; not, it is refused), and acknowledges it after the store
-    flush that made both durable, so the claimer completes the lease only then (which is why rule 9
+    flush that made both durable, so the claimer completes the lease only then (which is why rule 10
     answers such a copy early). A deposit refused, too big for one frame, or unacknowledged within
     ``wait`` is stored in full by the claimer (marked, rule 5, when unacknowledged; both may then hold
     it, never neither). With "drop" the claimer writes the revisit itself (``store export`` of the crawl
@@ -203,7 +203,7 @@ class ClaimBook:
 
 
 def _overdue(waiting: Mapping[int, _Waiting | _NearWaiting], now: float, wait: float) -> list[int]:
-    """The seqs of the held pages that waited ``wait`` seconds (rules 5 and 10)."""
+    """The seqs of the held pages that waited ``wait`` seconds (rules 5 and 11)."""
     return [seq for seq, w in waiting.items() if now - w.since >= wait]
 
 
@@ -353,7 +353,7 @@ class ClaimQueue:
         return out
 
 
-# --- near-duplicate claims (rules 8-11) -------------------------------------------------------------
+# --- near-duplicate claims (rules 9-12) -------------------------------------------------------------
 
 
 def band_slice(key: bytes) -> int:
@@ -362,7 +362,7 @@ def band_slice(key: bytes) -> int:
 
 
 def band_owners(index: int, owner_of: Callable[[int], str]) -> tuple[str, ...]:
-    """The distinct owners of fingerprint index ``index``'s band keys (rule 8), in band order."""
+    """The distinct owners of fingerprint index ``index``'s band keys (rule 9), in band order."""
     return tuple(dict.fromkeys(owner_of(band_slice(k)) for k in band_keys(index)))
 
 
@@ -414,7 +414,7 @@ def _order(c: NearClaim) -> tuple[float, str]:
 
 
 class NearBook:
-    """The owner's bases of its band keys and the copies waiting on them (rule 9)."""
+    """The owner's bases of its band keys and the copies waiting on them (rule 10)."""
 
     def __init__(self, capacity: int, hold: float, max_distance: int, settle: float = 0.0,
                  early: bool = False) -> None:
@@ -423,7 +423,7 @@ class NearBook:
         self._hold = hold
         self._settle = settle
         self._settling: dict[tuple[str, bytes], tuple[NearClaim, float]] = {}
-        """Bases recorded but not yet answered "none" (rule 9), with their arrival."""
+        """Bases recorded but not yet answered "none" (rule 10), with their arrival."""
         self._max_distance = max_distance
         self._bands: dict[bytes, list[_Base]] = {}
         self._bases: OrderedDict[tuple[str, bytes], _Base] = OrderedDict()
@@ -432,7 +432,7 @@ class NearBook:
         """Claims answered as near copies."""
 
     def decide(self, claimer: str, claims: Iterable[NearClaim], now: float) -> NearRouted:
-        """Answer ``claimer``'s near claims in order (rule 9); a copy of a base not yet durable waits."""
+        """Answer ``claimer``'s near claims in order (rule 10); a copy of a base not yet durable waits."""
         out: NearRouted = []
         for c in claims:
             self._decide(claimer, c, now, out)
@@ -460,7 +460,7 @@ class NearBook:
             self._copies.setdefault((found[0].claimer, found[0].claim.digest), []).append((claimer, c, now))
 
     def _unsettle(self, c: NearClaim, now: float, out: NearRouted) -> None:
-        """Settling bases fetched after ``c`` and near it become its copies (rule 9)."""
+        """Settling bases fetched after ``c`` and near it become its copies (rule 10)."""
         if not self._settling:
             return
         order = _order(c)
@@ -473,7 +473,7 @@ class NearBook:
                 self._decide(key[0], s, now, out)
 
     def settled(self, now: float) -> NearRouted:
-        """The "none" answers of the bases that settled (rule 9)."""
+        """The "none" answers of the bases that settled (rule 10)."""
         out: NearRouted = []
         for key, (c, since) in list(self._settling.items()):
             if now - since >= self._settle:
@@ -537,14 +537,14 @@ class NearBook:
         return verify_distance(c.verify, base.claim.verify), (base.claim.index ^ c.index).bit_count()
 
     def withdrawn(self, claimer: str, digests: Iterable[bytes], now: float) -> NearRouted:
-        """``claimer`` did not store these bases in full: dropped, their copies decided again (rule 9)."""
+        """``claimer`` did not store these bases in full: dropped, their copies decided again (rule 10)."""
         out: NearRouted = []
         for d in digests:
             self._redecide((claimer, d), now, out)
         return out
 
     def expired(self, now: float) -> NearRouted:
-        """Copies that waited ``hold`` seconds: their base is dropped, they are decided again (rule 9)."""
+        """Copies that waited ``hold`` seconds: their base is dropped, they are decided again (rule 10)."""
         out: NearRouted = []
         for key in [k for k, waiting in self._copies.items() if now - waiting[0][2] >= self._hold]:
             self._redecide(key, now, out)
@@ -583,7 +583,7 @@ class _NearWaiting:
 
 @dataclass(frozen=True, slots=True)
 class NearOutcome:
-    """A held page's near claim decided (rule 10): a copy of ``original``, or (None) stored in full;
+    """A held page's near claim decided (rule 11): a copy of ``original``, or (None) stored in full;
     ``owners`` (those that recorded it as a base, or may have) learn whether it was stored in full.
     ``marked``: an owner did not answer in time (stored in full, the page is marked as rule 5 marks
     it)."""
@@ -597,7 +597,7 @@ class NearOutcome:
 
 
 class NearQueue:
-    """The claimer's pages waiting for their near claims' answers (rule 10); ``book`` answers the band
+    """The claimer's pages waiting for their near claims' answers (rule 11); ``book`` answers the band
     keys this member owns."""
 
     def __init__(self, self_id: str, owner_of: Callable[[int], str], book: NearBook, *, wait: float) -> None:
@@ -613,11 +613,11 @@ class NearQueue:
         self.stray = 0
         """Answers that named no waiting page or came from a member not asked (rule 6)."""
         self.unanswered = 0
-        """Pages decided without the answer of an owner (rule 10)."""
+        """Pages decided without the answer of an owner (rule 11)."""
 
     @property
     def book(self) -> NearBook:
-        """This member's book (rule 9)."""
+        """This member's book (rule 10)."""
         return self._book
 
     def add(self, digest: bytes, url: str, fetched_at: float, fp: Fingerprint,
@@ -644,7 +644,7 @@ class NearQueue:
         return out
 
     def answered(self, owner: str, answers: Iterable[NearAnswer]) -> list[NearOutcome]:
-        """The held pages these answers of ``owner`` decide (rule 10)."""
+        """The held pages these answers of ``owner`` decide (rule 11)."""
         out = []
         for a in answers:
             w = self._waiting.get(a.seq)
@@ -677,7 +677,7 @@ class NearQueue:
                 w.unsent.add(owner)
 
     def refused(self, owner: str, claims: Iterable[NearClaim]) -> list[NearOutcome]:
-        """``owner`` refused a batch: its answers count as "none" (rule 10)."""
+        """``owner`` refused a batch: its answers count as "none" (rule 11)."""
         out = []
         for c in claims:
             w = self._waiting.get(c.seq)
@@ -687,7 +687,7 @@ class NearQueue:
         return out
 
     def expired(self, now: float) -> list[NearOutcome]:
-        """The held pages that waited ``wait`` seconds, decided by the answers they have (rule 10)."""
+        """The held pages that waited ``wait`` seconds, decided by the answers they have (rule 11)."""
         out = []
         for seq in _overdue(self._waiting, now, self._wait):
             w = self._waiting.pop(seq)

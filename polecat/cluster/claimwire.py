@@ -4,9 +4,9 @@ A claim frame is a hand-off frame (polecat/cluster/batch.py: header, checksum, s
 own magic ``PCCL``, version 1, so one socket carries both (:func:`is_claim_frame`). Its payload is
 msgpack ``[kind, sender, items]``: kind 1, claims, items ``[[seq, digest, url, fetched_at], ...]``; kind 2,
 answers, items ``[[seq, url, fetched_at], ...]`` with ``url`` and ``fetched_at`` nil for "first"; kind 3,
-durable first pages (claims rule 7), items ``[digest, ...]``. Near-duplicate claims (claims rules 8-11)
+durable first pages (claims rule 7), items ``[digest, ...]``. Near-duplicate claims (claims rules 9-12)
 travel in kind 4 of the same version, which 0.3.0 members refuse as a frame of unknown kind ("bad"; their
-claimer counts them "none" and goes on to the exact claim, claims rule 10): one frame per peer and
+claimer counts them "none" and goes on to the exact claim, claims rule 11): one frame per peer and
 tick carries every section for that peer, items ``[claims, answers, withdrawn, deposits, deposited]``:
 near claims ``[[seq, digest, url, fetched_at, index, verify], ...]``; their answers ``[[seq, nil], ...]``
 or ``[[seq, [digest, url, fetched_at, holder, bins, bits]], ...]``; withdrawn bases ``[digest, ...]``;

@@ -42,7 +42,7 @@ Rules (this module owns them):
    is indexed so far (a missed collapse, never a lost page).
 8. After each store flush the pages it made durable that content claims named "first" are reported to
    their hashes' owners (polecat/cluster/claims.py rule 7), who only then answer the copies of them, and
-   the near copies other members deposited in the store are acknowledged (claims rule 11); a node with
+   the near copies other members deposited in the store are acknowledged (claims rule 12); a node with
    deposits to acknowledge commits at once, even when its frontier changed nothing.
 """
 

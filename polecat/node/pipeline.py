@@ -420,7 +420,7 @@ class PagePipeline:
     def _near_duplicate(self, url: str, digest: bytes,
                         text: str) -> tuple[tuple[bytes, str] | None, Fingerprint]:
         """(hash, URL) of a stored page within the fingerprint distance, or None after indexing this one;
-        and the page's fingerprint (for its near claim, polecat/cluster/claims.py rule 8).
+        and the page's fingerprint (for its near claim, polecat/cluster/claims.py rule 9).
 
         A match whose body the store does not hold is no match. The index entries of the pages handled
         while a store flush runs are committed with the frontier right after it, but their bodies wait
