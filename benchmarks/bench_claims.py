@@ -10,6 +10,12 @@ change one token of another. It is crawled to the end from an empty data dir by 
 ``--workers``), then by each worker count with content claims, then (``--without``) by each count with
 ``[cluster] content_claims = false``, all in one run so they see the same machine load.
 
+With ``--nodes 1,3`` the same web is also crawled by etcd clusters of those sizes (``polecat node``
+processes on 127.0.0.60+, a private etcd, the web served by this process: polecat/testing/web.py), a
+1-node cluster being the single-process figure for them; ``--without`` adds each size with claims off.
+A node cluster's CPU is the nodes' user + system time from the first request to the last page (read
+from /proc, start-up and stop left out), pages/s over the same span.
+
 Figures per crawl: pages (the page records of the stores), fetched body bytes (the sizes of every page
 record the stores hold, revisits included), stored bytes (what the stores appended to their segments:
 compressed WARC records and deltas), the collapse (stored / fetched), bodies stored whole, revisit
@@ -20,8 +26,11 @@ the whole process tree (wait4) per page, and pages/s over the span from the firs
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import shutil
+import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -33,16 +42,19 @@ from polecat.cluster.layout import collection_dirs
 from polecat.config import StoreConfig
 from polecat.store.segstore import SegmentStore
 from polecat.testing.dns import LocalDnsServer
+from polecat.testing.etcd import EtcdServer
+from polecat.testing.failover import loopback_port, node_toml, page_urls, start_node, until, wait_exit
 from polecat.testing.sitegen import Site, SiteSpec
+from polecat.testing.web import TestWeb
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def store_figures(data: Path) -> tuple[int, int, int, int, int, int]:
+def store_figures(data: Path | list[Path]) -> tuple[int, int, int, int, int, int]:
     """(pages, fetched body bytes, stored bytes, bodies, revisits, unanswered) over every store of
-    ``data``, robots.txt left out but for the stored bytes."""
+    ``data`` (a data dir, or a cluster's), robots.txt left out but for the stored bytes."""
     pages = fetched = stored = bodies = revisits = unanswered = 0
-    for node in collection_dirs([data]):
+    for node in collection_dirs(data if isinstance(data, list) else [data]):
         with SegmentStore.open(node / "store", StoreConfig(), read_only=True) as store:
             s = store.stats()
             stored += s.stored_bytes
@@ -57,14 +69,63 @@ def store_figures(data: Path) -> tuple[int, int, int, int, int, int]:
     return pages, fetched, stored, bodies, revisits, unanswered
 
 
+def _row(name: str, data: Path | list[Path], cpu_s: float, span: float, code: int = 0) -> str:
+    pages, fetched, stored, bodies, revisits, unanswered = store_figures(data)
+    return (f"| {name} | {pages:,} | {fetched / 1e6:.2f} | {stored / 1e6:.2f} | "
+            f"{stored / max(1, fetched):.4f} | {bodies:,} | {revisits:,} | {unanswered} | {cpu_s:.1f} | "
+            f"{cpu_s * 1000 / max(1, pages):.2f} | {pages / max(span, 1e-9):,.0f} |"
+            + ("" if code == 0 else f" exit {code}"))
+
+
+def _spec(args: argparse.Namespace) -> SiteSpec:
+    return SiteSpec(hosts=args.hosts, pages_per_host=args.pages_per_host, seed=35,
+                    mirror_hosts=args.hosts // 2, mirror_near_ratio=args.mirror_near, dup_ratio=args.dup,
+                    near_dup_ratio=args.near_dup)
+
+
+async def cluster(n: int, claims: bool, args: argparse.Namespace, work: Path) -> str:
+    """One crawl of the web by ``n`` etcd nodes into the new directory ``work``: its table row."""
+    async with TestWeb(_spec(args)) as web:
+        truth = web.ground_truth("host")
+        with EtcdServer() as etcd:
+            procs = []
+            try:
+                for k in range(n):
+                    host = f"127.0.0.{60 + k}"
+                    conf = work / f"n{k}.toml"
+                    toml = node_toml(web, work / f"n{k}", f"{host}:{loopback_port(host)}", etcd.endpoint,
+                                     f"n{k}", "", rate=args.rate, ttl=5, interval=60.0)
+                    # node_toml ends in its [cluster] section
+                    conf.write_text(toml + ("" if claims else "content_claims = false\n"))
+                    procs.append(start_node(conf, work / f"n{k}.log"))
+                await until(lambda: bool(web.log), args.timeout, "the first request")
+                cpu0 = sum(map(cpu_seconds, procs))
+                await until(lambda: set(page_urls(web)) >= truth, args.timeout, "every page")
+                cpu = sum(map(cpu_seconds, procs)) - cpu0
+                for p in procs:
+                    p.send_signal(signal.SIGTERM)
+                codes = [await wait_exit(p, 60) for p in procs]
+            finally:
+                for p in procs:
+                    if p.poll() is None:
+                        p.kill()
+                        p.wait()
+        starts = [r.start for r in web.log]
+    name = f"{n} node{'s' if n > 1 else ''}" + ("" if claims else ", claims off")
+    return _row(name, [work / f"n{k}" for k in range(n)], cpu, max(starts) - min(starts), max(codes))
+
+
+def cpu_seconds(proc: subprocess.Popen[bytes]) -> float:
+    """User + system CPU seconds of a live process (Linux /proc)."""
+    fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def crawl(args: argparse.Namespace) -> None:
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    spec = SiteSpec(hosts=args.hosts, pages_per_host=args.pages_per_host, seed=35,
-                    mirror_hosts=args.hosts // 2, mirror_near_ratio=args.mirror_near, dup_ratio=args.dup,
-                    near_dup_ratio=args.near_dup)
-    site = Site(spec)
+    site = Site(_spec(args))
     size = render_site(site, port, out / "site")
     (out / "seeds.txt").write_text("\n".join(site.seeds(port)) + "\n")
     (out / "off.toml").write_text("[cluster]\ncontent_claims = false\n")
@@ -95,13 +156,12 @@ def crawl(args: argparse.Namespace) -> None:
             finally:
                 log = server.stop()
             starts = [r.start for r in log]
-            span = max(starts) - min(starts) if starts else 0.0
-            pages, fetched, stored, bodies, revisits, unanswered = store_figures(data)
-            print(f"| {name} | {pages:,} | {fetched / 1e6:.2f} | {stored / 1e6:.2f} | "
-                  f"{stored / max(1, fetched):.4f} | {bodies:,} | {revisits:,} | {unanswered} | "
-                  f"{cpu_s:.1f} | "
-                  f"{cpu_s * 1000 / max(1, pages):.2f} | {pages / max(span, 1e-9):,.0f} |"
-                  + ("" if code == 0 else f" exit {code}"), flush=True)
+            print(_row(name, data, cpu_s, max(starts) - min(starts) if starts else 0.0, code), flush=True)
+    for n, claims in [*((n, True) for n in args.nodes), *((n, False) for n in args.nodes if args.without)]:
+        work = out / f"nodes-{n}-{int(claims)}"
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True)
+        print(asyncio.run(cluster(n, claims, args, work)), flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -114,6 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rate", type=float, default=20.0)
     ap.add_argument("--concurrency", type=int, default=256)
     ap.add_argument("--workers", type=lambda s: [int(x) for x in s.split(",")], default=[1, 2, 4])
+    ap.add_argument("--nodes", type=lambda s: [int(x) for x in s.split(",")], default=[],
+                    help="also crawl with etcd clusters of these sizes (e.g. 1,3)")
     ap.add_argument("--without", action="store_true", help="also crawl each count with claims off")
     ap.add_argument("--timeout", type=float, default=600.0)
     ap.add_argument("--out", type=Path, default=ROOT / "bench-out" / "claims")

@@ -15,6 +15,14 @@ every change of it is applied to the frontier's open transaction at once (it com
 and the member tells the book of the content slices it adopts or releases (:meth:`ContentClaims.adopted`,
 :meth:`ContentClaims.released`). Claims that come before the book is loaded are answered "busy", so
 their claimer sends them again (claims rule 5) rather than hear "first" from an empty book.
+
+With ``near`` (``dedup.near_duplicates`` "delta" or "drop"), a page with a fingerprint is first claimed
+by its band keys (claims rules 9-12): a near copy of a page another member stored is written as one
+process writes it, its own body deposited as a delta in the store that holds the original (received here
+by :meth:`receive`, acknowledged after the store flush that holds it, :meth:`after_flush`); with no near
+match the page is stored in full (its exact copies are near copies at distance 0, found the same way:
+the exact claim is for pages without a fingerprint). A page waits at most ``wait`` seconds per step
+(near claim, then deposit).
 """
 
 from __future__ import annotations
@@ -24,10 +32,10 @@ import contextlib
 import logging
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from polecat.clock import SYSTEM_CLOCK, Clock
-from polecat.cluster.batch import HandoffError, Signer, Verifier
+from polecat.cluster.batch import MAX_BATCH_BYTES, HandoffError, Signer, Verifier
 from polecat.cluster.claims import (
     RETRY_AFTER,
     UNANSWERED,
@@ -35,24 +43,49 @@ from polecat.cluster.claims import (
     Claim,
     ClaimBook,
     ClaimQueue,
+    NearAnswer,
+    NearBook,
+    NearOutcome,
+    NearQueue,
+    NearRouted,
     Outcome,
     Routed,
+    near_copy,
 )
-from polecat.cluster.claimwire import decode, encode_answers, encode_claims, encode_durable, is_claim_frame
+from polecat.cluster.claimwire import (
+    ClaimFrame,
+    decode,
+    encode_answers,
+    encode_claims,
+    encode_durable,
+    encode_near,
+    is_claim_frame,
+)
 from polecat.cluster.receiver import HandoffReceiver, Reply
+from polecat.dedup.minhash import Fingerprint
+from polecat.errors import StoreError
 from polecat.frontier.slices import slice_prefix
-from polecat.store.base import FetchRecord, PageStore
+from polecat.store.base import FetchRecord, PageStore, hasher
 from polecat.writes import Table, Write
 
 if TYPE_CHECKING:  # aiohttp's transport is a cluster node's; workers speak unixwire (tests/test_startup.py)
     from polecat.cluster.transport import Transport
 
 log = logging.getLogger("polecat.claims")
+Deposit = tuple[int, FetchRecord, bytes | None]
+"""A deposit's seq, the near copy's record and its own body (None for an exact copy; claims rule 12)."""
+_A = TypeVar("_A", Answer, NearAnswer)
 
 CLAIM_HEADER = "X-Polecat-Claim"
 """Added to the headers of a page stored in full because its claim had no answer (claims rule 5)."""
 TICK = 0.005
 """Seconds a ready claim waits for others to share its batch: batches, not a message per page."""
+DEPOSIT_BYTES = MAX_BATCH_BYTES // 2
+"""Most body bytes of deposits in one frame; a larger near copy is stored in full by its fetcher."""
+SETTLE = 0.02
+"""Of ``wait``: how long a near claim with no match settles before it is answered "none" (claims rule
+9): long enough for the claims of an earlier near copy from another member to arrive (a batch's tick and
+its trip), short against the wait."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +97,11 @@ class ClaimStats:
     """Pages stored in full, marked, because no answer came in time (owner unreachable, slow, a commit)."""
     stray_answers: int
     bad_frames: int
+    near_copies: int = 0
+    """Of ``copies``, near copies of a page another member (or this one) stored first (claims rule 12)."""
+    deposits_refused: int = 0
+    """Near copies whose original's holder did not store them (no base there, or no answer): stored in
+    full here."""
 
 
 class BookTables(Protocol):
@@ -98,8 +136,8 @@ class ContentClaims:
 
     def __init__(self, self_id: str, owner_of: Callable[[int], str], transport: Transport,
                  addresses: Mapping[str, str], *, capacity: int, wait: float, book_capacity: int,
-                 sign: Signer | None = None, verify: Verifier | None = None,
-                 clock: Clock = SYSTEM_CLOCK) -> None:
+                 sign: Signer | None = None, verify: Verifier | None = None, near: str = "full",
+                 near_distance: int = 4, clock: Clock = SYSTEM_CLOCK) -> None:
         self._self_id = self_id
         self._transport = transport
         self._addresses = dict(addresses)
@@ -109,8 +147,32 @@ class ContentClaims:
         # The book holds a copy half the claimer's wait, so that the claimer hears "first" before it gives up.
         self.book = ClaimBook(book_capacity, wait / 2)
         self.queue = ClaimQueue(self_id, owner_of, self.book, capacity=capacity, wait=wait)
+        self._wait = wait
         self._held: dict[int, tuple[FetchRecord, bytes, asyncio.Future[None]]] = {}
         self._owed: dict[str, list[Answer]] = {}
+        self._near_keep = near
+        book = NearBook(book_capacity, wait / 2, near_distance, settle=wait * SETTLE, early=near == "delta")
+        self.near = None if near == "full" else NearQueue(self_id, owner_of, book, wait=wait)
+        self._near_held: dict[int, tuple[FetchRecord, bytes, asyncio.Future[None]]] = {}
+        self._owed_near: dict[str, list[NearAnswer]] = {}
+        self._withdraw_owed: dict[str, list[bytes]] = {}
+        self._near_stored: dict[str, list[bytes]] = {}
+        """Owner -> bases stored in full since the last flush (claims rule 10), reported with rule 7's."""
+        self._deposits: dict[int, tuple[FetchRecord, bytes, asyncio.Future[None], float]] = {}
+        """Deposits sent, by seq: the page as fetched, its body, its future, when sent (claims rule 12)."""
+        self._deposit_seq = 0
+        self._deposit_out: dict[str, list[tuple[int, FetchRecord, bytes | None]]] = {}
+        """Deposits to send, by holder."""
+        self._parked: dict[bytes, list[tuple[str, int, FetchRecord, bytes | None]]] = {}
+        """Deposits taken here whose base is a page this member still holds, by its hash (claims rule 12)."""
+        self._deposited: dict[str, list[tuple[int, bool]]] = {}
+        """Deposits stored here since the last flush, by depositor, acknowledged after the next one."""
+        self._deposited_flushing: dict[str, list[tuple[int, bool]]] = {}
+        self._owed_deposited: dict[str, list[tuple[int, bool]]] = {}
+        self.near_copies = 0
+        self.deposits_refused = 0
+        self.flush_soon: Callable[[], None] = lambda: None
+        """Asks the node for a commit now (a deposit waits for one; set by polecat/node/commits.py)."""
         self._store: PageStore | None = None
         self._tables: BookTables | None = None
         self._wake = asyncio.Event()
@@ -156,38 +218,177 @@ class ContentClaims:
         """The member released these slices (their rows are deleted): the book forgets their records."""
         self.book.forget(slices)
 
-    def claim(self, record: FetchRecord, body: bytes) -> asyncio.Future[None]:
-        """Hold a page the pipeline would store in full until its hash's owner answers; the future is
-        done once the page is stored."""
-        seq, outcomes = self.queue.add(record.content_hash, record.url, record.fetched_at, self._clock.wall())
+    def claim(self, record: FetchRecord, body: bytes, fp: Fingerprint | None = None) -> asyncio.Future[None]:
+        """Hold a page the pipeline would store in full until its claims are answered (by its band keys'
+        owners first when it has a fingerprint ``fp`` and near claims are on, then by its hash's owner);
+        the future is done once the page is stored."""
         stored = asyncio.get_running_loop().create_future()
+        if fp is not None and self.near is not None:
+            seq, outcomes = self.near.add(record.content_hash, record.url, record.fetched_at, fp,
+                                          self._clock.wall())
+            self._near_held[seq] = (record, body, stored)
+            self._apply_near(outcomes)
+        else:
+            self._claim_exact(record, body, stored)
+        self._wake.set()
+        return stored
+
+    def _claim_exact(self, record: FetchRecord, body: bytes, stored: asyncio.Future[None]) -> None:
+        seq, outcomes = self.queue.add(record.content_hash, record.url, record.fetched_at, self._clock.wall())
         self._held[seq] = (record, body, stored)
         self._keep()
         self._apply(outcomes)
-        if self.queue.pending():
-            self._wake.set()
-        return stored
 
     def _apply(self, outcomes: list[Outcome]) -> None:
-        if not outcomes:
-            return
-        assert self._store is not None, "ContentClaims.bind(store) first: only a bound member holds pages"
         for o in outcomes:
             record, body, stored = self._held.pop(o.seq)
-            try:
-                if o.original is None:
-                    if o.marked:
-                        record = replace(record, headers=(*record.headers, (CLAIM_HEADER, UNANSWERED)))
-                    self._store.put(record, body)
-                else:
-                    self.copies += 1
-                    self._store.put(replace(record, duplicate_of=o.original[0], kind="revisit"), None)
-            except Exception as exc:  # the store's fault is the page's lease's to report (it fails the node)
-                if not stored.done():
-                    stored.set_exception(exc)
+            if o.original is None:
+                self._put(record, body, stored, marked=o.marked)
+            else:
+                self.copies += 1
+                self._put(replace(record, duplicate_of=o.original[0], kind="revisit"), None, stored)
+
+    def _put(self, record: FetchRecord, body: bytes | None, stored: asyncio.Future[None], *,
+             marked: bool = False) -> None:
+        assert self._store is not None, "ContentClaims.bind(store) first: only a bound member holds pages"
+        if marked:
+            record = replace(record, headers=(*record.headers, (CLAIM_HEADER, UNANSWERED)))
+        try:
+            self._store.put(record, body)
+        except Exception as exc:  # the store's fault is the page's lease's to report (it fails the node)
+            if not stored.done():
+                stored.set_exception(exc)
+            return
+        finally:
+            self._unpark(record.own_hash)
+        if not stored.done():  # a lease cancelled meanwhile (an abort) no longer waits
+            stored.set_result(None)
+
+    def _apply_near(self, outcomes: list[NearOutcome]) -> None:
+        """Claims rules 11 and 12."""
+        for o in outcomes:
+            record, body, stored = self._near_held.pop(o.seq)
+            orig = o.original
+            if orig is None and o.exact:  # an older member took no near claim: the hash's owner decides
+                self._withdraw(o.owners, record.content_hash)
+                self._claim_exact(record, body, stored)
                 continue
-            if not stored.done():  # a lease cancelled meanwhile (an abort) no longer waits
+            if orig is None:  # a base of their books now (claims rule 11), durable after the flush
+                for owner in o.owners:
+                    self._near_stored.setdefault(owner, []).append(record.content_hash)
+                self._put(record, body, stored, marked=o.marked)
+                continue
+            # An exact copy of a base of this member's has that base's key: nothing of its own to withdraw.
+            if orig.holder != self._self_id or orig.digest != record.content_hash:
+                self._withdraw(o.owners, record.content_hash)
+            copy = near_copy(record, orig)
+            own = None if orig.digest == record.content_hash else body  # an exact copy: a revisit alone
+            if self._near_keep == "drop":
+                self._copied(copy, None, stored)
+            elif orig.holder != self._self_id:
+                self._deposit(orig.holder, copy, record, body, own, stored)
+            elif self._stored_here(orig.digest):
+                self._copied(copy, own, stored)
+            elif self._holds(orig.digest):  # its base is a page held here: stored once that one is
+                self._deposit_seq += 1
+                self._deposits[self._deposit_seq] = (record, body, stored, self._clock.wall())
+                parked = (self._self_id, self._deposit_seq, copy, own)
+                self._parked.setdefault(orig.digest, []).append(parked)
+            else:  # the base went from this store (a repair): nothing to make the delta against
+                self._put(record, body, stored)
+
+    def _stored_here(self, digest: bytes) -> bool:
+        assert self._store is not None, "ContentClaims.bind(store) first: only a bound member holds pages"
+        return self._store.has(digest)
+
+    def _copied(self, copy: FetchRecord, body: bytes | None, stored: asyncio.Future[None]) -> None:
+        self.copies += 1
+        self.near_copies += 1
+        self._put(copy, body, stored)
+
+    def _withdraw(self, owners: tuple[str, ...], digest: bytes) -> None:
+        for owner in owners:
+            if owner == self._self_id and self.near is not None:
+                self._route_near(self.near.book.withdrawn(owner, [digest], self._clock.wall()))
+            else:
+                self._withdraw_owed.setdefault(owner, []).append(digest)
+                self._wake.set()
+
+    def _deposit(self, holder: str, copy: FetchRecord, record: FetchRecord, body: bytes, own: bytes | None,
+                 stored: asyncio.Future[None]) -> None:
+        """Claims rule 12: the near copy (its own body ``own``; None for an exact copy) goes to the store
+        that holds its original; ``record`` and ``body`` are the page as fetched, stored here if not."""
+        if holder not in self._addresses or len(body) > DEPOSIT_BYTES:
+            self.deposits_refused += 1
+            self._put(record, body, stored)
+            return
+        self._deposit_seq += 1
+        self._deposits[self._deposit_seq] = (record, body, stored, self._clock.wall())
+        self._deposit_out.setdefault(holder, []).append((self._deposit_seq, copy, own))
+        self._wake.set()
+
+    def _deposit_done(self, seq: int, stored_there: bool | None) -> None:
+        """A deposit acknowledged (True), refused (False) or unanswered (None: stored here, marked)."""
+        held = self._deposits.pop(seq, None)
+        if held is None:
+            self.queue.stray += 1
+            return
+        record, body, stored, _ = held
+        if stored_there:
+            self.copies += 1
+            self.near_copies += 1
+            self._unpark(record.content_hash)  # not a base here: deposits waiting on it are refused
+            if not stored.done():
                 stored.set_result(None)
+        else:
+            self.deposits_refused += 1
+            self._put(record, body, stored, marked=stored_there is None)
+
+    def _take_deposits(self, sender: str, deposits: tuple[Deposit, ...]) -> None:
+        """Store near copies deposited by ``sender`` against bases this store holds (claims rule 12)."""
+        assert self._store is not None, "ContentClaims.bind(store) first: only a bound member holds pages"
+        digest = hasher(self._store.hash_name)
+        for seq, record, body in deposits:
+            base = record.content_hash
+            if body is not None and digest(body) != record.own_hash:
+                log.warning("deposit of %s from %s refused: its body does not hash to its own hash",
+                            record.url, sender)
+                self._owed_deposited.setdefault(sender, []).append((seq, False))
+                self._wake.set()
+            elif not self._store.has(base) and self._holds(base):
+                self._parked.setdefault(base, []).append((sender, seq, record, body))
+            else:
+                self._store_deposit(sender, seq, record, body)
+
+    def _holds(self, digest: bytes) -> bool:
+        """Whether a page of this body waits here for its claims or its deposit."""
+        held = (*self._near_held.values(), *self._held.values(), *(d[:3] for d in self._deposits.values()))
+        return any(record.content_hash == digest for record, _, _ in held)
+
+    def _unpark(self, digest: bytes) -> None:
+        """The page of body ``digest`` was stored (in full, or not): the deposits parked on it follow."""
+        for sender, seq, record, body in self._parked.pop(digest, ()):
+            self._store_deposit(sender, seq, record, body)
+
+    def _store_deposit(self, sender: str, seq: int, record: FetchRecord, body: bytes | None) -> None:
+        """Store a deposit against its base if this store holds it (acknowledged after the next flush),
+        else refuse it now."""
+        assert self._store is not None
+        ok = self._store.has(record.content_hash)
+        if ok:
+            try:
+                self._store.put(record, body)
+            except StoreError as exc:
+                log.warning("deposit of %s from %s not stored: %s", record.url, sender, exc)
+                ok = False
+        if sender == self._self_id:  # this member's own copy: its lease's commit follows the store flush
+            self._deposit_done(seq, ok)
+        elif ok:
+            self._deposited.setdefault(sender, []).append((seq, True))
+            self.flush_soon()
+        else:
+            self._owed_deposited.setdefault(sender, []).append((seq, False))
+            self._wake.set()
 
     async def receive(self, data: bytes) -> Reply:
         """A frame of claims (answered by this member's book, the answers sent back by :meth:`run`) or of
@@ -197,54 +398,110 @@ class ContentClaims:
         except HandoffError as exc:
             self.bad_frames += 1
             return Reply("bad", detail=str(exc))
+        if self.near is None and (frame.near or frame.near_answers or frame.withdrawn or frame.deposits):
+            self.bad_frames += 1
+            return Reply("bad", detail="near-duplicate claims are off here")
         if frame.claims:
             if self._store is None:  # the book is not loaded yet: the claimer sends them again
                 return Reply("busy", detail="content claims: the book is not open yet")
             self._route(self.queue.decide(frame.sender, frame.claims, self._clock.wall()))
         if frame.durable:
             self._route(self.queue.durable(frame.sender, frame.durable))
+            if self.near is not None:
+                self._route_near(self.near.book.durable(frame.sender, frame.durable))
         if frame.answers:
             self._apply(self.queue.answered(frame.answers))
+        self._receive_near(frame)
         return Reply("ok")
+
+    def _receive_near(self, frame: ClaimFrame) -> None:
+        if self.near is None:
+            return
+        now = self._clock.wall()
+        if frame.near:
+            self._route_near(self.near.book.decide(frame.sender, frame.near, now))
+        if frame.withdrawn:
+            self._route_near(self.near.book.withdrawn(frame.sender, frame.withdrawn, now))
+        if frame.near_answers:
+            self._apply_near(self.near.answered(frame.sender, frame.near_answers))
+        if frame.deposits:
+            self._take_deposits(frame.sender, frame.deposits)
+        for seq, stored_there in frame.deposited:
+            self._deposit_done(seq, stored_there)
+
+    def _route_near(self, answers: NearRouted) -> None:
+        """Near answers of this member's book: its own applied now, the others' sent by :meth:`run`."""
+        assert self.near is not None
+        self._apply_near(self.near.answered(self._self_id, self._mine(answers, self._owed_near)))
 
     def _route(self, answers: Routed) -> None:
         """Answers of this member's book: its own applied now, the others' sent by :meth:`run`; the
         book's writes applied (claims rule 8)."""
         self._keep()
+        self._apply(self.queue.answered(self._mine(answers, self._owed)))
+
+    def _mine(self, answers: list[tuple[str, _A]], owed: dict[str, list[_A]]) -> list[_A]:
+        """This member's own answers; the others' owed to their claimers."""
         mine = []
         for claimer, answer in answers:
             if claimer == self._self_id:
                 mine.append(answer)
             else:
-                self._owed.setdefault(claimer, []).append(answer)
+                owed.setdefault(claimer, []).append(answer)
                 self._wake.set()
-        self._apply(self.queue.answered(mine))
+        return mine
+
+    def flush_wanted(self) -> bool:
+        """Whether deposits stored here wait for a store flush to be acknowledged (commits rule 8)."""
+        return bool(self._deposited)
 
     def before_flush(self) -> dict[str, list[bytes]]:
-        """The first pages the coming store flush makes durable, by owner (claims rule 7)."""
-        return self.queue.stored_first()
+        """The first pages (and near bases) the coming store flush makes durable, by owner (claims rules
+        7 and 9); the deposits it makes durable are kept for :meth:`after_flush`."""
+        stored = self.queue.stored_first()
+        for owner, digests in self._near_stored.items():
+            stored.setdefault(owner, []).extend(digests)
+        self._near_stored = {}
+        self._deposited_flushing, self._deposited = self._deposited, {}
+        return stored
 
     def after_flush(self, stored: dict[str, list[bytes]]) -> None:
-        """Report them to their owners now that the flush is done (claims rule 7); undelivered reports
-        only make copies wait their hold out and be stored in full."""
+        """Report them to their owners now that the flush is done (claims rule 7), and acknowledge the
+        deposits it holds (claims rule 12); undelivered reports only make copies wait their hold out and be
+        stored in full."""
         for owner, digests in stored.items():
             if owner == self._self_id:
                 self._route(self.queue.durable(owner, digests))
+                if self.near is not None:
+                    self._route_near(self.near.book.durable(owner, digests))
             elif (address := self._addresses.get(owner)) is not None:
                 self._spawn(self._post(address, encode_durable(self._self_id, digests, self._sign)))
+        for sender, acks in self._deposited_flushing.items():
+            self._owed_deposited.setdefault(sender, []).extend(acks)
+            self._wake.set()
+        self._deposited_flushing = {}
 
     async def run(self) -> None:
         """Send claims and answers as they become ready, and give up on claims that waited too long."""
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), RETRY_AFTER if self.queue.pending() or
-                                       self.queue.holding() else None)
+                await asyncio.wait_for(self._wake.wait(), RETRY_AFTER if self._busy() else None)
             self._wake.clear()
             await asyncio.sleep(TICK)
             self._send_ready()
             now = self._clock.wall()
             self._route(self.queue.held_copies(now))
             self._apply(self.queue.expired(now))
+            if self.near is not None:
+                self._route_near(self.near.book.expired(now))
+                self._route_near(self.near.book.settled(now))
+                self._apply_near(self.near.expired(now))
+            for seq in [s for s, (_, _, _, since) in self._deposits.items() if now - since >= self._wait]:
+                self._deposit_done(seq, None)
+
+    def _busy(self) -> bool:
+        near = self.near is not None and (self.near.pending() > 0 or self.near.book.waiting() > 0)
+        return bool(self.queue.pending() or self.queue.holding() or near or self._deposits)
 
     def _send_ready(self) -> None:
         for owner, claims in self.queue.batches(self._clock.wall()).items():
@@ -252,6 +509,25 @@ class ContentClaims:
         owed, self._owed = self._owed, {}
         for peer, answers in owed.items():
             self._spawn(self._send_answers(peer, answers))
+        if self.near is not None:
+            self._send_near_ready()
+
+    def _send_near_ready(self) -> None:
+        """One frame per peer for everything near-duplicate it is owed (claims, answers, withdrawn bases,
+        deposits, their answers); deposits past :data:`DEPOSIT_BYTES` a frame go in frames of their own."""
+        assert self.near is not None
+        claims = self.near.batches(self._clock.wall())
+        owed = (claims, self._owed_near, self._withdraw_owed, self._deposit_out, self._owed_deposited)
+        for peer in set().union(*owed):
+            chunks = _chunks(self._deposit_out.get(peer, []))
+            self._spawn(self._send_near(peer, ClaimFrame(
+                self._self_id, near=tuple(claims.get(peer, ())),
+                near_answers=tuple(self._owed_near.get(peer, ())),
+                withdrawn=tuple(self._withdraw_owed.get(peer, ())), deposits=tuple(chunks[0]),
+                deposited=tuple(self._owed_deposited.get(peer, ())))))
+            for chunk in chunks[1:]:
+                self._spawn(self._send_near(peer, ClaimFrame(self._self_id, deposits=tuple(chunk))))
+        self._owed_near, self._withdraw_owed, self._deposit_out, self._owed_deposited = {}, {}, {}, {}
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.ensure_future(coro)
@@ -274,6 +550,23 @@ class ContentClaims:
                     reply.detail, len(claims))
         self._apply(self.queue.refused(claims))
 
+    async def _send_near(self, peer: str, f: ClaimFrame) -> None:
+        """Answers, withdrawn bases and deposit answers that do not arrive leave their claimers to their
+        waits (rules 5 and 11)."""
+        assert self.near is not None
+        address = self._addresses.get(peer)
+        reply = Reply("error", detail=f"no address for {peer}") if address is None else \
+            await self._transport.post(address, encode_near(f, self._sign))
+        if reply.status == "ok":
+            return
+        for seq, _, _ in f.deposits:  # not delivered: stored here in full, marked
+            self._deposit_done(seq, None)
+        if reply.status in ("error", "busy"):  # again shortly, until ``wait`` passes (claims rule 5)
+            self.near.undelivered(peer, f.near, self._clock.wall())
+            self._wake.set()
+        else:  # a member without near claims (an older release): "none" (claims rule 11)
+            self._apply_near(self.near.refused(peer, f.near))
+
     async def _send_answers(self, peer: str, answers: list[Answer]) -> None:
         address = self._addresses.get(peer)
         if address is not None:  # undelivered answers: the claimer stores its pages in full (rule 5)
@@ -284,6 +577,12 @@ class ContentClaims:
 
     async def close(self) -> None:
         """Stop sending; a page still held (its lease was cancelled) is stored in full, marked."""
+        if self.near is not None:
+            for seq in self.near.drain():
+                record, body, stored = self._near_held.pop(seq)
+                self._put(record, body, stored, marked=True)
+        for seq in list(self._deposits):
+            self._deposit_done(seq, None)
         self._apply(self.queue.drain())
         for task in list(self._tasks):
             task.cancel()
@@ -291,4 +590,21 @@ class ContentClaims:
 
     def stats(self) -> ClaimStats:
         q = self.queue
-        return ClaimStats(q.sent, self.copies, q.unanswered, q.stray, self.bad_frames)
+        near_sent = self.near.sent if self.near is not None else 0
+        near_unanswered = self.near.unanswered if self.near is not None else 0
+        return ClaimStats(q.sent + near_sent, self.copies, q.unanswered + near_unanswered, q.stray,
+                          self.bad_frames, self.near_copies, self.deposits_refused)
+
+
+def _chunks(deposits: list[Deposit]) -> list[list[Deposit]]:
+    """Deposits in frames of at most :data:`DEPOSIT_BYTES` body bytes (at least one chunk)."""
+    out: list[list[Deposit]] = [[]]
+    size = 0
+    for d in deposits:
+        n = len(d[2] or b"")
+        if out[-1] and size + n > DEPOSIT_BYTES:
+            out.append([])
+            size = 0
+        out[-1].append(d)
+        size += n
+    return out

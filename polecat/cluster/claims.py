@@ -42,17 +42,65 @@ Rules (this module owns them):
    dropped with it (:meth:`ClaimBook.forget`). A record not yet durable is not kept: lost with the
    process, the next copy is stored in full (rule 3's missed collapse). A frontier without the table
    (0.3.0) starts with an empty book.
+
+Near-duplicates (rules 9-12) are claimed before the exact hash, where one process would look its own
+near-duplicate index up (polecat/node/pipeline.py):
+
+9. A fingerprint's 4 band keys (polecat/dedup/nearindex.py) belong to *band slices*
+   (:func:`band_slice`), owned by the Ring like content slices. A page with text that its member's store
+   and near-duplicate index do not match (``dedup.near_duplicates`` not "full") is claimed by its
+   fingerprint from each distinct owner of its band keys (:class:`NearQueue`). Two fingerprints within
+   the index distance share a band (nearindex.py's pigeonhole), so two near copies meet at that band's
+   owner, wherever they were fetched: the candidates are those one process's index would give.
+10. The owner's :class:`NearBook` answers in arrival order with one process's test (index distance at
+   most ``dedup.minhash_distance`` bits, verification sketch within ``VERIFY_MAX_DISTANCE`` bins, the
+   closest first) among the bases it recorded that were *fetched before* the claim (by fetch time, then
+   URL): a claim with no such match is recorded as a base under its 4 band keys and answered "none" once
+   it *settled* (``settle`` seconds after its arrival; an earlier near copy that arrives meanwhile, e.g.
+   from a member whose claims travel while this member's own were decided at once, makes it that one's
+   copy instead, and takes its place as the base); a match is answered "near copy of (hash, URL, time,
+   holder)" only once its claimer reported it stored in full and durable (the rule 7 report), and waits
+   until then; with ``early`` (deposits, rule 12) a near copy is answered at once, its deposit being
+   what waits for the base. Only an earlier fetch is an original, so two owners
+   that saw two pages in opposite orders never make each the copy of the other (and neither stored in
+   full). A base its claimer did not store in full (it was an exact copy) is *withdrawn*, and
+   a copy that waited ``hold`` seconds drops its base (a dead or slow claimer): the copies waiting on it
+   are decided again. The book keeps at most ``capacity`` bases, the oldest dropped.
+11. The claimer's :class:`NearQueue` holds a page until each owner answered (an owner that refused the
+    claim, e.g. a release without near claims, counts as "none", and the page with no match then goes
+    on to its exact claim), at most ``wait`` seconds; the closest match of the answers wins (sketch
+    bins, then index bits, then the earliest fetch). With none the page is stored in full (marked, rule
+    5, when an owner did not answer), without an exact claim: an exact copy of a page with a fingerprint
+    is its near copy at distance 0, found the same way (the exact claim, rules 1-7, is for pages without
+    one); the owners learn whether it was stored in full (the rule 7 report after the flush) or not
+    (withdrawn, rule 10).
+12. A near copy becomes the record one process writes (:func:`near_copy`): a revisit of the original
+    carrying its own hash. With ``near_duplicates = "delta"`` it goes to the original's holder (the member
+    that stored it in full) in a *deposit*, with its own body to be stored there as a delta against the
+    base (polecat/store/delta.py; an exact copy goes alone: the holder writes its revisit whole, with the
+    original's date and digest, as one process does); the holder stores it only with the base in its
+    store (a deposit whose base is a page the holder still holds for its own claims waits for that page:
+    stored in full, the deposit is stored; not, it is refused), and acknowledges it after the store
+    flush that made both durable, so the claimer completes the lease only then (which is why rule 10
+    answers such a copy early). A deposit refused, too big for one frame, or unacknowledged within
+    ``wait`` is stored in full by the claimer (marked, rule 5, when unacknowledged; both may then hold
+    it, never neither). With "drop" the claimer writes the revisit itself (``store export`` of the crawl
+    completes it from the holder's store).
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 
 import msgpack
 
+from polecat.dedup.minhash import VERIFY_MAX_DISTANCE, Fingerprint, verify_distance
+from polecat.dedup.nearindex import band_keys
 from polecat.frontier.slices import PREFIX_LEN, SLICES, slice_prefix
+from polecat.store.base import OWN_HASH_HEADER, FetchRecord
 from polecat.writes import Delete, Put, Write
 
 UNANSWERED = "unanswered"
@@ -220,6 +268,11 @@ class ClaimBook:
         return len(self._first)
 
 
+def _overdue(waiting: Mapping[int, _Waiting | _NearWaiting], now: float, wait: float) -> list[int]:
+    """The seqs of the held pages that waited ``wait`` seconds (rules 5 and 11)."""
+    return [seq for seq, w in waiting.items() if now - w.since >= wait]
+
+
 @dataclass(slots=True)
 class _Waiting:
     claim: Claim
@@ -351,7 +404,7 @@ class ClaimQueue:
 
     def expired(self, now: float) -> list[Outcome]:
         """The held pages that waited ``wait`` seconds (rule 5)."""
-        return self._give_up([seq for seq, w in self._waiting.items() if now - w.since >= self._wait])
+        return self._give_up(_overdue(self._waiting, now, self._wait))
 
     def drain(self) -> list[Outcome]:
         """Every held page, stored in full and marked: the member stops (rule 5)."""
@@ -364,3 +417,370 @@ class ClaimQueue:
                 self.unanswered += 1
                 out.append(Outcome(seq, None, marked=True))
         return out
+
+
+# --- near-duplicate claims (rules 9-12) -------------------------------------------------------------
+
+
+def band_slice(key: bytes) -> int:
+    """Rule 8: the slice of a band key (hashed: band values are not spread like content hashes)."""
+    return int.from_bytes(hashlib.blake2b(key, digest_size=4).digest(), "big") % SLICES
+
+
+def band_owners(index: int, owner_of: Callable[[int], str]) -> tuple[str, ...]:
+    """The distinct owners of fingerprint index ``index``'s band keys (rule 9), in band order."""
+    return tuple(dict.fromkeys(owner_of(band_slice(k)) for k in band_keys(index)))
+
+
+@dataclass(frozen=True, slots=True)
+class NearClaim:
+    """One page's near claim: its body's hash, URL, fetch time and fingerprint (``index``, ``verify``)."""
+
+    seq: int
+    digest: bytes
+    url: str
+    fetched_at: float
+    index: int
+    verify: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Original:
+    """The page a near copy resembles: its body's hash, URL, fetch time, the member whose store holds
+    the body (``holder``) and how close it is (``rank``: sketch bins, index bits)."""
+
+    digest: bytes
+    url: str
+    fetched_at: float
+    holder: str
+    rank: tuple[int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class NearAnswer:
+    """An owner's answer to near claim ``seq``: ``original`` None for "none"."""
+
+    seq: int
+    original: Original | None
+
+
+NearRouted = list[tuple[str, NearAnswer]]
+"""Near answers with the member each goes to."""
+
+
+@dataclass(eq=False, slots=True)
+class _Base:
+    claim: NearClaim
+    claimer: str
+    durable: bool = False
+
+
+def _order(c: NearClaim) -> tuple[float, str]:
+    return c.fetched_at, c.url
+
+
+class NearBook:
+    """The owner's bases of its band keys and the copies waiting on them (rule 10)."""
+
+    def __init__(self, capacity: int, hold: float, max_distance: int, settle: float = 0.0,
+                 early: bool = False) -> None:
+        self._capacity = capacity
+        self._early = early
+        self._hold = hold
+        self._settle = settle
+        self._settling: dict[tuple[str, bytes], tuple[NearClaim, float]] = {}
+        """Bases recorded but not yet answered "none" (rule 10), with their arrival."""
+        self._max_distance = max_distance
+        self._bands: dict[bytes, list[_Base]] = {}
+        self._bases: OrderedDict[tuple[str, bytes], _Base] = OrderedDict()
+        self._copies: dict[tuple[str, bytes], list[tuple[str, NearClaim, float]]] = {}
+        self.copies = 0
+        """Claims answered as near copies."""
+
+    def decide(self, claimer: str, claims: Iterable[NearClaim], now: float) -> NearRouted:
+        """Answer ``claimer``'s near claims in order (rule 10); a copy of a base not yet durable waits."""
+        out: NearRouted = []
+        for c in claims:
+            self._decide(claimer, c, now, out)
+            if (claimer, c.digest) in self._settling:
+                self._unsettle(c, now, out)
+        return out
+
+    def _decide(self, claimer: str, c: NearClaim, now: float, out: NearRouted) -> None:
+        same = self._bases.get((claimer, c.digest))
+        if same is not None and same.claim.url == c.url:  # a claim sent again: "none" again (as rule 2)
+            out.append((claimer, NearAnswer(c.seq, None)))
+            return
+        # The same body from the same claimer is a copy of that base, whichever was fetched first.
+        found = (same, (0, 0)) if same is not None else self._closest(c)
+        if found is None:
+            self._record(claimer, c, out)
+            if self._settle > 0:
+                self._settling[(claimer, c.digest)] = (c, now)
+            else:
+                out.append((claimer, NearAnswer(c.seq, None)))
+        elif found[0].durable or self._early:
+            self.copies += 1
+            out.append((claimer, NearAnswer(c.seq, _original(*found))))
+        else:
+            self._copies.setdefault((found[0].claimer, found[0].claim.digest), []).append((claimer, c, now))
+
+    def _unsettle(self, c: NearClaim, now: float, out: NearRouted) -> None:
+        """Settling bases fetched after ``c`` and near it become its copies (rule 10)."""
+        if not self._settling:
+            return
+        order = _order(c)
+        for key, (s, _) in list(self._settling.items()):
+            if key in self._settling and _order(s) > order and s.url != c.url \
+                    and (s.index ^ c.index).bit_count() <= self._max_distance \
+                    and verify_distance(s.verify, c.verify) <= VERIFY_MAX_DISTANCE:
+                del self._settling[key]
+                self._redecide(key, now, out)
+                self._decide(key[0], s, now, out)
+
+    def settled(self, now: float) -> NearRouted:
+        """The "none" answers of the bases that settled (rule 10)."""
+        out: NearRouted = []
+        for key, (c, since) in list(self._settling.items()):
+            if now - since >= self._settle:
+                del self._settling[key]
+                out.append((key[0], NearAnswer(c.seq, None)))
+        return out
+
+    def _closest(self, c: NearClaim) -> tuple[_Base, tuple[int, int]] | None:
+        best: tuple[_Base, tuple[int, int]] | None = None
+        order = _order(c)
+        seen: set[int] = set()
+        for key in band_keys(c.index):
+            for base in self._bands.get(key, ()):
+                o = base.claim
+                if id(base) in seen or o.url == c.url or _order(o) >= order:
+                    continue
+                seen.add(id(base))
+                bits = (o.index ^ c.index).bit_count()
+                if bits > self._max_distance:
+                    continue
+                rank = (verify_distance(c.verify, o.verify), bits)
+                if rank[0] <= VERIFY_MAX_DISTANCE and (best is None or (rank, _order(o)) < (best[1], _order(
+                        best[0].claim))):
+                    best = (base, rank)
+        return best
+
+    def _record(self, claimer: str, c: NearClaim, out: NearRouted) -> None:
+        base = self._bases[(claimer, c.digest)] = _Base(c, claimer)
+        for key in band_keys(c.index):
+            self._bands.setdefault(key, []).append(base)
+        if len(self._bases) > self._capacity:  # copies waiting on the forgotten one are decided at expiry
+            self._drop(next(iter(self._bases)), out)
+
+    def _drop(self, key: tuple[str, bytes], out: NearRouted) -> None:
+        base = self._bases.pop(key, None)
+        if base is None:
+            return
+        settling = self._settling.pop(key, None)
+        if settling is not None:  # its claimer still waits: "none" now (it is no base here any more)
+            out.append((key[0], NearAnswer(settling[0].seq, None)))
+        for band in band_keys(base.claim.index):
+            bases = self._bands[band]
+            bases.remove(base)
+            if not bases:
+                del self._bands[band]
+
+    def durable(self, claimer: str, digests: Iterable[bytes]) -> NearRouted:
+        """``claimer`` stored these bases in full and flushed them (rule 7): their copies are answered."""
+        out: NearRouted = []
+        for d in digests:
+            base = self._bases.get((claimer, d))
+            if base is None:
+                continue
+            base.durable = True
+            for who, c, _ in self._copies.pop((claimer, d), ()):
+                self.copies += 1
+                out.append((who, NearAnswer(c.seq, _original(base, self._rank(base, c)))))
+        return out
+
+    def _rank(self, base: _Base, c: NearClaim) -> tuple[int, int]:
+        return verify_distance(c.verify, base.claim.verify), (base.claim.index ^ c.index).bit_count()
+
+    def withdrawn(self, claimer: str, digests: Iterable[bytes], now: float) -> NearRouted:
+        """``claimer`` did not store these bases in full: dropped, their copies decided again (rule 10)."""
+        out: NearRouted = []
+        for d in digests:
+            self._redecide((claimer, d), now, out)
+        return out
+
+    def expired(self, now: float) -> NearRouted:
+        """Copies that waited ``hold`` seconds: their base is dropped, they are decided again (rule 10)."""
+        out: NearRouted = []
+        for key in [k for k, waiting in self._copies.items() if now - waiting[0][2] >= self._hold]:
+            self._redecide(key, now, out)
+        return out
+
+    def _redecide(self, key: tuple[str, bytes], now: float, out: NearRouted) -> None:
+        self._drop(key, out)
+        for who, c, _ in self._copies.pop(key, ()):
+            self._decide(who, c, now, out)
+
+    def waiting(self) -> int:
+        """Claims not answered yet: copies waiting for their base to be durable, bases settling."""
+        return sum(map(len, self._copies.values())) + len(self._settling)
+
+    def __len__(self) -> int:
+        return len(self._bases)
+
+
+def _original(base: _Base, rank: tuple[int, int]) -> Original:
+    o = base.claim
+    return Original(o.digest, o.url, o.fetched_at, base.claimer, rank)
+
+
+@dataclass(slots=True)
+class _NearWaiting:
+    claim: NearClaim
+    unsent: set[str]
+    unanswered: set[str]
+    owners: tuple[str, ...]
+    since: float
+    best: Original | None = None
+    none: set[str] = field(default_factory=set)
+    """Owners that answered "none": they recorded the page as a base."""
+    refused: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class NearOutcome:
+    """A held page's near claim decided (rule 11): a copy of ``original``, or (None) stored in full;
+    ``owners`` (those that recorded it as a base, or may have) learn whether it was stored in full.
+    ``marked``: an owner did not answer in time (stored in full, the page is marked as rule 5 marks
+    it)."""
+
+    seq: int
+    original: Original | None
+    owners: tuple[str, ...]
+    marked: bool = False
+    exact: bool = False
+    """An owner refused the claim (a release without near claims): the page's exact claim decides."""
+
+
+class NearQueue:
+    """The claimer's pages waiting for their near claims' answers (rule 11); ``book`` answers the band
+    keys this member owns."""
+
+    def __init__(self, self_id: str, owner_of: Callable[[int], str], book: NearBook, *, wait: float) -> None:
+        self.self_id = self_id
+        self._owner_of = owner_of
+        self._book = book
+        self._wait = wait
+        self._waiting: OrderedDict[int, _NearWaiting] = OrderedDict()
+        self._retry_at: dict[str, float] = {}
+        self._seq = 0
+        self.sent = 0
+        """Near claims sent to other members (one per page and owner)."""
+        self.stray = 0
+        """Answers that named no waiting page or came from a member not asked (rule 6)."""
+        self.unanswered = 0
+        """Pages decided without the answer of an owner (rule 11)."""
+
+    @property
+    def book(self) -> NearBook:
+        """This member's book (rule 10)."""
+        return self._book
+
+    def add(self, digest: bytes, url: str, fetched_at: float, fp: Fingerprint,
+            now: float) -> tuple[int, list[NearOutcome]]:
+        """Hold a page: its seq, and its outcome when this member's own book decided every band at once."""
+        self._seq += 1
+        claim = NearClaim(self._seq, digest, url, fetched_at, fp.index, fp.verify)
+        owners = band_owners(fp.index, self._owner_of)
+        others = {o for o in owners if o != self.self_id}
+        self._waiting[claim.seq] = _NearWaiting(claim, set(others), set(owners), owners, now)
+        if self.self_id not in owners:
+            return claim.seq, []
+        mine = [a for _, a in self._book.decide(self.self_id, [claim], now)]
+        return claim.seq, self.answered(self.self_id, mine)
+
+    def batches(self, now: float) -> dict[str, list[NearClaim]]:
+        """Every near claim not yet sent, by owner, but for owners to retry later (rule 5)."""
+        out: dict[str, list[NearClaim]] = {}
+        for w in self._waiting.values():
+            for owner in [o for o in w.unsent if self._retry_at.get(o, 0.0) <= now]:
+                w.unsent.discard(owner)
+                out.setdefault(owner, []).append(w.claim)
+                self.sent += 1
+        return out
+
+    def answered(self, owner: str, answers: Iterable[NearAnswer]) -> list[NearOutcome]:
+        """The held pages these answers of ``owner`` decide (rule 11)."""
+        out = []
+        for a in answers:
+            w = self._waiting.get(a.seq)
+            if w is None or owner not in w.unanswered:
+                self.stray += 1
+                continue
+            o = a.original
+            if o is None:
+                w.none.add(owner)
+            elif (w.best is None or (o.rank, o.fetched_at, o.url) < (
+                    w.best.rank, w.best.fetched_at, w.best.url)):
+                w.best = o
+            out.extend(self._answered_by(a.seq, w, owner))
+        return out
+
+    def _answered_by(self, seq: int, w: _NearWaiting, owner: str) -> list[NearOutcome]:
+        w.unanswered.discard(owner)
+        w.unsent.discard(owner)
+        if w.unanswered:
+            return []
+        del self._waiting[seq]
+        return [NearOutcome(seq, w.best, _recorders(w), exact=w.refused)]
+
+    def undelivered(self, owner: str, claims: Iterable[NearClaim], now: float) -> None:
+        """A batch did not reach ``owner``: sent again after :data:`RETRY_AFTER` (rule 5)."""
+        self._retry_at[owner] = now + RETRY_AFTER
+        for c in claims:
+            w = self._waiting.get(c.seq)
+            if w is not None and owner in w.unanswered:
+                w.unsent.add(owner)
+
+    def refused(self, owner: str, claims: Iterable[NearClaim]) -> list[NearOutcome]:
+        """``owner`` refused a batch: its answers count as "none" (rule 11)."""
+        out = []
+        for c in claims:
+            w = self._waiting.get(c.seq)
+            if w is not None and owner in w.unanswered:
+                w.refused = True
+                out.extend(self._answered_by(c.seq, w, owner))
+        return out
+
+    def expired(self, now: float) -> list[NearOutcome]:
+        """The held pages that waited ``wait`` seconds, decided by the answers they have (rule 11)."""
+        out = []
+        for seq in _overdue(self._waiting, now, self._wait):
+            w = self._waiting.pop(seq)
+            self.unanswered += 1
+            out.append(NearOutcome(seq, w.best, _recorders(w), marked=True))
+        return out
+
+    def drain(self) -> list[int]:
+        """Every held page's seq, given up: the member stops (its pages are stored in full, marked)."""
+        seqs = list(self._waiting)
+        self._waiting.clear()
+        return seqs
+
+    def pending(self) -> int:
+        """Pages held, sent or not."""
+        return len(self._waiting)
+
+
+def _recorders(w: _NearWaiting) -> tuple[str, ...]:
+    """The owners that recorded the page as a base, or may have (no answer yet)."""
+    return tuple(o for o in w.owners if o in w.none or o in w.unanswered)
+
+
+def near_copy(record: FetchRecord, original: Original) -> FetchRecord:
+    """Rule 11: the record one process writes for a near copy of ``original``, from the record of the
+    page as fetched (its ``content_hash`` its own). An exact copy is the revisit an exact claim writes."""
+    if original.digest == record.content_hash:
+        return replace(record, duplicate_of=original.url, kind="revisit")
+    return replace(record, headers=(*record.headers, (OWN_HASH_HEADER, record.content_hash.hex())),
+                   content_hash=original.digest, duplicate_of=original.url, kind="revisit")

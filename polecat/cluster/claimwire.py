@@ -4,7 +4,16 @@ A claim frame is a hand-off frame (polecat/cluster/batch.py: header, checksum, s
 own magic ``PCCL``, version 1, so one socket carries both (:func:`is_claim_frame`). Its payload is
 msgpack ``[kind, sender, items]``: kind 1, claims, items ``[[seq, digest, url, fetched_at], ...]``; kind 2,
 answers, items ``[[seq, url, fetched_at], ...]`` with ``url`` and ``fetched_at`` nil for "first"; kind 3,
-durable first pages (claims rule 7), items ``[digest, ...]``.
+durable first pages (claims rule 7), items ``[digest, ...]``. Near-duplicate claims (claims rules 9-12)
+travel in kind 4 of the same version, which 0.3.0 members refuse as a frame of unknown kind ("bad"; their
+claimer counts them "none" and goes on to the exact claim, claims rule 11): one frame per peer and
+tick carries every section for that peer, items ``[claims, answers, withdrawn, deposits, deposited]``:
+near claims ``[[seq, digest, url, fetched_at, index, verify], ...]``; their answers ``[[seq, nil], ...]``
+or ``[[seq, [digest, url, fetched_at, holder, bins, bits]], ...]``; withdrawn bases ``[digest, ...]``;
+deposits ``[[seq, url, fetched_at, status, [[name, value], ...], content_hash, size, truncated,
+duplicate_of, body], ...]`` (a near copy's revisit record and its own body, nil for an exact copy);
+deposits answered ``[[seq,
+stored], ...]``.
 Anything that does not decode raises :class:`~polecat.cluster.batch.HandoffError` (:class:`ClaimError`
 for the payload) and changes nothing; a release without claims refuses such a frame as a hand-off batch
 with a bad magic ("bad"), and its sender stores the pages in full (claims rule 5).
@@ -13,15 +22,18 @@ with a bad magic ("bad"), and its sender stores the pages in full (claims rule 5
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import msgpack
 
 from polecat.cluster.batch import HandoffError, Signer, Verifier, frame, unframe
-from polecat.cluster.claims import Answer, Claim
+from polecat.cluster.claims import Answer, Claim, NearAnswer, NearClaim, Original
+from polecat.dedup.minhash import VERIFY_BYTES
+from polecat.store.base import FetchRecord
 
 MAGIC = b"PCCL"
 VERSION = 1
-CLAIMS, ANSWERS, DURABLE = 1, 2, 3
+CLAIMS, ANSWERS, DURABLE, NEAR = 1, 2, 3, 4
 
 
 class ClaimError(HandoffError):
@@ -30,10 +42,17 @@ class ClaimError(HandoffError):
 
 @dataclass(frozen=True, slots=True)
 class ClaimFrame:
+    """A decoded claim frame, or the near sections of one to send (:func:`encode_near`)."""
+
     sender: str
     claims: tuple[Claim, ...] = ()
     answers: tuple[Answer, ...] = ()
     durable: tuple[bytes, ...] = ()
+    near: tuple[NearClaim, ...] = ()
+    near_answers: tuple[NearAnswer, ...] = ()
+    withdrawn: tuple[bytes, ...] = ()
+    deposits: tuple[tuple[int, FetchRecord, bytes | None], ...] = ()
+    deposited: tuple[tuple[int, bool], ...] = ()
 
 
 def is_claim_frame(data: bytes) -> bool:
@@ -52,7 +71,22 @@ def encode_answers(sender: str, answers: list[Answer], sign: Signer | None = Non
 
 
 def encode_durable(sender: str, digests: list[bytes], sign: Signer | None = None) -> bytes:
-    return frame(MAGIC, VERSION, msgpack.packb([DURABLE, sender, digests], use_bin_type=True), sign)
+    return _encode(DURABLE, sender, digests, sign)
+
+
+def _encode(kind: int, sender: str, items: list[Any], sign: Signer | None) -> bytes:
+    return frame(MAGIC, VERSION, msgpack.packb([kind, sender, items], use_bin_type=True), sign)
+
+
+def encode_near(f: ClaimFrame, sign: Signer | None = None) -> bytes:
+    """The near sections of ``f`` (claims, answers, withdrawn, deposits, deposited) as one kind 4 frame."""
+    claims = [[c.seq, c.digest, c.url, c.fetched_at, c.index, c.verify] for c in f.near]
+    answers = [[a.seq, None if (o := a.original) is None else
+                [o.digest, o.url, o.fetched_at, o.holder, *o.rank]] for a in f.near_answers]
+    deposits = [[seq, r.url, r.fetched_at, r.status, [list(h) for h in r.headers], r.content_hash, r.size,
+                 r.truncated, r.duplicate_of, body] for seq, r, body in f.deposits]
+    deposited = [list(a) for a in f.deposited]
+    return _encode(NEAR, f.sender, [claims, answers, list(f.withdrawn), deposits, deposited], sign)
 
 
 def decode(data: bytes, verify: Verifier | None = None) -> ClaimFrame:
@@ -68,12 +102,22 @@ def decode(data: bytes, verify: Verifier | None = None) -> ClaimFrame:
         if kind == ANSWERS:
             return ClaimFrame(sender, answers=tuple(_answer(i) for i in items))
         if kind == DURABLE:
-            if not all(isinstance(d, bytes) and len(d) == 32 for d in items):
-                raise TypeError("durable items are 32-byte digests")
-            return ClaimFrame(sender, durable=tuple(items))
+            return ClaimFrame(sender, durable=_digests(items))
+        if kind == NEAR:
+            claims, answers, withdrawn, deposits, deposited = items
+            return ClaimFrame(sender, near=tuple(map(_near, claims)),
+                              near_answers=tuple(map(_near_answer, answers)), withdrawn=_digests(withdrawn),
+                              deposits=tuple(map(_deposit, deposits)),
+                              deposited=tuple(map(_deposited, deposited)))
     except (ValueError, TypeError, msgpack.UnpackException) as exc:
         raise ClaimError(f"claim payload does not decode: {exc}") from exc
     raise ClaimError(f"claim frame of unknown kind {kind}")
+
+
+def _digests(items: list[object]) -> tuple[bytes, ...]:
+    if not all(isinstance(d, bytes) and len(d) == 32 for d in items):
+        raise TypeError("durable and withdrawn items are 32-byte digests")
+    return tuple(items)  # type: ignore[arg-type]
 
 
 def _claim(item: list[object]) -> Claim:
@@ -93,3 +137,51 @@ def _answer(item: list[object]) -> Answer:
     if not (isinstance(url, str) and isinstance(fetched_at, (int, float))):
         raise TypeError("an answer is [seq, url, time] or [seq, nil, nil]")
     return Answer(seq, (url, float(fetched_at)))
+
+
+def _near(item: list[object]) -> NearClaim:
+    seq, digest, url, fetched_at, index, verify = item
+    if not (isinstance(seq, int) and isinstance(digest, bytes) and len(digest) == 32 and isinstance(url, str)
+            and isinstance(fetched_at, (int, float)) and isinstance(index, int) and 0 <= index < 1 << 64
+            and isinstance(verify, bytes) and len(verify) == VERIFY_BYTES):
+        raise TypeError("a near claim is [seq, 32-byte digest, url, time, 64-bit index, sketch]")
+    return NearClaim(seq, digest, url, float(fetched_at), index, verify)
+
+
+def _near_answer(item: list[object]) -> NearAnswer:
+    seq, original = item
+    if not isinstance(seq, int):
+        raise TypeError("a near answer's seq is an integer")
+    if original is None:
+        return NearAnswer(seq, None)
+    if not isinstance(original, list):
+        raise TypeError("a near answer's original is a list")
+    digest, url, fetched_at, holder, bins, bits = original
+    if not (isinstance(digest, bytes) and len(digest) == 32 and isinstance(url, str)
+            and isinstance(fetched_at, (int, float)) and isinstance(holder, str) and isinstance(bins, int)
+            and isinstance(bits, int)):
+        raise TypeError("a near answer's original is [digest, url, time, holder, bins, bits]")
+    return NearAnswer(seq, Original(digest, url, float(fetched_at), holder, (bins, bits)))
+
+
+def _deposit(item: list[object]) -> tuple[int, FetchRecord, bytes | None]:
+    seq, url, fetched_at, status, headers, digest, size, truncated, duplicate_of, body = item
+    if not (isinstance(seq, int) and isinstance(url, str) and isinstance(fetched_at, (int, float))
+            and isinstance(status, int) and isinstance(headers, list)
+            and all(isinstance(h, list) and len(h) == 2 and all(isinstance(x, str) for x in h)
+                    for h in headers)
+            and isinstance(digest, bytes) and len(digest) == 32 and isinstance(size, int)
+            and isinstance(truncated, bool) and isinstance(duplicate_of, str)
+            and (body is None or isinstance(body, bytes))):
+        raise TypeError("a deposit is [seq, url, time, status, headers, digest, size, truncated, original, "
+                        "body]")
+    record = FetchRecord(url, float(fetched_at), status, tuple((k, v) for k, v in headers), digest, size,
+                         truncated, duplicate_of, "revisit")
+    return seq, record, body
+
+
+def _deposited(item: list[object]) -> tuple[int, bool]:
+    seq, stored = item
+    if not (isinstance(seq, int) and isinstance(stored, bool)):
+        raise TypeError("a deposit's answer is [seq, stored]")
+    return seq, stored

@@ -54,7 +54,8 @@ class NearStats:
     """Stored pages within the index distance whose verification sketch was too far (false candidates)."""
 
 
-def _band_keys(h: int) -> list[bytes]:
+def band_keys(h: int) -> list[bytes]:
+    """The 4 band keys of fingerprint index ``h`` (layout in the module docstring)."""
     return [bytes((band, (h >> (16 * band + 8)) & 0xFF, (h >> (16 * band)) & 0xFF)) for band in range(BANDS)]
 
 
@@ -84,7 +85,7 @@ class NearDupIndex:
         best_rank = (VERIFY_MAX_DISTANCE + 1, 0)
         with txn.cursor(db=self._db) as cursor:
             candidates: dict[int, int] = {}
-            for key in _band_keys(h):
+            for key in band_keys(h):
                 if cursor.set_key(key):
                     for value in cursor.iternext_dup():
                         other = int.from_bytes(value, "big")
@@ -110,7 +111,7 @@ class NearDupIndex:
         if len(fp.verify) != VERIFY_BYTES:
             raise ValueError(f"verification sketch must be {VERIFY_BYTES} bytes, got {len(fp.verify)}")
         index = fp.index.to_bytes(8, "big")
-        out = [Put("near", key, index) for key in _band_keys(fp.index)]
+        out = [Put("near", key, index) for key in band_keys(fp.index)]
         out.append(Put("near", _RECORD + index, fp.verify + payload))
         return out
 

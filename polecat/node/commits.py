@@ -41,7 +41,9 @@ Rules (this module owns them):
    (``near_rebuild_left``: the summary, ``/metrics``); pages fetched meanwhile are checked against what
    is indexed so far (a missed collapse, never a lost page).
 8. After each store flush the pages it made durable that content claims named "first" are reported to
-   their hashes' owners (polecat/cluster/claims.py rule 7), who only then answer the copies of them.
+   their hashes' owners (polecat/cluster/claims.py rule 7), who only then answer the copies of them, and
+   the near copies other members deposited in the store are acknowledged (claims rule 12); a node with
+   deposits to acknowledge commits at once, even when its frontier changed nothing.
 """
 
 from __future__ import annotations
@@ -238,6 +240,8 @@ class Commits:
         :meth:`stop`."""
         self._periodic = True
         self._last_bloom_save = self._clock.wall()
+        if self._link is not None and self._link.claims is not None:  # rule 8: deposits wait for a commit
+            self._link.claims.flush_soon = self._due.set
         return asyncio.create_task(self._run())
 
     async def _run(self) -> None:
@@ -249,7 +253,9 @@ class Commits:
             self._due.clear()
             if not self._periodic:
                 return
-            if not (self._frontier.pending_ops or self._durable or self._rebuilt_unsaved):
+            claims = self._link.claims if self._link is not None else None
+            deposits = claims is not None and claims.flush_wanted()
+            if not (self._frontier.pending_ops or self._durable or self._rebuilt_unsaved or deposits):
                 continue
             if not await self._try_commit_off_loop():
                 return

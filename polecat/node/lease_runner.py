@@ -22,9 +22,10 @@ Rules:
    (the cluster node calls it every 0.1 s): its task is cancelled, its connection closed, and its lease
    withdrawn with the host waiting one interval from the abort (the request may have reached the
    server); nothing else about it is recorded, and its URL stays queued for the host's owner.
-8. A page the pipeline holds for its content claim's answer (polecat/cluster/claimlink.py) is completed
-   once it is stored (at most ``cluster.claim_wait`` later): the frontier never records as done a page
-   whose store record is not written, and a page held when the node dies is fetched again.
+8. A page the pipeline holds for its content claims' answers (polecat/cluster/claimlink.py) is completed
+   once it is stored (at most ``cluster.claim_wait`` later per step: its near claim or exact claim, then
+   a near copy's deposit): the frontier never records as done a page whose store record is not written,
+   and a page held when the node dies is fetched again.
 """
 
 from __future__ import annotations

@@ -46,9 +46,10 @@ log = logging.getLogger("polecat")
 Stager = Callable[[Admission, int, float, int], None]
 """``(admission, depth, importance, hops)``: stages an admission's URLs for other owners (the cluster
 link's :meth:`~polecat.cluster.link.ClusterLink.stage`)."""
-Claimer = Callable[[FetchRecord, bytes], "asyncio.Future[None]"]
-"""Takes a page this store does not hold, to store it once its content claim is answered: in full, or
-as a revisit of the copy another member stored first (polecat/cluster/claimlink.py); the future is done
+Claimer = Callable[[FetchRecord, bytes, Fingerprint | None], "asyncio.Future[None]"]
+"""Takes a page this store does not hold, to store it once its content claims are answered: in full, or
+as a revisit of the copy another member stored first (polecat/cluster/claimlink.py); with a fingerprint
+(a page with text whose near-duplicates are not kept in full), of a near copy too. The future is done
 once it is stored."""
 
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
@@ -218,8 +219,9 @@ class PagePipeline:
             self._store_record(lease.url, resp, started, None, skipped="type")
             return digest, None
         duplicate_of = None
+        fp: Fingerprint | None = None
         if text and not self._store.has(digest):
-            duplicate_of = self._near_duplicate(lease.url, digest, text)
+            duplicate_of, fp = self._near_duplicate(lease.url, digest, text)
         elif text:
             # The body may have outlived its fingerprint (a crash after the store flush, before the
             # frontier commit that holds the index): keep every stored page findable.
@@ -241,7 +243,8 @@ class PagePipeline:
             return orig_hash, orig_url
         if self._claim is not None and not self._store.has(digest):
             self._held[lease.url] = self._claim(FetchRecord(
-                lease.url, started, resp.status, resp.headers, digest, len(body), resp.truncated), body)
+                lease.url, started, resp.status, resp.headers, digest, len(body), resp.truncated), body,
+                fp if keep != "full" else None)
         else:
             self._store_record(lease.url, resp, started, body, digest=digest)
         if 200 <= resp.status < 300:
@@ -414,8 +417,10 @@ class PagePipeline:
             self._db.applied(self._frontier.add(probe, 0, PROBE_IMPORTANCE, now))
             self._wake()
 
-    def _near_duplicate(self, url: str, digest: bytes, text: str) -> tuple[bytes, str] | None:
-        """(hash, URL) of a stored page within the fingerprint distance, or None after indexing this one.
+    def _near_duplicate(self, url: str, digest: bytes,
+                        text: str) -> tuple[tuple[bytes, str] | None, Fingerprint]:
+        """(hash, URL) of a stored page within the fingerprint distance, or None after indexing this one;
+        and the page's fingerprint (for its near claim, polecat/cluster/claims.py rule 9).
 
         A match whose body the store does not hold is no match. The index entries of the pages handled
         while a store flush runs are committed with the frontier right after it, but their bodies wait
@@ -428,11 +433,11 @@ class PagePipeline:
         if match is not None:
             if self._store.has(match[:32]):
                 self.near_dups += 1
-                return match[:32], match[32:].decode()
+                return (match[:32], match[32:].decode()), fp
             if self._claim is None:  # with claims, the match may be a copy another member stored
                 self._errors["near_dup_unstored"] += 1
         self._index(url, digest, fp)
-        return None
+        return None, fp
 
     def reindex(self, records: Iterable[FetchRecord]) -> int:
         """Index again the stored pages among ``records`` whose near-duplicate index entries a crash lost

@@ -190,7 +190,8 @@ class ClusterNode:
         self.receiver = HandoffReceiver(self._sink, capacity=cc.inbox_urls, verify=self._verify)
         self.claims = ContentClaims(self.me.id, self._content_owner, self.transport, {},
                                     capacity=cc.claim_pages, wait=cc.claim_wait, book_capacity=cc.claim_book,
-                                    sign=self._sign, verify=self._verify, clock=clock) \
+                                    sign=self._sign, verify=self._verify, near=cfg.dedup.near_duplicates,
+                                    near_distance=cfg.dedup.minhash_distance, clock=clock) \
             if cc.content_claims else None
         """Rule 9."""
         self._fresh = not (cfg.data_dir / "frontier").exists()

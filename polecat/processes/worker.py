@@ -122,7 +122,8 @@ async def run_worker(spec: WorkerSpec) -> int:
     cl = cfg.cluster
     if cl.content_claims:
         link.claims = ContentClaims(spec.self_id, link.ring.owner, transport, address,
-                                    capacity=cl.claim_pages, wait=cl.claim_wait, book_capacity=cl.claim_book)
+                                    capacity=cl.claim_pages, wait=cl.claim_wait, book_capacity=cl.claim_book,
+                                    near=cfg.dedup.near_duplicates, near_distance=cfg.dedup.minhash_distance)
     bound = StopBound(cfg.fetch.stop_grace + STOP_BOUND)
     # Listening before the data is open: a sibling that opened sooner gets its claims answered rather
     # than storing its first pages in full (polecat/cluster/claims.py rule 5).

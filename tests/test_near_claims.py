@@ -1,0 +1,519 @@
+"""Near-duplicate claims across the members of a crawl (issue 35; polecat/cluster/claims.py rules 9-12):
+band keys claimed from their owners, answered in arrival order among earlier fetches, a near copy
+deposited in the store that holds its original; and a ``--workers 2`` crawl of a web of near mirrors
+that stores each near copy as one process does, every page replayed."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import subprocess
+import sys
+from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from polecat.cluster.batch import HandoffError
+from polecat.cluster.claimlink import CLAIM_HEADER, ContentClaims
+from polecat.cluster.claims import (
+    UNANSWERED,
+    NearAnswer,
+    NearBook,
+    NearClaim,
+    NearOutcome,
+    NearQueue,
+    Original,
+    band_owners,
+    band_slice,
+    near_copy,
+)
+from polecat.cluster.claimwire import ClaimFrame, decode, encode_claims, encode_near
+from polecat.cluster.layout import collection_dirs
+from polecat.cluster.ring import Ring
+from polecat.config import StoreConfig
+from polecat.dedup.minhash import Fingerprint, fingerprint
+from polecat.dedup.nearindex import band_keys
+from polecat.frontier.slices import SLICES
+from polecat.store.base import OWN_HASH_HEADER, FetchRecord, content_hash
+from polecat.store.segstore import SegmentStore
+from polecat.testing.cluster import LoopbackTransport
+from polecat.testing.fakes import MemoryPageStore
+from polecat.testing.pywb import get, pywb_serving, stamp_now
+from polecat.testing.sitegen import SiteSpec
+from tests.conftest import TestWebFactory
+from tests.pywb_helpers import NEEDS_PYWB, pywb_bin
+from tests.replay_helpers import replay
+from tests.test_crawl_restart import crawl_cmd
+
+T0 = 1_790_000_000.0
+WORDS = [f"w{i}" for i in range(3000)]
+
+
+def text(seed: int, edit: int = 0) -> str:
+    """A 400-word page; ``edit`` > 0 changes one word of it (a near copy of ``text(seed)``)."""
+    words = random.Random(seed).choices(WORDS, k=400)
+    if edit:
+        words[edit % 400] = f"edited{edit}"
+    return " ".join(words)
+
+
+def claim(seq: int, page: str, url: str, t: float) -> NearClaim:
+    fp = fingerprint(page)
+    return NearClaim(seq, content_hash(page.encode()), url, t, fp.index, fp.verify)
+
+
+# --- the policy (sans-IO) -----------------------------------------------------------------------------
+
+def test_band_keys_are_spread_over_the_slices_like_content_hashes() -> None:
+    slices = Counter(band_slice(bytes((b, v >> 8, v & 0xFF))) for b in range(4) for v in range(0, 65536, 7))
+    assert len(slices) == SLICES and max(slices.values()) < 3 * len(slices.keys()) and all(
+        0 <= s < SLICES for s in slices)
+    fp = fingerprint(text(1))
+    owners = band_owners(fp.index, Ring(("a", "b", "c")).owner)
+    assert set(owners) <= {"a", "b", "c"} and len(owners) == len(set(owners))
+    assert {Ring(("a", "b", "c")).owner(band_slice(k)) for k in band_keys(fp.index)} == set(owners)
+
+
+def test_a_near_copy_waits_for_its_base_to_be_durable_and_names_its_holder() -> None:
+    book = NearBook(capacity=100, hold=0.5, max_distance=4)
+    base, copy, other = claim(1, text(1), "http://a/x", T0), claim(2, text(1, 7), "http://b/x", T0 + 1), \
+        claim(3, text(2), "http://c/y", T0 + 2)
+    assert book.decide("w0", [base], T0) == [("w0", _none(1))]
+    assert book.decide("w1", [copy, other], T0) == [("w1", _none(3))]  # the copy waits, the other page is new
+    assert book.waiting() == 1
+    assert book.durable("w1", [base.digest]) == []  # only the base's own claimer reports it
+    (who, answer), = book.durable("w0", [base.digest])
+    assert who == "w1" and answer.seq == 2 and answer.original is not None
+    o = answer.original
+    assert (o.digest, o.url, o.fetched_at, o.holder) == (base.digest, base.url, T0, "w0")
+    assert o.rank[0] <= 80 and o.rank[1] <= 4
+    late = claim(4, text(1, 9), "http://d/x", T0 + 3)  # the base is durable: answered at once
+    (_, answer), = book.decide("w1", [late], T0)
+    assert answer.original is not None and answer.original.url == base.url and book.copies == 2
+
+
+def test_with_deposits_a_copy_is_answered_at_once_and_without_it_waits_for_its_base() -> None:
+    base, near, exact = claim(1, text(1), "http://a/x", T0), claim(2, text(1, 7), "http://b/x", T0 + 1), \
+        claim(3, text(1), "http://c/x", T0 + 2)
+    early = NearBook(capacity=100, hold=0.5, max_distance=4, early=True)
+    early.decide("w0", [base], T0)
+    answers = early.decide("w1", [near, exact], T0)  # their deposits wait for the base, at its holder
+    assert [(who, a.seq, a.original.holder if a.original else None) for who, a in answers] == [
+        ("w1", 2, "w0"), ("w1", 3, "w0")] and early.waiting() == 0
+    late = NearBook(capacity=100, hold=0.5, max_distance=4)  # "drop": the copy's revisit is written here
+    late.decide("w0", [base], T0)
+    assert late.decide("w1", [near, exact], T0) == [] and late.waiting() == 2
+
+
+def test_only_an_earlier_fetch_is_an_original_and_a_refetch_is_not_its_own_copy() -> None:
+    book = NearBook(capacity=100, hold=0.5, max_distance=4)
+    later, earlier = claim(1, text(1, 3), "http://b/x", T0 + 5), claim(2, text(1), "http://a/x", T0)
+    # Arrived first but fetched later: the earlier page is not its copy (it is a base in its own right).
+    assert book.decide("w1", [later], T0) == [("w1", _none(1))]
+    assert book.decide("w0", [earlier], T0) == [("w0", _none(2))]
+    again = claim(3, text(1, 5), "http://b/x", T0 + 9)  # its URL fetched again, a word changed
+    book.durable("w1", [later.digest])
+    assert book.decide("w1", [again], T0) == []  # its own URL fetched again: a copy of the other page only
+    (_, answer), = book.durable("w0", [earlier.digest])
+    assert answer.original is not None and answer.original.url == "http://a/x"
+
+
+def test_a_base_settles_before_its_none_and_an_earlier_copy_arriving_meanwhile_takes_its_place() -> None:
+    book = NearBook(capacity=100, hold=0.5, max_distance=4, settle=0.05)
+    later, earlier = claim(1, text(1, 3), "http://b/x", T0 + 0.01), claim(2, text(1), "http://a/x", T0)
+    assert book.decide("w1", [later], T0) == []  # decided at once by its own member's book: settling
+    assert book.decide("w0", [earlier], T0 + 0.02) == []  # fetched first: the later page is its copy now
+    assert book.settled(T0 + 0.05) == [] and book.settled(T0 + 0.08) == [("w0", _none(2))]
+    assert len(book) == 1 and book.waiting() == 1
+    (who, answer), = book.durable("w0", [earlier.digest])
+    assert who == "w1" and answer.seq == 1 and answer.original == Original(
+        earlier.digest, earlier.url, T0, "w0", answer.original.rank if answer.original else (0, 0))
+
+
+def test_a_withdrawn_or_silent_base_hands_its_copies_on() -> None:
+    book = NearBook(capacity=100, hold=0.5, max_distance=4)
+    base, copy = claim(1, text(1), "http://a/x", T0), claim(2, text(1, 7), "http://b/x", T0 + 1)
+    book.decide("w0", [base], T0)
+    assert book.decide("w1", [copy], T0) == []
+    # The base was an exact copy of a page elsewhere (not stored in full): the copy becomes a base.
+    assert book.withdrawn("w0", [base.digest], T0 + 0.1) == [("w1", _none(2))]
+    assert len(book) == 1 and book.waiting() == 0
+    third = claim(3, text(1, 11), "http://c/x", T0 + 2)
+    assert book.decide("w2", [third], T0 + 0.2) == []  # waits on the copy, now the base
+    assert book.expired(T0 + 0.5) == []
+    assert book.expired(T0 + 0.7) == [("w2", _none(3))]  # its claimer never reported it: dropped
+    assert len(book) == 1
+
+
+def test_a_full_book_forgets_its_oldest_base() -> None:
+    book = NearBook(capacity=2, hold=0.5, max_distance=4)
+    for i in range(3):
+        book.decide("w0", [claim(i + 1, text(i), f"http://a/{i}", T0 + i)], T0)
+        book.durable("w0", [content_hash(text(i).encode())])
+    assert len(book) == 2
+    (_, forgotten), = book.decide("w1", [claim(9, text(0, 5), "http://b/0", T0 + 9)], T0)
+    (_, kept), = book.decide("w1", [claim(10, text(2, 5), "http://b/2", T0 + 9)], T0)
+    assert forgotten.original is None and kept.original is not None
+
+
+def _none(seq: int) -> NearAnswer:
+    return NearAnswer(seq, None)
+
+
+def test_the_queue_waits_for_every_owner_and_takes_the_closest_answer() -> None:
+    fp = fingerprint(text(1, 5))
+    ring = Ring(("w0", "w1", "w2"))
+    mine = band_owners(fp.index, ring.owner)
+    q = NearQueue("me", ring.owner, NearBook(10, 0.5, 4), wait=1.0)
+    seq, decided = q.add(content_hash(b"x"), "http://a/x", T0, fp, T0)
+    assert decided == [] and q.pending() == 1
+    batches = q.batches(T0)
+    assert set(batches) == set(mine) and all(len(b) == 1 for b in batches.values())
+    assert q.batches(T0) == {}  # sent once
+    far = Original(b"f" * 32, "http://far/", T0 - 5, "w1", (40, 3))
+    close = Original(b"c" * 32, "http://close/", T0 - 1, "w2", (10, 1))
+    answers = [NearAnswer(seq, far), NearAnswer(seq, close), NearAnswer(seq, None)]
+    out: list[NearOutcome] = []
+    for owner, answer in zip(mine, answers, strict=False):
+        assert out == []
+        out = q.answered(owner, [answer])
+    assert q.answered(mine[0], [NearAnswer(seq, None)]) == [] and q.stray == 1  # answered already
+    (outcome,) = out
+    best = min((a.original for a in answers[:len(mine)] if a.original is not None), key=lambda o: o.rank,
+               default=None)
+    assert outcome.original == best and not outcome.marked
+    assert outcome.owners == tuple(o for o, a in zip(mine, answers, strict=False) if a.original is None)
+
+
+def test_an_owner_that_refuses_counts_none_and_a_silent_one_is_waited_for_at_most_wait() -> None:
+    ring = Ring(("w0", "w1", "w2", "w3"))
+    fp = next(f for f in map(fingerprint, map(text, range(50))) if len(band_owners(f.index, ring.owner)) > 1)
+    owners = band_owners(fp.index, ring.owner)
+    q = NearQueue("me", ring.owner, NearBook(10, 0.5, 4), wait=1.0)
+    seq, _ = q.add(content_hash(b"x"), "http://a/x", T0, fp, T0)
+    batches = q.batches(T0)
+    q.undelivered(owners[0], batches[owners[0]], T0)
+    assert q.batches(T0) == {} and set(q.batches(T0 + 0.1)) == {owners[0]}  # sent again after RETRY_AFTER
+    assert q.refused(owners[0], batches[owners[0]]) == []
+    assert q.expired(T0 + 0.9) == []
+    (outcome,) = q.expired(T0 + 1.0)
+    assert outcome == NearOutcome(seq, None, owners[1:], marked=True) and q.unanswered == 1
+
+
+def test_the_claimers_own_bands_are_decided_without_a_message() -> None:
+    fp = fingerprint(text(3))
+    q = NearQueue("solo", Ring(("solo",)).owner, NearBook(10, 0.5, 4), wait=1.0)
+    seq, decided = q.add(content_hash(b"x"), "http://a/x", T0, fp, T0)
+    assert decided == [NearOutcome(seq, None, ("solo",))] and q.batches(T0) == {} and q.pending() == 0
+
+
+def test_a_near_copy_is_the_record_one_process_writes() -> None:
+    body = b"<p>mine</p>"
+    rec = FetchRecord.for_body("http://b/x", body, fetched_at=T0, headers=(("Content-Type", "text/html"),))
+    orig = Original(b"o" * 32, "http://a/x", T0 - 1, "w0", (3, 1))
+    copy = near_copy(rec, orig)
+    assert copy.kind == "revisit" and copy.content_hash == orig.digest and copy.duplicate_of == orig.url
+    assert copy.own_hash == rec.content_hash and (OWN_HASH_HEADER, rec.content_hash.hex()) in copy.headers
+    exact = near_copy(rec, Original(rec.content_hash, "http://a/x", T0 - 1, "w0", (0, 0)))
+    assert exact.kind == "revisit" and OWN_HASH_HEADER not in dict(exact.headers)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.randoms(use_true_random=False), st.integers(2, 4))
+def test_members_in_any_delivery_order_never_make_a_copy_of_a_page_not_stored_in_full(
+        rnd: random.Random, n: int) -> None:
+    """Members claim near copies of a few pages (each fetched by a random member at a random time) and
+    every frame is delivered in a random order: each page ends decided once, stored in full or as a copy
+    of a page stored in full and fetched before it (never of another copy), and nothing is left waiting."""
+    members = [f"m{i}" for i in range(n)]
+    ring = Ring(tuple(members))
+    queues = {m: NearQueue(m, ring.owner, NearBook(1000, 5.0, 4), wait=5.0) for m in members}
+    pages = [(rnd.choice(members), text(src, edit), f"http://h{k}/{src}", T0 + rnd.random())
+             for k, (src, edit) in enumerate((s, e) for s in range(3) for e in (0, 3, 8))]
+    seq_of: dict[tuple[str, int], int] = {}
+    full: dict[int, float] = {}  # page -> when its base was reported durable
+    copies: dict[int, int] = {}
+    mail: list[tuple[str, str, object]] = []  # (to, from, frame)
+    clock = [0.0]
+
+    def outcome(member: str, outs: list[NearOutcome]) -> None:
+        for o in outs:
+            k = next(k for (m, s), k in seq_of.items() if m == member and s == o.seq)
+            if o.original is None:
+                full[k] = clock[0]
+                for owner in o.owners:  # stored and flushed: reported durable (rule 7)
+                    mail.append((owner, member, ("durable", pages[k][1])))
+            else:
+                copies[k] = next(j for j, p in enumerate(pages) if p[2] == o.original.url)
+                for owner in o.owners:
+                    mail.append((owner, member, ("withdrawn", pages[k][1])))
+
+    def route(owner: str, routed: list[tuple[str, object]]) -> None:
+        for who, answer in routed:
+            mail.append((who, owner, ("answer", answer)))
+
+    order = list(range(len(pages)))
+    rnd.shuffle(order)
+    for k in order:
+        member, page, url, t = pages[k]
+        seq, outs = queues[member].add(content_hash(page.encode()), url, t, fingerprint(page), clock[0])
+        seq_of[(member, seq)] = k
+        outcome(member, outs)
+        for owner, claims in queues[member].batches(clock[0]).items():
+            mail.append((owner, member, ("claims", claims)))
+    while mail:
+        clock[0] += 0.01
+        to, sender, (kind, item) = mail.pop(rnd.randrange(len(mail)))  # type: ignore[misc]
+        q = queues[to]
+        if kind == "claims":
+            route(to, q.book.decide(sender, item, clock[0]))  # type: ignore[arg-type]
+        elif kind == "answer":
+            outcome(to, q.answered(sender, [item]))  # type: ignore[list-item]
+        elif kind == "durable":
+            route(to, q.book.durable(sender, [content_hash(item.encode())]))  # type: ignore[attr-defined]
+        else:
+            route(to, q.book.withdrawn(sender, [content_hash(item.encode())], clock[0]))  # type: ignore[attr-defined]
+    assert set(full) | set(copies) == set(range(len(pages))) and not set(full) & set(copies)
+    for k, original in copies.items():
+        assert original in full  # a copy of a page stored in full, never of another copy
+        assert (pages[original][3], pages[original][2]) < (pages[k][3], pages[k][2])  # fetched before it
+    assert all(q.pending() == 0 and q.book.waiting() == 0 for q in queues.values())
+
+
+def test_frames_of_near_claims_round_trip_and_old_kinds_are_unchanged() -> None:
+    c = claim(5, text(1), "http://a/x", T0)
+    answers = (NearAnswer(1, None), NearAnswer(2, Original(b"d" * 32, "http://a/", T0, "w0", (12, 2))))
+    rec = near_copy(FetchRecord.for_body("http://b/", b"body", fetched_at=T0), Original(
+        b"o" * 32, "http://a/", T0, "w0", (1, 1)))
+    sent = ClaimFrame("w1", near=(c,), near_answers=answers, withdrawn=(b"d" * 32,),
+                      deposits=((3, rec, b"body"),), deposited=((3, True), (4, False)))
+    assert decode(encode_near(sent)) == sent  # every section for one peer in one frame
+    assert decode(encode_near(ClaimFrame("w1", near=(c,)))) == ClaimFrame("w1", near=(c,))
+    for bad in (encode_near(sent)[:-3], encode_near(ClaimFrame("w1", near=(replace(c, verify=b"short"),)))):
+        with pytest.raises(HandoffError):
+            decode(bad)
+    # 0.3.0's kinds are still version 1 frames, read as before.
+    old = encode_claims("w1", [])
+    assert old[4:6] == encode_near(ClaimFrame("w1"))[4:6] and decode(old).claims == ()
+
+
+# --- the runner, members in one process -----------------------------------------------------------
+
+def _member(self_id: str, members: tuple[str, ...], transport: LoopbackTransport, store: MemoryPageStore, *,
+            wait: float = 2.0, near: str = "delta") -> ContentClaims:
+    claims = ContentClaims(self_id, Ring(members).owner, transport, {m: f"mem:{m}" for m in members},
+                           capacity=100, wait=wait, book_capacity=1000, near=near)
+    claims.bind(store)
+    transport.receivers[f"mem:{self_id}"] = claims
+    return claims
+
+
+def _page(url: str, page: str, t: float) -> tuple[FetchRecord, bytes, Fingerprint]:
+    body = f"<html><body><p>{page}</p></body></html>".encode()
+    return (FetchRecord.for_body(url, body, fetched_at=t, headers=(("Content-Type", "text/html"),)), body,
+            fingerprint(page))
+
+
+async def _commits(members: list[ContentClaims]) -> None:
+    while True:  # each member's store flushes, as its node's commits make them
+        await asyncio.sleep(0.05)
+        for m in members:
+            m.after_flush(m.before_flush())
+
+
+async def _stop(tasks: list[asyncio.Task[None]], members: list[ContentClaims]) -> None:
+    for task in tasks:
+        task.cancel()
+    for m in members:
+        await m.close()
+
+
+def test_near_copies_fetched_by_two_members_are_deposited_where_their_originals_are() -> None:
+    members = ("w0", "w1")
+
+    async def go() -> tuple[MemoryPageStore, MemoryPageStore, list[ContentClaims]]:
+        transport = LoopbackTransport()
+        stores = MemoryPageStore(), MemoryPageStore()
+        claims = [_member(m, members, transport, s) for m, s in zip(members, stores, strict=True)]
+        runs = [asyncio.create_task(m.run()) for m in claims]
+        committing = asyncio.create_task(_commits(claims))
+        # w0 fetches the originals, w1 a near copy of each (some exact) once their claims are on their
+        # way (two pages claimed in the same instant at two members may both be stored in full: claims
+        # rule 10)
+        held = [claims[0].claim(*_page(f"http://a.test/{i}", text(i), T0 + i)) for i in range(20)]
+        await asyncio.sleep(0.01)
+        for i in range(20):
+            held.append(claims[1].claim(*_page(f"http://b.test/{i}", text(i, 4 * (i >= 5)), T0 + i + 0.5)))
+        async with asyncio.timeout(20):
+            await asyncio.gather(*held)
+        await _stop([committing, *runs], claims)
+        return *stores, claims
+
+    a, b, claims = asyncio.run(go())
+    assert sum(m.stats().near_copies for m in claims) == 20
+    assert all(m.stats().unanswered == 0 and m.stats().deposits_refused == 0 for m in claims)
+    assert len(a.bodies) == 20 and not b.bodies and not b.log  # the copies live beside their originals
+    revisits = [r for r in a.log if r.kind == "revisit"]
+    assert len(revisits) == 20
+    for r in revisits:
+        assert r.url.startswith("http://b.test/") and r.duplicate_of == r.url.replace("b.test", "a.test")
+        exact = int(r.url.rsplit("/", 1)[1]) < 5  # a revisit alone, as one process writes an exact copy
+        assert (r.own_hash == r.content_hash) == exact and r.content_hash in a.bodies
+
+
+def test_a_near_copy_of_a_page_still_held_here_is_stored_against_it_once_that_one_is() -> None:
+    async def go() -> tuple[MemoryPageStore, ContentClaims]:
+        transport = LoopbackTransport()
+        store = MemoryPageStore()
+        solo = _member("w0", ("w0",), transport, store)
+        run = asyncio.create_task(solo.run())
+        async with asyncio.timeout(10):  # the copy is answered while its base still settles
+            await asyncio.gather(solo.claim(*_page("http://a.test/1", text(1), T0)),
+                                 solo.claim(*_page("http://b.test/1", text(1, 4), T0 + 1)))
+        await _stop([run], [solo])
+        return store, solo
+
+    store, solo = asyncio.run(go())
+    assert [(r.url, r.kind) for r in store.log] == [("http://a.test/1", "response"),
+                                                    ("http://b.test/1", "revisit")]
+    assert store.log[1].own_hash != store.log[1].content_hash and solo.stats().near_copies == 1
+
+
+def test_an_unreachable_band_owner_never_blocks_the_page_it_is_stored_in_full_and_marked() -> None:
+    members = ("w0", "w1")
+    ring = Ring(members)
+
+    async def go() -> tuple[MemoryPageStore, ContentClaims]:
+        transport = LoopbackTransport()
+        store = MemoryPageStore()
+        me = _member("w0", members, transport, store, wait=0.3)
+        transport.down.add("mem:w1")  # w1 is dead
+        run = asyncio.create_task(me.run())
+        committing = asyncio.create_task(_commits([me]))
+        pages = [_page(f"http://a.test/{i}", text(i), T0 + i) for i in range(40)]
+        theirs = [p for p in pages if band_owners(p[2].index, ring.owner) == ("w1",)][:3]
+        assert theirs
+        async with asyncio.timeout(10):  # bounded by the claim waits, not by the owner
+            await asyncio.gather(*(me.claim(*p) for p in theirs))
+        await _stop([committing, run], [me])
+        return store, me
+
+    store, me = asyncio.run(go())
+    # The near claim gave up: each page went on to its exact claim and was stored in full, marked.
+    assert len(store.bodies) == len(store.log) == 3 and me.stats().unanswered >= 3
+    assert all(r.kind == "response" and r.header(CLAIM_HEADER.lower()) == UNANSWERED for r in store.log)
+
+
+def test_a_deposit_the_holder_cannot_store_is_stored_in_full_by_its_claimer() -> None:
+    members = ("w0", "w1")
+
+    async def go() -> tuple[MemoryPageStore, MemoryPageStore, ContentClaims]:
+        transport = LoopbackTransport()
+        stores = MemoryPageStore(), MemoryPageStore()
+        claims = [_member(m, members, transport, s) for m, s in zip(members, stores, strict=True)]
+        runs = [asyncio.create_task(m.run()) for m in claims]
+        committing = asyncio.create_task(_commits(claims))
+        first = claims[0].claim(*_page("http://a.test/1", text(1), T0))
+        async with asyncio.timeout(10):
+            await first
+            await asyncio.sleep(0.2)  # reported durable
+            stores[0].bodies.clear()  # the base went (a repair dropped it)
+            await claims[1].claim(*_page("http://b.test/1", text(1, 4), T0 + 1))
+        await _stop([committing, *runs], claims)
+        return *stores, claims[1]
+
+    _, b, claimer = asyncio.run(go())
+    assert claimer.stats().deposits_refused == 1 and len(b.bodies) == 1
+    assert [r.kind for r in b.log] == ["response"] and b.log[0].header(CLAIM_HEADER.lower()) is None
+
+
+# --- a real crawl -------------------------------------------------------------------------------------
+
+def _export(data: Path, out: Path) -> dict[str, bytes]:
+    export = subprocess.run([sys.executable, "-m", "polecat", "store", "export", str(data), "--warc",
+                             str(out)], capture_output=True, text=True, timeout=120)
+    assert export.returncode == 0, export.stderr
+    return {u: b for u, b in replay(out).items() if not u.endswith("/robots.txt")}
+
+
+def _kept(data: Path) -> dict[str, str]:
+    """Each page's URL -> how its one record keeps it: in full, as a near copy (a revisit with its own body
+    as a delta), as a revisit."""
+    kept: dict[str, str] = {}
+    for node in collection_dirs([data]):
+        with SegmentStore.open(node / "store", StoreConfig(), read_only=True) as store:
+            for r in store.records():
+                if not r.url.endswith("/robots.txt"):
+                    assert r.url not in kept, f"{r.url} stored twice"
+                    kept[r.url] = "full" if r.kind == "response" else "near" if r.own_hash != r.content_hash \
+                        else "revisit"
+    return kept
+
+
+def test_two_workers_store_near_mirrors_as_one_process_does(test_web: TestWebFactory, tmp_path: Path) -> None:
+    spec = SiteSpec(hosts=6, pages_per_host=20, seed=7, mirror_hosts=3, mirror_near_ratio=1.0)
+    web = test_web(spec)
+    figures = {}
+    replayed = {}
+    for name, extra in (("one", ()), ("two", ("--workers", "2"))):
+        data = tmp_path / name
+        run = subprocess.run(crawl_cmd(web, data, 100.0, *extra), capture_output=True, text=True, timeout=300)
+        assert run.returncode == 0, run.stderr
+        figures[name] = _kept(data)
+        replayed[name] = _export(data, tmp_path / f"{name}.warc.gz")
+    fetched = {r.url for r in web.log if r.status == 200 and not r.url.endswith("/robots.txt")}
+    for name in ("one", "two"):
+        assert set(replayed[name]) == fetched  # every page replayed with its own bytes
+    assert replayed["one"] == replayed["two"]
+    # The near mirrors are revisits with their own bytes as deltas, whichever worker fetched them.
+    kinds = {name: Counter(kept.values()) for name, kept in figures.items()}
+    assert kinds["two"] == kinds["one"] and kinds["one"]["near"] >= 20, kinds
+
+
+@NEEDS_PYWB
+def test_a_two_worker_crawl_of_near_mirrors_replays_in_pywb(test_web: TestWebFactory, tmp_path: Path) -> None:
+    web = test_web(SiteSpec(hosts=4, pages_per_host=15, seed=8, mirror_hosts=2, mirror_near_ratio=1.0))
+    data = tmp_path / "data"
+    run = subprocess.run(crawl_cmd(web, data, 100.0, "--workers", "2"), capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert Counter(_kept(data).values())["near"] >= 10
+    warc = tmp_path / "all.warc.gz"
+    pages = _export(data, warc)
+    with pywb_serving(pywb_bin(), warc, tmp_path / "pywb") as base:
+        stamp = stamp_now()
+        wrong = [u for u, body in pages.items() if get(f"{base}{stamp}id_/{u}") != body]
+    assert wrong == [], f"{len(wrong)} of {len(pages)} pages replay other bytes: {wrong[:3]}"
+
+
+def test_a_member_that_takes_no_near_claims_leaves_the_page_to_its_exact_claim() -> None:
+    """A member of a release without near claims (here: one with them off) answers a near frame "bad":
+    its peer counts that "none" and claims the exact hash, so an exact copy is still a revisit."""
+    members = ("w0", "w1")
+    ring = Ring(members)
+
+    async def go() -> tuple[MemoryPageStore, MemoryPageStore, ContentClaims]:
+        transport = LoopbackTransport()
+        stores = MemoryPageStore(), MemoryPageStore()
+        new = _member("w0", members, transport, stores[0])
+        old = _member("w1", members, transport, stores[1], near="full")
+        runs = [asyncio.create_task(m.run()) for m in (new, old)]
+        committing = asyncio.create_task(_commits([new, old]))
+        pages = [_page(f"http://a.test/{i}", text(i), T0 + i) for i in range(40)]
+        page = next(p for p in pages if "w1" in band_owners(p[2].index, ring.owner))
+        record, body, fp = page
+        async with asyncio.timeout(10):
+            await old.claim(record, body)  # the old member stored it first (it claims exact hashes only)
+            await asyncio.sleep(0.2)
+            await new.claim(replace(record, url="http://b.test/copy", fetched_at=T0 + 99), body, fp)
+        await _stop([committing, *runs], [new, old])
+        return *stores, new
+
+    a, b, new = asyncio.run(go())
+    assert len(b.bodies) == 1 and not a.bodies
+    (copy,) = a.log
+    assert copy.kind == "revisit" and copy.duplicate_of is not None and new.stats().copies == 1
