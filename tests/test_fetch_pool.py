@@ -404,36 +404,3 @@ async def test_the_fetcher_raises_a_withheld_request_as_such_not_as_a_fetch_fail
                 await fetcher.fetch_robots(url + "robots.txt", gate=lambda: False)
             assert (await fetcher.fetch(url, gate=lambda: True)).status == 200
         assert len(server.heads) == 1
-
-
-async def test_rule_10_a_reconnect_resumes_the_hosts_tls_session() -> None:
-    """Each response closes its connection (``Connection: close``): every request after the first one
-    offers the session of the connection before, and the server resumes it."""
-    trustme = pytest.importorskip("trustme")
-    ca = trustme.CA()
-    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert("127.0.0.1").configure_cert(server_ctx)
-    client_ctx = pool_module.ResumingContext(ssl.PROTOCOL_TLS_CLIENT)
-    ca.configure_trust(client_ctx)
-
-    async def close_after(conn: int, request: int, reader: Reader, writer: Writer) -> bool:
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
-        await writer.drain()
-        return False
-
-    server = RawServer(close_after)
-    tls_server = await asyncio.start_server(server._serve, "127.0.0.1", 0, ssl=server_ctx)
-    port = tls_server.sockets[0].getsockname()[1]
-    resolver = CachingResolver(DnsConfig(allow_private=True))
-    pool = ConnectionPool(resolver, limit=0, limit_per_host=0, connect_timeout=5.0, tls=lambda: client_ctx)
-    async with tls_server:
-        for _ in range(3):
-            assert await get(pool, ("https", "127.0.0.1", port)) == b"ok"
-        pool.close()
-        for _ in range(100):  # the handlers see their clients go (bounded) before the server stops
-            if not server.open:
-                break
-            await asyncio.sleep(0.01)
-    assert server.connections == 3
-    assert (client_ctx.connects, client_ctx.resumed) == (3, 2)
-    assert list(client_ctx.sessions) == ["127.0.0.1"]

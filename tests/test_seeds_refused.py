@@ -38,3 +38,13 @@ def test_the_cause_counts_more_seeds_than_it_names() -> None:
                                           seeds_refused_total=3)
     assert cause == ("nothing could be fetched: seed http://a.test/ was refused (out_of_scope) "
                      "(and 2 more seeds)")
+
+
+def test_the_cause_counts_hosts_parked_out_of_memory() -> None:
+    """host_table.py rule 11: the parked hosts named are those in memory; the count is of them all."""
+    named = verdict.nothing_fetched_cause(answered=0, attempted=5, parked=[("a.test", "dns: NXDOMAIN")],
+                                          seeds_refused=(), done=(), parked_total=40_000)
+    assert named.startswith("nothing could be fetched: a.test (and 39999 more hosts): ")
+    unnamed = verdict.nothing_fetched_cause(answered=0, attempted=5, parked=(), seeds_refused=(), done=(),
+                                            parked_total=40_000)
+    assert unnamed == "nothing could be fetched: 40000 hosts were given up"

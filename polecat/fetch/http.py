@@ -67,7 +67,7 @@ from polecat.fetch.deadline import Deadline
 from polecat.fetch.decode import make_decoder
 from polecat.fetch.dns import CachingResolver
 from polecat.fetch.h1 import IncompleteResponse, MalformedResponse, encode_get
-from polecat.fetch.pool import ConnectionPool, Origin, ResumingContext, SendGate
+from polecat.fetch.pool import ConnectionPool, Origin, SendGate
 from polecat.fetch.proxy import routes_from
 
 __all__ = ["ROBOTS_MAX_REDIRECTS", "BodySink", "Fetcher", "RedirectPacer", "Response", "StreamChoice"]
@@ -320,15 +320,14 @@ class Fetcher:
         checks neither the certificate nor the name (and loads no CA store)."""
         if self._tls_context is None:
             cfg = self._cfg
-            context = ResumingContext(ssl.PROTOCOL_TLS_CLIENT)  # as create_default_context; pool rule 10
-            if not cfg.verify_tls:
+            if cfg.verify_tls:
+                cafile = str(cfg.ca_bundle) if cfg.ca_bundle is not None else None
+                self._tls_context = ssl.create_default_context(cafile=cafile)
+            else:
+                context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
                 context.check_hostname = False
                 context.verify_mode = ssl.CERT_NONE
-            elif cfg.ca_bundle is not None:
-                context.load_verify_locations(cafile=str(cfg.ca_bundle))
-            else:
-                context.load_default_certs(ssl.Purpose.SERVER_AUTH)
-            self._tls_context = context
+                self._tls_context = context
         return self._tls_context
 
     async def __aenter__(self) -> Fetcher:

@@ -36,19 +36,13 @@ Rules:
 9. The pool is short of descriptors (:meth:`ConnectionPool.short`) while its connections (rule 6's
    count) are at :data:`SHORT` of ``max_open`` or more: a connection to a new host then closes one kept
    for a host in rotation, and the node prefers those hosts (polecat/frontier/leasing.py rule 6).
-10. TLS sessions are resumed: with a :class:`ResumingContext` (the Fetcher's), a connection to a host
-   offers the session its last connection to that host ended a response with (kept at :meth:`release`:
-   a TLS 1.3 ticket comes after the handshake), so a host whose connections close and reopen (keep-alive
-   expiry, rule 6's LRU closes, ``Connection: close``) skips the full handshake when the server agrees.
-   At most :data:`TLS_SESSIONS` hosts' sessions are kept, least recently used dropped first;
-   :attr:`ResumingContext.resumed` over :attr:`ResumingContext.connects` is the hit ratio.
 """
 
 from __future__ import annotations
 
 import asyncio
 import ssl
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Callable
 from typing import Protocol, cast
 
@@ -59,12 +53,8 @@ from polecat.fetch.h1 import Head, IncompleteResponse, ResponseParser
 from polecat.fetch.proxy import ProxyAddress, ProxyRoutes, connect_proxy, open_tunnel
 
 __all__ = [
-    "HIGH_WATER", "KEEPALIVE", "SHORT", "TLS_SESSIONS", "Connection", "ConnectionPool", "Origin",
-    "ResumingContext", "SendGate", "idle_to_close",
+    "HIGH_WATER", "KEEPALIVE", "SHORT", "Connection", "ConnectionPool", "Origin", "SendGate", "idle_to_close",
 ]
-
-TLS_SESSIONS = 16_384
-"""Hosts whose last TLS session is kept for resumption at most (rule 10; a few KB each)."""
 
 KEEPALIVE = 30.0
 """Seconds an idle connection is kept (aiohttp's ``keepalive_timeout`` in the client before)."""
@@ -95,44 +85,6 @@ class AddressSource(Protocol):
     def check_host(self, host: str) -> None: ...
 
     async def lookup(self, host: str) -> tuple[tuple[str, int], ...]: ...
-
-
-class ResumingContext(ssl.SSLContext):
-    """A client TLS context that offers each host the session of its last connection (rule 10)."""
-
-    def __init__(self, protocol: int = ssl.PROTOCOL_TLS_CLIENT) -> None:  # read by SSLContext.__new__
-        self.sessions: OrderedDict[str, ssl.SSLSession] = OrderedDict()
-        """The last session of each host, least recently used first."""
-        self.connects = 0
-        """TLS connections made through the pool."""
-        self.resumed = 0
-        """Those whose handshake resumed a kept session."""
-
-    def wrap_bio(self, incoming: ssl.MemoryBIO, outgoing: ssl.MemoryBIO, server_side: bool = False,
-                 server_hostname: str | bytes | None = None,
-                 session: ssl.SSLSession | None = None) -> ssl.SSLObject:
-        """What the event loop's TLS layer calls for each connection: the host's kept session offered."""
-        if session is None and isinstance(server_hostname, str):
-            session = self.sessions.get(server_hostname)
-        return super().wrap_bio(incoming, outgoing, server_side=server_side, server_hostname=server_hostname,
-                                session=session)
-
-    def connected(self, tls: ssl.SSLObject | None) -> None:
-        """Count a handshake done, resumed or not."""
-        if tls is not None:
-            self.connects += 1
-            self.resumed += tls.session_reused
-
-    def keep(self, host: str, tls: ssl.SSLObject | None) -> None:
-        """Keep the session of ``host``'s connection ``tls`` for its next one, within the bound."""
-        session = tls.session if tls is not None else None
-        if session is None:
-            return
-        sessions = self.sessions
-        sessions[host] = session
-        sessions.move_to_end(host)
-        if len(sessions) > TLS_SESSIONS:
-            sessions.popitem(last=False)
 
 
 class Connection(asyncio.Protocol):
@@ -364,10 +316,6 @@ class ConnectionPool:
     def release(self, conn: Connection) -> None:
         """The request on ``conn`` is over: keep it for the next one (rule 2) or close it."""
         self._free_slot(conn.origin)
-        if conn.origin[0] == "https" and conn.transport is not None:
-            tls = self._tls()
-            if isinstance(tls, ResumingContext):  # rule 10
-                tls.keep(conn.origin[1], conn.transport.get_extra_info("ssl_object"))
         if conn.reusable():
             conn.parser = None
             conn.reused = True
@@ -523,8 +471,6 @@ class ConnectionPool:
                 continue
             conn.on_lost = self._lost
             self._open.add(conn)
-            if isinstance(tls, ResumingContext) and conn.transport is not None:  # rule 10
-                tls.connected(conn.transport.get_extra_info("ssl_object"))
             return conn
         assert error is not None
         raise error

@@ -132,6 +132,7 @@ def collect_stats(*, now: float, started_at: float, fetches: int, violations: in
         near_lookups=near.lookups if near else 0, near_rejected=near.rejected if near else 0,
         next_ready_in=max(0.0, frontier.next_ready_at - now) if frontier.next_ready_at else 0.0,
         cause=nothing_fetched_cause(answered=answered, attempted=fetches, parked=sorted(parked.items()),
+                                    parked_total=frontier.hosts_parked,
                                     seeds_refused=seeds_refused, seeds_refused_total=seeds_refused_total,
                                     done=frontier.done) if ended else "",
         refresh_queued=refresh_queued, freshness=freshness, pages_cut=pages_cut,

@@ -81,18 +81,23 @@ def explained(reason: str) -> str:
 
 def nothing_fetched_cause(*, answered: int, attempted: int, parked: Sequence[tuple[str, str]],
                           seeds_refused: Sequence[tuple[str, str]],
-                          done: Sequence[tuple[str, int]], seeds_refused_total: int = 0) -> str:
+                          done: Sequence[tuple[str, int]], seeds_refused_total: int = 0,
+                          parked_total: int = 0) -> str:
     """One line saying why a run fetched nothing (rule 2), or ``""`` when it fetched something or had
     nothing to do (rule 1). ``seeds_refused`` names the first refused seeds, ``seeds_refused_total``
-    counts them all (at least as many as named)."""
+    counts them all (at least as many as named); ``parked`` names parked hosts (those in memory,
+    polecat/frontier/host_table.py rule 11), ``parked_total`` counts them all."""
     if answered:
         return ""
     more = ""
+    given_up = max(parked_total, len(parked))
     if parked:
         host, reason = parked[0]
-        if len(parked) > 1:
-            more = f" (and {len(parked) - 1} more hosts)"
+        if given_up > 1:
+            more = f" (and {given_up - 1} more hosts)"
         return f"nothing could be fetched: {host}{more}: {explained(reason)}"
+    if given_up:
+        return f"nothing could be fetched: {given_up} hosts were given up"
     if seeds_refused:
         url, why = seeds_refused[0]
         total = max(seeds_refused_total, len(seeds_refused))
