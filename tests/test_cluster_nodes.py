@@ -49,10 +49,12 @@ def _port(host: str) -> int:
 
 
 async def _start(web: Any, etcd: EtcdServer, tmp: Path, k: int, rate: float, ttl: int = 3, *,
-                 seeds: bool = True, wire: Wire = THIS) -> tuple[NodeService, asyncio.Future[int]]:
+                 seeds: bool = True, wire: Wire = THIS, near_duplicates: str = "delta"
+                 ) -> tuple[NodeService, asyncio.Future[int]]:
     host = f"127.0.0.{10 + k}"
     listen = f"{host}:{_port(host)}"
     cfg = crawl_config(web, tmp / f"n{k}", politeness={"rate": rate}, refresh={"enabled": False},
+                       dedup={"near_duplicates": near_duplicates},
                        scope={"seeds": web.seeds if seeds else []},
                        node={"listen": listen, "token": "operator-token-of-the-test"},
                        cluster={"etcd": etcd.endpoint, "name": "t", "node_id": f"n{k}",

@@ -154,6 +154,9 @@ class ContentClaims:
         book = NearBook(book_capacity, wait / 2, near_distance, settle=wait * SETTLE, early=near == "delta")
         self.near = None if near == "full" else NearQueue(self_id, owner_of, book, wait=wait)
         self._near_held: dict[int, tuple[FetchRecord, bytes, asyncio.Future[None]]] = {}
+        self._near_bases: dict[int, tuple[tuple[str, ...], bool]] = {}
+        """Exact claims of pages no near book matched, by seq: their band owners, and whether one did
+        not answer (claims rule 11)."""
         self._owed_near: dict[str, list[NearAnswer]] = {}
         self._withdraw_owed: dict[str, list[bytes]] = {}
         self._near_stored: dict[str, list[bytes]] = {}
@@ -233,18 +236,29 @@ class ContentClaims:
         self._wake.set()
         return stored
 
-    def _claim_exact(self, record: FetchRecord, body: bytes, stored: asyncio.Future[None]) -> None:
+    def _claim_exact(self, record: FetchRecord, body: bytes, stored: asyncio.Future[None],
+                     near: tuple[tuple[str, ...], bool] | None = None) -> None:
+        """The exact claim of a page; ``near``: the band owners that recorded it as a base, and whether
+        one did not answer (claims rule 11: a page no near book matched is claimed by its hash too)."""
         seq, outcomes = self.queue.add(record.content_hash, record.url, record.fetched_at, self._clock.wall())
         self._held[seq] = (record, body, stored)
+        if near is not None:
+            self._near_bases[seq] = near
         self._keep()
         self._apply(outcomes)
 
     def _apply(self, outcomes: list[Outcome]) -> None:
         for o in outcomes:
             record, body, stored = self._held.pop(o.seq)
+            near = self._near_bases.pop(o.seq, None)
             if o.original is None:
-                self._put(record, body, stored, marked=o.marked)
+                if near is not None:  # a base of their books now, durable after the flush (claims rule 11)
+                    for owner in near[0]:
+                        self._near_stored.setdefault(owner, []).append(record.content_hash)
+                self._put(record, body, stored, marked=o.marked or (near is not None and near[1]))
             else:
+                if near is not None:  # not stored in full: no base (claims rule 10's withdrawal)
+                    self._withdraw(near[0], record.content_hash)
                 self.copies += 1
                 self._put(replace(record, duplicate_of=o.original[0], kind="revisit"), None, stored)
 
@@ -273,10 +287,8 @@ class ContentClaims:
                 self._withdraw(o.owners, record.content_hash)
                 self._claim_exact(record, body, stored)
                 continue
-            if orig is None:  # a base of their books now (claims rule 11), durable after the flush
-                for owner in o.owners:
-                    self._near_stored.setdefault(owner, []).append(record.content_hash)
-                self._put(record, body, stored, marked=o.marked)
+            if orig is None:  # the hash's owner still decides: its book outlives a restart (claims rule 8)
+                self._claim_exact(record, body, stored, (o.owners, o.marked))
                 continue
             # An exact copy of a base of this member's has that base's key: nothing of its own to withdraw.
             if orig.holder != self._self_id or orig.digest != record.content_hash:

@@ -69,11 +69,12 @@ near-duplicate index up (polecat/node/pipeline.py):
 11. The claimer's :class:`NearQueue` holds a page until each owner answered (an owner that refused the
     claim, e.g. a release without near claims, counts as "none", and the page with no match then goes
     on to its exact claim), at most ``wait`` seconds; the closest match of the answers wins (sketch
-    bins, then index bits, then the earliest fetch). With none the page is stored in full (marked, rule
-    5, when an owner did not answer), without an exact claim: an exact copy of a page with a fingerprint
-    is its near copy at distance 0, found the same way (the exact claim, rules 1-7, is for pages without
-    one); the owners learn whether it was stored in full (the rule 7 report after the flush) or not
-    (withdrawn, rule 10).
+    bins, then index bits, then the earliest fetch). An exact copy of a page with a fingerprint is its
+    near copy at distance 0, found the same way while its original is in a near book. With none the page
+    goes on to its exact claim (rules 1-7), whose book is kept (rule 8) where a near book is not: after
+    its owner's restart an exact copy is still found. Stored in full (marked, rule 5, when a near or the
+    exact owner did not answer), the band owners learn it (the rule 7 report after the flush); not (an
+    exact copy), it is withdrawn from them (rule 10).
 12. A near copy becomes the record one process writes (:func:`near_copy`): a revisit of the original
     carrying its own hash. With ``near_duplicates = "delta"`` it goes to the original's holder (the member
     that stored it in full) in a *deposit*, with its own body to be stored there as a delta against the
