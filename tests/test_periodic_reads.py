@@ -5,12 +5,13 @@ counted (rows read, and where), never timed."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from polecat.frontier.keys import GLOBAL, queue_prefix
+from polecat.frontier.keys import GLOBAL, priority_band, queue_prefix
 from polecat.frontier.slices import SLICES, slice_of, slice_prefix
 from polecat.writes import Table
 from tests.frontier_helpers import Rig, canon
@@ -85,3 +86,18 @@ def check_a_size(path: Path, extra_hosts: int) -> int:
 def test_hand_over_and_controls_read_what_they_change_at_1x_and_10x(tmp_path: Path) -> None:
     check_a_size(tmp_path / "a", 300)
     assert check_a_size(tmp_path / "b", 3_000) > 0  # some of the extra hosts moved
+
+
+def test_queue_bands_are_counted_once_per_data_dir_and_kept_through_a_release(tmp_path: Path) -> None:
+    rig = Rig(tmp_path, cfg=CFG)
+    now = crawl_some(rig, 1_000.0, 10)
+    first = rig.frontier.queue_bands()
+    rig.frontier.commit()
+    rig.crash()
+    rig.reopen(now)
+    reads = Reads()
+    rig.db.items = reads.wrap(rig.db.items)  # type: ignore[method-assign]
+    assert rig.frontier.queue_bands() == first and reads.ranges == []  # /metrics counts nothing
+    rig.frontier.release_slices(frozenset(range(0, SLICES, 2)))
+    left = Counter(priority_band(key) for key, _ in rig.db.items("queue"))
+    assert rig.frontier.queue_bands() == {name: left[name] for name in first} != first

@@ -138,6 +138,6 @@ def test_the_refresh_index_is_built_at_the_first_open_of_0_3_0(tmp_path: Path) -
             opened.close()
         reopened = open_frontier(replace(Config(), data_dir=node), now)
         try:
-            assert not RefreshIndex(reopened.db, RefreshPolicy(RefreshConfig()), now).stale  # built once
+            assert not RefreshIndex(reopened.db, RefreshPolicy(RefreshConfig())).stale  # built once
         finally:
             reopened.close()

@@ -62,7 +62,7 @@ class Frontier:
         self._table = table = HostTable(db, cfg.politeness, ShapeBudget(cfg.scope.max_urls_per_shape),
                                         cfg.frontier.working_hosts)
         answers = RobotsAnswers(db, robots, cfg.robots)
-        refresh = RefreshQueue(table, cfg.refresh, now)
+        refresh = RefreshQueue(table, cfg.refresh)
         self._refresh = refresh
         self._controls = controls = Controls(table)
         self._intake = intake = Intake(table, cfg.scope, seen)

@@ -215,6 +215,10 @@ class SliceHandover:
                 if host_of_row(key) not in self._hosts:
                     table.queued -= decode_host(raw).queued
                     table.known_hosts -= 1
+        if table.bands is not None:  # their queued URLs leave the bands (kept across restarts)
+            for s in ids:
+                for key, _ in self._db.items("queue", slice_prefix(s)):
+                    table.count_band(key, -1)
         table.forget([h for h in self._hosts if slice_of(h) in ids])
         for s in ids:  # nothing is queued here in them any more (host_table rule 9)
             table.queued_in[s] = 0

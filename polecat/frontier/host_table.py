@@ -91,6 +91,8 @@ def _no_index(host: str, ukey: bytes, rec: UrlRecord | None, out: list[Write]) -
     """:attr:`HostTable.url_written` of a table with no refresh part (tests of the table alone)."""
 
 
+BANDS = b"bands"
+"""Meta key: the queue bands' counts (:attr:`HostTable.bands`), once counted."""
 READY_INDEX = b"ready_index"
 """Meta key: the ``ready`` and ``resident`` rows are kept (rule 8); absent in data written before them."""
 REFILL_ROWS = 256
@@ -132,8 +134,10 @@ class HostTable:
         """URLs accepted into the queues in this run."""
         self.qseq = int(db.get("meta", b"qseq") or b"0")
         """The FIFO sequence number of the last queue key (persisted in ``meta``)."""
-        self.bands: Counter[str] | None = None
-        """Queued URLs by priority band, counted once asked for (observe.py), then kept."""
+        stored_bands = db.get("meta", BANDS)
+        self.bands: Counter[str] | None = Counter(json.loads(stored_bands)) if stored_bands else None
+        """Queued URLs by priority band, counted once asked for (observe.py), then kept, across restarts
+        too (in ``meta`` with each commit): ``/metrics`` never counts the queue again."""
         self.done: Counter[str] = Counter()
         """Outcomes in this run; ``done_total`` (persisted in ``meta``) counts them over all runs."""
         self.done_total: Counter[str] = Counter(json.loads(db.get("meta", b"done") or b"{}"))
@@ -392,9 +396,13 @@ class HostTable:
         return {host_row(h): encode_host(self.hosts[h]) for h in self._dirty}
 
     def counter_writes(self) -> list[Write]:
-        """The counters kept in ``meta``: the queue sequence and the outcomes over all runs."""
-        return [Put("meta", b"qseq", str(self.qseq).encode()),
-                Put("meta", b"done", json.dumps(self.done_total).encode())]
+        """The counters kept in ``meta``: the queue sequence, the outcomes over all runs, the queue
+        bands once counted."""
+        out: list[Write] = [Put("meta", b"qseq", str(self.qseq).encode()),
+                            Put("meta", b"done", json.dumps(self.done_total).encode())]
+        if self.bands is not None:
+            out.append(Put("meta", BANDS, json.dumps(self.bands).encode()))
+        return out
 
     def count_queued(self, host: str, st: HostState, n: int) -> None:
         """``n`` more URLs (fewer, when negative) queued for ``host`` (rules 4 and 9)."""
@@ -416,7 +424,6 @@ class HostTable:
             if host not in self._arrived:
                 self._pending.append(Delete("resident", host.encode()))
             self._arrived.discard(host)
-        self.bands = None
 
     def enqueue(self, url: str, host: str, depth: int, importance: float, now: float, out: list[Write],
                 hops: int = 0, *, new: bool = True, st: HostState | None = None, shape: bool = True) -> None:

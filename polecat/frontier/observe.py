@@ -39,7 +39,8 @@ class Observation:
         return heapq.nlargest(n, queued, key=lambda hq: (hq[1], hq[0]))
 
     def queue_bands(self) -> dict[str, int]:
-        """Queued URLs by priority band (:data:`PRIORITY_BANDS`). The first call counts the queue table."""
+        """Queued URLs by priority band (:data:`PRIORITY_BANDS`). The first call on a data dir counts the
+        queue table; the count is kept from then on, across restarts (host_table.py :attr:`bands`)."""
         table = self._table
         if table.bands is None:
             bands: Counter[str] = Counter()

@@ -128,7 +128,7 @@ def row_of(policy: RefreshPolicy, host: str, rec: UrlRecord) -> RefreshRow | Non
 class RefreshIndex:
     """The indexes and counters of the module docstring over one frontier's tables."""
 
-    def __init__(self, db: FrontierTables, policy: RefreshPolicy, now: float) -> None:
+    def __init__(self, db: FrontierTables, policy: RefreshPolicy) -> None:
         self._db = db
         self._policy = policy
         self._mark = settings_mark(policy.config)

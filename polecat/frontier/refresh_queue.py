@@ -29,12 +29,12 @@ from polecat.writes import Decided, Put, Write
 class RefreshQueue:
     """Due times, re-queueing and freshness over the ``urls`` table (see the module docstring)."""
 
-    def __init__(self, table: HostTable, cfg: RefreshConfig, now: float) -> None:
+    def __init__(self, table: HostTable, cfg: RefreshConfig) -> None:
         self._table = table
         self._db = table.db
         self._cfg = cfg
         self._policy = RefreshPolicy(cfg)
-        self.index = RefreshIndex(self._db, self._policy, now)
+        self.index = RefreshIndex(self._db, self._policy)
         """The due index and the freshness counters (polecat/frontier/refresh_index.py)."""
         table.url_written = self.url_written
         self.has_priors = self._db.count("priors") > 0
