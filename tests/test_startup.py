@@ -81,16 +81,18 @@ def test_the_mmap_threshold_is_fixed_where_glibc_runs() -> None:
 
 def test_a_crawl_with_the_native_kernels_loads_only_what_it_uses(test_web: TestWebFactory,
                                                                  tmp_path: Path) -> None:
-    # numpy (with its BLAS) costs ~30 ms of CPU and ~11 MB at start: only the pure-Python fallbacks,
-    # Bloom rebuilds and refresh budget plans load it. aiohttp costs ~80 ms: only the service API, the
-    # cluster's transport and object storage's HTTP server use it; the fetcher is polecat's own. Nor
+    # numpy (with its BLAS) costs ~30 ms of CPU and ~11 MB at start: a crawl loads it at its first commit,
+    # for the seen table's runs (polecat/frontier/seenlog.py), as do the pure-Python fallbacks, Bloom
+    # rebuilds and refresh budget plans; the --workers parent does not (the test above). aiohttp costs
+    # ~80 ms: only the service API, the cluster's transport and object storage's HTTP server use it; the
+    # fetcher is polecat's own. Nor
     # what only some runs need, ~40 ms together: yarl (a URL not in canonical form), tomllib (a config
     # file), email (a dated Retry-After), obstore (a store with a remote), the cluster's hand-off
     # batches (msgpack).
     if any(native.load(name) is None for name in native.KERNELS):
         pytest.skip("a native kernel is not built: its fallback uses numpy")
     web = test_web(SiteSpec(hosts=2, pages_per_host=8, seed=3))
-    unused = ["numpy", "aiohttp", "yarl", "tomllib", "email", "obstore", "msgpack", "polecat.cluster.batch"]
+    unused = ["aiohttp", "yarl", "tomllib", "email", "obstore", "msgpack", "polecat.cluster.batch"]
     code = ("import sys; from polecat.commands.main import main; code = main(sys.argv[1:]); "
             f"print(','.join(m for m in {unused!r} if m in sys.modules) or '-', code)")
     args = ["-q", "crawl", *web.seeds, "--data", str(tmp_path / "d"), "--rate", "50", "--dns-server",

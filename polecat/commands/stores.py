@@ -21,6 +21,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from polecat.cluster.layout import collection_dirs
 from polecat.commands import saved_settings
@@ -28,9 +29,10 @@ from polecat.config import Config, StoreConfig, config_from_mapping, load_toml
 from polecat.dedup.canon import Canonicalizer
 from polecat.errors import ConfigError, NotFound, StoreError
 from polecat.store.index import LogEntry
-from polecat.store.object import make_object_store
-from polecat.store.remote import SealedFetch, fetches, records, stores_in
 from polecat.store.segstore import SegmentStore
+
+if TYPE_CHECKING:
+    from polecat.store.remote import SealedFetch
 
 _HEX_PREFIX = re.compile(r"^[0-9a-fA-F]{6,64}$")
 
@@ -65,6 +67,9 @@ def sealed_fetches(args: argparse.Namespace, stores: list[SegmentStore], skipped
     url = cfg.url or next((u for s in stores if (u := s.index.remote_url())), "")
     if not url:
         return
+    # obstore loads here, not with the CLI: a crawl, or a collection with no remote, never needs it.
+    from polecat.store.object import make_object_store
+    from polecat.store.remote import fetches, records, stores_in
     local = {s.store_id for s in stores}
     try:
         remote = make_object_store(url, cfg.options)

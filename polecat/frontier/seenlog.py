@@ -39,10 +39,14 @@ from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from polecat.frontier.slices import PREFIX_LEN
+
+if TYPE_CHECKING:
+    import numpy as np
+# Elsewhere numpy is imported by the functions that use it: what imports the frontier without reading a
+# run (the --workers parent, the read commands) loads no numpy (tests/test_startup.py).
 
 KEY_LEN = 18
 """Bytes of a seen key (rule 1)."""
@@ -50,7 +54,8 @@ FANOUT = 8
 """Runs of one level merged into one of the next (rule 4)."""
 MANIFEST = b"seen_runs"
 """Meta key of the manifest: the runs, the releases, the live count (rule 2)."""
-_DTYPE = np.dtype(f"S{KEY_LEN}")
+_DTYPE = f"S{KEY_LEN}"
+"""The numpy dtype of a run's keys (a string: numpy is imported where a run is used)."""
 _FIRST_RUN = 2_000
 """Keys of a commit's run, roughly (``frontier.commit_ops``): sizes a loaded run's level."""
 _CHUNK = 8192
@@ -75,6 +80,7 @@ class Run:
 
     def span(self, prefix: bytes) -> tuple[int, int]:
         """The index range of the keys starting with ``prefix``."""
+        import numpy as np
         keys = self.keys
         if not prefix:
             return 0, len(keys)
@@ -83,6 +89,7 @@ class Run:
         return lo, hi
 
     def has(self, key: bytes) -> bool:
+        import numpy as np
         keys = self.keys
         i = int(np.searchsorted(keys, key))
         # Compare raw bytes: numpy strips the trailing NULs of an element it returns.
@@ -243,6 +250,7 @@ class SeenRuns:
 
     def count(self) -> int:
         """The seen keys: those in runs and the memtable's new ones."""
+        import numpy as np
         return self._state.live + len(self._fresh(np.array(sorted(self._mem), dtype=_DTYPE)))
 
     def view(self) -> SeenView:
@@ -316,6 +324,7 @@ class SeenRuns:
     def prepare(self) -> bytes:
         """Freeze the memtable into the next run and answer the manifest the commit stores (rule 2);
         :meth:`write_run` then makes the run durable, and :meth:`committed` ends the commit."""
+        import numpy as np
         state = self._state
         # The memtable stays readable until the commit is durable (:meth:`committed` empties it).
         fresh = self._fresh(np.array(sorted(self._mem), dtype=_DTYPE))
@@ -340,6 +349,7 @@ class SeenRuns:
 
     def _fresh(self, keys: np.ndarray) -> np.ndarray:
         """The sorted ``keys`` that no run holds live (rule 5: a key lives in one run only)."""
+        import numpy as np
         state = self._state
         for run in state.runs:
             if len(keys) and len(run):
@@ -408,6 +418,7 @@ class SeenRuns:
 
 
 def _map(path: Path) -> np.ndarray:
+    import numpy as np
     size = path.stat().st_size
     if size % KEY_LEN:
         raise ValueError(f"seen run {path} is {size} bytes, not a multiple of {KEY_LEN}")
@@ -440,6 +451,7 @@ def _merge(directory: Path, name: int, level: int, inputs: tuple[Run, ...],
            releases: Mapping[bytes, int]) -> Run:
     """On the merge thread: one sorted run of the live keys of ``inputs`` (rule 4), durable. Streamed a
     bounded chunk of each input at a time, so memory does not grow with the runs."""
+    import numpy as np
     spans = [(run.keys, lo, hi) for run in inputs for lo, hi in _live_spans(run, b"", releases)]
     path = run_path(directory, name)
     tmp = path.with_suffix(".tmp")

@@ -41,7 +41,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import BinaryIO, Literal
+from typing import TYPE_CHECKING, BinaryIO, Literal
 from urllib.parse import urlsplit
 
 import zstandard
@@ -52,9 +52,11 @@ from polecat.store import fsck, warc
 from polecat.store.archive import ArchiveInfo
 from polecat.store.base import OWN_HASH_HEADER, FetchRecord
 from polecat.store.index import LogEntry
-from polecat.store.remote import SealedFetch
 from polecat.store.segments import segment_name
 from polecat.store.segstore import SegmentStore
+
+if TYPE_CHECKING:  # obstore, which it imports, is for a store with a remote only
+    from polecat.store.remote import SealedFetch
 
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
