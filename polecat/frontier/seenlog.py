@@ -59,16 +59,17 @@ _DTYPE = f"S{KEY_LEN}"
 _FIRST_RUN = 2_000
 """Keys of a commit's run, roughly (``frontier.commit_ops``): sizes a loaded run's level."""
 _CHUNK = 8192
+"""Keys decoded at a time by :meth:`SeenView.items`."""
 _MERGE_CHUNK = 262_144
 """Keys read from each input at a time by a merge (~4.5 MB each)."""
-"""Keys decoded at a time by :meth:`SeenView.items`."""
 
 log = logging.getLogger("polecat")
 
 
 @dataclass(frozen=True, slots=True)
 class Run:
-    """One sorted run file (rule 2): ``keys`` is its memory-mapped array (empty arrays are not written)."""
+    """One sorted run file (rule 2): ``keys`` is its memory-mapped array (an empty one, of a merge whose
+    every key was released, is an empty array: mmap refuses an empty file)."""
 
     name: int
     order: int
@@ -80,18 +81,17 @@ class Run:
 
     def span(self, prefix: bytes) -> tuple[int, int]:
         """The index range of the keys starting with ``prefix``."""
-        import numpy as np
         keys = self.keys
         if not prefix:
             return 0, len(keys)
-        lo = int(np.searchsorted(keys, prefix, "left"))
-        hi = int(np.searchsorted(keys, prefix + b"\xff" * (KEY_LEN - len(prefix)), "right"))
+        # The array's own methods: no import statement on the lookup path.
+        lo = int(keys.searchsorted(prefix, "left"))
+        hi = int(keys.searchsorted(prefix + b"\xff" * (KEY_LEN - len(prefix)), "right"))
         return lo, hi
 
     def has(self, key: bytes) -> bool:
-        import numpy as np
         keys = self.keys
-        i = int(np.searchsorted(keys, key))
+        i = int(keys.searchsorted(key))
         # Compare raw bytes: numpy strips the trailing NULs of an element it returns.
         return i < len(keys) and keys[i : i + 1].tobytes() == key
 
