@@ -237,14 +237,17 @@ def _stored(data: Path) -> list[FetchRecord]:
     return out
 
 
-@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL])
+@pytest.mark.parametrize(("stop", "near"),
+                         [(signal.SIGTERM, 0.0), (signal.SIGKILL, 0.0), (signal.SIGTERM, 1.0)])
 def test_copies_fetched_after_the_owners_restart_and_a_resize_are_revisits(
-        test_web: TestWebFactory, tmp_path: Path, stop: signal.Signals) -> None:
+        test_web: TestWebFactory, tmp_path: Path, stop: signal.Signals, near: float) -> None:
     """Two workers crawl the source hosts and are stopped (SIGTERM) or killed (SIGKILL, every process);
     the crawl resumes with three workers (slices, and their books, move: polecat/cluster/resize.py) and
-    the mirror hosts' seeds. A mirror page whose body was stored in full before the stop (by
-    :data:`KEPT_WITHIN`) is stored as a revisit of it, whichever worker owns its hash now."""
-    web = test_web(SiteSpec(hosts=8, pages_per_host=25, seed=11, mirror_hosts=4))
+    the mirror hosts' seeds. A mirror page whose source page was stored in full before the stop (by
+    :data:`KEPT_WITHIN`) is stored as a revisit of it, whichever worker owns its hash or bands now: with
+    ``near`` 1.0 every mirror page is a near copy (one token changed), found in the kept near books
+    (claims rule 13) and stored as a revisit with its own body as a delta."""
+    web = test_web(SiteSpec(hosts=8, pages_per_host=25, seed=11, mirror_hosts=4, mirror_near_ratio=near))
     sources, mirrors = web.seeds[:4], web.seeds[4:]
     data = tmp_path / "data"
     proc = start(_crawl(sources, web.dns_address, data, 2, 2.0), data)  # slow: a kill comes mid-crawl
@@ -262,17 +265,22 @@ def test_copies_fetched_after_the_owners_restart_and_a_resize_are_revisits(
         code, output = finish(proc, timeout=120)
         assert code == 130, output  # stopped by a signal, cleanly (what Ctrl-C gives)
     # A page stored in full marked (no answer in time, claims rule 5) was never a book's "first".
-    before = {r.content_hash: r.url for r in _stored(data) if r.kind != "revisit"
-              and r.header(CLAIM_HEADER.lower()) is None
+    before = {r.url for r in _stored(data) if r.kind != "revisit" and r.header(CLAIM_HEADER.lower()) is None
               and r.fetched_at < stopped - KEPT_WITHIN}
     assert len(before) >= 10
     code, output = finish(start(_crawl(sources + mirrors, web.dns_address, data, 3, 20.0), data), timeout=240)
     assert code == 0, output
-    copies = [r for r in _stored(data) if r.content_hash in before and r.url != before[r.content_hash]
-              and r.url.split("/")[2] in {m.split("/")[2] for m in mirrors}]
+    source_of = {m.split("/")[2]: s.split("/")[2] for s, m in zip(sources, mirrors, strict=True)}
+
+    def source(url: str) -> str:
+        host = url.split("/")[2]
+        return url.replace(host, source_of.get(host, host), 1)
+
+    copies = [r for r in _stored(data) if r.url.split("/")[2] in source_of and source(r.url) in before]
     assert len(copies) >= len(before) // 2
     assert [r.url for r in copies if r.kind != "revisit"] == []
-    assert all(r.duplicate_of == before[r.content_hash] for r in copies)
+    assert all(r.duplicate_of == source(r.url) for r in copies)
+    assert all((r.own_hash != r.content_hash) == (near > 0) for r in copies)
 
 
 async def test_a_node_that_joins_gets_the_books_of_its_slices_with_them(

@@ -20,7 +20,9 @@ from hypothesis import strategies as st
 from polecat.cluster.batch import HandoffError
 from polecat.cluster.claimlink import CLAIM_HEADER, ContentClaims
 from polecat.cluster.claims import (
+    BAND_BASES,
     UNANSWERED,
+    ClaimBook,
     NearAnswer,
     NearBook,
     NearClaim,
@@ -44,6 +46,7 @@ from polecat.testing.cluster import LoopbackTransport
 from polecat.testing.fakes import MemoryPageStore
 from polecat.testing.pywb import get, pywb_serving, stamp_now
 from polecat.testing.sitegen import SiteSpec
+from polecat.writes import Delete, Put
 from tests.conftest import TestWebFactory
 from tests.pywb_helpers import NEEDS_PYWB, pywb_bin
 from tests.replay_helpers import replay
@@ -158,6 +161,40 @@ def test_a_full_book_forgets_its_oldest_base() -> None:
     (_, forgotten), = book.decide("w1", [claim(9, text(0, 5), "http://b/0", T0 + 9)], T0)
     (_, kept), = book.decide("w1", [claim(10, text(2, 5), "http://b/2", T0 + 9)], T0)
     assert forgotten.original is None and kept.original is not None
+
+
+def test_a_durable_base_is_kept_under_its_owned_band_slices_and_a_new_book_answers_its_copies() -> None:
+    """Claims rule 13: rows under the band slices the member owns, loaded by a new book (a restart, or an
+    adopter of those slices); a released band slice forgets the bases kept under no other."""
+    base, copy = claim(1, text(1), "http://a/x", T0), claim(2, text(1, 7), "http://b/x", T0 + 1)
+    bands = sorted({band_slice(k) for k in band_keys(base.index)})
+    mine = set(bands[:2])
+    book = NearBook(capacity=100, hold=0.5, max_distance=4, keep=mine.__contains__)
+    book.decide("w0", [base], T0)
+    assert book.take_writes() == []  # not durable yet: not kept
+    book.durable("w0", [base.digest])
+    rows = {w.key: w.value for w in book.take_writes() if isinstance(w, Put)}
+    assert {int.from_bytes(k[:2], "big") for k in rows} == mine and len(rows) == len(mine)
+    assert ClaimBook(capacity=10, hold=0.5).load(rows.items()) == 0  # not an exact record
+    new = NearBook(capacity=100, hold=0.5, max_distance=4, keep=mine.__contains__)
+    assert new.load([(b"\x00\x01n" + b"x" * 40, b"junk"), *rows.items()]) == 1 and new.unreadable == 1
+    (who, answer), = new.decide("w1", [copy], T0 + 5)  # durable: answered at once, naming its holder
+    assert who == "w1" and answer.original is not None and answer.original.holder == "w0"
+    assert new.forget([bands[0]]) == 0 and new.forget([bands[1]]) == 1 and len(new) == 0
+    assert new.take_writes() == []  # the rows left with their slices
+
+
+def test_a_crowded_band_drops_its_oldest_base_and_its_rows() -> None:
+    book = NearBook(capacity=10_000, hold=0.5, max_distance=0, keep=lambda band: True)
+    index = fingerprint(text(1)).index
+    for i in range(BAND_BASES + 1):  # the same band keys, sketches far apart: no base is near another
+        c = NearClaim(i + 1, content_hash(b"%d" % i), f"http://a/{i}", T0 + i,
+                      index ^ (1 << 63) if i else index, fingerprint(text(100 + i)).verify)
+        book.decide("w0", [c], T0 + i)
+        book.durable("w0", [c.digest])
+    deleted = {w.key for w in book.take_writes() if isinstance(w, Delete)}
+    assert len(book) == BAND_BASES and deleted
+    assert all(k.endswith(content_hash(b"0") + b"w0") for k in deleted)
 
 
 def _none(seq: int) -> NearAnswer:

@@ -10,11 +10,12 @@ in the store: the node completes the page's lease only then (polecat/node/lease_
 frontier never records as done a page the store does not hold, and a crash while a page is held fetches
 it again. A page waits at most ``wait`` seconds (claims rule 5).
 
-The book is kept in the frontier's ``claims`` table (claims rule 8): :meth:`ContentClaims.bind` loads it,
-every change of it is applied to the frontier's open transaction at once (it commits with the frontier),
-and the member tells the book of the content slices it adopts or releases (:meth:`ContentClaims.adopted`,
-:meth:`ContentClaims.released`). Claims that come before the book is loaded are answered "busy", so
-their claimer sends them again (claims rule 5) rather than hear "first" from an empty book.
+The books are kept in the frontier's ``claims`` table (claims rules 8 and 13): :meth:`ContentClaims.bind`
+loads them, every change of them is applied to the frontier's open transaction at once (it commits with
+the frontier), and the member tells the books of the slices it adopts or releases
+(:meth:`ContentClaims.adopted`, :meth:`ContentClaims.released`). Claims that come before the book is
+loaded are answered "busy", so their claimer sends them again (claims rule 5) rather than hear "first"
+from an empty book.
 
 With ``near`` (``dedup.near_duplicates`` "delta" or "drop"), a page with a fingerprint is first claimed
 by its band keys (claims rules 9-12): a near copy of a page another member stored is written as one
@@ -151,7 +152,8 @@ class ContentClaims:
         self._held: dict[int, tuple[FetchRecord, bytes, asyncio.Future[None]]] = {}
         self._owed: dict[str, list[Answer]] = {}
         self._near_keep = near
-        book = NearBook(book_capacity, wait / 2, near_distance, settle=wait * SETTLE, early=near == "delta")
+        book = NearBook(book_capacity, wait / 2, near_distance, settle=wait * SETTLE, early=near == "delta",
+                        keep=lambda band: owner_of(band) == self_id)
         self.near = None if near == "full" else NearQueue(self_id, owner_of, book, wait=wait)
         self._near_held: dict[int, tuple[FetchRecord, bytes, asyncio.Future[None]]] = {}
         self._near_bases: dict[int, tuple[tuple[str, ...], bool]] = {}
@@ -193,33 +195,42 @@ class ContentClaims:
         self._tables = tables
         if tables is not None:
             loaded = self.book.load(tables.items("claims"))
-            if loaded:
-                log.info("content claims: %d hashes recorded before this start", loaded)
+            bases = self.near.book.load(tables.items("claims")) if self.near is not None else 0
+            if loaded or bases:
+                log.info("content claims: %d hashes and %d near bases recorded before this start", loaded,
+                         bases)
             self._keep()
         self._store = store
 
     def _keep(self) -> None:
         """Apply the book's writes (claims rule 8): they commit with the frontier."""
-        writes = self.book.take_writes()
+        writes = self.book.take_writes() + (self.near.book.take_writes() if self.near is not None else [])
         if self._tables is not None and writes:
             self._tables.apply(writes)
             self._tables.pending += 1  # an owner with nothing else to do commits them too
-        if self.book.unreadable:
-            log.warning("content claims: %d kept records did not decode (skipped: their copies are "
-                        "stored in full)", self.book.unreadable)
-            self.book.unreadable = 0
+        for book in (self.book, self.near.book if self.near is not None else None):
+            if book is not None and book.unreadable:
+                log.warning("content claims: %d kept records did not decode (skipped: their copies are "
+                            "stored in full)", book.unreadable)
+                book.unreadable = 0
 
     def adopted(self, slices: Iterable[int]) -> None:
         """The member adopted these slices (their ``claims`` rows are applied): the book takes their
         records (claims rule 8)."""
         if self._tables is not None:
             tables = self._tables
-            self.book.load(kv for s in sorted(slices) for kv in tables.items("claims", slice_prefix(s)))
+            rows = [kv for s in sorted(slices) for kv in tables.items("claims", slice_prefix(s))]
+            self.book.load(rows)
+            if self.near is not None:  # claims rule 13
+                self.near.book.load(rows)
             self._keep()
 
     def released(self, slices: Iterable[int]) -> None:
-        """The member released these slices (their rows are deleted): the book forgets their records."""
-        self.book.forget(slices)
+        """The member released these slices (their rows are deleted): the books forget their records."""
+        ids = frozenset(slices)
+        self.book.forget(ids)
+        if self.near is not None:
+            self.near.book.forget(ids)
 
     def claim(self, record: FetchRecord, body: bytes, fp: Fingerprint | None = None) -> asyncio.Future[None]:
         """Hold a page the pipeline would store in full until its claims are answered (by its band keys'
@@ -444,6 +455,7 @@ class ContentClaims:
     def _route_near(self, answers: NearRouted) -> None:
         """Near answers of this member's book: its own applied now, the others' sent by :meth:`run`."""
         assert self.near is not None
+        self._keep()  # a base made durable is kept (claims rule 13)
         self._apply_near(self.near.answered(self._self_id, self._mine(answers, self._owed_near)))
 
     def _route(self, answers: Routed) -> None:

@@ -65,14 +65,16 @@ near-duplicate index up (polecat/node/pipeline.py):
    that saw two pages in opposite orders never make each the copy of the other (and neither stored in
    full). A base its claimer did not store in full (it was an exact copy) is *withdrawn*, and
    a copy that waited ``hold`` seconds drops its base (a dead or slow claimer): the copies waiting on it
-   are decided again. The book keeps at most ``capacity`` bases, the oldest dropped.
+   are decided again. The book keeps at most ``capacity`` bases, the oldest dropped, and at most
+   :data:`BAND_BASES` under one band key (the oldest base of that band dropped: bases that share a band
+   without being near each other are rare, a band crowded by them costs its owner a scan per claim).
 11. The claimer's :class:`NearQueue` holds a page until each owner answered (an owner that refused the
     claim, e.g. a release without near claims, counts as "none", and the page with no match then goes
     on to its exact claim), at most ``wait`` seconds; the closest match of the answers wins (sketch
     bins, then index bits, then the earliest fetch). An exact copy of a page with a fingerprint is its
     near copy at distance 0, found the same way while its original is in a near book. With none the page
-    goes on to its exact claim (rules 1-7), whose book is kept (rule 8) where a near book is not: after
-    its owner's restart an exact copy is still found. Stored in full (marked, rule 5, when a near or the
+    goes on to its exact claim (rules 1-7). Both books are kept (rules 8 and 13): after an owner's
+    restart an exact or near copy is still found. Stored in full (marked, rule 5, when a near or the
     exact owner did not answer), the band owners learn it (the rule 7 report after the flush); not (an
     exact copy), it is withdrawn from them (rule 10).
 12. A near copy becomes the record one process writes (:func:`near_copy`): a revisit of the original
@@ -87,6 +89,15 @@ near-duplicate index up (polecat/node/pipeline.py):
     ``wait`` is stored in full by the claimer (marked, rule 5, when unacknowledged; both may then hold
     it, never neither). With "drop" the claimer writes the revisit itself (``store export`` of the crawl
     completes it from the holder's store).
+13. A base, once durable, is kept as rule 8 keeps an exact record: a row of the ``claims`` table under
+    the prefix of each band slice of its band keys that this member owns (:func:`near_key`: longer than
+    an exact record's key, which :meth:`ClaimBook.load` skips), its fingerprint and fetch in the value;
+    dropped (rule 10's bounds, a withdrawal), its rows are deleted. So the near book is loaded at open
+    (:meth:`NearBook.load`, oldest fetch first) and its rows move with the URL slice of the same number
+    (a bundle, a resize, a checkpoint round, a restore: the ``claims`` table's path, left out for a wire-2
+    reader as the exact records are); a base whose every kept band slice was released is forgotten
+    (:meth:`NearBook.forget`). A base not yet durable is not kept (its copies, after a restart, are
+    stored in full: a missed collapse).
 """
 
 from __future__ import annotations
@@ -118,6 +129,10 @@ def content_slice(digest: bytes) -> int:
 def book_key(digest: bytes) -> bytes:
     """A book record's key in the frontier's ``claims`` table (rule 8): its content slice first."""
     return slice_prefix(content_slice(digest)) + digest
+
+
+EXACT_KEY_LEN = PREFIX_LEN + 32
+"""The length of an exact record's key (rule 8); a near base's is longer (rule 13)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,6 +197,8 @@ class ClaimBook:
         counted (:attr:`unreadable`)."""
         got: list[tuple[float, bytes, _First]] = []
         for key, value in records:
+            if len(key) != EXACT_KEY_LEN:  # a near book's row (rule 13)
+                continue
             digest = bytes(key[PREFIX_LEN:])
             try:
                 url, fetched_at, at = msgpack.unpackb(value)
@@ -474,6 +491,23 @@ class _Base:
     claim: NearClaim
     claimer: str
     durable: bool = False
+    rows: set[int] = field(default_factory=set)
+    """The band slices it is kept under (rule 13)."""
+
+
+BAND_BASES = 64
+"""Most bases one band key holds (rule 10), the oldest dropped first."""
+NEAR_MARK = b"n"
+"""After the band slice's prefix, the mark of a near base's row (rule 13)."""
+
+
+def near_key(band: int, claimer: str, digest: bytes) -> bytes:
+    """Rule 13: the key of a base's row under band slice ``band``."""
+    return slice_prefix(band) + NEAR_MARK + digest + claimer.encode()
+
+
+def _band_slices(index: int) -> set[int]:
+    return {band_slice(k) for k in band_keys(index)}
 
 
 def _order(c: NearClaim) -> tuple[float, str]:
@@ -484,8 +518,15 @@ class NearBook:
     """The owner's bases of its band keys and the copies waiting on them (rule 10)."""
 
     def __init__(self, capacity: int, hold: float, max_distance: int, settle: float = 0.0,
-                 early: bool = False) -> None:
+                 early: bool = False, keep: Callable[[int], bool] | None = None) -> None:
         self._capacity = capacity
+        self._keep = keep
+        """The band slices whose bases are kept (rule 13): this member's; None keeps none."""
+        self._writes: list[Write] = []
+        self._late: NearRouted = []
+        """Answers of bases a load dropped (its bounds), given with the next settled ones."""
+        self.unreadable = 0
+        """Kept rows that did not decode (rule 13): skipped, logged by the runner."""
         self._early = early
         self._hold = hold
         self._settle = settle
@@ -541,7 +582,7 @@ class NearBook:
 
     def settled(self, now: float) -> NearRouted:
         """The "none" answers of the bases that settled (rule 10)."""
-        out: NearRouted = []
+        out, self._late = self._late, []
         for key, (c, since) in list(self._settling.items()):
             if now - since >= self._settle:
                 del self._settling[key]
@@ -568,16 +609,69 @@ class NearBook:
         return best
 
     def _record(self, claimer: str, c: NearClaim, out: NearRouted) -> None:
-        base = self._bases[(claimer, c.digest)] = _Base(c, claimer)
-        for key in band_keys(c.index):
-            self._bands.setdefault(key, []).append(base)
-        if len(self._bases) > self._capacity:  # copies waiting on the forgotten one are decided at expiry
+        self._add(_Base(c, claimer), out)
+
+    def _add(self, base: _Base, out: NearRouted) -> None:
+        """Index ``base`` under its band keys within the bounds of rule 10 (copies waiting on a base
+        dropped for them are decided at expiry)."""
+        self._bases[(base.claimer, base.claim.digest)] = base
+        for key in band_keys(base.claim.index):
+            band = self._bands.setdefault(key, [])
+            band.append(base)
+            if len(band) > BAND_BASES:
+                self._drop((band[0].claimer, band[0].claim.digest), out)
+        if len(self._bases) > self._capacity:
             self._drop(next(iter(self._bases)), out)
+
+    def take_writes(self) -> list[Write]:
+        """The writes that keep the book (rule 13) since the last call, in order."""
+        out, self._writes = self._writes, []
+        return out
+
+    def load(self, records: Iterable[tuple[bytes, bytes]]) -> int:
+        """Rule 13: add the kept bases among ``records`` (``claims`` table rows), oldest fetch first; a
+        base here already gains the row's band slice. Returns how many bases were added; a row that does
+        not decode is skipped and counted (:attr:`unreadable`)."""
+        got: dict[tuple[str, bytes], _Base] = {}
+        for key, value in records:
+            key = bytes(key)
+            if len(key) <= EXACT_KEY_LEN or key[PREFIX_LEN:PREFIX_LEN + 1] != NEAR_MARK:
+                continue
+            digest, claimer = key[PREFIX_LEN + 1:PREFIX_LEN + 33], key[PREFIX_LEN + 33:]
+            try:
+                url, fetched_at, index, verify = msgpack.unpackb(value)
+                c = NearClaim(0, digest, str(url), float(fetched_at), int(index), bytes(verify))
+                who = claimer.decode()
+            except (ValueError, TypeError, UnicodeDecodeError, msgpack.UnpackException):
+                self.unreadable += 1
+                continue
+            band = int.from_bytes(key[:PREFIX_LEN], "big")
+            base = self._bases.get((who, digest)) or got.setdefault((who, digest),
+                                                                    _Base(c, who, durable=True))
+            base.rows.add(band)
+        for base in sorted(got.values(), key=lambda b: _order(b.claim)):
+            self._add(base, self._late)
+        return len(got)
+
+    def forget(self, slices: Iterable[int]) -> int:
+        """Band ``slices`` were handed over (their rows leave with them, rule 13): a base kept under no
+        other band slice is forgotten; returns how many."""
+        gone = frozenset(slices)
+        doomed = []
+        for key, base in self._bases.items():
+            if base.rows & gone:
+                base.rows -= gone
+                if not base.rows:
+                    doomed.append(key)
+        for key in doomed:
+            self._drop(key, [])
+        return len(doomed)
 
     def _drop(self, key: tuple[str, bytes], out: NearRouted) -> None:
         base = self._bases.pop(key, None)
         if base is None:
             return
+        self._writes.extend(Delete("claims", near_key(s, base.claimer, base.claim.digest)) for s in base.rows)
         settling = self._settling.pop(key, None)
         if settling is not None:  # its claimer still waits: "none" now (it is no base here any more)
             out.append((key[0], NearAnswer(settling[0].seq, None)))
@@ -594,6 +688,11 @@ class NearBook:
             base = self._bases.get((claimer, d))
             if base is None:
                 continue
+            if not base.durable and self._keep is not None:
+                c = base.claim
+                base.rows = {s for s in _band_slices(c.index) if self._keep(s)}
+                value = bytes(msgpack.packb([c.url, c.fetched_at, c.index, c.verify]))
+                self._writes.extend(Put("claims", near_key(s, claimer, d), value) for s in base.rows)
             base.durable = True
             for who, c, _ in self._copies.pop((claimer, d), ()):
                 self.copies += 1
