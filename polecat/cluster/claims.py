@@ -61,7 +61,7 @@ near-duplicate index up (polecat/node/pipeline.py):
    copy instead, and takes its place as the base); a match is answered "near copy of (hash, URL, time,
    holder)" only once its claimer reported it stored in full and durable (the rule 7 report), and waits
    until then; with ``early`` (deposits, rule 12) a near copy is answered at once, its deposit being
-   what waits for the base. Only an earlier fetch is an original, so two owners
+   what waits for the base. Only an earlier fetch is an original (but rule 14), so two owners
    that saw two pages in opposite orders never make each the copy of the other (and neither stored in
    full). A base its claimer did not store in full (it was an exact copy) is *withdrawn*, and
    a copy that waited ``hold`` seconds drops its base (a dead or slow claimer): the copies waiting on it
@@ -98,6 +98,17 @@ near-duplicate index up (polecat/node/pipeline.py):
     reader as the exact records are); a base whose every kept band slice was released is forgotten
     (:meth:`NearBook.forget`). A base not yet durable is not kept (its copies, after a restart, are
     stored in full: a missed collapse).
+14. A near claim with no earlier base (rule 10) but a later one near it already answered "none" (its
+    settle passed before this claim arrived: claims of a loaded member travel longer than the settle) is
+    not a base: its later match may be stored in full already. It waits for that base as a copy waits
+    (rule 10: stored in full and durable, it is answered a near copy of that later fetch; withdrawn or
+    silent past ``hold``, decided again). With ``early`` only: without deposits a copy waits for its
+    earlier base, so two pages could wait on each other (this one here for the later, the later at
+    another owner for this one) until ``hold``; there two near copies whose claims arrive further apart
+    than the settle may both be stored in full, as before. A base answered "none" that an earlier
+    claim turns into a copy while still settling, or afterwards by a withdrawal, is decided again the same
+    way, so at one owner two near copies are never both "none". The claimer takes a later match over an
+    earlier one (rule 11's order): only a base stored in full is one.
 """
 
 from __future__ import annotations
@@ -544,8 +555,6 @@ class NearBook:
         out: NearRouted = []
         for c in claims:
             self._decide(claimer, c, now, out)
-            if (claimer, c.digest) in self._settling:
-                self._unsettle(c, now, out)
         return out
 
     def _decide(self, claimer: str, c: NearClaim, now: float, out: NearRouted) -> None:
@@ -555,10 +564,17 @@ class NearBook:
             return
         # The same body from the same claimer is a copy of that base, whichever was fetched first.
         found = (same, (0, 0)) if same is not None else self._closest(c)
-        if found is None:
+        later = self._closest(c, later=True) if found is None and self._early else None
+        if later is not None and not later[0].durable:  # it may be stored in full: wait for it (rule 14)
+            self._copies.setdefault((later[0].claimer, later[0].claim.digest), []).append((claimer, c, now))
+        elif later is not None:  # stored in full: this earlier fetch is its copy (rule 14)
+            self.copies += 1
+            out.append((claimer, NearAnswer(c.seq, _original(*later))))
+        elif found is None:
             self._record(claimer, c, out)
             if self._settle > 0:
                 self._settling[(claimer, c.digest)] = (c, now)
+                self._unsettle(c, now, out)
             else:
                 out.append((claimer, NearAnswer(c.seq, None)))
         elif found[0].durable or self._early:
@@ -589,14 +605,18 @@ class NearBook:
                 out.append((key[0], NearAnswer(c.seq, None)))
         return out
 
-    def _closest(self, c: NearClaim) -> tuple[_Base, tuple[int, int]] | None:
+    def _closest(self, c: NearClaim, *, later: bool = False) -> tuple[_Base, tuple[int, int]] | None:
+        """The closest base near ``c`` fetched before it; ``later``: fetched after it and answered "none"
+        already (rule 14)."""
         best: tuple[_Base, tuple[int, int]] | None = None
         order = _order(c)
         seen: set[int] = set()
         for key in band_keys(c.index):
             for base in self._bands.get(key, ()):
                 o = base.claim
-                if id(base) in seen or o.url == c.url or _order(o) >= order:
+                after = _order(o) > order
+                if id(base) in seen or o.url == c.url or after != later or _order(o) == order \
+                        or (later and (base.claimer, o.digest) in self._settling):
                     continue
                 seen.add(id(base))
                 bits = (o.index ^ c.index).bit_count()
@@ -820,8 +840,7 @@ class NearQueue:
             o = a.original
             if o is None:
                 w.none.add(owner)
-            elif (w.best is None or (o.rank, o.fetched_at, o.url) < (
-                    w.best.rank, w.best.fetched_at, w.best.url)):
+            elif w.best is None or _preferred(o, w.claim) < _preferred(w.best, w.claim):
                 w.best = o
             out.extend(self._answered_by(a.seq, w, owner))
         return out
@@ -870,6 +889,12 @@ class NearQueue:
     def pending(self) -> int:
         """Pages held, sent or not."""
         return len(self._waiting)
+
+
+def _preferred(o: Original, c: NearClaim) -> tuple[bool, tuple[int, int], float, str]:
+    """Rule 11's order of a page's matches: a later fetch first (only a page stored in full is such a
+    match, rule 14), then the closest, then the earliest."""
+    return (o.fetched_at, o.url) <= _order(c), o.rank, o.fetched_at, o.url
 
 
 def _recorders(w: _NearWaiting) -> tuple[str, ...]:
