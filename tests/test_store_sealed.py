@@ -5,8 +5,12 @@ listed by store id, and exported record by record without its index (polecat/sto
 from __future__ import annotations
 
 import io
+import os
 import shutil
 import time
+import tracemalloc
+import urllib.request
+import uuid
 from dataclasses import replace
 from pathlib import Path
 
@@ -106,3 +110,33 @@ def test_a_failed_upload_is_retried_at_the_next_seal(tmp_path: Path, monkeypatch
         while store.unshipped():
             assert time.monotonic() < deadline, "the failed upload was not retried"
             time.sleep(0.01)
+
+
+@pytest.mark.s3
+def test_a_sealed_segment_is_read_by_ranges_not_whole(tmp_path: Path, s3_endpoint: str) -> None:
+    """polecat/store/remote.py rule 2: reading a 40 MiB segment back from S3 allocates (Python heap, by
+    tracemalloc) a few of its records at a time, not the segment (which read whole took 40 MiB and more)."""
+    bucket = f"polecat-{uuid.uuid4().hex[:12]}"
+    with urllib.request.urlopen(urllib.request.Request(f"{s3_endpoint}/{bucket}", method="PUT"), timeout=10):
+        pass
+    options = (("endpoint", s3_endpoint), ("region", "us-east-1"), ("access_key_id", "test"),
+               ("secret_access_key", "test"), ("allow_http", "true"))
+    cfg = StoreConfig(url=f"s3://{bucket}/crawl", options=options)
+    bodies = 40
+    with SegmentStore.open(tmp_path / "store", cfg) as store:
+        for i in range(bodies):  # incompressible: the segment is as big compressed
+            body = os.urandom(1 << 20)
+            store.put(FetchRecord.for_body(f"http://big.test/{i}", body, fetched_at=1.79e9 + i,
+                                           headers=(("Content-Type", "application/octet-stream"),)), body)
+        store.seal()
+        store.flush()
+    remote = make_object_store(f"s3://{bucket}/crawl", options)
+    (names,) = stores_in(remote).values()
+    tracemalloc.start()
+    try:
+        got = sum(1 for name in names for _ in fetches(records(remote, name), set(), []))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert got == bodies
+    assert peak < 12 << 20, f"peak {peak >> 20} MiB"

@@ -70,13 +70,6 @@ def read_range(store: Any, name: str, loc: Locator) -> bytes:
         raise err from exc
 
 
-def read_all(store: Any, name: str) -> bytes:
-    try:
-        return bytes(obstore.get(store, name).bytes())
-    except (OSError, obstore.exceptions.BaseError) as exc:
-        raise StoreError(f"read of {name} failed: {exc}") from exc
-
-
 class Shipper:
     """Uploads sealed segments in a background thread; ``on_shipped(seg)`` runs after each upload."""
 

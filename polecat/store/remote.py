@@ -7,10 +7,12 @@ Rules:
    the store URL (polecat/store/segments.py); :func:`stores_in` lists them by store id, in segment order.
 2. A segment is plain WARC in zstd frames (a near-duplicate's delta is a skippable frame,
    polecat/store/delta.py rule 2): :func:`records` reads it as one zstd stream, one WARC record at a
-   time (a segment is never decompressed whole into memory). :func:`fetches` makes of them the fetch
-   records the store had indexed (each ``response`` and ``revisit`` record, from its WARC and HTTP heads:
-   ``WARC-Polecat-Content-Hash`` is the content hash), each with the ``request`` record stored before it,
-   each record once by its ``WARC-Record-ID``; a record that does not parse is left out and said why.
+   time, from ranged reads of :data:`READ_BUFFER` bytes (a segment is never held whole in memory,
+   compressed or not: an export's memory does not grow with the segment size). :func:`fetches` makes
+   of them the fetch records the store had indexed (each ``response`` and ``revisit`` record, from its
+   WARC and HTTP heads: ``WARC-Polecat-Content-Hash`` is the content hash), each with the ``request``
+   record stored before it, each record once by its ``WARC-Record-ID``; a record that does not parse is
+   left out and said why.
 3. Such a store holds what its sealed segments hold: its open segment died with its disk
    (polecat/cluster/failover.py rule 7 is why a checkpoint records nothing done that is only there).
 """
@@ -21,7 +23,7 @@ import io
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 import obstore
 import zstandard
@@ -29,9 +31,10 @@ import zstandard
 from polecat.errors import CorruptRecord, StoreError
 from polecat.store import warc
 from polecat.store.base import FetchRecord
-from polecat.store.object import read_all
 from polecat.store.segments import parse_segment_name
 
+READ_BUFFER = 1 << 20
+"""Bytes of a segment fetched per ranged read (rule 2)."""
 MAX_HEAD = 1 << 20
 """Longest WARC header block a reader accepts (a corrupt segment must not make it read gigabytes)."""
 
@@ -54,14 +57,16 @@ def stores_in(remote: Any) -> dict[str, list[str]]:
 def records(remote: Any, name: str) -> Iterator[bytes]:
     """Rule 2: the WARC records of segment ``name``, in order; CorruptRecord where it stops making sense
     (what was read before stands)."""
-    stream = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(read_all(remote, name)),
-                                                         read_across_frames=True)
-    reader = io.BufferedReader(stream)
     try:
+        source = obstore.open_reader(remote, name, buffer_size=READ_BUFFER)
+        stream = zstandard.ZstdDecompressor().stream_reader(cast(BinaryIO, source), read_across_frames=True)
+        reader = io.BufferedReader(stream)
         while (record := _next_record(reader)) is not None:
             yield record
     except zstandard.ZstdError as exc:
         raise CorruptRecord(f"segment {name}: {exc}") from exc
+    except (OSError, obstore.exceptions.BaseError) as exc:
+        raise StoreError(f"read of {name} failed: {exc}") from exc
 
 
 @dataclass(frozen=True, slots=True)
