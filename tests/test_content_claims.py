@@ -15,6 +15,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import zstandard
+from warcio.archiveiterator import ArchiveIterator
 
 from polecat.cluster.batch import HandoffError, HandoffUrl, encode_batch, encode_urls
 from polecat.cluster.claimlink import CLAIM_HEADER, ContentClaims, Receivers
@@ -31,7 +33,10 @@ from polecat.cluster.claims import (
 from polecat.cluster.claimwire import decode, encode_answers, encode_claims, is_claim_frame
 from polecat.cluster.receiver import HandoffReceiver
 from polecat.cluster.ring import Ring
-from polecat.store.base import FetchRecord, content_hash
+from polecat.config import StoreConfig
+from polecat.store.base import FetchRecord, PageStore, content_hash
+from polecat.store.segstore import SegmentStore
+from polecat.store.warc import warc_date
 from polecat.testing.cluster import LoopbackTransport
 from polecat.testing.etcd import EtcdServer
 from polecat.testing.fakes import MemoryPageStore
@@ -184,7 +189,7 @@ def test_one_socket_carries_hand_off_batches_and_claim_frames() -> None:
 MEMBERS = ("w0", "w1")
 
 
-def _member(self_id: str, transport: LoopbackTransport, store: MemoryPageStore, *,
+def _member(self_id: str, transport: LoopbackTransport, store: PageStore, *,
             wait: float = 2.0) -> ContentClaims:
     claims = ContentClaims(self_id, Ring(MEMBERS).owner, transport, {m: f"mem:{m}" for m in MEMBERS},
                            capacity=100, wait=wait, book_capacity=1000)
@@ -197,36 +202,38 @@ def _record(url: str, body: bytes, t: float) -> FetchRecord:
     return FetchRecord.for_body(url, body, fetched_at=t, headers=(("Content-Type", "text/html"),))
 
 
+async def _claim_copies(stores: tuple[PageStore, PageStore]) -> None:
+    """Two members over ``stores`` each fetch the same 40 bodies (member k at ``T0 + k``) and claim
+    them: one of each stored in full, the other a revisit."""
+    transport = LoopbackTransport()
+    members = [_member(m, transport, s) for m, s in zip(MEMBERS, stores, strict=True)]
+    runs = [asyncio.create_task(m.run()) for m in members]
+    bodies = [f"<p>page {i}</p>".encode() for i in range(40)]
+    held = [members[k].claim(_record(f"http://h{k}.test/{i}", b, T0 + k), b)
+            for i, b in enumerate(bodies) for k in (0, 1)]
+
+    async def commits() -> None:  # each member's store flushes, as its node's commits make them
+        while True:
+            await asyncio.sleep(0.05)
+            for m in members:
+                m.after_flush(m.before_flush())
+
+    committing = asyncio.create_task(commits())
+    async with asyncio.timeout(10):
+        await asyncio.gather(*held)
+    committing.cancel()
+    for run in runs:
+        run.cancel()
+    for m in members:
+        await m.close()
+    assert sum(m.stats().copies for m in members) == 40
+    assert all(m.stats().unanswered == 0 for m in members)
+    assert transport.posts < 20  # batches, not one message per page
+
+
 def test_copies_fetched_by_two_members_are_stored_once_and_the_other_is_a_revisit() -> None:
-    async def go() -> tuple[MemoryPageStore, MemoryPageStore]:
-        transport = LoopbackTransport()
-        stores = MemoryPageStore(), MemoryPageStore()
-        members = [_member(m, transport, s) for m, s in zip(MEMBERS, stores, strict=True)]
-        runs = [asyncio.create_task(m.run()) for m in members]
-        bodies = [f"<p>page {i}</p>".encode() for i in range(40)]
-        held = [members[k].claim(_record(f"http://h{k}.test/{i}", b, T0 + k), b)
-                for i, b in enumerate(bodies) for k in (0, 1)]
-
-        async def commits() -> None:  # each member's store flushes, as its node's commits make them
-            while True:
-                await asyncio.sleep(0.05)
-                for m in members:
-                    m.after_flush(m.before_flush())
-
-        committing = asyncio.create_task(commits())
-        async with asyncio.timeout(10):
-            await asyncio.gather(*held)
-        committing.cancel()
-        for run in runs:
-            run.cancel()
-        for m in members:
-            await m.close()
-        assert sum(m.stats().copies for m in members) == 40
-        assert all(m.stats().unanswered == 0 for m in members)
-        assert transport.posts < 20  # batches, not one message per page
-        return stores
-
-    stores = asyncio.run(go())
+    stores = MemoryPageStore(), MemoryPageStore()
+    asyncio.run(_claim_copies(stores))
     full = Counter(d for s in stores for d in s.bodies)
     assert len(full) == 40 and set(full.values()) == {1}  # each body stored once, by one member
     revisits = [r for s in stores for r in s.log if r.kind == "revisit"]
@@ -234,6 +241,37 @@ def test_copies_fetched_by_two_members_are_stored_once_and_the_other_is_a_revisi
     for r in revisits:  # each points at the other member's copy
         assert r.duplicate_of is not None and r.duplicate_of != r.url and r.duplicate_of.split("/")[-1] == \
             r.url.split("/")[-1]
+
+
+def test_a_revisit_whose_original_another_member_stored_carries_its_date(tmp_path: Path) -> None:
+    """polecat/store/segstore.py rule 6: in real stores, each revisit of a copy another member stored in
+    full names that page's URL and fetch time (``WARC-Refers-To-Date``, from the claim's answer), and
+    each store's records pass ``warcio check``."""
+    stores = tuple(SegmentStore.open(tmp_path / m, StoreConfig()) for m in MEMBERS)
+    asyncio.run(_claim_copies((stores[0], stores[1])))
+    for s in stores:
+        s.close()
+    revisits = 0
+    for m in MEMBERS:
+        warc_path = tmp_path / f"{m}.warc"
+        with warc_path.open("wb") as out:
+            for seg in sorted((tmp_path / m).rglob("*.warc.zst")):
+                with seg.open("rb") as f:
+                    out.write(zstandard.ZstdDecompressor().stream_reader(f, read_across_frames=True).read())
+        check = subprocess.run([str(Path(sys.executable).parent / "warcio"), "check", str(warc_path)],
+                               capture_output=True, text=True, timeout=60)
+        assert check.returncode == 0, check.stdout + check.stderr
+        with warc_path.open("rb") as f:
+            for rec in ArchiveIterator(f):
+                if rec.rec_type == "revisit":
+                    revisits += 1
+                    original = rec.rec_headers.get_header("WARC-Refers-To-Target-URI")
+                    host = original.split("/")[2]
+                    k = int(host[1])  # http://h{k}.test/{i}: fetched at T0 + k
+                    assert host != rec.rec_headers.get_header("WARC-Target-URI").split("/")[2]
+                    assert rec.rec_headers.get_header("WARC-Refers-To-Date") == warc_date(T0 + k)
+                    assert "x-polecat-refers-to-date" not in {n.lower() for n, _ in rec.http_headers.headers}
+    assert revisits == 40
 
 
 def test_an_unreachable_owner_never_blocks_the_page_it_is_stored_in_full_and_marked() -> None:

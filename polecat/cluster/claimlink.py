@@ -51,6 +51,7 @@ from polecat.cluster.claims import (
     NearRouted,
     Outcome,
     Routed,
+    exact_copy,
     near_copy,
 )
 from polecat.cluster.claimwire import (
@@ -271,7 +272,7 @@ class ContentClaims:
                 if near is not None:  # not stored in full: no base (claims rule 10's withdrawal)
                     self._withdraw(near[0], record.content_hash)
                 self.copies += 1
-                self._put(replace(record, duplicate_of=o.original[0], kind="revisit"), None, stored)
+                self._put(exact_copy(record, *o.original), None, stored)
 
     def _put(self, record: FetchRecord, body: bytes | None, stored: asyncio.Future[None], *,
              marked: bool = False) -> None:

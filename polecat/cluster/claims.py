@@ -123,7 +123,7 @@ import msgpack
 from polecat.dedup.minhash import VERIFY_MAX_DISTANCE, Fingerprint, verify_distance
 from polecat.dedup.nearindex import band_keys
 from polecat.frontier.slices import PREFIX_LEN, SLICES, slice_prefix
-from polecat.store.base import OWN_HASH_HEADER, FetchRecord
+from polecat.store.base import OWN_HASH_HEADER, REFERS_DATE_HEADER, FetchRecord
 from polecat.writes import Delete, Put, Write
 
 UNANSWERED = "unanswered"
@@ -902,10 +902,18 @@ def _recorders(w: _NearWaiting) -> tuple[str, ...]:
     return tuple(o for o in w.owners if o in w.none or o in w.unanswered)
 
 
+def exact_copy(record: FetchRecord, url: str, fetched_at: float) -> FetchRecord:
+    """The revisit of a copy of the page ``url`` fetched at ``fetched_at``, an answer's original: the
+    store that does not hold the original writes its date from :data:`REFERS_DATE_HEADER`."""
+    return replace(record, duplicate_of=url, kind="revisit",
+                   headers=(*record.headers, (REFERS_DATE_HEADER, repr(fetched_at))))
+
+
 def near_copy(record: FetchRecord, original: Original) -> FetchRecord:
     """Rule 11: the record one process writes for a near copy of ``original``, from the record of the
     page as fetched (its ``content_hash`` its own). An exact copy is the revisit an exact claim writes."""
+    copy = exact_copy(record, original.url, original.fetched_at)
     if original.digest == record.content_hash:
-        return replace(record, duplicate_of=original.url, kind="revisit")
-    return replace(record, headers=(*record.headers, (OWN_HASH_HEADER, record.content_hash.hex())),
-                   content_hash=original.digest, duplicate_of=original.url, kind="revisit")
+        return copy
+    return replace(copy, headers=(*copy.headers, (OWN_HASH_HEADER, record.content_hash.hex())),
+                   content_hash=original.digest)

@@ -37,6 +37,10 @@ SKIPPED_HEADER = "X-Polecat-Skipped"
 """Added to the headers of a fetch recorded without its body: why (``type``, ``noindex``)."""
 OWN_HASH_HEADER = "X-Polecat-Own-Hash"
 """Added to the headers of a near-duplicate revisit: the hex hash of the body it received."""
+REFERS_DATE_HEADER = "X-Polecat-Refers-To-Date"
+"""Added to the headers of a revisit whose original another member's store holds (its claim's answer
+named it, polecat/cluster/claims.py): the original's fetch time in unix seconds. A store that does not
+hold the original writes it as ``WARC-Refers-To-Date`` (and keeps it out of the record's headers)."""
 
 
 def _sha256(body: bytes) -> bytes:

@@ -20,10 +20,11 @@ Rules:
    record of that page, with its full payload, not as the store's revisit: replay tools return every
    page's own bytes. A near-duplicate crawled with ``dedup.near_duplicates = "drop"`` stays a revisit.
 6. One collection over several stores (the workers of a crawl, the nodes of a cluster): a revisit
-   written without a ``WARC-Refers-To-Date`` (its original was in another store: a copy found first by
-   another worker or node) is written with the original's (from whichever store of the export holds the
-   body) ``WARC-Refers-To-Target-URI``, ``WARC-Refers-To-Date`` and
-   ``WARC-Payload-Digest`` (its record id kept), and its CDXJ line carries that digest, so replay tools
+   written without a ``WARC-Payload-Digest`` (its original was in another store: a copy found first by
+   another worker or node; its ``WARC-Refers-To-Date`` is there when its claim's answer gave it,
+   polecat/store/segstore.py rule 6) is written with the original's (from whichever store of the export
+   holds the body) ``WARC-Refers-To-Target-URI``, ``WARC-Refers-To-Date`` and ``WARC-Payload-Digest``
+   (its record id kept), and its CDXJ line carries that digest, so replay tools
    resolve it to the right bytes whichever store held them (:class:`Originals`).
 7. A store known only by its sealed segments in object storage (a dead node's, polecat/store/remote.py)
    is exported from them, record by record as stored (:meth:`WarcExport.add_sealed`), each record once by
@@ -181,7 +182,7 @@ class WarcExport:
     def _unresolved(self, record: FetchRecord, raw: bytes) -> Original | None:
         """The original of a revisit written without one (its body was in no store of its own then; it may
         be there now, stored later by another copy), from any store of the collection (rule 6)."""
-        if self._originals is None or record.kind != "revisit" or warc.has_field(raw, b"WARC-Refers-To-Date"):
+        if self._originals is None or record.kind != "revisit" or warc.has_field(raw, b"WARC-Payload-Digest"):
             return None
         return self._originals.find(record.content_hash)
 

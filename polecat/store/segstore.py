@@ -12,6 +12,9 @@ Rules (this module owns them):
 4. A segment is sealed once it reaches ``segment_bytes``; sealed segments are shipped to object storage
    when a store URL is configured, and read back by ranged GET.
 5. Every read decompresses, parses and re-hashes the body; a mismatch is CorruptRecord.
+6. A revisit whose original this store does not hold names it as its record says: its ``duplicate_of``
+   (``WARC-Refers-To-Target-URI``) and, when its claim's answer gave it
+   (:data:`~polecat.store.base.REFERS_DATE_HEADER`), the original's fetch time (``WARC-Refers-To-Date``).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from polecat.config import StoreConfig
 from polecat.errors import CorruptRecord, NotFound, StoreError
 from polecat.store import delta, warc
 from polecat.store.archive import ArchiveInfo
-from polecat.store.base import SHA256, FetchRecord, PageStore, StoreStats, hasher
+from polecat.store.base import REFERS_DATE_HEADER, SHA256, FetchRecord, PageStore, StoreStats, hasher
 from polecat.store.index import (
     OPEN,
     REMOTE,
@@ -180,6 +183,10 @@ class SegmentStore:
         seq = self._counters.next_seq
         existing = self._body(record.content_hash)
         record_id = warc.new_record_id()
+        when = record.header(REFERS_DATE_HEADER.lower())
+        if when is not None:  # rule 6: a WARC field, not a header of the page
+            record = dataclasses.replace(record, headers=tuple(
+                h for h in record.headers if h[0] != REFERS_DATE_HEADER))
         if body is not None and existing is None:
             # A SHA-256 store's address is the payload digest: the page is hashed once (base.py).
             sha = record.content_hash if self.hash_name == SHA256 else hashlib.sha256(body).digest()
@@ -198,6 +205,8 @@ class SegmentStore:
                 digest = warc.payload_digest_from(existing.sha256)
                 if record.duplicate_of is None and original.url != record.url and body:
                     record = dataclasses.replace(record, duplicate_of=original.url)
+            elif record.duplicate_of is not None:  # an original in another member's store
+                refers = _refers_elsewhere(record.duplicate_of, when)
             record = dataclasses.replace(record, kind="revisit")
             loc = self._append(record, record_id, warc.encode_revisit(record, refers, digest, record_id,
                                                                           self.hash_name))
@@ -480,6 +489,14 @@ class SegmentStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _refers_elsewhere(url: str, when: str | None) -> tuple[str, float] | None:
+    """Rule 6: the original of a revisit held by another store, if its fetch time was given."""
+    try:
+        return None if when is None else (url, float(when))
+    except ValueError:
+        return None
 
 
 def open_store(root: Path, cfg: StoreConfig, *, read_only: bool = False,
