@@ -1,5 +1,6 @@
-"""``polecat cluster cat HASH`` (polecat/commands/cluster.py): a body from whichever node of a running
-cluster stored it, asked through the nodes' signed ``GET /internal/pages/{hash}``."""
+"""``polecat cluster cat HASH`` and ``cluster cat URL`` (polecat/commands/cluster.py): a body from whichever
+node of a running cluster stored it, asked through the nodes' signed ``GET /internal/pages/{hash}`` and
+``GET /internal/pages/url/{key}`` (the owner of the URL's slice first)."""
 
 from __future__ import annotations
 
@@ -36,15 +37,19 @@ async def _run(*args: str) -> bytes:
     return out
 
 
+async def _rows(data: Path) -> list[dict[str, str]]:
+    """One node's pages (read by another process: the node runs here)."""
+    return list(map(json.loads, (await _run("pages", str(data), "--format", "jsonl")).decode().splitlines()))
+
+
 async def _stored(data: Path) -> set[str]:
-    """The hashes of the bodies one node's store holds (read by another process: the node runs here)."""
-    rows = (await _run("pages", str(data), "--format", "jsonl")).decode().splitlines()
-    return {row["hash"] for row in map(json.loads, rows) if row["outcome"] == "fetched"}
+    """The hashes of the bodies one node's store holds."""
+    return {row["hash"] for row in await _rows(data) if row["outcome"] == "fetched"}
 
 
 async def test_cluster_cat_finds_each_body_on_the_node_that_stored_it(
         test_web: TestWebFactory, etcd_server: EtcdServer, tmp_path: Path) -> None:
-    web = test_web(SiteSpec(hosts=8, pages_per_host=8, seed=21))
+    web = test_web(SiteSpec(hosts=8, pages_per_host=8, seed=21, mirror_hosts=2))
     truth = web.ground_truth("host")
     # Near claims off: a near copy is stored in the store of its original's node (claims rule 12), which
     # could leave a node with no body of its own to find.
@@ -65,6 +70,25 @@ async def test_cluster_cat_finds_each_body_on_the_node_that_stored_it(
         for k in range(2):
             digest = min(stored[k] - stored[1 - k])  # a body only node k holds
             assert await _cat(conf, digest) == (0, await _run("cat", str(tmp_path / f"n{k}"), digest))
+        # By URL: a page stored in full, and a mirror's revisit whose body the other node stored (read
+        # until one shows, bounded, as above).
+        for _ in range(60):
+            rows = [await _rows(tmp_path / f"n{k}") for k in range(2)]
+            stored = [{r["hash"] for r in rows[k] if r["outcome"] == "fetched"} for k in range(2)]
+            elsewhere = [(r, 1 - k) for k in range(2) for r in rows[k]
+                         if r["outcome"] == "revisit" and r["hash"] in stored[1 - k] - stored[k]]
+            if elsewhere:
+                break
+            await asyncio.sleep(0.5)
+        for k in range(2):
+            page = next(r for r in rows[k] if r["outcome"] == "fetched" and r["hash"] not in stored[1 - k])
+            own = await _run("cat", str(tmp_path / f"n{k}"), page["hash"])
+            assert await _cat(conf, page["url"]) == (0, own)
+        revisit, holder = elsewhere[0]
+        assert await _cat(conf, revisit["url"]) == (0, await _run("cat", str(tmp_path / f"n{holder}"),
+                                                                  revisit["hash"]))
+        unknown = await _cat(conf, "http://never.test/")
+        assert unknown[0] != 0 and b"no member has a page of http://never.test/" in unknown[1]
         missing = await _cat(conf, "ab" * 32)
         assert missing[0] != 0 and b"no member has a body with hash" in missing[1]
         # Without the secret no member record proves itself (member_records rule 2): nobody is asked.

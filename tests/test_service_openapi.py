@@ -22,6 +22,7 @@ from prometheus_client import CollectorRegistry
 from polecat.processes.service_runner import NodeService
 from polecat.service.api import Api
 from polecat.service.openapi import OPENAPI
+from polecat.store.http import url_route
 from polecat.testing.sitegen import SiteSpec
 from polecat.testing.web import TestWeb
 from tests.crawl_helpers import crawl_config
@@ -128,6 +129,7 @@ def cases(host: str, seed: str) -> list[tuple[str, str, bytes | None]]:
         ("POST", "/admin/pause", None), ("POST", "/admin/resume", None),
         ("GET", f"/internal/hosts/{host}", None), ("GET", "/internal/hosts/nope.test", None),
         ("GET", "/internal/pages/xyz", None), ("GET", "/internal/pages/" + "ab" * 32, None),
+        ("GET", url_route("http://nope.test/"), None), ("GET", "/internal/pages/url/%FF", None),
         ("PUT", "/internal/pages", b"not a page"),
     ]
 

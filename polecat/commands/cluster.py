@@ -20,7 +20,11 @@ names each release's members, and a warning each pair of members that share no w
 members are read from etcd as for ``status``, and each is asked ``GET /internal/pages/{hash}`` (signed
 with the cluster secret, as nodes sign their internal requests: polecat/cluster/auth.py), the owner of
 the hash's content slice first (polecat/cluster/claims.py rule 1: the node that answered its claims),
-then the others, until one has it; the body is checked against the hash before it is written."""
+then the others, until one has it; the body is checked against the hash before it is written. With a
+URL instead (canonicalized by the node config's rules), the owner of the URL's slice is asked first
+(the node that fetched it, unless the slice moved since), then the others,
+``GET /internal/pages/url/{key}`` (polecat/store/http.py): the body of the URL's newest fetch there, or
+the hash of a body another member holds (a revisit's original), then asked for by hash as above."""
 
 from __future__ import annotations
 
@@ -90,53 +94,107 @@ async def cluster_status(args: argparse.Namespace) -> tuple[list[dict[str, Any]]
 
 def cmd_cluster_cat(args: argparse.Namespace) -> int:
     import sys
-    import urllib.error
-    import urllib.request
 
-    from polecat.cluster.auth import AUTH_HEADER, hmac_signer, request_proof
     from polecat.cluster.claims import content_slice
     from polecat.cluster.ring import Ring
-    from polecat.cluster.wire import RELEASE_HEADER, THIS, WIRE_HEADER
-    from polecat.commands.node import CLIENT_TIMEOUT, node_config
+    from polecat.commands.node import node_config
+    from polecat.dedup.canon import Canonicalizer
     from polecat.errors import NotFound
-    from polecat.store.base import content_hash
+    from polecat.frontier.slices import slice_of
+    from polecat.hosts import host_key
+    from polecat.store.http import url_route
 
+    key = args.key.strip()
     try:
-        digest = bytes.fromhex(args.hash)
+        digest = bytes.fromhex(key)
     except ValueError:
         digest = b""
-    if len(digest) != 32:
-        raise ConfigError(f"cluster cat: expected a content hash of 64 hex digits, got {args.hash[:80]!r}")
-    cc = node_config(argparse.Namespace(config=args.config, listen=None, data=None)).cluster
-    sign = hmac_signer(cc.secret)
+    cfg = node_config(argparse.Namespace(config=args.config, listen=None, data=None))
+    url = None if len(digest) == 32 else \
+        Canonicalizer(cfg.dedup.tracking_params, cfg.dedup.keep_query_order).canonicalize(key)
+    if len(digest) != 32 and url is None:
+        raise ConfigError(f"cluster cat: expected a content hash of 64 hex digits or an http(s) URL, got "
+                          f"{key[:80]!r}")
     rows, _, _ = asyncio.run(cluster_status(args))
     if not rows:
         raise PolecatError("cluster cat: the cluster has no members")
-    owner = Ring(sorted(row["id"] for row in rows)).owner(content_slice(digest))
-    route = f"/internal/pages/{digest.hex()}"
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # nodes are addressed directly
-    asked = []
-    for row in sorted(rows, key=lambda r: (r["id"] != owner, r["id"])):
+    ring = Ring(sorted(row["id"] for row in rows))
+    ask = _PageAsker(cfg.cluster.secret)
+    body: bytes | None = None
+    if url is not None:  # the owner of the URL's slice fetched it, unless the slice moved since
+        body, named = ask.first(rows, ring.owner(slice_of(host_key(url))), url_route(url))
+        if body is None and named is None:
+            raise NotFound(f"no member has a page of {url} ({'; '.join(ask.asked)})")
+        digest = named or b""
+    if body is None:  # a hash, or a body another member holds (a revisit's original)
+        body, _ = ask.first(rows, ring.owner(content_slice(digest)), f"/internal/pages/{digest.hex()}")
+    if body is None:
+        raise NotFound(f"no member has a body with hash {digest.hex()} ({'; '.join(ask.asked)})")
+    sys.stdout.buffer.write(body)
+    sys.stdout.buffer.flush()
+    return 0
+
+
+class _PageAsker:
+    """Signed ``GET``s of the nodes' page routes (polecat/store/http.py) for ``cluster cat``."""
+
+    def __init__(self, secret: str) -> None:
+        import urllib.request
+
+        from polecat.cluster.auth import hmac_signer
+
+        self._sign = hmac_signer(secret)
+        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # nodes directly
+        self.asked: list[str] = []
+        """Why each member asked did not answer with the body."""
+
+    def first(self, rows: list[dict[str, Any]], owner: str, route: str) -> tuple[bytes | None, bytes | None]:
+        """Ask ``owner`` first, then the others, until one answers a body that hashes to the hash it names:
+        (body, hash); (None, hash) once one names the hash of a body it does not hold; (None, None) if none
+        has it."""
+        for row in sorted(rows, key=lambda r: (r["id"] != owner, r["id"])):
+            body, named = self._ask(row, route)
+            if named is not None:
+                return body, named
+        return None, None
+
+    def _ask(self, row: dict[str, Any], route: str) -> tuple[bytes | None, bytes | None]:
+        import urllib.error
+        import urllib.request
+
+        from polecat.cluster.auth import AUTH_HEADER, request_proof
+        from polecat.cluster.wire import RELEASE_HEADER, THIS, WIRE_HEADER
+        from polecat.commands.node import CLIENT_TIMEOUT
+        from polecat.store.base import content_hash
+        from polecat.store.http import HASH_HEADER
+
         address = row["address"].rstrip("/")
-        headers = {AUTH_HEADER: request_proof(sign, route, address, 0, time.time()),
+        headers = {AUTH_HEADER: request_proof(self._sign, route, address, 0, time.time()),
                    WIRE_HEADER: THIS.header, RELEASE_HEADER: THIS.release}
         try:
-            with opener.open(urllib.request.Request(address + route, headers=headers),
-                             timeout=CLIENT_TIMEOUT) as resp:
-                body = resp.read()
+            with self._opener.open(urllib.request.Request(address + route, headers=headers),
+                                   timeout=CLIENT_TIMEOUT) as resp:
+                body, named = resp.read(), resp.headers.get(HASH_HEADER, "")
         except urllib.error.HTTPError as exc:
-            asked.append(f"{row['id']}: {exc.code}")
-            continue
+            named = exc.headers.get(HASH_HEADER, "") if exc.code == 404 and "/url/" in route else ""
+            self.asked.append(f"{row['id']}: {exc.code}")
+            return None, _hash(named)
         except (urllib.error.URLError, OSError) as exc:  # a node down: the body may be on another
-            asked.append(f"{row['id']}: {getattr(exc, 'reason', exc)}")
-            continue
-        if content_hash(body) != digest:
-            asked.append(f"{row['id']}: answered a body of another hash")
-            continue
-        sys.stdout.buffer.write(body)
-        sys.stdout.buffer.flush()
-        return 0
-    raise NotFound(f"no member has a body with hash {digest.hex()} ({'; '.join(asked)})")
+            self.asked.append(f"{row['id']}: {getattr(exc, 'reason', exc)}")
+            return None, None
+        digest = _hash(named) if "/url/" in route else _hash(route.rsplit("/", 1)[-1])
+        if digest is None or content_hash(body) != digest:
+            self.asked.append(f"{row['id']}: answered a body of another hash")
+            return None, None
+        return body, digest
+
+
+def _hash(text: str) -> bytes | None:
+    try:
+        digest = bytes.fromhex(text)
+    except ValueError:
+        return None
+    return digest if len(digest) == 32 else None
 
 
 def cmd_cluster_status(args: argparse.Namespace) -> int:
@@ -212,5 +270,7 @@ def register(sub: Any) -> None:
     cat.add_argument("--config", metavar="NODE.toml", type=Path, required=True,
                      help="a node's config: etcd as it reaches it, and the cluster secret "
                           "($POLECAT_CLUSTER_SECRET) the nodes check on their internal routes")
-    cat.add_argument("hash", metavar="HASH", help="the body's content hash (64 hex digits)")
+    cat.add_argument("key", metavar="URL-or-HASH",
+                     help="a URL (its newest fetch, asked of the owner of its slice first) or a body's "
+                          "content hash (64 hex digits)")
     cat.set_defaults(func=cmd_cluster_cat, etcd=None, name="polecat")

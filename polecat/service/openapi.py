@@ -175,6 +175,17 @@ OPENAPI: dict[str, Any] = {
                 "404": {"description": "not stored", "content": {"text/plain": {}}},
                 "401": _UNAUTHORIZED,
             }}},
+        "/internal/pages/url/{key}": {"get": {
+            "summary": "the body of a URL's newest fetch in this node's store (the canonical URL in unpadded "
+                       "URL-safe base64); X-Polecat-Content-Hash names its hash",
+            "parameters": _path_param("key"),
+            "responses": {
+                "200": {"description": "the body", "content": {"application/octet-stream": {}}},
+                "400": {"description": "bad key", "content": {"text/plain": {}}},
+                "404": {"description": "not fetched here, or its body is another store's (then "
+                                       "X-Polecat-Content-Hash names it)", "content": {"text/plain": {}}},
+                "401": _UNAUTHORIZED,
+            }}},
     },
 }
 for _path, _ops in OPENAPI["paths"].items():

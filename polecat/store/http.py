@@ -8,10 +8,18 @@ was already there, with ``{"hash": ..., "created": ...}``.
 
 ``GET /internal/pages/{hash}`` returns the verified body (``404`` unknown, ``400`` malformed hash,
 ``500`` when the stored copy is corrupt).
+
+``GET /internal/pages/url/{key}`` (:func:`url_route`: the canonical URL in unpadded URL-safe base64, one
+path segment, so the request's proof covers it) returns the body of the URL's newest fetch in this store,
+its own hash in :data:`HASH_HEADER`; a fetch whose body another store holds (a revisit of a copy another
+member stored first) is ``404`` with that hash in :data:`HASH_HEADER`, for the caller to ask for by hash;
+a URL never fetched here is ``404`` without it.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from typing import Any
 
@@ -22,6 +30,14 @@ from polecat.store.base import HASH_NAME, FetchRecord, PageStore, content_hash
 
 MAX_PAGE_REQUEST = 64 * 1024 * 1024
 CONTENT_TYPE = "application/x-polecat-page"
+HASH_HEADER = "X-Polecat-Content-Hash"
+"""The hash of the body a page route answers (or names, for a body held elsewhere)."""
+URL_ROUTE = "/internal/pages/url/"
+
+
+def url_route(url: str) -> str:
+    """The route that asks a node for the body of ``url``'s newest fetch."""
+    return URL_ROUTE + base64.urlsafe_b64encode(url.encode()).rstrip(b"=").decode()
 
 
 def encode_page(record: FetchRecord, body: bytes | None) -> bytes:
@@ -90,13 +106,28 @@ def page_routes(store: PageStore) -> list[web.RouteDef]:
             digest = b""
         if len(digest) != 32:
             raise web.HTTPBadRequest(text="hash must be 64 hex digits")
+        return _body(digest)
+
+    async def get_page_by_url(request: web.Request) -> web.Response:
+        key = request.match_info["key"]
+        try:
+            url = base64.urlsafe_b64decode(key + "=" * (-len(key) % 4)).decode()
+        except (ValueError, binascii.Error, UnicodeDecodeError) as exc:
+            raise web.HTTPBadRequest(text="the key is a URL in URL-safe base64") from exc
+        fetches = store.history(url)
+        if not fetches:
+            raise web.HTTPNotFound(text=f"no stored page for {url}")
+        return _body(max(fetches, key=lambda r: r.fetched_at).own_hash)
+
+    def _body(digest: bytes) -> web.Response:
         try:
             body = store.get(digest)
         except NotFound as exc:
-            raise web.HTTPNotFound(text=str(exc)) from exc
+            raise web.HTTPNotFound(text=str(exc), headers={HASH_HEADER: digest.hex()}) from exc
         except CorruptRecord as exc:
             raise web.HTTPInternalServerError(text=f"stored copy is corrupt: {exc}") from exc
         return web.Response(body=body, content_type="application/octet-stream",
-                            headers={"X-Polecat-Content-Hash": digest.hex()})
+                            headers={HASH_HEADER: digest.hex()})
 
-    return [web.put("/internal/pages", put_page), web.get("/internal/pages/{hash}", get_page)]
+    return [web.put("/internal/pages", put_page), web.get("/internal/pages/{hash}", get_page),
+            web.get(URL_ROUTE + "{key}", get_page_by_url)]
