@@ -157,6 +157,10 @@ class ContentClaims:
                         keep=lambda band: owner_of(band) == self_id)
         self.near = None if near == "full" else NearQueue(self_id, owner_of, book, wait=wait)
         self._near_held: dict[int, tuple[FetchRecord, bytes, asyncio.Future[None]]] = {}
+        self._near_fps: dict[int, Fingerprint] = {}
+        """The fingerprints of pages near-claimed the first time, by seq: a refused deposit claims again."""
+        self._deposit_fps: dict[int, Fingerprint] = {}
+        """The same, by deposit seq (claims rule 12)."""
         self._near_bases: dict[int, tuple[tuple[str, ...], bool]] = {}
         """Exact claims of pages no near book matched, by seq: their band owners, and whether one did
         not answer (claims rule 11)."""
@@ -239,14 +243,22 @@ class ContentClaims:
         the future is done once the page is stored."""
         stored = asyncio.get_running_loop().create_future()
         if fp is not None and self.near is not None:
-            seq, outcomes = self.near.add(record.content_hash, record.url, record.fetched_at, fp,
-                                          self._clock.wall())
-            self._near_held[seq] = (record, body, stored)
-            self._apply_near(outcomes)
+            self._claim_near(record, body, fp, stored, again=False)
         else:
             self._claim_exact(record, body, stored)
         self._wake.set()
         return stored
+
+    def _claim_near(self, record: FetchRecord, body: bytes, fp: Fingerprint, stored: asyncio.Future[None], *,
+                    again: bool) -> None:
+        """The near claim of a page (claims rule 11); ``again``: after a refused deposit (claimed once)."""
+        assert self.near is not None
+        now = self._clock.wall()
+        seq, outcomes = self.near.add(record.content_hash, record.url, record.fetched_at, fp, now)
+        self._near_held[seq] = (record, body, stored)
+        if not again:
+            self._near_fps[seq] = fp
+        self._apply_near(outcomes)
 
     def _claim_exact(self, record: FetchRecord, body: bytes, stored: asyncio.Future[None],
                      near: tuple[tuple[str, ...], bool] | None = None) -> None:
@@ -294,6 +306,7 @@ class ContentClaims:
         """Claims rules 11 and 12."""
         for o in outcomes:
             record, body, stored = self._near_held.pop(o.seq)
+            fp = self._near_fps.pop(o.seq, None)
             orig = o.original
             if orig is None and o.exact:  # an older member took no near claim: the hash's owner decides
                 self._withdraw(o.owners, record.content_hash)
@@ -310,12 +323,14 @@ class ContentClaims:
             if self._near_keep == "drop":
                 self._copied(copy, None, stored)
             elif orig.holder != self._self_id:
-                self._deposit(orig.holder, copy, record, body, own, stored)
+                self._deposit(orig.holder, copy, record, body, own, stored, fp)
             elif self._stored_here(orig.digest):
                 self._copied(copy, own, stored)
             elif self._holds(orig.digest):  # its base is a page held here: stored once that one is
                 self._deposit_seq += 1
                 self._deposits[self._deposit_seq] = (record, body, stored, self._clock.wall())
+                if fp is not None:
+                    self._deposit_fps[self._deposit_seq] = fp
                 parked = (self._self_id, self._deposit_seq, copy, own)
                 self._parked.setdefault(orig.digest, []).append(parked)
             else:  # the base went from this store (a repair): nothing to make the delta against
@@ -339,7 +354,7 @@ class ContentClaims:
                 self._wake.set()
 
     def _deposit(self, holder: str, copy: FetchRecord, record: FetchRecord, body: bytes, own: bytes | None,
-                 stored: asyncio.Future[None]) -> None:
+                 stored: asyncio.Future[None], fp: Fingerprint | None) -> None:
         """Claims rule 12: the near copy (its own body ``own``; None for an exact copy) goes to the store
         that holds its original; ``record`` and ``body`` are the page as fetched, stored here if not."""
         if holder not in self._addresses or len(body) > DEPOSIT_BYTES:
@@ -348,6 +363,8 @@ class ContentClaims:
             return
         self._deposit_seq += 1
         self._deposits[self._deposit_seq] = (record, body, stored, self._clock.wall())
+        if fp is not None:
+            self._deposit_fps[self._deposit_seq] = fp
         self._deposit_out.setdefault(holder, []).append((self._deposit_seq, copy, own))
         self._wake.set()
 
@@ -358,12 +375,19 @@ class ContentClaims:
             self.queue.stray += 1
             return
         record, body, stored, _ = held
+        fp = self._deposit_fps.pop(seq, None)
         if stored_there:
             self.copies += 1
             self.near_copies += 1
             self._unpark(record.content_hash)  # not a base here: deposits waiting on it are refused
             if not stored.done():
                 stored.set_result(None)
+        elif stored_there is False and fp is not None and self.near is not None:
+            # Refused: its original was not stored in full after all (it became a copy itself). Claimed
+            # again, once, the page meets the original's own original (claims rule 12).
+            self.deposits_refused += 1
+            self._claim_near(record, body, fp, stored, again=True)
+            self._wake.set()
         else:
             self.deposits_refused += 1
             self._put(record, body, stored, marked=stored_there is None)
@@ -605,6 +629,7 @@ class ContentClaims:
         if self.near is not None:
             for seq in self.near.drain():
                 record, body, stored = self._near_held.pop(seq)
+                self._near_fps.pop(seq, None)
                 self._put(record, body, stored, marked=True)
         for seq in list(self._deposits):
             self._deposit_done(seq, None)

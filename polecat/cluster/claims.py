@@ -85,10 +85,12 @@ near-duplicate index up (polecat/node/pipeline.py):
     store (a deposit whose base is a page the holder still holds for its own claims waits for that page:
     stored in full, the deposit is stored; not, it is refused), and acknowledges it after the store
     flush that made both durable, so the claimer completes the lease only then (which is why rule 10
-    answers such a copy early). A deposit refused, too big for one frame, or unacknowledged within
-    ``wait`` is stored in full by the claimer (marked, rule 5, when unacknowledged; both may then hold
-    it, never neither). With "drop" the claimer writes the revisit itself (``store export`` of the crawl
-    completes it from the holder's store).
+    answers such a copy early). A deposit refused (its base was not stored in full after all: an early
+    answer named a page that became a copy itself) is claimed again, once, by its fingerprint: the
+    withdrawn base gone, it meets that page's own original. A deposit refused again, too big for one
+    frame, or unacknowledged within ``wait`` is stored in full by the claimer (marked, rule 5, when
+    unacknowledged; both may then hold it, never neither). With "drop" the claimer writes the revisit
+    itself (``store export`` of the crawl completes it from the holder's store).
 13. A base, once durable, is kept as rule 8 keeps an exact record: a row of the ``claims`` table under
     the prefix of each band slice of its band keys that this member owns (:func:`near_key`: longer than
     an exact record's key, which :meth:`ClaimBook.load` skips), its fingerprint and fetch in the value;
