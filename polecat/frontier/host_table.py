@@ -52,6 +52,13 @@ Rules:
    into a ``ready`` row at the record's next-allowed time. Memory thus holds the parked hosts of the
    working set only, whatever a run gives up (a seeds file of dead hosts parks them by the million);
    :attr:`parked_out` counts the others.
+12. Host counters: :attr:`known_hosts`, :attr:`with_queue` (hosts with URLs queued), :attr:`queued` and
+   :attr:`fetched` (pages fetched, over every host record) follow every change of a record they count
+   (:meth:`count_queued`, :meth:`enqueue`, :meth:`count_fetched`, a host new to the table) and are written
+   to ``meta`` (:data:`HOST_COUNTS`) with each commit, in the transaction of the records they count:
+   ``polecat status`` reads four numbers, not every host record. A released slice's records are
+   subtracted as they are read (polecat/frontier/handover.py), an adopted host's added as it merges. Data
+   written before them is counted once, at the first open (:meth:`load`).
 """
 
 from __future__ import annotations
@@ -95,6 +102,8 @@ BANDS = b"bands"
 """Meta key: the queue bands' counts (:attr:`HostTable.bands`), once counted."""
 READY_INDEX = b"ready_index"
 """Meta key: the ``ready`` and ``resident`` rows are kept (rule 8); absent in data written before them."""
+HOST_COUNTS = b"host_counts"
+"""Meta key: the host counters of rule 12 (JSON); absent in data written before them."""
 REFILL_ROWS = 256
 """``ready`` rows read per :meth:`HostTable.refill` at most: a lease call's work stays bounded."""
 COLD_RETRY = 0.05
@@ -130,6 +139,10 @@ class HostTable:
         """Rate overrides and blocks by host pattern (polecat/frontier/controls.py sets them)."""
         self.blocked: HostPatternMap[bool] = HostPatternMap()
         self.queued = 0
+        self.with_queue = 0
+        """Hosts with URLs queued, in memory or not (rule 12)."""
+        self.fetched = 0
+        """Pages fetched, summed over every host record (rule 12)."""
         self.accepted = 0
         """URLs accepted into the queues in this run."""
         self.qseq = int(db.get("meta", b"qseq") or b"0")
@@ -200,8 +213,23 @@ class HostTable:
         self._arrived.clear()  # their rows are there
         self.queued = db.count("queue")
         self.known_hosts = db.count("hosts")
+        self._load_counts()
         self.cold_rows = db.count("ready") + parked_rows + (len(built) if built else 0)
         return out
+
+    def _load_counts(self) -> None:
+        """The counters of rule 12 as the last commit wrote them, or counted once from every record (data
+        written before them)."""
+        stored = self.db.get("meta", HOST_COUNTS)
+        if stored is not None:
+            counts = json.loads(stored)
+            self.with_queue, self.fetched = counts["with_queue"], counts["fetched"]
+            return
+        self.with_queue = self.fetched = 0
+        for _, raw in self.db.items("hosts"):
+            st = decode_host(raw)
+            self.with_queue += st.queued > 0
+            self.fetched += st.fetched
 
     def _take(self, host: str, st: HostState) -> HostState:
         """Keep the record ``st`` read from the table in memory, waiting as rule 6 says, and schedule it."""
@@ -402,11 +430,16 @@ class HostTable:
                             Put("meta", b"done", json.dumps(self.done_total).encode())]
         if self.bands is not None:
             out.append(Put("meta", BANDS, json.dumps(self.bands).encode()))
+        out.append(Put("meta", HOST_COUNTS, json.dumps(
+            {"hosts": self.known_hosts, "with_queue": self.with_queue, "queued": self.queued,
+             "fetched": self.fetched}).encode()))
         return out
 
     def count_queued(self, host: str, st: HostState, n: int) -> None:
-        """``n`` more URLs (fewer, when negative) queued for ``host`` (rules 4 and 9)."""
+        """``n`` more URLs (fewer, when negative) queued for ``host`` (rules 4, 9 and 12)."""
+        had = st.queued > 0
         st.queued += n
+        self.with_queue += (st.queued > 0) - had
         self.queued += n
         if self.fenced:
             self.queued_in[slice_of(host)] += n
@@ -416,6 +449,7 @@ class HostTable:
         for host in hosts:
             st = self.hosts.pop(host)
             self.count_queued(host, st, -st.queued)
+            self.fetched -= st.fetched
             self.scheduled.pop(host, None)
             self._dirty.discard(host)
             self.warm.pop(host, None)
@@ -438,6 +472,7 @@ class HostTable:
         key = queue_key(host, importance, depth, self.qseq)
         out.append(Put("queue", key, QueuedUrl(url, depth, importance, 0, hops).encode()))
         self.count_band(key, 1)
+        self.with_queue += st.queued <= 0
         st.queued += 1  # count_queued() inline (this runs for every URL accepted)
         self.queued += 1
         if self.fenced:
@@ -491,6 +526,19 @@ class HostTable:
         out: list[Write] = [Delete("queue", key), Put("urls", ukey, rec.encode())]
         self.url_written(host, ukey, rec, out)
         return out
+
+    def count_fetched(self, st: HostState, n: int) -> None:
+        """``n`` more pages fetched from the host of ``st`` (rule 12)."""
+        st.fetched += n
+        self.fetched += n
+
+    def forget_record(self, st: HostState) -> None:
+        """The record ``st``, out of memory, leaves with its slice (released): the counters drop it
+        (rule 12)."""
+        self.queued -= st.queued
+        self.known_hosts -= 1
+        self.with_queue -= st.queued > 0
+        self.fetched -= st.fetched
 
     def count_done(self, label: str) -> None:
         self.done[label] += 1
