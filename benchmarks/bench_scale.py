@@ -20,7 +20,8 @@ crawled by ``python -m polecat crawl`` (a child process) with ``--max-pages``. F
   the same crawl started again on it sends its first request (then it is stopped with SIGTERM).
 
 ``--frontier-seeds N`` admits N host roots into a frontier in this process, without a crawl or a node:
-the CPU seeds/s of the admission itself and the anonymous memory with N hosts queued.
+the CPU seeds/s of the admission itself and the anonymous memory with N hosts queued; then the time of
+``polecat status DIR`` on it (from the host counters, and with ``--busiest``: every host record).
 
 ``--seeds-only N`` writes N seed lines (the first of the one host that answers, the rest of hosts that do
 not resolve) and reports how soon the first request reaches the server, and the seeds admitted per second
@@ -260,8 +261,16 @@ def frontier_seeds(args: argparse.Namespace, work: Path) -> None:
     lease = db.applied(frontier.lease(20.0))
     print(f"reopened in {ready - opened:.2f} s (the Bloom filter rebuilt from the seen table: no snapshot "
           f"here), first lease {type(lease).__name__} {time.monotonic() - ready:.3f} s later, "
-          f"{frontier.hosts_in_memory} host records in memory")
+          f"{frontier.hosts_in_memory} host records in memory; {db.count('ops')} ops rows (the seed hosts' "
+          "not read at the open)")
     db.close()
+    for flags in ((), ("--busiest",)):  # the host counters (host_table rule 12), then every host record
+        started = time.monotonic()
+        status = subprocess.run(polecat_command("status", str(work), *flags),
+                                env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
+                                timeout=600)
+        print(f"polecat status DIR {' '.join(flags)}: {time.monotonic() - started:.2f} s "
+              f"(exit {status.returncode}); {(status.stdout or status.stderr).splitlines()[0]}")
 
 
 def main() -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -185,3 +185,35 @@ def test_status_reads_the_same_rows_at_1x_and_10x(tmp_path: Path, monkeypatch: p
     small = status_reads(tmp_path / "a", 300, monkeypatch)
     assert small == status_reads(tmp_path / "b", 3_000, monkeypatch), small
     assert "hosts" not in small and "urls" not in small  # counters (host_table rule 12, refresh_index rule 3)
+
+
+def open_reads(path: Path, seeds: int) -> int:
+    """The ``ops`` rows an open of a frontier of ``seeds`` seed hosts (one ``seedhost`` row each) reads."""
+    rig = Rig(path, cfg=CFG, backend="memory")
+    now = 1_000.0
+    rig.frontier.add_seeds([canon(f"http://s{i}.test/") for i in range(seeds)], now)
+    rig.frontier.block("blocked.test")
+    rig.frontier.commit()
+    rig.crash()
+    reads = Reads()
+    items = rig.memory.items
+    rig.memory.items = lambda table, prefix=b"": reads.wrap(items)(table, prefix) if table == "ops" \
+        else items(table, prefix)  # type: ignore[method-assign]
+    rig.reopen(now)  # the memory backend's database is the one opened again
+    assert rig.frontier.is_blocked("blocked.test") and rig.db.count("ops") > seeds
+    return reads.rows
+
+
+def test_an_open_reads_no_seed_host_row_at_1x_and_10x(tmp_path: Path) -> None:
+    assert open_reads(tmp_path / "a", 30) == open_reads(tmp_path / "b", 300) == 1  # the block
+
+
+def test_domain_mode_still_reads_its_seed_hosts_at_an_open(tmp_path: Path) -> None:
+    cfg = replace(CFG, scope=replace(CFG.scope, mode="domain"))
+    rig = Rig(tmp_path, cfg=cfg, backend="memory")
+    rig.frontier.add_seed(canon("http://www.example.test/"), 1_000.0)
+    rig.frontier.commit()
+    rig.crash()
+    rig.reopen(1_000.0)  # the seeds' domains are in scope from the seed hosts' rows (keys.py rule 4)
+    assert rig.frontier.add(canon("http://docs.example.test/a"), 1, 0.5, 1_000.0) == "accepted"
+    assert rig.frontier.add(canon("http://other.test/a"), 1, 0.5, 1_000.0) == "out_of_scope"

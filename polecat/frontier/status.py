@@ -15,9 +15,9 @@ import lmdb
 from polecat.clock import SYSTEM_CLOCK
 from polecat.config import RefreshConfig
 from polecat.errors import FrontierError
-from polecat.frontier.db import SCHEMA_VERSION, TABLES, CommittedTables
+from polecat.frontier.db import SCHEMA_VERSION, TABLES, CommittedTables, key_range
 from polecat.frontier.host_table import HOST_COUNTS
-from polecat.frontier.keys import host_of_row, parse_op_key
+from polecat.frontier.keys import host_of_row, ops_prefixes, parse_op_key
 from polecat.frontier.migrate import mismatch, release_of
 from polecat.frontier.records import UrlRecord, decode_host
 from polecat.frontier.refresh import Freshness, History, RefreshPolicy
@@ -108,7 +108,8 @@ def read_status(frontier_dir: Path, top: int = 10, refresh: RefreshConfig | None
         blocked, throttled = [], []
         paused = False
         traps: list[tuple[str, tuple[tuple[str, int], ...]]] = []
-        for key, raw in txn.cursor(db=dbs["ops"]):
+        ops = (row for prefix in ops_prefixes(("traps",)) for row in key_range(txn, dbs["ops"], prefix))
+        for key, raw in ops:  # not the seed hosts' rows, one per seed host (keys.py rule 4)
             kind, arg = parse_op_key(bytes(key))
             if kind == "block":
                 blocked.append(arg)
