@@ -14,6 +14,8 @@ crawled by ``python -m polecat crawl`` (a child process) with ``--max-pages``. F
 - peak anonymous memory (RssAnon, sampled) and the child's peak RSS (ru_maxrss);
 - open file descriptors over time (``/proc/PID/fd``, sampled);
 - DNS queries per host seen, by type (the DNS server's counts);
+- how late the node's event loop ran (p99 and max over the run: ``polecat crawl`` samples a 50 ms timer
+  and puts them in its summary);
 - politeness violations at the server: requests to a host sooner than ``1 / rate - 10 ms`` after the
   previous one (10 ms of arrival jitter allowed; the crawler's own bound is the full interval);
 - with ``--resume``, after the run: how long ``polecat status DIR`` takes on its data dir, and how soon
@@ -157,6 +159,10 @@ def breadth(args: argparse.Namespace, work: Path) -> None:
         rate = (n - last_n) / (t - last_t) if t > last_t else 0.0
         print(f"{t:5.0f} {n:9d} {rate:6.0f} {fds:4d} {anon / 1024:8.0f}")
         last_t, last_n = t, n
+    summary = out_path.read_text(errors="replace")
+    late = re.search(r"event loop late: p99 (\d+) ms, max (\d+) ms", summary)
+    print("the node's event loop late (a timer every 50 ms, the whole run): "
+          + (f"p99 {late[1]} ms, max {late[2]} ms" if late else "under 1 ms at every sample"))
     print("\n".join(resumed))
     print("the crawl's summary:")
     print(out_path.read_text(errors="replace").strip())
