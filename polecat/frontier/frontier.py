@@ -130,6 +130,7 @@ class Frontier:
         self.busiest = observation.busiest
         self.queue_bands = observation.queue_bands
         self.quarantined_hosts = observation.quarantined_hosts
+        self.host_counts = observation.host_counts
         self.stats = observation.stats
 
         # Opening: the stored ops first (throttles set the rates the host records are loaded with). The
