@@ -33,7 +33,8 @@ def small(rig: Rig) -> Rig:
 
 
 def host(i: int) -> str:
-    return f"h{i}.count.test"
+    """Every third host with a port (host_table rule 13 lists those by name)."""
+    return f"h{i}.count.test" + (":8080" if i % 3 == 0 else "")
 
 
 def recount(rig: Rig) -> dict[str, int]:
@@ -56,6 +57,8 @@ def check(rig: Rig) -> None:
     assert json.loads(rig.db.get("meta", HOST_COUNTS) or b"{}") == counted
     assert (table.known_hosts, table.with_queue, table.queued, table.fetched) == tuple(counted.values())
     assert counted["queued"] == rig.db.count("queue")
+    listed = sorted(key for keys in table.ported.values() for key in keys)
+    assert listed == sorted(h for h in table.hosts if ":" in h)  # rule 13
 
 
 def lease_one(rig: Rig, now: float, how: str) -> float:
@@ -102,8 +105,8 @@ def test_counters_equal_a_recount_after_any_sequence(steps: list[tuple[object, .
         elif kind == "lease":
             for _ in range(int(step[2])):  # type: ignore[call-overload]
                 now = lease_one(rig, now, str(step[1]))
-        elif kind == "block":
-            rig.frontier.block(host(int(step[1])))  # type: ignore[call-overload]
+        elif kind == "block":  # by its name: a host with a port too
+            rig.frontier.block(host(int(step[1])).partition(":")[0])  # type: ignore[call-overload]
         elif kind == "hand":  # the slice goes to the other member and comes back, its counts with it
             ids = [slice_of(host(int(step[1])))]  # type: ignore[call-overload]
             if rig.raw.in_flight_in(ids):

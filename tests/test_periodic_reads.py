@@ -217,3 +217,19 @@ def test_domain_mode_still_reads_its_seed_hosts_at_an_open(tmp_path: Path) -> No
     rig.reopen(1_000.0)  # the seeds' domains are in scope from the seed hosts' rows (keys.py rule 4)
     assert rig.frontier.add(canon("http://docs.example.test/a"), 1, 0.5, 1_000.0) == "accepted"
     assert rig.frontier.add(canon("http://other.test/a"), 1, 0.5, 1_000.0) == "out_of_scope"
+
+
+def test_a_control_naming_a_host_finds_its_keys_with_a_port_by_name(tmp_path: Path) -> None:
+    rig = Rig(tmp_path, cfg=CFG, backend="memory")
+    now = 1_000.0
+    for i in range(20):
+        rig.frontier.add_many([canon(f"http://p{i}.test:8080/a"), canon(f"http://p{i}.test/a")], 1, 0.5, now)
+    table = rig.raw._table
+    before = {h: st.next_allowed for h, st in table.hosts.items()}
+    assert table.named("p3.test") == ["p3.test", "p3.test:8080"]
+    assert rig.frontier.block("p3.test") == 2  # both of its keys, no other
+    assert {h for h, st in table.hosts.items() if st.queued == 0} == {"p3.test", "p3.test:8080"}
+    rig.frontier.throttle_now("p4.test", 0.1, now)
+    changed = {h for h, st in table.hosts.items() if st.next_allowed != before[h]}
+    assert changed == {"p4.test", "p4.test:8080"}
+    assert rig.frontier.block("*.test") == 38  # a wildcard: every other host in memory

@@ -59,6 +59,9 @@ Rules:
    ``polecat status`` reads four numbers, not every host record. A released slice's records are
    subtracted as they are read (polecat/frontier/handover.py), an adopted host's added as it merges. Data
    written before them is counted once, at the first open (:meth:`load`).
+13. A host key with a port (``host:port``) in memory is listed under its host name (:attr:`ported`, kept
+   as records enter and leave memory): an operator control naming one host (polecat/frontier/controls.py)
+   finds the records in memory it matches by :meth:`named`, not by a pass over memory.
 """
 
 from __future__ import annotations
@@ -87,7 +90,7 @@ from polecat.frontier.records import Lease, QueuedUrl, UrlRecord, decode_host, e
 from polecat.frontier.slices import SLICES, slice_of
 from polecat.frontier.tables import FrontierTables
 from polecat.frontier.traps import ShapeBudget
-from polecat.hosts import HostPatternMap
+from polecat.hosts import HostPatternMap, hostname
 from polecat.writes import Delete, Put, Write
 
 UrlWritten = Callable[[str, bytes, UrlRecord | None, list[Write]], None]
@@ -170,6 +173,8 @@ class HostTable:
         asks for while a commit may be in flight, when the tables cannot be read)."""
         self.cold_rows = 0
         """``ready`` rows, about (rows found stale are counted until read)."""
+        self.ported: dict[str, list[str]] = {}
+        """The host keys in memory with a port, by host name (rule 13)."""
         self.warm: dict[str, float] = {}
         """When the last request of each host in memory ended (leasing.py rule 6)."""
         self.warm_heap: list[tuple[float, str]] = []
@@ -240,9 +245,27 @@ class HostTable:
             wait_one_interval(self.pol, rate, st, since)
         st.parked = host in self.parked
         self.hosts[host] = st
+        self._list_port(host)
         self._arrived.add(host)
         self.wake(host, st, st.next_allowed)
         return st
+
+    def _list_port(self, host: str) -> None:
+        name = hostname(host)
+        if name != host:  # rule 13
+            self.ported.setdefault(name, []).append(host)
+
+    def _unlist_port(self, host: str) -> None:
+        name = hostname(host)
+        if name != host:
+            keys = self.ported[name]
+            keys.remove(host)
+            if not keys:
+                del self.ported[name]
+
+    def named(self, name: str) -> list[str]:
+        """The host keys in memory of the host ``name`` (``name`` itself, and with any port: rule 13)."""
+        return ([name] if name in self.hosts else []) + self.ported.get(name, [])
 
     def peek(self, host: str) -> HostState | None:
         """The record of ``host`` (None: unknown), read from the table when it is not in memory, without
@@ -273,6 +296,7 @@ class HostTable:
             return st
         if peeked is None:
             st = self.hosts[host] = HostState()
+            self._list_port(host)
             self.known_hosts += 1
             self._arrived.add(host)
             return st
@@ -397,6 +421,7 @@ class HostTable:
                            or (fenced and slice_of(host) in fenced)))
         for _, _, host in heapq.nlargest(len(hosts) - keep, movable):
             st = hosts.pop(host)
+            self._unlist_port(host)
             self.warm.pop(host, None)
             # Filed at its turn in the heap (never before its next-allowed time): the order it had here.
             st.next_allowed = max(st.next_allowed, scheduled.pop(host, 0.0))
@@ -448,6 +473,7 @@ class HostTable:
         """Drop ``hosts`` from memory (their slices were released: their records go with them)."""
         for host in hosts:
             st = self.hosts.pop(host)
+            self._unlist_port(host)
             self.count_queued(host, st, -st.queued)
             self.fetched -= st.fetched
             self.scheduled.pop(host, None)
