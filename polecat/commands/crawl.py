@@ -15,6 +15,7 @@ import re
 import shutil
 import signal
 import sys
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -211,7 +212,7 @@ async def _crawl(cfg: Config) -> int:
 
             print(f"polecat: {cfg.data_dir} upgraded: " + "; ".join(describe(opened)), file=sys.stderr)
         run = asyncio.ensure_future(crawler.run())
-        lag = LoopLagSamples()
+        lag = LoopLagSamples.with_busy()
         sampling = asyncio.ensure_future(_sample_lag(lag))
 
         def on_signal() -> None:
@@ -237,16 +238,20 @@ async def _crawl(cfg: Config) -> int:
             stats = run.result()
         except asyncio.CancelledError:
             stats = crawler.stats()
-    stats = replace(stats, loop_lag_p99=lag.quantile(0.99), loop_lag_max=lag.max)
+    busy = lag.busy or lag
+    stats = replace(stats, loop_lag_p99=lag.quantile(0.99), loop_lag_max=lag.max,
+                    loop_busy_p99=busy.quantile(0.99), loop_busy_max=busy.max)
     return _verdict(cfg, stats, bool(interrupted))
 
 
 async def _sample_lag(lag: LoopLagSamples) -> None:
-    """Record how late the loop runs a timer, every :data:`LAG_TICK` seconds, until cancelled."""
+    """Record how late the loop runs a timer, every :data:`LAG_TICK` seconds, until cancelled (with the
+    process's CPU time over each interval: time.process_time, not a clock of the crawl's decisions)."""
     while True:
         due = SYSTEM_CLOCK.monotonic() + LAG_TICK
+        cpu = time.process_time()
         await asyncio.sleep(LAG_TICK)
-        lag.record(max(0.0, SYSTEM_CLOCK.monotonic() - due))
+        lag.record(max(0.0, SYSTEM_CLOCK.monotonic() - due), time.process_time() - cpu)
 
 
 async def _crawl_workers(cfg: Config, workers: int) -> int:
