@@ -14,13 +14,16 @@ crawled by ``python -m polecat crawl`` (a child process) with ``--max-pages``. F
 - peak anonymous memory (RssAnon, sampled) and the child's peak RSS (ru_maxrss);
 - open file descriptors over time (``/proc/PID/fd``, sampled);
 - DNS queries per host seen, by type (the DNS server's counts);
+- how late the node's event loop ran (p99 and max over the run: ``polecat crawl`` samples a 50 ms timer
+  and puts them in its summary);
 - politeness violations at the server: requests to a host sooner than ``1 / rate - 10 ms`` after the
   previous one (10 ms of arrival jitter allowed; the crawler's own bound is the full interval);
 - with ``--resume``, after the run: how long ``polecat status DIR`` takes on its data dir, and how soon
   the same crawl started again on it sends its first request (then it is stopped with SIGTERM).
 
 ``--frontier-seeds N`` admits N host roots into a frontier in this process, without a crawl or a node:
-the CPU seeds/s of the admission itself and the anonymous memory with N hosts queued.
+the CPU seeds/s of the admission itself and the anonymous memory with N hosts queued; then the time of
+``polecat status DIR`` on it (from the host counters, and with ``--busiest``: every host record).
 
 ``--seeds-only N`` writes N seed lines (the first of the one host that answers, the rest of hosts that do
 not resolve) and reports how soon the first request reaches the server, and the seeds admitted per second
@@ -156,6 +159,12 @@ def breadth(args: argparse.Namespace, work: Path) -> None:
         rate = (n - last_n) / (t - last_t) if t > last_t else 0.0
         print(f"{t:5.0f} {n:9d} {rate:6.0f} {fds:4d} {anon / 1024:8.0f}")
         last_t, last_n = t, n
+    summary = out_path.read_text(errors="replace")
+    late = re.search(r"event loop late: p99 (\d+) ms, max (\d+) ms; with polecat on a CPU: p99 (\d+) ms, "
+                     r"max (\d+) ms", " ".join(summary.split()))
+    print("the node's event loop late (a timer every 50 ms, the whole run): "
+          + (f"p99 {late[1]} ms, max {late[2]} ms; bounded by the node's CPU time over each sample: "
+             f"p99 {late[3]} ms, max {late[4]} ms" if late else "under 1 ms at every sample"))
     print("\n".join(resumed))
     print("the crawl's summary:")
     print(out_path.read_text(errors="replace").strip())
@@ -260,8 +269,16 @@ def frontier_seeds(args: argparse.Namespace, work: Path) -> None:
     lease = db.applied(frontier.lease(20.0))
     print(f"reopened in {ready - opened:.2f} s (the Bloom filter rebuilt from the seen table: no snapshot "
           f"here), first lease {type(lease).__name__} {time.monotonic() - ready:.3f} s later, "
-          f"{frontier.hosts_in_memory} host records in memory")
+          f"{frontier.hosts_in_memory} host records in memory; {db.count('ops')} ops rows (the seed hosts' "
+          "not read at the open)")
     db.close()
+    for flags in ((), ("--busiest",)):  # the host counters (host_table rule 12), then every host record
+        started = time.monotonic()
+        status = subprocess.run(polecat_command("status", str(work), *flags),
+                                env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
+                                timeout=600)
+        print(f"polecat status DIR {' '.join(flags)}: {time.monotonic() - started:.2f} s "
+              f"(exit {status.returncode}); {(status.stdout or status.stderr).splitlines()[0]}")
 
 
 def main() -> None:

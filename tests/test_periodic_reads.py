@@ -7,10 +7,14 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from polecat.frontier import status
 from polecat.frontier.keys import GLOBAL, priority_band, queue_prefix
 from polecat.frontier.slices import SLICES, slice_of, slice_prefix
 from polecat.writes import Table
@@ -38,9 +42,9 @@ class Reads:
         self.rows = 0
 
 
-def frontier_of(path: Path, extra_hosts: int) -> tuple[Rig, Reads, float]:
+def frontier_of(path: Path, extra_hosts: int, backend: str = "memory") -> tuple[Rig, Reads, float]:
     """A frontier that crawled a little, with ``extra_hosts`` more hosts queued."""
-    rig = Rig(path, cfg=CFG, backend="memory")
+    rig = Rig(path, cfg=CFG, backend=backend)
     now = crawl_some(rig, 1_000.0, 30)
     for i in range(extra_hosts):
         rig.frontier.add_many([canon(f"http://x{i}.test/p{k}") for k in range(3)], 1, 0.5, now)
@@ -101,3 +105,131 @@ def test_queue_bands_are_counted_once_per_data_dir_and_kept_through_a_release(tm
     rig.frontier.release_slices(frozenset(range(0, SLICES, 2)))
     left = Counter(priority_band(key) for key, _ in rig.db.items("queue"))
     assert rig.frontier.queue_bands() == {name: left[name] for name in first} != first
+
+
+class CountingCursor:
+    """A cursor of a :class:`CountingTxn`: the rows it gives count for its table."""
+
+    def __init__(self, cursor: Any, rows: Counter[str], name: str) -> None:
+        self._cursor = cursor
+        self._rows = rows
+        self._name = name
+
+    def __enter__(self) -> CountingCursor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._cursor.close()
+
+    def __iter__(self) -> Iterator[tuple[bytes, bytes]]:
+        for row in self._cursor:
+            self._rows[self._name] += 1
+            yield row
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cursor, name)
+
+
+class CountingTxn:
+    """A read transaction that counts the rows its cursors give and its gets, by table handle."""
+
+    def __init__(self, txn: Any, names: dict[Any, str]) -> None:
+        self._txn = txn
+        self._names = names
+        self.rows: Counter[str] = Counter()
+
+    def cursor(self, db: Any) -> CountingCursor:
+        return CountingCursor(self._txn.cursor(db=db), self.rows, self._names[db])
+
+    def get(self, key: bytes, default: Any = None, db: Any = None) -> Any:
+        self.rows[self._names[db]] += 1
+        return self._txn.get(key, default, db=db)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._txn, name)
+
+
+class CountingEnv:
+    """The environment of a :class:`CountingTxn`: the tables opened in it are named in its counts."""
+
+    def __init__(self, env: Any, txn: CountingTxn) -> None:
+        self._env = env
+        self._txn = txn
+
+    def open_db(self, name: bytes, txn: CountingTxn, create: bool) -> Any:
+        handle = self._env.open_db(name, txn=txn._txn, create=create)
+        txn._names[handle] = name.decode()
+        return handle
+
+
+def status_reads(path: Path, extra_hosts: int, monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """The rows ``polecat status DIR`` reads, by table, of a frontier with ``extra_hosts`` more hosts."""
+    rig, _, _ = frontier_of(path, extra_hosts, "lmdb")
+    rig.crash()
+    opened = status._read_txn
+    seen: list[CountingTxn] = []
+
+    @contextmanager
+    def counted(frontier_dir: Path, tables: tuple[str, ...]) -> Iterator[tuple[Any, Any, dict[str, Any]]]:
+        with opened(frontier_dir, tables) as (env, txn, dbs):
+            seen.append(CountingTxn(txn, {handle: name for name, handle in dbs.items()}))
+            yield CountingEnv(env, seen[-1]), seen[-1], dbs
+
+    monkeypatch.setattr(status, "_read_txn", counted)
+    got = status.read_status(path / "frontier")
+    assert got.hosts > extra_hosts
+    return seen[0].rows
+
+
+def test_status_reads_the_same_rows_at_1x_and_10x(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    small = status_reads(tmp_path / "a", 300, monkeypatch)
+    assert small == status_reads(tmp_path / "b", 3_000, monkeypatch), small
+    assert "hosts" not in small and "urls" not in small  # counters (host_table rule 12, refresh_index rule 3)
+
+
+def open_reads(path: Path, seeds: int) -> int:
+    """The ``ops`` rows an open of a frontier of ``seeds`` seed hosts (one ``seedhost`` row each) reads."""
+    rig = Rig(path, cfg=CFG, backend="memory")
+    now = 1_000.0
+    rig.frontier.add_seeds([canon(f"http://s{i}.test/") for i in range(seeds)], now)
+    rig.frontier.block("blocked.test")
+    rig.frontier.commit()
+    rig.crash()
+    reads = Reads()
+    items = rig.memory.items
+    rig.memory.items = lambda table, prefix=b"": reads.wrap(items)(table, prefix) if table == "ops" \
+        else items(table, prefix)  # type: ignore[method-assign]
+    rig.reopen(now)  # the memory backend's database is the one opened again
+    assert rig.frontier.is_blocked("blocked.test") and rig.db.count("ops") > seeds
+    return reads.rows
+
+
+def test_an_open_reads_no_seed_host_row_at_1x_and_10x(tmp_path: Path) -> None:
+    assert open_reads(tmp_path / "a", 30) == open_reads(tmp_path / "b", 300) == 1  # the block
+
+
+def test_domain_mode_still_reads_its_seed_hosts_at_an_open(tmp_path: Path) -> None:
+    cfg = replace(CFG, scope=replace(CFG.scope, mode="domain"))
+    rig = Rig(tmp_path, cfg=cfg, backend="memory")
+    rig.frontier.add_seed(canon("http://www.example.test/"), 1_000.0)
+    rig.frontier.commit()
+    rig.crash()
+    rig.reopen(1_000.0)  # the seeds' domains are in scope from the seed hosts' rows (keys.py rule 4)
+    assert rig.frontier.add(canon("http://docs.example.test/a"), 1, 0.5, 1_000.0) == "accepted"
+    assert rig.frontier.add(canon("http://other.test/a"), 1, 0.5, 1_000.0) == "out_of_scope"
+
+
+def test_a_control_naming_a_host_finds_its_keys_with_a_port_by_name(tmp_path: Path) -> None:
+    rig = Rig(tmp_path, cfg=CFG, backend="memory")
+    now = 1_000.0
+    for i in range(20):
+        rig.frontier.add_many([canon(f"http://p{i}.test:8080/a"), canon(f"http://p{i}.test/a")], 1, 0.5, now)
+    table = rig.raw._table
+    before = {h: st.next_allowed for h, st in table.hosts.items()}
+    assert table.named("p3.test") == ["p3.test", "p3.test:8080"]
+    assert rig.frontier.block("p3.test") == 2  # both of its keys, no other
+    assert {h for h, st in table.hosts.items() if st.queued == 0} == {"p3.test", "p3.test:8080"}
+    rig.frontier.throttle_now("p4.test", 0.1, now)
+    changed = {h for h, st in table.hosts.items() if st.next_allowed != before[h]}
+    assert changed == {"p4.test", "p4.test:8080"}
+    assert rig.frontier.block("*.test") == 38  # a wildcard: every other host in memory

@@ -25,10 +25,12 @@ from polecat.cluster.wire import WIRE_VERSION
 from polecat.config import Config, RefreshConfig, StoreConfig
 from polecat.frontier import bundle
 from polecat.frontier.db import SCHEMA_VERSION
+from polecat.frontier.host_table import HOST_COUNTS
 from polecat.frontier.opener import FRONTIER_PARAMS, open_frontier
-from polecat.frontier.records import UrlRecord
+from polecat.frontier.records import UrlRecord, decode_host
 from polecat.frontier.refresh import RefreshPolicy
 from polecat.frontier.refresh_index import RefreshIndex
+from polecat.frontier.status import read_status
 from polecat.store.base import HASH_NAME, FetchRecord
 from polecat.store.index import SCHEMA_VERSION as STORE_SCHEMA
 from polecat.store.segstore import open_store
@@ -141,3 +143,25 @@ def test_the_refresh_index_is_built_at_the_first_open_of_0_3_0(tmp_path: Path) -
             assert not RefreshIndex(reopened.db, RefreshPolicy(RefreshConfig())).stale  # built once
         finally:
             reopened.close()
+
+
+def test_the_host_counters_are_counted_at_the_first_open_of_0_3_0(tmp_path: Path) -> None:
+    """0.3.0 kept no host counters (polecat/frontier/host_table.py rule 12): the first open counts them
+    from the host records, the commit keeps them, and ``polecat status`` reads them, equal to a recount."""
+    data = copy_fixture("0.3.0", tmp_path / "data")
+    now = 2_000_000_000.0
+    for node in node_dirs(data):
+        opened = open_frontier(replace(Config(), data_dir=node), now)
+        try:
+            assert opened.db.get("meta", HOST_COUNTS) is None  # 0.3.0 wrote none
+            records = [decode_host(raw) for _, raw in opened.db.items("hosts")]
+            table = opened.frontier._table
+            counted = (len(records), sum(st.queued > 0 for st in records), sum(st.queued for st in records),
+                       sum(st.fetched for st in records))
+            assert (table.known_hosts, table.with_queue, table.queued, table.fetched) == counted
+            assert counted[0] > 0 and counted[3] > 0
+            opened.commit()
+        finally:
+            opened.close()
+        s = read_status(node / "frontier")
+        assert (s.hosts, s.hosts_with_queue, s.queued, s.fetched) == counted

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import io
 
-from polecat.node.stats import CrawlStats
+from polecat.node.stats import CrawlStats, LoopLagSamples
 from polecat.node.summary import CLEAR_TO_EOL, print_summary, progress_line, short_reason
 
 BASE = CrawlStats(
@@ -68,3 +68,21 @@ def test_summary_fits_80_columns_and_says_only_what_means_something() -> None:
     out = io.StringIO()
     print_summary(dataclasses.replace(BASE, politeness_violations=2), out)
     assert "politeness violations 2: requests sent before" in " ".join(out.getvalue().split())
+
+
+def test_loop_lag_is_summarized_by_its_p99_and_max() -> None:
+    lag = LoopLagSamples.with_busy()
+    for late in [0.0004] * 980 + [0.012] * 15 + [0.030] * 4:
+        lag.record(late, cpu=0.05)
+    lag.record(0.25, cpu=0.02)  # a delay mostly of no free CPU: 20 ms of it this process's
+    assert (lag.quantile(0.5), lag.quantile(0.99), lag.max) == (0.0, 0.012, 0.25)
+    assert lag.busy is not None and lag.busy.max == 0.03
+    assert LoopLagSamples().quantile(0.99) == LoopLagSamples().max == 0.0
+    out = io.StringIO()
+    print_summary(dataclasses.replace(BASE, loop_lag_p99=lag.quantile(0.99), loop_lag_max=lag.max,
+                                      loop_busy_p99=lag.busy.quantile(0.99), loop_busy_max=lag.busy.max), out)
+    text = " ".join(out.getvalue().split())
+    assert "event loop late: p99 12 ms, max 250 ms; with polecat on a CPU: p99 12 ms, max 30 ms" in text
+    out = io.StringIO()
+    print_summary(BASE, out)  # not measured (a worker's stats): nothing said
+    assert "event loop" not in out.getvalue()

@@ -23,6 +23,7 @@ from tests.service_helpers import get_json, running_node, wait_for
 FAMILIES = {
     "polecat_fetches": "counter", "polecat_politeness_violations": "counter",
     "polecat_queue_urls": "gauge", "polecat_hosts": "gauge", "polecat_in_flight_requests": "gauge",
+    "polecat_hosts_known": "gauge", "polecat_hosts_with_queue": "gauge",
     "polecat_paused": "gauge", "polecat_bloom_false_positive_ratio": "gauge",
     "polecat_near_duplicate_ratio": "gauge", "polecat_robots_fetches": "counter",
     "polecat_robots_failures": "counter", "polecat_dns_lookups": "counter", "polecat_dns_hit_ratio": "gauge",
@@ -88,6 +89,7 @@ async def test_metrics_during_a_crawl(test_web: TestWebFactory, tmp_path: Path) 
         assert final[("polecat_politeness_violations_total", ())] == status["politeness_violations"] == 0
         assert final[("polecat_stored_pages", ())] == status["pages_stored"]
         assert final[("polecat_hosts", (("state", "parked"),))] == status["hosts_parked"]
+        assert final[("polecat_hosts_known", ())] == status["hosts"]
         fresh = svc.crawler.stats().freshness
         assert fresh is not None  # a node with refresh on scans for due URLs as it starts
         assert final[("polecat_freshness_urls", (("state", "tracked"),))] == fresh[0]

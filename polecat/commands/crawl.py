@@ -15,17 +15,19 @@ import re
 import shutil
 import signal
 import sys
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from polecat import runloop
+from polecat.clock import SYSTEM_CLOCK
 from polecat.commands import saved_settings as settings
 from polecat.config import Config, config_from_mapping, load_toml, merge
 from polecat.errors import ConfigError
 from polecat.logs import say
 from polecat.node import verdict
-from polecat.node.stats import CrawlStats
+from polecat.node.stats import LAG_TICK, CrawlStats, LoopLagSamples
 from polecat.node.summary import print_summary, progress_line, wrap_line
 
 RUN_GIVE_UP_AFTER = 3
@@ -210,6 +212,8 @@ async def _crawl(cfg: Config) -> int:
 
             print(f"polecat: {cfg.data_dir} upgraded: " + "; ".join(describe(opened)), file=sys.stderr)
         run = asyncio.ensure_future(crawler.run())
+        lag = LoopLagSamples.with_busy()
+        sampling = asyncio.ensure_future(_sample_lag(lag))
 
         def on_signal() -> None:
             nonlocal interrupted
@@ -229,11 +233,25 @@ async def _crawl(cfg: Config) -> int:
                 say(progress_line(crawler.stats(), shutil.get_terminal_size().columns), end="")
         if cfg.progress:
             say("\r\x1b[K", end="")
+        sampling.cancel()
         try:
             stats = run.result()
         except asyncio.CancelledError:
             stats = crawler.stats()
+    busy = lag.busy or lag
+    stats = replace(stats, loop_lag_p99=lag.quantile(0.99), loop_lag_max=lag.max,
+                    loop_busy_p99=busy.quantile(0.99), loop_busy_max=busy.max)
     return _verdict(cfg, stats, bool(interrupted))
+
+
+async def _sample_lag(lag: LoopLagSamples) -> None:
+    """Record how late the loop runs a timer, every :data:`LAG_TICK` seconds, until cancelled (with the
+    process's CPU time over each interval: time.process_time, not a clock of the crawl's decisions)."""
+    while True:
+        due = SYSTEM_CLOCK.monotonic() + LAG_TICK
+        cpu = time.process_time()
+        await asyncio.sleep(LAG_TICK)
+        lag.record(max(0.0, SYSTEM_CLOCK.monotonic() - due), time.process_time() - cpu)
 
 
 async def _crawl_workers(cfg: Config, workers: int) -> int:

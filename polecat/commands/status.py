@@ -30,7 +30,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.host is not None:
         raise PolecatError("status: --host needs --node URL (a running node)")
     # A --workers crawl keeps one frontier per worker, a cluster one per node; each host is in one of them.
-    s = merge_status([read_status(d / "frontier") for d in collection_dirs(args.data)])
+    s = merge_status([read_status(d / "frontier", busiest=args.busiest) for d in collection_dirs(args.data)])
     if args.json:
         print(json.dumps(dataclasses.asdict(s), indent=2))
         return 0
@@ -128,4 +128,7 @@ def register(sub: Any) -> None:
     status.add_argument("--node", metavar="URL", help="a running node's API (token from $POLECAT_TOKEN)")
     status.add_argument("--host", help="with --node: one host's state")
     status.add_argument("--json", action="store_true", help="the figures as JSON, for machines")
+    status.add_argument("--busiest", action="store_true",
+                        help="DIR: list the hosts with the longest queues (reads every host record: "
+                             "seconds at a million hosts)")
     status.set_defaults(func=cmd_status)

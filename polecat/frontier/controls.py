@@ -85,10 +85,19 @@ class Controls:
         self._blocked.set(pattern, True)
         out: list[Write] = [Put("ops", op_key("block", pattern.lower()), b"")]
         dropped = 0
-        for host, st in self._hosts.items():
-            if st.queued and host in self._blocked:
+        for host in self._matching(pattern):  # the hosts of earlier blocks dropped theirs then
+            st = self._hosts[host]
+            if st.queued:
                 dropped += self._table.drop_queue(host, st, out)
         return Decided(dropped, out)
+
+    def _matching(self, pattern: str) -> list[str]:
+        """The hosts in memory that ``pattern`` matches: those of one host name found by name
+        (host_table.py rule 13), those of a ``*.`` pattern by a pass over memory."""
+        matcher: HostPatternMap[bool] = HostPatternMap([(pattern, True)])
+        p = pattern.strip().lower()
+        hosts = self._table.named(p) if not p.startswith("*.") else self._hosts
+        return [host for host in hosts if host in matcher]
 
     def throttle_now(self, pattern: str, rate: float, now: float) -> list[Write]:
         """:meth:`set_throttle` for a running crawl: hosts it matches that wait for their next request
@@ -97,9 +106,9 @@ class Controls:
         out = self.set_throttle(pattern, rate)
         table = self._table
         table.rethrottled.set(pattern, now)
-        matcher: HostPatternMap[bool] = HostPatternMap([(pattern, True)])
-        for host, st in self._hosts.items():
-            if host in matcher and not st.in_flight:
+        for host in self._matching(pattern):
+            st = self._hosts[host]
+            if not st.in_flight:
                 wait_one_interval(table.pol, table.rate(host), st, now)
                 table.save(host)
                 if host in table.scheduled:

@@ -35,13 +35,14 @@ import random
 
 from polecat.config import Config
 from polecat.dedup.seen import SeenSet
+from polecat.frontier import refetch
 from polecat.frontier.budgets import PageBudget
 from polecat.frontier.controls import Controls
 from polecat.frontier.handover import SliceHandover
 from polecat.frontier.hops import RobotsHops
 from polecat.frontier.host_table import HostTable
 from polecat.frontier.intake import Intake
-from polecat.frontier.keys import parse_op_key
+from polecat.frontier.keys import HOST_OPS, SEED_HOST, ops_prefixes, parse_op_key
 from polecat.frontier.leasing import Leasing
 from polecat.frontier.observe import Observation
 from polecat.frontier.refresh_queue import RefreshQueue
@@ -50,6 +51,9 @@ from polecat.frontier.robots_state import RobotsAnswers
 from polecat.frontier.tables import FrontierTables
 from polecat.frontier.traps import ShapeBudget
 from polecat.writes import Write
+
+OPENED_OPS = HOST_OPS - {SEED_HOST} | {refetch.KIND}
+"""The per-slice op kinds an open reads (keys.py rule 4), besides the global ones."""
 
 
 class Frontier:
@@ -126,11 +130,16 @@ class Frontier:
         self.busiest = observation.busiest
         self.queue_bands = observation.queue_bands
         self.quarantined_hosts = observation.quarantined_hosts
+        self.host_counts = observation.host_counts
         self.stats = observation.stats
 
-        # Opening: the stored ops first (throttles set the rates the host records are loaded with).
-        for key, raw in db.items("ops"):
-            self._load_op(key, raw)
+        # Opening: the stored ops first (throttles set the rates the host records are loaded with). The
+        # seed hosts' rows, one per seed host, are asked one at a time (intake.py) unless domain mode
+        # keeps their domains (keys.py rule 4).
+        kinds = OPENED_OPS | ({SEED_HOST} if cfg.scope.mode == "domain" else set())
+        for prefix in ops_prefixes(kinds):
+            for key, raw in db.items("ops", prefix):
+                self._load_op(key, raw)
         if refresh.index.stale:  # built in batches, each applied at once (writes.py rule 4)
             for batch in refresh.index.rebuild(now):
                 db.apply(batch)

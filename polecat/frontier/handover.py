@@ -195,7 +195,7 @@ class SliceHandover:
             st.rate_factor = min(st.rate_factor, got.rate_factor)
             st.crawl_delay = max(st.crawl_delay, got.crawl_delay)
             st.failures = max(st.failures, got.failures)
-            st.fetched += got.fetched
+            table.count_fetched(st, got.fetched)
             st.ip = st.ip or got.ip
         wait_one_interval(table.pol, table.rate(host), st, now)
         table.count_queued(host, st, queued)
@@ -213,8 +213,7 @@ class SliceHandover:
         for s in ids:  # the records out of memory (host_table.py rule 6): their queued URLs go too
             for key, raw in self._db.items("hosts", slice_prefix(s)):
                 if host_of_row(key) not in self._hosts:
-                    table.queued -= decode_host(raw).queued
-                    table.known_hosts -= 1
+                    table.forget_record(decode_host(raw))
         if table.bands is not None:  # their queued URLs leave the bands (kept across restarts)
             for s in ids:
                 for key, _ in self._db.items("queue", slice_prefix(s)):

@@ -52,6 +52,16 @@ Rules:
    into a ``ready`` row at the record's next-allowed time. Memory thus holds the parked hosts of the
    working set only, whatever a run gives up (a seeds file of dead hosts parks them by the million);
    :attr:`parked_out` counts the others.
+12. Host counters: :attr:`known_hosts`, :attr:`with_queue` (hosts with URLs queued), :attr:`queued` and
+   :attr:`fetched` (pages fetched, over every host record) follow every change of a record they count
+   (:meth:`count_queued`, :meth:`enqueue`, :meth:`count_fetched`, a host new to the table) and are written
+   to ``meta`` (:data:`HOST_COUNTS`) with each commit, in the transaction of the records they count:
+   ``polecat status`` reads four numbers, not every host record. A released slice's records are
+   subtracted as they are read (polecat/frontier/handover.py), an adopted host's added as it merges. Data
+   written before them is counted once, at the first open (:meth:`load`).
+13. A host key with a port (``host:port``) in memory is listed under its host name (:attr:`ported`, kept
+   as records enter and leave memory): an operator control naming one host (polecat/frontier/controls.py)
+   finds the records in memory it matches by :meth:`named`, not by a pass over memory.
 """
 
 from __future__ import annotations
@@ -80,7 +90,7 @@ from polecat.frontier.records import Lease, QueuedUrl, UrlRecord, decode_host, e
 from polecat.frontier.slices import SLICES, slice_of
 from polecat.frontier.tables import FrontierTables
 from polecat.frontier.traps import ShapeBudget
-from polecat.hosts import HostPatternMap
+from polecat.hosts import HostPatternMap, hostname
 from polecat.writes import Delete, Put, Write
 
 UrlWritten = Callable[[str, bytes, UrlRecord | None, list[Write]], None]
@@ -95,6 +105,8 @@ BANDS = b"bands"
 """Meta key: the queue bands' counts (:attr:`HostTable.bands`), once counted."""
 READY_INDEX = b"ready_index"
 """Meta key: the ``ready`` and ``resident`` rows are kept (rule 8); absent in data written before them."""
+HOST_COUNTS = b"host_counts"
+"""Meta key: the host counters of rule 12 (JSON); absent in data written before them."""
 REFILL_ROWS = 256
 """``ready`` rows read per :meth:`HostTable.refill` at most: a lease call's work stays bounded."""
 COLD_RETRY = 0.05
@@ -130,6 +142,10 @@ class HostTable:
         """Rate overrides and blocks by host pattern (polecat/frontier/controls.py sets them)."""
         self.blocked: HostPatternMap[bool] = HostPatternMap()
         self.queued = 0
+        self.with_queue = 0
+        """Hosts with URLs queued, in memory or not (rule 12)."""
+        self.fetched = 0
+        """Pages fetched, summed over every host record (rule 12)."""
         self.accepted = 0
         """URLs accepted into the queues in this run."""
         self.qseq = int(db.get("meta", b"qseq") or b"0")
@@ -157,6 +173,8 @@ class HostTable:
         asks for while a commit may be in flight, when the tables cannot be read)."""
         self.cold_rows = 0
         """``ready`` rows, about (rows found stale are counted until read)."""
+        self.ported: dict[str, list[str]] = {}
+        """The host keys in memory with a port, by host name (rule 13)."""
         self.warm: dict[str, float] = {}
         """When the last request of each host in memory ended (leasing.py rule 6)."""
         self.warm_heap: list[tuple[float, str]] = []
@@ -200,8 +218,23 @@ class HostTable:
         self._arrived.clear()  # their rows are there
         self.queued = db.count("queue")
         self.known_hosts = db.count("hosts")
+        self._load_counts()
         self.cold_rows = db.count("ready") + parked_rows + (len(built) if built else 0)
         return out
+
+    def _load_counts(self) -> None:
+        """The counters of rule 12 as the last commit wrote them, or counted once from every record (data
+        written before them)."""
+        stored = self.db.get("meta", HOST_COUNTS)
+        if stored is not None:
+            counts = json.loads(stored)
+            self.with_queue, self.fetched = counts["with_queue"], counts["fetched"]
+            return
+        self.with_queue = self.fetched = 0
+        for _, raw in self.db.items("hosts"):
+            st = decode_host(raw)
+            self.with_queue += st.queued > 0
+            self.fetched += st.fetched
 
     def _take(self, host: str, st: HostState) -> HostState:
         """Keep the record ``st`` read from the table in memory, waiting as rule 6 says, and schedule it."""
@@ -212,9 +245,27 @@ class HostTable:
             wait_one_interval(self.pol, rate, st, since)
         st.parked = host in self.parked
         self.hosts[host] = st
+        self._list_port(host)
         self._arrived.add(host)
         self.wake(host, st, st.next_allowed)
         return st
+
+    def _list_port(self, host: str) -> None:
+        name = hostname(host)
+        if name != host:  # rule 13
+            self.ported.setdefault(name, []).append(host)
+
+    def _unlist_port(self, host: str) -> None:
+        name = hostname(host)
+        if name != host:
+            keys = self.ported[name]
+            keys.remove(host)
+            if not keys:
+                del self.ported[name]
+
+    def named(self, name: str) -> list[str]:
+        """The host keys in memory of the host ``name`` (``name`` itself, and with any port: rule 13)."""
+        return ([name] if name in self.hosts else []) + self.ported.get(name, [])
 
     def peek(self, host: str) -> HostState | None:
         """The record of ``host`` (None: unknown), read from the table when it is not in memory, without
@@ -245,6 +296,7 @@ class HostTable:
             return st
         if peeked is None:
             st = self.hosts[host] = HostState()
+            self._list_port(host)
             self.known_hosts += 1
             self._arrived.add(host)
             return st
@@ -369,6 +421,7 @@ class HostTable:
                            or (fenced and slice_of(host) in fenced)))
         for _, _, host in heapq.nlargest(len(hosts) - keep, movable):
             st = hosts.pop(host)
+            self._unlist_port(host)
             self.warm.pop(host, None)
             # Filed at its turn in the heap (never before its next-allowed time): the order it had here.
             st.next_allowed = max(st.next_allowed, scheduled.pop(host, 0.0))
@@ -402,11 +455,16 @@ class HostTable:
                             Put("meta", b"done", json.dumps(self.done_total).encode())]
         if self.bands is not None:
             out.append(Put("meta", BANDS, json.dumps(self.bands).encode()))
+        out.append(Put("meta", HOST_COUNTS, json.dumps(
+            {"hosts": self.known_hosts, "with_queue": self.with_queue, "queued": self.queued,
+             "fetched": self.fetched}).encode()))
         return out
 
     def count_queued(self, host: str, st: HostState, n: int) -> None:
-        """``n`` more URLs (fewer, when negative) queued for ``host`` (rules 4 and 9)."""
+        """``n`` more URLs (fewer, when negative) queued for ``host`` (rules 4, 9 and 12)."""
+        had = st.queued > 0
         st.queued += n
+        self.with_queue += (st.queued > 0) - had
         self.queued += n
         if self.fenced:
             self.queued_in[slice_of(host)] += n
@@ -415,7 +473,9 @@ class HostTable:
         """Drop ``hosts`` from memory (their slices were released: their records go with them)."""
         for host in hosts:
             st = self.hosts.pop(host)
+            self._unlist_port(host)
             self.count_queued(host, st, -st.queued)
+            self.fetched -= st.fetched
             self.scheduled.pop(host, None)
             self._dirty.discard(host)
             self.warm.pop(host, None)
@@ -438,6 +498,7 @@ class HostTable:
         key = queue_key(host, importance, depth, self.qseq)
         out.append(Put("queue", key, QueuedUrl(url, depth, importance, 0, hops).encode()))
         self.count_band(key, 1)
+        self.with_queue += st.queued <= 0
         st.queued += 1  # count_queued() inline (this runs for every URL accepted)
         self.queued += 1
         if self.fenced:
@@ -491,6 +552,19 @@ class HostTable:
         out: list[Write] = [Delete("queue", key), Put("urls", ukey, rec.encode())]
         self.url_written(host, ukey, rec, out)
         return out
+
+    def count_fetched(self, st: HostState, n: int) -> None:
+        """``n`` more pages fetched from the host of ``st`` (rule 12)."""
+        st.fetched += n
+        self.fetched += n
+
+    def forget_record(self, st: HostState) -> None:
+        """The record ``st``, out of memory, leaves with its slice (released): the counters drop it
+        (rule 12)."""
+        self.queued -= st.queued
+        self.known_hosts -= 1
+        self.with_queue -= st.queued > 0
+        self.fetched -= st.fetched
 
     def count_done(self, label: str) -> None:
         self.done[label] += 1

@@ -13,6 +13,9 @@ Rules (DESIGN.md section 5; slices in polecat/frontier/slices.py):
    are keyed under :data:`GLOBAL`, a prefix past every slice, and every slice bundle carries them.
    A refetch request (``refetch``: a URL whose stored copy was lost, polecat/frontier/refetch.py) is
    keyed by its URL's host slice and the URL's fingerprint.
+   In a slice the rows of one kind sit together (the kind leads the key after the slice), so a reader
+   of some kinds reads their ranges only (:func:`ops_prefixes`): the open and ``polecat status`` skip
+   the ``seedhost`` rows, one per seed host, unread.
 5. ``meta`` and ``near`` (content fingerprints, not about a host) are not slice-keyed.
 6. ``ready`` (the due index of hosts kept out of memory, polecat/frontier/host_table.py rule 7): the
    host's next-allowed time as a big-endian IEEE double (times are >= 0, so bytewise order is time
@@ -27,10 +30,11 @@ Rules (DESIGN.md section 5; slices in polecat/frontier/slices.py):
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterable
 
 from polecat.dedup.canon import url_fingerprint
 from polecat.frontier.records import rank
-from polecat.frontier.slices import PREFIX_LEN, SLICES, host_slice_prefix
+from polecat.frontier.slices import PREFIX_LEN, SLICES, host_slice_prefix, slice_prefix
 from polecat.hosts import host_key
 
 GLOBAL = struct.pack(">H", 0xFFFF)
@@ -43,6 +47,8 @@ FINGERPRINT_LEN = 16
 """Bytes of a URL fingerprint (rule 2)."""
 HOST_OPS = frozenset({"seedhost", "traps", "requisites"})
 """Op kinds whose argument is one host key (rule 4)."""
+SEED_HOST = "seedhost"
+"""Op kind: a seed's host, in the crawl's scope (one row per seed host, rule 4)."""
 
 
 def host_row(host: str) -> bytes:
@@ -149,6 +155,13 @@ def op_key(kind: str, arg: str) -> bytes:
 def refetch_key(url: str) -> bytes:
     """Key of a request to fetch ``url`` again (rule 4)."""
     return host_slice_prefix(host_key(url)) + f"refetch:{url_fingerprint(url).hex()}".encode()
+
+
+def ops_prefixes(kinds: Iterable[str]) -> list[bytes]:
+    """Key prefixes of the ``ops`` rows under :data:`GLOBAL` and, in every slice, of the per-slice
+    ``kinds`` (rule 4), in key order: a reader of these reads no row of another kind."""
+    heads = [f"{kind}:".encode() for kind in sorted(kinds)]
+    return [*(slice_prefix(s) + head for s in range(SLICES) for head in heads), GLOBAL]
 
 
 def parse_op_key(key: bytes) -> tuple[str, str]:

@@ -280,7 +280,7 @@ class Leasing:
         rec.etag = result.etag or rec.etag
         rec.last_modified = result.last_modified or rec.last_modified
         rec.fetches += 1
-        st.fetched += 1
+        table.count_fetched(st, 1)
         return table.finish_writes(lease.host, st, lease.key, rec, ukey)
 
 

@@ -49,6 +49,11 @@ class Observation:
             table.bands = bands
         return {name: table.bands[name] for name in (*(n for n, _ in PRIORITY_BANDS), "low")}
 
+    def host_counts(self) -> tuple[int, int]:
+        """``(known, with URLs queued)``: hosts in memory or not, from the table's counters (host_table.py
+        rule 12), read without a pass over any host."""
+        return self._table.known_hosts, self._table.with_queue
+
     def quarantined_hosts(self) -> int:
         """Hosts in memory backing off after failures (not parked)."""
         return sum(1 for st in self._hosts.values() if st.failures > 0 and not st.parked)

@@ -15,8 +15,9 @@ import lmdb
 from polecat.clock import SYSTEM_CLOCK
 from polecat.config import RefreshConfig
 from polecat.errors import FrontierError
-from polecat.frontier.db import SCHEMA_VERSION, TABLES, CommittedTables
-from polecat.frontier.keys import host_of_row, parse_op_key
+from polecat.frontier.db import SCHEMA_VERSION, TABLES, CommittedTables, key_range
+from polecat.frontier.host_table import HOST_COUNTS
+from polecat.frontier.keys import host_of_row, ops_prefixes, parse_op_key
 from polecat.frontier.migrate import mismatch, release_of
 from polecat.frontier.records import UrlRecord, decode_host
 from polecat.frontier.refresh import Freshness, History, RefreshPolicy
@@ -35,7 +36,7 @@ class FrontierStatus:
     done: tuple[tuple[str, int], ...]
     """Finished URLs by outcome, over all runs."""
     busiest: tuple[tuple[str, int], ...]
-    """Hosts with the longest queues."""
+    """Hosts with the longest queues (empty unless :func:`read_status` was asked for them)."""
     blocked: tuple[str, ...]
     throttled: tuple[tuple[str, float], ...]
     commits: int
@@ -84,23 +85,31 @@ def read_outcomes(frontier_dir: Path) -> Iterator[UrlRecord]:
 
 
 def read_status(frontier_dir: Path, top: int = 10, refresh: RefreshConfig | None = None,
-                now: float | None = None) -> FrontierStatus:
+                now: float | None = None, *, busiest: bool = False) -> FrontierStatus:
     """Summarize the frontier in ``frontier_dir`` from one consistent read snapshot (the freshness SLO
     under ``refresh``, the default refresh settings when None, at ``now``: wall seconds, the machine's
-    clock when None, as ``polecat status`` asks)."""
+    clock when None, as ``polecat status`` asks). The host figures are the host table's counters
+    (host_table.py rule 12): no host record is read, unless ``busiest`` asks for the ``top`` hosts with
+    the longest queues (a pass over every record) or the data was last written before the counters."""
     with _read_txn(frontier_dir, ("hosts", "ops", "urls")) as (env, txn, dbs):
+        stored = txn.get(HOST_COUNTS, db=dbs["meta"])
+        counts = json.loads(bytes(stored)) if stored is not None else None
         queues: Counter[str] = Counter()
-        hosts = fetched = 0
-        for key, raw in txn.cursor(db=dbs["hosts"]):
-            st = decode_host(raw)
-            hosts += 1
-            fetched += st.fetched
-            if st.queued:
-                queues[host_of_row(bytes(key))] = st.queued
+        if busiest or counts is None:
+            hosts = fetched = 0
+            for key, raw in txn.cursor(db=dbs["hosts"]):
+                st = decode_host(raw)
+                hosts += 1
+                fetched += st.fetched
+                if st.queued:
+                    queues[host_of_row(bytes(key))] = st.queued
+            counts = counts or {"hosts": hosts, "with_queue": len(queues), "queued": sum(queues.values()),
+                                "fetched": fetched}
         blocked, throttled = [], []
         paused = False
         traps: list[tuple[str, tuple[tuple[str, int], ...]]] = []
-        for key, raw in txn.cursor(db=dbs["ops"]):
+        ops = (row for prefix in ops_prefixes(("traps",)) for row in key_range(txn, dbs["ops"], prefix))
+        for key, raw in ops:  # not the seed hosts' rows, one per seed host (keys.py rule 4)
             kind, arg = parse_op_key(bytes(key))
             if kind == "block":
                 blocked.append(arg)
@@ -114,7 +123,8 @@ def read_status(frontier_dir: Path, top: int = 10, refresh: RefreshConfig | None
         fresh, revisited = _freshness(env, txn, dbs, refresh or RefreshConfig(),
                                       SYSTEM_CLOCK.wall() if now is None else now)
         return FrontierStatus(
-            hosts=hosts, hosts_with_queue=len(queues), queued=sum(queues.values()), fetched=fetched,
+            hosts=counts["hosts"], hosts_with_queue=counts["with_queue"], queued=counts["queued"],
+            fetched=counts["fetched"],
             seen_urls=manifest_count(txn.get(MANIFEST, db=dbs["meta"])), done=tuple(sorted(done.items())),
             busiest=tuple(queues.most_common(top)), blocked=tuple(blocked), throttled=tuple(throttled),
             commits=int(txn.get(b"seq", b"0", db=dbs["meta"])), paused=paused, freshness=fresh,

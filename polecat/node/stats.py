@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
@@ -92,6 +93,15 @@ class CrawlStats:
     near_rebuild_left: int = 0
     """Store records of an older fingerprint format the background rebuild has not indexed yet
     (polecat/node/commits.py rule 7); 0 when none are owed."""
+    loop_lag_p99: float = 0.0
+    """Seconds the event loop ran a timer late, 99th percentile over the run (:class:`LoopLagSamples`;
+    ``polecat crawl`` measures it, 0.0 where nothing did)."""
+    loop_lag_max: float = 0.0
+    """The most it ran one late, in seconds."""
+    loop_busy_p99: float = 0.0
+    """:attr:`loop_lag_p99` of the samples bounded by the process's CPU time (:class:`LoopLagSamples`)."""
+    loop_busy_max: float = 0.0
+    """:attr:`loop_lag_max` of the samples bounded by the process's CPU time."""
 
     @property
     def fetched_nothing(self) -> bool:
@@ -100,6 +110,48 @@ class CrawlStats:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+LAG_TICK = 0.05
+"""Seconds between two loop-lag samples (:class:`LoopLagSamples`)."""
+
+
+class LoopLagSamples:
+    """How late the event loop ran a timer due every :data:`LAG_TICK` seconds, over a whole run: counts
+    by whole milliseconds late (one entry per value seen, however long the run), for a percentile and the
+    maximum. Each sample is kept twice: as measured, and bounded by the CPU time this process used over
+    its interval (:attr:`busy`), the part of a delay its own work (the loop, or another of its threads
+    holding the GIL) can explain; on a loaded machine the rest is time no CPU was free."""
+
+    def __init__(self) -> None:
+        self._by_ms: Counter[int] = Counter()
+        self.busy: LoopLagSamples | None = None
+        """The samples bounded by this process's CPU time (None: not kept, as in :attr:`busy` itself)."""
+
+    @classmethod
+    def with_busy(cls) -> LoopLagSamples:
+        samples = cls()
+        samples.busy = cls()
+        return samples
+
+    def record(self, late: float, cpu: float = 0.0) -> None:
+        """A timer ran ``late`` seconds late; the process used ``cpu`` seconds of CPU since it was set."""
+        self._by_ms[int(late * 1000.0)] += 1
+        if self.busy is not None:
+            self.busy.record(min(late, cpu))
+
+    def quantile(self, q: float) -> float:
+        """The ``q`` quantile of the samples, in seconds (to the millisecond below; 0.0 with none)."""
+        left = q * sum(self._by_ms.values())
+        for ms in sorted(self._by_ms):
+            left -= self._by_ms[ms]
+            if left <= 0:
+                return ms / 1000.0
+        return self.max
+
+    @property
+    def max(self) -> float:
+        return max(self._by_ms, default=0) / 1000.0
 
 
 def collect_stats(*, now: float, started_at: float, fetches: int, violations: int,

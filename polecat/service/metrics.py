@@ -102,6 +102,9 @@ class NodeMetrics(Collector):
                          ("quarantined", quarantined), ("parked", s.hosts_parked)):
             hosts.add_metric([state], n)
         yield hosts
+        known, with_queue = c.frontier.host_counts()
+        yield _gauge("polecat_hosts_known", "Hosts the frontier knows, in memory or not", known)
+        yield _gauge("polecat_hosts_with_queue", "Hosts with URLs queued, in memory or not", with_queue)
         yield _gauge("polecat_in_flight_requests", "Requests in flight", s.in_flight)
         yield _gauge("polecat_paused", "1 while the operator has paused leasing", int(c.paused))
         yield _gauge("polecat_bloom_false_positive_ratio", "Observed Bloom filter false-positive rate",

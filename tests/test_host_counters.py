@@ -1,0 +1,163 @@
+"""The host table's counters (polecat/frontier/host_table.py rule 12) against a full recount of the host
+records, after any sequence of admissions, leases, completions, parked hosts, blocks, hand-overs, commits
+and crashes; and what ``polecat status DIR`` reads to show them (no host record)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as hs
+
+from polecat.config import Config, FrontierConfig, ScopeConfig
+from polecat.frontier.host_table import HOST_COUNTS
+from polecat.frontier.records import Idle, Lease, Wait, decode_host
+from polecat.frontier.slices import slice_of
+from polecat.frontier.status import read_status
+from polecat.writes import Delete
+from tests.frontier_helpers import Rig, canon, done, politeness
+
+HOSTS = 12
+CFG = Config(scope=ScopeConfig(mode="any"), politeness=politeness(rate=2.0),
+             frontier=FrontierConfig(working_hosts=100))
+WORKING = 4
+"""A working set of 4 of 12 hosts: records leave memory, come back and are filed cold (rules 6-11). Below
+the configuration's least, so set on the table itself (:func:`small`)."""
+
+
+def small(rig: Rig) -> Rig:
+    rig.raw._table.working_hosts = WORKING
+    return rig
+
+
+def host(i: int) -> str:
+    """Every third host with a port (host_table rule 13 lists those by name)."""
+    return f"h{i}.count.test" + (":8080" if i % 3 == 0 else "")
+
+
+def recount(rig: Rig) -> dict[str, int]:
+    """The counters of rule 12 counted from every committed host record."""
+    got = {"hosts": 0, "with_queue": 0, "queued": 0, "fetched": 0}
+    for _, raw in rig.db.items("hosts"):
+        st = decode_host(raw)
+        got["hosts"] += 1
+        got["with_queue"] += st.queued > 0
+        got["queued"] += st.queued
+        got["fetched"] += st.fetched
+    return got
+
+
+def check(rig: Rig) -> None:
+    """Commit, then: the stored counters, the table's and a recount agree, and the queue holds ``queued``."""
+    rig.frontier.commit()
+    counted = recount(rig)
+    table = rig.raw._table
+    assert json.loads(rig.db.get("meta", HOST_COUNTS) or b"{}") == counted
+    assert (table.known_hosts, table.with_queue, table.queued, table.fetched) == tuple(counted.values())
+    assert counted["queued"] == rig.db.count("queue")
+    listed = sorted(key for keys in table.ported.values() for key in keys)
+    assert listed == sorted(h for h in table.hosts if ":" in h)  # rule 13
+
+
+def lease_one(rig: Rig, now: float, how: str) -> float:
+    """One lease at ``now`` (the clock moved on to a host's time when none is due), completed as
+    ``how`` says: fetched, failed, or the host parked."""
+    got = rig.frontier.lease(now)
+    if isinstance(got, Wait):
+        return max(now, got.until or now)
+    if isinstance(got, Idle) or not isinstance(got, Lease):
+        return now
+    if got.kind == "robots":
+        rig.complete_robots(got, now)
+    elif how == "park":
+        rig.db.apply(rig.raw.complete(got, replace(done(now), park="refused by the test"), now + 0.01))
+    else:
+        rig.complete(got, now, failed=how == "fail", status=200)
+    return now + 0.01
+
+
+STEP = hs.one_of(
+    hs.tuples(hs.just("seed"), hs.integers(0, HOSTS - 1)),
+    hs.tuples(hs.just("add"), hs.integers(0, HOSTS - 1), hs.integers(0, 3)),
+    hs.tuples(hs.just("lease"), hs.sampled_from(["ok", "ok", "fail", "park"]), hs.integers(1, 8)),
+    hs.tuples(hs.just("block"), hs.integers(0, HOSTS - 1)),
+    hs.tuples(hs.just("hand"), hs.integers(0, HOSTS - 1)),
+    hs.tuples(hs.just("commit")),
+    hs.tuples(hs.just("crash")),
+)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(hs.lists(STEP, min_size=1, max_size=40))
+def test_counters_equal_a_recount_after_any_sequence(steps: list[tuple[object, ...]]) -> None:
+    rig = small(Rig(Path("/nonexistent"), cfg=CFG, backend="memory"))
+    other = small(Rig(Path("/nonexistent"), cfg=CFG, backend="memory"))  # the member a hand-over goes through
+    now = 1_000.0
+    for step in steps:
+        kind = step[0]
+        if kind == "seed":
+            rig.frontier.add_seed(canon(f"http://{host(int(step[1]))}/"), now)  # type: ignore[call-overload]
+        elif kind == "add":
+            rig.frontier.add_many([canon(f"http://{host(int(step[1]))}/p{step[2]}")],  # type: ignore[call-overload]
+                                  1, 0.5, now)
+        elif kind == "lease":
+            for _ in range(int(step[2])):  # type: ignore[call-overload]
+                now = lease_one(rig, now, str(step[1]))
+        elif kind == "block":  # by its name: a host with a port too
+            rig.frontier.block(host(int(step[1])).partition(":")[0])  # type: ignore[call-overload]
+        elif kind == "hand":  # the slice goes to the other member and comes back, its counts with it
+            ids = [slice_of(host(int(step[1])))]  # type: ignore[call-overload]
+            if rig.raw.in_flight_in(ids):
+                continue
+            other.frontier.adopt(rig.raw.export_slices(ids, now), now)
+            rig.frontier.release_slices(ids)
+            check(rig)
+            rig.frontier.adopt(other.raw.export_slices(ids, now), now)
+            other.frontier.release_slices(ids)
+            check(other)
+        elif kind == "commit":
+            check(rig)
+        else:
+            rig.frontier.commit()
+            rig.crash()
+            rig.reopen(now)
+            small(rig)
+    check(rig)
+    rig.crash()
+    rig.reopen(now)  # the counters come back from meta as the last commit wrote them
+    check(rig)
+
+
+def crawled(path: Path) -> tuple[Rig, float]:
+    """A frontier of :data:`HOSTS` hosts, three URLs each, 40 leases in, committed."""
+    rig = small(Rig(path, cfg=CFG))
+    now = 1_000.0
+    for i in range(HOSTS):
+        rig.frontier.add_many([canon(f"http://{host(i)}/p{k}") for k in range(3)], 1, 0.5, now)
+    for _ in range(40):
+        now = lease_one(rig, now, "ok")
+    check(rig)
+    return rig, now
+
+
+def test_status_reads_the_counters_not_the_host_records(tmp_path: Path) -> None:
+    rig, _ = crawled(tmp_path)
+    counted = recount(rig)
+    rig.crash()
+    s = read_status(tmp_path / "frontier")
+    assert (s.hosts, s.hosts_with_queue, s.queued, s.fetched) == tuple(counted.values())
+    assert s.busiest == () and counted["fetched"] > 0
+    full = read_status(tmp_path / "frontier", busiest=True)
+    assert len(full.busiest) == min(10, counted["with_queue"]) and full.hosts == s.hosts
+
+
+def test_data_without_the_counters_is_counted_once_on_open(tmp_path: Path) -> None:
+    rig, now = crawled(tmp_path)
+    rig.db.apply([Delete("meta", HOST_COUNTS)])  # as data written before the counters
+    rig.db.commit()
+    rig.crash()
+    rig.reopen(now)  # counted at the open, once (a pass over the records); written with the next commit
+    assert rig.db.get("meta", HOST_COUNTS) is None
+    check(rig)
