@@ -136,7 +136,7 @@ def admit_cost(workdir: Path, args: argparse.Namespace) -> None:
 
 
 def table_sizes(db: FrontierDB, urls: int) -> str:
-    """Pages in use per table (LMDB's own count), as bytes per URL pushed."""
+    """Pages in use per table (LMDB's own count), as bytes per URL pushed and per row of the table."""
     txn = db.txn
     runs = sum(p.stat().st_size for p in db.seen.directory.iterdir())
     out = [f"seen {db.count('seen'):,} keys in runs {runs / max(1, urls):.1f} B/URL"]
@@ -146,7 +146,8 @@ def table_sizes(db: FrontierDB, urls: int) -> str:
         st = txn.stat(handle)
         used = (st["branch_pages"] + st["leaf_pages"] + st["overflow_pages"]) * st["psize"]
         if used:
-            out.append(f"{name} {st['entries']:,} rows {used / max(1, urls):.1f} B/URL")
+            out.append(f"{name} {st['entries']:,} rows {used / max(1, urls):.1f} B/URL "
+                       f"({used / max(1, st['entries']):.1f} B/row)")
     return "per table: " + ", ".join(out)
 
 

@@ -78,7 +78,7 @@ def drain(rig: Rig, now: float) -> tuple[list[str], float]:
 
 def queued_urls(rig: Rig) -> set[str]:
     from polecat.frontier.records import QueuedUrl
-    return {QueuedUrl.decode(v).url for _, v in rig.db.items("queue")}
+    return {QueuedUrl.from_row(k, v).url for k, v in rig.db.items("queue")}
 
 
 def held(rig: Rig, slices: Iterable[int]) -> int:
