@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import struct
 from dataclasses import dataclass
 from typing import Literal
@@ -258,7 +259,8 @@ class UrlRecord:
     def encode(self) -> bytes:
         """The ``urls`` value (schema 4): a format byte, a 16-bit mask of the fields that are not their
         default, then those fields in order: strings as a varint length and UTF-8, the content hash and
-        the history as their bytes when they are lowercase hex (else as text), counts as varints, times
+        the history as their bytes when they are lowercase hex (else as text; the history's runs of zero
+        bytes as their length: its doubles are mostly zero), counts as varints, times
         and the importance as doubles, the outcome as one byte when it is a known one. No JSON: every
         finished URL has one (issue 39)."""
         out = bytearray(3)
@@ -290,7 +292,7 @@ class UrlRecord:
         if self.importance != SEED_IMPORTANCE:
             mask |= _R_IMPORTANCE
             out += _F64.pack(self.importance)
-        mask |= _put_hex(out, self.history, _R_HISTORY)
+        mask |= _put_hex(out, self.history, _R_HISTORY, zeros=True)
         if self.due is not None:
             mask |= _R_DUE
             out += _F64.pack(self.due)
@@ -333,7 +335,7 @@ class UrlRecord:
         if mask & _R_IMPORTANCE:
             rec.importance, pos = _F64.unpack_from(raw, pos)[0], pos + 8
         if mask & (_R_HISTORY | _R_HISTORY << 1):
-            rec.history, pos = _hex(raw, pos, mask & _R_HISTORY)
+            rec.history, pos = _hex(raw, pos, mask & _R_HISTORY, zeros=True)
         if mask & _R_DUE:
             rec.due = _F64.unpack_from(raw, pos)[0]
         return rec
@@ -387,8 +389,9 @@ def _text(raw: bytes, pos: int) -> tuple[str, int]:
     return raw[pos : pos + n].decode(), pos + n
 
 
-def _put_hex(out: bytearray, text: str, flag: int) -> int:
-    """Write a hex field (as its bytes when it is lowercase hex of even length); answers its mask bits."""
+def _put_hex(out: bytearray, text: str, flag: int, *, zeros: bool = False) -> int:
+    """Write a hex field (as its bytes when it is lowercase hex of even length; ``zeros``: with its runs
+    of zero bytes packed, :func:`_pack_zeros`); answers its mask bits."""
     if not text:
         return 0
     try:
@@ -398,16 +401,48 @@ def _put_hex(out: bytearray, text: str, flag: int) -> int:
     if data.hex() != text:
         _put_text(out, text)
         return flag << 1
+    if zeros:
+        data = _pack_zeros(data)
     _put_varint(out, len(data))
     out += data
     return flag
 
 
-def _hex(raw: bytes, pos: int, binary: int) -> tuple[str, int]:
+def _hex(raw: bytes, pos: int, binary: int, *, zeros: bool = False) -> tuple[str, int]:
     if not binary:
         return _text(raw, pos)
     n, pos = _varint(raw, pos)
-    return raw[pos : pos + n].hex(), pos + n
+    data = raw[pos : pos + n]
+    return (_unpack_zeros(data) if zeros else data).hex(), pos + n
+
+
+_ZERO_RUNS = re.compile(rb"(\x00{3,})")
+
+
+def _pack_zeros(data: bytes) -> bytes:
+    """``data`` as pairs of a literal (varint length, bytes) and a run of zero bytes (varint length),
+    the last literal alone."""
+    out = bytearray()
+    parts = _ZERO_RUNS.split(data)
+    for i, part in enumerate(parts):
+        _put_varint(out, len(part))
+        if not i % 2:
+            out += part
+    return bytes(out)
+
+
+def _unpack_zeros(packed: bytes) -> bytes:
+    out = bytearray()
+    pos, literal = 0, True
+    while pos < len(packed):
+        n, pos = _varint(packed, pos)
+        if literal:
+            out += packed[pos : pos + n]
+            pos += n
+        else:
+            out += bytes(n)
+        literal = not literal
+    return bytes(out)
 
 
 @dataclass(frozen=True, slots=True)
