@@ -191,7 +191,8 @@ def main() -> None:
     push_s, push_cpu, push_w = time.perf_counter() - t0, time.process_time() - c0, written()
     print(
         f"push: {args.urls:,} URLs over {args.hosts:,} hosts in {push_s:.1f}s = "
-        f"{args.urls / push_s:,.0f} URLs/s, {push_cpu / args.urls * 1e6:.1f} us CPU/URL; {memory()}; "
+        f"{args.urls / max(push_s, 1e-9):,.0f} URLs/s, {push_cpu / max(1, args.urls) * 1e6:.1f} us CPU/URL; "
+        f"{memory()}; "
         f"queued {frontier.queued:,}; {per(push_w, w0, args.urls)}"
     )
 

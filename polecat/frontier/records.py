@@ -432,17 +432,21 @@ def _pack_zeros(data: bytes) -> bytes:
 
 
 def _unpack_zeros(packed: bytes) -> bytes:
-    out = bytearray()
-    pos, literal = 0, True
-    while pos < len(packed):
-        n, pos = _varint(packed, pos)
+    parts: list[bytes] = []
+    pos, end, literal = 0, len(packed), True
+    while pos < end:
+        n = packed[pos]
+        if n < 0x80:  # a history's runs are shorter than 128 bytes: one-byte lengths
+            pos += 1
+        else:
+            n, pos = _varint(packed, pos)
         if literal:
-            out += packed[pos : pos + n]
+            parts.append(packed[pos : pos + n])
             pos += n
         else:
-            out += bytes(n)
+            parts.append(bytes(n))
         literal = not literal
-    return bytes(out)
+    return b"".join(parts)
 
 
 @dataclass(frozen=True, slots=True)
