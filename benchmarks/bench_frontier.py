@@ -19,11 +19,15 @@ seen table's runs; and ``write_bytes``, see :func:`written`) per URL pushed or l
 end reports the bytes on disk per URL. ``--drop TABLE`` (repeatable) discards every write to the
 named tables, to attribute the writes to tables: the difference with a run that keeps them is theirs.
 ``--commit-ops`` changes how many changes a commit gathers (the node's ``frontier.commit_ops``).
+``--urls 0 --dir DIR`` leases from the frontier an earlier run left in DIR (no push); ``--profile N``
+prints the N functions of most own time in the pop+complete phase.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
+import pstats
 import random
 import resource
 import tempfile
@@ -101,7 +105,8 @@ def open_frontier(workdir: Path, urls: int,
                   drop: Sequence[str] = ()) -> tuple[FrontierDB, RobotsPolicy, Frontier]:
     DroppingDB.dropped = frozenset(drop)
     db = DroppingDB(workdir / "frontier", map_size=CFG.frontier.map_size, params={})
-    seen = SeenSet.restore(db.seen_keys, db.count("seen"), workdir / "seen.bloom", db.seq, urls, 0.01)
+    held = db.count("seen")
+    seen = SeenSet.restore(db.seen_keys, held, workdir / "seen.bloom", db.seq, max(urls, held, 1), 0.01)
     robots = RobotsPolicy(CFG.robots, CFG.fetch.user_agent)
     return db, robots, Frontier(db, CFG, robots, seen, 0.0)
 
@@ -136,7 +141,7 @@ def admit_cost(workdir: Path, args: argparse.Namespace) -> None:
 
 
 def table_sizes(db: FrontierDB, urls: int) -> str:
-    """Pages in use per table (LMDB's own count), as bytes per URL pushed."""
+    """Pages in use per table (LMDB's own count), as bytes per URL pushed and per row of the table."""
     txn = db.txn
     runs = sum(p.stat().st_size for p in db.seen.directory.iterdir())
     out = [f"seen {db.count('seen'):,} keys in runs {runs / max(1, urls):.1f} B/URL"]
@@ -146,7 +151,8 @@ def table_sizes(db: FrontierDB, urls: int) -> str:
         st = txn.stat(handle)
         used = (st["branch_pages"] + st["leaf_pages"] + st["overflow_pages"]) * st["psize"]
         if used:
-            out.append(f"{name} {st['entries']:,} rows {used / max(1, urls):.1f} B/URL")
+            out.append(f"{name} {st['entries']:,} rows {used / max(1, urls):.1f} B/URL "
+                       f"({used / max(1, st['entries']):.1f} B/row)")
     return "per table: " + ", ".join(out)
 
 
@@ -162,6 +168,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--drop", action="append", default=[], metavar="TABLE")
     ap.add_argument("--commit-ops", type=int, default=CFG.frontier.commit_ops)
+    ap.add_argument("--profile", type=int, default=0, metavar="N",
+                    help="print the N functions of most own time in the pop+complete phase (cProfile)")
     args = ap.parse_args()
     CFG = replace(CFG, frontier=replace(CFG.frontier, commit_ops=args.commit_ops))
     workdir = args.dir or Path(tempfile.mkdtemp(prefix="polecat-bench-frontier-"))
@@ -183,7 +191,8 @@ def main() -> None:
     push_s, push_cpu, push_w = time.perf_counter() - t0, time.process_time() - c0, written()
     print(
         f"push: {args.urls:,} URLs over {args.hosts:,} hosts in {push_s:.1f}s = "
-        f"{args.urls / push_s:,.0f} URLs/s, {push_cpu / args.urls * 1e6:.1f} us CPU/URL; {memory()}; "
+        f"{args.urls / max(push_s, 1e-9):,.0f} URLs/s, {push_cpu / max(1, args.urls) * 1e6:.1f} us CPU/URL; "
+        f"{memory()}; "
         f"queued {frontier.queued:,}; {per(push_w, w0, args.urls)}"
     )
 
@@ -192,7 +201,10 @@ def main() -> None:
         robots.record_response(f"http://h{h}.bench.test", 404, b"", 0.0)
     now = 1.0
     done = 0
+    profiler = cProfile.Profile() if args.profile else None
     t0, c0, w0 = time.perf_counter(), time.process_time(), written()
+    if profiler is not None:
+        profiler.enable()
     while done < args.pops:
         got = db.applied(frontier.lease(now))
         if not isinstance(got, Lease):
@@ -203,6 +215,9 @@ def main() -> None:
         if frontier.pending_ops >= CFG.frontier.commit_ops:
             frontier.commit()
     frontier.commit()
+    if profiler is not None:
+        profiler.disable()
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(args.profile)
     pop_s, pop_cpu, pop_w = time.perf_counter() - t0, time.process_time() - c0, written()
     pops = max(1, args.pops)
     print(

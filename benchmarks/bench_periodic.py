@@ -87,7 +87,7 @@ def build(db: FrontierDB, urls: int, per_host: int, due: int) -> None:
         if i % per_host == 0:
             queued = f"http://{host}/q"
             batch += [Put("hosts", host_row(host), encode_host(HostState(queued=1, fetched=per_host))),
-                      Put("queue", queue_key(host, 0.5, 1, i), QueuedUrl(queued, 1, 0.5).encode()),
+                      Put("queue", queue_key(host, 0.5, 1, i), QueuedUrl(queued, 1, 0.5).encode(host)),
                       Put("seen", url_key(queued, host), b"")]
         if len(batch) >= 400_000:
             flush()

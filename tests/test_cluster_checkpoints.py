@@ -231,7 +231,7 @@ def test_rounds_ship_to_s3_and_an_heir_reads_them_back(tmp_path: Path, s3_endpoi
     second = _ship(store, rig, every, first.manifest, 2, now + 1)
     assert second.uploaded == 1 and store.read_manifest("a") == second.manifest
     mine = frozenset(s for s in every if s % 2)
-    got = {QueuedUrl.decode(v).url for b in store.fetch(second.manifest, mine)
+    got = {QueuedUrl.decode_v3(v).url for b in store.fetch(second.manifest, mine)
            for table, _, v in b.records() if table == "queue"}
     assert got == {u for u in queued_urls(rig) if slice_of(canon(u).split("/")[2]) in mine}
     listed = f"{s3_endpoint}/{bucket}?list-type=2&prefix=checkpoints/t/a/"

@@ -86,8 +86,8 @@ def _queued_by_worker(cfg: Config, n: int) -> dict[int, set[str]]:
         lf = open_frontier(worker_config(cfg, k, n), time.time())
         try:
             urls = set()
-            for _, raw in lf.db.txn.cursor(db=lf.db.queue):
-                urls.add(QueuedUrl.decode(raw).url)
+            for key, raw in lf.db.txn.cursor(db=lf.db.queue):
+                urls.add(QueuedUrl.from_row(key, raw).url)
             out[k] = urls
         finally:
             lf.close()

@@ -36,7 +36,7 @@ def test_export_adopt_round_trip_finishes_on_b(test_web: TestWebFactory, tmp_pat
 
     a = open_frontier(cfg_a, time.time())
     queued_on_a = a.frontier.queued
-    waiting = {QueuedUrl.decode(v).url for _, v in a.db.txn.cursor(db=a.db.queue)}
+    waiting = {QueuedUrl.from_row(k, v).url for k, v in a.db.txn.cursor(db=a.db.queue)}
     assert len(waiting) == queued_on_a > 0
     raw = a.frontier.export_slices(range(SLICES), time.time()).to_bytes()
     a.close()

@@ -13,8 +13,8 @@ from polecat.cluster.ring import Ring
 from polecat.config import Config, ScopeConfig
 from polecat.errors import FrontierError
 from polecat.frontier.bundle import BundleError, SliceBundle
-from polecat.frontier.keys import GLOBAL
-from polecat.frontier.records import Lease, Wait
+from polecat.frontier.keys import GLOBAL, host_of_queue_key
+from polecat.frontier.records import Lease, QueuedUrl, UrlRecord, Wait
 from polecat.frontier.slices import SLICES, slice_of
 from polecat.writes import Delete, DeleteSlices
 from tests.frontier_helpers import Rig, canon, politeness
@@ -78,7 +78,7 @@ def drain(rig: Rig, now: float) -> tuple[list[str], float]:
 
 def queued_urls(rig: Rig) -> set[str]:
     from polecat.frontier.records import QueuedUrl
-    return {QueuedUrl.decode(v).url for _, v in rig.db.items("queue")}
+    return {QueuedUrl.from_row(k, v).url for k, v in rig.db.items("queue")}
 
 
 def held(rig: Rig, slices: Iterable[int]) -> int:
@@ -309,3 +309,24 @@ def test_hosts_of_a_slice_gained_wait_the_hold_then_an_interval_and_the_others_d
     assert isinstance(got, Wait) and got.until == pytest.approx(21.0 + 0.5)  # rate 2: 0.5 s
     later = a.frontier.lease(21.5)
     assert isinstance(later, Lease) and later.host == gained
+
+
+def test_a_bundle_carries_rows_in_the_form_of_0_3_0_and_the_adopter_packs_them(tmp_path: Path) -> None:
+    """Schema 4's compact rows (polecat/frontier/records.py) are converted at the bundle's edge
+    (handover_ranges.py): a 0.3.0 node reads what this one exports, and this one stores what it adopts
+    compact, so bundle version 1 and the wire stay as they were."""
+    a = Rig(tmp_path / "a", cfg=CFG)
+    now = crawl_some(a, 1000.0, 30)
+    bundle = a.frontier.export_slices(range(SLICES), now)
+    rows = [(table, key, value) for table, key, value in bundle.records() if table in ("queue", "urls")]
+    assert {table for table, _, _ in rows} == {"queue", "urls"}
+    for table, key, value in rows:
+        if table == "queue":
+            assert QueuedUrl.decode_v3(value).url.startswith(f"http://{host_of_queue_key(key)}/")
+        else:
+            assert UrlRecord.decode(value).encode_v3() == bytes(value)  # a JSON list, as 0.3.0 wrote
+    b = Rig(tmp_path / "b", cfg=CFG)
+    b.frontier.adopt(bundle, now)
+    assert queued_urls(b) == queued_urls(a)
+    for _, value in b.db.items("urls"):
+        assert value[0] == 1  # packed again

@@ -1,7 +1,9 @@
-"""Opening a data dir written before slice keys (frontier schema 1) upgrades it in place, losing nothing."""
+"""Opening a data dir written before slice keys (frontier schema 1) upgrades it in place, losing nothing;
+the last step, schema 3 to 4, packs the queue and URL rows in a commit of its own."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -11,7 +13,7 @@ import zstandard
 
 from polecat.errors import FrontierError
 from polecat.frontier.db import SCHEMA_VERSION
-from polecat.frontier.migrate import MigrationReport
+from polecat.frontier.migrate import CompactReport, MigrationReport
 from polecat.frontier.records import Lease, QueuedUrl, UrlRecord
 from polecat.frontier.slices import PREFIX_LEN, prefix_slice, slice_of
 from polecat.frontier.status import read_status
@@ -36,7 +38,7 @@ def v1_contents(path: Path) -> tuple[list[str], list[str]]:
     env = lmdb.open(str(path / "frontier"), max_dbs=16, readonly=True, lock=False)
     try:
         with env.begin() as txn:
-            queued = [QueuedUrl.decode(v).url for _, v in txn.cursor(db=env.open_db(b"queue", txn=txn))]
+            queued = [QueuedUrl.decode_v3(v).url for _, v in txn.cursor(db=env.open_db(b"queue", txn=txn))]
             done = [UrlRecord.decode(v).url for _, v in txn.cursor(db=env.open_db(b"urls", txn=txn))]
     finally:
         env.close()
@@ -48,7 +50,7 @@ def test_schema_1_dir_is_upgraded_with_nothing_lost(tmp_path: Path) -> None:
     queued, done = v1_contents(tmp_path)
     this = re.escape(__version__)
     with pytest.raises(FrontierError, match=r"written by polecat 0.1.0 or earlier with schema 1; this is "
-                                            rf"polecat {this}, which reads schema 3; `polecat upgrade .*` "):
+                                            rf"polecat {this}, which reads schema 4; `polecat upgrade .*` "):
         read_status(tmp_path / "frontier")
     rig = Rig(tmp_path, params=NODE_PARAMS, now=LATER)
     assert rig.db.upgraded == MigrationReport(hosts=6, queued=91, urls=41, seen=132, ops=8, robots=5,
@@ -108,4 +110,43 @@ def test_crash_during_upgrade_leaves_the_dir_as_it_was(tmp_path: Path,
     monkeypatch.undo()
     rig = Rig(tmp_path, params=NODE_PARAMS)
     assert rig.db.upgraded is not None and rig.frontier.queued == 91
-    assert SCHEMA_VERSION == 3
+    assert SCHEMA_VERSION == 4
+
+
+def _schema_version(path: Path) -> int:
+    env = lmdb.open(str(path / "frontier"), max_dbs=16, readonly=True, lock=False)
+    try:
+        with env.begin() as txn:
+            return int(json.loads(bytes(txn.get(b"schema", db=env.open_db(b"meta", txn=txn))))["version"])
+    finally:
+        env.close()
+
+
+def test_a_crash_while_packing_rows_leaves_schema_3_and_the_next_open_packs_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Schema 3 to 4 (db.py rule 6) is one commit of its own: a crash in it leaves the schema-3 data dir
+    the upgrades before it committed, whose rows the next open packs, losing nothing."""
+    unpack_v1(tmp_path)
+    queued, done = v1_contents(tmp_path)
+
+    def broken(*args: object) -> CompactReport:
+        raise OSError("disk gone")
+
+    monkeypatch.setattr("polecat.frontier.db.compact_v3", broken)
+    with pytest.raises(OSError):
+        Rig(tmp_path, params=NODE_PARAMS)
+    assert _schema_version(tmp_path) == 3
+    monkeypatch.undo()
+    rig = Rig(tmp_path, params=NODE_PARAMS, now=LATER)
+    report = rig.db.compacted
+    assert report is not None and (report.queued, report.urls) == (91, 41)
+    assert report.bytes_after < report.bytes_before * 0.6
+    txn = rig.db.txn
+    assert sorted(QueuedUrl.from_row(k, v).url for k, v in txn.cursor(db=rig.db.queue)) == sorted(queued)
+    assert sorted(UrlRecord.decode(v).url for _, v in txn.cursor(db=rig.db.urls)) == sorted(done)
+    assert all(bytes(v)[0] == 1 for _, v in txn.cursor(db=rig.db.urls))  # packed, not JSON
+    assert rig.frontier.queued == 91
+    rig.crash()
+    assert _schema_version(tmp_path) == 4
+    rig.reopen(LATER + 10)
+    assert rig.db.compacted is None and rig.frontier.queued == 91

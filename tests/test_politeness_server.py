@@ -110,7 +110,7 @@ def frontier_state(data: Path) -> tuple[dict[str, UrlRecord], set[str]]:
         queue_db = env.open_db(b"queue", create=False)
         with env.begin() as txn:
             done = {(rec := UrlRecord.decode(v)).url: rec for _, v in txn.cursor(db=urls_db)}
-            queued = {QueuedUrl.decode(v).url for _, v in txn.cursor(db=queue_db)}
+            queued = {QueuedUrl.from_row(k, v).url for k, v in txn.cursor(db=queue_db)}
     finally:
         env.close()
     return done, queued

@@ -55,7 +55,7 @@ def effect(writes: list[Write]) -> tuple[list[tuple[bytes, bytes]], list[tuple[s
     """What a scan did, whatever order it met the hosts in: the URL records written, the URLs queued."""
     urls = sorted((w.key, w.value) for w in writes if isinstance(w, Put) and w.table == "urls")
     queued = sorted((q.url, q.importance) for w in writes if isinstance(w, Put) and w.table == "queue"
-                    for q in [QueuedUrl.decode(w.value)])
+                    for q in [QueuedUrl.from_row(w.key, w.value)])
     return urls, queued
 
 

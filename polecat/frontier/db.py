@@ -26,6 +26,9 @@ Rules of the tables:
 5. Schema 3 keeps ``seen`` so; schema 2 (0.3.0) kept it in LMDB and is upgraded on open by moving its
    keys, already sorted, into one run (:meth:`FrontierDB._upgrade_v2`); schema 1 is upgraded to 2
    first, in the same commit.
+6. Schema 4 keeps schema 3's keys and packs the ``queue`` and ``urls`` values (polecat/frontier/records.py:
+   no JSON, no origin the key names, no default fields; issue 39); schema 3 is upgraded on open by
+   rewriting both tables in one commit (:meth:`FrontierDB._upgrade_v3`), after the upgrades above.
 """
 
 from __future__ import annotations
@@ -43,7 +46,14 @@ import lmdb
 from polecat.errors import FrontierError
 from polecat.faults import storage_fault
 from polecat.frontier.handover_ranges import WrittenSlices, delete_ranges
-from polecat.frontier.migrate import MigrationReport, migrate_v1, mismatch, release_of
+from polecat.frontier.migrate import (
+    CompactReport,
+    MigrationReport,
+    compact_v3,
+    migrate_v1,
+    mismatch,
+    release_of,
+)
 from polecat.frontier.seenlog import MANIFEST, SeenRuns, SeenView
 from polecat.frontier.slices import PREFIX_LEN, SLICES, slice_prefix
 from polecat.frontier.tables import Lookup
@@ -53,9 +63,10 @@ from polecat.writes import Decided, Delete, DeleteSlices, Put, Table, Write
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 3
-"""3: the seen table in runs (rule 4); 2: tables keyed slice-first (polecat/frontier/keys.py), upgraded on
-open (rule 5); 1 is upgraded to 2 on open (frontier/migrate.py)."""
+SCHEMA_VERSION = 4
+"""4: compact ``queue`` and ``urls`` values (rule 6); 3: the seen table in runs (rule 4); 2: tables keyed
+slice-first (polecat/frontier/keys.py), upgraded on open (rule 5); 1 is upgraded to 2 on open
+(frontier/migrate.py)."""
 
 STORE_MARK = b"store_mark"
 """Meta key the node keeps (polecat/node/commits.py rule 4): the store's record count at the last commit.
@@ -137,6 +148,8 @@ class FrontierDB:
         self.pending = 0
         self.upgraded: MigrationReport | None = None
         """What the open upgraded from schema 1, if it did."""
+        self.compacted: CompactReport | None = None
+        """What the open packed from schema 3, if it did (rule 6)."""
         self.near_dropped: int | None = None
         """Entries of a near-duplicate index of an older format the open dropped (None: none was)."""
         try:
@@ -165,6 +178,8 @@ class FrontierDB:
             info = self._upgrade_v1(info)
         if info.get("version") == 2:
             info = self._upgrade_v2(info)
+        if info.get("version") == 3:
+            info = self._upgrade_v3(info)
         if info.get("version") != SCHEMA_VERSION:
             raise FrontierError(mismatch(self.path, wrote, f"schema version {info.get('version')}",
                                          f"schema {SCHEMA_VERSION}", upgradable=False))
@@ -181,7 +196,7 @@ class FrontierDB:
 
     def _upgrade_v1(self, info: dict[str, Any]) -> dict[str, Any]:
         """Rewrite schema 1's keys slice-first (frontier/migrate.py), uncommitted: the upgrade to schema 3
-        that follows commits both at once, so a kill -9 leaves schema 1 or schema 3."""
+        that follows commits both at once, so a kill -9 leaves schema 1, 3 or 4 (rule 6)."""
         scratch = self.env.open_db(b"migrate", txn=self.txn)
         report = migrate_v1(self.txn, {**self.sliced, "seen": self.old_seen}, scratch)
         self.txn.drop(scratch, delete=True)
@@ -199,12 +214,25 @@ class FrontierDB:
         with self.txn.cursor(db=self.old_seen) as cur:
             moved = self.seen.load_sorted(bytes(k) for k in cur.iternext(keys=True, values=False))
         self.txn.drop(self.old_seen, delete=False)
-        info = {**info, "version": SCHEMA_VERSION}
+        info = {**info, "version": 3}
         self.txn.put(b"schema", json.dumps(info).encode(), db=self.meta)
         self.seq = int(self.txn.get(b"seq", db=self.meta) or b"0")
         self.commit()
-        log.info("frontier upgraded from schema 2 to %d: %d seen URLs moved into a run", SCHEMA_VERSION,
-                 moved)
+        log.info("frontier upgraded from schema 2 to 3: %d seen URLs moved into a run", moved)
+        return info
+
+    def _upgrade_v3(self, info: dict[str, Any]) -> dict[str, Any]:
+        """Pack the ``queue`` and ``urls`` values (rule 6) in one commit: a kill -9 leaves schema 3 as it
+        was, and the next open starts over."""
+        scratch = self.env.open_db(b"migrate", txn=self.txn)
+        report = compact_v3(self.txn, self.tables, scratch)
+        self.txn.drop(scratch, delete=True)
+        info = {**info, "version": 4}
+        self.txn.put(b"schema", json.dumps(info).encode(), db=self.meta)
+        self.seq = int(self.txn.get(b"seq", db=self.meta) or b"0")
+        self.commit()
+        log.info("frontier upgraded from schema 3 to 4: %s", report)
+        self.compacted = report
         return info
 
     def _upgrade_near(self, info: dict[str, Any], fmt: int) -> dict[str, Any]:

@@ -128,21 +128,22 @@ class SliceHandover:
             elif table == "hosts":
                 adopted[host_of_row(key)] = decode_host(value)
             elif table == "urls":
-                out.append(Put("urls", key, value))
+                rec = UrlRecord.decode(value)  # the bundle's form (handover_ranges.py), stored compact
+                out.append(Put("urls", key, rec.encode()))
                 finished.add(bytes(key))
-                rec = UrlRecord.decode(value)
                 self._refresh.url_written(host_key(rec.url), bytes(key), rec, out)
                 paged += rec.outcome in PAGE_OUTCOMES
             elif table == "queue":
                 host = host_of_queue_key(key)
-                ukey = url_key(QueuedUrl.decode(value).url, host)
+                queued = QueuedUrl.decode_v3(value)  # the bundle's form (handover_ranges.py)
+                ukey = url_key(queued.url, host)
                 queued_there.add(ukey)  # finished and queued again there (a refresh): stays queued
                 if ukey not in marked and self._seen.mark(stored, ukey):
                     marked.add(ukey)
                     out.append(Put("seen", ukey, b""))
                     self._table.qseq += 1
                     new_key = requeue_key(key, self._table.qseq)
-                    out.append(Put("queue", new_key, value))
+                    out.append(Put("queue", new_key, queued.encode(host)))
                     self._table.count_band(new_key, 1)
                     counts[host] += 1
                 else:
@@ -179,7 +180,7 @@ class SliceHandover:
                 continue
             st = self._table.state(host)
             doomed = [key for key, value in self._db.items("queue", queue_prefix(host))
-                      if url_key(QueuedUrl.decode(value).url, host) in finished]
+                      if url_key(QueuedUrl.decode(value, key, host).url, host) in finished]
             for key in doomed:
                 out.append(Delete("queue", key))
                 self._table.count_band(key, -1)

@@ -20,6 +20,7 @@ from typing import Any
 
 from polecat.frontier.bundle import BundleWriter, Fence, SliceBundle
 from polecat.frontier.keys import GLOBAL
+from polecat.frontier.records import QueuedUrl, UrlRecord
 from polecat.frontier.slices import PREFIX_LEN, SLICES, check_slices, prefix_slice, slice_prefix
 from polecat.frontier.tables import Snapshot, TableReader
 from polecat.writes import Table
@@ -79,9 +80,25 @@ def export_ranges(tables: TableReader, ids: frozenset[int], *, created: float,
             items: Iterable[tuple[bytes, bytes]] = tables.items(table, prefix)
             if table == "hosts" and prefix in newer:
                 items = sorted({**dict(items), **newer[prefix]}.items())
+            if table in _WIRE_FORM:
+                items = ((key, _WIRE_FORM[table](key, value)) for key, value in items)
             for key, value in items:
                 out.add(table, key, value)
     return out.finish()
+
+
+def _queue_wire(key: bytes, value: bytes) -> bytes:
+    return QueuedUrl.from_row(key, value).encode_v3()
+
+
+def _urls_wire(_key: bytes, value: bytes) -> bytes:
+    return UrlRecord.decode(value).encode_v3()
+
+
+_WIRE_FORM = {"queue": _queue_wire, "urls": _urls_wire}
+"""The values a bundle carries in the form of schema 3 (slice bundle version 1, what 0.3.0 reads and
+writes), converted from this schema's compact rows on export and back on adoption
+(polecat/frontier/handover.py), so the bundle and the cluster's wire stay as they were."""
 
 
 def delete_ranges(txn: Any, tables: Mapping[str, Any], ids: frozenset[int]) -> int:

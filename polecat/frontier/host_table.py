@@ -358,7 +358,8 @@ class HostTable:
         the one in flight (its completion finishes it); answers how many."""
         lease = self.leases.get(host)
         in_flight_key = lease.key if lease is not None else None
-        keys = [(key, QueuedUrl.decode(raw).url) for key, raw in self.db.items("queue", queue_prefix(host))]
+        keys = [(key, QueuedUrl.decode(raw, key, host).url)
+                for key, raw in self.db.items("queue", queue_prefix(host))]
         dropped = 0
         for key, url in keys:
             if key != in_flight_key:
@@ -496,7 +497,7 @@ class HostTable:
         if shape:
             self.shapes.count(host, url)
         key = queue_key(host, importance, depth, self.qseq)
-        out.append(Put("queue", key, QueuedUrl(url, depth, importance, 0, hops).encode()))
+        out.append(Put("queue", key, QueuedUrl(url, depth, importance, 0, hops).encode(host)))
         self.count_band(key, 1)
         self.with_queue += st.queued <= 0
         st.queued += 1  # count_queued() inline (this runs for every URL accepted)
@@ -529,7 +530,7 @@ class HostTable:
                 self.cold_head = now
         self.qseq += 1
         key = queue_key(host, importance, 0, self.qseq)
-        out.append(Put("queue", key, QueuedUrl(url, 0, importance).encode()))
+        out.append(Put("queue", key, QueuedUrl(url, 0, importance).encode(host)))
         self.count_band(key, 1)
         self.count_queued(host, st, 1)
         self.accepted += 1

@@ -3,7 +3,9 @@
 Rules (DESIGN.md section 5; slices in polecat/frontier/slices.py):
 
 1. ``hosts``: slice, host key. ``queue``: slice, host key, NUL, priority tail (rank, depth, FIFO seq),
-   so a host's queue is one key range, ordered by priority, inside its slice's range.
+   so a host's queue is one key range, ordered by priority, inside its slice's range. Its value leaves
+   out what the key says (the ``http(s)://host`` of the URL, the importance the rank gives, the depth:
+   polecat/frontier/records.py ``QueuedUrl.encode``, schema 4).
 2. ``seen`` and ``urls``: slice of the URL's host, then the URL's 16-byte fingerprint. The seen-set's
    Bloom filter holds these same 18-byte keys.
 3. ``robots``: slice of the origin's host key, then the origin (``scheme://host[:port]``).

@@ -141,7 +141,7 @@ class Leasing:
         skipped = 0
         # The retired keys are deleted only when ``out`` is applied: the range reads on past them.
         for key, raw in islice(self._db.items("queue", queue_prefix(host)), ROBOTS_SKIPS_PER_LEASE):
-            q = QueuedUrl.decode(raw)
+            q = QueuedUrl.decode(raw, key, host)
             origin = origin_of(q.url)
             decision = self._robots.lookup(origin, now)
             if isinstance(decision, Fetch) or (isinstance(decision, Ready) and decision.refresh_due):
@@ -262,7 +262,7 @@ class Leasing:
             table.count_band(key, 1)
             table.save(lease.host)
             table.count_done("retried")
-            return [Delete("queue", lease.key), Put("queue", key, retry.encode())]
+            return [Delete("queue", lease.key), Put("queue", key, retry.encode(lease.host))]
         outcome = "failed" if result.outcome == "retry" else result.outcome
         ukey = url_key_at(lease.key, lease.url)  # one fingerprint, no host hashing, for every key below
         prev_raw = self._db.get("urls", ukey)

@@ -1,4 +1,4 @@
-"""Upgrade a frontier written by an older schema, in place, in one transaction.
+"""Upgrade a frontier written by an older schema, in place, each step in one transaction.
 
 Schema 1 (polecat before slices) keyed tables by host, origin or bare URL fingerprint; schema 2 keys them
 slice-first (polecat/frontier/keys.py). The upgrade rewrites every key and keeps every value. It runs in
@@ -9,6 +9,11 @@ The seen-set of schema 1 holds only fingerprints, which do not tell their host. 
 rebuilt from the URLs the frontier knows: every accepted URL is queued or has a ``urls`` record (the
 frontier's invariant). A fingerprint found in neither (none should exist) cannot be placed in a slice;
 it is counted in the report and logged, never dropped silently.
+
+Schema 4 keeps the keys of schema 3 and compacts two tables' values (records.py): a ``queue`` row
+holds the URL without the origin its key names and only the fields that are not their default, a
+``urls`` row is packed instead of JSON. :func:`compact_v3` rewrites them in the caller's transaction,
+key order kept, into full pages.
 
 The other upgrade of a frontier (near-duplicate fingerprints of an older format) is
 ``FrontierDB._upgrade_near``. The release that last opened a frontier to write is kept in its schema
@@ -23,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from polecat.frontier.keys import host_row, op_key, queue_prefix, robots_key, url_key
+from polecat.frontier.keys import host_of_queue_key, host_row, op_key, queue_prefix, robots_key, url_key
 from polecat.frontier.records import QueuedUrl, UrlRecord
 from polecat.frontier.slices import PREFIX_LEN
 from polecat.version import __version__
@@ -88,7 +93,7 @@ def _queue_key(key: bytes, _: bytes) -> bytes:
 
 
 def _queued_url(raw: bytes) -> str:
-    return QueuedUrl.decode(raw).url
+    return QueuedUrl.decode_v3(raw).url
 
 
 def _recorded_url(raw: bytes) -> str:
@@ -131,6 +136,54 @@ def migrate_v1(txn: Any, tables: dict[str, Any], scratch: Any) -> MigrationRepor
         log.warning("frontier upgrade: %d seen-set fingerprints had no queued URL or URL record and were "
                     "not carried over (their URLs may be accepted again)", unplaced)
     return MigrationReport(hosts, queued, urls, seen, ops, robots, unplaced)
+
+
+@dataclass(frozen=True, slots=True)
+class CompactReport:
+    """What :func:`compact_v3` rewrote, and the bytes of the rows' values before and after."""
+
+    queued: int
+    urls: int
+    bytes_before: int
+    bytes_after: int
+
+
+def compact_v3(txn: Any, tables: dict[str, Any], scratch: Any) -> CompactReport:
+    """Rewrite the ``queue`` and ``urls`` values of schema 3 in schema 4's form, in ``txn`` (``scratch``:
+    an empty table). Each table is copied in key order to ``scratch`` and back, appended, so its pages
+    come out full (LMDB splits a page in half when a key lands inside it: an in-place rewrite would keep
+    the old tree's half-empty pages)."""
+    sizes = [0, 0]
+
+    def queue_row(key: bytes, value: bytes) -> bytes:
+        new = QueuedUrl.decode_v3(value).encode(host_of_queue_key(key))
+        sizes[0] += len(value)
+        sizes[1] += len(new)
+        return new
+
+    def urls_row(_key: bytes, value: bytes) -> bytes:
+        new = UrlRecord.decode(value).encode()
+        sizes[0] += len(value)
+        sizes[1] += len(new)
+        return new
+
+    queued = _append_rewrite(txn, tables["queue"], scratch, queue_row)
+    urls = _append_rewrite(txn, tables["urls"], scratch, urls_row)
+    return CompactReport(queued, urls, sizes[0], sizes[1])
+
+
+def _append_rewrite(txn: Any, db: Any, scratch: Any, convert: Callable[[bytes, bytes], bytes]) -> int:
+    n = 0
+    with txn.cursor(db=db) as cur:
+        for key, value in cur:
+            txn.put(key, convert(key, value), db=scratch, append=True)
+            n += 1
+    txn.drop(db, delete=False)
+    with txn.cursor(db=scratch) as cur:
+        for key, value in cur:
+            txn.put(key, value, db=db, append=True)
+    txn.drop(scratch, delete=False)
+    return n
 
 
 def release_of(schema: dict[str, Any]) -> str:

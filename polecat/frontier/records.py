@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import struct
 from dataclasses import dataclass
 from typing import Literal
 
 from polecat.frontier.politeness import Attempt, HostState
+from polecat.frontier.slices import PREFIX_LEN
 
 # --- priority ------------------------------------------------------------------------------------
 
@@ -31,11 +33,27 @@ def rank(importance: float) -> int:
 
 # --- queue entries -------------------------------------------------------------------------------
 
-_Q = struct.Struct(">dHBB")
+_RANK_DEPTH = struct.Struct(">IH")
+"""The rank and depth at the start of a ``queue`` key's 14-byte tail (polecat/frontier/keys.py rule 1)."""
+_QUEUE_TAIL = 14
+_Q_V3 = struct.Struct(">dHBB")
+_Q_HTTP, _Q_HTTPS, _Q_ATTEMPTS, _Q_HOPS, _Q_IMPORTANCE, _Q_DEPTH = 1, 2, 4, 8, 16, 32
+_ORIGIN_FLAGS = ((_Q_HTTP, "http://"), (_Q_HTTPS, "https://"))
+_U8 = struct.Struct(">B")
+_F64 = struct.Struct(">d")
+_U32 = struct.Struct(">I")
+
+
+def rank_importance(r: int) -> float:
+    """The importance whose :func:`rank` is ``r``, on the rank's grid (what a queue key says of it)."""
+    return math.exp2(-(r - 2**31) / 65536)
 
 
 @dataclass(frozen=True, slots=True)
 class QueuedUrl:
+    """A queued URL. Its ``queue`` row (schema 4) is the key of polecat/frontier/keys.py rule 1 and a
+    value that holds only what the key does not say (:meth:`encode`)."""
+
     url: str
     depth: int
     importance: float
@@ -43,14 +61,75 @@ class QueuedUrl:
     hops: int = 0
     """Redirects followed to reach this URL (bounded by fetch.max_redirects)."""
 
-    def encode(self) -> bytes:
-        counts = (min(self.depth, 0xFFFF), min(self.attempts, 255), min(self.hops, 255))
-        return _Q.pack(self.importance, *counts) + self.url.encode()
+    def encode(self, host: str) -> bytes:
+        """The ``queue`` value of this URL queued for ``host``: a flags byte, the fields that are not
+        their default and not in the key (attempts, hops: one byte each; the importance, a double,
+        unless the key's rank gives it exactly; the depth, only past what the key's 16 bits hold), then
+        the URL without its ``http://`` or ``https://`` and ``host`` (which the key holds). No JSON: this
+        is the row of every queued URL (issue 39)."""
+        url, flags = self.url, 0
+        for flag, scheme in _ORIGIN_FLAGS:
+            if url.startswith(scheme) and url.startswith(host, len(scheme)):
+                flags, url = flag, url[len(scheme) + len(host):]
+                break
+        out = bytearray(1)
+        if self.attempts:
+            flags |= _Q_ATTEMPTS
+            out += _U8.pack(min(self.attempts, 255))
+        if self.hops:
+            flags |= _Q_HOPS
+            out += _U8.pack(min(self.hops, 255))
+        if rank_importance(rank(self.importance)) != self.importance:
+            flags |= _Q_IMPORTANCE
+            out += _F64.pack(self.importance)
+        if self.depth > 0xFFFF:
+            flags |= _Q_DEPTH
+            out += _U32.pack(min(self.depth, 0xFFFFFFFF))
+        out[0] = flags
+        out += url.encode()
+        return bytes(out)
 
     @classmethod
-    def decode(cls, raw: bytes | memoryview) -> QueuedUrl:
-        importance, depth, attempts, hops = _Q.unpack_from(raw)
-        return cls(bytes(raw[_Q.size :]).decode(), depth, importance, attempts, hops)
+    def decode(cls, raw: bytes, key: bytes, host: str) -> QueuedUrl:
+        """The URL of the ``queue`` row ``key``, ``raw``, queued for ``host`` (:meth:`encode`)."""
+        flags, pos = raw[0], 1
+        r, depth = _RANK_DEPTH.unpack_from(key, len(key) - _QUEUE_TAIL)
+        attempts = hops = 0
+        if flags & _Q_ATTEMPTS:
+            attempts, pos = raw[pos], pos + 1
+        if flags & _Q_HOPS:
+            hops, pos = raw[pos], pos + 1
+        if flags & _Q_IMPORTANCE:
+            importance = _F64.unpack_from(raw, pos)[0]
+            pos += 8
+        else:
+            importance = rank_importance(r)
+        if flags & _Q_DEPTH:
+            depth = _U32.unpack_from(raw, pos)[0]
+            pos += 4
+        rest = raw[pos:].decode()
+        if flags & _Q_HTTP:
+            rest = "http://" + host + rest
+        elif flags & _Q_HTTPS:
+            rest = "https://" + host + rest
+        return cls(rest, depth, importance, attempts, hops)
+
+    @classmethod
+    def from_row(cls, key: bytes, raw: bytes) -> QueuedUrl:
+        """The URL of a ``queue`` row whose host is not at hand (read from the key)."""
+        return cls.decode(raw, key, bytes(key[PREFIX_LEN : len(key) - _QUEUE_TAIL - 1]).decode())
+
+    def encode_v3(self) -> bytes:
+        """The ``queue`` value of schema 3 (0.3.0 and before), which slice bundles carry: importance,
+        depth, attempts, hops, then the whole URL."""
+        counts = (min(self.depth, 0xFFFF), min(self.attempts, 255), min(self.hops, 255))
+        return _Q_V3.pack(self.importance, *counts) + self.url.encode()
+
+    @classmethod
+    def decode_v3(cls, raw: bytes | memoryview) -> QueuedUrl:
+        """A ``queue`` value of schema 3 (:meth:`encode_v3`)."""
+        importance, depth, attempts, hops = _Q_V3.unpack_from(raw)
+        return cls(bytes(raw[_Q_V3.size :]).decode(), depth, importance, attempts, hops)
 
 
 # --- hosts ---------------------------------------------------------------------------------------
@@ -178,17 +257,196 @@ class UrlRecord:
     or queued for its refresh right now)."""
 
     def encode(self) -> bytes:
+        """The ``urls`` value (schema 4): a format byte, a 16-bit mask of the fields that are not their
+        default, then those fields in order: strings as a varint length and UTF-8, the content hash and
+        the history as their bytes when they are lowercase hex (else as text; the history's runs of zero
+        bytes as their length: its doubles are mostly zero), counts as varints, times
+        and the importance as doubles, the outcome as one byte when it is a known one. No JSON: every
+        finished URL has one (issue 39)."""
+        out = bytearray(3)
+        mask = 0
+        code = _OUTCOME_CODES.get(self.outcome)
+        if code is None:
+            mask |= _R_OUTCOME_TEXT
+            _put_text(out, self.outcome)
+        else:
+            out.append(code)
+        _put_text(out, self.url)
+        if self.reason:
+            mask |= _R_REASON
+            _put_text(out, self.reason)
+        if self.fetched_at:
+            mask |= _R_FETCHED_AT
+            out += _F64.pack(self.fetched_at)
+        mask |= _put_hex(out, self.content_hash, _R_HASH)
+        if self.etag is not None:
+            mask |= _R_ETAG
+            _put_text(out, self.etag)
+        if self.last_modified is not None:
+            mask |= _R_LAST_MODIFIED
+            _put_text(out, self.last_modified)
+        for flag, count in ((_R_FETCHES, self.fetches), (_R_CHANGES, self.changes), (_R_DEPTH, self.depth)):
+            if count:
+                mask |= flag
+                _put_varint(out, count)
+        if self.importance != SEED_IMPORTANCE:
+            mask |= _R_IMPORTANCE
+            out += _F64.pack(self.importance)
+        mask |= _put_hex(out, self.history, _R_HISTORY, zeros=True)
+        if self.due is not None:
+            mask |= _R_DUE
+            out += _F64.pack(self.due)
+        out[0] = _RECORD_FORMAT
+        out[1:3] = _U16.pack(mask)
+        return bytes(out)
+
+    @classmethod
+    def decode(cls, raw: bytes | memoryview) -> UrlRecord:
+        """A ``urls`` value: :meth:`encode`'s, or the JSON list of schema 3 and before (which slice
+        bundles carry, :meth:`encode_v3`)."""
+        raw = bytes(raw)
+        if raw[0] != _RECORD_FORMAT:
+            # Records written before refresh state existed have the first nine fields only.
+            u, o, r, t, h, e, m, n, c, *refresh = json.loads(raw)
+            return cls(u, o, r, t, h, e, m, n, c, *refresh)
+        mask = _U16.unpack_from(raw, 1)[0]
+        if mask & _R_OUTCOME_TEXT:
+            outcome, pos = _text(raw, 3)
+        else:
+            outcome, pos = _OUTCOMES[raw[3]], 4
+        url, pos = _text(raw, pos)
+        rec = cls(url, outcome)
+        if mask & _R_REASON:
+            rec.reason, pos = _text(raw, pos)
+        if mask & _R_FETCHED_AT:
+            rec.fetched_at, pos = _F64.unpack_from(raw, pos)[0], pos + 8
+        if mask & (_R_HASH | _R_HASH << 1):
+            rec.content_hash, pos = _hex(raw, pos, mask & _R_HASH)
+        if mask & _R_ETAG:
+            rec.etag, pos = _text(raw, pos)
+        if mask & _R_LAST_MODIFIED:
+            rec.last_modified, pos = _text(raw, pos)
+        if mask & _R_FETCHES:
+            rec.fetches, pos = _varint(raw, pos)
+        if mask & _R_CHANGES:
+            rec.changes, pos = _varint(raw, pos)
+        if mask & _R_DEPTH:
+            rec.depth, pos = _varint(raw, pos)
+        if mask & _R_IMPORTANCE:
+            rec.importance, pos = _F64.unpack_from(raw, pos)[0], pos + 8
+        if mask & (_R_HISTORY | _R_HISTORY << 1):
+            rec.history, pos = _hex(raw, pos, mask & _R_HISTORY, zeros=True)
+        if mask & _R_DUE:
+            rec.due = _F64.unpack_from(raw, pos)[0]
+        return rec
+
+    def encode_v3(self) -> bytes:
+        """The ``urls`` value of schema 3 (0.3.0 and before), which slice bundles carry: a JSON list."""
         return _RECORD_JSON.encode(
             [self.url, self.outcome, self.reason, self.fetched_at, self.content_hash, self.etag,
              self.last_modified, self.fetches, self.changes, self.depth, self.importance, self.history,
              self.due],
         ).encode()
 
-    @classmethod
-    def decode(cls, raw: bytes | memoryview) -> UrlRecord:
-        # Records written before refresh state existed have the first nine fields only.
-        u, o, r, t, h, e, m, n, c, *refresh = json.loads(bytes(raw))
-        return cls(u, o, r, t, h, e, m, n, c, *refresh)
+
+_RECORD_FORMAT = 1
+"""First byte of a schema-4 ``urls`` value; a JSON list (schema 3) starts with ``[``."""
+_U16 = struct.Struct(">H")
+_OUTCOMES = ("fetched", "not_modified", "redirect", "skipped", "failed", "retry")
+_OUTCOME_CODES = {name: i for i, name in enumerate(_OUTCOMES)}
+(_R_OUTCOME_TEXT, _R_REASON, _R_FETCHED_AT, _R_HASH, _R_HASH_TEXT, _R_ETAG, _R_LAST_MODIFIED, _R_FETCHES,
+ _R_CHANGES, _R_DEPTH, _R_IMPORTANCE, _R_HISTORY, _R_HISTORY_TEXT, _R_DUE) = (1 << i for i in range(14))
+"""The fields of a ``urls`` value that are present (:meth:`UrlRecord.encode`); a hex field's bit, or
+the bit after it when it is kept as text."""
+
+
+def _put_varint(out: bytearray, n: int) -> None:
+    while n >= 0x80:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+
+
+def _varint(raw: bytes, pos: int) -> tuple[int, int]:
+    n = shift = 0
+    while True:
+        b = raw[pos]
+        pos += 1
+        n |= (b & 0x7F) << shift
+        if b < 0x80:
+            return n, pos
+        shift += 7
+
+
+def _put_text(out: bytearray, text: str) -> None:
+    data = text.encode()
+    _put_varint(out, len(data))
+    out += data
+
+
+def _text(raw: bytes, pos: int) -> tuple[str, int]:
+    n, pos = _varint(raw, pos)
+    return raw[pos : pos + n].decode(), pos + n
+
+
+def _put_hex(out: bytearray, text: str, flag: int, *, zeros: bool = False) -> int:
+    """Write a hex field (as its bytes when it is lowercase hex of even length; ``zeros``: with its runs
+    of zero bytes packed, :func:`_pack_zeros`); answers its mask bits."""
+    if not text:
+        return 0
+    try:
+        data = bytes.fromhex(text)
+    except ValueError:
+        data = b""
+    if data.hex() != text:
+        _put_text(out, text)
+        return flag << 1
+    if zeros:
+        data = _pack_zeros(data)
+    _put_varint(out, len(data))
+    out += data
+    return flag
+
+
+def _hex(raw: bytes, pos: int, binary: int, *, zeros: bool = False) -> tuple[str, int]:
+    if not binary:
+        return _text(raw, pos)
+    n, pos = _varint(raw, pos)
+    data = raw[pos : pos + n]
+    return (_unpack_zeros(data) if zeros else data).hex(), pos + n
+
+
+_ZERO_RUNS = re.compile(rb"(\x00{3,})")
+
+
+def _pack_zeros(data: bytes) -> bytes:
+    """``data`` as pairs of a literal (varint length, bytes) and a run of zero bytes (varint length),
+    the last literal alone."""
+    out = bytearray()
+    parts = _ZERO_RUNS.split(data)
+    for i, part in enumerate(parts):
+        _put_varint(out, len(part))
+        if not i % 2:
+            out += part
+    return bytes(out)
+
+
+def _unpack_zeros(packed: bytes) -> bytes:
+    parts: list[bytes] = []
+    pos, end, literal = 0, len(packed), True
+    while pos < end:
+        n = packed[pos]
+        if n < 0x80:  # a history's runs are shorter than 128 bytes: one-byte lengths
+            pos += 1
+        else:
+            n, pos = _varint(packed, pos)
+        if literal:
+            parts.append(packed[pos : pos + n])
+            pos += n
+        else:
+            parts.append(bytes(n))
+        literal = not literal
+    return b"".join(parts)
 
 
 @dataclass(frozen=True, slots=True)

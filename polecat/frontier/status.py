@@ -71,7 +71,7 @@ def _read_txn(frontier_dir: Path, tables: tuple[str, ...]
             if schema.get("version") != SCHEMA_VERSION:
                 raise FrontierError(mismatch(  # a reader: opening it to write (upgrade, crawl) upgrades
                     frontier_dir, release_of(schema), f"schema {schema.get('version')}",
-                    f"schema {SCHEMA_VERSION}", upgradable=schema.get("version") in (1, 2)))
+                    f"schema {SCHEMA_VERSION}", upgradable=schema.get("version") in (1, 2, 3)))
             yield env, txn, dbs
     finally:
         env.close()
