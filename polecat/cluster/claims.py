@@ -539,6 +539,12 @@ class NearBook:
                 self._redecide(key, now, out)
                 self._decide(key[0], s, now, out)
 
+    def settle_due(self) -> float | None:
+        """When the first settling base is due its "none" (rule 10); None when none settles."""
+        for _, since in self._settling.values():  # in arrival order: the first is the oldest
+            return since + self._settle
+        return None
+
     def settled(self, now: float) -> NearRouted:
         """The "none" answers of the bases that settled (rule 10)."""
         out: NearRouted = []
