@@ -157,6 +157,8 @@ class ContentClaims:
         self._separate: set[str] = set()
         """Peers that take exact claims, answers and reports as frames of kinds 1-3 only (0.3.0, or a
         member with near claims off: it refused a kind 4 frame; or one that sent those kinds itself)."""
+        self._stopping = False
+        """Set by :meth:`stopping`: pages are stored in full, marked, unclaimed."""
         self._holding: dict[bytes, int] = {}
         """Hash -> pages of that body held here for claims or a deposit (:meth:`_holds`)."""
         self._near_keep = near
@@ -235,6 +237,9 @@ class ContentClaims:
         owners first when it has a fingerprint ``fp`` and near claims are on, then by its hash's owner);
         the future is done once the page is stored."""
         stored = asyncio.get_running_loop().create_future()
+        if self._stopping:
+            self._put(record, body, stored, marked=True)
+            return stored
         if fp is not None and self.near is not None:
             seq, outcomes = self.near.add(record.content_hash, record.url, record.fetched_at, fp,
                                           self._clock.wall())
@@ -529,7 +534,8 @@ class ContentClaims:
             if due is not None:  # a base's "none" goes when it settled, not at the next poll
                 timeout = max(0.0, min(timeout or RETRY_AFTER, due - self._clock.wall()))
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout)
+                async with asyncio.timeout(timeout):  # no task a turn, as wait_for makes on 3.11
+                    await self._wake.wait()
             self._wake.clear()
             await asyncio.sleep(TICK)
             self._send_ready()
@@ -645,8 +651,12 @@ class ContentClaims:
     async def _post(self, address: str, data: bytes) -> None:
         await self._transport.post(address, data)
 
-    async def close(self) -> None:
-        """Stop sending; a page still held (its lease was cancelled) is stored in full, marked."""
+    def stopping(self) -> None:
+        """The member stops (claims rule 5): every page held is stored in full, marked, now, and so is
+        every page handed over from now on, so that no lease waits out its claims (its peers may have
+        stopped listening) past the stop's grace and is fetched again after a restart. Claims of others
+        are still answered until :meth:`close`."""
+        self._stopping = True
         if self.near is not None:
             for seq in self.near.drain():
                 record, body, stored = self._near_held.pop(seq)
@@ -655,6 +665,10 @@ class ContentClaims:
         for seq in list(self._deposits):
             self._deposit_done(seq, None)
         self._apply(self.queue.drain())
+
+    async def close(self) -> None:
+        """Stop sending; a page still held (its lease was cancelled) is stored in full, marked."""
+        self.stopping()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
