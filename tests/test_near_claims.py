@@ -577,3 +577,23 @@ def test_exact_claims_ride_in_the_near_frame_and_a_peer_that_refuses_it_gets_the
     assert sum(r.kind == "revisit" for r in a.log) == 6 and new.stats().copies == 6
     a, b, new, refused = asyncio.run(go(old_peer=False))
     assert refused == 0 and new.stats().unanswered == 0 and new.stats().copies == 6 and len(a.bodies) == 6
+
+
+def test_a_member_that_stops_stores_what_it_holds_and_what_comes_after_in_full_marked_at_once() -> None:
+    members = ("w0", "w1")
+
+    async def go() -> tuple[MemoryPageStore, list[bool]]:
+        transport = LoopbackTransport()
+        store = MemoryPageStore()
+        me = _member("w0", members, transport, store)
+        transport.down.add("mem:w1")  # its peer stopped listening: nothing would answer for `wait`
+        held = [me.claim(*_page(f"http://a.test/{i}", text(i), T0 + i)) for i in range(4)]
+        me.stopping()
+        late = me.claim(*_page("http://a.test/late", text(9), T0 + 9))
+        done = [f.done() for f in (*held, late)]
+        await me.close()
+        return store, done
+
+    store, done = asyncio.run(go())
+    assert all(done) and len(store.log) == 5
+    assert all(r.kind == "response" and r.header(CLAIM_HEADER.lower()) == UNANSWERED for r in store.log)
