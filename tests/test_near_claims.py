@@ -13,15 +13,18 @@ from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
+import msgpack
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from polecat.cluster.batch import HandoffError
+from polecat.cluster.batch import HandoffError, unframe
 from polecat.cluster.claimlink import CLAIM_HEADER, ContentClaims
 from polecat.cluster.claims import (
     BAND_BASES,
     UNANSWERED,
+    Answer,
+    Claim,
     ClaimBook,
     NearAnswer,
     NearBook,
@@ -31,10 +34,12 @@ from polecat.cluster.claims import (
     Original,
     band_owners,
     band_slice,
+    content_slice,
     near_copy,
 )
-from polecat.cluster.claimwire import ClaimFrame, decode, encode_claims, encode_near
+from polecat.cluster.claimwire import MAGIC, VERSION, ClaimFrame, decode, encode_claims, encode_near
 from polecat.cluster.layout import collection_dirs
+from polecat.cluster.receiver import Reply
 from polecat.cluster.ring import Ring
 from polecat.config import StoreConfig
 from polecat.dedup.minhash import Fingerprint, fingerprint
@@ -415,9 +420,15 @@ def test_frames_of_near_claims_round_trip_and_old_kinds_are_unchanged() -> None:
     for bad in (encode_near(sent)[:-3], encode_near(ClaimFrame("w1", near=(replace(c, verify=b"short"),)))):
         with pytest.raises(HandoffError):
             decode(bad)
-    # 0.3.0's kinds are still version 1 frames, read as before.
+    # The exact sections ride in the same frame; a frame of the first five sections alone reads as before.
+    exact = replace(sent, claims=(Claim(7, b"e" * 32, "http://c/", T0),), answers=(Answer(8, None), Answer(
+        9, ("http://a/", T0))), durable=(b"f" * 32,))
+    assert decode(encode_near(exact)) == exact
+    assert len(msgpack.unpackb(unframe(encode_near(sent), MAGIC, VERSION, "claim frame", None))[2]) == 5
+    # 0.3.0's kinds are still version 1 frames, read as before; their sender is one that sends them apart.
     old = encode_claims("w1", [])
     assert old[4:6] == encode_near(ClaimFrame("w1"))[4:6] and decode(old).claims == ()
+    assert decode(old).separate and not decode(encode_near(exact)).separate
 
 
 # --- the runner, members in one process -----------------------------------------------------------
@@ -637,3 +648,72 @@ def test_a_member_that_takes_no_near_claims_leaves_the_page_to_its_exact_claim()
     assert len(b.bodies) == 1 and not a.bodies
     (copy,) = a.log
     assert copy.kind == "revisit" and copy.duplicate_of is not None and new.stats().copies == 1
+
+
+class _OldRelease:
+    """A member of 0.3.0 in front of ``member``: it takes claim frames of kinds 1-3 and refuses kind 4."""
+
+    def __init__(self, member: ContentClaims) -> None:
+        self.member = member
+        self.refused = 0
+
+    async def receive(self, data: bytes) -> Reply:
+        if not decode(data).separate:
+            self.refused += 1
+            return Reply("bad", detail="claim frame of unknown kind 4")
+        return await self.member.receive(data)
+
+
+def test_exact_claims_ride_in_the_near_frame_and_a_peer_that_refuses_it_gets_them_as_kinds_1_to_3() -> None:
+    """Claims, answers and durable reports go in each tick's kind 4 frame; a 0.3.0 peer refuses it, and
+    they go again as kinds 1-3: every copy is still a revisit, no page unanswered."""
+    members = ("w0", "w1")
+    ring = Ring(members)
+
+    async def go(old_peer: bool) -> tuple[MemoryPageStore, MemoryPageStore, ContentClaims, int]:
+        transport = LoopbackTransport()
+        stores = MemoryPageStore(), MemoryPageStore()
+        new = _member("w0", members, transport, stores[0])
+        peer = _member("w1", members, transport, stores[1], near="full" if old_peer else "delta")
+        old = _OldRelease(peer)
+        if old_peer:
+            transport.receivers["mem:w1"] = old
+        runs = [asyncio.create_task(m.run()) for m in (new, peer)]
+        committing = asyncio.create_task(_commits([new, peer]))
+        # Pages whose hash w1 owns: w0 claims each twice (two URLs), the second a copy of the first.
+        pages = [p for p in (_page(f"http://a.test/{i}", text(i), T0 + i) for i in range(80))
+                 if ring.owner(content_slice(p[0].content_hash)) == "w1"][:6]
+        async with asyncio.timeout(20):
+            await asyncio.gather(*(new.claim(*p) for p in pages))
+            await asyncio.sleep(0.2)  # reported durable
+            await asyncio.gather(*(new.claim(replace(r, url=r.url + "/copy", fetched_at=r.fetched_at + 99), b)
+                                   for r, b, _ in pages))
+        await _stop([committing, *runs], [new, peer])
+        return *stores, new, old.refused
+
+    a, b, new, refused = asyncio.run(go(old_peer=True))
+    # The exact sections went again as kinds 1-3 once w1 refused a kind 4 frame: no page unanswered.
+    assert refused >= 1 and new.stats().unanswered == 0 and len(a.bodies) == 6 and not b.bodies
+    assert sum(r.kind == "revisit" for r in a.log) == 6 and new.stats().copies == 6
+    a, b, new, refused = asyncio.run(go(old_peer=False))
+    assert refused == 0 and new.stats().unanswered == 0 and new.stats().copies == 6 and len(a.bodies) == 6
+
+
+def test_a_member_that_stops_stores_what_it_holds_and_what_comes_after_in_full_marked_at_once() -> None:
+    members = ("w0", "w1")
+
+    async def go() -> tuple[MemoryPageStore, list[bool]]:
+        transport = LoopbackTransport()
+        store = MemoryPageStore()
+        me = _member("w0", members, transport, store)
+        transport.down.add("mem:w1")  # its peer stopped listening: nothing would answer for `wait`
+        held = [me.claim(*_page(f"http://a.test/{i}", text(i), T0 + i)) for i in range(4)]
+        me.stopping()
+        late = me.claim(*_page("http://a.test/late", text(9), T0 + 9))
+        done = [f.done() for f in (*held, late)]
+        await me.close()
+        return store, done
+
+    store, done = asyncio.run(go())
+    assert all(done) and len(store.log) == 5
+    assert all(r.kind == "response" and r.header(CLAIM_HEADER.lower()) == UNANSWERED for r in store.log)

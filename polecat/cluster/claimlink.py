@@ -3,8 +3,10 @@
 The pipeline hands over each page it would store in full (:meth:`ContentClaims.claim`); the page waits
 here for its answer and is then stored, in full or as a revisit of the first copy (its
 ``WARC-Refers-To-Target-URI`` is the original's URL; ``store export`` of the whole collection adds the
-original's date and digest, polecat/store/export.py rule 6). :meth:`run` sends the claims in batches per
-owner and the answers this member owes, a tick after the first is ready; :meth:`receive` takes both
+original's date and digest, polecat/store/export.py rule 6). :meth:`run` sends, a tick after the first
+is ready, one frame to each peer with everything this member owes it: its claims, the answers to its
+claims, the reports of its first pages made durable, and the near-duplicate sections (claimwire.py kind
+4; to a peer that takes kinds 1-3 alone, those sections as kinds 1-3); :meth:`receive` takes both
 kinds of frame from the socket the hand-off uses. :meth:`claim` returns a future done once the page is
 in the store: the node completes the page's lease only then (polecat/node/lease_runner.py), so the
 frontier never records as done a page the store does not hold, and a crash while a page is held fetches
@@ -21,8 +23,8 @@ With ``near`` (``dedup.near_duplicates`` "delta" or "drop"), a page with a finge
 by its band keys (claims rules 9-12): a near copy of a page another member stored is written as one
 process writes it, its own body deposited as a delta in the store that holds the original (received here
 by :meth:`receive`, acknowledged after the store flush that holds it, :meth:`after_flush`); with no near
-match the page is stored in full (its exact copies are near copies at distance 0, found the same way:
-the exact claim is for pages without a fingerprint). A page waits at most ``wait`` seconds per step
+match the page goes on to its exact claim (claims rule 11; its exact copies are near copies at distance
+0 while its base is in a near book). A page waits at most ``wait`` seconds per step
 (near claim, then deposit).
 """
 
@@ -152,6 +154,15 @@ class ContentClaims:
         self._wait = wait
         self._held: dict[int, tuple[FetchRecord, bytes, asyncio.Future[None]]] = {}
         self._owed: dict[str, list[Answer]] = {}
+        self._durable_owed: dict[str, list[bytes]] = {}
+        """Owner -> first pages made durable (claims rule 7), sent with the next tick's frame."""
+        self._separate: set[str] = set()
+        """Peers that take exact claims, answers and reports as frames of kinds 1-3 only (0.3.0, or a
+        member with near claims off: it refused a kind 4 frame; or one that sent those kinds itself)."""
+        self._stopping = False
+        """Set by :meth:`stopping`: pages are stored in full, marked, unclaimed."""
+        self._holding: dict[bytes, int] = {}
+        """Hash -> pages of that body held here for claims or a deposit (:meth:`_holds`)."""
         self._near_keep = near
         book = NearBook(book_capacity, wait / 2, near_distance, settle=wait * SETTLE, early=near == "delta",
                         keep=lambda band: owner_of(band) == self_id)
@@ -242,6 +253,9 @@ class ContentClaims:
         owners first when it has a fingerprint ``fp`` and near claims are on, then by its hash's owner);
         the future is done once the page is stored."""
         stored = asyncio.get_running_loop().create_future()
+        if self._stopping:
+            self._put(record, body, stored, marked=True)
+            return stored
         if fp is not None and self.near is not None:
             self._claim_near(record, body, fp, stored, again=False)
         else:
@@ -256,6 +270,7 @@ class ContentClaims:
         now = self._clock.wall()
         seq, outcomes = self.near.add(record.content_hash, record.url, record.fetched_at, fp, now)
         self._near_held[seq] = (record, body, stored)
+        self._hold(record.content_hash, 1)
         if not again:
             self._near_fps[seq] = fp
         self._apply_near(outcomes)
@@ -266,6 +281,7 @@ class ContentClaims:
         one did not answer (claims rule 11: a page no near book matched is claimed by its hash too)."""
         seq, outcomes = self.queue.add(record.content_hash, record.url, record.fetched_at, self._clock.wall())
         self._held[seq] = (record, body, stored)
+        self._hold(record.content_hash, 1)
         if near is not None:
             self._near_bases[seq] = near
         self._keep()
@@ -274,6 +290,7 @@ class ContentClaims:
     def _apply(self, outcomes: list[Outcome]) -> None:
         for o in outcomes:
             record, body, stored = self._held.pop(o.seq)
+            self._hold(record.content_hash, -1)
             near = self._near_bases.pop(o.seq, None)
             if o.original is None:
                 if near is not None:  # a base of their books now, durable after the flush (claims rule 11)
@@ -307,6 +324,7 @@ class ContentClaims:
         for o in outcomes:
             record, body, stored = self._near_held.pop(o.seq)
             fp = self._near_fps.pop(o.seq, None)
+            self._hold(record.content_hash, -1)
             orig = o.original
             if orig is None and o.exact:  # an older member took no near claim: the hash's owner decides
                 self._withdraw(o.owners, record.content_hash)
@@ -331,6 +349,7 @@ class ContentClaims:
                 self._deposits[self._deposit_seq] = (record, body, stored, self._clock.wall())
                 if fp is not None:
                     self._deposit_fps[self._deposit_seq] = fp
+                self._hold(record.content_hash, 1)
                 parked = (self._self_id, self._deposit_seq, copy, own)
                 self._parked.setdefault(orig.digest, []).append(parked)
             else:  # the base went from this store (a repair): nothing to make the delta against
@@ -365,6 +384,7 @@ class ContentClaims:
         self._deposits[self._deposit_seq] = (record, body, stored, self._clock.wall())
         if fp is not None:
             self._deposit_fps[self._deposit_seq] = fp
+        self._hold(record.content_hash, 1)
         self._deposit_out.setdefault(holder, []).append((self._deposit_seq, copy, own))
         self._wake.set()
 
@@ -376,6 +396,7 @@ class ContentClaims:
             return
         record, body, stored, _ = held
         fp = self._deposit_fps.pop(seq, None)
+        self._hold(record.content_hash, -1)
         if stored_there:
             self.copies += 1
             self.near_copies += 1
@@ -410,8 +431,15 @@ class ContentClaims:
 
     def _holds(self, digest: bytes) -> bool:
         """Whether a page of this body waits here for its claims or its deposit."""
-        held = (*self._near_held.values(), *self._held.values(), *(d[:3] for d in self._deposits.values()))
-        return any(record.content_hash == digest for record, _, _ in held)
+        return digest in self._holding
+
+    def _hold(self, digest: bytes, n: int) -> None:
+        """A page of body ``digest`` came to be held here (``n`` 1) or left (-1)."""
+        left = self._holding.get(digest, 0) + n
+        if left:
+            self._holding[digest] = left
+        else:
+            del self._holding[digest]
 
     def _unpark(self, digest: bytes) -> None:
         """The page of body ``digest`` was stored (in full, or not): the deposits parked on it follow."""
@@ -449,6 +477,8 @@ class ContentClaims:
         if self.near is None and (frame.near or frame.near_answers or frame.withdrawn or frame.deposits):
             self.bad_frames += 1
             return Reply("bad", detail="near-duplicate claims are off here")
+        if frame.separate:  # it speaks kinds 1-3 (0.3.0), or takes this member for one that does
+            self._separate.add(frame.sender)
         if frame.claims:
             if self._store is None:  # the book is not loaded yet: the claimer sends them again
                 return Reply("busy", detail="content claims: the book is not open yet")
@@ -468,6 +498,7 @@ class ContentClaims:
         now = self._clock.wall()
         if frame.near:
             self._route_near(self.near.book.decide(frame.sender, frame.near, now))
+            self._wake.set()  # bases that settle are answered by run()
         if frame.withdrawn:
             self._route_near(self.near.book.withdrawn(frame.sender, frame.withdrawn, now))
         if frame.near_answers:
@@ -509,7 +540,8 @@ class ContentClaims:
         7 and 9); the deposits it makes durable are kept for :meth:`after_flush`."""
         stored = self.queue.stored_first()
         for owner, digests in self._near_stored.items():
-            stored.setdefault(owner, []).extend(digests)
+            # an owner of both the hash and a band of a page hears of it once
+            stored[owner] = list(dict.fromkeys([*stored.get(owner, ()), *digests]))
         self._near_stored = {}
         self._deposited_flushing, self._deposited = self._deposited, {}
         return stored
@@ -523,8 +555,9 @@ class ContentClaims:
                 self._route(self.queue.durable(owner, digests))
                 if self.near is not None:
                     self._route_near(self.near.book.durable(owner, digests))
-            elif (address := self._addresses.get(owner)) is not None:
-                self._spawn(self._post(address, encode_durable(self._self_id, digests, self._sign)))
+            else:  # in the next tick's frame to the owner
+                self._durable_owed.setdefault(owner, []).extend(digests)
+                self._wake.set()
         for sender, acks in self._deposited_flushing.items():
             self._owed_deposited.setdefault(sender, []).extend(acks)
             self._wake.set()
@@ -533,8 +566,13 @@ class ContentClaims:
     async def run(self) -> None:
         """Send claims and answers as they become ready, and give up on claims that waited too long."""
         while True:
+            timeout = RETRY_AFTER if self._busy() else None
+            due = self.near.book.settle_due() if self.near is not None else None
+            if due is not None:  # a base's "none" goes when it settled, not at the next poll
+                timeout = max(0.0, min(timeout or RETRY_AFTER, due - self._clock.wall()))
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), RETRY_AFTER if self._busy() else None)
+                async with asyncio.timeout(timeout):  # no task a turn, as wait_for makes on 3.11
+                    await self._wake.wait()
             self._wake.clear()
             await asyncio.sleep(TICK)
             self._send_ready()
@@ -553,30 +591,41 @@ class ContentClaims:
         return bool(self.queue.pending() or self.queue.holding() or near or self._deposits)
 
     def _send_ready(self) -> None:
-        for owner, claims in self.queue.batches(self._clock.wall()).items():
-            self._spawn(self._send_claims(owner, claims))
-        owed, self._owed = self._owed, {}
-        for peer, answers in owed.items():
-            self._spawn(self._send_answers(peer, answers))
-        if self.near is not None:
-            self._send_near_ready()
-
-    def _send_near_ready(self) -> None:
-        """One frame per peer for everything near-duplicate it is owed (claims, answers, withdrawn bases,
-        deposits, their answers); deposits past :data:`DEPOSIT_BYTES` a frame go in frames of their own."""
-        assert self.near is not None
-        claims = self.near.batches(self._clock.wall())
-        owed = (claims, self._owed_near, self._withdraw_owed, self._deposit_out, self._owed_deposited)
+        """One frame per peer for everything it is owed: claims, answers, reports of durable first pages,
+        near claims, their answers, withdrawn bases, deposits and their answers (claimwire.py kind 4);
+        deposits past :data:`DEPOSIT_BYTES` a frame go in frames of their own. To a peer in
+        :attr:`_separate` the exact sections go as kinds 1-3."""
+        now = self._clock.wall()
+        claims = self.queue.batches(now)
+        near = self.near.batches(now) if self.near is not None else {}
+        owed = (claims, self._owed, self._durable_owed, near, self._owed_near, self._withdraw_owed,
+                self._deposit_out, self._owed_deposited)
         for peer in set().union(*owed):
             chunks = _chunks(self._deposit_out.get(peer, []))
-            self._spawn(self._send_near(peer, ClaimFrame(
-                self._self_id, near=tuple(claims.get(peer, ())),
+            f = ClaimFrame(
+                self._self_id, claims=tuple(claims.get(peer, ())), answers=tuple(self._owed.get(peer, ())),
+                durable=tuple(self._durable_owed.get(peer, ())), near=tuple(near.get(peer, ())),
                 near_answers=tuple(self._owed_near.get(peer, ())),
                 withdrawn=tuple(self._withdraw_owed.get(peer, ())), deposits=tuple(chunks[0]),
-                deposited=tuple(self._owed_deposited.get(peer, ())))))
+                deposited=tuple(self._owed_deposited.get(peer, ())))
+            if peer in self._separate:
+                f = self._send_separate(peer, f)
+            if f != ClaimFrame(self._self_id):
+                self._spawn(self._send_frame(peer, f))
             for chunk in chunks[1:]:
-                self._spawn(self._send_near(peer, ClaimFrame(self._self_id, deposits=tuple(chunk))))
+                self._spawn(self._send_frame(peer, ClaimFrame(self._self_id, deposits=tuple(chunk))))
+        self._owed, self._durable_owed = {}, {}
         self._owed_near, self._withdraw_owed, self._deposit_out, self._owed_deposited = {}, {}, {}, {}
+
+    def _send_separate(self, peer: str, f: ClaimFrame) -> ClaimFrame:
+        """Send ``f``'s exact sections as frames of kinds 1-3; the rest of ``f`` is left to send."""
+        if f.claims:
+            self._spawn(self._send_claims(peer, list(f.claims)))
+        if f.answers:
+            self._spawn(self._send_answers(peer, list(f.answers)))
+        if f.durable and (address := self._addresses.get(peer)) is not None:
+            self._spawn(self._post(address, encode_durable(self._self_id, f.durable, self._sign)))
+        return replace(f, claims=(), answers=(), durable=())
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.ensure_future(coro)
@@ -595,25 +644,40 @@ class ContentClaims:
             self.queue.undelivered(owner, claims, self._clock.wall())
             self._wake.set()
             return
+        self._refused(owner, reply, claims)
+
+    def _refused(self, owner: str, reply: Reply, claims: Sequence[Claim]) -> None:
         log.warning("content claims refused by %s (%s: %s): %d pages stored in full", owner, reply.status,
                     reply.detail, len(claims))
         self._apply(self.queue.refused(claims))
 
-    async def _send_near(self, peer: str, f: ClaimFrame) -> None:
-        """Answers, withdrawn bases and deposit answers that do not arrive leave their claimers to their
-        waits (rules 5 and 11)."""
-        assert self.near is not None
+    async def _send_frame(self, peer: str, f: ClaimFrame) -> None:
+        """Claims not delivered go again (claims rule 5); answers, reports, withdrawn bases and deposit
+        answers that do not arrive leave their claimers to their waits (rules 5 and 11)."""
         address = self._addresses.get(peer)
         reply = Reply("error", detail=f"no address for {peer}") if address is None else \
             await self._transport.post(address, encode_near(f, self._sign))
         if reply.status == "ok":
             return
+        now = self._clock.wall()
         for seq, _, _ in f.deposits:  # not delivered: stored here in full, marked
             self._deposit_done(seq, None)
         if reply.status in ("error", "busy"):  # again shortly, until ``wait`` passes (claims rule 5)
-            self.near.undelivered(peer, f.near, self._clock.wall())
+            self.queue.undelivered(peer, f.claims, now)
+            if self.near is not None:
+                self.near.undelivered(peer, f.near, now)
             self._wake.set()
-        else:  # a member without near claims (an older release): "none" (claims rule 11)
+            return
+        if reply.status == "bad" and peer not in self._separate and (f.claims or f.answers or f.durable):
+            # 0.3.0 (no kind 4) or near claims off there: the exact sections again, as kinds 1-3
+            self._separate.add(peer)
+            self.queue.undelivered(peer, f.claims, now)
+            self._owed.setdefault(peer, []).extend(f.answers)
+            self._durable_owed.setdefault(peer, []).extend(f.durable)
+            self._wake.set()
+        elif f.claims:
+            self._refused(peer, reply, f.claims)
+        if self.near is not None:  # a member without near claims (an older release): "none" (claims rule 11)
             self._apply_near(self.near.refused(peer, f.near))
 
     async def _send_answers(self, peer: str, answers: list[Answer]) -> None:
@@ -624,16 +688,25 @@ class ContentClaims:
     async def _post(self, address: str, data: bytes) -> None:
         await self._transport.post(address, data)
 
-    async def close(self) -> None:
-        """Stop sending; a page still held (its lease was cancelled) is stored in full, marked."""
+    def stopping(self) -> None:
+        """The member stops (claims rule 5): every page held is stored in full, marked, now, and so is
+        every page handed over from now on, so that no lease waits out its claims (its peers may have
+        stopped listening) past the stop's grace and is fetched again after a restart. Claims of others
+        are still answered until :meth:`close`."""
+        self._stopping = True
         if self.near is not None:
             for seq in self.near.drain():
                 record, body, stored = self._near_held.pop(seq)
                 self._near_fps.pop(seq, None)
+                self._hold(record.content_hash, -1)
                 self._put(record, body, stored, marked=True)
         for seq in list(self._deposits):
             self._deposit_done(seq, None)
         self._apply(self.queue.drain())
+
+    async def close(self) -> None:
+        """Stop sending; a page still held (its lease was cancelled) is stored in full, marked."""
+        self.stopping()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -26,9 +26,10 @@ Rules (this module owns them):
    that could not be delivered (the owner is not listening yet, or has died) is sent again after
    :data:`RETRY_AFTER`; one the owner refused (a release without claims) is given up at once. A page
    that waited ``wait`` seconds without an answer, or whose batch was refused, is stored in full and
-   marked (:data:`UNANSWERED`); so are the pages still held when the member stops
-   (:meth:`ClaimQueue.drain`): a page is never dropped, and the crawl never waits for an owner longer
-   than ``wait``.
+   marked (:data:`UNANSWERED`); so are the pages still held when the member begins to stop
+   (:meth:`ClaimQueue.drain`), and those it fetches while it stops, unclaimed (its peers may have stopped
+   listening, and a lease that outlives the stop's grace is fetched again): a page is never dropped, and
+   the crawl never waits for an owner longer than ``wait``.
 6. An answer that names no waiting page (late, repeated, forged seq) is ignored and counted.
 
 7. A claimer reports to each owner, after each store flush, the hashes it stored in full on that
@@ -597,6 +598,12 @@ class NearBook:
                 del self._settling[key]
                 self._redecide(key, now, out)
                 self._decide(key[0], s, now, out)
+
+    def settle_due(self) -> float | None:
+        """When the first settling base is due its "none" (rule 10); None when none settles."""
+        for _, since in self._settling.values():  # in arrival order: the first is the oldest
+            return since + self._settle
+        return None
 
     def settled(self, now: float) -> NearRouted:
         """The "none" answers of the bases that settled (rule 10)."""

@@ -7,13 +7,17 @@ answers, items ``[[seq, url, fetched_at], ...]`` with ``url`` and ``fetched_at``
 durable first pages (claims rule 7), items ``[digest, ...]``. Near-duplicate claims (claims rules 9-12)
 travel in kind 4 of the same version, which 0.3.0 members refuse as a frame of unknown kind ("bad"; their
 claimer counts them "none" and goes on to the exact claim, claims rule 11): one frame per peer and
-tick carries every section for that peer, items ``[claims, answers, withdrawn, deposits, deposited]``:
+tick carries every section for that peer, items ``[claims, answers, withdrawn, deposits, deposited,
+exact claims, exact answers, durable]`` (the last three as the items of kinds 1-3; a frame of the first
+five alone is read with them empty):
 near claims ``[[seq, digest, url, fetched_at, index, verify], ...]``; their answers ``[[seq, nil], ...]``
 or ``[[seq, [digest, url, fetched_at, holder, bins, bits]], ...]``; withdrawn bases ``[digest, ...]``;
 deposits ``[[seq, url, fetched_at, status, [[name, value], ...], content_hash, size, truncated,
 duplicate_of, body], ...]`` (a near copy's revisit record and its own body, nil for an exact copy);
 deposits answered ``[[seq,
-stored], ...]``.
+stored], ...]``. So a member sends each peer one frame a tick, whatever it owes it (claimlink.py); to a
+peer that refused a kind 4 frame "bad" (0.3.0, or near claims off there) or that sent kinds 1-3 itself,
+the exact sections go as kinds 1-3.
 Anything that does not decode raises :class:`~polecat.cluster.batch.HandoffError` (:class:`ClaimError`
 for the payload) and changes nothing; a release without claims refuses such a frame as a hand-off batch
 with a bad magic ("bad"), and its sender stores the pages in full (claims rule 5).
@@ -21,6 +25,7 @@ with a bad magic ("bad"), and its sender stores the pages in full (claims rule 5
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,7 +47,7 @@ class ClaimError(HandoffError):
 
 @dataclass(frozen=True, slots=True)
 class ClaimFrame:
-    """A decoded claim frame, or the near sections of one to send (:func:`encode_near`)."""
+    """A decoded claim frame, or the sections of one to send (:func:`encode_near`)."""
 
     sender: str
     claims: tuple[Claim, ...] = ()
@@ -53,25 +58,33 @@ class ClaimFrame:
     withdrawn: tuple[bytes, ...] = ()
     deposits: tuple[tuple[int, FetchRecord, bytes | None], ...] = ()
     deposited: tuple[tuple[int, bool], ...] = ()
+    separate: bool = False
+    """Decoded from a frame of kind 1-3: its sender sends the exact sections apart (claimlink.py)."""
 
 
 def is_claim_frame(data: bytes) -> bool:
     return data[:4] == MAGIC
 
 
-def encode_claims(sender: str, claims: list[Claim], sign: Signer | None = None) -> bytes:
-    items = [[c.seq, c.digest, c.url, c.fetched_at] for c in claims]
-    return frame(MAGIC, VERSION, msgpack.packb([CLAIMS, sender, items], use_bin_type=True), sign)
+def encode_claims(sender: str, claims: Iterable[Claim], sign: Signer | None = None) -> bytes:
+    return _encode(CLAIMS, sender, _claim_items(claims), sign)
 
 
-def encode_answers(sender: str, answers: list[Answer], sign: Signer | None = None) -> bytes:
-    items = [[a.seq, None, None] if a.original is None else [a.seq, a.original[0], a.original[1]]
-             for a in answers]
-    return frame(MAGIC, VERSION, msgpack.packb([ANSWERS, sender, items], use_bin_type=True), sign)
+def _claim_items(claims: Iterable[Claim]) -> list[list[object]]:
+    return [[c.seq, c.digest, c.url, c.fetched_at] for c in claims]
 
 
-def encode_durable(sender: str, digests: list[bytes], sign: Signer | None = None) -> bytes:
-    return _encode(DURABLE, sender, digests, sign)
+def encode_answers(sender: str, answers: Iterable[Answer], sign: Signer | None = None) -> bytes:
+    return _encode(ANSWERS, sender, _answer_items(answers), sign)
+
+
+def _answer_items(answers: Iterable[Answer]) -> list[list[object]]:
+    return [[a.seq, None, None] if a.original is None else [a.seq, a.original[0], a.original[1]]
+            for a in answers]
+
+
+def encode_durable(sender: str, digests: Iterable[bytes], sign: Signer | None = None) -> bytes:
+    return _encode(DURABLE, sender, list(digests), sign)
 
 
 def _encode(kind: int, sender: str, items: list[Any], sign: Signer | None) -> bytes:
@@ -79,14 +92,16 @@ def _encode(kind: int, sender: str, items: list[Any], sign: Signer | None) -> by
 
 
 def encode_near(f: ClaimFrame, sign: Signer | None = None) -> bytes:
-    """The near sections of ``f`` (claims, answers, withdrawn, deposits, deposited) as one kind 4 frame."""
+    """Every section of ``f`` as one kind 4 frame (the exact ones left off when all three are empty)."""
     claims = [[c.seq, c.digest, c.url, c.fetched_at, c.index, c.verify] for c in f.near]
     answers = [[a.seq, None if (o := a.original) is None else
                 [o.digest, o.url, o.fetched_at, o.holder, *o.rank]] for a in f.near_answers]
     deposits = [[seq, r.url, r.fetched_at, r.status, [list(h) for h in r.headers], r.content_hash, r.size,
                  r.truncated, r.duplicate_of, body] for seq, r, body in f.deposits]
     deposited = [list(a) for a in f.deposited]
-    return _encode(NEAR, f.sender, [claims, answers, list(f.withdrawn), deposits, deposited], sign)
+    exact = [_claim_items(f.claims), _answer_items(f.answers), list(f.durable)] \
+        if f.claims or f.answers or f.durable else []
+    return _encode(NEAR, f.sender, [claims, answers, list(f.withdrawn), deposits, deposited, *exact], sign)
 
 
 def decode(data: bytes, verify: Verifier | None = None) -> ClaimFrame:
@@ -98,17 +113,20 @@ def decode(data: bytes, verify: Verifier | None = None) -> ClaimFrame:
         if not isinstance(sender, str) or not isinstance(items, list):
             raise TypeError("sender or items of the wrong type")
         if kind == CLAIMS:
-            return ClaimFrame(sender, claims=tuple(_claim(i) for i in items))
+            return ClaimFrame(sender, claims=tuple(_claim(i) for i in items), separate=True)
         if kind == ANSWERS:
-            return ClaimFrame(sender, answers=tuple(_answer(i) for i in items))
+            return ClaimFrame(sender, answers=tuple(_answer(i) for i in items), separate=True)
         if kind == DURABLE:
-            return ClaimFrame(sender, durable=_digests(items))
+            return ClaimFrame(sender, durable=_digests(items), separate=True)
         if kind == NEAR:
-            claims, answers, withdrawn, deposits, deposited = items
+            claims, answers, withdrawn, deposits, deposited, *exact = items
+            exact_claims, exact_answers, durable = exact or ([], [], [])
             return ClaimFrame(sender, near=tuple(map(_near, claims)),
                               near_answers=tuple(map(_near_answer, answers)), withdrawn=_digests(withdrawn),
                               deposits=tuple(map(_deposit, deposits)),
-                              deposited=tuple(map(_deposited, deposited)))
+                              deposited=tuple(map(_deposited, deposited)),
+                              claims=tuple(map(_claim, exact_claims)),
+                              answers=tuple(map(_answer, exact_answers)), durable=_digests(durable))
     except (ValueError, TypeError, msgpack.UnpackException) as exc:
         raise ClaimError(f"claim payload does not decode: {exc}") from exc
     raise ClaimError(f"claim frame of unknown kind {kind}")

@@ -359,6 +359,8 @@ class Crawler:
         queued for the next start."""
         self._stop.set()
         self._waker.set()
+        if self._link is not None and self._link.claims is not None:  # no lease waits on claims now
+            self._link.claims.stopping()
 
     async def pages(self) -> AsyncIterator[Page]:
         """Iterate pages as they are fetched, while :meth:`run` runs in another task."""
