@@ -138,16 +138,17 @@ async def test_the_frontier_commit_runs_while_the_loop_goes_on_and_the_frontier_
     fetcher = FakeFetcher(clock, pages)
     async with Crawler(cfg, clock=clock, fetcher=fetcher, store=MemoryPageStore()) as crawler:
         db: Any = crawler._db
+        db.log_bytes = 0  # every commit an LMDB commit (polecat/frontier/db.py rule 6)
         loop, commit_txn = asyncio.get_running_loop(), db._writer._commit
         gate = crawler._commits.frontier_free
 
-        def watching_commit(txn: Any, before: Any) -> Any:
+        def watching_commit(txn: Any, before: Any, after: Any) -> Any:
             # A periodic commit (the final ones run on the loop); a blocked loop is seen once.
             if crawler._commits.periodic and all(ok for ok, _ in seen):
                 ran, gate_open = threading.Event(), []
                 loop.call_soon_threadsafe(lambda: (gate_open.append(gate.is_set()), ran.set()))
                 seen.append((ran.wait(2), bool(gate_open) and gate_open[0]))
-            return commit_txn(txn, before)
+            return commit_txn(txn, before, after)
 
         db._writer._commit = watching_commit
         stats = await crawler.run()

@@ -230,6 +230,11 @@ class FrontierConfig:
     """The node commits after this many frontier operations..."""
     commit_ms: float = 250.0
     """...or after this many milliseconds, whichever comes first."""
+    log_mb: float = 64.0
+    """A commit appends to the frontier's write-ahead log; the LMDB itself is committed (an LMDB commit,
+    polecat/frontier/db.py rule 6) once the log holds this many MiB, and at the stop. Bigger: fewer
+    bytes written per URL, a longer replay after a kill -9 and a longer pause of leasing at each
+    LMDB commit (benchmarks/README.md, "Issue 39: the write-ahead log")."""
     map_size: int = 64 * 1024**3
     working_hosts: int = 50_000
     """Host records kept in memory at most (polecat/frontier/host_table.py rule 6): the hosts in rotation.
