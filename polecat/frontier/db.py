@@ -420,6 +420,11 @@ class FrontierDB:
         self._start_lmdb_commit(self.txn)
         self.finish_commit()
 
+    @property
+    def committing(self) -> bool:
+        """An LMDB commit is in flight: the transaction waits for it (rules 2 and 6)."""
+        return self._writer.committing
+
     def finish_commit(self) -> int:
         """Wait for the commit :meth:`start_commit` started; returns the commit counter it wrote. A
         failed commit raises :class:`~polecat.errors.StorageFault` (its writes are lost; the caller stops)."""
