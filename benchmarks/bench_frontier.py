@@ -21,6 +21,8 @@ named tables, to attribute the writes to tables: the difference with a run that 
 ``--commit-ops`` changes how many changes a commit gathers (the node's ``frontier.commit_ops``).
 ``--log-mb`` sets the write-ahead log a commit appends to before the LMDB is committed (``frontier.log_mb``);
 each phase reports its commits: the log appends, and the LMDB commits, whose length a node's leasing waits.
+``--writemap`` opens the LMDB so (``frontier.writemap``); its writes back are not write calls, so ``wchar``
+then counts the log and the seen runs only (``write_bytes`` counts them, by folio).
 """
 
 from __future__ import annotations
@@ -103,7 +105,7 @@ def open_frontier(workdir: Path, urls: int,
                   drop: Sequence[str] = ()) -> tuple[FrontierDB, RobotsPolicy, Frontier]:
     DroppingDB.dropped = frozenset(drop)
     db = DroppingDB(workdir / "frontier", map_size=CFG.frontier.map_size, params={},
-                    log_bytes=int(CFG.frontier.log_mb * 2**20))
+                    log_bytes=int(CFG.frontier.log_mb * 2**20), writemap=CFG.frontier.writemap)
     seen = SeenSet.restore(db.seen_keys, db.count("seen"), workdir / "seen.bloom", db.seq, urls, 0.01)
     robots = RobotsPolicy(CFG.robots, CFG.fetch.user_agent)
     return db, robots, Frontier(db, CFG, robots, seen, 0.0)
@@ -195,15 +197,18 @@ def main() -> None:
     ap.add_argument("--drop", action="append", default=[], metavar="TABLE")
     ap.add_argument("--commit-ops", type=int, default=CFG.frontier.commit_ops)
     ap.add_argument("--log-mb", type=float, default=CFG.frontier.log_mb)
+    ap.add_argument("--writemap", action="store_true")
     args = ap.parse_args()
-    CFG = replace(CFG, frontier=replace(CFG.frontier, commit_ops=args.commit_ops, log_mb=args.log_mb))
+    CFG = replace(CFG, frontier=replace(CFG.frontier, commit_ops=args.commit_ops, log_mb=args.log_mb,
+                                        writemap=args.writemap))
     workdir = args.dir or Path(tempfile.mkdtemp(prefix="polecat-bench-frontier-"))
     if args.admit:
         admit_cost(workdir, args)
         return
     db, robots, frontier = open_frontier(workdir, args.urls, args.drop)
     rng = random.Random(1)
-    print(f"workdir {workdir}; commit_ops {args.commit_ops}; log_mb {args.log_mb}; dropped {args.drop}; "
+    print(f"workdir {workdir}; commit_ops {args.commit_ops}; log_mb {args.log_mb}; writemap {args.writemap}; "
+          f"dropped {args.drop}; "
           f"start: {memory()}")
 
     commits = Commits(db, frontier)

@@ -32,10 +32,11 @@ def crawl_cmd(web: TestWeb, data: Path, rate: float, *extra: str) -> list[str]:
     ]
 
 
-def start(cmd: list[str], data: Path, log_mb: float | None = None) -> subprocess.Popen[bytes]:
+def start(cmd: list[str], data: Path, log_mb: float | None = None, writemap: bool = False
+          ) -> subprocess.Popen[bytes]:
     cfg = data.parent / "commit.toml"
     log = "" if log_mb is None else f"log_mb = {log_mb}\n"
-    cfg.write_text(f"[frontier]\ncommit_ms = {COMMIT_MS}\n{log}")
+    cfg.write_text(f"[frontier]\ncommit_ms = {COMMIT_MS}\n{log}writemap = {str(writemap).lower()}\n")
     return subprocess.Popen([*cmd, "--config", str(cfg)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
@@ -76,9 +77,9 @@ def test_sigint_then_resume_fetches_nothing_twice(test_web: TestWebFactory, tmp_
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("log_mb", [None, 0.02])
+@pytest.mark.parametrize(("log_mb", "writemap"), [(None, False), (0.02, False), (0.02, True)])
 def test_kill_9_repeatedly_loses_nothing(test_web: TestWebFactory, tmp_path: Path,
-                                         log_mb: float | None) -> None:
+                                         log_mb: float | None, writemap: bool) -> None:
     """``log_mb`` 0.02: the LMDB is committed every few commits (polecat/frontier/db.py rule 6),
     so the kills land in log appends and in LMDB commits, and each resume replays a log."""
     hosts, rate = 20, 10.0
@@ -90,7 +91,7 @@ def test_kill_9_repeatedly_loses_nothing(test_web: TestWebFactory, tmp_path: Pat
     kills = 0
     while kills < 10:
         before = len(web.log)
-        proc = start(cmd, data, log_mb)
+        proc = start(cmd, data, log_mb, writemap)
         target = before + rng.randint(20, 150)
         try:
             wait_for_requests(web, target, proc, timeout=60)
@@ -101,7 +102,7 @@ def test_kill_9_repeatedly_loses_nothing(test_web: TestWebFactory, tmp_path: Pat
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
         kills += 1
-    code, output = finish(start(cmd, data, log_mb), timeout=240)
+    code, output = finish(start(cmd, data, log_mb, writemap), timeout=240)
     assert code == 0, output
     assert kills >= 10
     counts = Counter(page_requests(web))

@@ -29,8 +29,8 @@ def test_an_entry_decodes_to_the_writes_it_encodes(writes: list[Write]) -> None:
     assert decode(encode(writes)) == writes
 
 
-def opened(path: Path, log_bytes: int = 1 << 30) -> FrontierDB:
-    return FrontierDB(path, map_size=1 << 24, params={}, log_bytes=log_bytes)
+def opened(path: Path, log_bytes: int = 1 << 30, *, writemap: bool = False) -> FrontierDB:
+    return FrontierDB(path, map_size=1 << 24, params={}, log_bytes=log_bytes, writemap=writemap)
 
 
 def lmdb_meta(db: FrontierDB | Path, key: bytes) -> bytes | None:
@@ -55,8 +55,9 @@ def crash(db: FrontierDB) -> None:
     db.close()
 
 
-def test_commits_go_to_the_log_and_a_crash_replays_them(tmp_path: Path) -> None:
-    db = opened(tmp_path)
+@pytest.mark.parametrize("writemap", [False, True])
+def test_commits_go_to_the_log_and_a_crash_replays_them(tmp_path: Path, writemap: bool) -> None:
+    db = opened(tmp_path, writemap=writemap)
     base = db.seq
     for i in range(5):
         db.apply([Put("meta", b"k%d" % i, b"v"), Put("seen", seen_key(i), b"")])
@@ -64,7 +65,7 @@ def test_commits_go_to_the_log_and_a_crash_replays_them(tmp_path: Path) -> None:
     assert db.wal.size > 0 and lmdb_meta(db, b"k0") is None  # the LMDB was not committed
     db.apply([Put("meta", b"lost", b"1")])
     crash(db)
-    again = opened(tmp_path)
+    again = opened(tmp_path, writemap=writemap)
     assert again.replayed == 5 and again.seq == base + 5
     assert all(again.get("meta", b"k%d" % i) == b"v" for i in range(5))
     assert again.get("meta", b"lost") is None and again.count("seen") == 5

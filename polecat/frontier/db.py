@@ -109,7 +109,7 @@ class FrontierDB:
     :class:`~polecat.frontier.tables.FrontierTables`."""
 
     def __init__(self, path: Path, *, map_size: int, params: dict[str, Any],
-                 log_bytes: int = LOG_BYTES) -> None:
+                 log_bytes: int = LOG_BYTES, writemap: bool = False) -> None:
         path.mkdir(parents=True, exist_ok=True)
         self.path = path
         try:
@@ -118,7 +118,7 @@ class FrontierDB:
                 # One fsync per commit instead of two: LMDB keeps its integrity, and an OS crash can
                 # undo at most the last commit, which the at-least-once replay covers. A process kill
                 # loses nothing committed either way.
-                metasync=False, readahead=False, max_readers=256,
+                metasync=False, readahead=False, max_readers=256, writemap=writemap,
             )
         except lmdb.Error as exc:
             raise FrontierError(f"cannot open frontier database in {path}: {exc}") from exc
