@@ -3,9 +3,10 @@
 Rules (this module owns them):
 
 1. Order: the store flush, then the hand-off outbox's commit (polecat/cluster/outbox.py), then the
-   frontier's LMDB commit, then (every :data:`BLOOM_SAVE_INTERVAL`, and at the stop) the seen-set's Bloom
-   snapshot. The frontier never records as done a page the store could lose, and never forgets a URL
-   handed to another member before the outbox holds it.
+   frontier's commit (an fsynced append to its write-ahead log, or an LMDB commit, db.py rule 6), then
+   (every :data:`BLOOM_SAVE_INTERVAL`, and at the stop) the seen-set's Bloom snapshot. The frontier never
+   records as done a page the store could lose, and never forgets a URL handed to another member before
+   the outbox holds it.
 2. The periodic commit keeps every fsync off the event loop while requests go on: the store flush in a
    worker thread, the outbox and frontier commits each on its writer thread. A page completion that
    arrives during the store flush waits (:meth:`Commits.defer`) for the frontier commit after it: its
