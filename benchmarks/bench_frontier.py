@@ -21,6 +21,10 @@ named tables, to attribute the writes to tables: the difference with a run that 
 ``--commit-ops`` changes how many changes a commit gathers (the node's ``frontier.commit_ops``).
 ``--urls 0 --dir DIR`` leases from the frontier an earlier run left in DIR (no push); ``--profile N``
 prints the N functions of most own time in the pop+complete phase.
+``--log-mb`` sets the write-ahead log a commit appends to before the LMDB is committed (``frontier.log_mb``);
+each phase reports its commits: the log appends, and the LMDB commits, whose length a node's leasing waits.
+``--writemap`` opens the LMDB so (``frontier.writemap``); its writes back are not write calls, so ``wchar``
+then counts the log and the seen runs only (``write_bytes`` counts them, by folio).
 """
 
 from __future__ import annotations
@@ -104,7 +108,8 @@ class DroppingDB(FrontierDB):
 def open_frontier(workdir: Path, urls: int,
                   drop: Sequence[str] = ()) -> tuple[FrontierDB, RobotsPolicy, Frontier]:
     DroppingDB.dropped = frozenset(drop)
-    db = DroppingDB(workdir / "frontier", map_size=CFG.frontier.map_size, params={})
+    db = DroppingDB(workdir / "frontier", map_size=CFG.frontier.map_size, params={},
+                    log_bytes=int(CFG.frontier.log_mb * 2**20), writemap=CFG.frontier.writemap)
     held = db.count("seen")
     seen = SeenSet.restore(db.seen_keys, held, workdir / "seen.bloom", db.seq, max(urls, held, 1), 0.01)
     robots = RobotsPolicy(CFG.robots, CFG.fetch.user_agent)
@@ -140,6 +145,35 @@ def admit_cost(workdir: Path, args: argparse.Namespace) -> None:
         db.close()
 
 
+class Commits:
+    """The frontier's commits of one phase, timed: those that committed the LMDB (the write-ahead log
+    emptied, polecat/frontier/db.py rule 6) hold the frontier's calls back for their length in a node;
+    and the largest RssAnon seen at a commit (the open transaction's dirty pages are anonymous memory)."""
+
+    def __init__(self, db: FrontierDB, frontier: Frontier) -> None:
+        self.db, self.frontier = db, frontier
+        self.lmdb: list[float] = []
+        self.log: list[float] = []
+        self.peak_anon = 0.0
+
+    def commit(self, *, last: bool = False) -> None:
+        """A commit; ``last``: the phase's last, an LMDB commit, so that what a phase wrote counts the
+        LMDB commit of its log."""
+        before = self.db.wal.size
+        t0 = time.perf_counter()
+        self.db.apply(self.frontier.prepare_commit())
+        self.db.commit(to_lmdb=last)
+        took = time.perf_counter() - t0
+        (self.lmdb if before and not self.db.wal.size else self.log).append(took)
+        self.peak_anon = max(self.peak_anon, rss_mb())
+
+    def report(self) -> str:
+        lm, lg = self.lmdb or [0.0], self.log or [0.0]
+        return (f"commits: {len(self.log):,} log appends (mean {sum(lg) / len(lg) * 1e3:.1f} ms, max "
+                f"{max(lg) * 1e3:.0f} ms), {len(self.lmdb)} LMDB commits (mean {sum(lm) / len(lm):.2f} s, "
+                f"max {max(lm):.2f} s); peak RssAnon at a commit {self.peak_anon:.0f} MB")
+
+
 def table_sizes(db: FrontierDB, urls: int) -> str:
     """Pages in use per table (LMDB's own count), as bytes per URL pushed and per row of the table."""
     txn = db.txn
@@ -170,31 +204,38 @@ def main() -> None:
     ap.add_argument("--commit-ops", type=int, default=CFG.frontier.commit_ops)
     ap.add_argument("--profile", type=int, default=0, metavar="N",
                     help="print the N functions of most own time in the pop+complete phase (cProfile)")
+    ap.add_argument("--log-mb", type=float, default=CFG.frontier.log_mb)
+    ap.add_argument("--writemap", action="store_true")
     args = ap.parse_args()
-    CFG = replace(CFG, frontier=replace(CFG.frontier, commit_ops=args.commit_ops))
+    CFG = replace(CFG, frontier=replace(CFG.frontier, commit_ops=args.commit_ops, log_mb=args.log_mb,
+                                        writemap=args.writemap))
     workdir = args.dir or Path(tempfile.mkdtemp(prefix="polecat-bench-frontier-"))
     if args.admit:
         admit_cost(workdir, args)
         return
     db, robots, frontier = open_frontier(workdir, args.urls, args.drop)
     rng = random.Random(1)
-    print(f"workdir {workdir}; commit_ops {args.commit_ops}; dropped {args.drop}; start: {memory()}")
+    print(f"workdir {workdir}; commit_ops {args.commit_ops}; log_mb {args.log_mb}; writemap {args.writemap}; "
+          f"dropped {args.drop}; "
+          f"start: {memory()}")
 
+    commits = Commits(db, frontier)
     t0, c0, w0 = time.perf_counter(), time.process_time(), written()
     for i in range(args.urls):
         host = rng.randrange(args.hosts)
         url = f"http://h{host}.bench.test/section/{i % 97}/page-{i}.html"
         db.applied(frontier.add(url, 1 + i % 7, 0.5, 0.0))
         if frontier.pending_ops >= CFG.frontier.commit_ops:
-            frontier.commit()
-    frontier.commit()
+            commits.commit()
+    commits.commit(last=True)
     push_s, push_cpu, push_w = time.perf_counter() - t0, time.process_time() - c0, written()
     print(
         f"push: {args.urls:,} URLs over {args.hosts:,} hosts in {push_s:.1f}s = "
         f"{args.urls / max(push_s, 1e-9):,.0f} URLs/s, {push_cpu / max(1, args.urls) * 1e6:.1f} us CPU/URL; "
         f"{memory()}; "
-        f"queued {frontier.queued:,}; {per(push_w, w0, args.urls)}"
+        f"queued {frontier.queued:,}; {per(push_w, w0, args.urls)}; {commits.report()}"
     )
+    commits = Commits(db, frontier)
 
     # Robots answered for every host up front (allow-all), as after a warm-up.
     for h in range(args.hosts):
@@ -213,8 +254,8 @@ def main() -> None:
         db.apply(frontier.complete(got, Completion(Attempt(now, now, now, 200), "fetched", "200"), now))
         done += got.kind == "page"
         if frontier.pending_ops >= CFG.frontier.commit_ops:
-            frontier.commit()
-    frontier.commit()
+            commits.commit()
+    commits.commit(last=True)
     if profiler is not None:
         profiler.disable()
         pstats.Stats(profiler).sort_stats("tottime").print_stats(args.profile)
@@ -223,7 +264,7 @@ def main() -> None:
     print(
         f"pop+complete: {args.pops:,} leases in {pop_s:.1f}s = {args.pops / max(pop_s, 1e-9):,.0f}/s, "
         f"{pop_cpu / pops * 1e6:.1f} us CPU/lease; "
-        f"{memory()}; queued {frontier.queued:,}; {per(pop_w, w0, pops)}"
+        f"{memory()}; queued {frontier.queued:,}; {per(pop_w, w0, pops)}; {commits.report()}"
     )
     size = sum(p.stat().st_size for p in (workdir / "frontier").rglob("*") if p.is_file())
     print(f"frontier on disk: {size / 1024**2:,.0f} MB ({size / max(1, args.urls):.0f} B/URL)")

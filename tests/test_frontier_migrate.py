@@ -124,7 +124,7 @@ def _schema_version(path: Path) -> int:
 
 def test_a_crash_while_packing_rows_leaves_schema_3_and_the_next_open_packs_them(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Schema 3 to 4 (db.py rule 6) is one commit of its own: a crash in it leaves the schema-3 data dir
+    """Schema 3 to 4 (db.py rule 10) is one commit of its own: a crash in it leaves the schema-3 data dir
     the upgrades before it committed, whose rows the next open packs, losing nothing."""
     unpack_v1(tmp_path)
     queued, done = v1_contents(tmp_path)

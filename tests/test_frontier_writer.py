@@ -14,17 +14,17 @@ def test_a_commit_runs_on_the_writer_thread_and_the_txn_waits_for_it(tmp_path: P
     started, release = threading.Event(), threading.Event()
     commit_txn = db._writer._commit
 
-    def held_commit(txn: object, before: object) -> object:
+    def held_commit(txn: object, before: object, after: object) -> object:
         threads.append(threading.get_ident())
         started.set()
         release.wait(5)
-        return commit_txn(txn, before)  # type: ignore[arg-type]
+        return commit_txn(txn, before, after)  # type: ignore[arg-type]
 
     db._writer._commit = held_commit  # type: ignore[method-assign]
     db.txn.put(b"a", b"1", db=db.meta)
     db.pending = 3
     seq = db.seq
-    pending = db.start_commit()
+    pending = db.start_commit(to_lmdb=True)  # an LMDB commit (db.py rule 6)
     assert started.wait(5) and not pending.done() and db.pending == 0  # returned; the commit waits
     assert threads[0] != threading.get_ident()
     release.set()

@@ -167,9 +167,9 @@ def test_writes_applied_during_a_commit_wait_for_the_next_transaction(tmp_path: 
     rig = Rig(tmp_path)
     db: Any = rig.db
     gate, commit_txn = threading.Event(), db._writer._commit
-    db._writer._commit = lambda txn, before: (gate.wait(5), commit_txn(txn, before))[1]
+    db._writer._commit = lambda txn, before, after: (gate.wait(5), commit_txn(txn, before, after))[1]
     done = rig.raw.add_seed(canon("http://a.test/"), 0.0)
-    fut = db.start_commit()
+    fut = db.start_commit(to_lmdb=True)  # an LMDB commit: a log append leaves the txn to the loop
     db.apply(done.writes)  # would block on the writer thread's commit if it used the transaction
     assert not fut.done() and len(db._backlog) == len(done.writes)
     gate.set()

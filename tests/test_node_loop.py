@@ -130,29 +130,47 @@ async def test_commit_covers_only_pages_the_flush_made_durable(tmp_path: Path) -
     assert stats.queued == 0 and set(pages) <= set(completed) and commits > 5
 
 
-async def test_the_frontier_commit_runs_while_the_loop_goes_on_and_the_frontier_waits(tmp_path: Path) -> None:
+async def gate_during(tmp_path: Path, lmdb_commits: bool) -> list[tuple[bool, bool]]:
+    """A crawl whose every periodic frontier commit is an LMDB commit (``lmdb_commits``) or a log append
+    (polecat/frontier/db.py rule 6); per commit, seen from the writer thread while it runs: whether the
+    loop ran a callback meanwhile, and whether the frontier's gate was open then."""
     clock = FakeClock(tick=0.0002)
     pages, cfg = hosts_of_pages(tmp_path, 6, commit_ops=8)
     seen: list[tuple[bool, bool]] = []
-    """Per periodic commit: whether the loop ran a callback meanwhile, and whether the gate was open then."""
     fetcher = FakeFetcher(clock, pages)
     async with Crawler(cfg, clock=clock, fetcher=fetcher, store=MemoryPageStore()) as crawler:
         db: Any = crawler._db
-        loop, commit_txn = asyncio.get_running_loop(), db._writer._commit
-        gate = crawler._commits.frontier_free
+        loop, gate = asyncio.get_running_loop(), crawler._commits.frontier_free
 
-        def watching_commit(txn: Any, before: Any) -> Any:
+        def watch() -> None:
             # A periodic commit (the final ones run on the loop); a blocked loop is seen once.
             if crawler._commits.periodic and all(ok for ok, _ in seen):
                 ran, gate_open = threading.Event(), []
                 loop.call_soon_threadsafe(lambda: (gate_open.append(gate.is_set()), ran.set()))
                 seen.append((ran.wait(2), bool(gate_open) and gate_open[0]))
-            return commit_txn(txn, before)
 
-        db._writer._commit = watching_commit
+        if lmdb_commits:
+            db.log_bytes = 0
+            commit_txn = db._writer._commit
+            db._writer._commit = lambda *args: (watch(), commit_txn(*args))[1]
+        else:
+            db.log_bytes = 1 << 30  # the log on (frontier.log_mb; off by default)
+            append = db.wal.append
+            db.wal.append = lambda *args: (watch(), append(*args))[1]
         stats = await crawler.run()
-    # The loop ran during every commit, and the frontier waited.
-    assert stats.queued == 0 and len(seen) > 3 and seen == [(True, False)] * len(seen)
+    assert stats.queued == 0 and len(seen) > 3
+    return seen
+
+
+async def test_the_frontier_commit_runs_while_the_loop_goes_on_and_the_frontier_waits(tmp_path: Path) -> None:
+    seen = await gate_during(tmp_path, lmdb_commits=True)
+    assert seen == [(True, False)] * len(seen)  # the loop ran during every LMDB commit; the frontier waited
+
+
+async def test_frontier_calls_go_on_during_a_commit_that_is_a_log_append(tmp_path: Path) -> None:
+    """commits.py rule 2: a log append leaves the transaction to the loop: the gate stays open."""
+    seen = await gate_during(tmp_path, lmdb_commits=False)
+    assert seen == [(True, True)] * len(seen)
 
 
 def test_crawler_methods_before_open_raise_a_clear_error(tmp_path: Path) -> None:

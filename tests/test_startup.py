@@ -88,11 +88,11 @@ def test_a_crawl_with_the_native_kernels_loads_only_what_it_uses(test_web: TestW
     # fetcher is polecat's own. Nor
     # what only some runs need, ~40 ms together: yarl (a URL not in canonical form), tomllib (a config
     # file), email (a dated Retry-After), obstore (a store with a remote), the cluster's hand-off
-    # batches (msgpack).
+    # batches. (msgpack is every crawl's: the frontier's write-ahead log, polecat/frontier/wal.py.)
     if any(native.load(name) is None for name in native.KERNELS):
         pytest.skip("a native kernel is not built: its fallback uses numpy")
     web = test_web(SiteSpec(hosts=2, pages_per_host=8, seed=3))
-    unused = ["aiohttp", "yarl", "tomllib", "email", "obstore", "msgpack", "polecat.cluster.batch"]
+    unused = ["aiohttp", "yarl", "tomllib", "email", "obstore", "polecat.cluster.batch"]
     code = ("import sys; from polecat.commands.main import main; code = main(sys.argv[1:]); "
             f"print(','.join(m for m in {unused!r} if m in sys.modules) or '-', code)")
     args = ["-q", "crawl", *web.seeds, "--data", str(tmp_path / "d"), "--rate", "50", "--dns-server",

@@ -22,7 +22,8 @@ import pytest
 
 from polecat.config import Config, config_from_mapping
 from polecat.errors import FrontierError
-from polecat.frontier.db import NEAR_REBUILD
+from polecat.frontier.db import NEAR_REBUILD, FrontierDB
+from polecat.frontier.opener import FRONTIER_PARAMS
 from polecat.frontier.status import read_status
 from polecat.node import commits
 from polecat.node.crawler import Crawler
@@ -128,7 +129,7 @@ def test_kill_9_mid_upgrade_leaves_old_or_new_and_the_next_run_finishes(tmp_path
                             text=True, timeout=60)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     try:  # the old state (schema 1, refused by the reader with the command to run), the schema 3 of the
-        # first upgrade commit (schema 4's packing commits on its own: db.py rule 6), or the new one
+        # first upgrade commit (schema 4's packing commits on its own: db.py rule 10), or the new one
         s = read_status(data / "frontier")
         assert (s.queued, s.seen_urls) == (28, 59)
     except FrontierError as exc:
@@ -203,13 +204,14 @@ sys.exit(main(["crawl", "--data", sys.argv[2], "--dns-server", sys.argv[3], "--a
 
 
 def _rebuild_cursor(data: Path) -> int | None:
-    env = lmdb.open(str(data / "frontier"), readonly=True, lock=False, max_dbs=16, subdir=True)
+    """The cursor as the last commit left it: the frontier's open replays its log onto what the LMDB
+    holds (polecat/frontier/db.py rule 7)."""
+    db = FrontierDB(data / "frontier", map_size=1 << 30, params=FRONTIER_PARAMS)
     try:
-        with env.begin() as txn:
-            raw = txn.get(NEAR_REBUILD, db=env.open_db(b"meta", txn=txn, create=False))
-            return None if raw is None else int(bytes(raw))
+        raw = db.get("meta", NEAR_REBUILD)
+        return None if raw is None else int(raw)
     finally:
-        env.close()
+        db.close()
 
 
 @pytest.mark.parametrize("commits_after", [1, 3])

@@ -164,6 +164,8 @@ def validate(cfg: Config) -> None:
     _check(0 <= cfg.workers <= 1024, "workers", f'must be "auto" or in [1, 1024], got {cfg.workers}')
     _check(fr.commit_ops >= 1, "frontier.commit_ops", "must be >= 1")
     _check(fr.commit_ms > 0, "frontier.commit_ms", "must be > 0")
+    _check(0 <= fr.log_mb <= 4096, "frontier.log_mb",
+           f"must be in [0, 4096] (MiB of write-ahead log between LMDB commits; 0: no log), got {fr.log_mb}")
     _check(fr.map_size >= 16 * 1024 * 1024, "frontier.map_size", "must be >= 16 MiB")
     _check(fr.working_hosts >= 100, "frontier.working_hosts", "must be >= 100 (host records kept in memory)")
     _validate_refresh(cfg.refresh)

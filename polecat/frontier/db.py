@@ -26,13 +26,45 @@ Rules of the tables:
 5. Schema 3 keeps ``seen`` so; schema 2 (0.3.0) kept it in LMDB and is upgraded on open by moving its
    keys, already sorted, into one run (:meth:`FrontierDB._upgrade_v2`); schema 1 is upgraded to 2
    first, in the same commit.
-6. Schema 4 keeps schema 3's keys and packs the ``queue`` and ``urls`` values (polecat/frontier/records.py:
-   no JSON, no origin the key names, no default fields; issue 39); schema 3 is upgraded on open by
-   rewriting both tables in one commit (:meth:`FrontierDB._upgrade_v3`), after the upgrades above.
+
+Rules of the write-ahead log (polecat/frontier/wal.py; issue 39: each LMDB commit copies every page it
+dirtied, ~4 KB per queue or host row changed):
+6. A commit (:meth:`FrontierDB.start_commit`) appends the writes applied through :meth:`FrontierDB.apply`
+   since the last one to the log, with the commit counter, and fsyncs it on the writer thread; the LMDB
+   transaction stays open. Only an *LMDB commit* commits it: when the log has reached ``log_bytes``
+   (``frontier.log_mb``; 0, the default, makes every commit an LMDB commit and the log stays empty:
+   its costs are for a crawl that chose it, benchmarks/README.md), when asked (an open that creates or
+   upgrades the schema), for a :meth:`FrontierDB.snapshot`, and at :meth:`FrontierDB.close` when nothing
+   was applied since the last commit. An LMDB commit writes ``seq`` (the last commit it holds) and the
+   seen runs' manifest into ``meta``, and the log is emptied once it is durable (wal.py rule 4). LMDB
+   commits and appends run in order on the one writer thread (writer.py rule 5). Reads and writes of the
+   loop go on during an append (it does not touch the transaction); during an LMDB commit they wait, as
+   in rule 2.
+7. The open replays, in order, the log's entries whose sequence is past ``meta``'s ``seq`` into the
+   transaction (an entry at or below it is in the LMDB already: never applied twice) and takes the last
+   one's as its commit counter; a torn tail is dropped (wal.py rule 3, :attr:`FrontierDB.log_dropped`).
+   An absent log is an empty one (data dirs of 0.3.0). What the node committed is what the log and the
+   LMDB hold together, so a kill -9 loses what was applied after the last commit, as before.
+8. The seen keys go through the log like every other write, not as a run per commit: the replay then
+   restores them with the queue rows and URL records they go with, in one order, and the runs are
+   written only at LMDB commits (seenlog.py rule 2: its "commit" is an LMDB commit), bigger and fewer,
+   so merges rewrite fewer keys. The memtable holds the keys since the last LMDB commit.
+9. A :meth:`FrontierDB.snapshot` is of the last commit, as before (tables.py rule 5): when the log holds
+   commits the LMDB lacks, it commits the LMDB first if nothing was applied since the last commit (a cluster
+   checkpoint round commits, then takes one), or else reads the log's entries on top of the LMDB's last
+   commit (:class:`~polecat.frontier.wal.LogOverlay`; it decodes the log, up to
+   ``log_bytes``, on the caller's thread): an LMDB commit then would make durable writes whose
+   store records are not flushed yet (polecat/node/commits.py rule 1).
+
+Rule of the schema's last step:
+10. Schema 4 keeps schema 3's keys and packs the ``queue`` and ``urls`` values (polecat/frontier/records.py:
+    no JSON, no origin the key names, no default fields; issue 39); schema 3 is upgraded on open by
+    rewriting both tables in one commit (:meth:`FrontierDB._upgrade_v3`), after the upgrades above.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -43,7 +75,7 @@ from typing import Any, TypeVar, cast
 
 import lmdb
 
-from polecat.errors import FrontierError
+from polecat.errors import FrontierError, PolecatError
 from polecat.faults import storage_fault
 from polecat.frontier.handover_ranges import WrittenSlices, delete_ranges
 from polecat.frontier.migrate import (
@@ -56,7 +88,8 @@ from polecat.frontier.migrate import (
 )
 from polecat.frontier.seenlog import MANIFEST, SeenRuns, SeenView
 from polecat.frontier.slices import PREFIX_LEN, SLICES, slice_prefix
-from polecat.frontier.tables import Lookup
+from polecat.frontier.tables import Lookup, Snapshot
+from polecat.frontier.wal import LOG_NAME, LogOverlay, WriteLog
 from polecat.frontier.writer import TxnWriter
 from polecat.version import __version__
 from polecat.writes import Decided, Delete, DeleteSlices, Put, Table, Write
@@ -64,7 +97,7 @@ from polecat.writes import Decided, Delete, DeleteSlices, Put, Table, Write
 T = TypeVar("T")
 
 SCHEMA_VERSION = 4
-"""4: compact ``queue`` and ``urls`` values (rule 6); 3: the seen table in runs (rule 4); 2: tables keyed
+"""4: compact ``queue`` and ``urls`` values (rule 10); 3: the seen table in runs (rule 4); 2: tables keyed
 slice-first (polecat/frontier/keys.py), upgraded on open (rule 5); 1 is upgraded to 2 on open
 (frontier/migrate.py)."""
 
@@ -79,6 +112,10 @@ after a fingerprint format change (absent: none do). Set by the upgrade, cleared
 TABLES = ("meta", "queue", "hosts", "seen", "urls", "near", "ops", "robots", "priors", "ready", "resident",
           "refresh", "due", "fresh", "claims")
 
+LOG_BYTES = 0
+"""Log bytes after which a commit is also an LMDB commit (rule 6; the default of ``frontier.log_mb``: 0,
+no log, every commit an LMDB commit)."""
+
 log = logging.getLogger("polecat")
 
 
@@ -87,7 +124,8 @@ class FrontierDB:
     are one thread (the event loop's). The frontier reads and writes it as
     :class:`~polecat.frontier.tables.FrontierTables`."""
 
-    def __init__(self, path: Path, *, map_size: int, params: dict[str, Any]) -> None:
+    def __init__(self, path: Path, *, map_size: int, params: dict[str, Any],
+                 log_bytes: int = LOG_BYTES, writemap: bool = False) -> None:
         path.mkdir(parents=True, exist_ok=True)
         self.path = path
         try:
@@ -96,7 +134,7 @@ class FrontierDB:
                 # One fsync per commit instead of two: LMDB keeps its integrity, and an OS crash can
                 # undo at most the last commit, which the at-least-once replay covers. A process kill
                 # loses nothing committed either way.
-                metasync=False, readahead=False, max_readers=256,
+                metasync=False, readahead=False, max_readers=256, writemap=writemap,
             )
         except lmdb.Error as exc:
             raise FrontierError(f"cannot open frontier database in {path}: {exc}") from exc
@@ -146,17 +184,52 @@ class FrontierDB:
         """:meth:`getter`'s answers in the open transaction (a commit begins another)."""
         self.seq = 0
         self.pending = 0
+        self.log_bytes = log_bytes
+        self._logged: list[Write] = []
+        """Writes applied since the last commit, for its log entry (rule 6)."""
+        self._appending: Future[None] | None = None
+        """The last log append started (rule 6)."""
+        self._log_failed: OSError | None = None
+        self.wal = WriteLog(path / LOG_NAME)
+        self.replayed = 0
+        """Log entries the open replayed (rule 7)."""
+        self._in_lmdb = 0
+        """The commit counter of the last LMDB commit (rule 6)."""
         self.upgraded: MigrationReport | None = None
         """What the open upgraded from schema 1, if it did."""
         self.compacted: CompactReport | None = None
-        """What the open packed from schema 3, if it did (rule 6)."""
+        """What the open packed from schema 3, if it did (rule 10)."""
         self.near_dropped: int | None = None
         """Entries of a near-duplicate index of an older format the open dropped (None: none was)."""
         try:
             self.seq = self._check_schema(params)
+            self._replay()
         except FrontierError:
             self.close()  # a refused data dir leaves no environment or write transaction behind
             raise
+
+    @property
+    def log_dropped(self) -> int:
+        """Bytes of a torn log tail the open dropped (rule 7)."""
+        return self.wal.dropped
+
+    def _replay(self) -> None:
+        """Rule 7."""
+        txn = self._writer.txn
+        self._in_lmdb = self.seq
+        try:
+            for seq, writes in self.wal.read():
+                if seq <= self.seq:
+                    continue
+                self._apply(txn, writes)
+                txn.put(b"seq", str(seq).encode(), db=self.meta)
+                self.seq = seq
+                self.replayed += 1
+        except OSError as exc:
+            raise FrontierError(f"cannot read the frontier's log {self.wal.path}: {exc}") from exc
+        if self.replayed:
+            log.info("frontier: %d commit(s) replayed from the log %s (up to commit %d)", self.replayed,
+                     self.wal.path, self.seq)
 
     def _check_schema(self, params: dict[str, Any]) -> int:
         """Upgrade data written by an older release in place; refuse what cannot be read (naming the
@@ -167,7 +240,7 @@ class FrontierDB:
             self.txn.put(b"schema", json.dumps({"version": SCHEMA_VERSION, **params, "release": __version__})
                          .encode(), db=self.meta)
             self.txn.put(b"slices", str(SLICES).encode(), db=self.meta)
-            self.commit()
+            self.commit(to_lmdb=True)
             return self.seq
         info = json.loads(bytes(stored))
         wrote = release_of(info)
@@ -196,7 +269,7 @@ class FrontierDB:
 
     def _upgrade_v1(self, info: dict[str, Any]) -> dict[str, Any]:
         """Rewrite schema 1's keys slice-first (frontier/migrate.py), uncommitted: the upgrade to schema 3
-        that follows commits both at once, so a kill -9 leaves schema 1, 3 or 4 (rule 6)."""
+        that follows commits both at once, so a kill -9 leaves schema 1, 3 or 4 (rule 10)."""
         scratch = self.env.open_db(b"migrate", txn=self.txn)
         report = migrate_v1(self.txn, {**self.sliced, "seen": self.old_seen}, scratch)
         self.txn.drop(scratch, delete=True)
@@ -217,12 +290,12 @@ class FrontierDB:
         info = {**info, "version": 3}
         self.txn.put(b"schema", json.dumps(info).encode(), db=self.meta)
         self.seq = int(self.txn.get(b"seq", db=self.meta) or b"0")
-        self.commit()
+        self.commit(to_lmdb=True)
         log.info("frontier upgraded from schema 2 to 3: %d seen URLs moved into a run", moved)
         return info
 
     def _upgrade_v3(self, info: dict[str, Any]) -> dict[str, Any]:
-        """Pack the ``queue`` and ``urls`` values (rule 6) in one commit: a kill -9 leaves schema 3 as it
+        """Pack the ``queue`` and ``urls`` values (rule 10) in one commit: a kill -9 leaves schema 3 as it
         was, and the next open starts over."""
         scratch = self.env.open_db(b"migrate", txn=self.txn)
         report = compact_v3(self.txn, self.tables, scratch)
@@ -230,7 +303,7 @@ class FrontierDB:
         info = {**info, "version": 4}
         self.txn.put(b"schema", json.dumps(info).encode(), db=self.meta)
         self.seq = int(self.txn.get(b"seq", db=self.meta) or b"0")
-        self.commit()
+        self.commit(to_lmdb=True)
         log.info("frontier upgraded from schema 3 to 4: %s", report)
         self.compacted = report
         return info
@@ -246,7 +319,7 @@ class FrontierDB:
         info = {**info, "near_index": fmt}
         self.txn.put(b"schema", json.dumps(info).encode(), db=self.meta)
         self.seq = int(self.txn.get(b"seq", db=self.meta) or b"0")
-        self.commit()
+        self.commit(to_lmdb=True)
         log.info("near-duplicate index of format %s dropped (%d entries): the stored pages are indexed "
                  "again in format %d", old, self.near_dropped, fmt)
         return info
@@ -254,6 +327,8 @@ class FrontierDB:
     def apply(self, writes: Sequence[Write]) -> None:
         """Do a decision's writes in the open transaction (polecat/writes.py rule 2); during a
         commit, in the next one (rule 3)."""
+        if self.log_bytes:  # with no log (rule 6) nothing is appended, so nothing is kept for it
+            self._logged.extend(writes)
         if self._writer.committing:
             self._backlog.extend(writes)
         else:
@@ -337,28 +412,64 @@ class FrontierDB:
         entries: int = self.txn.stat(self.tables[table])["entries"]
         return entries
 
-    def snapshot(self) -> CommittedTables:
+    def snapshot(self) -> Snapshot:
         """The last commit, read in a read transaction of its own until closed (a commit in flight is
-        waited for, so that the LMDB tables and the seen runs are of the same commit)."""
-        if self._writer.committing:
-            self.finish_commit()
-        return CommittedTables(self.env.begin(), self.tables, self.seen.view())
+        waited for, so that the LMDB tables and the seen runs are of the same commit; the log is
+        committed to the LMDB first, rule 9)."""
+        self.finish_commit()
+        if self.wal.size and not self._logged:
+            self._commit_lmdb()
+        committed = CommittedTables(self.env.begin(), self.tables, self.seen.view())
+        if not self.wal.size:
+            return committed
+        return LogOverlay(committed, self.wal.entries(self._in_lmdb))
 
-    def start_commit(self) -> Future[lmdb.Transaction]:
-        """Start making every write so far durable on the writer thread and return at once (rule 1);
-        :meth:`finish_commit` ends it (and :attr:`txn` waits for it). Changes counted from now on
-        (:attr:`pending`) belong to the next commit."""
+    def start_commit(self, *, to_lmdb: bool = False) -> Future[Any]:
+        """Start making every write so far durable on the writer thread and return at once (rules 1 and
+        6: a log append, or an LMDB commit once the log is big enough or ``to_lmdb``);
+        :meth:`finish_commit` ends it (and :attr:`txn` waits for an LMDB commit). Changes counted from now
+        on (:attr:`pending`) belong to the next commit."""
+        if self._log_failed is not None:
+            raise storage_fault(self._log_failed, "frontier", self.path)
         self.seq += 1
         txn = self.txn
         txn.put(b"seq", str(self.seq).encode(), db=self.meta)
-        txn.put(MANIFEST, self.seen.prepare(), db=self.meta)
         self.pending = 0
         self.written.commit()
-        return self._writer.start_commit(self.seen.write_run)
+        writes, self._logged = self._logged, []
+        if to_lmdb or self.wal.size >= self.log_bytes:
+            return self._start_lmdb_commit(txn)
+        self._appending = self._writer.submit(partial(self.wal.append, self.seq, writes))
+        return self._appending
+
+    def _start_lmdb_commit(self, txn: lmdb.Transaction) -> Future[lmdb.Transaction]:
+        """Commit the LMDB transaction (rule 6): the seen run first (seenlog.py rule 2), the log emptied
+        after."""
+        txn.put(MANIFEST, self.seen.prepare(), db=self.meta)
+        self._in_lmdb = self.seq
+        return self._writer.start_commit(self.seen.write_run, self.wal.reset)
+
+    def _commit_lmdb(self) -> None:
+        """An LMDB commit of what the log holds, with no new commit (nothing applied since the last)."""
+        self._start_lmdb_commit(self.txn)
+        self.finish_commit()
+
+    @property
+    def committing(self) -> bool:
+        """An LMDB commit is in flight: the transaction waits for it (rules 2 and 6)."""
+        return self._writer.committing
 
     def finish_commit(self) -> int:
         """Wait for the commit :meth:`start_commit` started; returns the commit counter it wrote. A
         failed commit raises :class:`~polecat.errors.StorageFault` (its writes are lost; the caller stops)."""
+        appending, self._appending = self._appending, None
+        if appending is not None:
+            try:
+                appending.result()
+            except OSError as exc:
+                self._log_failed = exc
+        if self._log_failed is not None:
+            raise storage_fault(self._log_failed, "frontier", self.path)
         if self._writer.committing:
             self._lookups.clear()
             try:
@@ -371,9 +482,10 @@ class FrontierDB:
             self._apply(self._writer.txn, backlog)
         return self.seq
 
-    def commit(self) -> int:
-        """Make every write since the last commit durable, waiting for it; returns the new commit counter."""
-        self.start_commit()
+    def commit(self, *, to_lmdb: bool = False) -> int:
+        """Make every write since the last commit durable, waiting for it; returns the new commit counter.
+        ``to_lmdb``: into the LMDB itself (rule 6)."""
+        self.start_commit(to_lmdb=to_lmdb)
         return self.finish_commit()
 
     def take_written(self) -> frozenset[int]:
@@ -392,12 +504,21 @@ class FrontierDB:
     def close(self) -> None:
         """Close the environment, dropping what is uncommitted. Commits belong to the frontier (which
         writes its host records first) and the node's commit; a commit here would store a queue
-        without the host counts that go with it. A commit in flight is let finish first."""
+        without the host counts that go with it. A commit in flight is let finish first; the log goes
+        into an LMDB commit when nothing was applied since the last commit (rule 6), so a stopped node's
+        LMDB holds everything (and the readers of a stopped data dir, ``polecat status``, see it)."""
         try:
-            self._writer.close()
+            with contextlib.suppress(PolecatError, lmdb.Error, OSError):
+                self.finish_commit()
+                if self.wal.size and not self._logged:
+                    self._commit_lmdb()
         finally:
-            self.seen.close()
-            self.env.close()
+            try:
+                self._writer.close()
+            finally:
+                self.wal.close()
+                self.seen.close()
+                self.env.close()
 
 
 def key_range(txn: Any, db: Any, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:

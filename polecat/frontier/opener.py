@@ -46,7 +46,8 @@ def open_frontier(cfg: Config, now: float) -> OpenedFrontier:
     """Open (or create) the frontier of ``cfg.data_dir`` at wall time ``now``."""
     data = cfg.data_dir
     data.mkdir(parents=True, exist_ok=True)
-    db = FrontierDB(data / "frontier", map_size=cfg.frontier.map_size, params=FRONTIER_PARAMS)
+    db = FrontierDB(data / "frontier", map_size=cfg.frontier.map_size, params=FRONTIER_PARAMS,
+                    log_bytes=int(cfg.frontier.log_mb * 2**20), writemap=cfg.frontier.writemap)
     bloom_path = data / "seen.bloom"
     seen = SeenSet.restore(db.seen_keys, db.count("seen"), bloom_path, db.seq, cfg.dedup.expected_urls,
                            cfg.dedup.bloom_fp_rate)

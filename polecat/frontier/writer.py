@@ -15,7 +15,11 @@ Rules:
    environment (it may still :meth:`~TxnWriter.close` it).
 4. A commit may run a step of its own first, on the writer thread (the frontier makes its seen-table
    run durable there, polecat/frontier/seenlog.py rule 2); an ``OSError`` from it fails the commit as
-   in rule 3, with the transaction aborted.
+   in rule 3, with the transaction aborted; and a step after it (the frontier empties its write-ahead
+   log once the commit that holds it is durable, polecat/frontier/wal.py rule 4), run only if the commit
+   succeeded.
+5. Other durable steps of the owner run on the same thread (:meth:`TxnWriter.submit`: the frontier's log
+   appends, wal.py rule 2), so they and the commits happen in the order they were started.
 """
 
 from __future__ import annotations
@@ -40,9 +44,10 @@ class TxnWriter:
     def _begin(self) -> lmdb.Transaction:
         return self._env.begin(write=True)
 
-    def _commit(self, txn: lmdb.Transaction, before: Callable[[], None] | None) -> lmdb.Transaction:
-        """On the writer thread: run ``before`` (rule 4), commit ``txn`` (one fsync) and begin the next
-        transaction."""
+    def _commit(self, txn: lmdb.Transaction, before: Callable[[], None] | None,
+                after: Callable[[], None] | None = None) -> lmdb.Transaction:
+        """On the writer thread: run ``before`` (rule 4), commit ``txn`` (one fsync), run ``after`` and
+        begin the next transaction."""
         if before is not None:
             try:
                 before()
@@ -50,6 +55,8 @@ class TxnWriter:
                 txn.abort()
                 raise
         txn.commit()
+        if after is not None:
+            after()
         return self._env.begin(write=True)
 
     @property
@@ -64,12 +71,17 @@ class TxnWriter:
         """A commit was started and not yet finished."""
         return self._committing is not None
 
-    def start_commit(self, before: Callable[[], None] | None = None) -> Future[lmdb.Transaction]:
+    def start_commit(self, before: Callable[[], None] | None = None,
+                     after: Callable[[], None] | None = None) -> Future[lmdb.Transaction]:
         """Start committing every write so far on the writer thread and return at once; writes made from
-        now on belong to the next commit. ``before``: a step the commit runs first (rule 4)."""
+        now on belong to the next commit. ``before`` and ``after``: steps around the commit (rule 4)."""
         txn = self.txn
-        self._committing = self._thread.submit(self._commit, txn, before)
+        self._committing = self._thread.submit(self._commit, txn, before, after)
         return self._committing
+
+    def submit(self, step: Callable[[], None]) -> Future[None]:
+        """Run ``step`` on the writer thread after whatever was started there before (rule 5)."""
+        return self._thread.submit(step)
 
     def finish_commit(self) -> None:
         """Wait for the commit in flight, if any (``lmdb.Error`` if it failed, rule 3)."""

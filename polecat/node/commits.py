@@ -3,16 +3,18 @@
 Rules (this module owns them):
 
 1. Order: the store flush, then the hand-off outbox's commit (polecat/cluster/outbox.py), then the
-   frontier's LMDB commit, then (every :data:`BLOOM_SAVE_INTERVAL`, and at the stop) the seen-set's Bloom
-   snapshot. The frontier never records as done a page the store could lose, and never forgets a URL
-   handed to another member before the outbox holds it.
+   frontier's commit (an fsynced append to its write-ahead log, or an LMDB commit, db.py rule 6), then
+   (every :data:`BLOOM_SAVE_INTERVAL`, and at the stop) the seen-set's Bloom snapshot. The frontier never
+   records as done a page the store could lose, and never forgets a URL handed to another member before
+   the outbox holds it.
 2. The periodic commit keeps every fsync off the event loop while requests go on: the store flush in a
    worker thread, the outbox and frontier commits each on its writer thread. A page completion that
    arrives during the store flush waits (:meth:`Commits.defer`) for the frontier commit after it: its
    store record may be in the batch after the one being flushed, and recording it done in this commit
-   could outlive the record. No frontier call is made during the frontier commit
+   could outlive the record. No frontier call is made during the frontier's LMDB commit
    (:attr:`Commits.frontier_free`); decisions that need no read are applied into the next transaction
-   (polecat/frontier/db.py rule 3).
+   (polecat/frontier/db.py rule 3). A frontier commit that is a log append only (db.py rule 6) does not
+   touch the transaction: frontier calls go on during it, their writes in the next commit.
 3. A periodic commit is made every ``frontier.commit_ms``, or sooner once ``frontier.commit_ops`` changes
    are pending or somebody waits for one (:meth:`Commits.durable`); a commit in progress is finished,
    never cut. At start, at the stop and for operator actions outside a run, the commit runs on the loop.
@@ -213,9 +215,11 @@ class Commits:
             self._db.apply(self._frontier.prepare_commit())
             self._mark_store()
             self._rebuilt_unsaved = False
-            self.frontier_free.clear()
+            pending = self._db.start_commit()
+            if self._db.committing:  # an LMDB commit, not a log append only (rule 2)
+                self.frontier_free.clear()
             try:
-                await _committed_off_loop(self._db.start_commit())
+                await _committed_off_loop(pending)
             finally:
                 self.frontier_free.set()
             self._db.finish_commit()

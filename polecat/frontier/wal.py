@@ -1,0 +1,223 @@
+"""The frontier's write-ahead log: each node commit's writes, appended and fsynced, so that LMDB commits
+(which copy every page a transaction dirtied, ~4 KB per row changed) can be rare.
+
+Why (issue 39, benchmarks/README.md "Issue 39: the write-ahead log"): a commit of 2,000 changes touched
+~2,000 random queue and host pages, each written whole at every LMDB commit (~8.8 KB per URL at 1M URLs).
+Here a commit writes its records once (~100-250 B per URL), and the LMDB transaction is committed (a
+LMDB commit, polecat/frontier/db.py rule 6) once the log holds ``frontier.log_mb``.
+
+Rules:
+
+1. An entry is ``length (4 bytes) | sequence (8) | CRC-32 of sequence and payload (4) | payload``, the
+   payload the msgpack of the commit's writes (:mod:`polecat.writes`, in the order applied). Sequences
+   are the frontier's commit counter: they increase along the file.
+2. :meth:`WriteLog.append` writes one entry and fsyncs the file before it returns; it runs on the
+   frontier's writer thread (polecat/frontier/writer.py rule 5), in order with the LMDB commits there.
+3. :meth:`WriteLog.read` answers the entries whole, in order, and stops at the first that is not (a
+   short header or payload, a wrong checksum, a payload that does not decode): that tail, an append a
+   crash cut, is counted (:attr:`WriteLog.dropped`), logged as a WARNING and cut off the file, so the
+   next append follows the last whole entry. An absent file is an empty log (a 0.3.0 data dir has none).
+4. :meth:`WriteLog.reset` empties the file once an LMDB commit holding every entry is durable; a crash
+   before it leaves entries the LMDB commit covers, which the replay skips by their sequence (db.py rule 7).
+5. A :class:`LogOverlay` reads the entries on top of the last LMDB commit, as a snapshot of the last
+   commit (db.py rule 9): a key the entries wrote answers what they wrote last; a slice they released
+   (``DeleteSlices``) hides what the LMDB holds of it in the slice-keyed tables and ``seen``. The
+   dupsort ``near`` table is not overlaid (no snapshot reader reads it).
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import os
+import struct
+import zlib
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, get_args
+
+import msgpack
+
+from polecat.frontier.handover_ranges import SLICED_TABLES
+from polecat.frontier.slices import PREFIX_LEN, slice_prefix
+from polecat.frontier.tables import Snapshot
+from polecat.writes import Delete, DeleteSlices, Put, Table, Write
+
+LOG_NAME = "wal.log"
+"""The log's file in the frontier's directory."""
+
+_HEADER = struct.Struct("<IQI")
+_TABLES: tuple[Table, ...] = get_args(Table)
+_TABLE_ID = {name: i for i, name in enumerate(_TABLES)}
+_PUT, _DELETE, _SLICES = 0, 1, 2
+
+log = logging.getLogger("polecat")
+
+
+def encode(writes: Sequence[Write]) -> bytes:
+    """The payload of an entry (rule 1)."""
+    ids = _TABLE_ID
+    rows: list[Any] = []
+    for w in writes:
+        if type(w) is Put:
+            rows.append((_PUT, ids[w.table], w.key, w.value))
+        elif isinstance(w, Delete):
+            rows.append((_DELETE, ids[w.table], w.key))
+        elif isinstance(w, DeleteSlices):
+            rows.append((_SLICES, sorted(w.slices)))
+    packed: bytes = msgpack.packb(rows, use_bin_type=True)
+    return packed
+
+
+def decode(payload: bytes) -> list[Write]:
+    """The writes of an entry's payload (ValueError if it is not one)."""
+    try:
+        rows = msgpack.unpackb(payload, raw=False, use_list=True)
+        out: list[Write] = []
+        for row in rows:
+            if row[0] == _PUT:
+                out.append(Put(_TABLES[row[1]], row[2], row[3]))
+            elif row[0] == _DELETE:
+                out.append(Delete(_TABLES[row[1]], row[2]))
+            elif row[0] == _SLICES:
+                out.append(DeleteSlices(frozenset(row[1])))
+            else:
+                raise ValueError(f"unknown record kind {row[0]!r}")
+        return out
+    except (msgpack.UnpackException, ValueError, TypeError, IndexError) as exc:
+        raise ValueError(f"not a log entry: {exc}") from exc
+
+
+class _Scan:
+    """The whole entries at the start of ``data`` (rule 3): after iterating, :attr:`pos` is where they
+    end and :attr:`why` says why the rest, if any, is not one."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.pos = 0
+        self.why = ""
+
+    def __iter__(self) -> Iterator[tuple[int, list[Write]]]:
+        data, end = self.data, len(self.data)
+        while self.pos < end:
+            pos = self.pos
+            if end - pos < _HEADER.size:
+                self.why = "a short header"
+                return
+            length, seq, crc = _HEADER.unpack_from(data, pos)
+            body = data[pos + _HEADER.size : pos + _HEADER.size + length]
+            if len(body) < length:
+                self.why = "a short entry"
+                return
+            if zlib.crc32(body, zlib.crc32(struct.pack("<Q", seq))) != crc:
+                self.why = "a wrong checksum"
+                return
+            try:
+                writes = decode(body)
+            except ValueError as exc:
+                self.why = str(exc)
+                return
+            self.pos = pos + _HEADER.size + length
+            yield seq, writes
+
+
+class WriteLog:
+    """The append-only log file of one frontier (rules above). :meth:`append` and :meth:`reset` run on
+    the writer thread; :meth:`read` at open, before any append."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.size = 0
+        """Bytes of whole entries in the file."""
+        self.dropped = 0
+        """Bytes of a torn tail cut off at open (rule 3)."""
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+
+    def read(self) -> Iterator[tuple[int, list[Write]]]:
+        """``(sequence, writes)`` of every whole entry, in order; cuts a torn tail off (rule 3)."""
+        with open(self.path, "rb") as fh:
+            data = fh.read()
+        scan = _Scan(data)
+        yield from scan
+        self.size = scan.pos
+        if scan.pos < len(data):
+            self.dropped = len(data) - scan.pos
+            log.warning("frontier log %s: %d bytes after the last whole entry dropped (%s): a commit a crash "
+                        "cut short, never acknowledged", self.path, self.dropped, scan.why)
+            os.ftruncate(self._fd, scan.pos)
+            os.fsync(self._fd)
+
+    def entries(self, after: int) -> Iterator[list[Write]]:
+        """The writes of the whole entries past sequence ``after``, in order, read from the file as it is
+        (no appends running: the caller waited for them)."""
+        with open(self.path, "rb") as fh:
+            data = fh.read(self.size)
+        return (writes for seq, writes in _Scan(data) if seq > after)
+
+    def append(self, seq: int, writes: Sequence[Write]) -> None:
+        """Write one entry and make it durable (rule 2)."""
+        body = encode(writes)
+        crc = zlib.crc32(body, zlib.crc32(struct.pack("<Q", seq)))
+        entry = _HEADER.pack(len(body), seq, crc) + body
+        written = os.write(self._fd, entry)
+        if written != len(entry):
+            raise OSError(f"short write to {self.path}: {written} of {len(entry)} bytes")
+        os.fsync(self._fd)
+        self.size += len(entry)
+
+    def reset(self) -> None:
+        """Empty the log: a durable LMDB commit holds every entry (rule 4)."""
+        if not self.size:  # no log kept (frontier.log_mb 0): no fsync per commit for nothing
+            return
+        os.ftruncate(self._fd, 0)
+        os.fsync(self._fd)
+        self.size = 0
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+
+class LogOverlay:
+    """The log's entries read on top of ``base``, the LMDB's last commit (rule 5), as a
+    :class:`~polecat.frontier.tables.Snapshot` (closing it closes ``base``)."""
+
+    def __init__(self, base: Snapshot, entries: Iterable[list[Write]]) -> None:
+        self._base = base
+        self._rows: dict[Table, dict[bytes, bytes | None]] = {}
+        self._released: set[bytes] = set()
+        sliced = frozenset(SLICED_TABLES)
+        for writes in entries:
+            for w in writes:
+                if isinstance(w, Put):
+                    if w.table != "near":
+                        self._rows.setdefault(w.table, {})[w.key] = w.value
+                elif isinstance(w, Delete):
+                    if w.table != "near":
+                        self._rows.setdefault(w.table, {})[w.key] = None
+                else:
+                    prefixes = {slice_prefix(s) for s in w.slices}
+                    self._released |= prefixes
+                    for table, rows in self._rows.items():
+                        if table in sliced:
+                            for key in [k for k in rows if k[:PREFIX_LEN] in prefixes]:
+                                del rows[key]
+        self._sliced = sliced
+
+    def _hidden(self, table: Table, key: bytes) -> bool:
+        return table in self._sliced and key[:PREFIX_LEN] in self._released
+
+    def get(self, table: Table, key: bytes) -> bytes | None:
+        rows = self._rows.get(table)
+        if rows is not None and key in rows:
+            return rows[key]
+        return None if self._hidden(table, key) else self._base.get(table, key)
+
+    def items(self, table: Table, prefix: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
+        rows = self._rows.get(table, {})
+        base = ((k, v) for k, v in self._base.items(table, prefix)
+                if k not in rows and not self._hidden(table, k))
+        mine = sorted((k, v) for k, v in rows.items() if v is not None and k.startswith(prefix))
+        return heapq.merge(base, mine)
+
+    def close(self) -> None:
+        self._base.close()

@@ -1,0 +1,164 @@
+"""The frontier's write-ahead log (polecat/frontier/wal.py, polecat/frontier/db.py rules 6-9)."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+
+import lmdb
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from polecat.frontier.db import FrontierDB
+from polecat.frontier.slices import slice_prefix
+from polecat.frontier.wal import LOG_NAME, decode, encode
+from polecat.writes import Delete, DeleteSlices, Put, Write
+
+KEYS = st.binary(min_size=1, max_size=40)
+WRITES = st.lists(st.one_of(
+    st.builds(Put, st.sampled_from(["queue", "hosts", "meta", "urls"]), KEYS, st.binary(max_size=60)),
+    st.builds(Delete, st.sampled_from(["queue", "ops", "claims"]), KEYS),
+    st.builds(DeleteSlices, st.frozensets(st.integers(0, 4095), max_size=3)),
+), max_size=20)
+
+
+@given(WRITES)
+def test_an_entry_decodes_to_the_writes_it_encodes(writes: list[Write]) -> None:
+    assert decode(encode(writes)) == writes
+
+
+def opened(path: Path, log_bytes: int = 1 << 30, *, writemap: bool = False) -> FrontierDB:
+    return FrontierDB(path, map_size=1 << 24, params={}, log_bytes=log_bytes, writemap=writemap)
+
+
+def lmdb_meta(db: FrontierDB | Path, key: bytes) -> bytes | None:
+    """``key`` of ``meta`` as the LMDB holds it (its last LMDB commit), in a read transaction."""
+    env = db.env if isinstance(db, FrontierDB) else lmdb.open(str(db), max_dbs=20, readonly=True, lock=False)
+    try:
+        with env.begin() as txn:
+            value = txn.get(key, db=env.open_db(b"meta", txn=txn, create=False))
+            return None if value is None else bytes(value)
+    finally:
+        if not isinstance(db, FrontierDB):
+            env.close()
+
+
+def seen_key(i: int) -> bytes:
+    return slice_prefix(i % 7) + i.to_bytes(16, "big")
+
+
+def crash(db: FrontierDB) -> None:
+    """What kill -9 leaves: the files as they are, no LMDB commit at close."""
+    db._logged.append(Put("meta", b"uncommitted", b"1"))  # close commits the LMDB only with nothing pending
+    db.close()
+
+
+@pytest.mark.parametrize("writemap", [False, True])
+def test_commits_go_to_the_log_and_a_crash_replays_them(tmp_path: Path, writemap: bool) -> None:
+    db = opened(tmp_path, writemap=writemap)
+    base = db.seq
+    for i in range(5):
+        db.apply([Put("meta", b"k%d" % i, b"v"), Put("seen", seen_key(i), b"")])
+        db.commit()
+    assert db.wal.size > 0 and lmdb_meta(db, b"k0") is None  # the LMDB was not committed
+    db.apply([Put("meta", b"lost", b"1")])
+    crash(db)
+    again = opened(tmp_path, writemap=writemap)
+    assert again.replayed == 5 and again.seq == base + 5
+    assert all(again.get("meta", b"k%d" % i) == b"v" for i in range(5))
+    assert again.get("meta", b"lost") is None and again.count("seen") == 5
+    again.close()  # nothing pending: an LMDB commit, the log emptied
+    assert lmdb_meta(tmp_path, b"k4") == b"v" and (tmp_path / LOG_NAME).stat().st_size == 0
+    third = opened(tmp_path)
+    assert third.replayed == 0 and third.seq == base + 5 and third.count("seen") == 5
+    third.close()
+
+
+def three_commits_crashed(path: Path) -> Path:
+    """A frontier in ``path`` with three commits in its log, left as kill -9 leaves it; the log's path."""
+    db = opened(path)
+    for i in range(3):
+        db.apply([Put("meta", b"k%d" % i, b"v" * 100)])
+        db.commit()
+    crash(db)
+    return path / LOG_NAME
+
+
+def test_a_torn_tail_is_dropped_counted_and_cut(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    log = three_commits_crashed(tmp_path)
+    whole = log.stat().st_size
+    with open(log, "r+b") as fh:
+        fh.truncate(whole - 20)  # the last append cut short
+    with caplog.at_level(logging.WARNING, logger="polecat"):
+        again = opened(tmp_path)
+    assert again.replayed == 2 and again.log_dropped > 0 and "dropped" in caplog.text
+    assert again.get("meta", b"k1") is not None and again.get("meta", b"k2") is None
+    assert log.stat().st_size < whole - 20  # cut back to the last whole entry: appends follow it
+    again.apply([Put("meta", b"k2", b"again")])
+    again.commit()
+    crash(again)
+    third = opened(tmp_path)
+    assert third.replayed == 3 and third.log_dropped == 0 and third.get("meta", b"k2") == b"again"
+    third.close()
+
+
+def test_a_wrong_checksum_ends_the_log_there(tmp_path: Path) -> None:
+    log = three_commits_crashed(tmp_path)
+    raw = bytearray(log.read_bytes())
+    raw[-5] ^= 0xFF  # a byte of the last entry's payload
+    log.write_bytes(bytes(raw))
+    again = opened(tmp_path)
+    assert again.replayed == 2 and again.log_dropped > 0 and again.get("meta", b"k2") is None
+    again.close()
+
+
+def test_entries_an_lmdb_commit_holds_are_never_replayed_again(tmp_path: Path) -> None:
+    """A crash between the LMDB commit and the log's reset leaves old entries: skipped by sequence."""
+    db = opened(tmp_path)
+    db.apply([Put("meta", b"k", b"old")])
+    db.commit()
+    shutil.copy(tmp_path / LOG_NAME, tmp_path / "old.log")
+    db.apply([Put("meta", b"k", b"new")])
+    db.commit(to_lmdb=True)
+    db.close()
+    shutil.copy(tmp_path / "old.log", tmp_path / LOG_NAME)  # as if the reset had not happened
+    again = opened(tmp_path)
+    assert again.replayed == 0 and again.get("meta", b"k") == b"new"
+    again.close()
+
+
+def test_a_big_log_makes_the_next_commit_an_lmdb_commit(tmp_path: Path) -> None:
+    db = opened(tmp_path, log_bytes=2_000)
+    for i in range(40):
+        db.apply([Put("meta", b"k%d" % i, b"v" * 100), Put("seen", seen_key(i), b"")])
+        db.commit()
+        assert db.wal.size < 2_000 + 400
+    assert lmdb_meta(db, b"k20") == b"v" * 100  # LMDB commits were made along the way
+    assert int(lmdb_meta(db, b"seq") or 0) <= db.seq
+    crash(db)
+    again = opened(tmp_path)
+    assert again.count("seen") == 40 and all(again.get("meta", b"k%d" % i) for i in range(40))
+    again.close()
+
+
+def test_a_snapshot_is_the_last_commit_whatever_is_applied_after_it(tmp_path: Path) -> None:
+    db = opened(tmp_path)
+    db.apply([Put("queue", slice_prefix(1) + b"a", b"1"), Put("queue", slice_prefix(2) + b"b", b"2")])
+    db.commit(to_lmdb=True)
+    db.apply([DeleteSlices(frozenset({1})), Put("queue", slice_prefix(1) + b"c", b"3"),
+              Put("seen", seen_key(8), b""), Delete("queue", slice_prefix(2) + b"b")])
+    db.commit()  # in the log only
+    db.apply([Put("queue", slice_prefix(1) + b"pending", b"4")])  # applied, not committed
+    snap = db.snapshot()  # the log read on top of the LMDB commit: an LMDB commit now would hold "pending"
+    assert list(snap.items("queue")) == [(slice_prefix(1) + b"c", b"3")]
+    assert snap.get("queue", slice_prefix(1) + b"a") is None and snap.get("seen", seen_key(8)) == b""
+    snap.close()
+    db.commit()
+    snap = db.snapshot()  # nothing pending: an LMDB commit, then the LMDB alone
+    assert db.wal.size == 0
+    assert [k for k, _ in snap.items("queue")] == [slice_prefix(1) + b"c", slice_prefix(1) + b"pending"]
+    assert snap.get("seen", seen_key(8)) == b""
+    snap.close()
+    db.close()
