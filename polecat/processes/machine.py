@@ -65,7 +65,10 @@ Rules:
     ``cluster.etcd_start_wait`` seconds, each try logged at WARNING with the reason; then it stops with
     the last reason (exit 1). An access error (the wrong CA, a TLS failure, the wrong password or
     scheme: an :class:`~polecat.cluster.aetcd_client.EtcdAccessError`) stops it at once, as more
-    waiting cannot mend it.
+    waiting cannot mend it. A stop signal (SIGTERM, SIGINT) while it waits cancels the join: what it
+    registered is left, and the node exits 0 saying it stopped before it started
+    (polecat/processes/service_runner.py); its crawler was never opened, so its frontier and page store
+    are as they were.
 """
 
 from __future__ import annotations
@@ -232,36 +235,44 @@ class ClusterNode:
             await self.failover.open()
         deadline = self._clock.monotonic() + self._start_wait
         inherited = started = False
-        for attempt in itertools.count(1):
-            try:
-                if self.failover is not None and self._fresh and not inherited:
-                    # restarted without its disk: its checkpoint has the slices nobody took over
-                    own = self.failover.manifest.slices - await self.membership.owned_by_others()
-                    self.membership.ownership.inherit(own, self.me.id)
-                    inherited = True
-                if not started:
-                    await self.membership.start()
-                    started = True
-                await self.membership.resync()
-                break
-            except Exception as exc:  # the wrong CA, password or scheme, or no etcd (yet)
-                error = self._etcd.explain(exc)
-                left = deadline - self._clock.monotonic()
-                if isinstance(error, ConfigError) or left <= 0:  # stop with the reason
-                    with contextlib.suppress(Exception):
-                        await self.membership.close()
-                        async with asyncio.timeout(1.0):
-                            await self._etcd.close()
-                    raise error from exc
-                pause = min(START_RETRY * 2 ** min(attempt - 1, 8), START_RETRY_MAX, left)
-                log.warning("etcd not reachable at start-up (try %d): %s; trying again in %.1f s, for "
-                            "%.0f s more (cluster.etcd_start_wait)", attempt, error, pause, left)
-                await asyncio.sleep(pause)
+        try:
+            for attempt in itertools.count(1):
+                try:
+                    if self.failover is not None and self._fresh and not inherited:
+                        # restarted without its disk: its checkpoint has the slices nobody took over
+                        own = self.failover.manifest.slices - await self.membership.owned_by_others()
+                        self.membership.ownership.inherit(own, self.me.id)
+                        inherited = True
+                    if not started:
+                        await self.membership.start()
+                        started = True
+                    await self.membership.resync()
+                    break
+                except Exception as exc:  # the wrong CA, password or scheme, or no etcd (yet)
+                    error = self._etcd.explain(exc)
+                    left = deadline - self._clock.monotonic()
+                    if isinstance(error, ConfigError) or left <= 0:  # stop with the reason
+                        await self._abandon_join()
+                        raise error from exc
+                    pause = min(START_RETRY * 2 ** min(attempt - 1, 8), START_RETRY_MAX, left)
+                    log.warning("etcd not reachable at start-up (try %d): %s; trying again in %.1f s, for "
+                                "%.0f s more (cluster.etcd_start_wait)", attempt, error, pause, left)
+                    await asyncio.sleep(pause)
+        except asyncio.CancelledError:  # a stop signal while waiting (rule 12): leave nothing running
+            await self._abandon_join()
+            raise
         self.link = ClusterLink(self.membership, self.handoff, self.receiver, max_backlog=self._max_backlog)
         self.link.permit = self._permit
         self.link.claims = self.claims
         self._follow(self.membership.members())
         return self.link
+
+    async def _abandon_join(self) -> None:
+        """A join that stops (rule 12): whatever it registered is left (bounded), the etcd client closed."""
+        with contextlib.suppress(Exception):
+            await self.membership.close()
+            async with asyncio.timeout(1.0):
+                await self._etcd.close()
 
     def start(self, crawler: Crawler) -> None:
         """Drive ``crawler``'s owned slices and the hand-off from now on."""
