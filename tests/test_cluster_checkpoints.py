@@ -4,8 +4,11 @@ and file backends (polecat/cluster/checkpoint_plan.py, checkpoints.py)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import random
 import urllib.request
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import obstore
@@ -379,3 +382,48 @@ async def test_a_round_whose_hand_offs_are_not_acknowledged_ships_them_for_the_h
     assert await fo.ship(every)
     later = store.read_manifest("a")
     assert later is not None and later.strays == "" and shipped.strays in garbage(shipped, later)
+
+
+@given(st.frozensets(st.integers(0, SLICES - 1), min_size=1, max_size=200), st.integers(2, 3),
+       st.randoms(use_true_random=False))
+def test_exactly_one_heir_of_a_manifest_routes_its_strays(slices: frozenset[int], heirs: int,
+                                                          rnd: random.Random) -> None:
+    """Checkpoint_plan rule 7: heirs restore disjoint slices of a dead member's manifest; one of them,
+    and only one, routes its strays (every heir did: each stray arrived once per heir)."""
+    entries = tuple(Entry(f"o{g}", ids, g, "d") for g, ids in groups(slices).items())
+    manifest = Manifest("a", 3, 2, 1.0, entries, "t/a/s")
+    shares: list[set[int]] = [set() for _ in range(heirs)]
+    for s in slices:
+        shares[rnd.randrange(heirs)].add(s)
+    assert sum(manifest.routes_strays(share) for share in shares) == 1
+    assert not dataclasses.replace(manifest, strays="").routes_strays(slices)  # none to route
+
+
+async def test_three_heirs_restoring_a_dead_members_slices_route_each_stray_once(tmp_path: Path) -> None:
+    """Checkpoint_plan rule 7, failover rule 6: the dead member's slices go to three heirs by the Ring
+    of those left; every stray is routed, by one heir, once."""
+    a, _ = _rig_with_crawl(tmp_path / "a")
+    store = CheckpointStore(obstore.store.MemoryStore(), "t")
+    unacked = [HandoffUrl(f"http://h{k}.test/p", 2, 0.5) for k in range(20)]
+
+    async def never(within: float) -> bool:
+        return False
+
+    fo = Failover(store, "a", 0.05, settled=never, unacked=lambda: encode_urls(unacked))
+    fo.attach(_Node(a))
+    assert await fo.ship(frozenset(range(SLICES)))
+    routed: dict[str, list[HandoffUrl]] = {}
+
+    def router(heir: str) -> Callable[[bytes], int]:
+        def route(raw: bytes) -> int:
+            urls = decode_urls(raw)
+            routed.setdefault(heir, []).extend(urls)
+            return len(urls)
+        return route
+
+    ring = Ring(["b", "c", "d"])
+    for heir in ("d", "c", "b"):  # the heir of the lowest slice is not the first to restore
+        fo_heir = Failover(store, heir, 60.0, on_strays=router(heir))
+        fo_heir.attach(_Node(Rig(tmp_path / heir, cfg=CFG)))
+        await fo_heir.restore({"a": ring.slices_of(heir)})
+    assert list(routed) == [ring.owner(0)] and routed[ring.owner(0)] == unacked

@@ -36,11 +36,13 @@ Rules:
 6. The heir of a dead member's slices reads that member's manifest and takes from each object only the
    slices it inherits (:meth:`Manifest.locate`).
 7. A round whose hand-off batches are not all acknowledged (a receiver frozen, cut off, slow) still
-   ships: the URLs of those batches go into one more object, the manifest's ``strays``, and an heir
-   that restores any of the node's slices routes them to their owners, as if the node had sent them
-   again. A snapshot records pages done whose links for other owners were still only in the node's
-   outbox, which dies with its disk; without this the round had to wait (or be skipped) until every
-   receiver answered, and a restore then went back to an older round. A manifest without ``strays``
+   ships: the URLs of those batches go into one more object, the manifest's ``strays``, and the heir
+   that restores the manifest's lowest slice routes them to their owners, as if the node had sent them
+   again (:meth:`Manifest.routes_strays`). Heirs restore disjoint slices (one owner key each), so each
+   stray is routed by exactly one heir: when every heir routed them, each URL arrived once per heir.
+   A snapshot records pages done whose links for other owners were still only in the node's outbox,
+   which dies with its disk; without this the round had to wait (or be skipped) until every receiver
+   answered, and a restore then went back to an older round. A manifest without ``strays``
    (none pending, or written by 0.3.0) reads as none.
 """
 
@@ -114,6 +116,11 @@ class Manifest:
     @property
     def objects(self) -> frozenset[str]:
         return frozenset(e.object for e in self.entries) | ({self.strays} if self.strays else set())
+
+    def routes_strays(self, restoring: Iterable[int]) -> bool:
+        """Whether the heir restoring ``restoring`` (some of this manifest's slices) routes its strays:
+        the one that restores its lowest slice (rule 7)."""
+        return bool(self.strays) and bool(self.entries) and min(self.slices) in frozenset(restoring)
 
     def locate(self, slices: Iterable[int]) -> dict[str, frozenset[int]]:
         """Object -> the slices of ``slices`` it holds (slices not in the manifest are left out)."""

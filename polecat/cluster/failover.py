@@ -34,7 +34,8 @@ from the node's event loop. Rules:
    renewals: a loop stalled for ``ttl / 2`` fences the node). A slice is
    restored once from a given manifest version (a claim retried after a restore does not adopt again).
    The manifest's strays (rule 2) are handed to ``on_strays`` once per manifest version, before the
-   commit: the node routes them to their owners.
+   commit, by the heir that restores the manifest's lowest slice (checkpoint_plan rule 7): the node
+   routes them to their owners, and the other heirs leave them.
 7. A round marks a URL done only when its page is where heirs read it: with object storage for pages
    (``[store] url``), after its snapshot a round seals the store's open segment and waits until every
    sealed segment is confirmed there (``Node.bodies_shipped``, within the interval; otherwise the round
@@ -317,7 +318,8 @@ class Failover:
                     stored += report.stored
                     found += len(bundle.ids)
                     await asyncio.sleep(0)
-                if self._on_strays is not None and (member, manifest.version) not in self._strays_routed:
+                if self._on_strays is not None and manifest.routes_strays(todo) \
+                        and (member, manifest.version) not in self._strays_routed:
                     strays = await asyncio.to_thread(self._store.fetch_strays, manifest)
                     if strays:
                         log.info("failover: routed %d URLs %s had handed off unacknowledged",
