@@ -28,7 +28,11 @@ these rules:
 7. **Strays:** URLs queued here in a slice that this node neither holds, claims nor wants (it adopted
    the slice from a peer that was leaving, or kept it when every peer was leaving) are handed to the
    slice's Ring owner by a periodic reconciliation (:meth:`Ownership.strays`), so no node keeps URLs
-   it will never fetch. Adoption merges, so a stray shipped twice duplicates nothing.
+   it will never fetch. So are the slices adopted here by hand-over and not held since, even with no
+   URL queued: their finished URLs tell the owner which of the URLs it has queued were fetched
+   meanwhile (a node back from a freeze holds its slices' queues as they were; a peer that left during
+   the freeze handed the heir's restore of them to a third node, and its owner fetched them again, one
+   host's worth of pages). Adoption merges, so a stray shipped twice duplicates nothing.
 8. **Leaving members receive nothing:** a hand-over gives each slice to its Ring owner, unless that
    owner is this node, a member that flagged itself leaving in etcd, or a member this node shares no
    wire version with (polecat/cluster/wire.py rule 4); such slices stay here (their

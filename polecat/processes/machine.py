@@ -29,9 +29,10 @@ Rules:
    gone before.
 7. A node that is leaving answers every hand-over to it with 409 and hands nothing to members flagged
    leaving (ownership rule 8); a sender answered 409 keeps those slices. Every :data:`RECONCILE_EVERY`
-   seconds, and at once after a member list change, an unfenced node that is not leaving hands the
-   URLs it holds in slices it does not own to their Ring owners (ownership rule 7), the same way as a
-   hand-over: after a whole cluster stopped and started again, nothing stays stranded. Hand-overs run
+   seconds, and at once after a member list change or an adoption, an unfenced node that is not
+   leaving hands the URLs it holds in slices it does not own, and the slices it adopted and has not
+   held since, to their Ring owners (ownership rule 7), the same way as a hand-over: after a whole
+   cluster stopped and started again, nothing stays stranded. Hand-overs run
    one at a time.
 8. Fencing (ownership rule 9): every bundle carries the sender's token; a hand-over stops before its
    next chunk once the token it began under is no longer this node's (its lease was lost) or the node
@@ -217,8 +218,12 @@ class ClusterNode:
         self._leaving = False
         """Set when ``leave()`` begins: hand-overs to this node are refused from then on (rule 7)."""
         self._reconcile = asyncio.Event()
-        """Set on every member list change: look for strays at once (a peer that came back wants its
-        slices before it fetches their seeds again), not only every :data:`RECONCILE_EVERY` seconds."""
+        """Set on every member list change and adoption: look for strays at once (a peer that came back
+        wants its slices before it fetches their seeds again), not only every :data:`RECONCILE_EVERY`
+        seconds."""
+        self._adopted: set[int] = set()
+        """Slices adopted here by hand-over and not held since: strays even with no URL queued, as their
+        finished URLs are news to their owner (ownership rule 7)."""
         self._handing = asyncio.Lock()
         """Held by the hand-over that runs (rule 7: one at a time)."""
         self._incompatible: dict[str, Wire] = {}
@@ -481,7 +486,8 @@ class ClusterNode:
             own = self.membership.ownership
             if crawler is None or self._leaving or own.fenced(self._clock.boottime()):
                 continue
-            strays = own.strays(crawler.frontier.unowned_queued())
+            self._adopted -= own.held
+            strays = own.strays(crawler.frontier.unowned_queued().keys() | self._adopted)
             if strays:
                 log.info("reconciling: %d slices with URLs queued here belong to other nodes", len(strays))
                 try:
@@ -601,6 +607,8 @@ class ClusterNode:
             await self.failover.handed_in(body, bundle.ids)
         self.slices_adopted += len(bundle.ids)
         self.bundles_adopted += 1
+        self._adopted |= bundle.ids
+        self._reconcile.set()  # a leaving peer may have handed this node slices another member owns
         log.info("adopted %d slices from %s: %s", len(bundle.ids), request.remote, report)
         ack = self.auth.ack(ADOPT_PATH, request.headers.get(AUTH_HEADER, ""))
         return web.Response(text="adopted", headers=ack)
@@ -664,6 +672,7 @@ class ClusterNode:
                     if not await self._send_bundle(owner, addresses[owner], body):
                         break  # its new owner left meanwhile: the rest stays here for the next change
                     crawler.member.release_slices(chunk)  # adopted and committed there
+                    self._adopted -= chunk
                     self.bundles_sent += 1
                     sent |= chunk
                 self.slices_handed_over += len(sent)
