@@ -23,6 +23,10 @@ Rules:
    before the adoption is answered; slices handed over leave its checkpoint before their owner keys are
    deleted. The slices of a member that died are restored from its checkpoint before they are claimed;
    a node started on an empty data dir restores from its own checkpoint the slices no other node owns.
+   A leave that keeps slices (no member that stays to hand them to: ownership rule 8) records the
+   ones its final checkpoint holds as orphaned in etcd (ownership rule 12), for whoever owns them
+   next; without checkpoints it says at WARNING that they start again from the seeds (unless the node
+   comes back with its data dir).
 6. With checkpoints, a batch received is answered with the checkpoint round that will hold it; the
    sender keeps it (outbox rule 3) until that member's manifest reaches the round, read from the object
    store every :data:`RELEASE_EVERY` seconds at most, and re-routes it to the heirs if the member is
@@ -105,7 +109,7 @@ from polecat.cluster.checkpoints import CheckpointStore
 from polecat.cluster.chunks import CHUNK_BYTES, bundle_chunks
 from polecat.cluster.claimlink import ContentClaims
 from polecat.cluster.claimwire import is_claim_frame
-from polecat.cluster.etcd import EtcdMembership
+from polecat.cluster.etcd import EtcdMembership, Orphans
 from polecat.cluster.failover import Failover
 from polecat.cluster.handoff import Handoff
 from polecat.cluster.link import ClusterLink, SendLeave
@@ -190,7 +194,8 @@ class ClusterNode:
         records = MemberRecords(cc.name, self._sign, self._verify)
         self.membership = EtcdMembership(self._etcd, cc.name, self.me, records=records, ttl=cc.lease_ttl,
                                          clock=clock, on_release=self._hand_over,
-                                         on_restore=self.failover.restore if self.failover else None)
+                                         on_restore=self.failover.restore if self.failover else None,
+                                         orphaned=self._orphaned)
         self.receiver = HandoffReceiver(self._sink, capacity=cc.inbox_urls, verify=self._verify)
         self.claims = ContentClaims(self.me.id, self._content_owner, self.transport, {},
                                     capacity=cc.claim_pages, wait=cc.claim_wait, book_capacity=cc.claim_book,
@@ -224,6 +229,8 @@ class ClusterNode:
         self._adopted: set[int] = set()
         """Slices adopted here by hand-over and not held since: strays even with no URL queued, as their
         finished URLs are news to their owner (ownership rule 7)."""
+        self._kept: set[int] = set()
+        """Slices a hand-over since the leave began kept here (no heir that stays: rule 5)."""
         self._handing = asyncio.Lock()
         """Held by the hand-over that runs (rule 7: one at a time)."""
         self._incompatible: dict[str, Wire] = {}
@@ -318,6 +325,7 @@ class ClusterNode:
             checkpoint_rounds=fo.rounds if fo else 0, checkpoint_failures=fo.failures if fo else 0,
             checkpoint_age=now - fo.last_round_at if fo and fo.last_round_at is not None else None,
             restored_without_body=fo.restored_without_body if fo else 0,
+            manifests_refused=fo.manifests_refused if fo else 0,
             members_ignored=self.membership.records.ignored, replays_refused=self.auth.replays,
             batches_refused=self.batches_refused, fetches_per_s=self._rate.rate(),
             leave_failures=self.membership.leave_failures)
@@ -357,6 +365,7 @@ class ClusterNode:
         """Checkpoint, hand every slice over and revoke the lease (graceful stop; the crawler still
         runs)."""
         self._leaving = True
+        self._kept.clear()
         if self.failover is not None and self._crawler is not None and (now := self._shipped()) is not None:
             await self.failover.ship(*now)
         await self.membership.close()
@@ -380,6 +389,25 @@ class ClusterNode:
             await self._session.close()
         await self.transport.close()
         self.outbox.close()
+
+    def _orphaned(self) -> Orphans | None:
+        """The slices this leave kept, to record as orphaned in etcd (rule 5, ownership rule 12)."""
+        kept = frozenset(self._kept)
+        if not kept or not self._leaving:
+            return None
+        if self.failover is None:
+            log.warning("%d slices stay here with no member that stays to hand them to, and there are no "
+                        "checkpoints (cluster.checkpoints): their next owner starts them again from the "
+                        "seeds, unless this node comes back with its data dir", len(kept))
+            return None
+        manifest = self.failover.manifest
+        if kept - manifest.slices:
+            log.warning("%d slices stay here in no checkpoint: their next owner starts them again from the "
+                        "seeds, unless this node comes back with its data dir", len(kept - manifest.slices))
+        log.info("%d slices stay here with no member that stays to hand them to: recorded as orphaned, "
+                 "their next owner restores them from checkpoint version %d", len(kept & manifest.slices),
+                 manifest.version)
+        return Orphans(kept & manifest.slices, manifest.version)
 
     def _shipped(self) -> tuple[frozenset[int], frozenset[int]] | None:
         """The slices a checkpoint round ships and those it carries (failover rule 4)."""
@@ -647,6 +675,7 @@ class ClusterNode:
     async def _hand_over_now(self, slices: frozenset[int]) -> None:
         crawler = self._crawler
         token = self.membership.fence
+        self._kept |= slices  # until handed over (rule 5)
         if crawler is None or token is None:
             return  # nothing opened yet, or not registered: the slices stay here
         self.sync_owned()
@@ -673,6 +702,7 @@ class ClusterNode:
                         break  # its new owner left meanwhile: the rest stays here for the next change
                     crawler.member.release_slices(chunk)  # adopted and committed there
                     self._adopted -= chunk
+                    self._kept -= chunk
                     self.bundles_sent += 1
                     sent |= chunk
                 self.slices_handed_over += len(sent)
