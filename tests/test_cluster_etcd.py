@@ -353,8 +353,11 @@ async def test_slices_a_leave_kept_are_recorded_and_restored_by_whoever_owns_the
     lease. a, which never saw b, restores its share from b before claiming it, and takes what it won
     out of b's record; when b starts again it deletes its record (its data dir has the rest)."""
     etcd = MemoryEtcd()
+    async def orphaned() -> Orphans:
+        return Orphans(frozenset(range(SLICES)), 7)
+
     b = EtcdMembership(etcd, "t", Member("b", "http://127.0.0.1:2"), ttl=10, records=RECORDS,
-                       orphaned=lambda: Orphans(frozenset(range(SLICES)), 7))
+                       orphaned=orphaned)
     await b.start()
     await _until(lambda: len(b.leasable()) == SLICES, 15, "b to own every slice")
     await asyncio.wait_for(b.close(), 10)

@@ -177,14 +177,15 @@ class EtcdMembership:
     ``on_release`` is awaited with the slices that move away, after this node stopped leasing them and
     before their owner keys are deleted (the export to the new owners goes there). ``on_restore`` is
     awaited with a claim's inherited slices (member that left -> slices) before that claim is made
-    (ownership rule 6); if it raises, the claim fails and is retried. ``orphaned`` is called once a
-    leave's release is done: the slices it kept, to record in etcd (rule 7; None: none)."""
+    (ownership rule 6); if it raises, the claim fails and is retried. ``orphaned`` is awaited once a
+    leave's release is done, its lease still held: the slices it kept, to record in etcd (rule 7;
+    None: none)."""
 
     def __init__(self, client: EtcdClient, cluster: str, me: Member, *, records: MemberRecords,
                  ttl: int = 10, clock: Clock = SYSTEM_CLOCK,
                  on_release: Callable[[frozenset[int]], Awaitable[None]] | None = None,
                  on_restore: Callable[[Mapping[str, frozenset[int]]], Awaitable[None]] | None = None,
-                 orphaned: Callable[[], Orphans | None] | None = None) -> None:
+                 orphaned: Callable[[], Awaitable[Orphans | None]] | None = None) -> None:
         self._client = client
         self._cluster = cluster
         self.records = records
@@ -260,7 +261,7 @@ class EtcdMembership:
         await self._cancel([t for t in self._tasks if t is not self._renewing])
         if held:
             await self._leave_step(f"release {len(held)} slices", self._release(held), None)
-            kept = self._orphaned() if self._orphaned is not None else None
+            kept = await self._orphaned() if self._orphaned is not None else None
             if kept is not None and kept.slices:
                 await self._leave_step(f"record {len(kept.slices)} orphaned slices",
                                        self._client.put(orphans_prefix(self._cluster) + self._me.id,

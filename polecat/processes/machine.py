@@ -23,8 +23,9 @@ Rules:
    before the adoption is answered; slices handed over leave its checkpoint before their owner keys are
    deleted. The slices of a member that died are restored from its checkpoint before they are claimed;
    a node started on an empty data dir restores from its own checkpoint the slices no other node owns.
-   A leave that keeps slices (no member that stays to hand them to: ownership rule 8) records the
-   ones its final checkpoint holds as orphaned in etcd (ownership rule 12), for whoever owns them
+   A leave that keeps slices (no member that stays to hand them to: ownership rule 8) ships one more
+   round of them once the hand-over has waited for their requests in flight, and records the ones its
+   checkpoint holds as orphaned in etcd (ownership rule 12), for whoever owns them
    next; without checkpoints it says at WARNING that they start again from the seeds (unless the node
    comes back with its data dir).
 6. With checkpoints, a batch received is answered with the checkpoint round that will hold it; the
@@ -364,9 +365,10 @@ class ClusterNode:
     async def leave(self) -> None:
         """Checkpoint, hand every slice over and revoke the lease (graceful stop; the crawler still
         runs)."""
-        self._leaving = True
+        now = self._shipped()
+        self._leaving = True  # from here on the leave ships its own rounds (_shipped)
         self._kept.clear()
-        if self.failover is not None and self._crawler is not None and (now := self._shipped()) is not None:
+        if self.failover is not None and self._crawler is not None and now is not None:
             await self.failover.ship(*now)
         await self.membership.close()
 
@@ -390,8 +392,10 @@ class ClusterNode:
         await self.transport.close()
         self.outbox.close()
 
-    def _orphaned(self) -> Orphans | None:
-        """The slices this leave kept, to record as orphaned in etcd (rule 5, ownership rule 12)."""
+    async def _orphaned(self) -> Orphans | None:
+        """The slices this leave kept, to record as orphaned in etcd (rule 5, ownership rule 12), after
+        one more checkpoint round of them: the hand-over waited for their requests in flight, which
+        the leave's first round did not hold."""
         kept = frozenset(self._kept)
         if not kept or not self._leaving:
             return None
@@ -400,6 +404,7 @@ class ClusterNode:
                         "checkpoints (cluster.checkpoints): their next owner starts them again from the "
                         "seeds, unless this node comes back with its data dir", len(kept))
             return None
+        await self.failover.ship(kept)
         manifest = self.failover.manifest
         if kept - manifest.slices:
             log.warning("%d slices stay here in no checkpoint: their next owner starts them again from the "
@@ -410,9 +415,11 @@ class ClusterNode:
         return Orphans(kept & manifest.slices, manifest.version)
 
     def _shipped(self) -> tuple[frozenset[int], frozenset[int]] | None:
-        """The slices a checkpoint round ships and those it carries (failover rule 4)."""
+        """The slices a checkpoint round ships and those it carries (failover rule 4); None while leaving
+        (a periodic round after the release would hold no slice, and drop from the checkpoint those
+        the leave keeps: rule 5)."""
         own = self.membership.ownership
-        if own.fenced(self._clock.boottime()):
+        if self._leaving or own.fenced(self._clock.boottime()):
             return None
         return own.held, own.wanted - own.held
 
