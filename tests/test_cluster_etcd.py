@@ -351,7 +351,8 @@ async def test_the_renew_loop_outlives_a_connection_closed_under_its_keepalive(
 async def test_slices_a_leave_kept_are_recorded_and_restored_by_whoever_owns_them_next() -> None:
     """etcd rule 7 (ownership rule 12): b leaves alone, keeping every slice: its record outlives its
     lease. a, which never saw b, restores its share from b before claiming it, and takes what it won
-    out of b's record; when b starts again it deletes its record (its data dir has the rest)."""
+    out of b's record; b started again takes the slices it wins out of its own record (its data dir
+    has them), not before (a restart cut short must leave the record)."""
     etcd = MemoryEtcd()
     async def orphaned() -> Orphans:
         return Orphans(frozenset(range(SLICES)), 7)
@@ -384,6 +385,9 @@ async def test_slices_a_leave_kept_are_recorded_and_restored_by_whoever_owns_the
     again = EtcdMembership(etcd, "t", Member("b", "http://127.0.0.1:2"), ttl=10, records=RECORDS)
     await again.start()
     try:
+        assert again.own_orphans == {1, 2}  # kept in its rounds until it wins them
+        await _until(lambda: len(again.leasable()) == SLICES, 15, "b to own every slice again")
+        await _until(lambda: not again.own_orphans, 5, "b to take its slices out of its record")
         kvs, _ = await etcd.get_prefix("/t/orphans/")
         assert kvs == {}  # b is back with its data: nobody restores from its record
     finally:

@@ -36,7 +36,10 @@ Rules:
    "version": ...}``, NOT under a lease: the slices a leave kept (no member that stays to hand them to)
    and the version of the checkpoint manifest that holds them. It is written after the release and
    before the revoke (a member that registers meanwhile still sees the leaver, and inherits by
-   ownership rule 6), and deleted by its node when it starts again. Every member list read
+   ownership rule 6); a record already there is merged in (the caller's ``orphaned`` is given it).
+   Its node, started again, takes out of it the slices it wins (its data dir has them), keeps the
+   others in its checkpoint rounds and leaves them recorded: a node that stops again before it won
+   them (a restart cut short) must not lose the only pointer to them. Every member list read
    (:meth:`EtcdMembership.resync`) reads the records too; a claim that restored slices from a member
    removes the won ones from its record (the key goes when none is left). Two heirs editing one record
    at once may leave a slice in it that one of them restored: the next owner restores it once more,
@@ -196,6 +199,8 @@ class EtcdMembership:
         self._on_release = on_release
         self._on_restore = on_restore
         self._orphaned = orphaned
+        self.own_orphans: frozenset[int] = frozenset()
+        """The slices this node's own orphan record names (rule 7): still its to checkpoint."""
         self.ownership = Ownership(me.id, ttl=ttl)
         self._lease: int | None = None
         self.fence: Fence | None = None
@@ -233,12 +238,12 @@ class EtcdMembership:
         return self.ownership.leasable(self._clock.boottime())
 
     async def start(self) -> None:
-        """Drop this node's orphan record (rule 7), register (a lease and the member key), read the
+        """Read this node's orphan record (rule 7), register (a lease and the member key), read the
         member list, start renewing and watching."""
         key = orphans_prefix(self._cluster) + self._me.id
         mine, _ = await self._client.get_prefix(key)
-        if key in mine:
-            await self._client.delete_all_if({key: mine[key]})
+        record = parse_orphans(self._cluster, {key: mine[key]}).get(self._me.id) if key in mine else None
+        self.own_orphans = record.slices if record is not None else frozenset()
         await self._register()
         self._renewing = asyncio.create_task(self._renew_loop())
         self._tasks += [self._renewing, asyncio.create_task(self._watch_loop()),
@@ -261,11 +266,11 @@ class EtcdMembership:
         await self._cancel([t for t in self._tasks if t is not self._renewing])
         if held:
             await self._leave_step(f"release {len(held)} slices", self._release(held), None)
-            kept = await self._orphaned() if self._orphaned is not None else None
-            if kept is not None and kept.slices:
-                await self._leave_step(f"record {len(kept.slices)} orphaned slices",
-                                       self._client.put(orphans_prefix(self._cluster) + self._me.id,
-                                                        kept.to_bytes(), 0), self._ttl / 3)
+        kept = await self._orphaned() if self._orphaned is not None and self._lease is not None else None
+        if kept is not None and kept.slices and kept.slices != self.own_orphans:
+            await self._leave_step(f"record {len(kept.slices)} orphaned slices",
+                                   self._client.put(orphans_prefix(self._cluster) + self._me.id,
+                                                    kept.to_bytes(), 0), self._ttl / 3)
         await self._cancel(renewing)
         self._tasks.clear()
         if self._lease is not None:
@@ -405,8 +410,9 @@ class EtcdMembership:
                     if action.restore and self._on_restore is not None:
                         await self._on_restore(dict(action.restore))
                     won = await self._claim(action.slices)
-                    if action.restore and won:
-                        await self._settle_orphans(action.restore, won)
+                    mine = won & self.own_orphans  # its data dir, or its own checkpoint, has them
+                    if won and (action.restore or mine):
+                        await self._settle_orphans((*action.restore, (self._me.id, mine)), won)
                 else:
                     await self._release(action.slices)
             except asyncio.CancelledError:
@@ -437,6 +443,8 @@ class EtcdMembership:
                     await self._client.put(key, Orphans(left, record.version).to_bytes(), 0)
                 else:
                     await self._client.delete_all_if({key: kvs[key]})
+                if member == self._me.id:
+                    self.own_orphans = left
                 log.info("restored %d slices %s left orphaned; %d left in its record",
                          len(record.slices) - len(left), member, len(left))
         except Exception as exc:  # rule 3: never a crash

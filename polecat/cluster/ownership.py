@@ -71,8 +71,9 @@ these rules:
     registers later never saw it, so rule 6 cannot name it: a wanted slice that such a record names,
     of a member not registered now, is claimed restoring it from that member's checkpoint
     (:meth:`Ownership.orphans`; the claim names the member as rule 6's do), and the record loses the
-    slices once the claim is won. Records of registered members (back with their data dir) and of this
-    node (it deletes its own at start: its data dir or its own checkpoint has them) are left out.
+    slices once the claim is won. Records of registered members (back with their data dir) and this
+    node's own (its data dir or its own checkpoint has them: it takes out of its record the slices
+    it wins) are left out.
     Only recorded slices are restored this way: a node never pulls in a checkpoint of a member that
     did not leave any slice behind.
 

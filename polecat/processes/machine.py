@@ -393,26 +393,30 @@ class ClusterNode:
         self.outbox.close()
 
     async def _orphaned(self) -> Orphans | None:
-        """The slices this leave kept, to record as orphaned in etcd (rule 5, ownership rule 12), after
-        one more checkpoint round of them: the hand-over waited for their requests in flight, which
-        the leave's first round did not hold."""
-        kept = frozenset(self._kept)
-        if not kept or not self._leaving:
+        """The slices this leave kept or adopted and never held, to record as orphaned in etcd (rule 5,
+        ownership rule 12), after one more checkpoint round of them: the hand-over waited for their
+        requests in flight, which the leave's first round did not hold."""
+        # Slices adopted and not held since are nobody else's either (a peer handed them over to this
+        # node as their owner, then it stopped before it claimed them).
+        kept = frozenset(self._kept | self._adopted)
+        recorded = self.membership.own_orphans  # still this node's: merged in (etcd rule 7)
+        if not (kept or recorded) or not self._leaving:
             return None
         if self.failover is None:
             log.warning("%d slices stay here with no member that stays to hand them to, and there are no "
                         "checkpoints (cluster.checkpoints): their next owner starts them again from the "
                         "seeds, unless this node comes back with its data dir", len(kept))
             return None
-        await self.failover.ship(kept)
+        await self.failover.ship(kept, recorded)
         manifest = self.failover.manifest
+        orphaned = (kept | recorded) & manifest.slices
         if kept - manifest.slices:
             log.warning("%d slices stay here in no checkpoint: their next owner starts them again from the "
                         "seeds, unless this node comes back with its data dir", len(kept - manifest.slices))
-        log.info("%d slices stay here with no member that stays to hand them to: recorded as orphaned, "
-                 "their next owner restores them from checkpoint version %d", len(kept & manifest.slices),
-                 manifest.version)
-        return Orphans(kept & manifest.slices, manifest.version)
+        log.info("%d slices stay here with no member that stays to hand them to (%d recorded before): "
+                 "recorded as orphaned, their next owner restores them from checkpoint version %d",
+                 len(orphaned), len(recorded), manifest.version)
+        return Orphans(orphaned, manifest.version)
 
     def _shipped(self) -> tuple[frozenset[int], frozenset[int]] | None:
         """The slices a checkpoint round ships and those it carries (failover rule 4); None while leaving
@@ -421,7 +425,8 @@ class ClusterNode:
         own = self.membership.ownership
         if self._leaving or own.fenced(self._clock.boottime()):
             return None
-        return own.held, own.wanted - own.held
+        # Its own orphan record's slices stay in its checkpoint: heirs may restore them (etcd rule 7).
+        return own.held, (own.wanted | self.membership.own_orphans) - own.held
 
     # -- loops --------------------------------------------------------------------------------------
 
