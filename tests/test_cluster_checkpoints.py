@@ -4,8 +4,11 @@ and file backends (polecat/cluster/checkpoint_plan.py, checkpoints.py)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import random
 import urllib.request
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import obstore
@@ -22,6 +25,7 @@ from polecat.cluster.checkpoint_plan import (
     Entry,
     Manifest,
     covered,
+    freshest,
     garbage,
     groups,
     manifest_name,
@@ -30,7 +34,7 @@ from polecat.cluster.checkpoints import CheckpointStore, RoundReport
 from polecat.cluster.failover import Failover
 from polecat.cluster.ownership import ABORT_BOUND
 from polecat.cluster.ring import Ring
-from polecat.frontier.bundle import SliceBundle
+from polecat.frontier.bundle import Fence, SliceBundle
 from polecat.frontier.frontier import Frontier
 from polecat.frontier.records import AdoptReport, Lease, QueuedUrl
 from polecat.frontier.slices import SLICES, slice_of
@@ -52,6 +56,61 @@ def test_a_manifest_round_trips_and_refuses_what_it_cannot_trust() -> None:
                 Manifest("n", entries=(Entry("a", frozenset({SLICES})),)).to_bytes()):
         with pytest.raises(CheckpointError):
             Manifest.from_bytes(raw)
+
+
+def test_a_manifest_carries_its_rounds_fencing_token_and_one_without_reads_as_before() -> None:
+    """Checkpoint_plan rule 8: the token goes with the manifest (a hand-over entry or a removal keeps
+    it); 0.3.0's manifest has no ``fence`` and reads as None."""
+    token = Fence("n1", 0x2A, 77)
+    m = Manifest("n1", 3, 2, 10.5, (Entry("t/n1/a", frozenset({1, 2}), 0, "d"),), fence=token)
+    assert Manifest.from_bytes(m.to_bytes()) == m
+    assert m.with_entry(Entry("t/n1/h", frozenset({9})), 11.0).fence == token
+    assert m.without({1}, 12.0).fence == token
+    old = b'{"format":1,"node":"n1","version":3,"round":2,"written":10.5,"entries":[]}'
+    assert Manifest.from_bytes(old).fence is None
+    with pytest.raises(CheckpointError):
+        Manifest.from_bytes(old[:-1] + b',"fence":{"node":"n1"}}')
+
+
+def test_an_heir_takes_each_slice_from_the_manifest_with_the_newest_token() -> None:
+    """Checkpoint_plan rule 8: slice 5 held by a, then by b (both manifests name it): b's newer token
+    wins, a's is refused for it; a slice whose owner this heir knows under a newer token than every
+    manifest's is taken from none; a manifest without a token (0.3.0) is taken as before."""
+    entry = Entry("t/x", frozenset({5, 6, 7}))
+    a = Manifest("a", entries=(entry,), fence=Fence("a", 1, 10))
+    b = Manifest("b", entries=(Entry("t/y", frozenset({5})),), fence=Fence("b", 2, 20))
+    got = freshest({"a": a, "b": b}, {"a": {5, 6, 7}, "b": set()}, {7: 15})
+    assert got.take == {"a": frozenset({6}), "b": frozenset({5})}
+    assert got.refused == {"a": frozenset({5, 7})}
+    old = Manifest("a", entries=(entry,))
+    got = freshest({"a": old, "b": b}, {"a": {5, 6, 7}}, {7: 15})
+    assert got.take == {"a": frozenset({5, 6, 7})} and got.refused == {}
+    assert freshest({}, {"a": {5}}, {}).take == {}
+
+
+async def test_a_restore_refuses_a_manifest_older_than_the_slices_newest_owner(tmp_path: Path) -> None:
+    """Failover rule 6 with checkpoint_plan rule 8: a's manifest names every slice under revision 10;
+    b's (revision 20) names groups 0 and 1, and this node restored group 1 from b already: group 0
+    comes from b, group 1 from nobody (b's newer manifest names it, and a's copy is older than what
+    the heir restored, even with b's manifest not read), the rest from a; each refusal is counted."""
+    a, now = _rig_with_crawl(tmp_path / "a")
+    store = CheckpointStore(obstore.store.MemoryStore(), "t")
+    every = frozenset(range(SLICES))
+    shipped = _ship(store, a, every, Manifest("a"), 1, now).manifest
+    store.write_manifest(dataclasses.replace(shipped, fence=Fence("a", 1, 10)), shipped)
+    g0, g1 = frozenset(range(GROUP)), frozenset(range(GROUP, 2 * GROUP))
+    later = Manifest("b", entries=tuple(Entry(o, ss) for o, ss in shipped.locate(g0 | g1).items()),
+                     fence=Fence("b", 2, 20))
+    store.write_manifest(later, Manifest("b"))
+    fo = Failover(store, "c", 60.0, clock=FakeClock(wall=5_000.0))
+    fo.attach(_Node(Rig(tmp_path / "c", cfg=CFG)))
+    await fo.restore({"b": g1})
+    await fo.restore({"a": every - g0, "b": g0})
+    assert [(r.member, r.slices) for r in fo.restores] == [("b", len(g1)), ("a", len(every - g0 - g1)),
+                                                           ("b", len(g0))]
+    assert fo.manifests_refused == len(g1)
+    await fo.restore({"a": g1})
+    assert len(fo.restores) == 3 and fo.manifests_refused == 2 * len(g1)
 
 
 def test_a_handover_entry_takes_its_slices_from_older_entries_and_release_drops_them() -> None:
@@ -330,7 +389,8 @@ async def test_a_round_during_which_the_lease_was_lost_writes_no_manifest(tmp_pa
     its end: what it snapshotted under the old lease must not become what heirs restore."""
     a, _ = _rig_with_crawl(tmp_path / "a")
     store = CheckpointStore(obstore.store.MemoryStore(), "t")
-    tokens = iter(["lease-1", "lease-2", None, "lease-2", "lease-2"])
+    one, two = Fence("a", 1, 10), Fence("a", 2, 20)
+    tokens = iter([one, two, None, two, two])
     fo = Failover(store, "a", 60.0, token=lambda: next(tokens))
     fo.attach(_Node(a))
     every = frozenset(range(SLICES))
@@ -340,6 +400,7 @@ async def test_a_round_during_which_the_lease_was_lost_writes_no_manifest(tmp_pa
     assert await fo.ship(every)  # one lease throughout
     got = store.read_manifest("a")
     assert got is not None and got.slices == every
+    assert got.fence == two  # checkpoint_plan rule 8: the token it was taken under
 
 
 async def test_a_round_whose_hand_offs_are_not_acknowledged_ships_them_for_the_heirs(tmp_path: Path) -> None:
@@ -379,3 +440,48 @@ async def test_a_round_whose_hand_offs_are_not_acknowledged_ships_them_for_the_h
     assert await fo.ship(every)
     later = store.read_manifest("a")
     assert later is not None and later.strays == "" and shipped.strays in garbage(shipped, later)
+
+
+@given(st.frozensets(st.integers(0, SLICES - 1), min_size=1, max_size=200), st.integers(2, 3),
+       st.randoms(use_true_random=False))
+def test_exactly_one_heir_of_a_manifest_routes_its_strays(slices: frozenset[int], heirs: int,
+                                                          rnd: random.Random) -> None:
+    """Checkpoint_plan rule 7: heirs restore disjoint slices of a dead member's manifest; one of them,
+    and only one, routes its strays (every heir did: each stray arrived once per heir)."""
+    entries = tuple(Entry(f"o{g}", ids, g, "d") for g, ids in groups(slices).items())
+    manifest = Manifest("a", 3, 2, 1.0, entries, "t/a/s")
+    shares: list[set[int]] = [set() for _ in range(heirs)]
+    for s in slices:
+        shares[rnd.randrange(heirs)].add(s)
+    assert sum(manifest.routes_strays(share) for share in shares) == 1
+    assert not dataclasses.replace(manifest, strays="").routes_strays(slices)  # none to route
+
+
+async def test_three_heirs_restoring_a_dead_members_slices_route_each_stray_once(tmp_path: Path) -> None:
+    """Checkpoint_plan rule 7, failover rule 6: the dead member's slices go to three heirs by the Ring
+    of those left; every stray is routed, by one heir, once."""
+    a, _ = _rig_with_crawl(tmp_path / "a")
+    store = CheckpointStore(obstore.store.MemoryStore(), "t")
+    unacked = [HandoffUrl(f"http://h{k}.test/p", 2, 0.5) for k in range(20)]
+
+    async def never(within: float) -> bool:
+        return False
+
+    fo = Failover(store, "a", 0.05, settled=never, unacked=lambda: encode_urls(unacked))
+    fo.attach(_Node(a))
+    assert await fo.ship(frozenset(range(SLICES)))
+    routed: dict[str, list[HandoffUrl]] = {}
+
+    def router(heir: str) -> Callable[[bytes], int]:
+        def route(raw: bytes) -> int:
+            urls = decode_urls(raw)
+            routed.setdefault(heir, []).extend(urls)
+            return len(urls)
+        return route
+
+    ring = Ring(["b", "c", "d"])
+    for heir in ("d", "c", "b"):  # the heir of the lowest slice is not the first to restore
+        fo_heir = Failover(store, heir, 60.0, on_strays=router(heir))
+        fo_heir.attach(_Node(Rig(tmp_path / heir, cfg=CFG)))
+        await fo_heir.restore({"a": ring.slices_of(heir)})
+    assert list(routed) == [ring.owner(0)] and routed[ring.owner(0)] == unacked

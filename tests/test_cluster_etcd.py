@@ -6,7 +6,7 @@ import asyncio
 import logging
 import socket
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from types import SimpleNamespace
 from unittest.mock import MagicMock, patch
 
@@ -15,7 +15,7 @@ import pytest
 from polecat.clock import SYSTEM_CLOCK
 from polecat.cluster.aetcd_client import AetcdClient
 from polecat.cluster.auth import hmac_signer, hmac_verifier
-from polecat.cluster.etcd import EtcdMembership, KeyEvent, owner_key
+from polecat.cluster.etcd import EtcdMembership, KeyEvent, Orphans, owner_key
 from polecat.cluster.member_records import MemberRecords
 from polecat.cluster.membership import Member
 from polecat.cluster.ownership import Release
@@ -346,3 +346,49 @@ async def test_the_renew_loop_outlives_a_connection_closed_under_its_keepalive(
     finally:
         etcd_server.resume()
         await node.close()
+
+
+async def test_slices_a_leave_kept_are_recorded_and_restored_by_whoever_owns_them_next() -> None:
+    """etcd rule 7 (ownership rule 12): b leaves alone, keeping every slice: its record outlives its
+    lease. a, which never saw b, restores its share from b before claiming it, and takes what it won
+    out of b's record; b started again takes the slices it wins out of its own record (its data dir
+    has them), not before (a restart cut short must leave the record)."""
+    etcd = MemoryEtcd()
+    async def orphaned() -> Orphans:
+        return Orphans(frozenset(range(SLICES)), 7)
+
+    b = EtcdMembership(etcd, "t", Member("b", "http://127.0.0.1:2"), ttl=10, records=RECORDS,
+                       orphaned=orphaned)
+    await b.start()
+    await _until(lambda: len(b.leasable()) == SLICES, 15, "b to own every slice")
+    await asyncio.wait_for(b.close(), 10)
+    kvs, _ = await etcd.get_prefix("/t/")
+    assert list(kvs) == ["/t/orphans/b"] and Orphans.parse(kvs["/t/orphans/b"]) == Orphans(
+        frozenset(range(SLICES)), 7)
+
+    restored: list[dict[str, frozenset[int]]] = []
+
+    async def on_restore(sources: Mapping[str, frozenset[int]]) -> None:
+        restored.append(dict(sources))
+
+    a = EtcdMembership(etcd, "t", Member("a", "http://127.0.0.1:1"), ttl=10, records=RECORDS,
+                       on_restore=on_restore)
+    await a.start()
+    try:
+        await _until(lambda: len(a.leasable()) == SLICES, 15, "a to own every slice")
+        assert restored == [{"b": frozenset(range(SLICES))}]
+        kvs, _ = await etcd.get_prefix("/t/orphans/")
+        assert kvs == {}  # every slice restored and won: the record is gone
+    finally:
+        await a.close()
+    await etcd.put("/t/orphans/b", Orphans(frozenset({1, 2}), 9).to_bytes(), 0)
+    again = EtcdMembership(etcd, "t", Member("b", "http://127.0.0.1:2"), ttl=10, records=RECORDS)
+    await again.start()
+    try:
+        assert again.own_orphans == {1, 2}  # kept in its rounds until it wins them
+        await _until(lambda: len(again.leasable()) == SLICES, 15, "b to own every slice again")
+        await _until(lambda: not again.own_orphans, 5, "b to take its slices out of its record")
+        kvs, _ = await etcd.get_prefix("/t/orphans/")
+        assert kvs == {}  # b is back with its data: nobody restores from its record
+    finally:
+        await again.close()

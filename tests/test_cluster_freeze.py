@@ -96,6 +96,11 @@ async def test_a_node_frozen_for_three_ttls_wakes_without_fetching_what_it_lost(
     firsts = refetched_since(web, stopped)
     assert firsts == [] or firsts[0] >= -(INTERVAL + ROUND_S), firsts[:5]
     # A join or a leave moves slices once more (hand-overs, URLs re-routed): 0-34 pages over the runs.
+    # The 34 (a leave, seen once) fit one host of the frozen node's that the leaver restored, finished
+    # and handed to the third node, which kept it (nothing queued) while the woken owner fetched its
+    # stale queue again (found in the code and logs, not reproduced); such a slice is shipped on now
+    # (ownership rule 7). 0-1 pages in 6 runs of the leave since, each a request that started at the
+    # SIGSTOP itself.
     assert sum(f > 0 for f in firsts) <= 0.15 * len(truth)
     # The woken node sends nothing under its expired lease (ownership rule 10: the send gate, the abort
     # of requests in flight) and its heirs wait its abort bound before a restored host's first request

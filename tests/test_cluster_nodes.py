@@ -21,6 +21,7 @@ import pytest
 from polecat.cluster.auth import AUTH_HEADER, hmac_signer, request_proof
 from polecat.cluster.batch import FENCE_HEADER, HandoffUrl, encode_batch, encode_urls, fence_header
 from polecat.cluster.ownership import ABORT_BOUND
+from polecat.cluster.ring import Ring
 from polecat.cluster.transport import PATH, HttpTransport
 from polecat.cluster.wire import THIS, WIRE_HEADER, Wire
 from polecat.commands.cluster import _warnings
@@ -36,7 +37,9 @@ from polecat.testing.serverlog import politeness_violations
 from polecat.testing.sitegen import SiteSpec
 from tests.conftest import TestWebFactory
 from tests.crawl_helpers import crawl_config, page_requests
+from tests.frontier_helpers import Rig, canon
 from tests.service_helpers import start_node, wait_for
+from tests.test_frontier_handover import CFG, serve
 
 SECRET = "a shared secret of the test cluster"
 UNFENCED = Path(__file__).parent / "fixtures" / "bundle_unfenced.pcsb"
@@ -331,14 +334,8 @@ async def test_urls_held_for_a_slice_another_node_owns_are_shipped_to_it(
         await wait_for(lambda: n0.stats().slices_owned + n1.stats().slices_owned == 4096, 30,
                        "the two nodes to own every slice")
         sent, adopted, moved = n0.bundles_sent, n1.bundles_adopted, n1.slices_adopted  # the join's
-        body = UNFENCED.read_bytes()  # slices 2730 (n1's) and 3166 (n0's), 4 URLs queued in each
-        n0_address = f"http://{nodes[0][0].config.node.listen}"
-        proof = request_proof(hmac_signer(SECRET), ADOPT_PATH, n0_address, len(body), time.time())
-        async with aiohttp.ClientSession() as http, http.post(
-                n0_address + ADOPT_PATH, data=body,
-                headers={SIGNATURE_HEADER: hmac_signer(SECRET)(body).hex(), AUTH_HEADER: proof,
-                         WIRE_HEADER: THIS.header}) as resp:
-            assert resp.status == 200
+        # slices 2730 (n1's) and 3166 (n0's), 4 URLs queued in each
+        await _adopt(f"http://{nodes[0][0].config.node.listen}", UNFENCED.read_bytes())
         await wait_for(lambda: n1.bundles_adopted == adopted + 1, 10, "n0 to ship n1's slice to it")
         assert n0.stats().stray_urls == 0 and n0.bundles_sent == sent + 1 and n1.slices_adopted == moved + 1
     finally:
@@ -346,6 +343,47 @@ async def test_urls_held_for_a_slice_another_node_owns_are_shipped_to_it(
             svc.stop()
         for _, task in nodes:
             assert await asyncio.wait_for(task, 60) == 0
+
+
+async def test_a_slice_handed_here_with_every_url_finished_is_shipped_to_its_owner(
+        test_web: TestWebFactory, etcd_server: EtcdServer, tmp_path: Path) -> None:
+    """Ownership rule 7: a slice adopted here that another node owns goes to it even with nothing
+    queued. Its finished URLs are what the owner lacks when it holds the slice's queue as it was before
+    a freeze (a peer that left meanwhile handed the heir's restore of it here): kept here, the owner
+    fetched them again, one host's worth of pages in the freeze test with a leave."""
+    web = test_web(SiteSpec(hosts=2, pages_per_host=2, seed=32))
+    nodes = [await _start(web, etcd_server, tmp_path, k, 10.0, seeds=False) for k in range(2)]
+    ring = Ring(["n0", "n1"])
+    host = next(h for h in (f"x{i}.test" for i in range(100)) if ring.owner(slice_of(h)) == "n1")
+    rig = Rig(tmp_path / "rig", cfg=CFG)
+    rig.frontier.add_seed(canon(f"http://{host}/"), 1000.0)
+    rig.frontier.add_many([canon(f"http://{host}/p{i}") for i in range(2)], 1, 0.5, 1000.0)
+    now = serve(rig, 1000.0, 3)
+    assert rig.frontier.queued == 0  # every URL of the slice finished
+    body = rig.frontier.export_slices([slice_of(host)], now).to_bytes()
+    try:
+        n0, n1 = (svc.cluster for svc, _ in nodes)
+        assert n0 is not None and n1 is not None
+        await wait_for(lambda: n0.stats().slices_owned + n1.stats().slices_owned == 4096, 30,
+                       "the two nodes to own every slice")
+        adopted = n1.bundles_adopted
+        await _adopt(f"http://{nodes[0][0].config.node.listen}", body)
+        await wait_for(lambda: n1.bundles_adopted == adopted + 1, 10, "n0 to ship n1's slice to it")
+    finally:
+        for svc, _ in nodes:
+            svc.stop()
+        for _, task in nodes:
+            assert await asyncio.wait_for(task, 60) == 0
+
+
+async def _adopt(address: str, body: bytes) -> None:
+    """POST a slice bundle to the node at ``address``, signed; it must be adopted."""
+    proof = request_proof(hmac_signer(SECRET), ADOPT_PATH, address, len(body), time.time())
+    async with aiohttp.ClientSession() as http, http.post(
+            address + ADOPT_PATH, data=body,
+            headers={SIGNATURE_HEADER: hmac_signer(SECRET)(body).hex(), AUTH_HEADER: proof,
+                     WIRE_HEADER: THIS.header}) as resp:
+        assert resp.status == 200
 
 
 async def _cluster_status(etcd: EtcdServer) -> str:

@@ -293,3 +293,28 @@ def test_restored_hosts_wait_the_old_owners_abort_bound() -> None:
     """Rule 11: a restore follows the old owner's lease expiry, after which that owner (running) aborts
     within the abort bound: the heir holds the hosts that long."""
     assert Ownership.restore_hold(100.0) == 100.0 + ABORT_BOUND
+
+
+def test_orphaned_slices_of_a_member_not_registered_are_claimed_restoring_them_from_it() -> None:
+    """Ownership rule 12: b left alone, keeping every slice; a and c never saw it. a claims its share
+    restoring the slices b's record names from b; records of registered members and its own are left
+    out; a won slice is no longer orphaned."""
+    o = Ownership("a", ttl=10)
+    o.lease_granted(0.0)
+    recorded = frozenset(range(0, SLICES, 2))
+    o.orphans({"b": recorded, "c": {1, 3}, "a": {5}}, registered=["a", "c"])
+    (claim,) = o.view_changed(["a", "c"], 0.0)
+    assert isinstance(claim, Claim)
+    mine = Ring(["a", "c"]).slices_of("a")
+    assert claim.slices == mine and claim.restore == (("b", mine & recorded),)
+    lost = sorted(mine & recorded)[:3]
+    o.claimed(claim.slices - set(lost), lost)
+    assert o.tick(2.0) == [Claim(frozenset(lost), (("b", frozenset(lost)),))]
+    o.claimed(lost, ())
+    o.lease_lost()
+    o.orphans({"b": recorded - mine}, registered=["a", "c"])  # the record lost what a won
+    (again,) = o.lease_granted(3.0)
+    assert isinstance(again, Claim) and again.slices == mine and again.restore == ()
+    o.orphans({"b": recorded}, registered=["a", "b", "c"])  # b is back: its own data dir has them
+    o.claimed((), again.slices)
+    assert o.tick(5.0) == [Claim(mine)]

@@ -13,6 +13,8 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from polecat.testing.etcd import EtcdServer
 from polecat.testing.serverlog import politeness_violations
 from polecat.testing.sitegen import SiteSpec
@@ -73,3 +75,36 @@ def test_two_node_processes_share_a_crawl_and_one_leaves_on_sigterm(
     assert set(fetched) == truth
     assert sum(n - 1 for n in fetched.values()) <= 0.02 * len(truth)
     assert politeness_violations(web.log, web.min_intervals(10.0)) == []
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_node_still_waiting_for_etcd_stops_cleanly_on_a_stop_signal(sig: signal.Signals,
+                                                                      tmp_path: Path) -> None:
+    """Machine rule 12: a node whose etcd is not up yet waits up to ``cluster.etcd_start_wait`` (60 s);
+    a stop signal then (systemd stopping it, Ctrl-C) ends the wait at once: exit 0, a WARNING that it
+    stopped before it started, no traceback, and its data dir as it was (no crawler opened)."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "keep").write_text("an operator's file")
+    etcd = f"http://127.0.0.1:{_port('127.0.0.1')}"  # nothing listens there: refused, tried again
+    conf = tmp_path / "n.toml"
+    conf.write_text(_toml(["http://h01.test/"], "127.0.0.1:53", data, f"127.0.0.1:{_port('127.0.0.1')}",
+                          etcd, "n0"))
+    log = tmp_path / "n.log"
+    env = {**os.environ, "POLECAT_CLUSTER_SECRET": "the secret of the process test"}
+    with log.open("wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "polecat", "node", "--config", str(conf)], env=env,
+                                stderr=out)
+    try:
+        _wait(lambda: "etcd not reachable at start-up (try 1)" in log.read_text(), 60, "the first try")
+        proc.send_signal(sig)
+        code = proc.wait(20)  # far under the 60 s it would wait for etcd
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = log.read_text()
+    assert code == 0, text[-2000:]
+    assert "stopped before start" in text and "Traceback" not in text, text[-2000:]
+    assert sorted(p.name for p in data.iterdir() if p.name != "handoff") == ["keep"]  # no frontier, store
+    assert (data / "keep").read_text() == "an operator's file"

@@ -7,7 +7,11 @@ data dirs: the crawl finishes with every page, politely, fetching next to nothin
   they keep the first one's slices, which the Ring gives back to it at the restart; the reconciliation
   (ownership rule 7) ships them to it. Without it, they would stay queued there for good (stray URLs,
   which every node reports at ``/admin/cluster/status``), and it would fetch its seeds and all they
-  lead to again."""
+  lead to again.
+- One node crawls alone and stops (it keeps every slice: nobody stays to hand them to), then two
+  others start for the first time: they never saw it, so only its orphan record in etcd (ownership
+  rule 12) tells them to restore its slices from its checkpoint; without it they fetched its whole
+  crawl again (64 pages of 219 every time)."""
 
 from __future__ import annotations
 
@@ -33,6 +37,7 @@ from polecat.testing.failover import (
 )
 from polecat.testing.serverlog import politeness_violations
 from polecat.testing.sitegen import SiteSpec
+from polecat.testing.web import TestWeb
 from tests.conftest import TestWebFactory
 
 RATE = 10.0
@@ -55,16 +60,7 @@ async def test_a_whole_cluster_stopped_and_started_again_finishes_the_crawl(
     joiner = "r3" if during == "join" else None
     leaver = "r1" if during == "leave" else None
     every = NODES + ((joiner,) if joiner else ())
-    confs, logs, addresses = {}, {}, {}
-    for k, node in enumerate(every):
-        host = f"127.0.0.{50 + k}"
-        listen = f"{host}:{loopback_port(host)}"
-        addresses[node] = f"http://{listen}"
-        confs[node] = tmp_path / f"{node}.toml"
-        confs[node].write_text(node_toml(web, tmp_path / node, listen,
-                                         etcd_server.endpoint, node, f"file://{tmp_path}/checkpoints",
-                                         rate=RATE, ttl=2, interval=0.5))
-        logs[node] = tmp_path / f"{node}.log"
+    confs, logs, addresses = _configs(web, every, etcd_server, tmp_path)
     procs = {n: start_node(confs[n], logs[n]) for n in NODES}
     try:
         await until(lambda: len(set(page_urls(web))) >= len(truth) // 3, 90, "a third of the pages")
@@ -106,6 +102,49 @@ async def test_a_whole_cluster_stopped_and_started_again_finishes_the_crawl(
     else:  # each node kept its own slices: only what a stop cut short is fetched again (0 to 3 pages
         # over ten runs; 78 before leaving members were given nothing)
         assert twice <= 0.05 * len(truth)
+
+
+async def test_a_node_that_left_alone_leaves_its_slices_to_nodes_that_never_saw_it(
+        test_web: TestWebFactory, etcd_server: EtcdServer, tmp_path: Path) -> None:
+    """Ownership rule 12: r1 crawls alone, stops (keeping every slice, recorded as orphaned), then r0
+    and r2 start on empty data dirs and restore r1's slices from its checkpoint."""
+    web = test_web(SiteSpec(hosts=9, pages_per_host=25, seed=32, crawl_delays=DELAYED))
+    truth = web.ground_truth("host")
+    confs, logs, _ = _configs(web, NODES, etcd_server, tmp_path)
+    procs = {"r1": start_node(confs["r1"], logs["r1"])}
+    try:
+        await until(lambda: len(set(page_urls(web))) >= len(truth) // 3, 90, "a third of the pages")
+        procs["r1"].send_signal(signal.SIGTERM)
+        assert await wait_exit(procs["r1"], 60) == 0, logs["r1"].read_text()[-3000:]
+        stopped = len(set(page_urls(web)))
+        assert "recorded as orphaned" in logs["r1"].read_text()
+        procs = {n: start_node(confs[n], logs[n]) for n in ("r0", "r2")}
+        await until(lambda: set(page_urls(web)) >= truth, 120, "every page after the restart")
+        await stop_all(procs, logs)
+    finally:
+        kill_rest(procs.values())
+    twice, violations = refetched(web), politeness_violations(web.log, web.min_intervals(RATE))
+    print(f"\na node that left alone, then two new ones: {stopped} of {len(truth)} pages before the stop, "
+          f"{twice} fetched twice, {len(violations)} violations")
+    assert violations == [], violations[:5]
+    assert "restored" in logs["r0"].read_text() + logs["r2"].read_text()
+    assert twice <= 0.05 * len(truth)  # before the orphan records: 64 of 219, every run
+
+
+def _configs(web: TestWeb, nodes: tuple[str, ...], etcd_server: EtcdServer,
+             tmp_path: Path) -> tuple[dict[str, Path], dict[str, Path], dict[str, str]]:
+    """Each node's config file, log file and address (one loopback address each)."""
+    confs, logs, addresses = {}, {}, {}
+    for k, node in enumerate(nodes):
+        host = f"127.0.0.{50 + k}"
+        listen = f"{host}:{loopback_port(host)}"
+        addresses[node] = f"http://{listen}"
+        confs[node] = tmp_path / f"{node}.toml"
+        confs[node].write_text(node_toml(web, tmp_path / node, listen,
+                                         etcd_server.endpoint, node, f"file://{tmp_path}/checkpoints",
+                                         rate=RATE, ttl=2, interval=0.5))
+        logs[node] = tmp_path / f"{node}.log"
+    return confs, logs, addresses
 
 
 def answers(address: str) -> bool:

@@ -36,12 +36,22 @@ Rules:
 6. The heir of a dead member's slices reads that member's manifest and takes from each object only the
    slices it inherits (:meth:`Manifest.locate`).
 7. A round whose hand-off batches are not all acknowledged (a receiver frozen, cut off, slow) still
-   ships: the URLs of those batches go into one more object, the manifest's ``strays``, and an heir
-   that restores any of the node's slices routes them to their owners, as if the node had sent them
-   again. A snapshot records pages done whose links for other owners were still only in the node's
-   outbox, which dies with its disk; without this the round had to wait (or be skipped) until every
-   receiver answered, and a restore then went back to an older round. A manifest without ``strays``
+   ships: the URLs of those batches go into one more object, the manifest's ``strays``, and the heir
+   that restores the manifest's lowest slice routes them to their owners, as if the node had sent them
+   again (:meth:`Manifest.routes_strays`). Heirs restore disjoint slices (one owner key each), so each
+   stray is routed by exactly one heir: when every heir routed them, each URL arrived once per heir.
+   A snapshot records pages done whose links for other owners were still only in the node's outbox,
+   which dies with its disk; without this the round had to wait (or be skipped) until every receiver
+   answered, and a restore then went back to an older round. A manifest without ``strays``
    (none pending, or written by 0.3.0) reads as none.
+8. A manifest carries the fencing token its round was taken under (``fence``: the writer's lease and
+   the etcd revision of its registration, ownership rule 9; hand-over entries and removals keep the
+   round's). An heir restoring a slice that several manifests name (held by A, then by B) takes it from
+   the one with the newest token, and refuses, for that slice, a manifest whose token is older than
+   another one naming it or than the newest manifest token it restored that slice from before:
+   :func:`freshest`. (A bundle adopted by hand-over does not count: a node ships the URLs it queued
+   from seeds in a slice it never owned, under its own token, as strays.) A manifest without a token
+   (written by 0.3.0) is taken as before.
 """
 
 from __future__ import annotations
@@ -51,6 +61,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from polecat.errors import PolecatError
+from polecat.frontier.bundle import Fence
 from polecat.frontier.slices import SLICES
 
 FORMAT = 1
@@ -106,6 +117,8 @@ class Manifest:
     strays: str = ""
     """The object of the hand-off URLs not yet acknowledged when the last round was taken (rule 7;
     empty: none)."""
+    fence: Fence | None = None
+    """The token the last round was taken under (rule 8; None: written by 0.3.0, or outside etcd)."""
 
     @property
     def slices(self) -> frozenset[int]:
@@ -114,6 +127,11 @@ class Manifest:
     @property
     def objects(self) -> frozenset[str]:
         return frozenset(e.object for e in self.entries) | ({self.strays} if self.strays else set())
+
+    def routes_strays(self, restoring: Iterable[int]) -> bool:
+        """Whether the heir restoring ``restoring`` (some of this manifest's slices) routes its strays:
+        the one that restores its lowest slice (rule 7)."""
+        return bool(self.strays) and bool(self.entries) and min(self.slices) in frozenset(restoring)
 
     def locate(self, slices: Iterable[int]) -> dict[str, frozenset[int]]:
         """Object -> the slices of ``slices`` it holds (slices not in the manifest are left out)."""
@@ -137,24 +155,25 @@ class Manifest:
         return None
 
     def after_round(self, round_: int, entries: Iterable[Entry], carried: Iterable[int], written: float,
-                    strays: str = "") -> Manifest:
+                    strays: str = "", fence: Fence | None = None) -> Manifest:
         """The manifest a complete round writes: its entries, and this manifest's entries for the
         ``carried`` slices (rule 2), narrowed to them; ``strays``, the round's object of hand-off URLs
-        not acknowledged (rule 7)."""
+        not acknowledged (rule 7); ``fence``, the token the round was taken under (rule 8)."""
         keep = frozenset(carried)
         old = [Entry(e.object, e.slices & keep, e.group, e.digest if e.slices <= keep else "")
                for e in self.entries if e.slices & keep]
-        return Manifest(self.node, self.version + 1, round_, written, (*old, *entries), strays)
+        return Manifest(self.node, self.version + 1, round_, written, (*old, *entries), strays, fence)
 
     def with_entry(self, entry: Entry, written: float) -> Manifest:
         """``entry`` added; its slices leave every other entry (rule 4)."""
         kept = self._minus(entry.slices)
-        return Manifest(self.node, self.version + 1, self.round, written, (*kept, entry), self.strays)
+        return Manifest(self.node, self.version + 1, self.round, written, (*kept, entry), self.strays,
+                        self.fence)
 
     def without(self, slices: Iterable[int], written: float) -> Manifest:
         """``slices`` removed (handed over: rule 4)."""
         return Manifest(self.node, self.version + 1, self.round, written, self._minus(frozenset(slices)),
-                        self.strays)
+                        self.strays, self.fence)
 
     def _minus(self, gone: frozenset[int]) -> tuple[Entry, ...]:
         out = []
@@ -175,6 +194,9 @@ class Manifest:
         }
         if self.strays:  # absent otherwise: the manifest 0.3.0 writes and reads (rule 7)
             info["strays"] = self.strays
+        if self.fence is not None:  # absent: 0.3.0's manifest, and one written outside etcd (rule 8)
+            fence = self.fence
+            info["fence"] = {"node": fence.node, "lease": fence.lease, "revision": fence.revision}
         return json.dumps(info, separators=(",", ":")).encode()
 
     @classmethod
@@ -187,8 +209,11 @@ class Manifest:
                                       f"{FORMAT}")
             entries = tuple(Entry(str(e["object"]), frozenset(int(s) for s in e["slices"]), int(e["group"]),
                                   str(e["digest"])) for e in info["entries"])
+            token = info.get("fence")
+            fence = None if token is None else Fence(str(token["node"]), int(token["lease"]),
+                                                     int(token["revision"]))
             manifest = cls(str(info["node"]), int(info["version"]), int(info["round"]),
-                           float(info["written"]), entries, str(info.get("strays", "")))
+                           float(info["written"]), entries, str(info.get("strays", "")), fence)
         except (ValueError, KeyError, TypeError) as exc:
             raise CheckpointError(f"checkpoint manifest unreadable: {exc!r}") from exc
         seen: set[int] = set()
@@ -197,6 +222,43 @@ class Manifest:
                 raise CheckpointError("checkpoint manifest names a slice out of range or twice")
             seen |= e.slices
         return manifest
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    """Which manifest an heir restores each slice from (rule 8)."""
+
+    take: dict[str, frozenset[int]]
+    """Member -> the slices restored from its manifest."""
+    refused: dict[str, frozenset[int]]
+    """Member -> the slices asked of its manifest that a newer token names (not restored from it)."""
+
+
+def freshest(manifests: Mapping[str, Manifest], sources: Mapping[str, Iterable[int]],
+             known: Mapping[int, int]) -> Choice:
+    """Rule 8: for each slice of ``sources`` (member -> slices to restore from its manifest), the
+    manifest of ``manifests`` (member -> its manifest) to take it from; ``known``: slice -> the newest
+    token revision of its owners seen here."""
+    take: dict[str, set[int]] = {}
+    refused: dict[str, set[int]] = {}
+    for member, slices in sorted(sources.items()):
+        mine = manifests.get(member)
+        if mine is None:
+            continue
+        for s in frozenset(slices) & mine.slices:
+            if mine.fence is None:  # 0.3.0's manifest: no token to compare
+                take.setdefault(member, set()).add(s)
+                continue
+            best, rev = member, mine.fence.revision
+            for other, theirs in sorted(manifests.items()):
+                if theirs.fence is not None and theirs.fence.revision > rev and s in theirs.slices:
+                    best, rev = other, theirs.fence.revision
+            if best != member or mine.fence.revision < known.get(s, 0):
+                refused.setdefault(member, set()).add(s)
+            if rev >= known.get(s, 0):
+                take.setdefault(best, set()).add(s)
+    return Choice({m: frozenset(ss) for m, ss in take.items()},
+                  {m: frozenset(ss) for m, ss in refused.items()})
 
 
 def garbage(old: Manifest, new: Manifest) -> frozenset[str]:

@@ -28,7 +28,7 @@ from polecat.cluster.checkpoint_plan import (
     object_name,
 )
 from polecat.errors import StoreError
-from polecat.frontier.bundle import BundleError, BundleWriter, SliceBundle
+from polecat.frontier.bundle import BundleError, BundleWriter, Fence, SliceBundle
 from polecat.frontier.slices import SLICES, prefix_slice
 from polecat.store.object import make_object_store
 
@@ -130,16 +130,17 @@ class CheckpointStore:
         return entry, len(body)
 
     def finish_round(self, previous: Manifest, round_: int, entries: list[Entry], carried: frozenset[int],
-                     now: float, size: int, strays: bytes = b"") -> RoundReport:
+                     now: float, size: int, strays: bytes = b"", fence: Fence | None = None) -> RoundReport:
         """Write the round's manifest (after every object of it is written), with ``strays`` (the
         msgpack URL list of the hand-off batches not acknowledged, checkpoint_plan rule 7) as one more
-        object when there are any."""
+        object when there are any, and ``fence``, the token the round was taken under (checkpoint_plan
+        rule 8)."""
         name = ""
         if strays:
             name = object_name(self.cluster, previous.node, previous.version + 1, "strays")
             self._put(name, strays)
             size += len(strays)
-        manifest = previous.after_round(round_, entries, carried, now, name)
+        manifest = previous.after_round(round_, entries, carried, now, name, fence)
         self.write_manifest(manifest, previous)
         return RoundReport(manifest, sum(1 for e in entries if e.object not in previous.objects) + bool(name),
                            size)

@@ -32,11 +32,24 @@ Rules:
    step and counted (:attr:`EtcdMembership.leave_failures`, ``polecat_cluster_leave_failures_total``):
    the slices of a release that failed are restored by their heirs from a checkpoint once the lease
    expires, and an operator must be able to tell that from a clean leave.
+7. Orphan records (ownership rule 12): ``/<cluster>/orphans/<id>`` -> JSON ``{"slices": [...],
+   "version": ...}``, NOT under a lease: the slices a leave kept (no member that stays to hand them to)
+   and the version of the checkpoint manifest that holds them. It is written after the release and
+   before the revoke (a member that registers meanwhile still sees the leaver, and inherits by
+   ownership rule 6); a record already there is merged in (the caller's ``orphaned`` is given it).
+   Its node, started again, takes out of it the slices it wins (its data dir has them), keeps the
+   others in its checkpoint rounds and leaves them recorded: a node that stops again before it won
+   them (a restart cut short) must not lose the only pointer to them. Every member list read
+   (:meth:`EtcdMembership.resync`) reads the records too; a claim that restored slices from a member
+   removes the won ones from its record (the key goes when none is left). Two heirs editing one record
+   at once may leave a slice in it that one of them restored: the next owner restores it once more,
+   which adoption merges (nothing is queued twice). A malformed record is logged and skipped.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -110,6 +123,40 @@ def owner_key(cluster: str, slice_id: int) -> str:
     return f"/{cluster}/owner/{slice_id:04d}"
 
 
+def orphans_prefix(cluster: str) -> str:
+    return f"/{cluster}/orphans/"
+
+
+@dataclass(frozen=True, slots=True)
+class Orphans:
+    """A member's orphan record (rule 7): the slices it left behind, in its manifest ``version``."""
+
+    slices: frozenset[int]
+    version: int
+
+    def to_bytes(self) -> bytes:
+        return json.dumps({"slices": sorted(self.slices), "version": self.version},
+                          separators=(",", ":")).encode()
+
+    @classmethod
+    def parse(cls, raw: bytes) -> Orphans:
+        """ValueError (or KeyError, TypeError) when ``raw`` is not a record."""
+        info = json.loads(raw)
+        return cls(frozenset(int(s) for s in info["slices"]), int(info["version"]))
+
+
+def parse_orphans(cluster: str, kvs: Mapping[str, bytes]) -> dict[str, Orphans]:
+    """The orphan records under the prefix by member (rule 7); a malformed one is logged, skipped."""
+    prefix = orphans_prefix(cluster)
+    out = {}
+    for key, raw in kvs.items():
+        try:
+            out[key[len(prefix) :]] = Orphans.parse(raw)
+        except (ValueError, KeyError, TypeError):
+            log.warning("skipping malformed orphan record %s", key)
+    return out
+
+
 def parse_members(cluster: str, kvs: dict[str, bytes]) -> tuple[Member, ...]:
     """The member list from the keys under the members prefix, as the records claim it, unverified
     (``polecat cluster status``, which has no secret; a node believes only :class:`MemberRecords` that
@@ -133,12 +180,15 @@ class EtcdMembership:
     ``on_release`` is awaited with the slices that move away, after this node stopped leasing them and
     before their owner keys are deleted (the export to the new owners goes there). ``on_restore`` is
     awaited with a claim's inherited slices (member that left -> slices) before that claim is made
-    (ownership rule 6); if it raises, the claim fails and is retried."""
+    (ownership rule 6); if it raises, the claim fails and is retried. ``orphaned`` is awaited once a
+    leave's release is done, its lease still held: the slices it kept, to record in etcd (rule 7;
+    None: none)."""
 
     def __init__(self, client: EtcdClient, cluster: str, me: Member, *, records: MemberRecords,
                  ttl: int = 10, clock: Clock = SYSTEM_CLOCK,
                  on_release: Callable[[frozenset[int]], Awaitable[None]] | None = None,
-                 on_restore: Callable[[Mapping[str, frozenset[int]]], Awaitable[None]] | None = None) -> None:
+                 on_restore: Callable[[Mapping[str, frozenset[int]]], Awaitable[None]] | None = None,
+                 orphaned: Callable[[], Awaitable[Orphans | None]] | None = None) -> None:
         self._client = client
         self._cluster = cluster
         self.records = records
@@ -148,6 +198,9 @@ class EtcdMembership:
         self._clock = clock
         self._on_release = on_release
         self._on_restore = on_restore
+        self._orphaned = orphaned
+        self.own_orphans: frozenset[int] = frozenset()
+        """The slices this node's own orphan record names (rule 7): still its to checkpoint."""
         self.ownership = Ownership(me.id, ttl=ttl)
         self._lease: int | None = None
         self.fence: Fence | None = None
@@ -185,7 +238,12 @@ class EtcdMembership:
         return self.ownership.leasable(self._clock.boottime())
 
     async def start(self) -> None:
-        """Register (a lease and the member key), read the member list, start renewing and watching."""
+        """Read this node's orphan record (rule 7), register (a lease and the member key), read the
+        member list, start renewing and watching."""
+        key = orphans_prefix(self._cluster) + self._me.id
+        mine, _ = await self._client.get_prefix(key)
+        record = parse_orphans(self._cluster, {key: mine[key]}).get(self._me.id) if key in mine else None
+        self.own_orphans = record.slices if record is not None else frozenset()
         await self._register()
         self._renewing = asyncio.create_task(self._renew_loop())
         self._tasks += [self._renewing, asyncio.create_task(self._watch_loop()),
@@ -208,6 +266,11 @@ class EtcdMembership:
         await self._cancel([t for t in self._tasks if t is not self._renewing])
         if held:
             await self._leave_step(f"release {len(held)} slices", self._release(held), None)
+        kept = await self._orphaned() if self._orphaned is not None and self._lease is not None else None
+        if kept is not None and kept.slices and kept.slices != self.own_orphans:
+            await self._leave_step(f"record {len(kept.slices)} orphaned slices",
+                                   self._client.put(orphans_prefix(self._cluster) + self._me.id,
+                                                    kept.to_bytes(), 0), self._ttl / 3)
         await self._cancel(renewing)
         self._tasks.clear()
         if self._lease is not None:
@@ -216,7 +279,7 @@ class EtcdMembership:
         for queue in self._views:
             queue.put_nowait(None)
 
-    async def _leave_step(self, what: str, step: Awaitable[None], bound: float | None) -> None:
+    async def _leave_step(self, what: str, step: Awaitable[object], bound: float | None) -> None:
         """One step of a leave, within ``bound`` seconds (None: unbounded): a failure is logged and
         counted, and the leave goes on (rule 6)."""
         try:
@@ -293,9 +356,14 @@ class EtcdMembership:
         return {m.id: m for m in self._proven(kvs)}
 
     async def resync(self) -> int:
-        """Read the member list now (returns the etcd revision it was read at)."""
+        """Read the member list and the orphan records now (returns the etcd revision the list was
+        read at)."""
+        orphans, _ = await self._client.get_prefix(orphans_prefix(self._cluster))
         kvs, revision = await self._client.get_prefix_leased(members_prefix(self._cluster))
-        self._set_members(view(self._proven(kvs)))
+        members = view(self._proven(kvs))
+        self.ownership.orphans({m: r.slices for m, r in parse_orphans(self._cluster, orphans).items()},
+                               [m.id for m in members])
+        self._set_members(members)
         return revision
 
     def _proven(self, kvs: dict[str, tuple[bytes, int]]) -> list[Member]:
@@ -341,7 +409,10 @@ class EtcdMembership:
                 if isinstance(action, Claim):
                     if action.restore and self._on_restore is not None:
                         await self._on_restore(dict(action.restore))
-                    await self._claim(action.slices)
+                    won = await self._claim(action.slices)
+                    mine = won & self.own_orphans  # its data dir, or its own checkpoint, has them
+                    if won and (action.restore or mine):
+                        await self._settle_orphans((*action.restore, (self._me.id, mine)), won)
                 else:
                     await self._release(action.slices)
             except asyncio.CancelledError:
@@ -355,11 +426,36 @@ class EtcdMembership:
 
     # -- actions ------------------------------------------------------------------------------------
 
-    async def _claim(self, slices: frozenset[int]) -> None:
+    async def _settle_orphans(self, restored: tuple[tuple[str, frozenset[int]], ...],
+                              won: frozenset[int]) -> None:
+        """Take the slices restored and won out of their members' orphan records (rule 7); a failure is
+        logged (the next owner restores them once more, which merges)."""
+        try:
+            kvs, _ = await self._client.get_prefix(orphans_prefix(self._cluster))
+            records = parse_orphans(self._cluster, kvs)
+            for member, slices in restored:
+                record = records.get(member)
+                if record is None or not record.slices & slices & won:
+                    continue
+                key = orphans_prefix(self._cluster) + member
+                left = record.slices - (slices & won)
+                if left:
+                    await self._client.put(key, Orphans(left, record.version).to_bytes(), 0)
+                else:
+                    await self._client.delete_all_if({key: kvs[key]})
+                if member == self._me.id:
+                    self.own_orphans = left
+                log.info("restored %d slices %s left orphaned; %d left in its record",
+                         len(record.slices) - len(left), member, len(left))
+        except Exception as exc:  # rule 3: never a crash
+            log.warning("could not update the orphan records: %s", str(exc) or type(exc).__name__)
+
+    async def _claim(self, slices: frozenset[int]) -> frozenset[int]:
+        """Claim ``slices`` (rule 4); the ones won."""
         lease = self._lease
         if lease is None:
             self._queue(self.ownership.claimed((), slices))
-            return
+            return frozenset()
         me = self._me.id.encode()
         taken, _ = await self._client.get_prefix(f"/{self._cluster}/owner/")
         won: list[int] = []
@@ -370,6 +466,7 @@ class EtcdMembership:
             ok = await self._client.create_all({owner_key(self._cluster, s): me for s in chunk}, lease)
             (won if ok else lost).extend(chunk)  # a chunk that raced another claim is retried later
         self._queue(self.ownership.claimed(won, lost))
+        return frozenset(won)
 
     async def _release(self, slices: frozenset[int]) -> None:
         if self._on_release is not None:
@@ -396,4 +493,4 @@ class EtcdMembership:
             queue.put_nowait(members)
 
 
-__all__ = ["Claim", "EtcdClient", "EtcdMembership", "KeyEvent", "Release"]
+__all__ = ["Claim", "EtcdClient", "EtcdMembership", "KeyEvent", "Orphans", "Release"]

@@ -25,7 +25,8 @@ from the node's event loop. Rules:
    the next round (after the interval) tries again. A round whose node lost its lease while it ran
    (``token`` differs at its end from its start, or is None: fenced) writes no manifest: a snapshot
    taken under a lease that is gone must not become what heirs restore (ownership rule 9); it counts
-   as a failure, and its uploaded objects are collected like any unreferenced ones.
+   as a failure, and its uploaded objects are collected like any unreferenced ones. The manifest a
+   round writes carries that token (checkpoint_plan rule 8).
 6. Restoring a dead member's slices reads its manifest, adopts the inherited slices from its objects
    (each adopted host waits the old owner's abort bound, then one full interval, from the adoption:
    ownership rule 11), commits, then asks for a round; a
@@ -34,7 +35,11 @@ from the node's event loop. Rules:
    renewals: a loop stalled for ``ttl / 2`` fences the node). A slice is
    restored once from a given manifest version (a claim retried after a restore does not adopt again).
    The manifest's strays (rule 2) are handed to ``on_strays`` once per manifest version, before the
-   commit: the node routes them to their owners.
+   commit, by the heir that restores the manifest's lowest slice (checkpoint_plan rule 7): the node
+   routes them to their owners, and the other heirs leave them.
+   Every manifest of one restore is read first: a slice is taken from the one with the newest fencing
+   token among those naming it (checkpoint_plan rule 8); a manifest refused for a slice (an older
+   token) is named at WARNING and counted (:attr:`Failover.manifests_refused`).
 7. A round marks a URL done only when its page is where heirs read it: with object storage for pages
    (``[store] url``), after its snapshot a round seals the store's open segment and waits until every
    sealed segment is confirmed there (``Node.bodies_shipped``, within the interval; otherwise the round
@@ -53,13 +58,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from polecat.clock import SYSTEM_CLOCK, Clock
-from polecat.cluster.checkpoint_plan import CheckpointError, CheckpointSchedule, Manifest, groups
+from polecat.cluster.checkpoint_plan import CheckpointError, CheckpointSchedule, Manifest, freshest, groups
 from polecat.cluster.checkpoints import CheckpointStore
 from polecat.cluster.ownership import Ownership
 from polecat.errors import PolecatError
 
 if TYPE_CHECKING:
-    from polecat.frontier.bundle import SliceBundle
+    from polecat.frontier.bundle import Fence, SliceBundle
     from polecat.frontier.frontier import Frontier
     from polecat.frontier.records import AdoptReport
 
@@ -117,7 +122,7 @@ class Failover:
                  settled: Callable[[float], Awaitable[bool]] | None = None,
                  unacked: Callable[[], bytes] | None = None,
                  on_strays: Callable[[bytes], int] | None = None,
-                 token: Callable[[], object] | None = None, books: Callable[[], bool] | None = None,
+                 token: Callable[[], Fence | None] | None = None, books: Callable[[], bool] | None = None,
                  bodies_remote: bool = True, clock: Clock = SYSTEM_CLOCK) -> None:
         self._store = store
         self._unacked = unacked
@@ -150,6 +155,12 @@ class Failover:
         self.rounds = self.failures = self.uploaded = self.bytes_shipped = 0
         self.exported = 0
         """Groups of slices exported by rounds (those with a slice written since the last round)."""
+        self._tokens: dict[int, int] = {}
+        """Slice -> the newest token of a manifest it was restored from here (rule 6). Not of bundles
+        adopted: a node ships the strays it queued from seeds in a slice it never owned under its own
+        token, and the slice's checkpoint would then be refused."""
+        self.manifests_refused = 0
+        """Slices not restored from a manifest because a newer token names them (rule 6)."""
         self.restored_without_body = 0
         """URLs restored as done whose pages were on a dead member's disk only (rule 7)."""
         self.last_round_at: float | None = None
@@ -249,7 +260,8 @@ class Failover:
                 if self._token is not None and (began is None or self._token() != began):
                     raise CheckpointError("the lease it began under is gone (ownership rule 9)")
                 report = await asyncio.to_thread(self._store.finish_round, self.manifest, round_, entries,
-                                                 carried - shipped, self._clock.wall(), size, strays)
+                                                 carried - shipped, self._clock.wall(), size, strays,
+                                                 began)
                 done = True
             except CheckpointError as exc:
                 self.failures += 1
@@ -294,19 +306,31 @@ class Failover:
             self.manifest = new
 
     async def restore(self, sources: Mapping[str, frozenset[int]]) -> None:
-        """Adopt the slices in ``sources`` (member -> slices) from each member's checkpoint (rule 5)."""
+        """Adopt the slices in ``sources`` (member -> slices) from each member's checkpoint (rule 6)."""
         async with self._lock:
             crawler = self._crawler
             if crawler is None:
                 raise CheckpointError("the crawler is not open (yet, or any more): restore later")
-            for member, slices in sorted(sources.items()):
+            manifests: dict[str, Manifest] = {}
+            for member in sorted(sources):
+                got = await asyncio.to_thread(self._store.read_manifest, member)
+                if got is not None:
+                    manifests[member] = got
+            choice = freshest(manifests, sources, self._tokens)
+            for member, slices in sorted(choice.refused.items()):
+                self.manifests_refused += len(slices)
+                log.warning("failover: %d slices not restored from %s's checkpoint: a newer fencing token "
+                            "names them (checkpoint_plan rule 8; %s's token %s)", len(slices), member, member,
+                            manifests[member].fence)
+            for member in sorted(set(sources) | set(choice.take)):
                 started = self._clock.monotonic()
-                manifest = await asyncio.to_thread(self._store.read_manifest, member)
+                manifest = manifests.get(member)
+                slices = choice.take.get(member, frozenset())
                 todo = frozenset(s for s in slices if self._restored.get(s) != (member, manifest.version)) \
                     if manifest is not None else frozenset()
-                if manifest is None or not manifest.slices & todo:
+                if manifest is None or not todo:
                     log.info("failover: %s left no checkpoint of its %d slices moving here not restored yet",
-                             member, len(slices))
+                             member, len(sources.get(member, ())))
                     continue
                 bundles = await asyncio.to_thread(self._store.fetch, manifest, todo)
                 now = self._clock.wall()
@@ -317,7 +341,8 @@ class Failover:
                     stored += report.stored
                     found += len(bundle.ids)
                     await asyncio.sleep(0)
-                if self._on_strays is not None and (member, manifest.version) not in self._strays_routed:
+                if self._on_strays is not None and manifest.routes_strays(todo) \
+                        and (member, manifest.version) not in self._strays_routed:
                     strays = await asyncio.to_thread(self._store.fetch_strays, manifest)
                     if strays:
                         log.info("failover: routed %d URLs %s had handed off unacknowledged",
@@ -329,7 +354,10 @@ class Failover:
                                 "(no [store] url): they are not in this crawl's export unless that disk "
                                 "comes back, and are not fetched again", stored, member)
                 await crawler.commit()
-                self._restored.update(dict.fromkeys(manifest.slices & todo, (member, manifest.version)))
+                self._restored.update(dict.fromkeys(todo, (member, manifest.version)))
+                if manifest.fence is not None:
+                    for s in todo:
+                        self._tokens[s] = max(self._tokens.get(s, 0), manifest.fence.revision)
                 done = Restored(member, found, queued, manifest.round, self._clock.monotonic() - started,
                                 self._clock.wall())
                 self.restores.append(done)

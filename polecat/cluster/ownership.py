@@ -28,7 +28,11 @@ these rules:
 7. **Strays:** URLs queued here in a slice that this node neither holds, claims nor wants (it adopted
    the slice from a peer that was leaving, or kept it when every peer was leaving) are handed to the
    slice's Ring owner by a periodic reconciliation (:meth:`Ownership.strays`), so no node keeps URLs
-   it will never fetch. Adoption merges, so a stray shipped twice duplicates nothing.
+   it will never fetch. So are the slices adopted here by hand-over and not held since, even with no
+   URL queued: their finished URLs tell the owner which of the URLs it has queued were fetched
+   meanwhile (a node back from a freeze holds its slices' queues as they were; a peer that left during
+   the freeze handed the heir's restore of them to a third node, and its owner fetched them again, one
+   host's worth of pages). Adoption merges, so a stray shipped twice duplicates nothing.
 8. **Leaving members receive nothing:** a hand-over gives each slice to its Ring owner, unless that
    owner is this node, a member that flagged itself leaving in etcd, or a member this node shares no
    wire version with (polecat/cluster/wire.py rule 4); such slices stay here (their
@@ -61,6 +65,17 @@ these rules:
     here (a claim won, with or without a restore) holds the hosts this node already knows in it the
     same way, from that moment (polecat/processes/machine.py ``sync_owned``): URLs routed here for
     it while its old owner was still aborting are not sent before it is done.
+12. **Orphaned slices:** a member that leaves keeping slices it could not hand to a member that stays
+    (rule 8: every other member was leaving, or it was alone) records them in etcd under a key that
+    outlives its lease (polecat/cluster/etcd.py rule 7), after its final checkpoint. A member that
+    registers later never saw it, so rule 6 cannot name it: a wanted slice that such a record names,
+    of a member not registered now, is claimed restoring it from that member's checkpoint
+    (:meth:`Ownership.orphans`; the claim names the member as rule 6's do), and the record loses the
+    slices once the claim is won. Records of registered members (back with their data dir) and this
+    node's own (its data dir or its own checkpoint has them: it takes out of its record the slices
+    it wins) are left out.
+    Only recorded slices are restored this way: a node never pulls in a checkpoint of a member that
+    did not leave any slice behind.
 
 Lease times (the ``now`` of this module) are read on a clock that counts the time the machine was
 suspended (:meth:`polecat.clock.Clock.boottime`): the etcd lease runs on while a machine sleeps, so a
@@ -69,7 +84,7 @@ clock that stopped would keep a woken node unfenced.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from polecat.cluster.ring import Ring
@@ -131,6 +146,8 @@ class Ownership:
         self._releasing: set[int] = set()
         self._inherited: dict[int, str] = {}
         """Wanted slice -> the member that left owning it, until a claim of it is won (rule 6)."""
+        self._orphaned: dict[int, str] = {}
+        """Slice -> the member that left it orphaned, as its record in etcd reads now (rule 12)."""
         self._last_claim = float("-inf")
         self._epoch = 0
         """Counts leases granted and lost: decisions of an older epoch are void (rule 9)."""
@@ -180,12 +197,19 @@ class Ownership:
         (rule 6)."""
         self._inherited.update(dict.fromkeys(slices, member))
 
+    def orphans(self, records: Mapping[str, Iterable[int]], registered: Iterable[str]) -> None:
+        """The orphan records in etcd now (member -> the slices it left behind), and the members
+        registered now (rule 12)."""
+        skip = {self.self_id, *registered}
+        self._orphaned = {s: m for m, slices in sorted(records.items()) if m not in skip for s in slices}
+
     def claimed(self, won: Iterable[int], lost: Iterable[int]) -> list[Action]:
         """The outcome of a :class:`Claim`: ``won`` keys are ours, ``lost`` ones belong to someone else."""
         won_set, lost_set = set(won), set(lost)
         self._claiming -= won_set | lost_set
         for s in won_set:
             self._inherited.pop(s, None)
+            self._orphaned.pop(s, None)
         if self._renewed_at is None:
             return []  # the lease died while the claim was in flight: its keys died with it
         self._held |= won_set
@@ -307,8 +331,10 @@ class Ownership:
         self._claiming |= todo
         self._last_claim = now
         restore: dict[str, set[int]] = {}
-        for s in todo & self._inherited.keys():
-            restore.setdefault(self._inherited[s], set()).add(s)
+        for s in todo:
+            member = self._inherited.get(s) or self._orphaned.get(s)  # rules 6 and 12
+            if member is not None:
+                restore.setdefault(member, set()).add(s)
         return [Claim(todo, tuple((m, frozenset(ss)) for m, ss in sorted(restore.items())), self._epoch)]
 
 

@@ -59,6 +59,9 @@ class ClusterStats:
     restored_without_body: int = 0
     """URLs restored as done from a dead member whose pages were on its disk only (no ``[store] url``:
     polecat/cluster/failover.py rule 7)."""
+    manifests_refused: int = 0
+    """Slices not restored from a checkpoint manifest because a newer fencing token names them
+    (polecat/cluster/checkpoint_plan.py rule 8)."""
 
 
 class RecentRate:

@@ -340,7 +340,7 @@ class ClusterConfig:
     """Seconds ``polecat node`` keeps trying to reach etcd at start-up when it is not there (connection
     refused, a timeout: etcd starting after the node, as after a reboot), logging each try at WARNING,
     before it stops with exit 1; 0: stop at the first failure. The wrong CA, TLS or password stops it
-    at once whatever this says."""
+    at once whatever this says; SIGTERM or SIGINT while it waits ends it at once, with exit 0."""
     checkpoints: str = ""
     """Object store every node ships its slices' state to (``file:///dir``, ``s3://bucket/prefix``,
     ``gs://``, ``az://``), shared by the cluster: a dead node's slices are adopted from there. Empty: no

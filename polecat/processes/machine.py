@@ -23,15 +23,21 @@ Rules:
    before the adoption is answered; slices handed over leave its checkpoint before their owner keys are
    deleted. The slices of a member that died are restored from its checkpoint before they are claimed;
    a node started on an empty data dir restores from its own checkpoint the slices no other node owns.
+   A leave that keeps slices (no member that stays to hand them to: ownership rule 8) ships one more
+   round of them once the hand-over has waited for their requests in flight, and records the ones its
+   checkpoint holds as orphaned in etcd (ownership rule 12), for whoever owns them
+   next; without checkpoints it says at WARNING that they start again from the seeds (unless the node
+   comes back with its data dir).
 6. With checkpoints, a batch received is answered with the checkpoint round that will hold it; the
    sender keeps it (outbox rule 3) until that member's manifest reaches the round, read from the object
    store every :data:`RELEASE_EVERY` seconds at most, and re-routes it to the heirs if the member is
    gone before.
 7. A node that is leaving answers every hand-over to it with 409 and hands nothing to members flagged
    leaving (ownership rule 8); a sender answered 409 keeps those slices. Every :data:`RECONCILE_EVERY`
-   seconds, and at once after a member list change, an unfenced node that is not leaving hands the
-   URLs it holds in slices it does not own to their Ring owners (ownership rule 7), the same way as a
-   hand-over: after a whole cluster stopped and started again, nothing stays stranded. Hand-overs run
+   seconds, and at once after a member list change or an adoption, an unfenced node that is not
+   leaving hands the URLs it holds in slices it does not own, and the slices it adopted and has not
+   held since, to their Ring owners (ownership rule 7), the same way as a hand-over: after a whole
+   cluster stopped and started again, nothing stays stranded. Hand-overs run
    one at a time.
 8. Fencing (ownership rule 9): every bundle carries the sender's token; a hand-over stops before its
    next chunk once the token it began under is no longer this node's (its lease was lost) or the node
@@ -65,7 +71,10 @@ Rules:
     ``cluster.etcd_start_wait`` seconds, each try logged at WARNING with the reason; then it stops with
     the last reason (exit 1). An access error (the wrong CA, a TLS failure, the wrong password or
     scheme: an :class:`~polecat.cluster.aetcd_client.EtcdAccessError`) stops it at once, as more
-    waiting cannot mend it.
+    waiting cannot mend it. A stop signal (SIGTERM, SIGINT) while it waits cancels the join: what it
+    registered is left, and the node exits 0 saying it stopped before it started
+    (polecat/processes/service_runner.py); its crawler was never opened, so its frontier and page store
+    are as they were.
 """
 
 from __future__ import annotations
@@ -101,7 +110,7 @@ from polecat.cluster.checkpoints import CheckpointStore
 from polecat.cluster.chunks import CHUNK_BYTES, bundle_chunks
 from polecat.cluster.claimlink import ContentClaims
 from polecat.cluster.claimwire import is_claim_frame
-from polecat.cluster.etcd import EtcdMembership
+from polecat.cluster.etcd import EtcdMembership, Orphans
 from polecat.cluster.failover import Failover
 from polecat.cluster.handoff import Handoff
 from polecat.cluster.link import ClusterLink, SendLeave
@@ -186,7 +195,8 @@ class ClusterNode:
         records = MemberRecords(cc.name, self._sign, self._verify)
         self.membership = EtcdMembership(self._etcd, cc.name, self.me, records=records, ttl=cc.lease_ttl,
                                          clock=clock, on_release=self._hand_over,
-                                         on_restore=self.failover.restore if self.failover else None)
+                                         on_restore=self.failover.restore if self.failover else None,
+                                         orphaned=self._orphaned)
         self.receiver = HandoffReceiver(self._sink, capacity=cc.inbox_urls, verify=self._verify)
         self.claims = ContentClaims(self.me.id, self._content_owner, self.transport, {},
                                     capacity=cc.claim_pages, wait=cc.claim_wait, book_capacity=cc.claim_book,
@@ -214,8 +224,14 @@ class ClusterNode:
         self._leaving = False
         """Set when ``leave()`` begins: hand-overs to this node are refused from then on (rule 7)."""
         self._reconcile = asyncio.Event()
-        """Set on every member list change: look for strays at once (a peer that came back wants its
-        slices before it fetches their seeds again), not only every :data:`RECONCILE_EVERY` seconds."""
+        """Set on every member list change and adoption: look for strays at once (a peer that came back
+        wants its slices before it fetches their seeds again), not only every :data:`RECONCILE_EVERY`
+        seconds."""
+        self._adopted: set[int] = set()
+        """Slices adopted here by hand-over and not held since: strays even with no URL queued, as their
+        finished URLs are news to their owner (ownership rule 7)."""
+        self._kept: set[int] = set()
+        """Slices a hand-over since the leave began kept here (no heir that stays: rule 5)."""
         self._handing = asyncio.Lock()
         """Held by the hand-over that runs (rule 7: one at a time)."""
         self._incompatible: dict[str, Wire] = {}
@@ -232,36 +248,44 @@ class ClusterNode:
             await self.failover.open()
         deadline = self._clock.monotonic() + self._start_wait
         inherited = started = False
-        for attempt in itertools.count(1):
-            try:
-                if self.failover is not None and self._fresh and not inherited:
-                    # restarted without its disk: its checkpoint has the slices nobody took over
-                    own = self.failover.manifest.slices - await self.membership.owned_by_others()
-                    self.membership.ownership.inherit(own, self.me.id)
-                    inherited = True
-                if not started:
-                    await self.membership.start()
-                    started = True
-                await self.membership.resync()
-                break
-            except Exception as exc:  # the wrong CA, password or scheme, or no etcd (yet)
-                error = self._etcd.explain(exc)
-                left = deadline - self._clock.monotonic()
-                if isinstance(error, ConfigError) or left <= 0:  # stop with the reason
-                    with contextlib.suppress(Exception):
-                        await self.membership.close()
-                        async with asyncio.timeout(1.0):
-                            await self._etcd.close()
-                    raise error from exc
-                pause = min(START_RETRY * 2 ** min(attempt - 1, 8), START_RETRY_MAX, left)
-                log.warning("etcd not reachable at start-up (try %d): %s; trying again in %.1f s, for "
-                            "%.0f s more (cluster.etcd_start_wait)", attempt, error, pause, left)
-                await asyncio.sleep(pause)
+        try:
+            for attempt in itertools.count(1):
+                try:
+                    if self.failover is not None and self._fresh and not inherited:
+                        # restarted without its disk: its checkpoint has the slices nobody took over
+                        own = self.failover.manifest.slices - await self.membership.owned_by_others()
+                        self.membership.ownership.inherit(own, self.me.id)
+                        inherited = True
+                    if not started:
+                        await self.membership.start()
+                        started = True
+                    await self.membership.resync()
+                    break
+                except Exception as exc:  # the wrong CA, password or scheme, or no etcd (yet)
+                    error = self._etcd.explain(exc)
+                    left = deadline - self._clock.monotonic()
+                    if isinstance(error, ConfigError) or left <= 0:  # stop with the reason
+                        await self._abandon_join()
+                        raise error from exc
+                    pause = min(START_RETRY * 2 ** min(attempt - 1, 8), START_RETRY_MAX, left)
+                    log.warning("etcd not reachable at start-up (try %d): %s; trying again in %.1f s, for "
+                                "%.0f s more (cluster.etcd_start_wait)", attempt, error, pause, left)
+                    await asyncio.sleep(pause)
+        except asyncio.CancelledError:  # a stop signal while waiting (rule 12): leave nothing running
+            await self._abandon_join()
+            raise
         self.link = ClusterLink(self.membership, self.handoff, self.receiver, max_backlog=self._max_backlog)
         self.link.permit = self._permit
         self.link.claims = self.claims
         self._follow(self.membership.members())
         return self.link
+
+    async def _abandon_join(self) -> None:
+        """A join that stops (rule 12): whatever it registered is left (bounded), the etcd client closed."""
+        with contextlib.suppress(Exception):
+            await self.membership.close()
+            async with asyncio.timeout(1.0):
+                await self._etcd.close()
 
     def start(self, crawler: Crawler) -> None:
         """Drive ``crawler``'s owned slices and the hand-off from now on."""
@@ -302,6 +326,7 @@ class ClusterNode:
             checkpoint_rounds=fo.rounds if fo else 0, checkpoint_failures=fo.failures if fo else 0,
             checkpoint_age=now - fo.last_round_at if fo and fo.last_round_at is not None else None,
             restored_without_body=fo.restored_without_body if fo else 0,
+            manifests_refused=fo.manifests_refused if fo else 0,
             members_ignored=self.membership.records.ignored, replays_refused=self.auth.replays,
             batches_refused=self.batches_refused, fetches_per_s=self._rate.rate(),
             leave_failures=self.membership.leave_failures)
@@ -340,8 +365,10 @@ class ClusterNode:
     async def leave(self) -> None:
         """Checkpoint, hand every slice over and revoke the lease (graceful stop; the crawler still
         runs)."""
-        self._leaving = True
-        if self.failover is not None and self._crawler is not None and (now := self._shipped()) is not None:
+        now = self._shipped()
+        self._leaving = True  # from here on the leave ships its own rounds (_shipped)
+        self._kept.clear()
+        if self.failover is not None and self._crawler is not None and now is not None:
             await self.failover.ship(*now)
         await self.membership.close()
 
@@ -365,12 +392,41 @@ class ClusterNode:
         await self.transport.close()
         self.outbox.close()
 
-    def _shipped(self) -> tuple[frozenset[int], frozenset[int]] | None:
-        """The slices a checkpoint round ships and those it carries (failover rule 4)."""
-        own = self.membership.ownership
-        if own.fenced(self._clock.boottime()):
+    async def _orphaned(self) -> Orphans | None:
+        """The slices this leave kept or adopted and never held, to record as orphaned in etcd (rule 5,
+        ownership rule 12), after one more checkpoint round of them: the hand-over waited for their
+        requests in flight, which the leave's first round did not hold."""
+        # Slices adopted and not held since are nobody else's either (a peer handed them over to this
+        # node as their owner, then it stopped before it claimed them).
+        kept = frozenset(self._kept | self._adopted)
+        recorded = self.membership.own_orphans  # still this node's: merged in (etcd rule 7)
+        if not (kept or recorded) or not self._leaving:
             return None
-        return own.held, own.wanted - own.held
+        if self.failover is None:
+            log.warning("%d slices stay here with no member that stays to hand them to, and there are no "
+                        "checkpoints (cluster.checkpoints): their next owner starts them again from the "
+                        "seeds, unless this node comes back with its data dir", len(kept))
+            return None
+        await self.failover.ship(kept, recorded)
+        manifest = self.failover.manifest
+        orphaned = (kept | recorded) & manifest.slices
+        if kept - manifest.slices:
+            log.warning("%d slices stay here in no checkpoint: their next owner starts them again from the "
+                        "seeds, unless this node comes back with its data dir", len(kept - manifest.slices))
+        log.info("%d slices stay here with no member that stays to hand them to (%d recorded before): "
+                 "recorded as orphaned, their next owner restores them from checkpoint version %d",
+                 len(orphaned), len(recorded), manifest.version)
+        return Orphans(orphaned, manifest.version)
+
+    def _shipped(self) -> tuple[frozenset[int], frozenset[int]] | None:
+        """The slices a checkpoint round ships and those it carries (failover rule 4); None while leaving
+        (a periodic round after the release would hold no slice, and drop from the checkpoint those
+        the leave keeps: rule 5)."""
+        own = self.membership.ownership
+        if self._leaving or own.fenced(self._clock.boottime()):
+            return None
+        # Its own orphan record's slices stay in its checkpoint: heirs may restore them (etcd rule 7).
+        return own.held, (own.wanted | self.membership.own_orphans) - own.held
 
     # -- loops --------------------------------------------------------------------------------------
 
@@ -470,7 +526,8 @@ class ClusterNode:
             own = self.membership.ownership
             if crawler is None or self._leaving or own.fenced(self._clock.boottime()):
                 continue
-            strays = own.strays(crawler.frontier.unowned_queued())
+            self._adopted -= own.held
+            strays = own.strays(crawler.frontier.unowned_queued().keys() | self._adopted)
             if strays:
                 log.info("reconciling: %d slices with URLs queued here belong to other nodes", len(strays))
                 try:
@@ -590,6 +647,8 @@ class ClusterNode:
             await self.failover.handed_in(body, bundle.ids)
         self.slices_adopted += len(bundle.ids)
         self.bundles_adopted += 1
+        self._adopted |= bundle.ids
+        self._reconcile.set()  # a leaving peer may have handed this node slices another member owns
         log.info("adopted %d slices from %s: %s", len(bundle.ids), request.remote, report)
         ack = self.auth.ack(ADOPT_PATH, request.headers.get(AUTH_HEADER, ""))
         return web.Response(text="adopted", headers=ack)
@@ -628,6 +687,7 @@ class ClusterNode:
     async def _hand_over_now(self, slices: frozenset[int]) -> None:
         crawler = self._crawler
         token = self.membership.fence
+        self._kept |= slices  # until handed over (rule 5)
         if crawler is None or token is None:
             return  # nothing opened yet, or not registered: the slices stay here
         self.sync_owned()
@@ -653,6 +713,8 @@ class ClusterNode:
                     if not await self._send_bundle(owner, addresses[owner], body):
                         break  # its new owner left meanwhile: the rest stays here for the next change
                     crawler.member.release_slices(chunk)  # adopted and committed there
+                    self._adopted -= chunk
+                    self._kept -= chunk
                     self.bundles_sent += 1
                     sent |= chunk
                 self.slices_handed_over += len(sent)

@@ -10,7 +10,9 @@ Rules:
 - Exit 1 when the crawl stopped on a fatal storage error (what was committed is kept).
 - With ``cluster.etcd`` set the node is one member of a multi-machine cluster
   (:mod:`polecat.processes.machine`): it joins before its crawler opens, serves the signed internal
-  routes on the same listener, and a stop signal first hands every slice over, then drains.
+  routes on the same listener, and a stop signal first hands every slice over, then drains. A stop
+  signal while it still waits for etcd to answer (machine rule 12) ends the wait: a WARNING says it
+  stopped before it started, exit 0, the crawler never opened.
 """
 
 from __future__ import annotations
@@ -91,12 +93,45 @@ class NodeService:
     async def run(self, *, handle_signals: bool = True) -> int:
         cfg = self.config
         self.cluster = ClusterNode(cfg, clock=self.clock, wire=self._wire) if cfg.cluster.etcd else None
-        link = await self.cluster.join() if self.cluster is not None else None
+        link = None
+        if self.cluster is not None:
+            link = await self._join(self.cluster, handle_signals)
+            if link is None:
+                return 0
         try:
             return await self._run(handle_signals, link)
         finally:
             if self.cluster is not None:
                 await self.cluster.close()
+
+    async def _join(self, cluster: ClusterNode, handle_signals: bool) -> ClusterLink | None:
+        """Join the cluster; None when a stop signal (or :meth:`stop`) came first. The join may wait for
+        etcd for ``cluster.etcd_start_wait`` seconds (machine rule 12): a signal's default action would
+        kill the node mid-wait. Once joined the handlers stay, so a signal while the crawler opens stops
+        it as soon as it runs."""
+        loop = asyncio.get_running_loop()
+        signals = (signal.SIGINT, signal.SIGTERM) if handle_signals else ()
+        for sig in signals:
+            loop.add_signal_handler(sig, self.stop)
+        joining = asyncio.ensure_future(cluster.join())
+        stopping = asyncio.ensure_future(self._stop.wait())
+        joined = False
+        try:
+            await asyncio.wait([joining, stopping], return_when=asyncio.FIRST_COMPLETED)
+            if joining.done():
+                link = joining.result()  # a join that failed raises here (exit 1 or 2, with its reason)
+                joined = True
+                return link
+            joining.cancel()
+            await asyncio.wait([joining])
+        finally:
+            stopping.cancel()
+            if not joined:
+                for sig in signals:
+                    loop.remove_signal_handler(sig)
+        log.warning("stopped before start: a stop signal came while waiting for etcd "
+                    "(cluster.etcd_start_wait); the crawler was never opened")
+        return None
 
     async def _run(self, handle_signals: bool, link: ClusterLink | None) -> int:
         cfg = self.config

@@ -197,6 +197,8 @@ def _cluster(cs: ClusterStats) -> Iterator[CounterMetricFamily | GaugeMetricFami
                    "hand-over, revoke): its heirs restore what it could not hand over", cs.leave_failures)
     yield _counter("polecat_cluster_restored_without_body", "URLs restored as done from a dead member whose "
                    "pages were on its disk only (no [store] url)", cs.restored_without_body)
+    yield _counter("polecat_cluster_manifests_refused", "Slices not restored from a checkpoint manifest "
+                   "because a newer fencing token names them", cs.manifests_refused)
     ckpt = GaugeMetricFamily("polecat_cluster_checkpoint_age_seconds",
                              "Seconds since the last checkpoint round shipped (no sample before one)")
     if cs.checkpoint_age is not None:
