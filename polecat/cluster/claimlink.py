@@ -88,8 +88,8 @@ DEPOSIT_BYTES = MAX_BATCH_BYTES // 2
 """Most body bytes of deposits in one frame; a larger near copy is stored in full by its fetcher."""
 SETTLE = 0.02
 """Of ``wait``: how long a near claim with no match settles before it is answered "none" (claims rule
-9): long enough for the claims of an earlier near copy from another member to arrive (a batch's tick and
-its trip), short against the wait."""
+10): long enough for the claims of an earlier near copy from another member to arrive (a batch's tick and
+its trip), short against the wait; none for a member alone (claims rule 15)."""
 
 
 @dataclass(frozen=True, slots=True)
