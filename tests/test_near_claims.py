@@ -142,6 +142,19 @@ def test_a_base_settles_before_its_none_and_an_earlier_copy_arriving_meanwhile_t
         earlier.digest, earlier.url, T0, "w0", answer.original.rank if answer.original else (0, 0))
 
 
+def test_an_owner_alone_answers_none_at_once_and_a_joiner_s_earlier_copy_meets_the_base_as_later() -> None:
+    book = NearBook(capacity=100, hold=0.5, max_distance=4, settle=0.05, early=True)
+    book.alone = True  # claims rule 15: no other member's claim can arrive within a settle
+    later, earlier = claim(1, text(1, 3), "http://b/x", T0 + 0.01), claim(2, text(1), "http://a/x", T0)
+    assert book.decide("w0", [later], T0) == [("w0", _none(1))] and book.settle_due() is None
+    # A member joined meanwhile and claims an earlier near copy: rule 14, it waits for that base.
+    book.alone = False
+    assert book.decide("w1", [earlier], T0 + 0.01) == []
+    (who, answer), = book.durable("w0", [later.digest])
+    assert who == "w1" and answer.seq == 2 and answer.original is not None
+    assert answer.original.url == "http://b/x"
+
+
 def test_a_withdrawn_or_silent_base_hands_its_copies_on() -> None:
     book = NearBook(capacity=100, hold=0.5, max_distance=4)
     base, copy = claim(1, text(1), "http://a/x", T0), claim(2, text(1, 7), "http://b/x", T0 + 1)
@@ -460,6 +473,24 @@ async def _stop(tasks: list[asyncio.Task[None]], members: list[ContentClaims]) -
         task.cancel()
     for m in members:
         await m.close()
+
+
+def test_a_member_alone_stores_its_pages_as_it_claims_them_and_one_with_a_peer_waits_the_settle() -> None:
+    async def go() -> tuple[bool, bool, MemoryPageStore]:
+        transport, store = LoopbackTransport(), MemoryPageStore()
+        alone = _member("w0", ("w0",), transport, store)
+        paired = _member("w1", ("w1", "w2"), transport, MemoryPageStore())
+        # claims rule 15: no settle, no frame, no turn of the runner for a lone member's own claims
+        first = alone.claim(*_page("http://a.test/1", text(1), T0))
+        copy = alone.claim(*_page("http://b.test/1", text(1, 4), T0 + 1))
+        settling = paired.claim(*_page("http://c.test/1", text(2), T0))
+        done = first.done() and copy.done(), settling.done()
+        await _stop([], [alone, paired])
+        return *done, store
+
+    lone, paired, store = asyncio.run(go())
+    assert lone and not paired
+    assert [r.kind for r in store.log] == ["response", "revisit"]
 
 
 def test_near_copies_fetched_by_two_members_are_deposited_where_their_originals_are() -> None:

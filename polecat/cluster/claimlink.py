@@ -88,8 +88,8 @@ DEPOSIT_BYTES = MAX_BATCH_BYTES // 2
 """Most body bytes of deposits in one frame; a larger near copy is stored in full by its fetcher."""
 SETTLE = 0.02
 """Of ``wait``: how long a near claim with no match settles before it is answered "none" (claims rule
-9): long enough for the claims of an earlier near copy from another member to arrive (a batch's tick and
-its trip), short against the wait."""
+10): long enough for the claims of an earlier near copy from another member to arrive (a batch's tick and
+its trip), short against the wait; none for a member alone (claims rule 15)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +167,7 @@ class ContentClaims:
         book = NearBook(book_capacity, wait / 2, near_distance, settle=wait * SETTLE, early=near == "delta",
                         keep=lambda band: owner_of(band) == self_id)
         self.near = None if near == "full" else NearQueue(self_id, owner_of, book, wait=wait)
+        self._tell_alone()
         self._near_held: dict[int, tuple[FetchRecord, bytes, asyncio.Future[None]]] = {}
         self._near_fps: dict[int, Fingerprint] = {}
         """The fingerprints of pages near-claimed the first time, by seq: a refused deposit claims again."""
@@ -204,6 +205,13 @@ class ContentClaims:
     def set_addresses(self, addresses: Mapping[str, str]) -> None:
         """The members' addresses from a new member list (an etcd cluster's membership changes)."""
         self._addresses = dict(addresses)
+        self._tell_alone()
+
+    def _tell_alone(self) -> None:
+        """A member alone in the member list answers its own near claims without a settle (claims rule
+        15): a lone node pays for no window that no other member's claim can use."""
+        if self.near is not None:
+            self.near.book.alone = self._addresses.keys() == {self._self_id}
 
     def bind(self, store: PageStore, tables: BookTables | None = None) -> None:
         """The store the held pages go to, and the tables the book is kept in (claims rule 8; None: the

@@ -112,6 +112,11 @@ near-duplicate index up (polecat/node/pipeline.py):
     claim turns into a copy while still settling, or afterwards by a withdrawal, is decided again the same
     way, so at one owner two near copies are never both "none". The claimer takes a later match over an
     earlier one (rule 11's order): only a base stored in full is one.
+15. An owner alone in the member list (:attr:`NearBook.alone`) answers a near claim with no match "none"
+    at once, without rule 10's settle: no claim of another member can arrive to make it a copy. A member
+    that joins meanwhile is rule 14's case (its claim of an earlier near copy meets this base as a later
+    one answered "none"); without ``early``, both may be stored in full (a missed collapse, as rule 14
+    says).
 """
 
 from __future__ import annotations
@@ -544,6 +549,8 @@ class NearBook:
         self._early = early
         self._hold = hold
         self._settle = settle
+        self.alone = False
+        """No other member in the member list: no settle (rule 15)."""
         self._settling: dict[tuple[str, bytes], tuple[NearClaim, float]] = {}
         """Bases recorded but not yet answered "none" (rule 10), with their arrival."""
         self._max_distance = max_distance
@@ -575,7 +582,7 @@ class NearBook:
             out.append((claimer, NearAnswer(c.seq, _original(*later))))
         elif found is None:
             self._record(claimer, c, out)
-            if self._settle > 0:
+            if self._settle > 0 and not self.alone:
                 self._settling[(claimer, c.digest)] = (c, now)
                 self._unsettle(c, now, out)
             else:
