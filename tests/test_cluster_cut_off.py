@@ -30,6 +30,8 @@ from tests.conftest import TestWebFactory
 
 RATE = 20.0
 TTL = 2
+SEND_SLACK = 0.5
+"""Seconds between a node's send and the test web's record of the request's start (loop turns)."""
 SLOW_S = 10.0
 """The slow answer: far past the lease and the abort bound, so only the abort ends it before the heir
 may ask the host (the issue's fleet test had pages taking 6 s against a 4 s lease)."""
@@ -92,9 +94,12 @@ async def test_a_node_cut_off_from_etcd_mid_request_loses_its_slices_politely(
     # before the heir's first request to its host, which waited the abort bound (rule 11).
     assert violations == [], violations[:5]
     # What the node fetched after the snapshot of its last shipped checkpoint round, up to its fence, is
-    # fetched again by its heirs (at-least-once): that snapshot is at most INTERVAL + ROUND_S old (23-57
-    # pages of 308 over the runs; 54-57 with a join before a round stopped waiting for acknowledgements
-    # from a peer that did not answer: checkpoint_plan rule 7).
+    # fetched again by its heirs (at-least-once), and nothing else: that snapshot is at most INTERVAL +
+    # ROUND_S old, and the node sends nothing once its lease's deadline has passed (ownership rule 10: at
+    # most TTL after the cut, its last renewal being before it; SEND_SLACK for the server's clock to see
+    # the request start). How many pages that window holds grows with the crawl's speed (23-57 of 308
+    # over the runs when this test had a flat 20 % bound, 29-83 once claims got cheaper), so the window is
+    # the bound, not a share of the pages.
     firsts = fo.refetched_since(web, cut_at)
     assert firsts == [] or firsts[0] >= -(fo.INTERVAL + fo.ROUND_S), firsts[:5]
-    assert twice <= 0.2 * len(truth)
+    assert firsts == [] or firsts[-1] <= TTL + SEND_SLACK, firsts[-5:]
