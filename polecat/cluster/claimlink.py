@@ -353,12 +353,7 @@ class ContentClaims:
             elif self._stored_here(orig.digest):
                 self._copied(copy, own, stored)
             elif self._holds(orig.digest):  # its base is a page held here: stored once that one is
-                self._deposit_seq += 1
-                self._deposits[self._deposit_seq] = (record, body, stored, self._clock.wall())
-                if fp is not None:
-                    self._deposit_fps[self._deposit_seq] = fp
-                self._hold(record.content_hash, 1)
-                parked = (self._self_id, self._deposit_seq, copy, own)
+                parked = (self._self_id, self._new_deposit(record, body, stored, fp), copy, own)
                 self._parked.setdefault(orig.digest, []).append(parked)
             else:  # the base went from this store (a repair): nothing to make the delta against
                 self._put(record, body, stored)
@@ -388,13 +383,20 @@ class ContentClaims:
             self.deposits_refused += 1
             self._put(record, body, stored)
             return
+        seq = self._new_deposit(record, body, stored, fp)
+        self._deposit_out.setdefault(holder, []).append((seq, copy, own))
+        self._wake.set()
+
+    def _new_deposit(self, record: FetchRecord, body: bytes, stored: asyncio.Future[None],
+                     fp: Fingerprint | None) -> int:
+        """Hold the page as fetched while its deposit is out (claims rule 12), with its fingerprint for a
+        claim again if refused; returns the deposit's seq."""
         self._deposit_seq += 1
         self._deposits[self._deposit_seq] = (record, body, stored, self._clock.wall())
         if fp is not None:
             self._deposit_fps[self._deposit_seq] = fp
         self._hold(record.content_hash, 1)
-        self._deposit_out.setdefault(holder, []).append((self._deposit_seq, copy, own))
-        self._wake.set()
+        return self._deposit_seq
 
     def _deposit_done(self, seq: int, stored_there: bool | None) -> None:
         """A deposit acknowledged (True), refused (False) or unanswered (None: stored here, marked)."""
