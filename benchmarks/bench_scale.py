@@ -208,14 +208,17 @@ def seeds_only(args: argparse.Namespace, work: Path) -> None:
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         data = work / "data"
         started = time.monotonic()
-        child = subprocess.Popen(_crawl_cmd(seeds, data, web.dns.address, args, 0), env=env,
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        cmd = _crawl_cmd(seeds, data, web.dns.address, args, 0)
+        if args.profile:  # the node under cProfile (its stats written as SIGTERM ends it), no --nofile
+            cmd = [cmd[0], "-m", "cProfile", "-o", args.profile, "-m", "polecat", *cmd[cmd.index("crawl"):]]
+        child = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = started + args.seconds
         peak_anon = 0
         while child.poll() is None and time.monotonic() < deadline:
             peak_anon = max(peak_anon, _status_kb(child.pid, "RssAnon"))
             time.sleep(0.05)
         first = web.stats().first_request
+        dns_queries, dns_types = sum(web.dns.queries.values()), dict(web.dns.query_types)
         stopped = time.monotonic()
         child.terminate()  # SIGTERM: the node commits what it admitted and exits
         _, _, usage = os.wait4(child.pid, 0)  # not wait(): it reaps without rusage
@@ -228,6 +231,10 @@ def seeds_only(args: argparse.Namespace, work: Path) -> None:
     print(f"{args.seeds_only} seed lines: first request after {to_first:.2f} s; {hosts} hosts admitted "
           f"in the {stopped - started:.1f} s before SIGTERM: {hosts / (stopped - started):.0f} seeds/s "
           f"(with the crawl running: its leases, failed lookups, commits)")
+    cpu = usage.ru_utime + usage.ru_stime
+    print(f"CPU {cpu:.1f} s ({usage.ru_utime:.1f} user, {usage.ru_stime:.1f} sys): "
+          f"{1e6 * cpu / max(hosts, 1):.0f} us per seed admitted (the crawl's work included); DNS queries "
+          f"{dns_queries} ({dns_types}) for {hosts} hosts admitted")
     written = usage.ru_oublock * 512
     print(f"peak RssAnon {peak_anon / 1024:.0f} MiB with {queued} URLs queued; frontier LMDB "
           f"{lmdb / 2**20:.0f} MiB ({lmdb / max(queued, 1):.0f} B per queued URL); written "
@@ -297,6 +304,8 @@ def main() -> None:
     p.add_argument("--working-hosts", type=int, default=FrontierConfig().working_hosts,
                    help="frontier.working_hosts (of the crawl: through a --config file)")
     p.add_argument("--seconds", type=float, default=30.0, help="--seeds-only: SIGTERM after this long")
+    p.add_argument("--profile", metavar="PATH",
+                   help="--seeds-only: run the node under cProfile, its stats written to PATH")
     p.add_argument("--tls", action="store_true",
                    help="the web serves HTTPS with a certificate from a local CA given to the crawl")
     p.add_argument("--resume", action="store_true",

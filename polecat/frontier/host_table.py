@@ -515,30 +515,42 @@ class HostTable:
             return True
         return bool(self.fenced) and slice_of(host) in self.fenced
 
-    def enqueue_cold(self, url: str, host: str, importance: float, now: float, out: list[Write],
-                     cold: dict[str, HostState]) -> None:
-        """Queue the seed ``url`` of ``host``, new to the table, without taking it into memory (rule 10):
-        its queue write and, the first time, its ``ready`` row go to ``out``. ``cold``: the records filed
-        cold in this batch so far; :meth:`cold_writes` writes them once the batch is judged."""
-        st = cold.get(host)
-        if st is None:
-            st = cold[host] = HostState(next_allowed=now)  # its ready row's time (rule 7)
-            self.known_hosts += 1
-            out.append(Put("ready", ready_key(now, host), b""))
-            self.cold_rows += 1
-            if self.cold_head is None or now < self.cold_head:
-                self.cold_head = now
-        self.qseq += 1
-        key = queue_key(host, importance, 0, self.qseq)
-        out.append(Put("queue", key, QueuedUrl(url, 0, importance).encode(host)))
-        self.count_band(key, 1)
-        self.count_queued(host, st, 1)
-        self.accepted += 1
-        self.db.pending += 1
-
-    def cold_writes(self, cold: dict[str, HostState]) -> list[Write]:
-        """The records of the hosts :meth:`enqueue_cold` filed in one batch (rule 10)."""
-        return [Put("hosts", host_row(host), encode_host(st)) for host, st in cold.items()]
+    def enqueue_cold(self, cold: dict[str, list[str]], importance: float, now: float,
+                     out: list[Write]) -> None:
+        """Queue the seeds of each host of ``cold`` (host -> its seed URLs), hosts new to the table, without
+        taking them into memory (rule 10): their queue writes, ``ready`` rows and records go to ``out``.
+        One batch of a seeds file is one call: the counters of rule 12 move once for it, and every host
+        with one seed (nearly all of a seeds file's) shares one encoded record."""
+        seq = self.qseq
+        key = b""
+        for host, urls in cold.items():
+            out.append(Put("ready", ready_key(now, host), b""))  # its record's next-allowed time (rule 7)
+            for url in urls:
+                seq += 1
+                key = queue_key(host, importance, 0, seq)
+                out.append(Put("queue", key, QueuedUrl(url, 0, importance).encode(host)))
+        queued = seq - self.qseq
+        self.qseq = seq
+        if self.bands is not None:  # one band for all: the same importance, depth 0
+            self.bands[priority_band(key)] += queued
+        records = {1: encode_host(HostState(next_allowed=now, queued=1))}
+        for host, urls in cold.items():
+            n = len(urls)
+            record = records.get(n)
+            if record is None:
+                record = records[n] = encode_host(HostState(next_allowed=now, queued=n))
+            out.append(Put("hosts", host_row(host), record))
+            if self.fenced:
+                self.queued_in[slice_of(host)] += n
+        hosts = len(cold)
+        self.known_hosts += hosts  # count_queued() of each, once for the batch (rule 12)
+        self.with_queue += hosts
+        self.queued += queued
+        self.accepted += queued
+        self.db.pending += queued
+        self.cold_rows += hosts
+        if self.cold_head is None or now < self.cold_head:
+            self.cold_head = now
 
     def finish_writes(self, host: str, st: HostState, key: bytes, rec: UrlRecord,
                       ukey: bytes | None = None) -> list[Write]:

@@ -30,8 +30,9 @@ from polecat.dedup.seen import SeenSet
 from polecat.frontier import refetch, requisites
 from polecat.frontier.budgets import admit_reason
 from polecat.frontier.host_table import HostTable
-from polecat.frontier.keys import op_key, url_key
+from polecat.frontier.keys import SEED_HOST, host_row, op_key, url_key
 from polecat.frontier.politeness import HostState
+from polecat.frontier.records import decode_host
 from polecat.frontier.requisites import RequisiteCaps
 from polecat.frontier.routing import Admission, Routing
 from polecat.frontier.scope import ScopeFilter
@@ -93,21 +94,25 @@ class Intake:
         return self._add(url, host, 0, importance, now, out, seed=True)
 
     def add_seeds(self, urls: Sequence[str], now: float, importance: float = 1.0) -> Decided[list[str]]:
-        """:meth:`add_seed` of each canonical URL of ``urls``, as one batch (rule 6); answers the decision
+        """:meth:`add_seed` of each canonical URL of ``urls``, as one batch (rule 7); answers the decision
         of each, in order (a URL given twice is ``"seen"`` the second time)."""
         out: list[Write] = []
         answers: list[str] = []
-        peek, scope, stored_op = self._peek, self._scope, self._db.getter("ops")
+        table, scope, refuse = self._table, self._scope, self._refuse
+        in_memory = table.hosts
+        stored_op, stored_host = self._db.getter("ops"), self._db.getter("hosts")
         fresh_urls: dict[str, int] = {}
         todo: list[tuple[int, str, HostState | None]] = []
         for url in urls:
             host = host_key(url)
-            seed_op = op_key("seedhost", host)
+            seed_op = op_key(SEED_HOST, host)
             if stored_op(seed_op) is None:  # else a resume's seed: its host is known, nothing to write
                 scope.add_seed_host(host)
                 out.append(Put("ops", seed_op, b""))
-            st = peek(host)
-            reason = self._refuse(url, host, st, 0, True)
+            st = in_memory.get(host)  # table.peek() inline: one lookup a seed, no frame
+            if st is None and (raw := stored_host(host_row(host))) is not None:
+                st = decode_host(raw)
+            reason = refuse(url, host, st, 0, True)
             if reason is None and url in fresh_urls:
                 reason = SEEN
             elif reason is None:
@@ -119,19 +124,18 @@ class Intake:
         if todo:
             keys = [url_key(url, host) for url, (_, host, _) in zip(fresh_urls, todo, strict=True)]
             marks = self._seen.mark_many(self._db.getter("seen"), keys)
-            table = self._table
-            in_memory = table.hosts
-            cold: dict[str, HostState] = {}
+            cold: dict[str, list[str]] = {}
             for url, (i, host, st), key, new in zip(fresh_urls, todo, keys, marks, strict=True):
                 if not new:
                     answers[i] = SEEN
                     continue
                 out.append(Put("seen", key, b""))
                 if st is None and host not in in_memory and (host in cold or not table.has_room(host)):
-                    table.enqueue_cold(url, host, importance, now, out, cold)  # host_table rule 10
+                    cold.setdefault(host, []).append(url)  # host_table rule 10
                 else:  # a seed counts towards no shape budget (traps rule 2: discovered URLs)
                     table.enqueue(url, host, 0, importance, now, out, st=table.held(host, st), shape=False)
-            out += table.cold_writes(cold)
+            if cold:
+                table.enqueue_cold(cold, importance, now, out)
         self.seen_again += answers.count(SEEN)
         return Decided(answers, out)
 
