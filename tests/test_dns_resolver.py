@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import socket
 from collections.abc import AsyncIterator, Iterator
+from types import SimpleNamespace
 
 import pytest
 
@@ -246,6 +247,69 @@ async def test_auto_asks_aaaa_exactly_when_this_machine_has_global_ipv6(
         assert dns.queries["auto6.test"] == (2 if ipv6_usable() else 1)
     finally:
         await r.close()
+
+
+@pytest.mark.parametrize("usable", [False, True])
+async def test_auto_follows_the_probe_asked_once_at_start(
+        dns: LocalDnsServer, clock: FakeClock, monkeypatch: pytest.MonkeyPatch, usable: bool) -> None:
+    probes: list[bool] = []
+
+    def probe() -> bool:
+        probes.append(usable)
+        return usable
+
+    monkeypatch.setattr(dns_module, "ipv6_usable", probe)
+    names = [f"probe{int(usable)}-{i}.test" for i in range(20)]
+    for name in names:
+        dns.add(name, ["127.0.0.1", "::1"])
+    aaaa_before = dns.query_types["AAAA"]
+    r = CachingResolver(config(dns, ipv6="auto"), clock=clock)
+    try:
+        await asyncio.gather(*(r.lookup(n) for n in names))
+        assert probes == [usable]  # at the resolver's start, not per lookup
+        assert dns.query_types["AAAA"] - aaaa_before == (20 if usable else 0)
+        assert r.stats().queries == (40 if usable else 20)
+    finally:
+        await r.close()
+
+
+class _ProbeSocket:
+    """A UDP socket whose connect picks ``source`` (or fails with ``error``), as the kernel would."""
+
+    def __init__(self, source: str, error: OSError | None) -> None:
+        self._source, self._error = source, error
+
+    def __enter__(self) -> _ProbeSocket:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def connect(self, addr: tuple[str, int]) -> None:
+        if self._error is not None:
+            raise self._error
+
+    def getsockname(self) -> tuple[str, int, int, int]:
+        return (self._source, 4242, 0, 0)
+
+
+@pytest.mark.parametrize(("source", "error", "usable"), [
+    ("2a01:4f8::1", None, True),  # a global source address
+    ("fd00::1", None, False),  # unique-local: NAT66 at best, below IPv4 (RFC 6724)
+    ("fe80::1", None, False),
+    ("::1", None, False),
+    ("", OSError(101, "Network is unreachable"), False),  # a v4-only machine
+])
+def test_ipv6_usable_asks_the_kernel_for_a_global_route(monkeypatch: pytest.MonkeyPatch, source: str,
+                                                        error: OSError | None, usable: bool) -> None:
+    probe = SimpleNamespace(socket=lambda *a: _ProbeSocket(source, error), AF_INET6=socket.AF_INET6,
+                            SOCK_DGRAM=socket.SOCK_DGRAM)
+    monkeypatch.setattr(dns_module, "socket", probe)  # this module's name only: no other socket changes
+    ipv6_usable.cache_clear()
+    try:
+        assert ipv6_usable() is usable
+    finally:
+        ipv6_usable.cache_clear()  # the real machine's answer again for the other tests
 
 
 async def test_the_cache_is_bounded_least_recently_used_first(dns: LocalDnsServer, clock: FakeClock) -> None:
