@@ -13,7 +13,7 @@ import pytest
 
 from polecat.config import Config, FrontierConfig, ScopeConfig
 from polecat.frontier.host_table import READY_INDEX
-from polecat.frontier.records import Idle, Lease, Wait
+from polecat.frontier.records import Idle, Lease, Wait, decode_host
 from polecat.frontier.slices import slice_of
 from polecat.writes import Delete
 from tests.frontier_helpers import Rig, canon, done, politeness
@@ -226,7 +226,11 @@ def test_seeds_of_new_hosts_past_the_bound_are_filed_cold_and_all_fetched(tmp_pa
     assert rig.frontier.add_seeds(urls, 0.0) == ["accepted"] * 401
     assert rig.raw.hosts_in_memory == 75  # three quarters of 100: the other 325 never entered memory
     assert rig.db.count("ready") == rig.db.count("hosts") == 325  # written with the batch's decision
+    queued = Counter(decode_host(raw).queued for _, raw in rig.db.items("hosts"))
+    assert queued == {1: 324, 2: 1}  # h399's two seeds in one record (one record encoding shared by the rest)
     commit(rig)
+    table = rig.raw._table  # the counters of rule 12, moved once for the batch's cold hosts
+    assert (table.known_hosts, table.with_queue, table.queued) == (400, 400, 401)
     assert rig.raw.stats(0.0).hosts == 400 and rig.raw.queued == 401
     crawl = Crawl(rig, 0.0)
     assert crawl.run()
