@@ -42,7 +42,7 @@ Rules:
    the server agrees. A session is taken from a connection whose handshake was full, once, when its
    first response ended (a TLS 1.3 ticket comes after the handshake); a resumed connection leaves the
    kept session in place (its ticket is offered again until the server declines it, and then the full
-   handshake that follows gives the next one), because reading ``SSLObject.session`` costs ~0.2 ms (it
+   handshake that follows gives the next one), because reading ``SSLObject.session`` costs ~0.3 ms (it
    serialises and parses the session, the peer's certificate in it) and, on the Pythons of
    :data:`SESSION_READ_LEAKS`, leaks that copy. At most :data:`TLS_SESSIONS` hosts' sessions are kept,
    least recently offered dropped first; where reads leak, at most :data:`TLS_SESSIONS` are taken in
@@ -71,9 +71,9 @@ __all__ = [
 ]
 
 TLS_SESSIONS = 4_096
-"""Hosts whose TLS session is kept for resumption at most (rule 10): ~6 KB each, ~25 MiB in all."""
+"""Hosts whose TLS session is kept for resumption at most (rule 10): ~6-7 KB each, ~28 MiB in all."""
 SESSION_READ_LEAKS = sys.version_info < (3, 12, 8) or (3, 13) <= sys.version_info < (3, 13, 1)
-"""Whether reading ``SSLObject.session`` leaks a copy of the session (~6 KB a read): CPython gh-116810,
+"""Whether reading ``SSLObject.session`` leaks a copy of the session (~6.5 KB a read): CPython gh-116810,
 from 3.10 until its fix in 3.12.8 and 3.13.1 (rule 10 bounds the reads there)."""
 
 KEEPALIVE = 30.0
