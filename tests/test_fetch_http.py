@@ -19,6 +19,7 @@ from aiohttp import web
 from polecat.config import DnsConfig, FetchConfig
 from polecat.errors import BlockedAddressError, DnsError, TlsError
 from polecat.fetch.http import Fetcher
+from polecat.fetch.pool import ResumingContext
 from polecat.testing.dns import LocalDnsServer
 from polecat.testing.fakes import FakeClock
 
@@ -215,13 +216,13 @@ async def test_the_tls_context_is_made_once_at_the_first_https_request(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Loading the CA store costs ~20 ms of CPU: a crawl of http URLs never pays it, an https one once."""
     made: list[str | None] = []
-    create = ssl.create_default_context
+    load = ResumingContext.load_verify_locations
 
-    def counted(*, cafile: str | None = None) -> ssl.SSLContext:
+    def counted(self: ResumingContext, cafile: str | None = None) -> None:
         made.append(cafile)
-        return create(cafile=cafile)
+        load(self, cafile=cafile)
 
-    monkeypatch.setattr(ssl, "create_default_context", counted)
+    monkeypatch.setattr(ResumingContext, "load_verify_locations", counted)
     async with Fetcher(*cfgs(dns, ca_bundle=cert[0])) as f:
         assert (await f.fetch(f"http://www.test:{servers.port}/page")).status == 200
         assert made == []

@@ -86,3 +86,12 @@ def test_loop_lag_is_summarized_by_its_p99_and_max() -> None:
     out = io.StringIO()
     print_summary(BASE, out)  # not measured (a worker's stats): nothing said
     assert "event loop" not in out.getvalue()
+
+
+def test_tls_handshakes_and_the_share_resumed_are_summarized_when_there_were_any() -> None:
+    out = io.StringIO()
+    print_summary(dataclasses.replace(BASE, tls_handshakes=200, tls_resumed=174), out)
+    assert "TLS handshakes: 200, 174 resumed (87%)" in out.getvalue()
+    out = io.StringIO()
+    print_summary(BASE, out)  # a crawl of http URLs only
+    assert "TLS" not in out.getvalue()

@@ -28,6 +28,7 @@ FAMILIES = {
     "polecat_near_duplicate_ratio": "gauge", "polecat_robots_fetches": "counter",
     "polecat_robots_failures": "counter", "polecat_dns_lookups": "counter", "polecat_dns_hit_ratio": "gauge",
     "polecat_dns_queries": "counter", "polecat_dns_evictions": "counter", "polecat_dns_entries": "gauge",
+    "polecat_tls_handshakes": "counter",
     "polecat_fetch_duration_seconds": "histogram", "polecat_fetched_bytes": "counter",
     "polecat_stored_bytes": "counter", "polecat_stored_pages": "gauge", "polecat_fetch_errors": "counter",
     "polecat_urls_done": "counter", "polecat_commit_age_seconds": "gauge",

@@ -36,14 +36,27 @@ Rules:
 9. The pool is short of descriptors (:meth:`ConnectionPool.short`) while its connections (rule 6's
    count) are at :data:`SHORT` of ``max_open`` or more: a connection to a new host then closes one kept
    for a host in rotation, and the node prefers those hosts (polecat/frontier/leasing.py rule 6).
+10. TLS sessions are resumed: with a :class:`ResumingContext` (the Fetcher's), a connection to a host
+   offers the session kept for that host, so a host whose connections close and reopen (keep-alive
+   expiry, rule 6's LRU closes, ``Connection: close``) skips the certificate exchange and its check when
+   the server agrees. A session is taken from a connection whose handshake was full, once, when its
+   first response ended (a TLS 1.3 ticket comes after the handshake); a resumed connection leaves the
+   kept session in place (its ticket is offered again until the server declines it, and then the full
+   handshake that follows gives the next one), because reading ``SSLObject.session`` costs ~0.3 ms (it
+   serialises and parses the session, the peer's certificate in it) and, on the Pythons of
+   :data:`SESSION_READ_LEAKS`, leaks that copy. At most :data:`TLS_SESSIONS` hosts' sessions are kept,
+   least recently offered dropped first; where reads leak, at most :data:`TLS_SESSIONS` are taken in
+   all. :meth:`ResumingContext.stats` has the handshakes and those resumed (the hit ratio).
 """
 
 from __future__ import annotations
 
 import asyncio
 import ssl
-from collections import deque
+import sys
+from collections import OrderedDict, deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Protocol, cast
 
 from polecat.clock import SYSTEM_CLOCK, Clock
@@ -53,8 +66,15 @@ from polecat.fetch.h1 import Head, IncompleteResponse, ResponseParser
 from polecat.fetch.proxy import ProxyAddress, ProxyRoutes, connect_proxy, open_tunnel
 
 __all__ = [
-    "HIGH_WATER", "KEEPALIVE", "SHORT", "Connection", "ConnectionPool", "Origin", "SendGate", "idle_to_close",
+    "HIGH_WATER", "KEEPALIVE", "SESSION_READ_LEAKS", "SHORT", "TLS_SESSIONS", "Connection", "ConnectionPool",
+    "Origin", "ResumingContext", "SendGate", "TlsStats", "idle_to_close",
 ]
+
+TLS_SESSIONS = 4_096
+"""Hosts whose TLS session is kept for resumption at most (rule 10): ~6-7 KB each, ~28 MiB in all."""
+SESSION_READ_LEAKS = sys.version_info < (3, 12, 8) or (3, 13) <= sys.version_info < (3, 13, 1)
+"""Whether reading ``SSLObject.session`` leaks a copy of the session (~6.5 KB a read): CPython gh-116810,
+from 3.10 until its fix in 3.12.8 and 3.13.1 (rule 10 bounds the reads there)."""
 
 KEEPALIVE = 30.0
 """Seconds an idle connection is kept (aiohttp's ``keepalive_timeout`` in the client before)."""
@@ -87,12 +107,88 @@ class AddressSource(Protocol):
     async def lookup(self, host: str) -> tuple[tuple[str, int], ...]: ...
 
 
+@dataclass(frozen=True, slots=True)
+class TlsStats:
+    """TLS connections made through the pool (rule 10)."""
+
+    handshakes: int
+    resumed: int
+    """Handshakes that resumed a kept session."""
+    sessions: int
+    """Hosts with a session kept now."""
+
+    @property
+    def hit_ratio(self) -> float:
+        """Resumed handshakes / handshakes (0.0 before the first)."""
+        return self.resumed / self.handshakes if self.handshakes else 0.0
+
+
+class ResumingContext(ssl.SSLContext):
+    """A client TLS context that offers each host the session kept for it (rule 10). asyncio's and
+    uvloop's ``create_connection`` and ``start_tls`` take no session: their TLS layers call
+    :meth:`wrap_bio` for each connection, so that is where the session goes in."""
+
+    def __init__(self, protocol: int) -> None:  # SSLContext.__new__ reads it
+        self._sessions: OrderedDict[str, ssl.SSLSession] = OrderedDict()
+        """The kept session of each host, least recently offered first."""
+        self._handshakes = 0
+        self._resumed = 0
+        self._takes_left = TLS_SESSIONS if SESSION_READ_LEAKS else -1
+        """Sessions that may still be read where reads leak; -1: no bound."""
+
+    def wrap_bio(self, incoming: ssl.MemoryBIO, outgoing: ssl.MemoryBIO, server_side: bool = False,
+                 server_hostname: str | bytes | None = None,
+                 session: ssl.SSLSession | None = None) -> ssl.SSLObject:
+        """What the event loop's TLS layer calls for each connection: the host's kept session offered."""
+        if session is None and isinstance(server_hostname, str):
+            session = self.offer(server_hostname)
+        return super().wrap_bio(incoming, outgoing, server_side=server_side, server_hostname=server_hostname,
+                                session=session)
+
+    def offer(self, host: str) -> ssl.SSLSession | None:
+        """The session kept for ``host``, now its most recently offered; None if none is."""
+        session = self._sessions.get(host)
+        if session is not None:
+            self._sessions.move_to_end(host)
+        return session
+
+    def connected(self, tls: ssl.SSLObject | None) -> bool:
+        """Count a handshake done; whether its session is to be taken when its first response ends
+        (a full handshake, and reads left)."""
+        if tls is None:
+            return False
+        self._handshakes += 1
+        if tls.session_reused:
+            self._resumed += 1
+            return False
+        return self._takes_left != 0
+
+    def keep(self, host: str, tls: ssl.SSLObject) -> None:
+        """Keep the session of ``host``'s connection ``tls`` for its next ones, within the bound."""
+        if self._takes_left == 0:
+            return
+        session = tls.session
+        if session is None:
+            return
+        if self._takes_left > 0:
+            self._takes_left -= 1
+        sessions = self._sessions
+        sessions[host] = session
+        sessions.move_to_end(host)
+        if len(sessions) > TLS_SESSIONS:
+            sessions.popitem(last=False)
+
+    def stats(self) -> TlsStats:
+        """Handshakes, resumed ones and sessions kept so far."""
+        return TlsStats(handshakes=self._handshakes, resumed=self._resumed, sessions=len(self._sessions))
+
+
 class Connection(asyncio.Protocol):
     """One HTTP/1.1 connection: :meth:`send` a request, then :meth:`head` and :meth:`read` its response."""
 
     __slots__ = (
         "_chunks", "_error", "_loop", "_paused", "_size", "_waiter", "closed", "idle_since", "lost",
-        "on_lost", "origin", "parser", "received", "remote_ip", "reused", "transport",
+        "on_lost", "origin", "parser", "received", "remote_ip", "reused", "take_session", "transport",
     )
 
     def __init__(self, origin: Origin, loop: asyncio.AbstractEventLoop) -> None:
@@ -116,6 +212,8 @@ class Connection(asyncio.Protocol):
         """Bytes received for the response in flight, as they came (head and chunk framing included)."""
         self.remote_ip: str | None = None
         """The target's address when it is not the peer's: through a proxy (proxy rule 6)."""
+        self.take_session = False
+        """The TLS session is to be kept when the response in flight ends (rule 10)."""
 
     # --- asyncio's side ----------------------------------------------------------------------------
 
@@ -316,6 +414,12 @@ class ConnectionPool:
     def release(self, conn: Connection) -> None:
         """The request on ``conn`` is over: keep it for the next one (rule 2) or close it."""
         self._free_slot(conn.origin)
+        if conn.take_session:  # rule 10
+            conn.take_session = False
+            tls = self._tls()
+            ssl_object = conn.transport.get_extra_info("ssl_object") if conn.transport is not None else None
+            if isinstance(tls, ResumingContext) and ssl_object is not None:
+                tls.keep(conn.origin[1], ssl_object)
         if conn.reusable():
             conn.parser = None
             conn.reused = True
@@ -469,8 +573,7 @@ class ConnectionPool:
             except OSError as exc:  # also TimeoutError and ssl.SSLError
                 error = exc
                 continue
-            conn.on_lost = self._lost
-            self._open.add(conn)
+            self._opened(conn, tls)
             return conn
         assert error is not None
         raise error
@@ -487,9 +590,14 @@ class ConnectionPool:
         else:
             _, conn = await connect_proxy(loop, proxy, made, self._connect_timeout)
         conn.remote_ip = address
+        self._opened(conn, tls)
+        return conn
+
+    def _opened(self, conn: Connection, tls: ssl.SSLContext | None) -> None:
         conn.on_lost = self._lost
         self._open.add(conn)
-        return conn
+        if isinstance(tls, ResumingContext) and conn.transport is not None:  # rule 10
+            conn.take_session = tls.connected(conn.transport.get_extra_info("ssl_object"))
 
     def _arm_sweep(self) -> None:
         self._sweep = asyncio.get_running_loop().call_later(KEEPALIVE, self._run_sweep)

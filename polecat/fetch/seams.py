@@ -8,7 +8,7 @@ from typing import Any, Protocol
 
 from polecat.fetch.dns import DnsStats
 from polecat.fetch.http import RedirectPacer, Response, StreamChoice
-from polecat.fetch.pool import SendGate
+from polecat.fetch.pool import SendGate, TlsStats
 
 
 class Resolving(Protocol):
@@ -43,4 +43,8 @@ class PageFetcher(Protocol):
 
     def connections_short(self) -> bool:
         """Whether connections are near their descriptor cap (polecat/fetch/pool.py rule 9)."""
+        ...
+
+    def tls_stats(self) -> TlsStats:
+        """TLS handshakes so far and those resumed (polecat/fetch/pool.py rule 10)."""
         ...

@@ -466,7 +466,7 @@ class Crawler:
             answered=c.answered, ended=c.ended, seeds_refused=c.seeds_refused,
             seeds_refused_total=c.seeds_refused_total,
             refresh_queued=c.refresh_queued, freshness=c.freshness, near=self._pipeline.near_stats(),
-            near_rebuild_left=self._commits.near_rebuild_left,
+            near_rebuild_left=self._commits.near_rebuild_left, tls=self._fetcher.tls_stats(),
         )
 
 

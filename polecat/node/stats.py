@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from polecat.dedup.nearindex import NearStats
     from polecat.dedup.seen import SeenStats
     from polecat.fetch.dns import DnsStats
+    from polecat.fetch.pool import TlsStats
     from polecat.frontier.records import FrontierStats
     from polecat.frontier.robots import RobotsStats
     from polecat.store.base import StoreStats
@@ -76,6 +77,10 @@ class CrawlStats:
     """Fetched URLs queued again in this run because their refresh was due."""
     urls_dropped_blocked: int = 0
     """Queued URLs dropped (recorded done, ``skipped:blocked``) by block patterns in this run."""
+    tls_handshakes: int = 0
+    """TLS handshakes in this run (a new https connection each)."""
+    tls_resumed: int = 0
+    """Those that resumed a kept session (polecat/fetch/pool.py rule 10)."""
     near_lookups: int = 0
     """Near-duplicate index lookups in this run."""
     near_rejected: int = 0
@@ -163,7 +168,8 @@ def collect_stats(*, now: float, started_at: float, fetches: int, violations: in
                   seeds_refused: Sequence[tuple[str, str]] = (), seeds_refused_total: int = 0,
                   refresh_queued: int = 0,
                   freshness: tuple[int, int, int, int] | None = None,
-                  near: NearStats | None = None, near_rebuild_left: int = 0) -> CrawlStats:
+                  near: NearStats | None = None, near_rebuild_left: int = 0,
+                  tls: TlsStats | None = None) -> CrawlStats:
     elapsed = max(1e-9, now - started_at) if started_at else 0.0
     kept = store.bodies - bodies_at_start - near_deltas + near_dups
     return CrawlStats(
@@ -190,4 +196,5 @@ def collect_stats(*, now: float, started_at: float, fetches: int, violations: in
         refresh_queued=refresh_queued, freshness=freshness, pages_cut=pages_cut,
         requisites_queued=requisites_queued,
         near_rebuild_left=near_rebuild_left,
+        tls_handshakes=tls.handshakes if tls else 0, tls_resumed=tls.resumed if tls else 0,
     )

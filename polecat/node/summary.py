@@ -8,7 +8,9 @@ Pure formatting of :class:`~polecat.node.stats.CrawlStats`, so both are tested w
 - The summary keeps this run and the whole crawl (every run on the data dir) apart, says why the run
   ended, and names every host given up with its reason and, where there is one, the fix. Internal
   figures (Bloom false positives, canonical collapses, commits) are left to ``polecat status`` and
-  :class:`CrawlStats`, but how late the event loop ran (a node that stalls its hosts).
+  :class:`CrawlStats`, but how late the event loop ran (a node that stalls its hosts) and, in a run
+  that made TLS connections, how many of their handshakes resumed a session (a full one is most of
+  what a new https connection costs).
 """
 
 from __future__ import annotations
@@ -113,6 +115,9 @@ def print_summary(s: CrawlStats, out: TextIO, *, data_dir: str = "", interrupted
         lines.append(f"  event loop late: p99 {1000 * s.loop_lag_p99:.0f} ms, "
                      f"max {1000 * s.loop_lag_max:.0f} ms; with polecat on a CPU: "
                      f"p99 {1000 * s.loop_busy_p99:.0f} ms, max {1000 * s.loop_busy_max:.0f} ms")
+    if s.tls_handshakes:
+        lines.append(f"  TLS handshakes: {s.tls_handshakes}, {s.tls_resumed} resumed "
+                     f"({s.tls_resumed / s.tls_handshakes:.0%})")
     lines += [f"  gave up {host}: {explained(reason)}" for host, reason in s.parked[:MAX_GIVEN_UP_LISTED]]
     listed = min(len(s.parked), MAX_GIVEN_UP_LISTED)
     if max(s.hosts_parked, len(s.parked)) > listed:  # the hosts parked out of memory are counted only

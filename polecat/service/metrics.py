@@ -131,6 +131,13 @@ class NodeMetrics(Collector):
         yield _counter("polecat_dns_evictions", "Names dropped to keep the DNS cache within dns.max_entries",
                        dns.evictions)
         yield _gauge("polecat_dns_entries", "Names in the DNS cache", dns.entries)
+        tls = c.fetcher.tls_stats()
+        tl = CounterMetricFamily("polecat_tls_handshakes",
+                                 "TLS handshakes, full or resumed (polecat/fetch/pool.py rule 10)",
+                                 labels=["kind"])
+        for kind, n in (("full", tls.handshakes - tls.resumed), ("resumed", tls.resumed)):
+            tl.add_metric([kind], n)
+        yield tl
         yield _counter("polecat_fetched_bytes", "Page body bytes received (as on the wire)", c.bytes_fetched)
         yield _counter("polecat_stored_bytes", "Bytes appended to store segments", s.bytes_stored)
         yield _gauge("polecat_stored_pages", "Distinct bodies in the store", s.pages_stored)

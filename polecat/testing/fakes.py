@@ -20,7 +20,7 @@ from typing import TypeVar, get_args
 from polecat.errors import FetchError, NotFound, RequestWithheld
 from polecat.fetch.dns import DnsStats
 from polecat.fetch.http import RedirectPacer, Response, StreamChoice
-from polecat.fetch.pool import SendGate
+from polecat.fetch.pool import SendGate, TlsStats
 from polecat.frontier.handover_ranges import SLICED_TABLES, WrittenSlices
 from polecat.frontier.slices import PREFIX_LEN, slice_prefix
 from polecat.frontier.tables import Lookup
@@ -227,6 +227,9 @@ class FakeFetcher:
 
     def connections_short(self) -> bool:
         return self.short
+
+    def tls_stats(self) -> TlsStats:
+        return TlsStats(handshakes=0, resumed=0, sessions=0)  # no connections: no TLS
 
 
 class MemoryTables:
