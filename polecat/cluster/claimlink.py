@@ -1,16 +1,17 @@
 """Runs one member's content claims (polecat/cluster/claims.py) over the members' transport.
 
 The pipeline hands over each page it would store in full (:meth:`ContentClaims.claim`); the page waits
-here for its answer and is then stored, in full or as a revisit of the first copy (its
-``WARC-Refers-To-Target-URI`` is the original's URL; ``store export`` of the whole collection adds the
-original's date and digest, polecat/store/export.py rule 6). :meth:`run` sends, a tick after the first
-is ready, one frame to each peer with everything this member owes it: its claims, the answers to its
-claims, the reports of its first pages made durable, and the near-duplicate sections (claimwire.py kind
-4; to a peer that takes kinds 1-3 alone, those sections as kinds 1-3); :meth:`receive` takes both
-kinds of frame from the socket the hand-off uses. :meth:`claim` returns a future done once the page is
-in the store: the node completes the page's lease only then (polecat/node/lease_runner.py), so the
-frontier never records as done a page the store does not hold, and a crash while a page is held fetches
-it again. A page waits at most ``wait`` seconds (claims rule 5).
+here for its answer and is then stored, in full or as a revisit of the first copy (the original's URL,
+fetch time and, in a SHA-256 store, payload digest, polecat/store/segstore.py rule 6; ``store export``
+of the whole collection adds what a store could not write, polecat/store/export.py rule 6). :meth:`run`
+sends, a tick after the first is ready, one frame to each peer with everything this member owes it: its
+claims, the answers to its claims, the reports of its first pages made durable, and the near-duplicate
+sections (claimwire.py kind 4; to a peer that takes kinds 1-3 alone, those sections as kinds 1-3);
+:meth:`receive` takes both kinds of frame from the socket the hand-off uses. :meth:`claim` returns a
+future done once the page is in the store: the node completes the page's lease only then
+(polecat/node/lease_runner.py), so the frontier never records as done a page the store does not hold,
+and a crash while a page is held fetches it again. A page waits at most ``wait`` seconds (claims rule
+5).
 
 The books are kept in the frontier's ``claims`` table (claims rules 8 and 13): :meth:`ContentClaims.bind`
 loads them, every change of them is applied to the frontier's open transaction at once (it commits with
