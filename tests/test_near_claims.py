@@ -671,6 +671,30 @@ def test_two_workers_store_near_mirrors_as_one_process_does(test_web: TestWebFac
     assert kinds["two"] == kinds["one"] and kinds["one"]["near"] >= 20, kinds
 
 
+def test_with_drop_two_workers_keep_near_mirrors_as_one_process_does(test_web: TestWebFactory,
+                                                                     tmp_path: Path) -> None:
+    """``near_duplicates = "drop"`` (claims rule 12): a near mirror is a revisit of its original without its
+    own body, as many as one process makes, each written where its original is (with its digest), and the
+    export replays every page."""
+    web = test_web(SiteSpec(hosts=6, pages_per_host=20, seed=7, mirror_hosts=3, mirror_near_ratio=1.0))
+    cfg = tmp_path / "drop.toml"
+    cfg.write_text('[dedup]\nnear_duplicates = "drop"\n')
+    kinds = {}
+    for name, extra in (("one", ()), ("two", ("--workers", "2"))):
+        data = tmp_path / name
+        run = subprocess.run(crawl_cmd(web, data, 100.0, "--config", str(cfg), *extra), capture_output=True,
+                             text=True, timeout=300)
+        assert run.returncode == 0, run.stderr
+        kinds[name] = Counter(_kept(data).values())
+        fetched = {r.url for r in web.log if r.status == 200 and not r.url.endswith("/robots.txt")}
+        assert set(_export(data, tmp_path / f"{name}.warc.gz")) == fetched  # revisits resolved, digests equal
+        for node in collection_dirs([data]):
+            with SegmentStore.open(node / "store", StoreConfig(), read_only=True) as store:
+                near = [r for r in store.records() if r.own_hash != r.content_hash]
+                assert all(store.has(r.content_hash) and not store.has(r.own_hash) for r in near)
+    assert kinds["two"] == kinds["one"] and kinds["one"]["near"] >= 20, kinds
+
+
 @NEEDS_PYWB
 def test_a_two_worker_crawl_of_near_mirrors_replays_in_pywb(test_web: TestWebFactory, tmp_path: Path) -> None:
     web = test_web(SiteSpec(hosts=4, pages_per_host=15, seed=8, mirror_hosts=2, mirror_near_ratio=1.0))
