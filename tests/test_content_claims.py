@@ -35,6 +35,7 @@ from polecat.cluster.receiver import HandoffReceiver
 from polecat.cluster.ring import Ring
 from polecat.config import StoreConfig
 from polecat.store.base import FetchRecord, PageStore, content_hash
+from polecat.store.export import Originals, WarcExport
 from polecat.store.segstore import SegmentStore
 from polecat.store.warc import warc_date
 from polecat.testing.cluster import LoopbackTransport
@@ -245,13 +246,15 @@ def test_copies_fetched_by_two_members_are_stored_once_and_the_other_is_a_revisi
 
 def test_a_revisit_whose_original_another_member_stored_carries_its_date(tmp_path: Path) -> None:
     """polecat/store/segstore.py rule 6: in real stores, each revisit of a copy another member stored in
-    full names that page's URL and fetch time (``WARC-Refers-To-Date``, from the claim's answer), and
-    each store's records pass ``warcio check``."""
+    full names that page's URL, fetch time (``WARC-Refers-To-Date``, from the claim's answer) and payload
+    digest (the original response's, as WARC 1.1 requires), each store's records pass ``warcio check``,
+    and an export of the collection writes each revisit as stored (export.py rule 6 has nothing to add)."""
     stores = tuple(SegmentStore.open(tmp_path / m, StoreConfig()) for m in MEMBERS)
     asyncio.run(_claim_copies((stores[0], stores[1])))
     for s in stores:
         s.close()
-    revisits = 0
+    digests: dict[tuple[str, str], str] = {}  # (URL, date) -> payload digest, of each response
+    stored_revisits: dict[str, bytes] = {}  # record id -> the revisit's WARC head, as stored
     for m in MEMBERS:
         warc_path = tmp_path / f"{m}.warc"
         with warc_path.open("wb") as out:
@@ -263,15 +266,36 @@ def test_a_revisit_whose_original_another_member_stored_carries_its_date(tmp_pat
         assert check.returncode == 0, check.stdout + check.stderr
         with warc_path.open("rb") as f:
             for rec in ArchiveIterator(f):
+                if rec.rec_type == "response":
+                    digests[(rec.rec_headers.get_header("WARC-Target-URI"),
+                             rec.rec_headers.get_header("WARC-Date"))] = \
+                        rec.rec_headers.get_header("WARC-Payload-Digest")
                 if rec.rec_type == "revisit":
-                    revisits += 1
+                    stored_revisits[rec.rec_headers.get_header("WARC-Record-ID")] = rec.rec_headers.to_bytes()
                     original = rec.rec_headers.get_header("WARC-Refers-To-Target-URI")
                     host = original.split("/")[2]
                     k = int(host[1])  # http://h{k}.test/{i}: fetched at T0 + k
                     assert host != rec.rec_headers.get_header("WARC-Target-URI").split("/")[2]
                     assert rec.rec_headers.get_header("WARC-Refers-To-Date") == warc_date(T0 + k)
                     assert "x-polecat-refers-to-date" not in {n.lower() for n, _ in rec.http_headers.headers}
-    assert revisits == 40
+    assert len(stored_revisits) == 40
+    readers = [SegmentStore.open(tmp_path / m, StoreConfig(), read_only=True) for m in MEMBERS]
+    try:
+        exported = tmp_path / "all.warc.gz"
+        with exported.open("wb") as out:
+            collection = WarcExport(out, exported.name, "gzip", originals=Originals(readers))
+            for r in readers:
+                collection.add(r)
+    finally:
+        for r in readers:
+            r.close()
+    with exported.open("rb") as f:
+        revisits = {rec.rec_headers.get_header("WARC-Record-ID"): rec.rec_headers
+                    for rec in ArchiveIterator(f) if rec.rec_type == "revisit"}
+    assert {i: h.to_bytes() for i, h in revisits.items()} == stored_revisits  # the export adds nothing
+    for h in revisits.values():
+        original = (h.get_header("WARC-Refers-To-Target-URI"), h.get_header("WARC-Refers-To-Date"))
+        assert h.get_header("WARC-Payload-Digest") == digests[original]
 
 
 def test_an_unreachable_owner_never_blocks_the_page_it_is_stored_in_full_and_marked() -> None:

@@ -112,7 +112,7 @@ def test_with_deposits_a_copy_is_answered_at_once_and_without_it_waits_for_its_b
     answers = early.decide("w1", [near, exact], T0)  # their deposits wait for the base, at its holder
     assert [(who, a.seq, a.original.holder if a.original else None) for who, a in answers] == [
         ("w1", 2, "w0"), ("w1", 3, "w0")] and early.waiting() == 0
-    late = NearBook(capacity=100, hold=0.5, max_distance=4)  # "drop": the copy's revisit is written here
+    late = NearBook(capacity=100, hold=0.5, max_distance=4)  # a book without deposits (no member's)
     late.decide("w0", [base], T0)
     assert late.decide("w1", [near, exact], T0) == [] and late.waiting() == 2
 
@@ -347,7 +347,9 @@ def test_of_near_copies_claimed_at_once_by_any_members_exactly_one_is_stored_in_
     claimed with deposits on (``early``), every frame delivered in a random order and after a random
     delay, often past the settle window: exactly one is stored in full, the others are copies of it, and
     nothing is left waiting. A copy's deposit waits for its original's fate; refused (the original became
-    a copy itself), the page is claimed again, once (a second refusal would store it in full: counted)."""
+    a copy itself), the page is claimed again, once (a second refusal would store it in full: counted).
+    So for "delta" and "drop" alike: a member's book is ``early`` with either, a "drop" deposit being the
+    revisit alone (rule 12)."""
     rnd = random.Random(seed)
     members = [f"m{i}" for i in range(n)]
     ring = Ring(tuple(members))
@@ -526,6 +528,39 @@ def test_near_copies_fetched_by_two_members_are_deposited_where_their_originals_
         assert (r.own_hash == r.content_hash) == exact and r.content_hash in a.bodies
 
 
+def test_with_drop_an_earlier_near_copy_claimed_after_the_later_settled_is_its_revisit() -> None:
+    """Claims rules 12 and 14 with ``near_duplicates = "drop"``: a near copy fetched earlier but claimed
+    after the later one settled "none" and was stored in full (further apart than the settle) is not
+    stored in full too: it is deposited, its revisit alone, where the later one is, once that is durable
+    (before, with "drop" both were stored in full)."""
+    members = ("w0", "w1")
+
+    async def go() -> tuple[MemoryPageStore, MemoryPageStore, list[ContentClaims]]:
+        transport = LoopbackTransport()
+        stores = MemoryPageStore(), MemoryPageStore()
+        claims = [_member(m, members, transport, s, near="drop")
+                  for m, s in zip(members, stores, strict=True)]
+        runs = [asyncio.create_task(m.run()) for m in claims]
+        committing = asyncio.create_task(_commits(claims))
+        async with asyncio.timeout(20):
+            await asyncio.gather(*(claims[1].claim(*_page(f"http://b.test/{i}", text(i, 4), T0 + 1))
+                                   for i in range(5)))
+            await asyncio.sleep(0.2)  # their bases durable at every owner (the rule 7 report)
+            await asyncio.gather(*(claims[0].claim(*_page(f"http://a.test/{i}", text(i), T0))
+                                   for i in range(5)))
+        await _stop([committing, *runs], claims)
+        return *stores, claims
+
+    a, b, claims = asyncio.run(go())
+    assert all(m.stats().unanswered == 0 and m.stats().deposits_refused == 0 for m in claims)
+    assert len(b.bodies) == 5 and not a.bodies and not a.log  # one of each pair in full, by w1
+    revisits = [r for r in b.log if r.kind == "revisit"]
+    assert sorted(r.url for r in revisits) == [f"http://a.test/{i}" for i in range(5)]
+    for r in revisits:  # a revisit of the later fetch, its own body dropped
+        assert r.duplicate_of == r.url.replace("a.test", "b.test") and r.content_hash in b.bodies
+        assert r.own_hash != r.content_hash and r.own_hash not in b.bodies
+
+
 def test_a_near_copy_of_a_page_still_held_here_is_stored_against_it_once_that_one_is() -> None:
     async def go() -> tuple[MemoryPageStore, ContentClaims]:
         transport = LoopbackTransport()
@@ -633,6 +668,30 @@ def test_two_workers_store_near_mirrors_as_one_process_does(test_web: TestWebFac
     assert replayed["one"] == replayed["two"]
     # The near mirrors are revisits with their own bytes as deltas, whichever worker fetched them.
     kinds = {name: Counter(kept.values()) for name, kept in figures.items()}
+    assert kinds["two"] == kinds["one"] and kinds["one"]["near"] >= 20, kinds
+
+
+def test_with_drop_two_workers_keep_near_mirrors_as_one_process_does(test_web: TestWebFactory,
+                                                                     tmp_path: Path) -> None:
+    """``near_duplicates = "drop"`` (claims rule 12): a near mirror is a revisit of its original without its
+    own body, as many as one process makes, each written where its original is (with its digest), and the
+    export replays every page."""
+    web = test_web(SiteSpec(hosts=6, pages_per_host=20, seed=7, mirror_hosts=3, mirror_near_ratio=1.0))
+    cfg = tmp_path / "drop.toml"
+    cfg.write_text('[dedup]\nnear_duplicates = "drop"\n')
+    kinds = {}
+    for name, extra in (("one", ()), ("two", ("--workers", "2"))):
+        data = tmp_path / name
+        run = subprocess.run(crawl_cmd(web, data, 100.0, "--config", str(cfg), *extra), capture_output=True,
+                             text=True, timeout=300)
+        assert run.returncode == 0, run.stderr
+        kinds[name] = Counter(_kept(data).values())
+        fetched = {r.url for r in web.log if r.status == 200 and not r.url.endswith("/robots.txt")}
+        assert set(_export(data, tmp_path / f"{name}.warc.gz")) == fetched  # revisits resolved, digests equal
+        for node in collection_dirs([data]):
+            with SegmentStore.open(node / "store", StoreConfig(), read_only=True) as store:
+                near = [r for r in store.records() if r.own_hash != r.content_hash]
+                assert all(store.has(r.content_hash) and not store.has(r.own_hash) for r in near)
     assert kinds["two"] == kinds["one"] and kinds["one"]["near"] >= 20, kinds
 
 

@@ -1,16 +1,17 @@
 """Runs one member's content claims (polecat/cluster/claims.py) over the members' transport.
 
 The pipeline hands over each page it would store in full (:meth:`ContentClaims.claim`); the page waits
-here for its answer and is then stored, in full or as a revisit of the first copy (its
-``WARC-Refers-To-Target-URI`` is the original's URL; ``store export`` of the whole collection adds the
-original's date and digest, polecat/store/export.py rule 6). :meth:`run` sends, a tick after the first
-is ready, one frame to each peer with everything this member owes it: its claims, the answers to its
-claims, the reports of its first pages made durable, and the near-duplicate sections (claimwire.py kind
-4; to a peer that takes kinds 1-3 alone, those sections as kinds 1-3); :meth:`receive` takes both
-kinds of frame from the socket the hand-off uses. :meth:`claim` returns a future done once the page is
-in the store: the node completes the page's lease only then (polecat/node/lease_runner.py), so the
-frontier never records as done a page the store does not hold, and a crash while a page is held fetches
-it again. A page waits at most ``wait`` seconds (claims rule 5).
+here for its answer and is then stored, in full or as a revisit of the first copy (the original's URL,
+fetch time and, in a SHA-256 store, payload digest, polecat/store/segstore.py rule 6; ``store export``
+of the whole collection adds what a store could not write, polecat/store/export.py rule 6). :meth:`run`
+sends, a tick after the first is ready, one frame to each peer with everything this member owes it: its
+claims, the answers to its claims, the reports of its first pages made durable, and the near-duplicate
+sections (claimwire.py kind 4; to a peer that takes kinds 1-3 alone, those sections as kinds 1-3);
+:meth:`receive` takes both kinds of frame from the socket the hand-off uses. :meth:`claim` returns a
+future done once the page is in the store: the node completes the page's lease only then
+(polecat/node/lease_runner.py), so the frontier never records as done a page the store does not hold,
+and a crash while a page is held fetches it again. A page waits at most ``wait`` seconds (claims rule
+5).
 
 The books are kept in the frontier's ``claims`` table (claims rules 8 and 13): :meth:`ContentClaims.bind`
 loads them, every change of them is applied to the frontier's open transaction at once (it commits with
@@ -21,8 +22,9 @@ from an empty book.
 
 With ``near`` (``dedup.near_duplicates`` "delta" or "drop"), a page with a fingerprint is first claimed
 by its band keys (claims rules 9-12): a near copy of a page another member stored is written as one
-process writes it, its own body deposited as a delta in the store that holds the original (received here
-by :meth:`receive`, acknowledged after the store flush that holds it, :meth:`after_flush`); with no near
+process writes it, deposited with its own body as a delta ("drop": the revisit alone) in the store that
+holds the original (received here by :meth:`receive`, acknowledged after the store flush that holds it,
+:meth:`after_flush`); with no near
 match the page goes on to its exact claim (claims rule 11; its exact copies are near copies at distance
 0 while its base is in a near book). A page waits at most ``wait`` seconds per step
 (near claim, then deposit).
@@ -164,7 +166,7 @@ class ContentClaims:
         self._holding: dict[bytes, int] = {}
         """Hash -> pages of that body held here for claims or a deposit (:meth:`_holds`)."""
         self._near_keep = near
-        book = NearBook(book_capacity, wait / 2, near_distance, settle=wait * SETTLE, early=near == "delta",
+        book = NearBook(book_capacity, wait / 2, near_distance, settle=wait * SETTLE, early=True,
                         keep=lambda band: owner_of(band) == self_id)
         self.near = None if near == "full" else NearQueue(self_id, owner_of, book, wait=wait)
         self._tell_alone()
@@ -345,10 +347,9 @@ class ContentClaims:
             if orig.holder != self._self_id or orig.digest != record.content_hash:
                 self._withdraw(o.owners, record.content_hash)
             copy = near_copy(record, orig)
-            own = None if orig.digest == record.content_hash else body  # an exact copy: a revisit alone
-            if self._near_keep == "drop":
-                self._copied(copy, None, stored)
-            elif orig.holder != self._self_id:
+            # An exact copy, or any with "drop": a revisit alone, deposited all the same (claims rule 12)
+            own = None if orig.digest == record.content_hash or self._near_keep == "drop" else body
+            if orig.holder != self._self_id:
                 self._deposit(orig.holder, copy, record, body, own, stored, fp)
             elif self._stored_here(orig.digest):
                 self._copied(copy, own, stored)
@@ -379,7 +380,7 @@ class ContentClaims:
                  stored: asyncio.Future[None], fp: Fingerprint | None) -> None:
         """Claims rule 12: the near copy (its own body ``own``; None for an exact copy) goes to the store
         that holds its original; ``record`` and ``body`` are the page as fetched, stored here if not."""
-        if holder not in self._addresses or len(body) > DEPOSIT_BYTES:
+        if holder not in self._addresses or len(own or b"") > DEPOSIT_BYTES:  # a revisit alone always fits
             self.deposits_refused += 1
             self._put(record, body, stored)
             return

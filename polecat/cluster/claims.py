@@ -90,8 +90,9 @@ near-duplicate index up (polecat/node/pipeline.py):
     answer named a page that became a copy itself) is claimed again, once, by its fingerprint: the
     withdrawn base gone, it meets that page's own original. A deposit refused again, too big for one
     frame, or unacknowledged within ``wait`` is stored in full by the claimer (marked, rule 5, when
-    unacknowledged; both may then hold it, never neither). With "drop" the claimer writes the revisit
-    itself (``store export`` of the crawl completes it from the holder's store).
+    unacknowledged; both may then hold it, never neither). With "drop" a near copy is deposited as an
+    exact copy is, its revisit alone (its own body dropped): the same wait for the base's fate, so the
+    copy is never a revisit of a page not stored in full, and rule 14 holds for "drop" as for "delta".
 13. A base, once durable, is kept as rule 8 keeps an exact record: a row of the ``claims`` table under
     the prefix of each band slice of its band keys that this member owns (:func:`near_key`: longer than
     an exact record's key, which :meth:`ClaimBook.load` skips), its fingerprint and fetch in the value;
@@ -105,18 +106,19 @@ near-duplicate index up (polecat/node/pipeline.py):
     settle passed before this claim arrived: claims of a loaded member travel longer than the settle) is
     not a base: its later match may be stored in full already. It waits for that base as a copy waits
     (rule 10: stored in full and durable, it is answered a near copy of that later fetch; withdrawn or
-    silent past ``hold``, decided again). With ``early`` only: without deposits a copy waits for its
-    earlier base, so two pages could wait on each other (this one here for the later, the later at
-    another owner for this one) until ``hold``; there two near copies whose claims arrive further apart
-    than the settle may both be stored in full, as before. A base answered "none" that an earlier
+    silent past ``hold``, decided again). With ``early`` only (a member's book always is: "delta" and
+    "drop" both deposit, rule 12): without deposits a copy waits for its earlier base, so two pages could
+    wait on each other (this one here for the later, the later at another owner for this one) until
+    ``hold``; there two near copies whose claims arrive further apart than the settle may both be stored
+    in full. A base answered "none" that an earlier
     claim turns into a copy while still settling, or afterwards by a withdrawal, is decided again the same
     way, so at one owner two near copies are never both "none". The claimer takes a later match over an
     earlier one (rule 11's order): only a base stored in full is one.
 15. An owner alone in the member list (:attr:`NearBook.alone`) answers a near claim with no match "none"
     at once, without rule 10's settle: no claim of another member can arrive to make it a copy. A member
     that joins meanwhile is rule 14's case (its claim of an earlier near copy meets this base as a later
-    one answered "none"); without ``early``, both may be stored in full (a missed collapse, as rule 14
-    says).
+    one answered "none"); without ``early`` (a book made so, not a member's), both may be stored in full
+    (a missed collapse, as rule 14 says).
 """
 
 from __future__ import annotations

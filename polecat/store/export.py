@@ -20,12 +20,13 @@ Rules:
    record of that page, with its full payload, not as the store's revisit: replay tools return every
    page's own bytes. A near-duplicate crawled with ``dedup.near_duplicates = "drop"`` stays a revisit.
 6. One collection over several stores (the workers of a crawl, the nodes of a cluster): a revisit
-   written without a ``WARC-Payload-Digest`` (its original was in another store: a copy found first by
-   another worker or node; its ``WARC-Refers-To-Date`` is there when its claim's answer gave it,
-   polecat/store/segstore.py rule 6) is written with the original's (from whichever store of the export
-   holds the body) ``WARC-Refers-To-Target-URI``, ``WARC-Refers-To-Date`` and ``WARC-Payload-Digest``
-   (its record id kept), and its CDXJ line carries that digest, so replay tools
-   resolve it to the right bytes whichever store held them (:class:`Originals`).
+   whose original was in another store (a copy found first by another worker or node; its
+   ``WARC-Refers-To-Date`` is there when its claim's answer gave it, and its ``WARC-Payload-Digest`` in a
+   SHA-256 store, polecat/store/segstore.py rule 6), or written without a digest, is written with the
+   original's (from whichever store of the export holds the body) ``WARC-Refers-To-Target-URI``,
+   ``WARC-Refers-To-Date`` and ``WARC-Payload-Digest`` (its record id kept), and its CDXJ line carries
+   that digest, so replay tools resolve it to the right bytes whichever store held them
+   (:class:`Originals`).
 7. A store known only by its sealed segments in object storage (a dead node's, polecat/store/remote.py)
    is exported from them, record by record as stored (:meth:`WarcExport.add_sealed`), each record once by
    its ``WARC-Record-ID``, a request record before the response it was stored with. Its revisits keep
@@ -145,7 +146,7 @@ class WarcExport:
                 self.result.skipped.append((entry, str(exc)))
                 continue
             records = [r for r in warc.split_records(raw) if not _is_warcinfo(r)]
-            original = self._unresolved(record, records[-1])
+            original = self._unresolved(store, record, records[-1])
             if original is not None:  # rule 6
                 record_id = warc.decode(records[-1]).fields.get("warc-record-id")
                 records[-1] = warc.encode_revisit(record, (original.url, original.fetched_at),
@@ -179,10 +180,13 @@ class WarcExport:
                                            r.status, f.digest, offset, length, self._filename))
             self.result.written += 1
 
-    def _unresolved(self, record: FetchRecord, raw: bytes) -> Original | None:
+    def _unresolved(self, store: SegmentStore, record: FetchRecord, raw: bytes) -> Original | None:
         """The original of a revisit written without one (its body was in no store of its own then; it may
-        be there now, stored later by another copy), from any store of the collection (rule 6)."""
-        if self._originals is None or record.kind != "revisit" or warc.has_field(raw, b"WARC-Payload-Digest"):
+        be there now, stored later by another copy), from any store of the collection (rule 6). One
+        written with its digest but not its original's body (segstore.py rule 6) is resolved too: the
+        original the collection holds, whose date its claim's answer may not have given."""
+        if self._originals is None or record.kind != "revisit" or (
+                warc.has_field(raw, b"WARC-Payload-Digest") and store.has(record.content_hash)):
             return None
         return self._originals.find(record.content_hash)
 

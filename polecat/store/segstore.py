@@ -15,6 +15,11 @@ Rules (this module owns them):
 6. A revisit whose original this store does not hold names it as its record says: its ``duplicate_of``
    (``WARC-Refers-To-Target-URI``) and, when its claim's answer gave it
    (:data:`~polecat.store.base.REFERS_DATE_HEADER`), the original's fetch time (``WARC-Refers-To-Date``).
+   In a SHA-256 store it carries the original's ``WARC-Payload-Digest`` too (WARC 1.1 requires it of an
+   identical-payload revisit): the revisit's content hash is the original's body's SHA-256, which that
+   digest encodes (a near copy's names its base's, as a revisit of a base held here does). A store of
+   another hash cannot derive it (the claim's answer names the original's hash, not its SHA-256): its
+   ``store export`` adds it (polecat/store/export.py rule 6).
 """
 
 from __future__ import annotations
@@ -207,6 +212,8 @@ class SegmentStore:
                     record = dataclasses.replace(record, duplicate_of=original.url)
             elif record.duplicate_of is not None:  # an original in another member's store
                 refers = _refers_elsewhere(record.duplicate_of, when)
+                if self.hash_name == SHA256:  # rule 6: the original's digest is its content hash's
+                    digest = warc.payload_digest_from(record.content_hash)
             record = dataclasses.replace(record, kind="revisit")
             loc = self._append(record, record_id, warc.encode_revisit(record, refers, digest, record_id,
                                                                           self.hash_name))
