@@ -151,10 +151,14 @@ class FrontierDB:
                  log_bytes: int = LOG_BYTES, writemap: bool = False) -> None:
         path.mkdir(parents=True, exist_ok=True)
         self.path = path
-        if writemap and not reserve.supported(path):  # rule 11
-            log.warning("frontier: %s cannot reserve disk space (no fallocate): opened without writemap",
-                        path)
-            writemap = False
+        try:
+            if writemap and not reserve.supported(path):  # rule 11
+                log.warning("frontier: %s cannot reserve disk space (no fallocate): opened without writemap",
+                            path)
+                writemap = False
+        except OSError as exc:  # a full disk already
+            raise FrontierError(f"{fault_cause(exc, path)}: cannot reserve disk space for the frontier in "
+                                f"{path} ({exc})") from exc
         self.writemap = writemap
         try:
             self.env = lmdb.open(
