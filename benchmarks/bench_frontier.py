@@ -23,8 +23,9 @@ named tables, to attribute the writes to tables: the difference with a run that 
 prints the N functions of most own time in the pop+complete phase.
 ``--log-mb`` sets the write-ahead log a commit appends to before the LMDB is committed (``frontier.log_mb``);
 each phase reports its commits: the log appends, and the LMDB commits, whose length a node's leasing waits.
-``--writemap`` opens the LMDB so (``frontier.writemap``); its writes back are not write calls, so ``wchar``
-then counts the log and the seen runs only (``write_bytes`` counts them, by folio).
+``--writemap``/``--no-writemap`` opens the LMDB so or not (``frontier.writemap``, on by default); its
+writes back are not write calls, so ``wchar`` then counts the log and the seen runs only (``write_bytes``
+counts them, by folio).
 """
 
 from __future__ import annotations
@@ -205,7 +206,7 @@ def main() -> None:
     ap.add_argument("--profile", type=int, default=0, metavar="N",
                     help="print the N functions of most own time in the pop+complete phase (cProfile)")
     ap.add_argument("--log-mb", type=float, default=CFG.frontier.log_mb)
-    ap.add_argument("--writemap", action="store_true")
+    ap.add_argument("--writemap", action=argparse.BooleanOptionalAction, default=CFG.frontier.writemap)
     args = ap.parse_args()
     CFG = replace(CFG, frontier=replace(CFG.frontier, commit_ops=args.commit_ops, log_mb=args.log_mb,
                                         writemap=args.writemap))
@@ -266,8 +267,12 @@ def main() -> None:
         f"{pop_cpu / pops * 1e6:.1f} us CPU/lease; "
         f"{memory()}; queued {frontier.queued:,}; {per(pop_w, w0, pops)}; {commits.report()}"
     )
-    size = sum(p.stat().st_size for p in (workdir / "frontier").rglob("*") if p.is_file())
-    print(f"frontier on disk: {size / 1024**2:,.0f} MB ({size / max(1, args.urls):.0f} B/URL)")
+    # Allocated blocks, not st_size: with writemap the data file is map_size long (sparse) and holds its
+    # reservation ahead of the pages in use (db.py rule 11), given apart.
+    size = sum(p.stat().st_blocks * 512 for p in (workdir / "frontier").rglob("*") if p.is_file())
+    used = (db.env.info()["last_pgno"] + 1) * db.env.stat()["psize"]
+    print(f"frontier on disk: {size / 1024**2:,.0f} MB allocated ({size / max(1, args.urls):.0f} B/URL); "
+          f"LMDB pages up to the last in use {used / 1024**2:,.0f} MB")
     print(table_sizes(db, args.urls))
     db.close()
 

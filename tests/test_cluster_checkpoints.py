@@ -326,7 +326,7 @@ class _Node:
     def frontier(self) -> Frontier:
         return self.rig.frontier
 
-    async def commit(self) -> None:
+    async def commit(self, *, lmdb: bool = False) -> None:
         self.rig.frontier.commit()
 
     async def bodies_shipped(self, within: float) -> bool:

@@ -7,7 +7,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
+import shutil
 import subprocess
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +20,8 @@ import pytest
 from polecat import Crawler
 from polecat.config import Config
 from polecat.errors import PolecatError
-from polecat.frontier.db import TABLES
+from polecat.frontier.db import TABLES, FrontierDB
+from polecat.frontier.opener import FRONTIER_PARAMS
 from polecat.frontier.records import UrlRecord
 from polecat.store.segstore import open_store
 from polecat.testing.sitegen import SiteSpec
@@ -44,14 +47,17 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
 
 
 def _done_urls(cfg: Config) -> dict[str, str]:
-    """URL -> outcome of every URL the committed frontier records as done."""
-    env = lmdb.open(str(cfg.data_dir / "frontier"), readonly=True, max_dbs=len(TABLES) + 2, lock=False)
+    """URL -> outcome of every URL the committed frontier records as done: its LMDB and the commits of
+    its write-ahead log after it (polecat/frontier/db.py rule 7), read without writing (copied first:
+    an open replays the log, and its close may commit it)."""
+    copy = Path(tempfile.mkdtemp(prefix="frontier-read-")) / "frontier"  # off the small disk
+    shutil.copytree(cfg.data_dir / "frontier", copy)
+    db = FrontierDB(copy, map_size=256 << 20, params=FRONTIER_PARAMS, writemap=False)
     try:
-        urls = env.open_db(b"urls", create=False)
-        with env.begin() as txn:
-            recs = [UrlRecord.decode(raw) for _, raw in txn.cursor(db=urls)]
+        recs = [UrlRecord.decode(raw) for _, raw in db.items("urls")]
     finally:
-        env.close()
+        db.close()
+        shutil.rmtree(copy.parent)
     return {r.url: f"{r.outcome}:{r.reason}" for r in recs}
 
 

@@ -187,7 +187,7 @@ def slow_batch(self, records):
     if commits_after >= int(sys.argv[1]):  # killed in a batch, that many commits after the first
         os.kill(os.getpid(), signal.SIGKILL)
     batches += 1
-    time.sleep(0.05)  # a batch of a big store: commits come between batches
+    time.sleep(0.15)  # a batch of a big store: commits (log appends, fsynced) come between batches
     return reindex(self, records)
 
 def counted(self, *args, **kwargs):

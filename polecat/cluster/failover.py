@@ -81,8 +81,9 @@ class Node(Protocol):
     @property
     def frontier(self) -> Frontier: ...
 
-    async def commit(self) -> None:
-        """Return once a frontier commit holds every change made so far."""
+    async def commit(self, *, lmdb: bool = False) -> None:
+        """Return once a frontier commit holds every change made so far (``lmdb``: an LMDB commit,
+        polecat/node/commits.py rule 9)."""
         ...
 
     async def bodies_shipped(self, within: float) -> bool:
@@ -215,7 +216,7 @@ class Failover:
             round_ = self.schedule.begin(self._clock.monotonic())
             began = self._token() if self._token is not None else None
             try:
-                await crawler.commit()
+                await crawler.commit(lmdb=True)  # the snapshot below then reads the LMDB alone
             except PolecatError as exc:  # the crawler stopped on a fault: it says so itself
                 self.failures += 1
                 log.warning("slice checkpoint round %d: no frontier commit: %s", round_, exc)

@@ -230,20 +230,22 @@ class FrontierConfig:
     """The node commits after this many frontier operations..."""
     commit_ms: float = 250.0
     """...or after this many milliseconds, whichever comes first."""
-    log_mb: float = 0.0
-    """0 (the default): every commit is an LMDB commit. Above 0: a commit appends to the frontier's
-    write-ahead log, and the LMDB itself is committed (an LMDB commit, polecat/frontier/db.py rule 6) once
-    the log holds this many MiB, and at the stop. 64 cut the bytes written per URL ~10x at 1M URLs
-    (a breadth crawl's SSD wear), at the cost of a longer replay after a kill -9, a pause of leasing for
-    each LMDB commit (seconds), more anonymous memory (the open transaction's dirty pages) and, in a
-    cluster, checkpoint rounds that read the log (benchmarks/README.md, "Issue 39: the write-ahead log")."""
+    log_mb: float = 64.0
+    """Above 0 (64, the default): a commit appends to the frontier's write-ahead log, and the LMDB itself
+    is committed (an LMDB commit, polecat/frontier/db.py rule 6) once the log holds this many MiB, and at
+    the stop. 64 cut the bytes written per URL ~10x at 1M URLs (a breadth crawl's SSD wear), at the cost
+    of a longer replay after a kill -9, a pause of leasing for each LMDB commit (seconds on a busy disk),
+    more anonymous memory (the open transaction's dirty pages; ``writemap`` keeps them in the file) and,
+    in a cluster, an LMDB commit per checkpoint round (polecat/node/commits.py rule 9; benchmarks/
+    README.md, "Issue 39: the write-ahead log"). 0: every commit is an LMDB commit."""
     writemap: bool = False
     """Open the frontier's LMDB with ``writemap``: the open transaction's dirty pages live in the file's
-    mapping, not in anonymous memory, and the kernel writes them back before the LMDB commit (measured at
-    1M URLs: RssAnon 115 MB against 306 MB, the LMDB commit's pause 0.8 s against 2.2 s; benchmarks/
-    README.md, "Issue 39: the write-ahead log"). Off by default: the data file then has the size of
-    ``map_size`` (sparse: disk use is the pages written), which ``ls`` and copies without ``--sparse``
-    see."""
+    mapping, not in anonymous memory (RssAnon 148 MB against 298 MB at 1M URLs), but the kernel writes
+    them back whenever it likes, so a page changed again is written again: 3.3 times the bytes per URL
+    (db.py rules 11-12; benchmarks/README.md, "Issue 39: the write-ahead log"). The data file's blocks
+    are reserved ahead with ``fallocate`` so that a full disk stops the node cleanly; a filesystem without
+    it opens without ``writemap``. The data file has the size of ``map_size`` (sparse: disk use is the
+    pages reserved), which ``ls`` and copies without ``--sparse`` see."""
     map_size: int = 64 * 1024**3
     working_hosts: int = 50_000
     """Host records kept in memory at most (polecat/frontier/host_table.py rule 6): the hosts in rotation.

@@ -32,8 +32,8 @@ dirtied, ~4 KB per queue or host row changed):
 6. A commit (:meth:`FrontierDB.start_commit`) appends the writes applied through :meth:`FrontierDB.apply`
    since the last one to the log, with the commit counter, and fsyncs it on the writer thread; the LMDB
    transaction stays open. Only an *LMDB commit* commits it: when the log has reached ``log_bytes``
-   (``frontier.log_mb``; 0, the default, makes every commit an LMDB commit and the log stays empty:
-   its costs are for a crawl that chose it, benchmarks/README.md), when asked (an open that creates or
+   (``frontier.log_mb``, 64 MiB by default; 0 makes every commit an LMDB commit and the log stays
+   empty), when asked (an open that creates or
    upgrades the schema), for a :meth:`FrontierDB.snapshot`, and at :meth:`FrontierDB.close` when nothing
    was applied since the last commit. An LMDB commit writes ``seq`` (the last commit it holds) and the
    seen runs' manifest into ``meta``, and the log is emptied once it is durable (wal.py rule 4). LMDB
@@ -51,7 +51,8 @@ dirtied, ~4 KB per queue or host row changed):
    so merges rewrite fewer keys. The memtable holds the keys since the last LMDB commit.
 9. A :meth:`FrontierDB.snapshot` is of the last commit, as before (tables.py rule 5): when the log holds
    commits the LMDB lacks, it commits the LMDB first if nothing was applied since the last commit (a cluster
-   checkpoint round commits, then takes one), or else reads the log's entries on top of the LMDB's last
+   checkpoint round asks for an LMDB commit, made off the loop, before it takes one: polecat/node/commits.py
+   rule 9), or else reads the log's entries on top of the LMDB's last
    commit (:class:`~polecat.frontier.wal.LogOverlay`; it decodes the log, up to
    ``log_bytes``, on the caller's thread): an LMDB commit then would make durable writes whose
    store records are not flushed yet (polecat/node/commits.py rule 1).
@@ -60,6 +61,25 @@ Rule of the schema's last step:
 10. Schema 4 keeps schema 3's keys and packs the ``queue`` and ``urls`` values (polecat/frontier/records.py:
     no JSON, no origin the key names, no default fields; issue 39); schema 3 is upgraded on open by
     rewriting both tables in one commit (:meth:`FrontierDB._upgrade_v3`), after the upgrades above.
+
+Rules of ``writemap`` (``frontier.writemap``, off by default: it wrote 3.3 times the bytes per URL at 1M
+URLs, for a third of the anonymous memory; benchmarks/README.md, "Issue 39: the write-ahead log"):
+11. With ``writemap`` the data file's blocks are allocated ahead of LMDB's pages
+    (polecat/frontier/reserve.py): at the open, for the replay of the log and any upgrade, at every
+    commit (:meth:`FrontierDB.start_commit`) for what the open transaction may still copy (reserve.py
+    rule 2), before anything else is done, and before a batch of :data:`ROOM_CHECK_WRITES` writes or
+    more (a slice adopted, a seeds batch) is applied, for twice its bytes. A reservation that fails (a
+    full disk) fails that commit or batch as a write would (:class:`~polecat.errors.StorageFault`, the
+    node stops with what was committed, polecat/node/commits.py rule 6), or refuses the open
+    (:class:`~polecat.errors.FrontierError`), and no LMDB commit is made after it (:meth:`FrontierDB.close`
+    leaves the log to the next open's replay): so a full disk is never met by a write through the map,
+    which would be a SIGBUS. A filesystem that cannot reserve (no ``fallocate``) opens without
+    ``writemap``, with a warning.
+12. With ``writemap`` the dirty pages are the file's own, so the kernel can write them back before the
+    LMDB commit, and that commit, which the frontier's calls wait for (rule 6), has only the rest to
+    write: once the log passes three quarters of ``log_bytes``, the writer thread writes the file's dirty
+    pages back (``fdatasync``, after that commit's append), while the loop goes on. A page changed again
+    after it is written twice: at most the pages of the last quarter.
 """
 
 from __future__ import annotations
@@ -76,7 +96,8 @@ from typing import Any, TypeVar, cast
 import lmdb
 
 from polecat.errors import FrontierError, PolecatError
-from polecat.faults import storage_fault
+from polecat.faults import fault_cause, storage_fault
+from polecat.frontier import reserve
 from polecat.frontier.handover_ranges import WrittenSlices, delete_ranges
 from polecat.frontier.migrate import (
     CompactReport,
@@ -112,9 +133,11 @@ after a fingerprint format change (absent: none do). Set by the upgrade, cleared
 TABLES = ("meta", "queue", "hosts", "seen", "urls", "near", "ops", "robots", "priors", "ready", "resident",
           "refresh", "due", "fresh", "claims")
 
-LOG_BYTES = 0
-"""Log bytes after which a commit is also an LMDB commit (rule 6; the default of ``frontier.log_mb``: 0,
-no log, every commit an LMDB commit)."""
+ROOM_CHECK_WRITES = 1_000
+"""A batch of writes at least this long gets disk space reserved for it before it is applied (rule 11)."""
+
+LOG_BYTES = 64 * 2**20
+"""Log bytes after which a commit is also an LMDB commit (rule 6; the default of ``frontier.log_mb``)."""
 
 log = logging.getLogger("polecat")
 
@@ -128,6 +151,15 @@ class FrontierDB:
                  log_bytes: int = LOG_BYTES, writemap: bool = False) -> None:
         path.mkdir(parents=True, exist_ok=True)
         self.path = path
+        try:
+            if writemap and not reserve.supported(path):  # rule 11
+                log.warning("frontier: %s cannot reserve disk space (no fallocate): opened without writemap",
+                            path)
+                writemap = False
+        except OSError as exc:  # a full disk already
+            raise FrontierError(f"{fault_cause(exc, path)}: cannot reserve disk space for the frontier in "
+                                f"{path} ({exc})") from exc
+        self.writemap = writemap
         try:
             self.env = lmdb.open(
                 str(path), map_size=map_size, max_dbs=len(TABLES) + 2, subdir=True, sync=True,
@@ -167,6 +199,13 @@ class FrontierDB:
                                        "ready": self.ready, "resident": self.resident,
                                        "refresh": self.refresh, "due": self.due, "fresh": self.fresh}
         """Every LMDB table a decision writes, by its :data:`~polecat.writes.Table` name."""
+        self._trees = [*self.tables.values(), self.old_seen]
+        """Every LMDB table, for the reservation's bound (rule 11)."""
+        self._reserve = reserve.DiskReserve(path / "data.mdb") if writemap else None
+        self._no_room: OSError | None = None
+        """The failed reservation, after which no LMDB commit is made (rule 11)."""
+        self._synced_ahead = False
+        """The dirty pages were written back since the last LMDB commit (rule 12)."""
         self.written = WrittenSlices()
         """The slices written, for checkpoint rounds (polecat/frontier/tables.py rule 6)."""
         self._writer = TxnWriter(self.env, "polecat-frontier-writer")
@@ -175,6 +214,8 @@ class FrontierDB:
             self.seen = SeenRuns(path / "seen", None if manifest is None else bytes(manifest))
         except (OSError, ValueError) as exc:
             self._writer.close()
+            if self._reserve is not None:
+                self._reserve.close()
             self.env.close()
             raise FrontierError(f"cannot open the seen table in {path / 'seen'}: {exc}") from exc
         self.tables["seen"] = self.seen
@@ -201,7 +242,9 @@ class FrontierDB:
         """What the open packed from schema 3, if it did (rule 10)."""
         self.near_dropped: int | None = None
         """Entries of a near-duplicate index of an older format the open dropped (None: none was)."""
+        self._psize: int = self.env.stat()["psize"]
         try:
+            self._room_at_open()
             self.seq = self._check_schema(params)
             self._replay()
         except FrontierError:
@@ -231,6 +274,30 @@ class FrontierDB:
             log.info("frontier: %d commit(s) replayed from the log %s (up to commit %d)", self.replayed,
                      self.wal.path, self.seq)
 
+    def _make_room(self, copies: int = 1, extra: int = 0) -> None:
+        """Reserve the disk space the open transaction may still need (rule 11); ``OSError`` if there is
+        none, and again at every later call."""
+        if self._reserve is None:
+            return
+        if self._no_room is not None:
+            raise self._no_room
+        pages = reserve.pages_bound(self.env, self._writer.txn, self._trees, copies)
+        try:
+            self._reserve.ensure(pages * self._psize + extra)
+        except OSError as exc:
+            self._no_room = exc
+            raise
+
+    def _room_at_open(self, copies: int = 1) -> None:
+        """:meth:`_make_room` for the log's replay (its rows: at most twice its bytes in new pages) and,
+        with ``copies`` 3, an upgrade's rewrite of whole tables through a scratch table (rule 11)."""
+        try:
+            self._make_room(copies, 2 * self.wal.path.stat().st_size)
+        except OSError as exc:
+            raise FrontierError(f"{fault_cause(exc, self.path)}: cannot reserve disk space for the frontier "
+                                f"in {self.path} ({exc}): free some, or open it with frontier.writemap "
+                                "off") from exc
+
     def _check_schema(self, params: dict[str, Any]) -> int:
         """Upgrade data written by an older release in place; refuse what cannot be read (naming the
         release that wrote it, this one, and what to do: every upgrade this release knows is done here, so
@@ -247,6 +314,8 @@ class FrontierDB:
         slices = int(self.txn.get(b"slices", db=self.meta) or SLICES)
         if slices != SLICES:
             raise FrontierError(mismatch(self.path, wrote, f"{slices} slices", f"{SLICES}", upgradable=False))
+        if info.get("version") in (1, 2, 3):
+            self._room_at_open(copies=3)
         if info.get("version") == 1:
             info = self._upgrade_v1(info)
         if info.get("version") == 2:
@@ -332,6 +401,12 @@ class FrontierDB:
         if self._writer.committing:
             self._backlog.extend(writes)
         else:
+            if self._reserve is not None and len(writes) >= ROOM_CHECK_WRITES:  # rule 11
+                try:
+                    self._make_room(extra=2 * sum(len(w.key) + len(w.value)
+                                                  for w in writes if type(w) is Put))
+                except OSError as exc:
+                    raise storage_fault(exc, "frontier", self.path) from exc
             self._apply(self._writer.txn, writes)
 
     def applied(self, decided: Decided[T]) -> T:
@@ -417,7 +492,7 @@ class FrontierDB:
         waited for, so that the LMDB tables and the seen runs are of the same commit; the log is
         committed to the LMDB first, rule 9)."""
         self.finish_commit()
-        if self.wal.size and not self._logged:
+        if self.wal.size and not self._logged and self._no_room is None:
             self._commit_lmdb()
         committed = CommittedTables(self.env.begin(), self.tables, self.seen.view())
         if not self.wal.size:
@@ -431,8 +506,12 @@ class FrontierDB:
         on (:attr:`pending`) belong to the next commit."""
         if self._log_failed is not None:
             raise storage_fault(self._log_failed, "frontier", self.path)
-        self.seq += 1
         txn = self.txn
+        try:
+            self._make_room()
+        except OSError as exc:
+            raise storage_fault(exc, "frontier", self.path) from exc
+        self.seq += 1
         txn.put(b"seq", str(self.seq).encode(), db=self.meta)
         self.pending = 0
         self.written.commit()
@@ -440,6 +519,11 @@ class FrontierDB:
         if to_lmdb or self.wal.size >= self.log_bytes:
             return self._start_lmdb_commit(txn)
         self._appending = self._writer.submit(partial(self.wal.append, self.seq, writes))
+        if self._reserve is not None and not self._synced_ahead and self.wal.size >= self.log_bytes * 3 // 4:
+            # Rule 12. Its failure (an I/O error) is the LMDB commit's to report: that commit writes the
+            # same pages and fails the same way.
+            self._synced_ahead = True
+            self._writer.submit(self._reserve.sync)
         return self._appending
 
     def _start_lmdb_commit(self, txn: lmdb.Transaction) -> Future[lmdb.Transaction]:
@@ -447,6 +531,7 @@ class FrontierDB:
         after."""
         txn.put(MANIFEST, self.seen.prepare(), db=self.meta)
         self._in_lmdb = self.seq
+        self._synced_ahead = False
         return self._writer.start_commit(self.seen.write_run, self.wal.reset)
 
     def _commit_lmdb(self) -> None:
@@ -510,12 +595,14 @@ class FrontierDB:
         try:
             with contextlib.suppress(PolecatError, lmdb.Error, OSError):
                 self.finish_commit()
-                if self.wal.size and not self._logged:
+                if self.wal.size and not self._logged and self._no_room is None:  # rule 11
                     self._commit_lmdb()
         finally:
             try:
                 self._writer.close()
             finally:
+                if self._reserve is not None:
+                    self._reserve.close()
                 self.wal.close()
                 self.seen.close()
                 self.env.close()

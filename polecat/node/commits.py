@@ -48,6 +48,10 @@ Rules (this module owns them):
    deposits to acknowledge commits :data:`DEPOSIT_GATHER` after the first of them, even when its frontier
    changed nothing: the deposits that come meanwhile share that commit (one commit per deposit was 3-4
    times the commits of a crawl without claims, benchmarks/README.md "claim cost").
+9. A commit asked for with ``lmdb`` (:meth:`Commits.durable`: a cluster checkpoint round, before its
+   snapshot) is an LMDB commit (polecat/frontier/db.py rule 6), made like any periodic commit: off the
+   loop, frontier calls held for its length (rule 2). The snapshot after it then reads the LMDB alone:
+   no LMDB commit on the loop, no log to decode there (db.py rule 9), whatever the log holds.
 """
 
 from __future__ import annotations
@@ -113,6 +117,8 @@ class Commits:
         self._durable: list[asyncio.Future[None]] = []
         self._deferred: list[tuple[Lease, Completion]] = []
         self._due = asyncio.Event()
+        self._to_lmdb = False
+        """The next commit is an LMDB commit (rule 9)."""
         self._gather: asyncio.TimerHandle | None = None
         """The commit deposits asked for, while it waits for more (rule 8)."""
         self._periodic = False
@@ -137,12 +143,14 @@ class Commits:
 
     # --- asking for one --------------------------------------------------------------------------
 
-    async def durable(self) -> None:
+    async def durable(self, *, lmdb: bool = False) -> None:
         """Return once a frontier commit holds every change made so far (rule 3): made at once, on the
-        loop outside a run, or by the periodic committer, asked to hurry."""
+        loop outside a run, or by the periodic committer, asked to hurry. ``lmdb``: an LMDB commit
+        (rule 9)."""
         if not self._periodic:
-            self.commit()
+            self.commit(lmdb=lmdb)
             return
+        self._to_lmdb |= lmdb
         self._due.set()
         await self.next_periodic()
 
@@ -168,9 +176,10 @@ class Commits:
 
     # --- making one ------------------------------------------------------------------------------
 
-    def commit(self, *, save_bloom: bool | None = None) -> None:
+    def commit(self, *, save_bloom: bool | None = None, lmdb: bool = False) -> None:
         """A commit on the loop (rule 3): store flush, outbox, the Bloom snapshot (``save_bloom``: True
-        always, None when :data:`BLOOM_SAVE_INTERVAL` has passed, False never), the frontier."""
+        always, None when :data:`BLOOM_SAVE_INTERVAL` has passed, False never), the frontier (``lmdb``:
+        an LMDB commit, rule 9)."""
         self._complete_deferred()
         started = self._clock.wall()
         claims = self._link.claims if self._link is not None else None
@@ -187,7 +196,7 @@ class Commits:
             self._last_bloom_save = now
         self._db.apply(self._frontier.prepare_commit())
         self._mark_store()
-        self._db.commit()
+        self._db.commit(to_lmdb=lmdb)
         self._committed(started)
 
     def try_commit(self, *, save_bloom: bool | None = None) -> bool:
@@ -215,7 +224,8 @@ class Commits:
             self._db.apply(self._frontier.prepare_commit())
             self._mark_store()
             self._rebuilt_unsaved = False
-            pending = self._db.start_commit()
+            pending = self._db.start_commit(to_lmdb=self._to_lmdb)
+            self._to_lmdb = False
             if self._db.committing:  # an LMDB commit, not a log append only (rule 2)
                 self.frontier_free.clear()
             try:

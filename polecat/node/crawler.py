@@ -338,11 +338,11 @@ class Crawler:
         """Wall-clock time and duration (seconds) of the last commit."""
         return self._commits.last
 
-    async def commit(self) -> None:
+    async def commit(self, *, lmdb: bool = False) -> None:
         """Return once a frontier commit holds every change made so far (the operator API answers after
         it). While :meth:`run` runs, its committer makes that commit, so two store flushes never overlap;
-        otherwise it is made here (polecat/node/commits.py)."""
-        await self._commits.durable()
+        otherwise it is made here (polecat/node/commits.py). ``lmdb``: an LMDB commit (its rule 9)."""
+        await self._commits.durable(lmdb=lmdb)
 
     def throttle_now(self, pattern: str, rate: float) -> None:
         """:meth:`throttle` for a running crawl: matching hosts wait one new interval before their next

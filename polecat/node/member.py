@@ -74,9 +74,10 @@ class Member:
         """The node's frontier (read on the event-loop thread only)."""
         return self._frontier
 
-    async def commit(self) -> None:
-        """Return once a commit holds every change made so far (polecat/node/commits.py)."""
-        await self._commits.durable()
+    async def commit(self, *, lmdb: bool = False) -> None:
+        """Return once a commit holds every change made so far (polecat/node/commits.py; ``lmdb``: an
+        LMDB commit, its rule 9)."""
+        await self._commits.durable(lmdb=lmdb)
 
     async def bodies_shipped(self, within: float) -> bool:
         """Rule 5: True once every page stored before this call is in object storage (at once for a
