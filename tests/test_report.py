@@ -77,12 +77,15 @@ def test_loop_lag_is_summarized_by_its_p99_and_max() -> None:
     lag.record(0.25, cpu=0.02)  # a delay mostly of no free CPU: 20 ms of it this process's
     assert (lag.quantile(0.5), lag.quantile(0.99), lag.max) == (0.0, 0.012, 0.25)
     assert lag.busy is not None and lag.busy.max == 0.03
+    assert lag.stalls == 1 and lag.busy.stalls == 0  # only the 250 ms sample reached 50 ms
     assert LoopLagSamples().quantile(0.99) == LoopLagSamples().max == 0.0
     out = io.StringIO()
     print_summary(dataclasses.replace(BASE, loop_lag_p99=lag.quantile(0.99), loop_lag_max=lag.max,
-                                      loop_busy_p99=lag.busy.quantile(0.99), loop_busy_max=lag.busy.max), out)
+                                      loop_busy_p99=lag.busy.quantile(0.99), loop_busy_max=lag.busy.max,
+                                      loop_stalls=lag.stalls), out)
     text = " ".join(out.getvalue().split())
-    assert "event loop late: p99 12 ms, max 250 ms; with polecat on a CPU: p99 12 ms, max 30 ms" in text
+    assert ("event loop late: p99 12 ms, max 250 ms; with polecat on a CPU: p99 12 ms, max 30 ms; "
+            "1 stalls of 50 ms or more") in text
     out = io.StringIO()
     print_summary(BASE, out)  # not measured (a worker's stats): nothing said
     assert "event loop" not in out.getvalue()

@@ -240,7 +240,7 @@ async def _crawl(cfg: Config) -> int:
             stats = crawler.stats()
     busy = lag.busy or lag
     stats = replace(stats, loop_lag_p99=lag.quantile(0.99), loop_lag_max=lag.max,
-                    loop_busy_p99=busy.quantile(0.99), loop_busy_max=busy.max)
+                    loop_busy_p99=busy.quantile(0.99), loop_busy_max=busy.max, loop_stalls=lag.stalls)
     return _verdict(cfg, stats, bool(interrupted))
 
 

@@ -102,6 +102,9 @@ class CrawlStats:
     """:attr:`loop_lag_p99` of the samples bounded by the process's CPU time (:class:`LoopLagSamples`)."""
     loop_busy_max: float = 0.0
     """:attr:`loop_lag_max` of the samples bounded by the process's CPU time."""
+    loop_stalls: int = 0
+    """Samples of the run's loop-lag timer that ran :data:`LOOP_STALL` seconds late or more: steps of the
+    event loop that held it that long (issue 39's bound on a step)."""
 
     @property
     def fetched_nothing(self) -> bool:
@@ -114,6 +117,8 @@ class CrawlStats:
 
 LAG_TICK = 0.05
 """Seconds between two loop-lag samples (:class:`LoopLagSamples`)."""
+LOOP_STALL = 0.05
+"""Seconds late a loop-lag sample counts as a stall: no step of the event loop may hold it that long."""
 
 
 class LoopLagSamples:
@@ -125,6 +130,8 @@ class LoopLagSamples:
 
     def __init__(self) -> None:
         self._by_ms: Counter[int] = Counter()
+        self.stalls = 0
+        """Samples :data:`LOOP_STALL` seconds late or more."""
         self.busy: LoopLagSamples | None = None
         """The samples bounded by this process's CPU time (None: not kept, as in :attr:`busy` itself)."""
 
@@ -137,6 +144,8 @@ class LoopLagSamples:
     def record(self, late: float, cpu: float = 0.0) -> None:
         """A timer ran ``late`` seconds late; the process used ``cpu`` seconds of CPU since it was set."""
         self._by_ms[int(late * 1000.0)] += 1
+        if late >= LOOP_STALL:
+            self.stalls += 1
         if self.busy is not None:
             self.busy.record(min(late, cpu))
 
