@@ -1,6 +1,7 @@
-"""polecat/node/leases.py rule 6: one step of the event loop leases at most STEP_LEASES hosts, or for at
-most STEP_BUDGET seconds of the node's clock, then gives the loop a turn. Counted in steps and leases
-with a fake clock, never timed: a loaded machine cannot break it."""
+"""Steps of the event loop, counted with a fake clock, never timed (a loaded machine cannot break them):
+polecat/node/leases.py rule 6 (one step leases at most STEP_LEASES hosts, or for at most STEP_BUDGET
+seconds of the node's clock, then gives the loop a turn) and polecat/node/commits.py rule 9 (the page
+completions a store flush held are completed a bounded step at a time)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from polecat.config import config_from_mapping
-from polecat.frontier.records import Idle, Lease
+from polecat.config import FrontierConfig, config_from_mapping
+from polecat.frontier.politeness import Attempt
+from polecat.frontier.records import Completion, Idle, Lease
+from polecat.node.commits import DEFERRED_STEP, DEFERRED_STEP_SECONDS, Commits
 from polecat.node.leases import STEP_BUDGET, STEP_LEASES, LeaseLoop
 from polecat.node.run_state import RunCounters, Waker
 from polecat.testing.fakes import FakeClock
@@ -105,3 +108,51 @@ async def test_a_step_ends_once_its_time_budget_is_spent_on_the_nodes_clock() ->
     per_step = Counter(made_in)
     assert max(per_step.values()) == 3
     assert sum(per_step.values()) == 300 and len(per_step) == 100
+
+
+@dataclass
+class CompletingFrontier:
+    """Notes the loop turn of each completion; each costs ``cost`` seconds of the fake clock."""
+
+    clock: FakeClock
+    turns: Turns
+    cost: float
+    completed_in: list[int] = field(default_factory=list)
+
+    def complete(self, lease: Lease, completion: Completion, now: float) -> list[object]:
+        self.clock.advance(self.cost)
+        self.completed_in.append(self.turns.turn)
+        return []
+
+
+class Applies:
+    def apply(self, writes: list[object]) -> None:
+        return None
+
+
+@pytest.mark.parametrize(("cost", "most"), [(0.0, DEFERRED_STEP), (DEFERRED_STEP_SECONDS / 2.5, 3)])
+async def test_completions_held_by_a_flush_are_completed_a_bounded_step_at_a_time(
+        cost: float, most: int) -> None:
+    clock, turns, stop = FakeClock(), Turns(), asyncio.Event()
+    frontier = CompletingFrontier(clock, turns, cost)
+    wakes: list[int] = []
+    commits = Commits(FrontierConfig(), db=Applies(), frontier=frontier, store=None,  # type: ignore[arg-type]
+                      seen=None, bloom_path=None, link=None, clock=clock,  # type: ignore[arg-type]
+                      fail=lambda exc: None, wake=lambda: wakes.append(turns.turn))
+    try:
+        commits.flushing = True
+        now = clock.wall()
+        held = 10 * DEFERRED_STEP + 5
+        for i in range(held):
+            assert commits.defer(Lease(f"h{i}.test", f"http://h{i}.test/", "page"),
+                                 Completion(Attempt(now, now, now, 200), "fetched"))
+        commits.flushing = False
+        counting = asyncio.create_task(turns.run(stop))
+        await commits._complete_deferred_in_steps()
+        stop.set()
+        await counting
+    finally:
+        commits.close()
+    per_step = Counter(frontier.completed_in)
+    assert sum(per_step.values()) == held and max(per_step.values()) == most
+    assert len(per_step) == -(-held // most) and len(wakes) == len(per_step)  # the lease loop woken each step

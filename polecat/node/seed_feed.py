@@ -46,7 +46,7 @@ FIRST_BATCH = 200
 """Seeds in the first batch (rule 7): the first request waits for it."""
 MIN_BATCH = 50
 """Seeds in a batch at least (rule 7), however slow the last one was: the file still moves."""
-BATCH_SECONDS = 0.02
+BATCH_SECONDS = 0.01
 """Seconds one batch's admission aims to take (rule 7): well under the 50 ms a step of the loop may."""
 MAX_LINE = 8192
 """Bytes in a seed line at most (rule 2); a URL longer than ``scope.max_url_length`` is refused later."""
