@@ -113,7 +113,9 @@ def print_summary(s: CrawlStats, out: TextIO, *, data_dir: str = "", interrupted
         lines.append(f"  event loop late: p99 {1000 * s.loop_lag_p99:.0f} ms, "
                      f"max {1000 * s.loop_lag_max:.0f} ms; with polecat on a CPU: "
                      f"p99 {1000 * s.loop_busy_p99:.0f} ms, max {1000 * s.loop_busy_max:.0f} ms; "
-                     f"{s.loop_stalls} stalls of 50 ms or more")
+                     f"{s.loop_stalls} stalls of 50 ms or more; with the loop's thread on a CPU: "
+                     f"p99 {1000 * s.loop_own_p99:.0f} ms, max {1000 * s.loop_own_max:.0f} ms, "
+                     f"{s.loop_own_stalls} stalls")
     lines += [f"  gave up {host}: {explained(reason)}" for host, reason in s.parked[:MAX_GIVEN_UP_LISTED]]
     listed = min(len(s.parked), MAX_GIVEN_UP_LISTED)
     if max(s.hosts_parked, len(s.parked)) > listed:  # the hosts parked out of memory are counted only
