@@ -162,9 +162,13 @@ def breadth(args: argparse.Namespace, work: Path) -> None:
     summary = out_path.read_text(errors="replace")
     late = re.search(r"event loop late: p99 (\d+) ms, max (\d+) ms; with polecat on a CPU: p99 (\d+) ms, "
                      r"max (\d+) ms", " ".join(summary.split()))
+    stalls = re.search(r"(\d+) stalls of 50 ms or more; with the loop's thread on a CPU: p99 (\d+) ms, "
+                       r"max (\d+) ms, (\d+) stalls", " ".join(summary.split()))
     print("the node's event loop late (a timer every 50 ms, the whole run): "
           + (f"p99 {late[1]} ms, max {late[2]} ms; bounded by the node's CPU time over each sample: "
-             f"p99 {late[3]} ms, max {late[4]} ms" if late else "under 1 ms at every sample"))
+             f"p99 {late[3]} ms, max {late[4]} ms" if late else "under 1 ms at every sample")
+          + (f"; {stalls[1]} samples 50 ms late or more; bounded by the loop thread's CPU time: p99 "
+             f"{stalls[2]} ms, max {stalls[3]} ms, {stalls[4]} samples 50 ms or more" if stalls else ""))
     print("\n".join(resumed))
     print("the crawl's summary:")
     print(out_path.read_text(errors="replace").strip())

@@ -12,9 +12,10 @@ from polecat.config import config_from_mapping
 from polecat.frontier.politeness import Attempt
 from polecat.frontier.records import Completion, Lease
 from polecat.frontier.slices import SLICES
+from polecat.node.stats import LAG_TICK
 from polecat.processes import service_runner
 from polecat.processes.machine import ClusterNode
-from polecat.processes.service_runner import STATUS_EVERY, NodeService, _tick
+from polecat.processes.service_runner import STATUS_EVERY, NodeService, _sample_lag, _tick
 from polecat.service.metrics import LoopLag
 from polecat.service.systemd import Notifier
 from polecat.testing.fakes import FakeClock
@@ -61,26 +62,57 @@ class _Notifications(Notifier):
         return self.sent[-1]
 
 
-async def test_the_status_line_follows_the_services_clock_and_so_does_the_loop_lag(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_the_status_line_follows_the_services_clock(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every tick pings the watchdog; STATUS= comes once STATUS_EVERY has passed on the injected clock,
-    however many ticks ran before, and a tick that the clock saw come late is counted as loop lag."""
+    however many ticks ran before."""
     monkeypatch.setattr(service_runner, "status_line", lambda crawler: "idle: test")
-    clock, notes, lag = FakeClock(), _Notifications(), LoopLag()
+    clock, notes = FakeClock(), _Notifications()
     period = 0.001  # the watchdog's half-interval: the ticker's period (a real sleep, but short)
-    ticker = asyncio.ensure_future(_tick(None, notes, lag, period, clock))  # type: ignore[arg-type]
+    ticker = asyncio.ensure_future(_tick(None, notes, period, clock))  # type: ignore[arg-type]
     try:
         async with asyncio.timeout(30):  # a ticker that died fails the test instead of hanging it
             for _ in range(5):
                 assert await notes.next() == ("WATCHDOG=1",)
-            assert lag.seconds == 0.0
             clock.advance(STATUS_EVERY)  # while the ticker sleeps
             assert await notes.next() == ("WATCHDOG=1", "STATUS=idle: test")
-            assert lag.seconds == pytest.approx(STATUS_EVERY - period)
             assert await notes.next() == ("WATCHDOG=1",)
     finally:
         ticker.cancel()
         await asyncio.gather(ticker, return_exceptions=True)
+
+
+class _Samples(LoopLag):
+    """A LoopLag that says when it got a sample."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.got = asyncio.Event()
+
+    def record(self, now: float, lag: float) -> None:
+        super().record(now, lag)
+        self.got.set()
+
+    async def next(self) -> None:
+        self.got.clear()
+        await self.got.wait()
+
+
+async def test_a_lag_sample_the_clock_saw_come_late_is_counted_as_lag_and_as_a_stall() -> None:
+    clock, lag = FakeClock(), _Samples()
+    sampler = asyncio.ensure_future(_sample_lag(lag, clock))
+    try:
+        async with asyncio.timeout(30):
+            for _ in range(3):  # samples on time: no lag, no stall
+                await lag.next()
+            assert (lag.seconds, lag.stalls, lag.worst) == (0.0, 0, 0.0)
+            clock.advance(0.3)  # while the sampler sleeps: the loop ran its timer 0.3 s late
+            await lag.next()
+            assert lag.stalls == 1 and lag.worst == lag.seconds == pytest.approx(0.3 - LAG_TICK)
+            await lag.next()
+            assert lag.stalls == 1  # the next one came on time
+    finally:
+        sampler.cancel()
+        await asyncio.gather(sampler, return_exceptions=True)
 
 
 async def test_the_service_counts_requests_in_the_minute_of_its_clock(tmp_path: Path) -> None:

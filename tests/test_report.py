@@ -74,15 +74,21 @@ def test_loop_lag_is_summarized_by_its_p99_and_max() -> None:
     lag = LoopLagSamples.with_busy()
     for late in [0.0004] * 980 + [0.012] * 15 + [0.030] * 4:
         lag.record(late, cpu=0.05)
-    lag.record(0.25, cpu=0.02)  # a delay mostly of no free CPU: 20 ms of it this process's
+    lag.record(0.25, cpu=0.02, loop_cpu=0.01)  # mostly no free CPU: 20 ms of it this process's, 10 the loop's
     assert (lag.quantile(0.5), lag.quantile(0.99), lag.max) == (0.0, 0.012, 0.25)
     assert lag.busy is not None and lag.busy.max == 0.03
+    assert lag.stalls == 1 and lag.busy.stalls == 0  # only the 250 ms sample reached 50 ms
+    assert lag.own is not None and lag.own.max == 0.01 and lag.own.stalls == 0
     assert LoopLagSamples().quantile(0.99) == LoopLagSamples().max == 0.0
     out = io.StringIO()
     print_summary(dataclasses.replace(BASE, loop_lag_p99=lag.quantile(0.99), loop_lag_max=lag.max,
-                                      loop_busy_p99=lag.busy.quantile(0.99), loop_busy_max=lag.busy.max), out)
+                                      loop_busy_p99=lag.busy.quantile(0.99), loop_busy_max=lag.busy.max,
+                                      loop_stalls=lag.stalls, loop_own_p99=lag.own.quantile(0.99),
+                                      loop_own_max=lag.own.max, loop_own_stalls=lag.own.stalls), out)
     text = " ".join(out.getvalue().split())
-    assert "event loop late: p99 12 ms, max 250 ms; with polecat on a CPU: p99 12 ms, max 30 ms" in text
+    assert ("event loop late: p99 12 ms, max 250 ms; with polecat on a CPU: p99 12 ms, max 30 ms; "
+            "1 stalls of 50 ms or more; with the loop's thread on a CPU: p99 0 ms, max 10 ms, "
+            "0 stalls") in text
     out = io.StringIO()
     print_summary(BASE, out)  # not measured (a worker's stats): nothing said
     assert "event loop" not in out.getvalue()

@@ -12,8 +12,10 @@ import pytest
 from polecat import Config, Crawler
 from polecat.config import DnsConfig, FetchConfig, PolitenessConfig, ScopeConfig
 from polecat.errors import ConfigError
-from polecat.node.seed_feed import BATCH, GIVE_UP, LOGGED, MAX_LINE, SeedFeed
+from polecat.node import seed_feed
+from polecat.node.seed_feed import BATCH, FIRST_BATCH, GIVE_UP, LOGGED, MAX_LINE, MIN_BATCH, SeedFeed
 from polecat.testing.breadth import BreadthWeb
+from polecat.testing.fakes import FakeClock
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(60)]
 
@@ -53,10 +55,44 @@ async def test_a_large_file_is_admitted_in_batches_with_the_loop_running_between
 
     watcher = asyncio.create_task(first_lease())
     await feed.run()
-    assert await watcher == BATCH  # it ran after the first batch, not after the whole file
+    assert await watcher == FIRST_BATCH  # it ran after the first batch, not after the whole file
     assert len(admitted.urls) == feed.admitted == lines and feed.skipped == 0
     assert admitted.urls[:2] == ["http://h0.test/", "http://h1.test/"] and not feed.running
     assert admitted.wakes == 1  # the end of the feed wakes the loop (rule 4)
+
+
+class SlowAdmission(Admitted):
+    """Admission that costs ``per_seed`` seconds of a fake clock a seed; notes each batch's size."""
+
+    def __init__(self, clock: FakeClock, per_seed: float) -> None:
+        super().__init__()
+        self.clock, self.per_seed = clock, per_seed
+        self.batches: list[int] = []
+
+    def add(self, urls: list[str]) -> list[str | None]:
+        self.clock.advance(self.per_seed * len(urls))
+        self.batches.append(len(urls))
+        return super().add(urls)
+
+
+@pytest.mark.parametrize("per_seed", [5e-6, 100e-6, 250e-6, 1e-3])
+async def test_a_batch_is_sized_to_its_time_budget_on_the_nodes_clock(tmp_path: Path,
+                                                                      per_seed: float) -> None:
+    """Rule 7: after the first batch, none takes more than BATCH_SECONDS (unless MIN_BATCH seeds do), and
+    none is smaller than the budget allows by more than the doubling bound, whatever a seed costs."""
+    path = tmp_path / "seeds.txt"
+    path.write_text("".join(f"http://h{i}.test/\n" for i in range(20 * BATCH)))
+    clock = FakeClock()
+    admitted = SlowAdmission(clock, per_seed)
+    feed = SeedFeed(path, add_seeds=admitted.add, frontier_free=free, wake=admitted.wake, clock=clock)
+    await feed.run()
+    sizes = admitted.batches
+    assert sizes[0] == FIRST_BATCH and sum(sizes) == len(admitted.urls) == 20 * BATCH
+    fits = int(max(MIN_BATCH, min(BATCH, seed_feed.BATCH_SECONDS / per_seed)))
+    for size in sizes[1:-1]:  # the last batch is what the file had left
+        assert size * per_seed <= max(seed_feed.BATCH_SECONDS, MIN_BATCH * per_seed) + 1e-9
+        assert size >= min(fits, 2 * FIRST_BATCH) - 1
+    assert max(sizes[1:-1]) >= fits - 1  # it grows to what the budget allows, up to BATCH
 
 
 async def test_bad_lines_are_skipped_counted_and_logged_up_to_a_bound(

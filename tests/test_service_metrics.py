@@ -33,6 +33,7 @@ FAMILIES = {
     "polecat_stored_bytes": "counter", "polecat_stored_pages": "gauge", "polecat_fetch_errors": "counter",
     "polecat_urls_done": "counter", "polecat_commit_age_seconds": "gauge",
     "polecat_commit_duration_seconds": "gauge", "polecat_event_loop_lag_seconds": "gauge",
+    "polecat_loop_stalls": "counter", "polecat_loop_lag_max_seconds": "gauge",
     "polecat_refresh_queued": "counter", "polecat_freshness_urls": "gauge",
     "polecat_freshness_slo_ratio": "gauge", "polecat_build_info": "gauge",
 }

@@ -238,20 +238,23 @@ async def _crawl(cfg: Config) -> int:
             stats = run.result()
         except asyncio.CancelledError:
             stats = crawler.stats()
-    busy = lag.busy or lag
+    busy, own = lag.busy or lag, lag.own or lag
     stats = replace(stats, loop_lag_p99=lag.quantile(0.99), loop_lag_max=lag.max,
-                    loop_busy_p99=busy.quantile(0.99), loop_busy_max=busy.max)
+                    loop_busy_p99=busy.quantile(0.99), loop_busy_max=busy.max, loop_stalls=lag.stalls,
+                    loop_own_p99=own.quantile(0.99), loop_own_max=own.max, loop_own_stalls=own.stalls)
     return _verdict(cfg, stats, bool(interrupted))
 
 
 async def _sample_lag(lag: LoopLagSamples) -> None:
     """Record how late the loop runs a timer, every :data:`LAG_TICK` seconds, until cancelled (with the
-    process's CPU time over each interval: time.process_time, not a clock of the crawl's decisions)."""
+    process's and the loop thread's CPU time over each interval: time.process_time and time.thread_time,
+    not clocks of the crawl's decisions)."""
     while True:
         due = SYSTEM_CLOCK.monotonic() + LAG_TICK
-        cpu = time.process_time()
+        cpu, loop_cpu = time.process_time(), time.thread_time()
         await asyncio.sleep(LAG_TICK)
-        lag.record(max(0.0, SYSTEM_CLOCK.monotonic() - due), time.process_time() - cpu)
+        lag.record(max(0.0, SYSTEM_CLOCK.monotonic() - due), time.process_time() - cpu,
+                   time.thread_time() - loop_cpu)
 
 
 async def _crawl_workers(cfg: Config, workers: int) -> int:

@@ -52,6 +52,13 @@ Rules (this module owns them):
    snapshot) is an LMDB commit (polecat/frontier/db.py rule 6), made like any periodic commit: off the
    loop, frontier calls held for its length (rule 2). The snapshot after it then reads the LMDB alone:
    no LMDB commit on the loop, no log to decode there (db.py rule 9), whatever the log holds.
+10. The page completions a periodic commit's store flush held (rule 2) are completed after its frontier
+    commit a step of the event loop at a time: at most :data:`DEFERRED_STEP` of them, or
+    :data:`DEFERRED_STEP_SECONDS` on the node's clock, then the loop gets a turn (and the lease loop a
+    wake-up). All in one step, a flush that held a thousand of them held the loop for up to a second in a
+    100,000-host breadth crawl (benchmarks/README.md "Issue 39: loop stalls"). The next periodic commit
+    starts only once they are all completed (the same task makes both); a commit on the loop (the stop)
+    completes those left first.
 """
 
 from __future__ import annotations
@@ -60,6 +67,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -90,6 +98,10 @@ DEPOSIT_GATHER = 0.05
 AUTO_REBUILD_RECORDS = 20_000
 """Store records a node indexes again as it opens after a fingerprint format change (rule 7): ~0.13 ms of
 CPU a stored page (benchmarks/README.md, "Upgrading a data dir"), so a few seconds at most."""
+DEFERRED_STEP = 64
+"""Held page completions completed in one step of the event loop at most (rule 10)."""
+DEFERRED_STEP_SECONDS = 0.01
+"""Seconds of held page completions in one step of the event loop at most (rule 10)."""
 REBUILD_BATCH = 32
 """Store records the background rebuild indexes in one turn of the loop (rule 7): a few ms of CPU, so
 requests in flight are not held up."""
@@ -115,7 +127,7 @@ class Commits:
         """Writes the seen-set's Bloom snapshots, one at a time and in order (off the loop)."""
         self._last_bloom_save = 0.0
         self._durable: list[asyncio.Future[None]] = []
-        self._deferred: list[tuple[Lease, Completion]] = []
+        self._deferred: deque[tuple[Lease, Completion]] = deque()
         self._due = asyncio.Event()
         self._to_lmdb = False
         """The next commit is an LMDB commit (rule 9)."""
@@ -236,7 +248,7 @@ class Commits:
             self._committed(started)
         finally:
             self.flushing = False
-        self._complete_deferred()
+        await self._complete_deferred_in_steps()
         now = self._clock.wall()
         if now - self._last_bloom_save >= BLOOM_SAVE_INTERVAL:
             self._last_bloom_save = now
@@ -312,11 +324,27 @@ class Commits:
                 fut.set_exception(PolecatError("the crawl stopped before a commit held this change"))
 
     def _complete_deferred(self) -> None:
-        deferred, self._deferred = self._deferred, []
-        for lease, completion in deferred:
+        """Complete every held page completion now (a commit on the loop; rule 10's steps may be midway)."""
+        deferred = self._deferred
+        if not deferred:
+            return
+        while deferred:
+            lease, completion = deferred.popleft()
             self._db.apply(self._frontier.complete(lease, completion, self._clock.wall()))
-        if deferred:
+        self._wake()
+
+    async def _complete_deferred_in_steps(self) -> None:
+        """Rule 9. Those not completed yet stay in ``_deferred``, where a commit on the loop finds them."""
+        clock, deferred = self._clock, self._deferred
+        while deferred:
+            began, done = clock.monotonic(), 0
+            while deferred and done < DEFERRED_STEP and clock.monotonic() - began < DEFERRED_STEP_SECONDS:
+                lease, completion = deferred.popleft()
+                self._db.apply(self._frontier.complete(lease, completion, clock.wall()))
+                done += 1
             self._wake()
+            if deferred:
+                await asyncio.sleep(0)
 
     def _committed(self, started: float) -> None:
         ended = self._clock.wall()

@@ -176,7 +176,7 @@ class Crawler:
         seeds_file = cfg.scope.seeds_file
         self._feed = None if seeds_file is None else SeedFeed(
             seeds_file, add_seeds=self.add_seeds, frontier_free=self._commits.frontier_free.wait,
-            wake=waker.set)
+            wake=waker.set, clock=self._clock)
         self._loop = LeaseLoop(cfg, frontier=frontier, db=self._db, commits=self._commits, runner=runner,
                                waker=waker, counters=self._counters, link=self._link, clock=self._clock,
                                stop=self._stop, feeding=lambda: self._feed is not None and self._feed.running,

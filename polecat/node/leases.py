@@ -19,6 +19,11 @@ Rules:
 5. Each lease tells the frontier whether the fetcher's connections are near their descriptor cap
    (``short``, fetch/pool.py rule 9): then it prefers hosts already in rotation (frontier/leasing.py
    rule 6).
+6. One step of the loop leases at most :data:`STEP_LEASES` hosts, or for at most :data:`STEP_BUDGET`
+   seconds (on the node's clock), then gives the event loop a turn: the requests just leased start, and
+   their responses, timers and the commit are served, before it leases more. A breadth crawl with
+   thousands of hosts ready at once used to lease them all in one step (150 ms median, 1.1 s at worst,
+   benchmarks/README.md "Issue 39: loop stalls").
 """
 
 from __future__ import annotations
@@ -47,6 +52,12 @@ log = logging.getLogger("polecat")
 
 BACKLOG_RECHECK = 0.1
 """Seconds between looks at the hand-off backlog while it is over its bound."""
+STEP_LEASES = 64
+"""Leases made in one step of the event loop at most (rule 6): each request's first step (DNS, connect)
+runs in the loop's next turn, so this also bounds how many start in one turn."""
+STEP_BUDGET = 0.01
+"""Seconds of leasing in one step of the event loop at most (rule 6): the issue's 50 ms bound on a step,
+less what the requests it starts cost in the next turn."""
 
 
 class LeaseLoop:
@@ -81,10 +92,12 @@ class LeaseLoop:
         concurrency = self._cfg.fetch.concurrency
         counters, frontier, link, waker = self._counters, self._frontier, self._link, self._waker
         counters.ended = ""
+        step = _Step(self._clock)
         try:
             while not self._stop.is_set():
                 if not self._commits.frontier_free.is_set():
                     await self._commits.frontier_free.wait()
+                    step.begin()
                     continue
                 if limit and counters.fetches >= limit:
                     counters.ended = verdict.MAX_PAGES
@@ -92,15 +105,18 @@ class LeaseLoop:
                         break
                     self.idle = True  # rule 2: a member's budget is spent, it keeps receiving
                     await waker.sleep(alarms, None)
+                    step.begin()
                     continue
                 if len(self.tasks) >= concurrency or frontier.paused:
                     await waker.sleep(alarms, None)
+                    step.begin()
                     continue
                 now = self._clock.wall()
                 if self._cfg.refresh.enabled and now >= self._next_scan:
                     self._scan_due(now, serve)
                 if link is not None and link.backlogged():
                     await waker.sleep(alarms, now + BACKLOG_RECHECK)  # owners are slow to accept: wait
+                    step.begin()
                     continue
                 decision = self._db.applied(frontier.lease(now, prefer_warm=self._short()))  # rule 5
                 self.idle = isinstance(decision, Idle)
@@ -112,11 +128,16 @@ class LeaseLoop:
                     task = asyncio.create_task(self._runner.run(decision))
                     self.tasks.add(task)
                     task.add_done_callback(self._lease_done)
+                    if step.spent():
+                        await asyncio.sleep(0)  # rule 6
+                        step.begin()
                 elif isinstance(decision, Wait):
                     await waker.sleep(alarms, _earliest(decision.until, self._next_scan))
+                    step.begin()
                 elif isinstance(decision, Idle):
                     if serve or link is not None or self._feeding():
                         await waker.sleep(alarms, _earliest(None, self._next_scan))
+                        step.begin()
                         continue
                     counters.ended = verdict.idle_end(budget_full=frontier.budget.full,
                                                       queued=frontier.queued)
@@ -177,6 +198,24 @@ class LeaseLoop:
             task.cancel()
         if self.tasks:
             await asyncio.gather(*self.tasks, return_exceptions=True)
+
+
+class _Step:
+    """The leases of one step of the event loop and when it began (rule 6)."""
+
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+        self.began = clock.monotonic()
+        self.leases = 0
+
+    def begin(self) -> None:
+        """The loop gave the other tasks a turn: a new step begins."""
+        self.began, self.leases = self._clock.monotonic(), 0
+
+    def spent(self) -> bool:
+        """Count one lease; whether the step has used its leases or its time."""
+        self.leases += 1
+        return self.leases >= STEP_LEASES or self._clock.monotonic() - self.began >= STEP_BUDGET
 
 
 def _earliest(until: float | None, scan: float) -> float | None:

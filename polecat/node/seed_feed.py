@@ -2,7 +2,7 @@
 
 Rules (this module owns them):
 
-1. The file is read in batches of :data:`BATCH` lines, each admitted through the node's ``add_seed``
+1. The file is read in batches (rule 7 sizes them), each admitted through the node's ``add_seed``
    between leases (the loop runs between batches), so the first request goes out after the first batch,
    not after the whole file: a file of a million hosts used to be read, validated and admitted whole
    before anything was fetched.
@@ -18,6 +18,11 @@ Rules (this module owns them):
    decides), so nothing is queued twice.
 6. The loop gets a turn every :data:`BATCH` lines read, whether they were admitted or skipped, so a file
    of bad lines cannot hold it.
+7. A batch is sized by time, not by a fixed count: the first holds :data:`FIRST_BATCH` seeds; each next
+   one the last one's size scaled to take :data:`BATCH_SECONDS` on the node's clock at the rate the last
+   admission ran, at most twice the last, between :data:`MIN_BATCH` and :data:`BATCH`. A fixed 2,000
+   took 177 ms a batch (median) in a 50,000-host breadth crawl on a loaded VM, each one step of the
+   event loop (benchmarks/README.md "Issue 39: loop stalls").
 """
 
 from __future__ import annotations
@@ -28,14 +33,21 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
+from polecat.clock import SYSTEM_CLOCK, Clock
 from polecat.errors import ConfigError
 
-__all__ = ["BATCH", "GIVE_UP", "LOGGED", "MAX_LINE", "SeedFeed"]
+__all__ = ["BATCH", "BATCH_SECONDS", "FIRST_BATCH", "GIVE_UP", "LOGGED", "MAX_LINE", "MIN_BATCH", "SeedFeed"]
 
 log = logging.getLogger("polecat")
 
 BATCH = 2000
-"""Seeds admitted between two looks at the loop (rule 1): ~40 ms of admission at most."""
+"""Seeds admitted between two looks at the loop at most (rules 1, 7), and lines read between two (rule 6)."""
+FIRST_BATCH = 200
+"""Seeds in the first batch (rule 7): the first request waits for it."""
+MIN_BATCH = 50
+"""Seeds in a batch at least (rule 7), however slow the last one was: the file still moves."""
+BATCH_SECONDS = 0.01
+"""Seconds one batch's admission aims to take (rule 7): well under the 50 ms a step of the loop may."""
 MAX_LINE = 8192
 """Bytes in a seed line at most (rule 2); a URL longer than ``scope.max_url_length`` is refused later."""
 LOGGED = 10
@@ -49,8 +61,12 @@ class SeedFeed:
     """Streams ``path`` into ``add_seed``; see the module docstring."""
 
     def __init__(self, path: Path, *, add_seeds: Callable[[list[str]], Sequence[object | None]],
-                 frontier_free: Callable[[], Awaitable[object]], wake: Callable[[], None]) -> None:
+                 frontier_free: Callable[[], Awaitable[object]], wake: Callable[[], None],
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self._path = path
+        self._clock = clock
+        self.size = FIRST_BATCH
+        """Seeds the next batch holds (rule 7)."""
         self._add_seeds = add_seeds
         self._frontier_free = frontier_free
         self._wake = wake
@@ -83,7 +99,7 @@ class SeedFeed:
                             continue
                         if text and not text.startswith("#"):
                             batch.append(text)
-                        if len(batch) >= BATCH:
+                        if len(batch) >= self.size:
                             await self._admit(batch)
                             batch = []
                     await self._admit(batch)
@@ -105,12 +121,22 @@ class SeedFeed:
 
     async def _admit(self, batch: list[str]) -> None:
         await self._frontier_free()  # rule 3
-        for url, answer in zip(batch, self._add_seeds(batch), strict=True):
+        began = self._clock.monotonic()
+        answers = self._add_seeds(batch)
+        self._resize(len(batch), self._clock.monotonic() - began)
+        for url, answer in zip(batch, answers, strict=True):
             if answer is None:
                 self._skip(url[:200], "not an http(s) URL")
             else:
                 self.admitted += 1
         await asyncio.sleep(0)  # rule 1: the loop leases between batches
+
+    def _resize(self, seeds: int, took: float) -> None:
+        """Rule 7: the next batch's size from how long ``seeds`` took to admit."""
+        if seeds < self.size:
+            return  # the file's last batch: nothing follows it
+        fits = seeds * BATCH_SECONDS / took if took > 0 else BATCH
+        self.size = int(max(MIN_BATCH, min(BATCH, 2 * seeds, fits)))
 
     def _skip(self, line: str, why: str) -> None:
         self.skipped += 1

@@ -107,6 +107,17 @@ class CrawlStats:
     """:attr:`loop_lag_p99` of the samples bounded by the process's CPU time (:class:`LoopLagSamples`)."""
     loop_busy_max: float = 0.0
     """:attr:`loop_lag_max` of the samples bounded by the process's CPU time."""
+    loop_stalls: int = 0
+    """Samples of the run's loop-lag timer that ran :data:`LOOP_STALL` seconds late or more (on a loaded
+    machine, mostly time no CPU was free)."""
+    loop_own_p99: float = 0.0
+    """:attr:`loop_lag_p99` of the samples bounded by the CPU time of the loop's thread: the most a step
+    of the loop itself can have held it (:class:`LoopLagSamples`)."""
+    loop_own_max: float = 0.0
+    """:attr:`loop_lag_max` of the samples bounded by the loop thread's CPU time."""
+    loop_own_stalls: int = 0
+    """:attr:`loop_stalls` of the samples bounded by the loop thread's CPU time: steps of the event loop
+    that can have held it :data:`LOOP_STALL` seconds or more (issue 39's bound on a step)."""
 
     @property
     def fetched_nothing(self) -> bool:
@@ -119,31 +130,43 @@ class CrawlStats:
 
 LAG_TICK = 0.05
 """Seconds between two loop-lag samples (:class:`LoopLagSamples`)."""
+LOOP_STALL = 0.05
+"""Seconds late a loop-lag sample counts as a stall: no step of the event loop may hold it that long."""
 
 
 class LoopLagSamples:
     """How late the event loop ran a timer due every :data:`LAG_TICK` seconds, over a whole run: counts
     by whole milliseconds late (one entry per value seen, however long the run), for a percentile and the
-    maximum. Each sample is kept twice: as measured, and bounded by the CPU time this process used over
+    maximum. Each sample is kept three times: as measured; bounded by the CPU time this process used over
     its interval (:attr:`busy`), the part of a delay its own work (the loop, or another of its threads
-    holding the GIL) can explain; on a loaded machine the rest is time no CPU was free."""
+    holding the GIL) can explain; and bounded by the CPU time of the loop's own thread (:attr:`own`), the
+    most a step of the loop can have held it. On a loaded machine the rest is time no CPU was free."""
 
     def __init__(self) -> None:
         self._by_ms: Counter[int] = Counter()
+        self.stalls = 0
+        """Samples :data:`LOOP_STALL` seconds late or more."""
         self.busy: LoopLagSamples | None = None
         """The samples bounded by this process's CPU time (None: not kept, as in :attr:`busy` itself)."""
+        self.own: LoopLagSamples | None = None
+        """The samples bounded by the loop thread's CPU time (None: not kept)."""
 
     @classmethod
     def with_busy(cls) -> LoopLagSamples:
         samples = cls()
-        samples.busy = cls()
+        samples.busy, samples.own = cls(), cls()
         return samples
 
-    def record(self, late: float, cpu: float = 0.0) -> None:
-        """A timer ran ``late`` seconds late; the process used ``cpu`` seconds of CPU since it was set."""
+    def record(self, late: float, cpu: float = 0.0, loop_cpu: float = 0.0) -> None:
+        """A timer ran ``late`` seconds late; the process used ``cpu`` seconds of CPU since it was set, the
+        loop's thread ``loop_cpu`` of them."""
         self._by_ms[int(late * 1000.0)] += 1
+        if late >= LOOP_STALL:
+            self.stalls += 1
         if self.busy is not None:
             self.busy.record(min(late, cpu))
+        if self.own is not None:
+            self.own.record(min(late, loop_cpu))
 
     def quantile(self, q: float) -> float:
         """The ``q`` quantile of the samples, in seconds (to the millisecond below; 0.0 with none)."""

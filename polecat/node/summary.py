@@ -114,7 +114,10 @@ def print_summary(s: CrawlStats, out: TextIO, *, data_dir: str = "", interrupted
     if s.loop_lag_max:
         lines.append(f"  event loop late: p99 {1000 * s.loop_lag_p99:.0f} ms, "
                      f"max {1000 * s.loop_lag_max:.0f} ms; with polecat on a CPU: "
-                     f"p99 {1000 * s.loop_busy_p99:.0f} ms, max {1000 * s.loop_busy_max:.0f} ms")
+                     f"p99 {1000 * s.loop_busy_p99:.0f} ms, max {1000 * s.loop_busy_max:.0f} ms; "
+                     f"{s.loop_stalls} stalls of 50 ms or more; with the loop's thread on a CPU: "
+                     f"p99 {1000 * s.loop_own_p99:.0f} ms, max {1000 * s.loop_own_max:.0f} ms, "
+                     f"{s.loop_own_stalls} stalls")
     if s.tls_handshakes:
         lines.append(f"  TLS handshakes: {s.tls_handshakes}, {s.tls_resumed} resumed "
                      f"({s.tls_resumed / s.tls_handshakes:.0%})")

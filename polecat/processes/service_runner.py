@@ -31,6 +31,7 @@ from polecat.config import Config, split_listen
 from polecat.errors import PolecatError
 from polecat.frontier.records import Completion, Lease
 from polecat.node.crawler import Crawler
+from polecat.node.stats import LAG_TICK
 from polecat.node.summary import progress_text
 from polecat.processes.machine import INTERNAL_PATHS, ClusterNode
 from polecat.service.activity import Activity
@@ -41,7 +42,7 @@ from polecat.service.systemd import Notifier, watchdog_interval
 log = logging.getLogger("polecat.node.crawler")
 
 TICK = 1.0
-"""Seconds between loop-lag measurements (and watchdog pings when systemd asks for less often)."""
+"""Seconds between watchdog pings (when systemd asks for less often) and looks at the status line."""
 STATUS_EVERY = 10.0
 
 
@@ -175,8 +176,8 @@ class NodeService:
         run = asyncio.ensure_future(crawler.run(serve=True))
         self.notifier.notify("READY=1", f"STATUS={status_line(crawler)}")
         self.ready.set()
-        ticker = asyncio.ensure_future(_tick(crawler, self.notifier, self.lag, watchdog_interval(),
-                                             self.clock))
+        ticker = asyncio.ensure_future(_tick(crawler, self.notifier, watchdog_interval(), self.clock))
+        sampler = asyncio.ensure_future(_sample_lag(self.lag, self.clock))
         stopping = asyncio.ensure_future(self._stop.wait())
         await asyncio.wait([run, stopping], return_when=asyncio.FIRST_COMPLETED)
         self.notifier.notify("STOPPING=1", "STATUS=draining")
@@ -190,8 +191,9 @@ class NodeService:
             log.warning("second stop signal: abandoning requests in flight (replayed at the next start)")
             run.cancel()
         ticker.cancel()
+        sampler.cancel()
         stopping.cancel()
-        await asyncio.wait([run, ticker, stopping])
+        await asyncio.wait([run, ticker, sampler, stopping])
         if not run.cancelled() and run.exception() is not None:
             log.error("node stopped: %s", run.exception())
             return 1
@@ -203,24 +205,32 @@ async def serve(cfg: Config) -> int:
     return await NodeService(cfg).run()
 
 
-async def _tick(crawler: Crawler, notifier: Notifier, lag: LoopLag, watchdog: float | None,
+async def _tick(crawler: Crawler, notifier: Notifier, watchdog: float | None,
                 clock: Clock = SYSTEM_CLOCK) -> None:
-    """Measure loop lag, ping the watchdog and refresh the status line, all from the event loop. The
-    lag and the status period are read on ``clock.monotonic()``; the ticks themselves are the loop's
-    ``asyncio.sleep`` (on the machine's clock, what a stalled loop delays)."""
+    """Ping the watchdog and refresh the status line, from the event loop. The status period is read on
+    ``clock.monotonic()``; the ticks themselves are the loop's ``asyncio.sleep`` (on the machine's
+    clock, what a stalled loop delays: a loop too stalled to ping is one systemd should restart)."""
     period = min(TICK, watchdog) if watchdog else TICK
     last_status = clock.monotonic()
     while True:
-        expected = clock.monotonic() + period
         await asyncio.sleep(period)
         now = clock.monotonic()
-        lag.record(now, max(0.0, now - expected))
         fields = ["WATCHDOG=1"] if watchdog else []
         if now - last_status >= STATUS_EVERY:
             fields.append(f"STATUS={status_line(crawler)}")
             last_status = now
         if fields:
             notifier.notify(*fields)
+
+
+async def _sample_lag(lag: LoopLag, clock: Clock = SYSTEM_CLOCK) -> None:
+    """Record how late the loop runs a timer due every :data:`~polecat.node.stats.LAG_TICK` seconds
+    (read on ``clock.monotonic()``), until cancelled: the ``/metrics`` lag, stalls and worst."""
+    while True:
+        expected = clock.monotonic() + LAG_TICK
+        await asyncio.sleep(LAG_TICK)
+        now = clock.monotonic()
+        lag.record(now, max(0.0, now - expected))
 
 
 def _url(addr: object) -> str:

@@ -31,6 +31,7 @@ from prometheus_client.registry import Collector
 from polecat.clock import SYSTEM_CLOCK, Clock
 from polecat.cluster.stats import ClusterStats
 from polecat.frontier.records import Completion, Lease
+from polecat.node.stats import LOOP_STALL
 from polecat.version import __version__
 
 if TYPE_CHECKING:
@@ -42,12 +43,21 @@ LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0
 
 class LoopLag:
     """How late the event loop ran the service's timer: the worst over the last :data:`LAG_WINDOW`
-    seconds, so a stall between two scrapes still shows at the next one."""
+    seconds, so a stall between two scrapes still shows at the next one; and since the start, the
+    samples :data:`~polecat.node.stats.LOOP_STALL` late or more (stalls) and the worst."""
 
     def __init__(self) -> None:
         self._samples: deque[tuple[float, float]] = deque()
+        self.stalls = 0
+        """Samples :data:`~polecat.node.stats.LOOP_STALL` seconds late or more, since the start."""
+        self.worst = 0.0
+        """The latest the loop ran the timer, in seconds, since the start."""
 
     def record(self, now: float, lag: float) -> None:
+        """The timer ran ``lag`` seconds late at ``now``."""
+        if lag >= LOOP_STALL:
+            self.stalls += 1
+        self.worst = max(self.worst, lag)
         self._samples.append((now, lag))
         while self._samples[0][0] < now - LAG_WINDOW:
             self._samples.popleft()
@@ -159,6 +169,10 @@ class NodeMetrics(Collector):
         yield _gauge("polecat_commit_duration_seconds", "Duration of the node's last commit", duration)
         yield _gauge("polecat_event_loop_lag_seconds", "Worst event-loop lag over the last minute",
                      self._lag.seconds)
+        yield _counter("polecat_loop_stalls", "Loop-lag samples (a timer every 50 ms) that ran 50 ms late or "
+                       "more: steps of the event loop that held it that long", self._lag.stalls)
+        yield _gauge("polecat_loop_lag_max_seconds", "The latest the event loop ran its lag timer since the "
+                     "node started", self._lag.worst)
         if self._cluster is not None:
             yield from _cluster(self._cluster())
 
