@@ -25,7 +25,9 @@ Rules:
 8. A page the pipeline holds for its content claims' answers (polecat/cluster/claimlink.py) is completed
    once it is stored (at most ``cluster.claim_wait`` later per step: its near claim or exact claim, then
    a near copy's deposit): the frontier never records as done a page whose store record is not written,
-   and a page held when the node dies is fetched again.
+   and a page held when the node dies is fetched again. Its host is released as soon as the response is
+   handled (polecat/frontier/leasing.py rule 7): the host's next request waits for its politeness
+   interval only, not for the claims.
 """
 
 from __future__ import annotations
@@ -228,7 +230,10 @@ class LeaseRunner:
         self._counters.bytes_fetched += resp.wire_bytes
         await self._commits.frontier_free.wait()  # the pipeline queues outlinks and reads the near index
         completion = self._pipeline.handle(lease, resp, started, stream.sink)
-        await self._pipeline.stored(lease.url)  # rule 8
+        if self._pipeline.holds(lease.url):  # rule 8: the host's next request need not wait for its claims
+            self._frontier.release_request(lease, completion, self._clock.wall())
+            self._waker.after_lease()
+        await self._pipeline.stored(lease.url)
         return completion
 
 
