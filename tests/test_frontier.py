@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from polecat.config import Config, ScopeConfig
 from polecat.frontier.keys import robots_key
 from polecat.frontier.records import Idle, Lease, Refused, RobotsOutcome, Wait
+from polecat.frontier.slices import SLICES
 from polecat.writes import Delete, Put
 from tests.frontier_helpers import Rig, canon, done, politeness
 
@@ -486,3 +487,62 @@ def test_robots_hops_are_frontier_decisions(tmp_path: Path) -> None:
     assert isinstance(held, Lease) and held.host == other
     got = f.lease(free_at + 5)
     assert not (isinstance(got, Lease) and got.host == other)
+
+
+def test_a_released_request_frees_its_host_before_its_record(tmp_path: Path) -> None:
+    """Leasing rule 7: the host's next request goes at its next-allowed time while the released URL waits
+    for its record, is never leased again meanwhile, counts as in flight, and is recorded when completed."""
+    rig = Rig(tmp_path, cfg=Config(scope=ScopeConfig(mode="any"), politeness=politeness(rate=10.0)))
+    now = open_host(rig, "http://a.test/", 0.0)
+    for path in ("x", "y"):
+        rig.frontier.add(canon(f"http://a.test/{path}"), 1, 0.1, now)
+    first = lease_or_fail(rig, 1.0)
+    rig.raw.release_request(first, done(1.0), 1.01)
+    assert rig.frontier.in_flight_in(range(SLICES)) == 1
+    wait = rig.frontier.lease(1.01)
+    assert isinstance(wait, Wait) and wait.until is not None and wait.until >= 1.005 + 0.1  # politeness kept
+    second = lease_or_fail(rig, wait.until)
+    assert second.url != first.url
+    rig.complete(second, wait.until)
+    third = lease_or_fail(rig, wait.until + 1)
+    assert third.url not in {first.url, second.url}
+    rig.complete(third, wait.until + 1)
+    # Only the released URL is left queued: nothing to lease, and a block leaves it to its completion.
+    assert isinstance(rig.frontier.lease(wait.until + 2), Wait)
+    assert rig.frontier.block("a.test") == 0
+    assert rig.frontier.url_record(first.url) is None
+    rig.db.apply(rig.raw.complete(first, done(1.0), wait.until + 3))
+    rec = rig.frontier.url_record(first.url)
+    assert rec is not None and rec.outcome == "fetched"
+    assert rig.frontier.queued == 0 and rig.frontier.in_flight_in(range(SLICES)) == 0
+
+
+def test_a_released_request_not_completed_is_replayed_after_a_crash(tmp_path: Path) -> None:
+    """Leasing rule 7 keeps the frontier's invariant: the released URL's key stays queued until its
+    completion, so a crash before it fetches it again."""
+    rig = Rig(tmp_path)
+    open_host(rig, "http://a.test/", 0.0)
+    rig.frontier.commit()
+    lease = lease_or_fail(rig, 5.0)
+    rig.raw.release_request(lease, done(5.0), 5.01)
+    rig.frontier.commit()
+    assert isinstance(rig.frontier.lease(10.0), Wait)  # its one URL is released, not leased again
+    rig.crash()
+    rig.reopen(20.0)
+    assert rig.frontier.queued == 1
+    assert lease_or_fail(rig, 30.0).url == lease.url
+
+
+def test_withdrawing_a_released_request_leaves_its_url_queued(tmp_path: Path) -> None:
+    """A released lease whose node lost its host's slice while its record waited (lease_runner rule 7):
+    the URL goes back to the queue, and the lease in flight of the same host is left alone."""
+    rig = Rig(tmp_path, cfg=Config(scope=ScopeConfig(mode="any"), politeness=politeness(rate=10.0)))
+    now = open_host(rig, "http://a.test/", 0.0)
+    rig.frontier.add(canon("http://a.test/x"), 1, 0.1, now)
+    first = lease_or_fail(rig, 1.0)
+    rig.raw.release_request(first, done(1.0), 1.01)
+    second = lease_or_fail(rig, 2.0)
+    rig.raw.withdraw(first, 2.01)
+    assert isinstance(rig.frontier.lease(3.0), Wait)  # the second is still in flight
+    rig.complete(second, 3.0)
+    assert lease_or_fail(rig, 4.0).url == first.url

@@ -86,12 +86,17 @@ CLAIM_HEADER = "X-Polecat-Claim"
 """Added to the headers of a page stored in full because its claim had no answer (claims rule 5)."""
 TICK = 0.005
 """Seconds a ready claim waits for others to share its batch: batches, not a message per page."""
+NODE_TICK = 0.02
+""":data:`TICK` between nodes, where each frame is a signed HTTP request (a socket frame between
+workers): at a node's usual 50-150 pages/s a 5 ms tick sent about one frame a page to each peer
+(benchmarks/README.md, "claim cost"). The wait costs a page only its time held, not its host's next
+request (polecat/frontier/leasing.py rule 7)."""
 DEPOSIT_BYTES = MAX_BATCH_BYTES // 2
 """Most body bytes of deposits in one frame; a larger near copy is stored in full by its fetcher."""
 SETTLE = 0.02
 """Of ``wait``: how long a near claim with no match settles before it is answered "none" (claims rule
 10): long enough for the claims of an earlier near copy from another member to arrive (a batch's tick and
-its trip), short against the wait; none for a member alone (claims rule 15)."""
+its trip, hence at least two ticks), short against the wait; none for a member alone (claims rule 15)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,8 +148,10 @@ class ContentClaims:
     def __init__(self, self_id: str, owner_of: Callable[[int], str], transport: Transport,
                  addresses: Mapping[str, str], *, capacity: int, wait: float, book_capacity: int,
                  sign: Signer | None = None, verify: Verifier | None = None, near: str = "full",
-                 near_distance: int = 4, clock: Clock = SYSTEM_CLOCK) -> None:
+                 near_distance: int = 4, tick: float = TICK, clock: Clock = SYSTEM_CLOCK) -> None:
         self._self_id = self_id
+        self._tick = tick
+        """Seconds a ready claim waits for others to share its frame (:data:`TICK`, :data:`NODE_TICK`)."""
         self._transport = transport
         self._addresses = dict(addresses)
         self._sign = sign
@@ -166,8 +173,8 @@ class ContentClaims:
         self._holding: dict[bytes, int] = {}
         """Hash -> pages of that body held here for claims or a deposit (:meth:`_holds`)."""
         self._near_keep = near
-        book = NearBook(book_capacity, wait / 2, near_distance, settle=wait * SETTLE, early=True,
-                        keep=lambda band: owner_of(band) == self_id)
+        book = NearBook(book_capacity, wait / 2, near_distance, settle=max(wait * SETTLE, 2 * tick),
+                        early=True, keep=lambda band: owner_of(band) == self_id)
         self.near = None if near == "full" else NearQueue(self_id, owner_of, book, wait=wait)
         self._tell_alone()
         self._near_held: dict[int, tuple[FetchRecord, bytes, asyncio.Future[None]]] = {}
@@ -585,7 +592,7 @@ class ContentClaims:
                 async with asyncio.timeout(timeout):  # no task a turn, as wait_for makes on 3.11
                     await self._wake.wait()
             self._wake.clear()
-            await asyncio.sleep(TICK)
+            await asyncio.sleep(self._tick)
             self._send_ready()
             now = self._clock.wall()
             self._route(self.queue.held_copies(now))

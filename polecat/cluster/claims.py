@@ -125,8 +125,9 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
+from typing import Generic, TypeVar
 
 import msgpack
 
@@ -307,11 +308,6 @@ class ClaimBook:
         return len(self._first)
 
 
-def _overdue(waiting: Mapping[int, _Waiting | _NearWaiting], now: float, wait: float) -> list[int]:
-    """The seqs of the held pages that waited ``wait`` seconds (rules 5 and 11)."""
-    return [seq for seq, w in waiting.items() if now - w.since >= wait]
-
-
 @dataclass(slots=True)
 class _Waiting:
     claim: Claim
@@ -330,32 +326,53 @@ class Outcome:
     marked: bool = False
 
 
-class ClaimQueue:
-    """The claimer's pages waiting for answers (rules 4-6). ``owner_of(slice)`` is the Ring's owner of a
-    content slice; ``book`` answers the claims this member owns."""
+W = TypeVar("W", "_Waiting", "_NearWaiting")
+B = TypeVar("B", "ClaimBook", "NearBook")
+
+
+class _HeldPages(Generic[W, B]):
+    """What the exact and the near claim queues keep alike: the claimer's pages held for answers, by seq
+    in the order they came (rules 5 and 11 give up the oldest first), the owners whose batches go again
+    later (rule 5), and the counters. ``owner_of(slice)`` is the Ring's owner of a content slice;
+    ``book`` answers the claims this member owns."""
+
+    def __init__(self, self_id: str, owner_of: Callable[[int], str], book: B, *, wait: float) -> None:
+        self.self_id = self_id
+        self._owner_of = owner_of
+        self._book: B = book
+        self._wait = wait
+        self._waiting: OrderedDict[int, W] = OrderedDict()
+        self._retry_at: dict[str, float] = {}
+        self._seq = 0
+        self.sent = 0
+        """Claims sent to other members (near claims: one per page and owner)."""
+        self.unanswered = 0
+        """Pages decided without an owner's answer (rules 5 and 11; an exact queue's overflow: rule 4)."""
+        self.stray = 0
+        """Answers that named no waiting page, or (near claims) came from a member not asked (rule 6)."""
+
+    def pending(self) -> int:
+        """Pages held, sent or not."""
+        return len(self._waiting)
+
+    def _retry_later(self, owner: str, now: float) -> None:
+        """A batch did not reach ``owner``: nothing goes to it before :data:`RETRY_AFTER` (rule 5)."""
+        self._retry_at[owner] = now + RETRY_AFTER
+
+    def _overdue(self, now: float) -> list[int]:
+        """The seqs of the held pages that waited ``wait`` seconds (rules 5 and 11)."""
+        return [seq for seq, w in self._waiting.items() if now - w.since >= self._wait]
+
+
+class ClaimQueue(_HeldPages[_Waiting, ClaimBook]):
+    """The claimer's pages waiting for their exact claims' answers (rules 4-6)."""
 
     def __init__(self, self_id: str, owner_of: Callable[[int], str], book: ClaimBook, *, capacity: int,
                  wait: float) -> None:
-        self.self_id = self_id
-        self._owner_of = owner_of
-        self._book = book
+        super().__init__(self_id, owner_of, book, wait=wait)
         self._capacity = capacity
-        self._wait = wait
-        self._waiting: OrderedDict[int, _Waiting] = OrderedDict()
-        self._retry_at: dict[str, float] = {}
         self._stored: dict[str, list[bytes]] = {}
         """Owner -> hashes stored in full on its "first" since the last flush (rule 7)."""
-        self._seq = 0
-        self.sent = 0
-        """Claims sent to other members."""
-        self.unanswered = 0
-        """Pages stored in full because no answer came (rule 5), including overflow (rule 4)."""
-        self.stray = 0
-        """Answers that named no waiting page (rule 6)."""
-
-    def set_owner(self, owner_of: Callable[[int], str]) -> None:
-        """Route later claims by a new Ring (a member joined or left)."""
-        self._owner_of = owner_of
 
     def add(self, digest: bytes, url: str, fetched_at: float, now: float) -> tuple[int, list[Outcome]]:
         """Hold a page: its seq, and what is decided now (its own answer when this member owns the hash,
@@ -403,10 +420,6 @@ class ClaimQueue:
         """Copies the book stopped holding (rule 2)."""
         return self._book.expired(now)
 
-    def pending(self) -> int:
-        """Pages held, sent or not."""
-        return len(self._waiting)
-
     def batches(self, now: float) -> dict[str, list[Claim]]:
         """Every claim not yet sent, by owner, but for owners to retry later (rule 5); they count as sent
         from now."""
@@ -431,7 +444,7 @@ class ClaimQueue:
 
     def undelivered(self, owner: str, claims: Iterable[Claim], now: float) -> None:
         """A batch did not reach ``owner``: its claims go again after :data:`RETRY_AFTER` (rule 5)."""
-        self._retry_at[owner] = now + RETRY_AFTER
+        self._retry_later(owner, now)
         for c in claims:
             w = self._waiting.get(c.seq)
             if w is not None:
@@ -443,7 +456,7 @@ class ClaimQueue:
 
     def expired(self, now: float) -> list[Outcome]:
         """The held pages that waited ``wait`` seconds (rule 5)."""
-        return self._give_up(_overdue(self._waiting, now, self._wait))
+        return self._give_up(self._overdue(now))
 
     def drain(self) -> list[Outcome]:
         """Every held page, stored in full and marked: the member stops (rule 5)."""
@@ -800,24 +813,9 @@ class NearOutcome:
     """An owner refused the claim (a release without near claims): the page's exact claim decides."""
 
 
-class NearQueue:
-    """The claimer's pages waiting for their near claims' answers (rule 11); ``book`` answers the band
+class NearQueue(_HeldPages[_NearWaiting, NearBook]):
+    """The claimer's pages waiting for their near claims' answers (rule 11); its book answers the band
     keys this member owns."""
-
-    def __init__(self, self_id: str, owner_of: Callable[[int], str], book: NearBook, *, wait: float) -> None:
-        self.self_id = self_id
-        self._owner_of = owner_of
-        self._book = book
-        self._wait = wait
-        self._waiting: OrderedDict[int, _NearWaiting] = OrderedDict()
-        self._retry_at: dict[str, float] = {}
-        self._seq = 0
-        self.sent = 0
-        """Near claims sent to other members (one per page and owner)."""
-        self.stray = 0
-        """Answers that named no waiting page or came from a member not asked (rule 6)."""
-        self.unanswered = 0
-        """Pages decided without the answer of an owner (rule 11)."""
 
     @property
     def book(self) -> NearBook:
@@ -873,7 +871,7 @@ class NearQueue:
 
     def undelivered(self, owner: str, claims: Iterable[NearClaim], now: float) -> None:
         """A batch did not reach ``owner``: sent again after :data:`RETRY_AFTER` (rule 5)."""
-        self._retry_at[owner] = now + RETRY_AFTER
+        self._retry_later(owner, now)
         for c in claims:
             w = self._waiting.get(c.seq)
             if w is not None and owner in w.unanswered:
@@ -892,7 +890,7 @@ class NearQueue:
     def expired(self, now: float) -> list[NearOutcome]:
         """The held pages that waited ``wait`` seconds, decided by the answers they have (rule 11)."""
         out = []
-        for seq in _overdue(self._waiting, now, self._wait):
+        for seq in self._overdue(now):
             w = self._waiting.pop(seq)
             self.unanswered += 1
             out.append(NearOutcome(seq, w.best, _recorders(w), marked=True))
@@ -903,10 +901,6 @@ class NearQueue:
         seqs = list(self._waiting)
         self._waiting.clear()
         return seqs
-
-    def pending(self) -> int:
-        """Pages held, sent or not."""
-        return len(self._waiting)
 
 
 def _preferred(o: Original, c: NearClaim) -> tuple[bool, tuple[int, int], float, str]:

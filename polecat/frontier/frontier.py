@@ -24,9 +24,10 @@ its own section of the configuration, over one shared :class:`~polecat.frontier.
 - :class:`~polecat.frontier.handover.SliceHandover` (``handover.py``): owned slices, export, adoption.
 - :class:`~polecat.frontier.observe.Observation` (``observe.py``): the read-only views and stats.
 
-Invariant: an accepted URL is queued (its key is in ``queue``), in flight (leased, key still in ``queue``),
-or done (key deleted and a record in ``urls``, in the same transaction). A crash therefore replays the
-in-flight and uncommitted work and drops nothing.
+Invariant: an accepted URL is queued (its key is in ``queue``), in flight (leased, or its request released
+before its record, leasing.py rule 7; key still in ``queue``), or done (key deleted and a record in
+``urls``, in the same transaction). A crash therefore replays the in-flight and uncommitted work and drops
+nothing.
 """
 
 from __future__ import annotations
@@ -96,6 +97,7 @@ class Frontier:
         self.bind_ip = leasing.bind_ip
         self.withdraw = leasing.withdraw
         self.complete = leasing.complete
+        self.release_request = leasing.release
         self.next_due = table.next_due
         self.url_record = table.url_record
         self.host_rate = table.rate

@@ -90,9 +90,12 @@ class SliceHandover:
         return CommittedSnapshot(self._db.snapshot())
 
     def in_flight_in(self, slices: Iterable[int]) -> int:
-        """Leases in flight on hosts of ``slices``."""
+        """Leases in flight on hosts of ``slices``, the released ones waiting for their records too
+        (leasing.py rule 7)."""
         ids = check_slices(slices)
-        return sum(1 for host in self._table.leases if slice_of(host) in ids)
+        table = self._table
+        return (sum(1 for host in table.leases if slice_of(host) in ids)
+                + sum(len(keys) for host, keys in table.finishing.items() if slice_of(host) in ids))
 
     def unowned_queued(self) -> Counter[int]:
         """URLs queued here in slices this frontier does not lease (:meth:`set_owned`), by slice: the

@@ -19,10 +19,11 @@ Rules:
    the ``hosts`` table only. At a commit, past ``frontier.working_hosts`` records, the table writes and
    drops the records that will be leased last (no URL queued first, then the latest due) down to three
    quarters of the bound, each filed at its turn in the heap. Never dropped: a host in flight or leased,
-   with strikes (politeness rule 6 counts them in memory only; unless it is parked), or of a fenced
-   slice. A record read back (:meth:`state`, :meth:`peek`, :meth:`refill`) waits one interval from the
-   open (politeness rule 7) and from any throttle changed since (:attr:`rethrottled`), so dropping it
-   loses no politeness state. A host parked in this run is dropped first (rule 11).
+   with a request released before its record (leasing.py rule 7), with strikes (politeness rule 6 counts
+   them in memory only; unless it is parked), or of a fenced slice. A record read back (:meth:`state`,
+   :meth:`peek`, :meth:`refill`) waits one interval from the open (politeness rule 7) and from any
+   throttle changed since (:attr:`rethrottled`), so dropping it loses no politeness state. A host parked
+   in this run is dropped first (rule 11).
 7. A host out of memory with URLs queued has one row in ``ready`` at its record's next-allowed time
    (keys.py rule 6): when no host in memory is due, the ready scan (:meth:`refill`) reads the rows due in
    time order into memory, as many as it has room for (the hosts in rotation are finished first). A row
@@ -130,6 +131,9 @@ class HostTable:
         """When each host in the ready heap is due (rule 2)."""
         self.leases: dict[str, Lease] = {}
         """The lease in flight of each host that has one."""
+        self.finishing: dict[str, set[bytes]] = {}
+        """The queue keys of each host whose requests ended and were released before their URLs are
+        recorded done (leasing.py rule 7): still queued, never leased again meanwhile."""
         self.parked: dict[str, str] = {}
         """Hosts in memory parked in this run, with the reason (rule 11)."""
         self.parked_out = 0
@@ -355,14 +359,14 @@ class HostTable:
 
     def drop_queue(self, host: str, st: HostState, out: list[Write]) -> int:
         """Record the URLs queued for ``host`` done as ``skipped:blocked`` (its writes to ``out``), but
-        the one in flight (its completion finishes it); answers how many."""
+        the ones in flight or released (their completions finish them); answers how many."""
         lease = self.leases.get(host)
-        in_flight_key = lease.key if lease is not None else None
+        busy = self.finishing.get(host, set()) | ({lease.key} if lease is not None else set())
         keys = [(key, QueuedUrl.decode(raw, key, host).url)
                 for key, raw in self.db.items("queue", queue_prefix(host))]
         dropped = 0
         for key, url in keys:
-            if key != in_flight_key:
+            if key not in busy:
                 out += self.finish_writes(host, st, key, UrlRecord(url, "skipped", "blocked"))
                 dropped += 1
         self.scheduled.pop(host, None)
@@ -379,10 +383,16 @@ class HostTable:
             heapq.heappush(self.warm_heap, (at, host))
 
     def wake(self, host: str, st: HostState, at: float) -> None:
-        """Schedule ``host`` at ``at`` if it has URLs queued and nothing holds it back (a request in
-        flight, parked, already scheduled)."""
-        if st.queued > 0 and not st.in_flight and not st.parked and host not in self.scheduled:
+        """Schedule ``host`` at ``at`` if it has URLs queued, besides those released (leasing.py rule 7),
+        and nothing holds it back (a request in flight, parked, already scheduled)."""
+        if (st.queued > self.releasing(host) and not st.in_flight and not st.parked
+                and host not in self.scheduled):
             self.schedule(host, at)
+
+    def releasing(self, host: str) -> int:
+        """URLs of ``host`` whose requests were released before their records (leasing.py rule 7)."""
+        finishing = self.finishing
+        return len(finishing[host]) if finishing and host in finishing else 0
 
     def next_due(self) -> float | None:
         """No host is due before this time (None: none is scheduled). It may be earlier than the first
@@ -419,7 +429,7 @@ class HostTable:
                     host in parked, host)
                    for host, st in hosts.items()
                    if not (st.in_flight or (st.strikes and host not in parked) or host in leases
-                           or (fenced and slice_of(host) in fenced)))
+                           or host in self.finishing or (fenced and slice_of(host) in fenced)))
         for _, _, host in heapq.nlargest(len(hosts) - keep, movable):
             st = hosts.pop(host)
             self._unlist_port(host)

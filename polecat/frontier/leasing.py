@@ -20,6 +20,11 @@ Rules:
    last request ended less than :data:`WARM_FOR` ago (its connection likely still open, its robots.txt
    known) is leased before the due hosts ahead of it (the earliest due of them, from the host table's
    heap of warm hosts); with none due the earliest host goes, so a cold host waits, never starves.
+7. A page whose record waits after its request ended (its content claims, polecat/cluster/claimlink.py)
+   is released first (:meth:`Leasing.release`): the politeness part of its completion applies at once,
+   so its host's next request may go at the host's next-allowed time, not after the wait; its URL stays
+   queued (the frontier's invariant), is never leased again meanwhile, and counts as in flight for a
+   slice release, until :meth:`Leasing.complete` records it done, as when not released.
 """
 
 from __future__ import annotations
@@ -97,7 +102,7 @@ class Leasing:
                 at, host = warm
             del scheduled[host]
             st = self._hosts[host]
-            if st.parked or st.in_flight or st.queued <= 0:
+            if st.parked or st.in_flight or st.queued <= table.releasing(host):  # rule 7
                 continue
             if st.next_allowed > now:  # spaced again after it was scheduled: a robots hop held it (rule 8)
                 schedule(host, st.next_allowed)
@@ -119,7 +124,8 @@ class Leasing:
                 return Decided(got, out)
         until = table.next_ask(now)
         if until is None:
-            return Decided(Wait(None) if self._leases else Idle(), out)
+            # A released request's URL may yet be queued again (rule 7): not idle before its record.
+            return Decided(Wait(None) if self._leases or table.finishing else Idle(), out)
         return Decided(Wait(until), out)
 
     def _warm(self, host: str, now: float) -> bool:
@@ -139,8 +145,12 @@ class Leasing:
         """First allowed URL of ``host`` as a lease (or a robots.txt lease); None to skip the host now.
         The robots-disallowed URLs before it are retired: their writes go to ``out``."""
         skipped = 0
+        released = self._table.finishing.get(host, ())
         # The retired keys are deleted only when ``out`` is applied: the range reads on past them.
-        for key, raw in islice(self._db.items("queue", queue_prefix(host)), ROBOTS_SKIPS_PER_LEASE):
+        for key, raw in islice(self._db.items("queue", queue_prefix(host)),
+                               ROBOTS_SKIPS_PER_LEASE + len(released)):
+            if key in released:  # rule 7: its record is on its way
+                continue
             q = QueuedUrl.decode(raw, key, host)
             origin = origin_of(q.url)
             decision = self._robots.lookup(origin, now)
@@ -165,7 +175,8 @@ class Leasing:
         if skipped == ROBOTS_SKIPS_PER_LEASE:
             self._table.schedule(host, now)
         else:
-            self._table.count_queued(host, st, -st.queued)  # repair a count that disagrees with the table
+            # Repair a count that disagrees with the table; the released URLs are still queued (rule 7).
+            self._table.count_queued(host, st, len(released) - st.queued)
             self._table.save(host)
         return None
 
@@ -191,8 +202,14 @@ class Leasing:
         the lease and the send (a fence, a process frozen and woken), or while the request was in
         flight (``aborted_at``: when it was aborted; the request may have reached the server, so the
         host waits one full interval from then, politeness rule 7). The URL stays queued, and the host
-        is scheduled again only while its slice is owned (:meth:`HostTable.schedule`)."""
+        is scheduled again only while its slice is owned (:meth:`HostTable.schedule`). A released lease
+        (rule 7) is one whose request ended: only its record is given up."""
         host = lease.host
+        if self._released(lease):
+            self._budget.refund(lease.kind, host)
+            st = self._hosts[host]
+            self._table.wake(host, st, st.next_allowed)
+            return
         self._wake_ip_waiters(*self._ipkeys.release(host))
         self._leases.pop(host, None)
         st = self._hosts[host]
@@ -218,10 +235,47 @@ class Leasing:
             if not ws.in_flight and ws.queued > 0 and waiter not in self._scheduled:
                 self._table.schedule(waiter, max(ws.next_allowed, ip_next_allowed))
 
+    def release(self, lease: Lease, result: Completion, now: float) -> None:
+        """Rule 7: the request of the page ``lease`` ended as ``result`` says, and its record waits. The
+        host's politeness part of the completion applies now; :meth:`complete` records the URL later."""
+        self._end_request(lease, result, now)
+        self._table.finishing.setdefault(lease.host, set()).add(lease.key)
+        st = self._hosts[lease.host]
+        self._table.save(lease.host)
+        self._table.wake(lease.host, st, st.next_allowed)
+
     def complete(self, lease: Lease, result: Completion, now: float) -> list[Write]:
         """Decide how a leased request ended: schedules the host's next request per the politeness rules
-        and returns the writes that record it (polecat/writes.py; the caller applies them
-        with :meth:`FrontierDB.apply` before the frontier's next call)."""
+        (unless :meth:`release` did, rule 7) and returns the writes that record it (polecat/writes.py;
+        the caller applies them with :meth:`FrontierDB.apply` before the frontier's next call)."""
+        host = lease.host
+        if self._released(lease):
+            st = self._hosts[host]
+            writes = self._complete_page(lease, st, result)
+        else:
+            writes = self._end_request(lease, result, now)
+            st = self._hosts[host]
+            if lease.kind == "page":
+                writes = self._complete_page(lease, st, result)
+            else:
+                self._table.save(host)
+        self._table.wake(host, st, st.next_allowed)
+        return writes
+
+    def _released(self, lease: Lease) -> bool:
+        """Whether ``lease`` was released (rule 7); it no longer is."""
+        finishing = self._table.finishing
+        keys = finishing.get(lease.host) if finishing else None
+        if keys is None or lease.key not in keys:
+            return False
+        keys.discard(lease.key)
+        if not keys:
+            del finishing[lease.host]
+        return True
+
+    def _end_request(self, lease: Lease, result: Completion, now: float) -> list[Write]:
+        """The politeness part of a completion: the lease ends, the host's next-allowed time and backoff
+        follow the attempt. Returns the writes of a robots.txt answer."""
         host = lease.host
         st = self._hosts[host]
         self._leases.pop(host, None)
@@ -244,11 +298,6 @@ class Leasing:
             parked[host] = result.park or _park_reason(self._pol, st, result)
         if self._ipkeys.held_by(host) is not None:
             self._wake_ip_waiters(*self._ipkeys.release(host, result.attempt, interval(self._pol, rate, st)))
-        if lease.kind == "page":
-            writes = self._complete_page(lease, st, result)
-        else:
-            self._table.save(host)
-        self._table.wake(host, st, st.next_allowed)
         return writes
 
     def _complete_page(self, lease: Lease, st: HostState, result: Completion) -> list[Write]:

@@ -251,6 +251,11 @@ class PagePipeline:
             self._emit_page(lease, resp, started, digest, body, (text, title), links, None)
         return digest, None
 
+    def holds(self, url: str) -> bool:
+        """Whether :meth:`handle` handed the page of ``url`` to the content claims and it waits there."""
+        held = self._held.get(url)
+        return held is not None and not held.done()
+
     async def stored(self, url: str) -> None:
         """Return once the page of ``url`` that :meth:`handle` handed to the content claims is stored (at
         once for any other page): its lease is completed only then, so a commit never records as done a

@@ -108,7 +108,7 @@ from polecat.cluster.batch import (
 )
 from polecat.cluster.checkpoints import CheckpointStore
 from polecat.cluster.chunks import CHUNK_BYTES, bundle_chunks
-from polecat.cluster.claimlink import ContentClaims
+from polecat.cluster.claimlink import NODE_TICK, ContentClaims
 from polecat.cluster.claimwire import is_claim_frame
 from polecat.cluster.etcd import EtcdMembership, Orphans
 from polecat.cluster.failover import Failover
@@ -201,7 +201,8 @@ class ClusterNode:
         self.claims = ContentClaims(self.me.id, self._content_owner, self.transport, {},
                                     capacity=cc.claim_pages, wait=cc.claim_wait, book_capacity=cc.claim_book,
                                     sign=self._sign, verify=self._verify, near=cfg.dedup.near_duplicates,
-                                    near_distance=cfg.dedup.minhash_distance, clock=clock) \
+                                    near_distance=cfg.dedup.minhash_distance, tick=NODE_TICK,
+                                    clock=clock) \
             if cc.content_claims else None
         """Rule 9."""
         self._fresh = not (cfg.data_dir / "frontier").exists()
