@@ -62,6 +62,11 @@ Rules:
 13. A host key with a port (``host:port``) in memory is listed under its host name (:attr:`ported`, kept
    as records enter and leave memory): an operator control naming one host (polecat/frontier/controls.py)
    finds the records in memory it matches by :meth:`named`, not by a pass over memory.
+14. Each host record has a number (``HostState.num``, in its record: keys.py rule 1), which its ``queue``
+   keys hold instead of its name: a host new to the table takes the next of :attr:`HostTable.hseq` (one
+   counter for every slice, kept in ``meta`` with each commit beside ``qseq``, so a number is never
+   given twice, even to a host whose slice left and came back). The upgrade from schema 4 numbers the
+   hosts in key order (polecat/frontier/migrate.py).
 """
 
 from __future__ import annotations
@@ -74,7 +79,9 @@ from collections.abc import Callable, Iterable
 from itertools import islice
 
 from polecat.config import PolitenessConfig
+from polecat.errors import FrontierError
 from polecat.frontier.keys import (
+    MAX_HOST_NUM,
     host_of_row,
     host_row,
     priority_band,
@@ -107,6 +114,8 @@ READY_INDEX = b"ready_index"
 """Meta key: the ``ready`` and ``resident`` rows are kept (rule 8); absent in data written before them."""
 HOST_COUNTS = b"host_counts"
 """Meta key: the host counters of rule 12 (JSON); absent in data written before them."""
+HOST_SEQ = b"hseq"
+"""Meta key: the last host number given (rule 14)."""
 REFILL_ROWS = 256
 """``ready`` rows read per :meth:`HostTable.refill` at most: a lease call's work stays bounded."""
 COLD_RETRY = 0.05
@@ -150,6 +159,8 @@ class HostTable:
         """URLs accepted into the queues in this run."""
         self.qseq = int(db.get("meta", b"qseq") or b"0")
         """The FIFO sequence number of the last queue key (persisted in ``meta``)."""
+        self.hseq = int(db.get("meta", HOST_SEQ) or b"0")
+        """The last host number given (rule 14; persisted in ``meta``)."""
         stored_bands = db.get("meta", BANDS)
         self.bands: Counter[str] | None = Counter(json.loads(stored_bands)) if stored_bands else None
         """Queued URLs by priority band, counted once asked for (observe.py), then kept, across restarts
@@ -295,7 +306,7 @@ class HostTable:
         if st is not None:
             return st
         if peeked is None:
-            st = self.hosts[host] = HostState()
+            st = self.hosts[host] = HostState(num=self.new_num())
             self._list_port(host)
             self.known_hosts += 1
             self._arrived.add(host)
@@ -308,6 +319,14 @@ class HostTable:
             self._pending.append(Delete("ready", ready_key(peeked.next_allowed, host)))
             self.cold_rows = max(0, self.cold_rows - 1)
         return self._take(host, peeked)
+
+    def new_num(self) -> int:
+        """The number of a host new to the table (rule 14)."""
+        if self.hseq >= MAX_HOST_NUM:
+            raise FrontierError(f"this frontier has numbered {self.hseq} hosts, the most its queue keys "
+                                "hold (polecat/frontier/keys.py rule 1)")
+        self.hseq += 1
+        return self.hseq
 
     def cold_ready(self, now: float) -> bool:
         """Whether :meth:`refill` would take a host now: a ``ready`` row may be due, and memory has room
@@ -359,7 +378,7 @@ class HostTable:
         lease = self.leases.get(host)
         in_flight_key = lease.key if lease is not None else None
         keys = [(key, QueuedUrl.decode(raw, key, host).url)
-                for key, raw in self.db.items("queue", queue_prefix(host))]
+                for key, raw in self.db.items("queue", queue_prefix(host, st.num))]
         dropped = 0
         for key, url in keys:
             if key != in_flight_key:
@@ -453,6 +472,7 @@ class HostTable:
         """The counters kept in ``meta``: the queue sequence, the outcomes over all runs, the queue
         bands once counted."""
         out: list[Write] = [Put("meta", b"qseq", str(self.qseq).encode()),
+                            Put("meta", HOST_SEQ, str(self.hseq).encode()),
                             Put("meta", b"done", json.dumps(self.done_total).encode())]
         if self.bands is not None:
             out.append(Put("meta", BANDS, json.dumps(self.bands).encode()))
@@ -496,7 +516,7 @@ class HostTable:
         self.qseq += 1
         if shape:
             self.shapes.count(host, url)
-        key = queue_key(host, importance, depth, self.qseq)
+        key = queue_key(host, st.num, importance, depth, self.qseq)
         out.append(Put("queue", key, QueuedUrl(url, depth, importance, 0, hops).encode(host)))
         self.count_band(key, 1)
         self.with_queue += st.queued <= 0
@@ -522,14 +542,14 @@ class HostTable:
         cold in this batch so far; :meth:`cold_writes` writes them once the batch is judged."""
         st = cold.get(host)
         if st is None:
-            st = cold[host] = HostState(next_allowed=now)  # its ready row's time (rule 7)
+            st = cold[host] = HostState(next_allowed=now, num=self.new_num())  # ready row's time: rule 7
             self.known_hosts += 1
             out.append(Put("ready", ready_key(now, host), b""))
             self.cold_rows += 1
             if self.cold_head is None or now < self.cold_head:
                 self.cold_head = now
         self.qseq += 1
-        key = queue_key(host, importance, 0, self.qseq)
+        key = queue_key(host, st.num, importance, 0, self.qseq)
         out.append(Put("queue", key, QueuedUrl(url, 0, importance).encode(host)))
         self.count_band(key, 1)
         self.count_queued(host, st, 1)

@@ -140,7 +140,7 @@ class Leasing:
         The robots-disallowed URLs before it are retired: their writes go to ``out``."""
         skipped = 0
         # The retired keys are deleted only when ``out`` is applied: the range reads on past them.
-        for key, raw in islice(self._db.items("queue", queue_prefix(host)), ROBOTS_SKIPS_PER_LEASE):
+        for key, raw in islice(self._db.items("queue", queue_prefix(host, st.num)), ROBOTS_SKIPS_PER_LEASE):
             q = QueuedUrl.decode(raw, key, host)
             origin = origin_of(q.url)
             decision = self._robots.lookup(origin, now)
@@ -258,7 +258,7 @@ class Leasing:
             table.count_band(lease.key, -1)
             table.qseq += 1
             retry = QueuedUrl(lease.url, lease.depth, lease.importance / 2, lease.attempts + 1, lease.hops)
-            key = queue_key(lease.host, retry.importance, retry.depth, table.qseq)
+            key = queue_key(lease.host, st.num, retry.importance, retry.depth, table.qseq)
             table.count_band(key, 1)
             table.save(lease.host)
             table.count_done("retried")
