@@ -152,7 +152,9 @@ class SliceHandover:
                     # Its number here (host_table.py rule 14), and this frontier's FIFO order.
                     prefix = queue_prefix(host, self._table.state(host).num)
                     new_key = queue_key_at(prefix, r, depth, self._table.qseq)
-                    out.append(Put("queue", new_key, queued.encode(host)))
+                    raw = queued.encode(host)
+                    out.append(Put("queue", new_key, raw))
+                    self._table.note_put(host, new_key, raw)
                     self._table.count_band(new_key, 1)
                     counts[host] += 1
                 else:
@@ -192,6 +194,7 @@ class SliceHandover:
                       if url_key(QueuedUrl.decode(value, key, host).url, host) in finished]
             for key in doomed:
                 out.append(Delete("queue", key))
+                self._table.note_delete(host, key)
                 self._table.count_band(key, -1)
             self._table.count_queued(host, st, -len(doomed))
             dropped += len(doomed)
