@@ -152,9 +152,7 @@ class SliceHandover:
                     # Its number here (host_table.py rule 14), and this frontier's FIFO order.
                     prefix = queue_prefix(host, self._table.state(host).num)
                     new_key = queue_key_at(prefix, r, depth, self._table.qseq)
-                    raw = queued.encode(host)
-                    out.append(Put("queue", new_key, raw))
-                    self._table.note_put(host, new_key, raw)
+                    out.append(Put("queue", new_key, queued.encode(host)))
                     self._table.count_band(new_key, 1)
                     counts[host] += 1
                 else:
@@ -194,7 +192,6 @@ class SliceHandover:
                       if url_key(QueuedUrl.decode(value, key, host).url, host) in finished]
             for key in doomed:
                 out.append(Delete("queue", key))
-                self._table.note_delete(host, key)
                 self._table.count_band(key, -1)
             self._table.count_queued(host, st, -len(doomed))
             dropped += len(doomed)

@@ -67,15 +67,6 @@ Rules:
    counter for every slice, kept in ``meta`` with each commit beside ``qseq``, so a number is never
    given twice, even to a host whose slice left and came back). The upgrade from schema 4 numbers the
    hosts in key order (polecat/frontier/migrate.py).
-15. The head of the queue of a host in memory is read ahead (:meth:`head_rows`): its first
-   :data:`HEAD_ROWS` rows, kept in :attr:`heads` as exactly the host's rows up to a key (or all of
-   them), so that its next leases do not seek its queue in the table again (issue 39: at a large
-   frontier the host's leaf page is cold by the time it comes round). Every queue write this table or
-   its parts decide for such a host updates the head as it is decided (:meth:`note_put`,
-   :meth:`note_delete`; a put past the head's last key is not kept, and a head past :data:`HEAD_ROWS`
-   rows lets its last go), so it is what the table holds once those writes are applied (writes.py
-   rule 3). A host leaving memory (rule 6, a released slice) drops its head; memory holds at most
-   :data:`HEAD_ROWS` rows per host in memory. Not durable: an open starts with none.
 """
 
 from __future__ import annotations
@@ -83,10 +74,8 @@ from __future__ import annotations
 import heapq
 import json
 import math
-from bisect import bisect_left, insort
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
 from itertools import islice
 
 from polecat.config import PolitenessConfig
@@ -125,23 +114,12 @@ READY_INDEX = b"ready_index"
 """Meta key: the ``ready`` and ``resident`` rows are kept (rule 8); absent in data written before them."""
 HOST_COUNTS = b"host_counts"
 """Meta key: the host counters of rule 12 (JSON); absent in data written before them."""
-HEAD_ROWS = 8
-"""Queue rows read ahead per host in memory (rule 15)."""
 HOST_SEQ = b"hseq"
 """Meta key: the last host number given (rule 14)."""
 REFILL_ROWS = 256
 """``ready`` rows read per :meth:`HostTable.refill` at most: a lease call's work stays bounded."""
 COLD_RETRY = 0.05
 """Seconds before a lease asks again when ``ready`` rows are due but memory is full (rule 7)."""
-
-
-@dataclass(slots=True)
-class QueueHead:
-    """The head of a host's queue read ahead (rule 15): ``rows``, in key order, are exactly the host's
-    ``queue`` rows whose key is ``end`` or before (every row when ``end`` is None)."""
-
-    rows: list[tuple[bytes, bytes]]
-    end: bytes | None
 
 
 class HostTable:
@@ -214,8 +192,6 @@ class HostTable:
         """The entries of :attr:`heap` of the hosts in :attr:`warm` (stale ones too, as rule 2 says)."""
         self._pending: list[Write] = []
         """Row writes of records read back by :meth:`state`, for the next commit (rules 7-8)."""
-        self.heads: dict[str, QueueHead] = {}
-        """The queue heads read ahead of hosts in memory (rule 15)."""
         self.url_written: UrlWritten = _no_index
         """Called with every write of a URL record (host, its key, the record or None: deleted, the
         decision's writes): the refresh indexes follow them (polecat/frontier/refresh_index.py rule 4)."""
@@ -467,7 +443,6 @@ class HostTable:
             st = hosts.pop(host)
             self._unlist_port(host)
             self.warm.pop(host, None)
-            self.heads.pop(host, None)
             # Filed at its turn in the heap (never before its next-allowed time): the order it had here.
             st.next_allowed = max(st.next_allowed, scheduled.pop(host, 0.0))
             out.append(Put("hosts", host_row(host), encode_host(st)))
@@ -525,7 +500,6 @@ class HostTable:
             self.scheduled.pop(host, None)
             self._dirty.discard(host)
             self.warm.pop(host, None)
-            self.heads.pop(host, None)
             self.known_hosts -= 1
             self.parked.pop(host, None)
             if host not in self._arrived:
@@ -543,10 +517,7 @@ class HostTable:
         if shape:
             self.shapes.count(host, url)
         key = queue_key(host, st.num, importance, depth, self.qseq)
-        raw = QueuedUrl(url, depth, importance, 0, hops).encode(host)
-        out.append(Put("queue", key, raw))
-        if host in self.heads:
-            self.note_put(host, key, raw)
+        out.append(Put("queue", key, QueuedUrl(url, depth, importance, 0, hops).encode(host)))
         self.count_band(key, 1)
         self.with_queue += st.queued <= 0
         st.queued += 1  # count_queued() inline (this runs for every URL accepted)
@@ -600,46 +571,8 @@ class HostTable:
         self.count_done(rec.outcome if rec.outcome != "skipped" else f"skipped:{rec.reason}")
         ukey = ukey or url_key_at(key, rec.url)
         out: list[Write] = [Delete("queue", key), Put("urls", ukey, rec.encode())]
-        self.note_delete(host, key)
         self.url_written(host, ukey, rec, out)
         return out
-
-    def head_rows(self, host: str, st: HostState) -> Iterator[tuple[bytes, bytes]]:
-        """The ``queue`` rows of ``host`` (in memory, ``st``) in key order, the head read ahead first
-        (rule 15): the table is read only for a head used up, or past it."""
-        head = self.heads.get(host)
-        prefix = queue_prefix(host, st.num)
-        if head is None or (not head.rows and head.end is not None):
-            rows = list(islice(self.db.items("queue", prefix), HEAD_ROWS))
-            head = self.heads[host] = QueueHead(rows, rows[-1][0] if len(rows) == HEAD_ROWS else None)
-        end = head.end
-        # A copy: a row retired while it is read leaves the head (note_delete) as the reader goes on.
-        yield from list(head.rows)
-        if end is not None:  # what lies past the head, read from the table (rows up to ``end`` are in it)
-            for key, raw in self.db.items("queue", prefix):
-                if key > end:
-                    yield key, raw
-
-    def note_put(self, host: str, key: bytes, raw: bytes) -> None:
-        """A queue row of ``host`` was put (decided): its head keeps it if it falls within (rule 15)."""
-        head = self.heads.get(host)
-        if head is None or (head.end is not None and key > head.end):
-            return
-        rows = head.rows
-        insort(rows, (key, raw))
-        if len(rows) > HEAD_ROWS:
-            rows.pop()
-            head.end = rows[-1][0]
-
-    def note_delete(self, host: str, key: bytes) -> None:
-        """A queue row of ``host`` was deleted (decided): its head lets it go (rule 15)."""
-        head = self.heads.get(host)
-        if head is None:
-            return
-        rows = head.rows
-        i = bisect_left(rows, (key,))
-        if i < len(rows) and rows[i][0] == key:
-            del rows[i]
 
     def count_fetched(self, st: HostState, n: int) -> None:
         """``n`` more pages fetched from the host of ``st`` (rule 12)."""

@@ -33,7 +33,7 @@ from polecat.config import PolitenessConfig
 from polecat.frontier.budgets import PageBudget
 from polecat.frontier.host_table import HostTable
 from polecat.frontier.ipkeys import IpKeys
-from polecat.frontier.keys import queue_key, url_key_at
+from polecat.frontier.keys import queue_key, queue_prefix, url_key_at
 from polecat.frontier.politeness import HostState, after_attempt, gave_up, interval, wait_one_interval
 from polecat.frontier.records import Completion, Idle, Lease, QueuedUrl, UrlRecord, Wait, origin_of
 from polecat.frontier.refresh_queue import RefreshQueue
@@ -140,7 +140,7 @@ class Leasing:
         The robots-disallowed URLs before it are retired: their writes go to ``out``."""
         skipped = 0
         # The retired keys are deleted only when ``out`` is applied: the range reads on past them.
-        for key, raw in islice(self._table.head_rows(host, st), ROBOTS_SKIPS_PER_LEASE):
+        for key, raw in islice(self._db.items("queue", queue_prefix(host, st.num)), ROBOTS_SKIPS_PER_LEASE):
             q = QueuedUrl.decode(raw, key, host)
             origin = origin_of(q.url)
             decision = self._robots.lookup(origin, now)
@@ -262,10 +262,7 @@ class Leasing:
             table.count_band(key, 1)
             table.save(lease.host)
             table.count_done("retried")
-            raw = retry.encode(lease.host)
-            table.note_delete(lease.host, lease.key)
-            table.note_put(lease.host, key, raw)
-            return [Delete("queue", lease.key), Put("queue", key, raw)]
+            return [Delete("queue", lease.key), Put("queue", key, retry.encode(lease.host))]
         outcome = "failed" if result.outcome == "retry" else result.outcome
         ukey = url_key_at(lease.key, lease.url)  # one fingerprint, no host hashing, for every key below
         prev_raw = self._db.get("urls", ukey)
