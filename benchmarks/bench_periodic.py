@@ -29,6 +29,7 @@ from polecat.config import Config, FrontierConfig, PolitenessConfig, ScopeConfig
 from polecat.dedup.seen import SeenSet
 from polecat.frontier.db import FrontierDB
 from polecat.frontier.frontier import Frontier
+from polecat.frontier.host_table import HOST_SEQ
 from polecat.frontier.keys import host_row, queue_key, url_key
 from polecat.frontier.politeness import Attempt, HostState
 from polecat.frontier.records import Completion, Lease, QueuedUrl, UrlRecord, encode_host
@@ -86,8 +87,11 @@ def build(db: FrontierDB, urls: int, per_host: int, due: int) -> None:
         batch += [Put("urls", key, rec.encode()), Put("seen", key, b"")]
         if i % per_host == 0:
             queued = f"http://{host}/q"
-            batch += [Put("hosts", host_row(host), encode_host(HostState(queued=1, fetched=per_host))),
-                      Put("queue", queue_key(host, 0.5, 1, i), QueuedUrl(queued, 1, 0.5).encode(host)),
+            num = i // per_host + 1  # host_table.py rule 14: numbered as the table would
+            st = HostState(queued=1, fetched=per_host, num=num)
+            batch += [Put("hosts", host_row(host), encode_host(st)),
+                      Put("queue", queue_key(host, num, 0.5, 1, i), QueuedUrl(queued, 1, 0.5).encode(host)),
+                      Put("meta", HOST_SEQ, str(num).encode()),
                       Put("seen", url_key(queued, host), b"")]
         if len(batch) >= 400_000:
             flush()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -12,8 +13,9 @@ from polecat.dedup.canon import Canonicalizer
 from polecat.dedup.seen import SeenSet
 from polecat.frontier.db import FrontierDB
 from polecat.frontier.frontier import Frontier
-from polecat.frontier.politeness import Attempt
-from polecat.frontier.records import Completion, Lease, Outcome, RobotsOutcome
+from polecat.frontier.keys import host_of_row, queue_key_num
+from polecat.frontier.politeness import Attempt, HostState
+from polecat.frontier.records import Completion, Lease, Outcome, QueuedUrl, RobotsOutcome, decode_host
 from polecat.frontier.robots import RobotsPolicy
 from polecat.testing.fakes import MemoryFrontierDB
 from polecat.writes import Decided, Delete, DeleteSlices, Put
@@ -116,6 +118,17 @@ def done(now: float, *, duration: float = 0.01, status: int | None = 200, retry_
     headers_at = None if failed else now + duration / 2
     return Completion(Attempt(now, now + duration, headers_at, None if failed else status, retry_after,
                               failed), outcome, str(status))
+
+
+def queued_urls_in(hosts: Iterable[tuple[bytes, bytes]], queue: Iterable[tuple[bytes, bytes]],
+                   memory: Mapping[str, HostState] | None = None) -> list[str]:
+    """The URLs of the ``queue`` rows ``queue``, named through the ``hosts`` rows ``hosts`` and the records
+    in ``memory`` (a frontier's, not all written yet: a queue key holds its host's number,
+    polecat/frontier/keys.py rule 1)."""
+    names = {decode_host(raw).num: host_of_row(bytes(key)) for key, raw in hosts}
+    names.update((st.num, host) for host, st in (memory or {}).items())
+    return [QueuedUrl.decode(bytes(raw), bytes(key), names[queue_key_num(bytes(key))]).url
+            for key, raw in queue]
 
 
 def politeness(**kw: object) -> PolitenessConfig:

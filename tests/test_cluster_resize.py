@@ -24,13 +24,13 @@ from polecat.cluster.resize import JOURNAL, member_ids, resize
 from polecat.cluster.ring import RING_VERSION, Ring
 from polecat.config import Config, config_from_mapping
 from polecat.frontier.opener import open_frontier
-from polecat.frontier.records import QueuedUrl
 from polecat.frontier.slices import slice_of
 from polecat.hosts import host_key
 from polecat.testing.serverlog import politeness_violations
 from polecat.testing.sitegen import SiteSpec
 from tests.conftest import TestWebFactory
 from tests.crawl_helpers import page_requests
+from tests.frontier_helpers import queued_urls_in
 from tests.test_crawl_restart import crawl_cmd, finish, start
 
 
@@ -85,10 +85,8 @@ def _queued_by_worker(cfg: Config, n: int) -> dict[int, set[str]]:
     for k in range(n):
         lf = open_frontier(worker_config(cfg, k, n), time.time())
         try:
-            urls = set()
-            for key, raw in lf.db.txn.cursor(db=lf.db.queue):
-                urls.add(QueuedUrl.from_row(key, raw).url)
-            out[k] = urls
+            txn = lf.db.txn
+            out[k] = set(queued_urls_in(txn.cursor(db=lf.db.hosts), txn.cursor(db=lf.db.queue)))
         finally:
             lf.close()
     return out

@@ -12,12 +12,12 @@ from pathlib import Path
 from polecat import Crawler
 from polecat.frontier.bundle import SliceBundle
 from polecat.frontier.opener import open_frontier
-from polecat.frontier.records import QueuedUrl
 from polecat.frontier.slices import SLICES
 from polecat.testing.serverlog import politeness_violations
 from polecat.testing.sitegen import SiteSpec
 from tests.conftest import TestWebFactory
 from tests.crawl_helpers import crawl_config, page_requests
+from tests.frontier_helpers import queued_urls_in
 
 RATE = 10.0
 
@@ -36,7 +36,7 @@ def test_export_adopt_round_trip_finishes_on_b(test_web: TestWebFactory, tmp_pat
 
     a = open_frontier(cfg_a, time.time())
     queued_on_a = a.frontier.queued
-    waiting = {QueuedUrl.from_row(k, v).url for k, v in a.db.txn.cursor(db=a.db.queue)}
+    waiting = set(queued_urls_in(a.db.txn.cursor(db=a.db.hosts), a.db.txn.cursor(db=a.db.queue)))
     assert len(waiting) == queued_on_a > 0
     raw = a.frontier.export_slices(range(SLICES), time.time()).to_bytes()
     a.close()

@@ -13,11 +13,11 @@ from polecat.cluster.ring import Ring
 from polecat.config import Config, ScopeConfig
 from polecat.errors import FrontierError
 from polecat.frontier.bundle import BundleError, SliceBundle
-from polecat.frontier.keys import GLOBAL, host_of_queue_key
+from polecat.frontier.keys import GLOBAL, parse_wire_queue_key
 from polecat.frontier.records import Lease, QueuedUrl, UrlRecord, Wait
 from polecat.frontier.slices import SLICES, slice_of
 from polecat.writes import Delete, DeleteSlices
-from tests.frontier_helpers import Rig, canon, politeness
+from tests.frontier_helpers import Rig, canon, politeness, queued_urls_in
 
 pytestmark = pytest.mark.usefixtures("frontier_backend")  # each test on LMDB and on the in-memory fake
 
@@ -77,8 +77,7 @@ def drain(rig: Rig, now: float) -> tuple[list[str], float]:
 
 
 def queued_urls(rig: Rig) -> set[str]:
-    from polecat.frontier.records import QueuedUrl
-    return {QueuedUrl.from_row(k, v).url for k, v in rig.db.items("queue")}
+    return set(queued_urls_in(rig.db.items("hosts"), rig.db.items("queue"), rig.raw._table.hosts))
 
 
 def held(rig: Rig, slices: Iterable[int]) -> int:
@@ -322,7 +321,7 @@ def test_a_bundle_carries_rows_in_the_form_of_0_3_0_and_the_adopter_packs_them(t
     assert {table for table, _, _ in rows} == {"queue", "urls"}
     for table, key, value in rows:
         if table == "queue":
-            assert QueuedUrl.decode_v3(value).url.startswith(f"http://{host_of_queue_key(key)}/")
+            assert QueuedUrl.decode_v3(value).url.startswith(f"http://{parse_wire_queue_key(key)[0]}/")
         else:
             assert UrlRecord.decode(value).encode_v3() == bytes(value)  # a JSON list, as 0.3.0 wrote
     b = Rig(tmp_path / "b", cfg=CFG)

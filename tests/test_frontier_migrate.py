@@ -1,5 +1,6 @@
 """Opening a data dir written before slice keys (frontier schema 1) upgrades it in place, losing nothing;
-the last step, schema 3 to 4, packs the queue and URL rows in a commit of its own."""
+schema 3 to 4 packs the queue and URL rows in a commit of its own, and the last step, schema 4 to 5,
+numbers the hosts and rekeys their queues in another."""
 
 from __future__ import annotations
 
@@ -13,12 +14,13 @@ import zstandard
 
 from polecat.errors import FrontierError
 from polecat.frontier.db import SCHEMA_VERSION
-from polecat.frontier.migrate import CompactReport, MigrationReport
-from polecat.frontier.records import Lease, QueuedUrl, UrlRecord
+from polecat.frontier.keys import queue_key_num, queue_prefix
+from polecat.frontier.migrate import MigrationReport, RenumberReport
+from polecat.frontier.records import Lease, QueuedUrl, UrlRecord, decode_host
 from polecat.frontier.slices import PREFIX_LEN, prefix_slice, slice_of
 from polecat.frontier.status import read_status
 from polecat.version import __version__
-from tests.frontier_helpers import Rig
+from tests.frontier_helpers import Rig, queued_urls_in
 
 FIXTURE = Path(__file__).parent / "fixtures" / "frontier_v1.mdb.zst"
 NODE_PARAMS = {"url_fingerprint": "xxh3_128", "canon": 1, "near_index": 2}
@@ -50,7 +52,7 @@ def test_schema_1_dir_is_upgraded_with_nothing_lost(tmp_path: Path) -> None:
     queued, done = v1_contents(tmp_path)
     this = re.escape(__version__)
     with pytest.raises(FrontierError, match=r"written by polecat 0.1.0 or earlier with schema 1; this is "
-                                            rf"polecat {this}, which reads schema 4; `polecat upgrade .*` "):
+                                            rf"polecat {this}, which reads schema 5; `polecat upgrade .*` "):
         read_status(tmp_path / "frontier")
     rig = Rig(tmp_path, params=NODE_PARAMS, now=LATER)
     assert rig.db.upgraded == MigrationReport(hosts=6, queued=91, urls=41, seen=132, ops=8, robots=5,
@@ -110,7 +112,7 @@ def test_crash_during_upgrade_leaves_the_dir_as_it_was(tmp_path: Path,
     monkeypatch.undo()
     rig = Rig(tmp_path, params=NODE_PARAMS)
     assert rig.db.upgraded is not None and rig.frontier.queued == 91
-    assert SCHEMA_VERSION == 4
+    assert SCHEMA_VERSION == 5
 
 
 def _schema_version(path: Path) -> int:
@@ -122,31 +124,67 @@ def _schema_version(path: Path) -> int:
         env.close()
 
 
+def _crash_in(step: str, path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], list[str]]:
+    """Unpack the schema-1 fixture and open it with the upgrade ``step`` (a function db.py calls) failing,
+    as a kill -9 in it would leave it; returns the fixture's (queued, recorded) URLs."""
+    unpack_v1(path)
+    contents = v1_contents(path)
+
+    def broken(*args: object) -> object:
+        raise OSError("disk gone")
+
+    monkeypatch.setattr(f"polecat.frontier.db.{step}", broken)
+    with pytest.raises(OSError):
+        Rig(path, params=NODE_PARAMS)
+    monkeypatch.undo()
+    return contents
+
+
 def test_a_crash_while_packing_rows_leaves_schema_3_and_the_next_open_packs_them(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Schema 3 to 4 (db.py rule 10) is one commit of its own: a crash in it leaves the schema-3 data dir
     the upgrades before it committed, whose rows the next open packs, losing nothing."""
-    unpack_v1(tmp_path)
-    queued, done = v1_contents(tmp_path)
-
-    def broken(*args: object) -> CompactReport:
-        raise OSError("disk gone")
-
-    monkeypatch.setattr("polecat.frontier.db.compact_v3", broken)
-    with pytest.raises(OSError):
-        Rig(tmp_path, params=NODE_PARAMS)
+    queued, done = _crash_in("compact_v3", tmp_path, monkeypatch)
     assert _schema_version(tmp_path) == 3
-    monkeypatch.undo()
     rig = Rig(tmp_path, params=NODE_PARAMS, now=LATER)
     report = rig.db.compacted
     assert report is not None and (report.queued, report.urls) == (91, 41)
     assert report.bytes_after < report.bytes_before * 0.6
     txn = rig.db.txn
-    assert sorted(QueuedUrl.from_row(k, v).url for k, v in txn.cursor(db=rig.db.queue)) == sorted(queued)
+    assert sorted(queued_urls_in(txn.cursor(db=rig.db.hosts), txn.cursor(db=rig.db.queue))) == sorted(queued)
     assert sorted(UrlRecord.decode(v).url for _, v in txn.cursor(db=rig.db.urls)) == sorted(done)
     assert all(bytes(v)[0] == 1 for _, v in txn.cursor(db=rig.db.urls))  # packed, not JSON
     assert rig.frontier.queued == 91
     rig.crash()
-    assert _schema_version(tmp_path) == 4
+    assert _schema_version(tmp_path) == 5
     rig.reopen(LATER + 10)
     assert rig.db.compacted is None and rig.frontier.queued == 91
+
+
+def test_a_crash_while_numbering_hosts_leaves_schema_4_and_the_next_open_numbers_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Schema 4 to 5 (db.py rule 13) is one commit of its own: a crash in it leaves schema 4, which the
+    next open numbers: every host a number of its own in key order, its queue rekeyed, nothing lost, and
+    the hosts that come after take numbers past them (host_table.py rule 14)."""
+    queued, _ = _crash_in("renumber_v4", tmp_path, monkeypatch)
+    assert _schema_version(tmp_path) == 4
+    rig = Rig(tmp_path, params=NODE_PARAMS, now=LATER)
+    assert rig.db.renumbered == RenumberReport(hosts=6, queued=91, made=0)
+    txn = rig.db.txn
+    hosts = [(bytes(k), decode_host(v)) for k, v in txn.cursor(db=rig.db.hosts)]
+    assert [st.num for _, st in hosts] == list(range(1, 7))
+    keys = [bytes(k) for k, _ in txn.cursor(db=rig.db.queue)]
+    assert all(len(k) == 18 for k in keys) and {queue_key_num(k) for k in keys} <= set(range(1, 7))
+    assert sorted(queued_urls_in(txn.cursor(db=rig.db.hosts), txn.cursor(db=rig.db.queue))) == sorted(queued)
+    assert rig.frontier.queued == 91
+    rig.frontier.add_many(["http://new.test/a", "http://new.test/b"], 1, 0.5, LATER)
+    new = rig.raw._table.peek("new.test")
+    assert new is not None and new.num == 7
+    rig.frontier.commit()
+    rig.crash()
+    assert _schema_version(tmp_path) == 5
+    rig.reopen(LATER + 10)
+    assert rig.db.renumbered is None and rig.frontier.queued == 93
+    again = rig.raw._table.peek("new.test")
+    assert again is not None and again.num == 7 and again.queued == 2
+    assert len(list(rig.db.items("queue", queue_prefix("new.test", 7)))) == 2

@@ -66,7 +66,9 @@ def check_a_size(path: Path, extra_hosts: int) -> int:
     rig.frontier.throttle_now("x2.test", 0.5, now)
     # Operator controls: the queue of the blocked host, and no other read (the hosts in memory are
     # walked, host_table rule 6; those out of memory apply them when read back).
-    assert all(p == queue_prefix("x1.test") for _, p in reads.ranges)
+    x1 = rig.raw._table.peek("x1.test")
+    assert x1 is not None
+    assert all(p == queue_prefix("x1.test", x1.num) for _, p in reads.ranges)
     reads.clear()
     rig.frontier.set_owned(frozenset(range(SLICES)) - moving, now)
     assert all(in_slices(p, moving) for _, p in reads.ranges)

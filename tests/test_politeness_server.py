@@ -31,7 +31,7 @@ import pytest
 from polecat import Crawler
 from polecat.config import Config
 from polecat.fetch.http import Fetcher, Response
-from polecat.frontier.records import QueuedUrl, UrlRecord
+from polecat.frontier.records import UrlRecord
 from polecat.node.stats import CrawlStats
 from polecat.testing.dns import LocalDnsServer
 from polecat.testing.serverlog import RequestRecord, politeness_violations
@@ -39,6 +39,7 @@ from polecat.testing.sitegen import SiteSpec
 from polecat.testing.web import TestWeb
 from tests.conftest import TestWebFactory
 from tests.crawl_helpers import crawl_config
+from tests.frontier_helpers import queued_urls_in
 
 CLOCK_SLACK = 0.005
 """Seconds: server monotonic vs crawler wall-clock arithmetic (float rounding, clock slew)."""
@@ -110,9 +111,10 @@ def frontier_state(data: Path) -> tuple[dict[str, UrlRecord], set[str]]:
     try:
         urls_db = env.open_db(b"urls", create=False)
         queue_db = env.open_db(b"queue", create=False)
+        hosts_db = env.open_db(b"hosts", create=False)
         with env.begin() as txn:
             done = {(rec := UrlRecord.decode(v)).url: rec for _, v in txn.cursor(db=urls_db)}
-            queued = {QueuedUrl.from_row(k, v).url for k, v in txn.cursor(db=queue_db)}
+            queued = set(queued_urls_in(txn.cursor(db=hosts_db), txn.cursor(db=queue_db)))
     finally:
         env.close()
     return done, queued

@@ -1,14 +1,34 @@
 """The compact rows of schema 4 (polecat/frontier/records.py): every queued URL and URL record reads back
 as it was written, in fewer bytes than schema 3's, and schema 3's forms (which slice bundles carry) still
-read."""
+read. The queue keys of schema 5 (polecat/frontier/keys.py rule 1): the host's number and a 6-byte seq,
+read back, in the queue's order, and converted to and from the wire's keys (schema 4's) in that order."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from polecat.frontier.keys import queue_key
-from polecat.frontier.records import MIN_IMPORTANCE, QueuedUrl, UrlRecord
+from polecat.frontier.keys import (
+    MAX_HOST_NUM,
+    parse_wire_queue_key,
+    queue_key,
+    queue_key_at,
+    queue_key_num,
+    queue_prefix,
+    wire_queue_key,
+    wire_queue_prefix,
+)
+from polecat.frontier.politeness import HostState
+from polecat.frontier.records import (
+    MIN_IMPORTANCE,
+    QueuedUrl,
+    UrlRecord,
+    decode_host,
+    decode_host_v4,
+    encode_host,
+    encode_host_v4,
+    rank,
+)
 
 HOSTS = st.sampled_from(["a.test", "b.example:8080", "[::1]:81", "xn--bcher-kva.test"])
 IMPORTANCE = st.one_of(st.sampled_from([1.0, 0.5, 0.25, MIN_IMPORTANCE]),
@@ -26,12 +46,16 @@ def queued(draw: st.DrawFn) -> tuple[str, QueuedUrl]:
                            draw(st.integers(0, 255)))
 
 
-@given(queued(), st.integers(0, 2**63))
-def test_a_queued_url_reads_back_from_its_row(case: tuple[str, QueuedUrl], seq: int) -> None:
+NUM = st.integers(1, MAX_HOST_NUM)
+SEQ = st.integers(0, 2**48 - 1)
+
+
+@given(queued(), NUM, SEQ)
+def test_a_queued_url_reads_back_from_its_row(case: tuple[str, QueuedUrl], num: int, seq: int) -> None:
     host, q = case
-    key = queue_key(host, q.importance, q.depth, seq)
+    key = queue_key(host, num, q.importance, q.depth, seq)
     value = q.encode(host)
-    assert QueuedUrl.decode(value, key, host) == q == QueuedUrl.from_row(key, value)
+    assert QueuedUrl.decode(value, key, host) == q
     if q.depth <= 0xFFFF:  # schema 3 kept no more
         assert QueuedUrl.decode_v3(q.encode_v3()) == q
         assert len(value) < len(q.encode_v3())
@@ -56,3 +80,42 @@ def test_a_url_record_reads_back_packed_and_from_json(rec: UrlRecord) -> None:
 def test_a_record_of_the_first_nine_fields_still_reads() -> None:
     old = b'["http://a.test/","fetched","200",5.0,"ab",null,null,1,0]'
     assert UrlRecord.decode(old) == UrlRecord("http://a.test/", "fetched", "200", 5.0, "ab", None, None, 1, 0)
+
+
+@given(HOSTS, NUM, IMPORTANCE, st.integers(0, 70_000), SEQ)
+def test_a_queue_key_reads_back_and_goes_to_the_wire_and_back(host: str, num: int, importance: float,
+                                                              depth: int, seq: int) -> None:
+    key = queue_key(host, num, importance, depth, seq)
+    assert len(key) == 18 and key.startswith(queue_prefix(host, num)) and queue_key_num(key) == num
+    wire = wire_queue_key(key, host)
+    assert wire.startswith(wire_queue_prefix(host))
+    assert parse_wire_queue_key(wire) == (host, rank(importance), min(depth, 0xFFFF), seq)
+    _, r, d, s = parse_wire_queue_key(wire)
+    assert queue_key_at(queue_prefix(host, num), r, d, s) == key
+
+
+@given(HOSTS, NUM, st.lists(st.tuples(IMPORTANCE, st.integers(0, 70_000), SEQ), min_size=2, max_size=20))
+def test_a_hosts_queue_keys_keep_the_queues_order_here_and_on_the_wire(
+        host: str, num: int, rows: list[tuple[float, int, int]]) -> None:
+    keys = [queue_key(host, num, imp, depth, seq) for imp, depth, seq in rows]
+    tails = [(rank(imp), min(depth, 0xFFFF), seq) for imp, depth, seq in rows]
+    by_priority = sorted(range(len(rows)), key=lambda i: tails[i])
+    assert sorted(range(len(rows)), key=lambda i: keys[i]) == by_priority
+    assert sorted(range(len(rows)), key=lambda i: wire_queue_key(keys[i], host)) == by_priority
+
+
+@given(HOSTS, NUM, NUM)
+def test_two_hosts_queues_never_interleave(host: str, a: int, b: int) -> None:
+    first, last = queue_key(host, a, 1.0, 0, 0), queue_key(host, a, MIN_IMPORTANCE, 0xFFFF, 2**48 - 1)
+    other = queue_key(host, b, 0.5, 3, 7)
+    assert a == b or not first <= other <= last
+
+
+@given(st.builds(HostState, next_allowed=st.floats(0, 2e9), failures=st.integers(0, 2**31),
+                 queued=st.integers(0, 2**40), fetched=st.integers(0, 2**40),
+                 ip=st.sampled_from(["", "10.0.0.1"]), num=NUM))
+def test_a_host_record_reads_back_with_its_number_and_without_on_the_wire(s: HostState) -> None:
+    assert decode_host(encode_host(s)) == s
+    assert decode_host_v4(encode_host_v4(s)).num == 0
+    assert decode_host(encode_host(decode_host_v4(encode_host_v4(s)))) == HostState(
+        s.next_allowed, s.rate_factor, s.crawl_delay, s.failures, s.queued, s.fetched, ip=s.ip)

@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from polecat.config import Config, RefreshConfig
-from polecat.frontier.keys import url_key
-from polecat.frontier.records import Lease, QueuedUrl, UrlRecord, Wait
+from polecat.frontier.keys import queue_key_num, url_key
+from polecat.frontier.records import Lease, UrlRecord, Wait
 from polecat.frontier.refresh import Freshness, History, observe
 from polecat.frontier.refresh_index import INDEX_KEY
 from polecat.frontier.refresh_queue import HostScan, RefreshQueue
@@ -51,11 +51,14 @@ class FullScan(RefreshQueue):
         return Decided((queued, fresh), out)
 
 
-def effect(writes: list[Write]) -> tuple[list[tuple[bytes, bytes]], list[tuple[str, float]]]:
-    """What a scan did, whatever order it met the hosts in: the URL records written, the URLs queued."""
+def effect(writes: list[Write], rig: Rig) -> tuple[list[tuple[bytes, bytes]], list[tuple[str, bytes, bytes]]]:
+    """What a scan did, whatever order it met the hosts in: the URL records written, the URLs queued
+    (their hosts, their keys' rank and depth, their rows' values: a host's number and the FIFO seq follow
+    the order the scan met the hosts in, keys.py rule 1)."""
+    names = {st.num: host for host, st in rig.raw._table.hosts.items()}
     urls = sorted((w.key, w.value) for w in writes if isinstance(w, Put) and w.table == "urls")
-    queued = sorted((q.url, q.importance) for w in writes if isinstance(w, Put) and w.table == "queue"
-                    for q in [QueuedUrl.from_row(w.key, w.value)])
+    queued = sorted((names[queue_key_num(w.key)], w.key[6:-6], w.value)
+                    for w in writes if isinstance(w, Put) and w.table == "queue")
     return urls, queued
 
 
@@ -105,7 +108,7 @@ def test_the_index_queues_what_a_full_scan_queues(seed: int, hosts: int, per_hos
         now += rng.uniform(50.0, 600.0)
         a = indexed.raw.requeue_due(now, window=window)
         b = scanned.raw.requeue_due(now, window=window)
-        assert a.value == b.value and effect(a.writes) == effect(b.writes)
+        assert a.value == b.value and effect(a.writes, indexed) == effect(b.writes, scanned)
         assert indexed.raw.freshness(now) == indexed.raw._refresh.index.recount(now)
         indexed.db.apply(a.writes)
         scanned.db.apply(b.writes)

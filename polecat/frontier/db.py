@@ -57,7 +57,7 @@ dirtied, ~4 KB per queue or host row changed):
    ``log_bytes``, on the caller's thread): an LMDB commit then would make durable writes whose
    store records are not flushed yet (polecat/node/commits.py rule 1).
 
-Rule of the schema's last step:
+Rule of schema 4:
 10. Schema 4 keeps schema 3's keys and packs the ``queue`` and ``urls`` values (polecat/frontier/records.py:
     no JSON, no origin the key names, no default fields; issue 39); schema 3 is upgraded on open by
     rewriting both tables in one commit (:meth:`FrontierDB._upgrade_v3`), after the upgrades above.
@@ -80,6 +80,13 @@ URLs, for a third of the anonymous memory; benchmarks/README.md, "Issue 39: the 
     write: once the log passes three quarters of ``log_bytes``, the writer thread writes the file's dirty
     pages back (``fdatasync``, after that commit's append), while the loop goes on. A page changed again
     after it is written twice: at most the pages of the last quarter.
+
+Rule of schema 5 (numbered after the ``writemap`` rules, which came before it):
+13. Schema 5 numbers the hosts: a ``queue`` key holds its host's number (kept in the host's record) and a
+    6-byte FIFO seq (polecat/frontier/keys.py rule 1; issue 39: 16 bytes less per queued URL with the
+    names of bench_frontier); schema 4 is upgraded on open by numbering the records in key order and
+    rewriting the ``hosts`` values and ``queue`` keys in one commit of its own
+    (:meth:`FrontierDB._upgrade_v4`), after the upgrades above: a kill -9 in it leaves schema 4.
 """
 
 from __future__ import annotations
@@ -99,13 +106,16 @@ from polecat.errors import FrontierError, PolecatError
 from polecat.faults import fault_cause, storage_fault
 from polecat.frontier import reserve
 from polecat.frontier.handover_ranges import WrittenSlices, delete_ranges
+from polecat.frontier.host_table import HOST_SEQ
 from polecat.frontier.migrate import (
     CompactReport,
     MigrationReport,
+    RenumberReport,
     compact_v3,
     migrate_v1,
     mismatch,
     release_of,
+    renumber_v4,
 )
 from polecat.frontier.seenlog import MANIFEST, SeenRuns, SeenView
 from polecat.frontier.slices import PREFIX_LEN, SLICES, slice_prefix
@@ -117,10 +127,10 @@ from polecat.writes import Decided, Delete, DeleteSlices, Put, Table, Write
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 4
-"""4: compact ``queue`` and ``urls`` values (rule 10); 3: the seen table in runs (rule 4); 2: tables keyed
-slice-first (polecat/frontier/keys.py), upgraded on open (rule 5); 1 is upgraded to 2 on open
-(frontier/migrate.py)."""
+SCHEMA_VERSION = 5
+"""5: host numbers in ``queue`` keys (rule 13); 4: compact ``queue`` and ``urls`` values (rule 10); 3: the
+seen table in runs (rule 4); 2: tables keyed slice-first (polecat/frontier/keys.py), upgraded on open
+(rule 5); 1 is upgraded to 2 on open (frontier/migrate.py)."""
 
 STORE_MARK = b"store_mark"
 """Meta key the node keeps (polecat/node/commits.py rule 4): the store's record count at the last commit.
@@ -240,6 +250,8 @@ class FrontierDB:
         """What the open upgraded from schema 1, if it did."""
         self.compacted: CompactReport | None = None
         """What the open packed from schema 3, if it did (rule 10)."""
+        self.renumbered: RenumberReport | None = None
+        """What the open numbered from schema 4, if it did (rule 13)."""
         self.near_dropped: int | None = None
         """Entries of a near-duplicate index of an older format the open dropped (None: none was)."""
         self._psize: int = self.env.stat()["psize"]
@@ -322,6 +334,8 @@ class FrontierDB:
             info = self._upgrade_v2(info)
         if info.get("version") == 3:
             info = self._upgrade_v3(info)
+        if info.get("version") == 4:
+            info = self._upgrade_v4(info)
         if info.get("version") != SCHEMA_VERSION:
             raise FrontierError(mismatch(self.path, wrote, f"schema version {info.get('version')}",
                                          f"schema {SCHEMA_VERSION}", upgradable=False))
@@ -366,15 +380,31 @@ class FrontierDB:
     def _upgrade_v3(self, info: dict[str, Any]) -> dict[str, Any]:
         """Pack the ``queue`` and ``urls`` values (rule 10) in one commit: a kill -9 leaves schema 3 as it
         was, and the next open starts over."""
-        scratch = self.env.open_db(b"migrate", txn=self.txn)
-        report = compact_v3(self.txn, self.tables, scratch)
-        self.txn.drop(scratch, delete=True)
-        info = {**info, "version": 4}
+        report = compact_v3(self.txn, self.tables, self._scratch())
+        self.compacted = report
+        return self._upgraded(info, 4, report)
+
+    def _upgrade_v4(self, info: dict[str, Any]) -> dict[str, Any]:
+        """Number the hosts and rekey the queue (rule 13) in one commit: a kill -9 leaves schema 4 as it
+        was, and the next open starts over."""
+        report, last = renumber_v4(self.txn, self.tables, self._scratch())
+        self.txn.put(HOST_SEQ, str(last).encode(), db=self.meta)
+        self.renumbered = report
+        return self._upgraded(info, 5, report)
+
+    def _scratch(self) -> Any:
+        """An empty table for an upgrade to copy through, dropped by :meth:`_upgraded`."""
+        return self.env.open_db(b"migrate", txn=self.txn)
+
+    def _upgraded(self, info: dict[str, Any], version: int, report: object) -> dict[str, Any]:
+        """End an upgrade to ``version`` done in the open transaction: drop its scratch table, record the
+        schema and commit, the upgrade's one commit."""
+        self.txn.drop(self.env.open_db(b"migrate", txn=self.txn), delete=True)
+        info = {**info, "version": version}
         self.txn.put(b"schema", json.dumps(info).encode(), db=self.meta)
         self.seq = int(self.txn.get(b"seq", db=self.meta) or b"0")
         self.commit(to_lmdb=True)
-        log.info("frontier upgraded from schema 3 to 4: %s", report)
-        self.compacted = report
+        log.info("frontier upgraded from schema %d to %d: %s", version - 1, version, report)
         return info
 
     def _upgrade_near(self, info: dict[str, Any], fmt: int) -> dict[str, Any]:

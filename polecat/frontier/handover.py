@@ -20,9 +20,16 @@ from polecat.frontier.bundle import BundleError, Fence, SliceBundle
 from polecat.frontier.handover_ranges import CommittedSnapshot, export_ranges
 from polecat.frontier.host_table import HostTable
 from polecat.frontier.intake import Intake
-from polecat.frontier.keys import host_of_queue_key, host_of_row, queue_prefix, requeue_key, url_key
+from polecat.frontier.keys import host_of_row, parse_wire_queue_key, queue_key_at, queue_prefix, url_key
 from polecat.frontier.politeness import HostState, wait_one_interval
-from polecat.frontier.records import PAGE_OUTCOMES, AdoptReport, QueuedUrl, UrlRecord, decode_host
+from polecat.frontier.records import (
+    PAGE_OUTCOMES,
+    AdoptReport,
+    QueuedUrl,
+    UrlRecord,
+    decode_host,
+    decode_host_v4,
+)
 from polecat.frontier.refresh_queue import RefreshQueue
 from polecat.frontier.robots import RobotsPolicy
 from polecat.frontier.robots_state import restore_robots
@@ -129,7 +136,7 @@ class SliceHandover:
                 out.append(Put("robots", key, value))
                 restore_robots(self._robots, key, value)
             elif table == "hosts":
-                adopted[host_of_row(key)] = decode_host(value)
+                adopted[host_of_row(key)] = decode_host_v4(value)  # the bundle's form (handover_ranges.py)
             elif table == "urls":
                 rec = UrlRecord.decode(value)  # the bundle's form (handover_ranges.py), stored compact
                 out.append(Put("urls", key, rec.encode()))
@@ -137,15 +144,17 @@ class SliceHandover:
                 self._refresh.url_written(host_key(rec.url), bytes(key), rec, out)
                 paged += rec.outcome in PAGE_OUTCOMES
             elif table == "queue":
-                host = host_of_queue_key(key)
-                queued = QueuedUrl.decode_v3(value)  # the bundle's form (handover_ranges.py)
+                host, r, depth, _ = parse_wire_queue_key(key)  # the bundle's form (handover_ranges.py)
+                queued = QueuedUrl.decode_v3(value)
                 ukey = url_key(queued.url, host)
                 queued_there.add(ukey)  # finished and queued again there (a refresh): stays queued
                 if ukey not in marked and self._seen.mark(stored, ukey):
                     marked.add(ukey)
                     out.append(Put("seen", ukey, b""))
                     self._table.qseq += 1
-                    new_key = requeue_key(key, self._table.qseq)
+                    # Its number here (host_table.py rule 14), and this frontier's FIFO order.
+                    prefix = queue_prefix(host, self._table.state(host).num)
+                    new_key = queue_key_at(prefix, r, depth, self._table.qseq)
                     out.append(Put("queue", new_key, queued.encode(host)))
                     self._table.count_band(new_key, 1)
                     counts[host] += 1
@@ -182,7 +191,7 @@ class SliceHandover:
             if peeked is None or peeked.queued <= 0:
                 continue
             st = self._table.state(host)
-            doomed = [key for key, value in self._db.items("queue", queue_prefix(host))
+            doomed = [key for key, value in self._db.items("queue", queue_prefix(host, st.num))
                       if url_key(QueuedUrl.decode(value, key, host).url, host) in finished]
             for key in doomed:
                 out.append(Delete("queue", key))

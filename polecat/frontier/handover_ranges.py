@@ -15,15 +15,18 @@ it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import logging
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from polecat.frontier.bundle import BundleWriter, Fence, SliceBundle
-from polecat.frontier.keys import GLOBAL
-from polecat.frontier.records import QueuedUrl, UrlRecord
+from polecat.frontier.keys import GLOBAL, host_of_row, queue_key_num, wire_queue_key
+from polecat.frontier.records import QueuedUrl, UrlRecord, decode_host, encode_host_v4
 from polecat.frontier.slices import PREFIX_LEN, SLICES, check_slices, prefix_slice, slice_prefix
 from polecat.frontier.tables import Snapshot, TableReader
 from polecat.writes import Table
+
+log = logging.getLogger("polecat")
 
 SLICED_TABLES: tuple[Table, ...] = ("ops", "robots", "hosts", "urls", "queue", "seen", "priors", "claims")
 
@@ -72,6 +75,8 @@ def export_ranges(tables: TableReader, ids: frozenset[int], *, created: float,
     for key, value in (hosts or {}).items():
         newer.setdefault(key[:PREFIX_LEN], {})[key] = value
     order = sorted(ids)
+    names_of: dict[int, str] = {}
+    """Host numbers to names, learnt from the ``hosts`` rows (keys.py rule 1)."""
     for table in names:
         prefixes = [slice_prefix(s) for s in order]
         if table == "ops":
@@ -80,25 +85,42 @@ def export_ranges(tables: TableReader, ids: frozenset[int], *, created: float,
             items: Iterable[tuple[bytes, bytes]] = tables.items(table, prefix)
             if table == "hosts" and prefix in newer:
                 items = sorted({**dict(items), **newer[prefix]}.items())
-            if table in _WIRE_FORM:
-                items = ((key, _WIRE_FORM[table](key, value)) for key, value in items)
+            if table == "hosts":
+                items = _hosts_wire(items, names_of)
+            elif table == "queue":
+                items = _queue_wire(items, names_of)
+            elif table == "urls":
+                items = ((key, UrlRecord.decode(value).encode_v3()) for key, value in items)
             for key, value in items:
                 out.add(table, key, value)
     return out.finish()
 
 
-def _queue_wire(key: bytes, value: bytes) -> bytes:
-    return QueuedUrl.from_row(key, value).encode_v3()
+# A bundle carries the rows in the form 0.3.0 reads and writes (slice bundle version 1): ``hosts`` values
+# without their number, ``queue`` keys with the host's name (keys.py rule 1) and values of schema 3,
+# ``urls`` values of schema 3. They are converted from this schema's rows on export and back on adoption
+# (polecat/frontier/handover.py), so the bundle and the cluster's wire stay as they were.
 
 
-def _urls_wire(_key: bytes, value: bytes) -> bytes:
-    return UrlRecord.decode(value).encode_v3()
+def _hosts_wire(items: Iterable[tuple[bytes, bytes]],
+                names_of: dict[int, str]) -> Iterator[tuple[bytes, bytes]]:
+    """The ``hosts`` rows in the wire form; ``names_of`` learns each host's number (its queue rows come
+    next, in :data:`SLICED_TABLES` order)."""
+    for key, value in items:
+        st = decode_host(value)
+        names_of[st.num] = host_of_row(key)
+        yield key, encode_host_v4(st)
 
 
-_WIRE_FORM = {"queue": _queue_wire, "urls": _urls_wire}
-"""The values a bundle carries in the form of schema 3 (slice bundle version 1, what 0.3.0 reads and
-writes), converted from this schema's compact rows on export and back on adoption
-(polecat/frontier/handover.py), so the bundle and the cluster's wire stay as they were."""
+def _queue_wire(items: Iterable[tuple[bytes, bytes]],
+                names_of: dict[int, str]) -> Iterator[tuple[bytes, bytes]]:
+    for key, value in items:
+        host = names_of.get(queue_key_num(key))
+        if host is None:  # a row no host record numbers: it cannot be named, so it is not carried
+            log.warning("slice export: a queued URL of host number %d, which no host record has, "
+                        "left out", queue_key_num(key))
+            continue
+        yield wire_queue_key(key, host), QueuedUrl.decode(value, key, host).encode_v3()
 
 
 def delete_ranges(txn: Any, tables: Mapping[str, Any], ids: frozenset[int]) -> int:

@@ -63,6 +63,11 @@ Rules:
 13. A host key with a port (``host:port``) in memory is listed under its host name (:attr:`ported`, kept
    as records enter and leave memory): an operator control naming one host (polecat/frontier/controls.py)
    finds the records in memory it matches by :meth:`named`, not by a pass over memory.
+14. Each host record has a number (``HostState.num``, in its record: keys.py rule 1), which its ``queue``
+   keys hold instead of its name: a host new to the table takes the next of :attr:`HostTable.hseq` (one
+   counter for every slice, kept in ``meta`` with each commit beside ``qseq``, so a number is never
+   given twice, even to a host whose slice left and came back). The upgrade from schema 4 numbers the
+   hosts in key order (polecat/frontier/migrate.py).
 """
 
 from __future__ import annotations
@@ -75,7 +80,9 @@ from collections.abc import Callable, Iterable
 from itertools import islice
 
 from polecat.config import PolitenessConfig
+from polecat.errors import FrontierError
 from polecat.frontier.keys import (
+    MAX_HOST_NUM,
     host_of_row,
     host_row,
     priority_band,
@@ -108,6 +115,8 @@ READY_INDEX = b"ready_index"
 """Meta key: the ``ready`` and ``resident`` rows are kept (rule 8); absent in data written before them."""
 HOST_COUNTS = b"host_counts"
 """Meta key: the host counters of rule 12 (JSON); absent in data written before them."""
+HOST_SEQ = b"hseq"
+"""Meta key: the last host number given (rule 14)."""
 REFILL_ROWS = 256
 """``ready`` rows read per :meth:`HostTable.refill` at most: a lease call's work stays bounded."""
 COLD_RETRY = 0.05
@@ -154,6 +163,8 @@ class HostTable:
         """URLs accepted into the queues in this run."""
         self.qseq = int(db.get("meta", b"qseq") or b"0")
         """The FIFO sequence number of the last queue key (persisted in ``meta``)."""
+        self.hseq = int(db.get("meta", HOST_SEQ) or b"0")
+        """The last host number given (rule 14; persisted in ``meta``)."""
         stored_bands = db.get("meta", BANDS)
         self.bands: Counter[str] | None = Counter(json.loads(stored_bands)) if stored_bands else None
         """Queued URLs by priority band, counted once asked for (observe.py), then kept, across restarts
@@ -299,7 +310,7 @@ class HostTable:
         if st is not None:
             return st
         if peeked is None:
-            st = self.hosts[host] = HostState()
+            st = self.hosts[host] = HostState(num=self.new_num())
             self._list_port(host)
             self.known_hosts += 1
             self._arrived.add(host)
@@ -312,6 +323,14 @@ class HostTable:
             self._pending.append(Delete("ready", ready_key(peeked.next_allowed, host)))
             self.cold_rows = max(0, self.cold_rows - 1)
         return self._take(host, peeked)
+
+    def new_num(self) -> int:
+        """The number of a host new to the table (rule 14)."""
+        if self.hseq >= MAX_HOST_NUM:
+            raise FrontierError(f"this frontier has numbered {self.hseq} hosts, the most its queue keys "
+                                "hold (polecat/frontier/keys.py rule 1)")
+        self.hseq += 1
+        return self.hseq
 
     def cold_ready(self, now: float) -> bool:
         """Whether :meth:`refill` would take a host now: a ``ready`` row may be due, and memory has room
@@ -363,7 +382,7 @@ class HostTable:
         lease = self.leases.get(host)
         busy = self.finishing.get(host, set()) | ({lease.key} if lease is not None else set())
         keys = [(key, QueuedUrl.decode(raw, key, host).url)
-                for key, raw in self.db.items("queue", queue_prefix(host))]
+                for key, raw in self.db.items("queue", queue_prefix(host, st.num))]
         dropped = 0
         for key, url in keys:
             if key not in busy:
@@ -463,6 +482,7 @@ class HostTable:
         """The counters kept in ``meta``: the queue sequence, the outcomes over all runs, the queue
         bands once counted."""
         out: list[Write] = [Put("meta", b"qseq", str(self.qseq).encode()),
+                            Put("meta", HOST_SEQ, str(self.hseq).encode()),
                             Put("meta", b"done", json.dumps(self.done_total).encode())]
         if self.bands is not None:
             out.append(Put("meta", BANDS, json.dumps(self.bands).encode()))
@@ -506,7 +526,7 @@ class HostTable:
         self.qseq += 1
         if shape:
             self.shapes.count(host, url)
-        key = queue_key(host, importance, depth, self.qseq)
+        key = queue_key(host, st.num, importance, depth, self.qseq)
         out.append(Put("queue", key, QueuedUrl(url, depth, importance, 0, hops).encode(host)))
         self.count_band(key, 1)
         self.with_queue += st.queued <= 0
@@ -528,30 +548,26 @@ class HostTable:
     def enqueue_cold(self, cold: dict[str, list[str]], importance: float, now: float,
                      out: list[Write]) -> None:
         """Queue the seeds of each host of ``cold`` (host -> its seed URLs), hosts new to the table, without
-        taking them into memory (rule 10): their queue writes, ``ready`` rows and records go to ``out``.
-        One batch of a seeds file is one call: the counters of rule 12 move once for it, and every host
-        with one seed (nearly all of a seeds file's) shares one encoded record."""
+        taking them into memory (rule 10): their queue writes, ``ready`` rows and records (each with the
+        host's number, rule 14) go to ``out``. One batch of a seeds file is one call: the counters of rule
+        12 move once for it."""
         seq = self.qseq
         key = b""
         for host, urls in cold.items():
+            num = self.new_num()
             out.append(Put("ready", ready_key(now, host), b""))  # its record's next-allowed time (rule 7)
             for url in urls:
                 seq += 1
-                key = queue_key(host, importance, 0, seq)
+                key = queue_key(host, num, importance, 0, seq)
                 out.append(Put("queue", key, QueuedUrl(url, 0, importance).encode(host)))
+            out.append(Put("hosts", host_row(host),
+                           encode_host(HostState(next_allowed=now, queued=len(urls), num=num))))
+            if self.fenced:
+                self.queued_in[slice_of(host)] += len(urls)
         queued = seq - self.qseq
         self.qseq = seq
-        if self.bands is not None:  # one band for all: the same importance, depth 0
-            self.bands[priority_band(key)] += queued
-        records = {1: encode_host(HostState(next_allowed=now, queued=1))}
-        for host, urls in cold.items():
-            n = len(urls)
-            record = records.get(n)
-            if record is None:
-                record = records[n] = encode_host(HostState(next_allowed=now, queued=n))
-            out.append(Put("hosts", host_row(host), record))
-            if self.fenced:
-                self.queued_in[slice_of(host)] += n
+        if queued:  # one band for all: the same importance, depth 0
+            self.count_band(key, queued)
         hosts = len(cold)
         self.known_hosts += hosts  # count_queued() of each, once for the batch (rule 12)
         self.with_queue += hosts

@@ -2,10 +2,14 @@
 
 Rules (DESIGN.md section 5; slices in polecat/frontier/slices.py):
 
-1. ``hosts``: slice, host key. ``queue``: slice, host key, NUL, priority tail (rank, depth, FIFO seq),
-   so a host's queue is one key range, ordered by priority, inside its slice's range. Its value leaves
-   out what the key says (the ``http(s)://host`` of the URL, the importance the rank gives, the depth:
-   polecat/frontier/records.py ``QueuedUrl.encode``, schema 4).
+1. ``hosts``: slice, host key. ``queue`` (schema 5): slice, the host's number (4 bytes, big-endian:
+   ``HostState.num``, kept in its record, allocated by polecat/frontier/host_table.py rule 14), priority
+   tail (rank 4 bytes, depth 2, FIFO seq 6), so a host's queue is one key range, ordered by priority,
+   inside its slice's range, and a row does not repeat the host's name (issue 39: 18 bytes, not
+   18 + the name). Its value leaves out what the key and the record say (the ``http(s)://host`` of the
+   URL, the importance the rank gives, the depth: polecat/frontier/records.py ``QueuedUrl.encode``).
+   Slice bundles carry the key of schema 4 (0.3.0's: slice, host key, NUL, rank 4, depth 2, seq 8):
+   :func:`wire_queue_key` and :func:`parse_wire_queue_key` convert (polecat/frontier/handover_ranges.py).
 2. ``seen`` and ``urls``: slice of the URL's host, then the URL's 16-byte fingerprint. The seen-set's
    Bloom filter holds these same 18-byte keys.
 3. ``robots``: slice of the origin's host key, then the origin (``scheme://host[:port]``).
@@ -43,7 +47,14 @@ GLOBAL = struct.pack(">H", 0xFFFF)
 """Prefix of the ops that belong to no single slice (rule 4)."""
 assert SLICES < 0xFFFF
 
-_KEY_TAIL = struct.Struct(">IHQ")
+_KEY_TAIL = struct.Struct(">IHHI")
+"""rank, depth, FIFO seq in 6 bytes (its high 16 bits, then its low 32)."""
+_WIRE_TAIL = struct.Struct(">IHQ")
+"""The tail of a schema-4 (wire) queue key: rank, depth, seq in 8 bytes."""
+_NUM = struct.Struct(">I")
+MAX_HOST_NUM = 2**32 - 1
+"""The last host number a queue key holds (rule 1)."""
+
 _DUE = struct.Struct(">d")
 FINGERPRINT_LEN = 16
 """Bytes of a URL fingerprint (rule 2)."""
@@ -97,14 +108,45 @@ def fresh_key(boundary: float, ukey: bytes) -> bytes:
     return _DUE.pack(boundary) + ukey
 
 
-def queue_prefix(host: str) -> bytes:
-    """The start of every ``queue`` key of ``host``."""
+def queue_prefix(host: str, num: int) -> bytes:
+    """The start of every ``queue`` key of ``host``, whose number is ``num`` (rule 1)."""
+    return host_slice_prefix(host) + _NUM.pack(num)
+
+
+def queue_key(host: str, num: int, importance: float, depth: int, seq: int) -> bytes:
+    """Key of a queued URL: host (its number ``num``), then priority (rank, then depth: shallower first),
+    then FIFO seq (rule 1)."""
+    return host_slice_prefix(host) + _NUM.pack(num) + _KEY_TAIL.pack(
+        rank(importance), min(depth, 0xFFFF), seq >> 32 & 0xFFFF, seq & 0xFFFFFFFF)
+
+
+def queue_key_num(key: bytes) -> int:
+    """The host number of a ``queue`` key (rule 1)."""
+    num: int = _NUM.unpack_from(key, PREFIX_LEN)[0]
+    return num
+
+
+def wire_queue_prefix(host: str) -> bytes:
+    """The start of every schema-4 (wire) ``queue`` key of ``host`` (rule 1)."""
     return host_row(host) + b"\x00"
 
 
-def queue_key(host: str, importance: float, depth: int, seq: int) -> bytes:
-    """Key of a queued URL: host, then priority (rank, then depth: shallower first), then FIFO seq."""
-    return queue_prefix(host) + _KEY_TAIL.pack(rank(importance), min(depth, 0xFFFF), seq)
+def wire_queue_key(key: bytes, host: str) -> bytes:
+    """The schema-4 (wire, 0.3.0) form of the ``queue`` key ``key`` of ``host`` (rule 1)."""
+    r, depth, hi, lo = _KEY_TAIL.unpack_from(key, PREFIX_LEN + _NUM.size)
+    return key[:PREFIX_LEN] + host.encode() + b"\x00" + _WIRE_TAIL.pack(r, depth, hi << 32 | lo)
+
+
+def parse_wire_queue_key(key: bytes) -> tuple[str, int, int, int]:
+    """``(host, rank, depth, seq)`` of a schema-4 (wire) ``queue`` key (rule 1)."""
+    r, depth, seq = _WIRE_TAIL.unpack_from(key, len(key) - _WIRE_TAIL.size)
+    return bytes(key[PREFIX_LEN : -_WIRE_TAIL.size - 1]).decode(), r, depth, seq
+
+
+def queue_key_at(key: bytes, r: int, depth: int, seq: int) -> bytes:
+    """The ``queue`` key of the host of ``key`` (a key of this schema, or its prefix), of rank ``r``,
+    ``depth`` and FIFO ``seq`` (an adopted URL joins this frontier's order)."""
+    return key[: PREFIX_LEN + _NUM.size] + _KEY_TAIL.pack(r, depth, seq >> 32 & 0xFFFF, seq & 0xFFFFFFFF)
 
 
 PRIORITY_BANDS = (("seed", 0), ("high", 4), ("medium", 10))
@@ -118,15 +160,6 @@ def priority_band(key: bytes) -> str:
         if halvings <= limit:
             return name
     return "low"
-
-
-def host_of_queue_key(key: bytes) -> str:
-    return key[PREFIX_LEN : -_KEY_TAIL.size - 1].decode()
-
-
-def requeue_key(key: bytes, seq: int) -> bytes:
-    """``key`` with its FIFO sequence number replaced (an adopted URL joins this frontier's order)."""
-    return key[: -8] + seq.to_bytes(8, "big")
 
 
 def url_key_at(key: bytes, url: str) -> bytes:

@@ -147,7 +147,7 @@ class Leasing:
         skipped = 0
         released = self._table.finishing.get(host, ())
         # The retired keys are deleted only when ``out`` is applied: the range reads on past them.
-        for key, raw in islice(self._db.items("queue", queue_prefix(host)),
+        for key, raw in islice(self._db.items("queue", queue_prefix(host, st.num)),
                                ROBOTS_SKIPS_PER_LEASE + len(released)):
             if key in released:  # rule 7: its record is on its way
                 continue
@@ -307,7 +307,7 @@ class Leasing:
             table.count_band(lease.key, -1)
             table.qseq += 1
             retry = QueuedUrl(lease.url, lease.depth, lease.importance / 2, lease.attempts + 1, lease.hops)
-            key = queue_key(lease.host, retry.importance, retry.depth, table.qseq)
+            key = queue_key(lease.host, st.num, retry.importance, retry.depth, table.qseq)
             table.count_band(key, 1)
             table.save(lease.host)
             table.count_done("retried")

@@ -15,6 +15,9 @@ holds the URL without the origin its key names and only the fields that are not 
 ``urls`` row is packed instead of JSON. :func:`compact_v3` rewrites them in the caller's transaction,
 key order kept, into full pages.
 
+Schema 5 numbers the hosts (keys.py rule 1): a ``queue`` key holds its host's number, kept in the host's
+record, instead of its name. :func:`renumber_v4` numbers the records in key order and rewrites both tables.
+
 The other upgrade of a frontier (near-duplicate fingerprints of an older format) is
 ``FrontierDB._upgrade_near``. The release that last opened a frontier to write is kept in its schema
 record (``"release"``, from 0.2.0 on); :func:`mismatch` words the refusal of what no upgrade can read.
@@ -28,8 +31,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from polecat.frontier.keys import host_of_queue_key, host_row, op_key, queue_prefix, robots_key, url_key
-from polecat.frontier.records import QueuedUrl, UrlRecord
+from polecat.frontier.keys import (
+    host_of_row,
+    host_row,
+    op_key,
+    parse_wire_queue_key,
+    queue_key_at,
+    queue_prefix,
+    robots_key,
+    url_key,
+    wire_queue_prefix,
+)
+from polecat.frontier.politeness import HostState
+from polecat.frontier.records import QueuedUrl, UrlRecord, decode_host_v4, encode_host
 from polecat.frontier.slices import PREFIX_LEN
 from polecat.version import __version__
 
@@ -89,7 +103,7 @@ def _rewrite(txn: Any, db: Any, scratch: Any, new_key: Callable[[bytes, bytes], 
 
 def _queue_key(key: bytes, _: bytes) -> bytes:
     host, _, tail = key.partition(b"\x00")
-    return queue_prefix(host.decode()) + tail
+    return wire_queue_prefix(host.decode()) + tail
 
 
 def _queued_url(raw: bytes) -> str:
@@ -156,7 +170,7 @@ def compact_v3(txn: Any, tables: dict[str, Any], scratch: Any) -> CompactReport:
     sizes = [0, 0]
 
     def queue_row(key: bytes, value: bytes) -> bytes:
-        new = QueuedUrl.decode_v3(value).encode(host_of_queue_key(key))
+        new = QueuedUrl.decode_v3(value).encode(parse_wire_queue_key(key)[0])
         sizes[0] += len(value)
         sizes[1] += len(new)
         return new
@@ -170,6 +184,58 @@ def compact_v3(txn: Any, tables: dict[str, Any], scratch: Any) -> CompactReport:
     queued = _append_rewrite(txn, tables["queue"], scratch, queue_row)
     urls = _append_rewrite(txn, tables["urls"], scratch, urls_row)
     return CompactReport(queued, urls, sizes[0], sizes[1])
+
+
+@dataclass(frozen=True, slots=True)
+class RenumberReport:
+    """What :func:`renumber_v4` rewrote: host records numbered, queue rows rekeyed, and the records it
+    made for hosts with URLs queued and no record (none should exist: their URLs are kept so)."""
+
+    hosts: int
+    queued: int
+    made: int
+
+    def __str__(self) -> str:
+        return f"{self.hosts} hosts numbered, {self.queued} queue rows rekeyed, {self.made} records made"
+
+
+def renumber_v4(txn: Any, tables: dict[str, Any], scratch: Any) -> tuple[RenumberReport, int]:
+    """Rewrite the ``hosts`` values and ``queue`` keys of schema 4 in schema 5's form, in ``txn``
+    (``scratch``: an empty table): the records are numbered 1, 2, ... in key order, so the queue, read in
+    key order, comes out in key order and is appended into full pages. Returns the report and the last
+    number given (the host counter, host_table.py rule 14)."""
+    nums: dict[str, int] = {}
+
+    def host_value(key: bytes, value: bytes) -> bytes:
+        st = decode_host_v4(value)
+        st.num = nums[host_of_row(key)] = len(nums) + 1
+        return encode_host(st)
+
+    hosts = _append_rewrite(txn, tables["hosts"], scratch, host_value)
+    made: dict[str, int] = {}
+    queued = 0
+    with txn.cursor(db=tables["queue"]) as cur:
+        for key, value in cur:
+            host, r, depth, seq = parse_wire_queue_key(key)
+            num = nums.get(host)
+            if num is None:  # queued with no record: one is made, counting them, so they are leased
+                num = nums[host] = len(nums) + 1
+                made[host] = 0
+            if host in made:
+                made[host] += 1
+            txn.put(queue_key_at(queue_prefix(host, num), r, depth, seq), value, db=scratch)
+            queued += 1
+    txn.drop(tables["queue"], delete=False)
+    with txn.cursor(db=scratch) as cur:
+        for key, value in cur:
+            txn.put(key, value, db=tables["queue"], append=True)
+    txn.drop(scratch, delete=False)
+    for host, count in made.items():
+        txn.put(host_row(host), encode_host(HostState(queued=count, num=nums[host])), db=tables["hosts"])
+    if made:
+        log.warning("frontier upgrade: %d hosts had URLs queued and no record; records were made for them",
+                    len(made))
+    return RenumberReport(hosts, queued, len(made)), len(nums)
 
 
 def _append_rewrite(txn: Any, db: Any, scratch: Any, convert: Callable[[bytes, bytes], bytes]) -> int:

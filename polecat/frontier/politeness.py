@@ -82,6 +82,8 @@ class HostState:
     """Last resolved address (used for per-IP keys)."""
     strikes: int = 0
     """Attempts in a row without a usable answer in this run (rule 6; not persisted)."""
+    num: int = 0
+    """The host's number in its ``queue`` keys (polecat/frontier/keys.py rule 1); 0: none yet."""
 
 
 @dataclass(slots=True)

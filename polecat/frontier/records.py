@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 from polecat.frontier.politeness import Attempt, HostState
-from polecat.frontier.slices import PREFIX_LEN
 
 # --- priority ------------------------------------------------------------------------------------
 
@@ -34,8 +33,8 @@ def rank(importance: float) -> int:
 # --- queue entries -------------------------------------------------------------------------------
 
 _RANK_DEPTH = struct.Struct(">IH")
-"""The rank and depth at the start of a ``queue`` key's 14-byte tail (polecat/frontier/keys.py rule 1)."""
-_QUEUE_TAIL = 14
+"""The rank and depth at the start of a ``queue`` key's 12-byte tail (polecat/frontier/keys.py rule 1)."""
+_QUEUE_TAIL = 12
 _Q_V3 = struct.Struct(">dHBB")
 _Q_HTTP, _Q_HTTPS, _Q_ATTEMPTS, _Q_HOPS, _Q_IMPORTANCE, _Q_DEPTH = 1, 2, 4, 8, 16, 32
 _ORIGIN_FLAGS = ((_Q_HTTP, "http://"), (_Q_HTTPS, "https://"))
@@ -114,11 +113,6 @@ class QueuedUrl:
             rest = "https://" + host + rest
         return cls(rest, depth, importance, attempts, hops)
 
-    @classmethod
-    def from_row(cls, key: bytes, raw: bytes) -> QueuedUrl:
-        """The URL of a ``queue`` row whose host is not at hand (read from the key)."""
-        return cls.decode(raw, key, bytes(key[PREFIX_LEN : len(key) - _QUEUE_TAIL - 1]).decode())
-
     def encode_v3(self) -> bytes:
         """The ``queue`` value of schema 3 (0.3.0 and before), which slice bundles carry: importance,
         depth, attempts, hops, then the whole URL."""
@@ -134,18 +128,35 @@ class QueuedUrl:
 
 # --- hosts ---------------------------------------------------------------------------------------
 
-_H = struct.Struct(">dddIQQ")
+_H_V4 = struct.Struct(">dddIQQ")
+_H = struct.Struct(">dddIQQI")
 
 
 def encode_host(s: HostState) -> bytes:
-    packed = _H.pack(s.next_allowed, s.rate_factor, s.crawl_delay, s.failures, s.queued, s.fetched)
+    """The ``hosts`` value of schema 5: the record's fields, its number (polecat/frontier/keys.py rule 1),
+    then its address."""
+    packed = _H.pack(s.next_allowed, s.rate_factor, s.crawl_delay, s.failures, s.queued, s.fetched, s.num)
     return packed + s.ip.encode()
 
 
 def decode_host(raw: bytes | memoryview) -> HostState:
-    na, rf, cd, fails, queued, fetched = _H.unpack_from(raw)
+    """A ``hosts`` value of schema 5 (:func:`encode_host`)."""
+    na, rf, cd, fails, queued, fetched, num = _H.unpack_from(raw)
     return HostState(next_allowed=na, rate_factor=rf, crawl_delay=cd, failures=fails, queued=queued,
-                     fetched=fetched, ip=bytes(raw[_H.size :]).decode())
+                     fetched=fetched, ip=bytes(raw[_H.size :]).decode(), num=num)
+
+
+def encode_host_v4(s: HostState) -> bytes:
+    """The ``hosts`` value of schema 4 and before (0.3.0), which slice bundles carry: no number."""
+    packed = _H_V4.pack(s.next_allowed, s.rate_factor, s.crawl_delay, s.failures, s.queued, s.fetched)
+    return packed + s.ip.encode()
+
+
+def decode_host_v4(raw: bytes | memoryview) -> HostState:
+    """A ``hosts`` value of schema 4 and before (:func:`encode_host_v4`); its number is 0 (none)."""
+    na, rf, cd, fails, queued, fetched = _H_V4.unpack_from(raw)
+    return HostState(next_allowed=na, rate_factor=rf, crawl_delay=cd, failures=fails, queued=queued,
+                     fetched=fetched, ip=bytes(raw[_H_V4.size :]).decode())
 
 
 _RECORD_JSON = json.JSONEncoder(separators=(",", ":"), check_circular=False)
