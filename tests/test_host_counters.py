@@ -5,6 +5,8 @@ and crashes; and what ``polecat status DIR`` reads to show them (no host record)
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -161,3 +163,23 @@ def test_data_without_the_counters_is_counted_once_on_open(tmp_path: Path) -> No
     rig.reopen(now)  # counted at the open, once (a pass over the records); written with the next commit
     assert rig.db.get("meta", HOST_COUNTS) is None
     check(rig)
+
+
+def test_status_of_a_running_node_reads_its_write_ahead_log(tmp_path: Path) -> None:
+    """wal.py rule 6: a node's commits since its last LMDB commit are in its write-ahead log only; read
+    while the frontier is open (as a running node's), status answers them, not the LMDB's older state
+    (``polecat status`` of a live crawl said 0 fetched before)."""
+    rig, _ = crawled(tmp_path)
+    counted = recount(rig)
+    assert rig.db._in_lmdb < rig.db.seq  # the commits of crawled() went to the log (db.py rule 6)
+    reader = ("import json, sys; from pathlib import Path; from polecat.frontier.status import read_status; "
+              "s = read_status(Path(sys.argv[1])); "
+              "print(json.dumps([s.hosts, s.hosts_with_queue, s.queued, s.fetched, s.commits, s.seen_urls, "
+              "dict(s.done)]))")  # another process, as `polecat status` is (LMDB opens a dir once a process)
+    got = subprocess.run([sys.executable, "-c", reader, str(tmp_path / "frontier")], capture_output=True,
+                         text=True, timeout=60, check=True)
+    hosts, with_queue, queued, fetched, commits, seen, outcomes = json.loads(got.stdout)
+    assert (hosts, with_queue, queued, fetched) == tuple(counted.values())
+    assert counted["fetched"] > 0 and commits == rig.db.seq
+    assert seen == 3 * HOSTS
+    assert outcomes == json.loads(rig.db.get("meta", b"done") or b"{}")

@@ -131,6 +131,8 @@ SCHEMA_VERSION = 5
 """5: host numbers in ``queue`` keys (rule 13); 4: compact ``queue`` and ``urls`` values (rule 10); 3: the
 seen table in runs (rule 4); 2: tables keyed slice-first (polecat/frontier/keys.py), upgraded on open
 (rule 5); 1 is upgraded to 2 on open (frontier/migrate.py)."""
+UPGRADABLE = (1, 2, 3, 4)
+"""The older schemas an open upgrades (rules 10 and 13, and the upgrades before them)."""
 
 STORE_MARK = b"store_mark"
 """Meta key the node keeps (polecat/node/commits.py rule 4): the store's record count at the last commit.
@@ -326,7 +328,7 @@ class FrontierDB:
         slices = int(self.txn.get(b"slices", db=self.meta) or SLICES)
         if slices != SLICES:
             raise FrontierError(mismatch(self.path, wrote, f"{slices} slices", f"{SLICES}", upgradable=False))
-        if info.get("version") in (1, 2, 3):
+        if info.get("version") in UPGRADABLE:
             self._room_at_open(copies=3)
         if info.get("version") == 1:
             info = self._upgrade_v1(info)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections import Counter
 from collections.abc import Iterator
@@ -15,7 +16,7 @@ import lmdb
 from polecat.clock import SYSTEM_CLOCK
 from polecat.config import RefreshConfig
 from polecat.errors import FrontierError
-from polecat.frontier.db import SCHEMA_VERSION, TABLES, CommittedTables, key_range
+from polecat.frontier.db import SCHEMA_VERSION, TABLES, UPGRADABLE, CommittedTables
 from polecat.frontier.host_table import HOST_COUNTS
 from polecat.frontier.keys import host_of_row, ops_prefixes, parse_op_key
 from polecat.frontier.migrate import mismatch, release_of
@@ -23,6 +24,8 @@ from polecat.frontier.records import UrlRecord, decode_host
 from polecat.frontier.refresh import Freshness, History, RefreshPolicy
 from polecat.frontier.refresh_index import stored_freshness
 from polecat.frontier.seenlog import MANIFEST, SeenView, manifest_count
+from polecat.frontier.tables import TableReader
+from polecat.frontier.wal import LOG_NAME, LogOverlay, entries_past, read_log
 from polecat.hosts import host_key
 
 
@@ -71,16 +74,38 @@ def _read_txn(frontier_dir: Path, tables: tuple[str, ...]
             if schema.get("version") != SCHEMA_VERSION:
                 raise FrontierError(mismatch(  # a reader: opening it to write (upgrade, crawl) upgrades
                     frontier_dir, release_of(schema), f"schema {schema.get('version')}",
-                    f"schema {SCHEMA_VERSION}", upgradable=schema.get("version") in (1, 2, 3)))
+                    f"schema {SCHEMA_VERSION}", upgradable=schema.get("version") in UPGRADABLE))
             yield env, txn, dbs
     finally:
         env.close()
 
 
+@contextmanager
+def _snapshot(frontier_dir: Path, tables: tuple[str, ...]
+              ) -> Iterator[tuple[dict[str, Any], TableReader, tuple[int, int]]]:
+    """The tables of :func:`_read_txn` (those of ``tables`` it has: ``fresh`` is absent from data last
+    written by 0.3.0), with the write-ahead log's entries past its commit on top (wal.py rule 6), and
+    ``(commits, seen keys the log added)``."""
+    logged = read_log(frontier_dir / LOG_NAME)  # before the read transaction (wal.py rule 6)
+    with _read_txn(frontier_dir, ()) as (env, txn, dbs):
+        for name in tables:
+            with contextlib.suppress(lmdb.NotFoundError):
+                dbs[name] = env.open_db(name.encode(), txn=txn, create=False)
+        commits = int(txn.get(b"seq", b"0", db=dbs["meta"]))
+        committed = CommittedTables(txn, dbs, _NO_SEEN)
+        entries = list(entries_past(logged, commits)) if logged else []
+        if not entries:
+            yield dbs, committed, (commits, 0)
+            return
+        overlay = LogOverlay(committed, (writes for _, writes in entries))
+        yield dbs, overlay, (entries[-1][0], overlay.added("seen"))
+
+
 def read_outcomes(frontier_dir: Path) -> Iterator[UrlRecord]:
-    """Every finished URL's record (outcome, reason, time), from one read snapshot."""
-    with _read_txn(frontier_dir, ("urls",)) as (_, txn, dbs):
-        for _, raw in txn.cursor(db=dbs["urls"]):
+    """Every finished URL's record (outcome, reason, time), from one read snapshot (with the write-ahead
+    log's entries on top, wal.py rule 6)."""
+    with _snapshot(frontier_dir, ("urls",)) as (_, tables, _):
+        for _, raw in tables.items("urls"):
             yield UrlRecord.decode(raw)
 
 
@@ -90,63 +115,63 @@ def read_status(frontier_dir: Path, top: int = 10, refresh: RefreshConfig | None
     under ``refresh``, the default refresh settings when None, at ``now``: wall seconds, the machine's
     clock when None, as ``polecat status`` asks). The host figures are the host table's counters
     (host_table.py rule 12): no host record is read, unless ``busiest`` asks for the ``top`` hosts with
-    the longest queues (a pass over every record) or the data was last written before the counters."""
-    with _read_txn(frontier_dir, ("hosts", "ops", "urls")) as (env, txn, dbs):
-        stored = txn.get(HOST_COUNTS, db=dbs["meta"])
-        counts = json.loads(bytes(stored)) if stored is not None else None
+    the longest queues (a pass over every record) or the data was last written before the counters.
+    The write-ahead log's entries since the last LMDB commit are read on top (wal.py rule 6): a running
+    node's last commits are there."""
+    with _snapshot(frontier_dir, ("hosts", "ops", "urls", "fresh")) as (dbs, tables, (commits, seen_logged)):
+        stored = tables.get("meta", HOST_COUNTS)
+        counts = json.loads(stored) if stored is not None else None
         queues: Counter[str] = Counter()
         if busiest or counts is None:
             hosts = fetched = 0
-            for key, raw in txn.cursor(db=dbs["hosts"]):
+            for key, raw in tables.items("hosts"):
                 st = decode_host(raw)
                 hosts += 1
                 fetched += st.fetched
                 if st.queued:
-                    queues[host_of_row(bytes(key))] = st.queued
+                    queues[host_of_row(key)] = st.queued
             counts = counts or {"hosts": hosts, "with_queue": len(queues), "queued": sum(queues.values()),
                                 "fetched": fetched}
         blocked, throttled = [], []
         paused = False
         traps: list[tuple[str, tuple[tuple[str, int], ...]]] = []
-        ops = (row for prefix in ops_prefixes(("traps",)) for row in key_range(txn, dbs["ops"], prefix))
+        ops = (row for prefix in ops_prefixes(("traps",)) for row in tables.items("ops", prefix))
         for key, raw in ops:  # not the seed hosts' rows, one per seed host (keys.py rule 4)
-            kind, arg = parse_op_key(bytes(key))
+            kind, arg = parse_op_key(key)
             if kind == "block":
                 blocked.append(arg)
             elif kind == "throttle":
-                throttled.append((arg, float(bytes(raw))))
+                throttled.append((arg, float(raw)))
             elif kind == "paused":
                 paused = True
             elif kind == "traps":
-                traps.append((arg, tuple(sorted(json.loads(bytes(raw)).items()))))
-        done = json.loads(bytes(txn.get(b"done", b"{}", db=dbs["meta"])))
-        fresh, revisited = _freshness(env, txn, dbs, refresh or RefreshConfig(),
+                traps.append((arg, tuple(sorted(json.loads(raw).items()))))
+        done = json.loads(tables.get("meta", b"done") or b"{}")
+        fresh, revisited = _freshness(tables, "fresh" in dbs, refresh or RefreshConfig(),
                                       SYSTEM_CLOCK.wall() if now is None else now)
         return FrontierStatus(
             hosts=counts["hosts"], hosts_with_queue=counts["with_queue"], queued=counts["queued"],
             fetched=counts["fetched"],
-            seen_urls=manifest_count(txn.get(MANIFEST, db=dbs["meta"])), done=tuple(sorted(done.items())),
+            seen_urls=manifest_count(tables.get("meta", MANIFEST)) + seen_logged,
+            done=tuple(sorted(done.items())),
             busiest=tuple(queues.most_common(top)), blocked=tuple(blocked), throttled=tuple(throttled),
-            commits=int(txn.get(b"seq", b"0", db=dbs["meta"])), paused=paused, freshness=fresh,
+            commits=commits, paused=paused, freshness=fresh,
             traps=_top_traps(traps, top),
-            releases=(release_of(json.loads(bytes(txn.get(b"schema", b"{}", db=dbs["meta"])))),),
+            releases=(release_of(json.loads(tables.get("meta", b"schema") or b"{}")),),
             revisited=revisited,
         )
 
 
-def _freshness(env: lmdb.Environment, txn: lmdb.Transaction, dbs: dict[str, Any], refresh: RefreshConfig,
+def _freshness(tables: TableReader, indexed: bool, refresh: RefreshConfig,
                now: float) -> tuple[Freshness, int]:
     """The freshness SLO and the URLs revisited: from the refresh index's counters where it was made
-    under ``refresh`` (refresh_index.py rule 3), else from every URL record."""
-    try:
-        index = {name: env.open_db(name.encode(), txn=txn, create=False) for name in ("meta", "fresh")}
-    except lmdb.NotFoundError:  # written by 0.3.0 and not opened by this release since
-        index = None
-    stored = None if index is None else stored_freshness(CommittedTables(txn, index, _NO_SEEN), refresh, now)
+    under ``refresh`` (refresh_index.py rule 3; ``indexed``: the data has its tables), else from every URL
+    record."""
+    stored = stored_freshness(tables, refresh, now) if indexed else None
     if stored is not None:
         return stored
     fresh, policy, revisited = Freshness(), RefreshPolicy(refresh), 0
-    for _, raw in txn.cursor(db=dbs["urls"]):
+    for _, raw in tables.items("urls"):
         rec = UrlRecord.decode(raw)
         history = History.from_hex(rec.history)
         revisited += history.n > 0

@@ -23,6 +23,11 @@ Rules:
    commit (db.py rule 9): a key the entries wrote answers what they wrote last; a slice they released
    (``DeleteSlices``) hides what the LMDB holds of it in the slice-keyed tables and ``seen``. The
    dupsort ``near`` table is not overlaid (no snapshot reader reads it).
+6. A reader of a data dir that a node may be writing (``polecat status``) reads the log file
+   (:func:`read_log`) *before* it begins its LMDB read transaction, then overlays the entries past that
+   transaction's sequence: an LMDB commit between the two holds every entry read (skipped by their
+   sequence), so the reader sees the state of one commit, never a gap. It never changes the file; an
+   entry whose append is under way is not whole yet and is left out, as the tail of rule 3.
 """
 
 from __future__ import annotations
@@ -121,6 +126,21 @@ class _Scan:
             yield seq, writes
 
 
+def read_log(path: Path) -> bytes:
+    """The log at ``path`` as it is now, for a reader that must not change it (rule 6); no file is an
+    empty log."""
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return b""
+
+
+def entries_past(data: bytes, after: int) -> Iterator[tuple[int, list[Write]]]:
+    """``(sequence, writes)`` of the whole entries of the log bytes ``data`` past sequence ``after``, in
+    order (a tail that is not whole is left out, rules 3 and 6)."""
+    return ((seq, writes) for seq, writes in _Scan(data) if seq > after)
+
+
 class WriteLog:
     """The append-only log file of one frontier (rules above). :meth:`append` and :meth:`reset` run on
     the writer thread; :meth:`read` at open, before any append."""
@@ -152,7 +172,7 @@ class WriteLog:
         (no appends running: the caller waited for them)."""
         with open(self.path, "rb") as fh:
             data = fh.read(self.size)
-        return (writes for seq, writes in _Scan(data) if seq > after)
+        return (writes for _, writes in entries_past(data, after))
 
     def append(self, seq: int, writes: Sequence[Write]) -> None:
         """Write one entry and make it durable (rule 2)."""
@@ -218,6 +238,11 @@ class LogOverlay:
                 if k not in rows and not self._hidden(table, k))
         mine = sorted((k, v) for k, v in rows.items() if v is not None and k.startswith(prefix))
         return heapq.merge(base, mine)
+
+    def added(self, table: Table) -> int:
+        """Keys the entries put in ``table`` and did not delete since (for a set-only table such as
+        ``seen``: how many it grew by)."""
+        return sum(value is not None for value in self._rows.get(table, {}).values())
 
     def close(self) -> None:
         self._base.close()
