@@ -33,6 +33,12 @@ def test_web() -> Iterator[TestWebFactory]:
         web.stop()
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests marked ``slow`` run first, in collection order otherwise: under ``-n`` (worksteal) the
+    last tests a worker runs are then short ones, not a 40 s one that leaves the other worker idle."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Each test that uses ``frontier_backend`` runs once per backend, except where marked ``lmdb_only``."""
     if "frontier_backend" in metafunc.fixturenames:

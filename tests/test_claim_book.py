@@ -239,6 +239,7 @@ def _stored(data: Path) -> list[FetchRecord]:
 
 @pytest.mark.parametrize(("stop", "near"),
                          [(signal.SIGTERM, 0.0), (signal.SIGKILL, 0.0), (signal.SIGTERM, 1.0)])
+@pytest.mark.slow
 def test_copies_fetched_after_the_owners_restart_and_a_resize_are_revisits(
         test_web: TestWebFactory, tmp_path: Path, stop: signal.Signals, near: float) -> None:
     """Two workers crawl the source hosts and are stopped (SIGTERM) or killed (SIGKILL, every process);

@@ -6,6 +6,8 @@ import asyncio
 import time
 from pathlib import Path
 
+import pytest
+
 from polecat.node.crawler import Crawler
 from polecat.node.verdict import EXIT_NOTHING_FETCHED, GAVE_UP, QUEUE_EMPTY, fix_for
 from polecat.testing.dns import LocalDnsServer
@@ -15,6 +17,7 @@ from tests.crawl_helpers import crawl_config
 from tests.test_cli import polecat
 
 
+@pytest.mark.slow
 def test_unresolvable_seed_ends_in_a_minute_with_cause(dns_server: LocalDnsServer, tmp_path: Path) -> None:
     started = time.monotonic()
     run = polecat("crawl", "http://nowhere.test/", "--data", str(tmp_path / "d"),

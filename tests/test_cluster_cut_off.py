@@ -44,6 +44,7 @@ leaves gracefully."""
 
 
 @pytest.mark.parametrize("during", DURING.values(), ids=DURING.keys())
+@pytest.mark.slow
 async def test_a_node_cut_off_from_etcd_mid_request_loses_its_slices_politely(
         during: str | None, test_web: TestWebFactory, etcd_server: EtcdServer, tmp_path: Path) -> None:
     web = test_web(SiteSpec(hosts=8, pages_per_host=40, seed=35, crawl_delays=DELAYED))

@@ -66,6 +66,7 @@ async def settled_owners(endpoint: str, members: set[str]) -> dict[str, str]:
 
 
 @pytest.mark.parametrize(("during", "ttl"), DURING.values(), ids=DURING.keys())
+@pytest.mark.slow
 async def test_etcd_restarted_under_a_running_cluster_moves_no_slice(
         during: str | None, ttl: int, test_web: TestWebFactory, etcd_server: EtcdServer,
         tmp_path: Path) -> None:

@@ -17,6 +17,8 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from polecat.cluster.checkpoints import CheckpointStore
 from polecat.config import StoreConfig
 from polecat.frontier.records import PAGE_OUTCOMES, UrlRecord
@@ -41,6 +43,7 @@ from tests.replay_helpers import replay
 RATE = 10.0
 
 
+@pytest.mark.slow
 async def test_a_killed_node_with_its_disk_lost_resumes_on_the_others_from_object_storage(
         test_web: TestWebFactory, etcd_server: EtcdServer, tmp_path: Path) -> None:
     web = test_web(SiteSpec(hosts=12, pages_per_host=40, seed=14))
@@ -77,6 +80,7 @@ async def _polecat(*args: str) -> bytes:
     return out
 
 
+@pytest.mark.slow
 async def test_with_pages_in_object_storage_a_dead_nodes_checkpointed_pages_are_all_readable(
         test_web: TestWebFactory, etcd_server: EtcdServer, tmp_path: Path, s3_endpoint: str) -> None:
     """Failover rule 7: with ``[store] url``, every URL the dead node's last checkpoint records as done
@@ -129,6 +133,7 @@ async def test_with_pages_in_object_storage_a_dead_nodes_checkpointed_pages_are_
     assert not any("have their pages on its disk only" in run.logs[n].read_text() for n in survivors)
 
 
+@pytest.mark.slow
 async def test_a_node_restarted_on_an_empty_data_dir_restores_its_own_slices_from_object_storage(
         test_web: TestWebFactory, etcd_server: EtcdServer, tmp_path: Path) -> None:
     """One node, SIGKILLed mid-crawl with its disk lost and started again at once: its old lease still

@@ -51,6 +51,7 @@ frozen leaves gracefully."""
 
 
 @pytest.mark.parametrize("during", DURING.values(), ids=DURING.keys())
+@pytest.mark.slow
 async def test_a_node_frozen_for_three_ttls_wakes_without_fetching_what_it_lost(
         during: str | None, test_web: TestWebFactory, etcd_server: EtcdServer, tmp_path: Path) -> None:
     """With ``join``, a fourth node joins while the frozen one sleeps: slices move to it from the

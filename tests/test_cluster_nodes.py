@@ -104,6 +104,7 @@ async def test_nodes_join_and_leave_mid_crawl_fetching_everything_once_and_polit
     assert sum(svc.cluster.slices_adopted for svc, _ in nodes if svc.cluster is not None) > 0
 
 
+@pytest.mark.slow
 async def test_a_node_cut_off_from_etcd_stops_fetching_within_half_its_lease(
         test_web: TestWebFactory, etcd_server: EtcdServer, tmp_path: Path) -> None:
     ttl = 4

@@ -9,6 +9,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from polecat.cluster.batch import HandoffUrl
 from polecat.cluster.layout import (
     LAYOUT_FILE,
@@ -40,6 +42,7 @@ def _pages(data: Path) -> set[str]:
     return {line.split("\t")[0] for line in out.stdout.splitlines()[1:]}  # after the header line
 
 
+@pytest.mark.slow
 def test_two_then_three_then_one_workers_cover_everything_once(test_web: TestWebFactory,
                                                                tmp_path: Path) -> None:
     web = test_web(SiteSpec(hosts=20, pages_per_host=30, seed=13))

@@ -52,6 +52,7 @@ the others start: it must not hand a slice to a peer that is not up yet, and mus
 
 
 @pytest.mark.parametrize(("first", "during"), VARIANTS.values(), ids=VARIANTS.keys())
+@pytest.mark.slow
 async def test_a_whole_cluster_stopped_and_started_again_finishes_the_crawl(
         first: tuple[str, ...], during: str | None, test_web: TestWebFactory, etcd_server: EtcdServer,
         tmp_path: Path) -> None:
@@ -104,6 +105,7 @@ async def test_a_whole_cluster_stopped_and_started_again_finishes_the_crawl(
         assert twice <= 0.05 * len(truth)
 
 
+@pytest.mark.slow
 async def test_a_node_that_left_alone_leaves_its_slices_to_nodes_that_never_saw_it(
         test_web: TestWebFactory, etcd_server: EtcdServer, tmp_path: Path) -> None:
     """Ownership rule 12: r1 crawls alone, stops (keeping every slice, recorded as orphaned), then r0

@@ -87,6 +87,7 @@ async def _stop(nodes: Nodes) -> None:
         assert await asyncio.wait_for(task, 60) == 0
 
 
+@pytest.mark.slow
 async def test_a_peer_of_no_shared_wire_is_refused_by_name_and_gets_what_waited_once_upgraded(
         test_web: TestWebFactory, etcd_server: EtcdServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -160,6 +161,7 @@ async def test_a_newer_node_that_still_speaks_the_old_wire_works_beside_an_older
     assert max(Counter(page_requests(web)).values()) == 1
 
 
+@pytest.mark.slow
 async def test_slices_whose_heir_shares_no_wire_stay_with_their_owner_until_it_is_upgraded(
         test_web: TestWebFactory, etcd_server: EtcdServer, tmp_path: Path) -> None:
     """n0 crawls alone; n1 of a release that no longer speaks its wire joins: the slices the Ring gives n1

@@ -40,6 +40,7 @@ def paths(web: TestWeb) -> Counter[str]:
                    for u in page_requests(web))
 
 
+@pytest.mark.slow
 def test_two_workers_fetch_what_one_worker_fetches_once_each_politely(test_web: TestWebFactory,
                                                                        tmp_path: Path) -> None:
     spec, rate = SiteSpec(hosts=20, pages_per_host=50, seed=7), 20.0
@@ -118,6 +119,7 @@ def test_sigint_stops_every_worker_and_the_rerun_resumes(test_web: TestWebFactor
     assert politeness_violations(web.log, web.min_intervals(10.0)) == []
 
 
+@pytest.mark.slow
 def test_hand_off_under_pressure_slows_senders_and_loses_nothing(test_web: TestWebFactory,
                                                                  tmp_path: Path) -> None:
     web = test_web(SiteSpec(hosts=9, pages_per_host=25, seed=21, cross_host_ratio=0.6))

@@ -17,6 +17,7 @@ from tests.conftest import TestWebFactory
 from tests.crawl_helpers import assert_store_reads_back, crawl_config, page_requests
 
 
+@pytest.mark.slow
 def test_crawl_multi_host_site_end_to_end(test_web: TestWebFactory, tmp_path: Path) -> None:
     web = test_web(SiteSpec(hosts=20, pages_per_host=50, seed=7, crawl_delays=(("h03.test", 0.25),)))
     cfg = crawl_config(web, tmp_path / "data")

@@ -31,7 +31,7 @@ _BASE = st.sampled_from(["http://h.test/a/b", "https://xn--pple-43d.com/", "http
 canon = Canonicalizer()
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=250, deadline=None)
 @given(st.lists(_HREF, max_size=8), _BASE)
 def test_canonicalize_links_never_raises_and_is_idempotent(hrefs: list[str], base: str) -> None:
     for url in canon.canonicalize_links(hrefs, base):
@@ -90,7 +90,7 @@ _SECTION = st.dictionaries(st.sampled_from(_KEYS) | st.text(max_size=8), _VALUE,
 _SECTIONS = ["scope", "politeness", "fetch", "dns", "robots", "dedup", "store", "frontier", "data_dir", "x"]
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.dictionaries(st.sampled_from(_SECTIONS), _SECTION | _VALUE, max_size=4))
 def test_config_loader_raises_only_config_error(data: dict[str, Any]) -> None:
     with contextlib.suppress(ConfigError):

@@ -91,7 +91,7 @@ STEP = hs.one_of(
 )
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(hs.lists(STEP, min_size=1, max_size=40))
 def test_counters_equal_a_recount_after_any_sequence(steps: list[tuple[object, ...]]) -> None:
     rig = small(Rig(Path("/nonexistent"), cfg=CFG, backend="memory"))

@@ -651,6 +651,7 @@ def _kept(data: Path) -> dict[str, str]:
     return kept
 
 
+@pytest.mark.slow
 def test_two_workers_store_near_mirrors_as_one_process_does(test_web: TestWebFactory, tmp_path: Path) -> None:
     spec = SiteSpec(hosts=6, pages_per_host=20, seed=7, mirror_hosts=3, mirror_near_ratio=1.0)
     web = test_web(spec)
@@ -696,6 +697,7 @@ def test_with_drop_two_workers_keep_near_mirrors_as_one_process_does(test_web: T
 
 
 @NEEDS_PYWB
+@pytest.mark.slow
 def test_a_two_worker_crawl_of_near_mirrors_replays_in_pywb(test_web: TestWebFactory, tmp_path: Path) -> None:
     web = test_web(SiteSpec(hosts=4, pages_per_host=15, seed=8, mirror_hosts=2, mirror_near_ratio=1.0))
     data = tmp_path / "data"

@@ -132,13 +132,13 @@ ATTR_PIECES = [
 ]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=75, deadline=None)
 @given(st.lists(st.one_of(long_tags(), st.sampled_from(ATTR_PIECES)), min_size=1, max_size=6))
 def test_attribute_rule_on_generated_tags(parts: list[str]) -> None:
     same_attrs("".join(parts))
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=750, deadline=None)
 @given(pieces=st.lists(st.sampled_from([*ATTR_PIECES, " b", "='<x'", "<i "]), max_size=60),
        limit=st.integers(0, 12))
 def test_attribute_rule_at_small_limits(pieces: list[str], limit: int) -> None:

@@ -43,6 +43,7 @@ def test_library_example_runs_as_written(test_web: TestWebFactory, tmp_path: Pat
     assert (tmp_path / "crawl-data" / "store").is_dir()
 
 
+@pytest.mark.slow
 def test_library_example_ends_on_a_dead_seed_with_the_verdict(dns_server: LocalDnsServer,
                                                              tmp_path: Path) -> None:
     script = tmp_path / "example.py"

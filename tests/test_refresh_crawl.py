@@ -12,6 +12,7 @@ import zlib
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from prometheus_client import generate_latest
 
 from polecat import Crawler
@@ -28,6 +29,7 @@ FAST = {"min_interval": 0.5, "max_interval": 8.0, "default_interval": 1.0, "min_
         "scan_interval": 0.25}
 
 
+@pytest.mark.slow
 def test_changing_page_is_refetched_far_more_often_than_static_ones(test_web: TestWebFactory,
                                                                     tmp_path: Path) -> None:
     web = test_web(SiteSpec(hosts=1, pages_per_host=6, seed=3, robots=("allow",)))
@@ -82,6 +84,7 @@ def polecat(*args: str) -> subprocess.CompletedProcess[str]:
                           timeout=120)
 
 
+@pytest.mark.slow
 def test_crawl_refresh_refetches_what_is_due_then_exits_and_304s_store_nothing_new(
         test_web: TestWebFactory, tmp_path: Path) -> None:
     web = test_web(SiteSpec(hosts=1, pages_per_host=5, seed=4, robots=("allow",)))

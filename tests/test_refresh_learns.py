@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from polecat.testing.newsweb import NewsWeb
 
 RUNS = 4
@@ -19,6 +21,7 @@ def polecat(*args: str) -> subprocess.CompletedProcess[str]:
                           timeout=120)
 
 
+@pytest.mark.slow
 def test_news_is_refetched_within_a_few_refresh_runs_and_static_is_not(tmp_path: Path) -> None:
     with NewsWeb(news_period=3.0) as site:
         common = ["--data", str(tmp_path / "data"), "--allow-private", "--rate", "20", "-q"]
@@ -41,6 +44,7 @@ def test_news_is_refetched_within_a_few_refresh_runs_and_static_is_not(tmp_path:
         assert len(site.requests("/static")) == 1  # a year-old Last-Modified: weeks away
 
 
+@pytest.mark.slow
 def test_a_linked_feed_is_polled_on_its_item_gap_and_its_new_items_fetched(tmp_path: Path) -> None:
     with NewsWeb(news_period=60.0, item_period=3.0) as site:
         common = ["--data", str(tmp_path / "data"), "--allow-private", "--rate", "20", "-q"]

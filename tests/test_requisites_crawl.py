@@ -191,6 +191,7 @@ REPLAYED_PAGE = in_replay_frame("""
 
 
 @NEEDS_PYWB
+@pytest.mark.slow
 def test_requisites_replay_in_pywb(test_web: TestWebFactory, tmp_path: Path) -> None:
     web = test_web()
     site = requisite_site(web.port)

@@ -94,7 +94,7 @@ _PATTERN = st.builds(lambda parts, end: "/" + "*".join(parts) + end,
 _RULE = st.tuples(st.booleans(), _PATTERN)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=75, deadline=None)
 @given(st.lists(_RULE, min_size=INDEX_FROM, max_size=3 * INDEX_FROM),
        st.lists(st.text(alphabet="abc/", max_size=20).map(lambda p: "/" + p), min_size=1, max_size=20))
 def test_indexed_matching_agrees_with_a_scan_of_every_rule(rules: list[tuple[bool, str]],

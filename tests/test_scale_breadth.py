@@ -20,6 +20,7 @@ NOFILE = 256
 RATE = 20.0
 
 
+@pytest.mark.slow
 def test_a_breadth_crawl_under_a_low_descriptor_limit_covers_every_host(tmp_path: Path) -> None:
     with BreadthWeb(HOSTS, min_interval=1 / RATE) as web:
         seeds = tmp_path / "seeds.txt"

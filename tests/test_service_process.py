@@ -13,6 +13,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from polecat.testing.sitegen import SiteSpec
 from tests.conftest import TestWebFactory
 from tests.crawl_helpers import page_requests
@@ -43,6 +45,7 @@ def messages(sock: socket.socket, until: float) -> list[tuple[float, str]]:
     return got
 
 
+@pytest.mark.slow
 def test_node_under_systemd_and_the_cli_client(test_web: TestWebFactory, tmp_path: Path) -> None:
     web = test_web(SiteSpec(hosts=2, pages_per_host=8))
     port = free_port()

@@ -15,6 +15,7 @@ MB = 1e6
 
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("gzip", [False, True], ids=["plain", "gzip"])
+@pytest.mark.slow
 def test_every_url_of_a_45_mb_sitemap_is_queued_within_64_mb_of_the_ordinary_crawl(tmp_path: Path,
                                                                                      gzip: bool) -> None:
     ordinary, with_sitemap, xml, wire = measure(URLS, tmp_path, gzip)

@@ -113,6 +113,7 @@ def test_a_failed_upload_is_retried_at_the_next_seal(tmp_path: Path, monkeypatch
 
 
 @pytest.mark.s3
+@pytest.mark.slow
 def test_a_sealed_segment_is_read_by_ranges_not_whole(tmp_path: Path, s3_endpoint: str) -> None:
     """polecat/store/remote.py rule 2: reading a 40 MiB segment back from S3 allocates (Python heap, by
     tracemalloc) a few of its records at a time, not the segment (which read whole took 40 MiB and more)."""

@@ -7,6 +7,8 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+
 PACKAGE = Path(__file__).resolve().parent.parent / "polecat"
 
 SCRIPT = """\
@@ -18,6 +20,7 @@ limit: int = cfg.scope.max_pages
 """
 
 
+@pytest.mark.slow
 def test_mypy_strict_checks_a_program_that_embeds_polecat(tmp_path: Path) -> None:
     site, app = tmp_path / "site", tmp_path / "app"
     site.mkdir()
