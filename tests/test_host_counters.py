@@ -132,9 +132,9 @@ def test_counters_equal_a_recount_after_any_sequence(steps: list[tuple[object, .
     check(rig)
 
 
-def crawled(path: Path) -> tuple[Rig, float]:
+def crawled(path: Path, cfg: Config = CFG) -> tuple[Rig, float]:
     """A frontier of :data:`HOSTS` hosts, three URLs each, 40 leases in, committed."""
-    rig = small(Rig(path, cfg=CFG))
+    rig = small(Rig(path, cfg=cfg))
     now = 1_000.0
     for i in range(HOSTS):
         rig.frontier.add_many([canon(f"http://{host(i)}/p{k}") for k in range(3)], 1, 0.5, now)
@@ -169,7 +169,7 @@ def test_status_of_a_running_node_reads_its_write_ahead_log(tmp_path: Path) -> N
     """wal.py rule 6: a node's commits since its last LMDB commit are in its write-ahead log only; read
     while the frontier is open (as a running node's), status answers them, not the LMDB's older state
     (``polecat status`` of a live crawl said 0 fetched before)."""
-    rig, _ = crawled(tmp_path)
+    rig, _ = crawled(tmp_path, replace(CFG, frontier=FrontierConfig(working_hosts=100, log_mb=64)))
     counted = recount(rig)
     assert rig.db._in_lmdb < rig.db.seq  # the commits of crawled() went to the log (db.py rule 6)
     reader = ("import json, sys; from pathlib import Path; from polecat.frontier.status import read_status; "
