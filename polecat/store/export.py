@@ -184,9 +184,11 @@ class WarcExport:
         """The original of a revisit written without one (its body was in no store of its own then; it may
         be there now, stored later by another copy), from any store of the collection (rule 6). One
         written with its digest but not its original's body (segstore.py rule 6) is resolved too: the
-        original the collection holds, whose date its claim's answer may not have given."""
+        original the collection holds, whose date its claim's answer may not have given; and one with its
+        digest but no date whose body its own store got later (a copy stored in full after it)."""
         if self._originals is None or record.kind != "revisit" or (
-                warc.has_field(raw, b"WARC-Payload-Digest") and store.has(record.content_hash)):
+                warc.has_field(raw, b"WARC-Payload-Digest") and warc.has_field(raw, b"WARC-Refers-To-Date")
+                and store.has(record.content_hash)):
             return None
         return self._originals.find(record.content_hash)
 
