@@ -7,17 +7,22 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
 
 from polecat.config import Config, FrontierConfig, ScopeConfig
-from polecat.frontier.host_table import HOST_COUNTS
+from polecat.frontier.controls import Controls
+from polecat.frontier.host_table import HOST_COUNTS, HostTable, parent_domains
+from polecat.frontier.politeness import HostState
 from polecat.frontier.records import Idle, Lease, Wait, decode_host
 from polecat.frontier.slices import slice_of
 from polecat.frontier.status import read_status
+from polecat.hosts import HostPatternMap, hostname
 from polecat.writes import Delete
 from tests.frontier_helpers import Rig, canon, done, politeness
 
@@ -35,8 +40,19 @@ def small(rig: Rig) -> Rig:
 
 
 def host(i: int) -> str:
-    """Every third host with a port (host_table rule 13 lists those by name)."""
-    return f"h{i}.count.test" + (":8080" if i % 3 == 0 else "")
+    """Every third host with a port (host_table rule 13 lists those by name); every fourth a level
+    deeper (rule 15 lists each under every parent domain)."""
+    return f"h{i}." + ("sub." if i % 4 == 1 else "") + "count.test" + (":8080" if i % 3 == 0 else "")
+
+
+DOMAIN_PATTERNS = ("*.count.test", "*.sub.count.test", "*.h1.sub.count.test", "*.h2.count.test", "*.test")
+"""``*.`` patterns of the hosts of :func:`host`: by their index (rule 15), and one label (a walk)."""
+
+
+def walked(table: HostTable, pattern: str) -> list[str]:
+    """The hosts in memory ``pattern`` matches, by a pass over memory (what rule 15 replaces)."""
+    matcher: HostPatternMap[bool] = HostPatternMap([(pattern, True)])
+    return sorted(h for h in table.hosts if h in matcher)
 
 
 def recount(rig: Rig) -> dict[str, int]:
@@ -61,6 +77,13 @@ def check(rig: Rig) -> None:
     assert counted["queued"] == rig.db.count("queue")
     listed = sorted(key for keys in table.ported.values() for key in keys)
     assert listed == sorted(h for h in table.hosts if ":" in h)  # rule 13
+    under: dict[str, set[str]] = {}
+    for h in table.hosts:
+        for parent in parent_domains(hostname(h)):
+            under.setdefault(parent, set()).add(h)
+    assert {d: {keys} if isinstance(keys, str) else keys for d, keys in table.parents.items()} == under
+    for pattern in DOMAIN_PATTERNS:  # rule 15
+        assert sorted(rig.raw._controls._matching(pattern)) == walked(table, pattern)
 
 
 def lease_one(rig: Rig, now: float, how: str) -> float:
@@ -85,6 +108,7 @@ STEP = hs.one_of(
     hs.tuples(hs.just("add"), hs.integers(0, HOSTS - 1), hs.integers(0, 3)),
     hs.tuples(hs.just("lease"), hs.sampled_from(["ok", "ok", "fail", "park"]), hs.integers(1, 8)),
     hs.tuples(hs.just("block"), hs.integers(0, HOSTS - 1)),
+    hs.tuples(hs.just("block"), hs.sampled_from(DOMAIN_PATTERNS[1:4])),
     hs.tuples(hs.just("hand"), hs.integers(0, HOSTS - 1)),
     hs.tuples(hs.just("commit")),
     hs.tuples(hs.just("crash")),
@@ -107,6 +131,8 @@ def test_counters_equal_a_recount_after_any_sequence(steps: list[tuple[object, .
         elif kind == "lease":
             for _ in range(int(step[2])):  # type: ignore[call-overload]
                 now = lease_one(rig, now, str(step[1]))
+        elif kind == "block" and isinstance(step[1], str):  # a domain (rule 15)
+            rig.frontier.block(step[1])
         elif kind == "block":  # by its name: a host with a port too
             rig.frontier.block(host(int(step[1])).partition(":")[0])  # type: ignore[call-overload]
         elif kind == "hand":  # the slice goes to the other member and comes back, its counts with it
@@ -183,3 +209,47 @@ def test_status_of_a_running_node_reads_its_write_ahead_log(tmp_path: Path) -> N
     assert counted["fetched"] > 0 and commits == rig.db.seq
     assert seen == 3 * HOSTS
     assert outcomes == json.loads(rig.db.get("meta", b"done") or b"{}")
+
+
+class CountingHosts(dict[str, HostState]):
+    """:attr:`HostTable.hosts` that counts passes over it and records read by key."""
+
+    passes = 0
+    reads = 0
+
+    def __iter__(self) -> Iterator[str]:
+        self.passes += 1
+        return super().__iter__()
+
+    def items(self) -> Any:
+        self.passes += 1
+        return super().items()
+
+    def values(self) -> Any:
+        self.passes += 1
+        return super().values()
+
+    def __getitem__(self, host: str) -> HostState:
+        self.reads += 1
+        return super().__getitem__(host)
+
+
+def test_a_domain_control_reads_only_the_hosts_it_matches() -> None:
+    """Rule 15: a ``*.`` block or throttle over 2,000 hosts in memory reads the 20 it matches, with no pass
+    over memory; ``*.test`` (one label) is the one that walks."""
+    rig = Rig(Path("/nonexistent"), cfg=replace(CFG, frontier=FrontierConfig(working_hosts=10_000)),
+              backend="memory")
+    for start in range(0, 2_000, 500):  # a page's links are capped: four pages of them
+        rig.frontier.add_many([canon(f"http://h{i}.d{i % 100}.test/") for i in range(start, start + 500)],
+                              1, 0.5, 1_000.0)
+    table = rig.raw._table
+    assert len(table.hosts) == 2_000
+    counting = CountingHosts(table.hosts)
+    table.hosts = counting  # the test's own table: no other part reads it from here
+    controls = Controls(table)
+    controls.throttle_now("*.d7.test", 0.5, 1_001.0)
+    assert (counting.passes, counting.reads) == (0, 20)
+    dropped = controls.block("*.d8.test")
+    assert dropped.value == 20 and (counting.passes, counting.reads) == (0, 40)
+    controls.block("*.test")
+    assert counting.passes == 1

@@ -68,6 +68,12 @@ Rules:
    counter for every slice, kept in ``meta`` with each commit beside ``qseq``, so a number is never
    given twice, even to a host whose slice left and came back). The upgrade from schema 4 numbers the
    hosts in key order (polecat/frontier/migrate.py).
+15. Each host key in memory is listed under every parent domain of its name of two labels or more
+   (:attr:`parents`: ``a.b.example.com`` under ``b.example.com`` and ``example.com``), kept as records
+   enter and leave memory with rule 13's list: a ``*.`` control (polecat/frontier/controls.py) finds the
+   records in memory it matches by :meth:`under`, in O(hosts matching), not by a pass over memory. A
+   pattern of one label (``*.com``) is the exception: its hosts are not listed (each name would be, once
+   more), and it walks memory.
 """
 
 from __future__ import annotations
@@ -121,6 +127,19 @@ REFILL_ROWS = 256
 """``ready`` rows read per :meth:`HostTable.refill` at most: a lease call's work stays bounded."""
 COLD_RETRY = 0.05
 """Seconds before a lease asks again when ``ready`` rows are due but memory is full (rule 7)."""
+
+
+def parent_domains(name: str) -> list[str]:
+    """The parent domains of ``name`` of two labels or more, nearest first (rule 15)."""
+    out: list[str] = []
+    dot = name.find(".")
+    while dot >= 0:
+        name = name[dot + 1:]
+        dot = name.find(".")
+        if dot < 0:
+            return out
+        out.append(name)
+    return out
 
 
 class HostTable:
@@ -190,6 +209,9 @@ class HostTable:
         """``ready`` rows, about (rows found stale are counted until read)."""
         self.ported: dict[str, list[str]] = {}
         """The host keys in memory with a port, by host name (rule 13)."""
+        self.parents: dict[str, str | set[str]] = {}
+        """The host keys in memory by parent domain of their name (rule 15): one key as itself, more as a
+        set (most domains have one host in memory: a set each would cost ~200 B a host)."""
         self.warm: dict[str, float] = {}
         """When the last request of each host in memory ended (leasing.py rule 6)."""
         self.warm_heap: list[tuple[float, str]] = []
@@ -260,27 +282,53 @@ class HostTable:
             wait_one_interval(self.pol, rate, st, since)
         st.parked = host in self.parked
         self.hosts[host] = st
-        self._list_port(host)
+        self._list(host)
         self._arrived.add(host)
         self.wake(host, st, st.next_allowed)
         return st
 
-    def _list_port(self, host: str) -> None:
+    def _list(self, host: str) -> None:
         name = hostname(host)
         if name != host:  # rule 13
             self.ported.setdefault(name, []).append(host)
+        parents = self.parents
+        for parent in parent_domains(name):  # rule 15
+            had = parents.get(parent)
+            if had is None:
+                parents[parent] = host
+            elif isinstance(had, str):
+                parents[parent] = {had, host}
+            else:
+                had.add(host)
 
-    def _unlist_port(self, host: str) -> None:
+    def _unlist(self, host: str) -> None:
         name = hostname(host)
         if name != host:
             keys = self.ported[name]
             keys.remove(host)
             if not keys:
                 del self.ported[name]
+        parents = self.parents
+        for parent in parent_domains(name):
+            had = parents[parent]
+            if isinstance(had, str):
+                del parents[parent]
+            else:
+                had.discard(host)
+                if len(had) == 1:
+                    parents[parent] = had.pop()
 
     def named(self, name: str) -> list[str]:
         """The host keys in memory of the host ``name`` (``name`` itself, and with any port: rule 13)."""
         return ([name] if name in self.hosts else []) + self.ported.get(name, [])
+
+    def under(self, domain: str) -> list[str] | None:
+        """The host keys in memory of ``domain`` and its subdomains (rule 15), None: ``domain`` has one
+        label, whose hosts are not listed (the caller walks memory)."""
+        if "." not in domain:
+            return None
+        below = self.parents.get(domain)
+        return self.named(domain) + ([below] if isinstance(below, str) else list(below or ()))
 
     def peek(self, host: str) -> HostState | None:
         """The record of ``host`` (None: unknown), read from the table when it is not in memory, without
@@ -311,7 +359,7 @@ class HostTable:
             return st
         if peeked is None:
             st = self.hosts[host] = HostState(num=self.new_num())
-            self._list_port(host)
+            self._list(host)
             self.known_hosts += 1
             self._arrived.add(host)
             return st
@@ -451,7 +499,7 @@ class HostTable:
                            or host in self.finishing or (fenced and slice_of(host) in fenced)))
         for _, _, host in heapq.nlargest(len(hosts) - keep, movable):
             st = hosts.pop(host)
-            self._unlist_port(host)
+            self._unlist(host)
             self.warm.pop(host, None)
             # Filed at its turn in the heap (never before its next-allowed time): the order it had here.
             st.next_allowed = max(st.next_allowed, scheduled.pop(host, 0.0))
@@ -504,7 +552,7 @@ class HostTable:
         """Drop ``hosts`` from memory (their slices were released: their records go with them)."""
         for host in hosts:
             st = self.hosts.pop(host)
-            self._unlist_port(host)
+            self._unlist(host)
             self.count_queued(host, st, -st.queued)
             self.fetched -= st.fetched
             self.scheduled.pop(host, None)
