@@ -17,7 +17,8 @@ from hypothesis import strategies as hs
 
 from polecat.config import Config, FrontierConfig, ScopeConfig
 from polecat.frontier.controls import Controls
-from polecat.frontier.host_table import HOST_COUNTS, HostTable, parent_domains
+from polecat.frontier.host_table import HOST_COUNTS, HostTable, parent_domains, quarantined
+from polecat.frontier.observe import Observation
 from polecat.frontier.politeness import HostState
 from polecat.frontier.records import Idle, Lease, Wait, decode_host
 from polecat.frontier.slices import slice_of
@@ -82,8 +83,30 @@ def check(rig: Rig) -> None:
         for parent in parent_domains(hostname(h)):
             under.setdefault(parent, set()).add(h)
     assert {d: {keys} if isinstance(keys, str) else keys for d, keys in table.parents.items()} == under
+    assert table.quarantined == sum(map(quarantined, table.hosts.values()))  # rule 16
     for pattern in DOMAIN_PATTERNS:  # rule 15
         assert sorted(rig.raw._controls._matching(pattern)) == walked(table, pattern)
+
+
+def check_gauges(rig: Rig, now: float) -> None:
+    """The state gauges of rules 16-17 equal a pass over the hosts in memory at ``now`` (what they
+    replace)."""
+    table = rig.raw._table
+    s = rig.raw.stats(now)
+    ready = backoff = 0
+    waiting: list[float] = []
+    for h, at in table.scheduled.items():
+        st = table.hosts[h]
+        if st.parked:
+            continue
+        if at <= now:
+            ready += 1
+        else:
+            waiting.append(at)
+            backoff += bool(st.failures or st.strikes)
+    assert (s.hosts_ready, s.hosts_backoff, s.next_ready_at) == (ready, backoff, min(waiting, default=0.0))
+    assert s.hosts_waiting == len(table.scheduled) - ready + table.cold_rows
+    assert rig.raw.quarantined_hosts() == sum(map(quarantined, table.hosts.values()))
 
 
 def lease_one(rig: Rig, now: float, how: str) -> float:
@@ -111,6 +134,8 @@ STEP = hs.one_of(
     hs.tuples(hs.just("block"), hs.sampled_from(DOMAIN_PATTERNS[1:4])),
     hs.tuples(hs.just("hand"), hs.integers(0, HOSTS - 1)),
     hs.tuples(hs.just("commit")),
+    hs.tuples(hs.just("throttle"), hs.sampled_from(DOMAIN_PATTERNS[:4])),
+    hs.tuples(hs.just("wait"), hs.floats(0.0, 30.0)),
     hs.tuples(hs.just("crash")),
 )
 
@@ -147,11 +172,16 @@ def test_counters_equal_a_recount_after_any_sequence(steps: list[tuple[object, .
             check(other)
         elif kind == "commit":
             check(rig)
+        elif kind == "throttle":
+            rig.frontier.throttle_now(step[1], 0.5, now)
+        elif kind == "wait":
+            now += float(step[1])  # type: ignore[arg-type]
         else:
             rig.frontier.commit()
             rig.crash()
             rig.reopen(now)
             small(rig)
+        check_gauges(rig, now)
     check(rig)
     rig.crash()
     rig.reopen(now)  # the counters come back from meta as the last commit wrote them
@@ -253,3 +283,29 @@ def test_a_domain_control_reads_only_the_hosts_it_matches() -> None:
     assert dropped.value == 20 and (counting.passes, counting.reads) == (0, 40)
     controls.block("*.test")
     assert counting.passes == 1
+
+
+def test_a_scrape_reads_no_host() -> None:
+    """Rules 16-17: the stats and the host gauges of ``/metrics`` (ready, waiting, backing off,
+    quarantined, known, with a queue) over 2,000 hosts in memory read counters and one heap head."""
+    rig = Rig(Path("/nonexistent"), cfg=replace(CFG, frontier=FrontierConfig(working_hosts=10_000)),
+              backend="memory")
+    now = 1_000.0
+    rig.frontier.add_many([canon(f"http://failing{i}.test/p{k}") for i in range(10) for k in range(3)],
+                          1, 0.5, now)
+    for _ in range(25):  # their robots.txt, then their pages fail
+        now = lease_one(rig, now, "fail")
+    for start in range(0, 1_990, 398):
+        rig.frontier.add_many([canon(f"http://h{i}.d{i % 100}.test/") for i in range(start, start + 398)],
+                              1, 0.5, now)
+    table = rig.raw._table
+    counting = CountingHosts(table.hosts)
+    table.hosts = counting  # the test's own table: no other part reads it from here
+    observe = Observation(table, rig.raw._intake)
+    s = observe.stats(now)
+    known, with_queue = observe.host_counts()
+    quarantine = observe.quarantined_hosts()
+    assert (counting.passes, counting.reads) == (0, 0)
+    assert (known, with_queue) == (2_000, 2_000) and quarantine >= s.hosts_backoff > 0
+    assert s.hosts_ready + s.hosts_waiting == 2_000
+    check_gauges(rig, now)
