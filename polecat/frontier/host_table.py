@@ -13,8 +13,8 @@ Rules:
 3. A host of a fenced slice is never scheduled (:meth:`schedule`): it is not leased here.
 4. Queue bookkeeping follows the frontier's invariant (polecat/frontier/frontier.py): :meth:`enqueue`
    counts a URL in its host's ``queued`` with its queue write; :meth:`finish_writes` moves it to done.
-5. Its containers (:attr:`hosts`, :attr:`scheduled`, :attr:`leases`, :attr:`parked`, the pattern maps)
-   are never replaced, so a part may keep a reference to one.
+5. Its containers (:attr:`hosts`, :attr:`scheduled`, :attr:`leases`, :attr:`parked`, the pattern maps,
+   rule 17's sets and heap) are never replaced, so a part may keep a reference to one.
 6. A bounded working set: :attr:`hosts` holds the records of the hosts in rotation; the others live in
    the ``hosts`` table only. At a commit, past ``frontier.working_hosts`` records, the table writes and
    drops the records that will be leased last (no URL queued first, then the latest due) down to three
@@ -478,8 +478,11 @@ class HostTable:
         """Put ``host`` in the ready heap, due at ``at`` (rules 2 and 3)."""
         if self.fenced and slice_of(host) in self.fenced:
             return
-        self.unschedule(host)
-        self.scheduled[host] = at
+        scheduled = self.scheduled
+        if host in scheduled:  # unschedule() inline: this runs for every lease
+            self.due.discard(host)
+            self.backing_off.discard(host)
+        scheduled[host] = at
         heapq.heappush(self.heap, (at, host))
         if host in self.warm:
             heapq.heappush(self.warm_heap, (at, host))
