@@ -1,6 +1,7 @@
 """Reading a frontier: host states, parked hosts, the longest queues, queue bands and the stats record.
 
-Nothing here changes the frontier (the queue bands' count, once made, is kept by the host table).
+Nothing here changes the frontier (the queue bands' count, once made, is kept by the host table; the stats
+move the hosts due by then to ready, host_table.py rule 17, as the next lease would).
 """
 
 from __future__ import annotations
