@@ -7,17 +7,23 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
 
 from polecat.config import Config, FrontierConfig, ScopeConfig
-from polecat.frontier.host_table import HOST_COUNTS
+from polecat.frontier.controls import Controls
+from polecat.frontier.host_table import HOST_COUNTS, HostTable, parent_domains, quarantined
+from polecat.frontier.observe import Observation
+from polecat.frontier.politeness import HostState
 from polecat.frontier.records import Idle, Lease, Wait, decode_host
 from polecat.frontier.slices import slice_of
 from polecat.frontier.status import read_status
+from polecat.hosts import HostPatternMap, hostname
 from polecat.writes import Delete
 from tests.frontier_helpers import Rig, canon, done, politeness
 
@@ -35,8 +41,19 @@ def small(rig: Rig) -> Rig:
 
 
 def host(i: int) -> str:
-    """Every third host with a port (host_table rule 13 lists those by name)."""
-    return f"h{i}.count.test" + (":8080" if i % 3 == 0 else "")
+    """Every third host with a port (host_table rule 13 lists those by name); every fourth a level
+    deeper (rule 15 lists each under every parent domain)."""
+    return f"h{i}." + ("sub." if i % 4 == 1 else "") + "count.test" + (":8080" if i % 3 == 0 else "")
+
+
+DOMAIN_PATTERNS = ("*.count.test", "*.sub.count.test", "*.h1.sub.count.test", "*.h2.count.test", "*.test")
+"""``*.`` patterns of the hosts of :func:`host`: by their index (rule 15), and one label (a walk)."""
+
+
+def walked(table: HostTable, pattern: str) -> list[str]:
+    """The hosts in memory ``pattern`` matches, by a pass over memory (what rule 15 replaces)."""
+    matcher: HostPatternMap[bool] = HostPatternMap([(pattern, True)])
+    return sorted(h for h in table.hosts if h in matcher)
 
 
 def recount(rig: Rig) -> dict[str, int]:
@@ -61,6 +78,35 @@ def check(rig: Rig) -> None:
     assert counted["queued"] == rig.db.count("queue")
     listed = sorted(key for keys in table.ported.values() for key in keys)
     assert listed == sorted(h for h in table.hosts if ":" in h)  # rule 13
+    under: dict[str, set[str]] = {}
+    for h in table.hosts:
+        for parent in parent_domains(hostname(h)):
+            under.setdefault(parent, set()).add(h)
+    assert {d: {keys} if isinstance(keys, str) else keys for d, keys in table.parents.items()} == under
+    assert table.quarantined == sum(map(quarantined, table.hosts.values()))  # rule 16
+    for pattern in DOMAIN_PATTERNS:  # rule 15
+        assert sorted(rig.raw._controls._matching(pattern)) == walked(table, pattern)
+
+
+def check_gauges(rig: Rig, now: float) -> None:
+    """The state gauges of rules 16-17 equal a pass over the hosts in memory at ``now`` (what they
+    replace)."""
+    table = rig.raw._table
+    s = rig.raw.stats(now)
+    ready = backoff = 0
+    waiting: list[float] = []
+    for h, at in table.scheduled.items():
+        st = table.hosts[h]
+        if st.parked:
+            continue
+        if at <= now:
+            ready += 1
+        else:
+            waiting.append(at)
+            backoff += bool(st.failures or st.strikes)
+    assert (s.hosts_ready, s.hosts_backoff, s.next_ready_at) == (ready, backoff, min(waiting, default=0.0))
+    assert s.hosts_waiting == len(table.scheduled) - ready + table.cold_rows
+    assert rig.raw.quarantined_hosts() == sum(map(quarantined, table.hosts.values()))
 
 
 def lease_one(rig: Rig, now: float, how: str) -> float:
@@ -85,8 +131,11 @@ STEP = hs.one_of(
     hs.tuples(hs.just("add"), hs.integers(0, HOSTS - 1), hs.integers(0, 3)),
     hs.tuples(hs.just("lease"), hs.sampled_from(["ok", "ok", "fail", "park"]), hs.integers(1, 8)),
     hs.tuples(hs.just("block"), hs.integers(0, HOSTS - 1)),
+    hs.tuples(hs.just("block"), hs.sampled_from(DOMAIN_PATTERNS[1:4])),
     hs.tuples(hs.just("hand"), hs.integers(0, HOSTS - 1)),
     hs.tuples(hs.just("commit")),
+    hs.tuples(hs.just("throttle"), hs.sampled_from(DOMAIN_PATTERNS[:4])),
+    hs.tuples(hs.just("wait"), hs.floats(0.0, 30.0)),
     hs.tuples(hs.just("crash")),
 )
 
@@ -107,6 +156,8 @@ def test_counters_equal_a_recount_after_any_sequence(steps: list[tuple[object, .
         elif kind == "lease":
             for _ in range(int(step[2])):  # type: ignore[call-overload]
                 now = lease_one(rig, now, str(step[1]))
+        elif kind == "block" and isinstance(step[1], str):  # a domain (rule 15)
+            rig.frontier.block(step[1])
         elif kind == "block":  # by its name: a host with a port too
             rig.frontier.block(host(int(step[1])).partition(":")[0])  # type: ignore[call-overload]
         elif kind == "hand":  # the slice goes to the other member and comes back, its counts with it
@@ -121,11 +172,16 @@ def test_counters_equal_a_recount_after_any_sequence(steps: list[tuple[object, .
             check(other)
         elif kind == "commit":
             check(rig)
+        elif kind == "throttle":
+            rig.frontier.throttle_now(step[1], 0.5, now)
+        elif kind == "wait":
+            now += float(step[1])  # type: ignore[arg-type]
         else:
             rig.frontier.commit()
             rig.crash()
             rig.reopen(now)
             small(rig)
+        check_gauges(rig, now)
     check(rig)
     rig.crash()
     rig.reopen(now)  # the counters come back from meta as the last commit wrote them
@@ -183,3 +239,73 @@ def test_status_of_a_running_node_reads_its_write_ahead_log(tmp_path: Path) -> N
     assert counted["fetched"] > 0 and commits == rig.db.seq
     assert seen == 3 * HOSTS
     assert outcomes == json.loads(rig.db.get("meta", b"done") or b"{}")
+
+
+class CountingHosts(dict[str, HostState]):
+    """:attr:`HostTable.hosts` that counts passes over it and records read by key."""
+
+    passes = 0
+    reads = 0
+
+    def __iter__(self) -> Iterator[str]:
+        self.passes += 1
+        return super().__iter__()
+
+    def items(self) -> Any:
+        self.passes += 1
+        return super().items()
+
+    def values(self) -> Any:
+        self.passes += 1
+        return super().values()
+
+    def __getitem__(self, host: str) -> HostState:
+        self.reads += 1
+        return super().__getitem__(host)
+
+
+def test_a_domain_control_reads_only_the_hosts_it_matches() -> None:
+    """Rule 15: a ``*.`` block or throttle over 2,000 hosts in memory reads the 20 it matches, with no pass
+    over memory; ``*.test`` (one label) is the one that walks."""
+    rig = Rig(Path("/nonexistent"), cfg=replace(CFG, frontier=FrontierConfig(working_hosts=10_000)),
+              backend="memory")
+    for start in range(0, 2_000, 500):  # a page's links are capped: four pages of them
+        rig.frontier.add_many([canon(f"http://h{i}.d{i % 100}.test/") for i in range(start, start + 500)],
+                              1, 0.5, 1_000.0)
+    table = rig.raw._table
+    assert len(table.hosts) == 2_000
+    counting = CountingHosts(table.hosts)
+    table.hosts = counting  # the test's own table: no other part reads it from here
+    controls = Controls(table)
+    controls.throttle_now("*.d7.test", 0.5, 1_001.0)
+    assert (counting.passes, counting.reads) == (0, 20)
+    dropped = controls.block("*.d8.test")
+    assert dropped.value == 20 and (counting.passes, counting.reads) == (0, 40)
+    controls.block("*.test")
+    assert counting.passes == 1
+
+
+def test_a_scrape_reads_no_host() -> None:
+    """Rules 16-17: the stats and the host gauges of ``/metrics`` (ready, waiting, backing off,
+    quarantined, known, with a queue) over 2,000 hosts in memory read counters and one heap head."""
+    rig = Rig(Path("/nonexistent"), cfg=replace(CFG, frontier=FrontierConfig(working_hosts=10_000)),
+              backend="memory")
+    now = 1_000.0
+    rig.frontier.add_many([canon(f"http://failing{i}.test/p{k}") for i in range(10) for k in range(3)],
+                          1, 0.5, now)
+    for _ in range(25):  # their robots.txt, then their pages fail
+        now = lease_one(rig, now, "fail")
+    for start in range(0, 1_990, 398):
+        rig.frontier.add_many([canon(f"http://h{i}.d{i % 100}.test/") for i in range(start, start + 398)],
+                              1, 0.5, now)
+    table = rig.raw._table
+    counting = CountingHosts(table.hosts)
+    table.hosts = counting  # the test's own table: no other part reads it from here
+    observe = Observation(table, rig.raw._intake)
+    s = observe.stats(now)
+    known, with_queue = observe.host_counts()
+    quarantine = observe.quarantined_hosts()
+    assert (counting.passes, counting.reads) == (0, 0)
+    assert (known, with_queue) == (2_000, 2_000) and quarantine >= s.hosts_backoff > 0
+    assert s.hosts_ready + s.hosts_waiting == 2_000
+    check_gauges(rig, now)

@@ -93,11 +93,12 @@ class Controls:
 
     def _matching(self, pattern: str) -> list[str]:
         """The hosts in memory that ``pattern`` matches: those of one host name found by name
-        (host_table.py rule 13), those of a ``*.`` pattern by a pass over memory."""
+        (host_table.py rule 13), those of a ``*.`` pattern by its domain (rule 15; a domain of one label
+        by a pass over memory)."""
         matcher: HostPatternMap[bool] = HostPatternMap([(pattern, True)])
         p = pattern.strip().lower()
-        hosts = self._table.named(p) if not p.startswith("*.") else self._hosts
-        return [host for host in hosts if host in matcher]
+        hosts = self._table.named(p) if not p.startswith("*.") else self._table.under(p[2:])
+        return [host for host in (self._hosts if hosts is None else hosts) if host in matcher]
 
     def throttle_now(self, pattern: str, rate: float, now: float) -> list[Write]:
         """:meth:`set_throttle` for a running crawl: hosts it matches that wait for their next request

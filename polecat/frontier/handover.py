@@ -18,7 +18,7 @@ from polecat.dedup.seen import SeenSet
 from polecat.errors import FrontierError
 from polecat.frontier.bundle import BundleError, Fence, SliceBundle
 from polecat.frontier.handover_ranges import CommittedSnapshot, export_ranges
-from polecat.frontier.host_table import HostTable
+from polecat.frontier.host_table import HostTable, quarantined
 from polecat.frontier.intake import Intake
 from polecat.frontier.keys import host_of_row, parse_wire_queue_key, queue_key_at, queue_prefix, url_key
 from polecat.frontier.politeness import HostState, wait_one_interval
@@ -70,11 +70,11 @@ class SliceHandover:
             if s in fenced:
                 if s in newly:
                     counts[s] += st.queued
-                table.scheduled.pop(host, None)
+                table.unschedule(host)
                 continue
             if wait_from is not None and s in was:
                 wait_one_interval(table.pol, table.rate(host), st, max(now, wait_from))
-                table.scheduled.pop(host, None)  # due at its new next-allowed time
+                table.unschedule(host)  # due at its new next-allowed time
             table.wake(host, st, max(st.next_allowed, now))
         for s in newly:  # the records out of memory (host_table rules 6, 9): read by slice, not all hosts
             for key, raw in self._db.items("hosts", slice_prefix(s)):
@@ -204,10 +204,12 @@ class SliceHandover:
         table = self._table
         st = table.state(host)
         if got is not None:
+            was = quarantined(st)
             st.next_allowed = max(st.next_allowed, got.next_allowed)
             st.rate_factor = min(st.rate_factor, got.rate_factor)
             st.crawl_delay = max(st.crawl_delay, got.crawl_delay)
             st.failures = max(st.failures, got.failures)
+            table.health(st, was)  # host_table rule 16
             table.count_fetched(st, got.fetched)
             st.ip = st.ip or got.ip
         wait_one_interval(table.pol, table.rate(host), st, now)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 
-from polecat.frontier.host_table import HostTable
+from polecat.frontier.host_table import HostTable, quarantined
 from polecat.frontier.politeness import HOLD_RETRY, ROBOTS_HOP_MAX_WAIT, Attempt, after_attempt
 from polecat.frontier.records import Lease, Refused, Wait
 
@@ -53,7 +53,9 @@ class RobotsHops:
         """Apply the politeness rules to an extra request to ``host``: frees a host borrowed with
         :meth:`hold`; for a leased host (a same-host redirect hop) only spaces its next request."""
         table, st = self._table, self._hosts[host]
+        was = quarantined(st)
         after_attempt(table.pol, table.rate(host), st, attempt, self._rng)
+        table.health(st, was)  # host_table rule 16
         table.save(host)
         if host not in table.leases:
             st.in_flight = False

@@ -13,8 +13,8 @@ Rules:
 3. A host of a fenced slice is never scheduled (:meth:`schedule`): it is not leased here.
 4. Queue bookkeeping follows the frontier's invariant (polecat/frontier/frontier.py): :meth:`enqueue`
    counts a URL in its host's ``queued`` with its queue write; :meth:`finish_writes` moves it to done.
-5. Its containers (:attr:`hosts`, :attr:`scheduled`, :attr:`leases`, :attr:`parked`, the pattern maps)
-   are never replaced, so a part may keep a reference to one.
+5. Its containers (:attr:`hosts`, :attr:`scheduled`, :attr:`leases`, :attr:`parked`, the pattern maps,
+   rule 17's sets and heap) are never replaced, so a part may keep a reference to one.
 6. A bounded working set: :attr:`hosts` holds the records of the hosts in rotation; the others live in
    the ``hosts`` table only. At a commit, past ``frontier.working_hosts`` records, the table writes and
    drops the records that will be leased last (no URL queued first, then the latest due) down to three
@@ -68,6 +68,24 @@ Rules:
    counter for every slice, kept in ``meta`` with each commit beside ``qseq``, so a number is never
    given twice, even to a host whose slice left and came back). The upgrade from schema 4 numbers the
    hosts in key order (polecat/frontier/migrate.py).
+15. Each host key in memory is listed under every parent domain of its name of two labels or more
+   (:attr:`parents`: ``a.b.example.com`` under ``b.example.com`` and ``example.com``), kept as records
+   enter and leave memory with rule 13's list: a ``*.`` control (polecat/frontier/controls.py) finds the
+   records in memory it matches by :meth:`under`, in O(hosts matching), not by a pass over memory. A
+   pattern of one label (``*.com``) is the exception: its hosts are not listed (each name would be, once
+   more), and it walks memory.
+16. :attr:`HostTable.quarantined` counts the hosts in memory backing off after failures, not parked
+   (:func:`quarantined`), kept as records enter and leave memory and at each change of a record's
+   failures or parked flag (:meth:`HostTable.health`: politeness's rules change them after an attempt,
+   polecat/frontier/leasing.py and hops.py, and a hand-over merges them, handover.py): ``/metrics``
+   reads one number, not every host in memory.
+17. The scheduled hosts (:attr:`HostTable.scheduled`, not parked) are counted ready (due) or waiting, and
+   the waiting ones backing off after a failure or strike, as they change: each is scheduled and
+   unscheduled through :meth:`HostTable.schedule` and :meth:`HostTable.unschedule`, and :meth:`advance`
+   moves the hosts that fell due since it last ran from waiting to ready, in time order (their own heap,
+   :attr:`HostTable.due_heap`; a lease and a scrape advance it). ``/metrics`` and the stats read counts
+   and one heap head (the next waiting host's time), no host record. Ready counts the hosts due at the
+   latest time advanced to.
 """
 
 from __future__ import annotations
@@ -123,6 +141,24 @@ COLD_RETRY = 0.05
 """Seconds before a lease asks again when ``ready`` rows are due but memory is full (rule 7)."""
 
 
+def quarantined(st: HostState) -> bool:
+    """Whether the host of ``st`` backs off after failures and is not parked (rule 16)."""
+    return st.failures > 0 and not st.parked
+
+
+def parent_domains(name: str) -> list[str]:
+    """The parent domains of ``name`` of two labels or more, nearest first (rule 15)."""
+    out: list[str] = []
+    dot = name.find(".")
+    while dot >= 0:
+        name = name[dot + 1:]
+        dot = name.find(".")
+        if dot < 0:
+            return out
+        out.append(name)
+    return out
+
+
 class HostTable:
     """Host records, the ready heap, leases and queue counts (see the module docstring)."""
 
@@ -137,7 +173,16 @@ class HostTable:
         self.hosts: dict[str, HostState] = {}
         self.heap: list[tuple[float, str]] = []
         self.scheduled: dict[str, float] = {}
-        """When each host in the ready heap is due (rule 2)."""
+        """When each host in the ready heap is due (rule 2); changed through :meth:`schedule` and
+        :meth:`unschedule` only (rule 17)."""
+        self.due: set[str] = set()
+        """The scheduled hosts, not parked, due at the time :meth:`advance` last ran (rule 17)."""
+        self.backing_off: set[str] = set()
+        """The scheduled hosts, not parked and not yet due, with failures or strikes (rule 17)."""
+        self.due_heap: list[tuple[float, str]] = []
+        """``(at, host)`` of the scheduled hosts not yet in :attr:`due` (stale ones too, as rule 2 says)."""
+        self.advanced_to = -math.inf
+        """The latest time :meth:`advance` ran at (rule 17)."""
         self.leases: dict[str, Lease] = {}
         """The lease in flight of each host that has one."""
         self.finishing: dict[str, set[bytes]] = {}
@@ -190,6 +235,11 @@ class HostTable:
         """``ready`` rows, about (rows found stale are counted until read)."""
         self.ported: dict[str, list[str]] = {}
         """The host keys in memory with a port, by host name (rule 13)."""
+        self.parents: dict[str, str | set[str]] = {}
+        """The host keys in memory by parent domain of their name (rule 15): one key as itself, more as a
+        set (most domains have one host in memory: a set each would cost ~200 B a host)."""
+        self.quarantined = 0
+        """Hosts in memory backing off after failures, not parked (rule 16)."""
         self.warm: dict[str, float] = {}
         """When the last request of each host in memory ended (leasing.py rule 6)."""
         self.warm_heap: list[tuple[float, str]] = []
@@ -260,27 +310,54 @@ class HostTable:
             wait_one_interval(self.pol, rate, st, since)
         st.parked = host in self.parked
         self.hosts[host] = st
-        self._list_port(host)
+        self.quarantined += quarantined(st)
+        self._list(host)
         self._arrived.add(host)
         self.wake(host, st, st.next_allowed)
         return st
 
-    def _list_port(self, host: str) -> None:
+    def _list(self, host: str) -> None:
         name = hostname(host)
         if name != host:  # rule 13
             self.ported.setdefault(name, []).append(host)
+        parents = self.parents
+        for parent in parent_domains(name):  # rule 15
+            had = parents.get(parent)
+            if had is None:
+                parents[parent] = host
+            elif isinstance(had, str):
+                parents[parent] = {had, host}
+            else:
+                had.add(host)
 
-    def _unlist_port(self, host: str) -> None:
+    def _unlist(self, host: str) -> None:
         name = hostname(host)
         if name != host:
             keys = self.ported[name]
             keys.remove(host)
             if not keys:
                 del self.ported[name]
+        parents = self.parents
+        for parent in parent_domains(name):
+            had = parents[parent]
+            if isinstance(had, str):
+                del parents[parent]
+            else:
+                had.discard(host)
+                if len(had) == 1:
+                    parents[parent] = had.pop()
 
     def named(self, name: str) -> list[str]:
         """The host keys in memory of the host ``name`` (``name`` itself, and with any port: rule 13)."""
         return ([name] if name in self.hosts else []) + self.ported.get(name, [])
+
+    def under(self, domain: str) -> list[str] | None:
+        """The host keys in memory of ``domain`` and its subdomains (rule 15), None: ``domain`` has one
+        label, whose hosts are not listed (the caller walks memory)."""
+        if "." not in domain:
+            return None
+        below = self.parents.get(domain)
+        return self.named(domain) + ([below] if isinstance(below, str) else list(below or ()))
 
     def peek(self, host: str) -> HostState | None:
         """The record of ``host`` (None: unknown), read from the table when it is not in memory, without
@@ -292,6 +369,11 @@ class HostTable:
                 st = decode_host(raw)
         return st
 
+
+    def health(self, st: HostState, was: bool) -> None:
+        """The failures or parked flag of ``st``, in memory, changed; :func:`quarantined` answered
+        ``was`` before (rule 16)."""
+        self.quarantined += quarantined(st) - was
 
     def rate(self, host: str) -> float:
         """The configured request rate of ``host`` (its throttle, else the default), before AIMD."""
@@ -311,7 +393,7 @@ class HostTable:
             return st
         if peeked is None:
             st = self.hosts[host] = HostState(num=self.new_num())
-            self._list_port(host)
+            self._list(host)
             self.known_hosts += 1
             self._arrived.add(host)
             return st
@@ -388,7 +470,7 @@ class HostTable:
             if key not in busy:
                 out += self.finish_writes(host, st, key, UrlRecord(url, "skipped", "blocked"))
                 dropped += 1
-        self.scheduled.pop(host, None)
+        self.unschedule(host)
         self.dropped_blocked += dropped
         return dropped
 
@@ -396,10 +478,51 @@ class HostTable:
         """Put ``host`` in the ready heap, due at ``at`` (rules 2 and 3)."""
         if self.fenced and slice_of(host) in self.fenced:
             return
-        self.scheduled[host] = at
+        scheduled = self.scheduled
+        if host in scheduled:  # unschedule() inline: this runs for every lease
+            self.due.discard(host)
+            self.backing_off.discard(host)
+        scheduled[host] = at
         heapq.heappush(self.heap, (at, host))
         if host in self.warm:
             heapq.heappush(self.warm_heap, (at, host))
+        if host in self.parked:  # rule 17
+            return
+        if at <= self.advanced_to:
+            self.due.add(host)
+        else:
+            heapq.heappush(self.due_heap, (at, host))
+            st = self.hosts.get(host)
+            if st is not None and (st.failures or st.strikes):
+                self.backing_off.add(host)
+
+    def unschedule(self, host: str) -> float | None:
+        """Take ``host`` out of the ready heap (its entries there are stale: rule 2); answers when it was
+        due (None: it was not scheduled). Rule 17 counts it no more."""
+        at = self.scheduled.pop(host, None)
+        if at is not None:
+            self.due.discard(host)
+            self.backing_off.discard(host)
+        return at
+
+    def advance(self, now: float) -> None:
+        """Count the scheduled hosts due by ``now`` ready (rule 17)."""
+        if now <= self.advanced_to:
+            return
+        self.advanced_to = now
+        heap, scheduled, due, parked = self.due_heap, self.scheduled, self.due, self.parked
+        while heap and heap[0][0] <= now:
+            at, host = heapq.heappop(heap)
+            if scheduled.get(host) == at and host not in parked:
+                due.add(host)
+                self.backing_off.discard(host)
+
+    def next_waiting(self) -> float | None:
+        """When the first scheduled host not yet due is (rule 17; None: none waits)."""
+        heap, scheduled = self.due_heap, self.scheduled
+        while heap and (scheduled.get(heap[0][1]) != heap[0][0] or heap[0][1] in self.due):
+            heapq.heappop(heap)
+        return heap[0][0] if heap else None
 
     def wake(self, host: str, st: HostState, at: float) -> None:
         """Schedule ``host`` at ``at`` if it has URLs queued, besides those released (leasing.py rule 7),
@@ -451,10 +574,11 @@ class HostTable:
                            or host in self.finishing or (fenced and slice_of(host) in fenced)))
         for _, _, host in heapq.nlargest(len(hosts) - keep, movable):
             st = hosts.pop(host)
-            self._unlist_port(host)
+            self._unlist(host)
+            self.quarantined -= quarantined(st)
             self.warm.pop(host, None)
             # Filed at its turn in the heap (never before its next-allowed time): the order it had here.
-            st.next_allowed = max(st.next_allowed, scheduled.pop(host, 0.0))
+            st.next_allowed = max(st.next_allowed, self.unschedule(host) or 0.0)
             out.append(Put("hosts", host_row(host), encode_host(st)))
             reason = parked.pop(host, None)
             if reason is not None:
@@ -471,6 +595,9 @@ class HostTable:
         # The heap's entries of the hosts dropped are stale (rule 2): rebuilt rather than left to grow.
         self.heap[:] = [(at, host) for host, at in scheduled.items()]
         heapq.heapify(self.heap)
+        self.due_heap[:] = [(at, host) for host, at in scheduled.items()
+                            if host not in self.due and host not in parked]
+        heapq.heapify(self.due_heap)
         self.warm_heap[:] = [(at, host) for host, at in scheduled.items() if host in self.warm]
         heapq.heapify(self.warm_heap)
 
@@ -504,10 +631,11 @@ class HostTable:
         """Drop ``hosts`` from memory (their slices were released: their records go with them)."""
         for host in hosts:
             st = self.hosts.pop(host)
-            self._unlist_port(host)
+            self._unlist(host)
+            self.quarantined -= quarantined(st)
             self.count_queued(host, st, -st.queued)
             self.fetched -= st.fetched
-            self.scheduled.pop(host, None)
+            self.unschedule(host)
             self._dirty.discard(host)
             self.warm.pop(host, None)
             self.known_hosts -= 1

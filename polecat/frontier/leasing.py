@@ -36,7 +36,7 @@ from itertools import islice
 
 from polecat.config import PolitenessConfig
 from polecat.frontier.budgets import PageBudget
-from polecat.frontier.host_table import HostTable
+from polecat.frontier.host_table import HostTable, quarantined
 from polecat.frontier.ipkeys import IpKeys
 from polecat.frontier.keys import queue_key, queue_prefix, url_key_at
 from polecat.frontier.politeness import HostState, after_attempt, gave_up, interval, wait_one_interval
@@ -76,6 +76,7 @@ class Leasing:
         retire the robots-disallowed URLs it skipped on the way. ``prefer_warm``: descriptors run short
         (rule 6)."""
         table = self._table
+        table.advance(now)  # its heap popped as time passes (host_table.py rule 17)
         heap, scheduled, schedule = table.heap, self._scheduled, table.schedule
         out: list[Write] = []
         refilled = False
@@ -100,7 +101,7 @@ class Leasing:
                 heapq.heappop(heap)
             else:  # its entry in the heap is stale from here on (host_table.py rule 2)
                 at, host = warm
-            del scheduled[host]
+            table.unschedule(host)
             st = self._hosts[host]
             if st.parked or st.in_flight or st.queued <= table.releasing(host):  # rule 7
                 continue
@@ -290,9 +291,11 @@ class Leasing:
             if isinstance(decision, Ready):
                 st.crawl_delay = decision.rules.crawl_delay or 0.0
         rate = self._table.rate(host)
+        was = quarantined(st)
         after_attempt(self._pol, rate, st, result.attempt, self._rng)
         if result.park:
             st.parked = True
+        self._table.health(st, was)  # host_table rule 16
         parked = self._table.parked
         if st.parked and host not in parked:
             parked[host] = result.park or _park_reason(self._pol, st, result)

@@ -1,12 +1,12 @@
 """Reading a frontier: host states, parked hosts, the longest queues, queue bands and the stats record.
 
-Nothing here changes the frontier (the queue bands' count, once made, is kept by the host table).
+Nothing here changes the frontier (the queue bands' count, once made, is kept by the host table; the stats
+move the hosts due by then to ready, host_table.py rule 17, as the next lease would).
 """
 
 from __future__ import annotations
 
 import heapq
-import math
 from collections import Counter
 
 from polecat.frontier.host_table import HostTable
@@ -55,22 +55,17 @@ class Observation:
         return self._table.known_hosts, self._table.with_queue
 
     def quarantined_hosts(self) -> int:
-        """Hosts in memory backing off after failures (not parked)."""
-        return sum(1 for st in self._hosts.values() if st.failures > 0 and not st.parked)
+        """Hosts in memory backing off after failures (not parked), from the table's counter (host_table.py
+        rule 16)."""
+        return self._table.quarantined
 
     def stats(self, now: float) -> FrontierStats:
+        """The frontier's figures at ``now``, from the table's counters (host_table.py rules 12, 16, 17):
+        no pass over the hosts."""
         table = self._table
-        ready = backoff = 0
-        next_at = math.inf
-        for h, at in table.scheduled.items():
-            st = self._hosts[h]
-            if st.parked:
-                continue
-            if at <= now:
-                ready += 1
-            else:
-                next_at = min(next_at, at)
-                backoff += bool(st.failures or st.strikes)
+        table.advance(now)
+        ready = len(table.due)
+        next_at = table.next_waiting()
         return FrontierStats(
             hosts=table.known_hosts, hosts_ready=ready,
             hosts_waiting=len(table.scheduled) - ready + table.cold_rows,
@@ -79,6 +74,6 @@ class Observation:
             accepted=table.accepted, seen=self._intake.seen_again,
             rejected=tuple(sorted(self._intake.rejected.items())), done=tuple(sorted(table.done.items())),
             dropped_blocked=table.dropped_blocked,
-            done_total=tuple(sorted(table.done_total.items())), hosts_backoff=backoff,
-            next_ready_at=next_at if next_at != math.inf else 0.0,
+            done_total=tuple(sorted(table.done_total.items())), hosts_backoff=len(table.backing_off),
+            next_ready_at=next_at if next_at is not None else 0.0,
         )
