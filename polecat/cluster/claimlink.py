@@ -174,7 +174,7 @@ class ContentClaims:
         """Hash -> pages of that body held here for claims or a deposit (:meth:`_holds`)."""
         self._near_keep = near
         book = NearBook(book_capacity, wait / 2, near_distance, settle=max(wait * SETTLE, 2 * tick),
-                        early=True, keep=lambda band: owner_of(band) == self_id)
+                        keep=lambda band: owner_of(band) == self_id)
         self.near = None if near == "full" else NearQueue(self_id, owner_of, book, wait=wait)
         self._tell_alone()
         self._near_held: dict[int, tuple[FetchRecord, bytes, asyncio.Future[None]]] = {}

@@ -60,15 +60,14 @@ near-duplicate index up (polecat/node/pipeline.py):
    it *settled* (``settle`` seconds after its arrival; an earlier near copy that arrives meanwhile, e.g.
    from a member whose claims travel while this member's own were decided at once, makes it that one's
    copy instead, and takes its place as the base); a match is answered "near copy of (hash, URL, time,
-   holder)" only once its claimer reported it stored in full and durable (the rule 7 report), and waits
-   until then; with ``early`` (deposits, rule 12) a near copy is answered at once, its deposit being
-   what waits for the base. Only an earlier fetch is an original (but rule 14), so two owners
-   that saw two pages in opposite orders never make each the copy of the other (and neither stored in
-   full). A base its claimer did not store in full (it was an exact copy) is *withdrawn*, and
-   a copy that waited ``hold`` seconds drops its base (a dead or slow claimer): the copies waiting on it
-   are decided again. The book keeps at most ``capacity`` bases, the oldest dropped, and at most
-   :data:`BAND_BASES` under one band key (the oldest base of that band dropped: bases that share a band
-   without being near each other are rare, a band crowded by them costs its owner a scan per claim).
+   holder)" at once, its deposit (rule 12) being what waits for the base's fate at its holder. Only an
+   earlier fetch is an original (but rule 14), so two owners that saw two pages in opposite orders never
+   make each the copy of the other (and neither stored in full). A base its claimer did not store in
+   full (it was an exact copy) is *withdrawn*, and a copy waiting on it (rule 14) that waited ``hold``
+   seconds drops it (a dead or slow claimer): the copies waiting on it are decided again. The book
+   keeps at most ``capacity`` bases, the oldest dropped, and at most :data:`BAND_BASES` under one band
+   key (the oldest base of that band dropped: bases that share a band without being near each other are
+   rare, a band crowded by them costs its owner a scan per claim).
 11. The claimer's :class:`NearQueue` holds a page until each owner answered (an owner that refused the
     claim, e.g. a release without near claims, counts as "none", and the page with no match then goes
     on to its exact claim), at most ``wait`` seconds; the closest match of the answers wins (sketch
@@ -86,7 +85,7 @@ near-duplicate index up (polecat/node/pipeline.py):
     store (a deposit whose base is a page the holder still holds for its own claims waits for that page:
     stored in full, the deposit is stored; not, it is refused), and acknowledges it after the store
     flush that made both durable, so the claimer completes the lease only then (which is why rule 10
-    answers such a copy early). A deposit refused (its base was not stored in full after all: an early
+    answers a copy at once). A deposit refused (its base was not stored in full after all: an early
     answer named a page that became a copy itself) is claimed again, once, by its fingerprint: the
     withdrawn base gone, it meets that page's own original. A deposit refused again, too big for one
     frame, or unacknowledged within ``wait`` is stored in full by the claimer (marked, rule 5, when
@@ -104,21 +103,19 @@ near-duplicate index up (polecat/node/pipeline.py):
     stored in full: a missed collapse).
 14. A near claim with no earlier base (rule 10) but a later one near it already answered "none" (its
     settle passed before this claim arrived: claims of a loaded member travel longer than the settle) is
-    not a base: its later match may be stored in full already. It waits for that base as a copy waits
-    (rule 10: stored in full and durable, it is answered a near copy of that later fetch; withdrawn or
-    silent past ``hold``, decided again). With ``early`` only (a member's book always is: "delta" and
-    "drop" both deposit, rule 12): without deposits a copy waits for its earlier base, so two pages could
-    wait on each other (this one here for the later, the later at another owner for this one) until
-    ``hold``; there two near copies whose claims arrive further apart than the settle may both be stored
-    in full. A base answered "none" that an earlier
-    claim turns into a copy while still settling, or afterwards by a withdrawal, is decided again the same
-    way, so at one owner two near copies are never both "none". The claimer takes a later match over an
-    earlier one (rule 11's order): only a base stored in full is one.
+    not a base: its later match may be stored in full already. It waits for that base: stored in full
+    and durable (the rule 7 report), it is answered a near copy of that later fetch; withdrawn or silent
+    past ``hold``, decided again (rule 10). No wait the other way closes a cycle: a copy of an earlier
+    base is answered at once (rule 10; "delta" and "drop" both deposit, rule 12), so two pages never wait
+    on each other (this one here for the later, the later at another owner for this one). A base
+    answered "none" that an earlier claim turns into a copy while still settling, or afterwards by a
+    withdrawal, is decided again the same way, so at one owner two near copies are never both "none".
+    The claimer takes a later match over an earlier one (rule 11's order): only a base stored in full is
+    one.
 15. An owner alone in the member list (:attr:`NearBook.alone`) answers a near claim with no match "none"
     at once, without rule 10's settle: no claim of another member can arrive to make it a copy. A member
     that joins meanwhile is rule 14's case (its claim of an earlier near copy meets this base as a later
-    one answered "none"); without ``early`` (a book made so, not a member's), both may be stored in full
-    (a missed collapse, as rule 14 says).
+    one answered "none").
 """
 
 from __future__ import annotations
@@ -549,10 +546,10 @@ def _order(c: NearClaim) -> tuple[float, str]:
 
 
 class NearBook:
-    """The owner's bases of its band keys and the copies waiting on them (rule 10)."""
+    """The owner's bases of its band keys and the earlier copies waiting on them (rules 10 and 14)."""
 
     def __init__(self, capacity: int, hold: float, max_distance: int, settle: float = 0.0,
-                 early: bool = False, keep: Callable[[int], bool] | None = None) -> None:
+                 keep: Callable[[int], bool] | None = None) -> None:
         self._capacity = capacity
         self._keep = keep
         """The band slices whose bases are kept (rule 13): this member's; None keeps none."""
@@ -561,7 +558,6 @@ class NearBook:
         """Answers of bases a load dropped (its bounds), given with the next settled ones."""
         self.unreadable = 0
         """Kept rows that did not decode (rule 13): skipped, logged by the runner."""
-        self._early = early
         self._hold = hold
         self._settle = settle
         self.alone = False
@@ -576,7 +572,8 @@ class NearBook:
         """Claims answered as near copies."""
 
     def decide(self, claimer: str, claims: Iterable[NearClaim], now: float) -> NearRouted:
-        """Answer ``claimer``'s near claims in order (rule 10); a copy of a base not yet durable waits."""
+        """Answer ``claimer``'s near claims in order (rule 10); an earlier copy of a later base not yet
+        durable waits (rule 14)."""
         out: NearRouted = []
         for c in claims:
             self._decide(claimer, c, now, out)
@@ -589,7 +586,7 @@ class NearBook:
             return
         # The same body from the same claimer is a copy of that base, whichever was fetched first.
         found = (same, (0, 0)) if same is not None else self._closest(c)
-        later = self._closest(c, later=True) if found is None and self._early else None
+        later = self._closest(c, later=True) if found is None else None
         if later is not None and not later[0].durable:  # it may be stored in full: wait for it (rule 14)
             self._copies.setdefault((later[0].claimer, later[0].claim.digest), []).append((claimer, c, now))
         elif later is not None:  # stored in full: this earlier fetch is its copy (rule 14)
@@ -602,11 +599,9 @@ class NearBook:
                 self._unsettle(c, now, out)
             else:
                 out.append((claimer, NearAnswer(c.seq, None)))
-        elif found[0].durable or self._early:
+        else:  # answered at once: its deposit is what waits for the base (rule 12)
             self.copies += 1
             out.append((claimer, NearAnswer(c.seq, _original(*found))))
-        else:
-            self._copies.setdefault((found[0].claimer, found[0].claim.digest), []).append((claimer, c, now))
 
     def _unsettle(self, c: NearClaim, now: float, out: NearRouted) -> None:
         """Settling bases fetched after ``c`` and near it become its copies (rule 10)."""
@@ -773,7 +768,8 @@ class NearBook:
             self._decide(who, c, now, out)
 
     def waiting(self) -> int:
-        """Claims not answered yet: copies waiting for their base to be durable, bases settling."""
+        """Claims not answered yet: earlier copies waiting for their later base to be durable (rule 14),
+        bases settling."""
         return sum(map(len, self._copies.values())) + len(self._settling)
 
     def __len__(self) -> int:
