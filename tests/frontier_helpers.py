@@ -84,7 +84,8 @@ class Rig:
             self.seen = SeenSet.rebuild((key for key, _ in self.db.items("seen")), self.db.count("seen"),
                                         10_000, 0.01)
         else:
-            self.db = FrontierDB(self.path / "frontier", map_size=1 << 28, params=self.params)
+            self.db = FrontierDB(self.path / "frontier", map_size=1 << 28, params=self.params,
+                                 log_bytes=int(self.cfg.frontier.log_mb * 2**20))  # as the opener sets it
             self.seen = SeenSet.restore(self.db.seen_keys, self.db.count("seen"), self.path / "seen.bloom",
                                         self.db.seq, 10_000, 0.01)
         self.robots = RobotsPolicy(self.cfg.robots, self.cfg.fetch.user_agent)

@@ -32,8 +32,8 @@ dirtied, ~4 KB per queue or host row changed):
 6. A commit (:meth:`FrontierDB.start_commit`) appends the writes applied through :meth:`FrontierDB.apply`
    since the last one to the log, with the commit counter, and fsyncs it on the writer thread; the LMDB
    transaction stays open. Only an *LMDB commit* commits it: when the log has reached ``log_bytes``
-   (``frontier.log_mb``, 64 MiB by default; 0 makes every commit an LMDB commit and the log stays
-   empty), when asked (an open that creates or
+   (``frontier.log_mb``; 0, the default, makes every commit an LMDB commit and the log stays empty:
+   its costs are for a crawl that chose it, benchmarks/README.md), when asked (an open that creates or
    upgrades the schema), for a :meth:`FrontierDB.snapshot`, and at :meth:`FrontierDB.close` when nothing
    was applied since the last commit. An LMDB commit writes ``seq`` (the last commit it holds) and the
    seen runs' manifest into ``meta``, and the log is emptied once it is durable (wal.py rule 4). LMDB
@@ -148,8 +148,9 @@ TABLES = ("meta", "queue", "hosts", "seen", "urls", "near", "ops", "robots", "pr
 ROOM_CHECK_WRITES = 1_000
 """A batch of writes at least this long gets disk space reserved for it before it is applied (rule 11)."""
 
-LOG_BYTES = 64 * 2**20
-"""Log bytes after which a commit is also an LMDB commit (rule 6; the default of ``frontier.log_mb``)."""
+LOG_BYTES = 0
+"""Log bytes after which a commit is also an LMDB commit (rule 6; the default of ``frontier.log_mb``: 0,
+no log, every commit an LMDB commit)."""
 
 log = logging.getLogger("polecat")
 
