@@ -28,6 +28,9 @@ program embedding :class:`polecat.Crawler` keeps its own loop and collector):
 5. glibc's heap keeps the memory a page freed for the next page (polecat/heap.py rule 2,
    :func:`~polecat.heap.keep_freed_heap`): given back and faulted in again, it cost 2-32 page faults a
    page.
+6. A task that works through a backlog in one step of the loop (leases, held page completions) counts
+   its items in a :class:`StepBudget` and gives the loop a turn once the step has done its most or spent
+   its seconds on the node's clock (polecat/node/leases.py rule 6, commits.py rule 10).
 """
 
 from __future__ import annotations
@@ -196,6 +199,27 @@ class TimerFdAlarmClock:
         self.cancel()
         self._loop.remove_reader(self._fd)
         os.close(self._fd)
+
+
+class StepBudget:
+    """The items done in one step of the event loop and when it began (rule 6): at most ``most`` items
+    or ``seconds`` on ``clock`` a step."""
+
+    def __init__(self, clock: Clock, most: int, seconds: float) -> None:
+        self._clock = clock
+        self._most = most
+        self._seconds = seconds
+        self.began = clock.monotonic()
+        self.done = 0
+
+    def begin(self) -> None:
+        """The loop gave the other tasks a turn: a new step begins."""
+        self.began, self.done = self._clock.monotonic(), 0
+
+    def spent(self) -> bool:
+        """Count one item; whether the step has done its most or used its time."""
+        self.done += 1
+        return self.done >= self._most or self._clock.monotonic() - self.began >= self._seconds
 
 
 def alarm_clock(loop: asyncio.AbstractEventLoop, clock: Clock) -> AlarmClock:

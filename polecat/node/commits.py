@@ -82,6 +82,7 @@ from polecat.errors import PolecatError
 from polecat.frontier.db import NEAR_REBUILD, STORE_MARK, FrontierDB
 from polecat.frontier.frontier import Frontier
 from polecat.frontier.records import Completion, Lease
+from polecat.runloop import StepBudget
 from polecat.store.base import PageStore
 from polecat.writes import Delete, Put
 
@@ -323,25 +324,29 @@ class Commits:
             if not fut.done():
                 fut.set_exception(PolecatError("the crawl stopped before a commit held this change"))
 
+    def _complete_next(self) -> None:
+        """Complete the oldest held page completion."""
+        lease, completion = self._deferred.popleft()
+        self._db.apply(self._frontier.complete(lease, completion, self._clock.wall()))
+
     def _complete_deferred(self) -> None:
         """Complete every held page completion now (a commit on the loop; rule 10's steps may be midway)."""
-        deferred = self._deferred
-        if not deferred:
+        if not self._deferred:
             return
-        while deferred:
-            lease, completion = deferred.popleft()
-            self._db.apply(self._frontier.complete(lease, completion, self._clock.wall()))
+        while self._deferred:
+            self._complete_next()
         self._wake()
 
     async def _complete_deferred_in_steps(self) -> None:
-        """Rule 9. Those not completed yet stay in ``_deferred``, where a commit on the loop finds them."""
-        clock, deferred = self._clock, self._deferred
+        """Rule 10. Those not completed yet stay in ``_deferred``, where a commit on the loop finds them."""
+        deferred = self._deferred
+        step = StepBudget(self._clock, DEFERRED_STEP, DEFERRED_STEP_SECONDS)
         while deferred:
-            began, done = clock.monotonic(), 0
-            while deferred and done < DEFERRED_STEP and clock.monotonic() - began < DEFERRED_STEP_SECONDS:
-                lease, completion = deferred.popleft()
-                self._db.apply(self._frontier.complete(lease, completion, clock.wall()))
-                done += 1
+            step.begin()
+            while deferred:
+                self._complete_next()
+                if step.spent():
+                    break
             self._wake()
             if deferred:
                 await asyncio.sleep(0)

@@ -43,7 +43,7 @@ from polecat.node import verdict
 from polecat.node.commits import Commits
 from polecat.node.lease_runner import LeaseRunner
 from polecat.node.run_state import RunCounters, Waker
-from polecat.runloop import alarm_clock
+from polecat.runloop import StepBudget, alarm_clock
 
 if TYPE_CHECKING:
     from polecat.cluster.link import ClusterLink
@@ -92,7 +92,7 @@ class LeaseLoop:
         concurrency = self._cfg.fetch.concurrency
         counters, frontier, link, waker = self._counters, self._frontier, self._link, self._waker
         counters.ended = ""
-        step = _Step(self._clock)
+        step = StepBudget(self._clock, STEP_LEASES, STEP_BUDGET)
         try:
             while not self._stop.is_set():
                 if not self._commits.frontier_free.is_set():
@@ -198,24 +198,6 @@ class LeaseLoop:
             task.cancel()
         if self.tasks:
             await asyncio.gather(*self.tasks, return_exceptions=True)
-
-
-class _Step:
-    """The leases of one step of the event loop and when it began (rule 6)."""
-
-    def __init__(self, clock: Clock) -> None:
-        self._clock = clock
-        self.began = clock.monotonic()
-        self.leases = 0
-
-    def begin(self) -> None:
-        """The loop gave the other tasks a turn: a new step begins."""
-        self.began, self.leases = self._clock.monotonic(), 0
-
-    def spent(self) -> bool:
-        """Count one lease; whether the step has used its leases or its time."""
-        self.leases += 1
-        return self.leases >= STEP_LEASES or self._clock.monotonic() - self.began >= STEP_BUDGET
 
 
 def _earliest(until: float | None, scan: float) -> float | None:
