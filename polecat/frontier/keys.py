@@ -116,8 +116,7 @@ def queue_prefix(host: str, num: int) -> bytes:
 def queue_key(host: str, num: int, importance: float, depth: int, seq: int) -> bytes:
     """Key of a queued URL: host (its number ``num``), then priority (rank, then depth: shallower first),
     then FIFO seq (rule 1)."""
-    return host_slice_prefix(host) + _NUM.pack(num) + _KEY_TAIL.pack(
-        rank(importance), min(depth, 0xFFFF), seq >> 32 & 0xFFFF, seq & 0xFFFFFFFF)
+    return queue_key_at(queue_prefix(host, num), rank(importance), min(depth, 0xFFFF), seq)
 
 
 def queue_key_num(key: bytes) -> int:

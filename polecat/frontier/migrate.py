@@ -225,11 +225,7 @@ def renumber_v4(txn: Any, tables: dict[str, Any], scratch: Any) -> tuple[Renumbe
                 made[host] += 1
             txn.put(queue_key_at(queue_prefix(host, num), r, depth, seq), value, db=scratch)
             queued += 1
-    txn.drop(tables["queue"], delete=False)
-    with txn.cursor(db=scratch) as cur:
-        for key, value in cur:
-            txn.put(key, value, db=tables["queue"], append=True)
-    txn.drop(scratch, delete=False)
+    _copy_back(txn, scratch, tables["queue"])
     for host, count in made.items():
         txn.put(host_row(host), encode_host(HostState(queued=count, num=nums[host])), db=tables["hosts"])
     if made:
@@ -244,12 +240,18 @@ def _append_rewrite(txn: Any, db: Any, scratch: Any, convert: Callable[[bytes, b
         for key, value in cur:
             txn.put(key, convert(key, value), db=scratch, append=True)
             n += 1
+    _copy_back(txn, scratch, db)
+    return n
+
+
+def _copy_back(txn: Any, scratch: Any, db: Any) -> None:
+    """Replace the rows of ``db`` by those of ``scratch`` (appended in key order: full pages), and empty
+    ``scratch``."""
     txn.drop(db, delete=False)
     with txn.cursor(db=scratch) as cur:
         for key, value in cur:
             txn.put(key, value, db=db, append=True)
     txn.drop(scratch, delete=False)
-    return n
 
 
 def release_of(schema: dict[str, Any]) -> str:
