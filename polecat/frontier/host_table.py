@@ -310,13 +310,14 @@ class HostTable:
             wait_one_interval(self.pol, rate, st, since)
         st.parked = host in self.parked
         self.hosts[host] = st
-        self.quarantined += quarantined(st)
-        self._list(host)
+        self._list(host, st)
         self._arrived.add(host)
         self.wake(host, st, st.next_allowed)
         return st
 
-    def _list(self, host: str) -> None:
+    def _list(self, host: str, st: HostState) -> None:
+        """``host``, whose record ``st`` enters memory, listed and counted (rules 13, 15 and 16)."""
+        self.quarantined += quarantined(st)
         name = hostname(host)
         if name != host:  # rule 13
             self.ported.setdefault(name, []).append(host)
@@ -330,7 +331,9 @@ class HostTable:
             else:
                 had.add(host)
 
-    def _unlist(self, host: str) -> None:
+    def _unlist(self, host: str, st: HostState) -> None:
+        """``host``, whose record ``st`` leaves memory, unlisted and counted no more (rules 13, 15, 16)."""
+        self.quarantined -= quarantined(st)
         name = hostname(host)
         if name != host:
             keys = self.ported[name]
@@ -393,7 +396,7 @@ class HostTable:
             return st
         if peeked is None:
             st = self.hosts[host] = HostState(num=self.new_num())
-            self._list(host)
+            self._list(host, st)
             self.known_hosts += 1
             self._arrived.add(host)
             return st
@@ -574,8 +577,7 @@ class HostTable:
                            or host in self.finishing or (fenced and slice_of(host) in fenced)))
         for _, _, host in heapq.nlargest(len(hosts) - keep, movable):
             st = hosts.pop(host)
-            self._unlist(host)
-            self.quarantined -= quarantined(st)
+            self._unlist(host, st)
             self.warm.pop(host, None)
             # Filed at its turn in the heap (never before its next-allowed time): the order it had here.
             st.next_allowed = max(st.next_allowed, self.unschedule(host) or 0.0)
@@ -631,8 +633,7 @@ class HostTable:
         """Drop ``hosts`` from memory (their slices were released: their records go with them)."""
         for host in hosts:
             st = self.hosts.pop(host)
-            self._unlist(host)
-            self.quarantined -= quarantined(st)
+            self._unlist(host, st)
             self.count_queued(host, st, -st.queued)
             self.fetched -= st.fetched
             self.unschedule(host)
