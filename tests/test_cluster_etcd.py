@@ -329,6 +329,31 @@ async def test_a_call_whose_connection_another_call_gave_up_fails_and_is_not_a_c
     await client.close()
 
 
+async def test_a_keepalive_stream_that_ends_with_no_answer_is_a_failed_call_not_an_expired_lease(
+        etcd_server: EtcdServer) -> None:
+    """aetcd_client rule 7: the other way gRPC ends a call on a connection closed under it is its stream
+    ending with no answer; that read as "lease expired" and the node dropped every slice (a CI failure of
+    the test above under load)."""
+    client = AetcdClient(etcd_server.endpoint)
+    lease = await client.grant(10)
+    real = client._client
+
+    class EndedStream:  # a connection whose keepalive stream gRPC ended with no reply
+        async def refresh_lease(self, lease: int) -> None:
+            return None
+
+        async def close(self) -> None:
+            pass
+
+    client._client = EndedStream()  # type: ignore[assignment]
+    with pytest.raises(ConnectionError, match="closed under it"):
+        await client.keepalive(lease)
+    assert client._client is not real  # the next call goes through a new connection
+    await real.close()
+    assert await client.keepalive(lease)
+    await client.close()
+
+
 async def test_the_renew_loop_outlives_a_connection_closed_under_its_keepalive(
         etcd_server: EtcdServer) -> None:
     node = await _node(etcd_server, "a")

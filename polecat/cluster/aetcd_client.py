@@ -28,6 +28,10 @@ Rules:
    :class:`ConnectionError` instead, a failed call like any other: a CancelledError escapes the loops
    that take every ``Exception`` as "no answer" (etcd.py rule 3) and ended them without a word (a node
    whose renew loop ended so lost its lease after an etcd restart, its event loop running).
+7. A keepalive whose stream ends with no answer (its connection closed under it, rule 6, in the other
+   way gRPC ends such a call) is a failed call, raised as :class:`ConnectionError`: only an answer with
+   no time left (TTL 0) says the lease expired. Taken as "expired", it made a node drop every slice and
+   register again although its lease was good (etcd.py rule 3).
 """
 
 from __future__ import annotations
@@ -206,8 +210,13 @@ class AetcdClient:
         return int(lease.id)
 
     async def keepalive(self, lease: int) -> bool:
-        reply = await self._retried(lambda c: c.refresh_lease(lease))
-        return reply is not None and int(reply.TTL) > 0
+        async def renewed(client: aetcd.Client) -> bool:
+            reply = await client.refresh_lease(lease)
+            if reply is None:  # rule 7
+                raise ConnectionError("etcd keepalive ended with no answer (its connection closed under it)")
+            return int(reply.TTL) > 0
+
+        return await self._retried(renewed)
 
     async def revoke(self, lease: int) -> None:
         await self._retried(lambda c: c.revoke_lease(lease))
