@@ -11,6 +11,7 @@ import subprocess
 import sys
 from collections import Counter
 from dataclasses import replace
+from itertools import combinations
 from pathlib import Path
 
 import msgpack
@@ -42,7 +43,7 @@ from polecat.cluster.layout import collection_dirs
 from polecat.cluster.receiver import Reply
 from polecat.cluster.ring import Ring
 from polecat.config import StoreConfig
-from polecat.dedup.minhash import Fingerprint, fingerprint
+from polecat.dedup.minhash import VERIFY_MAX_DISTANCE, Fingerprint, fingerprint, verify_distance
 from polecat.dedup.nearindex import band_keys
 from polecat.frontier.slices import SLICES
 from polecat.store.base import OWN_HASH_HEADER, FetchRecord, content_hash
@@ -67,6 +68,14 @@ def text(seed: int, edit: int = 0) -> str:
     if edit:
         words[edit % 400] = f"edited{edit}"
     return " ".join(words)
+
+
+def near(a: str, b: str) -> bool:
+    """One process's test of two pages (polecat/dedup/nearindex.py), at the books' distance of 4 bits."""
+    fa, fb = fingerprint(a), fingerprint(b)
+    shared = set(band_keys(fa.index)) & set(band_keys(fb.index))
+    return (fa.index ^ fb.index).bit_count() <= 4 and bool(shared) \
+        and verify_distance(fa.verify, fb.verify) <= VERIFY_MAX_DISTANCE
 
 
 def claim(seq: int, page: str, url: str, t: float) -> NearClaim:
@@ -251,6 +260,43 @@ def test_the_claimers_own_bands_are_decided_without_a_message() -> None:
     assert decided == [NearOutcome(seq, None, ("solo",))] and q.batches(T0) == {} and q.pending() == 0
 
 
+def test_an_answer_the_own_book_owes_another_member_goes_to_it_with_the_settled_ones() -> None:
+    """Claims rule 16: this member's claim of an earlier page makes another member's settling base its copy;
+    that answer goes to that member, never to this member's page of the same seq."""
+    ring = Ring(("m0", "m1"))
+    seed = next(s for s in range(200) if band_owners(fingerprint(text(s)).index, ring.owner) == ("m0",)
+                and "m0" in band_owners(fingerprint(text(s, 3)).index, ring.owner))
+    q0, q1 = (NearQueue(m, ring.owner, NearBook(10, 60.0, 4, settle=0.02), wait=60.0) for m in ("m0", "m1"))
+    later, earlier = text(seed, 3), text(seed)
+    s_seq, _ = q1.add(content_hash(later.encode()), "http://b/x", T0 + 5, fingerprint(later), T0)
+    assert q0.book.decide("m1", q1.batches(T0)["m0"], T0) == []  # a base, settling
+    c_seq, decided = q0.add(content_hash(earlier.encode()), "http://a/x", T0, fingerprint(earlier), T0)
+    assert c_seq == s_seq and decided == [] and q0.book.settle_due() == 0.0
+    ((to, owed),) = q0.book.settled(T0)
+    assert to == "m1" and owed.seq == s_seq and owed.original is not None and owed.original.url == "http://a/x"
+    ((to, mine),) = q0.book.settled(T0 + 0.1)
+    assert to == "m0" and q0.answered("m0", [mine]) == [NearOutcome(c_seq, None, ("m0",))]
+
+
+def test_a_page_claimed_again_after_a_refused_deposit_takes_no_refused_base_but_past_half_its_wait() -> None:
+    """Claims rule 17: the claimer's own book withdraws the refused base before deciding; another owner's
+    answer naming it (that owner has not had the withdrawal yet) is asked again, taken past half the wait."""
+    ring = Ring(("m0", "m1"))
+    seed = next(s for s in range(200) if len(band_owners(fingerprint(text(s, 3)).index, ring.owner)) == 2)
+    base = claim(1, text(seed), "http://a/x", T0)
+    q = NearQueue("m0", ring.owner, NearBook(10, 60.0, 4), wait=1.0)
+    assert q.book.decide("m1", [base], T0) == [("m1", _none(1))]
+    refused = Original(base.digest, base.url, base.fetched_at, "m1", (0, 0))
+    page = text(seed, 3)
+    seq, decided = q.add(content_hash(page.encode()), "http://b/x", T0 + 1, fingerprint(page), T0, (refused,))
+    (batch,) = q.batches(T0).values()
+    assert decided == [] and q.answered("m1", [NearAnswer(seq, refused)]) == []
+    assert q.batches(T0 + 0.1) == {"m1": batch} and q.answered("m1", [NearAnswer(seq, refused)]) == []
+    assert q.batches(T0 + 0.5) == {"m1": batch}  # half the wait: the next answer is taken
+    # The own book answered "none": the page is its base, the refused one gone from it.
+    assert q.answered("m1", [NearAnswer(seq, refused)]) == [NearOutcome(seq, refused, ("m0",))]
+
+
 def test_a_near_copy_is_the_record_one_process_writes() -> None:
     body = b"<p>mine</p>"
     rec = FetchRecord.for_body("http://b/x", body, fetched_at=T0, headers=(("Content-Type", "text/html"),))
@@ -264,38 +310,39 @@ def test_a_near_copy_is_the_record_one_process_writes() -> None:
 
 @settings(max_examples=300, deadline=None)
 @given(st.integers(0, 2**32), st.integers(2, 4), st.integers(2, 5), st.integers(1, 3),
-       st.sampled_from([50, 1]))
+       st.sampled_from([50, 1]), st.integers(0, 199))
 def test_of_near_copies_claimed_at_once_by_any_members_exactly_one_is_stored_in_full(
-        seed: int, n: int, k: int, sources: int, spread: int) -> None:
-    """Claims rules 12 and 14: ``k`` near copies of each of ``sources`` pages, fetched by random members
-    close together (within 20 ms) or apart (within 1 s), claimed with deposits (as every member's book
-    answers), every frame delivered in a random order and after a random delay, often past the settle
-    window: each page ends decided once, stored in full or a copy of a page of its source stored in full
-    (never of another copy), and nothing is left waiting; of one source's copies fetched close together,
-    exactly one is stored in full. A copy's deposit waits for its original's fate; refused (the original
-    became a copy itself), the page is claimed again, once (a second refusal would store it in full:
+        seed: int, n: int, k: int, sources: int, spread: int, first: int) -> None:
+    """Claims rules 12, 14, 16 and 17: ``k`` near copies of each of ``sources`` pages (``text(first)``
+    on), fetched by random members close together (within 20 ms) or apart (within 1 s), claimed with
+    deposits (as every member's book answers), every frame delivered in a random order and after a random
+    delay, often past the settle window: each page ends decided once, stored in full or a copy of a page
+    of its source stored in full (never of another copy), and nothing is left waiting; of one source's
+    copies, exactly one is stored in full, as in one process (each pair of them is near by its test). A
+    copy's deposit waits for its original's fate; refused (the original became a copy itself), the page
+    is claimed again without the refused originals (a refusal against one of them would store it in full:
     counted). So for "delta" and "drop" alike, a "drop" deposit being the revisit alone (rule 12)."""
     rnd = random.Random(seed)
     members = [f"m{i}" for i in range(n)]
     ring = Ring(tuple(members))
     queues = {m: NearQueue(m, ring.owner, NearBook(1000, 60.0, 4, settle=0.02), wait=60.0) for m in members}
-    pages = [(rnd.choice(members), text(1 + src, edit), f"http://h{j}/{src}", T0 + rnd.random() / spread)
+    pages = [(rnd.choice(members), text(first + src, edit), f"http://h{j}/{src}", T0 + rnd.random() / spread)
              for src in range(sources) for j, edit in enumerate(rnd.sample([0, 3, 8, 13, 21, 34], k))]
     k *= sources
+    assert all(near(a[1], b[1]) for a, b in combinations(pages, 2) if a[2][-1] == b[2][-1])  # one stored
     seq_of: dict[tuple[str, int], int] = {}
     fate: dict[int, int | None] = {}  # page -> its original's page, None: stored in full
-    deposits: dict[int, int] = {}  # page -> the page its deposit waits on
-    claimed_again: set[int] = set()
+    deposits: dict[int, tuple[int, Original]] = {}  # page -> the page its deposit waits on, as answered
+    refused: dict[int, tuple[Original, ...]] = {}  # page -> the originals of its refused deposits
     mail: list[tuple[str, str, str, object]] = []  # (to, from, kind, item)
     clock = [0.0]
 
     def claim(j: int) -> None:
         member, page, url, t = pages[j]
-        seq, outs = queues[member].add(content_hash(page.encode()), url, t, fingerprint(page), clock[0])
+        seq, outs = queues[member].add(content_hash(page.encode()), url, t, fingerprint(page), clock[0],
+                                       refused.get(j, ()))
         seq_of[(member, seq)] = j
         outcome(member, outs)
-        for owner, claims in queues[member].batches(clock[0]).items():
-            mail.append((owner, member, "claims", claims))
 
     def outcome(member: str, outs: list[NearOutcome]) -> None:
         for o in outs:
@@ -304,37 +351,36 @@ def test_of_near_copies_claimed_at_once_by_any_members_exactly_one_is_stored_in_
                 fate[j] = None
                 mail.extend((owner, member, "durable", j) for owner in o.owners)
             else:
-                deposits[j] = next(i for i, p in enumerate(pages) if p[2] == o.original.url)
+                deposits[j] = (next(i for i, p in enumerate(pages) if p[2] == o.original.url), o.original)
                 mail.extend((owner, member, "withdrawn", j) for owner in o.owners)
         # A deposit is answered once its base's fate is known (which may answer another's).
-        while ready := [j for j, original in deposits.items() if original in fate]:
+        while ready := [j for j, (original, _) in deposits.items() if original in fate]:
             j = ready[0]
-            original = deposits.pop(j)
+            original, answered = deposits.pop(j)
             if fate[original] is None:
                 fate[j] = original
-            elif j not in claimed_again:
-                claimed_again.add(j)
+            elif answered not in refused.get(j, ()):
+                refused[j] = (*refused.get(j, ()), answered)
                 claim(j)
             else:
-                fate[j] = None  # refused twice: stored in full by its claimer
+                fate[j] = None  # refused against a base refused before: stored in full by its claimer
 
     def route(owner: str, routed: list[tuple[str, NearAnswer]]) -> None:
         mail.extend((who, owner, "answer", answer) for who, answer in routed)
 
     for j in rnd.sample(range(k), k):
         claim(j)
-    while mail or any(q.book.waiting() for q in queues.values()):
+    while (mail or any(q.pending() or q.book.waiting() for q in queues.values())) and clock[0] < 60:
         clock[0] += rnd.choice([0.0, 0.001, 0.01, 0.03])
         for m, q in queues.items():
             route(m, q.book.settled(clock[0]))
+            mail.extend((owner, m, "claims", claims) for owner, claims in q.batches(clock[0]).items())
         if not mail:
             continue
         to, sender, kind, item = mail.pop(rnd.randrange(len(mail)))
         q = queues[to]
         if kind == "claims":
             route(to, q.book.decide(sender, item, clock[0]))  # type: ignore[arg-type]
-            for owner, claims in q.batches(clock[0]).items():
-                mail.append((owner, to, "claims", claims))
         elif kind == "answer":
             outcome(to, q.answered(sender, [item]))  # type: ignore[list-item]
         else:
@@ -344,9 +390,7 @@ def test_of_near_copies_claimed_at_once_by_any_members_exactly_one_is_stored_in_
     assert set(fate) == set(range(k)) and not deposits
     full = sorted(pages[j][2][-1] for j, original in fate.items() if original is None)
     assert set(full) == {str(src) for src in range(sources)}, fate
-    # Only for text(1) close together: other texts can still end with two near copies of one source both
-    # stored in full (a missed collapse, never a lost page; found with text(0), not fixed here).
-    assert len(full) == 1 or (sources, spread) != (1, 50), fate
+    assert len(full) == sources, fate
     assert all(original is None or (fate[original] is None and pages[original][2][-1] == pages[j][2][-1])
                for j, original in fate.items())
     assert all(q.pending() == 0 and q.book.waiting() == 0 for q in queues.values())

@@ -53,6 +53,7 @@ from polecat.cluster.claims import (
     NearOutcome,
     NearQueue,
     NearRouted,
+    Original,
     Outcome,
     Routed,
     exact_copy,
@@ -81,6 +82,9 @@ log = logging.getLogger("polecat.claims")
 Deposit = tuple[int, FetchRecord, bytes | None]
 """A deposit's seq, the near copy's record and its own body (None for an exact copy; claims rule 12)."""
 _A = TypeVar("_A", Answer, NearAnswer)
+_Again = tuple[Fingerprint, tuple[Original, ...]]
+"""What a near-claimed page is claimed again with: its fingerprint, the originals of its refused deposits
+(claims rule 17)."""
 
 CLAIM_HEADER = "X-Polecat-Claim"
 """Added to the headers of a page stored in full because its claim had no answer (claims rule 5)."""
@@ -178,10 +182,10 @@ class ContentClaims:
         self.near = None if near == "full" else NearQueue(self_id, owner_of, book, wait=wait)
         self._tell_alone()
         self._near_held: dict[int, tuple[FetchRecord, bytes, asyncio.Future[None]]] = {}
-        self._near_fps: dict[int, Fingerprint] = {}
-        """The fingerprints of pages near-claimed the first time, by seq: a refused deposit claims again."""
-        self._deposit_fps: dict[int, Fingerprint] = {}
-        """The same, by deposit seq (claims rule 12)."""
+        self._near_fps: dict[int, _Again] = {}
+        """What a refused deposit claims again with, by near claim seq (claims rule 17)."""
+        self._deposit_fps: dict[int, _Again] = {}
+        """The same, by deposit seq, the deposit's original last (claims rules 12 and 17)."""
         self._near_bases: dict[int, tuple[tuple[str, ...], bool]] = {}
         """Exact claims of pages no near book matched, by seq: their band owners, and whether one did
         not answer (claims rule 11)."""
@@ -274,22 +278,22 @@ class ContentClaims:
             self._put(record, body, stored, marked=True)
             return stored
         if fp is not None and self.near is not None:
-            self._claim_near(record, body, fp, stored, again=False)
+            self._claim_near(record, body, fp, stored)
         else:
             self._claim_exact(record, body, stored)
         self._wake.set()
         return stored
 
-    def _claim_near(self, record: FetchRecord, body: bytes, fp: Fingerprint, stored: asyncio.Future[None], *,
-                    again: bool) -> None:
-        """The near claim of a page (claims rule 11); ``again``: after a refused deposit (claimed once)."""
+    def _claim_near(self, record: FetchRecord, body: bytes, fp: Fingerprint, stored: asyncio.Future[None],
+                    refused: tuple[Original, ...] = ()) -> None:
+        """The near claim of a page (claims rule 11); ``refused``: again, after deposits against these
+        originals were refused (claims rule 17)."""
         assert self.near is not None
         now = self._clock.wall()
-        seq, outcomes = self.near.add(record.content_hash, record.url, record.fetched_at, fp, now)
+        seq, outcomes = self.near.add(record.content_hash, record.url, record.fetched_at, fp, now, refused)
         self._near_held[seq] = (record, body, stored)
         self._hold(record.content_hash, 1)
-        if not again:
-            self._near_fps[seq] = fp
+        self._near_fps[seq] = (fp, refused)
         self._apply_near(outcomes)
 
     def _claim_exact(self, record: FetchRecord, body: bytes, stored: asyncio.Future[None],
@@ -340,7 +344,7 @@ class ContentClaims:
         """Claims rules 11 and 12."""
         for o in outcomes:
             record, body, stored = self._near_held.pop(o.seq)
-            fp = self._near_fps.pop(o.seq, None)
+            again = self._near_fps.pop(o.seq)
             self._hold(record.content_hash, -1)
             orig = o.original
             if orig is None and o.exact:  # an older member took no near claim: the hash's owner decides
@@ -357,11 +361,11 @@ class ContentClaims:
             # An exact copy, or any with "drop": a revisit alone, deposited all the same (claims rule 12)
             own = None if orig.digest == record.content_hash or self._near_keep == "drop" else body
             if orig.holder != self._self_id:
-                self._deposit(orig.holder, copy, record, body, own, stored, fp)
+                self._deposit(orig, copy, record, body, own, stored, again)
             elif self._stored_here(orig.digest):
                 self._copied(copy, own, stored)
             elif self._holds(orig.digest):  # its base is a page held here: stored once that one is
-                parked = (self._self_id, self._new_deposit(record, body, stored, fp), copy, own)
+                parked = (self._self_id, self._new_deposit(record, body, stored, again, orig), copy, own)
                 self._parked.setdefault(orig.digest, []).append(parked)
             else:  # the base went from this store (a repair): nothing to make the delta against
                 self._put(record, body, stored)
@@ -383,26 +387,27 @@ class ContentClaims:
                 self._withdraw_owed.setdefault(owner, []).append(digest)
                 self._wake.set()
 
-    def _deposit(self, holder: str, copy: FetchRecord, record: FetchRecord, body: bytes, own: bytes | None,
-                 stored: asyncio.Future[None], fp: Fingerprint | None) -> None:
+    def _deposit(self, orig: Original, copy: FetchRecord, record: FetchRecord, body: bytes, own: bytes | None,
+                 stored: asyncio.Future[None], again: _Again) -> None:
         """Claims rule 12: the near copy (its own body ``own``; None for an exact copy) goes to the store
-        that holds its original; ``record`` and ``body`` are the page as fetched, stored here if not."""
+        that holds its original ``orig``; ``record`` and ``body`` are the page as fetched, stored here if
+        not."""
+        holder = orig.holder
         if holder not in self._addresses or len(own or b"") > DEPOSIT_BYTES:  # a revisit alone always fits
             self.deposits_refused += 1
             self._put(record, body, stored)
             return
-        seq = self._new_deposit(record, body, stored, fp)
+        seq = self._new_deposit(record, body, stored, again, orig)
         self._deposit_out.setdefault(holder, []).append((seq, copy, own))
         self._wake.set()
 
     def _new_deposit(self, record: FetchRecord, body: bytes, stored: asyncio.Future[None],
-                     fp: Fingerprint | None) -> int:
-        """Hold the page as fetched while its deposit is out (claims rule 12), with its fingerprint for a
-        claim again if refused; returns the deposit's seq."""
+                     again: _Again, orig: Original) -> int:
+        """Hold the page as fetched while its deposit against ``orig`` is out (claims rule 12), with what
+        it claims again with if refused; returns the deposit's seq."""
         self._deposit_seq += 1
         self._deposits[self._deposit_seq] = (record, body, stored, self._clock.wall())
-        if fp is not None:
-            self._deposit_fps[self._deposit_seq] = fp
+        self._deposit_fps[self._deposit_seq] = (again[0], (*again[1], orig))
         self._hold(record.content_hash, 1)
         return self._deposit_seq
 
@@ -413,7 +418,7 @@ class ContentClaims:
             self.queue.stray += 1
             return
         record, body, stored, _ = held
-        fp = self._deposit_fps.pop(seq, None)
+        again = self._deposit_fps.pop(seq)
         self._hold(record.content_hash, -1)
         if stored_there:
             self.copies += 1
@@ -421,11 +426,11 @@ class ContentClaims:
             self._unpark(record.content_hash)  # not a base here: deposits waiting on it are refused
             if not stored.done():
                 stored.set_result(None)
-        elif stored_there is False and fp is not None and self.near is not None:
+        elif stored_there is False and self.near is not None and _new_refusal(again[1]):
             # Refused: its original was not stored in full after all (it became a copy itself). Claimed
-            # again, once, the page meets the original's own original (claims rule 12).
+            # again, the page meets the original's own original (claims rules 12 and 17).
             self.deposits_refused += 1
-            self._claim_near(record, body, fp, stored, again=True)
+            self._claim_near(record, body, again[0], stored, again[1])
             self._wake.set()
         else:
             self.deposits_refused += 1
@@ -735,6 +740,11 @@ class ContentClaims:
         near_unanswered = self.near.unanswered if self.near is not None else 0
         return ClaimStats(q.sent + near_sent, self.copies, q.unanswered + near_unanswered, q.stray,
                           self.bad_frames, self.near_copies, self.deposits_refused)
+
+
+def _new_refusal(refused: tuple[Original, ...]) -> bool:
+    """Whether the last of a page's refused originals is none of the earlier ones (claims rule 17)."""
+    return all((o.holder, o.digest) != (refused[-1].holder, refused[-1].digest) for o in refused[:-1])
 
 
 def _chunks(deposits: list[Deposit]) -> list[list[Deposit]]:

@@ -86,12 +86,13 @@ near-duplicate index up (polecat/node/pipeline.py):
     stored in full, the deposit is stored; not, it is refused), and acknowledges it after the store
     flush that made both durable, so the claimer completes the lease only then (which is why rule 10
     answers a copy at once). A deposit refused (its base was not stored in full after all: an early
-    answer named a page that became a copy itself) is claimed again, once, by its fingerprint: the
-    withdrawn base gone, it meets that page's own original. A deposit refused again, too big for one
-    frame, or unacknowledged within ``wait`` is stored in full by the claimer (marked, rule 5, when
-    unacknowledged; both may then hold it, never neither). With "drop" a near copy is deposited as an
-    exact copy is, its revisit alone (its own body dropped): the same wait for the base's fate, so the
-    copy is never a revisit of a page not stored in full, and rule 14 holds for "drop" as for "delta".
+    answer named a page that became a copy itself) is claimed again by its fingerprint (rule 17): the
+    withdrawn base gone, it meets that page's own original. A deposit refused against a base refused
+    before, too big for one frame, or unacknowledged within ``wait`` is stored in full by the claimer
+    (marked, rule 5, when unacknowledged; both may then hold it, never neither). With "drop" a near
+    copy is deposited as an exact copy is, its revisit alone (its own body dropped): the same wait for the
+    base's fate, so the copy is never a revisit of a page not stored in full, and rule 14 holds for
+    "drop" as for "delta".
 13. A base, once durable, is kept as rule 8 keeps an exact record: a row of the ``claims`` table under
     the prefix of each band slice of its band keys that this member owns (:func:`near_key`: longer than
     an exact record's key, which :meth:`ClaimBook.load` skips), its fingerprint and fetch in the value;
@@ -116,6 +117,19 @@ near-duplicate index up (polecat/node/pipeline.py):
     at once, without rule 10's settle: no claim of another member can arrive to make it a copy. A member
     that joins meanwhile is rule 14's case (its claim of an earlier near copy meets this base as a later
     one answered "none").
+16. A claim this member's own book decides at once (:meth:`NearBook.own`, rule 11) may decide other
+    members' claims too (a settling base of theirs made its copy, rule 10): those answers go to their
+    claimers with the book's next settled ones (:meth:`NearBook.settled`), never to this claimer's pages.
+17. A page claimed again after a refused deposit (rule 12) names every base its deposits were refused
+    against (holder and hash), none stored in full by its holder: this member's own book withdraws them
+    before deciding, and an answer of another owner that names one (the holder's withdrawal has not
+    reached that owner yet: it travels apart from the refusal) is not taken, the claim is asked again
+    with the next batch. So the page meets the refused bases' own original, as one process's index (which
+    never held a refused page) gives it; its deposit against a base refused for the first time (that base
+    too became a copy after it was answered) claims it again the same way, each time against one more
+    base, so the claims end. Past half its ``wait`` the page takes such an answer (the withdrawal was
+    lost, or a base is stored in full after all and its holder's store lost it, a repair): refused again,
+    it is stored in full (rule 12), as one process stores a page whose near original left its store.
 """
 
 from __future__ import annotations
@@ -555,7 +569,8 @@ class NearBook:
         """The band slices whose bases are kept (rule 13): this member's; None keeps none."""
         self._writes: list[Write] = []
         self._late: NearRouted = []
-        """Answers of bases a load dropped (its bounds), given with the next settled ones."""
+        """Answers of bases a load dropped (its bounds), and those owed other members by a decision of
+        this member's own claim (rule 16), given with the next settled ones."""
         self.unreadable = 0
         """Kept rows that did not decode (rule 13): skipped, logged by the runner."""
         self._hold = hold
@@ -616,8 +631,23 @@ class NearBook:
                 self._redecide(key, now, out)
                 self._decide(key[0], s, now, out)
 
+    def own(self, claimer: str, c: NearClaim, now: float,
+            stale: Iterable[tuple[str, bytes]] = ()) -> list[NearAnswer]:
+        """Decide ``claimer``'s own claim ``c`` at once: the answers to ``claimer``; those owed to other
+        members go with the next :meth:`settled` (rule 16). ``stale``: the (claimer, hash) of bases that
+        were not stored in full (refused deposits), withdrawn first (rule 17)."""
+        out: NearRouted = []
+        for key in stale:
+            self._redecide(key, now, out)
+        self._decide(claimer, c, now, out)
+        self._late.extend(r for r in out if r[0] != claimer)
+        return [a for who, a in out if who == claimer]
+
     def settle_due(self) -> float | None:
-        """When the first settling base is due its "none" (rule 10); None when none settles."""
+        """When the first settling base is due its "none" (rule 10), 0.0 when answers are owed now (rule
+        16); None when none settles."""
+        if self._late:
+            return 0.0
         for _, since in self._settling.values():  # in arrival order: the first is the oldest
             return since + self._settle
         return None
@@ -792,6 +822,8 @@ class _NearWaiting:
     none: set[str] = field(default_factory=set)
     """Owners that answered "none": they recorded the page as a base."""
     refused: bool = False
+    stale: frozenset[tuple[str, bytes]] = frozenset()
+    """The (holder, hash) of the bases of the page's refused deposits, not taken as answers (rule 17)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -818,23 +850,26 @@ class NearQueue(_HeldPages[_NearWaiting, NearBook]):
         """This member's book (rule 10)."""
         return self._book
 
-    def add(self, digest: bytes, url: str, fetched_at: float, fp: Fingerprint,
-            now: float) -> tuple[int, list[NearOutcome]]:
-        """Hold a page: its seq, and its outcome when this member's own book decided every band at once."""
+    def add(self, digest: bytes, url: str, fetched_at: float, fp: Fingerprint, now: float,
+            refused: Iterable[Original] = ()) -> tuple[int, list[NearOutcome]]:
+        """Hold a page: its seq, and its outcome when this member's own book decided every band at once.
+        ``refused``: the originals of the page's deposits that their holders refused (rule 17)."""
         self._seq += 1
         claim = NearClaim(self._seq, digest, url, fetched_at, fp.index, fp.verify)
         owners = band_owners(fp.index, self._owner_of)
         others = {o for o in owners if o != self.self_id}
-        self._waiting[claim.seq] = _NearWaiting(claim, set(others), set(owners), owners, now)
+        stale = frozenset((o.holder, o.digest) for o in refused)
+        self._waiting[claim.seq] = _NearWaiting(claim, set(others), set(owners), owners, now, stale=stale)
         if self.self_id not in owners:
             return claim.seq, []
-        mine = [a for _, a in self._book.decide(self.self_id, [claim], now)]
-        return claim.seq, self.answered(self.self_id, mine)
+        return claim.seq, self.answered(self.self_id, self._book.own(self.self_id, claim, now, stale))
 
     def batches(self, now: float) -> dict[str, list[NearClaim]]:
         """Every near claim not yet sent, by owner, but for owners to retry later (rule 5)."""
         out: dict[str, list[NearClaim]] = {}
         for w in self._waiting.values():
+            if w.stale and now - w.since >= self._wait / 2:  # its answers are taken (rule 17)
+                w.stale = frozenset()
             for owner in [o for o in w.unsent if self._retry_at.get(o, 0.0) <= now]:
                 w.unsent.discard(owner)
                 out.setdefault(owner, []).append(w.claim)
@@ -850,6 +885,9 @@ class NearQueue(_HeldPages[_NearWaiting, NearBook]):
                 self.stray += 1
                 continue
             o = a.original
+            if o is not None and (o.holder, o.digest) in w.stale:  # asked again (rule 17)
+                w.unsent.add(owner)
+                continue
             if o is None:
                 w.none.add(owner)
             elif w.best is None or _preferred(o, w.claim) < _preferred(w.best, w.claim):
