@@ -79,7 +79,7 @@ async def test_a_node_cut_off_from_etcd_mid_request_loses_its_slices_politely(
         proxy.heal()
         if leaver:
             assert await fo.wait_exit(procs[leaver], 60) == 0, logs[leaver].read_text()[-3000:]
-        await fo.until(lambda: set(fo.page_urls(web)) >= truth, 120, "every page after the partition")
+        await fo.every_page(web, truth, 120, "every page after the partition")
         await fo.stop_all({n: p for n, p in procs.items() if n != leaver}, logs)
     finally:
         fo.kill_rest(procs.values())

@@ -15,7 +15,7 @@ import pytest
 from polecat.clock import SYSTEM_CLOCK
 from polecat.cluster.aetcd_client import AetcdClient
 from polecat.cluster.auth import hmac_signer, hmac_verifier
-from polecat.cluster.etcd import EtcdMembership, KeyEvent, Orphans, owner_key
+from polecat.cluster.etcd import EtcdMembership, KeyEvent, Orphans, members_prefix, owner_key
 from polecat.cluster.member_records import MemberRecords
 from polecat.cluster.membership import Member
 from polecat.cluster.ownership import Release
@@ -284,6 +284,50 @@ async def test_a_machine_suspended_past_half_its_lease_wakes_fenced() -> None:
         clock.suspend(10)  # the machine slept one whole lease: monotonic() did not move
         assert node.leasable() == frozenset() and node.ownership.fenced(clock.boottime())
         assert not node.ownership.fenced(clock.monotonic())  # what a monotonic clock would have said
+    finally:
+        await node.close()
+
+
+class RecordWriteLost(MemoryEtcd):
+    """Its next keepalive says the lease expired, and the member record written after that fails once
+    (a write that timed out on a loaded machine, after the new lease was granted)."""
+
+    expire = False
+    lose_record = False
+
+    async def keepalive(self, lease: int) -> bool:
+        if self.expire:  # its keys die with it
+            self.expire, self.lose_record = False, True
+            self.keys = {k: held for k, held in self.keys.items() if held[1] != lease}
+            return False
+        return await super().keepalive(lease)
+
+    async def put(self, key: str, value: bytes, lease: int) -> int:
+        if self.lose_record and key.startswith(members_prefix("t")):
+            self.lose_record = False
+            raise TimeoutError
+        return await super().put(key, value, lease)
+
+
+async def test_a_re_registration_whose_record_write_failed_is_finished_at_the_next_renewal() -> None:
+    """etcd rule 8: after its lease expired (the cut-off test's partition), a node was granted a new
+    lease but its member record write failed. Its keepalives then succeeded, so it renewed a lease that
+    no member record named for ever: a member to nobody, with no fencing token, it sent no hand-off,
+    shipped no checkpoint and handed nothing over, and the URLs only it held were never fetched."""
+    etcd = RecordWriteLost()
+    node = EtcdMembership(etcd, "t", Member("a", "http://127.0.0.1:1"), ttl=1, records=RECORDS)
+    await node.start()
+    try:
+        await _until(lambda: len(node.leasable()) == SLICES, 15, "a to own every slice")
+        first = node.fence
+        assert first is not None
+        etcd.expire = True
+        await _until(lambda: not etcd.expire and not etcd.lose_record, 15, "the expiry and the lost write")
+        await _until(lambda: node.fence is not None, 15, "a's member record under its new lease")
+        assert node.fence is not None and node.fence.lease > first.lease
+        assert etcd.keys[members_prefix("t") + "a"][1] == node.fence.lease
+        await _until(lambda: [m.id for m in node.members()] == ["a"] and len(node.leasable()) == SLICES, 15,
+                     "a to be a member again and own every slice")
     finally:
         await node.close()
 

@@ -44,6 +44,13 @@ Rules:
    removes the won ones from its record (the key goes when none is left). Two heirs editing one record
    at once may leave a slice in it that one of them restored: the next owner restores it once more,
    which adoption merges (nothing is queued twice). A malformed record is logged and skipped.
+8. A registration is a lease AND the member record under it. A re-registration (the lease expired:
+   a partition, a stalled loop) whose record write fails or times out after the lease was granted
+   (a loaded machine: both must fit in ``ttl / 3``) is finished by the next renewal that succeeds: the
+   record is written (and the fencing token taken) before the renewal counts. A live lease with no
+   record left the node a member to nobody and without a token (ownership rule 9): no hand-off batch,
+   checkpoint round or hand-over went out under it, so the URLs only it held were never fetched
+   while the process lived.
 """
 
 from __future__ import annotations
@@ -331,6 +338,11 @@ class EtcdMembership:
                     async with asyncio.timeout(self._ttl / 3):
                         await self._register()
                     continue
+                if self.fence is None and not self._leaving:  # rule 8: a registration cut short
+                    async with asyncio.timeout(self._ttl / 3):
+                        await self._put_record(leaving=False)
+                    log.warning("etcd member record of %s written under lease %x: its registration is "
+                                "complete", self._me.id, self._lease)
                 # The lease runs from when the renewal was sent, not from when etcd answered.
                 actions = self.ownership.renewed(started)
                 if self._leaving:  # rule 5: close() releases; the member list stays as the leave began

@@ -207,6 +207,20 @@ async def until(cond: Callable[[], bool], within: float, what: str) -> None:
         await asyncio.sleep(0.05)
 
 
+async def every_page(web: TestWeb, truth: Iterable[str], within: float, what: str) -> None:
+    """Wait until the server saw every URL of ``truth``; after ``within`` seconds an AssertionError names
+    ``what`` and the URLs never asked for, each with its host's slice (to follow them in the nodes'
+    logs)."""
+    want = set(truth)
+    try:
+        await until(lambda: set(page_urls(web)) >= want, within, what)
+    except AssertionError:
+        missing = sorted(want - set(page_urls(web)))
+        named = ", ".join(f"{u} (slice {slice_of(host_key(u))})" for u in missing[:20])
+        raise AssertionError(f"timed out waiting for {what}: {len(missing)} of {len(want)} pages never "
+                             f"asked for: {named}") from None
+
+
 async def wait_exit(proc: subprocess.Popen[bytes], within: float) -> int:
     """The exit status of ``proc``, polled (AssertionError after ``within`` seconds)."""
     deadline = time.monotonic() + within
