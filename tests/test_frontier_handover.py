@@ -232,6 +232,12 @@ def test_a_lease_withdrawn_before_sending_keeps_its_url_and_its_host_leases_agai
     rig.frontier.set_owned(range(SLICES), now + 5)  # owned again (the slice came back)
     again = rig.frontier.lease(now + 5)
     assert isinstance(again, Lease) and again.url == page.url
+    # leasing rule 8: refused while the frontier still counts its slice owned (the node's look at its
+    # ownership is yet to come), the host waits until then, not leased again at once
+    rig.frontier.withdraw(again, hold_until=now + 5.1)
+    held = rig.frontier.lease(now + 5)
+    assert isinstance(held, Wait) and held.until == pytest.approx(now + 5.1)
+    assert isinstance(rig.frontier.lease(now + 5.1), Lease)
 
 
 def test_a_restored_host_waits_from_the_hold_and_an_aborted_request_spaces_its_host(tmp_path: Path) -> None:

@@ -17,7 +17,8 @@ Rules:
    polecat/cluster/ownership.py rule 10): asked when the lease starts, then as a send gate
    (``SendLeave.send``) just before the request's bytes are written (polecat/fetch/pool.py rule 8), not
    only when the URL was leased: a node frozen between the two (a GC pause, a paused VM) wakes fenced
-   and sends nothing. A lease refused either way is withdrawn (the URL stays queued; not a fetch).
+   and sends nothing. A lease refused either way is withdrawn (the URL stays queued; not a fetch), its
+   host held back for :data:`REFUSED_HOLD` (polecat/frontier/leasing.py rule 8).
 7. A request that may not go on (``SendLeave.go_on``) is aborted by :meth:`LeaseRunner.abort_unpermitted`
    (the cluster node calls it every 0.1 s): its task is cancelled, its connection closed, and its lease
    withdrawn with the host waiting one interval from the abort (the request may have reached the
@@ -71,6 +72,9 @@ log = logging.getLogger("polecat")
 MAX_RELEASED = 64
 """Pages released and held for their claims at once at most (rule 8): about half a second of a worker's
 pages at a few hundred pages/s, against a claim round of tens of ms."""
+REFUSED_HOLD = 0.1
+"""Seconds a host whose lease was refused its leave waits before it is leased again (rule 6): the cluster
+node brings the frontier's owned slices in line with its ownership every 0.1 s (rule 7)."""
 
 
 class LeaseRunner:
@@ -183,7 +187,8 @@ class LeaseRunner:
 
     def _withdraw(self, lease: Lease, aborted_at: float | None) -> None:
         """Rules 6 and 7: the lease is given back, its URL stays queued, it is no fetch."""
-        self._frontier.withdraw(lease, aborted_at)
+        hold = None if aborted_at is not None else self._clock.wall() + REFUSED_HOLD
+        self._frontier.withdraw(lease, aborted_at, hold_until=hold)
         if lease.kind == "page":
             self._counters.fetches -= 1
         log.info("%s the request to %s: this node no longer owns its host's slice",
