@@ -65,6 +65,15 @@ async def _start(web: Any, etcd: EtcdServer, tmp: Path, k: int, rate: float, ttl
     return await start_node(cfg, wire)
 
 
+async def _owning_every_slice(svc: NodeService) -> tuple[ClusterNode, Fence]:
+    """The cluster side of ``svc``, alone in its cluster, once it owns every slice, and its token."""
+    node = svc.cluster
+    assert node is not None and node.membership.fence is not None
+    await wait_for(lambda: node.stats().slices_owned == 4096, 30, "n0 to own every slice")
+    assert node.membership.fence is not None
+    return node, node.membership.fence
+
+
 async def test_nodes_join_and_leave_mid_crawl_fetching_everything_once_and_politely(
         test_web: TestWebFactory, etcd_server: EtcdServer, tmp_path: Path) -> None:
     rate = 10.0
@@ -218,10 +227,7 @@ async def test_a_bundle_from_a_lease_that_is_gone_is_refused_and_one_from_before
     svc, task = await _start(web, etcd_server, tmp_path, 0, 10.0, seeds=False)
     sign = hmac_signer(SECRET)
     try:
-        node = svc.cluster
-        assert node is not None and node.membership.fence is not None
-        await wait_for(lambda: node.stats().slices_owned == 4096, 30, "n0 to own every slice")
-        mine = node.membership.fence
+        node, mine = await _owning_every_slice(svc)
         old = SliceBundle.read(io.BytesIO(UNFENCED.read_bytes()))
         assert old.fence is None and old.ids == {2730, 3166} and old.records_count > 0
 
@@ -280,10 +286,7 @@ async def test_a_batch_from_a_lease_that_is_gone_is_refused_and_one_without_a_to
         return encode_batch("n7", seq, encode_urls([HandoffUrl(f"http://b{seq}.test/", 1, 0.5)]), sign)
 
     try:
-        node = svc.cluster
-        assert node is not None and node.membership.fence is not None
-        await wait_for(lambda: node.stats().slices_owned == 4096, 30, "n0 to own every slice")
-        mine = node.membership.fence
+        node, mine = await _owning_every_slice(svc)
         stale = HttpTransport(sign=sign, fence=lambda: Fence("n0", mine.lease + 1, mine.revision - 1))
         ghost = HttpTransport(sign=sign, fence=lambda: Fence("n9", 7, 1))
         fenced = HttpTransport(sign=sign, fence=lambda: None)
@@ -317,6 +320,32 @@ async def test_a_batch_from_a_lease_that_is_gone_is_refused_and_one_without_a_to
         async with aiohttp.ClientSession() as http, http.get(
                 f"{address}/metrics", headers={"Authorization": "Bearer operator-token-of-the-test"}) as resp:
             assert "polecat_cluster_batches_refused_total 2.0" in (await resp.text()).splitlines()
+    finally:
+        svc.stop()
+        assert await asyncio.wait_for(task, 60) == 0
+
+
+async def test_a_leaving_node_refuses_hand_off_batches(
+        test_web: TestWebFactory, etcd_server: EtcdServer, tmp_path: Path) -> None:
+    """Machine rule 7: a leaving node no longer follows the member list, so its Ring still names it the
+    owner of the slices it hands over; it took its peers' batches for them and queued their URLs where
+    no bundle carried them (deleted by the release, or left on the node that went): pages never fetched
+    in the join-and-leave test. It refuses them now (the sender keeps them and re-routes them)."""
+    web = test_web(SiteSpec(hosts=2, pages_per_host=2, seed=33))
+    svc, task = await _start(web, etcd_server, tmp_path, 0, 10.0, seeds=False)
+    sign = hmac_signer(SECRET)
+    try:
+        node, token = await _owning_every_slice(svc)
+        transport = HttpTransport(sign=sign, fence=lambda: token)
+        try:
+            frame = encode_batch("n7", 1, encode_urls([HandoffUrl("http://late.test/", 1, 0.5)]), sign)
+            await node.leave()  # what a stop does first (its slices stay: no member stays)
+            received = node.receiver.batches
+            reply = await transport.post(f"http://{svc.config.node.listen}", frame)
+            assert reply.status == "error" and "leaving" in reply.detail, reply
+            assert node.receiver.batches == received
+        finally:
+            await transport.close()
     finally:
         svc.stop()
         assert await asyncio.wait_for(task, 60) == 0
