@@ -351,6 +351,40 @@ async def test_a_leaving_node_refuses_hand_off_batches(
         assert await asyncio.wait_for(task, 60) == 0
 
 
+async def test_a_chunk_is_sent_again_when_urls_were_queued_in_it_while_it_was_on_the_wire(
+        test_web: TestWebFactory, etcd_server: EtcdServer, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Machine rule 3 with frontier handover rule 5: a URL queued in a chunk's slice while its bundle
+    was on the wire (here, as the POST goes) is in no bundle sent, so the chunk is exported and sent
+    again, then released; before, the release deleted that URL."""
+    web = test_web(SiteSpec(hosts=2, pages_per_host=2, seed=34))
+    svc, task = await _start(web, etcd_server, tmp_path, 0, 10.0, seeds=False)
+    try:
+        node, token = await _owning_every_slice(svc)
+        crawler = node._crawler
+        assert crawler is not None
+        chunk = frozenset({slice_of("late.test")})
+        bodies: list[bytes] = []
+
+        async def send(owner: str, address: str, body: bytes) -> bool:
+            if not bodies:  # a hand-off batch taken in while this one is on the wire
+                crawler.member.queue_handed([HandoffUrl("http://late.test/", 0, 1.0, seed=True)], 0.0)
+            bodies.append(body)
+            return True
+
+        monkeypatch.setattr(node, "_send_bundle", send)
+        first = crawler.frontier.export_slices(chunk, 0.0, token).to_bytes()
+        assert await node._deliver("n1", "http://127.0.0.1:9", chunk, first, token, True)
+        assert len(bodies) == 2 and bodies[0] == first
+        again = SliceBundle.read(io.BytesIO(bodies[1]))
+        queued = [key for table, key, _ in again.records() if table == "queue"]
+        assert len(queued) == 1 and b"late.test" in queued[0]
+        crawler.member.release_slices(chunk)  # nothing left that no bundle sent holds
+    finally:
+        svc.stop()
+        assert await asyncio.wait_for(task, 60) == 0
+
+
 async def test_urls_held_for_a_slice_another_node_owns_are_shipped_to_it(
         test_web: TestWebFactory, etcd_server: EtcdServer, tmp_path: Path) -> None:
     """Ownership rule 7: n0 adopts a bundle of two slices, one of them n1's under the Ring of both (as a
