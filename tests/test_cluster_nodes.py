@@ -409,6 +409,30 @@ async def test_urls_held_for_a_slice_another_node_owns_are_shipped_to_it(
             assert await asyncio.wait_for(task, 60) == 0
 
 
+async def test_a_leave_hands_over_the_urls_it_holds_in_slices_another_node_owns(
+        test_web: TestWebFactory, etcd_server: EtcdServer, tmp_path: Path) -> None:
+    """Machine rule 7: a URL queued on n1 in a slice n0 owns (a stray, which the reconcile loop ships
+    within a period) when n1 begins to leave is handed to n0 with n1's own slices; the leave stops the
+    reconcile loop, so it stayed on n1, never fetched."""
+    web = test_web(SiteSpec(hosts=8, pages_per_host=2, seed=35))
+    ring = Ring(["n0", "n1"])
+    stray = next(u for u in sorted(web.ground_truth("host")) if ring.owner(slice_of(host_key(u))) == "n0")
+    nodes = [await _start(web, etcd_server, tmp_path, k, 10.0, seeds=False) for k in range(2)]
+    try:
+        n0, n1 = (svc.cluster for svc, _ in nodes)
+        assert n0 is not None and n1 is not None and n1._crawler is not None
+        await wait_for(lambda: n0.stats().slices_owned + n1.stats().slices_owned == 4096, 30,
+                       "the two nodes to own every slice")
+        n1._crawler.member.queue_handed([HandoffUrl(stray, 0, 1.0, seed=True)], time.time())
+        await n1.leave()  # at once: no reconciliation in between
+        await wait_for(lambda: stray in set(page_requests(web)), 30, "n0 to fetch the stray")
+    finally:
+        for svc, _ in nodes:
+            svc.stop()
+        for _, task in nodes:
+            assert await asyncio.wait_for(task, 60) == 0
+
+
 async def test_a_slice_handed_here_with_every_url_finished_is_shipped_to_its_owner(
         test_web: TestWebFactory, etcd_server: EtcdServer, tmp_path: Path) -> None:
     """Ownership rule 7: a slice adopted here that another node owns goes to it even with nothing

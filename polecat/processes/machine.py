@@ -38,7 +38,10 @@ Rules:
    too, asked when the batch's URLs would be queued (polecat/node/member.py rule 3): its Ring, no longer
    followed, still names it the owner of the slices it is handing over, and a URL queued in one after
    its bundle went would stay on this node (or be deleted with it); the sender keeps the batch and
-   re-routes it once this node is gone from its member list (rule 2). Every :data:`RECONCILE_EVERY`
+   re-routes it once this node is gone from its member list (rule 2). Once its held slices are handed
+   over, a leave hands over the same way the slices it holds URLs in without owning them and those it
+   adopted and has not held since (what the reconcile loop below, which a leave stops, would have
+   shipped later): else their URLs stayed on the node that went. Every :data:`RECONCILE_EVERY`
    seconds, and at once after a member list change or an adoption, an unfenced node that is not
    leaving hands the URLs it holds in slices it does not own, and the slices it adopted and has not
    held since, to their Ring owners (ownership rule 7), the same way as a hand-over: after a whole
@@ -402,8 +405,15 @@ class ClusterNode:
         """The slices this leave kept or adopted and never held, to record as orphaned in etcd (rule 5,
         ownership rule 12), after one more checkpoint round of them: the hand-over waited for their
         requests in flight, which the leave's first round did not hold."""
-        # Slices adopted and not held since are nobody else's either (a peer handed them over to this
-        # node as their owner, then it stopped before it claimed them).
+        if self._leaving and self._crawler is not None:  # rule 7: the reconcile loop runs no more
+            loose = frozenset(self._adopted | self._crawler.frontier.unowned_queued().keys())
+            if loose:
+                try:
+                    await self._hand_over(loose)
+                except (PolecatError, TimeoutError) as exc:
+                    log.warning("a leave could not hand %d slices it held unowned over: %s", len(loose), exc)
+        # Slices adopted and not held since that the hand-over kept are nobody else's either (a peer
+        # handed them over to this node as their owner, then it stopped before it claimed them).
         kept = frozenset(self._kept | self._adopted)
         recorded = self.membership.own_orphans  # still this node's: merged in (etcd rule 7)
         if not (kept or recorded) or not self._leaving:
