@@ -65,6 +65,15 @@ async def _start(web: Any, etcd: EtcdServer, tmp: Path, k: int, rate: float, ttl
     return await start_node(cfg, wire)
 
 
+async def _owning_every_slice(svc: NodeService) -> tuple[ClusterNode, Fence]:
+    """The cluster side of ``svc``, alone in its cluster, once it owns every slice, and its token."""
+    node = svc.cluster
+    assert node is not None and node.membership.fence is not None
+    await wait_for(lambda: node.stats().slices_owned == 4096, 30, "n0 to own every slice")
+    assert node.membership.fence is not None
+    return node, node.membership.fence
+
+
 async def test_nodes_join_and_leave_mid_crawl_fetching_everything_once_and_politely(
         test_web: TestWebFactory, etcd_server: EtcdServer, tmp_path: Path) -> None:
     rate = 10.0
@@ -218,10 +227,7 @@ async def test_a_bundle_from_a_lease_that_is_gone_is_refused_and_one_from_before
     svc, task = await _start(web, etcd_server, tmp_path, 0, 10.0, seeds=False)
     sign = hmac_signer(SECRET)
     try:
-        node = svc.cluster
-        assert node is not None and node.membership.fence is not None
-        await wait_for(lambda: node.stats().slices_owned == 4096, 30, "n0 to own every slice")
-        mine = node.membership.fence
+        node, mine = await _owning_every_slice(svc)
         old = SliceBundle.read(io.BytesIO(UNFENCED.read_bytes()))
         assert old.fence is None and old.ids == {2730, 3166} and old.records_count > 0
 
@@ -280,10 +286,7 @@ async def test_a_batch_from_a_lease_that_is_gone_is_refused_and_one_without_a_to
         return encode_batch("n7", seq, encode_urls([HandoffUrl(f"http://b{seq}.test/", 1, 0.5)]), sign)
 
     try:
-        node = svc.cluster
-        assert node is not None and node.membership.fence is not None
-        await wait_for(lambda: node.stats().slices_owned == 4096, 30, "n0 to own every slice")
-        mine = node.membership.fence
+        node, mine = await _owning_every_slice(svc)
         stale = HttpTransport(sign=sign, fence=lambda: Fence("n0", mine.lease + 1, mine.revision - 1))
         ghost = HttpTransport(sign=sign, fence=lambda: Fence("n9", 7, 1))
         fenced = HttpTransport(sign=sign, fence=lambda: None)
@@ -322,6 +325,66 @@ async def test_a_batch_from_a_lease_that_is_gone_is_refused_and_one_without_a_to
         assert await asyncio.wait_for(task, 60) == 0
 
 
+async def test_a_leaving_node_refuses_hand_off_batches(
+        test_web: TestWebFactory, etcd_server: EtcdServer, tmp_path: Path) -> None:
+    """Machine rule 7: a leaving node no longer follows the member list, so its Ring still names it the
+    owner of the slices it hands over; it took its peers' batches for them and queued their URLs where
+    no bundle carried them (deleted by the release, or left on the node that went): pages never fetched
+    in the join-and-leave test. It refuses them now (the sender keeps them and re-routes them)."""
+    web = test_web(SiteSpec(hosts=2, pages_per_host=2, seed=33))
+    svc, task = await _start(web, etcd_server, tmp_path, 0, 10.0, seeds=False)
+    sign = hmac_signer(SECRET)
+    try:
+        node, token = await _owning_every_slice(svc)
+        transport = HttpTransport(sign=sign, fence=lambda: token)
+        try:
+            frame = encode_batch("n7", 1, encode_urls([HandoffUrl("http://late.test/", 1, 0.5)]), sign)
+            await node.leave()  # what a stop does first (its slices stay: no member stays)
+            received = node.receiver.batches
+            reply = await transport.post(f"http://{svc.config.node.listen}", frame)
+            assert reply.status == "error" and "leaving" in reply.detail, reply
+            assert node.receiver.batches == received
+        finally:
+            await transport.close()
+    finally:
+        svc.stop()
+        assert await asyncio.wait_for(task, 60) == 0
+
+
+async def test_a_chunk_is_sent_again_when_urls_were_queued_in_it_while_it_was_on_the_wire(
+        test_web: TestWebFactory, etcd_server: EtcdServer, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Machine rule 3 with frontier handover rule 5: a URL queued in a chunk's slice while its bundle
+    was on the wire (here, as the POST goes) is in no bundle sent, so the chunk is exported and sent
+    again, then released; before, the release deleted that URL."""
+    web = test_web(SiteSpec(hosts=2, pages_per_host=2, seed=34))
+    svc, task = await _start(web, etcd_server, tmp_path, 0, 10.0, seeds=False)
+    try:
+        node, token = await _owning_every_slice(svc)
+        crawler = node._crawler
+        assert crawler is not None
+        chunk = frozenset({slice_of("late.test")})
+        bodies: list[bytes] = []
+
+        async def send(owner: str, address: str, body: bytes) -> bool:
+            if not bodies:  # a hand-off batch taken in while this one is on the wire
+                crawler.member.queue_handed([HandoffUrl("http://late.test/", 0, 1.0, seed=True)], 0.0)
+            bodies.append(body)
+            return True
+
+        monkeypatch.setattr(node, "_send_bundle", send)
+        first = crawler.frontier.export_slices(chunk, 0.0, token).to_bytes()
+        assert await node._deliver("n1", "http://127.0.0.1:9", chunk, first, token, True)
+        assert len(bodies) == 2 and bodies[0] == first
+        again = SliceBundle.read(io.BytesIO(bodies[1]))
+        queued = [key for table, key, _ in again.records() if table == "queue"]
+        assert len(queued) == 1 and b"late.test" in queued[0]
+        crawler.member.release_slices(chunk)  # nothing left that no bundle sent holds
+    finally:
+        svc.stop()
+        assert await asyncio.wait_for(task, 60) == 0
+
+
 async def test_urls_held_for_a_slice_another_node_owns_are_shipped_to_it(
         test_web: TestWebFactory, etcd_server: EtcdServer, tmp_path: Path) -> None:
     """Ownership rule 7: n0 adopts a bundle of two slices, one of them n1's under the Ring of both (as a
@@ -339,6 +402,30 @@ async def test_urls_held_for_a_slice_another_node_owns_are_shipped_to_it(
         await _adopt(f"http://{nodes[0][0].config.node.listen}", UNFENCED.read_bytes())
         await wait_for(lambda: n1.bundles_adopted == adopted + 1, 10, "n0 to ship n1's slice to it")
         assert n0.stats().stray_urls == 0 and n0.bundles_sent == sent + 1 and n1.slices_adopted == moved + 1
+    finally:
+        for svc, _ in nodes:
+            svc.stop()
+        for _, task in nodes:
+            assert await asyncio.wait_for(task, 60) == 0
+
+
+async def test_a_leave_hands_over_the_urls_it_holds_in_slices_another_node_owns(
+        test_web: TestWebFactory, etcd_server: EtcdServer, tmp_path: Path) -> None:
+    """Machine rule 7: a URL queued on n1 in a slice n0 owns (a stray, which the reconcile loop ships
+    within a period) when n1 begins to leave is handed to n0 with n1's own slices; the leave stops the
+    reconcile loop, so it stayed on n1, never fetched."""
+    web = test_web(SiteSpec(hosts=8, pages_per_host=2, seed=35))
+    ring = Ring(["n0", "n1"])
+    stray = next(u for u in sorted(web.ground_truth("host")) if ring.owner(slice_of(host_key(u))) == "n0")
+    nodes = [await _start(web, etcd_server, tmp_path, k, 10.0, seeds=False) for k in range(2)]
+    try:
+        n0, n1 = (svc.cluster for svc, _ in nodes)
+        assert n0 is not None and n1 is not None and n1._crawler is not None
+        await wait_for(lambda: n0.stats().slices_owned + n1.stats().slices_owned == 4096, 30,
+                       "the two nodes to own every slice")
+        n1._crawler.member.queue_handed([HandoffUrl(stray, 0, 1.0, seed=True)], time.time())
+        await n1.leave()  # at once: no reconciliation in between
+        await wait_for(lambda: stray in set(page_requests(web)), 30, "n0 to fetch the stray")
     finally:
         for svc, _ in nodes:
             svc.stop()

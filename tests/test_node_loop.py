@@ -246,6 +246,28 @@ async def test_a_receive_waiting_for_a_commit_that_never_comes_ends_with_the_cra
         assert isinstance(receiving.exception(), PolecatError)
 
 
+async def test_a_receive_that_waited_for_the_frontier_asks_again_whether_the_node_takes_it(
+        tmp_path: Path) -> None:
+    """Member rule 3: a batch taken in just before its node began to leave waited for a commit, then
+    queued its URLs in a slice the leave was handing over (machine rule 7): refused once the frontier
+    is free, nothing queued (the sender keeps the batch)."""
+    clock = FakeClock(tick=0.0002)
+    pages, cfg = hosts_of_pages(tmp_path, 2, commit_ops=4)
+    fetcher = FakeFetcher(clock, pages)
+    async with Crawler(cfg, clock=clock, fetcher=fetcher, store=MemoryPageStore()) as crawler:
+        queued = crawler.frontier.queued
+        leaving = False
+        crawler._commits.frontier_free.clear()  # a commit under way
+        batch = Batch("w1", 1, (HandoffUrl("http://h0.test/x", 1, 1.0),))
+        receiving = asyncio.create_task(crawler.member.receive(batch, taking=lambda: not leaving))
+        await asyncio.sleep(0)
+        leaving = True
+        crawler._commits.frontier_free.set()
+        with pytest.raises(PolecatError, match="leaving"):
+            await asyncio.wait_for(receiving, 5)
+        assert crawler.frontier.queued == queued
+
+
 async def test_a_loop_at_its_concurrency_bound_goes_on_when_every_lease_ends_at_once(tmp_path: Path) -> None:
     """The fake fetcher answers at once, so each lease ends in the loop iteration after it starts: the
     loop, woken by a lease that still counted as in flight, went back to sleep for good (a real crawl

@@ -127,6 +127,7 @@ class Frontier:
         self.mark_written = db.mark_written
         self.adopt = handover.adopt
         self.release_slices = handover.release_slices
+        self.queued_since_export = handover.queued_since_export
         self.host_state = observation.host_state
         self.parked_hosts = observation.parked_hosts
         self.busiest = observation.busiest

@@ -1,12 +1,20 @@
 """Slices moving between frontiers: which slices are leased here, export, adopt, release.
 
-Rules: a frontier leases hosts of the slices it owns only (:meth:`SliceHandover.set_owned`); an export is
-a snapshot of every slice-keyed record of the slices (polecat/frontier/handover_ranges.py) as a
-:class:`~polecat.frontier.bundle.SliceBundle`; adoption merges a bundle in (a URL already seen here is
-not queued twice; a URL queued here that the exporter had finished is dropped: its owner fetched it) and
-makes every adopted host wait one full interval from the adoption (the exporter's
-last request may have just started); release drops the slices, and is refused while a lease there is in
-flight. Adoption and release are decisions: they return their writes (polecat/writes.py).
+Rules:
+1. A frontier leases hosts of the slices it owns only (:meth:`SliceHandover.set_owned`).
+2. An export is a snapshot of every slice-keyed record of the slices (polecat/frontier/handover_ranges.py)
+   as a :class:`~polecat.frontier.bundle.SliceBundle`.
+3. Adoption merges a bundle in (a URL already seen here is not queued twice; a URL queued here that the
+   exporter had finished is dropped: its owner fetched it) and makes every adopted host wait one full
+   interval from the adoption (the exporter's last request may have just started).
+4. Release drops the slices, and is refused while a lease there is in flight.
+5. Release is refused while a URL was queued in one of the slices since its last export here (a hand-off
+   batch taken in, a link admitted, a bundle adopted while the hand-over was on the wire): the bundle
+   sent does not hold it and the release would delete it, losing it for good.
+   :meth:`SliceHandover.queued_since_export` counts them; the hand-over exports those slices again and
+   sends them once more (adoption merges: polecat/cluster/chunks.py rule 3), then releases. A slice
+   never exported here is released as asked.
+6. Adoption and release are decisions: they return their writes (polecat/writes.py).
 """
 
 from __future__ import annotations
@@ -20,7 +28,14 @@ from polecat.frontier.bundle import BundleError, Fence, SliceBundle
 from polecat.frontier.handover_ranges import CommittedSnapshot, export_ranges
 from polecat.frontier.host_table import HostTable, quarantined
 from polecat.frontier.intake import Intake
-from polecat.frontier.keys import host_of_row, parse_wire_queue_key, queue_key_at, queue_prefix, url_key
+from polecat.frontier.keys import (
+    host_of_row,
+    parse_wire_queue_key,
+    queue_key_at,
+    queue_key_seq,
+    queue_prefix,
+    url_key,
+)
 from polecat.frontier.politeness import HostState, wait_one_interval
 from polecat.frontier.records import (
     PAGE_OUTCOMES,
@@ -52,6 +67,8 @@ class SliceHandover:
         self._intake = intake
         self._refresh = refresh
         self._load_op = load_op
+        self._exported: dict[int, int] = {}
+        """Slice -> this frontier's queue sequence (``HostTable.qseq``) at its last export (rule 5)."""
 
     def set_owned(self, slices: Iterable[int], now: float, *, wait_from: float | None = None) -> None:
         """Lease only hosts of ``slices`` (the ones the ring gives this member); the others keep their
@@ -88,8 +105,25 @@ class SliceHandover:
         the open transaction. URLs leased there stay queued, so a slice that moves for good is exported after
         its leases complete (:meth:`in_flight_in`). ``fence``: the sender's token, carried in the header;
         ``books`` False: without the content claim books (a receiver of wire 2)."""
-        return export_ranges(self._db, check_slices(slices), created=now, hosts=self._table.unsaved(),
-                             fence=fence, books=books)
+        ids = check_slices(slices)
+        bundle = export_ranges(self._db, ids, created=now, hosts=self._table.unsaved(), fence=fence,
+                               books=books)
+        qseq = self._table.qseq
+        for s in ids:
+            self._exported[s] = qseq
+        return bundle
+
+    def queued_since_export(self, slices: Iterable[int]) -> int:
+        """URLs queued in ``slices`` since their last export here (rule 5): in no bundle exported, so
+        releasing those slices would lose them. Reads no row while nothing was queued anywhere since."""
+        qseq = self._table.qseq
+        late = 0
+        for s in check_slices(slices):
+            mark = self._exported.get(s)
+            if mark is not None and mark < qseq:  # queue keys end with their qseq (keys.py rule 1)
+                late += sum(1 for key, _ in self._db.items("queue", slice_prefix(s))
+                            if queue_key_seq(key) > mark)
+        return late
 
     def snapshot(self) -> CommittedSnapshot:
         """The last commit, held in a read transaction of its own until closed: exports from it see
@@ -224,6 +258,12 @@ class SliceHandover:
         busy = self.in_flight_in(ids)
         if busy:
             raise FrontierError(f"cannot release slices with {busy} leases in flight")
+        late = self.queued_since_export(ids)
+        if late:  # rule 5
+            raise FrontierError(f"cannot release slices with {late} URLs queued since their export: "
+                                "export and send them again first")
+        for s in ids:
+            self._exported.pop(s, None)
         table = self._table
         for s in ids:  # the records out of memory (host_table.py rule 6): their queued URLs go too
             for key, raw in self._db.items("hosts", slice_prefix(s)):

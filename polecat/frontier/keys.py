@@ -125,6 +125,12 @@ def queue_key_num(key: bytes) -> int:
     return num
 
 
+def queue_key_seq(key: bytes) -> int:
+    """The FIFO seq of a ``queue`` key (rule 1): the frontier's ``qseq`` when the URL was queued."""
+    _, _, hi, lo = _KEY_TAIL.unpack_from(key, len(key) - _KEY_TAIL.size)
+    return int(hi) << 32 | int(lo)
+
+
 def wire_queue_prefix(host: str) -> bytes:
     """The start of every schema-4 (wire) ``queue`` key of ``host`` (rule 1)."""
     return host_row(host) + b"\x00"

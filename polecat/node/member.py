@@ -9,7 +9,10 @@ Rules:
 2. Every change a member makes for the cluster (adopted slices, released slices, admitted or handed URLs)
    is durable at the node's next commit; a hand-off receive answers only once a commit holds its URLs,
    so the sender may forget them (polecat/cluster/outbox.py).
-3. A member that is stopping refuses new hand-offs (the sender keeps them and sends again later).
+3. A member that is stopping refuses new hand-offs (the sender keeps them and sends again later), and so
+   does one whose node says no more when the URLs would be queued (:meth:`Member.receive`'s ``taking``:
+   a node that began to leave while the batch waited for the frontier, polecat/processes/machine.py
+   rule 7).
 4. A request in flight to a host of a slice the member lost (fenced, its lease gone) is aborted when the
    cluster asks (:meth:`Member.abort_unpermitted`; polecat/node/lease_runner.py rule 7).
 5. With object storage (``[store] url``), :meth:`Member.bodies_shipped` seals the store's open segment,
@@ -131,12 +134,15 @@ class Member:
         self._waker.set()
         return admission
 
-    async def receive(self, batch: Batch) -> None:
+    async def receive(self, batch: Batch, *, taking: Callable[[], bool] | None = None) -> None:
         """Queue URLs another member handed over (they are this member's by the Ring) and return once a
-        commit holds them (rule 2; the hand-off receiver's sink)."""
+        commit holds them (rule 2; the hand-off receiver's sink). ``taking``: whether the node still takes
+        batches, asked right before the URLs are queued (False: refused, rule 3)."""
         if not self._receiving():
             raise PolecatError("this member is stopping; send the batch again later")
         await self._commits.frontier_free.wait()
+        if not self._receiving() or (taking is not None and not taking()):  # rule 3, asked again now
+            raise PolecatError("this member is stopping or leaving; send the batch again later")
         self.queue_handed(batch.urls, self._clock.wall())
         await self._commits.next_periodic()
 

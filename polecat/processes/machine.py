@@ -13,7 +13,8 @@ Rules:
    waits for its leases in flight, exports it in bounded chunks (:mod:`.chunks`), ``POST``s each to
    the new owner's ``/internal/adopt`` (signed like batches; the new owner adopts and commits the chunk
    before answering, and its hosts wait one full interval), releasing each chunk's slices once it is
-   answered, and commits; only then is the owner key deleted and may the new owner claim it.
+   answered (exported and sent again first while URLs were queued in them meanwhile: frontier handover
+   rule 5), and commits; only then is the owner key deleted and may the new owner claim it.
 4. Every internal request is signed with the cluster secret (HMAC-SHA256): a missing or wrong signature
    is answered 401 and changes nothing. Its head proves the secret before its body is read, and the body
    is bounded per route (batches :data:`~polecat.cluster.batch.MAX_BATCH_BYTES`, bundles
@@ -33,7 +34,14 @@ Rules:
    store every :data:`RELEASE_EVERY` seconds at most, and re-routes it to the heirs if the member is
    gone before.
 7. A node that is leaving answers every hand-over to it with 409 and hands nothing to members flagged
-   leaving (ownership rule 8); a sender answered 409 keeps those slices. Every :data:`RECONCILE_EVERY`
+   leaving (ownership rule 8); a sender answered 409 keeps those slices. It refuses every hand-off batch
+   too, asked when the batch's URLs would be queued (polecat/node/member.py rule 3): its Ring, no longer
+   followed, still names it the owner of the slices it is handing over, and a URL queued in one after
+   its bundle went would stay on this node (or be deleted with it); the sender keeps the batch and
+   re-routes it once this node is gone from its member list (rule 2). Once its held slices are handed
+   over, a leave hands over the same way the slices it holds URLs in without owning them and those it
+   adopted and has not held since (what the reconcile loop below, which a leave stops, would have
+   shipped later): else their URLs stayed on the node that went. Every :data:`RECONCILE_EVERY`
    seconds, and at once after a member list change or an adoption, an unfenced node that is not
    leaving hands the URLs it holds in slices it does not own, and the slices it adopted and has not
    held since, to their Ring owners (ownership rule 7), the same way as a hand-over: after a whole
@@ -397,8 +405,15 @@ class ClusterNode:
         """The slices this leave kept or adopted and never held, to record as orphaned in etcd (rule 5,
         ownership rule 12), after one more checkpoint round of them: the hand-over waited for their
         requests in flight, which the leave's first round did not hold."""
-        # Slices adopted and not held since are nobody else's either (a peer handed them over to this
-        # node as their owner, then it stopped before it claimed them).
+        if self._leaving and self._crawler is not None:  # rule 7: the reconcile loop runs no more
+            loose = frozenset(self._adopted | self._crawler.frontier.unowned_queued().keys())
+            if loose:
+                try:
+                    await self._hand_over(loose)
+                except (PolecatError, TimeoutError) as exc:
+                    log.warning("a leave could not hand %d slices it held unowned over: %s", len(loose), exc)
+        # Slices adopted and not held since that the hand-over kept are nobody else's either (a peer
+        # handed them over to this node as their owner, then it stopped before it claimed them).
         kept = frozenset(self._kept | self._adopted)
         recorded = self.membership.own_orphans  # still this node's: merged in (etcd rule 7)
         if not (kept or recorded) or not self._leaving:
@@ -557,13 +572,16 @@ class ClusterNode:
     async def _sink(self, batch: Batch) -> None:
         """Queue what this node owns; forward the rest to its owner (rule 2)."""
         assert self.link is not None and self._crawler is not None
+        if self._leaving:  # rule 7
+            raise PolecatError("leaving: send these URLs to the members that stay")
         mine = self.link.forward(batch.urls)  # a forwarded seed stays a seed (link rule 2)
         if len(mine) < len(batch.urls):  # durable in the outbox before the sender may forget them
             with contextlib.suppress(lmdb.Error):  # raised by finish_commit, as a FrontierError
                 await asyncio.wrap_future(self.handoff.start_commit())  # the fsync off the loop
             self.handoff.finish_commit()
         if mine:
-            await self._crawler.member.receive(Batch(batch.sender, batch.seq, tuple(mine)))
+            await self._crawler.member.receive(Batch(batch.sender, batch.seq, tuple(mine)),
+                                               taking=lambda: not self._leaving)
 
     async def _read(self, request: web.Request, max_bytes: int) -> bytes:
         """The body, once the request's head proves the secret (rule 4) and names a wire version this
@@ -706,12 +724,11 @@ class ClusterNode:
                 if owner not in addresses:
                     continue  # its owner is gone: kept for the next change
                 sent: set[int] = set()
+                books = self._reads_books(members[owner].wire)
                 chunks = bundle_chunks(frontier, group, self._clock.wall(), max_bytes=self._chunk_bytes,
-                                       fence=token, books=self._reads_books(members[owner].wire))
+                                       fence=token, books=books)
                 for chunk, body in chunks:
-                    if self.membership.fence != token or own.fenced(self._clock.boottime()):
-                        raise PolecatError("the lease this hand-over began under is gone: abandoned")
-                    if not await self._send_bundle(owner, addresses[owner], body):
+                    if not await self._deliver(owner, addresses[owner], chunk, body, token, books):
                         break  # its new owner left meanwhile: the rest stays here for the next change
                     crawler.member.release_slices(chunk)  # adopted and committed there
                     self._adopted -= chunk
@@ -726,6 +743,26 @@ class ClusterNode:
         kept = len(slices) - sent_total
         log.info("handed %d slices over in %.3f s%s", sent_total, self._clock.monotonic() - started,
                  f" ({kept} kept here: no heir that stays)" if kept else "")
+
+    async def _deliver(self, owner: str, address: str, chunk: frozenset[int], body: bytes, token: Fence,
+                       books: bool) -> bool:
+        """Send the bundle ``body`` of ``chunk`` to ``owner`` until it is adopted with every URL queued here
+        in those slices (True), or until ``owner`` is gone (False). A URL queued while a bundle was on the
+        wire (a hand-off batch or an adoption taken in meanwhile) is in none sent: the chunk is exported
+        and sent again before its release may delete it (handover rule 5; adoption merges, chunks rule 3)."""
+        assert self._crawler is not None
+        frontier, own = self._crawler.frontier, self.membership.ownership
+        while True:
+            if self.membership.fence != token or own.fenced(self._clock.boottime()):
+                raise PolecatError("the lease this hand-over began under is gone: abandoned")
+            if not await self._send_bundle(owner, address, body):
+                return False
+            late = frontier.queued_since_export(chunk)
+            if not late:
+                return True
+            log.info("%d URLs were queued in %d slices while they went to %s: sent again", late, len(chunk),
+                     owner)
+            body = frontier.export_slices(chunk, self._clock.wall(), token, books=books).to_bytes()
 
     async def _send_bundle(self, owner: str, address: str, body: bytes) -> bool:
         """POST one chunk to ``owner`` until it is adopted (True), or until ``owner`` is no longer
