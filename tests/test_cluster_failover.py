@@ -118,7 +118,8 @@ async def test_with_pages_in_object_storage_a_dead_nodes_checkpointed_pages_are_
     said = (await asyncio.wait_for(export.communicate(), 120))[0].decode()
     assert export.returncode == 0 and f"store {run.victim_store} is in object storage only" in said, said
     readable = set(replay(warc))
-    assert len(done) > 20 and done <= readable, sorted(done - readable)[:10]
+    # (how many its rounds recorded before the kill depends on the machine's load: 18-40 seen)
+    assert len(done) >= 10 and done <= readable, sorted(done - readable)[:10]
     dirs = [str(run.data[n]) for n in survivors]
     rows = (await _polecat("pages", *dirs, "--config", str(conf), "--format", "jsonl")).decode().splitlines()
     assert done <= {json.loads(row)["url"] for row in rows}
