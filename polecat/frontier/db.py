@@ -32,14 +32,13 @@ dirtied, ~4 KB per queue or host row changed):
 6. A commit (:meth:`FrontierDB.start_commit`) appends the writes applied through :meth:`FrontierDB.apply`
    since the last one (encoded as they are applied, wal.py rule 7) to the log, with the commit counter, and
    fsyncs it on the writer thread; the LMDB transaction stays open. Only an *LMDB commit* commits it: when
-   the log has reached ``log_bytes`` (``frontier.log_mb``; 0, the default, makes every commit an LMDB commit
-   and the log stays empty: its costs are for a crawl that chose it, benchmarks/README.md), when asked (an
-   open that creates or upgrades the schema), for a :meth:`FrontierDB.snapshot`, and at
-   :meth:`FrontierDB.close` when nothing was applied since the last commit. An LMDB commit writes ``seq``
-   (the last commit it holds) and the seen runs' manifest into ``meta``, and the log is emptied once it is
-   durable (wal.py rule 4). LMDB commits and appends run in order on the one writer thread (writer.py rule
-   5). Reads and writes of the loop go on during an append (it does not touch the transaction); during an
-   LMDB commit they wait, as in rule 2.
+   the log has reached ``log_bytes`` (``frontier.log_mb``, 64 MiB by default; 0 makes every commit an LMDB
+   commit and the log stays empty: benchmarks/README.md), when asked (an open that creates or upgrades the
+   schema), for a :meth:`FrontierDB.snapshot`, and at :meth:`FrontierDB.close` when nothing was applied
+   since the last commit. An LMDB commit writes ``seq`` (the last commit it holds) and the seen runs'
+   manifest into ``meta``, and the log is emptied once it is durable (wal.py rule 4). LMDB commits and
+   appends run in order on the one writer thread (writer.py rule 5). Reads and writes of the loop go on
+   during an append (it does not touch the transaction); during an LMDB commit they wait, as in rule 2.
 7. The open replays, in order, the log's entries whose sequence is past ``meta``'s ``seq`` into the
    transaction (an entry at or below it is in the LMDB already: never applied twice) and takes the last
    one's as its commit counter; a torn tail is dropped (wal.py rule 3, :attr:`FrontierDB.log_dropped`).
@@ -148,9 +147,9 @@ TABLES = ("meta", "queue", "hosts", "seen", "urls", "near", "ops", "robots", "pr
 ROOM_CHECK_WRITES = 1_000
 """A batch of writes at least this long gets disk space reserved for it before it is applied (rule 11)."""
 
-LOG_BYTES = 0
-"""Log bytes after which a commit is also an LMDB commit (rule 6; the default of ``frontier.log_mb``: 0,
-no log, every commit an LMDB commit)."""
+LOG_BYTES = 64 << 20
+"""Log bytes after which a commit is also an LMDB commit (rule 6; the default of ``frontier.log_mb``, 64
+MiB)."""
 
 log = logging.getLogger("polecat")
 
