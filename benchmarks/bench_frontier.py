@@ -23,7 +23,7 @@ named tables, to attribute the writes to tables: the difference with a run that 
 prints the N functions of most own time in the pop+complete phase.
 ``--log-mb`` sets the write-ahead log a commit appends to before the LMDB is committed (``frontier.log_mb``);
 each phase reports its commits: the log appends, and the LMDB commits, whose length a node's leasing waits.
-``--writemap``/``--no-writemap`` opens the LMDB so or not (``frontier.writemap``, on by default); its
+``--writemap``/``--no-writemap`` opens the LMDB so or not (``frontier.writemap``, off by default); its
 writes back are not write calls, so ``wchar`` then counts the log and the seen runs only (``write_bytes``
 counts them, by folio).
 """
@@ -165,7 +165,10 @@ class Commits:
         self.db.apply(self.frontier.prepare_commit())
         self.db.commit(to_lmdb=last)
         took = time.perf_counter() - t0
-        (self.lmdb if before and not self.db.wal.size else self.log).append(took)
+        # With no log (``--log-mb 0``) every commit is an LMDB commit, and so is the last of a phase even
+        # when the log was empty before it.
+        lmdb_commit = last or not self.db.log_bytes or (before and not self.db.wal.size)
+        (self.lmdb if lmdb_commit else self.log).append(took)
         self.peak_anon = max(self.peak_anon, rss_mb())
 
     def report(self) -> str:

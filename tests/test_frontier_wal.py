@@ -7,13 +7,14 @@ import shutil
 from pathlib import Path
 
 import lmdb
+import msgpack
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from polecat.frontier.db import FrontierDB
 from polecat.frontier.slices import slice_prefix
-from polecat.frontier.wal import LOG_NAME, decode, encode
+from polecat.frontier.wal import LOG_NAME, Entry, decode, encode
 from polecat.writes import Delete, DeleteSlices, Put, Write
 
 KEYS = st.binary(min_size=1, max_size=40)
@@ -27,6 +28,24 @@ WRITES = st.lists(st.one_of(
 @given(WRITES)
 def test_an_entry_decodes_to_the_writes_it_encodes(writes: list[Write]) -> None:
     assert decode(encode(writes)) == writes
+
+
+@given(WRITES, WRITES)
+def test_an_entry_encoded_as_its_writes_are_applied_decodes_to_all_of_them(first: list[Write],
+                                                                             then: list[Write]) -> None:
+    """wal.py rule 7: the commit's writes are added batch by batch as they are applied."""
+    entry = Entry()
+    entry.add(first)
+    entry.add(then)
+    with entry.body() as body:
+        assert decode(entry.head() + body) == first + then
+
+
+@pytest.mark.parametrize("rows", [0, 15, 16, 65_535, 65_536, 2**32 - 1])
+def test_an_entry_heads_its_rows_as_msgpack_heads_an_array_of_them(rows: int) -> None:
+    entry = Entry()
+    entry.rows = rows
+    assert entry.head() == msgpack.Packer().pack_array_header(rows)
 
 
 def opened(path: Path, log_bytes: int = 1 << 30, *, writemap: bool = False) -> FrontierDB:
@@ -51,7 +70,7 @@ def seen_key(i: int) -> bytes:
 
 def crash(db: FrontierDB) -> None:
     """What kill -9 leaves: the files as they are, no LMDB commit at close."""
-    db._logged.append(Put("meta", b"uncommitted", b"1"))  # close commits the LMDB only with nothing pending
+    db._entry.add([Put("meta", b"uncommitted", b"1")])  # close commits the LMDB only with nothing pending
     db.close()
 
 

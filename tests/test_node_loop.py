@@ -154,7 +154,7 @@ async def gate_during(tmp_path: Path, lmdb_commits: bool) -> list[tuple[bool, bo
             commit_txn = db._writer._commit
             db._writer._commit = lambda *args: (watch(), commit_txn(*args))[1]
         else:
-            db.log_bytes = 1 << 30  # the log on (frontier.log_mb; off by default)
+            db.log_bytes = 1 << 30  # a log no commit of the test fills: every commit a log append
             append = db.wal.append
             db.wal.append = lambda *args: (watch(), append(*args))[1]
         stats = await crawler.run()

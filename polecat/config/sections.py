@@ -230,16 +230,16 @@ class FrontierConfig:
     """The node commits after this many frontier operations..."""
     commit_ms: float = 250.0
     """...or after this many milliseconds, whichever comes first."""
-    log_mb: float = 0.0
-    """Above 0 (64 for a breadth crawl): a commit appends to the frontier's write-ahead log, and the LMDB
-    itself is committed (an LMDB commit, polecat/frontier/db.py rule 6) once the log holds this many MiB,
-    and at the stop. 64 cut the bytes written per URL ~10x at 1M URLs (a breadth crawl's SSD wear), at the
-    cost of a longer replay after a kill -9, a pause of leasing for each LMDB commit (seconds on a busy
-    disk), more memory (the open transaction's dirty pages: a crawl queueing a 50,000-URL sitemap peaked at
-    147 MB RSS with 8, 16 or 64 MiB against 64 MB without; ``writemap`` moves them to the file's pages,
-    still resident) and, in a cluster, an LMDB commit per checkpoint round (polecat/node/commits.py rule
-    9; benchmarks/README.md, "Issue 39: the write-ahead log"). 0, the default: every commit is an LMDB
-    commit, no log is written."""
+    log_mb: float = 64.0
+    """Above 0 (64, the default): a commit appends to the frontier's write-ahead log, and the LMDB itself
+    is committed (an LMDB commit, polecat/frontier/db.py rule 6) once the log holds this many MiB, and at
+    the stop. 64 cut the bytes written per URL ~15x at 1M URLs (a breadth crawl's SSD wear; 16 wrote
+    twice 64's), at the cost of a longer replay after a kill -9, a pause of leasing for each LMDB commit
+    (seconds on a busy disk, a few per million URLs), more anonymous memory (the open transaction's dirty
+    pages, up to LMDB's cap of 512 MB: RssAnon 298 MB against 183 MB at 1M URLs; ``writemap`` moves them
+    to the file's pages) and, in a cluster, an LMDB commit per checkpoint round (polecat/node/commits.py
+    rule 9; benchmarks/README.md, "Issue 39: the write-ahead log"). 0: every commit is an LMDB commit, no
+    log is written (0.3.0's commits)."""
     writemap: bool = False
     """Open the frontier's LMDB with ``writemap``: the open transaction's dirty pages live in the file's
     mapping, not in anonymous memory (RssAnon 148 MB against 298 MB at 1M URLs), but the kernel writes

@@ -30,16 +30,15 @@ Rules of the tables:
 Rules of the write-ahead log (polecat/frontier/wal.py; issue 39: each LMDB commit copies every page it
 dirtied, ~4 KB per queue or host row changed):
 6. A commit (:meth:`FrontierDB.start_commit`) appends the writes applied through :meth:`FrontierDB.apply`
-   since the last one to the log, with the commit counter, and fsyncs it on the writer thread; the LMDB
-   transaction stays open. Only an *LMDB commit* commits it: when the log has reached ``log_bytes``
-   (``frontier.log_mb``; 0, the default, makes every commit an LMDB commit and the log stays empty:
-   its costs are for a crawl that chose it, benchmarks/README.md), when asked (an open that creates or
-   upgrades the schema), for a :meth:`FrontierDB.snapshot`, and at :meth:`FrontierDB.close` when nothing
-   was applied since the last commit. An LMDB commit writes ``seq`` (the last commit it holds) and the
-   seen runs' manifest into ``meta``, and the log is emptied once it is durable (wal.py rule 4). LMDB
-   commits and appends run in order on the one writer thread (writer.py rule 5). Reads and writes of the
-   loop go on during an append (it does not touch the transaction); during an LMDB commit they wait, as
-   in rule 2.
+   since the last one (encoded as they are applied, wal.py rule 7) to the log, with the commit counter, and
+   fsyncs it on the writer thread; the LMDB transaction stays open. Only an *LMDB commit* commits it: when
+   the log has reached ``log_bytes`` (``frontier.log_mb``, 64 MiB by default; 0 makes every commit an LMDB
+   commit and the log stays empty: benchmarks/README.md), when asked (an open that creates or upgrades the
+   schema), for a :meth:`FrontierDB.snapshot`, and at :meth:`FrontierDB.close` when nothing was applied
+   since the last commit. An LMDB commit writes ``seq`` (the last commit it holds) and the seen runs'
+   manifest into ``meta``, and the log is emptied once it is durable (wal.py rule 4). LMDB commits and
+   appends run in order on the one writer thread (writer.py rule 5). Reads and writes of the loop go on
+   during an append (it does not touch the transaction); during an LMDB commit they wait, as in rule 2.
 7. The open replays, in order, the log's entries whose sequence is past ``meta``'s ``seq`` into the
    transaction (an entry at or below it is in the LMDB already: never applied twice) and takes the last
    one's as its commit counter; a torn tail is dropped (wal.py rule 3, :attr:`FrontierDB.log_dropped`).
@@ -120,7 +119,7 @@ from polecat.frontier.migrate import (
 from polecat.frontier.seenlog import MANIFEST, SeenRuns, SeenView
 from polecat.frontier.slices import PREFIX_LEN, SLICES, slice_prefix
 from polecat.frontier.tables import Lookup, Snapshot
-from polecat.frontier.wal import LOG_NAME, LogOverlay, WriteLog
+from polecat.frontier.wal import LOG_NAME, Entry, LogOverlay, WriteLog
 from polecat.frontier.writer import TxnWriter
 from polecat.version import __version__
 from polecat.writes import Decided, Delete, DeleteSlices, Put, Table, Write
@@ -148,9 +147,9 @@ TABLES = ("meta", "queue", "hosts", "seen", "urls", "near", "ops", "robots", "pr
 ROOM_CHECK_WRITES = 1_000
 """A batch of writes at least this long gets disk space reserved for it before it is applied (rule 11)."""
 
-LOG_BYTES = 0
-"""Log bytes after which a commit is also an LMDB commit (rule 6; the default of ``frontier.log_mb``: 0,
-no log, every commit an LMDB commit)."""
+LOG_BYTES = 64 << 20
+"""Log bytes after which a commit is also an LMDB commit (rule 6; the default of ``frontier.log_mb``, 64
+MiB)."""
 
 log = logging.getLogger("polecat")
 
@@ -239,8 +238,8 @@ class FrontierDB:
         self.seq = 0
         self.pending = 0
         self.log_bytes = log_bytes
-        self._logged: list[Write] = []
-        """Writes applied since the last commit, for its log entry (rule 6)."""
+        self._entry = Entry()
+        """The writes applied since the last commit, encoded for its log entry (rule 6)."""
         self._appending: Future[None] | None = None
         """The last log append started (rule 6)."""
         self._log_failed: OSError | None = None
@@ -430,7 +429,7 @@ class FrontierDB:
         """Do a decision's writes in the open transaction (polecat/writes.py rule 2); during a
         commit, in the next one (rule 3)."""
         if self.log_bytes:  # with no log (rule 6) nothing is appended, so nothing is kept for it
-            self._logged.extend(writes)
+            self._entry.add(writes)
         if self._writer.committing:
             self._backlog.extend(writes)
         else:
@@ -525,7 +524,7 @@ class FrontierDB:
         waited for, so that the LMDB tables and the seen runs are of the same commit; the log is
         committed to the LMDB first, rule 9)."""
         self.finish_commit()
-        if self.wal.size and not self._logged and self._no_room is None:
+        if self.wal.size and not self._entry.rows and self._no_room is None:
             self._commit_lmdb()
         committed = CommittedTables(self.env.begin(), self.tables, self.seen.view())
         if not self.wal.size:
@@ -548,10 +547,10 @@ class FrontierDB:
         txn.put(b"seq", str(self.seq).encode(), db=self.meta)
         self.pending = 0
         self.written.commit()
-        writes, self._logged = self._logged, []
+        entry, self._entry = self._entry, Entry()
         if to_lmdb or self.wal.size >= self.log_bytes:
             return self._start_lmdb_commit(txn)
-        self._appending = self._writer.submit(partial(self.wal.append, self.seq, writes))
+        self._appending = self._writer.submit(partial(self.wal.append, self.seq, entry))
         if self._reserve is not None and not self._synced_ahead and self.wal.size >= self.log_bytes * 3 // 4:
             # Rule 12. Its failure (an I/O error) is the LMDB commit's to report: that commit writes the
             # same pages and fails the same way.
@@ -628,7 +627,7 @@ class FrontierDB:
         try:
             with contextlib.suppress(PolecatError, lmdb.Error, OSError):
                 self.finish_commit()
-                if self.wal.size and not self._logged and self._no_room is None:  # rule 11
+                if self.wal.size and not self._entry.rows and self._no_room is None:  # rule 11
                     self._commit_lmdb()
         finally:
             try:
