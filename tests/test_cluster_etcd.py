@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
 import logging
 import socket
 import time
@@ -10,6 +12,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from types import SimpleNamespace
 from unittest.mock import MagicMock, patch
 
+import aetcd
 import pytest
 
 from polecat.clock import SYSTEM_CLOCK
@@ -24,6 +27,7 @@ from polecat.frontier.slices import SLICES
 from polecat.testing.cluster import MemoryEtcd
 from polecat.testing.etcd import EtcdServer
 from polecat.testing.fakes import FakeClock
+from polecat.testing.virtual_time import run_virtual
 from tests.async_helpers import ends_when_cancelled
 
 TTL = 2
@@ -330,6 +334,97 @@ async def test_a_re_registration_whose_record_write_failed_is_finished_at_the_ne
                      "a to be a member again and own every slice")
     finally:
         await node.close()
+
+
+async def test_the_first_call_after_an_etcd_outage_goes_through(etcd_server: EtcdServer) -> None:
+    """aetcd_client rule 8: etcd gone for 6 s, then back; meanwhile another connection of the same
+    kind stays open and keeps trying (one given up whose close has not ended, as a node's watch's can
+    be). The client's first call after etcd's return goes through. With gRPC's shared subchannels its
+    new connection got the other's subchannel, whose reconnect backoff had grown to seconds, and failed
+    at once with the outage's "Connection refused" for seconds after etcd was back."""
+    given_up = AetcdClient(etcd_server.endpoint)._client  # used raw: it never moves to a new connection
+    client = AetcdClient(etcd_server.endpoint)
+    try:
+        await given_up.get_prefix(b"/t/")
+        lease = await client.grant(60)
+        await asyncio.to_thread(etcd_server.halt)
+        for _ in range(60):
+            with contextlib.suppress(aetcd.exceptions.ConnectionFailedError):
+                await given_up.get_prefix(b"/t/")
+            await asyncio.sleep(0.1)
+        with pytest.raises(aetcd.exceptions.ConnectionFailedError):
+            await client.keepalive(lease)  # down: the client moves to a new connection (rule 2)
+        await asyncio.to_thread(etcd_server.start)
+        assert await client.keepalive(lease)
+    finally:
+        await client.close()
+        await given_up.close()
+
+
+class Outage(MemoryEtcd):
+    """Keepalives get no answer while ``down``; :attr:`renewed` has the (loop) time of each one that
+    went through."""
+
+    down = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.renewed: list[float] = []
+
+    async def keepalive(self, lease: int) -> bool:
+        if self.down:
+            raise ConnectionError("etcd is down")
+        self.renewed.append(asyncio.get_running_loop().time())
+        return await super().keepalive(lease)
+
+
+class LoopClock:
+    """A :class:`~polecat.clock.Clock` on the running loop's time (virtual under ``run_virtual``)."""
+
+    def wall(self) -> float:
+        return asyncio.get_running_loop().time()
+
+    monotonic = boottime = wall
+
+
+def test_a_renewal_that_failed_is_tried_again_within_a_twelfth_of_the_lease(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """etcd rule 9, on virtual time (no machine's load can move it): etcd gone for three leases, then
+    back. The node's first renewal comes within ttl / 12 of etcd's return (it came up to ttl / 3 later,
+    each try then waiting up to ttl / 3 more: a node on a loaded machine missed the lease a restarted
+    etcd gives back, and re-registered); before the outage and after the return it renews every
+    ttl / 3, and it says how many tries the outage cost."""
+    ttl = 4
+
+    async def outage() -> tuple[float, list[float]]:
+        etcd = Outage()
+        node = EtcdMembership(etcd, "t", Member("a", "http://127.0.0.1:1"), ttl=ttl, clock=LoopClock(),
+                              records=RECORDS)
+        await node.start()
+        try:
+            await asyncio.sleep(10)
+            etcd.down = True
+            await asyncio.sleep(3 * ttl)
+            etcd.down = False
+            back = asyncio.get_running_loop().time()
+            await asyncio.sleep(ttl)
+        finally:
+            await node.close()
+        return back, etcd.renewed
+
+    with caplog.at_level(logging.INFO, logger="polecat.cluster.etcd"):
+        back, renewed = run_virtual(outage())
+    before = [t for t in renewed if t < back]
+    after = [t for t in renewed if t >= back]
+    assert after[0] - back <= ttl / 12 + 1e-6
+    assert [b - a for a, b in itertools.pairwise(before)] == pytest.approx([ttl / 3] * (len(before) - 1))
+    assert [b - a for a, b in itertools.pairwise(after)] == pytest.approx([ttl / 3] * (len(after) - 1))
+    assert len(after) >= 3
+    failed = [r for r in caplog.records if "renewal failed: etcd is down" in r.getMessage()]
+    assert len(failed) >= 3 * ttl / (ttl / 12) - 1  # a try every ttl / 12 while etcd was gone
+    said = [r.getMessage() for r in caplog.records if "failed tries" in r.getMessage()]
+    assert said == [f"etcd lease 1 renewed after {len(failed)} failed tries, "
+                    f"{after[0] - before[-1]:.2f} s after its last renewal"]
 
 
 async def test_a_leave_whose_release_fails_goes_on_and_says_so(caplog: pytest.LogCaptureFixture) -> None:

@@ -1,16 +1,16 @@
 """The etcd ``Membership`` backend: the thin I/O around :class:`~polecat.cluster.ownership.Ownership`.
 
 Rules:
-1. Keys: ``/<cluster>/members/<id>`` -> the member record, JSON ``{"address": ..., "lease": ...,
-   "leaving": ..., "wire": ..., "wire_oldest": ..., "release": ..., "sig": ...}`` signed with the cluster
-   secret (:mod:`polecat.cluster.member_records`:
-   a record that does not prove it is no member), and
-   ``/<cluster>/owner/<slice>`` -> the owner's id, both under the node's lease (TTL ``ttl``, renewed
-   every ``ttl / 3``). A node joins by registering, leaves by flagging itself ``leaving`` (ownership
-   rule 8), handing its slices over and revoking its lease, and is gone for everyone when the lease
-   expires. ``lease`` is the member's fencing token; a record without it (written before it existed)
-   reads as lease 0, and ``leaving`` absent as False; the wire fields absent read as 0.2.0's wire
-   (wire rule 2), and a record whose wire fields are malformed is skipped like any malformed record.
+1. Keys: ``/<cluster>/members/<id>`` -> the member record, JSON ``{"address": ..., "lease": ..., "leaving":
+   ..., "wire": ..., "wire_oldest": ..., "release": ..., "sig": ...}`` signed with the cluster secret
+   (:mod:`polecat.cluster.member_records`: a record that does not prove it is no member), and
+   ``/<cluster>/owner/<slice>`` -> the owner's id, both under the node's lease (TTL ``ttl``, renewed every
+   ``ttl / 3``, sooner after a renewal that failed: rule 9). A node joins by registering, leaves by flagging
+   itself ``leaving`` (ownership rule 8), handing its slices over and revoking its lease, and is gone for
+   everyone when the lease expires. ``lease`` is the member's fencing token; a record without it (written
+   before it existed) reads as lease 0, and ``leaving`` absent as False; the wire fields absent read as
+   0.2.0's wire (wire rule 2), and a record whose wire fields are malformed is skipped like any malformed
+   record.
 2. The member list is read once, then followed with a watch on the prefix; every renewal also re-reads
    it, so a watch that broke silently (etcd restarted) costs at most ``ttl / 3`` of staleness.
 3. Every decision (what to claim, what to release, when to fence) is the state machine's; this module
@@ -51,6 +51,14 @@ Rules:
    record left the node a member to nobody and without a token (ownership rule 9): no hand-off batch,
    checkpoint round or hand-over went out under it, so the URLs only it held were never fetched
    while the process lived.
+9. A renewal that failed (no answer, a timeout, a re-registration cut short) is tried again
+   ``ttl / 12`` later, not ``ttl / 3``: once etcd is back it gives each lease its TTL again (a restarted
+   etcd from when it is leader), and the node must renew within that. A try every ``ttl / 3``, each
+   waiting up to ``ttl / 3``, left gaps of two thirds of the lease between tries: on a loaded machine
+   (etcd slow to serve after its restart, a try hanging on the connection meanwhile) a node missed its
+   restored lease, re-registered, and its slices were restored elsewhere although no node had died.
+   The first renewal after failures is logged at INFO with the number of tries and the time since the
+   last renewal.
 """
 
 from __future__ import annotations
@@ -317,9 +325,12 @@ class EtcdMembership:
             self.fence = Fence(self._me.id, self._lease, revision)
 
     async def _renew_loop(self) -> None:
+        failed = 0  # renewals failed in a row: the next comes sooner (rule 9)
+        last = self._clock.boottime()
         while True:
-            await asyncio.sleep(self._ttl / 3)
+            await asyncio.sleep(self._ttl / 12 if failed else self._ttl / 3)
             started = self._clock.boottime()
+            failed += 1  # until this renewal goes through
             try:
                 assert self._lease is not None
                 # Bounded with asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a
@@ -337,6 +348,7 @@ class EtcdMembership:
                     log.warning("etcd lease expired: discarding what was decided under it, re-registering")
                     async with asyncio.timeout(self._ttl / 3):
                         await self._register()
+                    failed, last = 0, started
                     continue
                 if self.fence is None and not self._leaving:  # rule 8: a registration cut short
                     async with asyncio.timeout(self._ttl / 3):
@@ -345,6 +357,10 @@ class EtcdMembership:
                                 "complete", self._me.id, self._lease)
                 # The lease runs from when the renewal was sent, not from when etcd answered.
                 actions = self.ownership.renewed(started)
+                if failed > 1:
+                    log.info("etcd lease %x renewed after %d failed tries, %.2f s after its last renewal",
+                             self._lease, failed - 1, started - last)
+                failed, last = 0, started
                 if self._leaving:  # rule 5: close() releases; the member list stays as the leave began
                     continue
                 self._queue(actions)
