@@ -538,6 +538,14 @@ class _Base:
     durable: bool = False
     rows: set[int] = field(default_factory=set)
     """The band slices it is kept under (rule 13)."""
+    keys: tuple[bytes, ...] = field(init=False)
+    """Its claim's band keys, computed once: every claim of its bands scans it (rule 10)."""
+    order: tuple[float, str] = field(init=False)
+    """Its claim's fetch order (rule 10), compared by every scan."""
+
+    def __post_init__(self) -> None:
+        self.keys = tuple(band_keys(self.claim.index))
+        self.order = _order(self.claim)
 
 
 BAND_BASES = 64
@@ -557,6 +565,18 @@ def _band_slices(index: int) -> set[int]:
 
 def _order(c: NearClaim) -> tuple[float, str]:
     return c.fetched_at, c.url
+
+
+_Match = tuple[_Base, tuple[int, int]]
+"""A base and its rank against a claim (sketch bins, index bits)."""
+
+
+def _better(best: _Match | None, base: _Base, c: NearClaim, bits: int) -> _Match | None:
+    """``base`` instead of ``best`` when it passes the sketch test and is closer, then earlier (rule 10)."""
+    rank = (verify_distance(c.verify, base.claim.verify), bits)
+    if rank[0] <= VERIFY_MAX_DISTANCE and (best is None or (rank, base.order) < (best[1], best[0].order)):
+        return base, rank
+    return best
 
 
 class NearBook:
@@ -600,8 +620,7 @@ class NearBook:
             out.append((claimer, NearAnswer(c.seq, None)))
             return
         # The same body from the same claimer is a copy of that base, whichever was fetched first.
-        found = (same, (0, 0)) if same is not None else self._closest(c)
-        later = self._closest(c, later=True) if found is None else None
+        found, later = ((same, (0, 0)), None) if same is not None else self._closest(c)
         if later is not None and not later[0].durable:  # it may be stored in full: wait for it (rule 14)
             self._copies.setdefault((later[0].claimer, later[0].claim.digest), []).append((claimer, c, now))
         elif later is not None:  # stored in full: this earlier fetch is its copy (rule 14)
@@ -661,28 +680,35 @@ class NearBook:
                 out.append((key[0], NearAnswer(c.seq, None)))
         return out
 
-    def _closest(self, c: NearClaim, *, later: bool = False) -> tuple[_Base, tuple[int, int]] | None:
-        """The closest base near ``c`` fetched before it; ``later``: fetched after it and answered "none"
-        already (rule 14)."""
-        best: tuple[_Base, tuple[int, int]] | None = None
+    def _closest(self, c: NearClaim) -> tuple[_Match | None, _Match | None]:
+        """The closest base near ``c`` fetched before it, and (only when there is none) the closest
+        fetched after it and answered "none" already (rule 14); one scan of ``c``'s bands for both."""
+        best: _Match | None = None
         order = _order(c)
         seen: set[int] = set()
+        later: list[tuple[_Base, int]] = []
         for key in band_keys(c.index):
             for base in self._bands.get(key, ()):
-                o = base.claim
-                after = _order(o) > order
-                if id(base) in seen or o.url == c.url or after != later or _order(o) == order \
-                        or (later and (base.claimer, o.digest) in self._settling):
+                # A base in several of these bands passes or fails the same tests in each: once is enough.
+                if id(base) in seen:
                     continue
                 seen.add(id(base))
+                o = base.claim
+                if o.url == c.url or base.order == order:
+                    continue
                 bits = (o.index ^ c.index).bit_count()
                 if bits > self._max_distance:
                     continue
-                rank = (verify_distance(c.verify, o.verify), bits)
-                if rank[0] <= VERIFY_MAX_DISTANCE and (best is None or (rank, _order(o)) < (best[1], _order(
-                        best[0].claim))):
-                    best = (base, rank)
-        return best
+                if base.order > order:
+                    if (base.claimer, o.digest) not in self._settling:
+                        later.append((base, bits))
+                    continue
+                best = _better(best, base, c, bits)
+        if best is not None:
+            return best, None
+        for base, bits in later:
+            best = _better(best, base, c, bits)
+        return None, best
 
     def _record(self, claimer: str, c: NearClaim, out: NearRouted) -> None:
         self._add(_Base(c, claimer), out)
@@ -691,7 +717,7 @@ class NearBook:
         """Index ``base`` under its band keys within the bounds of rule 10 (copies waiting on a base
         dropped for them are decided at expiry)."""
         self._bases[(base.claimer, base.claim.digest)] = base
-        for key in band_keys(base.claim.index):
+        for key in base.keys:
             band = self._bands.setdefault(key, [])
             band.append(base)
             if len(band) > BAND_BASES:
@@ -725,7 +751,7 @@ class NearBook:
             base = self._bases.get((who, digest)) or got.setdefault((who, digest),
                                                                     _Base(c, who, durable=True))
             base.rows.add(band)
-        for base in sorted(got.values(), key=lambda b: _order(b.claim)):
+        for base in sorted(got.values(), key=lambda b: b.order):
             self._add(base, self._late)
         return len(got)
 
@@ -751,7 +777,7 @@ class NearBook:
         settling = self._settling.pop(key, None)
         if settling is not None:  # its claimer still waits: "none" now (it is no base here any more)
             out.append((key[0], NearAnswer(settling[0].seq, None)))
-        for band in band_keys(base.claim.index):
+        for band in base.keys:
             bases = self._bands[band]
             bases.remove(base)
             if not bases:
