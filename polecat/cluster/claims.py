@@ -138,6 +138,7 @@ import hashlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Generic, TypeVar
 
 import msgpack
@@ -492,7 +493,14 @@ def band_slice(key: bytes) -> int:
 
 def band_owners(index: int, owner_of: Callable[[int], str]) -> tuple[str, ...]:
     """The distinct owners of fingerprint index ``index``'s band keys (rule 9), in band order."""
-    return tuple(dict.fromkeys(owner_of(band_slice(k)) for k in band_keys(index)))
+    return tuple(dict.fromkeys(owner_of(band_slice(k)) for k in _keys(index)))
+
+
+@lru_cache(maxsize=4096)
+def _keys(index: int) -> tuple[bytes, ...]:
+    """:func:`band_keys`, remembered for the pages in flight: a page's keys are asked for its owners
+    (rule 9), its claim's scan and its base (rule 10)."""
+    return tuple(band_keys(index))
 
 
 @dataclass(frozen=True, slots=True)
@@ -544,7 +552,7 @@ class _Base:
     """Its claim's fetch order (rule 10), compared by every scan."""
 
     def __post_init__(self) -> None:
-        self.keys = tuple(band_keys(self.claim.index))
+        self.keys = _keys(self.claim.index)
         self.order = _order(self.claim)
 
 
@@ -560,7 +568,7 @@ def near_key(band: int, claimer: str, digest: bytes) -> bytes:
 
 
 def _band_slices(index: int) -> set[int]:
-    return {band_slice(k) for k in band_keys(index)}
+    return {band_slice(k) for k in _keys(index)}
 
 
 def _order(c: NearClaim) -> tuple[float, str]:
@@ -642,10 +650,12 @@ class NearBook:
         if not self._settling:
             return
         order = _order(c)
-        for key, (s, _) in list(self._settling.items()):
-            if key in self._settling and _order(s) > order and s.url != c.url \
-                    and (s.index ^ c.index).bit_count() <= self._max_distance \
-                    and verify_distance(s.verify, c.verify) <= VERIFY_MAX_DISTANCE:
+        # Those that match first (the tests read only the two claims), then each while still settling.
+        matches = [(key, s) for key, (s, _) in self._settling.items() if _order(s) > order and s.url != c.url
+                   and (s.index ^ c.index).bit_count() <= self._max_distance
+                   and verify_distance(s.verify, c.verify) <= VERIFY_MAX_DISTANCE]
+        for key, s in matches:
+            if key in self._settling:
                 del self._settling[key]
                 self._redecide(key, now, out)
                 self._decide(key[0], s, now, out)
@@ -687,7 +697,7 @@ class NearBook:
         order = _order(c)
         seen: set[int] = set()
         later: list[tuple[_Base, int]] = []
-        for key in band_keys(c.index):
+        for key in _keys(c.index):
             for base in self._bands.get(key, ()):
                 # A base in several of these bands passes or fails the same tests in each: once is enough.
                 if id(base) in seen:
