@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import shutil
+import struct
+import zlib
 from pathlib import Path
 
 import lmdb
@@ -12,6 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from polecat.errors import FrontierError
 from polecat.frontier.db import FrontierDB
 from polecat.frontier.slices import slice_prefix
 from polecat.frontier.wal import LOG_NAME, Entry, decode, encode
@@ -131,6 +134,56 @@ def test_a_wrong_checksum_ends_the_log_there(tmp_path: Path) -> None:
     again = opened(tmp_path)
     assert again.replayed == 2 and again.log_dropped > 0 and again.get("meta", b"k2") is None
     again.close()
+
+
+def big_commit_then_small_crashed(path: Path) -> tuple[Path, int]:
+    """A frontier whose log holds one entry of 30,000 writes, bigger than a reader's chunk (wal.py rule
+    8), then a small one, left as kill -9 leaves it; the log's path and the big entry's end."""
+    db = opened(path, log_bytes=1 << 26)
+    db.apply([Put("queue", slice_prefix(i % 7) + b"%08d" % i, b"v" * 40) for i in range(30_000)])
+    db.commit()
+    big_end = db.wal.size
+    assert big_end > 1 << 20
+    db.apply([Put("meta", b"after", b"1")])
+    db.commit()
+    crash(db)
+    return path / LOG_NAME, big_end
+
+
+def test_a_big_entry_replays_and_a_torn_one_after_it_is_dropped(tmp_path: Path) -> None:
+    log, big_end = big_commit_then_small_crashed(tmp_path)
+    with open(log, "r+b") as fh:
+        fh.truncate(log.stat().st_size - 3)
+    again = opened(tmp_path)
+    assert again.replayed == 1 and again.log_dropped > 0 and again.wal.size == big_end
+    assert again.count("queue") == 30_000 and again.get("meta", b"after") is None
+    assert again.get("queue", slice_prefix(29_999 % 7) + b"%08d" % 29_999) == b"v" * 40
+    again.close()
+
+
+def test_a_big_entry_torn_in_its_middle_applies_none_of_its_writes(tmp_path: Path) -> None:
+    """wal.py rule 8: the checksum over the whole entry first, then its writes."""
+    log, big_end = big_commit_then_small_crashed(tmp_path)
+    with open(log, "r+b") as fh:
+        fh.truncate(big_end - (1 << 19))
+    again = opened(tmp_path)
+    assert again.replayed == 0 and again.count("queue") == 0 and again.wal.size == 0
+    again.close()
+
+
+def test_a_whole_entry_that_does_not_decode_refuses_the_open(tmp_path: Path) -> None:
+    """wal.py rule 8: its checksum holds, so it is no crash's tail: no silent cut, and nothing applied."""
+    log = three_commits_crashed(tmp_path)
+    db = opened(tmp_path)
+    seq = db.seq
+    crash(db)
+    payload = b"\x92" + msgpack.packb((0, 2, b"k", b"v")) + msgpack.packb(7)  # a row that is no write
+    crc = zlib.crc32(payload, zlib.crc32(struct.pack("<Q", seq + 1)))
+    with open(log, "ab") as fh:
+        fh.write(struct.pack("<IQI", len(payload), seq + 1, crc) + payload)
+    with pytest.raises(FrontierError, match="do not decode"):
+        opened(tmp_path)
+    assert log.stat().st_size > 0 and lmdb_meta(tmp_path, b"k0") is None
 
 
 def test_entries_an_lmdb_commit_holds_are_never_replayed_again(tmp_path: Path) -> None:

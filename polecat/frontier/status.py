@@ -93,12 +93,11 @@ def _snapshot(frontier_dir: Path, tables: tuple[str, ...]
                 dbs[name] = env.open_db(name.encode(), txn=txn, create=False)
         commits = int(txn.get(b"seq", b"0", db=dbs["meta"]))
         committed = CommittedTables(txn, dbs, _NO_SEEN)
-        entries = list(entries_past(logged, commits)) if logged else []
-        if not entries:
+        overlay = LogOverlay(committed, entries_past(logged, commits)) if logged else None
+        if overlay is None or overlay.seq is None:
             yield dbs, committed, (commits, 0)
             return
-        overlay = LogOverlay(committed, (writes for _, writes in entries))
-        yield dbs, overlay, (entries[-1][0], overlay.added("seen"))
+        yield dbs, overlay, (overlay.seq, overlay.added("seen"))
 
 
 def read_outcomes(frontier_dir: Path) -> Iterator[UrlRecord]:
