@@ -5,7 +5,7 @@ in a child process over a copy of a crashed frontier whose log holds one 150,000
 
     timeout 600 python -m benchmarks.bench_wal_read DIR [--tracemalloc]
 
-``--tracemalloc`` traces Python allocations (peak of traced objects; it slows every reader ~2-3x):
+``--tracemalloc`` traces Python allocations (peak of traced objects; it slows the readers 2-5x):
 time the readers without it. VmHWM is the child's peak resident set, the interpreter's included.
 """
 
