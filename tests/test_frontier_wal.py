@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 import shutil
 import struct
+import subprocess
+import sys
 import zlib
 from pathlib import Path
 
@@ -15,9 +17,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from polecat.errors import FrontierError
-from polecat.frontier.db import FrontierDB
+from polecat.frontier import status
+from polecat.frontier.db import CommittedTables, FrontierDB
 from polecat.frontier.slices import slice_prefix
-from polecat.frontier.wal import LOG_NAME, Entry, decode, encode
+from polecat.frontier.wal import LOG_NAME, Entry, LogOverlay, decode, encode
 from polecat.writes import Delete, DeleteSlices, Put, Write
 
 KEYS = st.binary(min_size=1, max_size=40)
@@ -234,3 +237,41 @@ def test_a_snapshot_is_the_last_commit_whatever_is_applied_after_it(tmp_path: Pa
     assert snap.get("seen", seen_key(8)) == b""
     snap.close()
     db.close()
+
+
+def streamed(path: Path, commits: int | None = None) -> tuple[int, LogOverlay | None]:
+    """polecat status's read of the log a chunk at a time (wal.py rule 9) over a read transaction begun
+    now, past ``commits`` (the transaction's when None); and that transaction's sequence."""
+    with status._read_txn(path, ()) as (env, txn, dbs):
+        seq = int(txn.get(b"seq", b"0", db=dbs["meta"]))
+        committed = CommittedTables(txn, dbs, status._NO_SEEN)
+        return seq, status._streamed(path / LOG_NAME, committed, seq if commits is None else commits, env,
+                                     dbs["meta"])
+
+
+def test_status_reads_the_log_as_it_is_past_its_read_transaction(tmp_path: Path) -> None:
+    log, _ = big_commit_then_small_crashed(tmp_path)
+    seq, overlay = streamed(tmp_path)
+    assert overlay is not None and overlay.seq == seq + 2 and overlay.added("queue") == 30_000
+    with open(log, "r+b") as fh:
+        fh.truncate(log.stat().st_size - 3)  # an append under way
+    assert streamed(tmp_path)[1].seq == seq + 1  # type: ignore[union-attr]
+
+
+def test_status_reads_the_log_again_whole_when_its_read_may_have_missed_a_reset(tmp_path: Path) -> None:
+    """wal.py rule 9: entries that do not follow the read transaction's sequence, or an LMDB commit since
+    it began, tell nothing; rule 6's read (the file before the transaction) answers."""
+    three_commits_crashed(tmp_path)
+    seq, _ = streamed(tmp_path)
+    assert streamed(tmp_path, seq - 1)[1] is None  # the first entry past it is not its next: a gap
+    with status._read_txn(tmp_path, ()) as (env, txn, dbs):
+        committed = CommittedTables(txn, dbs, status._NO_SEEN)
+        # The replay, an LMDB commit, the log emptied, under the reader (by another process: LMDB opens
+        # an environment once a process).
+        writer = ("import sys, pathlib; from polecat.frontier.db import FrontierDB; "
+                  "FrontierDB(pathlib.Path(sys.argv[1]), map_size=1 << 24, params={}).close()")
+        subprocess.run([sys.executable, "-c", writer, str(tmp_path)], check=True)
+        assert (tmp_path / LOG_NAME).stat().st_size == 0
+        assert status._streamed(tmp_path / LOG_NAME, committed, seq, env, dbs["meta"]) is None
+    with status._snapshot(tmp_path, ()) as (_, tables, (commits, _)):
+        assert commits == seq + 3 and tables.get("meta", b"k2") == b"v" * 100

@@ -27,22 +27,32 @@ Rules:
    (:func:`read_log`) *before* it begins its LMDB read transaction, then overlays the entries past that
    transaction's sequence: an LMDB commit between the two holds every entry read (skipped by their
    sequence), so the reader sees the state of one commit, never a gap. It never changes the file; an
-   entry whose append is under way is not whole yet and is left out, as the tail of rule 3.
+   entry whose append is under way is not whole yet and is left out, as the tail of rule 3. It first
+   tries rule 9's read, which does not hold the file, and reads so only when that one cannot tell.
 7. A commit's entry is encoded as its writes are applied (:class:`Entry`, db.py rule 6), and
    :meth:`WriteLog.append` writes it from the encoder's buffer: a commit holds its writes as their bytes
    (~36 B a write), never as the writes' objects (~160 B) nor as a second copy. Issue 39: a crawl queueing
    a 50,000-URL sitemap (150,000 writes in one commit) held 24 MB of writes until the append and ~25 MB
    more to encode them at once, 35 MB of peak RSS over the crawl without a log (benchmarks/README.md,
    "Issue 39: the write-ahead log").
-8. The readers (the replay, :class:`LogOverlay`, rule 6's) read the file :data:`_CHUNK` bytes at a time
-   and decode an entry's writes one at a time as they are applied, never its writes as a list nor (but
-   rule 6's reader, which must hold the file as it was before its read transaction) the file whole: an
+8. The readers (the replay, :class:`LogOverlay`, rules 6 and 9's) read the file :data:`_CHUNK` bytes at
+   a time and decode an entry's writes one at a time as they are applied, never its writes as a list nor
+   (but rule 6's second read) the file whole: an
    entry's checksum is verified over its bytes, read in chunks, before any of its writes is decoded, so a
    torn or in-progress entry (rules 3 and 6) is left out whole, and then its bytes are read again as its
    writes are decoded. An entry whose checksum holds but whose writes do not decode is no crash's tail:
    its reader raises ``ValueError`` when it reaches it (the replay refuses the open, db.py rule 7). A
    150,000-write entry (a 50,000-URL sitemap) cost the replay 61 MB of Python objects at its peak
    (benchmarks/README.md, "Issue 39: the write-ahead log", "Reading the log a write at a time").
+9. Rule 6's reader may read the file *after* it begins its read transaction, at sequence ``S``, as it
+   is then: its overlay is the state of one commit if, once read, the entries it applied follow ``S``
+   one by one (:class:`Following`) and a read transaction begun after the read still finds ``S`` (no LMDB
+   commit since, so no :meth:`WriteLog.reset`: rule 4 empties the file only after one). The log's
+   sequences follow one another past the LMDB's: a commit is an entry or an LMDB commit, and an LMDB
+   commit's own sequence is never an entry. A reset the reader did not see (of the LMDB commit ``S``
+   itself, between its read transaction and its reads) leaves its reads past the entries the new ones are
+   appended at, which then are no entries (a wrong checksum: a tail) or one after a gap, not ``S + 1``.
+   Else the reader reads the file as rule 6 says.
 """
 
 from __future__ import annotations
@@ -209,7 +219,31 @@ def entries_past(data: bytes, after: int) -> Iterator[tuple[int, Iterator[Write]
     """``(sequence, writes)`` of the whole entries of the log bytes ``data`` past sequence ``after``, in
     order (a tail that is not whole is left out, rules 3 and 6), each entry's writes decoded as they are
     iterated (rule 8)."""
-    return ((seq, writes) for seq, writes in _Scan(io.BytesIO(data), len(data)) if seq > after)
+    return entries_in(io.BytesIO(data), len(data), after)
+
+
+def entries_in(fh: BinaryIO, end: int, after: int) -> Iterator[tuple[int, Iterator[Write]]]:
+    """:func:`entries_past` of the log file ``fh``'s first ``end`` bytes, read as they are iterated."""
+    return ((seq, writes) for seq, writes in _Scan(fh, end) if seq > after)
+
+
+class Following:
+    """The entries of ``entries`` (past sequence ``after``) as long as each follows the one before it,
+    the first ``after``'s next (rule 9): :attr:`gap` tells whether one did not (it and the rest are left
+    out)."""
+
+    def __init__(self, entries: Iterable[tuple[int, Iterator[Write]]], after: int) -> None:
+        self._entries, self._after = entries, after
+        self.gap = False
+
+    def __iter__(self) -> Iterator[tuple[int, Iterator[Write]]]:
+        last = self._after
+        for seq, writes in self._entries:
+            if seq != last + 1:
+                self.gap = True
+                return
+            last = seq
+            yield seq, writes
 
 
 class WriteLog:
@@ -243,7 +277,7 @@ class WriteLog:
         """``(sequence, writes)`` of the whole entries past sequence ``after``, in order, read from the
         file as it is (no appends running: the caller waited for them) as they are iterated (rule 8)."""
         with open(self.path, "rb") as fh:
-            yield from ((seq, writes) for seq, writes in _Scan(fh, self.size) if seq > after)
+            yield from entries_in(fh, self.size, after)
 
     def append(self, seq: int, entry: Entry) -> None:
         """Write ``entry`` and make it durable (rule 2), from its own buffer (rule 7)."""
