@@ -37,13 +37,13 @@ Rules:
    "Issue 39: the write-ahead log").
 8. The readers (the replay, :class:`LogOverlay`, rules 6 and 9's) read the file :data:`_CHUNK` bytes at
    a time and decode an entry's writes one at a time as they are applied, never its writes as a list nor
-   (but rule 6's second read) the file whole: an
-   entry's checksum is verified over its bytes, read in chunks, before any of its writes is decoded, so a
-   torn or in-progress entry (rules 3 and 6) is left out whole, and then its bytes are read again as its
-   writes are decoded. An entry whose checksum holds but whose writes do not decode is no crash's tail:
-   its reader raises ``ValueError`` when it reaches it (the replay refuses the open, db.py rule 7). A
-   150,000-write entry (a 50,000-URL sitemap) cost the replay 61 MB of Python objects at its peak
-   (benchmarks/README.md, "Issue 39: the write-ahead log", "Reading the log a write at a time").
+   (but rule 6's read) the file whole: an entry's checksum is verified over its bytes, read in chunks,
+   before any of its writes is decoded, so a torn or in-progress entry (rules 3 and 6) is left out whole;
+   then its bytes are read again as its writes are decoded. An entry whose checksum holds but whose writes
+   do not decode is no crash's tail: its reader raises ``ValueError`` when it reaches it (the replay
+   refuses the open, db.py rule 7). A 150,000-write entry (a 50,000-URL sitemap) cost the replay 56 MB of
+   Python objects at its peak, 12 MB now (benchmarks/README.md, "Issue 39: the write-ahead log",
+   "Reading the log a write at a time").
 9. Rule 6's reader may read the file *after* it begins its read transaction, at sequence ``S``, as it
    is then: its overlay is the state of one commit if, once read, the entries it applied follow ``S``
    one by one (:class:`Following`) and a read transaction begun after the read still finds ``S`` (no LMDB
@@ -51,7 +51,8 @@ Rules:
    sequences follow one another past the LMDB's: a commit is an entry or an LMDB commit, and an LMDB
    commit's own sequence is never an entry. A reset the reader did not see (of the LMDB commit ``S``
    itself, between its read transaction and its reads) leaves its reads past the entries the new ones are
-   appended at, which then are no entries (a wrong checksum: a tail) or one after a gap, not ``S + 1``.
+   appended at, which then are no entries (a wrong checksum: a tail) or one after a gap (``S + 1`` is at
+   the file's start).
    Else the reader reads the file as rule 6 says.
 """
 
