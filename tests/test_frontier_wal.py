@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import logging
 import shutil
+import struct
+import subprocess
+import sys
+import zlib
 from pathlib import Path
 
 import lmdb
@@ -12,9 +16,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from polecat.frontier.db import FrontierDB
+from polecat.errors import FrontierError
+from polecat.frontier import status
+from polecat.frontier.db import CommittedTables, FrontierDB
 from polecat.frontier.slices import slice_prefix
-from polecat.frontier.wal import LOG_NAME, Entry, decode, encode
+from polecat.frontier.wal import LOG_NAME, Entry, LogOverlay, decode, encode
 from polecat.writes import Delete, DeleteSlices, Put, Write
 
 KEYS = st.binary(min_size=1, max_size=40)
@@ -133,6 +139,56 @@ def test_a_wrong_checksum_ends_the_log_there(tmp_path: Path) -> None:
     again.close()
 
 
+def big_commit_then_small_crashed(path: Path) -> tuple[Path, int]:
+    """A frontier whose log holds one entry of 30,000 writes, bigger than a reader's chunk (wal.py rule
+    8), then a small one, left as kill -9 leaves it; the log's path and the big entry's end."""
+    db = opened(path, log_bytes=1 << 26)
+    db.apply([Put("queue", slice_prefix(i % 7) + b"%08d" % i, b"v" * 40) for i in range(30_000)])
+    db.commit()
+    big_end = db.wal.size
+    assert big_end > 1 << 20
+    db.apply([Put("meta", b"after", b"1")])
+    db.commit()
+    crash(db)
+    return path / LOG_NAME, big_end
+
+
+def test_a_big_entry_replays_and_a_torn_one_after_it_is_dropped(tmp_path: Path) -> None:
+    log, big_end = big_commit_then_small_crashed(tmp_path)
+    with open(log, "r+b") as fh:
+        fh.truncate(log.stat().st_size - 3)
+    again = opened(tmp_path)
+    assert again.replayed == 1 and again.log_dropped > 0 and again.wal.size == big_end
+    assert again.count("queue") == 30_000 and again.get("meta", b"after") is None
+    assert again.get("queue", slice_prefix(29_999 % 7) + b"%08d" % 29_999) == b"v" * 40
+    again.close()
+
+
+def test_a_big_entry_torn_in_its_middle_applies_none_of_its_writes(tmp_path: Path) -> None:
+    """wal.py rule 8: the checksum over the whole entry first, then its writes."""
+    log, big_end = big_commit_then_small_crashed(tmp_path)
+    with open(log, "r+b") as fh:
+        fh.truncate(big_end - (1 << 19))
+    again = opened(tmp_path)
+    assert again.replayed == 0 and again.count("queue") == 0 and again.wal.size == 0
+    again.close()
+
+
+def test_a_whole_entry_that_does_not_decode_refuses_the_open(tmp_path: Path) -> None:
+    """wal.py rule 8: its checksum holds, so it is no crash's tail: no silent cut, and nothing applied."""
+    log = three_commits_crashed(tmp_path)
+    db = opened(tmp_path)
+    seq = db.seq
+    crash(db)
+    payload = b"\x92" + msgpack.packb((0, 2, b"k", b"v")) + msgpack.packb(7)  # a row that is no write
+    crc = zlib.crc32(payload, zlib.crc32(struct.pack("<Q", seq + 1)))
+    with open(log, "ab") as fh:
+        fh.write(struct.pack("<IQI", len(payload), seq + 1, crc) + payload)
+    with pytest.raises(FrontierError, match="do not decode"):
+        opened(tmp_path)
+    assert log.stat().st_size > 0 and lmdb_meta(tmp_path, b"k0") is None
+
+
 def test_entries_an_lmdb_commit_holds_are_never_replayed_again(tmp_path: Path) -> None:
     """A crash between the LMDB commit and the log's reset leaves old entries: skipped by sequence."""
     db = opened(tmp_path)
@@ -181,3 +237,41 @@ def test_a_snapshot_is_the_last_commit_whatever_is_applied_after_it(tmp_path: Pa
     assert snap.get("seen", seen_key(8)) == b""
     snap.close()
     db.close()
+
+
+def streamed(path: Path, commits: int | None = None) -> tuple[int, LogOverlay | None]:
+    """polecat status's read of the log a chunk at a time (wal.py rule 9) over a read transaction begun
+    now, past ``commits`` (the transaction's when None); and that transaction's sequence."""
+    with status._read_txn(path, ()) as (env, txn, dbs):
+        seq = int(txn.get(b"seq", b"0", db=dbs["meta"]))
+        committed = CommittedTables(txn, dbs, status._NO_SEEN)
+        return seq, status._streamed(path / LOG_NAME, committed, seq if commits is None else commits, env,
+                                     dbs["meta"])
+
+
+def test_status_reads_the_log_as_it_is_past_its_read_transaction(tmp_path: Path) -> None:
+    log, _ = big_commit_then_small_crashed(tmp_path)
+    seq, overlay = streamed(tmp_path)
+    assert overlay is not None and overlay.seq == seq + 2 and overlay.added("queue") == 30_000
+    with open(log, "r+b") as fh:
+        fh.truncate(log.stat().st_size - 3)  # an append under way
+    assert streamed(tmp_path)[1].seq == seq + 1  # type: ignore[union-attr]
+
+
+def test_status_reads_the_log_again_whole_when_its_read_may_have_missed_a_reset(tmp_path: Path) -> None:
+    """wal.py rule 9: entries that do not follow the read transaction's sequence, or an LMDB commit since
+    it began, tell nothing; rule 6's read (the file before the transaction) answers."""
+    three_commits_crashed(tmp_path)
+    seq, _ = streamed(tmp_path)
+    assert streamed(tmp_path, seq - 1)[1] is None  # the first entry past it is not its next: a gap
+    with status._read_txn(tmp_path, ()) as (env, txn, dbs):
+        committed = CommittedTables(txn, dbs, status._NO_SEEN)
+        # The replay, an LMDB commit, the log emptied, under the reader (by another process: LMDB opens
+        # an environment once a process).
+        writer = ("import sys, pathlib; from polecat.frontier.db import FrontierDB; "
+                  "FrontierDB(pathlib.Path(sys.argv[1]), map_size=1 << 24, params={}).close()")
+        subprocess.run([sys.executable, "-c", writer, str(tmp_path)], check=True)
+        assert (tmp_path / LOG_NAME).stat().st_size == 0
+        assert status._streamed(tmp_path / LOG_NAME, committed, seq, env, dbs["meta"]) is None
+    with status._snapshot(tmp_path, ()) as (_, tables, (commits, _)):
+        assert commits == seq + 3 and tables.get("meta", b"k2") == b"v" * 100

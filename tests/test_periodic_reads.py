@@ -163,6 +163,9 @@ class CountingEnv:
         txn._names[handle] = name.decode()
         return handle
 
+    def __getattr__(self, name: str) -> Any:  # begin: the check after the log's read (wal.py rule 9)
+        return getattr(self._env, name)
+
 
 def status_reads(path: Path, extra_hosts: int, monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     """The rows ``polecat status DIR`` reads, by table, of a frontier with ``extra_hosts`` more hosts."""

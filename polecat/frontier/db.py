@@ -42,6 +42,8 @@ dirtied, ~4 KB per queue or host row changed):
 7. The open replays, in order, the log's entries whose sequence is past ``meta``'s ``seq`` into the
    transaction (an entry at or below it is in the LMDB already: never applied twice) and takes the last
    one's as its commit counter; a torn tail is dropped (wal.py rule 3, :attr:`FrontierDB.log_dropped`).
+   Each entry's writes are applied as they are decoded (wal.py rule 8); one whose checksum holds but that
+   does not decode refuses the open (the transaction, never committed, is dropped with it).
    An absent log is an empty one (data dirs of 0.3.0). What the node committed is what the log and the
    LMDB hold together, so a kill -9 loses what was applied after the last commit, as before.
 8. The seen keys go through the log like every other write, not as a run per commit: the replay then
@@ -274,6 +276,7 @@ class FrontierDB:
         """Rule 7."""
         txn = self._writer.txn
         self._in_lmdb = self.seq
+        seq = self.seq
         try:
             for seq, writes in self.wal.read():
                 if seq <= self.seq:
@@ -284,6 +287,11 @@ class FrontierDB:
                 self.replayed += 1
         except OSError as exc:
             raise FrontierError(f"cannot read the frontier's log {self.wal.path}: {exc}") from exc
+        except ValueError as exc:  # wal.py rule 8: a whole entry, checksum and all, that is no log entry
+            raise FrontierError(f"the frontier's log {self.wal.path} holds an entry, commit {seq}, "
+                                f"whose checksum holds but whose writes do not decode ({exc}): not a torn "
+                                "tail a crash leaves; the release that wrote it may be newer than this one"
+                                ) from exc
         if self.replayed:
             log.info("frontier: %d commit(s) replayed from the log %s (up to commit %d)", self.replayed,
                      self.wal.path, self.seq)
@@ -446,7 +454,7 @@ class FrontierDB:
         self.apply(decided.writes)
         return decided.value
 
-    def _apply(self, txn: lmdb.Transaction, writes: Sequence[Write]) -> None:
+    def _apply(self, txn: lmdb.Transaction, writes: Iterable[Write]) -> None:
         tables, seen = self.tables, self.seen
         sliced, mark = self.written.sliced, self.written.marks.add
         for w in writes:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,7 +26,7 @@ from polecat.frontier.refresh import Freshness, History, RefreshPolicy
 from polecat.frontier.refresh_index import stored_freshness
 from polecat.frontier.seenlog import MANIFEST, SeenView, manifest_count
 from polecat.frontier.tables import TableReader
-from polecat.frontier.wal import LOG_NAME, LogOverlay, entries_past, read_log
+from polecat.frontier.wal import LOG_NAME, Following, LogOverlay, entries_in, entries_past, read_log
 from polecat.hosts import host_key
 
 
@@ -84,21 +85,43 @@ def _read_txn(frontier_dir: Path, tables: tuple[str, ...]
 def _snapshot(frontier_dir: Path, tables: tuple[str, ...]
               ) -> Iterator[tuple[dict[str, Any], TableReader, tuple[int, int]]]:
     """The tables of :func:`_read_txn` (those of ``tables`` it has: ``fresh`` is absent from data last
-    written by 0.3.0), with the write-ahead log's entries past its commit on top (wal.py rule 6), and
-    ``(commits, seen keys the log added)``."""
-    logged = read_log(frontier_dir / LOG_NAME)  # before the read transaction (wal.py rule 6)
-    with _read_txn(frontier_dir, ()) as (env, txn, dbs):
-        for name in tables:
-            with contextlib.suppress(lmdb.NotFoundError):
-                dbs[name] = env.open_db(name.encode(), txn=txn, create=False)
-        commits = int(txn.get(b"seq", b"0", db=dbs["meta"]))
-        committed = CommittedTables(txn, dbs, _NO_SEEN)
-        entries = list(entries_past(logged, commits)) if logged else []
-        if not entries:
-            yield dbs, committed, (commits, 0)
+    written by 0.3.0), with the write-ahead log's entries past its commit on top (wal.py rules 6 and 9),
+    and ``(commits, seen keys the log added)``."""
+    for streamed in (True, False):
+        # wal.py rule 6: the file as it was before the read transaction, when rule 9's read cannot tell
+        logged = b"" if streamed else read_log(frontier_dir / LOG_NAME)
+        with _read_txn(frontier_dir, ()) as (env, txn, dbs):
+            for name in tables:
+                with contextlib.suppress(lmdb.NotFoundError):
+                    dbs[name] = env.open_db(name.encode(), txn=txn, create=False)
+            commits = int(txn.get(b"seq", b"0", db=dbs["meta"]))
+            committed = CommittedTables(txn, dbs, _NO_SEEN)
+            if streamed:
+                overlay = _streamed(frontier_dir / LOG_NAME, committed, commits, env, dbs["meta"])
+                if overlay is None:
+                    continue
+            else:
+                overlay = LogOverlay(committed, entries_past(logged, commits))
+            if overlay.seq is None:
+                yield dbs, committed, (commits, 0)
+            else:
+                yield dbs, overlay, (overlay.seq, overlay.added("seen"))
             return
-        overlay = LogOverlay(committed, (writes for _, writes in entries))
-        yield dbs, overlay, (entries[-1][0], overlay.added("seen"))
+
+
+def _streamed(path: Path, committed: CommittedTables, commits: int, env: lmdb.Environment,
+              meta: Any) -> LogOverlay | None:
+    """The log's entries past ``commits`` on ``committed``, read from the file as it is now, a chunk at a
+    time; None when they may not be of one commit (wal.py rule 9)."""
+    try:
+        with open(path, "rb") as fh:
+            entries = Following(entries_in(fh, os.fstat(fh.fileno()).st_size, commits), commits)
+            overlay = LogOverlay(committed, entries)
+    except FileNotFoundError:  # no log: a data dir 0.3.0 last wrote
+        return LogOverlay(committed, ())
+    with env.begin() as now:
+        reset = int(now.get(b"seq", b"0", db=meta)) != commits
+    return None if entries.gap or reset else overlay
 
 
 def read_outcomes(frontier_dir: Path) -> Iterator[UrlRecord]:

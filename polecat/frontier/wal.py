@@ -14,9 +14,9 @@ Rules:
 2. :meth:`WriteLog.append` writes one entry and fsyncs the file before it returns; it runs on the
    frontier's writer thread (polecat/frontier/writer.py rule 5), in order with the LMDB commits there.
 3. :meth:`WriteLog.read` answers the entries whole, in order, and stops at the first that is not (a
-   short header or payload, a wrong checksum, a payload that does not decode): that tail, an append a
-   crash cut, is counted (:attr:`WriteLog.dropped`), logged as a WARNING and cut off the file, so the
-   next append follows the last whole entry. An absent file is an empty log (a 0.3.0 data dir has none).
+   short header or payload, a wrong checksum): that tail, an append a crash cut, is counted
+   (:attr:`WriteLog.dropped`), logged as a WARNING and cut off the file, so the next append follows the
+   last whole entry. An absent file is an empty log (a 0.3.0 data dir has none).
 4. :meth:`WriteLog.reset` empties the file once an LMDB commit holding every entry is durable; a crash
    before it leaves entries the LMDB commit covers, which the replay skips by their sequence (db.py rule 7).
 5. A :class:`LogOverlay` reads the entries on top of the last LMDB commit, as a snapshot of the last
@@ -27,25 +27,46 @@ Rules:
    (:func:`read_log`) *before* it begins its LMDB read transaction, then overlays the entries past that
    transaction's sequence: an LMDB commit between the two holds every entry read (skipped by their
    sequence), so the reader sees the state of one commit, never a gap. It never changes the file; an
-   entry whose append is under way is not whole yet and is left out, as the tail of rule 3.
+   entry whose append is under way is not whole yet and is left out, as the tail of rule 3. It first
+   tries rule 9's read, which does not hold the file, and reads so only when that one cannot tell.
 7. A commit's entry is encoded as its writes are applied (:class:`Entry`, db.py rule 6), and
    :meth:`WriteLog.append` writes it from the encoder's buffer: a commit holds its writes as their bytes
    (~36 B a write), never as the writes' objects (~160 B) nor as a second copy. Issue 39: a crawl queueing
    a 50,000-URL sitemap (150,000 writes in one commit) held 24 MB of writes until the append and ~25 MB
    more to encode them at once, 35 MB of peak RSS over the crawl without a log (benchmarks/README.md,
    "Issue 39: the write-ahead log").
+8. The readers (the replay, :class:`LogOverlay`, rules 6 and 9's) read the file :data:`_CHUNK` bytes at
+   a time and decode an entry's writes one at a time as they are applied, never its writes as a list nor
+   (but rule 6's read) the file whole: an entry's checksum is verified over its bytes, read in chunks,
+   before any of its writes is decoded, so a torn or in-progress entry (rules 3 and 6) is left out whole;
+   then its bytes are read again as its writes are decoded. An entry whose checksum holds but whose writes
+   do not decode is no crash's tail: its reader raises ``ValueError`` when it reaches it (the replay
+   refuses the open, db.py rule 7). A 150,000-write entry (a 50,000-URL sitemap) cost the replay 56 MB of
+   Python objects at its peak, 12 MB now (benchmarks/README.md, "Issue 39: the write-ahead log",
+   "Reading the log a write at a time").
+9. Rule 6's reader may read the file *after* it begins its read transaction, at sequence ``S``, as it
+   is then: its overlay is the state of one commit if, once read, the entries it applied follow ``S``
+   one by one (:class:`Following`) and a read transaction begun after the read still finds ``S`` (no LMDB
+   commit since, so no :meth:`WriteLog.reset`: rule 4 empties the file only after one). The log's
+   sequences follow one another past the LMDB's: a commit is an entry or an LMDB commit, and an LMDB
+   commit's own sequence is never an entry. A reset the reader did not see (of the LMDB commit ``S``
+   itself, between its read transaction and its reads) leaves its reads past the entries the new ones are
+   appended at, which then are no entries (a wrong checksum: a tail) or one after a gap (``S + 1`` is at
+   the file's start).
+   Else the reader reads the file as rule 6 says.
 """
 
 from __future__ import annotations
 
 import heapq
+import io
 import logging
 import os
 import struct
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import get_args
+from typing import BinaryIO, get_args
 
 import msgpack
 
@@ -58,6 +79,8 @@ LOG_NAME = "wal.log"
 """The log's file in the frontier's directory."""
 
 _HEADER = struct.Struct("<IQI")
+_CHUNK = 1 << 20
+"""Bytes a reader reads at a time (rule 8)."""
 _TABLES: tuple[Table, ...] = get_args(Table)
 _TABLE_ID = {name: i for i, name in enumerate(_TABLES)}
 _PUT, _DELETE, _SLICES = 0, 1, 2
@@ -108,54 +131,80 @@ class Entry:
 
 def decode(payload: bytes) -> list[Write]:
     """The writes of an entry's payload (ValueError if it is not one)."""
+    return list(_rows(io.BytesIO(payload), 0, len(payload)))
+
+
+class _Slice:
+    """The bytes ``[start, start + length)`` of ``fh`` as a file to read, read where they are whatever
+    else moved ``fh``'s position (rule 8)."""
+
+    def __init__(self, fh: BinaryIO, start: int, length: int) -> None:
+        self._fh, self._at, self._end = fh, start, start + length
+
+    def read(self, n: int) -> bytes:
+        self._fh.seek(self._at)
+        data = self._fh.read(min(n, self._end - self._at))
+        self._at += len(data)
+        return data
+
+
+def _rows(fh: BinaryIO, start: int, length: int) -> Iterator[Write]:
+    """The writes of the payload at ``[start, start + length)`` of ``fh``, decoded one at a time as they
+    are read (rule 8); ValueError once a row is not one."""
     try:
-        rows = msgpack.unpackb(payload, raw=False, use_list=True)
-        out: list[Write] = []
-        for row in rows:
+        unpacker = msgpack.Unpacker(_Slice(fh, start, length), read_size=_CHUNK, raw=False, use_list=True)
+        for _ in range(unpacker.read_array_header()):
+            row = unpacker.unpack()
             if row[0] == _PUT:
-                out.append(Put(_TABLES[row[1]], row[2], row[3]))
+                yield Put(_TABLES[row[1]], row[2], row[3])
             elif row[0] == _DELETE:
-                out.append(Delete(_TABLES[row[1]], row[2]))
+                yield Delete(_TABLES[row[1]], row[2])
             elif row[0] == _SLICES:
-                out.append(DeleteSlices(frozenset(row[1])))
+                yield DeleteSlices(frozenset(row[1]))
             else:
                 raise ValueError(f"unknown record kind {row[0]!r}")
-        return out
-    except (msgpack.UnpackException, ValueError, TypeError, IndexError) as exc:
+        if unpacker.tell() != length:
+            raise ValueError(f"{length - unpacker.tell()} bytes after the last row")
+    except (msgpack.UnpackException, ValueError, TypeError, IndexError, KeyError) as exc:
         raise ValueError(f"not a log entry: {exc}") from exc
 
 
 class _Scan:
-    """The whole entries at the start of ``data`` (rule 3): after iterating, :attr:`pos` is where they
-    end and :attr:`why` says why the rest, if any, is not one."""
+    """The whole entries of the log file ``fh`` up to ``end`` (rules 3 and 8): ``(sequence, writes)``,
+    the writes read as they are iterated (each entry's before the next is asked for); after iterating,
+    :attr:`pos` is where they end and :attr:`why` says why the rest, if any, is not one."""
 
-    def __init__(self, data: bytes) -> None:
-        self.data = data
+    def __init__(self, fh: BinaryIO, end: int) -> None:
+        self.fh, self.end = fh, end
         self.pos = 0
         self.why = ""
 
-    def __iter__(self) -> Iterator[tuple[int, list[Write]]]:
-        data, end = self.data, len(self.data)
+    def __iter__(self) -> Iterator[tuple[int, Iterator[Write]]]:
+        fh, end = self.fh, self.end
         while self.pos < end:
             pos = self.pos
-            if end - pos < _HEADER.size:
+            fh.seek(pos)
+            head = fh.read(min(_HEADER.size, end - pos))
+            if len(head) < _HEADER.size:
                 self.why = "a short header"
                 return
-            length, seq, crc = _HEADER.unpack_from(data, pos)
-            body = data[pos + _HEADER.size : pos + _HEADER.size + length]
-            if len(body) < length:
+            length, seq, crc = _HEADER.unpack(head)
+            if pos + _HEADER.size + length > end:
                 self.why = "a short entry"
                 return
-            if zlib.crc32(body, zlib.crc32(struct.pack("<Q", seq))) != crc:
+            # The checksum over the whole entry before any of its writes is decoded (rule 8).
+            check, left = zlib.crc32(struct.pack("<Q", seq)), length
+            while left:
+                chunk = fh.read(min(_CHUNK, left))
+                if not chunk:
+                    self.why = "a short entry"
+                    return
+                check, left = zlib.crc32(chunk, check), left - len(chunk)
+            if check != crc:
                 self.why = "a wrong checksum"
                 return
-            try:
-                writes = decode(body)
-            except ValueError as exc:
-                self.why = str(exc)
-                return
             self.pos = pos + _HEADER.size + length
-            yield seq, writes
+            yield seq, _rows(fh, pos + _HEADER.size, length)
 
 
 def read_log(path: Path) -> bytes:
@@ -167,10 +216,35 @@ def read_log(path: Path) -> bytes:
         return b""
 
 
-def entries_past(data: bytes, after: int) -> Iterator[tuple[int, list[Write]]]:
+def entries_past(data: bytes, after: int) -> Iterator[tuple[int, Iterator[Write]]]:
     """``(sequence, writes)`` of the whole entries of the log bytes ``data`` past sequence ``after``, in
-    order (a tail that is not whole is left out, rules 3 and 6)."""
-    return ((seq, writes) for seq, writes in _Scan(data) if seq > after)
+    order (a tail that is not whole is left out, rules 3 and 6), each entry's writes decoded as they are
+    iterated (rule 8)."""
+    return entries_in(io.BytesIO(data), len(data), after)
+
+
+def entries_in(fh: BinaryIO, end: int, after: int) -> Iterator[tuple[int, Iterator[Write]]]:
+    """:func:`entries_past` of the log file ``fh``'s first ``end`` bytes, read as they are iterated."""
+    return ((seq, writes) for seq, writes in _Scan(fh, end) if seq > after)
+
+
+class Following:
+    """The entries of ``entries`` (past sequence ``after``) as long as each follows the one before it,
+    the first ``after``'s next (rule 9): :attr:`gap` tells whether one did not (it and the rest are left
+    out)."""
+
+    def __init__(self, entries: Iterable[tuple[int, Iterator[Write]]], after: int) -> None:
+        self._entries, self._after = entries, after
+        self.gap = False
+
+    def __iter__(self) -> Iterator[tuple[int, Iterator[Write]]]:
+        last = self._after
+        for seq, writes in self._entries:
+            if seq != last + 1:
+                self.gap = True
+                return
+            last = seq
+            yield seq, writes
 
 
 class WriteLog:
@@ -185,26 +259,26 @@ class WriteLog:
         """Bytes of a torn tail cut off at open (rule 3)."""
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
 
-    def read(self) -> Iterator[tuple[int, list[Write]]]:
-        """``(sequence, writes)`` of every whole entry, in order; cuts a torn tail off (rule 3)."""
+    def read(self) -> Iterator[tuple[int, Iterator[Write]]]:
+        """``(sequence, writes)`` of every whole entry, in order, each entry's writes read as they are
+        iterated (rule 8); cuts a torn tail off (rule 3)."""
         with open(self.path, "rb") as fh:
-            data = fh.read()
-        scan = _Scan(data)
-        yield from scan
+            size = os.fstat(fh.fileno()).st_size
+            scan = _Scan(fh, size)
+            yield from scan
         self.size = scan.pos
-        if scan.pos < len(data):
-            self.dropped = len(data) - scan.pos
+        if scan.pos < size:
+            self.dropped = size - scan.pos
             log.warning("frontier log %s: %d bytes after the last whole entry dropped (%s): a commit a crash "
                         "cut short, never acknowledged", self.path, self.dropped, scan.why)
             os.ftruncate(self._fd, scan.pos)
             os.fsync(self._fd)
 
-    def entries(self, after: int) -> Iterator[list[Write]]:
-        """The writes of the whole entries past sequence ``after``, in order, read from the file as it is
-        (no appends running: the caller waited for them)."""
+    def entries(self, after: int) -> Iterator[tuple[int, Iterator[Write]]]:
+        """``(sequence, writes)`` of the whole entries past sequence ``after``, in order, read from the
+        file as it is (no appends running: the caller waited for them) as they are iterated (rule 8)."""
         with open(self.path, "rb") as fh:
-            data = fh.read(self.size)
-        return (writes for _, writes in entries_past(data, after))
+            yield from entries_in(fh, self.size, after)
 
     def append(self, seq: int, entry: Entry) -> None:
         """Write ``entry`` and make it durable (rule 2), from its own buffer (rule 7)."""
@@ -234,12 +308,14 @@ class LogOverlay:
     """The log's entries read on top of ``base``, the LMDB's last commit (rule 5), as a
     :class:`~polecat.frontier.tables.Snapshot` (closing it closes ``base``)."""
 
-    def __init__(self, base: Snapshot, entries: Iterable[list[Write]]) -> None:
+    def __init__(self, base: Snapshot, entries: Iterable[tuple[int, Iterable[Write]]]) -> None:
         self._base = base
+        self.seq: int | None = None
+        """The sequence of the last entry read (None: there was none)."""
         self._rows: dict[Table, dict[bytes, bytes | None]] = {}
         self._released: set[bytes] = set()
         sliced = frozenset(SLICED_TABLES)
-        for writes in entries:
+        for self.seq, writes in entries:
             for w in writes:
                 if isinstance(w, Put):
                     if w.table != "near":
