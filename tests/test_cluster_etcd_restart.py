@@ -124,7 +124,10 @@ async def test_etcd_restarted_under_a_running_cluster_moves_no_slice(
     # this variant checks what holds whatever the load (the lost leases are printed above).
     if during or ttl < TTL:  # each slice is owned by a member left, and few pages twice
         assert len(after) == SLICES and set(after.values()) == stay, Counter(after.values())
-        assert twice <= 0.2 * len(truth)
+        # A leaver, fenced while etcd is down, cannot hand over: its slices restart from its last
+        # checkpoint round, so what it fetched after that round is fetched again; on a loaded machine its
+        # rounds lag (78 of 310 once in CI), but at most its own share (a third of the slices) restarts.
+        assert twice <= (0.35 if leaver else 0.2) * len(truth)
         return
     assert after == before  # no slice changed owner
     assert churn == [], churn
