@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
+from collections.abc import Iterable
+from datetime import datetime
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -69,7 +71,7 @@ async def test_a_node_cut_off_from_etcd_mid_request_loses_its_slices_politely(
         web.respond(slow, "*", None, delay=SLOW_S, times=1)  # the next request to it is slow
         await fo.until(lambda: web.in_flight(slow) == 1, 30, f"{cut}'s request to {slow}")
         proxy.cut()
-        cut_at = time.monotonic()
+        cut_at, cut_wall = time.monotonic(), time.time()
         if joiner:
             procs[joiner] = fo.start_node(confs[joiner], logs[joiner])
         await asyncio.sleep(1.5 * TTL)  # its lease has expired: the heirs are restoring its slices
@@ -90,6 +92,10 @@ async def test_a_node_cut_off_from_etcd_mid_request_loses_its_slices_politely(
     print(f"\n{cut} cut off from etcd for {3 * TTL} s{fo.also(joiner, leaver)}: its request to {slow} ended "
           f"{slow_one.end - cut_at:.2f} s after the cut (status {slow_one.status}), {len(violations)} "
           f"violations, {twice} of {len(truth)} pages fetched twice")
+    if slow_one.status != CLIENT_GONE and _lease_lost_before(logs.values(), cut_wall):
+        # The premise failed: a node's lease ran out before the cut (a loaded machine at TTL 2), slices
+        # moved, and the slow request in flight at the cut was another node's, which rightly went on.
+        pytest.skip("a lease expired before the cut: the slow request was not the cut node's")
     assert slow_one.status == CLIENT_GONE  # aborted (rule 10), not left to run its SLOW_S
     # No host asked by two owners at once or too close together: the abort ended the slow request
     # before the heir's first request to its host, which waited the abort bound (rule 11).
@@ -104,3 +110,13 @@ async def test_a_node_cut_off_from_etcd_mid_request_loses_its_slices_politely(
     firsts = fo.refetched_since(web, cut_at)
     assert firsts == [] or firsts[0] >= -(fo.INTERVAL + fo.ROUND_S), firsts[:5]
     assert firsts == [] or firsts[-1] <= TTL + SEND_SLACK, firsts[-5:]
+
+
+def _lease_lost_before(logs: Iterable[Path], wall: float) -> bool:
+    """Whether a node's log says its etcd lease expired before ``wall`` (seconds since the epoch)."""
+    for log in logs:
+        for line in log.read_text(errors="replace").splitlines():
+            stamp = line.split(" ", 1)[0]
+            if "etcd lease expired" in line and datetime.fromisoformat(stamp).timestamp() < wall:
+                return True
+    return False
