@@ -7,9 +7,10 @@ again, each try logged at WARNING, polecat/processes/machine.py rule 12; once et
 and gets its share), or with a node leaving gracefully while etcd is down (SIGTERM: it
 cannot flag itself leaving nor hand over while fenced, so it exits 0 and its slices go to the others,
 restored from its checkpoint). With a join or a leave slices do change owner: those variants check
-coverage, violations, a refetch bound (a fifth of the pages; a leaver's share with a leave), that every slice is owned by the members
-left at the end, and the leaver's exit (0, within 3 TTLs of SIGTERM, etcd still down: its fenced
-hand-over stops at once and each etcd call of its close is bounded by ttl / 3)."""
+coverage, violations, a refetch bound (a fifth of the pages; with a leave, the leaver's share), that
+every slice is owned by the members left at the end, and the leaver's exit (0, within 3 TTLs of
+SIGTERM, etcd still down: its fenced hand-over stops at once and each etcd call of its close is bounded
+by ttl / 3)."""
 
 from __future__ import annotations
 
