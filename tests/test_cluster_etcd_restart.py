@@ -102,7 +102,7 @@ async def test_etcd_restarted_under_a_running_cluster_moves_no_slice(
         if joiner:  # still trying (cluster.etcd_start_wait, 60 s), it registers and gets its share
             assert procs[joiner].poll() is None, logs[joiner].read_text()[-3000:]
             assert "etcd not reachable at start-up (try 2)" in logs[joiner].read_text()
-        await fo.until(lambda: set(fo.page_urls(web)) >= truth, 120, "every page after etcd came back")
+        await fo.every_page(web, truth, 120, "every page after etcd came back")
         after = await settled_owners(etcd_server.endpoint, stay)
         since = {n: logs[n].read_bytes()[offsets[n]:].decode() for n in NODES}  # before the stop's hand-over
         await fo.stop_all({n: p for n, p in procs.items() if n != leaver}, logs)

@@ -27,6 +27,7 @@ from polecat.store.segstore import open_store
 from polecat.testing.etcd import EtcdServer
 from polecat.testing.failover import (
     CLUSTER,
+    every_page,
     loopback_port,
     node_toml,
     page_urls,
@@ -161,7 +162,7 @@ async def test_a_node_restarted_on_an_empty_data_dir_restores_its_own_slices_fro
         before = set(page_urls(web))
         shutil.rmtree(tmp_path / "n0")
         proc = start_node(conf, log)
-        await until(lambda: set(page_urls(web)) >= truth, 120, "every page")
+        await every_page(web, truth, 120, "every page")
         proc.send_signal(signal.SIGTERM)
         assert await wait_exit(proc, 60) == 0, log.read_text()[-3000:]
     finally:

@@ -25,6 +25,7 @@ from polecat.testing.failover import (
     ROUND_S,
     also,
     cluster_confs,
+    every_page,
     kill_rest,
     page_urls,
     refetched,
@@ -82,7 +83,7 @@ async def test_a_node_frozen_for_three_ttls_wakes_without_fetching_what_it_lost(
         procs[frozen].send_signal(signal.SIGCONT)
         if leaver:
             assert await wait_exit(procs[leaver], 60) == 0, logs[leaver].read_text()[-3000:]
-        await until(lambda: set(page_urls(web)) >= truth, 120, "every page after the freeze")
+        await every_page(web, truth, 120, "every page after the freeze")
         await stop_all({n: p for n, p in procs.items() if n != leaver}, logs)
     finally:
         kill_rest(procs.values())

@@ -25,6 +25,7 @@ from polecat.errors import PolecatError
 from polecat.testing.etcd import EtcdServer
 from polecat.testing.failover import (
     also,
+    every_page,
     kill_rest,
     loopback_port,
     node_toml,
@@ -81,7 +82,7 @@ async def test_a_whole_cluster_stopped_and_started_again_finishes_the_crawl(
             await until(lambda: answers(addresses[leaver]), 60, f"{leaver} to be back")
             procs[leaver].send_signal(signal.SIGTERM)
             assert await wait_exit(procs[leaver], 60) == 0, logs[leaver].read_text()[-3000:]
-        await until(lambda: set(page_urls(web)) >= truth, 120, "every page after the restart")
+        await every_page(web, truth, 120, "every page after the restart")
         # Whatever a node held for slices it does not own reached their owners (ownership rule 7).
         staying = [a for n, a in addresses.items() if n != leaver]
         await until(lambda: strays(staying) == 0, 30, "no node to hold stray URLs")
@@ -121,7 +122,7 @@ async def test_a_node_that_left_alone_leaves_its_slices_to_nodes_that_never_saw_
         stopped = len(set(page_urls(web)))
         assert "recorded as orphaned" in logs["r1"].read_text()
         procs = {n: start_node(confs[n], logs[n]) for n in ("r0", "r2")}
-        await until(lambda: set(page_urls(web)) >= truth, 120, "every page after the restart")
+        await every_page(web, truth, 120, "every page after the restart")
         await stop_all(procs, logs)
     finally:
         kill_rest(procs.values())

@@ -139,7 +139,7 @@ async def run_failover(web: TestWeb, etcd: EtcdServer, work: Path, *, rate: floa
         killed = time.monotonic()
         shutil.rmtree(data[victim])  # its disk is lost
         expired = await _lease_expiry(etcd, victim, ttl * 5)
-        await until(lambda: set(page_urls(web)) >= truth, within, "every page")
+        await every_page(web, truth, within, "every page")
         for node in NODES:  # the first survivor leaves gracefully (hand-over), then the last one
             if node != victim:
                 procs[node].send_signal(signal.SIGTERM)
