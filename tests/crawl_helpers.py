@@ -27,6 +27,17 @@ def crawl_config(web: TestWeb, data: Path, **over: Any) -> Config:
     return config_from_mapping(merge(base, over))
 
 
+def summary_errors(summary: str) -> dict[str, int]:
+    """The ``errors:`` line of a crawl's summary (polecat/node/summary.py) as kind -> count (empty for
+    "none"); AssertionError when the summary has no such line."""
+    line = next((row for row in summary.splitlines() if row.strip().startswith("errors:")), None)
+    assert line is not None, summary
+    listed = line.split(":", 1)[1].strip()
+    if listed == "none":
+        return {}
+    return {kind: int(n) for kind, n in (entry.rsplit(" ", 1) for entry in listed.split(", "))}
+
+
 def page_requests(web: TestWeb) -> list[str]:
     """Canonical URLs the server saw requested, robots.txt and soft-404 probes (frontier/traps.py)
     excluded, in arrival order."""

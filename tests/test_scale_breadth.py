@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from polecat.testing.breadth import BreadthWeb, polecat_command
+from tests.crawl_helpers import summary_errors
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -39,10 +40,7 @@ def test_a_breadth_crawl_under_a_low_descriptor_limit_covers_every_host(tmp_path
     # would not show it): none. The one kind let through is a lookup the test's own DNS server answered
     # too late on a loaded machine (seen: "robots:dns 24" beside full coverage), which no descriptor
     # limit causes.
-    errors = next(line for line in done.stdout.splitlines() if line.strip().startswith("errors:"))
-    kinds = [] if errors.strip() == "errors: none" else [
-        entry.rsplit(" ", 1)[0] for entry in errors.split(":", 1)[1].strip().split(", ")]
-    assert all(kind.split(":")[-1] == "dns" for kind in kinds), done.stdout[-2000:]
+    assert all(kind.split(":")[-1] == "dns" for kind in summary_errors(done.stdout)), done.stdout[-2000:]
     assert "Too many open files" not in done.stderr and "EMFILE" not in done.stderr
     assert stats.complete_hosts == HOSTS, stats
     # robots.txt, the guessed /sitemap.xml (refresh.guess_sitemap), the root, five leaves: nothing twice.
