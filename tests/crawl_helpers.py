@@ -5,11 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from polecat.config import Config, config_from_mapping, merge
+from polecat.cluster.layout import node_dirs
+from polecat.config import Config, StoreConfig, config_from_mapping, merge
 from polecat.errors import CorruptRecord, NotFound
 from polecat.frontier.status import read_outcomes
 from polecat.frontier.traps import is_probe
-from polecat.store.base import content_hash
+from polecat.store.base import FetchRecord, content_hash
 from polecat.store.segstore import open_store
 from polecat.testing.web import TestWeb
 
@@ -36,6 +37,16 @@ def summary_errors(summary: str) -> dict[str, int]:
     if listed == "none":
         return {}
     return {kind: int(n) for kind, n in (entry.rsplit(" ", 1) for entry in listed.split(", "))}
+
+
+def stored_records(data: Path) -> list[FetchRecord]:
+    """The page records (robots.txt's left out) of every store of the crawl in ``data``, its workers'
+    included."""
+    out: list[FetchRecord] = []
+    for node in node_dirs(data):
+        with open_store(node / "store", StoreConfig(), read_only=True) as store:
+            out += [r for r in store.records() if not r.url.endswith("/robots.txt")]
+    return out
 
 
 def page_requests(web: TestWeb) -> list[str]:

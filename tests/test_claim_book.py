@@ -18,20 +18,17 @@ import pytest
 
 from polecat.cluster.claimlink import CLAIM_HEADER, ContentClaims
 from polecat.cluster.claims import Answer, Claim, ClaimBook, book_key, content_slice
-from polecat.cluster.layout import node_dirs
 from polecat.cluster.ring import Ring
-from polecat.config import StoreConfig
 from polecat.frontier.db import FrontierDB
 from polecat.frontier.slices import slice_prefix
 from polecat.store.base import FetchRecord, content_hash
-from polecat.store.segstore import open_store
 from polecat.testing.cluster import LoopbackTransport
 from polecat.testing.etcd import EtcdServer
 from polecat.testing.fakes import MemoryPageStore
 from polecat.testing.sitegen import SiteSpec, ground_truth
 from polecat.writes import Delete, Put
 from tests.conftest import TestWebFactory
-from tests.crawl_helpers import page_requests
+from tests.crawl_helpers import page_requests, stored_records
 from tests.frontier_helpers import Rig
 from tests.service_helpers import wait_for
 from tests.test_cluster_nodes import _start as start_cluster_node
@@ -226,17 +223,6 @@ stored in the last of them before a stop may miss its book (the report of the la
 stop of its owner): a missed collapse, claims rule 8."""
 
 
-def _stored(data: Path) -> list[FetchRecord]:
-    out = []
-    for node in node_dirs(data):
-        store = open_store(node / "store", StoreConfig(), read_only=True)
-        try:
-            out += [r for r in store.records() if not r.url.endswith("/robots.txt")]
-        finally:
-            store.close()
-    return out
-
-
 @pytest.mark.parametrize(("stop", "near"),
                          [(signal.SIGTERM, 0.0), (signal.SIGKILL, 0.0), (signal.SIGTERM, 1.0)])
 @pytest.mark.slow
@@ -266,7 +252,8 @@ def test_copies_fetched_after_the_owners_restart_and_a_resize_are_revisits(
         code, output = finish(proc, timeout=120)
         assert code == 130, output  # stopped by a signal, cleanly (what Ctrl-C gives)
     # A page stored in full marked (no answer in time, claims rule 5) was never a book's "first".
-    before = {r.url for r in _stored(data) if r.kind != "revisit" and r.header(CLAIM_HEADER.lower()) is None
+    before = {r.url for r in stored_records(data)
+              if r.kind != "revisit" and r.header(CLAIM_HEADER.lower()) is None
               and r.fetched_at < stopped - KEPT_WITHIN}
     assert len(before) >= 10
     code, output = finish(start(_crawl(sources + mirrors, web.dns_address, data, 3, 20.0), data), timeout=240)
@@ -277,7 +264,7 @@ def test_copies_fetched_after_the_owners_restart_and_a_resize_are_revisits(
         host = url.split("/")[2]
         return url.replace(host, source_of.get(host, host), 1)
 
-    copies = [r for r in _stored(data) if r.url.split("/")[2] in source_of and source(r.url) in before]
+    copies = [r for r in stored_records(data) if r.url.split("/")[2] in source_of and source(r.url) in before]
     assert len(copies) >= len(before) // 2
     assert [r.url for r in copies if r.kind != "revisit"] == []
     assert all(r.duplicate_of == source(r.url) for r in copies)
@@ -320,6 +307,7 @@ async def test_a_node_that_joins_gets_the_books_of_its_slices_with_them(
         for _, task in nodes:
             assert await asyncio.wait_for(task, 60) == 0
     mirror_hosts = {u.split("/")[2] for u in mirrors}
-    stored = [r for k in range(2) for r in _stored(tmp_path / f"n{k}") if r.url.split("/")[2] in mirror_hosts]
+    stored = [r for k in range(2) for r in stored_records(tmp_path / f"n{k}")
+              if r.url.split("/")[2] in mirror_hosts]
     assert len(stored) >= len(copies) - len(mirrors)  # robots.txt aside
     assert [r.url for r in stored if r.kind != "revisit"] == []

@@ -36,14 +36,14 @@ from polecat.cluster.ring import Ring
 from polecat.config import StoreConfig
 from polecat.store.base import FetchRecord, PageStore, content_hash
 from polecat.store.export import Originals, WarcExport
-from polecat.store.segstore import SegmentStore, open_store
+from polecat.store.segstore import SegmentStore
 from polecat.store.warc import warc_date
 from polecat.testing.cluster import LoopbackTransport
 from polecat.testing.etcd import EtcdServer
 from polecat.testing.fakes import MemoryPageStore
 from polecat.testing.sitegen import Site, SiteSpec
 from tests.conftest import TestWebFactory
-from tests.crawl_helpers import page_requests
+from tests.crawl_helpers import page_requests, stored_records
 from tests.replay_helpers import replay
 from tests.service_helpers import wait_for
 from tests.test_cluster_nodes import _start as start_cluster_node
@@ -392,10 +392,9 @@ async def test_three_etcd_nodes_store_each_body_of_a_mirrored_web_once(
     # copy but one so marked.
     full: dict[bytes, list[FetchRecord]] = {}
     for d in dirs:
-        with open_store(Path(d) / "store", StoreConfig(), read_only=True) as store:
-            for r in store.records():
-                if r.kind == "response" and not r.url.endswith("/robots.txt"):
-                    full.setdefault(r.content_hash, []).append(r)
+        for r in stored_records(Path(d)):
+            if r.kind == "response":
+                full.setdefault(r.content_hash, []).append(r)
     marked = 0
     for copies in full.values():
         unmarked = [r.url for r in copies if r.header(CLAIM_HEADER.lower()) != UNANSWERED]
