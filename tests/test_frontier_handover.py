@@ -6,6 +6,7 @@ import io
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,7 +16,7 @@ from polecat.errors import FrontierError
 from polecat.frontier.bundle import BundleError, SliceBundle
 from polecat.frontier.keys import GLOBAL, parse_wire_queue_key
 from polecat.frontier.records import Lease, QueuedUrl, UrlRecord, Wait
-from polecat.frontier.slices import SLICES, slice_of
+from polecat.frontier.slices import SLICES, slice_of, slice_prefix
 from polecat.writes import Delete, DeleteSlices
 from tests.frontier_helpers import Rig, canon, politeness, queued_urls_in
 
@@ -200,6 +201,36 @@ def test_a_url_queued_after_the_export_is_not_lost_by_the_release(tmp_path: Path
     a.frontier.release_slices([s])
     assert queued_urls(b) == {canon("http://x.test/"), canon("http://x.test/late")}
     assert queued_urls(a) == {canon("http://y.test/")}
+
+
+def test_a_slice_found_with_nothing_queued_since_its_export_is_not_read_again_by_its_release(
+        tmp_path: Path) -> None:
+    """handover rule 5: the hand-over asks whether URLs were queued in a chunk since its export, then
+    releases it, which asks again; with URLs queued elsewhere meanwhile the first look reads the slice's
+    queue rows, and finding none there moves its mark up, so the release reads them no more."""
+    a = Rig(tmp_path / "a", cfg=CFG)
+    s = slice_of("x.test")
+    a.frontier.add_seed(canon("http://x.test/"), 0.0)
+    a.frontier.export_slices([s], 1.0)
+    a.frontier.add(canon("http://y.test/"), 1, 1.0, 1.0)  # another slice: the frontier's qseq moves
+    handover = a.raw.queued_since_export.__self__
+    reads: list[bytes] = []
+
+    class Counted:
+        def __init__(self, db: Any) -> None:
+            self._db = db
+
+        def items(self, table: str, prefix: bytes = b"") -> Any:
+            if table == "queue":
+                reads.append(prefix)
+            return self._db.items(table, prefix)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._db, name)
+
+    handover._db = Counted(handover._db)
+    assert a.frontier.queued_since_export([s]) == 0 and reads == [slice_prefix(s)]
+    assert a.frontier.queued_since_export([s]) == 0 and reads == [slice_prefix(s)]  # not read again
 
 
 def test_a_bundle_adopted_during_a_hand_over_of_its_slice_is_not_released_unsent(tmp_path: Path) -> None:

@@ -115,14 +115,19 @@ class SliceHandover:
 
     def queued_since_export(self, slices: Iterable[int]) -> int:
         """URLs queued in ``slices`` since their last export here (rule 5): in no bundle exported, so
-        releasing those slices would lose them. Reads no row while nothing was queued anywhere since."""
+        releasing those slices would lose them. Reads no row while nothing was queued anywhere since; a
+        slice found with none is as if exported now (its mark moves up), so the release that follows
+        reads its rows no more."""
         qseq = self._table.qseq
         late = 0
         for s in check_slices(slices):
             mark = self._exported.get(s)
             if mark is not None and mark < qseq:  # queue keys end with their qseq (keys.py rule 1)
-                late += sum(1 for key, _ in self._db.items("queue", slice_prefix(s))
+                since = sum(1 for key, _ in self._db.items("queue", slice_prefix(s))
                             if queue_key_seq(key) > mark)
+                if not since:
+                    self._exported[s] = qseq
+                late += since
         return late
 
     def snapshot(self) -> CommittedSnapshot:
