@@ -100,27 +100,38 @@ def state(rig: Rig) -> tuple[object, ...]:
     counters = (table.known_hosts, table.with_queue, table.queued, table.accepted, table.qseq, table.hseq,
                 table.cold_rows, table.cold_head, rig.db.pending, dict(table.bands or {}))
     memory = {host: (st.queued, st.num, st.next_allowed) for host, st in table.hosts.items()}
-    return tables, counters, memory, dict(intake.rejected), intake.seen_again, rig.seen.stats()
+    return (tables, counters, memory, dict(intake.rejected), intake.seen_again, rig.seen.stats(),
+            intake._scope._domains)
 
 
 BLOCKED = 90
+
+
+def name(i: int) -> str:
+    """Host ``i`` of the seeds drawn: blocked, a ``www.`` name (its domain is the rest: domain mode), or
+    plain."""
+    return "b.blocked.test" if i == BLOCKED else f"www.h{i}.t" if i % 5 == 0 else f"h{i}.t"
+
+
 SEEDS = st.tuples(st.sampled_from(["http", "https"]), st.one_of(st.integers(0, 3), st.integers(74, BLOCKED)),
                   st.sampled_from(["/", "/a", "/b?q=1", "/" + "x" * 40])).map(
-    lambda s: canon(f"{s[0]}://{'b.blocked.test' if s[1] == BLOCKED else f'h{s[1]}.t'}{s[2]}"))
+    lambda s: canon(f"{s[0]}://{name(s[1])}{s[2]}"))
 
 
 @settings(max_examples=80, deadline=None)
 @example(batches=[[canon("http://h88.t/"), canon("http://h88.t/a"), canon("https://h89.t/")]], importance=0.3,
-         known=80)  # a host new and filed cold with two seeds
+         known=80, mode="host")  # a host new and filed cold with two seeds
 @given(batches=st.lists(st.lists(SEEDS, max_size=14), min_size=1, max_size=4),
-       importance=st.sampled_from([1.0, 0.3]), known=st.integers(60, 85))
+       importance=st.sampled_from([1.0, 0.3]), known=st.integers(60, 85),
+       mode=st.sampled_from(["host", "domain"]))
 def test_the_batch_path_writes_and_decides_as_the_per_seed_path(batches: list[list[str]], importance: float,
-                                                                 known: int) -> None:
+                                                                 known: int, mode: str) -> None:
     """Known hosts (in memory and filed cold), a full host queue, duplicates in and across batches, too
     long and blocked URLs, new hosts before and past the working set's three quarters (75 of 100 here:
     host_table.py rule 10), an importance off the rank's grid: the same answers, the same rows in each
-    table, the same state."""
-    rigs = [Rig(Path("/nonexistent"), cfg=replace(CFG), backend="memory") for _ in range(2)]
+    table, the same state (the seeds' domains in the scope, in domain mode)."""
+    cfg = replace(CFG, scope=replace(CFG.scope, mode=mode))
+    rigs = [Rig(Path("/nonexistent"), cfg=cfg, backend="memory") for _ in range(2)]
     for rig in rigs:
         rig.frontier.block("*.blocked.test")
         rig.frontier.add_seeds([canon(f"http://h{i}.t/") for i in range(known)] + [canon("http://h0.t/full")],

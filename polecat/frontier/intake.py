@@ -106,19 +106,18 @@ class Intake:
         prefixes = slice_prefixes(names)
         rows = host_rows(prefixes, names)
         stored_op, stored_host = self._db.getter("ops"), self._db.getter("hosts")
-        seed_ops: list[bytes] = []
-        for host, seed_op in zip(hosts, seed_host_keys(prefixes, names), strict=True):
-            if stored_op(seed_op) is None:  # else a resume's seed: its host is known, nothing to write
-                scope.add_seed_host(host)
-                seed_ops.append(seed_op)
+        seed_ops = seed_host_keys(prefixes, names)
+        known = list(map(stored_op, seed_ops))  # a resume's seed: its host is known, nothing to write
+        scope.add_seed_hosts(host for host, had in zip(hosts, known, strict=True) if had is None)
+        seed_ops = [key for key, had in zip(seed_ops, known, strict=True) if had is None]
         # Each table's rows as one write (polecat/writes.py rule 5): no key of them is written twice.
         out: list[Write] = [PutRows("ops", seed_ops, [b""] * len(seed_ops))]
         answers: list[str] = []
         in_memory = table.hosts
         fresh_urls: dict[str, int] = {}
         todo: list[tuple[int, str, bytes, HostState | None]] = []
-        for url, host, row in zip(urls, hosts, rows, strict=True):
-            st = in_memory.get(host)  # table.peek() inline: one lookup a seed, no frame
+        held = list(map(in_memory.get, hosts))  # table.peek() inline: one lookup a seed, no frame
+        for url, host, row, st in zip(urls, hosts, rows, held, strict=True):
             if st is None and (raw := stored_host(row)) is not None:
                 st = decode_host(raw)
             reason = refuse(url, host, st, 0, True)
