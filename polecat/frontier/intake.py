@@ -20,7 +20,7 @@ Rules (the checks themselves live where they are owned: scope.py, traps.py, budg
    host may be filed out of memory at once (polecat/frontier/host_table.py rule 10). A batch's keys are
    made list by list (slices, ``ops`` and ``hosts`` keys, seen keys), and its rows of each table are one
    write (polecat/writes.py rule 5): no key is written twice in it (the warm hosts' ``queue`` rows, one
-   ``Put`` each, have seq numbers of their own), and a seed costs no object but its keys and values.
+   ``Put`` each, have seq numbers of their own), so a seed of a new host costs no write object.
 """
 
 from __future__ import annotations
