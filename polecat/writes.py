@@ -16,6 +16,11 @@ Rules:
 4. Opening a frontier is the one decision with no caller in between: the constructor applies the writes
    its open decides (configured blocks and throttles, refetch requests) itself, through the same applier.
 
+5. A decision that writes many rows of one table at once (a seeds batch: five rows a seed) may return them
+   as one :class:`PutRows`, which is its rows' :class:`Put` s in order: applied and logged row by row
+   (polecat/frontier/wal.py's entries hold the same rows as with one ``Put`` each). Gathering rows in one
+   moves them past the decision's other writes: only where none of those writes one of their keys.
+
 Not decisions, and why: the schema upgrade (polecat/frontier/migrate.py) rewrites whole tables inside
 ``FrontierDB``'s open, before any frontier exists; ``polecat store repair`` (refetch.py) is an offline
 tool that writes refetch requests into a stopped node's ``ops`` table; ``Frontier.commit`` is the convenience
@@ -24,6 +29,7 @@ for tools and tests that applies :meth:`prepare_commit`'s writes and commits, wh
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Generic, Literal, NamedTuple, TypeVar
 
@@ -59,7 +65,34 @@ class DeleteSlices:
     slices: frozenset[int]
 
 
-Write = Put | Delete | DeleteSlices
+class PutRows(NamedTuple):
+    """``Put(table, keys[i], values[i])`` for each ``i``, in order (rule 5): no object a row (a seeds
+    batch's rows cost a ``Put`` each to make, apply and drop)."""
+
+    table: Table
+    keys: list[bytes]
+    values: list[bytes]
+
+    def puts(self) -> list[Put]:
+        """Its rows as :class:`Put` s (readers that want them one by one: tests, the memory fake)."""
+        return [Put(self.table, key, value) for key, value in zip(self.keys, self.values, strict=True)]
+
+
+Write = Put | Delete | DeleteSlices | PutRows
+
+
+def row_count(writes: Iterable[Write]) -> int:
+    """The rows ``writes`` write or delete (a :class:`PutRows` counts its rows, a ``DeleteSlices`` one)."""
+    return sum(len(w.keys) if type(w) is PutRows else 1 for w in writes)
+
+
+def expand(writes: Iterable[Write]) -> Iterator[Put | Delete | DeleteSlices]:
+    """``writes`` with each :class:`PutRows` as its rows' :class:`Put` s, in order (rule 5)."""
+    for w in writes:
+        if isinstance(w, PutRows):
+            yield from w.puts()
+        else:
+            yield w
 
 
 @dataclass(frozen=True, slots=True)

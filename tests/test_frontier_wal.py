@@ -21,7 +21,7 @@ from polecat.frontier import status
 from polecat.frontier.db import CommittedTables, FrontierDB
 from polecat.frontier.slices import slice_prefix
 from polecat.frontier.wal import LOG_NAME, Entry, LogOverlay, decode, encode
-from polecat.writes import Delete, DeleteSlices, Put, Write
+from polecat.writes import Delete, DeleteSlices, Put, PutRows, Write, expand
 
 KEYS = st.binary(min_size=1, max_size=40)
 WRITES = st.lists(st.one_of(
@@ -99,6 +99,29 @@ def test_commits_go_to_the_log_and_a_crash_replays_them(tmp_path: Path, writemap
     third = opened(tmp_path)
     assert third.replayed == 0 and third.seq == base + 5 and third.count("seen") == 5
     third.close()
+
+
+@pytest.mark.parametrize("writemap", [False, True])
+def test_put_rows_are_applied_and_logged_as_their_puts(tmp_path: Path, writemap: bool) -> None:
+    """polecat/writes.py rule 5: a ``PutRows`` (a seeds batch's rows of one table, here past
+    ``ROOM_CHECK_WRITES``: db.py rule 11 reserves for its rows) reads back at once, and its log entry is
+    its rows' ``Put`` s (wal.py rule 7), which the replay after a crash applies."""
+    queue = PutRows("queue", [b"q%04d" % i for i in range(1500)], [b"v%d" % i for i in range(1500)])
+    writes: list[Write] = [Put("meta", b"k", b"v"), queue, PutRows("seen", [seen_key(i) for i in range(3)],
+                                                                   [b""] * 3)]
+    entry = Entry()
+    entry.add(writes)
+    with entry.body() as body:
+        assert decode(entry.head() + body) == list(expand(writes))
+    db = opened(tmp_path, writemap=writemap)
+    db.apply(writes)
+    assert db.get("queue", b"q0001") == b"v1" and db.count("seen") == 3
+    db.commit()
+    crash(db)
+    again = opened(tmp_path, writemap=writemap)
+    assert again.replayed == 1 and again.get("meta", b"k") == b"v" and again.count("seen") == 3
+    assert list(again.items("queue")) == list(zip(queue.keys, queue.values, strict=True))
+    again.close()
 
 
 def three_commits_crashed(path: Path) -> Path:

@@ -66,8 +66,14 @@ class SeenSet:
 
     def mark_many(self, stored: Stored, fps: Sequence[bytes]) -> list[bool]:
         """``[mark(stored, fp) for fp in fps]`` with one vectorized Bloom pass; ``fps`` must be distinct."""
-        judge = self._judge
-        return [judge(stored, fp, seen) for fp, seen in zip(fps, self._bloom.add_many(fps), strict=True)]
+        maybe = self._bloom.add_many(fps)
+        # The counts of _judge() taken once for the batch: a Bloom "new" needs no lookup (a frame less a URL).
+        fresh = [not seen or stored(fp) is None for fp, seen in zip(fps, maybe, strict=True)]
+        saved, marked = maybe.count(False), fresh.count(True)
+        self._saved += saved
+        self._false_positives += marked - saved
+        self._urls += marked
+        return fresh
 
     def _judge(self, stored: Stored, fp: bytes, maybe_seen: bool) -> bool:
         if not maybe_seen:

@@ -124,7 +124,7 @@ from polecat.frontier.tables import Lookup, Snapshot
 from polecat.frontier.wal import LOG_NAME, Entry, LogOverlay, WriteLog
 from polecat.frontier.writer import TxnWriter
 from polecat.version import __version__
-from polecat.writes import Decided, Delete, DeleteSlices, Put, Table, Write
+from polecat.writes import Decided, Delete, DeleteSlices, Put, PutRows, Table, Write, expand, row_count
 
 T = TypeVar("T")
 
@@ -441,10 +441,10 @@ class FrontierDB:
         if self._writer.committing:
             self._backlog.extend(writes)
         else:
-            if self._reserve is not None and len(writes) >= ROOM_CHECK_WRITES:  # rule 11
+            if self._reserve is not None and row_count(writes) >= ROOM_CHECK_WRITES:  # rule 11
                 try:
                     self._make_room(extra=2 * sum(len(w.key) + len(w.value)
-                                                  for w in writes if type(w) is Put))
+                                                  for w in expand(writes) if type(w) is Put))
                 except OSError as exc:
                     raise storage_fault(exc, "frontier", self.path) from exc
             self._apply(self._writer.txn, writes)
@@ -466,6 +466,16 @@ class FrontierDB:
                     txn.put(w.key, w.value, db=db)
                 if w.table in sliced:
                     mark(w.key[:PREFIX_LEN])
+            elif type(w) is PutRows:  # writes.py rule 5
+                db = tables[w.table]
+                if db is seen:
+                    for key in w.keys:
+                        seen.put(key)
+                else:
+                    with txn.cursor(db=db) as cursor:
+                        cursor.putmulti(zip(w.keys, w.values, strict=True))
+                if w.table in sliced:
+                    self.written.marks.update(key[:PREFIX_LEN] for key in w.keys)
             elif isinstance(w, Delete):
                 if w.table == "seen":
                     seen.delete(w.key)

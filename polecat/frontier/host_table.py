@@ -44,7 +44,8 @@ Rules:
    its ``ready`` row (due at the seed's admission) are written at once and it never enters memory, as
    if taken in and dropped at the next commit, which rule 6 would do to it (the hosts already in
    rotation are leased first). A seeds file of a million hosts thus never fills memory to be cut down
-   again every few thousand seeds. Not a host of a fenced slice (rule 3 keeps those in memory).
+   again every few thousand seeds. Not a host of a fenced slice (rule 3 keeps those in memory). A batch's
+   cold ``ready``, ``queue`` and ``hosts`` rows are one write a table (polecat/writes.py rule 5).
 11. A parked host (:attr:`parked`) is skipped for the rest of the run and tried again by the next at its
    record's own next-allowed time (a user who fixed what made a crawl give up resumes it at once). Its
    record is the first rule 6 drops: then it gets no ``ready`` row (nothing leases it in this run) and
@@ -105,19 +106,29 @@ from polecat.frontier.keys import (
     host_row,
     priority_band,
     queue_key,
+    queue_key_at,
     queue_prefix,
+    queue_prefix_of_row,
     ready_key,
     ready_row,
     url_key,
     url_key_at,
 )
 from polecat.frontier.politeness import HostState, wait_one_interval
-from polecat.frontier.records import Lease, QueuedUrl, UrlRecord, decode_host, encode_host
-from polecat.frontier.slices import SLICES, slice_of
+from polecat.frontier.records import (
+    Lease,
+    QueuedUrl,
+    UrlRecord,
+    decode_host,
+    encode_host,
+    encode_new_host,
+    rank,
+)
+from polecat.frontier.slices import PREFIX_LEN, SLICES, slice_of
 from polecat.frontier.tables import FrontierTables
 from polecat.frontier.traps import ShapeBudget
 from polecat.hosts import HostPatternMap, hostname
-from polecat.writes import Delete, Put, Write
+from polecat.writes import Delete, Put, PutRows, Write
 
 UrlWritten = Callable[[str, bytes, UrlRecord | None, list[Write]], None]
 """The hook :attr:`HostTable.url_written`."""
@@ -409,12 +420,12 @@ class HostTable:
             self.cold_rows = max(0, self.cold_rows - 1)
         return self._take(host, peeked)
 
-    def new_num(self) -> int:
-        """The number of a host new to the table (rule 14)."""
-        if self.hseq >= MAX_HOST_NUM:
-            raise FrontierError(f"this frontier has numbered {self.hseq} hosts, the most its queue keys "
-                                "hold (polecat/frontier/keys.py rule 1)")
-        self.hseq += 1
+    def new_num(self, count: int = 1) -> int:
+        """The number of a host new to the table (rule 14); of ``count`` hosts: the last of theirs."""
+        if self.hseq + count > MAX_HOST_NUM:
+            raise FrontierError(f"this frontier has numbered {self.hseq} hosts: {count} more pass the "
+                                f"{MAX_HOST_NUM} its queue keys hold (polecat/frontier/keys.py rule 1)")
+        self.hseq += count
         return self.hseq
 
     def cold_ready(self, now: float) -> bool:
@@ -674,30 +685,37 @@ class HostTable:
             return True
         return bool(self.fenced) and slice_of(host) in self.fenced
 
-    def enqueue_cold(self, cold: dict[str, list[str]], importance: float, now: float,
+    def enqueue_cold(self, cold: dict[str, tuple[bytes, list[str]]], importance: float, now: float,
                      out: list[Write]) -> None:
-        """Queue the seeds of each host of ``cold`` (host -> its seed URLs), hosts new to the table, without
-        taking them into memory (rule 10): their queue writes, ``ready`` rows and records (each with the
-        host's number, rule 14) go to ``out``. One batch of a seeds file is one call: the counters of rule
-        12 move once for it."""
-        seq = self.qseq
-        key = b""
-        for host, urls in cold.items():
-            num = self.new_num()
-            out.append(Put("ready", ready_key(now, host), b""))  # its record's next-allowed time (rule 7)
-            for url in urls:
+        """Queue the seeds of each host of ``cold`` (host -> its ``hosts`` key and its seed URLs), hosts new
+        to the table, without taking them into memory (rule 10): their queue writes, ``ready`` rows and
+        records (each with the host's number, rule 14) go to ``out``. One batch of a seeds file is one
+        call: the counters of rule 12 move once for it, the keys' and values' parts common to the batch
+        (the rank, the due time, the importance's field) are made once."""
+        hosts = len(cold)
+        seq, num, r = self.qseq, self.new_num(hosts) - hosts, rank(importance)
+        due = ready_key(now, "")  # its record's next-allowed time (rule 7), then the host
+        ready: list[bytes] = []
+        queue: list[bytes] = []
+        records: list[bytes] = []
+        for host, (row, urls) in cold.items():
+            num += 1
+            ready.append(due + row[PREFIX_LEN:])
+            head = queue_prefix_of_row(row, num)
+            for _ in urls:
                 seq += 1
-                key = queue_key(host, num, importance, 0, seq)
-                out.append(Put("queue", key, QueuedUrl(url, 0, importance).encode(host)))
-            out.append(Put("hosts", host_row(host),
-                           encode_host(HostState(next_allowed=now, queued=len(urls), num=num))))
+                queue.append(queue_key_at(head, r, 0, seq))
+            records.append(encode_new_host(now, len(urls), num))
             if self.fenced:
                 self.queued_in[slice_of(host)] += len(urls)
+        values = QueuedUrl.encode_seeds([url for _, urls in cold.values() for url in urls],
+                                        [host for host, (_, urls) in cold.items() for _ in urls], importance)
+        out += [PutRows("ready", ready, [b""] * hosts), PutRows("queue", queue, values),
+                PutRows("hosts", [row for row, _ in cold.values()], records)]  # (polecat/writes.py rule 5)
         queued = seq - self.qseq
         self.qseq = seq
         if queued:  # one band for all: the same importance, depth 0
-            self.count_band(key, queued)
-        hosts = len(cold)
+            self.count_band(queue[-1], queued)
         self.known_hosts += hosts  # count_queued() of each, once for the batch (rule 12)
         self.with_queue += hosts
         self.queued += queued

@@ -17,7 +17,10 @@ Rules (the checks themselves live where they are owned: scope.py, traps.py, budg
    record read once, and a seed host already in the scope is not written again. Like a page's links, a
    batch is judged against the host limits as they were before it (it may overshoot them by itself).
    A seed counts towards no shape budget (traps rule 2 budgets discovered URLs), and the seed of a new
-   host may be filed out of memory at once (polecat/frontier/host_table.py rule 10).
+   host may be filed out of memory at once (polecat/frontier/host_table.py rule 10). A batch's keys are
+   made list by list (slices, ``ops`` and ``hosts`` keys, seen keys), and its rows of each table are one
+   write (polecat/writes.py rule 5): no key is written twice in it (the warm hosts' ``queue`` rows, one
+   ``Put`` each, have seq numbers of their own), so a seed of a new host costs no write object.
 """
 
 from __future__ import annotations
@@ -30,16 +33,17 @@ from polecat.dedup.seen import SeenSet
 from polecat.frontier import refetch, requisites
 from polecat.frontier.budgets import admit_reason
 from polecat.frontier.host_table import HostTable
-from polecat.frontier.keys import SEED_HOST, host_row, op_key, url_key
+from polecat.frontier.keys import host_rows, op_key, seed_host_keys, url_key, url_keys_at
 from polecat.frontier.politeness import HostState
 from polecat.frontier.records import decode_host
 from polecat.frontier.requisites import RequisiteCaps
 from polecat.frontier.routing import Admission, Routing
 from polecat.frontier.scope import ScopeFilter
+from polecat.frontier.slices import slice_prefixes
 from polecat.frontier.tables import FrontierTables
 from polecat.frontier.traps import TrapCounts, url_trap
 from polecat.hosts import host_key
-from polecat.writes import Decided, Delete, Put, Write
+from polecat.writes import Decided, Delete, Put, PutRows, Write
 
 RECENT_URLS = 131_072
 """Bound of the memo of URLs already in the seen-set (rule 4): sites link the same URLs (navigation,
@@ -96,42 +100,50 @@ class Intake:
     def add_seeds(self, urls: Sequence[str], now: float, importance: float = 1.0) -> Decided[list[str]]:
         """:meth:`add_seed` of each canonical URL of ``urls``, as one batch (rule 7); answers the decision
         of each, in order (a URL given twice is ``"seen"`` the second time)."""
-        out: list[Write] = []
-        answers: list[str] = []
         table, scope, refuse = self._table, self._scope, self._refuse
-        in_memory = table.hosts
+        hosts = [host_key(url) for url in urls]
+        names = [host.encode() for host in hosts]
+        prefixes = slice_prefixes(names)
+        rows = host_rows(prefixes, names)
         stored_op, stored_host = self._db.getter("ops"), self._db.getter("hosts")
+        seed_ops = seed_host_keys(prefixes, names)
+        known = list(map(stored_op, seed_ops))  # a resume's seed: its host is known, nothing to write
+        scope.add_seed_hosts(host for host, had in zip(hosts, known, strict=True) if had is None)
+        seed_ops = [key for key, had in zip(seed_ops, known, strict=True) if had is None]
+        # Each table's rows as one write (polecat/writes.py rule 5): no key of them is written twice.
+        out: list[Write] = [PutRows("ops", seed_ops, [b""] * len(seed_ops))]
+        answers: list[str] = []
+        in_memory = table.hosts
         fresh_urls: dict[str, int] = {}
-        todo: list[tuple[int, str, HostState | None]] = []
-        for url in urls:
-            host = host_key(url)
-            seed_op = op_key(SEED_HOST, host)
-            if stored_op(seed_op) is None:  # else a resume's seed: its host is known, nothing to write
-                scope.add_seed_host(host)
-                out.append(Put("ops", seed_op, b""))
-            st = in_memory.get(host)  # table.peek() inline: one lookup a seed, no frame
-            if st is None and (raw := stored_host(host_row(host))) is not None:
+        todo: list[tuple[int, str, bytes, HostState | None]] = []
+        held = list(map(in_memory.get, hosts))  # table.peek() inline: one lookup a seed, no frame
+        for url, host, row, st in zip(urls, hosts, rows, held, strict=True):
+            if st is None and (raw := stored_host(row)) is not None:
                 st = decode_host(raw)
             reason = refuse(url, host, st, 0, True)
             if reason is None and url in fresh_urls:
                 reason = SEEN
             elif reason is None:
                 fresh_urls[url] = len(answers)
-                todo.append((len(answers), host, st))
+                todo.append((len(answers), host, row, st))
             else:
                 self.rejected[reason] += 1
             answers.append(reason or ACCEPTED)
         if todo:
-            keys = [url_key(url, host) for url, (_, host, _) in zip(fresh_urls, todo, strict=True)]
+            keys = url_keys_at([row for _, _, row, _ in todo], fresh_urls)
             marks = self._seen.mark_many(self._db.getter("seen"), keys)
-            cold: dict[str, list[str]] = {}
-            for url, (i, host, st), key, new in zip(fresh_urls, todo, keys, marks, strict=True):
+            seen = [key for key, new in zip(keys, marks, strict=True) if new]
+            out.append(PutRows("seen", seen, [b""] * len(seen)))
+            cold: dict[str, tuple[bytes, list[str]]] = {}
+            for url, (i, host, row, st), new in zip(fresh_urls, todo, marks, strict=True):
                 if not new:
                     answers[i] = SEEN
                     continue
-                out.append(Put("seen", key, b""))
-                if st is None and host not in in_memory and (host in cold or not table.has_room(host)):
-                    cold.setdefault(host, []).append(url)  # host_table rule 10
+                filed = cold.get(host)
+                if filed is not None:
+                    filed[1].append(url)
+                elif st is None and host not in in_memory and not table.has_room(host):
+                    cold[host] = (row, [url])  # host_table rule 10
                 else:  # a seed counts towards no shape budget (traps rule 2: discovered URLs)
                     table.enqueue(url, host, 0, importance, now, out, st=table.held(host, st), shape=False)
             if cold:

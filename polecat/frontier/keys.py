@@ -69,6 +69,11 @@ def host_row(host: str) -> bytes:
     return host_slice_prefix(host) + host.encode()
 
 
+def host_rows(prefixes: Iterable[bytes], names: Iterable[bytes]) -> list[bytes]:
+    """:func:`host_row` of each host, given its slice prefix and its encoded key (a batch, one pass)."""
+    return [prefix + name for prefix, name in zip(prefixes, names, strict=True)]
+
+
 def host_of_row(key: bytes) -> str:
     return key[PREFIX_LEN:].decode()
 
@@ -111,6 +116,11 @@ def fresh_key(boundary: float, ukey: bytes) -> bytes:
 def queue_prefix(host: str, num: int) -> bytes:
     """The start of every ``queue`` key of ``host``, whose number is ``num`` (rule 1)."""
     return host_slice_prefix(host) + _NUM.pack(num)
+
+
+def queue_prefix_of_row(row: bytes, num: int) -> bytes:
+    """:func:`queue_prefix` of the host whose ``hosts`` key is ``row`` and number ``num``."""
+    return row[:PREFIX_LEN] + _NUM.pack(num)
 
 
 def queue_key(host: str, num: int, importance: float, depth: int, seq: int) -> bytes:
@@ -172,6 +182,11 @@ def url_key_at(key: bytes, url: str) -> bytes:
     return key[:PREFIX_LEN] + url_fingerprint(url)
 
 
+def url_keys_at(rows: Iterable[bytes], urls: Iterable[str]) -> list[bytes]:
+    """:func:`url_key` of each URL, given its host's ``hosts`` key (or any key of its slice: a batch)."""
+    return [row[:PREFIX_LEN] + url_fingerprint(url) for row, url in zip(rows, urls, strict=True)]
+
+
 def url_key(url: str, host: str | None = None) -> bytes:
     """Key of a canonical URL in ``seen`` and ``urls`` (``host``: its host key, when already known)."""
     return host_slice_prefix(host if host is not None else host_key(url)) + url_fingerprint(url)
@@ -190,6 +205,13 @@ def op_key(kind: str, arg: str) -> bytes:
     """Key of an operator control (rule 4)."""
     prefix = host_slice_prefix(arg) if kind in HOST_OPS else GLOBAL
     return prefix + f"{kind}:{arg}".encode()
+
+
+def seed_host_keys(prefixes: Iterable[bytes], names: Iterable[bytes]) -> list[bytes]:
+    """:func:`op_key` ``(SEED_HOST, host)`` of each host, given its slice prefix and its encoded key (a
+    batch, one pass)."""
+    head = f"{SEED_HOST}:".encode()
+    return [prefix + head + name for prefix, name in zip(prefixes, names, strict=True)]
 
 
 def refetch_key(url: str) -> bytes:

@@ -6,6 +6,7 @@ import json
 import math
 import re
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -43,6 +44,20 @@ _F64 = struct.Struct(">d")
 _U32 = struct.Struct(">I")
 
 
+def _strip_origin(url: str, host: str) -> tuple[int, str]:
+    """The flag of ``url``'s ``http://host`` or ``https://host`` origin and the rest of it (0 and the
+    whole URL: another origin, userinfo)."""
+    for flag, scheme in _ORIGIN_FLAGS:
+        if url.startswith(scheme) and url.startswith(host, len(scheme)):
+            return flag, url[len(scheme) + len(host):]
+    return 0, url
+
+
+def _own_importance(importance: float) -> bool:
+    """Whether a ``queue`` value holds ``importance`` itself: the key's rank does not give it exactly."""
+    return rank_importance(rank(importance)) != importance
+
+
 def rank_importance(r: int) -> float:
     """The importance whose :func:`rank` is ``r``, on the rank's grid (what a queue key says of it)."""
     return math.exp2(-(r - 2**31) / 65536)
@@ -66,11 +81,7 @@ class QueuedUrl:
         unless the key's rank gives it exactly; the depth, only past what the key's 16 bits hold), then
         the URL without its ``http://`` or ``https://`` and ``host`` (which the key holds). No JSON: this
         is the row of every queued URL (issue 39)."""
-        url, flags = self.url, 0
-        for flag, scheme in _ORIGIN_FLAGS:
-            if url.startswith(scheme) and url.startswith(host, len(scheme)):
-                flags, url = flag, url[len(scheme) + len(host):]
-                break
+        flags, url = _strip_origin(self.url, host)
         out = bytearray(1)
         if self.attempts:
             flags |= _Q_ATTEMPTS
@@ -78,7 +89,7 @@ class QueuedUrl:
         if self.hops:
             flags |= _Q_HOPS
             out += _U8.pack(min(self.hops, 255))
-        if rank_importance(rank(self.importance)) != self.importance:
+        if _own_importance(self.importance):
             flags |= _Q_IMPORTANCE
             out += _F64.pack(self.importance)
         if self.depth > 0xFFFF:
@@ -87,6 +98,16 @@ class QueuedUrl:
         out[0] = flags
         out += url.encode()
         return bytes(out)
+
+    @staticmethod
+    def encode_seeds(urls: Iterable[str], hosts: Iterable[str], importance: float) -> list[bytes]:
+        """``QueuedUrl(url, 0, importance).encode(host)`` of each URL of ``urls`` and its host of ``hosts``
+        (a batch of a seeds file: the importance's field made once)."""
+        extra = _F64.pack(importance) if _own_importance(importance) else b""
+        flag = _Q_IMPORTANCE if extra else 0
+        heads = [bytes((origin | flag,)) + extra for origin in range(_Q_HTTPS + 1)]
+        return [heads[origin] + rest.encode()
+                for origin, rest in map(_strip_origin, urls, hosts)]
 
     @classmethod
     def decode(cls, raw: bytes, key: bytes, host: str) -> QueuedUrl:
@@ -137,6 +158,17 @@ def encode_host(s: HostState) -> bytes:
     then its address."""
     packed = _H.pack(s.next_allowed, s.rate_factor, s.crawl_delay, s.failures, s.queued, s.fetched, s.num)
     return packed + s.ip.encode()
+
+
+_NEW = HostState()
+
+
+def encode_new_host(next_allowed: float, queued: int, num: int) -> bytes:
+    """``encode_host(HostState(next_allowed=..., queued=..., num=...))`` with no record built (a host new
+    to the table, filed cold: polecat/frontier/host_table.py rule 10)."""
+    n = _NEW
+    return _H.pack(next_allowed, n.rate_factor, n.crawl_delay, n.failures, queued, n.fetched,
+                   num) + n.ip.encode()
 
 
 def decode_host(raw: bytes | memoryview) -> HostState:

@@ -6,7 +6,7 @@ The blocklist is not here: it is operator state that persists in the frontier (s
 from __future__ import annotations
 
 import re
-from collections.abc import Container
+from collections.abc import Container, Iterable
 
 from polecat.config import ScopeConfig
 from polecat.hosts import hostname
@@ -31,8 +31,13 @@ class ScopeFilter:
 
     def add_seed_host(self, host_key: str) -> None:
         """A seed host joined ``seed_hosts``: in domain mode, its base domain joins the scope."""
+        self.add_seed_hosts((host_key,))
+
+    def add_seed_hosts(self, host_keys: Iterable[str]) -> None:
+        """:meth:`add_seed_host` of each of ``host_keys`` (a seeds batch: nothing to do a host but in
+        domain mode)."""
         if self._cfg.mode == "domain":
-            self._domains.add(_base_domain(hostname(host_key)))
+            self._domains.update(_base_domain(hostname(host_key)) for host_key in host_keys)
 
     def reject_reason(self, url: str, host_key: str, depth: int, *, requisite: bool = False) -> str | None:
         """None when the URL may be queued; otherwise a short reason label (counted by the frontier).

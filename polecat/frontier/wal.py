@@ -31,7 +31,9 @@ Rules:
    tries rule 9's read, which does not hold the file, and reads so only when that one cannot tell.
 7. A commit's entry is encoded as its writes are applied (:class:`Entry`, db.py rule 6), and
    :meth:`WriteLog.append` writes it from the encoder's buffer: a commit holds its writes as their bytes
-   (~36 B a write), never as the writes' objects (~160 B) nor as a second copy. Issue 39: a crawl queueing
+   (~36 B a write), never as the writes' objects (~160 B) nor as a second copy. A ``PutRows``
+   (polecat/writes.py rule 5) is its rows' ``Put`` s here: the entry is the same as with one ``Put`` a
+   row, and the readers never meet one. Issue 39: a crawl queueing
    a 50,000-URL sitemap (150,000 writes in one commit) held 24 MB of writes until the append and ~25 MB
    more to encode them at once, 35 MB of peak RSS over the crawl without a log (benchmarks/README.md,
    "Issue 39: the write-ahead log").
@@ -73,7 +75,7 @@ import msgpack
 from polecat.frontier.handover_ranges import SLICED_TABLES
 from polecat.frontier.slices import PREFIX_LEN, slice_prefix
 from polecat.frontier.tables import Snapshot
-from polecat.writes import Delete, DeleteSlices, Put, Table, Write
+from polecat.writes import Delete, DeleteSlices, Put, PutRows, Table, Write, expand
 
 LOG_NAME = "wal.log"
 """The log's file in the frontier's directory."""
@@ -107,14 +109,20 @@ class Entry:
     def add(self, writes: Sequence[Write]) -> None:
         """Encode ``writes`` after those added before, in order."""
         pack, ids = self._packer.pack, _TABLE_ID
+        rows = len(writes)
         for w in writes:
             if isinstance(w, Put):
                 pack((_PUT, ids[w.table], w.key, w.value))
             elif isinstance(w, Delete):
                 pack((_DELETE, ids[w.table], w.key))
+            elif isinstance(w, PutRows):  # its rows, as Puts (rule 7)
+                table = ids[w.table]
+                for key, value in zip(w.keys, w.values, strict=True):
+                    pack((_PUT, table, key, value))
+                rows += len(w.keys) - 1
             else:
                 pack((_SLICES, sorted(w.slices)))
-        self.rows += len(writes)
+        self.rows += rows
 
     def head(self) -> bytes:
         """The msgpack array header of the rows: the payload is it and :meth:`body`."""
@@ -316,7 +324,7 @@ class LogOverlay:
         self._released: set[bytes] = set()
         sliced = frozenset(SLICED_TABLES)
         for self.seq, writes in entries:
-            for w in writes:
+            for w in expand(writes):
                 if isinstance(w, Put):
                     if w.table != "near":
                         self._rows.setdefault(w.table, {})[w.key] = w.value

@@ -25,7 +25,7 @@ from polecat.frontier.handover_ranges import SLICED_TABLES, WrittenSlices
 from polecat.frontier.slices import PREFIX_LEN, slice_prefix
 from polecat.frontier.tables import Lookup
 from polecat.store.base import HASH_NAME, FetchRecord, StoreStats
-from polecat.writes import Decided, Delete, DeleteSlices, Put, Table, Write
+from polecat.writes import Decided, Delete, DeleteSlices, Put, Table, Write, expand
 
 T = TypeVar("T")
 
@@ -308,7 +308,7 @@ class MemoryFrontierDB:
 
     def apply(self, writes: Sequence[Write]) -> None:
         tables, written = self._tables, self.written
-        for w in writes:
+        for w in expand(writes):  # writes.py rule 5
             if isinstance(w, Put | Delete) and w.table in written.sliced:
                 written.marks.add(w.key[:PREFIX_LEN])
             if isinstance(w, Put):
