@@ -116,13 +116,19 @@ def test_the_bound_holds_with_100000_hosts_queued(tmp_path: Path) -> None:
     assert isinstance(got, Lease) and got.host == "h0.ws.test"  # the earliest seeded first, read back
 
 
-def test_a_crawl_through_a_small_working_set_fetches_everything_once_and_politely(tmp_path: Path) -> None:
+def crawled(tmp_path: Path, hosts: int) -> Rig:
+    """``hosts`` hosts crawled to the end through a working set of 100, each URL once and politely."""
     rig = Rig(tmp_path, cfg=config(100))
-    seed(rig, range(1500), 0.0)
+    seed(rig, range(hosts), 0.0)
     crawl = Crawl(rig, 0.0)
     assert crawl.run()
-    crawl.check(1500)
+    crawl.check(hosts)
     assert rig.raw.queued == 0
+    return rig
+
+
+def test_a_crawl_through_a_small_working_set_fetches_everything_once_and_politely(tmp_path: Path) -> None:
+    rig = crawled(tmp_path, 1500)
     table = rig.raw._table  # what is left in memory at the end: nothing scheduled, no stale entries kept
     assert not table.heap and not table.warm_heap and len(table.warm) <= rig.cfg.frontier.working_hosts
 
@@ -143,12 +149,7 @@ def test_the_cut_drops_a_batch_a_commit_and_the_crawl_still_fetches_everything(
         return dropped
 
     monkeypatch.setattr(HostTable, "_evict", counted)
-    rig = Rig(tmp_path, cfg=config(100))
-    seed(rig, range(600), 0.0)
-    crawl = Crawl(rig, 0.0)
-    assert crawl.run()
-    crawl.check(600)
-    assert rig.raw.queued == 0
+    crawled(tmp_path, 600)
     assert all(dropped <= max(8, before - 100 + 1) for before, dropped in cuts)
     assert sum(dropped == 8 and before - 8 > 75 for before, dropped in cuts) >= 2  # went on at later commits
 
