@@ -18,6 +18,9 @@ crawled by ``python -m polecat crawl`` (a child process) with ``--max-pages``. F
   and puts them in its summary);
 - politeness violations at the server: requests to a host sooner than ``1 / rate - 10 ms`` after the
   previous one (10 ms of arrival jitter allowed; the crawler's own bound is the full interval);
+- with ``--stall-profile PATH``: the crawl runs on asyncio's own loop with every step timed by the loop
+  thread's CPU (benchmarks/stall_profile.py): the steps of 20 ms or more by task or callback, where
+  their stacks were, the longest loop iterations and garbage collections;
 - with ``--resume``, after the run: how long ``polecat status DIR`` takes on its data dir, and how soon
   the same crawl started again on it sends its first request (then it is stopped with SIGTERM).
 
@@ -40,10 +43,12 @@ import re
 import shutil
 import ssl
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.stall_profile import report
 from polecat.config import Config, FrontierConfig, ScopeConfig
 from polecat.dedup.canon import Canonicalizer
 from polecat.dedup.seen import SeenSet
@@ -75,7 +80,8 @@ def _fds(pid: int) -> int:
         return 0
 
 
-def _crawl_cmd(seeds: Path, data: Path, dns: str, args: argparse.Namespace, max_pages: int) -> list[str]:
+def _crawl_cmd(seeds: Path, data: Path, dns: str, args: argparse.Namespace, max_pages: int, *,
+               stall_profile: str | None = None) -> list[str]:
     flags = ["crawl", "--seeds-file", str(seeds), "--data", str(data), "--allow-private", "--dns-server", dns,
              "--rate", str(args.rate), "--max-pages", str(max_pages),
              "--user-agent", "polecat-bench (+http://127.0.0.1/)"]
@@ -90,6 +96,8 @@ def _crawl_cmd(seeds: Path, data: Path, dns: str, args: argparse.Namespace, max_
         config = data.parent / "polecat.toml"
         config.write_text("".join(sections))
         flags += ["--config", str(config)]
+    if stall_profile:  # on asyncio's own loop, its steps timed (benchmarks/stall_profile.py)
+        return [sys.executable, "-m", "benchmarks.stall_profile", stall_profile, str(args.nofile), *flags]
     return polecat_command(*flags, nofile=args.nofile)
 
 
@@ -116,8 +124,9 @@ def breadth(args: argparse.Namespace, work: Path) -> None:
         started = time.monotonic()
         out_path, err_path = work / "stdout.txt", work / "stderr.txt"
         with out_path.open("wb") as out, err_path.open("wb") as err:  # files: a pipe unread would fill
-            child = subprocess.Popen(_crawl_cmd(seeds, work / "data", web.dns.address, args, args.max_pages),
-                                     env=env, stdout=out, stderr=err)
+            cmd = _crawl_cmd(seeds, work / "data", web.dns.address, args, args.max_pages,
+                             stall_profile=args.stall_profile)
+            child = subprocess.Popen(cmd, env=env, stdout=out, stderr=err)
         peak_anon = 0
         samples: list[tuple[float, int, int, int]] = []
         next_sample = started
@@ -169,6 +178,8 @@ def breadth(args: argparse.Namespace, work: Path) -> None:
              f"p99 {late[3]} ms, max {late[4]} ms" if late else "under 1 ms at every sample")
           + (f"; {stalls[1]} samples 50 ms late or more; bounded by the loop thread's CPU time: p99 "
              f"{stalls[2]} ms, max {stalls[3]} ms, {stalls[4]} samples 50 ms or more" if stalls else ""))
+    if args.stall_profile:
+        print("\n".join(report(Path(args.stall_profile))))
     print("\n".join(resumed))
     print("the crawl's summary:")
     print(out_path.read_text(errors="replace").strip())
@@ -312,6 +323,10 @@ def main() -> None:
                    help="--seeds-only: run the node under cProfile, its stats written to PATH")
     p.add_argument("--tls", action="store_true",
                    help="the web serves HTTPS with a certificate from a local CA given to the crawl")
+    p.add_argument("--stall-profile", metavar="PATH",
+                   help="run the crawl on asyncio's own loop with its steps timed by the loop thread's CPU, "
+                        "the profile written to PATH (JSON) and summed up after the run "
+                        "(benchmarks/stall_profile.py)")
     p.add_argument("--resume", action="store_true",
                    help="after the crawl: time `polecat status DIR`, and a resume to its first request")
     args = p.parse_args()

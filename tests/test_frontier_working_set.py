@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 
 from polecat.config import Config, FrontierConfig, ScopeConfig
-from polecat.frontier.host_table import READY_INDEX
+from polecat.frontier import host_table
+from polecat.frontier.host_table import READY_INDEX, HostTable
 from polecat.frontier.records import Idle, Lease, Wait, decode_host
 from polecat.frontier.slices import slice_of
-from polecat.writes import Delete
+from polecat.writes import Delete, Write
 from tests.frontier_helpers import Rig, canon, done, politeness
 
 pytestmark = pytest.mark.usefixtures("frontier_backend")
@@ -115,15 +116,42 @@ def test_the_bound_holds_with_100000_hosts_queued(tmp_path: Path) -> None:
     assert isinstance(got, Lease) and got.host == "h0.ws.test"  # the earliest seeded first, read back
 
 
-def test_a_crawl_through_a_small_working_set_fetches_everything_once_and_politely(tmp_path: Path) -> None:
+def crawled(tmp_path: Path, hosts: int) -> Rig:
+    """``hosts`` hosts crawled to the end through a working set of 100, each URL once and politely."""
     rig = Rig(tmp_path, cfg=config(100))
-    seed(rig, range(1500), 0.0)
+    seed(rig, range(hosts), 0.0)
     crawl = Crawl(rig, 0.0)
     assert crawl.run()
-    crawl.check(1500)
+    crawl.check(hosts)
     assert rig.raw.queued == 0
+    return rig
+
+
+def test_a_crawl_through_a_small_working_set_fetches_everything_once_and_politely(tmp_path: Path) -> None:
+    rig = crawled(tmp_path, 1500)
     table = rig.raw._table  # what is left in memory at the end: nothing scheduled, no stale entries kept
     assert not table.heap and not table.warm_heap and len(table.warm) <= rig.cfg.frontier.working_hosts
+
+
+def test_the_cut_drops_a_batch_a_commit_and_the_crawl_still_fetches_everything(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Host table rule 18 with a batch of 8 and a bound of 100: each commit of the cut drops 8 records at
+    most (more only past the bound), the cut goes on at the next commits down to 75, the bound holds at
+    every commit, and the crawl fetches every URL once, politely, with the heaps' stale entries left."""
+    monkeypatch.setattr(host_table, "CUT_BATCH", 8)
+    cuts: list[tuple[int, int]] = []
+    evict = HostTable._evict
+
+    def counted(table: HostTable, keep: int, out: list[Write]) -> int:
+        before = len(table.hosts)
+        dropped = evict(table, keep, out)
+        cuts.append((before, dropped))
+        return dropped
+
+    monkeypatch.setattr(HostTable, "_evict", counted)
+    crawled(tmp_path, 600)
+    assert all(dropped <= max(8, before - 100 + 1) for before, dropped in cuts)
+    assert sum(dropped == 8 and before - 8 > 75 for before, dropped in cuts) >= 2  # went on at later commits
 
 
 def test_pages_released_before_their_records_are_each_fetched_once_politely(tmp_path: Path) -> None:

@@ -5,7 +5,11 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+import pytest
+
 from polecat.frontier.db import FrontierDB
+from polecat.frontier.seenlog import SeenRuns
+from polecat.writes import Put
 
 
 def test_a_commit_runs_on_the_writer_thread_and_the_txn_waits_for_it(tmp_path: Path) -> None:
@@ -34,4 +38,27 @@ def test_a_commit_runs_on_the_writer_thread_and_the_txn_waits_for_it(tmp_path: P
     again = FrontierDB(tmp_path / "f", map_size=1 << 24, params={})
     assert again.txn.get(b"a", db=again.meta) == b"1" and again.txn.get(b"b", db=again.meta) is None
     assert again.seq == seq + 1
+    again.close()
+
+
+def test_an_lmdb_commit_prepares_the_seen_run_on_the_writer_thread(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """db.py rule 4 / seenlog.py rule 2: the memtable is sorted and the manifest made on the writer
+    thread, not on the caller's (the event loop's); the run it lists holds every key after a reopen."""
+    db = FrontierDB(tmp_path / "f", map_size=1 << 24, params={})
+    prepared_on: list[int] = []
+    prepare = SeenRuns.prepare
+
+    def noted(runs: SeenRuns) -> bytes:
+        prepared_on.append(threading.get_ident())
+        return prepare(runs)
+
+    monkeypatch.setattr(SeenRuns, "prepare", noted)
+    keys = sorted(bytes([i % 7, 0, i % 3]) + bytes(14) + bytes([i]) for i in range(200))
+    db.apply([Put("seen", key, b"") for key in reversed(keys)])
+    db.commit(to_lmdb=True)
+    assert len(prepared_on) == 1 and prepared_on[0] != threading.get_ident()
+    db.close()
+    again = FrontierDB(tmp_path / "f", map_size=1 << 24, params={})
+    assert [key for key, _ in again.items("seen")] == keys
     again.close()

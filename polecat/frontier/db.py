@@ -21,8 +21,10 @@ Rules of the tables:
 4. The ``seen`` table is not an LMDB table but sorted runs of keys beside it
    (:class:`~polecat.frontier.seenlog.SeenRuns`, in the environment's ``seen/`` directory), listed in
    ``meta`` and so committed with everything else: random URL fingerprints dirtied an LMDB page each,
-   ~4 KB written per URL at every commit (issue 39). A commit makes its run durable on the writer thread
-   before the LMDB commit that lists it (seenlog.py rule 2, writer.py rule 4).
+   ~4 KB written per URL at every commit (issue 39). A commit prepares its run (the memtable sorted) and
+   makes it durable on the writer thread before the LMDB commit that lists it (seenlog.py rule 2,
+   writer.py rule 4): every read of the seen table waits for an LMDB commit in flight, and its writes
+   wait in the backlog (rule 3), so the loop's thread does not touch it meanwhile.
 5. Schema 3 keeps ``seen`` so; schema 2 (0.3.0) kept it in LMDB and is upgraded on open by moving its
    keys, already sorted, into one run (:meth:`FrontierDB._upgrade_v2`); schema 1 is upgraded to 2
    first, in the same commit.
@@ -577,12 +579,17 @@ class FrontierDB:
         return self._appending
 
     def _start_lmdb_commit(self, txn: lmdb.Transaction) -> Future[lmdb.Transaction]:
-        """Commit the LMDB transaction (rule 6): the seen run first (seenlog.py rule 2), the log emptied
-        after."""
-        txn.put(MANIFEST, self.seen.prepare(), db=self.meta)
+        """Commit the LMDB transaction (rule 6): the seen run first, prepared and written on the writer
+        thread (seenlog.py rule 2), the log emptied after."""
         self._in_lmdb = self.seq
         self._synced_ahead = False
-        return self._writer.start_commit(self.seen.write_run, self.wal.reset)
+        seen, meta = self.seen, self.meta
+
+        def seen_run() -> None:
+            txn.put(MANIFEST, seen.prepare(), db=meta)
+            seen.write_run()
+
+        return self._writer.start_commit(seen_run, self.wal.reset)
 
     def _commit_lmdb(self) -> None:
         """An LMDB commit of what the log holds, with no new commit (nothing applied since the last)."""

@@ -87,6 +87,13 @@ Rules:
    :attr:`HostTable.due_heap`; a lease and a scrape advance it). ``/metrics`` and the stats read counts
    and one heap head (the next waiting host's time), no host record. Ready counts the hosts due at the
    latest time advanced to.
+18. Rule 6's cut is made :data:`CUT_BATCH` records a commit at most: once memory is full, each commit
+   drops up to that many until three quarters of the bound are left (more only where memory went past
+   the bound itself, to get back under it). The heap entries of the records dropped are stale (rule 2):
+   the heaps are rebuilt when they are a quarter of the ready heap or more, else left to be popped as time
+   passes (leasing.py rule 9 bounds the pops of one lease call). One cut of 12,500 records at once (their
+   writes, the ranking of 50,000, three heaps rebuilt) held the event loop 150-230 ms in a 100,000-host
+   breadth crawl (benchmarks/README.md "Issue 39: loop stalls, second pass").
 """
 
 from __future__ import annotations
@@ -149,6 +156,8 @@ HOST_SEQ = b"hseq"
 REFILL_ROWS = 256
 """``ready`` rows read per :meth:`HostTable.refill` at most: a lease call's work stays bounded."""
 COLD_RETRY = 0.05
+CUT_BATCH = 1024
+"""Host records rule 6's cut drops at one commit at most (rule 18): ~16 us each (their writes applied)."""
 """Seconds before a lease asks again when ``ready`` rows are due but memory is full (rule 7)."""
 
 
@@ -243,6 +252,8 @@ class HostTable:
         """Hosts this frontier knows, in memory or not (kept as they come and go: a figure the status
         asks for while a commit may be in flight, when the tables cannot be read)."""
         self.cold_rows = 0
+        self._cutting = False
+        """Rule 6's cut is under way, :data:`CUT_BATCH` records a commit (rule 18)."""
         """``ready`` rows, about (rows found stale are counted until read)."""
         self.ported: dict[str, list[str]] = {}
         """The host keys in memory with a port, by host name (rule 13)."""
@@ -570,14 +581,23 @@ class HostTable:
         out, self._pending = self._pending, []
         out += [Put("hosts", host_row(host), encode_host(hosts[host])) for host in self._dirty]
         self._dirty.clear()
+        keep = self.working_hosts * 3 // 4
         if len(hosts) >= self.working_hosts:  # full: a refill has room again after this commit
-            self._evict(self.working_hosts * 3 // 4, out)
+            self._cutting = True
+        if self._cutting and len(hosts) > keep:
+            # Rule 18: a batch, or what gets memory back under the bound, whichever is more; the cut goes
+            # on at the next commit unless this one found fewer it may drop.
+            cut = max(min(CUT_BATCH, len(hosts) - keep), len(hosts) - self.working_hosts + 1)
+            self._cutting = self._evict(len(hosts) - cut, out) == cut
+        else:
+            self._cutting = False
         out += [Put("resident", host.encode(), b"") for host in self._arrived if host in hosts]
         self._arrived.clear()
         return out
 
-    def _evict(self, keep: int, out: list[Write]) -> None:
-        """Write and drop the records of rule 6 until ``keep`` are left (or only those it never drops)."""
+    def _evict(self, keep: int, out: list[Write]) -> int:
+        """Write and drop the records of rule 6 until ``keep`` are left (or only those it never drops);
+        answers how many it dropped."""
         hosts, scheduled, leases, parked = self.hosts, self.scheduled, self.leases, self.parked
         fenced = self.fenced
         # Parked hosts first (rule 11: never leased again in this run), then as the module docstring says.
@@ -586,7 +606,8 @@ class HostTable:
                    for host, st in hosts.items()
                    if not (st.in_flight or (st.strikes and host not in parked) or host in leases
                            or host in self.finishing or (fenced and slice_of(host) in fenced)))
-        for _, _, host in heapq.nlargest(len(hosts) - keep, movable):
+        dropped = heapq.nlargest(len(hosts) - keep, movable)
+        for _, _, host in dropped:
             st = hosts.pop(host)
             self._unlist(host, st)
             self.warm.pop(host, None)
@@ -605,6 +626,8 @@ class HostTable:
                     self.cold_head = st.next_allowed
             if host not in self._arrived:  # else it has no row yet
                 out.append(Delete("resident", host.encode()))
+        if len(dropped) * 4 < len(self.heap):  # rule 18: their entries are popped as time passes
+            return len(dropped)
         # The heap's entries of the hosts dropped are stale (rule 2): rebuilt rather than left to grow.
         self.heap[:] = [(at, host) for host, at in scheduled.items()]
         heapq.heapify(self.heap)
@@ -613,6 +636,7 @@ class HostTable:
         heapq.heapify(self.due_heap)
         self.warm_heap[:] = [(at, host) for host, at in scheduled.items() if host in self.warm]
         heapq.heapify(self.warm_heap)
+        return len(dropped)
 
     def unsaved(self) -> dict[bytes, bytes]:
         """The ``hosts`` rows of the records changed since the last commit, newer than the table's."""

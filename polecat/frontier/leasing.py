@@ -13,7 +13,11 @@ Rules:
 3. URLs robots.txt disallows are recorded done (``skipped:robots``) as the lease reads past them, at
    most :data:`ROBOTS_SKIPS_PER_LEASE` per host per call, so a disallowed site cannot stall the others.
 4. Every lease is charged to the run's page budget (budgets.py rules 1-2); a lease with nothing left
-   in the budget is not made, and its URLs stay queued for a later run.
+   in the budget is not made, and its URLs stay queued for a later run. A due host that nothing of the
+   budget fits (the budget full, and no reservation or page of its own in this run) is passed over
+   without reading its queue or its robots.txt: once ``max_pages`` is spent in a breadth crawl, tens of
+   thousands of due hosts are, and their reads took a lease call 460 ms (benchmarks/README.md "Issue 39:
+   loop stalls, second pass").
 5. A retried URL is queued again behind its host's others at half its importance, until
    ``politeness.max_url_attempts``; then it is recorded ``failed``.
 6. When descriptors run short (the node's connections near their cap, ``prefer_warm``), a due host whose
@@ -29,6 +33,12 @@ Rules:
    held back until ``hold_until`` (the node's next look at what it owns), not woken at once: the
    frontier still counts the slice owned until then, and leasing the same URL again at once spun the
    node's lease loop (hundreds of leases withdrawn in 0.2 s on a fenced node, load that costs leases).
+9. One lease call looks at most :data:`HOSTS_PER_LEASE` due hosts and pops at most
+   :data:`STALE_PER_LEASE` stale heap entries (host_table.py rule 2), so its event-loop step is bounded
+   whatever it passes over; past either it answers ``Wait(now)`` with the writes made so far, and the
+   next call goes on from there (each host looked at left the heap, or went back to it at a later time).
+   In a 100,000-host breadth crawl one call passed over 35,000 hosts (460 ms), and another popped stale
+   entries for 175 ms (benchmarks/README.md "Issue 39: loop stalls, second pass").
 """
 
 from __future__ import annotations
@@ -54,6 +64,12 @@ WARM_FOR = 30.0
 """Seconds after its last request a host counts as warm (rule 6): the pool's keep-alive (fetch/pool.py)."""
 ROBOTS_SKIPS_PER_LEASE = 256
 """Robots-disallowed URLs retired per lease call for one host before yielding to other hosts (rule 3)."""
+HOSTS_PER_LEASE = 256
+"""Due hosts one lease call looks at most before it answers ``Wait(now)`` (rule 9): ~13 us each when its
+queue and robots.txt are read, so a few ms a call."""
+STALE_PER_LEASE = 2048
+"""Stale heap entries one lease call pops at most before it answers ``Wait(now)`` (rule 9): ~3 us each
+from a heap of 300,000, so a few ms a call."""
 
 
 class Leasing:
@@ -85,12 +101,16 @@ class Leasing:
         out: list[Write] = []
         refilled = False
         warm_heap = table.warm_heap
+        looked = stale = 0
         while warm_heap and warm_heap[0][0] <= now and scheduled.get(warm_heap[0][1]) != warm_heap[0][0]:
             heapq.heappop(warm_heap)  # stale (host_table.py rule 2): popped as time passes, short or not
         while True:
             if heap:
                 at, host = heap[0]
                 if scheduled.get(host) != at:
+                    if stale == STALE_PER_LEASE:
+                        return Decided(Wait(now), out)  # rule 9
+                    stale += 1
                     heapq.heappop(heap)
                     continue
             if not heap or at > now:
@@ -100,6 +120,9 @@ class Leasing:
                     refilled = True
                     continue
                 break
+            if looked == HOSTS_PER_LEASE:
+                return Decided(Wait(now), out)  # rule 9: the hosts not looked at stay in the heap
+            looked += 1
             warm = self._pop_warm(now) if prefer_warm and not self._warm(host, now) else None
             if warm is None:
                 heapq.heappop(heap)
@@ -114,6 +137,8 @@ class Leasing:
                 continue
             if self._pol.key_by_ip and st.ip and not self._ip_ready(host, st.ip, now):
                 continue
+            if not (self._budget.allows("page", host) or self._budget.allows("robots", host)):
+                continue  # rule 4: left queued for a later run, its queue not read
             before = len(out)
             got = self._lease_from(host, st, now, out)
             if got is None and len(out) > before and scheduled.get(host) == now:

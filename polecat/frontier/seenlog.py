@@ -10,7 +10,12 @@ Rules:
 1. Keys are 18 bytes (a slice prefix and a URL fingerprint, polecat/frontier/keys.py rule 2); values are
    empty. A ``Put`` goes to the memtable (a set); reads see it at once (polecat/frontier/tables.py rule 2).
 2. A commit writes the memtable, less the keys already in a run, as one sorted run file, fsynced (the
-   file and its directory) before the LMDB commit whose ``meta`` lists it (:data:`MANIFEST`). So a run
+   file and its directory) before the LMDB commit whose ``meta`` lists it (:data:`MANIFEST`). The run is
+   prepared (:meth:`SeenRuns.prepare`: the memtable sorted, the keys in runs taken out, the manifest)
+   on the writer thread too, as the commit's first step (polecat/frontier/db.py rule 4): on the event
+   loop it held the loop 55-160 ms at an LMDB commit of a 100,000-host breadth crawl (benchmarks/README.md
+   "Issue 39: loop stalls, second pass"). The memtable is sorted as one numpy array of its keys joined
+   (81 ms a Python sort of 150,000 keys into an array, 30 ms so). So a run
    is listed only once it is durable, and what was applied after the last commit is lost on a crash,
    nothing committed is (tables.py rule 4). At open, a run file the manifest does not list (a commit or
    a merge cut short by a crash, or the inputs of a merge whose commit was durable) is deleted.
@@ -250,8 +255,12 @@ class SeenRuns:
 
     def count(self) -> int:
         """The seen keys: those in runs and the memtable's new ones."""
+        return self._state.live + len(self._fresh(self._mem_sorted()))
+
+    def _mem_sorted(self) -> np.ndarray:
+        """The memtable's keys, sorted, as one array (rule 2)."""
         import numpy as np
-        return self._state.live + len(self._fresh(np.array(sorted(self._mem), dtype=_DTYPE)))
+        return np.sort(np.frombuffer(b"".join(self._mem), dtype=_DTYPE))
 
     def view(self) -> SeenView:
         """The last commit's keys (rule 6)."""
@@ -322,12 +331,12 @@ class SeenRuns:
     # --- commits ---------------------------------------------------------------------------------
 
     def prepare(self) -> bytes:
-        """Freeze the memtable into the next run and answer the manifest the commit stores (rule 2);
-        :meth:`write_run` then makes the run durable, and :meth:`committed` ends the commit."""
-        import numpy as np
+        """Freeze the memtable into the next run and answer the manifest the commit stores (rule 2: on the
+        writer thread, with no other call meanwhile); :meth:`write_run` then makes the run durable, and
+        :meth:`committed` ends the commit."""
         state = self._state
         # The memtable stays readable until the commit is durable (:meth:`committed` empties it).
-        fresh = self._fresh(np.array(sorted(self._mem), dtype=_DTYPE))
+        fresh = self._fresh(self._mem_sorted())
         merged = None
         if self._merging is not None and self._merging.done():
             merged = (self._merging.result(), self._merge_inputs)
