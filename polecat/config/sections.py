@@ -240,6 +240,14 @@ class FrontierConfig:
     to the file's pages) and, in a cluster, an LMDB commit per checkpoint round (polecat/node/commits.py
     rule 9; benchmarks/README.md, "Issue 39: the write-ahead log"). 0: every commit is an LMDB commit, no
     log is written (0.3.0's commits)."""
+    log_share: float = 0.25
+    """The log grows, past ``log_mb``, to this share of the bytes the frontier's LMDB tables use before an
+    LMDB commit (polecat/frontier/db.py rule 14; 0: ``log_mb`` always): an LMDB commit writes every page
+    it dirtied, nearly all of a big table's, so a fixed log wrote more bytes per URL the bigger the
+    frontier (2,744 B at 10M URLs against 902 B at 1M with 64 MiB)."""
+    log_max_mb: float = 256.0
+    """...but at most this many MiB (never under ``log_mb``): what a kill -9 leaves to replay at the next
+    open (~35 ms a MiB here, before the first request) and the dirty pages held in memory meanwhile."""
     writemap: bool = False
     """Open the frontier's LMDB with ``writemap``: the open transaction's dirty pages live in the file's
     mapping, not in anonymous memory (RssAnon 148 MB against 298 MB at 1M URLs), but the kernel writes
