@@ -276,7 +276,8 @@ def test_the_log_is_kept_between_log_bytes_and_its_cap(tmp_path: Path, share: fl
     db.close()
 
 
-@pytest.mark.parametrize(("setting", "value"), [("log_share", -0.1), ("log_share", 17.0), ("log_max_mb", -1.0)])
+@pytest.mark.parametrize(("setting", "value"),
+                         [("log_share", -0.1), ("log_share", 17.0), ("log_max_mb", -1.0)])
 def test_a_log_size_out_of_range_is_refused_by_name(setting: str, value: float) -> None:
     with pytest.raises(ConfigError, match=rf"frontier\.{setting}: must be in"):
         validate(Config(frontier=FrontierConfig(**{setting: value})))
