@@ -34,8 +34,7 @@ def crawl_cmd(web: TestWeb, data: Path, rate: float, *extra: str) -> list[str]:
 
 def start(cmd: list[str], data: Path, log_mb: float | None = None) -> subprocess.Popen[bytes]:
     cfg = data.parent / "commit.toml"
-    # log_share 0: LMDB commits at log_mb, however big the LMDB (polecat/frontier/db.py rule 14).
-    log = "" if log_mb is None else f"log_mb = {log_mb}\nlog_share = 0\n"
+    log = "" if log_mb is None else f"log_mb = {log_mb}\n"
     cfg.write_text(f"[frontier]\ncommit_ms = {COMMIT_MS}\n{log}")
     return subprocess.Popen([*cmd, "--config", str(cfg)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 

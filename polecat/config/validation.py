@@ -171,7 +171,7 @@ def validate(cfg: Config) -> None:
            f"frontier.log_mb always), got {fr.log_share}")
     _check(0 <= fr.log_max_mb <= 65536, "frontier.log_max_mb",
            f"must be in [0, 65536] (MiB the log may reach by frontier.log_share; frontier.log_mb is the "
-           f"floor), got {fr.log_max_mb}")
+           f"floor; 0: frontier.log_mb always), got {fr.log_max_mb}")
     _check(fr.map_size >= 16 * 1024 * 1024, "frontier.map_size", "must be >= 16 MiB")
     _check(fr.working_hosts >= 100, "frontier.working_hosts", "must be >= 100 (host records kept in memory)")
     _validate_refresh(cfg.refresh)

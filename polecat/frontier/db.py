@@ -94,12 +94,13 @@ Rule of the LMDB commit's size (numbered after schema 5's):
 14. The log size that makes a commit an LMDB commit (rule 6; :attr:`FrontierDB.lmdb_commit_at`) grows with
     the data: ``log_share`` (``frontier.log_share``) of the bytes the LMDB's tables use, taken at the open
     and after each LMDB commit, at most ``log_max_bytes`` (``frontier.log_max_mb``), and never under
-    ``log_bytes``. An LMDB commit writes each page it dirtied once, and once its URLs outnumber a table's
-    leaves it dirties nearly every one (random ``urls`` keys, every host's queue tail): a fixed log made
-    the bytes written per URL grow with the table (issue 39: 902 B at 1M URLs, 2,744 B at 10M with 64
-    MiB), a log a share of the tables keeps them at most the log's bytes over the share. The cap bounds
-    what a kill -9 leaves to replay (rule 7: a resume's first request within 10 s) and the dirty pages in
-    memory (benchmarks/README.md, "Issue 39: LMDB commits sized to the data").
+    ``log_bytes``. An LMDB commit writes each page it dirtied once, at most every page of the tables: a
+    log of a share of them keeps that under the log's own bytes over the share, per URL, whatever the
+    size, where a fixed log made it grow with the tables (issue 39: 902 B per URL at 1M URLs, 2,744 B at
+    10M, with 64 MiB). The cap bounds what a kill -9 leaves to replay (rule 7: a resume's first request
+    within 10 s; 7.1 s for 62 MiB, 36 s for 255 MiB at 3M URLs here), the leasing pause of an LMDB
+    commit and its dirty pages in memory; by default (0) it is ``log_bytes``, and the log is sized as
+    before (benchmarks/README.md, "Issue 39: LMDB commits sized to the data").
 """
 
 from __future__ import annotations
@@ -164,11 +165,12 @@ ROOM_CHECK_WRITES = 1_000
 LOG_BYTES = 64 << 20
 """Log bytes after which a commit is also an LMDB commit, at least (rules 6 and 14; the default of
 ``frontier.log_mb``, 64 MiB)."""
-LOG_SHARE = 0.25
+LOG_SHARE = 1.0
 """The share of the LMDB's bytes in use the log reaches before an LMDB commit (rule 14; the default of
 ``frontier.log_share``)."""
-LOG_MAX_BYTES = 256 << 20
-"""The most log bytes rule 14 lets the log reach (the default of ``frontier.log_max_mb``, 256 MiB)."""
+LOG_MAX_BYTES = 0
+"""The most log bytes rule 14 lets the log reach (the default of ``frontier.log_max_mb``; 0: ``log_bytes``,
+the replay's bound)."""
 
 log = logging.getLogger("polecat")
 
