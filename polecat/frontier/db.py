@@ -98,7 +98,7 @@ Rule of the LMDB commit's size (numbered after schema 5's):
     log of a share of them keeps that under the log's own bytes over the share, per URL, whatever the
     size, where a fixed log made it grow with the tables (issue 39: 902 B per URL at 1M URLs, 2,744 B at
     10M, with 64 MiB). The cap bounds what a kill -9 leaves to replay (rule 7: a resume's first request
-    within 10 s; 7.1 s for 62 MiB at 3M URLs here, 13-36 s for 255 MiB at 3M-10M), the leasing pause of
+    within 10 s; 3-7 s for 62 MiB at 3M-4M URLs here, 12-36 s for 255 MiB at 3M-10M), the leasing pause of
     an LMDB commit and its dirty pages in memory; by default (0) it is ``log_bytes``, and the log is
     sized as before (benchmarks/README.md, "Issue 39: LMDB commits sized to the data").
 """
