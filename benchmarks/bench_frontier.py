@@ -25,7 +25,13 @@ prints the N functions of most own time in the pop+complete phase.
 each phase reports its commits: the log appends, and the LMDB commits, whose length a node's leasing waits.
 ``--writemap``/``--no-writemap`` opens the LMDB so or not (``frontier.writemap``, off by default); its
 writes back are not write calls, so ``wchar`` then counts the log and the seen runs only (``write_bytes``
-counts them, by folio).
+counts them, by folio). ``--log-share`` and ``--log-max-mb`` size the log an LMDB commit comes at by the
+LMDB's (``frontier.log_share``, ``frontier.log_max_mb``; db.py rule 14; ``--log-share 0``: ``--log-mb``
+always).
+``--replay`` then pushes more URLs (other paths, same hosts) in log appends until the next commit would
+be an LMDB commit, applies one more batch, closes as a kill -9 leaves it (that batch uncommitted, so
+no LMDB commit at the close) and times the next open: the replay of the biggest log the settings let a
+crash leave.
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ from polecat.config import Config, FrontierConfig, PolitenessConfig, ScopeConfig
 from polecat.dedup.seen import SeenSet
 from polecat.frontier.db import FrontierDB
 from polecat.frontier.frontier import Frontier
+from polecat.frontier.opener import log_options
 from polecat.frontier.politeness import Attempt
 from polecat.frontier.records import Completion, Lease
 from polecat.frontier.robots import RobotsPolicy
@@ -106,11 +113,15 @@ class DroppingDB(FrontierDB):
         super().apply([w for w in writes if getattr(w, "table", None) not in dropped])
 
 
+def open_db(workdir: Path, drop: Sequence[str]) -> FrontierDB:
+    DroppingDB.dropped = frozenset(drop)
+    return DroppingDB(workdir / "frontier", map_size=CFG.frontier.map_size, params={},
+                      **log_options(CFG.frontier))
+
+
 def open_frontier(workdir: Path, urls: int,
                   drop: Sequence[str] = ()) -> tuple[FrontierDB, RobotsPolicy, Frontier]:
-    DroppingDB.dropped = frozenset(drop)
-    db = DroppingDB(workdir / "frontier", map_size=CFG.frontier.map_size, params={},
-                    log_bytes=int(CFG.frontier.log_mb * 2**20), writemap=CFG.frontier.writemap)
+    db = open_db(workdir, drop)
     held = db.count("seen")
     seen = SeenSet.restore(db.seen_keys, held, workdir / "seen.bloom", db.seq, max(urls, held, 1), 0.01)
     robots = RobotsPolicy(CFG.robots, CFG.fetch.user_agent)
@@ -156,6 +167,7 @@ class Commits:
         self.lmdb: list[float] = []
         self.log: list[float] = []
         self.peak_anon = 0.0
+        self.biggest_log = 0
 
     def commit(self, *, last: bool = False) -> None:
         """A commit; ``last``: the phase's last, an LMDB commit, so that what a phase wrote counts the
@@ -169,13 +181,16 @@ class Commits:
         # when the log was empty before it.
         lmdb_commit = last or not self.db.log_bytes or (before and not self.db.wal.size)
         (self.lmdb if lmdb_commit else self.log).append(took)
+        if lmdb_commit:
+            self.biggest_log = max(self.biggest_log, before)
         self.peak_anon = max(self.peak_anon, rss_mb())
 
     def report(self) -> str:
         lm, lg = self.lmdb or [0.0], self.log or [0.0]
         return (f"commits: {len(self.log):,} log appends (mean {sum(lg) / len(lg) * 1e3:.1f} ms, max "
                 f"{max(lg) * 1e3:.0f} ms), {len(self.lmdb)} LMDB commits (mean {sum(lm) / len(lm):.2f} s, "
-                f"max {max(lm):.2f} s); peak RssAnon at a commit {self.peak_anon:.0f} MB")
+                f"max {max(lm):.2f} s, biggest log {self.biggest_log / 2**20:,.0f} MiB); "
+                f"peak RssAnon at a commit {self.peak_anon:.0f} MB")
 
 
 def table_sizes(db: FrontierDB, urls: int) -> str:
@@ -209,9 +224,13 @@ def main() -> None:
     ap.add_argument("--profile", type=int, default=0, metavar="N",
                     help="print the N functions of most own time in the pop+complete phase (cProfile)")
     ap.add_argument("--log-mb", type=float, default=CFG.frontier.log_mb)
+    ap.add_argument("--log-share", type=float, default=CFG.frontier.log_share)
+    ap.add_argument("--log-max-mb", type=float, default=CFG.frontier.log_max_mb)
     ap.add_argument("--writemap", action=argparse.BooleanOptionalAction, default=CFG.frontier.writemap)
+    ap.add_argument("--replay", action="store_true", help="time the replay of the biggest log at open")
     args = ap.parse_args()
     CFG = replace(CFG, frontier=replace(CFG.frontier, commit_ops=args.commit_ops, log_mb=args.log_mb,
+                                        log_share=args.log_share, log_max_mb=args.log_max_mb,
                                         writemap=args.writemap))
     workdir = args.dir or Path(tempfile.mkdtemp(prefix="polecat-bench-frontier-"))
     if args.admit:
@@ -219,7 +238,8 @@ def main() -> None:
         return
     db, robots, frontier = open_frontier(workdir, args.urls, args.drop)
     rng = random.Random(1)
-    print(f"workdir {workdir}; commit_ops {args.commit_ops}; log_mb {args.log_mb}; writemap {args.writemap}; "
+    print(f"workdir {workdir}; commit_ops {args.commit_ops}; log_mb {args.log_mb}; "
+          f"log_share {args.log_share}; log_max_mb {args.log_max_mb}; writemap {args.writemap}; "
           f"dropped {args.drop}; "
           f"start: {memory()}")
 
@@ -277,6 +297,34 @@ def main() -> None:
     print(f"frontier on disk: {size / 1024**2:,.0f} MB allocated ({size / max(1, args.urls):.0f} B/URL); "
           f"LMDB pages up to the last in use {used / 1024**2:,.0f} MB")
     print(table_sizes(db, args.urls))
+    if args.replay:
+        crash_with_biggest_log(db, frontier, args.hosts, rng)
+        t0 = time.perf_counter()
+        db = open_db(workdir, args.drop)
+        print(f"reopen: {db.replayed:,} log entries replayed, FrontierDB open "
+              f"{time.perf_counter() - t0:.2f} s; {memory()}")
+    db.close()
+
+
+def crash_with_biggest_log(db: FrontierDB, frontier: Frontier, hosts: int, rng: random.Random) -> None:
+    """``--replay``: log appends of new URLs until the next commit would be an LMDB commit, then one batch
+    applied and not committed, and the close a kill -9 amounts to (db.py rule 6: no LMDB commit with
+    writes pending)."""
+    last_entry, i = 0, 0
+    while True:
+        url = f"http://h{rng.randrange(hosts)}.bench.test/replay/page-{i}.html"
+        db.applied(frontier.add(url, 1, 0.5, 0.0))
+        i += 1
+        if frontier.pending_ops < CFG.frontier.commit_ops:
+            continue
+        if db.wal.size + last_entry >= db.lmdb_commit_at:
+            break
+        before = db.wal.size
+        db.apply(frontier.prepare_commit())
+        db.commit()
+        last_entry = db.wal.size - before
+    print(f"crash: log of {db.wal.size / 2**20:,.1f} MiB ({i:,} more URLs; an LMDB commit at "
+          f"{db.lmdb_commit_at / 2**20:,.1f} MiB), the last {frontier.pending_ops:,} changes uncommitted")
     db.close()
 
 

@@ -14,6 +14,7 @@ from polecat.dedup.seen import SeenSet
 from polecat.frontier.db import FrontierDB
 from polecat.frontier.frontier import Frontier
 from polecat.frontier.keys import host_of_row, queue_key_num
+from polecat.frontier.opener import log_options
 from polecat.frontier.politeness import Attempt, HostState
 from polecat.frontier.records import Completion, Lease, Outcome, QueuedUrl, RobotsOutcome, decode_host
 from polecat.frontier.robots import RobotsPolicy
@@ -85,7 +86,7 @@ class Rig:
                                         10_000, 0.01)
         else:
             self.db = FrontierDB(self.path / "frontier", map_size=1 << 28, params=self.params,
-                                 log_bytes=int(self.cfg.frontier.log_mb * 2**20))  # as the opener sets it
+                                 **log_options(self.cfg.frontier))
             self.seen = SeenSet.restore(self.db.seen_keys, self.db.count("seen"), self.path / "seen.bloom",
                                         self.db.seq, 10_000, 0.01)
         self.robots = RobotsPolicy(self.cfg.robots, self.cfg.fetch.user_agent)

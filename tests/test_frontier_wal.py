@@ -16,7 +16,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from polecat.errors import FrontierError
+from polecat.config import Config, FrontierConfig, validate
+from polecat.errors import ConfigError, FrontierError
 from polecat.frontier import status
 from polecat.frontier.db import CommittedTables, FrontierDB
 from polecat.frontier.slices import slice_prefix
@@ -54,8 +55,11 @@ def test_an_entry_heads_its_rows_as_msgpack_heads_an_array_of_them(rows: int) ->
     assert entry.head() == msgpack.Packer().pack_array_header(rows)
 
 
-def opened(path: Path, log_bytes: int = 1 << 30, *, writemap: bool = False) -> FrontierDB:
-    return FrontierDB(path, map_size=1 << 24, params={}, log_bytes=log_bytes, writemap=writemap)
+def opened(path: Path, log_bytes: int = 1 << 30, *, writemap: bool = False, log_share: float = 0.0,
+           log_max_bytes: int = 0) -> FrontierDB:
+    """``log_share`` 0: the LMDB commit at ``log_bytes`` of log, whatever the LMDB's size (db.py rule 14)."""
+    return FrontierDB(path, map_size=1 << 26, params={}, log_bytes=log_bytes, log_share=log_share,
+                      log_max_bytes=log_max_bytes, writemap=writemap)
 
 
 def lmdb_meta(db: FrontierDB | Path, key: bytes) -> bytes | None:
@@ -239,6 +243,67 @@ def test_a_big_log_makes_the_next_commit_an_lmdb_commit(tmp_path: Path) -> None:
     again = opened(tmp_path)
     assert again.count("seen") == 40 and all(again.get("meta", b"k%d" % i) for i in range(40))
     again.close()
+
+
+ROW = 1_000
+"""Bytes of a value the trigger tests put, so that the LMDB's size is known from below."""
+
+
+def load(db: FrontierDB, rows: int) -> None:
+    """``rows`` queue rows of :data:`ROW` bytes each, in one LMDB commit."""
+    db.apply([Put("queue", slice_prefix(i % 7) + b"load%08d" % i, b"x" * ROW) for i in range(rows)])
+    db.commit(to_lmdb=True)
+
+
+def logs_at_lmdb_commits(db: FrontierDB, commits: int) -> tuple[list[int], int]:
+    """``commits`` small commits of new queue rows; the log's bytes at each that was an LMDB commit (the
+    log emptied by it), and the largest entry."""
+    at, entry = [], 0
+    for c in range(commits):
+        db.apply([Put("queue", slice_prefix(i % 7) + b"c%06d-%02d" % (c, i), b"y" * 100) for i in range(20)])
+        before = db.wal.size
+        db.commit()
+        if db.wal.size:
+            entry = max(entry, db.wal.size - before)
+        else:
+            at.append(before)
+    return at, entry
+
+
+@pytest.mark.parametrize("reopen", [False, True])
+def test_the_log_reaches_a_share_of_the_lmdb_before_an_lmdb_commit(tmp_path: Path, reopen: bool) -> None:
+    """db.py rule 14, with the LMDB's size taken after an LMDB commit or at the open: 2,000 rows of 1,000
+    bytes make an LMDB of more than 2 MB and at most its file's pages, and half of it is the log's."""
+    db = opened(tmp_path, log_bytes=16 << 10, log_share=0.5, log_max_bytes=64 << 20)
+    load(db, 2_000)
+    if reopen:
+        db.close()
+        db = opened(tmp_path, log_bytes=16 << 10, log_share=0.5, log_max_bytes=64 << 20)
+    pages = db.env.info()["last_pgno"] + 1
+    at, entry = logs_at_lmdb_commits(db, 1_000)
+    assert at, "no LMDB commit"
+    assert 0.5 * 2_000 * ROW <= at[0] < 0.5 * pages * db.env.stat()["psize"] + entry
+    db.close()
+
+
+@pytest.mark.parametrize(("share", "cap", "floor"), [(0.5, 256 << 10, 256 << 10), (0.0, 64 << 20, 64 << 10),
+                                                     (0.5, 32 << 10, 64 << 10)])
+def test_the_log_is_kept_between_log_bytes_and_its_cap(tmp_path: Path, share: float, cap: int,
+                                                       floor: int) -> None:
+    """db.py rule 14: an LMDB of 2 MB and more; a cap under half of it (256 KiB) holds the log to the cap,
+    share 0 keeps ``log_bytes`` (64 KiB), and a cap under ``log_bytes`` gives way to it."""
+    db = opened(tmp_path, log_bytes=64 << 10, log_share=share, log_max_bytes=cap)
+    load(db, 2_000)
+    at, entry = logs_at_lmdb_commits(db, 600)
+    assert len(at) >= 3 and all(floor <= size < floor + entry for size in at)
+    db.close()
+
+
+@pytest.mark.parametrize(("setting", "value"),
+                         [("log_share", -0.1), ("log_share", 17.0), ("log_max_mb", -1.0)])
+def test_a_log_size_out_of_range_is_refused_by_name(setting: str, value: float) -> None:
+    with pytest.raises(ConfigError, match=rf"frontier\.{setting}: must be in"):
+        validate(Config(frontier=FrontierConfig(**{setting: value})))
 
 
 def test_a_snapshot_is_the_last_commit_whatever_is_applied_after_it(tmp_path: Path) -> None:

@@ -240,6 +240,18 @@ class FrontierConfig:
     to the file's pages) and, in a cluster, an LMDB commit per checkpoint round (polecat/node/commits.py
     rule 9; benchmarks/README.md, "Issue 39: the write-ahead log"). 0: every commit is an LMDB commit, no
     log is written (0.3.0's commits)."""
+    log_share: float = 1.0
+    """The log grows, past ``log_mb``, to this share of the bytes the frontier's LMDB tables use before an
+    LMDB commit, up to ``log_max_mb`` (polecat/frontier/db.py rule 14; 0: ``log_mb`` always): an LMDB
+    commit writes every page it dirtied, nearly all of a big table's, so a fixed log writes more bytes per
+    URL the bigger the frontier (64 MiB: 859 B at 3M URLs, 2,744 B at 10M; share 1 up to 256 MiB: 587 B
+    at 3M)."""
+    log_max_mb: float = 0.0
+    """The most MiB ``log_share`` lets the log reach (never under ``log_mb``; 0, the default: ``log_mb``
+    always, as before): what a kill -9 leaves to replay before the next open's first request (3-7 s for
+    62 MiB at 3M-4M URLs, 12-36 s for 255 MiB at 3M-10M, on a loaded 2-core VM), a leasing pause per LMDB
+    commit (max 2.0 s against 3.5 s at 3M) and dirty pages in memory (RssAnon 425 MB against 486 MB;
+    benchmarks/README.md, "Issue 39: LMDB commits sized to the data")."""
     writemap: bool = False
     """Open the frontier's LMDB with ``writemap``: the open transaction's dirty pages live in the file's
     mapping, not in anonymous memory (RssAnon 148 MB against 298 MB at 1M URLs), but the kernel writes

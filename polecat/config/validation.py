@@ -166,6 +166,12 @@ def validate(cfg: Config) -> None:
     _check(fr.commit_ms > 0, "frontier.commit_ms", "must be > 0")
     _check(0 <= fr.log_mb <= 4096, "frontier.log_mb",
            f"must be in [0, 4096] (MiB of write-ahead log between LMDB commits; 0: no log), got {fr.log_mb}")
+    _check(0 <= fr.log_share <= 16, "frontier.log_share",
+           f"must be in [0, 16] (the log's size before an LMDB commit, as a share of the LMDB's; 0: "
+           f"frontier.log_mb always), got {fr.log_share}")
+    _check(0 <= fr.log_max_mb <= 65536, "frontier.log_max_mb",
+           f"must be in [0, 65536] (MiB the log may reach by frontier.log_share; frontier.log_mb is the "
+           f"floor; 0: frontier.log_mb always), got {fr.log_max_mb}")
     _check(fr.map_size >= 16 * 1024 * 1024, "frontier.map_size", "must be >= 16 MiB")
     _check(fr.working_hosts >= 100, "frontier.working_hosts", "must be >= 100 (host records kept in memory)")
     _validate_refresh(cfg.refresh)

@@ -34,8 +34,9 @@ dirtied, ~4 KB per queue or host row changed):
 6. A commit (:meth:`FrontierDB.start_commit`) appends the writes applied through :meth:`FrontierDB.apply`
    since the last one (encoded as they are applied, wal.py rule 7) to the log, with the commit counter, and
    fsyncs it on the writer thread; the LMDB transaction stays open. Only an *LMDB commit* commits it: when
-   the log has reached ``log_bytes`` (``frontier.log_mb``, 64 MiB by default; 0 makes every commit an LMDB
-   commit and the log stays empty: benchmarks/README.md), when asked (an open that creates or upgrades the
+   the log has reached :attr:`FrontierDB.lmdb_commit_at` (rule 14: at least ``log_bytes``,
+   ``frontier.log_mb``, 64 MiB by default; 0 makes every commit an LMDB commit and the log stays empty:
+   benchmarks/README.md), when asked (an open that creates or upgrades the
    schema), for a :meth:`FrontierDB.snapshot`, and at :meth:`FrontierDB.close` when nothing was applied
    since the last commit. An LMDB commit writes ``seq`` (the last commit it holds) and the seen runs'
    manifest into ``meta``, and the log is emptied once it is durable (wal.py rule 4). LMDB commits and
@@ -57,8 +58,8 @@ dirtied, ~4 KB per queue or host row changed):
    checkpoint round asks for an LMDB commit, made off the loop, before it takes one: polecat/node/commits.py
    rule 9), or else reads the log's entries on top of the LMDB's last
    commit (:class:`~polecat.frontier.wal.LogOverlay`; it decodes the log, up to
-   ``log_bytes``, on the caller's thread): an LMDB commit then would make durable writes whose
-   store records are not flushed yet (polecat/node/commits.py rule 1).
+   :attr:`FrontierDB.lmdb_commit_at`, on the caller's thread): an LMDB commit then would make durable
+   writes whose store records are not flushed yet (polecat/node/commits.py rule 1).
 
 Rule of schema 4:
 10. Schema 4 keeps schema 3's keys and packs the ``queue`` and ``urls`` values (polecat/frontier/records.py:
@@ -80,9 +81,9 @@ URLs, for a third of the anonymous memory; benchmarks/README.md, "Issue 39: the 
     ``writemap``, with a warning.
 12. With ``writemap`` the dirty pages are the file's own, so the kernel can write them back before the
     LMDB commit, and that commit, which the frontier's calls wait for (rule 6), has only the rest to
-    write: once the log passes three quarters of ``log_bytes``, the writer thread writes the file's dirty
-    pages back (``fdatasync``, after that commit's append), while the loop goes on. A page changed again
-    after it is written twice: at most the pages of the last quarter.
+    write: once the log passes three quarters of :attr:`FrontierDB.lmdb_commit_at`, the writer thread
+    writes the file's dirty pages back (``fdatasync``, after that commit's append), while the loop goes
+    on. A page changed again after it is written twice: at most the pages of the last quarter.
 
 Rule of schema 5 (numbered after the ``writemap`` rules, which came before it):
 13. Schema 5 numbers the hosts: a ``queue`` key holds its host's number (kept in the host's record) and a
@@ -90,6 +91,18 @@ Rule of schema 5 (numbered after the ``writemap`` rules, which came before it):
     names of bench_frontier); schema 4 is upgraded on open by numbering the records in key order and
     rewriting the ``hosts`` values and ``queue`` keys in one commit of its own
     (:meth:`FrontierDB._upgrade_v4`), after the upgrades above: a kill -9 in it leaves schema 4.
+
+Rule of the LMDB commit's size (numbered after schema 5's):
+14. The log size that makes a commit an LMDB commit (rule 6; :attr:`FrontierDB.lmdb_commit_at`) grows with
+    the data: ``log_share`` (``frontier.log_share``) of the bytes the LMDB's tables use, taken at the open
+    and after each LMDB commit, at most ``log_max_bytes`` (``frontier.log_max_mb``), and never under
+    ``log_bytes``. An LMDB commit writes each page it dirtied once, at most every page of the tables: a
+    log of a share of them keeps that under the log's own bytes over the share, per URL, whatever the
+    size, where a fixed log made it grow with the tables (issue 39: 902 B per URL at 1M URLs, 2,744 B at
+    10M, with 64 MiB). The cap bounds what a kill -9 leaves to replay (rule 7: a resume's first request
+    within 10 s; 3-7 s for 62 MiB at 3M-4M URLs here, 12-36 s for 255 MiB at 3M-10M), the leasing pause of
+    an LMDB commit and its dirty pages in memory; by default (0) it is ``log_bytes``, and the log is
+    sized as before (benchmarks/README.md, "Issue 39: LMDB commits sized to the data").
 """
 
 from __future__ import annotations
@@ -152,8 +165,14 @@ ROOM_CHECK_WRITES = 1_000
 """A batch of writes at least this long gets disk space reserved for it before it is applied (rule 11)."""
 
 LOG_BYTES = 64 << 20
-"""Log bytes after which a commit is also an LMDB commit (rule 6; the default of ``frontier.log_mb``, 64
-MiB)."""
+"""Log bytes after which a commit is also an LMDB commit, at least (rules 6 and 14; the default of
+``frontier.log_mb``, 64 MiB)."""
+LOG_SHARE = 1.0
+"""The share of the LMDB's bytes in use the log reaches before an LMDB commit (rule 14; the default of
+``frontier.log_share``)."""
+LOG_MAX_BYTES = 0
+"""The most log bytes rule 14 lets the log reach (the default of ``frontier.log_max_mb``; 0: ``log_bytes``,
+the replay's bound)."""
 
 log = logging.getLogger("polecat")
 
@@ -164,7 +183,8 @@ class FrontierDB:
     :class:`~polecat.frontier.tables.FrontierTables`."""
 
     def __init__(self, path: Path, *, map_size: int, params: dict[str, Any],
-                 log_bytes: int = LOG_BYTES, writemap: bool = False) -> None:
+                 log_bytes: int = LOG_BYTES, log_share: float = LOG_SHARE, log_max_bytes: int = LOG_MAX_BYTES,
+                 writemap: bool = False) -> None:
         path.mkdir(parents=True, exist_ok=True)
         self.path = path
         try:
@@ -242,6 +262,10 @@ class FrontierDB:
         self.seq = 0
         self.pending = 0
         self.log_bytes = log_bytes
+        self.log_share = log_share
+        self.log_max_bytes = log_max_bytes
+        self._lmdb_used = 0
+        """Bytes of the LMDB's tables at the open or the last LMDB commit (rule 14)."""
         self._entry = Entry()
         """The writes applied since the last commit, encoded for its log entry (rule 6)."""
         self._appending: Future[None] | None = None
@@ -265,9 +289,26 @@ class FrontierDB:
             self._room_at_open()
             self.seq = self._check_schema(params)
             self._replay()
+            self._measure_lmdb()
         except FrontierError:
             self.close()  # a refused data dir leaves no environment or write transaction behind
             raise
+
+    @property
+    def lmdb_commit_at(self) -> int:
+        """Log bytes from which the next commit is an LMDB commit (rule 14; 0: every commit is one)."""
+        if not self.log_bytes:
+            return 0
+        return max(self.log_bytes, min(int(self.log_share * self._lmdb_used), self.log_max_bytes))
+
+    def _measure_lmdb(self) -> None:
+        """Rule 14: the pages of every table, branches, leaves and overflow, in the open transaction."""
+        txn = self._writer.txn
+        pages = 0
+        for tree in self._trees:
+            st = txn.stat(tree)
+            pages += st["branch_pages"] + st["leaf_pages"] + st["overflow_pages"]
+        self._lmdb_used = pages * self._psize
 
     @property
     def log_dropped(self) -> int:
@@ -568,10 +609,11 @@ class FrontierDB:
         self.pending = 0
         self.written.commit()
         entry, self._entry = self._entry, Entry()
-        if to_lmdb or self.wal.size >= self.log_bytes:
+        at = self.lmdb_commit_at
+        if to_lmdb or self.wal.size >= at:
             return self._start_lmdb_commit(txn)
         self._appending = self._writer.submit(partial(self.wal.append, self.seq, entry))
-        if self._reserve is not None and not self._synced_ahead and self.wal.size >= self.log_bytes * 3 // 4:
+        if self._reserve is not None and not self._synced_ahead and self.wal.size >= at * 3 // 4:
             # Rule 12. Its failure (an I/O error) is the LMDB commit's to report: that commit writes the
             # same pages and fails the same way.
             self._synced_ahead = True
@@ -620,6 +662,7 @@ class FrontierDB:
                 self.seen.abort()
                 raise storage_fault(exc, "frontier", self.path) from exc
             self.seen.committed()
+            self._measure_lmdb()
             backlog, self._backlog = self._backlog, []
             self._apply(self._writer.txn, backlog)
         return self.seq

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from polecat.config import Config
+from polecat.config import Config, FrontierConfig
 from polecat.dedup import minhash
 from polecat.dedup.seen import SeenSet
 from polecat.frontier.db import FrontierDB
@@ -42,12 +43,19 @@ class OpenedFrontier:
         self.db.close()
 
 
+def log_options(fr: FrontierConfig) -> dict[str, Any]:
+    """The :class:`FrontierDB` arguments of the write-ahead log and ``writemap`` (db.py rules 6, 11, 14)
+    that ``fr`` sets."""
+    return {"log_bytes": int(fr.log_mb * 2**20), "log_share": fr.log_share,
+            "log_max_bytes": int(fr.log_max_mb * 2**20), "writemap": fr.writemap}
+
+
 def open_frontier(cfg: Config, now: float) -> OpenedFrontier:
     """Open (or create) the frontier of ``cfg.data_dir`` at wall time ``now``."""
     data = cfg.data_dir
     data.mkdir(parents=True, exist_ok=True)
     db = FrontierDB(data / "frontier", map_size=cfg.frontier.map_size, params=FRONTIER_PARAMS,
-                    log_bytes=int(cfg.frontier.log_mb * 2**20), writemap=cfg.frontier.writemap)
+                    **log_options(cfg.frontier))
     bloom_path = data / "seen.bloom"
     seen = SeenSet.restore(db.seen_keys, db.count("seen"), bloom_path, db.seq, cfg.dedup.expected_urls,
                            cfg.dedup.bloom_fp_rate)
