@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import logging
+import os
 import shutil
 import struct
 import subprocess
@@ -17,7 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from polecat.config import Config, FrontierConfig, validate
-from polecat.errors import ConfigError, FrontierError
+from polecat.errors import ConfigError, FrontierError, StorageFault
 from polecat.frontier import status
 from polecat.frontier.db import CommittedTables, FrontierDB
 from polecat.frontier.slices import slice_prefix
@@ -363,3 +365,47 @@ def test_status_reads_the_log_again_whole_when_its_read_may_have_missed_a_reset(
         assert status._streamed(tmp_path / LOG_NAME, committed, seq, env, dbs["meta"]) is None
     with status._snapshot(tmp_path, ()) as (_, tables, (commits, _)):
         assert commits == seq + 3 and tables.get("meta", b"k2") == b"v" * 100
+
+
+def _short_writev(monkeypatch: pytest.MonkeyPatch, took: int) -> None:
+    """``os.writev`` as a disk that fills mid-entry leaves it: the first ``took`` bytes written, no more."""
+    real_write = os.write
+
+    def writev(fd: int, parts: list[bytes]) -> int:
+        return real_write(fd, b"".join(parts)[:took])
+
+    monkeypatch.setattr(os, "writev", writev)
+
+
+def test_an_append_the_kernel_took_part_of_is_written_on(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    db = opened(tmp_path)
+    db.apply([Put("meta", b"k0", b"v")])
+    db.commit()
+    _short_writev(monkeypatch, 7)  # wal rule 10: the rest follows, the entry is whole
+    db.apply([Put("meta", b"k1", b"v" * 5000)])
+    db.commit()
+    monkeypatch.undo()
+    crash(db)
+    again = opened(tmp_path)
+    assert again.replayed == 2 and again.log_dropped == 0 and again.get("meta", b"k1") == b"v" * 5000
+    again.close()
+
+
+def test_a_full_disk_mid_append_fails_it_as_enospc_and_leaves_no_torn_entry(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    db = opened(tmp_path)
+    db.apply([Put("meta", b"k0", b"v")])
+    db.commit()
+    whole = db.wal.size
+    _short_writev(monkeypatch, 7)
+
+    def full(fd: int, data: bytes) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "write", full)
+    db.apply([Put("meta", b"k1", b"v")])
+    with pytest.raises(StorageFault, match="disk full"):  # not "short write" (wal rule 10)
+        db.commit()
+    monkeypatch.undo()
+    assert (tmp_path / LOG_NAME).stat().st_size == whole  # cut back to its last whole entry

@@ -56,10 +56,16 @@ Rules:
    appended at, which then are no entries (a wrong checksum: a tail) or one after a gap (``S + 1`` is at
    the file's start).
    Else the reader reads the file as rule 6 says.
+10. An append the kernel takes only part of (``writev`` returns short: the disk filled mid-entry) is
+   written on from where it stopped, so a full disk fails it with ENOSPC itself, which the node names
+   as such (polecat/node/commits.py rule 6), not as a "short write"; an append that fails cuts the file
+   back to its last whole entry before raising, so no torn entry is left behind a live node.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import heapq
 import io
 import logging
@@ -294,11 +300,26 @@ class WriteLog:
         with entry.body() as body:
             crc = zlib.crc32(body, zlib.crc32(head, zlib.crc32(struct.pack("<Q", seq))))
             length = _HEADER.size + len(head) + len(body)
-            written = os.writev(self._fd, [_HEADER.pack(len(head) + len(body), seq, crc), head, body])
-        if written != length:
-            raise OSError(f"short write to {self.path}: {written} of {length} bytes")
+            parts: list[bytes | memoryview] = [_HEADER.pack(len(head) + len(body), seq, crc), head, body]
+            try:
+                written = os.writev(self._fd, parts)
+                if written != length:  # rule 10
+                    self._write_rest(parts, written)
+            except OSError:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(self._fd, self.size)
+                raise
         os.fsync(self._fd)
         self.size += length
+
+    def _write_rest(self, parts: Sequence[bytes | memoryview], written: int) -> None:
+        """Write what a short ``writev`` left of ``parts`` (rule 10): OSError (ENOSPC) if the disk is full."""
+        rest = memoryview(b"".join(parts))[written:]
+        while rest:
+            n = os.write(self._fd, rest)
+            if n == 0:
+                raise OSError(errno.ENOSPC, f"no room to append to {self.path}")
+            rest = rest[n:]
 
     def reset(self) -> None:
         """Empty the log: a durable LMDB commit holds every entry (rule 4)."""
