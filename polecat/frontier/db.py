@@ -66,8 +66,9 @@ Rule of schema 4:
     no JSON, no origin the key names, no default fields; issue 39); schema 3 is upgraded on open by
     rewriting both tables in one commit (:meth:`FrontierDB._upgrade_v3`), after the upgrades above.
 
-Rules of ``writemap`` (``frontier.writemap``, off by default: it wrote 3.3 times the bytes per URL at 1M
-URLs, for a third of the anonymous memory; benchmarks/README.md, "Issue 39: the write-ahead log"):
+Rules of ``writemap`` (``frontier.writemap``, on by default: the open transaction's dirty pages out of
+anonymous memory, for ~1.26 times the bytes written at 1M URLs; benchmarks/README.md, "Issue 39: writemap
+by default"):
 11. With ``writemap`` the data file's blocks are allocated ahead of LMDB's pages
     (polecat/frontier/reserve.py): at the open, for the replay of the log and any upgrade, at every
     commit (:meth:`FrontierDB.start_commit`) for what the open transaction may still copy (reserve.py
