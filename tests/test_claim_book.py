@@ -292,8 +292,12 @@ async def test_a_node_that_joins_gets_the_books_of_its_slices_with_them(
                                               near_duplicates="full"))
         n1 = nodes[1][0]
         assert n1.cluster is not None and n0.cluster is not None
-        await wait_for(lambda: n1.cluster is not None and n1.cluster.slices_adopted > 1000, 60,
-                       "the hand-over")
+        n0c, n1c = n0.cluster, n1.cluster
+
+        def handed_over() -> bool:  # every slice with its wanted owner: the books moved with them
+            s0, s1 = n0c.stats(), n1c.stats()
+            return s1.slices_owned == s1.slices_wanted > 1000 and s0.slices_owned == s0.slices_wanted
+        await wait_for(handed_over, 60, "the hand-over")
         await seed_on(n0, mirrors)
         copies = ground_truth(web.site, web.port, "host", seeds=mirrors)
         await wait_for(lambda: set(page_requests(web)) >= copies, 60, "the mirrors fetched")
