@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import socket
 from collections.abc import AsyncIterator, Iterator
 from types import SimpleNamespace
@@ -108,6 +109,31 @@ async def test_negative_caching(
     assert await resolver.lookup(name) == (("127.0.0.1", socket.AF_INET),)
     s = resolver.stats()
     assert (s.hits, s.misses) == (3, 2)
+
+
+async def test_a_cached_failure_keeps_no_frame_of_those_it_failed(
+        dns: LocalDnsServer, resolver: CachingResolver) -> None:
+    # A cached error raised as itself kept its last raise's traceback, and so every frame of the
+    # task that raised it (a 10M-host breadth crawl: 4.2 GB), as long as its entry lived.
+    dns.fail("gone.test", "NXDOMAIN")
+
+    class Held:
+        pass
+
+    async def lease_of_a_dead_host() -> None:
+        held = Held()  # a lease's state, in the frames the lookup's traceback runs through
+        assert held
+        await resolver.lookup("gone.test")
+
+    raised = []
+    for _ in range(2):
+        with pytest.raises(DnsError) as failed:
+            await lease_of_a_dead_host()
+        raised.append(failed.value)
+    assert raised[0] is not raised[1] and str(raised[0]) == str(raised[1])
+    del raised, failed
+    gc.collect()
+    assert not any(isinstance(o, Held) for o in gc.get_objects())
 
 
 async def test_name_without_addresses_is_negative(dns: LocalDnsServer, resolver: CachingResolver) -> None:

@@ -15,6 +15,11 @@
   with no address left raises :class:`BlockedAddressError` (cached like any answer). IP literals skip
   DNS but not the guard (:meth:`CachingResolver.check_host`, which the pool calls for them).
 - aiodns errors become :class:`DnsError` here, once. Nothing else escapes ``lookup``.
+- A cached failure is raised as a new exception each time (its type and message): the cached object
+  raised itself would keep the traceback of its last raise, and with it every frame of that lease's task
+  (its lease, deadlines, timers: ~30 KB), for as long as the entry lives. A breadth crawl of 10,000,000
+  dead hosts held 4.2 GB of anonymous memory so (benchmarks/README.md, "Issue 39: dead hosts' failures
+  held in the DNS cache").
 
 c-ares (1.34) keeps its own query cache behind this one, honouring TTLs up to one hour; pycares does not
 expose the option that turns it off. So a name whose TTL exceeds ``cfg.max_ttl`` is re-asked after
@@ -155,7 +160,7 @@ class CachingResolver:
                 self._coalesced += 1
             entry = await asyncio.shield(fut)
         if entry.error is not None:
-            raise entry.error
+            raise type(entry.error)(*entry.error.args)  # a new one: see the module docstring
         return entry.addrs
 
     def prefetch(self, host: str) -> None:
