@@ -156,9 +156,9 @@ HOST_SEQ = b"hseq"
 REFILL_ROWS = 256
 """``ready`` rows read per :meth:`HostTable.refill` at most: a lease call's work stays bounded."""
 COLD_RETRY = 0.05
+"""Seconds before a lease asks again when ``ready`` rows are due but memory is full (rule 7)."""
 CUT_BATCH = 1024
 """Host records rule 6's cut drops at one commit at most (rule 18): ~16 us each (their writes applied)."""
-"""Seconds before a lease asks again when ``ready`` rows are due but memory is full (rule 7)."""
 
 
 def quarantined(st: HostState) -> bool:
@@ -252,9 +252,9 @@ class HostTable:
         """Hosts this frontier knows, in memory or not (kept as they come and go: a figure the status
         asks for while a commit may be in flight, when the tables cannot be read)."""
         self.cold_rows = 0
+        """``ready`` rows, about (rows found stale are counted until read)."""
         self._cutting = False
         """Rule 6's cut is under way, :data:`CUT_BATCH` records a commit (rule 18)."""
-        """``ready`` rows, about (rows found stale are counted until read)."""
         self.ported: dict[str, list[str]] = {}
         """The host keys in memory with a port, by host name (rule 13)."""
         self.parents: dict[str, str | set[str]] = {}
