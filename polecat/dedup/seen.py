@@ -62,29 +62,24 @@ class SeenSet:
     def mark(self, stored: Stored, fp: bytes) -> bool:
         """Add ``fp`` to the filter; True if it was not seen before (the caller writes it to the table).
         ``stored``: the table's lookup in the caller's open transaction."""
-        return self._judge(stored, fp, self._bloom.add(fp))
+        maybe_seen = self._bloom.add(fp)
+        fresh = not maybe_seen or stored(fp) is None  # a Bloom "new" needs no lookup
+        self._count(not maybe_seen, fresh)
+        return fresh
 
     def mark_many(self, stored: Stored, fps: Sequence[bytes]) -> list[bool]:
         """``[mark(stored, fp) for fp in fps]`` with one vectorized Bloom pass; ``fps`` must be distinct."""
         maybe = self._bloom.add_many(fps)
-        # The counts of _judge() taken once for the batch: a Bloom "new" needs no lookup (a frame less a URL).
         fresh = [not seen or stored(fp) is None for fp, seen in zip(fps, maybe, strict=True)]
-        saved, marked = maybe.count(False), fresh.count(True)
+        self._count(maybe.count(False), fresh.count(True))  # once for the batch: no frame a URL
+        return fresh
+
+    def _count(self, saved: int, marked: int) -> None:
+        """``marked`` keys new, ``saved`` of them answered by the filter alone (the rest were its false
+        positives, found absent from the table)."""
         self._saved += saved
         self._false_positives += marked - saved
         self._urls += marked
-        return fresh
-
-    def _judge(self, stored: Stored, fp: bytes, maybe_seen: bool) -> bool:
-        if not maybe_seen:
-            self._saved += 1
-            self._urls += 1
-            return True
-        if stored(fp) is None:
-            self._false_positives += 1
-            self._urls += 1
-            return True
-        return False
 
     def snapshot(self) -> ScalableBloom:
         """A copy of the filter as it is now, to :meth:`ScalableBloom.save` from another thread (a copy
