@@ -86,6 +86,17 @@ def row_count(writes: Iterable[Write]) -> int:
     return sum(len(w.keys) if type(w) is PutRows else 1 for w in writes)
 
 
+def put_bytes(writes: Iterable[Write]) -> int:
+    """The bytes of the keys and values ``writes`` put (a :class:`PutRows` summed, not expanded)."""
+    total = 0
+    for w in writes:
+        if type(w) is Put:
+            total += len(w.key) + len(w.value)
+        elif type(w) is PutRows:
+            total += sum(map(len, w.keys)) + sum(map(len, w.values))
+    return total
+
+
 def expand(writes: Iterable[Write]) -> Iterator[Put | Delete | DeleteSlices]:
     """``writes`` with each :class:`PutRows` as its rows' :class:`Put` s, in order (rule 5)."""
     for w in writes:

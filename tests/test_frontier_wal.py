@@ -24,7 +24,7 @@ from polecat.frontier import status
 from polecat.frontier.db import CommittedTables, FrontierDB
 from polecat.frontier.slices import slice_prefix
 from polecat.frontier.wal import LOG_NAME, Entry, LogOverlay, decode, encode
-from polecat.writes import Delete, DeleteSlices, Put, PutRows, Write, expand
+from polecat.writes import Delete, DeleteSlices, Put, PutRows, Write, expand, put_bytes
 
 KEYS = st.binary(min_size=1, max_size=40)
 WRITES = st.lists(st.one_of(
@@ -409,3 +409,10 @@ def test_a_full_disk_mid_append_fails_it_as_enospc_and_leaves_no_torn_entry(
         db.commit()
     monkeypatch.undo()
     assert (tmp_path / LOG_NAME).stat().st_size == whole  # cut back to its last whole entry
+
+
+def test_the_bytes_a_batch_puts_are_its_rows_bytes_without_expanding_them() -> None:
+    writes: list[Write] = [Put("meta", b"k", b"vv"), PutRows("queue", [b"a", b"bcd"], [b"1234", b""]),
+                           Delete("queue", b"gone"), DeleteSlices(frozenset({1}))]
+    assert put_bytes(writes) == sum(len(w.key) + len(w.value) for w in expand(writes) if isinstance(w, Put))
+    assert put_bytes(writes) == 3 + 1 + 3 + 4

@@ -140,7 +140,7 @@ from polecat.frontier.tables import Lookup, Snapshot
 from polecat.frontier.wal import LOG_NAME, Entry, LogOverlay, WriteLog
 from polecat.frontier.writer import TxnWriter
 from polecat.version import __version__
-from polecat.writes import Decided, Delete, DeleteSlices, Put, PutRows, Table, Write, expand, row_count
+from polecat.writes import Decided, Delete, DeleteSlices, Put, PutRows, Table, Write, put_bytes, row_count
 
 T = TypeVar("T")
 
@@ -487,8 +487,7 @@ class FrontierDB:
         else:
             if self._reserve is not None and row_count(writes) >= ROOM_CHECK_WRITES:  # rule 11
                 try:
-                    self._make_room(extra=2 * sum(len(w.key) + len(w.value)
-                                                  for w in expand(writes) if type(w) is Put))
+                    self._make_room(extra=2 * put_bytes(writes))
                 except OSError as exc:
                     raise storage_fault(exc, "frontier", self.path) from exc
             self._apply(self._writer.txn, writes)
