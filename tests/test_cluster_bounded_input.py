@@ -1,5 +1,6 @@
 """Bounded input before trust (issue 33): a cluster node reads no body of ``/handoff`` or
-``/internal/adopt`` until the request's head proves the cluster secret (polecat/cluster/auth.py rule 1),
+``/internal/adopt``, nor opens a claims stream (``/internal/claims``, a GET), until the request's head
+proves the cluster secret (polecat/cluster/auth.py rule 1),
 and bounds each route's body. Each refusal comes back while the body is still unsent: the server never
 waited for it."""
 
@@ -15,6 +16,7 @@ from aiohttp import web
 from polecat.cluster import receiver as receiver_module
 from polecat.cluster.auth import AUTH_HEADER, MAX_SKEW, hmac_signer, hmac_verifier, request_proof
 from polecat.cluster.batch import Batch, HandoffUrl, decode_batch, encode_batch, encode_urls
+from polecat.cluster.claimstream import STREAM_PATH
 from polecat.cluster.receiver import HandoffReceiver
 from polecat.cluster.wire import THIS, WIRE_HEADER
 from polecat.config import config_from_mapping
@@ -48,7 +50,8 @@ async def _status(port: int, head: bytes, body: bytes = b"") -> int:
 
 
 def _post(path: str, length: int, *extra: str) -> bytes:
-    lines = [f"POST {path} HTTP/1.1", "Host: 127.0.0.1", f"Content-Length: {length}",
+    method = "GET" if path == STREAM_PATH else "POST"  # a claims stream opens with a GET
+    lines = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1", f"Content-Length: {length}",
              f"{WIRE_HEADER}: {THIS.header}", *extra, "", ""]
     return "\r\n".join(lines).encode()
 

@@ -36,6 +36,8 @@ from polecat.frontier.bundle import Fence
 MAGIC = b"PCHB"
 VERSION = 1
 _HEADER = struct.Struct(">4sBBIQ")
+HEADER_BYTES = _HEADER.size
+"""A frame's fixed header: magic, version, lengths and its payload's checksum."""
 MAX_BATCH_BYTES = 16 * 1024 * 1024
 """Frames above this are refused before decoding (a hostile or broken peer cannot make us allocate)."""
 

@@ -67,8 +67,10 @@ Rules:
     node is silent within ownership's ``ABORT_BOUND`` of its lease's end by its clock. A restore holds
     its hosts that bound more (ownership rule 11).
 11. Content claims (polecat/cluster/claims.py) run as between ``--workers``: content slices are owned by
-    the Ring of the latest member list, claim frames are signed like batches and travel on the batches'
-    route (``POST /handoff``, told apart by their magic). A content slice's book moves with the URL slice
+    the Ring of the latest member list, claim frames are signed like batches and travel on a stream to
+    each peer that offers one (``GET /internal/claims``, polecat/cluster/claimstream.py; authenticated
+    like every internal request), else on the batches' route (``POST /handoff``, told apart by their
+    magic: a peer of 0.3.0). A content slice's book moves with the URL slice
     of the same number (claims rule 8): in its hand-over bundles, and in checkpoints to the heirs of a
     dead member; claims that reach the new owner before the bundle are answered from what it has (a
     copy may be stored in full once). A claim sent to a member that left is answered by nobody (its
@@ -117,6 +119,7 @@ from polecat.cluster.batch import (
 from polecat.cluster.checkpoints import CheckpointStore
 from polecat.cluster.chunks import CHUNK_BYTES, bundle_chunks
 from polecat.cluster.claimlink import NODE_TICK, ContentClaims
+from polecat.cluster.claimstream import STREAM_PATH, StreamServer, StreamTransport
 from polecat.cluster.claimwire import is_claim_frame
 from polecat.cluster.etcd import EtcdMembership, Orphans
 from polecat.cluster.failover import Failover
@@ -167,7 +170,7 @@ START_RETRY = 0.5
 START_RETRY_MAX = 5.0
 """The longest pause between two tries to reach etcd at start-up (rule 12)."""
 """Where a node serves its :class:`ClusterStats` as JSON (for ``polecat cluster status``; operator token)."""
-INTERNAL_PATHS = frozenset({PATH, ADOPT_PATH})
+INTERNAL_PATHS = frozenset({PATH, ADOPT_PATH, STREAM_PATH})
 """Routes authenticated by the cluster signature instead of the operator's bearer token."""
 
 
@@ -206,7 +209,12 @@ class ClusterNode:
                                          on_restore=self.failover.restore if self.failover else None,
                                          orphaned=self._orphaned)
         self.receiver = HandoffReceiver(self._sink, capacity=cc.inbox_urls, verify=self._verify)
-        self.claims = ContentClaims(self.me.id, self._content_owner, self.transport, {},
+        self.claim_transport = StreamTransport(self.transport, sign=self._sign, verify=self._verify,
+                                               clock=clock, wire=wire, fence=self._token)
+        """Claim frames: on a stream to each peer that offers one (rule 11)."""
+        self._streams = StreamServer(self.auth, self._sign, self._verify, clock=clock,
+                                     on_refused=self._stream_refused)
+        self.claims = ContentClaims(self.me.id, self._content_owner, self.claim_transport, {},
                                     capacity=cc.claim_pages, wait=cc.claim_wait, book_capacity=cc.claim_book,
                                     sign=self._sign, verify=self._verify, near=cfg.dedup.near_duplicates,
                                     near_distance=cfg.dedup.minhash_distance, tick=NODE_TICK,
@@ -316,6 +324,9 @@ class ClusterNode:
         app.router.add_post(PATH, self._handle_batch)
         app.router.add_post(ADOPT_PATH, self._handle_adopt)
         app.router.add_get(STATUS_PATH, self._handle_status)
+        if self.claims is not None:
+            app.router.add_get(STREAM_PATH, self._handle_stream)
+            app.on_shutdown.append(lambda _: self._streams.close())
 
     def stats(self) -> ClusterStats:
         """This node's cluster figures now (``/metrics``)."""
@@ -396,6 +407,7 @@ class ClusterNode:
         self._tasks.clear()
         if self.claims is not None:
             await self.claims.close()
+        await self.claim_transport.close()
         if self._session is not None:
             await self._session.close()
         await self.transport.close()
@@ -634,6 +646,13 @@ class ClusterNode:
             if self.failover is not None:  # committed now: that round will hold it
                 headers[ROUND_HEADER] = str(self.failover.covering_round())
         return web.Response(status=_STATUS[reply.status], text=reply.detail, headers=headers)
+
+    async def _handle_stream(self, request: web.Request) -> web.StreamResponse:
+        assert self.claims is not None  # mounted only with claims (routes)
+        return await self._streams.serve(request, self.claims.receive, head_check=self._check_wire)
+
+    def _stream_refused(self) -> None:
+        self.receiver.unauthorized += 1
 
     async def _handle_status(self, request: web.Request) -> web.Response:
         return web.json_response(dataclasses.asdict(self.stats()))
