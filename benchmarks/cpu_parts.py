@@ -27,6 +27,8 @@ from typing import Any
 STARTUP = "start-up (imports; source compiled where no bytecode is cached)"
 PARTS: list[tuple[str, str]] = [
     ("store put (segment append, WARC, delta)", r"polecat/store/"),
+    ("claims stream (claimstream.py, aiohttp's WebSocket)",
+     r"cluster/claimstream.py:|^aiohttp/(_websocket/|client_ws.py:|web_ws.py:|http_websocket.py:)"),
     ("HTTP transport (aiohttp, cluster/transport.py)", r"^aiohttp/|cluster/transport.py:"),
     ("signing and frame checks (auth.py, hmac, batch.py)", r"cluster/auth.py:|^hmac.py:|cluster/batch.py:"),
     ("claims: frame codec (claimwire.py, msgpack)", r"cluster/claimwire.py:|^msgpack/"),

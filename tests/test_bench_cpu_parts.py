@@ -24,6 +24,9 @@ def test_a_sample_counts_in_the_part_of_its_innermost_named_frame() -> None:
     unix = ["polecat/cluster/claimlink.py:_send_frame", "polecat/cluster/unixwire.py:post",
             "asyncio/streams.py:readexactly"]
     assert part_of(unix) == "unix socket transport (unixwire.py, asyncio streams)"
+    stream = ["polecat/cluster/claimstream.py:post", "aiohttp/client_ws.py:send_bytes",
+              "aiohttp/_websocket/writer.py:send_frame"]
+    assert part_of(stream) == "claims stream (claimstream.py, aiohttp's WebSocket)"
     assert part_of(["polecat/cluster/claims.py:<module>", "<frozen importlib._bootstrap>:_find_and_load",
                     "polecat/store/segstore.py:<module>"]) == STARTUP
     assert part_of(["asyncio/runners.py:run"]) == "event loop (uvloop's own work, lands on its run)"

@@ -342,6 +342,5 @@ class StreamServer:
 
     async def close(self) -> None:
         """Close every open stream (the node stops): their clients send what is in flight again."""
-        for ws in list(self._open):
-            await ws.close()
+        await asyncio.gather(*(ws.close() for ws in list(self._open)), return_exceptions=True)
 
