@@ -142,7 +142,7 @@ class _Stream:
                 await self._ws.send_bytes(encode_request(self._sign, self._nonce, seq, data))
                 reply: Reply = await answer
                 return reply
-        except (TimeoutError, ConnectionError, OSError, RuntimeError) as exc:
+        except (TimeoutError, aiohttp.ClientError, ConnectionError, OSError, RuntimeError) as exc:
             self.end(f"{type(exc).__name__} {exc}".strip())  # rule 4: the others in flight go again too
             return Reply("error", detail=f"claims stream: {type(exc).__name__} {exc}".strip())
         finally:
@@ -175,7 +175,7 @@ class _Stream:
             if not answer.done():
                 answer.set_result(Reply("error", detail=f"claims stream ended: {why}"))
         self._on_end(self)
-        self._closing = asyncio.ensure_future(self._ws.close())
+        self._closing = asyncio.ensure_future(self._ws.close())  # held: the loop keeps only weak references
 
     async def close(self) -> None:
         self.end("closing")
@@ -258,6 +258,8 @@ class StreamTransport:
             self._failed(address, f"{type(exc).__name__} {exc}")
             return
         self._failures.pop(address, None)
+        log.info("content claims: claims stream to %s open (%d frames sent over HTTP so far)", address,
+                 self.fallbacks)
         self._streams[address] = _Stream(ws, parsed.nonce, self._sign, self._verify,
                                          lambda s: self._ended(address, s), self._timeout)
 
