@@ -1,5 +1,6 @@
 """Claim frames between nodes on a stream (polecat/cluster/claimstream.py), over real loopback sockets:
-delivery on one stream, a stream cut mid-frame, a peer of 0.3.0 without the stream, forged requests."""
+delivery on one stream, a stream cut mid-frame (frames alone, and two members' claims), a peer of 0.3.0
+without the stream, forged requests."""
 
 from __future__ import annotations
 
@@ -14,10 +15,12 @@ import pytest
 from aiohttp import web
 
 from polecat.cluster.auth import AUTH_HEADER, RequestAuth, hmac_signer, hmac_verifier, request_proof
+from polecat.cluster.claimlink import ContentClaims
 from polecat.cluster.claims import Claim
 from polecat.cluster.claimstream import (
     RECONNECT,
     STREAM_PATH,
+    FrameHandler,
     StreamServer,
     StreamTransport,
     encode_request,
@@ -25,9 +28,11 @@ from polecat.cluster.claimstream import (
 )
 from polecat.cluster.claimwire import decode, encode_claims
 from polecat.cluster.receiver import Reply
+from polecat.cluster.ring import Ring
 from polecat.cluster.transport import PATH, HttpTransport, read_body
 from polecat.cluster.wire import RELEASE_HEADER, THIS, WIRE_HEADER
-from polecat.testing.fakes import FakeClock
+from polecat.store.base import FetchRecord
+from polecat.testing.fakes import FakeClock, MemoryPageStore
 
 SECRET = "stream-secret"
 SIGN, VERIFY = hmac_signer(SECRET), hmac_verifier(SECRET)
@@ -52,6 +57,8 @@ class Member:
 
     def __init__(self, clock: FakeClock, *, stream: bool = True) -> None:
         self.clock = clock
+        self.frames: FrameHandler | None = None
+        """What takes the frames (a member's ContentClaims.receive); None: they are counted in ``got``."""
         self.address = f"http://127.0.0.1:{_free_port()}"
         self.auth = RequestAuth(VERIFY, self.address, sign=SIGN)
         self.refused = 0
@@ -66,6 +73,8 @@ class Member:
         self.refused += 1
 
     async def receive(self, data: bytes) -> Reply:
+        if self.frames is not None:
+            return await self.frames(data)
         frame = decode(data, VERIFY)  # the frame's own signature, as ContentClaims.receive checks it
         self.got.update(c.seq for c in frame.claims)
         return Reply("ok")
@@ -112,6 +121,7 @@ class CuttingProxy:
         self._host, port = upstream.removeprefix("http://").rsplit(":", 1)
         self._port = int(port)
         self._cut = False
+        self.cuts = 0
         self._server: asyncio.AbstractServer | None = None
         self.address = ""
 
@@ -129,6 +139,7 @@ class CuttingProxy:
             while data := await src.read(65536):
                 if cutting and self._cut:
                     self._cut = False
+                    self.cuts += 1
                     dst.write(data[: len(data) // 2])
                     await dst.drain()
                     for w in (writer, up_writer):
@@ -276,3 +287,73 @@ async def test_a_forged_or_replayed_request_is_refused_counted_and_closes_the_st
         assert (await ws.receive()).type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED)
         await ws.close()
     assert member.refused == 3 and member.got == Counter({2: 1})
+
+
+async def test_two_members_claims_over_streams_cut_mid_frame_store_every_page_once() -> None:
+    """Two members' content claims (polecat/cluster/claimlink.py) over real streams, each reached through
+    a relay that cuts one frame in half once the streams carry them: every page held is stored, once,
+    and every body at least once (claims rule 5 sends the cut frame's claims again)."""
+    clock = FakeClock()
+    names = ("w0", "w1")
+    stores = {n: MemoryPageStore() for n in names}
+    sides = {n: Member(clock) for n in names}
+    proxies = {n: CuttingProxy(sides[n].address) for n in names}
+    for n in names:
+        await proxies[n].start()
+        sides[n].auth.receiver = proxies[n].address  # the address its peer reaches it at names it
+    addresses = {n: proxies[n].address for n in names}
+    transports = {n: _transport(clock) for n in names}
+    members = {n: ContentClaims(n, Ring(names).owner, transports[n][0], addresses, capacity=100, wait=2.0,
+                                book_capacity=1000, sign=SIGN, verify=VERIFY) for n in names}
+    for n in names:
+        members[n].bind(stores[n])
+        sides[n].frames = members[n].receive
+        await sides[n].start()
+    tasks = [asyncio.create_task(m.run()) for m in members.values()]
+
+    async def commits() -> None:  # each member's store flushes, as its node's commits make them
+        while True:
+            await asyncio.sleep(0.05)
+            for m in members.values():
+                m.after_flush(m.before_flush())
+
+    tasks.append(asyncio.create_task(commits()))
+
+    async def fetch(pages: range) -> None:
+        held = []
+        for i in pages:
+            body = f"<p>page {i}</p>".encode()
+            for k, n in enumerate(names):
+                record = FetchRecord.for_body(f"http://h{k}.test/{i}", body, fetched_at=1.8e9 + k,
+                                              headers=(("Content-Type", "text/html"),))
+                held.append(members[n].claim(record, body))
+        async with asyncio.timeout(20):
+            await asyncio.gather(*held)
+
+    pages = 20
+    try:
+        await fetch(range(pages))
+        async with asyncio.timeout(10):  # until both streams are open (rule 5: they open in the background)
+            while not all(t.streamed for t, _ in transports.values()):
+                await fetch(range(pages, pages + 1))
+                pages += 1
+        for proxy in proxies.values():
+            proxy.cut_next()
+        await fetch(range(pages, pages + 40))
+        pages += 40
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for n in names:
+            await members[n].close()
+            await transports[n][0].close()
+            await transports[n][1].close()
+            await sides[n].stop()
+            await proxies[n].stop()
+    assert sum(p.cuts for p in proxies.values()) == 2
+    urls = Counter(r.url for s in stores.values() for r in s.log)
+    assert set(urls.values()) == {1} and len(urls) == 2 * pages  # every page held stored, once
+    assert len({d for s in stores.values() for d in s.bodies}) == pages  # each text stored in full somewhere
+    assert sum(m.stats().copies for m in members.values()) > 0
+    assert all(side.refused == 0 for side in sides.values())
