@@ -91,10 +91,12 @@ CLAIM_HEADER = "X-Polecat-Claim"
 TICK = 0.005
 """Seconds a ready claim waits for others to share its batch: batches, not a message per page."""
 NODE_TICK = 0.02
-""":data:`TICK` between nodes, where each frame is a signed HTTP request (a socket frame between
+""":data:`TICK` between nodes, chosen when each frame was a signed HTTP request (a socket frame between
 workers): at a node's usual 50-150 pages/s a 5 ms tick sent about one frame a page to each peer
-(benchmarks/README.md, "claim cost"). The wait costs a page only its time held, not its host's next
-request (polecat/frontier/leasing.py rule 7)."""
+(benchmarks/README.md, "claim cost"). Frames now go on a stream where the peer offers one
+(polecat/cluster/claimstream.py, about a third of a request's CPU); the tick was not measured again.
+The wait costs a page only its time held, not its host's next request (polecat/frontier/leasing.py
+rule 7)."""
 DEPOSIT_BYTES = MAX_BATCH_BYTES // 2
 """Most body bytes of deposits in one frame; a larger near copy is stored in full by its fetcher."""
 SETTLE = 0.02

@@ -23,8 +23,8 @@ Rules:
    place, and seqs must increase, so a recorded request cannot be replayed on this or another stream. A
    request whose MAC does not verify or whose seq does not increase is refused, counted, and closes the
    stream; the frame's own signature is checked by the claims receiver as on HTTP (auth rule 2).
-3. Each reply's MAC covers the nonce, the seq and the status: a client counts a frame delivered only on
-   a reply that proves the secret (auth rule 4).
+3. Each reply's MAC covers the nonce, the seq, the status and the retry-after: a client counts a frame
+   delivered only on a reply that proves the secret (auth rule 4).
 4. Delivery is claims rule 5's: every frame in flight on a stream that breaks, or whose reply does not
    come within the timeout, is answered ``Reply("error")`` (the stream is closed), so the claim code
    sends it again; a frame cut mid-message is never read, so nothing is taken twice for a break.
@@ -66,6 +66,7 @@ PROBE_AGAIN = 300.0
 """Seconds a peer that offered no stream is sent frames over HTTP before it is asked again (rule 5)."""
 _REQUEST = struct.Struct(">Q32s")
 _REPLY = struct.Struct(">QBd32s")
+_STATUS = struct.Struct(">Bd")
 
 
 class StreamError(Exception):
@@ -95,10 +96,15 @@ def open_request(verify: Verifier, nonce: str, after: int, message: bytes) -> tu
     return seq, frame
 
 
+def _reply_head(code: int, retry_after: float) -> bytes:
+    """What a reply's MAC covers besides the nonce and seq (rule 3)."""
+    return _STATUS.pack(code, retry_after)
+
+
 def encode_reply(sign: Signer, nonce: str, seq: int, reply: Reply) -> bytes:
     """The reply message answering request ``seq`` with ``reply`` (rule 3)."""
     code = STATUSES.index(reply.status)
-    mac = sign(_mac_text(b"reply", nonce, seq, bytes([code])))
+    mac = sign(_mac_text(b"reply", nonce, seq, _reply_head(code, reply.retry_after)))
     detail = reply.detail.encode("utf-8", "replace")[:MAX_DETAIL]
     return _REPLY.pack(seq, code, reply.retry_after, mac) + detail
 
@@ -109,7 +115,8 @@ def open_reply(verify: Verifier, nonce: str, message: bytes) -> tuple[int, Reply
     if len(message) < _REPLY.size:
         raise StreamError(f"a reply of {len(message)} bytes is shorter than its head")
     seq, code, retry_after, mac = _REPLY.unpack_from(message)
-    if code >= len(STATUSES) or not verify(_mac_text(b"reply", nonce, seq, bytes([code])), mac):
+    if code >= len(STATUSES) or not verify(_mac_text(b"reply", nonce, seq, _reply_head(code, retry_after)),
+                                           mac):
         raise StreamError("a reply does not prove the cluster secret")
     detail = message[_REPLY.size :].decode("utf-8", "replace")
     return seq, Reply(STATUSES[code], retry_after if math.isfinite(retry_after) and retry_after > 0 else 0.0,
