@@ -1,8 +1,9 @@
 """Claim frames between nodes over one persistent stream per peer, instead of an HTTP request each.
 
-A signed ``POST /handoff`` costs both ends ~150 us of CPU per frame in aiohttp's request machinery,
-about half of what content claims added to a node (benchmarks/README.md, "Issue 35: claim frames over
-a stream between nodes"). A node therefore also offers its claims receiver as a WebSocket on its
+A signed ``POST /handoff`` and its answer cost both ends ~200 us of CPU a frame more than a message
+on a stream (benchmarks/bench_claim_stream.py), and aiohttp's request machinery was a third to over half
+of what content claims added to a node (benchmarks/README.md, "Issue 35: claim frames over a stream
+between nodes"). A node therefore also offers its claims receiver as a WebSocket on its
 internal API, :data:`STREAM_PATH`: the same port, so no setting and no member record field says where
 it is, and a peer of 0.3.0, which has no such route, is simply sent frames over HTTP as before.
 
