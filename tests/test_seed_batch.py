@@ -15,7 +15,7 @@ from polecat.frontier.intake import ACCEPTED, SEEN, Intake
 from polecat.frontier.keys import SEED_HOST, host_row, op_key, queue_key, ready_key, url_key
 from polecat.frontier.politeness import HostState
 from polecat.frontier.records import QueuedUrl, encode_host
-from polecat.frontier.slices import slice_of
+from polecat.frontier.slices import SLICES, slice_of
 from polecat.hosts import host_key
 from polecat.writes import Decided, Put, PutRows, Write, expand
 
@@ -101,7 +101,7 @@ def state(rig: Rig) -> tuple[object, ...]:
                 table.cold_rows, table.cold_head, rig.db.pending, dict(table.bands or {}))
     memory = {host: (st.queued, st.num, st.next_allowed) for host, st in table.hosts.items()}
     return (tables, counters, memory, dict(intake.rejected), intake.seen_again, rig.seen.stats(),
-            intake._scope._domains)
+            intake._scope._domains, list(table.queued_in))
 
 
 BLOCKED = 90
@@ -120,20 +120,27 @@ SEEDS = st.tuples(st.sampled_from(["http", "https"]), st.one_of(st.integers(0, 3
 
 @settings(max_examples=80, deadline=None)
 @example(batches=[[canon("http://h88.t/"), canon("http://h88.t/a"), canon("https://h89.t/")]], importance=0.3,
-         known=80, mode="host")  # a host new and filed cold with two seeds
+         known=80, mode="host", blocks=True, fenced=False)  # a host new and filed cold with two seeds
+@example(batches=[[canon("http://h88.t/"), canon("http://h88.t/a"), canon("https://h86.t/")]], importance=1.0,
+         known=80, mode="host", blocks=False, fenced=True)  # the same with no block, a slice fenced
 @given(batches=st.lists(st.lists(SEEDS, max_size=14), min_size=1, max_size=4),
        importance=st.sampled_from([1.0, 0.3]), known=st.integers(60, 85),
-       mode=st.sampled_from(["host", "domain"]))
+       mode=st.sampled_from(["host", "domain"]), blocks=st.booleans(), fenced=st.booleans())
 def test_the_batch_path_writes_and_decides_as_the_per_seed_path(batches: list[list[str]], importance: float,
-                                                                 known: int, mode: str) -> None:
+                                                                 known: int, mode: str, blocks: bool,
+                                                                 fenced: bool) -> None:
     """Known hosts (in memory and filed cold), a full host queue, duplicates in and across batches, too
-    long and blocked URLs, new hosts before and past the working set's three quarters (75 of 100 here:
-    host_table.py rule 10), an importance off the rank's grid: the same answers, the same rows in each
+    long and blocked URLs (and no block at all), new hosts before and past the working set's three
+    quarters (75 of 100 here: host_table.py rule 10), an importance off the rank's grid, a fenced slice
+    (the URLs queued per slice counted, host_table.py rule 9): the same answers, the same rows in each
     table, the same state (the seeds' domains in the scope, in domain mode)."""
     cfg = replace(CFG, scope=replace(CFG.scope, mode=mode))
     rigs = [Rig(Path("/nonexistent"), cfg=cfg, backend="memory") for _ in range(2)]
     for rig in rigs:
-        rig.frontier.block("*.blocked.test")
+        if blocks:
+            rig.frontier.block("*.blocked.test")
+        if fenced:
+            rig.frontier.set_owned(set(range(SLICES)) - {slice_of("h3.t"), slice_of("h89.t")}, 0.0)
         rig.frontier.add_seeds([canon(f"http://h{i}.t/") for i in range(known)] + [canon("http://h0.t/full")],
                                0.0)
         rig.frontier.commit()

@@ -117,10 +117,14 @@ class Intake:
         fresh_urls: dict[str, int] = {}
         todo: list[tuple[int, str, bytes, HostState | None]] = []
         held = list(map(in_memory.get, hosts))  # table.peek() inline: one lookup a seed, no frame
+        unblocked, longest = self._blocked.empty(), self._cfg.max_url_length
         for url, host, row, st in zip(urls, hosts, rows, held, strict=True):
             if st is None and (raw := stored_host(row)) is not None:
                 st = decode_host(raw)
-            reason = refuse(url, host, st, 0, True)
+            if st is None and unblocked and len(url) <= longest:
+                reason = None  # rule 2: a seed of a new host, neither blocked nor too long (no call a seed)
+            else:
+                reason = refuse(url, host, st, 0, True)
             if reason is None and url in fresh_urls:
                 reason = SEEN
             elif reason is None:
