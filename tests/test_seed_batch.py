@@ -25,7 +25,8 @@ CFG = Config(scope=ScopeConfig(mode="host", max_url_length=40, max_queue_per_hos
 
 def per_seed(intake: Intake, urls: list[str], now: float, importance: float) -> Decided[list[str]]:
     """``Intake.add_seeds`` as it was before the batch path (bdca80c): each seed's keys, rows and
-    ``Put`` s made one at a time; the reference the batch path is held to."""
+    ``Put`` s made one at a time; the reference the batch path is held to (with the seed-host rows of
+    intake.py rule 7's third pass)."""
     table, db = intake._table, intake._db
     out: list[Write] = []
     answers: list[str] = []
@@ -33,10 +34,11 @@ def per_seed(intake: Intake, urls: list[str], now: float, importance: float) -> 
     todo: list[tuple[int, str, HostState | None]] = []
     for url in urls:
         host = host_key(url)
-        if db.get("ops", op_key(SEED_HOST, host)) is None:
+        peeked = table.peek(host)
+        # Since the third pass (intake.py rule 7) a host with no record has its row written unasked.
+        if peeked is None or db.get("ops", op_key(SEED_HOST, host)) is None:
             intake._scope.add_seed_host(host)
             out.append(Put("ops", op_key(SEED_HOST, host), b""))
-        peeked = table.peek(host)
         reason = intake._refuse(url, host, peeked, 0, True)
         if reason is None and url in fresh:
             reason = SEEN
@@ -165,3 +167,20 @@ def test_put_rows_are_their_puts_in_order() -> None:
                            Put("meta", b"m", b"1")]
     assert list(expand(writes)) == [Put("ops", b"a", b""), Put("queue", b"k1", b"v1"),
                                     Put("queue", b"k2", b"v2"), Put("meta", b"m", b"1")]
+
+
+def test_a_known_hosts_seed_host_row_is_not_written_again_a_new_hosts_is() -> None:
+    """intake.py rule 7: the seeds of a resume (hosts with records) write no ``seedhost`` row; the host of a
+    seed refused before (no record) has its row written again, the same, unasked."""
+    rig = Rig(Path("/nonexistent"), cfg=CFG, backend="memory")
+    urls = [canon("http://h1.t/"), canon("http://h2.t/" + "x" * 40)]  # the second too long: refused
+    first = rig.frontier.add_seeds(urls, 0.0)
+    assert first == [ACCEPTED, "url_too_long"]
+    rig.frontier.commit()
+    again = rig.raw.add_seeds(urls, 1.0)
+    assert again.value == [SEEN, "url_too_long"]
+    assert by_table(again.writes)["ops"] == [(op_key(SEED_HOST, "h2.t"), b"")]
+    rig.db.apply(again.writes)
+    rig.frontier.commit()
+    ops = [key for key, _ in rig.db.items("ops")]
+    assert ops == sorted([op_key(SEED_HOST, "h1.t"), op_key(SEED_HOST, "h2.t")])
