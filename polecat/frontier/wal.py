@@ -33,9 +33,8 @@ Rules:
    :meth:`WriteLog.append` writes it from the encoder's buffer: a commit holds its writes as their bytes
    (~36 B a write), never as the writes' objects (~160 B) nor as a second copy. A ``PutRows``
    (polecat/writes.py rule 5) is its rows' ``Put`` s here: the entry is byte for byte the same as with one
-   ``Put`` a row, and the readers never meet one. Its rows are encoded in one call of the encoder (a
-   msgpack array of them, less the array's header), not a call a row (~1 us a seed of the node's ~20:
-   benchmarks/README.md, "Issue 39: seed ingest, third pass"). Issue 39: a crawl queueing
+   ``Put`` a row, and the readers never meet one. Its rows are packed by a ``map`` over them, no Python
+   loop a row (benchmarks/README.md, "Issue 39: seed ingest, third pass"). Issue 39: a crawl queueing
    a 50,000-URL sitemap (150,000 writes in one commit) held 24 MB of writes until the append and ~25 MB
    more to encode them at once, 35 MB of peak RSS over the crawl without a log (benchmarks/README.md,
    "Issue 39: the write-ahead log").
@@ -74,6 +73,7 @@ import logging
 import os
 import struct
 import zlib
+from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import repeat
 from pathlib import Path
@@ -112,8 +112,6 @@ class Entry:
 
     def __init__(self) -> None:
         self._packer = msgpack.Packer(use_bin_type=True, autoreset=False)
-        self._done = bytearray()
-        """The rows encoded before the packer's, once a ``PutRows`` was added (rule 7)."""
         self.rows = 0
         """Writes added."""
 
@@ -134,42 +132,24 @@ class Entry:
         self.rows += rows
 
     def _put_rows(self, w: PutRows) -> None:
-        """Encode ``w`` as its rows' ``Put`` s (rule 7) in one call of the encoder: the rows as one msgpack
-        array, less its header, are each row's encoding one after another."""
-        n = len(w.keys)
-        if len(w.values) != n:
-            raise ValueError(f"PutRows of {w.table}: {n} keys, {len(w.values)} values")
-        rows = msgpack.packb(list(zip(repeat(_PUT), repeat(_TABLE_ID[w.table]), w.keys, w.values)),
-                             use_bin_type=True)
-        self._flush()
-        self._done += memoryview(rows)[len(_array_header(n)):]
-
-    def _flush(self) -> None:
-        """Move what the packer holds to :attr:`_done` (the rows before what is added next)."""
-        packer = self._packer
-        with packer.getbuffer() as held:
-            self._done += held
-        packer.reset()
+        """Encode ``w`` as its rows' ``Put`` s (rule 7), each row's tuple made and packed in C: no Python
+        loop a row."""
+        if len(w.values) != len(w.keys):
+            raise ValueError(f"PutRows of {w.table}: {len(w.keys)} keys, {len(w.values)} values")
+        rows = zip(repeat(_PUT), repeat(_TABLE_ID[w.table]), w.keys, w.values)
+        deque(map(self._packer.pack, rows), maxlen=0)
 
     def head(self) -> bytes:
         """The msgpack array header of the rows: the payload is it and :meth:`body`."""
-        return _array_header(self.rows)
+        n = self.rows
+        if n < 16:
+            return bytes([0x90 | n])
+        return b"\xdc" + n.to_bytes(2, "big") if n < 1 << 16 else b"\xdd" + n.to_bytes(4, "big")
 
     def body(self) -> memoryview:
-        """The rows' encoding: the encoder's own buffer, no copy, or with a ``PutRows`` added the rows
-        gathered (nothing may be added while it is held)."""
-        if not self._done:
-            body: memoryview = self._packer.getbuffer()
-            return body
-        self._flush()
-        return memoryview(self._done)
-
-
-def _array_header(n: int) -> bytes:
-    """msgpack's header of an array of ``n`` items."""
-    if n < 16:
-        return bytes([0x90 | n])
-    return b"\xdc" + n.to_bytes(2, "big") if n < 1 << 16 else b"\xdd" + n.to_bytes(4, "big")
+        """The rows' encoding: the encoder's own buffer, no copy (nothing may be added while it is held)."""
+        body: memoryview = self._packer.getbuffer()
+        return body
 
 
 def decode(payload: bytes) -> list[Write]:
