@@ -14,17 +14,17 @@ Rules (the checks themselves live where they are owned: scope.py, traps.py, budg
 6. A page's requisites are admitted as its links are (rules 1-4), with the scope and caps of
    polecat/frontier/requisites.py (its rules 2-5).
 7. Seeds come in batches (:meth:`Intake.add_seeds`, a seeds file): one Bloom pass per batch, each host's
-   record read once, and a seed host already in the scope is not written again. Only the seed-host row
-   of a host with a record is looked up (an LMDB lookup a new host, ~1 us of a seed's ~20 in the node:
-   benchmarks/README.md "Issue 39: seed ingest, third pass"): a host with none has its row written, the
-   same again where it had one (a seed of it refused before, a seed host only in the scope of this
-   member, its seed queued by another). Like a page's links, a
-   batch is judged against the host limits as they were before it (it may overshoot them by itself).
-   A seed counts towards no shape budget (traps rule 2 budgets discovered URLs), and the seed of a new
-   host may be filed out of memory at once (polecat/frontier/host_table.py rule 10). A batch's keys are
-   made list by list (slices, ``ops`` and ``hosts`` keys, seen keys), and its rows of each table are one
-   write (polecat/writes.py rule 5): no key is written twice in it (the warm hosts' ``queue`` rows, one
-   ``Put`` each, have seq numbers of their own), so a seed of a new host costs no write object.
+   record read once, and the seed-host row of a host with a record is looked up and not written again if
+   there (a resume's seeds). A host with no record has its row written unasked (an LMDB lookup a new host
+   less, ~1 us of a seed's ~20 in the node: benchmarks/README.md "Issue 39: seed ingest, third pass"): the
+   same empty row again where a seed of it was refused before or another member's seed put it in the
+   scope. Like a page's links, a batch is judged against the host limits as they were before it (it may
+   overshoot them by itself). A seed counts towards no shape budget (traps rule 2 budgets discovered
+   URLs), and the seed of a new host may be filed out of memory at once (polecat/frontier/host_table.py
+   rule 10). A batch's keys are made list by list (slices, ``ops`` and ``hosts`` keys, seen keys), and its
+   rows of each table are one write (polecat/writes.py rule 5): no key is written twice in it (the warm
+   hosts' ``queue`` rows, one ``Put`` each, have seq numbers of their own), so a seed of a new host costs
+   no write object.
 """
 
 from __future__ import annotations
