@@ -63,6 +63,13 @@ ROOT = Path(__file__).resolve().parent.parent
 JITTER = 0.010
 
 
+def _env() -> dict[str, str]:
+    """The environment of the crawl's processes: this tree first on their path, then the caller's path
+    (benchmarks/cpu_sampler samples them when it is there)."""
+    path = [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
+
+
 def _status_kb(pid: int, field: str) -> int:
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -120,7 +127,7 @@ def breadth(args: argparse.Namespace, work: Path) -> None:
         print(f"web of {args.hosts} hosts ready in {time.monotonic() - built:.1f} s", flush=True)
         seeds = work / "seeds.txt"
         seeds.write_text("".join(f"{url}\n" for url in web.seeds()))
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        env = _env()
         started = time.monotonic()
         out_path, err_path = work / "stdout.txt", work / "stderr.txt"
         with out_path.open("wb") as out, err_path.open("wb") as err:  # files: a pipe unread would fill
@@ -220,7 +227,7 @@ def seeds_only(args: argparse.Namespace, work: Path) -> None:
             f.write(web.seeds()[0] + "\n")  # the one host that answers, first
             for i in range(args.seeds_only - 1):
                 f.write(f"http://s{i}.seeds.test:{port}/\n")  # NXDOMAIN: each costs one failed lookup
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        env = _env()
         data = work / "data"
         started = time.monotonic()
         cmd = _crawl_cmd(seeds, data, web.dns.address, args, 0)
@@ -297,7 +304,7 @@ def frontier_seeds(args: argparse.Namespace, work: Path) -> None:
     for flags in ((), ("--busiest",)):  # the host counters (host_table rule 12), then every host record
         started = time.monotonic()
         status = subprocess.run(polecat_command("status", str(work), *flags),
-                                env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
+                                env=_env(), capture_output=True, text=True,
                                 timeout=600)
         print(f"polecat status DIR {' '.join(flags)}: {time.monotonic() - started:.2f} s "
               f"(exit {status.returncode}); {(status.stdout or status.stderr).splitlines()[0]}")

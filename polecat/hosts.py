@@ -79,5 +79,9 @@ class HostPatternMap(Generic[T]):
     def __contains__(self, host_key: str) -> bool:
         return self.get(host_key) is not None
 
+    def empty(self) -> bool:
+        """Whether no pattern is set (no host is in it: a batch may skip asking host by host)."""
+        return not self._exact and not self._suffix
+
     def items(self) -> list[tuple[str, T]]:
         return [*self._exact.items(), *((f"*.{k}", v) for k, v in self._suffix.items())]

@@ -15,11 +15,11 @@ from unittest.mock import patch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from polecat.frontier import seenlog
+from polecat.frontier import seenlog, slices
 from polecat.frontier.db import FrontierDB
-from polecat.frontier.handover_ranges import SLICED_TABLES
+from polecat.frontier.handover_ranges import SLICED_TABLES, WrittenSlices
 from polecat.frontier.keys import GLOBAL
-from polecat.frontier.slices import slice_prefix
+from polecat.frontier.slices import prefix_slice, slice_prefix
 from polecat.frontier.tables import FrontierTables
 from polecat.testing.fakes import MemoryFrontierDB
 from polecat.writes import Delete, DeleteSlices, Put, Table, Write
@@ -129,3 +129,17 @@ def test_a_getter_reads_later_writes_and_a_crash_keeps_the_last_commit() -> None
     fake.apply([Put("seen", b"b", b""), Delete("seen", b"a")])
     fake.close()
     assert [k for k, _ in fake.items("seen")] == [b"a"] and fake.commits == 1
+
+
+@given(st.lists(st.one_of(st.integers(0, slices.SLICES - 1).map(slice_prefix), st.just(GLOBAL),
+                          st.just(b"\x01")), max_size=30))
+def test_a_commit_makes_the_slices_its_marks_name_committed(marks: list[bytes]) -> None:
+    """Rule 6, as WrittenSlices turns a commit's key prefixes into slices (one unpack for them all): each
+    prefix's slice, or every slice once one is cross-slice (GLOBAL, or a key shorter than a prefix)."""
+    written = WrittenSlices()
+    written.take()  # a database opened anew starts with every slice marked
+    written.marks.update(marks)
+    written.commit()
+    cross = GLOBAL in marks or b"\x01" in marks
+    assert written.take() == (frozenset(range(slices.SLICES)) if cross else {prefix_slice(m) for m in marks})
+    assert not written.marks

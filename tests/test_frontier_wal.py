@@ -11,6 +11,7 @@ import subprocess
 import sys
 import zlib
 from pathlib import Path
+from typing import get_args
 
 import lmdb
 import msgpack
@@ -24,7 +25,7 @@ from polecat.frontier import status
 from polecat.frontier.db import CommittedTables, FrontierDB
 from polecat.frontier.slices import slice_prefix
 from polecat.frontier.wal import LOG_NAME, Entry, LogOverlay, decode, encode
-from polecat.writes import Delete, DeleteSlices, Put, PutRows, Write, expand, put_bytes
+from polecat.writes import Delete, DeleteSlices, Put, PutRows, Table, Write, expand, put_bytes
 
 KEYS = st.binary(min_size=1, max_size=40)
 WRITES = st.lists(st.one_of(
@@ -48,6 +49,40 @@ def test_an_entry_encoded_as_its_writes_are_applied_decodes_to_all_of_them(first
     entry.add(then)
     with entry.body() as body:
         assert decode(entry.head() + body) == first + then
+
+
+TABLES: tuple[Table, ...] = get_args(Table)
+"""The tables in the order the log numbers them (wal.py rule 1)."""
+ROWS = st.builds(lambda table, rows: PutRows(table, [k for k, _ in rows], [v for _, v in rows]),
+                 st.sampled_from(["seen", "ops", "ready", "queue", "hosts"]),
+                 st.lists(st.tuples(st.binary(min_size=1, max_size=300), st.binary(max_size=300)),
+                          max_size=40))
+
+
+@given(st.lists(st.one_of(WRITES, st.lists(ROWS, min_size=1, max_size=3)), max_size=5))
+def test_put_rows_are_logged_as_the_bytes_of_their_rows_as_puts(batches: list[list[Write]]) -> None:
+    """wal.py rule 7: an entry of ``PutRows`` (packed by a ``map`` over their rows), added batch by batch
+    among other writes, is byte for byte the entry of its rows as ``Put`` s, one a call."""
+    entry, puts = Entry(), msgpack.Packer(use_bin_type=True, autoreset=False)
+    for writes in batches:
+        entry.add(writes)
+        for w in expand(writes):
+            if isinstance(w, Put):
+                puts.pack((0, TABLES.index(w.table), w.key, w.value))
+            elif isinstance(w, Delete):
+                puts.pack((1, TABLES.index(w.table), w.key))
+            else:
+                puts.pack((2, sorted(w.slices)))
+    rows = sum(len(list(expand(writes))) for writes in batches)
+    logged = msgpack.Packer().pack_array_header(rows) + puts.bytes()
+    with entry.body() as body:
+        assert entry.head() + body == logged
+    assert encode([w for writes in batches for w in writes]) == logged
+
+
+def test_put_rows_of_unequal_keys_and_values_are_refused() -> None:
+    with pytest.raises(ValueError, match="2 keys, 1 values"):
+        Entry().add([PutRows("seen", [b"a", b"b"], [b""])])
 
 
 @pytest.mark.parametrize("rows", [0, 15, 16, 65_535, 65_536, 2**32 - 1])

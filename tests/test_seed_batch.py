@@ -15,7 +15,7 @@ from polecat.frontier.intake import ACCEPTED, SEEN, Intake
 from polecat.frontier.keys import SEED_HOST, host_row, op_key, queue_key, ready_key, url_key
 from polecat.frontier.politeness import HostState
 from polecat.frontier.records import QueuedUrl, encode_host
-from polecat.frontier.slices import slice_of
+from polecat.frontier.slices import SLICES, slice_of
 from polecat.hosts import host_key
 from polecat.writes import Decided, Put, PutRows, Write, expand
 
@@ -25,7 +25,8 @@ CFG = Config(scope=ScopeConfig(mode="host", max_url_length=40, max_queue_per_hos
 
 def per_seed(intake: Intake, urls: list[str], now: float, importance: float) -> Decided[list[str]]:
     """``Intake.add_seeds`` as it was before the batch path (bdca80c): each seed's keys, rows and
-    ``Put`` s made one at a time; the reference the batch path is held to."""
+    ``Put`` s made one at a time; the reference the batch path is held to (with the seed-host rows of
+    intake.py rule 7's third pass)."""
     table, db = intake._table, intake._db
     out: list[Write] = []
     answers: list[str] = []
@@ -33,10 +34,11 @@ def per_seed(intake: Intake, urls: list[str], now: float, importance: float) -> 
     todo: list[tuple[int, str, HostState | None]] = []
     for url in urls:
         host = host_key(url)
-        if db.get("ops", op_key(SEED_HOST, host)) is None:
+        peeked = table.peek(host)
+        # Since the third pass (intake.py rule 7) a host with no record has its row written unasked.
+        if peeked is None or db.get("ops", op_key(SEED_HOST, host)) is None:
             intake._scope.add_seed_host(host)
             out.append(Put("ops", op_key(SEED_HOST, host), b""))
-        peeked = table.peek(host)
         reason = intake._refuse(url, host, peeked, 0, True)
         if reason is None and url in fresh:
             reason = SEEN
@@ -101,7 +103,7 @@ def state(rig: Rig) -> tuple[object, ...]:
                 table.cold_rows, table.cold_head, rig.db.pending, dict(table.bands or {}))
     memory = {host: (st.queued, st.num, st.next_allowed) for host, st in table.hosts.items()}
     return (tables, counters, memory, dict(intake.rejected), intake.seen_again, rig.seen.stats(),
-            intake._scope._domains)
+            intake._scope._domains, list(table.queued_in))
 
 
 BLOCKED = 90
@@ -120,20 +122,27 @@ SEEDS = st.tuples(st.sampled_from(["http", "https"]), st.one_of(st.integers(0, 3
 
 @settings(max_examples=80, deadline=None)
 @example(batches=[[canon("http://h88.t/"), canon("http://h88.t/a"), canon("https://h89.t/")]], importance=0.3,
-         known=80, mode="host")  # a host new and filed cold with two seeds
+         known=80, mode="host", blocks=True, fenced=False)  # a host new and filed cold with two seeds
+@example(batches=[[canon("http://h88.t/"), canon("http://h88.t/a"), canon("https://h86.t/")]], importance=1.0,
+         known=80, mode="host", blocks=False, fenced=True)  # the same with no block, a slice fenced
 @given(batches=st.lists(st.lists(SEEDS, max_size=14), min_size=1, max_size=4),
        importance=st.sampled_from([1.0, 0.3]), known=st.integers(60, 85),
-       mode=st.sampled_from(["host", "domain"]))
+       mode=st.sampled_from(["host", "domain"]), blocks=st.booleans(), fenced=st.booleans())
 def test_the_batch_path_writes_and_decides_as_the_per_seed_path(batches: list[list[str]], importance: float,
-                                                                 known: int, mode: str) -> None:
+                                                                 known: int, mode: str, blocks: bool,
+                                                                 fenced: bool) -> None:
     """Known hosts (in memory and filed cold), a full host queue, duplicates in and across batches, too
-    long and blocked URLs, new hosts before and past the working set's three quarters (75 of 100 here:
-    host_table.py rule 10), an importance off the rank's grid: the same answers, the same rows in each
+    long and blocked URLs (and no block at all), new hosts before and past the working set's three
+    quarters (75 of 100 here: host_table.py rule 10), an importance off the rank's grid, a fenced slice
+    (the URLs queued per slice counted, host_table.py rule 9): the same answers, the same rows in each
     table, the same state (the seeds' domains in the scope, in domain mode)."""
     cfg = replace(CFG, scope=replace(CFG.scope, mode=mode))
     rigs = [Rig(Path("/nonexistent"), cfg=cfg, backend="memory") for _ in range(2)]
     for rig in rigs:
-        rig.frontier.block("*.blocked.test")
+        if blocks:
+            rig.frontier.block("*.blocked.test")
+        if fenced:
+            rig.frontier.set_owned(set(range(SLICES)) - {slice_of("h3.t"), slice_of("h89.t")}, 0.0)
         rig.frontier.add_seeds([canon(f"http://h{i}.t/") for i in range(known)] + [canon("http://h0.t/full")],
                                0.0)
         rig.frontier.commit()
@@ -158,3 +167,20 @@ def test_put_rows_are_their_puts_in_order() -> None:
                            Put("meta", b"m", b"1")]
     assert list(expand(writes)) == [Put("ops", b"a", b""), Put("queue", b"k1", b"v1"),
                                     Put("queue", b"k2", b"v2"), Put("meta", b"m", b"1")]
+
+
+def test_a_known_hosts_seed_host_row_is_not_written_again_a_new_hosts_is() -> None:
+    """intake.py rule 7: the seeds of a resume (hosts with records) write no ``seedhost`` row; the host of a
+    seed refused before (no record) has its row written again, the same, unasked."""
+    rig = Rig(Path("/nonexistent"), cfg=CFG, backend="memory")
+    urls = [canon("http://h1.t/"), canon("http://h2.t/" + "x" * 40)]  # the second too long: refused
+    first = rig.frontier.add_seeds(urls, 0.0)
+    assert first == [ACCEPTED, "url_too_long"]
+    rig.frontier.commit()
+    again = rig.raw.add_seeds(urls, 1.0)
+    assert again.value == [SEEN, "url_too_long"]
+    assert by_table(again.writes)["ops"] == [(op_key(SEED_HOST, "h2.t"), b"")]
+    rig.db.apply(again.writes)
+    rig.frontier.commit()
+    ops = [key for key, _ in rig.db.items("ops")]
+    assert ops == sorted([op_key(SEED_HOST, "h1.t"), op_key(SEED_HOST, "h2.t")])

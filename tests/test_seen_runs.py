@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -139,6 +140,19 @@ def test_a_key_of_another_length_is_refused(tmp_path: Path) -> None:
         assert "18 bytes" in str(exc)
     else:
         raise AssertionError("a short key was taken")
+    finally:
+        runs.close()
+
+
+def test_a_batch_with_a_key_of_another_length_is_refused_whole(tmp_path: Path) -> None:
+    """``put_many`` (a seeds batch) checks every key before it adds any."""
+    runs = SeenRuns(tmp_path, None)
+    try:
+        with pytest.raises(ValueError, match=r"18 bytes .*not 5: b'short'"):
+            runs.put_many([key(0, 1), b"short", key(0, 2)])
+        assert runs.get(key(0, 1)) is None
+        runs.put_many([key(0, 1), key(1, 2)])
+        assert runs.get(key(0, 1)) == b"" and runs.get(key(1, 2)) == b"" and runs.count() == 2
     finally:
         runs.close()
 

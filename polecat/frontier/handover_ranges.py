@@ -22,7 +22,7 @@ from typing import Any
 from polecat.frontier.bundle import BundleWriter, Fence, SliceBundle
 from polecat.frontier.keys import GLOBAL, host_of_row, queue_key_num, wire_queue_key
 from polecat.frontier.records import QueuedUrl, UrlRecord, decode_host, encode_host_v4
-from polecat.frontier.slices import PREFIX_LEN, SLICES, check_slices, prefix_slice, slice_prefix
+from polecat.frontier.slices import PREFIX_LEN, SLICES, check_slices, prefixes_slices, slice_prefix
 from polecat.frontier.tables import Snapshot, TableReader
 from polecat.writes import Table
 
@@ -45,12 +45,12 @@ class WrittenSlices:
         self.marks.update(slice_prefix(s) for s in ids)
 
     def commit(self) -> None:
-        for prefix in self.marks:
-            s = prefix_slice(prefix) if len(prefix) == PREFIX_LEN else SLICES
-            if s >= SLICES:  # a cross-slice op (GLOBAL, or a key naming no slice): in every slice's bundle
-                self._committed.update(range(SLICES))
-                break
-            self._committed.add(s)
+        slices = prefixes_slices(self.marks)  # one unpack: a seeds batch marks ~a slice a seed
+        if slices is None or max(slices, default=0) >= SLICES:
+            # a cross-slice op (GLOBAL, or a key naming no slice): in every slice's bundle
+            self._committed.update(range(SLICES))
+        else:
+            self._committed.update(slices)
         self.marks.clear()
 
     def take(self) -> frozenset[int]:

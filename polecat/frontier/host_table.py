@@ -103,7 +103,7 @@ import json
 import math
 from collections import Counter
 from collections.abc import Callable, Iterable
-from itertools import islice
+from itertools import chain, islice, repeat
 
 from polecat.config import PolitenessConfig
 from polecat.errors import FrontierError
@@ -113,11 +113,10 @@ from polecat.frontier.keys import (
     host_row,
     priority_band,
     queue_key,
-    queue_key_at,
     queue_prefix,
-    queue_prefix_of_row,
     ready_key,
     ready_row,
+    seed_queue_keys,
     url_key,
     url_key_at,
 )
@@ -128,7 +127,7 @@ from polecat.frontier.records import (
     UrlRecord,
     decode_host,
     encode_host,
-    encode_new_host,
+    encode_new_hosts,
     rank,
 )
 from polecat.frontier.slices import PREFIX_LEN, SLICES, slice_of
@@ -717,27 +716,25 @@ class HostTable:
         call: the counters of rule 12 move once for it, the keys' and values' parts common to the batch
         (the rank, the due time, the importance's field) are made once."""
         hosts = len(cold)
-        seq, num, r = self.qseq, self.new_num(hosts) - hosts, rank(importance)
+        first = self.new_num(hosts) - hosts + 1
+        nums = range(first, first + hosts)
+        rows = [row for row, _ in cold.values()]
+        counts = [len(urls) for _, urls in cold.values()]
         due = ready_key(now, "")  # its record's next-allowed time (rule 7), then the host
-        ready: list[bytes] = []
-        queue: list[bytes] = []
-        records: list[bytes] = []
-        for host, (row, urls) in cold.items():
-            num += 1
-            ready.append(due + row[PREFIX_LEN:])
-            head = queue_prefix_of_row(row, num)
-            for _ in urls:
-                seq += 1
-                queue.append(queue_key_at(head, r, 0, seq))
-            records.append(encode_new_host(now, len(urls), num))
-            if self.fenced:
-                self.queued_in[slice_of(host)] += len(urls)
+        ready = [due + row[PREFIX_LEN:] for row in rows]
+        # Each host's row and number once a seed of it, the seeds numbered on from qseq.
+        queue = seed_queue_keys(chain.from_iterable(map(repeat, rows, counts)),
+                                chain.from_iterable(map(repeat, nums, counts)), rank(importance),
+                                self.qseq + 1)
+        if self.fenced:
+            for host, n in zip(cold, counts, strict=True):
+                self.queued_in[slice_of(host)] += n
         values = QueuedUrl.encode_seeds([url for _, urls in cold.values() for url in urls],
                                         [host for host, (_, urls) in cold.items() for _ in urls], importance)
         out += [PutRows("ready", ready, [b""] * hosts), PutRows("queue", queue, values),
-                PutRows("hosts", [row for row, _ in cold.values()], records)]  # (polecat/writes.py rule 5)
-        queued = seq - self.qseq
-        self.qseq = seq
+                PutRows("hosts", rows, encode_new_hosts(now, counts, nums))]  # (polecat/writes.py rule 5)
+        queued = len(queue)
+        self.qseq += queued
         if queued:  # one band for all: the same importance, depth 0
             self.count_band(queue[-1], queued)
         self.known_hosts += hosts  # count_queued() of each, once for the batch (rule 12)

@@ -14,13 +14,17 @@ Rules (the checks themselves live where they are owned: scope.py, traps.py, budg
 6. A page's requisites are admitted as its links are (rules 1-4), with the scope and caps of
    polecat/frontier/requisites.py (its rules 2-5).
 7. Seeds come in batches (:meth:`Intake.add_seeds`, a seeds file): one Bloom pass per batch, each host's
-   record read once, and a seed host already in the scope is not written again. Like a page's links, a
-   batch is judged against the host limits as they were before it (it may overshoot them by itself).
-   A seed counts towards no shape budget (traps rule 2 budgets discovered URLs), and the seed of a new
-   host may be filed out of memory at once (polecat/frontier/host_table.py rule 10). A batch's keys are
-   made list by list (slices, ``ops`` and ``hosts`` keys, seen keys), and its rows of each table are one
-   write (polecat/writes.py rule 5): no key is written twice in it (the warm hosts' ``queue`` rows, one
-   ``Put`` each, have seq numbers of their own), so a seed of a new host costs no write object.
+   record read once, and the seed-host row of a host with a record is looked up and not written again if
+   there (a resume's seeds). A host with no record has its row written unasked (an LMDB lookup a new host
+   less, ~1 us of a seed's ~20 in the node: benchmarks/README.md "Issue 39: seed ingest, third pass"): the
+   same empty row again where a seed of it was refused before or another member's seed put it in the
+   scope. Like a page's links, a batch is judged against the host limits as they were before it (it may
+   overshoot them by itself). A seed counts towards no shape budget (traps rule 2 budgets discovered
+   URLs), and the seed of a new host may be filed out of memory at once (polecat/frontier/host_table.py
+   rule 10). A batch's keys are made list by list (slices, ``ops`` and ``hosts`` keys, seen keys), and its
+   rows of each table are one write (polecat/writes.py rule 5): no key is written twice in it (the warm
+   hosts' ``queue`` rows, one ``Put`` each, have seq numbers of their own), so a seed of a new host costs
+   no write object.
 """
 
 from __future__ import annotations
@@ -106,21 +110,26 @@ class Intake:
         prefixes = slice_prefixes(names)
         rows = host_rows(prefixes, names)
         stored_op, stored_host = self._db.getter("ops"), self._db.getter("hosts")
+        in_memory = table.hosts
+        held = list(map(in_memory.get, hosts))  # table.peek() inline: one lookup a seed, no frame
+        raws = [stored_host(row) if st is None else None for row, st in zip(rows, held, strict=True)]
+        states = [st if raw is None else decode_host(raw) for st, raw in zip(held, raws, strict=True)]
+        # Rule 7: only a known host's seed-host row is looked up (a resume's seed: nothing to write).
         seed_ops = seed_host_keys(prefixes, names)
-        known = list(map(stored_op, seed_ops))  # a resume's seed: its host is known, nothing to write
+        known = [None if st is None else stored_op(key) for key, st in zip(seed_ops, states, strict=True)]
         scope.add_seed_hosts(host for host, had in zip(hosts, known, strict=True) if had is None)
         seed_ops = [key for key, had in zip(seed_ops, known, strict=True) if had is None]
         # Each table's rows as one write (polecat/writes.py rule 5): no key of them is written twice.
         out: list[Write] = [PutRows("ops", seed_ops, [b""] * len(seed_ops))]
         answers: list[str] = []
-        in_memory = table.hosts
         fresh_urls: dict[str, int] = {}
         todo: list[tuple[int, str, bytes, HostState | None]] = []
-        held = list(map(in_memory.get, hosts))  # table.peek() inline: one lookup a seed, no frame
-        for url, host, row, st in zip(urls, hosts, rows, held, strict=True):
-            if st is None and (raw := stored_host(row)) is not None:
-                st = decode_host(raw)
-            reason = refuse(url, host, st, 0, True)
+        unblocked, longest = self._blocked.empty(), self._cfg.max_url_length
+        for url, host, row, st in zip(urls, hosts, rows, states, strict=True):
+            if st is None and unblocked and len(url) <= longest:
+                reason = None  # rule 2: a seed of a new host, neither blocked nor too long (no call a seed)
+            else:
+                reason = refuse(url, host, st, 0, True)
             if reason is None and url in fresh_urls:
                 reason = SEEN
             elif reason is None:

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable
+from itertools import count
 
 from polecat.dedup.canon import url_fingerprint
 from polecat.frontier.records import rank
@@ -52,6 +53,8 @@ _KEY_TAIL = struct.Struct(">IHHI")
 _WIRE_TAIL = struct.Struct(">IHQ")
 """The tail of a schema-4 (wire) queue key: rank, depth, seq in 8 bytes."""
 _NUM = struct.Struct(">I")
+_NUM_TAIL = struct.Struct(">IIHHI")
+"""A host's number (:data:`_NUM`) and a key's tail (:data:`_KEY_TAIL`) as one pack."""
 MAX_HOST_NUM = 2**32 - 1
 """The last host number a queue key holds (rule 1)."""
 
@@ -118,11 +121,6 @@ def queue_prefix(host: str, num: int) -> bytes:
     return host_slice_prefix(host) + _NUM.pack(num)
 
 
-def queue_prefix_of_row(row: bytes, num: int) -> bytes:
-    """:func:`queue_prefix` of the host whose ``hosts`` key is ``row`` and number ``num``."""
-    return row[:PREFIX_LEN] + _NUM.pack(num)
-
-
 def queue_key(host: str, num: int, importance: float, depth: int, seq: int) -> bytes:
     """Key of a queued URL: host (its number ``num``), then priority (rank, then depth: shallower first),
     then FIFO seq (rule 1)."""
@@ -156,6 +154,15 @@ def parse_wire_queue_key(key: bytes) -> tuple[str, int, int, int]:
     """``(host, rank, depth, seq)`` of a schema-4 (wire) ``queue`` key (rule 1)."""
     r, depth, seq = _WIRE_TAIL.unpack_from(key, len(key) - _WIRE_TAIL.size)
     return bytes(key[PREFIX_LEN : -_WIRE_TAIL.size - 1]).decode(), r, depth, seq
+
+
+def seed_queue_keys(rows: Iterable[bytes], nums: Iterable[int], r: int, seq: int) -> list[bytes]:
+    """``queue_key_at(queue_prefix(host, num), r, 0, s)`` of each URL, given its host's ``hosts`` key of
+    ``rows`` and number of ``nums``, ``s`` counting up from ``seq`` (a seeds batch's URLs filed cold,
+    host_table.py rule 10: one pack a key)."""
+    pack = _NUM_TAIL.pack
+    return [row[:PREFIX_LEN] + pack(num, r, 0, s >> 32 & 0xFFFF, s & 0xFFFFFFFF)
+            for row, num, s in zip(rows, nums, count(seq))]
 
 
 def queue_key_at(key: bytes, r: int, depth: int, seq: int) -> bytes:

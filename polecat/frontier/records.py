@@ -163,12 +163,14 @@ def encode_host(s: HostState) -> bytes:
 _NEW = HostState()
 
 
-def encode_new_host(next_allowed: float, queued: int, num: int) -> bytes:
-    """``encode_host(HostState(next_allowed=..., queued=..., num=...))`` with no record built (a host new
-    to the table, filed cold: polecat/frontier/host_table.py rule 10)."""
-    n = _NEW
-    return _H.pack(next_allowed, n.rate_factor, n.crawl_delay, n.failures, queued, n.fetched,
-                   num) + n.ip.encode()
+def encode_new_hosts(next_allowed: float, queued: Iterable[int], nums: Iterable[int]) -> list[bytes]:
+    """``encode_host(HostState(next_allowed=..., queued=q, num=num))`` of each ``q`` of ``queued`` and
+    ``num`` of ``nums``, with no record built (hosts new to the table, filed cold: polecat/frontier/
+    host_table.py rule 10)."""
+    n, pack = _NEW, _H.pack
+    ip = n.ip.encode()
+    return [pack(next_allowed, n.rate_factor, n.crawl_delay, n.failures, q, n.fetched, num) + ip
+            for q, num in zip(queued, nums, strict=True)]
 
 
 def decode_host(raw: bytes | memoryview) -> HostState:

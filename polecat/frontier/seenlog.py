@@ -40,7 +40,7 @@ import heapq
 import json
 import logging
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -271,9 +271,14 @@ class SeenRuns:
     def put(self, key: bytes) -> None:
         """Add ``key`` (rule 1)."""
         if len(key) != KEY_LEN:
-            raise ValueError(f"seen keys are {KEY_LEN} bytes (slice and URL fingerprint), "
-                             f"not {len(key)}: {key!r}")
+            raise _not_a_key(key)
         self._mem.add(key)
+
+    def put_many(self, keys: Sequence[bytes]) -> None:
+        """:meth:`put` of each of ``keys`` (a seeds batch's): checked and added in one pass, no call a key."""
+        if any(map(KEY_LEN.__ne__, map(len, keys))):
+            raise _not_a_key(next(key for key in keys if len(key) != KEY_LEN))
+        self._mem.update(keys)
 
     def delete(self, key: bytes) -> None:
         """Remove one key (only from the memtable: the frontier deletes seen keys by slice only)."""
@@ -478,3 +483,8 @@ def _merge(directory: Path, name: int, level: int, inputs: tuple[Run, ...],
         os.fsync(fh.fileno())
     _publish(tmp, path, directory)
     return Run(name, max(r.order for r in inputs), level, _map(path))
+
+
+def _not_a_key(key: bytes) -> ValueError:
+    """The error of a write of ``key``, not :data:`KEY_LEN` bytes long, to the table (rule 1)."""
+    return ValueError(f"seen keys are {KEY_LEN} bytes (slice and URL fingerprint), not {len(key)}: {key!r}")

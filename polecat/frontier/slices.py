@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import struct
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 import xxhash
 
@@ -29,6 +29,15 @@ PREFIX_LEN = _PREFIX.size
 def slice_of(host_key: str) -> int:
     """The slice of a host key, per rule 1."""
     return xxhash.xxh3_64_intdigest(host_key.encode()) % SLICES
+
+
+def prefixes_slices(prefixes: Collection[bytes]) -> tuple[int, ...] | None:
+    """:func:`prefix_slice` of each key prefix of ``prefixes``, in one unpack (a commit's marks); None if
+    one is not :data:`PREFIX_LEN` bytes (a key shorter than a prefix)."""
+    joined = b"".join(prefixes)
+    if len(joined) != PREFIX_LEN * len(prefixes):
+        return None
+    return struct.unpack(f">{len(prefixes)}H", joined)
 
 
 def slice_prefix(slice_id: int) -> bytes:

@@ -32,8 +32,9 @@ Rules:
 7. A commit's entry is encoded as its writes are applied (:class:`Entry`, db.py rule 6), and
    :meth:`WriteLog.append` writes it from the encoder's buffer: a commit holds its writes as their bytes
    (~36 B a write), never as the writes' objects (~160 B) nor as a second copy. A ``PutRows``
-   (polecat/writes.py rule 5) is its rows' ``Put`` s here: the entry is the same as with one ``Put`` a
-   row, and the readers never meet one. Issue 39: a crawl queueing
+   (polecat/writes.py rule 5) is its rows' ``Put`` s here: the entry is byte for byte the same as with one
+   ``Put`` a row, and the readers never meet one. Its rows are packed by a ``map`` over them, no Python
+   loop a row (benchmarks/README.md, "Issue 39: seed ingest, third pass"). Issue 39: a crawl queueing
    a 50,000-URL sitemap (150,000 writes in one commit) held 24 MB of writes until the append and ~25 MB
    more to encode them at once, 35 MB of peak RSS over the crawl without a log (benchmarks/README.md,
    "Issue 39: the write-ahead log").
@@ -72,7 +73,9 @@ import logging
 import os
 import struct
 import zlib
+from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
+from itertools import repeat
 from pathlib import Path
 from typing import BinaryIO, get_args
 
@@ -121,14 +124,20 @@ class Entry:
                 pack((_PUT, ids[w.table], w.key, w.value))
             elif isinstance(w, Delete):
                 pack((_DELETE, ids[w.table], w.key))
-            elif isinstance(w, PutRows):  # its rows, as Puts (rule 7)
-                table = ids[w.table]
-                for key, value in zip(w.keys, w.values, strict=True):
-                    pack((_PUT, table, key, value))
+            elif isinstance(w, PutRows):
+                self._put_rows(w)
                 rows += len(w.keys) - 1
             else:
                 pack((_SLICES, sorted(w.slices)))
         self.rows += rows
+
+    def _put_rows(self, w: PutRows) -> None:
+        """Encode ``w`` as its rows' ``Put`` s (rule 7), each row's tuple made and packed in C: no Python
+        loop a row."""
+        if len(w.values) != len(w.keys):
+            raise ValueError(f"PutRows of {w.table}: {len(w.keys)} keys, {len(w.values)} values")
+        rows = zip(repeat(_PUT), repeat(_TABLE_ID[w.table]), w.keys, w.values)
+        deque(map(self._packer.pack, rows), maxlen=0)
 
     def head(self) -> bytes:
         """The msgpack array header of the rows: the payload is it and :meth:`body`."""

@@ -57,6 +57,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("polecat")
 
+_QUEUED_OR_SEEN = frozenset((ACCEPTED, SEEN))
+"""A seed's decisions that are no refusal (the rest are counted)."""
+
 PageCallback = Callable[[Page], Awaitable[None] | None]
 LeaseObserver = Callable[[Lease, Completion], None]
 """Called with every lease's outcome (the service's metrics and status page)."""
@@ -238,7 +241,8 @@ class Crawler:
             return "other_owner"
         decision = self._db.applied(
             self._frontier.add_seed(canonical, self._clock.wall() if now is None else now, importance))
-        self._count_refused(url, decision)
+        if decision not in _QUEUED_OR_SEEN:
+            self._count_refused(url, decision)
         self._waker.set()
         return decision
 
@@ -259,16 +263,17 @@ class Crawler:
         decisions = self._db.applied(self._frontier.add_seeds([c for _, c in mine], self._clock.wall()))
         for (i, _), decision in zip(mine, decisions, strict=True):
             answers[i] = decision
-            self._count_refused(urls[i], decision)
+            if decision not in _QUEUED_OR_SEEN:  # a call only for a refused seed: a batch is ~all queued
+                self._count_refused(urls[i], decision)
         self._waker.set()
         return answers
 
     def _count_refused(self, url: str, decision: str) -> None:
-        if decision not in (ACCEPTED, SEEN):
-            c = self._counters
-            c.seeds_refused_total += 1
-            if len(c.seeds_refused) < SEEDS_REFUSED_KEPT:
-                c.seeds_refused.append((url, decision))
+        """Count the seed ``url`` refused for ``decision`` (the first ones kept with their reason)."""
+        c = self._counters
+        c.seeds_refused_total += 1
+        if len(c.seeds_refused) < SEEDS_REFUSED_KEPT:
+            c.seeds_refused.append((url, decision))
 
     def block(self, pattern: str) -> int:
         """Block hosts matching ``pattern`` (``example.com`` or ``*.example.com``) from now on, persisted:
