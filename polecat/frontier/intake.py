@@ -22,9 +22,10 @@ Rules (the checks themselves live where they are owned: scope.py, traps.py, budg
    overshoot them by itself). A seed counts towards no shape budget (traps rule 2 budgets discovered
    URLs), and the seed of a new host may be filed out of memory at once (polecat/frontier/host_table.py
    rule 10). A batch's keys are made list by list (slices, ``ops`` and ``hosts`` keys, seen keys), and its
-   rows of each table are one write (polecat/writes.py rule 5): no key is written twice in it (the warm
-   hosts' ``queue`` rows, one ``Put`` each, have seq numbers of their own), so a seed of a new host costs
-   no write object.
+   rows of each table are one write (polecat/writes.py rule 5), so a seed of a new host costs no write
+   object. No key is written twice with two values in it (the warm hosts' ``queue`` rows, one ``Put``
+   each, have seq numbers of their own); only the empty seed-host row of a new host with two seeds in the
+   batch is put twice, the same row.
 """
 
 from __future__ import annotations
@@ -119,7 +120,7 @@ class Intake:
         known = [None if st is None else stored_op(key) for key, st in zip(seed_ops, states, strict=True)]
         scope.add_seed_hosts(host for host, had in zip(hosts, known, strict=True) if had is None)
         seed_ops = [key for key, had in zip(seed_ops, known, strict=True) if had is None]
-        # Each table's rows as one write (polecat/writes.py rule 5): no key of them is written twice.
+        # Each table's rows as one write (polecat/writes.py rule 5; a key twice only as the same row).
         out: list[Write] = [PutRows("ops", seed_ops, [b""] * len(seed_ops))]
         answers: list[str] = []
         fresh_urls: dict[str, int] = {}
