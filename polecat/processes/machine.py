@@ -730,7 +730,7 @@ class ClusterNode:
                 for chunk, body in chunks:
                     if not await self._deliver(owner, addresses[owner], chunk, body, token, books):
                         break  # its new owner left meanwhile: the rest stays here for the next change
-                    crawler.member.release_slices(chunk)  # adopted and committed there
+                    await crawler.member.release_slices(chunk)  # adopted and committed there
                     self._adopted -= chunk
                     self._kept -= chunk
                     self.bundles_sent += 1
