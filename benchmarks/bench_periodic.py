@@ -1,6 +1,8 @@
 """Each periodic job of one node against the frontier's size (issue 39): refresh scan, freshness figures,
 checkpoint round, status, stats (the ``/metrics`` frontier part), operator controls, hand-over of 64 slices,
-and admit / lease / complete, at a given number of finished URLs.
+one chunk of a hand-over as the node sends it (polecat/cluster/chunks.py: its export, each call of it, and
+its release in steps, polecat/frontier/handover.py rule 7: the longest step), and admit / lease / complete,
+at a given number of finished URLs.
 
     python -m benchmarks.bench_periodic --urls 1000000 --per-host 10 --due 1000
 
@@ -32,6 +34,7 @@ from polecat.dedup.seen import SeenSet
 from polecat.frontier.bundle import Fence, SliceBundle
 from polecat.frontier.db import FrontierDB
 from polecat.frontier.frontier import Frontier
+from polecat.frontier.handover import RELEASE_STEP
 from polecat.frontier.host_table import HOST_SEQ
 from polecat.frontier.keys import host_row, queue_key, url_key
 from polecat.frontier.politeness import Attempt, HostState
@@ -152,7 +155,22 @@ def chunk_handover(frontier: Frontier, db: FrontierDB) -> None:
     print(f"{'hand-over of one chunk: export':34s} {cpu * 1e3:10.2f} ms CPU {wall * 1e3:10.2f} ms wall  "
           f"{len(exporter.calls)} exports, longest {max(exporter.calls) * 1e3:.2f} ms wall; {len(chunk)} "
           f"slices, {urls:,} URLs, {len(body):,} B", flush=True)
-    timed("hand-over of one chunk: release", lambda: db.apply(frontier.release_slices(chunk)))
+    release = timed("hand-over of one chunk: release begins",
+                    lambda: db.applied(frontier.begin_release(chunk)))
+    longest = 0.0
+    steps = 0
+    c0, t0 = time.process_time(), time.perf_counter()
+    while True:  # each step a call on the loop (handover rule 7): the node gives the loop a turn between
+        s0 = time.perf_counter()
+        step = release.step()
+        db.apply(step.writes)
+        longest = max(longest, time.perf_counter() - s0)
+        steps += 1
+        if step.value:
+            break
+    cpu, wall = time.process_time() - c0, time.perf_counter() - t0
+    print(f"{'hand-over of one chunk: release':34s} {cpu * 1e3:10.2f} ms CPU {wall * 1e3:10.2f} ms wall  "
+          f"{steps} steps of at most {RELEASE_STEP:,} rows, longest {longest * 1e3:.2f} ms wall", flush=True)
     frontier.commit()
 
 

@@ -217,13 +217,15 @@ class Intake:
         recent = self._recent
         repeats = 0
         new_hosts: set[str] = set()
+        leaving = self._table.leaving
         # A page often links one URL twice: the Bloom batch must see each URL once.
         for url in dict.fromkeys(urls):
             if url in recent:
                 repeats += 1
                 continue
             host = host_key(url)
-            self._table.refuse_leaving(host)  # handover rule 7: before any URL of the batch is marked
+            if leaving:  # handover rule 7: before any URL of the batch is marked
+                self._table.refuse_leaving(host)
             st = self._peek(host)
             reason = self._refuse(url, host, st, depth, False, new_hosts, requisite=requisite)
             if reason is None:
@@ -256,7 +258,8 @@ class Intake:
     def _add(self, url: str, host: str, depth: int, importance: float, now: float, out: list[Write], *,
              seed: bool, hops: int = 0) -> Decided[str]:
         """Add one URL; its writes are appended to ``out``, which comes back in the decision."""
-        self._table.refuse_leaving(host)  # handover rule 7
+        if self._table.leaving:  # handover rule 7
+            self._table.refuse_leaving(host)
         reason = self._refuse(url, host, self._peek(host), depth, seed)
         if reason is not None:
             self.rejected[reason] += 1

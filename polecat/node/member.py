@@ -126,12 +126,21 @@ class Member:
         (polecat/node/commits.py rule 2)."""
         ids = frozenset(slices)
         release = self._db.applied(self._frontier.begin_release(ids))
-        while True:
-            while not self._commits.frontier_free.is_set():
-                await self._commits.frontier_free.wait()
-            if self._db.applied(release.step()):
-                break
-            await asyncio.sleep(0)
+        try:
+            while True:
+                while not self._commits.frontier_free.is_set():
+                    await self._commits.frontier_free.wait()
+                if self._db.applied(release.step()):
+                    break
+                await asyncio.sleep(0)
+        except asyncio.CancelledError:  # a hand-over timed out: its slices would refuse URLs until an open
+            while not self._db.applied(release.step()):
+                pass
+            self._released(ids)
+            raise
+        self._released(ids)
+
+    def _released(self, ids: frozenset[int]) -> None:
         if self._link is not None and self._link.claims is not None:  # claims rule 8
             self._link.claims.released(ids)
 
