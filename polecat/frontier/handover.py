@@ -137,8 +137,10 @@ class SliceRelease:
                         break
                     if bytes(key) in self._gone:
                         continue
-                    host, st = host_of_row(key), decode_host(raw)
-                    got, done = self._drop_host(host, st, bytes(key), False, budget - n, out)
+                    host = host_of_row(key)
+                    st = table.hosts.get(host)  # taken in since the begin (an open that resumes it)
+                    got, done = self._drop_host(host, st or decode_host(raw), bytes(key), st is not None,
+                                                budget - n, out)
                     n += got
                     if not done:
                         cut = True
