@@ -537,6 +537,8 @@ def test_a_releasing_slice_takes_no_url_until_its_release_is_done(tmp_path: Path
         a.frontier.add_many([canon(f"http://{host}/y")], 1, 1.0, now)
     with pytest.raises(FrontierError, match="being released"):
         a.frontier.adopt(bundle, now)
+    with pytest.raises(FrontierError, match="being released already"):
+        a.raw.begin_release([s])
     assert a.frontier.requeue_due(now + 10**9)[0] == 0
     assert (queued_urls(a), counters(a)) == before
     while not a.db.applied(release.step(10)):

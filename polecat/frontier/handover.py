@@ -99,9 +99,10 @@ class SliceRelease:
         self._gone: set[bytes] = set()
         """``hosts`` and ``queue`` keys this step deleted: read again before its writes are applied."""
 
-    def step(self, budget: int = RELEASE_STEP) -> Decided[bool]:
-        """Delete at most ``budget`` rows (at least 3) of the slices; answers whether the release is done
-        (its writes then end it)."""
+    def step(self, budget: int | None = None) -> Decided[bool]:
+        """Delete at most ``budget`` rows (at least 3; :data:`RELEASE_STEP` by default) of the slices;
+        answers whether the release is done (its writes then end it)."""
+        budget = RELEASE_STEP if budget is None else budget
         if budget < 3:
             raise ValueError(f"a release step deletes at least 3 rows (a URL's refresh rows), not {budget}")
         handover = self._handover
@@ -426,6 +427,9 @@ class SliceHandover:
         if late:  # rule 5
             raise FrontierError(f"cannot release slices with {late} URLs queued since their export: "
                                 "export and send them again first")
+        again = len(ids & self._table.leaving)
+        if again:
+            raise FrontierError(f"{again} of these slices are being released already")
         return Decided(self._releasing(ids), [Put("meta", RELEASING, _encode_slices(self._table.leaving))])
 
     def resume(self) -> SliceRelease | None:
