@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
@@ -12,6 +11,7 @@ from polecat.config import config_from_mapping
 from polecat.frontier import handover
 from polecat.frontier.slices import slice_of, slice_prefix
 from polecat.testing.fakes import FakeClock, FakeFetcher, MemoryPageStore
+from tests.async_helpers import LoopTurns
 
 
 def hosts_in(s: int, n: int) -> list[str]:
@@ -30,18 +30,7 @@ async def test_a_node_releases_a_slice_a_few_rows_a_turn_of_the_loop(tmp_path: P
         frontier = crawler.frontier
         rows = sum(1 for table in ("queue", "ops") for _ in crawler._db.items(table, slice_prefix(s)))
         assert frontier.queued == 7 and rows >= 12  # each seed's queue row and its seed host's op
-        turns = 0
-
-        async def other_work() -> None:
-            nonlocal turns
-            while True:
-                turns += 1
-                await asyncio.sleep(0)
-
-        beside = asyncio.create_task(other_work())
-        await asyncio.sleep(0)
-        before = turns
-        await crawler.member.release_slices([s])
-        beside.cancel()
-        assert turns - before >= rows // 4 - 1  # a turn of the loop between two steps of 4 rows
+        async with LoopTurns() as loop:
+            await crawler.member.release_slices([s])
+        assert loop.turns >= rows // 4 - 1  # a turn of the loop between two steps of 4 rows
         assert frontier.queued == 1 and not any(True for _ in crawler._db.items("queue", slice_prefix(s)))
