@@ -140,7 +140,7 @@ from polecat.cluster.wire import (
     refusal,
 )
 from polecat.config import Config
-from polecat.errors import ConfigError, PolecatError
+from polecat.errors import ConfigError, FrontierError, PolecatError
 from polecat.frontier.bundle import BundleError, Fence, SliceBundle
 from polecat.frontier.slices import slice_of
 
@@ -660,7 +660,10 @@ class ClusterNode:
             if refused is not None:
                 self.bundles_refused += refused.status == 410
                 return refused
-        report = self._crawler.member.adopt(bundle, self._clock.wall())
+        try:
+            report = self._crawler.member.adopt(bundle, self._clock.wall())
+        except FrontierError as exc:  # some of its slices are being released here (handover rule 7)
+            return web.Response(status=503, text=str(exc))
         await self._crawler.commit()
         if self.failover is not None:
             await self.failover.handed_in(body, bundle.ids)
