@@ -1,6 +1,8 @@
 """Each periodic job of one node against the frontier's size (issue 39): refresh scan, freshness figures,
 checkpoint round, status, stats (the ``/metrics`` frontier part), operator controls, hand-over of 64 slices,
-and admit / lease / complete, at a given number of finished URLs.
+one chunk of a hand-over as the node sends it (polecat/cluster/chunks.py: its export, each call of it, and
+its release in steps, polecat/frontier/handover.py rule 7: the longest step), and admit / lease / complete,
+at a given number of finished URLs.
 
     python -m benchmarks.bench_periodic --urls 1000000 --per-host 10 --due 1000
 
@@ -16,26 +18,30 @@ which costs grow with the frontier.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from polecat.cluster.chunks import bundle_chunks
 from polecat.config import Config, FrontierConfig, PolitenessConfig, ScopeConfig
 from polecat.dedup.seen import SeenSet
+from polecat.frontier.bundle import Fence, SliceBundle
 from polecat.frontier.db import FrontierDB
 from polecat.frontier.frontier import Frontier
+from polecat.frontier.handover import RELEASE_STEP
 from polecat.frontier.host_table import HOST_SEQ
 from polecat.frontier.keys import host_row, queue_key, url_key
 from polecat.frontier.politeness import Attempt, HostState
 from polecat.frontier.records import Completion, Lease, QueuedUrl, UrlRecord, encode_host
 from polecat.frontier.refresh import History, observe
 from polecat.frontier.robots import RobotsPolicy
-from polecat.frontier.slices import slice_of
+from polecat.frontier.slices import SLICES, slice_of
 from polecat.writes import Put, Write
 
 T = TypeVar("T")
@@ -123,6 +129,51 @@ def per_op(label: str, n: int, step: Callable[[int], Any]) -> None:
           flush=True)
 
 
+class TimedExporter:
+    """The frontier's export, each call timed (the chunked hand-over calls it on the event loop)."""
+
+    def __init__(self, frontier: Frontier) -> None:
+        self._frontier = frontier
+        self.calls: list[float] = []
+
+    def export_slices(self, slices: Iterable[int], now: float, fence: Fence | None = None, *,
+                      books: bool = True) -> SliceBundle:
+        t0 = time.perf_counter()
+        bundle = self._frontier.export_slices(slices, now, fence, books=books)
+        self.calls.append(time.perf_counter() - t0)
+        return bundle
+
+
+def chunk_handover(frontier: Frontier, db: FrontierDB) -> None:
+    """One chunk of a hand-over as the node sends it (polecat/cluster/chunks.py): its export, each call of
+    it (a chunk over the bound is exported again in halves), and its release."""
+    exporter = TimedExporter(frontier)
+    c0, t0 = time.process_time(), time.perf_counter()
+    chunk, body = next(bundle_chunks(exporter, range(64, SLICES), SCAN_AT))
+    cpu, wall = time.process_time() - c0, time.perf_counter() - t0
+    urls = sum(1 for t, _, _ in SliceBundle.read(io.BytesIO(body)).records() if t == "urls")
+    print(f"{'hand-over of one chunk: export':34s} {cpu * 1e3:10.2f} ms CPU {wall * 1e3:10.2f} ms wall  "
+          f"{len(exporter.calls)} exports, longest {max(exporter.calls) * 1e3:.2f} ms wall; {len(chunk)} "
+          f"slices, {urls:,} URLs, {len(body):,} B", flush=True)
+    release = timed("hand-over of one chunk: release begins",
+                    lambda: db.applied(frontier.begin_release(chunk)))
+    longest = 0.0
+    steps = 0
+    c0, t0 = time.process_time(), time.perf_counter()
+    while True:  # each step a call on the loop (handover rule 7): the node gives the loop a turn between
+        s0 = time.perf_counter()
+        step = release.step()
+        db.apply(step.writes)
+        longest = max(longest, time.perf_counter() - s0)
+        steps += 1
+        if step.value:
+            break
+    cpu, wall = time.process_time() - c0, time.perf_counter() - t0
+    print(f"{'hand-over of one chunk: release':34s} {cpu * 1e3:10.2f} ms CPU {wall * 1e3:10.2f} ms wall  "
+          f"{steps} steps of at most {RELEASE_STEP:,} rows, longest {longest * 1e3:.2f} ms wall", flush=True)
+    frontier.commit()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--urls", type=int, default=1_000_000)
@@ -190,6 +241,7 @@ def main() -> None:
     print(f"{'':34s} {sum(1 for t, _, _ in bundle.records() if t == 'urls'):,} URL records in them")
     timed("hand-over of 64 slices: release", lambda: db.apply(frontier.release_slices(moving)))
     frontier.commit()
+    chunk_handover(frontier, db)
 
     new_hosts = [f"h{h}.bench.test" for h in range(hosts - 2_000, hosts)]
     for host in new_hosts:

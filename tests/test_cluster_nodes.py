@@ -379,7 +379,7 @@ async def test_a_chunk_is_sent_again_when_urls_were_queued_in_it_while_it_was_on
         again = SliceBundle.read(io.BytesIO(bodies[1]))
         queued = [key for table, key, _ in again.records() if table == "queue"]
         assert len(queued) == 1 and b"late.test" in queued[0]
-        crawler.member.release_slices(chunk)  # nothing left that no bundle sent holds
+        await crawler.member.release_slices(chunk)  # nothing left that no bundle sent holds
     finally:
         svc.stop()
         assert await asyncio.wait_for(task, 60) == 0

@@ -14,10 +14,11 @@ from polecat.cluster.ring import Ring
 from polecat.config import Config, ScopeConfig
 from polecat.errors import FrontierError
 from polecat.frontier.bundle import BundleError, SliceBundle
-from polecat.frontier.keys import GLOBAL, parse_wire_queue_key
-from polecat.frontier.records import Lease, QueuedUrl, UrlRecord, Wait
+from polecat.frontier.handover import RELEASING
+from polecat.frontier.keys import GLOBAL, host_of_row, parse_wire_queue_key
+from polecat.frontier.records import Lease, QueuedUrl, UrlRecord, Wait, decode_host
 from polecat.frontier.slices import SLICES, slice_of, slice_prefix
-from polecat.writes import Delete, DeleteSlices
+from polecat.writes import Delete, DeleteSlices, Put
 from tests.frontier_helpers import Rig, canon, politeness, queued_urls_in
 
 pytestmark = pytest.mark.usefixtures("frontier_backend")  # each test on LMDB and on the in-memory fake
@@ -108,8 +109,11 @@ def test_round_trip_loses_nothing_fetches_nothing_twice(tmp_path: Path) -> None:
     assert report.queued == len(moved) > 0 and report.duplicates == 0
     assert held(a, moving) > 0
     decided = a.raw.release_slices(moving)  # a decision: nothing deleted yet
-    assert decided[-1] == DeleteSlices(moving) and {(type(w), w.table) for w in decided[:-1]} <= {
-        (Delete, "refresh"), (Delete, "due"), (Delete, "fresh")}  # the refresh rows of those slices
+    # Handover rule 7: row by row, each slice ending with its DeleteSlices, the meta row last.
+    assert {w.slices for w in decided if isinstance(w, DeleteSlices)} == {frozenset((s,)) for s in moving}
+    assert decided[-1] == Delete("meta", RELEASING) and {
+        w.table for w in decided if isinstance(w, Delete | Put)} <= {
+        "refresh", "due", "fresh", "queue", "hosts", "urls", "priors", "robots", "ops", "claims", "meta"}
     assert held(a, moving) > 0
     a.db.apply(decided)
     assert held(a, moving) == 0 and a.frontier.unowned_queued() == {}
@@ -412,3 +416,132 @@ def test_a_bundle_carries_rows_in_the_form_of_0_3_0_and_the_adopter_packs_them(t
     assert queued_urls(b) == queued_urls(a)
     for _, value in b.db.items("urls"):
         assert value[0] == 1  # packed again
+
+
+def hosts_in(s: int, n: int) -> list[str]:
+    """``n`` host names of slice ``s``."""
+    names: list[str] = []
+    i = 0
+    while len(names) < n:
+        if slice_of(f"r{i}.test") == s:
+            names.append(f"r{i}.test")
+        i += 1
+    return names
+
+
+def slice_rows(rig: Rig, s: int) -> int:
+    """Rows of slice ``s`` in the slice-keyed tables and its ``refresh`` range."""
+    tables = ("queue", "hosts", "urls", "priors", "robots", "ops", "claims", "refresh", "seen")
+    return sum(1 for table in tables for _ in rig.db.items(table, slice_prefix(s)))  # type: ignore[arg-type]
+
+
+def fill_slice(rig: Rig, s: int, hosts: int, now: float) -> float:
+    """Hosts of slice ``s`` with URLs queued and some fetched (refresh rows, URL records), committed."""
+    for host in hosts_in(s, hosts):
+        rig.frontier.add_seed(canon(f"http://{host}/"), now)
+        rig.frontier.add_many([canon(f"http://{host}/p{i}") for i in range(4)], 1, 0.5, now)
+    now = serve(rig, now, hosts * 2)
+    rig.raw.commit()
+    return now
+
+
+def counters(rig: Rig) -> tuple[int, int, int]:
+    return rig.raw.queued, rig.raw._table.known_hosts, rig.raw._table.fetched
+
+
+def counters_without(rig: Rig, s: int) -> tuple[int, int, int]:
+    """:func:`counters` less what the hosts of slice ``s`` count (read from memory and their records)."""
+    states = {host_of_row(bytes(k)): decode_host(bytes(v)) for k, v in rig.db.items("hosts", slice_prefix(s))}
+    states.update((h, st) for h, st in rig.raw._table.hosts.items() if slice_of(h) == s)
+    queued, known, fetched = counters(rig)
+    return (queued - sum(st.queued for st in states.values()), known - len(states),
+            fetched - sum(st.fetched for st in states.values()))
+
+
+def queued_urls_of(rig: Rig, s: int) -> set[str]:
+    return {u for u in queued_urls(rig) if slice_of(u.split("/")[2]) == s}
+
+
+@pytest.mark.parametrize("scale", [1, 10])
+def test_a_release_step_deletes_at_most_its_budget_of_rows(tmp_path: Path, scale: int) -> None:
+    """Handover rule 7: each step of a release deletes at most its budget of rows, whether the slice
+    holds about one step's rows or ten; the loop gets a turn between two (the node), and together the
+    steps delete every row of the slice and nothing of another."""
+    budget = 40
+    a = Rig(tmp_path, cfg=CFG)
+    s, other = 7, 8
+    now = fill_slice(a, s, 2 * scale, fill_slice(a, other, 2, 1000.0))
+    kept = (slice_rows(a, other), counters_without(a, s))
+    total = slice_rows(a, s)
+    assert budget * scale // 2 <= total  # the slice is about ``scale`` steps' worth of rows
+    a.raw.export_slices([s], now)
+    release = a.db.applied(a.raw.begin_release([s]))
+    steps: list[int] = []
+    while True:
+        step = release.step(budget)
+        steps.append(sum(isinstance(w, Delete) for w in step.writes))
+        a.db.apply(step.writes)
+        if step.value:
+            break
+        assert len(steps) < 10 * total  # each step goes on: never stuck
+    assert max(steps) <= budget and len(steps) >= total // budget
+    assert slice_rows(a, s) == 0 and a.db.get("meta", RELEASING) is None
+    assert (slice_rows(a, other), counters(a)) == kept
+    assert a.raw.release_slices([s]) == [Put("meta", RELEASING, b"7"), DeleteSlices(frozenset((s,))),
+                                         Delete("meta", RELEASING)]  # again: nothing left to delete
+
+
+@pytest.mark.parametrize("cut", [0, 1, 3])
+def test_a_release_cut_between_steps_is_finished_by_the_next_open(tmp_path: Path, cut: int) -> None:
+    """Handover rule 7: a crash after ``cut`` committed steps of a release (the node commits between
+    them) leaves the slice releasing; the open finishes the release, and every slice still owned, its
+    counters included, is as it was."""
+    a = Rig(tmp_path / "a", cfg=CFG)
+    s, other = 7, 8
+    now = fill_slice(a, s, 6, fill_slice(a, other, 3, 1000.0))
+    kept = (queued_urls_of(a, other), slice_rows(a, other), counters_without(a, s))
+    b = Rig(tmp_path / "b", cfg=CFG)
+    b.frontier.adopt(a.frontier.export_slices([s], now), now)
+    release = a.db.applied(a.raw.begin_release([s]))
+    for _ in range(cut):
+        assert not a.db.applied(release.step(10))
+    a.raw.commit()
+    a.crash()
+    a.reopen(now)
+    assert a.db.get("meta", RELEASING) is None and slice_rows(a, s) == 0
+    assert not [h for h in a.raw._table.hosts if slice_of(h) == s]  # taken in by the open, then dropped
+    assert (queued_urls(a), slice_rows(a, other), counters(a)) == kept
+    a.raw.commit()
+    a.crash()
+    a.reopen(now)
+    assert (queued_urls(a), slice_rows(a, other), counters(a)) == kept
+
+
+def test_a_releasing_slice_takes_no_url_until_its_release_is_done(tmp_path: Path) -> None:
+    """Handover rule 7: while a release is under way, a URL of its slice is refused with an error before
+    anything changes (a hand-off batch is sent again), its bundle is not adopted and its due URLs stay
+    due; once it is done, the URL is queued (a stray, shipped to its owner)."""
+    a = Rig(tmp_path / "a", cfg=CFG)
+    s = 7
+    now = fill_slice(a, s, 2, 1000.0)
+    host = hosts_in(s, 3)[2]
+    bundle = a.frontier.export_slices([s], now)
+    release = a.db.applied(a.raw.begin_release([s]))
+    a.db.apply(release.step(10).writes)
+    before = (queued_urls(a), counters(a))
+    with pytest.raises(FrontierError, match="being released"):
+        a.frontier.add(canon(f"http://{host}/x"), 1, 1.0, now)
+    with pytest.raises(FrontierError, match="being released"):
+        a.frontier.add_seeds([canon(f"http://{host}/")], now)
+    with pytest.raises(FrontierError, match="being released"):
+        a.frontier.add_many([canon(f"http://{host}/y")], 1, 1.0, now)
+    with pytest.raises(FrontierError, match="being released"):
+        a.frontier.adopt(bundle, now)
+    with pytest.raises(FrontierError, match="being released already"):
+        a.raw.begin_release([s])
+    assert a.frontier.requeue_due(now + 10**9)[0] == 0
+    assert (queued_urls(a), counters(a)) == before
+    while not a.db.applied(release.step(10)):
+        pass
+    assert a.frontier.add(canon(f"http://{host}/x"), 1, 1.0, now) == "accepted"
+    assert queued_urls(a) == {canon(f"http://{host}/x")}

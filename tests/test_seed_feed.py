@@ -16,6 +16,7 @@ from polecat.node import seed_feed
 from polecat.node.seed_feed import BATCH, FIRST_BATCH, GIVE_UP, LOGGED, MAX_LINE, MIN_BATCH, SeedFeed
 from polecat.testing.breadth import BreadthWeb
 from polecat.testing.fakes import FakeClock
+from tests.async_helpers import LoopTurns
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(60)]
 
@@ -147,20 +148,10 @@ async def test_a_file_of_bad_lines_still_gives_the_loop_its_turns(tmp_path: Path
     # loop without a single turn for the leases.
     path = tmp_path / "seeds.txt"
     path.write_bytes(b"\xff\n" * (10 * BATCH))
-    admitted, turns = Admitted(), 0
-
-    async def ticker() -> None:
-        nonlocal turns
-        while True:
-            turns += 1
-            await asyncio.sleep(0)
-
-    tick = asyncio.create_task(ticker())
-    await asyncio.sleep(0)
-    before = turns
-    await SeedFeed(path, add_seeds=admitted.add, frontier_free=free, wake=admitted.wake).run()
-    tick.cancel()
-    assert turns - before >= 9 and not admitted.urls
+    admitted = Admitted()
+    async with LoopTurns() as loop:
+        await SeedFeed(path, add_seeds=admitted.add, frontier_free=free, wake=admitted.wake).run()
+    assert loop.turns >= 9 and not admitted.urls
 
 
 async def test_a_line_without_end_stops_the_feed_naming_it(tmp_path: Path) -> None:

@@ -10,10 +10,11 @@ Rules:
    a time on the sender.
 3. Each chunk carries its own checksums (the bundle format) and its own signature (the request's), and
    the new owner adopts and commits it whole before acknowledging; the sender then releases exactly
-   that chunk's slices. A transfer cut anywhere leaves every slice whole on one side: the slices of
-   acknowledged chunks moved, the others are still the sender's and go again at the next attempt. A
-   chunk adopted whose acknowledgement was lost is adopted again: adoption merges, and a queued URL the
-   adopter has already seen is not queued twice, so a repeat duplicates nothing.
+   that chunk's slices (in steps of bounded rows: polecat/frontier/handover.py rule 7). A transfer cut
+   anywhere leaves every slice whole on one side: the slices of acknowledged chunks moved, the others are
+   still the sender's and go again at the next attempt. A chunk adopted whose acknowledgement was lost is
+   adopted again: adoption merges, and a queued URL the adopter has already seen is not queued twice, so
+   a repeat duplicates nothing.
 """
 
 from __future__ import annotations

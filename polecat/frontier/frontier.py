@@ -127,6 +127,7 @@ class Frontier:
         self.mark_written = db.mark_written
         self.adopt = handover.adopt
         self.release_slices = handover.release_slices
+        self.begin_release = handover.begin_release
         self.queued_since_export = handover.queued_since_export
         self.host_state = observation.host_state
         self.parked_hosts = observation.parked_hosts
@@ -146,10 +147,15 @@ class Frontier:
         if refresh.index.stale:  # built in batches, each applied at once (writes.py rule 4)
             for batch in refresh.index.rebuild(now):
                 db.apply(batch)
+        release = handover.resume()  # before anything is queued (handover.py rule 7)
         opening = table.load(now)
         opening += intake.refetch_writes(now)
         opening += controls.from_config(cfg.politeness.throttle, cfg.scope.block)
         db.apply(opening)  # writes.py rule 4
+        while release is not None:
+            step = release.step()
+            db.apply(step.writes)
+            release = None if step.value else release
 
     def _load_op(self, key: bytes, raw: bytes) -> None:
         """Reinstate one stored op (on open, or adopted with a slice) in the part it belongs to."""

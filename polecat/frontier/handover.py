@@ -15,10 +15,25 @@ Rules:
    sends them once more (adoption merges: polecat/cluster/chunks.py rule 3), then releases. A slice
    never exported here is released as asked.
 6. Adoption and release are decisions: they return their writes (polecat/writes.py).
+7. A release is done in steps (:class:`SliceRelease`; issue 39: in one step, a chunk of ~100,000 URLs
+   held the event loop ~1 s). :meth:`SliceHandover.begin_release` checks rules 4 and 5, marks the slices
+   *releasing* (:attr:`HostTable.leaving`) and writes the ``meta`` row :data:`RELEASING` naming them;
+   each :meth:`SliceRelease.step` then deletes at most ``budget`` rows (:data:`RELEASE_STEP` by
+   default), slice by slice: the ``refresh`` rows with their ``due`` and ``fresh`` rows first (a ``due``
+   row never outlives its URL record), then the queue (its priority bands), the host records (each with
+   its counters, host_table rule 12, or its state in memory: a commit holds both or neither), the other
+   slice-keyed tables, and a slice emptied so ends with its ``DeleteSlices`` (its seen keys; its hosts in
+   memory never saved). The last step deletes the ``meta`` row. A releasing slice takes no URL: a
+   decision that would queue one raises a :class:`~polecat.errors.FrontierError` before it changes
+   anything (a hand-off batch is then sent again), a bundle of it is not adopted, and the refresh scan
+   leaves its due URLs due. The open that finds the ``meta`` row finishes the release
+   (:meth:`SliceHandover.resume`) before anything is queued: its new owner holds every record it deletes
+   (rule 5), so a release cut between any two steps loses nothing.
 """
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Callable, Iterable
 
@@ -30,10 +45,12 @@ from polecat.frontier.host_table import HostTable, quarantined
 from polecat.frontier.intake import Intake
 from polecat.frontier.keys import (
     host_of_row,
+    host_row,
     parse_wire_queue_key,
     queue_key_at,
     queue_key_seq,
     queue_prefix,
+    queue_prefix_of_row,
     url_key,
 )
 from polecat.frontier.politeness import HostState, wait_one_interval
@@ -44,13 +61,151 @@ from polecat.frontier.records import (
     UrlRecord,
     decode_host,
     decode_host_v4,
+    encode_host,
 )
 from polecat.frontier.refresh_queue import RefreshQueue
 from polecat.frontier.robots import RobotsPolicy
 from polecat.frontier.robots_state import restore_robots
 from polecat.frontier.slices import SLICES, check_slices, slice_of, slice_prefix
 from polecat.hosts import host_key
-from polecat.writes import Decided, Delete, DeleteSlices, Put, Write
+from polecat.writes import Decided, Delete, DeleteSlices, Put, Table, Write
+
+log = logging.getLogger("polecat")
+
+
+RELEASING = b"releasing"
+"""Meta key of the slices a release under way drops (rule 7): their numbers, comma-separated."""
+RELEASE_STEP = 2_000
+"""Rows a release step deletes at most (rule 7): ~11 us a row here, ~20 ms a step."""
+_AFTER_HOSTS: tuple[Table, ...] = ("queue", "urls", "priors", "robots", "ops", "claims")
+"""The slice-keyed tables a step deletes row by row after the refresh rows and the hosts with their queues
+(rule 7; a queue row left then has no host); ``seen`` goes with the slice's ``DeleteSlices``."""
+_HELD, _ROWS = 1, 2
+"""Phases of a slice after its refresh rows (0): its hosts in memory, its host records out of memory;
+then :data:`_AFTER_HOSTS`'s tables."""
+
+
+class SliceRelease:
+    """A release under way (rule 7): :meth:`step` until it answers True, each step's writes applied
+    before the next (each reads what is left of its slices)."""
+
+    def __init__(self, handover: SliceHandover, ids: frozenset[int], held: dict[int, list[str]]) -> None:
+        self.slices = ids
+        self._handover = handover
+        self._held = held
+        """The slices' hosts in memory at the begin, by slice (none comes in meanwhile: rule 7)."""
+        self._todo = sorted(ids)
+        self._phase = 0
+        self._gone: set[bytes] = set()
+        """``hosts`` and ``queue`` keys this step deleted: read again before its writes are applied."""
+
+    def step(self, budget: int | None = None) -> Decided[bool]:
+        """Delete at most ``budget`` rows (at least 3; :data:`RELEASE_STEP` by default) of the slices;
+        answers whether the release is done (its writes then end it)."""
+        budget = RELEASE_STEP if budget is None else budget
+        if budget < 3:
+            raise ValueError(f"a release step deletes at least 3 rows (a URL's refresh rows), not {budget}")
+        handover = self._handover
+        table, db = handover._table, handover._db
+        out: list[Write] = []
+        self._gone.clear()
+        n = 0
+        while self._todo and n < budget:
+            s = self._todo[0]
+            if self._phase == 0:
+                room = budget - n
+                got = handover._refresh.index.release_rows(s, room, out)
+                n += got
+                if room - got < 3:  # perhaps cut by the budget: the next step reads on
+                    break
+            elif self._phase == _HELD:
+                held = self._held.get(s, [])
+                while held and n < budget:
+                    st = table.hosts.get(held[-1])
+                    if st is not None:
+                        got, done = self._drop_host(held[-1], st, host_row(held[-1]), True, budget - n, out)
+                        n += got
+                        if not done:
+                            break
+                    held.pop()
+                if held:
+                    break
+            elif self._phase == _ROWS:
+                cut = False
+                for key, raw in db.items("hosts", slice_prefix(s)):
+                    if n >= budget:
+                        cut = True
+                        break
+                    if bytes(key) in self._gone:
+                        continue
+                    host = host_of_row(key)
+                    st = table.hosts.get(host)  # taken in since the begin (an open that resumes it)
+                    got, done = self._drop_host(host, st or decode_host(raw), bytes(key), st is not None,
+                                                budget - n, out)
+                    n += got
+                    if not done:
+                        cut = True
+                        break
+                if cut:
+                    break
+            else:
+                name = _AFTER_HOSTS[self._phase - 3]
+                cut = False
+                for key, _ in db.items(name, slice_prefix(s)):
+                    if n >= budget:
+                        cut = True
+                        break
+                    if name == "queue":
+                        if bytes(key) in self._gone:
+                            continue
+                        table.count_band(key, -1)
+                    out.append(Delete(name, key))
+                    n += 1
+                if cut:
+                    break
+            self._phase += 1
+            if self._phase == 3 + len(_AFTER_HOSTS):  # its hosts in memory never saved go too
+                table.forget([h for h in self._held.pop(s, ()) if h in table.hosts])
+                table.queued_in[s] = 0  # nothing is queued here in it any more (host_table rule 9)
+                out.append(DeleteSlices(frozenset((s,))))
+                self._todo.pop(0)
+                self._phase = 0
+        if self._todo:
+            return Decided(False, out)
+        out.append(handover._released(self.slices))
+        return Decided(True, out)
+
+    def _drop_host(self, host: str, st: HostState, row: bytes, in_memory: bool, room: int,
+                   out: list[Write]) -> tuple[int, bool]:
+        """Delete the queue rows of ``host`` (record ``st``, ``hosts`` key ``row``) and then its record, at
+        most ``room`` rows; answers how many, and whether the record went. Its counters follow each row
+        (host_table rule 12: the open counts the queue rows), so a commit between two steps holds a host
+        whose record counts the URLs left in its queue."""
+        table, db = self._handover._table, self._handover._db
+        n = 0
+        done = True
+        for key, _ in db.items("queue", queue_prefix_of_row(row, st.num)):
+            if n + 1 >= room:  # one row left for the record
+                done = False
+                break
+            table.count_band(key, -1)
+            out.append(Delete("queue", key))
+            self._gone.add(bytes(key))
+            n += 1
+        table.count_queued(host, st, -n)
+        if not done:
+            if in_memory:
+                table.save(host)
+            else:
+                out.append(Put("hosts", row, encode_host(st)))
+            return n, False
+        if in_memory:
+            table.forget((host,))
+        else:
+            table.forget_record(st)
+        out.append(Delete("hosts", row))
+        self._gone.add(row)
+        return n + 1, True
 
 
 class SliceHandover:
@@ -158,6 +313,10 @@ class SliceHandover:
         a queued URL this frontier has already seen is not queued twice, and a URL queued here that the
         exporter had finished (a config seed queued by a node that joins after its owner fetched it) is
         dropped."""
+        leaving = self._table.leaving & bundle.ids
+        if leaving:  # rule 7
+            raise FrontierError(f"{len(leaving)} slices of this bundle are being released here: send it "
+                                "again once they are")
         stored = self._db.getter("seen")
         out: list[Write] = []
         adopted: dict[str, HostState] = {}
@@ -256,9 +415,10 @@ class SliceHandover:
         table.save(host)
         table.wake(host, st, st.next_allowed)
 
-    def release_slices(self, slices: Iterable[int]) -> list[Write]:
-        """Drop everything about ``slices`` from this frontier (after their new owner adopted them).
-        FrontierError while a lease is in flight there."""
+    def begin_release(self, slices: Iterable[int]) -> Decided[SliceRelease]:
+        """Begin dropping everything about ``slices`` from this frontier (after their new owner adopted
+        them), in steps (rule 7). FrontierError while a lease is in flight there (rule 4) or a URL was
+        queued there since their export (rule 5)."""
         ids = check_slices(slices)
         busy = self.in_flight_in(ids)
         if busy:
@@ -267,23 +427,54 @@ class SliceHandover:
         if late:  # rule 5
             raise FrontierError(f"cannot release slices with {late} URLs queued since their export: "
                                 "export and send them again first")
+        again = len(ids & self._table.leaving)
+        if again:
+            raise FrontierError(f"{again} of these slices are being released already")
+        return Decided(self._releasing(ids), [Put("meta", RELEASING, _encode_slices(self._table.leaving))])
+
+    def resume(self) -> SliceRelease | None:
+        """The release a commit holds the beginning of (rule 7), begun again; None when there is none.
+        Called at the open, before anything is queued."""
+        raw = self._db.get("meta", RELEASING)
+        if raw is None:
+            return None
+        ids = check_slices(int(s) for s in bytes(raw).decode().split(",") if s)
+        log.info("frontier: finishing the release of %d slices a commit holds the beginning of", len(ids))
+        return self._releasing(ids)
+
+    def _releasing(self, ids: frozenset[int]) -> SliceRelease:
+        """Rule 7: the slices marked releasing, their hosts in memory listed (one pass)."""
         for s in ids:
             self._exported.pop(s, None)
+        self._table.leaving |= ids
+        held: dict[int, list[str]] = {}
+        for host in self._hosts:
+            s = slice_of(host)
+            if s in ids:
+                held.setdefault(s, []).append(host)
+        self._db.pending += 1
+        return SliceRelease(self, ids, held)
+
+    def _released(self, ids: frozenset[int]) -> Write:
+        """The end of the release of ``ids``: the ``meta`` row names the releases still under way."""
         table = self._table
-        for s in ids:  # the records out of memory (host_table.py rule 6): their queued URLs go too
-            for key, raw in self._db.items("hosts", slice_prefix(s)):
-                if host_of_row(key) not in self._hosts:
-                    table.forget_record(decode_host(raw))
-        if table.bands is not None:  # their queued URLs leave the bands (kept across restarts)
-            for s in ids:
-                for key, _ in self._db.items("queue", slice_prefix(s)):
-                    table.count_band(key, -1)
-        table.forget([h for h in self._hosts if slice_of(h) in ids])
-        for s in ids:  # nothing is queued here in them any more (host_table rule 9)
-            table.queued_in[s] = 0
+        table.leaving -= ids
         self._intake.forget_recent()
         self._db.pending += 1
-        out: list[Write] = []
-        self._refresh.index.release(ids, out)
-        out.append(DeleteSlices(ids))
-        return out
+        return Put("meta", RELEASING, _encode_slices(table.leaving)) if table.leaving else Delete(
+            "meta", RELEASING)
+
+    def release_slices(self, slices: Iterable[int]) -> list[Write]:
+        """:meth:`begin_release` and every step at once (no loop to give a turn to: a tool, a test);
+        FrontierError as :meth:`begin_release`."""
+        begun = self.begin_release(slices)
+        release, out = begun.value, list(begun.writes)
+        while True:
+            step = release.step(budget=1 << 62)
+            out += step.writes
+            if step.value:
+                return out
+
+
+def _encode_slices(ids: frozenset[int]) -> bytes:
+    return ",".join(str(s) for s in sorted(ids)).encode()

@@ -213,6 +213,9 @@ class HostTable:
         """Hosts parked in this run whose records were dropped from memory since (rule 11)."""
         self.fenced: frozenset[int] = frozenset()
         """Slices whose hosts are not leased here (rule 3; polecat/frontier/handover.py sets them)."""
+        self.leaving: frozenset[int] = frozenset()
+        """Slices whose release is under way (polecat/frontier/handover.py rule 7): nothing is queued in
+        them (:meth:`refuse_leaving`)."""
         self.queued_in: list[int] = [0] * SLICES
         """URLs queued per slice, while :attr:`fenced` is not empty (rule 9)."""
         self.throttle: HostPatternMap[float] = HostPatternMap()
@@ -764,6 +767,13 @@ class HostTable:
         """``n`` more pages fetched from the host of ``st`` (rule 12)."""
         st.fetched += n
         self.fetched += n
+
+    def refuse_leaving(self, host: str) -> None:
+        """FrontierError when the slice of ``host`` is being released (handover.py rule 7): a decision asks
+        before it changes anything, and its caller tries again once the release is done."""
+        if self.leaving and slice_of(host) in self.leaving:
+            raise FrontierError(f"the slice of {host} is being released here: nothing is queued in it "
+                                "until that is done; try again")
 
     def forget_record(self, st: HostState) -> None:
         """The record ``st``, out of memory, leaves with its slice (released): the counters drop it

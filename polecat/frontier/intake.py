@@ -44,7 +44,7 @@ from polecat.frontier.records import decode_host
 from polecat.frontier.requisites import RequisiteCaps
 from polecat.frontier.routing import Admission, Routing
 from polecat.frontier.scope import ScopeFilter
-from polecat.frontier.slices import slice_prefixes
+from polecat.frontier.slices import slice_of, slice_prefixes
 from polecat.frontier.tables import FrontierTables
 from polecat.frontier.traps import TrapCounts, url_trap
 from polecat.hosts import host_key
@@ -99,6 +99,7 @@ class Intake:
     def add_seed(self, url: str, now: float, importance: float = 1.0) -> Decided[str]:
         """Queue a canonical seed URL; its host joins the crawl scope (persisted). Answers the decision."""
         host = host_key(url)
+        self._table.refuse_leaving(host)  # handover rule 7: before the scope learns the host
         out = self.add_scope_host(host)
         return self._add(url, host, 0, importance, now, out, seed=True)
 
@@ -107,6 +108,9 @@ class Intake:
         of each, in order (a URL given twice is ``"seen"`` the second time)."""
         table, scope, refuse = self._table, self._scope, self._refuse
         hosts = [host_key(url) for url in urls]
+        if table.leaving:  # handover rule 7
+            for host in hosts:
+                table.refuse_leaving(host)
         names = [host.encode() for host in hosts]
         prefixes = slice_prefixes(names)
         rows = host_rows(prefixes, names)
@@ -223,12 +227,15 @@ class Intake:
         recent = self._recent
         repeats = 0
         new_hosts: set[str] = set()
+        leaving = self._table.leaving
         # A page often links one URL twice: the Bloom batch must see each URL once.
         for url in dict.fromkeys(urls):
             if url in recent:
                 repeats += 1
                 continue
             host = host_key(url)
+            if leaving:  # handover rule 7: before any URL of the batch is marked
+                self._table.refuse_leaving(host)
             st = self._peek(host)
             reason = self._refuse(url, host, st, depth, False, new_hosts, requisite=requisite)
             if reason is None:
@@ -261,6 +268,8 @@ class Intake:
     def _add(self, url: str, host: str, depth: int, importance: float, now: float, out: list[Write], *,
              seed: bool, hops: int = 0) -> Decided[str]:
         """Add one URL; its writes are appended to ``out``, which comes back in the decision."""
+        if self._table.leaving:  # handover rule 7
+            self._table.refuse_leaving(host)
         reason = self._refuse(url, host, self._peek(host), depth, seed)
         if reason is not None:
             self.rejected[reason] += 1
@@ -323,15 +332,19 @@ class Intake:
         """Queue again the URLs whose stored copy was lost (rule 5; refetch.py rule 2). ``adopted_urls``:
         URL records an adoption is writing in the same decision (writes.py rule 3)."""
         out: list[Write] = []
+        later: list[tuple[bytes, str]] = []
         for key, url in self._refetch:
             host = host_key(url)
+            if self._table.leaving and slice_of(host) in self._table.leaving:
+                later.append((key, url))  # handover rule 7: queued once the release is done
+                continue
             ukey = url_key(url, host)
             if ukey in (adopted_urls or ()) or self._db.get("urls", ukey) is not None:
                 out.append(Delete("urls", ukey))  # else still queued: fetched anyway
                 self._table.url_written(host, ukey, None, out)
                 self._table.enqueue(url, host, 0, 1.0, now, out)
             out.append(Delete("ops", key))
-        self._refetch.clear()
+        self._refetch[:] = later
         return out
 
     def forget_recent(self) -> None:

@@ -20,8 +20,9 @@ Rules:
    the ``fresh`` rows it passes (read in time order from the head: their deletes are written with the
    next commit); a ``now`` before the cursor (the clock stepped back) is answered by a full recount.
 4. Every write of a URL record goes through :meth:`RefreshIndex.update` (completions, requeues, blocks,
-   adoption, refetch requests); a release of slices removes the rows of its URLs (:meth:`release`),
-   read by their slices' ``refresh`` ranges. Rows written in the open decision are read from memory
+   adoption, refetch requests); a release of slices removes the rows of its URLs (:meth:`release_rows`,
+   a bounded number a step: polecat/frontier/handover.py rule 7), read by their slices' ``refresh``
+   ranges. Rows written in the open decision are read from memory
    (writes.py rule 3) until the next commit.
 5. The counters are written to ``meta`` (:data:`INDEX_KEY`) at every commit, with the settings they were
    computed under; an open whose settings differ, or of data written before the index (0.3.0), builds
@@ -33,7 +34,7 @@ from __future__ import annotations
 import hashlib
 import json
 import struct
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import astuple, dataclass
 from itertools import islice
 
@@ -253,20 +254,28 @@ class RefreshIndex:
             self._policy.tally(count, host_key(rec.url), rec.url, h, rec.importance, now)
         return count
 
-    def release(self, slices: Iterable[int], out: list[Write]) -> None:
-        """Remove the rows of the URLs of ``slices`` (a release, rule 4): their ``refresh`` ranges only."""
-        self._recent.clear()  # what it says of these slices is about to be deleted; of others, applied
-        for s in sorted(slices):
-            for key, raw in self._db.items("refresh", slice_prefix(s)):
-                self.reads += 1
-                row = RefreshRow.decode(raw)
-                ukey = url_key_of_refresh_row(key)
-                self.counts.add(row, -1)
-                out.append(Delete("refresh", key))
-                if row.due != NONE:
-                    out.append(Delete("due", due_key(row.due, ukey)))
-                if row.boundary >= self.counts.cursor:
-                    out.append(Delete("fresh", fresh_key(row.boundary, ukey)))
+    def release_rows(self, s: int, budget: int, out: list[Write]) -> int:
+        """Remove the rows of the URLs of slice ``s`` (a release, rule 4: its ``refresh`` range, and their
+        ``due`` and ``fresh`` rows), at most ``budget`` of them (at least 3: a URL's rows go together);
+        returns how many deletes went to ``out``. The next call goes on once they are applied."""
+        self._recent.clear()  # what it says of this slice is about to be deleted; of others, applied
+        n = 0
+        for key, raw in self._db.items("refresh", slice_prefix(s)):
+            if n + 3 > budget:
+                break
+            self.reads += 1
+            row = RefreshRow.decode(raw)
+            ukey = url_key_of_refresh_row(key)
+            self.counts.add(row, -1)
+            out.append(Delete("refresh", key))
+            n += 1
+            if row.due != NONE:
+                out.append(Delete("due", due_key(row.due, ukey)))
+                n += 1
+            if row.boundary >= self.counts.cursor:
+                out.append(Delete("fresh", fresh_key(row.boundary, ukey)))
+                n += 1
+        return n
 
     def counter_write(self) -> Write:
         c = self.counts

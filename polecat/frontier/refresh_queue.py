@@ -21,6 +21,7 @@ from polecat.frontier.politeness import HostState, interval
 from polecat.frontier.records import UrlRecord
 from polecat.frontier.refresh import Freshness, History, Prior, RefreshPolicy, refresh_slots
 from polecat.frontier.refresh_index import RefreshIndex
+from polecat.frontier.slices import prefix_slice
 from polecat.hosts import host_key
 from polecat.parse.feed import parse_http_date
 from polecat.writes import Decided, Put, Write
@@ -65,7 +66,10 @@ class RefreshQueue:
         (refresh_index.py rules 1-2), not every finished URL."""
         index, urls = self.index, self._db.getter("urls")
         found: dict[str, list[tuple[bytes, UrlRecord]]] = {}
+        leaving = self._table.leaving
         for ukey in index.due(now, limit):
+            if leaving and prefix_slice(ukey) in leaving:
+                continue  # its release deletes it (handover rule 7)
             raw = urls(ukey)
             assert raw is not None, "a due row outlived its URL record (refresh_index.py rule 4)"
             rec = UrlRecord.decode(raw)

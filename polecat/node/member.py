@@ -120,10 +120,27 @@ class Member:
         """Abort the requests in flight that lost their leave to go on (rule 4); returns how many."""
         return self._runner.abort_unpermitted()
 
-    def release_slices(self, slices: Iterable[int]) -> None:
-        """Drop ``slices`` from this node's frontier once their new owner holds them."""
+    async def release_slices(self, slices: Iterable[int]) -> None:
+        """Drop ``slices`` from this node's frontier once their new owner holds them, in steps, the loop
+        given a turn between two (polecat/frontier/handover.py rule 7), none during an LMDB commit
+        (polecat/node/commits.py rule 2)."""
         ids = frozenset(slices)
-        self._db.apply(self._frontier.release_slices(ids))
+        release = self._db.applied(self._frontier.begin_release(ids))
+        try:
+            while True:
+                while not self._commits.frontier_free.is_set():
+                    await self._commits.frontier_free.wait()
+                if self._db.applied(release.step()):
+                    break
+                await asyncio.sleep(0)
+        except asyncio.CancelledError:  # a hand-over timed out: its slices would refuse URLs until an open
+            while not self._db.applied(release.step()):
+                pass
+            self._released(ids)
+            raise
+        self._released(ids)
+
+    def _released(self, ids: frozenset[int]) -> None:
         if self._link is not None and self._link.claims is not None:  # claims rule 8
             self._link.claims.released(ids)
 

@@ -143,7 +143,7 @@ from polecat.cluster.wire import (
     refusal,
 )
 from polecat.config import Config
-from polecat.errors import ConfigError, PolecatError
+from polecat.errors import ConfigError, FrontierError, PolecatError
 from polecat.frontier.bundle import BundleError, Fence, SliceBundle
 from polecat.frontier.slices import slice_of
 
@@ -679,7 +679,10 @@ class ClusterNode:
             if refused is not None:
                 self.bundles_refused += refused.status == 410
                 return refused
-        report = self._crawler.member.adopt(bundle, self._clock.wall())
+        try:
+            report = self._crawler.member.adopt(bundle, self._clock.wall())
+        except FrontierError as exc:  # some of its slices are being released here (handover rule 7)
+            return web.Response(status=503, text=str(exc))
         await self._crawler.commit()
         if self.failover is not None:
             await self.failover.handed_in(body, bundle.ids)
@@ -749,7 +752,7 @@ class ClusterNode:
                 for chunk, body in chunks:
                     if not await self._deliver(owner, addresses[owner], chunk, body, token, books):
                         break  # its new owner left meanwhile: the rest stays here for the next change
-                    crawler.member.release_slices(chunk)  # adopted and committed there
+                    await crawler.member.release_slices(chunk)  # adopted and committed there
                     self._adopted -= chunk
                     self._kept -= chunk
                     self.bundles_sent += 1

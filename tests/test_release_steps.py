@@ -1,0 +1,36 @@
+"""A node releases slices in steps, the event loop given a turn between two (handover rule 7)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from polecat import Crawler
+from polecat.config import config_from_mapping
+from polecat.frontier import handover
+from polecat.frontier.slices import slice_of, slice_prefix
+from polecat.testing.fakes import FakeClock, FakeFetcher, MemoryPageStore
+from tests.async_helpers import LoopTurns
+
+
+def hosts_in(s: int, n: int) -> list[str]:
+    names = [f"r{i}.test" for i in range(200_000) if slice_of(f"r{i}.test") == s]
+    return names[:n]
+
+
+async def test_a_node_releases_a_slice_a_few_rows_a_turn_of_the_loop(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(handover, "RELEASE_STEP", 4)
+    s = 9
+    seeds = [f"http://{host}/" for host in hosts_in(s, 6)] + ["http://other.test/"]
+    cfg = config_from_mapping({"data_dir": str(tmp_path), "scope": {"seeds": seeds, "mode": "host"}})
+    clock = FakeClock(tick=0.0005)
+    async with Crawler(cfg, clock=clock, fetcher=FakeFetcher(clock, {}), store=MemoryPageStore()) as crawler:
+        frontier = crawler.frontier
+        rows = sum(1 for table in ("queue", "ops") for _ in crawler._db.items(table, slice_prefix(s)))
+        assert frontier.queued == 7 and rows >= 12  # each seed's queue row and its seed host's op
+        async with LoopTurns() as loop:
+            await crawler.member.release_slices([s])
+        assert loop.turns >= rows // 4 - 1  # a turn of the loop between two steps of 4 rows
+        assert frontier.queued == 1 and not any(True for _ in crawler._db.items("queue", slice_prefix(s)))
