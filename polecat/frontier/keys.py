@@ -121,6 +121,11 @@ def queue_prefix(host: str, num: int) -> bytes:
     return host_slice_prefix(host) + _NUM.pack(num)
 
 
+def queue_prefix_of_row(row: bytes, num: int) -> bytes:
+    """:func:`queue_prefix` of the host whose ``hosts`` key is ``row`` and number ``num``."""
+    return row[:PREFIX_LEN] + _NUM.pack(num)
+
+
 def queue_key(host: str, num: int, importance: float, depth: int, seq: int) -> bytes:
     """Key of a queued URL: host (its number ``num``), then priority (rank, then depth: shallower first),
     then FIFO seq (rule 1)."""
