@@ -4,6 +4,7 @@ and duplicates nothing (sans-IO, two real LMDB frontiers)."""
 from __future__ import annotations
 
 import io
+from collections.abc import Iterable
 from pathlib import Path
 
 from polecat.cluster.chunks import bundle_chunks
@@ -73,3 +74,49 @@ def test_a_transfer_cut_mid_way_loses_nothing_and_duplicates_nothing(tmp_path: P
     assert queued_urls(a) == before - moved
     fetched_b, _ = drain(b, now + 1)
     assert sorted(fetched_b) == sorted(moved)  # each moved URL fetched once, by the new owner
+
+
+class _Sized:
+    """A bundle of ``n`` bytes, as :class:`SliceBundle` answers ``to_bytes``."""
+
+    def __init__(self, n: int) -> None:
+        self._n = n
+
+    def to_bytes(self) -> bytes:
+        return bytes(self._n)
+
+
+class _CountingExporter:
+    """Slices of ``per_slice`` bytes each; counts the slices every export call read."""
+
+    def __init__(self, per_slice: int) -> None:
+        self.per_slice = per_slice
+        self.exported = 0
+
+    def export_slices(self, slices: Iterable[int], now: float, fence: object = None, *,
+                      books: bool = True) -> _Sized:
+        group = list(slices)
+        self.exported += len(group)
+        return _Sized(self.per_slice * len(group) + 16)
+
+
+def test_each_chunk_after_the_first_starts_at_the_slices_that_fit() -> None:
+    # 50M URLs over 4,096 slices: ~660 KB a slice, ~6 of them to a 4 MB chunk.
+    per_slice, max_bytes, moving = 660_000, 4 << 20, range(2048)
+    exporter = _CountingExporter(per_slice)
+    chunks = list(bundle_chunks(exporter, moving, 0.0, max_bytes=max_bytes))  # type: ignore[arg-type]
+    assert sorted(s for group, _ in chunks for s in group) == list(moving)
+    assert all(len(body) <= max_bytes for _, body in chunks)
+    sent = len(moving)
+    first_tries = 64 + 32 + 16 + 8  # the first chunk halves down from 64 to 4 slices
+    assert exporter.exported <= sent + first_tries  # not 64 + 32 + 16 + 8 + 4 again for every chunk
+    assert max(len(group) for group, _ in chunks[1:]) == max_bytes // per_slice  # 6 a chunk, not 4
+
+
+def test_chunks_grow_back_when_slices_get_smaller() -> None:
+    exporter = _CountingExporter(660_000)
+    chunks = bundle_chunks(exporter, range(512), 0.0, max_bytes=4 << 20)  # type: ignore[arg-type]
+    first, _ = next(chunks)
+    exporter.per_slice = 1_000  # the rest of the slices hold few URLs
+    rest = [group for group, _ in chunks]
+    assert len(first) == 4 and all(len(g) == 64 for g in rest[1:-1])

@@ -5,7 +5,10 @@ Rules:
    slices (never part of one), of at most :data:`CHUNK_SLICES` slices and, when it holds more than
    one slice, at most ``max_bytes`` bytes: a chunk over the bound is split in halves until it fits.
    So memory on both sides is bounded by ``max_bytes`` or by the largest single slice (a slice is
-   1/4096 of the hosts), not by the whole share that moves.
+   1/4096 of the hosts), not by the whole share that moves. After the first chunk, each starts at the
+   slices that the last one's bytes a slice say fit: an export is one call on the event loop at ~12 us a
+   URL, and at 50M URLs a chunk of 4 MB holds ~6 slices, so starting every chunk again at 64 slices and
+   halving would export ~20 times what is sent (~9 s of the loop for the first try alone).
 2. Chunks are exported one at a time, when the previous one is acknowledged: only one chunk exists at
    a time on the sender.
 3. Each chunk carries its own checksums (the bundle format) and its own signature (the request's), and
@@ -44,11 +47,13 @@ def bundle_chunks(frontier: Exporter, slices: Iterable[int], now: float, *, max_
     carrying ``fence`` (and the content claim books unless ``books`` is False). Each is exported when
     the caller asks for it, so release a chunk's slices before taking the next."""
     todo = sorted(set(slices))
+    size = max_slices
     while todo:
-        group = todo[:max_slices]
+        group = todo[:size]
         body = frontier.export_slices(group, now, fence, books=books).to_bytes()
         while len(body) > max_bytes and len(group) > 1:
             group = group[: len(group) // 2]
             body = frontier.export_slices(group, now, fence, books=books).to_bytes()
         yield frozenset(group), body
         todo = todo[len(group) :]
+        size = max(1, min(max_slices, max_bytes * len(group) // max(1, len(body))))  # rule 1's start
