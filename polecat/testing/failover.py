@@ -116,8 +116,11 @@ def node_toml(web: TestWeb, data: Path, listen: str, etcd: str, node_id: str, ch
 async def run_failover(web: TestWeb, etcd: EtcdServer, work: Path, *, rate: float = 10.0, ttl: int = 2,
                        interval: float = 0.5, kill_at: float = 1 / 3, within: float = 120.0,
                        checkpoints: str = "", options: tuple[tuple[str, str], ...] = (),
-                       store: str = "") -> FailoverRun:
-    """The scenario of the module docstring; raises AssertionError if a step does not happen in time."""
+                       store: str = "", ready: Callable[[str], bool] | None = None) -> FailoverRun:
+    """The scenario of the module docstring; raises AssertionError if a step does not happen in time.
+    ``ready``, when given, must also say yes of the victim (called in a thread, every quarter second)
+    before it is killed: e.g. that its checkpoints hold what the test is about, which takes longer the
+    more the machine is loaded."""
     truth = web.ground_truth("host")
     ring = Ring(NODES)
     victim = max(NODES, key=lambda n: sum(ring.owner(slice_of(host_key(u))) == n for u in truth))
@@ -134,6 +137,11 @@ async def run_failover(web: TestWeb, etcd: EtcdServer, work: Path, *, rate: floa
                                       interval=interval, options=options, store=store))
             procs[node] = start_node(conf, logs[node])
         await until(lambda: len(set(page_urls(web))) >= len(truth) * kill_at, within, "the kill point")
+        deadline = time.monotonic() + within
+        while ready is not None and not await asyncio.to_thread(ready, victim):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out waiting for {victim} to be ready to kill")
+            await asyncio.sleep(0.25)
         victim_store = store_id(data[victim] / "store")
         procs[victim].kill()
         killed = time.monotonic()
