@@ -40,7 +40,7 @@ import heapq
 import json
 import logging
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -196,6 +196,10 @@ class _State:
     """Live keys in runs (the memtable's not counted)."""
 
 
+def _not_a_key(key: bytes) -> ValueError:
+    return ValueError(f"seen keys are {KEY_LEN} bytes (slice and URL fingerprint), not {len(key)}: {key!r}")
+
+
 class SeenRuns:
     """The log-structured ``seen`` table of one frontier database (see the module docstring). Its
     callers are one thread (the event loop's), but for :meth:`write_run`, called on the writer thread
@@ -271,9 +275,14 @@ class SeenRuns:
     def put(self, key: bytes) -> None:
         """Add ``key`` (rule 1)."""
         if len(key) != KEY_LEN:
-            raise ValueError(f"seen keys are {KEY_LEN} bytes (slice and URL fingerprint), "
-                             f"not {len(key)}: {key!r}")
+            raise _not_a_key(key)
         self._mem.add(key)
+
+    def put_many(self, keys: Collection[bytes]) -> None:
+        """Add ``keys`` (rule 1): none if one is not a key."""
+        if set(map(len, keys)) - {KEY_LEN}:
+            raise _not_a_key(next(key for key in keys if len(key) != KEY_LEN))
+        self._mem.update(keys)
 
     def delete(self, key: bytes) -> None:
         """Remove one key (only from the memtable: the frontier deletes seen keys by slice only)."""
