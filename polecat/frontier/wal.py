@@ -106,8 +106,9 @@ _CHUNK = 1 << 20
 """Bytes a reader reads at a time (rule 8)."""
 _TABLES: tuple[Table, ...] = get_args(Table)
 _TABLE_ID = {name: i for i, name in enumerate(_TABLES)}
-REPLAY_ROWS = 1 << 16
-"""Rows the replay gathers before it applies them (rule 11)."""
+REPLAY_ROWS = 1 << 18
+"""Rows the replay gathers before it applies them (rule 11): ~40 MB of keys and values at most (a
+host's rows put again within a batch are put once)."""
 IN_ORDER: Table = "near"
 """The table whose rows the replay applies every one, in order (rule 11: dupsort, a key holds values)."""
 _SEEN = frozenset({_TABLE_ID["seen"], _TABLE_ID["seen"] - len(_TABLES)})
