@@ -313,10 +313,10 @@ def main() -> None:
         crash_with_biggest_log(db, frontier, args.hosts, rng)
         if args.save_crash:
             copy_frontier(workdir / "frontier", args.save_crash)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         db = open_db(workdir, args.drop)
         print(f"reopen: {db.replayed:,} log entries replayed, FrontierDB open "
-              f"{time.perf_counter() - t0:.2f} s; {memory()}")
+              f"{time.perf_counter() - t0:.2f} s, CPU {time.process_time() - c0:.2f} s; {memory()}")
     db.close()
 
 
