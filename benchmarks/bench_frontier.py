@@ -31,16 +31,21 @@ always).
 ``--replay`` then pushes more URLs (other paths, same hosts) in log appends until the next commit would
 be an LMDB commit, applies one more batch, closes as a kill -9 leaves it (that batch uncommitted, so
 no LMDB commit at the close) and times the next open: the replay of the biggest log the settings let a
-crash leave.
+crash leave. ``--save-crash PATH`` copies the frontier so left to PATH first; ``--reopen PATH`` (alone)
+times the open of a copy of such a frontier, wall and CPU (``time.process_time``), after a ``sync`` so
+that the copy's writeback does not count: the same replay again, to compare trees back to back.
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import os
 import pstats
 import random
 import resource
+import shutil
+import subprocess
 import tempfile
 import time
 from collections.abc import Sequence
@@ -228,11 +233,18 @@ def main() -> None:
     ap.add_argument("--log-max-mb", type=float, default=CFG.frontier.log_max_mb)
     ap.add_argument("--writemap", action=argparse.BooleanOptionalAction, default=CFG.frontier.writemap)
     ap.add_argument("--replay", action="store_true", help="time the replay of the biggest log at open")
+    ap.add_argument("--save-crash", type=Path, default=None, metavar="PATH",
+                    help="with --replay: copy the crashed frontier to PATH before the reopen")
+    ap.add_argument("--reopen", type=Path, default=None, metavar="PATH",
+                    help="time the open (the replay) of a copy of the frontier --save-crash left in PATH")
     args = ap.parse_args()
     CFG = replace(CFG, frontier=replace(CFG.frontier, commit_ops=args.commit_ops, log_mb=args.log_mb,
                                         log_share=args.log_share, log_max_mb=args.log_max_mb,
                                         writemap=args.writemap))
     workdir = args.dir or Path(tempfile.mkdtemp(prefix="polecat-bench-frontier-"))
+    if args.reopen:
+        reopen(args.reopen, workdir)
+        return
     if args.admit:
         admit_cost(workdir, args)
         return
@@ -299,10 +311,12 @@ def main() -> None:
     print(table_sizes(db, args.urls))
     if args.replay:
         crash_with_biggest_log(db, frontier, args.hosts, rng)
-        t0 = time.perf_counter()
+        if args.save_crash:
+            copy_frontier(workdir / "frontier", args.save_crash)
+        t0, c0 = time.perf_counter(), time.process_time()
         db = open_db(workdir, args.drop)
         print(f"reopen: {db.replayed:,} log entries replayed, FrontierDB open "
-              f"{time.perf_counter() - t0:.2f} s; {memory()}")
+              f"{time.perf_counter() - t0:.2f} s, CPU {time.process_time() - c0:.2f} s; {memory()}")
     db.close()
 
 
@@ -326,6 +340,25 @@ def crash_with_biggest_log(db: FrontierDB, frontier: Frontier, hosts: int, rng: 
     print(f"crash: log of {db.wal.size / 2**20:,.1f} MiB ({i:,} more URLs; an LMDB commit at "
           f"{db.lmdb_commit_at / 2**20:,.1f} MiB), the last {frontier.pending_ops:,} changes uncommitted")
     db.close()
+
+
+def copy_frontier(source: Path, target: Path) -> None:
+    """The frontier directory ``source`` copied to ``target`` (its data file sparse, as with writemap)."""
+    subprocess.run(["cp", "-a", "--sparse=always", str(source), str(target)], check=True)
+
+
+def reopen(saved: Path, workdir: Path) -> None:
+    """``--reopen``: the open of a copy of ``saved`` in ``workdir``, timed (the copy dropped after)."""
+    copy_frontier(saved, workdir / "frontier")
+    os.sync()
+    log_mib = (workdir / "frontier" / "wal.log").stat().st_size / 2**20
+    t0, c0 = time.perf_counter(), time.process_time()
+    db = open_db(workdir, [])
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    print(f"reopen: {db.replayed:,} log entries, {log_mib:,.1f} MiB replayed, FrontierDB open {wall:.2f} s "
+          f"({log_mib / wall:.1f} MiB/s), CPU {cpu:.2f} s; {memory()}")
+    db.close()
+    shutil.rmtree(workdir / "frontier")
 
 
 if __name__ == "__main__":

@@ -9,22 +9,24 @@ import shutil
 import struct
 import subprocess
 import sys
+import tempfile
 import zlib
 from pathlib import Path
 from typing import get_args
+from unittest import mock
 
 import lmdb
 import msgpack
 import pytest
-from hypothesis import given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from polecat.config import Config, FrontierConfig, validate
 from polecat.errors import ConfigError, FrontierError, StorageFault
-from polecat.frontier import status
+from polecat.frontier import status, wal
 from polecat.frontier.db import CommittedTables, FrontierDB
 from polecat.frontier.slices import slice_prefix
-from polecat.frontier.wal import LOG_NAME, Entry, LogOverlay, decode, encode
+from polecat.frontier.wal import LOG_NAME, Batch, Entry, LogOverlay, Replay, decode, encode
 from polecat.writes import Delete, DeleteSlices, Put, PutRows, Table, Write, expand, put_bytes
 
 KEYS = st.binary(min_size=1, max_size=40)
@@ -451,3 +453,90 @@ def test_the_bytes_a_batch_puts_are_its_rows_bytes_without_expanding_them() -> N
                            Delete("queue", b"gone"), DeleteSlices(frozenset({1}))]
     assert put_bytes(writes) == sum(len(w.key) + len(w.value) for w in expand(writes) if isinstance(w, Put))
     assert put_bytes(writes) == 3 + 1 + 3 + 4
+
+
+SLICE_KEYS = st.builds(lambda s, k: slice_prefix(s) + k, st.integers(0, 1), st.sampled_from([b"a", b"b"]))
+SEEN_KEYS = st.builds(lambda s, k: slice_prefix(s) + k * 16, st.integers(0, 2), st.sampled_from([b"x", b"y"]))
+VALUES = st.binary(min_size=1, max_size=6)  # LMDB keeps no empty value under a dupsort key (near)
+REPLAYED_WRITES = st.lists(st.one_of(
+    st.builds(Put, st.sampled_from(["queue", "hosts", "meta", "near"]), SLICE_KEYS, VALUES),
+    st.builds(Put, st.just("seen"), SEEN_KEYS, st.just(b"")),
+    st.builds(Delete, st.sampled_from(["queue", "hosts", "meta", "near"]), SLICE_KEYS),
+    st.builds(Delete, st.just("seen"), SEEN_KEYS),
+    st.lists(st.tuples(SLICE_KEYS, VALUES), max_size=4).map(
+        lambda rows: PutRows("queue", [k for k, _ in rows], [v for _, v in rows])),
+    st.builds(DeleteSlices, st.frozensets(st.integers(0, 2), max_size=2)),
+), max_size=12)
+
+
+def state(db: FrontierDB) -> dict[str, object]:
+    """Every table's rows (``near``'s every value; ``meta`` but the commit counter), the seen keys and the
+    slice marks of ``db``'s open transaction."""
+    tables: dict[str, object] = {name: [(k, v) for k, v in db.items(name) if k != b"seq"]  # type: ignore[arg-type]
+                                 for name in db.tables}
+    return {**tables, "marks": set(db.written.marks)}
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(REPLAYED_WRITES, min_size=1, max_size=5), st.integers(1, 5), st.booleans())
+@example([[Put("near", b"\0\0a", b"1"), Put("near", b"\0\0a", b"2")], [Delete("near", b"\0\0b")]], 5, False)
+@example([[Put("seen", seen_key(0), b""), Delete("seen", seen_key(0)), Put("seen", seen_key(1), b"")]], 5,
+         False)
+@example([[Delete("queue", b"\0\0a"), Put("queue", b"\0\0a", b"1"), Delete("queue", b"\0\0a")]], 2, True)
+def test_the_replay_ends_where_applying_each_write_in_order_ends(commits: list[list[Write]], rows: int,
+                                                                 torn: bool) -> None:
+    """wal.py rule 11: the replay in batches (of ``rows`` rows here, so that they end anywhere), each
+    key's last write, ends with the tables, seen keys and slice marks that applying the logged writes one
+    at a time in order (the replay before it) gives; a torn last entry is left out whole."""
+    with tempfile.TemporaryDirectory() as tmp:
+        crashed, direct = opened(Path(tmp) / "crashed"), opened(Path(tmp) / "direct")
+        for writes in commits:
+            crashed.apply(writes)
+            crashed.commit()
+        crash(crashed)
+        log = Path(tmp) / "crashed" / LOG_NAME
+        if torn:
+            with open(log, "r+b") as fh:
+                fh.truncate(log.stat().st_size - 1)
+        kept = commits[:-1] if torn else commits
+        for writes in kept:
+            direct._apply(direct.txn, writes)
+        with mock.patch.object(wal, "REPLAY_ROWS", rows):
+            again = opened(Path(tmp) / "crashed")
+        try:
+            assert again.replayed == len(kept) and again.seq == direct.seq + len(kept)
+            assert state(again) == state(direct)
+        finally:
+            again.close()
+            direct.close()
+
+
+def test_a_batch_holds_at_most_its_rows_and_each_keys_last_write() -> None:
+    """wal.py rule 11: ``Replay`` gathers at most its rows before it hands a batch over; a
+    ``DeleteSlices`` and a seen key's delete go alone, between the rows before and after them."""
+    seen = seen_key(1)
+    writes: list[Write] = [Put("queue", b"q1", b"1"), Put("queue", b"q1", b"2"), Delete("hosts", b"h"),
+                           Put("near", b"n", b"1"), Put("near", b"n", b"2"), Put("seen", seen, b""),
+                           Delete("seen", seen), DeleteSlices(frozenset({3})), Put("meta", b"m", b"v")]
+    entries = [(7, iter(msgpack.unpackb(encode(writes), use_list=False)))]
+    steps = list(Replay(entries, after=6, rows=4))
+    batches = [step for step in steps if isinstance(step, Batch)]
+    assert [step for step in steps if not isinstance(step, Batch)] == [Delete("seen", seen),
+                                                                       DeleteSlices(frozenset({3}))]
+    assert batches[0].last["queue"] == {b"q1": b"2"} and batches[0].last["hosts"] == {b"h": None}
+    assert batches[1].in_order == [(b"n", b"2")] and batches[1].last["seen"] == {seen: b""}
+    assert batches[2].last["meta"] == {b"m": b"v"}
+    assert batches[0].in_order == [(b"n", b"1")]
+
+
+def test_a_put_of_no_value_refuses_the_open(tmp_path: Path) -> None:
+    """wal.py rule 11: a nil value would read as a delete in a batch: no write, so no log entry."""
+    db = opened(tmp_path)
+    seq = db.seq
+    crash(db)
+    payload = b"\x91" + msgpack.packb((0, 2, b"k", None))
+    crc = zlib.crc32(payload, zlib.crc32(struct.pack("<Q", seq + 1)))
+    with open(tmp_path / LOG_NAME, "ab") as fh:
+        fh.write(struct.pack("<IQI", len(payload), seq + 1, crc) + payload)
+    with pytest.raises(FrontierError, match="a put of no value"):
+        opened(tmp_path)

@@ -249,7 +249,9 @@ class FrontierConfig:
     log_max_mb: float = 0.0
     """The most MiB ``log_share`` lets the log reach (never under ``log_mb``; 0, the default: ``log_mb``
     always, as before): what a kill -9 leaves to replay before the next open's first request (3-7 s for
-    62 MiB at 3M-4M URLs, 12-36 s for 255 MiB at 3M-10M, on a loaded 2-core VM), a leasing pause per LMDB
+    62 MiB at 3M-4M URLs, 12-36 s for 255 MiB at 3M-10M, on a loaded 2-core VM, before the batched replay
+    of wal.py rule 11; 7.1-14.3 s for 320 MiB at 11.5M since, which writes 985 B per URL at 10M against
+    1,087 B with 256 MiB; benchmarks/README.md, "Issue 39: a faster log replay"), a leasing pause per LMDB
     commit (max 2.0 s against 3.5 s at 3M) and dirty pages in memory (RssAnon 425 MB against 486 MB;
     benchmarks/README.md, "Issue 39: LMDB commits sized to the data")."""
     writemap: bool = True

@@ -45,8 +45,11 @@ dirtied, ~4 KB per queue or host row changed):
 7. The open replays, in order, the log's entries whose sequence is past ``meta``'s ``seq`` into the
    transaction (an entry at or below it is in the LMDB already: never applied twice) and takes the last
    one's as its commit counter; a torn tail is dropped (wal.py rule 3, :attr:`FrontierDB.log_dropped`).
-   Each entry's writes are applied as they are decoded (wal.py rule 8); one whose checksum holds but that
-   does not decode refuses the open (the transaction, never committed, is dropped with it).
+   The writes are applied as they are decoded, in batches of rows, each key's last write, a table at a
+   time (wal.py rules 8 and 11), and ``meta``'s ``seq`` once at the end (one transaction: a crash
+   mid-replay leaves the LMDB as it was, and the next open replays the log again); an entry whose
+   checksum holds but that does not decode refuses the open (the transaction, never committed, is
+   dropped with it).
    An absent log is an empty one (data dirs of 0.3.0). What the node committed is what the log and the
    LMDB hold together, so a kill -9 loses what was applied after the last commit, as before.
 8. The seen keys go through the log like every other write, not as a run per commit: the replay then
@@ -101,9 +104,11 @@ Rule of the LMDB commit's size (numbered after schema 5's):
     log of a share of them keeps that under the log's own bytes over the share, per URL, whatever the
     size, where a fixed log made it grow with the tables (issue 39: 902 B per URL at 1M URLs, 2,744 B at
     10M, with 64 MiB). The cap bounds what a kill -9 leaves to replay (rule 7: a resume's first request
-    within 10 s; 3-7 s for 62 MiB at 3M-4M URLs here, 12-36 s for 255 MiB at 3M-10M), the leasing pause of
-    an LMDB commit and its dirty pages in memory; by default (0) it is ``log_bytes``, and the log is
-    sized as before (benchmarks/README.md, "Issue 39: LMDB commits sized to the data").
+    within 10 s; 3-7 s for 62 MiB at 3M-4M URLs here, 12-36 s for 255 MiB at 3M-10M, before wal.py rule
+    11; 7.1-8.1 s for 320 MiB at 11.5M since, 11.7-14.3 s in bench_frontier's reopen), the leasing pause
+    of an LMDB commit and its dirty pages in memory; by default (0) it is ``log_bytes``, and the log is
+    sized as before (benchmarks/README.md, "Issue 39: LMDB commits sized to the data", "Issue 39: a
+    faster log replay": 320 MiB writes 985 B per URL at 10M).
 """
 
 from __future__ import annotations
@@ -138,7 +143,7 @@ from polecat.frontier.migrate import (
 from polecat.frontier.seenlog import MANIFEST, SeenRuns, SeenView
 from polecat.frontier.slices import PREFIX_LEN, SLICES, slice_prefix
 from polecat.frontier.tables import Lookup, Snapshot
-from polecat.frontier.wal import LOG_NAME, Entry, LogOverlay, WriteLog
+from polecat.frontier.wal import IN_ORDER, LOG_NAME, Batch, Entry, LogOverlay, Replay, WriteLog
 from polecat.frontier.writer import TxnWriter
 from polecat.version import __version__
 from polecat.writes import Decided, Delete, DeleteSlices, Put, PutRows, Table, Write, put_bytes, row_count
@@ -325,25 +330,48 @@ class FrontierDB:
         """Rule 7."""
         txn = self._writer.txn
         self._in_lmdb = self.seq
-        seq = self.seq
+        replay = Replay(self.wal.read(), self.seq)
         try:
-            for seq, writes in self.wal.read():
-                if seq <= self.seq:
-                    continue
-                self._apply(txn, writes)
-                txn.put(b"seq", str(seq).encode(), db=self.meta)
-                self.seq = seq
-                self.replayed += 1
+            for step in replay:
+                if isinstance(step, Batch):
+                    self._apply_batch(txn, step)
+                else:
+                    self._apply(txn, [step])
         except OSError as exc:
             raise FrontierError(f"cannot read the frontier's log {self.wal.path}: {exc}") from exc
-        except ValueError as exc:  # wal.py rule 8: a whole entry, checksum and all, that is no log entry
-            raise FrontierError(f"the frontier's log {self.wal.path} holds an entry, commit {seq}, "
+        except (ValueError, TypeError) as exc:  # wal.py rule 8: a whole entry, checksum and all, no log entry
+            raise FrontierError(f"the frontier's log {self.wal.path} holds an entry, commit {replay.seq}, "
                                 f"whose checksum holds but whose writes do not decode ({exc}): not a torn "
                                 "tail a crash leaves; the release that wrote it may be newer than this one"
                                 ) from exc
-        if self.replayed:
+        if replay.entries:
+            txn.put(b"seq", str(replay.seq).encode(), db=self.meta)
+            self.seq, self.replayed = replay.seq, replay.entries
             log.info("frontier: %d commit(s) replayed from the log %s (up to commit %d)", self.replayed,
                      self.wal.path, self.seq)
+
+    def _apply_batch(self, txn: lmdb.Transaction, batch: Batch) -> None:
+        """A replay's batch of rows (rule 7, wal.py rule 11): each key's last write, a table's puts in one
+        ``putmulti``; :data:`~polecat.frontier.wal.IN_ORDER` 's rows as written."""
+        tables, sliced, marks = self.tables, self.written.sliced, self.written.marks
+        for table, rows in batch.last.items():
+            if not rows:
+                continue
+            if table in sliced:
+                marks.update(map(_SLICE_OF_KEY, rows))
+            if table == "seen":
+                self.seen.put_many(rows)
+                continue
+            db = tables[table]
+            puts = cast("Iterable[tuple[bytes, bytes]]", rows.items())
+            if None in rows.values():
+                for key in [key for key, value in rows.items() if value is None]:
+                    txn.delete(key, db=db)
+                puts = [(key, value) for key, value in rows.items() if value is not None]
+            with txn.cursor(db=db) as cursor:
+                cursor.putmulti(puts)
+        self._apply(txn, [Put(IN_ORDER, key, value) if value is not None else Delete(IN_ORDER, key)
+                          for key, value in batch.in_order])
 
     def _make_room(self, copies: int = 1, extra: int = 0) -> None:
         """Reserve the disk space the open transaction may still need (rule 11); ``OSError`` if there is

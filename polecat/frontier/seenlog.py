@@ -40,7 +40,7 @@ import heapq
 import json
 import logging
 import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -196,6 +196,11 @@ class _State:
     """Live keys in runs (the memtable's not counted)."""
 
 
+def _not_a_key(key: bytes) -> ValueError:
+    """The error of a write of ``key``, not :data:`KEY_LEN` bytes long, to the table (rule 1)."""
+    return ValueError(f"seen keys are {KEY_LEN} bytes (slice and URL fingerprint), not {len(key)}: {key!r}")
+
+
 class SeenRuns:
     """The log-structured ``seen`` table of one frontier database (see the module docstring). Its
     callers are one thread (the event loop's), but for :meth:`write_run`, called on the writer thread
@@ -274,8 +279,9 @@ class SeenRuns:
             raise _not_a_key(key)
         self._mem.add(key)
 
-    def put_many(self, keys: Sequence[bytes]) -> None:
-        """:meth:`put` of each of ``keys`` (a seeds batch's): checked and added in one pass, no call a key."""
+    def put_many(self, keys: Collection[bytes]) -> None:
+        """:meth:`put` of each of ``keys`` (a seeds batch's, a replay's), checked in one pass, no call a key:
+        none is added if one is not a key (rule 1)."""
         if any(map(KEY_LEN.__ne__, map(len, keys))):
             raise _not_a_key(next(key for key in keys if len(key) != KEY_LEN))
         self._mem.update(keys)
@@ -483,8 +489,3 @@ def _merge(directory: Path, name: int, level: int, inputs: tuple[Run, ...],
         os.fsync(fh.fileno())
     _publish(tmp, path, directory)
     return Run(name, max(r.order for r in inputs), level, _map(path))
-
-
-def _not_a_key(key: bytes) -> ValueError:
-    """The error of a write of ``key``, not :data:`KEY_LEN` bytes long, to the table (rule 1)."""
-    return ValueError(f"seen keys are {KEY_LEN} bytes (slice and URL fingerprint), not {len(key)}: {key!r}")
