@@ -368,6 +368,8 @@ async def test_three_etcd_nodes_store_each_body_of_a_mirrored_web_once(
     nodes = [await start_cluster_node(web, etcd_server, tmp_path, k, 50.0) for k in range(3)]
     try:
         await wait_for(lambda: set(page_requests(web)) >= truth, 120, "every page fetched")
+        sent = [svc.cluster.stats() for svc, _ in nodes if svc.cluster is not None]
+        assert sum(s.claim_frames_streamed for s in sent) > 0  # on the peers' claims streams
     finally:
         for svc, _ in nodes:
             svc.stop()

@@ -15,6 +15,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
+from polecat.cluster.stats import ClusterStats
+from polecat.service.metrics import _cluster as cluster_metrics
 from polecat.testing.sitegen import SiteSpec
 from polecat.version import __version__
 from tests.conftest import TestWebFactory
@@ -130,3 +132,12 @@ async def test_promtool_accepts_a_live_scrape(test_web: TestWebFactory, tmp_path
                                                 stderr=asyncio.subprocess.STDOUT)
     out = (await asyncio.wait_for(proc.communicate(scrape), 60))[0].decode()
     assert proc.returncode == 0, out
+
+
+def test_a_cluster_nodes_claim_frames_are_counted_by_transport() -> None:
+    stats = ClusterStats(fenced=False, lease_age=1.0, slices_owned=4096, slices_wanted=4096, bundles_sent=0,
+                         bundles_adopted=0, bundles_refused=0, incompatible_members=0, wire_refused=0,
+                         stray_urls=0, stray_slices=0, checkpoint_rounds=0, checkpoint_failures=0,
+                         checkpoint_age=None, claim_frames_streamed=7, claim_frames_http=2)
+    family = next(f for f in cluster_metrics(stats) if f.name == "polecat_cluster_claim_frames")
+    assert {s.labels["transport"]: s.value for s in family.samples} == {"stream": 7, "http": 2}

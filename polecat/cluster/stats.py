@@ -62,6 +62,11 @@ class ClusterStats:
     manifests_refused: int = 0
     """Slices not restored from a checkpoint manifest because a newer fencing token names them
     (polecat/cluster/checkpoint_plan.py rule 8)."""
+    claim_frames_streamed: int = 0
+    """Content claim frames sent to peers on their claims stream (polecat/cluster/claimstream.py)."""
+    claim_frames_http: int = 0
+    """Content claim frames sent to peers over HTTP: a peer that offers no stream (0.3.0), or while its
+    stream opens or after it broke (claimstream rule 5)."""
 
 
 class RecentRate:

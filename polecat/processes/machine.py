@@ -347,6 +347,8 @@ class ClusterNode:
             checkpoint_age=now - fo.last_round_at if fo and fo.last_round_at is not None else None,
             restored_without_body=fo.restored_without_body if fo else 0,
             manifests_refused=fo.manifests_refused if fo else 0,
+            claim_frames_streamed=self.claim_transport.streamed,
+            claim_frames_http=self.claim_transport.fallbacks,
             members_ignored=self.membership.records.ignored, replays_refused=self.auth.replays,
             batches_refused=self.batches_refused, fetches_per_s=self._rate.rate(),
             leave_failures=self.membership.leave_failures)

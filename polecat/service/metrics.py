@@ -14,7 +14,9 @@ Rules:
 - A node in a cluster adds ``polecat_cluster_*`` from its :class:`~polecat.cluster.stats.ClusterStats`
   record (read through a callable, as the service sits below the processes that run the cluster):
   fenced, lease age, slices owned / wanted / stray, stray URLs, hand-over bundles by outcome, hand-off
-  batches refused as stale, and checkpoint rounds, failures and age. A gauge with nothing to say (no
+  batches refused as stale, checkpoint rounds, failures and age, and content claim frames sent by
+  transport (the peer's claims stream, or HTTP: a count of HTTP growing with the frames says streams
+  do not open). A gauge with nothing to say (no
   lease, no round yet) has no sample.
 """
 
@@ -197,6 +199,9 @@ def _cluster(cs: ClusterStats) -> Iterator[CounterMetricFamily | GaugeMetricFami
     yield _labelled_counter("polecat_cluster_bundles", "Slice hand-over bundles by outcome", "outcome",
                             (("sent", cs.bundles_sent), ("adopted", cs.bundles_adopted),
                              ("refused", cs.bundles_refused)))
+    yield _labelled_counter("polecat_cluster_claim_frames", "Content claim frames sent to peers, by "
+                            "transport", "transport",
+                            (("stream", cs.claim_frames_streamed), ("http", cs.claim_frames_http)))
     yield _counter("polecat_cluster_members_ignored",
                    "Member records in etcd ignored: unsigned, or not signed with the cluster secret",
                    cs.members_ignored)
