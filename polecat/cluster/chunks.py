@@ -5,10 +5,11 @@ Rules:
    slices (never part of one), of at most :data:`CHUNK_SLICES` slices and, when it holds more than
    one slice, at most ``max_bytes`` bytes: a chunk over the bound is split in halves until it fits.
    So memory on both sides is bounded by ``max_bytes`` or by the largest single slice (a slice is
-   1/4096 of the hosts), not by the whole share that moves. After the first chunk, each starts at the
-   slices that the last one's bytes a slice say fit: an export is one call on the event loop at ~12 us a
-   URL, and at 50M URLs a chunk of 4 MB holds ~6 slices, so starting every chunk again at 64 slices and
-   halving would export ~20 times what is sent (~9 s of the loop for the first try alone).
+   1/4096 of the hosts), not by the whole share that moves. The first chunk is one slice, and each
+   after it starts at the slices that the last one's bytes a slice say fit: an export is one call on the
+   event loop at ~12 us a URL, and at 50M URLs a chunk of 4 MB holds ~6 slices, so starting each chunk at
+   64 slices and halving would export ~20 times what is sent (64 slices, ~9 s of the loop, for the first
+   try alone). A small frontier's hand-over pays one chunk more (its first) for that bound.
 2. Chunks are exported one at a time, when the previous one is acknowledged: only one chunk exists at
    a time on the sender.
 3. Each chunk carries its own checksums (the bundle format) and its own signature (the request's), and
@@ -47,7 +48,7 @@ def bundle_chunks(frontier: Exporter, slices: Iterable[int], now: float, *, max_
     carrying ``fence`` (and the content claim books unless ``books`` is False). Each is exported when
     the caller asks for it, so release a chunk's slices before taking the next."""
     todo = sorted(set(slices))
-    size = max_slices
+    size = 1  # rule 1: the first chunk's bytes size the next
     while todo:
         group = todo[:size]
         body = frontier.export_slices(group, now, fence, books=books).to_bytes()
