@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import struct
 from collections.abc import Awaitable, Callable
 
@@ -52,7 +51,7 @@ from polecat.cluster.auth import ACK_HEADER, AUTH_HEADER, RequestAuth, ack_prove
 from polecat.cluster.batch import HEADER_BYTES, MAX_BATCH_BYTES, Signer, Verifier
 from polecat.cluster.receiver import Reply
 from polecat.cluster.transport import Transport
-from polecat.cluster.unixwire import MAX_DETAIL, STATUSES
+from polecat.cluster.unixwire import MAX_DETAIL, STATUSES, detail_bytes, received_retry_after
 from polecat.cluster.wire import RELEASE_HEADER, THIS, WIRE_HEADER, Wire
 from polecat.frontier.bundle import Fence
 
@@ -106,8 +105,7 @@ def encode_reply(sign: Signer, nonce: str, seq: int, reply: Reply) -> bytes:
     """The reply message answering request ``seq`` with ``reply`` (rule 3)."""
     code = STATUSES.index(reply.status)
     mac = sign(_mac_text(b"reply", nonce, seq, _reply_head(code, reply.retry_after)))
-    detail = reply.detail.encode("utf-8", "replace")[:MAX_DETAIL]
-    return _REPLY.pack(seq, code, reply.retry_after, mac) + detail
+    return _REPLY.pack(seq, code, reply.retry_after, mac) + detail_bytes(reply)
 
 
 def open_reply(verify: Verifier, nonce: str, message: bytes) -> tuple[int, Reply]:
@@ -120,8 +118,7 @@ def open_reply(verify: Verifier, nonce: str, message: bytes) -> tuple[int, Reply
                                            mac):
         raise StreamError("a reply does not prove the cluster secret")
     detail = message[_REPLY.size :].decode("utf-8", "replace")
-    return seq, Reply(STATUSES[code], retry_after if math.isfinite(retry_after) and retry_after > 0 else 0.0,
-                      detail)
+    return seq, Reply(STATUSES[code], received_retry_after(retry_after), detail)
 
 
 class _Stream:

@@ -50,9 +50,19 @@ def _path(address: str) -> str:
     return address[len(_PREFIX) :]
 
 
+def detail_bytes(reply: Reply) -> bytes:
+    """The detail of ``reply`` as sent on a stream: UTF-8, at most :data:`MAX_DETAIL` bytes."""
+    return reply.detail.encode("utf-8", "replace")[:MAX_DETAIL]
+
+
+def received_retry_after(value: float) -> float:
+    """A retry-after read off a stream as a sender may wait it: finite and not below 0, else 0."""
+    return max(0.0, value) if math.isfinite(value) else 0.0
+
+
 def encode_reply(reply: Reply) -> bytes:
     """The reply frame of ``reply``."""
-    detail = reply.detail.encode("utf-8", "replace")[:MAX_DETAIL]
+    detail = detail_bytes(reply)
     return _REPLY.pack(STATUSES.index(reply.status), reply.retry_after, max(0, reply.round),
                        len(detail)) + detail
 
@@ -62,7 +72,7 @@ async def _read_reply(reader: asyncio.StreamReader) -> Reply:
     detail = (await reader.readexactly(length)).decode("utf-8", "replace")
     if code >= len(STATUSES):
         return Reply("error", detail=f"reply with unknown status {code}: {detail}")
-    return Reply(STATUSES[code], max(0.0, retry_after) if math.isfinite(retry_after) else 0.0, detail, round_)
+    return Reply(STATUSES[code], received_retry_after(retry_after), detail, round_)
 
 
 class UnixTransport:
