@@ -768,10 +768,14 @@ class HostTable:
         st.fetched += n
         self.fetched += n
 
+    def in_leaving_slice(self, host: str) -> bool:
+        """Whether the slice of ``host`` is being released (handover.py rule 7)."""
+        return bool(self.leaving) and slice_of(host) in self.leaving
+
     def refuse_leaving(self, host: str) -> None:
         """FrontierError when the slice of ``host`` is being released (handover.py rule 7): a decision asks
         before it changes anything, and its caller tries again once the release is done."""
-        if self.leaving and slice_of(host) in self.leaving:
+        if self.in_leaving_slice(host):
             raise FrontierError(f"the slice of {host} is being released here: nothing is queued in it "
                                 "until that is done; try again")
 

@@ -44,7 +44,7 @@ from polecat.frontier.records import decode_host
 from polecat.frontier.requisites import RequisiteCaps
 from polecat.frontier.routing import Admission, Routing
 from polecat.frontier.scope import ScopeFilter
-from polecat.frontier.slices import slice_of, slice_prefixes
+from polecat.frontier.slices import slice_prefixes
 from polecat.frontier.tables import FrontierTables
 from polecat.frontier.traps import TrapCounts, url_trap
 from polecat.hosts import host_key
@@ -335,7 +335,7 @@ class Intake:
         later: list[tuple[bytes, str]] = []
         for key, url in self._refetch:
             host = host_key(url)
-            if self._table.leaving and slice_of(host) in self._table.leaving:
+            if self._table.in_leaving_slice(host):
                 later.append((key, url))  # handover rule 7: queued once the release is done
                 continue
             ukey = url_key(url, host)
