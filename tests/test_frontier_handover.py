@@ -15,8 +15,9 @@ from polecat.config import Config, ScopeConfig
 from polecat.errors import FrontierError
 from polecat.frontier.bundle import BundleError, SliceBundle
 from polecat.frontier.handover import RELEASING
-from polecat.frontier.keys import GLOBAL, host_of_row, parse_wire_queue_key
+from polecat.frontier.keys import GLOBAL, host_of_row, parse_wire_queue_key, refetch_key
 from polecat.frontier.records import Lease, QueuedUrl, UrlRecord, Wait, decode_host
+from polecat.frontier.refetch import request_refetch
 from polecat.frontier.slices import SLICES, slice_of, slice_prefix
 from polecat.writes import Delete, DeleteSlices, Put
 from tests.frontier_helpers import Rig, canon, politeness, queued_urls_in
@@ -545,3 +546,94 @@ def test_a_releasing_slice_takes_no_url_until_its_release_is_done(tmp_path: Path
         pass
     assert a.frontier.add(canon(f"http://{host}/x"), 1, 1.0, now) == "accepted"
     assert queued_urls(a) == {canon(f"http://{host}/x")}
+
+
+def a_url_fetched_in(rig: Rig, s: int) -> str:
+    return next(UrlRecord.decode(raw).url for _, raw in rig.db.items("urls", slice_prefix(s)))
+
+
+def repair_asks_again(rig: Rig, url: str, now: float) -> None:
+    """What ``polecat store repair`` does to a stopped node's frontier (refetch.py rule 1), then its open."""
+    rig.raw.commit()
+    rig.crash()
+    if rig.backend == "memory":
+        rig.memory.apply([Put("ops", refetch_key(url), url.encode())])
+        rig.memory.commit()
+    else:
+        assert request_refetch(rig.path / "frontier", [url]) == 1
+    rig.reopen(now)
+
+
+ALL_BUT_7 = frozenset(range(SLICES)) - {7}
+
+
+def slice_7_handed_over(tmp_path: Path) -> tuple[Rig, Rig, str, float]:
+    """Rig ``a`` fetched pages of slice 7, rig ``b`` adopted it, ``a`` owns the others; and a URL of it
+    ``a`` fetched."""
+    a = Rig(tmp_path / "a", cfg=CFG)
+    now = fill_slice(a, 7, 3, 1000.0)
+    b = Rig(tmp_path / "b", cfg=CFG)
+    b.frontier.adopt(a.frontier.export_slices([7], now), now)
+    a.raw.set_owned(ALL_BUT_7, now)
+    return a, b, a_url_fetched_in(a, 7), now
+
+
+def test_a_refetch_request_for_a_url_of_a_slice_owned_elsewhere_goes_with_its_slice(tmp_path: Path) -> None:
+    """Intake rule 5: a member's store repair asks again for a URL of a slice handed over since (its
+    record is with the slice's owner now): the request is kept, its slice counts as a stray, the next
+    hand-over carries it and the owner queues the URL again; the release here then drops it."""
+    a, b, url, now = slice_7_handed_over(tmp_path)
+    s = 7
+    a.db.apply(a.raw.release_slices([s]))
+    assert url not in queued_urls(b)
+    repair_asks_again(a, url, now)
+    a.raw.set_owned(ALL_BUT_7, now)
+    assert a.raw.unowned_queued() == Counter({s: 1})  # a stray: the cluster hands its slice over
+    a.raw.commit()
+    a.crash()
+    a.reopen(now)  # kept across a restart
+    a.raw.set_owned(ALL_BUT_7, now)
+    assert a.raw.unowned_queued() == Counter({s: 1})
+    b.frontier.adopt(a.frontier.export_slices([s], now), now)
+    assert url in queued_urls(b)  # the owner held its record: fetched again there
+    a.db.apply(a.raw.release_slices([s]))
+    assert a.raw.unowned_queued() == Counter()
+    a.raw.commit()
+    a.crash()
+    a.reopen(now)
+    a.raw.set_owned(ALL_BUT_7, now)
+    assert a.raw.unowned_queued() == Counter() and a.db.get("ops", refetch_key(url)) is None
+
+
+def test_a_refetch_request_found_by_an_open_that_finishes_a_release_goes_to_the_slices_owner(
+        tmp_path: Path) -> None:
+    """Intake rule 5 with handover rule 7: a repair ran while the node was down mid-release (its slice
+    exported and adopted before, the request not in that bundle): the open finishes the release, which
+    deletes the slice's ``ops`` rows, and the request is written again after it, a stray for the owner."""
+    a, b, url, now = slice_7_handed_over(tmp_path)
+    s = 7
+    release = a.db.applied(a.raw.begin_release([s]))
+    assert not a.db.applied(release.step(10))
+    repair_asks_again(a, url, now)  # the open finishes the release
+    assert a.db.get("meta", RELEASING) is None and a.db.get("ops", refetch_key(url)) is not None
+    a.raw.set_owned(ALL_BUT_7, now)
+    assert a.raw.unowned_queued() == Counter({s: 1})
+    b.frontier.adopt(a.frontier.export_slices([s], now), now)
+    assert url in queued_urls(b)
+
+
+def test_a_refetch_request_for_a_url_queued_here_is_done_with_and_one_fetched_is_queued_again(
+        tmp_path: Path) -> None:
+    """Intake rule 5: a URL still queued (seen here, no record) is fetched anyway, so its request goes;
+    a URL fetched here is queued again; neither is kept for another member."""
+    a = Rig(tmp_path / "a", cfg=CFG)
+    s = 7
+    now = fill_slice(a, s, 3, 1000.0)
+    fetched = a_url_fetched_in(a, s)
+    waiting = sorted(queued_urls_of(a, s))[0]
+    repair_asks_again(a, fetched, now)
+    repair_asks_again(a, waiting, now)
+    assert {fetched, waiting} <= queued_urls(a)
+    assert a.db.get("ops", refetch_key(fetched)) is None and a.db.get("ops", refetch_key(waiting)) is None
+    a.raw.set_owned(ALL_BUT_7, now)
+    assert a.raw.unowned_queued() == Counter({s: len(queued_urls_of(a, s))})  # its queued URLs only

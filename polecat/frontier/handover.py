@@ -28,7 +28,8 @@ Rules:
    anything (a hand-off batch is then sent again), a bundle of it is not adopted, and the refresh scan
    leaves its due URLs due. The open that finds the ``meta`` row finishes the release
    (:meth:`SliceHandover.resume`) before anything is queued: its new owner holds every record it deletes
-   (rule 5), so a release cut between any two steps loses nothing.
+   (rule 5), so a release cut between any two steps loses nothing; a refetch request that open found in
+   such a slice is written again once the release is done (polecat/frontier/intake.py rule 5).
 """
 
 from __future__ import annotations
@@ -172,7 +173,7 @@ class SliceRelease:
                 self._phase = 0
         if self._todo:
             return Decided(False, out)
-        out.append(handover._released(self.slices))
+        out += handover._released(self.slices)
         return Decided(True, out)
 
     def _drop_host(self, host: str, st: HostState, row: bytes, in_memory: bool, room: int,
@@ -300,10 +301,12 @@ class SliceHandover:
 
     def unowned_queued(self) -> Counter[int]:
         """URLs queued here in slices this frontier does not lease (:meth:`set_owned`), by slice: the
-        strays the cluster ships to their owners. Read from the per-slice counts (host_table rule 9): a
-        look at the fenced slices, not a pass over the hosts."""
-        counts = self._table.queued_in
-        return Counter({s: counts[s] for s in self._table.fenced if counts[s] > 0})
+        strays the cluster ships to their owners, with the refetch requests kept there for their owners
+        (intake rule 5). Read from the per-slice counts (host_table rule 9): a look at the fenced slices,
+        not a pass over the hosts."""
+        counts, fenced = self._table.queued_in, self._table.fenced
+        queued = Counter({s: counts[s] for s in fenced if counts[s] > 0})
+        return queued + self._intake.pending_refetches(fenced)  # intake rule 5: they go as URLs do
 
     def adopt(self, bundle: SliceBundle, now: float, *,
               wait_from: float | None = None) -> Decided[AdoptReport]:
@@ -455,14 +458,15 @@ class SliceHandover:
         self._db.pending += 1
         return SliceRelease(self, ids, held)
 
-    def _released(self, ids: frozenset[int]) -> Write:
-        """The end of the release of ``ids``: the ``meta`` row names the releases still under way."""
+    def _released(self, ids: frozenset[int]) -> list[Write]:
+        """The end of the release of ``ids``: the ``meta`` row names the releases still under way, and
+        the refetch requests held for it are written again (intake rule 5)."""
         table = self._table
         table.leaving -= ids
         self._intake.forget_recent()
         self._db.pending += 1
-        return Put("meta", RELEASING, _encode_slices(table.leaving)) if table.leaving else Delete(
-            "meta", RELEASING)
+        return [Put("meta", RELEASING, _encode_slices(table.leaving)) if table.leaving else Delete(
+            "meta", RELEASING), *self._intake.released(ids)]
 
     def release_slices(self, slices: Iterable[int]) -> list[Write]:
         """:meth:`begin_release` and every step at once (no loop to give a turn to: a tool, a test);

@@ -11,6 +11,14 @@ Rules (the checks themselves live where they are owned: scope.py, traps.py, budg
 4. The URLs of recent batches that reached the seen-set are remembered (:data:`RECENT_URLS`): a repeat
    counts as seen again without asking it.
 5. A refetch request (polecat/frontier/refetch.py) queues its URL again without asking the seen-set.
+   A request for a URL this frontier holds no record of and has not seen (its slice went to another
+   member of a cluster since the page was stored, and the record with it) is kept, its ``ops`` row and
+   all: while its slice is fenced it counts as a URL queued there (:meth:`Intake.pending_refetches`, a
+   stray), so the cluster's next hand-over of that slice carries it to the owner, whose adoption queues
+   the URL again (it holds the record); the release here then drops it. A request found by an open in a
+   slice being released (the release deletes the slice's ``ops`` rows, and a repair that ran while the
+   node was down wrote it after the slice's export) waits for the release to end and is then written
+   again, kept so (at worst the owner fetches the URL twice; never no one).
 6. A page's requisites are admitted as its links are (rules 1-4), with the scope and caps of
    polecat/frontier/requisites.py (its rules 2-5).
 7. Seeds come in batches (:meth:`Intake.add_seeds`, a seeds file): one Bloom pass per batch, each host's
@@ -30,6 +38,7 @@ Rules (the checks themselves live where they are owned: scope.py, traps.py, budg
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
@@ -44,11 +53,13 @@ from polecat.frontier.records import decode_host
 from polecat.frontier.requisites import RequisiteCaps
 from polecat.frontier.routing import Admission, Routing
 from polecat.frontier.scope import ScopeFilter
-from polecat.frontier.slices import slice_prefixes
+from polecat.frontier.slices import slice_of, slice_prefixes
 from polecat.frontier.tables import FrontierTables
 from polecat.frontier.traps import TrapCounts, url_trap
 from polecat.hosts import host_key
 from polecat.writes import Decided, Delete, Put, PutRows, Write
+
+log = logging.getLogger(__name__)
 
 RECENT_URLS = 131_072
 """Bound of the memo of URLs already in the seen-set (rule 4): sites link the same URLs (navigation,
@@ -82,6 +93,13 @@ class Intake:
         """Per-host counts of trap rules that acted (polecat/frontier/traps.py), persisted in ``ops``."""
         self._traps_dirty: set[str] = set()
         self._refetch: list[tuple[bytes, str]] = []
+        """Refetch requests not yet judged (rule 5): loaded at the open or adopted with a slice."""
+        self._refetch_kept: dict[bytes, str] = {}
+        """Refetch requests for URLs this frontier knows nothing of, by ``ops`` key (rule 5)."""
+        self._refetch_kept_in: Counter[int] = Counter()
+        """:attr:`_refetch_kept` by slice."""
+        self._refetch_held: list[tuple[bytes, str]] = []
+        """Requests an open found in a slice being released: written again once it is (rule 5)."""
         self.requisites = RequisiteCaps(cfg)
         """The requisite caps and the URLs queued as requisites in this run (rule 6)."""
 
@@ -332,19 +350,63 @@ class Intake:
         """Queue again the URLs whose stored copy was lost (rule 5; refetch.py rule 2). ``adopted_urls``:
         URL records an adoption is writing in the same decision (writes.py rule 3)."""
         out: list[Write] = []
-        later: list[tuple[bytes, str]] = []
-        for key, url in self._refetch:
+        table, adopted = self._table, adopted_urls or set()
+        todo = dict(self._refetch)
+        if adopted:  # a slice came back with the record of a URL kept for its owner
+            todo.update((key, url) for key, url in self._refetch_kept.items()
+                        if url_key(url, host_key(url)) in adopted)
+        self._refetch.clear()
+        kept = len(self._refetch_kept)
+        for key, url in todo.items():
             host = host_key(url)
-            if self._table.in_leaving_slice(host):
-                later.append((key, url))  # handover rule 7: queued once the release is done
+            if table.in_leaving_slice(host):  # handover rule 7
+                if key not in self._refetch_kept:  # else it went with the slice's bundle
+                    self._refetch_held.append((key, url))
                 continue
+            self._keep_refetch(key, url, False)
             ukey = url_key(url, host)
-            if ukey in (adopted_urls or ()) or self._db.get("urls", ukey) is not None:
-                out.append(Delete("urls", ukey))  # else still queued: fetched anyway
-                self._table.url_written(host, ukey, None, out)
-                self._table.enqueue(url, host, 0, 1.0, now, out)
-            out.append(Delete("ops", key))
-        self._refetch[:] = later
+            if ukey in adopted or self._db.get("urls", ukey) is not None:
+                out.append(Delete("urls", ukey))
+                table.url_written(host, ukey, None, out)
+                table.enqueue(url, host, 0, 1.0, now, out)
+            elif self._db.get("seen", ukey) is None:
+                self._keep_refetch(key, url, True)  # known to no one here: for its slice's owner
+                continue
+            out.append(Delete("ops", key))  # queued again, or still queued here: fetched anyway
+        if len(self._refetch_kept) > kept:
+            log.info("frontier: %d refetch requests name URLs this frontier holds no record of: kept for "
+                     "the member that owns their slices", len(self._refetch_kept) - kept)
+        return out
+
+    def _keep_refetch(self, key: bytes, url: str, keep: bool) -> None:
+        """Keep (or no longer keep) the request ``key`` for its slice's owner (rule 5)."""
+        s = slice_of(host_key(url))
+        if keep and key not in self._refetch_kept:
+            self._refetch_kept[key] = url
+            self._refetch_kept_in[s] += 1
+        elif not keep and self._refetch_kept.pop(key, None) is not None:
+            self._refetch_kept_in[s] -= 1
+
+    def pending_refetches(self, slices: Iterable[int]) -> Counter[int]:
+        """The refetch requests kept for their owners (rule 5) in ``slices``, by slice."""
+        kept = self._refetch_kept_in
+        return Counter({s: kept[s] for s in slices if kept[s] > 0})
+
+    def released(self, slices: frozenset[int]) -> list[Write]:
+        """The end of the release of ``slices``: the requests kept there went with their bundles; those an
+        open found while the release was under way are written again, kept for the owner (rule 5)."""
+        for key, url in list(self._refetch_kept.items()):
+            if slice_of(host_key(url)) in slices:
+                self._keep_refetch(key, url, False)
+        out: list[Write] = []
+        held: list[tuple[bytes, str]] = []
+        for key, url in self._refetch_held:
+            if slice_of(host_key(url)) in slices:
+                out.append(Put("ops", key, url.encode()))
+                self._keep_refetch(key, url, True)
+            else:
+                held.append((key, url))
+        self._refetch_held = held
         return out
 
     def forget_recent(self) -> None:
