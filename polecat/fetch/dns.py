@@ -21,9 +21,14 @@
   dead hosts held 4.2 GB of anonymous memory so (benchmarks/README.md, "Issue 39: dead hosts' failures
   held in the DNS cache").
 
-c-ares (1.34) keeps its own query cache behind this one, honouring TTLs up to one hour; pycares does not
-expose the option that turns it off. So a name whose TTL exceeds ``cfg.max_ttl`` is re-asked after
-``max_ttl`` but may get c-ares' cached answer until its TTL (at most 1 h) runs out.
+- This cache is the only one: the c-ares channel is made with c-ares' own query cache off. c-ares (1.23
+  on; 1.34 here) keeps every answer for its TTL (up to one hour), with no bound on how many: ~1.3 KB of
+  anonymous memory a name (benchmarks/README.md, "Issue 39: c-ares' own DNS cache"), so a breadth crawl
+  that meets 100 new hosts a second under one-hour TTLs would hold ~470 MB of answers no lookup reads
+  again (this cache answers repeats first). pycares (5.2) has no setting for it, so
+  :func:`_uncached_resolver` sets it in c-ares' init call (``ARES_OPT_QUERY_CACHE``, max TTL 0);
+  tests/test_dns_resolver.py sees a name asked again reach the server, and fails should a pycares
+  release make its channels some other way.
 """
 
 from __future__ import annotations
@@ -31,9 +36,11 @@ from __future__ import annotations
 import asyncio
 import functools
 import ipaddress
+import logging
 import socket
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Any
 
 import aiodns
 import pycares
@@ -45,6 +52,8 @@ from polecat.fetch.guard import blocked_reason, is_ip_literal
 
 __all__ = ["MAX_PREFETCH", "CachingResolver", "DnsStats", "ipv6_usable"]
 
+log = logging.getLogger(__name__)
+
 _NEGATIVE = frozenset({
     aiodns.error.ARES_ENOTFOUND,
     aiodns.error.ARES_ENODATA,
@@ -54,9 +63,42 @@ _NEGATIVE = frozenset({
 })
 MAX_PREFETCH = 256
 """Prefetches in flight at most (module docstring)."""
+_ARES_OPT_QUERY_CACHE = 1 << 21
+"""c-ares' ``ARES_OPT_QUERY_CACHE`` (ares.h, 1.23 on), which pycares' cffi module does not export."""
 _ROUTE_PROBE = "2001:db8::1"
 """A global-scope address (the documentation prefix) whose route :func:`ipv6_usable` asks the kernel
 for; a UDP connect picks a route and a source address and sends nothing."""
+
+
+class _QueryCacheOff:
+    """pycares' cffi library, its ``ares_init_options`` setting c-ares' query cache off (module docstring);
+    everything else is the library's own."""
+
+    def __init__(self, lib: Any) -> None:
+        self._lib = lib
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._lib, name)
+
+    def ares_init_options(self, channel: Any, options: Any, optmask: int) -> Any:
+        options.qcache_max_ttl = 0
+        return self._lib.ares_init_options(channel, options, optmask | _ARES_OPT_QUERY_CACHE)
+
+
+def _uncached_resolver(**kwargs: Any) -> aiodns.DNSResolver:
+    """``aiodns.DNSResolver(**kwargs)`` over a c-ares channel without c-ares' own query cache (module
+    docstring). pycares makes the channel in the resolver's constructor with its module's ``_lib``, which
+    is that library wrapped for the length of the call. A pycares without it is used as it is, logged."""
+    lib = getattr(pycares, "_lib", None)
+    if lib is None or not hasattr(lib, "ares_init_options"):
+        log.warning("dns: this pycares makes its channels another way: c-ares' own query cache stays on "
+                    "(~1.3 KB a name for up to an hour)")
+        return aiodns.DNSResolver(**kwargs)
+    setattr(pycares, "_lib", _QueryCacheOff(lib))  # noqa: B010 - a private name mypy does not know
+    try:
+        return aiodns.DNSResolver(**kwargs)
+    finally:
+        setattr(pycares, "_lib", lib)  # noqa: B010
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,7 +279,7 @@ class CachingResolver:
     async def _ask(self, key: str) -> _Entry:
         """Query A (and AAAA where IPv6 is usable); build the entry (expires 0 means: do not cache)."""
         if self._aiodns is None:
-            self._aiodns = aiodns.DNSResolver(
+            self._aiodns = _uncached_resolver(
                 nameservers=list(self._cfg.nameservers) or None, timeout=self._cfg.timeout, tries=2
             )
         resolver = self._aiodns
