@@ -83,6 +83,23 @@ async def test_a_name_asked_again_reaches_the_server_again(dns: LocalDnsServer, 
     assert dns.queries["hour.test"] == 4  # A and AAAA, twice
 
 
+async def test_expired_names_at_the_least_recently_used_end_go_when_an_answer_is_stored(
+        dns: LocalDnsServer, resolver: CachingResolver, clock: FakeClock) -> None:
+    """A breadth crawl's names, each used once: those expired go, not only past max_entries."""
+    for i in range(5):
+        dns.add(f"used-once{i}.test", ["127.0.0.1"], ttl=60)
+        await resolver.lookup(f"used-once{i}.test")
+    clock.advance(30.0)
+    dns.add("later.test", ["127.0.0.1"], ttl=120)
+    await resolver.lookup("later.test")
+    assert resolver.stats().entries == 6  # none expired yet
+    clock.advance(31.0)  # the first five have
+    dns.add("last.test", ["127.0.0.1"], ttl=60)
+    await resolver.lookup("last.test")
+    assert resolver.stats().entries == 2 and resolver.stats().evictions == 0
+    assert resolver.ttl_left("later.test") == 89.0
+
+
 async def test_expired_answer_is_asked_again(dns: LocalDnsServer) -> None:
     """End to end on the real clock: a 1 s TTL under a 1 s floor is re-queried at the server."""
     dns.add("short.test", ["127.0.0.5"], ttl=1)
@@ -269,8 +286,8 @@ async def test_one_a_query_per_name_per_ttl_and_no_aaaa_without_ipv6(
         assert dns.query_types["AAAA"] == aaaa_before
         assert r.stats().queries == 10
         clock.advance(121)
-        await r.lookup(names[0])  # re-asked (c-ares' own cache, on the real clock, may answer it)
-        assert r.stats().queries == 11 and r.stats().misses == 11
+        await r.lookup(names[0])  # re-asked, at the server (c-ares' own cache is off)
+        assert r.stats().queries == 11 and r.stats().misses == 11 and dns.queries[names[0]] == 2
     finally:
         await r.close()
 
@@ -363,8 +380,8 @@ async def test_the_cache_is_bounded_least_recently_used_first(dns: LocalDnsServe
         for name in (names[0], names[2], names[3]):
             await r.lookup(name)
         assert [dns.queries[n] for n in names] == [1, 1, 1, 1] and r.stats().misses == 4
-        await r.lookup(names[1])  # asked again (c-ares' own cache may answer: count our misses)
-        assert r.stats().misses == 5
+        await r.lookup(names[1])  # asked again, at the server
+        assert r.stats().misses == 5 and dns.queries[names[1]] == 2
     finally:
         await r.close()
 
