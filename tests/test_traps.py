@@ -12,6 +12,7 @@ from polecat import Crawler
 from polecat.commands.main import main
 from polecat.config import config_from_mapping
 from polecat.dedup.minhash import fingerprint
+from polecat.frontier import traps
 from polecat.frontier.traps import (
     SOFT404_SUSPECT_AFTER,
     ShapeBudget,
@@ -57,14 +58,37 @@ def test_a_host_is_probed_once_after_a_few_duplicates_and_matched_by_fingerprint
     soft = Soft404()
     probes = [soft.duplicate_seen("a", "http://a.test/x") for _ in range(SOFT404_SUSPECT_AFTER + 3)]
     assert [p for p in probes if p is not None] == sorted(soft.issued)
-    assert len(soft.issued) == 1 and not {"http://a.test/polecat-probe-00.html"} & soft.issued
+    assert len(soft.issued) == 1 and "http://a.test/polecat-probe-00.html" not in soft.issued
     template = " ".join(f"word{i}" for i in range(200))
-    soft.signatures["a"] = fingerprint("Not found " + template)
+    soft.answered(probes[SOFT404_SUSPECT_AFTER - 1] or "", "a", fingerprint("Not found " + template))
+    assert not soft.issued
     assert soft.matches("a", fingerprint("Not found here " + template), 4)
     assert not soft.matches("a", fingerprint(" ".join(f"other{i}" for i in range(200))), 4)
     assert not soft.matches("b", fingerprint("Not found " + template), 4)
     url = probe_url("http://a.test:81/x/y?z=1")
     assert url.startswith("http://a.test:81/polecat-probe-") and is_probe(url) and url != probe_url(url)
+
+
+def test_soft_404_keeps_the_last_hosts_of_each_kind_and_a_probe_until_its_answer(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rule 3's memory: a breadth crawl probes nearly every host it meets; the oldest are forgotten."""
+    monkeypatch.setattr(traps, "MAX_SOFT404_HOSTS", 10)
+    soft = Soft404()
+    probes: list[str] = []
+    for i in range(25):
+        for _ in range(SOFT404_SUSPECT_AFTER):
+            probe = soft.duplicate_seen(f"h{i}", f"http://h{i}.test/x")
+        assert probe is not None
+        probes.append(probe)
+        soft.duplicate_seen(f"s{i}", f"http://s{i}.test/x")  # suspected once, never probed
+    assert list(soft.probed) == [f"h{i}" for i in range(15, 25)]
+    assert list(soft.suspects) == [f"s{i}" for i in range(15, 25)]
+    assert list(soft.issued) == probes[15:]
+    for i, probe in enumerate(probes[15:], 15):
+        soft.answered(probe, f"h{i}", fingerprint(f"not found {i} " * 50) if i % 2 else None)
+    assert not soft.issued and sorted(soft.signatures) == sorted(f"h{i}" for i in range(15, 25) if i % 2)
+    assert soft.duplicate_seen("h24", "http://h24.test/y") is None  # probed already
+    assert soft.duplicate_seen("h0", "http://h0.test/y") is None  # forgotten: suspected again
 
 
 def test_trap_counts_round_trip() -> None:

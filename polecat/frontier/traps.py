@@ -22,7 +22,11 @@ soft-404 pages):
    shown by ``polecat status``.
 
 Memory: shape counters are kept for at most :data:`MAX_TRACKED_SHAPES` (host, shape) pairs; past it the
-pairs seen once are forgotten (a trap's counter is never below its budget's first step for long).
+pairs seen once are forgotten (a trap's counter is never below its budget's first step for long). Rule
+3's hosts (suspected, probed, with a signature) are kept for the last :data:`MAX_SOFT404_HOSTS` of each
+kind, the oldest forgotten first, and a probe's URL until its answer: a breadth crawl probes nearly
+every host it meets (their pages are copies of each other), and kept for the run those were ~300 B a
+host met (a million-page crawl of 143,000 hosts). A host forgotten may be probed once more.
 """
 
 from __future__ import annotations
@@ -32,12 +36,15 @@ import re
 import secrets
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from polecat.dedup.minhash import VERIFY_MAX_DISTANCE, Fingerprint, hamming, verify_distance
 from polecat.frontier.records import origin_of
 
 MAX_SEGMENT_REPEATS = 2
 MAX_SEGMENTS = 32
+MAX_SOFT404_HOSTS = 65_536
+"""Hosts kept per kind by rule 3 (module docstring: memory)."""
 TOKEN_CHARS = 16
 MAX_TRACKED_SHAPES = 200_000
 SOFT404_SUSPECT_AFTER = 3
@@ -131,12 +138,13 @@ class TrapCounts:
 
 @dataclass(slots=True)
 class Soft404:
-    """Rule 3 for one run: which hosts are suspected, probed, and their "not found" fingerprints."""
+    """Rule 3 for one run: which hosts are suspected, probed, and their "not found" fingerprints, each
+    kept for the last :data:`MAX_SOFT404_HOSTS` hosts (module docstring: memory)."""
 
-    suspects: Counter[str] = field(default_factory=Counter)
-    probed: set[str] = field(default_factory=set)
-    issued: set[str] = field(default_factory=set)
-    """Probe URLs issued in this run (at most one per probed host)."""
+    suspects: dict[str, int] = field(default_factory=dict)
+    probed: dict[str, None] = field(default_factory=dict)
+    issued: dict[str, None] = field(default_factory=dict)
+    """Probe URLs issued in this run and not yet answered (at most one per probed host)."""
     signatures: dict[str, Fingerprint] = field(default_factory=dict)
     """Host -> the fingerprint of the page its probe was answered with (2xx)."""
 
@@ -151,11 +159,28 @@ class Soft404:
         probed now, else None."""
         if host in self.probed:
             return None
-        self.suspects[host] += 1
-        if self.suspects[host] < SOFT404_SUSPECT_AFTER:
+        seen = self.suspects.pop(host, 0) + 1  # popped and put back: the last suspected is the newest
+        if seen < SOFT404_SUSPECT_AFTER:
+            _keep(self.suspects, host, seen)
             return None
-        self.probed.add(host)
-        del self.suspects[host]
+        _keep(self.probed, host, None)
         probe = probe_url(url)
-        self.issued.add(probe)
+        _keep(self.issued, probe, None)
         return probe
+
+    def answered(self, probe: str, host: str, signature: Fingerprint | None) -> None:
+        """The probe ``probe`` (of :attr:`issued`) of ``host`` was answered: a 2xx page with
+        ``signature``, or not (None)."""
+        self.issued.pop(probe, None)
+        if signature is not None:
+            _keep(self.signatures, host, signature)
+
+
+V = TypeVar("V")
+
+
+def _keep(kept: dict[str, V], key: str, value: V) -> None:
+    """``kept[key] = value``, the oldest key forgotten past :data:`MAX_SOFT404_HOSTS`."""
+    kept[key] = value
+    if len(kept) > MAX_SOFT404_HOSTS:
+        del kept[next(iter(kept))]

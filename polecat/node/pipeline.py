@@ -398,10 +398,12 @@ class PagePipeline:
     def _probe_answered(self, lease: Lease, resp: Response, attempt: Attempt) -> Completion:
         """A soft-404 probe's answer (frontier/traps.py rule 3): a 2xx page becomes the host's "not found"
         signature. Nothing is stored and no link followed: the URL is not the site's."""
+        signature = None
         if 200 <= resp.status < 300 and resp.content_type in HTML_TYPES:
             _, text, _, _ = self._parse(lease.url, resp.body, resp.charset)
-            self._soft404.signatures[lease.host] = fingerprint(text)
+            signature = fingerprint(text)
             self._frontier.count_trap(lease.host, "soft_404_probe")
+        self._soft404.answered(lease.url, lease.host, signature)
         return Completion(attempt, "skipped", f"soft_404_probe:{resp.status}", ip=resp.remote_ip)
 
     def _soft_404(self, lease: Lease, text: str) -> str:
