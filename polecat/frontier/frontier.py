@@ -122,6 +122,7 @@ class Frontier:
         self.in_flight_in = handover.in_flight_in
         self.unowned_queued = handover.unowned_queued
         self.export_slices = handover.export_slices
+        self.begin_export = handover.begin_export
         self.snapshot = handover.snapshot
         self.take_written = db.take_written
         self.mark_written = db.mark_written

@@ -29,19 +29,37 @@ Rules:
    leaves its due URLs due. The open that finds the ``meta`` row finishes the release
    (:meth:`SliceHandover.resume`) before anything is queued: its new owner holds every record it deletes
    (rule 5), so a release cut between any two steps loses nothing.
+8. On a node's event loop a chunk is exported in steps (:class:`SliceExport`; issue 39: in one call,
+   ~12 us a URL, a chunk of 64 slices at 1M URLs held the loop ~165 ms, one of 4 MB at 50M ~0.9 s).
+   :meth:`SliceHandover.begin_export` reads a
+   :class:`~polecat.frontier.handover_ranges.CommittedSnapshot` taken right after a commit (an LMDB
+   commit, made off the loop: the snapshot then reads the LMDB alone, polecat/node/commits.py rule 9),
+   and each :meth:`SliceExport.step` reads at most ``budget`` rows of it (:data:`EXPORT_STEP` by
+   default), the loop given a turn between two: the snapshot stays that commit's whatever the loop writes
+   meanwhile, where a cursor of the open transaction would not (a commit may begin another). The bundle is
+   the one-call export of the same snapshot byte for byte (one generator, which the one call drains:
+   handover_ranges.py ``export_steps``). Rule 5's mark is the queue sequence *of the snapshot's commit*
+   (its ``meta`` row), not the one when the last step ends: a URL queued in those slices after that
+   commit, before or during the steps, is in no bundle, is counted, and goes again. That export loses
+   nothing a point-in-time export at the commit would have carried: the slices are fenced (rule 1: no
+   lease, so no completion, robots answer or fetch outcome changes them), what the loop may still put
+   there is what rule 5 counts (a hand-off batch, a link admitted, a bundle adopted: each a queue row,
+   with its seen key), and the host records kept in memory are in the commit (it writes them). The
+   one-call :meth:`SliceHandover.export_slices` of the open transaction stays for what runs without a
+   loop to share (polecat/cluster/resize.py, tests).
 """
 
 from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Generator, Iterable
 
 from polecat.dedup.seen import SeenSet
 from polecat.errors import FrontierError
 from polecat.frontier.bundle import BundleError, Fence, SliceBundle
 from polecat.frontier.handover_ranges import CommittedSnapshot, export_ranges
-from polecat.frontier.host_table import HostTable, quarantined
+from polecat.frontier.host_table import QSEQ, HostTable, quarantined
 from polecat.frontier.intake import Intake
 from polecat.frontier.keys import (
     host_of_row,
@@ -83,6 +101,35 @@ _AFTER_HOSTS: tuple[Table, ...] = ("queue", "urls", "priors", "robots", "ops", "
 _HELD, _ROWS = 1, 2
 """Phases of a slice after its refresh rows (0): its hosts in memory, its host records out of memory;
 then :data:`_AFTER_HOSTS`'s tables."""
+
+
+EXPORT_STEP = 2_000
+"""Rows an export step reads at most (rule 8): ~5 us a row here (a URL is ~2 rows: its record and its
+seen key), ~10 ms a step, with a frame's compression every ~1 MB."""
+
+
+class SliceExport:
+    """An export under way (rule 8): :meth:`step` until it answers the bundle."""
+
+    def __init__(self, handover: SliceHandover, ids: frozenset[int],
+                 steps: Generator[int, None, SliceBundle], mark: int) -> None:
+        self.slices = ids
+        self._handover = handover
+        self._steps = steps
+        self._mark = mark
+        """The queue sequence of the snapshot's commit (rule 8)."""
+
+    def step(self) -> SliceBundle | None:
+        """Read at most the budget's rows more; the bundle once every row is read (the slices then
+        marked exported as of the snapshot's commit, rule 5), else None."""
+        try:
+            next(self._steps)
+        except StopIteration as done:
+            for s in self.slices:
+                self._handover._exported[s] = self._mark
+            bundle: SliceBundle = done.value
+            return bundle
+        return None
 
 
 class SliceRelease:
@@ -267,6 +314,20 @@ class SliceHandover:
         for s in ids:
             self._exported[s] = qseq
         return bundle
+
+    def begin_export(self, snapshot: CommittedSnapshot, slices: Iterable[int], now: float,
+                     fence: Fence | None = None, *, books: bool = True,
+                     budget: int | None = None) -> SliceExport:
+        """:meth:`export_slices` of ``snapshot``, taken right after a commit, in steps of at most
+        ``budget`` rows (:data:`EXPORT_STEP` by default; rule 8); close the snapshot once the export is
+        done."""
+        budget = EXPORT_STEP if budget is None else budget
+        if budget < 1:
+            raise ValueError(f"an export step reads at least one row, not {budget}")
+        ids = check_slices(slices)
+        mark = int(snapshot.get("meta", QSEQ) or b"0")
+        steps = snapshot.export_steps(ids, now, fence=fence, books=books, budget=budget)
+        return SliceExport(self, ids, steps, mark)
 
     def queued_since_export(self, slices: Iterable[int]) -> int:
         """URLs queued in ``slices`` since their last export here (rule 5): in no bundle exported, so

@@ -39,7 +39,7 @@ from polecat.node.run_state import RunCounters, Waker
 if TYPE_CHECKING:
     from polecat.cluster.batch import Batch, HandoffUrl
     from polecat.cluster.link import ClusterLink
-    from polecat.frontier.bundle import SliceBundle
+    from polecat.frontier.bundle import Fence, SliceBundle
     from polecat.frontier.records import AdoptReport
     from polecat.frontier.routing import Admission
     from polecat.store.base import PageStore
@@ -115,6 +115,21 @@ class Member:
             self._link.claims.adopted(bundle.ids)
         self._waker.set()
         return report
+
+    async def export(self, slices: Iterable[int], fence: Fence | None = None, *, books: bool = True) -> bytes:
+        """The bundle bytes of ``slices`` as of a commit made now, exported in steps with the loop given
+        a turn between two (polecat/frontier/handover.py rule 8); ``fence`` and ``books`` as
+        :meth:`Frontier.export_slices`."""
+        await self._commits.durable(lmdb=True)  # the snapshot then reads the LMDB alone (commits rule 9)
+        snapshot = self._frontier.snapshot()
+        try:
+            export = self._frontier.begin_export(snapshot, slices, self._clock.wall(), fence, books=books)
+            while (bundle := export.step()) is None:  # noqa: ASYNC110 - a turn for the loop, not a wait
+                await asyncio.sleep(0)
+        finally:
+            snapshot.close()
+        # Its frames read again for the bundle's digest: bytes alone, off the loop.
+        return await asyncio.to_thread(bundle.to_bytes)
 
     def abort_unpermitted(self) -> int:
         """Abort the requests in flight that lost their leave to go on (rule 4); returns how many."""

@@ -1,0 +1,131 @@
+"""A chunk's export in steps from a committed snapshot (polecat/frontier/handover.py rule 8): each step
+reads at most its budget of rows, the bundle is the one-call export's byte for byte, and URLs queued in
+the slices meanwhile are caught by rule 5 and sent again (a node's steps: tests/test_release_steps.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from polecat.errors import FrontierError
+from polecat.frontier.bundle import Fence, SliceBundle
+from polecat.frontier.handover_ranges import CommittedSnapshot
+from polecat.frontier.tables import Snapshot
+from polecat.writes import Table
+from tests.frontier_helpers import Rig, canon
+from tests.test_frontier_handover import CFG, fill_slice, hosts_in, queued_urls, queued_urls_of
+
+pytestmark = pytest.mark.usefixtures("frontier_backend")
+
+
+class CountedSnapshot:
+    """A snapshot that counts the rows read from it."""
+
+    def __init__(self, tables: Snapshot) -> None:
+        self._tables = tables
+        self.rows = 0
+
+    def get(self, table: Table, key: bytes) -> bytes | None:
+        return self._tables.get(table, key)
+
+    def items(self, table: Table, prefix: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
+        for row in self._tables.items(table, prefix):
+            self.rows += 1
+            yield row
+
+    def close(self) -> None:
+        self._tables.close()
+
+
+def steps_of(rig: Rig, s: int, now: float, budget: int) -> tuple[list[int], SliceBundle]:
+    """The export of slice ``s`` from a snapshot of the last commit, step by step: the rows each step
+    read, and the bundle."""
+    counted = CountedSnapshot(rig.db.snapshot())
+    snapshot = CommittedSnapshot(counted)
+    export = rig.raw.begin_export(snapshot, [s], now, budget=budget)
+    rows: list[int] = []
+    while True:
+        before = counted.rows
+        bundle = export.step()
+        rows.append(counted.rows - before)
+        if bundle is not None:
+            snapshot.close()
+            return rows, bundle
+        assert len(rows) < 100_000  # each step goes on: never stuck
+
+
+@pytest.mark.parametrize("scale", [1, 10])
+def test_an_export_step_reads_at_most_its_budget_of_rows(tmp_path: Path, scale: int) -> None:
+    """Rule 8: whether the slice holds about one step's rows or ten, each step reads at most its budget
+    of the snapshot's rows, and together they read each row of the slice once."""
+    budget = 40
+    a = Rig(tmp_path, cfg=CFG)
+    s = 7
+    now = fill_slice(a, s, 2 * scale, fill_slice(a, 8, 2, 1000.0))
+    rows, bundle = steps_of(a, s, now, budget)
+    assert max(rows) <= budget
+    assert sum(rows) >= budget * scale // 2 and len(rows) >= sum(rows) // budget  # ~scale steps' worth
+    assert bundle.records_count <= sum(rows) and bundle.ids == {s}
+
+
+@pytest.mark.parametrize("budget", [1, 7, 1 << 40])
+def test_a_stepwise_export_is_the_one_call_export_of_the_same_snapshot(tmp_path: Path, budget: int) -> None:
+    """Rule 8: no wire change: the same bytes as the one-call export of the snapshot, and as the export of
+    the open transaction right after the commit the snapshot is of (its host records all written)."""
+    a = Rig(tmp_path, cfg=CFG)
+    s = 7
+    now = fill_slice(a, s, 3, 1000.0)
+    fence = Fence("a", 5, 9)
+    one_call = a.raw.export_slices([s], now, fence).to_bytes()
+    snapshot = a.raw.snapshot()
+    export = a.raw.begin_export(snapshot, [s], now, fence, budget=budget)
+    while (stepped := export.step()) is None:
+        pass
+    assert stepped.to_bytes() == one_call
+    for books in (True, False):
+        export = a.raw.begin_export(snapshot, [s], now, books=books, budget=budget)
+        while (stepped := export.step()) is None:
+            pass
+        assert stepped.to_bytes() == snapshot.export(frozenset([s]), now, books=books).to_bytes()
+    snapshot.close()
+
+
+def test_urls_queued_in_an_exporting_slice_between_steps_are_sent_again(tmp_path: Path) -> None:
+    """Rule 8 with rule 5: the mark is the queue sequence of the snapshot's commit, so URLs queued in the
+    slice after that commit (before the snapshot is read, and between two steps) are in no bundle sent,
+    are counted, hold the release back and go in the next export; nothing is lost, nothing doubled."""
+    a, b = Rig(tmp_path / "a", cfg=CFG), Rig(tmp_path / "b", cfg=CFG)
+    s = 7
+    now = fill_slice(a, s, 3, 1000.0)
+    late = [canon(f"http://{host}/late{i}") for i, host in enumerate(hosts_in(s, 5))]
+    a.frontier.add(late[0], 1, 0.5, now)  # after the commit the snapshot is of
+    snapshot = a.raw.snapshot()
+    export = a.raw.begin_export(snapshot, [s], now, budget=5)
+    assert export.step() is None
+    a.frontier.add(late[1], 1, 0.5, now)  # between two steps
+    a.frontier.add(late[4], 1, 0.5, now)  # a host of the slice that the snapshot does not hold
+    while (bundle := export.step()) is None:
+        a.frontier.add(late[2], 1, 0.5, now)  # a duplicate after the first: queued once
+    snapshot.close()
+    a.raw.commit()
+    assert a.frontier.queued_since_export([s]) == 4
+    with pytest.raises(FrontierError, match="4 URLs queued since their export"):
+        a.frontier.release_slices([s])
+    b.frontier.adopt(bundle, now)
+    assert not set(late) & queued_urls(b)
+    a.raw.commit()
+    snapshot = a.raw.snapshot()
+    export = a.raw.begin_export(snapshot, [s], now, budget=5)
+    while (again := export.step()) is None:
+        pass
+    snapshot.close()
+    assert a.frontier.queued_since_export([s]) == 0
+    report = b.frontier.adopt(again, now)  # merged: the first bundle's URLs are not queued twice
+    assert report.queued == 4 and report.duplicates > 0
+    moved = queued_urls_of(a, s)
+    a.frontier.release_slices([s])
+    assert set(late) - {late[3]} <= moved == queued_urls(b)
+    assert queued_urls_of(a, s) == set()
+
