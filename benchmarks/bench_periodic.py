@@ -36,7 +36,7 @@ from polecat.dedup.seen import SeenSet
 from polecat.frontier.bundle import SliceBundle
 from polecat.frontier.db import FrontierDB
 from polecat.frontier.frontier import Frontier
-from polecat.frontier.handover import EXPORT_STEP, RELEASE_STEP, SliceRelease
+from polecat.frontier.handover import ADOPT_STEP, EXPORT_STEP, RELEASE_STEP, SliceRelease
 from polecat.frontier.host_table import HOST_SEQ
 from polecat.frontier.keys import host_row, queue_key, url_key
 from polecat.frontier.politeness import Attempt, HostState
@@ -131,31 +131,55 @@ def per_op(label: str, n: int, step: Callable[[int], Any]) -> None:
           flush=True)
 
 
+class Steps:
+    """Calls on the loop made one after another (a node gives the loop a turn between two): each timed,
+    CPU and wall, the longest of each kept."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.cpu = self.wall = self.longest_cpu = self.longest_wall = 0.0
+
+    def run(self, step: Callable[[], T]) -> T:
+        c0, t0 = time.process_time(), time.perf_counter()
+        got = step()
+        cpu, wall = time.process_time() - c0, time.perf_counter() - t0
+        self.count += 1
+        self.cpu += cpu
+        self.wall += wall
+        self.longest_cpu, self.longest_wall = max(self.longest_cpu, cpu), max(self.longest_wall, wall)
+        return got
+
+    def until(self, step: Callable[[], T | None]) -> T:
+        """:meth:`run` ``step`` until it answers something."""
+        while (got := self.run(step)) is None:
+            pass
+        return got
+
+    def report(self, label: str, note: str) -> None:
+        print(f"{label:34s} {self.cpu * 1e3:10.2f} ms CPU {self.wall * 1e3:10.2f} ms wall  {self.count} "
+              f"steps {note}, longest {self.longest_cpu * 1e3:.2f} ms CPU / {self.longest_wall * 1e3:.2f} ms "
+              "wall", flush=True)
+
+
 class SteppedExporter:
     """A chunk's export as the node makes it (polecat/node/member.py ``export``; polecat/frontier/handover.py
-    rule 8): an LMDB commit (off the loop in the node: not timed), a snapshot and the steps of at most
-    ``EXPORT_STEP`` rows (each a call on the loop: timed, the snapshot with the first), then the bundle's
-    bytes (off the loop in the node: timed apart)."""
+    rule 8): an LMDB commit (off the loop in the node: not timed), a snapshot (timed as a step) and the
+    steps of at most ``EXPORT_STEP`` rows (each a call on the loop), then the bundle's bytes (off the loop
+    in the node: timed apart)."""
 
     def __init__(self, frontier: Frontier, db: FrontierDB) -> None:
         self._frontier = frontier
         self._db = db
         self.exports = 0
-        self.steps: list[float] = []
+        self.steps = Steps()
         self.to_bytes = 0.0
 
     async def __call__(self, slices: frozenset[int]) -> bytes:
         self._db.apply(self._frontier.prepare_commit())
         self._db.commit(to_lmdb=True)
-        t0 = time.perf_counter()
-        snapshot = self._frontier.snapshot()
+        snapshot = self.steps.run(self._frontier.snapshot)
         export = self._frontier.begin_export(snapshot, slices, SCAN_AT)
-        while True:
-            bundle = export.step()
-            self.steps.append(time.perf_counter() - t0)
-            if bundle is not None:
-                break
-            t0 = time.perf_counter()
+        bundle = self.steps.until(export.step)
         snapshot.close()
         t0 = time.perf_counter()
         body = bundle.to_bytes()
@@ -169,41 +193,29 @@ def begin_release(frontier: Frontier, db: FrontierDB, chunk: frozenset[int]) -> 
     return db.applied(frontier.begin_release(chunk))
 
 
+def release_step(db: FrontierDB, release: SliceRelease) -> bool | None:
+    """One step of ``release``, applied: True once done, else None."""
+    return db.applied(release.step()) or None
+
+
 async def chunk_handover(frontier: Frontier, db: FrontierDB) -> bytes:
     """The first two chunks of a hand-over as the node sends them (polecat/cluster/chunks.py: the first
     is one slice, the second as many as its bytes say fit): each one's export, in steps (a chunk over the
-    bound is exported again in halves), and its release. Returns the second chunk's bytes."""
-    exporter = SteppedExporter(frontier, db)
-    chunks = bundle_chunks(exporter, range(64, SLICES))
+    bound is exported again in halves), and its release in steps. Returns the second chunk's bytes."""
+    chunks = bundle_chunks(exporter := SteppedExporter(frontier, db), range(64, SLICES))
     body = b""
     for which in ("first", "second"):
         label = f"hand-over, {which} chunk"
-        exporter.steps.clear()
-        exporter.exports, exporter.to_bytes = 0, 0.0
-        c0, t0 = time.process_time(), time.perf_counter()
+        exporter.steps, exporter.exports, exporter.to_bytes = Steps(), 0, 0.0
         chunk, body = await anext(chunks)
-        cpu, wall = time.process_time() - c0, time.perf_counter() - t0
         urls = sum(1 for t, _, _ in SliceBundle.read(io.BytesIO(body)).records() if t == "urls")
-        print(f"{label + ': export':34s} {cpu * 1e3:10.2f} ms CPU {wall * 1e3:10.2f} ms wall  "
-              f"{exporter.exports} exports, {len(exporter.steps)} steps of at most {EXPORT_STEP:,} rows, "
-              f"longest {max(exporter.steps) * 1e3:.2f} ms wall, to_bytes {exporter.to_bytes * 1e3:.2f} ms "
-              f"wall (a thread in the node); {len(chunk)} slices, {urls:,} URLs, {len(body):,} B", flush=True)
+        exporter.steps.report(f"{label}: export", f"(the snapshot, then at most {EXPORT_STEP:,} rows; "
+                              f"{exporter.exports} exports; to_bytes {exporter.to_bytes * 1e3:.2f} ms wall, "
+                              f"a thread in the node; {len(chunk)} slices, {urls:,} URLs, {len(body):,} B)")
         release = timed(f"{label}: release begins", functools.partial(begin_release, frontier, db, chunk))
-        longest = 0.0
-        steps = 0
-        c0, t0 = time.process_time(), time.perf_counter()
-        while True:  # each step a call on the loop (handover rule 7): the node gives the loop turns between
-            s0 = time.perf_counter()
-            step = release.step()
-            db.apply(step.writes)
-            longest = max(longest, time.perf_counter() - s0)
-            steps += 1
-            if step.value:
-                break
-        cpu, wall = time.process_time() - c0, time.perf_counter() - t0
-        print(f"{label + ': release':34s} {cpu * 1e3:10.2f} ms CPU {wall * 1e3:10.2f} ms wall  "
-              f"{steps} steps of at most {RELEASE_STEP:,} rows, longest {longest * 1e3:.2f} ms wall",
-              flush=True)
+        steps = Steps()
+        steps.until(functools.partial(release_step, db, release))
+        steps.report(f"{label}: release", f"of at most {RELEASE_STEP:,} rows")
         frontier.commit()
     await chunks.aclose()
     return body
@@ -212,10 +224,14 @@ async def chunk_handover(frontier: Frontier, db: FrontierDB) -> bytes:
 def adopt_chunk(frontier: Frontier, db: FrontierDB, body: bytes) -> None:
     """The receiving side of a chunk (``body``, released here just before, so adopted as by a new owner
     whose seen-set's Bloom filter may still answer "maybe" for its URLs): its read and verification (off
-    the loop in the node, polecat/processes/machine.py) and its adoption (a call on the loop)."""
+    the loop in the node, polecat/processes/machine.py) and its adoption in steps (handover rule 9)."""
     bundle = timed("adoption of a chunk: read (thread)", lambda: SliceBundle.read(io.BytesIO(body)),
                    f"{len(body):,} B")
-    report = timed("adoption of a chunk: adopt", lambda: db.applied(frontier.adopt(bundle, SCAN_AT)))
+    adoption = frontier.begin_adopt(bundle, SCAN_AT)
+    steps = Steps()
+    report = steps.until(lambda: db.applied(adoption.step()))
+    adoption.close()
+    steps.report("adoption of a chunk: adopt", f"of at most {ADOPT_STEP:,} records")
     print(f"{'':34s} {report}", flush=True)
     frontier.commit()
 

@@ -1,6 +1,8 @@
 """A chunk's export in steps from a committed snapshot (polecat/frontier/handover.py rule 8): each step
 reads at most its budget of rows, the bundle is the one-call export's byte for byte, and URLs queued in
-the slices meanwhile are caught by rule 5 and sent again (a node's steps: tests/test_release_steps.py)."""
+the slices meanwhile are caught by rule 5 and sent again. Its adoption in steps (rule 9): each step takes
+in at most its budget of records, and the steps, committed between two and cut anywhere, end as the
+one-call adoption does (a node's steps: tests/test_release_steps.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import pytest
 from polecat.errors import FrontierError
 from polecat.frontier.bundle import Fence, SliceBundle
 from polecat.frontier.handover_ranges import CommittedSnapshot
+from polecat.frontier.records import UrlRecord
 from polecat.frontier.tables import Snapshot
 from polecat.writes import Table
 from tests.frontier_helpers import Rig, canon
@@ -129,3 +132,114 @@ def test_urls_queued_in_an_exporting_slice_between_steps_are_sent_again(tmp_path
     assert set(late) - {late[3]} <= moved == queued_urls(b)
     assert queued_urls_of(a, s) == set()
 
+
+
+class CountedBundle:
+    """A bundle that counts the records read from it."""
+
+    def __init__(self, bundle: SliceBundle) -> None:
+        self.ids = bundle.ids
+        self._bundle = bundle
+        self.read = 0
+
+    def records(self) -> Iterator[tuple[str, bytes, bytes]]:
+        for record in self._bundle.records():
+            self.read += 1
+            yield record
+
+
+def adopt_in_steps(rig: Rig, bundle: SliceBundle | CountedBundle, now: float, budget: int, *,
+                   cut: int | None = None) -> list[int]:
+    """``bundle`` adopted by ``rig`` in steps of ``budget``, each step's writes applied and committed
+    (a node commits between any two); a crash after ``cut`` steps. The records each step read."""
+    adoption = rig.raw.begin_adopt(bundle, now)
+    counted = bundle if isinstance(bundle, CountedBundle) else CountedBundle(bundle)
+    reads: list[int] = []
+    while cut is None or len(reads) < cut:
+        before = counted.read
+        step = adoption.step(budget)
+        reads.append(counted.read - before)
+        rig.db.apply(step.writes)
+        rig.raw.commit()
+        if step.value is not None:
+            break
+        assert len(reads) < 100_000  # each step goes on: never stuck
+    else:
+        rig.crash()
+        rig.reopen(now)
+    adoption.close()
+    return reads
+
+
+def moved_state(rig: Rig, *, fetched: bool = True) -> tuple[object, ...]:
+    """What an adoption leaves: the queued URLs, the host counters, the URL records, the seen keys.
+    ``fetched`` False: without the hosts' pages fetched, which every adoption of a host adds (host_table
+    rule 12), so a chunk sent again counts them again, in steps or not."""
+    return (queued_urls(rig), rig.raw.queued, rig.raw._table.known_hosts,
+            rig.raw._table.fetched if fetched else None, sorted(rig.db.items("urls")),
+            sum(1 for _ in rig.db.items("seen")))
+
+
+@pytest.mark.parametrize("scale", [1, 10])
+def test_an_adoption_step_takes_in_at_most_its_budget_of_records(tmp_path: Path, scale: int) -> None:
+    """Rule 9: whether the bundle holds about one step's records or ten, each step reads at most its
+    budget of them, and the steps end as the one-call adoption of the same bundle does."""
+    budget = 40
+    a = Rig(tmp_path / "a", cfg=CFG)
+    s = 7
+    now = fill_slice(a, s, 2 * scale, 1000.0)
+    bundle = a.raw.export_slices([s], now)
+    one, stepped = Rig(tmp_path / "one", cfg=CFG), Rig(tmp_path / "stepped", cfg=CFG)
+    one.frontier.adopt(bundle, now)
+    one.raw.commit()
+    reads = adopt_in_steps(stepped, CountedBundle(bundle), now, budget)
+    assert max(reads) <= budget and sum(reads) == bundle.records_count
+    assert len(reads) >= bundle.records_count // budget >= scale // 2
+    assert moved_state(stepped) == moved_state(one)
+
+
+@pytest.mark.parametrize("cut", [1, 2, 5])
+def test_an_adoption_cut_between_steps_and_sent_again_loses_nothing_and_doubles_nothing(
+        tmp_path: Path, cut: int) -> None:
+    """Rule 9 with chunks rule 3: a crash after ``cut`` committed steps, and the chunk (its
+    acknowledgement never sent) adopted again: as one adoption, the adopter's own URLs kept; a URL
+    queued here that the exporter had finished dropped (rule 3), even when the steps that queue its host's
+    other URLs come before it."""
+    a = Rig(tmp_path / "a", cfg=CFG)
+    s = 7
+    now = fill_slice(a, s, 3, 1000.0)
+    bundle = a.raw.export_slices([s], now)
+    finished = sorted(url for _, key, raw in bundle.records() if _ == "urls"
+                      for url in [UrlRecord.decode(raw).url])
+    host = hosts_in(s, 1)[0]
+    mine = [canon(f"http://{host}/mine"), *[u for u in finished if host in u][:1]]
+    assert len(mine) == 2
+    rigs = []
+    for name in ("one", "cut"):
+        rig = Rig(tmp_path / name, cfg=CFG)
+        for url in mine:  # queued here before the adoption: one new, one the exporter finished
+            rig.frontier.add(url, 1, 0.5, now)
+        rig.raw.commit()
+        rigs.append(rig)
+    one, cut_rig = rigs
+    one.frontier.adopt(bundle, now)
+    one.raw.commit()
+    adopt_in_steps(cut_rig, bundle, now, 7, cut=cut)
+    adopt_in_steps(cut_rig, bundle, now, 7)
+    assert moved_state(cut_rig, fetched=False) == moved_state(one, fetched=False)
+    assert mine[0] in queued_urls(one) and mine[1] not in queued_urls(one)
+
+
+def test_a_slice_being_adopted_is_not_released_until_the_adoption_ends(tmp_path: Path) -> None:
+    """Rule 9: a release of a slice an adoption is taking in would delete what its steps wrote and leave
+    what the next ones write; it is refused until the adoption is over, done or given up."""
+    a, b = Rig(tmp_path / "a", cfg=CFG), Rig(tmp_path / "b", cfg=CFG)
+    s = 7
+    now = fill_slice(a, s, 2, 1000.0)
+    adoption = b.raw.begin_adopt(a.raw.export_slices([s], now), now)
+    b.db.apply(adoption.step(5).writes)
+    with pytest.raises(FrontierError, match="being adopted here"):
+        b.frontier.release_slices([s])
+    adoption.close()
+    b.frontier.release_slices([s])
+    assert queued_urls_of(b, s) == set()

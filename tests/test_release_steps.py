@@ -1,5 +1,5 @@
-"""A node releases and exports slices in steps, the event loop given a turn between two (handover rules 7
-and 8)."""
+"""A node releases, exports and adopts slices in steps, the event loop given a turn between two (handover
+rules 7, 8 and 9)."""
 
 from __future__ import annotations
 
@@ -64,3 +64,19 @@ async def test_a_node_exports_a_slice_a_few_rows_a_turn_of_the_loop(tmp_path: Pa
         assert frontier.queued_since_export([s]) == 0
         got = sorted(SliceBundle.read(io.BytesIO(body)).records())
         assert got == sorted(frontier.export_slices([s], 0.0).records())
+
+
+async def test_a_node_adopts_a_chunk_a_few_records_a_turn_of_the_loop(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rule 9 (polecat/node/member.py ``adopt_in_steps``): a turn of the loop between two steps, and the
+    slice's URLs queued again once the last is done."""
+    monkeypatch.setattr(handover, "ADOPT_STEP", 4)
+    s = 9
+    async with node_with(tmp_path, s) as crawler:
+        bundle = SliceBundle.read(io.BytesIO(await crawler.member.export([s])))
+        await crawler.member.release_slices([s])
+        assert crawler.frontier.queued == 1
+        async with LoopTurns() as loop:
+            report = await crawler.member.adopt_in_steps(bundle, 0.0)
+        assert bundle.records_count >= 12 and loop.turns >= bundle.records_count // 4 - 1
+        assert report.queued == 6 and crawler.frontier.queued == 7

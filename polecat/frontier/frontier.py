@@ -127,6 +127,7 @@ class Frontier:
         self.take_written = db.take_written
         self.mark_written = db.mark_written
         self.adopt = handover.adopt
+        self.begin_adopt = handover.begin_adopt
         self.release_slices = handover.release_slices
         self.begin_release = handover.begin_release
         self.queued_since_export = handover.queued_since_export

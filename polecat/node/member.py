@@ -111,10 +111,35 @@ class Member:
         from ``wait_from`` when later (:meth:`Frontier.adopt`)."""
         report = self._db.applied(self._frontier.adopt(bundle, self._clock.wall() if now is None else now,
                                                        wait_from=wait_from))
-        if self._link is not None and self._link.claims is not None:  # claims rule 8
-            self._link.claims.adopted(bundle.ids)
-        self._waker.set()
+        self._adopted(bundle.ids)
         return report
+
+    async def adopt_in_steps(self, bundle: SliceBundle, now: float) -> AdoptReport:
+        """:meth:`adopt` in steps, the loop given a turn between two, none during an LMDB commit
+        (polecat/frontier/handover.py rule 9); durable at the next commit, which the caller awaits before
+        it answers the sender."""
+        adoption = self._frontier.begin_adopt(bundle, now)
+        try:
+            while True:
+                await self._frontier_free()
+                report = self._db.applied(adoption.step())
+                if report is not None:
+                    break
+                await asyncio.sleep(0)
+        finally:
+            adoption.close()
+        self._adopted(bundle.ids)
+        return report
+
+    def _adopted(self, ids: frozenset[int]) -> None:
+        if self._link is not None and self._link.claims is not None:  # claims rule 8
+            self._link.claims.adopted(ids)
+        self._waker.set()
+
+    async def _frontier_free(self) -> None:
+        """Once no LMDB commit holds the frontier (polecat/node/commits.py rule 2)."""
+        while not self._commits.frontier_free.is_set():
+            await self._commits.frontier_free.wait()
 
     async def export(self, slices: Iterable[int], fence: Fence | None = None, *, books: bool = True) -> bytes:
         """The bundle bytes of ``slices`` as of a commit made now, exported in steps with the loop given
@@ -143,8 +168,7 @@ class Member:
         release = self._db.applied(self._frontier.begin_release(ids))
         try:
             while True:
-                while not self._commits.frontier_free.is_set():
-                    await self._commits.frontier_free.wait()
+                await self._frontier_free()
                 if self._db.applied(release.step()):
                     break
                 await asyncio.sleep(0)

@@ -684,7 +684,7 @@ class ClusterNode:
                 self.bundles_refused += refused.status == 410
                 return refused
         try:
-            report = self._crawler.member.adopt(bundle, self._clock.wall())
+            report = await self._crawler.member.adopt_in_steps(bundle, self._clock.wall())
         except FrontierError as exc:  # some of its slices are being released here (handover rule 7)
             return web.Response(status=503, text=str(exc))
         await self._crawler.commit()
