@@ -44,7 +44,9 @@ Rules:
    nothing a point-in-time export at the commit would have carried: the slices are fenced (rule 1: no
    lease, so no completion, robots answer or fetch outcome changes them), what the loop may still put
    there is what rule 5 counts (a hand-off batch, a link admitted, a bundle adopted: each a queue row,
-   with its seen key), and the host records kept in memory are in the commit (it writes them). The
+   with its seen key; the finished URL records a bundle adopted meanwhile brings are not counted, as
+   while a bundle is on the wire), and the host records kept in memory are in the commit (it writes
+   them). The node turns the bundle into bytes (its frames read again for the digest) in a thread. The
    one-call :meth:`SliceHandover.export_slices` of the open transaction stays for what runs without a
    loop to share (polecat/cluster/resize.py, tests).
 9. On a node's event loop a chunk is adopted in steps too (:class:`SliceAdoption`; issue 39: in one
@@ -271,9 +273,9 @@ class SliceRelease:
         return n + 1, True
 
 
-ADOPT_STEP = 1_000
-"""Records of a bundle an adoption step takes in at most (rule 9): ~20 us a record here (a URL is ~2: its
-record and its seen key), ~20 ms a step."""
+ADOPT_STEP = 500
+"""Records of a bundle an adoption step takes in at most (rule 9): ~20 us a record on average here (a URL
+is ~2: its record and its seen key), up to ~35 us for URL records (their refresh rows), ~18 ms a step."""
 
 
 class SliceAdoption:

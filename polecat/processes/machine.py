@@ -11,8 +11,8 @@ Rules:
    forwarded through the outbox, committed before the batch is acknowledged; nothing is stranded.
 3. A slice that moves away (a join, or this node leaving) is handed over: this node stops leasing it,
    waits for its leases in flight, exports it in bounded chunks (:mod:`.chunks`; each in steps of the
-   loop, frontier handover rule 8), ``POST``s each to
-   the new owner's ``/internal/adopt`` (signed like batches; the new owner adopts and commits the chunk
+   loop, frontier handover rule 8), ``POST``s each to the new owner's ``/internal/adopt`` (signed like
+   batches; the new owner adopts the chunk in steps of the loop, frontier handover rule 9, and commits it
    before answering, and its hosts wait one full interval), releasing each chunk's slices once it is
    answered (exported and sent again first while URLs were queued in them meanwhile: frontier handover
    rule 5), and commits; only then is the owner key deleted and may the new owner claim it.
