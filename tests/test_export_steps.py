@@ -10,10 +10,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from polecat.errors import FrontierError
 from polecat.frontier.bundle import Fence, SliceBundle
-from polecat.frontier.handover_ranges import CommittedSnapshot
+from polecat.frontier.handover_ranges import CommittedSnapshot, _overlaid
 from polecat.frontier.records import UrlRecord
 from polecat.frontier.tables import Snapshot
 from polecat.writes import Table
@@ -71,6 +73,18 @@ def test_an_export_step_reads_at_most_its_budget_of_rows(tmp_path: Path, scale: 
     assert max(rows) <= budget
     assert sum(rows) >= budget * scale // 2 and len(rows) >= sum(rows) // budget  # ~scale steps' worth
     assert bundle.records_count <= sum(rows) and bundle.ids == {s}
+
+
+_ROWS = st.dictionaries(st.binary(max_size=3), st.binary(max_size=2), max_size=12)
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=_ROWS, newer=_ROWS)
+def test_host_records_in_memory_are_read_in_key_order_in_place_of_the_tables(
+        rows: dict[bytes, bytes], newer: dict[bytes, bytes]) -> None:
+    """The export of the open transaction reads a slice's host rows one by one with the records changed
+    in memory since the commit in their place (a step never reads the slice's host rows all at once)."""
+    assert list(_overlaid(iter(sorted(rows.items())), newer)) == sorted({**rows, **newer}.items())
 
 
 @pytest.mark.parametrize("budget", [1, 7, 1 << 40])
