@@ -1,8 +1,8 @@
 """Each periodic job of one node against the frontier's size (issue 39): refresh scan, freshness figures,
 checkpoint round, status, stats (the ``/metrics`` frontier part), operator controls, hand-over of 64 slices,
-one chunk of a hand-over as the node sends it (polecat/cluster/chunks.py: its export, each call of it, and
-its release in steps, polecat/frontier/handover.py rule 7: the longest step), and admit / lease / complete,
-at a given number of finished URLs.
+one chunk of a hand-over as the node sends it (polecat/cluster/chunks.py: its export in steps,
+polecat/frontier/handover.py rule 8, and its release in steps, rule 7: the longest step of each), the
+adoption of a chunk, and admit / lease / complete, at a given number of finished URLs.
 
     python -m benchmarks.bench_periodic --urls 1000000 --per-host 10 --due 1000
 
@@ -18,6 +18,7 @@ which costs grow with the frontier.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import functools
 import io
 import json
@@ -25,17 +26,17 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 from polecat.cluster.chunks import bundle_chunks
 from polecat.config import Config, FrontierConfig, PolitenessConfig, ScopeConfig
 from polecat.dedup.seen import SeenSet
-from polecat.frontier.bundle import Fence, SliceBundle
+from polecat.frontier.bundle import SliceBundle
 from polecat.frontier.db import FrontierDB
 from polecat.frontier.frontier import Frontier
-from polecat.frontier.handover import RELEASE_STEP, SliceRelease
+from polecat.frontier.handover import ADOPT_STEP, EXPORT_STEP, RELEASE_STEP, SliceRelease
 from polecat.frontier.host_table import HOST_SEQ
 from polecat.frontier.keys import host_row, queue_key, url_key
 from polecat.frontier.politeness import Attempt, HostState
@@ -130,19 +131,61 @@ def per_op(label: str, n: int, step: Callable[[int], Any]) -> None:
           flush=True)
 
 
-class TimedExporter:
-    """The frontier's export, each call timed (the chunked hand-over calls it on the event loop)."""
+class Steps:
+    """Calls on the loop made one after another (a node gives the loop a turn between two): each timed,
+    CPU and wall, the longest of each kept."""
 
-    def __init__(self, frontier: Frontier) -> None:
+    def __init__(self) -> None:
+        self.count = 0
+        self.cpu = self.wall = self.longest_cpu = self.longest_wall = 0.0
+
+    def run(self, step: Callable[[], T]) -> T:
+        c0, t0 = time.process_time(), time.perf_counter()
+        got = step()
+        cpu, wall = time.process_time() - c0, time.perf_counter() - t0
+        self.count += 1
+        self.cpu += cpu
+        self.wall += wall
+        self.longest_cpu, self.longest_wall = max(self.longest_cpu, cpu), max(self.longest_wall, wall)
+        return got
+
+    def until(self, step: Callable[[], T | None]) -> T:
+        """:meth:`run` ``step`` until it answers something."""
+        while (got := self.run(step)) is None:
+            pass
+        return got
+
+    def report(self, label: str, note: str) -> None:
+        print(f"{label:34s} {self.cpu * 1e3:10.2f} ms CPU {self.wall * 1e3:10.2f} ms wall  {self.count} "
+              f"steps {note}, longest {self.longest_cpu * 1e3:.2f} ms CPU / {self.longest_wall * 1e3:.2f} ms "
+              "wall", flush=True)
+
+
+class SteppedExporter:
+    """A chunk's export as the node makes it (polecat/node/member.py ``export``; polecat/frontier/handover.py
+    rule 8): an LMDB commit (off the loop in the node: not timed), a snapshot (timed as a step) and the
+    steps of at most ``EXPORT_STEP`` rows (each a call on the loop), then the bundle's bytes (off the loop
+    in the node: timed apart)."""
+
+    def __init__(self, frontier: Frontier, db: FrontierDB) -> None:
         self._frontier = frontier
-        self.calls: list[float] = []
+        self._db = db
+        self.exports = 0
+        self.steps = Steps()
+        self.to_bytes = 0.0
 
-    def export_slices(self, slices: Iterable[int], now: float, fence: Fence | None = None, *,
-                      books: bool = True) -> SliceBundle:
+    async def __call__(self, slices: frozenset[int]) -> bytes:
+        self._db.apply(self._frontier.prepare_commit())
+        self._db.commit(to_lmdb=True)
+        snapshot = self.steps.run(self._frontier.snapshot)
+        export = self._frontier.begin_export(snapshot, slices, SCAN_AT)
+        bundle = self.steps.until(export.step)
+        snapshot.close()
         t0 = time.perf_counter()
-        bundle = self._frontier.export_slices(slices, now, fence, books=books)
-        self.calls.append(time.perf_counter() - t0)
-        return bundle
+        body = bundle.to_bytes()
+        self.to_bytes += time.perf_counter() - t0
+        self.exports += 1
+        return body
 
 
 def begin_release(frontier: Frontier, db: FrontierDB, chunk: frozenset[int]) -> SliceRelease:
@@ -150,39 +193,47 @@ def begin_release(frontier: Frontier, db: FrontierDB, chunk: frozenset[int]) -> 
     return db.applied(frontier.begin_release(chunk))
 
 
-def chunk_handover(frontier: Frontier, db: FrontierDB) -> None:
+def release_step(db: FrontierDB, release: SliceRelease) -> bool | None:
+    """One step of ``release``, applied: True once done, else None."""
+    return db.applied(release.step()) or None
+
+
+async def chunk_handover(frontier: Frontier, db: FrontierDB) -> bytes:
     """The first two chunks of a hand-over as the node sends them (polecat/cluster/chunks.py: the first
-    is one slice, the second as many as its bytes say fit): each one's export, each call of it (a chunk
-    over the bound is exported again in halves), and its release."""
-    exporter = TimedExporter(frontier)
-    chunks = bundle_chunks(exporter, range(64, SLICES), SCAN_AT)
+    is one slice, the second as many as its bytes say fit): each one's export, in steps (a chunk over the
+    bound is exported again in halves), and its release in steps. Returns the second chunk's bytes."""
+    chunks = bundle_chunks(exporter := SteppedExporter(frontier, db), range(64, SLICES))
+    body = b""
     for which in ("first", "second"):
         label = f"hand-over, {which} chunk"
-        exporter.calls.clear()
-        c0, t0 = time.process_time(), time.perf_counter()
-        chunk, body = next(chunks)
-        cpu, wall = time.process_time() - c0, time.perf_counter() - t0
+        exporter.steps, exporter.exports, exporter.to_bytes = Steps(), 0, 0.0
+        chunk, body = await anext(chunks)
         urls = sum(1 for t, _, _ in SliceBundle.read(io.BytesIO(body)).records() if t == "urls")
-        print(f"{label + ': export':34s} {cpu * 1e3:10.2f} ms CPU {wall * 1e3:10.2f} ms wall  "
-              f"{len(exporter.calls)} exports, longest {max(exporter.calls) * 1e3:.2f} ms wall; {len(chunk)} "
-              f"slices, {urls:,} URLs, {len(body):,} B", flush=True)
+        exporter.steps.report(f"{label}: export", f"(the snapshot, then at most {EXPORT_STEP:,} rows; "
+                              f"{exporter.exports} exports; to_bytes {exporter.to_bytes * 1e3:.2f} ms wall, "
+                              f"a thread in the node; {len(chunk)} slices, {urls:,} URLs, {len(body):,} B)")
         release = timed(f"{label}: release begins", functools.partial(begin_release, frontier, db, chunk))
-        longest = 0.0
-        steps = 0
-        c0, t0 = time.process_time(), time.perf_counter()
-        while True:  # each step a call on the loop (handover rule 7): the node gives the loop turns between
-            s0 = time.perf_counter()
-            step = release.step()
-            db.apply(step.writes)
-            longest = max(longest, time.perf_counter() - s0)
-            steps += 1
-            if step.value:
-                break
-        cpu, wall = time.process_time() - c0, time.perf_counter() - t0
-        print(f"{label + ': release':34s} {cpu * 1e3:10.2f} ms CPU {wall * 1e3:10.2f} ms wall  "
-              f"{steps} steps of at most {RELEASE_STEP:,} rows, longest {longest * 1e3:.2f} ms wall",
-              flush=True)
+        steps = Steps()
+        steps.until(functools.partial(release_step, db, release))
+        steps.report(f"{label}: release", f"of at most {RELEASE_STEP:,} rows")
         frontier.commit()
+    await chunks.aclose()
+    return body
+
+
+def adopt_chunk(frontier: Frontier, db: FrontierDB, body: bytes) -> None:
+    """The receiving side of a chunk (``body``, released here just before, so adopted as by a new owner
+    whose seen-set's Bloom filter may still answer "maybe" for its URLs): its read and verification (off
+    the loop in the node, polecat/processes/machine.py) and its adoption in steps (handover rule 9)."""
+    bundle = timed("adoption of a chunk: read (thread)", lambda: SliceBundle.read(io.BytesIO(body)),
+                   f"{len(body):,} B")
+    adoption = frontier.begin_adopt(bundle, SCAN_AT)
+    steps = Steps()
+    report = steps.until(lambda: db.applied(adoption.step()))
+    adoption.close()
+    steps.report("adoption of a chunk: adopt", f"of at most {ADOPT_STEP:,} records")
+    print(f"{'':34s} {report}", flush=True)
+    frontier.commit()
 
 
 def main() -> None:
@@ -252,7 +303,7 @@ def main() -> None:
     print(f"{'':34s} {sum(1 for t, _, _ in bundle.records() if t == 'urls'):,} URL records in them")
     timed("hand-over of 64 slices: release", lambda: db.apply(frontier.release_slices(moving)))
     frontier.commit()
-    chunk_handover(frontier, db)
+    adopt_chunk(frontier, db, asyncio.run(chunk_handover(frontier, db)))
 
     new_hosts = [f"h{h}.bench.test" for h in range(hosts - 2_000, hosts)]
     for host in new_hosts:

@@ -4,10 +4,9 @@ and duplicates nothing (sans-IO, two real LMDB frontiers)."""
 from __future__ import annotations
 
 import io
-from collections.abc import Iterable
 from pathlib import Path
 
-from polecat.cluster.chunks import bundle_chunks
+from polecat.cluster.chunks import Exporter, bundle_chunks
 from polecat.cluster.ring import Ring
 from polecat.frontier.bundle import SliceBundle
 from polecat.frontier.slices import SLICES, slice_of
@@ -17,6 +16,22 @@ from tests.test_frontier_handover import CFG, HOSTS, crawl_some, drain, queued_u
 MAX_BYTES = 700
 
 
+def exporter(rig: Rig, now: float) -> Exporter:
+    """A node's export (polecat/node/member.py): from a snapshot of a commit made now, in steps of a few
+    rows (polecat/frontier/handover.py rule 8)."""
+
+    async def export(slices: frozenset[int]) -> bytes:
+        rig.raw.commit()
+        snapshot = rig.raw.snapshot()
+        steps = rig.raw.begin_export(snapshot, slices, now, budget=16)
+        while (bundle := steps.step()) is None:
+            pass
+        snapshot.close()
+        return bundle.to_bytes()
+
+    return export
+
+
 def _adopt(rig: Rig, body: bytes, now: float) -> int:
     """What the new owner's /internal/adopt does with one chunk: verify, adopt, commit."""
     report = rig.frontier.adopt(SliceBundle.read(io.BytesIO(body)), now)
@@ -24,11 +39,11 @@ def _adopt(rig: Rig, body: bytes, now: float) -> int:
     return report.duplicates
 
 
-def test_chunks_are_whole_slices_within_the_bound_and_cover_everything(tmp_path: Path) -> None:
+async def test_chunks_are_whole_slices_within_the_bound_and_cover_everything(tmp_path: Path) -> None:
     a = Rig(tmp_path / "a", cfg=CFG)
     now = crawl_some(a, 1000.0, 10)
     moving = Ring(["a", "b"]).slices_of("b")
-    chunks = list(bundle_chunks(a.frontier, moving, now, max_bytes=MAX_BYTES, max_slices=64))
+    chunks = [c async for c in bundle_chunks(exporter(a, now), moving, max_bytes=MAX_BYTES, max_slices=64)]
     assert len(chunks) > 2
     assert frozenset().union(*(c for c, _ in chunks)) == moving
     assert sum(len(c) for c, _ in chunks) == len(moving)  # disjoint: no slice split or sent twice
@@ -37,39 +52,41 @@ def test_chunks_are_whole_slices_within_the_bound_and_cover_everything(tmp_path:
         assert SliceBundle.read(io.BytesIO(body)).ids == group
 
 
-def test_a_transfer_cut_mid_way_loses_nothing_and_duplicates_nothing(tmp_path: Path) -> None:
+async def test_a_transfer_cut_mid_way_loses_nothing_and_duplicates_nothing(tmp_path: Path) -> None:
     a = Rig(tmp_path / "a", cfg=CFG)
     now = crawl_some(a, 1000.0, 30)
     before = queued_urls(a)
     moving = frozenset(slice_of(h) for h in HOSTS[::2])  # slices with hosts in them: every chunk counts
     a.frontier.set_owned(frozenset(range(SLICES)) - moving, now)
     moved = {u for u in before if slice_of(canon(u).split("/")[2]) in moving}
-    assert len(list(bundle_chunks(a.frontier, moving, now, max_bytes=MAX_BYTES))) >= 5
+    assert len([c async for c in bundle_chunks(exporter(a, now), moving, max_bytes=MAX_BYTES)]) >= 5
     b = Rig(tmp_path / "b", cfg=CFG)
     b.frontier.set_owned(moving, now)
     # Attempt 1: two chunks go through, then the new owner dies while adopting the third (before
     # its commit).
-    chunks = bundle_chunks(a.frontier, moving, now, max_bytes=MAX_BYTES)
+    chunks = bundle_chunks(exporter(a, now), moving, max_bytes=MAX_BYTES)
     for _ in range(2):
-        group, body = next(chunks)
+        group, body = await anext(chunks)
         _adopt(b, body, now)
         a.frontier.release_slices(group)
-    _, body = next(chunks)
+    _, body = await anext(chunks)
+    await chunks.aclose()
     b.frontier.adopt(SliceBundle.read(io.BytesIO(body)), now)
     b.crash()
     b.reopen(now)
     b.frontier.set_owned(moving, now)
     # Attempt 2: chunks are adopted and committed, up to one with queued URLs (a slice may hold none),
     # but their answers are lost: the sender keeps them.
-    chunks = bundle_chunks(a.frontier, moving, now, max_bytes=MAX_BYTES)
+    chunks = bundle_chunks(exporter(a, now), moving, max_bytes=MAX_BYTES)
     queued = False
     while not queued:
-        _, body = next(chunks)
+        _, body = await anext(chunks)
         _adopt(b, body, now)
         queued = any(table == "queue" for table, _, _ in SliceBundle.read(io.BytesIO(body)).records())
+    await chunks.aclose()
     # Attempt 3 sends what the sender still has, the chunks with the lost answers again first.
     repeats = 0
-    for group, body in bundle_chunks(a.frontier, moving, now, max_bytes=MAX_BYTES):
+    async for group, body in bundle_chunks(exporter(a, now), moving, max_bytes=MAX_BYTES):
         repeats += _adopt(b, body, now)
         a.frontier.release_slices(group)
     a.frontier.commit()
@@ -80,35 +97,23 @@ def test_a_transfer_cut_mid_way_loses_nothing_and_duplicates_nothing(tmp_path: P
     assert sorted(fetched_b) == sorted(moved)  # each moved URL fetched once, by the new owner
 
 
-class _Sized:
-    """A bundle of ``n`` bytes, as :class:`SliceBundle` answers ``to_bytes``."""
-
-    def __init__(self, n: int) -> None:
-        self._n = n
-
-    def to_bytes(self) -> bytes:
-        return bytes(self._n)
-
-
 class _CountingExporter:
-    """Slices of ``per_slice`` bytes each; counts the slices every export call read."""
+    """Slices of ``per_slice`` bytes each; counts the slices every export read."""
 
     def __init__(self, per_slice: int) -> None:
         self.per_slice = per_slice
         self.exported = 0
 
-    def export_slices(self, slices: Iterable[int], now: float, fence: object = None, *,
-                      books: bool = True) -> _Sized:
-        group = list(slices)
-        self.exported += len(group)
-        return _Sized(self.per_slice * len(group) + 16)
+    async def __call__(self, slices: frozenset[int]) -> bytes:
+        self.exported += len(slices)
+        return bytes(self.per_slice * len(slices) + 16)
 
 
-def test_the_first_chunk_is_one_slice_and_the_next_start_at_the_slices_that_fit() -> None:
+async def test_the_first_chunk_is_one_slice_and_the_next_start_at_the_slices_that_fit() -> None:
     # 50M URLs over 4,096 slices: ~660 KB a slice, ~6 of them to a 4 MB chunk.
     per_slice, max_bytes, moving = 660_000, 4 << 20, range(2048)
     exporter = _CountingExporter(per_slice)
-    chunks = list(bundle_chunks(exporter, moving, 0.0, max_bytes=max_bytes))  # type: ignore[arg-type]
+    chunks = [c async for c in bundle_chunks(exporter, moving, max_bytes=max_bytes)]
     assert sorted(s for group, _ in chunks for s in group) == list(moving)
     assert all(len(body) <= max_bytes for _, body in chunks)
     assert exporter.exported == len(moving)  # each slice exported once: no chunk halved
@@ -116,10 +121,10 @@ def test_the_first_chunk_is_one_slice_and_the_next_start_at_the_slices_that_fit(
     assert {len(group) for group, _ in chunks[1:-1]} == {max_bytes // per_slice}  # 6 a chunk
 
 
-def test_chunks_grow_back_when_slices_get_smaller() -> None:
+async def test_chunks_grow_back_when_slices_get_smaller() -> None:
     exporter = _CountingExporter(660_000)
-    chunks = bundle_chunks(exporter, range(512), 0.0, max_bytes=4 << 20)  # type: ignore[arg-type]
-    first, _ = next(chunks)
+    chunks = bundle_chunks(exporter, range(512), max_bytes=4 << 20)
+    first, _ = await anext(chunks)
     exporter.per_slice = 1_000  # the rest of the slices hold few URLs
-    rest = [group for group, _ in chunks]
+    rest = [group async for group, _ in chunks]
     assert len(first) == 1 and all(len(g) == 64 for g in rest[1:-1])

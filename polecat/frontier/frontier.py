@@ -122,10 +122,12 @@ class Frontier:
         self.in_flight_in = handover.in_flight_in
         self.unowned_queued = handover.unowned_queued
         self.export_slices = handover.export_slices
+        self.begin_export = handover.begin_export
         self.snapshot = handover.snapshot
         self.take_written = db.take_written
         self.mark_written = db.mark_written
         self.adopt = handover.adopt
+        self.begin_adopt = handover.begin_adopt
         self.release_slices = handover.release_slices
         self.begin_release = handover.begin_release
         self.queued_since_export = handover.queued_since_export

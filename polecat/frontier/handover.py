@@ -30,19 +30,55 @@ Rules:
    (:meth:`SliceHandover.resume`) before anything is queued: its new owner holds every record it deletes
    (rule 5), so a release cut between any two steps loses nothing; a refetch request that open found in
    such a slice is written again once the release is done (polecat/frontier/intake.py rule 5).
+8. On a node's event loop a chunk is exported in steps (:class:`SliceExport`; issue 39: in one call,
+   ~12 us a URL, a chunk of 64 slices at 1M URLs held the loop ~165 ms, one of 4 MB at 50M ~0.9 s).
+   :meth:`SliceHandover.begin_export` reads a
+   :class:`~polecat.frontier.handover_ranges.CommittedSnapshot` taken right after a commit (an LMDB
+   commit, made off the loop: the snapshot then reads the LMDB alone, polecat/node/commits.py rule 9),
+   and each :meth:`SliceExport.step` reads at most ``budget`` rows of it (:data:`EXPORT_STEP` by
+   default), the loop given a turn between two: the snapshot stays that commit's whatever the loop writes
+   meanwhile, where a cursor of the open transaction would not (a commit may begin another). The bundle is
+   the one-call export of the same snapshot byte for byte (one generator, which the one call drains:
+   handover_ranges.py ``export_steps``). Rule 5's mark is the queue sequence *of the snapshot's commit*
+   (its ``meta`` row), not the one when the last step ends: a URL queued in those slices after that
+   commit, before or during the steps, is in no bundle, is counted, and goes again. That export loses
+   nothing a point-in-time export at the commit would have carried: the slices are fenced (rule 1: no
+   lease, so no completion, robots answer or fetch outcome changes them), what the loop may still put
+   there is what rule 5 counts (a hand-off batch, a link admitted, a bundle adopted: each a queue row,
+   with its seen key; the finished URL records a bundle adopted meanwhile brings are not counted, as
+   while a bundle is on the wire), and the host records kept in memory are in the commit (it writes
+   them). The node turns the bundle into bytes (its frames read again for the digest) in a thread. The
+   one-call :meth:`SliceHandover.export_slices` of the open transaction stays for what runs without a
+   loop to share (polecat/cluster/resize.py, tests).
+9. On a node's event loop a chunk is adopted in steps too (:class:`SliceAdoption`; issue 39: in one
+   call, ~50 us a URL, a chunk of 64 slices at 1M URLs held the loop ~0.8 s; its read and checksums are
+   off the loop already, polecat/processes/machine.py). :meth:`SliceHandover.begin_adopt` checks rule 7;
+   each :meth:`SliceAdoption.step` takes in at most ``budget`` records (:data:`ADOPT_STEP` by default) in
+   the bundle's order, its writes applied before the next step and with everything they change in memory
+   (a host's record merged when its row comes, with its wait of rule 3; a URL queued with its seen key, its
+   band and its host's count; a URL record with its refresh rows), so a commit between two steps holds
+   a part of the bundle that stands on its own; then, a host at a time, the URLs queued here before that
+   the exporter had finished are dropped (rule 3, once every record is read), and the last step queues
+   the refetches (intake rule 5). The node acknowledges the chunk only after the last step and a commit
+   (polecat/cluster/chunks.py rule 3): until then the sender holds all of it, and a crash or a cut
+   between two steps is an adoption whose acknowledgement was lost: the chunk comes again and merges (its
+   URLs already seen here are not queued twice). A slice being adopted is not released meanwhile
+   (:meth:`SliceHandover.begin_release` refuses it); the one-call :meth:`SliceHandover.adopt` is one step
+   with no budget (a restore from a checkpoint, polecat/cluster/failover.py; tools; tests).
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Generator, Iterable
 
 from polecat.dedup.seen import SeenSet
 from polecat.errors import FrontierError
 from polecat.frontier.bundle import BundleError, Fence, SliceBundle
 from polecat.frontier.handover_ranges import CommittedSnapshot, export_ranges
-from polecat.frontier.host_table import HostTable, quarantined
+from polecat.frontier.host_table import QSEQ, HostTable, quarantined
 from polecat.frontier.intake import Intake
 from polecat.frontier.keys import (
     host_of_row,
@@ -84,6 +120,35 @@ _AFTER_HOSTS: tuple[Table, ...] = ("queue", "urls", "priors", "robots", "ops", "
 _HELD, _ROWS = 1, 2
 """Phases of a slice after its refresh rows (0): its hosts in memory, its host records out of memory;
 then :data:`_AFTER_HOSTS`'s tables."""
+
+
+EXPORT_STEP = 2_000
+"""Rows an export step reads at most (rule 8): ~5 us a row here (a URL is ~2 rows: its record and its
+seen key), ~10 ms a step, with a frame's compression every ~1 MB."""
+
+
+class SliceExport:
+    """An export under way (rule 8): :meth:`step` until it answers the bundle."""
+
+    def __init__(self, handover: SliceHandover, ids: frozenset[int],
+                 steps: Generator[int, None, SliceBundle], mark: int) -> None:
+        self.slices = ids
+        self._handover = handover
+        self._steps = steps
+        self._mark = mark
+        """The queue sequence of the snapshot's commit (rule 8)."""
+
+    def step(self) -> SliceBundle | None:
+        """Read at most the budget's rows more; the bundle once every row is read (the slices then
+        marked exported as of the snapshot's commit, rule 5), else None."""
+        try:
+            next(self._steps)
+        except StopIteration as done:
+            for s in self.slices:
+                self._handover._exported[s] = self._mark
+            bundle: SliceBundle = done.value
+            return bundle
+        return None
 
 
 class SliceRelease:
@@ -209,6 +274,145 @@ class SliceRelease:
         return n + 1, True
 
 
+ADOPT_STEP = 500
+"""Records of a bundle an adoption step takes in at most (rule 9): ~20 us a record on average here (a URL
+is ~2: its record and its seen key), up to ~35 us for URL records (their refresh rows), ~18 ms a step."""
+
+
+class SliceAdoption:
+    """An adoption under way (rule 9): :meth:`step` until its value is the report, each step's writes
+    applied before the next (each reads what the ones before wrote)."""
+
+    def __init__(self, handover: SliceHandover, bundle: SliceBundle, now: float, waits: float) -> None:
+        self.slices = bundle.ids
+        self._handover = handover
+        self._records = bundle.records()
+        self._now = now
+        self._waits = waits
+        self._merged: set[str] = set()
+        """Hosts whose records this adoption merged (rule 3), each once."""
+        self._had: list[str] = []
+        """Of them, those with URLs queued here before: their finished ones are dropped at the end."""
+        self._finished: set[bytes] = set()
+        self._queued_there: set[bytes] = set()
+        self._doomed: set[bytes] | None = None
+        """URL keys finished there and not queued there again, once every record is read."""
+        self._hosts = self._queued = self._duplicates = self._seen_new = self._paged = 0
+        self._closed = False
+
+    def step(self, budget: int | None = None) -> Decided[AdoptReport | None]:
+        """Take in at most ``budget`` records of the bundle (:data:`ADOPT_STEP` by default), then the queues
+        of at most that many hosts held here before; the report once done (its writes then end it)."""
+        budget = ADOPT_STEP if budget is None else budget
+        if budget < 1:
+            raise ValueError(f"an adoption step takes in at least one record, not {budget}")
+        handover = self._handover
+        table = handover._table
+        out: list[Write] = []
+        touched: set[str] = set()
+        n = 0
+        if self._doomed is None:
+            n = self._take(budget, out, touched)
+            if n < budget:
+                self._doomed = self._finished - self._queued_there
+                self._queued_there.clear()
+        for host in touched:  # the URLs counted with their rows, and the host due once its wait is over
+            st = table.state(host)
+            table.save(host)
+            table.wake(host, st, st.next_allowed)
+        handover._db.pending += 1
+        if self._doomed is None:
+            return Decided(None, out)
+        while self._had and n < budget:
+            host = self._had.pop()
+            n += 1
+            self._duplicates += handover._drop_finished((host,), self._doomed, out)
+        if self._had:
+            return Decided(None, out)
+        out += handover._intake.refetch_writes(self._now, self._finished)
+        self.close()
+        return Decided(AdoptReport(len(self.slices), self._hosts, self._queued, self._duplicates,
+                                   self._seen_new, self._paged), out)
+
+    def close(self) -> None:
+        """The adoption is over, done or given up: its slices may be released again (rule 9)."""
+        if not self._closed:
+            self._closed = True
+            adopting = self._handover._adopting
+            for s in self.slices:
+                adopting[s] -= 1
+                if adopting[s] <= 0:
+                    del adopting[s]
+
+    def _take(self, budget: int, out: list[Write], touched: set[str]) -> int:
+        """Up to ``budget`` records of the bundle taken in (rule 3); how many."""
+        handover = self._handover
+        table, seen = handover._table, handover._seen
+        stored = handover._db.getter("seen")
+        marked: set[bytes] = set()
+        """Seen keys this step writes (writes.py rule 3: not in the transaction until applied)."""
+        n = 0
+        for name, key, value in itertools.islice(self._records, budget):
+            n += 1
+            if name == "ops":
+                out.append(Put("ops", key, value))
+                handover._load_op(key, value)
+            elif name == "robots":
+                out.append(Put("robots", key, value))
+                restore_robots(handover._robots, key, value)
+            elif name == "hosts":
+                self._hosts += 1
+                self._merge(host_of_row(key), decode_host_v4(value))  # the bundle's form (handover_ranges.py)
+            elif name == "urls":
+                rec = UrlRecord.decode(value)  # the bundle's form (handover_ranges.py), stored compact
+                out.append(Put("urls", key, rec.encode()))
+                self._finished.add(bytes(key))
+                handover._refresh.url_written(host_key(rec.url), bytes(key), rec, out)
+                self._paged += rec.outcome in PAGE_OUTCOMES
+            elif name == "queue":
+                host, r, depth, _ = parse_wire_queue_key(key)  # the bundle's form (handover_ranges.py)
+                queued = QueuedUrl.decode_v3(value)
+                ukey = url_key(queued.url, host)
+                self._queued_there.add(ukey)  # finished and queued again there (a refresh): stays queued
+                if host not in self._merged:  # a queue row of a host whose record the bundle lacks
+                    self._merge(host, None)
+                if ukey not in marked and seen.mark(stored, ukey):
+                    marked.add(ukey)
+                    out.append(Put("seen", ukey, b""))
+                    table.qseq += 1
+                    # Its number here (host_table.py rule 14), and this frontier's FIFO order.
+                    st = table.state(host)
+                    new_key = queue_key_at(queue_prefix(host, st.num), r, depth, table.qseq)
+                    out.append(Put("queue", new_key, queued.encode(host)))
+                    table.count_band(new_key, 1)
+                    table.count_queued(host, st, 1)
+                    touched.add(host)
+                    self._queued += 1
+                else:
+                    self._duplicates += 1
+            elif name == "seen":
+                if bytes(key) not in marked and seen.mark(stored, key):
+                    marked.add(bytes(key))
+                    out.append(Put("seen", key, b""))
+                    self._seen_new += 1
+            elif name == "priors":
+                out.append(Put("priors", key, value))
+                handover._refresh.has_priors = True
+            elif name == "claims":  # the content slice's claim book (claims rule 8), loaded by the member
+                out.append(Put("claims", key, value))
+            else:
+                raise BundleError(f"slice bundle table {name!r} is unknown to this polecat")
+        return n
+
+    def _merge(self, host: str, got: HostState | None) -> None:
+        """The bundle's record of ``host`` (None: it has none) merged into this frontier's (rule 3)."""
+        peeked = self._handover._table.peek(host)
+        if peeked is not None and peeked.queued > 0:
+            self._had.append(host)
+        self._merged.add(host)
+        self._handover._adopt_host(host, got, 0, self._waits)
+
+
 class SliceHandover:
     """Ownership of slices and their export, adoption and release. An adopted slice brings records of
     every part: ``load_op`` reinstates each operator op in the part it belongs to."""
@@ -225,6 +429,8 @@ class SliceHandover:
         self._load_op = load_op
         self._exported: dict[int, int] = {}
         """Slice -> this frontier's queue sequence (``HostTable.qseq``) at its last export (rule 5)."""
+        self._adopting: Counter[int] = Counter()
+        """Slices of the adoptions under way (rule 9): not released meanwhile."""
 
     def set_owned(self, slices: Iterable[int], now: float, *, wait_from: float | None = None) -> None:
         """Lease only hosts of ``slices`` (the ones the ring gives this member); the others keep their
@@ -269,6 +475,20 @@ class SliceHandover:
             self._exported[s] = qseq
         return bundle
 
+    def begin_export(self, snapshot: CommittedSnapshot, slices: Iterable[int], now: float,
+                     fence: Fence | None = None, *, books: bool = True,
+                     budget: int | None = None) -> SliceExport:
+        """:meth:`export_slices` of ``snapshot``, taken right after a commit, in steps of at most
+        ``budget`` rows (:data:`EXPORT_STEP` by default; rule 8); close the snapshot once the export is
+        done."""
+        budget = EXPORT_STEP if budget is None else budget
+        if budget < 1:
+            raise ValueError(f"an export step reads at least one row, not {budget}")
+        ids = check_slices(slices)
+        mark = int(snapshot.get("meta", QSEQ) or b"0")
+        steps = snapshot.export_steps(ids, now, fence=fence, books=books, budget=budget)
+        return SliceExport(self, ids, steps, mark)
+
     def queued_since_export(self, slices: Iterable[int]) -> int:
         """URLs queued in ``slices`` since their last export here (rule 5): in no bundle exported, so
         releasing those slices would lose them. Reads no row while nothing was queued anywhere since; a
@@ -308,80 +528,34 @@ class SliceHandover:
         queued = Counter({s: counts[s] for s in fenced if counts[s] > 0})
         return queued + self._intake.pending_refetches(fenced)  # intake rule 5: they go as URLs do
 
-    def adopt(self, bundle: SliceBundle, now: float, *,
-              wait_from: float | None = None) -> Decided[AdoptReport]:
-        """Take over the slices of ``bundle``, merged with what is here. Each adopted host waits one full
-        interval from ``now`` (the exporter's last request may have just started), or from ``wait_from``
-        when later (a restore from a member that may still be aborting its requests: ownership rule 11);
-        a queued URL this frontier has already seen is not queued twice, and a URL queued here that the
-        exporter had finished (a config seed queued by a node that joins after its owner fetched it) is
-        dropped."""
+    def begin_adopt(self, bundle: SliceBundle, now: float, *,
+                    wait_from: float | None = None) -> SliceAdoption:
+        """:meth:`adopt` in steps (rule 9): each :meth:`SliceAdoption.step`'s writes applied before the
+        next; :meth:`SliceAdoption.close` once it ends or is given up. FrontierError while one of the
+        slices is being released here (rule 7)."""
         leaving = self._table.leaving & bundle.ids
         if leaving:  # rule 7
             raise FrontierError(f"{len(leaving)} slices of this bundle are being released here: send it "
                                 "again once they are")
-        stored = self._db.getter("seen")
-        out: list[Write] = []
-        adopted: dict[str, HostState] = {}
-        counts: Counter[str] = Counter()
-        finished: set[bytes] = set()
-        queued_there: set[bytes] = set()
-        marked: set[bytes] = set()
-        """Seen keys this adoption writes (writes.py rule 3: not in the transaction until applied)."""
-        duplicates = seen_new = paged = 0
-        for table, key, value in bundle.records():
-            if table == "ops":
-                out.append(Put("ops", key, value))
-                self._load_op(key, value)
-            elif table == "robots":
-                out.append(Put("robots", key, value))
-                restore_robots(self._robots, key, value)
-            elif table == "hosts":
-                adopted[host_of_row(key)] = decode_host_v4(value)  # the bundle's form (handover_ranges.py)
-            elif table == "urls":
-                rec = UrlRecord.decode(value)  # the bundle's form (handover_ranges.py), stored compact
-                out.append(Put("urls", key, rec.encode()))
-                finished.add(bytes(key))
-                self._refresh.url_written(host_key(rec.url), bytes(key), rec, out)
-                paged += rec.outcome in PAGE_OUTCOMES
-            elif table == "queue":
-                host, r, depth, _ = parse_wire_queue_key(key)  # the bundle's form (handover_ranges.py)
-                queued = QueuedUrl.decode_v3(value)
-                ukey = url_key(queued.url, host)
-                queued_there.add(ukey)  # finished and queued again there (a refresh): stays queued
-                if ukey not in marked and self._seen.mark(stored, ukey):
-                    marked.add(ukey)
-                    out.append(Put("seen", ukey, b""))
-                    self._table.qseq += 1
-                    # Its number here (host_table.py rule 14), and this frontier's FIFO order.
-                    prefix = queue_prefix(host, self._table.state(host).num)
-                    new_key = queue_key_at(prefix, r, depth, self._table.qseq)
-                    out.append(Put("queue", new_key, queued.encode(host)))
-                    self._table.count_band(new_key, 1)
-                    counts[host] += 1
-                else:
-                    duplicates += 1
-            elif table == "seen":
-                if bytes(key) not in marked and self._seen.mark(stored, key):
-                    marked.add(bytes(key))
-                    out.append(Put("seen", key, b""))
-                    seen_new += 1
-            elif table == "priors":
-                out.append(Put("priors", key, value))
-                self._refresh.has_priors = True
-            elif table == "claims":  # the content slice's claim book (claims rule 8), loaded by the member
-                out.append(Put("claims", key, value))
-            else:
-                raise BundleError(f"slice bundle table {table!r} is unknown to this polecat")
-        if finished:
-            duplicates += self._drop_finished(adopted.keys(), finished - queued_there, out)
-        waits = now if wait_from is None else max(now, wait_from)
-        for host in adopted.keys() | counts.keys():
-            self._adopt_host(host, adopted.get(host), counts[host], waits)
-        out += self._intake.refetch_writes(now, finished)
-        self._db.pending += 1
-        return Decided(AdoptReport(len(bundle.ids), len(adopted), sum(counts.values()), duplicates, seen_new,
-                                   paged), out)
+        self._adopting.update(bundle.ids)
+        return SliceAdoption(self, bundle, now, now if wait_from is None else max(now, wait_from))
+
+    def adopt(self, bundle: SliceBundle, now: float, *,
+              wait_from: float | None = None) -> Decided[AdoptReport]:
+        """Take over the slices of ``bundle``, merged with what is here (rule 3), in one call (a tool, a
+        restore, a test: :meth:`begin_adopt` on a node's loop). Each adopted host waits one full interval
+        from ``now`` (the exporter's last request may have just started), or from ``wait_from`` when later
+        (a restore from a member that may still be aborting its requests: ownership rule 11); a queued URL
+        this frontier has already seen is not queued twice, and a URL queued here that the exporter had
+        finished (a config seed queued by a node that joins after its owner fetched it) is dropped."""
+        adoption = self.begin_adopt(bundle, now, wait_from=wait_from)
+        try:
+            step = adoption.step(budget=1 << 62)  # one step: its writes are applied once it ends
+        finally:
+            adoption.close()
+        if step.value is None:
+            raise AssertionError("an adoption without a budget ends in one step")
+        return Decided(step.value, step.writes)
 
     def _drop_finished(self, hosts: Iterable[str], finished: set[bytes], out: list[Write]) -> int:
         """Delete the URLs of ``finished`` (URL keys) from the queues of ``hosts`` held here before the
@@ -420,8 +594,8 @@ class SliceHandover:
 
     def begin_release(self, slices: Iterable[int]) -> Decided[SliceRelease]:
         """Begin dropping everything about ``slices`` from this frontier (after their new owner adopted
-        them), in steps (rule 7). FrontierError while a lease is in flight there (rule 4) or a URL was
-        queued there since their export (rule 5)."""
+        them), in steps (rule 7). FrontierError while a lease is in flight there (rule 4), a URL was
+        queued there since their export (rule 5) or an adoption of one of them is under way (rule 9)."""
         ids = check_slices(slices)
         busy = self.in_flight_in(ids)
         if busy:
@@ -433,6 +607,10 @@ class SliceHandover:
         again = len(ids & self._table.leaving)
         if again:
             raise FrontierError(f"{again} of these slices are being released already")
+        adopting = len(ids & self._adopting.keys())
+        if adopting:  # rule 9
+            raise FrontierError(f"{adopting} of these slices are being adopted here: release them once "
+                                "that is done")
         return Decided(self._releasing(ids), [Put("meta", RELEASING, _encode_slices(self._table.leaving))])
 
     def resume(self) -> SliceRelease | None:

@@ -16,7 +16,8 @@ it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
+from functools import partial
 from typing import Any
 
 from polecat.frontier.bundle import BundleWriter, Fence, SliceBundle
@@ -62,13 +63,16 @@ class WrittenSlices:
         self._committed.update(slices)
 
 
-def export_ranges(tables: TableReader, ids: frozenset[int], *, created: float,
-                  hosts: Mapping[bytes, bytes] | None = None, fence: Fence | None = None,
-                  books: bool = True) -> SliceBundle:
-    """A bundle of every record of the slices ``ids`` (plus the cross-slice ops, rule 4 of keys.py).
+def export_steps(tables: TableReader, ids: frozenset[int], *, created: float,
+                 hosts: Mapping[bytes, bytes] | None = None, fence: Fence | None = None, books: bool = True,
+                 budget: int | None = None) -> Generator[int, None, SliceBundle]:
+    """A bundle of every record of the slices ``ids`` (plus the cross-slice ops, rule 4 of keys.py), read
+    ``budget`` rows at a time: each ``next`` reads at most ``budget`` rows of ``tables`` and yields how
+    many it read; the last one returns the bundle (``budget`` None: all at once, in one ``next``).
     ``hosts``: host records newer than the transaction's (kept in memory until the next commit);
     ``fence``: the sender's fencing token, for a hand-over; ``books`` False: without the content claim
-    books, for a reader of wire 2 (0.3.0), which refuses a table it does not know."""
+    books, for a reader of wire 2 (0.3.0), which refuses a table it does not know. ``tables`` must not
+    change between two steps: a committed snapshot's (:class:`CommittedSnapshot`), or one call."""
     names = SLICED_TABLES if books else tuple(t for t in SLICED_TABLES if t != "claims")
     out = BundleWriter(ids, names, created=created, fence=fence)
     newer: dict[bytes, dict[bytes, bytes]] = {}
@@ -77,23 +81,61 @@ def export_ranges(tables: TableReader, ids: frozenset[int], *, created: float,
     order = sorted(ids)
     names_of: dict[int, str] = {}
     """Host numbers to names, learnt from the ``hosts`` rows (keys.py rule 1)."""
+    wire: dict[str, Callable[[bytes, bytes], tuple[bytes, bytes] | None]] = {
+        "hosts": partial(_host_wire, names_of), "queue": partial(_queue_wire, names_of), "urls": _url_wire}
+    n = 0
     for table in names:
+        convert = wire.get(table)
         prefixes = [slice_prefix(s) for s in order]
         if table == "ops":
             prefixes.append(GLOBAL)
         for prefix in prefixes:
-            items: Iterable[tuple[bytes, bytes]] = tables.items(table, prefix)
+            rows: Iterator[tuple[bytes, bytes]] = iter(tables.items(table, prefix))
             if table == "hosts" and prefix in newer:
-                items = sorted({**dict(items), **newer[prefix]}.items())
-            if table == "hosts":
-                items = _hosts_wire(items, names_of)
-            elif table == "queue":
-                items = _queue_wire(items, names_of)
-            elif table == "urls":
-                items = ((key, UrlRecord.decode(value).encode_v3()) for key, value in items)
-            for key, value in items:
-                out.add(table, key, value)
+                rows = _overlaid(rows, newer[prefix])
+            while True:
+                if budget is not None and n >= budget:
+                    yield n
+                    n = 0
+                row = next(rows, None)
+                if row is None:
+                    break
+                n += 1
+                if convert is not None:
+                    row = convert(*row)
+                if row is not None:
+                    out.add(table, *row)
     return out.finish()
+
+
+def export_ranges(tables: TableReader, ids: frozenset[int], *, created: float,
+                  hosts: Mapping[bytes, bytes] | None = None, fence: Fence | None = None,
+                  books: bool = True) -> SliceBundle:
+    """:func:`export_steps` in one call."""
+    steps = export_steps(tables, ids, created=created, hosts=hosts, fence=fence, books=books)
+    try:
+        next(steps)
+    except StopIteration as done:
+        bundle: SliceBundle = done.value
+        return bundle
+    raise AssertionError("an export without a budget ends in one step")
+
+
+def _overlaid(rows: Iterator[tuple[bytes, bytes]],
+              newer: Mapping[bytes, bytes]) -> Iterator[tuple[bytes, bytes]]:
+    """``rows`` (in key order) with ``newer``'s records in their place or in their order, read as they go."""
+    extra = sorted(newer.items())
+    i = 0
+    for key, value in rows:
+        while i < len(extra) and extra[i][0] < key:
+            yield extra[i]
+            i += 1
+        if i < len(extra) and extra[i][0] == key:
+            i += 1
+            yield key, newer[key]
+        else:
+            yield key, value
+    yield from extra[i:]
 
 
 # A bundle carries the rows in the form 0.3.0 reads and writes (slice bundle version 1): ``hosts`` values
@@ -102,25 +144,25 @@ def export_ranges(tables: TableReader, ids: frozenset[int], *, created: float,
 # (polecat/frontier/handover.py), so the bundle and the cluster's wire stay as they were.
 
 
-def _hosts_wire(items: Iterable[tuple[bytes, bytes]],
-                names_of: dict[int, str]) -> Iterator[tuple[bytes, bytes]]:
-    """The ``hosts`` rows in the wire form; ``names_of`` learns each host's number (its queue rows come
-    next, in :data:`SLICED_TABLES` order)."""
-    for key, value in items:
-        st = decode_host(value)
-        names_of[st.num] = host_of_row(key)
-        yield key, encode_host_v4(st)
+def _host_wire(names_of: dict[int, str], key: bytes, value: bytes) -> tuple[bytes, bytes]:
+    """A ``hosts`` row in the wire form; ``names_of`` learns its host's number (its queue rows come next,
+    in :data:`SLICED_TABLES` order)."""
+    st = decode_host(value)
+    names_of[st.num] = host_of_row(key)
+    return key, encode_host_v4(st)
 
 
-def _queue_wire(items: Iterable[tuple[bytes, bytes]],
-                names_of: dict[int, str]) -> Iterator[tuple[bytes, bytes]]:
-    for key, value in items:
-        host = names_of.get(queue_key_num(key))
-        if host is None:  # a row no host record numbers: it cannot be named, so it is not carried
-            log.warning("slice export: a queued URL of host number %d, which no host record has, "
-                        "left out", queue_key_num(key))
-            continue
-        yield wire_queue_key(key, host), QueuedUrl.decode(value, key, host).encode_v3()
+def _queue_wire(names_of: dict[int, str], key: bytes, value: bytes) -> tuple[bytes, bytes] | None:
+    host = names_of.get(queue_key_num(key))
+    if host is None:  # a row no host record numbers: it cannot be named, so it is not carried
+        log.warning("slice export: a queued URL of host number %d, which no host record has, left out",
+                    queue_key_num(key))
+        return None
+    return wire_queue_key(key, host), QueuedUrl.decode(value, key, host).encode_v3()
+
+
+def _url_wire(key: bytes, value: bytes) -> tuple[bytes, bytes]:
+    return key, UrlRecord.decode(value).encode_v3()
 
 
 def delete_ranges(txn: Any, tables: Mapping[str, Any], ids: frozenset[int]) -> int:
@@ -156,6 +198,17 @@ class CommittedSnapshot:
         """A bundle of the slices ``ids`` as of the snapshot, stamped ``now`` (``books``: as
         :func:`export_ranges`)."""
         return export_ranges(self._tables, check_slices(ids), created=now, books=books)
+
+    def export_steps(self, ids: frozenset[int], now: float, *, fence: Fence | None = None,
+                     books: bool = True, budget: int | None = None) -> Generator[int, None, SliceBundle]:
+        """:meth:`export` in steps of at most ``budget`` rows (:func:`export_steps`): the snapshot does
+        not change between two, whatever the loop writes meanwhile."""
+        return export_steps(self._tables, check_slices(ids), created=now, fence=fence, books=books,
+                            budget=budget)
+
+    def get(self, table: Table, key: bytes) -> bytes | None:
+        """The record of ``key`` in ``table`` as of the snapshot."""
+        return self._tables.get(table, key)
 
     def close(self) -> None:
         self._tables.close()

@@ -152,6 +152,8 @@ HOST_COUNTS = b"host_counts"
 """Meta key: the host counters of rule 12 (JSON); absent in data written before them."""
 HOST_SEQ = b"hseq"
 """Meta key: the last host number given (rule 14)."""
+QSEQ = b"qseq"
+"""Meta key: the queue sequence (:attr:`HostTable.qseq`) at the commit."""
 REFILL_ROWS = 256
 """``ready`` rows read per :meth:`HostTable.refill` at most: a lease call's work stays bounded."""
 COLD_RETRY = 0.05
@@ -228,7 +230,7 @@ class HostTable:
         """Pages fetched, summed over every host record (rule 12)."""
         self.accepted = 0
         """URLs accepted into the queues in this run."""
-        self.qseq = int(db.get("meta", b"qseq") or b"0")
+        self.qseq = int(db.get("meta", QSEQ) or b"0")
         """The FIFO sequence number of the last queue key (persisted in ``meta``)."""
         self.hseq = int(db.get("meta", HOST_SEQ) or b"0")
         """The last host number given (rule 14; persisted in ``meta``)."""
@@ -647,7 +649,7 @@ class HostTable:
     def counter_writes(self) -> list[Write]:
         """The counters kept in ``meta``: the queue sequence, the outcomes over all runs, the queue
         bands once counted."""
-        out: list[Write] = [Put("meta", b"qseq", str(self.qseq).encode()),
+        out: list[Write] = [Put("meta", QSEQ, str(self.qseq).encode()),
                             Put("meta", HOST_SEQ, str(self.hseq).encode()),
                             Put("meta", b"done", json.dumps(self.done_total).encode())]
         if self.bands is not None:

@@ -39,7 +39,7 @@ from polecat.node.run_state import RunCounters, Waker
 if TYPE_CHECKING:
     from polecat.cluster.batch import Batch, HandoffUrl
     from polecat.cluster.link import ClusterLink
-    from polecat.frontier.bundle import SliceBundle
+    from polecat.frontier.bundle import Fence, SliceBundle
     from polecat.frontier.records import AdoptReport
     from polecat.frontier.routing import Admission
     from polecat.store.base import PageStore
@@ -111,10 +111,50 @@ class Member:
         from ``wait_from`` when later (:meth:`Frontier.adopt`)."""
         report = self._db.applied(self._frontier.adopt(bundle, self._clock.wall() if now is None else now,
                                                        wait_from=wait_from))
-        if self._link is not None and self._link.claims is not None:  # claims rule 8
-            self._link.claims.adopted(bundle.ids)
-        self._waker.set()
+        self._adopted(bundle.ids)
         return report
+
+    async def adopt_in_steps(self, bundle: SliceBundle, now: float) -> AdoptReport:
+        """:meth:`adopt` in steps, the loop given a turn between two, none during an LMDB commit
+        (polecat/frontier/handover.py rule 9); durable at the next commit, which the caller awaits before
+        it answers the sender."""
+        adoption = self._frontier.begin_adopt(bundle, now)
+        try:
+            while True:
+                await self._frontier_free()
+                report = self._db.applied(adoption.step())
+                if report is not None:
+                    break
+                await asyncio.sleep(0)
+        finally:
+            adoption.close()
+        self._adopted(bundle.ids)
+        return report
+
+    def _adopted(self, ids: frozenset[int]) -> None:
+        if self._link is not None and self._link.claims is not None:  # claims rule 8
+            self._link.claims.adopted(ids)
+        self._waker.set()
+
+    async def _frontier_free(self) -> None:
+        """Once no LMDB commit holds the frontier (polecat/node/commits.py rule 2)."""
+        while not self._commits.frontier_free.is_set():
+            await self._commits.frontier_free.wait()
+
+    async def export(self, slices: Iterable[int], fence: Fence | None = None, *, books: bool = True) -> bytes:
+        """The bundle bytes of ``slices`` as of a commit made now, exported in steps with the loop given
+        a turn between two (polecat/frontier/handover.py rule 8); ``fence`` and ``books`` as
+        :meth:`Frontier.export_slices`."""
+        await self._commits.durable(lmdb=True)  # the snapshot then reads the LMDB alone (commits rule 9)
+        snapshot = self._frontier.snapshot()
+        try:
+            export = self._frontier.begin_export(snapshot, slices, self._clock.wall(), fence, books=books)
+            while (bundle := export.step()) is None:  # noqa: ASYNC110 - a turn for the loop, not a wait
+                await asyncio.sleep(0)
+        finally:
+            snapshot.close()
+        # Its frames read again for the bundle's digest: bytes alone, off the loop.
+        return await asyncio.to_thread(bundle.to_bytes)
 
     def abort_unpermitted(self) -> int:
         """Abort the requests in flight that lost their leave to go on (rule 4); returns how many."""
@@ -128,8 +168,7 @@ class Member:
         release = self._db.applied(self._frontier.begin_release(ids))
         try:
             while True:
-                while not self._commits.frontier_free.is_set():
-                    await self._commits.frontier_free.wait()
+                await self._frontier_free()
                 if self._db.applied(release.step()):
                     break
                 await asyncio.sleep(0)

@@ -10,8 +10,9 @@ Rules:
    batch received for slices this node does not own under that Ring (a sender with an older list) is
    forwarded through the outbox, committed before the batch is acknowledged; nothing is stranded.
 3. A slice that moves away (a join, or this node leaving) is handed over: this node stops leasing it,
-   waits for its leases in flight, exports it in bounded chunks (:mod:`.chunks`), ``POST``s each to
-   the new owner's ``/internal/adopt`` (signed like batches; the new owner adopts and commits the chunk
+   waits for its leases in flight, exports it in bounded chunks (:mod:`.chunks`; each in steps of the
+   loop, frontier handover rule 8), ``POST``s each to the new owner's ``/internal/adopt`` (signed like
+   batches; the new owner adopts the chunk in steps of the loop, frontier handover rule 9, and commits it
    before answering, and its hosts wait one full interval), releasing each chunk's slices once it is
    answered (exported and sent again first while URLs were queued in them meanwhile: frontier handover
    rule 5), and commits; only then is the owner key deleted and may the new owner claim it.
@@ -92,6 +93,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import itertools
 import logging
 from io import BytesIO
@@ -682,7 +684,7 @@ class ClusterNode:
                 self.bundles_refused += refused.status == 410
                 return refused
         try:
-            report = self._crawler.member.adopt(bundle, self._clock.wall())
+            report = await self._crawler.member.adopt_in_steps(bundle, self._clock.wall())
         except FrontierError as exc:  # some of its slices are being released here (handover rule 7)
             return web.Response(status=503, text=str(exc))
         await self._crawler.commit()
@@ -749,16 +751,17 @@ class ClusterNode:
                     continue  # its owner is gone: kept for the next change
                 sent: set[int] = set()
                 books = self._reads_books(members[owner].wire)
-                chunks = bundle_chunks(frontier, group, self._clock.wall(), max_bytes=self._chunk_bytes,
-                                       fence=token, books=books)
-                for chunk, body in chunks:
-                    if not await self._deliver(owner, addresses[owner], chunk, body, token, books):
-                        break  # its new owner left meanwhile: the rest stays here for the next change
-                    await crawler.member.release_slices(chunk)  # adopted and committed there
-                    self._adopted -= chunk
-                    self._kept -= chunk
-                    self.bundles_sent += 1
-                    sent |= chunk
+                export = functools.partial(crawler.member.export, fence=token, books=books)
+                async with contextlib.aclosing(bundle_chunks(export, group,
+                                                             max_bytes=self._chunk_bytes)) as chunks:
+                    async for chunk, body in chunks:
+                        if not await self._deliver(owner, addresses[owner], chunk, body, token, books):
+                            break  # its new owner left meanwhile: the rest stays here for the next change
+                        await crawler.member.release_slices(chunk)  # adopted and committed there
+                        self._adopted -= chunk
+                        self._kept -= chunk
+                        self.bundles_sent += 1
+                        sent |= chunk
                 self.slices_handed_over += len(sent)
                 sent_total += len(sent)
                 if sent and self.failover is not None:  # one manifest write per new owner
@@ -786,7 +789,7 @@ class ClusterNode:
                 return True
             log.info("%d URLs were queued in %d slices while they went to %s: sent again", late, len(chunk),
                      owner)
-            body = frontier.export_slices(chunk, self._clock.wall(), token, books=books).to_bytes()
+            body = await self._crawler.member.export(chunk, token, books=books)
 
     async def _send_bundle(self, owner: str, address: str, body: bytes) -> bool:
         """POST one chunk to ``owner`` until it is adopted (True), or until ``owner`` is no longer
