@@ -372,8 +372,15 @@ class _HeldPages(Generic[W, B]):
         self._retry_at[owner] = now + RETRY_AFTER
 
     def _overdue(self, now: float) -> list[int]:
-        """The seqs of the held pages that waited ``wait`` seconds (rules 5 and 11)."""
-        return [seq for seq, w in self._waiting.items() if now - w.since >= self._wait]
+        """The seqs of the held pages that waited ``wait`` seconds (rules 5 and 11). Held in the order they
+        came, the oldest first: the scan stops at the first still in time, not at the end of a long queue
+        each tick."""
+        out = []
+        for seq, w in self._waiting.items():
+            if now - w.since < self._wait:
+                break
+            out.append(seq)
+        return out
 
 
 class ClaimQueue(_HeldPages[_Waiting, ClaimBook]):
@@ -493,7 +500,7 @@ def band_slice(key: bytes) -> int:
 
 def band_owners(index: int, owner_of: Callable[[int], str]) -> tuple[str, ...]:
     """The distinct owners of fingerprint index ``index``'s band keys (rule 9), in band order."""
-    return tuple(dict.fromkeys(owner_of(band_slice(k)) for k in _keys(index)))
+    return tuple(dict.fromkeys(map(owner_of, _slices(index))))
 
 
 @lru_cache(maxsize=4096)
@@ -501,6 +508,13 @@ def _keys(index: int) -> tuple[bytes, ...]:
     """:func:`band_keys`, remembered for the pages in flight: a page's keys are asked for its owners
     (rule 9), its claim's scan and its base (rule 10)."""
     return tuple(band_keys(index))
+
+
+@lru_cache(maxsize=4096)
+def _slices(index: int) -> tuple[int, ...]:
+    """The band slices of :func:`_keys`, remembered alike: a page's are asked for its owners (rule 9) and
+    again when its base is kept (rule 13), each a hash of a key."""
+    return tuple(map(band_slice, _keys(index)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -568,7 +582,7 @@ def near_key(band: int, claimer: str, digest: bytes) -> bytes:
 
 
 def _band_slices(index: int) -> set[int]:
-    return {band_slice(k) for k in _keys(index)}
+    return set(_slices(index))
 
 
 def _order(c: NearClaim) -> tuple[float, str]:
@@ -650,10 +664,11 @@ class NearBook:
         if not self._settling:
             return
         order = _order(c)
-        # Those that match first (the tests read only the two claims), then each while still settling.
-        matches = [(key, s) for key, (s, _) in self._settling.items() if _order(s) > order and s.url != c.url
-                   and (s.index ^ c.index).bit_count() <= self._max_distance
-                   and verify_distance(s.verify, c.verify) <= VERIFY_MAX_DISTANCE]
+        # Those that match first (the tests read only the two claims), then each while still settling. The
+        # index distance first: it rules out nearly every settling base, at the cost of an integer test.
+        matches = [(key, s) for key, (s, _) in self._settling.items()
+                   if (s.index ^ c.index).bit_count() <= self._max_distance and _order(s) > order
+                   and s.url != c.url and verify_distance(s.verify, c.verify) <= VERIFY_MAX_DISTANCE]
         for key, s in matches:
             if key in self._settling:
                 del self._settling[key]
@@ -684,10 +699,12 @@ class NearBook:
     def settled(self, now: float) -> NearRouted:
         """The "none" answers of the bases that settled (rule 10)."""
         out, self._late = self._late, []
-        for key, (c, since) in list(self._settling.items()):
-            if now - since >= self._settle:
-                del self._settling[key]
-                out.append((key[0], NearAnswer(c.seq, None)))
+        while self._settling:
+            key, (c, since) = next(iter(self._settling.items()))
+            if now - since < self._settle:  # in arrival order (settle_due): the rest settle later
+                break
+            del self._settling[key]
+            out.append((key[0], NearAnswer(c.seq, None)))
         return out
 
     def _closest(self, c: NearClaim) -> tuple[_Match | None, _Match | None]:
@@ -906,6 +923,8 @@ class NearQueue(_HeldPages[_NearWaiting, NearBook]):
         for w in self._waiting.values():
             if w.stale and now - w.since >= self._wait / 2:  # its answers are taken (rule 17)
                 w.stale = frozenset()
+            if not w.unsent:  # most held pages: every claim of theirs is out
+                continue
             for owner in [o for o in w.unsent if self._retry_at.get(o, 0.0) <= now]:
                 w.unsent.discard(owner)
                 out.setdefault(owner, []).append(w.claim)
