@@ -135,6 +135,7 @@ near-duplicate index up (polecat/node/pipeline.py):
 from __future__ import annotations
 
 import hashlib
+from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
@@ -144,7 +145,7 @@ from typing import Generic, TypeVar
 import msgpack
 
 from polecat.dedup.minhash import VERIFY_MAX_DISTANCE, Fingerprint, verify_distance
-from polecat.dedup.nearindex import band_keys
+from polecat.dedup.nearindex import BANDS, band_keys
 from polecat.frontier.slices import PREFIX_LEN, SLICES, slice_prefix
 from polecat.store.base import OWN_HASH_HEADER, REFERS_DATE_HEADER, FetchRecord
 from polecat.writes import Delete, Put, Write
@@ -495,7 +496,21 @@ class ClaimQueue(_HeldPages[_Waiting, ClaimBook]):
 
 def band_slice(key: bytes) -> int:
     """Rule 8: the slice of a band key (hashed: band values are not spread like content hashes)."""
-    return int.from_bytes(hashlib.blake2b(key, digest_size=4).digest(), "big") % SLICES
+    # A key of nearindex.py's layout (3 bytes, its band number first) has a place in the table.
+    i = int.from_bytes(key, "big") if len(key) == 3 else len(_BAND_SLICES)
+    if i < len(_BAND_SLICES) and (got := _BAND_SLICES[i]) != _UNKNOWN:
+        return got
+    got = int.from_bytes(hashlib.blake2b(key, digest_size=4).digest(), "big") % SLICES
+    if i < len(_BAND_SLICES):
+        _BAND_SLICES[i] = got
+    return got
+
+
+_UNKNOWN = 0xFFFF
+_BAND_SLICES = array("H", [_UNKNOWN]) * (BANDS << 16)
+""":func:`band_slice` of each band key (band number, 16-bit value) once computed: a BLAKE2b a key was the
+first cost of claims.py in a crawl (4 a page at its claimer, 4 a base made durable at each owner,
+benchmarks/README.md "Issue 35: claim items a page"); the 2**18 keys fill 512 KiB."""
 
 
 def band_owners(index: int, owner_of: Callable[[int], str]) -> tuple[str, ...]:
