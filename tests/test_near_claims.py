@@ -6,6 +6,7 @@ that stores each near copy as one process does, every page replayed."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import random
 import subprocess
 import sys
@@ -93,6 +94,13 @@ def test_band_keys_are_spread_over_the_slices_like_content_hashes() -> None:
     owners = band_owners(fp.index, Ring(("a", "b", "c")).owner)
     assert set(owners) <= {"a", "b", "c"} and len(owners) == len(set(owners))
     assert {Ring(("a", "b", "c")).owner(band_slice(k)) for k in band_keys(fp.index)} == set(owners)
+
+
+@given(st.one_of(st.binary(min_size=3, max_size=3), st.binary(max_size=40)))
+def test_a_band_slice_is_its_key_s_hash_asked_once_or_again(key: bytes) -> None:
+    # Where near bases are kept (claims rule 13): the table that remembers it must not change it.
+    want = int.from_bytes(hashlib.blake2b(key, digest_size=4).digest(), "big") % SLICES
+    assert band_slice(key) == want and band_slice(key) == want
 
 
 def test_a_near_or_exact_copy_is_answered_at_once_and_names_its_holder() -> None:

@@ -608,8 +608,16 @@ class ContentClaims:
                 self._route_near(self.near.book.expired(now))
                 self._route_near(self.near.book.settled(now))
                 self._apply_near(self.near.expired(now))
-            for seq in [s for s, (_, _, _, since) in self._deposits.items() if now - since >= self._wait]:
-                self._deposit_done(seq, None)
+            self._deposits_overdue(now)
+
+    def _deposits_overdue(self, now: float) -> None:
+        """Deposits unacknowledged ``wait`` seconds after they were sent: stored here in full, marked (claims
+        rule 12). Sent in seq order, the oldest first: the scan stops at the first still in time."""
+        while self._deposits:
+            seq, (_, _, _, since) = next(iter(self._deposits.items()))
+            if now - since < self._wait:
+                break
+            self._deposit_done(seq, None)
 
     def _busy(self) -> bool:
         near = self.near is not None and (self.near.pending() > 0 or self.near.book.waiting() > 0)

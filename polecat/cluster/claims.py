@@ -135,6 +135,7 @@ near-duplicate index up (polecat/node/pipeline.py):
 from __future__ import annotations
 
 import hashlib
+from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
@@ -144,7 +145,7 @@ from typing import Generic, TypeVar
 import msgpack
 
 from polecat.dedup.minhash import VERIFY_MAX_DISTANCE, Fingerprint, verify_distance
-from polecat.dedup.nearindex import band_keys
+from polecat.dedup.nearindex import BANDS, band_keys
 from polecat.frontier.slices import PREFIX_LEN, SLICES, slice_prefix
 from polecat.store.base import OWN_HASH_HEADER, REFERS_DATE_HEADER, FetchRecord
 from polecat.writes import Delete, Put, Write
@@ -372,8 +373,15 @@ class _HeldPages(Generic[W, B]):
         self._retry_at[owner] = now + RETRY_AFTER
 
     def _overdue(self, now: float) -> list[int]:
-        """The seqs of the held pages that waited ``wait`` seconds (rules 5 and 11)."""
-        return [seq for seq, w in self._waiting.items() if now - w.since >= self._wait]
+        """The seqs of the held pages that waited ``wait`` seconds (rules 5 and 11). Held in the order they
+        came, the oldest first: the scan stops at the first still in time, not at the end of a long queue
+        each tick."""
+        out = []
+        for seq, w in self._waiting.items():
+            if now - w.since < self._wait:
+                break
+            out.append(seq)
+        return out
 
 
 class ClaimQueue(_HeldPages[_Waiting, ClaimBook]):
@@ -488,12 +496,26 @@ class ClaimQueue(_HeldPages[_Waiting, ClaimBook]):
 
 def band_slice(key: bytes) -> int:
     """Rule 8: the slice of a band key (hashed: band values are not spread like content hashes)."""
-    return int.from_bytes(hashlib.blake2b(key, digest_size=4).digest(), "big") % SLICES
+    # A key of nearindex.py's layout (3 bytes, its band number first) has a place in the table.
+    i = int.from_bytes(key, "big") if len(key) == 3 else len(_BAND_SLICES)
+    if i < len(_BAND_SLICES) and (got := _BAND_SLICES[i]) != _UNKNOWN:
+        return got
+    got = int.from_bytes(hashlib.blake2b(key, digest_size=4).digest(), "big") % SLICES
+    if i < len(_BAND_SLICES):
+        _BAND_SLICES[i] = got
+    return got
+
+
+_UNKNOWN = 0xFFFF
+_BAND_SLICES = array("H", [_UNKNOWN]) * (BANDS << 16)
+""":func:`band_slice` of each band key (band number, 16-bit value) once computed: a BLAKE2b a key was the
+first cost of claims.py in a crawl (4 a page at its claimer, 4 a base made durable at each owner,
+benchmarks/README.md "Issue 35: claim items a page"); the 2**18 keys fill 512 KiB."""
 
 
 def band_owners(index: int, owner_of: Callable[[int], str]) -> tuple[str, ...]:
     """The distinct owners of fingerprint index ``index``'s band keys (rule 9), in band order."""
-    return tuple(dict.fromkeys(owner_of(band_slice(k)) for k in _keys(index)))
+    return tuple(dict.fromkeys(map(owner_of, _slices(index))))
 
 
 @lru_cache(maxsize=4096)
@@ -501,6 +523,13 @@ def _keys(index: int) -> tuple[bytes, ...]:
     """:func:`band_keys`, remembered for the pages in flight: a page's keys are asked for its owners
     (rule 9), its claim's scan and its base (rule 10)."""
     return tuple(band_keys(index))
+
+
+@lru_cache(maxsize=4096)
+def _slices(index: int) -> tuple[int, ...]:
+    """The band slices of :func:`_keys`, remembered alike: a page's are asked for its owners (rule 9) and
+    again when its base is kept (rule 13), each a hash of a key."""
+    return tuple(map(band_slice, _keys(index)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -568,7 +597,7 @@ def near_key(band: int, claimer: str, digest: bytes) -> bytes:
 
 
 def _band_slices(index: int) -> set[int]:
-    return {band_slice(k) for k in _keys(index)}
+    return set(_slices(index))
 
 
 def _order(c: NearClaim) -> tuple[float, str]:
@@ -650,10 +679,11 @@ class NearBook:
         if not self._settling:
             return
         order = _order(c)
-        # Those that match first (the tests read only the two claims), then each while still settling.
-        matches = [(key, s) for key, (s, _) in self._settling.items() if _order(s) > order and s.url != c.url
-                   and (s.index ^ c.index).bit_count() <= self._max_distance
-                   and verify_distance(s.verify, c.verify) <= VERIFY_MAX_DISTANCE]
+        # Those that match first (the tests read only the two claims), then each while still settling. The
+        # index distance first: it rules out nearly every settling base, at the cost of an integer test.
+        matches = [(key, s) for key, (s, _) in self._settling.items()
+                   if (s.index ^ c.index).bit_count() <= self._max_distance and _order(s) > order
+                   and s.url != c.url and verify_distance(s.verify, c.verify) <= VERIFY_MAX_DISTANCE]
         for key, s in matches:
             if key in self._settling:
                 del self._settling[key]
@@ -684,10 +714,12 @@ class NearBook:
     def settled(self, now: float) -> NearRouted:
         """The "none" answers of the bases that settled (rule 10)."""
         out, self._late = self._late, []
-        for key, (c, since) in list(self._settling.items()):
-            if now - since >= self._settle:
-                del self._settling[key]
-                out.append((key[0], NearAnswer(c.seq, None)))
+        while self._settling:
+            key, (c, since) = next(iter(self._settling.items()))
+            if now - since < self._settle:  # in arrival order (settle_due): the rest settle later
+                break
+            del self._settling[key]
+            out.append((key[0], NearAnswer(c.seq, None)))
         return out
 
     def _closest(self, c: NearClaim) -> tuple[_Match | None, _Match | None]:
@@ -906,6 +938,8 @@ class NearQueue(_HeldPages[_NearWaiting, NearBook]):
         for w in self._waiting.values():
             if w.stale and now - w.since >= self._wait / 2:  # its answers are taken (rule 17)
                 w.stale = frozenset()
+            if not w.unsent:  # most held pages: every claim of theirs is out
+                continue
             for owner in [o for o in w.unsent if self._retry_at.get(o, 0.0) <= now]:
                 w.unsent.discard(owner)
                 out.setdefault(owner, []).append(w.claim)
