@@ -1,17 +1,24 @@
 """Objects the cyclic garbage collector tracks, kept alive per host (issue 39: a young pass of the
 collector traverses every one of them, ~0.7 us each in a 1M-host breadth crawl). Counted, never timed:
 polecat/frontier/host_table.py rule 19 (one heap entry a schedule), polecat/frontier/robots.py rule 9
-(robots answers shared by the hosts whose rules are one object)."""
+(robots answers shared by the hosts whose rules are one object), polecat/frontier/outcomes.py rule 5 (a
+failed robots.txt's error kept without its frames)."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
+import weakref
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from polecat.config import Config, ScopeConfig
+from polecat.errors import DnsError, FetchError
 from polecat.frontier import robots
+from polecat.frontier.outcomes import robots_failed
+from polecat.frontier.records import Completion
 from polecat.frontier.robots import Ready, RobotsPolicy
 from polecat.writes import Write
 from tests.frontier_helpers import Rig, canon, politeness
@@ -80,3 +87,55 @@ def test_shared_answers_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
         answer = policy.lookup(f"h{i}.gc.test", 1.0)
         assert isinstance(answer, Ready) and not answer.rules.allowed(f"http://h{i}.gc.test/p{i}")
         assert answer.rules.allowed(f"http://h{i}.gc.test/p{i + 1}x")
+
+
+class Marker:
+    """An object a lease's frame holds, to see when that frame is freed."""
+
+
+async def lookup(host: str) -> None:
+    try:
+        raise OSError(f"{host}: no such name")
+    except OSError as exc:
+        raise DnsError(f"{host}: lookup failed") from exc
+
+
+async def robots_lease(host: str, held: list[weakref.ref[Marker]]) -> Completion:
+    """The node's shape (lease_runner.py): the error caught in the lease's own frame, which holds the
+    completion made of it."""
+    marker = Marker()
+    held.append(weakref.ref(marker))
+    try:
+        await lookup(host)
+    except FetchError as exc:
+        completion = robots_failed(0.0, 1.0, exc, None)
+    return completion
+
+
+@pytest.fixture
+def collector_off() -> Iterator[None]:
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+@pytest.mark.usefixtures("collector_off")
+def test_a_failed_robots_txt_leaves_no_cycle_for_the_collector() -> None:
+    """outcomes.py rule 5: with the collector off, 200 robots.txt lookups that failed leave none of their
+    leases' frames alive once their completions are dropped (a cycle through the traceback kept each),
+    and the error kept still says what failed, with its cause."""
+    held: list[weakref.ref[Marker]] = []
+
+    async def crawl() -> list[Completion]:
+        return [await robots_lease(f"h{i}.gc.test", held) for i in range(200)]
+
+    completions = asyncio.run(crawl())
+    error = completions[0].robots.error if completions[0].robots is not None else None
+    assert isinstance(error, DnsError) and error.__traceback__ is None
+    assert str(error) == "h0.gc.test: lookup failed" and error.kind == "dns"
+    assert isinstance(error.__cause__, OSError) and error.__cause__.__traceback__ is None
+    del completions, error
+    assert sum(ref() is not None for ref in held) == 0
