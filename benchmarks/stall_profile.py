@@ -54,6 +54,9 @@ class StallProfile:
         self.steps: defaultdict[str, list[float]] = defaultdict(list)
         self.samples: defaultdict[str, Counter[str]] = defaultdict(Counter)
         self.iterations: list[tuple[float, list[tuple[float, int, str]]]] = []
+        self.iteration_parts: defaultdict[str, list[float]] = defaultdict(lambda: [0, 0.0])
+        """What the iterations of 50 ms or more ran, summed: handles and CPU by what ran, and the loop's own
+        part (``loop``: its selector, its events and timers made into handles)."""
         self.collections: list[tuple[int, float]] = []
         self._in_iteration: defaultdict[str, list[float]] = defaultdict(lambda: [0, 0.0])
         self._step_began = 0.0
@@ -86,6 +89,14 @@ class StallProfile:
                 parts = sorted(((cpu, int(n), what) for what, (n, cpu) in profile._in_iteration.items()),
                                reverse=True)
                 profile.iterations.append((spent, parts[:4]))
+                if spent >= 0.05:
+                    loop_part = profile.iteration_parts["loop"]
+                    loop_part[0] += 1
+                    loop_part[1] += spent - sum(cpu for cpu, _, _ in parts)
+                    for cpu, n, what in parts:
+                        summed = profile.iteration_parts[what]
+                        summed[0] += n
+                        summed[1] += cpu
 
         asyncio.events.Handle._run = timed_handle  # type: ignore[method-assign,assignment]
         asyncio.base_events.BaseEventLoop._run_once = timed_iteration  # type: ignore[attr-defined]
@@ -101,9 +112,7 @@ class StallProfile:
         self._watching = False
 
     def _ran(self, handle: asyncio.Handle, cpu: float) -> None:
-        if cpu < 0.001:
-            return
-        what = _what(handle)
+        what = _what(handle)  # every handle, short ones too: an iteration of many short steps is one stall
         part = self._in_iteration[what]
         part[0] += 1
         part[1] += cpu
@@ -144,6 +153,8 @@ class StallProfile:
                 "iterations_over_30ms": len(iterations),
                 "longest_iterations": [[round(s * 1000, 1), [[round(c * 1000, 1), n, w] for c, n, w in parts]]
                                        for s, parts in iterations[:20]],
+                "iteration_parts_over_50ms": {what: [int(n), round(cpu * 1000, 1)] for what, (n, cpu) in
+                                              sorted(self.iteration_parts.items(), key=lambda kv: -kv[1][1])},
                 "collections_over_5ms": [[g, round(s * 1000, 1)] for g, s in self.collections]}
 
 
@@ -180,6 +191,10 @@ def report(path: Path) -> list[str]:
         lines.append(f"  {what}: {step['count']} (of 50 ms or more {step['over_50ms']}), max "
                      f"{step['max_ms']} ms, median {step['median_ms']} ms")
         lines += [f"      {n} x {where}" for where, n in step["where"][:3]]
+    parts = data.get("iteration_parts_over_50ms", {})
+    if parts:
+        lines.append("  what the iterations of 50 ms or more ran (handles, CPU in all): " + "; ".join(
+            f"{what} {n}, {ms:.0f} ms" for what, (n, ms) in list(parts.items())[:8]))
     collections = data["collections_over_5ms"]
     if collections:
         lines.append(f"  garbage collections of 5 ms or more: {len(collections)}, the longest "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeAlias
@@ -404,3 +405,23 @@ async def test_the_fetcher_raises_a_withheld_request_as_such_not_as_a_fetch_fail
                 await fetcher.fetch_robots(url + "robots.txt", gate=lambda: False)
             assert (await fetcher.fetch(url, gate=lambda: True)).status == 200
         assert len(server.heads) == 1
+
+
+async def test_a_refused_connect_raises_an_error_that_no_frame_of_its_traceback_holds() -> None:
+    """Rule 4: the error of the last failed connect is raised, but the connecting frame keeps no
+    reference to it: one would be a cycle (the error, its traceback, that frame) only the garbage
+    collector frees, one per failed connect."""
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]  # nothing listens there once it is closed: refused
+    pool = make_pool()
+    with pytest.raises(OSError) as raised:
+        await pool.exchange(("http", "127.0.0.1", port), encode_get("/", f"127.0.0.1:{port}", ()))
+    pool.close()
+    error, holders = raised.value, []
+    tb = error.__traceback__.tb_next if error.__traceback__ is not None else None  # past this test's frame
+    while tb is not None:
+        if any(value is error for value in tb.tb_frame.f_locals.values()):
+            holders.append(tb.tb_frame.f_code.co_name)
+        tb = tb.tb_next
+    assert holders == []

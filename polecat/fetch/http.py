@@ -3,10 +3,12 @@ cannot hang.
 
 :meth:`Fetcher.fetch` sends one GET and returns a :class:`Response` or raises a
 :class:`polecat.errors.FetchError` subclass; every parser, OS and SSL error is translated in
-:func:`_translate`, and nowhere else. The wire format is :mod:`polecat.fetch.h1` (sans-IO), the
-connections :mod:`polecat.fetch.pool`. polecat has its own client rather than aiohttp's because a crawl
-spends its CPU per request: aiohttp cost ~60 us of it a request where a GET needs ~15 (benchmarks/README.md,
-"Fetch against a minimal client").
+:func:`_translate`, and nowhere else. A ``FetchError`` already (the resolver's, the decoders') goes on as
+it was raised: raised ``from`` itself it was its own cause, a cycle that only the garbage collector freed,
+one for every failed lookup (benchmarks/README.md "Issue 39: the loop in the 1M-host breadth crawl").
+The wire format is :mod:`polecat.fetch.h1` (sans-IO), the connections :mod:`polecat.fetch.pool`.
+polecat has its own client rather than aiohttp's because a crawl spends its CPU per request: aiohttp cost
+~60 us of it a request where a GET needs ~15 (benchmarks/README.md, "Fetch against a minimal client").
 
 Bounds, per request:
 
@@ -185,8 +187,6 @@ def media_type(value: str | None) -> tuple[str, str | None]:
 
 def _translate(exc: BaseException, url: str, phase: str) -> FetchError:
     """The one place where parser, SSL, OS and timeout errors become polecat errors."""
-    if isinstance(exc, FetchError):  # from the resolver (DnsError, BlockedAddressError) or the decoders
-        return exc
     where = f"{url}: {phase}"
     if isinstance(exc, ssl.SSLCertVerificationError):
         return TlsError(f"{where}: certificate verification failed: {exc}")
@@ -485,6 +485,8 @@ class Fetcher:
             raise
         except RequestWithheld:
             raise  # nothing was sent: not a fetch outcome
+        except FetchError:
+            raise  # ours already (module docstring): not its own cause
         except Exception as exc:
             raise _translate(exc, url, phase) from exc
         finally:

@@ -14,7 +14,10 @@ Rules:
    idle connection as the request went out) is sent once more, on a new connection; aiohttp, the client
    before this one, did the same for GETs.
 4. A connect tries the resolver's addresses in order (IPv4 first), each bounded by ``connect_timeout``;
-   the resolver applies the SSRF guard (IP literals through ``check_host``).
+   the resolver applies the SSRF guard (IP literals through ``check_host``). The last attempt's error is
+   raised with no reference to it left in the connecting frame: that frame is in the error's traceback,
+   so one would be a cycle that only the garbage collector frees, one per failed connect
+   (benchmarks/README.md "Issue 39: the loop in the 1M-host breadth crawl").
 5. A body waiting to be read is bounded: past :data:`HIGH_WATER` buffered bytes the connection stops
    reading from the socket until the reader drains it.
 6. Connections open in total (in use + idle + closing) are at most ``max_open`` (0 is no cap; the node
@@ -576,7 +579,10 @@ class ConnectionPool:
             self._opened(conn, tls)
             return conn
         assert error is not None
-        raise error
+        try:
+            raise error
+        finally:
+            error = None  # rule 4: this frame would hold the error its traceback holds
 
     async def _connect_via(self, proxy: ProxyAddress, origin: Origin, address: str,
                            tls: ssl.SSLContext | None, loop: asyncio.AbstractEventLoop) -> Connection:

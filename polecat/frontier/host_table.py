@@ -94,6 +94,11 @@ Rules:
    passes (leasing.py rule 9 bounds the pops of one lease call). One cut of 12,500 records at once (their
    writes, the ranking of 50,000, three heaps rebuilt) held the event loop 150-230 ms in a 100,000-host
    breadth crawl (benchmarks/README.md "Issue 39: loop stalls, second pass").
+19. A host scheduled is one ``(at, host)`` entry, the same tuple in each heap it goes into (the ready heap,
+   the warm heap, the due heap), and a rebuild of the heaps (rule 18) makes one entry a host: each tuple
+   is an object the garbage collector's young pass traverses until it finds it holds only a float and a
+   string (three a schedule made ~25,000 of the ~98,000 objects of a young pass of 67 ms in a 1M-host
+   breadth crawl: benchmarks/README.md "Issue 39: the loop in the 1M-host breadth crawl").
 """
 
 from __future__ import annotations
@@ -512,15 +517,16 @@ class HostTable:
             self.due.discard(host)
             self.backing_off.discard(host)
         scheduled[host] = at
-        heapq.heappush(self.heap, (at, host))
+        entry = (at, host)  # rule 19: one tuple in every heap
+        heapq.heappush(self.heap, entry)
         if host in self.warm:
-            heapq.heappush(self.warm_heap, (at, host))
+            heapq.heappush(self.warm_heap, entry)
         if host in self.parked:  # rule 17
             return
         if at <= self.advanced_to:
             self.due.add(host)
         else:
-            heapq.heappush(self.due_heap, (at, host))
+            heapq.heappush(self.due_heap, entry)
             st = self.hosts.get(host)
             if st is not None and (st.failures or st.strikes):
                 self.backing_off.add(host)
@@ -633,13 +639,14 @@ class HostTable:
         if len(dropped) * 4 < len(self.heap):  # rule 18: their entries are popped as time passes
             return len(dropped)
         # The heap's entries of the hosts dropped are stale (rule 2): rebuilt rather than left to grow.
-        self.heap[:] = [(at, host) for host, at in scheduled.items()]
-        heapq.heapify(self.heap)
-        self.due_heap[:] = [(at, host) for host, at in scheduled.items()
-                            if host not in self.due and host not in parked]
+        entries = [(at, host) for host, at in scheduled.items()]  # rule 19: one tuple a host
+        due, warm = self.due, self.warm
+        self.due_heap[:] = [e for e in entries if e[1] not in due and e[1] not in parked]
         heapq.heapify(self.due_heap)
-        self.warm_heap[:] = [(at, host) for host, at in scheduled.items() if host in self.warm]
+        self.warm_heap[:] = [e for e in entries if e[1] in warm]
         heapq.heapify(self.warm_heap)
+        self.heap[:] = entries
+        heapq.heapify(self.heap)
         return len(dropped)
 
     def unsaved(self) -> dict[bytes, bytes]:

@@ -17,6 +17,12 @@ Rules (this module owns them; what a strike or a quarantine then does is polecat
    ``is_answer``): a strike, as rule 2.
 4. A robots.txt answered 2xx whose rules are in force names the sitemaps to read (:func:`sitemaps_named`);
    which of them are queued is the refresh settings' call (polecat/node/pipeline.py ``add_sitemaps``).
+5. The error a completion keeps (rule 2's, for polecat/frontier/robots.py to read its kind) keeps no
+   traceback, nor do the errors it chains: a traceback holds every frame from the lease's task down to
+   the raise, and the task's own frame holds the completion, so each failed robots.txt was a cycle of
+   ~13 objects (frames, tracebacks, the task, its coroutines and timers) that only the garbage collector
+   freed. Seeds of hosts that do not resolve made ~42,000 such objects for every young pass, one pass
+   every ~3 s of 30-72 ms (benchmarks/README.md "Issue 39: the loop in the 1M-host breadth crawl").
 """
 
 from __future__ import annotations
@@ -28,6 +34,9 @@ from polecat.frontier.politeness import Attempt
 from polecat.frontier.records import Completion, Lease, Outcome, RobotsOutcome, origin_of
 from polecat.frontier.robots import Ready, RobotsPolicy, is_answer
 
+_CHAIN_MOST = 16
+"""Chained errors rule 5 looks at, at most."""
+
 
 def page_failed(started: float, ended: float, exc: FetchError) -> Completion:
     """Rule 1."""
@@ -37,9 +46,21 @@ def page_failed(started: float, ended: float, exc: FetchError) -> Completion:
     return Completion(attempt, outcome, exc.kind, detail=detail, park=detail if exc.host_wide else "")
 
 
+def without_frames(exc: FetchError) -> FetchError:
+    """``exc`` with the tracebacks of it and of the errors it chains dropped (rule 5); its messages, kind
+    and chain stay."""
+    at: BaseException | None = exc
+    for _ in range(_CHAIN_MOST):  # a chain is acyclic when raised; one built by hand need not be
+        if at is None:
+            break
+        at.__traceback__ = None
+        at = at.__cause__ or at.__context__
+    return exc
+
+
 def robots_failed(started: float, ended: float, exc: FetchError, hop_from: Attempt | None) -> Completion:
-    """Rule 2. ``hop_from``: the leased host's last attempt when the failure was on another host."""
-    failed = RobotsOutcome(error=exc)
+    """Rules 2 and 5. ``hop_from``: the leased host's last attempt when the failure was on another host."""
+    failed = RobotsOutcome(error=without_frames(exc))
     if hop_from is not None:
         return Completion(dataclasses.replace(hop_from, unusable=True), "fetched", f"robots:{exc.kind}",
                           detail=f"robots.txt: {exc.kind}: {exc}", robots=failed)

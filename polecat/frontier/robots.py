@@ -25,6 +25,12 @@ Rules of RobotsPolicy (RFC 9309 2.3.1 and 2.4; one place, read top to bottom):
    asked again; an unreachable one dropped is asked again at once (the host's own backoff, politeness
    rule 5, still spaces its requests). A breadth crawl of a million hosts thus holds the rules of the
    hosts in rotation, not of every host it ever asked.
+9. The answers :meth:`RobotsPolicy.lookup` gives (``Ready``, fresh and due for a refresh) are made once
+   for each rules object and shared by every host that has it: identical small files share one rules
+   object (polecat/parse/robots.py interns them), so a million hosts of the same robots.txt hold no
+   answer of their own, only their ``_Host``. Two answers a host were objects the garbage collector's
+   young pass traversed (~6,700 of its ~98,000 in a 1M-host breadth crawl: benchmarks/README.md "Issue
+   39: the loop in the 1M-host breadth crawl"). At most :data:`SHARED_ANSWERS` rules objects are kept.
 """
 
 from __future__ import annotations
@@ -37,11 +43,13 @@ from dataclasses import dataclass
 from polecat.config import RobotsConfig
 from polecat.parse.robots import RobotsRules, product_token
 
-__all__ = ["MAX_HOSTS", "Closed", "Fetch", "Ready", "RobotsDecision", "RobotsPolicy", "RobotsStats",
-           "is_answer"]
+__all__ = ["MAX_HOSTS", "SHARED_ANSWERS", "Closed", "Fetch", "Ready", "RobotsDecision", "RobotsPolicy",
+           "RobotsStats", "is_answer"]
 
 MAX_HOSTS = 65_536
 """Hosts whose robots.txt state is held in memory at most (rule 8): the working set's 50,000 and room."""
+SHARED_ANSWERS = 4096
+"""Rules objects whose answers are kept to be shared (rule 9): as many as parse/robots.py interns."""
 
 Loader = Callable[[str], "tuple[int, float, bytes] | None"]
 """A host's stored answer: ``(status, fetched_at, body)``, None when none is kept (rule 8)."""
@@ -125,6 +133,8 @@ class RobotsPolicy:
         self._indexed: dict[str, RobotsRules] = {}
         """Hosts whose rules in use are indexed: the only ones whose URL checks can pass the bound."""
         self._errors: dict[str, int] = {}
+        self._answers: dict[RobotsRules, tuple[Ready, Ready]] = {}
+        """The fresh and the stale answer of each rules object (rule 9), by identity."""
 
     def set_loader(self, load: Loader) -> None:
         """Where answers not in memory are read back from (rule 8)."""
@@ -218,8 +228,12 @@ class RobotsPolicy:
             self._indexed[host] = rules
         else:
             self._indexed.pop(host, None)
-        h.fresh = Ready(rules, False)
-        h.stale = Ready(rules, True)
+        answers = self._answers.get(rules)
+        if answers is None:
+            if len(self._answers) >= SHARED_ANSWERS:  # rule 9: those of rules no longer interned go
+                self._answers.clear()
+            answers = self._answers[rules] = (Ready(rules, False), Ready(rules, True))
+        h.fresh, h.stale = answers
         h.fetched_at = now
         h.failures = 0
 
