@@ -154,6 +154,42 @@ def test_the_cut_drops_a_batch_a_commit_and_the_crawl_still_fetches_everything(
     assert sum(dropped == 8 and before - 8 > 75 for before, dropped in cuts) >= 2  # went on at later commits
 
 
+def test_a_feed_with_no_leases_keeps_the_heaps_stale_entries_bounded(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Host table rule 20: URLs pushed round after round over 1,200 hosts through a working set of 400,
+    nothing leased meanwhile, take dropped hosts back into memory a few a commit (too few for rule 18's
+    rebuild) and schedule each again; the heaps stay within twice the scheduled hosts and the slack at
+    every commit (rebuilt, not grown by an entry a host taken back), and the crawl after fetches each URL
+    once, politely."""
+    monkeypatch.setattr(host_table, "CUT_BATCH", 8)  # rule 18's own rebuild stays out of the way
+    monkeypatch.setattr(host_table, "HEAP_SLACK", 50)
+    rebuilds = 0
+    rebuild = HostTable._rebuild_heaps
+
+    def counted(table: HostTable) -> None:
+        nonlocal rebuilds
+        rebuilds += 1
+        rebuild(table)
+
+    monkeypatch.setattr(HostTable, "_rebuild_heaps", counted)
+    rig = Rig(tmp_path, cfg=config(400))
+    table = rig.raw._table
+    pushed = [canon(f"http://h{i}.ws.test/p{r}") for r in range(4) for i in range(1200)]
+    for url in pushed:
+        rig.frontier.add(url, 1, 0.5, 0.0)
+        if rig.db.pending >= 40:
+            commit(rig)
+            heaps = (table.heap, table.due_heap, table.warm_heap)
+            assert max(map(len, heaps)) <= 2 * len(table.scheduled) + 50
+    commit(rig)
+    assert rebuilds >= 2 and rig.raw.queued == len(pushed)
+    crawl = Crawl(rig, 1.0)
+    assert crawl.run()
+    assert crawl.pages.keys() == set(pushed) and set(crawl.pages.values()) == {1}
+    for host, starts in crawl.starts.items():
+        assert min((b - a for a, b in pairwise(starts)), default=RATE) >= 1 / RATE - 1e-9, host
+
+
 def test_pages_released_before_their_records_are_each_fetched_once_politely(tmp_path: Path) -> None:
     """Leasing rule 7 through a small working set: a host with a released URL stays in memory (host
     table rule 6), and no released URL is leased again before its record."""

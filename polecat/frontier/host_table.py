@@ -91,14 +91,23 @@ Rules:
    drops up to that many until three quarters of the bound are left (more only where memory went past
    the bound itself, to get back under it). The heap entries of the records dropped are stale (rule 2):
    the heaps are rebuilt when they are a quarter of the ready heap or more, else left to be popped as time
-   passes (leasing.py rule 9 bounds the pops of one lease call). One cut of 12,500 records at once (their
-   writes, the ranking of 50,000, three heaps rebuilt) held the event loop 150-230 ms in a 100,000-host
-   breadth crawl (benchmarks/README.md "Issue 39: loop stalls, second pass").
+   passes (leasing.py rule 9 bounds the pops of one lease call) or to rule 20's bound. One cut of 12,500
+   records at once (their writes, the ranking of 50,000, three heaps rebuilt) held the event loop 150-230
+   ms in a 100,000-host breadth crawl (benchmarks/README.md "Issue 39: loop stalls, second pass").
 19. A host scheduled is one ``(at, host)`` entry, the same tuple in each heap it goes into (the ready heap,
    the warm heap, the due heap), and a rebuild of the heaps (rule 18) makes one entry a host: each tuple
    is an object the garbage collector's young pass traverses until it finds it holds only a float and a
    string (three a schedule made ~25,000 of the ~98,000 objects of a young pass of 67 ms in a 1M-host
    breadth crawl: benchmarks/README.md "Issue 39: the loop in the 1M-host breadth crawl").
+20. The heaps' stale entries are bounded whatever pops them: at every commit, once a heap holds more than
+   twice the scheduled hosts and :data:`HEAP_SLACK` entries, the three heaps are rebuilt from
+   :attr:`HostTable.scheduled` (after the cut of rule 18), so a rebuild, O(scheduled), comes after as many
+   stale entries as live ones at least. Stale entries are popped only by leases (as their time comes,
+   leasing.py rule 9) and :meth:`HostTable.advance`; a feed faster than the leases (a seeds file, URLs
+   pushed into a frontier that leases nothing) takes a host dropped by rule 6 back into memory and
+   schedules it again, an entry each time: ~0.5 per URL in each heap pushing 10M URLs over 100,000 hosts
+   through a working set of 50,000, ~1 GB of the process's anonymous memory at 10M URLs
+   (benchmarks/README.md, "Issue 39: anonymous memory at 10M URLs").
 """
 
 from __future__ import annotations
@@ -165,6 +174,8 @@ COLD_RETRY = 0.05
 """Seconds before a lease asks again when ``ready`` rows are due but memory is full (rule 7)."""
 CUT_BATCH = 1024
 """Host records rule 6's cut drops at one commit at most (rule 18): ~16 us each (their writes applied)."""
+HEAP_SLACK = 4096
+"""Heap entries past twice the scheduled hosts that rule 20 leaves to be popped."""
 
 
 def quarantined(st: HostState) -> bool:
@@ -603,6 +614,9 @@ class HostTable:
             self._cutting = False
         out += [Put("resident", host.encode(), b"") for host in self._arrived if host in hosts]
         self._arrived.clear()
+        longest = max(len(self.heap), len(self.due_heap), len(self.warm_heap))
+        if longest > 2 * len(self.scheduled) + HEAP_SLACK:
+            self._rebuild_heaps()  # rule 20
         return out
 
     def _evict(self, keep: int, out: list[Write]) -> int:
@@ -636,18 +650,21 @@ class HostTable:
                     self.cold_head = st.next_allowed
             if host not in self._arrived:  # else it has no row yet
                 out.append(Delete("resident", host.encode()))
-        if len(dropped) * 4 < len(self.heap):  # rule 18: their entries are popped as time passes
-            return len(dropped)
-        # The heap's entries of the hosts dropped are stale (rule 2): rebuilt rather than left to grow.
+        if len(dropped) * 4 >= len(self.heap):  # rule 18: else their entries are popped as time passes
+            self._rebuild_heaps()
+        return len(dropped)
+
+    def _rebuild_heaps(self) -> None:
+        """The three heaps rebuilt from :attr:`scheduled`, their stale entries (rule 2) gone (rules 18
+        and 20), one tuple a host (rule 19)."""
+        scheduled, due, parked, warm = self.scheduled, self.due, self.parked, self.warm
         entries = [(at, host) for host, at in scheduled.items()]  # rule 19: one tuple a host
-        due, warm = self.due, self.warm
         self.due_heap[:] = [e for e in entries if e[1] not in due and e[1] not in parked]
         heapq.heapify(self.due_heap)
         self.warm_heap[:] = [e for e in entries if e[1] in warm]
         heapq.heapify(self.warm_heap)
         self.heap[:] = entries
         heapq.heapify(self.heap)
-        return len(dropped)
 
     def unsaved(self) -> dict[bytes, bytes]:
         """The ``hosts`` rows of the records changed since the last commit, newer than the table's."""
