@@ -83,6 +83,29 @@ async def test_a_name_asked_again_reaches_the_server_again(dns: LocalDnsServer, 
     assert dns.queries["hour.test"] == 4  # A and AAAA, twice
 
 
+def test_the_query_cache_is_turned_off_only_where_c_ares_has_one() -> None:
+    """pycares 4's c-ares (before 1.23) has no query cache and no option for it: its channel is made as
+    asked, not refused by the option's absence."""
+    calls: list[int] = []
+
+    class Lib:
+        def ares_init_options(self, channel: object, options: object, optmask: int) -> int:
+            calls.append(optmask)
+            return 0
+
+    class Options:  # c-ares 1.23 on
+        qcache_max_ttl = 3600
+
+    class OldOptions:
+        __slots__ = ()
+
+    off = dns_module._QueryCacheOff(Lib())
+    options = Options()
+    assert off.ares_init_options(None, options, 1) == 0 and options.qcache_max_ttl == 0
+    assert off.ares_init_options(None, OldOptions(), 1) == 0
+    assert calls == [1 | dns_module._ARES_OPT_QUERY_CACHE, 1]
+
+
 async def test_expired_names_at_the_least_recently_used_end_go_when_an_answer_is_stored(
         dns: LocalDnsServer, resolver: CachingResolver, clock: FakeClock) -> None:
     """A breadth crawl's names, each used once: those expired go, not only past max_entries."""

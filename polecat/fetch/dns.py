@@ -83,7 +83,10 @@ class _QueryCacheOff:
         return getattr(self._lib, name)
 
     def ares_init_options(self, channel: Any, options: Any, optmask: int) -> Any:
-        options.qcache_max_ttl = 0
+        try:
+            options.qcache_max_ttl = 0
+        except AttributeError:  # a c-ares before 1.23 (pycares 4): it has no query cache to turn off
+            return self._lib.ares_init_options(channel, options, optmask)
         return self._lib.ares_init_options(channel, options, optmask | _ARES_OPT_QUERY_CACHE)
 
 
