@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Container, Iterable, Sequence
 
 from polecat.config import ScopeConfig
 from polecat.dedup.seen import SeenSet
@@ -386,11 +386,13 @@ class Intake:
             self._refetch_kept_in[s] += 1
         elif not keep and self._refetch_kept.pop(key, None) is not None:
             self._refetch_kept_in[s] -= 1
+            if not self._refetch_kept_in[s]:
+                del self._refetch_kept_in[s]
 
-    def pending_refetches(self, slices: Iterable[int]) -> Counter[int]:
-        """The refetch requests kept for their owners (rule 5) in ``slices``, by slice."""
-        kept = self._refetch_kept_in
-        return Counter({s: kept[s] for s in slices if kept[s] > 0})
+    def pending_refetches(self, slices: Container[int]) -> Counter[int]:
+        """The refetch requests kept for their owners (rule 5) in ``slices``, by slice: a look at the
+        slices that hold one (usually none), not at every slice asked about."""
+        return Counter({s: n for s, n in self._refetch_kept_in.items() if s in slices})
 
     def released(self, slices: frozenset[int]) -> list[Write]:
         """The end of the release of ``slices``: the requests kept there went with their bundles; those an
