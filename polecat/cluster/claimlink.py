@@ -37,6 +37,7 @@ import contextlib
 import logging
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from polecat.clock import SYSTEM_CLOCK, Clock
@@ -58,6 +59,7 @@ from polecat.cluster.claims import (
     Routed,
     exact_copy,
     near_copy,
+    overdue,
 )
 from polecat.cluster.claimwire import (
     ClaimFrame,
@@ -612,11 +614,8 @@ class ContentClaims:
 
     def _deposits_overdue(self, now: float) -> None:
         """Deposits unacknowledged ``wait`` seconds after they were sent: stored here in full, marked (claims
-        rule 12). Sent in seq order, the oldest first: the scan stops at the first still in time."""
-        while self._deposits:
-            seq, (_, _, _, since) = next(iter(self._deposits.items()))
-            if now - since < self._wait:
-                break
+        rule 12). Sent in seq order, the oldest first."""
+        for seq in overdue(self._deposits, itemgetter(3), now, self._wait):
             self._deposit_done(seq, None)
 
     def _busy(self) -> bool:

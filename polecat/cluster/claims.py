@@ -137,9 +137,10 @@ from __future__ import annotations
 import hashlib
 from array import array
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
+from operator import attrgetter, itemgetter
 from typing import Generic, TypeVar
 
 import msgpack
@@ -373,15 +374,24 @@ class _HeldPages(Generic[W, B]):
         self._retry_at[owner] = now + RETRY_AFTER
 
     def _overdue(self, now: float) -> list[int]:
-        """The seqs of the held pages that waited ``wait`` seconds (rules 5 and 11). Held in the order they
-        came, the oldest first: the scan stops at the first still in time, not at the end of a long queue
-        each tick."""
-        out = []
-        for seq, w in self._waiting.items():
-            if now - w.since < self._wait:
-                break
-            out.append(seq)
-        return out
+        """The seqs of the held pages that waited ``wait`` seconds (rules 5 and 11)."""
+        return overdue(self._waiting, attrgetter("since"), now, self._wait)
+
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+def overdue(held: Mapping[K, V], since: Callable[[V], float], now: float, wait: float) -> list[K]:
+    """The keys of ``held`` whose time (``since`` of their value) is ``wait`` seconds or more before
+    ``now``. ``held`` is in the order its items came, the oldest first (held pages, settling bases,
+    deposits), so the scan stops at the first still in time, not at the end of a long queue each tick."""
+    out = []
+    for key, value in held.items():
+        if now - since(value) < wait:
+            break
+        out.append(key)
+    return out
 
 
 class ClaimQueue(_HeldPages[_Waiting, ClaimBook]):
@@ -714,11 +724,8 @@ class NearBook:
     def settled(self, now: float) -> NearRouted:
         """The "none" answers of the bases that settled (rule 10)."""
         out, self._late = self._late, []
-        while self._settling:
-            key, (c, since) = next(iter(self._settling.items()))
-            if now - since < self._settle:  # in arrival order (settle_due): the rest settle later
-                break
-            del self._settling[key]
+        for key in overdue(self._settling, itemgetter(1), now, self._settle):  # in arrival order (settle_due)
+            c, _ = self._settling.pop(key)
             out.append((key[0], NearAnswer(c.seq, None)))
         return out
 
