@@ -83,6 +83,22 @@ async def test_a_name_asked_again_reaches_the_server_again(dns: LocalDnsServer, 
     assert dns.queries["hour.test"] == 4  # A and AAAA, twice
 
 
+async def test_localhost_names_are_loopback_and_never_asked(dns: LocalDnsServer, clock: FakeClock) -> None:
+    r = CachingResolver(config(dns), clock=clock)
+    v4 = CachingResolver(config(dns, ipv6="off"), clock=clock)
+    guarded = CachingResolver(config(dns, allow_private=False), clock=clock)
+    try:
+        assert await r.lookup("localhost") == (("127.0.0.1", socket.AF_INET), ("::1", socket.AF_INET6))
+        assert await v4.lookup("Docs.LOCALHOST.") == (("127.0.0.1", socket.AF_INET),)
+        with pytest.raises(BlockedAddressError):
+            await guarded.lookup("localhost")
+        assert dns.queries["localhost"] == dns.queries["docs.localhost"] == 0
+        assert r.stats().queries == v4.stats().queries == 0
+    finally:
+        for resolver in (r, v4, guarded):
+            await resolver.close()
+
+
 def test_the_query_cache_is_turned_off_only_where_c_ares_has_one() -> None:
     """pycares 4's c-ares (before 1.23) has no query cache and no option for it: its channel is made as
     asked, not refused by the option's absence."""

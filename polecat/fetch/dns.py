@@ -16,6 +16,10 @@
 - Every address passes :func:`polecat.fetch.guard.blocked_reason`; blocked ones are dropped, and a name
   with no address left raises :class:`BlockedAddressError` (cached like any answer). IP literals skip
   DNS but not the guard (:meth:`CachingResolver.check_host`, which the pool calls for them).
+- ``localhost`` and the names under it are the loopback addresses, never asked of a nameserver (RFC 6761
+  6.3; a query would go to the system's resolver, which is the hosts file's job): what a newcomer's
+  ``polecat crawl http://localhost:8000/`` needs, and, like any loopback address, refused without
+  ``allow_private``.
 - aiodns errors become :class:`DnsError` here, once. Nothing else escapes ``lookup``.
 - A cached failure is raised as a new exception each time (its type and message): the cached object
   raised itself would keep the traceback of its last raise, and with it every frame of that lease's task
@@ -41,6 +45,7 @@ import ipaddress
 import logging
 import socket
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -283,6 +288,9 @@ class CachingResolver:
 
     async def _ask(self, key: str) -> _Entry:
         """Query A (and AAAA where IPv6 is usable); build the entry (expires 0 means: do not cache)."""
+        if key == "localhost" or key.endswith(".localhost"):  # RFC 6761 6.3 (module docstring)
+            loopback = [("127.0.0.1", socket.AF_INET), ("::1", socket.AF_INET6)]
+            return self._answer(key, loopback[: len(self._types)], None, self._clock.monotonic())
         if self._aiodns is None:
             self._aiodns = _uncached_resolver(
                 nameservers=list(self._cfg.nameservers) or None, timeout=self._cfg.timeout, tries=2
@@ -307,6 +315,10 @@ class CachingResolver:
         if not addrs:
             self._failures += 1
             return self._negative(key, errors, now)
+        return self._answer(key, addrs, ttl, now)
+
+    def _answer(self, key: str, addrs: Sequence[tuple[str, int]], ttl: float | None, now: float) -> _Entry:
+        """The entry of ``key``'s addresses, those the SSRF guard refuses dropped (module docstring)."""
         allowed = tuple(a for a in addrs if blocked_reason(a[0], self._cfg.allow_private) is None)
         expires = now + min(max(float(ttl or 0), self._cfg.min_ttl), self._cfg.max_ttl)
         if not allowed:
