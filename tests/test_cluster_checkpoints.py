@@ -103,7 +103,7 @@ async def test_a_restore_refuses_a_manifest_older_than_the_slices_newest_owner(t
                      fence=Fence("b", 2, 20))
     store.write_manifest(later, Manifest("b"))
     fo = Failover(store, "c", 60.0, clock=FakeClock(wall=5_000.0))
-    fo.attach(_Node(Rig(tmp_path / "c", cfg=CFG)))
+    fo.attach(RigNode(Rig(tmp_path / "c", cfg=CFG)))
     await fo.restore({"b": g1})
     await fo.restore({"a": every - g0, "b": g0})
     assert [(r.member, r.slices) for r in fo.restores] == [("b", len(g1)), ("a", len(every - g0 - g1)),
@@ -315,12 +315,15 @@ def test_a_round_carries_the_entries_of_slices_still_wanted_but_not_held(tmp_pat
     assert gone.slices == frozenset() and store.read_manifest("a") == gone  # no longer wanted: dropped
 
 
-class _Node:
-    """The crawler side of Failover over a Rig's frontier (the checkpoint is a plain commit)."""
+class RigNode:
+    """The crawler side of Failover over a Rig's frontier (the checkpoint is a plain commit); an adoption's
+    steps as the node takes them (polecat/node/member.py ``adopt_in_steps``), ``after_step`` called after
+    each one's writes are applied."""
 
-    def __init__(self, rig: Rig) -> None:
+    def __init__(self, rig: Rig, after_step: Callable[[], None] = lambda: None) -> None:
         self.rig = rig
         self.waits_from: list[float | None] = []
+        self.after_step = after_step
 
     @property
     def frontier(self) -> Frontier:
@@ -332,10 +335,17 @@ class _Node:
     async def bodies_shipped(self, within: float) -> bool:
         return True
 
-    def adopt(self, bundle: SliceBundle, now: float | None = None, *,
-              wait_from: float | None = None) -> AdoptReport:
+    async def adopt_in_steps(self, bundle: SliceBundle, now: float, *,
+                             wait_from: float | None = None) -> AdoptReport:
         self.waits_from.append(wait_from)
-        return self.rig.db.applied(self.rig.raw.adopt(bundle, now or 0.0, wait_from=wait_from))
+        adoption = self.rig.raw.begin_adopt(bundle, now, wait_from=wait_from)
+        try:
+            while (report := self.rig.db.applied(adoption.step())) is None:
+                self.after_step()
+                await asyncio.sleep(0)
+        finally:
+            adoption.close()
+        return report
 
 
 async def test_failover_restores_a_dead_members_slices_once_then_checkpoints_them_as_its_own(
@@ -350,7 +360,7 @@ async def test_failover_restores_a_dead_members_slices_once_then_checkpoints_the
     with pytest.raises(CheckpointError, match="not open"):
         await fo.restore({"a": every})  # the claim fails and is retried once the crawler is open
     b = Rig(tmp_path / "b", cfg=CFG)
-    node = _Node(b)
+    node = RigNode(b)
     fo.attach(node)
     assert fo.schedule.begin(0.0) == 1 and not fo.schedule.due(1.0)
     await fo.restore({"a": every, "z": every})  # z never wrote a checkpoint: nothing to restore from it
@@ -392,7 +402,7 @@ async def test_a_round_during_which_the_lease_was_lost_writes_no_manifest(tmp_pa
     one, two = Fence("a", 1, 10), Fence("a", 2, 20)
     tokens = iter([one, two, None, two, two])
     fo = Failover(store, "a", 60.0, token=lambda: next(tokens))
-    fo.attach(_Node(a))
+    fo.attach(RigNode(a))
     every = frozenset(range(SLICES))
     assert not await fo.ship(every)  # re-registered during the round
     assert not await fo.ship(every)  # fenced from its start
@@ -417,7 +427,7 @@ async def test_a_round_whose_hand_offs_are_not_acknowledged_ships_them_for_the_h
         return acked
 
     fo = Failover(store, "a", 0.05, settled=settled, unacked=lambda: encode_urls(unacked))
-    fo.attach(_Node(a))
+    fo.attach(RigNode(a))
     every = frozenset(range(SLICES))
     assert await fo.ship(every)
     shipped = store.read_manifest("a")
@@ -431,7 +441,7 @@ async def test_a_round_whose_hand_offs_are_not_acknowledged_ships_them_for_the_h
         return len(decode_urls(raw))
 
     heir = Failover(store, "b", 60.0, on_strays=route)
-    heir.attach(_Node(Rig(tmp_path / "b", cfg=CFG)))
+    heir.attach(RigNode(Rig(tmp_path / "b", cfg=CFG)))
     await heir.restore({"a": frozenset(range(0, SLICES, 2))})
     await heir.restore({"a": frozenset(range(1, SLICES, 2))})  # the same manifest: routed once
     assert routed == unacked
@@ -468,7 +478,7 @@ async def test_three_heirs_restoring_a_dead_members_slices_route_each_stray_once
         return False
 
     fo = Failover(store, "a", 0.05, settled=never, unacked=lambda: encode_urls(unacked))
-    fo.attach(_Node(a))
+    fo.attach(RigNode(a))
     assert await fo.ship(frozenset(range(SLICES)))
     routed: dict[str, list[HandoffUrl]] = {}
 
@@ -482,6 +492,6 @@ async def test_three_heirs_restoring_a_dead_members_slices_route_each_stray_once
     ring = Ring(["b", "c", "d"])
     for heir in ("d", "c", "b"):  # the heir of the lowest slice is not the first to restore
         fo_heir = Failover(store, heir, 60.0, on_strays=router(heir))
-        fo_heir.attach(_Node(Rig(tmp_path / heir, cfg=CFG)))
+        fo_heir.attach(RigNode(Rig(tmp_path / heir, cfg=CFG)))
         await fo_heir.restore({"a": ring.slices_of(heir)})
     assert list(routed) == [ring.owner(0)] and routed[ring.owner(0)] == unacked

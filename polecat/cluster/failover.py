@@ -8,7 +8,15 @@ from the node's event loop. Rules:
    the groups of 64 slices with a slice written (checkpoint_plan rule 2), one at a time on the loop's
    thread, yielding in between
    (an LMDB read transaction must not cross threads: moving the exports to a worker thread crashed
-   the process), and digests, uploads and writes the manifest in a worker thread.
+   the process), and digests, uploads and writes the manifest in a worker thread. A group is read in
+   steps of at most :data:`~polecat.frontier.handover.EXPORT_STEP` rows, the loop given a turn between
+   two (issue 39: in one call, ~1.9 s of CPU per million URLs held over a round's groups, a group of 64
+   slices at 50M URLs ~0.8 MB of rows on the loop at once): the steps are handover_ranges.py
+   ``export_steps``, which the one-call export drains, so a group's bundle is that export's byte for
+   byte; the snapshot is opened, stepped and closed on the loop's thread, and stays its commit's
+   whatever the loop writes meanwhile (what it writes is marked written for the next round). Unlike a
+   hand-over's export (handover.py rule 8) it leaves the slices' rule-5 marks alone: a round ships
+   slices it keeps.
 2. Before it ships, a round waits until the hand-off batches committed with its snapshot are
    acknowledged (``settled``): a snapshot records pages done whose links for other owners are then in
    those owners' frontiers, not only in this node's outbox, which dies with its disk. A round that
@@ -31,8 +39,17 @@ from the node's event loop. Rules:
    (each adopted host waits the old owner's abort bound, then one full interval, from the adoption:
    ownership rule 11), commits, then asks for a round; a
    failure raises, so the claim of those slices fails and is retried with the restore. Objects are
-   adopted one at a time with the loop running in between (a big restore must not starve the lease
-   renewals: a loop stalled for ``ttl / 2`` fences the node). A slice is
+   adopted one at a time, each in steps of at most :data:`~polecat.frontier.handover.ADOPT_STEP`
+   records with the loop running in between (handover.py rule 9, ``Node.adopt_in_steps``; a big restore
+   must not starve the lease renewals: a loop stalled for ``ttl / 2`` fences the node; issue 39: one
+   object in one call held the loop ~0.8 s at 1M URLs). A periodic commit between two steps may hold a
+   part of an object; a restore cut there (a crash, a cancel) records no slice restored, so the claim
+   comes again with its restore, here or at another heir, and that adoption merges (handover.py rule 3:
+   a URL already seen is not queued twice, a record is written again as it was): it ends as one
+   adoption of the object would, the hosts' ``fetched`` counts aside, which each adoption adds
+   (host_table rule 12); a node left holding a part of slices another heir restored hands them over
+   to it as it does any slice with URLs queued here that it does not own (polecat/processes/machine.py
+   reconcile, ``unowned_queued``), and that adoption merges too. A slice is
    restored once from a given manifest version (a claim retried after a restore does not adopt again).
    The manifest's strays (rule 2) are handed to ``on_strays`` once per manifest version, before the
    commit, by the heir that restores the manifest's lowest slice (checkpoint_plan rule 7): the node
@@ -53,7 +70,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Generator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -62,6 +79,7 @@ from polecat.cluster.checkpoint_plan import CheckpointError, CheckpointSchedule,
 from polecat.cluster.checkpoints import CheckpointStore
 from polecat.cluster.ownership import Ownership
 from polecat.errors import PolecatError
+from polecat.frontier.handover import EXPORT_STEP
 
 if TYPE_CHECKING:
     from polecat.frontier.bundle import Fence, SliceBundle
@@ -91,10 +109,11 @@ class Node(Protocol):
         that took over ``within`` seconds (rule 7)."""
         ...
 
-    def adopt(self, bundle: SliceBundle, now: float | None = None, *,
-              wait_from: float | None = None) -> AdoptReport:
-        """Take over the slices of ``bundle`` (durable at the next commit); its hosts wait one interval
-        from ``now``, or from ``wait_from`` when later."""
+    async def adopt_in_steps(self, bundle: SliceBundle, now: float, *,
+                             wait_from: float | None = None) -> AdoptReport:
+        """Take over the slices of ``bundle`` in steps, the loop given a turn between two (durable at the
+        next commit; polecat/frontier/handover.py rule 9); its hosts wait one interval from ``now``, or
+        from ``wait_from`` when later."""
         ...
 
 
@@ -113,6 +132,17 @@ class Restored:
     seconds: float
     at: float
     """Wall-clock time the restored slices were committed here."""
+
+
+async def _drained(steps: Generator[int, None, SliceBundle]) -> SliceBundle:
+    """The bundle an export in steps ends with, the loop given a turn between two (rule 1)."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            bundle: SliceBundle = done.value
+            return bundle
+        await asyncio.sleep(0)
 
 
 class Failover:
@@ -251,8 +281,9 @@ class Failover:
                     if kept is not None:  # nothing written there since the last round (plan rule 2)
                         entries.append(kept)
                         continue
-                    # On this thread: the snapshot never crosses threads.
-                    bundle = snapshot.export(ids, self._clock.wall(), books=books)
+                    # On this thread: the snapshot never crosses threads. In steps (rule 1).
+                    bundle = await _drained(snapshot.export_steps(ids, self._clock.wall(), books=books,
+                                                                  budget=EXPORT_STEP))
                     self.exported += 1
                     entry, sent = await asyncio.to_thread(self._store.ship_group, group, bundle,
                                                           self.manifest)
@@ -336,12 +367,12 @@ class Failover:
                 bundles = await asyncio.to_thread(self._store.fetch, manifest, todo)
                 now = self._clock.wall()
                 queued = found = stored = 0
-                for bundle in bundles:  # one object (64 slices) at a time, the loop runs in between
-                    report = crawler.adopt(bundle, now, wait_from=Ownership.restore_hold(now))
+                for bundle in bundles:  # one object (64 slices) at a time, each in steps (rule 6)
+                    report = await crawler.adopt_in_steps(bundle, now, wait_from=Ownership.restore_hold(now))
                     queued += report.queued
                     stored += report.stored
                     found += len(bundle.ids)
-                    await asyncio.sleep(0)
+                    await asyncio.sleep(0)  # the last step of one and the first of the next not at once
                 if self._on_strays is not None and manifest.routes_strays(todo) \
                         and (member, manifest.version) not in self._strays_routed:
                     strays = await asyncio.to_thread(self._store.fetch_strays, manifest)

@@ -64,7 +64,9 @@ Rules:
    between two steps is an adoption whose acknowledgement was lost: the chunk comes again and merges (its
    URLs already seen here are not queued twice). A slice being adopted is not released meanwhile
    (:meth:`SliceHandover.begin_release` refuses it); the one-call :meth:`SliceHandover.adopt` is one step
-   with no budget (a restore from a checkpoint, polecat/cluster/failover.py; tools; tests).
+   with no budget (polecat/cluster/resize.py, tools, tests). A restore from a checkpoint adopts in steps
+   as well, with its ``wait_from`` (polecat/cluster/failover.py rule 6): a cut there is a restore done
+   again, which merges the same way.
 """
 
 from __future__ import annotations
@@ -543,11 +545,12 @@ class SliceHandover:
     def adopt(self, bundle: SliceBundle, now: float, *,
               wait_from: float | None = None) -> Decided[AdoptReport]:
         """Take over the slices of ``bundle``, merged with what is here (rule 3), in one call (a tool, a
-        restore, a test: :meth:`begin_adopt` on a node's loop). Each adopted host waits one full interval
-        from ``now`` (the exporter's last request may have just started), or from ``wait_from`` when later
-        (a restore from a member that may still be aborting its requests: ownership rule 11); a queued URL
-        this frontier has already seen is not queued twice, and a URL queued here that the exporter had
-        finished (a config seed queued by a node that joins after its owner fetched it) is dropped."""
+        test: :meth:`begin_adopt` on a node's loop, a restore's included). Each adopted host waits one full
+        interval from ``now`` (the exporter's last request may have just started), or from ``wait_from``
+        when later (a restore from a member that may still be aborting its requests: ownership rule 11); a
+        queued URL this frontier has already seen is not queued twice, and a URL queued here that the
+        exporter had finished (a config seed queued by a node that joins after its owner fetched it) is
+        dropped."""
         adoption = self.begin_adopt(bundle, now, wait_from=wait_from)
         try:
             step = adoption.step(budget=1 << 62)  # one step: its writes are applied once it ends

@@ -105,20 +105,14 @@ class Member:
             self._frontier.set_owned(slices, now, wait_from=now + hold)
             self._waker.set()
 
-    def adopt(self, bundle: SliceBundle, now: float | None = None, *,
-              wait_from: float | None = None) -> AdoptReport:
-        """Take over the slices of ``bundle`` (rule 2); its hosts wait one interval from ``now``, or
-        from ``wait_from`` when later (:meth:`Frontier.adopt`)."""
-        report = self._db.applied(self._frontier.adopt(bundle, self._clock.wall() if now is None else now,
-                                                       wait_from=wait_from))
-        self._adopted(bundle.ids)
-        return report
-
-    async def adopt_in_steps(self, bundle: SliceBundle, now: float) -> AdoptReport:
-        """:meth:`adopt` in steps, the loop given a turn between two, none during an LMDB commit
-        (polecat/frontier/handover.py rule 9); durable at the next commit, which the caller awaits before
-        it answers the sender."""
-        adoption = self._frontier.begin_adopt(bundle, now)
+    async def adopt_in_steps(self, bundle: SliceBundle, now: float, *,
+                             wait_from: float | None = None) -> AdoptReport:
+        """Take over the slices of ``bundle`` (rule 2) in steps, the loop given a turn between two, none
+        during an LMDB commit (polecat/frontier/handover.py rule 9); durable at the next commit, which the
+        caller awaits before it answers the sender (a hand-over) or claims the slices (a restore,
+        polecat/cluster/failover.py rule 6). Its hosts wait one interval from ``now``, or from
+        ``wait_from`` when later (:meth:`Frontier.adopt`)."""
+        adoption = self._frontier.begin_adopt(bundle, now, wait_from=wait_from)
         try:
             while True:
                 await self._frontier_free()
