@@ -31,12 +31,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from polecat.cluster.chunks import bundle_chunks
+from polecat.cluster.ownership import Ownership
 from polecat.config import Config, FrontierConfig, PolitenessConfig, ScopeConfig
 from polecat.dedup.seen import SeenSet
 from polecat.frontier.bundle import SliceBundle
 from polecat.frontier.db import FrontierDB
 from polecat.frontier.frontier import Frontier
 from polecat.frontier.handover import ADOPT_STEP, EXPORT_STEP, RELEASE_STEP, SliceRelease
+from polecat.frontier.handover_ranges import CommittedSnapshot, export_step
 from polecat.frontier.host_table import HOST_SEQ
 from polecat.frontier.keys import host_row, queue_key, url_key
 from polecat.frontier.politeness import Attempt, HostState
@@ -236,6 +238,54 @@ def adopt_chunk(frontier: Frontier, db: FrontierDB, body: bytes) -> None:
     frontier.commit()
 
 
+def round_groups(snapshot: CommittedSnapshot, groups: list[int]) -> None:
+    """The exports of a checkpoint round's written ``groups`` as the round makes them, every slice of
+    each (polecat/cluster/failover.py rule 1: a group is one object): each group in one call (before)
+    and in steps of at most ``EXPORT_STEP`` rows (after; its bytes in a thread, not timed here)."""
+    one_call = Steps()
+    for g in groups:
+        one_call.run(functools.partial(snapshot.export, group_slices(g), SCAN_AT))
+    one_call.report("checkpoint round: one call a group", "(before: a written group's export, each slice)")
+    steps = Steps()
+    for g in groups:
+        export = snapshot.export_steps(group_slices(g), SCAN_AT, budget=EXPORT_STEP)
+        steps.until(functools.partial(export_step, export))
+    steps.report("checkpoint round: in steps", f"of at most {EXPORT_STEP:,} rows ({len(groups)} groups)")
+
+
+def group_slices(group: int) -> frozenset[int]:
+    return frozenset(range(group * 64, group * 64 + 64))
+
+
+def restore_objects(frontier: Frontier, db: FrontierDB) -> None:
+    """A restore of two checkpoint objects (a group of 64 slices each, exported and released here first,
+    so adopted as by an heir whose Bloom filter may still answer "maybe" for their URLs), each read from
+    its bytes (a thread in the node) and adopted with the restore's hold (polecat/cluster/failover.py
+    rule 6): one in one call (before), the other in steps of at most ``ADOPT_STEP`` records (after)."""
+    bodies = []
+    for g in (10, 11):
+        bodies.append(frontier.export_slices(group_slices(g), SCAN_AT).to_bytes())
+        db.apply(frontier.release_slices(group_slices(g)))
+        frontier.commit()
+    hold = Ownership.restore_hold(SCAN_AT)
+    one, stepped = (SliceBundle.read(io.BytesIO(body)) for body in bodies)
+    urls = sum(1 for t, _, _ in one.records() if t == "urls")
+    report = timed("restore of an object: one call", lambda: db.applied(frontier.adopt(one, SCAN_AT,
+                                                                                       wait_from=hold)),
+                   f"(before; 64 slices, {urls:,} URLs, {len(bodies[0]):,} B)")
+    print(f"{'':34s} {report}", flush=True)
+    frontier.commit()
+    urls = sum(1 for t, _, _ in stepped.records() if t == "urls")
+    adoption = frontier.begin_adopt(stepped, SCAN_AT, wait_from=hold)
+    steps = Steps()
+    report = steps.until(lambda: db.applied(adoption.step()))
+    adoption.close()
+    steps.report("restore of an object: in steps", f"of at most {ADOPT_STEP:,} records (64 slices, {urls:,} "
+                 f"URLs, {len(bodies[1]):,} B)")
+    print(f"{'':34s} {report}", flush=True)
+    frontier.commit()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--urls", type=int, default=1_000_000)
@@ -289,6 +339,7 @@ def main() -> None:
     timed("  (before: every group exported)",
           lambda: [snapshot.export(frozenset(range(g * 64, g * 64 + 64)), SCAN_AT) for g in range(64)],
           "64 groups")
+    round_groups(snapshot, groups)
     snapshot.close()
 
     timed("stats (/metrics frontier part)", lambda: (frontier.stats(SCAN_AT), frontier.quarantined_hosts(),
@@ -304,6 +355,7 @@ def main() -> None:
     timed("hand-over of 64 slices: release", lambda: db.apply(frontier.release_slices(moving)))
     frontier.commit()
     adopt_chunk(frontier, db, asyncio.run(chunk_handover(frontier, db)))
+    restore_objects(frontier, db)
 
     new_hosts = [f"h{h}.bench.test" for h in range(hosts - 2_000, hosts)]
     for host in new_hosts:

@@ -80,6 +80,7 @@ from polecat.cluster.checkpoints import CheckpointStore
 from polecat.cluster.ownership import Ownership
 from polecat.errors import PolecatError
 from polecat.frontier.handover import EXPORT_STEP
+from polecat.frontier.handover_ranges import export_step
 
 if TYPE_CHECKING:
     from polecat.frontier.bundle import Fence, SliceBundle
@@ -136,13 +137,9 @@ class Restored:
 
 async def _drained(steps: Generator[int, None, SliceBundle]) -> SliceBundle:
     """The bundle an export in steps ends with, the loop given a turn between two (rule 1)."""
-    while True:
-        try:
-            next(steps)
-        except StopIteration as done:
-            bundle: SliceBundle = done.value
-            return bundle
+    while (bundle := export_step(steps)) is None:  # noqa: ASYNC110 - a turn for the loop, not a wait
         await asyncio.sleep(0)
+    return bundle
 
 
 class Failover:

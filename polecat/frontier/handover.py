@@ -79,7 +79,7 @@ from collections.abc import Callable, Generator, Iterable
 from polecat.dedup.seen import SeenSet
 from polecat.errors import FrontierError
 from polecat.frontier.bundle import BundleError, Fence, SliceBundle
-from polecat.frontier.handover_ranges import CommittedSnapshot, export_ranges
+from polecat.frontier.handover_ranges import CommittedSnapshot, export_ranges, export_step
 from polecat.frontier.host_table import QSEQ, HostTable, quarantined
 from polecat.frontier.intake import Intake
 from polecat.frontier.keys import (
@@ -143,14 +143,11 @@ class SliceExport:
     def step(self) -> SliceBundle | None:
         """Read at most the budget's rows more; the bundle once every row is read (the slices then
         marked exported as of the snapshot's commit, rule 5), else None."""
-        try:
-            next(self._steps)
-        except StopIteration as done:
+        bundle = export_step(self._steps)
+        if bundle is not None:
             for s in self.slices:
                 self._handover._exported[s] = self._mark
-            bundle: SliceBundle = done.value
-            return bundle
-        return None
+        return bundle
 
 
 class SliceRelease:
