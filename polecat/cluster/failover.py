@@ -10,8 +10,8 @@ from the node's event loop. Rules:
    (an LMDB read transaction must not cross threads: moving the exports to a worker thread crashed
    the process), and digests, uploads and writes the manifest in a worker thread. A group is read in
    steps of at most :data:`~polecat.frontier.handover.EXPORT_STEP` rows, the loop given a turn between
-   two (issue 39: in one call, ~1.9 s of CPU per million URLs held over a round's groups, a group of 64
-   slices at 50M URLs ~0.8 MB of rows on the loop at once): the steps are handover_ranges.py
+   two (issue 39: in one call a group held the loop ~160 ms of CPU at 1M URLs, ~10 us a URL it holds,
+   so seconds at 50M; benchmarks/README.md): the steps are handover_ranges.py
    ``export_steps``, which the one-call export drains, so a group's bundle is that export's byte for
    byte; the snapshot is opened, stepped and closed on the loop's thread, and stays its commit's
    whatever the loop writes meanwhile (what it writes is marked written for the next round). Unlike a
@@ -42,7 +42,7 @@ from the node's event loop. Rules:
    adopted one at a time, each in steps of at most :data:`~polecat.frontier.handover.ADOPT_STEP`
    records with the loop running in between (handover.py rule 9, ``Node.adopt_in_steps``; a big restore
    must not starve the lease renewals: a loop stalled for ``ttl / 2`` fences the node; issue 39: one
-   object in one call held the loop ~0.8 s at 1M URLs). A periodic commit between two steps may hold a
+   object in one call held the loop ~0.7 s of CPU at 1M URLs). A periodic commit between two steps may hold a
    part of an object; a restore cut there (a crash, a cancel) records no slice restored, so the claim
    comes again with its restore, here or at another heir, and that adoption merges (handover.py rule 3:
    a URL already seen is not queued twice, a record is written again as it was): it ends as one
