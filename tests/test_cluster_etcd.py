@@ -560,3 +560,39 @@ async def test_slices_a_leave_kept_are_recorded_and_restored_by_whoever_owns_the
         assert kvs == {}  # b is back with its data: nobody restores from its record
     finally:
         await again.close()
+
+
+async def test_slices_a_registered_member_keeps_are_claimed_once_it_handed_them_over() -> None:
+    """Ownership rule 13 (etcd rule 7): b is back with its data dir and its orphan record still names
+    slices the Ring now gives to a. a claims the rest of its share, not those, until b hands them over
+    and takes them out of its record (:meth:`EtcdMembership.handed_over`); a reads the record again
+    while it waits, so the claim follows without a member list change."""
+    etcd = MemoryEtcd()
+    share_a = Ring(["a", "b"]).slices_of("a")
+    kept = sorted(share_a)[:8]
+    stale = await etcd.grant(10)  # a holder gone by the time a joins: b could not win these back
+    for s in kept:
+        await etcd.put(owner_key("t", s), b"z", stale)
+    await etcd.put("/t/orphans/b", Orphans(frozenset(kept), 3).to_bytes(), 0)
+    b = EtcdMembership(etcd, "t", Member("b", "http://127.0.0.1:2"), ttl=10, records=RECORDS)
+    await b.start()
+    a = EtcdMembership(etcd, "t", Member("a", "http://127.0.0.1:1"), ttl=10, records=RECORDS)
+    try:
+        await _until(lambda: len(b.leasable()) == SLICES - len(kept), 15, "b to own all but the kept")
+        assert b.own_orphans == frozenset(kept)  # not won: still its to hand over
+        await a.start()
+        await b.resync()  # MemoryEtcd's watch is silent: b learns of a here
+        await _until(lambda: a.leasable() == share_a - set(kept), 15, "a to own its share but the kept")
+        await etcd.revoke(stale)  # nothing in etcd stops a claim of them now but rule 13
+        assert a.ownership.kept(SYSTEM_CLOCK.boottime()) == frozenset(kept)
+        await b.handed_over(frozenset(kept[:3]))
+        assert b.own_orphans == frozenset(kept[3:])
+        await _until(lambda: a.leasable() == share_a - set(kept[3:]), 15, "a to claim the three handed over")
+        assert a.ownership.kept(SYSTEM_CLOCK.boottime()) == frozenset(kept[3:])
+        await b.handed_over(frozenset(kept[3:]))
+        await _until(lambda: a.leasable() == share_a, 15, "a to claim the rest")
+        kvs, _ = await etcd.get_prefix("/t/orphans/")
+        assert kvs == {}  # b handed every recorded slice over: its record is gone
+    finally:
+        await a.close()
+        await b.close()

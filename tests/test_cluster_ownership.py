@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from polecat.cluster.ownership import ABORT_BOUND, Claim, Ownership, Release, stale
+from polecat.cluster.ownership import ABORT_BOUND, KEPT_WAIT, Claim, Ownership, Release, stale
 from polecat.cluster.ring import Ring
 from polecat.frontier.bundle import Fence
 from polecat.frontier.slices import SLICES
@@ -297,24 +297,50 @@ def test_restored_hosts_wait_the_old_owners_abort_bound() -> None:
 
 def test_orphaned_slices_of_a_member_not_registered_are_claimed_restoring_them_from_it() -> None:
     """Ownership rule 12: b left alone, keeping every slice; a and c never saw it. a claims its share
-    restoring the slices b's record names from b; records of registered members and its own are left
-    out; a won slice is no longer orphaned."""
+    restoring the slices b's record names from b; records of registered members (rule 13) and its own
+    are left out; a won slice is no longer orphaned."""
     o = Ownership("a", ttl=10)
     o.lease_granted(0.0)
     recorded = frozenset(range(0, SLICES, 2))
-    o.orphans({"b": recorded, "c": {1, 3}, "a": {5}}, registered=["a", "c"])
+    o.orphans({"b": recorded, "c": {1, 3}, "a": {5}}, registered=["a", "c"], now=0.0)
     (claim,) = o.view_changed(["a", "c"], 0.0)
     assert isinstance(claim, Claim)
     mine = Ring(["a", "c"]).slices_of("a")
-    assert claim.slices == mine and claim.restore == (("b", mine & recorded),)
+    assert claim.slices == mine - {1, 3} and claim.restore == (("b", mine & recorded),)  # c: rule 13
     lost = sorted(mine & recorded)[:3]
     o.claimed(claim.slices - set(lost), lost)
     assert o.tick(2.0) == [Claim(frozenset(lost), (("b", frozenset(lost)),))]
     o.claimed(lost, ())
     o.lease_lost()
-    o.orphans({"b": recorded - mine}, registered=["a", "c"])  # the record lost what a won
+    o.orphans({"b": recorded - mine}, registered=["a", "c"], now=3.0)  # the record lost what a won
     (again,) = o.lease_granted(3.0)
     assert isinstance(again, Claim) and again.slices == mine and again.restore == ()
-    o.orphans({"b": recorded}, registered=["a", "b", "c"])  # b is back: its own data dir has them
+    o.orphans({"b": recorded}, registered=["a", "b", "c"], now=4.0)  # b is back: rule 13, not 12
     o.claimed((), again.slices)
-    assert o.tick(5.0) == [Claim(mine)]
+    assert o.tick(5.0) == [Claim(mine - recorded)]
+
+
+def test_a_slice_a_registered_member_keeps_is_claimed_once_its_record_lets_it_go() -> None:
+    """Ownership rule 13: b is back with its data dir and its record still names slices a wants: a
+    claims the rest, and each of those once b's record no longer names it (b handed it over), or
+    KEPT_WAIT after it first saw it kept, whichever comes first; c's record (c is not registered) is
+    rule 12's restore, never held back."""
+    o = Ownership("a", ttl=10)
+    o.lease_granted(0.0)
+    mine = Ring(["a", "b"]).slices_of("a")
+    by_b, by_c = frozenset(sorted(mine)[:10]), frozenset(sorted(mine)[10:12])
+    o.orphans({"b": by_b | {next(iter(Ring(["a", "b"]).slices_of("b")))}, "c": by_c},
+              registered=["a", "b"], now=0.0)
+    (claim,) = o.view_changed(["a", "b"], 0.0)
+    assert isinstance(claim, Claim)
+    assert claim.slices == mine - by_b and claim.restore == (("c", by_c),)
+    assert o.kept(0.0) == by_b
+    o.claimed(claim.slices, ())
+    assert o.renewed(2.0) == []  # nothing else to claim while b has them
+    handed = frozenset(sorted(by_b)[:4])
+    o.orphans({"b": by_b - handed}, registered=["a", "b"], now=3.0)  # b handed four over
+    assert o.renewed(3.0) == [Claim(handed)]
+    o.claimed(handed, ())
+    assert o.renewed(KEPT_WAIT - 0.5) == []
+    assert o.kept(KEPT_WAIT) == frozenset()  # b never let the others go: no longer waited for
+    assert o.renewed(KEPT_WAIT) == [Claim(by_b - handed)]

@@ -37,11 +37,15 @@ Rules:
    and the version of the checkpoint manifest that holds them. It is written after the release and
    before the revoke (a member that registers meanwhile still sees the leaver, and inherits by
    ownership rule 6); a record already there is merged in (the caller's ``orphaned`` is given it).
-   Its node, started again, takes out of it the slices it wins (its data dir has them), keeps the
-   others in its checkpoint rounds and leaves them recorded: a node that stops again before it won
-   them (a restart cut short) must not lose the only pointer to them. Every member list read
-   (:meth:`EtcdMembership.resync`) reads the records too; a claim that restored slices from a member
-   removes the won ones from its record (the key goes when none is left). Two heirs editing one record
+   Its node, started again, takes out of it the slices it wins (its data dir has them) and those it
+   handed to their owners, who adopted them (:meth:`EtcdMembership.handed_over`; until then other
+   members do not claim them: ownership rule 13), keeps the others in its checkpoint rounds and
+   leaves them recorded: a node that stops again before it won or handed them over (a restart cut
+   short) must not lose the only pointer to them. Its edits of its own record are one at a time.
+   Every member list read (:meth:`EtcdMembership.resync`) reads the records too, and so does every
+   ``retry`` seconds while a wanted slice waits for a registered member's record (ownership rule
+   13); a claim that restored slices from a member removes the won ones from its record (the key goes
+   when none is left). Two heirs editing one record
    at once may leave a slice in it that one of them restored: the next owner restores it once more,
    which adoption merges (nothing is queued twice). A malformed record is logged and skipped.
 8. A registration is a lease AND the member record under it. A re-registration (the lease expired:
@@ -216,6 +220,8 @@ class EtcdMembership:
         self._orphaned = orphaned
         self.own_orphans: frozenset[int] = frozenset()
         """The slices this node's own orphan record names (rule 7): still its to checkpoint."""
+        self._settling = asyncio.Lock()
+        """Held while an orphan record is edited: this node's own edits go one at a time (rule 7)."""
         self.ownership = Ownership(me.id, ttl=ttl)
         self._lease: int | None = None
         self.fence: Fence | None = None
@@ -390,9 +396,26 @@ class EtcdMembership:
         kvs, revision = await self._client.get_prefix_leased(members_prefix(self._cluster))
         members = view(self._proven(kvs))
         self.ownership.orphans({m: r.slices for m, r in parse_orphans(self._cluster, orphans).items()},
-                               [m.id for m in members])
+                               [m.id for m in members], self._clock.boottime())
         self._set_members(members)
         return revision
+
+    async def _reread_orphans(self) -> None:
+        """Read the orphan records again while a wanted slice waits for a registered member to take it
+        out of its record (rule 7, ownership rule 13); a failure is logged (the next look tries again)."""
+        try:
+            kvs, _ = await self._client.get_prefix(orphans_prefix(self._cluster))
+        except Exception as exc:  # rule 3: never a crash
+            log.warning("could not read the orphan records: %s", str(exc) or type(exc).__name__)
+            return
+        self.ownership.orphans({m: r.slices for m, r in parse_orphans(self._cluster, kvs).items()},
+                               [m.id for m in self._members], self._clock.boottime())
+
+    async def handed_over(self, slices: frozenset[int]) -> None:
+        """``slices`` were adopted by their owners: those of this node's own orphan record leave it
+        (rule 7, ownership rule 13)."""
+        if slices & self.own_orphans:
+            await self._settle_orphans(((self._me.id, slices & self.own_orphans),), slices, "handed over")
 
     def _proven(self, kvs: dict[str, tuple[bytes, int]]) -> list[Member]:
         """The members whose records prove themselves (member_records rule 2)."""
@@ -427,6 +450,8 @@ class EtcdMembership:
                 async with asyncio.timeout(self.ownership.retry):  # not wait_for: see _renew_loop
                     action = await self._work.get()
             except TimeoutError:
+                if self.ownership.kept(self._clock.boottime()):
+                    await self._reread_orphans()
                 self._queue(self.ownership.tick(self._clock.boottime()))
                 continue
             if not self.ownership.current(action):  # ownership rule 9
@@ -455,9 +480,14 @@ class EtcdMembership:
     # -- actions ------------------------------------------------------------------------------------
 
     async def _settle_orphans(self, restored: tuple[tuple[str, frozenset[int]], ...],
-                              won: frozenset[int]) -> None:
-        """Take the slices restored and won out of their members' orphan records (rule 7); a failure is
-        logged (the next owner restores them once more, which merges)."""
+                              won: frozenset[int], done: str = "restored") -> None:
+        """Take the slices restored and won (or ``done`` otherwise) out of their members' orphan records
+        (rule 7); a failure is logged (the next owner restores them once more, which merges)."""
+        async with self._settling:
+            await self._settle_orphans_now(restored, won, done)
+
+    async def _settle_orphans_now(self, restored: tuple[tuple[str, frozenset[int]], ...],
+                                  won: frozenset[int], done: str) -> None:
         try:
             kvs, _ = await self._client.get_prefix(orphans_prefix(self._cluster))
             records = parse_orphans(self._cluster, kvs)
@@ -473,8 +503,8 @@ class EtcdMembership:
                     await self._client.delete_all_if({key: kvs[key]})
                 if member == self._me.id:
                     self.own_orphans = left
-                log.info("restored %d slices %s left orphaned; %d left in its record",
-                         len(record.slices) - len(left), member, len(left))
+                log.info("%s %d slices %s left orphaned; %d left in its record",
+                         done, len(record.slices) - len(left), member, len(left))
         except Exception as exc:  # rule 3: never a crash
             log.warning("could not update the orphan records: %s", str(exc) or type(exc).__name__)
 

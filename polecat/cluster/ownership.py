@@ -76,6 +76,18 @@ these rules:
     it wins) are left out.
     Only recorded slices are restored this way: a node never pulls in a checkpoint of a member that
     did not leave any slice behind.
+13. **Slices a registered member keeps:** a wanted slice that the orphan record of another member
+    registered now names is not claimed while that member has it (:meth:`Ownership.kept`): the
+    member is back with its data dir, whose records of the slice are newer than any checkpoint, and a
+    claim won before they arrive fetches the slice's seeds and all they lead to again (a whole cluster
+    restarted with a member joining: 9-23 of 219 pages fetched twice in 2 runs of 10 under load).
+    The member hands the slices of its own record it does not want to their Ring owner like strays,
+    even with nothing queued (rule 7; polecat/processes/machine.py rule 7), and takes each out of its
+    record once its owner adopted it (polecat/cluster/etcd.py rule 7); the claim follows the next
+    read of the records (etcd.py reads them every ``retry`` seconds while a slice waits so). A member
+    that never does (a release before this rule, or a bug) holds a slice back at most
+    :data:`KEPT_WAIT` seconds from when this node first saw it kept; a member no longer registered
+    is rule 12's.
 
 Lease times (the ``now`` of this module) are read on a clock that counts the time the machine was
 suspended (:meth:`polecat.clock.Clock.boottime`): the etcd lease runs on while a machine sleeps, so a
@@ -121,6 +133,13 @@ the node looks every 0.1 s (polecat/processes/machine.py ``SYNC_EVERY``), an abo
 connection at once, and the rest is room for a loaded event loop."""
 
 
+KEPT_WAIT = 60.0
+"""The most seconds a wanted slice waits unclaimed for the registered member whose orphan record names
+it (rule 13): long enough for a restarted member to open its frontier and hand the slice over on a
+loaded machine; past it, a member that does not (a release before rule 13) no longer holds the crawl
+of the slice back (its seeds are fetched again, as before the rule)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Permit:
     """Leave to send one request to a host of ``slice_id`` (rule 10)."""
@@ -148,6 +167,9 @@ class Ownership:
         """Wanted slice -> the member that left owning it, until a claim of it is won (rule 6)."""
         self._orphaned: dict[int, str] = {}
         """Slice -> the member that left it orphaned, as its record in etcd reads now (rule 12)."""
+        self._kept_since: dict[int, float] = {}
+        """Slice named in the orphan record of another member registered now -> when this node first
+        saw it so (rule 13)."""
         self._last_claim = float("-inf")
         self._epoch = 0
         """Counts leases granted and lost: decisions of an older epoch are void (rule 9)."""
@@ -197,11 +219,14 @@ class Ownership:
         (rule 6)."""
         self._inherited.update(dict.fromkeys(slices, member))
 
-    def orphans(self, records: Mapping[str, Iterable[int]], registered: Iterable[str]) -> None:
+    def orphans(self, records: Mapping[str, Iterable[int]], registered: Iterable[str], now: float) -> None:
         """The orphan records in etcd now (member -> the slices it left behind), and the members
-        registered now (rule 12)."""
-        skip = {self.self_id, *registered}
+        registered now (rules 12 and 13)."""
+        back = set(registered) - {self.self_id}
+        skip = {self.self_id, *back}
         self._orphaned = {s: m for m, slices in sorted(records.items()) if m not in skip for s in slices}
+        kept = {s for m, slices in records.items() if m in back for s in slices}
+        self._kept_since = {s: self._kept_since.get(s, now) for s in kept}
 
     def claimed(self, won: Iterable[int], lost: Iterable[int]) -> list[Action]:
         """The outcome of a :class:`Claim`: ``won`` keys are ours, ``lost`` ones belong to someone else."""
@@ -303,6 +328,12 @@ class Ownership:
         """The slices whose owner key this node holds (rule 2)."""
         return frozenset(self._held)
 
+    def kept(self, now: float) -> frozenset[int]:
+        """The wanted slices not claimed because a registered member's orphan record names them, for at
+        most :data:`KEPT_WAIT` seconds (rule 13)."""
+        return frozenset(s for s, since in self._kept_since.items()
+                         if s in self._wanted and s not in self._held and now - since < KEPT_WAIT)
+
     @property
     def inherited(self) -> dict[int, str]:
         """Wanted slices still to be restored from a member that left, with that member (rule 6)."""
@@ -325,7 +356,7 @@ class Ownership:
     def _claims(self, now: float, *, force: bool) -> list[Action]:
         if self._renewed_at is None or self.fenced(now):
             return []
-        todo = frozenset(self._wanted - self._held - self._claiming)
+        todo = frozenset(self._wanted - self._held - self._claiming) - self.kept(now)  # rule 13
         if not todo or (not force and now - self._last_claim < self.retry):
             return []
         self._claiming |= todo

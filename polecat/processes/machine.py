@@ -44,9 +44,10 @@ Rules:
    adopted and has not held since (what the reconcile loop below, which a leave stops, would have
    shipped later): else their URLs stayed on the node that went. Every :data:`RECONCILE_EVERY`
    seconds, and at once after a member list change or an adoption, an unfenced node that is not
-   leaving hands the URLs it holds in slices it does not own, and the slices it adopted and has not
-   held since, to their Ring owners (ownership rule 7), the same way as a hand-over: after a whole
-   cluster stopped and started again, nothing stays stranded. Hand-overs run
+   leaving hands the URLs it holds in slices it does not own, the slices it adopted and has not held
+   since, and the slices of its own orphan record that it does not want (their owner waits for them:
+   ownership rule 13), to their Ring owners (ownership rule 7), the same way as a hand-over: after a
+   whole cluster stopped and started again, nothing stays stranded. Hand-overs run
    one at a time.
 8. Fencing (ownership rule 9): every bundle carries the sender's token; a hand-over stops before its
    next chunk once the token it began under is no longer this node's (its lease was lost) or the node
@@ -559,7 +560,9 @@ class ClusterNode:
             if crawler is None or self._leaving or own.fenced(self._clock.boottime()):
                 continue
             self._adopted -= own.held
-            strays = own.strays(crawler.frontier.unowned_queued().keys() | self._adopted)
+            # Its own orphan record's slices that another member wants wait for it (ownership rule 13).
+            strays = own.strays(crawler.frontier.unowned_queued().keys() | self._adopted
+                                | self.membership.own_orphans)
             if strays:
                 log.info("reconciling: %d slices with URLs queued here belong to other nodes", len(strays))
                 try:
@@ -766,6 +769,8 @@ class ClusterNode:
                 sent_total += len(sent)
                 if sent and self.failover is not None:  # one manifest write per new owner
                     await self.failover.handed_out(frozenset(sent))
+                if sent:  # its owner has them: no longer this node's orphans (ownership rule 13)
+                    await self.membership.handed_over(frozenset(sent))
             await crawler.commit()
         kept = len(slices) - sent_total
         log.info("handed %d slices over in %.3f s%s", sent_total, self._clock.monotonic() - started,
