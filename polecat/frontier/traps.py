@@ -22,18 +22,18 @@ soft-404 pages):
    shown by ``polecat status``.
 5. Rule 2's counters are kept for at most :data:`MAX_TRACKED_SHAPES` (host, shape) pairs, the least
    recently used forgotten first (an eighth of them at once, so a count costs O(1) amortized), each
-   keyed by the pair's 64-bit hash (an int, not the pair's tuple and strings: ~7.5 MB at the bound,
-   ~120 B a pair kept, against ~240 B a pair before, kept for the run). A count and a refusal are uses:
+   keyed by the pair's 64-bit hash (an int, not the pair's tuple and strings): ~7.5 MB at the bound,
+   ~120 B a pair kept, against 223 B a pair kept for the run before. A count and a refusal are uses:
    a trap keeps its counter while its pages still link to the shape, as a pair is forgotten only after
    :data:`MAX_TRACKED_SHAPES` x 7/8 other pairs were used since its last use; a pair forgotten starts
    again from 0, so a shape no page linked to for that long may queue its budget once more. Issue 39:
    the bound before (past 200,000 pairs, forget those counted once) bound nothing in a breadth crawl,
-   where every host queues several URLs of one shape (``/leaf0`` .. ``/leaf4``): ~240 B a host met,
-   ~35 MB at a million-page crawl's 144,000 hosts (benchmarks/README.md "Issue 39: what grows with the
-   hosts met"); and once full of such pairs it dropped each new host's pair at its first count (no new
-   host's shapes were bounded any more) after a pass over all of them. Two of the pairs kept share a
-   hash with a chance of ~1 in 10^10: then they share a counter, and at worst a URL of one is refused
-   ``trap:shape`` early.
+   where every host queues several URLs of one shape (``/leaf0`` .. ``/leaf4``): 19 MB for the 85,396
+   pairs of 42,876 hosts met in a 300,000-page breadth crawl, up to ~45 MB (200,000 pairs) in a
+   million-page one (benchmarks/README.md "Issue 39: what grows with the hosts met"); and once full of
+   such pairs it dropped each new host's pair at its first count (no new host's shapes were bounded any
+   more), each count a pass over them all. Two of the pairs kept share a hash with a chance of ~1 in
+   10^10: then they share a counter, and at worst a URL of one is refused ``trap:shape`` early.
 
 Memory: rule 5 bounds the shape counters. Rule 3's hosts (suspected, probed, with a signature) are kept
 for the last :data:`MAX_SOFT404_HOSTS` of each kind, the oldest forgotten first, and a probe's URL until
