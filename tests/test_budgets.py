@@ -5,6 +5,8 @@ that links thousands of hosts that do not resolve (loopback test web + test DNS 
 from __future__ import annotations
 
 import asyncio
+import tracemalloc
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -57,6 +59,81 @@ def test_a_reservation_becomes_the_hosts_page_and_a_spent_one_is_not_returned() 
     budget.charge("page", "a")
     assert budget.pages == 1 and budget.full  # b never got a page: its reservation stays spent
     assert budget.allows("robots", "a")  # a's robots.txt refresh is paid by its page
+
+
+class _SetsBudget:
+    """Rules 1-2 as the budget kept them before rule 6: the hosts' keys in two sets and a Counter."""
+
+    def __init__(self, max_pages: int) -> None:
+        self.max_pages, self.pages = max_pages, 0
+        self.reserved: set[str] = set()
+        self.paged: Counter[str] = Counter()
+        self.used_reservation: set[str] = set()
+
+    def allows(self, kind: str, host: str) -> bool:
+        if host in self.reserved or (kind == "robots" and self.paged[host] > 0):
+            return True
+        return self.pages + len(self.reserved) < self.max_pages
+
+    def charge(self, kind: str, host: str) -> None:
+        if kind == "robots":
+            if self.paged[host] == 0:
+                self.reserved.add(host)
+            return
+        if host in self.reserved:
+            self.reserved.discard(host)
+            self.used_reservation.add(host)
+        self.paged[host] += 1
+        self.pages += 1
+
+    def refund(self, kind: str, host: str) -> None:
+        if kind == "page":
+            self.pages -= 1
+            self.paged[host] -= 1
+            if host in self.used_reservation:
+                self.used_reservation.discard(host)
+                self.reserved.add(host)
+
+
+@given(st.integers(1, 10), LEASES)
+def test_a_hosts_state_as_one_int_decides_as_the_sets_did(max_pages: int, leases: list[Any]) -> None:
+    """Rule 6 changes what the budget keeps, not what it decides: every answer, and the pages and
+    reservations counted, are those of the sets it kept before."""
+    budget, sets = PageBudget(max_pages), _SetsBudget(max_pages)
+    charged: list[tuple[Any, str]] = []
+    for kind, host, withdraw in leases:
+        name = f"h{host}"
+        for k in ("page", "robots"):
+            assert budget.allows(k, name) == sets.allows(k, name)
+        if budget.allows(kind, name):
+            budget.charge(kind, name)
+            sets.charge(kind, name)
+            charged.append((kind, name))
+        if withdraw and charged:
+            kind, name = charged.pop()
+            budget.refund(kind, name)
+            sets.refund(kind, name)
+        assert (budget.pages, budget.reserved) == (sets.pages, len(sets.reserved))
+
+
+def test_the_budget_keeps_no_host_name_and_an_int_a_host() -> None:
+    """Rule 6: a million-page breadth crawl charges a page and a robots.txt for each of ~144,000 hosts,
+    whose names the budget was the last to hold; now it keeps none of them, and under 100 B a host."""
+    budget = PageBudget(1_000_000)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(20_000):
+            host = f"h{i}.breadth.test:45705"
+            budget.charge("robots", host)
+            budget.charge("page", host)
+            budget.charge("page", host)
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert held < 20_000 * 100, held
+    assert budget.pages == 40_000 and budget.used == 40_000
+    assert all(isinstance(key, int) for key in budget._hosts)
 
 
 def test_no_limit_reserves_nothing() -> None:

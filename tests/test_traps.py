@@ -54,6 +54,34 @@ def test_shape_budget_refuses_past_its_limit_per_host() -> None:
     assert not budget.refuses("a", "http://a.test/other")
 
 
+def test_shape_counters_are_bounded_and_a_trap_met_late_is_still_refused(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rule 5: every host of a breadth crawl queues several URLs of one shape (so no pair is "seen
+    once"), yet the counters stay within the bound; a trap met once the counters are full is refused at
+    its budget, and keeps its counter while other hosts come and go, as long as it is still linked to."""
+    monkeypatch.setattr(traps, "MAX_TRACKED_SHAPES", 64)
+    budget = ShapeBudget(20)
+
+    def breadth_host(i: int) -> None:
+        for leaf in range(5):
+            url = f"http://h{i}.test/leaf{leaf}"
+            assert not budget.refuses(f"h{i}", url)
+            budget.count(f"h{i}", url)
+        assert len(budget._counts) <= 64
+
+    for i in range(1_000):
+        breadth_host(i)
+    refused = 0
+    for page in range(1_000):
+        breadth_host(1_000 + page)
+        trap = f"http://trap.test/list?page={page}"
+        if budget.refuses("trap", trap):
+            refused += 1
+        else:
+            budget.count("trap", trap)
+    assert refused == 1_000 - 20
+
+
 def test_a_host_is_probed_once_after_a_few_duplicates_and_matched_by_fingerprint() -> None:
     soft = Soft404()
     probes = [soft.duplicate_seen("a", "http://a.test/x") for _ in range(SOFT404_SUSPECT_AFTER + 3)]

@@ -18,17 +18,29 @@ Rules (this module owns them; the frontier asks before it leases or queues):
    ask thousands of hosts, nor hold them in memory.
 5. Queued URLs: at most ``scope.max_queued`` URLs are queued in all; discovered URLs past it are refused
    (``queue_full``). Seeds are exempt from rules 3-5: they are the operator's choice.
+6. Memory: rules 1-2 keep one entry for each host that reserved or leased a page in this run (at most
+   ``max_pages`` of them): an int of its state (pages leased x 4, reservation held, reservation used)
+   keyed by the hash of the host's key: 72 B a host at 144,000 hosts (10 MB), not the host's key
+   itself in a ``Counter`` and a set (130 B a host, 19 MB: the key was the last reference to a host's
+   name once the frontier's working set let it go; 144,000 hosts is a million-page breadth crawl's,
+   benchmarks/README.md "Issue 39: what grows with the hosts met"). Two hosts of one hash (~1 in 4 x 10^7
+   for a million hosts a run) share an entry: at worst one of them asks its robots.txt without a page
+   reserved, or is refunded the other's reservation.
 
-Memory: the budget holds the hosts that were reserved or fetched in this run (at most ``max_pages``);
-rules 3-5 bound the frontier's per-host state (about 400 bytes a host) and its on-disk queue.
+Rules 3-5 bound the frontier's per-host state (about 400 bytes a host) and its on-disk queue.
 """
 
 from __future__ import annotations
 
-from collections import Counter
-
 from polecat.config import ScopeConfig
 from polecat.frontier.records import LeaseKind
+
+_PAGE = 4
+"""A page lease in a host's state (rule 6): the low bits are flags."""
+_RESERVED = 2
+"""The host holds a page of the budget for its robots.txt (rule 2; spent if it never gets a page)."""
+_USED = 1
+"""The host's first page used its reservation (a withdrawn page gives it back)."""
 
 
 class PageBudget:
@@ -38,17 +50,15 @@ class PageBudget:
         self.max_pages = max_pages
         self.pages = 0
         """Page leases made in this run."""
-        self._reserved: set[str] = set()
-        """Hosts holding a page of the budget for their robots.txt (spent when they never get a page)."""
-        self._paged: Counter[str] = Counter()
-        """Page leases per host in this run (a host with one has its robots.txt refreshes paid)."""
-        self._used_reservation: set[str] = set()
-        """Hosts whose first page used their reservation (a withdrawn page gives it back)."""
+        self.reserved = 0
+        """Hosts holding a reservation."""
+        self._hosts: dict[int, int] = {}
+        """Each host's state (rule 6) by the hash of its key."""
 
     @property
     def used(self) -> int:
         """Pages leased plus pages reserved."""
-        return self.pages + len(self._reserved)
+        return self.pages + self.reserved
 
     @property
     def full(self) -> bool:
@@ -57,24 +67,28 @@ class PageBudget:
 
     def allows(self, kind: LeaseKind, host: str) -> bool:
         """Whether a ``kind`` lease of ``host`` fits the budget now."""
-        if self.max_pages <= 0 or host in self._reserved:
+        if self.max_pages <= 0:
             return True
-        if kind == "robots" and self._paged[host] > 0:
-            return True
+        state = self._hosts.get(hash(host), 0)
+        if state & _RESERVED or (kind == "robots" and state >= _PAGE):  # a host with a page has its
+            return True  # robots.txt refreshes paid
         return self.used < self.max_pages
 
     def charge(self, kind: LeaseKind, host: str) -> None:
         """Account for a lease :meth:`allows` admitted."""
         if self.max_pages <= 0:
             return
+        key = hash(host)
+        state = self._hosts.get(key, 0)
         if kind == "robots":
-            if self._paged[host] == 0:
-                self._reserved.add(host)
+            if state < _PAGE and not state & _RESERVED:
+                self._hosts[key] = state | _RESERVED
+                self.reserved += 1
             return
-        if host in self._reserved:
-            self._reserved.discard(host)
-            self._used_reservation.add(host)
-        self._paged[host] += 1
+        if state & _RESERVED:
+            state = state & ~_RESERVED | _USED
+            self.reserved -= 1
+        self._hosts[key] = state + _PAGE
         self.pages += 1
 
     def refund(self, kind: LeaseKind, host: str) -> None:
@@ -84,10 +98,12 @@ class PageBudget:
         if self.max_pages <= 0 or kind == "robots":
             return
         self.pages -= 1
-        self._paged[host] -= 1
-        if host in self._used_reservation:
-            self._used_reservation.discard(host)
-            self._reserved.add(host)
+        key = hash(host)
+        state = self._hosts[key] - _PAGE
+        if state & _USED:
+            state = state & ~_USED | _RESERVED
+            self.reserved += 1
+        self._hosts[key] = state
 
 
 def admit_reason(cfg: ScopeConfig, *, new_host: bool, hosts: int, queued: int,

@@ -20,13 +20,26 @@ soft-404 pages):
    recorded as ``soft_404``, their links are not followed and their bodies not stored.
 4. Every refusal and soft-404 is counted per host (:class:`TrapCounts`), kept with the frontier and
    shown by ``polecat status``.
+5. Rule 2's counters are kept for at most :data:`MAX_TRACKED_SHAPES` (host, shape) pairs, the least
+   recently used forgotten first (an eighth of them at once, so a count costs O(1) amortized), each
+   keyed by the pair's 64-bit hash (an int, not the pair's tuple and strings): ~7.5 MB at the bound,
+   ~120 B a pair kept, against 223 B a pair kept for the run before. A count and a refusal are uses:
+   a trap keeps its counter while its pages still link to the shape, as a pair is forgotten only after
+   :data:`MAX_TRACKED_SHAPES` x 7/8 other pairs were used since its last use; a pair forgotten starts
+   again from 0, so a shape no page linked to for that long may queue its budget once more. Issue 39:
+   the bound before (past 200,000 pairs, forget those counted once) bound nothing in a breadth crawl,
+   where every host queues several URLs of one shape (``/leaf0`` .. ``/leaf4``): 19 MB for the 85,396
+   pairs of 42,876 hosts met in a 300,000-page breadth crawl, up to ~45 MB (200,000 pairs) in a
+   million-page one (benchmarks/README.md "Issue 39: what grows with the hosts met"); and once full of
+   such pairs it dropped each new host's pair at its first count (no new host's shapes were bounded any
+   more), each count a pass over them all. Two of the pairs kept share a hash with a chance of ~1 in
+   10^10: then they share a counter, and at worst a URL of one is refused ``trap:shape`` early.
 
-Memory: shape counters are kept for at most :data:`MAX_TRACKED_SHAPES` (host, shape) pairs; past it the
-pairs seen once are forgotten (a trap's counter is never below its budget's first step for long). Rule
-3's hosts (suspected, probed, with a signature) are kept for the last :data:`MAX_SOFT404_HOSTS` of each
-kind, the oldest forgotten first, and a probe's URL until its answer: a breadth crawl probes nearly
-every host it meets (their pages are copies of each other), and kept for the run those were ~300 B a
-host met (a million-page crawl of 143,000 hosts). A host forgotten may be probed once more.
+Memory: rule 5 bounds the shape counters. Rule 3's hosts (suspected, probed, with a signature) are kept
+for the last :data:`MAX_SOFT404_HOSTS` of each kind, the oldest forgotten first, and a probe's URL until
+its answer: a breadth crawl probes nearly every host it meets (their pages are copies of each other),
+and kept for the run those were ~300 B a host met (a million-page crawl of 143,000 hosts). A host
+forgotten may be probed once more.
 """
 
 from __future__ import annotations
@@ -36,6 +49,7 @@ import re
 import secrets
 from collections import Counter
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import TypeVar
 
 from polecat.dedup.minhash import VERIFY_MAX_DISTANCE, Fingerprint, hamming, verify_distance
@@ -46,7 +60,8 @@ MAX_SEGMENTS = 32
 MAX_SOFT404_HOSTS = 65_536
 """Hosts kept per kind by rule 3 (module docstring: memory)."""
 TOKEN_CHARS = 16
-MAX_TRACKED_SHAPES = 200_000
+MAX_TRACKED_SHAPES = 65_536
+"""(host, shape) counters rule 5 keeps."""
 SOFT404_SUSPECT_AFTER = 3
 PROBE_MARK = "/polecat-probe-"
 """Path prefix of soft-404 probe URLs (a path no site serves)."""
@@ -89,7 +104,9 @@ class ShapeBudget:
 
     def __init__(self, max_per_shape: int) -> None:
         self.max_per_shape = max_per_shape
-        self._counts: dict[tuple[str, str], int] = {}
+        self._counts: dict[int, int] = {}
+        """URLs queued by (host, shape) pair, keyed by the pair's hash, least recently counted first
+        (rule 5)."""
         self._asked: dict[str, str] = {}
         """Shapes of the URLs :meth:`refuses` judged, for :meth:`count` (a page's batch: a few hundred)."""
 
@@ -98,15 +115,22 @@ class ShapeBudget:
         if len(self._asked) > 16_384:
             self._asked.clear()
         s = self._asked[url] = shape(url)
-        return self._counts.get((host, s), 0) >= self.max_per_shape
+        key = hash((host, s))
+        counts = self._counts
+        if counts.get(key, 0) < self.max_per_shape:
+            return False
+        counts[key] = counts.pop(key)  # rule 5: a trap still linked to stays recent
+        return True
 
     def count(self, host: str, url: str) -> None:
         """``url`` of ``host`` was queued."""
         s = self._asked.pop(url, None)
-        key = (host, shape(url) if s is None else s)
-        self._counts[key] = self._counts.get(key, 0) + 1
-        if len(self._counts) > MAX_TRACKED_SHAPES:
-            self._counts = {k: n for k, n in self._counts.items() if n > 1}
+        key = hash((host, shape(url) if s is None else s))
+        counts = self._counts
+        counts[key] = counts.pop(key, 0) + 1  # rule 5: moved to the recent end
+        if len(counts) > MAX_TRACKED_SHAPES:
+            for old in list(islice(counts, len(counts) - MAX_TRACKED_SHAPES * 7 // 8)):
+                del counts[old]
 
 
 def probe_url(url: str) -> str:
