@@ -31,6 +31,10 @@ program embedding :class:`polecat.Crawler` keeps its own loop and collector):
 6. A task that works through a backlog in one step of the loop (leases, held page completions) counts
    its items in a :class:`StepBudget` and gives the loop a turn once the step has done its most or spent
    its seconds on the node's clock (polecat/node/leases.py rule 6, commits.py rule 10).
+7. Every pass of the collector is recorded by generation (:data:`COLLECTOR`, a ``gc.callbacks`` entry
+   installed with rules 2-3): passes, CPU seconds of the thread it ran on, the longest. Whichever thread
+   a pass runs on, it holds the GIL, so the event loop waits for all of it: the summary of ``polecat
+   crawl`` and ``/metrics`` show them (issue 39: a full pass held a 1M-host breadth crawl's loop 823 ms).
 """
 
 from __future__ import annotations
@@ -43,12 +47,14 @@ import os
 import sys
 import time
 from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from polecat.clock import Clock, SystemClock
 from polecat.heap import keep_freed_heap
 
-__all__ = ["GC_THRESHOLDS", "AlarmClock", "LoopAlarmClock", "TimerFdAlarmClock", "alarm_clock", "run"]
+__all__ = ["COLLECTOR", "GC_THRESHOLDS", "AlarmClock", "CollectorPasses", "LoopAlarmClock",
+           "TimerFdAlarmClock", "alarm_clock", "run"]
 
 T = TypeVar("T")
 
@@ -233,11 +239,59 @@ def alarm_clock(loop: asyncio.AbstractEventLoop, clock: Clock) -> AlarmClock:
     return LoopAlarmClock(loop, clock.wall)
 
 
+@dataclass(slots=True)
+class GenerationPasses:
+    """The collector's passes of one generation (rule 7)."""
+
+    passes: int = 0
+    seconds: float = 0.0
+    """CPU seconds of the threads the passes ran on."""
+    longest: float = 0.0
+    """CPU seconds of the longest pass."""
+
+
+@dataclass(slots=True)
+class CollectorPasses:
+    """The collector's passes since :meth:`install`, by generation (rule 7): a ``gc.callbacks`` entry."""
+
+    generations: tuple[GenerationPasses, ...] = field(
+        default_factory=lambda: tuple(GenerationPasses() for _ in range(3)))
+    _began: float = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        # A pass never interleaves with another (the GIL, and the collector does not re-enter), so one
+        # start time serves every thread; thread_time is that thread's own, since its start.
+        if phase == "start":
+            self._began = time.thread_time()
+            return
+        spent = time.thread_time() - self._began
+        gen = self.generations[info["generation"]]
+        gen.passes += 1
+        gen.seconds += spent
+        gen.longest = max(gen.longest, spent)
+
+    def install(self) -> None:
+        """Record every pass from now on (once, however often called)."""
+        if self not in gc.callbacks:
+            gc.callbacks.append(self)
+
+    def line(self) -> str:
+        """The passes in words, as the crawl's summary shows them."""
+        return "; ".join(f"generation {g}: {p.passes} passes, {1000 * p.seconds:.0f} ms, longest "
+                         f"{1000 * p.longest:.1f} ms" for g, p in enumerate(self.generations))
+
+
+COLLECTOR = CollectorPasses()
+"""The process's record of the collector's passes (rule 7), installed by :func:`tune_gc`."""
+
+
 def tune_gc() -> None:
-    """Rules 2 and 3: freeze what exists now, then collect the young generation less often."""
+    """Rules 2, 3 and 7: freeze what exists now, then collect the young generation less often; record
+    every pass."""
     gc.collect()
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)
+    COLLECTOR.install()
 
 
 def run(main: Coroutine[Any, Any, T]) -> T:

@@ -4,6 +4,7 @@ process: they are process-wide)."""
 from __future__ import annotations
 
 import ast
+import gc
 import os
 import subprocess
 import sys
@@ -179,3 +180,22 @@ def test_keep_freed_heap_keeps_freed_memory_for_the_next_page() -> None:
     # An operator's own allocator settings win: then polecat sets nothing.
     env = {**os.environ, "MALLOC_TRIM_THRESHOLD_": "131072"}
     assert run("tuned", env) == (False, pytest.approx(untuned_faults, rel=0.5))
+
+
+def test_collector_passes_are_recorded_by_generation() -> None:
+    """Rule 7: each pass of the collector counts in its generation's record, once, and the summary line
+    and /metrics read those records."""
+    passes = runloop.CollectorPasses()
+    passes.install()
+    passes.install()  # once, however often installed
+    try:
+        gc.collect(0)
+        gc.collect(2)
+        gc.collect(2)
+    finally:
+        gc.callbacks.remove(passes)
+    assert passes not in gc.callbacks
+    assert [g.passes for g in passes.generations] == [1, 0, 2]
+    assert all(g.longest <= g.seconds for g in passes.generations)
+    assert passes.line().startswith("generation 0: 1 passes, ")
+    assert "generation 2: 2 passes, " in passes.line()

@@ -108,6 +108,11 @@ Rules:
    schedules it again, an entry each time: ~0.5 per URL in each heap pushing 10M URLs over 100,000 hosts
    through a working set of 50,000, ~1 GB of the process's anonymous memory at 10M URLs
    (benchmarks/README.md, "Issue 39: anonymous memory at 10M URLs").
+21. Rule 13's lists of host keys are tuples of strings, made anew at each change (a host name has one
+   key or a few): the collector untracks a tuple of untracked items at the first pass that meets it,
+   where a list stays tracked for its life, one object a host with a port in memory for every pass to
+   traverse (~37,500 of the ~180,000 tracked objects of a 1M-host breadth crawl's young passes;
+   benchmarks/README.md "Issue 39: the collector's full passes").
 """
 
 from __future__ import annotations
@@ -275,7 +280,7 @@ class HostTable:
         """``ready`` rows, about (rows found stale are counted until read)."""
         self._cutting = False
         """Rule 6's cut is under way, :data:`CUT_BATCH` records a commit (rule 18)."""
-        self.ported: dict[str, list[str]] = {}
+        self.ported: dict[str, tuple[str, ...]] = {}
         """The host keys in memory with a port, by host name (rule 13)."""
         self.parents: dict[str, str | set[str]] = {}
         """The host keys in memory by parent domain of their name (rule 15): one key as itself, more as a
@@ -362,7 +367,7 @@ class HostTable:
         self.quarantined += quarantined(st)
         name = hostname(host)
         if name != host:  # rule 13
-            self.ported.setdefault(name, []).append(host)
+            self.ported[name] = (*self.ported.get(name, ()), host)  # rule 21: a tuple, untracked
         parents = self.parents
         for parent in parent_domains(name):  # rule 15
             had = parents.get(parent)
@@ -378,9 +383,10 @@ class HostTable:
         self.quarantined -= quarantined(st)
         name = hostname(host)
         if name != host:
-            keys = self.ported[name]
-            keys.remove(host)
-            if not keys:
+            keys = tuple(key for key in self.ported[name] if key != host)
+            if keys:
+                self.ported[name] = keys
+            else:
                 del self.ported[name]
         parents = self.parents
         for parent in parent_domains(name):
@@ -394,7 +400,7 @@ class HostTable:
 
     def named(self, name: str) -> list[str]:
         """The host keys in memory of the host ``name`` (``name`` itself, and with any port: rule 13)."""
-        return ([name] if name in self.hosts else []) + self.ported.get(name, [])
+        return [*([name] if name in self.hosts else []), *self.ported.get(name, ())]
 
     def under(self, domain: str) -> list[str] | None:
         """The host keys in memory of ``domain`` and its subdomains (rule 15), None: ``domain`` has one
