@@ -11,8 +11,11 @@ program embedding :class:`polecat.Crawler` keeps its own loop and collector):
    objects instead of Python's 700. A crawl allocates ~100 such objects a page and keeps few, so at 700
    the collector ran ~130 times a second of crawling and its ~10 full collections per 10,000 pages each
    held the event loop ~18 ms (benchmarks/README.md, "Garbage collection"). Cycles are still freed:
-   young ones at the next young pass, older ones by the middle and old generations' passes, which
-   keep Python's rule of running every ``GC_THRESHOLDS[1]`` and ``[2]`` passes of the one below.
+   young ones at the next young pass, older ones by the middle generation's passes (every
+   ``GC_THRESHOLDS[1]`` young ones) until rule 8 freezes them. 20,000, not the 50,000 of before: a young
+   pass traverses every object allocated since the last and still alive (up to ~130,000 at 50,000,
+   as the deaths of older objects count against the allocations), 46-70 ms of a 1M-host breadth
+   crawl's loop (benchmarks/README.md, "Issue 39: the collector's full passes").
 4. A wait for a wall-clock time is an alarm from :func:`alarm_clock`. uvloop counts a timer in whole
    milliseconds from the time it read when its current iteration began, so a timer fires up to a
    millisecond and a half early (more after a long iteration). A loop woken that early found its host
@@ -35,6 +38,17 @@ program embedding :class:`polecat.Crawler` keeps its own loop and collector):
    installed with rules 2-3): passes, CPU seconds of the thread it ran on, the longest. Whichever thread
    a pass runs on, it holds the GIL, so the event loop waits for all of it: the summary of ``polecat
    crawl`` and ``/metrics`` show them (issue 39: a full pass held a 1M-host breadth crawl's loop 823 ms).
+8. After each pass of the middle or the old generation, everything alive is frozen (``gc.freeze``, as
+   rule 2 does once): what survived the young passes and a middle one is the node's long-lived state
+   (host records, cached answers, idle connections), which grows with the hosts met, and no later pass
+   traverses it. So no pass traverses more than what was allocated, and is still alive, since the last
+   middle pass: ``GC_THRESHOLDS[1]`` young passes' survivors, where a middle pass over a million-page
+   crawl's state took hundreds of ms and a full one 823 ms. The price: a cycle among frozen objects that
+   becomes garbage is never freed. The crawl's own cycles die young (polecat/frontier/outcomes.py rule 5,
+   polecat/fetch/pool.py rule 4 and http.py cut those of failed requests), and the frozen garbage was
+   measured (benchmarks/README.md, "Issue 39: the collector's full passes": the objects a full
+   collection frees once everything is unfrozen at the end of a crawl) and the frozen count is shown
+   with rule 7's passes.
 """
 
 from __future__ import annotations
@@ -58,10 +72,11 @@ __all__ = ["COLLECTOR", "GC_THRESHOLDS", "AlarmClock", "CollectorPasses", "LoopA
 
 T = TypeVar("T")
 
-GC_THRESHOLDS = (50_000, 20, 10)
-"""``gc.set_threshold`` arguments: the young generation every 50,000 net allocations (~500 pages), the
-middle one every 20 young passes, the old one every 10 middle passes (and only once the objects that
-survived into it since its last pass are a quarter of it, Python's own rule)."""
+GC_THRESHOLDS = (20_000, 5, 10)
+"""``gc.set_threshold`` arguments (rules 3 and 8): the young generation every 20,000 net allocations (~200
+pages), the middle one every 5 young passes, the old one every 10 middle passes (and only once the
+objects that survived into it since its last pass are a quarter of it, Python's own rule; rule 8 leaves
+it next to nothing)."""
 
 
 _FOREVER = 2.0**32
@@ -276,9 +291,18 @@ class CollectorPasses:
             gc.callbacks.append(self)
 
     def line(self) -> str:
-        """The passes in words, as the crawl's summary shows them."""
-        return "; ".join(f"generation {g}: {p.passes} passes, {1000 * p.seconds:.0f} ms, longest "
-                         f"{1000 * p.longest:.1f} ms" for g, p in enumerate(self.generations))
+        """The passes in words, as the crawl's summary shows them, and the objects frozen (rule 8)."""
+        return "; ".join([*(f"generation {g}: {p.passes} passes, {1000 * p.seconds:.0f} ms, longest "
+                            f"{1000 * p.longest:.1f} ms" for g, p in enumerate(self.generations)),
+                          f"{gc.get_freeze_count()} objects frozen"])
+
+
+def freeze_survivors(phase: str, info: dict[str, int]) -> None:
+    """Rule 8: a ``gc.callbacks`` entry freezing everything alive after a middle or full pass. The pass
+    has ended (its survivors are in the old generation, the young one is empty): freezing moves the
+    generations' lists whole into the permanent one, in O(1)."""
+    if phase == "stop" and info["generation"] >= 1:
+        gc.freeze()
 
 
 COLLECTOR = CollectorPasses()
@@ -286,12 +310,14 @@ COLLECTOR = CollectorPasses()
 
 
 def tune_gc() -> None:
-    """Rules 2, 3 and 7: freeze what exists now, then collect the young generation less often; record
-    every pass."""
+    """Rules 2, 3, 7 and 8: freeze what exists now, then collect the young generation less often; record
+    every pass; freeze the survivors of every older pass."""
     gc.collect()
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)
     COLLECTOR.install()
+    if freeze_survivors not in gc.callbacks:
+        gc.callbacks.append(freeze_survivors)  # after COLLECTOR: the freeze is not counted in the pass
 
 
 def run(main: Coroutine[Any, Any, T]) -> T:

@@ -19,11 +19,13 @@ Rules:
   do not open). A gauge with nothing to say (no
   lease, no round yet) has no sample.
 - The collector's passes by generation (polecat/runloop.py rule 7): count, CPU seconds and the longest,
-  read from :data:`polecat.runloop.COLLECTOR` (all zero in a process that did not install it).
+  read from :data:`polecat.runloop.COLLECTOR` (all zero in a process that did not install it); and the
+  objects frozen out of them (rule 8).
 """
 
 from __future__ import annotations
 
+import gc
 from collections import deque
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
@@ -196,6 +198,8 @@ def _collector() -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
         spent.add_metric([str(g)], gen.seconds)
         longest.add_metric([str(g)], gen.longest)
     yield from (passes, spent, longest)
+    yield _gauge("polecat_gc_frozen_objects", "Objects frozen out of the collector's passes "
+                 "(polecat/runloop.py rules 2 and 8)", gc.get_freeze_count())
 
 
 def _cluster(cs: ClusterStats) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
