@@ -42,8 +42,9 @@ program embedding :class:`polecat.Crawler` keeps its own loop and collector):
    rule 2 does once): what survived the young passes and a middle one is the node's long-lived state
    (host records, cached answers, idle connections), which grows with the hosts met, and no later pass
    traverses it. So no pass traverses more than what was allocated, and is still alive, since the last
-   middle pass: ``GC_THRESHOLDS[1]`` young passes' survivors, where a middle pass over a million-page
-   crawl's state took hundreds of ms and a full one 823 ms. The price: a cycle among frozen objects that
+   middle pass: ``GC_THRESHOLDS[1]`` young passes' survivors, where a middle pass over the state of a
+   100,000-page crawl took 98-145 ms and a full one over a million-page crawl's 823 ms. The price: a
+   cycle among frozen objects that
    becomes garbage is never freed. The crawl's own cycles die young (polecat/frontier/outcomes.py rule 5,
    polecat/fetch/pool.py rule 4 and http.py cut those of failed requests), and the frozen garbage was
    measured (benchmarks/README.md, "Issue 39: the collector's full passes": the objects a full

@@ -1,6 +1,7 @@
-"""The writes of the node's periodic commit applied a bounded step of the event loop at a time
-(polecat/node/commits.py rule 11, polecat/frontier/db.py rule 15): counted with loop turns and a fake
-clock, never timed."""
+"""The on-loop work of the node's periodic commit done a bounded step of the event loop at a time
+(polecat/node/commits.py rule 11): its writes (polecat/frontier/db.py rule 15) and the working-set cut's
+ranking (polecat/frontier/host_table.py rule 22), counted with loop turns, a fake clock and calls,
+never timed."""
 
 from __future__ import annotations
 
@@ -12,11 +13,13 @@ from pathlib import Path
 import lmdb
 import pytest
 
-from polecat.config import FrontierConfig
+from polecat.config import Config, FrontierConfig, ScopeConfig
 from polecat.frontier.db import FrontierDB
+from polecat.frontier.host_table import HostState, HostTable
 from polecat.node.commits import APPLY_CHUNK, APPLY_STEP, APPLY_STEP_SECONDS, Commits
 from polecat.testing.fakes import FakeClock
 from polecat.writes import Put, Write
+from tests.frontier_helpers import Rig, canon, politeness
 from tests.test_lease_steps import Turns
 
 pytestmark = pytest.mark.timeout(120)
@@ -77,6 +80,9 @@ class Preparing:
     def prepare_commit(self) -> list[Write]:
         return writes(self.n)
 
+    def rank_for_commit(self, most: int) -> bool:
+        return True
+
 
 def applied_per_turn(db: FrontierDB, turns: Turns, monkeypatch: pytest.MonkeyPatch, clock: FakeClock,
                      cost: float, began: asyncio.Event) -> Counter[int]:
@@ -136,3 +142,60 @@ async def test_the_periodic_commit_applies_its_writes_a_bounded_step_at_a_time(
     assert held == [True, True]
     assert db.seq == seq + 1 and db.get("meta", key(WRITES - 1)) == b"v"
 
+
+
+HOSTS, BOUND = 600, 400
+
+
+def full_table(tmp_path: Path) -> HostTable:
+    """A host table with ``HOSTS`` records in memory, past a working-set bound of ``BOUND``."""
+    rig = Rig(tmp_path, cfg=Config(scope=ScopeConfig(mode="any"), politeness=politeness(rate=1.0)))
+    for i in range(HOSTS):
+        rig.frontier.add_seed(canon(f"http://h{i:03d}.cut.test/"), 0.0)
+    table: HostTable = rig.raw._table
+    table.working_hosts = BOUND
+    return table
+
+
+@pytest.mark.usefixtures("frontier_backend")
+def test_the_cut_ranked_in_steps_ranks_a_step_at_most_and_drops_what_one_pass_would(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """host_table.py rule 22: rank_step ranks at most its count of records; the commit's cut then ranks
+    the candidates kept (the cut and a quarter), not every record in memory, and drops the same records
+    as a ranking of all memory at the commit; a candidate made busy between the steps is kept."""
+    calls: list[str] = []
+    key = HostTable._cut_key
+
+    def counted(table: HostTable, host: str, st: HostState) -> object:
+        calls.append(host)
+        return key(table, host, st)
+
+    at_once = full_table(tmp_path / "once")
+    at_once.host_writes()
+
+    stepped = full_table(tmp_path / "steps")
+    monkeypatch.setattr(HostTable, "_cut_key", counted)
+    steps = 0
+    while True:
+        steps += 1
+        before = len(calls)
+        done = stepped.rank_step(100)
+        assert len(calls) - before <= 100
+        if done:
+            break
+    assert steps == HOSTS // 100 and len(calls) == HOSTS
+    calls.clear()
+    cut = stepped._cut_due()
+    assert cut == HOSTS - BOUND * 3 // 4
+    stepped.host_writes()
+    assert len(calls) == cut + cut // 4  # the candidates, not the 600 records
+    assert set(stepped.hosts) == set(at_once.hosts) and len(stepped.hosts) == HOSTS - cut
+
+    busy = full_table(tmp_path / "busy")
+    assert not busy.rank_step(HOSTS // 2)
+    assert busy._ranking is not None
+    victim = max(busy._ranking.best)[2]  # the first the cut would drop
+    busy.hosts[victim].in_flight = True  # leased meanwhile: never dropped (rule 6)
+    assert busy.rank_step(HOSTS)
+    busy.host_writes()
+    assert victim in busy.hosts and len(busy.hosts) == HOSTS - cut

@@ -64,9 +64,11 @@ Rules (this module owns them):
     counters) and, after an LMDB commit, the writes held back during it (polecat/frontier/db.py rule 3)
     in steps (db.py rule 15): :data:`APPLY_CHUNK` writes at a time, the loop getting a turn once a step
     has applied :data:`APPLY_STEP` chunks or spent :data:`APPLY_STEP_SECONDS`; frontier calls wait
-    meanwhile (:attr:`Commits.frontier_free`, as during an LMDB commit). In one step they held a
-    1M-host breadth crawl's loop 45-68 ms (benchmarks/README.md "Issue 39: a million pages of a
-    1M-host breadth crawl").
+    meanwhile (:attr:`Commits.frontier_free`, as during an LMDB commit). Before them it ranks the
+    records for the working-set cut in steps too (host_table.py rule 22), :data:`RANK_STEP` records a
+    loop turn, frontier calls going on. In one step, the ranking and the writes held a 1M-host breadth
+    crawl's loop 45-68 ms (benchmarks/README.md "Issue 39: a million pages of a 1M-host breadth
+    crawl").
 """
 
 from __future__ import annotations
@@ -117,6 +119,8 @@ APPLY_STEP = 8
 """Chunks of :data:`APPLY_CHUNK` writes a commit applies in one step of the event loop at most (rule 11)."""
 APPLY_STEP_SECONDS = 0.01
 """Seconds of writes a commit applies in one step of the event loop at most (rule 11)."""
+RANK_STEP = 4096
+"""Host records a commit ranks for the working-set cut in one step of the event loop (rule 11)."""
 REBUILD_BATCH = 32
 """Store records the background rebuild indexes in one turn of the loop (rule 7): a few ms of CPU, so
 requests in flight are not held up."""
@@ -248,6 +252,10 @@ class Commits:
             if self._link is not None:
                 await _committed_off_loop(self._link.handoff.start_commit())
                 self._link.handoff.finish_commit()
+            for _ in itertools.count():  # rule 11: the cut's ranking, a step a loop turn
+                if self._frontier.rank_for_commit(RANK_STEP):
+                    break
+                await asyncio.sleep(0)
             self.frontier_free.clear()  # rule 11: no frontier call until its writes are applied
             try:
                 self._db.apply_later(self._frontier.prepare_commit())
