@@ -10,9 +10,9 @@ program embedding :class:`polecat.Crawler` keeps its own loop and collector):
 3. The youngest generation is collected every :data:`GC_THRESHOLDS` ``[0]`` net allocations of tracked
    objects instead of Python's 700. A crawl allocates ~100 such objects a page and keeps few, so at 700
    the collector ran ~130 times a second of crawling and its ~10 full collections per 10,000 pages each
-   held the event loop ~18 ms (benchmarks/README.md, "Garbage collection"). Cycles are still freed:
-   young ones at the next young pass, older ones by the middle generation's passes (every
-   ``GC_THRESHOLDS[1]`` young ones) until rule 8 freezes them. 20,000, not the 50,000 of before: a young
+   held the event loop ~18 ms (benchmarks/README.md, "Garbage collection"). Cycles are still freed
+   when they die before the next pass (rule 8 freezes what survives one). 20,000, not the 50,000 of
+   before: a young
    pass traverses every object allocated since the last and still alive (up to ~130,000 at 50,000,
    as the deaths of older objects count against the allocations), 46-70 ms of a 1M-host breadth
    crawl's loop (benchmarks/README.md, "Issue 39: the collector's full passes").
@@ -38,13 +38,13 @@ program embedding :class:`polecat.Crawler` keeps its own loop and collector):
    installed with rules 2-3): passes, CPU seconds of the thread it ran on, the longest. Whichever thread
    a pass runs on, it holds the GIL, so the event loop waits for all of it: the summary of ``polecat
    crawl`` and ``/metrics`` show them (issue 39: a full pass held a 1M-host breadth crawl's loop 823 ms).
-8. After each pass of the middle or the old generation, everything alive is frozen (``gc.freeze``, as
-   rule 2 does once): what survived the young passes and a middle one is the node's long-lived state
-   (host records, cached answers, idle connections), which grows with the hosts met, and no later pass
-   traverses it. So no pass traverses more than what was allocated, and is still alive, since the last
-   middle pass: ``GC_THRESHOLDS[1]`` young passes' survivors, where a middle pass over the state of a
-   100,000-page crawl took 98-145 ms and a full one over a million-page crawl's 823 ms. The price: a
-   cycle among frozen objects that
+8. After each pass, everything alive is frozen (``gc.freeze``, as rule 2 does once): what survived a
+   pass is mostly the node's long-lived state (host records, cached answers, idle connections), which
+   grows with the hosts met, and no later pass traverses it. So no pass traverses more than what was
+   allocated since the last one and is still alive, where a middle pass over the state of a
+   100,000-page crawl took 98-145 ms, a full one over a million-page crawl's 823 ms, and middle passes
+   over two to five young passes' survivors, frozen at each middle pass only, up to 69.5-86.3 ms. The
+   price: a cycle among frozen objects that
    becomes garbage is never freed. The crawl's own cycles die young (polecat/frontier/outcomes.py rule 5,
    polecat/fetch/pool.py rule 4 and http.py cut those of failed requests), and the frozen garbage was
    measured (benchmarks/README.md, "Issue 39: the collector's full passes": the objects a full
@@ -73,12 +73,10 @@ __all__ = ["COLLECTOR", "GC_THRESHOLDS", "AlarmClock", "CollectorPasses", "LoopA
 
 T = TypeVar("T")
 
-GC_THRESHOLDS = (20_000, 2, 10)
+GC_THRESHOLDS = (20_000, 10, 10)
 """``gc.set_threshold`` arguments (rules 3 and 8): the young generation every 20,000 net allocations (~200
-pages), the middle one every 2 young passes (at 5, a middle pass over their survivors took up to 69.5 ms
-in a 1M-host breadth crawl), the old one every 10 middle passes (and only once the
-objects that survived into it since its last pass are a quarter of it, Python's own rule; rule 8 leaves
-it next to nothing)."""
+pages); the middle and old ones every 10 passes of the one below (Python's defaults: with rule 8 their
+generations hold nothing, so their passes cost what a young one does)."""
 
 
 _FOREVER = 2.0**32
@@ -300,10 +298,9 @@ class CollectorPasses:
 
 
 def freeze_survivors(phase: str, info: dict[str, int]) -> None:
-    """Rule 8: a ``gc.callbacks`` entry freezing everything alive after a middle or full pass. The pass
-    has ended (its survivors are in the old generation, the young one is empty): freezing moves the
-    generations' lists whole into the permanent one, in O(1)."""
-    if phase == "stop" and info["generation"] >= 1:
+    """Rule 8: a ``gc.callbacks`` entry freezing everything alive after each pass. The pass has ended:
+    freezing moves the generations' lists whole into the permanent one, in O(1)."""
+    if phase == "stop":
         gc.freeze()
 
 
@@ -313,7 +310,7 @@ COLLECTOR = CollectorPasses()
 
 def tune_gc() -> None:
     """Rules 2, 3, 7 and 8: freeze what exists now, then collect the young generation less often; record
-    every pass; freeze the survivors of every older pass."""
+    every pass; freeze the survivors of every pass."""
     gc.collect()
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)

@@ -18,7 +18,7 @@ from polecat.frontier.db import FrontierDB
 from polecat.frontier.host_table import HostState, HostTable
 from polecat.node.commits import APPLY_CHUNK, APPLY_STEP, APPLY_STEP_SECONDS, Commits
 from polecat.testing.fakes import FakeClock
-from polecat.writes import Put, Write
+from polecat.writes import Put, PutRows, Write
 from tests.frontier_helpers import Rig, canon, politeness
 from tests.test_lease_steps import Turns
 
@@ -60,6 +60,15 @@ def test_queued_writes_are_applied_a_step_at_a_time_and_before_any_read(db: Fron
     assert in_txn(db, 1000) == 256
     assert db.get("meta", key(999)) == b"newer"  # the read applied the queue, then the newer write
     assert in_txn(db, 1000) == 1000 and db.apply_step(256) == 0
+
+
+def test_a_step_splits_a_batch_of_rows_where_it_ends(db: FrontierDB) -> None:
+    """db.py rule 15: a PutRows (a seeds batch) counts its rows, and the step that ends within it applies
+    its first rows only."""
+    db.apply_later([PutRows("meta", [key(i) for i in range(1000)], [b"v"] * 1000)])
+    assert db.apply_step(256) == 1 and in_txn(db, 1000) == 256
+    assert db.apply_step(700) == 1 and in_txn(db, 1000) == 956
+    assert db.apply_step(700) == 0 and in_txn(db, 1000) == 1000
 
 
 class Store:

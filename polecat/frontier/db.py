@@ -112,7 +112,7 @@ Rule of the LMDB commit's size (numbered after schema 5's):
 
 Rule of writes applied in steps (numbered after rule 14's):
 15. Writes given to :meth:`FrontierDB.apply_later` are queued, not applied, and :meth:`FrontierDB.apply_step`
-    applies them a few at a time, so that whoever drives it (the node's periodic commit,
+    applies them a few rows at a time, so that whoever drives it (the node's periodic commit,
     polecat/node/commits.py rule 11) gives the loop a turn between steps; so do the writes the backlog of
     an LMDB commit holds (rule 3), at :meth:`FrontierDB.finish_commit`. Writes applied (:meth:`apply`)
     while some are queued go behind them, in order, and every read (:meth:`get`, :meth:`getter`,
@@ -550,13 +550,21 @@ class FrontierDB:
             self._apply(self._writer.txn, writes)
 
     def apply_step(self, most: int) -> int:
-        """Apply up to ``most`` of the queued writes (rule 15); answers how many are left."""
+        """Apply up to ``most`` rows of the queued writes (rule 15; a :class:`PutRows` counts its rows and
+        is split where the step ends); answers how many writes are left."""
         queued = self._queued
         if queued:
             if self._writer.committing:  # no step during a commit: its reads wait for it (rule 2)
                 self.finish_commit()
-            take = min(most, len(queued))
-            self._apply(self._writer.txn, [queued.popleft() for _ in range(take)])
+            step: list[Write] = []
+            while queued and most > 0:
+                w = queued.popleft()
+                if type(w) is PutRows and len(w.keys) > most:
+                    queued.appendleft(PutRows(w.table, w.keys[most:], w.values[most:]))
+                    w = PutRows(w.table, w.keys[:most], w.values[:most])
+                step.append(w)
+                most -= len(w.keys) if type(w) is PutRows else 1
+            self._apply(self._writer.txn, step)
         return len(queued)
 
     def _apply_queued(self) -> None:

@@ -62,7 +62,7 @@ Rules (this module owns them):
 11. The periodic commit applies the writes it makes on the loop (the host records changed since the
     last commit and those rule 6 of polecat/frontier/host_table.py drops, their index rows, the
     counters) and, after an LMDB commit, the writes held back during it (polecat/frontier/db.py rule 3)
-    in steps (db.py rule 15): :data:`APPLY_CHUNK` writes at a time, the loop getting a turn once a step
+    in steps (db.py rule 15): :data:`APPLY_CHUNK` rows at a time, the loop getting a turn once a step
     has applied :data:`APPLY_STEP` chunks or spent :data:`APPLY_STEP_SECONDS`; frontier calls wait
     meanwhile (:attr:`Commits.frontier_free`, as during an LMDB commit). Before them it ranks the
     records for the working-set cut in steps too (host_table.py rule 22), :data:`RANK_STEP` records a
@@ -113,9 +113,9 @@ DEFERRED_STEP = 64
 """Held page completions completed in one step of the event loop at most (rule 10)."""
 DEFERRED_STEP_SECONDS = 0.01
 """Seconds of held page completions in one step of the event loop at most (rule 10)."""
-APPLY_CHUNK = 256
-"""Writes a commit applies between two looks at its step's budget (rule 11)."""
-APPLY_STEP = 8
+APPLY_CHUNK = 64
+"""Rows a commit applies between two looks at its step's budget (rule 11)."""
+APPLY_STEP = 32
 """Chunks of :data:`APPLY_CHUNK` writes a commit applies in one step of the event loop at most (rule 11)."""
 APPLY_STEP_SECONDS = 0.01
 """Seconds of writes a commit applies in one step of the event loop at most (rule 11)."""
@@ -260,6 +260,7 @@ class Commits:
             try:
                 self._db.apply_later(self._frontier.prepare_commit())
                 self._mark_store()
+                await asyncio.sleep(0)  # the loop's turn after the records' encoding and the cut
                 await self._apply_in_steps()
             finally:
                 self.frontier_free.set()
