@@ -82,8 +82,8 @@ T = TypeVar("T")
 
 GC_THRESHOLDS = (20_000, 10, 10)
 """``gc.set_threshold`` arguments (rules 3 and 8): the young generation every 20,000 net allocations (~200
-pages); the middle and old ones every 10 passes of the one below (Python's defaults: with rule 8 their
-generations hold nothing, so their passes cost what a young one does)."""
+pages); the middle and old ones every 10 passes of the one below (Python's defaults), which never come:
+the freeze after each pass (rule 8) empties their generations and resets the counts of passes."""
 
 
 YOUNG_EVERY = 2.0
