@@ -43,13 +43,12 @@ program embedding :class:`polecat.Crawler` keeps its own loop and collector):
    grows with the hosts met, and no later pass traverses it. So no pass traverses more than what was
    allocated since the last one and is still alive, where a middle pass over the state of a
    100,000-page crawl took 98-145 ms, a full one over a million-page crawl's 823 ms, and middle passes
-   over two to five young passes' survivors, frozen at each middle pass only, up to 69.5-86.3 ms. The
-   price: a cycle among frozen objects that
-   becomes garbage is never freed. The crawl's own cycles die young (polecat/frontier/outcomes.py rule 5,
-   polecat/fetch/pool.py rule 4 and http.py cut those of failed requests), and the frozen garbage was
-   measured (benchmarks/README.md, "Issue 39: the collector's full passes": the objects a full
-   collection frees once everything is unfrozen at the end of a crawl) and the frozen count is shown
-   with rule 7's passes.
+   over two to five young passes' survivors, frozen at each middle pass only, up to 69.5-127.7 ms. The
+   price: a cycle among frozen objects that becomes garbage is never freed. The crawl's own cycles die
+   young (polecat/frontier/outcomes.py rule 5, polecat/fetch/pool.py rule 4 and http.py cut those of
+   failed requests); the frozen garbage was measured (benchmarks/README.md, "Issue 39: the collector's
+   full passes": what a full pass frees once everything is unfrozen at the end of a crawl), and the
+   frozen count is shown with rule 7's passes.
 9. A young pass at least every :data:`YOUNG_EVERY` seconds (a task :func:`run` starts beside the
    program): the collector counts allocations net of deaths, and the deaths of frozen objects (records
    dropped from the working set, cached answers expired) count against the allocations of what replaces

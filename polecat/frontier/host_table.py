@@ -111,8 +111,8 @@ Rules:
 21. Rule 13's lists of host keys are tuples of strings, made anew at each change (a host name has one
    key or a few): the collector untracks a tuple of untracked items at the first pass that meets it,
    where a list stays tracked for its life, one object a host with a port in memory for every pass to
-   traverse (~37,500 of the ~180,000 tracked objects of a 1M-host breadth crawl's young passes;
-   benchmarks/README.md "Issue 39: the collector's full passes").
+   traverse (~37,500 of the 180,000-250,000 tracked objects outside the frozen ones in a 1M-host
+   breadth crawl; benchmarks/README.md "Issue 39: the collector's full passes").
 22. Rule 18's ranking can be made in steps before a commit (:meth:`HostTable.rank_step`; the node's
    periodic commit does, polecat/node/commits.py rule 11): a pass over a copy of the keys in memory, at
    most so many records a step, keeping the best candidates for the cut (a quarter more than it drops,
