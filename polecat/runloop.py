@@ -10,9 +10,12 @@ program embedding :class:`polecat.Crawler` keeps its own loop and collector):
 3. The youngest generation is collected every :data:`GC_THRESHOLDS` ``[0]`` net allocations of tracked
    objects instead of Python's 700. A crawl allocates ~100 such objects a page and keeps few, so at 700
    the collector ran ~130 times a second of crawling and its ~10 full collections per 10,000 pages each
-   held the event loop ~18 ms (benchmarks/README.md, "Garbage collection"). Cycles are still freed:
-   young ones at the next young pass, older ones by the middle and old generations' passes, which
-   keep Python's rule of running every ``GC_THRESHOLDS[1]`` and ``[2]`` passes of the one below.
+   held the event loop ~18 ms (benchmarks/README.md, "Garbage collection"). Cycles are still freed
+   when they die before the next pass (rule 8 freezes what survives one). 20,000, not the 50,000 of
+   before: a young
+   pass traverses every object allocated since the last and still alive (up to ~130,000 at 50,000,
+   as the deaths of older objects count against the allocations), 46-70 ms of a 1M-host breadth
+   crawl's loop (benchmarks/README.md, "Issue 39: the collector's full passes").
 4. A wait for a wall-clock time is an alarm from :func:`alarm_clock`. uvloop counts a timer in whole
    milliseconds from the time it read when its current iteration began, so a timer fires up to a
    millisecond and a half early (more after a long iteration). A loop woken that early found its host
@@ -31,6 +34,28 @@ program embedding :class:`polecat.Crawler` keeps its own loop and collector):
 6. A task that works through a backlog in one step of the loop (leases, held page completions) counts
    its items in a :class:`StepBudget` and gives the loop a turn once the step has done its most or spent
    its seconds on the node's clock (polecat/node/leases.py rule 6, commits.py rule 10).
+7. Every pass of the collector is recorded by generation (:data:`COLLECTOR`, a ``gc.callbacks`` entry
+   installed with rules 2-3): passes, CPU seconds of the thread it ran on, the longest. Whichever thread
+   a pass runs on, it holds the GIL, so the event loop waits for all of it: the summary of ``polecat
+   crawl`` and ``/metrics`` show them (issue 39: a full pass held a 1M-host breadth crawl's loop 823 ms).
+8. After each pass, everything alive is frozen (``gc.freeze``, as rule 2 does once): what survived a
+   pass is mostly the node's long-lived state (host records, cached answers, idle connections), which
+   grows with the hosts met, and no later pass traverses it. So no pass traverses more than what was
+   allocated since the last one and is still alive, where a middle pass over the state of a
+   100,000-page crawl took 98-145 ms, a full one over a million-page crawl's 823 ms, and middle passes
+   over two to five young passes' survivors, frozen at each middle pass only, up to 69.5-127.7 ms. The
+   price: a cycle among frozen objects that becomes garbage is never freed. The crawl's own cycles die
+   young (polecat/frontier/outcomes.py rule 5, polecat/fetch/pool.py rule 4 and http.py cut those of
+   failed requests); the frozen garbage was measured (benchmarks/README.md, "Issue 39: the collector's
+   full passes": what a full pass frees once everything is unfrozen at the end of a crawl), and the
+   frozen count is shown with rule 7's passes.
+9. A young pass at least every :data:`YOUNG_EVERY` seconds (a task :func:`run` starts beside the
+   program): the collector counts allocations net of deaths, and the deaths of frozen objects (records
+   dropped from the working set, cached answers expired) count against the allocations of what replaces
+   them, so in a crawl whose state churns more than it grows the count hardly moves while the young
+   generation fills: ~81,500 young objects at 963 s of a million-page crawl, young passes of up to 63 ms
+   (benchmarks/README.md, "Issue 39: the collector's full passes"). A timed pass traverses what the
+   last seconds left alive, then freezes it (rule 8).
 """
 
 from __future__ import annotations
@@ -43,19 +68,25 @@ import os
 import sys
 import time
 from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from polecat.clock import Clock, SystemClock
 from polecat.heap import keep_freed_heap
 
-__all__ = ["GC_THRESHOLDS", "AlarmClock", "LoopAlarmClock", "TimerFdAlarmClock", "alarm_clock", "run"]
+__all__ = ["COLLECTOR", "GC_THRESHOLDS", "AlarmClock", "CollectorPasses", "LoopAlarmClock",
+           "TimerFdAlarmClock", "alarm_clock", "run"]
 
 T = TypeVar("T")
 
-GC_THRESHOLDS = (50_000, 20, 10)
-"""``gc.set_threshold`` arguments: the young generation every 50,000 net allocations (~500 pages), the
-middle one every 20 young passes, the old one every 10 middle passes (and only once the objects that
-survived into it since its last pass are a quarter of it, Python's own rule)."""
+GC_THRESHOLDS = (20_000, 10, 10)
+"""``gc.set_threshold`` arguments (rules 3 and 8): the young generation every 20,000 net allocations (~200
+pages); the middle and old ones every 10 passes of the one below (Python's defaults), which never come:
+the freeze after each pass (rule 8) empties their generations and resets the counts of passes."""
+
+
+YOUNG_EVERY = 2.0
+"""Seconds between two young passes at most (rule 9)."""
 
 
 _FOREVER = 2.0**32
@@ -233,20 +264,94 @@ def alarm_clock(loop: asyncio.AbstractEventLoop, clock: Clock) -> AlarmClock:
     return LoopAlarmClock(loop, clock.wall)
 
 
+@dataclass(slots=True)
+class GenerationPasses:
+    """The collector's passes of one generation (rule 7)."""
+
+    passes: int = 0
+    seconds: float = 0.0
+    """CPU seconds of the threads the passes ran on."""
+    longest: float = 0.0
+    """CPU seconds of the longest pass."""
+
+
+@dataclass(slots=True)
+class CollectorPasses:
+    """The collector's passes since :meth:`install`, by generation (rule 7): a ``gc.callbacks`` entry."""
+
+    generations: tuple[GenerationPasses, ...] = field(
+        default_factory=lambda: tuple(GenerationPasses() for _ in range(3)))
+    _began: float = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        # A pass never interleaves with another (the GIL, and the collector does not re-enter), so one
+        # start time serves every thread; thread_time is that thread's own, since its start.
+        if phase == "start":
+            self._began = time.thread_time()
+            return
+        spent = time.thread_time() - self._began
+        gen = self.generations[info["generation"]]
+        gen.passes += 1
+        gen.seconds += spent
+        gen.longest = max(gen.longest, spent)
+
+    def install(self) -> None:
+        """Record every pass from now on (once, however often called)."""
+        if self not in gc.callbacks:
+            gc.callbacks.append(self)
+
+    def line(self) -> str:
+        """The passes in words, as the crawl's summary shows them, and the objects frozen (rule 8)."""
+        return "; ".join([*(f"generation {g}: {p.passes} passes, {1000 * p.seconds:.0f} ms, longest "
+                            f"{1000 * p.longest:.1f} ms" for g, p in enumerate(self.generations)),
+                          f"{gc.get_freeze_count()} objects frozen"])
+
+
+def freeze_survivors(phase: str, info: dict[str, int]) -> None:
+    """Rule 8: a ``gc.callbacks`` entry freezing everything alive after each pass. The pass has ended:
+    freezing moves the generations' lists whole into the permanent one, in O(1)."""
+    if phase == "stop":
+        gc.freeze()
+
+
+COLLECTOR = CollectorPasses()
+"""The process's record of the collector's passes (rule 7), installed by :func:`tune_gc`."""
+
+
 def tune_gc() -> None:
-    """Rules 2 and 3: freeze what exists now, then collect the young generation less often."""
+    """Rules 2, 3, 7 and 8: freeze what exists now, then collect the young generation less often; record
+    every pass; freeze the survivors of every pass."""
     gc.collect()
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)
+    COLLECTOR.install()
+    if freeze_survivors not in gc.callbacks:
+        gc.callbacks.append(freeze_survivors)  # after COLLECTOR: the freeze is not counted in the pass
+
+
+async def _young_passes() -> None:
+    """Rule 9: a young pass every :data:`YOUNG_EVERY` seconds, until cancelled."""
+    while True:
+        await asyncio.sleep(YOUNG_EVERY)
+        gc.collect(0)
+
+
+async def _with_young_passes(main: Coroutine[Any, Any, T]) -> T:
+    """``main``, with rule 9's task beside it for as long as it runs."""
+    passes = asyncio.create_task(_young_passes())
+    try:
+        return await main
+    finally:
+        passes.cancel()
 
 
 def run(main: Coroutine[Any, Any, T]) -> T:
-    """Run ``main`` to completion on a new event loop (rule 1), with the collector (rules 2, 3) and the
-    C allocator (rule 5) set."""
+    """Run ``main`` to completion on a new event loop (rule 1), with the collector (rules 2, 3, 7-9) and
+    the C allocator (rule 5) set."""
     tune_gc()
     keep_freed_heap()
     try:
         import uvloop
     except ImportError:  # pragma: no cover - uvloop is a dependency where it builds
-        return asyncio.run(main)
-    return uvloop.run(main)
+        return asyncio.run(_with_young_passes(main))
+    return uvloop.run(_with_young_passes(main))

@@ -139,3 +139,22 @@ def test_a_failed_robots_txt_leaves_no_cycle_for_the_collector() -> None:
     assert isinstance(error.__cause__, OSError) and error.__cause__.__traceback__ is None
     del completions, error
     assert sum(ref() is not None for ref in held) == 0
+
+
+@pytest.mark.usefixtures("frontier_backend")
+def test_host_keys_with_a_port_are_listed_untracked(tmp_path: Path) -> None:
+    """host_table.py rule 21: 300 hosts with a port in memory are listed under their names (rule 13)
+    by objects the collector does not track once it has met them (a list each was tracked for life)."""
+    rig = Rig(tmp_path, cfg=Config(scope=ScopeConfig(mode="any"), politeness=politeness(rate=1.0)))
+    table = rig.raw._table
+    for i in range(HOSTS):
+        rig.frontier.add_seed(canon(f"http://h{i}.gc.test:8080/"), 0.0)
+        rig.frontier.add_seed(canon(f"http://h{i}.gc.test:8081/"), 0.0)
+    gc.collect()
+    assert len(table.ported) == HOSTS
+    assert sorted(table.named("h7.gc.test")) == ["h7.gc.test:8080", "h7.gc.test:8081"]
+    assert sum(map(gc.is_tracked, table.ported.values())) == 0
+    table.forget(["h7.gc.test:8080"])
+    assert table.named("h7.gc.test") == ["h7.gc.test:8081"]
+    table.forget(["h7.gc.test:8081"])
+    assert table.named("h7.gc.test") == [] and "h7.gc.test" not in table.ported

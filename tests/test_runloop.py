@@ -4,6 +4,7 @@ process: they are process-wide)."""
 from __future__ import annotations
 
 import ast
+import gc
 import os
 import subprocess
 import sys
@@ -42,6 +43,69 @@ def test_run_freezes_startup_objects_collects_less_often_and_still_frees_cycles(
     assert frozen > 1000  # the modules imported before the loop started
     assert loop_module.startswith("uvloop")
     assert cycle_freed
+
+
+_FREEZE = """
+import asyncio, gc, weakref
+from polecat import runloop
+
+class Node:
+    pass
+
+def listed(obj):
+    return any(o is obj for o in gc.get_objects())
+
+async def main():
+    kept = Node()
+    a, b = Node(), Node()
+    a.other, b.other = b, a
+    alive = weakref.ref(a)
+    before = listed(kept) and listed(a)
+    gc.collect(0)  # a young pass: its survivors, the cycle alive among them, are frozen
+    frozen = not listed(kept) and not listed(a)
+    del a, b
+    gc.collect(2)
+    leaked = alive() is not None
+    gc.unfreeze()
+    gc.collect()
+    return before, frozen, leaked, alive() is None, runloop.COLLECTOR.generations[0].passes
+
+print(runloop.run(main()))
+"""
+
+
+def test_the_survivors_of_every_pass_are_frozen() -> None:
+    """Rule 8: what survives a pass is frozen (no later pass traverses it), and so a cycle frozen alive
+    is not freed when it dies, only once unfrozen (the price the rule measures). Rule 7 counted the
+    young pass."""
+    out = subprocess.run([sys.executable, "-c", _FREEZE], capture_output=True, text=True, check=True,
+                         timeout=60).stdout
+    before, frozen, leaked, freed_unfrozen, young_passes = ast.literal_eval(out.strip())
+    assert before and frozen
+    assert leaked and freed_unfrozen
+    assert young_passes >= 1
+
+
+_TIMED = """
+import asyncio
+from polecat import runloop
+
+runloop.YOUNG_EVERY = 0.05
+
+async def main():
+    await asyncio.sleep(0.5)  # next to no allocations: the count alone never calls a pass
+    return runloop.COLLECTOR.generations[0].passes
+
+print(runloop.run(main()))
+"""
+
+
+def test_a_young_pass_comes_every_young_every_seconds_however_few_allocations() -> None:
+    """Rule 9: a program that allocates next to nothing still gets a young pass every YOUNG_EVERY seconds
+    (here 0.05 s over 0.5 s: counted, with slack for a loaded machine, not timed)."""
+    out = subprocess.run([sys.executable, "-c", _TIMED], capture_output=True, text=True, check=True,
+                         timeout=60).stdout
+    assert 2 <= int(out.strip()) <= 10
 
 
 _ALARM = """
@@ -179,3 +243,22 @@ def test_keep_freed_heap_keeps_freed_memory_for_the_next_page() -> None:
     # An operator's own allocator settings win: then polecat sets nothing.
     env = {**os.environ, "MALLOC_TRIM_THRESHOLD_": "131072"}
     assert run("tuned", env) == (False, pytest.approx(untuned_faults, rel=0.5))
+
+
+def test_collector_passes_are_recorded_by_generation() -> None:
+    """Rule 7: each pass of the collector counts in its generation's record, once, and the summary line
+    and /metrics read those records."""
+    passes = runloop.CollectorPasses()
+    passes.install()
+    passes.install()  # once, however often installed
+    try:
+        gc.collect(0)
+        gc.collect(2)
+        gc.collect(2)
+    finally:
+        gc.callbacks.remove(passes)
+    assert passes not in gc.callbacks
+    assert [g.passes for g in passes.generations] == [1, 0, 2]
+    assert all(g.longest <= g.seconds for g in passes.generations)
+    assert passes.line().startswith("generation 0: 1 passes, ")
+    assert "generation 2: 2 passes, " in passes.line()

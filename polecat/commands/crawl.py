@@ -241,7 +241,8 @@ async def _crawl(cfg: Config) -> int:
     busy, own = lag.busy or lag, lag.own or lag
     stats = replace(stats, loop_lag_p99=lag.quantile(0.99), loop_lag_max=lag.max,
                     loop_busy_p99=busy.quantile(0.99), loop_busy_max=busy.max, loop_stalls=lag.stalls,
-                    loop_own_p99=own.quantile(0.99), loop_own_max=own.max, loop_own_stalls=own.stalls)
+                    loop_own_p99=own.quantile(0.99), loop_own_max=own.max, loop_own_stalls=own.stalls,
+                    collector=runloop.COLLECTOR.line())
     return _verdict(cfg, stats, bool(interrupted))
 
 

@@ -109,6 +109,16 @@ Rule of the LMDB commit's size (numbered after schema 5's):
     of an LMDB commit and its dirty pages in memory; by default (0) it is ``log_bytes``, and the log is
     sized as before (benchmarks/README.md, "Issue 39: LMDB commits sized to the data", "Issue 39: a
     faster log replay": 320 MiB writes 985 B per URL at 10M).
+
+Rule of writes applied in steps (numbered after rule 14's):
+15. Writes given to :meth:`FrontierDB.apply_later` are queued, not applied, and :meth:`FrontierDB.apply_step`
+    applies them a few rows at a time, so that whoever drives it (the node's periodic commit,
+    polecat/node/commits.py rule 11) gives the loop a turn between steps; so do the writes the backlog of
+    an LMDB commit holds (rule 3), at :meth:`FrontierDB.finish_commit`. Writes applied (:meth:`apply`)
+    while some are queued go behind them, in order, and every read (:meth:`get`, :meth:`getter`,
+    :meth:`items`, :meth:`count`, :attr:`txn`, and so a commit or a snapshot) applies the queue first: a
+    read sees every write made before it, as when they were applied at once. The log's entry takes them
+    at once, in the order given (rule 6), as before.
 """
 
 from __future__ import annotations
@@ -116,6 +126,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from functools import partial
@@ -268,6 +279,8 @@ class FrontierDB:
         self.tables["seen"] = self.seen
         self._backlog: list[Write] = []
         """Writes applied during the commit in flight, for the next transaction (rule 3)."""
+        self._queued: deque[Write] = deque()
+        """Writes given to :meth:`apply_later` (and the ones applied after them) not applied yet (rule 15)."""
         self._lookups: dict[Table, Lookup] = {}
         """:meth:`getter`'s answers in the open transaction (a commit begins another)."""
         self.seq = 0
@@ -512,18 +525,52 @@ class FrontierDB:
 
     def apply(self, writes: Sequence[Write]) -> None:
         """Do a decision's writes in the open transaction (polecat/writes.py rule 2); during a
-        commit, in the next one (rule 3)."""
+        commit, in the next one (rule 3); behind the writes queued, if any (rule 15)."""
+        self._take(writes, later=False)
+
+    def apply_later(self, writes: Sequence[Write]) -> None:
+        """Queue ``writes`` for :meth:`apply_step` (rule 15): in the transaction once stepped through or
+        once anything reads it, whichever comes first."""
+        self._take(writes, later=True)
+
+    def _take(self, writes: Sequence[Write], *, later: bool) -> None:
         if self.log_bytes:  # with no log (rule 6) nothing is appended, so nothing is kept for it
             self._entry.add(writes)
         if self._writer.committing:
             self._backlog.extend(writes)
+            return
+        if self._reserve is not None and row_count(writes) >= ROOM_CHECK_WRITES:  # rule 11
+            try:
+                self._make_room(extra=2 * put_bytes(writes))
+            except OSError as exc:
+                raise storage_fault(exc, "frontier", self.path) from exc
+        if later or self._queued:
+            self._queued.extend(writes)
         else:
-            if self._reserve is not None and row_count(writes) >= ROOM_CHECK_WRITES:  # rule 11
-                try:
-                    self._make_room(extra=2 * put_bytes(writes))
-                except OSError as exc:
-                    raise storage_fault(exc, "frontier", self.path) from exc
             self._apply(self._writer.txn, writes)
+
+    def apply_step(self, most: int) -> int:
+        """Apply up to ``most`` rows of the queued writes (rule 15; a :class:`PutRows` counts its rows and
+        is split where the step ends); answers how many writes are left."""
+        queued = self._queued
+        if queued:
+            if self._writer.committing:  # no step during a commit: its reads wait for it (rule 2)
+                self.finish_commit()
+            step: list[Write] = []
+            while queued and most > 0:
+                w = queued.popleft()
+                if type(w) is PutRows and len(w.keys) > most:
+                    queued.appendleft(PutRows(w.table, w.keys[most:], w.values[most:]))
+                    w = PutRows(w.table, w.keys[:most], w.values[:most])
+                step.append(w)
+                most -= len(w.keys) if type(w) is PutRows else 1
+            self._apply(self._writer.txn, step)
+        return len(queued)
+
+    def _apply_queued(self) -> None:
+        """Every queued write applied, before a read (rule 15)."""
+        queued, self._queued = self._queued, deque()
+        self._apply(self._writer.txn, queued)
 
     def applied(self, decided: Decided[T]) -> T:
         """Apply ``decided``'s writes (:meth:`apply`) and return its answer."""
@@ -565,9 +612,12 @@ class FrontierDB:
 
     @property
     def txn(self) -> lmdb.Transaction:
-        """The open write transaction (rule 2: waits for a commit in flight)."""
+        """The open write transaction (rule 2: waits for a commit in flight; rule 15: with the queued
+        writes applied)."""
         if self._writer.committing:
             self.finish_commit()
+        if self._queued:
+            self._apply_queued()
         return self._writer.txn
 
     def get(self, table: Table, key: bytes) -> bytes | None:
@@ -575,6 +625,8 @@ class FrontierDB:
         # What :attr:`txn` does, inline: the frontier makes a few gets per URL.
         if self._writer.committing:
             self.finish_commit()
+        if self._queued:
+            self._apply_queued()
         if table == "seen":
             return self.seen.get(key)
         txn: Any = self._writer.txn  # not opened with ``buffers``: values are bytes
@@ -584,6 +636,8 @@ class FrontierDB:
     def getter(self, table: Table) -> Lookup:
         """:meth:`get` of ``table`` as LMDB's own call, made once per transaction: no Python frame per
         lookup. Good until the next commit (which begins another transaction)."""
+        if self._queued:  # rule 15: what the lookups will read, applied first
+            self._apply_queued()
         if table == "seen":
             return self.seen.get
         lookup = self._lookups.get(table)
@@ -597,6 +651,8 @@ class FrontierDB:
         if table == "seen":
             if self._writer.committing:
                 self.finish_commit()
+            if self._queued:
+                self._apply_queued()
             return self.seen.items(prefix)
         return key_range(self.txn, self.tables[table], prefix)
 
@@ -608,6 +664,8 @@ class FrontierDB:
         if table == "seen":
             if self._writer.committing:
                 self.finish_commit()
+            if self._queued:
+                self._apply_queued()
             return self.seen.count()
         entries: int = self.txn.stat(self.tables[table])["entries"]
         return entries
@@ -696,7 +754,7 @@ class FrontierDB:
             self.seen.committed()
             self._measure_lmdb()
             backlog, self._backlog = self._backlog, []
-            self._apply(self._writer.txn, backlog)
+            self._queued.extend(backlog)  # rule 15: stepped through by the caller, or at the next read
         return self.seq
 
     def commit(self, *, to_lmdb: bool = False) -> int:

@@ -188,6 +188,11 @@ class Frontier:
         self._db.apply(self.prepare_commit())
         return self._db.commit()
 
+    def rank_for_commit(self, most: int) -> bool:
+        """Rank up to ``most`` host records for the next commit's working-set cut (host_table.py rule 22);
+        whether the ranking is done (or none is due)."""
+        return self._table.rank_step(most)
+
     def prepare_commit(self) -> list[Write]:
         """The writes of what is kept in memory between commits (host records, trap counts, counters), so
         that a commit of the transaction, once they are applied, holds every change so far: :meth:`commit`

@@ -108,6 +108,20 @@ Rules:
    schedules it again, an entry each time: ~0.5 per URL in each heap pushing 10M URLs over 100,000 hosts
    through a working set of 50,000, ~1 GB of the process's anonymous memory at 10M URLs
    (benchmarks/README.md, "Issue 39: anonymous memory at 10M URLs").
+21. Rule 13's lists of host keys are tuples of strings, made anew at each change (a host name has one
+   key or a few): the collector untracks a tuple of untracked items at the first pass that meets it,
+   where a list stays tracked for its life, one object a host with a port in memory for every pass to
+   traverse (~37,500 of the 180,000-250,000 tracked objects outside the frozen ones in a 1M-host
+   breadth crawl; benchmarks/README.md "Issue 39: the collector's full passes").
+22. Rule 18's ranking can be made in steps before a commit (:meth:`HostTable.rank_step`; the node's
+   periodic commit does, polecat/node/commits.py rule 11): a pass over a copy of the keys in memory, at
+   most so many records a step, keeping the best candidates for the cut (a quarter more than it drops,
+   for those that change meanwhile). The commit's cut then ranks those alone, each checked again and
+   ranked by what it is at the commit (one leased or made busy meanwhile is kept; one taken into memory
+   after the copy was made waits for the next cut). A commit without a finished ranking (on the loop:
+   the stop, tests) ranks memory at once, as before. One ranking of the 50,000 records of a 1M-host
+   breadth crawl, with the commit's writes, held its loop 45-68 ms (benchmarks/README.md "Issue 39: a
+   million pages of a 1M-host breadth crawl").
 """
 
 from __future__ import annotations
@@ -117,6 +131,7 @@ import json
 import math
 from collections import Counter
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from itertools import chain, islice, repeat
 
 from polecat.config import PolitenessConfig
@@ -172,6 +187,28 @@ REFILL_ROWS = 256
 """``ready`` rows read per :meth:`HostTable.refill` at most: a lease call's work stays bounded."""
 COLD_RETRY = 0.05
 """Seconds before a lease asks again when ``ready`` rows are due but memory is full (rule 7)."""
+CutKey = tuple[float, bool, str]
+"""How rule 6 ranks a record it may drop: the largest first (no URL queued or parked, then the latest due;
+parked first among the former)."""
+
+
+@dataclass(slots=True)
+class CutRanking:
+    """Rule 22: a ranking for the cut made in steps over ``keys`` (the keys in memory when it began)."""
+
+    keys: list[str]
+    want: int
+    """Candidates kept: the cut and a quarter more."""
+    at: int = 0
+    """Keys ranked so far."""
+    best: list[CutKey] = field(default_factory=list)
+    """The ``want`` largest keys so far, a min-heap."""
+
+    @property
+    def done(self) -> bool:
+        return self.at >= len(self.keys)
+
+
 CUT_BATCH = 1024
 """Host records rule 6's cut drops at one commit at most (rule 18): ~16 us each (their writes applied)."""
 HEAP_SLACK = 4096
@@ -275,7 +312,9 @@ class HostTable:
         """``ready`` rows, about (rows found stale are counted until read)."""
         self._cutting = False
         """Rule 6's cut is under way, :data:`CUT_BATCH` records a commit (rule 18)."""
-        self.ported: dict[str, list[str]] = {}
+        self._ranking: CutRanking | None = None
+        """The next cut's ranking made in steps (rule 22), if one was begun since the last commit."""
+        self.ported: dict[str, tuple[str, ...]] = {}
         """The host keys in memory with a port, by host name (rule 13)."""
         self.parents: dict[str, str | set[str]] = {}
         """The host keys in memory by parent domain of their name (rule 15): one key as itself, more as a
@@ -362,7 +401,7 @@ class HostTable:
         self.quarantined += quarantined(st)
         name = hostname(host)
         if name != host:  # rule 13
-            self.ported.setdefault(name, []).append(host)
+            self.ported[name] = (*self.ported.get(name, ()), host)  # rule 21: a tuple, untracked
         parents = self.parents
         for parent in parent_domains(name):  # rule 15
             had = parents.get(parent)
@@ -378,9 +417,10 @@ class HostTable:
         self.quarantined -= quarantined(st)
         name = hostname(host)
         if name != host:
-            keys = self.ported[name]
-            keys.remove(host)
-            if not keys:
+            keys = tuple(key for key in self.ported[name] if key != host)
+            if keys:
+                self.ported[name] = keys
+            else:
                 del self.ported[name]
         parents = self.parents
         for parent in parent_domains(name):
@@ -394,7 +434,7 @@ class HostTable:
 
     def named(self, name: str) -> list[str]:
         """The host keys in memory of the host ``name`` (``name`` itself, and with any port: rule 13)."""
-        return ([name] if name in self.hosts else []) + self.ported.get(name, [])
+        return [*([name] if name in self.hosts else []), *self.ported.get(name, ())]
 
     def under(self, domain: str) -> list[str] | None:
         """The host keys in memory of ``domain`` and its subdomains (rule 15), None: ``domain`` has one
@@ -602,16 +642,14 @@ class HostTable:
         out, self._pending = self._pending, []
         out += [Put("hosts", host_row(host), encode_host(hosts[host])) for host in self._dirty]
         self._dirty.clear()
-        keep = self.working_hosts * 3 // 4
         if len(hosts) >= self.working_hosts:  # full: a refill has room again after this commit
             self._cutting = True
-        if self._cutting and len(hosts) > keep:
-            # Rule 18: a batch, or what gets memory back under the bound, whichever is more; the cut goes
-            # on at the next commit unless this one found fewer it may drop.
-            cut = max(min(CUT_BATCH, len(hosts) - keep), len(hosts) - self.working_hosts + 1)
+        cut = self._cut_due()
+        if cut:  # the cut goes on at the next commit unless this one found fewer it may drop (rule 18)
             self._cutting = self._evict(len(hosts) - cut, out) == cut
         else:
             self._cutting = False
+        self._ranking = None
         out += [Put("resident", host.encode(), b"") for host in self._arrived if host in hosts]
         self._arrived.clear()
         longest = max(len(self.heap), len(self.due_heap), len(self.warm_heap))
@@ -619,18 +657,63 @@ class HostTable:
             self._rebuild_heaps()  # rule 20
         return out
 
+    def _cut_due(self) -> int:
+        """Records rule 18's cut drops at the next commit: a batch, or what gets memory back under the
+        bound, whichever is more; 0 when no cut is under way or due."""
+        n, keep = len(self.hosts), self.working_hosts * 3 // 4
+        if not (self._cutting or n >= self.working_hosts) or n <= keep:
+            return 0
+        return max(min(CUT_BATCH, n - keep), n - self.working_hosts + 1)
+
+    def _cut_key(self, host: str, st: HostState) -> CutKey | None:
+        """Rule 6's rank of ``host``'s record, None when it is never dropped. Parked hosts first (rule 11:
+        never leased again in this run), then as the module docstring says."""
+        parked = self.parked
+        if (st.in_flight or (st.strikes and host not in parked) or host in self.leases
+                or host in self.finishing or (self.fenced and slice_of(host) in self.fenced)):
+            return None
+        return (math.inf if st.queued <= 0 or host in parked else self.scheduled.get(host, st.next_allowed),
+                host in parked, host)
+
+    def rank_step(self, most: int) -> bool:
+        """Rank up to ``most`` more records for the next commit's cut (rule 22); whether the ranking is
+        done (or none is due)."""
+        want = self._cut_due()
+        if not want:
+            self._ranking = None
+            return True
+        ranking = self._ranking
+        if ranking is None:
+            ranking = self._ranking = CutRanking(list(self.hosts), want + want // 4)
+        hosts, best, key = self.hosts, ranking.best, self._cut_key
+        end = min(ranking.at + most, len(ranking.keys))
+        for host in islice(ranking.keys, ranking.at, end):
+            st = hosts.get(host)
+            rank = key(host, st) if st is not None else None
+            if rank is None:
+                continue
+            if len(best) < ranking.want:
+                heapq.heappush(best, rank)
+            elif rank > best[0]:
+                heapq.heapreplace(best, rank)
+        ranking.at = end
+        return ranking.done
+
+    def _ranked(self, n: int) -> list[CutKey]:
+        """The ``n`` records rule 6 drops first: from a finished ranking of rule 22, each ranked again
+        now, else from a pass over memory."""
+        hosts, key, ranking = self.hosts, self._cut_key, self._ranking
+        if ranking is not None and ranking.done:
+            now = (key(host, st) for _, _, host in ranking.best if (st := hosts.get(host)) is not None)
+        else:
+            now = (key(host, st) for host, st in hosts.items())
+        return heapq.nlargest(n, filter(None, now))
+
     def _evict(self, keep: int, out: list[Write]) -> int:
         """Write and drop the records of rule 6 until ``keep`` are left (or only those it never drops);
         answers how many it dropped."""
-        hosts, scheduled, leases, parked = self.hosts, self.scheduled, self.leases, self.parked
-        fenced = self.fenced
-        # Parked hosts first (rule 11: never leased again in this run), then as the module docstring says.
-        movable = ((math.inf if st.queued <= 0 or host in parked else scheduled.get(host, st.next_allowed),
-                    host in parked, host)
-                   for host, st in hosts.items()
-                   if not (st.in_flight or (st.strikes and host not in parked) or host in leases
-                           or host in self.finishing or (fenced and slice_of(host) in fenced)))
-        dropped = heapq.nlargest(len(hosts) - keep, movable)
+        hosts, parked = self.hosts, self.parked
+        dropped = self._ranked(len(hosts) - keep)
         for _, _, host in dropped:
             st = hosts.pop(host)
             self._unlist(host, st)

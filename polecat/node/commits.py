@@ -59,6 +59,16 @@ Rules (this module owns them):
     100,000-host breadth crawl (benchmarks/README.md "Issue 39: loop stalls"). The next periodic commit
     starts only once they are all completed (the same task makes both); a commit on the loop (the stop)
     completes those left first.
+11. The periodic commit applies the writes it makes on the loop (the host records changed since the
+    last commit and those rule 6 of polecat/frontier/host_table.py drops, their index rows, the
+    counters) and, after an LMDB commit, the writes held back during it (polecat/frontier/db.py rule 3)
+    in steps (db.py rule 15): :data:`APPLY_CHUNK` rows at a time, the loop getting a turn once a step
+    has applied :data:`APPLY_STEP` chunks or spent :data:`APPLY_STEP_SECONDS`; frontier calls wait
+    meanwhile (:attr:`Commits.frontier_free`, as during an LMDB commit). Before them it ranks the
+    records for the working-set cut in steps too (host_table.py rule 22), :data:`RANK_STEP` records a
+    loop turn, frontier calls going on. In one step, the ranking and the writes held a 1M-host breadth
+    crawl's loop 45-68 ms (benchmarks/README.md "Issue 39: a million pages of a 1M-host breadth
+    crawl").
 """
 
 from __future__ import annotations
@@ -103,6 +113,14 @@ DEFERRED_STEP = 64
 """Held page completions completed in one step of the event loop at most (rule 10)."""
 DEFERRED_STEP_SECONDS = 0.01
 """Seconds of held page completions in one step of the event loop at most (rule 10)."""
+APPLY_CHUNK = 64
+"""Rows a commit applies between two looks at its step's budget (rule 11)."""
+APPLY_STEP = 32
+"""Chunks of :data:`APPLY_CHUNK` writes a commit applies in one step of the event loop at most (rule 11)."""
+APPLY_STEP_SECONDS = 0.01
+"""Seconds of writes a commit applies in one step of the event loop at most (rule 11)."""
+RANK_STEP = 4096
+"""Host records a commit ranks for the working-set cut in one step of the event loop (rule 11)."""
 REBUILD_BATCH = 32
 """Store records the background rebuild indexes in one turn of the loop (rule 7): a few ms of CPU, so
 requests in flight are not held up."""
@@ -234,8 +252,18 @@ class Commits:
             if self._link is not None:
                 await _committed_off_loop(self._link.handoff.start_commit())
                 self._link.handoff.finish_commit()
-            self._db.apply(self._frontier.prepare_commit())
-            self._mark_store()
+            for _ in itertools.count():  # rule 11: the cut's ranking, a step a loop turn
+                if self._frontier.rank_for_commit(RANK_STEP):
+                    break
+                await asyncio.sleep(0)
+            self.frontier_free.clear()  # rule 11: no frontier call until its writes are applied
+            try:
+                self._db.apply_later(self._frontier.prepare_commit())
+                self._mark_store()
+                await asyncio.sleep(0)  # the loop's turn after the records' encoding and the cut
+                await self._apply_in_steps()
+            finally:
+                self.frontier_free.set()
             self._rebuilt_unsaved = False
             pending = self._db.start_commit(to_lmdb=self._to_lmdb)
             self._to_lmdb = False
@@ -243,9 +271,10 @@ class Commits:
                 self.frontier_free.clear()
             try:
                 await _committed_off_loop(pending)
+                self._db.finish_commit()
+                await self._apply_in_steps()  # the writes held back during an LMDB commit (rule 11)
             finally:
                 self.frontier_free.set()
-            self._db.finish_commit()
             self._committed(started)
         finally:
             self.flushing = False
@@ -256,6 +285,15 @@ class Commits:
             # A copy taken after the commit holds every key it holds (tagged with it); written meanwhile.
             snapshot, tag = self._seen.snapshot(), self._db.seq
             await asyncio.wrap_future(self._bloom_saver.submit(snapshot.save, self._bloom_path, tag))
+
+    async def _apply_in_steps(self) -> None:
+        """Rule 11: the writes queued in the frontier (polecat/frontier/db.py rule 15) applied a step of
+        the event loop at a time."""
+        step = StepBudget(self._clock, APPLY_STEP, APPLY_STEP_SECONDS)
+        while self._db.apply_step(APPLY_CHUNK):
+            if step.spent():
+                await asyncio.sleep(0)
+                step.begin()
 
     async def _try_commit_off_loop(self) -> bool:
         try:

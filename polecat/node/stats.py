@@ -118,6 +118,9 @@ class CrawlStats:
     loop_own_stalls: int = 0
     """:attr:`loop_stalls` of the samples bounded by the loop thread's CPU time: steps of the event loop
     that can have held it :data:`LOOP_STALL` seconds or more (issue 39's bound on a step)."""
+    collector: str = ""
+    """The cyclic collector's passes by generation in words (polecat/runloop.py rule 7; ``polecat crawl``
+    records them, empty where nothing did)."""
 
     @property
     def fetched_nothing(self) -> bool:

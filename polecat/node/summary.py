@@ -118,6 +118,8 @@ def print_summary(s: CrawlStats, out: TextIO, *, data_dir: str = "", interrupted
                      f"{s.loop_stalls} stalls of 50 ms or more; with the loop's thread on a CPU: "
                      f"p99 {1000 * s.loop_own_p99:.0f} ms, max {1000 * s.loop_own_max:.0f} ms, "
                      f"{s.loop_own_stalls} stalls")
+    if s.collector:
+        lines.append(f"  garbage collector: {s.collector}")
     if s.tls_handshakes:
         lines.append(f"  TLS handshakes: {s.tls_handshakes}, {s.tls_resumed} resumed "
                      f"({s.tls_resumed / s.tls_handshakes:.0%})")

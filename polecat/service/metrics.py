@@ -18,10 +18,14 @@ Rules:
   transport (the peer's claims stream, or HTTP: a count of HTTP growing with the frames says streams
   do not open). A gauge with nothing to say (no
   lease, no round yet) has no sample.
+- The collector's passes by generation (polecat/runloop.py rule 7): count, CPU seconds and the longest,
+  read from :data:`polecat.runloop.COLLECTOR` (all zero in a process that did not install it); and the
+  objects frozen out of them (rule 8).
 """
 
 from __future__ import annotations
 
+import gc
 from collections import deque
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
@@ -34,6 +38,7 @@ from polecat.clock import SYSTEM_CLOCK, Clock
 from polecat.cluster.stats import ClusterStats
 from polecat.frontier.records import Completion, Lease
 from polecat.node.stats import LOOP_STALL
+from polecat.runloop import COLLECTOR
 from polecat.version import __version__
 
 if TYPE_CHECKING:
@@ -175,8 +180,26 @@ class NodeMetrics(Collector):
                        "more: steps of the event loop that held it that long", self._lag.stalls)
         yield _gauge("polecat_loop_lag_max_seconds", "The latest the event loop ran its lag timer since the "
                      "node started", self._lag.worst)
+        yield from _collector()
         if self._cluster is not None:
             yield from _cluster(self._cluster())
+
+
+def _collector() -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+    """The collector's passes by generation (polecat/runloop.py rule 7)."""
+    passes = CounterMetricFamily("polecat_gc_passes", "Passes of the cyclic garbage collector",
+                                 labels=["generation"])
+    spent = CounterMetricFamily("polecat_gc_seconds", "CPU seconds of the collector's passes (each holds "
+                                "the event loop)", labels=["generation"])
+    longest = GaugeMetricFamily("polecat_gc_longest_pass_seconds", "CPU seconds of the collector's "
+                                "longest pass since the node started", labels=["generation"])
+    for g, gen in enumerate(COLLECTOR.generations):
+        passes.add_metric([str(g)], gen.passes)
+        spent.add_metric([str(g)], gen.seconds)
+        longest.add_metric([str(g)], gen.longest)
+    yield from (passes, spent, longest)
+    yield _gauge("polecat_gc_frozen_objects", "Objects frozen out of the collector's passes "
+                 "(polecat/runloop.py rules 2 and 8)", gc.get_freeze_count())
 
 
 def _cluster(cs: ClusterStats) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
