@@ -70,7 +70,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -395,8 +395,7 @@ class EtcdMembership:
         orphans, _ = await self._client.get_prefix(orphans_prefix(self._cluster))
         kvs, revision = await self._client.get_prefix_leased(members_prefix(self._cluster))
         members = view(self._proven(kvs))
-        self.ownership.orphans({m: r.slices for m, r in parse_orphans(self._cluster, orphans).items()},
-                               [m.id for m in members], self._clock.boottime())
+        self._take_orphans(orphans, members)
         self._set_members(members)
         return revision
 
@@ -408,14 +407,18 @@ class EtcdMembership:
         except Exception as exc:  # rule 3: never a crash
             log.warning("could not read the orphan records: %s", str(exc) or type(exc).__name__)
             return
+        self._take_orphans(kvs, self._members)
+
+    def _take_orphans(self, kvs: Mapping[str, bytes], members: Iterable[Member]) -> None:
+        """Give the ownership the orphan records read (``kvs``) and the members registered with them."""
         self.ownership.orphans({m: r.slices for m, r in parse_orphans(self._cluster, kvs).items()},
-                               [m.id for m in self._members], self._clock.boottime())
+                               [m.id for m in members], self._clock.boottime())
 
     async def handed_over(self, slices: frozenset[int]) -> None:
         """``slices`` were adopted by their owners: those of this node's own orphan record leave it
         (rule 7, ownership rule 13)."""
-        if slices & self.own_orphans:
-            await self._settle_orphans(((self._me.id, slices & self.own_orphans),), slices, "handed over")
+        if mine := slices & self.own_orphans:
+            await self._settle_orphans(((self._me.id, mine),), slices, "handed over")
 
     def _proven(self, kvs: dict[str, tuple[bytes, int]]) -> list[Member]:
         """The members whose records prove themselves (member_records rule 2)."""

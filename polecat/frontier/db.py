@@ -610,14 +610,18 @@ class FrontierDB:
                 seen.delete_slices([slice_prefix(s) for s in sorted(w.slices)])
                 self.written.mark_all(w.slices)
 
-    @property
-    def txn(self) -> lmdb.Transaction:
-        """The open write transaction (rule 2: waits for a commit in flight; rule 15: with the queued
-        writes applied)."""
+    def _current(self) -> None:
+        """Before a read: the commit in flight ended (rule 2) and the queued writes applied (rule 15)."""
         if self._writer.committing:
             self.finish_commit()
         if self._queued:
             self._apply_queued()
+
+    @property
+    def txn(self) -> lmdb.Transaction:
+        """The open write transaction (rule 2: waits for a commit in flight; rule 15: with the queued
+        writes applied)."""
+        self._current()
         return self._writer.txn
 
     def get(self, table: Table, key: bytes) -> bytes | None:
@@ -649,10 +653,7 @@ class FrontierDB:
     def items(self, table: Table, prefix: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
         """The records of ``table`` whose key starts with ``prefix``, in key order."""
         if table == "seen":
-            if self._writer.committing:
-                self.finish_commit()
-            if self._queued:
-                self._apply_queued()
+            self._current()
             return self.seen.items(prefix)
         return key_range(self.txn, self.tables[table], prefix)
 
@@ -662,10 +663,7 @@ class FrontierDB:
 
     def count(self, table: Table) -> int:
         if table == "seen":
-            if self._writer.committing:
-                self.finish_commit()
-            if self._queued:
-                self._apply_queued()
+            self._current()
             return self.seen.count()
         entries: int = self.txn.stat(self.tables[table])["entries"]
         return entries

@@ -252,9 +252,7 @@ class Commits:
             if self._link is not None:
                 await _committed_off_loop(self._link.handoff.start_commit())
                 self._link.handoff.finish_commit()
-            for _ in itertools.count():  # rule 11: the cut's ranking, a step a loop turn
-                if self._frontier.rank_for_commit(RANK_STEP):
-                    break
+            while not self._frontier.rank_for_commit(RANK_STEP):  # noqa: ASYNC110 - rule 11: a step a loop turn
                 await asyncio.sleep(0)
             self.frontier_free.clear()  # rule 11: no frontier call until its writes are applied
             try:
