@@ -51,8 +51,8 @@ Rules (this module owns them):
    (:meth:`Commits._flush_off_loop`), not a whole commit: what it acknowledges is store records, and
    the frontier (with the outbox) commits at its own time (rule 3), after a flush of its own, so rule
    1's order holds and no page completion waits for it (rule 2's wait is for a frontier commit that
-   follows a flush). What the whole commits cost is in benchmarks/README.md ("Claim cost: deposits
-   acknowledged by a store flush").
+   follows a flush). What the whole commits cost is in benchmarks/README.md ("Issue 35: claim cost
+   profiled again; deposits acknowledged by a store flush").
 9. A commit asked for with ``lmdb`` (:meth:`Commits.durable`: a cluster checkpoint round, before its
    snapshot) is an LMDB commit (polecat/frontier/db.py rule 6), made like any periodic commit: off the
    loop, frontier calls held for its length (rule 2). The snapshot after it then reads the LMDB alone:
