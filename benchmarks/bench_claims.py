@@ -173,7 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--near-dup", type=float, default=0.1)
     ap.add_argument("--rate", type=float, default=20.0)
     ap.add_argument("--concurrency", type=int, default=256)
-    ap.add_argument("--workers", type=lambda s: [int(x) for x in s.split(",")], default=[1, 2, 4])
+    ap.add_argument("--workers", type=lambda s: [int(x) for x in s.split(",") if x], default=[1, 2, 4],
+                    help='worker counts, comma-separated ("": none, the node runs alone)')
     ap.add_argument("--nodes", type=lambda s: [int(x) for x in s.split(",")], default=[],
                     help="also crawl with etcd clusters of these sizes (e.g. 1,3)")
     ap.add_argument("--without", action="store_true", help="also crawl each count with claims off")

@@ -211,7 +211,8 @@ class ContentClaims:
         self.near_copies = 0
         self.deposits_refused = 0
         self.flush_soon: Callable[[], None] = lambda: None
-        """Asks the node for a commit now (a deposit waits for one; set by polecat/node/commits.py)."""
+        """Asks the node for a store flush soon (a deposit waits for one; set by polecat/node/commits.py rule
+        8)."""
         self._store: PageStore | None = None
         self._tables: BookTables | None = None
         self._wake = asyncio.Event()

@@ -45,9 +45,14 @@ Rules (this module owns them):
 8. After each store flush the pages it made durable that content claims named "first" are reported to
    their hashes' owners (polecat/cluster/claims.py rule 7), who only then answer the copies of them, and
    the near copies other members deposited in the store are acknowledged (claims rule 12); a node with
-   deposits to acknowledge commits :data:`DEPOSIT_GATHER` after the first of them, even when its frontier
-   changed nothing: the deposits that come meanwhile share that commit (one commit per deposit was 3-4
-   times the commits of a crawl without claims, benchmarks/README.md "claim cost").
+   deposits to acknowledge makes a store flush :data:`DEPOSIT_GATHER` after the first of them: the
+   deposits that come meanwhile share it (one commit per deposit was 3-4 times the commits of a crawl
+   without claims, benchmarks/README.md "claim cost"). That flush is the store's alone
+   (:meth:`Commits._flush_off_loop`), not a whole commit: what it acknowledges is store records, and
+   the frontier (with the outbox) commits at its own time (rule 3), after a flush of its own, so rule
+   1's order holds and no page completion waits for it (rule 2's wait is for a frontier commit that
+   follows a flush). What the whole commits cost is in benchmarks/README.md ("Issue 35: claim cost
+   profiled again; deposits acknowledged by a store flush").
 9. A commit asked for with ``lmdb`` (:meth:`Commits.durable`: a cluster checkpoint round, before its
    snapshot) is an LMDB commit (polecat/frontier/db.py rule 6), made like any periodic commit: off the
    loop, frontier calls held for its length (rule 2). The snapshot after it then reads the LMDB alone:
@@ -78,7 +83,7 @@ import contextlib
 import itertools
 import logging
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -104,7 +109,7 @@ log = logging.getLogger("polecat")
 
 BLOOM_SAVE_INTERVAL = 60.0
 DEPOSIT_GATHER = 0.05
-"""Seconds a commit asked for by a deposit waits for more deposits (rule 8): a fifth of the default
+"""Seconds a store flush asked for by a deposit waits for more deposits (rule 8): a fifth of the default
 ``commit_ms``, short against ``cluster.claim_wait``."""
 AUTO_REBUILD_RECORDS = 20_000
 """Store records a node indexes again as it opens after a fingerprint format change (rule 7): ~0.13 ms of
@@ -151,7 +156,10 @@ class Commits:
         self._to_lmdb = False
         """The next commit is an LMDB commit (rule 9)."""
         self._gather: asyncio.TimerHandle | None = None
-        """The commit deposits asked for, while it waits for more (rule 8)."""
+        """The store flush deposits asked for, while it waits for more (rule 8)."""
+        self._hurry = False
+        """A whole commit is wanted before ``commit_ms`` passes (rule 3: :meth:`durable`, ``commit_ops``);
+        a wake-up of the deposits alone asks for a store flush (rule 8)."""
         self._periodic = False
         """A periodic committer runs (:meth:`run`): commits wait for it instead of running on the loop."""
         self.flushing = False
@@ -182,6 +190,7 @@ class Commits:
             self.commit(lmdb=lmdb)
             return
         self._to_lmdb |= lmdb
+        self._hurry = True
         self._due.set()
         await self.next_periodic()
 
@@ -195,6 +204,7 @@ class Commits:
     def after_change(self) -> None:
         """A change was applied: commit early once ``commit_ops`` are pending (rule 3)."""
         if self._frontier.pending_ops >= self._cfg.commit_ops:
+            self._hurry = True
             self._due.set()
 
     def defer(self, lease: Lease, completion: Completion) -> bool:
@@ -293,9 +303,11 @@ class Commits:
                 await asyncio.sleep(0)
                 step.begin()
 
-    async def _try_commit_off_loop(self) -> bool:
+    async def _try_off_loop(self, make: Callable[[], Awaitable[None]]) -> bool:
+        """``make()`` (a commit or a store flush, off the loop), stopping the node when it fails (rule 6);
+        whether it succeeded."""
         try:
-            await self._commit_off_loop()
+            await make()
         except (PolecatError, OSError, lmdb.Error) as exc:
             self._fail(exc)
             return False
@@ -310,28 +322,45 @@ class Commits:
         :meth:`stop`."""
         self._periodic = True
         self._last_bloom_save = self._clock.wall()
-        if self._link is not None and self._link.claims is not None:  # rule 8: deposits wait for a commit
+        if self._link is not None and self._link.claims is not None:  # rule 8: deposits wait for a flush
             self._link.claims.flush_soon = self._deposits_due
         return asyncio.create_task(self._run())
 
     async def _run(self) -> None:
         period = self._cfg.commit_ms / 1000
+        loop = asyncio.get_running_loop()
+        whole_at = loop.time() + period
         while self._periodic:
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(period):  # not wait_for: on 3.11 it can swallow a cancel
+                # not wait_for: on 3.11 it can swallow a cancel
+                async with asyncio.timeout_at(whole_at):
                     await self._due.wait()
             self._due.clear()
             if not self._periodic:
                 return
             claims = self._link.claims if self._link is not None else None
             deposits = claims is not None and claims.flush_wanted()
-            if not (self._frontier.pending_ops or self._durable or self._rebuilt_unsaved or deposits):
+            if not (self._hurry or loop.time() >= whole_at):  # the deposits' wake-up: a flush (rule 8)
+                if deposits and not await self._try_off_loop(self._flush_off_loop):
+                    return
                 continue
-            if not await self._try_commit_off_loop():
+            self._hurry = False
+            if (self._frontier.pending_ops or self._durable or self._rebuilt_unsaved or deposits) and \
+                    not await self._try_off_loop(self._commit_off_loop):
                 return
+            whole_at = loop.time() + period
+
+    async def _flush_off_loop(self) -> None:
+        """Rule 8: the store flush alone, for the deposits it acknowledges and the first pages it
+        reports (claims rules 7 and 12)."""
+        assert self._link is not None and self._link.claims is not None
+        claims = self._link.claims
+        stored = claims.before_flush()
+        await asyncio.to_thread(self._store.flush)
+        claims.after_flush(stored)
 
     def _deposits_due(self) -> None:
-        """Rule 8: a commit :data:`DEPOSIT_GATHER` from the first deposit since the last one asked."""
+        """Rule 8: a store flush :data:`DEPOSIT_GATHER` from the first deposit since the last one asked."""
         if self._gather is None:
             self._gather = asyncio.get_running_loop().call_later(DEPOSIT_GATHER, self._gathered)
 
