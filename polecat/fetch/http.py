@@ -365,6 +365,17 @@ class Fetcher:
         """Whether the pool's connections are near its descriptor cap (polecat/fetch/pool.py rule 9)."""
         return self._pool is not None and self._pool.short()
 
+    def let_go(self, url: str) -> None:
+        """Close the idle connections kept for ``url``'s origin: its host has nothing due within the
+        keep-alive (polecat/fetch/pool.py rule 11)."""
+        if self._pool is None:
+            return
+        try:
+            origin = request_parts(url)[0]
+        except (UnsupportedUrl, ValueError):  # never fetched, so no connection is kept for it
+            return
+        self._pool.let_go(origin)
+
     async def fetch(self, url: str, *, etag: str | None = None, last_modified: str | None = None,
                     stream: StreamChoice | None = None, max_bytes: int | None = None,
                     gate: SendGate | None = None) -> Response:

@@ -1,0 +1,77 @@
+"""A host with nothing due within the keep-alive has its idle connection closed at once (frontier/leasing.py
+rule 10, node/lease_runner.py rule 9, fetch/pool.py rule 11): a breadth crawl finishes thousands of hosts a
+minute, and each kept its last connection open for the keep-alive (~40-60 KB each over TLS)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from pathlib import Path
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from polecat import Crawler
+from polecat.config import config_from_mapping
+from polecat.frontier.leasing import WARM_FOR, keeps_connection
+from polecat.frontier.politeness import HostState
+from polecat.testing.fakes import Canned, FakeClock, FakeFetcher, MemoryPageStore
+from tests.test_fetch_pool import RawServer, get, make_pool, ok
+
+
+@given(queued=st.integers(0, 5), parked=st.booleans(), due_in=st.floats(-100.0, 100.0))
+def test_rule_10_a_host_keeps_its_connection_only_with_a_url_due_within_the_keep_alive(
+        queued: int, parked: bool, due_in: float) -> None:
+    now = 1_000.0
+    state = HostState(next_allowed=now + due_in, queued=queued, parked=parked)
+    assert keeps_connection(state, now) == (queued > 0 and not parked and due_in <= WARM_FOR)
+
+
+def test_rule_10_a_host_out_of_the_working_set_keeps_no_connection() -> None:
+    assert not keeps_connection(None, 0.0)
+
+
+async def test_rule_11_letting_an_origin_go_closes_its_idle_connections_only() -> None:
+    servers = [RawServer(ok()) for _ in range(3)]
+    async with servers[0].running(), servers[1].running(), servers[2].running():
+        pool = make_pool(limit=3)
+        for server in servers[:2]:
+            assert await get(pool, server.origin) == b"ok"
+        in_use, _ = await pool.exchange(servers[2].origin, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert pool.open_connections == 3
+        pool.let_go(servers[0].origin)
+        pool.let_go(servers[2].origin)  # in use: left as it is
+        assert pool.open_connections == 2
+        for _ in range(100):  # bounded: the server sees its client go
+            if not servers[0].open:
+                break
+            await asyncio.sleep(0.01)
+        assert not servers[0].open and servers[1].open == 1 and servers[2].open == 1
+        while await in_use.read():
+            pass
+        pool.release(in_use)
+        assert pool.open_connections == 2  # kept after its response: only idle ones are let go
+        pool.close()
+
+
+def leaves(host: str, n: int) -> Canned:
+    anchors = "".join(f'<a href="http://{host}/leaf{i}">leaf</a>' for i in range(n))
+    return Canned(200, f"<html><body><p>a root</p>{anchors}</body></html>".encode())
+
+
+async def test_rule_9_each_host_is_let_go_once_after_its_last_request(tmp_path: Path) -> None:
+    clock = FakeClock(tick=0.0005)
+    hosts = [f"h{i}.test" for i in range(6)]
+    pages = {f"http://{host}/": leaves(host, 3) for host in hosts}
+    pages.update({f"http://{host}/leaf{i}": Canned(200, b"<html><body><p>a leaf</p></body></html>")
+                  for host in hosts for i in range(3)})
+    fetcher = FakeFetcher(clock, pages)
+    cfg = config_from_mapping({
+        "data_dir": str(tmp_path), "scope": {"seeds": [f"http://{host}/" for host in hosts], "mode": "host"},
+        "politeness": {"rate": 200.0}, "frontier": {"commit_ms": 20.0},
+    })
+    async with Crawler(cfg, clock=clock, fetcher=fetcher, store=MemoryPageStore()) as crawler:
+        await crawler.run()
+    # Once each, at its last completion: after its robots.txt the root was queued, after the root its leaves.
+    assert Counter(url.split("/")[2] for url in fetcher.let_go_urls) == dict.fromkeys(hosts, 1)
+    assert all("/leaf" in url for url in fetcher.let_go_urls)
