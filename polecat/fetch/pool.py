@@ -57,6 +57,14 @@ Rules:
    at 100,000 pages, and an idle TLS connection holds ~40-60 KB of memory (OpenSSL's connection and
    session, the loop's TLS layer) against ~3 KB for a TCP one (benchmarks/README.md "HTTPS breadth
    crawl, and TLS session resumption").
+12. TLS connections held (connecting, in use, idle, closing) are at most ``max_tls``: :data:`TLS_OPEN`,
+   or ``limit`` where that is more (0 ``limit``: no cap). Their memory is the reason: an idle TLS
+   connection holds ~40-60 KB (OpenSSL's connection and the peer's certificate, uvloop's TLS layer and
+   its 256 KiB read buffer, resident where data came) against ~3 KB for a TCP one, and a breadth crawl
+   under rule 6's cap kept ~3,600-3,900 of them open (hosts started and not finished), ~200 MiB. A TLS
+   connect past ``max_tls`` first closes the idle TLS connections released longest ago, as rule 6 does,
+   and rule 9's shortage counts them against ``max_tls`` too, so the node finishes the hosts in rotation
+   before it starts more.
 """
 
 from __future__ import annotations
@@ -67,6 +75,7 @@ import sys
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import islice
 from typing import Protocol, cast
 
 from polecat.clock import SYSTEM_CLOCK, Clock
@@ -76,8 +85,8 @@ from polecat.fetch.h1 import Head, IncompleteResponse, ResponseParser
 from polecat.fetch.proxy import ProxyAddress, ProxyRoutes, connect_proxy, open_tunnel
 
 __all__ = [
-    "HIGH_WATER", "KEEPALIVE", "SESSION_READ_LEAKS", "SHORT", "TLS_SESSIONS", "Connection", "ConnectionPool",
-    "Origin", "ResumingContext", "SendGate", "TlsStats", "idle_to_close",
+    "HIGH_WATER", "KEEPALIVE", "SESSION_READ_LEAKS", "SHORT", "TLS_OPEN", "TLS_SESSIONS", "Connection",
+    "ConnectionPool", "Origin", "ResumingContext", "SendGate", "TlsStats", "idle_to_close",
 ]
 
 TLS_SESSIONS = 4_096
@@ -88,6 +97,8 @@ from 3.10 until its fix in 3.12.8 and 3.13.1 (rule 10 bounds the reads there).""
 
 KEEPALIVE = 30.0
 """Seconds an idle connection is kept (aiohttp's ``keepalive_timeout`` in the client before)."""
+TLS_OPEN = 1_024
+"""TLS connections held at most (rule 12), unless the concurrency is higher: ~50-60 MiB."""
 SHORT = 0.9
 """Share of ``max_open`` from which the pool is short of descriptors (rule 9)."""
 HIGH_WATER = 256 * 1024
@@ -370,6 +381,9 @@ class ConnectionPool:
         self._addresses = addresses
         self._proxies = proxies
         self._max_open = max_open
+        self._max_tls = max(TLS_OPEN, limit) if limit else 0
+        self._tls_held = 0
+        """TLS connections connecting, open or closing: their descriptor not released (rule 12)."""
         self._limit = limit
         self._limit_per_host = limit_per_host
         self._connect_timeout = connect_timeout
@@ -453,9 +467,16 @@ class ConnectionPool:
         self._idle_lru.clear()
 
     def short(self) -> bool:
-        """Rule 7: connections in use, idle and closing are at :data:`SHORT` of ``max_open`` or more."""
+        """Rule 9: connections in use, idle and closing are at :data:`SHORT` of ``max_open`` or more, or
+        the TLS ones at :data:`SHORT` of ``max_tls`` (rule 12)."""
         held = self._in_use + len(self._idle_lru) + len(self._closing)
-        return bool(self._max_open) and held >= SHORT * self._max_open
+        return ((bool(self._max_open) and held >= SHORT * self._max_open)
+                or (bool(self._max_tls) and self._tls_held >= SHORT * self._max_tls))
+
+    @property
+    def tls_held(self) -> int:
+        """TLS connections connecting, open or closing (rule 12 bounds them)."""
+        return self._tls_held
 
     @property
     def open_connections(self) -> int:
@@ -484,8 +505,10 @@ class ConnectionPool:
         conn.close()
 
     def _lost(self, conn: Connection) -> None:
-        """A connection's descriptor is released: a connect waiting for room may go (rule 6)."""
+        """A connection's descriptor is released: a connect waiting for room may go (rules 6 and 12)."""
         self._closing.discard(conn)
+        if conn.origin[0] == "https":
+            self._tls_held -= 1
         room, self._room = self._room, []
         for fut in room:
             if not fut.done():
@@ -545,21 +568,30 @@ class ConnectionPool:
             self._drop(conn)
         return None
 
-    async def _make_room(self) -> None:
+    async def _make_room(self, tls: bool) -> None:
         """Close the idle connections released longest ago, and wait for closes under way, until one
-        more fits under ``max_open`` (rule 6)."""
-        while excess := idle_to_close(len(self._idle_lru), len(self._closing), self._in_use, self._max_open):
-            fresh = min(excess - len(self._closing), len(self._idle_lru))
-            if fresh > 0:
-                self._close_idle(fresh)
-                continue
+        more fits under ``max_open`` (rule 6) and, for a TLS one (``tls``: counted in ``_tls_held``
+        already), under ``max_tls`` (rule 12)."""
+        while True:
+            if excess := idle_to_close(len(self._idle_lru), len(self._closing), self._in_use, self._max_open):
+                if excess > len(self._closing) and self._close_idle(excess - len(self._closing)):
+                    continue
+            elif tls and self._max_tls and (excess := self._tls_held - self._max_tls) > 0:
+                closing = sum(1 for conn in self._closing if conn.origin[0] == "https")
+                if excess > closing and self._close_idle(excess - closing, "https"):
+                    continue
+            else:
+                return
             fut = asyncio.get_running_loop().create_future()
             self._room.append(fut)
             await fut
 
-    def _close_idle(self, count: int) -> None:
-        for _ in range(count):
-            conn = next(iter(self._idle_lru))
+    def _close_idle(self, count: int, scheme: str | None = None) -> int:
+        """Close up to ``count`` idle connections (of ``scheme`` only, if given), released longest ago
+        first; how many."""
+        chosen = list(islice((conn for conn in self._idle_lru if scheme is None or conn.origin[0] == scheme),
+                             count))
+        for conn in chosen:
             del self._idle_lru[conn]
             idle = self._idle[conn.origin]
             idle.remove(conn)
@@ -567,9 +599,21 @@ class ConnectionPool:
                 del self._idle[conn.origin]
             self._lru_closed += 1
             self._drop(conn)
+        return len(chosen)
 
     async def _connect(self, origin: Origin) -> Connection:
-        await self._make_room()
+        tls = origin[0] == "https"
+        if tls:
+            self._tls_held += 1  # rule 12: until its descriptor is released (_lost), or the connect fails
+        try:
+            await self._make_room(tls)
+            return await self._open_connection(origin)
+        except BaseException:
+            if tls:
+                self._tls_held -= 1
+            raise
+
+    async def _open_connection(self, origin: Origin) -> Connection:
         scheme, host, port = origin
         proxy = self._proxies.proxy_for(scheme, host, port) if self._proxies is not None else None
         if is_ip_literal(host):

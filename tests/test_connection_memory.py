@@ -1,22 +1,32 @@
-"""A host with nothing due within the keep-alive has its idle connection closed at once (frontier/leasing.py
-rule 10, node/lease_runner.py rule 9, fetch/pool.py rule 11): a breadth crawl finishes thousands of hosts a
-minute, and each kept its last connection open for the keep-alive (~40-60 KB each over TLS)."""
+"""What bounds the memory of a breadth crawl's connections: a host with nothing due within the keep-alive has
+its idle connection closed at once (frontier/leasing.py rule 10, node/lease_runner.py rule 9, fetch/pool.py
+rule 11), and TLS connections, ~40-60 KB each against ~3 KB for TCP, have a cap of their own (fetch/pool.py
+rule 12)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from polecat import Crawler
-from polecat.config import config_from_mapping
+from polecat.config import DnsConfig, config_from_mapping
+from polecat.fetch import pool as pool_module
+from polecat.fetch.dns import CachingResolver
+from polecat.fetch.pool import ConnectionPool
 from polecat.frontier.leasing import WARM_FOR, keeps_connection
 from polecat.frontier.politeness import HostState
 from polecat.testing.fakes import Canned, FakeClock, FakeFetcher, MemoryPageStore
 from tests.test_fetch_pool import RawServer, get, make_pool, ok
+from tests.test_tls_resumption import TlsServer, ca, client_context, run, server_context
+
+__all__ = ["ca"]  # a fixture, used by name
 
 
 @given(queued=st.integers(0, 5), parked=st.booleans(), due_in=st.floats(-100.0, 100.0))
@@ -75,3 +85,31 @@ async def test_rule_9_each_host_is_let_go_once_after_its_last_request(tmp_path: 
     # Once each, at its last completion: after its robots.txt the root was queued, after the root its leaves.
     assert Counter(url.split("/")[2] for url in fetcher.let_go_urls) == dict.fromkeys(hosts, 1)
     assert all("/leaf" in url for url in fetcher.let_go_urls)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("loop_kind", ["asyncio", "uvloop"])
+def test_rule_12_tls_connections_stay_under_their_cap_closing_the_idle_one_released_longest_ago(
+        ca: Any, loop_kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pool_module, "TLS_OPEN", 3)
+    client = client_context(ca)
+    servers = [TlsServer(server_context(ca), keep_alive=True) for _ in range(5)]
+
+    async def main() -> None:
+        pool = ConnectionPool(CachingResolver(DnsConfig(allow_private=True)), limit=2, limit_per_host=0,
+                              connect_timeout=5.0, tls=lambda: client)
+        async with contextlib.AsyncExitStack() as stack:
+            for server in servers:
+                await stack.enter_async_context(await server.start())
+            held = []
+            for server in [*servers[:3], servers[0], *servers[3:]]:
+                assert await get(pool, ("https", "127.0.0.1", server.port)) == b"ok"
+                held.append(pool.tls_held)
+            assert max(held) <= 3 and pool.open_connections == 3
+            assert pool.short()  # 3 of 3: the node prefers the hosts it has in rotation (rule 9)
+            # servers[0] was used again before the fourth origin came: servers[1]'s and [2]'s went first
+            assert await get(pool, ("https", "127.0.0.1", servers[0].port)) == b"ok"
+            assert [server.handshakes for server in servers] == [1, 1, 1, 1, 1]
+            pool.close()
+            await asyncio.sleep(0.05)  # the handlers see their clients go before the servers stop
+    run(loop_kind, main)
