@@ -1,12 +1,14 @@
 """What bounds the memory of a breadth crawl's connections: a host with nothing due within the keep-alive has
 its idle connection closed at once (frontier/leasing.py rule 10, node/lease_runner.py rule 9, fetch/pool.py
 rule 11), and TLS connections, ~40-60 KB each against ~3 KB for TCP, have a cap of their own (fetch/pool.py
-rule 12)."""
+rule 12), and glibc's mmap threshold stays where uvloop's TLS read buffers get their own mappings (rule
+13)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -16,9 +18,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from polecat import Crawler
-from polecat.config import DnsConfig, config_from_mapping
+from polecat.config import DnsConfig, FetchConfig, config_from_mapping
 from polecat.fetch import pool as pool_module
 from polecat.fetch.dns import CachingResolver
+from polecat.fetch.http import Fetcher
 from polecat.fetch.pool import ConnectionPool
 from polecat.frontier.leasing import WARM_FOR, keeps_connection
 from polecat.frontier.politeness import HostState
@@ -114,3 +117,27 @@ def test_rule_12_tls_connections_stay_under_their_cap_closing_the_idle_one_relea
             pool.close()
             await asyncio.sleep(0.05)  # the handlers see their clients go before the servers stop
     run(loop_kind, main)
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
+        "keepcost")]
+
+
+def test_rule_13_tls_read_buffers_get_their_own_mappings_once_the_heap_has_no_room() -> None:
+    libc = ctypes.CDLL(None)
+    if not hasattr(libc, "mallinfo2"):
+        pytest.skip("glibc 2.33 or later only")
+    libc.mallinfo2.restype = _MallInfo2
+    libc.malloc.restype = ctypes.c_void_p
+    libc.free.argtypes = [ctypes.c_void_p]
+    Fetcher(FetchConfig(), DnsConfig())._tls()  # the first TLS context fixes the threshold
+    libc.free(libc.malloc(4 << 20))  # a mapped chunk freed: a moving threshold would rise past 4 MiB
+    before = libc.mallinfo2().hblks
+    buffers = [libc.malloc(256 * 1024) for _ in range(256)]  # uvloop's TLS read buffers: 64 MiB
+    mapped = libc.mallinfo2().hblks - before
+    for buffer in buffers:
+        libc.free(buffer)
+    # What the heap had free serves the first; the rest are mapped, each returned whole when freed.
+    assert mapped >= 128

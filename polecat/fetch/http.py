@@ -69,7 +69,7 @@ from polecat.fetch.deadline import Deadline
 from polecat.fetch.decode import make_decoder
 from polecat.fetch.dns import CachingResolver
 from polecat.fetch.h1 import IncompleteResponse, MalformedResponse, encode_get
-from polecat.fetch.pool import ConnectionPool, Origin, ResumingContext, SendGate, TlsStats
+from polecat.fetch.pool import ConnectionPool, Origin, ResumingContext, SendGate, TlsStats, fix_mmap_threshold
 from polecat.fetch.proxy import routes_from
 
 __all__ = ["ROBOTS_MAX_REDIRECTS", "BodySink", "Fetcher", "RedirectPacer", "Response", "StreamChoice"]
@@ -321,6 +321,7 @@ class Fetcher:
         certificate nor the name (and loads no CA store)."""
         if self._tls_context is None:
             cfg = self._cfg
+            fix_mmap_threshold()  # pool rule 13: before the loop's TLS layer allocates its buffers
             context = ResumingContext(ssl.PROTOCOL_TLS_CLIENT)
             if not cfg.verify_tls:
                 context.check_hostname = False
