@@ -78,7 +78,8 @@ Rules:
    then serves them from the heap, where every page once touched stays resident and the heap
    fragments as connections come and go: 70 KiB of RssAnon per open TLS connection (15,000 made, 1,500
    open, benchmarks/bench_conn_memory.py) against 41-44 KiB with the threshold fixed, for ~0.05 ms more
-   CPU per connection (each buffer its own mapping). Elsewhere than glibc nothing is set.
+   CPU per connection (each buffer its own mapping, and each 256 KiB ``bytes`` ``SSLObject.read`` makes
+   for the loop's reads). Elsewhere than glibc nothing is set.
 """
 
 from __future__ import annotations
@@ -107,8 +108,7 @@ __all__ = [
 
 MMAP_THRESHOLD = 256 * 1024
 """glibc's mmap threshold for a process that makes TLS connections (rule 13): uvloop's read buffer (256
-KiB, its chunk 16 bytes more) just reaches it; what is smaller (lexbor's parse, the store's buffers) stays
-in the heap, where 128 KiB (glibc's initial value) cost the crawl ~0.05 ms of CPU a request more."""
+KiB, its chunk 16 bytes more) just reaches it, and what is smaller stays in the heap as before."""
 TLS_SESSIONS = 4_096
 """Hosts whose TLS session is kept for resumption at most (rule 10): ~6-7 KB each, ~28 MiB in all."""
 _M_MMAP_THRESHOLD = -3
