@@ -16,6 +16,7 @@ from polecat.config import DnsConfig
 from polecat.fetch import pool as pool_module
 from polecat.fetch.dns import CachingResolver
 from polecat.fetch.pool import ConnectionPool, ResumingContext, TlsStats
+from polecat.testing.fakes import FakeClock
 from tests.test_fetch_pool import get
 
 trustme = pytest.importorskip("trustme")
@@ -141,14 +142,51 @@ def test_rule_10_a_server_that_gives_no_ticket_gets_full_handshakes_each_read_on
     assert reads == ["127.0.0.1"] * 3
 
 
-def test_rule_10_a_kept_alive_connection_makes_one_handshake_and_one_read(
+@pytest.mark.parametrize("loop_kind", ["asyncio", "uvloop"])
+def test_rule_10_a_kept_alive_connection_is_read_once_when_it_closes_idle_and_never_when_let_go(
+        ca: Any, loop_kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    reads = counting_reads(monkeypatch)
+    server = TlsServer(server_context(ca), keep_alive=True)
+    client = client_context(ca)
+    clock = FakeClock()
+
+    async def main() -> None:
+        pool = ConnectionPool(CachingResolver(DnsConfig(allow_private=True)), limit=0, limit_per_host=0,
+                              connect_timeout=5.0, tls=lambda: client, clock=clock)
+        async with await server.start():
+            origin = ("https", "127.0.0.1", server.port)
+            for _ in range(3):
+                assert await get(pool, origin) == b"ok"
+            assert (server.handshakes, reads) == (1, [])  # kept alive: nothing read yet
+            clock.advance(pool_module.KEEPALIVE + 1)
+            assert await get(pool, origin) == b"ok"  # the expired one is closed, its session read first
+            assert (server.handshakes, server.resumed, reads) == (2, 1, ["127.0.0.1"])
+            pool.let_go(origin)  # the host needs no more: a resumed one has nothing to read anyway
+            assert await get(pool, origin) == b"ok"
+            assert (server.handshakes, server.resumed, reads) == (3, 2, ["127.0.0.1"])
+            pool.close()
+            await asyncio.sleep(0.05)
+    run(loop_kind, main)
+
+
+def test_rule_10_a_connection_let_go_has_its_session_left_unread(
         ca: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     reads = counting_reads(monkeypatch)
     server = TlsServer(server_context(ca), keep_alive=True)
     client = client_context(ca)
-    crawl("asyncio", server, client, 3)
-    assert (server.handshakes, client.stats().handshakes) == (1, 1)
-    assert reads == ["127.0.0.1"]
+
+    async def main() -> None:
+        pool = make_pool(client)
+        async with await server.start():
+            origin = ("https", "127.0.0.1", server.port)
+            assert await get(pool, origin) == b"ok"
+            pool.let_go(origin)
+            assert await get(pool, origin) == b"ok"
+            pool.close()
+            await asyncio.sleep(0.05)
+    run("uvloop", main)
+    assert (server.handshakes, server.resumed, reads) == (2, 0, [])
+    assert client.stats() == TlsStats(handshakes=2, resumed=0, sessions=0)
 
 
 def test_rule_10_a_plain_context_is_connected_through_without_resumption(ca: Any) -> None:

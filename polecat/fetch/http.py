@@ -69,7 +69,7 @@ from polecat.fetch.deadline import Deadline
 from polecat.fetch.decode import make_decoder
 from polecat.fetch.dns import CachingResolver
 from polecat.fetch.h1 import IncompleteResponse, MalformedResponse, encode_get
-from polecat.fetch.pool import ConnectionPool, Origin, ResumingContext, SendGate, TlsStats
+from polecat.fetch.pool import ConnectionPool, Origin, ResumingContext, SendGate, TlsStats, fix_mmap_threshold
 from polecat.fetch.proxy import routes_from
 
 __all__ = ["ROBOTS_MAX_REDIRECTS", "BodySink", "Fetcher", "RedirectPacer", "Response", "StreamChoice"]
@@ -321,6 +321,7 @@ class Fetcher:
         certificate nor the name (and loads no CA store)."""
         if self._tls_context is None:
             cfg = self._cfg
+            fix_mmap_threshold()  # pool rule 13: before the loop's TLS layer allocates its buffers
             context = ResumingContext(ssl.PROTOCOL_TLS_CLIENT)
             if not cfg.verify_tls:
                 context.check_hostname = False
@@ -364,6 +365,17 @@ class Fetcher:
     def connections_short(self) -> bool:
         """Whether the pool's connections are near its descriptor cap (polecat/fetch/pool.py rule 9)."""
         return self._pool is not None and self._pool.short()
+
+    def let_go(self, url: str) -> None:
+        """Close the idle connections kept for ``url``'s origin: its host has nothing due within the
+        keep-alive (polecat/fetch/pool.py rule 11)."""
+        if self._pool is None:
+            return
+        try:
+            origin = request_parts(url)[0]
+        except (UnsupportedUrl, ValueError):  # never fetched, so no connection is kept for it
+            return
+        self._pool.let_go(origin)
 
     async def fetch(self, url: str, *, etag: str | None = None, last_modified: str | None = None,
                     stream: StreamChoice | None = None, max_bytes: int | None = None,

@@ -42,24 +42,56 @@ Rules:
 10. TLS sessions are resumed: with a :class:`ResumingContext` (the Fetcher's), a connection to a host
    offers the session kept for that host, so a host whose connections close and reopen (keep-alive
    expiry, rule 6's LRU closes, ``Connection: close``) skips the certificate exchange and its check when
-   the server agrees. A session is taken from a connection whose handshake was full, once, when its
-   first response ended (a TLS 1.3 ticket comes after the handshake); a resumed connection leaves the
+   the server agrees. A session is taken from a connection whose handshake was full, once, when the
+   pool closes it after a response ended (a TLS 1.3 ticket comes after the handshake): at its release
+   when it is not reusable, or when it is closed idle (keep-alive, rules 6 and 12, a server's close);
+   never when its host is let go (rule 11) or the pool closes: a host that needs no more connections
+   needs no session, and a breadth crawl's hosts mostly need none (the reads of 4,096 hosts' sessions,
+   kept and leaked, were ~55 MiB on 3.11). A resumed connection leaves the
    kept session in place (its ticket is offered again until the server declines it, and then the full
    handshake that follows gives the next one), because reading ``SSLObject.session`` costs ~0.3 ms (it
    serialises and parses the session, the peer's certificate in it) and, on the Pythons of
    :data:`SESSION_READ_LEAKS`, leaks that copy. At most :data:`TLS_SESSIONS` hosts' sessions are kept,
    least recently offered dropped first; where reads leak, at most :data:`TLS_SESSIONS` are taken in
    all. :meth:`ResumingContext.stats` has the handshakes and those resumed (the hit ratio).
+11. The node lets an origin go (:meth:`ConnectionPool.let_go`) when its host has nothing due within
+   :data:`KEEPALIVE` (polecat/node/lease_runner.py rule 9, the decision polecat/frontier/leasing.py rule
+   10): the origin's idle connections are closed at once instead of after :data:`KEEPALIVE`. A breadth
+   crawl finishes thousands of hosts a minute, and each kept its last connection for 30 s: ~4,000 open
+   at 100,000 pages, and an idle TLS connection holds ~40-60 KB of memory (OpenSSL's connection and
+   session, the loop's TLS layer) against ~3 KB for a TCP one (benchmarks/README.md "HTTPS breadth
+   crawl, and TLS session resumption").
+12. TLS connections held (connecting, in use, idle, closing) are at most ``max_tls``: :data:`TLS_OPEN`,
+   or ``limit`` where that is more (0 ``limit``: no cap). Their memory is the reason: an idle TLS
+   connection holds ~40-60 KB (OpenSSL's connection and the peer's certificate, uvloop's TLS layer and
+   its 256 KiB read buffer, resident where data came) against ~3 KB for a TCP one, and a breadth crawl
+   under rule 6's cap alone kept ~3,500-3,900 of them open (hosts started and not finished), ~200 MiB.
+   The pool is short (rule 9) from :data:`TLS_SHORT` of ``max_tls`` TLS connections held, so the node
+   finishes the hosts in rotation before it starts more, and a TLS connect past ``max_tls`` first closes
+   the idle TLS connections released longest ago, as rule 6 does. The gap between the two is wide on
+   purpose: with rule 11 the idle connections are those of hosts in rotation, and a cap at the shortage
+   (tried: 1,024 and 0.9 of it) closed them under the crawl: 3.4 handshakes a host, 0.88 ms of CPU a
+   request against 0.55.
+13. Before the first TLS connection, glibc's mmap threshold is fixed at :data:`MMAP_THRESHOLD`
+   (:func:`fix_mmap_threshold`, the Fetcher's first TLS context): uvloop's TLS layer mallocs a 256 KiB
+   read buffer per connection, and glibc, which raises its threshold past each mmapped chunk freed,
+   then serves them from the heap, where every page once touched stays resident and the heap
+   fragments as connections come and go: 70 KiB of RssAnon per open TLS connection (15,000 made, 1,500
+   open, benchmarks/bench_conn_memory.py) against 41-44 KiB with the threshold fixed, for ~0.05 ms more
+   CPU per connection (each buffer its own mapping, and each 256 KiB ``bytes`` ``SSLObject.read`` makes
+   for the loop's reads). Elsewhere than glibc nothing is set.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import ssl
 import sys
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import islice
 from typing import Protocol, cast
 
 from polecat.clock import SYSTEM_CLOCK, Clock
@@ -69,18 +101,28 @@ from polecat.fetch.h1 import Head, IncompleteResponse, ResponseParser
 from polecat.fetch.proxy import ProxyAddress, ProxyRoutes, connect_proxy, open_tunnel
 
 __all__ = [
-    "HIGH_WATER", "KEEPALIVE", "SESSION_READ_LEAKS", "SHORT", "TLS_SESSIONS", "Connection", "ConnectionPool",
-    "Origin", "ResumingContext", "SendGate", "TlsStats", "idle_to_close",
+    "HIGH_WATER", "KEEPALIVE", "MMAP_THRESHOLD", "SESSION_READ_LEAKS", "SHORT", "TLS_OPEN", "TLS_SESSIONS",
+    "TLS_SHORT", "Connection", "ConnectionPool", "Origin", "ResumingContext", "SendGate", "TlsStats",
+    "fix_mmap_threshold", "idle_to_close",
 ]
 
+MMAP_THRESHOLD = 256 * 1024
+"""glibc's mmap threshold for a process that makes TLS connections (rule 13): uvloop's read buffer (256
+KiB, its chunk 16 bytes more) just reaches it, and what is smaller stays in the heap as before."""
 TLS_SESSIONS = 4_096
 """Hosts whose TLS session is kept for resumption at most (rule 10): ~6-7 KB each, ~28 MiB in all."""
+_M_MMAP_THRESHOLD = -3
+"""mallopt's parameter number for the mmap threshold (glibc's malloc.h)."""
 SESSION_READ_LEAKS = sys.version_info < (3, 12, 8) or (3, 13) <= sys.version_info < (3, 13, 1)
 """Whether reading ``SSLObject.session`` leaks a copy of the session (~6.5 KB a read): CPython gh-116810,
 from 3.10 until its fix in 3.12.8 and 3.13.1 (rule 10 bounds the reads there)."""
 
 KEEPALIVE = 30.0
 """Seconds an idle connection is kept (aiohttp's ``keepalive_timeout`` in the client before)."""
+TLS_OPEN = 2_048
+"""TLS connections held at most (rule 12), unless the concurrency is higher: ~100-120 MiB."""
+TLS_SHORT = 0.5
+"""Share of ``max_tls`` from which the pool is short of descriptors (rule 12): ~1,024 TLS connections."""
 SHORT = 0.9
 """Share of ``max_open`` from which the pool is short of descriptors (rule 9)."""
 HIGH_WATER = 256 * 1024
@@ -90,6 +132,17 @@ Origin = tuple[str, str, int]
 """(scheme, host, port): what a connection can be reused for."""
 SendGate = Callable[[], bool]
 """Whether a request may still be written now (rule 8)."""
+
+
+def fix_mmap_threshold() -> bool:
+    """Rule 13: fix glibc's mmap threshold at :data:`MMAP_THRESHOLD`; whether it was (False off glibc)."""
+    try:
+        libc = ctypes.CDLL(None)
+        libc.gnu_get_libc_version  # noqa: B018 - glibc's alone: another libc's mallopt may differ
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return False
+    return bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD))
 
 
 def idle_to_close(idle: int, closing: int, in_use: int, max_open: int) -> int:
@@ -216,7 +269,7 @@ class Connection(asyncio.Protocol):
         self.remote_ip: str | None = None
         """The target's address when it is not the peer's: through a proxy (proxy rule 6)."""
         self.take_session = False
-        """The TLS session is to be kept when the response in flight ends (rule 10)."""
+        """A full handshake's TLS session, not read yet: kept when the pool closes it (rule 10)."""
 
     # --- asyncio's side ----------------------------------------------------------------------------
 
@@ -363,6 +416,9 @@ class ConnectionPool:
         self._addresses = addresses
         self._proxies = proxies
         self._max_open = max_open
+        self._max_tls = max(TLS_OPEN, limit) if limit else 0
+        self._tls_held = 0
+        """TLS connections connecting, open or closing: their descriptor not released (rule 12)."""
         self._limit = limit
         self._limit_per_host = limit_per_host
         self._connect_timeout = connect_timeout
@@ -401,7 +457,7 @@ class ConnectionPool:
             try:
                 return conn, await conn.head()
             except IncompleteResponse:
-                self._drop(conn)
+                self._drop(conn, keep_session=conn.reused)  # rule 10: a new one ended no response
                 if not conn.reused:  # rule 3: only a reused connection gets one more try, on a new one
                     self._free_slot(origin)
                     raise
@@ -417,12 +473,6 @@ class ConnectionPool:
     def release(self, conn: Connection) -> None:
         """The request on ``conn`` is over: keep it for the next one (rule 2) or close it."""
         self._free_slot(conn.origin)
-        if conn.take_session:  # rule 10
-            conn.take_session = False
-            tls = self._tls()
-            ssl_object = conn.transport.get_extra_info("ssl_object") if conn.transport is not None else None
-            if isinstance(tls, ResumingContext) and ssl_object is not None:
-                tls.keep(conn.origin[1], ssl_object)
         if conn.reusable():
             conn.parser = None
             conn.reused = True
@@ -446,9 +496,16 @@ class ConnectionPool:
         self._idle_lru.clear()
 
     def short(self) -> bool:
-        """Rule 7: connections in use, idle and closing are at :data:`SHORT` of ``max_open`` or more."""
+        """Rule 9: connections in use, idle and closing are at :data:`SHORT` of ``max_open`` or more, or
+        the TLS ones at :data:`TLS_SHORT` of ``max_tls`` (rule 12)."""
         held = self._in_use + len(self._idle_lru) + len(self._closing)
-        return bool(self._max_open) and held >= SHORT * self._max_open
+        return ((bool(self._max_open) and held >= SHORT * self._max_open)
+                or (bool(self._max_tls) and self._tls_held >= TLS_SHORT * self._max_tls))
+
+    @property
+    def tls_held(self) -> int:
+        """TLS connections connecting, open or closing (rule 12 bounds them)."""
+        return self._tls_held
 
     @property
     def open_connections(self) -> int:
@@ -460,7 +517,23 @@ class ConnectionPool:
         """Idle connections closed to stay under ``max_open`` (rule 6) since the pool was made."""
         return self._lru_closed
 
-    def _drop(self, conn: Connection) -> None:
+    def let_go(self, origin: Origin) -> None:
+        """Rule 11: close the idle connections kept for ``origin`` now; those in use are left as they are."""
+        idle = self._idle.pop(origin, None)
+        if not idle:
+            return
+        for conn in idle:
+            del self._idle_lru[conn]
+            self._drop(conn, keep_session=False)  # rule 10: a host let go needs no session
+
+    def _drop(self, conn: Connection, keep_session: bool = True) -> None:
+        """Close ``conn``; with ``keep_session``, its TLS session is kept first if it is to be (rule 10)."""
+        if keep_session and conn.take_session:
+            conn.take_session = False
+            tls = self._tls()
+            ssl_object = conn.transport.get_extra_info("ssl_object") if conn.transport is not None else None
+            if isinstance(tls, ResumingContext) and ssl_object is not None:
+                tls.keep(conn.origin[1], ssl_object)
         if conn in self._open:
             self._open.discard(conn)
             if not conn.lost:
@@ -468,8 +541,10 @@ class ConnectionPool:
         conn.close()
 
     def _lost(self, conn: Connection) -> None:
-        """A connection's descriptor is released: a connect waiting for room may go (rule 6)."""
+        """A connection's descriptor is released: a connect waiting for room may go (rules 6 and 12)."""
         self._closing.discard(conn)
+        if conn.origin[0] == "https":
+            self._tls_held -= 1
         room, self._room = self._room, []
         for fut in room:
             if not fut.done():
@@ -529,21 +604,30 @@ class ConnectionPool:
             self._drop(conn)
         return None
 
-    async def _make_room(self) -> None:
+    async def _make_room(self, tls: bool) -> None:
         """Close the idle connections released longest ago, and wait for closes under way, until one
-        more fits under ``max_open`` (rule 6)."""
-        while excess := idle_to_close(len(self._idle_lru), len(self._closing), self._in_use, self._max_open):
-            fresh = min(excess - len(self._closing), len(self._idle_lru))
-            if fresh > 0:
-                self._close_idle(fresh)
-                continue
+        more fits under ``max_open`` (rule 6) and, for a TLS one (``tls``: counted in ``_tls_held``
+        already), under ``max_tls`` (rule 12)."""
+        while True:
+            if excess := idle_to_close(len(self._idle_lru), len(self._closing), self._in_use, self._max_open):
+                if excess > len(self._closing) and self._close_idle(excess - len(self._closing)):
+                    continue
+            elif tls and self._max_tls and (excess := self._tls_held - self._max_tls) > 0:
+                closing = sum(1 for conn in self._closing if conn.origin[0] == "https")
+                if excess > closing and self._close_idle(excess - closing, "https"):
+                    continue
+            else:
+                return
             fut = asyncio.get_running_loop().create_future()
             self._room.append(fut)
             await fut
 
-    def _close_idle(self, count: int) -> None:
-        for _ in range(count):
-            conn = next(iter(self._idle_lru))
+    def _close_idle(self, count: int, scheme: str | None = None) -> int:
+        """Close up to ``count`` idle connections (of ``scheme`` only, if given), released longest ago
+        first; how many."""
+        chosen = list(islice((conn for conn in self._idle_lru if scheme is None or conn.origin[0] == scheme),
+                             count))
+        for conn in chosen:
             del self._idle_lru[conn]
             idle = self._idle[conn.origin]
             idle.remove(conn)
@@ -551,9 +635,21 @@ class ConnectionPool:
                 del self._idle[conn.origin]
             self._lru_closed += 1
             self._drop(conn)
+        return len(chosen)
 
     async def _connect(self, origin: Origin) -> Connection:
-        await self._make_room()
+        tls = origin[0] == "https"
+        if tls:
+            self._tls_held += 1  # rule 12: until its descriptor is released (_lost), or the connect fails
+        try:
+            await self._make_room(tls)
+            return await self._open_connection(origin)
+        except BaseException:
+            if tls:
+                self._tls_held -= 1
+            raise
+
+    async def _open_connection(self, origin: Origin) -> Connection:
         scheme, host, port = origin
         proxy = self._proxies.proxy_for(scheme, host, port) if self._proxies is not None else None
         if is_ip_literal(host):

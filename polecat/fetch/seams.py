@@ -45,6 +45,10 @@ class PageFetcher(Protocol):
         """Whether connections are near their descriptor cap (polecat/fetch/pool.py rule 9)."""
         ...
 
+    def let_go(self, url: str) -> None:
+        """Close the idle connections kept for ``url``'s origin (polecat/fetch/pool.py rule 11)."""
+        ...
+
     def tls_stats(self) -> TlsStats:
         """TLS handshakes so far and those resumed (polecat/fetch/pool.py rule 10)."""
         ...

@@ -39,6 +39,11 @@ Rules:
    next call goes on from there (each host looked at left the heap, or went back to it at a later time).
    In a 100,000-host breadth crawl one call passed over 35,000 hosts (460 ms), and another popped stale
    entries for 175 ms (benchmarks/README.md "Issue 39: loop stalls, second pass").
+10. After a completion, a host keeps its connection (:func:`keeps_connection`) only while it has a URL
+   queued, is not parked, and may be asked again within :data:`WARM_FOR` (the pool's keep-alive): any
+   other host's idle connection would only wait out the keep-alive unused, so the node lets it go at once
+   (polecat/node/lease_runner.py rule 9, polecat/fetch/pool.py rule 11). A host out of the working set
+   (no record in memory) keeps none either; a URL whose completion is held for a commit counts as done.
 """
 
 from __future__ import annotations
@@ -70,6 +75,14 @@ queue and robots.txt are read, so a few ms a call."""
 STALE_PER_LEASE = 2048
 """Stale heap entries one lease call pops at most before it answers ``Wait(now)`` (rule 9): ~3 us each
 from a heap of 300,000, so a few ms a call."""
+
+
+def keeps_connection(state: HostState | None, now: float, held: int = 0) -> bool:
+    """Rule 10: whether the host whose lease just completed (``state``: its record, None when it is out of
+    the working set) should keep its idle connection at wall-clock ``now``. ``held``: URLs still counted
+    in its queue whose completion is held (a page completed after a commit: that URL is done)."""
+    return (state is not None and state.queued > held and not state.parked
+            and state.next_allowed <= now + WARM_FOR)
 
 
 class Leasing:

@@ -31,6 +31,10 @@ Rules:
    interval only, not for the claims; but while :data:`MAX_RELEASED` pages are released and held, a
    held page keeps its host until it is stored, as before: when the claims fall behind (a loaded
    machine, a slow owner), the fetches slow down with them instead of outrunning them into ``claim_wait``.
+9. After a completion, a host that keeps no connection (polecat/frontier/leasing.py rule 10: nothing
+   due within the keep-alive) has its idle connections closed at once (``PageFetcher.let_go``,
+   polecat/fetch/pool.py rule 11), not left open for the keep-alive; a page whose completion waits for
+   a commit (rule 3) is judged when it is held, its own URL still counted queued.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ from polecat.fetch.pool import SendGate
 from polecat.fetch.seams import PageFetcher
 from polecat.frontier.db import FrontierDB
 from polecat.frontier.frontier import Frontier
+from polecat.frontier.leasing import keeps_connection
 from polecat.frontier.outcomes import page_failed, robots_answered, robots_failed, sitemaps_named
 from polecat.frontier.politeness import Attempt
 from polecat.frontier.records import Completion, Lease, origin_of
@@ -158,9 +163,11 @@ class LeaseRunner:
             return  # rule 3
         if self._on_lease is not None:
             self._on_lease(lease, completion)
-        if self._commits.defer(lease, completion):
-            return  # rule 3: completed right after the commit in progress
         now = self._clock.wall()
+        if self._commits.defer(lease, completion):  # rule 3: completed right after the commit in progress
+            if not keeps_connection(self._frontier.host_state(lease.host), now, held=1):  # rule 9
+                self._fetcher.let_go(lease.url)
+            return
         try:
             self._db.apply(self._frontier.complete(lease, completion, now))
         except (PolecatError, lmdb.Error) as exc:
@@ -173,6 +180,8 @@ class LeaseRunner:
         st = self._frontier.host_state(lease.host)
         if st is not None and st.queued and not st.parked:  # rule 5
             self._fetcher.resolver.prefetch(dns_name(lease.host))
+        if not keeps_connection(st, now):  # rule 9
+            self._fetcher.let_go(lease.url)
         self._waker.after_lease()
 
     def abort_unpermitted(self) -> int:

@@ -168,6 +168,8 @@ class FakeFetcher:
     """Set: every request sent waits for it before its response comes (a request in flight)."""
     short: bool = False
     """What :meth:`connections_short` answers (no descriptors here)."""
+    let_go_urls: list[str] = field(default_factory=list)
+    """The URLs :meth:`let_go` was called with, in order (polecat/fetch/pool.py rule 11)."""
 
     async def __aenter__(self) -> FakeFetcher:
         return self
@@ -227,6 +229,9 @@ class FakeFetcher:
 
     def connections_short(self) -> bool:
         return self.short
+
+    def let_go(self, url: str) -> None:
+        self.let_go_urls.append(url)
 
     def tls_stats(self) -> TlsStats:
         return TlsStats(handshakes=0, resumed=0, sessions=0)  # no connections: no TLS
