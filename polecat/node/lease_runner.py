@@ -31,6 +31,9 @@ Rules:
    interval only, not for the claims; but while :data:`MAX_RELEASED` pages are released and held, a
    held page keeps its host until it is stored, as before: when the claims fall behind (a loaded
    machine, a slow owner), the fetches slow down with them instead of outrunning them into ``claim_wait``.
+9. A response in hand takes a turn of page work (polecat/node/turns.py) before its CPU step: a page's
+   before the pipeline (parse, outlinks, dedup, store) and its completion, a robots.txt's before its
+   parse and completion. A failed request does not: its completion is a few writes of the frontier.
 """
 
 from __future__ import annotations
@@ -61,6 +64,7 @@ from polecat.node.commits import Commits
 from polecat.node.pipeline import PagePipeline
 from polecat.node.robots_pacer import RobotsPacer
 from polecat.node.run_state import RunCounters, Waker
+from polecat.node.turns import PageTurns
 from polecat.store.base import FetchRecord, PageStore, content_hash
 
 if TYPE_CHECKING:
@@ -82,7 +86,7 @@ class LeaseRunner:
 
     def __init__(self, cfg: Config, *, frontier: Frontier, db: FrontierDB, robots: RobotsPolicy,
                  fetcher: PageFetcher, store: PageStore, pipeline: PagePipeline, canon: Canonicalizer,
-                 commits: Commits, waker: Waker, counters: RunCounters, clock: Clock,
+                 commits: Commits, waker: Waker, counters: RunCounters, clock: Clock, turns: PageTurns,
                  on_lease: LeaseObserver | None, fail: Callable[[BaseException], None],
                  failed: Callable[[], bool], permit: Callable[[str], SendLeave | None] | None = None) -> None:
         self._cfg = cfg
@@ -97,6 +101,7 @@ class LeaseRunner:
         self._waker = waker
         self._counters = counters
         self._clock = clock
+        self._turns = turns
         self._on_lease = on_lease
         self._fail = fail
         self._failed = failed
@@ -209,6 +214,7 @@ class LeaseRunner:
         try:
             outcome = await self._fetcher.fetch_robots(origin_of(lease.url) + "/robots.txt", pacer=pacer,
                                                        gate=gate)
+            await self._turns.take()  # rule 9
         except (asyncio.CancelledError, RequestWithheld):
             pacer.after(lease.url, None)  # a host a redirect hop borrowed goes back (politeness rule 8)
             raise
@@ -241,6 +247,7 @@ class LeaseRunner:
         self._counters.answered += 1
         _log_response(lease, resp)
         self._counters.bytes_fetched += resp.wire_bytes
+        await self._turns.take()  # rule 9
         await self._commits.frontier_free.wait()  # the pipeline queues outlinks and reads the near index
         completion = self._pipeline.handle(lease, resp, started, stream.sink)
         if self._released < MAX_RELEASED and self._pipeline.holds(lease.url):
