@@ -180,7 +180,7 @@ class Crawler:
                              permit=self._link.permit if self._link is not None else None)
         seeds_file = cfg.scope.seeds_file
         self._feed = None if seeds_file is None else SeedFeed(
-            seeds_file, add_seeds=self.add_seeds, frontier_free=self._commits.frontier_free.wait,
+            seeds_file, add_seeds=self.add_seeds, frontier_free=self._commits.frontier_freed,
             wake=waker.set, clock=self._clock)
         self._loop = LeaseLoop(cfg, frontier=frontier, db=self._db, commits=self._commits, runner=runner,
                                waker=waker, counters=self._counters, link=self._link, clock=self._clock,

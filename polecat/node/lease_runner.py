@@ -158,7 +158,7 @@ class LeaseRunner:
             if task is not None:
                 self._going.pop(task, None)
                 self._aborting.discard(task)  # a fetch that ended its own way as the abort came
-        await self._commits.frontier_free.wait()
+        await self._commits.frontier_freed()
         if self._failed():
             return  # rule 3
         if self._on_lease is not None:
@@ -248,7 +248,7 @@ class LeaseRunner:
         _log_response(lease, resp)
         self._counters.bytes_fetched += resp.wire_bytes
         await self._turns.take()  # rule 9
-        await self._commits.frontier_free.wait()  # the pipeline queues outlinks and reads the near index
+        await self._commits.frontier_freed()  # the pipeline queues outlinks and reads the near index
         completion = self._pipeline.handle(lease, resp, started, stream.sink)
         if self._released < MAX_RELEASED and self._pipeline.holds(lease.url):
             # rule 8: the host's next request need not wait for this page's claims
