@@ -34,6 +34,10 @@ Rules:
 9. A response in hand takes a turn of page work (polecat/node/turns.py) before its CPU step: a page's
    before the pipeline (parse, outlinks, dedup, store) and its completion, a robots.txt's before its
    parse and completion. A failed request does not: its completion is a few writes of the frontier.
+   The turn is taken with the frontier free (polecat/node/commits.py rule 14), and taken again if a
+   commit began while it waited: turns granted and then held for an LMDB commit's end all ran when it
+   ended, 180-240 page steps in one loop iteration of a 1M-host breadth crawl (benchmarks/README.md
+   "Issue 39: page work a loop turn").
 """
 
 from __future__ import annotations
@@ -180,6 +184,15 @@ class LeaseRunner:
             self._fetcher.resolver.prefetch(dns_name(lease.host))
         self._waker.after_lease()
 
+    async def _turn(self) -> None:
+        """Rule 9: a turn of page work, the frontier free."""
+        free = self._commits.frontier_free
+        while True:
+            await self._commits.frontier_freed()
+            await self._turns.take()
+            if free.is_set():
+                return
+
     def abort_unpermitted(self) -> int:
         """Cancel the requests in flight that may not go on (rule 7); returns how many."""
         aborted = 0
@@ -214,7 +227,7 @@ class LeaseRunner:
         try:
             outcome = await self._fetcher.fetch_robots(origin_of(lease.url) + "/robots.txt", pacer=pacer,
                                                        gate=gate)
-            await self._turns.take()  # rule 9
+            await self._turn()
         except (asyncio.CancelledError, RequestWithheld):
             pacer.after(lease.url, None)  # a host a redirect hop borrowed goes back (politeness rule 8)
             raise
@@ -247,8 +260,7 @@ class LeaseRunner:
         self._counters.answered += 1
         _log_response(lease, resp)
         self._counters.bytes_fetched += resp.wire_bytes
-        await self._turns.take()  # rule 9
-        await self._commits.frontier_freed()  # the pipeline queues outlinks and reads the near index
+        await self._turn()  # the pipeline queues outlinks and reads the near index
         completion = self._pipeline.handle(lease, resp, started, stream.sink)
         if self._released < MAX_RELEASED and self._pipeline.holds(lease.url):
             # rule 8: the host's next request need not wait for this page's claims
