@@ -34,10 +34,12 @@ Rules:
 9. A response in hand takes a turn of page work (polecat/node/turns.py) before its CPU step: a page's
    before the pipeline (parse, outlinks, dedup, store) and its completion, a robots.txt's before its
    parse and completion. A failed request does not: its completion is a few writes of the frontier.
-   The turn is taken with the frontier free (polecat/node/commits.py rule 14), and taken again if a
-   commit began while it waited: turns granted and then held for an LMDB commit's end all ran when it
-   ended, 180-240 page steps in one loop iteration of a 1M-host breadth crawl (benchmarks/README.md
-   "Issue 39: page work a loop turn").
+   A lease's first step takes one too (its DNS answer, its connection, its request's bytes): the lease
+   loop starts up to 64 a step (polecat/node/leases.py rule 6), and their first steps all ran in the
+   loop's next iteration. A response's turn is taken with the frontier free (polecat/node/commits.py
+   rule 14), and taken again if a commit began while it waited: turns granted and then held for an
+   LMDB commit's end all ran when it ended, 180-240 page steps in one loop iteration of a 1M-host
+   breadth crawl (benchmarks/README.md "Issue 39: page work a loop turn").
 """
 
 from __future__ import annotations
@@ -120,6 +122,7 @@ class LeaseRunner:
 
     async def run(self, lease: Lease) -> None:
         """Fetch ``lease`` and record how it ended (the rules above)."""
+        await self._turns.take()  # rule 9: the request's start
         if self._cfg.politeness.key_by_ip and not await self._bind_ip(lease):
             if lease.kind == "page":
                 self._counters.fetches -= 1  # withdrawn before anything was sent (rule 4)
