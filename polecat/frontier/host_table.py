@@ -323,9 +323,6 @@ class HostTable:
         """The next cut's ranking made in steps (rule 22), if one was begun since the last commit."""
         self._heaps_due = 0
         """Heaps left to rebuild (rule 23): 3, the ready heap first, then the due and warm heaps."""
-        self._entries: list[tuple[float, str]] = []
-        """While the due and warm heaps wait for their steps (rule 23): the ready heap's entries as its
-        step made them, in the order of :attr:`scheduled`, then those :meth:`schedule` made since."""
         self.heaps_in_steps = False
         """Whether the heaps' rebuilds are made in steps (rule 23): set by the node's periodic commit."""
         self.ported: dict[str, tuple[str, ...]] = {}
@@ -584,8 +581,6 @@ class HostTable:
         scheduled[host] = at
         entry = (at, host)  # rule 19: one tuple in every heap
         heapq.heappush(self.heap, entry)
-        if 0 < self._heaps_due < 3:  # rule 23: the steps left take it in
-            self._entries.append(entry)
         if host in self.warm:
             heapq.heappush(self.warm_heap, entry)
         if host in self.parked:  # rule 17
@@ -768,26 +763,20 @@ class HostTable:
         left = self._heaps_due
         if not left:
             return True
-        entries = self._entries
         if left == 3:
-            entries[:] = [(at, host) for host, at in self.scheduled.items()]  # rule 19: one tuple a host
-            self.heap[:] = entries
+            self.heap[:] = [(at, host) for host, at in self.scheduled.items()]  # rule 19: one tuple a host
             heapq.heapify(self.heap)
-        else:
-            # From the entries in the order of the hosts, not the ready heap's: read in the heap's
-            # order, the tuples and names are scattered in memory, and the step took twice as long.
-            get = self.scheduled.get
-            live = [e for e in entries if get(e[1]) == e[0]]
+        else:  # the ready heap holds a live entry of every host scheduled, those of since the last step too
+            get, heap = self.scheduled.get, self.heap
             if left == 2:
                 due, parked = self.due, self.parked
-                self.due_heap[:] = [e for e in live if e[1] not in due and e[1] not in parked]
+                self.due_heap[:] = [e for e in heap if get(e[1]) == e[0] and e[1] not in due
+                                    and e[1] not in parked]
                 heapq.heapify(self.due_heap)
-                entries[:] = live
             else:
                 warm = self.warm
-                self.warm_heap[:] = [e for e in live if e[1] in warm]
+                self.warm_heap[:] = [e for e in heap if e[1] in warm and get(e[1]) == e[0]]
                 heapq.heapify(self.warm_heap)
-                entries.clear()
         self._heaps_due = left - 1
         return left == 1
 

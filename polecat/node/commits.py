@@ -73,10 +73,10 @@ Rules (this module owns them):
     heap a loop turn (polecat/frontier/host_table.py rule 23), frontier calls going on.
 13. The stop's commit (rule 3) is one step on the loop: it comes once the lease loop has ended and the
     requests in flight finished or were cancelled (polecat/node/leases.py rule 4), so no request, and
-    no host's politeness, waits for it, and most of it (~110 ms in a 1M-host breadth crawl) is the wait
-    for the LMDB commit on the writer thread (benchmarks/README.md "Issue 39: the loop in the 1M-host
-    breadth crawl"). What else a process serves on its loop then (the API of ``polecat node``, a
-    cluster member's lease keep-alive) is late by as much, far within their timeouts.
+    no host's politeness, waits for it, and most of it (~110-120 ms in a 1M-host breadth crawl) is the
+    wait for the LMDB commit on the writer thread (benchmarks/README.md "Issue 39: page work a loop
+    turn"). What else a process serves on its loop then (the API of ``polecat node``, a cluster
+    member's lease keep-alive) is late by as much, far within their timeouts.
 14. Whoever waits for a free frontier looks again once woken (:meth:`Commits.frontier_freed`): a
     periodic commit sets :attr:`Commits.frontier_free` after its writes and clears it for its LMDB
     commit in the same step of the loop, so a wait that returned at its wake-up let a page's pipeline

@@ -54,7 +54,7 @@ FIRST_WOKEN = 8
 
 class TurnPolicy(Generic[T]):
     """Rules 1-4's decisions, sans I/O: ``now`` comes in, the waiters to wake go out. A waiter is any
-    hashable token (the node's are futures)."""
+    hashable token (the node's hold the future their task waits on)."""
 
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
