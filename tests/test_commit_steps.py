@@ -92,6 +92,9 @@ class Preparing:
     def rank_for_commit(self, most: int) -> bool:
         return True
 
+    def heaps_step(self) -> bool:
+        return True
+
 
 def applied_per_turn(db: FrontierDB, turns: Turns, monkeypatch: pytest.MonkeyPatch, clock: FakeClock,
                      cost: float, began: asyncio.Event) -> Counter[int]:
@@ -208,3 +211,110 @@ def test_the_cut_ranked_in_steps_ranks_a_step_at_most_and_drops_what_one_pass_wo
     assert busy.rank_step(HOSTS)
     busy.host_writes()
     assert victim in busy.hosts and len(busy.hosts) == HOSTS - cut
+
+
+class Rebuilding(Preparing):
+    """A frontier whose commit found its three heaps due for a rebuild (host_table.py rule 23): notes
+    the loop turn of each step."""
+
+    def __init__(self, turns: Turns) -> None:
+        super().__init__(1)
+        self.turns = turns
+        self.steps: list[int] = []
+
+    def heaps_step(self) -> bool:
+        self.steps.append(self.turns.turn)
+        return len(self.steps) >= 3
+
+
+async def test_the_periodic_commit_rebuilds_a_heap_a_loop_turn(db: FrontierDB) -> None:
+    """commits.py rule 12: the three heaps' rebuild of a periodic commit is three steps, a loop turn
+    between each two."""
+    clock, turns, stop = FakeClock(), Turns(), asyncio.Event()
+    frontier = Rebuilding(turns)
+    commits = Commits(FrontierConfig(), db=db, frontier=frontier, store=Store(),  # type: ignore[arg-type]
+                      seen=None, bloom_path=None, link=None, clock=clock,  # type: ignore[arg-type]
+                      fail=lambda exc: None, wake=lambda: None)
+    commits._last_bloom_save = clock.wall()
+    counting = asyncio.create_task(turns.run(stop))
+    try:
+        await commits._commit_off_loop()
+    finally:
+        stop.set()
+        await counting
+        commits.close()
+    assert len(frontier.steps) == 3 and len(set(frontier.steps)) == 3
+
+
+def live(heap: list[tuple[float, str]], table: HostTable) -> set[str]:
+    return {host for at, host in heap if table.scheduled.get(host) == at}
+
+
+@pytest.mark.usefixtures("frontier_backend")
+def test_the_heaps_rebuilt_in_steps_are_whole_after_each_step(tmp_path: Path) -> None:
+    """host_table.py rule 23: with the rebuild in steps, a rebuild found due rebuilds nothing at once;
+    each step rebuilds one heap (ready, due, warm), stale entries gone, one tuple a host (rule 19); a
+    host scheduled again between the steps is in every heap it belongs in; and each heap holds every
+    host it must after every step."""
+    table = full_table(tmp_path)
+    hosts = sorted(table.hosts)
+    for i, host in enumerate(hosts):
+        if i % 3 == 0:
+            table.warm[host] = 0.0
+        table.schedule(host, 100.0 + i)  # the seeds' entries at 0.0 are stale from here on
+    heaps = (table.heap, table.due_heap, table.warm_heap)
+
+    def whole() -> None:
+        scheduled = set(table.scheduled)
+        assert live(table.heap, table) == scheduled
+        assert live(table.due_heap, table) >= {h for h in scheduled if h not in table.due
+                                               and h not in table.parked}
+        assert live(table.warm_heap, table) >= {h for h in scheduled if h in table.warm}
+
+    before = [len(heap) for heap in heaps]
+    table.heaps_in_steps = True
+    table._rebuild_heaps()
+    assert [len(heap) for heap in heaps] == before  # none yet: the steps make it
+    whole()
+    assert not table.heaps_step()
+    assert len(table.heap) == len(table.scheduled) and [len(h) for h in heaps[1:]] == before[1:]
+    whole()
+    table.schedule(hosts[0], 50.0)  # warm, scheduled again between the steps: a stale entry in each heap
+    table.unschedule(hosts[1])
+    assert not table.heaps_step()
+    whole()
+    assert table.heaps_step() and table.heaps_step()  # done; and nothing more to do
+    whole()
+    scheduled = len(table.scheduled)
+    assert len(table.due_heap) == scheduled and len(table.warm_heap) == len(live(table.warm_heap, table))
+    # Rule 19: one tuple a host in all three heaps, but the ready heap's stale entries of the two hosts
+    # changed between the steps (the due and warm heaps, rebuilt after, hold none).
+    assert len({id(entry) for heap in heaps for entry in heap}) == scheduled + 2
+
+
+async def test_a_wait_for_a_free_frontier_looks_again_once_woken(db: FrontierDB) -> None:
+    """commits.py rule 14: a periodic commit sets the gate after its writes and clears it for its LMDB
+    commit in one step of the loop; a waiter woken by the set must not go on while it is cleared."""
+    commits = Commits(FrontierConfig(), db=db, frontier=Preparing(0), store=Store(),  # type: ignore[arg-type]
+                      seen=None, bloom_path=None, link=None, clock=FakeClock(),  # type: ignore[arg-type]
+                      fail=lambda exc: None, wake=lambda: None)
+    gate, went_on = commits.frontier_free, []
+
+    async def frontier_call() -> None:
+        await commits.frontier_freed()
+        went_on.append(gate.is_set())
+
+    try:
+        gate.clear()
+        calling = asyncio.create_task(frontier_call())
+        await asyncio.sleep(0)
+        gate.set()
+        gate.clear()  # the same step: the LMDB commit begins
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert went_on == []
+        gate.set()
+        await calling
+        assert went_on == [True]
+    finally:
+        commits.close()

@@ -193,6 +193,14 @@ class Frontier:
         whether the ranking is done (or none is due)."""
         return self._table.rank_step(most)
 
+    def rebuild_heaps_in_steps(self) -> None:
+        """From now on the heaps' rebuilds wait for :meth:`heaps_step` (host_table.py rule 23)."""
+        self._table.heaps_in_steps = True
+
+    def heaps_step(self) -> bool:
+        """Rebuild the next of the heaps due for a rebuild (host_table.py rule 23); whether none is left."""
+        return self._table.heaps_step()
+
     def prepare_commit(self) -> list[Write]:
         """The writes of what is kept in memory between commits (host records, trap counts, counters), so
         that a commit of the transaction, once they are applied, holds every change so far: :meth:`commit`

@@ -122,6 +122,13 @@ Rules:
    the stop, tests) ranks memory at once, as before. One ranking of the 50,000 records of a 1M-host
    breadth crawl, with the commit's writes, held its loop 45-68 ms (benchmarks/README.md "Issue 39: a
    million pages of a 1M-host breadth crawl").
+23. A node's periodic commit makes the rebuilds of rules 18 and 20 in steps (:meth:`HostTable.heaps_step`,
+   polecat/node/commits.py rule 12), one heap a step: the ready heap from :attr:`HostTable.scheduled`,
+   then the due heap and the warm heap from the ready heap's live entries (rule 19's tuples). Each heap
+   is whole after each step (it holds every host it must; stale entries only wait to be popped, rule 2),
+   so frontier calls go on between the steps. A commit on the loop (the stop, tools, tests) rebuilds all
+   three at once. All three in one step at the working-set bound of 50,000 scheduled hosts:
+   benchmarks/README.md "Issue 39: page work a loop turn".
 """
 
 from __future__ import annotations
@@ -314,6 +321,10 @@ class HostTable:
         """Rule 6's cut is under way, :data:`CUT_BATCH` records a commit (rule 18)."""
         self._ranking: CutRanking | None = None
         """The next cut's ranking made in steps (rule 22), if one was begun since the last commit."""
+        self._heaps_due = 0
+        """Heaps left to rebuild (rule 23): 3, the ready heap first, then the due and warm heaps."""
+        self.heaps_in_steps = False
+        """Whether the heaps' rebuilds are made in steps (rule 23): set by the node's periodic commit."""
         self.ported: dict[str, tuple[str, ...]] = {}
         """The host keys in memory with a port, by host name (rule 13)."""
         self.parents: dict[str, str | set[str]] = {}
@@ -738,16 +749,36 @@ class HostTable:
         return len(dropped)
 
     def _rebuild_heaps(self) -> None:
-        """The three heaps rebuilt from :attr:`scheduled`, their stale entries (rule 2) gone (rules 18
-        and 20), one tuple a host (rule 19)."""
-        scheduled, due, parked, warm = self.scheduled, self.due, self.parked, self.warm
-        entries = [(at, host) for host, at in scheduled.items()]  # rule 19: one tuple a host
-        self.due_heap[:] = [e for e in entries if e[1] not in due and e[1] not in parked]
-        heapq.heapify(self.due_heap)
-        self.warm_heap[:] = [e for e in entries if e[1] in warm]
-        heapq.heapify(self.warm_heap)
-        self.heap[:] = entries
-        heapq.heapify(self.heap)
+        """The three heaps are due for a rebuild (rules 18 and 20): made now, or in the steps of
+        :meth:`heaps_step` when :attr:`heaps_in_steps` (rule 23)."""
+        self._heaps_due = 3
+        if not self.heaps_in_steps:
+            while not self.heaps_step():
+                pass
+
+    def heaps_step(self) -> bool:
+        """Rebuild the next heap due (rule 23): the ready heap from :attr:`scheduled`, then the due heap
+        and the warm heap from the ready heap's live entries (its tuples: rule 19), their stale entries
+        (rule 2) gone; whether none is left to rebuild."""
+        left = self._heaps_due
+        if not left:
+            return True
+        if left == 3:
+            self.heap[:] = [(at, host) for host, at in self.scheduled.items()]  # rule 19: one tuple a host
+            heapq.heapify(self.heap)
+        else:  # the ready heap holds a live entry of every host scheduled, those of since the last step too
+            get, heap = self.scheduled.get, self.heap
+            if left == 2:
+                due, parked = self.due, self.parked
+                self.due_heap[:] = [e for e in heap if get(e[1]) == e[0] and e[1] not in due
+                                    and e[1] not in parked]
+                heapq.heapify(self.due_heap)
+            else:
+                warm = self.warm
+                self.warm_heap[:] = [e for e in heap if e[1] in warm and get(e[1]) == e[0]]
+                heapq.heapify(self.warm_heap)
+        self._heaps_due = left - 1
+        return left == 1
 
     def unsaved(self) -> dict[bytes, bytes]:
         """The ``hosts`` rows of the records changed since the last commit, newer than the table's."""

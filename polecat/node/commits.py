@@ -74,6 +74,19 @@ Rules (this module owns them):
     loop turn, frontier calls going on. In one step, the ranking and the writes held a 1M-host breadth
     crawl's loop 45-68 ms (benchmarks/README.md "Issue 39: a million pages of a 1M-host breadth
     crawl").
+12. After the writes are applied, a rebuild of the frontier's heaps that the commit found due is made a
+    heap a loop turn (polecat/frontier/host_table.py rule 23), frontier calls going on.
+13. The stop's commit (rule 3) is one step on the loop: it comes once the lease loop has ended and the
+    requests in flight finished or were cancelled (polecat/node/leases.py rule 4), so no request, and
+    no host's politeness, waits for it, and most of it (~110-120 ms in a 1M-host breadth crawl) is the
+    wait for the LMDB commit on the writer thread (benchmarks/README.md "Issue 39: page work a loop
+    turn"). What else a process serves on its loop then (the API of ``polecat node``, a cluster
+    member's lease keep-alive) is late by as much, far within their timeouts.
+14. Whoever waits for a free frontier looks again once woken (:meth:`Commits.frontier_freed`): a
+    periodic commit sets :attr:`Commits.frontier_free` after its writes and clears it for its LMDB
+    commit in the same step of the loop, so a wait that returned at its wake-up let a page's pipeline
+    read the frontier during the LMDB commit, holding the loop until it ended (the seeds feed's steps
+    did too: benchmarks/README.md "Issue 39: page work a loop turn").
 """
 
 from __future__ import annotations
@@ -201,6 +214,14 @@ class Commits:
         self._durable.append(fut)
         await fut
 
+    async def frontier_freed(self) -> None:
+        """Return once no commit holds the frontier (rule 2), looking again after each wake-up: a
+        commit sets :attr:`frontier_free` and clears it again for its LMDB commit in one step of the
+        loop, and those it woke run after that, during the LMDB commit (rule 14)."""
+        free = self.frontier_free
+        while not free.is_set():
+            await free.wait()
+
     def after_change(self) -> None:
         """A change was applied: commit early once ``commit_ops`` are pending (rule 3)."""
         if self._frontier.pending_ops >= self._cfg.commit_ops:
@@ -272,6 +293,8 @@ class Commits:
                 await self._apply_in_steps()
             finally:
                 self.frontier_free.set()
+            while not self._frontier.heaps_step():  # noqa: ASYNC110 - rule 12: a heap a loop turn
+                await asyncio.sleep(0)
             self._rebuilt_unsaved = False
             pending = self._db.start_commit(to_lmdb=self._to_lmdb)
             self._to_lmdb = False
@@ -321,6 +344,7 @@ class Commits:
         """Start the periodic committer of a run (rule 3): every ``commit_ms``, or sooner, until
         :meth:`stop`."""
         self._periodic = True
+        self._frontier.rebuild_heaps_in_steps()  # rule 12
         self._last_bloom_save = self._clock.wall()
         if self._link is not None and self._link.claims is not None:  # rule 8: deposits wait for a flush
             self._link.claims.flush_soon = self._deposits_due

@@ -37,7 +37,7 @@ from polecat.frontier.records import Completion, Lease
 from polecat.frontier.robots import RobotsPolicy
 from polecat.heap import fix_mmap_threshold
 from polecat.hosts import host_key
-from polecat.node import verdict
+from polecat.node import turns, verdict
 from polecat.node.commits import Commits
 from polecat.node.lease_runner import LeaseRunner
 from polecat.node.leases import LeaseLoop
@@ -46,6 +46,7 @@ from polecat.node.pipeline import Page, PagePipeline
 from polecat.node.run_state import SEEDS_REFUSED_KEPT, RunCounters, Waker
 from polecat.node.seed_feed import SeedFeed
 from polecat.node.stats import CrawlStats, collect_stats
+from polecat.node.turns import PageTurns
 from polecat.parse.robots import product_token
 from polecat.store.archive import archive_info
 from polecat.store.base import PageStore
@@ -174,11 +175,12 @@ class Crawler:
         runner = LeaseRunner(cfg, frontier=frontier, db=self._db, robots=self._robots, fetcher=self._fetcher,
                              store=self._store, pipeline=self._pipeline, canon=self._canon,
                              commits=self._commits, waker=waker, counters=self._counters, clock=self._clock,
+                             turns=PageTurns(self._clock.monotonic, turns.TURN_SECONDS),
                              on_lease=self._on_lease, fail=self._fail, failed=lambda: self._fatal is not None,
                              permit=self._link.permit if self._link is not None else None)
         seeds_file = cfg.scope.seeds_file
         self._feed = None if seeds_file is None else SeedFeed(
-            seeds_file, add_seeds=self.add_seeds, frontier_free=self._commits.frontier_free.wait,
+            seeds_file, add_seeds=self.add_seeds, frontier_free=self._commits.frontier_freed,
             wake=waker.set, clock=self._clock)
         self._loop = LeaseLoop(cfg, frontier=frontier, db=self._db, commits=self._commits, runner=runner,
                                waker=waker, counters=self._counters, link=self._link, clock=self._clock,

@@ -35,6 +35,15 @@ Rules:
    due within the keep-alive) has its idle connections closed at once (``PageFetcher.let_go``,
    polecat/fetch/pool.py rule 11), not left open for the keep-alive; a page whose completion waits for
    a commit (rule 3) is judged when it is held, its own URL still counted queued.
+10. A response in hand takes a turn of page work (polecat/node/turns.py) before its CPU step: a page's
+   before the pipeline (parse, outlinks, dedup, store) and its completion, a robots.txt's before its
+   parse and completion. A failed request does not: its completion is a few writes of the frontier.
+   A lease's first step takes one too (its DNS answer, its connection, its request's bytes): the lease
+   loop starts up to 64 a step (polecat/node/leases.py rule 6), and their first steps all ran in the
+   loop's next iteration. A response's turn is taken with the frontier free (polecat/node/commits.py
+   rule 14), and taken again if a commit began while it waited: turns granted and then held for an
+   LMDB commit's end all ran when it ended, 180-240 page steps in one loop iteration of a 1M-host
+   breadth crawl (benchmarks/README.md "Issue 39: page work a loop turn").
 """
 
 from __future__ import annotations
@@ -66,6 +75,7 @@ from polecat.node.commits import Commits
 from polecat.node.pipeline import PagePipeline
 from polecat.node.robots_pacer import RobotsPacer
 from polecat.node.run_state import RunCounters, Waker
+from polecat.node.turns import PageTurns
 from polecat.store.base import FetchRecord, PageStore, content_hash
 
 if TYPE_CHECKING:
@@ -87,7 +97,7 @@ class LeaseRunner:
 
     def __init__(self, cfg: Config, *, frontier: Frontier, db: FrontierDB, robots: RobotsPolicy,
                  fetcher: PageFetcher, store: PageStore, pipeline: PagePipeline, canon: Canonicalizer,
-                 commits: Commits, waker: Waker, counters: RunCounters, clock: Clock,
+                 commits: Commits, waker: Waker, counters: RunCounters, clock: Clock, turns: PageTurns,
                  on_lease: LeaseObserver | None, fail: Callable[[BaseException], None],
                  failed: Callable[[], bool], permit: Callable[[str], SendLeave | None] | None = None) -> None:
         self._cfg = cfg
@@ -102,6 +112,7 @@ class LeaseRunner:
         self._waker = waker
         self._counters = counters
         self._clock = clock
+        self._turns = turns
         self._on_lease = on_lease
         self._fail = fail
         self._failed = failed
@@ -116,6 +127,7 @@ class LeaseRunner:
 
     async def run(self, lease: Lease) -> None:
         """Fetch ``lease`` and record how it ended (the rules above)."""
+        await self._turns.take()  # rule 10: the request's start
         if self._cfg.politeness.key_by_ip and not await self._bind_ip(lease):
             if lease.kind == "page":
                 self._counters.fetches -= 1  # withdrawn before anything was sent (rule 4)
@@ -158,7 +170,7 @@ class LeaseRunner:
             if task is not None:
                 self._going.pop(task, None)
                 self._aborting.discard(task)  # a fetch that ended its own way as the abort came
-        await self._commits.frontier_free.wait()
+        await self._commits.frontier_freed()
         if self._failed():
             return  # rule 3
         if self._on_lease is not None:
@@ -183,6 +195,15 @@ class LeaseRunner:
         if not keeps_connection(st, now):  # rule 9
             self._fetcher.let_go(lease.url)
         self._waker.after_lease()
+
+    async def _turn(self) -> None:
+        """Rule 10: a turn of page work, the frontier free."""
+        free = self._commits.frontier_free
+        while True:
+            await self._commits.frontier_freed()
+            await self._turns.take()
+            if free.is_set():
+                return
 
     def abort_unpermitted(self) -> int:
         """Cancel the requests in flight that may not go on (rule 7); returns how many."""
@@ -218,6 +239,7 @@ class LeaseRunner:
         try:
             outcome = await self._fetcher.fetch_robots(origin_of(lease.url) + "/robots.txt", pacer=pacer,
                                                        gate=gate)
+            await self._turn()
         except (asyncio.CancelledError, RequestWithheld):
             pacer.after(lease.url, None)  # a host a redirect hop borrowed goes back (politeness rule 8)
             raise
@@ -250,7 +272,7 @@ class LeaseRunner:
         self._counters.answered += 1
         _log_response(lease, resp)
         self._counters.bytes_fetched += resp.wire_bytes
-        await self._commits.frontier_free.wait()  # the pipeline queues outlinks and reads the near index
+        await self._turn()  # the pipeline queues outlinks and reads the near index
         completion = self._pipeline.handle(lease, resp, started, stream.sink)
         if self._released < MAX_RELEASED and self._pipeline.holds(lease.url):
             # rule 8: the host's next request need not wait for this page's claims

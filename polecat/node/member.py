@@ -190,7 +190,7 @@ class Member:
         batches, asked right before the URLs are queued (False: refused, rule 3)."""
         if not self._receiving():
             raise PolecatError("this member is stopping; send the batch again later")
-        await self._commits.frontier_free.wait()
+        await self._commits.frontier_freed()  # commits.py rule 14
         if not self._receiving() or (taking is not None and not taking()):  # rule 3, asked again now
             raise PolecatError("this member is stopping or leaving; send the batch again later")
         self.queue_handed(batch.urls, self._clock.wall())
