@@ -48,6 +48,12 @@ class Frontier:
     def rank_for_commit(self, most: int) -> bool:
         return True
 
+    def rebuild_heaps_in_steps(self) -> None:
+        pass
+
+    def heaps_step(self) -> bool:
+        return True
+
 
 class Claims:
     """Deposits stored here, waiting for a store flush to be acknowledged (claims rule 12)."""
