@@ -21,8 +21,6 @@ from polecat.frontier.slices import slice_of
 from polecat.hosts import host_key
 from polecat.testing.etcd import EtcdServer
 from polecat.testing.failover import (
-    INTERVAL,
-    ROUND_S,
     also,
     cluster_confs,
     every_page,
@@ -30,6 +28,7 @@ from polecat.testing.failover import (
     page_urls,
     refetched,
     refetched_since,
+    round_allowance,
     start_node,
     stop_all,
     until,
@@ -73,7 +72,7 @@ async def test_a_node_frozen_for_three_ttls_wakes_without_fetching_what_it_lost(
     try:
         await until(lambda: len(set(page_urls(web))) >= len(truth) // 3, 90, "a third of the pages")
         procs[frozen].send_signal(signal.SIGSTOP)
-        stopped = time.monotonic()
+        stopped, stopped_wall = time.monotonic(), time.time()
         await asyncio.sleep(1.5 * TTL)  # its lease has expired: the heirs are restoring its slices
         if joiner:
             procs[joiner] = start_node(confs[joiner], logs[joiner])
@@ -92,11 +91,12 @@ async def test_a_node_frozen_for_three_ttls_wakes_without_fetching_what_it_lost(
     print(f"\nfreeze of {frozen} for {3 * TTL} s{also(joiner, leaver)}: {len(violations)} "
           f"violations, {twice} of {len(truth)} pages fetched twice")
     # What the frozen node fetched after the snapshot of its last shipped checkpoint round is fetched
-    # again by its heirs (at-least-once): that snapshot is at most INTERVAL + ROUND_S old (10-73 pages
+    # again by its heirs (at-least-once): that snapshot is at most INTERVAL + ROUND_S old, or as old as its
+    # logged rounds took on a loaded machine (round_allowance) (10-73 pages
     # of 307 over the runs, on a loaded 2-core VM; a round that waited for a frozen peer's
     # acknowledgements made it older: checkpoint_plan rule 7).
     firsts = refetched_since(web, stopped)
-    assert firsts == [] or firsts[0] >= -(INTERVAL + ROUND_S), firsts[:5]
+    assert firsts == [] or firsts[0] >= -round_allowance(logs[frozen], stopped_wall), firsts[:5]
     # A join or a leave moves slices once more (hand-overs, URLs re-routed): 0-34 pages over the runs.
     # The 34 (a leave, seen once) fit one host of the frozen node's that the leaver restored, finished
     # and handed to the third node, which kept it (nothing queued) while the woken owner fetched its
