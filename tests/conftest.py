@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from polecat.frontier.db import FrontierDB
 from polecat.testing.dns import LocalDnsServer
 from polecat.testing.etcd import EtcdServer, etcd_binary
 from polecat.testing.sitegen import SiteSpec
@@ -53,6 +55,16 @@ def frontier_backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyP
     backend: str = request.param
     monkeypatch.setattr(frontier_helpers, "BACKEND", backend)
     return backend
+
+
+@pytest.fixture
+def frontier_db(tmp_path: Path) -> Iterator[FrontierDB]:
+    """An empty frontier database in ``tmp_path``, closed after the test."""
+    db = FrontierDB(tmp_path / "frontier", map_size=1 << 28, params={})
+    try:
+        yield db
+    finally:
+        db.close()
 
 
 @pytest.fixture

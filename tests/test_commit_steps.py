@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 
 import lmdb
@@ -36,12 +36,8 @@ def writes(n: int, value: bytes = b"v") -> list[Write]:
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Iterator[FrontierDB]:
-    frontier_db = FrontierDB(tmp_path / "frontier", map_size=1 << 28, params={})
-    try:
-        yield frontier_db
-    finally:
-        frontier_db.close()
+def db(frontier_db: FrontierDB) -> FrontierDB:
+    return frontier_db
 
 
 def in_txn(db: FrontierDB, n: int) -> int:

@@ -5,9 +5,7 @@ commits, outbox commits), never timed."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from concurrent.futures import Future
-from pathlib import Path
 
 import pytest
 
@@ -98,12 +96,8 @@ class Link:
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Iterator[FrontierDB]:
-    frontier_db = FrontierDB(tmp_path / "frontier", map_size=1 << 28, params={})
-    try:
-        yield frontier_db
-    finally:
-        frontier_db.close()
+def db(frontier_db: FrontierDB) -> FrontierDB:
+    return frontier_db
 
 
 async def test_deposits_are_acknowledged_after_a_store_flush_alone(db: FrontierDB) -> None:
