@@ -540,3 +540,18 @@ def test_a_put_of_no_value_refuses_the_open(tmp_path: Path) -> None:
         fh.write(struct.pack("<IQI", len(payload), seq + 1, crc) + payload)
     with pytest.raises(FrontierError, match="a put of no value"):
         opened(tmp_path)
+
+
+def test_a_commit_bigger_than_the_log_is_an_lmdb_commit_not_an_append(tmp_path: Path) -> None:
+    """db.py rule 16: an entry that would reach the log's size alone (an open's index build at 50M URLs
+    made one past the 32-bit length of an entry) goes into the LMDB commit, not the log."""
+    db = opened(tmp_path, log_bytes=2_000)
+    db.apply([Put("meta", b"small", b"v")])
+    db.commit()
+    assert db.wal.size > 0  # a small commit is an append
+    logged = db.wal.size
+    db.apply([Put("meta", b"big%d" % i, b"v" * 100) for i in range(40)])  # ~4 KB: past the log's 2,000 B
+    db.commit()
+    assert db.wal.size == 0 < logged  # an LMDB commit, the log emptied; not a 4 KB entry appended
+    assert lmdb_meta(db, b"big39") == b"v" * 100 and lmdb_meta(db, b"small") == b"v"
+    db.close()

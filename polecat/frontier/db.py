@@ -119,6 +119,12 @@ Rule of writes applied in steps (numbered after rule 14's):
     :meth:`items`, :meth:`count`, :attr:`txn`, and so a commit or a snapshot) applies the queue first: a
     read sees every write made before it, as when they were applied at once. The log's entry takes them
     at once, in the order given (rule 6), as before.
+16. A commit whose own entry would reach :attr:`FrontierDB.lmdb_commit_at` (or :data:`MAX_ENTRY`, what an
+    entry's 32-bit length holds) is an LMDB commit, not an append (rule 6): logged, it would be written
+    twice (the log, then the LMDB commit the log's size then asks for). Such a commit is the open's after
+    a migration or an index build (a 50M-URL frontier's refresh indexes: ~150M rows, past 4 GiB in one
+    entry, so the first commit after the open failed with ``struct.error``: benchmarks/bench_periodic.py
+    at 50M), or a node's after a big adoption; a node's periodic commits are far smaller.
 """
 
 from __future__ import annotations
@@ -182,6 +188,8 @@ TABLES = ("meta", "queue", "hosts", "seen", "urls", "near", "ops", "robots", "pr
 ROOM_CHECK_WRITES = 1_000
 """A batch of writes at least this long gets disk space reserved for it before it is applied (rule 11)."""
 
+MAX_ENTRY = (1 << 32) - 1
+"""The most bytes a log entry's payload may hold: its length is 32 bits (wal.py rule 1; rule 16)."""
 LOG_BYTES = 64 << 20
 """Log bytes after which a commit is also an LMDB commit, at least (rules 6 and 14; the default of
 ``frontier.log_mb``, 64 MiB)."""
@@ -698,7 +706,7 @@ class FrontierDB:
         self.written.commit()
         entry, self._entry = self._entry, Entry()
         at = self.lmdb_commit_at
-        if to_lmdb or self.wal.size >= at:
+        if to_lmdb or self.wal.size >= at or entry.size >= min(at, MAX_ENTRY):  # rules 6 and 16
             return self._start_lmdb_commit(txn)
         self._appending = self._writer.submit(partial(self.wal.append, self.seq, entry))
         if self._reserve is not None and not self._synced_ahead and self.wal.size >= at * 3 // 4:

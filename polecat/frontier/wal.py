@@ -167,6 +167,12 @@ class Entry:
             return bytes([0x90 | n])
         return b"\xdc" + n.to_bytes(2, "big") if n < 1 << 16 else b"\xdd" + n.to_bytes(4, "big")
 
+    @property
+    def size(self) -> int:
+        """Bytes of the entry's payload so far (its rows' encoding)."""
+        with self._packer.getbuffer() as body:
+            return len(body) + 5
+
     def body(self) -> memoryview:
         """The rows' encoding: the encoder's own buffer, no copy (nothing may be added while it is held)."""
         body: memoryview = self._packer.getbuffer()
