@@ -205,3 +205,24 @@ def test_status_reads_the_counters_not_every_url(tmp_path: Path) -> None:
     other = read_status(tmp_path / "frontier", refresh=replace(refresh, min_interval=20.0), now=700.0)
     assert other.freshness.tracked == expected[700.0].tracked
     assert read_status(tmp_path / "frontier", refresh=refresh, now=100.0).freshness == expected[100.0]
+
+
+def test_the_open_builds_the_index_across_lmdb_commits(tmp_path: Path) -> None:
+    """refresh_index.py rule 6, db.py rule 16: the open's build hands its writes over between slices, and
+    the open commits them to the LMDB as they grow (here every batch: ``log_mb`` 0), so a big frontier's
+    build is not held in memory whole; the index built so equals a recount."""
+    cfg = Config(scope=replace(Config().scope, mode="any"), frontier=replace(Config().frontier, log_mb=0.0),
+                 refresh=RefreshConfig(min_interval=10.0, max_interval=1_000.0, min_visits=1))
+    rig = Rig(tmp_path, cfg=cfg)
+    records = random_records(random.Random(5), 40, 5)
+    rig.db.apply([Put("urls", url_key(rec.url), rec.encode()) for rec in records])
+    rig.db.apply([Delete("meta", INDEX_KEY)])  # as before the index: the open builds it
+    rig.db.commit()
+    before = rig.db.seq
+    rig.crash()
+    with mock.patch("polecat.frontier.refresh_index.REBUILD_BATCH", 20):
+        rig.reopen(rig.now)
+    assert rig.db.seq - before >= 200 * 3 // 20 // 2  # LMDB commits during the build, not one at its end
+    index = rig.raw._refresh.index
+    assert not index.stale and rig.raw.freshness(900.0) == index.recount(900.0)
+    assert rig.db.count("refresh") == sum(1 for rec in records if rec.history)

@@ -124,7 +124,11 @@ Rule of writes applied in steps (numbered after rule 14's):
     twice (the log, then the LMDB commit the log's size then asks for). Such a commit is the open's after
     a migration or an index build (a 50M-URL frontier's refresh indexes: ~150M rows, past 4 GiB in one
     entry, so the first commit after the open failed with ``struct.error``: benchmarks/bench_periodic.py
-    at 50M), or a node's after a big adoption; a node's periodic commits are far smaller.
+    at 50M), or a node's after a big adoption; a node's periodic commits are far smaller. A long run of
+    writes outside the periodic commits asks for such commits as it goes (:meth:`FrontierDB.commit_if_big`:
+    the open's index build, polecat/frontier/refresh_index.py rule 6), or it holds them all in memory
+    until the next commit, as the entry's encoding and the open transaction's dirty pages (7.8 GB of
+    RssAnon at the end of that 50M build).
 """
 
 from __future__ import annotations
@@ -715,6 +719,15 @@ class FrontierDB:
             self._synced_ahead = True
             self._writer.submit(self._reserve.sync)
         return self._appending
+
+    def commit_if_big(self) -> bool:
+        """Rule 16: an LMDB commit now if the writes applied since the last commit have reached
+        :attr:`lmdb_commit_at`; whether it made one. For a long run of writes outside a node's periodic
+        commits (the open's index build), so that they are not all held in memory until the next commit."""
+        if self._entry.size < min(self.lmdb_commit_at, MAX_ENTRY):
+            return False
+        self.commit(to_lmdb=True)
+        return True
 
     def _start_lmdb_commit(self, txn: lmdb.Transaction) -> Future[lmdb.Transaction]:
         """Commit the LMDB transaction (rule 6): the seen run first, prepared and written on the writer

@@ -149,6 +149,7 @@ class Frontier:
         if refresh.index.stale:  # built in batches, each applied at once (writes.py rule 4)
             for batch in refresh.index.rebuild(now):
                 db.apply(batch)
+                db.commit_if_big()  # db.py rule 16, refresh_index.py rule 6
         release = handover.resume()  # before anything is queued (handover.py rule 7)
         opening = table.load(now)
         opening += intake.refetch_writes(now)

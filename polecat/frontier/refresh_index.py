@@ -27,6 +27,11 @@ Rules:
 5. The counters are written to ``meta`` (:data:`INDEX_KEY`) at every commit, with the settings they were
    computed under; an open whose settings differ, or of data written before the index (0.3.0), builds
    the index again from the ``urls`` table (one full pass, the only one).
+6. That build reads ``urls`` a slice at a time and hands its writes over only between two slices, no
+   read of the table open: so whoever applies them may make an LMDB commit between two batches (the
+   open does once they are many, polecat/frontier/db.py rule 16), which ends the transaction a read
+   would have gone on in. A build cut by a kill -9 between such commits left the settings unmarked (the
+   mark is its last write): the next open builds it again from the start.
 """
 
 from __future__ import annotations
@@ -42,7 +47,7 @@ from polecat.config import RefreshConfig
 from polecat.frontier.keys import due_key, fresh_key, refresh_prefix, refresh_row, url_key_of_refresh_row
 from polecat.frontier.records import UrlRecord
 from polecat.frontier.refresh import Freshness, History, RefreshPolicy
-from polecat.frontier.slices import slice_prefix
+from polecat.frontier.slices import SLICES, slice_prefix
 from polecat.frontier.tables import FrontierTables, TableReader
 from polecat.hosts import host_key
 from polecat.writes import Delete, Put, Write
@@ -158,13 +163,14 @@ class RefreshIndex:
         self.counts = counts = FreshCounts(cursor=now)
         self._recent.clear()
         out: list[Write] = []
-        for key, raw in db.items("urls"):
-            rec = UrlRecord.decode(raw)
-            host = host_key(rec.url)
-            row = row_of(self._policy, host, rec)
-            if row is not None:
-                self._put(host, key, row, out)
-                counts.add(row, 1)
+        for slice_id in range(SLICES):  # a slice's pass ends before a batch is yielded (rule 6)
+            for key, raw in db.items("urls", slice_prefix(slice_id)):
+                rec = UrlRecord.decode(raw)
+                host = host_key(rec.url)
+                row = row_of(self._policy, host, rec)
+                if row is not None:
+                    self._put(host, key, row, out)
+                    counts.add(row, 1)
             if len(out) >= REBUILD_BATCH:
                 yield out
                 out = []

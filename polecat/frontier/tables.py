@@ -76,6 +76,11 @@ class FrontierTables(TableReader, Protocol):
         """Make every write applied so far durable (rule 4); answers the new commit counter."""
         ...
 
+    def commit_if_big(self) -> bool:
+        """Commit now if the writes applied since the last commit are many (a long run of them outside a
+        node's periodic commits: polecat/frontier/db.py rule 16); whether it did."""
+        ...
+
     def snapshot(self) -> Snapshot:
         """A reader of the last commit (rule 5)."""
         ...

@@ -333,6 +333,10 @@ class MemoryFrontierDB:
         self.apply(decided.writes)
         return decided.value
 
+    def commit_if_big(self) -> bool:
+        """Never: the tables are in memory whatever their writes (db.py rule 16 is the disk's)."""
+        return False
+
     def commit(self) -> int:
         self.written.commit()
         self.seq += 1
