@@ -710,7 +710,7 @@ class FrontierDB:
         self.written.commit()
         entry, self._entry = self._entry, Entry()
         at = self.lmdb_commit_at
-        if to_lmdb or self.wal.size >= at or entry.size >= min(at, MAX_ENTRY):  # rules 6 and 16
+        if to_lmdb or self.wal.size >= at or self._too_big_to_log(entry):  # rules 6 and 16
             return self._start_lmdb_commit(txn)
         self._appending = self._writer.submit(partial(self.wal.append, self.seq, entry))
         if self._reserve is not None and not self._synced_ahead and self.wal.size >= at * 3 // 4:
@@ -724,10 +724,14 @@ class FrontierDB:
         """Rule 16: an LMDB commit now if the writes applied since the last commit have reached
         :attr:`lmdb_commit_at`; whether it made one. For a long run of writes outside a node's periodic
         commits (the open's index build), so that they are not all held in memory until the next commit."""
-        if self._entry.size < min(self.lmdb_commit_at, MAX_ENTRY):
+        if not self._too_big_to_log(self._entry):
             return False
         self.commit(to_lmdb=True)
         return True
+
+    def _too_big_to_log(self, entry: Entry) -> bool:
+        """Rule 16: ``entry`` reaches the log's size, or what an entry's length holds."""
+        return entry.size >= min(self.lmdb_commit_at, MAX_ENTRY)
 
     def _start_lmdb_commit(self, txn: lmdb.Transaction) -> Future[lmdb.Transaction]:
         """Commit the LMDB transaction (rule 6): the seen run first, prepared and written on the writer
