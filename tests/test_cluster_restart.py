@@ -43,8 +43,11 @@ from tests.conftest import TestWebFactory
 
 RATE = 10.0
 NODES = ("r0", "r1", "r2")
-DELAYED = tuple((f"h0{k}.test", 0.2) for k in range(1, 5))
-"""Four of the nine hosts ask for a Crawl-delay of twice the rate's interval."""
+DELAYED = tuple((f"h0{k}.test", 0.5) for k in range(1, 5))
+"""Four of the nine hosts ask for a Crawl-delay of five times the rate's interval: when a third of the
+pages are fetched (the other hosts' first), each has some 20 pages left, so politeness itself keeps the
+crawl going for ~10 s more, however slowly a loaded machine stops the nodes (at 0.2 s, a loaded CI run
+finished the crawl before the restart)."""
 VARIANTS = {"all-at-once": ((), None), "one-then-the-others": (("r0",), None),
             "a-node-joins-at-the-restart": ((), "join"), "a-node-leaves-at-the-restart": ((), "leave")}
 """Who is stopped first, and what else happens at the restart: nothing, a fourth node (r3) starts for
