@@ -46,10 +46,10 @@ dirtied, ~4 KB per queue or host row changed):
    transaction (an entry at or below it is in the LMDB already: never applied twice) and takes the last
    one's as its commit counter; a torn tail is dropped (wal.py rule 3, :attr:`FrontierDB.log_dropped`).
    The writes are applied as they are decoded, in batches of rows, each key's last write, a table at a
-   time (wal.py rules 8 and 11), and ``meta``'s ``seq`` once at the end (one transaction: a crash
-   mid-replay leaves the LMDB as it was, and the next open replays the log again); an entry whose
-   checksum holds but that does not decode refuses the open (the transaction, never committed, is
-   dropped with it).
+   time in key order (wal.py rules 8 and 11, rule 17), and ``meta``'s ``seq`` once at the end (one
+   transaction: a crash mid-replay leaves the LMDB as it was, and the next open replays the log again);
+   an entry whose checksum holds but that does not decode refuses the open (the transaction, never
+   committed, is dropped with it).
    An absent log is an empty one (data dirs of 0.3.0). What the node committed is what the log and the
    LMDB hold together, so a kill -9 loses what was applied after the last commit, as before.
 8. The seen keys go through the log like every other write, not as a run per commit: the replay then
@@ -138,8 +138,9 @@ Rule of the replay's order of puts (numbered after rule 16's):
     a descent from the root, through pages the put before it brought into the CPU's caches. A batch holds
     one write a key, so the order of its rows does not change what the table ends with. Issue 39: at
     1.5M URLs, 670,000 queue rows in log order cost ~1.1 s of CPU in ``putmulti`` (1.6 us each: a
-    random descent of a 130 MB tree), ~0.65 s so (benchmarks/README.md, "Issue 39: the replay's puts in
-    key order").
+    random descent of a 130 MB tree), 0.66 s so; the whole replay of 139 MiB 3.07-3.16 -> 2.66-2.79 s of
+    CPU, of 320 MiB 7.29-7.73 -> 6.22-6.58 s (benchmarks/README.md, "Issue 39: the replay's puts in key
+    order").
 """
 
 from __future__ import annotations
