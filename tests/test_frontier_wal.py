@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 from polecat.config import Config, FrontierConfig, validate
 from polecat.errors import ConfigError, FrontierError, StorageFault
+from polecat.frontier import db as frontier_db
 from polecat.frontier import status, wal
 from polecat.frontier.db import CommittedTables, FrontierDB
 from polecat.frontier.slices import slice_prefix
@@ -477,17 +478,22 @@ def state(db: FrontierDB) -> dict[str, object]:
     return {**tables, "marks": set(db.written.marks)}
 
 
-@settings(max_examples=60, deadline=None)
-@given(st.lists(REPLAYED_WRITES, min_size=1, max_size=5), st.integers(1, 5), st.booleans())
-@example([[Put("near", b"\0\0a", b"1"), Put("near", b"\0\0a", b"2")], [Delete("near", b"\0\0b")]], 5, False)
-@example([[Put("seen", seen_key(0), b""), Delete("seen", seen_key(0)), Put("seen", seen_key(1), b"")]], 5,
+@settings(max_examples=80, deadline=None)
+@given(st.lists(REPLAYED_WRITES, min_size=1, max_size=5), st.integers(1, 5), st.booleans(), st.booleans())
+@example([[Put("near", b"\0\0a", b"1"), Put("near", b"\0\0a", b"2")], [Delete("near", b"\0\0b")]], 5, False,
          False)
-@example([[Delete("queue", b"\0\0a"), Put("queue", b"\0\0a", b"1"), Delete("queue", b"\0\0a")]], 2, True)
+@example([[Put("seen", seen_key(0), b""), Delete("seen", seen_key(0)), Put("seen", seen_key(1), b"")]], 5,
+         False, False)
+@example([[Delete("queue", b"\0\0a"), Put("queue", b"\0\0a", b"1"), Delete("queue", b"\0\0a")]], 2, True,
+         False)
+@example([[Put("queue", b"\0\1b", b"1"), Put("queue", b"\0\0b", b"2"), Delete("queue", b"\0\0a"),
+           Put("hosts", b"\0\1a", b"3"), Put("hosts", b"\0\0a", b"4")]], 5, False, True)
 def test_the_replay_ends_where_applying_each_write_in_order_ends(commits: list[list[Write]], rows: int,
-                                                                 torn: bool) -> None:
+                                                                 torn: bool, ordered: bool) -> None:
     """wal.py rule 11: the replay in batches (of ``rows`` rows here, so that they end anywhere), each
     key's last write, ends with the tables, seen keys and slice marks that applying the logged writes one
-    at a time in order (the replay before it) gives; a torn last entry is left out whole."""
+    at a time in order (the replay before it) gives; a torn last entry is left out whole. So it does with
+    a batch's rows put in key order (db.py rule 17, ``ordered``: from 1 row of a table on)."""
     with tempfile.TemporaryDirectory() as tmp:
         crashed, direct = opened(Path(tmp) / "crashed"), opened(Path(tmp) / "direct")
         for writes in commits:
@@ -501,7 +507,8 @@ def test_the_replay_ends_where_applying_each_write_in_order_ends(commits: list[l
         kept = commits[:-1] if torn else commits
         for writes in kept:
             direct._apply(direct.txn, writes)
-        with mock.patch.object(wal, "REPLAY_ROWS", rows):
+        with mock.patch.object(wal, "REPLAY_ROWS", rows), \
+                mock.patch.object(frontier_db, "ORDER_ROWS", 1 if ordered else 1 << 30):
             again = opened(Path(tmp) / "crashed")
         try:
             assert again.replayed == len(kept) and again.seq == direct.seq + len(kept)
@@ -527,6 +534,19 @@ def test_a_batch_holds_at_most_its_rows_and_each_keys_last_write() -> None:
     assert batches[1].in_order == [(b"n", b"2")] and batches[1].last["seen"] == {seen: b""}
     assert batches[2].last["meta"] == {b"m": b"v"}
     assert batches[0].in_order == [(b"n", b"1")]
+
+
+@given(st.dictionaries(st.binary(max_size=12), st.one_of(st.none(), st.binary(max_size=4)), max_size=40))
+@example({b"\xff": b"1", b"\x80\0": None, b"a": b"2", b"": b"3", b"abcdefgh0": b"4", b"abcdefgh": b"5"})
+def test_a_batch_of_a_table_is_put_in_the_order_of_its_keys_first_bytes(
+        rows: dict[bytes, bytes | None]) -> None:
+    """db.py rule 17: the replay puts (and deletes) a table's rows of a batch by their keys' first
+    ``ORDER_BYTES`` bytes, unsigned (short keys as if padded with zero bytes), each key with its value."""
+    with mock.patch.object(frontier_db, "ORDER_ROWS", 0):
+        keys, values = frontier_db._in_key_order(rows)
+    assert sorted(zip(keys, values, strict=True)) == sorted(rows.items())
+    heads = [key[:frontier_db.ORDER_BYTES].ljust(frontier_db.ORDER_BYTES, b"\0") for key in keys]
+    assert heads == sorted(heads)
 
 
 def test_a_put_of_no_value_refuses_the_open(tmp_path: Path) -> None:

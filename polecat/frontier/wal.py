@@ -65,10 +65,11 @@ Rules:
 11. The replay (db.py rule 7) takes the rows of the entries past the LMDB's as msgpack decodes them, no
    write object a row, and gathers up to :data:`REPLAY_ROWS` of them (across entries) into a
    :class:`Batch`: per table, each key's last write, which the replay applies a table at a time, its
-   puts in one ``putmulti``. Only the last write of a key counts once the batch's rows are all applied,
-   and tables are apart, so the batch ends as the rows applied one by one in order end; where that
-   does not hold, order is kept: the dupsort ``near`` table's rows (:data:`IN_ORDER`: a key holds several
-   values) are applied every one, in order, and a ``DeleteSlices`` (it deletes across the tables) or a
+   puts in one ``putmulti`` (in key order, db.py rule 17). Only the last write of a key counts once the
+   batch's rows are all applied, and tables are apart, so the batch ends as the rows applied one by one
+   in order end; where that does not hold, order is kept: the dupsort ``near`` table's rows
+   (:data:`IN_ORDER`: a key holds several values) are applied every one, in order, and a
+   ``DeleteSlices`` (it deletes across the tables) or a
    seen key's ``Delete`` (refused for a key in a run unless a put of it came first, seenlog.py) goes
    alone, after the batch before it and before the rows after it. A put of no value (msgpack nil)
    is no write: the replay refuses it (rule 8) rather than take it for a delete. Issue 39: 320 MiB of
