@@ -145,6 +145,7 @@ from typing import Generic, TypeVar
 
 import msgpack
 
+from polecat import native
 from polecat.dedup.minhash import VERIFY_MAX_DISTANCE, Fingerprint, verify_distance
 from polecat.dedup.nearindex import BANDS, band_keys
 from polecat.frontier.slices import PREFIX_LEN, SLICES, slice_prefix
@@ -538,8 +539,18 @@ def _keys(index: int) -> tuple[bytes, ...]:
 @lru_cache(maxsize=4096)
 def _slices(index: int) -> tuple[int, ...]:
     """The band slices of :func:`_keys`, remembered alike: a page's are asked for its owners (rule 9) and
-    again when its base is kept (rule 13), each a hash of a key."""
+    again when its base is kept (rule 13), each a hash of a key. The native kernel computes the four in
+    one call: in a crawl nearly every key is met for the first time in each process, so
+    :data:`_BAND_SLICES` rarely spares the BLAKE2b (benchmarks/README.md "Claim cost: band slices in C")."""
+    if _native_band_slices is not None:
+        return _native_band_slices(index, SLICES)
     return tuple(map(band_slice, _keys(index)))
+
+
+_kernel = native.load("polecat.cluster._claims")
+_native_band_slices: Callable[[int, int], tuple[int, ...]] | None = (
+    None if _kernel is None else _kernel.band_slices
+)
 
 
 @dataclass(frozen=True, slots=True)
