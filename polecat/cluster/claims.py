@@ -521,7 +521,8 @@ _UNKNOWN = 0xFFFF
 _BAND_SLICES = array("H", [_UNKNOWN]) * (BANDS << 16)
 """:func:`band_slice` of each band key (band number, 16-bit value) once computed: a BLAKE2b a key was the
 first cost of claims.py in a crawl (4 a page at its claimer, 4 a base made durable at each owner,
-benchmarks/README.md "Issue 35: claim items a page"); the 2**18 keys fill 512 KiB."""
+benchmarks/README.md "Issue 35: claim items a page"); the 2**18 keys fill 512 KiB. Without the native kernel
+only (:func:`_slices`): a crawl meets most keys once a process, so the table seldom pays."""
 
 
 def band_owners(index: int, owner_of: Callable[[int], str]) -> tuple[str, ...]:
