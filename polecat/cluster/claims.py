@@ -137,7 +137,7 @@ from __future__ import annotations
 import hashlib
 from array import array
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from operator import attrgetter, itemgetter
@@ -146,7 +146,7 @@ from typing import Generic, TypeVar
 import msgpack
 
 from polecat import native
-from polecat.dedup.minhash import VERIFY_MAX_DISTANCE, Fingerprint, verify_distance
+from polecat.dedup.minhash import VERIFY_BYTES, VERIFY_MAX_DISTANCE, Fingerprint, verify_distance
 from polecat.dedup.nearindex import BANDS, band_keys
 from polecat.frontier.slices import PREFIX_LEN, SLICES, slice_prefix
 from polecat.store.base import OWN_HASH_HEADER, REFERS_DATE_HEADER, FetchRecord
@@ -638,6 +638,45 @@ def _better(best: _Match | None, base: _Base, c: NearClaim, bits: int) -> _Match
     return best
 
 
+def _scan(bands: Mapping[bytes, list[_Base]], keys: tuple[bytes, ...], c: NearClaim,
+          settling: Container[tuple[str, bytes]], max_distance: int) -> tuple[_Match | None, _Match | None]:
+    """:meth:`NearBook._closest` over the bases of ``bands`` under ``keys``: the specification of the
+    native kernel's ``closest`` (polecat/cluster/_claims.c), which gives the same."""
+    best: _Match | None = None
+    order = _order(c)
+    seen: set[int] = set()
+    later: list[tuple[_Base, int]] = []
+    for key in keys:
+        for base in bands.get(key, ()):
+            # A base in several of these bands passes or fails the same tests in each: once is enough.
+            if id(base) in seen:
+                continue
+            seen.add(id(base))
+            o = base.claim
+            if o.url == c.url or base.order == order:
+                continue
+            bits = (o.index ^ c.index).bit_count()
+            if bits > max_distance:
+                continue
+            if base.order > order:
+                if (base.claimer, o.digest) not in settling:
+                    later.append((base, bits))
+                continue
+            best = _better(best, base, c, bits)
+    if best is not None:
+        return best, None
+    for base, bits in later:
+        best = _better(best, base, c, bits)
+    return None, best
+
+
+_native_closest: Callable[[dict[bytes, list[_Base]], tuple[bytes, ...], NearClaim,
+                           dict[tuple[str, bytes], tuple[NearClaim, float]], int, int, int],
+                          tuple[_Match | None, _Match | None]] | None = (
+    None if _kernel is None else _kernel.closest
+)
+
+
 class NearBook:
     """The owner's bases of its band keys and the earlier copies waiting on them (rules 10 and 14)."""
 
@@ -744,32 +783,10 @@ class NearBook:
     def _closest(self, c: NearClaim) -> tuple[_Match | None, _Match | None]:
         """The closest base near ``c`` fetched before it, and (only when there is none) the closest
         fetched after it and answered "none" already (rule 14); one scan of ``c``'s bands for both."""
-        best: _Match | None = None
-        order = _order(c)
-        seen: set[int] = set()
-        later: list[tuple[_Base, int]] = []
-        for key in _keys(c.index):
-            for base in self._bands.get(key, ()):
-                # A base in several of these bands passes or fails the same tests in each: once is enough.
-                if id(base) in seen:
-                    continue
-                seen.add(id(base))
-                o = base.claim
-                if o.url == c.url or base.order == order:
-                    continue
-                bits = (o.index ^ c.index).bit_count()
-                if bits > self._max_distance:
-                    continue
-                if base.order > order:
-                    if (base.claimer, o.digest) not in self._settling:
-                        later.append((base, bits))
-                    continue
-                best = _better(best, base, c, bits)
-        if best is not None:
-            return best, None
-        for base, bits in later:
-            best = _better(best, base, c, bits)
-        return None, best
+        if _native_closest is not None:
+            return _native_closest(self._bands, _keys(c.index), c, self._settling, self._max_distance,
+                                   VERIFY_MAX_DISTANCE, VERIFY_BYTES)
+        return _scan(self._bands, _keys(c.index), c, self._settling, self._max_distance)
 
     def _record(self, claimer: str, c: NearClaim, out: NearRouted) -> None:
         self._add(_Base(c, claimer), out)
