@@ -45,6 +45,15 @@ def test_any_index_and_slice_count_as_the_specification(index: int, slices: int)
         assert k.band_slices(index, slices) == _spec(index)
 
 
+def test_no_band_slice_table_beside_the_kernel() -> None:
+    """The kernel computes every page's slices: the Python path's 512 KiB table is not filled."""
+    kernel("polecat.cluster._claims")
+    if claims._native_band_slices is None:
+        pytest.skip("POLECAT_PURE_PYTHON=1: claims.py runs its specification")
+    assert len(claims._BAND_SLICES) == 0
+    assert band_slice(b"\x01\x02\x03") == claims._native_band_slices(0x0203 << 16, SLICES)[1]
+
+
 @pytest.mark.parametrize("args", [(1.0, SLICES), ("1", SLICES), (1, 0), (1, -1), (1, 1 << 32), (1, 2.0), (1,),
                                   (1, SLICES, 3)])
 def test_bad_arguments_raise(args: tuple[object, ...]) -> None:

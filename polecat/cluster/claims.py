@@ -504,6 +504,11 @@ class ClaimQueue(_HeldPages[_Waiting, ClaimBook]):
 
 # --- near-duplicate claims (rules 9-12) -------------------------------------------------------------
 
+_kernel = native.load("polecat.cluster._claims")
+_native_band_slices: Callable[[int, int], tuple[int, ...]] | None = (
+    None if _kernel is None else _kernel.band_slices
+)
+
 
 def band_slice(key: bytes) -> int:
     """Rule 8: the slice of a band key (hashed: band values are not spread like content hashes)."""
@@ -518,11 +523,12 @@ def band_slice(key: bytes) -> int:
 
 
 _UNKNOWN = 0xFFFF
-_BAND_SLICES = array("H", [_UNKNOWN]) * (BANDS << 16)
+_BAND_SLICES = array("H", [_UNKNOWN]) * (0 if _native_band_slices is not None else BANDS << 16)
 """:func:`band_slice` of each band key (band number, 16-bit value) once computed: a BLAKE2b a key was the
 first cost of claims.py in a crawl (4 a page at its claimer, 4 a base made durable at each owner,
-benchmarks/README.md "Issue 35: claim items a page"); the 2**18 keys fill 512 KiB. Without the native kernel
-only (:func:`_slices`): a crawl meets most keys once a process, so the table seldom pays."""
+benchmarks/README.md "Issue 35: claim items a page"); the 2**18 keys fill 512 KiB. Empty with the native
+kernel, which :func:`_slices` asks instead (a crawl meets most keys once a process: the table seldom
+paid)."""
 
 
 def band_owners(index: int, owner_of: Callable[[int], str]) -> tuple[str, ...]:
@@ -541,17 +547,12 @@ def _keys(index: int) -> tuple[bytes, ...]:
 def _slices(index: int) -> tuple[int, ...]:
     """The band slices of :func:`_keys`, remembered alike: a page's are asked for its owners (rule 9) and
     again when its base is kept (rule 13), each a hash of a key. The native kernel computes the four in
-    one call: in a crawl nearly every key is met for the first time in each process, so
-    :data:`_BAND_SLICES` rarely spares the BLAKE2b (benchmarks/README.md "Claim cost: band slices in C")."""
+    one call: in a crawl nearly every key is met for the first time in each process, so the table of
+    :func:`band_slice` rarely spares the BLAKE2b (benchmarks/README.md "Claim cost: band slices and the
+    near book's scan in C")."""
     if _native_band_slices is not None:
         return _native_band_slices(index, SLICES)
     return tuple(map(band_slice, _keys(index)))
-
-
-_kernel = native.load("polecat.cluster._claims")
-_native_band_slices: Callable[[int, int], tuple[int, ...]] | None = (
-    None if _kernel is None else _kernel.band_slices
-)
 
 
 @dataclass(frozen=True, slots=True)
