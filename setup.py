@@ -14,5 +14,6 @@ setup(
         Extension("polecat.parse._guard", ["polecat/parse/_guard.c"], optional=True),
         Extension("polecat.store._warc", ["polecat/store/_warc.c"], optional=True),
         Extension("polecat.dedup._bloom", ["polecat/dedup/_bloom.c"], optional=True),
+        Extension("polecat.cluster._claims", ["polecat/cluster/_claims.c"], optional=True),
     ]
 )

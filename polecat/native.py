@@ -18,7 +18,7 @@ import os
 from types import ModuleType
 
 KERNELS = ("polecat.dedup._minhash", "polecat.parse._extract", "polecat.dedup._canon", "polecat.parse._guard",
-           "polecat.store._warc", "polecat.dedup._bloom")
+           "polecat.store._warc", "polecat.dedup._bloom", "polecat.cluster._claims")
 """Module name of every native kernel that setup.py builds."""
 
 

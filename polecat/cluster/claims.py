@@ -137,7 +137,7 @@ from __future__ import annotations
 import hashlib
 from array import array
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from operator import attrgetter, itemgetter
@@ -145,7 +145,8 @@ from typing import Generic, TypeVar
 
 import msgpack
 
-from polecat.dedup.minhash import VERIFY_MAX_DISTANCE, Fingerprint, verify_distance
+from polecat import native
+from polecat.dedup.minhash import VERIFY_BYTES, VERIFY_MAX_DISTANCE, Fingerprint, verify_distance
 from polecat.dedup.nearindex import BANDS, band_keys
 from polecat.frontier.slices import PREFIX_LEN, SLICES, slice_prefix
 from polecat.store.base import OWN_HASH_HEADER, REFERS_DATE_HEADER, FetchRecord
@@ -503,6 +504,11 @@ class ClaimQueue(_HeldPages[_Waiting, ClaimBook]):
 
 # --- near-duplicate claims (rules 9-12) -------------------------------------------------------------
 
+_kernel = native.load("polecat.cluster._claims")
+_native_band_slices: Callable[[int, int], tuple[int, ...]] | None = (
+    None if _kernel is None else _kernel.band_slices
+)
+
 
 def band_slice(key: bytes) -> int:
     """Rule 8: the slice of a band key (hashed: band values are not spread like content hashes)."""
@@ -517,10 +523,12 @@ def band_slice(key: bytes) -> int:
 
 
 _UNKNOWN = 0xFFFF
-_BAND_SLICES = array("H", [_UNKNOWN]) * (BANDS << 16)
+_BAND_SLICES = array("H", [_UNKNOWN]) * (0 if _native_band_slices is not None else BANDS << 16)
 """:func:`band_slice` of each band key (band number, 16-bit value) once computed: a BLAKE2b a key was the
 first cost of claims.py in a crawl (4 a page at its claimer, 4 a base made durable at each owner,
-benchmarks/README.md "Issue 35: claim items a page"); the 2**18 keys fill 512 KiB."""
+benchmarks/README.md "Issue 35: claim items a page"); the 2**18 keys fill 512 KiB. Empty with the native
+kernel, which :func:`_slices` asks instead (a crawl meets most keys once a process: the table seldom
+paid)."""
 
 
 def band_owners(index: int, owner_of: Callable[[int], str]) -> tuple[str, ...]:
@@ -538,7 +546,12 @@ def _keys(index: int) -> tuple[bytes, ...]:
 @lru_cache(maxsize=4096)
 def _slices(index: int) -> tuple[int, ...]:
     """The band slices of :func:`_keys`, remembered alike: a page's are asked for its owners (rule 9) and
-    again when its base is kept (rule 13), each a hash of a key."""
+    again when its base is kept (rule 13), each a hash of a key. The native kernel computes the four in
+    one call: in a crawl nearly every key is met for the first time in each process, so the table of
+    :func:`band_slice` rarely spares the BLAKE2b (benchmarks/README.md "Claim cost: band slices and the
+    near book's scan in C")."""
+    if _native_band_slices is not None:
+        return _native_band_slices(index, SLICES)
     return tuple(map(band_slice, _keys(index)))
 
 
@@ -624,6 +637,45 @@ def _better(best: _Match | None, base: _Base, c: NearClaim, bits: int) -> _Match
     if rank[0] <= VERIFY_MAX_DISTANCE and (best is None or (rank, base.order) < (best[1], best[0].order)):
         return base, rank
     return best
+
+
+def _scan(bands: Mapping[bytes, list[_Base]], keys: tuple[bytes, ...], c: NearClaim,
+          settling: Container[tuple[str, bytes]], max_distance: int) -> tuple[_Match | None, _Match | None]:
+    """:meth:`NearBook._closest` over the bases of ``bands`` under ``keys``: the specification of the
+    native kernel's ``closest`` (polecat/cluster/_claims.c), which gives the same."""
+    best: _Match | None = None
+    order = _order(c)
+    seen: set[int] = set()
+    later: list[tuple[_Base, int]] = []
+    for key in keys:
+        for base in bands.get(key, ()):
+            # A base in several of these bands passes or fails the same tests in each: once is enough.
+            if id(base) in seen:
+                continue
+            seen.add(id(base))
+            o = base.claim
+            if o.url == c.url or base.order == order:
+                continue
+            bits = (o.index ^ c.index).bit_count()
+            if bits > max_distance:
+                continue
+            if base.order > order:
+                if (base.claimer, o.digest) not in settling:
+                    later.append((base, bits))
+                continue
+            best = _better(best, base, c, bits)
+    if best is not None:
+        return best, None
+    for base, bits in later:
+        best = _better(best, base, c, bits)
+    return None, best
+
+
+_native_closest: Callable[[dict[bytes, list[_Base]], tuple[bytes, ...], NearClaim,
+                           dict[tuple[str, bytes], tuple[NearClaim, float]], int, int, int],
+                          tuple[_Match | None, _Match | None]] | None = (
+    None if _kernel is None else _kernel.closest
+)
 
 
 class NearBook:
@@ -732,32 +784,10 @@ class NearBook:
     def _closest(self, c: NearClaim) -> tuple[_Match | None, _Match | None]:
         """The closest base near ``c`` fetched before it, and (only when there is none) the closest
         fetched after it and answered "none" already (rule 14); one scan of ``c``'s bands for both."""
-        best: _Match | None = None
-        order = _order(c)
-        seen: set[int] = set()
-        later: list[tuple[_Base, int]] = []
-        for key in _keys(c.index):
-            for base in self._bands.get(key, ()):
-                # A base in several of these bands passes or fails the same tests in each: once is enough.
-                if id(base) in seen:
-                    continue
-                seen.add(id(base))
-                o = base.claim
-                if o.url == c.url or base.order == order:
-                    continue
-                bits = (o.index ^ c.index).bit_count()
-                if bits > self._max_distance:
-                    continue
-                if base.order > order:
-                    if (base.claimer, o.digest) not in self._settling:
-                        later.append((base, bits))
-                    continue
-                best = _better(best, base, c, bits)
-        if best is not None:
-            return best, None
-        for base, bits in later:
-            best = _better(best, base, c, bits)
-        return None, best
+        if _native_closest is not None:
+            return _native_closest(self._bands, _keys(c.index), c, self._settling, self._max_distance,
+                                   VERIFY_MAX_DISTANCE, VERIFY_BYTES)
+        return _scan(self._bands, _keys(c.index), c, self._settling, self._max_distance)
 
     def _record(self, claimer: str, c: NearClaim, out: NearRouted) -> None:
         self._add(_Base(c, claimer), out)

@@ -1,0 +1,14 @@
+"""Native band slices and near book scans (polecat/cluster/_claims.c)."""
+
+from collections.abc import Container
+from typing import Any
+
+def band_slices(index: int, slices: int, /) -> tuple[int, int, int, int]:
+    """The slice of each band key of fingerprint index ``index`` (its low 64 bits), as
+    ``tuple(map(claims.band_slice, nearindex.band_keys(index)))`` with ``claims.SLICES`` = ``slices``."""
+
+def closest(bands: dict[bytes, list[Any]], keys: tuple[bytes, ...], claim: Any,
+            settling: Container[tuple[str, bytes]], max_distance: int, max_bins: int, verify_bytes: int,
+            /) -> tuple[tuple[Any, tuple[int, int]] | None, tuple[Any, tuple[int, int]] | None]:
+    """``claims._scan(bands, keys, claim, settling, max_distance)`` with ``minhash.VERIFY_MAX_DISTANCE`` =
+    ``max_bins`` and ``minhash.VERIFY_BYTES`` = ``verify_bytes``; sketches must be bytes."""

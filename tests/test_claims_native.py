@@ -1,0 +1,168 @@
+"""The native kernel of claims.py (polecat/cluster/_claims.c) against its specification (polecat/native.py
+rule 1): the same slice for every band key, so both place a near base's rows and ask its owners alike
+(claims rules 9 and 13); the same near book scan, so both answer a near claim alike (rules 10 and 14)."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import pytest
+from hypothesis import event, given
+from hypothesis import strategies as st
+
+from polecat.cluster import claims
+from polecat.cluster.claims import NearAnswer, NearBook, NearClaim, _Base, band_slice
+from polecat.dedup.minhash import VERIFY_BYTES, VERIFY_MAX_DISTANCE
+from polecat.dedup.nearindex import BANDS, band_keys
+from polecat.frontier.slices import SLICES
+from tests.native_helpers import kernel
+
+
+def _spec(index: int) -> tuple[int, ...]:
+    return tuple(band_slice(k) for k in band_keys(index))
+
+
+def test_every_band_key_has_the_slice_of_the_specification() -> None:
+    """All 2**18 band keys: index ``v << 16b`` puts value ``v`` in band ``b`` (nearindex.py's layout)."""
+    k = kernel("polecat.cluster._claims")
+    for band in range(BANDS):
+        for value in range(1 << 16):
+            key = bytes((band, value >> 8, value & 0xFF))
+            want = int.from_bytes(hashlib.blake2b(key, digest_size=4).digest(), "big") % SLICES
+            assert k.band_slices(value << (16 * band), SLICES)[band] == want, key
+
+
+@given(st.one_of(st.integers(0, (1 << 64) - 1), st.integers()), st.integers(1, (1 << 32) - 1))
+def test_any_index_and_slice_count_as_the_specification(index: int, slices: int) -> None:
+    """Beyond 64 bits, or negative, an index's keys are its low 64 bits (two's complement), as
+    band_keys' shifts read them."""
+    k = kernel("polecat.cluster._claims")
+    keys = band_keys(index)
+    want = tuple(int.from_bytes(hashlib.blake2b(key, digest_size=4).digest(), "big") % slices for key in keys)
+    assert k.band_slices(index, slices) == want
+    if slices == SLICES:
+        assert k.band_slices(index, slices) == _spec(index)
+
+
+def test_no_band_slice_table_beside_the_kernel() -> None:
+    """The kernel computes every page's slices: the Python path's 512 KiB table is not filled."""
+    kernel("polecat.cluster._claims")
+    if claims._native_band_slices is None:
+        pytest.skip("POLECAT_PURE_PYTHON=1: claims.py runs its specification")
+    assert len(claims._BAND_SLICES) == 0
+    assert band_slice(b"\x01\x02\x03") == claims._native_band_slices(0x0203 << 16, SLICES)[1]
+
+
+@pytest.mark.parametrize("args", [(1.0, SLICES), ("1", SLICES), (1, 0), (1, -1), (1, 1 << 32), (1, 2.0), (1,),
+                                  (1, SLICES, 3)])
+def test_bad_arguments_raise(args: tuple[object, ...]) -> None:
+    k = kernel("polecat.cluster._claims")
+    with pytest.raises((TypeError, ValueError)):
+        k.band_slices(*args)
+
+
+def test_a_page_owners_cost_no_blake2b_object(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the kernel built, a fingerprint met for the first time (the usual case in a crawl: the
+    Python table only spares keys met before in the same process) makes no hashlib call."""
+    kernel("polecat.cluster._claims")
+    if claims._native_band_slices is None:
+        pytest.skip("POLECAT_PURE_PYTHON=1: claims.py runs its specification")
+    made: list[bytes] = []
+    blake2b = hashlib.blake2b
+
+    def counted(data: bytes, **kw: int) -> object:
+        made.append(data)
+        return blake2b(data, **kw)
+
+    monkeypatch.setattr(claims.hashlib, "blake2b", counted)
+    monkeypatch.setattr(claims, "_BAND_SLICES", claims.array("H", [claims._UNKNOWN]) * (BANDS << 16))
+    claims._slices.cache_clear()
+    index = 0x0123_4567_89AB_CDEF
+    owners = claims.band_owners(index, lambda s: f"m{s % 3}")
+    assert made == []
+    assert owners == tuple(dict.fromkeys(f"m{s % 3}" for s in _spec(index)))
+    assert len(made) == BANDS  # the specification, for the comparison, hashed each key
+
+
+_URLS = ("http://a/1", "http://a/2", "http://b/1")
+_TIMES = (1.0, 2.0, 3.0)
+_MASKS = (0, 1, 0b11, 0b1011, 1 << 40, 0xFF, 0xFFFF_0000_0000, (1 << 64) - 1)
+
+
+@st.composite
+def _claims(draw: st.DrawFn, root: int, sketch: bytes, seq: int) -> NearClaim:
+    """A claim near ``root`` (or not): few index bits apart, a sketch with some bytes changed, one of a
+    few URLs and fetch times, so that ties, equal orders and both sides of each test come up."""
+    verify = bytearray(sketch)
+    for at in draw(st.lists(st.integers(0, VERIFY_BYTES - 1), max_size=VERIFY_BYTES)):
+        verify[at] ^= draw(st.integers(1, 255))
+    return NearClaim(seq, bytes([draw(st.integers(0, 3))]) * 32, draw(st.sampled_from(_URLS)),
+                     draw(st.sampled_from(_TIMES)), root ^ draw(st.sampled_from(_MASKS)), bytes(verify))
+
+
+@given(st.data(), st.integers(0, (1 << 64) - 1), st.binary(min_size=VERIFY_BYTES, max_size=VERIFY_BYTES),
+       st.integers(0, 6))
+def test_a_near_books_scan_as_the_specification(data: st.DataObject, root: int, sketch: bytes,
+                                                 max_distance: int) -> None:
+    k = kernel("polecat.cluster._claims")
+    book = NearBook(1000, 60.0, max_distance)
+    bases = []
+    for seq in range(data.draw(st.integers(0, 12))):
+        base = _Base(data.draw(_claims(root, sketch, seq)), data.draw(st.sampled_from(("a", "b"))))
+        book._add(base, [])
+        bases.append(base)
+    settling = {(b.claimer, b.claim.digest): (b.claim, 0.0) for b in bases if data.draw(st.booleans())}
+    c = data.draw(_claims(root, sketch, 99))
+    keys = claims._keys(c.index)
+    want = claims._scan(book._bands, keys, c, settling, max_distance)
+    event(f"earlier match {want[0] is not None}, later match {want[1] is not None}")
+    assert k.closest(book._bands, keys, c, settling, max_distance, VERIFY_MAX_DISTANCE, VERIFY_BYTES) == want
+
+
+_SKETCHES = st.binary(max_size=VERIFY_BYTES + 8)
+
+
+@given(st.integers(), st.integers(), _SKETCHES, _SKETCHES)
+def test_wide_indexes_and_odd_sketches_as_the_specification(a: int, b: int, va: bytes, vb: bytes) -> None:
+    """An index beyond 64 bits (or negative) and a sketch of another length: only a corrupt kept row
+    (claims rule 13) has one; the kernel still answers as the specification."""
+    k = kernel("polecat.cluster._claims")
+    base = _Base(NearClaim(1, bytes(32), "http://a/1", 1.0, a, va), "a")
+    c = NearClaim(2, bytes(32), "http://a/2", 2.0, b, vb)
+    bands = {key: [base] for key in (b"k0", b"k1")}
+    for max_distance in (0, 64, 1000):
+        want = claims._scan(bands, (b"k0", b"k1", b"k2"), c, {}, max_distance)
+        assert k.closest(bands, (b"k0", b"k1", b"k2"), c, {}, max_distance, VERIFY_MAX_DISTANCE,
+                         VERIFY_BYTES) == want
+
+
+def test_a_sketch_that_is_not_bytes_is_refused() -> None:
+    k = kernel("polecat.cluster._claims")
+    base = _Base(NearClaim(1, bytes(32), "http://a/1", 1.0, 5, bytes(VERIFY_BYTES)), "a")
+    c = NearClaim(2, bytes(32), "http://a/2", 2.0, 5, "not bytes")  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        k.closest({b"k": [base]}, (b"k",), c, {}, 3, VERIFY_MAX_DISTANCE, VERIFY_BYTES)
+
+
+def test_a_near_claim_is_decided_by_the_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the kernel built, a near book's decisions make no Python scan (claims rule 10's test runs
+    in C)."""
+    kernel("polecat.cluster._claims")
+    if claims._native_closest is None:
+        pytest.skip("POLECAT_PURE_PYTHON=1: claims.py runs its specification")
+    scans: list[NearClaim] = []
+    scan = claims._scan
+
+    def counted(*args: Any) -> Any:
+        scans.append(args[2])
+        return scan(*args)
+
+    monkeypatch.setattr(claims, "_scan", counted)
+    book = NearBook(1000, 60.0, 3)
+    first = NearClaim(1, bytes(32), "http://a/1", 1.0, 0x1234, bytes(VERIFY_BYTES))
+    copy = NearClaim(2, b"\x01" * 32, "http://b/1", 2.0, 0x1235, bytes(VERIFY_BYTES))
+    assert book.decide("a", [first], 0.0) == [("a", NearAnswer(1, None))]
+    [(who, answer)] = book.decide("b", [copy], 0.0)
+    assert (who, answer.original is not None and answer.original.url) == ("b", "http://a/1")
+    assert scans == []
