@@ -78,15 +78,19 @@ Rules:
    then serves them from the heap, where every page once touched stays resident and the heap
    fragments as connections come and go: 70 KiB of RssAnon per open TLS connection (15,000 made, 1,500
    open, benchmarks/bench_conn_memory.py) against 41-44 KiB with the threshold fixed, for ~0.05 ms more
-   CPU per connection (each buffer its own mapping, and each 256 KiB ``bytes`` ``SSLObject.read`` makes
-   for the loop's reads until rule 14). Elsewhere than glibc nothing is set.
+   CPU per connection (each buffer its own mapping). The threshold is the process's: any allocation of
+   256 KiB or more that no free chunk of the heap fits is a mapping of its own (mmap, page faults,
+   munmap), so the hot paths keep theirs under it or keep them: the TLS reads (rule 14) and lexbor's
+   token arenas (polecat/parse/_extract.c rule 7) were 1.8-2.4 mmap calls a request of a TLS breadth
+   crawl, 0.13-0.14 left (benchmarks/README.md "The HTTPS breadth crawl's CPU").
+   Elsewhere than glibc nothing is set.
 14. A TLS read asks OpenSSL for at most :data:`TLS_READ` bytes (the SSL objects of a
    :class:`ResumingContext`, :class:`CappedReads`): the loops' TLS layers ask for 256 KiB at every read
    (uvloop's ``SSL_READ_MAX_SIZE``, asyncio's ``max_size``), and CPython makes a ``bytes`` of that size
    before each read and shrinks it after, the read that finds nothing (``SSLWantReadError``) included.
-   Past rule 13's threshold each of those was a mapping of its own: mmap, mremap, munmap and a page
-   fault, several a response, +3-4 s of system time in a 100,000-page crawl. One read returns one TLS
-   record's data at most, and a record holds at most :data:`TLS_READ` bytes, so the cap adds no read.
+   Past rule 13's threshold each of those was a mapping of its own: mmap, page faults, mremap to shrink
+   it and munmap, ~0.9 a request of a TLS breadth crawl. One read returns one TLS record's data at most,
+   and a record holds at most :data:`TLS_READ` bytes, so the cap adds no read.
 """
 
 from __future__ import annotations
