@@ -14,16 +14,18 @@
  *    against lxb_dom_node_text_content and refuses to bind when they differ.
  * 4. Tag ids are not compiled in: bind() reads them off a probe document (lexbor renumbers its tags when
  *    it adds one).
- * 5. Every document is destroyed, or kept cleaned for the next page (rule 7), on every path. Bytes that are not well-formed UTF-8 where this module
- *    has to interpret them raise ExtractError: the caller runs the Python path for that page. Python's
- *    str.strip()/split() whitespace is Py_UNICODE_ISSPACE, used here on decoded code points.
+ * 5. Every document is destroyed, or cleaned and kept for the next page (rule 7), on every path. Bytes
+ *    that are not well-formed UTF-8 where this module has to interpret them raise ExtractError: the
+ *    caller runs the Python path for that page. Python's str.strip()/split() whitespace is
+ *    Py_UNICODE_ISSPACE, used here on decoded code points.
  * 6. The GIL is released only around lxb_html_document_parse (pure C over a buffer this call owns).
  * 7. A thread parses its pages into the one document it keeps (thread-local), cleaned after each page
  *    (lxb_html_document_clean: the document's arenas back to their first chunk, its parser kept), not a
  *    document made and destroyed a page: each new document makes a parser whose tokenizer mallocs two
  *    320 KiB token arenas, and past glibc's fixed mmap threshold (polecat/fetch/pool.py rule 13) each is
- *    an mmap, page faults and a munmap, two a page. The one document a thread keeps (its first chunks,
- *    ~1 MiB) is not freed when the thread ends.
+ *    an mmap, page faults and a munmap, two a page. The parser's own arenas are cleaned when the next
+ *    page's parse begins. The one document a thread keeps (its arenas' first chunks, the token arenas
+ *    among them) is not freed when the thread ends.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
