@@ -446,8 +446,8 @@ static int walk(walk_t *w, lxb_dom_node_t *root) {
     return 0;
 }
 
-/* The document this thread parses into (rule 7); NULL while a page uses it (parse() takes it, and a
- * thread parses one page at a time), or before the first. */
+/* The document this thread parses into (rule 7); NULL while a page uses it, or before the first. It is
+ * taken (parse) and given back (release) with the GIL held, and a thread parses one page at a time. */
 static _Thread_local lxb_html_document_t *kept_doc = NULL;
 
 /* Rule 7: the document of the page done, cleaned and kept for this thread's next page. */
