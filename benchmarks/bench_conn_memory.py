@@ -9,7 +9,8 @@ connections, 50 at a time, each with two requests, and keeps ``--open`` of them,
 each one past that (the churn of a crawl: glibc reuses the freed memory of closed connections). Reported:
 RssAnon per open connection at the end, malloc's bytes in use (``mallinfo2``) per connection, what
 remains once every connection is closed, and the CPU per connection. ``--mmap-threshold N`` fixes glibc's
-mmap threshold at N bytes first (``mallopt``; glibc raises it past each freed mmapped chunk otherwise).
+mmap threshold at N bytes first (``mallopt``; glibc raises it past each freed mmapped chunk otherwise);
+``--trim-every N`` calls ``malloc_trim(0)`` after every N connections closed and reports its CPU a call.
 """
 
 from __future__ import annotations
@@ -110,13 +111,20 @@ async def _run(args: argparse.Namespace, ports: tuple[int, int], ca: Path) -> No
     gc.collect()
     anon0, malloc0, cpu0 = _anon(), _malloc_in_use(), time.process_time()
     kept: list[asyncio.Transport] = []
-    made = 0
+    made = closed = trims = 0
+    trim_cpu = 0.0
     while made < args.total:
         kept += await asyncio.gather(*(_one(port, context, made + i) for i in range(50)))
         made += 50
         while len(kept) > args.open:
             kept.pop(random.randrange(len(kept))).close()
+            closed += 1
         await asyncio.sleep(0)
+        if args.trim_every and closed >= args.trim_every:
+            closed, t0 = 0, time.process_time()
+            _LIBC.malloc_trim(0)
+            trim_cpu += time.process_time() - t0
+            trims += 1
     cpu = time.process_time() - cpu0
     await asyncio.sleep(0.5)
     gc.collect()
@@ -133,6 +141,8 @@ async def _run(args: argparse.Namespace, ports: tuple[int, int], ca: Path) -> No
           f"(+{(anon1 - anon0) / 2**20:.0f} MiB), malloc in use {(malloc1 - malloc0) / len(kept) / 1024:.1f} "
           f"KiB a connection; all closed: RssAnon +{(anon2 - anon0) / 2**20:.0f} MiB; CPU "
           f"{1000 * cpu / made:.2f} ms a connection")
+    if trims:
+        print(f"malloc_trim(0): {trims} calls, {1000 * trim_cpu / trims:.2f} ms CPU a call")
 
 
 def main() -> None:
@@ -142,6 +152,8 @@ def main() -> None:
     p.add_argument("--open", type=int, default=2000, help="connections kept open")
     p.add_argument("--total", type=int, default=12000, help="connections made in all")
     p.add_argument("--mmap-threshold", type=int, default=0, metavar="BYTES")
+    p.add_argument("--trim-every", type=int, default=0, metavar="N",
+                   help="malloc_trim(0) after every N connections closed (0: never)")
     args = p.parse_args()
     if args.mmap_threshold:
         _LIBC.mallopt(-3, args.mmap_threshold)  # M_MMAP_THRESHOLD

@@ -154,6 +154,30 @@ def test_ten_thousand_parses_do_not_grow_memory() -> None:
     assert grown_kb < 16 * 1024, grown_kb  # a leaked document would be ~1 MB a parse
 
 
+@needs_kernel
+def test_rule_7_pages_are_parsed_into_the_thread_s_kept_document_with_no_pages_faulted_in() -> None:
+    """_extract.c rule 7, in a child process with glibc's mmap threshold fixed as a TLS crawl fixes it
+    (polecat/fetch/pool.py rule 13) and no free chunk in the heap big enough for lexbor's 320 KiB token
+    arenas: a new document a page mapped them afresh and faulted their pages in (3 faults a page when
+    measured); the kept document faults nothing in once the first pages are done."""
+    script = ("import resource\n"
+              "from benchmarks.corpora import small_corpus\n"
+              "from polecat.fetch.pool import fix_mmap_threshold\n"
+              "from polecat.parse import html\n"
+              "if not fix_mmap_threshold(): raise SystemExit('not glibc')\n"
+              "page = small_corpus(1).bodies[0].decode()\n"
+              "heap = [bytes(200_000) for _ in range(50)]  # under the threshold: the heap's free chunks\n"
+              "for _ in range(50): html._kernel.extract(page)\n"
+              "before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt\n"
+              "for _ in range(500): html._kernel.extract(page)\n"
+              "print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)\n")
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    if run.stderr.strip().endswith("not glibc"):
+        pytest.skip("glibc's mmap threshold only")
+    assert run.returncode == 0, run.stderr
+    assert int(run.stdout) < 50, run.stdout  # 500 pages
+
+
 def test_a_page_the_kernel_cannot_do_falls_back_and_is_counted(caplog: pytest.LogCaptureFixture) -> None:
     class Refused(Exception):
         pass

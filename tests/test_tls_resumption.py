@@ -34,11 +34,12 @@ def run(loop_kind: str, main: Callable[[], Coroutine[Any, Any, None]]) -> None:
 
 
 class TlsServer:
-    """Answers each request with ``ok``, closing the connection after it unless ``keep_alive``."""
+    """Answers each request with ``body`` (``ok``), closing the connection after it unless ``keep_alive``."""
 
-    def __init__(self, context: ssl.SSLContext, *, keep_alive: bool = False) -> None:
+    def __init__(self, context: ssl.SSLContext, *, keep_alive: bool = False, body: bytes = b"ok") -> None:
         self.context = context
         self.keep_alive = keep_alive
+        self.body = body
         self.handshakes = 0
         self.resumed = 0
         self.port = 0
@@ -50,7 +51,8 @@ class TlsServer:
         try:
             while True:
                 await reader.readuntil(b"\r\n\r\n")
-                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n%s\r\nok" % connection)
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n%s\r\n%s"
+                             % (len(self.body), connection, self.body))
                 await writer.drain()
                 if not self.keep_alive:
                     break
@@ -109,7 +111,7 @@ def crawl(loop_kind: str, server: TlsServer, client: ssl.SSLContext, requests: i
         pool = make_pool(client)
         async with await server.start():
             for _ in range(requests):
-                assert await get(pool, ("https", "127.0.0.1", server.port)) == b"ok"
+                assert await get(pool, ("https", "127.0.0.1", server.port)) == server.body
             pool.close()
             await asyncio.sleep(0.05)  # the handlers see their clients go before the server stops
     run(loop_kind, main)
@@ -248,3 +250,44 @@ def test_rule_10_where_session_reads_leak_they_are_bounded(
         assert context.connected(full_handshake) is True
         assert context.offer("a.test") is None
     assert context.stats() == TlsStats(handshakes=1, resumed=0, sessions=2)
+
+
+def counting_tls_reads(monkeypatch: pytest.MonkeyPatch) -> tuple[list[int], list[int]]:
+    """The sizes the client's OpenSSL reads were asked for (what reaches :meth:`ssl.SSLObject.read`),
+    and the lengths of those that returned data; the server's reads are left out."""
+    asked: list[int] = []
+    returned: list[int] = []
+    read = ssl.SSLObject.read
+
+    def counted(self: ssl.SSLObject, size: int = 1024, buffer: Any = None) -> bytes:
+        if self.server_side:
+            return read(self, size, buffer)
+        asked.append(size)
+        data = read(self, size, buffer)
+        if data:
+            returned.append(len(data) if buffer is None else cast(int, data))
+        return data
+
+    monkeypatch.setattr(ssl.SSLObject, "read", counted)
+    return asked, returned
+
+
+@pytest.mark.parametrize("loop_kind", ["asyncio", "uvloop"])
+def test_rule_14_tls_reads_ask_for_a_record_at_most_and_take_as_many_reads(
+        ca: Any, loop_kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The loops' TLS layers ask for 256 KiB at every read; OpenSSL is asked for :data:`TLS_READ` at
+    most, and a 100,000-byte body takes as many reads that return data as with the loops' size: one
+    read returns one record's data at most."""
+    asked, returned = counting_tls_reads(monkeypatch)
+    body = b"x" * 100_000
+    crawl(loop_kind, TlsServer(server_context(ca), body=body), client_context(ca), 2)
+    assert asked and max(asked) <= pool_module.TLS_READ
+    capped = list(returned)
+    assert max(capped) == pool_module.TLS_READ  # full records: the cap is what one holds
+
+    monkeypatch.setattr(ResumingContext, "sslobject_class", ssl.SSLObject)  # the loops' size, uncapped
+    asked.clear()
+    returned.clear()
+    crawl(loop_kind, TlsServer(server_context(ca), body=body), client_context(ca), 2)
+    assert max(asked) > pool_module.TLS_READ
+    assert returned == capped

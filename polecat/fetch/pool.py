@@ -78,8 +78,19 @@ Rules:
    then serves them from the heap, where every page once touched stays resident and the heap
    fragments as connections come and go: 70 KiB of RssAnon per open TLS connection (15,000 made, 1,500
    open, benchmarks/bench_conn_memory.py) against 41-44 KiB with the threshold fixed, for ~0.05 ms more
-   CPU per connection (each buffer its own mapping, and each 256 KiB ``bytes`` ``SSLObject.read`` makes
-   for the loop's reads). Elsewhere than glibc nothing is set.
+   CPU per connection (each buffer its own mapping). The threshold is the process's: any allocation of
+   256 KiB or more that no free chunk of the heap fits is a mapping of its own (mmap, page faults,
+   munmap), so the hot paths keep theirs under it or keep them: the TLS reads (rule 14) and lexbor's
+   token arenas (polecat/parse/_extract.c rule 7) were 1.8-2.4 mmap calls a request of a TLS breadth
+   crawl, 0.13-0.14 left (benchmarks/README.md "The HTTPS breadth crawl's CPU").
+   Elsewhere than glibc nothing is set.
+14. A TLS read asks OpenSSL for at most :data:`TLS_READ` bytes (the SSL objects of a
+   :class:`ResumingContext`, :class:`CappedReads`): the loops' TLS layers ask for 256 KiB at every read
+   (uvloop's ``SSL_READ_MAX_SIZE``, asyncio's ``max_size``), and CPython makes a ``bytes`` of that size
+   before each read and shrinks it after, the read that finds nothing (``SSLWantReadError``) included.
+   Past rule 13's threshold each of those was a mapping of its own: mmap, page faults, mremap to shrink
+   it and munmap, ~0.9 a request of a TLS breadth crawl. One read returns one TLS record's data at most,
+   and a record holds at most :data:`TLS_READ` bytes, so the cap adds no read.
 """
 
 from __future__ import annotations
@@ -92,7 +103,7 @@ from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import islice
-from typing import Protocol, cast
+from typing import TYPE_CHECKING, Protocol, cast
 
 from polecat.clock import SYSTEM_CLOCK, Clock
 from polecat.errors import RequestWithheld
@@ -100,15 +111,20 @@ from polecat.fetch.guard import is_ip_literal
 from polecat.fetch.h1 import Head, IncompleteResponse, ResponseParser
 from polecat.fetch.proxy import ProxyAddress, ProxyRoutes, connect_proxy, open_tunnel
 
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
+
 __all__ = [
-    "HIGH_WATER", "KEEPALIVE", "MMAP_THRESHOLD", "SESSION_READ_LEAKS", "SHORT", "TLS_OPEN", "TLS_SESSIONS",
-    "TLS_SHORT", "Connection", "ConnectionPool", "Origin", "ResumingContext", "SendGate", "TlsStats",
-    "fix_mmap_threshold", "idle_to_close",
+    "HIGH_WATER", "KEEPALIVE", "MMAP_THRESHOLD", "SESSION_READ_LEAKS", "SHORT", "TLS_OPEN", "TLS_READ",
+    "TLS_SESSIONS", "TLS_SHORT", "CappedReads", "Connection", "ConnectionPool", "Origin", "ResumingContext",
+    "SendGate", "TlsStats", "fix_mmap_threshold", "idle_to_close",
 ]
 
 MMAP_THRESHOLD = 256 * 1024
 """glibc's mmap threshold for a process that makes TLS connections (rule 13): uvloop's read buffer (256
 KiB, its chunk 16 bytes more) just reaches it, and what is smaller stays in the heap as before."""
+TLS_READ = 16 * 1024
+"""Bytes a TLS read asks for at most (rule 14): a TLS record's most plaintext (2**14, RFC 8446 5.1)."""
 TLS_SESSIONS = 4_096
 """Hosts whose TLS session is kept for resumption at most (rule 10): ~6-7 KB each, ~28 MiB in all."""
 _M_MMAP_THRESHOLD = -3
@@ -179,10 +195,20 @@ class TlsStats:
         return self.resumed / self.handshakes if self.handshakes else 0.0
 
 
+class CappedReads(ssl.SSLObject):
+    """An SSL object whose reads ask for at most :data:`TLS_READ` bytes (rule 14)."""
+
+    def read(self, len: int = 1024, buffer: WriteableBuffer | None = None) -> bytes:
+        """What :meth:`ssl.SSLObject.read` returns, asked for :data:`TLS_READ` bytes at most."""
+        return super().read(min(len, TLS_READ), buffer)
+
+
 class ResumingContext(ssl.SSLContext):
     """A client TLS context that offers each host the session kept for it (rule 10). asyncio's and
     uvloop's ``create_connection`` and ``start_tls`` take no session: their TLS layers call
     :meth:`wrap_bio` for each connection, so that is where the session goes in."""
+
+    sslobject_class = CappedReads
 
     def __init__(self, protocol: int) -> None:  # SSLContext.__new__ reads it
         self._sessions: OrderedDict[str, ssl.SSLSession] = OrderedDict()

@@ -14,10 +14,18 @@
  *    against lxb_dom_node_text_content and refuses to bind when they differ.
  * 4. Tag ids are not compiled in: bind() reads them off a probe document (lexbor renumbers its tags when
  *    it adds one).
- * 5. Every document is destroyed on every path. Bytes that are not well-formed UTF-8 where this module
- *    has to interpret them raise ExtractError: the caller runs the Python path for that page. Python's
- *    str.strip()/split() whitespace is Py_UNICODE_ISSPACE, used here on decoded code points.
+ * 5. Every document is destroyed, or cleaned and kept for the next page (rule 7), on every path. Bytes
+ *    that are not well-formed UTF-8 where this module has to interpret them raise ExtractError: the
+ *    caller runs the Python path for that page. Python's str.strip()/split() whitespace is
+ *    Py_UNICODE_ISSPACE, used here on decoded code points.
  * 6. The GIL is released only around lxb_html_document_parse (pure C over a buffer this call owns).
+ * 7. A thread parses its pages into the one document it keeps (thread-local), cleaned after each page
+ *    (lxb_html_document_clean: the document's arenas back to their first chunk, its parser kept), not a
+ *    document made and destroyed a page: each new document makes a parser whose tokenizer mallocs two
+ *    320 KiB token arenas, and past glibc's fixed mmap threshold (polecat/fetch/pool.py rule 13) each is
+ *    an mmap, page faults and a munmap, two a page. The parser's own arenas are cleaned when the next
+ *    page's parse begins. The one document a thread keeps (its arenas' first chunks, the token arenas
+ *    among them) is not freed when the thread ends.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -59,6 +67,7 @@ static struct {
     lxb_html_document_t *(*document_create)(void);
     lxb_status_t (*document_parse)(lxb_html_document_t *, const lxb_char_t *, size_t);
     lxb_html_document_t *(*document_destroy)(lxb_html_document_t *);
+    void (*document_clean)(lxb_html_document_t *);
     lxb_dom_node_t *(*body_element)(lxb_html_document_t *);
     lxb_dom_node_t *(*document_root)(lxb_dom_document_t *);
     void (*scripting_set)(lxb_dom_document_t *, bool);
@@ -82,6 +91,7 @@ static const struct { const char *name; void **slot; } SYMBOLS[] = {
     {"lxb_html_document_create", (void **)&lx.document_create},
     {"lxb_html_document_parse", (void **)&lx.document_parse},
     {"lxb_html_document_destroy", (void **)&lx.document_destroy},
+    {"lxb_html_document_clean", (void **)&lx.document_clean},
     {"lxb_html_document_body_element_noi", (void **)&lx.body_element},
     {"lxb_dom_document_root", (void **)&lx.document_root},
     {"lxb_dom_document_scripting_set_noi", (void **)&lx.scripting_set},
@@ -436,8 +446,20 @@ static int walk(walk_t *w, lxb_dom_node_t *root) {
     return 0;
 }
 
+/* The document this thread parses into (rule 7); NULL while a page uses it, or before the first. It is
+ * taken (parse) and given back (release) with the GIL held, and a thread parses one page at a time. */
+static _Thread_local lxb_html_document_t *kept_doc = NULL;
+
+/* Rule 7: the document of the page done, cleaned and kept for this thread's next page. */
+static void release(lxb_html_document_t *doc) {
+    lx.document_clean(doc);
+    kept_doc = doc;
+}
+
 static lxb_html_document_t *parse(const char *html, size_t len) {
-    lxb_html_document_t *doc = lx.document_create();
+    lxb_html_document_t *doc = kept_doc;
+    kept_doc = NULL;
+    if (!doc) doc = lx.document_create();
     if (!doc) { PyErr_SetString(ExtractError, "lexbor could not create a document"); return NULL; }
     lx.scripting_set(DOM_DOCUMENT(doc), false); /* as selectolax's LexborHTMLParser(html) */
     lxb_status_t status;
@@ -445,7 +467,7 @@ static lxb_html_document_t *parse(const char *html, size_t len) {
     status = lx.document_parse(doc, (const lxb_char_t *)html, len);
     Py_END_ALLOW_THREADS
     if (status != LXB_STATUS_OK) {
-        lx.document_destroy(doc);
+        lx.document_destroy(doc); /* its state is unknown: the next page makes a new one */
         PyErr_SetString(ExtractError, "lexbor could not parse the document");
         return NULL;
     }
@@ -517,7 +539,7 @@ static PyObject *extract(PyObject *module, PyObject *html) {
             Py_XDECREF(text);
         }
     }
-    lx.document_destroy(doc);
+    release(doc);
     Py_DECREF(bytes);
     PyMem_Free(w.text.p);
     Py_XDECREF(w.links);
@@ -562,7 +584,7 @@ static int probe(void) {
         }
         node = following(node, root);
     }
-    lx.document_destroy(doc);
+    release(doc);
     for (int i = 0; i < N_TAGS; i++)
         for (int j = 0; j < i; j++)
             if (tag_ids[i] == tag_ids[j]) {
