@@ -67,6 +67,13 @@ Rules:
    with no budget (polecat/cluster/resize.py, tools, tests). A restore from a checkpoint adopts in steps
    as well, with its ``wait_from`` (polecat/cluster/failover.py rule 6): a cut there is a restore done
    again, which merges the same way.
+10. An adoption keeps in memory only the URL keys that rule 3's drop and the refetches need, not every
+   URL record of the bundle (issue 39: at 50M URLs a restore of 64 slices brought 778,750 of them; the
+   set's growth and the difference rule 3 took of it held the loop ~110 ms in one step): the finished
+   and queued keys of hosts that had URLs queued here before it (the only queues rule 3 reads; a host
+   whose record comes later is asked the same way, when its first row comes), and the keys of URLs that
+   a refetch request held here names (intake rule 5), plus a step's own URL records for the refetches of
+   its last step (its writes are not applied yet: writes.py rule 3).
 """
 
 from __future__ import annotations
@@ -292,10 +299,16 @@ class SliceAdoption:
         """Hosts whose records this adoption merged (rule 3), each once."""
         self._had: list[str] = []
         """Of them, those with URLs queued here before: their finished ones are dropped at the end."""
+        self._had_here: dict[str, bool] = {}
+        """Hosts asked whether they had URLs queued here before (rule 10), with the answer."""
         self._finished: set[bytes] = set()
         self._queued_there: set[bytes] = set()
+        """URL keys finished there, and queued there, of the hosts of :attr:`_had_here` alone (rule 10)."""
         self._doomed: set[bytes] | None = None
         """URL keys finished there and not queued there again, once every record is read."""
+        self._named = handover._intake.refetch_url_keys()
+        self._refetched: set[bytes] = set()
+        """The URL records brought of URLs that a refetch request held here names (rule 10)."""
         self._hosts = self._queued = self._duplicates = self._seen_new = self._paged = 0
         self._closed = False
 
@@ -309,9 +322,10 @@ class SliceAdoption:
         table = handover._table
         out: list[Write] = []
         touched: set[str] = set()
+        taken: set[bytes] = set()
         n = 0
         if self._doomed is None:
-            n = self._take(budget, out, touched)
+            n = self._take(budget, out, touched, taken)
             if n < budget:
                 self._doomed = self._finished - self._queued_there
                 self._queued_there.clear()
@@ -328,7 +342,7 @@ class SliceAdoption:
             self._duplicates += handover._drop_finished((host,), self._doomed, out)
         if self._had:
             return Decided(None, out)
-        out += handover._intake.refetch_writes(self._now, self._finished)
+        out += handover._intake.refetch_writes(self._now, self._refetched | taken)
         self.close()
         return Decided(AdoptReport(len(self.slices), self._hosts, self._queued, self._duplicates,
                                    self._seen_new, self._paged), out)
@@ -343,8 +357,9 @@ class SliceAdoption:
                 if adopting[s] <= 0:
                     del adopting[s]
 
-    def _take(self, budget: int, out: list[Write], touched: set[str]) -> int:
-        """Up to ``budget`` records of the bundle taken in (rule 3); how many."""
+    def _take(self, budget: int, out: list[Write], touched: set[str], taken: set[bytes]) -> int:
+        """Up to ``budget`` records of the bundle taken in (rule 3); how many. ``taken``: the keys of the
+        URL records among them (rule 10)."""
         handover = self._handover
         table, seen = handover._table, handover._seen
         stored = handover._db.getter("seen")
@@ -364,17 +379,23 @@ class SliceAdoption:
                 self._merge(host_of_row(key), decode_host_v4(value))  # the bundle's form (handover_ranges.py)
             elif name == "urls":
                 rec = UrlRecord.decode(value)  # the bundle's form (handover_ranges.py), stored compact
-                out.append(Put("urls", key, rec.encode()))
-                self._finished.add(bytes(key))
-                handover._refresh.url_written(host_key(rec.url), bytes(key), rec, out)
+                ukey, host = bytes(key), host_key(rec.url)
+                out.append(Put("urls", ukey, rec.encode()))
+                taken.add(ukey)
+                if self._had_before(host):  # rule 10
+                    self._finished.add(ukey)
+                if ukey in self._named:
+                    self._refetched.add(ukey)
+                handover._refresh.url_written(host, ukey, rec, out)
                 self._paged += rec.outcome in PAGE_OUTCOMES
             elif name == "queue":
                 host, r, depth, _ = parse_wire_queue_key(key)  # the bundle's form (handover_ranges.py)
                 queued = QueuedUrl.decode_v3(value)
                 ukey = url_key(queued.url, host)
-                self._queued_there.add(ukey)  # finished and queued again there (a refresh): stays queued
                 if host not in self._merged:  # a queue row of a host whose record the bundle lacks
                     self._merge(host, None)
+                if self._had_here[host]:  # finished and queued again there (a refresh): stays queued
+                    self._queued_there.add(ukey)
                 if ukey not in marked and seen.mark(stored, ukey):
                     marked.add(ukey)
                     out.append(Put("seen", ukey, b""))
@@ -406,10 +427,20 @@ class SliceAdoption:
     def _merge(self, host: str, got: HostState | None) -> None:
         """The bundle's record of ``host`` (None: it has none) merged into this frontier's (rule 3)."""
         peeked = self._handover._table.peek(host)
-        if peeked is not None and peeked.queued > 0:
+        had = self._had_here[host] = peeked is not None and peeked.queued > 0
+        if had:
             self._had.append(host)
         self._merged.add(host)
         self._handover._adopt_host(host, got, 0, self._waits)
+
+    def _had_before(self, host: str) -> bool:
+        """Whether ``host`` had URLs queued here before this adoption (rule 10): :meth:`_merge`'s answer, or
+        the same question asked now of a host whose record has not come (or never comes)."""
+        had = self._had_here.get(host)
+        if had is None:
+            peeked = self._handover._table.peek(host)
+            had = self._had_here[host] = peeked is not None and peeked.queued > 0
+        return had
 
 
 class SliceHandover:

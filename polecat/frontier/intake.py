@@ -38,6 +38,7 @@ Rules (the checks themselves live where they are owned: scope.py, traps.py, budg
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections import Counter
 from collections.abc import Container, Iterable, Sequence
@@ -345,6 +346,12 @@ class Intake:
         out: list[Write] = [Put("ops", op_key("traps", host), traps.encode(host)) for host in dirty]
         self._traps_dirty.clear()
         return out + self.requisites.writes()
+
+    def refetch_url_keys(self) -> set[bytes]:
+        """The URL keys of the refetch requests held here, kept for a slice's owner or not (rule 5): those
+        an adoption must say it brought (polecat/frontier/handover.py rule 10)."""
+        named = itertools.chain(self._refetch, self._refetch_kept.items())
+        return {url_key(url, host_key(url)) for _, url in named}
 
     def refetch_writes(self, now: float, adopted_urls: set[bytes] | None = None) -> list[Write]:
         """Queue again the URLs whose stored copy was lost (rule 5; refetch.py rule 2). ``adopted_urls``:
