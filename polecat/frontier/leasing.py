@@ -23,7 +23,8 @@ Rules:
 6. When descriptors run short (the node's connections near their cap, ``prefer_warm``), a due host whose
    last request ended less than :data:`WARM_FOR` ago (its connection likely still open, its robots.txt
    known) is leased before the due hosts ahead of it (the earliest due of them, from the host table's
-   heap of warm hosts); with none due the earliest host goes, so a cold host waits, never starves.
+   heap of warm hosts); with none due the earliest host goes, so a cold host waits, never starves (while
+   the connections are full, it waits for room: rule 11).
 7. A page whose record waits after its request ended (its content claims, polecat/cluster/claimlink.py)
    is released first (:meth:`Leasing.release`): the politeness part of its completion applies at once,
    so its host's next request may go at the host's next-allowed time, not after the wait; its URL stays
