@@ -19,7 +19,7 @@ from polecat.fetch import pool as pool_module
 from polecat.fetch.dns import CachingResolver
 from polecat.fetch.h1 import IncompleteResponse, encode_get
 from polecat.fetch.http import Fetcher
-from polecat.fetch.pool import HIGH_WATER, ConnectionPool, Origin, idle_to_close
+from polecat.fetch.pool import HIGH_WATER, TLS_OPEN, ConnectionPool, Origin, idle_to_close, tls_full
 from polecat.testing.fakes import FakeClock
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(30)]
@@ -348,6 +348,33 @@ async def test_the_pool_is_short_of_descriptors_near_its_cap() -> None:
         assert pool.short() and not uncapped.short()
         pool.close()
         uncapped.close()
+
+
+async def test_the_pool_is_full_when_its_tls_connections_and_the_leases_not_in_it_reach_the_cap() -> None:
+    """Rule 15: a lease not in the pool counts as a connection it may open; one in the pool does not."""
+    assert not tls_full(held=2000, starting=47, max_tls=2048)
+    assert tls_full(held=2000, starting=48, max_tls=2048)
+    assert tls_full(held=2048, starting=0, max_tls=2048)
+    assert not tls_full(held=5000, starting=5000, max_tls=0)  # no cap
+    gate = asyncio.Event()
+
+    async def held_back(conn: int, request: int, reader: Reader, writer: Writer) -> bool:
+        await gate.wait()
+        return await ok()(conn, request, reader, writer)
+
+    async with RawServer(held_back).running() as server:
+        pool = make_pool(limit=TLS_OPEN)  # rule 12: max_tls is TLS_OPEN
+        assert pool.full(TLS_OPEN) and not pool.full(TLS_OPEN - 1)
+        request = asyncio.create_task(get(pool, server.origin))
+        for _ in range(100):  # bounded: the request takes its slot
+            if not pool.full(TLS_OPEN):
+                break
+            await asyncio.sleep(0.01)
+        assert not pool.full(TLS_OPEN)  # that lease is in the pool, its connection a plain one
+        gate.set()
+        assert await request == b"ok"
+        assert pool.full(TLS_OPEN)
+        pool.close()
 
 
 async def test_many_hosts_through_a_small_cap_all_complete() -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pytest
@@ -53,8 +54,11 @@ class ReadyFrontier:
     queued: int = 0
     budget: Budget = field(default_factory=Budget)
     made_in: list[int] = field(default_factory=list)
+    told_full: list[bool] = field(default_factory=list)
+    """What each call was told of the connections (leases.py rule 5)."""
 
-    def lease(self, now: float, *, prefer_warm: bool = False) -> Decided[Lease | Idle]:
+    def lease(self, now: float, *, prefer_warm: bool = False, full: bool = False) -> Decided[Lease | Idle]:
+        self.told_full.append(full)
         if len(self.made_in) == self.hosts:
             return Decided(Idle(), [])
         self.clock.advance(self.cost)
@@ -79,24 +83,25 @@ class InstantRunner:
         return None
 
 
-async def lease_all(hosts: int, cost: float) -> list[int]:
-    """Run a lease loop over ``hosts`` ready hosts; the loop turn of each lease."""
+async def lease_all(hosts: int, cost: float,
+                    full: Callable[[int], bool] = lambda leases: False) -> ReadyFrontier:
+    """Run a lease loop over ``hosts`` ready hosts; the frontier, with the loop turn of each lease."""
     cfg = config_from_mapping({"data_dir": "/nonexistent", "fetch": {"concurrency": hosts + 1}})
     clock, turns, stop = FakeClock(), Turns(), asyncio.Event()
     frontier = ReadyFrontier(hosts, clock, turns, cost)
     loop = LeaseLoop(cfg, frontier=frontier, db=AppliedAsIs(), commits=FreeCommits(),  # type: ignore[arg-type]
                      runner=InstantRunner(), waker=Waker(lambda: None),  # type: ignore[arg-type]
-                     counters=RunCounters(), link=None, clock=clock, stop=asyncio.Event())
+                     counters=RunCounters(), link=None, clock=clock, stop=asyncio.Event(), full=full)
     counting = asyncio.create_task(turns.run(stop))
     await loop.run(serve=False)
     stop.set()
     await counting
     assert len(frontier.made_in) == hosts
-    return frontier.made_in
+    return frontier
 
 
 async def test_a_step_leases_at_most_step_leases_hosts_however_many_are_ready() -> None:
-    made_in = await lease_all(10 * STEP_LEASES + 5, cost=0.0)
+    made_in = (await lease_all(10 * STEP_LEASES + 5, cost=0.0)).made_in
     per_step = Counter(made_in)
     assert max(per_step.values()) == STEP_LEASES  # 650 hosts ready at once: never all in one step
     assert len(per_step) == 11  # ten full steps, and the five left in one more
@@ -104,10 +109,23 @@ async def test_a_step_leases_at_most_step_leases_hosts_however_many_are_ready() 
 
 async def test_a_step_ends_once_its_time_budget_is_spent_on_the_nodes_clock() -> None:
     cost = STEP_BUDGET / 2.5  # a slow lease: the third one spends the budget
-    made_in = await lease_all(300, cost=cost)
+    made_in = (await lease_all(300, cost=cost)).made_in
     per_step = Counter(made_in)
     assert max(per_step.values()) == 3
     assert sum(per_step.values()) == 300 and len(per_step) == 100
+
+
+async def test_each_lease_is_told_whether_the_connections_with_the_leases_in_flight_are_full() -> None:
+    """leases.py rule 5: the pool's answer for the leases in flight (pool rule 15), at each call."""
+    asked: list[int] = []
+
+    def full(leases: int) -> bool:
+        asked.append(leases)
+        return leases >= 3
+
+    frontier = await lease_all(5, cost=0.0, full=full)  # one step: no lease ends before the last starts
+    assert asked == [0, 1, 2, 3, 4, 5]
+    assert frontier.told_full == [False, False, False, True, True, True]
 
 
 @dataclass

@@ -366,6 +366,11 @@ class Fetcher:
         """Whether the pool's connections are near its descriptor cap (polecat/fetch/pool.py rule 9)."""
         return self._pool is not None and self._pool.short()
 
+    def connections_full(self, leases: int) -> bool:
+        """Whether the TLS connections held and those the node's ``leases`` in flight may yet open reach
+        the pool's TLS cap (polecat/fetch/pool.py rule 15)."""
+        return self._pool is not None and self._pool.full(leases)
+
     def let_go(self, url: str) -> None:
         """Close the idle connections kept for ``url``'s origin: its host has nothing due within the
         keep-alive (polecat/fetch/pool.py rule 11)."""

@@ -91,6 +91,16 @@ Rules:
    Past rule 13's threshold each of those was a mapping of its own: mmap, page faults, mremap to shrink
    it and munmap, ~0.9 a request of a TLS breadth crawl. One read returns one TLS record's data at most,
    and a record holds at most :data:`TLS_READ` bytes, so the cap adds no read.
+15. The pool is full (:meth:`ConnectionPool.full`, :func:`tls_full`) while its TLS connections held
+   (rule 12's count) and the node's leases that are not in the pool yet reach ``max_tls``: each of those
+   may open a connection, and one opened past the cap closes, by rule 12, the idle connection of a host
+   in rotation, which reconnects (a handshake, its session read: rule 10). A lease in the pool has its
+   connection counted already; one that is not (starting, or past its response) is counted as if it
+   would open one, so the count errs towards full. While full the node leases hosts not in rotation
+   only sparingly (polecat/frontier/leasing.py rule 11): rule 12's shortage alone only prefers the hosts
+   in rotation, and a crawl fast enough to keep more of them than the shortage took new hosts whenever
+   none in rotation was due, past the cap: 282-302 MiB of RssAnon against 197-207, 3,110-4,539
+   handshakes resumed (benchmarks/README.md "The HTTPS breadth crawl at rule 12's cap").
 """
 
 from __future__ import annotations
@@ -117,7 +127,7 @@ if TYPE_CHECKING:
 __all__ = [
     "HIGH_WATER", "KEEPALIVE", "MMAP_THRESHOLD", "SESSION_READ_LEAKS", "SHORT", "TLS_OPEN", "TLS_READ",
     "TLS_SESSIONS", "TLS_SHORT", "CappedReads", "Connection", "ConnectionPool", "Origin", "ResumingContext",
-    "SendGate", "TlsStats", "fix_mmap_threshold", "idle_to_close",
+    "SendGate", "TlsStats", "fix_mmap_threshold", "idle_to_close", "tls_full",
 ]
 
 MMAP_THRESHOLD = 256 * 1024
@@ -169,6 +179,12 @@ def idle_to_close(idle: int, closing: int, in_use: int, max_open: int) -> int:
     if not max_open:
         return 0
     return max(0, idle + closing + in_use - max_open)
+
+
+def tls_full(held: int, starting: int, max_tls: int) -> bool:
+    """Rule 15: whether ``held`` TLS connections (rule 12's count) and ``starting`` leases that may each
+    open one reach ``max_tls`` (0: no cap)."""
+    return bool(max_tls) and held + starting >= max_tls
 
 
 class AddressSource(Protocol):
@@ -527,6 +543,11 @@ class ConnectionPool:
         held = self._in_use + len(self._idle_lru) + len(self._closing)
         return ((bool(self._max_open) and held >= SHORT * self._max_open)
                 or (bool(self._max_tls) and self._tls_held >= TLS_SHORT * self._max_tls))
+
+    def full(self, leases: int) -> bool:
+        """Rule 15: whether the TLS connections held and those the node's ``leases`` in flight that are
+        not in the pool (its requests in use) may open reach ``max_tls``."""
+        return tls_full(self._tls_held, max(0, leases - self._in_use), self._max_tls)
 
     @property
     def tls_held(self) -> int:

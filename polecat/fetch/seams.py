@@ -45,6 +45,11 @@ class PageFetcher(Protocol):
         """Whether connections are near their descriptor cap (polecat/fetch/pool.py rule 9)."""
         ...
 
+    def connections_full(self, leases: int) -> bool:
+        """Whether the TLS connections held and those ``leases`` in flight may open reach their cap
+        (polecat/fetch/pool.py rule 15)."""
+        ...
+
     def let_go(self, url: str) -> None:
         """Close the idle connections kept for ``url``'s origin (polecat/fetch/pool.py rule 11)."""
         ...

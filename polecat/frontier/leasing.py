@@ -23,7 +23,8 @@ Rules:
 6. When descriptors run short (the node's connections near their cap, ``prefer_warm``), a due host whose
    last request ended less than :data:`WARM_FOR` ago (its connection likely still open, its robots.txt
    known) is leased before the due hosts ahead of it (the earliest due of them, from the host table's
-   heap of warm hosts); with none due the earliest host goes, so a cold host waits, never starves.
+   heap of warm hosts); with none due the earliest host goes, so a cold host waits, never starves (while
+   the connections are full, it waits for room: rule 11).
 7. A page whose record waits after its request ended (its content claims, polecat/cluster/claimlink.py)
    is released first (:meth:`Leasing.release`): the politeness part of its completion applies at once,
    so its host's next request may go at the host's next-allowed time, not after the wait; its URL stays
@@ -44,6 +45,16 @@ Rules:
    other host's idle connection would only wait out the keep-alive unused, so the node lets it go at once
    (polecat/node/lease_runner.py rule 9, polecat/fetch/pool.py rule 11). A host out of the working set
    (no record in memory) keeps none either; a URL whose completion is held for a commit counts as done.
+11. While the node's connections are full (``full``: polecat/fetch/pool.py rule 15, its TLS connections
+   and those its leases under way may open at their cap), a due host that is not warm (rule 6) is not
+   leased: with no warm host due, the call answers ``Wait`` until the earliest warm host is due, at most
+   :data:`FULL_RECHECK` seconds, and the cold host stays due in the heap. Room comes as the warm hosts
+   finish (rule 10's let-go); rule 6's cold host waits for it. A cold host's connection past the cap
+   would close a warm host's (pool rule 12), which reconnects at the cap in turn and closes the next: a
+   chain that lasts while the crawl sits at the cap. Rule 6 only prefers the warm hosts, and a crawl fast
+   enough to keep more of them than the shortage leased cold hosts whenever none warm was due, past the
+   cap (benchmarks/README.md "The HTTPS breadth crawl at rule 12's cap"). One cold lease a second past
+   it, tried, set off such a chain.
 """
 
 from __future__ import annotations
@@ -72,6 +83,10 @@ ROBOTS_SKIPS_PER_LEASE = 256
 HOSTS_PER_LEASE = 256
 """Due hosts one lease call looks at most before it answers ``Wait(now)`` (rule 9): ~13 us each when its
 queue and robots.txt are read, so a few ms a call."""
+FULL_RECHECK = 1.0
+"""Seconds a lease call waits at most while the connections are full and no warm host is due (rule 11): a
+completion wakes the node's lease loop, but the pool's own closes (keep-alive expiry, a server's close),
+which make room too, wake nothing."""
 STALE_PER_LEASE = 2048
 """Stale heap entries one lease call pops at most before it answers ``Wait(now)`` (rule 9): ~3 us each
 from a heap of 300,000, so a few ms a call."""
@@ -103,11 +118,12 @@ class Leasing:
         self._rng = rng
         self._ipkeys = IpKeys()
 
-    def lease(self, now: float, *, prefer_warm: bool = False) -> Decided[Lease | Wait | Idle]:
+    def lease(self, now: float, *, prefer_warm: bool = False,
+              full: bool = False) -> Decided[Lease | Wait | Idle]:
         """The next request to make, or how long nothing is ready. Never returns two leases for one host
         (or, with key_by_ip, one IP) at once, nor one before the host's next-allowed time. The writes
         retire the robots-disallowed URLs it skipped on the way. ``prefer_warm``: descriptors run short
-        (rule 6)."""
+        (rule 6); ``full``: the connections are at their cap (rule 11)."""
         table = self._table
         table.advance(now)  # its heap popped as time passes (host_table.py rule 17)
         heap, scheduled, schedule = table.heap, self._scheduled, table.schedule
@@ -136,11 +152,14 @@ class Leasing:
             if looked == HOSTS_PER_LEASE:
                 return Decided(Wait(now), out)  # rule 9: the hosts not looked at stay in the heap
             looked += 1
-            warm = self._pop_warm(now) if prefer_warm and not self._warm(host, now) else None
-            if warm is None:
-                heapq.heappop(heap)
-            else:  # its entry in the heap is stale from here on (host_table.py rule 2)
+            hot = not (prefer_warm or full) or self._warm(host, now)
+            warm = None if hot else self._pop_warm(now)
+            if warm is not None:  # its entry in the heap is stale from here on (host_table.py rule 2)
                 at, host = warm
+            elif full and not hot:
+                return Decided(Wait(self._full_wait(now)), out)  # rule 11: the cold host stays due
+            else:
+                heapq.heappop(heap)
             table.unschedule(host)
             st = self._hosts[host]
             if st.parked or st.in_flight or st.queued <= table.releasing(host):  # rule 7
@@ -174,6 +193,13 @@ class Leasing:
     def _warm(self, host: str, now: float) -> bool:
         ended = self._table.warm.get(host)
         return ended is not None and now - ended < WARM_FOR
+
+    def _full_wait(self, now: float) -> float:
+        """Rule 11, no warm host due: the earliest warm host's time (its heap entry may be stale: then the
+        next call only comes early), at most :data:`FULL_RECHECK` from ``now``."""
+        warm_heap = self._table.warm_heap
+        until = now + FULL_RECHECK
+        return min(until, warm_heap[0][0]) if warm_heap else until
 
     def _pop_warm(self, now: float) -> tuple[float, str] | None:
         """The earliest due warm host (rule 6), popped from the warm heap; None: none is due."""

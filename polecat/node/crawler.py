@@ -185,7 +185,7 @@ class Crawler:
         self._loop = LeaseLoop(cfg, frontier=frontier, db=self._db, commits=self._commits, runner=runner,
                                waker=waker, counters=self._counters, link=self._link, clock=self._clock,
                                stop=self._stop, feeding=lambda: self._feed is not None and self._feed.running,
-                               short=self._fetcher.connections_short)
+                               short=self._fetcher.connections_short, full=self._fetcher.connections_full)
         self._member = Member(frontier=frontier, db=self._db, store=self._store, commits=self._commits,
                               loop=self._loop,
                               runner=runner, counters=self._counters,

@@ -18,7 +18,8 @@ Rules:
    seconds later are cancelled and their URLs stay queued (nothing about them is recorded).
 5. Each lease tells the frontier whether the fetcher's connections are near their descriptor cap
    (``short``, fetch/pool.py rule 9): then it prefers hosts already in rotation (frontier/leasing.py
-   rule 6).
+   rule 6); and whether they are full (``full``, fetch/pool.py rule 15, counting the leases in flight):
+   then it leases hosts not in rotation sparingly (frontier/leasing.py rule 11).
 6. One step of the loop leases at most :data:`STEP_LEASES` hosts, or for at most :data:`STEP_BUDGET`
    seconds (on the node's clock), then gives the event loop a turn: the requests just leased start, and
    their responses, timers and the commit are served, before it leases more. A breadth crawl with
@@ -66,10 +67,13 @@ class LeaseLoop:
     def __init__(self, cfg: Config, *, frontier: Frontier, db: FrontierDB, commits: Commits,
                  runner: LeaseRunner, waker: Waker, counters: RunCounters, link: ClusterLink | None,
                  clock: Clock, stop: asyncio.Event, feeding: Callable[[], bool] = lambda: False,
-                 short: Callable[[], bool] = lambda: False) -> None:
+                 short: Callable[[], bool] = lambda: False,
+                 full: Callable[[int], bool] = lambda leases: False) -> None:
         self._cfg = cfg
         self._feeding = feeding
         self._short = short
+        self._full = full
+        """Whether the connections, with those the given leases in flight may open, are full (rule 5)."""
         self._frontier = frontier
         self._db = db
         self._commits = commits
@@ -118,7 +122,8 @@ class LeaseLoop:
                     await waker.sleep(alarms, now + BACKLOG_RECHECK)  # owners are slow to accept: wait
                     step.begin()
                     continue
-                decision = self._db.applied(frontier.lease(now, prefer_warm=self._short()))  # rule 5
+                decision = self._db.applied(frontier.lease(now, prefer_warm=self._short(),  # rule 5
+                                                           full=self._full(len(self.tasks))))
                 self.idle = isinstance(decision, Idle)
                 if isinstance(decision, Lease):
                     if decision.kind == "page":

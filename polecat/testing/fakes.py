@@ -168,6 +168,8 @@ class FakeFetcher:
     """Set: every request sent waits for it before its response comes (a request in flight)."""
     short: bool = False
     """What :meth:`connections_short` answers (no descriptors here)."""
+    full: bool = False
+    """What :meth:`connections_full` answers (no TLS connections here)."""
     let_go_urls: list[str] = field(default_factory=list)
     """The URLs :meth:`let_go` was called with, in order (polecat/fetch/pool.py rule 11)."""
 
@@ -229,6 +231,9 @@ class FakeFetcher:
 
     def connections_short(self) -> bool:
         return self.short
+
+    def connections_full(self, leases: int) -> bool:
+        return self.full
 
     def let_go(self, url: str) -> None:
         self.let_go_urls.append(url)

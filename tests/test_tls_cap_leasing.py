@@ -1,0 +1,162 @@
+"""A breadth crawl at the cap of its TLS connections (polecat/fetch/pool.py rules 12 and 15,
+polecat/frontier/leasing.py rule 11): the frontier stops taking new hosts when the connections are full,
+so the hosts in rotation keep theirs (one handshake a host).
+
+Sans-IO: a real frontier, a fake clock, and a model of the pool's connections (:class:`CappedConnections`)
+that counts handshakes and the idle connections closed at the cap; no sockets, no timing."""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+from itertools import count, pairwise
+from pathlib import Path
+
+import pytest
+
+from polecat.config import Config, FrontierConfig, ScopeConfig
+from polecat.fetch.pool import TLS_SHORT, tls_full
+from polecat.frontier.leasing import FULL_RECHECK, keeps_connection
+from polecat.frontier.records import Idle, Lease, Wait
+from tests.frontier_helpers import Rig, canon, politeness
+
+pytestmark = pytest.mark.usefixtures("frontier_backend")
+
+LEAVES = 2
+CAP = 32
+"""TLS connections the model holds at most (pool rule 12's ``max_tls``, small)."""
+IN_FLIGHT = 8
+"""Requests in flight at most (the node's concurrency): a quarter of the cap, as 256 is an eighth of 2,048."""
+TAKES = 0.02
+"""Seconds of the fake clock a request takes: the crawl could make 400 requests a second, the hosts a
+full cap keeps in rotation 32."""
+
+
+@dataclass
+class CappedConnections:
+    """Pool rules 2, 11, 12 and 15 as far as they count here: one connection a host, kept idle between its
+    requests, let go when the frontier says so; one more past :data:`CAP` closes the idle connection
+    released longest ago."""
+
+    idle: dict[str, None] = field(default_factory=dict)
+    """Hosts with an idle connection, released longest ago first."""
+    in_use: set[str] = field(default_factory=set)
+    handshakes: int = 0
+    closed_at_cap: int = 0
+
+    def held(self) -> int:
+        return len(self.idle) + len(self.in_use)
+
+    def short(self) -> bool:
+        return self.held() >= TLS_SHORT * CAP
+
+    def full(self) -> bool:
+        return tls_full(self.held(), 0, CAP)  # a request connects as it is leased: none starting
+
+    def take(self, host: str) -> None:
+        if host in self.idle:  # reused (rule 2)
+            del self.idle[host]
+        else:
+            self.handshakes += 1
+            if self.held() + 1 > CAP and self.idle:  # rule 12: the idle one released longest ago
+                del self.idle[next(iter(self.idle))]
+                self.closed_at_cap += 1
+        self.in_use.add(host)
+
+    def give_back(self, host: str, keep: bool) -> None:
+        self.in_use.discard(host)
+        if keep:
+            self.idle[host] = None
+
+
+@dataclass
+class Crawled:
+    conns: CappedConnections
+    ended: float
+    """The fake clock at the end."""
+    starts: dict[str, list[float]]
+    """Each host's request starts."""
+
+
+def crawl(tmp_path: Path, hosts: int, *, full: bool) -> Crawled:
+    """Seeds ``hosts`` hosts (``/`` links :data:`LEAVES` leaves each) and crawls them to the end, as the
+    node's lease loop does: up to :data:`IN_FLIGHT` requests, each lease told whether the connections are
+    short and (with ``full``) whether they are full."""
+    cfg = Config(scope=ScopeConfig(mode="any"), politeness=politeness(rate=1.0),
+                 frontier=FrontierConfig(working_hosts=10 * hosts))
+    rig = Rig(tmp_path, cfg=cfg)
+    for i in range(hosts):
+        rig.frontier.add_seed(canon(f"https://h{i}.cap.test/"), 0.0)
+    rig.frontier.commit()
+    conns = CappedConnections()
+    flight: list[tuple[float, int, Lease]] = []
+    starts: dict[str, list[float]] = {}
+    order = count()  # the heap's tie-break: leases do not compare
+    now = committed = 0.0
+    for _ in range(10**6):
+        got: Lease | Wait | Idle | None = None
+        while len(flight) < IN_FLIGHT:
+            got = rig.frontier.lease(now, prefer_warm=conns.short(), full=full and conns.full())
+            if not isinstance(got, Lease):
+                break
+            conns.take(got.host)
+            starts.setdefault(got.host, []).append(now)
+            heapq.heappush(flight, (now + TAKES, next(order), got))
+        if not flight and isinstance(got, Idle):
+            return Crawled(conns, now, starts)
+        until = got.until if isinstance(got, Wait) and got.until is not None else None
+        ends = flight[0][0] if flight else None
+        now = max(now, min(t for t in (until, ends) if t is not None))
+        while flight and flight[0][0] <= now:
+            ended, _, lease = heapq.heappop(flight)
+            if lease.kind == "robots":
+                rig.complete_robots(lease, ended - TAKES, duration=TAKES)
+            else:
+                if lease.url.endswith(".test/"):
+                    for k in range(LEAVES):
+                        rig.frontier.add(canon(f"{lease.url}leaf{k}"), 1, 0.5, ended)
+                rig.complete(lease, ended - TAKES, duration=TAKES)
+            conns.give_back(lease.host, keeps_connection(rig.frontier.host_state(lease.host), ended))
+        if now >= committed + 0.25:
+            rig.frontier.commit()
+            committed = now
+    raise AssertionError("the crawl did not end")
+
+
+def test_full_connections_keep_the_hosts_in_rotation_connected(tmp_path: Path) -> None:
+    """leasing.py rule 11 with pool rule 15: no host in rotation loses its connection at the cap, where
+    leasing past it closed hundreds (each reconnected: a handshake, and at the cap the next close)."""
+    hosts = 200
+    before = crawl(tmp_path / "before", hosts, full=False).conns
+    assert before.closed_at_cap > hosts  # the cap runs of benchmarks/README.md, in small
+    after = crawl(tmp_path / "after", hosts, full=True)
+    assert len(after.starts) == hosts
+    assert all(len(s) == 2 + LEAVES for s in after.starts.values())  # robots.txt, / and its leaves
+    assert all(b - a >= 1.0 - 1e-9 for s in after.starts.values() for a, b in pairwise(s))  # politeness
+    assert after.conns.closed_at_cap == 0
+    assert after.conns.handshakes == hosts
+
+
+def test_full_a_cold_host_waits_for_the_warm_ones(tmp_path: Path) -> None:
+    """leasing.py rule 11: with the connections full, a cold host is not leased, the warm ones are; with
+    none due, the call waits for the earliest, or :data:`FULL_RECHECK` at most."""
+    cfg = Config(scope=ScopeConfig(mode="any"), politeness=politeness(rate=1.0),
+                 frontier=FrontierConfig(working_hosts=1000))
+    rig = Rig(tmp_path, cfg=cfg)
+    rig.frontier.add_seed(canon("http://warm.test/"), 0.0)
+    robots = rig.frontier.lease(0.0)
+    assert isinstance(robots, Lease) and robots.host == "warm.test"
+    rig.complete_robots(robots, 0.0)
+    for i in range(3):
+        rig.frontier.add_seed(canon(f"http://cold{i}.test/"), 0.5)
+    warm = rig.frontier.lease(2.0, full=True)
+    assert isinstance(warm, Lease) and (warm.host, warm.kind) == ("warm.test", "page")
+    assert rig.frontier.lease(2.0, full=True) == Wait(2.0 + FULL_RECHECK)  # warm.test is in flight
+    rig.frontier.add(canon("http://warm.test/leaf"), 1, 0.5, 2.0)
+    rig.complete(warm, 2.0, duration=0.1)
+    waits = rig.frontier.lease(2.5, full=True)
+    assert isinstance(waits, Wait) and waits.until == pytest.approx(3.05)  # warm.test's next request
+    leaf = rig.frontier.lease(3.05, full=True)
+    assert isinstance(leaf, Lease) and leaf.host == "warm.test"
+    cold = rig.frontier.lease(3.05)  # room again: the cold hosts go, the earliest first
+    assert isinstance(cold, Lease) and cold.host == "cold0.test"
