@@ -15,13 +15,9 @@ import resource
 import time
 from pathlib import Path
 
-from benchmarks.bench_periodic import CFG, OPEN_AT, SCAN_AT
-from polecat.dedup.seen import SeenSet
-from polecat.frontier.db import FrontierDB
-from polecat.frontier.frontier import Frontier
+from benchmarks.bench_periodic import SCAN_AT, reopen
 from polecat.frontier.politeness import Attempt
 from polecat.frontier.records import Completion, Lease
-from polecat.frontier.robots import RobotsPolicy
 
 ROUND = 4_000
 """Leases a round."""
@@ -35,12 +31,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     hosts = args.urls // args.per_host
-    db = FrontierDB(args.dir / "frontier", map_size=CFG.frontier.map_size, params={})
-    seen = SeenSet.restore(db.seen_keys, db.count("seen"), args.dir / "seen.bloom", db.seq, 2 * args.urls,
-                           0.01)
-    robots = RobotsPolicy(CFG.robots, CFG.fetch.user_agent)
-    frontier = Frontier(db, CFG, robots, seen, OPEN_AT)
-    frontier.commit()
+    db, frontier, robots = reopen(args.dir, args.urls)
     # Hosts bench_periodic's own admits and leases did not touch (it takes the last 2,000).
     given = [f"h{h}.bench.test" for h in range(hosts - 6_000, hosts - 4_000)]
     for host in given:

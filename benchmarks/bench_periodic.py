@@ -116,6 +116,17 @@ def build(db: FrontierDB, urls: int, per_host: int, due: int) -> None:
     flush()
 
 
+def reopen(workdir: Path, urls: int) -> tuple[FrontierDB, Frontier, RobotsPolicy]:
+    """The frontier of a data dir this bench left (``--dir``, built with ``urls``), opened again and
+    committed, with its robots policy (for benchmarks that go on from it)."""
+    db = FrontierDB(workdir / "frontier", map_size=CFG.frontier.map_size, params={})
+    seen = SeenSet.restore(db.seen_keys, db.count("seen"), workdir / "seen.bloom", db.seq, 2 * urls, 0.01)
+    robots = RobotsPolicy(CFG.robots, CFG.fetch.user_agent)
+    frontier = Frontier(db, CFG, robots, seen, OPEN_AT)
+    frontier.commit()
+    return db, frontier, robots
+
+
 def status_in_child(frontier_dir: Path) -> str:
     """``polecat status``'s read of the data dir, in another process (LMDB opens an environment once per
     process), timed there."""

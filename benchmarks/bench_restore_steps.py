@@ -18,13 +18,9 @@ import io
 import time
 from pathlib import Path
 
-from benchmarks.bench_periodic import CFG, OPEN_AT, SCAN_AT, Steps, group_slices
+from benchmarks.bench_periodic import SCAN_AT, Steps, group_slices, reopen
 from polecat.cluster.ownership import Ownership
-from polecat.dedup.seen import SeenSet
 from polecat.frontier.bundle import SliceBundle
-from polecat.frontier.db import FrontierDB
-from polecat.frontier.frontier import Frontier
-from polecat.frontier.robots import RobotsPolicy
 
 COMMIT_EVERY = 4
 """Steps between two commits (~500 records a step, ~2,000 changes: ``frontier.commit_ops``)."""
@@ -37,11 +33,7 @@ def main() -> None:
     ap.add_argument("--group", type=int, default=20, help="the group of 64 slices restored (0-63)")
     args = ap.parse_args()
     c0 = time.process_time()
-    db = FrontierDB(args.dir / "frontier", map_size=CFG.frontier.map_size, params={})
-    seen = SeenSet.restore(db.seen_keys, db.count("seen"), args.dir / "seen.bloom", db.seq, 2 * args.urls,
-                           0.01)
-    frontier = Frontier(db, CFG, RobotsPolicy(CFG.robots, CFG.fetch.user_agent), seen, OPEN_AT)
-    frontier.commit()
+    db, frontier, _ = reopen(args.dir, args.urls)
     print(f"open: {time.process_time() - c0:.1f} s CPU", flush=True)
     slices = group_slices(args.group)
     body = frontier.export_slices(slices, SCAN_AT).to_bytes()
