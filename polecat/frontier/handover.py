@@ -303,7 +303,7 @@ class SliceAdoption:
         """Hosts asked whether they had URLs queued here before (rule 10), with the answer."""
         self._finished: set[bytes] = set()
         self._queued_there: set[bytes] = set()
-        """URL keys finished there, and queued there, of the hosts of :attr:`_had_here` alone (rule 10)."""
+        """URL keys finished there, and queued there, of the hosts that had URLs queued here (rule 10)."""
         self._doomed: set[bytes] | None = None
         """URL keys finished there and not queued there again, once every record is read."""
         self._named = handover._intake.refetch_url_keys()
@@ -394,7 +394,7 @@ class SliceAdoption:
                 ukey = url_key(queued.url, host)
                 if host not in self._merged:  # a queue row of a host whose record the bundle lacks
                     self._merge(host, None)
-                if self._had_here[host]:  # finished and queued again there (a refresh): stays queued
+                if self._had_before(host):  # finished and queued again there (a refresh): stays queued
                     self._queued_there.add(ukey)
                 if ukey not in marked and seen.mark(stored, ukey):
                     marked.add(ukey)
@@ -426,16 +426,14 @@ class SliceAdoption:
 
     def _merge(self, host: str, got: HostState | None) -> None:
         """The bundle's record of ``host`` (None: it has none) merged into this frontier's (rule 3)."""
-        peeked = self._handover._table.peek(host)
-        had = self._had_here[host] = peeked is not None and peeked.queued > 0
-        if had:
+        if self._had_before(host):
             self._had.append(host)
         self._merged.add(host)
         self._handover._adopt_host(host, got, 0, self._waits)
 
     def _had_before(self, host: str) -> bool:
-        """Whether ``host`` had URLs queued here before this adoption (rule 10): :meth:`_merge`'s answer, or
-        the same question asked now of a host whose record has not come (or never comes)."""
+        """Whether ``host`` had URLs queued here before this adoption (rule 10), asked once: at its record's
+        merge, or at its first URL record when that comes first (a host whose record the bundle lacks)."""
         had = self._had_here.get(host)
         if had is None:
             peeked = self._handover._table.peek(host)
