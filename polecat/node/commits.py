@@ -275,11 +275,7 @@ class Commits:
         started = self._clock.wall()
         self.flushing = True
         try:
-            claims = self._link.claims if self._link is not None else None
-            stored = claims.before_flush() if claims is not None else {}
-            await asyncio.to_thread(self._store.flush)
-            if claims is not None:
-                claims.after_flush(stored)  # rule 8
+            await self._flush_off_loop()
             if self._link is not None:
                 await _committed_off_loop(self._link.handoff.start_commit())
                 self._link.handoff.finish_commit()
@@ -375,13 +371,14 @@ class Commits:
             whole_at = loop.time() + period
 
     async def _flush_off_loop(self) -> None:
-        """Rule 8: the store flush alone, for the deposits it acknowledges and the first pages it
-        reports (claims rules 7 and 12)."""
-        assert self._link is not None and self._link.claims is not None
-        claims = self._link.claims
-        stored = claims.before_flush()
+        """The store flush off the loop, then the first pages it made durable reported and the deposits it
+        holds acknowledged (rule 8; claims rules 7 and 12): a periodic commit's first step, and alone at
+        the deposits' wake-up."""
+        claims = self._link.claims if self._link is not None else None
+        stored = claims.before_flush() if claims is not None else {}
         await asyncio.to_thread(self._store.flush)
-        claims.after_flush(stored)
+        if claims is not None:
+            claims.after_flush(stored)
 
     def _deposits_due(self) -> None:
         """Rule 8: a store flush :data:`DEPOSIT_GATHER` from the first deposit since the last one asked."""
