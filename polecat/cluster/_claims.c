@@ -245,6 +245,7 @@ static int bases_push(Bases *b, PyObject *base, Py_ssize_t bits) {
     return 0;
 }
 
+/* A linear look: a claim's bands list at most BANDS x claims.py's BAND_BASES (256) bases. */
 static int bases_has(Bases *b, PyObject *base) {
     for (Py_ssize_t i = 0; i < b->len; i++)
         if (b->items[i] == base) return 1;
