@@ -46,6 +46,7 @@ from polecat.frontier.keys import host_row, queue_key, url_key
 from polecat.frontier.politeness import Attempt, HostState
 from polecat.frontier.records import Completion, Lease, QueuedUrl, UrlRecord, encode_host
 from polecat.frontier.refresh import History, observe
+from polecat.frontier.refresh_queue import SCAN_HOSTS, SCAN_ROWS, DueScan
 from polecat.frontier.robots import RobotsPolicy
 from polecat.frontier.slices import SLICES, slice_of
 from polecat.writes import Put, Write
@@ -338,12 +339,12 @@ def main() -> None:
     timed("commit", frontier.commit)
     index = frontier._refresh.index
 
-    def scan() -> tuple[int, Any]:
-        index.reads = 0
-        return db.applied(frontier.requeue_due(SCAN_AT, window=60.0))
-
-    queued, fresh = timed("refresh scan (requeue_due)", scan)
-    print(f"{'':34s} queued {queued:,}, rows read {index.reads:,}; tracked {fresh.tracked:,}")
+    # In steps, as the node's lease loop makes it (polecat/frontier/refresh_queue.py rule 1).
+    index.reads = 0
+    due, scan_steps = DueScan(SCAN_AT, 60.0), Steps()
+    fresh = scan_steps.until(lambda: db.applied(frontier.scan_step(due, SCAN_AT)))
+    scan_steps.report("refresh scan (in steps)", f"of at most {SCAN_ROWS:,} rows and {SCAN_HOSTS} hosts")
+    print(f"{'':34s} queued {due.queued:,}, rows read {index.reads:,}; tracked {fresh.tracked:,}")
     index.reads = 0
     timed("freshness", lambda: frontier.freshness(SCAN_AT + 1.0), "")
     print(f"{'':34s} rows read {index.reads:,}")

@@ -701,6 +701,12 @@ class FrontierDB:
             return self.seen.items(prefix)
         return key_range(self.txn, self.tables[table], prefix)
 
+    def items_after(self, table: Table, key: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """The records of ``table`` whose key sorts after ``key``, in key order (not for ``seen``)."""
+        if table == "seen":
+            raise ValueError("the seen table is read by prefix only")
+        return keys_after(self.txn, self.tables[table], key)
+
     def seen_keys(self) -> Iterator[bytes]:
         """Every key of the seen table, in key order (to rebuild the seen-set's Bloom filter from)."""
         return (key for key, _ in self.items("seen"))
@@ -866,6 +872,14 @@ def key_range(txn: Any, db: Any, prefix: bytes) -> Iterator[tuple[bytes, bytes]]
             if not key.startswith(prefix):
                 return
             yield key, value
+
+
+def keys_after(txn: Any, db: Any, key: bytes) -> Iterator[tuple[bytes, bytes]]:
+    """The records of ``db`` whose key sorts after ``key``, in key order."""
+    with txn.cursor(db=db) as cur:
+        if not cur.set_range(key) or (cur.key() == key and not cur.next()):
+            return
+        yield from cur
 
 
 class CommittedTables:

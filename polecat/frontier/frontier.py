@@ -107,6 +107,7 @@ class Frontier:
         self.release = hops.release
         self.next_allowed = hops.next_allowed
         self.requeue_due = refresh.requeue_due
+        self.scan_step = refresh.scan_step
         self.set_prior = refresh.set_prior
         self.freshness = refresh.freshness
         self.set_throttle = controls.set_throttle

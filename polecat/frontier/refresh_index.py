@@ -17,8 +17,10 @@ Rules:
    histories with an observed interval) are counted as rows change. A time cursor ``t``: the rows whose
    boundary is before it are counted in ``passed`` (and ``passed_important``); the others have one
    ``fresh`` row at their boundary. The figures at ``now`` >= ``t`` move the cursor to ``now``, counting
-   the ``fresh`` rows it passes (read in time order from the head: their deletes are written with the
+   the ``fresh`` rows it passes (read in time order from the cursor: their deletes are written with the
    next commit); a ``now`` before the cursor (the clock stepped back) is answered by a full recount.
+   A refresh scan walks them in steps (:meth:`RefreshIndex.freshness_step`): a step moves the cursor to
+   the boundary it stopped at, never between two rows of one boundary.
 4. Every write of a URL record goes through :meth:`RefreshIndex.update` (completions, requeues, blocks,
    adoption, refetch requests); a release of slices removes the rows of its URLs (:meth:`release_rows`,
    a bounded number a step: polecat/frontier/handover.py rule 7), read by their slices' ``refresh``
@@ -39,7 +41,8 @@ from __future__ import annotations
 import hashlib
 import json
 import struct
-from collections.abc import Iterator
+import sys
+from collections.abc import Iterable, Iterator
 from dataclasses import astuple, dataclass
 from itertools import islice
 
@@ -221,32 +224,49 @@ class RefreshIndex:
         if row.boundary >= self.counts.cursor:
             out.append(Put("fresh", fresh_key(row.boundary, ukey), b"\x01" if row.important else b""))
 
-    def due(self, now: float, limit: int) -> Iterator[bytes]:
-        """The URL keys due at ``now`` (at most ``limit``), earliest first (rule 2)."""
-        for n, (key, _) in enumerate(self._db.items("due")):
+    def due(self, now: float, after: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
+        """The ``due`` rows at ``now`` after the row ``after`` (b"": from the first), earliest first, as
+        ``(row key, URL key)`` (rule 2)."""
+        rows = self._db.items_after("due", after) if after else self._db.items("due")
+        for key, _ in rows:
             self.reads += 1
-            at = _TIME.unpack_from(key)[0]
-            if at > now or n >= limit:
+            if _TIME.unpack_from(key)[0] > now:
                 return
-            yield key[_TIME.size :]
+            yield key, key[_TIME.size :]
 
-    def host_rows(self, host: str) -> Iterator[tuple[bytes, RefreshRow]]:
-        """The ``refresh`` rows of ``host``, by URL key, in key order (its budget plan, rule 1)."""
-        for key, raw in self._db.items("refresh", refresh_prefix(host)):
+    def host_rows(self, host: str, after: bytes = b"") -> Iterator[tuple[bytes, bytes, RefreshRow]]:
+        """The ``refresh`` rows of ``host`` after the row ``after`` (b"": from the first), in key order, as
+        ``(row key, URL key, row)`` (its budget plan, rule 1)."""
+        prefix = refresh_prefix(host)
+        rows = self._db.items_after("refresh", after) if after else self._db.items("refresh", prefix)
+        for key, raw in rows:
+            if not key.startswith(prefix):
+                return
             self.reads += 1
-            yield url_key_of_refresh_row(key), RefreshRow.decode(raw)
+            yield key, url_key_of_refresh_row(key), RefreshRow.decode(raw)
 
     def freshness(self, now: float) -> Freshness:
         """The freshness SLO at ``now`` (rule 3)."""
+        fresh = self.freshness_step(now, sys.maxsize)
+        assert fresh is not None, "a walk without a bound reaches now"
+        return fresh
+
+    def freshness_step(self, now: float, budget: int) -> Freshness | None:
+        """Rule 3 in a step of about ``budget`` ``fresh`` rows past the cursor (a refresh scan's last part,
+        polecat/frontier/refresh_queue.py rule 1): the figures at ``now``, or None when the cursor is not
+        there yet (the next step goes on from where this one stopped)."""
         counts = self.counts
         if now < counts.cursor:
             return self.recount(now)
-        walk = _Walk(self._db, counts.cursor, now)
+        # From the cursor on: the rows before it are passed, their deletes waiting for the next commit.
+        walk = _Walk(self._db.items_after("fresh", _TIME.pack(counts.cursor)), counts.cursor, now, budget)
         self.reads += walk.reads
         self._passed += walk.passed_keys
         counts.passed += len(walk.passed_keys)
         counts.passed_important += walk.passed_important
-        counts.cursor = now
+        counts.cursor = walk.until
+        if walk.stopped:
+            return None
         return Freshness(counts.tracked, counts.passed + walk.at, counts.important,
                          counts.important - counts.passed_important)
 
@@ -299,19 +319,29 @@ class RefreshIndex:
 
 
 class _Walk:
-    """The ``fresh`` rows from ``cursor`` up to ``now`` (rule 3), read in time order from the head (rows
-    before ``cursor`` are passed already, their deletes waiting for a commit)."""
+    """The ``fresh`` rows from ``cursor`` up to ``now`` (rule 3), read in time order from ``rows`` (rows
+    before ``cursor`` are passed already, their deletes waiting for a commit). Past ``budget`` rows from
+    the cursor on it stops at the next boundary (``stopped``, ``until`` that boundary): never between two
+    rows of one boundary, which the next walk from ``until`` would count again."""
 
-    def __init__(self, tables: TableReader, cursor: float, now: float) -> None:
+    def __init__(self, rows: Iterable[tuple[bytes, bytes]], cursor: float, now: float,
+                 budget: int = sys.maxsize) -> None:
         self.passed_keys: list[bytes] = []
         self.passed_important = self.at = self.reads = 0
-        for key, raw in tables.items("fresh"):
+        self.until, self.stopped = now, False
+        walked, last = 0, cursor
+        for key, raw in rows:
             self.reads += 1
             boundary = _TIME.unpack_from(key)[0]
             if boundary < cursor:
                 continue
             if boundary > now:
                 break
+            if walked >= budget and boundary != last:
+                self.until, self.stopped = boundary, True
+                break
+            walked += 1
+            last = boundary
             if boundary == now:
                 self.at += 1  # due (now >= boundary) and still within its window (now <= boundary)
                 continue
@@ -328,7 +358,7 @@ def stored_freshness(tables: TableReader, cfg: RefreshConfig, now: float) -> tup
     info = json.loads(stored) if stored is not None else {}
     if info.get("settings") != settings_mark(cfg) or now < info["cursor"]:
         return None
-    walk = _Walk(tables, info["cursor"], now)
+    walk = _Walk(tables.items("fresh"), info["cursor"], now)
     passed, important = info["passed"] + len(walk.passed_keys), info["important"]
     return (Freshness(info["tracked"], passed + walk.at, important,
                       important - info["passed_important"] - walk.passed_important), info["revisited"])

@@ -68,6 +68,11 @@ class FrontierTables(TableReader, Protocol):
         """The records in ``table``."""
         ...
 
+    def items_after(self, table: Table, key: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """The records of ``table`` whose key sorts after ``key``, in key order: a scan in steps goes on
+        where it stopped, whatever was committed in between (not for ``seen``)."""
+        ...
+
     def apply(self, writes: Sequence[Write]) -> None:
         """Do a decision's writes (rule 3)."""
         ...

@@ -13,7 +13,9 @@ Rules:
    budget is spent keeps receiving hand-offs. Nor does a crawl whose seeds file is still being read
    (``feeding``, polecat/node/seed_feed.py rule 4).
 3. With refresh on, the URLs due are queued again once per run, or every ``refresh.scan_interval`` for a
-   serving node (its next scan bounds every sleep).
+   serving node (its next scan bounds every sleep). A scan runs in steps (polecat/frontier/
+   refresh_queue.py rule 1), one a turn of this loop, leases in between; while one is under way the run
+   does not end on idle, and its scan is due again only from its last step on.
 4. At the end, requests in flight may finish; once stopped, those still running ``fetch.stop_grace``
    seconds later are cancelled and their URLs stay queued (nothing about them is recorded).
 5. Each lease tells the frontier whether the fetcher's connections are near their descriptor cap
@@ -37,9 +39,11 @@ from typing import TYPE_CHECKING
 
 from polecat.clock import Clock
 from polecat.config import Config
+from polecat.frontier import refresh_queue
 from polecat.frontier.db import FrontierDB
 from polecat.frontier.frontier import Frontier
 from polecat.frontier.records import Idle, Lease, Wait
+from polecat.frontier.refresh_queue import DueScan
 from polecat.node import verdict
 from polecat.node.commits import Commits
 from polecat.node.lease_runner import LeaseRunner
@@ -88,6 +92,8 @@ class LeaseLoop:
         self.idle = False
         """The frontier had nothing to lease at the last look (or a member's budget is spent)."""
         self._next_scan = 0.0
+        self._scan: DueScan | None = None
+        """The refresh scan under way (rule 3)."""
 
     async def run(self, *, serve: bool) -> None:
         """Lease until the run ends (rule 2); sets ``counters.ended`` unless stopped."""
@@ -117,7 +123,7 @@ class LeaseLoop:
                     continue
                 now = self._clock.wall()
                 if self._cfg.refresh.enabled and now >= self._next_scan:
-                    self._scan_due(now, serve)
+                    self._scan_step(now, serve)
                 if link is not None and link.backlogged():
                     await waker.sleep(alarms, now + BACKLOG_RECHECK)  # owners are slow to accept: wait
                     step.begin()
@@ -140,7 +146,7 @@ class LeaseLoop:
                     await waker.sleep(alarms, _earliest(decision.until, self._next_scan))
                     step.begin()
                 elif isinstance(decision, Idle):
-                    if serve or link is not None or self._feeding():
+                    if serve or link is not None or self._feeding() or self._scan is not None:
                         await waker.sleep(alarms, _earliest(None, self._next_scan))
                         step.begin()
                         continue
@@ -158,16 +164,23 @@ class LeaseLoop:
         self.tasks.discard(task)
         self._waker.after_lease()
 
-    def _scan_due(self, now: float, serve: bool) -> None:
-        """Rule 3."""
+    def _scan_step(self, now: float, serve: bool) -> None:
+        """Rule 3: a step of the refresh scan under way, or of a new one."""
         refresh = self._cfg.refresh
-        window = refresh.scan_interval if serve else None
-        queued, fresh = self._db.applied(self._frontier.requeue_due(now, window=window))
-        self._counters.refresh_queued += queued
+        if self._scan is None:
+            self._scan = DueScan(now, refresh.scan_interval if serve else None)
+        scan, before = self._scan, self._scan.queued
+        fresh = self._db.applied(self._frontier.scan_step(  # read at the call: tests make steps small
+            scan, now, rows=refresh_queue.SCAN_ROWS, hosts=refresh_queue.SCAN_HOSTS))
+        self._counters.refresh_queued += scan.queued - before
+        if fresh is None:
+            self._next_scan = now  # more steps: due at once, so no sleep outlasts the scan
+            return
+        self._scan = None
         self._counters.freshness = (fresh.tracked, fresh.due, fresh.important, fresh.within)
         self._next_scan = now + refresh.scan_interval if serve else math.inf
-        if queued:
-            log.info("refresh: %d URLs due queued again", queued)
+        if scan.queued:
+            log.info("refresh: %d URLs due queued again", scan.queued)
 
     async def _drain(self) -> None:
         """Rule 4."""

@@ -269,6 +269,14 @@ class MemoryTables:
     def count(self, table: Table) -> int:
         return len(self._rows[table])
 
+    def items_after(self, table: Table, key: bytes) -> Iterator[tuple[bytes, bytes]]:
+        rows, keys = self._rows[table], self._keys[table]
+        i = bisect_right(keys, key)
+        while i < len(keys):
+            at = keys[i]
+            yield at, rows[at]
+            i = bisect_right(keys, at)  # as an LMDB cursor, as in items()
+
     def put(self, table: Table, key: bytes, value: bytes) -> None:
         rows = self._rows[table]
         if key not in rows:
@@ -315,6 +323,9 @@ class MemoryFrontierDB:
 
     def count(self, table: Table) -> int:
         return self._tables.count(table)
+
+    def items_after(self, table: Table, key: bytes) -> Iterator[tuple[bytes, bytes]]:
+        return self._tables.items_after(table, key)
 
     def apply(self, writes: Sequence[Write]) -> None:
         tables, written = self._tables, self.written
