@@ -109,6 +109,61 @@ def test_queue_bands_are_counted_once_per_data_dir_and_kept_through_a_release(tm
     assert rig.frontier.queue_bands() == {name: left[name] for name in first} != first
 
 
+def bands_in(rig: Rig) -> dict[str, int]:
+    """The queue bands by a pass over the queue table (what the count must equal), those not empty."""
+    return dict(Counter(priority_band(key) for key, _ in rig.db.items("queue")))
+
+
+def test_a_new_data_dir_keeps_its_queue_bands_from_nothing(tmp_path: Path) -> None:
+    """host_table.py rule 24: a crawl's first scrape reads no queue row, whatever the queue holds."""
+    rig = Rig(tmp_path, cfg=CFG)
+    crawl_some(rig, 1_000.0, 10)
+    reads = Reads()
+    rig.db.items = reads.wrap(rig.db.items)  # type: ignore[method-assign]
+    bands = rig.frontier.queue_bands()
+    assert reads.ranges == [] and bands is not None
+    assert {k: v for k, v in bands.items() if v} == bands_in(rig)
+    assert sum(bands.values()) == rig.frontier.stats(1_000.0).queued > 0
+
+
+def test_a_data_dir_without_a_count_is_counted_in_steps_through_changes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A data dir whose queue has no count (as 0.3.0 left it) is counted a few keys a call, while URLs
+    are queued, leased and finished between the calls; the count then equals a pass over the queue, is
+    kept in ``meta`` only once whole, and the next open reads it."""
+    from polecat.frontier import host_table
+    from polecat.frontier.host_table import BANDS
+    from polecat.writes import Delete
+
+    rig = Rig(tmp_path, cfg=CFG)
+    now = crawl_some(rig, 1_000.0, 10)
+    for i in range(40):
+        rig.frontier.add_many([canon(f"http://x{i}.test/p{k}") for k in range(3)], 1, 0.5, now)
+    rig.frontier.commit()
+    rig.db.apply([Delete("meta", BANDS)])
+    rig.db.commit()
+    rig.crash()
+    rig.reopen(now)
+    monkeypatch.setattr(host_table, "BAND_STEP", 7)
+    queued = rig.frontier.stats(now).queued
+    calls, extra = 0, 0
+    while (bands := rig.frontier.queue_bands()) is None:
+        calls += 1
+        rig.frontier.add_many([canon(f"http://y{extra}.test/p{k}") for k in range(2)], 1, 0.5, now)
+        extra += 1
+        now = serve(rig, now, 1)
+        rig.frontier.commit()
+        assert rig.db.get("meta", BANDS) is None  # rule 24: no part count written
+    assert calls >= queued // 7 and extra > 0
+    assert {k: v for k, v in bands.items() if v} == bands_in(rig)
+    rig.frontier.commit()
+    rig.crash()
+    rig.reopen(now)
+    reads = Reads()
+    rig.db.items = reads.wrap(rig.db.items)  # type: ignore[method-assign]
+    assert rig.frontier.queue_bands() == bands and reads.ranges == []
+
+
 class CountingCursor:
     """A cursor of a :class:`CountingTxn`: the rows it gives count for its table."""
 

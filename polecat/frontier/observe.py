@@ -7,11 +7,10 @@ move the hosts due by then to ready, host_table.py rule 17, as the next lease wo
 from __future__ import annotations
 
 import heapq
-from collections import Counter
 
 from polecat.frontier.host_table import HostTable
 from polecat.frontier.intake import Intake
-from polecat.frontier.keys import PRIORITY_BANDS, priority_band
+from polecat.frontier.keys import PRIORITY_BANDS
 from polecat.frontier.politeness import HostState
 from polecat.frontier.records import FrontierStats
 
@@ -38,15 +37,13 @@ class Observation:
         queued = ((h, st.queued) for h, st in self._hosts.items() if st.queued > 0)
         return heapq.nlargest(n, queued, key=lambda hq: (hq[1], hq[0]))
 
-    def queue_bands(self) -> dict[str, int]:
-        """Queued URLs by priority band (:data:`PRIORITY_BANDS`). The first call on a data dir counts the
-        queue table; the count is kept from then on, across restarts (host_table.py :attr:`bands`)."""
+    def queue_bands(self) -> dict[str, int] | None:
+        """Queued URLs by priority band (:data:`PRIORITY_BANDS`), from the count the host table keeps;
+        None while a data dir's first count is made, a step each call (host_table.py rule 24)."""
         table = self._table
-        if table.bands is None:
-            bands: Counter[str] = Counter()
-            for key, _ in table.db.items("queue"):
-                bands[priority_band(key)] += 1
-            table.bands = bands
+        if not table.band_step():
+            return None
+        assert table.bands is not None
         return {name: table.bands[name] for name in (*(n for n, _ in PRIORITY_BANDS), "low")}
 
     def host_counts(self) -> tuple[int, int]:

@@ -110,7 +110,7 @@ class NodeMetrics(Collector):
                        "Requests started before their host's next-allowed time (must stay 0)",
                        s.politeness_violations)
         bands = GaugeMetricFamily("polecat_queue_urls", "Queued URLs by priority band", labels=["band"])
-        for band, n in c.frontier.queue_bands().items():
+        for band, n in (c.frontier.queue_bands() or {}).items():  # none while first counted, in steps
             bands.add_metric([band], n)
         yield bands
         hosts = GaugeMetricFamily("polecat_hosts", "Hosts by scheduling state", labels=["state"])
