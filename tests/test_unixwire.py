@@ -227,8 +227,8 @@ async def test_the_client_timeout_is_one_timer_and_fails_every_post_in_flight(so
             replies = await asyncio.gather(*(transport.post(address, b"%d" % i) for i in range(10)))
         finally:
             loop.call_at = call_at  # type: ignore[method-assign]
-        assert all(r.status == "error" and "TimeoutError: no reply in 0.2 s" in r.detail for r in replies)
         assert timers == 1  # the sweep
+        assert all(r.status == "error" and "TimeoutError: no reply in 0.2 s" in r.detail for r in replies)
         receiver.gate.set()
         assert (await transport.post(address, b"after")).detail == "after"
     finally:
