@@ -107,6 +107,9 @@ class _Connection(asyncio.Protocol):
         self.transport.write(data)
 
     def data_received(self, data: bytes) -> None:
+        if self.waiter is None:  # bytes on an idle connection: nothing they say can be trusted
+            self.fail(Reply("error", detail="ProtocolError: bytes with no request"))
+            return
         self._buffer += data
         if len(self._buffer) < _REPLY.size:
             return
@@ -114,9 +117,8 @@ class _Connection(asyncio.Protocol):
         end = _REPLY.size + length
         if len(self._buffer) < end:
             return
-        if len(self._buffer) > end or self.waiter is None:
-            self.fail(Reply("error", detail=f"ProtocolError: {len(self._buffer) - end} bytes past a reply"
-                            if self.waiter is not None else "ProtocolError: bytes with no request"))
+        if len(self._buffer) > end:
+            self.fail(Reply("error", detail=f"ProtocolError: {len(self._buffer) - end} bytes past a reply"))
             return
         detail = self._buffer[_REPLY.size : end].decode("utf-8", "replace")
         self._buffer.clear()
@@ -286,6 +288,8 @@ class _Served(asyncio.Protocol):
 
     def _reply(self, reply: Reply) -> None:
         assert self._transport is not None
+        if self._transport.is_closing():  # the client left while its batch was received
+            return
         self._transport.write(encode_reply(reply))
         if self._server.closing:  # rule 3: the request it let finish was the last
             self.end()
