@@ -238,8 +238,8 @@ async def test_the_client_timeout_is_one_timer_and_fails_every_post_in_flight(so
 
 
 async def test_server_close_lets_a_request_half_received_finish_then_hangs_up(sock_dir: Path) -> None:
-    # Rule 3: a request whose bytes are still arriving when close() begins is read and answered; an
-    # idle connection is closed at once.
+    # Rule 3: a request whose bytes are still arriving when close() begins is read and answered, and no
+    # request after it (not even one in the same read); an idle connection is closed at once.
     receiver = Echo()
     server = await serve_unix(receiver, f"unix:{sock_dir}/h.sock")
     reader, writer = await asyncio.open_unix_connection(str(sock_dir / "h.sock"))
@@ -251,10 +251,11 @@ async def test_server_close_lets_a_request_half_received_finish_then_hangs_up(so
     closing = asyncio.create_task(server.close())
     async with asyncio.timeout(10):
         assert await idle_reader.read() == b""  # the idle one: hung up, unanswered
-        writer.write(wire[7:])
+        writer.write(wire[7:] + _request(b"one too many"))
         assert await _read_replies(reader, 1) == [("ok", "late frame")]
         assert await reader.read() == b""
         await closing
+    assert receiver.answered == [b"late frame"]
     writer.close()
     idle_writer.close()
 
