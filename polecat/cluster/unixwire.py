@@ -238,6 +238,8 @@ class _Served(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = cast(asyncio.Transport, transport)
         self._server._conns.add(self)
+        if self._server.closing:  # accepted as close() began: rule 3 takes no new request
+            self.end()
 
     def connection_lost(self, exc: Exception | None) -> None:
         # The client went away, mid-request or not: it keeps its batch (rule 2 on its side). A receive in
@@ -252,7 +254,7 @@ class _Served(asyncio.Protocol):
 
     def _next(self) -> None:
         assert self._transport is not None
-        while self.task is None and len(self._buffer) >= _LENGTH.size:
+        while self.task is None and len(self._buffer) >= _LENGTH.size and not self._transport.is_closing():
             (length,) = _LENGTH.unpack_from(self._buffer)
             if length > MAX_BATCH_BYTES:
                 self._transport.write(encode_reply(Reply(
