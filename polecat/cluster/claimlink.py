@@ -143,9 +143,15 @@ class Receivers:
         self._handoff = handoff
         self._claims = claims
 
+    def answer(self, data: bytes) -> Reply | None:
+        """A claim frame's reply, at once (polecat/cluster/unixwire.py rule 4); None for a batch."""
+        if self._claims is not None and is_claim_frame(data):
+            return self._claims.answer(data)
+        return None
+
     async def receive(self, data: bytes) -> Reply:
         if self._claims is not None and is_claim_frame(data):
-            return await self._claims.receive(data)
+            return self._claims.answer(data)
         return await self._handoff.receive(data)
 
 
@@ -495,8 +501,12 @@ class ContentClaims:
             self._wake.set()
 
     async def receive(self, data: bytes) -> Reply:
+        """:meth:`answer`, for a transport that awaits its receiver."""
+        return self.answer(data)
+
+    def answer(self, data: bytes) -> Reply:
         """A frame of claims (answered by this member's book, the answers sent back by :meth:`run`) or of
-        answers (the held pages they decide are stored)."""
+        answers (the held pages they decide are stored): decided at once, nothing awaited."""
         try:
             frame = decode(data, self._verify)
         except HandoffError as exc:

@@ -83,6 +83,11 @@ class HandoffReceiver:
         self.inbox = Inbox(capacity)
         self.batches = self.urls = self.bad = self.unauthorized = 0
 
+    def answer(self, data: bytes) -> Reply | None:
+        """None: a batch waits for the inbox and the sink, so it is :meth:`receive` d (polecat/cluster/
+        unixwire.py rule 4)."""
+        return None
+
     async def receive(self, data: bytes) -> Reply:
         try:
             if len(data) > DECODE_ON_LOOP:  # up to MAX_BATCH_BYTES: decoded off the loop, which serves on
