@@ -40,6 +40,8 @@ NEAR_ANSWERS = st.builds(NearAnswer, INT64, st.none() | st.builds(Original, DIGE
 RECORDS = st.builds(FetchRecord, TEXT, TIMES, INT64, st.lists(st.tuples(TEXT, TEXT), max_size=3).map(tuple),
                     DIGESTS, INT64, st.booleans(), TEXT, st.just("revisit"))
 DEPOSITS = st.tuples(INT64, RECORDS, BODIES)
+SLOW = [HealthCheck.too_slow, HealthCheck.data_too_large]
+"""Frames of 70 kB strings are slow to make (and, built with sanitizers, to read)."""
 
 
 def _few(s: st.SearchStrategy[Any]) -> st.SearchStrategy[tuple[Any, ...]]:
@@ -94,7 +96,7 @@ def _encodings(f: ClaimFrame) -> list[Callable[[], bytes]]:
             lambda: claimwire.encode_durable(f.sender, f.durable)]
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=300, deadline=None, suppress_health_check=SLOW)
 @given(FRAMES)
 def test_the_same_bytes_and_records_as_the_python_codec(f: ClaimFrame) -> None:
     """Every kind, packed alike and read back alike; the kernel packs and reads each (none left to
@@ -142,7 +144,7 @@ def _refused_alike(payload: bytes) -> Outcome:
     return _same(lambda: decode(frame(MAGIC, VERSION, payload)))
 
 
-@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=400, deadline=None, suppress_health_check=SLOW)
 @given(FRAMES, st.data())
 def test_junk_anywhere_in_a_frame_is_refused_as_python_refuses_it(f: ClaimFrame, data: st.DataObject) -> None:
     """Any item, section or field of a frame (kinds 1-4) replaced by nested junk: wrong types, lengths,
@@ -155,6 +157,7 @@ def test_junk_anywhere_in_a_frame_is_refused_as_python_refuses_it(f: ClaimFrame,
     event(status)
 
 
+@settings(deadline=None)
 @given(st.binary(max_size=200), st.lists(JUNK, max_size=4))
 def test_random_bytes_and_junk_payloads_are_refused_alike(raw: bytes, junk: list[Any]) -> None:
     _refused_alike(raw)
