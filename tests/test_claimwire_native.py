@@ -6,6 +6,7 @@ left to the Python path, so refused with the same error, never a crash."""
 from __future__ import annotations
 
 import dataclasses
+import sys
 import tracemalloc
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -263,7 +264,7 @@ def test_records_are_built_without_their_init(monkeypatch: pytest.MonkeyPatch) -
 
 def test_fifty_thousand_calls_hold_no_memory() -> None:
     """References released on every path: frames read and packed, and frames the kernel leaves to
-    Python half read (each truncation of a frame)."""
+    Python half read (each truncation of a frame); none taken on the shared singletons."""
     data = claimwire.encode_near(_mixed())
     payload = _payload(data)
     k = kernel("polecat.cluster._claimwire")
@@ -277,6 +278,8 @@ def test_fifty_thousand_calls_hold_no_memory() -> None:
                 assert k.payload(claimwire.NEAR, f.sender, f) is not None
 
         rounds(2000)
+        shared = (None, True, False, "revisit")  # references a leak of a shared object would pile up on
+        refs = [sys.getrefcount(o) for o in shared]
         tracemalloc.start()
         try:
             before = tracemalloc.get_traced_memory()[0]
@@ -284,3 +287,4 @@ def test_fifty_thousand_calls_hold_no_memory() -> None:
             assert tracemalloc.get_traced_memory()[0] - before < 10_000
         finally:
             tracemalloc.stop()
+        assert all(abs(sys.getrefcount(o) - n) < 100 for o, n in zip(shared, refs, strict=True))

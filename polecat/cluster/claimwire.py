@@ -229,6 +229,7 @@ def _deposited(item: list[object]) -> tuple[int, bool]:
     return seq, stored
 
 
+# Last: the kernel is bound to the records it builds and reads (rule 1), all defined by now.
 _kernel = native.load("polecat.cluster._claimwire")
 if _kernel is not None:
     _kernel.bind(ClaimFrame, Claim, Answer, NearClaim, NearAnswer, Original, FetchRecord, VERIFY_BYTES)
