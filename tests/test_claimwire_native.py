@@ -191,6 +191,17 @@ def test_every_truncation_and_every_byte_changed_is_refused_alike() -> None:
     assert seen == {"ok", "ClaimError"}
 
 
+@pytest.mark.parametrize("items", [
+    b"\x91" * 100_000 + b"\xc0",  # 100,000 arrays deep
+    b"\x95" + b"\x91" * 100_000 + b"\xc0",  # as deep, in the near claims' section
+    b"\x95\x91" + b"\x96" * 50_000,  # near claims in near claims, cut short
+    b"\xdd\xff\xff\xff\xff",  # an array of 2**32 - 1 items in 5 bytes
+    b"\x98" + b"\x90" * 5 + b"\x91\x94\xcf" + b"\xff" * 8,  # an exact claim cut at its 2**64 - 1 seq
+])
+def test_deep_and_oversized_frames_are_refused_alike(items: bytes) -> None:
+    assert _refused_alike(b"\x93\x04\xa1s" + items)[0] == "ClaimError"
+
+
 @pytest.mark.parametrize("change", [
     lambda: {"sender": "\ud800"},  # not UTF-8: msgpack's error
     lambda: {"claims": (Claim(1 << 64, b"d" * 32, "u", 1.0),)},  # msgpack's OverflowError
