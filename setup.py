@@ -15,5 +15,6 @@ setup(
         Extension("polecat.store._warc", ["polecat/store/_warc.c"], optional=True),
         Extension("polecat.dedup._bloom", ["polecat/dedup/_bloom.c"], optional=True),
         Extension("polecat.cluster._claims", ["polecat/cluster/_claims.c"], optional=True),
+        Extension("polecat.cluster._claimwire", ["polecat/cluster/_claimwire.c"], optional=True),
     ]
 )

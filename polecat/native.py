@@ -18,7 +18,8 @@ import os
 from types import ModuleType
 
 KERNELS = ("polecat.dedup._minhash", "polecat.parse._extract", "polecat.dedup._canon", "polecat.parse._guard",
-           "polecat.store._warc", "polecat.dedup._bloom", "polecat.cluster._claims")
+           "polecat.store._warc", "polecat.dedup._bloom", "polecat.cluster._claims",
+           "polecat.cluster._claimwire")
 """Module name of every native kernel that setup.py builds."""
 
 

@@ -21,16 +21,26 @@ the exact sections go as kinds 1-3.
 Anything that does not decode raises :class:`~polecat.cluster.batch.HandoffError` (:class:`ClaimError`
 for the payload) and changes nothing; a release without claims refuses such a frame as a hand-off batch
 with a bad magic ("bad"), and its sender stores the pages in full (claims rule 5).
+
+Rules:
+
+1. The payload is read and written by the native kernel (polecat/cluster/_claimwire.c, polecat/native.py)
+   when it is built: the same bytes, the same records (built without their dataclass ``__init__``), and
+   this module's Python path the specification. The kernel takes only the layout above with the types it
+   names (a payload to read) or records of the exact types (a frame to write); anything else, a frame to
+   refuse among it, it hands to the Python path, which decodes, packs or refuses it: so a peer's frame is
+   refused with the same error either way, and the kernel refuses none itself.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import msgpack
 
+from polecat import native
 from polecat.cluster.batch import HandoffError, Signer, Verifier, frame, unframe
 from polecat.cluster.claims import Answer, Claim, NearAnswer, NearClaim, Original
 from polecat.dedup.minhash import VERIFY_BYTES
@@ -66,33 +76,33 @@ def is_claim_frame(data: bytes) -> bool:
     return data[:4] == MAGIC
 
 
-def encode_claims(sender: str, claims: Iterable[Claim], sign: Signer | None = None) -> bytes:
-    return _encode(CLAIMS, sender, _claim_items(claims), sign)
+def encode_claims(sender: str, claims: Sequence[Claim], sign: Signer | None = None) -> bytes:
+    return _encode(CLAIMS, sender, claims, sign)
 
 
-def _claim_items(claims: Iterable[Claim]) -> list[list[object]]:
+def _claim_items(claims: Sequence[Claim]) -> list[list[object]]:
     return [[c.seq, c.digest, c.url, c.fetched_at] for c in claims]
 
 
-def encode_answers(sender: str, answers: Iterable[Answer], sign: Signer | None = None) -> bytes:
-    return _encode(ANSWERS, sender, _answer_items(answers), sign)
+def encode_answers(sender: str, answers: Sequence[Answer], sign: Signer | None = None) -> bytes:
+    return _encode(ANSWERS, sender, answers, sign)
 
 
-def _answer_items(answers: Iterable[Answer]) -> list[list[object]]:
+def _answer_items(answers: Sequence[Answer]) -> list[list[object]]:
     return [[a.seq, None, None] if a.original is None else [a.seq, a.original[0], a.original[1]]
             for a in answers]
 
 
-def encode_durable(sender: str, digests: Iterable[bytes], sign: Signer | None = None) -> bytes:
-    return _encode(DURABLE, sender, list(digests), sign)
-
-
-def _encode(kind: int, sender: str, items: list[Any], sign: Signer | None) -> bytes:
-    return frame(MAGIC, VERSION, msgpack.packb([kind, sender, items], use_bin_type=True), sign)
+def encode_durable(sender: str, digests: Sequence[bytes], sign: Signer | None = None) -> bytes:
+    return _encode(DURABLE, sender, digests, sign)
 
 
 def encode_near(f: ClaimFrame, sign: Signer | None = None) -> bytes:
     """Every section of ``f`` as one kind 4 frame (the exact ones left off when all three are empty)."""
+    return _encode(NEAR, f.sender, f, sign)
+
+
+def _near_items(f: ClaimFrame) -> list[Any]:
     claims = [[c.seq, c.digest, c.url, c.fetched_at, c.index, c.verify] for c in f.near]
     answers = [[a.seq, None if (o := a.original) is None else
                 [o.digest, o.url, o.fetched_at, o.holder, *o.rank]] for a in f.near_answers]
@@ -101,13 +111,27 @@ def encode_near(f: ClaimFrame, sign: Signer | None = None) -> bytes:
     deposited = [list(a) for a in f.deposited]
     exact = [_claim_items(f.claims), _answer_items(f.answers), list(f.durable)] \
         if f.claims or f.answers or f.durable else []
-    return _encode(NEAR, f.sender, [claims, answers, list(f.withdrawn), deposits, deposited, *exact], sign)
+    return [claims, answers, list(f.withdrawn), deposits, deposited, *exact]
+
+
+_ITEMS: dict[int, Callable[[Any], list[Any]]] = {CLAIMS: _claim_items, ANSWERS: _answer_items, DURABLE: list,
+                                                 NEAR: _near_items}
+"""The Python path's items of each kind (rule 1), from what :func:`_encode` is given."""
+
+
+def _encode(kind: int, sender: str, items: Any, sign: Signer | None) -> bytes:
+    payload = None if _native_payload is None else _native_payload(kind, sender, items)  # rule 1
+    if payload is None:
+        payload = msgpack.packb([kind, sender, _ITEMS[kind](items)], use_bin_type=True)
+    return frame(MAGIC, VERSION, payload, sign)
 
 
 def decode(data: bytes, verify: Verifier | None = None) -> ClaimFrame:
     """Parse and check a claim frame; raises :class:`~polecat.cluster.batch.HandoffError` on anything
     else."""
     payload = unframe(data, MAGIC, VERSION, "claim frame", verify)
+    if _native_frame is not None and (f := _native_frame(payload)) is not None:  # rule 1
+        return f
     try:
         kind, sender, items = msgpack.unpackb(payload, use_list=True)
         if not isinstance(sender, str) or not isinstance(items, list):
@@ -203,3 +227,11 @@ def _deposited(item: list[object]) -> tuple[int, bool]:
     if not (isinstance(seq, int) and isinstance(stored, bool)):
         raise TypeError("a deposit's answer is [seq, stored]")
     return seq, stored
+
+
+# Last: the kernel is bound to the records it builds and reads (rule 1), all defined by now.
+_kernel = native.load("polecat.cluster._claimwire")
+if _kernel is not None:
+    _kernel.bind(ClaimFrame, Claim, Answer, NearClaim, NearAnswer, Original, FetchRecord, VERIFY_BYTES)
+_native_frame: Callable[[bytes], ClaimFrame | None] | None = None if _kernel is None else _kernel.frame
+_native_payload: Callable[[int, str, Any], bytes | None] | None = None if _kernel is None else _kernel.payload
