@@ -2,11 +2,12 @@
 freshness figures and the sitemap and feed priors they start from (with the first response's
 Last-Modified, refresh rule 4).
 
-The rules are polecat/frontier/refresh.py's (the :class:`RefreshPolicy` decides; this part applies its
-answers to the frontier's records): a page fetched (2xx) or not modified gets a history and a due time
-(rules 1-2, 4), the scan queues due URLs within each host's refresh budget and by priority (rules 3, 7,
-8), and the freshness SLO (rule 9) is counted as records change. Both read the indexes of
-polecat/frontier/refresh_index.py, kept with every write of a URL record, never every finished URL.
+The refresh rules are polecat/frontier/refresh.py's (the :class:`RefreshPolicy` decides; this part
+applies its answers to the frontier's records): a page fetched (2xx) or not modified gets a history and a
+due time (refresh rules 1-2, 4), the scan queues due URLs within each host's refresh budget and by
+priority (refresh rules 3, 7, 8), and the freshness SLO (refresh rule 9) is counted as records change.
+Both read the indexes of polecat/frontier/refresh_index.py, kept with every write of a URL record, never
+every finished URL.
 
 Rules:
 1. A refresh scan runs in steps (:class:`DueScan`, :meth:`RefreshQueue.scan_step`), each reading at most
@@ -68,7 +69,7 @@ class RefreshQueue:
     def after_visit(self, host: str, rec: UrlRecord, ukey: bytes, changed: bool, next_allowed: float,
                     last_modified: str | None = None) -> None:
         """Give ``rec``, a page of ``host`` just fetched (or not modified) at ``rec.fetched_at``, its
-        history and next due time (refresh rules 1-2, from its prior by rule 4). ``ukey``: its key;
+        history and next due time (refresh rules 1-2, from its prior by refresh rule 4). ``ukey``: its key;
         ``last_modified``: the response's header, if it had one."""
         raw = self._db.get("priors", ukey) if self.has_priors else None
         prior = Prior.decode(raw) if raw is not None else None
@@ -173,7 +174,7 @@ class RefreshQueue:
         for index, h, key, rec in scan.due:
             every = None if plan is None else float(plan[index])
             if every is not None and h.last_visit + every > now:
-                continue  # the host's budget spaces this URL further (rule 3): it stays due
+                continue  # the host's budget spaces this URL further (refresh rule 3): it stays due
             priority = self._policy.due_priority(host, h, rec.importance, now, every)
             items.append((-1.0 if priority is None else priority, key, rec))
         items.sort(key=lambda item: -item[0])
