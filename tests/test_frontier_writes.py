@@ -147,10 +147,10 @@ def test_release_and_commit_preparation_are_writes(tmp_path: Path) -> None:
     rig.frontier.add_seed(canon("http://y.test/"), 0.0)
     prep = rig.raw.prepare_commit()
     # host_table.py rule 8: the host in memory gets its ``resident`` row with its first commit; the
-    # counters follow (the queue's, the host numbers' (rule 14), the hosts' (rule 12), the refresh
-    # index's).
+    # counters follow (the queue's, the host numbers' (rule 14), the outcomes', the queue bands' (rule
+    # 24: counted from the start on a new data dir), the hosts' (rule 12), the refresh index's).
     assert shape(prep) == ["Put:hosts", "Put:resident", "Put:meta", "Put:meta", "Put:meta", "Put:meta",
-                           "Put:meta"]
+                           "Put:meta", "Put:meta"]
     assert rows(rig, "hosts") == 0
     assert rig.raw.prepare_commit()[0].table == "meta"  # host records are written once per commit
 
