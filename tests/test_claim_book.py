@@ -287,7 +287,13 @@ async def test_a_node_that_joins_gets_the_books_of_its_slices_with_them(
         await seed_on(n0, sources)
         originals = ground_truth(web.site, web.port, "host", seeds=sources)
         await wait_for(lambda: set(page_requests(web)) >= originals, 60, "the sources fetched")
-        await asyncio.sleep(4 * COMMIT_MS / 1000)  # the last originals' flushes report them durable
+        book0 = n0.cluster.claims.book if n0.cluster is not None and n0.cluster.claims is not None else None
+        assert book0 is not None
+        # Only durable records are kept and handed over (claims rule 8): the last originals' claims and
+        # their flushes' reports come after their requests, later still on a loaded machine.
+        await wait_for(lambda: len(book0) >= len(originals) and book0.unflushed() == 0, 60,
+                       "every original recorded durable in n0's book")
+        await n0.crawler.commit()  # and their rows committed: a hand-over exports the last commit
         nodes.append(await start_cluster_node(web, etcd_server, tmp_path, 1, 50.0, seeds=False,
                                               near_duplicates="full"))
         n1 = nodes[1][0]

@@ -319,6 +319,11 @@ class ClaimBook:
         """Copies waiting for their original to be durable."""
         return sum(map(len, self._copies.values()))
 
+    def unflushed(self) -> int:
+        """First pages recorded whose flush is not reported yet (rule 7): not kept (rule 8), so not handed
+        over with their slices. A pass over the book: for tests and tools, not the crawl's path."""
+        return sum(1 for first in self._first.values() if not first.durable)
+
     def __len__(self) -> int:
         return len(self._first)
 
