@@ -97,10 +97,11 @@ Rules:
    in rotation, which reconnects (a handshake, its session read: rule 10). A lease in the pool has its
    connection counted already; one that is not (starting, or past its response) is counted as if it
    would open one, so the count errs towards full. While full the node leases no host that is not in
-   rotation (polecat/frontier/leasing.py rule 11): rule 12's shortage alone only prefers the hosts
-   in rotation, and a crawl fast enough to keep more of them than the shortage took new hosts whenever
-   none in rotation was due, past the cap: 282-302 MiB of RssAnon against 197-207, 3,110-4,539
-   handshakes resumed (benchmarks/README.md "The HTTPS breadth crawl at rule 12's cap").
+   rotation and would open a TLS connection (an https URL; a plain-HTTP host opens none, and is leased:
+   polecat/frontier/leasing.py rule 11): rule 12's shortage alone only prefers the hosts in rotation,
+   and a crawl fast enough to keep more of them than the shortage took new hosts whenever none in
+   rotation was due, past the cap: 282-302 MiB of RssAnon against 197-207, 3,110-4,539 handshakes
+   resumed (benchmarks/README.md "The HTTPS breadth crawl at rule 12's cap").
 """
 
 from __future__ import annotations

@@ -129,6 +129,13 @@ Rules:
    so frontier calls go on between the steps. A commit on the loop (the stop, tools, tests) rebuilds all
    three at once. All three in one step at the working-set bound of 50,000 scheduled hosts:
    benchmarks/README.md "Issue 39: page work a loop turn".
+24. A host that leasing.py rule 11 holds back (due, cold, its lease a TLS connection while the
+   connections are full) stays scheduled, due at its time, with its entry (rule 19's tuple) moved from
+   the ready heap to :attr:`HostTable.held_heap` (:meth:`HostTable.hold`), so the leases that look for a
+   host to go past it read it once, not at each call. Rule 2 holds there too (a host rescheduled, leased,
+   dropped or fenced since leaves a stale entry), :meth:`HostTable.next_due` counts its head, rule 20's
+   bound counts it, and rule 23's rebuild of the ready heap from :attr:`scheduled` takes the held hosts
+   back into the ready heap (the held heap is emptied then: they are looked at again at their turn).
 """
 
 from __future__ import annotations
@@ -336,6 +343,8 @@ class HostTable:
         """When the last request of each host in memory ended (leasing.py rule 6)."""
         self.warm_heap: list[tuple[float, str]] = []
         """The entries of :attr:`heap` of the hosts in :attr:`warm` (stale ones too, as rule 2 says)."""
+        self.held_heap: list[tuple[float, str]] = []
+        """The entries of the hosts leasing.py rule 11 holds back, out of :attr:`heap` (rule 24)."""
         self._pending: list[Write] = []
         """Row writes of records read back by :meth:`state`, for the next commit (rules 7-8)."""
         self.url_written: UrlWritten = _no_index
@@ -593,6 +602,14 @@ class HostTable:
             if st is not None and (st.failures or st.strikes):
                 self.backing_off.add(host)
 
+    def hold(self, entry: tuple[float, str]) -> None:
+        """Rule 24: the host of ``entry``, just popped from the ready heap and unscheduled, due at its time
+        and found held back by leasing.py rule 11: scheduled again at that time, in the held heap."""
+        at, host = entry
+        self.scheduled[host] = at
+        self.due.add(host)  # rule 17: ready as it was (leased at or after the time advanced to, not parked)
+        heapq.heappush(self.held_heap, entry)
+
     def unschedule(self, host: str) -> float | None:
         """Take ``host`` out of the ready heap (its entries there are stale: rule 2); answers when it was
         due (None: it was not scheduled). Rule 17 counts it no more."""
@@ -635,9 +652,12 @@ class HostTable:
 
     def next_due(self) -> float | None:
         """No host is due before this time (None: none is scheduled). It may be earlier than the first
-        host a lease would hand out (rules 2 and 7), never later: a caller that sleeps until then misses
+        host a lease would hand out (rules 2, 7 and 24), never later: a caller that sleeps until then misses
         no host."""
         at = self.heap[0][0] if self.heap else None
+        held = self.held_heap
+        if held and (at is None or held[0][0] < at):
+            at = held[0][0]
         head = self.cold_head
         return head if head is not None and (at is None or head < at) else at
 
@@ -663,7 +683,7 @@ class HostTable:
         self._ranking = None
         out += [Put("resident", host.encode(), b"") for host in self._arrived if host in hosts]
         self._arrived.clear()
-        longest = max(len(self.heap), len(self.due_heap), len(self.warm_heap))
+        longest = max(len(self.heap), len(self.due_heap), len(self.warm_heap), len(self.held_heap))
         if longest > 2 * len(self.scheduled) + HEAP_SLACK:
             self._rebuild_heaps()  # rule 20
         return out
@@ -766,6 +786,7 @@ class HostTable:
         if left == 3:
             self.heap[:] = [(at, host) for host, at in self.scheduled.items()]  # rule 19: one tuple a host
             heapq.heapify(self.heap)
+            self.held_heap.clear()  # rule 24: the held hosts are in the ready heap again
         else:  # the ready heap holds a live entry of every host scheduled, those of since the last step too
             get, heap = self.scheduled.get, self.heap
             if left == 2:

@@ -19,7 +19,8 @@ Rules:
 5. Each lease tells the frontier whether the fetcher's connections are near their descriptor cap
    (``short``, fetch/pool.py rule 9): then it prefers hosts already in rotation (frontier/leasing.py
    rule 6); and whether they are full (``full``, fetch/pool.py rule 15, counting the leases in flight):
-   then it leases no host that is not in rotation (frontier/leasing.py rule 11).
+   then it leases no host that is not in rotation and would open a TLS connection (frontier/leasing.py
+   rule 11; a plain-HTTP host it does).
 6. One step of the loop leases at most :data:`STEP_LEASES` hosts, or for at most :data:`STEP_BUDGET`
    seconds (on the node's clock), then gives the event loop a turn: the requests just leased start, and
    their responses, timers and the commit are served, before it leases more. A breadth crawl with
