@@ -19,6 +19,7 @@ from hypothesis import strategies as hs
 
 from polecat.config import Config, FrontierConfig, ScopeConfig
 from polecat.fetch.pool import TLS_SHORT, tls_full
+from polecat.frontier.host_table import HostTable
 from polecat.frontier.leasing import FULL_RECHECK, keeps_connection
 from polecat.frontier.records import Idle, Lease, Wait
 from tests.frontier_helpers import Rig, canon, politeness
@@ -238,3 +239,20 @@ def test_full_leases_every_plain_http_host_then_the_held_ones_earliest_first(
     while isinstance(got := rig.frontier.lease(now), Lease):
         after.append(got.host)
     assert after == [host for _, host in held]
+
+
+def test_a_rebuild_of_the_heaps_leaves_the_held_hosts_held(tmp_path: Path) -> None:
+    """host_table.py rule 24: the ready heap rebuilt from the scheduled hosts (rules 18, 20 and 23) leaves the
+    hosts held back out of it, so the leases while full do not read them again; they stay due."""
+    rig = Rig(tmp_path, cfg=MIXED)
+    for i in range(3):
+        rig.frontier.add_seed(canon(f"https://h{i}.held.test/"), i / 10)
+    assert rig.frontier.lease(1.0, full=True) == Wait(1.0 + FULL_RECHECK)
+    table: HostTable = rig.raw._table
+    assert sorted(table.held_heap) == [(i / 10, f"h{i}.held.test") for i in range(3)] and not table.heap
+    table.unschedule("h1.held.test")  # e.g. dropped by the cut: its held entry is stale
+    table._rebuild_heaps()
+    assert table.held_heap == [(0.0, "h0.held.test"), (0.2, "h2.held.test")] and not table.heap
+    assert table.scheduled == {"h0.held.test": 0.0, "h2.held.test": 0.2}
+    got = rig.frontier.lease(1.0)
+    assert isinstance(got, Lease) and got.host == "h0.held.test"

@@ -133,9 +133,10 @@ Rules:
    connections are full) stays scheduled, due at its time, with its entry (rule 19's tuple) moved from
    the ready heap to :attr:`HostTable.held_heap` (:meth:`HostTable.hold`), so the leases that look for a
    host to go past it read it once, not at each call. Rule 2 holds there too (a host rescheduled, leased,
-   dropped or fenced since leaves a stale entry), :meth:`HostTable.next_due` counts its head, rule 20's
-   bound counts it, and rule 23's rebuild of the ready heap from :attr:`scheduled` takes the held hosts
-   back into the ready heap (the held heap is emptied then: they are looked at again at their turn).
+   dropped or fenced since leaves a stale entry), :meth:`HostTable.next_due` counts its head, and rule
+   20's bound counts it: rule 23's rebuild of the ready heap from :attr:`scheduled` drops the held heap's
+   stale entries and leaves its hosts out of the ready heap (put back, each would be read again by the
+   next leases while full).
 """
 
 from __future__ import annotations
@@ -784,9 +785,13 @@ class HostTable:
         if not left:
             return True
         if left == 3:
-            self.heap[:] = [(at, host) for host, at in self.scheduled.items()]  # rule 19: one tuple a host
+            scheduled, held = self.scheduled, self.held_heap
+            held[:] = [e for e in held if scheduled.get(e[1]) == e[0]]  # rule 24: still held, not read again
+            heapq.heapify(held)
+            holding = {host for _, host in held}
+            self.heap[:] = [(at, host) for host, at in scheduled.items()  # rule 19: one tuple a host
+                            if host not in holding]
             heapq.heapify(self.heap)
-            self.held_heap.clear()  # rule 24: the held hosts are in the ready heap again
         else:  # the ready heap holds a live entry of every host scheduled, those of since the last step too
             get, heap = self.scheduled.get, self.heap
             if left == 2:
