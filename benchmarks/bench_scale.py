@@ -20,7 +20,8 @@ crawled by ``python -m polecat crawl`` (a child process) with ``--max-pages``. F
   previous one (10 ms of arrival jitter allowed; the crawler's own bound is the full interval);
 - with ``--tls``, the TLS connections open at the server at each sample; with ``--mixed`` (``--tls``
   with every other host plain HTTP, BreadthWeb's ``mixed``), the requests to the plain-HTTP hosts at each
-  sample too, and their hosts complete at the end;
+  sample too, and their hosts complete at the end; ``--tls-open N`` lowers the crawl's cap of TLS
+  connections (polecat/fetch/pool.py rule 12) so that a crawl this machine can drive reaches it;
 - with ``--stall-profile PATH``: the crawl runs on asyncio's own loop with every step timed by the loop
   thread's CPU (benchmarks/stall_profile.py): the steps of 20 ms or more by task or callback, where
   their stacks were, the longest loop iterations and garbage collections;
@@ -108,7 +109,7 @@ def _crawl_cmd(seeds: Path, data: Path, dns: str, args: argparse.Namespace, max_
         flags += ["--config", str(config)]
     if stall_profile:  # on asyncio's own loop, its steps timed (benchmarks/stall_profile.py)
         return [sys.executable, "-m", "benchmarks.stall_profile", stall_profile, str(args.nofile), *flags]
-    return polecat_command(*flags, nofile=args.nofile)
+    return polecat_command(*flags, nofile=args.nofile, tls_open=args.tls_open)
 
 
 def _server_tls(work: Path) -> ssl.SSLContext:
@@ -348,6 +349,9 @@ def main() -> None:
                    help="the web serves HTTPS with a certificate from a local CA given to the crawl")
     p.add_argument("--mixed", action="store_true",
                    help="with --tls: every other host is served plain HTTP (a mixed breadth crawl)")
+    p.add_argument("--tls-open", type=int, default=0, metavar="N",
+                   help="the crawl's cap of TLS connections (fetch/pool.py TLS_OPEN) lowered to N "
+                        "(raised to --concurrency where that is more, as pool rule 12 says)")
     p.add_argument("--stall-profile", metavar="PATH",
                    help="run the crawl on asyncio's own loop with its steps timed by the loop thread's CPU, "
                         "the profile written to PATH (JSON) and summed up after the run "

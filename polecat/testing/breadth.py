@@ -38,20 +38,28 @@ __all__ = ["BreadthStats", "BreadthWeb", "polecat_command"]
 _MAX_HEAD = 8192
 _BIND_ATTEMPTS = 20
 _ROBOTS = b"User-agent: *\nAllow: /\n"
-_UNDER_LIMIT = """
-import resource, runpy, sys
-resource.setrlimit(resource.RLIMIT_NOFILE, ({n}, {n}))
+_RUN = """
+import runpy, sys
+{setup}
 sys.argv = ["polecat", *sys.argv[1:]]
 runpy.run_module("polecat", run_name="__main__")
 """
 
 
-def polecat_command(*args: str, nofile: int = 0) -> list[str]:
+def polecat_command(*args: str, nofile: int = 0, tls_open: int = 0) -> list[str]:
     """``python -m polecat ARGS``; with ``nofile``, under that RLIMIT_NOFILE (soft and hard, so the node
-    cannot raise it): a crawl of many hosts must not take every descriptor the server beside it needs."""
-    if not nofile:
+    cannot raise it): a crawl of many hosts must not take every descriptor the server beside it needs.
+    ``tls_open``: the pool's ``TLS_OPEN`` (polecat/fetch/pool.py rule 12) set to it, a benchmark's cap of
+    TLS connections below the default (the crawl's ``limit`` still raises it, as rule 12 says)."""
+    setup: list[str] = []
+    if nofile:
+        n = int(nofile)
+        setup.append(f"import resource; resource.setrlimit(resource.RLIMIT_NOFILE, ({n}, {n}))")
+    if tls_open:
+        setup.append(f"import polecat.fetch.pool; polecat.fetch.pool.TLS_OPEN = {int(tls_open)}")
+    if not setup:
         return [sys.executable, "-m", "polecat", *args]
-    return [sys.executable, "-c", _UNDER_LIMIT.format(n=int(nofile)), *args]
+    return [sys.executable, "-c", _RUN.format(setup="\n".join(setup)), *args]
 
 
 @dataclass(frozen=True, slots=True)
