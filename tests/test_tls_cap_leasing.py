@@ -256,3 +256,17 @@ def test_a_rebuild_of_the_heaps_leaves_the_held_hosts_held(tmp_path: Path) -> No
     assert table.scheduled == {"h0.held.test": 0.0, "h2.held.test": 0.2}
     got = rig.frontier.lease(1.0)
     assert isinstance(got, Lease) and got.host == "h0.held.test"
+
+
+def test_full_a_warm_https_host_behind_a_cold_one_is_leased_not_held(tmp_path: Path) -> None:
+    """leasing.py rules 6 and 11: the warm host taken past a cold one at the heap's head keeps its
+    connection's turn while full; nothing is held back on its way (the cold host is not looked at)."""
+    rig = Rig(tmp_path, cfg=MIXED)
+    rig.frontier.add_seed(canon("https://warm.test/"), 0.0)
+    robots = rig.frontier.lease(0.0)
+    assert isinstance(robots, Lease)
+    rig.complete_robots(robots, 0.0)
+    rig.frontier.add_seed(canon("https://cold.test/"), 0.5)
+    got = rig.frontier.lease(2.0, prefer_warm=True, full=True)
+    assert isinstance(got, Lease) and got.host == "warm.test"
+    assert rig.raw._table.held_heap == []

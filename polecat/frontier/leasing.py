@@ -165,8 +165,7 @@ class Leasing:
             hot = not (prefer_warm or full) or self._warm(host, now)
             warm = None if hot else self._pop_warm(now)
             if warm is not None:  # its entry in the heap is stale from here on (host_table.py rule 2)
-                entry = warm
-                host = warm[1]
+                entry, host, hot = warm, warm[1], True
             else:
                 entry = heapq.heappop(source)
             table.unschedule(host)
