@@ -270,3 +270,20 @@ def test_full_a_warm_https_host_behind_a_cold_one_is_leased_not_held(tmp_path: P
     got = rig.frontier.lease(2.0, prefer_warm=True, full=True)
     assert isinstance(got, Lease) and got.host == "warm.test"
     assert rig.raw._table.held_heap == []
+
+
+def test_full_no_host_out_of_memory_is_read_in(tmp_path: Path) -> None:
+    """leasing.py rule 11: while full, the refill of the working set (host_table.py rule 7) waits: the hosts
+    it read in would be held back, and filled memory, whose cut then dropped the hosts in rotation."""
+    rig = Rig(tmp_path, cfg=Config(scope=ScopeConfig(mode="any"), politeness=politeness(rate=1.0),
+                                   frontier=FrontierConfig(working_hosts=100)))
+    for i in range(300):
+        rig.frontier.add_seed(canon(f"https://h{i}.out.test/"), 0.0)
+    rig.frontier.commit()
+    table: HostTable = rig.raw._table
+    in_memory = len(table.hosts)
+    assert in_memory < 300
+    assert isinstance(rig.frontier.lease(1.0, full=True), Wait)
+    assert len(table.hosts) == in_memory and len(table.held_heap) == in_memory
+    got = rig.frontier.lease(1.0)
+    assert isinstance(got, Lease)

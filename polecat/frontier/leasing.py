@@ -45,23 +45,28 @@ Rules:
    other host's idle connection would only wait out the keep-alive unused, so the node lets it go at once
    (polecat/node/lease_runner.py rule 9, polecat/fetch/pool.py rule 11). A host out of the working set
    (no record in memory) keeps none either; a URL whose completion is held for a commit counts as done.
-11. While the node's connections are full (``full``: polecat/fetch/pool.py rule 15, its TLS connections
-   and those its leases under way may open at their cap), a due host that is not warm (rule 6) and whose
-   lease would open a TLS connection (an ``https`` URL: its queue head as the lease reads it, or its
-   robots.txt) is not leased: it is held back (host_table.py rule 24), due still and read once while the
-   connections stay full, and the hosts behind it are looked at. A plain-HTTP host needs no TLS
-   connection and is leased as when not full (rule 6 and pool rule 6 bound it). A host key has no scheme
-   (keys.py) and one host may queue both, so the URL the lease would take decides, not the host. With no
-   warm or plain-HTTP host due, the call answers ``Wait`` until the earliest warm host is due, at most
-   :data:`FULL_RECHECK` seconds; once the connections are not full, the hosts held back go first, the
-   earliest due first. Room comes as the warm hosts finish (rule 10's let-go). A cold host's connection
-   past the cap would close a warm host's (pool rule 12), which reconnects at the cap in turn and closes
-   the next: a chain that lasts while the crawl sits at the cap. Rule 6 only prefers the warm hosts, and a
-   crawl fast enough to keep more of them than the shortage leased cold hosts whenever none warm was due,
-   past the cap (benchmarks/README.md "The HTTPS breadth crawl at rule 12's cap"). One cold lease a second
-   past it, tried, set off such a chain. Holding back every cold host, as this rule first did, stalled
-   the plain-HTTP hosts of a mixed crawl (http and https hosts from one domain list) while it sat at the
-   TLS cap (benchmarks/README.md "A mixed crawl at the TLS cap").
+11. While the node's connections are full (``full``: polecat/fetch/pool.py rule 15, its TLS connections and
+   those its leases under way may open at their cap), a due host that is not warm (rule 6) and whose lease
+   would open a TLS connection (an ``https`` URL: its queue head as the lease reads it, or its robots.txt)
+   is not leased: it is held back (host_table.py rule 24), due still and read once while the connections
+   stay full, and the hosts behind it are looked at. A plain-HTTP host needs no TLS connection and is leased
+   as when not full (rule 6 and pool rule 6 bound it). A host key has no scheme (keys.py) and one host may
+   queue both, so the URL the lease would take decides, not the host. With no warm or plain-HTTP host due,
+   the call answers ``Wait`` until the earliest warm host is due, at most :data:`FULL_RECHECK` seconds; once
+   the connections are not full, the hosts held back go first, the earliest due first. While full, no host
+   out of memory is read in (host_table.py rule 7's refill): it would be held back too, and memory filled
+   with hosts held back, due before the hosts in rotation, so rule 6's cut of the working set dropped the
+   hosts in rotation (their connections open, their warmth forgotten): held back in turn, the crawl sat at
+   the cap with 2,048 idle connections and 50,000 hosts held until the keep-alive closed them: 8,999 pages
+   in 399 s (a first version of this rule, benchmarks/README.md "A mixed crawl at the TLS cap"). Room comes
+   as the warm hosts finish (rule 10's let-go). A cold host's connection past the cap would close a warm
+   host's (pool rule 12), which reconnects at the cap in turn and closes the next: a chain that lasts while
+   the crawl sits at the cap. Rule 6 only prefers the warm hosts, and a crawl fast enough to keep more of
+   them than the shortage leased cold hosts whenever none warm was due, past the cap (benchmarks/README.md
+   "The HTTPS breadth crawl at rule 12's cap"). One cold lease a second past it, tried, set off such a
+   chain. Holding back every cold host, as this rule first did, stalled the plain-HTTP hosts of a mixed
+   crawl (http and https hosts from one domain list) while it sat at the TLS cap (benchmarks/README.md "A
+   mixed crawl at the TLS cap").
 """
 
 from __future__ import annotations
@@ -154,7 +159,7 @@ class Leasing:
                     continue
             if not source or at > now:
                 # Nothing in memory is due: the hosts out of memory that are (host_table.py rule 7).
-                if not refilled and table.cold_ready(now):
+                if not refilled and not full and table.cold_ready(now):  # rule 11: none while full
                     table.refill(now, out)
                     refilled = True
                     continue
