@@ -18,6 +18,10 @@ crawled by ``python -m polecat crawl`` (a child process) with ``--max-pages``. F
   and puts them in its summary);
 - politeness violations at the server: requests to a host sooner than ``1 / rate - 10 ms`` after the
   previous one (10 ms of arrival jitter allowed; the crawler's own bound is the full interval);
+- with ``--tls``, the TLS connections open at the server at each sample; with ``--mixed`` (``--tls``
+  with every other host plain HTTP, BreadthWeb's ``mixed``), the requests to the plain-HTTP hosts at each
+  sample too, and their hosts complete at the end; ``--tls-open N`` lowers the crawl's cap of TLS
+  connections (polecat/fetch/pool.py rule 12) so that a crawl this machine can drive reaches it;
 - with ``--stall-profile PATH``: the crawl runs on asyncio's own loop with every step timed by the loop
   thread's CPU (benchmarks/stall_profile.py): the steps of 20 ms or more by task or callback, where
   their stacks were, the longest loop iterations and garbage collections;
@@ -105,7 +109,7 @@ def _crawl_cmd(seeds: Path, data: Path, dns: str, args: argparse.Namespace, max_
         flags += ["--config", str(config)]
     if stall_profile:  # on asyncio's own loop, its steps timed (benchmarks/stall_profile.py)
         return [sys.executable, "-m", "benchmarks.stall_profile", stall_profile, str(args.nofile), *flags]
-    return polecat_command(*flags, nofile=args.nofile)
+    return polecat_command(*flags, nofile=args.nofile, tls_open=args.tls_open)
 
 
 def _server_tls(work: Path) -> ssl.SSLContext:
@@ -123,7 +127,7 @@ def _server_tls(work: Path) -> ssl.SSLContext:
 def breadth(args: argparse.Namespace, work: Path) -> None:
     built = time.monotonic()
     tls = _server_tls(work) if args.tls else None
-    with BreadthWeb(args.hosts, min_interval=1 / args.rate - JITTER, tls=tls) as web:
+    with BreadthWeb(args.hosts, min_interval=1 / args.rate - JITTER, tls=tls, mixed=args.mixed) as web:
         print(f"web of {args.hosts} hosts ready in {time.monotonic() - built:.1f} s", flush=True)
         seeds = work / "seeds.txt"
         seeds.write_text("".join(f"{url}\n" for url in web.seeds()))
@@ -135,7 +139,7 @@ def breadth(args: argparse.Namespace, work: Path) -> None:
                              stall_profile=args.stall_profile)
             child = subprocess.Popen(cmd, env=env, stdout=out, stderr=err)
         peak_anon = 0
-        samples: list[tuple[float, int, int, int]] = []
+        samples: list[tuple[float, int, int, int, int, int]] = []
         next_sample = started
         while True:
             pid, status, usage = os.wait4(child.pid, os.WNOHANG)  # not poll(): it reaps without rusage
@@ -145,7 +149,9 @@ def breadth(args: argparse.Namespace, work: Path) -> None:
             anon = _status_kb(child.pid, "RssAnon")
             peak_anon = max(peak_anon, anon)
             if now >= next_sample:
-                samples.append((now - started, web.stats().requests, _fds(child.pid), anon))
+                at = web.stats()
+                samples.append((now - started, at.requests, _fds(child.pid), anon, at.plain_requests,
+                                at.tls_open))
                 next_sample += args.every
             time.sleep(0.2)
         child.returncode = os.waitstatus_to_exitcode(status)
@@ -168,13 +174,24 @@ def breadth(args: argparse.Namespace, work: Path) -> None:
           f"{stats.most_connections}")
     if args.tls:
         print(f"TLS handshakes at the server {stats.tls_handshakes}, {stats.tls_resumed} resumed "
-              f"({stats.tls_resumed / max(stats.tls_handshakes, 1):.1%})")
-    print("t(s)  requests  req/s  fds  RssAnon(MiB)")
-    last_t, last_n = 0.0, 0
-    for t, n, fds, anon in samples:
-        rate = (n - last_n) / (t - last_t) if t > last_t else 0.0
-        print(f"{t:5.0f} {n:9d} {rate:6.0f} {fds:4d} {anon / 1024:8.0f}")
-        last_t, last_n = t, n
+              f"({stats.tls_resumed / max(stats.tls_handshakes, 1):.1%}); most TLS connections open at the "
+              f"server {stats.most_tls_open}")
+    if args.mixed:
+        print(f"plain-HTTP hosts: requests {stats.plain_requests}, hosts complete "
+              f"{stats.plain_complete_hosts} (https: {stats.requests - stats.plain_requests}, "
+              f"{stats.complete_hosts - stats.plain_complete_hosts})")
+    print("t(s)  requests  req/s  fds  RssAnon(MiB)" + ("  TLS-open" if args.tls else "")
+          + ("  http-req  http-req/s" if args.mixed else ""))
+    last_t, last_n, last_plain = 0.0, 0, 0
+    for t, n, fds, anon, plain, tls_open in samples:
+        span = t - last_t if t > last_t else float("inf")
+        line = f"{t:5.0f} {n:9d} {(n - last_n) / span:6.0f} {fds:4d} {anon / 1024:8.0f}"
+        if args.tls:
+            line += f" {tls_open:9d}"
+        if args.mixed:
+            line += f" {plain:9d} {(plain - last_plain) / span:10.0f}"
+        print(line)
+        last_t, last_n, last_plain = t, n, plain
     summary = out_path.read_text(errors="replace")
     late = re.search(r"event loop late: p99 (\d+) ms, max (\d+) ms; with polecat on a CPU: p99 (\d+) ms, "
                      r"max (\d+) ms", " ".join(summary.split()))
@@ -330,6 +347,11 @@ def main() -> None:
                    help="--seeds-only: run the node under cProfile, its stats written to PATH")
     p.add_argument("--tls", action="store_true",
                    help="the web serves HTTPS with a certificate from a local CA given to the crawl")
+    p.add_argument("--mixed", action="store_true",
+                   help="with --tls: every other host is served plain HTTP (a mixed breadth crawl)")
+    p.add_argument("--tls-open", type=int, default=0, metavar="N",
+                   help="the crawl's cap of TLS connections (fetch/pool.py TLS_OPEN) lowered to N "
+                        "(raised to --concurrency where that is more, as pool rule 12 says)")
     p.add_argument("--stall-profile", metavar="PATH",
                    help="run the crawl on asyncio's own loop with its steps timed by the loop thread's CPU, "
                         "the profile written to PATH (JSON) and summed up after the run "
@@ -337,6 +359,8 @@ def main() -> None:
     p.add_argument("--resume", action="store_true",
                    help="after the crawl: time `polecat status DIR`, and a resume to its first request")
     args = p.parse_args()
+    if args.mixed and not args.tls:
+        p.error("--mixed needs --tls")
     raise_nofile_limit()  # the server side holds one descriptor per connection the crawl opens
     work = Path(tempfile.mkdtemp(prefix="bench-scale-"))
     try:

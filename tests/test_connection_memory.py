@@ -141,3 +141,33 @@ def test_rule_13_tls_read_buffers_get_their_own_mappings_once_the_heap_has_no_ro
         libc.free(buffer)
     # What the heap had free serves the first; the rest are mapped, each returned whole when freed.
     assert mapped >= 128
+
+
+@pytest.mark.timeout(60)
+def test_rule_15_the_pool_is_full_counting_the_https_leases_not_in_it(
+        ca: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rule 15: the node's https leases count as the TLS connections they may open, less those of them in
+    the pool (their connections counted already); a plain-HTTP request in the pool is none of them."""
+    monkeypatch.setattr(pool_module, "TLS_OPEN", 2)
+    client = client_context(ca)
+    server = TlsServer(server_context(ca), keep_alive=True)
+    plain = RawServer(ok())
+    request = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"
+
+    async def main() -> None:
+        pool = ConnectionPool(CachingResolver(DnsConfig(allow_private=True)), limit=2, limit_per_host=0,
+                              connect_timeout=5.0, tls=lambda: client)
+        async with plain.running(), await server.start():
+            assert pool.full(2) and not pool.full(1)  # two https leases starting may open two
+            tls, _ = await pool.exchange(("https", "127.0.0.1", server.port), request)
+            assert pool.tls_held == 1 and not pool.full(1)  # that lease is in the pool: counted once
+            assert pool.full(2)  # one held, one more https lease starting
+            conn, _ = await pool.exchange(plain.origin, request)
+            assert pool.full(2)  # a plain request in the pool is no https lease
+            for used in (tls, conn):
+                while await used.read():
+                    pass
+                pool.release(used)
+            pool.close()
+            await asyncio.sleep(0.05)  # the handlers see their clients go before the servers stop
+    run("asyncio", main)

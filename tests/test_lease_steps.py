@@ -43,8 +43,8 @@ class Budget:
 
 @dataclass
 class ReadyFrontier:
-    """``hosts`` hosts all ready at once; each lease costs ``cost`` seconds of the fake clock and is noted
-    with the loop turn it was made in."""
+    """``hosts`` hosts all ready at once, every other one https (the first too); each lease costs ``cost``
+    seconds of the fake clock and is noted with the loop turn it was made in."""
 
     hosts: int
     clock: FakeClock
@@ -64,7 +64,7 @@ class ReadyFrontier:
         self.clock.advance(self.cost)
         self.made_in.append(self.turns.turn)
         host = f"h{len(self.made_in)}.test"
-        return Decided(Lease(host, f"http://{host}/", "page"), [])
+        return Decided(Lease(host, f"{'https' if len(self.made_in) % 2 else 'http'}://{host}/", "page"), [])
 
 
 class AppliedAsIs:
@@ -116,15 +116,16 @@ async def test_a_step_ends_once_its_time_budget_is_spent_on_the_nodes_clock() ->
 
 
 async def test_each_lease_is_told_whether_the_connections_with_the_leases_in_flight_are_full() -> None:
-    """leases.py rule 5: the pool's answer for the leases in flight (pool rule 15), at each call."""
+    """leases.py rule 5: the pool's answer for the https leases in flight (pool rule 15), at each call: a
+    plain-HTTP lease opens no TLS connection."""
     asked: list[int] = []
 
     def full(leases: int) -> bool:
         asked.append(leases)
-        return leases >= 3
+        return leases >= 2
 
     frontier = await lease_all(5, cost=0.0, full=full)  # one step: no lease ends before the last starts
-    assert asked == [0, 1, 2, 3, 4, 5]
+    assert asked == [0, 1, 1, 2, 2, 3]  # h1, h3 and h5 are https
     assert frontier.told_full == [False, False, False, True, True, True]
 
 

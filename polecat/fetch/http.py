@@ -367,8 +367,8 @@ class Fetcher:
         return self._pool is not None and self._pool.short()
 
     def connections_full(self, leases: int) -> bool:
-        """Whether the TLS connections held and those the node's ``leases`` in flight may yet open reach
-        the pool's TLS cap (polecat/fetch/pool.py rule 15)."""
+        """Whether the TLS connections held and those the node's https ``leases`` in flight may yet open
+        reach the pool's TLS cap (polecat/fetch/pool.py rule 15)."""
         return self._pool is not None and self._pool.full(leases)
 
     def let_go(self, url: str) -> None:

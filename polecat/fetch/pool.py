@@ -91,16 +91,20 @@ Rules:
    Past rule 13's threshold each of those was a mapping of its own: mmap, page faults, mremap to shrink
    it and munmap, ~0.9 a request of a TLS breadth crawl. One read returns one TLS record's data at most,
    and a record holds at most :data:`TLS_READ` bytes, so the cap adds no read.
-15. The pool is full (:meth:`ConnectionPool.full`, :func:`tls_full`) while its TLS connections held
-   (rule 12's count) and the node's leases that are not in the pool yet reach ``max_tls``: each of those
-   may open a connection, and one opened past the cap closes, by rule 12, the idle connection of a host
-   in rotation, which reconnects (a handshake, its session read: rule 10). A lease in the pool has its
-   connection counted already; one that is not (starting, or past its response) is counted as if it
-   would open one, so the count errs towards full. While full the node leases no host that is not in
-   rotation (polecat/frontier/leasing.py rule 11): rule 12's shortage alone only prefers the hosts
-   in rotation, and a crawl fast enough to keep more of them than the shortage took new hosts whenever
-   none in rotation was due, past the cap: 282-302 MiB of RssAnon against 197-207, 3,110-4,539
-   handshakes resumed (benchmarks/README.md "The HTTPS breadth crawl at rule 12's cap").
+15. The pool is full (:meth:`ConnectionPool.full`, :func:`tls_full`) while its TLS connections held (rule 12's
+   count) and the node's https leases (those that may open a TLS connection; the node counts them) that are
+   not in the pool yet reach ``max_tls``: each of those may open a connection, and one opened past the cap
+   closes, by rule 12, the idle connection of a host in rotation, which reconnects (a handshake, its session
+   read: rule 10). An https lease in the pool (its request holding a slot, :attr:`ConnectionPool._tls_in_use`)
+   has its connection counted already; one that is not (starting, or past its response) is counted as if it
+   would open one, so the count errs towards full. While full the node leases no host that is not in rotation
+   and would open a TLS connection (an https URL; a plain-HTTP host opens none, and is leased:
+   polecat/frontier/leasing.py rule 11): rule 12's shortage alone only prefers the hosts in rotation, and a
+   crawl fast enough to keep more of them than the shortage took new hosts whenever none in rotation was due,
+   past the cap: 282-302 MiB of RssAnon against 197-207, 3,110-4,539 handshakes resumed (benchmarks/README.md
+   "The HTTPS breadth crawl at rule 12's cap"). Plain-HTTP leases are not counted: they open no TLS
+   connection, and counting them, as this rule first did, held the https hosts of a mixed crawl back with the
+   TLS connections under the cap (benchmarks/README.md "A mixed crawl at the TLS cap").
 """
 
 from __future__ import annotations
@@ -475,6 +479,8 @@ class ConnectionPool:
         """Connects waiting for a close to finish (rule 6)."""
         self._lru_closed = 0
         self._in_use = 0
+        self._tls_in_use = 0
+        """Requests in use to https origins (rule 15)."""
         self._in_use_per: dict[Origin, int] = {}
         self._waiters: deque[tuple[Origin, asyncio.Future[None]]] = deque()
         self._sweep: asyncio.TimerHandle | None = None
@@ -545,9 +551,9 @@ class ConnectionPool:
                 or (bool(self._max_tls) and self._tls_held >= TLS_SHORT * self._max_tls))
 
     def full(self, leases: int) -> bool:
-        """Rule 15: whether the TLS connections held and those the node's ``leases`` in flight that are
-        not in the pool (its requests in use) may open reach ``max_tls``."""
-        return tls_full(self._tls_held, max(0, leases - self._in_use), self._max_tls)
+        """Rule 15: whether the TLS connections held and those the node's https ``leases`` in flight that
+        are not in the pool (its requests in use to https origins) may open reach ``max_tls``."""
+        return tls_full(self._tls_held, max(0, leases - self._tls_in_use), self._max_tls)
 
     @property
     def tls_held(self) -> int:
@@ -617,10 +623,12 @@ class ConnectionPool:
                     self._wake_next()  # it was woken for a slot it will not use: pass it on
                 raise
         self._in_use += 1
+        self._tls_in_use += origin[0] == "https"
         self._in_use_per[origin] = self._in_use_per.get(origin, 0) + 1
 
     def _free_slot(self, origin: Origin) -> None:
         self._in_use -= 1
+        self._tls_in_use -= origin[0] == "https"
         left = self._in_use_per[origin] - 1
         if left:
             self._in_use_per[origin] = left

@@ -46,8 +46,8 @@ class PageFetcher(Protocol):
         ...
 
     def connections_full(self, leases: int) -> bool:
-        """Whether the TLS connections held and those ``leases`` in flight may open reach their cap
-        (polecat/fetch/pool.py rule 15)."""
+        """Whether the TLS connections held and those the https ``leases`` in flight may open reach their
+        cap (polecat/fetch/pool.py rule 15)."""
         ...
 
     def let_go(self, url: str) -> None:

@@ -138,6 +138,14 @@ Rules:
    bands are not reported and the count is not written to ``meta``. In one call, the first count held
    the loop 597 ms at 50M URLs (benchmarks/README.md "At 50M URLs over 1M hosts: the jobs, run to the
    end").
+25. A host that leasing.py rule 11 holds back (due, cold, its lease a TLS connection while the
+   connections are full) stays scheduled, due at its time, with its entry (rule 19's tuple) moved from
+   the ready heap to :attr:`HostTable.held_heap` (:meth:`HostTable.hold`), so the leases that look for a
+   host to go past it read it once, not at each call. Rule 2 holds there too (a host rescheduled, leased,
+   dropped or fenced since leaves a stale entry), :meth:`HostTable.next_due` counts its head, and rule
+   20's bound counts it: rule 23's rebuild of the ready heap from :attr:`scheduled` drops the held heap's
+   stale entries and leaves its hosts out of the ready heap (put back, each would be read again by the
+   next leases while full).
 """
 
 from __future__ import annotations
@@ -350,6 +358,8 @@ class HostTable:
         """When the last request of each host in memory ended (leasing.py rule 6)."""
         self.warm_heap: list[tuple[float, str]] = []
         """The entries of :attr:`heap` of the hosts in :attr:`warm` (stale ones too, as rule 2 says)."""
+        self.held_heap: list[tuple[float, str]] = []
+        """The entries of the hosts leasing.py rule 11 holds back, out of :attr:`heap` (rule 25)."""
         self._pending: list[Write] = []
         """Row writes of records read back by :meth:`state`, for the next commit (rules 7-8)."""
         self.url_written: UrlWritten = _no_index
@@ -607,6 +617,14 @@ class HostTable:
             if st is not None and (st.failures or st.strikes):
                 self.backing_off.add(host)
 
+    def hold(self, entry: tuple[float, str]) -> None:
+        """Rule 25: the host of ``entry``, just popped from the ready heap and unscheduled, due at its time
+        and found held back by leasing.py rule 11: scheduled again at that time, in the held heap."""
+        at, host = entry
+        self.scheduled[host] = at
+        self.due.add(host)  # rule 17: ready as it was (leased at or after the time advanced to, not parked)
+        heapq.heappush(self.held_heap, entry)
+
     def unschedule(self, host: str) -> float | None:
         """Take ``host`` out of the ready heap (its entries there are stale: rule 2); answers when it was
         due (None: it was not scheduled). Rule 17 counts it no more."""
@@ -649,9 +667,12 @@ class HostTable:
 
     def next_due(self) -> float | None:
         """No host is due before this time (None: none is scheduled). It may be earlier than the first
-        host a lease would hand out (rules 2 and 7), never later: a caller that sleeps until then misses
+        host a lease would hand out (rules 2, 7 and 25), never later: a caller that sleeps until then misses
         no host."""
         at = self.heap[0][0] if self.heap else None
+        held = self.held_heap
+        if held and (at is None or held[0][0] < at):
+            at = held[0][0]
         head = self.cold_head
         return head if head is not None and (at is None or head < at) else at
 
@@ -677,7 +698,7 @@ class HostTable:
         self._ranking = None
         out += [Put("resident", host.encode(), b"") for host in self._arrived if host in hosts]
         self._arrived.clear()
-        longest = max(len(self.heap), len(self.due_heap), len(self.warm_heap))
+        longest = max(len(self.heap), len(self.due_heap), len(self.warm_heap), len(self.held_heap))
         if longest > 2 * len(self.scheduled) + HEAP_SLACK:
             self._rebuild_heaps()  # rule 20
         return out
@@ -778,7 +799,12 @@ class HostTable:
         if not left:
             return True
         if left == 3:
-            self.heap[:] = [(at, host) for host, at in self.scheduled.items()]  # rule 19: one tuple a host
+            scheduled, held = self.scheduled, self.held_heap
+            held[:] = [e for e in held if scheduled.get(e[1]) == e[0]]  # rule 25: still held, not read again
+            heapq.heapify(held)
+            holding = {host for _, host in held}
+            self.heap[:] = [(at, host) for host, at in scheduled.items()  # rule 19: one tuple a host
+                            if host not in holding]
             heapq.heapify(self.heap)
         else:  # the ready heap holds a live entry of every host scheduled, those of since the last step too
             get, heap = self.scheduled.get, self.heap

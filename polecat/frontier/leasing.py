@@ -24,7 +24,7 @@ Rules:
    last request ended less than :data:`WARM_FOR` ago (its connection likely still open, its robots.txt
    known) is leased before the due hosts ahead of it (the earliest due of them, from the host table's
    heap of warm hosts); with none due the earliest host goes, so a cold host waits, never starves (while
-   the connections are full, it waits for room: rule 11).
+   the connections are full, one whose lease would open a TLS connection waits for room: rule 11).
 7. A page whose record waits after its request ended (its content claims, polecat/cluster/claimlink.py)
    is released first (:meth:`Leasing.release`): the politeness part of its completion applies at once,
    so its host's next request may go at the host's next-allowed time, not after the wait; its URL stays
@@ -45,16 +45,28 @@ Rules:
    other host's idle connection would only wait out the keep-alive unused, so the node lets it go at once
    (polecat/node/lease_runner.py rule 9, polecat/fetch/pool.py rule 11). A host out of the working set
    (no record in memory) keeps none either; a URL whose completion is held for a commit counts as done.
-11. While the node's connections are full (``full``: polecat/fetch/pool.py rule 15, its TLS connections
-   and those its leases under way may open at their cap), a due host that is not warm (rule 6) is not
-   leased: with no warm host due, the call answers ``Wait`` until the earliest warm host is due, at most
-   :data:`FULL_RECHECK` seconds, and the cold host stays due in the heap. Room comes as the warm hosts
-   finish (rule 10's let-go); rule 6's cold host waits for it. A cold host's connection past the cap
-   would close a warm host's (pool rule 12), which reconnects at the cap in turn and closes the next: a
-   chain that lasts while the crawl sits at the cap. Rule 6 only prefers the warm hosts, and a crawl fast
-   enough to keep more of them than the shortage leased cold hosts whenever none warm was due, past the
-   cap (benchmarks/README.md "The HTTPS breadth crawl at rule 12's cap"). One cold lease a second past
-   it, tried, set off such a chain.
+11. While the node's connections are full (``full``: polecat/fetch/pool.py rule 15, its TLS connections and
+   those its leases under way may open at their cap), a due host that is not warm (rule 6) and whose lease
+   would open a TLS connection (an ``https`` URL: its queue head as the lease reads it, or its robots.txt)
+   is not leased: it is held back (host_table.py rule 25), due still and read once while the connections
+   stay full, and the hosts behind it are looked at. A plain-HTTP host needs no TLS connection and is leased
+   as when not full (rule 6 and pool rule 6 bound it). A host key has no scheme (keys.py) and one host may
+   queue both, so the URL the lease would take decides, not the host. With no warm or plain-HTTP host due,
+   the call answers ``Wait`` until the earliest warm host is due, at most :data:`FULL_RECHECK` seconds; once
+   the connections are not full, the hosts held back go first, the earliest due first. While full, no host
+   out of memory is read in (host_table.py rule 7's refill): it would be held back too, and memory filled
+   with hosts held back, due before the hosts in rotation, so rule 6's cut of the working set dropped the
+   hosts in rotation (their connections open, their warmth forgotten): held back in turn, the crawl sat at
+   the cap with 2,048 idle connections and 50,000 hosts held until the keep-alive closed them: 8,999 pages
+   in 399 s (a first version of this rule, benchmarks/README.md "A mixed crawl at the TLS cap"). Room comes
+   as the warm hosts finish (rule 10's let-go). A cold host's connection past the cap would close a warm
+   host's (pool rule 12), which reconnects at the cap in turn and closes the next: a chain that lasts while
+   the crawl sits at the cap. Rule 6 only prefers the warm hosts, and a crawl fast enough to keep more of
+   them than the shortage leased cold hosts whenever none warm was due, past the cap (benchmarks/README.md
+   "The HTTPS breadth crawl at rule 12's cap"). One cold lease a second past it, tried, set off such a
+   chain. Holding back every cold host, as this rule first did, stalled the plain-HTTP hosts of a mixed
+   crawl (http and https hosts from one domain list) while it sat at the TLS cap (benchmarks/README.md "A
+   mixed crawl at the TLS cap").
 """
 
 from __future__ import annotations
@@ -123,10 +135,11 @@ class Leasing:
         """The next request to make, or how long nothing is ready. Never returns two leases for one host
         (or, with key_by_ip, one IP) at once, nor one before the host's next-allowed time. The writes
         retire the robots-disallowed URLs it skipped on the way. ``prefer_warm``: descriptors run short
-        (rule 6); ``full``: the connections are at their cap (rule 11)."""
+        (rule 6); ``full``: the TLS connections are at their cap (rule 11)."""
         table = self._table
         table.advance(now)  # its heap popped as time passes (host_table.py rule 17)
         heap, scheduled, schedule = table.heap, self._scheduled, table.schedule
+        held = table.held_heap
         out: list[Write] = []
         refilled = False
         warm_heap = table.warm_heap
@@ -134,17 +147,19 @@ class Leasing:
         while warm_heap and warm_heap[0][0] <= now and scheduled.get(warm_heap[0][1]) != warm_heap[0][0]:
             heapq.heappop(warm_heap)  # stale (host_table.py rule 2): popped as time passes, short or not
         while True:
-            if heap:
-                at, host = heap[0]
+            # Rule 11: with room again, the hosts held back go first, due before those in the heap now.
+            source = held if held and not full else heap
+            if source:
+                at, host = source[0]
                 if scheduled.get(host) != at:
                     if stale == STALE_PER_LEASE:
                         return Decided(Wait(now), out)  # rule 9
                     stale += 1
-                    heapq.heappop(heap)
+                    heapq.heappop(source)
                     continue
-            if not heap or at > now:
+            if not source or at > now:
                 # Nothing in memory is due: the hosts out of memory that are (host_table.py rule 7).
-                if not refilled and table.cold_ready(now):
+                if not refilled and not full and table.cold_ready(now):  # rule 11: none while full
                     table.refill(now, out)
                     refilled = True
                     continue
@@ -155,11 +170,9 @@ class Leasing:
             hot = not (prefer_warm or full) or self._warm(host, now)
             warm = None if hot else self._pop_warm(now)
             if warm is not None:  # its entry in the heap is stale from here on (host_table.py rule 2)
-                at, host = warm
-            elif full and not hot:
-                return Decided(Wait(self._full_wait(now)), out)  # rule 11: the cold host stays due
+                entry, host, hot = warm, warm[1], True
             else:
-                heapq.heappop(heap)
+                entry = heapq.heappop(source)
             table.unschedule(host)
             st = self._hosts[host]
             if st.parked or st.in_flight or st.queued <= table.releasing(host):  # rule 7
@@ -177,6 +190,9 @@ class Leasing:
                 # Its skips ran out (rule 3): its retired URLs stay in the table until these writes are
                 # applied, so it is not read again in this call (writes.py rule 3).
                 return Decided(Wait(now), out)
+            if got is not None and full and not hot and got.url.startswith("https:"):
+                table.hold(entry)  # rule 11: a TLS connection past the cap; due still, read once
+                continue
             if got is not None:
                 self._budget.charge(got.kind, host)
                 self._leases[host] = got
@@ -185,6 +201,8 @@ class Leasing:
                     self._ipkeys.take(host, st.ip)
                 return Decided(got, out)
         until = table.next_ask(now)
+        if held and full:  # rule 11: room for the hosts held back comes without a wake-up
+            until = self._full_wait(now) if until is None else min(until, self._full_wait(now))
         if until is None:
             # A released request's URL may yet be queued again (rule 7): not idle before its record.
             return Decided(Wait(None) if self._leases or table.finishing else Idle(), out)

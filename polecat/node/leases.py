@@ -20,8 +20,10 @@ Rules:
    seconds later are cancelled and their URLs stay queued (nothing about them is recorded).
 5. Each lease tells the frontier whether the fetcher's connections are near their descriptor cap
    (``short``, fetch/pool.py rule 9): then it prefers hosts already in rotation (frontier/leasing.py
-   rule 6); and whether they are full (``full``, fetch/pool.py rule 15, counting the leases in flight):
-   then it leases no host that is not in rotation (frontier/leasing.py rule 11).
+   rule 6); and whether they are full (``full``, fetch/pool.py rule 15, counting the leases in flight
+   whose URL is https, those that may open a TLS connection: a plain-HTTP lease opens none, and counting
+   it held the https hosts of a mixed crawl back under the cap): then it leases no host that is not in
+   rotation and would open a TLS connection (frontier/leasing.py rule 11; a plain-HTTP host it does).
 6. One step of the loop leases at most :data:`STEP_LEASES` hosts, or for at most :data:`STEP_BUDGET`
    seconds (on the node's clock), then gives the event loop a turn: the requests just leased start, and
    their responses, timers and the commit are served, before it leases more. A breadth crawl with
@@ -77,7 +79,8 @@ class LeaseLoop:
         self._feeding = feeding
         self._short = short
         self._full = full
-        """Whether the connections, with those the given leases in flight may open, are full (rule 5)."""
+        """Whether the TLS connections, with those the given https leases in flight may open, are full
+        (rule 5)."""
         self._frontier = frontier
         self._db = db
         self._commits = commits
@@ -89,6 +92,8 @@ class LeaseLoop:
         self._stop = stop
         self.tasks: set[asyncio.Task[None]] = set()
         """The leases in flight."""
+        self._tls_tasks: set[asyncio.Task[None]] = set()
+        """Those of them whose URL is https: those that may open a TLS connection (rule 5)."""
         self.idle = False
         """The frontier had nothing to lease at the last look (or a member's budget is spent)."""
         self._next_scan = 0.0
@@ -129,7 +134,7 @@ class LeaseLoop:
                     step.begin()
                     continue
                 decision = self._db.applied(frontier.lease(now, prefer_warm=self._short(),  # rule 5
-                                                           full=self._full(len(self.tasks))))
+                                                           full=self._full(len(self._tls_tasks))))
                 self.idle = isinstance(decision, Idle)
                 if isinstance(decision, Lease):
                     if decision.kind == "page":
@@ -138,6 +143,8 @@ class LeaseLoop:
                         counters.violations += 1  # self-check of politeness rule 2; must stay 0
                     task = asyncio.create_task(self._runner.run(decision))
                     self.tasks.add(task)
+                    if decision.url.startswith("https:"):
+                        self._tls_tasks.add(task)
                     task.add_done_callback(self._lease_done)
                     if step.spent():
                         await asyncio.sleep(0)  # rule 6
@@ -162,6 +169,7 @@ class LeaseLoop:
         can run the loop first, while it still counts as in flight; without this second one, leases that
         all end in one loop iteration left a saturated loop asleep for good with work queued."""
         self.tasks.discard(task)
+        self._tls_tasks.discard(task)
         self._waker.after_lease()
 
     def _scan_step(self, now: float, serve: bool) -> None:
