@@ -69,6 +69,8 @@ def reads(db: FrontierTables, probes: list[bytes]) -> dict[str, object]:
         out[f"{table} get"] = [db.get(table, META + k if table == "meta" else k) for k in probes]
         if table != "meta":
             out[f"{table} count"] = db.count(table)
+        if table not in ("meta", "seen"):  # a scan in steps goes on after the last key it read
+            out[f"{table} after"] = [list(db.items_after(table, k)) for k in (b"", *probes, b"\xff" * 4)]
     return out
 
 
