@@ -150,9 +150,8 @@ class Receivers:
         return None
 
     async def receive(self, data: bytes) -> Reply:
-        if self._claims is not None and is_claim_frame(data):
-            return self._claims.answer(data)
-        return await self._handoff.receive(data)
+        reply = self.answer(data)
+        return reply if reply is not None else await self._handoff.receive(data)
 
 
 class ContentClaims:

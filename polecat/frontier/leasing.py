@@ -190,7 +190,7 @@ class Leasing:
                 # Its skips ran out (rule 3): its retired URLs stay in the table until these writes are
                 # applied, so it is not read again in this call (writes.py rule 3).
                 return Decided(Wait(now), out)
-            if got is not None and full and not hot and got.url.startswith("https:"):
+            if got is not None and full and not hot and got.tls:
                 table.hold(entry)  # rule 11: a TLS connection past the cap; due still, read once
                 continue
             if got is not None:

@@ -218,6 +218,12 @@ class Lease:
     """The host's next-allowed time when leased (for the self-check of rule 2)."""
     hops: int = 0
 
+    @property
+    def tls(self) -> bool:
+        """Whether its request may open a TLS connection (an https URL): what the TLS connections' cap
+        counts (polecat/fetch/pool.py rule 15, polecat/frontier/leasing.py rule 11)."""
+        return self.url.startswith("https:")
+
 
 @dataclass(frozen=True, slots=True)
 class Wait:

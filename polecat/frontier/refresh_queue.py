@@ -101,7 +101,7 @@ class RefreshQueue:
         ``hosts`` hosts; answers the freshness SLO at ``now`` once the scan is over (None: more steps to
         go). ``scan.queued`` counts the URLs queued so far."""
         index = self.index
-        stop = index.reads + rows if rows < sys.maxsize - index.reads else sys.maxsize
+        stop = index.reads + rows
         out: list[Write] = []
         if not scan.collected:
             self._collect(scan, stop)

@@ -143,7 +143,7 @@ class LeaseLoop:
                         counters.violations += 1  # self-check of politeness rule 2; must stay 0
                     task = asyncio.create_task(self._runner.run(decision))
                     self.tasks.add(task)
-                    if decision.url.startswith("https:"):
+                    if decision.tls:
                         self._tls_tasks.add(task)
                     task.add_done_callback(self._lease_done)
                     if step.spent():
