@@ -20,12 +20,13 @@ from polecat.cluster.claimlink import CLAIM_HEADER, ContentClaims
 from polecat.cluster.claims import Answer, Claim, ClaimBook, book_key, content_slice
 from polecat.cluster.ring import Ring
 from polecat.frontier.db import FrontierDB
-from polecat.frontier.slices import slice_prefix
+from polecat.frontier.slices import slice_of, slice_prefix
 from polecat.store.base import FetchRecord, content_hash
 from polecat.testing.cluster import LoopbackTransport
 from polecat.testing.etcd import EtcdServer
 from polecat.testing.fakes import MemoryPageStore
 from polecat.testing.sitegen import SiteSpec, ground_truth
+from polecat.testing.web import TestWeb
 from polecat.writes import Delete, Put
 from tests.conftest import TestWebFactory
 from tests.crawl_helpers import page_requests, stored_records
@@ -271,6 +272,27 @@ def test_copies_fetched_after_the_owners_restart_and_a_resize_are_revisits(
     assert all((r.own_hash != r.content_hash) == (near > 0) for r in copies)
 
 
+def _web_n1_claims_in(test_web: TestWebFactory) -> TestWeb:
+    """A web of 4 source hosts and their 4 mirrors where n1, once it joined n0, owns a source host (so
+    records move to it) and fetches a mirror page whose content slice it owns (so its own book is asked).
+    Which member owns a host's slice turns on the web's port (a host key is ``host:port``): about one
+    port in 16 gives n0 every mirror host, and then n1's book is never asked (claims are for pages a
+    member's own store does not hold, and n0's holds every original)."""
+    ring = Ring(["n0", "n1"])
+    for _ in range(20):
+        web = test_web(SiteSpec(hosts=8, pages_per_host=10, seed=23, mirror_hosts=4))
+        site, port = web.site, web.port
+        on_n1 = {h for h in site.hosts if ring.owner(slice_of(f"{h}:{port}")) == "n1"}
+        mirror_host = {site.pages[p].host for p in range(len(site.pages)) if site.pages[p].kind == "mirror"}
+        sources_on_n1 = on_n1 - mirror_host
+        asked = [p for p in range(len(site.pages))
+                 if site.pages[p].kind == "mirror" and site.pages[p].host in on_n1
+                 and ring.owner(content_slice(content_hash(site.render(p, port)))) == "n1"]
+        if sources_on_n1 and asked:
+            return web
+    raise AssertionError("no port in 20 split the web between n0 and n1")
+
+
 async def test_a_node_that_joins_gets_the_books_of_its_slices_with_them(
         test_web: TestWebFactory, etcd_server: EtcdServer, tmp_path: Path) -> None:
     """A cluster hand-over (polecat/processes/machine.py rule 11): n0 crawls the source hosts alone; n1
@@ -278,7 +300,7 @@ async def test_a_node_that_joins_gets_the_books_of_its_slices_with_them(
     mirror page is stored as a revisit, and n1's book, which recorded no original itself, answered some
     of them as copies. Near claims are off ("full"): a near book is not kept or moved (claims rules 8,
     11), and with them on an exact mirror is found in n0's near book before its exact claim is asked."""
-    web = test_web(SiteSpec(hosts=8, pages_per_host=10, seed=23, mirror_hosts=4))
+    web = _web_n1_claims_in(test_web)
     sources, mirrors = web.seeds[:4], web.seeds[4:]
     nodes = [await start_cluster_node(web, etcd_server, tmp_path, 0, 50.0, seeds=False,
                                       near_duplicates="full")]
