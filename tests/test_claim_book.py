@@ -20,7 +20,7 @@ from polecat.cluster.claimlink import CLAIM_HEADER, ContentClaims
 from polecat.cluster.claims import Answer, Claim, ClaimBook, book_key, content_slice
 from polecat.cluster.ring import Ring
 from polecat.frontier.db import FrontierDB
-from polecat.frontier.slices import slice_of, slice_prefix
+from polecat.frontier.slices import slice_prefix
 from polecat.store.base import FetchRecord, content_hash
 from polecat.testing.cluster import LoopbackTransport
 from polecat.testing.etcd import EtcdServer
@@ -33,6 +33,7 @@ from tests.crawl_helpers import page_requests, stored_records
 from tests.frontier_helpers import Rig
 from tests.service_helpers import wait_for
 from tests.test_cluster_nodes import _start as start_cluster_node
+from tests.test_cluster_nodes import host_owners
 from tests.test_cluster_wire import _seed_on as seed_on
 from tests.test_cluster_workers import worker_pids
 from tests.test_crawl_restart import COMMIT_MS, finish, start
@@ -275,19 +276,17 @@ def test_copies_fetched_after_the_owners_restart_and_a_resize_are_revisits(
 def _web_n1_claims_in(test_web: TestWebFactory) -> TestWeb:
     """A web of 4 source hosts and their 4 mirrors where n1, once it joined n0, owns a source host (so
     records move to it) and fetches a mirror page whose content slice it owns (so its own book is asked).
-    Which member owns a host's slice turns on the web's port (a host key is ``host:port``): about one
-    port in 16 gives n0 every mirror host, and then n1's book is never asked (claims are for pages a
-    member's own store does not hold, and n0's holds every original)."""
+    About one web in 16 gives n0 every mirror host (:func:`host_owners`), and then n1's book is never
+    asked: claims are for pages a member's own store does not hold, and n0's holds every original."""
     ring = Ring(["n0", "n1"])
     for _ in range(20):
         web = test_web(SiteSpec(hosts=8, pages_per_host=10, seed=23, mirror_hosts=4))
-        site, port = web.site, web.port
-        on_n1 = {h for h in site.hosts if ring.owner(slice_of(f"{h}:{port}")) == "n1"}
-        mirror_host = {site.pages[p].host for p in range(len(site.pages)) if site.pages[p].kind == "mirror"}
-        sources_on_n1 = on_n1 - mirror_host
-        asked = [p for p in range(len(site.pages))
-                 if site.pages[p].kind == "mirror" and site.pages[p].host in on_n1
-                 and ring.owner(content_slice(content_hash(site.render(p, port)))) == "n1"]
+        site, owners = web.site, host_owners(web, ["n0", "n1"])
+        mirrors = {p for p, page in enumerate(site.pages) if page.kind == "mirror"}
+        mirror_hosts = {site.pages[p].host for p in mirrors}
+        sources_on_n1 = {h for h, owner in owners.items() if owner == "n1"} - mirror_hosts
+        asked = [p for p in mirrors if owners[site.pages[p].host] == "n1"
+                 and ring.owner(content_slice(content_hash(site.render(p, web.port)))) == "n1"]
         if sources_on_n1 and asked:
             return web
     raise AssertionError("no port in 20 split the web between n0 and n1")

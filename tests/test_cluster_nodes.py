@@ -65,6 +65,14 @@ async def _start(web: Any, etcd: EtcdServer, tmp: Path, k: int, rate: float, ttl
     return await start_node(cfg, wire)
 
 
+def host_owners(web: Any, members: list[str]) -> dict[str, str]:
+    """The member of ``members`` (node ids, as :func:`_start` names them) whose slice holds each host of
+    ``web``. A host key is ``host:port`` and the web's port is drawn anew each run, so which node crawls
+    a host changes between runs: a test that needs each node to crawl some host checks it with this."""
+    ring = Ring(members)
+    return {h: ring.owner(slice_of(f"{h}:{web.port}")) for h in web.site.hosts}
+
+
 async def _owning_every_slice(svc: NodeService) -> tuple[ClusterNode, Fence]:
     """The cluster side of ``svc``, alone in its cluster, once it owns every slice, and its token."""
     node = svc.cluster
