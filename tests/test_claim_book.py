@@ -17,7 +17,7 @@ import msgpack
 import pytest
 
 from polecat.cluster.claimlink import CLAIM_HEADER, ContentClaims
-from polecat.cluster.claims import Answer, Claim, ClaimBook, book_key, content_slice
+from polecat.cluster.claims import UNANSWERED, Answer, Claim, ClaimBook, book_key, content_slice
 from polecat.cluster.ring import Ring
 from polecat.frontier.db import FrontierDB
 from polecat.frontier.slices import slice_prefix
@@ -267,10 +267,14 @@ def test_copies_fetched_after_the_owners_restart_and_a_resize_are_revisits(
         return url.replace(host, source_of.get(host, host), 1)
 
     copies = [r for r in stored_records(data) if r.url.split("/")[2] in source_of and source(r.url) in before]
-    assert len(copies) >= len(before) // 2
-    assert [r.url for r in copies if r.kind != "revisit"] == []
-    assert all(r.duplicate_of == source(r.url) for r in copies)
-    assert all((r.own_hash != r.content_hash) == (near > 0) for r in copies)
+    revisits = [r for r in copies if r.kind == "revisit"]
+    assert len(revisits) >= len(before) // 2
+    # A copy in full only when its claim had no answer in time (a loaded machine while the books move:
+    # claims rule 5 never blocks the crawl), and then marked so.
+    in_full = [r for r in copies if r.kind != "revisit"]
+    assert [r.url for r in in_full if r.header(CLAIM_HEADER.lower()) != UNANSWERED] == []
+    assert all(r.duplicate_of == source(r.url) for r in revisits)
+    assert all((r.own_hash != r.content_hash) == (near > 0) for r in revisits)
 
 
 def _web_n1_claims_in(test_web: TestWebFactory) -> TestWeb:
