@@ -231,16 +231,17 @@ def release_step(db: FrontierDB, release: SliceRelease) -> bool | None:
     return db.applied(release.step()) or None
 
 
-async def chunk_handover(frontier: Frontier, db: FrontierDB) -> bytes:
+async def chunk_handover(frontier: Frontier, db: FrontierDB) -> list[bytes]:
     """The first two chunks of a hand-over as the node sends them (polecat/cluster/chunks.py: the first
     is one slice, the second as many as its bytes say fit): each one's export, in steps (a chunk over the
-    bound is exported again in halves), and its release in steps. Returns the second chunk's bytes."""
+    bound is exported again in halves), and its release in steps. Returns the chunks' bytes."""
     chunks = bundle_chunks(exporter := SteppedExporter(frontier, db), range(64, SLICES))
-    body = b""
+    bodies = []
     for which in ("first", "second"):
         label = f"hand-over, {which} chunk"
         exporter.steps, exporter.exports, exporter.to_bytes = Steps(), 0, 0.0
         chunk, body = await anext(chunks)
+        bodies.append(body)
         urls = sum(1 for t, _, _ in SliceBundle.read(io.BytesIO(body)).records() if t == "urls")
         exporter.steps.report(f"{label}: export", f"(the snapshot, then at most {EXPORT_STEP:,} rows; "
                               f"{exporter.exports} exports; to_bytes {exporter.to_bytes * 1e3:.2f} ms wall, "
@@ -251,7 +252,7 @@ async def chunk_handover(frontier: Frontier, db: FrontierDB) -> bytes:
         steps.report(f"{label}: release", f"of at most {RELEASE_STEP:,} rows")
         frontier.commit()
     await chunks.aclose()
-    return body
+    return bodies
 
 
 def adopt_chunk(frontier: Frontier, db: FrontierDB, body: bytes) -> None:
@@ -391,7 +392,7 @@ def main() -> None:
     print(f"{'':34s} {sum(1 for t, _, _ in bundle.records() if t == 'urls'):,} URL records in them")
     timed("hand-over of 64 slices: release", lambda: db.apply(frontier.release_slices(moving)))
     frontier.commit()
-    adopt_chunk(frontier, db, asyncio.run(chunk_handover(frontier, db)))
+    adopt_chunk(frontier, db, asyncio.run(chunk_handover(frontier, db))[-1])
     restore_objects(frontier, db)
 
     new_hosts = [f"h{h}.bench.test" for h in range(hosts - 2_000, hosts)]
