@@ -619,17 +619,35 @@ def _export(data: Path, out: Path) -> dict[str, bytes]:
 
 
 def _kept(data: Path) -> dict[str, str]:
-    """Each page's URL -> how its one record keeps it: in full, as a near copy (a revisit with its own body
-    as a delta), as a revisit."""
+    """Each page's URL -> how its one record keeps it: in full, in full because a claim of it had no
+    answer in time (marked, claims rule 5), as a near copy (a revisit with its own body as a delta), as a
+    revisit."""
     kept: dict[str, str] = {}
     for node in collection_dirs([data]):
         with SegmentStore.open(node / "store", StoreConfig(), read_only=True) as store:
             for r in store.records():
                 if not r.url.endswith("/robots.txt"):
                     assert r.url not in kept, f"{r.url} stored twice"
-                    kept[r.url] = "full" if r.kind == "response" else "near" if r.own_hash != r.content_hash \
-                        else "revisit"
+                    if r.kind != "response":
+                        kept[r.url] = "near" if r.own_hash != r.content_hash else "revisit"
+                    else:
+                        kept[r.url] = UNANSWERED if r.header(CLAIM_HEADER.lower()) == UNANSWERED else "full"
     return kept
+
+
+def _kept_alike(one: dict[str, str], workers: dict[str, str]) -> None:
+    """The workers kept the pages as one process did (so many in full, so many near copies: which page
+    of a near pair is the copy turns on which was fetched first), but those stored in full, marked,
+    because a claim had no answer in time: a loaded machine's missed collapse (claims rule 5), each one
+    a page one process kept in full or as a near copy, at most a tenth of them."""
+    assert one.keys() == workers.keys()
+    alone, apart = Counter(one.values()), Counter(workers.values())
+    assert alone[UNANSWERED] == 0  # one process claims nothing
+    marked = apart.pop(UNANSWERED, 0)
+    assert marked <= len(one) // 10, apart
+    assert apart["revisit"] == alone["revisit"] and apart["full"] <= alone["full"], (alone, apart, marked)
+    assert apart["full"] + apart["near"] + marked == alone["full"] + alone["near"], (alone, apart, marked)
+    assert apart["near"] >= alone["near"] - marked, (alone, apart, marked)
 
 
 @pytest.mark.slow
@@ -649,8 +667,8 @@ def test_two_workers_store_near_mirrors_as_one_process_does(test_web: TestWebFac
         assert set(replayed[name]) == fetched  # every page replayed with its own bytes
     assert replayed["one"] == replayed["two"]
     # The near mirrors are revisits with their own bytes as deltas, whichever worker fetched them.
-    kinds = {name: Counter(kept.values()) for name, kept in figures.items()}
-    assert kinds["two"] == kinds["one"] and kinds["one"]["near"] >= 20, kinds
+    _kept_alike(figures["one"], figures["two"])
+    assert Counter(figures["one"].values())["near"] >= 20
 
 
 def test_with_drop_two_workers_keep_near_mirrors_as_one_process_does(test_web: TestWebFactory,
@@ -661,20 +679,21 @@ def test_with_drop_two_workers_keep_near_mirrors_as_one_process_does(test_web: T
     web = test_web(SiteSpec(hosts=6, pages_per_host=20, seed=7, mirror_hosts=3, mirror_near_ratio=1.0))
     cfg = tmp_path / "drop.toml"
     cfg.write_text('[dedup]\nnear_duplicates = "drop"\n')
-    kinds = {}
+    kept = {}
     for name, extra in (("one", ()), ("two", ("--workers", "2"))):
         data = tmp_path / name
         run = subprocess.run(crawl_cmd(web, data, 100.0, "--config", str(cfg), *extra), capture_output=True,
                              text=True, timeout=300)
         assert run.returncode == 0, run.stderr
-        kinds[name] = Counter(_kept(data).values())
+        kept[name] = _kept(data)
         fetched = {r.url for r in web.log if r.status == 200 and not r.url.endswith("/robots.txt")}
         assert set(_export(data, tmp_path / f"{name}.warc.gz")) == fetched  # revisits resolved, digests equal
         for node in collection_dirs([data]):
             with SegmentStore.open(node / "store", StoreConfig(), read_only=True) as store:
                 near = [r for r in store.records() if r.own_hash != r.content_hash]
                 assert all(store.has(r.content_hash) and not store.has(r.own_hash) for r in near)
-    assert kinds["two"] == kinds["one"] and kinds["one"]["near"] >= 20, kinds
+    _kept_alike(kept["one"], kept["two"])
+    assert Counter(kept["one"].values())["near"] >= 20
 
 
 @NEEDS_PYWB
