@@ -76,6 +76,9 @@ async def test_a_node_frozen_for_three_ttls_wakes_without_fetching_what_it_lost(
         await asyncio.sleep(1.5 * TTL)  # its lease has expired: the heirs are restoring its slices
         if joiner:
             procs[joiner] = start_node(confs[joiner], logs[joiner])
+            # joined (it listens once a member) while the node sleeps: on a loaded machine a start took
+            # longer than the freeze, and the stop at the end found it still importing (killed: -15)
+            await until(lambda: b"listening on" in logs[joiner].read_bytes(), 60, "the fourth node joined")
         if leaver:
             procs[leaver].send_signal(signal.SIGTERM)
         await asyncio.sleep(1.5 * TTL)
