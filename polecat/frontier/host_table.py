@@ -891,6 +891,11 @@ class HostTable:
             return True
         return bool(self.fenced) and slice_of(host) in self.fenced
 
+    def full(self) -> bool:
+        """Whether no host new to the table joins memory now, whichever it is (rule 10): :meth:`has_room`
+        of every host False, asked once for a seeds batch."""
+        return not self.fenced and len(self.hosts) >= self.working_hosts * 3 // 4
+
     def enqueue_cold(self, cold: dict[str, tuple[bytes, list[str]]], importance: float, now: float,
                      out: list[Write]) -> None:
         """Queue the seeds of each host of ``cold`` (host -> its ``hosts`` key and its seed URLs), hosts new
