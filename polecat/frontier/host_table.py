@@ -891,10 +891,13 @@ class HostTable:
             return True
         return bool(self.fenced) and slice_of(host) in self.fenced
 
-    def full(self) -> bool:
-        """Whether no host new to the table joins memory now, whichever it is (rule 10): :meth:`has_room`
-        of every host False, asked once for a seeds batch."""
-        return not self.fenced and len(self.hosts) >= self.working_hosts * 3 // 4
+    def room(self) -> int | None:
+        """How many hosts new to the table join memory, one after the other, before the next is filed cold
+        (rule 10): :meth:`has_room` asked once for a seeds batch. None while a slice is fenced (then the
+        answer is each host's own)."""
+        if self.fenced:
+            return None
+        return max(0, self.working_hosts * 3 // 4 - len(self.hosts))
 
     def enqueue_cold(self, cold: dict[str, tuple[bytes, list[str]]], importance: float, now: float,
                      out: list[Write]) -> None:

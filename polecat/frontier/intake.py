@@ -38,8 +38,9 @@ Rules (the checks themselves live where they are owned: scope.py, traps.py, budg
    batch) is decided a list at a time, not a seed at a time: its hosts looked up in one ``map``, no
    seed-host row asked (rule 7); with no block set, no URL too long and none twice, every seed accepted
    before the seen-set's pass without a look at each (rule 2 refuses none); and when the seen-set finds
-   every URL new, each host has one seed and memory has no room for a new host (host_table.py rule 10),
-   the batch is filed cold in one call. The decision is the one rule 7 makes seed by seed (the same
+   every URL new, each host has one seed and no slice is fenced, memory's room for new hosts is asked
+   once (host_table.py rule 10): the first seeds, as many as it has room for, join memory, and the others
+   are filed cold in one call. The decision is the one rule 7 makes seed by seed (the same
    answers and rows: tests/test_seed_batch.py); ~2 us of the node's ~21 us a seed went to those looks
    (benchmarks/README.md "Issue 39: seed ingest in the node").
 """
@@ -180,11 +181,16 @@ class Intake:
             every = marks.count(False) == 0
             seen = keys if every else [key for key, new_url in zip(keys, marks, strict=True) if new_url]
             out.append(PutRows("seen", seen, [b""] * len(seen)))
-            if every and new and table.full() and len(set(hosts)) == len(hosts):
-                # Rule 8: each seed the one of a new host, every one filed cold (host_table rule 10).
-                seeds = ([url] for url in fresh_urls)
-                table.enqueue_cold(dict(zip(hosts, zip(rows, seeds, strict=True), strict=True)), importance,
-                                   now, out)
+            room = table.room()
+            if every and new and room is not None and len(set(hosts)) == len(hosts):
+                # Rule 8: each seed the one of a new host; as many as memory has room for join it, in
+                # order, and the others are filed cold (host_table rule 10).
+                for url, host in zip(fresh_urls, hosts[:room], strict=False):
+                    self._seed_in_memory(url, host, None, importance, now, out)
+                if room < len(hosts):
+                    seeds = zip(rows[room:], ([url] for url in itertools.islice(fresh_urls, room, None)),
+                                strict=True)
+                    table.enqueue_cold(dict(zip(hosts[room:], seeds, strict=True)), importance, now, out)
             else:
                 self._file_seeds(fresh_urls, todo, hosts, rows, states, marks, answers, importance, now, out)
         self.seen_again += answers.count(SEEN)
@@ -232,10 +238,16 @@ class Intake:
                 filed[1].append(url)
             elif st is None and host not in in_memory and not table.has_room(host):
                 cold[host] = (row, [url])  # host_table rule 10
-            else:  # a seed counts towards no shape budget (traps rule 2: discovered URLs)
-                table.enqueue(url, host, 0, importance, now, out, st=table.held(host, st), shape=False)
+            else:
+                self._seed_in_memory(url, host, st, importance, now, out)
         if cold:
             table.enqueue_cold(cold, importance, now, out)
+
+    def _seed_in_memory(self, url: str, host: str, st: HostState | None, importance: float, now: float,
+                        out: list[Write]) -> None:
+        """Queue the seed ``url`` of ``host`` (its record ``st``, None: new) with the host in memory."""
+        table = self._table  # a seed counts towards no shape budget (traps rule 2: discovered URLs)
+        table.enqueue(url, host, 0, importance, now, out, st=table.held(host, st), shape=False)
 
     def add_scope_host(self, host: str) -> list[Write]:
         """Let ``host`` into the crawl scope like a seed's host (persisted) without queueing anything:
