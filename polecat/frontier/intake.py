@@ -132,8 +132,8 @@ class Intake:
         return self._add(url, host, 0, importance, now, out, seed=True)
 
     def add_seeds(self, urls: Sequence[str], now: float, importance: float = 1.0) -> Decided[list[str]]:
-        """:meth:`add_seed` of each canonical URL of ``urls``, as one batch (rule 7); answers the decision
-        of each, in order (a URL given twice is ``"seen"`` the second time)."""
+        """:meth:`add_seed` of each canonical URL of ``urls``, as one batch (rule 7; a batch of new hosts,
+        rule 8); answers the decision of each, in order (a URL given twice is ``"seen"`` the second time)."""
         table, scope = self._table, self._scope
         hosts = [host_key(url) for url in urls]
         if table.leaving:  # handover rule 7

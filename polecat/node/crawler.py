@@ -253,7 +253,7 @@ class Crawler:
         seeds this node owns in one frontier decision (frontier/intake.py rule 7). Answers each seed's
         decision, None for a line that is not an http(s) URL."""
         # A batch's seeds are all canonical, owned here and queued or seen but for a few: list-wide steps,
-        # and a look at each seed only where one is not (issue 39: ~1 us a seed went to this loop).
+        # and a look at each seed only where one is not (issue 39: the loop's own ~0.3 us a seed of ~20).
         canonicals = list(map(self._canon.canonicalize, map(str.strip, urls)))
         owns = self._frontier.owns
         places = [i for i, canonical in enumerate(canonicals) if canonical is not None and owns(canonical)]
