@@ -3,9 +3,13 @@ the rows the per-seed path wrote, a ``Put`` a row, and decides the same."""
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
+import pytest
 from frontier_helpers import Rig, canon
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -125,6 +129,10 @@ SEEDS = st.tuples(st.sampled_from(["http", "https"]), st.one_of(st.integers(0, 3
          known=80, mode="host", blocks=True, fenced=False)  # a host new and filed cold with two seeds
 @example(batches=[[canon("http://h88.t/"), canon("http://h88.t/a"), canon("https://h86.t/")]], importance=1.0,
          known=80, mode="host", blocks=False, fenced=True)  # the same with no block, a slice fenced
+@example(batches=[[canon("http://h86.t/"), canon("https://h87.t/a"), canon("http://www.h85.t/")]] * 2,
+         importance=1.0, known=80, mode="domain", blocks=False, fenced=False)  # rule 8: new hosts, filed cold
+@example(batches=[[canon("http://h86.t/"), canon("https://h87.t/a"), canon("http://www.h85.t/")]],
+         importance=0.3, known=60, mode="host", blocks=False, fenced=False)  # rule 8, memory with room
 @given(batches=st.lists(st.lists(SEEDS, max_size=14), min_size=1, max_size=4),
        importance=st.sampled_from([1.0, 0.3]), known=st.integers(60, 85),
        mode=st.sampled_from(["host", "domain"]), blocks=st.booleans(), fenced=st.booleans())
@@ -159,6 +167,41 @@ def test_the_batch_path_writes_and_decides_as_the_per_seed_path(batches: list[li
         for rig in rigs:
             rig.frontier.commit()
         assert state(batch) == state(single)
+
+
+def test_a_batch_of_new_hosts_is_decided_with_no_look_at_each_seed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """intake.py rule 8: a batch of hosts new to the table, none repeated, no block set, memory with room for
+    5 new hosts (70 of the 75 a full working set is cut to: host_table.py rule 10): no seed asked whether it
+    is refused or has room in memory, no seed-host row looked up, one lookup of each host's record; every
+    seed accepted, the first 5 taken into memory and the others filed cold in one call, the rows those of
+    the per-seed path."""
+    rigs = [Rig(Path("/nonexistent"), cfg=CFG, backend="memory") for _ in range(2)]
+    for rig in rigs:
+        rig.frontier.add_seeds([canon(f"http://h{i}.t/") for i in range(70)], 0.0)
+        rig.frontier.commit()
+    batch, single = rigs
+    urls = [canon(f"http://n{i}.t/") for i in range(50)]
+    want = per_seed(single.raw._intake, urls, 1.0, 1.0)
+    intake, table = batch.raw._intake, batch.raw._table
+    looks: Counter[str] = Counter()
+
+    def counted(name: str, call: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            looks[name] += 1
+            return call(*args, **kwargs)
+        return wrapper
+
+    monkeypatch.setattr(intake, "_refuse", counted("refuse", intake._refuse))
+    monkeypatch.setattr(table, "has_room", counted("has_room", table.has_room))
+    monkeypatch.setattr(table, "enqueue", counted("enqueue", table.enqueue))
+    monkeypatch.setattr(table, "enqueue_cold", counted("enqueue_cold", table.enqueue_cold))
+    getter = batch.db.getter
+    monkeypatch.setattr(batch.db, "getter", lambda name: counted(name, getter(name)))
+    got = batch.raw.add_seeds(urls, 1.0)
+    assert got.value == [ACCEPTED] * 50
+    assert by_table(got.writes) == by_table(want.writes)
+    assert looks == Counter({"hosts": 50, "enqueue": 5, "enqueue_cold": 1})
+    assert len(table.hosts) == 75
 
 
 def test_put_rows_are_their_puts_in_order() -> None:

@@ -891,6 +891,14 @@ class HostTable:
             return True
         return bool(self.fenced) and slice_of(host) in self.fenced
 
+    def room(self) -> int | None:
+        """How many hosts new to the table join memory, one after the other, before the next is filed cold
+        (rule 10): :meth:`has_room` asked once for a seeds batch. None while a slice is fenced (then the
+        answer is each host's own)."""
+        if self.fenced:
+            return None
+        return max(0, self.working_hosts * 3 // 4 - len(self.hosts))
+
     def enqueue_cold(self, cold: dict[str, tuple[bytes, list[str]]], importance: float, now: float,
                      out: list[Write]) -> None:
         """Queue the seeds of each host of ``cold`` (host -> its ``hosts`` key and its seed URLs), hosts new
@@ -903,17 +911,19 @@ class HostTable:
         nums = range(first, first + hosts)
         rows = [row for row, _ in cold.values()]
         counts = [len(urls) for _, urls in cold.values()]
+        seeds = [url for _, urls in cold.values() for url in urls]
+        one_each = len(seeds) == hosts  # a seeds file's usual batch: nothing to repeat a seed of a host
         due = ready_key(now, "")  # its record's next-allowed time (rule 7), then the host
         ready = [due + row[PREFIX_LEN:] for row in rows]
         # Each host's row and number once a seed of it, the seeds numbered on from qseq.
-        queue = seed_queue_keys(chain.from_iterable(map(repeat, rows, counts)),
-                                chain.from_iterable(map(repeat, nums, counts)), rank(importance),
-                                self.qseq + 1)
+        queue = seed_queue_keys(rows if one_each else chain.from_iterable(map(repeat, rows, counts)),
+                                nums if one_each else chain.from_iterable(map(repeat, nums, counts)),
+                                rank(importance), self.qseq + 1)
         if self.fenced:
             for host, n in zip(cold, counts, strict=True):
                 self.queued_in[slice_of(host)] += n
-        values = QueuedUrl.encode_seeds([url for _, urls in cold.values() for url in urls],
-                                        [host for host, (_, urls) in cold.items() for _ in urls], importance)
+        values = QueuedUrl.encode_seeds(
+            seeds, cold if one_each else [host for host, (_, urls) in cold.items() for _ in urls], importance)
         out += [PutRows("ready", ready, [b""] * hosts), PutRows("queue", queue, values),
                 PutRows("hosts", rows, encode_new_hosts(now, counts, nums))]  # (polecat/writes.py rule 5)
         queued = len(queue)

@@ -34,6 +34,15 @@ Rules (the checks themselves live where they are owned: scope.py, traps.py, budg
    object. No key is written twice with two values in it (the warm hosts' ``queue`` rows, one ``Put``
    each, have seq numbers of their own); only the empty seed-host row of a new host with two seeds in the
    batch is put twice, the same row.
+8. A seeds batch of hosts all new to the table (neither in memory nor in ``hosts``: a fresh seeds file's
+   batch) is decided a list at a time, not a seed at a time: its hosts looked up in one ``map``, no
+   seed-host row asked (rule 7); with no block set, no URL too long and none twice, every seed accepted
+   before the seen-set's pass without a look at each (rule 2 refuses none); and when the seen-set finds
+   every URL new, each host has one seed and no slice is fenced, memory's room for new hosts is asked
+   once (host_table.py rule 10): the first seeds, as many as it has room for, join memory, and the others
+   are filed cold in one call. The decision is the one rule 7 makes seed by seed (the same answers and
+   rows: tests/test_seed_batch.py); ``add_seeds`` went from 6.1 to 5.0 us a seed in the node
+   (benchmarks/README.md "Issue 39: seed ingest in the node").
 """
 
 from __future__ import annotations
@@ -123,9 +132,9 @@ class Intake:
         return self._add(url, host, 0, importance, now, out, seed=True)
 
     def add_seeds(self, urls: Sequence[str], now: float, importance: float = 1.0) -> Decided[list[str]]:
-        """:meth:`add_seed` of each canonical URL of ``urls``, as one batch (rule 7); answers the decision
-        of each, in order (a URL given twice is ``"seen"`` the second time)."""
-        table, scope, refuse = self._table, self._scope, self._refuse
+        """:meth:`add_seed` of each canonical URL of ``urls``, as one batch (rule 7; a batch of new hosts,
+        rule 8); answers the decision of each, in order (a URL given twice is ``"seen"`` the second time)."""
+        table, scope = self._table, self._scope
         hosts = [host_key(url) for url in urls]
         if table.leaving:  # handover rule 7
             for host in hosts:
@@ -135,21 +144,68 @@ class Intake:
         rows = host_rows(prefixes, names)
         stored_op, stored_host = self._db.getter("ops"), self._db.getter("hosts")
         in_memory = table.hosts
+        n = len(urls)
         held = list(map(in_memory.get, hosts))  # table.peek() inline: one lookup a seed, no frame
-        raws = [stored_host(row) if st is None else None for row, st in zip(rows, held, strict=True)]
-        states = [st if raw is None else decode_host(raw) for st, raw in zip(held, raws, strict=True)]
+        if held.count(None) == n:  # rule 8: no host in memory, each looked up in one map
+            raws: list[bytes | None] = list(map(stored_host, rows))
+        else:
+            raws = [stored_host(row) if st is None else None for row, st in zip(rows, held, strict=True)]
+        new = raws.count(None) == n and held.count(None) == n  # rule 8: every host new to the table
+        states = held if new else [st if raw is None else decode_host(raw) for st, raw in zip(held, raws,
+                                                                                             strict=True)]
         # Rule 7: only a known host's seed-host row is looked up (a resume's seed: nothing to write).
         seed_ops = seed_host_keys(prefixes, names)
-        known = [None if st is None else stored_op(key) for key, st in zip(seed_ops, states, strict=True)]
-        scope.add_seed_hosts(host for host, had in zip(hosts, known, strict=True) if had is None)
-        seed_ops = [key for key, had in zip(seed_ops, known, strict=True) if had is None]
+        if new:
+            scope.add_seed_hosts(hosts)
+        else:
+            known = [None if st is None else stored_op(key) for key, st in zip(seed_ops, states, strict=True)]
+            scope.add_seed_hosts(host for host, had in zip(hosts, known, strict=True) if had is None)
+            seed_ops = [key for key, had in zip(seed_ops, known, strict=True) if had is None]
         # Each table's rows as one write (polecat/writes.py rule 5; a key twice only as the same row).
         out: list[Write] = [PutRows("ops", seed_ops, [b""] * len(seed_ops))]
-        answers: list[str] = []
-        fresh_urls: dict[str, int] = {}
-        todo: list[tuple[int, str, bytes, HostState | None]] = []
         unblocked, longest = self._blocked.empty(), self._cfg.max_url_length
-        for url, host, row, st in zip(urls, hosts, rows, states, strict=True):
+        fresh_urls: dict[str, None] = dict.fromkeys(urls)
+        todo: Sequence[int]
+        if new and unblocked and len(fresh_urls) == n and max(map(len, urls), default=0) <= longest:
+            # Rule 8: nothing refuses a seed of a new host with no block set (rule 2), and none repeats.
+            answers = [ACCEPTED] * n
+            todo = range(n)
+        else:
+            answers, todo, fresh_urls = self._judge_seeds(urls, hosts, states)
+        if todo:
+            if len(todo) < n:
+                hosts, rows = [hosts[i] for i in todo], [rows[i] for i in todo]
+                states = [states[i] for i in todo]
+            keys = url_keys_at(rows, fresh_urls)
+            marks = self._seen.mark_many(self._db.getter("seen"), keys)
+            every = marks.count(False) == 0
+            seen = keys if every else [key for key, new_url in zip(keys, marks, strict=True) if new_url]
+            out.append(PutRows("seen", seen, [b""] * len(seen)))
+            room = table.room()
+            if every and new and room is not None and len(set(hosts)) == len(hosts):
+                # Rule 8: each seed the one of a new host; as many as memory has room for join it, in
+                # order, and the others are filed cold (host_table rule 10).
+                for url, host in zip(fresh_urls, hosts[:room], strict=False):
+                    self._seed_in_memory(url, host, None, importance, now, out)
+                if room < len(hosts):
+                    seeds = zip(rows[room:], ([url] for url in itertools.islice(fresh_urls, room, None)),
+                                strict=True)
+                    table.enqueue_cold(dict(zip(hosts[room:], seeds, strict=True)), importance, now, out)
+            else:
+                self._file_seeds(fresh_urls, todo, hosts, rows, states, marks, answers, importance, now, out)
+        self.seen_again += answers.count(SEEN)
+        return Decided(answers, out)
+
+    def _judge_seeds(self, urls: Sequence[str], hosts: list[str], states: list[HostState | None]
+                     ) -> tuple[list[str], list[int], dict[str, None]]:
+        """A seeds batch's answers so far (the refused, rule 2, and the repeated; the others
+        ``"accepted"``), the places of the others, and those others' URLs, in order (rule 7)."""
+        refuse = self._refuse
+        fresh_urls: dict[str, None] = {}
+        answers: list[str] = []
+        todo: list[int] = []
+        unblocked, longest = self._blocked.empty(), self._cfg.max_url_length
+        for url, host, st in zip(urls, hosts, states, strict=True):
             if st is None and unblocked and len(url) <= longest:
                 reason = None  # rule 2: a seed of a new host, neither blocked nor too long (no call a seed)
             else:
@@ -157,32 +213,41 @@ class Intake:
             if reason is None and url in fresh_urls:
                 reason = SEEN
             elif reason is None:
-                fresh_urls[url] = len(answers)
-                todo.append((len(answers), host, row, st))
+                fresh_urls[url] = None
+                todo.append(len(answers))
             else:
                 self.rejected[reason] += 1
             answers.append(reason or ACCEPTED)
-        if todo:
-            keys = url_keys_at([row for _, _, row, _ in todo], fresh_urls)
-            marks = self._seen.mark_many(self._db.getter("seen"), keys)
-            seen = [key for key, new in zip(keys, marks, strict=True) if new]
-            out.append(PutRows("seen", seen, [b""] * len(seen)))
-            cold: dict[str, tuple[bytes, list[str]]] = {}
-            for url, (i, host, row, st), new in zip(fresh_urls, todo, marks, strict=True):
-                if not new:
-                    answers[i] = SEEN
-                    continue
-                filed = cold.get(host)
-                if filed is not None:
-                    filed[1].append(url)
-                elif st is None and host not in in_memory and not table.has_room(host):
-                    cold[host] = (row, [url])  # host_table rule 10
-                else:  # a seed counts towards no shape budget (traps rule 2: discovered URLs)
-                    table.enqueue(url, host, 0, importance, now, out, st=table.held(host, st), shape=False)
-            if cold:
-                table.enqueue_cold(cold, importance, now, out)
-        self.seen_again += answers.count(SEEN)
-        return Decided(answers, out)
+        return answers, todo, fresh_urls
+
+    def _file_seeds(self, fresh_urls: dict[str, None], todo: Sequence[int], hosts: list[str],
+                    rows: list[bytes], states: list[HostState | None], marks: list[bool], answers: list[str],
+                    importance: float, now: float, out: list[Write]) -> None:
+        """Queue the seeds of a batch the seen-set found new (``marks``), at the places ``todo`` of
+        ``answers`` (the others answered ``"seen"``): a host in memory or with room there by
+        :meth:`HostTable.enqueue`, the others filed cold in one call (host_table.py rule 10)."""
+        table = self._table
+        in_memory = table.hosts
+        cold: dict[str, tuple[bytes, list[str]]] = {}
+        for url, i, host, row, st, new in zip(fresh_urls, todo, hosts, rows, states, marks, strict=True):
+            if not new:
+                answers[i] = SEEN
+                continue
+            filed = cold.get(host)
+            if filed is not None:
+                filed[1].append(url)
+            elif st is None and host not in in_memory and not table.has_room(host):
+                cold[host] = (row, [url])  # host_table rule 10
+            else:
+                self._seed_in_memory(url, host, st, importance, now, out)
+        if cold:
+            table.enqueue_cold(cold, importance, now, out)
+
+    def _seed_in_memory(self, url: str, host: str, st: HostState | None, importance: float, now: float,
+                        out: list[Write]) -> None:
+        """Queue the seed ``url`` of ``host`` (its record ``st``, None: new) with the host in memory."""
+        table = self._table  # a seed counts towards no shape budget (traps rule 2: discovered URLs)
+        table.enqueue(url, host, 0, importance, now, out, st=table.held(host, st), shape=False)
 
     def add_scope_host(self, host: str) -> list[Write]:
         """Let ``host`` into the crawl scope like a seed's host (persisted) without queueing anything:

@@ -39,6 +39,8 @@ _QUEUE_TAIL = 12
 _Q_V3 = struct.Struct(">dHBB")
 _Q_HTTP, _Q_HTTPS, _Q_ATTEMPTS, _Q_HOPS, _Q_IMPORTANCE, _Q_DEPTH = 1, 2, 4, 8, 16, 32
 _ORIGIN_FLAGS = ((_Q_HTTP, "http://"), (_Q_HTTPS, "https://"))
+_HTTP = "http://"
+_HTTP_LEN = len(_HTTP)
 _U8 = struct.Struct(">B")
 _F64 = struct.Struct(">d")
 _U32 = struct.Struct(">I")
@@ -106,8 +108,16 @@ class QueuedUrl:
         extra = _F64.pack(importance) if _own_importance(importance) else b""
         flag = _Q_IMPORTANCE if extra else 0
         heads = [bytes((origin | flag,)) + extra for origin in range(_Q_HTTPS + 1)]
-        return [heads[origin] + rest.encode()
-                for origin, rest in map(_strip_origin, urls, hosts)]
+        plain = heads[_Q_HTTP]
+
+        def other(url: str, host: str) -> bytes:
+            origin, rest = _strip_origin(url, host)
+            return heads[origin] + rest.encode()
+
+        # _strip_origin's first case inline, a call only for the others (issue 39: ~0.1 us a seed).
+        return [plain + url[_HTTP_LEN + len(host):].encode()
+                if url.startswith(host, _HTTP_LEN) and url.startswith(_HTTP) else other(url, host)
+                for url, host in zip(urls, hosts, strict=True)]
 
     @classmethod
     def decode(cls, raw: bytes, key: bytes, host: str) -> QueuedUrl:

@@ -124,11 +124,12 @@ class SeedFeed:
         began = self._clock.monotonic()
         answers = self._add_seeds(batch)
         self._resize(len(batch), self._clock.monotonic() - began)
-        for url, answer in zip(batch, answers, strict=True):
-            if answer is None:
-                self._skip(url[:200], "not an http(s) URL")
-            else:
-                self.admitted += 1
+        refused = answers.count(None)
+        self.admitted += len(batch) - refused
+        if refused:  # a look at each line only in a batch that has one not a URL
+            for url, answer in zip(batch, answers, strict=True):
+                if answer is None:
+                    self._skip(url[:200], "not an http(s) URL")
         await asyncio.sleep(0)  # rule 1: the loop leases between batches
 
     def _resize(self, seeds: int, took: float) -> None:
