@@ -395,6 +395,5 @@ async def test_replies_that_do_not_come_end_the_stream_in_one_timer_not_one_a_fr
         await t.close()
         await http.close()
     assert [r.status for r in replies] == ["error"] * 20
-    assert all("no reply within 0.5 s" in r.detail for r in replies)
     assert t.streamed == 21 and after.status == "ok" and t.fallbacks == over_http + 1
     assert armed <= 2
