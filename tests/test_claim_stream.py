@@ -357,3 +357,43 @@ async def test_two_members_claims_over_streams_cut_mid_frame_store_every_page_on
     assert len({d for s in stores.values() for d in s.bodies}) == pages  # each text stored in full somewhere
     assert sum(m.stats().copies for m in members.values()) > 0
     assert all(side.refused == 0 for side in sides.values())
+
+
+async def test_replies_that_do_not_come_end_the_stream_in_one_timer_not_one_a_frame(member: Member) -> None:
+    """Rules 4 and 6: a peer that stops answering has every frame in flight answered "error" after the
+    timeout, the stream closed; the frames in flight share one timer (an ``asyncio.timeout`` a frame
+    armed 20)."""
+    http = HttpTransport(sign=SIGN, verify=VERIFY, clock=member.clock)
+    t = StreamTransport(http, sign=SIGN, verify=VERIFY, clock=member.clock, timeout=0.5)
+    seqs = iter(range(1, 10_000))
+    silent: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
+    try:
+        await _until(lambda: t.streamed > 0, lambda: t.post(member.address, _frame(next(seqs))))
+        member.frames = lambda _: silent  # takes each frame, answers none
+        over_http = t.fallbacks
+        loop = asyncio.get_running_loop()
+        armed = 0
+        call_at = loop.call_at
+
+        def counted(when: float, callback: Callable[..., object], *args: object,
+                    context: object = None) -> asyncio.TimerHandle:
+            nonlocal armed
+            armed += 1
+            return call_at(when, callback, *args, context=context)  # type: ignore[arg-type]
+
+        loop.call_at = counted  # type: ignore[method-assign]
+        try:
+            async with asyncio.timeout(10):
+                replies = await asyncio.gather(*(t.post(member.address, _frame(next(seqs)))
+                                                 for _ in range(20)))
+        finally:
+            del loop.call_at  # type: ignore[method-assign]
+        member.frames = None
+        after = await t.post(member.address, _frame(next(seqs)))  # the stream is closed: over HTTP
+    finally:
+        silent.set_result(Reply("ok"))
+        await t.close()
+        await http.close()
+    assert [r.status for r in replies] == ["error"] * 20
+    assert t.streamed == 21 and after.status == "ok" and t.fallbacks == over_http + 1
+    assert armed <= 2

@@ -34,6 +34,10 @@ Rules:
    over ``fallback`` (HTTP): no frame waits for a connection. A peer that answers the opening with
    anything but a WebSocket (0.3.0: 404; another secret: 401) is sent frames over HTTP for
    :data:`PROBE_AGAIN` seconds before it is asked again (it may have been upgraded meanwhile).
+6. Rule 4's timeout is one timer a stream, armed for the oldest frame in flight (frames are sent in seq
+   order with the same timeout, so the oldest is due first) and moved on when it fires before that
+   frame's deadline: not an ``asyncio.timeout`` a frame (a ``Timeout``, a timer handle and its
+   rescheduling each), the same sweep as the workers' socket (polecat/cluster/unixwire.py rule 2).
 """
 
 from __future__ import annotations
@@ -132,7 +136,9 @@ class _Stream:
         self._sign = sign
         self._verify = verify
         self._seq = 0
-        self._waiting: dict[int, asyncio.Future[Reply]] = {}
+        self._waiting: dict[int, tuple[asyncio.Future[Reply], float]] = {}
+        """Seq -> the reply's future and its deadline (loop time), oldest first (rule 6)."""
+        self._timer: asyncio.TimerHandle | None = None
         self._on_end = on_end
         self.open = True
         self._closing: asyncio.Future[bool] | None = None
@@ -141,17 +147,33 @@ class _Stream:
     async def post(self, data: bytes) -> Reply:
         self._seq += 1
         seq = self._seq
-        answer = self._waiting[seq] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        answer = loop.create_future()
+        deadline = loop.time() + self._timeout
+        self._waiting[seq] = answer, deadline
+        if self._timer is None:  # rule 6: else it is armed for an older frame, due first
+            self._timer = loop.call_at(deadline, self._sweep)
         try:
-            async with asyncio.timeout(self._timeout):
-                await self._ws.send_bytes(encode_request(self._sign, self._nonce, seq, data))
-                reply: Reply = await answer
-                return reply
-        except (TimeoutError, aiohttp.ClientError, ConnectionError, OSError, RuntimeError) as exc:
+            await self._ws.send_bytes(encode_request(self._sign, self._nonce, seq, data))
+            reply: Reply = await answer  # answered by its reply, or "error" by end() (rules 4, 6)
+            return reply
+        except (aiohttp.ClientError, ConnectionError, OSError, RuntimeError) as exc:
             self.end(f"{type(exc).__name__} {exc}".strip())  # rule 4: the others in flight go again too
             return Reply("error", detail=f"claims stream: {type(exc).__name__} {exc}".strip())
         finally:
             self._waiting.pop(seq, None)
+
+    def _sweep(self) -> None:
+        """Rule 6: end the stream if its oldest frame in flight is past its deadline, else wait for that."""
+        self._timer = None
+        if not self.open or not self._waiting:
+            return  # the next post arms it again
+        loop = asyncio.get_running_loop()
+        _, deadline = next(iter(self._waiting.values()))
+        if deadline <= loop.time():
+            self.end(f"TimeoutError: no reply within {self._timeout:g} s")
+        else:
+            self._timer = loop.call_at(deadline, self._sweep)
 
     async def _read(self) -> None:
         why = "the peer closed the stream"
@@ -161,9 +183,9 @@ class _Stream:
                     why = f"the peer sent a {msg.type.name} message"
                     break
                 seq, reply = open_reply(self._verify, self._nonce, msg.data)
-                answer = self._waiting.get(seq)
-                if answer is not None and not answer.done():
-                    answer.set_result(reply)
+                waiting = self._waiting.get(seq)
+                if waiting is not None and not waiting[0].done():
+                    waiting[0].set_result(reply)
         except StreamError as exc:
             why = str(exc)
             log.warning("content claims: %s: stream closed, its frames go again", why)
@@ -176,7 +198,10 @@ class _Stream:
         if not self.open:
             return
         self.open = False
-        for answer in self._waiting.values():
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        for answer, _ in self._waiting.values():
             if not answer.done():
                 answer.set_result(Reply("error", detail=f"claims stream ended: {why}"))
         self._on_end(self)
