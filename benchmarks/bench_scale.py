@@ -36,7 +36,11 @@ the CPU seeds/s of the admission itself and the anonymous memory with N hosts qu
 not resolve) and reports how soon the first request reaches the server, and the seeds admitted per second
 (hosts in ``polecat status`` after a SIGTERM ``--seconds`` after the start, over that time); the peak
 anonymous memory with them queued, the frontier's LMDB size per queued URL, and the bytes the child wrote
-to disk (``ru_oublock``) per URL admitted.
+to disk (``ru_oublock``) per URL admitted. ``--data DIR`` puts the crawl's data dir at DIR (a filesystem of
+its own) and ``--device NAME`` reports the sectors written to that device (/sys/block/NAME/stat, from the
+child's start to a ``sync`` after its exit) per URL admitted: the bytes that reached the disk, the
+journal's included, and nobody else's. ``--log-max-mb`` sets the crawl's ``frontier.log_max_mb``; with
+benchmarks/io_probe first on PYTHONPATH the crawl splits its writes by cause.
 """
 
 from __future__ import annotations
