@@ -39,7 +39,7 @@ anonymous memory with them queued, the frontier's LMDB size per queued URL, and 
 to disk (``ru_oublock``) per URL admitted. ``--data DIR`` puts the crawl's data dir at DIR (a filesystem of
 its own) and ``--device NAME`` reports the sectors written to that device (/sys/block/NAME/stat, from the
 child's start to a ``sync`` after its exit) per URL admitted: the bytes that reached the disk, the
-journal's included, and nobody else's. ``--log-max-mb`` sets the crawl's ``frontier.log_max_mb``; with
+journal's included, and nobody else's. ``--frontier KEY=VALUE`` sets the crawl's ``[frontier]`` KEY; with
 benchmarks/io_probe first on PYTHONPATH the crawl splits its writes by cause.
 """
 
@@ -116,8 +116,7 @@ def _crawl_cmd(seeds: Path, data: Path, dns: str, args: argparse.Namespace, max_
     frontier = []
     if args.working_hosts != FrontierConfig().working_hosts:
         frontier.append(f"working_hosts = {args.working_hosts}\n")
-    if args.log_max_mb is not None:
-        frontier.append(f"log_max_mb = {args.log_max_mb}\n")
+    frontier += [f"{setting}\n" for setting in args.frontier]
     if frontier:
         sections.append("[frontier]\n" + "".join(frontier))
     if args.tls:
@@ -373,8 +372,8 @@ def main() -> None:
     p.add_argument("--device", metavar="NAME",
                    help="--seeds-only: also report the sectors written to /sys/block/NAME (the device of "
                         "--data's filesystem alone, e.g. a loop device) per URL admitted")
-    p.add_argument("--log-max-mb", type=float, metavar="MIB",
-                   help="the crawl's frontier.log_max_mb (absent: its default)")
+    p.add_argument("--frontier", action="append", default=[], metavar="KEY=VALUE",
+                   help="a setting of the crawl's [frontier] section, as TOML (e.g. log_max_mb=256)")
     p.add_argument("--profile", metavar="PATH",
                    help="--seeds-only: run the node under cProfile, its stats written to PATH")
     p.add_argument("--tls", action="store_true",
