@@ -70,8 +70,10 @@ Rule of schema 4:
     rewriting both tables in one commit (:meth:`FrontierDB._upgrade_v3`), after the upgrades above.
 
 Rules of ``writemap`` (``frontier.writemap``, on by default: the open transaction's dirty pages out of
-anonymous memory, for ~1.26 times the bytes written at 1M URLs; benchmarks/README.md, "Issue 39: writemap
-by default"):
+anonymous memory, for ~1.26 times the bytes written at 1M URLs, ~1.47 times at 10M seeds with a 256 MiB
+log, where the kernel's writeback of pages dirty for 30 s, not the log's cap, bounds how writes to a page
+coalesce; benchmarks/README.md, "Issue 39: writemap by default", "Issue 39: bytes written per URL at the
+defaults"):
 11. With ``writemap`` the data file's blocks are allocated ahead of LMDB's pages
     (polecat/frontier/reserve.py): at the open, for the replay of the log and any upgrade, at every
     commit (:meth:`FrontierDB.start_commit`) for what the open transaction may still copy (reserve.py
