@@ -34,6 +34,9 @@ no LMDB commit at the close) and times the next open: the replay of the biggest 
 crash leave. ``--save-crash PATH`` copies the frontier so left to PATH first; ``--reopen PATH`` (alone)
 times the open of a copy of such a frontier, wall and CPU (``time.process_time``), after a ``sync`` so
 that the copy's writeback does not count: the same replay again, to compare trees back to back.
+``--reopen-log-mb MIB`` cuts the copy's log after its last whole entry within MIB first: the crash the
+same run would have left when its log held that much (entries are appended in order, and no LMDB commit
+came between), so one saved crash gives the replay of every smaller cap.
 """
 
 from __future__ import annotations
@@ -62,6 +65,8 @@ from polecat.frontier.politeness import Attempt
 from polecat.frontier.records import Completion, Lease
 from polecat.frontier.robots import RobotsPolicy
 from polecat.frontier.routing import Routing
+from polecat.frontier.wal import _HEADER as HEADER  # the entry header (wal.py rule 1), for cut_log
+from polecat.frontier.wal import LOG_NAME
 from polecat.writes import Write
 
 
@@ -237,13 +242,15 @@ def main() -> None:
                     help="with --replay: copy the crashed frontier to PATH before the reopen")
     ap.add_argument("--reopen", type=Path, default=None, metavar="PATH",
                     help="time the open (the replay) of a copy of the frontier --save-crash left in PATH")
+    ap.add_argument("--reopen-log-mb", type=float, default=None, metavar="MIB",
+                    help="with --reopen: cut the copy's log after its last whole entry within MIB first")
     args = ap.parse_args()
     CFG = replace(CFG, frontier=replace(CFG.frontier, commit_ops=args.commit_ops, log_mb=args.log_mb,
                                         log_share=args.log_share, log_max_mb=args.log_max_mb,
                                         writemap=args.writemap))
     workdir = args.dir or Path(tempfile.mkdtemp(prefix="polecat-bench-frontier-"))
     if args.reopen:
-        reopen(args.reopen, workdir)
+        reopen(args.reopen, workdir, args.reopen_log_mb)
         return
     if args.admit:
         admit_cost(workdir, args)
@@ -347,11 +354,28 @@ def copy_frontier(source: Path, target: Path) -> None:
     subprocess.run(["cp", "-a", "--sparse=always", str(source), str(target)], check=True)
 
 
-def reopen(saved: Path, workdir: Path) -> None:
-    """``--reopen``: the open of a copy of ``saved`` in ``workdir``, timed (the copy dropped after)."""
+def cut_log(path: Path, most: int) -> None:
+    """The log at ``path`` cut after its last whole entry that ends within ``most`` bytes (wal.py rule 1:
+    a header of the payload's length, then the payload)."""
+    end = 0
+    with path.open("rb") as fh:
+        while len(header := fh.read(HEADER.size)) == HEADER.size:
+            after = end + HEADER.size + HEADER.unpack(header)[0]
+            if after > most:
+                break
+            end = after
+            fh.seek(end)
+    os.truncate(path, end)
+
+
+def reopen(saved: Path, workdir: Path, log_mib: float | None = None) -> None:
+    """``--reopen``: the open of a copy of ``saved`` in ``workdir``, timed (the copy dropped after); its
+    log first cut to ``log_mib`` if given."""
     copy_frontier(saved, workdir / "frontier")
+    if log_mib is not None:
+        cut_log(workdir / "frontier" / LOG_NAME, int(log_mib * 2**20))
     os.sync()
-    log_mib = (workdir / "frontier" / "wal.log").stat().st_size / 2**20
+    log_mib = (workdir / "frontier" / LOG_NAME).stat().st_size / 2**20
     t0, c0 = time.perf_counter(), time.process_time()
     db = open_db(workdir, [])
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0

@@ -36,7 +36,11 @@ the CPU seeds/s of the admission itself and the anonymous memory with N hosts qu
 not resolve) and reports how soon the first request reaches the server, and the seeds admitted per second
 (hosts in ``polecat status`` after a SIGTERM ``--seconds`` after the start, over that time); the peak
 anonymous memory with them queued, the frontier's LMDB size per queued URL, and the bytes the child wrote
-to disk (``ru_oublock``) per URL admitted.
+to disk (``ru_oublock``) per URL admitted. ``--data DIR`` puts the crawl's data dir at DIR (a filesystem of
+its own) and ``--device NAME`` reports the sectors written to that device (/sys/block/NAME/stat, from the
+child's start to a ``sync`` after its exit) per URL admitted: the bytes that reached the disk, the
+journal's included, and nobody else's. ``--frontier KEY=VALUE`` sets the crawl's ``[frontier]`` KEY; with
+benchmarks/io_probe first on PYTHONPATH the crawl splits its writes by cause.
 """
 
 from __future__ import annotations
@@ -91,6 +95,16 @@ def _fds(pid: int) -> int:
         return 0
 
 
+def _sectors_written(device: str | None) -> int:
+    """Sectors written to ``device`` (field 7 of /sys/block/DEVICE/stat) so far; 0 without one. A device
+    of the data dir's own (a loop device, ``--data`` on its filesystem) counts what reaches the disk from
+    the crawl alone: the journal and metadata included, no other process's writes, and each page once
+    however often it was dirtied (``ru_oublock`` counts a large folio per page dirtied with ``writemap``)."""
+    if not device:
+        return 0
+    return int(Path(f"/sys/block/{device}/stat").read_text().split()[6])
+
+
 def _crawl_cmd(seeds: Path, data: Path, dns: str, args: argparse.Namespace, max_pages: int, *,
                stall_profile: str | None = None) -> list[str]:
     flags = ["crawl", "--seeds-file", str(seeds), "--data", str(data), "--allow-private", "--dns-server", dns,
@@ -99,8 +113,12 @@ def _crawl_cmd(seeds: Path, data: Path, dns: str, args: argparse.Namespace, max_
     if args.concurrency:
         flags += ["--concurrency", str(args.concurrency)]
     sections = []
+    frontier = []
     if args.working_hosts != FrontierConfig().working_hosts:
-        sections.append(f"[frontier]\nworking_hosts = {args.working_hosts}\n")
+        frontier.append(f"working_hosts = {args.working_hosts}\n")
+    frontier += [f"{setting}\n" for setting in args.frontier]
+    if frontier:
+        sections.append("[frontier]\n" + "".join(frontier))
     if args.tls:
         sections.append(f"[fetch]\nca_bundle = \"{data.parent / 'ca.pem'}\"\n")
     if sections:
@@ -245,7 +263,8 @@ def seeds_only(args: argparse.Namespace, work: Path) -> None:
             for i in range(args.seeds_only - 1):
                 f.write(f"http://s{i}.seeds.test:{port}/\n")  # NXDOMAIN: each costs one failed lookup
         env = _env()
-        data = work / "data"
+        data = args.data or work / "data"
+        sectors = _sectors_written(args.device)
         started = time.monotonic()
         cmd = _crawl_cmd(seeds, data, web.dns.address, args, 0)
         if args.profile:  # the node under cProfile (its stats written as SIGTERM ends it), no --nofile
@@ -261,6 +280,8 @@ def seeds_only(args: argparse.Namespace, work: Path) -> None:
         stopped = time.monotonic()
         child.terminate()  # SIGTERM: the node commits what it admitted and exits
         _, _, usage = os.wait4(child.pid, 0)  # not wait(): it reaps without rusage
+        os.sync()  # what the child left dirty in the page cache reaches the device before it is read
+        sectors = _sectors_written(args.device) - sectors
         status = subprocess.run(polecat_command("status", str(data)), env=env, capture_output=True,
                                 text=True, timeout=120)
     hosts = int(status.stdout.split()[1]) if status.stdout.startswith("hosts ") else 0
@@ -278,6 +299,9 @@ def seeds_only(args: argparse.Namespace, work: Path) -> None:
     print(f"peak RssAnon {peak_anon / 1024:.0f} MiB with {queued} URLs queued; frontier LMDB "
           f"{lmdb / 2**20:.0f} MiB ({lmdb / max(queued, 1):.0f} B per queued URL); written "
           f"{written / 2**20:.0f} MiB (ru_oublock: {written / max(queued, 1):.0f} B per URL admitted)")
+    if args.device:
+        print(f"device {args.device}: {sectors * 512 / 2**20:.0f} MiB written (/sys/block stat), "
+              f"{sectors * 512 / max(queued, 1):.0f} B per URL admitted")
 
 
 def frontier_seeds(args: argparse.Namespace, work: Path) -> None:
@@ -343,6 +367,13 @@ def main() -> None:
     p.add_argument("--working-hosts", type=int, default=FrontierConfig().working_hosts,
                    help="frontier.working_hosts (of the crawl: through a --config file)")
     p.add_argument("--seconds", type=float, default=30.0, help="--seeds-only: SIGTERM after this long")
+    p.add_argument("--data", type=Path, metavar="DIR",
+                   help="--seeds-only: the crawl's data dir (absent: in the scratch dir; left in place)")
+    p.add_argument("--device", metavar="NAME",
+                   help="--seeds-only: also report the sectors written to /sys/block/NAME (the device of "
+                        "--data's filesystem alone, e.g. a loop device) per URL admitted")
+    p.add_argument("--frontier", action="append", default=[], metavar="KEY=VALUE",
+                   help="a setting of the crawl's [frontier] section, as TOML (e.g. log_max_mb=256)")
     p.add_argument("--profile", metavar="PATH",
                    help="--seeds-only: run the node under cProfile, its stats written to PATH")
     p.add_argument("--tls", action="store_true",

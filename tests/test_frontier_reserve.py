@@ -86,3 +86,30 @@ def test_the_reservation_stays_ahead_of_the_pages_a_transaction_may_copy(tmp_pat
             assert (tmp_path / "data.mdb").stat().st_blocks * 512 >= bound
     finally:
         db.close()
+
+
+def test_the_map_is_not_written_back_before_the_lmdb_commit(tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """db.py rule 12: LMDB's commit writes into every page the transaction dirtied (it clears their dirty
+    flags), so a page written back before it would reach the disk twice: no sync of the data file comes
+    between two LMDB commits, however far the log grows towards the next."""
+    synced: list[str] = []
+    fdatasync = os.fdatasync
+
+    def counted(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        fdatasync(fd)
+
+    monkeypatch.setattr(os, "fdatasync", counted)
+    db = FrontierDB(tmp_path, map_size=1 << 30, params={}, log_bytes=4 << 20, writemap=True)
+    try:
+        assert db.writemap
+        at, sizes = db.lmdb_commit_at, []
+        for i in range(60):
+            db.apply([Put("hosts", (i * 100 + j).to_bytes(8, "big"), bytes(1000)) for j in range(100)])
+            db.commit()
+            sizes.append(db.wal.size)
+        assert max(sizes) >= at * 3 // 4 and 0 in sizes  # past three quarters of the log, and LMDB commits
+        assert [path for path in synced if path.endswith("data.mdb")] == []
+    finally:
+        db.close()

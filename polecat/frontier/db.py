@@ -70,8 +70,10 @@ Rule of schema 4:
     rewriting both tables in one commit (:meth:`FrontierDB._upgrade_v3`), after the upgrades above.
 
 Rules of ``writemap`` (``frontier.writemap``, on by default: the open transaction's dirty pages out of
-anonymous memory, for ~1.26 times the bytes written at 1M URLs; benchmarks/README.md, "Issue 39: writemap
-by default"):
+anonymous memory, for ~1.26 times the bytes written at 1M URLs, ~1.47 times at 10M seeds with a 256 MiB
+log, where the kernel's writeback of pages dirty for 30 s, not the log's cap, bounds how writes to a page
+coalesce; benchmarks/README.md, "Issue 39: writemap by default", "Issue 39: bytes written per URL at the
+defaults"):
 11. With ``writemap`` the data file's blocks are allocated ahead of LMDB's pages
     (polecat/frontier/reserve.py): at the open, for the replay of the log and any upgrade, at every
     commit (:meth:`FrontierDB.start_commit`) for what the open transaction may still copy (reserve.py
@@ -83,11 +85,15 @@ by default"):
     leaves the log to the next open's replay): so a full disk is never met by a write through the map,
     which would be a SIGBUS. A filesystem that cannot reserve (no ``fallocate``) opens without
     ``writemap``, with a warning.
-12. With ``writemap`` the dirty pages are the file's own, so the kernel can write them back before the
-    LMDB commit, and that commit, which the frontier's calls wait for (rule 6), has only the rest to
-    write: once the log passes three quarters of :attr:`FrontierDB.lmdb_commit_at`, the writer thread
-    writes the file's dirty pages back (``fdatasync``, after that commit's append), while the loop goes
-    on. A page changed again after it is written twice: at most the pages of the last quarter.
+12. With ``writemap`` nothing writes the map's dirty pages back ahead of the LMDB commit: that commit
+    (LMDB's ``mdb_page_flush``) writes into every page its transaction dirtied, to clear the page's dirty
+    flag, so a page written back before it is dirtied again and written again by the commit's sync; the
+    commit writes every page either way, and the leasing pause (rule 6) is not shortened by an earlier
+    writeback. Issue 39: an ``fdatasync`` once the log passed three quarters of
+    :attr:`FrontierDB.lmdb_commit_at` wrote each page dirtied before it twice: 1,572 B per URL admitted
+    at 10M seeds with a 256 MiB log, 1,319 B without it (benchmarks/README.md, "Issue 39: bytes written
+    per URL at the defaults"). The kernel's own writeback of pages dirty past its expiry (30 s by
+    default) costs the same for the pages it takes, and is the system's to tune, not the frontier's.
 
 Rule of schema 5 (numbered after the ``writemap`` rules, which came before it):
 13. Schema 5 numbers the hosts: a ``queue`` key holds its host's number (kept in the host's record) and a
@@ -305,8 +311,6 @@ class FrontierDB:
         self._reserve = reserve.DiskReserve(path / "data.mdb") if writemap else None
         self._no_room: OSError | None = None
         """The failed reservation, after which no LMDB commit is made (rule 11)."""
-        self._synced_ahead = False
-        """The dirty pages were written back since the last LMDB commit (rule 12)."""
         self.written = WrittenSlices()
         """The slices written, for checkpoint rounds (polecat/frontier/tables.py rule 6)."""
         self._writer = TxnWriter(self.env, "polecat-frontier-writer")
@@ -751,11 +755,6 @@ class FrontierDB:
         if to_lmdb or self.wal.size >= at or self._too_big_to_log(entry):  # rules 6 and 16
             return self._start_lmdb_commit(txn)
         self._appending = self._writer.submit(partial(self.wal.append, self.seq, entry))
-        if self._reserve is not None and not self._synced_ahead and self.wal.size >= at * 3 // 4:
-            # Rule 12. Its failure (an I/O error) is the LMDB commit's to report: that commit writes the
-            # same pages and fails the same way.
-            self._synced_ahead = True
-            self._writer.submit(self._reserve.sync)
         return self._appending
 
     def commit_if_big(self) -> bool:
@@ -775,7 +774,6 @@ class FrontierDB:
         """Commit the LMDB transaction (rule 6): the seen run first, prepared and written on the writer
         thread (seenlog.py rule 2), the log emptied after."""
         self._in_lmdb = self.seq
-        self._synced_ahead = False
         seen, meta = self.seen, self.meta
 
         def seen_run() -> None:

@@ -98,9 +98,5 @@ class DiskReserve:
         fallocate(self._fd, self.reserved, end - self.reserved)
         self.reserved = end
 
-    def sync(self) -> None:
-        """Write the file's dirty pages back now (polecat/frontier/db.py rule 12)."""
-        os.fdatasync(self._fd)
-
     def close(self) -> None:
         os.close(self._fd)
