@@ -887,7 +887,7 @@ class HostTable:
 
     def has_room(self, host: str) -> bool:
         """Whether a host new to the table joins memory (else it is filed cold, rule 10)."""
-        if len(self.hosts) < self.working_hosts * 3 // 4:
+        if self._free() > 0:
             return True
         return bool(self.fenced) and slice_of(host) in self.fenced
 
@@ -897,7 +897,12 @@ class HostTable:
         answer is each host's own)."""
         if self.fenced:
             return None
-        return max(0, self.working_hosts * 3 // 4 - len(self.hosts))
+        return max(0, self._free())
+
+    def _free(self) -> int:
+        """Places for new hosts in memory before rule 10 files them cold: three quarters of the working
+        set, less the hosts held."""
+        return self.working_hosts * 3 // 4 - len(self.hosts)
 
     def enqueue_cold(self, cold: dict[str, tuple[bytes, list[str]]], importance: float, now: float,
                      out: list[Write]) -> None:

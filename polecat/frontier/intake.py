@@ -146,11 +146,12 @@ class Intake:
         in_memory = table.hosts
         n = len(urls)
         held = list(map(in_memory.get, hosts))  # table.peek() inline: one lookup a seed, no frame
-        if held.count(None) == n:  # rule 8: no host in memory, each looked up in one map
+        none_held = held.count(None) == n
+        if none_held:  # rule 8: no host in memory, each looked up in one map
             raws: list[bytes | None] = list(map(stored_host, rows))
         else:
             raws = [stored_host(row) if st is None else None for row, st in zip(rows, held, strict=True)]
-        new = raws.count(None) == n and held.count(None) == n  # rule 8: every host new to the table
+        new = none_held and raws.count(None) == n  # rule 8: every host new to the table
         states = held if new else [st if raw is None else decode_host(raw) for st, raw in zip(held, raws,
                                                                                              strict=True)]
         # Rule 7: only a known host's seed-host row is looked up (a resume's seed: nothing to write).
@@ -163,10 +164,10 @@ class Intake:
             seed_ops = [key for key, had in zip(seed_ops, known, strict=True) if had is None]
         # Each table's rows as one write (polecat/writes.py rule 5; a key twice only as the same row).
         out: list[Write] = [PutRows("ops", seed_ops, [b""] * len(seed_ops))]
-        unblocked, longest = self._blocked.empty(), self._cfg.max_url_length
-        fresh_urls: dict[str, None] = dict.fromkeys(urls)
+        fresh_urls = dict.fromkeys(urls) if new and self._blocked.empty() else None
+        longest = self._cfg.max_url_length
         todo: Sequence[int]
-        if new and unblocked and len(fresh_urls) == n and max(map(len, urls), default=0) <= longest:
+        if fresh_urls is not None and len(fresh_urls) == n and max(map(len, urls), default=0) <= longest:
             # Rule 8: nothing refuses a seed of a new host with no block set (rule 2), and none repeats.
             answers = [ACCEPTED] * n
             todo = range(n)
