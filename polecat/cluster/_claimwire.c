@@ -398,15 +398,18 @@ static PyObject *read_near_answer(Reader *r) {
     return build_or_drop(T_NEAR_ANSWER, v);
 }
 
-/* [name, value] */
-static PyObject *read_header(Reader *r) {
+/* [a, b] as the tuple (a, b), each read by its reader */
+static PyObject *read_pair(Reader *r, PyObject *(*read_a)(Reader *), PyObject *(*read_b)(Reader *)) {
     if (read_array_of(r, 2) < 0) return NULL;
-    PyObject *k = read_str(r), *v = k ? read_str(r) : NULL;
-    PyObject *h = v ? PyTuple_Pack(2, k, v) : NULL;
-    Py_XDECREF(k);
-    Py_XDECREF(v);
-    return h;
+    PyObject *a = read_a(r), *b = a ? read_b(r) : NULL;
+    PyObject *pair = b ? PyTuple_Pack(2, a, b) : NULL;
+    Py_XDECREF(a);
+    Py_XDECREF(b);
+    return pair;
 }
+
+/* [name, value] */
+static PyObject *read_header(Reader *r) { return read_pair(r, read_str, read_str); }
 
 /* [seq, url, fetched_at, status, headers, digest, size, truncated, duplicate_of, body] as
  * (seq, FetchRecord(..., kind "revisit"), body) */
@@ -430,14 +433,7 @@ static PyObject *read_deposit(Reader *r) {
 }
 
 /* [seq, stored] */
-static PyObject *read_deposited(Reader *r) {
-    if (read_array_of(r, 2) < 0) return NULL;
-    PyObject *seq = read_int_object(r), *stored = seq ? read_bool(r) : NULL;
-    PyObject *a = stored ? PyTuple_Pack(2, seq, stored) : NULL;
-    Py_XDECREF(seq);
-    Py_XDECREF(stored);
-    return a;
-}
+static PyObject *read_deposited(Reader *r) { return read_pair(r, read_int_object, read_bool); }
 
 /* Rule 1: the frame, NULL (with no error set) where Python must decide. */
 static PyObject *read_frame(Reader *r) {
