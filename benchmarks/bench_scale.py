@@ -25,6 +25,10 @@ crawled by ``python -m polecat crawl`` (a child process) with ``--max-pages``. F
 - with ``--stall-profile PATH``: the crawl runs on asyncio's own loop with every step timed by the loop
   thread's CPU (benchmarks/stall_profile.py): the steps of 20 ms or more by task or callback, where
   their stacks were, the longest loop iterations and garbage collections;
+- with ``--commit-probe``: the frontier's LMDB commits (benchmarks/commit_probe: how long the loop's
+  frontier calls waited for each, the leases made meanwhile) and, from the server's count sampled every
+  :data:`FINE` seconds, the requests it saw during each commit against the :data:`BEFORE` seconds before
+  it, and the longest stretch in which it saw none;
 - with ``--resume``, after the run: how long ``polecat status DIR`` takes on its data dir, and how soon
   the same crawl started again on it sends its first request (then it is stopped with SIGTERM).
 
@@ -46,6 +50,9 @@ benchmarks/io_probe first on PYTHONPATH the crawl splits its writes by cause.
 from __future__ import annotations
 
 import argparse
+import bisect
+import json
+import math
 import os
 import re
 import shutil
@@ -53,6 +60,7 @@ import ssl
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -69,6 +77,10 @@ from polecat.testing.breadth import BreadthWeb, polecat_command
 
 ROOT = Path(__file__).resolve().parent.parent
 JITTER = 0.010
+FINE = 0.05
+"""Seconds between two looks at the server's request count for ``--commit-probe``."""
+BEFORE = 5.0
+"""Seconds before each LMDB commit whose request rate ``--commit-probe`` compares with the commit's."""
 
 
 def _env() -> dict[str, str]:
@@ -150,6 +162,16 @@ def breadth(args: argparse.Namespace, work: Path) -> None:
         seeds = work / "seeds.txt"
         seeds.write_text("".join(f"{url}\n" for url in web.seeds()))
         env = _env()
+        probe = work / "commits.json"
+        if args.commit_probe:
+            env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "benchmarks" / "commit_probe"),
+                                                 env["PYTHONPATH"]])
+            env["COMMIT_PROBE_OUT"] = str(probe)
+        counts: list[tuple[float, int]] = []
+        sampling = threading.Event()
+        sampler = threading.Thread(target=_sample_requests, args=(web, counts, sampling), daemon=True)
+        if args.commit_probe:
+            sampler.start()
         started = time.monotonic()
         out_path, err_path = work / "stdout.txt", work / "stderr.txt"
         with out_path.open("wb") as out, err_path.open("wb") as err:  # files: a pipe unread would fill
@@ -174,6 +196,7 @@ def breadth(args: argparse.Namespace, work: Path) -> None:
             time.sleep(0.2)
         child.returncode = os.waitstatus_to_exitcode(status)
         elapsed = time.monotonic() - started
+        sampling.set()
         stats = web.stats()
         queries = sum(web.dns.queries.values())
         types = dict(web.dns.query_types)
@@ -222,11 +245,63 @@ def breadth(args: argparse.Namespace, work: Path) -> None:
              f"{stalls[2]} ms, max {stalls[3]} ms, {stalls[4]} samples 50 ms or more" if stalls else ""))
     if args.stall_profile:
         print("\n".join(report(Path(args.stall_profile))))
+    if args.commit_probe:
+        print("\n".join(_commit_report(probe, counts)))
     print("\n".join(resumed))
     print("the crawl's summary:")
     print(out_path.read_text(errors="replace").strip())
     if code != 0:
         print("stderr tail:", err_path.read_text(errors="replace")[-2000:])
+
+
+def _sample_requests(web: BreadthWeb, counts: list[tuple[float, int]], done: threading.Event) -> None:
+    """``--commit-probe``: the server's request count every :data:`FINE` seconds until ``done``."""
+    while not done.wait(FINE):
+        counts.append((time.monotonic(), web.requests))
+
+
+def _count_at(counts: list[tuple[float, int]], t: float) -> int:
+    """The server's request count at the last sample at or before ``t``."""
+    i = bisect.bisect_right(counts, (t, math.inf)) - 1
+    return counts[i][1] if i >= 0 else 0
+
+
+def _commit_report(probe: Path, counts: list[tuple[float, int]]) -> list[str]:
+    """``--commit-probe``: the lines on the LMDB commits made while the crawl leased (the stop's are left
+    out) and on the server's requests during them."""
+    if not probe.exists():
+        return ["commit probe: no report (the crawl did not exit normally?)"]
+    got = json.loads(probe.read_text())
+    last = got["last_lease"] or 0.0
+    commits = [c for c in got["commits"] if c["start"] < last]
+    longest, zero_from = 0.0, None
+    for (t, n), (_, before) in zip(counts[1:], counts, strict=False):
+        if not before:
+            continue  # before the first request: the node's start, not a stall
+        if n == before:
+            zero_from = t if zero_from is None else zero_from
+            longest = max(longest, t - zero_from + FINE)
+        else:
+            zero_from = None
+    lines = [f"LMDB commits while leasing: {len(commits)}; the server's longest stretch without a request "
+             f"{longest:.2f} s (sampled every {FINE} s)"]
+    if not commits:
+        return lines
+    held = [c["end"] - c["start"] for c in commits]
+    during = sum(_count_at(counts, c["end"]) - _count_at(counts, c["start"]) for c in commits)
+    before = sum(_count_at(counts, c["start"]) - _count_at(counts, c["start"] - BEFORE) for c in commits)
+    leases = sum(c["leases"] for c in commits)
+    lines += [
+        f"frontier calls held: mean {sum(held) / len(held):.2f} s, max {max(held):.2f} s, total "
+        f"{sum(held):.1f} s (the writer thread's commit: mean "
+        f"{sum(c['writer'] for c in commits) / len(commits):.2f} s)",
+        f"during them: {leases} leases, {during} requests at the server ({during / sum(held):.0f}/s); in the "
+        f"{BEFORE:.0f} s before each: {before / (BEFORE * len(commits)):.0f}/s",
+        "per commit (held s, leases, requests at the server): "
+        + ", ".join(f"({c['end'] - c['start']:.2f}, {c['leases']}, "
+                    f"{_count_at(counts, c['end']) - _count_at(counts, c['start'])})" for c in commits),
+    ]
+    return lines
 
 
 def _resume(web: BreadthWeb, seeds: Path, work: Path, args: argparse.Namespace,
@@ -387,6 +462,8 @@ def main() -> None:
                    help="run the crawl on asyncio's own loop with its steps timed by the loop thread's CPU, "
                         "the profile written to PATH (JSON) and summed up after the run "
                         "(benchmarks/stall_profile.py)")
+    p.add_argument("--commit-probe", action="store_true",
+                   help="the LMDB commits and the server's requests during them (benchmarks/commit_probe)")
     p.add_argument("--resume", action="store_true",
                    help="after the crawl: time `polecat status DIR`, and a resume to its first request")
     args = p.parse_args()
