@@ -321,11 +321,14 @@ def test_mega_host_does_not_starve_others(tmp_path: Path) -> None:
         st.tuples(st.sampled_from(["lease", "complete", "add", "tick"]), st.integers(0, 3),
                   st.floats(0.0, 3.0), st.sampled_from([200, 200, 200, 429, 503, 0])),
         min_size=5, max_size=120,
-    )
+    ),
+    ahead=st.sampled_from([0.0, 0.0, 0.7, 2.5]),
 )
-def test_property_no_two_starts_closer_than_interval(tmp_path_factory: object, events: list) -> None:  # type: ignore[type-arg]
+def test_property_no_two_starts_closer_than_interval(tmp_path_factory: object, events: list,  # type: ignore[type-arg]
+                                                     ahead: float) -> None:
     """For any sequence of events: at most one lease per host at once, and starts never closer than the
-    host's interval after the previous response's headers (rule 2)."""
+    host's interval after the previous response's headers (rule 2); so too with leases taken ``ahead``
+    (leasing.py rule 12), each started at its ``not_before`` if that is later than the call."""
     path = tmp_path_factory.mktemp("prop")  # type: ignore[attr-defined]
     rig = Rig(path, cfg=Config(scope=ScopeConfig(mode="any"), politeness=politeness(rate=2.0)))
     now = 0.0
@@ -340,9 +343,11 @@ def test_property_no_two_starts_closer_than_interval(tmp_path_factory: object, e
         elif kind == "tick":
             now += dt
         elif kind == "lease":
-            got = rig.frontier.lease(now)
+            got = rig.frontier.lease(now, ahead=ahead)
             if isinstance(got, Lease):
                 assert got.host not in open_leases
+                assert got.not_before <= now + ahead
+                now = max(now, got.not_before)  # held until then (polecat/node/leases.py rule 7)
                 if got.host in last_anchor:
                     assert now >= last_anchor[got.host][0] - 1e-9
                 open_leases[got.host] = (got, now)
@@ -546,3 +551,18 @@ def test_withdrawing_a_released_request_leaves_its_url_queued(tmp_path: Path) ->
     assert isinstance(rig.frontier.lease(3.0), Wait)  # the second is still in flight
     rig.complete(second, 3.0)
     assert lease_or_fail(rig, 4.0).url == first.url
+
+
+def test_a_lease_taken_ahead_is_of_a_host_due_within_it_and_goes_at_its_time(tmp_path: Path) -> None:
+    """leasing.py rule 12: a host due within ``ahead`` seconds is leased, its ``not_before`` its time; one
+    lease per host still."""
+    rig = Rig(tmp_path)
+    t = open_host(rig, "http://a.test/", 1000.0)
+    rig.frontier.add(canon("http://a.test/x"), 1, 0.5, t)
+    rig.frontier.add(canon("http://a.test/y"), 1, 0.5, t)
+    got = rig.frontier.lease(t)
+    assert isinstance(got, Wait) and got.until is not None and got.until > t + 0.5
+    assert isinstance(rig.frontier.lease(t, ahead=got.until - t - 0.1), Wait)  # not due within it
+    first = rig.frontier.lease(t, ahead=got.until - t + 0.1)
+    assert isinstance(first, Lease) and first.kind == "page" and first.not_before == got.until
+    assert isinstance(rig.frontier.lease(got.until + 5, ahead=10.0), Wait)  # its host is in flight

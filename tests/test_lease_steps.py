@@ -79,6 +79,8 @@ class FreeCommits:
 
 
 class InstantRunner:
+    parked = 0
+
     async def run(self, lease: Lease) -> None:
         return None
 

@@ -750,12 +750,17 @@ class FrontierDB:
         txn.put(b"seq", str(self.seq).encode(), db=self.meta)
         self.pending = 0
         self.written.commit()
+        lmdb_commit = self.lmdb_next(to_lmdb=to_lmdb)
         entry, self._entry = self._entry, Entry()
-        at = self.lmdb_commit_at
-        if to_lmdb or self.wal.size >= at or self._too_big_to_log(entry):  # rules 6 and 16
+        if lmdb_commit:
             return self._start_lmdb_commit(txn)
         self._appending = self._writer.submit(partial(self.wal.append, self.seq, entry))
         return self._appending
+
+    def lmdb_next(self, *, to_lmdb: bool = False) -> bool:
+        """Whether a commit started now (:meth:`start_commit`, ``to_lmdb`` as given there) would be an LMDB
+        commit, during which the transaction is not read (rules 2, 6 and 16), not a log append."""
+        return to_lmdb or self.wal.size >= self.lmdb_commit_at or self._too_big_to_log(self._entry)
 
     def commit_if_big(self) -> bool:
         """Rule 16: an LMDB commit now if the writes applied since the last commit have reached

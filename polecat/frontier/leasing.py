@@ -67,6 +67,14 @@ Rules:
    chain. Holding back every cold host, as this rule first did, stalled the plain-HTTP hosts of a mixed
    crawl (http and https hosts from one domain list) while it sat at the TLS cap (benchmarks/README.md "A
    mixed crawl at the TLS cap").
+12. A lease taken ``ahead`` seconds ahead (the node's, before an LMDB commit during which the frontier is
+   not read: polecat/node/commits.py rule 15) may be of a host whose next-allowed time comes within that
+   long; it is a lease as any other (rule 1: one per host, the host in flight from now on, charged to the
+   budget), its ``not_before`` the host's next-allowed time, before which its request is not sent (the node
+   holds it until then: polecat/node/leases.py rule 7), or the time the host was scheduled for, if later
+   (a hold of rule 8, a robots hop). Everything else is judged at ``now`` (the hosts out
+   of memory refilled, robots.txt's expiry, an IP's turn with ``key_by_ip``), so a lease taken ahead is
+   never one a later call could not have made.
 """
 
 from __future__ import annotations
@@ -74,6 +82,7 @@ from __future__ import annotations
 import heapq
 import math
 import random
+from dataclasses import replace
 from itertools import islice
 
 from polecat.config import PolitenessConfig
@@ -130,12 +139,14 @@ class Leasing:
         self._rng = rng
         self._ipkeys = IpKeys()
 
-    def lease(self, now: float, *, prefer_warm: bool = False,
-              full: bool = False) -> Decided[Lease | Wait | Idle]:
+    def lease(self, now: float, *, prefer_warm: bool = False, full: bool = False,
+              ahead: float = 0.0) -> Decided[Lease | Wait | Idle]:
         """The next request to make, or how long nothing is ready. Never returns two leases for one host
-        (or, with key_by_ip, one IP) at once, nor one before the host's next-allowed time. The writes
-        retire the robots-disallowed URLs it skipped on the way. ``prefer_warm``: descriptors run short
-        (rule 6); ``full``: the TLS connections are at their cap (rule 11)."""
+        (or, with key_by_ip, one IP) at once, nor one whose ``not_before`` is before the host's
+        next-allowed time. The writes retire the robots-disallowed URLs it skipped on the way.
+        ``prefer_warm``: descriptors run short (rule 6); ``full``: the TLS connections are at their cap
+        (rule 11); ``ahead``: a host due within that many seconds may be leased (rule 12)."""
+        due = now + ahead  # rule 12: only which hosts count as due; every other judgement is at ``now``
         table = self._table
         table.advance(now)  # its heap popped as time passes (host_table.py rule 17)
         heap, scheduled, schedule = table.heap, self._scheduled, table.schedule
@@ -157,7 +168,7 @@ class Leasing:
                     stale += 1
                     heapq.heappop(source)
                     continue
-            if not source or at > now:
+            if not source or at > due:
                 # Nothing in memory is due: the hosts out of memory that are (host_table.py rule 7).
                 if not refilled and not full and table.cold_ready(now):  # rule 11: none while full
                     table.refill(now, out)
@@ -177,7 +188,7 @@ class Leasing:
             st = self._hosts[host]
             if st.parked or st.in_flight or st.queued <= table.releasing(host):  # rule 7
                 continue
-            if st.next_allowed > now:  # spaced again after it was scheduled: a robots hop held it (rule 8)
+            if st.next_allowed > due:  # spaced again after it was scheduled: a robots hop held it (rule 8)
                 schedule(host, st.next_allowed)
                 continue
             if self._pol.key_by_ip and st.ip and not self._ip_ready(host, st.ip, now):
@@ -194,6 +205,8 @@ class Leasing:
                 table.hold(entry)  # rule 11: a TLS connection past the cap; due still, read once
                 continue
             if got is not None:
+                if ahead and entry[0] > got.not_before:  # rule 12: a host scheduled past its politeness
+                    got = replace(got, not_before=entry[0])
                 self._budget.charge(got.kind, host)
                 self._leases[host] = got
                 st.in_flight = True

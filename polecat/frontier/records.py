@@ -225,7 +225,8 @@ class Lease:
     etag: str | None = None
     last_modified: str | None = None
     not_before: float = 0.0
-    """The host's next-allowed time when leased (for the self-check of rule 2)."""
+    """The host's next-allowed time when leased (for the self-check of rule 2): the earliest its request
+    may go (a lease taken ahead, polecat/frontier/leasing.py rule 12, is held until then)."""
     hops: int = 0
 
     @property

@@ -87,6 +87,13 @@ Rules (this module owns them):
     commit in the same step of the loop, so a wait that returned at its wake-up let a page's pipeline
     read the frontier during the LMDB commit, holding the loop until it ended (the seeds feed's steps
     did too: benchmarks/README.md "Issue 39: page work a loop turn").
+15. Before a periodic commit's LMDB commit (polecat/frontier/db.py rule 6, :meth:`FrontierDB.lmdb_next`),
+    the run's lease loop takes leases ahead (:attr:`Commits.lease_ahead`, polecat/node/leases.py rule 7)
+    for the commit's expected hold (:attr:`Commits.lmdb_hold`: the last LMDB commit's, from its start to
+    the frontier free again; :data:`LMDB_HOLD_FIRST` before any), and is woken once the frontier is free
+    again. No frontier call is made during the hold (rule 2), and a crawl that leased nothing for its
+    length stopped for seconds at every LMDB commit at 10M URLs (benchmarks/README.md "Issue 39: leasing
+    during an LMDB commit").
 """
 
 from __future__ import annotations
@@ -139,6 +146,9 @@ APPLY_STEP_SECONDS = 0.01
 """Seconds of writes a commit applies in one step of the event loop at most (rule 11)."""
 RANK_STEP = 4096
 """Host records a commit ranks for the working-set cut in one step of the event loop (rule 11)."""
+LMDB_HOLD_FIRST = 1.0
+"""Seconds an LMDB commit is expected to hold the frontier before one was measured (rule 15): about the
+mean of the 10M-URL runs (benchmarks/README.md, "Issue 39: where each bound stands")."""
 REBUILD_BATCH = 32
 """Store records the background rebuild indexes in one turn of the loop (rule 7): a few ms of CPU, so
 requests in flight are not held up."""
@@ -188,6 +198,11 @@ class Commits:
         calls wait for it (polecat/frontier/db.py rule 2)."""
         self.last = (0.0, 0.0)
         """Wall-clock time and duration (seconds) of the last commit."""
+        self.lease_ahead: Callable[[float], Awaitable[None]] | None = None
+        """The running lease loop's :meth:`~polecat.node.leases.LeaseLoop.lease_ahead` (rule 15); None
+        between runs."""
+        self.lmdb_hold = LMDB_HOLD_FIRST
+        """Seconds the last LMDB commit held the frontier (rule 15)."""
 
     def close(self) -> None:
         """Stop the Bloom saver (after the last commit)."""
@@ -292,9 +307,12 @@ class Commits:
             while not self._frontier.heaps_step():  # noqa: ASYNC110 - rule 12: a heap a loop turn
                 await asyncio.sleep(0)
             self._rebuilt_unsaved = False
+            if self.lease_ahead is not None and self._db.lmdb_next(to_lmdb=self._to_lmdb):
+                await self.lease_ahead(self.lmdb_hold)  # rule 15
             pending = self._db.start_commit(to_lmdb=self._to_lmdb)
             self._to_lmdb = False
-            if self._db.committing:  # an LMDB commit, not a log append only (rule 2)
+            held_from = self._clock.monotonic() if self._db.committing else None
+            if held_from is not None:  # an LMDB commit, not a log append only (rule 2)
                 self.frontier_free.clear()
             try:
                 await _committed_off_loop(pending)
@@ -302,6 +320,9 @@ class Commits:
                 await self._apply_in_steps()  # the writes held back during an LMDB commit (rule 11)
             finally:
                 self.frontier_free.set()
+            if held_from is not None:
+                self.lmdb_hold = self._clock.monotonic() - held_from
+                self._wake()  # rule 15: a lease loop asleep on its leases taken ahead
             self._committed(started)
         finally:
             self.flushing = False

@@ -44,6 +44,10 @@ Rules:
    rule 14), and taken again if a commit began while it waited: turns granted and then held for an
    LMDB commit's end all ran when it ended, 180-240 page steps in one loop iteration of a 1M-host
    breadth crawl (benchmarks/README.md "Issue 39: page work a loop turn").
+11. A lease whose request ended, its response in hand, and that waits for the frontier (a commit holds it,
+   polecat/node/commits.py rule 2) is parked meanwhile (:attr:`LeaseRunner.parked`) and wakes the lease
+   loop: its connection is back in the pool, so its slot may go to a lease taken ahead of an LMDB commit
+   (polecat/node/leases.py rule 7), whose request then goes during the commit.
 """
 
 from __future__ import annotations
@@ -124,6 +128,8 @@ class LeaseRunner:
         """Tasks cancelled by :meth:`abort_unpermitted` (rule 7), until they saw it."""
         self._released = 0
         """Pages whose hosts were released while they wait for their claims (rule 8)."""
+        self.parked = 0
+        """Leases waiting for the frontier with their response in hand (rule 11)."""
 
     async def run(self, lease: Lease) -> None:
         """Fetch ``lease`` and record how it ended (the rules above)."""
@@ -170,7 +176,7 @@ class LeaseRunner:
             if task is not None:
                 self._going.pop(task, None)
                 self._aborting.discard(task)  # a fetch that ended its own way as the abort came
-        await self._commits.frontier_freed()
+        await self._frontier_freed()
         if self._failed():
             return  # rule 3
         if self._on_lease is not None:
@@ -200,10 +206,21 @@ class LeaseRunner:
         """Rule 10: a turn of page work, the frontier free."""
         free = self._commits.frontier_free
         while True:
-            await self._commits.frontier_freed()
+            await self._frontier_freed()
             await self._turns.take()
             if free.is_set():
                 return
+
+    async def _frontier_freed(self) -> None:
+        """:meth:`Commits.frontier_freed`, parked meanwhile (rule 11)."""
+        if self._commits.frontier_free.is_set():
+            return
+        self.parked += 1
+        self._waker.set()
+        try:
+            await self._commits.frontier_freed()
+        finally:
+            self.parked -= 1
 
     def abort_unpermitted(self) -> int:
         """Cancel the requests in flight that may not go on (rule 7); returns how many."""

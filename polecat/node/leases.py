@@ -29,11 +29,24 @@ Rules:
    their responses, timers and the commit are served, before it leases more. A breadth crawl with
    thousands of hosts ready at once used to lease them all in one step (150 ms median, 1.1 s at worst,
    benchmarks/README.md "Issue 39: loop stalls").
+7. Before an LMDB commit, during which the frontier is not called (polecat/node/commits.py rule 15), the
+   loop takes leases ahead (:meth:`LeaseLoop.lease_ahead`, polecat/frontier/leasing.py rule 12): as many as
+   it leased in the commit's expected hold at its rate since the last time (at most
+   ``fetch.concurrency``), under rules 1, 2 and 5 as any lease. They are held, not sent, until their
+   ``not_before`` (the host's politeness), then started first, each as a slot is free, whether the
+   frontier is held or not: their requests go on during the LMDB commit. A lease parked for the frontier
+   with its response in hand (polecat/node/lease_runner.py rule 11) does not count against
+   ``fetch.concurrency`` while the frontier is held, up to ``fetch.concurrency`` of them: otherwise the
+   leases whose requests ended during the commit held every slot until it ended (once the frontier is
+   free they go on, and count again). Leases still held when the run ends are withdrawn:
+   their URLs stay queued, and they are no fetches.
 """
 
 from __future__ import annotations
 
 import asyncio
+import heapq
+import itertools
 import logging
 import math
 from collections.abc import Callable
@@ -99,22 +112,43 @@ class LeaseLoop:
         self._next_scan = 0.0
         self._scan: DueScan | None = None
         """The refresh scan under way (rule 3)."""
+        self._held: list[tuple[float, int, Lease]] = []
+        """Leases taken ahead, not started yet, as a heap by ``not_before`` (rule 7)."""
+        self._held_seq = itertools.count()
+        self._leased = 0
+        """Leases made since :attr:`_rate_from` (rule 7's rate)."""
+        self._rate_from = 0.0
 
     async def run(self, *, serve: bool) -> None:
         """Lease until the run ends (rule 2); sets ``counters.ended`` unless stopped."""
         alarms = alarm_clock(asyncio.get_running_loop(), self._clock)
         limit = self._cfg.scope.max_pages
-        concurrency = self._cfg.fetch.concurrency
         counters, frontier, link, waker = self._counters, self._frontier, self._link, self._waker
         counters.ended = ""
         step = StepBudget(self._clock, STEP_LEASES, STEP_BUDGET)
+        held = self._held
+        self._leased, self._rate_from = 0, self._clock.wall()
+        self._commits.lease_ahead = self.lease_ahead  # rule 7
         try:
             while not self._stop.is_set():
+                if held and not frontier.paused and held[0][0] <= self._clock.wall() and self._slot_free():
+                    self._start(heapq.heappop(held)[2], self._clock.wall())  # rule 7: first, held or not
+                    if step.spent():
+                        await asyncio.sleep(0)
+                        step.begin()
+                    continue
                 if not self._commits.frontier_free.is_set():
-                    await self._commits.frontier_free.wait()
+                    if held:  # rule 7: woken by a lease parked, the frontier free again, or the time
+                        await waker.sleep(alarms, self._held_due())
+                    else:
+                        await self._commits.frontier_free.wait()
                     step.begin()
                     continue
                 if limit and counters.fetches >= limit:
+                    if held:  # rule 7: counted already, they go first
+                        await waker.sleep(alarms, self._held_due())
+                        step.begin()
+                        continue
                     counters.ended = verdict.MAX_PAGES
                     if link is None:
                         break
@@ -122,7 +156,7 @@ class LeaseLoop:
                     await waker.sleep(alarms, None)
                     step.begin()
                     continue
-                if len(self.tasks) >= concurrency or frontier.paused:
+                if not self._slot_free() or frontier.paused:
                     await waker.sleep(alarms, None)
                     step.begin()
                     continue
@@ -135,26 +169,22 @@ class LeaseLoop:
                     continue
                 decision = self._db.applied(frontier.lease(now, prefer_warm=self._short(),  # rule 5
                                                            full=self._full(len(self._tls_tasks))))
-                self.idle = isinstance(decision, Idle)
+                self.idle = isinstance(decision, Idle) and not held
                 if isinstance(decision, Lease):
-                    if decision.kind == "page":
-                        counters.fetches += 1
-                    if now < decision.not_before:
-                        counters.violations += 1  # self-check of politeness rule 2; must stay 0
-                    task = asyncio.create_task(self._runner.run(decision))
-                    self.tasks.add(task)
-                    if decision.tls:
-                        self._tls_tasks.add(task)
-                    task.add_done_callback(self._lease_done)
+                    self._took(decision)
+                    self._start(decision, now)
                     if step.spent():
                         await asyncio.sleep(0)  # rule 6
                         step.begin()
                 elif isinstance(decision, Wait):
-                    await waker.sleep(alarms, _earliest(decision.until, self._next_scan))
+                    until = decision.until
+                    if held:  # rule 7 (a slot is free here: the first is not due yet)
+                        until = held[0][0] if until is None else min(until, held[0][0])
+                    await waker.sleep(alarms, _earliest(until, self._next_scan))
                     step.begin()
                 elif isinstance(decision, Idle):
-                    if serve or link is not None or self._feeding() or self._scan is not None:
-                        await waker.sleep(alarms, _earliest(None, self._next_scan))
+                    if held or serve or link is not None or self._feeding() or self._scan is not None:
+                        await waker.sleep(alarms, _earliest(self._held_due(), self._next_scan))
                         step.begin()
                         continue
                     counters.ended = verdict.idle_end(budget_full=frontier.budget.full,
@@ -162,7 +192,77 @@ class LeaseLoop:
                     break
             await self._drain()
         finally:
+            self._commits.lease_ahead = None
+            self._withdraw_held()
             alarms.close()
+
+    def _held_due(self) -> float | None:
+        """When the first held lease is due (rule 7), None if none is held or it is due already: then a
+        slot is what it waits for, and a lease that ends or parks wakes the loop."""
+        held = self._held
+        return held[0][0] if held and held[0][0] > self._clock.wall() else None
+
+    def _slot_free(self) -> bool:
+        """Whether a lease may start under ``fetch.concurrency`` (rule 7: while the frontier is held, the
+        parked leases up to it do not count; once it is free they go on)."""
+        concurrency = self._cfg.fetch.concurrency
+        parked = 0 if self._commits.frontier_free.is_set() else min(self._runner.parked, concurrency)
+        return len(self.tasks) - parked < concurrency
+
+    def _took(self, lease: Lease) -> None:
+        """The frontier made ``lease``: a fetch, if a page (rule 2), and one more for rule 7's rate."""
+        if lease.kind == "page":
+            self._counters.fetches += 1
+        self._leased += 1
+
+    def _start(self, lease: Lease, now: float) -> None:
+        """Run ``lease`` as a task, in flight from now on."""
+        if now < lease.not_before:
+            self._counters.violations += 1  # self-check of politeness rule 2; must stay 0
+        task = asyncio.create_task(self._runner.run(lease))
+        self.tasks.add(task)
+        if lease.tls:
+            self._tls_tasks.add(task)
+        task.add_done_callback(self._lease_done)
+
+    async def lease_ahead(self, seconds: float) -> None:
+        """Rule 7: take leases for the ``seconds`` of an LMDB commit about to start, held until their
+        time; returns once taken (a step of the event loop at a time, rule 6)."""
+        frontier, counters, link = self._frontier, self._counters, self._link
+        limit = self._cfg.scope.max_pages
+        now = self._clock.wall()
+        rate = self._leased / (now - self._rate_from) if now > self._rate_from else 0.0
+        self._leased, self._rate_from = 0, now
+        want = min(self._cfg.fetch.concurrency, math.ceil(rate * seconds)) - len(self._held)
+        calls = 2 * want  # rule 9 of leasing: a call that looked at its most answers Wait(now)
+        step = StepBudget(self._clock, STEP_LEASES, STEP_BUDGET)
+        while want > 0 and calls > 0:
+            if (self._stop.is_set() or frontier.paused or not self._commits.frontier_free.is_set()
+                    or (limit and counters.fetches >= limit) or (link is not None and link.backlogged())):
+                break
+            calls -= 1
+            now = self._clock.wall()
+            decision = self._db.applied(frontier.lease(now, prefer_warm=self._short(),  # rule 5
+                                                       full=self._full(len(self._tls_tasks)), ahead=seconds))
+            if isinstance(decision, Lease):
+                self._took(decision)
+                heapq.heappush(self._held, (decision.not_before, next(self._held_seq), decision))
+                want -= 1
+            elif not (isinstance(decision, Wait) and decision.until == now):
+                break
+            if step.spent():
+                await asyncio.sleep(0)
+                step.begin()
+        if self._held:
+            self._waker.set()  # those due now start at once
+
+    def _withdraw_held(self) -> None:
+        """Rule 7: the leases still held when the run ends are given back."""
+        held, self._held = self._held, []
+        for _, _, lease in held:
+            self._frontier.withdraw(lease)
+            if lease.kind == "page":
+                self._counters.fetches -= 1
 
     def _lease_done(self, task: asyncio.Task[None]) -> None:
         """A lease's task ended: its concurrency slot is free only now. The wake-up it set on its way out
