@@ -5,10 +5,12 @@ arrive (the fetcher)."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import threading
 import time
 from collections import defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +19,11 @@ import pytest
 from polecat import Crawler
 from polecat.config import config_from_mapping
 from polecat.fetch.http import Response
-from polecat.frontier.records import Lease
+from polecat.frontier.records import Lease, Wait
+from polecat.node.leases import LeaseLoop
+from polecat.node.run_state import RunCounters, Waker
 from polecat.testing.fakes import Canned, FakeClock, FakeFetcher, MemoryPageStore
+from polecat.writes import Decided
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(60)]
 
@@ -118,3 +123,70 @@ async def test_requests_go_on_during_an_lmdb_commit_at_each_hosts_pace(tmp_path:
     for host, arrivals in fetcher.arrivals.items():
         gaps = [b - a for a, b in itertools.pairwise(arrivals)]
         assert min(gaps) >= 1 / RATE - 1e-6, (host, gaps)
+
+
+@dataclass
+class AheadFrontier:
+    """``now`` leases, then none (``Wait(None)``); a lease taken ahead is of a host due far later."""
+
+    now: int
+    paused: bool = False
+    queued: int = 0
+    made: list[str] = field(default_factory=list)
+    withdrawn: list[str] = field(default_factory=list)
+
+    def lease(self, now: float, *, prefer_warm: bool = False, full: bool = False,
+              ahead: float = 0.0) -> Decided[Lease | Wait]:
+        if not ahead and len(self.made) >= self.now:
+            return Decided(Wait(None), [])
+        self.made.append(url := f"http://h{len(self.made)}.test/")
+        return Decided(Lease(url.split("/")[2], url, "page", not_before=now + (100.0 if ahead else 0.0)), [])
+
+    def withdraw(self, lease: Lease, aborted_at: float | None = None, *,
+                 hold_until: float | None = None) -> None:
+        self.withdrawn.append(lease.url)
+
+
+class AppliedAsIs:
+    def applied(self, decided: Decided[object]) -> object:
+        return decided.value
+
+
+class FreeCommits:
+    def __init__(self) -> None:
+        self.frontier_free = asyncio.Event()
+        self.frontier_free.set()
+        self.lease_ahead: Any = None
+
+
+class NotedRunner:
+    parked = 0
+
+    def __init__(self) -> None:
+        self.ran: list[str] = []
+
+    async def run(self, lease: Lease) -> None:
+        self.ran.append(lease.url)
+
+
+async def test_leases_still_held_when_the_run_stops_are_withdrawn_and_are_no_fetches() -> None:
+    """leases.py rule 7's end: the URLs of leases taken ahead and never started stay queued."""
+    cfg = config_from_mapping({"data_dir": "/nonexistent", "fetch": {"concurrency": 4}})
+    clock, stop, counters = FakeClock(tick=0.001), asyncio.Event(), RunCounters()
+    frontier, commits, runner, waker = AheadFrontier(3), FreeCommits(), NotedRunner(), Waker(lambda: None)
+    loop = LeaseLoop(cfg, frontier=frontier, db=AppliedAsIs(), commits=commits,  # type: ignore[arg-type]
+                     runner=runner, waker=waker, counters=counters, link=None,  # type: ignore[arg-type]
+                     clock=clock, stop=stop)
+    running = asyncio.create_task(loop.run(serve=True))
+    for _ in range(100):  # the loop's turns until it leased the three ready now
+        await asyncio.sleep(0)
+    assert runner.ran == frontier.made
+    assert commits.lease_ahead is not None  # the run offers it (commits.py rule 15)
+    await commits.lease_ahead(1.0)
+    held = frontier.made[3:]
+    assert len(held) == 4 and counters.fetches == 7  # as many as the concurrency, counted as fetches
+    stop.set()
+    waker.set()
+    await running
+    assert runner.ran == frontier.made[:3] and frontier.withdrawn == held and counters.fetches == 3
+    assert commits.lease_ahead is None
