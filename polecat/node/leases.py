@@ -190,6 +190,8 @@ class LeaseLoop:
                     counters.ended = verdict.idle_end(budget_full=frontier.budget.full,
                                                       queued=frontier.queued)
                     break
+            self._commits.lease_ahead = None  # rule 7: none taken once the loop starts no more
+            self._withdraw_held()
             await self._drain()
         finally:
             self._commits.lease_ahead = None
