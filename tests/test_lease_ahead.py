@@ -20,7 +20,7 @@ from polecat import Crawler
 from polecat.config import config_from_mapping
 from polecat.fetch.http import Response
 from polecat.frontier.records import Lease, Wait
-from polecat.node.leases import LeaseLoop
+from polecat.node.leases import AHEAD_SHARE, PARKED_BYTES, LeaseLoop
 from polecat.node.run_state import RunCounters, Waker
 from polecat.testing.fakes import Canned, FakeClock, FakeFetcher, MemoryPageStore
 from polecat.writes import Decided
@@ -160,7 +160,7 @@ class FreeCommits:
 
 
 class NotedRunner:
-    parked = 0
+    parked = parked_bytes = 0
 
     def __init__(self) -> None:
         self.ran: list[str] = []
@@ -184,9 +184,27 @@ async def test_leases_still_held_when_the_run_stops_are_withdrawn_and_are_no_fet
     assert commits.lease_ahead is not None  # the run offers it (commits.py rule 15)
     await commits.lease_ahead(1.0)
     held = frontier.made[3:]
-    assert len(held) == 4 and counters.fetches == 7  # as many as the concurrency, counted as fetches
+    assert len(held) == AHEAD_SHARE * 4 and counters.fetches == 3 + len(held)  # counted as fetches
     stop.set()
     waker.set()
     await running
     assert runner.ran == frontier.made[:3] and frontier.withdrawn == held and counters.fetches == 3
     assert commits.lease_ahead is None
+
+
+async def test_parked_leases_free_their_slots_while_the_frontier_is_held_up_to_parked_bytes() -> None:
+    """leases.py rule 7: a lease parked with its response (lease_runner.py rule 11) counts against the
+    concurrency once the frontier is free, or while the parked responses hold over PARKED_BYTES."""
+    cfg = config_from_mapping({"data_dir": "/nonexistent", "fetch": {"concurrency": 2}})
+    commits, runner = FreeCommits(), NotedRunner()
+    loop = LeaseLoop(cfg, frontier=AheadFrontier(0), db=AppliedAsIs(), commits=commits,  # type: ignore[arg-type]
+                     runner=runner, waker=Waker(lambda: None), counters=RunCounters(),  # type: ignore[arg-type]
+                     link=None, clock=FakeClock(), stop=asyncio.Event())
+    loop.tasks = {asyncio.create_task(asyncio.sleep(0)) for _ in range(2)}
+    runner.parked, runner.parked_bytes = 2, 1000
+    assert not loop._slot_free()  # the frontier free: they go on
+    commits.frontier_free.clear()
+    assert loop._slot_free()
+    runner.parked_bytes = PARKED_BYTES + 1
+    assert not loop._slot_free()
+    await asyncio.gather(*loop.tasks)

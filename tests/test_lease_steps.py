@@ -79,7 +79,7 @@ class FreeCommits:
 
 
 class InstantRunner:
-    parked = 0
+    parked = parked_bytes = 0
 
     async def run(self, lease: Lease) -> None:
         return None

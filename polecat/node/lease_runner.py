@@ -45,9 +45,10 @@ Rules:
    LMDB commit's end all ran when it ended, 180-240 page steps in one loop iteration of a 1M-host
    breadth crawl (benchmarks/README.md "Issue 39: page work a loop turn").
 11. A lease whose request ended, its response in hand, and that waits for the frontier (a commit holds it,
-   polecat/node/commits.py rule 2) is parked meanwhile (:attr:`LeaseRunner.parked`) and wakes the lease
-   loop: its connection is back in the pool, so its slot may go to a lease taken ahead of an LMDB commit
-   (polecat/node/leases.py rule 7), whose request then goes during the commit.
+   polecat/node/commits.py rule 2) is parked meanwhile (:attr:`LeaseRunner.parked`, its response's bytes
+   in :attr:`LeaseRunner.parked_bytes`) and wakes the lease loop: its connection is back in the pool, so
+   its slot may go to a lease taken ahead of an LMDB commit (polecat/node/leases.py rule 7), whose
+   request then goes during the commit.
 """
 
 from __future__ import annotations
@@ -130,6 +131,8 @@ class LeaseRunner:
         """Pages whose hosts were released while they wait for their claims (rule 8)."""
         self.parked = 0
         """Leases waiting for the frontier with their response in hand (rule 11)."""
+        self.parked_bytes = 0
+        """Their responses' bytes (rule 11)."""
 
     async def run(self, lease: Lease) -> None:
         """Fetch ``lease`` and record how it ended (the rules above)."""
@@ -202,25 +205,27 @@ class LeaseRunner:
             self._fetcher.let_go(lease.url)
         self._waker.after_lease()
 
-    async def _turn(self) -> None:
-        """Rule 10: a turn of page work, the frontier free."""
+    async def _turn(self, size: int) -> None:
+        """Rule 10: a turn of page work, the frontier free; ``size``: the response's bytes (rule 11)."""
         free = self._commits.frontier_free
         while True:
-            await self._frontier_freed()
+            await self._frontier_freed(size)
             await self._turns.take()
             if free.is_set():
                 return
 
-    async def _frontier_freed(self) -> None:
-        """:meth:`Commits.frontier_freed`, parked meanwhile (rule 11)."""
+    async def _frontier_freed(self, size: int = 0) -> None:
+        """:meth:`Commits.frontier_freed`, parked meanwhile with a response of ``size`` bytes (rule 11)."""
         if self._commits.frontier_free.is_set():
             return
         self.parked += 1
+        self.parked_bytes += size
         self._waker.set()
         try:
             await self._commits.frontier_freed()
         finally:
             self.parked -= 1
+            self.parked_bytes -= size
 
     def abort_unpermitted(self) -> int:
         """Cancel the requests in flight that may not go on (rule 7); returns how many."""
@@ -256,7 +261,7 @@ class LeaseRunner:
         try:
             outcome = await self._fetcher.fetch_robots(origin_of(lease.url) + "/robots.txt", pacer=pacer,
                                                        gate=gate)
-            await self._turn()
+            await self._turn(len(outcome.body))
         except (asyncio.CancelledError, RequestWithheld):
             pacer.after(lease.url, None)  # a host a redirect hop borrowed goes back (politeness rule 8)
             raise
@@ -289,7 +294,7 @@ class LeaseRunner:
         self._counters.answered += 1
         _log_response(lease, resp)
         self._counters.bytes_fetched += resp.wire_bytes
-        await self._turn()  # the pipeline queues outlinks and reads the near index
+        await self._turn(resp.wire_bytes)  # the pipeline queues outlinks and reads the near index
         completion = self._pipeline.handle(lease, resp, started, stream.sink)
         if self._released < MAX_RELEASED and self._pipeline.holds(lease.url):
             # rule 8: the host's next request need not wait for this page's claims
