@@ -114,7 +114,10 @@ Rule of the LMDB commit's size (numbered after schema 5's):
     11; 7.1-8.1 s for 320 MiB at 11.5M since, 11.7-14.3 s in bench_frontier's reopen), the leasing pause
     of an LMDB commit and its dirty pages in memory; by default (0) it is ``log_bytes``, and the log is
     sized as before (benchmarks/README.md, "Issue 39: LMDB commits sized to the data", "Issue 39: a
-    faster log replay": 320 MiB writes 985 B per URL at 10M).
+    faster log replay": 320 MiB writes 985 B per URL at 10M). The log's size is its entries' msgpack
+    (:attr:`~polecat.frontier.wal.WriteLog.held`), not the compressed file's (wal.py rule 12): what the
+    replay decodes, so compression does not lengthen it (benchmarks/README.md, "Issue 39: the log's
+    entries compressed").
 
 Rule of writes applied in steps (numbered after rule 14's):
 15. Writes given to :meth:`FrontierDB.apply_later` are queued, not applied, and :meth:`FrontierDB.apply_step`
@@ -452,7 +455,8 @@ class FrontierDB:
         """:meth:`_make_room` for the log's replay (its rows: at most twice its bytes in new pages) and,
         with ``copies`` 3, an upgrade's rewrite of whole tables through a scratch table (rule 11)."""
         try:
-            self._make_room(copies, 2 * self.wal.path.stat().st_size)
+            # the log's msgpack, not its compressed file's bytes (wal.py rule 12)
+            self._make_room(copies, 2 * self.wal.bound())
         except OSError as exc:
             raise FrontierError(f"{fault_cause(exc, self.path)}: cannot reserve disk space for the frontier "
                                 f"in {self.path} ({exc}): free some, or open it with frontier.writemap "
@@ -752,7 +756,8 @@ class FrontierDB:
         self.written.commit()
         entry, self._entry = self._entry, Entry()
         at = self.lmdb_commit_at
-        if to_lmdb or self.wal.size >= at or self._too_big_to_log(entry):  # rules 6 and 16
+        # rules 6, 14 (the log's msgpack bytes, wal.py rule 12) and 16
+        if to_lmdb or self.wal.held >= at or self._too_big_to_log(entry):
             return self._start_lmdb_commit(txn)
         self._appending = self._writer.submit(partial(self.wal.append, self.seq, entry))
         return self._appending
