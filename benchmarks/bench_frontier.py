@@ -371,7 +371,7 @@ def cut_log(path: Path, most: int) -> None:
     with path.open("rb") as fh:
         while len(header := fh.read(HEADER.size + FRAME_HEAD)) >= HEADER.size:
             length = HEADER.unpack_from(header)[0]
-            held += HEADER.size + _msgpack_size(header[HEADER.size:], length)
+            held += _msgpack_size(header[HEADER.size:], length)  # as WriteLog.held counts them
             if held > most:
                 break
             end += HEADER.size + length
