@@ -34,9 +34,12 @@ no LMDB commit at the close) and times the next open: the replay of the biggest 
 crash leave. ``--save-crash PATH`` copies the frontier so left to PATH first; ``--reopen PATH`` (alone)
 times the open of a copy of such a frontier, wall and CPU (``time.process_time``), after a ``sync`` so
 that the copy's writeback does not count: the same replay again, to compare trees back to back.
-``--reopen-log-mb MIB`` cuts the copy's log after its last whole entry within MIB first: the crash the
+``--reopen-log-mb MIB`` cuts the copy's log after its last whole entry within MIB (of msgpack, as db.py rule
+14 counts the log) first: the crash the
 same run would have left when its log held that much (entries are appended in order, and no LMDB commit
-came between), so one saved crash gives the replay of every smaller cap.
+came between), so one saved crash gives the replay of every smaller cap. ``--reopen-compress`` then
+rewrites the copy's log with its entries compressed (wal.py rule 12), so that a crash an older release
+saved gives this release's replay.
 """
 
 from __future__ import annotations
@@ -65,8 +68,9 @@ from polecat.frontier.politeness import Attempt
 from polecat.frontier.records import Completion, Lease
 from polecat.frontier.robots import RobotsPolicy
 from polecat.frontier.routing import Routing
+from polecat.frontier.wal import _FRAME_HEAD as FRAME_HEAD  # for cut_log: a payload's msgpack size
 from polecat.frontier.wal import _HEADER as HEADER  # the entry header (wal.py rule 1), for cut_log
-from polecat.frontier.wal import LOG_NAME
+from polecat.frontier.wal import LOG_NAME, Entry, WriteLog, _msgpack_size, entries_in
 from polecat.writes import Write
 
 
@@ -243,14 +247,18 @@ def main() -> None:
     ap.add_argument("--reopen", type=Path, default=None, metavar="PATH",
                     help="time the open (the replay) of a copy of the frontier --save-crash left in PATH")
     ap.add_argument("--reopen-log-mb", type=float, default=None, metavar="MIB",
-                    help="with --reopen: cut the copy's log after its last whole entry within MIB first")
+                    help="with --reopen: cut the copy's log after its last whole entry within MIB of "
+                         "msgpack first")
+    ap.add_argument("--reopen-compress", action="store_true",
+                    help="with --reopen: rewrite the copy's log with its entries compressed first (wal.py "
+                         "rule 12), as this release appends them")
     args = ap.parse_args()
     CFG = replace(CFG, frontier=replace(CFG.frontier, commit_ops=args.commit_ops, log_mb=args.log_mb,
                                         log_share=args.log_share, log_max_mb=args.log_max_mb,
                                         writemap=args.writemap))
     workdir = args.dir or Path(tempfile.mkdtemp(prefix="polecat-bench-frontier-"))
     if args.reopen:
-        reopen(args.reopen, workdir, args.reopen_log_mb)
+        reopen(args.reopen, workdir, args.reopen_log_mb, compress=args.reopen_compress)
         return
     if args.admit:
         admit_cost(workdir, args)
@@ -338,13 +346,14 @@ def crash_with_biggest_log(db: FrontierDB, frontier: Frontier, hosts: int, rng: 
         i += 1
         if frontier.pending_ops < CFG.frontier.commit_ops:
             continue
-        if db.wal.size + last_entry >= db.lmdb_commit_at:
+        if db.wal.held + last_entry >= db.lmdb_commit_at:  # db.py rule 14: the msgpack (wal.py rule 12)
             break
-        before = db.wal.size
+        before = db.wal.held
         db.apply(frontier.prepare_commit())
         db.commit()
-        last_entry = db.wal.size - before
-    print(f"crash: log of {db.wal.size / 2**20:,.1f} MiB ({i:,} more URLs; an LMDB commit at "
+        last_entry = db.wal.held - before
+    print(f"crash: log of {db.wal.held / 2**20:,.1f} MiB ({db.wal.size / 2**20:,.1f} MiB stored; {i:,} more "
+          f"URLs; an LMDB commit at "
           f"{db.lmdb_commit_at / 2**20:,.1f} MiB), the last {frontier.pending_ops:,} changes uncommitted")
     db.close()
 
@@ -355,32 +364,52 @@ def copy_frontier(source: Path, target: Path) -> None:
 
 
 def cut_log(path: Path, most: int) -> None:
-    """The log at ``path`` cut after its last whole entry that ends within ``most`` bytes (wal.py rule 1:
-    a header of the payload's length, then the payload)."""
-    end = 0
+    """The log at ``path`` cut after its last whole entry within ``most`` bytes of msgpack, as db.py rule
+    14 counts them (wal.py rule 1: a header of the payload's length, then the payload; rule 12: a
+    compressed payload's header names its msgpack's size)."""
+    end, held = 0, 0
     with path.open("rb") as fh:
-        while len(header := fh.read(HEADER.size)) == HEADER.size:
-            after = end + HEADER.size + HEADER.unpack(header)[0]
-            if after > most:
+        while len(header := fh.read(HEADER.size + FRAME_HEAD)) >= HEADER.size:
+            length = HEADER.unpack_from(header)[0]
+            held += _msgpack_size(header[HEADER.size:], length)  # as WriteLog.held counts them
+            if held > most:
                 break
-            end = after
+            end += HEADER.size + length
             fh.seek(end)
     os.truncate(path, end)
 
 
-def reopen(saved: Path, workdir: Path, log_mib: float | None = None) -> None:
+def compress_log(path: Path) -> None:
+    """The log at ``path`` rewritten with its entries compressed, as this release appends them (wal.py
+    rule 12), for the replay of a crash an older release left."""
+    new = path.with_name(path.name + ".new")
+    with path.open("rb") as fh:
+        wal = WriteLog(new)
+        for seq, writes in entries_in(fh, path.stat().st_size, -1):
+            entry = Entry()
+            entry.add(list(writes))
+            wal.append(seq, entry)
+        wal.close()
+    os.replace(new, path)
+
+
+def reopen(saved: Path, workdir: Path, log_mib: float | None = None, *, compress: bool = False) -> None:
     """``--reopen``: the open of a copy of ``saved`` in ``workdir``, timed (the copy dropped after); its
-    log first cut to ``log_mib`` if given."""
+    log first cut to ``log_mib`` of msgpack if given, and its entries compressed if ``compress``."""
     copy_frontier(saved, workdir / "frontier")
     if log_mib is not None:
         cut_log(workdir / "frontier" / LOG_NAME, int(log_mib * 2**20))
+    if compress:
+        compress_log(workdir / "frontier" / LOG_NAME)
+    wal = WriteLog(workdir / "frontier" / LOG_NAME)
+    log_mib, stored_mib = wal.bound() / 2**20, wal.path.stat().st_size / 2**20
+    wal.close()
     os.sync()
-    log_mib = (workdir / "frontier" / LOG_NAME).stat().st_size / 2**20
     t0, c0 = time.perf_counter(), time.process_time()
     db = open_db(workdir, [])
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    print(f"reopen: {db.replayed:,} log entries, {log_mib:,.1f} MiB replayed, FrontierDB open {wall:.2f} s "
-          f"({log_mib / wall:.1f} MiB/s), CPU {cpu:.2f} s; {memory()}")
+    print(f"reopen: {db.replayed:,} log entries, {log_mib:,.1f} MiB replayed ({stored_mib:,.1f} MiB stored), "
+          f"FrontierDB open {wall:.2f} s ({log_mib / wall:.1f} MiB/s), CPU {cpu:.2f} s; {memory()}")
     db.close()
     shutil.rmtree(workdir / "frontier")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import hashlib
 import logging
 import os
 import shutil
@@ -18,6 +19,7 @@ from unittest import mock
 import lmdb
 import msgpack
 import pytest
+import zstandard
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -206,11 +208,16 @@ def test_a_wrong_checksum_ends_the_log_there(tmp_path: Path) -> None:
     again.close()
 
 
+def noise(i: int) -> bytes:
+    """40 bytes that do not compress (wal.py rule 12), the same for the same ``i``."""
+    return hashlib.blake2b(i.to_bytes(4, "big"), digest_size=40).digest()
+
+
 def big_commit_then_small_crashed(path: Path) -> tuple[Path, int]:
     """A frontier whose log holds one entry of 30,000 writes, bigger than a reader's chunk (wal.py rule
-    8), then a small one, left as kill -9 leaves it; the log's path and the big entry's end."""
+    8) compressed, then a small one, left as kill -9 leaves it; the log's path and the big entry's end."""
     db = opened(path, log_bytes=1 << 26)
-    db.apply([Put("queue", slice_prefix(i % 7) + b"%08d" % i, b"v" * 40) for i in range(30_000)])
+    db.apply([Put("queue", slice_prefix(i % 7) + b"%08d" % i, noise(i)) for i in range(30_000)])
     db.commit()
     big_end = db.wal.size
     assert big_end > 1 << 20
@@ -227,7 +234,7 @@ def test_a_big_entry_replays_and_a_torn_one_after_it_is_dropped(tmp_path: Path) 
     again = opened(tmp_path)
     assert again.replayed == 1 and again.log_dropped > 0 and again.wal.size == big_end
     assert again.count("queue") == 30_000 and again.get("meta", b"after") is None
-    assert again.get("queue", slice_prefix(29_999 % 7) + b"%08d" % 29_999) == b"v" * 40
+    assert again.get("queue", slice_prefix(29_999 % 7) + b"%08d" % 29_999) == noise(29_999)
     again.close()
 
 
@@ -296,15 +303,15 @@ def load(db: FrontierDB, rows: int) -> None:
 
 
 def logs_at_lmdb_commits(db: FrontierDB, commits: int) -> tuple[list[int], int]:
-    """``commits`` small commits of new queue rows; the log's bytes at each that was an LMDB commit (the
-    log emptied by it), and the largest entry."""
+    """``commits`` small commits of new queue rows; the log's msgpack bytes (db.py rule 14, wal.py rule
+    12) at each that was an LMDB commit (the log emptied by it), and the largest entry."""
     at, entry = [], 0
     for c in range(commits):
         db.apply([Put("queue", slice_prefix(i % 7) + b"c%06d-%02d" % (c, i), b"y" * 100) for i in range(20)])
-        before = db.wal.size
+        before = db.wal.held
         db.commit()
-        if db.wal.size:
-            entry = max(entry, db.wal.size - before)
+        if db.wal.held:
+            entry = max(entry, db.wal.held - before)
         else:
             at.append(before)
     return at, entry
@@ -575,3 +582,100 @@ def test_a_commit_bigger_than_the_log_is_an_lmdb_commit_not_an_append(tmp_path: 
     assert db.wal.size == 0 < logged  # an LMDB commit, the log emptied; not a 4 KB entry appended
     assert lmdb_meta(db, b"big39") == b"v" * 100 and lmdb_meta(db, b"small") == b"v"
     db.close()
+
+
+MAIN_LOG = Path(__file__).parent / "fixtures" / "wal_bee565a" / "frontier"
+"""A frontier whose log main wrote before wal.py rule 12 (tests/fixtures/wal_bee565a/make_fixture.py)."""
+
+
+def main_log_crashed(path: Path) -> None:
+    """The fixture's frontier, as a kill -9 left it, copied into ``path``."""
+    shutil.copytree(MAIN_LOG / "seen", path / "seen")
+    shutil.copy(MAIN_LOG / LOG_NAME, path / LOG_NAME)
+    data = zstandard.ZstdDecompressor().decompress((MAIN_LOG / "data.mdb.zst").read_bytes())
+    (path / "data.mdb").write_bytes(data)
+
+
+def payloads(log: Path) -> list[bytes]:
+    """The payload of each entry of the log file ``log`` (wal.py rule 1)."""
+    data, out = log.read_bytes(), []
+    while data:
+        length = struct.unpack_from("<I", data)[0]
+        out.append(data[16: 16 + length])
+        data = data[16 + length:]
+    return out
+
+
+def test_a_log_main_wrote_uncompressed_replays_and_takes_compressed_entries_after(tmp_path: Path) -> None:
+    """wal.py rule 12's migration: a log of msgpack payloads (main's, before the rule) replays as it is,
+    and this release's compressed entries appended after them replay with them."""
+    main_log_crashed(tmp_path)
+    assert not any(p.startswith(zstandard.FRAME_HEADER) for p in payloads(tmp_path / LOG_NAME))
+    db = opened(tmp_path)
+    assert db.replayed == 5 and db.get("meta", b"uncommitted") is None
+    assert db.get("queue", b"".join((slice_prefix(0), b"queue%06d" % 0))) is None  # deleted by commit 1
+    assert db.get("queue", slice_prefix(4) + b"queue%06d" % 151) == b"http://h151.test/page"
+    assert db.get("queue", slice_prefix(3) + b"queue%06d" % 150) is None  # its slice released after it
+    assert db.get("queue", slice_prefix(3) + b"queue%06d" % 304) == b"http://h304.test/page"
+    assert [db.get("hosts", b"host%d" % c) for c in range(5)] == [b"record %d" % c for c in range(5)]
+    assert db.get("seen", seen_key(151)) is not None and db.get("seen", seen_key(150)) is None
+    queued, held = db.count("queue"), db.wal.held
+    assert held == db.wal.size - 16 * 5  # msgpack payloads: stored as they are
+    db.apply([Put("meta", b"after", b"1")])
+    db.commit()
+    crash(db)
+    forms = [p.startswith(zstandard.FRAME_HEADER) for p in payloads(tmp_path / LOG_NAME)]
+    assert forms == [False] * 5 + [True]
+    again = opened(tmp_path)
+    assert again.replayed == 6 and again.get("meta", b"after") == b"1" and again.count("queue") == queued
+    again.close()
+
+
+def test_entries_are_stored_compressed_and_the_log_counts_their_msgpack(tmp_path: Path) -> None:
+    """wal.py rule 12: seed-like rows (a host each) stored at under a third of their msgpack; db.py rule
+    14's threshold counts the msgpack (:attr:`WriteLog.held`), after a reopen too."""
+    db = opened(tmp_path, log_bytes=1 << 30)
+    for c in range(4):
+        db.apply([Put("queue", slice_prefix(i % 4096) + b"%08d" % i, b"\x01http://seed-%d.example/" % i)
+                  for i in range(2_000 * c, 2_000 * (c + 1))])
+        db.commit()
+    size, held = db.wal.size, db.wal.held
+    assert 3 * size < held
+    assert all(p.startswith(zstandard.FRAME_HEADER) for p in payloads(tmp_path / LOG_NAME))
+    assert db.wal.bound() == held
+    crash(db)
+    again = opened(tmp_path, log_bytes=1 << 30)
+    assert again.replayed == 4 and again.count("queue") == 8_000
+    assert (again.wal.size, again.wal.held) == (size, held)
+    again.close()
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(WRITES, min_size=1, max_size=5))
+def test_entries_appended_compressed_read_back_as_written(commits: list[list[Write]]) -> None:
+    """wal.py rules 8 and 12: every entry reads back as the writes it was appended with, decompressed a
+    chunk at a time, and :attr:`WriteLog.held` is their msgpack's bytes."""
+    with tempfile.TemporaryDirectory() as tmp:
+        log = wal.WriteLog(Path(tmp) / LOG_NAME)
+        for seq, writes in enumerate(commits, 1):
+            entry = Entry()
+            entry.add(writes)
+            log.append(seq, entry)
+        read = [(seq, list(writes)) for seq, writes in log.entries(0)]
+        assert read == [(seq, list(expand(writes))) for seq, writes in enumerate(commits, 1)]
+        assert log.held == sum(len(encode(writes)) for writes in commits) == log.bound()
+        log.close()
+
+
+def test_a_compressed_entry_whose_frame_does_not_decode_refuses_the_open(tmp_path: Path) -> None:
+    """wal.py rules 8 and 12: its checksum holds, so it is no tail; a frame cut short inside is no entry."""
+    db = opened(tmp_path)
+    seq = db.seq
+    crash(db)
+    frame = zstandard.ZstdCompressor().compress(encode([Put("meta", b"k", b"v" * 100)]))
+    payload = frame[:-4]  # the frame's last block cut: its checksum is the entry's, whole
+    crc = zlib.crc32(payload, zlib.crc32(struct.pack("<Q", seq + 1)))
+    with open(tmp_path / LOG_NAME, "ab") as fh:
+        fh.write(struct.pack("<IQI", len(payload), seq + 1, crc) + payload)
+    with pytest.raises(FrontierError, match="do not decode"):
+        opened(tmp_path)

@@ -114,7 +114,10 @@ Rule of the LMDB commit's size (numbered after schema 5's):
     11; 7.1-8.1 s for 320 MiB at 11.5M since, 11.7-14.3 s in bench_frontier's reopen), the leasing pause
     of an LMDB commit and its dirty pages in memory; by default (0) it is ``log_bytes``, and the log is
     sized as before (benchmarks/README.md, "Issue 39: LMDB commits sized to the data", "Issue 39: a
-    faster log replay": 320 MiB writes 985 B per URL at 10M).
+    faster log replay": 320 MiB writes 985 B per URL at 10M). The log's size is its entries' msgpack
+    (:attr:`~polecat.frontier.wal.WriteLog.held`), not the compressed file's (wal.py rule 12): what the
+    replay decodes, so compression does not lengthen it (benchmarks/README.md, "Issue 39: the log's
+    entries compressed").
 
 Rule of writes applied in steps (numbered after rule 14's):
 15. Writes given to :meth:`FrontierDB.apply_later` are queued, not applied, and :meth:`FrontierDB.apply_step`
@@ -452,7 +455,8 @@ class FrontierDB:
         """:meth:`_make_room` for the log's replay (its rows: at most twice its bytes in new pages) and,
         with ``copies`` 3, an upgrade's rewrite of whole tables through a scratch table (rule 11)."""
         try:
-            self._make_room(copies, 2 * self.wal.path.stat().st_size)
+            # the log's msgpack, not its compressed file's bytes (wal.py rule 12)
+            self._make_room(copies, 2 * self.wal.bound())
         except OSError as exc:
             raise FrontierError(f"{fault_cause(exc, self.path)}: cannot reserve disk space for the frontier "
                                 f"in {self.path} ({exc}): free some, or open it with frontier.writemap "
@@ -760,7 +764,8 @@ class FrontierDB:
     def lmdb_next(self, *, to_lmdb: bool = False) -> bool:
         """Whether a commit started now (:meth:`start_commit`, ``to_lmdb`` as given there) would be an LMDB
         commit, during which the transaction is not read (rules 2, 6 and 16), not a log append."""
-        return to_lmdb or self.wal.size >= self.lmdb_commit_at or self._too_big_to_log(self._entry)
+        # rules 6, 14 (the log's msgpack bytes, wal.py rule 12) and 16
+        return to_lmdb or self.wal.held >= self.lmdb_commit_at or self._too_big_to_log(self._entry)
 
     def commit_if_big(self) -> bool:
         """Rule 16: an LMDB commit now if the writes applied since the last commit have reached
