@@ -232,7 +232,8 @@ class FrontierConfig:
     """...or after this many milliseconds, whichever comes first."""
     log_mb: float = 64.0
     """Above 0 (64, the default): a commit appends to the frontier's write-ahead log, and the LMDB itself
-    is committed (an LMDB commit, polecat/frontier/db.py rule 6) once the log holds this many MiB, and at
+    is committed (an LMDB commit, polecat/frontier/db.py rule 6) once the log holds this many MiB of
+    entries, counted before compression (the file holds ~a fifth: polecat/frontier/wal.py rule 12), and at
     the stop. 64 cut the bytes written per URL ~15x at 1M URLs (a breadth crawl's SSD wear; 16 wrote
     twice 64's), at the cost of a longer replay after a kill -9, a pause of leasing for each LMDB commit
     (seconds on a busy disk, a few per million URLs), more anonymous memory (the open transaction's dirty
