@@ -137,6 +137,8 @@ SEEDS = st.tuples(st.sampled_from(["http", "https"]), st.one_of(st.integers(0, 3
          importance=1.0, known=80, mode="domain", blocks=False, fenced=False)  # rule 8: new hosts, filed cold
 @example(batches=[[canon("http://h86.t/"), canon("https://h87.t/a"), canon("http://www.h85.t/")]],
          importance=0.3, known=60, mode="host", blocks=False, fenced=False)  # rule 8, memory with room
+@example(batches=[[canon("http://h86.t/"), canon("http://h87.t/" + "x" * 40)]], importance=1.0, known=80,
+         mode="host", blocks=False, fenced=False)  # rule 8 with a seed refused: h86 filed cold, h87 marked
 @given(batches=st.lists(st.lists(SEEDS, max_size=14), min_size=1, max_size=4),
        importance=st.sampled_from([1.0, 0.3]), known=st.integers(60, 85),
        mode=st.sampled_from(["host", "domain"]), blocks=st.booleans(), fenced=st.booleans())

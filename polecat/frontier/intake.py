@@ -191,7 +191,8 @@ class Intake:
                 if room < len(hosts):
                     seeds = zip(rows[room:], ([url] for url in itertools.islice(fresh_urls, room, None)),
                                 strict=True)
-                    table.enqueue_cold(dict(zip(hosts[room:], seeds, strict=True)), importance, now, out)
+                    cold = dict(zip(hosts[room:], seeds, strict=True))
+                    table.enqueue_cold(cold, importance, now, out)
                 if len(todo) == n:  # rule 9: every host of the batch queued its seed, and is marked
                     marking = None
             else:
