@@ -6,21 +6,86 @@ open: each round's CPU per operation with the page faults it took, so that the c
     python -m benchmarks.bench_lease_rounds DIR --urls 50000000
 
 2,000 hosts of the dir (robots.txt answered) are given 10 new URLs each, then each round leases 4,000
-URLs and completes them (one commit a round, as bench_periodic's ``lease``/``complete`` figures do)."""
+URLs and completes them (one commit a round, as bench_periodic's ``lease``/``complete`` figures do).
+
+``--evict`` drops the dir's files from the page cache first (``posix_fadvise(DONTNEED)`` on each: a
+cold open without ``drop_caches``, whose pages are the machine's, other processes' too). ``--faults``
+counts the major page faults of each :class:`~polecat.frontier.db.FrontierDB` read (``get``, a row of
+``items``) and write batch (``apply``) by table, over the whole run (the open included): where a cold
+open's first operations wait for the disk."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import time
+from collections import Counter
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from benchmarks.bench_periodic import SCAN_AT, reopen
+from polecat.frontier.db import FrontierDB
 from polecat.frontier.politeness import Attempt
 from polecat.frontier.records import Completion, Lease
+from polecat.writes import Write
 
 ROUND = 4_000
 """Leases a round."""
+
+
+def evict(directory: Path) -> int:
+    """Drop every file under ``directory`` from the page cache (clean pages only: the dir is closed);
+    returns the files."""
+    files = [p for p in directory.rglob("*") if p.is_file()]
+    for path in files:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+    return len(files)
+
+
+def _majflt() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_majflt
+
+
+def count_faults() -> tuple[Counter[tuple[str, str]], Counter[tuple[str, str]]]:
+    """Wrap FrontierDB's reads and writes to count major faults (and calls) by (call, table)."""
+    faults: Counter[tuple[str, str]] = Counter()
+    calls: Counter[tuple[str, str]] = Counter()
+    get, items, apply = FrontierDB.get, FrontierDB.items, FrontierDB.apply
+
+    def counted_get(self: FrontierDB, table: str, key: bytes) -> bytes | None:
+        before = _majflt()
+        out = get(self, table, key)  # type: ignore[arg-type]
+        faults["get", table] += _majflt() - before
+        calls["get", table] += 1
+        return out
+
+    def counted_items(self: FrontierDB, table: str, prefix: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
+        rows = items(self, table, prefix)  # type: ignore[arg-type]
+        while True:
+            before = _majflt()
+            row = next(rows, None)
+            faults["items", table] += _majflt() - before
+            if row is None:
+                return
+            calls["items", table] += 1
+            yield row
+
+    def counted_apply(self: FrontierDB, writes: Sequence[Write]) -> None:
+        before = _majflt()
+        apply(self, writes)
+        tables = "+".join(sorted({getattr(w, "table", type(w).__name__) for w in writes})) or "-"
+        faults["apply", tables] += _majflt() - before
+        calls["apply", tables] += 1
+
+    FrontierDB.get = counted_get  # type: ignore[method-assign]
+    FrontierDB.items = counted_items  # type: ignore[method-assign]
+    FrontierDB.apply = counted_apply  # type: ignore[method-assign]
+    return faults, calls
 
 
 def main() -> None:
@@ -29,7 +94,12 @@ def main() -> None:
     ap.add_argument("--urls", type=int, required=True, help="the --urls it was built with")
     ap.add_argument("--per-host", type=int, default=50, help="the --per-host it was built with")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--evict", action="store_true", help="drop the dir's files from the page cache first")
+    ap.add_argument("--faults", action="store_true", help="major faults by FrontierDB call and table")
     args = ap.parse_args()
+    if args.evict:
+        print(f"evicted {evict(args.dir):,} files from the page cache", flush=True)
+    counted = count_faults() if args.faults else None
     hosts = args.urls // args.per_host
     db, frontier, robots = reopen(args.dir, args.urls)
     # Hosts bench_periodic's own admits and leases did not touch (it takes the last 2,000).
@@ -63,6 +133,11 @@ def main() -> None:
               f"CPU a call, complete {(c2 - c1) / max(1, len(leases)) * 1e6:.1f} us; page faults "
               f"{after.ru_majflt - before.ru_majflt:,} major, {after.ru_minflt - before.ru_minflt:,} minor",
               flush=True)
+    if counted is not None:
+        faults, made = counted
+        for (call, table), n in faults.most_common():
+            if n:
+                print(f"major faults in {call} {table}: {n:,} in {made[call, table]:,} calls")
 
 
 if __name__ == "__main__":

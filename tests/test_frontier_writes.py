@@ -14,7 +14,7 @@ from polecat.frontier.keys import op_key, url_key
 from polecat.frontier.leasing import ROBOTS_SKIPS_PER_LEASE
 from polecat.frontier.records import Lease, Wait
 from polecat.frontier.slices import slice_of
-from polecat.writes import Decided, Delete, DeleteSlices, Put, Write
+from polecat.writes import Decided, Delete, DeleteSlices, Write
 from tests.frontier_helpers import Rig, canon, politeness
 
 
@@ -37,8 +37,10 @@ def open_host(rig: Rig, url: str, now: float, robots: bytes = b"") -> None:
 def test_adding_returns_the_seen_and_queue_writes(tmp_path: Path) -> None:
     rig = Rig(tmp_path)
     seed = rig.raw.add_seed(canon("http://a.test/"), 0.0)
-    assert seed.value == "accepted" and shape(seed.writes) == ["Put:ops", "Put:seen", "Put:queue"]
-    assert seed.writes[0] == Put("ops", op_key("seedhost", "a.test"), b"")
+    # intake.py rule 9: the seed mark is in the host's record (in memory, written with the next commit).
+    assert seed.value == "accepted" and shape(seed.writes) == ["Put:seen", "Put:queue"]
+    st = rig.raw._table.hosts["a.test"]
+    assert st.seed
     assert rows(rig, "queue") == rows(rig, "seen") == 0  # decided, not written
     assert rig.raw.queued == 1  # the in-memory index already counts it
     rig.db.apply(seed.writes)
@@ -137,10 +139,9 @@ def test_release_and_commit_preparation_are_writes(tmp_path: Path) -> None:
     rig.frontier.add_seed(canon("http://x.test/"), 0.0)
     s = slice_of("x.test")
     released = rig.raw.release_slices([s])
-    # handover.py rule 7: the host with its queue row (and its record, not written yet), its seed host
-    # op, then the slice (its seen keys) and the meta row of the release under way.
-    assert shape(released) == ["Put:meta", "Delete:queue", "Delete:hosts", "Delete:ops", "DeleteSlices",
-                               "Delete:meta"]
+    # handover.py rule 7: the host with its queue row (and its record, not written yet, which holds its
+    # seed mark: intake.py rule 9), then the slice (its seen keys) and the meta row of the release under way.
+    assert shape(released) == ["Put:meta", "Delete:queue", "Delete:hosts", "DeleteSlices", "Delete:meta"]
     assert rows(rig, "queue") == 1 and rig.raw.queued == 0  # forgotten in memory, deleted once applied
     rig.db.apply(released)
     assert rows(rig, "queue") == rows(rig, "seen") == 0

@@ -248,7 +248,8 @@ def test_status_reads_the_same_rows_at_1x_and_10x(tmp_path: Path, monkeypatch: p
 
 
 def open_reads(path: Path, seeds: int) -> int:
-    """The ``ops`` rows an open of a frontier of ``seeds`` seed hosts (one ``seedhost`` row each) reads."""
+    """The ``ops`` rows an open of a frontier of ``seeds`` seed hosts (marked in their records since schema
+    6: intake.py rule 9, no ``ops`` row) reads."""
     rig = Rig(path, cfg=CFG, backend="memory")
     now = 1_000.0
     rig.frontier.add_seeds([canon(f"http://s{i}.test/") for i in range(seeds)], now)
@@ -260,7 +261,7 @@ def open_reads(path: Path, seeds: int) -> int:
     rig.memory.items = lambda table, prefix=b"": reads.wrap(items)(table, prefix) if table == "ops" \
         else items(table, prefix)  # type: ignore[method-assign]
     rig.reopen(now)  # the memory backend's database is the one opened again
-    assert rig.frontier.is_blocked("blocked.test") and rig.db.count("ops") > seeds
+    assert rig.frontier.is_blocked("blocked.test") and rig.db.count("ops") == 1
     return reads.rows
 
 
@@ -274,7 +275,7 @@ def test_domain_mode_still_reads_its_seed_hosts_at_an_open(tmp_path: Path) -> No
     rig.frontier.add_seed(canon("http://www.example.test/"), 1_000.0)
     rig.frontier.commit()
     rig.crash()
-    rig.reopen(1_000.0)  # the seeds' domains are in scope from the seed hosts' rows (keys.py rule 4)
+    rig.reopen(1_000.0)  # the seeds' domains are in scope from the marked host records (intake.py rule 9)
     assert rig.frontier.add(canon("http://docs.example.test/a"), 1, 0.5, 1_000.0) == "accepted"
     assert rig.frontier.add(canon("http://other.test/a"), 1, 0.5, 1_000.0) == "out_of_scope"
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from polecat.config import Config, FrontierConfig, ScopeConfig
 from polecat.frontier.intake import ACCEPTED, SEEN, Intake
-from polecat.frontier.keys import SEED_HOST, host_row, op_key, queue_key, ready_key, url_key
+from polecat.frontier.keys import host_row, queue_key, ready_key, url_key
 from polecat.frontier.politeness import HostState
 from polecat.frontier.records import QueuedUrl, encode_host
 from polecat.frontier.slices import SLICES, slice_of
@@ -29,20 +29,19 @@ CFG = Config(scope=ScopeConfig(mode="host", max_url_length=40, max_queue_per_hos
 
 def per_seed(intake: Intake, urls: list[str], now: float, importance: float) -> Decided[list[str]]:
     """``Intake.add_seeds`` as it was before the batch path (bdca80c): each seed's keys, rows and
-    ``Put`` s made one at a time; the reference the batch path is held to (with the seed-host rows of
-    intake.py rule 7's third pass)."""
+    ``Put`` s made one at a time; the reference the batch path is held to (with the seed marks of
+    intake.py rule 9: in the records that queue a seed, and after the batch in the others)."""
     table, db = intake._table, intake._db
     out: list[Write] = []
     answers: list[str] = []
     fresh: dict[str, int] = {}
     todo: list[tuple[int, str, HostState | None]] = []
+    found: dict[str, HostState | None] = {}
     for url in urls:
         host = host_key(url)
         peeked = table.peek(host)
-        # Since the third pass (intake.py rule 7) a host with no record has its row written unasked.
-        if peeked is None or db.get("ops", op_key(SEED_HOST, host)) is None:
-            intake._scope.add_seed_host(host)
-            out.append(Put("ops", op_key(SEED_HOST, host), b""))
+        found.setdefault(host, peeked)
+        intake._scope.add_seed_host(host)
         reason = intake._refuse(url, host, peeked, 0, True)
         if reason is None and url in fresh:
             reason = SEEN
@@ -63,7 +62,9 @@ def per_seed(intake: Intake, urls: list[str], now: float, importance: float) -> 
         if peeked is None and host not in table.hosts and (host in cold or not table.has_room(host)):
             cold.setdefault(host, []).append(url)
         else:
-            table.enqueue(url, host, 0, importance, now, out, st=table.held(host, peeked), shape=False)
+            held = table.held(host, peeked)
+            held.seed = True
+            table.enqueue(url, host, 0, importance, now, out, st=held, shape=False)
     for host, seeds in cold.items():
         num = table.new_num()
         out.append(Put("ready", ready_key(now, host), b""))
@@ -73,7 +74,7 @@ def per_seed(intake: Intake, urls: list[str], now: float, importance: float) -> 
             out.append(Put("queue", qkey, QueuedUrl(url, 0, importance).encode(host)))
             table.count_band(qkey, 1)
         out.append(Put("hosts", host_row(host), encode_host(HostState(next_allowed=now, queued=len(seeds),
-                                                                      num=num))))
+                                                                      num=num, seed=True))))
         if table.fenced:
             table.queued_in[slice_of(host)] += len(seeds)
         table.known_hosts += 1
@@ -83,6 +84,9 @@ def per_seed(intake: Intake, urls: list[str], now: float, importance: float) -> 
         table.db.pending += len(seeds)
         table.cold_rows += 1
         table.cold_head = now if table.cold_head is None else min(table.cold_head, now)
+    for host, peeked in found.items():
+        if host not in cold:
+            table.mark_seed(host, peeked, host_row(host), out)
     intake.seen_again += answers.count(SEEN)
     return Decided(answers, out)
 
@@ -105,7 +109,7 @@ def state(rig: Rig) -> tuple[object, ...]:
     tables = {name: list(rig.db.items(name)) for name in TABLES}
     counters = (table.known_hosts, table.with_queue, table.queued, table.accepted, table.qseq, table.hseq,
                 table.cold_rows, table.cold_head, rig.db.pending, dict(table.bands or {}))
-    memory = {host: (st.queued, st.num, st.next_allowed) for host, st in table.hosts.items()}
+    memory = {host: (st.queued, st.num, st.next_allowed, st.seed) for host, st in table.hosts.items()}
     return (tables, counters, memory, dict(intake.rejected), intake.seen_again, rig.seen.stats(),
             intake._scope._domains, list(table.queued_in))
 
@@ -133,6 +137,8 @@ SEEDS = st.tuples(st.sampled_from(["http", "https"]), st.one_of(st.integers(0, 3
          importance=1.0, known=80, mode="domain", blocks=False, fenced=False)  # rule 8: new hosts, filed cold
 @example(batches=[[canon("http://h86.t/"), canon("https://h87.t/a"), canon("http://www.h85.t/")]],
          importance=0.3, known=60, mode="host", blocks=False, fenced=False)  # rule 8, memory with room
+@example(batches=[[canon("http://h86.t/"), canon("http://h87.t/" + "x" * 40)]], importance=1.0, known=80,
+         mode="host", blocks=False, fenced=False)  # rule 8 with a seed refused: h86 filed cold, h87 marked
 @given(batches=st.lists(st.lists(SEEDS, max_size=14), min_size=1, max_size=4),
        importance=st.sampled_from([1.0, 0.3]), known=st.integers(60, 85),
        mode=st.sampled_from(["host", "domain"]), blocks=st.booleans(), fenced=st.booleans())
@@ -212,18 +218,24 @@ def test_put_rows_are_their_puts_in_order() -> None:
                                     Put("queue", b"k2", b"v2"), Put("meta", b"m", b"1")]
 
 
-def test_a_known_hosts_seed_host_row_is_not_written_again_a_new_hosts_is() -> None:
-    """intake.py rule 7: the seeds of a resume (hosts with records) write no ``seedhost`` row; the host of a
-    seed refused before (no record) has its row written again, the same, unasked."""
+def test_seed_hosts_are_marked_in_their_records_and_a_resume_writes_no_mark_again() -> None:
+    """intake.py rule 9: a seed's host is marked in its record, no ``ops`` row: the host of a refused seed
+    gets a record of its own (nothing queued) marked; the seeds of a resume, their hosts marked already,
+    write no host row; the scope (host mode) holds both hosts, in memory or not."""
     rig = Rig(Path("/nonexistent"), cfg=CFG, backend="memory")
     urls = [canon("http://h1.t/"), canon("http://h2.t/" + "x" * 40)]  # the second too long: refused
     first = rig.frontier.add_seeds(urls, 0.0)
     assert first == [ACCEPTED, "url_too_long"]
     rig.frontier.commit()
+    table = rig.raw._table
+    for host, queued in (("h1.t", 1), ("h2.t", 0)):
+        st = table.peek(host)
+        assert st is not None and st.seed and st.queued == queued
+    assert "h2.t" not in table.hosts and table.known_hosts == 2
+    assert list(rig.db.items("ops")) == []
+    rig.raw._table.forget(["h1.t"])  # out of memory: the scope reads its row
+    assert "h1.t" in rig.raw._intake._scope._hosts and "h2.t" in rig.raw._intake._scope._hosts
+    assert "h3.t" not in rig.raw._intake._scope._hosts
     again = rig.raw.add_seeds(urls, 1.0)
     assert again.value == [SEEN, "url_too_long"]
-    assert by_table(again.writes)["ops"] == [(op_key(SEED_HOST, "h2.t"), b"")]
-    rig.db.apply(again.writes)
-    rig.frontier.commit()
-    ops = [key for key, _ in rig.db.items("ops")]
-    assert ops == sorted([op_key(SEED_HOST, "h1.t"), op_key(SEED_HOST, "h2.t")])
+    assert "hosts" not in by_table(again.writes) and "ops" not in by_table(again.writes)

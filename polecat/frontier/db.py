@@ -150,6 +150,16 @@ Rule of the replay's order of puts (numbered after rule 16's):
     random descent of a 130 MB tree), 0.66 s so; the whole replay of 139 MiB 3.07-3.16 -> 2.66-2.79 s of
     CPU, of 320 MiB 7.29-7.73 -> 6.22-6.58 s (benchmarks/README.md, "Issue 39: the replay's puts in key
     order").
+
+Rule of schema 6 (numbered after rule 17's):
+18. Schema 6 marks a seed's host in its ``hosts`` record (the top bit of its number field,
+    polecat/frontier/records.py ``SEED_BIT``; polecat/frontier/intake.py rule 9), not by a ``seedhost`` row
+    of ``ops`` (issue 39: a random leaf of ``ops`` written a seed host, beside its record's own). Slice
+    bundles and checkpoints still carry the mark as that row, 0.3.0's wire (handover.py rule 11). Schema 5
+    is upgraded on open (:meth:`FrontierDB._upgrade_v5`) by replaying its log first (its entries are
+    schema 5's writes: rule 7 would replay them after the upgrade), then moving each ``seedhost`` row into
+    its host's record (a host with none gets one, nothing queued: host_table.py rule 26) and deleting the
+    row, in one commit of its own, after the upgrades above: a kill -9 in it leaves schema 5 and its log.
 """
 
 from __future__ import annotations
@@ -172,12 +182,14 @@ from polecat.errors import FrontierError, PolecatError
 from polecat.faults import fault_cause, storage_fault
 from polecat.frontier import reserve
 from polecat.frontier.handover_ranges import WrittenSlices, delete_ranges
-from polecat.frontier.host_table import HOST_SEQ
+from polecat.frontier.host_table import HOST_COUNTS, HOST_SEQ
 from polecat.frontier.migrate import (
     CompactReport,
     MigrationReport,
     RenumberReport,
+    SeedMarkReport,
     compact_v3,
+    mark_seeds_v5,
     migrate_v1,
     mismatch,
     release_of,
@@ -193,12 +205,12 @@ from polecat.writes import Decided, Delete, DeleteSlices, Put, PutRows, Table, W
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 5
-"""5: host numbers in ``queue`` keys (rule 13); 4: compact ``queue`` and ``urls`` values (rule 10); 3: the
-seen table in runs (rule 4); 2: tables keyed slice-first (polecat/frontier/keys.py), upgraded on open
-(rule 5); 1 is upgraded to 2 on open (frontier/migrate.py)."""
-UPGRADABLE = (1, 2, 3, 4)
-"""The older schemas an open upgrades (rules 10 and 13, and the upgrades before them)."""
+SCHEMA_VERSION = 6
+"""6: seed hosts marked in their records (rule 18); 5: host numbers in ``queue`` keys (rule 13); 4: compact
+``queue`` and ``urls`` values (rule 10); 3: the seen table in runs (rule 4); 2: tables keyed slice-first
+(polecat/frontier/keys.py), upgraded on open (rule 5); 1 is upgraded to 2 on open (frontier/migrate.py)."""
+UPGRADABLE = (1, 2, 3, 4, 5)
+"""The older schemas an open upgrades (rules 10, 13 and 18, and the upgrades before them)."""
 
 STORE_MARK = b"store_mark"
 """Meta key the node keeps (polecat/node/commits.py rule 4): the store's record count at the last commit.
@@ -356,6 +368,8 @@ class FrontierDB:
         """What the open packed from schema 3, if it did (rule 10)."""
         self.renumbered: RenumberReport | None = None
         """What the open numbered from schema 4, if it did (rule 13)."""
+        self.seeds_marked: SeedMarkReport | None = None
+        """What the open moved from schema 5's seed-host rows, if it did (rule 18)."""
         self.near_dropped: int | None = None
         """Entries of a near-duplicate index of an older format the open dropped (None: none was)."""
         self._psize: int = self.env.stat()["psize"]
@@ -488,6 +502,8 @@ class FrontierDB:
             info = self._upgrade_v3(info)
         if info.get("version") == 4:
             info = self._upgrade_v4(info)
+        if info.get("version") == 5:
+            info = self._upgrade_v5(info)
         if info.get("version") != SCHEMA_VERSION:
             raise FrontierError(mismatch(self.path, wrote, f"schema version {info.get('version')}",
                                          f"schema {SCHEMA_VERSION}", upgradable=False))
@@ -543,6 +559,22 @@ class FrontierDB:
         self.txn.put(HOST_SEQ, str(last).encode(), db=self.meta)
         self.renumbered = report
         return self._upgraded(info, 5, report)
+
+    def _upgrade_v5(self, info: dict[str, Any]) -> dict[str, Any]:
+        """Replay schema 5's log, then move its seed-host rows into their records (rule 18), in one
+        commit: a kill -9 leaves schema 5 and its log as they were, and the next open starts over."""
+        self.seq = int(self.txn.get(b"seq", db=self.meta) or b"0")
+        self._replay()
+        last = int(self.txn.get(HOST_SEQ, db=self.meta) or b"0")
+        report, last = mark_seeds_v5(self.txn, self.tables, last)
+        self.txn.put(HOST_SEQ, str(last).encode(), db=self.meta)
+        counts = self.txn.get(HOST_COUNTS, db=self.meta)
+        if counts is not None and report.made:  # host_table.py rule 12: the records made count as hosts
+            stored = json.loads(bytes(counts))
+            self.txn.put(HOST_COUNTS, json.dumps({**stored, "hosts": stored["hosts"] + report.made}).encode(),
+                         db=self.meta)
+        self.seeds_marked = report
+        return self._upgraded(info, 6, report)
 
     def _scratch(self) -> Any:
         """An empty table for an upgrade to copy through, dropped by :meth:`_upgraded`."""

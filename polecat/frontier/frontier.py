@@ -141,12 +141,13 @@ class Frontier:
         self.stats = observation.stats
 
         # Opening: the stored ops first (throttles set the rates the host records are loaded with). The
-        # seed hosts' rows, one per seed host, are asked one at a time (intake.py) unless domain mode
-        # keeps their domains (keys.py rule 4).
-        kinds = OPENED_OPS | ({SEED_HOST} if cfg.scope.mode == "domain" else set())
-        for prefix in ops_prefixes(kinds):
+        # seed hosts' marks are asked one at a time (intake.py rule 9) unless domain mode keeps their
+        # domains.
+        for prefix in ops_prefixes(OPENED_OPS):
             for key, raw in db.items("ops", prefix):
                 self._load_op(key, raw)
+        if cfg.scope.mode == "domain":
+            intake.load_seed_hosts()
         if refresh.index.stale:  # built in batches, each applied at once (writes.py rule 4)
             for batch in refresh.index.rebuild(now):
                 db.apply(batch)

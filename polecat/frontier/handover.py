@@ -74,6 +74,12 @@ Rules:
    whose record comes later is asked the same way, when its first row comes), and the keys of URLs that
    a refetch request held here names (intake rule 5), plus a step's own URL records for the refetches of
    its last step (its writes are not applied yet: writes.py rule 3).
+11. A bundle carries a seed host's mark as 0.3.0's ``seedhost`` row of ``ops`` (keys.py rule 4;
+   polecat/frontier/handover_ranges.py writes it just before the host's record), and an adoption turns it into
+   the mark of the host's record here (polecat/frontier/db.py rule 18), writing no ``ops`` row: at once
+   for a host in memory (its record merged, or held here), at its record's merge for one whose record
+   comes later (a sender of 0.3.0 writes its ``ops`` first), and after the bundle's last record for the
+   others (:meth:`HostTable.mark_seed`: a host with no record anywhere, a seed refused there).
 """
 
 from __future__ import annotations
@@ -90,8 +96,10 @@ from polecat.frontier.handover_ranges import CommittedSnapshot, export_ranges, e
 from polecat.frontier.host_table import QSEQ, HostTable, quarantined
 from polecat.frontier.intake import Intake
 from polecat.frontier.keys import (
+    SEED_HOST,
     host_of_row,
     host_row,
+    parse_op_key,
     parse_wire_queue_key,
     queue_key_at,
     queue_key_seq,
@@ -311,6 +319,8 @@ class SliceAdoption:
         """The URL records brought of URLs that a refetch request held here names (rule 10)."""
         self._hosts = self._queued = self._duplicates = self._seen_new = self._paged = 0
         self._closed = False
+        self._seeds: set[str] = set()
+        """Seed hosts the bundle marks, not yet marked here (rule 11)."""
 
     def step(self, budget: int | None = None) -> Decided[AdoptReport | None]:
         """Take in at most ``budget`` records of the bundle (:data:`ADOPT_STEP` by default), then the queues
@@ -329,6 +339,9 @@ class SliceAdoption:
             if n < budget:
                 self._doomed = self._finished - self._queued_there
                 self._queued_there.clear()
+                for host in self._seeds:  # rule 11: no record of theirs merged in memory
+                    table.mark_seed(host, table.peek(host), host_row(host), out)
+                self._seeds.clear()
         for host in touched:  # the URLs counted with their rows, and the host due once its wait is over
             st = table.state(host)
             table.save(host)
@@ -369,8 +382,14 @@ class SliceAdoption:
         for name, key, value in itertools.islice(self._records, budget):
             n += 1
             if name == "ops":
-                out.append(Put("ops", key, value))
                 handover._load_op(key, value)
+                kind, host = parse_op_key(key)
+                if kind != SEED_HOST:
+                    out.append(Put("ops", key, value))
+                elif host in table.hosts:  # rule 11
+                    table.mark_seed(host, None, host_row(host), out)
+                else:
+                    self._seeds.add(host)
             elif name == "robots":
                 out.append(Put("robots", key, value))
                 restore_robots(handover._robots, key, value)
@@ -430,6 +449,9 @@ class SliceAdoption:
             self._had.append(host)
         self._merged.add(host)
         self._handover._adopt_host(host, got, 0, self._waits)
+        if host in self._seeds:  # rule 11: in memory now, so saved with the next commit, no write here
+            self._seeds.discard(host)
+            self._handover._table.mark_seed(host, None, host_row(host), [])
 
     def _had_before(self, host: str) -> bool:
         """Whether ``host`` had URLs queued here before this adoption (rule 10), asked once: at its record's

@@ -21,7 +21,7 @@ from functools import partial
 from typing import Any
 
 from polecat.frontier.bundle import BundleWriter, Fence, SliceBundle
-from polecat.frontier.keys import GLOBAL, host_of_row, queue_key_num, wire_queue_key
+from polecat.frontier.keys import GLOBAL, SEED_HOST, host_of_row, op_key, queue_key_num, wire_queue_key
 from polecat.frontier.records import QueuedUrl, UrlRecord, decode_host, encode_host_v4
 from polecat.frontier.slices import PREFIX_LEN, SLICES, check_slices, prefixes_slices, slice_prefix
 from polecat.frontier.tables import Snapshot, TableReader
@@ -82,7 +82,8 @@ def export_steps(tables: TableReader, ids: frozenset[int], *, created: float,
     names_of: dict[int, str] = {}
     """Host numbers to names, learnt from the ``hosts`` rows (keys.py rule 1)."""
     wire: dict[str, Callable[[bytes, bytes], tuple[bytes, bytes] | None]] = {
-        "hosts": partial(_host_wire, names_of), "queue": partial(_queue_wire, names_of), "urls": _url_wire}
+        "hosts": partial(_host_wire, names_of, out), "queue": partial(_queue_wire, names_of),
+        "urls": _url_wire}
     n = 0
     for table in names:
         convert = wire.get(table)
@@ -147,15 +148,19 @@ def _overlaid(rows: Iterator[tuple[bytes, bytes]],
 
 # A bundle carries the rows in the form 0.3.0 reads and writes (slice bundle version 1): ``hosts`` values
 # without their number, ``queue`` keys with the host's name (keys.py rule 1) and values of schema 3,
-# ``urls`` values of schema 3. They are converted from this schema's rows on export and back on adoption
-# (polecat/frontier/handover.py), so the bundle and the cluster's wire stay as they were.
+# ``urls`` values of schema 3, and a seed host's mark (schema 6, db.py rule 18) as a ``seedhost`` row of
+# ``ops`` (keys.py rule 4), written just before its record. They are converted from this schema's rows on
+# export and back on adoption (polecat/frontier/handover.py rule 11), so the bundle and the cluster's wire
+# (hand-overs and checkpoints) stay as they were, readable both ways between 0.3.x and this release.
 
 
-def _host_wire(names_of: dict[int, str], key: bytes, value: bytes) -> tuple[bytes, bytes]:
-    """A ``hosts`` row in the wire form; ``names_of`` learns its host's number (its queue rows come next,
-    in :data:`SLICED_TABLES` order)."""
+def _host_wire(names_of: dict[int, str], out: BundleWriter, key: bytes, value: bytes) -> tuple[bytes, bytes]:
+    """A ``hosts`` row in the wire form, with its seed mark as a row of ``ops`` put in ``out``; ``names_of``
+    learns its host's number (its queue rows come next, in :data:`SLICED_TABLES` order)."""
     st = decode_host(value)
-    names_of[st.num] = host_of_row(key)
+    host = names_of[st.num] = host_of_row(key)
+    if st.seed:
+        out.add("ops", op_key(SEED_HOST, host), b"")
     return key, encode_host_v4(st)
 
 

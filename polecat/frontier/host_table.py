@@ -146,6 +146,11 @@ Rules:
    20's bound counts it: rule 23's rebuild of the ready heap from :attr:`scheduled` drops the held heap's
    stale entries and leaves its hosts out of the ready heap (put back, each would be read again by the
    next leases while full).
+26. A seed's host whose record does not take the seed mark with a queued seed (polecat/frontier/intake.py
+   rule 9) is marked by :meth:`HostTable.mark_seed`: in memory, saved with the next commit (rule 1); out of
+   memory, its row written at once; with no record, a new one (a number of its own, rule 14, nothing
+   queued, so no ``ready`` row, rule 7), written at once and not taken into memory, counted by rule 12 as
+   a host new to the table.
 """
 
 from __future__ import annotations
@@ -525,6 +530,24 @@ class HostTable:
             self._pending.append(Delete("ready", ready_key(peeked.next_allowed, host)))
             self.cold_rows = max(0, self.cold_rows - 1)
         return self._take(host, peeked)
+
+    def mark_seed(self, host: str, stored: HostState | None, row: bytes, out: list[Write]) -> None:
+        """Mark ``host`` a seed's host (rule 26): ``stored``, its record as read out of memory (None: it
+        has none, or it is in memory), ``row`` its ``hosts`` key; the writes go to ``out``."""
+        st = self.hosts.get(host)
+        if st is not None:
+            if not st.seed:
+                st.seed = True
+                self.save(host)
+            return
+        if stored is None:
+            stored = HostState(num=self.new_num())
+            self.known_hosts += 1
+        elif stored.seed:
+            return
+        stored.seed = True
+        out.append(Put("hosts", row, encode_host(stored)))
+        self.db.pending += 1
 
     def new_num(self, count: int = 1) -> int:
         """The number of a host new to the table (rule 14); of ``count`` hosts: the last of theirs."""

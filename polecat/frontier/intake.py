@@ -22,27 +22,30 @@ Rules (the checks themselves live where they are owned: scope.py, traps.py, budg
 6. A page's requisites are admitted as its links are (rules 1-4), with the scope and caps of
    polecat/frontier/requisites.py (its rules 2-5).
 7. Seeds come in batches (:meth:`Intake.add_seeds`, a seeds file): one Bloom pass per batch, each host's
-   record read once, and the seed-host row of a host with a record is looked up and not written again if
-   there (a resume's seeds). A host with no record has its row written unasked (an LMDB lookup a new host
-   less, ~1 us of a seed's ~20 in the node: benchmarks/README.md "Issue 39: seed ingest, third pass"): the
-   same empty row again where a seed of it was refused before or another member's seed put it in the
-   scope. Like a page's links, a batch is judged against the host limits as they were before it (it may
+   record read once, and with it its seed mark (rule 9: a resume's seeds find it there and write
+   nothing). Like a page's links, a batch is judged against the host limits as they were before it (it may
    overshoot them by itself). A seed counts towards no shape budget (traps rule 2 budgets discovered
    URLs), and the seed of a new host may be filed out of memory at once (polecat/frontier/host_table.py
-   rule 10). A batch's keys are made list by list (slices, ``ops`` and ``hosts`` keys, seen keys), and its
-   rows of each table are one write (polecat/writes.py rule 5), so a seed of a new host costs no write
-   object. No key is written twice with two values in it (the warm hosts' ``queue`` rows, one ``Put``
-   each, have seq numbers of their own); only the empty seed-host row of a new host with two seeds in the
-   batch is put twice, the same row.
+   rule 10). A batch's keys are made list by list (slices, ``hosts`` keys, seen keys), and its rows of
+   each table are one write (polecat/writes.py rule 5), so a seed of a new host costs no write object. No
+   key is written twice with two values in it (the warm hosts' ``queue`` rows, one ``Put`` each, have seq
+   numbers of their own).
 8. A seeds batch of hosts all new to the table (neither in memory nor in ``hosts``: a fresh seeds file's
-   batch) is decided a list at a time, not a seed at a time: its hosts looked up in one ``map``, no
-   seed-host row asked (rule 7); with no block set, no URL too long and none twice, every seed accepted
+   batch) is decided a list at a time, not a seed at a time: its hosts looked up in one ``map``; with no
+   block set, no URL too long and none twice, every seed accepted
    before the seen-set's pass without a look at each (rule 2 refuses none); and when the seen-set finds
    every URL new, each host has one seed and no slice is fenced, memory's room for new hosts is asked
    once (host_table.py rule 10): the first seeds, as many as it has room for, join memory, and the others
    are filed cold in one call. The decision is the one rule 7 makes seed by seed (the same answers and
    rows: tests/test_seed_batch.py); ``add_seeds`` went from 6.1 to 5.0 us a seed in the node
    (benchmarks/README.md "Issue 39: seed ingest in the node").
+9. A seed's host is marked in its own record (``HostState.seed``, schema 6: polecat/frontier/db.py rule 18),
+   not by a row of its own, which was a random write into ``ops`` a seed host (issue 39). The record that
+   queues a seed takes the mark with it (:meth:`HostTable.enqueue` or the cold filing of host_table.py rule
+   10); a host whose seed is not queued (refused, seen, or another member's: :meth:`Intake.add_scope_host`) is
+   marked by :meth:`HostTable.mark_seed`, after the batch's queueing: its record, or a new one with nothing
+   queued where it has none. The scope asks the record (in memory, else its row); ``domain`` mode reads the
+   marked records at the open (:meth:`Intake.load_seed_hosts`).
 """
 
 from __future__ import annotations
@@ -57,14 +60,13 @@ from polecat.dedup.seen import SeenSet
 from polecat.frontier import refetch, requisites
 from polecat.frontier.budgets import admit_reason
 from polecat.frontier.host_table import HostTable
-from polecat.frontier.keys import host_rows, op_key, seed_host_keys, url_key, url_keys_at
+from polecat.frontier.keys import SEED_HOST, host_of_row, host_row, host_rows, op_key, url_key, url_keys_at
 from polecat.frontier.politeness import HostState
 from polecat.frontier.records import decode_host
 from polecat.frontier.requisites import RequisiteCaps
 from polecat.frontier.routing import Admission, Routing
 from polecat.frontier.scope import ScopeFilter
 from polecat.frontier.slices import slice_of, slice_prefixes
-from polecat.frontier.tables import FrontierTables
 from polecat.frontier.traps import TrapCounts, url_trap
 from polecat.hosts import host_key
 from polecat.writes import Decided, Delete, Put, PutRows, Write
@@ -91,7 +93,7 @@ class Intake:
         self._db = table.db
         self._cfg = cfg
         self._seen = seen
-        self._scope = ScopeFilter(cfg, _SeedHosts(table.db))
+        self._scope = ScopeFilter(cfg, _SeedHosts(table))
         self._routing: Routing | None = None
         """Who judges which discovered URL (rule 1); None: this frontier judges all."""
         self._recent: dict[str, None] = {}
@@ -115,7 +117,7 @@ class Intake:
 
     def load_op(self, kind: str, arg: str, key: bytes, raw: bytes) -> None:
         """Reinstate a stored op of the intake: a seed host, trap counts, a refetch request."""
-        if kind == "seedhost":
+        if kind == SEED_HOST:  # a bundle's row (keys.py rule 4): the adoption marks the record
             self._scope.add_seed_host(arg)
         elif kind == "traps":
             self.traps.load(arg, raw)
@@ -128,8 +130,10 @@ class Intake:
         """Queue a canonical seed URL; its host joins the crawl scope (persisted). Answers the decision."""
         host = host_key(url)
         self._table.refuse_leaving(host)  # handover rule 7: before the scope learns the host
-        out = self.add_scope_host(host)
-        return self._add(url, host, 0, importance, now, out, seed=True)
+        out: list[Write] = []
+        decided = self._add(url, host, 0, importance, now, out, seed=True)
+        # Marked after the queueing (rule 9): the record it made, if any, takes the mark.
+        return Decided(decided.value, [*decided.writes, *self.add_scope_host(host)])
 
     def add_seeds(self, urls: Sequence[str], now: float, importance: float = 1.0) -> Decided[list[str]]:
         """:meth:`add_seed` of each canonical URL of ``urls``, as one batch (rule 7; a batch of new hosts,
@@ -142,7 +146,7 @@ class Intake:
         names = [host.encode() for host in hosts]
         prefixes = slice_prefixes(names)
         rows = host_rows(prefixes, names)
-        stored_op, stored_host = self._db.getter("ops"), self._db.getter("hosts")
+        stored_host = self._db.getter("hosts")
         in_memory = table.hosts
         n = len(urls)
         held = list(map(in_memory.get, hosts))  # table.peek() inline: one lookup a seed, no frame
@@ -154,16 +158,12 @@ class Intake:
         new = none_held and raws.count(None) == n  # rule 8: every host new to the table
         states = held if new else [st if raw is None else decode_host(raw) for st, raw in zip(held, raws,
                                                                                              strict=True)]
-        # Rule 7: only a known host's seed-host row is looked up (a resume's seed: nothing to write).
-        seed_ops = seed_host_keys(prefixes, names)
-        if new:
-            scope.add_seed_hosts(hosts)
-        else:
-            known = [None if st is None else stored_op(key) for key, st in zip(seed_ops, states, strict=True)]
-            scope.add_seed_hosts(host for host, had in zip(hosts, known, strict=True) if had is None)
-            seed_ops = [key for key, had in zip(seed_ops, known, strict=True) if had is None]
+        scope.add_seed_hosts(hosts)
         # Each table's rows as one write (polecat/writes.py rule 5; a key twice only as the same row).
-        out: list[Write] = [PutRows("ops", seed_ops, [b""] * len(seed_ops))]
+        out: list[Write] = []
+        marking: tuple[list[str], list[bytes], list[HostState | None]] | None = (hosts, rows, states)
+        # Rule 9: every host of the batch, as found before it, unless every one queued its seed.
+        cold: Container[str] = ()
         fresh_urls = dict.fromkeys(urls) if new and self._blocked.empty() else None
         longest = self._cfg.max_url_length
         todo: Sequence[int]
@@ -191,11 +191,28 @@ class Intake:
                 if room < len(hosts):
                     seeds = zip(rows[room:], ([url] for url in itertools.islice(fresh_urls, room, None)),
                                 strict=True)
-                    table.enqueue_cold(dict(zip(hosts[room:], seeds, strict=True)), importance, now, out)
+                    cold = dict(zip(hosts[room:], seeds, strict=True))
+                    table.enqueue_cold(cold, importance, now, out)
+                if len(todo) == n:  # rule 9: every host of the batch queued its seed, and is marked
+                    marking = None
             else:
-                self._file_seeds(fresh_urls, todo, hosts, rows, states, marks, answers, importance, now, out)
+                cold = self._file_seeds(fresh_urls, todo, hosts, rows, states, marks, answers, importance,
+                                        now, out)
+        if marking is not None:
+            self._mark_seed_hosts(*marking, cold, out)
         self.seen_again += answers.count(SEEN)
         return Decided(answers, out)
+
+    def _mark_seed_hosts(self, hosts: Sequence[str], rows: Sequence[bytes],
+                         states: Sequence[HostState | None], cold: Container[str], out: list[Write]) -> None:
+        """Rule 9: mark each host of a seeds batch whose queueing did not (``states``: the records found
+        before the batch; ``cold``: the hosts it filed cold, marked by their new records)."""
+        mark = self._table.mark_seed
+        done: set[str] = set()
+        for host, row, st in zip(hosts, rows, states, strict=True):
+            if host not in done and host not in cold:
+                done.add(host)
+                mark(host, st, row, out)
 
     def _judge_seeds(self, urls: Sequence[str], hosts: list[str], states: list[HostState | None]
                      ) -> tuple[list[str], list[int], dict[str, None]]:
@@ -223,10 +240,11 @@ class Intake:
 
     def _file_seeds(self, fresh_urls: dict[str, None], todo: Sequence[int], hosts: list[str],
                     rows: list[bytes], states: list[HostState | None], marks: list[bool], answers: list[str],
-                    importance: float, now: float, out: list[Write]) -> None:
+                    importance: float, now: float, out: list[Write]) -> Container[str]:
         """Queue the seeds of a batch the seen-set found new (``marks``), at the places ``todo`` of
         ``answers`` (the others answered ``"seen"``): a host in memory or with room there by
-        :meth:`HostTable.enqueue`, the others filed cold in one call (host_table.py rule 10)."""
+        :meth:`HostTable.enqueue`, the others filed cold in one call (host_table.py rule 10); answers the
+        hosts filed cold."""
         table = self._table
         in_memory = table.hosts
         cold: dict[str, tuple[bytes, list[str]]] = {}
@@ -243,18 +261,32 @@ class Intake:
                 self._seed_in_memory(url, host, st, importance, now, out)
         if cold:
             table.enqueue_cold(cold, importance, now, out)
+        return cold
 
     def _seed_in_memory(self, url: str, host: str, st: HostState | None, importance: float, now: float,
                         out: list[Write]) -> None:
-        """Queue the seed ``url`` of ``host`` (its record ``st``, None: new) with the host in memory."""
+        """Queue the seed ``url`` of ``host`` (its record ``st``, None: new) with the host in memory, its
+        record marked a seed's (rule 9: saved with the count of the URL)."""
         table = self._table  # a seed counts towards no shape budget (traps rule 2: discovered URLs)
-        table.enqueue(url, host, 0, importance, now, out, st=table.held(host, st), shape=False)
+        held = table.held(host, st)
+        held.seed = True
+        table.enqueue(url, host, 0, importance, now, out, st=held, shape=False)
 
     def add_scope_host(self, host: str) -> list[Write]:
-        """Let ``host`` into the crawl scope like a seed's host (persisted) without queueing anything:
-        a member of a multi-process crawl learns every seed host, whichever member queues the seed."""
+        """Let ``host`` into the crawl scope like a seed's host (persisted: its record marked, rule 9)
+        without queueing anything: a member of a multi-process crawl learns every seed host, whichever
+        member queues the seed."""
         self._scope.add_seed_host(host)
-        return [Put("ops", op_key("seedhost", host), b"")]
+        out: list[Write] = []
+        table = self._table
+        table.mark_seed(host, table.peek(host), host_row(host), out)
+        return out
+
+    def load_seed_hosts(self) -> None:
+        """The open, in ``domain`` mode: the seed hosts' domains into the scope, from the records that mark
+        them (rule 9: a pass over the ``hosts`` table)."""
+        self._scope.add_seed_hosts(host_of_row(key) for key, raw in self._db.items("hosts")
+                                   if decode_host(raw).seed)
 
     def add(self, url: str, depth: int, importance: float, now: float, *, hops: int = 0) -> Decided[str]:
         """Queue a canonical discovered URL if it is in scope and new; answers ``"accepted"``,
@@ -490,11 +522,14 @@ class Intake:
 
 
 class _SeedHosts:
-    """The seed hosts as the ``seedhost`` rows of ``ops`` hold them (keys.py rule 4), for the scope: one
-    lookup a question, nothing kept in memory."""
+    """The seed hosts as their records mark them (rule 9), for the scope: the record in memory or one
+    lookup a question, nothing more kept in memory."""
 
-    def __init__(self, db: FrontierTables) -> None:
-        self._db = db
+    def __init__(self, table: HostTable) -> None:
+        self._peek = table.peek
 
     def __contains__(self, host: object) -> bool:
-        return isinstance(host, str) and self._db.get("ops", op_key("seedhost", host)) is not None
+        if not isinstance(host, str):
+            return False
+        st = self._peek(host)
+        return st is not None and st.seed

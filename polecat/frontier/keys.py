@@ -13,15 +13,15 @@ Rules (DESIGN.md section 5; slices in polecat/frontier/slices.py):
 2. ``seen`` and ``urls``: slice of the URL's host, then the URL's 16-byte fingerprint. The seen-set's
    Bloom filter holds these same 18-byte keys.
 3. ``robots``: slice of the origin's host key, then the origin (``scheme://host[:port]``).
-4. ``ops``: operator controls. One that names a single host key (``seedhost``, and ``traps``: the host's
-   trap counts, polecat/frontier/traps.py) is keyed by that host's
-   slice and moves with it. Host patterns (``block``, ``throttle``) can match hosts of many slices: they
-   are keyed under :data:`GLOBAL`, a prefix past every slice, and every slice bundle carries them.
-   A refetch request (``refetch``: a URL whose stored copy was lost, polecat/frontier/refetch.py) is
-   keyed by its URL's host slice and the URL's fingerprint.
-   In a slice the rows of one kind sit together (the kind leads the key after the slice), so a reader
-   of some kinds reads their ranges only (:func:`ops_prefixes`): the open and ``polecat status`` skip
-   the ``seedhost`` rows, one per seed host, unread.
+4. ``ops``: operator controls. One that names a single host key (``traps``: the host's trap counts,
+   polecat/frontier/traps.py) is keyed by that host's slice and moves with it. A seed host's mark, a
+   ``seedhost`` row here up to schema 5, is a bit of its record since schema 6 (polecat/frontier/db.py rule
+   18); slice bundles still carry it as that row (:data:`SEED_HOST`, 0.3.0's form). Host patterns (``block``,
+   ``throttle``) can match hosts of many slices: they are keyed under :data:`GLOBAL`, a prefix past every
+   slice, and every slice bundle carries them. A refetch request (``refetch``: a URL whose stored copy was
+   lost, polecat/frontier/refetch.py) is keyed by its URL's host slice and the URL's fingerprint. In a slice
+   the rows of one kind sit together (the kind leads the key after the slice), so a reader of some kinds reads
+   their ranges only (:func:`ops_prefixes`).
 5. ``meta`` and ``near`` (content fingerprints, not about a host) are not slice-keyed.
 6. ``ready`` (the due index of hosts kept out of memory, polecat/frontier/host_table.py rule 7): the
    host's next-allowed time as a big-endian IEEE double (times are >= 0, so bytewise order is time
@@ -55,8 +55,9 @@ _WIRE_TAIL = struct.Struct(">IHQ")
 _NUM = struct.Struct(">I")
 _NUM_TAIL = struct.Struct(">IIHHI")
 """A host's number (:data:`_NUM`) and a key's tail (:data:`_KEY_TAIL`) as one pack."""
-MAX_HOST_NUM = 2**32 - 1
-"""The last host number a queue key holds (rule 1)."""
+MAX_HOST_NUM = 2**31 - 1
+"""The last host number a queue key holds (rule 1): the record's number field keeps its top bit for the
+seed mark (polecat/frontier/records.py ``SEED_BIT``)."""
 
 _DUE = struct.Struct(">d")
 FINGERPRINT_LEN = 16
@@ -64,7 +65,8 @@ FINGERPRINT_LEN = 16
 HOST_OPS = frozenset({"seedhost", "traps", "requisites"})
 """Op kinds whose argument is one host key (rule 4)."""
 SEED_HOST = "seedhost"
-"""Op kind: a seed's host, in the crawl's scope (one row per seed host, rule 4)."""
+"""Op kind: a seed's host, in the crawl's scope: a row of schema 5 and before, and of a slice bundle (rule
+4)."""
 
 
 def host_row(host: str) -> bytes:

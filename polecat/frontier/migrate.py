@@ -18,6 +18,9 @@ key order kept, into full pages.
 Schema 5 numbers the hosts (keys.py rule 1): a ``queue`` key holds its host's number, kept in the host's
 record, instead of its name. :func:`renumber_v4` numbers the records in key order and rewrites both tables.
 
+Schema 6 marks a seed's host in its record (db.py rule 18), not by a ``seedhost`` row of ``ops``:
+:func:`mark_seeds_v5` moves each row into its host's record and deletes it.
+
 The other upgrade of a frontier (near-duplicate fingerprints of an older format) is
 ``FrontierDB._upgrade_near``. The release that last opened a frontier to write is kept in its schema
 record (``"release"``, from 0.2.0 on); :func:`mismatch` words the refusal of what no upgrade can read.
@@ -28,10 +31,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
+from itertools import takewhile
 from pathlib import Path
 from typing import Any
 
 from polecat.frontier.keys import (
+    SEED_HOST,
     host_of_row,
     host_row,
     op_key,
@@ -43,8 +49,8 @@ from polecat.frontier.keys import (
     wire_queue_prefix,
 )
 from polecat.frontier.politeness import HostState
-from polecat.frontier.records import QueuedUrl, UrlRecord, decode_host_v4, encode_host
-from polecat.frontier.slices import PREFIX_LEN
+from polecat.frontier.records import QueuedUrl, UrlRecord, decode_host, decode_host_v4, encode_host
+from polecat.frontier.slices import PREFIX_LEN, SLICES, slice_prefix
 from polecat.version import __version__
 
 log = logging.getLogger("polecat")
@@ -232,6 +238,51 @@ def renumber_v4(txn: Any, tables: dict[str, Any], scratch: Any) -> tuple[Renumbe
         log.warning("frontier upgrade: %d hosts had URLs queued and no record; records were made for them",
                     len(made))
     return RenumberReport(hosts, queued, len(made)), len(nums)
+
+
+@dataclass(frozen=True, slots=True)
+class SeedMarkReport:
+    """What :func:`mark_seeds_v5` moved: ``seedhost`` rows deleted, each marking its host's record, and of
+    them the records it made for seed hosts with none (a seed refused, or another member's)."""
+
+    marked: int
+    made: int
+
+    def __str__(self) -> str:
+        return f"{self.marked} seed hosts marked in their records ({self.made} made), their rows deleted"
+
+
+def mark_seeds_v5(txn: Any, tables: dict[str, Any], last: int) -> tuple[SeedMarkReport, int]:
+    """Move each ``seedhost`` row of ``ops`` (schema 5) into its host's record as the seed mark and delete
+    it, in ``txn``; a host with no record gets one, numbered on from ``last`` (the host counter,
+    host_table.py rule 14), with nothing queued. Returns the report and the last number given."""
+    ops, hosts = tables["ops"], tables["hosts"]
+    head = f"{SEED_HOST}:".encode()
+    marked = made = 0
+    for s in range(SLICES):
+        prefix = slice_prefix(s) + head
+        prefix_of = partial(_starts, prefix)
+        with txn.cursor(db=ops) as cur:  # the slice's rows read before they are deleted
+            found = cur.set_range(prefix)
+            keys = list(takewhile(prefix_of, map(bytes, cur.iternext(values=False)))) if found else []
+        for key in keys:
+            row = prefix[:PREFIX_LEN] + key[len(prefix):]
+            raw = txn.get(row, db=hosts)
+            if raw is None:
+                last += 1
+                made += 1
+                st = HostState(num=last)
+            else:
+                st = decode_host(raw)
+            st.seed = True
+            txn.put(row, encode_host(st), db=hosts)
+            txn.delete(key, db=ops)
+            marked += 1
+    return SeedMarkReport(marked, made), last
+
+
+def _starts(prefix: bytes, key: bytes) -> bool:
+    return key.startswith(prefix)
 
 
 def _append_rewrite(txn: Any, db: Any, scratch: Any, convert: Callable[[bytes, bytes], bytes]) -> int:

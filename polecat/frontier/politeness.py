@@ -84,6 +84,9 @@ class HostState:
     """Attempts in a row without a usable answer in this run (rule 6; not persisted)."""
     num: int = 0
     """The host's number in its ``queue`` keys (polecat/frontier/keys.py rule 1); 0: none yet."""
+    seed: bool = False
+    """A seed's host: in the crawl's scope in ``host`` and ``domain`` mode (polecat/frontier/db.py rule 18,
+    kept in its record's number field: polecat/frontier/records.py)."""
 
 
 @dataclass(slots=True)

@@ -163,10 +163,16 @@ _H_V4 = struct.Struct(">dddIQQ")
 _H = struct.Struct(">dddIQQI")
 
 
+SEED_BIT = 1 << 31
+"""The bit of a ``hosts`` value's number field that marks a seed's host (schema 6, polecat/frontier/db.py
+rule 18): host numbers stop below it (polecat/frontier/keys.py ``MAX_HOST_NUM``)."""
+
+
 def encode_host(s: HostState) -> bytes:
-    """The ``hosts`` value of schema 5: the record's fields, its number (polecat/frontier/keys.py rule 1),
-    then its address."""
-    packed = _H.pack(s.next_allowed, s.rate_factor, s.crawl_delay, s.failures, s.queued, s.fetched, s.num)
+    """The ``hosts`` value of schema 6: the record's fields, its number (polecat/frontier/keys.py rule 1)
+    with the seed mark in its top bit (:data:`SEED_BIT`), then its address."""
+    packed = _H.pack(s.next_allowed, s.rate_factor, s.crawl_delay, s.failures, s.queued, s.fetched,
+                     s.num | SEED_BIT if s.seed else s.num)
     return packed + s.ip.encode()
 
 
@@ -174,24 +180,27 @@ _NEW = HostState()
 
 
 def encode_new_hosts(next_allowed: float, queued: Iterable[int], nums: Iterable[int]) -> list[bytes]:
-    """``encode_host(HostState(next_allowed=..., queued=q, num=num))`` of each ``q`` of ``queued`` and
-    ``num`` of ``nums``, with no record built (hosts new to the table, filed cold: polecat/frontier/
-    host_table.py rule 10)."""
+    """``encode_host(HostState(next_allowed=..., queued=q, num=num, seed=True))`` of each ``q`` of
+    ``queued`` and ``num`` of ``nums``, with no record built (seeds' hosts new to the table, filed cold:
+    polecat/frontier/host_table.py rule 10)."""
     n, pack = _NEW, _H.pack
     ip = n.ip.encode()
-    return [pack(next_allowed, n.rate_factor, n.crawl_delay, n.failures, q, n.fetched, num) + ip
+    return [pack(next_allowed, n.rate_factor, n.crawl_delay, n.failures, q, n.fetched, num | SEED_BIT) + ip
             for q, num in zip(queued, nums, strict=True)]
 
 
 def decode_host(raw: bytes | memoryview) -> HostState:
-    """A ``hosts`` value of schema 5 (:func:`encode_host`)."""
+    """A ``hosts`` value of schema 6 (:func:`encode_host`), or of schema 5 (no seed mark: its number is
+    below :data:`SEED_BIT`)."""
     na, rf, cd, fails, queued, fetched, num = _H.unpack_from(raw)
     return HostState(next_allowed=na, rate_factor=rf, crawl_delay=cd, failures=fails, queued=queued,
-                     fetched=fetched, ip=bytes(raw[_H.size :]).decode(), num=num)
+                     fetched=fetched, ip=bytes(raw[_H.size :]).decode(), num=num & ~SEED_BIT,
+                     seed=num >= SEED_BIT)
 
 
 def encode_host_v4(s: HostState) -> bytes:
-    """The ``hosts`` value of schema 4 and before (0.3.0), which slice bundles carry: no number."""
+    """The ``hosts`` value of schema 4 and before (0.3.0), which slice bundles carry: no number, and no
+    seed mark (a bundle carries it as a ``seedhost`` row of ``ops``: polecat/frontier/handover_ranges.py)."""
     packed = _H_V4.pack(s.next_allowed, s.rate_factor, s.crawl_delay, s.failures, s.queued, s.fetched)
     return packed + s.ip.encode()
 

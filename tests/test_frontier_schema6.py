@@ -1,0 +1,154 @@
+"""Frontier schema 6 (polecat/frontier/db.py rule 18): a seed's host is marked in its record, not by a
+``seedhost`` row of ``ops``. A schema-5 data dir made by main (tests/fixtures/frontier_v5.tar.zst, its
+log holding commits the LMDB lacks) is upgraded on open in one commit, losing no mark and no URL; slice
+bundles carry the mark as 0.3.0's row both ways (handover.py rule 11)."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+from pathlib import Path
+
+import lmdb
+import pytest
+import zstandard
+
+from polecat.config import Config, FrontierConfig, ScopeConfig
+from polecat.frontier.bundle import BundleWriter, SliceBundle
+from polecat.frontier.host_table import HOST_SEQ
+from polecat.frontier.keys import SEED_HOST, host_row, op_key
+from polecat.frontier.migrate import SeedMarkReport
+from polecat.frontier.records import decode_host, decode_host_v4
+from polecat.frontier.slices import slice_of
+from tests.frontier_helpers import Rig, canon, queued_urls_in
+
+FIXTURES = Path(__file__).parent / "fixtures"
+PARAMS = {"url_fingerprint": "xxh3_128", "canon": 1, "near_index": 2}
+CFG = Config(scope=ScopeConfig(mode="host", max_url_length=60), frontier=FrontierConfig(working_hosts=100))
+SEED_HOSTS = {"s1.test", "s2.test", "s3.test", "s4.test", "r.test", "o.test"}
+"""The fixture's seed hosts (tests/fixtures/make_frontier_v5.py): r.test's seed was refused and o.test's
+queued by another member, so neither has a record there."""
+QUEUED = sorted(canon(u) for u in ("http://s1.test/", "http://s1.test/a", "http://s2.test/", "http://s3.test/",
+                                   "http://s4.test/", "http://d.test/1", "http://d.test/2"))
+NOW = 2_000.0
+
+
+def unpack_v5(path: Path) -> None:
+    packed = zstandard.ZstdDecompressor().decompress((FIXTURES / "frontier_v5.tar.zst").read_bytes(),
+                                                     max_output_size=1 << 24)
+    path.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(fileobj=io.BytesIO(packed)) as tar:
+        tar.extractall(path, filter="data")
+
+
+def lmdb_rows(path: Path, table: bytes) -> list[tuple[bytes, bytes]]:
+    env = lmdb.open(str(path / "frontier"), max_dbs=32, readonly=True, lock=False)
+    try:
+        with env.begin() as txn:
+            return [(bytes(k), bytes(v)) for k, v in txn.cursor(db=env.open_db(table, txn=txn))]
+    finally:
+        env.close()
+
+
+def schema_of(path: Path) -> int:
+    return int(json.loads(dict(lmdb_rows(path, b"meta"))[b"schema"])["version"])
+
+
+def test_a_schema_5_dir_is_upgraded_with_every_seed_host_marked_and_every_url_queued(tmp_path: Path) -> None:
+    unpack_v5(tmp_path)
+    assert schema_of(tmp_path) == 5
+    rig = Rig(tmp_path, cfg=CFG, params=PARAMS, backend="lmdb", now=NOW)
+    # The log's commit replayed first (its seed-host rows with it), then moved: r.test and o.test had no
+    # record, so each gets one with nothing queued, numbered past the others.
+    assert rig.db.replayed == 1
+    assert rig.db.seeds_marked == SeedMarkReport(marked=6, made=2)
+    db = rig.db
+    assert json.loads(db.get("meta", b"schema") or b"")["version"] == 6 and list(db.items("ops")) == []
+    records = {bytes(k)[2:].decode(): decode_host(v) for k, v in db.items("hosts")}
+    assert {h for h, st in records.items() if st.seed} == SEED_HOSTS and "d.test" in records
+    assert records["r.test"].queued == records["o.test"].queued == 0
+    nums = sorted(st.num for st in records.values())
+    assert nums == list(range(1, 8))
+    assert int(db.get("meta", HOST_SEQ) or b"0") == 7
+    assert sorted(queued_urls_in(db.items("hosts"), db.items("queue"))) == QUEUED
+    assert rig.frontier.queued == 7 and rig.raw._table.known_hosts == 7
+    # The scope (host mode) reads the marks: every seed host's links are in it, the discovered host's not.
+    for host in sorted(SEED_HOSTS):
+        assert rig.frontier.add(canon(f"http://{host}/new"), 1, 0.5, NOW) == "accepted", host
+    assert rig.frontier.add(canon("http://d.test/3"), 1, 0.5, NOW) == "out_of_scope"
+    rig.frontier.commit()
+    rig.crash()
+    assert schema_of(tmp_path) == 6 and lmdb_rows(tmp_path, b"ops") == []
+    rig.reopen(NOW + 1)
+    assert rig.db.seeds_marked is None and rig.frontier.queued == 13
+    rig.frontier.add_many([canon("http://s9.test/")], 1, 0.5, NOW)  # not a seed host: out of scope
+    assert rig.frontier.queued == 13
+
+
+def test_a_crash_while_marking_leaves_schema_5_and_its_log(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rule 18: the replay and the marks are one commit; a crash in it leaves the schema-5 LMDB and its
+    log as they were, and the next open upgrades them."""
+    unpack_v5(tmp_path)
+    log = (tmp_path / "frontier" / "wal.log").read_bytes()
+    before = {name: lmdb_rows(tmp_path, name) for name in (b"ops", b"hosts", b"queue", b"meta")}
+
+    def broken(*args: object) -> object:
+        raise OSError("disk gone")
+
+    monkeypatch.setattr("polecat.frontier.db.mark_seeds_v5", broken)
+    with pytest.raises(OSError):
+        Rig(tmp_path, cfg=CFG, params=PARAMS, backend="lmdb", now=NOW)
+    monkeypatch.undo()
+    assert (tmp_path / "frontier" / "wal.log").read_bytes() == log
+    assert {name: lmdb_rows(tmp_path, name) for name in before} == before
+    rig = Rig(tmp_path, cfg=CFG, params=PARAMS, backend="lmdb", now=NOW)
+    assert rig.db.seeds_marked == SeedMarkReport(marked=6, made=2) and rig.frontier.queued == 7
+
+
+def test_a_bundle_carries_the_seed_mark_as_0_3_0_s_row_and_an_adoption_marks_the_record(
+        tmp_path: Path) -> None:
+    """handover.py rule 11: the export writes the mark as a ``seedhost`` row (what 0.3.0 reads), and an
+    adoption turns it into the record's mark, writing no ``ops`` row, whichever comes first in the bundle."""
+    a = Rig(tmp_path / "a", cfg=CFG, backend="lmdb")
+    b = Rig(tmp_path / "b", cfg=CFG, backend="lmdb")
+    a.frontier.add_seeds([canon("http://x.test/"), canon("http://y.test/" + "y" * 60)], 1.0)  # y refused
+    a.frontier.commit()
+    moving = {slice_of("x.test"), slice_of("y.test")}
+    bundle = SliceBundle.read(io.BytesIO(a.frontier.export_slices(moving, 2.0).to_bytes()))
+    records = list(bundle.records())
+    ops = [key for name, key, _ in records if name == "ops"]
+    assert sorted(ops) == sorted([op_key(SEED_HOST, "x.test"), op_key(SEED_HOST, "y.test")])
+    hosts = {key: decode_host_v4(value) for name, key, value in records if name == "hosts"}
+    assert set(hosts) == {host_row("x.test"), host_row("y.test")}  # 0.3.0's records: no number, no mark
+    assert not any(st.seed or st.num for st in hosts.values())
+    b.frontier.adopt(bundle, 3.0)
+    b.frontier.commit()
+    for host in ("x.test", "y.test"):
+        st = b.raw._table.peek(host)
+        assert st is not None and st.seed, host
+    assert list(b.db.items("ops")) == []
+    assert b.frontier.add(canon("http://y.test/b"), 1, 0.5, 4.0) == "accepted"
+
+
+def test_a_0_3_0_bundle_s_seed_host_rows_mark_the_adopted_records(tmp_path: Path) -> None:
+    """handover.py rule 11 with 0.3.0's order (``ops`` first, tests/fixtures/bundle_unfenced.pcsb, seeds
+    ``a.test`` and ``b.test``) and a row whose host has no record in the bundle (``z.test``)."""
+    old = SliceBundle.read(io.BytesIO((FIXTURES / "bundle_unfenced.pcsb").read_bytes()))
+    names = ("ops", "robots", "hosts", "urls", "queue", "seen", "priors")
+    out = BundleWriter(frozenset({slice_of("z.test")}), names, created=1.8e9)
+    out.add("ops", op_key(SEED_HOST, "z.test"), b"")
+    rig = Rig(tmp_path, cfg=CFG, backend="lmdb")
+    assert rig.frontier.adopt(old, 1.8e9).queued == 8
+    rig.frontier.adopt(out.finish(), 1.8e9)
+    rig.frontier.commit()
+    for host in ("a.test", "b.test", "z.test"):
+        st = rig.raw._table.peek(host)
+        assert st is not None and st.seed, host
+    z = rig.raw._table.peek("z.test")
+    assert z is not None and z.queued == 0
+    assert list(rig.db.items("ops")) == []
+    rig.crash()
+    rig.reopen(1.8e9 + 1)
+    assert rig.frontier.add(canon("http://z.test/a"), 1, 0.5, 1.8e9 + 1) == "accepted"
