@@ -1,5 +1,6 @@
 """Frontier schema 6 (polecat/frontier/db.py rule 18): a seed's host is marked in its record, not by a
-``seedhost`` row of ``ops``. A schema-5 data dir made by main (tests/fixtures/frontier_v5.tar.zst, its
+``seedhost`` row of ``ops`` (but a seed host with no record here, which keeps its row: host_table.py rule
+26). A schema-5 data dir made by main (tests/fixtures/frontier_v5.tar.zst, its
 log holding commits the LMDB lacks) is upgraded on open in one commit, losing no mark and no URL; slice
 bundles carry the mark as 0.3.0's row both ways (handover.py rule 11)."""
 
@@ -59,27 +60,29 @@ def test_a_schema_5_dir_is_upgraded_with_every_seed_host_marked_and_every_url_qu
     unpack_v5(tmp_path)
     assert schema_of(tmp_path) == 5
     rig = Rig(tmp_path, cfg=CFG, params=PARAMS, backend="lmdb", now=NOW)
-    # The log's commit replayed first (its seed-host rows with it), then moved: r.test and o.test had no
-    # record, so each gets one with nothing queued, numbered past the others.
+    # The log's commit replayed first (its seed-host rows with it), then moved: r.test and o.test have no
+    # record, so they keep their rows (no record made: it would count as a host this frontier knows).
     assert rig.db.replayed == 1
-    assert rig.db.seeds_marked == SeedMarkReport(marked=6, made=2)
+    assert rig.db.seeds_marked == SeedMarkReport(marked=4, kept=2)
     db = rig.db
-    assert json.loads(db.get("meta", b"schema") or b"")["version"] == 6 and list(db.items("ops")) == []
+    assert json.loads(db.get("meta", b"schema") or b"")["version"] == 6
+    assert sorted(bytes(k) for k, _ in db.items("ops")) == sorted([op_key(SEED_HOST, "r.test"),
+                                                                   op_key(SEED_HOST, "o.test")])
     records = {bytes(k)[2:].decode(): decode_host(v) for k, v in db.items("hosts")}
-    assert {h for h, st in records.items() if st.seed} == SEED_HOSTS and "d.test" in records
-    assert records["r.test"].queued == records["o.test"].queued == 0
+    assert {h for h, st in records.items() if st.seed} == SEED_HOSTS - {"r.test", "o.test"}
+    assert "d.test" in records and "r.test" not in records and "o.test" not in records
     nums = sorted(st.num for st in records.values())
-    assert nums == list(range(1, 8))
-    assert int(db.get("meta", HOST_SEQ) or b"0") == 7
+    assert nums == list(range(1, 6))
+    assert int(db.get("meta", HOST_SEQ) or b"0") == 5
     assert sorted(queued_urls_in(db.items("hosts"), db.items("queue"))) == QUEUED
-    assert rig.frontier.queued == 7 and rig.raw._table.known_hosts == 7
+    assert rig.frontier.queued == 7 and rig.raw._table.known_hosts == 5
     # The scope (host mode) reads the marks: every seed host's links are in it, the discovered host's not.
     for host in sorted(SEED_HOSTS):
         assert rig.frontier.add(canon(f"http://{host}/new"), 1, 0.5, NOW) == "accepted", host
     assert rig.frontier.add(canon("http://d.test/3"), 1, 0.5, NOW) == "out_of_scope"
     rig.frontier.commit()
     rig.crash()
-    assert schema_of(tmp_path) == 6 and lmdb_rows(tmp_path, b"ops") == []
+    assert schema_of(tmp_path) == 6 and len(lmdb_rows(tmp_path, b"ops")) == 2
     rig.reopen(NOW + 1)
     assert rig.db.seeds_marked is None and rig.frontier.queued == 13
     rig.frontier.add_many([canon("http://s9.test/")], 1, 0.5, NOW)  # not a seed host: out of scope
@@ -104,13 +107,14 @@ def test_a_crash_while_marking_leaves_schema_5_and_its_log(tmp_path: Path,
     assert (tmp_path / "frontier" / "wal.log").read_bytes() == log
     assert {name: lmdb_rows(tmp_path, name) for name in before} == before
     rig = Rig(tmp_path, cfg=CFG, params=PARAMS, backend="lmdb", now=NOW)
-    assert rig.db.seeds_marked == SeedMarkReport(marked=6, made=2) and rig.frontier.queued == 7
+    assert rig.db.seeds_marked == SeedMarkReport(marked=4, kept=2) and rig.frontier.queued == 7
 
 
 def test_a_bundle_carries_the_seed_mark_as_0_3_0_s_row_and_an_adoption_marks_the_record(
         tmp_path: Path) -> None:
     """handover.py rule 11: the export writes the mark as a ``seedhost`` row (what 0.3.0 reads), and an
-    adoption turns it into the record's mark, writing no ``ops`` row, whichever comes first in the bundle."""
+    adoption turns it into the record's mark, writing no ``ops`` row, whichever comes first in the bundle;
+    the row of a seed host with no record (a refused seed: host_table.py rule 26) goes and comes as it is."""
     a = Rig(tmp_path / "a", cfg=CFG, backend="lmdb")
     b = Rig(tmp_path / "b", cfg=CFG, backend="lmdb")
     a.frontier.add_seeds([canon("http://x.test/"), canon("http://y.test/" + "y" * 60)], 1.0)  # y refused
@@ -121,20 +125,21 @@ def test_a_bundle_carries_the_seed_mark_as_0_3_0_s_row_and_an_adoption_marks_the
     ops = [key for name, key, _ in records if name == "ops"]
     assert sorted(ops) == sorted([op_key(SEED_HOST, "x.test"), op_key(SEED_HOST, "y.test")])
     hosts = {key: decode_host_v4(value) for name, key, value in records if name == "hosts"}
-    assert set(hosts) == {host_row("x.test"), host_row("y.test")}  # 0.3.0's records: no number, no mark
+    assert set(hosts) == {host_row("x.test")}  # 0.3.0's records: no number, no mark
     assert not any(st.seed or st.num for st in hosts.values())
     b.frontier.adopt(bundle, 3.0)
     b.frontier.commit()
-    for host in ("x.test", "y.test"):
-        st = b.raw._table.peek(host)
-        assert st is not None and st.seed, host
-    assert list(b.db.items("ops")) == []
+    st = b.raw._table.peek("x.test")
+    assert st is not None and st.seed
+    assert b.raw._table.peek("y.test") is None
+    assert [bytes(k) for k, _ in b.db.items("ops")] == [op_key(SEED_HOST, "y.test")]
     assert b.frontier.add(canon("http://y.test/b"), 1, 0.5, 4.0) == "accepted"
 
 
 def test_a_0_3_0_bundle_s_seed_host_rows_mark_the_adopted_records(tmp_path: Path) -> None:
     """handover.py rule 11 with 0.3.0's order (``ops`` first, tests/fixtures/bundle_unfenced.pcsb, seeds
-    ``a.test`` and ``b.test``) and a row whose host has no record in the bundle (``z.test``)."""
+    ``a.test`` and ``b.test``) and a row whose host has no record in the bundle (``z.test``: kept a row,
+    host_table.py rule 26)."""
     old = SliceBundle.read(io.BytesIO((FIXTURES / "bundle_unfenced.pcsb").read_bytes()))
     names = ("ops", "robots", "hosts", "urls", "queue", "seen", "priors")
     out = BundleWriter(frozenset({slice_of("z.test")}), names, created=1.8e9)
@@ -143,12 +148,11 @@ def test_a_0_3_0_bundle_s_seed_host_rows_mark_the_adopted_records(tmp_path: Path
     assert rig.frontier.adopt(old, 1.8e9).queued == 8
     rig.frontier.adopt(out.finish(), 1.8e9)
     rig.frontier.commit()
-    for host in ("a.test", "b.test", "z.test"):
+    for host in ("a.test", "b.test"):
         st = rig.raw._table.peek(host)
         assert st is not None and st.seed, host
-    z = rig.raw._table.peek("z.test")
-    assert z is not None and z.queued == 0
-    assert list(rig.db.items("ops")) == []
+    assert rig.raw._table.peek("z.test") is None
+    assert [bytes(k) for k, _ in rig.db.items("ops")] == [op_key(SEED_HOST, "z.test")]
     rig.crash()
     rig.reopen(1.8e9 + 1)
     assert rig.frontier.add(canon("http://z.test/a"), 1, 0.5, 1.8e9 + 1) == "accepted"

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from polecat.config import Config, FrontierConfig, ScopeConfig
 from polecat.frontier.intake import ACCEPTED, SEEN, Intake
-from polecat.frontier.keys import host_row, queue_key, ready_key, url_key
+from polecat.frontier.keys import SEED_HOST, host_row, op_key, queue_key, ready_key, url_key
 from polecat.frontier.politeness import HostState
 from polecat.frontier.records import QueuedUrl, encode_host
 from polecat.frontier.slices import SLICES, slice_of
@@ -219,23 +219,40 @@ def test_put_rows_are_their_puts_in_order() -> None:
 
 
 def test_seed_hosts_are_marked_in_their_records_and_a_resume_writes_no_mark_again() -> None:
-    """intake.py rule 9: a seed's host is marked in its record, no ``ops`` row: the host of a refused seed
-    gets a record of its own (nothing queued) marked; the seeds of a resume, their hosts marked already,
-    write no host row; the scope (host mode) holds both hosts, in memory or not."""
+    """intake.py rule 9: a seed's host is marked in its record, no ``ops`` row; the host of a refused seed
+    has no record, and keeps a ``seedhost`` row instead (host_table.py rule 26: not a host this frontier
+    knows); the seeds of a resume, their hosts marked already, write no row; the scope (host mode) holds
+    both hosts, in memory or not."""
     rig = Rig(Path("/nonexistent"), cfg=CFG, backend="memory")
     urls = [canon("http://h1.t/"), canon("http://h2.t/" + "x" * 40)]  # the second too long: refused
     first = rig.frontier.add_seeds(urls, 0.0)
     assert first == [ACCEPTED, "url_too_long"]
     rig.frontier.commit()
     table = rig.raw._table
-    for host, queued in (("h1.t", 1), ("h2.t", 0)):
-        st = table.peek(host)
-        assert st is not None and st.seed and st.queued == queued
-    assert "h2.t" not in table.hosts and table.known_hosts == 2
-    assert list(rig.db.items("ops")) == []
+    st = table.peek("h1.t")
+    assert st is not None and st.seed and st.queued == 1
+    assert table.peek("h2.t") is None and table.known_hosts == 1
+    assert [bytes(k) for k, _ in rig.db.items("ops")] == [op_key(SEED_HOST, "h2.t")]
     rig.raw._table.forget(["h1.t"])  # out of memory: the scope reads its row
     assert "h1.t" in rig.raw._intake._scope._hosts and "h2.t" in rig.raw._intake._scope._hosts
     assert "h3.t" not in rig.raw._intake._scope._hosts
     again = rig.raw.add_seeds(urls, 1.0)
     assert again.value == [SEEN, "url_too_long"]
     assert "hosts" not in by_table(again.writes) and "ops" not in by_table(again.writes)
+
+
+def test_another_members_seed_host_is_kept_by_a_row_not_counted_as_a_host() -> None:
+    """host_table.py rule 26: a seed host another member queues (a ``--workers N`` crawl's, each worker
+    learns every seed host) gets a ``seedhost`` row here, written once, and no record: it is no host this
+    frontier knows (``scope.max_hosts``, ``polecat status``, which sums the workers' counts)."""
+    rig = Rig(Path("/nonexistent"), cfg=CFG, backend="memory")
+    first = rig.raw.add_scope_host("other.t")
+    assert first == [Put("ops", op_key(SEED_HOST, "other.t"), b"")]
+    rig.db.apply(first)
+    assert rig.raw.add_scope_host("other.t") == []
+    table = rig.raw._table
+    assert table.peek("other.t") is None and table.known_hosts == 0 and list(rig.db.items("hosts")) == []
+    assert table.is_seed("other.t") and not table.is_seed("else.t")
+    assert rig.frontier.add(canon("http://other.t/a"), 1, 0.5, 1.0) == ACCEPTED
+    st = table.peek("other.t")  # the host now queued: a record of its own, the row still marks it
+    assert st is not None and table.known_hosts == 1 and table.is_seed("other.t")

@@ -158,8 +158,10 @@ Rule of schema 6 (numbered after rule 17's):
     bundles and checkpoints still carry the mark as that row, 0.3.0's wire (handover.py rule 11). Schema 5
     is upgraded on open (:meth:`FrontierDB._upgrade_v5`) by replaying its log first (its entries are
     schema 5's writes: rule 7 would replay them after the upgrade), then moving each ``seedhost`` row into
-    its host's record (a host with none gets one, nothing queued: host_table.py rule 26) and deleting the
-    row, in one commit of its own, after the upgrades above: a kill -9 in it leaves schema 5 and its log.
+    its host's record and deleting the row, in one commit of its own, after the upgrades above: a kill -9
+    in it leaves schema 5 and its log. A seed host with no record here (its seed refused or seen, or
+    another member's: host_table.py rule 26) keeps its row: a record made for it would count as a host
+    this frontier knows (``scope.max_hosts``, ``polecat status``), N times over in a crawl of N workers.
 """
 
 from __future__ import annotations
@@ -182,7 +184,7 @@ from polecat.errors import FrontierError, PolecatError
 from polecat.faults import fault_cause, storage_fault
 from polecat.frontier import reserve
 from polecat.frontier.handover_ranges import WrittenSlices, delete_ranges
-from polecat.frontier.host_table import HOST_COUNTS, HOST_SEQ
+from polecat.frontier.host_table import HOST_SEQ
 from polecat.frontier.migrate import (
     CompactReport,
     MigrationReport,
@@ -565,14 +567,7 @@ class FrontierDB:
         commit: a kill -9 leaves schema 5 and its log as they were, and the next open starts over."""
         self.seq = int(self.txn.get(b"seq", db=self.meta) or b"0")
         self._replay()
-        last = int(self.txn.get(HOST_SEQ, db=self.meta) or b"0")
-        report, last = mark_seeds_v5(self.txn, self.tables, last)
-        self.txn.put(HOST_SEQ, str(last).encode(), db=self.meta)
-        counts = self.txn.get(HOST_COUNTS, db=self.meta)
-        if counts is not None and report.made:  # host_table.py rule 12: the records made count as hosts
-            stored = json.loads(bytes(counts))
-            self.txn.put(HOST_COUNTS, json.dumps({**stored, "hosts": stored["hosts"] + report.made}).encode(),
-                         db=self.meta)
+        report = mark_seeds_v5(self.txn, self.tables)
         self.seeds_marked = report
         return self._upgraded(info, 6, report)
 

@@ -148,9 +148,11 @@ Rules:
    next leases while full).
 26. A seed's host whose record does not take the seed mark with a queued seed (polecat/frontier/intake.py
    rule 9) is marked by :meth:`HostTable.mark_seed`: in memory, saved with the next commit (rule 1); out of
-   memory, its row written at once; with no record, a new one (a number of its own, rule 14, nothing
-   queued, so no ``ready`` row, rule 7), written at once and not taken into memory, counted by rule 12 as
-   a host new to the table.
+   memory, its row written at once; with no record (its seed refused or seen, or another member's), by a
+   ``seedhost`` row of ``ops`` as in schema 5 (polecat/frontier/keys.py rule 4), written once: a record
+   made for it would count as a host this frontier knows (rule 12: ``scope.max_hosts``, ``polecat
+   status``), in every worker of a ``--workers N`` crawl for each seed host of the others. So the scope
+   asks the record, then that row (:meth:`HostTable.is_seed`).
 """
 
 from __future__ import annotations
@@ -167,8 +169,10 @@ from polecat.config import PolitenessConfig
 from polecat.errors import FrontierError
 from polecat.frontier.keys import (
     MAX_HOST_NUM,
+    SEED_HOST,
     host_of_row,
     host_row,
+    op_key,
     priority_band,
     queue_key,
     queue_prefix,
@@ -494,7 +498,6 @@ class HostTable:
                 st = decode_host(raw)
         return st
 
-
     def health(self, st: HostState, was: bool) -> None:
         """The failures or parked flag of ``st``, in memory, changed; :func:`quarantined` answered
         ``was`` before (rule 16)."""
@@ -541,13 +544,23 @@ class HostTable:
                 self.save(host)
             return
         if stored is None:
-            stored = HostState(num=self.new_num())
-            self.known_hosts += 1
-        elif stored.seed:
+            key = op_key(SEED_HOST, host)
+            if self.db.get("ops", key) is None:
+                out.append(Put("ops", key, b""))
+                self.db.pending += 1
+            return
+        if stored.seed:
             return
         stored.seed = True
         out.append(Put("hosts", row, encode_host(stored)))
         self.db.pending += 1
+
+    def is_seed(self, host: str) -> bool:
+        """Whether ``host`` is a seed's host (rule 26): its record's mark, else its ``seedhost`` row."""
+        st = self.peek(host)
+        if st is not None and st.seed:
+            return True
+        return self.db.get("ops", op_key(SEED_HOST, host)) is not None
 
     def new_num(self, count: int = 1) -> int:
         """The number of a host new to the table (rule 14); of ``count`` hosts: the last of theirs."""

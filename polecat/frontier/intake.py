@@ -43,9 +43,10 @@ Rules (the checks themselves live where they are owned: scope.py, traps.py, budg
    not by a row of its own, which was a random write into ``ops`` a seed host (issue 39). The record that
    queues a seed takes the mark with it (:meth:`HostTable.enqueue` or the cold filing of host_table.py rule
    10); a host whose seed is not queued (refused, seen, or another member's: :meth:`Intake.add_scope_host`) is
-   marked by :meth:`HostTable.mark_seed`, after the batch's queueing: its record, or a new one with nothing
-   queued where it has none. The scope asks the record (in memory, else its row); ``domain`` mode reads the
-   marked records at the open (:meth:`Intake.load_seed_hosts`).
+   marked by :meth:`HostTable.mark_seed`, after the batch's queueing: its record, or, where it has none, a
+   ``seedhost`` row of ``ops`` as before (host_table.py rule 26: no record a host this frontier does not
+   crawl). The scope asks the record (in memory, else its row), then that row; ``domain`` mode reads the
+   marked records and the rows at the open (:meth:`Intake.load_seed_hosts`).
 """
 
 from __future__ import annotations
@@ -60,7 +61,16 @@ from polecat.dedup.seen import SeenSet
 from polecat.frontier import refetch, requisites
 from polecat.frontier.budgets import admit_reason
 from polecat.frontier.host_table import HostTable
-from polecat.frontier.keys import SEED_HOST, host_of_row, host_row, host_rows, op_key, url_key, url_keys_at
+from polecat.frontier.keys import (
+    SEED_HOST,
+    host_of_row,
+    host_row,
+    host_rows,
+    op_key,
+    parse_op_key,
+    url_key,
+    url_keys_at,
+)
 from polecat.frontier.politeness import HostState
 from polecat.frontier.records import decode_host
 from polecat.frontier.requisites import RequisiteCaps
@@ -287,6 +297,8 @@ class Intake:
         them (rule 9: a pass over the ``hosts`` table)."""
         self._scope.add_seed_hosts(host_of_row(key) for key, raw in self._db.items("hosts")
                                    if decode_host(raw).seed)
+        ops = (parse_op_key(key) for key, _ in self._db.items("ops"))
+        self._scope.add_seed_hosts(host for kind, host in ops if kind == SEED_HOST)
 
     def add(self, url: str, depth: int, importance: float, now: float, *, hops: int = 0) -> Decided[str]:
         """Queue a canonical discovered URL if it is in scope and new; answers ``"accepted"``,
@@ -522,14 +534,11 @@ class Intake:
 
 
 class _SeedHosts:
-    """The seed hosts as their records mark them (rule 9), for the scope: the record in memory or one
-    lookup a question, nothing more kept in memory."""
+    """The seed hosts as their records, or their rows, mark them (rule 9), for the scope: the record in
+    memory or a lookup or two a question, nothing more kept in memory."""
 
     def __init__(self, table: HostTable) -> None:
-        self._peek = table.peek
+        self._is_seed = table.is_seed
 
     def __contains__(self, host: object) -> bool:
-        if not isinstance(host, str):
-            return False
-        st = self._peek(host)
-        return st is not None and st.seed
+        return isinstance(host, str) and self._is_seed(host)

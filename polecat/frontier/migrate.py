@@ -19,7 +19,8 @@ Schema 5 numbers the hosts (keys.py rule 1): a ``queue`` key holds its host's nu
 record, instead of its name. :func:`renumber_v4` numbers the records in key order and rewrites both tables.
 
 Schema 6 marks a seed's host in its record (db.py rule 18), not by a ``seedhost`` row of ``ops``:
-:func:`mark_seeds_v5` moves each row into its host's record and deletes it.
+:func:`mark_seeds_v5` moves each row into its host's record and deletes it (a host with no record keeps
+its row).
 
 The other upgrade of a frontier (near-duplicate fingerprints of an older format) is
 ``FrontierDB._upgrade_near``. The release that last opened a frontier to write is kept in its schema
@@ -242,23 +243,24 @@ def renumber_v4(txn: Any, tables: dict[str, Any], scratch: Any) -> tuple[Renumbe
 
 @dataclass(frozen=True, slots=True)
 class SeedMarkReport:
-    """What :func:`mark_seeds_v5` moved: ``seedhost`` rows deleted, each marking its host's record, and of
-    them the records it made for seed hosts with none (a seed refused, or another member's)."""
+    """What :func:`mark_seeds_v5` moved: ``seedhost`` rows deleted, each marking its host's record, and the
+    rows kept, of seed hosts with no record here (a seed refused, or another member's: db.py rule 18)."""
 
     marked: int
-    made: int
+    kept: int
 
     def __str__(self) -> str:
-        return f"{self.marked} seed hosts marked in their records ({self.made} made), their rows deleted"
+        return (f"{self.marked} seed hosts marked in their records, their rows deleted; {self.kept} rows of "
+                "seed hosts with no record kept")
 
 
-def mark_seeds_v5(txn: Any, tables: dict[str, Any], last: int) -> tuple[SeedMarkReport, int]:
-    """Move each ``seedhost`` row of ``ops`` (schema 5) into its host's record as the seed mark and delete
-    it, in ``txn``; a host with no record gets one, numbered on from ``last`` (the host counter,
-    host_table.py rule 14), with nothing queued. Returns the report and the last number given."""
+def mark_seeds_v5(txn: Any, tables: dict[str, Any]) -> SeedMarkReport:
+    """Move each ``seedhost`` row of ``ops`` (schema 5) whose host has a record into that record as the seed
+    mark and delete it, in ``txn``; the row of a host with no record stays (db.py rule 18: a record made for
+    it would count as a host this frontier knows)."""
     ops, hosts = tables["ops"], tables["hosts"]
     head = f"{SEED_HOST}:".encode()
-    marked = made = 0
+    marked = kept = 0
     for s in range(SLICES):
         prefix = slice_prefix(s) + head
         prefix_of = partial(_starts, prefix)
@@ -269,16 +271,14 @@ def mark_seeds_v5(txn: Any, tables: dict[str, Any], last: int) -> tuple[SeedMark
             row = prefix[:PREFIX_LEN] + key[len(prefix):]
             raw = txn.get(row, db=hosts)
             if raw is None:
-                last += 1
-                made += 1
-                st = HostState(num=last)
-            else:
-                st = decode_host(raw)
+                kept += 1
+                continue
+            st = decode_host(raw)
             st.seed = True
             txn.put(row, encode_host(st), db=hosts)
             txn.delete(key, db=ops)
             marked += 1
-    return SeedMarkReport(marked, made), last
+    return SeedMarkReport(marked, kept)
 
 
 def _starts(prefix: bytes, key: bytes) -> bool:
