@@ -227,7 +227,9 @@ async def test_the_client_timeout_is_one_timer_and_fails_every_post_in_flight(so
             replies = await asyncio.gather(*(transport.post(address, b"%d" % i) for i in range(10)))
         finally:
             loop.call_at = call_at  # type: ignore[method-assign]
-        assert timers == 1  # the sweep
+        # The sweep, not a timer a post (10): one, or a few more on a loaded machine, where the posts' sends
+        # fall some hundred us apart and the sweep at the first deadline finds the later ones not due yet.
+        assert timers <= 3
         assert all(r.status == "error" and "TimeoutError: no reply in 0.2 s" in r.detail for r in replies)
         receiver.gate.set()
         assert (await transport.post(address, b"after")).detail == "after"

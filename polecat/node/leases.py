@@ -31,7 +31,7 @@ Rules:
    benchmarks/README.md "Issue 39: loop stalls").
 7. Before an LMDB commit, during which the frontier is not called (polecat/node/commits.py rule 15), the
    loop takes leases ahead (:meth:`LeaseLoop.lease_ahead`, polecat/frontier/leasing.py rule 12): as many as
-   it leased in the commit's expected hold at its rate since the last time (at most
+   it leased in the commit's expected hold at its rate (over the last :data:`RATE_WINDOW` at least; at most
    :data:`AHEAD_SHARE` times ``fetch.concurrency``), under rules 1, 2 and 5 as any lease. They are held,
    not sent, until their ``not_before`` (the host's politeness), then started first, each as a slot is
    free, whether the frontier is held or not: their requests go on during the LMDB commit. While the
@@ -80,6 +80,9 @@ runs in the loop's next turn, so this also bounds how many start in one turn."""
 AHEAD_SHARE = 4
 """Leases taken ahead of an LMDB commit at most, in ``fetch.concurrency`` (rule 7): ~1,000 by default,
 about what a breadth crawl here leases in one 1-second LMDB commit."""
+RATE_WINDOW = 1.0
+"""Seconds of leasing, at least, over which rule 7 measures the lease rate: LMDB commits may come close
+together (a small log, a checkpoint round's), and a window of a few ms may hold no lease at all."""
 PARKED_BYTES = 64 << 20
 """Bytes of the parked leases' responses up to which they do not count against ``fetch.concurrency``
 while the frontier is held (rule 7): what the leases taken ahead may add to memory, whatever their pages'
@@ -127,6 +130,8 @@ class LeaseLoop:
         self._leased = 0
         """Leases made since :attr:`_rate_from` (rule 7's rate)."""
         self._rate_from = 0.0
+        self._rate = 0.0
+        """Leases a second over the last window of :data:`RATE_WINDOW` or more (rule 7)."""
 
     async def run(self, *, serve: bool) -> None:
         """Lease until the run ends (rule 2); sets ``counters.ended`` unless stopped."""
@@ -136,7 +141,7 @@ class LeaseLoop:
         counters.ended = ""
         step = StepBudget(self._clock, STEP_LEASES, STEP_BUDGET)
         held = self._held
-        self._leased, self._rate_from = 0, self._clock.wall()
+        self._leased, self._rate_from, self._rate = 0, self._clock.wall(), 0.0
         self._commits.lease_ahead = self.lease_ahead  # rule 7
         try:
             while not self._stop.is_set():
@@ -243,8 +248,12 @@ class LeaseLoop:
         frontier, counters, link = self._frontier, self._counters, self._link
         limit = self._cfg.scope.max_pages
         now = self._clock.wall()
-        rate = self._leased / (now - self._rate_from) if now > self._rate_from else 0.0
-        self._leased, self._rate_from = 0, now
+        elapsed = now - self._rate_from
+        rate = self._leased / elapsed if elapsed > 0 else 0.0
+        if elapsed >= RATE_WINDOW:  # a window long enough to say the rate; a shorter one says the last's
+            self._rate, self._leased, self._rate_from = rate, 0, now
+        else:
+            rate = max(rate, self._rate)
         want = min(AHEAD_SHARE * self._cfg.fetch.concurrency, math.ceil(rate * seconds)) - len(self._held)
         calls = 2 * want  # rule 9 of leasing: a call that looked at its most answers Wait(now)
         step = StepBudget(self._clock, STEP_LEASES, STEP_BUDGET)
