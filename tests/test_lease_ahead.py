@@ -24,6 +24,7 @@ from polecat.node.leases import AHEAD_SHARE, PARKED_BYTES, LeaseLoop
 from polecat.node.run_state import RunCounters, Waker
 from polecat.testing.fakes import Canned, FakeClock, FakeFetcher, MemoryPageStore
 from polecat.writes import Decided
+from tests.lease_fakes import AppliedAsIs, FreeCommits
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(60)]
 
@@ -166,16 +167,6 @@ class AheadFrontier:
         self.withdrawn.append(lease.url)
 
 
-class AppliedAsIs:
-    def applied(self, decided: Decided[object]) -> object:
-        return decided.value
-
-
-class FreeCommits:
-    def __init__(self) -> None:
-        self.frontier_free = asyncio.Event()
-        self.frontier_free.set()
-        self.lease_ahead: Any = None
 
 
 class NotedRunner:

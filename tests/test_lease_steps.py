@@ -20,6 +20,7 @@ from polecat.node.leases import STEP_BUDGET, STEP_LEASES, LeaseLoop
 from polecat.node.run_state import RunCounters, Waker
 from polecat.testing.fakes import FakeClock
 from polecat.writes import Decided
+from tests.lease_fakes import AppliedAsIs, FreeCommits
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(60)]
 
@@ -67,15 +68,6 @@ class ReadyFrontier:
         return Decided(Lease(host, f"{'https' if len(self.made_in) % 2 else 'http'}://{host}/", "page"), [])
 
 
-class AppliedAsIs:
-    def applied(self, decided: Decided[object]) -> object:
-        return decided.value
-
-
-class FreeCommits:
-    def __init__(self) -> None:
-        self.frontier_free = asyncio.Event()
-        self.frontier_free.set()
 
 
 class InstantRunner:
