@@ -255,7 +255,8 @@ class LeaseLoop:
         else:
             rate = max(rate, self._rate)
         want = min(AHEAD_SHARE * self._cfg.fetch.concurrency, math.ceil(rate * seconds)) - len(self._held)
-        calls = 2 * want  # polecat/frontier/leasing.py rule 9: a call that looked at its most answers Wait(now)
+        # polecat/frontier/leasing.py rule 9: a call that looked at its most answers Wait(now)
+        calls = 2 * want
         step = StepBudget(self._clock, STEP_LEASES, STEP_BUDGET)
         while want > 0 and calls > 0:
             if (self._stop.is_set() or frontier.paused or not self._commits.frontier_free.is_set()
