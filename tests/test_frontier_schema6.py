@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import tarfile
+from dataclasses import replace
 from pathlib import Path
 
 import lmdb
@@ -156,3 +157,22 @@ def test_a_0_3_0_bundle_s_seed_host_rows_mark_the_adopted_records(tmp_path: Path
     rig.crash()
     rig.reopen(1.8e9 + 1)
     assert rig.frontier.add(canon("http://z.test/a"), 1, 0.5, 1.8e9 + 1) == "accepted"
+
+
+def test_domain_mode_reopens_with_the_domains_of_marked_records_and_of_kept_rows(tmp_path: Path) -> None:
+    """Rule 18 in ``domain`` mode: the open reads the seed hosts' domains from the records that mark them
+    and from the ``seedhost`` rows of those with no record (a seed refused, another member's: host_table.py
+    rule 26), once each."""
+    cfg = replace(CFG, scope=replace(CFG.scope, mode="domain"))
+    rig = Rig(tmp_path, cfg=cfg, backend="lmdb", now=NOW)
+    too_long = canon("http://www.refused.test/" + "x" * 60)
+    rig.frontier.add_seeds([canon("http://www.queued.test/"), too_long], NOW)
+    rig.db.apply(rig.raw.add_scope_host("www.other.test"))
+    rig.frontier.commit()
+    assert [bytes(k) for k, _ in rig.db.items("ops")] == sorted([op_key(SEED_HOST, "www.refused.test"),
+                                                                  op_key(SEED_HOST, "www.other.test")])
+    rig.crash()
+    rig.reopen(NOW + 1)
+    for host in ("a.queued.test", "b.refused.test", "c.other.test"):
+        assert rig.frontier.add(canon(f"http://{host}/p"), 1, 0.5, NOW + 1) == "accepted", host
+    assert rig.frontier.add(canon("http://elsewhere.test/p"), 1, 0.5, NOW + 1) == "out_of_scope"

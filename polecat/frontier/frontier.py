@@ -142,11 +142,12 @@ class Frontier:
 
         # Opening: the stored ops first (throttles set the rates the host records are loaded with). The
         # seed hosts' marks are asked one at a time (intake.py rule 9) unless domain mode keeps their
-        # domains.
-        for prefix in ops_prefixes(OPENED_OPS):
+        # domains: then the records that mark them, and the rows of those with no record.
+        domain = cfg.scope.mode == "domain"
+        for prefix in ops_prefixes(OPENED_OPS | ({SEED_HOST} if domain else set())):
             for key, raw in db.items("ops", prefix):
                 self._load_op(key, raw)
-        if cfg.scope.mode == "domain":
+        if domain:
             intake.load_seed_hosts()
         if refresh.index.stale:  # built in batches, each applied at once (writes.py rule 4)
             for batch in refresh.index.rebuild(now):

@@ -79,7 +79,8 @@ Rules:
    the mark of the host's record here (polecat/frontier/db.py rule 18), writing no ``ops`` row: at once
    for a host in memory (its record merged, or held here), at its record's merge for one whose record
    comes later (a sender of 0.3.0 writes its ``ops`` first), and after the bundle's last record for the
-   others (:meth:`HostTable.mark_seed`: a host with no record anywhere, a seed refused there).
+   others (:meth:`HostTable.mark_seed`: its record out of memory, or, for a host with no record anywhere,
+   a seed refused there, the row itself, host_table.py rule 26).
 """
 
 from __future__ import annotations

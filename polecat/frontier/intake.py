@@ -67,7 +67,6 @@ from polecat.frontier.keys import (
     host_row,
     host_rows,
     op_key,
-    parse_op_key,
     url_key,
     url_keys_at,
 )
@@ -127,7 +126,7 @@ class Intake:
 
     def load_op(self, kind: str, arg: str, key: bytes, raw: bytes) -> None:
         """Reinstate a stored op of the intake: a seed host, trap counts, a refetch request."""
-        if kind == SEED_HOST:  # a bundle's row (keys.py rule 4): the adoption marks the record
+        if kind == SEED_HOST:  # a host with no record here, or a bundle's row (the adoption marks the record)
             self._scope.add_seed_host(arg)
         elif kind == "traps":
             self.traps.load(arg, raw)
@@ -294,11 +293,10 @@ class Intake:
 
     def load_seed_hosts(self) -> None:
         """The open, in ``domain`` mode: the seed hosts' domains into the scope, from the records that mark
-        them (rule 9: a pass over the ``hosts`` table)."""
+        them (rule 9: a pass over the ``hosts`` table; the ``seedhost`` rows of the hosts with none come
+        with the open's ops, :meth:`load_op`)."""
         self._scope.add_seed_hosts(host_of_row(key) for key, raw in self._db.items("hosts")
                                    if decode_host(raw).seed)
-        ops = (parse_op_key(key) for key, _ in self._db.items("ops"))
-        self._scope.add_seed_hosts(host for kind, host in ops if kind == SEED_HOST)
 
     def add(self, url: str, depth: int, importance: float, now: float, *, hops: int = 0) -> Decided[str]:
         """Queue a canonical discovered URL if it is in scope and new; answers ``"accepted"``,

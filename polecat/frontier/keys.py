@@ -16,7 +16,8 @@ Rules (DESIGN.md section 5; slices in polecat/frontier/slices.py):
 4. ``ops``: operator controls. One that names a single host key (``traps``: the host's trap counts,
    polecat/frontier/traps.py) is keyed by that host's slice and moves with it. A seed host's mark, a
    ``seedhost`` row here up to schema 5, is a bit of its record since schema 6 (polecat/frontier/db.py rule
-   18); slice bundles still carry it as that row (:data:`SEED_HOST`, 0.3.0's form). Host patterns (``block``,
+   18) but for a seed host with no record here, which keeps the row (host_table.py rule 26); slice bundles
+   carry every mark as that row (:data:`SEED_HOST`, 0.3.0's form). Host patterns (``block``,
    ``throttle``) can match hosts of many slices: they are keyed under :data:`GLOBAL`, a prefix past every
    slice, and every slice bundle carries them. A refetch request (``refetch``: a URL whose stored copy was
    lost, polecat/frontier/refetch.py) is keyed by its URL's host slice and the URL's fingerprint. In a slice
@@ -65,8 +66,8 @@ FINGERPRINT_LEN = 16
 HOST_OPS = frozenset({"seedhost", "traps", "requisites"})
 """Op kinds whose argument is one host key (rule 4)."""
 SEED_HOST = "seedhost"
-"""Op kind: a seed's host, in the crawl's scope: a row of schema 5 and before, and of a slice bundle (rule
-4)."""
+"""Op kind: a seed's host, in the crawl's scope: a row of schema 5 and before, of a seed host with no record
+since, and of a slice bundle (rule 4)."""
 
 
 def host_row(host: str) -> bytes:
