@@ -166,3 +166,113 @@ def test_a_near_claim_is_decided_by_the_kernel(monkeypatch: pytest.MonkeyPatch) 
     [(who, answer)] = book.decide("b", [copy], 0.0)
     assert (who, answer.original is not None and answer.original.url) == ("b", "http://a/1")
     assert scans == []
+
+
+@given(st.data(), st.integers(0, (1 << 64) - 1), st.binary(min_size=VERIFY_BYTES, max_size=VERIFY_BYTES),
+       st.integers(0, 6))
+def test_a_pass_over_the_settling_bases_as_the_specification(data: st.DataObject, root: int, sketch: bytes,
+                                                             max_distance: int) -> None:
+    k = kernel("polecat.cluster._claims")
+    settling = {}
+    for seq in range(data.draw(st.integers(0, 12))):
+        s = data.draw(_claims(root, sketch, seq))
+        settling[(data.draw(st.sampled_from(("a", "b"))), s.digest)] = (s, float(seq))
+    c = data.draw(_claims(root, sketch, 99))
+    want = claims._unsettled(settling, c, max_distance)
+    event(f"settling bases unsettled: {min(len(want), 2)}+")
+    assert k.unsettled(settling, c, max_distance, VERIFY_MAX_DISTANCE, VERIFY_BYTES) == want
+
+
+def test_a_pass_over_odd_settling_entries_is_refused() -> None:
+    k = kernel("polecat.cluster._claims")
+    c = NearClaim(2, bytes(32), "http://a/2", 1.0, 5, bytes(VERIFY_BYTES))
+    s = NearClaim(1, bytes(32), "http://a/1", 2.0, 5, "not bytes")  # type: ignore[arg-type]
+    for settling in ({("a", bytes(32)): (s, 0.0)}, {("a", bytes(32)): s}, [(s, 0.0)]):
+        with pytest.raises(TypeError):
+            k.unsettled(settling, c, 3, VERIFY_MAX_DISTANCE, VERIFY_BYTES)
+
+
+# Steps of a near book: (claimer, claims decided in one frame) or one of its other inputs, by name.
+_Step = tuple[str, Any]
+
+
+@st.composite
+def _steps(draw: st.DrawFn) -> list[_Step]:
+    root = draw(st.integers(0, (1 << 64) - 1))
+    sketch = draw(st.binary(min_size=VERIFY_BYTES, max_size=VERIFY_BYTES))
+    steps: list[_Step] = []
+    for seq in range(draw(st.integers(1, 24))):
+        kind = draw(st.sampled_from(("decide", "decide", "decide", "own", "settled", "durable", "withdrawn",
+                                     "expired")))
+        who = draw(st.sampled_from(("a", "b", "c")))
+        if kind in ("decide", "own"):
+            steps.append((kind, (who, draw(_claims(root, sketch, seq)))))
+        elif kind in ("durable", "withdrawn"):
+            steps.append((kind, (who, bytes([draw(st.integers(0, 3))]) * 32)))
+        else:
+            steps.append((kind, None))
+    return steps
+
+
+def _run_book(steps: list[_Step], max_distance: int) -> list[Any]:
+    """Every answer and write of a book (settle 0.05 s, hold 0.2 s) taking ``steps`` 10 ms apart."""
+    book = NearBook(8, 0.2, max_distance, settle=0.05, keep=lambda band: band % 2 == 0)
+    out: list[Any] = []
+    for i, (kind, arg) in enumerate(steps):
+        now = i / 100
+        if kind == "decide":
+            out.append(book.decide(arg[0], [arg[1]], now))
+        elif kind == "own":
+            out.append(book.own(arg[0], arg[1], now))
+        elif kind == "settled":
+            out.append(book.settled(now))
+        elif kind == "durable":
+            out.append(book.durable(arg[0], [arg[1]]))
+        elif kind == "withdrawn":
+            out.append(book.withdrawn(arg[0], [arg[1]], now))
+        else:
+            out.append(book.expired(now))
+        out.append(book.take_writes())
+    out.append((book.settled(len(steps)), book.waiting(), len(book), book.copies))
+    return out
+
+
+@given(_steps(), st.integers(0, 6))
+def test_a_near_book_decides_alike_with_and_without_the_kernel(steps: list[_Step], max_distance: int) -> None:
+    """The whole book (rules 10 and 14-16: its scans, settles, copies waiting, withdrawals, bounds) through
+    the Python specification and through the kernel: the same answers and writes, in the same order."""
+    kernel("polecat.cluster._claims")
+    if claims._native_unsettled is None or claims._native_closest is None:
+        pytest.skip("POLECAT_PURE_PYTHON=1: claims.py runs its specification")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(claims, "_native_unsettled", None)
+        mp.setattr(claims, "_native_closest", None)
+        want = _run_book(steps, max_distance)
+    event(f"near copies: {min(want[-1][3], 3)}+")
+    assert _run_book(steps, max_distance) == want
+
+
+def test_a_near_claim_unsettles_bases_in_the_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the kernel built, a near claim's pass over the bases still settling (claims rule 10) makes no
+    Python turn a base."""
+    kernel("polecat.cluster._claims")
+    if claims._native_unsettled is None:
+        pytest.skip("POLECAT_PURE_PYTHON=1: claims.py runs its specification")
+    passes: list[NearClaim] = []
+    spec = claims._unsettled
+
+    def counted(*args: Any) -> Any:
+        passes.append(args[1])
+        return spec(*args)
+
+    monkeypatch.setattr(claims, "_unsettled", counted)
+    book = NearBook(1000, 60.0, 3, settle=0.05)
+    later = NearClaim(1, bytes(32), "http://a/1", 2.0, 0x1234, bytes(VERIFY_BYTES))
+    earlier = NearClaim(2, b"\x01" * 32, "http://b/1", 1.0, 0x1235, bytes(VERIFY_BYTES))
+    assert book.decide("a", [later], 0.0) == []  # settling
+    # The earlier fetch arrives while the later settles: the later is its copy now (rule 10), the earlier
+    # a base settling in its place.
+    [(who, answer)] = book.decide("b", [earlier], 0.01)
+    assert (who, answer.seq, answer.original and answer.original.url) == ("a", 1, "http://b/1")
+    assert book.settled(0.07) == [("b", NearAnswer(2, None))]
+    assert passes == []

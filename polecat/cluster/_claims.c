@@ -1,5 +1,5 @@
-/* polecat.cluster._claims: the band slices of polecat/cluster/claims.py (rule 9) and a near book's scan
- * (rule 10) in C.
+/* polecat.cluster._claims: the band slices of polecat/cluster/claims.py (rule 9) and a near book's scans
+ * (rule 10: the closest base, the settling bases a claim unsettles) in C.
  *
  * claims.py is the specification: band_slices(index, slices) gives what its _slices gives, the slice of
  * each of the 4 band keys of fingerprint index ``index``:
@@ -24,6 +24,18 @@
  *    ``verify_bytes`` bytes of the two sketches (the shorter zero-extended, as minhash.verify_distance
  *    reads them), kept when bins <= max_bins and (rank, order) is below the best's.
  * 5. The best earlier one, or (none) the best later one, as (base, (bins, bits)); the other None.
+ *
+ * unsettled(settling, claim, max_distance, max_bins, verify_bytes) gives what claims.py's _unsettled
+ * gives (a near claim's pass over the bases still settling, rule 10; one call a claim, not a Python turn
+ * a settling base):
+ *
+ * 6. The entries of ``settling`` (key -> (claim, arrival)), in its order, whose claim is at most
+ *    ``max_distance`` index bits from ``claim``, fetched after it (its (fetched_at, url) above the
+ *    claim's), of another URL and within ``max_bins`` sketch bins (rule 4's count), as a list of (key,
+ *    claim); the tests in that order, the index bits first (they rule out nearly every entry).
+ * 7. closest's skip tests of rule 3 are pure (no exception for the records claims.py makes), so the
+ *    kernel makes the index bits test first, before reading the URL and the fetch order: it rules out
+ *    most bases of a band, and the answer is the same in any order.
  *
  * Nothing here reads a peer's bytes (the claims were checked by claimwire.py; an index wider than 64
  * bits takes Python's own int path). Sketches must be bytes (TypeError otherwise). Comparisons are of
@@ -265,6 +277,14 @@ static int scan_base(PyObject *base, PyObject *url, PyObject *index, PyObject *v
     int result = -1;
     PyObject *o = PyObject_GetAttr(base, S_CLAIM), *base_order = NULL, *o_url = NULL, *o_index = NULL;
     if (o == NULL) goto done;
+    o_index = PyObject_GetAttr(o, S_INDEX);
+    if (o_index == NULL) goto done;
+    Py_ssize_t bits = index_bits(o_index, index); /* rule 7: first */
+    if (bits < 0) goto done;
+    if (bits > max_distance) {
+        result = 1;
+        goto done;
+    }
     o_url = PyObject_GetAttr(o, S_URL);
     if (o_url == NULL) goto done;
     int same = PyObject_RichCompareBool(o_url, url, Py_EQ);
@@ -278,14 +298,6 @@ static int scan_base(PyObject *base, PyObject *url, PyObject *index, PyObject *v
     same = PyObject_RichCompareBool(base_order, order, Py_EQ);
     if (same < 0) goto done;
     if (same) {
-        result = 1;
-        goto done;
-    }
-    o_index = PyObject_GetAttr(o, S_INDEX);
-    if (o_index == NULL) goto done;
-    Py_ssize_t bits = index_bits(o_index, index);
-    if (bits < 0) goto done;
-    if (bits > max_distance) {
         result = 1;
         goto done;
     }
@@ -386,11 +398,102 @@ done:
     return result;
 }
 
+/* Rule 6 for one settling entry: 1 when it matches, 0 when not, -1 on error. */
+static int unsettles(PyObject *s, PyObject *url, PyObject *index, PyObject *verify, PyObject *order,
+                     Py_ssize_t max_distance, Py_ssize_t max_bins, Py_ssize_t verify_bytes) {
+    int result = -1;
+    PyObject *s_index = NULL, *s_fetched_at = NULL, *s_url = NULL, *s_order = NULL, *s_verify = NULL;
+    if ((s_index = PyObject_GetAttr(s, S_INDEX)) == NULL) goto done;
+    Py_ssize_t bits = index_bits(s_index, index);
+    if (bits < 0) goto done;
+    if (bits > max_distance) {
+        result = 0;
+        goto done;
+    }
+    if ((s_fetched_at = PyObject_GetAttr(s, S_FETCHED_AT)) == NULL || (s_url = PyObject_GetAttr(s, S_URL)) == NULL
+        || (s_order = PyTuple_Pack(2, s_fetched_at, s_url)) == NULL)
+        goto done;
+    int yes = PyObject_RichCompareBool(s_order, order, Py_GT);
+    if (yes <= 0) {
+        result = yes;
+        goto done;
+    }
+    yes = PyObject_RichCompareBool(s_url, url, Py_NE);
+    if (yes <= 0) {
+        result = yes;
+        goto done;
+    }
+    if ((s_verify = PyObject_GetAttr(s, S_VERIFY)) == NULL) goto done;
+    Py_ssize_t bins = sketch_bins(s_verify, verify, verify_bytes);
+    if (bins >= 0) result = bins <= max_bins;
+done:
+    Py_XDECREF(s_index);
+    Py_XDECREF(s_fetched_at);
+    Py_XDECREF(s_url);
+    Py_XDECREF(s_order);
+    Py_XDECREF(s_verify);
+    return result;
+}
+
+static PyObject *unsettled(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError,
+                        "unsettled(settling, claim, max_distance, max_bins, verify_bytes) takes 5 arguments");
+        return NULL;
+    }
+    PyObject *settling = args[0], *claim = args[1];
+    if (!PyDict_Check(settling)) {
+        PyErr_SetString(PyExc_TypeError, "unsettled(): settling must be a dict");
+        return NULL;
+    }
+    Py_ssize_t max_distance = PyLong_AsSsize_t(args[2]), max_bins = PyLong_AsSsize_t(args[3]),
+               verify_bytes = PyLong_AsSsize_t(args[4]);
+    if (PyErr_Occurred()) return NULL;
+    PyObject *url = NULL, *index = NULL, *verify = NULL, *fetched_at = NULL, *order = NULL, *out = NULL;
+    if ((url = PyObject_GetAttr(claim, S_URL)) == NULL || (index = PyObject_GetAttr(claim, S_INDEX)) == NULL
+        || (verify = PyObject_GetAttr(claim, S_VERIFY)) == NULL
+        || (fetched_at = PyObject_GetAttr(claim, S_FETCHED_AT)) == NULL
+        || (order = PyTuple_Pack(2, fetched_at, url)) == NULL || (out = PyList_New(0)) == NULL)
+        goto fail;
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    /* No Python code runs in the loop (attributes of slotted records, comparisons of builtins), so the
+     * dict is not changed under it; each entry is still held while it is read. */
+    while (PyDict_Next(settling, &pos, &key, &value)) {
+        if (!PyTuple_Check(value) || PyTuple_GET_SIZE(value) != 2) {
+            PyErr_SetString(PyExc_TypeError, "unsettled(): a settling entry is (claim, arrival)");
+            goto fail;
+        }
+        PyObject *s = PyTuple_GET_ITEM(value, 0);
+        Py_INCREF(key);
+        Py_INCREF(s);
+        int match = unsettles(s, url, index, verify, order, max_distance, max_bins, verify_bytes);
+        PyObject *pair = match > 0 ? PyTuple_Pack(2, key, s) : NULL;
+        int appended = pair == NULL ? -1 : PyList_Append(out, pair);
+        Py_XDECREF(pair);
+        Py_DECREF(key);
+        Py_DECREF(s);
+        if (match < 0 || (match > 0 && appended < 0)) goto fail;
+    }
+    goto done;
+fail:
+    Py_CLEAR(out);
+done:
+    Py_XDECREF(url);
+    Py_XDECREF(index);
+    Py_XDECREF(verify);
+    Py_XDECREF(fetched_at);
+    Py_XDECREF(order);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"band_slices", (PyCFunction)(void (*)(void))band_slices, METH_FASTCALL,
      "band_slices(index, slices): the slice of each of the 4 band keys of fingerprint index ``index``."},
     {"closest", (PyCFunction)(void (*)(void))closest, METH_FASTCALL,
      "closest(bands, keys, claim, settling, max_distance, max_bins, verify_bytes): claims._scan."},
+    {"unsettled", (PyCFunction)(void (*)(void))unsettled, METH_FASTCALL,
+     "unsettled(settling, claim, max_distance, max_bins, verify_bytes): claims._unsettled."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -676,6 +676,22 @@ def _scan(bands: Mapping[bytes, list[_Base]], keys: tuple[bytes, ...], c: NearCl
     return None, best
 
 
+def _unsettled(settling: Mapping[tuple[str, bytes], tuple[NearClaim, float]], c: NearClaim,
+               max_distance: int) -> list[tuple[tuple[str, bytes], NearClaim]]:
+    """The settling bases (key and claim, in arrival order) fetched after ``c`` and near it (rule 10):
+    the specification of the native kernel's ``unsettled`` (polecat/cluster/_claims.c), which gives the
+    same. The index distance first: it rules out nearly every settling base, at the cost of an integer
+    test."""
+    order = _order(c)
+    return [(key, s) for key, (s, _) in settling.items()
+            if (s.index ^ c.index).bit_count() <= max_distance and _order(s) > order
+            and s.url != c.url and verify_distance(s.verify, c.verify) <= VERIFY_MAX_DISTANCE]
+
+
+_native_unsettled: Callable[[dict[tuple[str, bytes], tuple[NearClaim, float]], NearClaim, int, int, int],
+                            list[tuple[tuple[str, bytes], NearClaim]]] | None = (
+    None if _kernel is None else _kernel.unsettled
+)
 _native_closest: Callable[[dict[bytes, list[_Base]], tuple[bytes, ...], NearClaim,
                            dict[tuple[str, bytes], tuple[NearClaim, float]], int, int, int],
                           tuple[_Match | None, _Match | None]] | None = (
@@ -745,12 +761,12 @@ class NearBook:
         """Settling bases fetched after ``c`` and near it become its copies (rule 10)."""
         if not self._settling:
             return
-        order = _order(c)
-        # Those that match first (the tests read only the two claims), then each while still settling. The
-        # index distance first: it rules out nearly every settling base, at the cost of an integer test.
-        matches = [(key, s) for key, (s, _) in self._settling.items()
-                   if (s.index ^ c.index).bit_count() <= self._max_distance and _order(s) > order
-                   and s.url != c.url and verify_distance(s.verify, c.verify) <= VERIFY_MAX_DISTANCE]
+        # Those that match first (the tests read only the two claims), then each while still settling.
+        if _native_unsettled is not None:
+            matches = _native_unsettled(self._settling, c, self._max_distance, VERIFY_MAX_DISTANCE,
+                                        VERIFY_BYTES)
+        else:
+            matches = _unsettled(self._settling, c, self._max_distance)
         for key, s in matches:
             if key in self._settling:
                 del self._settling[key]
