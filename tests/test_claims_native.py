@@ -276,3 +276,40 @@ def test_a_near_claim_unsettles_bases_in_the_kernel(monkeypatch: pytest.MonkeyPa
     assert (who, answer.seq, answer.original and answer.original.url) == ("a", 1, "http://b/1")
     assert book.settled(0.07) == [("b", NearAnswer(2, None))]
     assert passes == []
+
+
+@given(st.one_of(st.integers(0, (1 << 64) - 1), st.integers()))
+def test_band_keys_as_the_specification(index: int) -> None:
+    """Beyond 64 bits, or negative, an index's keys are its low 64 bits, as band_keys' shifts read them."""
+    k = kernel("polecat.cluster._claims")
+    assert k.band_keys(index) == tuple(band_keys(index))
+
+
+@pytest.mark.parametrize("args", [(1.0,), ("1",), (), (1, 2)])
+def test_band_keys_of_bad_arguments_raise(args: tuple[object, ...]) -> None:
+    k = kernel("polecat.cluster._claims")
+    with pytest.raises(TypeError):
+        k.band_keys(*args)
+
+
+def test_a_claim_and_its_base_make_their_band_keys_in_the_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the kernel built, an owner deciding a fingerprint it meets for the first time (the usual
+    case: the cache of :func:`claims._keys` holds the pages in flight) makes no Python band keys."""
+    kernel("polecat.cluster._claims")
+    if claims._native_band_keys is None:
+        pytest.skip("POLECAT_PURE_PYTHON=1: claims.py runs its specification")
+    made: list[int] = []
+
+    def counted(index: int) -> list[bytes]:
+        made.append(index)
+        return band_keys(index)
+
+    monkeypatch.setattr(claims, "band_keys", counted)
+    claims._keys.cache_clear()
+    book = NearBook(1000, 60.0, 3)
+    first = NearClaim(1, bytes(32), "http://a/1", 1.0, 0x5678_1234, bytes(VERIFY_BYTES))
+    copy = NearClaim(2, b"\x01" * 32, "http://b/1", 2.0, 0x5678_1235, bytes(VERIFY_BYTES))
+    assert book.decide("a", [first], 0.0) == [("a", NearAnswer(1, None))]
+    assert [who for who, _ in book.decide("b", [copy], 0.0)] == ["b"]
+    assert made == []
+    assert claims._keys(first.index) == tuple(band_keys(first.index))

@@ -36,6 +36,9 @@
  * 7. closest's skip tests of rule 3 are pure (no exception for the records claims.py makes), so the
  *    kernel makes the index bits test first, before reading the URL and the fetch order: it rules out
  *    most bases of a band, and the answer is the same in any order.
+ * 8. band_keys(index) gives the 4 band keys of rule 1 as bytes, in band order:
+ *    ``tuple(nearindex.band_keys(index))``, which claims.py's _keys asks once for each fingerprint met
+ *    (a claim's scan, its base's bands).
  *
  * Nothing here reads a peer's bytes (the claims were checked by claimwire.py; an index wider than 64
  * bits takes Python's own int path). Sketches must be bytes (TypeError otherwise). Comparisons are of
@@ -45,6 +48,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
 
 #define BANDS 4
 
@@ -142,6 +146,27 @@ static PyObject *band_slices(PyObject *self, PyObject *const *args, Py_ssize_t n
     return out;
 }
 
+static PyObject *band_keys(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 1 || !PyLong_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "band_keys(index) takes an int");
+        return NULL;
+    }
+    uint64_t index = PyLong_AsUnsignedLongLongMask(args[0]); /* rule 1: the low 64 bits */
+    if (index == (uint64_t)-1 && PyErr_Occurred()) return NULL;
+    PyObject *out = PyTuple_New(BANDS);
+    if (out == NULL) return NULL;
+    for (int b = 0; b < BANDS; b++) {
+        const char key[3] = {(char)b, (char)(uint8_t)(index >> (16 * b + 8)), (char)(uint8_t)(index >> (16 * b))};
+        PyObject *k = PyBytes_FromStringAndSize(key, 3);
+        if (k == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(out, b, k);
+    }
+    return out;
+}
+
 static PyObject *S_CLAIM, *S_ORDER, *S_CLAIMER, *S_URL, *S_INDEX, *S_VERIFY, *S_DIGEST, *S_FETCHED_AT,
     *S_BIT_COUNT;
 
@@ -173,8 +198,17 @@ static Py_ssize_t sketch_bins(PyObject *a, PyObject *b, Py_ssize_t verify_bytes)
         return -1;
     }
     const uint8_t *pa = (const uint8_t *)PyBytes_AS_STRING(a), *pb = (const uint8_t *)PyBytes_AS_STRING(b);
-    Py_ssize_t la = PyBytes_GET_SIZE(a), lb = PyBytes_GET_SIZE(b), bins = 0;
-    for (Py_ssize_t i = 0; i < verify_bytes; i++) {
+    Py_ssize_t la = PyBytes_GET_SIZE(a), lb = PyBytes_GET_SIZE(b), bins = 0, i = 0;
+    /* Whole words while both sketches have them: a bin's two bits never straddle a byte, so a word's
+     * pairs are its bytes' pairs in either byte order. */
+    for (; i + 8 <= verify_bytes && i + 8 <= la && i + 8 <= lb; i += 8) {
+        uint64_t x, y;
+        memcpy(&x, pa + i, 8);
+        memcpy(&y, pb + i, 8);
+        uint64_t d = x ^ y;
+        bins += __builtin_popcountll((d | d >> 1) & 0x5555555555555555ULL);
+    }
+    for (; i < verify_bytes; i++) {
         unsigned d = (unsigned)(i < la ? pa[i] : 0) ^ (unsigned)(i < lb ? pb[i] : 0);
         bins += __builtin_popcount((d | d >> 1) & 0x55u);
     }
@@ -490,6 +524,8 @@ done:
 static PyMethodDef methods[] = {
     {"band_slices", (PyCFunction)(void (*)(void))band_slices, METH_FASTCALL,
      "band_slices(index, slices): the slice of each of the 4 band keys of fingerprint index ``index``."},
+    {"band_keys", (PyCFunction)(void (*)(void))band_keys, METH_FASTCALL,
+     "band_keys(index): the 4 band keys of fingerprint index ``index``, as nearindex.band_keys."},
     {"closest", (PyCFunction)(void (*)(void))closest, METH_FASTCALL,
      "closest(bands, keys, claim, settling, max_distance, max_bins, verify_bytes): claims._scan."},
     {"unsettled", (PyCFunction)(void (*)(void))unsettled, METH_FASTCALL,

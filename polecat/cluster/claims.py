@@ -513,6 +513,7 @@ _kernel = native.load("polecat.cluster._claims")
 _native_band_slices: Callable[[int, int], tuple[int, ...]] | None = (
     None if _kernel is None else _kernel.band_slices
 )
+_native_band_keys: Callable[[int], tuple[bytes, ...]] | None = None if _kernel is None else _kernel.band_keys
 
 
 def band_slice(key: bytes) -> int:
@@ -544,7 +545,11 @@ def band_owners(index: int, owner_of: Callable[[int], str]) -> tuple[str, ...]:
 @lru_cache(maxsize=4096)
 def _keys(index: int) -> tuple[bytes, ...]:
     """:func:`band_keys`, remembered for the pages in flight: a page's keys are asked for its owners
-    (rule 9), its claim's scan and its base (rule 10)."""
+    (rule 9), its claim's scan and its base (rule 10). The native kernel makes the four in one call: an
+    owner meets most fingerprints once, so the cache seldom spares them (benchmarks/README.md "Claim
+    cost: the books' and runner's items in C")."""
+    if _native_band_keys is not None:
+        return _native_band_keys(index)
     return tuple(band_keys(index))
 
 
