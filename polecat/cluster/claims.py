@@ -547,7 +547,7 @@ def _keys(index: int) -> tuple[bytes, ...]:
     """:func:`band_keys`, remembered for the pages in flight: a page's keys are asked for its owners
     (rule 9), its claim's scan and its base (rule 10). The native kernel makes the four in one call: an
     owner meets most fingerprints once, so the cache seldom spares them (benchmarks/README.md "Claim
-    cost: the books' and runner's items in C")."""
+    cost: the near book's scans and band keys in C")."""
     if _native_band_keys is not None:
         return _native_band_keys(index)
     return tuple(band_keys(index))
