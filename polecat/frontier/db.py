@@ -763,7 +763,7 @@ class FrontierDB:
         committed = CommittedTables(self.env.begin(), self.tables, self.seen.view())
         if not self.wal.size:
             return committed
-        return LogOverlay(committed, self.wal.entries(self._in_lmdb))
+        return LogOverlay(committed, self.wal.rows(self._in_lmdb))
 
     def start_commit(self, *, to_lmdb: bool = False) -> Future[Any]:
         """Start making every write so far durable on the writer thread and return at once (rules 1 and
