@@ -30,7 +30,10 @@ crawled by ``python -m polecat crawl`` (a child process) with ``--max-pages``. F
   :data:`FINE` seconds, the requests it saw during each commit against the :data:`BEFORE` seconds before
   it, and the longest stretch in which it saw none;
 - with ``--resume``, after the run: how long ``polecat status DIR`` takes on its data dir, and how soon
-  the same crawl started again on it sends its first request (then it is stopped with SIGTERM).
+  the same crawl started again on it sends its first request (then it is stopped with SIGTERM); with
+  ``--kill-9`` too, the run ends by SIGKILL, not at ``--max-pages``: when its write-ahead log (sampled
+  every 0.2 s) holds at least :data:`KILL_FILL` of the most it held before an LMDB commit emptied it, so
+  that the resume replays about the longest log the crawl leaves (polecat/frontier/db.py rule 7).
 
 ``--frontier-seeds N`` admits N host roots into a frontier in this process, without a crawl or a node:
 the CPU seeds/s of the admission itself and the anonymous memory with N hosts queued; then the time of
@@ -72,6 +75,7 @@ from polecat.fetch.descriptors import raise_nofile_limit
 from polecat.frontier.db import FrontierDB
 from polecat.frontier.frontier import Frontier
 from polecat.frontier.robots import RobotsPolicy
+from polecat.frontier.wal import LOG_NAME
 from polecat.node.seed_feed import BATCH
 from polecat.testing.breadth import BreadthWeb, polecat_command
 
@@ -161,6 +165,7 @@ def breadth(args: argparse.Namespace, work: Path) -> None:
         print(f"web of {args.hosts} hosts ready in {time.monotonic() - built:.1f} s", flush=True)
         seeds = work / "seeds.txt"
         seeds.write_text("".join(f"{url}\n" for url in web.seeds()))
+        data = args.data or work / "data"
         env = _env()
         probe = work / "commits.json"
         if args.commit_probe:
@@ -175,16 +180,19 @@ def breadth(args: argparse.Namespace, work: Path) -> None:
         started = time.monotonic()
         out_path, err_path = work / "stdout.txt", work / "stderr.txt"
         with out_path.open("wb") as out, err_path.open("wb") as err:  # files: a pipe unread would fill
-            cmd = _crawl_cmd(seeds, work / "data", web.dns.address, args, args.max_pages,
+            cmd = _crawl_cmd(seeds, data, web.dns.address, args, args.max_pages,
                              stall_profile=args.stall_profile)
             child = subprocess.Popen(cmd, env=env, stdout=out, stderr=err)
         peak_anon = 0
         samples: list[tuple[float, int, int, int, int, int]] = []
         next_sample = started
+        killer = _LogKiller(data, started + args.kill_9) if args.kill_9 is not None else None
         while True:
             pid, status, usage = os.wait4(child.pid, os.WNOHANG)  # not poll(): it reaps without rusage
             if pid:
                 break
+            if killer is not None and killer.due():
+                child.kill()
             now = time.monotonic()
             anon = _status_kb(child.pid, "RssAnon")
             peak_anon = max(peak_anon, anon)
@@ -200,7 +208,11 @@ def breadth(args: argparse.Namespace, work: Path) -> None:
         stats = web.stats()
         queries = sum(web.dns.queries.values())
         types = dict(web.dns.query_types)
+        if args.keep_killed:  # the LMDB file is sparse up to its map size: copied so (shutil fills it)
+            subprocess.run(["cp", "-a", "--sparse=always", str(data), str(args.keep_killed)], check=True)
         resumed = _resume(web, seeds, work, args, env) if args.resume else []
+        if killer is not None:
+            resumed.insert(0, killer.report())
     code = child.returncode
     cpu = usage.ru_utime + usage.ru_stime
     first = (stats.first_request - started) if stats.first_request is not None else float("nan")
@@ -304,11 +316,51 @@ def _commit_report(probe: Path, counts: list[tuple[float, int]]) -> list[str]:
     return lines
 
 
+KILL_FILL = 0.9
+"""``--kill-9``: the share of the log's longest (before an LMDB commit emptied it) at which the crawl is
+killed."""
+
+
+class _LogKiller:
+    """``--kill-9``: follows the size of the crawl's write-ahead log; due, from ``not_before`` (monotonic)
+    on, once the log, after at least one LMDB commit emptied it, is back to :data:`KILL_FILL` of the most
+    it held before one."""
+
+    def __init__(self, data: Path, not_before: float) -> None:
+        self.data = data
+        self.not_before = not_before
+        self.longest = 0  # bytes the log held before the last drop
+        self.size = 0
+        self.drops = 0
+        self.killed_at: int | None = None
+        self.log: Path | None = None
+
+    def due(self) -> bool:
+        if self.log is None:  # found once: the data dir's store grows a file a segment
+            self.log = next(self.data.glob(f"**/{LOG_NAME}"), None)
+        size = self.log.stat().st_size if self.log is not None and self.log.exists() else 0
+        if size < self.size:  # an LMDB commit emptied it (db.py rule 7)
+            self.drops += 1
+            self.longest = max(self.longest, self.size)
+        self.size = size
+        if (self.killed_at is None and self.drops and size >= KILL_FILL * self.longest
+                and time.monotonic() >= self.not_before):
+            self.killed_at = size
+            return True
+        return False
+
+    def report(self) -> str:
+        if self.killed_at is None:
+            return f"not killed: the log was emptied {self.drops} times, the run ended first"
+        return (f"SIGKILL with the log at {self.killed_at / 2**20:.1f} MiB on disk (longest before an LMDB "
+                f"commit {self.longest / 2**20:.1f} MiB, {self.drops} commits seen)")
+
+
 def _resume(web: BreadthWeb, seeds: Path, work: Path, args: argparse.Namespace,
             env: dict[str, str]) -> list[str]:
     """``--resume``: ``polecat status`` on the data dir the run left, then the same crawl again on it,
     timed to its first request at the server; answers the lines to print."""
-    data = work / "data"
+    data = args.data or work / "data"
     started = time.monotonic()
     status = subprocess.run(polecat_command("status", str(data)), env=env, capture_output=True, text=True,
                             timeout=300)
@@ -443,7 +495,7 @@ def main() -> None:
                    help="frontier.working_hosts (of the crawl: through a --config file)")
     p.add_argument("--seconds", type=float, default=30.0, help="--seeds-only: SIGTERM after this long")
     p.add_argument("--data", type=Path, metavar="DIR",
-                   help="--seeds-only: the crawl's data dir (absent: in the scratch dir; left in place)")
+                   help="the crawl's data dir (absent: in the scratch dir; left in place)")
     p.add_argument("--device", metavar="NAME",
                    help="--seeds-only: also report the sectors written to /sys/block/NAME (the device of "
                         "--data's filesystem alone, e.g. a loop device) per URL admitted")
@@ -466,9 +518,18 @@ def main() -> None:
                    help="the LMDB commits and the server's requests during them (benchmarks/commit_probe)")
     p.add_argument("--resume", action="store_true",
                    help="after the crawl: time `polecat status DIR`, and a resume to its first request")
+    p.add_argument("--kill-9", type=float, default=None, metavar="SECONDS",
+                   help="with --resume: SIGKILL the crawl, SECONDS after its start or later, when its log "
+                        "is nearly as long as it gets")
+    p.add_argument("--keep-killed", type=Path, metavar="DIR",
+                   help="with --kill-9: a copy of the data dir as the kill left it, made before the resume")
     args = p.parse_args()
     if args.mixed and not args.tls:
         p.error("--mixed needs --tls")
+    if args.kill_9 is not None and not args.resume:
+        p.error("--kill-9 needs --resume")
+    if args.keep_killed and args.kill_9 is None:
+        p.error("--keep-killed needs --kill-9")
     raise_nofile_limit()  # the server side holds one descriptor per connection the crawl opens
     work = Path(tempfile.mkdtemp(prefix="bench-scale-"))
     try:

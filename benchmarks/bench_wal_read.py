@@ -60,7 +60,7 @@ def read(kind: str, path: Path) -> object:
         wal = WriteLog(path / LOG_NAME)
         wal.size = (path / LOG_NAME).stat().st_size
         base: Snapshot = None  # type: ignore[assignment]  # the overlay's rows only: no base is read
-        return LogOverlay(base, wal.entries(0)).added("seen")
+        return LogOverlay(base, wal.rows(0)).added("seen")
     with _snapshot(path, ("urls",)) as (_, _, counts):
         return counts
 

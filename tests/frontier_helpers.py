@@ -88,7 +88,7 @@ class Rig:
             self.db = FrontierDB(self.path / "frontier", map_size=1 << 28, params=self.params,
                                  **log_options(self.cfg.frontier))
             self.seen = SeenSet.restore(self.db.seen_keys, self.db.count("seen"), self.path / "seen.bloom",
-                                        self.db.seq, 10_000, 0.01)
+                                        self.db.seq, 10_000, 0.01, self.db.seen_keys_after)
         self.robots = RobotsPolicy(self.cfg.robots, self.cfg.fetch.user_agent)
         self.raw = Frontier(self.db, self.cfg, self.robots, self.seen, self.now, rng=random.Random(self.seed))
         self.frontier: Any = Applying(self.raw, self.db)

@@ -241,6 +241,44 @@ def test_status_of_a_running_node_reads_its_write_ahead_log(tmp_path: Path) -> N
     assert outcomes == json.loads(rig.db.get("meta", b"done") or b"{}")
 
 
+def test_status_keeps_the_logs_rows_of_the_tables_it_reads_only(tmp_path: Path) -> None:
+    """wal.py rule 5, status.py ``_STATUS_LOGGED``: the log's host, queue and URL rows are not kept by
+    status (issue 39: ~1 s of CPU at 1M hosts after a kill -9), yet it answers as a read keeping every
+    table's does, the host records and URL records read where the freshness index cannot answer (other
+    settings). Read while the frontier is open, from another process (LMDB opens a dir once a process)."""
+    rig, now = crawled(tmp_path, replace(CFG, frontier=FrontierConfig(working_hosts=100, log_mb=64)))
+    counted = recount(rig)
+    assert rig.db._in_lmdb < rig.db.seq  # the commits of crawled() went to the log (db.py rule 6)
+    reader = f"""
+import json, sys
+from pathlib import Path
+from polecat.config import RefreshConfig
+from polecat.frontier import status
+from polecat.frontier.wal import NotOverlaid
+frontier, now = Path(sys.argv[1]), {now!r}
+refused = []
+with status._snapshot(frontier, status._STATUS_TABLES, status._STATUS_LOGGED) as (_, snap, _):
+    for table in ("hosts", "urls", "queue"):
+        try:
+            snap.get(table, b"x")
+        except NotOverlaid:
+            refused.append(table)
+other = RefreshConfig(min_interval=RefreshConfig().min_interval * 2)  # not the index's settings
+s = status.read_status(frontier, now=now)
+print(json.dumps([refused, [s.hosts, s.hosts_with_queue, s.queued, s.fetched],
+                  s == status._read_status(frontier, status._STATUS_TABLES, 10, None, now, busiest=False),
+                  status.read_status(frontier, refresh=other, now=now)
+                  == status._read_status(frontier, status._STATUS_TABLES, 10, other, now, busiest=False),
+                  len(status.read_status(frontier, now=now, busiest=True).busiest)]))
+"""
+    got = subprocess.run([sys.executable, "-c", reader, str(tmp_path / "frontier")], capture_output=True,
+                         text=True, timeout=60, check=True)
+    refused, counts, same, same_other, busiest = json.loads(got.stdout)
+    assert refused == ["hosts", "urls", "queue"]
+    assert counts == list(counted.values())
+    assert same and same_other and busiest == min(10, counted["with_queue"])
+
+
 class CountingHosts(dict[str, HostState]):
     """:attr:`HostTable.hosts` that counts passes over it and records read by key."""
 

@@ -1,5 +1,6 @@
 """The log-structured seen table (polecat/frontier/seenlog.py): reads as a set after any puts, releases,
-commits, crashes and merges; orphan runs are removed at open; a kill -9 mid-commit or mid-merge loses
+commits, crashes and merges, and answers every key committed after a commit among its keys after it (rule
+7); orphan runs are removed at open; a kill -9 mid-commit or mid-merge loses
 nothing committed and keeps nothing uncommitted."""
 
 from __future__ import annotations
@@ -36,6 +37,16 @@ class Model:
     def __init__(self) -> None:
         self.committed: set[bytes] = set()
         self.applied: set[bytes] = set()
+        self.seq = 0
+        """The last commit's sequence."""
+        self.committed_at: dict[bytes, int] = {}
+        """The commit that made each committed key so (its last, after a release and a put again)."""
+
+    def commit(self) -> None:
+        self.seq += 1
+        for k in self.applied - self.committed:
+            self.committed_at[k] = self.seq
+        self.committed = set(self.applied)
 
     def release(self, s: int) -> None:
         self.applied = {k for k in self.applied if k[:2] != slice_prefix(s)}
@@ -50,9 +61,10 @@ ops = st.lists(st.one_of(
 ), max_size=60)
 
 
-def commit(runs: SeenRuns) -> bytes:
-    """A commit's three steps, as FrontierDB takes them; answers the manifest it stores."""
-    manifest = runs.prepare()
+def commit(runs: SeenRuns, seq: int = 1) -> bytes:
+    """A commit's three steps, as FrontierDB takes them (the LMDB commit ``seq``); answers the manifest it
+    stores."""
+    manifest = runs.prepare(seq)
     runs.write_run()
     runs.committed()
     return manifest
@@ -68,6 +80,11 @@ def _check(runs: SeenRuns, model: Model) -> None:
         assert (runs.get(k) == b"") == (k in model.applied)
     view = runs.view()
     assert [k for k, _ in view.items()] == sorted(model.committed)
+    # Rule 7: what a Bloom snapshot of commit t lacks is among the keys after t.
+    for t in range(model.seq + 1):
+        after = set(runs.keys_after(t))
+        assert {k for k in model.committed if model.committed_at[k] > t} <= after
+        assert model.applied - model.committed <= after
 
 
 @settings(max_examples=80, deadline=None)
@@ -90,8 +107,8 @@ def test_the_runs_read_as_a_set(steps: list[tuple[str, int, int]]) -> None:
                     runs.delete_slices([slice_prefix(s)])
                     model.release(s)
                 elif op == "commit":
-                    manifest = commit(runs)
-                    model.committed = set(model.applied)
+                    model.commit()
+                    manifest = commit(runs, model.seq)
                 elif op == "merged" and runs._merging is not None:
                     runs._merging.result()
                 elif op == "crash":
@@ -108,7 +125,7 @@ def test_a_run_no_commit_lists_is_removed_at_open(tmp_path: Path) -> None:
     runs.put(key(0, 1))
     manifest = commit(runs)
     runs.put(key(0, 2))
-    runs.prepare()
+    runs.prepare(1)
     runs.write_run()  # the LMDB commit listing this run never happens: a crash
     runs.close()
     assert len(list(tmp_path.iterdir())) == 2
@@ -230,7 +247,7 @@ def test_kill_9_mid_commit_or_merge_keeps_exactly_the_commits(tmp_path: Path) ->
         listed = db.txn.get(MANIFEST, db=db.meta)
         db.close()
         assert listed is not None
-        names = {run_path(path, n).name for n, _, _ in json.loads(listed)["runs"]}
+        names = {run_path(path, n).name for n, *_ in json.loads(listed)["runs"]}
         assert {p.name for p in (path / "seen").iterdir()} == names
 
 

@@ -14,8 +14,11 @@ yet written reads as a false positive that is new, so a caller never marks one t
 are applied.
 
 Persistence keeps the invariant across crashes: the filter is saved with the caller's commit counter as
-its tag right after a commit; on restart, a file whose tag is not the current counter (work was committed
-after the save, or the save never finished) is discarded and the filter rebuilt from the table.
+its tag right after a commit; on restart, a file whose tag is the current counter is the filter; one of an
+earlier commit (work was committed after the save: a kill -9 between two saves) is brought up to date with
+the keys committed since, where the table can tell them (polecat/frontier/seenlog.py rule 7), else
+discarded with one of a later commit or none (the save never finished), and the filter rebuilt from the
+table.
 """
 
 from __future__ import annotations
@@ -92,16 +95,22 @@ class SeenSet:
 
     @classmethod
     def restore(cls, keys: Callable[[], Iterable[bytes]], entries: int, bloom_path: Path, tag: int,
-                capacity: int, fp_rate: float) -> SeenSet:
-        """The seen-set over a table of ``entries`` fingerprints, which ``keys()`` reads: the saved filter
-        if its tag is ``tag``, else one rebuilt from the table (:meth:`rebuild`). A loaded filter keeps
-        the sizing it was saved with (changing the configuration takes effect on the next rebuild)."""
+                capacity: int, fp_rate: float,
+                keys_after: Callable[[int], Iterable[bytes]] | None = None) -> SeenSet:
+        """The seen-set over a table of ``entries`` fingerprints, which ``keys()`` reads, at commit ``tag``:
+        the saved filter if its tag is ``tag``; the saved filter of an earlier commit with the keys
+        ``keys_after(its tag)`` answers (those committed since, and maybe more) added; else one rebuilt
+        from the table (:meth:`rebuild`). A loaded filter keeps the sizing it was saved with (changing the
+        configuration takes effect on the next rebuild)."""
         try:
             bloom, saved_tag = ScalableBloom.load(bloom_path)
         except (OSError, CorruptBloom):
             saved_tag = None
-        if saved_tag != tag:
+        if saved_tag == tag:
+            return cls(bloom, urls=entries)
+        if saved_tag is None or saved_tag > tag or keys_after is None:
             return cls.rebuild(keys(), entries, capacity, fp_rate)
+        _add_batched(bloom, keys_after(saved_tag))
         return cls(bloom, urls=entries)
 
     @classmethod
@@ -109,13 +118,7 @@ class SeenSet:
         """The seen-set over a table of ``entries`` fingerprints, ``keys``, with a filter rebuilt from
         them, sized for ``max(capacity, entries)`` at ``fp_rate``."""
         bloom = ScalableBloom(max(capacity, entries), fp_rate)
-        batch: list[bytes] = []
-        for key in keys:
-            batch.append(key)
-            if len(batch) == _REBUILD_BATCH:
-                bloom.add_many(batch)
-                batch.clear()
-        bloom.add_many(batch)
+        _add_batched(bloom, keys)
         return cls(bloom, urls=entries)
 
     def stats(self) -> SeenStats:
@@ -127,3 +130,14 @@ class SeenSet:
             observed_fp_rate=self._false_positives / new if new else 0.0,
             memory_bytes=self._bloom.memory_bytes,
         )
+
+
+def _add_batched(bloom: ScalableBloom, keys: Iterable[bytes]) -> None:
+    """Add ``keys`` to ``bloom``, :data:`_REBUILD_BATCH` at a time."""
+    batch: list[bytes] = []
+    for key in keys:
+        batch.append(key)
+        if len(batch) == _REBUILD_BATCH:
+            bloom.add_many(batch)
+            batch.clear()
+    bloom.add_many(batch)

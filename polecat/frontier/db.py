@@ -746,6 +746,12 @@ class FrontierDB:
         """Every key of the seen table, in key order (to rebuild the seen-set's Bloom filter from)."""
         return (key for key, _ in self.items("seen"))
 
+    def seen_keys_after(self, seq: int) -> Iterator[bytes]:
+        """The seen keys committed after the commit ``seq``, and maybe more (seenlog.py rule 7): to bring
+        a Bloom snapshot of that commit up to date."""
+        self._current()
+        return self.seen.keys_after(seq)
+
     def count(self, table: Table) -> int:
         if table == "seen":
             self._current()
@@ -763,7 +769,7 @@ class FrontierDB:
         committed = CommittedTables(self.env.begin(), self.tables, self.seen.view())
         if not self.wal.size:
             return committed
-        return LogOverlay(committed, self.wal.entries(self._in_lmdb))
+        return LogOverlay(committed, self.wal.rows(self._in_lmdb))
 
     def start_commit(self, *, to_lmdb: bool = False) -> Future[Any]:
         """Start making every write so far durable on the writer thread and return at once (rules 1 and
@@ -810,11 +816,11 @@ class FrontierDB:
     def _start_lmdb_commit(self, txn: lmdb.Transaction) -> Future[lmdb.Transaction]:
         """Commit the LMDB transaction (rule 6): the seen run first, prepared and written on the writer
         thread (seenlog.py rule 2), the log emptied after."""
-        self._in_lmdb = self.seq
+        self._in_lmdb = seq = self.seq
         seen, meta = self.seen, self.meta
 
         def seen_run() -> None:
-            txn.put(MANIFEST, seen.prepare(), db=meta)
+            txn.put(MANIFEST, seen.prepare(seq), db=meta)
             seen.write_run()
 
         return self._writer.start_commit(seen_run, self.wal.reset)

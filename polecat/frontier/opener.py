@@ -58,6 +58,6 @@ def open_frontier(cfg: Config, now: float) -> OpenedFrontier:
                     **log_options(cfg.frontier))
     bloom_path = data / "seen.bloom"
     seen = SeenSet.restore(db.seen_keys, db.count("seen"), bloom_path, db.seq, cfg.dedup.expected_urls,
-                           cfg.dedup.bloom_fp_rate)
+                           cfg.dedup.bloom_fp_rate, db.seen_keys_after)
     robots = RobotsPolicy(robots_retry(cfg.politeness, cfg.robots), cfg.fetch.user_agent)
     return OpenedFrontier(db, seen, robots, Frontier(db, cfg, robots, seen, now), bloom_path)

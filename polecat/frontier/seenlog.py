@@ -32,6 +32,13 @@ Rules:
    up and :meth:`SeenRuns.items` yields each key once.
 6. A :meth:`SeenRuns.view` reads the runs and releases of the last commit (tables.py rule 5); a merged
    run's inputs stay readable by the views holding them (a deleted file's mapping lives on).
+7. Each run records the sequence of the LMDB commit that listed it (a merged run: the largest of its
+   inputs'; the manifest's fourth field, absent from runs listed before this rule: unknown), so
+   :meth:`SeenRuns.keys_after` answers a superset of the keys committed after a given commit: the
+   memtable's and every run's whose sequence is later or unknown. The seen-set's Bloom snapshot of an
+   earlier commit is brought up to date with them at open (polecat/dedup/seen.py), not rebuilt from every
+   key: after a kill -9 of a 1M-host crawl the rebuild was ~0.9 s of CPU of a ~2.2 s open at 1.28M keys,
+   and grows with the table (38-99 s at 50M; benchmarks/README.md, "Issue 39: a resume after a kill -9").
 """
 
 from __future__ import annotations
@@ -80,6 +87,8 @@ class Run:
     order: int
     level: int
     keys: np.ndarray
+    seq: int | None = None
+    """The LMDB commit that listed it (rule 7; None: listed before the rule)."""
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -184,6 +193,7 @@ class _Prepared:
     order: int
     merged: tuple[Run, tuple[Run, ...]] | None
     manifest: bytes
+    seq: int
 
 
 @dataclass(slots=True)
@@ -228,9 +238,9 @@ class SeenRuns:
             state.next_name, state.next_order = info["next_name"], info["next_order"]
             state.live = info["live"]
             state.releases = {bytes.fromhex(p): b for p, b in info["releases"].items()}
-            for name, order, level in info["runs"]:
+            for name, order, level, *seq in info["runs"]:
                 path = run_path(self.directory, name)
-                state.runs.append(Run(name, order, level, _map(path)))
+                state.runs.append(Run(name, order, level, _map(path), seq[0] if seq else None))
                 listed.add(path.name)
         for path in self.directory.iterdir():
             if path.name not in listed:
@@ -251,6 +261,15 @@ class SeenRuns:
             if run.has(key):
                 return None if _released(run, key, releases) else b""
         return None
+
+    def keys_after(self, seq: int) -> Iterator[bytes]:
+        """Every key committed after the commit ``seq``, and maybe more (rule 7): the memtable's, then
+        those of each run whose LMDB commit is later than ``seq`` or unknown (released or not)."""
+        yield from self._mem
+        for run in self._state.runs:
+            if run.seq is None or run.seq > seq:
+                for start in range(0, len(run), _CHUNK):
+                    yield from _split(run.keys[start : start + _CHUNK].tobytes())
 
     def items(self, prefix: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
         """Every seen key starting with ``prefix``, in key order, with its empty value."""
@@ -341,10 +360,10 @@ class SeenRuns:
 
     # --- commits ---------------------------------------------------------------------------------
 
-    def prepare(self) -> bytes:
-        """Freeze the memtable into the next run and answer the manifest the commit stores (rule 2: on the
-        writer thread, with no other call meanwhile); :meth:`write_run` then makes the run durable, and
-        :meth:`committed` ends the commit."""
+    def prepare(self, seq: int) -> bytes:
+        """Freeze the memtable into the next run and answer the manifest the LMDB commit ``seq`` stores
+        (rule 2: on the writer thread, with no other call meanwhile); :meth:`write_run` then makes the run
+        durable, and :meth:`committed` ends the commit."""
         state = self._state
         # The memtable stays readable until the commit is durable (:meth:`committed` empties it).
         fresh = self._fresh(self._mem_sorted())
@@ -360,11 +379,12 @@ class SeenRuns:
         runs += [merged[0]] if merged else []
         keep = _needed(state.releases, runs)
         live = state.live + len(fresh)
-        listed = [(r.name, r.order, r.level) for r in runs] + ([(name, order, 0)] if len(fresh) else [])
+        listed = ([(r.name, r.order, r.level, r.seq) if r.seq is not None else (r.name, r.order, r.level)
+                   for r in runs] + ([(name, order, 0, seq)] if len(fresh) else []))
         manifest = json.dumps({"runs": listed, "releases": {p.hex(): b for p, b in keep.items()},
                                "next_name": state.next_name, "next_order": state.next_order,
                                "live": live}).encode()
-        self._prepared = _Prepared(fresh, name, order, merged, manifest)
+        self._prepared = _Prepared(fresh, name, order, merged, manifest, seq)
         return manifest
 
     def _fresh(self, keys: np.ndarray) -> np.ndarray:
@@ -398,7 +418,7 @@ class SeenRuns:
         state = self._state
         if len(prepared.fresh):
             state.runs.insert(0, Run(prepared.name, prepared.order, 0,
-                                     _map(run_path(self.directory, prepared.name))))
+                                     _map(run_path(self.directory, prepared.name)), prepared.seq))
             state.live += len(prepared.fresh)
         if prepared.merged is not None:
             out, inputs = prepared.merged
@@ -488,4 +508,6 @@ def _merge(directory: Path, name: int, level: int, inputs: tuple[Run, ...],
         fh.flush()
         os.fsync(fh.fileno())
     _publish(tmp, path, directory)
-    return Run(name, max(r.order for r in inputs), level, _map(path))
+    seqs = [r.seq for r in inputs]
+    seq = None if None in seqs else max(s for s in seqs if s is not None)
+    return Run(name, max(r.order for r in inputs), level, _map(path), seq)

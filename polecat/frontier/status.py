@@ -26,8 +26,9 @@ from polecat.frontier.refresh import Freshness, History, RefreshPolicy
 from polecat.frontier.refresh_index import stored_freshness
 from polecat.frontier.seenlog import MANIFEST, SeenView, manifest_count
 from polecat.frontier.tables import TableReader
-from polecat.frontier.wal import LOG_NAME, Following, LogOverlay, entries_in, entries_past, read_log
+from polecat.frontier.wal import LOG_NAME, Following, LogOverlay, NotOverlaid, read_log, rows_in, rows_past
 from polecat.hosts import host_key
+from polecat.writes import Table
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,11 +83,14 @@ def _read_txn(frontier_dir: Path, tables: tuple[str, ...]
 
 
 @contextmanager
-def _snapshot(frontier_dir: Path, tables: tuple[str, ...]
+def _snapshot(frontier_dir: Path, tables: tuple[Table, ...], logged_of: tuple[Table, ...] | None = None
               ) -> Iterator[tuple[dict[str, Any], TableReader, tuple[int, int]]]:
     """The tables of :func:`_read_txn` (those of ``tables`` it has: ``fresh`` is absent from data last
     written by 0.3.0), with the write-ahead log's entries past its commit on top (wal.py rules 6 and 9),
-    and ``(commits, seen keys the log added)``."""
+    and ``(commits, seen keys the log added)``. The log's rows are kept of ``meta``, ``seen`` and
+    ``logged_of`` (``tables`` when None) only: a read of another table of ``tables`` then raises
+    :class:`~polecat.frontier.wal.NotOverlaid` if the log held entries (wal.py rule 5)."""
+    kept = ("meta", "seen", *(tables if logged_of is None else logged_of))
     for streamed in (True, False):
         # wal.py rule 6: the file as it was before the read transaction, when rule 9's read cannot tell
         logged = b"" if streamed else read_log(frontier_dir / LOG_NAME)
@@ -97,11 +101,11 @@ def _snapshot(frontier_dir: Path, tables: tuple[str, ...]
             commits = int(txn.get(b"seq", b"0", db=dbs["meta"]))
             committed = CommittedTables(txn, dbs, _NO_SEEN)
             if streamed:
-                overlay = _streamed(frontier_dir / LOG_NAME, committed, commits, env, dbs["meta"])
+                overlay = _streamed(frontier_dir / LOG_NAME, committed, commits, env, dbs["meta"], kept)
                 if overlay is None:
                     continue
             else:
-                overlay = LogOverlay(committed, entries_past(logged, commits))
+                overlay = LogOverlay(committed, rows_past(logged, commits), kept)
             if overlay.seq is None:
                 yield dbs, committed, (commits, 0)
             else:
@@ -110,15 +114,16 @@ def _snapshot(frontier_dir: Path, tables: tuple[str, ...]
 
 
 def _streamed(path: Path, committed: CommittedTables, commits: int, env: lmdb.Environment,
-              meta: Any) -> LogOverlay | None:
-    """The log's entries past ``commits`` on ``committed``, read from the file as it is now, a chunk at a
-    time; None when they may not be of one commit (wal.py rule 9)."""
+              meta: Any, tables: tuple[Table, ...] | None = None) -> LogOverlay | None:
+    """The log's entries past ``commits`` on ``committed`` (their rows of ``tables``; every table's when
+    None), read from the file as it is now, a chunk at a time; None when they may not be of one commit
+    (wal.py rule 9)."""
     try:
         with open(path, "rb") as fh:
-            entries = Following(entries_in(fh, os.fstat(fh.fileno()).st_size, commits), commits)
-            overlay = LogOverlay(committed, entries)
+            entries = Following(rows_in(fh, os.fstat(fh.fileno()).st_size, commits), commits)
+            overlay = LogOverlay(committed, entries, tables)
     except FileNotFoundError:  # no log: a data dir 0.3.0 last wrote
-        return LogOverlay(committed, ())
+        return LogOverlay(committed, (), tables)
     with env.begin() as now:
         reset = int(now.get(b"seq", b"0", db=meta)) != commits
     return None if entries.gap or reset else overlay
@@ -141,13 +146,33 @@ def read_status(frontier_dir: Path, top: int = 10, refresh: RefreshConfig | None
     the longest queues (a pass over every record) or the data was last written before the counters.
     The write-ahead log's entries since the last LMDB commit are read on top (wal.py rule 6): a running
     node's last commits are there."""
-    with _snapshot(frontier_dir, ("hosts", "ops", "urls", "fresh")) as (dbs, tables, (commits, seen_logged)):
-        stored = tables.get("meta", HOST_COUNTS)
+    now = SYSTEM_CLOCK.wall() if now is None else now
+    try:
+        return _read_status(frontier_dir, _STATUS_LOGGED + (("hosts",) if busiest else ()), top, refresh, now,
+                            busiest=busiest)
+    except NotOverlaid:  # no counters or no freshness index for these settings: the records answer
+        return _read_status(frontier_dir, _STATUS_TABLES, top, refresh, now, busiest=busiest)
+
+
+_STATUS_TABLES: tuple[Table, ...] = ("hosts", "ops", "urls", "fresh")
+"""The tables :func:`read_status` may read (with ``meta``)."""
+_STATUS_LOGGED: tuple[Table, ...] = ("ops", "fresh")
+"""Those whose rows in the log :func:`read_status` keeps first (wal.py rule 5): the host records and URL
+records only where the counters and the freshness index cannot answer (data written before them, other
+refresh settings), in a second read. Issue 39: at 1M hosts, after a kill -9 with ~950,000 writes in the
+log, keeping every table's rows cost ~1 s of CPU (benchmarks/README.md, "Issue 39: polecat status after a
+kill -9")."""
+
+
+def _read_status(frontier_dir: Path, logged_of: tuple[Table, ...], top: int, refresh: RefreshConfig | None,
+                 now: float, *, busiest: bool) -> FrontierStatus:
+    with _snapshot(frontier_dir, _STATUS_TABLES, logged_of) as (dbs, snap, (commits, seen_logged)):
+        stored = snap.get("meta", HOST_COUNTS)
         counts = json.loads(stored) if stored is not None else None
         queues: Counter[str] = Counter()
         if busiest or counts is None:
             hosts = fetched = 0
-            for key, raw in tables.items("hosts"):
+            for key, raw in snap.items("hosts"):
                 st = decode_host(raw)
                 hosts += 1
                 fetched += st.fetched
@@ -158,7 +183,7 @@ def read_status(frontier_dir: Path, top: int = 10, refresh: RefreshConfig | None
         blocked, throttled = [], []
         paused = False
         traps: list[tuple[str, tuple[tuple[str, int], ...]]] = []
-        ops = (row for prefix in ops_prefixes(("traps",)) for row in tables.items("ops", prefix))
+        ops = (row for prefix in ops_prefixes(("traps",)) for row in snap.items("ops", prefix))
         for key, raw in ops:  # not the seed hosts' rows, one per seed host (keys.py rule 4)
             kind, arg = parse_op_key(key)
             if kind == "block":
@@ -169,18 +194,18 @@ def read_status(frontier_dir: Path, top: int = 10, refresh: RefreshConfig | None
                 paused = True
             elif kind == "traps":
                 traps.append((arg, tuple(sorted(json.loads(raw).items()))))
-        done = json.loads(tables.get("meta", b"done") or b"{}")
-        fresh, revisited = _freshness(tables, "fresh" in dbs, refresh or RefreshConfig(),
-                                      SYSTEM_CLOCK.wall() if now is None else now)
+        done = json.loads(snap.get("meta", b"done") or b"{}")
+        fresh, revisited = _freshness(snap, "fresh" in dbs, refresh or RefreshConfig(),
+                                      now)
         return FrontierStatus(
             hosts=counts["hosts"], hosts_with_queue=counts["with_queue"], queued=counts["queued"],
             fetched=counts["fetched"],
-            seen_urls=manifest_count(tables.get("meta", MANIFEST)) + seen_logged,
+            seen_urls=manifest_count(snap.get("meta", MANIFEST)) + seen_logged,
             done=tuple(sorted(done.items())),
             busiest=tuple(queues.most_common(top)), blocked=tuple(blocked), throttled=tuple(throttled),
             commits=commits, paused=paused, freshness=fresh,
             traps=_top_traps(traps, top),
-            releases=(release_of(json.loads(tables.get("meta", b"schema") or b"{}")),),
+            releases=(release_of(json.loads(snap.get("meta", b"schema") or b"{}")),),
             revisited=revisited,
         )
 

@@ -25,10 +25,11 @@ Rules (this module owns them):
    records past the mark (polecat/node/pipeline.py ``reindex``), so a near-copy fetched before its
    original's replay still finds it. A data dir without a mark gets one at once.
 5. The Bloom snapshot is tagged with the counter of the frontier commit it goes with: a crash in between
-   forces a rebuild at the next open, never a stale filter. One process saves it once at its stop, with
-   the commit the node makes last: a snapshot saved with the end of a run's commit would be stale at once,
-   and each is a write of the whole filter (12 MB at the default sizing; benchmarks/README.md, "Issue 17,
-   fourth pass").
+   leaves a snapshot of an earlier commit, which the next open brings up to date with the seen keys
+   committed since (polecat/frontier/seenlog.py rule 7), never a stale filter. One process saves it once
+   at its stop, with the commit the node makes last: a snapshot saved with the end of a run's commit
+   would be stale at once, and each is a write of the whole filter (12 MB at the default sizing;
+   benchmarks/README.md, "Issue 17, fourth pass").
 6. A commit that fails for a reason of the machine (disk full, I/O error, LMDB map full) or a bug stops
    the node (the ``fail`` callback) with what was committed before; whoever waits for a commit that will
    never be made is failed, never left waiting (:meth:`Commits.abandon`).
