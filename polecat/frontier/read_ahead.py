@@ -9,18 +9,17 @@ thread of its own: polecat/frontier/head_reader.py) touches their heads first, s
 leaf in memory. It decides only which hosts and when; it reads nothing.
 
 Rules:
-1. The hosts handed out are those due next, in the order the leases take them (leasing.py): the hosts in
-   memory in the ready heap's order (host_table.py rule 2), from a copy of the heap taken when the last
-   one ran out, popped a host at a time (an entry no longer scheduled at its time, stale, leased or
-   rescheduled since, is passed over, and so is a host not in memory); and the rows of the ``ready``
-   index the next refills take in (host_table.py rule 7: the hosts out of memory, in the index's order,
-   as many as memory has room for), read after the last row handed, which a lease takes when no host in
-   memory is due: a row goes first when the next host of the heap is not due at the call's ``now`` and
-   the row is due no later than it. A host of a row comes without its number: the reader reads its
-   record first. Hosts that enter the heap after the copy (a host rescheduled) are met by the next copy.
-   Where the leases' order differs (a host of the heap falls due before a row handed is taken in;
-   leasing.py rules 4, 6 and 11 pass hosts over or hold them back), a head read ahead and not leased
-   next is a read wasted, not a wrong lease.
+1. The hosts handed out are those due at the call's ``now``, in the order the leases take them
+   (leasing.py): first the hosts in memory, in the ready heap's order (host_table.py rule 2), from a copy
+   of the heap taken when the last one ran out, popped a host at a time (an entry no longer scheduled at
+   its time, stale, leased or rescheduled since, is passed over, and so is a host not in memory or one
+   handed out and still ahead); then, as a lease refills memory from the ``ready`` index once no host in
+   memory is due (host_table.py rule 7), the index's rows due, in its order, read after the last row
+   handed, as many as memory has room for. A host of a row comes without its number: the reader reads
+   its record first. A host due later is handed out once due: the node asks before each lease call, and
+   after an open the hosts in memory fall due together (each waits one interval from the open,
+   host_table.py rule 6). Where the leases' order differs (leasing.py rules 4, 6 and 11 pass hosts over
+   or hold them back), a head read ahead and not leased next is a read wasted, not a wrong lease.
 2. At most :attr:`ReadAhead.depth` hosts handed out are ahead of the leases: a host of the heap until
    it is no longer scheduled at the time it was handed at (leased, rescheduled or dropped), a host of a
    row until the row is gone (a refill read it, and took its host in or dropped it as stale); more are
@@ -102,6 +101,8 @@ class ReadAhead:
         self._ahead: deque[tuple[float, str, bytes]] = deque()
         """The hosts handed out, oldest first, not yet seen leased (rule 2): due time, host and the
         ``ready`` key of a host from a row (b"": from the heap)."""
+        self._handed: set[str] = set()
+        """The hosts in :attr:`_ahead`: a copy of the heap taken while some are ahead hands them out once."""
         self._rows_ahead = 0
         """Those of them from ``ready`` rows: memory's room goes to them first (rule 1)."""
         self._window_from = (0, 0)
@@ -119,7 +120,9 @@ class ReadAhead:
             entry = ahead.popleft()
             if not self._gone(*entry):
                 ahead.append(entry)
-            elif entry[2]:
+                continue
+            self._handed.discard(entry[1])
+            if entry[2]:
                 self._rows_ahead -= 1
         room = self.depth - len(ahead)
         if 2 * room < self.depth:
@@ -130,24 +133,28 @@ class ReadAhead:
         if not rows:
             self._read_rows(min(room, table.working_hosts - len(hosts) - self._rows_ahead))
         out: list[Head] = []
-        while len(out) < room and (order or rows):
-            if rows and (not order or (now < order[0][0] and ready_row(rows[0])[0] <= order[0][0])):
+        while len(out) < room:
+            if order and order[0][0] <= now:
+                at, host = heapq.heappop(order)
+                if scheduled.get(host) != at:
+                    continue
+                st = hosts.get(host)
+                if st is None or host in self._handed:
+                    continue
+                self._handed.add(host)
+                ahead.append((at, host, b""))
+                out.append(Head(host, st.num))
+            elif rows and ready_row(rows[0])[0] <= now:
                 key = rows.popleft()
                 at, host = ready_row(key)
-                if host in hosts:  # taken in since (its head is read as a host of the heap)
+                if host in hosts or host in self._handed:  # taken in since: a host of the heap
                     continue
+                self._handed.add(host)
                 ahead.append((at, host, key))
                 self._rows_ahead += 1
                 out.append(Head(host, None))
-                continue
-            at, host = heapq.heappop(order)
-            if scheduled.get(host) != at:
-                continue
-            st = hosts.get(host)
-            if st is None:
-                continue
-            ahead.append((at, host, b""))
-            out.append(Head(host, st.num))
+            else:
+                break
         return out
 
     def _gone(self, at: float, host: str, row: bytes) -> bool:
@@ -179,6 +186,7 @@ class ReadAhead:
             self._order.clear()
             self._rows.clear()
             self._ahead.clear()
+            self._handed.clear()
         self._window_from = (heads, faults)
 
 
