@@ -12,7 +12,13 @@ URLs and completes them (one commit a round, as bench_periodic's ``lease``/``com
 cold open without ``drop_caches``, whose pages are the machine's, other processes' too). ``--faults``
 counts the major page faults of each :class:`~polecat.frontier.db.FrontierDB` read (``get``, a row of
 ``items``) and write batch (``apply``) by table, over the whole run (the open included): where a cold
-open's first operations wait for the disk."""
+open's first operations wait for the disk.
+
+The queue heads of the hosts due next are read ahead on a thread of their own, as the node does
+(polecat/node/leases.py rule 8: a step of :class:`~polecat.frontier.read_ahead.HeadsAhead` before each lease
+call); ``--no-heads`` leases without (and runs on a tree from before the read-ahead: the before figures).
+Each round prints wall and CPU per call of the loop's thread (``time.thread_time``: the reader's CPU is
+its own), the loop thread's major faults and the heads the reader read, with its faults."""
 
 from __future__ import annotations
 
@@ -23,9 +29,11 @@ import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from benchmarks.bench_periodic import SCAN_AT, reopen
 from polecat.frontier.db import FrontierDB
+from polecat.frontier.frontier import Frontier
 from polecat.frontier.politeness import Attempt
 from polecat.frontier.records import Completion, Lease
 from polecat.writes import Write
@@ -48,7 +56,19 @@ def evict(directory: Path) -> int:
 
 
 def _majflt() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_majflt
+    """The calling thread's major faults: the loop's, not the head reader's."""
+    return resource.getrusage(resource.RUSAGE_THREAD).ru_majflt
+
+
+def heads_ahead(db: FrontierDB, frontier: Frontier) -> Any:
+    """The read-ahead as the node runs it (polecat/node/crawler.py), started."""
+    # Imported here: with --no-heads the bench runs on a tree from before the read-ahead.
+    from polecat.frontier.head_reader import ThreadHeadReader
+    from polecat.frontier.read_ahead import HeadsAhead
+
+    heads = HeadsAhead(frontier.read_ahead, ThreadHeadReader(db.env, db.queue, db.hosts))
+    heads.start()
+    return heads
 
 
 def count_faults() -> tuple[Counter[tuple[str, str]], Counter[tuple[str, str]]]:
@@ -96,6 +116,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--evict", action="store_true", help="drop the dir's files from the page cache first")
     ap.add_argument("--faults", action="store_true", help="major faults by FrontierDB call and table")
+    ap.add_argument("--no-heads", action="store_true", help="no queue heads read ahead (leases.py rule 8)")
     args = ap.parse_args()
     if args.evict:
         print(f"evicted {evict(args.dir):,} files from the page cache", flush=True)
@@ -111,28 +132,49 @@ def main() -> None:
         db.applied(frontier.add_many([f"http://{host}/r{stamp}/{k}" for k in range(10)], 1, 0.5, SCAN_AT))
     frontier.commit()
     now = SCAN_AT + 1.0
+    heads = None if args.no_heads else heads_ahead(db, frontier)
+    read: tuple[int, int] = (0, 0)
+    round_from: Counter[tuple[str, str]] = counted[0].copy() if counted is not None else Counter()
     for r in range(1, args.rounds + 1):
         leases: list[Lease] = []
-        before = resource.getrusage(resource.RUSAGE_SELF)
-        c0 = time.process_time()
+        before = resource.getrusage(resource.RUSAGE_THREAD)
+        c0, t0 = time.thread_time(), time.perf_counter()
         calls = 0
         while len(leases) < ROUND and calls < 5 * ROUND:
             calls += 1
+            if heads is not None:
+                heads.step(now)  # as the node's lease loop: leases.py rule 8
             got = db.applied(frontier.lease(now))
             if isinstance(got, Lease):
                 leases.append(got)
             else:
                 now += 0.01
-        c1 = time.process_time()
+        c1, t1 = time.thread_time(), time.perf_counter()
         for lease in leases:
             db.apply(frontier.complete(lease, Completion(Attempt(now, now, now, 200), "fetched", "200"), now))
-        c2 = time.process_time()
-        after = resource.getrusage(resource.RUSAGE_SELF)
+        c2, t2 = time.thread_time(), time.perf_counter()
+        after = resource.getrusage(resource.RUSAGE_THREAD)
         frontier.commit()
-        print(f"round {r}: {len(leases):,} leases in {calls:,} calls, lease {(c1 - c0) / calls * 1e6:.1f} us "
-              f"CPU a call, complete {(c2 - c1) / max(1, len(leases)) * 1e6:.1f} us; page faults "
-              f"{after.ru_majflt - before.ru_majflt:,} major, {after.ru_minflt - before.ru_minflt:,} minor",
-              flush=True)
+        done = len(leases) or 1
+        reader = ""
+        if heads is not None:
+            now_read = heads.reader.counts()
+            reader = (f"; heads read ahead {now_read[0] - read[0]:,} ({now_read[1] - read[1]:,} major faults)"
+                      f"{'' if heads.running else ', stopped'}")
+            read = now_read
+        print(f"round {r}: {len(leases):,} leases in {calls:,} calls, lease {(t1 - t0) / calls * 1e6:.1f} us "
+              f"wall {(c1 - c0) / calls * 1e6:.1f} us CPU a call, complete {(t2 - t1) / done * 1e6:.1f} us "
+              f"wall {(c2 - c1) / done * 1e6:.1f} us CPU; loop thread's page faults "
+              f"{after.ru_majflt - before.ru_majflt:,} major, {after.ru_minflt - before.ru_minflt:,} minor"
+              f"{reader}", flush=True)
+        if counted is not None:
+            now_faults = counted[0].copy()
+            top = (now_faults - round_from).most_common(4)
+            where = ", ".join(f"{call} {table} {n:,}" for (call, table), n in top)
+            print(f"  loop thread's major faults in the round by call: {where or 'none'}", flush=True)
+            round_from = now_faults
+    if heads is not None:
+        heads.stop()
     if counted is not None:
         faults, made = counted
         for (call, table), n in faults.most_common():

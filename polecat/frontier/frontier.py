@@ -23,6 +23,8 @@ its own section of the configuration, over one shared :class:`~polecat.frontier.
 - :class:`~polecat.frontier.controls.Controls` (``controls.py``): throttle, block, pause.
 - :class:`~polecat.frontier.handover.SliceHandover` (``handover.py``): owned slices, export, adoption.
 - :class:`~polecat.frontier.observe.Observation` (``observe.py``): the read-only views and stats.
+- :class:`~polecat.frontier.read_ahead.ReadAhead` (``read_ahead.py``): the hosts whose queue heads are
+  read ahead of the leases after an open (the node's reader thread reads them: ``head_reader.py``).
 
 Invariant: an accepted URL is queued (its key is in ``queue``), in flight (leased, or its request released
 before its record, leasing.py rule 7; key still in ``queue``), or done (key deleted and a record in
@@ -46,6 +48,7 @@ from polecat.frontier.intake import Intake
 from polecat.frontier.keys import HOST_OPS, SEED_HOST, ops_prefixes, parse_op_key
 from polecat.frontier.leasing import Leasing
 from polecat.frontier.observe import Observation
+from polecat.frontier.read_ahead import ReadAhead
 from polecat.frontier.refresh_queue import RefreshQueue
 from polecat.frontier.robots import RobotsPolicy
 from polecat.frontier.robots_state import RobotsAnswers
@@ -79,6 +82,8 @@ class Frontier:
         hops = RobotsHops(table, rng)
         handover = SliceHandover(table, seen, robots, intake, refresh, self._load_op)
         observation = Observation(table, intake)
+        self.read_ahead = ReadAhead(table)
+        """The hosts whose queue heads the node reads ahead of its leases after the open (read_ahead.py)."""
 
         # The public calls are the parts' own methods, bound once rather than wrapped: the per-URL paths
         # (add_many, admit, lease, complete) pay no delegating frame.

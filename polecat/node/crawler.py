@@ -30,9 +30,11 @@ from polecat.fetch.descriptors import plan_descriptors, raise_nofile_limit
 from polecat.fetch.http import Fetcher, request_headers
 from polecat.fetch.seams import PageFetcher
 from polecat.frontier.frontier import Frontier
+from polecat.frontier.head_reader import ThreadHeadReader
 from polecat.frontier.intake import ACCEPTED, SEEN
 from polecat.frontier.migrate import MigrationReport
 from polecat.frontier.opener import open_frontier
+from polecat.frontier.read_ahead import HeadsAhead
 from polecat.frontier.records import Completion, Lease
 from polecat.frontier.robots import RobotsPolicy
 from polecat.heap import fix_mmap_threshold
@@ -182,10 +184,13 @@ class Crawler:
         self._feed = None if seeds_file is None else SeedFeed(
             seeds_file, add_seeds=self.add_seeds, frontier_free=self._commits.frontier_freed,
             wake=waker.set, clock=self._clock)
+        reader = ThreadHeadReader(self._db.env, self._db.queue, self._db.hosts)
+        heads = HeadsAhead(frontier.read_ahead, reader)
         self._loop = LeaseLoop(cfg, frontier=frontier, db=self._db, commits=self._commits, runner=runner,
                                waker=waker, counters=self._counters, link=self._link, clock=self._clock,
                                stop=self._stop, feeding=lambda: self._feed is not None and self._feed.running,
-                               short=self._fetcher.connections_short, full=self._fetcher.connections_full)
+                               short=self._fetcher.connections_short, full=self._fetcher.connections_full,
+                               heads=heads)
         self._member = Member(frontier=frontier, db=self._db, store=self._store, commits=self._commits,
                               loop=self._loop,
                               runner=runner, counters=self._counters,

@@ -42,6 +42,13 @@ Rules:
    more requests a commit went out and no more: benchmarks/README.md "Issue 39: leasing during an LMDB
    commit"). Once the frontier is free they go on, and count again. Leases still held when the run ends
    are withdrawn: their URLs stay queued, and they are no fetches.
+8. The queue heads of the hosts due next are read ahead of the leases on a thread of their own from the
+   start of the run (``heads``: polecat/frontier/read_ahead.py, polecat/frontier/head_reader.py), a step
+   of it before each lease call (the reader's counts in, the next hosts out, never a wait for a read),
+   until the frontier's read-ahead stops (its heads found in memory, read_ahead.py rule 4) or the run
+   ends: the reader is stopped then, before the node closes the frontier, its thread joined and its read
+   transaction aborted. Right after an open from a cold page cache each lease waited for its host's queue
+   head to come off the disk (benchmarks/README.md "Issue 39: queue heads read ahead after a cold open").
 """
 
 from __future__ import annotations
@@ -59,6 +66,7 @@ from polecat.config import Config
 from polecat.frontier import refresh_queue
 from polecat.frontier.db import FrontierDB
 from polecat.frontier.frontier import Frontier
+from polecat.frontier.read_ahead import HeadsAhead
 from polecat.frontier.records import Idle, Lease, Wait
 from polecat.frontier.refresh_queue import DueScan
 from polecat.node import verdict
@@ -99,8 +107,10 @@ class LeaseLoop:
                  runner: LeaseRunner, waker: Waker, counters: RunCounters, link: ClusterLink | None,
                  clock: Clock, stop: asyncio.Event, feeding: Callable[[], bool] = lambda: False,
                  short: Callable[[], bool] = lambda: False,
-                 full: Callable[[int], bool] = lambda leases: False) -> None:
+                 full: Callable[[int], bool] = lambda leases: False, heads: HeadsAhead | None = None) -> None:
         self._cfg = cfg
+        self._heads = heads
+        """The queue heads read ahead of the leases (rule 8); None: not read ahead."""
         self._feeding = feeding
         self._short = short
         self._full = full
@@ -143,7 +153,10 @@ class LeaseLoop:
         held = self._held
         self._leased, self._rate_from, self._rate = 0, self._clock.wall(), 0.0
         self._commits.lease_ahead = self.lease_ahead  # rule 7
+        heads = self._heads
         try:
+            if heads is not None:
+                heads.start()  # rule 8
             while not self._stop.is_set():
                 if held and not frontier.paused and held[0][0] <= self._clock.wall() and self._slot_free():
                     self._start(heapq.heappop(held)[2], self._clock.wall())  # rule 7: first, held or not
@@ -181,6 +194,8 @@ class LeaseLoop:
                     await waker.sleep(alarms, now + BACKLOG_RECHECK)  # owners are slow to accept: wait
                     step.begin()
                     continue
+                if heads is not None:
+                    heads.step(now)  # rule 8
                 decision = self._db.applied(frontier.lease(now, prefer_warm=self._short(),  # rule 5
                                                            full=self._full(len(self._tls_tasks))))
                 self.idle = isinstance(decision, Idle) and not held
@@ -208,6 +223,8 @@ class LeaseLoop:
             self._withdraw_held()
             await self._drain()
         finally:
+            if heads is not None:
+                heads.stop()  # rule 8: before the node closes the frontier
             self._commits.lease_ahead = None
             self._withdraw_held()
             alarms.close()
@@ -264,6 +281,8 @@ class LeaseLoop:
                 break
             calls -= 1
             now = self._clock.wall()
+            if self._heads is not None:
+                self._heads.step(now)  # rule 8
             decision = self._db.applied(frontier.lease(now, prefer_warm=self._short(),  # rule 5
                                                        full=self._full(len(self._tls_tasks)), ahead=seconds))
             if isinstance(decision, Lease):

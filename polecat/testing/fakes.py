@@ -22,6 +22,7 @@ from polecat.fetch.dns import DnsStats
 from polecat.fetch.http import RedirectPacer, Response, StreamChoice
 from polecat.fetch.pool import SendGate, TlsStats
 from polecat.frontier.handover_ranges import SLICED_TABLES, WrittenSlices
+from polecat.frontier.read_ahead import Head
 from polecat.frontier.slices import PREFIX_LEN, slice_prefix
 from polecat.frontier.tables import Lookup
 from polecat.store.base import HASH_NAME, FetchRecord, StoreStats
@@ -375,3 +376,27 @@ class MemoryFrontierDB:
         """Drop what is uncommitted; the tables read as the last commit from now on."""
         self._tables = self._committed.copy()
         self.pending = 0
+
+
+class FakeHeadReader:
+    """A :class:`~polecat.frontier.read_ahead.HeadReader` that reads nothing: it keeps the heads handed to
+    it (:attr:`handed`, in order, a batch a list) and reports the counts a test sets."""
+
+    def __init__(self) -> None:
+        self.handed: list[list[Head]] = []
+        self.read_so_far = 0
+        self.faults = 0
+        self.started = 0
+        self.stopped = 0
+
+    def start(self) -> None:
+        self.started += 1
+
+    def read(self, heads: list[Head]) -> None:
+        self.handed.append(list(heads))
+
+    def counts(self) -> tuple[int, int]:
+        return self.read_so_far, self.faults
+
+    def stop(self) -> None:
+        self.stopped += 1
