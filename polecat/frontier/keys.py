@@ -47,7 +47,7 @@ from itertools import count
 from polecat.dedup.canon import url_fingerprint
 from polecat.frontier import ovarint
 from polecat.frontier.ovarint import LENGTH
-from polecat.frontier.records import KEY_DEPTH, full_rank, key_rank, rank
+from polecat.frontier.records import KEY_DEPTH, KEY_RANK_DEPTH, full_rank, key_rank, rank
 from polecat.frontier.slices import PREFIX_LEN, SLICES, host_slice_prefix, slice_prefix
 from polecat.hosts import host_key
 
@@ -55,8 +55,6 @@ GLOBAL = struct.pack(">H", 0xFFFF)
 """Prefix of the ops that belong to no single slice (rule 4)."""
 assert SLICES < 0xFFFF
 
-_RANK_DEPTH = struct.Struct(">HB")
-"""The rank and depth after a ``queue`` key's host number; its FIFO seq follows (rule 1)."""
 _WIRE_TAIL = struct.Struct(">IHQ")
 """The tail of a schema-4 (wire) queue key: rank, depth, seq in 8 bytes."""
 MAX_HOST_NUM = 2**31 - 1
@@ -152,13 +150,13 @@ def queue_key_priority(key: bytes) -> tuple[int, int, int]:
     """``(rank, depth, seq)`` of a ``queue`` key (rule 1), its rank on the grid of
     :func:`~polecat.frontier.records.rank`."""
     at = _tail_at(key)
-    r, depth = _RANK_DEPTH.unpack_from(key, at)
-    return full_rank(r), depth, ovarint.decode_at(key, at + _RANK_DEPTH.size)[0]
+    r, depth = KEY_RANK_DEPTH.unpack_from(key, at)
+    return full_rank(r), depth, ovarint.decode_at(key, at + KEY_RANK_DEPTH.size)[0]
 
 
 def queue_key_seq(key: bytes) -> int:
     """The FIFO seq of a ``queue`` key (rule 1): the frontier's ``qseq`` when the URL was queued."""
-    return ovarint.decode_at(key, _tail_at(key) + _RANK_DEPTH.size)[0]
+    return ovarint.decode_at(key, _tail_at(key) + KEY_RANK_DEPTH.size)[0]
 
 
 def wire_queue_prefix(host: str) -> bytes:
@@ -183,7 +181,7 @@ def seed_queue_keys(rows: Iterable[bytes], nums: Iterable[int], r: int, seq: int
     """``queue_key_at(queue_prefix(host, num), r, 0, s)`` of each URL, given its host's ``hosts`` key of
     ``rows`` and number of ``nums``, ``s`` counting up from ``seq`` (a seeds batch's URLs filed cold,
     host_table.py rule 10: the tail's rank and depth packed once)."""
-    tail, enc = _RANK_DEPTH.pack(key_rank(r), 0), ovarint.encode
+    tail, enc = KEY_RANK_DEPTH.pack(key_rank(r), 0), ovarint.encode
     return [row[:PREFIX_LEN] + enc(num) + tail + enc(s) for row, num, s in zip(rows, nums, count(seq))]
 
 
@@ -191,7 +189,7 @@ def queue_key_at(key: bytes, r: int, depth: int, seq: int) -> bytes:
     """The ``queue`` key of the host of ``key`` (a key of this schema, or its prefix), of rank ``r`` (on the
     grid of :func:`~polecat.frontier.records.rank`), ``depth`` and FIFO ``seq`` (an adopted URL joins this
     frontier's order)."""
-    return (key[: _tail_at(key)] + _RANK_DEPTH.pack(key_rank(r), min(depth, KEY_DEPTH))
+    return (key[: _tail_at(key)] + KEY_RANK_DEPTH.pack(key_rank(r), min(depth, KEY_DEPTH))
             + ovarint.encode(seq))
 
 

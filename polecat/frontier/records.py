@@ -54,7 +54,7 @@ def full_rank(kr: int) -> int:
 
 # --- queue entries -------------------------------------------------------------------------------
 
-_RANK_DEPTH = struct.Struct(">HB")
+KEY_RANK_DEPTH = struct.Struct(">HB")
 """The rank (:func:`key_rank`) and depth after a ``queue`` key's host number (polecat/frontier/keys.py
 rule 1)."""
 KEY_DEPTH = 0xFF
@@ -145,7 +145,7 @@ class QueuedUrl:
     @classmethod
     def decode(cls, raw: bytes, key: bytes, host: str) -> QueuedUrl:
         """The URL of the ``queue`` row ``key``, ``raw``, queued for ``host`` (:meth:`encode`)."""
-        r, depth = _RANK_DEPTH.unpack_from(key, PREFIX_LEN + LENGTH[key[PREFIX_LEN]])
+        r, depth = KEY_RANK_DEPTH.unpack_from(key, PREFIX_LEN + LENGTH[key[PREFIX_LEN]])
         flags, pos = raw[0], 1
         attempts = hops = 0
         if flags & _Q_ATTEMPTS:
