@@ -165,9 +165,9 @@ Rule of schema 6 (numbered after rule 17's):
 
 Rule of schema 7 (numbered after rule 18's):
 19. Schema 7 shortens the ``queue`` key (polecat/frontier/keys.py rule 1: the host's number and the FIFO seq
-    as order-preserving varints, the rank in 16 bits, the depth in 8; issue 39: 12 bytes, not 18, at 100,000
-    hosts and 10M URLs). Schema 6 is upgraded on open (:meth:`FrontierDB._upgrade_v6`) by replaying its log
-    first (schema 6's writes, as in rule 18), then rewriting the ``queue`` table in key order
+    as order-preserving varints, the rank in 16 bits, the depth in 8; issue 39: at most 12 bytes, not 18, at
+    100,000 hosts and 10M URLs). Schema 6 is upgraded on open (:meth:`FrontierDB._upgrade_v6`) by replaying
+    its log first (schema 6's writes, as in rule 18), then rewriting the ``queue`` table in key order
     (polecat/frontier/migrate.py ``rekey_queue_v6``) and dropping the bands' count (its bands are of the
     new rank's grid: host_table.py rule 24 counts it again), in one commit of its own, after the upgrades
     above: a kill -9 in it leaves schema 6 and its log. The slices' wire is 0.3.0's as before (keys.py

@@ -8,10 +8,10 @@ Rules (DESIGN.md section 5; slices in polecat/frontier/slices.py):
    queue is one key range, ordered by priority, inside its slice's range, and a row does not repeat the
    host's name. The rank is :func:`~polecat.frontier.records.rank` on a grid of 1/1024 of a halving of
    importance (records.py ``key_rank``): URLs closer in importance than that, and depths past 255, are
-   taken in FIFO order. Issue 39: 12 bytes at 100,000 hosts and 10M URLs queued (schema 5 and 6: 18, fixed
-   widths; before: 18 + the host's name). Its value leaves out what the key and the record say (the
-   ``http(s)://host`` of the URL, the importance the rank gives, the depth: polecat/frontier/records.py
-   ``QueuedUrl.encode``).
+   taken in FIFO order. Issue 39: at most 12 bytes at 100,000 hosts and 10M URLs queued (schema 5 and 6:
+   18, fixed widths; before: 18 + the host's name). Its value leaves out what the key and the record say
+   (the ``http(s)://host`` of the URL, the importance the rank gives, the depth:
+   polecat/frontier/records.py ``QueuedUrl.encode``).
    Slice bundles carry the key of schema 4 (0.3.0's: slice, host key, NUL, rank 4, depth 2, seq 8):
    :func:`wire_queue_key` and :func:`parse_wire_queue_key` convert (polecat/frontier/handover_ranges.py).
 2. ``seen`` and ``urls``: slice of the URL's host, then the URL's 16-byte fingerprint. The seen-set's
