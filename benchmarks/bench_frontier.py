@@ -220,7 +220,27 @@ def table_sizes(db: FrontierDB, urls: int) -> str:
         if used:
             out.append(f"{name} {st['entries']:,} rows {used / max(1, urls):.1f} B/URL "
                        f"({used / max(1, st['entries']):.1f} B/row)")
-    return "per table: " + ", ".join(out)
+    return "per table: " + ", ".join(out) + "; " + queue_fill(db)
+
+
+NODE_BYTES = 10
+"""What LMDB adds to a row in a leaf page: the node's header (8 bytes) and its slot pointer (2)."""
+
+
+def queue_fill(db: FrontierDB) -> str:
+    """The ``queue`` rows' own bytes (keys, values), and how full its leaf pages are with them and LMDB's
+    :data:`NODE_BYTES` a row: what a row costs on disk is its bytes over that fill."""
+    txn, handle = db.txn, db.tables["queue"]
+    keys = values = 0
+    with txn.cursor(db=handle) as cur:
+        for key, value in cur:
+            keys += len(key)
+            values += len(value)
+    st = txn.stat(handle)
+    rows, leaves = max(1, st["entries"]), st["leaf_pages"] * st["psize"]
+    return (f"queue rows: key {keys / rows:.1f} B + value {values / rows:.1f} B + LMDB {NODE_BYTES} B, "
+            f"{st['leaf_pages']:,} leaf + {st['branch_pages']:,} branch pages, leaf fill "
+            f"{(keys + values + NODE_BYTES * st['entries']) / max(1, leaves):.1%}")
 
 
 def main() -> None:

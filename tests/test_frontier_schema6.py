@@ -66,7 +66,7 @@ def test_a_schema_5_dir_is_upgraded_with_every_seed_host_marked_and_every_url_qu
     assert rig.db.replayed == 1
     assert rig.db.seeds_marked == SeedMarkReport(marked=4, kept=2)
     db = rig.db
-    assert json.loads(db.get("meta", b"schema") or b"")["version"] == 6
+    assert json.loads(db.get("meta", b"schema") or b"")["version"] == 7  # rekeyed too: schema7
     assert sorted(bytes(k) for k, _ in db.items("ops")) == sorted([op_key(SEED_HOST, "r.test"),
                                                                    op_key(SEED_HOST, "o.test")])
     records = {bytes(k)[2:].decode(): decode_host(v) for k, v in db.items("hosts")}
@@ -83,7 +83,7 @@ def test_a_schema_5_dir_is_upgraded_with_every_seed_host_marked_and_every_url_qu
     assert rig.frontier.add(canon("http://d.test/3"), 1, 0.5, NOW) == "out_of_scope"
     rig.frontier.commit()
     rig.crash()
-    assert schema_of(tmp_path) == 6 and len(lmdb_rows(tmp_path, b"ops")) == 2
+    assert schema_of(tmp_path) == 7 and len(lmdb_rows(tmp_path, b"ops")) == 2
     rig.reopen(NOW + 1)
     assert rig.db.seeds_marked is None and rig.frontier.queued == 13
     rig.frontier.add_many([canon("http://s9.test/")], 1, 0.5, NOW)  # not a seed host: out of scope
@@ -92,7 +92,8 @@ def test_a_schema_5_dir_is_upgraded_with_every_seed_host_marked_and_every_url_qu
 
 def test_a_schema_6_dir_made_by_main_opens_as_it_is(tmp_path: Path) -> None:
     """tests/fixtures/frontier_v6.tar.zst, the same crawl written by main at 64f1881: the open replays its
-    log's commit and upgrades nothing; every seed host is marked (or keeps its row) and every URL queued."""
+    log's commit and marks nothing (its queue is rekeyed: tests/test_frontier_schema7.py); every seed host is
+    marked (or keeps its row) and every URL queued."""
     unpack_v5(tmp_path, "frontier_v6.tar.zst")
     assert schema_of(tmp_path) == 6
     rig = Rig(tmp_path, cfg=CFG, params=PARAMS, backend="lmdb", now=NOW)

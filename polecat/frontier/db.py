@@ -162,6 +162,16 @@ Rule of schema 6 (numbered after rule 17's):
     in it leaves schema 5 and its log. A seed host with no record here (its seed refused or seen, or
     another member's: host_table.py rule 26) keeps its row: a record made for it would count as a host
     this frontier knows (``scope.max_hosts``, ``polecat status``), N times over in a crawl of N workers.
+
+Rule of schema 7 (numbered after rule 18's):
+19. Schema 7 shortens the ``queue`` key (polecat/frontier/keys.py rule 1: the host's number and the FIFO seq
+    as order-preserving varints, the rank in 16 bits, the depth in 8; issue 39: at most 12 bytes, not 18, at
+    100,000 hosts and 10M URLs). Schema 6 is upgraded on open (:meth:`FrontierDB._upgrade_v6`) by replaying
+    its log first (schema 6's writes, as in rule 18), then rewriting the ``queue`` table in key order
+    (polecat/frontier/migrate.py ``rekey_queue_v6``) and dropping the bands' count (its bands are of the
+    new rank's grid: host_table.py rule 24 counts it again), in one commit of its own, after the upgrades
+    above: a kill -9 in it leaves schema 6 and its log. The slices' wire is 0.3.0's as before (keys.py
+    rule 1); the ``--workers`` of one machine run one release, so their unix socket meets no schema-6 peer.
 """
 
 from __future__ import annotations
@@ -184,16 +194,18 @@ from polecat.errors import FrontierError, PolecatError
 from polecat.faults import fault_cause, storage_fault
 from polecat.frontier import reserve
 from polecat.frontier.handover_ranges import WrittenSlices, delete_ranges
-from polecat.frontier.host_table import HOST_SEQ
+from polecat.frontier.host_table import BANDS, HOST_SEQ
 from polecat.frontier.migrate import (
     CompactReport,
     MigrationReport,
+    RekeyReport,
     RenumberReport,
     SeedMarkReport,
     compact_v3,
     mark_seeds_v5,
     migrate_v1,
     mismatch,
+    rekey_queue_v6,
     release_of,
     renumber_v4,
 )
@@ -207,11 +219,11 @@ from polecat.writes import Decided, Delete, DeleteSlices, Put, PutRows, Table, W
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 """6: seed hosts marked in their records (rule 18); 5: host numbers in ``queue`` keys (rule 13); 4: compact
 ``queue`` and ``urls`` values (rule 10); 3: the seen table in runs (rule 4); 2: tables keyed slice-first
 (polecat/frontier/keys.py), upgraded on open (rule 5); 1 is upgraded to 2 on open (frontier/migrate.py)."""
-UPGRADABLE = (1, 2, 3, 4, 5)
+UPGRADABLE = (1, 2, 3, 4, 5, 6)
 """The older schemas an open upgrades (rules 10, 13 and 18, and the upgrades before them)."""
 
 STORE_MARK = b"store_mark"
@@ -372,6 +384,8 @@ class FrontierDB:
         """What the open numbered from schema 4, if it did (rule 13)."""
         self.seeds_marked: SeedMarkReport | None = None
         """What the open moved from schema 5's seed-host rows, if it did (rule 18)."""
+        self.rekeyed: RekeyReport | None = None
+        """What the open rekeyed from schema 6's queue, if it did (rule 19)."""
         self.near_dropped: int | None = None
         """Entries of a near-duplicate index of an older format the open dropped (None: none was)."""
         self._psize: int = self.env.stat()["psize"]
@@ -506,6 +520,8 @@ class FrontierDB:
             info = self._upgrade_v4(info)
         if info.get("version") == 5:
             info = self._upgrade_v5(info)
+        if info.get("version") == 6:
+            info = self._upgrade_v6(info)
         if info.get("version") != SCHEMA_VERSION:
             raise FrontierError(mismatch(self.path, wrote, f"schema version {info.get('version')}",
                                          f"schema {SCHEMA_VERSION}", upgradable=False))
@@ -570,6 +586,16 @@ class FrontierDB:
         report = mark_seeds_v5(self.txn, self.tables)
         self.seeds_marked = report
         return self._upgraded(info, 6, report)
+
+    def _upgrade_v6(self, info: dict[str, Any]) -> dict[str, Any]:
+        """Replay schema 6's log, then rekey the queue (rule 19), in one commit: a kill -9 leaves schema 6
+        and its log as they were, and the next open starts over."""
+        self.seq = int(self.txn.get(b"seq", db=self.meta) or b"0")
+        self._replay()
+        report = rekey_queue_v6(self.txn, self.tables, self._scratch())
+        self.txn.delete(BANDS, db=self.meta)
+        self.rekeyed = report
+        return self._upgraded(info, 7, report)
 
     def _scratch(self) -> Any:
         """An empty table for an upgrade to copy through, dropped by :meth:`_upgraded`."""

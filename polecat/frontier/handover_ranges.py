@@ -170,7 +170,8 @@ def _queue_wire(names_of: dict[int, str], key: bytes, value: bytes) -> tuple[byt
         log.warning("slice export: a queued URL of host number %d, which no host record has, left out",
                     queue_key_num(key))
         return None
-    return wire_queue_key(key, host), QueuedUrl.decode(value, key, host).encode_v3()
+    queued = QueuedUrl.decode(value, key, host)
+    return wire_queue_key(key, host, queued.depth), queued.encode_v3()
 
 
 def _url_wire(key: bytes, value: bytes) -> tuple[bytes, bytes]:

@@ -22,6 +22,10 @@ Schema 6 marks a seed's host in its record (db.py rule 18), not by a ``seedhost`
 :func:`mark_seeds_v5` moves each row into its host's record and deletes it (a host with no record keeps
 its row).
 
+Schema 7 shortens the ``queue`` key (keys.py rule 1: varint host number and FIFO seq, a 16-bit rank, an
+8-bit depth): :func:`rekey_queue_v6` rewrites the table, adding to a value what its new key no longer
+gives.
+
 The other upgrade of a frontier (near-duplicate fingerprints of an older format) is
 ``FrontierDB._upgrade_near``. The release that last opened a frontier to write is kept in its schema
 record (``"release"``, from 0.2.0 on); :func:`mismatch` words the refusal of what no upgrade can read.
@@ -30,6 +34,7 @@ record (``"release"``, from 0.2.0 on); :func:`mismatch` words the refusal of wha
 from __future__ import annotations
 
 import logging
+import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
@@ -37,6 +42,7 @@ from itertools import takewhile
 from pathlib import Path
 from typing import Any
 
+from polecat.frontier import ovarint
 from polecat.frontier.keys import (
     SEED_HOST,
     host_of_row,
@@ -44,14 +50,19 @@ from polecat.frontier.keys import (
     op_key,
     parse_wire_queue_key,
     queue_key_at,
-    queue_prefix,
     robots_key,
     url_key,
     wire_queue_prefix,
 )
 from polecat.frontier.politeness import HostState
-from polecat.frontier.records import QueuedUrl, UrlRecord, decode_host, decode_host_v4, encode_host
-from polecat.frontier.slices import PREFIX_LEN, SLICES, slice_prefix
+from polecat.frontier.records import (
+    QueuedUrl,
+    UrlRecord,
+    decode_host,
+    decode_host_v4,
+    encode_host,
+)
+from polecat.frontier.slices import PREFIX_LEN, SLICES, host_slice_prefix, slice_prefix
 from polecat.version import __version__
 
 log = logging.getLogger("polecat")
@@ -230,7 +241,8 @@ def renumber_v4(txn: Any, tables: dict[str, Any], scratch: Any) -> tuple[Renumbe
                 made[host] = 0
             if host in made:
                 made[host] += 1
-            txn.put(queue_key_at(queue_prefix(host, num), r, depth, seq), value, db=scratch)
+            txn.put(host_slice_prefix(host) + _QUEUE_KEY_V6.pack(num, r, depth, seq >> 32 & 0xFFFF,
+                                                                 seq & 0xFFFFFFFF), value, db=scratch)
             queued += 1
     _copy_back(txn, scratch, tables["queue"])
     for host, count in made.items():
@@ -279,6 +291,49 @@ def mark_seeds_v5(txn: Any, tables: dict[str, Any]) -> SeedMarkReport:
             txn.delete(key, db=ops)
             marked += 1
     return SeedMarkReport(marked, kept)
+
+
+_QUEUE_KEY_V6 = struct.Struct(">IIHHI")
+"""A schema-5 and -6 ``queue`` key after its slice: host number, rank, depth, FIFO seq in 6 bytes (its high
+16 bits, then its low 32)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RekeyReport:
+    """What :func:`rekey_queue_v6` rewrote: queue rows rekeyed, their keys' bytes before and after, and
+    the values that took a field their new key no longer gives."""
+
+    queued: int
+    key_bytes_before: int
+    key_bytes_after: int
+    values_grown: int
+
+    def __str__(self) -> str:
+        return (f"{self.queued} queue rows rekeyed ({self.key_bytes_before} -> {self.key_bytes_after} key "
+                f"bytes), {self.values_grown} values took their importance or depth")
+
+
+def rekey_queue_v6(txn: Any, tables: dict[str, Any], scratch: Any) -> RekeyReport:
+    """Rewrite the ``queue`` rows of schema 6 in schema 7's form (keys.py rule 1), in ``txn``
+    (``scratch``: an empty table). The table is read in key order and schema 7's order is the same but
+    where two ranks fall on one point of the coarser grid (or two depths past 255), so nearly every key
+    is appended into full pages; the others are put in place."""
+    enc, head = ovarint.encode, _QUEUE_KEY_V6.unpack_from
+    queued = before = after = grown = 0
+    last = b""
+    with txn.cursor(db=tables["queue"]) as cur:
+        for key, value in cur:
+            num, r, depth, hi, lo = head(key, PREFIX_LEN)
+            new = queue_key_at(key[:PREFIX_LEN] + enc(num), r, depth, hi << 32 | lo)
+            raw = QueuedUrl.value_v7(value, r, depth)
+            grown += len(raw) != len(value)
+            txn.put(new, raw, db=scratch, append=new > last)
+            last = max(last, new)
+            queued += 1
+            before += len(key)
+            after += len(new)
+    _copy_back(txn, scratch, tables["queue"])
+    return RekeyReport(queued, before, after, grown)
 
 
 def _starts(prefix: bytes, key: bytes) -> bool:

@@ -10,7 +10,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+from polecat.frontier import ovarint
+from polecat.frontier.ovarint import LENGTH
 from polecat.frontier.politeness import Attempt, HostState
+from polecat.frontier.slices import PREFIX_LEN
 
 # --- priority ------------------------------------------------------------------------------------
 
@@ -31,11 +34,31 @@ def rank(importance: float) -> int:
     return min(max(r, 0), 2**32 - 1)
 
 
+KEY_RANK_SHIFT = 6
+"""Low bits of a :func:`rank` a ``queue`` key leaves out (polecat/frontier/keys.py rule 1): its grid is
+1/1024 of a halving of importance."""
+_KEY_RANK_ZERO = 2048
+"""The key rank of importance 1 (:func:`key_rank`): importance up to 4 is on its grid."""
+
+
+def key_rank(r: int) -> int:
+    """The 16-bit rank of a ``queue`` key (schema 7, polecat/frontier/keys.py rule 1) of the :func:`rank`
+    ``r``: its order, on a coarser grid; importance 4 and over all rank 0."""
+    return min(max(((r - 2**31) >> KEY_RANK_SHIFT) + _KEY_RANK_ZERO, 0), 0xFFFF)
+
+
+def full_rank(kr: int) -> int:
+    """The :func:`rank` on the grid of the key rank ``kr`` (:func:`key_rank`)."""
+    return ((kr - _KEY_RANK_ZERO) << KEY_RANK_SHIFT) + 2**31
+
+
 # --- queue entries -------------------------------------------------------------------------------
 
-_RANK_DEPTH = struct.Struct(">IH")
-"""The rank and depth at the start of a ``queue`` key's 12-byte tail (polecat/frontier/keys.py rule 1)."""
-_QUEUE_TAIL = 12
+KEY_RANK_DEPTH = struct.Struct(">HB")
+"""The rank (:func:`key_rank`) and depth after a ``queue`` key's host number (polecat/frontier/keys.py
+rule 1)."""
+KEY_DEPTH = 0xFF
+"""The deepest depth a ``queue`` key holds (polecat/frontier/keys.py rule 1); a value holds a deeper one."""
 _Q_V3 = struct.Struct(">dHBB")
 _Q_HTTP, _Q_HTTPS, _Q_ATTEMPTS, _Q_HOPS, _Q_IMPORTANCE, _Q_DEPTH = 1, 2, 4, 8, 16, 32
 _HTTP = "http://"
@@ -57,7 +80,7 @@ def _strip_origin(url: str, host: str) -> tuple[int, str]:
 
 def _own_importance(importance: float) -> bool:
     """Whether a ``queue`` value holds ``importance`` itself: the key's rank does not give it exactly."""
-    return rank_importance(rank(importance)) != importance
+    return rank_importance(full_rank(key_rank(rank(importance)))) != importance
 
 
 def rank_importance(r: int) -> float:
@@ -80,9 +103,9 @@ class QueuedUrl:
     def encode(self, host: str) -> bytes:
         """The ``queue`` value of this URL queued for ``host``: a flags byte, the fields that are not
         their default and not in the key (attempts, hops: one byte each; the importance, a double,
-        unless the key's rank gives it exactly; the depth, only past what the key's 16 bits hold), then
-        the URL without its ``http://`` or ``https://`` and ``host`` (which the key holds). No JSON: this
-        is the row of every queued URL (issue 39)."""
+        unless the key's rank gives it exactly; the depth, a varint, only past what the key's byte
+        holds), then the URL without its ``http://`` or ``https://`` and ``host`` (which the key holds).
+        No JSON: this is the row of every queued URL (issue 39)."""
         flags, url = _strip_origin(self.url, host)
         out = bytearray(1)
         if self.attempts:
@@ -94,9 +117,9 @@ class QueuedUrl:
         if _own_importance(self.importance):
             flags |= _Q_IMPORTANCE
             out += _F64.pack(self.importance)
-        if self.depth > 0xFFFF:
+        if self.depth > KEY_DEPTH:
             flags |= _Q_DEPTH
-            out += _U32.pack(min(self.depth, 0xFFFFFFFF))
+            out += ovarint.encode(self.depth)
         out[0] = flags
         out += url.encode()
         return bytes(out)
@@ -122,8 +145,8 @@ class QueuedUrl:
     @classmethod
     def decode(cls, raw: bytes, key: bytes, host: str) -> QueuedUrl:
         """The URL of the ``queue`` row ``key``, ``raw``, queued for ``host`` (:meth:`encode`)."""
+        r, depth = KEY_RANK_DEPTH.unpack_from(key, PREFIX_LEN + LENGTH[key[PREFIX_LEN]])
         flags, pos = raw[0], 1
-        r, depth = _RANK_DEPTH.unpack_from(key, len(key) - _QUEUE_TAIL)
         attempts = hops = 0
         if flags & _Q_ATTEMPTS:
             attempts, pos = raw[pos], pos + 1
@@ -133,16 +156,38 @@ class QueuedUrl:
             importance = _F64.unpack_from(raw, pos)[0]
             pos += 8
         else:
-            importance = rank_importance(r)
+            importance = rank_importance(full_rank(r))
         if flags & _Q_DEPTH:
-            depth = _U32.unpack_from(raw, pos)[0]
-            pos += 4
+            depth, pos = ovarint.decode_at(raw, pos)
         rest = raw[pos:].decode()
         if flags & _Q_HTTP:
             rest = "http://" + host + rest
         elif flags & _Q_HTTPS:
             rest = "https://" + host + rest
         return cls(rest, depth, importance, attempts, hops)
+
+    @staticmethod
+    def value_v7(raw: bytes, r: int, depth: int) -> bytes:
+        """The schema-7 value of the schema-6 ``queue`` value ``raw`` whose key said rank ``r`` and
+        ``depth``: with the importance and the depth that schema 7's key does not give (:func:`key_rank`'s
+        coarser grid, :data:`KEY_DEPTH`) added, the depth a varint (schema 6: 4 bytes past 65,535); no host
+        is needed (the URL's bytes are kept)."""
+        flags = raw[0]
+        pos = 1 + bool(flags & _Q_ATTEMPTS) + bool(flags & _Q_HOPS)
+        own_end = rest = pos + 8 * bool(flags & _Q_IMPORTANCE)
+        if flags & _Q_DEPTH:
+            depth, rest = _U32.unpack_from(raw, own_end)[0], own_end + _U32.size
+        elif depth <= KEY_DEPTH and (flags & _Q_IMPORTANCE or full_rank(key_rank(r)) == r):
+            return raw  # the key says what schema 6's did
+        extra = b""
+        if not flags & _Q_IMPORTANCE and full_rank(key_rank(r)) != r:
+            flags |= _Q_IMPORTANCE
+            extra = _F64.pack(rank_importance(r))
+        deep = b""
+        if depth > KEY_DEPTH:
+            flags |= _Q_DEPTH
+            deep = ovarint.encode(depth)
+        return bytes((flags,)) + raw[1:pos] + extra + raw[pos:own_end] + deep + raw[rest:]
 
     def encode_v3(self) -> bytes:
         """The ``queue`` value of schema 3 (0.3.0 and before), which slice bundles carry: importance,
