@@ -25,11 +25,11 @@ from polecat.testing.web import TestWeb
 RELEASES = Path(__file__).resolve().parent / "fixtures" / "releases"
 FIXTURES = ("effc808", "0.2.0", "0.3.0")
 """Oldest first; the last is the latest release (its formats are today's, but for :data:`UNRELEASED`)."""
-UNRELEASED: dict[str, Any] = {"frontier": {"version": 6}}
+UNRELEASED: dict[str, Any] = {"frontier": {"version": 7}}
 """Formats changed since the newest fixture, each under CHANGELOG's "Unreleased" with its migration
 (frontier schema 3: the seen table in runs; schema 4: compact queue and URL rows; schema 5: host numbers
-in queue keys; schema 6: seed hosts marked in their records; issue 39). The next
-release writes its fixture and empties this."""
+in queue keys; schema 6: seed hosts marked in their records; schema 7: compact ``hosts`` values; issue
+39). The next release writes its fixture and empties this."""
 SPEC = SiteSpec(hosts=3, pages_per_host=20, seed=36, near_dup_ratio=0.2, dup_ratio=0.05)
 """Three hosts (robots.txt variants disallow_private, missing, allow), near and exact duplicates."""
 PORT = 18036

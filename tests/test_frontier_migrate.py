@@ -52,7 +52,7 @@ def test_schema_1_dir_is_upgraded_with_nothing_lost(tmp_path: Path) -> None:
     queued, done = v1_contents(tmp_path)
     this = re.escape(__version__)
     with pytest.raises(FrontierError, match=r"written by polecat 0.1.0 or earlier with schema 1; this is "
-                                            rf"polecat {this}, which reads schema 6; `polecat upgrade .*` "):
+                                            rf"polecat {this}, which reads schema 7; `polecat upgrade .*` "):
         read_status(tmp_path / "frontier")
     rig = Rig(tmp_path, params=NODE_PARAMS, now=LATER)
     assert rig.db.upgraded == MigrationReport(hosts=6, queued=91, urls=41, seen=132, ops=8, robots=5,
@@ -112,7 +112,7 @@ def test_crash_during_upgrade_leaves_the_dir_as_it_was(tmp_path: Path,
     monkeypatch.undo()
     rig = Rig(tmp_path, params=NODE_PARAMS)
     assert rig.db.upgraded is not None and rig.frontier.queued == 91
-    assert SCHEMA_VERSION == 6
+    assert SCHEMA_VERSION == 7
 
 
 def _schema_version(path: Path) -> int:
@@ -156,7 +156,7 @@ def test_a_crash_while_packing_rows_leaves_schema_3_and_the_next_open_packs_them
     assert all(bytes(v)[0] == 1 for _, v in txn.cursor(db=rig.db.urls))  # packed, not JSON
     assert rig.frontier.queued == 91
     rig.crash()
-    assert _schema_version(tmp_path) == 6
+    assert _schema_version(tmp_path) == 7
     rig.reopen(LATER + 10)
     assert rig.db.compacted is None and rig.frontier.queued == 91
 
@@ -182,7 +182,7 @@ def test_a_crash_while_numbering_hosts_leaves_schema_4_and_the_next_open_numbers
     assert new is not None and new.num == 7
     rig.frontier.commit()
     rig.crash()
-    assert _schema_version(tmp_path) == 6
+    assert _schema_version(tmp_path) == 7
     rig.reopen(LATER + 10)
     assert rig.db.renumbered is None and rig.frontier.queued == 93
     again = rig.raw._table.peek("new.test")

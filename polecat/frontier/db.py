@@ -162,6 +162,20 @@ Rule of schema 6 (numbered after rule 17's):
     in it leaves schema 5 and its log. A seed host with no record here (its seed refused or seen, or
     another member's: host_table.py rule 26) keeps its row: a record made for it would count as a host
     this frontier knows (``scope.max_hosts``, ``polecat status``), N times over in a crawl of N workers.
+
+Rule of schema 7 (numbered after rule 18's):
+19. Schema 7 writes a ``hosts`` value compact (polecat/frontier/records.py :func:`encode_host`): a tag byte
+    (its top bit set, the seed mark and which fields follow), the next-allowed time, the number, the queued
+    count as a varint, then only the fields that differ from a new record's, then the address: a seed host
+    never leased is 14 bytes, not 48 (issue 39: the ``hosts`` table's leaves, random by name, were most of
+    the LMDB's pages written at 10M seeds; fewer bytes a row, fewer leaves, fewer pages a commit and a
+    writeback window dirties: benchmarks/README.md, "Issue 39: bytes written per URL at the defaults,
+    frontier schema 7 (stop 54)"). A schema-6 value's first byte is a next-allowed time's, a double >= 0,
+    so its top bit is clear: the two forms are read side by side, and a record is rewritten compact when it
+    is next written. Schema 6 is upgraded on open (:meth:`FrontierDB._upgrade_v6`) by replaying its log
+    (its entries hold schema 6's values, read as they are) and recording the version, in one commit of its
+    own, after the upgrades above: a kill -9 in it leaves schema 6 and its log. Slice bundles and
+    checkpoints carry schema 4's values, as before (handover.py rule 11).
 """
 
 from __future__ import annotations
@@ -207,12 +221,13 @@ from polecat.writes import Decided, Delete, DeleteSlices, Put, PutRows, Table, W
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 6
-"""6: seed hosts marked in their records (rule 18); 5: host numbers in ``queue`` keys (rule 13); 4: compact
-``queue`` and ``urls`` values (rule 10); 3: the seen table in runs (rule 4); 2: tables keyed slice-first
-(polecat/frontier/keys.py), upgraded on open (rule 5); 1 is upgraded to 2 on open (frontier/migrate.py)."""
-UPGRADABLE = (1, 2, 3, 4, 5)
-"""The older schemas an open upgrades (rules 10, 13 and 18, and the upgrades before them)."""
+SCHEMA_VERSION = 7
+"""7: compact ``hosts`` values (rule 19); 6: seed hosts marked in their records (rule 18); 5: host numbers
+in ``queue`` keys (rule 13); 4: compact ``queue`` and ``urls`` values (rule 10); 3: the seen table in runs
+(rule 4); 2: tables keyed slice-first (polecat/frontier/keys.py), upgraded on open (rule 5); 1 is upgraded
+to 2 on open (frontier/migrate.py)."""
+UPGRADABLE = (1, 2, 3, 4, 5, 6)
+"""The older schemas an open upgrades (rules 10, 13, 18 and 19, and the upgrades before them)."""
 
 STORE_MARK = b"store_mark"
 """Meta key the node keeps (polecat/node/commits.py rule 4): the store's record count at the last commit.
@@ -506,6 +521,8 @@ class FrontierDB:
             info = self._upgrade_v4(info)
         if info.get("version") == 5:
             info = self._upgrade_v5(info)
+        if info.get("version") == 6:
+            info = self._upgrade_v6(info)
         if info.get("version") != SCHEMA_VERSION:
             raise FrontierError(mismatch(self.path, wrote, f"schema version {info.get('version')}",
                                          f"schema {SCHEMA_VERSION}", upgradable=False))
@@ -570,6 +587,13 @@ class FrontierDB:
         report = mark_seeds_v5(self.txn, self.tables)
         self.seeds_marked = report
         return self._upgraded(info, 6, report)
+
+    def _upgrade_v6(self, info: dict[str, Any]) -> dict[str, Any]:
+        """Replay schema 6's log and record schema 7 (rule 19), in one commit: a kill -9 leaves schema 6 and
+        its log as they were. Its ``hosts`` values are read as they are, so none is rewritten here."""
+        self.seq = int(self.txn.get(b"seq", db=self.meta) or b"0")
+        self._replay()
+        return self._upgraded(info, 7, "hosts values kept, each rewritten compact when next written")
 
     def _scratch(self) -> Any:
         """An empty table for an upgrade to copy through, dropped by :meth:`_upgraded`."""
