@@ -181,23 +181,23 @@ follow the queued count, in this order."""
 def encode_host(s: HostState) -> bytes:
     """The ``hosts`` value of schema 7 (polecat/frontier/db.py rule 19): the tag, the record's next-allowed
     time and number, its queued count, the fields a new record does not have, then its address."""
-    flags = HOST_TAG | (_H_SEED if s.seed else 0)
-    tail = bytearray()
+    flags = HOST_TAG | _H_SEED if s.seed else HOST_TAG
+    parts = [b"", _varint_bytes(s.queued)]  # the head, packed once the flags are known
     if s.rate_factor != 1.0:
         flags |= _H_RATE
-        tail += _F64.pack(s.rate_factor)
+        parts.append(_F64.pack(s.rate_factor))
     if s.crawl_delay != 0.0:
         flags |= _H_DELAY
-        tail += _F64.pack(s.crawl_delay)
+        parts.append(_F64.pack(s.crawl_delay))
     if s.failures:
         flags |= _H_FAILURES
-        _put_varint(tail, s.failures)
+        parts.append(_varint_bytes(s.failures))
     if s.fetched:
         flags |= _H_FETCHED
-        _put_varint(tail, s.fetched)
-    out = bytearray(_H7.pack(flags, s.next_allowed, s.num))
-    _put_varint(out, s.queued)
-    return bytes(out + tail) + s.ip.encode()
+        parts.append(_varint_bytes(s.fetched))
+    parts[0] = _H7.pack(flags, s.next_allowed, s.num)
+    parts.append(s.ip.encode())
+    return b"".join(parts)
 
 
 def encode_new_hosts(next_allowed: float, queued: Iterable[int], nums: Iterable[int]) -> list[bytes]:
@@ -205,8 +205,7 @@ def encode_new_hosts(next_allowed: float, queued: Iterable[int], nums: Iterable[
     ``queued`` and ``num`` of ``nums``, with no record built (seeds' hosts new to the table, filed cold:
     polecat/frontier/host_table.py rule 10)."""
     pack, tag = _H7.pack, HOST_TAG | _H_SEED
-    return [pack(tag, next_allowed, num) + (_ONE_BYTE[q] if q < 0x80 else _varint_bytes(q))
-            for q, num in zip(queued, nums, strict=True)]
+    return [pack(tag, next_allowed, num) + _varint_bytes(q) for q, num in zip(queued, nums, strict=True)]
 
 
 def decode_host(raw: bytes | memoryview) -> HostState:
@@ -214,7 +213,9 @@ def decode_host(raw: bytes | memoryview) -> HostState:
     the seed mark in the number's :data:`SEED_BIT`, then the address; schema 5 has no mark)."""
     if raw[0] & HOST_TAG:
         flags, na, num = _H7.unpack_from(raw)
-        queued, pos = _varint(raw, _H7.size)
+        queued, pos = raw[_H7.size], _H7.size + 1
+        if queued >= 0x80:  # most counts take one byte
+            queued, pos = _varint(raw, _H7.size)
         rf, cd, fails, fetched = 1.0, 0.0, 0, 0
         if flags & _H_RATE:
             rf, pos = _F64.unpack_from(raw, pos)[0], pos + 8
@@ -477,6 +478,8 @@ _ONE_BYTE = [bytes((n,)) for n in range(0x80)]
 
 
 def _varint_bytes(n: int) -> bytes:
+    if n < 0x80:
+        return _ONE_BYTE[n]
     out = bytearray()
     _put_varint(out, n)
     return bytes(out)
