@@ -57,8 +57,8 @@ _NUM = struct.Struct(">I")
 _NUM_TAIL = struct.Struct(">IIHHI")
 """A host's number (:data:`_NUM`) and a key's tail (:data:`_KEY_TAIL`) as one pack."""
 MAX_HOST_NUM = 2**31 - 1
-"""The last host number a queue key holds (rule 1): the record's number field keeps its top bit for the
-seed mark (polecat/frontier/records.py ``SEED_BIT``)."""
+"""The last host number a queue key holds (rule 1): a schema-6 record's number field keeps its top bit for
+the seed mark (polecat/frontier/records.py ``SEED_BIT``), and schema 7 reads those records as they are."""
 
 _DUE = struct.Struct(">d")
 FINGERPRINT_LEN = 16
