@@ -172,10 +172,11 @@ Rule of schema 7 (numbered after rule 18's):
     writeback window dirties: 1,041-1,064 -> 806-893 B per URL admitted, benchmarks/README.md, "Issue 39:
     bytes written per URL at the defaults, frontier schema 7 (stop 54)"). A schema-6 value's first byte is
     a next-allowed time's, a double >= 0, so its top bit is clear: the two forms are read side by side, and
-    a record is rewritten compact when it is next written. Schema 6 is upgraded on open (:meth:`FrontierDB._upgrade_v6`) by replaying its log
-    (its entries hold schema 6's values, read as they are) and recording the version, in one commit of its
-    own, after the upgrades above: a kill -9 in it leaves schema 6 and its log. Slice bundles and
-    checkpoints carry schema 4's values, as before (handover.py rule 11).
+    a record is rewritten compact when it is next written. Schema 6 is upgraded on open
+    (:meth:`FrontierDB._upgrade_v6`) by replaying its log (its entries hold schema 6's values, read as they
+    are) and recording the version, in one commit of its own, after the upgrades above: a kill -9 in it
+    leaves schema 6 and its log. Slice bundles and checkpoints carry schema 4's values, as before
+    (handover.py rule 11).
 """
 
 from __future__ import annotations
