@@ -28,8 +28,8 @@ FIXTURES = ("effc808", "0.2.0", "0.3.0")
 UNRELEASED: dict[str, Any] = {"frontier": {"version": 7}}
 """Formats changed since the newest fixture, each under CHANGELOG's "Unreleased" with its migration
 (frontier schema 3: the seen table in runs; schema 4: compact queue and URL rows; schema 5: host numbers
-in queue keys; schema 6: seed hosts marked in their records; schema 7: shorter queue keys; issue 39). The
-next release writes its fixture and empties this."""
+in queue keys; schema 6: seed hosts marked in their records; schema 7: shorter queue keys and compact
+``hosts`` values; issue 39). The next release writes its fixture and empties this."""
 SPEC = SiteSpec(hosts=3, pages_per_host=20, seed=36, near_dup_ratio=0.2, dup_ratio=0.05)
 """Three hosts (robots.txt variants disallow_private, missing, allow), near and exact duplicates."""
 PORT = 18036

@@ -66,7 +66,7 @@ def test_a_schema_5_dir_is_upgraded_with_every_seed_host_marked_and_every_url_qu
     assert rig.db.replayed == 1
     assert rig.db.seeds_marked == SeedMarkReport(marked=4, kept=2)
     db = rig.db
-    assert json.loads(db.get("meta", b"schema") or b"")["version"] == 7  # rekeyed too: schema7
+    assert json.loads(db.get("meta", b"schema") or b"")["version"] == 7  # then 7 (db.py rules 19-20)
     assert sorted(bytes(k) for k, _ in db.items("ops")) == sorted([op_key(SEED_HOST, "r.test"),
                                                                    op_key(SEED_HOST, "o.test")])
     records = {bytes(k)[2:].decode(): decode_host(v) for k, v in db.items("hosts")}
@@ -88,27 +88,6 @@ def test_a_schema_5_dir_is_upgraded_with_every_seed_host_marked_and_every_url_qu
     assert rig.db.seeds_marked is None and rig.frontier.queued == 13
     rig.frontier.add_many([canon("http://s9.test/")], 1, 0.5, NOW)  # not a seed host: out of scope
     assert rig.frontier.queued == 13
-
-
-def test_a_schema_6_dir_made_by_main_opens_as_it_is(tmp_path: Path) -> None:
-    """tests/fixtures/frontier_v6.tar.zst, the same crawl written by main at 64f1881: the open replays its
-    log's commit and marks nothing (its queue is rekeyed: tests/test_frontier_schema7.py); every seed host is
-    marked (or keeps its row) and every URL queued."""
-    unpack_v5(tmp_path, "frontier_v6.tar.zst")
-    assert schema_of(tmp_path) == 6
-    rig = Rig(tmp_path, cfg=CFG, params=PARAMS, backend="lmdb", now=NOW)
-    db = rig.db
-    assert rig.db.replayed == 1 and rig.db.seeds_marked is None
-    assert sorted(bytes(k) for k, _ in db.items("ops")) == sorted([op_key(SEED_HOST, "r.test"),
-                                                                   op_key(SEED_HOST, "o.test")])
-    records = {bytes(k)[2:].decode(): decode_host(v) for k, v in db.items("hosts")}
-    assert {h for h, st in records.items() if st.seed} == SEED_HOSTS - {"r.test", "o.test"}
-    assert sorted(st.num for st in records.values()) == list(range(1, 6))
-    assert sorted(queued_urls_in(db.items("hosts"), db.items("queue"))) == QUEUED
-    assert rig.frontier.queued == 7 and rig.raw._table.known_hosts == 5
-    for host in sorted(SEED_HOSTS):
-        assert rig.frontier.add(canon(f"http://{host}/new"), 1, 0.5, NOW) == "accepted", host
-    assert rig.frontier.add(canon("http://d.test/3"), 1, 0.5, NOW) == "out_of_scope"
 
 
 def test_a_crash_while_marking_leaves_schema_5_and_its_log(tmp_path: Path,

@@ -163,7 +163,7 @@ Rule of schema 6 (numbered after rule 17's):
     another member's: host_table.py rule 26) keeps its row: a record made for it would count as a host
     this frontier knows (``scope.max_hosts``, ``polecat status``), N times over in a crawl of N workers.
 
-Rule of schema 7 (numbered after rule 18's):
+Rules of schema 7 (numbered after rule 18's):
 19. Schema 7 shortens the ``queue`` key (polecat/frontier/keys.py rule 1: the host's number and the FIFO seq
     as order-preserving varints, the rank in 16 bits, the depth in 8; issue 39: at most 12 bytes, not 18, at
     100,000 hosts and 10M URLs). Schema 6 is upgraded on open (:meth:`FrontierDB._upgrade_v6`) by replaying
@@ -172,6 +172,19 @@ Rule of schema 7 (numbered after rule 18's):
     new rank's grid: host_table.py rule 24 counts it again), in one commit of its own, after the upgrades
     above: a kill -9 in it leaves schema 6 and its log. The slices' wire is 0.3.0's as before (keys.py
     rule 1); the ``--workers`` of one machine run one release, so their unix socket meets no schema-6 peer.
+20. Schema 7 also writes a ``hosts`` value compact (polecat/frontier/records.py :func:`encode_host`): a tag
+    byte (its top bit set, the seed mark and which fields follow), the next-allowed time, the number, the
+    queued count as a varint, then only the fields that differ from a new record's, then the address: a
+    seed host never leased is 14 bytes, not 48 (issue 39: the ``hosts`` table's leaves, random by name,
+    were most of the LMDB's pages written at 10M seeds; fewer bytes a row, fewer leaves, fewer pages a
+    commit and a writeback window dirties: 1,041-1,064 -> 806-893 B per URL admitted, benchmarks/README.md,
+    "Issue 39: bytes written per URL at the defaults, frontier schema 7 (stop 54)"). A schema-6 value's
+    first byte is a next-allowed time's, a double >= 0, so its top bit is clear: the two forms are read
+    side by side, and a record is rewritten compact when it is next written; rule 19's upgrade rewrites no
+    ``hosts`` value (its log's entries hold schema 6's, read as they are). Slice bundles and checkpoints
+    carry schema 4's values, as before (handover.py rule 11). A schema-7 data dir also lists each seen run
+    with the LMDB commit that listed it (seenlog.py rule 7; a run listed before, without it, is read as of
+    an unknown commit).
 """
 
 from __future__ import annotations
@@ -220,11 +233,12 @@ from polecat.writes import Decided, Delete, DeleteSlices, Put, PutRows, Table, W
 T = TypeVar("T")
 
 SCHEMA_VERSION = 7
-"""6: seed hosts marked in their records (rule 18); 5: host numbers in ``queue`` keys (rule 13); 4: compact
-``queue`` and ``urls`` values (rule 10); 3: the seen table in runs (rule 4); 2: tables keyed slice-first
-(polecat/frontier/keys.py), upgraded on open (rule 5); 1 is upgraded to 2 on open (frontier/migrate.py)."""
+"""7: shorter ``queue`` keys and compact ``hosts`` values (rules 19 and 20); 6: seed hosts marked in their
+records (rule 18); 5: host numbers in ``queue`` keys (rule 13); 4: compact ``queue`` and ``urls`` values (rule
+10); 3: the seen table in runs (rule 4); 2: tables keyed slice-first (polecat/frontier/keys.py), upgraded on
+open (rule 5); 1 is upgraded to 2 on open (frontier/migrate.py)."""
 UPGRADABLE = (1, 2, 3, 4, 5, 6)
-"""The older schemas an open upgrades (rules 10, 13 and 18, and the upgrades before them)."""
+"""The older schemas an open upgrades (rules 10, 13, 18 and 19, and the upgrades before them)."""
 
 STORE_MARK = b"store_mark"
 """Meta key the node keeps (polecat/node/commits.py rule 4): the store's record count at the last commit.
@@ -589,7 +603,8 @@ class FrontierDB:
 
     def _upgrade_v6(self, info: dict[str, Any]) -> dict[str, Any]:
         """Replay schema 6's log, then rekey the queue (rule 19), in one commit: a kill -9 leaves schema 6
-        and its log as they were, and the next open starts over."""
+        and its log as they were, and the next open starts over. Its ``hosts`` values are read as they are
+        (rule 20), so none is rewritten here."""
         self.seq = int(self.txn.get(b"seq", db=self.meta) or b"0")
         self._replay()
         report = rekey_queue_v6(self.txn, self.tables, self._scratch())

@@ -58,8 +58,8 @@ assert SLICES < 0xFFFF
 _WIRE_TAIL = struct.Struct(">IHQ")
 """The tail of a schema-4 (wire) queue key: rank, depth, seq in 8 bytes."""
 MAX_HOST_NUM = 2**31 - 1
-"""The last host number a queue key holds (rule 1): the record's number field keeps its top bit for the
-seed mark (polecat/frontier/records.py ``SEED_BIT``)."""
+"""The last host number a queue key holds (rule 1): a schema-6 record's number field keeps its top bit for
+the seed mark (polecat/frontier/records.py ``SEED_BIT``), and schema 7 reads those records as they are."""
 
 _DUE = struct.Struct(">d")
 FINGERPRINT_LEN = 16

@@ -86,7 +86,8 @@ class HostState:
     """The host's number in its ``queue`` keys (polecat/frontier/keys.py rule 1); 0: none yet."""
     seed: bool = False
     """A seed's host: in the crawl's scope in ``host`` and ``domain`` mode (polecat/frontier/db.py rule 18,
-    kept in its record's number field: polecat/frontier/records.py)."""
+    kept in its record's tag byte, rule 20, or a schema-6 record's number field:
+    polecat/frontier/records.py)."""
 
 
 @dataclass(slots=True)

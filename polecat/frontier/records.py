@@ -206,37 +206,72 @@ class QueuedUrl:
 
 _H_V4 = struct.Struct(">dddIQQ")
 _H = struct.Struct(">dddIQQI")
+_H7 = struct.Struct(">BdI")
+"""A ``hosts`` value of schema 7: its tag byte (:data:`HOST_TAG` and the flags of the fields present),
+next-allowed time, number; then the queued count (varint), the fields present, the address."""
 
 
 SEED_BIT = 1 << 31
-"""The bit of a ``hosts`` value's number field that marks a seed's host (schema 6, polecat/frontier/db.py
+"""The bit of a schema-6 ``hosts`` value's number field that marks a seed's host (polecat/frontier/db.py
 rule 18): host numbers stop below it (polecat/frontier/keys.py ``MAX_HOST_NUM``)."""
+
+HOST_TAG = 0x80
+"""The first byte of a schema-7 ``hosts`` value has this bit (polecat/frontier/db.py rule 20); one of schema
+6 and before does not: it is the first of a next-allowed time, a double >= 0."""
+_H_SEED, _H_RATE, _H_DELAY, _H_FAILURES, _H_FETCHED = 1, 2, 4, 8, 16
+"""Flags of a schema-7 tag byte: a seed's host, then the fields that differ from a new record's and so
+follow the queued count, in this order."""
 
 
 def encode_host(s: HostState) -> bytes:
-    """The ``hosts`` value of schema 6: the record's fields, its number (polecat/frontier/keys.py rule 1)
-    with the seed mark in its top bit (:data:`SEED_BIT`), then its address."""
-    packed = _H.pack(s.next_allowed, s.rate_factor, s.crawl_delay, s.failures, s.queued, s.fetched,
-                     s.num | SEED_BIT if s.seed else s.num)
-    return packed + s.ip.encode()
-
-
-_NEW = HostState()
+    """The ``hosts`` value of schema 7 (polecat/frontier/db.py rule 20): the tag, the record's next-allowed
+    time and number, its queued count, the fields a new record does not have, then its address."""
+    flags = HOST_TAG | _H_SEED if s.seed else HOST_TAG
+    parts = [b"", _varint_bytes(s.queued)]  # the head, packed once the flags are known
+    if s.rate_factor != 1.0:
+        flags |= _H_RATE
+        parts.append(_F64.pack(s.rate_factor))
+    if s.crawl_delay != 0.0:
+        flags |= _H_DELAY
+        parts.append(_F64.pack(s.crawl_delay))
+    if s.failures:
+        flags |= _H_FAILURES
+        parts.append(_varint_bytes(s.failures))
+    if s.fetched:
+        flags |= _H_FETCHED
+        parts.append(_varint_bytes(s.fetched))
+    parts[0] = _H7.pack(flags, s.next_allowed, s.num)
+    parts.append(s.ip.encode())
+    return b"".join(parts)
 
 
 def encode_new_hosts(next_allowed: float, queued: Iterable[int], nums: Iterable[int]) -> list[bytes]:
     """``encode_host(HostState(next_allowed=..., queued=q, num=num, seed=True))`` of each ``q`` of
     ``queued`` and ``num`` of ``nums``, with no record built (seeds' hosts new to the table, filed cold:
     polecat/frontier/host_table.py rule 10)."""
-    n, pack = _NEW, _H.pack
-    ip = n.ip.encode()
-    return [pack(next_allowed, n.rate_factor, n.crawl_delay, n.failures, q, n.fetched, num | SEED_BIT) + ip
-            for q, num in zip(queued, nums, strict=True)]
+    pack, tag = _H7.pack, HOST_TAG | _H_SEED
+    return [pack(tag, next_allowed, num) + _varint_bytes(q) for q, num in zip(queued, nums, strict=True)]
 
 
 def decode_host(raw: bytes | memoryview) -> HostState:
-    """A ``hosts`` value of schema 6 (:func:`encode_host`), or of schema 5 (no seed mark: its number is
-    below :data:`SEED_BIT`)."""
+    """A ``hosts`` value of schema 7 (:func:`encode_host`), or of schema 6 or 5 (no tag: the fixed fields,
+    the seed mark in the number's :data:`SEED_BIT`, then the address; schema 5 has no mark)."""
+    if raw[0] & HOST_TAG:
+        flags, na, num = _H7.unpack_from(raw)
+        queued, pos = raw[_H7.size], _H7.size + 1
+        if queued >= 0x80:  # most counts take one byte
+            queued, pos = _varint(raw, _H7.size)
+        rf, cd, fails, fetched = 1.0, 0.0, 0, 0
+        if flags & _H_RATE:
+            rf, pos = _F64.unpack_from(raw, pos)[0], pos + 8
+        if flags & _H_DELAY:
+            cd, pos = _F64.unpack_from(raw, pos)[0], pos + 8
+        if flags & _H_FAILURES:
+            fails, pos = _varint(raw, pos)
+        if flags & _H_FETCHED:
+            fetched, pos = _varint(raw, pos)
+        return HostState(next_allowed=na, rate_factor=rf, crawl_delay=cd, failures=fails, queued=queued,
+                         fetched=fetched, ip=bytes(raw[pos:]).decode(), num=num, seed=bool(flags & _H_SEED))
     na, rf, cd, fails, queued, fetched, num = _H.unpack_from(raw)
     return HostState(next_allowed=na, rate_factor=rf, crawl_delay=cd, failures=fails, queued=queued,
                      fetched=fetched, ip=bytes(raw[_H.size :]).decode(), num=num & ~SEED_BIT,
@@ -483,7 +518,19 @@ def _put_varint(out: bytearray, n: int) -> None:
     out.append(n)
 
 
-def _varint(raw: bytes, pos: int) -> tuple[int, int]:
+_ONE_BYTE = [bytes((n,)) for n in range(0x80)]
+"""The varint of each number that takes one byte, made once (a seeds batch's queued counts, most 1)."""
+
+
+def _varint_bytes(n: int) -> bytes:
+    if n < 0x80:
+        return _ONE_BYTE[n]
+    out = bytearray()
+    _put_varint(out, n)
+    return bytes(out)
+
+
+def _varint(raw: bytes | memoryview, pos: int) -> tuple[int, int]:
     n = shift = 0
     while True:
         b = raw[pos]
