@@ -49,9 +49,9 @@ def test_an_lmdb_commit_prepares_the_seen_run_on_the_writer_thread(tmp_path: Pat
     prepared_on: list[int] = []
     prepare = SeenRuns.prepare
 
-    def noted(runs: SeenRuns) -> bytes:
+    def noted(runs: SeenRuns, seq: int) -> bytes:
         prepared_on.append(threading.get_ident())
-        return prepare(runs)
+        return prepare(runs, seq)
 
     monkeypatch.setattr(SeenRuns, "prepare", noted)
     keys = sorted(bytes([i % 7, 0, i % 3]) + bytes(14) + bytes([i]) for i in range(200))
