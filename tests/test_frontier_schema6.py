@@ -90,24 +90,30 @@ def test_a_schema_5_dir_is_upgraded_with_every_seed_host_marked_and_every_url_qu
     assert rig.frontier.queued == 13
 
 
-def test_a_crash_while_marking_leaves_schema_5_and_its_log(tmp_path: Path,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    """Rule 18: the replay and the marks are one commit; a crash in it leaves the schema-5 LMDB and its
-    log as they were, and the next open upgrades them."""
-    unpack_v5(tmp_path)
+def crashed_in_upgrade_then_reopened(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, step: str) -> Rig:
+    """Open the unpacked fixture in ``tmp_path`` with the upgrade's ``step`` (a dotted name) failing, as a
+    crash in its commit would, check that the LMDB and the log are as they were, then open it again."""
     log = (tmp_path / "frontier" / "wal.log").read_bytes()
     before = {name: lmdb_rows(tmp_path, name) for name in (b"ops", b"hosts", b"queue", b"meta")}
 
     def broken(*args: object) -> object:
         raise OSError("disk gone")
 
-    monkeypatch.setattr("polecat.frontier.db.mark_seeds_v5", broken)
+    monkeypatch.setattr(step, broken)
     with pytest.raises(OSError):
         Rig(tmp_path, cfg=CFG, params=PARAMS, backend="lmdb", now=NOW)
     monkeypatch.undo()
     assert (tmp_path / "frontier" / "wal.log").read_bytes() == log
     assert {name: lmdb_rows(tmp_path, name) for name in before} == before
-    rig = Rig(tmp_path, cfg=CFG, params=PARAMS, backend="lmdb", now=NOW)
+    return Rig(tmp_path, cfg=CFG, params=PARAMS, backend="lmdb", now=NOW)
+
+
+def test_a_crash_while_marking_leaves_schema_5_and_its_log(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rule 18: the replay and the marks are one commit; a crash in it leaves the schema-5 LMDB and its
+    log as they were, and the next open upgrades them."""
+    unpack_v5(tmp_path)
+    rig = crashed_in_upgrade_then_reopened(tmp_path, monkeypatch, "polecat.frontier.db.mark_seeds_v5")
     assert rig.db.seeds_marked == SeedMarkReport(marked=4, kept=2) and rig.frontier.queued == 7
 
 
