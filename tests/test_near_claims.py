@@ -560,6 +560,33 @@ def test_a_near_copy_of_a_page_still_held_here_is_stored_against_it_once_that_on
     assert store.log[1].own_hash != store.log[1].content_hash and solo.stats().near_copies == 1
 
 
+def test_a_members_own_deposit_given_up_is_not_stored_again_when_its_base_is() -> None:
+    """Claims rule 12: a near copy parked on a base this member still holds (as ``_apply_near`` parks it),
+    unacknowledged within ``wait``, is stored in full, marked; when its base is stored after that, the copy
+    is not stored again (two records of one fetch in one store: seen in a 4-worker crawl)."""
+
+    async def go() -> tuple[MemoryPageStore, ContentClaims]:
+        store = MemoryPageStore()
+        me = _member("w0", ("w0",), LoopbackTransport(), store, wait=0.3)
+        base, base_body, _ = _page("http://a.test/1", text(1), T0)
+        record, body, fp = _page("http://b.test/1", text(1, 4), T0 + 1)
+        orig = Original(base.content_hash, base.url, base.fetched_at, "w0", (0, 0))
+        stored: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        seq = me._new_deposit(record, body, stored, (fp, ()), orig)
+        me._parked.setdefault(base.content_hash, []).append(("w0", seq, near_copy(record, orig), body))
+        await asyncio.sleep(0.35)
+        me._deposits_overdue(me._clock.wall())  # given up: stored in full, marked
+        assert stored.done()
+        store.put(base, base_body)  # then its base is stored
+        me._unpark(base.content_hash)
+        return store, me
+
+    store, me = asyncio.run(go())
+    assert [(r.url, r.kind, r.header(CLAIM_HEADER.lower())) for r in store.log] == [
+        ("http://b.test/1", "response", UNANSWERED), ("http://a.test/1", "response", None)]
+    assert me.queue.stray == 1
+
+
 def test_an_unreachable_band_owner_never_blocks_the_page_it_is_stored_in_full_and_marked() -> None:
     members = ("w0", "w1")
     ring = Ring(members)

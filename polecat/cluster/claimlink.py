@@ -483,6 +483,9 @@ class ContentClaims:
         """Store a deposit against its base if this store holds it (acknowledged after the next flush),
         else refuse it now."""
         assert self._store is not None
+        if sender == self._self_id and seq not in self._deposits:  # given up: stored in full (claims rule 12)
+            self.queue.stray += 1
+            return
         ok = self._store.has(record.content_hash)
         if ok:
             try:

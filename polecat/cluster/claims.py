@@ -89,10 +89,11 @@ near-duplicate index up (polecat/node/pipeline.py):
     answer named a page that became a copy itself) is claimed again by its fingerprint (rule 17): the
     withdrawn base gone, it meets that page's own original. A deposit refused against a base refused
     before, too big for one frame, or unacknowledged within ``wait`` is stored in full by the claimer
-    (marked, rule 5, when unacknowledged; both may then hold it, never neither). With "drop" a near
-    copy is deposited as an exact copy is, its revisit alone (its own body dropped): the same wait for the
-    base's fate, so the copy is never a revisit of a page not stored in full, and rule 14 holds for
-    "drop" as for "delta".
+    (marked, rule 5, when unacknowledged; both may then hold it, never neither; but a member's own
+    deposit, parked on a page it holds, is dropped once given up: its store would hold two records of one
+    fetch). With "drop" a near copy is deposited as an exact copy is, its revisit alone (its own body
+    dropped): the same wait for the base's fate, so the copy is never a revisit of a page not stored in
+    full, and rule 14 holds for "drop" as for "delta".
 13. A base, once durable, is kept as rule 8 keeps an exact record: a row of the ``claims`` table under
     the prefix of each band slice of its band keys that this member owns (:func:`near_key`: longer than
     an exact record's key, which :meth:`ClaimBook.load` skips), its fingerprint and fetch in the value;
