@@ -57,6 +57,14 @@ def schema_of(path: Path) -> int:
     return int(json.loads(dict(lmdb_rows(path, b"meta"))[b"schema"])["version"])
 
 
+def assert_seed_hosts_in_scope(rig: Rig) -> None:
+    """The scope (host mode) reads the marks: every seed host's links are in it (each queued, one more URL),
+    the discovered host's not."""
+    for host in sorted(SEED_HOSTS):
+        assert rig.frontier.add(canon(f"http://{host}/new"), 1, 0.5, NOW) == "accepted", host
+    assert rig.frontier.add(canon("http://d.test/3"), 1, 0.5, NOW) == "out_of_scope"
+
+
 def test_a_schema_5_dir_is_upgraded_with_every_seed_host_marked_and_every_url_queued(tmp_path: Path) -> None:
     unpack_v5(tmp_path)
     assert schema_of(tmp_path) == 5
@@ -77,10 +85,7 @@ def test_a_schema_5_dir_is_upgraded_with_every_seed_host_marked_and_every_url_qu
     assert int(db.get("meta", HOST_SEQ) or b"0") == 5
     assert sorted(queued_urls_in(db.items("hosts"), db.items("queue"))) == QUEUED
     assert rig.frontier.queued == 7 and rig.raw._table.known_hosts == 5
-    # The scope (host mode) reads the marks: every seed host's links are in it, the discovered host's not.
-    for host in sorted(SEED_HOSTS):
-        assert rig.frontier.add(canon(f"http://{host}/new"), 1, 0.5, NOW) == "accepted", host
-    assert rig.frontier.add(canon("http://d.test/3"), 1, 0.5, NOW) == "out_of_scope"
+    assert_seed_hosts_in_scope(rig)
     rig.frontier.commit()
     rig.crash()
     assert schema_of(tmp_path) == 7 and len(lmdb_rows(tmp_path, b"ops")) == 2

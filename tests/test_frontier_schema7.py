@@ -20,13 +20,14 @@ from polecat.frontier.keys import MAX_HOST_NUM, SEED_HOST, op_key
 from polecat.frontier.migrate import RekeyReport
 from polecat.frontier.politeness import HostState
 from polecat.frontier.records import HOST_TAG, SEED_BIT, Lease, decode_host, encode_host, encode_new_hosts
-from tests.frontier_helpers import Rig, canon, queued_urls_in
+from tests.frontier_helpers import Rig, queued_urls_in
 from tests.test_frontier_schema6 import (
     CFG,
     NOW,
     PARAMS,
     QUEUED,
     SEED_HOSTS,
+    assert_seed_hosts_in_scope,
     crashed_in_upgrade_then_reopened,
     schema_of,
     unpack_v5,
@@ -91,9 +92,7 @@ def test_a_schema_6_dir_made_by_main_is_upgraded_losing_no_mark_record_or_url(tm
     assert sorted(queued_urls_in(db.items("hosts"), db.items("queue"))) == QUEUED
     assert sum(st.queued for st in records.values()) == len(QUEUED)
     assert rig.frontier.queued == 7 and rig.raw._table.known_hosts == 5
-    for host in sorted(SEED_HOSTS):
-        assert rig.frontier.add(canon(f"http://{host}/new"), 1, 0.5, NOW) == "accepted", host
-    assert rig.frontier.add(canon("http://d.test/3"), 1, 0.5, NOW) == "out_of_scope"
+    assert_seed_hosts_in_scope(rig)
     rig.frontier.commit()
     rig.crash()
     rig.reopen(NOW + 1)

@@ -151,6 +151,12 @@ def _split(raw: bytes) -> list[bytes]:
     return [raw[i : i + KEY_LEN] for i in range(0, len(raw), KEY_LEN)]
 
 
+def _keys_in(run: Run, lo: int, hi: int) -> Iterator[bytes]:
+    """The keys ``lo`` to ``hi`` of ``run``, decoded :data:`_CHUNK` at a time."""
+    for start in range(lo, hi, _CHUNK):
+        yield from _split(run.keys[start : min(hi, start + _CHUNK)].tobytes())
+
+
 @dataclass(frozen=True, slots=True)
 class SeenView:
     """The seen keys in runs (with their releases), without a memtable: a commit's state (rule 6)."""
@@ -177,8 +183,7 @@ class SeenView:
 
     def _run_keys(self, run: Run, prefix: bytes) -> Iterator[bytes]:
         for lo, hi in _live_spans(run, prefix, self.releases):
-            for start in range(lo, hi, _CHUNK):
-                yield from _split(run.keys[start : min(hi, start + _CHUNK)].tobytes())
+            yield from _keys_in(run, lo, hi)
 
     def close(self) -> None:
         """Nothing to release: the runs' mappings go with the last reference."""
@@ -268,8 +273,7 @@ class SeenRuns:
         yield from self._mem
         for run in self._state.runs:
             if run.seq is None or run.seq > seq:
-                for start in range(0, len(run), _CHUNK):
-                    yield from _split(run.keys[start : start + _CHUNK].tobytes())
+                yield from _keys_in(run, 0, len(run))
 
     def items(self, prefix: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
         """Every seen key starting with ``prefix``, in key order, with its empty value."""

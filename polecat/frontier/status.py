@@ -195,8 +195,7 @@ def _read_status(frontier_dir: Path, logged_of: tuple[Table, ...], top: int, ref
             elif kind == "traps":
                 traps.append((arg, tuple(sorted(json.loads(raw).items()))))
         done = json.loads(snap.get("meta", b"done") or b"{}")
-        fresh, revisited = _freshness(snap, "fresh" in dbs, refresh or RefreshConfig(),
-                                      now)
+        fresh, revisited = _freshness(snap, "fresh" in dbs, refresh or RefreshConfig(), now)
         return FrontierStatus(
             hosts=counts["hosts"], hosts_with_queue=counts["with_queue"], queued=counts["queued"],
             fetched=counts["fetched"],
