@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.cpu_frames import main as frames_main
 from benchmarks.cpu_parts import STARTUP, main, part_of
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -62,3 +63,20 @@ def test_the_sampler_writes_the_stacks_and_cpu_of_a_polecat_process(tmp_path: Pa
     record = json.loads(written.read_text())
     assert record["cpu"] >= 0.3 and "polecat" in record["argv"]
     assert sum(record["stacks"].values()) >= 10  # a tick is at most 10 ms
+
+
+def test_a_frame_counts_each_sample_holding_it_once_with_its_callees_and_per_call(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    fetch, dns = "polecat/node/lease_runner.py:_robots_fetch", "polecat/fetch/dns.py"
+    stacks = {f"{fetch};polecat/fetch/http.py:fetch_robots": 30, f"{fetch};polecat/store/segstore.py:put": 10,
+              f"{dns}:lookup;{dns}:_ask;{dns}:_answer": 20, "polecat/node/pipeline.py:handle": 40}
+    _record(tmp_path, 10, 1, ["python", "-m", "polecat", "crawl", "--seeds-file", "s"], stacks, 0.4)
+    _record(tmp_path, 20, 1, ["python", "-m", "benchmarks.bench_scale"], {fetch: 500}, 5.0)
+    assert frames_main([str(tmp_path), f"{fetch}=100", f"{dns}:*=10"]) == 0
+    out = capsys.readouterr().out
+    # the crawl's 100 samples of 0.4 CPU s only (the bench process is not a crawl): 4 ms each
+    assert f"{fetch}: 40 samples, 0.16 s (40.0 %), 1600.0 us a call of 100" in out
+    assert "    polecat/fetch/http.py:fetch_robots: 30 samples, 0.12 s, 1200.0 us a call" in out
+    # a module's functions nested in one sample count it once
+    assert "polecat/fetch/dns.py:*: 20 samples, 0.08 s (20.0 %), 8000.0 us a call of 10" in out
+    assert "    polecat/fetch/dns.py:_ask: 20 samples" in out
