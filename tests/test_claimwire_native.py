@@ -304,10 +304,10 @@ def test_fifty_thousand_calls_hold_no_memory() -> None:
 ORIGINALS = st.builds(Original, DIGESTS, TEXT, TIMES, TEXT, st.tuples(INT64, INT64))
 
 
-@given(st.one_of(CLAIMS, ANSWERS, NEAR, NEAR_ANSWERS, ORIGINALS))
+@given(st.one_of(CLAIMS, ANSWERS, NEAR, NEAR_ANSWERS, ORIGINALS, RECORDS))
 def test_make_builds_a_record_as_its_init(record: Any) -> None:
-    """Rule 4: the books' records (claims.py) made by the kernel are their __init__'s, equal and hashed
-    alike (still frozen dataclasses), of the exact type."""
+    """Rule 4: the books' records and a copy's revisit (claims.py) made by the kernel are their
+    __init__'s, equal and hashed alike (still frozen dataclasses), of the exact type."""
     k = kernel("polecat.cluster._claimwire")
     cls = type(record)
     made = k.make(cls, *(getattr(record, f.name) for f in dataclasses.fields(cls)))
@@ -321,7 +321,7 @@ def test_make_builds_a_record_as_its_init(record: Any) -> None:
 @pytest.mark.parametrize("args", [(), (Claim,), (Claim, 1, b"d", "u"), (Claim, 1, b"d", "u", 1.0, 2),
                                   (int, 1), (ClaimFrame, "a"), (FetchRecord,), ("Claim", 1, b"d", "u", 1.0)])
 def test_make_refuses_what_it_does_not_build(args: tuple[object, ...]) -> None:
-    """Rule 4: only the five bound record types, with every field's value (no defaults, no keywords)."""
+    """Rule 4: only the six bound record types, with every field's value (no defaults, no keywords)."""
     k = kernel("polecat.cluster._claimwire")
     with pytest.raises(TypeError):
         k.make(*args)
@@ -337,8 +337,8 @@ def test_bind_records_refuses_what_bind_refuses() -> None:
     k = kernel("polecat.cluster._claimwire")
     try:
         with pytest.raises(TypeError, match="slots"):
-            k.bind_records(Claim, Wider, NearClaim, NearAnswer, Original)
+            k.bind_records(Claim, Wider, NearClaim, NearAnswer, Original, FetchRecord)
         with pytest.raises(TypeError):
-            k.bind_records(Claim, Answer, NearClaim, NearAnswer)
+            k.bind_records(Claim, Answer, NearClaim, NearAnswer, Original)
     finally:
-        k.bind_records(Claim, Answer, NearClaim, NearAnswer, Original)
+        k.bind_records(Claim, Answer, NearClaim, NearAnswer, Original, FetchRecord)

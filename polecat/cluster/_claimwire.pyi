@@ -10,9 +10,11 @@ def bind(frame: type, claim: type, answer: type, near: type, near_answer: type, 
     Answer, NearClaim, NearAnswer, Original, store.base.FetchRecord) and ``minhash.VERIFY_BYTES``; raises
     TypeError when a type's slots are not the fields the kernel fills."""
 
-def bind_records(claim: type, answer: type, near: type, near_answer: type, original: type, /) -> None:
-    """The record types :func:`make` builds (claims.Claim, Answer, NearClaim, NearAnswer, Original), as
-    :func:`bind` binds them; raises TypeError when a type's slots are not the fields the kernel fills."""
+def bind_records(claim: type, answer: type, near: type, near_answer: type, original: type, record: type,
+                 /) -> None:
+    """The record types :func:`make` builds (claims.Claim, Answer, NearClaim, NearAnswer, Original,
+    store.base.FetchRecord), as :func:`bind` binds them; raises TypeError when a type's slots are not the
+    fields the kernel fills."""
 
 def make(cls: type[_R], /, *values: Any) -> _R:
     """A record of a type bound by :func:`bind_records`, its fields set to ``values`` in field order as its

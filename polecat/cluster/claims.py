@@ -139,7 +139,7 @@ import hashlib
 from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Container, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import lru_cache
 from operator import attrgetter, itemgetter
 from typing import Any, Generic, TypeVar
@@ -613,7 +613,7 @@ def _init(cls: type[R], *values: Any) -> R:
 
 _wire = native.load("polecat.cluster._claimwire")
 if _wire is not None:
-    _wire.bind_records(Claim, Answer, NearClaim, NearAnswer, Original)
+    _wire.bind_records(Claim, Answer, NearClaim, NearAnswer, Original, FetchRecord)
 _make = _init if _wire is None else _wire.make
 """The records the books answer with, made as the codec makes the decoded ones (_claimwire.c rule 4,
 every field given in order): a frozen dataclass's ``__init__`` sets each field through
@@ -1106,11 +1106,13 @@ def exact_copy(record: FetchRecord, url: str, fetched_at: float, *own: tuple[str
                content_hash: bytes | None = None) -> FetchRecord:
     """The revisit of a copy of the page ``url`` fetched at ``fetched_at``, an answer's original: the
     store that does not hold the original writes its date from :data:`REFERS_DATE_HEADER`. ``own`` and
-    ``content_hash``: :func:`near_copy`'s header and hash, in the same ``replace`` (a frozen record's
-    copy sets every field through ``object.__setattr__``)."""
-    return replace(record, duplicate_of=url, kind="revisit",
-                   headers=(*record.headers, (REFERS_DATE_HEADER, repr(fetched_at)), *own),
-                   content_hash=record.content_hash if content_hash is None else content_hash)
+    ``content_hash``: :func:`near_copy`'s header and hash. ``dataclasses.replace(record, ...)``, made as
+    :data:`_make` makes the books' records (a frozen record's ``replace`` sets every field through
+    ``object.__setattr__``)."""
+    return _make(FetchRecord, record.url, record.fetched_at, record.status,
+                 (*record.headers, (REFERS_DATE_HEADER, repr(fetched_at)), *own),
+                 record.content_hash if content_hash is None else content_hash, record.size, record.truncated,
+                 url, "revisit")
 
 
 def near_copy(record: FetchRecord, original: Original) -> FetchRecord:
