@@ -299,3 +299,46 @@ def test_fifty_thousand_calls_hold_no_memory() -> None:
         finally:
             tracemalloc.stop()
         assert all(abs(sys.getrefcount(o) - n) < 100 for o, n in zip(shared, refs, strict=True))
+
+
+ORIGINALS = st.builds(Original, DIGESTS, TEXT, TIMES, TEXT, st.tuples(INT64, INT64))
+
+
+@given(st.one_of(CLAIMS, ANSWERS, NEAR, NEAR_ANSWERS, ORIGINALS, RECORDS))
+def test_make_builds_a_record_as_its_init(record: Any) -> None:
+    """Rule 4: the books' records and a copy's revisit (claims.py) made by the kernel are their
+    __init__'s, equal and hashed alike (still frozen dataclasses), of the exact type."""
+    k = kernel("polecat.cluster._claimwire")
+    cls = type(record)
+    made = k.make(cls, *(getattr(record, f.name) for f in dataclasses.fields(cls)))
+    assert type(made) is cls
+    assert made == record
+    assert hash(made) == hash(record)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(made, dataclasses.fields(cls)[0].name, None)
+
+
+@pytest.mark.parametrize("args", [(), (Claim,), (Claim, 1, b"d", "u"), (Claim, 1, b"d", "u", 1.0, 2),
+                                  (int, 1), (ClaimFrame, "a"), (FetchRecord,), ("Claim", 1, b"d", "u", 1.0)])
+def test_make_refuses_what_it_does_not_build(args: tuple[object, ...]) -> None:
+    """Rule 4: only the six bound record types, with every field's value (no defaults, no keywords)."""
+    k = kernel("polecat.cluster._claimwire")
+    with pytest.raises(TypeError):
+        k.make(*args)
+
+
+def test_bind_records_refuses_what_bind_refuses() -> None:
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Wider:
+        seq: int
+        original: tuple[str, float] | None
+        more: int = 0
+
+    k = kernel("polecat.cluster._claimwire")
+    try:
+        with pytest.raises(TypeError, match="slots"):
+            k.bind_records(Claim, Wider, NearClaim, NearAnswer, Original, FetchRecord)
+        with pytest.raises(TypeError):
+            k.bind_records(Claim, Answer, NearClaim, NearAnswer, Original)
+    finally:
+        k.bind_records(Claim, Answer, NearClaim, NearAnswer, Original, FetchRecord)

@@ -178,6 +178,8 @@ class ContentClaims:
         self._owed: dict[str, list[Answer]] = {}
         self._durable_owed: dict[str, list[bytes]] = {}
         """Owner -> first pages made durable (claims rule 7), sent with the next tick's frame."""
+        self._empty = ClaimFrame(self_id)
+        """A frame with nothing to send (compared with each tick's frames)."""
         self._separate: set[str] = set()
         """Peers that take exact claims, answers and reports as frames of kinds 1-3 only (0.3.0, or a
         member with near claims off: it refused a kind 4 frame; or one that sent those kinds itself)."""
@@ -190,9 +192,9 @@ class ContentClaims:
                         keep=lambda band: owner_of(band) == self_id)
         self.near = None if near == "full" else NearQueue(self_id, owner_of, book, wait=wait)
         self._tell_alone()
-        self._near_held: dict[int, tuple[FetchRecord, bytes, asyncio.Future[None]]] = {}
-        self._near_fps: dict[int, _Again] = {}
-        """What a refused deposit claims again with, by near claim seq (claims rule 17)."""
+        self._near_held: dict[int, tuple[FetchRecord, bytes, asyncio.Future[None], _Again]] = {}
+        """Pages held for their near claims, by seq, with what a refused deposit claims again with (claims
+        rule 17): one entry a page."""
         self._deposit_fps: dict[int, _Again] = {}
         """The same, by deposit seq, the deposit's original last (claims rules 12 and 17)."""
         self._near_bases: dict[int, tuple[tuple[str, ...], bool]] = {}
@@ -301,9 +303,8 @@ class ContentClaims:
         assert self.near is not None
         now = self._clock.wall()
         seq, outcomes = self.near.add(record.content_hash, record.url, record.fetched_at, fp, now, refused)
-        self._near_held[seq] = (record, body, stored)
+        self._near_held[seq] = (record, body, stored, (fp, refused))
         self._hold(record.content_hash, 1)
-        self._near_fps[seq] = (fp, refused)
         self._apply_near(outcomes)
 
     def _claim_exact(self, record: FetchRecord, body: bytes, stored: asyncio.Future[None],
@@ -353,8 +354,7 @@ class ContentClaims:
     def _apply_near(self, outcomes: list[NearOutcome]) -> None:
         """Claims rules 11 and 12."""
         for o in outcomes:
-            record, body, stored = self._near_held.pop(o.seq)
-            again = self._near_fps.pop(o.seq)
+            record, body, stored, again = self._near_held.pop(o.seq)
             self._hold(record.content_hash, -1)
             orig = o.original
             if orig is None and o.exact:  # an older member took no near claim: the hash's owner decides
@@ -655,7 +655,7 @@ class ContentClaims:
                 deposited=tuple(self._owed_deposited.get(peer, ())))
             if peer in self._separate:
                 f = self._send_separate(peer, f)
-            if f != ClaimFrame(self._self_id):
+            if f != self._empty:
                 self._spawn(self._send_frame(peer, f))
             for chunk in chunks[1:]:
                 self._spawn(self._send_frame(peer, ClaimFrame(self._self_id, deposits=tuple(chunk))))
@@ -741,8 +741,7 @@ class ContentClaims:
         self._stopping = True
         if self.near is not None:
             for seq in self.near.drain():
-                record, body, stored = self._near_held.pop(seq)
-                self._near_fps.pop(seq, None)
+                record, body, stored, _ = self._near_held.pop(seq)
                 self._hold(record.content_hash, -1)
                 self._put(record, body, stored, marked=True)
         for seq in list(self._deposits):

@@ -139,10 +139,10 @@ import hashlib
 from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Container, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import lru_cache
 from operator import attrgetter, itemgetter
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import msgpack
 
@@ -272,12 +272,12 @@ class ClaimBook:
                 first.claimer = claimer
             elif first.durable:
                 self.copies += 1
-                out.append((claimer, Answer(c.seq, (first.url, first.fetched_at))))
+                out.append((claimer, _make(Answer, c.seq, (first.url, first.fetched_at))))
                 continue
             else:
                 self._copies.setdefault(c.digest, []).append((claimer, c, now))
                 continue
-            out.append((claimer, Answer(c.seq, None)))
+            out.append((claimer, _make(Answer, c.seq, None)))
         return out
 
     def _record(self, c: Claim, claimer: str, now: float) -> None:
@@ -302,7 +302,7 @@ class ClaimBook:
                 self._writes.append(Put("claims", book_key(d), first.encode()))
             for who, c, _ in self._copies.pop(d, ()):
                 self.copies += 1
-                out.append((who, Answer(c.seq, (first.url, first.fetched_at))))
+                out.append((who, _make(Answer, c.seq, (first.url, first.fetched_at))))
         return out
 
     def expired(self, now: float) -> Routed:
@@ -313,7 +313,7 @@ class ClaimBook:
             if not self._copies[d]:
                 del self._copies[d]
             self._first[d] = _First(c.url, c.fetched_at, who, now)
-            out.append((who, Answer(c.seq, None)))
+            out.append((who, _make(Answer, c.seq, None)))
         return out
 
     def waiting(self) -> int:
@@ -337,10 +337,12 @@ class _Waiting:
     sent: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Outcome:
     """What to do with one held page: store it in full (``original`` None; ``marked`` when no answer
-    decided it, rule 5) or as a copy of ``original``."""
+    decided it, rule 5) or as a copy of ``original``. Not frozen: one is made a page and read once by the
+    runner, and a frozen dataclass sets each field through ``object.__setattr__`` (benchmarks/README.md
+    "Claim cost: the books' records")."""
 
     seq: int
     original: tuple[str, float] | None
@@ -415,7 +417,7 @@ class ClaimQueue(_HeldPages[_Waiting, ClaimBook]):
         """Hold a page: its seq, and what is decided now (its own answer when this member owns the hash,
         rule 4; the oldest page, stored in full, when the queue was full)."""
         self._seq += 1
-        claim = Claim(self._seq, digest, url, fetched_at)
+        claim = _make(Claim, self._seq, digest, url, fetched_at)
         owner = self._owner_of(content_slice(digest))
         out = []
         if owner == self.self_id:
@@ -601,22 +603,40 @@ class NearAnswer:
 NearRouted = list[tuple[str, NearAnswer]]
 """Near answers with the member each goes to."""
 
+R = TypeVar("R")
 
-@dataclass(eq=False, slots=True)
+
+def _init(cls: type[R], *values: Any) -> R:
+    """A record made by its ``__init__``: :data:`_make` without the codec's kernel."""
+    return cls(*values)
+
+
+_wire = native.load("polecat.cluster._claimwire")
+if _wire is not None:
+    _wire.bind_records(Claim, Answer, NearClaim, NearAnswer, Original, FetchRecord)
+_make = _init if _wire is None else _wire.make
+"""The records the books answer with, made as the codec makes the decoded ones (_claimwire.c rule 4,
+every field given in order): a frozen dataclass's ``__init__`` sets each field through
+``object.__setattr__`` (benchmarks/README.md "Claim cost: the books' records")."""
+
+
 class _Base:
-    claim: NearClaim
-    claimer: str
-    durable: bool = False
-    rows: set[int] = field(default_factory=set)
-    """The band slices it is kept under (rule 13)."""
-    keys: tuple[bytes, ...] = field(init=False)
-    """Its claim's band keys, computed once: every claim of its bands scans it (rule 10)."""
-    order: tuple[float, str] = field(init=False)
-    """Its claim's fetch order (rule 10), compared by every scan."""
+    """A near claim recorded as a base (rule 10): a plain slotted class, its derived fields set in its
+    ``__init__`` (a dataclass's ``__post_init__`` is one more call a base, and its default factory
+    another)."""
 
-    def __post_init__(self) -> None:
-        self.keys = _keys(self.claim.index)
-        self.order = _order(self.claim)
+    __slots__ = ("claim", "claimer", "durable", "keys", "order", "rows")
+
+    def __init__(self, claim: NearClaim, claimer: str, durable: bool = False) -> None:
+        self.claim = claim
+        self.claimer = claimer
+        self.durable = durable
+        self.rows: set[int] = set()
+        """The band slices it is kept under (rule 13)."""
+        self.keys: tuple[bytes, ...] = _keys(claim.index)
+        """Its claim's band keys, computed once: every claim of its bands scans it (rule 10)."""
+        self.order: tuple[float, str] = (claim.fetched_at, claim.url)
+        """Its claim's fetch order (rule 10, :func:`_order`), compared by every scan."""
 
 
 BAND_BASES = 64
@@ -743,7 +763,7 @@ class NearBook:
     def _decide(self, claimer: str, c: NearClaim, now: float, out: NearRouted) -> None:
         same = self._bases.get((claimer, c.digest))
         if same is not None and same.claim.url == c.url:  # a claim sent again: "none" again (as rule 2)
-            out.append((claimer, NearAnswer(c.seq, None)))
+            out.append((claimer, _make(NearAnswer, c.seq, None)))
             return
         # The same body from the same claimer is a copy of that base, whichever was fetched first.
         found, later = ((same, (0, 0)), None) if same is not None else self._closest(c)
@@ -751,17 +771,17 @@ class NearBook:
             self._copies.setdefault((later[0].claimer, later[0].claim.digest), []).append((claimer, c, now))
         elif later is not None:  # stored in full: this earlier fetch is its copy (rule 14)
             self.copies += 1
-            out.append((claimer, NearAnswer(c.seq, _original(*later))))
+            out.append((claimer, _make(NearAnswer, c.seq, _original(*later))))
         elif found is None:
             self._record(claimer, c, out)
             if self._settle > 0 and not self.alone:
                 self._settling[(claimer, c.digest)] = (c, now)
                 self._unsettle(c, now, out)
             else:
-                out.append((claimer, NearAnswer(c.seq, None)))
+                out.append((claimer, _make(NearAnswer, c.seq, None)))
         else:  # answered at once: its deposit is what waits for the base (rule 12)
             self.copies += 1
-            out.append((claimer, NearAnswer(c.seq, _original(*found))))
+            out.append((claimer, _make(NearAnswer, c.seq, _original(*found))))
 
     def _unsettle(self, c: NearClaim, now: float, out: NearRouted) -> None:
         """Settling bases fetched after ``c`` and near it become its copies (rule 10)."""
@@ -805,7 +825,7 @@ class NearBook:
         out, self._late = self._late, []
         for key in overdue(self._settling, itemgetter(1), now, self._settle):  # in arrival order (settle_due)
             c, _ = self._settling.pop(key)
-            out.append((key[0], NearAnswer(c.seq, None)))
+            out.append((key[0], _make(NearAnswer, c.seq, None)))
         return out
 
     def _closest(self, c: NearClaim) -> tuple[_Match | None, _Match | None]:
@@ -882,7 +902,7 @@ class NearBook:
         self._writes.extend(Delete("claims", near_key(s, base.claimer, base.claim.digest)) for s in base.rows)
         settling = self._settling.pop(key, None)
         if settling is not None:  # its claimer still waits: "none" now (it is no base here any more)
-            out.append((key[0], NearAnswer(settling[0].seq, None)))
+            out.append((key[0], _make(NearAnswer, settling[0].seq, None)))
         for band in base.keys:
             bases = self._bands[band]
             bases.remove(base)
@@ -904,7 +924,7 @@ class NearBook:
             base.durable = True
             for who, c, _ in self._copies.pop((claimer, d), ()):
                 self.copies += 1
-                out.append((who, NearAnswer(c.seq, _original(base, self._rank(base, c)))))
+                out.append((who, _make(NearAnswer, c.seq, _original(base, self._rank(base, c)))))
         return out
 
     def _rank(self, base: _Base, c: NearClaim) -> tuple[int, int]:
@@ -940,7 +960,7 @@ class NearBook:
 
 def _original(base: _Base, rank: tuple[int, int]) -> Original:
     o = base.claim
-    return Original(o.digest, o.url, o.fetched_at, base.claimer, rank)
+    return _make(Original, o.digest, o.url, o.fetched_at, base.claimer, rank)
 
 
 @dataclass(slots=True)
@@ -958,12 +978,12 @@ class _NearWaiting:
     """The (holder, hash) of the bases of the page's refused deposits, not taken as answers (rule 17)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class NearOutcome:
     """A held page's near claim decided (rule 11): a copy of ``original``, or (None) stored in full;
     ``owners`` (those that recorded it as a base, or may have) learn whether it was stored in full.
     ``marked``: an owner did not answer in time (stored in full, the page is marked as rule 5 marks
-    it)."""
+    it). Not frozen, as :class:`Outcome`."""
 
     seq: int
     original: Original | None
@@ -987,11 +1007,11 @@ class NearQueue(_HeldPages[_NearWaiting, NearBook]):
         """Hold a page: its seq, and its outcome when this member's own book decided every band at once.
         ``refused``: the originals of the page's deposits that their holders refused (rule 17)."""
         self._seq += 1
-        claim = NearClaim(self._seq, digest, url, fetched_at, fp.index, fp.verify)
+        claim = _make(NearClaim, self._seq, digest, url, fetched_at, fp.index, fp.verify)
         owners = band_owners(fp.index, self._owner_of)
-        others = {o for o in owners if o != self.self_id}
-        stale = frozenset((o.holder, o.digest) for o in refused)
-        self._waiting[claim.seq] = _NearWaiting(claim, set(others), set(owners), owners, now, stale=stale)
+        stale = frozenset((o.holder, o.digest) for o in refused) if refused else frozenset()
+        self._waiting[claim.seq] = _NearWaiting(claim, {o for o in owners if o != self.self_id}, set(owners),
+                                                owners, now, stale=stale)
         if self.self_id not in owners:
             return claim.seq, []
         return claim.seq, self.answered(self.self_id, self._book.own(self.self_id, claim, now, stale))
@@ -1082,18 +1102,23 @@ def _recorders(w: _NearWaiting) -> tuple[str, ...]:
     return tuple(o for o in w.owners if o in w.none or o in w.unanswered)
 
 
-def exact_copy(record: FetchRecord, url: str, fetched_at: float) -> FetchRecord:
+def exact_copy(record: FetchRecord, url: str, fetched_at: float, *own: tuple[str, str],
+               content_hash: bytes | None = None) -> FetchRecord:
     """The revisit of a copy of the page ``url`` fetched at ``fetched_at``, an answer's original: the
-    store that does not hold the original writes its date from :data:`REFERS_DATE_HEADER`."""
-    return replace(record, duplicate_of=url, kind="revisit",
-                   headers=(*record.headers, (REFERS_DATE_HEADER, repr(fetched_at))))
+    store that does not hold the original writes its date from :data:`REFERS_DATE_HEADER`. ``own`` and
+    ``content_hash``: :func:`near_copy`'s header and hash. ``dataclasses.replace(record, ...)``, made as
+    :data:`_make` makes the books' records (a frozen record's ``replace`` sets every field through
+    ``object.__setattr__``)."""
+    return _make(FetchRecord, record.url, record.fetched_at, record.status,
+                 (*record.headers, (REFERS_DATE_HEADER, repr(fetched_at)), *own),
+                 record.content_hash if content_hash is None else content_hash, record.size, record.truncated,
+                 url, "revisit")
 
 
 def near_copy(record: FetchRecord, original: Original) -> FetchRecord:
     """Rule 11: the record one process writes for a near copy of ``original``, from the record of the
     page as fetched (its ``content_hash`` its own). An exact copy is the revisit an exact claim writes."""
-    copy = exact_copy(record, original.url, original.fetched_at)
     if original.digest == record.content_hash:
-        return copy
-    return replace(copy, headers=(*copy.headers, (OWN_HASH_HEADER, record.content_hash.hex())),
-                   content_hash=original.digest)
+        return exact_copy(record, original.url, original.fetched_at)
+    return exact_copy(record, original.url, original.fetched_at,
+                      (OWN_HASH_HEADER, record.content_hash.hex()), content_hash=original.digest)
