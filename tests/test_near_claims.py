@@ -587,6 +587,86 @@ def test_a_members_own_deposit_given_up_is_not_stored_again_when_its_base_is() -
     assert me.queue.stray == 1
 
 
+def test_two_pages_of_one_body_that_two_owners_answer_each_a_copy_of_the_other_are_stored_at_once() -> None:
+    """Claims rule 18: one member's two fetches of one body, answered "none" and "copy of the other" by
+    two band owners that took their claims in opposite orders, are not both parked until ``wait`` gives
+    one up (stored in full, marked): the page whose answer closes the cycle goes on to its exact claim,
+    stored in full, and the other is stored as its revisit at once (seen in a 4-worker crawl)."""
+    members = ("w0", "w1", "w2")
+    ring = Ring(members)
+    seed = _twin_seed(ring)
+
+    async def go() -> tuple[MemoryPageStore, ContentClaims, list[bool]]:
+        store = MemoryPageStore()
+        me = _member("w0", members, LoopbackTransport(), store, wait=60.0)
+        a, a_body, fp = _page("http://a.test/1", text(seed), T0)
+        b, b_body, _ = _page("http://b.test/1", text(seed), T0 + 1)
+        held = [me.claim(a, a_body, fp), me.claim(b, b_body, fp)]
+        seq_a, seq_b = sorted(me._near_held)
+
+        def of(r: FetchRecord) -> Original:
+            return Original(r.content_hash, r.url, r.fetched_at, "w0", (0, 0))
+
+        me.answer(encode_near(ClaimFrame("w1", near_answers=(NearAnswer(seq_a, None),
+                                                              NearAnswer(seq_b, of(a))))))
+        me.answer(encode_near(ClaimFrame("w2", near_answers=(NearAnswer(seq_a, of(b)),
+                                                              NearAnswer(seq_b, None)))))
+        done = [f.done() for f in held]
+        await me.close()
+        return store, me, done
+
+    store, me, done = asyncio.run(go())
+    assert done == [True, True]  # no wait: neither waits for the other
+    assert [(r.url, r.kind, r.duplicate_of, r.header(CLAIM_HEADER.lower())) for r in store.log] == [
+        ("http://b.test/1", "response", None, None), ("http://a.test/1", "revisit", "http://b.test/1", None)]
+    assert me.stats().unanswered == 0 and me.stats().near_copies == 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(2, 4).flatmap(lambda k: st.tuples(st.permutations(range(k)), st.permutations(range(k)))),
+       st.booleans(), st.randoms(use_true_random=False))
+def test_pages_of_one_body_that_band_owners_took_in_any_orders_are_all_stored_at_once(
+        orders: tuple[list[int], list[int]], w2_first: bool, rnd: random.Random) -> None:
+    """Claims rule 18 with the owners' real books: ``k`` pages of one body fetched by one member, their
+    claims decided by each of two band owners in its own order (rule 10: the first a base, the others
+    its copies), the two frames of answers delivered in either order, the answers of a frame in any: once
+    both came, every page is stored, exactly one in full and the others as revisits, none marked and
+    none waiting for ``wait`` (a cycle of copies is broken where it closes)."""
+    members = ("w0", "w1", "w2")
+    seed = _twin_seed(Ring(members))
+
+    async def go() -> tuple[MemoryPageStore, ContentClaims, list[bool]]:
+        store = MemoryPageStore()
+        me = _member("w0", members, LoopbackTransport(), store, wait=60.0)
+        held = [me.claim(*_page(f"http://h{i}.test/", text(seed), T0 + i)) for i in range(len(orders[0]))]
+        assert me.near is not None
+        sent = me.near.batches(T0)
+        frames = []
+        for owner, order in zip(("w1", "w2"), orders, strict=True):
+            book = NearBook(capacity=100, hold=30.0, max_distance=4)
+            answers = [a for i in order for _, a in book.decide("w0", [sent[owner][i]], T0)]
+            rnd.shuffle(answers)
+            frames.append(encode_near(ClaimFrame(owner, near_answers=tuple(answers))))
+        for frame in reversed(frames) if w2_first else frames:
+            me.answer(frame)
+        done = [f.done() for f in held]
+        await me.close()
+        return store, me, done
+
+    store, me, done = asyncio.run(go())
+    assert all(done)
+    assert sorted(r.kind for r in store.log) == ["response"] + ["revisit"] * (len(done) - 1)
+    assert all(r.header(CLAIM_HEADER.lower()) is None for r in store.log) and me.stats().unanswered == 0
+
+
+def _twin_seed(ring: Ring) -> int:
+    """A text whose bands w1 and w2 own and whose hash w0 owns: an exact claim of it is decided at w0 at
+    once (claims rule 4)."""
+    return next(s for s in range(1000)
+                if set(band_owners(fingerprint(text(s)).index, ring.owner)) == {"w1", "w2"}
+                and ring.owner(content_slice(_page("http://a.test/1", text(s), T0)[0].content_hash)) == "w0")
+
+
 def test_an_unreachable_band_owner_never_blocks_the_page_it_is_stored_in_full_and_marked() -> None:
     members = ("w0", "w1")
     ring = Ring(members)

@@ -374,11 +374,27 @@ class ContentClaims:
                 self._deposit(orig, copy, record, body, own, stored, again)
             elif self._stored_here(orig.digest):
                 self._copied(copy, own, stored)
+            elif self._closes_cycle(record.url, orig):  # claims rule 18: its own twin waits on it
+                self._claim_exact(record, body, stored, (o.owners, o.marked))
             elif self._holds(orig.digest):  # its base is a page held here: stored once that one is
                 parked = (self._self_id, self._new_deposit(record, body, stored, again, orig), copy, own)
                 self._parked.setdefault(orig.digest, []).append(parked)
             else:  # the base went from this store (a repair): nothing to make the delta against
                 self._put(record, body, stored)
+
+    def _closes_cycle(self, url: str, orig: Original) -> bool:
+        """Whether ``orig``, a page of this member's, waits parked here as a copy of the page ``url``,
+        itself or through other pages parked on its hash (claims rule 18)."""
+        if orig.holder != self._self_id:
+            return False
+        waits_for = {r.url: r.duplicate_of for sender, _, r, _ in self._parked.get(orig.digest, ())
+                     if sender == self._self_id}
+        at: str | None = orig.url
+        while at in waits_for:  # popped: a cycle that does not pass through ``url`` ends the walk
+            at = waits_for.pop(at)
+            if at == url:
+                return True
+        return False
 
     def _stored_here(self, digest: bytes) -> bool:
         assert self._store is not None, "ContentClaims.bind(store) first: only a bound member holds pages"

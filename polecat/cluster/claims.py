@@ -131,6 +131,17 @@ near-duplicate index up (polecat/node/pipeline.py):
     base, so the claims end. Past half its ``wait`` the page takes such an answer (the withdrawal was
     lost, or a base is stored in full after all and its holder's store lost it, a repair): refused again,
     it is stored in full (rule 12), as one process stores a page whose near original left its store.
+18. Two pages of one body fetched by one member meet at each band owner under one base (rule 10: the
+    same body from the same claimer is a copy of the base, whichever was fetched first), so the copy is
+    the one that arrived there second; owners that took the two claims in opposite orders (a member's
+    frames to one owner travel on several connections, polecat/cluster/unixwire.py rule 1) answer each
+    page a copy of the other. Both were parked on their own hash (rule 12), neither stored, until one was
+    given up after ``wait`` and stored in full, marked (benchmarks/README.md "Issue 35: a near base held
+    past its wait (4 workers)"). The claimer, which holds both, breaks the cycle when the answer that
+    closes it comes (polecat/cluster/claimlink.py): that page is not parked on a page that waits for it
+    (directly or through other pages parked on the hash) but goes on to its exact claim, as a page no near
+    book matched (rule 11), and the pages parked on it follow once it is stored (in full; or not, and
+    they are refused, rule 12).
 """
 
 from __future__ import annotations
