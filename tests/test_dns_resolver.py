@@ -307,7 +307,7 @@ async def test_a_name_c_ares_gives_up_on_early_is_asked_again_within_the_timeout
         await r.close()
 
 
-class _Refusing:
+class _Failing:
     """A c-ares channel whose every query fails with ``code`` after ``took`` seconds of ``clock``."""
 
     def __init__(self, clock: FakeClock, took: float, code: int) -> None:
@@ -331,7 +331,7 @@ async def test_a_lookup_is_given_up_once_the_timeout_passed_and_other_errors_at_
         clock: FakeClock, monkeypatch: pytest.MonkeyPatch, code: int, asks: int) -> None:
     """Rule 11: c-ares' timeouts of 0.75 s are asked again until 2 s have passed (asks at 0, 0.75 and
     1.5 s), not cached (rule 3); an error that is not c-ares' timeout is the answer."""
-    channel = _Refusing(clock, 0.75, code)
+    channel = _Failing(clock, 0.75, code)
     monkeypatch.setattr(dns_module, "_uncached_resolver", lambda **_kw: channel)
     r = CachingResolver(DnsConfig(nameservers=("127.0.0.1:53",), timeout=2.0, ipv6="off"), clock=clock)
     try:

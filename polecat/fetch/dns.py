@@ -307,8 +307,8 @@ class CachingResolver:
     async def _query(self, key: str, fut: asyncio.Future[_Entry]) -> None:
         try:
             # A crawl start makes every host's lookup due at once; queueing them here rather than in
-            # c-ares keeps each one's timeout for its own query. The guard: rule 11's cfg.timeout of
-            # asking, then the last ask's c-ares tries (each at most cfg.timeout).
+            # c-ares keeps each one's timeout for its own query. The guard bounds the whole lookup:
+            # rule 11 asks for cfg.timeout, and the last ask's c-ares tries may run past it.
             async with self._slots, asyncio.timeout(self._cfg.timeout * 3):
                 entry = await self._ask(key)
         except asyncio.CancelledError:  # close(): waiters must not hang
