@@ -77,7 +77,8 @@ def _row(name: str, data: Path | list[Path], cpu_s: float, span: float, code: in
             + ("" if code == 0 else f" exit {code}"))
 
 
-def _spec(args: argparse.Namespace) -> SiteSpec:
+def site_spec(args: argparse.Namespace) -> SiteSpec:
+    """The web that ``args`` describe (:func:`web_arguments`)."""
     return SiteSpec(hosts=args.hosts, pages_per_host=args.pages_per_host, seed=35,
                     mirror_hosts=args.hosts // 2, mirror_near_ratio=args.mirror_near, dup_ratio=args.dup,
                     near_dup_ratio=args.near_dup)
@@ -85,34 +86,41 @@ def _spec(args: argparse.Namespace) -> SiteSpec:
 
 async def cluster(n: int, claims: bool, args: argparse.Namespace, work: Path) -> str:
     """One crawl of the web by ``n`` etcd nodes into the new directory ``work``: its table row."""
-    async with TestWeb(_spec(args)) as web:
-        truth = web.ground_truth("host")
-        with EtcdServer() as etcd:
-            procs = []
-            try:
-                for k in range(n):
-                    host = f"127.0.0.{60 + k}"
-                    conf = work / f"n{k}.toml"
-                    toml = node_toml(web, work / f"n{k}", f"{host}:{loopback_port(host)}", etcd.endpoint,
-                                     f"n{k}", "", rate=args.rate, ttl=5, interval=60.0)
-                    # node_toml ends in its [cluster] section
-                    conf.write_text(toml + ("" if claims else "content_claims = false\n"))
-                    procs.append(start_node(conf, work / f"n{k}.log"))
-                await until(lambda: bool(web.log), args.timeout, "the first request")
-                cpu0 = sum(map(cpu_seconds, procs))
-                await until(lambda: set(page_urls(web)) >= truth, args.timeout, "every page")
-                cpu = sum(map(cpu_seconds, procs)) - cpu0
-                for p in procs:
-                    p.send_signal(signal.SIGTERM)
-                codes = [await wait_exit(p, 60) for p in procs]
-            finally:
-                for p in procs:
-                    if p.poll() is None:
-                        p.kill()
-                        p.wait()
+    async with TestWeb(site_spec(args)) as web:
+        cpu, codes = await crawl_by_nodes(web, n, claims, args, work)
         starts = [r.start for r in web.log]
     name = f"{n} node{'s' if n > 1 else ''}" + ("" if claims else ", claims off")
     return _row(name, [work / f"n{k}" for k in range(n)], cpu, max(starts) - min(starts), max(codes))
+
+
+async def crawl_by_nodes(web: TestWeb, n: int, claims: bool, args: argparse.Namespace,
+                         work: Path) -> tuple[float, list[int]]:
+    """Crawl ``web`` to its last page with ``n`` etcd nodes (data dirs and logs ``work/n<k>``), then stop
+    them: the nodes' CPU seconds from the first request to the last page, and their exit codes."""
+    truth = web.ground_truth("host")
+    with EtcdServer() as etcd:
+        procs = []
+        try:
+            for k in range(n):
+                host = f"127.0.0.{60 + k}"
+                conf = work / f"n{k}.toml"
+                toml = node_toml(web, work / f"n{k}", f"{host}:{loopback_port(host)}", etcd.endpoint,
+                                 f"n{k}", "", rate=args.rate, ttl=5, interval=60.0)
+                # node_toml ends in its [cluster] section
+                conf.write_text(toml + ("" if claims else "content_claims = false\n"))
+                procs.append(start_node(conf, work / f"n{k}.log"))
+            await until(lambda: bool(web.log), args.timeout, "the first request")
+            cpu0 = sum(map(cpu_seconds, procs))
+            await until(lambda: set(page_urls(web)) >= truth, args.timeout, "every page")
+            cpu = sum(map(cpu_seconds, procs)) - cpu0
+            for p in procs:
+                p.send_signal(signal.SIGTERM)
+            return cpu, [await wait_exit(p, 60) for p in procs]
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
 
 
 def cpu_seconds(proc: subprocess.Popen[bytes]) -> float:
@@ -125,7 +133,7 @@ def crawl(args: argparse.Namespace) -> None:
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    site = Site(_spec(args))
+    site = Site(site_spec(args))
     size = render_site(site, port, out / "site")
     (out / "seeds.txt").write_text("\n".join(site.seeds(port)) + "\n")
     (out / "off.toml").write_text("[cluster]\ncontent_claims = false\n")
@@ -164,21 +172,26 @@ def crawl(args: argparse.Namespace) -> None:
         print(asyncio.run(cluster(n, claims, args, work)), flush=True)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.bench_claims", description=__doc__.split("\n")[0])
-    ap.add_argument("--hosts", type=int, default=40)
-    ap.add_argument("--pages-per-host", type=int, default=40)
+def web_arguments(ap: argparse.ArgumentParser, *, hosts: int, pages_per_host: int) -> None:
+    """The options of the web (:func:`site_spec`) and of the crawl's rate, and ``--timeout``."""
+    ap.add_argument("--hosts", type=int, default=hosts)
+    ap.add_argument("--pages-per-host", type=int, default=pages_per_host)
     ap.add_argument("--mirror-near", type=float, default=0.3)
     ap.add_argument("--dup", type=float, default=0.1)
     ap.add_argument("--near-dup", type=float, default=0.1)
     ap.add_argument("--rate", type=float, default=20.0)
+    ap.add_argument("--timeout", type=float, default=600.0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.bench_claims", description=__doc__.split("\n")[0])
+    web_arguments(ap, hosts=40, pages_per_host=40)
     ap.add_argument("--concurrency", type=int, default=256)
     ap.add_argument("--workers", type=lambda s: [int(x) for x in s.split(",") if x], default=[1, 2, 4],
                     help='worker counts, comma-separated ("": none, the node runs alone)')
     ap.add_argument("--nodes", type=lambda s: [int(x) for x in s.split(",")], default=[],
                     help="also crawl with etcd clusters of these sizes (e.g. 1,3)")
     ap.add_argument("--without", action="store_true", help="also crawl each count with claims off")
-    ap.add_argument("--timeout", type=float, default=600.0)
     ap.add_argument("--out", type=Path, default=ROOT / "bench-out" / "claims")
     crawl(ap.parse_args(argv))
     return 0

@@ -8,6 +8,7 @@ import socket
 from collections.abc import AsyncIterator, Iterator
 from types import SimpleNamespace
 
+import aiodns
 import pytest
 
 from polecat.config import DnsConfig
@@ -283,6 +284,64 @@ async def test_unreachable_nameserver_is_dns_error_not_cached(clock: FakeClock) 
             assert r.stats().misses == 2 and r.stats().failures == 2
         finally:
             await r.close()
+
+
+async def test_a_name_c_ares_gives_up_on_early_is_asked_again_within_the_timeout(
+        dns: LocalDnsServer, clock: FakeClock) -> None:
+    """Rule 11, against c-ares itself: once it has timed 3 answers of a millisecond, it ends a query after
+    250 + 500 ms (its two tries) whatever timeout it was given; a name the nameserver is late on is asked
+    again, within ``dns.timeout`` (here the fake clock never gets there)."""
+    quick = [f"timed{i}.test" for i in range(3)]
+    for name in [*quick, "late.test"]:
+        dns.add(name, ["127.0.0.7"])
+    r = CachingResolver(config(dns, ipv6="off", timeout=10.0), clock=clock)
+    try:
+        for name in quick:
+            await r.lookup(name)
+        dns.drop("late.test", 2)  # both of c-ares' tries unanswered: a nameserver's pause of ~1 s
+        assert await r.lookup("late.test") == (("127.0.0.7", socket.AF_INET),)
+        assert dns.queries["late.test"] == 3
+        s = r.stats()
+        assert (s.queries, s.failures) == (5, 0)
+    finally:
+        await r.close()
+
+
+class _Failing:
+    """A c-ares channel whose every query fails with ``code`` after ``took`` seconds of ``clock``."""
+
+    def __init__(self, clock: FakeClock, took: float, code: int) -> None:
+        self.clock = clock
+        self.took = took
+        self.code = code
+        self.asked = 0
+
+    async def query_dns(self, name: str, qtype: str) -> object:
+        self.asked += 1
+        self.clock.advance(self.took)
+        raise aiodns.error.DNSError(self.code, f"c-ares error {self.code}")
+
+    async def close(self) -> None:
+        return None
+
+
+@pytest.mark.parametrize(("code", "asks"), [(aiodns.error.ARES_ETIMEOUT, 3),
+                                            (aiodns.error.ARES_ECONNREFUSED, 1)])
+async def test_a_lookup_is_given_up_once_the_timeout_passed_and_other_errors_at_once(
+        clock: FakeClock, monkeypatch: pytest.MonkeyPatch, code: int, asks: int) -> None:
+    """Rule 11: c-ares' timeouts of 0.75 s are asked again until 2 s have passed (asks at 0, 0.75 and
+    1.5 s), not cached (rule 3); an error that is not c-ares' timeout is the answer."""
+    channel = _Failing(clock, 0.75, code)
+    monkeypatch.setattr(dns_module, "_uncached_resolver", lambda **_kw: channel)
+    r = CachingResolver(DnsConfig(nameservers=("127.0.0.1:53",), timeout=2.0, ipv6="off"), clock=clock)
+    try:
+        for lookups in (1, 2):
+            with pytest.raises(DnsError):
+                await r.lookup("dead.test")
+            assert channel.asked == asks * lookups
+        assert r.stats().failures == 2
+    finally:
+        await r.close()
 
 
 @pytest.mark.parametrize("form", ["nat64", "nat64-local/96", "ipv4-compatible", "ipv4-translated", "6to4",

@@ -173,6 +173,8 @@ class DnsConfig:
     max_ttl: float = 600.0
     negative_ttl: float = 30.0
     timeout: float = 5.0
+    """Seconds a name is asked for before its lookup fails: c-ares giving up sooner on its own timer is
+    asked again (polecat/fetch/dns.py rule 11)."""
     allow_private: bool = False
     """Allow private, loopback and link-local addresses (tests, intranet crawls)."""
     ipv6: Ipv6Mode = "auto"

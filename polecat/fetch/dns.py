@@ -1,46 +1,56 @@
 """A caching DNS resolver for the fetch pool, built on aiodns (c-ares), with the SSRF guard applied.
 
-- One lookup of a name per TTL: A, and AAAA with it only when IPv6 is usable (``cfg.ipv6``; ``auto``
-  asks :func:`ipv6_usable` once per process), queried together with ``query_dns``, which reports record
-  TTLs. A positive answer is cached for the smallest TTL in it, clamped to ``[cfg.min_ttl, cfg.max_ttl]``.
-- The cache holds at most ``cfg.max_entries`` names; a new one past that evicts the least recently
-  used (a breadth crawl touches each of a million hosts for a minute, then never again). Storing an
-  answer also drops the expired entries at the least recently used end: a breadth crawl's names would
-  otherwise stay, ~500 B each, until ``max_entries`` of them (~100 MB at the default).
-- NXDOMAIN, SERVFAIL, REFUSED and "no address records" are cached for ``cfg.negative_ttl``; timeouts and
-  unreachable nameservers are not cached (the host's backoff in the frontier handles those).
-- Concurrent lookups of one name share one query. :meth:`CachingResolver.prefetch` starts a lookup
-  without waiting, so a host that is about to become ready finds its name in the cache; at most
-  :data:`MAX_PREFETCH` prefetches are in flight (the rest are skipped and counted: a prefetch is a
-  hint, and an unbounded window is unbounded tasks and memory).
-- Every address passes :func:`polecat.fetch.guard.blocked_reason`; blocked ones are dropped, and a name
-  with no address left raises :class:`BlockedAddressError` (cached like any answer). IP literals skip
-  DNS but not the guard (:meth:`CachingResolver.check_host`, which the pool calls for them).
-- ``localhost`` and the names under it are the loopback addresses, never asked of a nameserver (RFC 6761
-  6.3; a query would go to the system's resolver, which is the hosts file's job): what a newcomer's
-  ``polecat crawl http://localhost:8000/`` needs, and, like any loopback address, refused without
-  ``allow_private``.
-- aiodns errors become :class:`DnsError` here, once. Nothing else escapes ``lookup``.
-- A cached failure is raised as a new exception each time (its type and message): the cached object
-  raised itself would keep the traceback of its last raise, and with it every frame of that lease's task
-  (its lease, deadlines, timers: ~30 KB), for as long as the entry lives. A breadth crawl of 10,000,000
-  dead hosts held 4.2 GB of anonymous memory so (benchmarks/README.md, "Issue 39: dead hosts' failures
-  held in the DNS cache").
-
-- This cache is the only one: the c-ares channel is made with c-ares' own query cache off. c-ares (1.23
-  on; 1.34 here) keeps every answer for its TTL (up to one hour), with no bound on how many: ~1.3 KB of
-  anonymous memory a name (benchmarks/README.md, "Issue 39: c-ares' own DNS cache"), so a breadth crawl
-  that meets 100 new hosts a second under one-hour TTLs would hold ~470 MB of answers no lookup reads
-  again (this cache answers repeats first). pycares (5.2) has no setting for it, so
-  :func:`_uncached_resolver` sets it in c-ares' init call (``ARES_OPT_QUERY_CACHE``, max TTL 0);
-  tests/test_dns_resolver.py sees a name asked again reach the server, and fails should a pycares
-  release make its channels some other way.
-- An entry's addresses are ``(address, family)`` tuples whose family is a plain ``int``, not a
-  ``socket.AddressFamily`` member: an enum member is an object the cyclic collector tracks, so each
-  address tuple and the tuple of them stayed tracked for the entry's life, two objects a cached name
-  for every pass of the collector to traverse (issue 39: ~44,000 of the ~240,000 tracked objects of a
-  1M-host breadth crawl at 245 s); tuples of plain strings and ints the collector untracks as its
-  passes meet them (the inner ones first, then the tuple of them).
+Rules:
+1. One lookup of a name per TTL: A, and AAAA with it only when IPv6 is usable (``cfg.ipv6``; ``auto``
+   asks :func:`ipv6_usable` once per process), queried together with ``query_dns``, which reports record
+   TTLs. A positive answer is cached for the smallest TTL in it, clamped to ``[cfg.min_ttl, cfg.max_ttl]``.
+2. The cache holds at most ``cfg.max_entries`` names; a new one past that evicts the least recently
+   used (a breadth crawl touches each of a million hosts for a minute, then never again). Storing an
+   answer also drops the expired entries at the least recently used end: a breadth crawl's names would
+   otherwise stay, ~500 B each, until ``max_entries`` of them (~100 MB at the default).
+3. NXDOMAIN, SERVFAIL, REFUSED and "no address records" are cached for ``cfg.negative_ttl``; timeouts and
+   unreachable nameservers are not cached (the host's backoff in the frontier handles those).
+4. Concurrent lookups of one name share one query. :meth:`CachingResolver.prefetch` starts a lookup
+   without waiting, so a host that is about to become ready finds its name in the cache; at most
+   :data:`MAX_PREFETCH` prefetches are in flight (the rest are skipped and counted: a prefetch is a
+   hint, and an unbounded window is unbounded tasks and memory).
+5. Every address passes :func:`polecat.fetch.guard.blocked_reason`; blocked ones are dropped, and a name
+   with no address left raises :class:`BlockedAddressError` (cached like any answer). IP literals skip
+   DNS but not the guard (:meth:`CachingResolver.check_host`, which the pool calls for them).
+6. ``localhost`` and the names under it are the loopback addresses, never asked of a nameserver (RFC 6761
+   6.3; a query would go to the system's resolver, which is the hosts file's job): what a newcomer's
+   ``polecat crawl http://localhost:8000/`` needs, and, like any loopback address, refused without
+   ``allow_private``.
+7. aiodns errors become :class:`DnsError` here, once. Nothing else escapes ``lookup``.
+8. A cached failure is raised as a new exception each time (its type and message): the cached object
+   raised itself would keep the traceback of its last raise, and with it every frame of that lease's task
+   (its lease, deadlines, timers: ~30 KB), for as long as the entry lives. A breadth crawl of 10,000,000
+   dead hosts held 4.2 GB of anonymous memory so (benchmarks/README.md, "Issue 39: dead hosts' failures
+   held in the DNS cache").
+9. This cache is the only one: the c-ares channel is made with c-ares' own query cache off. c-ares (1.23
+   on; 1.34 here) keeps every answer for its TTL (up to one hour), with no bound on how many: ~1.3 KB of
+   anonymous memory a name (benchmarks/README.md, "Issue 39: c-ares' own DNS cache"), so a breadth crawl
+   that meets 100 new hosts a second under one-hour TTLs would hold ~470 MB of answers no lookup reads
+   again (this cache answers repeats first). pycares (5.2) has no setting for it, so
+   :func:`_uncached_resolver` sets it in c-ares' init call (``ARES_OPT_QUERY_CACHE``, max TTL 0);
+   tests/test_dns_resolver.py sees a name asked again reach the server, and fails should a pycares
+   release make its channels some other way.
+10. An entry's addresses are ``(address, family)`` tuples whose family is a plain ``int``, not a
+    ``socket.AddressFamily`` member: an enum member is an object the cyclic collector tracks, so each
+    address tuple and the tuple of them stayed tracked for the entry's life, two objects a cached name
+    for every pass of the collector to traverse (issue 39: ~44,000 of the ~240,000 tracked objects of a
+    1M-host breadth crawl at 245 s); tuples of plain strings and ints the collector untracks as its
+    passes meet them (the inner ones first, then the tuple of them).
+11. A lookup is given up as timed out only once ``cfg.timeout`` seconds have passed since its first
+    query: while no address came back and a query ended in c-ares' timeout, the name is asked again.
+    c-ares (1.32 on; 1.34 here) ends a query after 5 times its nameserver's recent mean latency, never
+    under 250 ms, whatever timeout the channel was given (its ares_metrics.c); with ``tries=2`` a
+    nameserver that answers in a millisecond so had 0.75 s, not ``cfg.timeout``, to answer. A pause of
+    it under a second (a loaded machine; a local resolver recursing for a name it has not cached) failed
+    every name asked meanwhile, and a robots.txt whose name failed closes its host for
+    ``robots.retry_base`` (polecat/frontier/robots.py rule 5; 60 s on a node): a 3-node crawl of 200
+    hosts on a loaded machine took ~65 s instead of 3 (benchmarks/README.md "A 3-node crawl that stalled
+    ~60 s"). Other errors (refused, SERVFAIL) are answered at once, as before.
 """
 
 from __future__ import annotations
@@ -75,7 +85,7 @@ _NEGATIVE = frozenset({
     aiodns.error.ARES_EBADNAME,
 })
 MAX_PREFETCH = 256
-"""Prefetches in flight at most (module docstring)."""
+"""Prefetches in flight at most (rule 4)."""
 _ARES_OPT_QUERY_CACHE = 1 << 21
 """c-ares' ``ARES_OPT_QUERY_CACHE`` (ares.h, 1.23 on), which pycares' cffi module does not export."""
 _ROUTE_PROBE = "2001:db8::1"
@@ -84,7 +94,7 @@ for; a UDP connect picks a route and a source address and sends nothing."""
 
 
 class _QueryCacheOff:
-    """pycares' cffi library, its ``ares_init_options`` setting c-ares' query cache off (module docstring);
+    """pycares' cffi library, its ``ares_init_options`` setting c-ares' query cache off (rule 9);
     everything else is the library's own."""
 
     def __init__(self, lib: Any) -> None:
@@ -102,8 +112,8 @@ class _QueryCacheOff:
 
 
 def _uncached_resolver(**kwargs: Any) -> aiodns.DNSResolver:
-    """``aiodns.DNSResolver(**kwargs)`` over a c-ares channel without c-ares' own query cache (module
-    docstring). pycares makes the channel in the resolver's constructor with its module's ``_lib``, which
+    """``aiodns.DNSResolver(**kwargs)`` over a c-ares channel without c-ares' own query cache (rule
+    9). pycares makes the channel in the resolver's constructor with its module's ``_lib``, which
     is that library wrapped for the length of the call. A pycares without it is used as it is, logged."""
     lib = getattr(pycares, "_lib", None)
     if lib is None or not hasattr(lib, "ares_init_options"):
@@ -150,6 +160,30 @@ MAX_CONCURRENT_LOOKUPS = 32
 """Names queried at once; the rest wait their turn (with their own timeout starting when they run)."""
 
 
+def _records(results: Sequence[Any]) -> tuple[list[tuple[str, int]], float | None, list[BaseException]]:
+    """The ``(address, family)`` pairs of one ask's ``query_dns`` results, their smallest TTL (None without
+    any), and the errors among them."""
+    addrs: list[tuple[str, int]] = []
+    ttl: float | None = None
+    errors: list[BaseException] = []
+    for res in results:
+        if isinstance(res, BaseException):
+            errors.append(res)
+            continue
+        for rr in res.answer:
+            if isinstance(rr.data, pycares.ARecordData | pycares.AAAARecordData):
+                fam = socket.AF_INET if isinstance(rr.data, pycares.ARecordData) else socket.AF_INET6
+                addrs.append((rr.data.addr, fam))
+                ttl = rr.ttl if ttl is None else min(ttl, rr.ttl)
+    return addrs, ttl, errors
+
+
+def _timed_out(error: BaseException) -> bool:
+    """Whether ``error`` is c-ares giving up on its own timer (rule 11: asked again)."""
+    return (isinstance(error, aiodns.error.DNSError) and bool(error.args)
+            and error.args[0] == aiodns.error.ARES_ETIMEOUT)
+
+
 @functools.cache
 def ipv6_usable() -> bool:
     """Whether this machine can reach the IPv6 internet: the kernel has a route to a global address and
@@ -167,7 +201,7 @@ def ipv6_usable() -> bool:
 
 
 class CachingResolver:
-    """A TTL-honouring shared DNS cache with the SSRF guard; see the module docstring."""
+    """A TTL-honouring shared DNS cache with the SSRF guard; the rules of the module docstring."""
 
     def __init__(self, cfg: DnsConfig, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self._cfg = cfg
@@ -218,7 +252,7 @@ class CachingResolver:
                 self._coalesced += 1
             entry = await asyncio.shield(fut)
         if entry.error is not None:
-            raise type(entry.error)(*entry.error.args)  # a new one: see the module docstring
+            raise type(entry.error)(*entry.error.args)  # a new one: rule 8
         return entry.addrs
 
     def prefetch(self, host: str) -> None:
@@ -273,8 +307,9 @@ class CachingResolver:
     async def _query(self, key: str, fut: asyncio.Future[_Entry]) -> None:
         try:
             # A crawl start makes every host's lookup due at once; queueing them here rather than in
-            # c-ares keeps each one's timeout for its own query.
-            async with self._slots, asyncio.timeout(self._cfg.timeout * 3):  # c-ares timeout x tries + slack
+            # c-ares keeps each one's timeout for its own query. The guard bounds the whole lookup:
+            # rule 11 asks for cfg.timeout, and the last ask's c-ares tries may run past it.
+            async with self._slots, asyncio.timeout(self._cfg.timeout * 3):
                 entry = await self._ask(key)
         except asyncio.CancelledError:  # close(): waiters must not hang
             fut.set_exception(DnsError(f"{key}: lookup abandoned (resolver closed)"))
@@ -293,8 +328,9 @@ class CachingResolver:
         fut.set_result(entry)
 
     async def _ask(self, key: str) -> _Entry:
-        """Query A (and AAAA where IPv6 is usable); build the entry (expires 0 means: do not cache)."""
-        if key == "localhost" or key.endswith(".localhost"):  # RFC 6761 6.3 (module docstring)
+        """Query A (and AAAA where IPv6 is usable), again while c-ares times out within ``cfg.timeout``
+        (rule 11); build the entry (expires 0 means: do not cache)."""
+        if key == "localhost" or key.endswith(".localhost"):  # RFC 6761 6.3 (rule 6)
             loopback = [("127.0.0.1", socket.AF_INET), ("::1", socket.AF_INET6)]
             return self._answer(key, loopback[: len(self._types)], None, self._clock.monotonic())
         if self._aiodns is None:
@@ -302,31 +338,23 @@ class CachingResolver:
                 nameservers=list(self._cfg.nameservers) or None, timeout=self._cfg.timeout, tries=2
             )
         resolver = self._aiodns
-        self._queries += len(self._types)
-        results = await asyncio.gather(*(resolver.query_dns(key, t) for t in self._types),
-                                       return_exceptions=True)
-        now = self._clock.monotonic()
-        addrs: list[tuple[str, int]] = []
-        ttl: float | None = None
-        errors: list[BaseException] = []
-        for res in results:
-            if isinstance(res, BaseException):
-                errors.append(res)
-                continue
-            for rr in res.answer:
-                if isinstance(rr.data, pycares.ARecordData | pycares.AAAARecordData):
-                    fam = socket.AF_INET if isinstance(rr.data, pycares.ARecordData) else socket.AF_INET6
-                    addrs.append((rr.data.addr, fam))
-                    ttl = rr.ttl if ttl is None else min(ttl, rr.ttl)
+        deadline = self._clock.monotonic() + self._cfg.timeout
+        while True:
+            self._queries += len(self._types)
+            results = await asyncio.gather(*(resolver.query_dns(key, t) for t in self._types),
+                                           return_exceptions=True)
+            now = self._clock.monotonic()
+            addrs, ttl, errors = _records(results)
+            if addrs or now >= deadline or not any(_timed_out(e) for e in errors):
+                break
         if not addrs:
             self._failures += 1
             return self._negative(key, errors, now)
         return self._answer(key, addrs, ttl, now)
 
     def _answer(self, key: str, addrs: Sequence[tuple[str, int]], ttl: float | None, now: float) -> _Entry:
-        """The entry of ``key``'s addresses, those the SSRF guard refuses dropped (module docstring)."""
-        # Plain ints, not socket.AddressFamily members (objects the collector tracks): see the module
-        # docstring's last point.
+        """The entry of ``key``'s addresses, those the SSRF guard refuses dropped (rule 5)."""
+        # Plain ints, not socket.AddressFamily members (objects the collector tracks): rule 10.
         allowed = tuple((addr, int(family)) for addr, family in addrs
                         if blocked_reason(addr, self._cfg.allow_private) is None)
         expires = now + min(max(float(ttl or 0), self._cfg.min_ttl), self._cfg.max_ttl)
@@ -353,5 +381,5 @@ class CachingResolver:
             cache.popitem(last=False)
             self._evictions += 1
         now = self._clock.monotonic()
-        while cache and next(iter(cache.values())).expires <= now:  # the module docstring
+        while cache and next(iter(cache.values())).expires <= now:  # rule 2
             cache.popitem(last=False)

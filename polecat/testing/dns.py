@@ -6,6 +6,7 @@ in the test's event loop and a crawler running in another process alike::
     with LocalDnsServer() as dns:
         dns.add("h01.test", ["127.0.0.1"])
         dns.fail("broken.test")                 # SERVFAIL
+        dns.drop("slow.test", 2)                # its next 2 queries get no answer
         crawl(nameserver=dns.address)           # "127.0.0.1:PORT"
         assert dns.queries["h01.test"] >= 1
 
@@ -22,7 +23,7 @@ from types import TracebackType
 from typing import Any
 
 try:  # dnslib comes with the test extra, not with the crawler
-    from dnslib import AAAA, QTYPE, RCODE, RR, A, DNSRecord
+    from dnslib import AAAA, QTYPE, RCODE, RR, A, DNSError, DNSRecord
     from dnslib.server import DNSLogger, DNSServer, TCPServer, UDPServer
 except ImportError as exc:  # pragma: no cover - depends on the installation
     raise ImportError("polecat.testing.dns needs dnslib, part of the test extra: "
@@ -44,6 +45,7 @@ class _Resolver:
         self._lock = threading.Lock()
         self._records: dict[str, tuple[list[ipaddress.IPv4Address | ipaddress.IPv6Address], int]] = {}
         self._failures: dict[str, int] = {}
+        self._drops: Counter[str] = Counter()
         self.queries: Counter[str] = Counter()
         self.types: Counter[str] = Counter()
 
@@ -57,6 +59,10 @@ class _Resolver:
         with self._lock:
             self._records.pop(_norm(name), None)
             self._failures[_norm(name)] = rcode
+
+    def drop(self, name: str, count: int) -> None:
+        with self._lock:
+            self._drops[_norm(name)] = count
 
     def remove(self, name: str) -> None:
         with self._lock:
@@ -75,6 +81,11 @@ class _Resolver:
             self.types[QTYPE.get(qtype, str(qtype))] += 1
             failure = self._failures.get(name)
             record = self._records.get(name)
+            dropped = self._drops[name] > 0
+            if dropped:
+                self._drops[name] -= 1
+        if dropped:  # dnslib's handler sends nothing for this error (its logger is silenced in start())
+            raise DNSError(f"{name}: query dropped")
         if failure is not None:
             reply.header.rcode = failure
         elif record is None:
@@ -126,6 +137,11 @@ class LocalDnsServer:
     def fail(self, name: str, rcode: str = "SERVFAIL") -> None:
         """Answer ``name`` with an error rcode (``"SERVFAIL"``, ``"REFUSED"``, ``"NXDOMAIN"``...)."""
         self._resolver.fail(name, getattr(RCODE, rcode.upper()))
+
+    def drop(self, name: str, count: int) -> None:
+        """Leave the next ``count`` queries of ``name`` (any type) unanswered: a nameserver that lost them,
+        or answers too late; they are counted in :attr:`queries` all the same."""
+        self._resolver.drop(name, count)
 
     def remove(self, name: str) -> None:
         """Forget ``name``: it answers NXDOMAIN again."""
