@@ -175,6 +175,8 @@ def main() -> None:
             round_from = now_faults
     if heads is not None:
         heads.stop()
+        print(f"leaves handed to the kernel's readahead (head_reader.py rule 5): "
+              f"{getattr(heads.reader, 'prefetched', None)}", flush=True)
     if counted is not None:
         faults, made = counted
         for (call, table), n in faults.most_common():
