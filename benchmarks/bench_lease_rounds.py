@@ -43,12 +43,15 @@ ROUND = 4_000
 
 
 def evict(directory: Path) -> int:
-    """Drop every file under ``directory`` from the page cache (clean pages only: the dir is closed);
-    returns the files."""
+    """Drop every file under ``directory`` from the page cache; returns the files. Each is synced first:
+    ``DONTNEED`` drops clean pages only, and the last run's commits (the benches open without writemap, so
+    LMDB writes its pages with ``pwrite``) may still be dirty in the cache, the kernel's writeback waiting
+    30 s: back-to-back runs of d1 found its queue in memory."""
     files = [p for p in directory.rglob("*") if p.is_file()]
     for path in files:
         fd = os.open(path, os.O_RDONLY)
         try:
+            os.fsync(fd)
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         finally:
             os.close(fd)
