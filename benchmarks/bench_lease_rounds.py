@@ -43,12 +43,15 @@ ROUND = 4_000
 
 
 def evict(directory: Path) -> int:
-    """Drop every file under ``directory`` from the page cache (clean pages only: the dir is closed);
-    returns the files."""
+    """Drop every file under ``directory`` from the page cache; returns the files. Each is synced first:
+    ``DONTNEED`` drops clean pages only, and the last run's commits (the benches open without writemap, so
+    LMDB writes its pages with ``pwrite``) may still be dirty in the cache, the kernel's writeback waiting
+    30 s: back-to-back runs of d1 found its queue in memory."""
     files = [p for p in directory.rglob("*") if p.is_file()]
     for path in files:
         fd = os.open(path, os.O_RDONLY)
         try:
+            os.fsync(fd)
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         finally:
             os.close(fd)
@@ -175,6 +178,8 @@ def main() -> None:
             round_from = now_faults
     if heads is not None:
         heads.stop()
+        print(f"leaves handed to the kernel's readahead (head_reader.py rule 5): "
+              f"{getattr(heads.reader, 'prefetched', None)}", flush=True)
     if counted is not None:
         faults, made = counted
         for (call, table), n in faults.most_common():

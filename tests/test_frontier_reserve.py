@@ -3,18 +3,27 @@ stop naming the cause, never a SIGBUS, and every commit made before it is there 
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
+import lmdb
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from polecat.frontier import reserve
 from polecat.frontier.db import FrontierDB
 from polecat.writes import Put
+from tests.test_frontier_schema6 import PARAMS
+from tests.test_frontier_schema7 import unpack_v6
 
 CHILD = textwrap.dedent("""
     import subprocess, sys
@@ -113,3 +122,102 @@ def test_the_map_is_not_written_back_before_the_lmdb_commit(tmp_path: Path,
         assert [path for path in synced if path.endswith("data.mdb")] == []
     finally:
         db.close()
+
+
+def _tree_pages(path: Path, names: list[bytes] | None) -> tuple[int, int]:
+    """The data file's last page and the pages of the tables ``names`` (None: every table and the main
+    one), read-only, before an open."""
+    env = lmdb.open(str(path), max_dbs=32, readonly=True, lock=False)
+    try:
+        with env.begin() as txn:
+            tables = names if names is not None else [bytes(k) for k, _ in txn.cursor()]
+            stats = [txn.stat(env.open_db(name, txn=txn, create=False)) for name in tables]
+            if names is None:
+                stats.append(txn.stat())
+            pages = sum(st["branch_pages"] + st["leaf_pages"] + st["overflow_pages"] for st in stats)
+            return env.info()["last_pgno"], pages
+    finally:
+        env.close()
+
+
+def test_the_upgrade_to_schema_7_reserves_two_more_copies_of_the_queue_only(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """db.py rule 21, reserve.py rule 4: main's schema-6 fixture is upgraded with ``writemap``; the most its
+    open asks to reserve is one copy of every table and two more of ``queue`` (the table the upgrade
+    rewrites), not three of every table, and that covered every page the upgrade wrote."""
+    unpack_v6(tmp_path)
+    frontier = tmp_path / "frontier"
+    last, every = _tree_pages(frontier, None)
+    _, queue = _tree_pages(frontier, [b"queue"])
+    assert every > queue  # else the two bounds would be one
+    asked: list[int] = []
+    bound = reserve.pages_bound
+
+    def recorded(*args: Any) -> int:
+        asked.append(bound(*args))
+        return asked[-1]
+
+    monkeypatch.setattr(reserve, "pages_bound", recorded)
+    db = FrontierDB(frontier, map_size=1 << 30, params=PARAMS, writemap=True)
+    try:
+        assert db.rekeyed is not None and db._reserve is not None
+        assert max(asked) == (last + 1 + every + 2 * queue) * 65 // 64
+        assert (db.env.info()["last_pgno"] + 1) * db.env.stat()["psize"] <= db._reserve.reserved
+    finally:
+        db.close()
+
+
+def test_a_reservation_the_disk_cannot_hold_is_refused_before_fallocate(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """reserve.py rule 5: ext4 keeps what a failed ``fallocate`` allocated, so a growth whose holes are more
+    than the free space never reaches it: the file and the reservation stay as they were. One that fits
+    is allocated."""
+    path = tmp_path / "data.mdb"
+    path.write_bytes(bytes(1 << 20))  # 1 MiB written, then 7 MiB of hole
+    os.truncate(path, 8 << 20)
+    held = reserve.DiskReserve(path)
+    calls: list[tuple[int, int, int]] = []
+    allocate = reserve.fallocate
+
+    def counted(fd: int, offset: int, length: int) -> None:
+        calls.append((fd, offset, length))
+        allocate(fd, offset, length)
+
+    monkeypatch.setattr(reserve, "fallocate", counted)
+    free = 4 << 20
+    real = os.fstatvfs
+    monkeypatch.setattr(os, "fstatvfs", lambda fd: SimpleNamespace(f_bavail=free // real(fd).f_frsize,
+                                                                    f_frsize=real(fd).f_frsize))
+    try:
+        blocks = path.stat().st_blocks
+        with pytest.raises(OSError) as refused:
+            held.ensure(6 << 20)  # [0, 6 MiB + STEP + STEP): more than 4 MiB of it is holes
+        assert refused.value.errno == errno.ENOSPC
+        assert (calls, held.reserved, path.stat().st_blocks) == ([], 0, blocks)
+        held.ensure(1 << 20)  # [0, 1 MiB + 2 STEPs): 4 MiB of holes, the free space
+        assert len(calls) == 1 and held.reserved == (1 << 20) + 2 * reserve.STEP
+    finally:
+        held.close()
+
+
+@given(st.lists(st.booleans(), min_size=1, max_size=24), st.integers(0, 30), st.integers(0, 30))
+def test_holes_counts_the_blocks_fallocate_would_allocate(written: list[bool], a: int, b: int) -> None:
+    """reserve.py rule 5: of a file of 4 KiB blocks, each written or a hole, ``holes`` of a range (past the
+    file's end too) is its blocks not written."""
+    block = 4096
+    start, end = min(a, b), max(a, b)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "f"
+        with path.open("wb") as f:
+            for i, full in enumerate(written):
+                if full:
+                    f.seek(i * block)
+                    f.write(b"x" * block)
+            f.truncate(len(written) * block)
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            got = reserve.holes(fd, start * block, end * block)
+        finally:
+            os.close(fd)
+    blocks = written + [False] * 30
+    assert got == sum(not full for full in blocks[start:end]) * block

@@ -185,6 +185,13 @@ Rules of schema 7 (numbered after rule 18's):
     carry schema 4's values, as before (handover.py rule 11). A schema-7 data dir also lists each seen run
     with the LMDB commit that listed it (seenlog.py rule 7; a run listed before, without it, is read as of
     an unknown commit).
+Rule of an upgrade's disk reservation (numbered after schema 7's):
+21. With ``writemap``, the open reserves before each upgrade step (rule 11), after the commits of the
+    steps before it, a copy of every table and two more of the tables the step rewrites through the
+    scratch table (:data:`UPGRADE_REWRITES`; reserve.py rule 4), not three copies of every table once: a
+    schema-6 frontier of 50M URLs (a 20 GiB file; its upgrade rewrites the 50 MB ``queue``) asked for
+    [0, 83 GiB) and, on a disk with less free, would have filled it (reserve.py rule 5) and refused the
+    open (benchmarks/README.md, "Issue 39: the schema 6 -> 7 upgrade at 50M").
 """
 
 from __future__ import annotations
@@ -239,6 +246,11 @@ records (rule 18); 5: host numbers in ``queue`` keys (rule 13); 4: compact ``que
 open (rule 5); 1 is upgraded to 2 on open (frontier/migrate.py)."""
 UPGRADABLE = (1, 2, 3, 4, 5, 6)
 """The older schemas an open upgrades (rules 10, 13, 18 and 19, and the upgrades before them)."""
+UPGRADE_REWRITES: dict[int, tuple[str, ...]] = {
+    1: ("hosts", "queue", "urls", "ops", "robots", "seen"), 2: (), 3: ("queue", "urls"),
+    4: ("hosts", "queue"), 5: (), 6: ("queue",)}
+"""The LMDB tables (``seen``: schema 2's) each schema's upgrade copies through the scratch table, for the
+reservation before it (rule 21); schemas 2 and 5 move or change rows in place."""
 
 STORE_MARK = b"store_mark"
 """Meta key the node keeps (polecat/node/commits.py rule 4): the store's record count at the last commit.
@@ -481,26 +493,28 @@ class FrontierDB:
         self._apply(txn, [Put(IN_ORDER, key, value) if value is not None else Delete(IN_ORDER, key)
                           for key, value in batch.in_order])
 
-    def _make_room(self, copies: int = 1, extra: int = 0) -> None:
-        """Reserve the disk space the open transaction may still need (rule 11); ``OSError`` if there is
-        none, and again at every later call."""
+    def _make_room(self, rewritten: Sequence[Any] = (), extra: int = 0) -> None:
+        """Reserve the disk space the open transaction may still need (rule 11; with the tables an upgrade
+        rewrites, rule 21); ``OSError`` if there is none, and again at every later call."""
         if self._reserve is None:
             return
         if self._no_room is not None:
             raise self._no_room
-        pages = reserve.pages_bound(self.env, self._writer.txn, self._trees, copies)
+        pages = reserve.pages_bound(self.env, self._writer.txn, self._trees, rewritten)
         try:
             self._reserve.ensure(pages * self._psize + extra)
         except OSError as exc:
             self._no_room = exc
             raise
 
-    def _room_at_open(self, copies: int = 1) -> None:
-        """:meth:`_make_room` for the log's replay (its rows: at most twice its bytes in new pages) and,
-        with ``copies`` 3, an upgrade's rewrite of whole tables through a scratch table (rule 11)."""
+    def _room_at_open(self, rewrites: Sequence[str] = ()) -> None:
+        """:meth:`_make_room` for the log's replay (its rows: at most twice its bytes in new pages) and an
+        upgrade's, which rewrites the tables named in ``rewrites`` through a scratch table (rules 11 and
+        21)."""
+        tables = {**self.tables, "seen": self.old_seen}
         try:
             # the log's msgpack, not its compressed file's bytes (wal.py rule 12)
-            self._make_room(copies, 2 * self.wal.bound())
+            self._make_room([tables[name] for name in rewrites], 2 * self.wal.bound())
         except OSError as exc:
             raise FrontierError(f"{fault_cause(exc, self.path)}: cannot reserve disk space for the frontier "
                                 f"in {self.path} ({exc}): free some, or open it with frontier.writemap "
@@ -522,20 +536,12 @@ class FrontierDB:
         slices = int(self.txn.get(b"slices", db=self.meta) or SLICES)
         if slices != SLICES:
             raise FrontierError(mismatch(self.path, wrote, f"{slices} slices", f"{SLICES}", upgradable=False))
-        if info.get("version") in UPGRADABLE:
-            self._room_at_open(copies=3)
-        if info.get("version") == 1:
-            info = self._upgrade_v1(info)
-        if info.get("version") == 2:
-            info = self._upgrade_v2(info)
-        if info.get("version") == 3:
-            info = self._upgrade_v3(info)
-        if info.get("version") == 4:
-            info = self._upgrade_v4(info)
-        if info.get("version") == 5:
-            info = self._upgrade_v5(info)
-        if info.get("version") == 6:
-            info = self._upgrade_v6(info)
+        upgrades = (self._upgrade_v1, self._upgrade_v2, self._upgrade_v3, self._upgrade_v4, self._upgrade_v5,
+                    self._upgrade_v6)
+        for step, upgrade in zip(UPGRADABLE, upgrades, strict=True):
+            if info.get("version") == step:
+                self._room_at_open(UPGRADE_REWRITES[step])  # rule 21: each step, after the commits before it
+                info = upgrade(info)
         if info.get("version") != SCHEMA_VERSION:
             raise FrontierError(mismatch(self.path, wrote, f"schema version {info.get('version')}",
                                          f"schema {SCHEMA_VERSION}", upgradable=False))

@@ -20,20 +20,36 @@ Rules:
 4. The major faults counted (:meth:`ThreadHeadReader.counts`) are the thread's own
    (``RUSAGE_THREAD``) around each read. A platform without a per-thread count reports none, and
    read_ahead.py rule 4 stops the read-ahead after its first window.
+5. Before its first head the thread hands the leaves of ``queue`` (:data:`PREFETCH`), where the first
+   leases' heads are, to the kernel's readahead (polecat/frontier/prefetch.py): the kernel reads them many
+   at a time, the heads this thread then touches are found in memory, its window finds them warm and
+   stops (read_ahead.py rule 4), and the GIL's hand-overs with the loop end with it. Not ``hosts``: its
+   leaves are random by name (~20,000 runs of one page at 50M URLs), and so many reads queued at the disk
+   ahead of the loop's own made round 1 slower (benchmarks/README.md, "Issue 39: queue leaves prefetched
+   after a cold open"). A prefetch that fails (an I/O error) is logged and the reads go on without it;
+   :meth:`ThreadHeadReader.stop` ends it between two runs of leaves (rule 3).
 """
 
 from __future__ import annotations
 
+import logging
 import resource
 import threading
 from collections import deque
+from pathlib import Path
 from typing import Any
 
 import lmdb
 
 from polecat.frontier.keys import host_row, queue_prefix
+from polecat.frontier.prefetch import Prefetched, prefetch
 from polecat.frontier.read_ahead import DEPTH, Head
 from polecat.frontier.records import decode_host
+
+log = logging.getLogger(__name__)
+
+PREFETCH = (b"queue",)
+"""The tables whose leaves the thread hands to the kernel first (rule 5)."""
 
 _RUSAGE_THREAD: int | None = getattr(resource, "RUSAGE_THREAD", None)
 
@@ -67,6 +83,8 @@ class ThreadHeadReader:
         self._thread: threading.Thread | None = None
         self._read = 0
         self._faults = 0
+        self.prefetched: Prefetched | None = None
+        """What rule 5's prefetch handed to the kernel, once it has (None: not yet, or it failed)."""
 
     def start(self) -> None:
         """Begin the thread (rule 1)."""
@@ -101,6 +119,11 @@ class ThreadHeadReader:
             return None if self._stopping else self._waiting.popleft()
 
     def _run(self) -> None:
+        try:
+            self.prefetched = prefetch(self._env, Path(self._env.path()) / "data.mdb", PREFETCH,  # rule 5
+                                       lambda: self._stopping)
+        except (OSError, lmdb.Error) as exc:
+            log.warning("frontier: queue leaves not prefetched: %s", exc)
         waiting = self._waiting
         while (head := self._next()) is not None:
             txn = self._env.begin(db=self._queue, buffers=True)  # rule 1: one a batch

@@ -23,6 +23,18 @@ Rules:
    it by writing a byte into each block, which would race LMDB's own writes to the map. A filesystem
    without it (:func:`supported` is False) cannot reserve, and the frontier opens without ``writemap``
    (logged).
+4. An upgrade's bound (db.py rule 21) counts two more copies of the tables it rewrites through a scratch
+   table (the scratch's pages, then the table's own again), not of every table: a schema-6 frontier of
+   50M URLs, whose upgrade rewrites only its 50 MB ``queue``, asked ``fallocate`` for [0, 83 GiB) of a
+   20 GiB file (three copies of every table) on a disk with 39 GiB free (benchmarks/README.md, "Issue
+   39: the schema 6 -> 7 upgrade at 50M").
+5. :meth:`DiskReserve.ensure` refuses (``OSError`` ENOSPC) a growth whose holes, the blocks it would
+   allocate, are more than the filesystem's free space, without calling ``fallocate``: ext4 keeps the
+   blocks it allocated before it met ENOSPC (a 300 MiB ext4 image was left 100 % full by a failed
+   800 MiB ``fallocate``), so rule 1's failed allocation would leave the disk full, for every other
+   writer on it too, and the reservation not grown. Another writer filling the disk between the check and
+   the call can still meet that: the check makes the common case (a reservation far past what the disk
+   holds) clean.
 """
 
 from __future__ import annotations
@@ -68,16 +80,41 @@ def supported(directory: Path) -> bool:
     return True
 
 
-def pages_bound(env: Any, txn: Any, dbs: Iterable[Any], copies: int = 1) -> int:
-    """Pages the data file may hold once ``txn`` commits (rule 2): the last committed page, plus
-    ``copies`` copies of every page of ``dbs`` and of the main table as ``txn`` sees them (more than one
-    for a rewrite of whole tables: a schema upgrade)."""
-    trees = 0
-    for db in [None, *dbs]:
-        st = txn.stat(db) if db is not None else txn.stat()
-        trees += st["branch_pages"] + st["leaf_pages"] + st["overflow_pages"]
-    total: int = env.info()["last_pgno"] + 1 + copies * trees
+def pages_bound(env: Any, txn: Any, dbs: Iterable[Any], rewritten: Iterable[Any] = ()) -> int:
+    """Pages the data file may hold once ``txn`` commits (rule 2): the last committed page, plus a copy
+    of every page of ``dbs`` and of the main table as ``txn`` sees them, plus two more of each of
+    ``rewritten``, the tables a schema upgrade rewrites through a scratch table (rule 4)."""
+    total: int = env.info()["last_pgno"] + 1 + _pages(txn, [None, *dbs]) + 2 * _pages(txn, rewritten)
     return total * 65 // 64  # the freelist's own pages, written at the commit
+
+
+def _pages(txn: Any, dbs: Iterable[Any]) -> int:
+    """Branch, leaf and overflow pages of ``dbs`` (``None``: the main table) as ``txn`` sees them."""
+    pages = 0
+    for db in dbs:
+        st = txn.stat(db) if db is not None else txn.stat()
+        pages += st["branch_pages"] + st["leaf_pages"] + st["overflow_pages"]
+    return pages
+
+
+def holes(fd: int, start: int, end: int) -> int:
+    """Bytes of ``[start, end)`` of ``fd`` that hold no block (``SEEK_DATA``/``SEEK_HOLE``): what
+    ``fallocate`` of that range would allocate (rule 5)."""
+    size = os.fstat(fd).st_size
+    empty, at = max(0, end - max(start, size)), start  # past the file's end: all holes
+    while at < min(end, size):
+        try:
+            data = os.lseek(fd, at, os.SEEK_DATA)
+        except OSError as exc:  # ENXIO: no data from ``at`` to the end of the file
+            if exc.errno != errno.ENXIO:
+                raise
+            data = size
+        data = min(data, end, size)
+        empty += data - at
+        if data >= min(end, size):
+            break
+        at = os.lseek(fd, data, os.SEEK_HOLE)
+    return empty
 
 
 class DiskReserve:
@@ -90,11 +127,15 @@ class DiskReserve:
         self._fd = os.open(path, os.O_RDWR)
 
     def ensure(self, need: int) -> None:
-        """Keep ``[0, need + STEP)`` allocated (rule 1)."""
+        """Keep ``[0, need + STEP)`` allocated (rule 1), refused before ``fallocate`` where the disk
+        cannot hold it (rule 5)."""
         want = need + STEP
         if want <= self.reserved:
             return
         end = want + max(STEP, need // 8)
+        fs = os.fstatvfs(self._fd)
+        if holes(self._fd, self.reserved, end) > fs.f_bavail * fs.f_frsize:  # rule 5
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         fallocate(self._fd, self.reserved, end - self.reserved)
         self.reserved = end
 
