@@ -21,6 +21,7 @@ from polecat.frontier import prefetch as prefetch_module
 from polecat.frontier.db import FrontierDB
 from polecat.frontier.head_reader import PREFETCH, ThreadHeadReader
 from polecat.frontier.prefetch import leaf_runs, prefetch
+from tests.frontier_helpers import Rig
 from tests.test_read_ahead import opened
 
 
@@ -57,6 +58,15 @@ def test_the_walk_finds_every_leaf_and_reads_only_branches(keys: list[bytes], si
     assert all(a[0] + a[1] < b[0] for a, b in pairwise(runs))  # sorted, runs merged
 
 
+def committed(tmp_path: Path) -> Rig:
+    """:func:`opened`'s 3,000 hosts, everything committed to the LMDB (the walk reads its pages)."""
+    rig = opened(tmp_path, hosts=3_000, working=100)
+    assert isinstance(rig.db, FrontierDB)
+    rig.frontier.commit()
+    rig.db.commit(to_lmdb=True)
+    return rig
+
+
 def test_a_page_the_walk_does_not_know_ends_it_with_no_error() -> None:
     deep = bytes(6) + (3).to_bytes(2, "little") + bytes(32) + (7).to_bytes(8, "little")  # root 7, depth 3
     assert leaf_runs(deep, lambda n: bytes(4096)) == ([], 0)  # its header names page 0
@@ -68,10 +78,7 @@ def test_a_page_the_walk_does_not_know_ends_it_with_no_error() -> None:
 
 def test_the_head_reader_hands_the_queue_leaves_to_the_kernel_first(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    rig = opened(tmp_path, hosts=3_000, working=100)
-    assert isinstance(rig.db, FrontierDB)
-    rig.frontier.commit()
-    rig.db.commit(to_lmdb=True)
+    rig = committed(tmp_path)
     advised: list[tuple[int, int, int]] = []
     fadvise = os.posix_fadvise
 
@@ -99,10 +106,7 @@ def test_the_head_reader_hands_the_queue_leaves_to_the_kernel_first(
 
 
 def test_a_table_past_the_bound_is_left_to_the_heads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    rig = opened(tmp_path, hosts=3_000, working=100)
-    assert isinstance(rig.db, FrontierDB)
-    rig.frontier.commit()
-    rig.db.commit(to_lmdb=True)
+    rig = committed(tmp_path)
     monkeypatch.setattr(prefetch_module, "MAX_PAGES", 1)
     done = prefetch(rig.db.env, tmp_path / "frontier" / "data.mdb", PREFETCH)
     assert (done.leaves, done.runs, done.branches) == (0, 0, 0)
@@ -110,10 +114,7 @@ def test_a_table_past_the_bound_is_left_to_the_heads(tmp_path: Path, monkeypatch
 
 
 def test_a_stopped_prefetch_hands_no_more_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    rig = opened(tmp_path, hosts=3_000, working=100)
-    assert isinstance(rig.db, FrontierDB)
-    rig.frontier.commit()
-    rig.db.commit(to_lmdb=True)
+    rig = committed(tmp_path)
     walk = prefetch_module.leaf_runs
 
     def page_by_page(record: bytes, read_page: Callable[[int], bytes]) -> tuple[list[tuple[int, int]], int]:
