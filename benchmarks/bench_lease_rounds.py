@@ -69,7 +69,7 @@ def heads_ahead(db: FrontierDB, frontier: Frontier) -> Any:
     from polecat.frontier.head_reader import ThreadHeadReader
     from polecat.frontier.read_ahead import HeadsAhead
 
-    heads = HeadsAhead(frontier.read_ahead, ThreadHeadReader(db.env, db.queue, db.hosts, db.ready))
+    heads = HeadsAhead(frontier.read_ahead, ThreadHeadReader(db.env, db.queue, db.hosts))
     heads.start()
     return heads
 

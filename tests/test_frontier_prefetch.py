@@ -111,7 +111,7 @@ def test_the_head_reader_hands_the_queue_leaves_to_the_kernel_first(
     monkeypatch.setattr(prefetch_module.os, "posix_fadvise", counted)
     with rig.db.env.begin() as txn:
         want = [_pages(txn.stat(rig.db.env.open_db(name, txn=txn, create=False))) for name in PREFETCH]
-    reader = ThreadHeadReader(rig.db.env, rig.db.queue, rig.db.hosts, rig.db.ready)
+    reader = ThreadHeadReader(rig.db.env, rig.db.queue, rig.db.hosts)
     reader.start()
     for _ in range(10_000):  # waits for the thread, bounded; nothing is timed
         if reader.prefetched is not None:

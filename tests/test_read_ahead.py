@@ -2,8 +2,7 @@
 polecat/frontier/head_reader.py rules 1-3 and 6, polecat/node/leases.py rule 8): the hosts handed to the
 reader are those the next leases take, in order, at most ``depth`` ahead; leasing never waits for a read; the
 read-ahead stops once the heads are warm, and with the node, leaving no thread and no read transaction; the
-records of the hosts the first refills take in are asked for once and their leaves handed to the kernel
-before the heads."""
+records of the hosts the first refills take in are named once, in key order, and read before the heads."""
 
 from __future__ import annotations
 
@@ -16,7 +15,7 @@ import pytest
 from polecat import Crawler
 from polecat.config import Config, FrontierConfig, ScopeConfig, config_from_mapping
 from polecat.frontier.db import FrontierDB
-from polecat.frontier.head_reader import ThreadHeadReader, record_keys
+from polecat.frontier.head_reader import ThreadHeadReader
 from polecat.frontier.keys import host_row
 from polecat.frontier.read_ahead import RECORDS, WARM_SHARE, WINDOW, Head, HeadsAhead, ReadAhead
 from polecat.frontier.records import Idle, Lease, Wait
@@ -142,38 +141,43 @@ def test_stops_once_a_window_of_heads_is_warm(tmp_path: Path) -> None:
 
 
 @pytest.mark.usefixtures("frontier_backend")
-def test_the_reader_is_asked_once_for_the_first_rows_records(tmp_path: Path) -> None:
-    rig = opened(tmp_path, hosts=250, working=100)
-    reader = FakeHeadReader()
-    heads = HeadsAhead(ReadAhead(rig.raw._table, depth=16), reader)
-    heads.start()
-    assert reader.records_asked == [RECORDS]  # rule 5: as it starts
-    leased, _, _ = lease_all(rig, heads, 100.0, most=500)
-    assert len(set(leased)) == 250 and reader.records_asked == [RECORDS]  # not again while it runs
-
-
 @pytest.mark.parametrize("hosts", [250, 2_500])
-def test_thread_reader_hands_the_first_refills_records_leaves_before_the_heads(
-        tmp_path: Path, hosts: int) -> None:
+def test_the_records_the_first_refills_read_are_named_in_key_order(tmp_path: Path, hosts: int) -> None:
     rig = opened(tmp_path, hosts=hosts, working=100)
-    assert isinstance(rig.db, FrontierDB)
     table = rig.raw._table
     out_of_memory = {f"h{i}.ra.test" for i in range(hosts)} - set(table.hosts)
-    # Head_reader.py rule 6: the hosts of the ready rows (fewer than RECORDS here), each once, in key order.
-    rows = [key for key, _ in rig.db.items("ready")]
-    assert hosts < RECORDS and record_keys(rows) == sorted(host_row(h) for h in out_of_memory)
-    reader = ThreadHeadReader(rig.db.env, rig.db.queue, rig.db.hosts, rig.db.ready)
+    reader = FakeHeadReader()
     heads = HeadsAhead(ReadAhead(table, depth=16), reader)
     heads.start()
-    reader.read([Head(h, st.num) for h, st in islice(table.hosts.items(), 1)])
+    # Rule 5: one list at the start, every host of a ready row (fewer than RECORDS here), in key order.
+    assert len(reader.records_named) == 1
+    named = reader.records_named[0]
+    assert hosts < RECORDS and set(named) == out_of_memory and len(named) == len(out_of_memory)
+    assert named == sorted(named, key=host_row)
+    leased, _, _ = lease_all(rig, heads, 100.0, most=2 * hosts)
+    assert set(leased) == {f"h{i}.ra.test" for i in range(hosts)}  # each host refilled was named first
+    assert len(reader.records_named) == 1  # nothing more named while it runs
+
+
+def test_thread_reader_hands_the_records_leaves_before_the_heads(tmp_path: Path) -> None:
+    rig = opened(tmp_path, hosts=150, working=100)
+    assert isinstance(rig.db, FrontierDB)
+    table = rig.raw._table
+    policy = ReadAhead(table, depth=16)
+    named = policy.first_records()
+    reader = ThreadHeadReader(rig.db.env, rig.db.queue, rig.db.hosts)
+    heads = HeadsAhead(policy, reader)
+    heads.start()
+    head = [Head(h, st.num) for h, st in islice(table.hosts.items(), 1)]
+    reader.read(head)
     for _ in range(10_000):  # waits for the thread, bounded; nothing is timed
         if reader.counts()[0] == 1:
             break
         threading.Event().wait(0.001)
-    # Their leaves went to the kernel before the first head: at most one a record, one a run at most.
+    # Head_reader.py rule 6: the leaves of the records named went to the kernel before the first head.
     done = reader.records_prefetched
-    assert reader.counts()[0] == 1
-    assert done is not None and 1 <= done.leaves <= len(out_of_memory) and done.runs <= done.leaves
+    assert reader.counts()[0] == 1 and len(named) == 150 - len(table.hosts) > 0
+    assert done is not None and 1 <= done.leaves <= len(named) and done.runs <= done.leaves
     heads.stop()
     assert head_threads() == [] and active_readers(rig.db) == []
     rig.db.close()
@@ -196,7 +200,7 @@ def test_thread_reader_reads_every_head_and_stops_clean(tmp_path: Path) -> None:
     table = rig.raw._table
     heads = [Head(h, st.num) for h, st in table.hosts.items()]
     heads += [Head("nowhere.test", None), Head(next(iter(table.hosts)), None)]  # no record; a record
-    reader = ThreadHeadReader(rig.db.env, rig.db.queue, rig.db.hosts, rig.db.ready)
+    reader = ThreadHeadReader(rig.db.env, rig.db.queue, rig.db.hosts)
     reader.start()
     reader.read(heads)
     for _ in range(10_000):  # waits for the thread, bounded; nothing is timed

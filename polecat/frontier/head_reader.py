@@ -28,14 +28,13 @@ Rules:
    ahead of the loop's own made round 1 slower (benchmarks/README.md, "Issue 39: queue leaves prefetched
    after a cold open"). A prefetch that fails (an I/O error) is logged and the reads go on without it;
    :meth:`ThreadHeadReader.stop` ends it between two runs of leaves (rule 3).
-6. First of all, the thread reads the first rows of ``ready`` it is asked for
-   (:meth:`ThreadHeadReader.records`, read_ahead.py rule 5) and hands the leaves of their hosts' ``hosts``
-   records (:func:`record_keys`) to the kernel's readahead (polecat/frontier/prefetch.py rule 3: their
-   leaves only, found down their keys' paths), then the leaves of rule 5: the kernel reads them many at
-   a time while the loop leases the hosts in memory, and the refills that take those hosts in find their
-   records and rows in memory. Neither is read on the loop (the rows, read there, took ~50 faults of the
-   loop's), nor a record at a time here (one read at a time reached a few hundred of 4,096 before the
-   refills began: benchmarks/README.md "Issue 39: hosts refilled after a cold open").
+6. First of all, the thread hands the leaves of the ``hosts`` records named by
+   :meth:`ThreadHeadReader.records` (read_ahead.py rule 5) to the kernel's readahead
+   (polecat/frontier/prefetch.py rule 3: their leaves only, found down their keys' paths), then the
+   leaves of rule 5: the kernel reads them many at a time while the loop leases the hosts in memory, and
+   the refills that take the named hosts in find their records in memory. The records are not read by
+   the thread itself: one read at a time, it reached a few hundred of 4,096 before the refills began,
+   and their faults went on (benchmarks/README.md "Issue 39: hosts refilled after a cold open").
    :attr:`ThreadHeadReader.records_prefetched` says what it handed.
 """
 
@@ -45,14 +44,12 @@ import logging
 import resource
 import threading
 from collections import deque
-from collections.abc import Iterable
-from itertools import islice
 from pathlib import Path
 from typing import Any
 
 import lmdb
 
-from polecat.frontier.keys import host_row, queue_prefix, ready_row
+from polecat.frontier.keys import host_row, queue_prefix
 from polecat.frontier.prefetch import Prefetched, prefetch, prefetch_keys
 from polecat.frontier.read_ahead import DEPTH, Head
 from polecat.frontier.records import decode_host
@@ -70,11 +67,6 @@ def _thread_faults() -> int:
     return 0 if _RUSAGE_THREAD is None else resource.getrusage(_RUSAGE_THREAD).ru_majflt
 
 
-def record_keys(rows: Iterable[bytes]) -> list[bytes]:
-    """Rule 6: the ``hosts`` keys of the hosts of ``ready`` keys ``rows``, each once, in key order."""
-    return sorted({host_row(ready_row(bytes(row))[1]) for row in rows})
-
-
 def _pop(waiting: deque[Head]) -> Head | None:
     """The oldest head waiting, popped without the lock (a deque's pop is atomic; only the thread pops,
     and :meth:`ThreadHeadReader.stop` may empty it meanwhile); None: none waits."""
@@ -88,11 +80,10 @@ class ThreadHeadReader:
     """A :class:`~polecat.frontier.read_ahead.HeadReader` over the ``queue`` and ``hosts`` tables of
     ``env`` (see the module docstring)."""
 
-    def __init__(self, env: lmdb.Environment, queue: Any, hosts: Any, ready: Any, depth: int = DEPTH) -> None:
+    def __init__(self, env: lmdb.Environment, queue: Any, hosts: Any, depth: int = DEPTH) -> None:
         self._env = env
         self._queue = queue
         self._hosts = hosts
-        self._ready = ready
         self.depth = depth
         self._waiting: deque[Head] = deque(maxlen=depth)  # rule 2: the oldest is pushed out
         self._wake = threading.Condition()
@@ -102,7 +93,7 @@ class ThreadHeadReader:
         self._faults = 0
         self.prefetched: Prefetched | None = None
         """What rule 5's prefetch handed to the kernel, once it has (None: not yet, or it failed)."""
-        self._rows = 0
+        self._records: list[str] = []
         self.records_prefetched: Prefetched | None = None
         """What rule 6 handed to the kernel, once it has (None: not yet, nothing named, or it failed)."""
 
@@ -117,10 +108,10 @@ class ThreadHeadReader:
             self._waiting.extend(heads)
             self._wake.notify()
 
-    def records(self, rows: int) -> None:
-        """The ``ready`` rows whose hosts' records' leaves the thread hands to the kernel first (rule 6);
-        before :meth:`start`."""
-        self._rows = rows
+    def records(self, hosts: list[str]) -> None:
+        """The hosts whose records' leaves the thread hands to the kernel first (rule 6); before
+        :meth:`start`."""
+        self._records = hosts
 
     def counts(self) -> tuple[int, int]:
         """Heads read so far and the major faults the thread took reading them (rule 4)."""
@@ -145,12 +136,10 @@ class ThreadHeadReader:
 
     def _run(self) -> None:
         data = Path(self._env.path()) / "data.mdb"
+        hosts, self._records = self._records, []
         try:
-            if self._rows:  # rule 6
-                with self._env.begin(db=self._ready) as first:
-                    rows = first.cursor(db=self._ready).iternext(values=False)
-                    keys = record_keys(islice(rows, self._rows))
-                self.records_prefetched = prefetch_keys(self._env, data, b"hosts", keys,
+            if hosts:  # rule 6
+                self.records_prefetched = prefetch_keys(self._env, data, b"hosts", map(host_row, hosts),
                                                         lambda: self._stopping)
             self.prefetched = prefetch(self._env, data, PREFETCH, lambda: self._stopping)  # rule 5
         except (OSError, lmdb.Error) as exc:

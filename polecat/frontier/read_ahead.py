@@ -34,14 +34,15 @@ Rules:
    took fewer than one major fault in :data:`WARM_SHARE` (the reader's own count, :meth:`ReadAhead.read`),
    it stops for the rest of the run (:attr:`ReadAhead.active` is False: no more copies, nothing handed
    out) and the node stops its reader. A warm open thus pays one window, and the steady state nothing.
-5. As the reader starts, it is asked for the ``hosts`` records of the first :attr:`ReadAhead.records`
-   rows of ``ready`` (:data:`RECORDS`: those the first refills take into memory, host_table.py rule 7),
-   read in before the heads (head_reader.py rule 6: the rows read on its thread, not the loop's). The
-   heads of rule 1 reach those hosts only once no host in memory is due, by when rule 4 has stopped the
-   reader in a warm window of heads of the heap: the refills then read the records on the loop, each a
-   leaf of a table random by name (~20,000 leaves at 50M URLs) that the open's read of the working set
-   may not have touched, a disk read the loop waits for behind the queue's prefetch (benchmarks/README.md
-   "Issue 39: hosts refilled after a cold open").
+5. As the reader starts, the hosts of the first :data:`RECORDS` rows of ``ready`` (those the first
+   refills take into memory, host_table.py rule 7) are named for their ``hosts`` records, sorted by the
+   records' keys (:meth:`ReadAhead.first_records`): the reader hands their leaves to the kernel before
+   anything else (head_reader.py rule 6). The heads of rule 1 reach those hosts only once no host in
+   memory is due, by when rule 4 has stopped the reader in a warm window of heads of the heap: the
+   refills then read the records on the loop, each a leaf of a table random by name (~20,000 leaves at
+   50M URLs) that the open's read of the working set may not have touched, a disk read the loop waits
+   for behind the queue's prefetch (benchmarks/README.md "Issue 39: hosts refilled after a cold open").
+   A data dir with no ``ready`` row names none.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ from itertools import islice
 from typing import Protocol
 
 from polecat.frontier.host_table import HostTable
-from polecat.frontier.keys import ready_row
+from polecat.frontier.keys import host_row, ready_row
 
 DEPTH = 256
 """Hosts handed out ahead of the leases at most (rule 2): ~1 MB of leaves, a few hundred ms of leases."""
@@ -93,20 +94,18 @@ class HeadReader(Protocol):
     def stop(self) -> None:
         """Stop reading; once it returns, no thread of it runs and no read transaction of it is open."""
 
-    def records(self, rows: int) -> None:
-        """Have the ``hosts`` records of the hosts of the first ``rows`` rows of ``ready`` read in, before
-        the heads (rule 5); called before :meth:`start`."""
+    def records(self, hosts: list[str]) -> None:
+        """Have the ``hosts`` records of ``hosts`` read in, before the heads (rule 5); called before
+        :meth:`start`."""
 
 
 class ReadAhead:
     """The hosts whose queue heads a :class:`HeadReader` reads ahead of the leases (module rules)."""
 
-    def __init__(self, table: HostTable, depth: int = DEPTH, records: int = RECORDS) -> None:
+    def __init__(self, table: HostTable, depth: int = DEPTH) -> None:
         self._table = table
         self.depth = depth
         """Hosts handed out ahead of the leases at most (rule 2)."""
-        self.records = records
-        """``ready`` rows whose hosts' records the reader is asked for as it starts (rule 5)."""
         self.active = True
         """False once the heads were found in memory (rule 4): nothing more is handed out."""
         self._order: list[tuple[float, str]] = []
@@ -174,6 +173,11 @@ class ReadAhead:
                 break
         return out
 
+    def first_records(self) -> list[str]:
+        """Rule 5: the hosts of the first :data:`RECORDS` ``ready`` rows, sorted by their ``hosts`` keys."""
+        rows = islice(self._table.db.items("ready"), RECORDS)
+        return sorted({ready_row(key)[1] for key, _ in rows}, key=host_row)
+
     def _gone(self, at: float, host: str, row: bytes) -> bool:
         """Whether a host handed out no longer counts ahead of the leases (rule 2)."""
         table = self._table
@@ -222,7 +226,7 @@ class HeadsAhead:
         """Start the reader, unless the policy stopped already (a second run of a warm frontier), with the
         records of rule 5 to read first."""
         if self.policy.active and not self.running:
-            self.reader.records(self.policy.records)
+            self.reader.records(self.policy.first_records())
             self.reader.start()
             self.running = True
 

@@ -184,7 +184,7 @@ class Crawler:
         self._feed = None if seeds_file is None else SeedFeed(
             seeds_file, add_seeds=self.add_seeds, frontier_free=self._commits.frontier_freed,
             wake=waker.set, clock=self._clock)
-        reader = ThreadHeadReader(self._db.env, self._db.queue, self._db.hosts, self._db.ready)
+        reader = ThreadHeadReader(self._db.env, self._db.queue, self._db.hosts)
         heads = HeadsAhead(frontier.read_ahead, reader)
         self._loop = LeaseLoop(cfg, frontier=frontier, db=self._db, commits=self._commits, runner=runner,
                                waker=waker, counters=self._counters, link=self._link, clock=self._clock,
