@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from polecat.frontier import prefetch as prefetch_module
 from polecat.frontier.db import FrontierDB
 from polecat.frontier.head_reader import PREFETCH, ThreadHeadReader
-from polecat.frontier.prefetch import leaf_runs, leaves_of, prefetch
+from polecat.frontier.prefetch import leaf_runs, prefetch
 from tests.test_read_ahead import opened
 
 
@@ -55,35 +55,6 @@ def test_the_walk_finds_every_leaf_and_reads_only_branches(keys: list[bytes], si
     assert len(found) == len(set(found)) == leaves and branches == branch_pages
     assert len(read) == branch_pages  # no leaf read: the kernel reads them
     assert all(a[0] + a[1] < b[0] for a, b in pairwise(runs))  # sorted, runs merged
-
-
-@settings(max_examples=25, deadline=None)
-@given(st.lists(st.binary(min_size=1, max_size=40), min_size=1, max_size=6_000, unique=True),
-       st.integers(0, 200), st.data())
-def test_the_walk_down_keys_finds_the_leaf_of_each(keys: list[bytes], size: int, data: st.DataObject) -> None:
-    wanted = data.draw(st.lists(st.sampled_from(keys), max_size=50, unique=True))
-    with tempfile.TemporaryDirectory() as tmp:
-        env = lmdb.open(tmp, max_dbs=2, map_size=1 << 28)
-        db = env.open_db(b"t")
-        with env.begin(write=True) as txn:
-            for key in keys:
-                txn.put(key, bytes(size), db=db)
-        psize = env.stat()["psize"]
-        fd = os.open(Path(tmp) / "data.mdb", os.O_RDONLY)
-        try:
-            with env.begin() as txn:
-                record = txn.get(b"t")
-                _, branch_pages = _pages(txn.stat(db))
-                found = {key: leaves_of(record, lambda n: os.pread(fd, psize, n * psize), [key])[0]
-                         for key in wanted}
-                leaves, branches = leaves_of(record, lambda n: os.pread(fd, psize, n * psize), wanted)
-            pages = {n: os.pread(fd, psize, n * psize) for one in found.values() for n in one}
-        finally:
-            os.close(fd)
-            env.close()
-    # Rule 3: one leaf a key, the one that holds it; together, each leaf once, in page order.
-    assert all(len(one) == 1 and key in pages[one[0]] for key, one in found.items())
-    assert leaves == sorted({one[0] for one in found.values()}) and branches <= branch_pages
 
 
 def test_a_page_the_walk_does_not_know_ends_it_with_no_error() -> None:

@@ -159,7 +159,7 @@ def test_the_records_the_first_refills_read_are_named_in_key_order(tmp_path: Pat
     assert len(reader.records_named) == 1  # nothing more named while it runs
 
 
-def test_thread_reader_hands_the_records_leaves_before_the_heads(tmp_path: Path) -> None:
+def test_thread_reader_reads_the_records_before_the_heads(tmp_path: Path) -> None:
     rig = opened(tmp_path, hosts=150, working=100)
     assert isinstance(rig.db, FrontierDB)
     table = rig.raw._table
@@ -174,10 +174,8 @@ def test_thread_reader_hands_the_records_leaves_before_the_heads(tmp_path: Path)
         if reader.counts()[0] == 1:
             break
         threading.Event().wait(0.001)
-    # Head_reader.py rule 6: the leaves of the records named went to the kernel before the first head.
-    done = reader.records_prefetched
-    assert reader.counts()[0] == 1 and len(named) == 150 - len(table.hosts) > 0
-    assert done is not None and 1 <= done.leaves <= len(named) and done.runs <= done.leaves
+    # Head_reader.py rule 6: every record named was read before the first head.
+    assert reader.counts()[0] == 1 and reader.records_read == len(named) == 150 - len(table.hosts)
     heads.stop()
     assert head_threads() == [] and active_readers(rig.db) == []
     rig.db.close()

@@ -28,14 +28,11 @@ Rules:
    ahead of the loop's own made round 1 slower (benchmarks/README.md, "Issue 39: queue leaves prefetched
    after a cold open"). A prefetch that fails (an I/O error) is logged and the reads go on without it;
    :meth:`ThreadHeadReader.stop` ends it between two runs of leaves (rule 3).
-6. First of all, the thread hands the leaves of the ``hosts`` records named by
-   :meth:`ThreadHeadReader.records` (read_ahead.py rule 5) to the kernel's readahead
-   (polecat/frontier/prefetch.py rule 3: their leaves only, found down their keys' paths), then the
-   leaves of rule 5: the kernel reads them many at a time while the loop leases the hosts in memory, and
-   the refills that take the named hosts in find their records in memory. The records are not read by
-   the thread itself: one read at a time, it reached a few hundred of 4,096 before the refills began,
-   and their faults went on (benchmarks/README.md "Issue 39: hosts refilled after a cold open").
-   :attr:`ThreadHeadReader.records_prefetched` says what it handed.
+6. After the prefetch and before its first head, the thread reads the ``hosts`` records named by
+   :meth:`ThreadHeadReader.records` (read_ahead.py rule 5), in the order given (their keys' order: the
+   records of one leaf together, each leaf faulted once), in one read transaction, counted in
+   :attr:`ThreadHeadReader.records_read`; :meth:`ThreadHeadReader.stop` ends it between two records
+   (rule 3). Their faults are not counted with the heads' (rule 4 judges the heads alone).
 """
 
 from __future__ import annotations
@@ -50,7 +47,7 @@ from typing import Any
 import lmdb
 
 from polecat.frontier.keys import host_row, queue_prefix
-from polecat.frontier.prefetch import Prefetched, prefetch, prefetch_keys
+from polecat.frontier.prefetch import Prefetched, prefetch
 from polecat.frontier.read_ahead import DEPTH, Head
 from polecat.frontier.records import decode_host
 
@@ -94,8 +91,8 @@ class ThreadHeadReader:
         self.prefetched: Prefetched | None = None
         """What rule 5's prefetch handed to the kernel, once it has (None: not yet, or it failed)."""
         self._records: list[str] = []
-        self.records_prefetched: Prefetched | None = None
-        """What rule 6 handed to the kernel, once it has (None: not yet, nothing named, or it failed)."""
+        self.records_read = 0
+        """Rule 6's records read so far."""
 
     def start(self) -> None:
         """Begin the thread (rule 1)."""
@@ -109,8 +106,7 @@ class ThreadHeadReader:
             self._wake.notify()
 
     def records(self, hosts: list[str]) -> None:
-        """The hosts whose records' leaves the thread hands to the kernel first (rule 6); before
-        :meth:`start`."""
+        """The hosts whose records the thread reads before its first head (rule 6); before :meth:`start`."""
         self._records = hosts
 
     def counts(self) -> tuple[int, int]:
@@ -134,16 +130,28 @@ class ThreadHeadReader:
                 self._wake.wait()
             return None if self._stopping else self._waiting.popleft()
 
-    def _run(self) -> None:
-        data = Path(self._env.path()) / "data.mdb"
+    def _read_records(self) -> None:
+        """Rule 6: the records named, in order, until stopped."""
         hosts, self._records = self._records, []
+        if not hosts:
+            return
+        txn = self._env.begin(db=self._hosts, buffers=True)
         try:
-            if hosts:  # rule 6
-                self.records_prefetched = prefetch_keys(self._env, data, b"hosts", map(host_row, hosts),
-                                                        lambda: self._stopping)
-            self.prefetched = prefetch(self._env, data, PREFETCH, lambda: self._stopping)  # rule 5
+            for host in hosts:
+                if self._stopping:
+                    break
+                txn.get(host_row(host), db=self._hosts)
+                self.records_read += 1
+        finally:
+            txn.abort()
+
+    def _run(self) -> None:
+        try:
+            self.prefetched = prefetch(self._env, Path(self._env.path()) / "data.mdb", PREFETCH,  # rule 5
+                                       lambda: self._stopping)
         except (OSError, lmdb.Error) as exc:
-            log.warning("frontier: leaves not prefetched: %s", exc)
+            log.warning("frontier: queue leaves not prefetched: %s", exc)
+        self._read_records()
         waiting = self._waiting
         while (head := self._next()) is not None:
             txn = self._env.begin(db=self._queue, buffers=True)  # rule 1: one a batch

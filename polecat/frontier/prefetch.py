@@ -24,19 +24,12 @@ Rules:
    leaves is not prefetched (the read-ahead of single heads covers it): the hint is for the tables that
    fit the page cache many times over, and must not evict what a node holds warm. It ends early, between
    two runs, once its caller says it is stopped (a node stopping its head reader does not wait for it).
-3. :func:`leaves_of` walks a table's B-tree as rule 1 does, but down the paths of the keys it is given
-   only (a branch node's key is its child's lowest, LMDB's byte order, the first node's key left out),
-   and returns the leaf pages that hold or would hold them, in page order; :func:`prefetch_keys` hands
-   their runs to the kernel as rule 2 does, whatever the table's size: the leaves of a few thousand
-   records of a table random by name, read many at a time by the kernel, where one thread's reads would
-   wait for one leaf after another (polecat/frontier/head_reader.py rule 6).
 """
 
 from __future__ import annotations
 
 import os
 import struct
-from bisect import bisect_right
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,8 +46,8 @@ _DB = struct.Struct("<IHHQQQQQ")
 _HEADER = struct.Struct("<QHHHH")
 """LMDB's page header: number, pad, flags, lower and upper free bounds (16 bytes)."""
 _PTR = struct.Struct("<H")
-_NODE = struct.Struct("<HHHH")
-"""A branch node's child page number, in three 16-bit parts (``NODEPGNO``), and its key's size."""
+_NODE = struct.Struct("<HHH")
+"""A branch node's child page number, in three 16-bit parts (``NODEPGNO``)."""
 _BRANCH = 0x01
 _NO_PAGE = (1 << 64) - 1
 """``P_INVALID``: an empty table's root."""
@@ -81,53 +74,18 @@ def leaf_runs(record: bytes, read_page: Callable[[int], bytes]) -> tuple[list[tu
     for _ in range(depth - 1):
         below: list[int] = []
         for number in level:
-            node = _branch(read_page(number), number)
-            if node is None:
+            page = read_page(number)
+            if len(page) < _HEADER.size:
+                return [], branches
+            own, _, flags, lower, _ = _HEADER.unpack_from(page)
+            if own != number or not flags & _BRANCH:
                 return [], branches
             branches += 1
-            below += node[0]
+            for i in range((lower - _HEADER.size) >> 1):
+                lo, hi, top = _NODE.unpack_from(page, _PTR.unpack_from(page, _HEADER.size + 2 * i)[0])
+                below.append(lo | hi << 16 | top << 32)
         level = below
     return _runs(level), branches
-
-
-def _branch(page: bytes, number: int) -> tuple[list[int], list[bytes]] | None:
-    """A branch page's children and their keys (the first one's empty); None: not a branch page rule 1
-    knows."""
-    if len(page) < _HEADER.size:
-        return None
-    own, _, flags, lower, _ = _HEADER.unpack_from(page)
-    if own != number or not flags & _BRANCH:
-        return None
-    children: list[int] = []
-    keys: list[bytes] = []
-    for i in range((lower - _HEADER.size) >> 1):
-        at = _PTR.unpack_from(page, _HEADER.size + 2 * i)[0]
-        lo, hi, top, size = _NODE.unpack_from(page, at)
-        children.append(lo | hi << 16 | top << 32)
-        keys.append(page[at + _NODE.size:at + _NODE.size + size] if i else b"")
-    return children, keys
-
-
-def leaves_of(record: bytes, read_page: Callable[[int], bytes],
-              keys: Iterable[bytes]) -> tuple[list[int], int]:
-    """Rule 3: the leaf pages, in page order, of ``keys`` in the table whose ``MDB_db`` is ``record``,
-    and the branch pages read; none where a page is not one the walk knows."""
-    _, _, depth, _, _, _, _, root = _DB.unpack_from(record)
-    ordered = sorted(keys)
-    level: dict[int, list[bytes]] = {root: ordered} if ordered and root != _NO_PAGE else {}
-    branches = 0
-    for _ in range(depth - 1):
-        below: dict[int, list[bytes]] = {}
-        for number, wanted in level.items():
-            node = _branch(read_page(number), number)
-            if node is None:
-                return [], branches
-            branches += 1
-            children, bounds = node
-            for key in wanted:
-                below.setdefault(children[max(0, bisect_right(bounds, key, 1) - 1)], []).append(key)
-        level = below
-    return sorted(level), branches
 
 
 def _runs(pages: Iterable[int]) -> list[tuple[int, int]]:
@@ -161,31 +119,6 @@ def prefetch(env: lmdb.Environment, data_file: Path, tables: Iterable[bytes],
                 os.posix_fadvise(fd, first * psize, pages * psize, os.POSIX_FADV_WILLNEED)
                 done.leaves += pages
                 done.runs += 1
-    finally:
-        txn.abort()
-        os.close(fd)
-    return done
-
-
-def prefetch_keys(env: lmdb.Environment, data_file: Path, table: bytes, keys: Iterable[bytes],
-                  stopped: Callable[[], bool] = lambda: False) -> Prefetched:
-    """Rule 3: hand the leaves of ``keys`` of ``table`` to the kernel's readahead, up to the run at which
-    ``stopped()`` is true."""
-    done = Prefetched()
-    psize: int = env.stat()["psize"]
-    fd = os.open(data_file, os.O_RDONLY)
-    txn: Any = env.begin()
-    try:
-        record = txn.get(table)
-        if record is None or len(record) < _DB.size:
-            return done
-        leaves, done.branches = leaves_of(record, lambda n: os.pread(fd, psize, n * psize), keys)
-        for first, pages in _runs(leaves):
-            if stopped():
-                return done
-            os.posix_fadvise(fd, first * psize, pages * psize, os.POSIX_FADV_WILLNEED)
-            done.leaves += pages
-            done.runs += 1
     finally:
         txn.abort()
         os.close(fd)

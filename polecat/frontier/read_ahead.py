@@ -36,8 +36,8 @@ Rules:
    out) and the node stops its reader. A warm open thus pays one window, and the steady state nothing.
 5. As the reader starts, the hosts of the first :data:`RECORDS` rows of ``ready`` (those the first
    refills take into memory, host_table.py rule 7) are named for their ``hosts`` records, sorted by the
-   records' keys (:meth:`ReadAhead.first_records`): the reader hands their leaves to the kernel before
-   anything else (head_reader.py rule 6). The heads of rule 1 reach those hosts only once no host in
+   records' keys (:meth:`ReadAhead.first_records`): the reader reads them in one pass in key order
+   (head_reader.py rule 6) before the heads. The heads of rule 1 reach those hosts only once no host in
    memory is due, by when rule 4 has stopped the reader in a warm window of heads of the heap: the
    refills then read the records on the loop, each a leaf of a table random by name (~20,000 leaves at
    50M URLs) that the open's read of the working set may not have touched, a disk read the loop waits
@@ -95,8 +95,8 @@ class HeadReader(Protocol):
         """Stop reading; once it returns, no thread of it runs and no read transaction of it is open."""
 
     def records(self, hosts: list[str]) -> None:
-        """Have the ``hosts`` records of ``hosts`` read in, before the heads (rule 5); called before
-        :meth:`start`."""
+        """Read the ``hosts`` records of ``hosts``, in the order given, before the heads (rule 5); called
+        before :meth:`start`."""
 
 
 class ReadAhead:
