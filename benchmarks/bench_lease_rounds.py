@@ -180,8 +180,6 @@ def main() -> None:
         heads.stop()
         print(f"leaves handed to the kernel's readahead (head_reader.py rule 5): "
               f"{getattr(heads.reader, 'prefetched', None)}", flush=True)
-        print(f"hosts records read before the heads (head_reader.py rule 6): "
-              f"{getattr(heads.reader, 'records_read', None)}", flush=True)
     if counted is not None:
         faults, made = counted
         for (call, table), n in faults.most_common():
