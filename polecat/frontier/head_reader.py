@@ -28,11 +28,6 @@ Rules:
    ahead of the loop's own made round 1 slower (benchmarks/README.md, "Issue 39: queue leaves prefetched
    after a cold open"). A prefetch that fails (an I/O error) is logged and the reads go on without it;
    :meth:`ThreadHeadReader.stop` ends it between two runs of leaves (rule 3).
-6. After the prefetch and before its first head, the thread reads the ``hosts`` records named by
-   :meth:`ThreadHeadReader.records` (read_ahead.py rule 5), in the order given (their keys' order: the
-   records of one leaf together, each leaf faulted once), in one read transaction, counted in
-   :attr:`ThreadHeadReader.records_read`; :meth:`ThreadHeadReader.stop` ends it between two records
-   (rule 3). Their faults are not counted with the heads' (rule 4 judges the heads alone).
 """
 
 from __future__ import annotations
@@ -90,9 +85,6 @@ class ThreadHeadReader:
         self._faults = 0
         self.prefetched: Prefetched | None = None
         """What rule 5's prefetch handed to the kernel, once it has (None: not yet, or it failed)."""
-        self._records: list[str] = []
-        self.records_read = 0
-        """Rule 6's records read so far."""
 
     def start(self) -> None:
         """Begin the thread (rule 1)."""
@@ -104,10 +96,6 @@ class ThreadHeadReader:
         with self._wake:
             self._waiting.extend(heads)
             self._wake.notify()
-
-    def records(self, hosts: list[str]) -> None:
-        """The hosts whose records the thread reads before its first head (rule 6); before :meth:`start`."""
-        self._records = hosts
 
     def counts(self) -> tuple[int, int]:
         """Heads read so far and the major faults the thread took reading them (rule 4)."""
@@ -130,28 +118,12 @@ class ThreadHeadReader:
                 self._wake.wait()
             return None if self._stopping else self._waiting.popleft()
 
-    def _read_records(self) -> None:
-        """Rule 6: the records named, in order, until stopped."""
-        hosts, self._records = self._records, []
-        if not hosts:
-            return
-        txn = self._env.begin(db=self._hosts, buffers=True)
-        try:
-            for host in hosts:
-                if self._stopping:
-                    break
-                txn.get(host_row(host), db=self._hosts)
-                self.records_read += 1
-        finally:
-            txn.abort()
-
     def _run(self) -> None:
         try:
             self.prefetched = prefetch(self._env, Path(self._env.path()) / "data.mdb", PREFETCH,  # rule 5
                                        lambda: self._stopping)
         except (OSError, lmdb.Error) as exc:
             log.warning("frontier: queue leaves not prefetched: %s", exc)
-        self._read_records()
         waiting = self._waiting
         while (head := self._next()) is not None:
             txn = self._env.begin(db=self._queue, buffers=True)  # rule 1: one a batch

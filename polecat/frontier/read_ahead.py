@@ -34,15 +34,6 @@ Rules:
    took fewer than one major fault in :data:`WARM_SHARE` (the reader's own count, :meth:`ReadAhead.read`),
    it stops for the rest of the run (:attr:`ReadAhead.active` is False: no more copies, nothing handed
    out) and the node stops its reader. A warm open thus pays one window, and the steady state nothing.
-5. As the reader starts, the hosts of the first :data:`RECORDS` rows of ``ready`` (those the first
-   refills take into memory, host_table.py rule 7) are named for their ``hosts`` records, sorted by the
-   records' keys (:meth:`ReadAhead.first_records`): the reader reads them in one pass in key order
-   (head_reader.py rule 6) before the heads. The heads of rule 1 reach those hosts only once no host in
-   memory is due, by when rule 4 has stopped the reader in a warm window of heads of the heap: the
-   refills then read the records on the loop, each a leaf of a table random by name (~20,000 leaves at
-   50M URLs) that the open's read of the working set may not have touched, a disk read the loop waits
-   for behind the queue's prefetch (benchmarks/README.md "Issue 39: hosts refilled after a cold open").
-   A data dir with no ``ready`` row names none.
 """
 
 from __future__ import annotations
@@ -54,7 +45,7 @@ from itertools import islice
 from typing import Protocol
 
 from polecat.frontier.host_table import HostTable
-from polecat.frontier.keys import host_row, ready_row
+from polecat.frontier.keys import ready_row
 
 DEPTH = 256
 """Hosts handed out ahead of the leases at most (rule 2): ~1 MB of leaves, a few hundred ms of leases."""
@@ -65,9 +56,6 @@ WINDOW = 1024
 """Heads read by the reader over which rule 4 judges whether they were in memory."""
 WARM_SHARE = 64
 """Rule 4: a window with fewer than one major fault in this many heads read counts as warm."""
-RECORDS = 4096
-"""``ready`` rows whose hosts' records rule 5 names: about a round of the first leases after an open that
-take hosts out of LMDB (4,076 of 4,000 leases at 50M URLs), at most ~16 MB of ``hosts`` leaves."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,10 +81,6 @@ class HeadReader(Protocol):
 
     def stop(self) -> None:
         """Stop reading; once it returns, no thread of it runs and no read transaction of it is open."""
-
-    def records(self, hosts: list[str]) -> None:
-        """Read the ``hosts`` records of ``hosts``, in the order given, before the heads (rule 5); called
-        before :meth:`start`."""
 
 
 class ReadAhead:
@@ -173,11 +157,6 @@ class ReadAhead:
                 break
         return out
 
-    def first_records(self) -> list[str]:
-        """Rule 5: the hosts of the first :data:`RECORDS` ``ready`` rows, sorted by their ``hosts`` keys."""
-        rows = islice(self._table.db.items("ready"), RECORDS)
-        return sorted({ready_row(key)[1] for key, _ in rows}, key=host_row)
-
     def _gone(self, at: float, host: str, row: bytes) -> bool:
         """Whether a host handed out no longer counts ahead of the leases (rule 2)."""
         table = self._table
@@ -223,10 +202,8 @@ class HeadsAhead:
         """Whether the reader was started and not stopped yet."""
 
     def start(self) -> None:
-        """Start the reader, unless the policy stopped already (a second run of a warm frontier), with the
-        records of rule 5 to read first."""
+        """Start the reader, unless the policy stopped already (a second run of a warm frontier)."""
         if self.policy.active and not self.running:
-            self.reader.records(self.policy.first_records())
             self.reader.start()
             self.running = True
 

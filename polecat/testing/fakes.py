@@ -380,8 +380,7 @@ class MemoryFrontierDB:
 
 class FakeHeadReader:
     """A :class:`~polecat.frontier.read_ahead.HeadReader` that reads nothing: it keeps the heads handed to
-    it (:attr:`handed`, in order, a batch a list) and the hosts named for their records
-    (:attr:`records_named`), and reports the counts a test sets."""
+    it (:attr:`handed`, in order, a batch a list) and reports the counts a test sets."""
 
     def __init__(self) -> None:
         self.handed: list[list[Head]] = []
@@ -389,14 +388,9 @@ class FakeHeadReader:
         self.faults = 0
         self.started = 0
         self.stopped = 0
-        self.records_named: list[list[str]] = []
-        """The hosts named for their records at each start (read_ahead.py rule 5), a list a start."""
 
     def start(self) -> None:
         self.started += 1
-
-    def records(self, hosts: list[str]) -> None:
-        self.records_named.append(list(hosts))
 
     def read(self, heads: list[Head]) -> None:
         self.handed.append(list(heads))
