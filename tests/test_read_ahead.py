@@ -1,13 +1,11 @@
-"""Queue heads read ahead of the leases after an open (polecat/frontier/read_ahead.py rules 1-5,
-polecat/frontier/head_reader.py rules 1-3 and 6, polecat/node/leases.py rule 8): the hosts handed to the
-reader are those the next leases take, in order, at most ``depth`` ahead; leasing never waits for a read; the
-read-ahead stops once the heads are warm, and with the node, leaving no thread and no read transaction; the
-records of the hosts the first refills take in are named once, in key order, and read before the heads."""
+"""Queue heads read ahead of the leases after an open (polecat/frontier/read_ahead.py rules 1-4,
+polecat/frontier/head_reader.py rules 1-3, polecat/node/leases.py rule 8): the hosts handed to the reader
+are those the next leases take, in order, at most ``depth`` ahead; leasing never waits for a read; the read-
+ahead stops once the heads are warm, and with the node, leaving no thread and no read transaction."""
 
 from __future__ import annotations
 
 import threading
-from itertools import islice
 from pathlib import Path
 
 import pytest
@@ -16,8 +14,7 @@ from polecat import Crawler
 from polecat.config import Config, FrontierConfig, ScopeConfig, config_from_mapping
 from polecat.frontier.db import FrontierDB
 from polecat.frontier.head_reader import ThreadHeadReader
-from polecat.frontier.keys import host_row
-from polecat.frontier.read_ahead import RECORDS, WARM_SHARE, WINDOW, Head, HeadsAhead, ReadAhead
+from polecat.frontier.read_ahead import WARM_SHARE, WINDOW, Head, HeadsAhead, ReadAhead
 from polecat.frontier.records import Idle, Lease, Wait
 from polecat.testing.fakes import Canned, FakeClock, FakeFetcher, FakeHeadReader, MemoryPageStore
 from tests.frontier_helpers import Rig, canon, politeness
@@ -138,47 +135,6 @@ def test_stops_once_a_window_of_heads_is_warm(tmp_path: Path) -> None:
     assert heads.policy.next_heads(200.0) == [] and len(reader.handed) == batches
     heads.start()  # a later run of the same frontier: nothing to start
     assert reader.started == 1
-
-
-@pytest.mark.usefixtures("frontier_backend")
-@pytest.mark.parametrize("hosts", [250, 2_500])
-def test_the_records_the_first_refills_read_are_named_in_key_order(tmp_path: Path, hosts: int) -> None:
-    rig = opened(tmp_path, hosts=hosts, working=100)
-    table = rig.raw._table
-    out_of_memory = {f"h{i}.ra.test" for i in range(hosts)} - set(table.hosts)
-    reader = FakeHeadReader()
-    heads = HeadsAhead(ReadAhead(table, depth=16), reader)
-    heads.start()
-    # Rule 5: one list at the start, every host of a ready row (fewer than RECORDS here), in key order.
-    assert len(reader.records_named) == 1
-    named = reader.records_named[0]
-    assert hosts < RECORDS and set(named) == out_of_memory and len(named) == len(out_of_memory)
-    assert named == sorted(named, key=host_row)
-    leased, _, _ = lease_all(rig, heads, 100.0, most=2 * hosts)
-    assert set(leased) == {f"h{i}.ra.test" for i in range(hosts)}  # each host refilled was named first
-    assert len(reader.records_named) == 1  # nothing more named while it runs
-
-
-def test_thread_reader_reads_the_records_before_the_heads(tmp_path: Path) -> None:
-    rig = opened(tmp_path, hosts=150, working=100)
-    assert isinstance(rig.db, FrontierDB)
-    table = rig.raw._table
-    policy = ReadAhead(table, depth=16)
-    named = policy.first_records()
-    reader = ThreadHeadReader(rig.db.env, rig.db.queue, rig.db.hosts)
-    heads = HeadsAhead(policy, reader)
-    heads.start()
-    head = [Head(h, st.num) for h, st in islice(table.hosts.items(), 1)]
-    reader.read(head)
-    for _ in range(10_000):  # waits for the thread, bounded; nothing is timed
-        if reader.counts()[0] == 1:
-            break
-        threading.Event().wait(0.001)
-    # Head_reader.py rule 6: every record named was read before the first head.
-    assert reader.counts()[0] == 1 and reader.records_read == len(named) == 150 - len(table.hosts)
-    heads.stop()
-    assert head_threads() == [] and active_readers(rig.db) == []
-    rig.db.close()
 
 
 def active_readers(db: FrontierDB) -> list[str]:
