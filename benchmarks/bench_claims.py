@@ -16,6 +16,13 @@ processes on 127.0.0.60+, a private etcd, the web served by this process: poleca
 A node cluster's CPU is the nodes' user + system time from the first request to the last page (read
 from /proc, start-up and stop left out), pages/s over the same span.
 
+A node crawl is stopped (SIGTERM) once the web was asked for every page of its ground truth and then
+went :data:`QUIET` seconds without a request (the page URLs the nodes fetch outside that truth, 25 of
+1,912 in the 200 x 10 web, may be asked for after its last page), and every page URL is then accounted for
+(:func:`account_pages`): stored, cut at the stop and still queued (fetched again on the next start),
+finished without a page, or lost, which fails the run (benchmarks/README.md "A 3-node crawl whose
+stores held 1,911 of 1,912 pages"). The row says how many were cut or never asked for.
+
 Figures per crawl: pages (the page records of the stores), fetched body bytes (the sizes of every page
 record the stores hold, revisits included), stored bytes (what the stores appended to their segments:
 compressed WARC records and deltas), the collapse (stored / fetched), bodies stored whole, revisit
@@ -32,6 +39,9 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.bench_politeness import ADDRESSES, free_port
@@ -40,6 +50,8 @@ from benchmarks.server import StaticServer, render_site
 from polecat.cluster.claimlink import CLAIM_HEADER
 from polecat.cluster.layout import collection_dirs
 from polecat.config import StoreConfig
+from polecat.frontier.records import PAGE_OUTCOMES
+from polecat.frontier.status import read_outcomes, read_queued
 from polecat.store.segstore import SegmentStore
 from polecat.testing.dns import LocalDnsServer
 from polecat.testing.etcd import EtcdServer
@@ -48,6 +60,44 @@ from polecat.testing.sitegen import Site, SiteSpec
 from polecat.testing.web import TestWeb
 
 ROOT = Path(__file__).resolve().parent.parent
+
+QUIET = 0.5
+"""Seconds without a request after the last page of the truth was asked for before the nodes are stopped."""
+
+
+@dataclass(frozen=True, slots=True)
+class PageAccount:
+    """What became of every page URL of a stopped crawl: asked for (the web's log) or still queued."""
+
+    stored: int
+    """Page URLs with a record in a store."""
+    cut: tuple[str, ...]
+    """Asked for, no record, still queued: the request was cut at the stop, the next start fetches it."""
+    unasked: tuple[str, ...]
+    """Never asked for, still queued."""
+    failed: tuple[str, ...]
+    """Asked for and finished without a page (a failed request, robots.txt): ``polecat pages --failed``."""
+    lost: tuple[str, ...]
+    """Asked for, no record, not queued, not finished without a page (or finished as a page with no
+    record): a page the crawl lost."""
+
+
+def account_pages(asked: Iterable[str], data: list[Path]) -> PageAccount:
+    """:class:`PageAccount` of the page URLs ``asked`` for (robots.txt left out) and of those queued in
+    the stopped crawl ``data`` (a cluster's data dirs)."""
+    stored: set[str] = set()
+    queued: set[str] = set()
+    unpaged: set[str] = set()
+    for node in collection_dirs(data):
+        with SegmentStore.open(node / "store", StoreConfig(), read_only=True) as store:
+            stored.update(r.url for r in store.records())
+        queued.update(read_queued(node / "frontier"))
+        unpaged.update(r.url for r in read_outcomes(node / "frontier") if r.outcome not in PAGE_OUTCOMES)
+    want = set(asked) - stored
+    return PageAccount(
+        stored=sum(not u.endswith("/robots.txt") for u in stored), cut=tuple(sorted(want & queued)),
+        unasked=tuple(sorted(u for u in queued - stored - want if not u.endswith("/robots.txt"))),
+        failed=tuple(sorted((want & unpaged) - queued)), lost=tuple(sorted(want - queued - unpaged)))
 
 
 def store_figures(data: Path | list[Path]) -> tuple[int, int, int, int, int, int]:
@@ -85,18 +135,23 @@ def site_spec(args: argparse.Namespace) -> SiteSpec:
 
 
 async def cluster(n: int, claims: bool, args: argparse.Namespace, work: Path) -> str:
-    """One crawl of the web by ``n`` etcd nodes into the new directory ``work``: its table row."""
+    """One crawl of the web by ``n`` etcd nodes into the new directory ``work``: its table row
+    (AssertionError naming the pages lost, if any)."""
     async with TestWeb(site_spec(args)) as web:
-        cpu, codes = await crawl_by_nodes(web, n, claims, args, work)
+        cpu, codes, pages = await crawl_by_nodes(web, n, claims, args, work)
         starts = [r.start for r in web.log]
+    assert not pages.lost, f"{len(pages.lost)} pages lost (data dirs kept in {work}): {pages.lost[:10]}"
     name = f"{n} node{'s' if n > 1 else ''}" + ("" if claims else ", claims off")
-    return _row(name, [work / f"n{k}" for k in range(n)], cpu, max(starts) - min(starts), max(codes))
+    return _row(name, [work / f"n{k}" for k in range(n)], cpu, max(starts) - min(starts), max(codes)) + (
+        f" {len(pages.cut)} cut at the stop, still queued" if pages.cut else "") + (
+        f" {len(pages.unasked)} never asked for, queued" if pages.unasked else "")
 
 
 async def crawl_by_nodes(web: TestWeb, n: int, claims: bool, args: argparse.Namespace,
-                         work: Path) -> tuple[float, list[int]]:
+                         work: Path) -> tuple[float, list[int], PageAccount]:
     """Crawl ``web`` to its last page with ``n`` etcd nodes (data dirs and logs ``work/n<k>``), then stop
-    them: the nodes' CPU seconds from the first request to the last page, and their exit codes."""
+    them (module docstring): the nodes' CPU seconds from the first request to the last page, their exit
+    codes, and what became of every page."""
     truth = web.ground_truth("host")
     with EtcdServer() as etcd:
         procs = []
@@ -113,14 +168,16 @@ async def crawl_by_nodes(web: TestWeb, n: int, claims: bool, args: argparse.Name
             cpu0 = sum(map(cpu_seconds, procs))
             await until(lambda: set(page_urls(web)) >= truth, args.timeout, "every page")
             cpu = sum(map(cpu_seconds, procs)) - cpu0
+            await until(lambda: time.monotonic() - web.log[-1].start >= QUIET, args.timeout, "a quiet web")
             for p in procs:
                 p.send_signal(signal.SIGTERM)
-            return cpu, [await wait_exit(p, 60) for p in procs]
+            codes = [await wait_exit(p, 60) for p in procs]
         finally:
             for p in procs:
                 if p.poll() is None:
                     p.kill()
                     p.wait()
+    return cpu, codes, account_pages(page_urls(web), [work / f"n{k}" for k in range(n)])
 
 
 def cpu_seconds(proc: subprocess.Popen[bytes]) -> float:

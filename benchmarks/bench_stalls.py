@@ -7,11 +7,13 @@ again and again, each run's node logs and server request log kept.
 Each run crawls ``bench_claims``' web (200 hosts x 10 pages by default) to its last page with 3 etcd
 nodes (:func:`benchmarks.bench_claims.crawl_by_nodes`) into ``DIR/run<k>-<claims>``: the nodes' logs,
 and ``requests.json``, the server's log (``[wall, start, host, target, status]`` a request). A run whose
-span from the first to the last request exceeds ``--stall`` seconds is a stall; its data dirs are kept
-(the others' are deleted). One JSON line a run, also appended to ``DIR/results.jsonl``: span, requests,
+span from the first to the last request exceeds ``--stall`` seconds is a stall; its data dirs are kept,
+as are those of a run with a page cut at the stop or lost (:func:`benchmarks.bench_claims.account_pages`;
+the others' are deleted). One JSON line a run, also appended to ``DIR/results.jsonl``: span, requests,
 pages/s (page requests over the span), the DNS queries the web's nameserver saw, robots.txt fetches the
 nodes logged as failed (and of those, on DNS), the largest gap between two requests and when it began,
-and the hosts first requested after it.
+and the hosts first requested after it; the pages stored, and the URLs cut at the stop (still
+queued), never asked for (queued), finished without a page, and lost.
 
 ``--dns-pause S`` holds every answer of the web's nameserver for ``S`` seconds from its
 ``--dns-pause-at``-th query on, as a starved nameserver does on a loaded machine (benchmarks/README.md
@@ -64,7 +66,7 @@ async def one_run(args: argparse.Namespace, claims: bool, work: Path) -> dict[st
     async with TestWeb(site_spec(args)) as web:
         if args.dns_pause:
             hold_dns(web, args.dns_pause, args.dns_pause_at)
-        _, codes = await crawl_by_nodes(web, 3, claims, args, work)
+        _, codes, account = await crawl_by_nodes(web, 3, claims, args, work)
         dns_queries = sum(web.dns.queries.values())
         log = sorted(web.log, key=lambda r: r.start)
     rows = [[r.wall, r.start, r.host, r.target, r.status] for r in log]
@@ -79,7 +81,8 @@ async def one_run(args: argparse.Namespace, claims: bool, work: Path) -> dict[st
             "pages_per_s": round(pages / max(starts[-1], 1e-9)), "dns_queries": dns_queries,
             "robots_failed": len(failed), "robots_failed_dns": sum(f == "dns:" for f in failed),
             "gap": round(gap, 2), "gap_from": round(starts[after - 1], 2), "hosts_after_gap": len(late),
-            "first_after_gap": late[:5], "codes": codes}
+            "first_after_gap": late[:5], "codes": codes, "stored": account.stored, "cut": account.cut,
+            "unasked": account.unasked, "failed": account.failed, "lost": account.lost}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -95,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     end = time.monotonic() + args.minutes * 60 if args.minutes else float("inf")
-    stalls = runs = 0
+    stalls = losses = runs = 0
     for k in range(args.runs):
         for claims in {"on": [True], "off": [False], "both": [True, False]}[args.claims]:
             if time.monotonic() > end:
@@ -108,13 +111,15 @@ def main(argv: list[str] | None = None) -> int:
             row["stalled"] = row["span"] > args.stall
             runs += 1
             stalls += row["stalled"]
+            losses += bool(row["lost"])
             print(json.dumps(row), flush=True)
             with (args.out / "results.jsonl").open("a") as f:
                 f.write(json.dumps(row) + "\n")
-            if not row["stalled"]:
+            if not (row["stalled"] or row["cut"] or row["lost"]):
                 for n in range(3):
                     shutil.rmtree(work / f"n{n}", ignore_errors=True)
     print(f"{stalls} of {runs} runs stalled (span > {args.stall:g} s)")
+    print(f"{losses} of {runs} runs lost pages")
     return 0
 
 

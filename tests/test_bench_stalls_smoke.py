@@ -18,7 +18,8 @@ def test_bench_stalls_keeps_a_runs_logs_and_says_whether_it_stalled(
     row = json.loads(out[0])
     assert (row["run"], row["codes"], row["stalled"]) == ("run000-off", [0, 0, 0], False)
     assert row["requests"] >= 4 * 3 and row["dns_queries"] >= 4
-    assert out[-1] == "0 of 1 runs stalled (span > 20 s)"
+    assert out[-2:] == ["0 of 1 runs stalled (span > 20 s)", "0 of 1 runs lost pages"]
+    assert row["stored"] > 0 and (row["cut"], row["lost"]) == ([], [])
     run = tmp_path / "run000-off"
     assert len(json.loads((run / "requests.json").read_text())) == row["requests"]
     assert all((run / f"n{k}.log").exists() and not (run / f"n{k}").exists() for k in range(3))

@@ -19,9 +19,9 @@ from polecat.config import RefreshConfig
 from polecat.errors import FrontierError
 from polecat.frontier.db import SCHEMA_VERSION, TABLES, UPGRADABLE, CommittedTables
 from polecat.frontier.host_table import HOST_COUNTS
-from polecat.frontier.keys import host_of_row, ops_prefixes, parse_op_key
+from polecat.frontier.keys import host_of_row, ops_prefixes, parse_op_key, queue_prefix_of_row
 from polecat.frontier.migrate import mismatch, release_of
-from polecat.frontier.records import UrlRecord, decode_host
+from polecat.frontier.records import QueuedUrl, UrlRecord, decode_host
 from polecat.frontier.refresh import Freshness, History, RefreshPolicy
 from polecat.frontier.refresh_index import stored_freshness
 from polecat.frontier.seenlog import MANIFEST, SeenView, manifest_count
@@ -135,6 +135,16 @@ def read_outcomes(frontier_dir: Path) -> Iterator[UrlRecord]:
     with _snapshot(frontier_dir, ("urls",)) as (_, tables, _):
         for _, raw in tables.items("urls"):
             yield UrlRecord.decode(raw)
+
+
+def read_queued(frontier_dir: Path) -> Iterator[str]:
+    """Every queued URL, host by host, from one read snapshot (with the write-ahead log's entries on top,
+    wal.py rule 6): what a stop left for the next start to fetch."""
+    with _snapshot(frontier_dir, ("hosts", "queue")) as (_, tables, _):
+        for row, raw in tables.items("hosts"):
+            host = host_of_row(row)
+            for key, value in tables.items("queue", queue_prefix_of_row(row, decode_host(raw).num)):
+                yield QueuedUrl.decode(value, key, host).url
 
 
 def read_status(frontier_dir: Path, top: int = 10, refresh: RefreshConfig | None = None,
