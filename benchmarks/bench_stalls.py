@@ -29,7 +29,6 @@ import json
 import re
 import shutil
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -41,31 +40,11 @@ ROBOTS_FAILED = re.compile(r" INFO polecat: \S+/robots\.txt failed: (\S+)")
 """A robots.txt fetch a node logged as failed, and the first word of its reason (``dns:``...)."""
 
 
-def hold_dns(web: TestWeb, seconds: float, at: int) -> None:
-    """Hold every answer of ``web``'s nameserver for ``seconds`` from its ``at``-th query on."""
-    zone = web.dns._resolver  # the test server's zone: the benchmark wraps its answers on purpose
-    answer = zone.resolve
-    lock = threading.Lock()
-    state: dict[str, float] = {"queries": 0, "until": 0.0}
-
-    def resolve(request: Any, handler: Any) -> Any:
-        with lock:
-            state["queries"] += 1
-            if state["queries"] == at:
-                state["until"] = time.monotonic() + seconds
-            left = state["until"] - time.monotonic()
-        if left > 0:
-            time.sleep(left)
-        return answer(request, handler)
-
-    zone.resolve = resolve  # type: ignore[method-assign]
-
-
 async def one_run(args: argparse.Namespace, claims: bool, work: Path) -> dict[str, Any]:
     """One crawl into ``work``: its JSON line (module docstring)."""
     async with TestWeb(site_spec(args)) as web:
         if args.dns_pause:
-            hold_dns(web, args.dns_pause, args.dns_pause_at)
+            web.dns.hold(args.dns_pause, args.dns_pause_at)
         _, codes, account = await crawl_by_nodes(web, 3, claims, args, work)
         dns_queries = sum(web.dns.queries.values())
         log = sorted(web.log, key=lambda r: r.start)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import socket
+import time
 from collections.abc import AsyncIterator, Iterator
 from types import SimpleNamespace
 
@@ -15,7 +16,7 @@ from polecat.config import DnsConfig
 from polecat.errors import BlockedAddressError, DnsError
 from polecat.fetch import dns as dns_module
 from polecat.fetch.dns import CachingResolver, ipv6_usable
-from polecat.testing.dns import LocalDnsServer
+from polecat.testing.dns import LocalDnsServer, query
 from polecat.testing.fakes import FakeClock
 
 
@@ -518,3 +519,15 @@ async def test_a_cached_answer_holds_no_tracked_address(dns: LocalDnsServer,
     gc.collect()
     gc.collect()  # the outer tuple is untracked once the pass before has untracked the inner ones
     assert not gc.is_tracked(addrs) and not any(map(gc.is_tracked, addrs))
+
+
+def test_the_test_nameserver_holds_its_answers_from_the_query_it_is_told(dns: LocalDnsServer) -> None:
+    """polecat.testing.dns ``hold`` (bench_stalls' starved nameserver): the answer to the ``at``-th query
+    from the call on waits the hold out (a sleep's lower bound: no load makes it shorter), and is still
+    an answer."""
+    dns.add("held.test", ["127.0.0.8"])
+    dns.hold(0.3, at=2)
+    assert query(dns.address, "held.test").rr
+    started = time.monotonic()
+    assert query(dns.address, "held.test").rr
+    assert time.monotonic() - started >= 0.3

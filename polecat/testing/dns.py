@@ -7,6 +7,7 @@ in the test's event loop and a crawler running in another process alike::
         dns.add("h01.test", ["127.0.0.1"])
         dns.fail("broken.test")                 # SERVFAIL
         dns.drop("slow.test", 2)                # its next 2 queries get no answer
+        dns.hold(1.5, at=120)                   # every answer 1.5 s late from the 120th query on
         crawl(nameserver=dns.address)           # "127.0.0.1:PORT"
         assert dns.queries["h01.test"] >= 1
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 import ipaddress
 import socket
 import threading
+import time
 from collections import Counter
 from types import TracebackType
 from typing import Any
@@ -46,6 +48,11 @@ class _Resolver:
         self._records: dict[str, tuple[list[ipaddress.IPv4Address | ipaddress.IPv6Address], int]] = {}
         self._failures: dict[str, int] = {}
         self._drops: Counter[str] = Counter()
+        self._hold_at: tuple[int, float] | None = None
+        """(the query from which answers are held, for how long): :meth:`LocalDnsServer.hold`."""
+        self._held_until = 0.0
+        self._asked = 0
+        """Queries of any name so far."""
         self.queries: Counter[str] = Counter()
         self.types: Counter[str] = Counter()
 
@@ -64,6 +71,10 @@ class _Resolver:
         with self._lock:
             self._drops[_norm(name)] = count
 
+    def hold(self, seconds: float, at: int) -> None:
+        with self._lock:
+            self._hold_at = (self._asked + at, seconds)
+
     def remove(self, name: str) -> None:
         with self._lock:
             self._records.pop(_norm(name), None)
@@ -78,12 +89,18 @@ class _Resolver:
         name = _norm(qname)
         with self._lock:
             self.queries[name] += 1
+            self._asked += 1
             self.types[QTYPE.get(qtype, str(qtype))] += 1
             failure = self._failures.get(name)
             record = self._records.get(name)
             dropped = self._drops[name] > 0
             if dropped:
                 self._drops[name] -= 1
+            if self._hold_at is not None and self._asked == self._hold_at[0]:
+                self._held_until = time.monotonic() + self._hold_at[1]
+            late = self._held_until - time.monotonic()
+        if late > 0:  # the server's handler threads wait: answers of any name are held meanwhile
+            time.sleep(late)
         if dropped:  # dnslib's handler sends nothing for this error (its logger is silenced in start())
             raise DNSError(f"{name}: query dropped")
         if failure is not None:
@@ -142,6 +159,11 @@ class LocalDnsServer:
         """Leave the next ``count`` queries of ``name`` (any type) unanswered: a nameserver that lost them,
         or answers too late; they are counted in :attr:`queries` all the same."""
         self._resolver.drop(name, count)
+
+    def hold(self, seconds: float, at: int) -> None:
+        """Hold every answer for ``seconds`` from the ``at``-th query from now on (1: the next), as a
+        starved nameserver on a loaded machine does: a query asked meanwhile is answered at its end."""
+        self._resolver.hold(seconds, at)
 
     def remove(self, name: str) -> None:
         """Forget ``name``: it answers NXDOMAIN again."""
