@@ -48,6 +48,9 @@ its own) and ``--device NAME`` reports the sectors written to that device (/sys/
 child's start to a ``sync`` after its exit) per URL admitted: the bytes that reached the disk, the
 journal's included, and nobody else's. ``--frontier KEY=VALUE`` sets the crawl's ``[frontier]`` KEY; with
 benchmarks/io_probe first on PYTHONPATH the crawl splits its writes by cause.
+
+``--silent-dns K``: every K-th host's name is never answered (BreadthWeb's ``silent``): what lookups that
+time out cost a breadth crawl (polecat/fetch/dns.py rule 11).
 """
 
 from __future__ import annotations
@@ -161,7 +164,8 @@ def _server_tls(work: Path) -> ssl.SSLContext:
 def breadth(args: argparse.Namespace, work: Path) -> None:
     built = time.monotonic()
     tls = _server_tls(work) if args.tls else None
-    with BreadthWeb(args.hosts, min_interval=1 / args.rate - JITTER, tls=tls, mixed=args.mixed) as web:
+    with BreadthWeb(args.hosts, min_interval=1 / args.rate - JITTER, tls=tls, mixed=args.mixed,
+                    silent=args.silent_dns) as web:
         print(f"web of {args.hosts} hosts ready in {time.monotonic() - built:.1f} s", flush=True)
         seeds = work / "seeds.txt"
         seeds.write_text("".join(f"{url}\n" for url in web.seeds()))
@@ -503,6 +507,8 @@ def main() -> None:
                    help="a setting of the crawl's [frontier] section, as TOML (e.g. log_max_mb=256)")
     p.add_argument("--profile", metavar="PATH",
                    help="--seeds-only: run the node under cProfile, its stats written to PATH")
+    p.add_argument("--silent-dns", type=int, default=0, metavar="K",
+                   help="every K-th host's name is never answered (a lame delegation)")
     p.add_argument("--tls", action="store_true",
                    help="the web serves HTTPS with a certificate from a local CA given to the crawl")
     p.add_argument("--mixed", action="store_true",

@@ -19,6 +19,9 @@ answer is written before the server reads the next request.
 With ``tls`` the hosts are served over HTTPS; with ``mixed`` too, every other host (odd ``i``) is served
 plain HTTP instead, by a second server on every address at a port of its own: a breadth crawl from a
 domain list meets both, and the server counts each scheme's requests apart.
+
+With ``silent=k`` every ``k``-th host's name (``i % k == k - 1``) is never answered by the DNS server: a
+lame delegation, whose nameservers drop every query, as a share of any big domain list has.
 """
 
 from __future__ import annotations
@@ -104,11 +107,15 @@ class BreadthWeb:
     __test__ = False
 
     def __init__(self, hosts: int, *, addresses: int = 16, leaves: int = 5, min_interval: float = 0.0,
-                 ttl: int = 300, tls: ssl.SSLContext | None = None, mixed: bool = False) -> None:
+                 ttl: int = 300, tls: ssl.SSLContext | None = None, mixed: bool = False,
+                 silent: int = 0) -> None:
         """``tls``: serve HTTPS with this server context (the seeds are then ``https://``); ``mixed``: every
-        other host plain HTTP (see the module docstring)."""
+        other host plain HTTP; ``silent``: every ``silent``-th name never answered (see the module
+        docstring)."""
         if not 1 <= addresses <= 250 * 250:
             raise ValueError("addresses must be in [1, 62500]")
+        if silent < 0:
+            raise ValueError("silent must be >= 0")
         if mixed and tls is None:
             raise ValueError("mixed needs tls: the other half of the hosts is served over HTTPS")
         self.hosts = hosts
@@ -116,6 +123,7 @@ class BreadthWeb:
         self.min_interval = min_interval
         self.dns = LocalDnsServer()
         self._ttl = ttl
+        self._silent = silent
         self._addresses = [f"127.77.{k // 250}.{k % 250 + 1}" for k in range(addresses)]
         self._port = self._plain_port = 0
         self._state: dict[bytes, _Host] = {}
@@ -141,6 +149,10 @@ class BreadthWeb:
 
     def name(self, i: int) -> str:
         return f"h{i}.breadth.test"
+
+    def is_silent(self, i: int) -> bool:
+        """Whether host ``i``'s name is never answered (``silent``)."""
+        return bool(self._silent) and i % self._silent == self._silent - 1
 
     def seeds(self) -> list[str]:
         """One root URL per host."""
@@ -270,7 +282,10 @@ class BreadthWeb:
         """Start the DNS server and the HTTP server (returns once both listen)."""
         self.dns.start()
         for i in range(self.hosts):
-            self.dns.add(self.name(i), [self._addresses[i % len(self._addresses)]], ttl=self._ttl)
+            if self.is_silent(i):
+                self.dns.silence(self.name(i))
+            else:
+                self.dns.add(self.name(i), [self._addresses[i % len(self._addresses)]], ttl=self._ttl)
         ready = threading.Event()
         errors: list[BaseException] = []
         loop = self._loop = asyncio.new_event_loop()

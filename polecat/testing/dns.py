@@ -7,6 +7,7 @@ in the test's event loop and a crawler running in another process alike::
         dns.add("h01.test", ["127.0.0.1"])
         dns.fail("broken.test")                 # SERVFAIL
         dns.drop("slow.test", 2)                # its next 2 queries get no answer
+        dns.silence("lame.test")                # no query of it is ever answered
         dns.hold(1.5, at=120)                   # every answer 1.5 s late from the 120th query on
         crawl(nameserver=dns.address)           # "127.0.0.1:PORT"
         assert dns.queries["h01.test"] >= 1
@@ -47,7 +48,8 @@ class _Resolver:
         self._lock = threading.Lock()
         self._records: dict[str, tuple[list[ipaddress.IPv4Address | ipaddress.IPv6Address], int]] = {}
         self._failures: dict[str, int] = {}
-        self._drops: Counter[str] = Counter()
+        self._drops: dict[str, float] = {}
+        """Queries of a name left unanswered from now on (``inf``: every one)."""
         self._hold_at: tuple[int, float] | None = None
         """(the query from which answers are held, for how long): :meth:`LocalDnsServer.hold`."""
         self._held_until = 0.0
@@ -67,7 +69,7 @@ class _Resolver:
             self._records.pop(_norm(name), None)
             self._failures[_norm(name)] = rcode
 
-    def drop(self, name: str, count: int) -> None:
+    def drop(self, name: str, count: int | float) -> None:
         with self._lock:
             self._drops[_norm(name)] = count
 
@@ -93,9 +95,10 @@ class _Resolver:
             self.types[QTYPE.get(qtype, str(qtype))] += 1
             failure = self._failures.get(name)
             record = self._records.get(name)
-            dropped = self._drops[name] > 0
+            drops = self._drops.get(name, 0)
+            dropped = drops > 0
             if dropped:
-                self._drops[name] -= 1
+                self._drops[name] = drops - 1
             if self._hold_at is not None and self._asked == self._hold_at[0]:
                 self._held_until = time.monotonic() + self._hold_at[1]
             late = self._held_until - time.monotonic()
@@ -159,6 +162,11 @@ class LocalDnsServer:
         """Leave the next ``count`` queries of ``name`` (any type) unanswered: a nameserver that lost them,
         or answers too late; they are counted in :attr:`queries` all the same."""
         self._resolver.drop(name, count)
+
+    def silence(self, name: str) -> None:
+        """Leave every query of ``name`` unanswered from now on: a lame delegation, whose nameservers
+        never answer (counted in :attr:`queries`)."""
+        self._resolver.drop(name, float("inf"))
 
     def hold(self, seconds: float, at: int) -> None:
         """Hold every answer for ``seconds`` from the ``at``-th query from now on (1: the next), as a
