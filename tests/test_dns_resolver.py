@@ -12,11 +12,13 @@ from types import SimpleNamespace
 import aiodns
 import pytest
 
-from polecat.config import DnsConfig
-from polecat.errors import BlockedAddressError, DnsError
+from polecat.config import Config, DnsConfig
+from polecat.config.validation import validate
+from polecat.errors import BlockedAddressError, ConfigError, DnsError
 from polecat.fetch import dns as dns_module
 from polecat.fetch.dns import CachingResolver, ipv6_usable
 from polecat.testing.dns import LocalDnsServer, query
+from polecat.testing.failover import until
 from polecat.testing.fakes import FakeClock
 
 
@@ -531,3 +533,39 @@ def test_the_test_nameserver_holds_its_answers_from_the_query_it_is_told(dns: Lo
     started = time.monotonic()
     assert query(dns.address, "held.test").rr
     assert time.monotonic() - started >= 0.3
+
+
+async def test_names_that_never_answer_hold_at_most_their_places_and_others_pass(
+        dns: LocalDnsServer, clock: FakeClock) -> None:
+    """Rule 12: lookups of silenced names (a lame delegation) each hold one of ``concurrency`` places
+    while they are asked again (rule 11; the fake clock never reaches their timeout); a name asked while
+    a place is free is answered at once, and one asked while every place is held waits its turn."""
+    lame = [f"lame{i}.test" for i in range(3)]
+    for name in lame:
+        dns.silence(name)
+    dns.add("answers.test", ["127.0.0.8"])
+    dns.add("waits.test", ["127.0.0.9"])
+    r = CachingResolver(config(dns, ipv6="off", timeout=10.0, concurrency=4), clock=clock)
+    try:
+        held = [asyncio.ensure_future(r.lookup(name)) for name in lame]
+        await until(lambda: all(dns.queries[name] for name in lame), 30, "each lame name asked")
+        assert await asyncio.wait_for(r.lookup("answers.test"), 10) == (("127.0.0.8", socket.AF_INET),)
+        dns.silence("lame0-again.test")
+        held.append(asyncio.ensure_future(r.lookup("lame0-again.test")))
+        await until(lambda: dns.queries["lame0-again.test"] > 0, 30, "the fourth lame name asked")
+        waiting = asyncio.ensure_future(r.lookup("waits.test"))
+        await asyncio.sleep(1.0)
+        assert not waiting.done() and dns.queries["waits.test"] == 0  # every place held
+        assert not any(task.done() for task in held)
+        waiting.cancel()
+    finally:
+        await r.close()
+    for task in [*held, waiting]:
+        with pytest.raises((DnsError, asyncio.CancelledError)):
+            await task
+
+
+def test_a_lookup_concurrency_outside_its_range_is_refused() -> None:
+    for bad in (0, 65_537):
+        with pytest.raises(ConfigError, match=r"dns\.concurrency: must be in \[1, 65536\]"):
+            validate(Config(dns=DnsConfig(concurrency=bad)))

@@ -183,6 +183,9 @@ class DnsConfig:
     never. On a v4-only machine AAAA answers cannot be used and would double the queries."""
     max_entries: int = 200_000
     """Names the cache holds at most; the least recently used goes first."""
+    concurrency: int = 256
+    """Names asked of the nameservers at once; the rest wait their turn. A name whose nameservers never
+    answer holds its place for ``timeout`` (polecat/fetch/dns.py rule 12)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -144,6 +144,7 @@ def validate(cfg: Config) -> None:
     _check(d.negative_ttl >= 0, "dns.negative_ttl", "must be >= 0")
     _check(d.timeout > 0, "dns.timeout", "must be > 0")
     _check(d.max_entries >= 1, "dns.max_entries", "must be >= 1")
+    _check(1 <= d.concurrency <= 65_536, "dns.concurrency", "must be in [1, 65536]")
     for i, server in enumerate(d.nameservers):
         problem = _nameserver_problem(server)
         _check(problem is None, f"dns.nameservers[{i}]", problem or "")
