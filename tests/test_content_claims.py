@@ -121,6 +121,32 @@ def test_claims_this_member_owns_are_decided_at_once_and_others_batched_per_owne
     assert q.pending() == 2
 
 
+class Unread:
+    """A held page's record that a tick's pass must not read (claims rule 5: sent pages are kept apart)."""
+
+    def __getattr__(self, name: str) -> object:
+        raise AssertionError(f"a sent page's {name} was read")
+
+
+def test_a_tick_s_batches_read_only_the_pages_not_sent_and_keep_the_order_they_came() -> None:
+    """Claims rule 5: a tick's batches come from the held pages with a claim not sent (the pages sent
+    wait for answers, not read again each tick); a claim not delivered goes again ahead of later ones."""
+    members = ("w0", "w1")
+    q = _queue("w0", members)
+    first, second, third = _owned_by("w1", members, 3)
+    q.add(first, "http://a/1", T0, T0)
+    q.add(second, "http://a/2", T0, T0)
+    sent = q.batches(T0)["w1"]
+    q.undelivered("w1", sent[:1], T0)
+    q.add(third, "http://a/3", T0, T0)
+    q._waiting[sent[1].seq] = Unread()  # type: ignore[assignment]
+    again = q.batches(T0 + RETRY_AFTER)["w1"]
+    assert [c.url for c in again] == ["http://a/1", "http://a/3"]
+    for c in again:
+        q._waiting[c.seq] = Unread()  # type: ignore[assignment]
+    assert q.batches(T0 + 2 * RETRY_AFTER) == {}
+
+
 def test_an_undelivered_batch_goes_again_and_a_page_that_waits_too_long_is_stored_in_full_marked() -> None:
     members = ("w0", "w1")
     q = _queue("w0", members, wait=1.0)

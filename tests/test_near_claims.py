@@ -24,6 +24,7 @@ from polecat.cluster.batch import HandoffError, unframe
 from polecat.cluster.claimlink import CLAIM_HEADER, ContentClaims
 from polecat.cluster.claims import (
     BAND_BASES,
+    RETRY_AFTER,
     UNANSWERED,
     Answer,
     Claim,
@@ -57,6 +58,7 @@ from polecat.writes import Delete, Put
 from tests.conftest import TestWebFactory
 from tests.pywb_helpers import NEEDS_PYWB, pywb_bin
 from tests.replay_helpers import replay
+from tests.test_content_claims import Unread
 from tests.test_crawl_restart import crawl_cmd
 
 T0 = 1_790_000_000.0
@@ -303,6 +305,26 @@ def test_a_page_claimed_again_after_a_refused_deposit_takes_no_refused_base_but_
     assert q.batches(T0 + 0.5) == {"m1": batch}  # half the wait: the next answer is taken
     # The own book answered "none": the page is its base, the refused one gone from it.
     assert q.answered("m1", [NearAnswer(seq, refused)]) == [NearOutcome(seq, refused, ("m0",))]
+
+
+def test_a_tick_s_near_batches_read_only_the_pages_not_sent_and_keep_the_order_they_came() -> None:
+    """Claims rule 5 for near claims: a tick's batches come from the held pages with a claim not sent to
+    some owner; a claim not delivered goes again ahead of later pages' claims."""
+    ring = Ring(("m0", "m1"))
+    q = NearQueue("me", ring.owner, NearBook(10, 0.5, 4), wait=1.0)
+    pages = [text(s) for s in range(3)]
+    seqs = [q.add(content_hash(p.encode()), f"http://a/{i}", T0, fingerprint(p), T0)[0]
+            for i, p in enumerate(pages[:2])]
+    sent = q.batches(T0)
+    owner = next(o for o, claims in sent.items() if claims[0].seq == seqs[0])
+    q.undelivered(owner, sent[owner][:1], T0)
+    seqs.append(q.add(content_hash(pages[2].encode()), "http://a/2", T0, fingerprint(pages[2]), T0)[0])
+    q._waiting[seqs[1]] = Unread()  # type: ignore[assignment]
+    again = q.batches(T0 + RETRY_AFTER)
+    assert again[owner][0].seq == seqs[0]
+    assert {c.seq for claims in again.values() for c in claims} == {seqs[0], seqs[2]}
+    q._waiting[seqs[0]] = q._waiting[seqs[2]] = Unread()  # type: ignore[assignment]
+    assert q.batches(T0 + 2 * RETRY_AFTER) == {}
 
 
 def test_a_near_copy_is_the_record_one_process_writes() -> None:

@@ -90,8 +90,12 @@ _Again = tuple[Fingerprint, tuple[Original, ...]]
 
 CLAIM_HEADER = "X-Polecat-Claim"
 """Added to the headers of a page stored in full because its claim had no answer (claims rule 5)."""
-TICK = 0.005
-"""Seconds a ready claim waits for others to share its batch: batches, not a message per page."""
+TICK = 0.01
+"""Seconds a ready claim waits for others to share its batch: batches, not a message per page. Between
+workers, 10 ms: a frame costs both ends more than the books' work for a page (the socket, a task, the
+codec), and 5 ms sent 0.34-0.64 frames a page (benchmarks/README.md "Issue 35: claim cost cut in the
+steady state": fewer with 10 ms in one pair of crawls, not in another); the settle (:data:`SETTLE` of a
+1 s wait) is 20 ms either way, so no more settling bases are scanned a claim."""
 NODE_TICK = 0.02
 """:data:`TICK` between nodes, chosen when each frame was a signed HTTP request (a socket frame between
 workers): at a node's usual 50-150 pages/s a 5 ms tick sent about one frame a page to each peer

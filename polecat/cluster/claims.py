@@ -22,7 +22,9 @@ Rules (this module owns them):
 4. The claimer's :class:`ClaimQueue` holds each page until its answer, at most ``capacity`` pages:
    adding one to a full queue stores the oldest in full at once. A claim whose owner is this member is
    decided at once by its own book, with no message.
-5. Claims go in batches, one per owner (:meth:`ClaimQueue.batches`), never one message per page. A batch
+5. Claims go in batches, one per owner (:meth:`ClaimQueue.batches`), never one message per page; a
+   tick's batches are made from the held pages with a claim not yet sent, kept apart (the pages sent
+   wait for answers and are not read again each tick), in the order the pages came. A batch
    that could not be delivered (the owner is not listening yet, or has died) is sent again after
    :data:`RETRY_AFTER`; one the owner refused (a release without claims) is given up at once. A page
    that waited ``wait`` seconds without an answer, or whose batch was refused, is stored in full and
@@ -149,7 +151,7 @@ from __future__ import annotations
 import hashlib
 from array import array
 from collections import OrderedDict
-from collections.abc import Callable, Container, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from operator import attrgetter, itemgetter
@@ -345,7 +347,6 @@ class _Waiting:
     claim: Claim
     owner: str
     since: float
-    sent: bool = False
 
 
 @dataclass(slots=True)
@@ -376,6 +377,9 @@ class _HeldPages(Generic[W, B]):
         self._book: B = book
         self._wait = wait
         self._waiting: OrderedDict[int, W] = OrderedDict()
+        self._unsent: dict[int, None] = {}
+        """The seqs of the held pages with a claim not yet sent (rule 5): a tick's batches read these, not
+        every held page."""
         self._retry_at: dict[str, float] = {}
         self._seq = 0
         self.sent = 0
@@ -396,6 +400,17 @@ class _HeldPages(Generic[W, B]):
     def _overdue(self, now: float) -> list[int]:
         """The seqs of the held pages that waited ``wait`` seconds (rules 5 and 11)."""
         return overdue(self._waiting, attrgetter("since"), now, self._wait)
+
+    def _unsent_held(self) -> Iterator[tuple[int, W]]:
+        """The held pages with a claim not yet sent, in the order they came (rule 5: seqs grow with it; a
+        claim not delivered is unsent again, behind later ones in :attr:`_unsent`); a page no longer
+        held leaves the index here."""
+        for seq in sorted(self._unsent):
+            w = self._waiting.get(seq)
+            if w is None:
+                del self._unsent[seq]
+            else:
+                yield seq, w
 
 
 K = TypeVar("K")
@@ -440,7 +455,9 @@ class ClaimQueue(_HeldPages[_Waiting, ClaimBook]):
             self.unanswered += 1
             out.append(Outcome(seq, None, marked=True))
         # This member's own claims are never sent: they wait on its book like another member's copies.
-        self._waiting[claim.seq] = _Waiting(claim, owner, now, sent=owner == self.self_id)
+        self._waiting[claim.seq] = _Waiting(claim, owner, now)
+        if owner != self.self_id:
+            self._unsent[claim.seq] = None
         return claim.seq, out
 
     def _outcome(self, owner: str, claim: Claim, original: tuple[str, float] | None) -> Outcome:
@@ -474,9 +491,9 @@ class ClaimQueue(_HeldPages[_Waiting, ClaimBook]):
         """Every claim not yet sent, by owner, but for owners to retry later (rule 5); they count as sent
         from now."""
         out: dict[str, list[Claim]] = {}
-        for w in self._waiting.values():
-            if not w.sent and self._retry_at.get(w.owner, 0.0) <= now:
-                w.sent = True
+        for seq, w in self._unsent_held():
+            if self._retry_at.get(w.owner, 0.0) <= now:
+                del self._unsent[seq]
                 out.setdefault(w.owner, []).append(w.claim)
                 self.sent += 1
         return out
@@ -496,9 +513,8 @@ class ClaimQueue(_HeldPages[_Waiting, ClaimBook]):
         """A batch did not reach ``owner``: its claims go again after :data:`RETRY_AFTER` (rule 5)."""
         self._retry_later(owner, now)
         for c in claims:
-            w = self._waiting.get(c.seq)
-            if w is not None:
-                w.sent = False
+            if c.seq in self._waiting:
+                self._unsent[c.seq] = None
 
     def refused(self, claims: Iterable[Claim]) -> list[Outcome]:
         """The held pages of a batch the owner refused: stored in full, marked (rule 5)."""
@@ -1008,6 +1024,11 @@ class NearQueue(_HeldPages[_NearWaiting, NearBook]):
     """The claimer's pages waiting for their near claims' answers (rule 11); its book answers the band
     keys this member owns."""
 
+    def __init__(self, self_id: str, owner_of: Callable[[int], str], book: NearBook, *, wait: float) -> None:
+        super().__init__(self_id, owner_of, book, wait=wait)
+        self._stale: dict[int, None] = {}
+        """The seqs of the held pages whose answers naming a refused base are not taken yet (rule 17)."""
+
     @property
     def book(self) -> NearBook:
         """This member's book (rule 10)."""
@@ -1021,8 +1042,12 @@ class NearQueue(_HeldPages[_NearWaiting, NearBook]):
         claim = _make(NearClaim, self._seq, digest, url, fetched_at, fp.index, fp.verify)
         owners = band_owners(fp.index, self._owner_of)
         stale = frozenset((o.holder, o.digest) for o in refused) if refused else frozenset()
-        self._waiting[claim.seq] = _NearWaiting(claim, {o for o in owners if o != self.self_id}, set(owners),
-                                                owners, now, stale=stale)
+        w = self._waiting[claim.seq] = _NearWaiting(claim, {o for o in owners if o != self.self_id},
+                                                    set(owners), owners, now, stale=stale)
+        if w.unsent:
+            self._unsent[claim.seq] = None
+        if stale:
+            self._stale[claim.seq] = None
         if self.self_id not in owners:
             return claim.seq, []
         return claim.seq, self.answered(self.self_id, self._book.own(self.self_id, claim, now, stale))
@@ -1030,15 +1055,19 @@ class NearQueue(_HeldPages[_NearWaiting, NearBook]):
     def batches(self, now: float) -> dict[str, list[NearClaim]]:
         """Every near claim not yet sent, by owner, but for owners to retry later (rule 5)."""
         out: dict[str, list[NearClaim]] = {}
-        for w in self._waiting.values():
-            if w.stale and now - w.since >= self._wait / 2:  # its answers are taken (rule 17)
-                w.stale = frozenset()
-            if not w.unsent:  # most held pages: every claim of theirs is out
-                continue
+        for seq in list(self._stale):
+            w = self._waiting.get(seq)
+            if w is None or now - w.since >= self._wait / 2:  # its answers are taken (rule 17)
+                if w is not None:
+                    w.stale = frozenset()
+                del self._stale[seq]
+        for seq, w in self._unsent_held():
             for owner in [o for o in w.unsent if self._retry_at.get(o, 0.0) <= now]:
                 w.unsent.discard(owner)
                 out.setdefault(owner, []).append(w.claim)
                 self.sent += 1
+            if not w.unsent:
+                del self._unsent[seq]
         return out
 
     def answered(self, owner: str, answers: Iterable[NearAnswer]) -> list[NearOutcome]:
@@ -1052,6 +1081,7 @@ class NearQueue(_HeldPages[_NearWaiting, NearBook]):
             o = a.original
             if o is not None and (o.holder, o.digest) in w.stale:  # asked again (rule 17)
                 w.unsent.add(owner)
+                self._unsent[a.seq] = None
                 continue
             if o is None:
                 w.none.add(owner)
@@ -1075,6 +1105,7 @@ class NearQueue(_HeldPages[_NearWaiting, NearBook]):
             w = self._waiting.get(c.seq)
             if w is not None and owner in w.unanswered:
                 w.unsent.add(owner)
+                self._unsent[c.seq] = None
 
     def refused(self, owner: str, claims: Iterable[NearClaim]) -> list[NearOutcome]:
         """``owner`` refused a batch: its answers count as "none" (rule 11)."""
