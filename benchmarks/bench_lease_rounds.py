@@ -18,7 +18,12 @@ The queue heads of the hosts due next are read ahead on a thread of their own, a
 (polecat/node/leases.py rule 8: a step of :class:`~polecat.frontier.read_ahead.HeadsAhead` before each lease
 call); ``--no-heads`` leases without (and runs on a tree from before the read-ahead: the before figures).
 Each round prints wall and CPU per call of the loop's thread (``time.thread_time``: the reader's CPU is
-its own), the loop thread's major faults and the heads the reader read, with its faults."""
+its own), the loop thread's major faults and the heads the reader read, with its faults.
+
+``--refills`` adds, each round, the loop thread's CPU in the refills of memory from the ``ready`` index
+(polecat/frontier/host_table.py rule 7) and the hosts they took in: what a lease of a host out of memory
+pays besides the lease itself (a dir with more hosts than ``frontier.working_hosts``; none where every
+host is in memory)."""
 
 from __future__ import annotations
 
@@ -28,12 +33,14 @@ import resource
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from benchmarks.bench_periodic import SCAN_AT, reopen
 from polecat.frontier.db import FrontierDB
 from polecat.frontier.frontier import Frontier
+from polecat.frontier.host_table import HostTable
 from polecat.frontier.politeness import Attempt
 from polecat.frontier.records import Completion, Lease
 from polecat.writes import Write
@@ -111,6 +118,37 @@ def count_faults() -> tuple[Counter[tuple[str, str]], Counter[tuple[str, str]]]:
     return faults, calls
 
 
+@dataclass
+class Refills:
+    """What the refills (host_table.py rule 7) cost the loop thread since the last :meth:`take`."""
+
+    cpu: float = 0.0
+    calls: int = 0
+    hosts: int = 0
+
+    def take(self) -> tuple[float, int, int]:
+        """CPU seconds, calls and hosts taken in so far, then counted afresh."""
+        got = self.cpu, self.calls, self.hosts
+        self.cpu, self.calls, self.hosts = 0.0, 0, 0
+        return got
+
+
+def count_refills() -> Refills:
+    """Wrap HostTable.refill to add up its thread CPU and the hosts it takes into memory."""
+    spent = Refills()
+    refill = HostTable.refill
+
+    def counted_refill(self: HostTable, now: float, out: list[Write]) -> None:
+        before, cpu = len(self.hosts), time.thread_time()
+        refill(self, now, out)
+        spent.cpu += time.thread_time() - cpu
+        spent.calls += 1
+        spent.hosts += len(self.hosts) - before
+
+    HostTable.refill = counted_refill  # type: ignore[method-assign]
+    return spent
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("dir", type=Path, help="a data dir bench_periodic --dir left")
@@ -120,10 +158,12 @@ def main() -> None:
     ap.add_argument("--evict", action="store_true", help="drop the dir's files from the page cache first")
     ap.add_argument("--faults", action="store_true", help="major faults by FrontierDB call and table")
     ap.add_argument("--no-heads", action="store_true", help="no queue heads read ahead (leases.py rule 8)")
+    ap.add_argument("--refills", action="store_true", help="loop CPU in refills from `ready`, hosts taken in")
     args = ap.parse_args()
     if args.evict:
         print(f"evicted {evict(args.dir):,} files from the page cache", flush=True)
     counted = count_faults() if args.faults else None
+    refills = count_refills() if args.refills else None
     hosts = args.urls // args.per_host
     db, frontier, robots = reopen(args.dir, args.urls)
     # Hosts bench_periodic's own admits and leases did not touch (it takes the last 2,000).
@@ -143,11 +183,14 @@ def main() -> None:
         before = resource.getrusage(resource.RUSAGE_THREAD)
         c0, t0 = time.thread_time(), time.perf_counter()
         calls = 0
+        longest = 0.0
         while len(leases) < ROUND and calls < 5 * ROUND:
             calls += 1
             if heads is not None:
                 heads.step(now)  # as the node's lease loop: leases.py rule 8
+            call_from = time.thread_time()
             got = db.applied(frontier.lease(now))
+            longest = max(longest, time.thread_time() - call_from)
             if isinstance(got, Lease):
                 leases.append(got)
             else:
@@ -166,7 +209,8 @@ def main() -> None:
                       f"{'' if heads.running else ', stopped'}")
             read = now_read
         print(f"round {r}: {len(leases):,} leases in {calls:,} calls, lease {(t1 - t0) / calls * 1e6:.1f} us "
-              f"wall {(c1 - c0) / calls * 1e6:.1f} us CPU a call, complete {(t2 - t1) / done * 1e6:.1f} us "
+              f"wall {(c1 - c0) / calls * 1e6:.1f} us CPU a call (longest {longest * 1e3:.1f} ms CPU), "
+              f"complete {(t2 - t1) / done * 1e6:.1f} us "
               f"wall {(c2 - c1) / done * 1e6:.1f} us CPU; loop thread's page faults "
               f"{after.ru_majflt - before.ru_majflt:,} major, {after.ru_minflt - before.ru_minflt:,} minor"
               f"{reader}", flush=True)
@@ -176,6 +220,11 @@ def main() -> None:
             where = ", ".join(f"{call} {table} {n:,}" for (call, table), n in top)
             print(f"  loop thread's major faults in the round by call: {where or 'none'}", flush=True)
             round_from = now_faults
+        if refills is not None:
+            cpu, refilled, taken = refills.take()
+            print(f"  refills: {refilled:,} calls took {taken:,} hosts into memory, {cpu * 1e3:.1f} ms loop "
+                  f"CPU ({cpu / (taken or 1) * 1e6:.1f} us a host) of the round's {(c1 - c0) * 1e3:.1f} ms "
+                  f"of lease calls", flush=True)
     if heads is not None:
         heads.stop()
         print(f"leaves handed to the kernel's readahead (head_reader.py rule 5): "

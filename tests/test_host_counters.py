@@ -17,7 +17,7 @@ from hypothesis import strategies as hs
 
 from polecat.config import Config, FrontierConfig, ScopeConfig
 from polecat.frontier.controls import Controls
-from polecat.frontier.host_table import HOST_COUNTS, HostTable, parent_domains, quarantined
+from polecat.frontier.host_table import ADVANCE_STEP, HOST_COUNTS, HostTable, parent_domains, quarantined
 from polecat.frontier.observe import Observation
 from polecat.frontier.politeness import HostState
 from polecat.frontier.records import Idle, Lease, Wait, decode_host
@@ -347,3 +347,25 @@ def test_a_scrape_reads_no_host() -> None:
     assert (known, with_queue) == (2_000, 2_000) and quarantine >= s.hosts_backoff > 0
     assert s.hosts_ready + s.hosts_waiting == 2_000
     check_gauges(rig, now)
+
+
+def test_hosts_falling_due_together_are_counted_ready_in_bounded_steps() -> None:
+    """Rule 17: 5,000 hosts due at one time (as the working set after an open) are moved to ready at most
+    ADVANCE_STEP a call, each call going on from the last; the gauges then equal a pass over the hosts."""
+    rig = Rig(Path("/nonexistent"), cfg=replace(CFG, frontier=FrontierConfig(working_hosts=10_000)),
+              backend="memory")
+    now = 1_000.0
+    for start in range(0, 5_000, 500):  # a page brings 1,000 new hosts at most (max_new_hosts_per_page)
+        rig.frontier.add_many([canon(f"http://h{i}.together.test/") for i in range(start, start + 500)],
+                              1, 0.5, now)
+    table = rig.raw._table
+    assert len(table.due_heap) == 5_000 and not table.due
+    popped = []
+    while table.due_heap:
+        before = len(table.due_heap)
+        rig.raw.stats(now + 1.0)  # a scrape advances the counts (a lease call does the same)
+        popped.append(before - len(table.due_heap))
+    assert len(popped) > 1  # not all 5,000 in one call
+    assert max(popped) <= ADVANCE_STEP and sum(popped) == 5_000 and len(popped) == -(-5_000 // ADVANCE_STEP)
+    assert len(table.due) == 5_000
+    check_gauges(rig, now + 1.0)
