@@ -37,7 +37,10 @@ web's log for nodes; robots.txt and soft-404 probes left out), and when that cou
 :data:`STEADY`'s fractions of the pages of the ground truth, the CPU of every crawl process (utime + stime,
 of the node and its worker children, or of each node, from /proc) and the time are sampled: steady CPU a page
 is the CPU between the two samples over the pages served between them, steady pages/s those pages over the
-seconds between them ("steady s").
+seconds between them ("steady s"). The CPU and the time are sampled at each tenth of those pages from
+10 % to 90 % (:data:`MARKS`), so that the CPU a page of each tenth between them is printed after the table,
+beside the page rate of each tenth of the crawl's page requests (:func:`profile`): whether the window is
+flat, and whether a page costs more as the crawl grows.
 """
 
 from __future__ import annotations
@@ -77,13 +80,15 @@ ROOT = Path(__file__).resolve().parent.parent
 QUIET = 0.5
 """Seconds without a request after the last page of the truth was asked for before the nodes are stopped."""
 
+MARKS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+"""Where the CPU and the time are sampled, in fractions of the ground truth's pages served."""
+
 STEADY = (0.2, 0.8)
-"""The steady window, in fractions of the ground truth's pages served. Before 20 %: the ramp, while the
-seeds' hosts are asked for robots.txt and their first pages and the frontier fills (at 2,000 hosts x 10
-pages, the page rate over the first tenth of the pages was about half the middle's); past 80 %: the tail,
-hosts running out of pages, their politeness waits and the last claims' answers (the last tenth again
-about half the middle's rate). Between them the rate is flat within the spread of one run to the next
-(benchmarks/README.md "Issue 35: claim cost in the steady state of a longer crawl")."""
+"""The steady window (two of :data:`MARKS`). Before 20 %: the ramp, while the hosts are asked for robots.txt
+(a request a host before its first page, not counted as a page) and the frontier fills; past 80 %: the
+tail, hosts running out of pages, their politeness waits and the last claims' answers. The lines after the
+table show where the rate is flat (benchmarks/README.md "Issue 35: claim cost in the steady state of a
+longer crawl")."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,29 +106,40 @@ class Sample:
 class SteadyWindow:
     """The steady state of one crawl (module docstring): fed the web's count of pages served at each poll,
     it samples the crawl's CPU and the time at the first poll whose count reaches each of ``fractions`` of
-    ``expected`` pages."""
+    ``expected`` pages; the steady window runs from the sample at ``steady[0]`` to the one at
+    ``steady[1]``."""
 
-    def __init__(self, expected: int, fractions: tuple[float, float] = STEADY) -> None:
-        self.marks = (round(expected * fractions[0]), round(expected * fractions[1]))
+    def __init__(self, expected: int, fractions: tuple[float, ...] = MARKS,
+                 steady: tuple[float, float] = STEADY) -> None:
+        self.marks = tuple(round(expected * f) for f in fractions)
+        self._steady = (fractions.index(steady[0]), fractions.index(steady[1]))
         self.samples: list[Sample] = []
 
     def observe(self, pages: int, read: Callable[[], tuple[float, float]]) -> None:
         """``pages``: served so far; ``read``: the crawl's CPU seconds and the time, called at a mark only
-        (one mark a poll: a count past both takes the end sample at the next poll)."""
-        if len(self.samples) < 2 and pages >= self.marks[len(self.samples)]:
+        (one mark a poll: a count past two takes the next sample at the next poll)."""
+        if len(self.samples) < len(self.marks) and pages >= self.marks[len(self.samples)]:
             cpu_s, at = read()
             self.samples.append(Sample(pages, cpu_s, at))
 
-    def figures(self) -> tuple[float, float, float] | None:
-        """(seconds, CPU ms a page, pages/s) between the two samples; None before both, or for a window
-        with no page or no time in it."""
-        if len(self.samples) < 2:
+    def between(self, first: int, last: int) -> tuple[float, float, float] | None:
+        """(seconds, CPU ms a page, pages/s) from the sample at mark ``first`` to the one at ``last``
+        (indexes of ``fractions``); None before both, or with no page or no time between them."""
+        if len(self.samples) <= last:
             return None
-        start, end = self.samples
+        start, end = self.samples[first], self.samples[last]
         pages, seconds = end.pages - start.pages, end.at - start.at
         if pages <= 0 or seconds <= 0:
             return None
         return seconds, (end.cpu_s - start.cpu_s) * 1000 / pages, pages / seconds
+
+    def figures(self) -> tuple[float, float, float] | None:
+        """:meth:`between` the steady window's two samples."""
+        return self.between(*self._steady)
+
+    def steps(self) -> list[float | None]:
+        """The CPU ms a page from each mark to the next (None where :meth:`between` has none)."""
+        return [None if (w := self.between(i, i + 1)) is None else w[1] for i in range(len(self.marks) - 1)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,14 +202,15 @@ def _is_page(record: RequestRecord) -> bool:
     return record.target != "/robots.txt" and not is_probe(record.url)
 
 
-def rate_by_tenth(log: Iterable[RequestRecord]) -> str:
-    """The page rate (pages/s) over each tenth of a crawl's page requests, in order: how flat the steady
-    window's middle is, and how long the ramp and the tail are (:data:`STEADY`)."""
+def profile(name: str, log: Iterable[RequestRecord], steady: SteadyWindow) -> str:
+    """One crawl's line after the table: the page rate (pages/s) over each tenth of its page requests, in
+    order (how flat the steady window's middle is, how long the ramp and the tail are: :data:`STEADY`),
+    and the CPU ms a page between its samples (:meth:`SteadyWindow.steps`)."""
     starts = sorted(r.start for r in log if _is_page(r))
-    if len(starts) < 20:
-        return "-"
-    cuts = [starts[len(starts) * i // 10] for i in range(10)] + [starts[-1]]
-    return " ".join(f"{len(starts) / 10 / max(b - a, 1e-9):,.0f}" for a, b in itertools.pairwise(cuts))
+    cuts = [starts[len(starts) * i // 10] for i in range(10)] + starts[-1:]
+    rates = [f"{len(starts) / 10 / max(b - a, 1e-9):,.0f}" for a, b in itertools.pairwise(cuts)]
+    cpu = ["-" if ms is None else f"{ms:.2f}" for ms in steady.steps()]
+    return f"{name}: pages/s {' '.join(rates) or '-'}; CPU ms/page {' '.join(cpu)}"
 
 
 def _row(name: str, data: Path | list[Path], cpu_s: float, span: float, steady: SteadyWindow,
@@ -217,7 +234,7 @@ def site_spec(args: argparse.Namespace) -> SiteSpec:
 
 async def cluster(n: int, claims: bool, args: argparse.Namespace, work: Path) -> tuple[str, str]:
     """One crawl of the web by ``n`` etcd nodes into the new directory ``work``: its table row and its
-    :func:`rate_by_tenth` line (AssertionError naming the pages lost, if any)."""
+    :func:`profile` line (AssertionError naming the pages lost, if any)."""
     async with TestWeb(site_spec(args)) as web:
         steady = SteadyWindow(len(web.ground_truth("host")))
         cpu, codes, pages = await crawl_by_nodes(web, n, claims, args, work, steady)
@@ -228,8 +245,7 @@ async def cluster(n: int, claims: bool, args: argparse.Namespace, work: Path) ->
     return _row(name, [work / f"n{k}" for k in range(n)], cpu, max(starts) - min(starts), steady,
                 max(codes)) + (
         f" {len(pages.cut)} cut at the stop, still queued" if pages.cut else "") + (
-        f" {len(pages.unasked)} never asked for, queued" if pages.unasked else ""), (
-        f"{name}: {rate_by_tenth(log)}")
+        f" {len(pages.unasked)} never asked for, queued" if pages.unasked else ""), profile(name, log, steady)
 
 
 async def follow(web: TestWeb, truth: set[str], procs: list[subprocess.Popen[bytes]], steady: SteadyWindow,
@@ -321,7 +337,7 @@ def crawl(args: argparse.Namespace) -> None:
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     runs = [("1 process", 0, True), *((f"{n} workers", n, True) for n in args.workers),
             *((f"{n} workers, claims off", n, False) for n in (args.workers if args.without else []))]
-    rates: list[str] = []
+    profiles: list[str] = []
     with LocalDnsServer() as dns:
         for i, host in enumerate(site.hosts):
             dns.add(host, [ADDRESSES[i % len(ADDRESSES)]])
@@ -348,16 +364,17 @@ def crawl(args: argparse.Namespace) -> None:
             starts = [r.start for r in log]
             print(_row(name, data, cpu_s, max(starts) - min(starts) if starts else 0.0, steady, code),
                   flush=True)
-            rates.append(f"{name}: {rate_by_tenth(log)}")
+            profiles.append(profile(name, log, steady))
     for n, claims in [*((n, True) for n in args.nodes), *((n, False) for n in args.nodes if args.without)]:
         work = out / f"nodes-{n}-{int(claims)}"
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir(parents=True)
-        row, tenths = asyncio.run(cluster(n, claims, args, work))
+        row, line = asyncio.run(cluster(n, claims, args, work))
         print(row, flush=True)
-        rates.append(tenths)
-    print("\nPage rate by tenth of each crawl's page requests, pages/s:")
-    print("\n".join(rates))
+        profiles.append(line)
+    print(f"\nPer tenth: pages/s over each tenth of the crawl's page requests; CPU ms/page from each tenth "
+          f"of the truth's {expected:,} pages served to the next, {MARKS[0]:.0%} to {MARKS[-1]:.0%}:")
+    print("\n".join(profiles))
 
 
 def web_arguments(ap: argparse.ArgumentParser, *, hosts: int, pages_per_host: int) -> None:

@@ -48,7 +48,7 @@ def test_bench_claims_measures_the_collapse_of_one_process_and_of_workers(
 
 
 def test_steady_window_samples_at_its_marks_and_divides_what_lies_between() -> None:
-    window = SteadyWindow(100, (0.2, 0.8))
+    window = SteadyWindow(100, (0.2, 0.8), (0.2, 0.8))
     clock = iter(range(1, 100))
     reads: list[int] = []
 
@@ -71,11 +71,20 @@ def test_steady_window_samples_at_its_marks_and_divides_what_lies_between() -> N
 
 
 def test_steady_window_takes_one_mark_a_poll_and_has_no_figures_for_an_empty_window() -> None:
-    window = SteadyWindow(10)
+    window = SteadyWindow(10, (0.2, 0.8), (0.2, 0.8))
     window.observe(10, lambda: (1.0, 5.0))  # past both marks at once: the start sample only
     window.observe(10, lambda: (2.0, 6.0))  # the end, no page between them
     assert window.samples == [Sample(10, 1.0, 5.0), Sample(10, 2.0, 6.0)]
     assert window.figures() is None
+
+
+def test_steady_window_of_the_middle_marks_and_the_cpu_of_each_step() -> None:
+    window = SteadyWindow(100, (0.1, 0.2, 0.5, 0.9), (0.2, 0.5))
+    for served, cpu_s, at in ((10, 1.0, 1.0), (20, 2.0, 2.0), (50, 2.6, 4.0), (80, 3.0, 5.0)):
+        window.observe(served, lambda cpu_s=cpu_s, at=at: (cpu_s, at))
+    assert window.marks == (10, 20, 50, 90)
+    assert window.figures() == pytest.approx((2.0, 0.6 * 1000 / 30, 15.0))  # from 20 to 50, not 10 or 80
+    assert window.steps() == [pytest.approx(100.0), pytest.approx(20.0), None]  # 90 not reached
 
 
 def test_tree_cpu_seconds_counts_the_children_of_a_process() -> None:
