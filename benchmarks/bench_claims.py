@@ -2,6 +2,9 @@
 process, on a web of cross-host mirrors and near-copies, and what claims cost in CPU and pages/s.
 
     python -m benchmarks.bench_claims --hosts 40 --pages-per-host 40 --workers 1,2,4
+    python -m benchmarks.bench_claims --hosts 2000 --pages-per-host 20 --workers 4 --nodes 3 --without
+
+(the second: issue 35's claim cost in the steady state of a longer crawl, below).
 
 The web (benchmarks/server.py, in its own processes) is a generated site whose last half of the hosts
 mirror the first half (``SiteSpec.mirror_hosts``): each mirrored page byte for byte, or with one token
