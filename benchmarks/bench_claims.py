@@ -2,7 +2,7 @@
 process, on a web of cross-host mirrors and near-copies, and what claims cost in CPU and pages/s.
 
     python -m benchmarks.bench_claims --hosts 40 --pages-per-host 40 --workers 1,2,4
-    python -m benchmarks.bench_claims --hosts 2000 --pages-per-host 20 --workers 4 --nodes 3 --without
+    python -m benchmarks.bench_claims --hosts 2000 --pages-per-host 30 --workers 4 --nodes 3 --without
 
 (the second: issue 35's claim cost in the steady state of a longer crawl, below).
 
