@@ -2,6 +2,9 @@
 process, on a web of cross-host mirrors and near-copies, and what claims cost in CPU and pages/s.
 
     python -m benchmarks.bench_claims --hosts 40 --pages-per-host 40 --workers 1,2,4
+    python -m benchmarks.bench_claims --hosts 2000 --pages-per-host 30 --workers 4 --nodes 3 --without
+
+(the second: issue 35's claim cost in the steady state of a longer crawl, below).
 
 The web (benchmarks/server.py, in its own processes) is a generated site whose last half of the hosts
 mirror the first half (``SiteSpec.mirror_hosts``): each mirrored page byte for byte, or with one token
@@ -28,19 +31,33 @@ record the stores hold, revisits included), stored bytes (what the stores append
 compressed WARC records and deltas), the collapse (stored / fetched), bodies stored whole, revisit
 records, the pages stored in full because a claim had no answer (``X-Polecat-Claim``), CPU seconds of
 the whole process tree (wait4) per page, and pages/s over the span from the first to the last request.
+
+Those whole-crawl figures hold the crawl's start (imports, etcd membership, the claim links' set-up) and its
+end (the last hosts' politeness waits, the last pages' wait for their claims' answers), which weigh most on a
+short crawl. Beside them, the **steady state** (:class:`SteadyWindow`): while the crawl runs, the web counts
+the requests for its pages (the static server's ``served`` counter for a process and its workers, the test
+web's log for nodes; robots.txt and soft-404 probes left out), and when that count first reaches
+:data:`STEADY`'s fractions of the pages of the ground truth, the CPU of every crawl process (utime + stime,
+of the node and its worker children, or of each node, from /proc) and the time are sampled: steady CPU a page
+is the CPU between the two samples over the pages served between them, steady pages/s those pages over the
+seconds between them ("steady s"). The CPU and the time are sampled at each tenth of those pages from
+10 % to 90 % (:data:`MARKS`), so that the CPU a page of each tenth between them is printed after the table,
+beside the page rate of each tenth of the crawl's page requests (:func:`profile`): whether the window is
+flat, and whether a page costs more as the crawl grows.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,17 +69,82 @@ from polecat.cluster.layout import collection_dirs
 from polecat.config import StoreConfig
 from polecat.frontier.records import PAGE_OUTCOMES
 from polecat.frontier.status import read_outcomes, read_queued
+from polecat.frontier.traps import is_probe
 from polecat.store.segstore import SegmentStore
 from polecat.testing.dns import LocalDnsServer
 from polecat.testing.etcd import EtcdServer
 from polecat.testing.failover import loopback_port, node_toml, page_urls, start_node, until, wait_exit
-from polecat.testing.sitegen import Site, SiteSpec
+from polecat.testing.serverlog import RequestRecord
+from polecat.testing.sitegen import Site, SiteSpec, ground_truth
 from polecat.testing.web import TestWeb
 
 ROOT = Path(__file__).resolve().parent.parent
 
 QUIET = 0.5
 """Seconds without a request after the last page of the truth was asked for before the nodes are stopped."""
+
+MARKS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+"""Where the CPU and the time are sampled, in fractions of the ground truth's pages served."""
+
+STEADY = (0.2, 0.8)
+"""The steady window (two of :data:`MARKS`). Before it, the ramp: the hosts asked for robots.txt (a request
+a host before its first page, not counted as a page) while the frontier fills; past it, the tail: hosts
+running out of pages, their politeness waits, the last claims' answers. In the 2,000 x 20 crawls measured,
+the first and the last tenth of the page requests ran under the middle's page rate in most (some at under
+half of it), and the 10-20 % step's CPU a page was the highest in some (the lines after the table); 20 % and
+80 % leave a tenth of margin on each side and 60 % of the pages in the window (benchmarks/README.md
+"Issue 35: claim cost in the steady state of a longer crawl")."""
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One reading of a crawl under way."""
+
+    pages: int
+    """Page requests the web had answered."""
+    cpu_s: float
+    """CPU seconds of every crawl process so far."""
+    at: float
+    """``time.monotonic()``."""
+
+
+class SteadyWindow:
+    """The steady state of one crawl (module docstring): fed the web's count of pages served at each poll,
+    it samples the crawl's CPU and the time at the first poll whose count reaches each of ``fractions`` of
+    ``expected`` pages; the steady window runs from the sample at ``steady[0]`` to the one at
+    ``steady[1]``."""
+
+    def __init__(self, expected: int, fractions: tuple[float, ...] = MARKS,
+                 steady: tuple[float, float] = STEADY) -> None:
+        self.marks = tuple(round(expected * f) for f in fractions)
+        self._steady = (fractions.index(steady[0]), fractions.index(steady[1]))
+        self.samples: list[Sample] = []
+
+    def observe(self, pages: int, read: Callable[[], tuple[float, float]]) -> None:
+        """``pages``: served so far; ``read``: the crawl's CPU seconds and the time, called at a mark only
+        (one mark a poll: a count past two takes the next sample at the next poll)."""
+        if len(self.samples) < len(self.marks) and pages >= self.marks[len(self.samples)]:
+            cpu_s, at = read()
+            self.samples.append(Sample(pages, cpu_s, at))
+
+    def between(self, first: int, last: int) -> tuple[float, float, float] | None:
+        """(seconds, CPU ms a page, pages/s) from the sample at mark ``first`` to the one at ``last``
+        (indexes of ``fractions``); None before both, or with no page or no time between them."""
+        if len(self.samples) <= last:
+            return None
+        start, end = self.samples[first], self.samples[last]
+        pages, seconds = end.pages - start.pages, end.at - start.at
+        if pages <= 0 or seconds <= 0:
+            return None
+        return seconds, (end.cpu_s - start.cpu_s) * 1000 / pages, pages / seconds
+
+    def figures(self) -> tuple[float, float, float] | None:
+        """:meth:`between` the steady window's two samples."""
+        return self.between(*self._steady)
+
+    def steps(self) -> list[float | None]:
+        """The CPU ms a page from each mark to the next (None where :meth:`between` has none)."""
+        return [None if (w := self.between(i, i + 1)) is None else w[1] for i in range(len(self.marks) - 1)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,11 +201,32 @@ def store_figures(data: Path | list[Path]) -> tuple[int, int, int, int, int, int
     return pages, fetched, stored, bodies, revisits, unanswered
 
 
-def _row(name: str, data: Path | list[Path], cpu_s: float, span: float, code: int = 0) -> str:
+def _is_page(record: RequestRecord) -> bool:
+    """Whether the web's ``record`` asked for a page (robots.txt and soft-404 probes left out, as
+    ``page_urls``)."""
+    return record.target != "/robots.txt" and not is_probe(record.url)
+
+
+def profile(name: str, log: Iterable[RequestRecord], steady: SteadyWindow) -> str:
+    """One crawl's line after the table: the page rate (pages/s) over each tenth of its page requests, in
+    order (how flat the steady window's middle is, how long the ramp and the tail are: :data:`STEADY`),
+    and the CPU ms a page between its samples (:meth:`SteadyWindow.steps`)."""
+    starts = sorted(r.start for r in log if _is_page(r))
+    cuts = [starts[len(starts) * i // 10] for i in range(10)] + starts[-1:]
+    rates = [f"{len(starts) / 10 / max(b - a, 1e-9):,.0f}" for a, b in itertools.pairwise(cuts)]
+    cpu = ["-" if ms is None else f"{ms:.2f}" for ms in steady.steps()]
+    return f"{name}: pages/s {' '.join(rates) or '-'}; CPU ms/page {' '.join(cpu)}"
+
+
+def _row(name: str, data: Path | list[Path], cpu_s: float, span: float, steady: SteadyWindow,
+         code: int = 0) -> str:
     pages, fetched, stored, bodies, revisits, unanswered = store_figures(data)
+    window = steady.figures()
     return (f"| {name} | {pages:,} | {fetched / 1e6:.2f} | {stored / 1e6:.2f} | "
             f"{stored / max(1, fetched):.4f} | {bodies:,} | {revisits:,} | {unanswered} | {cpu_s:.1f} | "
-            f"{cpu_s * 1000 / max(1, pages):.2f} | {pages / max(span, 1e-9):,.0f} |"
+            f"{cpu_s * 1000 / max(1, pages):.2f} | {pages / max(span, 1e-9):,.0f} | "
+            + ("- | - | - |" if window is None else
+               f"{window[0]:.2f} | {window[1]:.2f} | {window[2]:,.0f} |")
             + ("" if code == 0 else f" exit {code}"))
 
 
@@ -134,25 +237,48 @@ def site_spec(args: argparse.Namespace) -> SiteSpec:
                     near_dup_ratio=args.near_dup)
 
 
-async def cluster(n: int, claims: bool, args: argparse.Namespace, work: Path) -> str:
-    """One crawl of the web by ``n`` etcd nodes into the new directory ``work``: its table row
-    (AssertionError naming the pages lost, if any)."""
+async def cluster(n: int, claims: bool, args: argparse.Namespace, work: Path) -> tuple[str, str]:
+    """One crawl of the web by ``n`` etcd nodes into the new directory ``work``: its table row and its
+    :func:`profile` line (AssertionError naming the pages lost, if any)."""
     async with TestWeb(site_spec(args)) as web:
-        cpu, codes, pages = await crawl_by_nodes(web, n, claims, args, work)
-        starts = [r.start for r in web.log]
+        steady = SteadyWindow(len(web.ground_truth("host")))
+        cpu, codes, pages = await crawl_by_nodes(web, n, claims, args, work, steady)
+        log = web.log
+        starts = [r.start for r in log]
     assert not pages.lost, f"{len(pages.lost)} pages lost (data dirs kept in {work}): {pages.lost[:10]}"
     name = f"{n} node{'s' if n > 1 else ''}" + ("" if claims else ", claims off")
-    return _row(name, [work / f"n{k}" for k in range(n)], cpu, max(starts) - min(starts), max(codes)) + (
+    return _row(name, [work / f"n{k}" for k in range(n)], cpu, max(starts) - min(starts), steady,
+                max(codes)) + (
         f" {len(pages.cut)} cut at the stop, still queued" if pages.cut else "") + (
-        f" {len(pages.unasked)} never asked for, queued" if pages.unasked else "")
+        f" {len(pages.unasked)} never asked for, queued" if pages.unasked else ""), profile(name, log, steady)
 
 
-async def crawl_by_nodes(web: TestWeb, n: int, claims: bool, args: argparse.Namespace,
-                         work: Path) -> tuple[float, list[int], PageAccount]:
+async def follow(web: TestWeb, truth: set[str], procs: list[subprocess.Popen[bytes]], steady: SteadyWindow,
+                 within: float) -> None:
+    """Read the web's log as it grows (every 50 ms, only its new requests) until every page of ``truth``
+    was asked for (AssertionError after ``within`` seconds), feeding ``steady`` the pages served and the
+    nodes' CPU."""
+    missing, seen, pages = set(truth), 0, 0
+    deadline = time.monotonic() + within
+    while missing:
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting for every page")
+        log = web.log
+        new = [r.url for r in log[seen:] if _is_page(r)]
+        seen, pages = len(log), pages + len(new)
+        missing.difference_update(new)
+        steady.observe(pages, lambda: (sum(tree_cpu_seconds(p.pid) for p in procs), time.monotonic()))
+        await asyncio.sleep(0.05)
+
+
+async def crawl_by_nodes(web: TestWeb, n: int, claims: bool, args: argparse.Namespace, work: Path,
+                         steady: SteadyWindow | None = None) -> tuple[float, list[int], PageAccount]:
     """Crawl ``web`` to its last page with ``n`` etcd nodes (data dirs and logs ``work/n<k>``), then stop
     them (module docstring): the nodes' CPU seconds from the first request to the last page, their exit
-    codes, and what became of every page."""
+    codes, and what became of every page; ``steady`` (if any: bench_stalls reads none) gets its samples
+    on the way."""
     truth = web.ground_truth("host")
+    steady = steady if steady is not None else SteadyWindow(len(truth))
     with EtcdServer() as etcd:
         procs = []
         try:
@@ -165,9 +291,9 @@ async def crawl_by_nodes(web: TestWeb, n: int, claims: bool, args: argparse.Name
                 conf.write_text(toml + ("" if claims else "content_claims = false\n"))
                 procs.append(start_node(conf, work / f"n{k}.log"))
             await until(lambda: bool(web.log), args.timeout, "the first request")
-            cpu0 = sum(map(cpu_seconds, procs))
-            await until(lambda: set(page_urls(web)) >= truth, args.timeout, "every page")
-            cpu = sum(map(cpu_seconds, procs)) - cpu0
+            cpu0 = sum(tree_cpu_seconds(p.pid) for p in procs)
+            await follow(web, truth, procs, steady, args.timeout)
+            cpu = sum(tree_cpu_seconds(p.pid) for p in procs) - cpu0
             await until(lambda: time.monotonic() - web.log[-1].start >= QUIET, args.timeout, "a quiet web")
             for p in procs:
                 p.send_signal(signal.SIGTERM)
@@ -180,10 +306,21 @@ async def crawl_by_nodes(web: TestWeb, n: int, claims: bool, args: argparse.Name
     return cpu, codes, account_pages(page_urls(web), [work / f"n{k}" for k in range(n)])
 
 
-def cpu_seconds(proc: subprocess.Popen[bytes]) -> float:
-    """User + system CPU seconds of a live process (Linux /proc)."""
-    fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+def tree_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of the live process ``pid`` and of its descendants (Linux /proc), with
+    the children each has reaped (cutime + cstime): a child that exits moves its time into its parent's."""
+    ticks, todo = 0, [pid]
+    while todo:
+        proc = Path(f"/proc/{todo.pop()}")
+        try:
+            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+            children = [int(c) for task in (proc / "task").iterdir()
+                        for c in (task / "children").read_text().split()]
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # gone since its parent was read: its parent counts it once it is reaped
+        ticks += sum(int(f) for f in fields[11:15])
+        todo.extend(children)
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def crawl(args: argparse.Namespace) -> None:
@@ -197,11 +334,15 @@ def crawl(args: argparse.Namespace) -> None:
     print(f"site: {args.hosts} hosts x {args.pages_per_host} pages ({args.hosts // 2} mirror hosts, "
           f"{args.mirror_near:.0%} of mirrored pages near-copies, dup {args.dup:.0%}, near-dup "
           f"{args.near_dup:.0%}), {size / 1024**2:.1f} MB; {os.cpu_count()} cores")
+    expected = len(ground_truth(site, port, "host"))
+    print(f"steady window: from {STEADY[0]:.0%} to {STEADY[1]:.0%} of the {expected:,} pages of the truth "
+          "served")
     print("| run | pages | fetched MB | stored MB | stored / fetched | bodies | revisits | unanswered "
-          "| CPU s | CPU ms/page | pages/s |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "| CPU s | CPU ms/page | pages/s | steady s | steady CPU ms/page | steady pages/s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     runs = [("1 process", 0, True), *((f"{n} workers", n, True) for n in args.workers),
             *((f"{n} workers, claims off", n, False) for n in (args.workers if args.without else []))]
+    profiles: list[str] = []
     with LocalDnsServer() as dns:
         for i, host in enumerate(site.hosts):
             dns.add(host, [ADDRESSES[i % len(ADDRESSES)]])
@@ -215,18 +356,30 @@ def crawl(args: argparse.Namespace) -> None:
                     *(() if claims else ("--config", str(out / "off.toml")))]
             server = StaticServer(out / "site", port, len(ADDRESSES), 1, out / "server", None)
             server.start()
+            steady = SteadyWindow(expected)
+
+            def poll(pid: int, steady: SteadyWindow = steady, server: StaticServer = server) -> None:
+                steady.observe(server.served(), lambda: (tree_cpu_seconds(pid), time.monotonic()))
+
             try:
                 code, _, cpu_s, _ = run_child(argv, None, out / f"crawler-{n}-{int(claims)}.txt",
-                                              args.timeout)
+                                              args.timeout, poll)
             finally:
                 log = server.stop()
             starts = [r.start for r in log]
-            print(_row(name, data, cpu_s, max(starts) - min(starts) if starts else 0.0, code), flush=True)
+            print(_row(name, data, cpu_s, max(starts) - min(starts) if starts else 0.0, steady, code),
+                  flush=True)
+            profiles.append(profile(name, log, steady))
     for n, claims in [*((n, True) for n in args.nodes), *((n, False) for n in args.nodes if args.without)]:
         work = out / f"nodes-{n}-{int(claims)}"
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir(parents=True)
-        print(asyncio.run(cluster(n, claims, args, work)), flush=True)
+        row, line = asyncio.run(cluster(n, claims, args, work))
+        print(row, flush=True)
+        profiles.append(line)
+    print(f"\nPer tenth: pages/s over each tenth of the crawl's page requests; CPU ms/page from each tenth "
+          f"of the truth's {expected:,} pages served to the next, {MARKS[0]:.0%} to {MARKS[-1]:.0%}:")
+    print("\n".join(profiles))
 
 
 def web_arguments(ap: argparse.ArgumentParser, *, hosts: int, pages_per_host: int) -> None:

@@ -20,7 +20,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -56,10 +56,12 @@ def _free_port(addresses: list[str]) -> int:
 
 
 def run_child(
-    argv: list[str], cpu: str | None, log_file: Path, timeout: float
+    argv: list[str], cpu: str | None, log_file: Path, timeout: float,
+    poll: Callable[[int], None] | None = None,
 ) -> tuple[int, float, float, int]:
     """Run ``argv`` pinned to ``cpu``; returns (exit code, wall s, CPU s from wait4, peak RSS KB).
-    Past ``timeout`` it gets SIGINT, then SIGKILL 10 s later.
+    Past ``timeout`` it gets SIGINT, then SIGKILL 10 s later. ``poll`` is called with the child's pid
+    every 50 ms while it runs (a benchmark's samples of a crawl under way).
 
     Peak RSS is the child's own VmHWM, sampled from /proc while it runs: wait4's ru_maxrss is not
     usable, because Linux carries a process's RSS high-water mark across fork and exec, so every child
@@ -73,6 +75,8 @@ def run_child(
     peak_kb = 0
     while True:
         peak_kb = max(peak_kb, _vm_hwm_kb(proc.pid))
+        if poll is not None:
+            poll(proc.pid)
         pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
         if pid:
             break

@@ -41,8 +41,11 @@ def head(status: str, content_type: str, length: int, etag: str | None = None) -
 class _SiteApp:
     """Request heads in, response bytes out, one log entry per request."""
 
-    def __init__(self, site: Site, port: int, bodies: memoryview, offsets: array.array[int]) -> None:
+    def __init__(self, site: Site, port: int, bodies: memoryview, offsets: array.array[int],
+                 served: memoryview) -> None:
+        """``served``: one int64, the page requests answered so far (``LOGDIR/served-PID``)."""
         self.site, self.port, self._bodies, self._offsets = site, port, bodies, offsets
+        self._served = served
         self._heads: dict[int, tuple[bytes, bytes]] = {}
         self.log: list[tuple[str, str, str, str, float, float, int]] = []
         self._robots = {}
@@ -90,6 +93,7 @@ class _SiteApp:
         elif page is None:
             response, status = self._not_found, 404
         else:
+            self._served[0] += 1
             response, etag = self._page(page)
             if if_none_match == etag:
                 response, status = f"HTTP/1.1 304 Not Modified\r\nETag: {etag.decode()}\r\n\r\n".encode(), 304
@@ -146,7 +150,12 @@ async def serve(spec: SiteSpec, site_dir: Path, port: int, addresses: int, log_d
     offsets.frombytes((site_dir / "offsets.bin").read_bytes())
     with (site_dir / "pages.bin").open("rb") as f:
         pages = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    await run_app(_SiteApp(Site(spec), port, memoryview(pages), offsets), port, addresses, log_dir)
+    counter = log_dir / f"served-{os.getpid()}"
+    counter.write_bytes(bytes(8))
+    with counter.open("r+b") as f:
+        served = mmap.mmap(f.fileno(), 8)
+    app = _SiteApp(Site(spec), port, memoryview(pages), offsets, memoryview(served).cast("q"))
+    await run_app(app, port, addresses, log_dir)
 
 
 async def run_app(app: App, port: int, addresses: int, log_dir: Path) -> None:

@@ -80,6 +80,11 @@ class StaticServer:
                 raise RuntimeError("benchmark server workers failed to start")
             time.sleep(0.05)
 
+    def served(self) -> int:
+        """Requests for a page of the site the workers answered so far (benchmarks/httpserve.py)."""
+        return sum(int.from_bytes(f.read_bytes()[:8], sys.byteorder, signed=True)
+                   for f in self.log_dir.glob("served-*"))
+
     def stop(self) -> list[RequestRecord]:
         """Stop the workers and return the merged request log."""
         for proc in self._procs:
