@@ -69,11 +69,18 @@ from polecat.cluster.layout import collection_dirs
 from polecat.config import StoreConfig
 from polecat.frontier.records import PAGE_OUTCOMES
 from polecat.frontier.status import read_outcomes, read_queued
-from polecat.frontier.traps import is_probe
 from polecat.store.segstore import SegmentStore
 from polecat.testing.dns import LocalDnsServer
 from polecat.testing.etcd import EtcdServer
-from polecat.testing.failover import loopback_port, node_toml, page_urls, start_node, until, wait_exit
+from polecat.testing.failover import (
+    is_page_request,
+    loopback_port,
+    node_toml,
+    page_urls,
+    start_node,
+    until,
+    wait_exit,
+)
 from polecat.testing.serverlog import RequestRecord
 from polecat.testing.sitegen import Site, SiteSpec, ground_truth
 from polecat.testing.web import TestWeb
@@ -201,17 +208,11 @@ def store_figures(data: Path | list[Path]) -> tuple[int, int, int, int, int, int
     return pages, fetched, stored, bodies, revisits, unanswered
 
 
-def _is_page(record: RequestRecord) -> bool:
-    """Whether the web's ``record`` asked for a page (robots.txt and soft-404 probes left out, as
-    ``page_urls``)."""
-    return record.target != "/robots.txt" and not is_probe(record.url)
-
-
 def profile(name: str, log: Iterable[RequestRecord], steady: SteadyWindow) -> str:
     """One crawl's line after the table: the page rate (pages/s) over each tenth of its page requests, in
     order (how flat the steady window's middle is, how long the ramp and the tail are: :data:`STEADY`),
     and the CPU ms a page between its samples (:meth:`SteadyWindow.steps`)."""
-    starts = sorted(r.start for r in log if _is_page(r))
+    starts = sorted(r.start for r in log if is_page_request(r))
     cuts = [starts[len(starts) * i // 10] for i in range(10)] + starts[-1:]
     rates = [f"{len(starts) / 10 / max(b - a, 1e-9):,.0f}" for a, b in itertools.pairwise(cuts)]
     cpu = ["-" if ms is None else f"{ms:.2f}" for ms in steady.steps()]
@@ -264,7 +265,7 @@ async def follow(web: TestWeb, truth: set[str], procs: list[subprocess.Popen[byt
         if time.monotonic() > deadline:
             raise AssertionError("timed out waiting for every page")
         log = web.log
-        new = [r.url for r in log[seen:] if _is_page(r)]
+        new = [r.url for r in log[seen:] if is_page_request(r)]
         seen, pages = len(log), pages + len(new)
         missing.difference_update(new)
         steady.observe(pages, lambda: (sum(tree_cpu_seconds(p.pid) for p in procs), time.monotonic()))

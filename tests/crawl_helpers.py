@@ -9,9 +9,9 @@ from polecat.cluster.layout import node_dirs
 from polecat.config import Config, StoreConfig, config_from_mapping, merge
 from polecat.errors import CorruptRecord, NotFound
 from polecat.frontier.status import read_outcomes
-from polecat.frontier.traps import is_probe
 from polecat.store.base import FetchRecord, content_hash
 from polecat.store.segstore import open_store
+from polecat.testing.failover import is_page_request
 from polecat.testing.web import TestWeb
 
 
@@ -52,7 +52,7 @@ def stored_records(data: Path) -> list[FetchRecord]:
 def page_requests(web: TestWeb) -> list[str]:
     """Canonical URLs the server saw requested, robots.txt and soft-404 probes (frontier/traps.py)
     excluded, in arrival order."""
-    return [r.url for r in web.log if r.target != "/robots.txt" and not is_probe(r.url)]
+    return [r.url for r in web.log if is_page_request(r)]
 
 
 def assert_store_reads_back(data: Path, cfg: Config) -> int:

@@ -34,6 +34,7 @@ from polecat.frontier.traps import is_probe
 from polecat.hosts import host_key
 from polecat.store.segstore import SegmentStore
 from polecat.testing.etcd import EtcdServer
+from polecat.testing.serverlog import RequestRecord
 from polecat.testing.web import TestWeb
 
 NODES = ("n0", "n1", "n2")
@@ -66,9 +67,15 @@ class FailoverRun:
     """The store id of the victim's page store (its segments' names in object storage begin with it)."""
 
 
+def is_page_request(record: RequestRecord) -> bool:
+    """Whether the server's ``record`` asked for a page: robots.txt and soft-404 probes
+    (polecat/frontier/traps.py) are not pages."""
+    return record.target != "/robots.txt" and not is_probe(record.url)
+
+
 def page_urls(web: TestWeb) -> list[str]:
     """Page URLs the server saw, robots.txt and soft-404 probes left out, in arrival order."""
-    return [r.url for r in web.log if r.target != "/robots.txt" and not is_probe(r.url)]
+    return [r.url for r in web.log if is_page_request(r)]
 
 
 def refetched(web: TestWeb) -> int:
@@ -82,7 +89,7 @@ def refetched_since(web: TestWeb, at: float) -> list[float]:
     first: dict[str, float] = {}
     count: Counter[str] = Counter()
     for r in web.log:
-        if r.target != "/robots.txt" and not is_probe(r.url):
+        if is_page_request(r):
             first[r.url] = min(first.get(r.url, r.start), r.start)
             count[r.url] += 1
     return sorted(first[u] - at for u, n in count.items() if n > 1)
