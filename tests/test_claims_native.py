@@ -105,7 +105,9 @@ def test_a_page_owners_cost_no_blake2b_object(monkeypatch: pytest.MonkeyPatch) -
 
 _URLS = ("http://a/1", "http://a/2", "http://b/1")
 _TIMES = (1.0, 2.0, 3.0)
-_MASKS = (0, 1, 0b11, 0b1011, 1 << 40, 0xFF, 0xFFFF_0000_0000, (1 << 64) - 1)
+_MASKS = (0, 1, 0b11, 0b1011, 1 << 40, 0xFF, 0xFFFF_0000_0000, (1 << 64) - 1, 1 | 1 << 16 | 1 << 32 | 1 << 48)
+"""Index bits a claim differs by from the root: none, a few, a whole band, and one in each band (4 bits
+and no band shared: found by no index lookup)."""
 
 
 @st.composite
@@ -191,23 +193,65 @@ def test_a_near_claim_is_decided_by_the_kernel(monkeypatch: pytest.MonkeyPatch) 
 def test_a_pass_over_the_settling_bases_as_the_specification(data: st.DataObject, root: int, sketch: bytes,
                                                              max_distance: int) -> None:
     k = kernel("polecat.cluster._claims")
+    book = NearBook(1000, 60.0, max_distance)
     settling = {}
     for seq in range(data.draw(st.integers(0, 12))):
-        s = data.draw(_claims(root, sketch, seq))
-        settling[(data.draw(st.sampled_from(("a", "b"))), s.digest)] = (s, float(seq))
+        base = _Base(data.draw(_claims(root, sketch, seq)), data.draw(st.sampled_from(("a", "b"))))
+        book._add(base, [])
+        if data.draw(st.booleans()):
+            settling[(base.claimer, base.claim.digest)] = (base.claim, float(seq))
     c = data.draw(_claims(root, sketch, 99))
-    want = claims._unsettled(settling, c, max_distance)
+    keys = claims._keys(c.index)
+    want = claims._unsettled(book._bands, keys, settling, c, max_distance)
     event(f"settling bases unsettled: {min(len(want), 2)}+")
-    assert k.unsettled(settling, c, max_distance, VERIFY_MAX_DISTANCE, VERIFY_BYTES) == want
+    assert k.unsettled_in_bands(book._bands, keys, settling, c, max_distance, VERIFY_MAX_DISTANCE,
+                                VERIFY_BYTES) == want
+
+
+def test_the_settling_pass_reads_only_the_claim_s_band_mates() -> None:
+    """Claims rules 9 and 10: a settling base that shares no band with the claim is no candidate, even
+    within the index distance (4 bits, one in each band: no index lookup of one process finds it), and
+    the pass does not read it; one that shares a band and passes the tests is found, by the
+    specification and the kernel alike."""
+    root = 0x0123_4567_89AB_CDEF
+    far = NearClaim(1, b"\x01" * 32, "http://a/far", 2.0, root ^ (1 | 1 << 16 | 1 << 32 | 1 << 48),
+                    bytes(VERIFY_BYTES))
+    mate = NearClaim(2, b"\x02" * 32, "http://a/mate", 2.0, root ^ 0b111, bytes(VERIFY_BYTES))
+    c = NearClaim(3, b"\x03" * 32, "http://b/c", 1.0, root, bytes(VERIFY_BYTES))
+    book = NearBook(1000, 60.0, 4)
+    for claim in (far, mate):
+        book._add(_Base(claim, "a"), [])
+
+    class Unread(dict[tuple[str, bytes], tuple[NearClaim, float]]):
+        """Settling entries that fail when read: only membership is asked."""
+
+        def __getitem__(self, key: tuple[str, bytes]) -> tuple[NearClaim, float]:
+            raise AssertionError("a settling entry was read")
+
+        def items(self) -> Any:
+            raise AssertionError("every settling entry was read")
+
+        def __iter__(self) -> Any:
+            raise AssertionError("every settling entry was read")
+
+    settling = Unread({("a", far.digest): (far, 0.0), ("a", mate.digest): (mate, 0.0)})
+    keys = claims._keys(c.index)
+    want = [(("a", mate.digest), mate)]
+    assert claims._unsettled(book._bands, keys, settling, c, 4) == want
+    k = kernel("polecat.cluster._claims")
+    assert k.unsettled_in_bands(book._bands, keys, settling, c, 4, VERIFY_MAX_DISTANCE, VERIFY_BYTES) == want
 
 
 def test_a_pass_over_odd_settling_entries_is_refused() -> None:
     k = kernel("polecat.cluster._claims")
     c = NearClaim(2, bytes(32), "http://a/2", 1.0, 5, bytes(VERIFY_BYTES))
     s = NearClaim(1, bytes(32), "http://a/1", 2.0, 5, "not bytes")  # type: ignore[arg-type]
-    for settling in ({("a", bytes(32)): (s, 0.0)}, {("a", bytes(32)): s}, [(s, 0.0)]):
+    bands = {key: [_Base(s, "a")] for key in claims._keys(5)}
+    keys = claims._keys(5)
+    for args in ((bands, keys, {("a", bytes(32)): (s, 0.0)}), ([], keys, {}), (bands, list(keys), {}),
+                 (bands, keys, [(s, 0.0)]), ({keys[0]: (_Base(s, "a"),)}, keys, {})):
         with pytest.raises(TypeError):
-            k.unsettled(settling, c, 3, VERIFY_MAX_DISTANCE, VERIFY_BYTES)
+            k.unsettled_in_bands(*args, c, 3, VERIFY_MAX_DISTANCE, VERIFY_BYTES)
 
 
 # Steps of a near book: (claimer, claims decided in one frame) or one of its other inputs, by name.
@@ -280,7 +324,7 @@ def test_a_near_claim_unsettles_bases_in_the_kernel(monkeypatch: pytest.MonkeyPa
     spec = claims._unsettled
 
     def counted(*args: Any) -> Any:
-        passes.append(args[1])
+        passes.append(args[3])
         return spec(*args)
 
     monkeypatch.setattr(claims, "_unsettled", counted)

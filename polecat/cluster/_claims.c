@@ -25,14 +25,15 @@
  *    reads them), kept when bins <= max_bins and (rank, order) is below the best's.
  * 5. The best earlier one, or (none) the best later one, as (base, (bins, bits)); the other None.
  *
- * unsettled(settling, claim, max_distance, max_bins, verify_bytes) gives what claims.py's _unsettled
- * gives (a near claim's pass over the bases still settling, rule 10; one call a claim, not a Python turn
- * a settling base):
+ * unsettled_in_bands(bands, keys, settling, claim, max_distance, max_bins, verify_bytes) gives what
+ * claims.py's _unsettled gives (a near claim's pass over the bases still settling, rule 10; one call a
+ * claim, not a Python turn a base):
  *
- * 6. The entries of ``settling`` (key -> (claim, arrival)), in its order, whose claim is at most
- *    ``max_distance`` index bits from ``claim``, fetched after it (its (fetched_at, url) above the
- *    claim's), of another URL and within ``max_bins`` sketch bins (rule 4's count), as a list of (key,
- *    claim); the tests in that order, the index bits first (they rule out nearly every entry).
+ * 6. The bases listed under ``keys`` in ``bands``, each once, in key then list order (rule 3's walk),
+ *    whose claim is at most ``max_distance`` index bits from ``claim``, fetched after it (its
+ *    (fetched_at, url) above the claim's), of another URL, within ``max_bins`` sketch bins (rule 4's
+ *    count) and whose (claimer, digest) is in ``settling``, as a list of (key, claim); the tests in that
+ *    order, the index bits first (they rule out nearly every base), ``settling`` read for a match alone.
  * 7. closest's skip tests of rule 3 are pure (no exception for the records claims.py makes), so the
  *    kernel makes the index bits test first, before reading the URL and the fetch order: it rules out
  *    most bases of a band, and the answer is the same in any order.
@@ -469,45 +470,70 @@ done:
     return result;
 }
 
-static PyObject *unsettled(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 5) {
+static PyObject *unsettled_in_bands(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 7) {
         PyErr_SetString(PyExc_TypeError,
-                        "unsettled(settling, claim, max_distance, max_bins, verify_bytes) takes 5 arguments");
+                        "unsettled_in_bands(bands, keys, settling, claim, max_distance, max_bins, verify_bytes) "
+                        "takes 7 arguments");
         return NULL;
     }
-    PyObject *settling = args[0], *claim = args[1];
-    if (!PyDict_Check(settling)) {
-        PyErr_SetString(PyExc_TypeError, "unsettled(): settling must be a dict");
+    PyObject *bands = args[0], *keys = args[1], *settling = args[2], *claim = args[3];
+    if (!PyDict_Check(bands) || !PyTuple_Check(keys) || !PyDict_Check(settling)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "unsettled_in_bands(): bands and settling must be dicts and keys a tuple");
         return NULL;
     }
-    Py_ssize_t max_distance = PyLong_AsSsize_t(args[2]), max_bins = PyLong_AsSsize_t(args[3]),
-               verify_bytes = PyLong_AsSsize_t(args[4]);
+    Py_ssize_t max_distance = PyLong_AsSsize_t(args[4]), max_bins = PyLong_AsSsize_t(args[5]),
+               verify_bytes = PyLong_AsSsize_t(args[6]);
     if (PyErr_Occurred()) return NULL;
     PyObject *url = NULL, *index = NULL, *verify = NULL, *fetched_at = NULL, *order = NULL, *out = NULL;
+    Bases seen = {NULL, NULL, 0, 0};
     if ((url = PyObject_GetAttr(claim, S_URL)) == NULL || (index = PyObject_GetAttr(claim, S_INDEX)) == NULL
         || (verify = PyObject_GetAttr(claim, S_VERIFY)) == NULL
         || (fetched_at = PyObject_GetAttr(claim, S_FETCHED_AT)) == NULL
         || (order = PyTuple_Pack(2, fetched_at, url)) == NULL || (out = PyList_New(0)) == NULL)
         goto fail;
-    PyObject *key, *value;
-    Py_ssize_t pos = 0;
-    /* No Python code runs in the loop (attributes of slotted records, comparisons of builtins), so the
-     * dict is not changed under it; each entry is still held while it is read. */
-    while (PyDict_Next(settling, &pos, &key, &value)) {
-        if (!PyTuple_Check(value) || PyTuple_GET_SIZE(value) != 2) {
-            PyErr_SetString(PyExc_TypeError, "unsettled(): a settling entry is (claim, arrival)");
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(keys); k++) {
+        PyObject *band = PyDict_GetItemWithError(bands, PyTuple_GET_ITEM(keys, k));
+        if (band == NULL) {
+            if (PyErr_Occurred()) goto fail;
+            continue;
+        }
+        if (!PyList_Check(band)) {
+            PyErr_SetString(PyExc_TypeError, "unsettled_in_bands(): a band is a list of bases");
             goto fail;
         }
-        PyObject *s = PyTuple_GET_ITEM(value, 0);
-        Py_INCREF(key);
-        Py_INCREF(s);
-        int match = unsettles(s, url, index, verify, order, max_distance, max_bins, verify_bytes);
-        PyObject *pair = match > 0 ? PyTuple_Pack(2, key, s) : NULL;
-        int appended = pair == NULL ? -1 : PyList_Append(out, pair);
-        Py_XDECREF(pair);
-        Py_DECREF(key);
-        Py_DECREF(s);
-        if (match < 0 || (match > 0 && appended < 0)) goto fail;
+        Py_INCREF(band);
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(band); i++) {
+            PyObject *base = PyList_GET_ITEM(band, i);
+            if (bases_has(&seen, base)) continue;
+            PyObject *s = NULL, *claimer = NULL, *digest = NULL, *key = NULL;
+            int match = bases_push(&seen, base, 0) < 0 ? -1 : 0;
+            if (match == 0 && (s = PyObject_GetAttr(base, S_CLAIM)) == NULL) match = -1;
+            if (match == 0) match = unsettles(s, url, index, verify, order, max_distance, max_bins, verify_bytes);
+            if (match > 0) { /* rule 9: a match whose base still settles */
+                if ((claimer = PyObject_GetAttr(base, S_CLAIMER)) == NULL
+                    || (digest = PyObject_GetAttr(s, S_DIGEST)) == NULL
+                    || (key = PyTuple_Pack(2, claimer, digest)) == NULL)
+                    match = -1;
+                else
+                    match = PyDict_Contains(settling, key);
+            }
+            if (match > 0) {
+                PyObject *pair = PyTuple_Pack(2, key, s);
+                if (pair == NULL || PyList_Append(out, pair) < 0) match = -1;
+                Py_XDECREF(pair);
+            }
+            Py_XDECREF(s);
+            Py_XDECREF(claimer);
+            Py_XDECREF(digest);
+            Py_XDECREF(key);
+            if (match < 0) {
+                Py_DECREF(band);
+                goto fail;
+            }
+        }
+        Py_DECREF(band);
     }
     goto done;
 fail:
@@ -518,6 +544,7 @@ done:
     Py_XDECREF(verify);
     Py_XDECREF(fetched_at);
     Py_XDECREF(order);
+    bases_free(&seen);
     return out;
 }
 
@@ -528,8 +555,9 @@ static PyMethodDef methods[] = {
      "band_keys(index): the 4 band keys of fingerprint index ``index``, as nearindex.band_keys."},
     {"closest", (PyCFunction)(void (*)(void))closest, METH_FASTCALL,
      "closest(bands, keys, claim, settling, max_distance, max_bins, verify_bytes): claims._scan."},
-    {"unsettled", (PyCFunction)(void (*)(void))unsettled, METH_FASTCALL,
-     "unsettled(settling, claim, max_distance, max_bins, verify_bytes): claims._unsettled."},
+    {"unsettled_in_bands", (PyCFunction)(void (*)(void))unsettled_in_bands, METH_FASTCALL,
+     "unsettled_in_bands(bands, keys, settling, claim, max_distance, max_bins, verify_bytes): "
+     "claims._unsettled."},
     {NULL, NULL, 0, NULL},
 };
 

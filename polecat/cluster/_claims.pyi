@@ -17,7 +17,9 @@ def closest(bands: dict[bytes, list[Any]], keys: tuple[bytes, ...], claim: Any,
     """``claims._scan(bands, keys, claim, settling, max_distance)`` with ``minhash.VERIFY_MAX_DISTANCE`` =
     ``max_bins`` and ``minhash.VERIFY_BYTES`` = ``verify_bytes``; sketches must be bytes."""
 
-def unsettled(settling: dict[tuple[str, bytes], tuple[Any, float]], claim: Any, max_distance: int,
-              max_bins: int, verify_bytes: int, /) -> list[tuple[tuple[str, bytes], Any]]:
-    """``claims._unsettled(settling, claim, max_distance)`` with ``minhash.VERIFY_MAX_DISTANCE`` =
-    ``max_bins`` and ``minhash.VERIFY_BYTES`` = ``verify_bytes``; sketches must be bytes."""
+def unsettled_in_bands(bands: dict[bytes, list[Any]], keys: tuple[bytes, ...],
+                       settling: dict[tuple[str, bytes], tuple[Any, float]], claim: Any, max_distance: int,
+                       max_bins: int, verify_bytes: int, /) -> list[tuple[tuple[str, bytes], Any]]:
+    """``claims._unsettled(bands, keys, settling, claim, max_distance)`` with
+    ``minhash.VERIFY_MAX_DISTANCE`` = ``max_bins`` and ``minhash.VERIFY_BYTES`` = ``verify_bytes``; sketches
+    must be bytes."""

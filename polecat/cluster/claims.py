@@ -60,9 +60,10 @@ near-duplicate index up (polecat/node/pipeline.py):
    closest first) among the bases it recorded that were *fetched before* the claim (by fetch time, then
    URL): a claim with no such match is recorded as a base under its 4 band keys and answered "none" once
    it *settled* (``settle`` seconds after its arrival; an earlier near copy that arrives meanwhile, e.g.
-   from a member whose claims travel while this member's own were decided at once, makes it that one's
-   copy instead, and takes its place as the base); a match is answered "near copy of (hash, URL, time,
-   holder)" at once, its deposit (rule 12) being what waits for the base's fate at its holder. Only an
+   from a member whose claims travel while this member's own were decided at once, and shares a band
+   with it (rule 9's candidates), makes it that one's copy instead, and takes its place as the base); a
+   match is answered "near copy of (hash, URL, time, holder)" at once, its deposit (rule 12) being what
+   waits for the base's fate at its holder. Only an
    earlier fetch is an original (but rule 14), so two owners that saw two pages in opposite orders never
    make each the copy of the other (and neither stored in full). A base its claimer did not store in
    full (it was an exact copy) is *withdrawn*, and a copy waiting on it (rule 14) that waited ``hold``
@@ -729,21 +730,38 @@ def _scan(bands: Mapping[bytes, list[_Base]], keys: tuple[bytes, ...], c: NearCl
     return None, best
 
 
-def _unsettled(settling: Mapping[tuple[str, bytes], tuple[NearClaim, float]], c: NearClaim,
+def _unsettled(bands: Mapping[bytes, list[_Base]], keys: tuple[bytes, ...],
+               settling: Container[tuple[str, bytes]], c: NearClaim,
                max_distance: int) -> list[tuple[tuple[str, bytes], NearClaim]]:
-    """The settling bases (key and claim, in arrival order) fetched after ``c`` and near it (rule 10):
-    the specification of the native kernel's ``unsettled`` (polecat/cluster/_claims.c), which gives the
-    same. The index distance first: it rules out nearly every settling base, at the cost of an integer
-    test."""
+    """The settling bases (key and claim) near ``c`` and fetched after it (rule 10), among the bases
+    listed under ``c``'s band keys ``keys`` (each once, in key then list order): the specification of the
+    native kernel's ``unsettled_in_bands`` (polecat/cluster/_claims.c), which gives the same. Only a base
+    that shares a band is a candidate, as in :func:`_scan` and one process's index (rule 9), so the pass
+    reads a claim's few band-mates, not every base settling (19-20 of them a claim at a 20 ms settle, and
+    more the longer the settle; benchmarks/README.md "Issue 35: the settling pass by band"). The index
+    distance first: it rules out nearly every base."""
     order = _order(c)
-    return [(key, s) for key, (s, _) in settling.items()
-            if (s.index ^ c.index).bit_count() <= max_distance and _order(s) > order
-            and s.url != c.url and verify_distance(s.verify, c.verify) <= VERIFY_MAX_DISTANCE]
+    seen: set[int] = set()
+    out = []
+    for key in keys:
+        for base in bands.get(key, ()):
+            if id(base) in seen:
+                continue
+            seen.add(id(base))
+            s = base.claim
+            if ((s.index ^ c.index).bit_count() <= max_distance and _order(s) > order and s.url != c.url
+                    and verify_distance(s.verify, c.verify) <= VERIFY_MAX_DISTANCE
+                    and (base.claimer, s.digest) in settling):
+                out.append(((base.claimer, s.digest), s))
+    return out
 
 
-_native_unsettled: Callable[[dict[tuple[str, bytes], tuple[NearClaim, float]], NearClaim, int, int, int],
+_native_unsettled: Callable[[dict[bytes, list[_Base]], tuple[bytes, ...], dict[tuple[str, bytes],
+                                                                                tuple[NearClaim, float]],
+                             NearClaim, int, int, int],
                             list[tuple[tuple[str, bytes], NearClaim]]] | None = (
-    None if _kernel is None else _kernel.unsettled
+    # A kernel built before it (an editable install not built again) lacks it: the specification runs.
+    None if _kernel is None else getattr(_kernel, "unsettled_in_bands", None)
 )
 _native_closest: Callable[[dict[bytes, list[_Base]], tuple[bytes, ...], NearClaim,
                            dict[tuple[str, bytes], tuple[NearClaim, float]], int, int, int],
@@ -815,11 +833,15 @@ class NearBook:
         if not self._settling:
             return
         # Those that match first (the tests read only the two claims), then each while still settling.
+        keys = _keys(c.index)
         if _native_unsettled is not None:
-            matches = _native_unsettled(self._settling, c, self._max_distance, VERIFY_MAX_DISTANCE,
-                                        VERIFY_BYTES)
+            matches = _native_unsettled(self._bands, keys, self._settling, c, self._max_distance,
+                                        VERIFY_MAX_DISTANCE, VERIFY_BYTES)
         else:
-            matches = _unsettled(self._settling, c, self._max_distance)
+            matches = _unsettled(self._bands, keys, self._settling, c, self._max_distance)
+        if len(matches) > 1:  # decided in the order they arrived, as a pass over ``_settling`` made them
+            arrival = {key: i for i, key in enumerate(self._settling)}
+            matches.sort(key=lambda m: arrival[m[0]])
         for key, s in matches:
             if key in self._settling:
                 del self._settling[key]
