@@ -45,10 +45,11 @@ def pages(n: int, members: list[str], seed: int = 1) -> list[Page]:
     return out
 
 
-def run(work: list[Page], members: list[str]) -> tuple[float, dict[str, int]]:
-    """Claim every page of ``work``; the process CPU seconds and the outcome counts."""
+def run(work: list[Page], members: list[str], settle: float = 0.02) -> tuple[float, dict[str, int]]:
+    """Claim every page of ``work`` (near bases settling ``settle`` seconds); the process CPU seconds and
+    the outcome counts."""
     ring = Ring(tuple(members))
-    near = {m: claims.NearQueue(m, ring.owner, claims.NearBook(100_000, 60.0, 4, settle=0.02), wait=60.0)
+    near = {m: claims.NearQueue(m, ring.owner, claims.NearBook(100_000, 60.0, 4, settle=settle), wait=60.0)
             for m in members}
     exact = {m: claims.ClaimQueue(m, ring.owner, claims.ClaimBook(100_000, 60.0), capacity=100_000, wait=60.0)
              for m in members}
@@ -128,16 +129,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pages", type=int, default=20_000)
     ap.add_argument("--members", type=int, default=3)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--settle", type=float, default=0.02,
+                    help="seconds a near base settles (claims rule 10): more settle at once the longer it is")
     ap.add_argument("--profile", action="store_true", help="print cProfile's top 20 (of one more run)")
     args = ap.parse_args(argv)
     members = [f"m{i}" for i in range(args.members)]
     work = pages(args.pages, members)
     for _ in range(args.runs):
-        spent, counts = run(work, members)
-        print(f"{args.pages} pages, {args.members} members: {spent / args.pages * 1e6:.1f} µs/page {counts}")
+        spent, counts = run(work, members, args.settle)
+        print(f"{args.pages} pages, {args.members} members, settle {args.settle} s: "
+              f"{spent / args.pages * 1e6:.1f} µs/page {counts}")
     if args.profile:
         prof = cProfile.Profile()
-        prof.runcall(run, work, members)
+        prof.runcall(run, work, members, args.settle)
         pstats.Stats(prof).sort_stats("tottime").print_stats(20)
     return 0
 

@@ -54,10 +54,11 @@ import itertools
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -238,9 +239,10 @@ def site_spec(args: argparse.Namespace) -> SiteSpec:
                     near_dup_ratio=args.near_dup)
 
 
-async def cluster(n: int, claims: bool, args: argparse.Namespace, work: Path) -> tuple[str, str]:
-    """One crawl of the web by ``n`` etcd nodes into the new directory ``work``: its table row and its
-    :func:`profile` line (AssertionError naming the pages lost, if any)."""
+async def cluster(n: int, claims: bool, args: argparse.Namespace,
+                  work: Path) -> tuple[str, str, tuple[float, float, float] | None]:
+    """One crawl of the web by ``n`` etcd nodes into the new directory ``work``: its table row, its
+    :func:`profile` line and its steady window (AssertionError naming the pages lost, if any)."""
     async with TestWeb(site_spec(args)) as web:
         steady = SteadyWindow(len(web.ground_truth("host")))
         cpu, codes, pages = await crawl_by_nodes(web, n, claims, args, work, steady)
@@ -248,10 +250,35 @@ async def cluster(n: int, claims: bool, args: argparse.Namespace, work: Path) ->
         starts = [r.start for r in log]
     assert not pages.lost, f"{len(pages.lost)} pages lost (data dirs kept in {work}): {pages.lost[:10]}"
     name = f"{n} node{'s' if n > 1 else ''}" + ("" if claims else ", claims off")
-    return _row(name, [work / f"n{k}" for k in range(n)], cpu, max(starts) - min(starts), steady,
-                max(codes)) + (
+    row = _row(name, [work / f"n{k}" for k in range(n)], cpu, max(starts) - min(starts), steady,
+               max(codes)) + (
         f" {len(pages.cut)} cut at the stop, still queued" if pages.cut else "") + (
-        f" {len(pages.unasked)} never asked for, queued" if pages.unasked else ""), profile(name, log, steady)
+        f" {len(pages.unasked)} never asked for, queued" if pages.unasked else "")
+    return row, profile(name, log, steady), steady.figures()
+
+
+def repeated(windows: Mapping[str, Sequence[tuple[float, float, float] | None]]) -> str:
+    """The steady windows of ``--repeat``'s crawls, by run: the median CPU a page and pages/s, and for a
+    run with claims, its change against the same count with claims off, repetition by repetition (the
+    crawls of one repetition ran back to back, so they saw the same load) and their median. A crawl
+    whose window was not reached is left out."""
+    lines = ["| run | repetitions | steady CPU ms/page, median | steady pages/s, median "
+             "| CPU a page against claims off, each (median) | pages/s against claims off, each (median) |",
+             "|---|---|---|---|---|---|"]
+    for name, got in windows.items():
+        seen = [w for w in got if w is not None]
+        off = windows.get(f"{name}, claims off", [])
+        pairs = [(on, o) for on, o in zip(got, off, strict=False) if on is not None and o is not None]
+        changes = [""] * 2
+        for k, col in ((0, 1), (1, 2)):
+            each = [on[col] / o[col] - 1 for on, o in pairs]
+            if each:
+                changes[k] = (", ".join(f"{c:+.0%}" for c in each) + f" ({statistics.median(each):+.0%})")
+        cpu = f"{statistics.median(w[1] for w in seen):.2f}" if seen else "-"
+        rate = f"{statistics.median(w[2] for w in seen):,.0f}" if seen else "-"
+        lines.append(f"| {name} | {len(seen)} of {len(got)} | {cpu} | {rate} | {changes[0] or '-'} "
+                     f"| {changes[1] or '-'} |")
+    return "\n".join(lines)
 
 
 async def follow(web: TestWeb, truth: set[str], procs: list[subprocess.Popen[bytes]], steady: SteadyWindow,
@@ -344,10 +371,11 @@ def crawl(args: argparse.Namespace) -> None:
     runs = [("1 process", 0, True), *((f"{n} workers", n, True) for n in args.workers),
             *((f"{n} workers, claims off", n, False) for n in (args.workers if args.without else []))]
     profiles: list[str] = []
+    windows: dict[str, list[tuple[float, float, float] | None]] = {}
     with LocalDnsServer() as dns:
         for i, host in enumerate(site.hosts):
             dns.add(host, [ADDRESSES[i % len(ADDRESSES)]])
-        for name, n, claims in runs:
+        for name, n, claims in runs * args.repeat:
             data = out / f"data-{n}-{int(claims)}"
             shutil.rmtree(data, ignore_errors=True)
             argv = [sys.executable, "-m", "polecat", "crawl", "--seeds-file", str(out / "seeds.txt"),
@@ -371,13 +399,18 @@ def crawl(args: argparse.Namespace) -> None:
             print(_row(name, data, cpu_s, max(starts) - min(starts) if starts else 0.0, steady, code),
                   flush=True)
             profiles.append(profile(name, log, steady))
-    for n, claims in [*((n, True) for n in args.nodes), *((n, False) for n in args.nodes if args.without)]:
+            windows.setdefault(name, []).append(steady.figures())
+    for n, claims in [*((n, True) for n in args.nodes), *((n, False) for n in args.nodes if args.without)] * \
+            args.repeat:
         work = out / f"nodes-{n}-{int(claims)}"
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir(parents=True)
-        row, line = asyncio.run(cluster(n, claims, args, work))
+        row, line, window = asyncio.run(cluster(n, claims, args, work))
         print(row, flush=True)
         profiles.append(line)
+        windows.setdefault(row.split(" | ")[0].lstrip("| "), []).append(window)
+    if args.repeat > 1:
+        print(f"\n{repeated(windows)}")
     print(f"\nPer tenth: pages/s over each tenth of the crawl's page requests; CPU ms/page from each tenth "
           f"of the truth's {expected:,} pages served to the next, {MARKS[0]:.0%} to {MARKS[-1]:.0%}:")
     print("\n".join(profiles))
@@ -403,6 +436,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--nodes", type=lambda s: [int(x) for x in s.split(",")], default=[],
                     help="also crawl with etcd clusters of these sizes (e.g. 1,3)")
     ap.add_argument("--without", action="store_true", help="also crawl each count with claims off")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="crawl the whole list this many times, then print each run's median steady figures "
+                         "and its change against claims off, repetition by repetition: one crawl's "
+                         "steady CPU a page moved by 5-10 %% between runs on a quiet 2-core machine")
     ap.add_argument("--out", type=Path, default=ROOT / "bench-out" / "claims")
     crawl(ap.parse_args(argv))
     return 0

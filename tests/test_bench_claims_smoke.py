@@ -12,7 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.bench_claims import PageAccount, Sample, SteadyWindow, account_pages, main, tree_cpu_seconds
+from benchmarks.bench_claims import (
+    PageAccount,
+    Sample,
+    SteadyWindow,
+    account_pages,
+    main,
+    repeated,
+    tree_cpu_seconds,
+)
 from polecat import Crawler
 from polecat.config import Config
 from polecat.frontier.opener import open_frontier
@@ -45,6 +53,19 @@ def test_bench_claims_measures_the_collapse_of_one_process_and_of_workers(
         # the window: some pages, some CPU, inside the whole crawl's span and CPU (0.05: their rounding)
         assert 0 < steady_s <= pages / pages_s + 0.05 and steady_ms > 0 and steady_pages_s > 0
         assert steady_ms * steady_pages_s * steady_s / 1000 <= cpu_s + 0.05
+
+
+def test_repeated_crawls_give_medians_and_each_repetition_s_change_against_claims_off() -> None:
+    """``--repeat``: a run's medians over its windows, its changes paired repetition by repetition with
+    the same count's claims-off crawls; a window not reached is left out of both."""
+    table = repeated({
+        "4 workers": [(10.0, 0.90, 1000.0), (10.0, 0.60, 1500.0), None],
+        "4 workers, claims off": [(10.0, 0.75, 1250.0), (10.0, 0.50, 2000.0), (10.0, 0.40, 3000.0)],
+        "3 nodes": [None],
+    }).splitlines()
+    assert table[2] == "| 4 workers | 2 of 3 | 0.75 | 1,250 | +20%, +20% (+20%) | -20%, -25% (-22%) |"
+    assert table[3] == "| 4 workers, claims off | 3 of 3 | 0.50 | 2,000 | - | - |"
+    assert table[4] == "| 3 nodes | 0 of 1 | - | - | - | - |"
 
 
 def test_steady_window_samples_at_its_marks_and_divides_what_lies_between() -> None:
