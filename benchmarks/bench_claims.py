@@ -10,8 +10,10 @@ The web (benchmarks/server.py, in its own processes) is a generated site whose l
 mirror the first half (``SiteSpec.mirror_hosts``): each mirrored page byte for byte, or with one token
 changed (``--mirror-near``); inside a host ``--dup`` of the pages copy another page and ``--near-dup``
 change one token of another. It is crawled to the end from an empty data dir by one process (no
-``--workers``), then by each worker count with content claims, then (``--without``) by each count with
-``[cluster] content_claims = false``, all in one run so they see the same machine load.
+``--workers``), then by each worker count with content claims and (``--without``) right after it with
+``[cluster] content_claims = false``, all in one run so they see the same machine load; ``--repeat N``
+crawls that list N times (each pair the other way round in odd repetitions) and prints each run's
+medians and its change against claims off, pair by pair (:func:`repeated`).
 
 With ``--nodes 1,3`` the same web is also crawled by etcd clusters of those sizes (``polecat node``
 processes on 127.0.0.60+, a private etcd, the web served by this process: polecat/testing/web.py), a
@@ -257,11 +259,24 @@ async def cluster(n: int, claims: bool, args: argparse.Namespace,
     return row, profile(name, log, steady), steady.figures()
 
 
+def crawl_pair(without: bool, rep: int) -> tuple[bool, ...]:
+    """Claims on, then off (``--without``) right after it, in that order in even repetitions and the other
+    way round in odd ones: a pair of crawls sees the same load, and a drift of the machine's pace over
+    the repetitions falls on either side alike."""
+    return ((True, False) if rep % 2 == 0 else (False, True)) if without else (True,)
+
+
+def worker_runs(args: argparse.Namespace, rep: int) -> list[tuple[str, int, bool]]:
+    """The crawls of repetition ``rep``: one process, then each worker count's pair (:func:`crawl_pair`)."""
+    return [("1 process", 0, True), *((f"{n} workers" + ("" if claims else ", claims off"), n, claims)
+                                      for n in args.workers for claims in crawl_pair(args.without, rep))]
+
+
 def repeated(windows: Mapping[str, Sequence[tuple[float, float, float] | None]]) -> str:
     """The steady windows of ``--repeat``'s crawls, by run: the median CPU a page and pages/s, and for a
     run with claims, its change against the same count with claims off, repetition by repetition (the
-    crawls of one repetition ran back to back, so they saw the same load) and their median. A crawl
-    whose window was not reached is left out."""
+    two crawls of a pair ran back to back, :func:`crawl_pair`) and their median. A crawl whose window was not
+    reached is left out."""
     lines = ["| run | repetitions | steady CPU ms/page, median | steady pages/s, median "
              "| CPU a page against claims off, each (median) | pages/s against claims off, each (median) |",
              "|---|---|---|---|---|---|"]
@@ -368,14 +383,12 @@ def crawl(args: argparse.Namespace) -> None:
     print("| run | pages | fetched MB | stored MB | stored / fetched | bodies | revisits | unanswered "
           "| CPU s | CPU ms/page | pages/s | steady s | steady CPU ms/page | steady pages/s |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    runs = [("1 process", 0, True), *((f"{n} workers", n, True) for n in args.workers),
-            *((f"{n} workers, claims off", n, False) for n in (args.workers if args.without else []))]
     profiles: list[str] = []
     windows: dict[str, list[tuple[float, float, float] | None]] = {}
     with LocalDnsServer() as dns:
         for i, host in enumerate(site.hosts):
             dns.add(host, [ADDRESSES[i % len(ADDRESSES)]])
-        for name, n, claims in runs * args.repeat:
+        for name, n, claims in [run for rep in range(args.repeat) for run in worker_runs(args, rep)]:
             data = out / f"data-{n}-{int(claims)}"
             shutil.rmtree(data, ignore_errors=True)
             argv = [sys.executable, "-m", "polecat", "crawl", "--seeds-file", str(out / "seeds.txt"),
@@ -400,8 +413,8 @@ def crawl(args: argparse.Namespace) -> None:
                   flush=True)
             profiles.append(profile(name, log, steady))
             windows.setdefault(name, []).append(steady.figures())
-    for n, claims in [*((n, True) for n in args.nodes), *((n, False) for n in args.nodes if args.without)] * \
-            args.repeat:
+    for n, claims in [(n, claims) for rep in range(args.repeat) for n in args.nodes
+                      for claims in crawl_pair(args.without, rep)]:
         work = out / f"nodes-{n}-{int(claims)}"
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir(parents=True)

@@ -4,6 +4,7 @@ a process tree it samples."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from benchmarks.bench_claims import (
     main,
     repeated,
     tree_cpu_seconds,
+    worker_runs,
 )
 from polecat import Crawler
 from polecat.config import Config
@@ -66,6 +68,15 @@ def test_repeated_crawls_give_medians_and_each_repetition_s_change_against_claim
     assert table[2] == "| 4 workers | 2 of 3 | 0.75 | 1,250 | +20%, +20% (+20%) | -20%, -25% (-22%) |"
     assert table[3] == "| 4 workers, claims off | 3 of 3 | 0.50 | 2,000 | - | - |"
     assert table[4] == "| 3 nodes | 0 of 1 | - | - | - | - |"
+
+
+def test_each_pair_of_crawls_runs_back_to_back_and_turns_round_each_repetition() -> None:
+    args = argparse.Namespace(workers=[2, 4], without=True)
+    assert [name for rep in range(2) for name, _, _ in worker_runs(args, rep)] == [
+        "1 process", "2 workers", "2 workers, claims off", "4 workers", "4 workers, claims off",
+        "1 process", "2 workers, claims off", "2 workers", "4 workers, claims off", "4 workers"]
+    assert worker_runs(argparse.Namespace(workers=[2], without=False), 1) == [
+        ("1 process", 0, True), ("2 workers", 2, True)]
 
 
 def test_steady_window_samples_at_its_marks_and_divides_what_lies_between() -> None:
