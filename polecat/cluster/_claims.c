@@ -262,7 +262,7 @@ static PyObject *match_or_none(Match *m) {
     return Py_BuildValue("(O(nn))", m->base, m->bins, m->bits);
 }
 
-/* A growable array of new references (the bases seen, rule 3; the later candidates, rule 4). */
+/* A growable array of new references (a claim's band-mates, rules 3 and 6; the later candidates, rule 4). */
 typedef struct {
     PyObject **items;
     Py_ssize_t *bits;
@@ -303,6 +303,27 @@ static void bases_free(Bases *b) {
     for (Py_ssize_t i = 0; i < b->len; i++) Py_DECREF(b->items[i]);
     PyMem_Free(b->items);
     PyMem_Free(b->bits);
+}
+
+/* Rules 3 and 6's walk: the bases listed under ``keys`` in ``bands``, each once, in key then list order,
+ * held in ``mates``; -1 with TypeError (naming ``who``) when a band is not a list. */
+static int band_mates(PyObject *bands, PyObject *keys, const char *who, Bases *mates) {
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(keys); k++) {
+        PyObject *band = PyDict_GetItemWithError(bands, PyTuple_GET_ITEM(keys, k));
+        if (band == NULL) {
+            if (PyErr_Occurred()) return -1;
+            continue;
+        }
+        if (!PyList_Check(band)) {
+            PyErr_Format(PyExc_TypeError, "%s(): a band is a list of bases", who);
+            return -1;
+        }
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(band); i++) {
+            PyObject *base = PyList_GET_ITEM(band, i);
+            if (!bases_has(mates, base) && bases_push(mates, base, 0) < 0) return -1;
+        }
+    }
+    return 0;
 }
 
 /* Rule 3 for one base: 1 when it is skipped, 0 when ranked or listed later, -1 on error. */
@@ -382,35 +403,17 @@ static PyObject *closest(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     if (PyErr_Occurred()) return NULL;
     PyObject *url = NULL, *index = NULL, *verify = NULL, *fetched_at = NULL, *order = NULL, *result = NULL;
     Match best = {NULL, 0, 0}, later_best = {NULL, 0, 0};
-    Bases seen = {NULL, NULL, 0, 0}, later = {NULL, NULL, 0, 0};
+    Bases mates = {NULL, NULL, 0, 0}, later = {NULL, NULL, 0, 0};
     if ((url = PyObject_GetAttr(claim, S_URL)) == NULL || (index = PyObject_GetAttr(claim, S_INDEX)) == NULL
         || (verify = PyObject_GetAttr(claim, S_VERIFY)) == NULL
         || (fetched_at = PyObject_GetAttr(claim, S_FETCHED_AT)) == NULL
         || (order = PyTuple_Pack(2, fetched_at, url)) == NULL)
         goto done;
-    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(keys); k++) {
-        PyObject *band = PyDict_GetItemWithError(bands, PyTuple_GET_ITEM(keys, k));
-        if (band == NULL) {
-            if (PyErr_Occurred()) goto done;
-            continue;
-        }
-        if (!PyList_Check(band)) {
-            PyErr_SetString(PyExc_TypeError, "closest(): a band is a list of bases");
+    if (band_mates(bands, keys, "closest", &mates) < 0) goto done;
+    for (Py_ssize_t i = 0; i < mates.len; i++)
+        if (scan_base(mates.items[i], url, index, verify, order, settling, max_distance, max_bins, verify_bytes,
+                      &best, &later) < 0)
             goto done;
-        }
-        Py_INCREF(band);
-        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(band); i++) {
-            PyObject *base = PyList_GET_ITEM(band, i);
-            if (bases_has(&seen, base)) continue;
-            if (bases_push(&seen, base, 0) < 0
-                || scan_base(base, url, index, verify, order, settling, max_distance, max_bins, verify_bytes,
-                             &best, &later) < 0) {
-                Py_DECREF(band);
-                goto done;
-            }
-        }
-        Py_DECREF(band);
-    }
     if (best.base != NULL) {
         PyObject *found = match_or_none(&best);
         if (found != NULL) result = Py_BuildValue("(NO)", found, Py_None);
@@ -428,7 +431,7 @@ done:
     Py_XDECREF(order);
     Py_XDECREF(best.base);
     Py_XDECREF(later_best.base);
-    bases_free(&seen);
+    bases_free(&mates);
     bases_free(&later);
     return result;
 }
@@ -487,53 +490,35 @@ static PyObject *unsettled_in_bands(PyObject *self, PyObject *const *args, Py_ss
                verify_bytes = PyLong_AsSsize_t(args[6]);
     if (PyErr_Occurred()) return NULL;
     PyObject *url = NULL, *index = NULL, *verify = NULL, *fetched_at = NULL, *order = NULL, *out = NULL;
-    Bases seen = {NULL, NULL, 0, 0};
+    Bases mates = {NULL, NULL, 0, 0};
     if ((url = PyObject_GetAttr(claim, S_URL)) == NULL || (index = PyObject_GetAttr(claim, S_INDEX)) == NULL
         || (verify = PyObject_GetAttr(claim, S_VERIFY)) == NULL
         || (fetched_at = PyObject_GetAttr(claim, S_FETCHED_AT)) == NULL
         || (order = PyTuple_Pack(2, fetched_at, url)) == NULL || (out = PyList_New(0)) == NULL)
         goto fail;
-    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(keys); k++) {
-        PyObject *band = PyDict_GetItemWithError(bands, PyTuple_GET_ITEM(keys, k));
-        if (band == NULL) {
-            if (PyErr_Occurred()) goto fail;
-            continue;
+    if (band_mates(bands, keys, "unsettled_in_bands", &mates) < 0) goto fail;
+    for (Py_ssize_t i = 0; i < mates.len; i++) {
+        PyObject *base = mates.items[i], *s = NULL, *claimer = NULL, *digest = NULL, *key = NULL;
+        int match = (s = PyObject_GetAttr(base, S_CLAIM)) == NULL ? -1 : 0;
+        if (match == 0) match = unsettles(s, url, index, verify, order, max_distance, max_bins, verify_bytes);
+        if (match > 0) { /* rule 6: a match whose base still settles */
+            if ((claimer = PyObject_GetAttr(base, S_CLAIMER)) == NULL
+                || (digest = PyObject_GetAttr(s, S_DIGEST)) == NULL
+                || (key = PyTuple_Pack(2, claimer, digest)) == NULL)
+                match = -1;
+            else
+                match = PyDict_Contains(settling, key);
         }
-        if (!PyList_Check(band)) {
-            PyErr_SetString(PyExc_TypeError, "unsettled_in_bands(): a band is a list of bases");
-            goto fail;
+        if (match > 0) {
+            PyObject *pair = PyTuple_Pack(2, key, s);
+            if (pair == NULL || PyList_Append(out, pair) < 0) match = -1;
+            Py_XDECREF(pair);
         }
-        Py_INCREF(band);
-        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(band); i++) {
-            PyObject *base = PyList_GET_ITEM(band, i);
-            if (bases_has(&seen, base)) continue;
-            PyObject *s = NULL, *claimer = NULL, *digest = NULL, *key = NULL;
-            int match = bases_push(&seen, base, 0) < 0 ? -1 : 0;
-            if (match == 0 && (s = PyObject_GetAttr(base, S_CLAIM)) == NULL) match = -1;
-            if (match == 0) match = unsettles(s, url, index, verify, order, max_distance, max_bins, verify_bytes);
-            if (match > 0) { /* rule 9: a match whose base still settles */
-                if ((claimer = PyObject_GetAttr(base, S_CLAIMER)) == NULL
-                    || (digest = PyObject_GetAttr(s, S_DIGEST)) == NULL
-                    || (key = PyTuple_Pack(2, claimer, digest)) == NULL)
-                    match = -1;
-                else
-                    match = PyDict_Contains(settling, key);
-            }
-            if (match > 0) {
-                PyObject *pair = PyTuple_Pack(2, key, s);
-                if (pair == NULL || PyList_Append(out, pair) < 0) match = -1;
-                Py_XDECREF(pair);
-            }
-            Py_XDECREF(s);
-            Py_XDECREF(claimer);
-            Py_XDECREF(digest);
-            Py_XDECREF(key);
-            if (match < 0) {
-                Py_DECREF(band);
-                goto fail;
-            }
-        }
-        Py_DECREF(band);
+        Py_XDECREF(s);
+        Py_XDECREF(claimer);
+        Py_XDECREF(digest);
+        Py_XDECREF(key);
+        if (match < 0) goto fail;
     }
     goto done;
 fail:
@@ -544,7 +529,7 @@ done:
     Py_XDECREF(verify);
     Py_XDECREF(fetched_at);
     Py_XDECREF(order);
-    bases_free(&seen);
+    bases_free(&mates);
     return out;
 }
 

@@ -698,31 +698,36 @@ def _better(best: _Match | None, base: _Base, c: NearClaim, bits: int) -> _Match
     return best
 
 
+def _band_mates(bands: Mapping[bytes, list[_Base]], keys: tuple[bytes, ...]) -> Iterator[_Base]:
+    """The bases listed under ``keys`` in ``bands``, each once, in key then list order: a base in several
+    of these bands passes or fails the same tests in each, so once is enough."""
+    seen: set[int] = set()
+    for key in keys:
+        for base in bands.get(key, ()):
+            if id(base) not in seen:
+                seen.add(id(base))
+                yield base
+
+
 def _scan(bands: Mapping[bytes, list[_Base]], keys: tuple[bytes, ...], c: NearClaim,
           settling: Container[tuple[str, bytes]], max_distance: int) -> tuple[_Match | None, _Match | None]:
     """:meth:`NearBook._closest` over the bases of ``bands`` under ``keys``: the specification of the
     native kernel's ``closest`` (polecat/cluster/_claims.c), which gives the same."""
     best: _Match | None = None
     order = _order(c)
-    seen: set[int] = set()
     later: list[tuple[_Base, int]] = []
-    for key in keys:
-        for base in bands.get(key, ()):
-            # A base in several of these bands passes or fails the same tests in each: once is enough.
-            if id(base) in seen:
-                continue
-            seen.add(id(base))
-            o = base.claim
-            if o.url == c.url or base.order == order:
-                continue
-            bits = (o.index ^ c.index).bit_count()
-            if bits > max_distance:
-                continue
-            if base.order > order:
-                if (base.claimer, o.digest) not in settling:
-                    later.append((base, bits))
-                continue
-            best = _better(best, base, c, bits)
+    for base in _band_mates(bands, keys):
+        o = base.claim
+        if o.url == c.url or base.order == order:
+            continue
+        bits = (o.index ^ c.index).bit_count()
+        if bits > max_distance:
+            continue
+        if base.order > order:
+            if (base.claimer, o.digest) not in settling:
+                later.append((base, bits))
+            continue
+        best = _better(best, base, c, bits)
     if best is not None:
         return best, None
     for base, bits in later:
@@ -741,18 +746,13 @@ def _unsettled(bands: Mapping[bytes, list[_Base]], keys: tuple[bytes, ...],
     more the longer the settle; benchmarks/README.md "Issue 35: the settling pass by band"). The index
     distance first: it rules out nearly every base."""
     order = _order(c)
-    seen: set[int] = set()
     out = []
-    for key in keys:
-        for base in bands.get(key, ()):
-            if id(base) in seen:
-                continue
-            seen.add(id(base))
-            s = base.claim
-            if ((s.index ^ c.index).bit_count() <= max_distance and _order(s) > order and s.url != c.url
-                    and verify_distance(s.verify, c.verify) <= VERIFY_MAX_DISTANCE
-                    and (base.claimer, s.digest) in settling):
-                out.append(((base.claimer, s.digest), s))
+    for base in _band_mates(bands, keys):
+        s = base.claim
+        if ((s.index ^ c.index).bit_count() <= max_distance and _order(s) > order and s.url != c.url
+                and verify_distance(s.verify, c.verify) <= VERIFY_MAX_DISTANCE
+                and (base.claimer, s.digest) in settling):
+            out.append(((base.claimer, s.digest), s))
     return out
 
 
