@@ -63,9 +63,9 @@ near-duplicate index up (polecat/node/pipeline.py):
    from a member whose claims travel while this member's own were decided at once, and shares a band
    with it (rule 9's candidates), makes it that one's copy instead, and takes its place as the base); a
    match is answered "near copy of (hash, URL, time, holder)" at once, its deposit (rule 12) being what
-   waits for the base's fate at its holder. Only an
-   earlier fetch is an original (but rule 14), so two owners that saw two pages in opposite orders never
-   make each the copy of the other (and neither stored in full). A base its claimer did not store in
+   waits for the base's fate at its holder. Only an earlier fetch is an original (but rule 14), so two
+   owners that saw two pages in opposite orders never make each the copy of the other (and neither
+   stored in full). A base its claimer did not store in
    full (it was an exact copy) is *withdrawn*, and a copy waiting on it (rule 14) that waited ``hold``
    seconds drops it (a dead or slow claimer): the copies waiting on it are decided again. The book
    keeps at most ``capacity`` bases, the oldest dropped, and at most :data:`BAND_BASES` under one band
@@ -743,8 +743,8 @@ def _unsettled(bands: Mapping[bytes, list[_Base]], keys: tuple[bytes, ...],
     native kernel's ``unsettled_in_bands`` (polecat/cluster/_claims.c), which gives the same. Only a base
     that shares a band is a candidate, as in :func:`_scan` and one process's index (rule 9), so the pass
     reads a claim's few band-mates, not every base settling (19-20 of them a claim at a 20 ms settle, and
-    more the longer the settle; benchmarks/README.md "Issue 35: the settling pass by band"). The index
-    distance first: it rules out nearly every base."""
+    more the longer the settle; benchmarks/README.md "Issue 35: the settling pass by band, and claim cost
+    measured in pairs"). The index distance first: it rules out nearly every base."""
     order = _order(c)
     out = []
     for base in _band_mates(bands, keys):
