@@ -251,12 +251,17 @@ async def cluster(n: int, claims: bool, args: argparse.Namespace,
         log = web.log
         starts = [r.start for r in log]
     assert not pages.lost, f"{len(pages.lost)} pages lost (data dirs kept in {work}): {pages.lost[:10]}"
-    name = f"{n} node{'s' if n > 1 else ''}" + ("" if claims else ", claims off")
+    name = node_run_name(n, claims)
     row = _row(name, [work / f"n{k}" for k in range(n)], cpu, max(starts) - min(starts), steady,
                max(codes)) + (
         f" {len(pages.cut)} cut at the stop, still queued" if pages.cut else "") + (
         f" {len(pages.unasked)} never asked for, queued" if pages.unasked else "")
     return row, profile(name, log, steady), steady.figures()
+
+
+def node_run_name(n: int, claims: bool) -> str:
+    """A node crawl's name in the table (and, for ``--repeat``, the key of its windows)."""
+    return f"{n} node{'s' if n > 1 else ''}" + ("" if claims else ", claims off")
 
 
 def crawl_pair(without: bool, rep: int) -> tuple[bool, ...]:
@@ -421,7 +426,7 @@ def crawl(args: argparse.Namespace) -> None:
         row, line, window = asyncio.run(cluster(n, claims, args, work))
         print(row, flush=True)
         profiles.append(line)
-        windows.setdefault(row.split(" | ")[0].lstrip("| "), []).append(window)
+        windows.setdefault(node_run_name(n, claims), []).append(window)
     if args.repeat > 1:
         print(f"\n{repeated(windows)}")
     print(f"\nPer tenth: pages/s over each tenth of the crawl's page requests; CPU ms/page from each tenth "

@@ -1,5 +1,5 @@
 """The private etcd of the tests (polecat/testing/etcd.py): a first start whose port another process took
-meanwhile moves to new ports; a start after a halt keeps its ports and its keys."""
+meanwhile moves to new ports; a start after a halt keeps its ports."""
 
 from __future__ import annotations
 

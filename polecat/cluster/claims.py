@@ -760,8 +760,7 @@ _native_unsettled: Callable[[dict[bytes, list[_Base]], tuple[bytes, ...], dict[t
                                                                                 tuple[NearClaim, float]],
                              NearClaim, int, int, int],
                             list[tuple[tuple[str, bytes], NearClaim]]] | None = (
-    # A kernel built before it (an editable install not built again) lacks it: the specification runs.
-    None if _kernel is None else getattr(_kernel, "unsettled_in_bands", None)
+    None if _kernel is None else _kernel.unsettled_in_bands
 )
 _native_closest: Callable[[dict[bytes, list[_Base]], tuple[bytes, ...], NearClaim,
                            dict[tuple[str, bytes], tuple[NearClaim, float]], int, int, int],

@@ -67,10 +67,14 @@ class EtcdServer:
         self.client_port = _free_port(host)
         self.peer_port = _free_port(host)
         self.tls = tls
-        self.endpoint = f"{'https' if tls else 'http'}://{host}:{self.client_port}"
         self._proc: subprocess.Popen[bytes] | None = None
         self._started = False
         self.log_path = self._dir / "etcd.log"
+
+    @property
+    def endpoint(self) -> str:
+        """The client URL: ``http://HOST:PORT`` (``https://`` with ``tls``)."""
+        return f"{'https' if self.tls else 'http'}://{self.host}:{self.client_port}"
 
     def start(self, timeout: float = 20.0) -> EtcdServer:
         """Start etcd; after :meth:`halt`, again on the same ports with its data. Ports are chosen free
@@ -85,7 +89,6 @@ class EtcdServer:
                     raise
                 shutil.rmtree(self._dir / "data", ignore_errors=True)
                 self.client_port, self.peer_port = _free_port(self.host), _free_port(self.host)
-                self.endpoint = f"{'https' if self.tls else 'http'}://{self.host}:{self.client_port}"
         return self._start(timeout)
 
     def _start(self, timeout: float) -> EtcdServer:
