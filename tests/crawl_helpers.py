@@ -8,7 +8,7 @@ from typing import Any
 from polecat.cluster.layout import node_dirs
 from polecat.config import Config, StoreConfig, config_from_mapping, merge
 from polecat.errors import CorruptRecord, NotFound
-from polecat.frontier.status import read_outcomes
+from polecat.frontier.status import read_outcomes, read_queued
 from polecat.store.base import FetchRecord, content_hash
 from polecat.store.segstore import open_store
 from polecat.testing.failover import is_page_request
@@ -68,6 +68,20 @@ def assert_store_reads_back(data: Path, cfg: Config) -> int:
     finally:
         store.close()
     return checked
+
+
+def url_fates(data: Path, urls: set[str]) -> dict[str, str]:
+    """What the frontier of ``data`` holds of each of ``urls``: its outcome and reason when done,
+    "queued", or "unknown" (never discovered, or lost): a page a test finds never asked is told given up
+    (and why), left queued, or lost."""
+    fates = dict.fromkeys(urls, "unknown")
+    for url in read_queued(data / "frontier"):
+        if url in fates:
+            fates[url] = "queued"
+    for rec in read_outcomes(data / "frontier"):
+        if rec.url in fates:
+            fates[rec.url] = f"{rec.outcome} {rec.reason} (fetches {rec.fetches})".strip()
+    return fates
 
 
 def fetched_and_readable(data: Path, cfg: Config) -> set[str]:
