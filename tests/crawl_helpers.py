@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 from polecat.cluster.layout import node_dirs
 from polecat.config import Config, StoreConfig, config_from_mapping, merge
 from polecat.errors import CorruptRecord, NotFound
-from polecat.frontier.status import read_outcomes, read_queued
+from polecat.frontier.keys import host_of_row, queue_prefix_of_row
+from polecat.frontier.records import decode_host
+from polecat.frontier.status import _snapshot, read_outcomes, read_queued
 from polecat.store.base import FetchRecord, content_hash
 from polecat.store.segstore import open_store
 from polecat.testing.failover import is_page_request
@@ -82,6 +85,29 @@ def url_fates(data: Path, urls: set[str]) -> dict[str, str]:
         if rec.url in fates:
             fates[rec.url] = f"{rec.outcome} {rec.reason} (fetches {rec.fetches})".strip()
     return fates
+
+
+def queue_counts_disagree(data: Path) -> list[str]:
+    """Where the last commit of the frontier in ``data`` disagrees with itself: a host whose record counts
+    another number of queued URLs than its queue holds, rows under no host, counters (``meta``) that are
+    not the rows' (polecat/node/commits.py rule 16: a record and its rows commit together). Empty when
+    every count agrees."""
+    bad = []
+    with _snapshot(data / "frontier", ("hosts", "queue", "meta")) as (_, tables, _):
+        under_hosts = 0
+        for row, raw in tables.items("hosts"):
+            st = decode_host(raw)
+            rows = sum(1 for _ in tables.items("queue", queue_prefix_of_row(row, st.num)))
+            under_hosts += rows
+            if rows != st.queued:
+                bad.append(f"{host_of_row(row)}: {rows} queued, its record counts {st.queued}")
+        rows = sum(1 for _ in tables.items("queue"))
+        if rows != under_hosts:
+            bad.append(f"{rows - under_hosts} queued URLs under no host's record")
+        counts = json.loads(dict(tables.items("meta")).get(b"host_counts", b"{}"))
+        if counts and counts["queued"] != rows:
+            bad.append(f"{rows} queued, the counters say {counts['queued']}")
+    return bad
 
 
 def fetched_and_readable(data: Path, cfg: Config) -> set[str]:

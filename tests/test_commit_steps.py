@@ -152,6 +152,74 @@ async def test_the_periodic_commit_applies_its_writes_a_bounded_step_at_a_time(
 
 
 
+class Cutting(Preparing):
+    """A frontier whose commit's records are taken at :meth:`prepare_commit` and whose heaps' rebuild
+    takes three loop turns; ``events`` records both in order."""
+
+    def __init__(self, events: list[str]) -> None:
+        super().__init__(WRITES)
+        self.events, self.heaps = events, 0
+
+    def prepare_commit(self) -> list[Write]:
+        self.events.append("records")
+        return super().prepare_commit()
+
+    def heaps_step(self) -> bool:
+        self.heaps += 1
+        return self.heaps % 3 == 0
+
+
+@pytest.mark.parametrize("to_lmdb", [False, True])
+async def test_no_frontier_decision_falls_between_a_commit_s_records_and_its_start(
+        db: FrontierDB, monkeypatch: pytest.MonkeyPatch, to_lmdb: bool) -> None:
+    """commits.py rule 16: from the host records and counters a periodic commit takes (prepare_commit)
+    to its start (start_commit), a frontier call that waits for a free frontier makes no decision, so the
+    rows a decision writes and its host's record are in one commit; the leases taken ahead of an LMDB
+    commit (rule 15) come before the records, the heaps' rebuild (rule 12) after the start. A decision
+    between them put its rows in one commit and its host's record in the next: a kill -9 between the two
+    left a host counting a URL it had not, or not counting one it had (never leased again)."""
+    events: list[str] = []
+    clock, stop = FakeClock(), asyncio.Event()
+    frontier = Cutting(events)
+    commits = Commits(FrontierConfig(), db=db, frontier=frontier, store=Store(),  # type: ignore[arg-type]
+                      seen=None, bloom_path=None, link=None, clock=clock,  # type: ignore[arg-type]
+                      fail=lambda exc: None, wake=lambda: None)
+    commits._last_bloom_save = clock.wall()
+    commits._to_lmdb = to_lmdb
+    start = db.start_commit
+
+    def started(**kwargs: bool) -> object:
+        events.append("start")
+        return start(**kwargs)
+
+    async def lease_ahead(seconds: float) -> None:
+        for _ in range(3):
+            events.append("ahead")
+            await asyncio.sleep(0)
+
+    monkeypatch.setattr(db, "start_commit", started)
+    commits.lease_ahead = lease_ahead
+
+    async def deciding() -> None:  # a lease loop's or page's frontier calls, a loop turn apart
+        while not stop.is_set():
+            await commits.frontier_freed()
+            events.append("decision")
+            await asyncio.sleep(0)
+
+    calls = asyncio.create_task(deciding())
+    try:
+        await commits._commit_off_loop()
+    finally:
+        stop.set()
+        await calls
+        commits.close()
+    cut = events[events.index("records"):events.index("start")]
+    assert "decision" not in cut, events
+    if to_lmdb or "ahead" in events:  # an LMDB commit (the fixture's db may have no log: each is one)
+        assert events.index("ahead") < events.index("records"), events
+    assert frontier.heaps == 3 and "decision" in events[events.index("start"):]
+
+
 HOSTS, BOUND = 600, 400
 
 

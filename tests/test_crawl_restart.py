@@ -19,7 +19,7 @@ from polecat.testing.serverlog import politeness_violations
 from polecat.testing.sitegen import SiteSpec
 from polecat.testing.web import CLIENT_GONE, TestWeb
 from tests.conftest import TestWebFactory
-from tests.crawl_helpers import fetched_and_readable, page_requests, url_fates
+from tests.crawl_helpers import fetched_and_readable, page_requests, queue_counts_disagree, url_fates
 
 COMMIT_MS = 200
 
@@ -103,6 +103,9 @@ def test_kill_9_repeatedly_loses_nothing(test_web: TestWebFactory, tmp_path: Pat
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
         kills += 1
+        # What the kill left agrees with itself (polecat/node/commits.py rule 16): a host whose record
+        # counted fewer URLs than its queue held was never leased again, its pages never asked.
+        assert queue_counts_disagree(data) == [], kills
     # The last run without --quiet: its summary (printed whole, as pytest shows a failed test's output;
     # an assertion message is cut in its middle) and the frontier's record of each page never asked tell
     # a page given up (and why) or left queued from one lost.
@@ -112,6 +115,7 @@ def test_kill_9_repeatedly_loses_nothing(test_web: TestWebFactory, tmp_path: Pat
     assert kills >= 10
     counts = Counter(page_requests(web))
     assert set(counts) == truth, url_fates(data, truth - set(counts))
+    assert queue_counts_disagree(data) == []
     repeats = sum(n - 1 for n in counts.values())
     # Work since the last checkpoint may be replayed: at most what all hosts can fetch in one commit
     # window (plus the requests in flight) per kill.

@@ -75,8 +75,8 @@ Rules (this module owns them):
     loop turn, frontier calls going on. In one step, the ranking and the writes held a 1M-host breadth
     crawl's loop 45-68 ms (benchmarks/README.md "Issue 39: a million pages of a 1M-host breadth
     crawl").
-12. After the writes are applied, a rebuild of the frontier's heaps that the commit found due is made a
-    heap a loop turn (polecat/frontier/host_table.py rule 23), frontier calls going on.
+12. After the commit has begun (rule 16), a rebuild of the frontier's heaps that the commit found due is
+    made a heap a loop turn (polecat/frontier/host_table.py rule 23), frontier calls going on.
 13. The stop's commit (rule 3) is one step on the loop: it comes once the lease loop has ended and the
     requests in flight finished or were cancelled (polecat/node/leases.py rule 4), so no request, and
     no host's politeness, waits for it, and most of it (~110-120 ms in a 1M-host breadth crawl) is the
@@ -95,6 +95,17 @@ Rules (this module owns them):
     again. No frontier call is made during the hold (rule 2), and a crawl that leased nothing for its
     length stopped for seconds at every LMDB commit at 10M URLs (benchmarks/README.md "Issue 39: leasing
     during an LMDB commit").
+16. A commit's cut is whole: from the host records, counters and sequence numbers the frontier writes
+    for it (:meth:`Frontier.prepare_commit`, host_table.py rule 1: a record once a commit, as it is then)
+    to its start (:meth:`FrontierDB.start_commit`, which takes every write applied until then) no frontier
+    decision is made. The periodic commit keeps :attr:`Commits.frontier_free` cleared across that span and
+    awaits nothing there but its writes' steps (rule 11); the leases taken ahead (rule 15) come before it,
+    the heaps' rebuild (rule 12) after. Every caller that decides waits for a free frontier (the lease
+    loop, page work, the hand-off, the seeds feed, the operator API). A decision made in between put its
+    rows (a URL queued, one moved to done) in one commit and its host's record and the counters in the
+    next: a kill -9 between the two left a host whose record counted one URL more or fewer than its queue
+    held, and one with a URL it did not count was never leased again: the crawl ended with it queued
+    (tests/test_crawl_restart.py's kill -9 test, which found it).
 """
 
 from __future__ import annotations
@@ -297,24 +308,23 @@ class Commits:
                 self._link.handoff.finish_commit()
             while not self._frontier.rank_for_commit(RANK_STEP):  # noqa: ASYNC110 - rule 11: a step a loop turn
                 await asyncio.sleep(0)
-            self.frontier_free.clear()  # rule 11: no frontier call until its writes are applied
+            if self.lease_ahead is not None and self._db.lmdb_next(to_lmdb=self._to_lmdb):
+                await self.lease_ahead(self.lmdb_hold)  # rule 15, before the cut (rule 16)
+            self.frontier_free.clear()  # rules 11 and 16: no frontier call until the commit has begun
             try:
                 self._db.apply_later(self._frontier.prepare_commit())
                 self._mark_store()
+                self._rebuilt_unsaved = False
                 await asyncio.sleep(0)  # the loop's turn after the records' encoding and the cut
                 await self._apply_in_steps()
-            finally:
+                pending = self._db.start_commit(to_lmdb=self._to_lmdb)  # rule 16: no await since the cut
+            except BaseException:
                 self.frontier_free.set()
-            while not self._frontier.heaps_step():  # noqa: ASYNC110 - rule 12: a heap a loop turn
-                await asyncio.sleep(0)
-            self._rebuilt_unsaved = False
-            if self.lease_ahead is not None and self._db.lmdb_next(to_lmdb=self._to_lmdb):
-                await self.lease_ahead(self.lmdb_hold)  # rule 15
-            pending = self._db.start_commit(to_lmdb=self._to_lmdb)
+                raise
             self._to_lmdb = False
             held_from = self._clock.monotonic() if self._db.committing else None
-            if held_from is not None:  # an LMDB commit, not a log append only (rule 2)
-                self.frontier_free.clear()
+            if held_from is None:  # a log append only: frontier calls go on during it (rule 2)
+                self.frontier_free.set()
             try:
                 await _committed_off_loop(pending)
                 self._db.finish_commit()
@@ -324,6 +334,8 @@ class Commits:
             if held_from is not None:
                 self.lmdb_hold = self._clock.monotonic() - held_from
                 self._wake()  # rule 15: a lease loop asleep on its leases taken ahead
+            while not self._frontier.heaps_step():  # noqa: ASYNC110 - rule 12: a heap a loop turn
+                await asyncio.sleep(0)
             self._committed(started)
         finally:
             self.flushing = False
