@@ -566,3 +566,35 @@ def test_a_lease_taken_ahead_is_of_a_host_due_within_it_and_goes_at_its_time(tmp
     first = rig.frontier.lease(t, ahead=got.until - t + 0.1)
     assert isinstance(first, Lease) and first.kind == "page" and first.not_before == got.until
     assert isinstance(rig.frontier.lease(got.until + 5, ahead=10.0), Wait)  # its host is in flight
+
+
+@pytest.mark.parametrize(("robots", "counted", "missed"), [(b"", 2, 2),
+                                                       (b"User-agent: *\nDisallow: /private/\n", 1, 4)])
+def test_a_host_counting_fewer_urls_than_its_queue_holds_is_counted_again_as_its_count_runs_out(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, robots: bytes, counted: int, missed: int) -> None:
+    """host_table.py rule 27: a record that counts fewer URLs than its queue holds (what a kill -9 left
+    before polecat/node/commits.py rule 16) has the rows its count missed counted back in once the count
+    runs out, so every queued URL is leased, whether the URL that spent the count was fetched or skipped
+    by robots.txt; before, the host was never leased again and the URLs left stayed queued."""
+    rig = Rig(tmp_path)
+    t = open_host(rig, "http://a.test/", 0.0, robots=robots)
+    urls = [canon(f"http://a.test/p{i}") for i in range(3)]
+    for url in urls:
+        rig.frontier.add(url, 1, 1.0, t)
+    if robots:  # read first by the next lease, and skipped: that spends the count of 1
+        rig.frontier.add(canon("http://a.test/private/x"), 1, 10.0, t)
+    table = rig.raw._table
+    st = table.hosts["a.test"]
+    table.count_queued("a.test", st, counted - st.queued)  # the record (and counters) miss rows
+    fetched, now = [], 10.0
+    with caplog.at_level("WARNING", logger="polecat.frontier"):
+        while not isinstance(got := rig.frontier.lease(now), Idle):
+            if isinstance(got, Wait):
+                assert got.until is not None
+                now = got.until
+                continue
+            fetched.append(got.url)
+            rig.complete(got, now)
+    assert sorted(fetched) == sorted(["http://a.test/", *urls])
+    assert st.queued == 0 and table.queued == 0 and not list(rig.db.items("queue"))
+    assert f"counted {missed} queued URLs fewer than its queue holds" in caplog.text

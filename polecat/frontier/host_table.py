@@ -158,12 +158,19 @@ Rules:
    made for it would count as a host this frontier knows (rule 12: ``scope.max_hosts``, ``polecat
    status``), in every worker of a ``--workers N`` crawl for each seed host of the others. So the scope
    asks the record, then that row (:meth:`HostTable.is_seed`).
+27. A host whose count falls to nothing as a URL moves to done has its queue read past that URL
+   (:meth:`HostTable.finish_writes`; one key read, the usual case): rows found there are counted back in
+   and a warning logged. A record that counted fewer URLs than its queue held was never leased again
+   once its count was spent, its other URLs left queued for good: what a kill -9 left before
+   polecat/node/commits.py rule 16 (data dirs of 0.3.0 may hold such records). Leasing repairs the other
+   way (a count past the rows: leasing.py's ``_lease_from``).
 """
 
 from __future__ import annotations
 
 import heapq
 import json
+import logging
 import math
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -202,6 +209,8 @@ from polecat.frontier.tables import FrontierTables
 from polecat.frontier.traps import ShapeBudget
 from polecat.hosts import HostPatternMap, hostname
 from polecat.writes import Delete, Put, PutRows, Write
+
+log = logging.getLogger("polecat.frontier")
 
 UrlWritten = Callable[[str, bytes, UrlRecord | None, list[Write]], None]
 """The hook :attr:`HostTable.url_written`."""
@@ -1002,12 +1011,26 @@ class HostTable:
         if self.db.get("queue", key) is not None:
             self.count_queued(host, st, -1)
             self.count_band(key, -1)
+            if st.queued == 0:
+                self._recount(host, st, key)
         self.save(host)
         self.count_done(rec.outcome if rec.outcome != "skipped" else f"skipped:{rec.reason}")
         ukey = ukey or url_key_at(key, rec.url)
         out: list[Write] = [Delete("queue", key), Put("urls", ukey, rec.encode())]
         self.url_written(host, ukey, rec, out)
         return out
+
+    def _recount(self, host: str, st: HostState, leaving: bytes) -> None:
+        """Rule 27: the rows of ``host``'s queue but ``leaving`` (the URL moving to done), counted back in
+        if its record, now counting none, missed them."""
+        missed = [k for k, _ in self.db.items("queue", queue_prefix(host, st.num)) if k != leaving]
+        if not missed:
+            return
+        log.warning("frontier: %s counted %d queued URLs fewer than its queue holds; counted again",
+                    host, len(missed))
+        self.count_queued(host, st, len(missed))
+        for k in missed:
+            self.count_band(k, 1)
 
     def count_fetched(self, st: HostState, n: int) -> None:
         """``n`` more pages fetched from the host of ``st`` (rule 12)."""
