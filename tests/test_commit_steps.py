@@ -91,6 +91,9 @@ class Preparing:
     def heaps_step(self) -> bool:
         return True
 
+    def late_writes(self) -> list[Write]:
+        return []
+
 
 def applied_per_turn(db: FrontierDB, turns: Turns, monkeypatch: pytest.MonkeyPatch, clock: FakeClock,
                      cost: float, began: asyncio.Event) -> Counter[int]:
@@ -164,6 +167,10 @@ class Cutting(Preparing):
         self.events.append("records")
         return super().prepare_commit()
 
+    def late_writes(self) -> list[Write]:
+        self.events.append("late")
+        return []
+
     def heaps_step(self) -> bool:
         self.heaps += 1
         return self.heaps % 3 == 0
@@ -173,11 +180,13 @@ class Cutting(Preparing):
 async def test_no_frontier_decision_falls_between_a_commit_s_records_and_its_start(
         db: FrontierDB, monkeypatch: pytest.MonkeyPatch, to_lmdb: bool) -> None:
     """commits.py rule 16: from the host records and counters a periodic commit takes (prepare_commit)
-    to its start (start_commit), a frontier call that waits for a free frontier makes no decision, so the
-    rows a decision writes and its host's record are in one commit; the leases taken ahead of an LMDB
-    commit (rule 15) come before the records, the heaps' rebuild (rule 12) after the start. A decision
-    between them put its rows in one commit and its host's record in the next: a kill -9 between the two
-    left a host counting a URL it had not, or not counting one it had (never leased again)."""
+    to its start (start_commit), a frontier call that waits for a free frontier makes no decision; what a
+    call that does not wait decided meanwhile (an operator's control) is written by late_writes in the
+    step the commit starts; so the rows a decision writes and its host's record are in one commit. The
+    leases taken ahead of an LMDB commit (rule 15) come before the records, the heaps' rebuild (rule 12)
+    after the start. A decision between them put its rows in one commit and its host's record in the
+    next: a kill -9 between the two left a host counting a URL it had not, or not counting one it had
+    (never leased again)."""
     events: list[str] = []
     clock, stop = FakeClock(), asyncio.Event()
     frontier = Cutting(events)
@@ -206,15 +215,21 @@ async def test_no_frontier_decision_falls_between_a_commit_s_records_and_its_sta
             events.append("decision")
             await asyncio.sleep(0)
 
-    calls = asyncio.create_task(deciding())
+    async def controls() -> None:  # an operator's calls: they do not wait
+        while not stop.is_set():
+            events.append("control")
+            await asyncio.sleep(0)
+
+    calls = [asyncio.create_task(deciding()), asyncio.create_task(controls())]
     try:
         await commits._commit_off_loop()
     finally:
         stop.set()
-        await calls
+        await asyncio.gather(*calls)
         commits.close()
     cut = events[events.index("records"):events.index("start")]
-    assert "decision" not in cut, events
+    assert "decision" not in cut and "control" in cut, events
+    assert cut[-1] == "late", events  # after the last control, in the step the commit starts
     if to_lmdb or "ahead" in events:  # an LMDB commit (the fixture's db may have no log: each is one)
         assert events.index("ahead") < events.index("records"), events
     assert frontier.heaps == 3 and "decision" in events[events.index("start"):]

@@ -43,6 +43,9 @@ class Frontier:
         self.prepared += 1
         return []
 
+    def late_writes(self) -> list[Write]:
+        return []
+
     def rank_for_commit(self, most: int) -> bool:
         return True
 

@@ -197,6 +197,12 @@ class Frontier:
         self._db.apply(self.prepare_commit())
         return self._db.commit()
 
+    def late_writes(self) -> list[Write]:
+        """What changed since :meth:`prepare_commit` of the records and counters it wrote, for the same
+        commit (host_table.py rule 28): the node applies them as the commit begins, in that step of the
+        loop."""
+        return self._table.late_writes()
+
     def rank_for_commit(self, most: int) -> bool:
         """Rank up to ``most`` host records for the next commit's working-set cut (host_table.py rule 22);
         whether the ranking is done (or none is due)."""

@@ -158,12 +158,19 @@ Rules:
    made for it would count as a host this frontier knows (rule 12: ``scope.max_hosts``, ``polecat
    status``), in every worker of a ``--workers N`` crawl for each seed host of the others. So the scope
    asks the record, then that row (:meth:`HostTable.is_seed`).
-27. A host whose count falls to nothing as a URL moves to done has its queue read past that URL
-   (:meth:`HostTable.finish_writes`; one key read, the usual case): rows found there are counted back in
-   and a warning logged. A record that counted fewer URLs than its queue held was never leased again
-   once its count was spent, its other URLs left queued for good: what a kill -9 left before
-   polecat/node/commits.py rule 16 (data dirs of 0.3.0 may hold such records). Leasing repairs the other
-   way (a count past the rows: leasing.py's ``_lease_from``).
+27. A host whose count falls to nothing (or below) as a URL moves to done has its queue read at the next
+   commit (:meth:`HostTable.host_writes`, when every decision's writes are applied; one seek, the usual
+   case): a count that is not its rows' is made theirs, a warning logged, and the host scheduled. A
+   record that counted fewer URLs than its queue held was never leased again once its count was spent,
+   its other URLs left queued for good: what a kill -9 left before polecat/node/commits.py rule 16 (data
+   dirs of 0.3.0 may hold such records). Leasing repairs a count past the rows as it finds the queue
+   empty (leasing.py's ``_lease_from``). The queue bands' count (rule 24) is left as it is: it cannot
+   tell the rows it missed.
+28. A commit is whole whatever is decided while the node readies it (polecat/node/commits.py rule 16):
+   :meth:`HostTable.late_writes`, taken in the same step of the loop as the commit begins, writes what
+   changed since its :meth:`HostTable.host_writes`: a decision's queue rows never go into one commit and
+   its host's record, its ``resident`` row or the counters (the queue's sequence among them: a number
+   given twice is a queued URL overwritten) into the next.
 """
 
 from __future__ import annotations
@@ -386,6 +393,8 @@ class HostTable:
         """The entries of :attr:`heap` of the hosts in :attr:`warm` (stale ones too, as rule 2 says)."""
         self.held_heap: list[tuple[float, str]] = []
         """The entries of the hosts leasing.py rule 11 holds back, out of :attr:`heap` (rule 25)."""
+        self._emptied: set[str] = set()
+        """Hosts whose count ran out since the last commit (rule 27)."""
         self._pending: list[Write] = []
         """Row writes of records read back by :meth:`state`, for the next commit (rules 7-8)."""
         self.url_written: UrlWritten = _no_index
@@ -743,9 +752,9 @@ class HostTable:
         """The host records changed since the last commit (rule 1), the records dropped from memory past
         the working-set bound (rule 6) and the rows of the ``ready`` and ``resident`` index (rules 7-8)."""
         hosts = self.hosts
-        out, self._pending = self._pending, []
-        out += [Put("hosts", host_row(host), encode_host(hosts[host])) for host in self._dirty]
-        self._dirty.clear()
+        if self._emptied:
+            self._recount_emptied()
+        out = self._records()
         if len(hosts) >= self.working_hosts:  # full: a refill has room again after this commit
             self._cutting = True
         cut = self._cut_due()
@@ -754,11 +763,35 @@ class HostTable:
         else:
             self._cutting = False
         self._ranking = None
-        out += [Put("resident", host.encode(), b"") for host in self._arrived if host in hosts]
-        self._arrived.clear()
+        out += self._resident_rows()
         longest = max(len(self.heap), len(self.due_heap), len(self.warm_heap), len(self.held_heap))
         if longest > 2 * len(self.scheduled) + HEAP_SLACK:
             self._rebuild_heaps()  # rule 20
+        return out
+
+    def late_writes(self) -> list[Write]:
+        """Rule 28: the records changed since :meth:`host_writes`, the index rows due since and the
+        counters, for the commit it was called for; nothing when nothing changed. No cut (rule 6's is
+        once a commit)."""
+        if not (self._dirty or self._pending or self._arrived):
+            return []
+        return self._records() + self._resident_rows() + self.counter_writes()
+
+    def _records(self) -> list[Write]:
+        """The host records changed since the last call and the rows of records read back (rules 1, 7
+        and 8), the changed ones marked unchanged."""
+        hosts = self.hosts
+        out, self._pending = self._pending, []
+        out += [Put("hosts", host_row(host), encode_host(hosts[host])) for host in self._dirty]
+        self._dirty.clear()
+        return out
+
+    def _resident_rows(self) -> list[Write]:
+        """The ``resident`` rows of the hosts taken into memory since the last call and still there
+        (rule 8)."""
+        hosts = self.hosts
+        out: list[Write] = [Put("resident", host.encode(), b"") for host in self._arrived if host in hosts]
+        self._arrived.clear()
         return out
 
     def _cut_due(self) -> int:
@@ -1011,8 +1044,8 @@ class HostTable:
         if self.db.get("queue", key) is not None:
             self.count_queued(host, st, -1)
             self.count_band(key, -1)
-            if st.queued == 0:
-                self._recount(host, st, key)
+            if st.queued <= 0:
+                self._emptied.add(host)  # rule 27
         self.save(host)
         self.count_done(rec.outcome if rec.outcome != "skipped" else f"skipped:{rec.reason}")
         ukey = ukey or url_key_at(key, rec.url)
@@ -1020,17 +1053,23 @@ class HostTable:
         self.url_written(host, ukey, rec, out)
         return out
 
-    def _recount(self, host: str, st: HostState, leaving: bytes) -> None:
-        """Rule 27: the rows of ``host``'s queue but ``leaving`` (the URL moving to done), counted back in
-        if its record, now counting none, missed them."""
-        missed = [k for k, _ in self.db.items("queue", queue_prefix(host, st.num)) if k != leaving]
-        if not missed:
-            return
-        log.warning("frontier: %s counted %d queued URLs fewer than its queue holds; counted again",
-                    host, len(missed))
-        self.count_queued(host, st, len(missed))
-        for k in missed:
-            self.count_band(k, 1)
+    def _recount_emptied(self) -> None:
+        """Rule 27: the hosts whose count ran out since the last commit, and still counts none, have
+        their queue read; rows found there are counted back in and the host scheduled."""
+        hosts, emptied, db = self.hosts, self._emptied, self.db
+        for host in emptied:
+            st = hosts.get(host)
+            if st is None or st.queued > 0:
+                continue
+            rows = sum(1 for _ in db.items("queue", queue_prefix(host, st.num)))
+            if rows == st.queued:
+                continue
+            log.warning("frontier: %s counted %d queued URLs, its queue holds %d; counted again",
+                        host, st.queued, rows)
+            self.count_queued(host, st, rows - st.queued)
+            self.save(host)
+            self.wake(host, st, st.next_allowed)
+        emptied.clear()
 
     def count_fetched(self, st: HostState, n: int) -> None:
         """``n`` more pages fetched from the host of ``st`` (rule 12)."""

@@ -95,17 +95,19 @@ Rules (this module owns them):
     again. No frontier call is made during the hold (rule 2), and a crawl that leased nothing for its
     length stopped for seconds at every LMDB commit at 10M URLs (benchmarks/README.md "Issue 39: leasing
     during an LMDB commit").
-16. A commit's cut is whole: from the host records, counters and sequence numbers the frontier writes
-    for it (:meth:`Frontier.prepare_commit`, host_table.py rule 1: a record once a commit, as it is then)
-    to its start (:meth:`FrontierDB.start_commit`, which takes every write applied until then) no frontier
-    decision is made. The periodic commit keeps :attr:`Commits.frontier_free` cleared across that span and
-    awaits nothing there but its writes' steps (rule 11); the leases taken ahead (rule 15) come before it,
-    the heaps' rebuild (rule 12) after. Every caller that decides waits for a free frontier (the lease
-    loop, page work, the hand-off, the seeds feed, the operator API). A decision made in between put its
-    rows (a URL queued, one moved to done) in one commit and its host's record and the counters in the
-    next: a kill -9 between the two left a host whose record counted one URL more or fewer than its queue
-    held, and one with a URL it did not count was never leased again: the crawl ended with it queued
-    (tests/test_crawl_restart.py's kill -9 test, which found it).
+16. A commit is whole: a decision's rows (a URL queued, one moved to done) and its host's record and
+    the counters go into one commit. The host records, counters and sequence numbers the frontier writes
+    for a commit (:meth:`Frontier.prepare_commit`, host_table.py rule 1: a record once a commit, as it is
+    then) are taken before the commit begins (:meth:`FrontierDB.start_commit`, which takes every write
+    applied until then), and its writes' steps (rule 11) await between: the periodic commit keeps
+    :attr:`Commits.frontier_free` cleared across that span, so the callers that wait for it (the lease
+    loop, page work, the hand-off, the seeds feed) decide nothing there; the leases taken ahead (rule 15)
+    come before it, the heaps' rebuild (rule 12) after; and what a caller that does not wait decided
+    meanwhile (an operator's control, a library's call) has its records and counters written in the step
+    the commit begins (:meth:`Frontier.late_writes`, host_table.py rule 28). Before, the lease loop and
+    page work decided between the two: a kill -9 after such a commit left a host whose record counted one
+    URL more or fewer than its queue held, and one with a URL it did not count was never leased again:
+    the crawl ended with it queued (tests/test_crawl_restart.py's kill -9 test, which found it).
 """
 
 from __future__ import annotations
@@ -317,7 +319,8 @@ class Commits:
                 self._rebuilt_unsaved = False
                 await asyncio.sleep(0)  # the loop's turn after the records' encoding and the cut
                 await self._apply_in_steps()
-                pending = self._db.start_commit(to_lmdb=self._to_lmdb)  # rule 16: no await since the cut
+                self._db.apply(self._frontier.late_writes())  # rule 16: in the step the commit begins
+                pending = self._db.start_commit(to_lmdb=self._to_lmdb)
             except BaseException:
                 self.frontier_free.set()
                 raise

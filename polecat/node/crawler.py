@@ -358,11 +358,6 @@ class Crawler:
         otherwise it is made here (polecat/node/commits.py). ``lmdb``: an LMDB commit (its rule 9)."""
         await self._commits.durable(lmdb=lmdb)
 
-    async def frontier_freed(self) -> None:
-        """Return once no commit holds the frontier (polecat/node/commits.py rules 2 and 16): what an
-        operator's call decides then goes whole into one commit, its rows with its hosts' records."""
-        await self._commits.frontier_freed()
-
     def throttle_now(self, pattern: str, rate: float) -> None:
         """:meth:`throttle` for a running crawl: matching hosts wait one new interval before their next
         request (:meth:`Frontier.throttle_now`)."""

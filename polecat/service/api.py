@@ -238,7 +238,6 @@ class Api:
             raise BadRequest("urls", f"at most {MAX_SEEDS_PER_CALL} per call, got {len(urls)}")
         priority = _number(data, "priority", 0.0, 1.0, 1.0)
         results = []
-        await self._crawler.frontier_freed()  # no await from here to the last decision
         for url in urls:
             try:
                 decision = self._crawler.add_seed(url, importance=priority, forward=True)
@@ -262,7 +261,6 @@ class Api:
         data = await _body(request)
         pattern = _pattern(data.get("host_pattern"))
         rate = _number(data, "req_per_s", 0.0, MAX_RATE, None)
-        await self._crawler.frontier_freed()
         self._crawler.throttle_now(pattern, rate)
         await self._crawler.commit()
         return web.json_response({"host_pattern": pattern, "req_per_s": rate})
@@ -273,7 +271,6 @@ class Api:
     async def _remove(self, request: web.Request, remove: Callable[[str], bool], what: str,
                       **extra: str) -> web.Response:
         pattern = _pattern(request.match_info["pattern"], "pattern")
-        await self._crawler.frontier_freed()
         if not remove(pattern):
             raise _json_error(web.HTTPNotFound(), f"no {what} for {pattern}")
         await self._crawler.commit()
@@ -284,7 +281,6 @@ class Api:
 
     async def add_block(self, request: web.Request) -> web.Response:
         pattern = _pattern((await _body(request)).get("host_pattern"))
-        await self._crawler.frontier_freed()
         dropped = self._crawler.block(pattern)
         await self._crawler.commit()
         return web.json_response({"host_pattern": pattern, "dropped": dropped})
@@ -303,13 +299,11 @@ class Api:
         return web.json_response(detail)
 
     async def pause(self, request: web.Request) -> web.Response:
-        await self._crawler.frontier_freed()
         self._crawler.pause(True)
         await self._crawler.commit()
         return web.json_response({"paused": True})
 
     async def resume(self, request: web.Request) -> web.Response:
-        await self._crawler.frontier_freed()
         self._crawler.pause(False)
         await self._crawler.commit()
         return web.json_response({"paused": False})
