@@ -39,6 +39,7 @@ from polecat.testing.failover import (
 from polecat.testing.serverlog import politeness_violations
 from polecat.testing.sitegen import SiteSpec
 from tests.conftest import TestWebFactory
+from tests.crawl_helpers import queue_counts_disagree
 from tests.replay_helpers import replay
 
 RATE = 10.0
@@ -69,6 +70,9 @@ async def test_a_killed_node_with_its_disk_lost_resumes_on_the_others_from_objec
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
         out = (await asyncio.wait_for(verify.communicate(), 60))[0]
         assert verify.returncode == 0, out.decode()
+    # Each survivor's frontier agrees with itself after the restores and hand-offs (host_table.py rule 9,
+    # polecat/node/commits.py rule 16).
+    assert {n: queue_counts_disagree(run.data[n]) for n in survivors} == {n: [] for n in survivors}
     # No [store] url: the heirs say what they restored as done without its pages (failover rule 7), when
     # its last checkpoint had any (on a loaded machine its rounds before the kill may have recorded none).
     if _done_pages(f"file://{tmp_path}/checkpoints", (), run.victim):

@@ -14,11 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from polecat.cluster.layout import node_dirs
 from polecat.testing.serverlog import politeness_violations
 from polecat.testing.sitegen import SiteSpec
 from polecat.testing.web import TestWeb
 from tests.conftest import TestWebFactory
-from tests.crawl_helpers import page_requests
+from tests.crawl_helpers import page_requests, queue_counts_disagree
 from tests.test_crawl_restart import COMMIT_MS, crawl_cmd, finish, start, wait_for_requests
 
 
@@ -92,6 +93,8 @@ def test_kill_9_of_a_worker_restarts_it_on_its_own_data(test_web: TestWebFactory
     assert code == 0, output
     counts = Counter(page_requests(web))
     assert set(counts) == web.ground_truth("host")
+    # Each worker's frontier agrees with itself after its kills (polecat/node/commits.py rule 16).
+    assert {node.name: queue_counts_disagree(node) for node in node_dirs(data)} == {"0": [], "1": []}
     repeats = sum(n - 1 for n in counts.values())
     assert repeats <= kills * (hosts + hosts * rate * (COMMIT_MS / 1000 + 0.3)), repeats
     assert politeness_violations(web.log, web.min_intervals(rate)) == []
@@ -111,6 +114,8 @@ def test_sigint_stops_every_worker_and_the_rerun_resumes(test_web: TestWebFactor
     assert code == 130, output
     assert all(not Path(f"/proc/{pid}").exists() for pid in pids)  # every worker ended with the parent
     assert 0 < len(page_requests(web)) < len(web.ground_truth("host"))
+    # What the stopped workers left agrees with itself (polecat/node/commits.py rule 16).
+    assert {node.name: queue_counts_disagree(node) for node in node_dirs(data)} == {"0": [], "1": []}
     code, output = finish(start(cmd, data))
     assert code == 0, output
     counts = Counter(page_requests(web))
@@ -234,6 +239,8 @@ def test_workers_stop_soon_after_their_parent_is_killed_and_the_rerun_resumes(te
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
     assert 0 < len(page_requests(web)) < len(web.ground_truth("host"))
+    # What the stopped workers left agrees with itself (polecat/node/commits.py rule 16).
+    assert {node.name: queue_counts_disagree(node) for node in node_dirs(data)} == {"0": [], "1": []}
     code, output = finish(start(cmd, data))
     assert code == 0, output
     assert set(page_requests(web)) == web.ground_truth("host")
