@@ -90,11 +90,11 @@ Rules (this module owns them):
     did too: benchmarks/README.md "Issue 39: page work a loop turn").
 15. Before a periodic commit's LMDB commit (polecat/frontier/db.py rule 6, :meth:`FrontierDB.lmdb_next`),
     the run's lease loop takes leases ahead (:attr:`Commits.lease_ahead`, polecat/node/leases.py rule 7)
-    for the commit's expected hold (:attr:`Commits.lmdb_hold`: the last LMDB commit's, from its start to
-    the frontier free again; :data:`LMDB_HOLD_FIRST` before any), and is woken once the frontier is free
-    again. No frontier call is made during the hold (rule 2), and a crawl that leased nothing for its
-    length stopped for seconds at every LMDB commit at 10M URLs (benchmarks/README.md "Issue 39: leasing
-    during an LMDB commit").
+    for the commit's expected hold (:attr:`Commits.lmdb_hold`: the last LMDB commit's, from the frontier
+    held for its writes (rule 16) to the frontier free again; :data:`LMDB_HOLD_FIRST` before any), and is
+    woken once the frontier is free again. No frontier call is made during the hold (rule 2), and a crawl
+    that leased nothing for its length stopped for seconds at every LMDB commit at 10M URLs
+    (benchmarks/README.md "Issue 39: leasing during an LMDB commit").
 16. A commit is whole: a decision's rows (a URL queued, one moved to done) and its host's record and
     the counters go into one commit. The host records, counters and sequence numbers the frontier writes
     for a commit (:meth:`Frontier.prepare_commit`, host_table.py rule 1: a record once a commit, as it is
@@ -313,6 +313,7 @@ class Commits:
             if self.lease_ahead is not None and self._db.lmdb_next(to_lmdb=self._to_lmdb):
                 await self.lease_ahead(self.lmdb_hold)  # rule 15, before the cut (rule 16)
             self.frontier_free.clear()  # rules 11 and 16: no frontier call until the commit has begun
+            cut_at = self._clock.monotonic()  # the hold the leases ahead cover starts here (rule 15)
             try:
                 self._db.apply_later(self._frontier.prepare_commit())
                 self._mark_store()
@@ -325,7 +326,7 @@ class Commits:
                 self.frontier_free.set()
                 raise
             self._to_lmdb = False
-            held_from = self._clock.monotonic() if self._db.committing else None
+            held_from = cut_at if self._db.committing else None
             if held_from is None:  # a log append only: frontier calls go on during it (rule 2)
                 self.frontier_free.set()
             try:
