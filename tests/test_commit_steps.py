@@ -397,3 +397,37 @@ async def test_a_wait_for_a_free_frontier_looks_again_once_woken(db: FrontierDB)
         assert went_on == [True]
     finally:
         commits.close()
+
+
+async def test_a_commit_answers_only_those_that_waited_for_it_before_it_began(
+        db: FrontierDB, monkeypatch: pytest.MonkeyPatch) -> None:
+    """commits.py rule 17: a wait for a commit (a hand-off receive's acknowledgement, an operator call's
+    answer) that began before the commit in progress began is answered by it; one that began after waits
+    for the next, which holds what it waited for. Before, both went on at the end of the commit in
+    progress, and a batch queued during its log append was acknowledged without a commit holding it."""
+    clock = FakeClock()
+    commits = Commits(FrontierConfig(), db=db, frontier=Preparing(0), store=Store(),  # type: ignore[arg-type]
+                      seen=None, bloom_path=None, link=None, clock=clock,  # type: ignore[arg-type]
+                      fail=lambda exc: None, wake=lambda: None)
+    commits._last_bloom_save = clock.wall()
+    start = db.start_commit
+    waits: list[asyncio.Task[None]] = []
+
+    def started(**kwargs: bool) -> object:
+        begun = start(**kwargs)
+        if not waits:  # asked once this commit has begun: a receive queued during its append
+            waits.append(asyncio.ensure_future(commits.next_periodic()))
+        return begun
+
+    monkeypatch.setattr(db, "start_commit", started)
+    before = asyncio.ensure_future(commits.next_periodic())
+    await asyncio.sleep(0)
+    try:
+        await commits._commit_off_loop()
+        await asyncio.sleep(0)
+        assert before.done() and not waits[0].done()
+        await commits._commit_off_loop()
+        await asyncio.sleep(0)
+        assert waits[0].done()
+    finally:
+        commits.close()

@@ -108,6 +108,12 @@ Rules (this module owns them):
     page work decided between the two: a kill -9 after such a commit left a host whose record counted one
     URL more or fewer than its queue held, and one with a URL it did not count was never leased again:
     the crawl ended with it queued (tests/test_crawl_restart.py's kill -9 test, which found it).
+17. Whoever waits for a commit (:meth:`Commits.durable`, :meth:`Commits.next_periodic`: the operator
+    API's answer, a hand-off receive's acknowledgement, a checkpoint round) is answered by a commit that
+    began after it asked: the periodic commit takes the waiters as it begins (rule 16's step), and those
+    that ask later wait for the next. Before, every waiter went on at the end of the commit in progress,
+    whose changes it might not hold: a hand-off batch queued while a log append was in flight was
+    acknowledged by it, its sender dropped the batch, and a kill -9 before the next commit lost its URLs.
 """
 
 from __future__ import annotations
@@ -287,8 +293,13 @@ class Commits:
             self._last_bloom_save = now
         self._db.apply(self._frontier.prepare_commit())
         self._mark_store()
-        self._db.commit(to_lmdb=lmdb)
-        self._committed(started)
+        held, self._durable = self._durable, []  # rule 17: all of them, none can come in between
+        try:
+            self._db.commit(to_lmdb=lmdb)
+        except BaseException:
+            self._durable[:0] = held
+            raise
+        self._committed(started, held)
 
     def try_commit(self, *, save_bloom: bool | None = None) -> bool:
         """:meth:`commit`, stopping the node when state cannot be saved (rule 6); whether it succeeded."""
@@ -325,6 +336,7 @@ class Commits:
             except BaseException:
                 self.frontier_free.set()
                 raise
+            held, self._durable = self._durable, []  # rule 17: the waiters this commit holds the changes of
             self._to_lmdb = False
             held_from = cut_at if self._db.committing else None
             if held_from is None:  # a log append only: frontier calls go on during it (rule 2)
@@ -333,6 +345,9 @@ class Commits:
                 await _committed_off_loop(pending)
                 self._db.finish_commit()
                 await self._apply_in_steps()  # the writes held back during an LMDB commit (rule 11)
+            except BaseException:
+                self._durable[:0] = held  # failed with the others (rule 6)
+                raise
             finally:
                 self.frontier_free.set()
             if held_from is not None:
@@ -340,7 +355,7 @@ class Commits:
                 self._wake()  # rule 15: a lease loop asleep on its leases taken ahead
             while not self._frontier.heaps_step():  # noqa: ASYNC110 - rule 12: a heap a loop turn
                 await asyncio.sleep(0)
-            self._committed(started)
+            self._committed(started, held)
         finally:
             self.flushing = False
         await self._complete_deferred_in_steps()
@@ -475,10 +490,10 @@ class Commits:
             if deferred:
                 await asyncio.sleep(0)
 
-    def _committed(self, started: float) -> None:
+    def _committed(self, started: float, waiters: list[asyncio.Future[None]]) -> None:
+        """A commit is made: ``waiters``, those that waited for it (rule 17), go on."""
         ended = self._clock.wall()
         self.last = (ended, ended - started)
-        waiters, self._durable = self._durable, []
         for fut in waiters:
             if not fut.done():
                 fut.set_result(None)
