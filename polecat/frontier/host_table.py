@@ -1054,8 +1054,8 @@ class HostTable:
         return out
 
     def _recount_emptied(self) -> None:
-        """Rule 27: the hosts whose count ran out since the last commit, and still counts none, have
-        their queue read; rows found there are counted back in and the host scheduled."""
+        """Rule 27: each host whose count ran out since the last commit, and counts none still, has its
+        queue read; a count that is not its rows' is made theirs and the host scheduled."""
         hosts, emptied, db = self.hosts, self._emptied, self.db
         for host in emptied:
             st = hosts.get(host)
