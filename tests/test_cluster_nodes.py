@@ -273,6 +273,7 @@ async def test_a_bundle_from_a_lease_that_is_gone_is_refused_and_one_from_before
                      'polecat_cluster_slices{state="owned"} 4096.0', "polecat_cluster_stray_urls 0.0"):
             assert line in scrape.splitlines(), scrape
         assert "polecat_cluster_lease_age_seconds " in scrape
+        assert 'polecat_cluster_claims_total{event="sent"} ' in scrape  # claims on: counted by event
     finally:
         svc.stop()
         assert await asyncio.wait_for(task, 60) == 0

@@ -15,6 +15,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
+from polecat.cluster.claimlink import ClaimStats
 from polecat.cluster.stats import ClusterStats
 from polecat.service.metrics import _cluster as cluster_metrics
 from polecat.testing.sitegen import SiteSpec
@@ -141,3 +142,19 @@ def test_a_cluster_nodes_claim_frames_are_counted_by_transport() -> None:
                          checkpoint_age=None, claim_frames_streamed=7, claim_frames_http=2)
     family = next(f for f in cluster_metrics(stats) if f.name == "polecat_cluster_claim_frames")
     assert {s.labels["transport"]: s.value for s in family.samples} == {"stream": 7, "http": 2}
+    assert not [f for f in cluster_metrics(stats) if f.name == "polecat_cluster_claims"]  # claims off
+
+
+def test_a_cluster_nodes_claims_are_counted_by_event() -> None:
+    """A node with claims on gives its claim counts (claimlink.py ClaimStats) as one family by event."""
+    claims = ClaimStats(claims_sent=40, copies=9, unanswered=2, stray_answers=1, bad_frames=0, near_copies=5,
+                        deposits_refused=3)
+    stats = ClusterStats(fenced=False, lease_age=1.0, slices_owned=4096, slices_wanted=4096, bundles_sent=0,
+                         bundles_adopted=0, bundles_refused=0, incompatible_members=0, wire_refused=0,
+                         stray_urls=0, stray_slices=0, checkpoint_rounds=0, checkpoint_failures=0,
+                         checkpoint_age=None, claim_events=claims.events())
+    family = next(f for f in cluster_metrics(stats) if f.name == "polecat_cluster_claims")
+    assert {s.name for s in family.samples} == {"polecat_cluster_claims_total"}
+    assert {s.labels["event"]: s.value for s in family.samples} == {
+        "sent": 40, "copies": 9, "near_copies": 5, "unanswered": 2, "stray_answers": 1, "bad_frames": 0,
+        "deposits_refused": 3}

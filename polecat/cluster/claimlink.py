@@ -126,6 +126,12 @@ class ClaimStats:
     """Near copies whose original's holder did not store them (no base there, or no answer): stored in
     full here."""
 
+    def events(self) -> tuple[tuple[str, int], ...]:
+        """The counts by name, as ``/metrics`` gives them (``polecat_cluster_claims_total``)."""
+        return (("sent", self.claims_sent), ("copies", self.copies), ("near_copies", self.near_copies),
+                ("unanswered", self.unanswered), ("stray_answers", self.stray_answers),
+                ("bad_frames", self.bad_frames), ("deposits_refused", self.deposits_refused))
+
 
 class BookTables(Protocol):
     """Where the book is kept (claims rule 8): the frontier's tables

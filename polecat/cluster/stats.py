@@ -67,6 +67,11 @@ class ClusterStats:
     claim_frames_http: int = 0
     """Content claim frames sent to peers over HTTP: a peer that offers no stream (0.3.0), or while its
     stream opens or after it broke (claimstream rule 5)."""
+    claim_events: tuple[tuple[str, int], ...] = ()
+    """This node's content claims by event (polecat/cluster/claimlink.py ``ClaimStats.events``): claims
+    sent, pages stored as revisits of a copy (near ones among them), pages stored in full without an
+    answer, answers that named no waiting page, frames refused, near copies their original's holder did
+    not store; empty with claims off."""
 
 
 class RecentRate:

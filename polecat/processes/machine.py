@@ -352,6 +352,7 @@ class ClusterNode:
             manifests_refused=fo.manifests_refused if fo else 0,
             claim_frames_streamed=self.claim_transport.streamed,
             claim_frames_http=self.claim_transport.fallbacks,
+            claim_events=self.claims.stats().events() if self.claims is not None else (),
             members_ignored=self.membership.records.ignored, replays_refused=self.auth.replays,
             batches_refused=self.batches_refused, fetches_per_s=self._rate.rate(),
             leave_failures=self.membership.leave_failures)

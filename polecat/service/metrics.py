@@ -14,10 +14,10 @@ Rules:
 - A node in a cluster adds ``polecat_cluster_*`` from its :class:`~polecat.cluster.stats.ClusterStats`
   record (read through a callable, as the service sits below the processes that run the cluster):
   fenced, lease age, slices owned / wanted / stray, stray URLs, hand-over bundles by outcome, hand-off
-  batches refused as stale, checkpoint rounds, failures and age, and content claim frames sent by
+  batches refused as stale, checkpoint rounds, failures and age, content claim frames sent by
   transport (the peer's claims stream, or HTTP: a count of HTTP growing with the frames says streams
-  do not open). A gauge with nothing to say (no
-  lease, no round yet) has no sample.
+  do not open) and, with claims on, its claims by event (copies, unanswered, ...). A gauge with nothing
+  to say (no lease, no round yet) has no sample.
 - The collector's passes by generation (polecat/runloop.py rule 7): count, CPU seconds and the longest,
   read from :data:`polecat.runloop.COLLECTOR` (all zero in a process that did not install it); and the
   objects frozen out of them (rule 8).
@@ -225,6 +225,12 @@ def _cluster(cs: ClusterStats) -> Iterator[CounterMetricFamily | GaugeMetricFami
     yield _labelled_counter("polecat_cluster_claim_frames", "Content claim frames sent to peers, by "
                             "transport", "transport",
                             (("stream", cs.claim_frames_streamed), ("http", cs.claim_frames_http)))
+    if cs.claim_events:
+        yield _labelled_counter("polecat_cluster_claims", "Content claims of this node by event: sent, pages "
+                                "stored as revisits of a copy (copies, near_copies of them), stored in full "
+                                "without an answer (unanswered), answers naming no waiting page "
+                                "(stray_answers), frames refused (bad_frames), near copies their original's "
+                                "holder did not store (deposits_refused)", "event", cs.claim_events)
     yield _counter("polecat_cluster_members_ignored",
                    "Member records in etcd ignored: unsigned, or not signed with the cluster secret",
                    cs.members_ignored)
