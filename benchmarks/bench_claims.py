@@ -26,7 +26,9 @@ went :data:`QUIET` seconds without a request (the page URLs the nodes fetch outs
 1,912 in the 200 x 10 web, may be asked for after its last page), and every page URL is then accounted for
 (:func:`account_pages`): stored, cut at the stop and still queued (fetched again on the next start),
 finished without a page, or lost, which fails the run (benchmarks/README.md "A 3-node crawl whose
-stores held 1,911 of 1,912 pages"). The row says how many were cut or never asked for.
+stores held 1,911 of 1,912 pages"). The row says how many were cut or never asked for. Right before the
+stop each node's ``/metrics`` is kept beside its log (``n<k>.metrics``: its claims by event, its claim
+frames by transport), to tell crawls of one size apart by what their claims did.
 
 Figures per crawl: pages (the page records of the stores), fetched body bytes (the sizes of every page
 record the stores hold, revisits included), stored bytes (what the stores appended to their segments:
@@ -60,6 +62,7 @@ import statistics
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -328,12 +331,13 @@ async def crawl_by_nodes(web: TestWeb, n: int, claims: bool, args: argparse.Name
     truth = web.ground_truth("host")
     steady = steady if steady is not None else SteadyWindow(len(truth))
     with EtcdServer() as etcd:
-        procs = []
+        procs, listens = [], []
         try:
             for k in range(n):
                 host = f"127.0.0.{60 + k}"
                 conf = work / f"n{k}.toml"
-                toml = node_toml(web, work / f"n{k}", f"{host}:{loopback_port(host)}", etcd.endpoint,
+                listens.append(f"{host}:{loopback_port(host)}")
+                toml = node_toml(web, work / f"n{k}", listens[-1], etcd.endpoint,
                                  f"n{k}", "", rate=args.rate, ttl=5, interval=60.0)
                 # node_toml ends in its [cluster] section
                 conf.write_text(toml + ("" if claims else "content_claims = false\n"))
@@ -343,6 +347,8 @@ async def crawl_by_nodes(web: TestWeb, n: int, claims: bool, args: argparse.Name
             await follow(web, truth, procs, steady, args.timeout)
             cpu = sum(tree_cpu_seconds(p.pid) for p in procs) - cpu0
             await until(lambda: time.monotonic() - web.log[-1].start >= QUIET, args.timeout, "a quiet web")
+            for k, listen in enumerate(listens):
+                (work / f"n{k}.metrics").write_bytes(await asyncio.to_thread(scrape, listen))
             for p in procs:
                 p.send_signal(signal.SIGTERM)
             codes = [await wait_exit(p, 60) for p in procs]
@@ -352,6 +358,16 @@ async def crawl_by_nodes(web: TestWeb, n: int, claims: bool, args: argparse.Name
                     p.kill()
                     p.wait()
     return cpu, codes, account_pages(page_urls(web), [work / f"n{k}" for k in range(n)])
+
+
+def scrape(listen: str) -> bytes:
+    """The ``/metrics`` of the node listening on ``listen``, or why it could not be read."""
+    try:
+        with urllib.request.urlopen(f"http://{listen}/metrics", timeout=10) as resp:
+            body: bytes = resp.read()
+            return body
+    except OSError as exc:
+        return f"# not read: {exc}\n".encode()
 
 
 def tree_cpu_seconds(pid: int) -> float:
