@@ -248,7 +248,7 @@ async def cluster(n: int, claims: bool, args: argparse.Namespace,
                   work: Path) -> tuple[str, str, tuple[float, float, float] | None]:
     """One crawl of the web by ``n`` etcd nodes into the new directory ``work``: its table row, its
     :func:`profile` line and its steady window (AssertionError naming the pages lost, if any)."""
-    async with TestWeb(site_spec(args)) as web:
+    async with TestWeb(site_spec(args), dns_process=True) as web:
         steady = SteadyWindow(len(web.ground_truth("host")))
         cpu, codes, pages = await crawl_by_nodes(web, n, claims, args, work, steady)
         log = web.log

@@ -62,7 +62,8 @@ from polecat.testing.web import TestWeb
 
 
 async def one(args: argparse.Namespace, seed: int, work: Path) -> dict[str, float]:
-    async with TestWeb(SiteSpec(hosts=args.hosts, pages_per_host=args.pages_per_host, seed=seed)) as web:
+    spec = SiteSpec(hosts=args.hosts, pages_per_host=args.pages_per_host, seed=seed)
+    async with TestWeb(spec, dns_process=True) as web:
         with EtcdServer() as etcd:
             run = await run_failover(web, etcd, work, rate=args.rate, ttl=args.ttl,
                                      interval=args.interval, **s3_store(args.s3, seed))

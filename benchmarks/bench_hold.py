@@ -71,7 +71,7 @@ def pauses(log: list[RequestRecord], hosts: set[str], since: float) -> list[floa
 
 async def one(hold: bool, args: argparse.Namespace, work: Path) -> dict[str, float]:
     spec = SiteSpec(hosts=args.hosts, pages_per_host=args.pages_per_host, seed=args.seed)
-    async with TestWeb(spec) as web:
+    async with TestWeb(spec, dns_process=True) as web:
         truth = web.ground_truth("host")
         names = {host_key(u): u.split("//")[1].split(":")[0] for u in truth}
         before, after = Ring(NODES[:2]), Ring(NODES)

@@ -45,7 +45,7 @@ def cpu_seconds(pid: int) -> float:
 
 async def one(n: int, args: argparse.Namespace, work: Path) -> dict[str, float]:
     spec = SiteSpec(hosts=args.hosts, pages_per_host=args.pages_per_host, seed=args.seed)
-    async with TestWeb(spec) as web:
+    async with TestWeb(spec, dns_process=True) as web:
         truth = web.ground_truth("host")
         with EtcdServer() as etcd:
             procs: list[subprocess.Popen[bytes]] = []

@@ -13,11 +13,12 @@ from urllib.parse import parse_qsl, urljoin, urlsplit
 
 import aiohttp
 import protego
+import pytest
 from dnslib import QTYPE, RCODE
 from multidict import CIMultiDict
 from selectolax.lexbor import LexborHTMLParser
 
-from polecat.testing.dns import LocalDnsServer, query
+from polecat.testing.dns import DnsServerProcess, LocalDnsServer, query
 from polecat.testing.serverlog import RequestRecord
 from polecat.testing.sitegen import ROBOTS_VARIANTS, Site, SiteSpec, ground_truth
 from polecat.testing.web import CLIENT_GONE, TestWeb, normalize_path, politeness_violations
@@ -68,6 +69,44 @@ async def test_dns_serves_an_async_resolver(dns_server: LocalDnsServer) -> None:
         assert info["host"] == "127.0.0.3"
     finally:
         await resolver.close()
+
+
+def test_dns_in_a_child_process_answers_as_the_threaded_server_does() -> None:
+    with DnsServerProcess() as dns:
+        dns.add("H01.test", ["127.0.0.2", "::1"], ttl=42)
+        a = query(dns.address, "h01.test", "A")
+        assert [(str(rr.rdata), rr.ttl) for rr in a.rr] == [("127.0.0.2", 42)]
+        assert [str(rr.rdata) for rr in query(dns.address, "h01.test", "AAAA", tcp=True).rr] == ["::1"]
+        dns.fail("h01.test", "REFUSED")
+        assert query(dns.address, "h01.test").header.rcode == RCODE.REFUSED
+        dns.remove("h01.test")
+        assert query(dns.address, "h01.test").header.rcode == RCODE.NXDOMAIN
+        dns.add("h02.test", ["127.0.0.3"])
+        dns.drop("h02.test", 1)
+        with pytest.raises(OSError):  # socket.timeout: the dropped query has no answer
+            query(dns.address, "h02.test", timeout=0.3)
+        assert str(query(dns.address, "h02.test").rr[0].rdata) == "127.0.0.3"
+        assert dns.queries == {"h01.test": 4, "h02.test": 2}
+        assert dns.query_types == {"A": 5, "AAAA": 1}
+        with pytest.raises(RuntimeError, match="fail"):  # the child refuses a bad request and stays up
+            dns.fail("h02.test", "NO-SUCH-RCODE")
+        assert str(query(dns.address, "h02.test").rr[0].rdata) == "127.0.0.3"
+        child = dns._child
+        assert child is not None
+    assert child.returncode == 0  # stopped with its server
+    with pytest.raises(RuntimeError, match="not started"):
+        dns.add("h03.test", ["127.0.0.4"])
+
+
+async def test_a_web_with_its_dns_in_a_child_process_serves_its_hosts() -> None:
+    async with TestWeb(SiteSpec(hosts=3, pages_per_host=2, seed=3), dns_process=True) as web:
+        assert isinstance(web.dns, DnsServerProcess)
+        for host in web.site.hosts:
+            assert str(query(web.dns_address, host).rr[0].rdata) == web.address_of(host)
+        async with client(web) as session:  # resolving its hosts through the child
+            status, _, _ = await get(session, web.seeds[0])
+        assert status == 200
+    assert web.dns._child is None
 
 
 # --- serving ---------------------------------------------------------------------------------------

@@ -13,15 +13,26 @@ in the test's event loop and a crawler running in another process alike::
         assert dns.queries["h01.test"] >= 1
 
 Names that were not added answer NXDOMAIN. Names are matched case-insensitively, without the trailing dot.
+
+:class:`DnsServerProcess` is the same server in a child process, driven through the same methods: for a
+benchmark whose own process is busy (a web serving its crawlers, in a thread beside the server's), where
+the server's threads would wait on that process's GIL. A 3-node crawl of 2,000 hosts so lost every lookup a
+node asked in its first seconds in half of its runs (each failed after ``dns.timeout``, its host's robots.txt
+closed for ``robots.retry_base``: the crawl's last tenth came ~50 s later; benchmarks/README.md "Issue 35:
+the 3-node crawls' late tail").
 """
 
 from __future__ import annotations
 
 import ipaddress
+import json
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
@@ -32,7 +43,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
     raise ImportError("polecat.testing.dns needs dnslib, part of the test extra: "
                       "pip install 'polecat[test]'") from exc
 
-__all__ = ["LocalDnsServer", "query"]
+__all__ = ["DnsServerProcess", "LocalDnsServer", "query"]
 
 _BIND_ATTEMPTS = 20
 
@@ -218,6 +229,128 @@ class LocalDnsServer:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
+
+
+class DnsServerProcess:
+    """:class:`LocalDnsServer` run by a child Python process, each method a request over its pipes (see
+    the module docstring)."""
+
+    def __init__(self) -> None:
+        self._child: subprocess.Popen[str] | None = None
+        self._address = ""
+        self._lock = threading.Lock()  # one request at a time: a web's thread may add a host meanwhile
+
+    @property
+    def address(self) -> str:
+        """``"127.0.0.1:PORT"``, as :attr:`LocalDnsServer.address`."""
+        if not self._address:
+            raise RuntimeError("DnsServerProcess is not started")
+        return self._address
+
+    @property
+    def port(self) -> int:
+        return int(self.address.rsplit(":", 1)[1])
+
+    @property
+    def queries(self) -> Counter[str]:
+        """Queries received per (lowercased) name, every type counted: a copy, read from the child."""
+        return Counter(self._call("queries"))
+
+    @property
+    def query_types(self) -> Counter[str]:
+        return Counter(self._call("query_types"))
+
+    def add(self, name: str, addrs: list[str], ttl: int = 300) -> None:
+        self._call("add", name, addrs, ttl)
+
+    def fail(self, name: str, rcode: str = "SERVFAIL") -> None:
+        self._call("fail", name, rcode)
+
+    def drop(self, name: str, count: int) -> None:
+        self._call("drop", name, count)
+
+    def silence(self, name: str) -> None:
+        self._call("silence", name)
+
+    def hold(self, seconds: float, at: int) -> None:
+        self._call("hold", seconds, at)
+
+    def remove(self, name: str) -> None:
+        self._call("remove", name)
+
+    def start(self) -> DnsServerProcess:
+        if self._child is not None:
+            return self
+        self._child = subprocess.Popen(
+            [sys.executable, "-c", "from polecat.testing.dns import _serve_pipes; _serve_pipes()"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self._child.stdout is not None
+        line = self._child.stdout.readline()
+        if not line:
+            self._child.wait()
+            self._child = None
+            raise OSError("the DNS server process exited before it listened")
+        self._address = json.loads(line)
+        return self
+
+    def stop(self) -> None:
+        if self._child is None:
+            return
+        assert self._child.stdin is not None
+        self._child.stdin.close()  # the child stops its server at the end of its input
+        try:
+            self._child.wait(10)
+        except subprocess.TimeoutExpired:
+            self._child.kill()
+            self._child.wait()
+        self._child = None
+        self._address = ""
+
+    def _call(self, method: str, *args: Any) -> Any:
+        if self._child is None:
+            raise RuntimeError("DnsServerProcess is not started")
+        assert self._child.stdin is not None and self._child.stdout is not None
+        with self._lock:
+            self._child.stdin.write(json.dumps([method, args]) + "\n")
+            self._child.stdin.flush()
+            line = self._child.stdout.readline()
+        if not line:
+            raise OSError("the DNS server process has exited")
+        ok, value = json.loads(line)
+        if not ok:
+            raise RuntimeError(f"DNS server process: {method}: {value}")
+        return value
+
+    def __enter__(self) -> DnsServerProcess:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+_CALLS: dict[str, Callable[..., Any]] = {
+    "queries": lambda dns: dict(dns.queries),
+    "query_types": lambda dns: dict(dns.query_types),
+    "add": LocalDnsServer.add, "fail": LocalDnsServer.fail, "drop": LocalDnsServer.drop,
+    "silence": LocalDnsServer.silence, "hold": LocalDnsServer.hold, "remove": LocalDnsServer.remove,
+}
+
+
+def _serve_pipes() -> None:
+    """:class:`DnsServerProcess`'s child: a :class:`LocalDnsServer` whose address is the first line out,
+    then one JSON request a line in (``[method, args]``), one ``[ok, value]`` line out each, until the
+    input ends."""
+    with LocalDnsServer() as dns:
+        print(json.dumps(dns.address), flush=True)
+        for line in sys.stdin:
+            method, args = json.loads(line)
+            try:
+                reply = [True, _CALLS[method](dns, *args)]
+            except Exception as exc:  # a bad request is the parent's to raise, the server stays up
+                reply = [False, f"{type(exc).__name__}: {exc}"]
+            print(json.dumps(reply), flush=True)
 
 
 def query(address: str, name: str, qtype: str = "A", tcp: bool = False, timeout: float = 2.0) -> DNSRecord:

@@ -3,7 +3,10 @@
 Mode of operation (one, on purpose): the server and its :class:`~polecat.testing.dns.LocalDnsServer` run
 in a background thread with their own event loop. A crawler in the test's event loop, in another thread
 or in a subprocess can use it alike, and a test may block (e.g. ``subprocess.run``) without starving the
-server. ``with TestWeb(spec) as web`` and ``async with TestWeb(spec) as web`` both start that thread.
+server. ``with TestWeb(spec) as web`` and ``async with TestWeb(spec) as web`` both start that thread. A
+benchmark whose crawlers keep this process busy serving them runs the DNS server in a child process
+instead (``dns_process=True``: :class:`~polecat.testing.dns.DnsServerProcess`), so its answers do not wait
+on this process.
 
 The server listens on ONE port bound on several loopback addresses (127.0.0.1 .. 127.0.0.K) and serves by
 the ``Host`` header; the DNS server maps each site host to one of those addresses (``h01.test`` ->
@@ -33,7 +36,7 @@ from types import TracebackType
 
 from aiohttp import web
 
-from polecat.testing.dns import LocalDnsServer
+from polecat.testing.dns import DnsServerProcess, LocalDnsServer
 from polecat.testing.serverlog import (
     PolitenessViolation,
     RequestRecord,
@@ -94,12 +97,14 @@ class TestWeb:
 
     __test__ = False  # not a pytest test class despite the name
 
-    def __init__(self, spec: SiteSpec | None = None, addresses: int = 4, port: int = 0) -> None:
+    def __init__(self, spec: SiteSpec | None = None, addresses: int = 4, port: int = 0, *,
+                 dns_process: bool = False) -> None:
         """``port``: 0 for an ephemeral one; a fixed one serves data dirs whose URLs name it (the release
-        fixtures of tests/fixtures/releases)."""
+        fixtures of tests/fixtures/releases). ``dns_process``: the DNS server in a child process
+        (polecat/testing/dns.py), for crawlers that ask it many names while this process serves them."""
         self.site = Site(spec or SiteSpec())
         self.addresses = [f"127.0.0.{i + 1}" for i in range(addresses)]
-        self.dns = LocalDnsServer()
+        self.dns: LocalDnsServer | DnsServerProcess = DnsServerProcess() if dns_process else LocalDnsServer()
         self._lock = threading.Lock()
         self._log: list[RequestRecord] = []
         self._rules: dict[tuple[str, str], _Rule] = {}
