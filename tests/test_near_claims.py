@@ -712,6 +712,35 @@ def test_an_unreachable_band_owner_never_blocks_the_page_it_is_stored_in_full_an
     # The near claim gave up: each page went on to its exact claim and was stored in full, marked.
     assert len(store.bodies) == len(store.log) == 3 and me.stats().unanswered >= 3
     assert all(r.kind == "response" and r.header(CLAIM_HEADER.lower()) == UNANSWERED for r in store.log)
+    assert me.queue.sent + len(me.book) >= 3  # claimed by hash: sent to w1, or decided by w0's own book
+
+
+def test_a_page_every_band_owner_answered_none_is_stored_in_full_without_an_exact_claim() -> None:
+    """Claims rule 11: its exact copies, fetched later by any member, meet it at its band owners as near
+    copies at distance 0 and are deposited beside it; no hash is claimed, by message or by a book."""
+    members = ("w0", "w1")
+
+    async def go() -> tuple[MemoryPageStore, MemoryPageStore, list[ContentClaims]]:
+        transport = LoopbackTransport()
+        stores = MemoryPageStore(), MemoryPageStore()
+        claims = [_member(m, members, transport, s) for m, s in zip(members, stores, strict=True)]
+        runs = [asyncio.create_task(m.run()) for m in claims]
+        committing = asyncio.create_task(_commits(claims))
+        async with asyncio.timeout(20):
+            await asyncio.gather(*(claims[0].claim(*_page(f"http://a.test/{i}", text(i), T0 + i))
+                                   for i in range(10)))
+            await asyncio.gather(*(claims[1].claim(*_page(f"http://b.test/{i}", text(i), T0 + 100 + i))
+                                   for i in range(10)))
+        await _stop([committing, *runs], claims)
+        return *stores, claims
+
+    a, b, claims = asyncio.run(go())
+    assert [(m.queue.sent, len(m.book)) for m in claims] == [(0, 0), (0, 0)]
+    assert sum(len(m.near.book) for m in claims if m.near is not None) >= 10  # the originals are bases
+    assert len(a.bodies) == 10 and not b.bodies and not b.log
+    revisits = [r for r in a.log if r.kind == "revisit"]
+    assert len(revisits) == 10 and all(r.own_hash == r.content_hash for r in revisits)
+    assert all(m.stats().unanswered == 0 and m.stats().copies == m.stats().near_copies for m in claims)
 
 
 def test_a_deposit_the_holder_cannot_store_is_stored_in_full_by_its_claimer() -> None:
@@ -901,11 +930,12 @@ def test_exact_claims_ride_in_the_near_frame_and_a_peer_that_refuses_it_gets_the
             transport.receivers["mem:w1"] = old
         runs = [asyncio.create_task(m.run()) for m in (new, peer)]
         committing = asyncio.create_task(_commits([new, peer]))
-        # Pages whose hash w1 owns: w0 claims each twice (two URLs), the second a copy of the first.
+        # Pages without a fingerprint (the near books' pages never reach the hash's owner: claims rule
+        # 11) whose hash w1 owns: w0 claims each twice (two URLs), the second a copy of the first.
         pages = [p for p in (_page(f"http://a.test/{i}", text(i), T0 + i) for i in range(80))
                  if ring.owner(content_slice(p[0].content_hash)) == "w1"][:6]
         async with asyncio.timeout(20):
-            await asyncio.gather(*(new.claim(*p) for p in pages))
+            await asyncio.gather(*(new.claim(r, b) for r, b, _ in pages))
             await asyncio.sleep(0.2)  # reported durable
             await asyncio.gather(*(new.claim(replace(r, url=r.url + "/copy", fetched_at=r.fetched_at + 99), b)
                                    for r, b, _ in pages))

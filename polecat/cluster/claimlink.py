@@ -24,10 +24,10 @@ With ``near`` (``dedup.near_duplicates`` "delta" or "drop"), a page with a finge
 by its band keys (claims rules 9-12): a near copy of a page another member stored is written as one
 process writes it, deposited with its own body as a delta ("drop": the revisit alone) in the store that
 holds the original (received here by :meth:`receive`, acknowledged after the store flush that holds it,
-:meth:`after_flush`); with no near
-match the page goes on to its exact claim (claims rule 11; its exact copies are near copies at distance
-0 while its base is in a near book). A page waits at most ``wait`` seconds per step
-(near claim, then deposit).
+:meth:`after_flush`); with no near match the page is stored in full (claims rule 11: its exact copies are
+near copies at distance 0 while it is a base of the near books), and claimed by its hash only where a band
+owner did not answer or took no near claim. A page waits at most ``wait`` seconds per step (near claim,
+then exact claim or deposit).
 """
 
 from __future__ import annotations
@@ -335,15 +335,21 @@ class ContentClaims:
             self._hold(record.content_hash, -1)
             near = self._near_bases.pop(o.seq, None)
             if o.original is None:
-                if near is not None:  # a base of their books now, durable after the flush (claims rule 11)
-                    for owner in near[0]:
-                        self._near_stored.setdefault(owner, []).append(record.content_hash)
-                self._put(record, body, stored, marked=o.marked or (near is not None and near[1]))
+                self._first(record, body, stored, () if near is None else near[0],
+                            marked=o.marked or (near is not None and near[1]))
             else:
                 if near is not None:  # not stored in full: no base (claims rule 10's withdrawal)
                     self._withdraw(near[0], record.content_hash)
                 self.copies += 1
                 self._put(exact_copy(record, *o.original), None, stored)
+
+    def _first(self, record: FetchRecord, body: bytes, stored: asyncio.Future[None], owners: tuple[str, ...],
+               *, marked: bool = False) -> None:
+        """Store a first page in full; the band ``owners`` that recorded it as a base learn after the flush
+        that it is durable (claims rule 11)."""
+        for owner in owners:
+            self._near_stored.setdefault(owner, []).append(record.content_hash)
+        self._put(record, body, stored, marked=marked)
 
     def _put(self, record: FetchRecord, body: bytes | None, stored: asyncio.Future[None], *,
              marked: bool = False) -> None:
@@ -371,8 +377,8 @@ class ContentClaims:
                 self._withdraw(o.owners, record.content_hash)
                 self._claim_exact(record, body, stored)
                 continue
-            if orig is None:  # the hash's owner still decides: its book outlives a restart (claims rule 8)
-                self._claim_exact(record, body, stored, (o.owners, o.marked))
+            if orig is None:
+                self._no_match(record, body, stored, o)
                 continue
             # An exact copy of a base of this member's has that base's key: nothing of its own to withdraw.
             if orig.holder != self._self_id or orig.digest != record.content_hash:
@@ -385,12 +391,22 @@ class ContentClaims:
             elif self._stored_here(orig.digest):
                 self._copied(copy, own, stored)
             elif self._closes_cycle(record.url, orig):  # claims rule 18: its own twin waits on it
-                self._claim_exact(record, body, stored, (o.owners, o.marked))
+                self._no_match(record, body, stored, o)
             elif self._holds(orig.digest):  # its base is a page held here: stored once that one is
                 parked = (self._self_id, self._new_deposit(record, body, stored, again, orig), copy, own)
                 self._parked.setdefault(orig.digest, []).append(parked)
             else:  # the base went from this store (a repair): nothing to make the delta against
                 self._put(record, body, stored)
+
+    def _no_match(self, record: FetchRecord, body: bytes, stored: asyncio.Future[None],
+                  o: NearOutcome) -> None:
+        """A page no near book matched (claims rule 11): stored in full once every band owner answered (its
+        exact copies meet it there, at distance 0); claimed by its hash when one did not (the hash's owner
+        may know a copy that band's owner would have matched)."""
+        if o.marked:
+            self._claim_exact(record, body, stored, (o.owners, True))
+        else:
+            self._first(record, body, stored, o.owners)
 
     def _closes_cycle(self, url: str, orig: Original) -> bool:
         """Whether ``orig``, a page of this member's, waits parked here as a copy of the page ``url``,

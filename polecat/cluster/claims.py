@@ -75,11 +75,16 @@ near-duplicate index up (polecat/node/pipeline.py):
     claim, e.g. a release without near claims, counts as "none", and the page with no match then goes
     on to its exact claim), at most ``wait`` seconds; the closest match of the answers wins (sketch
     bins, then index bits, then the earliest fetch). An exact copy of a page with a fingerprint is its
-    near copy at distance 0, found the same way while its original is in a near book. With none the page
-    goes on to its exact claim (rules 1-7). Both books are kept (rules 8 and 13): after an owner's
-    restart an exact or near copy is still found. Stored in full (marked, rule 5, when a near or the
-    exact owner did not answer), the band owners learn it (the rule 7 report after the flush); not (an
-    exact copy), it is withdrawn from them (rule 10).
+    near copy at distance 0, found the same way while its original is in a near book. With none, every
+    owner having answered, the page is stored in full with no exact claim: a later exact copy meets it at
+    those owners as a near copy, their books kept as the exact book is (rule 13), and one process's store
+    finds it no other way. Where an owner did not answer in time or refused the claim, the page goes on to
+    its exact claim (rules 1-7): the hash's owner may know a copy that owner's book would have matched.
+    (Claimed by its hash as well, such pages cost 0.6 items a page more at 4 workers and gave no copy the
+    near claims had not found: benchmarks/README.md "Issue 35: no exact claim after the near claims".)
+    Stored in full (marked, rule 5, when a near or the exact owner
+    did not answer), the band owners learn it (the rule 7 report after the flush); not (an exact copy),
+    it is withdrawn from them (rule 10).
 12. A near copy becomes the record one process writes (:func:`near_copy`): a revisit of the original
     carrying its own hash. With ``near_duplicates = "delta"`` it goes to the original's holder (the member
     that stored it in full) in a *deposit*, with its own body to be stored there as a delta against the
@@ -142,9 +147,9 @@ near-duplicate index up (polecat/node/pipeline.py):
     given up after ``wait`` and stored in full, marked (benchmarks/README.md "Issue 35: a near base held
     past its wait (4 workers)"). The claimer, which holds both, breaks the cycle when the answer that
     closes it comes (polecat/cluster/claimlink.py): that page is not parked on a page that waits for it
-    (directly or through other pages parked on the hash) but goes on to its exact claim, as a page no near
-    book matched (rule 11), and the pages parked on it follow once it is stored (in full; or not, and
-    they are refused, rule 12).
+    (directly or through other pages parked on the hash) but is taken as a page no near book matched
+    (rule 11: stored in full, or claimed by its hash where an owner did not answer), and the pages parked
+    on it follow once it is stored (in full; or not, and they are refused, rule 12).
 """
 
 from __future__ import annotations
