@@ -6,7 +6,8 @@
 tests/test_near_claims.py's model test makes them), are fetched by random members of ``--members``
 (a Ring), 1 ms apart in fetch order; each member's :class:`NearQueue` claims them, every frame is
 delivered in order, a page stored in full is reported durable to its band owners, a copy withdrawn;
-a page with no near match goes on to its exact claim (:class:`ClaimQueue`). Fingerprints and hashes
+a page with no near match is stored in full, claimed by its hash (:class:`ClaimQueue`) only where a band
+owner did not answer (claims rule 11). Fingerprints and hashes
 are computed before the clock starts: the figure (µs per page, process CPU) is the claims' own work.
 """
 
@@ -65,9 +66,12 @@ def run(work: list[Page], members: list[str], settle: float = 0.02) -> tuple[flo
                 counts["near copies"] += 1
                 mail.extend((owner, m, "withdrawn", p[1]) for owner in o.owners)
                 continue
-            seq, decided = exact[m].add(p[1], p[2], p[3], now)
-            digest_of[(m, seq)] = p[1]
-            exact_out(m, decided)
+            if o.marked or o.exact:  # a band owner did not answer: the hash's owner decides (claims rule 11)
+                seq, decided = exact[m].add(p[1], p[2], p[3], now)
+                digest_of[(m, seq)] = p[1]
+                exact_out(m, decided)
+            else:
+                counts["stored in full"] += 1
             mail.extend((owner, m, "durable", p[1]) for owner in o.owners)
 
     def exact_out(m: str, outs: list[claims.Outcome]) -> None:
