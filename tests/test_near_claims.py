@@ -11,6 +11,8 @@ import random
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from itertools import combinations
 from pathlib import Path
@@ -480,6 +482,20 @@ async def _stop(tasks: list[asyncio.Task[None]], members: list[ContentClaims]) -
         await m.close()
 
 
+@asynccontextmanager
+async def _running(
+        members: tuple[str, ...]) -> AsyncIterator[tuple[list[MemoryPageStore], list[ContentClaims]]]:
+    """Members on one loopback transport, each with its store, running and flushing until the block ends."""
+    transport = LoopbackTransport()
+    stores = [MemoryPageStore() for _ in members]
+    claims = [_member(m, members, transport, s) for m, s in zip(members, stores, strict=True)]
+    tasks = [asyncio.create_task(_commits(claims)), *(asyncio.create_task(m.run()) for m in claims)]
+    try:
+        yield stores, claims
+    finally:
+        await _stop(tasks, claims)
+
+
 def test_a_member_alone_stores_its_pages_as_it_claims_them_and_one_with_a_peer_waits_the_settle() -> None:
     async def go() -> tuple[bool, bool, MemoryPageStore]:
         transport, store = LoopbackTransport(), MemoryPageStore()
@@ -502,22 +518,18 @@ def test_near_copies_fetched_by_two_members_are_deposited_where_their_originals_
     members = ("w0", "w1")
 
     async def go() -> tuple[MemoryPageStore, MemoryPageStore, list[ContentClaims]]:
-        transport = LoopbackTransport()
-        stores = MemoryPageStore(), MemoryPageStore()
-        claims = [_member(m, members, transport, s) for m, s in zip(members, stores, strict=True)]
-        runs = [asyncio.create_task(m.run()) for m in claims]
-        committing = asyncio.create_task(_commits(claims))
-        # w0 fetches the originals, w1 a near copy of each (some exact) once their claims are on their
-        # way (two pages claimed in the same instant at two members may both be stored in full: claims
-        # rule 10)
-        held = [claims[0].claim(*_page(f"http://a.test/{i}", text(i), T0 + i)) for i in range(20)]
-        await asyncio.sleep(0.01)
-        for i in range(20):
-            held.append(claims[1].claim(*_page(f"http://b.test/{i}", text(i, 4 * (i >= 5)), T0 + i + 0.5)))
-        async with asyncio.timeout(20):
-            await asyncio.gather(*held)
-        await _stop([committing, *runs], claims)
-        return *stores, claims
+        async with _running(members) as (stores, claims):
+            # w0 fetches the originals, w1 a near copy of each (some exact) once their claims are on their
+            # way (two pages claimed in the same instant at two members may both be stored in full: claims
+            # rule 10)
+            held = [claims[0].claim(*_page(f"http://a.test/{i}", text(i), T0 + i)) for i in range(20)]
+            await asyncio.sleep(0.01)
+            for i in range(20):
+                held.append(claims[1].claim(*_page(f"http://b.test/{i}", text(i, 4 * (i >= 5)),
+                                                   T0 + i + 0.5)))
+            async with asyncio.timeout(20):
+                await asyncio.gather(*held)
+        return stores[0], stores[1], claims
 
     a, b, claims = asyncio.run(go())
     assert sum(m.stats().near_copies for m in claims) == 20
@@ -721,18 +733,12 @@ def test_a_page_every_band_owner_answered_none_is_stored_in_full_without_an_exac
     members = ("w0", "w1")
 
     async def go() -> tuple[MemoryPageStore, MemoryPageStore, list[ContentClaims]]:
-        transport = LoopbackTransport()
-        stores = MemoryPageStore(), MemoryPageStore()
-        claims = [_member(m, members, transport, s) for m, s in zip(members, stores, strict=True)]
-        runs = [asyncio.create_task(m.run()) for m in claims]
-        committing = asyncio.create_task(_commits(claims))
-        async with asyncio.timeout(20):
+        async with _running(members) as (stores, claims), asyncio.timeout(20):
             await asyncio.gather(*(claims[0].claim(*_page(f"http://a.test/{i}", text(i), T0 + i))
                                    for i in range(10)))
             await asyncio.gather(*(claims[1].claim(*_page(f"http://b.test/{i}", text(i), T0 + 100 + i))
                                    for i in range(10)))
-        await _stop([committing, *runs], claims)
-        return *stores, claims
+        return stores[0], stores[1], claims
 
     a, b, claims = asyncio.run(go())
     assert [(m.queue.sent, len(m.book)) for m in claims] == [(0, 0), (0, 0)]
