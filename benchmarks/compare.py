@@ -34,7 +34,7 @@ from benchmarks.sizes import SIZES, Size
 from polecat.store.segstore import ZSTD_LEVEL
 from polecat.testing.dns import LocalDnsServer
 from polecat.testing.sitegen import Site, ground_truth
-from polecat.testing.siteserve import bind_loopback
+from polecat.testing.siteserve import reserve_port
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -48,11 +48,7 @@ def _cpus() -> tuple[str | None, str | None]:
 
 
 def _free_port(addresses: list[str]) -> int:
-    socks = bind_loopback(addresses)
-    port: int = socks[0].getsockname()[1]
-    for sock in socks:
-        sock.close()
-    return port
+    return reserve_port(addresses)
 
 
 def run_child(
