@@ -69,26 +69,17 @@ def reserve_port(addresses: list[str]) -> int:
     bind it with ``bind_loopback(..., reuse_port=True)`` and nothing else can take it meanwhile: a port
     found free and let go (a benchmark stops and starts its server on it between crawls) was taken once
     by another test's socket in CI, and the server's workers failed with "Address already in use"."""
-    for _ in range(_BIND_ATTEMPTS):
-        socks: list[socket.socket] = []
-        try:
-            for addr in addresses:
-                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-                socks.append(sock)
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-                sock.bind((addr, socks[0].getsockname()[1] if len(socks) > 1 else 0))
-        except OSError:
-            for sock in socks:
-                sock.close()
-            continue
-        _RESERVED.extend(socks)
-        return int(socks[0].getsockname()[1])
-    raise OSError(f"no TCP port free on all of {addresses}")
+    socks = _bind_common(addresses, 0, reuse_port=True, listen=False)
+    _RESERVED.extend(socks)
+    return int(socks[0].getsockname()[1])
 
 
 def bind_loopback(addresses: list[str], port: int = 0, reuse_port: bool = False) -> list[socket.socket]:
     """Listening TCP sockets on one common port across ``addresses`` (an ephemeral one when 0)."""
+    return _bind_common(addresses, port, reuse_port=reuse_port, listen=True)
+
+
+def _bind_common(addresses: list[str], port: int, *, reuse_port: bool, listen: bool) -> list[socket.socket]:
     for _ in range(_BIND_ATTEMPTS):
         socks: list[socket.socket] = []
         try:
@@ -99,8 +90,9 @@ def bind_loopback(addresses: list[str], port: int = 0, reuse_port: bool = False)
                 if reuse_port:
                     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
                 sock.bind((addr, port or (socks[0].getsockname()[1] if len(socks) > 1 else 0)))
-                sock.listen(1024)
-                sock.setblocking(False)
+                if listen:
+                    sock.listen(1024)
+                    sock.setblocking(False)
             return socks
         except OSError:
             for sock in socks:
