@@ -25,13 +25,13 @@ from typing import Any
 
 import uvloop
 
-from benchmarks.compare import _free_port
 from benchmarks.server import StaticServer, render_site
 from benchmarks.sizes import SIZES
 from polecat import Crawler
 from polecat.config import config_from_mapping
 from polecat.testing.dns import LocalDnsServer
 from polecat.testing.sitegen import Site
+from polecat.testing.siteserve import reserve_port
 
 PROBE = 0.001
 
@@ -47,10 +47,10 @@ def timed(fn: Callable[..., Any], on_loop: list[float], off_loop: list[float]) -
     """``fn`` that records its duration, split by whether it ran on the loop's thread."""
     loop_thread = threading.get_ident()
 
-    def run(*args: Any) -> Any:
+    def run(*args: Any, **kwargs: Any) -> Any:
         t0 = time.perf_counter()
         try:
-            return fn(*args)
+            return fn(*args, **kwargs)
         finally:
             (on_loop if threading.get_ident() == loop_thread else off_loop).append(time.perf_counter() - t0)
 
@@ -84,18 +84,18 @@ def pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(q * len(xs)))]
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--size", default="small", choices=sorted(SIZES))
     ap.add_argument("--max-pages", type=int, default=1500)
     ap.add_argument("--rate", type=float, default=None, help="per-host rate (default: the size's)")
     ap.add_argument("--concurrency", type=int, default=None, help="default: the size's")
     ap.add_argument("--dir", type=Path, default=None)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     size = SIZES[args.size]
     out = args.dir or Path(tempfile.mkdtemp(prefix="polecat-bench-lag-"))
     addresses = [f"127.0.0.{i + 1}" for i in range(8)]
-    port = _free_port(addresses)
+    port = reserve_port(addresses)
     site = Site(size.spec)
     render_site(site, port, out / "site")
     with LocalDnsServer() as dns:

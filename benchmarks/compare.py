@@ -47,10 +47,6 @@ def _cpus() -> tuple[str | None, str | None]:
     return str(allowed[0]), str(allowed[1])
 
 
-def _free_port(addresses: list[str]) -> int:
-    return reserve_port(addresses)
-
-
 def run_child(
     argv: list[str], cpu: str | None, log_file: Path, timeout: float,
     poll: Callable[[int], None] | None = None,
@@ -127,7 +123,7 @@ class Web:
 
 def generated_web(size: Size, addresses: list[str], out: Path, floor_pages: int = 400) -> Web:
     """``size``'s generated web, rendered into ``out/site``."""
-    port = _free_port(addresses)
+    port = reserve_port(addresses)
     site = Site(size.spec)
     t0 = time.monotonic()
     total = render_site(site, port, out / "site")
@@ -165,7 +161,7 @@ Pacing costs CPU: the same crawl at 50 a second spends ~0.4 ms more a page (benc
 def real_web(addresses: list[str], out: Path, rate: float = REAL_RATE) -> Web | None:
     """The installed Debian documentation (benchmarks/docweb.py) crawled at ``rate`` requests a second
     per host, or None if none of it is installed."""
-    port = _free_port(addresses)
+    port = reserve_port(addresses)
     web = doc_web(port)
     if web is None:
         return None

@@ -82,9 +82,8 @@ near-duplicate index up (polecat/node/pipeline.py):
     its exact claim (rules 1-7): the hash's owner may know a copy that owner's book would have matched.
     (Claimed by its hash as well, such pages cost 0.6 items a page more at 4 workers and gave no copy the
     near claims had not found: benchmarks/README.md "Issue 35: no exact claim after the near claims".)
-    Stored in full (marked, rule 5, when a near or the exact owner
-    did not answer), the band owners learn it (the rule 7 report after the flush); not (an exact copy),
-    it is withdrawn from them (rule 10).
+    Stored in full (marked, rule 5, when a near or the exact owner did not answer), the band owners learn
+    it (the rule 7 report after the flush); not (an exact copy), it is withdrawn from them (rule 10).
 12. A near copy becomes the record one process writes (:func:`near_copy`): a revisit of the original
     carrying its own hash. With ``near_duplicates = "delta"`` it goes to the original's holder (the member
     that stored it in full) in a *deposit*, with its own body to be stored there as a delta against the
