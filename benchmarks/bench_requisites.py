@@ -33,6 +33,7 @@ from polecat.parse.html import parse_html
 from polecat.parse.requisites import page_requisites
 from polecat.store.segstore import SegmentStore
 from polecat.testing.browser import Browser, find_chromium
+from polecat.testing.dns import LocalDnsServer
 from polecat.testing.pywb import get, in_replay_frame, pywb_serving, stamp_now
 
 REQUISITE_SUFFIXES = (".css", ".gif", ".jpg", ".jpeg", ".png", ".svg", ".ico", ".js", ".woff", ".woff2")
@@ -56,11 +57,18 @@ def _parse_cost(docs: Path) -> dict[str, float]:
             "page_requisites_us": best(page_requisites)}
 
 
-def _crawl(seed: str, data: Path, rate: float, requisites: bool) -> float:
+def _crawl(seed: str, data: Path, rate: float, requisites: bool, dns: str) -> float:
+    """One crawl of the site. Requisites on other hosts (a font on a CDN, named by a page of a real doc
+    site) are not fetched, and every name goes to ``dns``, the bench's own nameserver on loopback, which
+    knows none: the crawl stays on the loopback host it serves."""
     started = time.monotonic()
+    data.mkdir(parents=True, exist_ok=True)
+    config = data.parent / f"{data.name}.toml"
+    config.write_text('[scope]\nrequisite_hosts = "scope"\n')
     flags = ["--requisites"] if requisites else []
     subprocess.run([sys.executable, "-m", "polecat", "-q", "crawl", seed, "--data", str(data),
-                    "--allow-private", "--rate", str(rate), "--max-pages", "5000", *flags],
+                    "--config", str(config), "--dns-server", dns, "--allow-private", "--rate", str(rate),
+                    "--max-pages", "5000", *flags],
                    check=True, capture_output=True, timeout=1800)
     return time.monotonic() - started
 
@@ -144,7 +152,7 @@ def _named(docs: Path, files: list[Path]) -> list[str]:
     return [p.relative_to(docs).as_posix() for p in files if any(p.name in text for text in texts)]
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("docs", nargs="?", type=Path, default=Path("/usr/share/doc/sqlite3"))
@@ -152,16 +160,16 @@ def main() -> None:
     parser.add_argument("--pywb", type=Path, help="pywb's bin directory: export and replay the crawl")
     parser.add_argument("--page", default="/index.html", help="the page opened in Chromium")
     parser.add_argument("--screenshot", type=Path, help="write Chromium's screenshot of that page here")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     print(json.dumps({"parse_cost": _parse_cost(args.docs)}), flush=True)
-    with serving(args.docs) as server, tempfile.TemporaryDirectory() as tmp:
+    with serving(args.docs) as server, tempfile.TemporaryDirectory() as tmp, LocalDnsServer() as dns:
         base_url = server.base_url
         for requisites in (False, True):
             server.counts.clear()
             data = Path(tmp) / f"requisites-{requisites}"
-            wall = _crawl(f"{base_url}/index.html", data, args.rate, requisites)
+            wall = _crawl(f"{base_url}/index.html", data, args.rate, requisites, dns.address)
             print(json.dumps({"requisites": requisites, "crawl_s": round(wall, 1), **_requests(server.counts),
-                              **_stored(data, args.docs)}), flush=True)
+                              **_stored(data, args.docs), "names_asked": sorted(dns.queries)}), flush=True)
         if args.pywb is not None:
             print(json.dumps(_replay(data, args.docs, base_url, args.pywb, args.page, args.screenshot,
                                      Path(tmp))), flush=True)
