@@ -78,6 +78,16 @@ async def sites() -> AsyncIterator[Sites]:
 
 @pytest_asyncio.fixture(loop_scope="module")
 async def fetcher(dns: LocalDnsServer) -> AsyncIterator[Fetcher]:
+    """A fetcher with time to spare: on a loaded CI machine the server, in this process, once took more
+    than 0.3 s to answer a robots.txt, and a test of the status's meaning saw a timeout instead."""
+    cfg = FetchConfig(connect_timeout=10, first_byte_timeout=10, read_gap_timeout=10, total_timeout=20)
+    async with Fetcher(cfg, DnsConfig(nameservers=(dns.address,), allow_private=True, timeout=10.0)) as f:
+        yield f
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def impatient_fetcher(dns: LocalDnsServer) -> AsyncIterator[Fetcher]:
+    """A fetcher that gives up on a silent server fast: for the timeout's own test."""
     cfg = FetchConfig(connect_timeout=0.5, first_byte_timeout=0.3, read_gap_timeout=0.3, total_timeout=2.0)
     async with Fetcher(cfg, DnsConfig(nameservers=(dns.address,), allow_private=True, timeout=0.5)) as f:
         yield f
@@ -147,8 +157,8 @@ async def test_429_retry_after_respected(sites: Sites, fetcher: Fetcher, policy:
     assert d == Closed(1000.0)
 
 
-async def test_timeout_fails_closed(sites: Sites, fetcher: Fetcher, policy: RobotsPolicy) -> None:
-    resp, d = await refresh_robots(fetcher, policy, "silent", sites.origin("silent"))
+async def test_timeout_fails_closed(sites: Sites, impatient_fetcher: Fetcher, policy: RobotsPolicy) -> None:
+    resp, d = await refresh_robots(impatient_fetcher, policy, "silent", sites.origin("silent"))
     assert isinstance(resp, FetchTimeout) and isinstance(d, Closed)
     assert policy.stats().errors == (("timeout", 1),)
 
