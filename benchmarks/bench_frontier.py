@@ -65,7 +65,7 @@ from polecat.frontier.db import FrontierDB
 from polecat.frontier.frontier import Frontier
 from polecat.frontier.opener import log_options
 from polecat.frontier.politeness import Attempt
-from polecat.frontier.records import Completion, Lease
+from polecat.frontier.records import Completion, Idle, Lease, Wait
 from polecat.frontier.robots import RobotsPolicy
 from polecat.frontier.routing import Routing
 from polecat.frontier.wal import _FRAME_HEAD as FRAME_HEAD  # for cut_log: a payload's msgpack size
@@ -319,6 +319,11 @@ def main() -> None:
         profiler.enable()
     while done < args.pops:
         got = db.applied(frontier.lease(now))
+        if isinstance(got, Idle) or (isinstance(got, Wait) and got.until is None):
+            # nothing left to lease (fewer queued than --pops, or --drop queue): the figures are per lease
+            print(f"the frontier ran dry after {done:,} of {args.pops:,} leases")
+            args.pops = done
+            break
         if not isinstance(got, Lease):
             now += 0.001
             continue

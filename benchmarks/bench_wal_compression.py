@@ -73,17 +73,29 @@ def main() -> None:
             entries += [payload[i: i + step] for i in range(0, len(payload), step)]
             if sum(map(len, entries)) >= args.max_mb * _MB:
                 break
+        if not entries:
+            print(f"{path}: skipped, no entries")
+            continue
         sizes = sorted(map(len, entries))
         print(f"{path}: {len(entries):,} entries, {sum(sizes) / _MB:,.1f} MiB of payload, "
               f"median {sizes[len(sizes) // 2]:,} B, max {sizes[-1]:,} B")
         cut = len(entries) // 5 if args.split else args.train
         train, rest = entries[:cut], entries[cut:]
+        if not train or not rest:  # nothing to train on, or nothing left to measure
+            print(f"{path}: skipped, {len(entries)} entries: the dictionary takes the first {cut} "
+                  "(--train) and at least one more is measured")
+            continue
         samples: list[bytes | bytearray | memoryview] = [e[i: i + 16384] for e in train
                                                          for i in range(0, len(e), 16384)]
-        dictionary = zstandard.train_dictionary(112_640, samples)
+        try:
+            dictionary: zstandard.ZstdCompressionDict | None = zstandard.train_dictionary(112_640, samples)
+        except zstandard.ZstdError as exc:  # too few samples for zstd's trainer
+            print(f"{path}: no dictionary from {len(samples)} samples of {len(train)} entries ({exc})")
+            dictionary = None
         for level in args.levels:
             measure(path.name, rest, level, None)
-            measure(path.name, rest, level, dictionary)
+            if dictionary is not None:
+                measure(path.name, rest, level, dictionary)
 
 
 if __name__ == "__main__":
