@@ -103,8 +103,9 @@ class _Connection(asyncio.Protocol):
     def send(self, data: bytes, waiter: asyncio.Future[Reply], deadline: float) -> None:
         assert self.transport is not None
         self.waiter, self.deadline = waiter, deadline
-        self.transport.write(_LENGTH.pack(len(data)))
-        self.transport.write(data)
+        # One write, one system call: a second write() of the body is a second send() when the first left
+        # the transport's buffer empty.
+        self.transport.writelines((_LENGTH.pack(len(data)), data))
 
     def data_received(self, data: bytes) -> None:
         if self.waiter is None:  # bytes on an idle connection: nothing they say can be trusted
