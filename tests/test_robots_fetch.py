@@ -3,6 +3,7 @@ hostile loopback server through Fetcher.fetch_robots into RobotsPolicy."""
 
 from __future__ import annotations
 
+import contextlib
 import random
 from collections.abc import AsyncIterator
 
@@ -76,20 +77,27 @@ async def sites() -> AsyncIterator[Sites]:
         yield Sites(srv)
 
 
+@contextlib.asynccontextmanager
+async def _fetching(dns: LocalDnsServer, seconds: float) -> AsyncIterator[Fetcher]:
+    """A fetcher whose every timeout is ``seconds`` (the whole fetch: four times that)."""
+    cfg = FetchConfig(connect_timeout=seconds, first_byte_timeout=seconds, read_gap_timeout=seconds,
+                      total_timeout=4 * seconds)
+    async with Fetcher(cfg, DnsConfig(nameservers=(dns.address,), allow_private=True, timeout=seconds)) as f:
+        yield f
+
+
 @pytest_asyncio.fixture(loop_scope="module")
 async def fetcher(dns: LocalDnsServer) -> AsyncIterator[Fetcher]:
     """A fetcher with time to spare: on a loaded CI machine the server, in this process, once took more
     than 0.3 s to answer a robots.txt, and a test of the status's meaning saw a timeout instead."""
-    cfg = FetchConfig(connect_timeout=10, first_byte_timeout=10, read_gap_timeout=10, total_timeout=20)
-    async with Fetcher(cfg, DnsConfig(nameservers=(dns.address,), allow_private=True, timeout=10.0)) as f:
+    async with _fetching(dns, 5.0) as f:
         yield f
 
 
 @pytest_asyncio.fixture(loop_scope="module")
 async def impatient_fetcher(dns: LocalDnsServer) -> AsyncIterator[Fetcher]:
     """A fetcher that gives up on a silent server fast: for the timeout's own test."""
-    cfg = FetchConfig(connect_timeout=0.5, first_byte_timeout=0.3, read_gap_timeout=0.3, total_timeout=2.0)
-    async with Fetcher(cfg, DnsConfig(nameservers=(dns.address,), allow_private=True, timeout=0.5)) as f:
+    async with _fetching(dns, 0.3) as f:
         yield f
 
 
