@@ -24,7 +24,7 @@ from tempfile import TemporaryDirectory
 
 from aiohttp import web
 
-from benchmarks.bench_politeness import free_port
+from benchmarks.bench_politeness import ADDRESSES
 from polecat.cluster.auth import hmac_signer, hmac_verifier
 from polecat.cluster.claims import Claim
 from polecat.cluster.claimstream import StreamTransport
@@ -34,6 +34,7 @@ from polecat.config import config_from_mapping
 from polecat.processes.machine import ClusterNode
 from polecat.runloop import run
 from polecat.testing.fakes import MemoryPageStore
+from polecat.testing.siteserve import reserve_port
 
 SECRET = "the secret of the benchmark cluster"
 
@@ -48,7 +49,7 @@ async def _rate(transport: Transport, address: str, frames: list[bytes], window:
 
 
 async def _bench(args: argparse.Namespace, data: Path) -> None:
-    port = free_port()
+    port = reserve_port(ADDRESSES)
     address = f"http://127.0.0.1:{port}"
     cfg = config_from_mapping({"data_dir": str(data), "cluster": {
         "etcd": "http://127.0.0.1:1", "name": "bench", "node_id": "b", "advertise": address,

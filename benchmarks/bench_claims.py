@@ -67,7 +67,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.bench_politeness import ADDRESSES, free_port
+from benchmarks.bench_politeness import ADDRESSES
 from benchmarks.compare import run_child
 from benchmarks.server import StaticServer, render_site
 from polecat.cluster.claimlink import CLAIM_HEADER
@@ -89,6 +89,7 @@ from polecat.testing.failover import (
 )
 from polecat.testing.serverlog import RequestRecord
 from polecat.testing.sitegen import Site, SiteSpec, ground_truth
+from polecat.testing.siteserve import reserve_port
 from polecat.testing.web import TestWeb
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -390,7 +391,7 @@ def tree_cpu_seconds(pid: int) -> float:
 def crawl(args: argparse.Namespace) -> None:
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
-    port = free_port()
+    port = reserve_port(ADDRESSES)
     site = Site(site_spec(args))
     size = render_site(site, port, out / "site")
     (out / "seeds.txt").write_text("\n".join(site.seeds(port)) + "\n")

@@ -322,7 +322,6 @@ def main() -> None:
         if isinstance(got, Idle) or (isinstance(got, Wait) and got.until is None):
             # nothing left to lease (fewer queued than --pops, or --drop queue): the figures are per lease
             print(f"the frontier ran dry after {done:,} of {args.pops:,} leases")
-            args.pops = done
             break
         if not isinstance(got, Lease):
             now += 0.001
@@ -336,9 +335,9 @@ def main() -> None:
         profiler.disable()
         pstats.Stats(profiler).sort_stats("tottime").print_stats(args.profile)
     pop_s, pop_cpu, pop_w = time.perf_counter() - t0, time.process_time() - c0, written()
-    pops = max(1, args.pops)
+    pops = max(1, done)
     print(
-        f"pop+complete: {args.pops:,} leases in {pop_s:.1f}s = {args.pops / max(pop_s, 1e-9):,.0f}/s, "
+        f"pop+complete: {done:,} leases in {pop_s:.1f}s = {done / max(pop_s, 1e-9):,.0f}/s, "
         f"{pop_cpu / pops * 1e6:.1f} us CPU/lease; "
         f"{memory()}; queued {frontier.queued:,}; {per(pop_w, w0, pops)}; {commits.report()}"
     )

@@ -38,11 +38,6 @@ ADDRESSES = [f"127.0.0.{i + 1}" for i in range(8)]
 BAR = 0.95
 
 
-def free_port() -> int:
-    """A port on every address of :data:`ADDRESSES`, held for this process (siteserve.reserve_port)."""
-    return reserve_port(ADDRESSES)
-
-
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
@@ -110,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
 
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
-    port = free_port()
+    port = reserve_port(ADDRESSES)
     site = Site(SiteSpec(hosts=args.hosts, pages_per_host=pages, seed=5, page_bytes=1024))
     t0 = time.monotonic()
     size = render_site(site, port, out / "site")

@@ -62,7 +62,6 @@ def _crawl(seed: str, data: Path, rate: float, requisites: bool, dns: str) -> fl
     site) are not fetched, and every name goes to ``dns``, the bench's own nameserver on loopback, which
     knows none: the crawl stays on the loopback host it serves."""
     started = time.monotonic()
-    data.mkdir(parents=True, exist_ok=True)
     config = data.parent / f"{data.name}.toml"
     config.write_text('[scope]\nrequisite_hosts = "scope"\n')
     flags = ["--requisites"] if requisites else []

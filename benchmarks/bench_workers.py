@@ -35,7 +35,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from benchmarks.bench_politeness import ADDRESSES, free_port
+from benchmarks.bench_politeness import ADDRESSES
 from benchmarks.compare import run_child
 from benchmarks.server import StaticServer, render_site
 from polecat.cluster.batch import Batch, HandoffUrl
@@ -53,6 +53,7 @@ from polecat.hosts import host_key
 from polecat.testing.dns import LocalDnsServer
 from polecat.testing.serverlog import politeness_violations
 from polecat.testing.sitegen import Site, SiteSpec
+from polecat.testing.siteserve import reserve_port
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -60,7 +61,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def crawl(args: argparse.Namespace) -> None:
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
-    port = free_port()
+    port = reserve_port(ADDRESSES)
     site = Site(SiteSpec(hosts=args.hosts, pages_per_host=args.pages_per_host, seed=9))
     size = render_site(site, port, out / "site")
     seeds = site.seeds(port)
